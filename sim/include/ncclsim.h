@@ -1,0 +1,40 @@
+/* ncclsim.h: what sim/ offers beyond the NCCL and CUDA APIs it stands in for.
+ *
+ * Programs that only use the real APIs need nothing from here. Tests and benchmarks use it to put
+ * simulated compute on a stream, to set the interference that overlapping compute causes, and to
+ * pass a ncclUniqueId from rank 0 to the other ranks of an ncclsim-run job. */
+#ifndef NCCLSIM_H
+#define NCCLSIM_H
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Advances the stream's virtual clock by `us` microseconds of simulated compute, as a kernel of that
+ * length would. Returns cudaErrorInvalidValue for a negative time or a dead stream. */
+cudaError_t ncclsimStreamAddCompute(cudaStream_t stream, double us);
+
+/* Sets the share (0 <= phi < 1) of SM and memory time that compute overlapping this stream's
+ * collectives holds. Collectives issued on the stream are timed with it. */
+cudaError_t ncclsimStreamSetInterference(cudaStream_t stream, double phi);
+
+/* Sets interference for every collective of a communicator (overrides the stream's value when
+ * larger). */
+ncclResult_t ncclsimCommSetInterference(ncclComm_t comm, double phi);
+
+/* Virtual time of a stream in microseconds: the end of the last work issued on it. */
+double ncclsimStreamTime(cudaStream_t stream);
+
+/* Passes a ncclUniqueId from the root to the other ranks of a job started by ncclsim-run, through
+ * the folder named by NCCLSIM_RDZV. The root (which created the id with ncclGetUniqueId) publishes
+ * it under `tag`; the others wait for it, at most NCCLSIM_TIMEOUT_S seconds (default 300).
+ * Different tags carry different ids. Returns 0, or -1 with a message on stderr. */
+int ncclsimExchangeUniqueId(const char *tag, int is_root, ncclUniqueId *id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,70 @@
+/* Process-wide settings of the simulator, read once from the environment. A malformed value is
+ * reported once and the default kept: the simulator must never be the reason a job fails to start. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static int env_version = 22809;
+static double env_timeout = 300.0;
+static int env_node = 0;
+
+/* Parses "2.28.9", "2.28" or a version code such as 22809. Returns 0 on success. */
+static int parse_version(const char *s, int *code_p) {
+  unsigned major, minor, patch = 0;
+  char tail;
+  if (sscanf(s, "%u.%u.%u%c", &major, &minor, &patch, &tail) == 3 ||
+      sscanf(s, "%u.%u%c", &major, &minor, &tail) == 2) {
+    if (major != 2 || minor > 99 || patch > 99) return -1;
+    *code_p = (int)(major * 10000 + minor * 100 + patch);
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < 20000 || v > 29999) return -1;
+  *code_p = (int)v;
+  return 0;
+}
+
+static void env_init(void) {
+  const char *s = getenv("NCCLSIM_VERSION");
+  if (s && *s && parse_version(s, &env_version) != 0) {
+    sim_log_warn("invalid value for NCCLSIM_VERSION: '%s' (expected 2.X.Y or a code like 22809); "
+                 "emulating 2.28.9", s);
+    env_version = 22809;
+  }
+  s = getenv("NCCLSIM_TIMEOUT_S");
+  if (s && *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !(v > 0)) sim_log_warn("invalid value for NCCLSIM_TIMEOUT_S: '%s' (expected seconds > 0)", s);
+    else env_timeout = v;
+  }
+  s = getenv("NCCLSIM_NODE");
+  if (s && *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 0 || v > 1000000) sim_log_warn("invalid value for NCCLSIM_NODE: '%s' (expected an integer >= 0)", s);
+    else env_node = (int)v;
+  }
+}
+
+int sim_nccl_version(void) {
+  pthread_once(&env_once, env_init);
+  return env_version;
+}
+
+double sim_timeout_s(void) {
+  pthread_once(&env_once, env_init);
+  return env_timeout;
+}
+
+int sim_node_id(void) {
+  pthread_once(&env_once, env_init);
+  return env_node;
+}

@@ -1,0 +1,75 @@
+/* Internal interface between the pieces of libncclsim.so: the CUDA runtime/driver stand-in
+ * (sim_cuda_*.c), the device and stream model (sim_device.c) and the NCCL stand-in (sim_nccl_*.c).
+ *
+ * The key choice: the GPU is modelled as a clock, not as an executor. Work is done on the calling
+ * thread when it is issued (memcpy at once, collectives when every rank has arrived), and each
+ * stream carries a virtual time in microseconds that issued work advances by its modelled
+ * duration. Events capture a stream's virtual time, so elapsed times are modelled durations,
+ * identical from run to run whatever the machine's load. */
+#ifndef SIM_INTERNAL_H
+#define SIM_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#define SIM_API __attribute__((visibility("default")))
+
+/* ---- devices and streams (sim_device.c) ----------------------------------------------------- */
+
+#define SIM_MAX_DEVICES 64
+
+/* A stream. The runtime's cudaStream_t and the driver's CUstream are the same pointer type
+ * (struct CUstream_st *), so one object serves both APIs. */
+struct CUstream_st {
+  uint32_t magic;          /* SIM_STREAM_MAGIC while alive */
+  int device;              /* device the stream belongs to */
+  unsigned flags;
+  int priority;
+  double vt_us;            /* virtual time: when the last work issued on the stream ends */
+  double compute_phi;      /* interference added by ncclsimStreamSetInterference, 0..1 */
+};
+#define SIM_STREAM_MAGIC 0x5354524du
+
+struct CUevent_st {
+  uint32_t magic;          /* SIM_EVENT_MAGIC while alive */
+  unsigned flags;
+  int device;
+  int recorded;            /* 0 until the first record */
+  double vt_us;            /* virtual time captured by the last record */
+};
+#define SIM_EVENT_MAGIC 0x45564e54u
+
+/* Device of the calling thread (cudaSetDevice / cuCtxSetCurrent). */
+int sim_device_current(void);
+int sim_device_count(void);
+
+/* Resolves a stream handle as CUDA does: NULL (legacy default), cudaStreamPerThread and
+ * cudaStreamLegacy map to the current device's default stream. Returns NULL for a handle that is
+ * not a live stream. */
+struct CUstream_st *sim_stream_resolve(cudaStream_t s);
+
+/* Virtual clock of a stream. Note that ranks driven by one thread (ncclCommInitAll) each have
+ * their own device and therefore their own default stream. */
+double sim_stream_time(struct CUstream_st *s);
+void sim_stream_set_time(struct CUstream_st *s, double vt_us);
+
+/* ---- process-wide settings (sim_env.c) ------------------------------------------------------- */
+
+/* Emulated NCCL version code (NCCLSIM_VERSION, default 2.28.9 = 22809). */
+int sim_nccl_version(void);
+/* Seconds a rank waits for its peers before failing a call (NCCLSIM_TIMEOUT_S, default 300).
+ * Dead peers are detected much sooner; this bounds a wait on a live but stuck peer. */
+double sim_timeout_s(void);
+/* Virtual node of this process (NCCLSIM_NODE, set by ncclsim-run; default 0). */
+int sim_node_id(void);
+
+/* ---- logging --------------------------------------------------------------------------------- */
+/* NCCLSIM_DEBUG=WARN|INFO. Warnings always print with the "ncclsim:" prefix. */
+void sim_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void sim_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
