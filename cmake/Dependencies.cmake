@@ -42,3 +42,6 @@ endif()
 # which -Wstrict-prototypes would otherwise turn into an error in every file that includes it.
 add_library(autoha_cuda_headers INTERFACE)
 target_include_directories(autoha_cuda_headers SYSTEM INTERFACE ${CUDA_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
+pkg_check_modules(OPENSSL REQUIRED IMPORTED_TARGET libcrypto)
