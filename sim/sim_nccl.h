@@ -1,0 +1,176 @@
+/* Internal state of sim/'s NCCL stand-in: communicators, the shared segment their ranks meet in,
+ * and the tasks a group launches.
+ *
+ * Every communicator has one POSIX shared-memory segment that all of its ranks map, whether they
+ * are processes or threads. Ranks move data through per-rank staging slots and synchronise with
+ * per-rank phase counters: a rank posts a phase by incrementing its counter, and waits until every
+ * rank's counter has reached the same value. No lock is ever held across processes, so a rank that
+ * dies cannot leave its peers blocked on a lock; they notice the death (its pid is gone, or it
+ * marked itself aborted) and fail their call. */
+#ifndef SIM_NCCL_H
+#define SIM_NCCL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <nccl.h>
+
+#include "sim_internal.h"
+#include "ncclsim.h"
+
+/* nccl.h declares these without a prototype; give them one. */
+ncclResult_t pncclGroupStart(void);
+ncclResult_t pncclGroupEnd(void);
+
+/* Collective types, numbered as NCCL's ncclFunc_t (the tuner ABI sees these numbers). */
+enum { SIM_COLL_BROADCAST = 0, SIM_COLL_REDUCE = 1, SIM_COLL_ALLGATHER = 2,
+       SIM_COLL_REDUCESCATTER = 3, SIM_COLL_ALLREDUCE = 4, SIM_COLL_SPLIT_EXCHANGE = 100 };
+
+const char *sim_coll_name(int coll);
+
+/* What one rank says about the collective it is running; every rank's copy must agree. */
+typedef struct {
+  int32_t coll, dtype, op, root;
+  uint64_t count;     /* elements: per rank for AllGather/ReduceScatter (NCCL's API count) */
+  uint64_t call;      /* per-communicator collective index, counted by each rank */
+  double start_vt;    /* the caller's stream virtual time when the collective began */
+  int32_t algo, proto, nchannels, pad; /* configuration chosen (issue 3 fills this in) */
+  uint64_t chunk;
+} sim_desc_t;
+
+enum { SIM_RANK_EMPTY = 0, SIM_RANK_JOINED = 1, SIM_RANK_DESTROYED = 2, SIM_RANK_ABORTED = 3 };
+
+typedef struct {
+  _Atomic uint64_t seq;   /* phases posted by this rank (collectives only) */
+  _Atomic int32_t state;  /* SIM_RANK_* */
+  int32_t pid;
+  int32_t node, device;
+  sim_desc_t desc;
+  char pad[64];
+} sim_rank_slot_t;
+
+/* Control block of one ordered (sender, receiver) pair: a single-slot mailbox. The sender may fill
+ * the slot when consumed == posted; the receiver may drain it when posted > consumed. */
+typedef struct {
+  _Atomic uint64_t posted, consumed;
+  uint64_t msg_bytes;     /* total size of the message the current chunk belongs to */
+  uint64_t chunk_bytes;   /* bytes in the slot */
+  double start_vt;        /* sender's stream time when the message began */
+  char pad[24];
+} sim_p2p_ctl_t;
+
+#define SIM_SEG_MAGIC 0x4e53494du
+
+typedef struct {
+  uint32_t magic;
+  _Atomic uint32_t ready;     /* set by the creator once the header is initialised */
+  int32_t nranks;
+  _Atomic int32_t joined;
+  _Atomic uint32_t bell;      /* futex word: bumped (and woken) when a wait may have completed */
+  uint32_t pad0;
+  uint64_t slot_bytes;        /* collective staging per rank */
+  uint64_t p2p_bytes;         /* point-to-point staging per ordered pair */
+  uint64_t off_ranks, off_slots, off_p2p_ctl, off_p2p_buf, total_bytes;
+} sim_seg_t;
+
+#define SIM_COMM_MAGIC 0x434f4d4du
+#define SIM_COMM_DEAD 0xdeadc0deu
+
+struct ncclComm {
+  uint32_t magic;             /* SIM_COMM_MAGIC while usable, SIM_COMM_DEAD after destroy */
+  int rank, nranks, device, node;
+  int nnodes, max_local_ranks;
+  uint64_t hash;              /* NCCL's commHash: the v5+ tuner's commId */
+  int split_count;
+  int blocking;
+  sim_seg_t *seg;
+  size_t seg_bytes;
+  char shm_name[128];
+  uint64_t seq;               /* my phase counter (mirror of my slot's seq) */
+  uint64_t coll_calls;        /* collectives issued so far */
+  uint64_t *p2p_sent, *p2p_recvd; /* messages sent to / received from each peer */
+  ncclResult_t async_error;
+  double phi;                 /* interference set through ncclsimCommSetInterference */
+  ncclConfig_t config;        /* the config the communicator was created with (defaults filled) */
+};
+
+/* ---- segment (sim_shm.c) --------------------------------------------------------------------- */
+
+/* Maps the communicator's segment, creating it if this rank is first, and registers the rank.
+ * Does not wait for the other ranks. Returns ncclSuccess, or an error with the last-error text set. */
+ncclResult_t sim_seg_join(struct ncclComm *comm, const char *name);
+/* Returns 1 once every rank has joined, 0 if not yet, or an error code when waiting must stop. */
+int sim_seg_all_joined(struct ncclComm *comm);
+void sim_seg_leave(struct ncclComm *comm, int state);
+sim_rank_slot_t *sim_seg_rank(const sim_seg_t *seg, int rank);
+void *sim_seg_slot(const sim_seg_t *seg, int rank);
+sim_p2p_ctl_t *sim_seg_p2p_ctl(const sim_seg_t *seg, int src, int dst);
+void *sim_seg_p2p_buf(const sim_seg_t *seg, int src, int dst);
+
+/* Rings the segment's bell: wakes every rank sleeping in sim_seg_wait. */
+void sim_seg_ring(sim_seg_t *seg);
+/* Sleeps until the bell moves from `seen` or `timeout_ms` passes. */
+void sim_seg_wait(sim_seg_t *seg, uint32_t seen, int timeout_ms);
+
+/* Checks that every peer (or only `only_rank`, when >= 0) is still there. Returns ncclSuccess, or
+ * an error with the last-error text naming the rank that is gone. Note that a point-to-point wait
+ * checks only its peer: other ranks may have finished and left legitimately. */
+ncclResult_t sim_seg_check_peers(struct ncclComm *comm, int only_rank);
+
+/* Called once every rank has joined: derives the node layout from the ranks' slots. */
+void sim_comm_joined(struct ncclComm *comm);
+
+/* ---- tasks and groups (sim_nccl_group.c) ------------------------------------------------------ */
+
+enum { SIM_TASK_INIT, SIM_TASK_COLL, SIM_TASK_SEND, SIM_TASK_RECV };
+enum { SIM_PROGRESS_STALLED = 0, SIM_PROGRESS_MOVED = 1, SIM_PROGRESS_DONE = 2 };
+
+typedef struct sim_task {
+  int kind;
+  struct ncclComm *comm;
+  struct CUstream_st *stream;
+  int coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;
+  ncclDataType_t dtype;
+  ncclRedOp_t op;
+  int root, peer;
+  /* progress state */
+  int phase, waiting, started;
+  uint64_t wait_seq;
+  size_t chunk, nchunks, elems_per_chunk, done_bytes;
+  sim_desc_t desc;
+  double end_vt;
+  void *scratch;
+  ncclResult_t result;
+  struct sim_task *next;
+} sim_task_t;
+
+/* Queues a task in the calling thread's group, or runs it at once (an implicit group) when no
+ * group is open. Takes ownership of the task. Returns the task's result for an implicit group. */
+ncclResult_t sim_group_submit(sim_task_t *task);
+int sim_group_depth(void);
+
+/* ---- collectives and point-to-point (sim_nccl_coll.c, sim_nccl_p2p.c) ------------------------ */
+int sim_coll_progress(sim_task_t *t);
+int sim_p2p_progress(sim_task_t *t);
+
+/* Modelled duration of a collective or a point-to-point message, in microseconds. */
+double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double phi);
+double sim_p2p_time_us(const struct ncclComm *comm, int peer, size_t bytes);
+
+/* ---- errors (sim_nccl_error.c) --------------------------------------------------------------- */
+/* Sets the calling thread's last-error text (what ncclGetLastError returns) and returns `res`. */
+ncclResult_t sim_error(ncclResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int sim_comm_usable(const struct ncclComm *comm);
+
+#endif
+
+/* Defines an NCCL API function as libnccl exports it: a strong pncclX and a weak ncclX alias of it
+ * (libnccl's PROFAPI pattern), so a profiler or the autoha shim can interpose ncclX and still reach
+ * the implementation as pncclX. Usage: SIM_NCCL_API(ncclResult_t, ncclX, args...) { body } */
+#define SIM_NCCL_API(ret, name, ...)                                                               \
+  SIM_API ret name(__VA_ARGS__) __attribute__((weak, alias("p" #name)));                           \
+  SIM_API ret p##name(__VA_ARGS__)

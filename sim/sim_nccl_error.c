@@ -1,0 +1,39 @@
+/* NCCL's error reporting: result strings, and the per-thread last-error text that
+ * ncclGetLastError returns. Every error sim/ returns carries a text that names what was wrong. */
+#include <stdio.h>
+
+#include "sim_nccl.h"
+
+static _Thread_local char last_error[2048];
+
+ncclResult_t sim_error(ncclResult_t res, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  sim_log_info("%s", last_error);
+  return res;
+}
+
+int sim_comm_usable(const struct ncclComm *comm) {
+  return comm != NULL && comm->magic == SIM_COMM_MAGIC;
+}
+
+SIM_NCCL_API(const char *, ncclGetErrorString, ncclResult_t result) {
+  switch (result) {
+  case ncclSuccess: return "no error";
+  case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+  case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+  case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+  case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+  case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+  case ncclRemoteError: return "remote process exited or there was a network error";
+  case ncclInProgress: return "NCCL operation in progress";
+  default: return "unknown result code";
+  }
+}
+
+SIM_NCCL_API(const char *, ncclGetLastError, ncclComm_t comm) {
+  (void)comm;
+  return last_error;
+}
