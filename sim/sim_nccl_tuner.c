@@ -21,7 +21,7 @@ static int tuner_refs;
 static void tuner_logger(ah_nccl_log_level_t level, unsigned long flags, const char *file, int line,
                          const char *fmt, ...) {
   (void)flags;
-  if (level > AH_LOG_WARN && level != AH_LOG_VERSION) return;
+  if (level > AH_NCCL_LOG_WARN && level != AH_NCCL_LOG_VERSION) return;
   char buf[1024];
   va_list ap;
   va_start(ap, fmt);

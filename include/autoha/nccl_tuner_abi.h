@@ -35,8 +35,8 @@ enum { AH_PROTO_LL = 0, AH_PROTO_LL128 = 1, AH_PROTO_SIMPLE = 2, AH_NUM_PROTOS =
 /* View of a v3+ cost table as float[..][numProto]. */
 #define AH_COST_TABLE(table, num_proto) ((float(*)[(num_proto)])(void *)(table))
 
-typedef enum { AH_LOG_NONE = 0, AH_LOG_VERSION = 1, AH_LOG_WARN = 2, AH_LOG_INFO = 3,
-               AH_LOG_ABORT = 4, AH_LOG_TRACE = 5 } ah_nccl_log_level_t;
+typedef enum { AH_NCCL_LOG_NONE = 0, AH_NCCL_LOG_VERSION = 1, AH_NCCL_LOG_WARN = 2, AH_NCCL_LOG_INFO = 3,
+               AH_NCCL_LOG_ABORT = 4, AH_NCCL_LOG_TRACE = 5 } ah_nccl_log_level_t;
 typedef void (*ah_nccl_logger_t)(ah_nccl_log_level_t level, unsigned long flags, const char *file,
                                  int line, const char *fmt, ...);
 

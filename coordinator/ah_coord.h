@@ -1,0 +1,69 @@
+/* ah_coord.h: the coordinator — carries each communicator leader's committed schedule segments
+ * (tuner/ah_sched.h) to every process that holds ranks of that communicator, over TCP.
+ *
+ * One hub per job, started in the process that calls ncclGetUniqueId first; its address and a
+ * 128-bit job secret travel in bytes 64..127 of the ncclUniqueId (the "stamp"), so every process
+ * that receives the id can connect and prove it belongs. One client connection per process,
+ * multiplexing all of that process's communicators; ranks inside one process share schedules
+ * without sockets. All socket I/O runs on one background thread per process (epoll); the
+ * collective hot path never touches a socket.
+ *
+ * This header is the whole interface the shim uses; the wire protocol is in docs/coordinator.md. */
+#ifndef AH_COORD_H
+#define AH_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ah_config.h"
+#include "ah_sched.h"
+
+#define AH_COORD_STAMP_OFFSET 64
+#define AH_COORD_STAMP_BYTES 64
+
+/* What the stamp carries. */
+typedef struct {
+  uint8_t secret[16];
+  uint8_t family;          /* AF_INET or AF_INET6 */
+  uint16_t port;           /* host order */
+  uint8_t addr[16];        /* IPv4 in the first 4 bytes, or IPv6 */
+} ah_coord_stamp_t;
+
+/* Writes the stamp into id[64..127] (magic, version, fields, checksum). */
+void ah_coord_stamp_write(const ah_coord_stamp_t *st, unsigned char id[128]);
+/* Reads a stamp. Returns 0, or -1 when the tail carries no valid stamp (an id made without the
+ * shim): the caller puts that communicator in pass-through. */
+int ah_coord_stamp_read(const unsigned char id[128], ah_coord_stamp_t *st_p);
+
+/* Called by the coordinator's thread when a segment for (comm, key) arrives from the hub, in
+ * commit order, possibly as a replay of one already delivered. The shim appends it to the local
+ * schedule of that key (creating the key's state if needed). */
+typedef void (*ah_coord_deliver_fn)(void *arg, const ah_key_t *key, const ah_segment_t *seg);
+
+typedef struct ah_coord ah_coord_t;
+
+/* Starts this process's hub (idempotent), listening on the address AUTOHA_COORD_ADDR names or on
+ * this host's first non-loopback address (loopback when none), with a fresh random secret.
+ * Fills the stamp to write into the unique id. Returns 0, or -1 after logging why. */
+int ah_coord_hub_start(ah_coord_stamp_t *stamp_p);
+
+/* Connects this process to the hub of a stamp (idempotent per stamp), authenticates, and starts
+ * the I/O thread. deliver is called for every segment of every communicator joined. Returns the
+ * process's coordinator, or NULL after logging why (the caller falls back to pass-through). */
+ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn deliver, void *arg);
+
+/* Subscribes this process to a communicator's segments (every process holding a rank of it calls
+ * this once, whatever the number of its local ranks). Segments already committed are replayed. */
+int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks);
+void ah_coord_leave(ah_coord_t *c, uint64_t comm);
+
+/* Leader side: sends a committed segment of (comm, key) to the hub, which forwards it to every
+ * process joined to comm and keeps it for replay. Non-blocking: queued for the I/O thread.
+ * Returns 0, or -1 when the connection is gone for good. */
+int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg);
+
+/* 1 while the connection to the hub is healthy or being re-established, 0 once the hub is known
+ * to be gone (workers waiting on a decision then fail over instead of waiting forever). */
+int ah_coord_alive(const ah_coord_t *c);
+
+#endif

@@ -1,0 +1,100 @@
+/* sim_model.h: sim/'s timing model as pure functions (no NCCL runtime, no CUDA, no I/O beyond
+ * parsing a topology string or file). Two models live behind this one interface:
+ *
+ *   - NCCL's own cost model (../shared/research/sim-model.md §1): the cost table NCCL fills at group
+ *     launch, and the default configuration NCCL derives from it (argmin, per-size channel and
+ *     thread reduction, chunk rules), honouring NCCL_ALGO/NCCL_PROTO/... as the emulated version does.
+ *   - The truth model (sim-model.md §5.2): how long a collective really takes with a given
+ *     configuration, interference and noise. The tuner is scored against it.
+ *
+ * They differ on purpose where the research says NCCL mispredicts. libncclsim.so, ncclsim-optimum,
+ * the calibration tests and bench/tuner_quality all link this one static library (ncclsim_model),
+ * so the numbers a tuner sees in a sim/ job and in a benchmark harness are the same numbers. */
+#ifndef SIM_MODEL_H
+#define SIM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "autoha/nccl_tuner_abi.h" /* AH_ALGO_*, AH_PROTO_*, AH_FUNC_* numbering */
+
+#define SIM_NUM_ALGOS AH_NUM_ALGOS
+#define SIM_NUM_PROTOS AH_NUM_PROTOS
+#define SIM_MAX_CHANNELS 64
+
+/* Hardware and placement of one communicator. */
+typedef struct {
+  int nranks, nnodes, ranks_per_node;
+  int gpu;                 /* SIM_GPU_H100, SIM_GPU_A100 */
+  int nic_count;
+  double nic_gbps;         /* per NIC, GB/s */
+  double nvl_gbps;         /* per-GPU NVLink bandwidth (GB/s) */
+  int nvls;                /* NVLink SHARP available (H100, >= 2 local ranks) */
+  int collnet;             /* CollNet (SHARP) available */
+  int version;             /* emulated NCCL version code, e.g. 22809 */
+  int nchannels;           /* channels set up at init (NCCL's ring/tree channel count) */
+  int max_channels;        /* upper bound the tuner may not exceed */
+  /* ... the implementation may add fields; callers fill a topo only through sim_topo_* */
+  double reserved[16];
+} sim_topo_t;
+
+enum { SIM_GPU_H100 = 0, SIM_GPU_A100 = 1 };
+
+/* One configuration of a collective call. chunk is payload bytes per chunk (0 = NCCL's rule). */
+typedef struct {
+  int algo, proto, nchannels, nthreads;
+  size_t chunk;
+} sim_config_t;
+
+/* The communicator-level model state: topology plus the environment NCCL read at init
+ * (NCCL_ALGO, NCCL_PROTO, NCCL_NTHREADS, NCCL_BUFFSIZE, NCCL_MIN/MAX_NCHANNELS, minCTAs/maxCTAs). */
+typedef struct {
+  sim_topo_t topo;
+  int nchannels;           /* channels after init clamps */
+  int nthreads[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
+  size_t buffsize[SIM_NUM_PROTOS];
+  unsigned char enabled[AH_NUM_FUNCTIONS][SIM_NUM_ALGOS][SIM_NUM_PROTOS]; /* NCCL_ALGO/PROTO */
+  double reserved[32];
+} sim_model_t;
+
+/* Parses a topology spec ("nodes=2,gpus=8,gpu=h100,nic=8x400", or "file:PATH") for a communicator
+ * of `nranks` ranks. Returns 0, or -1 with a message naming the bad text in err. */
+int sim_topo_parse(const char *spec, int nranks, sim_topo_t *topo_p, char *err, size_t errlen);
+
+/* Builds the communicator's model from its topology, the emulated version and the environment
+ * (getenv of NCCL_* variables) plus config minCTAs/maxCTAs (0 = unset). */
+void sim_model_init(sim_model_t *m, const sim_topo_t *topo, int min_ctas, int max_ctas);
+
+/* NCCL's cost table for (coll, nbytes in NCCL's convention, numPipeOps): estimated microseconds,
+ * -1 for unsupported or disabled pairs. */
+void sim_model_cost_table(const sim_model_t *m, int coll, size_t nbytes, int npipe,
+                          float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS]);
+
+/* NCCL's selection from a (possibly tuner-edited) table: argmin over non-negative cells, then
+ * channels/threads/chunk by NCCL's rules, with tuner_nch (0 = none) as a cap from 2.22 on and
+ * tuner_chunk (0 = none) clamped and grain-aligned as NCCL does. Returns 0, or -1 when every cell
+ * is negative. */
+int sim_model_select(const sim_model_t *m, int coll, size_t nbytes,
+                     const float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], int tuner_nch,
+                     size_t tuner_chunk, sim_config_t *cfg_p);
+
+/* The truth: modelled microseconds of one call with configuration cfg under interference phi,
+ * without noise. Returns a negative value for a configuration that cannot run. */
+double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const sim_config_t *cfg,
+                         double phi);
+
+/* Seeded noise: multiplies a time by LogNormal(0, sigma) with rare x1.5 outliers. state is a
+ * caller-owned RNG state, so runs are reproducible. */
+double sim_model_noise(double us, double sigma, double outlier_rate, uint64_t *state);
+
+/* Ground truth for scoring tuners: the fastest legal configuration (algorithm, protocol,
+ * channels 1..max_channels, and chunk where the emulated version takes a per-call chunk) by
+ * exhaustive enumeration, its time, and NCCL's default configuration and its time. */
+typedef struct {
+  sim_config_t best, def;
+  double best_us, def_us;
+} sim_optimum_t;
+int sim_model_optimum(const sim_model_t *m, int coll, size_t nbytes, double phi,
+                      sim_optimum_t *out_p);
+
+#endif

@@ -1,0 +1,72 @@
+/* ah_tune.h: the leader's online tuning of one key — AutoCCL-style search, exhaustive over the
+ * implementation subspaces (algorithm x protocol) and coordinate descent over the resource
+ * dimensions inside each, then a pinned winner watched for drift.
+ *
+ * The driver (the shim, on the leader rank; a benchmark harness) works in call indices:
+ *   - when its schedule's horizon reaches index i, it asks ah_tune_next(t, i, &seg) for the next
+ *     segment to commit (a probe: config C for n calls; or, once converged, the winner forever);
+ *   - when the measured time of call index j is known (CUDA events complete later, so results
+ *     arrive out of step with proposals), it reports it with ah_tune_observe(t, j, us).
+ * The engine never sees NCCL, a clock or a socket, so it is tested on synthetic surfaces and
+ * benchmarked against sim/'s truth model directly. */
+#ifndef AH_TUNE_H
+#define AH_TUNE_H
+
+#include <stdint.h>
+
+#include "ah_config.h"
+#include "ah_sched.h"
+
+typedef struct {
+  int budget_calls;        /* calls a key may spend searching before it gives up (default) */
+  int samples_per_probe;   /* samples per configuration, before robust statistics */
+  double noise_floor;      /* relative difference below which configs are considered equal */
+  double abandon_ratio;    /* a subspace whose first probe is this much slower is dropped */
+  int drift_check;         /* 1: CUSUM on the pinned config's times re-opens tuning */
+  uint64_t seed;           /* for any randomised tie-breaking, so runs are reproducible */
+} ah_tune_params_t;
+
+/* Fills the defaults (documented in docs/tuner.md). */
+void ah_tune_params_default(ah_tune_params_t *p);
+
+enum { AH_TUNE_SEARCHING = 0, AH_TUNE_CONVERGED = 1, AH_TUNE_DEFAULT = 2 };
+
+typedef struct ah_tune ah_tune_t;
+
+/* Starts tuning a key over `space`. Returns NULL on allocation failure. */
+ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *params);
+void ah_tune_destroy(ah_tune_t *t);
+
+/* The next segment to commit, starting at call index `first` (the schedule's horizon). Always
+ * produces a segment: while searching, a probe (count > 0); once converged or given up, the
+ * winner (or NCCL's default) with count AH_SCHED_FOREVER. */
+void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p);
+
+/* A measured time (microseconds) of call `index`, which ran the configuration committed for it.
+ * Results may arrive in any order and for indices of past segments. */
+void ah_tune_observe(ah_tune_t *t, uint64_t index, double us);
+
+/* After convergence, with drift checking on: 1 when the pinned config's times have shifted for
+ * long enough that tuning was re-opened (the driver then cuts the forever segment short at the
+ * next index it commits). */
+int ah_tune_reopened(const ah_tune_t *t);
+
+/* State and figures for the report. */
+typedef struct {
+  int state;               /* AH_TUNE_* */
+  int calls_spent;         /* calls committed to probes */
+  int probes;              /* distinct configurations measured */
+  uint64_t converged_at;   /* call index of convergence, or UINT64_MAX */
+  ah_config_t winner;      /* best known configuration (start while nothing beat it) */
+  double winner_us;        /* robust time of the winner */
+  double default_us;       /* robust time of NCCL's default (space->start) */
+  int reopen_count;        /* times drift re-opened tuning */
+} ah_tune_status_t;
+void ah_tune_status(const ah_tune_t *t, ah_tune_status_t *st_p);
+
+/* Every probe and its result, for the report: calls fn per measured configuration. */
+void ah_tune_foreach_probe(const ah_tune_t *t,
+                           void (*fn)(void *arg, const ah_config_t *cfg, int samples, double us),
+                           void *arg);
+
+#endif
