@@ -1,0 +1,114 @@
+/* ah_env.h: every AUTOHA_* variable, UCX-style — one table row per variable (name, default as text,
+ * syntax, a doc paragraph, a typed parser, the settings field it fills). The same table drives the
+ * parsing at init, `autoha env` and docs/environment.md (a test fails when the doc and the table
+ * disagree).
+ *
+ * A bad value logs "autoha: invalid value for AUTOHA_X: '...' (expected ...)" and keeps the default;
+ * an AUTOHA_* name no row consumes gets a warning naming the nearest real name.
+ *
+ * Note that the process-wide settings are parsed once (ah_env_settings) and never written again,
+ * so every thread, including NCCL's own, reads them without a lock. */
+#ifndef AH_ENV_H
+#define AH_ENV_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ah_override.h"
+
+enum { AH_MODE_OBSERVE = 0, AH_MODE_FIXED = 1, AH_MODE_TUNE = 2 };
+enum { AH_QP_SPORT_OFF = 0, AH_QP_SPORT_SPREAD = 1, AH_QP_SPORT_FILE = 2, AH_QP_SPORT_PLAN = 3 };
+
+#define AH_ENV_PATH_MAX 1024
+#define AH_ENV_ADDR_MAX 256
+
+/* The parsed settings. Each field says which variable fills it. */
+typedef struct {
+  int enable;                        /* AUTOHA_ENABLE: 0 = pure pass-through */
+  int mode;                          /* AUTOHA_MODE: AH_MODE_* */
+  int log_level;                     /* AUTOHA_LOG: AH_LOG_* (also applied to ah_log) */
+  ah_override_t override;            /* AUTOHA_OVERRIDE: the rules that parsed */
+  char override_text[AH_ENV_PATH_MAX]; /* AUTOHA_OVERRIDE as given ("" when unset) */
+  char report[AH_ENV_PATH_MAX];      /* AUTOHA_REPORT: path template (%h %p %r %%); "" = no report */
+  int report_interval_s;             /* AUTOHA_REPORT_INTERVAL_S: 0 = teardown and exit only */
+  char profile[AH_ENV_PATH_MAX];     /* AUTOHA_PROFILE: report to warm-start from; "" = none */
+  double sync_warn_s;                /* AUTOHA_SYNC_WARN_S: warn when a rank waits this long */
+  int tune_budget;                   /* AUTOHA_TUNE_BUDGET: calls a key may spend searching */
+  char coord_addr[AH_ENV_ADDR_MAX];  /* AUTOHA_COORD_ADDR: host:port; "" = from the unique id */
+  int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
+  int qp_sport;                      /* AUTOHA_QP_SPORT: AH_QP_SPORT_* */
+  char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */
+  int qp_tc;                         /* AUTOHA_QP_TC: traffic class 0..255, -1 = NCCL's */
+} ah_settings_t;
+
+/* Value types of the table rows. */
+typedef enum {
+  AH_ENV_BOOL,      /* 1|0|y|n|yes|no|on|off|true|false */
+  AH_ENV_INT,       /* integer within [min, max] */
+  AH_ENV_DOUBLE,    /* decimal within [min, max] */
+  AH_ENV_ENUM,      /* one of a '|'-separated list; stores the index */
+  AH_ENV_SIZE,      /* integer with K/M/G suffix within [min, max] */
+  AH_ENV_STRING,    /* free text: addresses */
+  AH_ENV_PATH,      /* a path template (%h %p %r %%) */
+  AH_ENV_OVERRIDE,  /* the override grammar of ah_override.h */
+  AH_ENV_QP_SPORT,  /* off|spread|plan|file:PATH */
+  AH_ENV_TC,        /* N (0..255) or dscp=N (0..63), or "nccl" */
+} ah_env_type_t;
+
+/* One row of the table. */
+typedef struct {
+  const char *name;        /* "AUTOHA_MODE" */
+  ah_env_type_t type;
+  const char *dflt;        /* the default, as the user would write it */
+  const char *syntax;      /* what a value looks like ("observe|fixed|tune", "0..3600") */
+  const char *doc;         /* one paragraph: what it does, when to change it */
+  double min, max;         /* bounds for INT, DOUBLE and SIZE */
+  const char *choices;     /* '|'-separated for ENUM */
+} ah_env_var_t;
+
+/* The table: number of rows and row i (NULL out of range). */
+int ah_env_var_count(void);
+const ah_env_var_t *ah_env_var_get(int i);
+/* The row named `name` (exact match), or NULL. */
+const ah_env_var_t *ah_env_var_find(const char *name);
+
+/* The process-wide settings, parsed from the environment at the first call (any thread; later
+ * calls return the same pointer without locking). Never NULL: bad values keep their defaults. */
+const ah_settings_t *ah_env_settings(void);
+
+/* Fills s_p with every default. */
+void ah_env_defaults(ah_settings_t *s_p);
+
+/* Parses the environment `envp` (NULL-terminated "NAME=value" strings, like environ) into s_p,
+ * starting from the defaults. Every bad value is logged (invalid value ... (expected ...)) and its
+ * default kept; every unknown AUTOHA_* name is logged with the nearest real name. Returns the
+ * number of problems found (0 = all clean). Does not touch the process-wide settings, so tests and
+ * `autoha env` may call it freely. */
+int ah_env_parse(char *const *envp, ah_settings_t *s_p);
+
+/* Parses one value of row v into s_p. Returns 0, or -1 with s_p unchanged; on -1, when err is
+ * given, err receives "invalid value for AUTOHA_X: '...' (expected ...)" (no "autoha:" prefix,
+ * not logged: the caller decides). */
+int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_p, char *err,
+                     size_t errlen);
+
+/* The row name nearest to `name` (edit distance), for "unknown variable ... (maybe AUTOHA_Y?)".
+ * Returns NULL when nothing is close (distance more than a third of the name). */
+const char *ah_env_nearest(const char *name);
+
+/* Writes the current value of row v in s, as text a user could set again. Returns buf. */
+char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *buf, size_t len);
+
+/* `autoha env`: every row as NAME=value (from envp, or the default, commented "# default"),
+ * and with `docs` the doc paragraph and a "# syntax:" line above each. */
+void ah_env_print(FILE *f, char *const *envp, int docs);
+
+/* The Markdown section of docs/environment.md that the table generates, between the markers
+ * "<!-- env-table:begin -->" and "<!-- env-table:end -->" (both included). The doc test compares
+ * the file's section with this. */
+void ah_env_doc_markdown(FILE *f);
+
+/* Name of a mode ("observe", "fixed", "tune"; "?" otherwise). */
+const char *ah_env_mode_name(int mode);
+
+#endif

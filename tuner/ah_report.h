@@ -1,0 +1,159 @@
+/* ah_report.h: the tuning report (JSON, schema in docs/report.md) and the profile loader that reads
+ * a report back as a warm start.
+ *
+ * The report is plain data that the shim fills (ah_report_t: process, communicators, keys) and this
+ * module serialises with jansson, writing a temporary file and renaming it so a reader never sees
+ * half a file. Reading a report back gives the same structure, which `autoha report` prints and
+ * ah_profile_load turns into per-key configs.
+ *
+ * Note that nothing here calls NCCL, CUDA or sockets: the shim hands in the NCCL version, the host
+ * name and the topology fingerprint. */
+#ifndef AH_REPORT_H
+#define AH_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ah_config.h"
+#include "ah_sched.h" /* AH_SOURCE_* */
+#include "ah_tune.h"  /* ah_tune_status_t */
+
+#define AH_REPORT_SCHEMA 1
+#define AH_REPORT_TOPO_MAX 72
+#define AH_REPORT_TEXT_MAX 256
+
+/* Calls run under one configuration, and their measured time. */
+typedef struct {
+  ah_config_t cfg;
+  uint64_t calls;          /* calls that ran this config */
+  uint64_t timed;          /* of which were timed */
+  double us_total;         /* sum of the timed calls' durations, microseconds */
+  double bytes_total;      /* sum of the timed calls' bytes per rank (the key's size measure) */
+} ah_report_stat_t;
+
+/* One measured configuration of a tuned key. */
+typedef struct {
+  ah_config_t cfg;
+  int samples;
+  double us;               /* robust time, microseconds */
+} ah_report_probe_t;
+
+/* One key of one communicator. */
+typedef struct {
+  int coll;                /* AH_FUNC_* */
+  int bin;                 /* ah_size_bin() */
+  uint64_t bytes_min, bytes_max; /* bytes per rank seen in this key's calls */
+  uint64_t calls;          /* every call counted in the key */
+  ah_report_stat_t dflt;   /* NCCL's own choice (calls that ran it, whatever the reason) */
+  ah_report_stat_t applied; /* the config autoha applied last (== dflt's config for source default) */
+  int source;              /* AH_SOURCE_* of the applied config */
+  int tuned;               /* 1: tune and probes below are meaningful */
+  ah_tune_status_t tune;
+  int nprobes;
+  ah_report_probe_t *probes; /* caller-owned when writing; owned by the report when read */
+  uint64_t sync_waits;     /* times this rank waited for the leader's decision */
+  double sync_wait_us;     /* total time waited */
+} ah_report_key_t;
+
+/* One communicator, as seen by one rank of this process. */
+typedef struct {
+  uint64_t id;             /* the identity every rank computes (shim_comm.c) */
+  int nranks, nnodes, rank;
+  int nkeys;
+  ah_report_key_t *keys;
+} ah_report_comm_t;
+
+/* The whole report of one process. Strings are copied into fixed buffers, so a read report owns
+ * everything it points to. */
+typedef struct {
+  char job[AH_REPORT_TEXT_MAX];      /* job id from the scheduler (SLURM_JOB_ID, ...), "" if none */
+  char host[AH_REPORT_TEXT_MAX];
+  int pid;
+  int rank;                          /* the process's lowest rank, -1 if none */
+  int nccl_version;                  /* NCCL_VERSION_CODE style, e.g. 22805; 0 unknown */
+  char topo[AH_REPORT_TOPO_MAX];     /* topology fingerprint (ah_report_fingerprint) */
+  char mode[16];                     /* "observe" | "fixed" | "tune" */
+  double time_s;                     /* seconds since the epoch when written */
+  int nthreads;                      /* recommended NCCL_NTHREADS, 0 = no recommendation */
+  int64_t buffsize;                  /* recommended NCCL_BUFFSIZE, 0 = no recommendation */
+  int ncomms;
+  ah_report_comm_t *comms;
+} ah_report_t;
+
+/* ---- formulas -------------------------------------------------------------------------------- */
+
+/* nccl-tests' algorithm bandwidth, GB/s (1e9 bytes/s), of a call with `bytes_per_rank` taking
+ * `us`: algbw = S / t with S the whole buffer for AllGather and ReduceScatter (bytes per rank x
+ * nranks) and the buffer for the others. Returns 0 when us <= 0. */
+double ah_report_algbw(int coll, int nranks, double bytes_per_rank, double us);
+/* nccl-tests' bus bandwidth factor: AllReduce 2(n-1)/n, AllGather and ReduceScatter (n-1)/n,
+ * Broadcast and Reduce 1. So busbw = algbw x factor. */
+double ah_report_busbw_factor(int coll, int nranks);
+
+/* FNV-1a 64 of a canonical topology description the caller composes (e.g. "nranks=16 nnodes=2
+ * local=8 ..."), as "fnv1a64:<16 hex digits>" in out (at least AH_REPORT_TOPO_MAX). Returns out. */
+char *ah_report_fingerprint(const char *desc, char *out);
+
+/* Expands a path template: %h host, %p pid, %r rank (rank < 0 gives "all"), %% a percent sign.
+ * Returns 0, or -1 when the result does not fit or the template has another %-sequence, with err
+ * naming it. */
+int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, char *out,
+                          size_t len, char *err, size_t errlen);
+
+/* Name of a source ("default", "override", "profile", "tuned"; "?"), and its inverse (-1). */
+const char *ah_report_source_name(int source);
+int ah_report_source_parse(const char *s);
+
+/* ---- writing and reading --------------------------------------------------------------------- */
+
+/* The report as JSON text (malloc'ed, the caller frees), or NULL on allocation failure. */
+char *ah_report_to_string(const ah_report_t *r);
+
+/* Writes the report to `path` atomically: "<path>.tmp.<pid>" then rename. Returns 0, or -1 with
+ * err naming the failing call and the path (not logged: the caller logs once). */
+int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t errlen);
+
+/* Parses JSON text (or a file) into a new report. Returns 0 and sets *r_p, or -1 with err naming
+ * the place: "line L column C: <jansson's message>" for malformed JSON, or the JSON path of a
+ * field with the wrong type ("comms[1].keys[3].applied.algo: expected a string"). Unknown fields
+ * are ignored, so later schema additions still load. */
+int ah_report_parse(const char *text, ah_report_t **r_p, char *err, size_t errlen);
+int ah_report_read(const char *path, ah_report_t **r_p, char *err, size_t errlen);
+
+/* Frees a report from ah_report_parse/read (not one the caller filled itself). */
+void ah_report_free(ah_report_t *r);
+
+/* ---- profile (warm start) -------------------------------------------------------------------- */
+
+/* One config to apply, keyed by communicator shape and key (communicator ids change every run). */
+typedef struct {
+  int nranks, nnodes;
+  int coll, bin;
+  ah_config_t cfg;
+  double us;               /* the time it was measured at, for the log */
+  double default_us;       /* NCCL's default's time, for the log */
+} ah_profile_entry_t;
+
+typedef struct {
+  int nentries;
+  ah_profile_entry_t *entries;
+  int nthreads;            /* recommended NCCL_NTHREADS, 0 = none */
+  int64_t buffsize;        /* recommended NCCL_BUFFSIZE, 0 = none */
+} ah_profile_t;
+
+/* Loads a report as a profile. Refuses (returns -1, logs one error) a file that does not parse, a
+ * report from another NCCL version (when nccl_version != 0) or another topology fingerprint (when
+ * topo is non-NULL and non-empty). On success returns 0 and *p_p: per (nranks, nnodes, coll, bin)
+ * the config to apply — a converged tuning winner, else a non-default applied config that was not
+ * slower than NCCL's default; keys that ran NCCL's default are left out. When several
+ * communicators of the same shape disagree, the one with more calls wins. */
+int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_profile_t **p_p);
+
+/* The profile's config for a key, or NULL. Lock-free, allocation-free (binary search over sorted
+ * entries). */
+const ah_profile_entry_t *ah_profile_lookup(const ah_profile_t *p, int nranks, int nnodes,
+                                            int coll, int bin);
+
+void ah_profile_free(ah_profile_t *p);
+
+#endif
