@@ -1,0 +1,238 @@
+/* ncclsim-run: starts the N rank processes of a job on sim/, as torchrun or mpirun would on real
+ * machines, and ends when they have all ended.
+ *
+ *   ncclsim-run -n N [--nodes M] [--] CMD [ARGS...]
+ *
+ * Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and NCCLSIM_NODE (ranks
+ * are placed on M virtual nodes in blocks of N/M), NCCLSIM_RDZV (a fresh folder for
+ * ncclsimExchangeUniqueId) and NCCLSIM_SHM_PREFIX (so the job's shared segments have names of their
+ * own, which are removed at the end even when ranks crashed). The launcher forwards SIGINT, SIGTERM,
+ * SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to every rank, and exits with the worst rank's status: 128+N
+ * for the first rank killed by signal N, else the highest exit code.
+ *
+ * The key choice is how a failure ends the job: when a rank dies abnormally, the others are given
+ * NCCLSIM_RUN_GRACE_S seconds (default 15) to notice through sim/ and fail with their own error;
+ * any still running are then sent SIGTERM, and SIGKILL 3 s later. So a job with a dead rank ends
+ * within about 20 s, even when a survivor is stuck outside NCCL. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 1024
+
+static pid_t pids[MAX_RANKS];
+static volatile sig_atomic_t nstarted;
+static volatile sig_atomic_t got_signal;
+
+static void forward(int sig) {
+  got_signal = sig;
+  for (int i = 0; i < nstarted; i++)
+    if (pids[i] > 0) kill(pids[i], sig);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: ncclsim-run -n N [--nodes M] [--] CMD [ARGS...]\n"
+          "  Starts N ranks of CMD on sim/, on M virtual nodes (default 1; M must divide N).\n"
+          "  Sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NCCLSIM_NODE,\n"
+          "  NCCLSIM_RDZV and NCCLSIM_SHM_PREFIX; exits with the worst rank's status.\n");
+}
+
+static int parse_count(const char *opt, const char *s, int max, int *out) {
+  char *end;
+  errno = 0;
+  long v = s ? strtol(s, &end, 10) : 0;
+  if (!s || errno || *end || v < 1 || v > max) {
+    fprintf(stderr, "ncclsim-run: invalid value for %s: '%s' (expected 1..%d)\n", opt,
+            s ? s : "(missing)", max);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+static double grace_s(void) {
+  const char *s = getenv("NCCLSIM_RUN_GRACE_S");
+  if (!s || !*s) return 15.0;
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || !(v >= 0) || v > 3600) {
+    fprintf(stderr, "ncclsim-run: invalid value for NCCLSIM_RUN_GRACE_S: '%s' (expected seconds "
+            "0..3600); using 15\n", s);
+    return 15.0;
+  }
+  return v;
+}
+
+static void setenv_int(const char *name, int v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%d", v);
+  setenv(name, buf, 1);
+}
+
+/* Removes the rendezvous folder (flat: only files) and the job's leftover shared segments. */
+static void cleanup(const char *rdzv, const char *prefix) {
+  DIR *d = opendir(rdzv);
+  if (d) {
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      snprintf(path, sizeof path, "%s/%s", rdzv, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+    rmdir(rdzv);
+  }
+  d = opendir("/dev/shm");
+  if (d) {
+    struct dirent *e;
+    char name[300];
+    size_t n = strlen(prefix);
+    while ((e = readdir(d)) != NULL) {
+      if (strncmp(e->d_name, prefix, n) != 0) continue;
+      snprintf(name, sizeof name, "/dev/shm/%s", e->d_name);
+      unlink(name);
+    }
+    closedir(d);
+  }
+}
+
+int main(int argc, char **argv) {
+  int n = 0, nodes = 1, i = 1;
+  for (; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) {
+      i++;
+      break;
+    }
+    if (strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--nproc") == 0) {
+      if (parse_count(argv[i], i + 1 < argc ? argv[i + 1] : NULL, MAX_RANKS, &n)) return 2;
+      i++;
+    } else if (strcmp(argv[i], "--nodes") == 0) {
+      if (parse_count(argv[i], i + 1 < argc ? argv[i + 1] : NULL, MAX_RANKS, &nodes)) return 2;
+      i++;
+    } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      usage();
+      return 0;
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "ncclsim-run: unknown option '%s'\n", argv[i]);
+      usage();
+      return 2;
+    } else {
+      break;
+    }
+  }
+  if (n == 0 || i >= argc) {
+    usage();
+    return 2;
+  }
+  if (n % nodes != 0) {
+    fprintf(stderr, "ncclsim-run: %d ranks cannot be spread evenly over %d nodes\n", n, nodes);
+    return 2;
+  }
+  int per_node = n / nodes;
+  char **cmd = argv + i;
+
+  char rdzv[4096];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(rdzv, sizeof rdzv, "%s/ncclsim-rdzv-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(rdzv)) {
+    fprintf(stderr, "ncclsim-run: cannot create the rendezvous folder %s: %s\n", rdzv, strerror(errno));
+    return 1;
+  }
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "ncclsim-%d-", (int)getpid());
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = forward;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++) sigaction(fwd[k], &sa, NULL);
+
+  setenv_int("WORLD_SIZE", n);
+  setenv_int("LOCAL_WORLD_SIZE", per_node);
+  setenv("NCCLSIM_RDZV", rdzv, 1);
+  setenv("NCCLSIM_SHM_PREFIX", prefix, 1);
+  fflush(NULL);
+  for (int r = 0; r < n; r++) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      fprintf(stderr, "ncclsim-run: fork for rank %d failed: %s\n", r, strerror(errno));
+      forward(SIGTERM);
+      break;
+    }
+    if (pid == 0) {
+      for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++) signal(fwd[k], SIG_DFL);
+      setenv_int("RANK", r);
+      setenv_int("LOCAL_RANK", r % per_node);
+      setenv_int("GROUP_RANK", r / per_node);
+      setenv_int("NCCLSIM_NODE", r / per_node);
+      execvp(cmd[0], cmd);
+      fprintf(stderr, "ncclsim-run: cannot run '%s' for rank %d: %s\n", cmd[0], r, strerror(errno));
+      _exit(127);
+    }
+    pids[r] = pid;
+    nstarted = r + 1;
+  }
+
+  int started = nstarted, alive = started, worst_sig = 0, worst_code = 0;
+  double failed_at = -1, termed_at = -1;
+  while (alive > 0) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno != EINTR) break;
+    if (pid <= 0) {
+      double t = now_s();
+      if (failed_at >= 0 && termed_at < 0 && t - failed_at > grace_s()) {
+        fprintf(stderr, "ncclsim-run: %d rank(s) still running %.0f s after a rank failed; "
+                "sending SIGTERM\n", alive, grace_s());
+        forward(SIGTERM);
+        termed_at = t;
+      } else if (termed_at >= 0 && t - termed_at > 3) {
+        forward(SIGKILL);
+        termed_at = t + 1e9; /* once */
+      }
+      usleep(10000);
+      continue;
+    }
+    int r;
+    for (r = 0; r < started && pids[r] != pid; r++) {}
+    if (r == started) continue;
+    pids[r] = -pid; /* reaped: no more signals to it */
+    alive--;
+    if (WIFSIGNALED(status)) {
+      if (!got_signal)
+        fprintf(stderr, "ncclsim-run: rank %d (pid %d) was killed by signal %d (%s)\n", r, (int)pid,
+                WTERMSIG(status), strsignal(WTERMSIG(status)));
+      if (!worst_sig) worst_sig = WTERMSIG(status);
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+      if (!got_signal)
+        fprintf(stderr, "ncclsim-run: rank %d (pid %d) exited with status %d\n", r, (int)pid,
+                WEXITSTATUS(status));
+      if (WEXITSTATUS(status) > worst_code) worst_code = WEXITSTATUS(status);
+    } else {
+      continue;
+    }
+    if (failed_at < 0) failed_at = now_s();
+  }
+  cleanup(rdzv, prefix);
+  if (started < n) return worst_code ? worst_code : 1;
+  if (worst_sig) return 128 + worst_sig;
+  return worst_code;
+}

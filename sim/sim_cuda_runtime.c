@@ -1,0 +1,329 @@
+/* The CUDA runtime subset that NCCL clients and the autoha shim use: devices, memory, copies,
+ * streams, events and errors. Memory is host memory (device pointers are ordinary pointers), so
+ * copies of every kind are memmove; each call that CUDA would queue on a stream moves that stream's
+ * virtual clock by the copy's modelled duration (sim_device.c).
+ *
+ * As in CUDA, every failing call records its code as the calling thread's last error, which
+ * cudaGetLastError returns and clears and cudaPeekAtLastError returns. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_cuda.h"
+
+static _Thread_local cudaError_t last_error = cudaSuccess;
+
+static cudaError_t rt_ret(cudaError_t e) {
+  if (e != cudaSuccess) last_error = e;
+  return e;
+}
+
+void sim_cuda_set_last_error(cudaError_t e) { last_error = e; }
+
+/* ---- errors -------------------------------------------------------------------------------------- */
+
+static const struct {
+  cudaError_t code;
+  const char *name, *text;
+} errors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+};
+
+const char *sim_cuda_error_name(cudaError_t e) {
+  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+    if (errors[i].code == e) return errors[i].name;
+  return NULL;
+}
+
+const char *sim_cuda_error_string(cudaError_t e) {
+  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+    if (errors[i].code == e) return errors[i].text;
+  return NULL;
+}
+
+SIM_API const char *cudaGetErrorString(cudaError_t error) {
+  const char *s = sim_cuda_error_string(error);
+  return s ? s : "unrecognized error code";
+}
+
+SIM_API const char *cudaGetErrorName(cudaError_t error) {
+  const char *s = sim_cuda_error_name(error);
+  return s ? s : "cudaErrorUnknown";
+}
+
+SIM_API cudaError_t cudaGetLastError(void) {
+  cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+SIM_API cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
+/* ---- versions and devices ------------------------------------------------------------------------ */
+
+SIM_API cudaError_t cudaDriverGetVersion(int *driverVersion) {
+  if (!driverVersion) return rt_ret(cudaErrorInvalidValue);
+  *driverVersion = SIM_CUDA_VERSION;
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
+  if (!runtimeVersion) return rt_ret(cudaErrorInvalidValue);
+  *runtimeVersion = SIM_CUDA_VERSION;
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaGetDeviceCount(int *count) {
+  if (!count) return rt_ret(cudaErrorInvalidValue);
+  *count = sim_device_count();
+  return *count ? cudaSuccess : rt_ret(cudaErrorNoDevice);
+}
+
+SIM_API cudaError_t cudaSetDevice(int device) { return rt_ret(sim_device_set(device)); }
+
+SIM_API cudaError_t cudaGetDevice(int *device) {
+  if (!device) return rt_ret(cudaErrorInvalidValue);
+  if (sim_device_count() == 0) return rt_ret(cudaErrorNoDevice);
+  *device = sim_device_current();
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+  if (!prop) return rt_ret(cudaErrorInvalidValue);
+  if (device < 0 || device >= sim_device_count()) return rt_ret(cudaErrorInvalidDevice);
+  memset(prop, 0, sizeof *prop);
+  snprintf(prop->name, sizeof prop->name, "%s", SIM_GPU_NAME);
+  for (int i = 0; i < 16; i++) prop->uuid.bytes[i] = (char)(i == 15 ? device : 0x5a);
+  prop->totalGlobalMem = SIM_GPU_MEM_BYTES;
+  prop->sharedMemPerBlock = 48 << 10;
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->memPitch = 2147483647;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 2147483647;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->totalConstMem = 64 << 10;
+  prop->major = SIM_GPU_CC_MAJOR;
+  prop->minor = SIM_GPU_CC_MINOR;
+  prop->multiProcessorCount = SIM_GPU_SMS;
+  prop->canMapHostMemory = 1;
+  prop->concurrentKernels = 1;
+  prop->pciBusID = sim_device_attr(cudaDevAttrPciBusId, device);
+  prop->asyncEngineCount = 3;
+  prop->unifiedAddressing = 1;
+  prop->memoryBusWidth = 5120;
+  prop->l2CacheSize = 50 << 20;
+  prop->maxThreadsPerMultiProcessor = 2048;
+  prop->streamPrioritiesSupported = 1;
+  prop->sharedMemPerMultiprocessor = 228 << 10;
+  prop->regsPerMultiprocessor = 65536;
+  prop->managedMemory = 1;
+  prop->cooperativeLaunch = 1;
+  prop->sharedMemPerBlockOptin = 227 << 10;
+  prop->maxBlocksPerMultiProcessor = 32;
+  prop->hostNumaId = -1;
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+  if (!value) return rt_ret(cudaErrorInvalidValue);
+  if (device < 0 || device >= sim_device_count()) return rt_ret(cudaErrorInvalidDevice);
+  *value = sim_device_attr((int)attr, device);
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
+  if (!pciBusId || len <= 0) return rt_ret(cudaErrorInvalidValue);
+  if (device < 0 || device >= sim_device_count()) return rt_ret(cudaErrorInvalidDevice);
+  snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", sim_device_attr(cudaDevAttrPciBusId, device));
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority) {
+  if (leastPriority) *leastPriority = 0;
+  if (greatestPriority) *greatestPriority = -5;
+  return cudaSuccess;
+}
+
+/* Work is complete once issued, so synchronising has nothing to wait for. */
+SIM_API cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+SIM_API cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+
+SIM_API cudaError_t cudaMemGetInfo(size_t *free_p, size_t *total_p) {
+  if (!free_p || !total_p) return rt_ret(cudaErrorInvalidValue);
+  *total_p = SIM_GPU_MEM_BYTES;
+  *free_p = SIM_GPU_MEM_BYTES - (1ull << 30);
+  return cudaSuccess;
+}
+
+/* ---- memory -------------------------------------------------------------------------------------- */
+
+/* Device and pinned host memory alike: 256-byte aligned, as cudaMalloc guarantees. Note that a
+ * zero-byte request succeeds with a NULL pointer, as in CUDA. */
+static cudaError_t mem_alloc(void **p, size_t size) {
+  if (!p) return rt_ret(cudaErrorInvalidValue);
+  if (size == 0) {
+    *p = NULL;
+    return cudaSuccess;
+  }
+  void *q = NULL;
+  if (posix_memalign(&q, 256, size) != 0) return rt_ret(cudaErrorMemoryAllocation);
+  *p = q;
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaMalloc(void **devPtr, size_t size) { return mem_alloc(devPtr, size); }
+SIM_API cudaError_t cudaMallocHost(void **ptr, size_t size) { return mem_alloc(ptr, size); }
+SIM_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
+  return mem_alloc(pHost, size);
+}
+SIM_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
+  return mem_alloc(devPtr, size);
+}
+SIM_API cudaError_t cudaFree(void *devPtr) {
+  free(devPtr);
+  return cudaSuccess;
+}
+SIM_API cudaError_t cudaFreeHost(void *ptr) {
+  free(ptr);
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
+  if (!sim_stream_resolve(hStream)) return rt_ret(cudaErrorInvalidResourceHandle);
+  return mem_alloc(devPtr, size);
+}
+SIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
+  if (!sim_stream_resolve(hStream)) return rt_ret(cudaErrorInvalidResourceHandle);
+  free(devPtr);
+  return cudaSuccess;
+}
+
+/* ---- copies and sets ------------------------------------------------------------------------------ */
+
+static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                        cudaStream_t stream) {
+  if ((int)kind < cudaMemcpyHostToHost || (int)kind > cudaMemcpyDefault)
+    return rt_ret(cudaErrorInvalidMemcpyDirection);
+  struct CUstream_st *s = sim_stream_resolve(stream);
+  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  if (count == 0) return cudaSuccess;
+  if (!dst || !src) return rt_ret(cudaErrorInvalidValue);
+  memmove(dst, src, count);
+  sim_stream_advance(s, sim_copy_time_us(count, (int)kind));
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+  return copy(dst, src, count, kind, NULL);
+}
+SIM_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                                    enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy(dst, src, count, kind, stream);
+}
+SIM_API cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
+                                   size_t count) {
+  return copy(dst, src, count, cudaMemcpyDeviceToDevice, NULL);
+}
+SIM_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                        size_t count, cudaStream_t stream) {
+  return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+}
+
+static cudaError_t set(void *dst, int value, size_t count, cudaStream_t stream) {
+  struct CUstream_st *s = sim_stream_resolve(stream);
+  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  if (count == 0) return cudaSuccess;
+  if (!dst) return rt_ret(cudaErrorInvalidValue);
+  memset(dst, value, count);
+  sim_stream_advance(s, sim_copy_time_us(count, cudaMemcpyDeviceToDevice));
+  return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+  return set(devPtr, value, count, NULL);
+}
+SIM_API cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
+  return set(devPtr, value, count, stream);
+}
+
+/* ---- streams -------------------------------------------------------------------------------------- */
+
+SIM_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
+                                                 int priority) {
+  return rt_ret(sim_stream_create(sim_device_current(), flags, priority, pStream));
+}
+SIM_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
+  return cudaStreamCreateWithPriority(pStream, flags, 0);
+}
+SIM_API cudaError_t cudaStreamCreate(cudaStream_t *pStream) {
+  return cudaStreamCreateWithPriority(pStream, cudaStreamDefault, 0);
+}
+SIM_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  return rt_ret(sim_stream_destroy(stream));
+}
+SIM_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return sim_stream_resolve(stream) ? cudaSuccess : rt_ret(cudaErrorInvalidResourceHandle);
+}
+SIM_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return sim_stream_resolve(stream) ? cudaSuccess : rt_ret(cudaErrorInvalidResourceHandle);
+}
+SIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  struct CUstream_st *s = sim_stream_resolve(stream);
+  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  return rt_ret(sim_stream_wait_event(s, event));
+}
+SIM_API cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority) {
+  struct CUstream_st *s = sim_stream_resolve(hStream);
+  if (!s || !priority) return rt_ret(s ? cudaErrorInvalidValue : cudaErrorInvalidResourceHandle);
+  *priority = s->priority;
+  return cudaSuccess;
+}
+SIM_API cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags) {
+  struct CUstream_st *s = sim_stream_resolve(hStream);
+  if (!s || !flags) return rt_ret(s ? cudaErrorInvalidValue : cudaErrorInvalidResourceHandle);
+  *flags = s->flags;
+  return cudaSuccess;
+}
+
+/* ---- events --------------------------------------------------------------------------------------- */
+
+SIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+  return rt_ret(sim_event_create(flags, event));
+}
+SIM_API cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+SIM_API cudaError_t cudaEventDestroy(cudaEvent_t event) { return rt_ret(sim_event_destroy(event)); }
+SIM_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  struct CUstream_st *s = sim_stream_resolve(stream);
+  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  return rt_ret(sim_event_record(event, s));
+}
+SIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                             unsigned int flags) {
+  return cudaEventRecord(event, stream);
+}
+SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return sim_event_resolve(event) ? cudaSuccess : rt_ret(cudaErrorInvalidResourceHandle);
+}
+SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return sim_event_resolve(event) ? cudaSuccess : rt_ret(cudaErrorInvalidResourceHandle);
+}
+SIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  return rt_ret(sim_event_elapsed(start, end, ms));
+}
