@@ -1,0 +1,123 @@
+/* A training-shaped NCCL job for sim/: each iteration runs an FSDP-style forward (all-gather of
+ * each layer's parameters, then the layer's compute), a backward (compute, then reduce-scatter of
+ * the layer's gradients, overlapping the next layer's compute), and a DDP-style all-reduce of
+ * gradient buckets (25 MiB and a smaller tail). Compute is simulated on the stream's virtual clock,
+ * with interference on the communication that overlaps it. Rank 0 prints the mean iteration time
+ * measured with CUDA events: a simulated time, from sim/'s model.
+ *
+ * Run it under ncclsim-run: ncclsim-run -n 8 --nodes 2 -- train_job [--iters N] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "ncclsim.h"
+
+#define CHECK_NCCL(call)                                                                           \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    if (r_ != ncclSuccess) {                                                                       \
+      fprintf(stderr, "train_job: rank %d: %s failed: %s (%s)\n", rank, #call,                      \
+              ncclGetErrorString(r_), ncclGetLastError(NULL));                                     \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+#define CHECK_CUDA(call)                                                                           \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "train_job: rank %d: %s failed: %s\n", rank, #call, cudaGetErrorString(e_)); \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static int env_int(const char *name, int def) {
+  const char *s = getenv(name);
+  return s && *s ? atoi(s) : def;
+}
+
+/* Parses a count option; exits with usage status 2 on a bad value. */
+static int parse_opt(const char *opt, const char *s, int lo, int hi) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || end == s || v < lo || v > hi) {
+    fprintf(stderr, "train_job: invalid value for %s: '%s' (expected %d..%d)\n", opt, s, lo, hi);
+    exit(2);
+  }
+  return (int)v;
+}
+
+int main(int argc, char **argv) {
+  int iters = 40, layers = 4;
+  size_t layer_params = 2u << 20;          /* elements per layer (float): 8 MiB */
+  size_t bucket = 25u << 20, tail = 7u << 20; /* DDP bucket sizes in bytes */
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = parse_opt("--iters", argv[++i], 2, 1000000);
+    else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc) layers = parse_opt("--layers", argv[++i], 1, 1000);
+    else {
+      fprintf(stderr, "usage: train_job [--iters N] [--layers L]\n");
+      return 2;
+    }
+  }
+  int rank = env_int("RANK", 0), world = env_int("WORLD_SIZE", 1), local = env_int("LOCAL_RANK", 0);
+  CHECK_CUDA(cudaSetDevice(local));
+  ncclUniqueId id;
+  if (rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
+  if (ncclsimExchangeUniqueId("train_job", rank == 0, &id) != 0) return 1;
+  ncclComm_t comm;
+  CHECK_NCCL(ncclCommInitRank(&comm, world, id, rank));
+
+  cudaStream_t compute, comms;
+  CHECK_CUDA(cudaStreamCreate(&compute));
+  CHECK_CUDA(cudaStreamCreate(&comms));
+  ncclsimStreamSetInterference(comms, 0.5); /* the comm stream overlaps compute */
+
+  size_t shard = layer_params / (size_t)world;
+  float *params = NULL, *grads = NULL, *gshard = NULL, *gbuf = NULL;
+  CHECK_CUDA(cudaMalloc((void **)&params, layer_params * sizeof(float)));
+  CHECK_CUDA(cudaMalloc((void **)&grads, layer_params * sizeof(float)));
+  CHECK_CUDA(cudaMalloc((void **)&gshard, shard * sizeof(float)));
+  CHECK_CUDA(cudaMalloc((void **)&gbuf, bucket));
+  CHECK_CUDA(cudaMemset(gbuf, 0, bucket));
+  CHECK_CUDA(cudaMemset(grads, 0, layer_params * sizeof(float)));
+  CHECK_CUDA(cudaMemset(params, 0, layer_params * sizeof(float)));
+
+  cudaEvent_t t0, t1, done;
+  CHECK_CUDA(cudaEventCreate(&t0));
+  CHECK_CUDA(cudaEventCreate(&t1));
+  CHECK_CUDA(cudaEventCreate(&done));
+  int warmup = iters / 4;
+  for (int it = 0; it < iters; it++) {
+    if (it == warmup) CHECK_CUDA(cudaEventRecord(t0, compute));
+    for (int l = 0; l < layers; l++) { /* forward: gather the layer, then compute with it */
+      CHECK_NCCL(ncclAllGather(params + (size_t)rank * shard, params, shard, ncclFloat, comm, comms));
+      CHECK_CUDA(cudaEventRecord(done, comms));
+      CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0));
+      ncclsimStreamAddCompute(compute, 900.0);
+    }
+    for (int l = layers - 1; l >= 0; l--) { /* backward: compute, then scatter the gradients */
+      ncclsimStreamAddCompute(compute, 1800.0);
+      CHECK_CUDA(cudaEventRecord(done, compute));
+      CHECK_CUDA(cudaStreamWaitEvent(comms, done, 0));
+      CHECK_NCCL(ncclReduceScatter(grads, gshard, shard, ncclFloat, ncclSum, comm, comms));
+    }
+    /* DDP buckets of the dense part of the model */
+    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, bucket / sizeof(float), ncclFloat, ncclSum, comm, comms));
+    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, tail / sizeof(float), ncclFloat, ncclSum, comm, comms));
+    CHECK_CUDA(cudaEventRecord(done, comms));
+    CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0)); /* optimizer step waits for all gradients */
+    ncclsimStreamAddCompute(compute, 300.0);
+  }
+  CHECK_CUDA(cudaEventRecord(t1, compute));
+  CHECK_CUDA(cudaEventSynchronize(t1));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+  if (rank == 0)
+    printf("train_job: %d ranks on %s, %d timed iterations: %.3f ms per iteration (simulated, sim/)\n",
+           world, getenv("NCCLSIM_TOPO") ? getenv("NCCLSIM_TOPO") : "default topology",
+           iters - warmup, ms / (iters - warmup));
+  CHECK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
