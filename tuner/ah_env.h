@@ -11,6 +11,7 @@
 #ifndef AH_ENV_H
 #define AH_ENV_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -64,6 +65,7 @@ typedef struct {
   const char *doc;         /* one paragraph: what it does, when to change it */
   double min, max;         /* bounds for INT, DOUBLE and SIZE */
   const char *choices;     /* '|'-separated for ENUM */
+  size_t offset, size;     /* where the value goes in ah_settings_t, and the field's size */
 } ah_env_var_t;
 
 /* The table: number of rows and row i (NULL out of range). */
@@ -88,7 +90,8 @@ int ah_env_parse(char *const *envp, ah_settings_t *s_p);
 
 /* Parses one value of row v into s_p. Returns 0, or -1 with s_p unchanged; on -1, when err is
  * given, err receives "invalid value for AUTOHA_X: '...' (expected ...)" (no "autoha:" prefix,
- * not logged: the caller decides). */
+ * not logged: the caller decides). AUTOHA_OVERRIDE is the exception: its rules that parsed are
+ * stored even when others did not (-1, one err line per bad rule), because the rest still apply. */
 int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_p, char *err,
                      size_t errlen);
 

@@ -1,0 +1,529 @@
+/* ah_env.c: the table of every AUTOHA_* variable and the one set of typed parsers behind it
+ * (tuner/ah_env.h), UCX's config-table model: the row is the single source for parsing, for
+ * `autoha env` and for docs/environment.md.
+ *
+ * A value that does not parse keeps the row's default and logs one line naming the variable, the
+ * text and what was expected; an AUTOHA_* name that no row knows is reported with the nearest real
+ * name, since a misspelt variable silently doing nothing is the worst outcome for a user. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ah_env.h"
+#include "ah_log.h"
+#include "ah_report.h"
+
+extern char **environ;
+
+#define FIELD(f) offsetof(ah_settings_t, f), sizeof(((ah_settings_t *)0)->f)
+
+static const ah_env_var_t env_table[] = {
+    {"AUTOHA_ENABLE", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
+     "Turns autoha on. With 0, libautoha.so is a pure pass-through: every NCCL call goes straight "
+     "to NCCL, nothing is timed, tuned, overridden or reported, and no QP is touched. Use it to "
+     "rule autoha out when a job misbehaves, without removing it from LD_PRELOAD.",
+     0, 0, NULL, FIELD(enable)},
+    {"AUTOHA_MODE", AH_ENV_ENUM, "tune", "observe|fixed|tune",
+     "What autoha does with each collective. observe records NCCL's own choice and its time and "
+     "changes nothing; fixed applies AUTOHA_OVERRIDE and a loaded AUTOHA_PROFILE and otherwise "
+     "keeps NCCL's choice; tune also searches the remaining keys online (AutoCCL-style) and pins "
+     "each key's winner. Every mode writes the report.",
+     0, 0, "observe|fixed|tune", FIELD(mode)},
+    {"AUTOHA_LOG", AH_ENV_ENUM, "warn", "error|warn|info|debug",
+     "How much autoha logs on stderr. Every line starts with 'autoha:', the host and the rank. "
+     "info adds one line per decision that changes a key's configuration; debug adds per-call "
+     "detail and is meant for short runs.",
+     0, 0, "error|warn|info|debug", FIELD(log_level)},
+    {"AUTOHA_OVERRIDE", AH_ENV_OVERRIDE, "",
+     "RULE;RULE...  RULE = COLL|*[@LOW-HIGH]:algo=A,proto=P,nchannels=N,chunk=SIZE",
+     "Pins the configuration of matching collectives, e.g. "
+     "'allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;allgather:nchannels=8'. The range is "
+     "in bytes per rank (K, M, G are binary units; either end may be left open); fields left out "
+     "keep NCCL's choice. When several rules match a call the most specific wins: a named "
+     "collective beats '*', then the narrower range, then the earlier rule. A malformed rule logs "
+     "one error naming the bad token and its position and is ignored; the other rules still "
+     "apply. A rule asking for an algorithm and protocol pair that NCCL cannot run for a call is "
+     "refused with a message, never forced. Applied in modes fixed and tune.",
+     0, 0, NULL, FIELD(override_text)},
+    {"AUTOHA_REPORT", AH_ENV_PATH, "autoha-report-%h-%p.json", "PATH template (%h %p %r %%), or off",
+     "Where each process writes its tuning report (JSON, described in docs/report.md): at every "
+     "communicator's teardown, at exit, and every AUTOHA_REPORT_INTERVAL_S seconds. %h is the host "
+     "name, %p the process id, %r the process's lowest rank ('all' when unknown), %% a percent "
+     "sign. A relative path is relative to the job's working directory. The file is written to a "
+     "temporary name and renamed, so a reader never sees half a report. off writes no report.",
+     0, 0, NULL, FIELD(report)},
+    {"AUTOHA_REPORT_INTERVAL_S", AH_ENV_INT, "60", "0..86400",
+     "Seconds between periodic rewrites of the report during a long job, so a report exists even "
+     "when a job is killed. 0 writes it only at communicator teardown and at exit.",
+     0, 86400, NULL, FIELD(report_interval_s)},
+    {"AUTOHA_PROFILE", AH_ENV_PATH, "off", "PATH template (%h %p %r %%), or off",
+     "A report from an earlier run to start from: each key that was tuned (or overridden) there "
+     "starts on that configuration instead of NCCL's default, and the recommended NCCL_NTHREADS "
+     "and NCCL_BUFFSIZE are set when the job has not set them. A profile from another topology "
+     "fingerprint or another NCCL version is refused with one message and the job runs as if "
+     "none was given. Communicators are matched by their shape (ranks, nodes), not their ids.",
+     0, 0, NULL, FIELD(profile)},
+    {"AUTOHA_SYNC_WARN_S", AH_ENV_DOUBLE, "10", "0.001..86400 (seconds)",
+     "A rank that waits this long for the leader's decision about a call logs what it waits for "
+     "(communicator, key, call index) and keeps waiting: ranks never guess a configuration, "
+     "because ranks that disagree would hang NCCL.",
+     0.001, 86400, NULL, FIELD(sync_warn_s)},
+    {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, "1000", "1..10000000 (calls)",
+     "How many calls of one key the online search may spend probing configurations. A key that "
+     "has not converged within its budget keeps the best configuration found so far, or NCCL's "
+     "default when nothing beat it beyond noise; keys too rare to use their budget stay on "
+     "NCCL's default.",
+     1, 10000000, NULL, FIELD(tune_budget)},
+    {"AUTOHA_COORD_ADDR", AH_ENV_STRING, "", "HOST:PORT, or empty",
+     "Address of the job's coordinator hub. Normally empty: the process that creates the "
+     "ncclUniqueId runs the hub and stamps its address and a job secret into the id, so every "
+     "rank finds it whatever framework passes the id around. Set it when that process cannot be "
+     "reached at the address it sees itself at (NAT, several interfaces).",
+     0, 0, NULL, FIELD(coord_addr)},
+    {"AUTOHA_QP", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
+     "Lets autoha set the UDP source port and the traffic class of the RoCE queue pairs NCCL "
+     "creates, at the INIT to RTR transition. 0 (off) leaves every queue pair exactly as NCCL set "
+     "it. InfiniBand queue pairs are never changed.",
+     0, 0, NULL, FIELD(qp)},
+    {"AUTOHA_QP_SPORT", AH_ENV_QP_SPORT, "off", "off|spread|plan|file:PATH",
+     "How RoCE UDP source ports (the ECMP path) are chosen. off keeps NCCL's; spread spreads each "
+     "(local GID, remote GID) pair's queue pairs evenly over the port space, the same on every run "
+     "and rank; file:PATH reads a catalog of ports known to take distinct paths; plan assigns ports "
+     "from a topology description so that uplink loads are balanced across the job.",
+     0, 0, NULL, FIELD(qp_sport)},
+    {"AUTOHA_QP_TC", AH_ENV_TC, "nccl", "nccl|0..255|dscp=0..63",
+     "Traffic class (the switch priority queue) of the RoCE queue pairs: nccl keeps what NCCL "
+     "sets (NCCL_IB_TC), a number is the whole traffic class byte, dscp=N sets DSCP N (traffic "
+     "class N << 2) and keeps NCCL's ECN bits.",
+     0, 0, NULL, FIELD(qp_tc)},
+};
+
+#define NVARS ((int)(sizeof env_table / sizeof env_table[0]))
+
+int ah_env_var_count(void) { return NVARS; }
+
+const ah_env_var_t *ah_env_var_get(int i) { return i >= 0 && i < NVARS ? &env_table[i] : NULL; }
+
+const ah_env_var_t *ah_env_var_find(const char *name) {
+  for (int i = 0; name && i < NVARS; i++)
+    if (strcmp(env_table[i].name, name) == 0) return &env_table[i];
+  return NULL;
+}
+
+const char *ah_env_mode_name(int mode) {
+  static const char *const names[] = {"observe", "fixed", "tune"};
+  return mode >= 0 && mode < 3 ? names[mode] : "?";
+}
+
+/* ---- typed parsers --------------------------------------------------------------------------- */
+
+static void *field_of(const ah_env_var_t *v, ah_settings_t *s) { return (char *)s + v->offset; }
+static const void *cfield_of(const ah_env_var_t *v, const ah_settings_t *s) {
+  return (const char *)s + v->offset;
+}
+
+static int parse_bool(const char *s, int *v_p) {
+  static const char *const yes[] = {"1", "y", "yes", "on", "true"};
+  static const char *const no[] = {"0", "n", "no", "off", "false"};
+  for (int i = 0; i < 5; i++) {
+    if (strcasecmp(s, yes[i]) == 0) return *v_p = 1, 0;
+    if (strcasecmp(s, no[i]) == 0) return *v_p = 0, 0;
+  }
+  return -1;
+}
+
+/* Index of s in a '|'-separated list, case-insensitive, or -1. */
+static int parse_choice(const char *choices, const char *s) {
+  size_t n = strlen(s);
+  int idx = 0;
+  for (const char *p = choices; *p; idx++) {
+    const char *e = strchr(p, '|');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && n > 0 && strncasecmp(p, s, n) == 0) return idx;
+    if (!e) break;
+    p = e + 1;
+  }
+  return -1;
+}
+
+static const char *choice_at(const char *choices, int idx, char *buf, size_t len) {
+  const char *p = choices;
+  for (int i = 0; i < idx && p; i++) {
+    p = strchr(p, '|');
+    if (p) p++;
+  }
+  if (!p) return "?";
+  const char *e = strchr(p, '|');
+  size_t n = e ? (size_t)(e - p) : strlen(p);
+  if (n >= len) n = len - 1;
+  memcpy(buf, p, n);
+  buf[n] = 0;
+  return buf;
+}
+
+static int parse_long(const char *s, long long *v_p) {
+  char *end;
+  if (!*s || isspace((unsigned char)*s)) return -1;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end) return -1;
+  *v_p = v;
+  return 0;
+}
+
+/* host:port, [v6]:port; port 1..65535. */
+static int valid_addr(const char *s) {
+  const char *colon = strrchr(s, ':');
+  if (!colon || colon == s || !colon[1]) return 0;
+  long long port;
+  if (parse_long(colon + 1, &port) != 0 || port < 1 || port > 65535) return 0;
+  if (s[0] == '[' && colon[-1] != ']') return 0;
+  for (const char *p = s; p < colon; p++)
+    if (isspace((unsigned char)*p)) return 0;
+  return 1;
+}
+
+static int set_text(char *dst, size_t size, const char *src) {
+  size_t n = strlen(src);
+  if (n >= size) return -1;
+  memcpy(dst, src, n + 1);
+  return 0;
+}
+
+int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_p, char *err,
+                     size_t errlen) {
+  char why[768] = "";
+  const char *expected = v->syntax;
+  if (!value) value = "";
+  switch (v->type) {
+  case AH_ENV_BOOL: {
+    int b;
+    if (parse_bool(value, &b) != 0) break;
+    *(int *)field_of(v, s_p) = b;
+    return 0;
+  }
+  case AH_ENV_ENUM: {
+    int i = parse_choice(v->choices, value);
+    if (i < 0) break;
+    *(int *)field_of(v, s_p) = i;
+    return 0;
+  }
+  case AH_ENV_INT: {
+    long long n;
+    if (parse_long(value, &n) != 0 || (double)n < v->min || (double)n > v->max) break;
+    *(int *)field_of(v, s_p) = (int)n;
+    return 0;
+  }
+  case AH_ENV_DOUBLE: {
+    char *end;
+    errno = 0;
+    double d = *value && !isspace((unsigned char)*value) ? strtod(value, &end) : NAN;
+    if (errno || isnan(d) || *end || !isfinite(d) || d < v->min || d > v->max) break;
+    *(double *)field_of(v, s_p) = d;
+    return 0;
+  }
+  case AH_ENV_SIZE: {
+    uint64_t n;
+    if (ah_size_parse(value, strlen(value), &n) != 0 || (double)n < v->min || (double)n > v->max)
+      break;
+    *(int64_t *)field_of(v, s_p) = (int64_t)n;
+    return 0;
+  }
+  case AH_ENV_STRING:
+    if (*value && !valid_addr(value)) break;
+    if (set_text(field_of(v, s_p), v->size, value) != 0) {
+      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+      break;
+    }
+    return 0;
+  case AH_ENV_PATH: {
+    if (!*value || strcasecmp(value, "off") == 0 || strcasecmp(value, "none") == 0) {
+      *(char *)field_of(v, s_p) = 0;
+      return 0;
+    }
+    char tmp[AH_ENV_PATH_MAX * 2], perr[512];
+    if (ah_report_path_expand(value, "host", 1, 0, tmp, sizeof tmp, perr, sizeof perr) != 0) {
+      snprintf(why, sizeof why, "%s", perr);
+      break;
+    }
+    if (set_text(field_of(v, s_p), v->size, value) != 0) {
+      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+      break;
+    }
+    return 0;
+  }
+  case AH_ENV_OVERRIDE: {
+    char perr[2048];
+    if (strlen(value) >= sizeof s_p->override_text) {
+      snprintf(why, sizeof why, "longer than %zu characters", sizeof s_p->override_text - 1);
+      break;
+    }
+    int nerr = ah_override_parse(value, &s_p->override, perr, sizeof perr);
+    memcpy(s_p->override_text, value, strlen(value) + 1);
+    if (nerr == 0) return 0;
+    if (err && errlen) {
+      /* One "invalid value" line per bad rule. */
+      size_t o = 0;
+      err[0] = 0;
+      for (char *line = perr, *next; line && *line && o + 1 < errlen; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        int n = snprintf(err + o, errlen - o, "%sinvalid value for %s: %s", o ? "\n" : "",
+                         v->name, line);
+        if (n < 0) break;
+        o += (size_t)n;
+        if (o >= errlen) o = errlen - 1;
+      }
+    }
+    return -1;
+  }
+  case AH_ENV_QP_SPORT: {
+    static const char *const modes[] = {"off", "spread", "file", "plan"};
+    for (int i = 0; i < 4; i++) {
+      if (i != AH_QP_SPORT_FILE && strcasecmp(value, modes[i]) == 0) {
+        s_p->qp_sport = i;
+        s_p->qp_sport_file[0] = 0;
+        return 0;
+      }
+    }
+    if (strncasecmp(value, "file:", 5) == 0 && value[5]) {
+      if (set_text(s_p->qp_sport_file, sizeof s_p->qp_sport_file, value + 5) != 0) {
+        snprintf(why, sizeof why, "path longer than %zu characters", sizeof s_p->qp_sport_file - 1);
+        break;
+      }
+      s_p->qp_sport = AH_QP_SPORT_FILE;
+      return 0;
+    }
+    break;
+  }
+  case AH_ENV_TC: {
+    long long n;
+    if (strcasecmp(value, "nccl") == 0) {
+      *(int *)field_of(v, s_p) = -1;
+      return 0;
+    }
+    if (strncasecmp(value, "dscp=", 5) == 0) {
+      if (parse_long(value + 5, &n) != 0 || n < 0 || n > 63) break;
+      *(int *)field_of(v, s_p) = (int)(n << 2);
+      return 0;
+    }
+    if (parse_long(value, &n) != 0 || n < 0 || n > 255) break;
+    *(int *)field_of(v, s_p) = (int)n;
+    return 0;
+  }
+  }
+  if (err && errlen) {
+    if (why[0])
+      snprintf(err, errlen, "invalid value for %s: '%s' (%s; expected %s)", v->name, value, why,
+               expected);
+    else
+      snprintf(err, errlen, "invalid value for %s: '%s' (expected %s)", v->name, value, expected);
+  }
+  return -1;
+}
+
+void ah_env_defaults(ah_settings_t *s_p) {
+  memset(s_p, 0, sizeof *s_p);
+  for (int i = 0; i < NVARS; i++) {
+    /* Defaults are checked by tests/tuner (every default parses), so this cannot fail. */
+    (void)ah_env_parse_one(&env_table[i], env_table[i].dflt, s_p, NULL, 0);
+  }
+}
+
+/* Edit distance, for the "maybe" hint. Names longer than 63 characters are cut. */
+static int edit_distance(const char *a, const char *b) {
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la > 63) la = 63;
+  if (lb > 63) lb = 63;
+  int prev[64], cur[64];
+  for (int j = 0; j <= lb; j++) prev[j] = j;
+  for (int i = 1; i <= la; i++) {
+    cur[0] = i;
+    for (int j = 1; j <= lb; j++) {
+      int sub = prev[j - 1] + (toupper((unsigned char)a[i - 1]) != toupper((unsigned char)b[j - 1]));
+      int del = prev[j] + 1, ins = cur[j - 1] + 1;
+      cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+    }
+    memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
+  }
+  return prev[lb];
+}
+
+const char *ah_env_nearest(const char *name) {
+  const char *best = NULL;
+  int bestd = 1 << 30;
+  if (!name) return NULL;
+  for (int i = 0; i < NVARS; i++) {
+    int d = edit_distance(name, env_table[i].name);
+    if (d < bestd) bestd = d, best = env_table[i].name;
+  }
+  int len = (int)strlen(name);
+  return bestd <= (len / 3 > 2 ? len / 3 : 2) ? best : NULL;
+}
+
+int ah_env_parse(char *const *envp, ah_settings_t *s_p) {
+  int problems = 0;
+  ah_env_defaults(s_p);
+  for (int i = 0; envp && envp[i]; i++) {
+    const char *e = envp[i];
+    if (strncmp(e, "AUTOHA_", 7) != 0) continue;
+    const char *eq = strchr(e, '=');
+    if (!eq) continue;
+    char name[128];
+    size_t n = (size_t)(eq - e);
+    if (n >= sizeof name) n = sizeof name - 1;
+    memcpy(name, e, n);
+    name[n] = 0;
+    /* The first definition wins, as with getenv. */
+    int dup = 0;
+    for (int j = 0; j < i; j++)
+      if (strncmp(envp[j], e, (size_t)(eq - e) + 1) == 0) dup = 1;
+    if (dup) continue;
+    const ah_env_var_t *v = ah_env_var_find(name);
+    if (!v) {
+      const char *near = ah_env_nearest(name);
+      if (near)
+        ah_log(AH_LOG_WARN, "unknown environment variable %s (maybe %s?); it is ignored", name, near);
+      else
+        ah_log(AH_LOG_WARN, "unknown environment variable %s; it is ignored "
+               "(`autoha env` lists the known ones)", name);
+      problems++;
+      continue;
+    }
+    char err[4096];
+    if (ah_env_parse_one(v, eq + 1, s_p, err, sizeof err) != 0) {
+      for (char *line = err, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        ah_log(AH_LOG_ERROR, "%s%s", line,
+               v->type == AH_ENV_OVERRIDE ? "; the other rules still apply" : "; default kept");
+      }
+      problems++;
+    }
+  }
+  return problems;
+}
+
+/* ---- the process-wide settings --------------------------------------------------------------- */
+
+static ah_settings_t g_settings;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void settings_init(void) {
+  /* Set the log threshold first, so the log module does not parse AUTOHA_LOG again and report a
+   * bad value twice. */
+  const char *l = getenv("AUTOHA_LOG");
+  int level = l ? parse_choice("error|warn|info|debug", l) : -1;
+  ah_log_set_level(level >= 0 ? level : AH_LOG_WARN);
+  ah_env_parse(environ, &g_settings);
+  ah_log_set_level(g_settings.log_level);
+}
+
+const ah_settings_t *ah_env_settings(void) {
+  pthread_once(&g_once, settings_init);
+  return &g_settings;
+}
+
+/* ---- printing -------------------------------------------------------------------------------- */
+
+char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *buf, size_t len) {
+  const void *f = cfield_of(v, s);
+  switch (v->type) {
+  case AH_ENV_BOOL: snprintf(buf, len, "%d", *(const int *)f); break;
+  case AH_ENV_INT: snprintf(buf, len, "%d", *(const int *)f); break;
+  case AH_ENV_DOUBLE: snprintf(buf, len, "%g", *(const double *)f); break;
+  case AH_ENV_ENUM: choice_at(v->choices, *(const int *)f, buf, len); break;
+  case AH_ENV_SIZE: ah_size_format((uint64_t) * (const int64_t *)f, buf, len); break;
+  case AH_ENV_STRING:
+  case AH_ENV_OVERRIDE: snprintf(buf, len, "%s", (const char *)f); break;
+  case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
+  case AH_ENV_QP_SPORT:
+    if (s->qp_sport == AH_QP_SPORT_FILE)
+      snprintf(buf, len, "file:%s", s->qp_sport_file);
+    else
+      snprintf(buf, len, "%s", s->qp_sport == AH_QP_SPORT_SPREAD ? "spread"
+                               : s->qp_sport == AH_QP_SPORT_PLAN ? "plan" : "off");
+    break;
+  case AH_ENV_TC:
+    if (*(const int *)f < 0)
+      snprintf(buf, len, "nccl");
+    else
+      snprintf(buf, len, "%d", *(const int *)f);
+    break;
+  }
+  return buf;
+}
+
+/* Writes text wrapped at `width` columns, each line starting with `prefix`. */
+static void print_wrapped(FILE *f, const char *prefix, const char *text, int width) {
+  const char *p = text;
+  while (*p) {
+    int room = width - (int)strlen(prefix);
+    int n = (int)strlen(p);
+    if (n > room) {
+      n = room;
+      while (n > 0 && p[n] != ' ') n--;
+      if (n == 0) n = room;
+    }
+    fprintf(f, "%s%.*s\n", prefix, n, p);
+    p += n;
+    while (*p == ' ') p++;
+  }
+}
+
+static const char *env_lookup(char *const *envp, const char *name) {
+  size_t n = strlen(name);
+  for (int i = 0; envp && envp[i]; i++)
+    if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=') return envp[i] + n + 1;
+  return NULL;
+}
+
+void ah_env_print(FILE *f, char *const *envp, int docs) {
+  ah_settings_t s;
+  ah_env_parse(envp, &s);
+  for (int i = 0; i < NVARS; i++) {
+    const ah_env_var_t *v = &env_table[i];
+    const char *given = env_lookup(envp, v->name);
+    char val[AH_ENV_PATH_MAX + 16];
+    ah_env_value_format(v, &s, val, sizeof val);
+    char tmp[512];
+    ah_settings_t probe = s;
+    int bad = given && ah_env_parse_one(v, given, &probe, tmp, sizeof tmp) != 0;
+    if (docs) {
+      fprintf(f, "#\n");
+      print_wrapped(f, "# ", v->doc, 100);
+      fprintf(f, "#\n# syntax:  %s\n# default: %s\n#\n", v->syntax, *v->dflt ? v->dflt : "(empty)");
+      fprintf(f, "%s=%s%s\n\n", v->name, val,
+              bad ? "    # INVALID, default kept" : given ? "" : "    # default");
+    } else {
+      /* The first sentence of the doc is the meaning. */
+      const char *dot = strstr(v->doc, ". ");
+      int mlen = dot ? (int)(dot - v->doc) : (int)strlen(v->doc);
+      char line[AH_ENV_PATH_MAX + 64];
+      snprintf(line, sizeof line, "%s=%s", v->name, val);
+      fprintf(f, "%-44s # %s%s (default: %s). %.*s.\n", line,
+              bad ? "INVALID value given, default kept; " : "", given ? "set" : "default",
+              *v->dflt ? v->dflt : "empty", mlen, v->doc);
+    }
+  }
+}
+
+void ah_env_doc_markdown(FILE *f) {
+  fprintf(f, "<!-- env-table:begin -->\n");
+  fprintf(f, "<!-- Generated from tuner/ah_env.c by `autoha env --markdown`; "
+             "tests/tuner fails when this section and the table differ. -->\n");
+  for (int i = 0; i < NVARS; i++) {
+    const ah_env_var_t *v = &env_table[i];
+    fprintf(f, "\n### %s\n\n", v->name);
+    if (*v->dflt)
+      fprintf(f, "Default: `%s` · Syntax: `%s`\n\n", v->dflt, v->syntax);
+    else
+      fprintf(f, "Default: empty · Syntax: `%s`\n\n", v->syntax);
+    fprintf(f, "%s\n", v->doc);
+  }
+  fprintf(f, "\n<!-- env-table:end -->\n");
+}
