@@ -1,0 +1,693 @@
+/* The client: one connection per process to the job's hub, multiplexing every communicator the
+ * process joined. Application threads only queue bytes under a mutex and wake the I/O thread (an
+ * eventfd); the I/O thread owns the socket, runs the epoll loop, delivers segments in commit order,
+ * sends heartbeats and reconnects.
+ *
+ * Key choice: the connection is disposable, the state is not. The client remembers, per joined
+ * communicator, the sequence number of the last segment delivered, and every publish until the hub
+ * acknowledges it; after a cut it re-authenticates, re-joins "since" those numbers and resends the
+ * unacknowledged publishes (the hub drops duplicates), so nothing is lost or delivered twice. Only
+ * when the hub stays unreachable for reconnect_ms does ah_coord_alive() turn 0. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ah_coord_internal.h"
+#include "ah_log.h"
+
+#define CLIENT_TICK_MS 50
+
+typedef struct {
+  uint64_t comm;
+  uint32_t nranks;
+  uint64_t last_seq;
+} client_comm_t;
+
+typedef struct {
+  uint64_t seq;
+  uint8_t keyseg[AH_COORD_KEYSEG_BYTES];
+} client_pub_t;
+
+typedef struct {
+  uint8_t *b;
+  size_t off, len, cap;
+} client_buf_t;
+
+struct ah_coord {
+  ah_coord_stamp_t stamp;
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  char addr[96];
+  ah_coord_client_opts_t o;
+  ah_coord_deliver_fn deliver;
+  void *arg;
+  uint64_t client_id;
+
+  pthread_mutex_t mu; /* guards comms, pubs, next_pub and outq */
+  client_comm_t *comms;
+  int ncomms, capcomms;
+  client_pub_t *pubs;
+  size_t pub_head, npubs, cappubs; /* unacknowledged: pubs[pub_head .. npubs) */
+  uint64_t next_pub;
+  client_buf_t outq;
+
+  /* I/O thread only */
+  int fd, epfd, efd;
+  uint8_t rbuf[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  size_t rlen;
+  uint32_t need;
+  client_buf_t w;
+  int want_out;
+  uint64_t last_rx_ns, last_tx_ns;
+
+  pthread_t thr;
+  atomic_int stop, alive, cut_req, connects;
+  struct ah_coord *next; /* ah_coord_connect's list */
+};
+
+void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p) {
+  o_p->connect_ms = 5000;
+  o_p->heartbeat_ms = 1000;
+  o_p->dead_ms = 5000;
+  o_p->reconnect_ms = 10000;
+}
+
+static int buf_put(client_buf_t *b, const void *p, size_t n) {
+  if (b->off > 0 && b->len + n > b->cap) {
+    memmove(b->b, b->b + b->off, b->len - b->off);
+    b->len -= b->off;
+    b->off = 0;
+  }
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *nb = realloc(b->b, cap);
+    if (!nb) return -1;
+    b->b = nb;
+    b->cap = cap;
+  }
+  memcpy(b->b + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+static int buf_put_msg(client_buf_t *b, uint8_t type, const uint8_t *payload, uint32_t len) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  ah_coord_hdr_encode(type, len, f);
+  if (len) memcpy(f + AH_COORD_HDR_BYTES, payload, len);
+  return buf_put(b, f, AH_COORD_HDR_BYTES + len);
+}
+
+static void client_wake(ah_coord_t *c) {
+  uint64_t one = 1;
+  if (write(c->efd, &one, sizeof one) < 0) { /* counter saturated: already awake */
+  }
+}
+
+static int queue_join(ah_coord_t *c, const client_comm_t *m) {
+  uint8_t p[20];
+  ah_coord_put_u64(p, m->comm);
+  ah_coord_put_u32(p + 8, m->nranks);
+  ah_coord_put_u64(p + 12, m->last_seq);
+  return buf_put_msg(&c->outq, AH_MSG_JOIN, p, sizeof p);
+}
+
+static int queue_publish(ah_coord_t *c, const client_pub_t *pb) {
+  uint8_t p[8 + AH_COORD_KEYSEG_BYTES];
+  ah_coord_put_u64(p, pb->seq);
+  memcpy(p + 8, pb->keyseg, AH_COORD_KEYSEG_BYTES);
+  return buf_put_msg(&c->outq, AH_MSG_PUBLISH, p, sizeof p);
+}
+
+/* Drops acknowledged publishes. Caller holds mu. */
+static void pubs_ack(ah_coord_t *c, uint64_t upto) {
+  while (c->pub_head < c->npubs && c->pubs[c->pub_head].seq <= upto) c->pub_head++;
+  if (c->pub_head == c->npubs) c->pub_head = c->npubs = 0;
+}
+
+/* Connects and runs the handshake, all before one deadline. Returns 0 with fd_p and last_pub_p
+ * set, or -1 with err filled. Note that the hub proves it knows the secret too (WELCOME carries
+ * its own MAC over both nonces), so a client never takes segments from an impostor. */
+static int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
+                            size_t errlen) {
+  char nerr[AH_NET_ERR_LEN];
+  uint64_t deadline = ah_coord_now_ns() + (uint64_t)c->o.connect_ms * 1000000ull;
+  int fd = -1;
+  if (ah_coord_net_connect(nerr, (struct sockaddr *)&c->ss, c->sl, deadline, &fd) != AH_NET_OK) {
+    snprintf(err, errlen, "%.200s", nerr);
+    return -1;
+  }
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  ah_coord_hdr_t h;
+  char perr[200];
+  if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "waiting for the hub's HELLO: %.200s", nerr);
+    goto fail;
+  }
+  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0 || h.type != AH_MSG_HELLO) {
+    snprintf(err, errlen, "bad HELLO from the hub: %.200s", h.type != AH_MSG_HELLO ? "wrong type" : perr);
+    goto fail;
+  }
+  uint8_t nonce_h[32];
+  if (ah_coord_net_read_full(nerr, fd, nonce_h, 32, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "reading the hub's HELLO: %.200s", nerr);
+    goto fail;
+  }
+  uint8_t auth[72];
+  if (ah_coord_random(auth, 32) != 0) {
+    snprintf(err, errlen, "no random bytes for the nonce (RAND_bytes failed)");
+    goto fail;
+  }
+  ah_coord_put_u64(auth + 32, c->client_id);
+  if (ah_coord_mac(c->stamp.secret, "autoha-client", nonce_h, auth, c->client_id, auth + 40) != 0) {
+    snprintf(err, errlen, "HMAC-SHA256 failed in libcrypto");
+    goto fail;
+  }
+  ah_coord_hdr_encode(AH_MSG_AUTH, sizeof auth, f);
+  memcpy(f + AH_COORD_HDR_BYTES, auth, sizeof auth);
+  if (ah_coord_net_write_full(nerr, fd, f, AH_COORD_HDR_BYTES + sizeof auth, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "sending AUTH: %.200s", nerr);
+    goto fail;
+  }
+  if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "waiting for WELCOME: %.200s (does the hub have another job's secret?)", nerr);
+    goto fail;
+  }
+  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0 || h.type != AH_MSG_WELCOME) {
+    snprintf(err, errlen, "bad WELCOME from the hub: %.200s", h.type != AH_MSG_WELCOME ? "wrong type" : perr);
+    goto fail;
+  }
+  uint8_t wel[40], want[32];
+  if (ah_coord_net_read_full(nerr, fd, wel, 40, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "reading WELCOME: %.200s", nerr);
+    goto fail;
+  }
+  uint64_t last_pub = ah_coord_get_u64(wel + 32);
+  if (ah_coord_mac(c->stamp.secret, "autoha-hub", auth, nonce_h, last_pub, want) != 0 ||
+      !ah_coord_mac_equal(want, wel)) {
+    snprintf(err, errlen, "the hub failed to prove it knows the job secret (impostor or another "
+             "job's hub)");
+    goto fail;
+  }
+  *fd_p = fd;
+  *last_pub_p = last_pub;
+  return 0;
+fail:
+  close(fd);
+  return -1;
+}
+
+/* Installs a fresh connection: rebuilds the outgoing bytes from the state (JOIN since the last
+ * delivered sequence number of every communicator, then every unacknowledged publish). */
+static int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+  if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    close(fd);
+    return -1;
+  }
+  c->fd = fd;
+  c->want_out = 0;
+  c->rlen = 0;
+  c->need = 0;
+  c->w.off = c->w.len = 0;
+  c->last_rx_ns = c->last_tx_ns = ah_coord_now_ns();
+  int rc = 0;
+  pthread_mutex_lock(&c->mu);
+  pubs_ack(c, last_pub);
+  c->outq.off = c->outq.len = 0;
+  for (int i = 0; i < c->ncomms; i++) rc |= queue_join(c, &c->comms[i]);
+  for (size_t i = c->pub_head; i < c->npubs; i++) rc |= queue_publish(c, &c->pubs[i]);
+  pthread_mutex_unlock(&c->mu);
+  atomic_fetch_add(&c->connects, 1);
+  client_wake(c);
+  return rc;
+}
+
+static void client_drop(ah_coord_t *c) {
+  if (c->fd < 0) return;
+  epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  c->fd = -1;
+}
+
+static void client_interest(ah_coord_t *c, int want_out) {
+  if (c->want_out == want_out || c->fd < 0) return;
+  struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.fd = c->fd};
+  epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+  c->want_out = want_out;
+}
+
+/* Sends what is queued. Returns 0, or -1 when the connection failed. */
+static int client_flush(ah_coord_t *c, char *why, size_t whylen) {
+  pthread_mutex_lock(&c->mu);
+  int rc = 0;
+  if (c->outq.len > c->outq.off) {
+    rc = buf_put(&c->w, c->outq.b + c->outq.off, c->outq.len - c->outq.off);
+    c->outq.off = c->outq.len = 0;
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) {
+    snprintf(why, whylen, "out of memory queueing messages");
+    return -1;
+  }
+  while (c->w.off < c->w.len) {
+    ssize_t r = send(c->fd, c->w.b + c->w.off, c->w.len - c->w.off, MSG_NOSIGNAL);
+    if (r > 0) {
+      c->w.off += (size_t)r;
+      c->last_tx_ns = ah_coord_now_ns();
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      client_interest(c, 1);
+      return 0;
+    }
+    snprintf(why, whylen, "send(): %s", r < 0 ? strerror(errno) : "0 bytes");
+    return -1;
+  }
+  c->w.off = c->w.len = 0;
+  client_interest(c, 0);
+  return 0;
+}
+
+static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
+  char err[200];
+  uint64_t seq = ah_coord_get_u64(p);
+  ah_key_t k;
+  ah_segment_t s;
+  uint64_t comm = ah_coord_get_u64(p + 8);
+  int bad = ah_coord_keyseg_unpack(p + 8, &k, &s, err, sizeof err);
+  int deliver = 0;
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->ncomms; i++) {
+    client_comm_t *m = &c->comms[i];
+    if (m->comm != comm) continue;
+    if (seq <= m->last_seq) break; /* a replay already delivered */
+    if (seq != m->last_seq + 1)
+      ah_log(AH_LOG_WARN, "coordinator client: comm %016llx segment %llu arrived after %llu",
+             (unsigned long long)m->comm, (unsigned long long)seq,
+             (unsigned long long)m->last_seq);
+    m->last_seq = seq;
+    deliver = !bad;
+    break;
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (bad) {
+    ah_log(AH_LOG_ERROR, "coordinator client: ignored a segment from hub %s: %s", c->addr, err);
+    return;
+  }
+  if (deliver && c->deliver) c->deliver(c->arg, &k, &s);
+}
+
+/* Reads and handles frames. Returns 0, or -1 with why set when the connection must be dropped. */
+static int client_read(ah_coord_t *c, char *why, size_t whylen) {
+  char err[200];
+  for (;;) {
+    size_t want = c->need ? c->need : AH_COORD_HDR_BYTES;
+    ssize_t r = read(c->fd, c->rbuf + c->rlen, want - c->rlen);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (r <= 0) {
+      snprintf(why, whylen, "%s", r == 0 ? "the hub closed the connection" : strerror(errno));
+      return -1;
+    }
+    c->rlen += (size_t)r;
+    c->last_rx_ns = ah_coord_now_ns();
+    if (c->rlen < want) continue;
+    if (!c->need) {
+      ah_coord_hdr_t h;
+      if (ah_coord_hdr_decode(c->rbuf, &h, err, sizeof err) != 0) {
+        snprintf(why, whylen, "refused a frame from the hub: %s", err);
+        return -1;
+      }
+      c->need = AH_COORD_HDR_BYTES + h.len;
+      if (h.len > 0) continue;
+    }
+    uint8_t type = c->rbuf[5];
+    const uint8_t *p = c->rbuf + AH_COORD_HDR_BYTES;
+    c->rlen = 0;
+    c->need = 0;
+    switch (type) {
+      case AH_MSG_SEGMENT: client_on_segment(c, p); break;
+      case AH_MSG_ACK:
+        pthread_mutex_lock(&c->mu);
+        pubs_ack(c, ah_coord_get_u64(p));
+        pthread_mutex_unlock(&c->mu);
+        break;
+      case AH_MSG_PONG: break;
+      default:
+        snprintf(why, whylen, "unexpected message type %u from the hub", type);
+        return -1;
+    }
+  }
+}
+
+static void client_sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+/* Reconnects until reconnect_ms have passed. Returns 0 when connected again, -1 when the hub is
+ * gone (logged) or the client is stopping. */
+static int client_reconnect(ah_coord_t *c, const char *why) {
+  ah_log(AH_LOG_WARN, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
+  uint64_t start = ah_coord_now_ns();
+  uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
+  int backoff = 20;
+  char err[300] = "no attempt made";
+  while (!atomic_load(&c->stop)) {
+    int fd;
+    uint64_t last_pub;
+    if (client_handshake(c, &fd, &last_pub, err, sizeof err) == 0) {
+      if (client_install(c, fd, last_pub) == 0) {
+        ah_log(AH_LOG_INFO, "coordinator: reconnected to hub %s after %.0f ms", c->addr,
+               (double)(ah_coord_now_ns() - start) / 1e6);
+        return 0;
+      }
+      snprintf(err, sizeof err, "cannot register the new connection (out of memory?)");
+      client_drop(c);
+    }
+    if (ah_coord_now_ns() - start > limit) break;
+    client_sleep_ms(backoff);
+    if (backoff < 500) backoff *= 2;
+  }
+  if (atomic_load(&c->stop)) return -1;
+  atomic_store(&c->alive, 0);
+  ah_log(AH_LOG_ERROR, "coordinator: hub %s unreachable for %d ms (last error: %s); giving up — "
+         "ranks waiting for a decision will fail over", c->addr, c->o.reconnect_ms, err);
+  return -1;
+}
+
+static void *client_main(void *arg) {
+  ah_coord_t *c = arg;
+  struct epoll_event evs[4];
+  char why[300];
+  while (!atomic_load(&c->stop)) {
+    int n = epoll_wait(c->epfd, evs, 4, CLIENT_TICK_MS);
+    if (n < 0 && errno != EINTR) {
+      ah_log(AH_LOG_ERROR, "coordinator: epoll_wait: %s; client stopped", strerror(errno));
+      atomic_store(&c->alive, 0);
+      break;
+    }
+    int lost = 0;
+    why[0] = 0;
+    for (int i = 0; i < n && !lost; i++) {
+      if (evs[i].data.fd == c->efd) {
+        uint64_t v;
+        if (read(c->efd, &v, sizeof v) < 0) { /* spurious wake-up */
+        }
+        if (c->fd >= 0 && client_flush(c, why, sizeof why) != 0) lost = 1;
+      } else if (evs[i].data.fd == c->fd) {
+        if ((evs[i].events & EPOLLOUT) && client_flush(c, why, sizeof why) != 0) lost = 1;
+        if (!lost && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) &&
+            client_read(c, why, sizeof why) != 0)
+          lost = 1;
+      }
+    }
+    uint64_t now = ah_coord_now_ns();
+    if (!lost && atomic_exchange(&c->cut_req, 0)) {
+      snprintf(why, sizeof why, "cut on request");
+      lost = 1;
+    }
+    if (!lost && now - c->last_rx_ns > (uint64_t)c->o.dead_ms * 1000000ull) {
+      snprintf(why, sizeof why, "nothing heard for %d ms", c->o.dead_ms);
+      lost = 1;
+    }
+    if (!lost && c->w.off == c->w.len &&
+        now - c->last_tx_ns > (uint64_t)c->o.heartbeat_ms * 1000000ull) {
+      pthread_mutex_lock(&c->mu);
+      int rc = buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
+      pthread_mutex_unlock(&c->mu);
+      if (rc != 0 || client_flush(c, why, sizeof why) != 0) lost = 1;
+    }
+    if (lost) {
+      client_drop(c);
+      if (client_reconnect(c, why) != 0) break;
+    }
+  }
+  return NULL;
+}
+
+ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr,
+                                 const ah_coord_client_opts_t *opts, ah_coord_deliver_fn deliver,
+                                 void *arg) {
+  char err[300];
+  ah_coord_t *c = calloc(1, sizeof *c);
+  if (!c) {
+    ah_log(AH_LOG_ERROR, "coordinator: out of memory");
+    return NULL;
+  }
+  c->stamp = *stamp;
+  c->deliver = deliver;
+  c->arg = arg;
+  c->fd = c->epfd = c->efd = -1;
+  if (opts) c->o = *opts;
+  else ah_coord_client_opts_default(&c->o);
+  if (addr) {
+    if (ah_coord_net_addr_parse(err, addr, &c->ss, &c->sl) != AH_NET_OK) {
+      ah_log(AH_LOG_ERROR, "coordinator: invalid hub address %s", err);
+      goto undo_alloc;
+    }
+  } else if (stamp->family == AF_INET) {
+    struct sockaddr_in *in = (struct sockaddr_in *)&c->ss;
+    in->sin_family = AF_INET;
+    in->sin_port = htons(stamp->port);
+    memcpy(&in->sin_addr, stamp->addr, 4);
+    c->sl = sizeof *in;
+  } else {
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&c->ss;
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(stamp->port);
+    memcpy(&in6->sin6_addr, stamp->addr, 16);
+    c->sl = sizeof *in6;
+  }
+  ah_coord_net_addr_format((struct sockaddr *)&c->ss, c->addr, sizeof c->addr);
+  if (ah_coord_random(&c->client_id, sizeof c->client_id) != 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: no random bytes for the client id (RAND_bytes failed)");
+    goto undo_alloc;
+  }
+  pthread_mutex_init(&c->mu, NULL);
+  c->epfd = epoll_create1(EPOLL_CLOEXEC);
+  c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->efd};
+  if (c->epfd < 0 || c->efd < 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->efd, &ev) != 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: epoll/eventfd setup: %s", strerror(errno));
+    goto undo_fds;
+  }
+  int fd;
+  uint64_t last_pub;
+  if (client_handshake(c, &fd, &last_pub, err, sizeof err) != 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: cannot join hub %s: %s", c->addr, err);
+    goto undo_fds;
+  }
+  if (client_install(c, fd, last_pub) != 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: cannot register the connection to %s", c->addr);
+    client_drop(c);
+    goto undo_fds;
+  }
+  atomic_store(&c->alive, 1);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  int rc = pthread_create(&c->thr, &attr, client_main, c);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: pthread_create: %s", strerror(rc));
+    client_drop(c);
+    goto undo_fds;
+  }
+  return c;
+undo_fds:
+  if (c->efd >= 0) close(c->efd);
+  if (c->epfd >= 0) close(c->epfd);
+  pthread_mutex_destroy(&c->mu);
+undo_alloc:
+  free(c);
+  return NULL;
+}
+
+void ah_coord_client_close(ah_coord_t *c) {
+  if (!c) return;
+  atomic_store(&c->stop, 1);
+  client_wake(c);
+  pthread_join(c->thr, NULL);
+  client_drop(c);
+  close(c->efd);
+  close(c->epfd);
+  pthread_mutex_destroy(&c->mu);
+  free(c->comms);
+  free(c->pubs);
+  free(c->outq.b);
+  free(c->w.b);
+  free(c);
+}
+
+void ah_coord_client_cut(ah_coord_t *c) {
+  atomic_store(&c->cut_req, 1);
+  client_wake(c);
+}
+
+size_t ah_coord_client_unacked(ah_coord_t *c) {
+  pthread_mutex_lock(&c->mu);
+  size_t n = c->npubs - c->pub_head;
+  pthread_mutex_unlock(&c->mu);
+  return n;
+}
+
+int ah_coord_client_connects(ah_coord_t *c) { return atomic_load(&c->connects); }
+
+/* Returns 0, or -1 when the hub is gone or memory ran out (logged). Note that joining twice
+ * updates nranks and asks for nothing new: the hub replays only what this process has not seen. */
+int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks) {
+  if (!atomic_load(&c->alive)) return -1;
+  int rc = 0;
+  pthread_mutex_lock(&c->mu);
+  client_comm_t *m = NULL;
+  for (int i = 0; i < c->ncomms; i++)
+    if (c->comms[i].comm == comm) m = &c->comms[i];
+  if (!m) {
+    if (c->ncomms == c->capcomms) {
+      int cap = c->capcomms ? 2 * c->capcomms : 8;
+      client_comm_t *cs = realloc(c->comms, (size_t)cap * sizeof *cs);
+      if (!cs) rc = -1;
+      else {
+        c->comms = cs;
+        c->capcomms = cap;
+      }
+    }
+    if (rc == 0) {
+      m = &c->comms[c->ncomms++];
+      memset(m, 0, sizeof *m);
+      m->comm = comm;
+    }
+  }
+  if (m) {
+    m->nranks = nranks > 0 ? (uint32_t)nranks : 0;
+    rc = queue_join(c, m);
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: out of memory joining comm %016llx", (unsigned long long)comm);
+    return -1;
+  }
+  client_wake(c);
+  return 0;
+}
+
+void ah_coord_leave(ah_coord_t *c, uint64_t comm) {
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->ncomms; i++)
+    if (c->comms[i].comm == comm) {
+      c->comms[i] = c->comms[--c->ncomms];
+      uint8_t p[8];
+      ah_coord_put_u64(p, comm);
+      if (buf_put_msg(&c->outq, AH_MSG_LEAVE, p, 8) != 0)
+        ah_log(AH_LOG_WARN, "coordinator: out of memory sending LEAVE for comm %016llx",
+               (unsigned long long)comm);
+      break;
+    }
+  pthread_mutex_unlock(&c->mu);
+  client_wake(c);
+}
+
+/* Returns 0, or -1 when the hub is gone or memory ran out. Note that the segment is kept until the
+ * hub acknowledges it, so a publish made while the connection is down is sent after reconnecting. */
+int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg) {
+  if (!atomic_load(&c->alive)) return -1;
+  int rc = 0;
+  pthread_mutex_lock(&c->mu);
+  if (c->npubs == c->cappubs) {
+    if (c->pub_head > 0) {
+      memmove(c->pubs, c->pubs + c->pub_head, (c->npubs - c->pub_head) * sizeof *c->pubs);
+      c->npubs -= c->pub_head;
+      c->pub_head = 0;
+    }
+    if (c->npubs == c->cappubs) {
+      size_t cap = c->cappubs ? 2 * c->cappubs : 64;
+      client_pub_t *ps = realloc(c->pubs, cap * sizeof *ps);
+      if (!ps) rc = -1;
+      else {
+        c->pubs = ps;
+        c->cappubs = cap;
+      }
+    }
+  }
+  if (rc == 0) {
+    client_pub_t *pb = &c->pubs[c->npubs++];
+    pb->seq = ++c->next_pub;
+    ah_coord_keyseg_pack(key, seg, pb->keyseg);
+    rc = queue_publish(c, pb);
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: out of memory publishing a segment of comm %016llx",
+           (unsigned long long)key->comm);
+    return -1;
+  }
+  client_wake(c);
+  return 0;
+}
+
+int ah_coord_alive(const ah_coord_t *c) { return c && atomic_load(&c->alive); }
+
+/* ---- the process's coordinators, one per stamp ---- */
+static pthread_mutex_t connect_mu = PTHREAD_MUTEX_INITIALIZER;
+static ah_coord_t *connect_list;
+
+static int stamp_same(const ah_coord_stamp_t *a, const ah_coord_stamp_t *b) {
+  return a->family == b->family && a->port == b->port && memcmp(a->addr, b->addr, 16) == 0 &&
+         memcmp(a->secret, b->secret, 16) == 0;
+}
+
+/* Reads AUTOHA_COORD_TIMEOUT_S (1..3600, default 10): how long a lost hub is retried. */
+static int connect_timeout_ms(void) {
+  const char *s = getenv("AUTOHA_COORD_TIMEOUT_S");
+  if (!s || !*s) return 10000;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (*end || errno || v < 1 || v > 3600) {
+    AH_LOG_CAPPED(1, AH_LOG_ERROR, "invalid value for AUTOHA_COORD_TIMEOUT_S: '%s' (expected "
+                  "seconds, 1..3600); using 10", s);
+    return 10000;
+  }
+  return (int)v * 1000;
+}
+
+/* Returns the process's coordinator for this stamp, or NULL (logged). Note that
+ * AUTOHA_COORD_ADDR, when it names a non-zero port, replaces the stamp's address (a hub behind
+ * NAT or a forwarded port); the secret always comes from the stamp. A coordinator whose hub is
+ * gone is not reused. */
+ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn deliver, void *arg) {
+  pthread_mutex_lock(&connect_mu);
+  ah_coord_t *c;
+  for (c = connect_list; c; c = c->next)
+    if (stamp_same(&c->stamp, stamp) && atomic_load(&c->alive)) break;
+  if (!c) {
+    ah_coord_client_opts_t o;
+    ah_coord_client_opts_default(&o);
+    o.reconnect_ms = connect_timeout_ms();
+    const char *env = getenv("AUTOHA_COORD_ADDR");
+    const char *addr = NULL;
+    if (env && *env) {
+      const char *colon = strrchr(env, ':');
+      if (colon && strtol(colon + 1, NULL, 10) > 0) addr = env;
+    }
+    c = ah_coord_client_open(stamp, addr, &o, deliver, arg);
+    if (c) {
+      c->next = connect_list;
+      connect_list = c;
+    }
+  }
+  pthread_mutex_unlock(&connect_mu);
+  return c;
+}

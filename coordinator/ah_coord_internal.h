@@ -1,0 +1,147 @@
+/* ah_coord_internal.h: what the coordinator's files share with each other and with its tests —
+ * anet-style socket helpers, the wire format (frames, messages, HMAC), and the non-singleton
+ * constructors of a hub and a client that the public ah_coord_hub_start/ah_coord_connect wrap.
+ *
+ * Note that tests and bench/coord_scale use the non-singleton forms to run several hubs, or
+ * 1,024 clients, in one process; the shim only ever uses ah_coord.h. */
+#ifndef AH_COORD_INTERNAL_H
+#define AH_COORD_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "ah_coord.h"
+
+/* ---- socket helpers (ah_coord_net.c), in the shape of Redis's anet.c ---- */
+#define AH_NET_OK 0
+#define AH_NET_ERR -1
+#define AH_NET_TIMEOUT -2
+#define AH_NET_ERR_LEN 256
+
+/* Monotonic clock in nanoseconds. */
+uint64_t ah_coord_now_ns(void);
+int ah_coord_net_nonblock_set(char *err, int fd);
+/* Parses "host:port" ("[v6]:port" too) into a socket address. */
+int ah_coord_net_addr_parse(char *err, const char *text, struct sockaddr_storage *ss_p,
+                            socklen_t *len_p);
+/* Formats an address as "host:port". */
+void ah_coord_net_addr_format(const struct sockaddr *sa, char *buf, size_t len);
+/* Listens (non-blocking, close-on-exec, SO_REUSEADDR) on ss; fills the bound address back. */
+int ah_coord_net_listen(char *err, struct sockaddr_storage *ss, socklen_t *len, int backlog,
+                        int *fd_p);
+/* Accepts one connection (non-blocking, close-on-exec, TCP_NODELAY). Returns AH_NET_OK with fd_p
+ * set, AH_NET_TIMEOUT when none is pending (EAGAIN), AH_NET_ERR otherwise (errno kept). */
+int ah_coord_net_accept(char *err, int lfd, int *fd_p, char *peer, size_t peer_len);
+/* Connects with a deadline (ah_coord_now_ns() clock); the socket is left non-blocking. */
+int ah_coord_net_connect(char *err, const struct sockaddr *sa, socklen_t len, uint64_t deadline_ns,
+                         int *fd_p);
+/* Reads/writes exactly n bytes from/to a non-blocking socket before the deadline. */
+int ah_coord_net_read_full(char *err, int fd, void *buf, size_t n, uint64_t deadline_ns);
+int ah_coord_net_write_full(char *err, int fd, const void *buf, size_t n, uint64_t deadline_ns);
+/* This host's first non-loopback IPv4 address, or 127.0.0.1. */
+void ah_coord_net_host_addr(struct sockaddr_storage *ss_p, socklen_t *len_p);
+/* Raises RLIMIT_NOFILE's soft limit to `want` (or the hard limit). Returns the new soft limit. */
+long ah_coord_net_nofile_raise(long want);
+
+/* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
+#define AH_COORD_PROTO_VERSION 1
+#define AH_COORD_HDR_BYTES 8
+#define AH_COORD_MAX_PAYLOAD 256 /* bound on any length prefix; the largest message is 82 bytes */
+#define AH_COORD_NONCE_BYTES 32
+#define AH_COORD_MAC_BYTES 32
+
+enum {
+  AH_MSG_HELLO = 1,   /* hub -> client: nonce_h[32] */
+  AH_MSG_AUTH = 2,    /* client -> hub: nonce_c[32] client_id u64 mac[32] */
+  AH_MSG_WELCOME = 3, /* hub -> client: mac[32] last_pub u64 */
+  AH_MSG_JOIN = 4,    /* client -> hub: comm u64 nranks u32 since u64 */
+  AH_MSG_LEAVE = 5,   /* client -> hub: comm u64 */
+  AH_MSG_PUBLISH = 6, /* client -> hub: pub_seq u64 key seg */
+  AH_MSG_ACK = 7,     /* hub -> client: pub_seq u64 */
+  AH_MSG_SEGMENT = 8, /* hub -> client: seq u64 key seg */
+  AH_MSG_PING = 9,    /* client -> hub: empty */
+  AH_MSG_PONG = 10,   /* hub -> client: empty */
+  AH_MSG_MAX = 10
+};
+
+#define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */
+
+typedef struct {
+  uint32_t len; /* payload bytes */
+  uint8_t version, type;
+  uint16_t reserved;
+} ah_coord_hdr_t;
+
+/* Encodes a header into out[8]. */
+void ah_coord_hdr_encode(uint8_t type, uint32_t len, uint8_t out[AH_COORD_HDR_BYTES]);
+/* Decodes and checks a header: version, type, reserved bits and length bound (per type). Returns 0,
+ * or -1 with a reason in err naming the offending value. */
+int ah_coord_hdr_decode(const uint8_t in[AH_COORD_HDR_BYTES], ah_coord_hdr_t *h_p, char *err,
+                        size_t errlen);
+/* Exact payload length each type must have. */
+uint32_t ah_coord_msg_len(uint8_t type);
+
+void ah_coord_put_u64(uint8_t *p, uint64_t v);
+uint64_t ah_coord_get_u64(const uint8_t *p);
+void ah_coord_put_u32(uint8_t *p, uint32_t v);
+uint32_t ah_coord_get_u32(const uint8_t *p);
+
+/* Packs/unpacks (key, segment) in AH_COORD_KEYSEG_BYTES; unpack validates ranges (ndims,
+ * algo/proto/source, coll) and returns -1 with a reason for a value no leader would send. */
+void ah_coord_keyseg_pack(const ah_key_t *k, const ah_segment_t *s, uint8_t *out);
+int ah_coord_keyseg_unpack(const uint8_t *in, ah_key_t *k_p, ah_segment_t *s_p, char *err,
+                           size_t errlen);
+
+/* HMAC-SHA256(secret, label || a || b || u64) — the two proofs of the handshake. Returns 0 or -1. */
+int ah_coord_mac(const uint8_t secret[16], const char *label, const uint8_t a[32],
+                 const uint8_t b[32], uint64_t v, uint8_t out[32]);
+/* Constant-time equality of two MACs: 1 when equal. */
+int ah_coord_mac_equal(const uint8_t a[32], const uint8_t b[32]);
+/* Fills buf with cryptographically random bytes. Returns 0 or -1. */
+int ah_coord_random(void *buf, size_t n);
+
+/* ---- hub (ah_coord_hub.c) ---- */
+typedef struct ah_coord_hub ah_coord_hub_t;
+
+typedef struct {
+  int auth_ms;         /* an unauthenticated connection must finish the handshake within this */
+  int frame_ms;        /* a started frame must complete within this */
+  int idle_ms;         /* an authenticated connection silent this long is dropped */
+  int max_pending;     /* unauthenticated connections held at once; the oldest is dropped beyond */
+  size_t max_outbuf;   /* bytes queued to one client before it is dropped as a slow reader */
+} ah_coord_hub_opts_t;
+
+void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p);
+/* Opens a hub listening on `addr` ("host:port", port 0 = any; NULL = this host's address) with the
+ * given secret and starts its thread. Fills stamp_p. Returns the hub, or NULL after logging. */
+ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
+                                  const ah_coord_hub_opts_t *opts, ah_coord_stamp_t *stamp_p);
+/* Stops the thread, closes every connection and frees the hub. */
+void ah_coord_hub_close(ah_coord_hub_t *h);
+/* Number of authenticated connections (tests). */
+int ah_coord_hub_clients(ah_coord_hub_t *h);
+
+/* ---- client (ah_coord_client.c) ---- */
+typedef struct {
+  int connect_ms;      /* connect + handshake deadline */
+  int heartbeat_ms;    /* PING when nothing was sent for this long */
+  int dead_ms;         /* nothing received for this long: connection lost */
+  int reconnect_ms;    /* keep trying to reconnect for this long, then the hub is gone */
+} ah_coord_client_opts_t;
+
+void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p);
+/* A new client (not shared with ah_coord_connect's): connects to `addr` when non-NULL, else to the
+ * stamp's address. Returns NULL after logging. */
+ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr,
+                                 const ah_coord_client_opts_t *opts, ah_coord_deliver_fn deliver,
+                                 void *arg);
+void ah_coord_client_close(ah_coord_t *c);
+/* Cuts the current connection (fault tests); the client reconnects as after a network cut. */
+void ah_coord_client_cut(ah_coord_t *c);
+/* Publishes not yet acknowledged by the hub (tests). */
+size_t ah_coord_client_unacked(ah_coord_t *c);
+/* Connections made so far, the first included (tests). */
+int ah_coord_client_connects(ah_coord_t *c);
+
+#endif

@@ -1,0 +1,176 @@
+/* The coordinator's wire format: an 8-byte header (payload length, protocol version, message type,
+ * zero reserved bits) and a fixed-size big-endian payload per type, plus the HMAC-SHA256 proofs of
+ * the handshake (OpenSSL libcrypto). Every length is checked against the exact size of its type
+ * before a byte of payload is read, so a 16 MiB prefix costs the hub nothing but a log line. */
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ah_coord_internal.h"
+
+void ah_coord_put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 7; i >= 0; i--) {
+    p[i] = (uint8_t)(v & 0xff);
+    v >>= 8;
+  }
+}
+
+uint64_t ah_coord_get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+void ah_coord_put_u32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+uint32_t ah_coord_get_u32(const uint8_t *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
+    [AH_MSG_HELLO] = AH_COORD_NONCE_BYTES,
+    [AH_MSG_AUTH] = AH_COORD_NONCE_BYTES + 8 + AH_COORD_MAC_BYTES,
+    [AH_MSG_WELCOME] = AH_COORD_MAC_BYTES + 8,
+    [AH_MSG_JOIN] = 8 + 4 + 8,
+    [AH_MSG_LEAVE] = 8,
+    [AH_MSG_PUBLISH] = 8 + AH_COORD_KEYSEG_BYTES,
+    [AH_MSG_ACK] = 8,
+    [AH_MSG_SEGMENT] = 8 + AH_COORD_KEYSEG_BYTES,
+    [AH_MSG_PING] = 0,
+    [AH_MSG_PONG] = 0,
+};
+
+uint32_t ah_coord_msg_len(uint8_t type) { return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0; }
+
+void ah_coord_hdr_encode(uint8_t type, uint32_t len, uint8_t out[AH_COORD_HDR_BYTES]) {
+  ah_coord_put_u32(out, len);
+  out[4] = AH_COORD_PROTO_VERSION;
+  out[5] = type;
+  out[6] = out[7] = 0;
+}
+
+/* Returns 0, or -1 with err naming the offending field. Note that the length is checked twice:
+ * against the global bound (so the message can say "oversized") and against the exact length of
+ * the type (so a frame cannot smuggle trailing bytes). */
+int ah_coord_hdr_decode(const uint8_t in[AH_COORD_HDR_BYTES], ah_coord_hdr_t *h_p, char *err,
+                        size_t errlen) {
+  ah_coord_hdr_t h = {.len = ah_coord_get_u32(in), .version = in[4], .type = in[5],
+                      .reserved = (uint16_t)((in[6] << 8) | in[7])};
+  if (h.version != AH_COORD_PROTO_VERSION) {
+    snprintf(err, errlen, "wrong protocol version %u (expected %u; header bytes %02x%02x%02x%02x%02x%02x%02x%02x)",
+             h.version, AH_COORD_PROTO_VERSION, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]);
+    return -1;
+  }
+  if (h.len > AH_COORD_MAX_PAYLOAD) {
+    snprintf(err, errlen, "oversized frame: length prefix %u exceeds the bound of %u bytes", h.len,
+             AH_COORD_MAX_PAYLOAD);
+    return -1;
+  }
+  if (h.type < 1 || h.type > AH_MSG_MAX || h.reserved != 0) {
+    snprintf(err, errlen, "unknown message type %u (reserved bits 0x%04x)", h.type, h.reserved);
+    return -1;
+  }
+  if (h.len != msg_lens[h.type]) {
+    snprintf(err, errlen, "message type %u with length %u (expected %u)", h.type, h.len,
+             msg_lens[h.type]);
+    return -1;
+  }
+  *h_p = h;
+  return 0;
+}
+
+void ah_coord_keyseg_pack(const ah_key_t *k, const ah_segment_t *s, uint8_t *out) {
+  uint8_t *p = out;
+  ah_coord_put_u64(p, k->comm), p += 8;
+  ah_coord_put_u32(p, (uint32_t)k->coll), p += 4;
+  ah_coord_put_u32(p, (uint32_t)k->bin), p += 4;
+  ah_coord_put_u64(p, s->first), p += 8;
+  ah_coord_put_u64(p, s->count), p += 8;
+  *p++ = (uint8_t)s->config.algo;
+  *p++ = (uint8_t)s->config.proto;
+  ah_coord_put_u32(p, (uint32_t)s->config.ndims), p += 4;
+  for (int i = 0; i < AH_MAX_DIMS; i++) ah_coord_put_u64(p, (uint64_t)s->config.res[i]), p += 8;
+  ah_coord_put_u32(p, (uint32_t)s->source);
+}
+
+int ah_coord_keyseg_unpack(const uint8_t *in, ah_key_t *k_p, ah_segment_t *s_p, char *err,
+                           size_t errlen) {
+  ah_key_t k;
+  ah_segment_t s;
+  memset(&k, 0, sizeof k);
+  memset(&s, 0, sizeof s);
+  const uint8_t *p = in;
+  k.comm = ah_coord_get_u64(p), p += 8;
+  k.coll = (int32_t)ah_coord_get_u32(p), p += 4;
+  k.bin = (int32_t)ah_coord_get_u32(p), p += 4;
+  s.first = ah_coord_get_u64(p), p += 8;
+  s.count = ah_coord_get_u64(p), p += 8;
+  s.config.algo = (int8_t)*p++;
+  s.config.proto = (int8_t)*p++;
+  s.config.ndims = (int32_t)ah_coord_get_u32(p), p += 4;
+  for (int i = 0; i < AH_MAX_DIMS; i++) s.config.res[i] = (int64_t)ah_coord_get_u64(p), p += 8;
+  s.source = (int32_t)ah_coord_get_u32(p);
+  if (k.coll < 0 || k.coll >= AH_NUM_FUNCTIONS || k.bin < 0 || k.bin > 63) {
+    snprintf(err, errlen, "segment key out of range (coll %d, bin %d)", k.coll, k.bin);
+    return -1;
+  }
+  if (s.config.algo < -1 || s.config.algo >= AH_NUM_ALGOS || s.config.proto < -1 ||
+      s.config.proto >= AH_NUM_PROTOS || s.config.ndims < 0 || s.config.ndims > AH_MAX_DIMS) {
+    snprintf(err, errlen, "segment config out of range (algo %d, proto %d, ndims %d)",
+             s.config.algo, s.config.proto, s.config.ndims);
+    return -1;
+  }
+  for (int i = 0; i < AH_MAX_DIMS; i++)
+    if (s.config.res[i] < 0) {
+      snprintf(err, errlen, "segment config resource %d is negative (%lld)", i,
+               (long long)s.config.res[i]);
+      return -1;
+    }
+  if (s.source < AH_SOURCE_DEFAULT || s.source > AH_SOURCE_TUNED) {
+    snprintf(err, errlen, "segment source %d out of range", s.source);
+    return -1;
+  }
+  if (s.count != AH_SCHED_FOREVER && s.first + s.count < s.first) {
+    snprintf(err, errlen, "segment [%llu, +%llu) overflows", (unsigned long long)s.first,
+             (unsigned long long)s.count);
+    return -1;
+  }
+  *k_p = k;
+  *s_p = s;
+  return 0;
+}
+
+/* Note that the label differs per direction ("autoha-client"/"autoha-hub") and both nonces enter
+ * each proof, so neither a reflected nor a replayed proof verifies. Returns 0, or -1 when libcrypto
+ * failed (callers then refuse the handshake: a zero MAC must never verify). */
+int ah_coord_mac(const uint8_t secret[16], const char *label, const uint8_t a[32],
+                 const uint8_t b[32], uint64_t v, uint8_t out[32]) {
+  uint8_t msg[32 + 32 + 32 + 8];
+  size_t ll = strlen(label);
+  if (ll > 32) ll = 32;
+  memset(msg, 0, 32);
+  memcpy(msg, label, ll);
+  memcpy(msg + 32, a, 32);
+  memcpy(msg + 64, b, 32);
+  ah_coord_put_u64(msg + 96, v);
+  unsigned int outlen = 32;
+  if (!HMAC(EVP_sha256(), secret, 16, msg, sizeof msg, out, &outlen) || outlen != 32) {
+    memset(out, 0, 32);
+    return -1;
+  }
+  return 0;
+}
+
+int ah_coord_mac_equal(const uint8_t a[32], const uint8_t b[32]) {
+  return CRYPTO_memcmp(a, b, 32) == 0;
+}
+
+int ah_coord_random(void *buf, size_t n) { return RAND_bytes(buf, (int)n) == 1 ? 0 : -1; }

@@ -1,0 +1,167 @@
+/* Helpers shared by the coordinator tests (see coord_test_util.h). */
+#include "coord_test_util.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+void rec_init(rec_t *r) {
+  memset(r, 0, sizeof *r);
+  pthread_mutex_init(&r->mu, NULL);
+}
+
+int rec_count(rec_t *r) {
+  pthread_mutex_lock(&r->mu);
+  int n = r->n;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+void rec_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
+  rec_t *r = arg;
+  pthread_mutex_lock(&r->mu);
+  if (r->n < REC_MAX) {
+    r->keys[r->n] = *key;
+    r->segs[r->n] = *seg;
+    r->n++;
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+void sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+int rec_wait(rec_t *r, int n, int ms) {
+  for (int t = 0; t < ms; t += 5) {
+    if (rec_count(r) >= n) return 1;
+    sleep_ms(5);
+  }
+  return rec_count(r) >= n;
+}
+
+ah_segment_t seg_make(uint64_t i) {
+  ah_segment_t s;
+  memset(&s, 0, sizeof s);
+  s.first = 10 * i;
+  s.count = 10;
+  s.config.algo = (int8_t)(i % 2);
+  s.config.proto = (int8_t)(i % 3);
+  s.config.ndims = 2;
+  s.config.res[0] = (int64_t)(i % 32 + 1);
+  s.config.res[1] = 1 << 19;
+  s.source = AH_SOURCE_TUNED;
+  return s;
+}
+
+ah_key_t key_make(uint64_t comm) {
+  ah_key_t k = {.comm = comm, .coll = AH_FUNC_ALLREDUCE, .bin = 20};
+  return k;
+}
+
+static int saved_stderr = -1;
+static FILE *log_file;
+static char log_buf[1 << 20];
+
+void log_start(void) {
+  fflush(stderr);
+  log_file = tmpfile();
+  saved_stderr = dup(2);
+  dup2(fileno(log_file), 2);
+}
+
+const char *log_text(void) {
+  size_t n = 0;
+  if (log_file) {
+    fflush(log_file);
+    rewind(log_file);
+    n = fread(log_buf, 1, sizeof log_buf - 1, log_file);
+    fseek(log_file, 0, SEEK_END);
+  }
+  log_buf[n] = 0;
+  return log_buf;
+}
+
+void log_stop(void) {
+  if (saved_stderr >= 0) {
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    saved_stderr = -1;
+    /* echo what was captured, so a failing test's log is visible in the CTest output */
+    fputs(log_text(), stderr);
+  }
+  if (log_file) fclose(log_file);
+  log_file = NULL;
+}
+
+int log_wait(const char *needle, int ms) {
+  for (int t = 0; t < ms; t += 10) {
+    if (strstr(log_text(), needle)) return 1;
+    sleep_ms(10);
+  }
+  return strstr(log_text(), needle) != NULL;
+}
+
+ah_coord_hub_t *hub_start_test(ah_coord_stamp_t *st_p) {
+  uint8_t secret[16];
+  for (int i = 0; i < 16; i++) secret[i] = (uint8_t)(0xa0 + i);
+  ah_coord_hub_opts_t o;
+  ah_coord_hub_opts_default(&o);
+  o.auth_ms = 1500;
+  o.frame_ms = 1000;
+  return ah_coord_hub_open("127.0.0.1:0", secret, &o, st_p);
+}
+
+void client_opts_test(ah_coord_client_opts_t *o_p) {
+  ah_coord_client_opts_default(o_p);
+  o_p->connect_ms = 2000;
+  o_p->heartbeat_ms = 200;
+  o_p->dead_ms = 2000;
+  o_p->reconnect_ms = 3000;
+}
+
+int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm) {
+  static rec_t ra, rb;
+  rec_init(&ra);
+  rec_init(&rb);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *a = ah_coord_client_open(st, NULL, &o, rec_deliver, &ra);
+  ah_coord_t *b = ah_coord_client_open(st, NULL, &o, rec_deliver, &rb);
+  int ok = a && b;
+  if (ok) ok = ah_coord_join(a, comm, 2) == 0 && ah_coord_join(b, comm, 2) == 0;
+  ah_key_t k = key_make(comm);
+  for (uint64_t i = 0; ok && i < 3; i++) {
+    ah_segment_t s = seg_make(i);
+    ok = ah_coord_publish(a, &k, &s) == 0;
+  }
+  if (ok) ok = rec_wait(&rb, 3, 5000) && rec_count(&rb) == 3;
+  for (int i = 0; ok && i < 3; i++) {
+    ah_segment_t s = seg_make((uint64_t)i);
+    ok = rb.segs[i].first == s.first && ah_config_equal(&rb.segs[i].config, &s.config);
+  }
+  ah_coord_client_close(a);
+  ah_coord_client_close(b);
+  return ok;
+}
+
+int raw_connect(const ah_coord_stamp_t *st) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in in;
+  memset(&in, 0, sizeof in);
+  in.sin_family = AF_INET;
+  in.sin_port = htons(st->port);
+  memcpy(&in.sin_addr, st->addr, 4);
+  if (connect(fd, (struct sockaddr *)&in, sizeof in) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}

@@ -1,0 +1,289 @@
+/* Live-hub tests on 127.0.0.1: delivery and replay between real clients, every attack the issue
+ * lists (wrong secret, random bytes, truncated frame, 16 MiB length prefix, 1,000 held connections,
+ * a byte-per-second client, a wrong protocol version) — each must be refused with a log line while
+ * a legitimate pair of clients is still served — and the faults: a cut connection reconnects with
+ * replay and no duplicate, a hub that exits makes ah_coord_alive() drop to 0 in bounded time. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ah_coord_internal.h"
+#include "ah_log.h"
+#include "coord_test_util.h"
+
+static ah_coord_hub_t *hub;
+static ah_coord_stamp_t st;
+
+static void setup(void) {
+  log_start();
+  hub = hub_start_test(&st);
+  ck_assert_ptr_nonnull(hub);
+}
+
+static void teardown(void) {
+  ah_coord_hub_close(hub);
+  log_stop();
+}
+
+START_TEST(segments_reach_every_joined_process_in_order) {
+  static rec_t r1, r2, r3;
+  rec_init(&r1), rec_init(&r2), rec_init(&r3);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r1);
+  ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r2);
+  ck_assert_ptr_nonnull(lead);
+  ck_assert_ptr_nonnull(w);
+  ck_assert_int_eq(ah_coord_join(lead, 7, 3), 0);
+  ck_assert_int_eq(ah_coord_join(w, 7, 3), 0);
+  ck_assert_int_eq(ah_coord_join(w, 8, 2), 0); /* a second communicator on the same connection */
+  ah_key_t k7 = key_make(7), k8 = key_make(8);
+  for (uint64_t i = 0; i < 200; i++) {
+    ah_segment_t s = seg_make(i);
+    ck_assert_int_eq(ah_coord_publish(lead, i % 4 == 3 ? &k8 : &k7, &s), 0);
+  }
+  ck_assert(rec_wait(&r2, 200, 5000));
+  ck_assert(rec_wait(&r1, 150, 5000)); /* the leader gets its own comm-7 segments echoed */
+  for (int i = 0; i < 200; i++) {
+    ah_segment_t s = seg_make((uint64_t)i);
+    ck_assert_uint_eq(r2.segs[i].first, s.first);
+    ck_assert_uint_eq(r2.keys[i].comm, i % 4 == 3 ? 8u : 7u);
+    ck_assert(ah_config_equal(&r2.segs[i].config, &s.config));
+  }
+  /* a process joining late gets every committed segment of its communicator replayed */
+  ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r3);
+  ck_assert_ptr_nonnull(late);
+  ck_assert_int_eq(ah_coord_join(late, 8, 2), 0);
+  ck_assert(rec_wait(&r3, 50, 5000));
+  sleep_ms(100);
+  ck_assert_int_eq(rec_count(&r3), 50);
+  for (int i = 0; i < 50; i++) ck_assert_uint_eq(r3.segs[i].first, seg_make((uint64_t)(4 * i + 3)).first);
+  ck_assert_uint_eq(ah_coord_client_unacked(lead), 0);
+  ck_assert_int_eq(ah_coord_hub_clients(hub), 3);
+  ah_coord_client_close(late);
+  ah_coord_client_close(w);
+  ah_coord_client_close(lead);
+}
+END_TEST
+
+START_TEST(wrong_secret_is_refused) {
+  ah_coord_stamp_t bad = st;
+  bad.secret[3] ^= 1;
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *c = ah_coord_client_open(&bad, NULL, &o, NULL, NULL);
+  ck_assert_ptr_null(c);
+  ck_assert(log_wait("authentication failed (wrong job secret)", 2000));
+  ck_assert(log_wait("cannot join hub", 2000));
+  ck_assert(legit_roundtrip(&st, 11));
+}
+END_TEST
+
+START_TEST(random_bytes_are_refused) {
+  int fd = raw_connect(&st);
+  ck_assert_int_ge(fd, 0);
+  uint8_t junk[200];
+  srand(3);
+  for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)rand();
+  junk[4] = 0x77; /* make sure the version byte is not 1 */
+  ck_assert_int_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+  ck_assert(log_wait("wrong protocol version 119", 2000));
+  char b[64];
+  ssize_t n; /* the hub hangs up: HELLO (40 bytes), then EOF */
+  size_t total = 0;
+  while ((n = read(fd, b, sizeof b)) > 0) total += (size_t)n;
+  ck_assert_uint_eq(total, AH_COORD_HDR_BYTES + AH_COORD_NONCE_BYTES);
+  close(fd);
+  ck_assert(legit_roundtrip(&st, 12));
+}
+END_TEST
+
+START_TEST(truncated_frame_is_refused) {
+  int fd = raw_connect(&st);
+  ck_assert_int_ge(fd, 0);
+  uint8_t f[AH_COORD_HDR_BYTES + 10] = {0};
+  ah_coord_hdr_encode(AH_MSG_AUTH, ah_coord_msg_len(AH_MSG_AUTH), f);
+  ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
+  sleep_ms(50);
+  close(fd); /* 18 of 80 bytes, then the end */
+  ck_assert(log_wait("truncated frame (connection closed after 18 of 80 bytes)", 2000));
+  /* and a truncated frame whose sender stays connected is cut at the deadline */
+  fd = raw_connect(&st);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
+  ck_assert(log_wait("no authentication within 1500 ms (18 bytes of a frame", 4000));
+  close(fd);
+  ck_assert(legit_roundtrip(&st, 13));
+}
+END_TEST
+
+START_TEST(length_prefix_of_16mib_is_refused) {
+  int fd = raw_connect(&st);
+  ck_assert_int_ge(fd, 0);
+  uint8_t h[AH_COORD_HDR_BYTES];
+  ah_coord_hdr_encode(AH_MSG_AUTH, 16u << 20, h);
+  ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+  ck_assert(log_wait("oversized frame: length prefix 16777216", 2000));
+  close(fd);
+  ck_assert(legit_roundtrip(&st, 14));
+}
+END_TEST
+
+START_TEST(wrong_protocol_version_is_refused) {
+  int fd = raw_connect(&st);
+  ck_assert_int_ge(fd, 0);
+  uint8_t f[AH_COORD_HDR_BYTES + 72] = {0};
+  ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
+  f[4] = AH_COORD_PROTO_VERSION + 1;
+  ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
+  ck_assert(log_wait("wrong protocol version 2 (expected 1", 2000));
+  close(fd);
+  ck_assert(legit_roundtrip(&st, 15));
+}
+END_TEST
+
+START_TEST(thousand_held_connections_do_not_starve_clients) {
+  ck_assert_int_ge(ah_coord_net_nofile_raise(4096), 2300);
+  static int fds[1000];
+  for (int i = 0; i < 1000; i++) {
+    fds[i] = raw_connect(&st);
+    ck_assert_int_ge(fds[i], 0);
+  }
+  ck_assert(log_wait("unauthenticated connections held (connection flood?)", 3000));
+  /* while the flood is held, a legitimate pair still authenticates and exchanges segments */
+  ck_assert(legit_roundtrip(&st, 16));
+  for (int i = 0; i < 1000; i++) close(fds[i]);
+  ck_assert(legit_roundtrip(&st, 17));
+}
+END_TEST
+
+START_TEST(byte_per_second_client_is_cut) {
+  int fd = raw_connect(&st);
+  ck_assert_int_ge(fd, 0);
+  uint8_t f[AH_COORD_HDR_BYTES + 72] = {0};
+  ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
+  int sent = 0;
+  uint64_t t0 = ah_coord_now_ns();
+  for (int i = 0; i < 4; i++) { /* one byte a second; the hub cuts it at 1.5 s */
+    if (send(fd, f + i, 1, MSG_NOSIGNAL) != 1) break;
+    sent++;
+    if (i == 0) ck_assert(legit_roundtrip(&st, 18)); /* served while the slow client trickles */
+    sleep_ms(1000 - (int)((ah_coord_now_ns() - t0) / 1000000) % 1000);
+  }
+  ck_assert(log_wait("no authentication within 1500 ms", 3000));
+  ck_assert_int_le(sent, 3);
+  close(fd);
+  ck_assert(legit_roundtrip(&st, 19));
+}
+END_TEST
+
+START_TEST(cut_connection_reconnects_and_replays_once) {
+  static rec_t rl, rw;
+  rec_init(&rl), rec_init(&rw);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rl);
+  ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
+  ck_assert_ptr_nonnull(lead);
+  ck_assert_ptr_nonnull(w);
+  ck_assert_int_eq(ah_coord_join(lead, 21, 2), 0);
+  ck_assert_int_eq(ah_coord_join(w, 21, 2), 0);
+  ah_key_t k = key_make(21);
+  for (uint64_t i = 0; i < 300; i++) {
+    ah_segment_t s = seg_make(i);
+    if (i == 50) ah_coord_client_cut(w);     /* the worker misses segments while away */
+    if (i == 150) ah_coord_client_cut(lead); /* the leader's unacknowledged publishes are resent */
+    ck_assert_int_eq(ah_coord_publish(lead, &k, &s), 0);
+    if (i % 50 == 0) sleep_ms(20);
+  }
+  ck_assert(rec_wait(&rw, 300, 8000));
+  ck_assert(rec_wait(&rl, 300, 8000));
+  sleep_ms(300);
+  ck_assert_int_eq(rec_count(&rw), 300); /* no duplicates */
+  ck_assert_int_eq(rec_count(&rl), 300);
+  for (int i = 0; i < 300; i++) {
+    ck_assert_uint_eq(rw.segs[i].first, 10u * (unsigned)i);
+    ck_assert_uint_eq(rl.segs[i].first, 10u * (unsigned)i);
+  }
+  ck_assert_int_ge(ah_coord_client_connects(w), 2);
+  ck_assert_int_ge(ah_coord_client_connects(lead), 2);
+  ck_assert_uint_eq(ah_coord_client_unacked(lead), 0);
+  ck_assert(ah_coord_alive(w) && ah_coord_alive(lead));
+  ck_assert(log_wait("reconnecting", 100));
+  ah_coord_client_close(w);
+  ah_coord_client_close(lead);
+}
+END_TEST
+
+START_TEST(hub_exit_makes_clients_give_up_in_bounded_time) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.reconnect_ms = 1000;
+  ah_coord_t *c = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(c);
+  ck_assert_int_eq(ah_coord_join(c, 31, 2), 0);
+  ck_assert(ah_coord_alive(c));
+  uint64_t t0 = ah_coord_now_ns();
+  ah_coord_hub_close(hub);
+  hub = NULL;
+  while (ah_coord_alive(c) && ah_coord_now_ns() - t0 < 5000000000ull) sleep_ms(10);
+  double secs = (double)(ah_coord_now_ns() - t0) / 1e9;
+  ck_assert_msg(!ah_coord_alive(c), "still alive after %.1f s", secs);
+  ck_assert_msg(secs < 2.5, "took %.1f s", secs);
+  ck_assert(log_wait("unreachable for 1000 ms", 100));
+  ah_key_t k = key_make(31);
+  ah_segment_t s = seg_make(0);
+  ck_assert_int_eq(ah_coord_publish(c, &k, &s), -1);
+  ck_assert_int_eq(ah_coord_join(c, 32, 2), -1);
+  ah_coord_client_close(c);
+}
+END_TEST
+
+START_TEST(mute_listener_fails_the_handshake_in_bounded_time) {
+  /* a listener that accepts and never speaks: the handshake deadline refuses it */
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.connect_ms = 300;
+  int lfd;
+  char err[AH_NET_ERR_LEN];
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, &lfd), AH_NET_OK);
+  ah_coord_stamp_t mute = st;
+  mute.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  uint64_t t0 = ah_coord_now_ns();
+  ck_assert_ptr_null(ah_coord_client_open(&mute, NULL, &o, NULL, NULL));
+  ck_assert_int_lt(ah_coord_now_ns() - t0, 2000000000ull);
+  ck_assert(log_wait("waiting for the hub's HELLO", 100));
+  close(lfd);
+}
+END_TEST
+
+int main(void) {
+  ah_log_set_level(AH_LOG_INFO);
+  Suite *s = suite_create("coord_live");
+  TCase *tc = tcase_create("live");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 20);
+  tcase_add_test(tc, segments_reach_every_joined_process_in_order);
+  tcase_add_test(tc, wrong_secret_is_refused);
+  tcase_add_test(tc, random_bytes_are_refused);
+  tcase_add_test(tc, truncated_frame_is_refused);
+  tcase_add_test(tc, length_prefix_of_16mib_is_refused);
+  tcase_add_test(tc, wrong_protocol_version_is_refused);
+  tcase_add_test(tc, thousand_held_connections_do_not_starve_clients);
+  tcase_add_test(tc, byte_per_second_client_is_cut);
+  tcase_add_test(tc, cut_connection_reconnects_and_replays_once);
+  tcase_add_test(tc, hub_exit_makes_clients_give_up_in_bounded_time);
+  tcase_add_test(tc, mute_listener_fails_the_handshake_in_bounded_time);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
