@@ -438,8 +438,20 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
   case AH_ENV_DOUBLE: snprintf(buf, len, "%g", *(const double *)f); break;
   case AH_ENV_ENUM: choice_at(v->choices, *(const int *)f, buf, len); break;
   case AH_ENV_SIZE: ah_size_format((uint64_t) * (const int64_t *)f, buf, len); break;
-  case AH_ENV_STRING:
-  case AH_ENV_OVERRIDE: snprintf(buf, len, "%s", (const char *)f); break;
+  case AH_ENV_STRING: snprintf(buf, len, "%s", (const char *)f); break;
+  case AH_ENV_OVERRIDE: {
+    /* The rules in effect, canonical: what applies, not what was typed. */
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < s->override.nrules && o + 1 < len; i++) {
+      char rule[256];
+      int n = snprintf(buf + o, len - o, "%s%s", i ? ";" : "",
+                       ah_override_rule_format(&s->override.rules[i], rule, sizeof rule));
+      if (n < 0) break;
+      o += (size_t)n;
+    }
+    break;
+  }
   case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
   case AH_ENV_QP_SPORT:
     if (s->qp_sport == AH_QP_SPORT_FILE)
@@ -500,14 +512,26 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
       fprintf(f, "%s=%s%s\n\n", v->name, val,
               bad ? "    # INVALID, default kept" : given ? "" : "    # default");
     } else {
-      /* The first sentence of the doc is the meaning. */
-      const char *dot = strstr(v->doc, ". ");
+      /* The first sentence of the doc is the meaning: up to the first ". " not ending "e.g.". */
+      const char *dot = v->doc;
+      while ((dot = strstr(dot, ". ")) && dot - v->doc >= 3 &&
+             (strncmp(dot - 3, "e.g", 3) == 0 || strncmp(dot - 3, "i.e", 3) == 0))
+        dot += 2;
       int mlen = dot ? (int)(dot - v->doc) : (int)strlen(v->doc);
-      char line[AH_ENV_PATH_MAX + 64];
+      if (mlen > 0 && v->doc[mlen - 1] == '.') mlen--;
+      char line[AH_ENV_PATH_MAX + 64], state[AH_ENV_PATH_MAX + 64];
       snprintf(line, sizeof line, "%s=%s", v->name, val);
-      fprintf(f, "%-44s # %s%s (default: %s). %.*s.\n", line,
-              bad ? "INVALID value given, default kept; " : "", given ? "set" : "default",
-              *v->dflt ? v->dflt : "empty", mlen, v->doc);
+      if (bad && v->type == AH_ENV_OVERRIDE)
+        snprintf(state, sizeof state, "set, invalid rules dropped");
+      else if (bad)
+        snprintf(state, sizeof state, "INVALID '%s' ignored", given);
+      else
+        snprintf(state, sizeof state, "%s", given ? "set" : "");
+      if (state[0])
+        fprintf(f, "%-44s # %.*s. (%s; default: %s)\n", line, mlen, v->doc, state,
+                *v->dflt ? v->dflt : "empty");
+      else
+        fprintf(f, "%-44s # %.*s. (default)\n", line, mlen, v->doc);
     }
   }
 }

@@ -196,8 +196,13 @@ static void rerr(reader_t *rd, const char *path, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* out = base "." field (or field alone at the top), cut to fit: a JSON path for messages. */
 static void sub(char *out, size_t len, const char *base, const char *field) {
-  snprintf(out, len, "%s%s%s", base, *base ? "." : "", field);
+  size_t o = 0;
+  for (const char *p = base; *p && o + 1 < len; p++) out[o++] = *p;
+  if (*base && o + 1 < len) out[o++] = '.';
+  for (const char *p = field; *p && o + 1 < len; p++) out[o++] = *p;
+  out[o] = 0;
 }
 
 /* Field getters: a missing optional field leaves *v_p; a field of the wrong type is an error. */

@@ -1,0 +1,234 @@
+/* autoha: the command line beside libautoha.so — print a tuning report as a table, list every
+ * AUTOHA_* variable with its meaning, default and current value, and validate an override string
+ * before a job is launched with it.
+ *
+ * Everything it knows comes from tuner/ (the env table, the override parser, the report reader),
+ * so what it prints is what the shim will do; it never calls NCCL, CUDA or the network. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_env.h"
+#include "ah_override.h"
+#include "ah_report.h"
+
+extern char **environ;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: autoha report FILE...          print tuning reports as tables\n"
+          "       autoha env [-f|--docs]         every AUTOHA_* variable: value, default, meaning\n"
+          "       autoha env --markdown          the variable reference of docs/environment.md\n"
+          "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n");
+}
+
+/* ---- an aligned text table ------------------------------------------------------------------- */
+
+#define MAX_COLS 12
+
+typedef struct {
+  int ncols, nrows, cap;
+  const char *head[MAX_COLS];
+  int right[MAX_COLS];
+  char (*cells)[MAX_COLS][48];
+} table_t;
+
+static void table_row(table_t *t, const char *const *cells) {
+  if (t->nrows == t->cap) {
+    int cap = t->cap ? t->cap * 2 : 16;
+    void *c = realloc(t->cells, sizeof *t->cells * (size_t)cap);
+    if (!c) return;
+    t->cells = c;
+    t->cap = cap;
+  }
+  for (int i = 0; i < t->ncols; i++) snprintf(t->cells[t->nrows][i], 48, "%s", cells[i]);
+  t->nrows++;
+}
+
+static void table_print(FILE *f, table_t *t) {
+  int w[MAX_COLS];
+  for (int i = 0; i < t->ncols; i++) {
+    w[i] = (int)strlen(t->head[i]);
+    for (int r = 0; r < t->nrows; r++) {
+      int n = (int)strlen(t->cells[r][i]);
+      if (n > w[i]) w[i] = n;
+    }
+  }
+  for (int r = -1; r < t->nrows; r++) {
+    for (int i = 0; i < t->ncols; i++) {
+      const char *s = r < 0 ? t->head[i] : t->cells[r][i];
+      if (t->right[i])
+        fprintf(f, "%s%*s", i ? "  " : "  ", w[i], s);
+      else
+        fprintf(f, "%s%-*s", i ? "  " : "  ", i == t->ncols - 1 ? 0 : w[i], s);
+    }
+    fputc('\n', f);
+  }
+  free(t->cells);
+  t->cells = NULL;
+  t->nrows = t->cap = 0;
+}
+
+/* ---- autoha report --------------------------------------------------------------------------- */
+
+static double mean_us(const ah_report_stat_t *s) {
+  return s->timed ? s->us_total / (double)s->timed : NAN;
+}
+
+static void fmt_us(double us, char *buf, size_t len) {
+  if (!isfinite(us))
+    snprintf(buf, len, "-");
+  else if (us >= 10000)
+    snprintf(buf, len, "%.0f", us);
+  else
+    snprintf(buf, len, "%.1f", us);
+}
+
+static void print_report(const char *path, const ah_report_t *r) {
+  char ver[32];
+  if (r->nccl_version >= 10000)
+    snprintf(ver, sizeof ver, "%d.%d.%d", r->nccl_version / 10000, (r->nccl_version / 100) % 100,
+             r->nccl_version % 100);
+  else
+    snprintf(ver, sizeof ver, "%s", r->nccl_version ? "?" : "unknown");
+  printf("%s: host %s, pid %d, rank %d, NCCL %s, mode %s%s%s\n", path, r->host, r->pid, r->rank,
+         ver, r->mode[0] ? r->mode : "?", r->job[0] ? ", job " : "", r->job);
+  printf("  topology %s\n", r->topo);
+  if (r->nthreads || r->buffsize)
+    printf("  recommended: NCCL_NTHREADS=%d NCCL_BUFFSIZE=%lld\n", r->nthreads,
+           (long long)r->buffsize);
+  for (int c = 0; c < r->ncomms; c++) {
+    const ah_report_comm_t *cm = &r->comms[c];
+    uint64_t waits = 0;
+    double wait_us = 0;
+    for (int k = 0; k < cm->nkeys; k++) waits += cm->keys[k].sync_waits, wait_us += cm->keys[k].sync_wait_us;
+    printf("\ncommunicator 0x%016llx: %d ranks on %d nodes, this rank %d, %d keys, "
+           "%llu sync waits (%.1f ms)\n",
+           (unsigned long long)cm->id, cm->nranks, cm->nnodes, cm->rank, cm->nkeys,
+           (unsigned long long)waits, wait_us / 1000.0);
+    table_t t = {.ncols = 11,
+                 .head = {"coll", "bytes/rank", "calls", "source", "nccl config", "nccl us",
+                          "autoha config", "autoha us", "busbw GB/s", "speedup", "tuning"},
+                 .right = {0, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0}};
+    for (int k = 0; k < cm->nkeys; k++) {
+      const ah_report_key_t *key = &cm->keys[k];
+      char range[48], lo[24], hi[24], calls[24], dcfg[64], dus[24], acfg[64], aus[24], bus[24],
+          sp[24], tune[48];
+      uint64_t bl = ah_size_bin_floor(key->bin);
+      uint64_t bh = key->bin >= 63 ? UINT64_MAX : (uint64_t)ah_size_bin_floor(key->bin + 1);
+      snprintf(range, sizeof range, "%s-%s", ah_size_format(bl, lo, sizeof lo),
+               bh == UINT64_MAX ? "" : ah_size_format(bh, hi, sizeof hi));
+      snprintf(calls, sizeof calls, "%llu", (unsigned long long)key->calls);
+      ah_config_format(&key->dflt.cfg, dcfg, sizeof dcfg);
+      ah_config_format(&key->applied.cfg, acfg, sizeof acfg);
+      double du = mean_us(&key->dflt), au = mean_us(&key->applied);
+      fmt_us(du, dus, sizeof dus);
+      fmt_us(au, aus, sizeof aus);
+      double bytes = key->applied.timed ? key->applied.bytes_total / (double)key->applied.timed : 0;
+      double busbw = ah_report_algbw(key->coll, cm->nranks, bytes, au) *
+                     ah_report_busbw_factor(key->coll, cm->nranks);
+      if (isfinite(au) && au > 0)
+        snprintf(bus, sizeof bus, "%.2f", busbw);
+      else
+        snprintf(bus, sizeof bus, "-");
+      if (isfinite(du) && isfinite(au) && au > 0)
+        snprintf(sp, sizeof sp, "%.2fx", du / au);
+      else
+        snprintf(sp, sizeof sp, "-");
+      if (key->tuned)
+        snprintf(tune, sizeof tune, "%s, %d calls, %d probes",
+                 key->tune.state == AH_TUNE_CONVERGED   ? "converged"
+                 : key->tune.state == AH_TUNE_SEARCHING ? "searching"
+                                                        : "default",
+                 key->tune.calls_spent, key->tune.probes);
+      else
+        snprintf(tune, sizeof tune, "-");
+      const char *row[] = {ah_coll_name(key->coll), range, calls, ah_report_source_name(key->source),
+                           dcfg, dus, acfg, aus, bus, sp, tune};
+      table_row(&t, row);
+    }
+    table_print(stdout, &t);
+  }
+}
+
+static int cmd_report(int argc, char **argv) {
+  if (argc < 1) {
+    usage(stderr);
+    return 2;
+  }
+  int rc = 0;
+  for (int i = 0; i < argc; i++) {
+    ah_report_t *r = NULL;
+    char err[512];
+    if (ah_report_read(argv[i], &r, err, sizeof err) != 0) {
+      fprintf(stderr, "autoha: %s: %s\n", argv[i], err);
+      rc = 1;
+      continue;
+    }
+    if (i) printf("\n");
+    print_report(argv[i], r);
+    ah_report_free(r);
+  }
+  return rc;
+}
+
+/* ---- autoha env, autoha check-override --------------------------------------------------------- */
+
+static int cmd_env(int argc, char **argv) {
+  int docs = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--docs") == 0) {
+      docs = 1;
+    } else if (strcmp(argv[i], "--markdown") == 0) {
+      ah_env_doc_markdown(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "autoha: env: unknown option '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+  ah_env_print(stdout, environ, docs);
+  return 0;
+}
+
+static int cmd_check_override(int argc, char **argv) {
+  if (argc != 1) {
+    usage(stderr);
+    return 2;
+  }
+  ah_override_t ov;
+  char err[4096];
+  int nerr = ah_override_parse(argv[0], &ov, err, sizeof err);
+  for (int i = 0; i < ov.nrules; i++) {
+    char buf[256];
+    printf("rule %d (position %d): %s\n", i + 1, ov.rules[i].pos,
+           ah_override_rule_format(&ov.rules[i], buf, sizeof buf));
+  }
+  if (nerr) {
+    for (char *line = err, *next; line && *line; line = next) {
+      next = strchr(line, '\n');
+      if (next) *next++ = 0;
+      fprintf(stderr, "autoha: invalid value for AUTOHA_OVERRIDE: %s\n", line);
+    }
+    fprintf(stderr, "autoha: %d error%s; the %d valid rule%s would still apply\n", nerr,
+            nerr == 1 ? "" : "s", ov.nrules, ov.nrules == 1 ? "" : "s");
+    return 1;
+  }
+  printf("ok: %d rule%s\n", ov.nrules, ov.nrules == 1 ? "" : "s");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "report") == 0) return cmd_report(argc - 2, argv + 2);
+  if (strcmp(argv[1], "env") == 0) return cmd_env(argc - 2, argv + 2);
+  if (strcmp(argv[1], "check-override") == 0) return cmd_check_override(argc - 2, argv + 2);
+  fprintf(stderr, "autoha: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
