@@ -1,0 +1,149 @@
+/* Communicator identity, the registry of communicators the shim knows, and which of them are
+ * wholly inside this process.
+ *
+ * The identity must be the same on every rank without any exchange, because decisions are keyed
+ * by it: for a root communicator it is a hash of the 128-byte unique id (which every rank
+ * receives), for a split child a hash of (parent identity, index of the split on the parent,
+ * colour). NCCL's v5+ tuner init passes its own commHash, which the shim prefers when given.
+ *
+ * Locality: the API wrappers announce each local rank of an identity *before* calling NCCL's
+ * constructor. A constructor cannot complete until every rank of the communicator has entered
+ * it, so by the time any rank issues a collective, every rank living in this process has been
+ * announced: `announced == nranks` then means the whole communicator is here and can be tuned
+ * without a coordinator. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim_internal.h"
+
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+#define FNV_SEED 0xcbf29ce484222325ull
+
+uint64_t ah_comm_id_from_unique_id(const ncclUniqueId *id) {
+  return fnv1a(id->internal, sizeof id->internal, FNV_SEED);
+}
+
+uint64_t ah_comm_id_for_split(uint64_t parent, int split_index, int color) {
+  uint64_t parts[3] = {parent, (uint64_t)split_index, (uint64_t)(uint32_t)color};
+  return fnv1a(parts, sizeof parts, FNV_SEED);
+}
+
+/* Pending identities of the calling thread: pushed by the constructor wrappers in call order,
+ * popped by the tuner's init when NCCL runs it on this thread. A small fixed ring: a thread
+ * creates at most a few communicators per group. */
+#define PENDING_MAX 64
+static _Thread_local struct {
+  uint64_t id;
+  int rank;
+} pending[PENDING_MAX];
+static _Thread_local int pending_head, pending_count;
+static _Thread_local ah_comm_t *last_created;
+
+void ah_comm_pending_push(uint64_t id, int rank) {
+  if (pending_count == PENDING_MAX) { /* drop the oldest rather than fail the init */
+    pending_head = (pending_head + 1) % PENDING_MAX;
+    pending_count--;
+  }
+  int slot = (pending_head + pending_count) % PENDING_MAX;
+  pending[slot].id = id;
+  pending[slot].rank = rank;
+  pending_count++;
+}
+
+int ah_comm_pending_pop(uint64_t *id_p, int *rank_p) {
+  if (pending_count == 0) return 0;
+  *id_p = pending[pending_head].id;
+  *rank_p = pending[pending_head].rank;
+  pending_head = (pending_head + 1) % PENDING_MAX;
+  pending_count--;
+  return 1;
+}
+
+void ah_comm_pending_clear(void) { pending_head = pending_count = 0; }
+
+ah_comm_t *ah_comm_last_created(void) { return last_created; }
+void ah_comm_last_reset(void) { last_created = NULL; }
+
+/* ---- identities announced in this process ------------------------------------------------------ */
+
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+static ah_commrec_t *recs;
+
+static ah_commrec_t *rec_find_locked(uint64_t id) {
+  for (ah_commrec_t *r = recs; r; r = r->next)
+    if (r->id == id) return r;
+  return NULL;
+}
+
+ah_commrec_t *ah_commrec_get(uint64_t id, int nranks) {
+  pthread_mutex_lock(&rec_lock);
+  ah_commrec_t *r = rec_find_locked(id);
+  if (!r && (r = calloc(1, sizeof *r)) != NULL) {
+    r->id = id;
+    r->nranks = nranks;
+    atomic_init(&r->ctl, -1);
+    r->next = recs;
+    recs = r;
+  }
+  if (r && r->nranks <= 0) r->nranks = nranks;
+  pthread_mutex_unlock(&rec_lock);
+  return r;
+}
+
+ah_commrec_t *ah_commrec_announce(uint64_t id, int nranks) {
+  ah_commrec_t *r = ah_commrec_get(id, nranks);
+  if (r) atomic_fetch_add(&r->announced, 1);
+  return r;
+}
+
+/* ---- contexts ---------------------------------------------------------------------------------- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static ah_comm_t *registry;
+
+ah_comm_t *ah_comm_create(uint64_t id, int nranks, int nnodes, int rank, int abi) {
+  ah_shim_first_comm(nranks, nnodes, rank);
+  ah_comm_t *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->id = id;
+  c->nranks = nranks;
+  c->nnodes = nnodes;
+  c->rank = rank;
+  c->abi = abi;
+  c->ctl = -1;
+  c->rec = ah_commrec_get(id, nranks);
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_mutex_lock(&registry_lock);
+  c->next = registry;
+  registry = c;
+  pthread_mutex_unlock(&registry_lock);
+  last_created = c;
+  return c;
+}
+
+void ah_comm_finalize(ah_comm_t *c) {
+  if (c) atomic_store(&c->finalized, 1);
+}
+
+void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg) {
+  pthread_mutex_lock(&registry_lock);
+  ah_comm_t *head = registry;
+  pthread_mutex_unlock(&registry_lock);
+  /* Contexts are never freed and only ever prepended, so the list from `head` on is stable. */
+  for (ah_comm_t *c = head; c; c = c->next) fn(arg, c);
+}
+
+/* Communicators created where no identity was available: (nranks, nnodes) and the process's
+ * creation order of such communicators. */
+uint64_t ah_comm_fallback_id(size_t nranks, size_t nnodes) {
+  static _Atomic uint64_t counter;
+  uint64_t parts[3] = {(uint64_t)nranks, (uint64_t)nnodes, atomic_fetch_add(&counter, 1)};
+  return fnv1a(parts, sizeof parts, 0x9e3779b97f4a7c15ull);
+}

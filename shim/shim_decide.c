@@ -1,0 +1,532 @@
+/* The decision path: for one bucket NCCL asks about, find its key, count the call index, and look
+ * up the configuration committed for that index in the key's schedule.
+ *
+ * After the first call of a key the path is: one array load to find the rank's key entry, an
+ * increment of its index, one lock-free schedule lookup (a converged or pinned key is a forever
+ * segment, found in O(1)), a few stores for the report. No allocation, lock or system call: those
+ * happen only when a key is first seen, when a schedule runs out (the leader commits the next
+ * segment; other ranks wait for it) and when a timing result reaches the search.
+ *
+ * How a communicator's keys are decided is fixed at its first decision (AH_CTL_*):
+ *   observe      NCCL's choice, recorded;
+ *   fixed        override, else profile, else NCCL's choice: a forever segment from index 0 that
+ *                every rank commits itself — deterministic, so identical on all ranks;
+ *   local tune   every rank is in this process: the leader (rank 0) drives ah_tune and appends
+ *                segments to the shared schedule, the other local ranks read it;
+ *   remote tune  the ranks span processes and the coordinator accepted the communicator: as local
+ *                tune, with segments published by the leader and delivered to the others. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ah_override.h"
+#include "shim_decide.h"
+#include "uthash.h"
+#ifdef AH_HAVE_TUNE
+#include "ah_tune.h"
+#endif
+
+/* ---- process-wide key states ------------------------------------------------------------------ */
+
+typedef struct {
+  ah_keystate_t ks;
+  UT_hash_handle hh;
+} ks_entry_t;
+
+static pthread_mutex_t ks_lock = PTHREAD_MUTEX_INITIALIZER;
+static ks_entry_t *ks_table;
+
+ah_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
+  ah_key_t k;
+  memset(&k, 0, sizeof k); /* hashed as bytes: no stray padding */
+  k.comm = key->comm;
+  k.coll = key->coll;
+  k.bin = key->bin;
+  pthread_mutex_lock(&ks_lock);
+  ks_entry_t *e = NULL;
+  HASH_FIND(hh, ks_table, &k, sizeof k, e);
+  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
+    e->ks.key = k;
+    e->ks.sched = ah_sched_create();
+    if (!e->ks.sched) {
+      free(e);
+      e = NULL;
+    } else {
+      pthread_mutex_init(&e->ks.lock, NULL);
+      HASH_ADD(hh, ks_table, ks.key, sizeof k, e);
+    }
+  }
+  pthread_mutex_unlock(&ks_lock);
+  if (!e) AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key's state: it keeps NCCL's choice");
+  return e ? &e->ks : NULL;
+}
+
+void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_keystate_t *ks), void *arg) {
+  pthread_mutex_lock(&ks_lock);
+  for (ks_entry_t *e = ks_table; e; e = e->hh.next) fn(arg, &e->ks);
+  pthread_mutex_unlock(&ks_lock);
+}
+
+/* ---- coordinator hooks ------------------------------------------------------------------------ */
+
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static ah_shim_coord_hooks_t hooks;
+static _Atomic int hooks_set;
+
+void ah_shim_set_coord_hooks(const ah_shim_coord_hooks_t *h) {
+  pthread_mutex_lock(&hooks_lock);
+  if (h) hooks = *h;
+  else memset(&hooks, 0, sizeof hooks);
+  atomic_store(&hooks_set, h != NULL);
+  pthread_mutex_unlock(&hooks_lock);
+}
+
+static ah_shim_coord_hooks_t hooks_copy(void) {
+  ah_shim_coord_hooks_t h;
+  pthread_mutex_lock(&hooks_lock);
+  h = hooks;
+  pthread_mutex_unlock(&hooks_lock);
+  return h;
+}
+
+void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
+  (void)arg;
+  ah_keystate_t *ks = ah_shim_keystate_get(key);
+  if (!ks) return;
+  if (ah_sched_append(ks->sched, seg) != 0)
+    AH_LOG_CAPPED(5, AH_LOG_ERROR,
+                  "coordinator delivered a segment for comm %016llx %s bin %d at call %llu that does "
+                  "not extend the schedule (horizon %llu): ignored",
+                  (unsigned long long)key->comm, ah_coll_name(key->coll), key->bin,
+                  (unsigned long long)seg->first, (unsigned long long)ah_sched_horizon(ks->sched));
+}
+
+/* ---- how a communicator is decided ------------------------------------------------------------ */
+
+static int is_leader(const ah_comm_t *c) { return c->rec && c->rec->leader == c; }
+
+/* Fixes c->ctl at the communicator's first decision. Slow path. */
+static void comm_control(ah_comm_t *c) {
+  int mode = ah_shim.mode;
+  ah_commrec_t *r = c->rec;
+  int ctl;
+  if (mode == AH_MODE_OBSERVE || c->abi == 0) {
+    ctl = AH_CTL_OBSERVE;
+  } else if (mode == AH_MODE_FIXED || !r) {
+    ctl = AH_CTL_FIXED;
+  } else {
+#ifndef AH_HAVE_TUNE
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "AUTOHA_MODE=tune: this build has no search engine; running as fixed");
+    ctl = AH_CTL_FIXED;
+#else
+    static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&ctl_lock);
+    ctl = atomic_load(&r->ctl);
+    if (ctl < 0) {
+      if (atomic_load(&r->announced) >= c->nranks) {
+        ctl = AH_CTL_LOCAL_TUNE;
+      } else {
+        ah_shim_coord_hooks_t h = hooks_copy();
+        if (atomic_load(&hooks_set) && h.attach && h.attach(h.arg, c->id, c->nranks, c->rank)) {
+          ctl = AH_CTL_REMOTE_TUNE;
+        } else {
+          ctl = AH_CTL_FIXED;
+          ah_log(AH_LOG_INFO, "communicator %016llx spans processes and no coordinator carries it: "
+                 "its collectives run fixed (override, profile or NCCL's choice)", (unsigned long long)c->id);
+        }
+      }
+      atomic_store(&r->ctl, ctl);
+    }
+    /* The leader is rank 0; when NCCL's init gave no rank (it ran on NCCL's own thread), the first
+     * local context of a wholly local communicator leads — any single one will do there. */
+    if (ctl == AH_CTL_LOCAL_TUNE || ctl == AH_CTL_REMOTE_TUNE) {
+      if (c->rank == 0) r->leader = c;
+      else if (c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE && !r->leader) r->leader = c;
+    }
+    pthread_mutex_unlock(&ctl_lock);
+#endif
+  }
+  c->ctl = ctl;
+}
+
+/* ---- configurations ---------------------------------------------------------------------------- */
+
+static void config_keep(ah_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->algo = -1;
+  cfg->proto = -1;
+  cfg->ndims = 0;
+}
+
+static int config_is_keep(const ah_config_t *cfg) {
+  if (cfg->algo >= 0 || cfg->proto >= 0) return 0;
+  for (int i = 0; i < cfg->ndims && i < AH_MAX_DIMS; i++)
+    if (cfg->res[i] != 0) return 0;
+  return 1;
+}
+
+/* Whether NCCL can run the (possibly partial) pair of cfg for this call. */
+static int config_allowed(const ah_config_t *cfg, const ah_call_t *call) {
+  if (cfg->algo < 0 && cfg->proto < 0) return 1;
+  if (call->table) return ah_override_allowed_table(cfg, call->table, call->num_algo, call->num_proto);
+  /* v1/v2: no table; NCCL 2.19-2.21 do no checks of their own, so the shim checks the flags. */
+  int a = cfg->algo, p = cfg->proto;
+  if (a >= AH_NUM_ALGOS || p >= AH_NUM_PROTOS) return 0;
+  if ((a == AH_ALGO_COLLNET_DIRECT || a == AH_ALGO_COLLNET_CHAIN) && !call->collnet) return 0;
+  if ((a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE) && (!call->nvls || (p >= 0 && p != AH_PROTO_SIMPLE)))
+    return 0;
+  if (a == AH_ALGO_TREE && call->coll != AH_FUNC_ALLREDUCE) return 0;
+  if (a == AH_ALGO_PAT) return 0; /* PAT arrived with the cost table (2.23) */
+  return 1;
+}
+
+/* The configuration a key is pinned to without tuning: an override, else the profile's entry, else
+ * NCCL's own choice. Deterministic in (settings, profile, communicator shape, key, cost table), so
+ * every rank computes the same segment. */
+static void pinned_segment(const ah_comm_t *c, int coll, int bin, const ah_call_t *call,
+                           ah_segment_t *seg) {
+  memset(seg, 0, sizeof *seg);
+  seg->first = 0;
+  seg->count = AH_SCHED_FOREVER;
+  seg->source = AH_SOURCE_DEFAULT;
+  config_keep(&seg->config);
+  const ah_settings_t *s = ah_shim.settings;
+  ah_config_t cfg;
+  /* A key matches a rule when the lowest size of its bin lies in the rule's range (sizes are
+   * bytes per rank): keys, not single calls, carry a configuration. */
+  if (s && s->override.nrules > 0 &&
+      ah_override_match(&s->override, coll, (uint64_t)ah_size_bin_floor(bin), &cfg) >= 0) {
+    if (config_allowed(&cfg, call)) {
+      seg->config = cfg;
+      seg->source = AH_SOURCE_OVERRIDE;
+      return;
+    }
+    char buf[96];
+    ah_log(AH_LOG_WARN, "override %s for %s of %zu bytes on communicator %016llx names a pair NCCL "
+           "cannot run there; refused, NCCL's choice kept", ah_config_format(&cfg, buf, sizeof buf),
+           ah_coll_name(coll), call->nbytes, (unsigned long long)c->id);
+  }
+  const ah_profile_t *p = ah_shim.profile;
+  const ah_profile_entry_t *e = p ? ah_profile_lookup(p, c->nranks, c->nnodes, coll, bin) : NULL;
+  if (e && config_allowed(&e->cfg, call)) {
+    seg->config = e->cfg;
+    seg->source = AH_SOURCE_PROFILE;
+  }
+}
+
+/* NCCL's own choice from a v3+ table: the argmin over non-negative cells, ties to the first. */
+static void table_argmin(const ah_call_t *call, ah_config_t *cfg) {
+  config_keep(cfg);
+  if (!call->table) return;
+  float best = -1;
+  for (int a = 0; a < call->num_algo; a++)
+    for (int p = 0; p < call->num_proto; p++) {
+      float v = call->table[a * call->num_proto + p];
+      if (v >= 0 && (best < 0 || v < best)) {
+        best = v;
+        cfg->algo = (int8_t)a;
+        cfg->proto = (int8_t)p;
+      }
+    }
+}
+
+#ifdef AH_HAVE_TUNE
+/* The space of a key: the pairs NCCL allows for this call (non -1 cells; for v1/v2 the pairs the
+ * flags allow), channels up to the most NCCL can have (it caps the tuner's value at the
+ * communicator's count from 2.22; before that channels are not tuned), and on 2.30+ (v6) the chunk
+ * size. */
+static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *sp) {
+  memset(sp, 0, sizeof *sp);
+  for (int a = 0; a < AH_NUM_ALGOS; a++)
+    for (int p = 0; p < AH_NUM_PROTOS; p++) {
+      ah_config_t cfg;
+      config_keep(&cfg);
+      cfg.algo = (int8_t)a;
+      cfg.proto = (int8_t)p;
+      int ok;
+      if (call->table) ok = a < call->num_algo && p < call->num_proto && call->table[a * call->num_proto + p] >= 0;
+      else ok = config_allowed(&cfg, call);
+      if (ok && sp->nsub < AH_MAX_SUBSPACES) {
+        sp->sub[sp->nsub].algo = (int8_t)a;
+        sp->sub[sp->nsub].proto = (int8_t)p;
+        sp->nsub++;
+      }
+    }
+  sp->ndims = 0;
+  if (ah_shim.nccl_version >= 22200) {
+    static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+    int maxch = ah_shim.nccl_version >= 22500 ? 64 : 32;
+    ah_dim_t *d = &sp->dims[AH_DIM_NCHANNELS];
+    for (size_t i = 0; i < sizeof ch / sizeof ch[0] && ch[i] <= maxch; i++) d->values[d->nvalues++] = ch[i];
+    sp->ndims = 1;
+  }
+  if (c->abi >= 6) {
+    ah_dim_t *d = &sp->dims[AH_DIM_CHUNK];
+    for (int64_t v = 64 << 10; v <= 4 << 20; v *= 2) d->values[d->nvalues++] = v;
+    if (sp->ndims == 0) { /* dimension 1 needs dimension 0: channels then only "keep" */
+      sp->dims[AH_DIM_NCHANNELS].nvalues = 1;
+      sp->dims[AH_DIM_NCHANNELS].values[0] = 0;
+    }
+    sp->ndims = 2;
+  }
+  table_argmin(call, &sp->start);
+  sp->start.ndims = sp->ndims;
+}
+#endif
+
+/* ---- key entries --------------------------------------------------------------------------------- */
+
+/* First call of a key on this rank: its entry, its process-wide state and, when this communicator
+ * is not tuned here (or the key is pinned), the pinned forever segment. Slow path. */
+static ah_ckey_t *ckey_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call) {
+  ah_ckey_t *ck = calloc(1, sizeof *ck);
+  if (!ck) {
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key: it keeps NCCL's choice");
+    return NULL;
+  }
+  ah_key_t key = {c->id, coll, bin};
+  ck->ks = ah_shim_keystate_get(&key);
+  if (!ck->ks) {
+    free(ck);
+    return NULL;
+  }
+  ck->coll = coll;
+  ck->bin = bin;
+  ck->bytes_min = UINT64_MAX;
+  ck->source = AH_SOURCE_DEFAULT;
+  ck->leader = is_leader(c);
+  table_argmin(call, &ck->nccl_cfg);
+  ck->dflt.cfg = ck->nccl_cfg;
+  config_keep(&ck->applied.cfg);
+  if (c->ctl != AH_CTL_OBSERVE) {
+    ah_segment_t seg;
+    pinned_segment(c, coll, bin, call, &seg);
+    int tuned = (c->ctl == AH_CTL_LOCAL_TUNE || c->ctl == AH_CTL_REMOTE_TUNE) && seg.source == AH_SOURCE_DEFAULT;
+    if (!tuned && ah_sched_horizon(ck->ks->sched) == 0 && ah_sched_append(ck->ks->sched, &seg) != 0)
+      ah_log(AH_LOG_WARN, "could not commit the pinned configuration of %s bin %d", ah_coll_name(coll), bin);
+    /* A pinned key of a tuned communicator is committed by each rank itself; the leader must not
+     * start a search for it. */
+  }
+  pthread_mutex_lock(&c->lock);
+  __atomic_store_n(&c->keys[coll][bin], ck, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&c->lock);
+  return ck;
+}
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+#ifdef AH_HAVE_TUNE
+/* Leader: commits segments until call `index` is covered. Returns 1 when it is. */
+static int leader_commit(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call,
+                         ah_segment_t *seg) {
+  ah_keystate_t *ks = ck->ks;
+  int ok = 0;
+  pthread_mutex_lock(&ks->lock);
+  if (!ks->tune) {
+    if (!ks->space_set) {
+      space_build(c, call, &ks->space);
+      ks->space_set = 1;
+    }
+    ah_tune_params_t params;
+    ah_tune_params_default(&params);
+    if (ah_shim.settings && ah_shim.settings->tune_budget > 0) params.budget_calls = ah_shim.settings->tune_budget;
+    params.seed = ks->key.comm ^ ((uint64_t)ks->key.coll << 32) ^ (uint64_t)ks->key.bin;
+    ks->tune = ah_tune_create(&ks->space, &params);
+  }
+  if (ks->tune) {
+    ah_shim_coord_hooks_t h = {0};
+    if (c->ctl == AH_CTL_REMOTE_TUNE) h = hooks_copy();
+    for (int guard = 0; guard < 1024 && !(ok = ah_sched_lookup(ks->sched, index, seg)); guard++) {
+      ah_segment_t next;
+      ah_tune_next(ks->tune, ah_sched_horizon(ks->sched), &next);
+      if (ah_sched_append(ks->sched, &next) != 0) break;
+      if (h.publish) h.publish(h.arg, &ks->key, &next);
+    }
+  }
+  pthread_mutex_unlock(&ks->lock);
+  if (!ok) AH_LOG_CAPPED(3, AH_LOG_ERROR, "the search could not commit call %llu of %s bin %d; NCCL's "
+                         "choice is kept for it", (unsigned long long)index, ah_coll_name(ck->coll), ck->bin);
+  return ok;
+}
+
+/* Leader, after drift re-opened a converged key: cuts the forever segment short far enough ahead
+ * that no local rank has passed the cut. */
+#define AH_CUT_MARGIN 64
+static void leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index) {
+  ah_keystate_t *ks = ck->ks;
+  pthread_mutex_lock(&ks->lock);
+  if (atomic_exchange(&ks->reopen, 0) && ks->tune && ah_sched_horizon(ks->sched) == UINT64_MAX) {
+    ah_segment_t next;
+    ah_tune_next(ks->tune, index + AH_CUT_MARGIN, &next);
+    if (ah_sched_append(ks->sched, &next) == 0 && c->ctl == AH_CTL_REMOTE_TUNE) {
+      ah_shim_coord_hooks_t h = hooks_copy();
+      if (h.publish) h.publish(h.arg, &ks->key, &next);
+    }
+  }
+  pthread_mutex_unlock(&ks->lock);
+}
+#endif
+
+/* Other ranks: wait until the leader (here or through the coordinator) commits call `index`.
+ * Returns 1 with the segment, or 0 when the coordinator is gone for good. */
+static int worker_wait(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, ah_segment_t *seg) {
+  double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
+  int warned = 0;
+  long sleep_ns = 20000;
+  while (!ah_sched_lookup(ck->ks->sched, index, seg)) {
+    double waited = now_us() - t0;
+    if (!warned && waited > warn_after) {
+      warned = 1;
+      ah_log(AH_LOG_WARN, "rank %d has waited %.1f s for the leader's decision on call %llu of %s bin "
+             "%d (communicator %016llx); still waiting", c->rank, waited / 1e6,
+             (unsigned long long)index, ah_coll_name(ck->coll), ck->bin, (unsigned long long)c->id);
+    }
+    if (c->ctl == AH_CTL_REMOTE_TUNE) {
+      ah_shim_coord_hooks_t h = hooks_copy();
+      if (h.alive && !h.alive(h.arg, c->id)) {
+        AH_LOG_CAPPED(3, AH_LOG_ERROR, "the coordinator of communicator %016llx is gone: NCCL's "
+                      "choice is kept for undecided calls", (unsigned long long)c->id);
+        ck->sync_waits++;
+        ck->sync_wait_us += now_us() - t0;
+        return 0;
+      }
+    }
+    struct timespec ts = {0, sleep_ns};
+    nanosleep(&ts, NULL);
+    if (sleep_ns < 1000000) sleep_ns *= 2;
+  }
+  ck->sync_waits++;
+  ck->sync_wait_us += now_us() - t0;
+  return 1;
+}
+
+/* The segment of call `index` when the schedule does not cover it yet. Slow path. */
+static int resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call, ah_segment_t *seg) {
+  if (c->ctl == AH_CTL_FIXED) {
+    pinned_segment(c, ck->coll, ck->bin, call, seg);
+    (void)ah_sched_append(ck->ks->sched, seg); /* a replay when another local rank was first */
+    return ah_sched_lookup(ck->ks->sched, index, seg);
+  }
+#ifdef AH_HAVE_TUNE
+  if (is_leader(c)) return leader_commit(c, ck, index, call, seg);
+#endif
+  return worker_wait(c, ck, index, seg);
+}
+
+/* ---- the path ------------------------------------------------------------------------------------ */
+
+static _Thread_local struct {
+  ah_comm_t *c;
+  int coll;
+  size_t nbytes;
+  size_t chunk;
+} last_decision;
+
+void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
+  d->algo = d->proto = -1;
+  d->nchannels = 0;
+  d->chunk = 0;
+  d->source = AH_SOURCE_DEFAULT;
+  d->ck = NULL;
+  d->index = 0;
+  last_decision.c = NULL;
+  int coll = call->coll;
+  if ((unsigned)coll >= AH_NUM_FUNCTIONS) return;
+  if (__builtin_expect(c->ctl < 0, 0)) comm_control(c);
+  int bin = ah_shim_bin(coll, call->nbytes, c->nranks);
+  ah_ckey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
+  if (__builtin_expect(!ck, 0) && !(ck = ckey_create(c, coll, bin, call))) return;
+  uint64_t index = ck->next++;
+  size_t bpr = call->nbytes;
+  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1) bpr /= (size_t)c->nranks;
+  if (bpr < ck->bytes_min) ck->bytes_min = bpr;
+  if (bpr > ck->bytes_max) ck->bytes_max = bpr;
+  d->ck = ck;
+  d->index = index;
+
+  ah_segment_t seg;
+  int have = 0;
+  if (c->ctl != AH_CTL_OBSERVE) {
+#ifdef AH_HAVE_TUNE
+    if (__builtin_expect(atomic_load_explicit(&ck->ks->reopen, memory_order_relaxed), 0) && is_leader(c))
+      leader_cut(c, ck, index);
+#endif
+    have = ah_sched_lookup(ck->ks->sched, index, &seg) || resolve(c, ck, index, call, &seg);
+  }
+  if (have && !config_is_keep(&seg.config)) {
+    if (__builtin_expect(!config_allowed(&seg.config, call), 0)) {
+      ah_shim_refused(c, call, d);
+    } else {
+      if (!ah_config_equal(&seg.config, &ck->applied.cfg)) { /* a new config: its own statistics */
+        memset(&ck->applied, 0, sizeof ck->applied);
+        ck->applied.cfg = seg.config;
+        ck->gen++;
+      }
+      ck->applied.calls++;
+      d->algo = seg.config.algo;
+      d->proto = seg.config.proto;
+      if (seg.config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg.config.res[AH_DIM_NCHANNELS];
+      if (seg.config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg.config.res[AH_DIM_CHUNK];
+      d->source = seg.source;
+      ck->source = seg.source;
+      last_decision.c = c;
+      last_decision.coll = coll;
+      last_decision.nbytes = call->nbytes;
+      last_decision.chunk = d->chunk;
+      ah_timing_note(ck, index, d->source, ck->gen, bpr);
+      return;
+    }
+  }
+  ck->dflt.calls++;
+  if (have) ck->source = seg.source; /* a pinned or tuned "keep NCCL's choice" */
+  else ck->source = AH_SOURCE_DEFAULT;
+  d->source = ck->source;
+  ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bpr);
+}
+
+size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
+  if (last_decision.c != c || last_decision.coll != coll || last_decision.nbytes != nbytes) return 0;
+  return last_decision.chunk;
+}
+
+void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
+  ah_ckey_t *ck = d->ck;
+  if (ck && !ck->refused) {
+    ck->refused = 1;
+    ah_log(AH_LOG_WARN, "%s of %zu bytes on communicator %016llx: the committed configuration names "
+           "a pair NCCL cannot run here; refused, NCCL's choice kept", ah_coll_name(call->coll),
+           call->nbytes, (unsigned long long)c->id);
+  }
+  d->algo = d->proto = -1;
+  d->nchannels = 0;
+  d->chunk = 0;
+}
+
+void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, double us,
+                         size_t bytes_per_rank) {
+  if (!ck || !(us >= 0) || !isfinite(us)) return;
+  ah_stat_t *st = NULL;
+  if (source == AH_SOURCE_DEFAULT) st = &ck->dflt;
+  else if (gen == ck->gen) st = &ck->applied;
+  if (st) {
+    st->timed++;
+    st->us_total += us;
+    st->bytes_total += (double)bytes_per_rank;
+  }
+#ifdef AH_HAVE_TUNE
+  ah_keystate_t *ks = ck->ks;
+  if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
+    pthread_mutex_lock(&ks->lock);
+    ah_tune_observe(ks->tune, index, us);
+    if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune)) atomic_store(&ks->reopen, 1);
+    pthread_mutex_unlock(&ks->lock);
+  }
+#else
+  (void)index;
+#endif
+}

@@ -1,0 +1,94 @@
+/* The decision path shared by every tuner ABI and by the API-side observer: which configuration a
+ * collective bucket gets, counted in its key's call index, and the hooks through which the
+ * coordinator (shim_coord.c) carries schedules between processes. */
+#ifndef AH_SHIM_DECIDE_H
+#define AH_SHIM_DECIDE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shim_internal.h"
+
+/* What NCCL tells the tuner about one bucket. */
+typedef struct {
+  int coll;
+  size_t nbytes;        /* NCCL's convention: the total buffer for AllGather/ReduceScatter */
+  int num_pipe_ops;
+  int reg_buff;
+  const float *table;   /* v3+: the cost table, float[num_algo][num_proto]; NULL for v1/v2 */
+  int num_algo, num_proto;
+  int collnet, nvls;    /* v1/v2: NCCL's support flags */
+} ah_call_t;
+
+/* The answer: algo/proto -1 and nchannels/chunk 0 keep NCCL's choice. */
+typedef struct {
+  int algo, proto, nchannels;
+  size_t chunk;
+  int source;           /* AH_SOURCE_* */
+  ah_ckey_t *ck;        /* the key the call was counted in (NULL: not counted) */
+  uint64_t index;       /* its call index */
+} ah_decision_t;
+
+/* Decides the configuration of one bucket on communicator `c`, counts the call in its key and
+ * attaches the decision to the calling thread's timing record. Never fails: any problem yields
+ * "keep NCCL's choice".
+ *
+ * Note that the index, not arrival time, picks the config: every rank counts the same buckets in
+ * the same order, so call i of a key gets the same segment everywhere. A rank whose index is past
+ * the committed horizon waits for the leader (tune mode) — it never guesses. */
+void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d);
+
+/* v6: the chunk size for the bucket decided last on this thread (0 keeps NCCL's). */
+size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes);
+
+/* Reports, once per key, a decision NCCL cannot run (a -1 cell or a pair the flags forbid); the
+ * call keeps NCCL's choice and is accounted as such. */
+void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d);
+
+/* A measured duration (microseconds) of call `index` of a key, with the source and generation the
+ * decision had. Feeds the report and, on the leader, the search. */
+void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, double us,
+                         size_t bytes_per_rank);
+
+/* Size bin of a call, identical to ah_size_bin() (a unit test checks) but branch-light for the
+ * hot path. */
+static inline int ah_shim_bin(int coll, size_t nbytes, int nranks) {
+  size_t per_rank = nbytes;
+  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && nranks > 1)
+    per_rank = nbytes / (size_t)nranks;
+  return per_rank > 1 ? 63 - __builtin_clzll((unsigned long long)per_rank) : 0;
+}
+
+/* ---- the coordinator's hooks ------------------------------------------------------------------ */
+
+/* Set by shim_coord.c when a coordinator runs. A communicator whose ranks span processes is tuned
+ * only when attach() accepts it; until then (or with no hooks) it runs as `fixed`. */
+typedef struct {
+  /* Called once per communicator that spans processes, at its first decision. Returns 1 when the
+   * coordinator carries this communicator's segments: its rank 0 then drives the search and
+   * publishes every segment; other ranks wait for ah_shim_deliver. 0: run it as fixed. */
+  int (*attach)(void *arg, uint64_t comm, int nranks, int rank);
+  /* Leader side: a segment just committed for a key of an attached communicator. */
+  void (*publish)(void *arg, const ah_key_t *key, const ah_segment_t *seg);
+  /* 0 once the coordinator of `comm` is gone for good: waiting ranks then stop waiting and keep
+   * NCCL's choice for the rest of the job (logged). */
+  int (*alive)(void *arg, uint64_t comm);
+  void *arg;
+} ah_shim_coord_hooks_t;
+
+/* Installs (or, with NULL, removes) the hooks. Call before the communicators it should carry make
+ * their first decision. */
+void ah_shim_set_coord_hooks(const ah_shim_coord_hooks_t *hooks);
+
+/* A segment for `key` from the coordinator (any thread, commit order, replays allowed): appended
+ * to the local schedule of that key, created if needed. Matches ah_coord_deliver_fn. */
+void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg);
+
+/* ---- state for tests and the report ----------------------------------------------------------- */
+
+/* The process-wide state of a key, created on demand (NULL on allocation failure). */
+ah_keystate_t *ah_shim_keystate_get(const ah_key_t *key);
+/* Calls fn for every key state. */
+void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_keystate_t *ks), void *arg);
+
+#endif

@@ -1,0 +1,105 @@
+/* The shim's one idempotent init, run from the constructor and again lazily from every wrapper
+ * (another library's constructor may call NCCL before ours has run): read the AUTOHA_* settings,
+ * resolve the real NCCL, learn its version, and make NCCL load this very library as its tuner.
+ *
+ * Note that NCCL_TUNER_PLUGIN is set to the shim's own path only when the user left it unset:
+ * dlopen of an already-preloaded object returns the same instance, so the tuner face shares all
+ * state with the wrappers. A user-named tuner is loaded by NCCL as named, and autoha then observes
+ * from the API (shim_nccl.c) instead of silently replacing it. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim_decide.h"
+#include "shim_internal.h"
+#include "shim_real.h"
+
+ah_shim_t ah_shim;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void at_exit(void) {
+  if (!ah_shim.enabled) return;
+  ah_timing_harvest();
+  ah_shim_report_write("exit");
+}
+
+static void init_run(void) {
+  const ah_settings_t *s = ah_env_settings();
+  ah_shim.settings = s;
+  ah_log_set_level(s->log_level);
+  ah_shim.mode = s->mode;
+  if (!s->enable) {
+    ah_log(AH_LOG_INFO, "AUTOHA_ENABLE=0: pure pass-through");
+    ah_shim_real_init();
+    return;
+  }
+  ah_shim_real_init();
+  int v = 0;
+  if (ah_real.GetVersion(&v) != ncclSuccess) v = 0;
+  ah_shim.nccl_version = v;
+  ah_shim.tuner_capable = v >= AH_NCCL_FIRST_TUNER;
+
+  Dl_info info;
+  if (dladdr((void *)&init_run, &info) && info.dli_fname)
+    snprintf(ah_shim.self_path, sizeof ah_shim.self_path, "%s", info.dli_fname);
+  const char *tp = getenv("NCCL_TUNER_PLUGIN");
+  if (ah_shim.tuner_capable && (!tp || !*tp) && ah_shim.self_path[0]) {
+    setenv("NCCL_TUNER_PLUGIN", ah_shim.self_path, 1);
+  } else if (ah_shim.tuner_capable && tp && *tp && strcmp(tp, ah_shim.self_path) != 0) {
+    ah_log(AH_LOG_INFO, "NCCL_TUNER_PLUGIN=%s is set: NCCL loads that tuner unless it is autoha", tp);
+  }
+  ah_shim.enabled = 1;
+  atexit(at_exit);
+  ah_log(AH_LOG_INFO, "autoha enabled: mode %s, NCCL %d%s", ah_env_mode_name(ah_shim.mode), v,
+         ah_shim.tuner_capable ? "" : " (no tuner ABI: observing from the API)");
+}
+
+void ah_shim_init(void) { pthread_once(&init_once, init_run); }
+
+__attribute__((constructor)) static void shim_constructor(void) { ah_shim_init(); }
+
+/* ---- profile (warm start), loaded at the first communicator -------------------------------------- */
+
+static pthread_once_t profile_once = PTHREAD_ONCE_INIT;
+static int profile_nranks, profile_nnodes;
+static _Thread_local int arg_nranks, arg_nnodes, arg_rank; /* read by the once routine's thread */
+
+/* The topology fingerprint of this job as the shim sees it: the shape of the first communicator
+ * (normally the world), the same when writing a report and when loading one as a profile. */
+void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]) {
+  char desc[96];
+  snprintf(desc, sizeof desc, "nranks=%d nnodes=%d", profile_nranks, profile_nnodes);
+  ah_report_fingerprint(desc, out);
+}
+
+static void first_comm_run(void) {
+  profile_nranks = arg_nranks;
+  profile_nnodes = arg_nnodes;
+  ah_shim_report_start_interval();
+  const ah_settings_t *s = ah_shim.settings;
+  if (!s || !s->profile[0]) return;
+  char topo[AH_REPORT_TOPO_MAX], path[AH_ENV_PATH_MAX], host[256] = "?", err[256];
+  if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
+  host[sizeof host - 1] = 0;
+  if (ah_report_path_expand(s->profile, host, (int)getpid(), arg_rank, path, sizeof path, err, sizeof err) != 0) {
+    ah_log(AH_LOG_ERROR, "AUTOHA_PROFILE: %s: no profile is loaded", err);
+    return;
+  }
+  ah_shim_fingerprint(topo);
+  ah_profile_t *p = NULL;
+  if (ah_profile_load(path, ah_shim.nccl_version, topo, &p) == 0) {
+    ah_shim.profile = p;
+    ah_log(AH_LOG_INFO, "profile %s loaded: %d configurations", path, p->nentries);
+  } /* ah_profile_load logged why it refused */
+}
+
+void ah_shim_first_comm(int nranks, int nnodes, int rank) {
+  arg_nranks = nranks;
+  arg_nnodes = nnodes;
+  arg_rank = rank;
+  pthread_once(&profile_once, first_comm_run);
+}

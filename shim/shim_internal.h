@@ -1,0 +1,162 @@
+/* Shared state of the shim: communicators as the tuner face sees them (one context per rank), the
+ * per-rank and process-wide state of each key, and the entry points between the shim's files.
+ *
+ * Two levels of state: a context (ah_comm_t, one per communicator per local rank) counts the calls
+ * of each key it sees — the call index — and keeps that rank's timings; a key state (ah_keystate_t,
+ * one per (communicator, collective, size bin) per process) holds the schedule every local rank of
+ * the communicator reads, and, on the leader, the search. */
+#ifndef AH_SHIM_INTERNAL_H
+#define AH_SHIM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <nccl.h>
+
+#include "ah_config.h"
+#include "ah_env.h"
+#include "ah_log.h"
+#include "ah_report.h"
+#include "ah_sched.h"
+#include "autoha/nccl_tuner_abi.h"
+
+#define AH_EXPORT __attribute__((visibility("default")))
+
+/* NCCL versions whose tuner ABI the shim serves. */
+#define AH_NCCL_FIRST_TUNER 21900
+/* Size bins a context indexes directly: bytes per rank up to 2^63. */
+#define AH_BINS 64
+
+struct ah_tune;
+
+/* Per process, per key: the schedule all local ranks read, and the leader's search. */
+typedef struct ah_keystate {
+  ah_key_t key;
+  ah_sched_t *sched;
+  pthread_mutex_t lock;      /* serialises the leader's ah_tune_* calls (tune mode only) */
+  struct ah_tune *tune;      /* created by the leader's first call of the key, tune mode only */
+  _Atomic int reopen;        /* drift re-opened tuning: the leader cuts the forever segment */
+  int space_set;
+  ah_space_t space;          /* from the leader's first cost table */
+  struct ah_keystate *next;  /* in the process-wide table (shim_decide.c) */
+} ah_keystate_t;
+
+/* One rank's statistics of one configuration in a key. */
+typedef struct {
+  ah_config_t cfg;
+  uint64_t calls, timed;
+  double us_total, bytes_total;
+} ah_stat_t;
+
+/* Per rank, per key: the call index and what the report says about this rank's calls. Written by
+ * the thread NCCL runs getCollInfo on (counts) and by the timing harvest (times). */
+typedef struct ah_ckey {
+  ah_keystate_t *ks;
+  int coll, bin;
+  uint64_t next;             /* call index of the next call: calls counted so far */
+  uint64_t bytes_min, bytes_max;
+  ah_config_t nccl_cfg;      /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
+  ah_stat_t dflt;            /* calls that ran NCCL's own choice */
+  ah_stat_t applied;         /* calls that ran the current non-default config */
+  uint32_t gen;              /* bumped when the applied config changes (late times are dropped) */
+  int source;                /* AH_SOURCE_* of the latest call */
+  int refused;               /* a forced pair NCCL cannot run was refused (logged once) */
+  int leader;                /* this rank drives the key's search */
+  uint64_t sync_waits;
+  double sync_wait_us;
+} ah_ckey_t;
+
+/* How a communicator's keys are decided, fixed at its first decision. */
+enum { AH_CTL_OBSERVE = 0, AH_CTL_FIXED = 1, AH_CTL_LOCAL_TUNE = 2, AH_CTL_REMOTE_TUNE = 3 };
+
+/* Process-wide record of a communicator identity: how many local ranks the API wrappers announced
+ * and who leads. */
+typedef struct ah_commrec {
+  uint64_t id;
+  int nranks;
+  _Atomic int announced;     /* local ranks seen entering a constructor with this identity */
+  void *leader;              /* the ah_comm_t that drives the search (process-local tuning) */
+  _Atomic int ctl;           /* AH_CTL_*, -1 until decided */
+  struct ah_commrec *next;
+} ah_commrec_t;
+
+/* A communicator as seen by one rank's tuner context. Created at the tuner's init (once per
+ * communicator per rank) or, when NCCL does not use the shim as its tuner, by the API wrappers.
+ * Freed never: the report at exit still shows it (finalized is set instead). */
+typedef struct ah_comm {
+  uint64_t id;               /* identity, the same on every rank (see shim_comm.c) */
+  int nranks, nnodes;
+  int rank;                  /* rank in the communicator, -1 while unknown */
+  int abi;                   /* tuner ABI NCCL loaded us with; 0 = observed from the API */
+  int ctl;                   /* AH_CTL_* copy, set at the first decision */
+  ah_commrec_t *rec;
+  pthread_mutex_t lock;      /* key creation vs. the report's walk (never on the hot path) */
+  ah_ckey_t *keys[AH_NUM_FUNCTIONS][AH_BINS];
+  _Atomic int finalized;
+  struct ah_comm *next;      /* registry of every communicator, for the report */
+} ah_comm_t;
+
+/* Process-wide shim state, set once by ah_shim_init. */
+typedef struct {
+  int enabled;               /* 0: pure pass-through (AUTOHA_ENABLE=0, or an init failure) */
+  int mode;                  /* AH_MODE_* */
+  int nccl_version;          /* ncclGetVersion of the library actually loaded */
+  int tuner_capable;         /* the loaded NCCL has a tuner ABI (2.19+) */
+  const ah_settings_t *settings;
+  const ah_profile_t *profile; /* loaded at the first communicator, NULL when none */
+  char self_path[1024];      /* this library's path (for NCCL_TUNER_PLUGIN) */
+} ah_shim_t;
+
+extern ah_shim_t ah_shim;
+
+/* Idempotent: resolves the real functions and reads the configuration. Called from the
+ * constructor and again from every wrapper. */
+void ah_shim_init(void);
+/* Called for every new communicator context: the first one fixes the job's topology fingerprint,
+ * loads the profile (AUTOHA_PROFILE) and starts the report interval writer. */
+void ah_shim_first_comm(int nranks, int nnodes, int rank);
+/* The topology fingerprint written into reports and checked against profiles. */
+void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]);
+
+/* ---- communicator identity and registry (shim_comm.c) ---------------------------------------- */
+uint64_t ah_comm_id_from_unique_id(const ncclUniqueId *id);
+uint64_t ah_comm_id_for_split(uint64_t parent, int split_index, int color);
+/* Remembers, for the calling thread, the communicators being created (identity and rank), in call
+ * order; the tuner's init takes the oldest. */
+void ah_comm_pending_push(uint64_t id, int rank);
+int ah_comm_pending_pop(uint64_t *id_p, int *rank_p);
+void ah_comm_pending_clear(void);
+/* The context the calling thread's tuner init created last (NULL before), and its reset. */
+ah_comm_t *ah_comm_last_created(void);
+void ah_comm_last_reset(void);
+/* Announces, before NCCL runs the constructor, that a local rank joins communicator `id`: once
+ * every rank of a communicator has been announced in this process it can be tuned without a
+ * coordinator. */
+ah_commrec_t *ah_commrec_announce(uint64_t id, int nranks);
+ah_commrec_t *ah_commrec_get(uint64_t id, int nranks);
+ah_comm_t *ah_comm_create(uint64_t id, int nranks, int nnodes, int rank, int abi);
+void ah_comm_finalize(ah_comm_t *c);
+/* Calls fn for every communicator ever created (report). */
+void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg);
+/* An identity for a communicator created where the shim saw no unique id: the same on every rank
+ * only if ranks create such communicators in the same order, which is why it is a last resort. */
+uint64_t ah_comm_fallback_id(size_t nranks, size_t nnodes);
+
+/* ---- timing (shim_timing.c) ------------------------------------------------------------------ */
+/* Brackets a wrapped collective or an outermost group. */
+void ah_timing_begin(cudaStream_t stream);
+void ah_timing_end(cudaStream_t stream);
+/* Attaches one decision to the call being issued on this thread. */
+void ah_timing_note(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank);
+/* Every pending record of this thread is harvested (waiting for none). */
+void ah_timing_harvest(void);
+
+/* ---- report (shim_report.c) ------------------------------------------------------------------ */
+/* Writes the report now (teardown, exit, interval). Serialised; never fails the job. */
+void ah_shim_report_write(const char *why);
+/* Starts the interval writer when AUTOHA_REPORT_INTERVAL_S > 0. */
+void ah_shim_report_start_interval(void);
+
+#endif

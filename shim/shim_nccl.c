@@ -1,0 +1,344 @@
+/* The NCCL API as the application sees it with the shim preloaded. Every wrapper forwards to the
+ * real function and returns its result and error text unchanged; around that it announces each new
+ * communicator's identity (for the tuner's init and for locality), and brackets collectives for
+ * timing. With AUTOHA_ENABLE=0 every wrapper is a plain forward.
+ *
+ * Where NCCL does not run the shim as its tuner (NCCL 2.18 and older, NCCL_TUNER_PLUGIN=none), the
+ * wrappers themselves count and time each collective in observe mode, so the report still shows
+ * what ran: the communicator gets an API-side context (abi 0) at creation.
+ *
+ * Note that calls nest: libnccl's ncclBcast calls ncclBroadcast through its PLT, which lands in
+ * this file again; a per-thread depth makes the inner call pass straight through, so a legacy
+ * broadcast is counted and timed once. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "shim_decide.h"
+#include "shim_real.h"
+#include "uthash.h"
+
+/* ---- communicator handles → identity, for split lineage and the API-side observer ------------- */
+
+typedef struct {
+  ncclComm_t handle;
+  uint64_t id;
+  int splits;
+  ah_comm_t *api; /* API-side context when NCCL does not use the shim as its tuner */
+  UT_hash_handle hh;
+} handle_t;
+
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static handle_t *handles;
+static _Atomic int api_observed; /* some handle is observed from the API: look handles up */
+
+static int dtype_size(ncclDataType_t t) {
+  switch (t) {
+  case ncclInt8: case ncclUint8: return 1;
+  case ncclFloat16: case ncclBfloat16: return 2;
+  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+  default: return 1; /* fp8 types and anything newer */
+  }
+}
+
+/* Remembers a new handle's identity; `api` when the tuner face did not see its creation. */
+static void handle_bind(ncclComm_t comm, uint64_t id, int api, int rank) {
+  if (!comm) return;
+  ah_comm_t *ctx = NULL;
+  if (api) {
+    int n = 0;
+    if (ah_real.CommCount(comm, &n) != ncclSuccess) n = 0;
+    if (rank < 0 && ah_real.CommUserRank(comm, &rank) != ncclSuccess) rank = -1;
+    ctx = ah_comm_create(id, n, 1, rank, 0);
+  }
+  handle_t *h = NULL;
+  pthread_mutex_lock(&handles_lock);
+  HASH_FIND_PTR(handles, &comm, h);
+  if (!h && (h = calloc(1, sizeof *h)) != NULL) {
+    h->handle = comm;
+    HASH_ADD_PTR(handles, handle, h);
+  }
+  if (h) {
+    h->id = id;
+    h->splits = 0;
+    h->api = ctx;
+    if (ctx) atomic_store(&api_observed, 1);
+  }
+  pthread_mutex_unlock(&handles_lock);
+}
+
+/* Returns the identity of a split child of `parent` and counts the split (every rank of the
+ * parent splits in the same order, NOCOLOR included, so the count agrees across ranks). */
+static uint64_t handle_split(ncclComm_t parent, int color) {
+  uint64_t id = 0;
+  pthread_mutex_lock(&handles_lock);
+  handle_t *h = NULL;
+  HASH_FIND_PTR(handles, &parent, h);
+  if (h) id = ah_comm_id_for_split(h->id, ++h->splits, color);
+  pthread_mutex_unlock(&handles_lock);
+  return id;
+}
+
+static ah_comm_t *handle_api_ctx(ncclComm_t comm) {
+  ah_comm_t *c = NULL;
+  pthread_mutex_lock(&handles_lock);
+  handle_t *h = NULL;
+  HASH_FIND_PTR(handles, &comm, h);
+  if (h) c = h->api;
+  pthread_mutex_unlock(&handles_lock);
+  return c;
+}
+
+static void handle_forget(ncclComm_t comm) {
+  ah_comm_t *api = NULL;
+  pthread_mutex_lock(&handles_lock);
+  handle_t *h = NULL;
+  HASH_FIND_PTR(handles, &comm, h);
+  if (h) {
+    api = h->api;
+    HASH_DEL(handles, h);
+    free(h);
+  }
+  pthread_mutex_unlock(&handles_lock);
+  if (api) {
+    ah_comm_finalize(api);
+    ah_shim_report_write("communicator teardown");
+  }
+}
+
+/* Whether a handle created just now needs the API-side observer: NCCL did not run the shim's tuner
+ * init for it on this thread (no tuner ABI, or another tuner / none configured). */
+static int needs_api_observer(void) {
+  if (!ah_shim.tuner_capable) {
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "NCCL %d has no tuner plugin ABI (2.19+): autoha observes and "
+                  "reports only", ah_shim.nccl_version);
+    return 1;
+  }
+  if (ah_comm_last_created()) return 0;
+  AH_LOG_CAPPED(1, AH_LOG_WARN, "NCCL did not load autoha as its tuner (NCCL_TUNER_PLUGIN=%s): "
+                "autoha observes and reports only", getenv("NCCL_TUNER_PLUGIN") ? getenv("NCCL_TUNER_PLUGIN") : "");
+  return 1;
+}
+
+/* nccl.h declares these without a prototype. */
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+
+/* ---- groups ----------------------------------------------------------------------------------- */
+
+static _Thread_local int group_depth;
+static _Thread_local cudaStream_t group_stream; /* first stream a collective of the group used */
+static _Thread_local int group_has_stream;
+static _Thread_local int coll_depth;            /* nesting of wrapped collectives (Bcast) */
+static _Thread_local int initall_ndev;          /* inside ncclCommInitAll: its rank count */
+static _Thread_local uint64_t initall_id;       /* and the identity of the id NCCL made for it */
+
+AH_EXPORT ncclResult_t ncclGroupStart(void) {
+  ah_shim_init();
+  ncclResult_t r = ah_real.GroupStart();
+  if (r == ncclSuccess && ah_shim.enabled) group_depth++;
+  return r;
+}
+
+AH_EXPORT ncclResult_t ncclGroupEnd(void) {
+  ah_shim_init();
+  if (!ah_shim.enabled) return ah_real.GroupEnd();
+  if (group_depth == 0 || --group_depth > 0) return ah_real.GroupEnd();
+  int timed = group_has_stream;
+  cudaStream_t s = group_stream;
+  group_has_stream = 0;
+  if (timed) ah_timing_begin(s);
+  ncclResult_t r = ah_real.GroupEnd();
+  if (timed) ah_timing_end(s);
+  ah_comm_pending_clear(); /* grouped inits have run their tuner init by now (or elsewhere) */
+  return r;
+}
+
+/* The API-side observer: counts the call as NCCL would bucket a lone collective. */
+static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t dt) {
+  ah_comm_t *c = handle_api_ctx(comm);
+  if (!c) return;
+  size_t nbytes = count * (size_t)dtype_size(dt);
+  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 0)
+    nbytes *= (size_t)c->nranks;
+  ah_call_t call = {coll, nbytes, 1, 0, NULL, AH_NUM_ALGOS, AH_NUM_PROTOS, 0, 0};
+  ah_decision_t d;
+  ah_shim_decide(c, &call, &d);
+}
+
+/* Brackets one collective: timed alone outside a group; inside one, the group is timed at its end. */
+#define COLLECTIVE(call, stream, comm, coll, count, dt)                                            \
+  do {                                                                                             \
+    ah_shim_init();                                                                                \
+    if (!ah_shim.enabled || coll_depth > 0) return call;                                           \
+    coll_depth++;                                                                                  \
+    ncclResult_t r_;                                                                               \
+    if (group_depth > 0) {                                                                         \
+      if (!group_has_stream) {                                                                     \
+        group_stream = (stream);                                                                   \
+        group_has_stream = 1;                                                                      \
+      }                                                                                            \
+      r_ = call;                                                                                   \
+      if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0) &&        \
+          r_ == ncclSuccess)                                                                       \
+        api_observe(comm, coll, count, dt);                                                        \
+    } else {                                                                                       \
+      ah_timing_begin(stream);                                                                     \
+      if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0))          \
+        api_observe(comm, coll, count, dt);                                                        \
+      r_ = call;                                                                                   \
+      ah_timing_end(stream);                                                                       \
+    }                                                                                              \
+    coll_depth--;                                                                                  \
+    return r_;                                                                                     \
+  } while (0)
+
+AH_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                     cudaStream_t stream) {
+  COLLECTIVE(ah_real.AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream), stream, comm,
+             AH_FUNC_ALLREDUCE, count, datatype);
+}
+
+AH_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                     ncclDataType_t datatype, int root, ncclComm_t comm,
+                                     cudaStream_t stream) {
+  COLLECTIVE(ah_real.Broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream), stream,
+             comm, AH_FUNC_BROADCAST, count, datatype);
+}
+
+AH_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                                 ncclComm_t comm, cudaStream_t stream) {
+  COLLECTIVE(ah_real.Bcast(buff, count, datatype, root, comm, stream), stream, comm,
+             AH_FUNC_BROADCAST, count, datatype);
+}
+
+AH_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  COLLECTIVE(ah_real.Reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream), stream,
+             comm, AH_FUNC_REDUCE, count, datatype);
+}
+
+AH_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  COLLECTIVE(ah_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream), stream, comm,
+             AH_FUNC_ALLGATHER, sendcount, datatype);
+}
+
+AH_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  COLLECTIVE(ah_real.ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
+             stream, comm, AH_FUNC_REDUCESCATTER, recvcount, datatype);
+}
+
+/* ---- communicator lifetime ------------------------------------------------------------------- */
+
+AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
+  ah_shim_init();
+  ncclResult_t r = ah_real.GetUniqueId(uniqueId);
+  /* Inside ncclCommInitAll, NCCL makes the id itself: every rank of it lives in this process. */
+  if (r == ncclSuccess && ah_shim.enabled && initall_ndev > 0 && uniqueId) {
+    uint64_t id = ah_comm_id_from_unique_id(uniqueId);
+    initall_id = id;
+    for (int i = 0; i < initall_ndev; i++) {
+      ah_commrec_announce(id, initall_ndev);
+      ah_comm_pending_push(id, i);
+    }
+  }
+  return r;
+}
+
+/* Announces the rank, queues the identity for the tuner's init, runs the real constructor, binds
+ * the handle. */
+#define CONSTRUCT(call, newcomm_p, id, nranks_arg, rank_arg)                                               \
+  do {                                                                                             \
+    ah_shim_init();                                                                                \
+    if (!ah_shim.enabled) return call;                                                             \
+    uint64_t id_ = (id);                                                                           \
+    if (id_ != 0) {                                                                                \
+      ah_commrec_announce(id_, (nranks_arg));                                                      \
+      ah_comm_pending_push(id_, (rank_arg));                                                       \
+    }                                                                                              \
+    ah_comm_last_reset();                                                                          \
+    ncclResult_t r_ = call;                                                                        \
+    int grouped_ = group_depth > 0;                                                                \
+    if (!grouped_) ah_comm_pending_clear();                                                        \
+    if (r_ == ncclSuccess && (newcomm_p) && *(newcomm_p)) {                                        \
+      ah_comm_t *ctx_ = ah_comm_last_created();                                                    \
+      int rank_ = (rank_arg);                                                                      \
+      if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)     \
+        ctx_->rank = rank_;                                                                        \
+      handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(), rank_);                    \
+    } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \
+      handle_bind(*(newcomm_p), id_, 0, (rank_arg));                                               \
+    }                                                                                              \
+    return r_;                                                                                     \
+  } while (0)
+
+AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
+                                        int myrank) {
+  CONSTRUCT(ah_real.CommInitRank(newcomm, nranks, commId, myrank), newcomm,
+            ah_comm_id_from_unique_id(&commId), nranks, myrank);
+}
+
+AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
+                                              int myrank, ncclConfig_t *config) {
+  CONSTRUCT(ah_real.CommInitRankConfig(newcomm, nranks, commId, myrank, config), newcomm,
+            ah_comm_id_from_unique_id(&commId), nranks, myrank);
+}
+
+AH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                                ncclUniqueId *commIds, ncclConfig_t *config) {
+  CONSTRUCT(ah_real.CommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config), newcomm,
+            nId > 0 && commIds ? ah_comm_id_from_unique_id(&commIds[0]) : 0, nranks, myrank);
+}
+
+/* NCCL creates the id of ncclCommInitAll itself, through ncclGetUniqueId (which lands in the
+ * wrapper above, where the ranks are announced), then initialises every rank in one group. */
+AH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  ah_shim_init();
+  if (!ah_shim.enabled) return ah_real.CommInitAll(comms, ndev, devlist);
+  initall_ndev = ndev;
+  initall_id = 0;
+  ah_comm_last_reset();
+  ncclResult_t r = ah_real.CommInitAll(comms, ndev, devlist);
+  initall_ndev = 0;
+  if (group_depth == 0) ah_comm_pending_clear();
+  if (r == ncclSuccess && comms) {
+    int api = !ah_shim.tuner_capable || !ah_comm_last_created() ? needs_api_observer() : 0;
+    for (int i = 0; i < ndev; i++) handle_bind(comms[i], initall_id, api, i);
+  }
+  return r;
+}
+
+AH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                     ncclConfig_t *config) {
+  ah_shim_init();
+  if (!ah_shim.enabled) return ah_real.CommSplit(comm, color, key, newcomm, config);
+  uint64_t id = handle_split(comm, color);
+  if (color == NCCL_SPLIT_NOCOLOR || id == 0) return ah_real.CommSplit(comm, color, key, newcomm, config);
+  CONSTRUCT(ah_real.CommSplit(comm, color, key, newcomm, config), newcomm, id, 0, -1);
+}
+
+AH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  ah_shim_init();
+  if (ah_shim.enabled) {
+    ah_timing_harvest();
+    handle_forget(comm);
+  }
+  return ah_real.CommDestroy(comm);
+}
+
+AH_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  ah_shim_init();
+  if (ah_shim.enabled) handle_forget(comm);
+  return ah_real.CommAbort(comm);
+}
+
+AH_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  ah_shim_init();
+  if (ah_shim.enabled) ah_timing_harvest();
+  return ah_real.CommFinalize(comm);
+}

@@ -1,0 +1,55 @@
+/* The real functions the shim forwards to: NCCL's API (the next definition after the shim, found
+ * with dlsym(RTLD_NEXT)) and the CUDA driver's event functions (libcuda.so.1 opened with dlopen, so
+ * timing works whatever CUDA runtime the application uses).
+ *
+ * Note that the table is never half-filled: a function the loaded libnccl lacks gets a stub that
+ * returns ncclInvalidUsage and logs once, so no wrapper ever calls through NULL. */
+#ifndef AH_SHIM_REAL_H
+#define AH_SHIM_REAL_H
+
+#include <cuda.h>
+#include <nccl.h>
+
+typedef struct {
+  ncclResult_t (*GetVersion)(int *);
+  ncclResult_t (*GetUniqueId)(ncclUniqueId *);
+  ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
+  ncclResult_t (*CommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+  ncclResult_t (*CommInitAll)(ncclComm_t *, int, const int *);
+  ncclResult_t (*CommInitRankScalable)(ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *);
+  ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
+  ncclResult_t (*CommDestroy)(ncclComm_t);
+  ncclResult_t (*CommAbort)(ncclComm_t);
+  ncclResult_t (*CommFinalize)(ncclComm_t);
+  ncclResult_t (*CommCount)(const ncclComm_t, int *);
+  ncclResult_t (*CommUserRank)(const ncclComm_t, int *);
+  ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Bcast)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*GroupStart)(void);
+  ncclResult_t (*GroupEnd)(void);
+} ah_real_nccl_t;
+
+typedef struct {
+  int loaded; /* 1 when every function below was resolved from libcuda.so.1 */
+  CUresult (*EventCreate)(CUevent *, unsigned int);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*EventQuery)(CUevent);
+  CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*EventDestroy)(CUevent);
+  CUresult (*CtxGetCurrent)(CUcontext *);
+} ah_real_cuda_t;
+
+extern ah_real_nccl_t ah_real;
+extern ah_real_cuda_t ah_cuda;
+
+/* Resolves every real function once; safe to call from any thread and from every wrapper (another
+ * library's constructor may call NCCL before the shim's constructor has run). */
+void ah_shim_real_init(void);
+/* Opens libcuda.so.1 on first use; returns 1 when event timing is available. */
+int ah_shim_cuda_init(void);
+
+#endif

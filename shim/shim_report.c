@@ -1,0 +1,192 @@
+/* The process's tuning report: a snapshot of every communicator context and key the shim has seen,
+ * handed to the report writer (tuner/ah_report.c), which writes JSON atomically. Written at every
+ * communicator teardown, at exit, and every AUTOHA_REPORT_INTERVAL_S seconds from a background
+ * thread.
+ *
+ * Note that the snapshot reads counters that the decision path updates without locks, so a report
+ * written while collectives run can be a few calls behind; the one written at exit is exact. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim_decide.h"
+#include "shim_internal.h"
+#ifdef AH_HAVE_TUNE
+#include "ah_tune.h"
+#endif
+
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct {
+  ah_report_t *r;
+  int cap;
+  int ok;
+} build_t;
+
+static void stat_copy(ah_report_stat_t *dst, const ah_stat_t *src) {
+  dst->cfg = src->cfg;
+  dst->calls = src->calls;
+  dst->timed = src->timed;
+  dst->us_total = src->us_total;
+  dst->bytes_total = src->bytes_total;
+}
+
+#ifdef AH_HAVE_TUNE
+typedef struct {
+  ah_report_key_t *k;
+  int cap;
+} probes_t;
+
+static void probe_add(void *arg, const ah_config_t *cfg, int samples, double us) {
+  probes_t *p = arg;
+  if (p->k->nprobes == p->cap) {
+    int cap = p->cap ? 2 * p->cap : 16;
+    ah_report_probe_t *n = realloc(p->k->probes, (size_t)cap * sizeof *n);
+    if (!n) return;
+    p->k->probes = n;
+    p->cap = cap;
+  }
+  ah_report_probe_t *e = &p->k->probes[p->k->nprobes++];
+  e->cfg = *cfg;
+  e->samples = samples;
+  e->us = us;
+}
+#endif
+
+static void key_fill(ah_report_key_t *k, const ah_ckey_t *ck) {
+  memset(k, 0, sizeof *k);
+  k->coll = ck->coll;
+  k->bin = ck->bin;
+  k->bytes_min = ck->bytes_min == UINT64_MAX ? 0 : ck->bytes_min;
+  k->bytes_max = ck->bytes_max;
+  k->calls = ck->next;
+  stat_copy(&k->dflt, &ck->dflt);
+  if (ck->applied.calls > 0) stat_copy(&k->applied, &ck->applied);
+  else stat_copy(&k->applied, &ck->dflt);
+  k->source = ck->source;
+  k->sync_waits = ck->sync_waits;
+  k->sync_wait_us = ck->sync_wait_us;
+#ifdef AH_HAVE_TUNE
+  ah_keystate_t *ks = ck->ks;
+  if (ks && ks->tune) {
+    pthread_mutex_lock(&ks->lock);
+    k->tuned = 1;
+    ah_tune_status(ks->tune, &k->tune);
+    probes_t p = {k, 0};
+    ah_tune_foreach_probe(ks->tune, probe_add, &p);
+    pthread_mutex_unlock(&ks->lock);
+  }
+#endif
+}
+
+static void comm_add(void *arg, ah_comm_t *c) {
+  build_t *b = arg;
+  if (!b->ok) return;
+  ah_report_t *r = b->r;
+  if (r->ncomms == b->cap) {
+    int cap = b->cap ? 2 * b->cap : 8;
+    ah_report_comm_t *n = realloc(r->comms, (size_t)cap * sizeof *n);
+    if (!n) {
+      b->ok = 0;
+      return;
+    }
+    r->comms = n;
+    b->cap = cap;
+  }
+  ah_report_comm_t *rc = &r->comms[r->ncomms];
+  memset(rc, 0, sizeof *rc);
+  rc->id = c->id;
+  rc->nranks = c->nranks;
+  rc->nnodes = c->nnodes;
+  rc->rank = c->rank;
+  pthread_mutex_lock(&c->lock);
+  int n = 0;
+  for (int coll = 0; coll < AH_NUM_FUNCTIONS; coll++)
+    for (int bin = 0; bin < AH_BINS; bin++)
+      if (c->keys[coll][bin]) n++;
+  rc->keys = n ? calloc((size_t)n, sizeof *rc->keys) : NULL;
+  if (n && !rc->keys) {
+    pthread_mutex_unlock(&c->lock);
+    b->ok = 0;
+    return;
+  }
+  for (int coll = 0; coll < AH_NUM_FUNCTIONS; coll++)
+    for (int bin = 0; bin < AH_BINS; bin++)
+      if (c->keys[coll][bin]) key_fill(&rc->keys[rc->nkeys++], c->keys[coll][bin]);
+  pthread_mutex_unlock(&c->lock);
+  if (c->rank >= 0 && (r->rank < 0 || c->rank < r->rank)) r->rank = c->rank;
+  r->ncomms++;
+}
+
+static void report_free(ah_report_t *r) {
+  for (int i = 0; i < r->ncomms; i++) {
+    for (int k = 0; k < r->comms[i].nkeys; k++) free(r->comms[i].keys[k].probes);
+    free(r->comms[i].keys);
+  }
+  free(r->comms);
+}
+
+void ah_shim_report_write(const char *why) {
+  const ah_settings_t *s = ah_shim.settings;
+  if (!ah_shim.enabled || !s || !s->report[0]) return;
+  pthread_mutex_lock(&write_lock);
+  ah_report_t r;
+  memset(&r, 0, sizeof r);
+  r.rank = -1;
+  r.pid = (int)getpid();
+  if (gethostname(r.host, sizeof r.host) != 0) snprintf(r.host, sizeof r.host, "?");
+  r.host[sizeof r.host - 1] = 0;
+  const char *job = getenv("SLURM_JOB_ID");
+  if (!job) job = getenv("TORCHELASTIC_RUN_ID");
+  snprintf(r.job, sizeof r.job, "%s", job ? job : "");
+  r.nccl_version = ah_shim.nccl_version;
+  ah_shim_fingerprint(r.topo);
+  snprintf(r.mode, sizeof r.mode, "%s", ah_env_mode_name(ah_shim.mode));
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  build_t b = {&r, 0, 1};
+  ah_comm_foreach(comm_add, &b);
+  char path[AH_ENV_PATH_MAX], err[256];
+  if (b.ok && r.ncomms == 0) {
+    /* no communicator in this process (a launcher, a helper): nothing to report */
+  } else if (!b.ok) {
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory building the report (%s): not written", why);
+  } else if (ah_report_path_expand(s->report, r.host, r.pid, r.rank, path, sizeof path, err, sizeof err) != 0) {
+    AH_LOG_CAPPED(1, AH_LOG_ERROR, "AUTOHA_REPORT: %s: no report is written", err);
+  } else if (ah_report_write(&r, path, err, sizeof err) != 0) {
+    AH_LOG_CAPPED(3, AH_LOG_ERROR, "cannot write the report (%s): %s", why, err);
+  } else {
+    ah_log(AH_LOG_DEBUG, "report written to %s (%s)", path, why);
+  }
+  report_free(&r);
+  pthread_mutex_unlock(&write_lock);
+}
+
+/* ---- interval writer ---------------------------------------------------------------------------- */
+
+static void *interval_main(void *arg) {
+  (void)arg;
+  int secs = ah_shim.settings->report_interval_s;
+  for (;;) {
+    struct timespec t = {secs, 0};
+    while (nanosleep(&t, &t) != 0) {}
+    ah_shim_report_write("interval");
+  }
+  return NULL;
+}
+
+void ah_shim_report_start_interval(void) {
+  const ah_settings_t *s = ah_shim.settings;
+  if (!s || s->report_interval_s <= 0 || !s->report[0]) return;
+  pthread_t th;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&th, &attr, interval_main, NULL) != 0)
+    ah_log(AH_LOG_WARN, "cannot start the report interval thread: reports at teardown and exit only");
+  pthread_attr_destroy(&attr);
+}

@@ -1,0 +1,171 @@
+/* The shim as NCCL's tuner plugin: it exports ncclTunerPlugin_v1 ... _v6, so whichever version the
+ * loaded NCCL asks for finds one. Each export is a thin adapter onto one decision path
+ * (ah_shim_decide), which returns the configuration for the call; the adapters apply it with each
+ * ABI's rules:
+ *   - v3+: force a pair by setting its cost-table cell to 0.0 — never a cell that holds -1 (a pair
+ *     NCCL cannot run); other cells that could tie at 0 are raised so the argmin is ours.
+ *   - v1/v2: return the pair in the out-parameters, only when the collNet/NVLS flags allow it,
+ *     because NCCL 2.19-2.21 do no support check of their own.
+ *   - nChannels: 0 means "keep NCCL's"; getCollInfo always returns ncclSuccess, since NCCL fails
+ *     the collective on any other value. */
+
+#include "shim_decide.h"
+#include "shim_internal.h"
+
+/* Applies a decision to a v3+ cost table. A partial pair (algorithm or protocol -1) forces the
+ * cheapest cell NCCL allows among those matching it. Returns 1 when the pair was applied (or
+ * nothing was forced), 0 when no allowed cell matches (the caller refuses the decision). */
+static int apply_table(float **collCostTable, int numAlgo, int numProto, const ah_decision_t *d) {
+  if (d->algo < 0 && d->proto < 0) return 1;
+  float(*t)[numProto] = AH_COST_TABLE(collCostTable, numProto);
+  int ba = -1, bp = -1;
+  for (int a = 0; a < numAlgo; a++)
+    for (int p = 0; p < numProto; p++)
+      if ((d->algo < 0 || a == d->algo) && (d->proto < 0 || p == d->proto) && t[a][p] >= 0 &&
+          (ba < 0 || t[a][p] < t[ba][bp])) {
+        ba = a;
+        bp = p;
+      }
+  if (ba < 0) return 0;
+  for (int a = 0; a < numAlgo; a++)
+    for (int p = 0; p < numProto; p++)
+      if (t[a][p] != AH_COST_IGNORE && (a != ba || p != bp) && t[a][p] <= 0.0f)
+        t[a][p] = 1e6f; /* a 0.0 cell earlier in index order would win the tie */
+  t[ba][bp] = 0.0f;
+  return 1;
+}
+
+static ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size_t nBytes,
+                                        int numPipeOps, float **collCostTable, int numAlgo,
+                                        int numProto, int regBuff, int *nChannels) {
+  ah_comm_t *c = ctx;
+  if (!c || !ah_shim.enabled || !collCostTable || numProto <= 0 || numAlgo <= 0) return ncclSuccess;
+  ah_call_t call = {collType, nBytes, numPipeOps, regBuff, (const float *)(void *)collCostTable,
+                    numAlgo, numProto, 0, 0};
+  ah_decision_t d;
+  ah_shim_decide(c, &call, &d);
+  if (!apply_table(collCostTable, numAlgo, numProto, &d)) ah_shim_refused(c, &call, &d);
+  if (d.nchannels > 0 && nChannels) *nChannels = d.nchannels;
+  return ncclSuccess;
+}
+
+/* v1/v2: NCCL wants both or neither of algorithm and protocol; a partial pair is completed with
+ * SIMPLE (algorithm given) or RING (protocol given), and only pairs the flags allow are returned
+ * (ah_shim_decide checked them), because NCCL 2.19-2.21 do no support check of their own. */
+static ncclResult_t get_coll_info_flags(void *ctx, ah_nccl_func_t collType, size_t nBytes,
+                                        int collNetSupport, int nvlsSupport, int numPipeOps,
+                                        int *algorithm, int *protocol, int *nChannels) {
+  ah_comm_t *c = ctx;
+  if (!c || !ah_shim.enabled) return ncclSuccess;
+  ah_call_t call = {collType, nBytes, numPipeOps, 0, NULL, AH_NUM_ALGOS, AH_NUM_PROTOS,
+                    collNetSupport, nvlsSupport};
+  ah_decision_t d;
+  ah_shim_decide(c, &call, &d);
+  if (d.algo >= 0 || d.proto >= 0) {
+    int a = d.algo >= 0 ? d.algo : AH_ALGO_RING, p = d.proto >= 0 ? d.proto : AH_PROTO_SIMPLE;
+    if (algorithm && protocol) {
+      *algorithm = a;
+      *protocol = p;
+    }
+  }
+  if (d.nchannels > 0 && nChannels) *nChannels = d.nchannels;
+  return ncclSuccess;
+}
+
+/* ---- init / finalize per ABI ------------------------------------------------------------------ */
+
+/* One context per communicator per rank. The identity is NCCL's commId when given (v5+), else
+ * the one the constructor wrapper queued on this thread, else a last-resort counter. An error here
+ * would fail the communicator's creation, so init always succeeds (a NULL context passes through). */
+static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, size_t nNodes, int abi) {
+  ah_shim_init();
+  *context = NULL;
+  if (!ah_shim.enabled) return ncclSuccess;
+  uint64_t id = commId, pending_id = 0;
+  int rank = -1;
+  if (ah_comm_pending_pop(&pending_id, &rank) && id == 0) id = pending_id;
+  if (id == 0) id = ah_comm_fallback_id(nRanks, nNodes);
+  ah_comm_t *c = ah_comm_create(id, (int)nRanks, (int)nNodes, rank, abi);
+  if (!c) ah_log(AH_LOG_WARN, "out of memory creating tuner state: this communicator passes through");
+  *context = c;
+  return ncclSuccess;
+}
+
+static ncclResult_t finalize_common(void *context) {
+  if (context) {
+    ah_comm_finalize(context);
+    ah_shim_report_write("communicator teardown");
+  }
+  return ncclSuccess;
+}
+
+/* v1 has no context: NCCL 2.19/2.20 run one tuner state for the process, so the shim's v1 state is
+ * the communicator initialised last (a job with one communicator, the common case there, is exact). */
+static void *ah_shim_v1_context;
+
+static ncclResult_t v1_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log) {
+  (void)log;
+  return init_common(&ah_shim_v1_context, 0, nRanks, nNodes, 1);
+}
+static ncclResult_t v1_get(ah_nccl_func_t ct, size_t nb, int cn, int nv, int np, int *a, int *p, int *nc) {
+  return get_coll_info_flags(ah_shim_v1_context, ct, nb, cn, nv, np, a, p, nc);
+}
+static ncclResult_t v1_destroy(void) {
+  void *c = ah_shim_v1_context;
+  ah_shim_v1_context = NULL;
+  return finalize_common(c);
+}
+
+static ncclResult_t v2_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log, void **ctx) {
+  (void)log;
+  return init_common(ctx, 0, nRanks, nNodes, 2);
+}
+static ncclResult_t v3_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log, void **ctx) {
+  (void)log;
+  return init_common(ctx, 0, nRanks, nNodes, 3);
+}
+static ncclResult_t v4_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log, void **ctx) {
+  (void)log;
+  return init_common(ctx, 0, nRanks, nNodes, 4);
+}
+static ncclResult_t v5_init(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                            ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
+                            ah_tuner_constants_v5_t *constants) {
+  (void)log, (void)dom, (void)constants;
+  return init_common(ctx, commId, nRanks, nNodes, 5);
+}
+static ncclResult_t v6_init(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                            ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
+                            ah_tuner_constants_v5_t *constants) {
+  (void)log, (void)dom, (void)constants;
+  return init_common(ctx, commId, nRanks, nNodes, 6);
+}
+static ncclResult_t v2_get(void *ctx, ah_nccl_func_t ct, size_t nb, int cn, int nv, int np, int *a,
+                           int *p, int *nc) {
+  return get_coll_info_flags(ctx, ct, nb, cn, nv, np, a, p, nc);
+}
+static ncclResult_t v3_get(void *ctx, ah_nccl_func_t ct, size_t nb, int np, float **t, int na,
+                           int npr, int *nc) {
+  return get_coll_info_table(ctx, ct, nb, np, t, na, npr, 0, nc);
+}
+static ncclResult_t v4_get(void *ctx, ah_nccl_func_t ct, size_t nb, int np, float **t, int na,
+                           int npr, int rb, int *nc) {
+  return get_coll_info_table(ctx, ct, nb, np, t, na, npr, rb, nc);
+}
+static ncclResult_t v6_chunk(void *ctx, ah_nccl_func_t ct, size_t nb, int algo, int proto, int nch,
+                             size_t *chunk) {
+  (void)algo, (void)proto, (void)nch;
+  ah_comm_t *c = ctx;
+  if (c && ah_shim.enabled && chunk) {
+    size_t v = ah_shim_decide_chunk(c, ct, nb);
+    if (v > 0) *chunk = v; /* NCCL clamps it to the buffer and aligns it to the protocol grain */
+  }
+  return ncclSuccess;
+}
+
+AH_EXPORT const ah_tuner_v1_t ncclTunerPlugin_v1 = {"autoha", v1_init, v1_get, v1_destroy};
+AH_EXPORT const ah_tuner_v2_t ncclTunerPlugin_v2 = {"autoha", v2_init, v2_get, finalize_common};
+AH_EXPORT const ah_tuner_v3_t ncclTunerPlugin_v3 = {"autoha", v3_init, v3_get, finalize_common};
+AH_EXPORT const ah_tuner_v4_t ncclTunerPlugin_v4 = {"autoha", v4_init, v4_get, finalize_common};
+AH_EXPORT const ah_tuner_v5_t ncclTunerPlugin_v5 = {"autoha", v5_init, v4_get, finalize_common};
+AH_EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"autoha", v6_init, v4_get, finalize_common, v6_chunk};
