@@ -1,0 +1,493 @@
+/* ah_path.c: the kernel's flow-label ↔ UDP-source-port arithmetic, the traffic-class rule, the
+ * switch hash model, the path catalog and the runtime policy the verbs hook asks at each RTR.
+ *
+ * The key choice: the hook never names a port directly; it writes the flow label that the kernel
+ * folds into the wanted port (ah_path_sport_to_label), so it works on every RoCEv2 driver that
+ * honours grh.flow_label, with no vendor API. Every parser here is strict and reports the first bad
+ * line with its text; a policy whose input is bad degrades to "leave the QP as NCCL set it". */
+#include "ah_path.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_log.h"
+#include "ah_path_text.h"
+#include "uthash.h"
+
+/* ---- kernel arithmetic ------------------------------------------------------------------------ */
+
+uint16_t ah_path_label_to_sport(uint32_t label) {
+  uint32_t lo = label & 0x03FFFu, hi = label & 0xFC000u;
+  lo ^= hi >> 14;
+  return (uint16_t)(lo | AH_PATH_SPORT_MIN);
+}
+
+uint32_t ah_path_sport_to_label(uint16_t sport) {
+  if (sport < AH_PATH_SPORT_MIN) return 0;
+  uint32_t lo = sport & 0x3FFFu;
+  /* With the high six bits 0 the label is the port's low 14 bits; port 0xC000 would then need label
+   * 0, which means "no label", so it is written as high bits 1 and low bits 1 (1 ^ 1 = 0). */
+  return lo ? lo : ((1u << 14) | 1u);
+}
+
+uint32_t ah_path_label_from_qpn(uint32_t lqpn, uint32_t rqpn) {
+  uint64_t v = (uint64_t)lqpn * rqpn;
+  v ^= v >> 20;
+  v ^= v >> 40;
+  return (uint32_t)(v & AH_PATH_LABEL_MASK);
+}
+
+uint8_t ah_path_tc_with_dscp(uint8_t tc, unsigned dscp) {
+  return (uint8_t)(((dscp & 0x3Fu) << 2) | (tc & 0x3u));
+}
+
+/* ---- hash model ------------------------------------------------------------------------------- */
+
+static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    crc ^= p[i];
+    for (int b = 0; b < 8; b++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return crc;
+}
+
+uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport) {
+  uint8_t tail[5] = {17, (uint8_t)(sport >> 8), (uint8_t)sport, (uint8_t)(AH_PATH_ROCE_DPORT >> 8),
+                     (uint8_t)AH_PATH_ROCE_DPORT};
+  uint32_t c = ~seed;
+  c = crc32_update(c, sgid, 16);
+  c = crc32_update(c, dgid, 16);
+  c = crc32_update(c, tail, sizeof tail);
+  c = ~c;
+  /* CRC-32 is linear: fold the high half in so that `mod n` for small n sees every input bit. */
+  return c ^ (c >> 16) ^ (c >> 7);
+}
+
+uint16_t ah_path_spread_port(uint32_t pair_hash, unsigned k) {
+  unsigned r = 0;
+  for (int b = 0; b < 14; b++)
+    if (k & (1u << b)) r |= 1u << (13 - b);
+  return (uint16_t)(AH_PATH_SPORT_MIN | ((pair_hash + r) & 0x3FFFu));
+}
+
+int ah_path_gid_parse(const char *text, uint8_t gid_p[16]) {
+  uint8_t g[16];
+  struct in_addr a4;
+  if (!text || !*text) return -1;
+  if (inet_pton(AF_INET, text, &a4) == 1) {
+    memset(g, 0, sizeof g);
+    g[10] = g[11] = 0xFF;
+    memcpy(g + 12, &a4, 4);
+  } else if (inet_pton(AF_INET6, text, g) != 1) {
+    return -1;
+  }
+  memcpy(gid_p, g, 16);
+  return 0;
+}
+
+/* ---- small strict parsers --------------------------------------------------------------------- */
+
+int ah_path_text_long(const char *s, long lo, long hi, long *v_p) {
+  if (!s || !*s || isspace((unsigned char)*s)) return -1;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 0);
+  if (errno || *end || v < lo || v > hi) return -1;
+  *v_p = v;
+  return 0;
+}
+
+int ah_path_parse_tc(const char *text, int *tc_p, int *is_dscp_p) {
+  long v;
+  if (!text) return -1;
+  if (strncmp(text, "dscp=", 5) == 0) {
+    if (ah_path_text_long(text + 5, 0, 63, &v)) return -1;
+    *tc_p = (int)v;
+    *is_dscp_p = 1;
+    return 0;
+  }
+  if (ah_path_text_long(text, 0, 255, &v)) return -1;
+  *tc_p = (int)v;
+  *is_dscp_p = 0;
+  return 0;
+}
+
+int ah_path_text_words(char *line, char **w, int max) {
+  int n = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(line, " \t\r", &save); t; t = strtok_r(NULL, " \t\r", &save)) {
+    if (n == max) return max + 1;
+    w[n++] = t;
+  }
+  return n;
+}
+
+char *ah_path_text_line(char **cur, int *lineno_p, char *orig, unsigned orig_size) {
+  char *line = *cur;
+  if (!line || !*line) return NULL;
+  char *nl = strchr(line, '\n');
+  if (nl) {
+    *nl = '\0';
+    *cur = nl + 1;
+  } else {
+    *cur = line + strlen(line);
+  }
+  (*lineno_p)++;
+  size_t len = strlen(line);
+  if (len && line[len - 1] == '\r') line[len - 1] = '\0';
+  snprintf(orig, orig_size, "%s", line);
+  char *hash = strchr(line, '#');
+  if (hash) *hash = '\0';
+  return line;
+}
+
+char *ah_path_text_read(const char *path, const char *what) {
+  FILE *f = fopen(path, "re");
+  if (!f) {
+    ah_log(AH_LOG_ERROR, "cannot open %s '%s': %s", what, path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (n + 1 < cap) break;
+    if (cap > (64u << 20)) {
+      ah_log(AH_LOG_ERROR, "%s '%s' is larger than 64 MiB", what, path);
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    char *nb = realloc(buf, cap * 2);
+    if (!nb) {
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    buf = nb;
+    cap *= 2;
+  }
+  if (buf && ferror(f)) {
+    ah_log(AH_LOG_ERROR, "cannot read %s '%s': %s", what, path, strerror(errno));
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  if (buf) buf[n] = '\0';
+  return buf;
+}
+
+/* ---- path catalog ----------------------------------------------------------------------------- */
+
+typedef struct {
+  char src[AH_PATH_NAME_MAX];        /* device name, or "*" */
+  int src_is_gid;
+  uint8_t sgid[16];
+  uint8_t dgid[16];
+  int nports;
+  uint16_t *ports;
+} cat_entry_t;
+
+struct ah_path_catalog {
+  int n;
+  cat_entry_t *e;
+};
+
+void ah_path_catalog_free(ah_path_catalog_t *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n; i++) free(c->e[i].ports);
+  free(c->e);
+  free(c);
+}
+
+/* Parses "p1,p2,..." into e->ports. */
+static int cat_ports(char *list, cat_entry_t *e) {
+  int n = 1;
+  for (const char *p = list; *p; p++) n += *p == ',';
+  e->ports = calloc((size_t)n, sizeof *e->ports);
+  if (!e->ports) return -1;
+  char *save = NULL;
+  e->nports = 0;
+  for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    long v;
+    if (ah_path_text_long(t, AH_PATH_SPORT_MIN, AH_PATH_SPORT_MAX, &v)) return -1;
+    e->ports[e->nports++] = (uint16_t)v;
+  }
+  return e->nports == n ? 0 : -1;
+}
+
+int ah_path_catalog_parse(const char *text, const char *origin, ah_path_catalog_t **catalog_p) {
+  ah_path_catalog_t *c = calloc(1, sizeof *c);
+  char *copy = text ? strdup(text) : NULL;
+  int cap = 0, lineno = 0, rc = -1;
+  if (!c || !copy) goto out;
+  char *cur = copy, *line, orig[256];
+  while ((line = ah_path_text_line(&cur, &lineno, orig, sizeof orig)) != NULL) {
+    char *w[4];
+    int nw = ah_path_text_words(line, w, 3);
+    if (nw == 0) continue;
+    if (c->n == cap) {
+      int ncap = cap ? cap * 2 : 16;
+      cat_entry_t *ne = realloc(c->e, (size_t)ncap * sizeof *ne);
+      if (!ne) goto out;
+      c->e = ne;
+      cap = ncap;
+    }
+    cat_entry_t *e = &c->e[c->n];
+    memset(e, 0, sizeof *e);
+    const char *why = NULL;
+    if (nw != 3) {
+      why = "expected: SOURCE DESTINATION PORT[,PORT...]";
+    } else if (strlen(w[0]) >= AH_PATH_NAME_MAX) {
+      why = "source name too long";
+    } else if (ah_path_gid_parse(w[1], e->dgid)) {
+      why = "destination is not an IPv4/IPv6 address or GID";
+    } else {
+      snprintf(e->src, sizeof e->src, "%s", w[0]);
+      e->src_is_gid = ah_path_gid_parse(w[0], e->sgid) == 0;
+      c->n++; /* owns e->ports from here, freed with the catalog */
+      if (cat_ports(w[2], e)) why = "ports must be numbers in 49152-65535 (0xC000-0xFFFF), comma-separated";
+    }
+    if (why) {
+      ah_log(AH_LOG_ERROR, "path catalog %s line %d: '%s': %s", origin, lineno, orig, why);
+      goto out;
+    }
+  }
+  *catalog_p = c;
+  c = NULL;
+  rc = 0;
+out:
+  if (rc && !copy) ah_log(AH_LOG_ERROR, "path catalog %s: out of memory", origin);
+  free(copy);
+  ah_path_catalog_free(c);
+  return rc;
+}
+
+int ah_path_catalog_load(const char *path, ah_path_catalog_t **catalog_p) {
+  char *text = ah_path_text_read(path, "path catalog");
+  if (!text) return -1;
+  int rc = ah_path_catalog_parse(text, path, catalog_p);
+  free(text);
+  return rc;
+}
+
+uint16_t ah_path_catalog_port(const ah_path_catalog_t *c, const char *dev, const uint8_t *sgid,
+                              const uint8_t dgid[16], unsigned k) {
+  const cat_entry_t *wild = NULL;
+  for (int i = 0; c && i < c->n; i++) {
+    const cat_entry_t *e = &c->e[i];
+    if (memcmp(e->dgid, dgid, 16) != 0 || e->nports == 0) continue;
+    if (strcmp(e->src, "*") == 0) {
+      if (!wild) wild = e;
+      continue;
+    }
+    int match = e->src_is_gid ? (sgid && memcmp(e->sgid, sgid, 16) == 0) : (dev && strcmp(e->src, dev) == 0);
+    if (match) return e->ports[k % (unsigned)e->nports];
+  }
+  return wild ? wild->ports[k % (unsigned)wild->nports] : 0;
+}
+
+/* ---- runtime policy --------------------------------------------------------------------------- */
+
+typedef struct {
+  char dev[AH_PATH_NAME_MAX];
+  int port;
+  uint8_t dgid[16];
+} pair_key_t;
+
+typedef struct {
+  pair_key_t key;
+  unsigned next; /* QPs of this pair seen so far */
+  UT_hash_handle hh;
+} pair_t;
+
+struct ah_path_policy {
+  int active;
+  int mode, method;
+  int tc, tc_is_dscp; /* tc -1: keep NCCL's */
+  char host[AH_PATH_NAME_MAX];
+  ah_path_catalog_t *catalog;
+  ah_path_topo_t *topo;
+  ah_path_flow_t *flows;
+  ah_path_route_t *routes;
+  int nflows, local_host;
+  pthread_mutex_t lock;
+  pair_t *pairs;
+};
+
+static int is_on(const char *v, int *on_p) {
+  static const char *on[] = {"1", "on", "yes", "true"}, *off[] = {"0", "off", "no", "false"};
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(v, on[i]) == 0) return *on_p = 1, 0;
+    if (strcasecmp(v, off[i]) == 0) return *on_p = 0, 0;
+  }
+  return -1;
+}
+
+static void policy_load_plan(ah_path_policy_t *p, const char *topo_path) {
+  if (!topo_path || !*topo_path) {
+    ah_log(AH_LOG_ERROR, "AUTOHA_QP_SPORT=plan needs AUTOHA_QP_TOPO=PATH (a topology file); "
+                         "leaving source ports as NCCL sets them");
+    p->mode = AH_PATH_SPORT_OFF;
+    return;
+  }
+  if (ah_path_topo_load(topo_path, &p->topo)) {
+    p->mode = AH_PATH_SPORT_OFF;
+    return;
+  }
+  p->local_host = -1;
+  for (int i = 0; i < p->topo->nhosts; i++)
+    if (strcmp(p->topo->hosts[i].name, p->host) == 0) p->local_host = i;
+  int n = ah_path_topo_flows(p->topo, &p->flows);
+  if (n >= 0) {
+    p->nflows = n;
+    p->routes = calloc((size_t)(n ? n : 1), sizeof *p->routes);
+  }
+  if (n < 0 || !p->routes || ah_path_plan(p->topo, p->flows, n, p->routes)) {
+    ah_log(AH_LOG_ERROR, "path plan for %s: out of memory; leaving source ports as NCCL sets them",
+           topo_path);
+    p->mode = AH_PATH_SPORT_OFF;
+    return;
+  }
+  if (p->local_host < 0)
+    ah_log(AH_LOG_WARN, "host '%s' is not in topology %s: its QPs get spread ports", p->host, topo_path);
+}
+
+ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *s) {
+  ah_path_policy_t *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  pthread_mutex_init(&p->lock, NULL);
+  p->tc = -1;
+  p->mode = AH_PATH_SPORT_SPREAD;
+  snprintf(p->host, sizeof p->host, "%s", s->host ? s->host : "");
+  int on = 1;
+  if (s->qp && is_on(s->qp, &on)) {
+    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP: '%s' (expected on|off); QPs left as NCCL sets them",
+           s->qp);
+    on = 0;
+  }
+  if (!on) return p; /* active stays 0: pure pass-through */
+  p->active = 1;
+  if (s->method && *s->method) {
+    if (strcmp(s->method, "label") == 0) p->method = AH_PATH_METHOD_LABEL;
+    else if (strcmp(s->method, "mlx5dv") == 0) p->method = AH_PATH_METHOD_MLX5DV;
+    else ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP_METHOD: '%s' (expected label|mlx5dv); using label",
+                s->method);
+  }
+  if (s->tc && *s->tc && ah_path_parse_tc(s->tc, &p->tc, &p->tc_is_dscp)) {
+    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP_TC: '%s' (expected 0-255 or dscp=0-63); "
+                         "traffic class left as NCCL sets it", s->tc);
+    p->tc = -1;
+  }
+  const char *m = s->sport;
+  if (!m || !*m || strcmp(m, "spread") == 0) {
+    p->mode = AH_PATH_SPORT_SPREAD;
+  } else if (strcmp(m, "off") == 0) {
+    p->mode = AH_PATH_SPORT_OFF;
+  } else if (strncmp(m, "file:", 5) == 0) {
+    p->mode = ah_path_catalog_load(m + 5, &p->catalog) ? AH_PATH_SPORT_OFF : AH_PATH_SPORT_FILE;
+  } else if (strcmp(m, "plan") == 0) {
+    p->mode = AH_PATH_SPORT_PLAN;
+    policy_load_plan(p, s->topo);
+  } else {
+    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP_SPORT: '%s' (expected off|spread|file:PATH|plan); "
+                         "source ports left as NCCL sets them", m);
+    p->mode = AH_PATH_SPORT_OFF;
+  }
+  if (p->mode == AH_PATH_SPORT_OFF && p->tc < 0) p->active = 0;
+  return p;
+}
+
+void ah_path_policy_free(ah_path_policy_t *p) {
+  if (!p) return;
+  pair_t *e, *tmp;
+  HASH_ITER(hh, p->pairs, e, tmp) {
+    HASH_DEL(p->pairs, e);
+    free(e);
+  }
+  ah_path_catalog_free(p->catalog);
+  ah_path_topo_free(p->topo);
+  free(p->flows);
+  free(p->routes);
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+}
+
+int ah_path_policy_active(const ah_path_policy_t *p) { return p && p->active; }
+int ah_path_policy_sport_mode(const ah_path_policy_t *p) { return p && p->active ? p->mode : AH_PATH_SPORT_OFF; }
+int ah_path_policy_method(const ah_path_policy_t *p) { return p ? p->method : AH_PATH_METHOD_LABEL; }
+
+int ah_path_policy_tc(const ah_path_policy_t *p, uint8_t tc) {
+  if (!p || !p->active || p->tc < 0) return -1;
+  return p->tc_is_dscp ? ah_path_tc_with_dscp(tc, (unsigned)p->tc) : ((p->tc & ~3) | (tc & 3));
+}
+
+int ah_path_policy_config_tc(const ah_path_policy_t *p) {
+  if (!p || !p->active || p->tc < 0) return -1;
+  return p->tc_is_dscp ? p->tc << 2 : p->tc;
+}
+
+/* Finds the host and NIC owning `gid` in the topology; returns 0 when found. */
+static int topo_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *host_p, int *nic_p) {
+  for (int h = 0; h < t->nhosts; h++)
+    for (int n = 0; n < t->hosts[h].nnics; n++)
+      if (memcmp(t->hosts[h].gid[n], gid, 16) == 0) return *host_p = h, *nic_p = n, 0;
+  return -1;
+}
+
+static uint16_t plan_port(const ah_path_policy_t *p, const ah_path_qp_t *qp, unsigned k) {
+  const ah_path_topo_t *t = p->topo;
+  int sh = p->local_host, sn = -1, dh, dn;
+  if (topo_find_gid(t, qp->dgid, &dh, &dn)) return 0;
+  if (!qp->has_sgid || topo_find_gid(t, qp->sgid, &sh, &sn)) { /* else: by host name and device */
+    if (sh < 0) return 0;
+    for (int n = 0; n < t->hosts[sh].nnics; n++)
+      if (qp->dev && strcmp(t->hosts[sh].dev[n], qp->dev) == 0) sn = n;
+  }
+  if (sn < 0) return 0;
+  for (int i = 0; i < p->nflows; i++) {
+    const ah_path_flow_t *f = &p->flows[i];
+    if (f->shost == sh && f->snic == sn && f->dhost == dh && f->dnic == dn && f->k == (int)k)
+      return p->routes[i].sport;
+  }
+  return 0;
+}
+
+uint16_t ah_path_policy_sport(ah_path_policy_t *p, const ah_path_qp_t *qp) {
+  if (!p || !p->active || p->mode == AH_PATH_SPORT_OFF) return 0;
+  pair_key_t key;
+  memset(&key, 0, sizeof key);
+  snprintf(key.dev, sizeof key.dev, "%s", qp->dev ? qp->dev : "");
+  key.port = qp->port;
+  memcpy(key.dgid, qp->dgid, 16);
+  unsigned k = 0;
+  pthread_mutex_lock(&p->lock);
+  pair_t *e = NULL;
+  HASH_FIND(hh, p->pairs, &key, sizeof key, e);
+  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
+    e->key = key;
+    HASH_ADD(hh, p->pairs, key, sizeof key, e);
+  }
+  if (e) k = e->next++;
+  pthread_mutex_unlock(&p->lock);
+
+  uint16_t port = 0;
+  if (p->mode == AH_PATH_SPORT_FILE) port = ah_path_catalog_port(p->catalog, qp->dev, qp->has_sgid ? qp->sgid : NULL, qp->dgid, k);
+  else if (p->mode == AH_PATH_SPORT_PLAN) port = plan_port(p, qp, k);
+  if (port == 0 && p->mode != AH_PATH_SPORT_FILE) {
+    /* spread, and plan's fallback for a QP the plan does not know */
+    uint32_t h = ~0u;
+    h = crc32_update(h, (const uint8_t *)p->host, strlen(p->host));
+    h = crc32_update(h, (const uint8_t *)&key, sizeof key);
+    if (qp->has_sgid) h = crc32_update(h, qp->sgid, 16);
+    port = ah_path_spread_port(~h, k);
+  }
+  return port;
+}

@@ -1,0 +1,175 @@
+/* ah_path.h: the QP path and priority policy — which RoCEv2 UDP source port (ECMP path) and which
+ * traffic class each RDMA queue pair gets. Pure logic: the shim's verbs hook (shim/shim_verbs.c)
+ * asks this module at a QP's INIT→RTR transition and writes the answer into grh.flow_label and
+ * grh.traffic_class; bench/path_plan runs the same planner over a modelled fat tree.
+ *
+ * The source port is chosen through the flow label because that is what the kernel hashes
+ * (rdma_flow_label_to_udp_sport, research/anchors.md §5): a label that maps to the wanted port is
+ * written, never the port itself. Policies: off (keep NCCL's QPN-derived port), spread (distinct,
+ * evenly spread ports per (local NIC, remote GID) pair), file:PATH (a probed path catalog, as
+ * C4P's prober produces) and plan (a topology file plus a switch hash model, balanced job-wide with
+ * C4P's dual-port rule and Crux's GPU-intensity order). */
+#ifndef AH_PATH_H
+#define AH_PATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AH_PATH_SPORT_MIN 0xC000u /* IB_ROCE_UDP_ENCAP_VALID_PORT_MIN */
+#define AH_PATH_SPORT_MAX 0xFFFFu
+#define AH_PATH_ROCE_DPORT 4791u
+#define AH_PATH_LABEL_MASK 0xFFFFFu /* 20-bit IPv6 flow label */
+
+/* ---- the kernel's arithmetic (include/rdma/ib_verbs.h) ---------------------------------------- */
+
+/* The UDP source port the kernel derives from a flow label (rdma_flow_label_to_udp_sport). */
+uint16_t ah_path_label_to_sport(uint32_t label);
+/* A non-zero flow label that the kernel maps to `sport`; 0 when sport is outside 0xC000–0xFFFF.
+ * Note that the label is never 0, because 0 tells the kernel "derive one from the QP numbers". */
+uint32_t ah_path_sport_to_label(uint16_t sport);
+/* The label the kernel uses when the modify carries 0 (rdma_calc_flow_label): NCCL's own path. */
+uint32_t ah_path_label_from_qpn(uint32_t lqpn, uint32_t rqpn);
+/* The traffic class written for DSCP `dscp` (0–63): dscp << 2, keeping the ECN bits of `tc`. */
+uint8_t ah_path_tc_with_dscp(uint8_t tc, unsigned dscp);
+
+/* ---- switch hash model ------------------------------------------------------------------------ */
+
+/* A model of an ECMP/LAG hash over the RoCEv2 5-tuple (source GID, destination GID, UDP, source
+ * port, 4791): CRC-32 seeded per switch. Real switches differ by vendor; `plan` is only as good
+ * as this model, which is why the `file` policy (probed ports) exists. */
+uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport);
+/* Port k (0-based) of the spread sequence for a pair whose identity hashes to `pair_hash`: the
+ * van der Corput order over the 16384 ports, so any first n ports are evenly spread. */
+uint16_t ah_path_spread_port(uint32_t pair_hash, unsigned k);
+/* Parses an address as written in catalogs and topology files (IPv4 dotted quad, mapped into a
+ * RoCE GID ::ffff:a.b.c.d, or an IPv6/GID text). Returns 0 on success. */
+int ah_path_gid_parse(const char *text, uint8_t gid_p[16]);
+
+/* ---- topology and planner (ah_path_plan.c) ---------------------------------------------------- */
+
+#define AH_PATH_NAME_MAX 64
+
+typedef struct {
+  char name[AH_PATH_NAME_MAX];
+  int pair;                          /* leaf pair the host hangs off: leaves 2*pair (left), 2*pair+1 */
+  int nnics;
+  char (*dev)[AH_PATH_NAME_MAX];     /* device name per NIC, as the verbs device reports it */
+  uint8_t (*gid)[16];                /* address per NIC (a dual-port NIC is one bonded address) */
+} ah_path_host_t;
+
+typedef struct {
+  char name[AH_PATH_NAME_MAX];
+  double intensity;                  /* Crux's GPU intensity: jobs with more get paths first */
+  int nhosts;
+  int *hosts;                        /* indices into topo->hosts, in ring order */
+  int pattern;                       /* AH_PATH_PATTERN_* */
+  int channels;                      /* QPs per connection and per NIC */
+} ah_path_job_t;
+
+enum { AH_PATH_PATTERN_RING = 0, AH_PATH_PATTERN_TREE = 1 };
+
+typedef struct {
+  int nspines, npairs;
+  uint32_t seed_leaf, seed_spine, seed_lag; /* hash seeds: leaf ECMP, spine ECMP, host LAG */
+  int nhosts;
+  ah_path_host_t *hosts;
+  int njobs;
+  ah_path_job_t *jobs;
+  int nfailed;
+  int (*failed)[2];                  /* failed links as (leaf, spine) */
+} ah_path_topo_t;
+
+/* One long-lived flow (one QP): from NIC `snic` of host `shost` to NIC `dnic` of host `dhost`. */
+typedef struct {
+  int job, shost, snic, dhost, dnic;
+  int k;                             /* index of this QP among the flows of its NIC pair */
+} ah_path_flow_t;
+
+/* A planned route: the source port, and what the model says it does. */
+typedef struct {
+  uint16_t sport;
+  int8_t side;                       /* 0 left, 1 right: the NIC port used at both ends */
+  int16_t spine;                     /* -1 when the flow stays under one leaf pair */
+  int8_t planned;                    /* 0: no port met the wanted route; spread port used */
+} ah_path_route_t;
+
+/* Parses a topology file (format in docs/qp.md). Returns 0 and a topology to free with
+ * ah_path_topo_free, or -1 after logging one error that names the file, line and text. */
+int ah_path_topo_load(const char *path, ah_path_topo_t **topo_p);
+int ah_path_topo_parse(const char *text, const char *origin, ah_path_topo_t **topo_p);
+void ah_path_topo_free(ah_path_topo_t *topo);
+/* The flows of every job in the topology for its traffic pattern (ring: NIC n of each host to NIC
+ * n of the next, `channels` QPs each; tree: NCCL's double binary tree, both directions). Returns
+ * the count and a malloc'd array in *flows_p, or -1 when out of memory. */
+int ah_path_topo_flows(const ah_path_topo_t *topo, ah_path_flow_t **flows_p);
+/* Where the model sends `sport` for flow f: side (LAG hash at the source host), spine (ECMP at
+ * the source leaf over its live uplinks; -1 within a leaf pair) and the side it arrives on (ECMP at
+ * the spine over the destination's two leaves). */
+void ah_path_model_route(const ah_path_topo_t *topo, const ah_path_flow_t *f, uint16_t sport,
+                         int *side_p, int *spine_p, int *rx_side_p);
+/* 1 when link (leaf, spine) is failed. */
+int ah_path_link_failed(const ah_path_topo_t *topo, int leaf, int spine);
+/* The plan: routes for every flow so that per-link QP counts are balanced job-wide. Jobs are
+ * served in decreasing GPU intensity; a NIC's left port only pairs with a left port (C4P).
+ * Returns 0, or -1 when out of memory. */
+int ah_path_plan(const ah_path_topo_t *topo, const ah_path_flow_t *flows, int nflows,
+                 ah_path_route_t *routes);
+
+/* ---- runtime policy (what the shim asks) ------------------------------------------------------ */
+
+enum { AH_PATH_SPORT_OFF = 0, AH_PATH_SPORT_SPREAD, AH_PATH_SPORT_FILE, AH_PATH_SPORT_PLAN };
+enum { AH_PATH_METHOD_LABEL = 0, AH_PATH_METHOD_MLX5DV = 1 };
+
+typedef struct ah_path_policy ah_path_policy_t;
+
+/* The settings, as text (NULL = unset): AUTOHA_QP, AUTOHA_QP_SPORT, AUTOHA_QP_TC,
+ * AUTOHA_QP_TOPO, AUTOHA_QP_METHOD. */
+typedef struct {
+  const char *qp, *sport, *tc, *topo, *method;
+  const char *host;                  /* local host name, to find this host in a topology */
+} ah_path_settings_t;
+
+/* Builds the policy. Never fails for bad input: a bad value is logged once, naming it, and the
+ * part it governs falls back to leaving QPs as NCCL set them. Returns NULL only when out of memory
+ * (the hook then passes everything through). */
+ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *settings);
+void ah_path_policy_free(ah_path_policy_t *policy);
+/* 0 when AUTOHA_QP=off or nothing is to be changed: the hook is then pure pass-through. */
+int ah_path_policy_active(const ah_path_policy_t *policy);
+int ah_path_policy_sport_mode(const ah_path_policy_t *policy);
+int ah_path_policy_method(const ah_path_policy_t *policy);
+/* The traffic class to write for a QP NCCL gave `tc`, or -1 to keep NCCL's. */
+int ah_path_policy_tc(const ah_path_policy_t *policy, uint8_t tc);
+/* The DSCP for ncclConfig_t.trafficClass (whole TC byte, ECN 0), or -1 when unset. */
+int ah_path_policy_config_tc(const ah_path_policy_t *policy);
+
+/* One QP at its RTR transition, as the hook sees it. */
+typedef struct {
+  const char *dev;                   /* local verbs device name */
+  int port;                          /* local port number (from the INIT modify; 1 if unknown) */
+  uint8_t dgid[16];                  /* remote GID */
+  uint8_t sgid[16];                  /* local GID, when has_sgid */
+  int has_sgid;
+  uint32_t lqpn, rqpn;
+} ah_path_qp_t;
+
+/* The source port for this QP, or 0 to leave NCCL's. Thread-safe.
+ * Note that the k-th QP of a (device, port, remote GID) pair gets the k-th port of that pair's
+ * sequence, so ports are deterministic across runs as long as NCCL connects in the same order. */
+uint16_t ah_path_policy_sport(ah_path_policy_t *policy, const ah_path_qp_t *qp);
+
+/* Path catalog (file:PATH): per (source, destination) pair, ports known to take distinct paths.
+ * Returns 0, or -1 after logging one error naming the file, line and text. */
+typedef struct ah_path_catalog ah_path_catalog_t;
+int ah_path_catalog_parse(const char *text, const char *origin, ah_path_catalog_t **catalog_p);
+int ah_path_catalog_load(const char *path, ah_path_catalog_t **catalog_p);
+void ah_path_catalog_free(ah_path_catalog_t *catalog);
+/* Port k of the pair (a source matches by device name or address, or the entry's `*`); 0 when the
+ * catalog has no entry for the pair. */
+uint16_t ah_path_catalog_port(const ah_path_catalog_t *catalog, const char *dev, const uint8_t *sgid,
+                              const uint8_t dgid[16], unsigned k);
+
+/* Strict parsers shared with the env table: return 0 and set *_p, or -1 (caller logs). */
+int ah_path_parse_tc(const char *text, int *tc_p, int *is_dscp_p);
+
+#endif

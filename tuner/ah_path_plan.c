@@ -1,0 +1,508 @@
+/* ah_path_plan.c: the fabric model behind AUTOHA_QP_SPORT=plan — a topology file (leaf pairs,
+ * spines, hosts with dual-port bonded NICs, jobs and their traffic pattern, failed links), the
+ * route the hash model gives a source port, and the job-wide planner.
+ *
+ * The planner balances exactly rather than greedily: choosing a NIC side for every flow and then a
+ * spine for every cross-pair flow are both equitable edge colourings of a bipartite multigraph
+ * (sources on one side, destinations on the other), which exist for any number of colours; it
+ * builds them with alternating-path (Kempe) swaps after splitting each vertex into chunks of at
+ * most "colours" edges, so every link ends with at most ceil(demand / links) flows. Failed links are
+ * forbidden colours at their leaf; where a swap would need one, that flow falls back to the least
+ * loaded legal spine. Finally it searches the port space for a source port that the hash model
+ * sends along the chosen route. Flows are taken in decreasing job GPU intensity (Crux), so when a
+ * fallback is needed the most intensive jobs have already been placed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_log.h"
+#include "ah_path.h"
+#include "ah_path_text.h"
+
+/* ---- topology file ---------------------------------------------------------------------------- */
+
+void ah_path_topo_free(ah_path_topo_t *t) {
+  if (!t) return;
+  for (int i = 0; i < t->nhosts; i++) {
+    free(t->hosts[i].dev);
+    free(t->hosts[i].gid);
+  }
+  for (int i = 0; i < t->njobs; i++) free(t->jobs[i].hosts);
+  free(t->hosts);
+  free(t->jobs);
+  free(t->failed);
+  free(t);
+}
+
+static int find_host(const ah_path_topo_t *t, const char *name) {
+  for (int i = 0; i < t->nhosts; i++)
+    if (strcmp(t->hosts[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Grows *arr (of n elements of size sz) by one zeroed element; returns it or NULL. */
+static void *grow(void *arr_p, int n, size_t sz) {
+  void **arr = arr_p;
+  char *na = realloc(*arr, (size_t)(n + 1) * sz);
+  if (!na) return NULL;
+  memset(na + (size_t)n * sz, 0, sz);
+  *arr = na;
+  return na + (size_t)n * sz;
+}
+
+static const char *parse_job(ah_path_topo_t *t, char **w, int nw) {
+  long ch;
+  char *end = NULL;
+  if (nw != 6) return "expected: job NAME INTENSITY ring|tree CHANNELS HOST[,HOST...]";
+  double intensity = strtod(w[2], &end);
+  if (end == w[2] || *end || !(intensity >= 0)) return "intensity must be a number >= 0";
+  int pattern = strcmp(w[3], "ring") == 0 ? AH_PATH_PATTERN_RING : strcmp(w[3], "tree") == 0 ? AH_PATH_PATTERN_TREE : -1;
+  if (pattern < 0) return "pattern must be ring or tree";
+  if (ah_path_text_long(w[4], 1, 64, &ch)) return "channels must be 1-64";
+  if (strlen(w[1]) >= AH_PATH_NAME_MAX) return "job name too long";
+  ah_path_job_t *j = grow(&t->jobs, t->njobs, sizeof *j);
+  if (!j) return "out of memory";
+  t->njobs++;
+  snprintf(j->name, sizeof j->name, "%s", w[1]);
+  j->intensity = intensity;
+  j->pattern = pattern;
+  j->channels = (int)ch;
+  int n = 1;
+  for (const char *p = w[5]; *p; p++) n += *p == ',';
+  j->hosts = calloc((size_t)n, sizeof *j->hosts);
+  if (!j->hosts) return "out of memory";
+  char *save = NULL;
+  for (char *h = strtok_r(w[5], ",", &save); h; h = strtok_r(NULL, ",", &save)) {
+    int hi = find_host(t, h);
+    if (hi < 0) return "job names a host not declared before it";
+    for (int i = 0; i < j->nhosts; i++)
+      if (j->hosts[i] == hi) return "job lists a host twice";
+    j->hosts[j->nhosts++] = hi;
+  }
+  return j->nhosts == n ? NULL : "empty host name in list";
+}
+
+/* Applies one line; returns NULL or the reason it is bad. */
+static const char *parse_line(ah_path_topo_t *t, char **w, int nw) {
+  long a, b;
+  if (strcmp(w[0], "spines") == 0) {
+    if (nw != 2 || ah_path_text_long(w[1], 1, 256, &a)) return "expected: spines 1-256";
+    if (t->nhosts) return "spines must come before hosts";
+    t->nspines = (int)a;
+  } else if (strcmp(w[0], "pairs") == 0) {
+    if (nw != 2 || ah_path_text_long(w[1], 1, 4096, &a)) return "expected: pairs 1-4096";
+    if (t->nhosts) return "pairs must come before hosts";
+    t->npairs = (int)a;
+  } else if (strcmp(w[0], "seeds") == 0) {
+    long s[3];
+    if (nw != 4) return "expected: seeds LEAF SPINE LAG";
+    for (int i = 0; i < 3; i++)
+      if (ah_path_text_long(w[i + 1], 0, 0xFFFFFFFFL, &s[i])) return "seeds must be 32-bit numbers";
+    t->seed_leaf = (uint32_t)s[0];
+    t->seed_spine = (uint32_t)s[1];
+    t->seed_lag = (uint32_t)s[2];
+  } else if (strcmp(w[0], "host") == 0) {
+    if (!t->nspines || !t->npairs) return "spines and pairs must come before hosts";
+    if (nw != 3) return "expected: host NAME PAIR";
+    if (ah_path_text_long(w[2], 0, t->npairs - 1, &a)) return "pair out of range";
+    if (strlen(w[1]) >= AH_PATH_NAME_MAX) return "host name too long";
+    if (find_host(t, w[1]) >= 0) return "host declared twice";
+    ah_path_host_t *h = grow(&t->hosts, t->nhosts, sizeof *h);
+    if (!h) return "out of memory";
+    t->nhosts++;
+    snprintf(h->name, sizeof h->name, "%s", w[1]);
+    h->pair = (int)a;
+  } else if (strcmp(w[0], "nic") == 0) {
+    uint8_t gid[16];
+    if (nw != 4) return "expected: nic HOST DEVICE ADDRESS";
+    int hi = find_host(t, w[1]);
+    if (hi < 0) return "nic names a host not declared before it";
+    if (strlen(w[2]) >= AH_PATH_NAME_MAX) return "device name too long";
+    if (ah_path_gid_parse(w[3], gid)) return "address is not an IPv4/IPv6 address or GID";
+    for (int h = 0; h < t->nhosts; h++)
+      for (int n = 0; n < t->hosts[h].nnics; n++)
+        if (memcmp(t->hosts[h].gid[n], gid, 16) == 0) return "address used twice";
+    ah_path_host_t *h = &t->hosts[hi];
+    if (!grow(&h->dev, h->nnics, sizeof *h->dev) || !grow(&h->gid, h->nnics, sizeof *h->gid))
+      return "out of memory";
+    snprintf(h->dev[h->nnics], AH_PATH_NAME_MAX, "%s", w[2]);
+    memcpy(h->gid[h->nnics], gid, 16);
+    h->nnics++;
+  } else if (strcmp(w[0], "job") == 0) {
+    return parse_job(t, w, nw);
+  } else if (strcmp(w[0], "fail") == 0) {
+    if (!t->nspines || !t->npairs) return "spines and pairs must come before fail";
+    if (nw != 3 || ah_path_text_long(w[1], 0, 2 * t->npairs - 1, &a) ||
+        ah_path_text_long(w[2], 0, t->nspines - 1, &b))
+      return "expected: fail LEAF SPINE (in range)";
+    int (*f)[2] = grow(&t->failed, t->nfailed, sizeof *t->failed);
+    if (!f) return "out of memory";
+    t->nfailed++;
+    (*f)[0] = (int)a;
+    (*f)[1] = (int)b;
+  } else {
+    return "unknown keyword (expected spines, pairs, seeds, host, nic, job or fail)";
+  }
+  return NULL;
+}
+
+int ah_path_topo_parse(const char *text, const char *origin, ah_path_topo_t **topo_p) {
+  ah_path_topo_t *t = calloc(1, sizeof *t);
+  char *copy = text ? strdup(text) : NULL;
+  int lineno = 0, rc = -1;
+  if (!t || !copy) {
+    ah_log(AH_LOG_ERROR, "topology %s: out of memory", origin);
+    goto out;
+  }
+  t->seed_leaf = 0x1u;
+  t->seed_spine = 0x2u;
+  t->seed_lag = 0x3u;
+  char *cur = copy, *line, orig[256];
+  while ((line = ah_path_text_line(&cur, &lineno, orig, sizeof orig)) != NULL) {
+    char *w[8];
+    int nw = ah_path_text_words(line, w, 7);
+    if (nw == 0) continue;
+    const char *why = parse_line(t, w, nw);
+    if (why) {
+      ah_log(AH_LOG_ERROR, "topology %s line %d: '%s': %s", origin, lineno, orig, why);
+      goto out;
+    }
+  }
+  if (!t->nspines || !t->npairs || !t->nhosts) {
+    ah_log(AH_LOG_ERROR, "topology %s: no spines, pairs or hosts declared", origin);
+    goto out;
+  }
+  *topo_p = t;
+  t = NULL;
+  rc = 0;
+out:
+  free(copy);
+  ah_path_topo_free(t);
+  return rc;
+}
+
+int ah_path_topo_load(const char *path, ah_path_topo_t **topo_p) {
+  char *text = ah_path_text_read(path, "topology");
+  if (!text) return -1;
+  int rc = ah_path_topo_parse(text, path, topo_p);
+  free(text);
+  return rc;
+}
+
+/* ---- flows of the jobs ------------------------------------------------------------------------ */
+
+typedef struct {
+  ah_path_flow_t *v;
+  int n, cap;
+} flowvec_t;
+
+static int flow_add(flowvec_t *fv, int job, int sh, int sn, int dh, int dn) {
+  if (fv->n == fv->cap) {
+    int ncap = fv->cap ? fv->cap * 2 : 256;
+    ah_path_flow_t *nv = realloc(fv->v, (size_t)ncap * sizeof *nv);
+    if (!nv) return -1;
+    fv->v = nv;
+    fv->cap = ncap;
+  }
+  int k = 0;
+  for (int i = 0; i < fv->n; i++) {
+    const ah_path_flow_t *f = &fv->v[i];
+    k += f->shost == sh && f->snic == sn && f->dhost == dh && f->dnic == dn;
+  }
+  fv->v[fv->n++] = (ah_path_flow_t){job, sh, sn, dh, dn, k};
+  return 0;
+}
+
+int ah_path_topo_flows(const ah_path_topo_t *t, ah_path_flow_t **flows_p) {
+  flowvec_t fv = {0};
+  for (int j = 0; j < t->njobs; j++) {
+    const ah_path_job_t *job = &t->jobs[j];
+    int n = job->nhosts, nics = 1 << 30;
+    if (n < 2) continue;
+    for (int i = 0; i < n; i++)
+      if (t->hosts[job->hosts[i]].nnics < nics) nics = t->hosts[job->hosts[i]].nnics;
+    for (int nic = 0; nic < nics; nic++) {
+      for (int c = 0; c < job->channels; c++) {
+        for (int i = 0; i < n; i++) {
+          if (job->pattern == AH_PATH_PATTERN_RING) {
+            if (flow_add(&fv, j, job->hosts[i], nic, job->hosts[(i + 1) % n], nic)) goto oom;
+          } else if (i > 0) {
+            /* double binary tree: heap order over the hosts, the second tree (odd NICs) over the
+             * order shifted by one, so leaves of one tree are inner nodes of the other */
+            int shift = nic & 1, me = job->hosts[(i + shift) % n], up = job->hosts[((i - 1) / 2 + shift) % n];
+            if (flow_add(&fv, j, me, nic, up, nic) || flow_add(&fv, j, up, nic, me, nic)) goto oom;
+          }
+        }
+      }
+    }
+  }
+  *flows_p = fv.v;
+  return fv.n;
+oom:
+  free(fv.v);
+  return -1;
+}
+
+/* ---- the hash model of the fabric ------------------------------------------------------------- */
+
+int ah_path_link_failed(const ah_path_topo_t *t, int leaf, int spine) {
+  for (int i = 0; i < t->nfailed; i++)
+    if (t->failed[i][0] == leaf && t->failed[i][1] == spine) return 1;
+  return 0;
+}
+
+#define SEED_STEP 0x9E3779B9u
+
+void ah_path_model_route(const ah_path_topo_t *t, const ah_path_flow_t *f, uint16_t sport,
+                         int *side_p, int *spine_p, int *rx_side_p) {
+  const uint8_t *s = t->hosts[f->shost].gid[f->snic], *d = t->hosts[f->dhost].gid[f->dnic];
+  int side = (int)(ah_path_hash5(t->seed_lag + (uint32_t)f->shost * SEED_STEP, s, d, sport) & 1u);
+  int spine = -1, rx = side;
+  int sp = t->hosts[f->shost].pair, dp = t->hosts[f->dhost].pair;
+  if (sp != dp) {
+    int leaf = 2 * sp + side, live[256], nlive = 0;
+    for (int i = 0; i < t->nspines; i++)
+      if (!ah_path_link_failed(t, leaf, i)) live[nlive++] = i;
+    rx = -1;
+    if (nlive) {
+      spine = live[ah_path_hash5(t->seed_leaf + (uint32_t)leaf * SEED_STEP, s, d, sport) % (uint32_t)nlive];
+      int cand[2], nc = 0;
+      for (int x = 0; x < 2; x++)
+        if (!ah_path_link_failed(t, 2 * dp + x, spine)) cand[nc++] = x;
+      if (nc) rx = cand[ah_path_hash5(t->seed_spine + (uint32_t)spine * SEED_STEP, s, d, sport) % (uint32_t)nc];
+    }
+  }
+  *side_p = side;
+  *spine_p = spine;
+  *rx_side_p = rx;
+}
+
+/* ---- equitable bipartite edge colouring ------------------------------------------------------- */
+
+typedef struct {
+  int nc;               /* colours */
+  int nv;               /* split vertices allocated */
+  int *at;              /* [split vertex][colour] -> edge, or -1 */
+  int *base;            /* split vertex -> base vertex */
+  const unsigned char *forbid; /* [base vertex][colour], or NULL */
+  int *chunk, *fill;    /* base vertex -> its current split vertex and how full it is */
+  const int *cap;       /* base vertex -> edges per chunk */
+  int *eu, *ev;         /* edge -> split vertices */
+} kg_t;
+
+static int kg_forbidden(const kg_t *g, int sv, int c) {
+  return g->forbid && g->forbid[(size_t)g->base[sv] * (size_t)g->nc + (size_t)c];
+}
+
+static int kg_split(kg_t *g, int b) {
+  if (g->chunk[b] < 0 || g->fill[b] == g->cap[b]) {
+    g->chunk[b] = g->nv++;
+    g->base[g->chunk[b]] = b;
+    g->fill[b] = 0;
+  }
+  g->fill[b]++;
+  return g->chunk[b];
+}
+
+static int kg_other(const kg_t *g, int e, int x) { return g->eu[e] == x ? g->ev[e] : g->eu[e]; }
+
+/* Colours edge e = (u, v) with a Kempe swap where needed. Returns its colour, or -1 when every
+ * candidate swap would put a flow on a forbidden colour (the caller then falls back). */
+static int kg_color(kg_t *g, int *color, int e, int *path) {
+  int u = g->eu[e], v = g->ev[e], nc = g->nc;
+  int *atu = &g->at[(size_t)u * nc], *atv = &g->at[(size_t)v * nc];
+  for (int a = 0; a < nc; a++)
+    if (atu[a] < 0 && atv[a] < 0 && !kg_forbidden(g, u, a) && !kg_forbidden(g, v, a)) {
+      atu[a] = atv[a] = e;
+      return color[e] = a;
+    }
+  for (int a = 0; a < nc; a++) {
+    if (atu[a] >= 0 || kg_forbidden(g, u, a) || kg_forbidden(g, v, a)) continue;
+    for (int b = 0; b < nc; b++) {
+      if (b == a || atv[b] >= 0 || kg_forbidden(g, v, b)) continue;
+      /* walk the a/b path from v: v -a- w1 -b- w2 -a- ... */
+      int np = 0, x = v, c = a;
+      while (g->at[(size_t)x * nc + c] >= 0) {
+        int pe = g->at[(size_t)x * nc + c];
+        path[np++] = pe;
+        x = kg_other(g, pe, x);
+        c = c == a ? b : a;
+      }
+      int ok = 1; /* every swapped edge must be legal at both ends (in practice: the path's end) */
+      for (int i = 0; i < np && ok; i++) {
+        int nc2 = color[path[i]] == a ? b : a;
+        ok = !kg_forbidden(g, g->eu[path[i]], nc2) && !kg_forbidden(g, g->ev[path[i]], nc2);
+      }
+      if (!ok) continue;
+      for (int i = 0; i < np; i++) {
+        int pe = path[i];
+        g->at[(size_t)g->eu[pe] * nc + color[pe]] = -1;
+        g->at[(size_t)g->ev[pe] * nc + color[pe]] = -1;
+      }
+      for (int i = 0; i < np; i++) {
+        int pe = path[i];
+        color[pe] = color[pe] == a ? b : a;
+        g->at[(size_t)g->eu[pe] * nc + color[pe]] = pe;
+        g->at[(size_t)g->ev[pe] * nc + color[pe]] = pe;
+      }
+      atu[a] = atv[a] = e;
+      return color[e] = a;
+    }
+  }
+  return -1;
+}
+
+/* Colours the edges (src base vertex, dst base vertex) in order. Edges Kempe cannot place go to the
+ * legal colour with the least load at both ends. Returns 0 or -1 (out of memory). */
+static int equitable_color(int nedges, const int *src, const int *dst, int nbase, const int *cap,
+                           const unsigned char *forbid, int nc, int *color) {
+  kg_t g = {.nc = nc, .forbid = forbid, .cap = cap};
+  size_t nsv = (size_t)2 * nedges + (size_t)nbase + 1;
+  g.at = malloc(nsv * (size_t)nc * sizeof *g.at);
+  g.base = calloc(nsv, sizeof *g.base);
+  g.chunk = malloc((size_t)nbase * sizeof *g.chunk);
+  g.fill = calloc((size_t)nbase, sizeof *g.fill);
+  g.eu = malloc((size_t)(nedges + 1) * sizeof *g.eu);
+  g.ev = malloc((size_t)(nedges + 1) * sizeof *g.ev);
+  int *path = malloc((size_t)(nedges + 1) * sizeof *path);
+  int *load = calloc((size_t)nbase * (size_t)nc, sizeof *load);
+  int rc = -1;
+  if (!g.at || !g.base || !g.chunk || !g.fill || !g.eu || !g.ev || !path || !load) goto out;
+  memset(g.at, 0xFF, nsv * (size_t)nc * sizeof *g.at);
+  for (int b = 0; b < nbase; b++) g.chunk[b] = -1;
+  for (int e = 0; e < nedges; e++) {
+    g.eu[e] = kg_split(&g, src[e]);
+    g.ev[e] = kg_split(&g, dst[e]);
+    color[e] = -1;
+    if (kg_color(&g, color, e, path) < 0) {
+      int best = -1, bl = 0;
+      for (int c = 0; c < nc; c++) {
+        if (forbid && (forbid[(size_t)src[e] * nc + c] || forbid[(size_t)dst[e] * nc + c])) continue;
+        int l = load[(size_t)src[e] * nc + c] > load[(size_t)dst[e] * nc + c] ? load[(size_t)src[e] * nc + c]
+                                                                            : load[(size_t)dst[e] * nc + c];
+        if (best < 0 || l < bl) best = c, bl = l;
+      }
+      color[e] = best; /* -1 only when no legal colour exists at all */
+    }
+    if (color[e] >= 0) {
+      load[(size_t)src[e] * nc + color[e]]++;
+      load[(size_t)dst[e] * nc + color[e]]++;
+    }
+  }
+  rc = 0;
+out:
+  free(g.at);
+  free(g.base);
+  free(g.chunk);
+  free(g.fill);
+  free(g.eu);
+  free(g.ev);
+  free(path);
+  free(load);
+  return rc;
+}
+
+/* ---- the planner ------------------------------------------------------------------------------ */
+
+typedef struct {
+  double intensity;
+  int i;
+} rank_t;
+
+static int by_intensity(const void *a, const void *b) {
+  const rank_t *ra = a, *rb = b;
+  if (ra->intensity != rb->intensity) return ra->intensity > rb->intensity ? -1 : 1;
+  return (ra->i > rb->i) - (ra->i < rb->i); /* stable: keep the flows' own order */
+}
+
+int ah_path_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflows, ah_path_route_t *routes) {
+  int maxnic = 1, rc = -1;
+  for (int h = 0; h < t->nhosts; h++)
+    if (t->hosts[h].nnics > maxnic) maxnic = t->hosts[h].nnics;
+  int nnic = t->nhosts * maxnic, nleaf = 2 * t->npairs, S = t->nspines;
+  const ah_path_flow_t **order = malloc((size_t)(nflows + 1) * sizeof *order);
+  int *src = malloc((size_t)(nflows + 1) * sizeof *src), *dst = malloc((size_t)(nflows + 1) * sizeof *dst);
+  int *color = malloc((size_t)(nflows + 1) * sizeof *color), *idx = malloc((size_t)(nflows + 1) * sizeof *idx);
+  int *cap = malloc((size_t)(2 * (nnic > nleaf ? nnic : nleaf) + 1) * sizeof *cap);
+  unsigned char *forbid = calloc((size_t)2 * nleaf * S, 1);
+  if (!order || !src || !dst || !color || !idx || !cap || !forbid) goto out;
+
+  /* Crux: the most GPU-intensive jobs first */
+  rank_t *rank = malloc((size_t)(nflows + 1) * sizeof *rank);
+  if (!rank) goto out;
+  for (int i = 0; i < nflows; i++) rank[i] = (rank_t){t->jobs[flows[i].job].intensity, i};
+  qsort(rank, (size_t)nflows, sizeof *rank, by_intensity);
+  for (int i = 0; i < nflows; i++) order[i] = &flows[rank[i].i];
+  free(rank);
+
+  /* 1. sides: an equitable 2-colouring of (tx NIC, rx NIC) — each NIC sends and receives half its
+   *    flows on each port, and a flow leaves and arrives on the same side (C4P's dual-port rule) */
+  for (int i = 0; i < nflows; i++) {
+    src[i] = order[i]->shost * maxnic + order[i]->snic;
+    dst[i] = nnic + order[i]->dhost * maxnic + order[i]->dnic;
+  }
+  for (int b = 0; b < 2 * nnic; b++) cap[b] = 2;
+  if (equitable_color(nflows, src, dst, 2 * nnic, cap, NULL, 2, color)) goto out;
+  for (int i = 0; i < nflows; i++) {
+    ah_path_route_t *r = &routes[order[i] - flows];
+    r->side = (int8_t)color[i];
+    r->spine = -1;
+  }
+
+  /* 2. spines: per side, an equitable S-colouring of (source leaf uplinks, destination leaf
+   *    downlinks) over the flows that leave their leaf pair; failed links are forbidden colours */
+  for (int b = 0; b < nleaf; b++) {
+    int live = 0;
+    for (int s = 0; s < S; s++) {
+      int failed = ah_path_link_failed(t, b, s);
+      forbid[(size_t)b * S + s] = forbid[(size_t)(nleaf + b) * S + s] = (unsigned char)failed;
+      live += !failed;
+    }
+    cap[b] = cap[nleaf + b] = live ? live : 1;
+  }
+  int ne = 0;
+  for (int i = 0; i < nflows; i++) {
+    const ah_path_flow_t *f = order[i];
+    int sp = t->hosts[f->shost].pair, dp = t->hosts[f->dhost].pair;
+    if (sp == dp) continue;
+    int side = routes[f - flows].side;
+    src[ne] = 2 * sp + side;
+    dst[ne] = nleaf + 2 * dp + side;
+    idx[ne++] = (int)(f - flows);
+  }
+  if (equitable_color(ne, src, dst, 2 * nleaf, cap, forbid, S, color)) goto out;
+  for (int e = 0; e < ne; e++) routes[idx[e]].spine = (int16_t)color[e];
+
+  /* 3. ports: the first port from a per-flow start that the hash model routes as planned and that
+   *    no other QP of the same NIC pair uses */
+  for (int i = 0; i < nflows; i++) {
+    const ah_path_flow_t *f = order[i];
+    ah_path_route_t *r = &routes[f - flows];
+    const uint8_t *sg = t->hosts[f->shost].gid[f->snic], *dg = t->hosts[f->dhost].gid[f->dnic];
+    uint32_t start = ah_path_hash5(0x5eedu + (uint32_t)f->k, sg, dg, 0);
+    r->planned = 0;
+    r->sport = ah_path_spread_port(start, (unsigned)f->k);
+    for (uint32_t p = 0; p < 0x4000u && !r->planned; p++) {
+      uint16_t port = (uint16_t)(AH_PATH_SPORT_MIN | ((start + p) & 0x3FFFu));
+      int side, spine, rx, clash = 0;
+      ah_path_model_route(t, f, port, &side, &spine, &rx);
+      if (side != r->side || spine != r->spine || rx != r->side) continue;
+      for (int q = 0; q < i && !clash; q++) {
+        const ah_path_flow_t *g = order[q];
+        clash = g->shost == f->shost && g->snic == f->snic && g->dhost == f->dhost && g->dnic == f->dnic &&
+                routes[g - flows].sport == port;
+      }
+      if (!clash) r->sport = port, r->planned = 1;
+    }
+  }
+  rc = 0;
+out:
+  free(order);
+  free(src);
+  free(dst);
+  free(color);
+  free(idx);
+  free(cap);
+  free(forbid);
+  return rc;
+}
