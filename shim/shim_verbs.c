@@ -1,0 +1,477 @@
+/* shim_verbs.c: the QP hook — sets the RoCEv2 UDP source port (ECMP path) and traffic class of every
+ * RDMA queue pair the job creates, by rewriting grh.flow_label and grh.traffic_class of the INIT→RTR
+ * ibv_modify_qp (the policy is tuner/ah_path.c).
+ *
+ * libnccl opens libibverbs with dlopen and resolves verbs with dlvsym(handle, name, "IBVERBS_1.1"),
+ * which searches only that handle, so a preloaded ibv_modify_qp alone never sees NCCL's calls. The
+ * shim therefore exports dlsym and dlvsym and hands back its wrappers for ibv_create_qp and
+ * ibv_modify_qp; it also exports those two for programs and net plugins linked to libibverbs. The
+ * exports stay unversioned (shim.map), since only an unversioned definition satisfies the versioned
+ * references dlvsym@GLIBC_2.2.5, dlvsym@GLIBC_2.34 and ibv_modify_qp@IBVERBS_1.1.
+ *
+ * Every other dlsym/dlvsym resolves exactly as without the shim: on x86-64 the exported entry
+ * points are assembly trampolines that ask a C function where to go and then *jump* there, so the
+ * real dlsym sees the caller's return address (RTLD_NEXT and the caller's scope stay the caller's).
+ * The real dlsym/dlvsym are found without calling dlsym at all (which would recurse into the
+ * shim): by reading the dynamic symbol table of the next loaded object that defines them. */
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ah_log.h"
+#include "ah_path.h"
+#include "shim_verbs.h"
+#include "uthash.h"
+
+#define AH_VERBS_EXPORT __attribute__((visibility("default")))
+
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef void *(*dlvsym_fn)(void *, const char *, const char *);
+typedef struct ibv_qp *(*create_qp_fn)(struct ibv_pd *, struct ibv_qp_init_attr *);
+typedef int (*modify_qp_fn)(struct ibv_qp *, struct ibv_qp_attr *, int);
+typedef int (*query_gid_fn)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+typedef int (*udp_sport_fn)(struct ibv_qp *, uint16_t);
+
+/* ---- the real dlsym/dlvsym, found by reading ELF tables --------------------------------------- */
+
+typedef struct {
+  const char *name;
+  uintptr_t self_addr; /* an address inside the shim: objects up to and including it are skipped */
+  int seen_self;
+  void *found;
+} elf_find_t;
+
+/* Looks `name` up in one object's dynamic symbol table (DT_GNU_HASH or DT_HASH). */
+static void *elf_lookup(struct dl_phdr_info *info, const char *name) {
+  const ElfW(Dyn) *dyn = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  if (!dyn) return NULL;
+  const ElfW(Sym) *symtab = NULL;
+  const char *strtab = NULL;
+  const uint32_t *gnu = NULL, *sysv = NULL;
+  for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+    /* glibc relocates these entries to absolute addresses in the objects it loads (not the vDSO) */
+    uintptr_t p = (uintptr_t)d->d_un.d_ptr;
+    if (p < info->dlpi_addr) p += info->dlpi_addr;
+    if (d->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)p;
+    else if (d->d_tag == DT_STRTAB) strtab = (const char *)p;
+    else if (d->d_tag == DT_GNU_HASH) gnu = (const uint32_t *)p;
+    else if (d->d_tag == DT_HASH) sysv = (const uint32_t *)p;
+  }
+  if (!symtab || !strtab) return NULL;
+  if (gnu) {
+    uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_size = gnu[2];
+    const ElfW(Addr) *bloom = (const ElfW(Addr) *)(gnu + 4);
+    const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size), *chain = buckets + nbuckets;
+    uint32_t h = 5381;
+    for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = h * 33 + *s;
+    if (nbuckets == 0) return NULL;
+    for (uint32_t i = buckets[h % nbuckets]; i >= symoffset && i != 0; i++) {
+      uint32_t ch = chain[i - symoffset];
+      const ElfW(Sym) *sym = &symtab[i];
+      if ((ch | 1u) == (h | 1u) && sym->st_shndx != SHN_UNDEF && sym->st_value &&
+          strcmp(strtab + sym->st_name, name) == 0)
+        return (void *)(info->dlpi_addr + sym->st_value);
+      if (ch & 1u) break;
+    }
+    return NULL;
+  }
+  if (sysv) {
+    uint32_t nchain = sysv[1];
+    for (uint32_t i = 0; i < nchain; i++) {
+      const ElfW(Sym) *sym = &symtab[i];
+      if (sym->st_shndx != SHN_UNDEF && sym->st_value && strcmp(strtab + sym->st_name, name) == 0)
+        return (void *)(info->dlpi_addr + sym->st_value);
+    }
+  }
+  return NULL;
+}
+
+static int elf_find_cb(struct dl_phdr_info *info, size_t size, void *data) {
+  elf_find_t *f = data;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && f->self_addr >= lo && f->self_addr < lo + ph->p_memsz) {
+      f->seen_self = 1;
+      return 0;
+    }
+  }
+  if (!f->seen_self) return 0;
+  f->found = elf_lookup(info, f->name);
+  return f->found != NULL;
+}
+
+/* The first definition of `name` in an object loaded after the shim (what RTLD_NEXT would give). */
+static void *elf_find_next(const char *name) {
+  elf_find_t f = {.name = name, .self_addr = (uintptr_t)elf_find_next};
+  dl_iterate_phdr(elf_find_cb, &f);
+  return f.found;
+}
+
+static _Atomic(dlsym_fn) real_dlsym_p;
+static _Atomic(dlvsym_fn) real_dlvsym_p;
+
+static void *missing_dlsym(void *h, const char *name) { return NULL; }
+static void *missing_dlvsym(void *h, const char *name, const char *ver) { return NULL; }
+
+static void real_dl_init(void) {
+  if (atomic_load(&real_dlvsym_p)) return;
+  dlsym_fn s = (dlsym_fn)elf_find_next("dlsym");
+  dlvsym_fn v = (dlvsym_fn)elf_find_next("dlvsym");
+  if (!s || !v) {
+    ah_log(AH_LOG_ERROR, "cannot find the C library's dlsym/dlvsym; dynamic symbol lookups will fail");
+    s = s ? s : missing_dlsym;
+    v = v ? v : missing_dlvsym;
+  }
+  atomic_store(&real_dlsym_p, s);
+  atomic_store(&real_dlvsym_p, v);
+}
+
+/* ---- the policy, built once on first use ------------------------------------------------------ */
+
+static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
+static ah_path_policy_t *policy;
+static udp_sport_fn mlx5_udp_sport;
+
+static void policy_init(void) {
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  ah_path_settings_t s = {
+      .qp = getenv("AUTOHA_QP"),
+      .sport = getenv("AUTOHA_QP_SPORT"),
+      .tc = getenv("AUTOHA_QP_TC"),
+      .topo = getenv("AUTOHA_QP_TOPO"),
+      .method = getenv("AUTOHA_QP_METHOD"),
+      .host = host,
+  };
+  policy = ah_path_policy_create(&s);
+  if (!policy) {
+    ah_log(AH_LOG_ERROR, "QP hook: out of memory; QPs left as NCCL sets them");
+    return;
+  }
+  if (ah_path_policy_active(policy) && ah_path_policy_method(policy) == AH_PATH_METHOD_MLX5DV) {
+    real_dl_init();
+    void *h = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) mlx5_udp_sport = (udp_sport_fn)atomic_load(&real_dlvsym_p)(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17");
+    if (!mlx5_udp_sport)
+      ah_log(AH_LOG_WARN, "AUTOHA_QP_METHOD=mlx5dv: libmlx5.so.1 with mlx5dv_modify_qp_udp_sport (rdma-core 33+) "
+                          "not found; setting the source port through the flow label instead");
+  }
+  ah_log(AH_LOG_DEBUG, "QP hook: %s, source ports %d, traffic class %d",
+         ah_path_policy_active(policy) ? "active" : "off", ah_path_policy_sport_mode(policy),
+         ah_path_policy_config_tc(policy));
+}
+
+static ah_path_policy_t *policy_get(void) {
+  pthread_once(&policy_once, policy_init);
+  return policy;
+}
+
+int ah_shim_qp_config_tc(ncclConfig_t *cfg) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 26, 0)
+  int tc = ah_path_policy_config_tc(policy_get());
+  if (!cfg || tc < 0 || cfg->magic != 0xcafebeef || cfg->version < NCCL_VERSION(2, 26, 0) ||
+      cfg->size < offsetof(ncclConfig_t, trafficClass) + sizeof cfg->trafficClass ||
+      cfg->trafficClass != NCCL_CONFIG_UNDEF_INT)
+    return 0;
+  cfg->trafficClass = tc;
+  return 1;
+#else
+  (void)cfg;
+  return 0;
+#endif
+}
+
+/* ---- per-QP state: the port from INIT and the source port chosen at RTR ----------------------- */
+
+typedef struct {
+  struct ibv_qp *qp; /* key */
+  uint32_t qp_num;   /* a destroyed QP's address may be reused: state is valid only for this QPN */
+  int port;
+  uint32_t rqpn;
+  uint16_t sport;
+  UT_hash_handle hh;
+} qp_state_t;
+
+static pthread_mutex_t qps_lock = PTHREAD_MUTEX_INITIALIZER;
+static qp_state_t *qps;
+
+/* Finds or creates the state of `qp` (a fresh one when the QPN changed); call under qps_lock. */
+static qp_state_t *qp_state(struct ibv_qp *qp) {
+  qp_state_t *s = NULL;
+  HASH_FIND_PTR(qps, &qp, s);
+  if (s && s->qp_num != qp->qp_num) {
+    HASH_DEL(qps, s);
+    free(s);
+    s = NULL;
+  }
+  if (!s && (s = calloc(1, sizeof *s)) != NULL) {
+    s->qp = qp;
+    s->qp_num = qp->qp_num;
+    s->port = 1;
+    HASH_ADD_PTR(qps, qp, s);
+  }
+  return s;
+}
+
+/* ---- the wrappers ----------------------------------------------------------------------------- */
+
+static _Atomic(create_qp_fn) dl_create_qp;  /* what the dlvsym path resolved */
+static _Atomic(modify_qp_fn) dl_modify_qp;
+static _Atomic(create_qp_fn) next_create_qp; /* RTLD_NEXT, for direct callers */
+static _Atomic(modify_qp_fn) next_modify_qp;
+static _Atomic(query_gid_fn) real_query_gid;
+
+static struct ibv_qp *verbs_create(create_qp_fn real, struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
+  struct ibv_qp *qp = real(pd, init);
+  if (qp && ah_path_policy_active(policy_get())) {
+    int saved = errno;
+    pthread_mutex_lock(&qps_lock);
+    qp_state_t *s = NULL;
+    HASH_FIND_PTR(qps, &qp, s); /* a new QP at a destroyed one's address starts clean */
+    if (s) {
+      HASH_DEL(qps, s);
+      free(s);
+    }
+    pthread_mutex_unlock(&qps_lock);
+    errno = saved;
+  }
+  return qp;
+}
+
+static void local_gid(struct ibv_qp *qp, int port, int index, uint8_t gid_p[16], int *ok_p) {
+  query_gid_fn q = atomic_load(&real_query_gid);
+  union ibv_gid g;
+  *ok_p = 0;
+  if (q && qp->context && q(qp->context, (uint8_t)port, index, &g) == 0) {
+    memcpy(gid_p, g.raw, 16);
+    *ok_p = 1;
+  }
+}
+
+static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  ah_path_policy_t *p = policy_get();
+  if (!ah_path_policy_active(p) || !qp || !attr || !(mask & IBV_QP_STATE)) return real(qp, attr, mask);
+  int saved = errno;
+  if (attr->qp_state == IBV_QPS_INIT && (mask & IBV_QP_PORT)) {
+    pthread_mutex_lock(&qps_lock);
+    qp_state_t *s = qp_state(qp);
+    if (s) s->port = attr->port_num;
+    pthread_mutex_unlock(&qps_lock);
+    errno = saved;
+    return real(qp, attr, mask);
+  }
+  int rtr = attr->qp_state == IBV_QPS_RTR && (mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) &&
+            attr->ah_attr.is_global && attr->dest_qp_num != qp->qp_num &&
+            (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC);
+  if (rtr) {
+    struct ibv_qp_attr a = *attr;
+    uint16_t sport = 0;
+    int port = 1;
+    pthread_mutex_lock(&qps_lock);
+    qp_state_t *s = qp_state(qp);
+    if (s && s->sport && s->rqpn == attr->dest_qp_num) sport = s->sport; /* NCCL retried the modify */
+    if (s) port = s->port;
+    pthread_mutex_unlock(&qps_lock);
+    if (!sport) {
+      ah_path_qp_t q = {.dev = qp->context && qp->context->device ? qp->context->device->name : "",
+                        .port = port, .lqpn = qp->qp_num, .rqpn = attr->dest_qp_num};
+      memcpy(q.dgid, attr->ah_attr.grh.dgid.raw, 16);
+      local_gid(qp, port, attr->ah_attr.grh.sgid_index, q.sgid, &q.has_sgid);
+      sport = ah_path_policy_sport(p, &q);
+      pthread_mutex_lock(&qps_lock);
+      if ((s = qp_state(qp)) != NULL) s->sport = sport, s->rqpn = attr->dest_qp_num;
+      pthread_mutex_unlock(&qps_lock);
+    }
+    if (sport && !(ah_path_policy_method(p) == AH_PATH_METHOD_MLX5DV && mlx5_udp_sport))
+      a.ah_attr.grh.flow_label = ah_path_sport_to_label(sport);
+    int tc = ah_path_policy_tc(p, attr->ah_attr.grh.traffic_class);
+    if (tc >= 0) a.ah_attr.grh.traffic_class = (uint8_t)tc;
+    ah_log(AH_LOG_DEBUG, "QP %u -> %u: source port %u (label 0x%05x), traffic class %u", qp->qp_num,
+           attr->dest_qp_num, sport, a.ah_attr.grh.flow_label, a.ah_attr.grh.traffic_class);
+    errno = saved;
+    return real(qp, &a, mask);
+  }
+  if (attr->qp_state == IBV_QPS_RTS && mlx5_udp_sport && ah_path_policy_method(p) == AH_PATH_METHOD_MLX5DV) {
+    int rc = real(qp, attr, mask);
+    if (rc == 0) {
+      saved = errno;
+      uint16_t sport = 0;
+      pthread_mutex_lock(&qps_lock);
+      qp_state_t *s = qp_state(qp);
+      if (s) sport = s->sport;
+      pthread_mutex_unlock(&qps_lock);
+      if (sport && mlx5_udp_sport(qp, sport) != 0)
+        AH_LOG_CAPPED(3, AH_LOG_WARN, "mlx5dv_modify_qp_udp_sport(QP %u, %u) failed: %s; the QP keeps its port",
+                      qp->qp_num, sport, strerror(errno));
+      errno = saved;
+    }
+    return rc;
+  }
+  errno = saved;
+  return real(qp, attr, mask);
+}
+
+/* What dlsym/dlvsym hand back for the two verbs: these call the function the lookup found. */
+static struct ibv_qp *dl_create_wrapper(struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
+  return verbs_create(atomic_load(&dl_create_qp), pd, init);
+}
+static int dl_modify_wrapper(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  return verbs_modify(atomic_load(&dl_modify_qp), qp, attr, mask);
+}
+
+/* Direct callers (programs and net plugins linked to libibverbs): the next definition. */
+static void *next_verb(const char *name) {
+  real_dl_init();
+  void *f = atomic_load(&real_dlvsym_p)(RTLD_NEXT, name, "IBVERBS_1.1");
+  if (!f) f = atomic_load(&real_dlsym_p)(RTLD_NEXT, name);
+  if (!f) AH_LOG_CAPPED(1, AH_LOG_ERROR, "%s called but no libibverbs defines it", name);
+  return f;
+}
+
+AH_VERBS_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
+  create_qp_fn f = atomic_load(&next_create_qp);
+  if (!f && (f = (create_qp_fn)next_verb("ibv_create_qp")) != NULL) atomic_store(&next_create_qp, f);
+  if (!f) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  return verbs_create(f, pd, init);
+}
+
+AH_VERBS_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  modify_qp_fn f = atomic_load(&next_modify_qp);
+  if (!f && (f = (modify_qp_fn)next_verb("ibv_modify_qp")) != NULL) atomic_store(&next_modify_qp, f);
+  if (!f) return ENOSYS;
+  if (!atomic_load(&real_query_gid)) {
+    query_gid_fn q = (query_gid_fn)next_verb("ibv_query_gid");
+    if (q) atomic_store(&real_query_gid, q);
+  }
+  return verbs_modify(f, qp, attr, mask);
+}
+
+/* ---- dlsym / dlvsym --------------------------------------------------------------------------- */
+
+/* Resolves the real verb through the same lookup the caller asked for and returns the wrapper in its
+ * place. Note that the lookup runs from the shim, so RTLD_NEXT here means "after the shim"; only
+ * these two names take this path. */
+static void *hook_verb(void *found, const char *name, void *handle) {
+  if (!found) return NULL; /* dlerror() already says why */
+  int create = strcmp(name, "ibv_create_qp") == 0;
+  if (found == (create ? (void *)ibv_create_qp : (void *)ibv_modify_qp)) return found;
+  if (create) {
+    create_qp_fn expected = NULL;
+    if (!atomic_compare_exchange_strong(&dl_create_qp, &expected, (create_qp_fn)found) && expected != found) {
+      AH_LOG_CAPPED(2, AH_LOG_WARN, "ibv_create_qp resolved from a second library; its QPs are not hooked");
+      return found;
+    }
+    return (void *)dl_create_wrapper;
+  }
+  modify_qp_fn expected = NULL;
+  if (!atomic_compare_exchange_strong(&dl_modify_qp, &expected, (modify_qp_fn)found) && expected != found) {
+    AH_LOG_CAPPED(2, AH_LOG_WARN, "ibv_modify_qp resolved from a second library; its QPs are not hooked");
+    return found;
+  }
+  if (!atomic_load(&real_query_gid) && handle) {
+    query_gid_fn q = (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
+    if (q) atomic_store(&real_query_gid, q);
+  }
+  return (void *)dl_modify_wrapper;
+}
+
+/* Hidden entry points the trampolines jump to for the two hooked names. */
+void *ah_shim_dlsym_hooked(void *handle, const char *name);
+void *ah_shim_dlvsym_hooked(void *handle, const char *name, const char *version);
+void *ah_shim_dlsym_hooked(void *handle, const char *name) {
+  return hook_verb(atomic_load(&real_dlsym_p)(handle, name), name, handle);
+}
+void *ah_shim_dlvsym_hooked(void *handle, const char *name, const char *version) {
+  return hook_verb(atomic_load(&real_dlvsym_p)(handle, name, version), name, handle);
+}
+
+/* Called by the trampolines with the looked-up name: returns the function to jump to, with the
+ * caller's arguments and return address untouched. */
+void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym);
+__attribute__((used)) void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym) {
+  real_dl_init();
+  int saved = errno;
+  int hooked = name && (strcmp(name, "ibv_modify_qp") == 0 || strcmp(name, "ibv_create_qp") == 0) &&
+               (!is_vsym || (version && strcmp(version, "IBVERBS_1.1") == 0)) &&
+               ah_path_policy_active(policy_get());
+  errno = saved;
+  if (is_vsym) return hooked ? (void *)ah_shim_dlvsym_hooked : (void *)atomic_load(&real_dlvsym_p);
+  return hooked ? (void *)ah_shim_dlsym_hooked : (void *)atomic_load(&real_dlsym_p);
+}
+
+#if defined(__x86_64__)
+/* dlsym(handle, name): save the arguments, route(name, NULL, 0), restore, jump. The stack is
+ * 16-byte aligned at the call (entry rsp = 8 mod 16, two pushes and 8 more). */
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        ".cfi_startproc\n"
+        "  endbr64\n"
+        "  push %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  push %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  sub $8, %rsp\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  mov %rsi, %rdi\n"
+        "  xor %esi, %esi\n"
+        "  xor %edx, %edx\n"
+        "  call ah_shim_verbs_route\n"
+        "  add $8, %rsp\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  pop %rsi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  pop %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  jmp *%rax\n"
+        ".cfi_endproc\n"
+        ".size dlsym, .-dlsym\n"
+        /* dlvsym(handle, name, version): three pushes keep the call aligned */
+        ".globl dlvsym\n"
+        ".type dlvsym, @function\n"
+        "dlvsym:\n"
+        ".cfi_startproc\n"
+        "  endbr64\n"
+        "  push %rdi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  push %rsi\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  push %rdx\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        "  mov %rsi, %rdi\n"
+        "  mov %rdx, %rsi\n"
+        "  mov $1, %edx\n"
+        "  call ah_shim_verbs_route\n"
+        "  pop %rdx\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  pop %rsi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  pop %rdi\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        "  jmp *%rax\n"
+        ".cfi_endproc\n"
+        ".size dlvsym, .-dlvsym\n");
+#else
+/* Other architectures: plain C. The forward is in tail position, which optimised builds turn into
+ * a jump; unoptimised builds resolve RTLD_NEXT relative to the shim (docs/qp.md). */
+AH_VERBS_EXPORT void *dlsym(void *handle, const char *name) {
+  return ((dlsym_fn)ah_shim_verbs_route(name, NULL, 0))(handle, name);
+}
+AH_VERBS_EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
+  return ((dlvsym_fn)ah_shim_verbs_route(name, version, 1))(handle, name, version);
+}
+#endif
