@@ -1,0 +1,506 @@
+/* test_tune.c: the tuning engine on synthetic surfaces — unimodal, plateaued, noisy, subspaces
+ * with a single legal point, a surface where NCCL's default is optimal, results out of order and
+ * lost, drift re-opening tuning, budgets and bad input — plus its robust statistics.
+ *
+ * A surface gives each (algorithm, protocol) subspace a base time and a log-quadratic bowl (with an
+ * optional flat bottom) along channels and chunk, so the true optimum is known by enumeration. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_stats.h"
+#include "ah_tune.h"
+#include "tune_drive.h"
+
+typedef struct {
+  int nsub;
+  double base[AH_MAX_SUBSPACES];     /* time at the bowl's bottom */
+  double opt[AH_MAX_SUBSPACES][2];   /* optimum value per dimension */
+  double curv[AH_MAX_SUBSPACES];     /* relative cost per (log2 distance)^2 */
+  double flat;                       /* half-width (log2) of a flat bottom */
+  double scale_after;                /* from call `change_at` on, every time x this */
+  uint64_t change_at;
+  ah_space_t space;
+} surf_t;
+
+static int sub_of(const surf_t *s, const ah_config_t *c) {
+  for (int i = 0; i < s->space.nsub; i++)
+    if (s->space.sub[i].algo == c->algo && s->space.sub[i].proto == c->proto) return i;
+  return -1;
+}
+
+static double surf_time(void *arg, const ah_config_t *c, uint64_t call) {
+  const surf_t *s = arg;
+  int i = sub_of(s, c);
+  ck_assert_int_ge(i, 0); /* the engine only proposes legal pairs */
+  double t = s->base[i];
+  for (int d = 0; d < c->ndims && d < 2; d++) {
+    ck_assert_int_gt(c->res[d], 0);
+    double x = fabs(log2((double)c->res[d] / s->opt[i][d])) - s->flat;
+    if (x > 0) t *= 1.0 + s->curv[i] * x * x;
+  }
+  if (s->change_at && call >= s->change_at) t *= s->scale_after;
+  return t;
+}
+
+static double surf_best(surf_t *s) {
+  double best = INFINITY;
+  ah_config_t c;
+  memset(&c, 0, sizeof(c));
+  c.ndims = s->space.ndims;
+  for (int i = 0; i < s->space.nsub; i++) {
+    c.algo = s->space.sub[i].algo;
+    c.proto = s->space.sub[i].proto;
+    int n0 = s->space.ndims > 0 ? s->space.dims[0].nvalues : 1;
+    int n1 = s->space.ndims > 1 ? s->space.dims[1].nvalues : 1;
+    for (int a = 0; a < n0; a++)
+      for (int b = 0; b < n1; b++) {
+        if (s->space.ndims > 0) c.res[0] = s->space.dims[0].values[a];
+        if (s->space.ndims > 1) c.res[1] = s->space.dims[1].values[b];
+        double t = surf_time(s, &c, 0);
+        if (t < best) best = t;
+      }
+  }
+  return best;
+}
+
+/* Three subspaces, channels 1..64; NCCL's default is ring/simple at 32 channels. */
+static void surf_init(surf_t *s) {
+  memset(s, 0, sizeof(*s));
+  s->space.nsub = 3;
+  s->space.sub[0].algo = AH_ALGO_RING, s->space.sub[0].proto = AH_PROTO_SIMPLE;
+  s->space.sub[1].algo = AH_ALGO_RING, s->space.sub[1].proto = AH_PROTO_LL128;
+  s->space.sub[2].algo = AH_ALGO_TREE, s->space.sub[2].proto = AH_PROTO_LL;
+  s->space.ndims = 1;
+  s->space.dims[0].nvalues = 64;
+  for (int i = 0; i < 64; i++) s->space.dims[0].values[i] = i + 1;
+  s->space.start.algo = AH_ALGO_RING;
+  s->space.start.proto = AH_PROTO_SIMPLE;
+  s->space.start.ndims = 1;
+  s->space.start.res[0] = 32;
+  for (int i = 0; i < 3; i++) {
+    s->curv[i] = 0.08;
+    s->opt[i][0] = 32;
+    s->opt[i][1] = 512 * 1024;
+  }
+  s->base[0] = 100, s->base[1] = 115, s->base[2] = 200;
+}
+
+static double cfg_time(surf_t *s, const ah_config_t *c) { return surf_time(s, c, 0); }
+
+static ah_tune_t *run(surf_t *s, const tune_drive_opts_t *o, tune_drive_result_t *r) {
+  ah_tune_params_t p;
+  ah_tune_params_default(&p);
+  ah_tune_t *t = ah_tune_create(&s->space, &p);
+  ck_assert_ptr_nonnull(t);
+  tune_drive_run(t, surf_time, s, o, r);
+  return t;
+}
+
+START_TEST(test_unimodal) {
+  /* The best subspace is ring/ll128 with its optimum at 12 channels, far from the default. */
+  int far = 0;
+  for (int seed = 1; seed <= 12; seed++) {
+    surf_t s;
+    surf_init(&s);
+    s.base[1] = 80;
+    s.opt[1][0] = 12;
+    s.curv[1] = 0.25;
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = (uint64_t)seed;
+    tune_drive_result_t r;
+    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_status_t st;
+    ah_tune_status(t, &st);
+    ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+    ck_assert_uint_ne(r.pinned_at, UINT64_MAX);
+    ck_assert_uint_le(r.pinned_at, 120);
+    double q = surf_best(&s) / cfg_time(&s, &r.final);
+    ck_assert_msg(q >= 0.95, "seed %d: reached %.3f of the optimum (nch=%lld)", seed, q,
+                  (long long)r.final.res[0]);
+    ck_assert_int_eq(r.final.proto, AH_PROTO_LL128);
+    if (r.final.res[0] < 8 || r.final.res[0] > 18) far++;
+    ck_assert(st.winner_us > 0 && st.default_us > st.winner_us);
+    ck_assert_int_ge(st.probes, 4);
+    ah_tune_destroy(t);
+  }
+  ck_assert_int_le(far, 1);
+}
+END_TEST
+
+START_TEST(test_two_dims) {
+  /* channels x chunk (powers of two 64K..4M): coordinate descent over both axes. */
+  surf_t s;
+  surf_init(&s);
+  s.space.ndims = 2;
+  s.space.dims[1].nvalues = 7;
+  for (int i = 0; i < 7; i++) s.space.dims[1].values[i] = (int64_t)65536 << i;
+  s.space.start.ndims = 2;
+  s.space.start.res[1] = 2 * 1024 * 1024;
+  s.opt[0][0] = 16;
+  s.opt[0][1] = 262144;
+  s.curv[0] = 0.2;
+  for (int seed = 1; seed <= 6; seed++) {
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = (uint64_t)seed;
+    tune_drive_result_t r;
+    ah_tune_t *t = run(&s, &o, &r);
+    double q = surf_best(&s) / cfg_time(&s, &r.final);
+    ck_assert_msg(q >= 0.95, "seed %d: %.3f of optimum", seed, q);
+    ck_assert_uint_le(r.pinned_at, 200);
+    ah_tune_destroy(t);
+  }
+}
+END_TEST
+
+START_TEST(test_plateau) {
+  /* A flat bottom from 8 to 32 channels (+-1 in log2 around 16), the default at 64 on its slope:
+   * the engine must leave the slope and stop on the plateau rather than wander on it. */
+  for (int seed = 1; seed <= 8; seed++) {
+    surf_t s;
+    surf_init(&s);
+    s.space.start.res[0] = 64;
+    s.opt[0][0] = 16;
+    s.flat = 1.0;
+    s.curv[0] = 0.3;
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = (uint64_t)seed;
+    tune_drive_result_t r;
+    ah_tune_t *t = run(&s, &o, &r);
+    double q = surf_best(&s) / cfg_time(&s, &r.final);
+    ck_assert_msg(q >= 0.97, "seed %d: %.3f of optimum", seed, q);
+    ck_assert_uint_le(r.pinned_at, 100);
+    ah_tune_destroy(t);
+  }
+}
+END_TEST
+
+START_TEST(test_noisy) {
+  /* 6% noise and 5% outliers at 2x: a 15% better config is still found, and nothing slower than
+   * the default is ever pinned. */
+  int found = 0;
+  for (int seed = 1; seed <= 10; seed++) {
+    surf_t s;
+    surf_init(&s);
+    s.opt[0][0] = 8;
+    s.curv[0] = 0.1; /* 32 channels costs 40% more than 8 */
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.sigma = 0.06;
+    o.outlier_rate = 0.05;
+    o.outlier_factor = 2.0;
+    o.seed = (uint64_t)seed;
+    tune_drive_result_t r;
+    ah_tune_t *t = run(&s, &o, &r);
+    double def = cfg_time(&s, &s.space.start), fin = cfg_time(&s, &r.final);
+    ck_assert_msg(fin <= def * 1.01, "seed %d: pinned %.1f us, default %.1f", seed, fin, def);
+    if (fin <= surf_best(&s) * 1.10) found++;
+    ck_assert_uint_le(r.pinned_at, 200);
+    ah_tune_destroy(t);
+  }
+  ck_assert_int_ge(found, 8);
+}
+END_TEST
+
+START_TEST(test_single_point) {
+  /* Every subspace has one legal channel value; ring/ll is 20% faster than the default. */
+  for (int seed = 1; seed <= 5; seed++) {
+    surf_t s;
+    surf_init(&s);
+    s.space.dims[0].nvalues = 1;
+    s.space.dims[0].values[0] = 4;
+    s.space.start.res[0] = 4;
+    s.space.sub[2].algo = AH_ALGO_RING;
+    s.space.sub[2].proto = AH_PROTO_LL;
+    s.base[2] = 80;
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = (uint64_t)seed;
+    tune_drive_result_t r;
+    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_status_t st;
+    ah_tune_status(t, &st);
+    ck_assert_int_eq(st.probes, 3);
+    ck_assert_int_eq(r.final.proto, AH_PROTO_LL);
+    ck_assert_uint_le(r.pinned_at, 30);
+    ah_tune_destroy(t);
+  }
+  /* No dimension at all and one subspace equal to the default: nothing to tune. */
+  surf_t s;
+  surf_init(&s);
+  s.space.nsub = 1;
+  s.space.ndims = 0;
+  s.space.start.ndims = 0;
+  ah_tune_t *t = ah_tune_create(&s.space, NULL);
+  ck_assert_ptr_nonnull(t);
+  ah_segment_t seg;
+  ah_tune_next(t, 0, &seg);
+  ck_assert_uint_eq(seg.count, AH_SCHED_FOREVER);
+  ck_assert_int_eq(seg.source, AH_SOURCE_DEFAULT);
+  ah_tune_status_t st;
+  ah_tune_status(t, &st);
+  ck_assert_int_eq(st.state, AH_TUNE_DEFAULT);
+  ck_assert_int_eq(st.calls_spent, 0);
+  ah_tune_destroy(t);
+}
+END_TEST
+
+START_TEST(test_default_optimal) {
+  /* NCCL's default is the optimum, other subspaces are within 1-3%: across seeds, the pinned
+   * config is never more than 1% slower than the default. */
+  for (int seed = 1; seed <= 30; seed++) {
+    surf_t s;
+    surf_init(&s);
+    s.base[1] = 101;
+    s.base[2] = 103;
+    s.curv[0] = 0.01; /* shallow: neighbours within noise */
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = (uint64_t)seed;
+    tune_drive_result_t r;
+    ah_tune_t *t = run(&s, &o, &r);
+    double def = cfg_time(&s, &s.space.start), fin = cfg_time(&s, &r.final);
+    ck_assert_msg(fin <= def * 1.01, "seed %d: pinned %.2f us vs default %.2f", seed, fin, def);
+    ck_assert_uint_le(r.pinned_at, 200);
+    ah_tune_status_t st;
+    ah_tune_status(t, &st);
+    ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+    ah_tune_destroy(t);
+  }
+}
+END_TEST
+
+START_TEST(test_out_of_order) {
+  /* Results arrive 12 calls late, shuffled, and 10% never arrive: the engine keeps proposing,
+   * converges, and finds the optimum. Also: results for indices never committed are ignored. */
+  for (int seed = 1; seed <= 6; seed++) {
+    surf_t s;
+    surf_init(&s);
+    s.base[1] = 80;
+    s.opt[1][0] = 12;
+    s.curv[1] = 0.25;
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.lag = 12;
+    o.loss = 0.10;
+    o.seed = (uint64_t)seed;
+    ah_tune_t *t = ah_tune_create(&s.space, NULL);
+    ah_tune_observe(t, 1000000, 5.0); /* not committed: ignored */
+    ah_tune_observe(t, 0, NAN);       /* bad value: ignored */
+    tune_drive_result_t r;
+    tune_drive_run(t, surf_time, &s, &o, &r);
+    ck_assert_uint_ne(r.pinned_at, UINT64_MAX);
+    ck_assert_uint_le(r.pinned_at, 200);
+    double q = surf_best(&s) / cfg_time(&s, &r.final);
+    ck_assert_msg(q >= 0.95, "seed %d: %.3f of optimum", seed, q);
+    ah_tune_destroy(t);
+  }
+}
+END_TEST
+
+START_TEST(test_drift_reopens) {
+  /* After convergence the pinned config's subspace slows 40% (others do not): CUSUM re-opens
+   * tuning, the driver cuts the forever segment, and the search moves to the other subspace. */
+  surf_t s;
+  surf_init(&s);
+  s.base[1] = 104; /* ring/ll128: slower than ring/simple at first */
+  tune_drive_opts_t o;
+  tune_drive_opts_default(&o);
+  o.seed = 3;
+  tune_drive_result_t r;
+  ah_tune_t *t = run(&s, &o, &r);
+  ah_tune_status_t st;
+  ah_tune_status(t, &st);
+  ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+  ck_assert_int_eq(r.final.proto, AH_PROTO_SIMPLE);
+  ck_assert_int_eq(ah_tune_reopened(t), 0);
+  /* Stationary: 3000 more pinned calls, no re-open. */
+  o.stop_when_pinned = 0;
+  o.max_calls = 3000;
+  s.base[0] = 100;
+  tune_drive_run(t, surf_time, &s, &o, &r);
+  ck_assert_int_eq(r.reopens_seen, 0);
+  ah_tune_destroy(t);
+
+  /* Now a shift: ring/simple becomes 40% slower after call 150. */
+  surf_init(&s);
+  s.base[1] = 104;
+  s.base[0] = 100;
+  o.seed = 3;
+  o.stop_when_pinned = 0;
+  o.max_calls = 600;
+  s.change_at = 150;
+  s.scale_after = 1.0;
+  t = ah_tune_create(&s.space, NULL);
+  /* drive in two parts: before the change, then with ring/simple slowed */
+  o.max_calls = 150;
+  tune_drive_run(t, surf_time, &s, &o, &r);
+  ah_tune_status(t, &st);
+  ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+  s.base[0] = 140;
+  o.max_calls = 600;
+  tune_drive_run(t, surf_time, &s, &o, &r);
+  ck_assert_int_eq(r.reopens_seen, 1);
+  ah_tune_status(t, &st);
+  ck_assert_int_eq(st.reopen_count, 1);
+  ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+  ck_assert_int_eq(r.final.proto, AH_PROTO_LL128);
+  ah_tune_destroy(t);
+}
+END_TEST
+
+START_TEST(test_budget) {
+  /* A budget of 24 calls: the engine never commits more than that to probes, then pins. */
+  surf_t s;
+  surf_init(&s);
+  s.base[1] = 80;
+  s.opt[1][0] = 12;
+  ah_tune_params_t p;
+  ah_tune_params_default(&p);
+  p.budget_calls = 24;
+  ah_tune_t *t = ah_tune_create(&s.space, &p);
+  tune_drive_opts_t o;
+  tune_drive_opts_default(&o);
+  tune_drive_result_t r;
+  tune_drive_run(t, surf_time, &s, &o, &r);
+  ah_tune_status_t st;
+  ah_tune_status(t, &st);
+  ck_assert_int_le(st.calls_spent, 24);
+  ck_assert_uint_le(r.pinned_at, 24);
+  ck_assert(st.state == AH_TUNE_CONVERGED || st.state == AH_TUNE_DEFAULT);
+  ck_assert(cfg_time(&s, &r.final) <= cfg_time(&s, &s.space.start) * 1.01);
+  ah_tune_destroy(t);
+}
+END_TEST
+
+static void count_probe(void *arg, const ah_config_t *cfg, int samples, double us) {
+  int *n = arg;
+  ck_assert_int_gt(samples, 0);
+  ck_assert(us > 0);
+  ck_assert_int_eq(cfg->ndims, 1);
+  (*n)++;
+}
+
+START_TEST(test_bad_space_and_report) {
+  surf_t s;
+  surf_init(&s);
+  s.space.nsub = 99; /* out of range: nothing tuned, default kept */
+  ah_tune_t *t = ah_tune_create(&s.space, NULL);
+  ck_assert_ptr_nonnull(t);
+  ah_segment_t seg;
+  ah_tune_next(t, 0, &seg);
+  ck_assert_uint_eq(seg.count, AH_SCHED_FOREVER);
+  ck_assert_int_eq(seg.config.algo, AH_ALGO_RING);
+  ah_tune_destroy(t);
+
+  surf_init(&s);
+  tune_drive_opts_t o;
+  tune_drive_opts_default(&o);
+  tune_drive_result_t r;
+  t = run(&s, &o, &r);
+  int n = 0;
+  ah_tune_foreach_probe(t, count_probe, &n);
+  ah_tune_status_t st;
+  ah_tune_status(t, &st);
+  ck_assert_int_ge(n, st.probes);
+  ck_assert_int_ge(st.probes, 3);
+  ck_assert_uint_eq(st.converged_at, r.pinned_at);
+  ck_assert(st.calls_spent > 0 && (uint64_t)st.calls_spent <= r.pinned_at);
+  ah_tune_destroy(t);
+}
+END_TEST
+
+START_TEST(test_stats) {
+  /* The bias-corrected trimmed mean of log-normal samples is unbiased for every sample count,
+   * ignores a 1.5x outlier, and the pooled noise estimate finds sigma. */
+  uint64_t rng = 42;
+  double scratch[32], us[32];
+  for (int n = 2; n <= 8; n++) {
+    double sum = 0;
+    int reps = 4000;
+    for (int r = 0; r < reps; r++) {
+      for (int i = 0; i < n; i++) us[i] = 100.0 * exp(0.02 * tune_rng_normal(&rng));
+      sum += ah_stats_robust_log(us, n, 0.02, scratch);
+    }
+    double bias = sum / reps - log(100.0);
+    ck_assert_msg(fabs(bias) < 0.002, "n=%d: bias %.4f", n, bias);
+  }
+  for (int i = 0; i < 4; i++) us[i] = 100.0;
+  us[3] = 150.0;
+  ck_assert(fabs(exp(ah_stats_robust_log(us, 4, 0.0, scratch)) - 100.0) < 1e-9);
+  ck_assert(ah_stats_trim_bias(2, 1) < -0.5 && ah_stats_trim_bias(2, 1) > -0.6);
+  static ah_stats_noise_t nz;
+  nz.count = 0;
+  ck_assert(ah_stats_noise_sigma(&nz, 0.03, 0.005) == 0.03);
+  for (int p = 0; p < 200; p++) {
+    int n = 3 + p % 4;
+    for (int i = 0; i < n; i++) {
+      us[i] = 50.0 * exp(0.02 * tune_rng_normal(&rng));
+      if (tune_rng_uniform(&rng) < 0.01) us[i] *= 1.5;
+    }
+    ah_stats_noise_add(&nz, us, n, scratch);
+  }
+  double sg = ah_stats_noise_sigma(&nz, 0.03, 0.005);
+  ck_assert_msg(sg > 0.015 && sg < 0.027, "sigma estimate %.4f", sg);
+  ck_assert(ah_stats_robust_se(4, 0.02) < ah_stats_robust_se(2, 0.02));
+}
+END_TEST
+
+START_TEST(test_cusum) {
+  uint64_t rng = 9;
+  ah_drift_t d;
+  ah_drift_init(&d, 100.0, 0.02, 0.05, 16.0);
+  for (int i = 0; i < 20000; i++) {
+    double x = 100.0 * exp(0.02 * tune_rng_normal(&rng));
+    if (tune_rng_uniform(&rng) < 0.01) x *= 1.5;
+    ck_assert_msg(!ah_drift_add(&d, x), "false alarm at sample %d", i);
+  }
+  int at = -1;
+  for (int i = 0; i < 200 && at < 0; i++)
+    if (ah_drift_add(&d, 110.0 * exp(0.02 * tune_rng_normal(&rng)))) at = i;
+  ck_assert_int_ge(at, 0);
+  ck_assert_int_le(at, 30);
+  ah_drift_init(&d, 100.0, 0.02, 0.05, 16.0);
+  at = -1;
+  for (int i = 0; i < 200 && at < 0; i++)
+    if (ah_drift_add(&d, 85.0 * exp(0.02 * tune_rng_normal(&rng)))) at = i;
+  ck_assert_int_ge(at, 0);
+  ck_assert_int_le(at, 30);
+}
+END_TEST
+
+static Suite *tune_suite(void) {
+  Suite *s = suite_create("tune");
+  TCase *tc = tcase_create("search");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_unimodal);
+  tcase_add_test(tc, test_two_dims);
+  tcase_add_test(tc, test_plateau);
+  tcase_add_test(tc, test_noisy);
+  tcase_add_test(tc, test_single_point);
+  tcase_add_test(tc, test_default_optimal);
+  tcase_add_test(tc, test_out_of_order);
+  tcase_add_test(tc, test_drift_reopens);
+  tcase_add_test(tc, test_budget);
+  tcase_add_test(tc, test_bad_space_and_report);
+  suite_add_tcase(s, tc);
+  TCase *ts = tcase_create("stats");
+  tcase_set_timeout(ts, 30);
+  tcase_add_test(ts, test_stats);
+  tcase_add_test(ts, test_cusum);
+  suite_add_tcase(s, ts);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(tune_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,47 @@
+/* tune_drive.h: a driver for the tuning engine as the shim's leader would run it — commits the
+ * segments ah_tune_next() proposes when the horizon is reached, "runs" each call on a surface
+ * (a function from configuration to true microseconds) with seeded multiplicative noise, and
+ * reports results late (lag), shuffled and optionally lost. Shared by tests/tune and
+ * bench/tuner_quality, so the benchmark scores the engine under the same conditions it is tested in. */
+#ifndef TUNE_DRIVE_H
+#define TUNE_DRIVE_H
+
+#include <stdint.h>
+
+#include "ah_tune.h"
+
+typedef double (*tune_surface_fn)(void *arg, const ah_config_t *cfg, uint64_t call);
+
+typedef struct {
+  double sigma;          /* log-normal noise */
+  double outlier_rate;   /* share of calls slowed by outlier_factor */
+  double outlier_factor;
+  int lag;               /* a call's result is reported this many calls later (0: at once) */
+  int shuffle;           /* 1: results due at the same time arrive in random order */
+  double loss;           /* share of results never reported */
+  uint64_t seed;
+  uint64_t max_calls;    /* calls to run */
+  int stop_when_pinned;  /* 1: stop once the forever segment is committed and results drained */
+  /* optional: noise from the caller (bench uses sim_model_noise); NULL = built-in */
+  double (*noise)(void *arg, double us, uint64_t *state);
+  void *noise_arg;
+} tune_drive_opts_t;
+
+typedef struct {
+  uint64_t calls;          /* calls run */
+  uint64_t pinned_at;      /* first index of the last forever segment, UINT64_MAX if none */
+  ah_config_t final;       /* config of the last call run */
+  int reopens_seen;        /* times the driver saw ah_tune_reopened() and cut the forever segment */
+  int segments;            /* segments committed */
+} tune_drive_result_t;
+
+void tune_drive_opts_default(tune_drive_opts_t *o);
+void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive_opts_t *o,
+                    tune_drive_result_t *r_p);
+
+/* Deterministic RNG helpers (splitmix64). */
+uint64_t tune_rng_next(uint64_t *s);
+double tune_rng_uniform(uint64_t *s);
+double tune_rng_normal(uint64_t *s);
+
+#endif

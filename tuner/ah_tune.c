@@ -1,0 +1,751 @@
+/* ah_tune.c: the online search of one key (tuner/ah_tune.h), AutoCCL's two-level search made
+ * cheaper in calls: screen every (algorithm, protocol) subspace once at NCCL's own resources,
+ * drop the ones clearly worse, then coordinate descent (steps x2 then x1.41, both directions,
+ * continuing in a direction that paid) only in the promising ones, best first, abandoning a
+ * subspace whose first step leaves it clearly behind. Comparisons race: a probe gets more samples
+ * only while its difference to the incumbent is within noise. The winner is re-measured with fresh
+ * samples against NCCL's default and replaces it only beyond three standard errors, so selection
+ * luck ("winner's curse") cannot make a key slower than NCCL. A pinned key is watched by CUSUM.
+ *
+ * The engine is driven by call indices: it hands out segments (config for n calls) and receives
+ * results for any index in any order. It plans in batches (the probes it needs next) and keeps
+ * proposing while results are pending by giving extra samples to the batch's probes still short of
+ * results, so a lagging or lost result costs a sample, never a stall. */
+#include "ah_tune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_log.h"
+#include "ah_stats.h"
+
+#define AH_TUNE_MAX_SAMPLES 32
+#define AH_TUNE_MAX_WANTS (AH_MAX_SUBSPACES + 2)
+#define AH_TUNE_MAX_LEVEL 1       /* step ratios 2^(1/2^level): x2, then x1.41 */
+#define AH_TUNE_SEARCH_MAXN 6     /* racing: samples a search probe may grow to */
+#define AH_TUNE_CONFIRM_N 6       /* fresh samples of the winner before it may replace the default */
+#define AH_TUNE_CONFIRM_MAXN 12
+#define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
+#define AH_TUNE_CONFIRM_Z 3.0     /* ... and the winner over NCCL's default */
+#define AH_TUNE_STEP_ABANDON 1.10 /* a later subspace still this much slower after one step is dropped */
+#define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
+#define AH_TUNE_SMALL_GAIN 0.03   /* a move gaining less refines it */
+#define AH_TUNE_MAX_RESTARTS 1
+#define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
+#define AH_TUNE_SIGMA_FLOOR 0.005
+#define AH_TUNE_DRIFT_SHIFT 0.05  /* relative shift the CUSUM is tuned to detect */
+#define AH_TUNE_DRIFT_H 16.0
+
+typedef struct {
+  ah_config_t cfg;
+  int sub;                 /* index into space.sub, or -1 (NCCL's own choice outside the space) */
+  int pos[AH_MAX_DIMS];    /* index of each resource value in its dimension */
+  int n, committed;        /* samples observed / calls committed */
+  int confirm;             /* a fresh re-measurement of a searched config */
+  int epoch;               /* search epoch (drift re-opens start a new one) */
+  double us[AH_TUNE_MAX_SAMPLES];
+} ah_probe_t;
+
+/* A committed segment as the engine remembers it, to attribute results. */
+typedef struct {
+  uint64_t first, count;   /* count UINT64_MAX: forever */
+  int probe;
+} ah_tseg_t;
+
+typedef struct {
+  int probe, target;       /* wanted: probe observed at least `target` times */
+} ah_want_t;
+
+enum { AH_PH_SCREEN = 0, AH_PH_DESCEND = 1, AH_PH_CONFIRM = 2, AH_PH_DONE = 3 };
+
+struct ah_tune {
+  ah_space_t space;
+  ah_tune_params_t prm;
+  int state, phase, epoch;
+  ah_probe_t *probes;
+  int nprobes, capprobes;
+  ah_tseg_t *segs;
+  int nsegs, capsegs;
+  ah_want_t wants[AH_TUNE_MAX_WANTS];
+  int nwants;
+  int calls_spent, epoch_calls;
+  uint64_t converged_at;
+  double sigma;
+  int def;                 /* probe of NCCL's default (space.start) */
+  int def_sub;             /* subspace of NCCL's choice (never abandoned), or -1 */
+  int best;                /* best searched probe so far */
+  int winner;              /* pinned probe (a confirm probe when the search won) */
+  int winner_src;          /* probe whose config is pinned */
+  int searchable[AH_MAX_DIMS], nsearch;
+  /* screening */
+  int sub_start[AH_MAX_SUBSPACES];
+  int order[AH_MAX_SUBSPACES], norder, cur;
+  /* descent */
+  int center, dim_i, level, dir, first_step, quiet, moved, restarts;
+  int lv_start[AH_MAX_DIMS];
+  int cand[2], ncand;
+  int confirm_probe;
+  /* drift */
+  ah_drift_t drift;
+  int drift_on, reopened, reopen_count, forever_seg;
+  double scratch[AH_TUNE_MAX_SAMPLES];
+};
+
+void ah_tune_params_default(ah_tune_params_t *p) {
+  p->budget_calls = 180;
+  p->samples_per_probe = 2;
+  p->noise_floor = 0.01;
+  p->abandon_ratio = 1.5;
+  p->drift_check = 1;
+  p->seed = 0;
+}
+
+static int ah_tune_cfg_same(const ah_config_t *a, const ah_config_t *b) {
+  if (a->algo != b->algo || a->proto != b->proto || a->ndims != b->ndims) return 0;
+  for (int d = 0; d < a->ndims && d < AH_MAX_DIMS; d++)
+    if (a->res[d] != b->res[d]) return 0;
+  return 1;
+}
+
+/* "ring/simple 16 524288" for debug lines (ah_config_format lives with the shared vocabulary). */
+static char *ah_tune_fmt(const ah_config_t *c, char *buf, size_t len) {
+  int o = snprintf(buf, len, "%d/%d", c->algo, c->proto);
+  for (int d = 0; d < c->ndims && d < AH_MAX_DIMS && o > 0 && (size_t)o < len; d++)
+    o += snprintf(buf + o, len - (size_t)o, " %lld", (long long)c->res[d]);
+  return buf;
+}
+
+/* ---- probes and their statistics ---- */
+
+static double ah_tune_lg(const ah_tune_t *t, int p) {
+  const ah_probe_t *pr = &t->probes[p];
+  double scratch[AH_TUNE_MAX_SAMPLES];
+  return ah_stats_robust_log(pr->us, pr->n, t->sigma, scratch);
+}
+
+static double ah_tune_se(const ah_tune_t *t, int p) {
+  return ah_stats_robust_se(t->probes[p].n, t->sigma);
+}
+
+static void ah_tune_update_sigma(ah_tune_t *t) {
+  ah_stats_noise_t nz;
+  nz.count = 0;
+  for (int i = 0; i < t->nprobes; i++) {
+    const ah_probe_t *pr = &t->probes[i];
+    if (pr->epoch != t->epoch) continue;
+    ah_stats_noise_add(&nz, pr->us, pr->n, t->scratch);
+  }
+  t->sigma = ah_stats_noise_sigma(&nz, AH_TUNE_SIGMA_PRIOR, AH_TUNE_SIGMA_FLOOR);
+}
+
+/* Config of subspace `sub` at value indices pos (sub -1: the start's algo/proto). */
+static void ah_tune_make_cfg(const ah_tune_t *t, int sub, const int *pos, ah_config_t *c) {
+  memset(c, 0, sizeof(*c));
+  c->algo = sub >= 0 ? t->space.sub[sub].algo : t->space.start.algo;
+  c->proto = sub >= 0 ? t->space.sub[sub].proto : t->space.start.proto;
+  c->ndims = t->space.ndims;
+  for (int d = 0; d < t->space.ndims; d++) {
+    const ah_dim_t *dim = &t->space.dims[d];
+    c->res[d] = dim->nvalues > 0 ? dim->values[pos[d]] : t->space.start.res[d];
+  }
+}
+
+/* Finds the current epoch's non-confirm probe of config c, or adds it. Returns its index or -1. */
+static int ah_tune_probe_get(ah_tune_t *t, int sub, const int *pos, const ah_config_t *c) {
+  for (int i = 0; i < t->nprobes; i++) {
+    ah_probe_t *pr = &t->probes[i];
+    if (pr->epoch == t->epoch && !pr->confirm && ah_tune_cfg_same(&pr->cfg, c)) {
+      if (pr->sub < 0 && sub >= 0) { /* the default turns out to be a point of a subspace */
+        pr->sub = sub;
+        memcpy(pr->pos, pos, sizeof(pr->pos));
+      }
+      return i;
+    }
+  }
+  if (t->nprobes == t->capprobes) {
+    int cap = t->capprobes ? 2 * t->capprobes : 32;
+    ah_probe_t *np = realloc(t->probes, (size_t)cap * sizeof(*np));
+    if (!np) {
+      ah_log(AH_LOG_ERROR, "tuner: out of memory for %d probes", cap);
+      return -1;
+    }
+    t->probes = np;
+    t->capprobes = cap;
+  }
+  ah_probe_t *pr = &t->probes[t->nprobes];
+  memset(pr, 0, sizeof(*pr));
+  pr->cfg = *c;
+  pr->sub = sub;
+  if (pos) memcpy(pr->pos, pos, sizeof(pr->pos));
+  pr->epoch = t->epoch;
+  return t->nprobes++;
+}
+
+static void ah_tune_want(ah_tune_t *t, int p, int target) {
+  if (p < 0 || t->probes[p].n >= target) return;
+  for (int i = 0; i < t->nwants; i++)
+    if (t->wants[i].probe == p) {
+      if (t->wants[i].target < target) t->wants[i].target = target;
+      return;
+    }
+  if (t->nwants < AH_TUNE_MAX_WANTS) t->wants[t->nwants++] = (ah_want_t){p, target};
+}
+
+static int ah_tune_wants_met(const ah_tune_t *t) {
+  for (int i = 0; i < t->nwants; i++)
+    if (t->probes[t->wants[i].probe].n < t->wants[i].target) return 0;
+  return 1;
+}
+
+/* ---- finishing ---- */
+
+static void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
+  t->phase = AH_PH_DONE;
+  t->state = state;
+  t->winner = winner;
+  t->winner_src = src;
+  t->nwants = 0;
+  t->drift_on = 0;
+  if (t->prm.drift_check && winner >= 0 && t->probes[winner].n > 0) {
+    ah_drift_init(&t->drift, 0.0, t->sigma > 0.01 ? t->sigma : 0.01,
+                  AH_TUNE_DRIFT_SHIFT, AH_TUNE_DRIFT_H);
+    t->drift_on = 1;
+  }
+}
+
+static void ah_tune_start_confirm(ah_tune_t *t) {
+  t->phase = AH_PH_CONFIRM;
+  t->nwants = 0;
+  if (t->best < 0 || t->best == t->def ||
+      ah_tune_cfg_same(&t->probes[t->best].cfg, &t->probes[t->def].cfg)) {
+    ah_tune_finish(t, t->def, t->def, AH_TUNE_CONVERGED);
+    return;
+  }
+  int b = t->best;
+  if (t->nprobes == t->capprobes) {
+    int cap = 2 * t->capprobes;
+    ah_probe_t *np = realloc(t->probes, (size_t)cap * sizeof(*np));
+    if (!np) {
+      ah_log(AH_LOG_ERROR, "tuner: out of memory confirming a winner; keeping NCCL's default");
+      ah_tune_finish(t, t->def, t->def, AH_TUNE_DEFAULT);
+      return;
+    }
+    t->probes = np;
+    t->capprobes = cap;
+  }
+  ah_probe_t *pr = &t->probes[t->nprobes];
+  *pr = t->probes[b];
+  pr->n = pr->committed = 0;
+  pr->confirm = 1;
+  t->confirm_probe = t->nprobes++;
+  int dn = t->probes[t->def].n;
+  ah_tune_want(t, t->confirm_probe, AH_TUNE_CONFIRM_N);
+  ah_tune_want(t, t->def, dn > AH_TUNE_CONFIRM_N ? dn : AH_TUNE_CONFIRM_N);
+}
+
+static void ah_tune_eval_confirm(ah_tune_t *t) {
+  int c = t->confirm_probe, d = t->def;
+  double gain = ah_tune_lg(t, d) - ah_tune_lg(t, c);
+  double se = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, d), 2));
+  double floor = log(1.0 + t->prm.noise_floor);
+  if (gain > floor && gain > AH_TUNE_CONFIRM_Z * se) {
+    ah_tune_finish(t, c, t->best, AH_TUNE_CONVERGED);
+    return;
+  }
+  /* Undecided but plausible: more samples of both, within the confirmation cap. */
+  if (gain > 0.5 * floor && t->probes[c].n < AH_TUNE_CONFIRM_MAXN) {
+    t->nwants = 0;
+    ah_tune_want(t, c, t->probes[c].n + 3);
+    int dn = t->probes[d].n;
+    ah_tune_want(t, d, dn > t->probes[c].n + 3 ? dn : t->probes[c].n + 3);
+    return;
+  }
+  ah_tune_finish(t, d, d, AH_TUNE_CONVERGED);
+}
+
+/* ---- descent ---- */
+
+/* Index of the value nearest (in ratio) to values[i] * r^dir, at least one index away; -1 past
+ * the ends. */
+static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
+  double r = pow(2.0, 1.0 / (double)(1 << level));
+  double v = (double)dim->values[i];
+  int j = i;
+  if (v > 0) {
+    double target = dir > 0 ? v * r : v / r, bestd = INFINITY;
+    for (int k = 0; k < dim->nvalues; k++) {
+      if (dim->values[k] <= 0) continue;
+      double dd = fabs(log((double)dim->values[k] / target));
+      if (dd < bestd) {
+        bestd = dd;
+        j = k;
+      }
+    }
+  }
+  if (dir > 0 && j <= i) j = i + 1;
+  if (dir < 0 && j >= i) j = i - 1;
+  return j >= 0 && j < dim->nvalues ? j : -1;
+}
+
+static void ah_tune_next_subspace(ah_tune_t *t);
+
+static void ah_tune_plan_step(ah_tune_t *t);
+
+static void ah_tune_dim_done(ah_tune_t *t) {
+  int d = t->searchable[t->dim_i];
+  t->lv_start[d] = AH_TUNE_MAX_LEVEL;
+  t->quiet = t->moved ? 1 : t->quiet + 1;
+  if (t->quiet >= t->nsearch) { /* a full round of axes without a move: this subspace is done */
+    ah_tune_next_subspace(t);
+    return;
+  }
+  t->dim_i = (t->dim_i + 1) % t->nsearch;
+  t->level = t->lv_start[t->searchable[t->dim_i]];
+  t->dir = 0;
+  t->moved = 0;
+  ah_tune_plan_step(t);
+}
+
+static void ah_tune_step_failed(ah_tune_t *t) {
+  t->level++;
+  t->dir = 0;
+  if (t->level > AH_TUNE_MAX_LEVEL) {
+    ah_tune_dim_done(t);
+    return;
+  }
+  ah_tune_plan_step(t);
+}
+
+static void ah_tune_plan_step(ah_tune_t *t) {
+  t->nwants = 0;
+  t->ncand = 0;
+  if (t->epoch_calls >= t->prm.budget_calls - (2 * AH_TUNE_CONFIRM_N + 4)) {
+    ah_tune_start_confirm(t); /* keep enough budget to confirm the winner */
+    return;
+  }
+  const ah_probe_t *cp = &t->probes[t->center];
+  int d = t->searchable[t->dim_i];
+  for (int dir = -1; dir <= 1; dir += 2) {
+    if (t->dir != 0 && dir != t->dir) continue;
+    int j = ah_tune_neighbour(&t->space.dims[d], cp->pos[d], dir, t->level);
+    if (j < 0) continue;
+    int pos[AH_MAX_DIMS];
+    memcpy(pos, cp->pos, sizeof(pos));
+    pos[d] = j;
+    ah_config_t c;
+    ah_tune_make_cfg(t, cp->sub, pos, &c);
+    int p = ah_tune_probe_get(t, cp->sub, pos, &c);
+    if (p < 0 || p == t->center) continue;
+    t->cand[t->ncand++] = p;
+    ah_tune_want(t, p, t->prm.samples_per_probe);
+  }
+  if (t->ncand == 0) ah_tune_step_failed(t);
+}
+
+static void ah_tune_eval_step(ah_tune_t *t) {
+  int c0 = t->center;
+  double l0 = ah_tune_lg(t, c0), se0 = ah_tune_se(t, c0);
+  double floor = log(1.0 + t->prm.noise_floor);
+  int mv = -1;
+  double mv_gain = 0;
+  int unsure[2], nunsure = 0;
+  for (int i = 0; i < t->ncand; i++) {
+    int p = t->cand[i];
+    double gain = l0 - ah_tune_lg(t, p);
+    double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
+    if (gain > floor && gain > AH_TUNE_SEARCH_Z * se) {
+      if (gain > mv_gain) {
+        mv = p;
+        mv_gain = gain;
+      }
+    } else if (gain > -AH_TUNE_SEARCH_Z * se && gain > -floor * 4 &&
+               (t->probes[p].n < AH_TUNE_SEARCH_MAXN || t->probes[c0].n < AH_TUNE_SEARCH_MAXN)) {
+      unsure[nunsure++] = p;
+    }
+  }
+  if (mv < 0 && nunsure > 0 &&
+      t->epoch_calls < t->prm.budget_calls - (2 * AH_TUNE_CONFIRM_N + 8)) {
+    t->nwants = 0;
+    int need = 0;
+    for (int i = 0; i < nunsure; i++) {
+      int n = t->probes[unsure[i]].n + 2;
+      if (n > AH_TUNE_SEARCH_MAXN) n = AH_TUNE_SEARCH_MAXN;
+      ah_tune_want(t, unsure[i], n);
+      if (n > need) need = n;
+    }
+    ah_tune_want(t, c0, need);
+    if (t->nwants > 0) return; /* race on: evaluate again when they arrive */
+  }
+  /* Abandon a later subspace that one step leaves clearly behind the best so far. */
+  if (t->first_step && t->best >= 0 && t->probes[t->best].sub != t->probes[c0].sub &&
+      t->probes[c0].sub != t->def_sub) {
+    double lb = ah_tune_lg(t, t->best), lc = mv >= 0 ? ah_tune_lg(t, mv) : l0;
+    if (lc > lb + log(AH_TUNE_STEP_ABANDON)) {
+      t->first_step = 0;
+      ah_tune_next_subspace(t);
+      return;
+    }
+  }
+  t->first_step = 0;
+  if (ah_log_level() >= AH_LOG_DEBUG) {
+    char b0[96], b1[96];
+    ah_log(AH_LOG_DEBUG, "tuner: step dim %d level %d from %s (%.2f us, n=%d): %s", t->dim_i,
+           t->level, ah_tune_fmt(&t->probes[c0].cfg, b0, sizeof(b0)), exp(l0), t->probes[c0].n,
+           mv >= 0 ? ah_tune_fmt(&t->probes[mv].cfg, b1, sizeof(b1)) : "no move");
+  }
+  if (mv >= 0) {
+    const ah_probe_t *np = &t->probes[mv];
+    int d = t->searchable[t->dim_i];
+    t->dir = np->pos[d] > t->probes[c0].pos[d] ? 1 : -1;
+    t->center = mv;
+    t->moved = 1;
+    /* Steps adapt to the gain: a large one coarsens the step (the optimum is far), a small one
+     * refines it (the optimum is near). */
+    if (mv_gain > log(1.0 + AH_TUNE_BIG_GAIN) && t->level > 0) t->level--;
+    else if (mv_gain < log(1.0 + AH_TUNE_SMALL_GAIN) && t->level < AH_TUNE_MAX_LEVEL) t->level++;
+    ah_tune_plan_step(t);
+    return;
+  }
+  /* No move: after a continuation the way back is known worse, so in both cases refine. */
+  ah_tune_step_failed(t);
+}
+
+/* ---- subspaces ---- */
+
+static void ah_tune_start_subspace(ah_tune_t *t, int center) {
+  t->phase = AH_PH_DESCEND;
+  t->center = center;
+  t->dim_i = 0;
+  t->quiet = 0;
+  t->moved = 0;
+  t->dir = 0;
+  t->level = 0;
+  t->first_step = 1;
+  for (int d = 0; d < AH_MAX_DIMS; d++) t->lv_start[d] = 0;
+  if (t->nsearch == 0) {
+    ah_tune_next_subspace(t);
+    return;
+  }
+  ah_tune_plan_step(t);
+}
+
+/* The current subspace is done (converged or abandoned): its centre competes for best, and the
+ * next subspace in screening order is descended unless its screen already put it clearly behind. */
+static void ah_tune_next_subspace(ah_tune_t *t) {
+  if (t->center >= 0 && (t->best < 0 || ah_tune_lg(t, t->center) < ah_tune_lg(t, t->best)))
+    t->best = t->center;
+  t->center = -1;
+  while (++t->cur < t->norder) {
+    int p = t->sub_start[t->order[t->cur]];
+    if (p < 0 || t->probes[p].n == 0) continue;
+    if (t->order[t->cur] != t->def_sub &&
+        ah_tune_lg(t, p) > ah_tune_lg(t, t->best) + log(t->prm.abandon_ratio))
+      continue;
+    ah_tune_start_subspace(t, p);
+    return;
+  }
+  /* Bounded restart: with two or more axes, one more descent from the best point with the coarse
+   * step, when the budget has room (probes already measured cost nothing). */
+  if (t->restarts < AH_TUNE_MAX_RESTARTS && t->nsearch >= 2 &&
+      t->epoch_calls < t->prm.budget_calls / 2 && t->probes[t->best].sub >= 0) {
+    t->restarts++;
+    ah_tune_start_subspace(t, t->best);
+    return;
+  }
+  ah_tune_start_confirm(t);
+}
+
+/* Value indices of the start's resources: exact when legal, nearest (in ratio) otherwise; a value
+ * of 0 (NCCL's own choice) starts channels at the top and other dimensions in the middle. */
+static void ah_tune_start_pos(const ah_tune_t *t, int *pos) {
+  for (int d = 0; d < AH_MAX_DIMS; d++) pos[d] = 0;
+  for (int d = 0; d < t->space.ndims; d++) {
+    const ah_dim_t *dim = &t->space.dims[d];
+    if (dim->nvalues <= 0) continue;
+    int64_t v = t->space.start.res[d];
+    if (v <= 0) {
+      pos[d] = d == AH_DIM_NCHANNELS ? dim->nvalues - 1 : dim->nvalues / 2;
+      continue;
+    }
+    double bestd = INFINITY;
+    for (int k = 0; k < dim->nvalues; k++) {
+      double dd = dim->values[k] > 0 ? fabs(log((double)dim->values[k] / (double)v)) : INFINITY;
+      if (dd < bestd) {
+        bestd = dd;
+        pos[d] = k;
+      }
+    }
+  }
+}
+
+static void ah_tune_start_screen(ah_tune_t *t) {
+  t->phase = AH_PH_SCREEN;
+  t->nwants = 0;
+  t->best = t->winner = t->center = t->confirm_probe = -1;
+  t->cur = -1;
+  t->norder = 0;
+  t->restarts = 0;
+  int pos[AH_MAX_DIMS];
+  ah_tune_start_pos(t, pos);
+  t->def = ah_tune_probe_get(t, -1, NULL, &t->space.start);
+  t->def_sub = -1;
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.sub[s].algo == t->space.start.algo && t->space.sub[s].proto == t->space.start.proto)
+      t->def_sub = s;
+  if (t->def < 0) return;
+  ah_tune_want(t, t->def, t->prm.samples_per_probe + 1);
+  for (int s = 0; s < t->space.nsub; s++) {
+    ah_config_t c;
+    ah_tune_make_cfg(t, s, pos, &c);
+    t->sub_start[s] = ah_tune_probe_get(t, s, pos, &c);
+    ah_tune_want(t, t->sub_start[s], t->prm.samples_per_probe);
+  }
+}
+
+static void ah_tune_eval_screen(ah_tune_t *t) {
+  t->norder = 0;
+  for (int s = 0; s < t->space.nsub; s++) {
+    if (t->sub_start[s] < 0) continue;
+    double l = ah_tune_lg(t, t->sub_start[s]);
+    int i = t->norder++;
+    while (i > 0 && ah_tune_lg(t, t->sub_start[t->order[i - 1]]) > l) {
+      t->order[i] = t->order[i - 1];
+      i--;
+    }
+    t->order[i] = s;
+  }
+  t->best = t->def;
+  for (int i = 0; i < t->norder; i++)
+    if (ah_tune_lg(t, t->sub_start[t->order[i]]) < ah_tune_lg(t, t->best)) t->best = t->sub_start[t->order[i]];
+  t->center = -1;
+  t->cur = -1;
+  ah_tune_next_subspace(t);
+}
+
+/* Runs evaluations while the current batch has all its results. */
+static void ah_tune_advance(ah_tune_t *t) {
+  for (int guard = 0; guard < 64 && t->phase != AH_PH_DONE && ah_tune_wants_met(t); guard++) {
+    ah_tune_update_sigma(t);
+    if (t->phase == AH_PH_SCREEN) ah_tune_eval_screen(t);
+    else if (t->phase == AH_PH_DESCEND) ah_tune_eval_step(t);
+    else if (t->phase == AH_PH_CONFIRM) ah_tune_eval_confirm(t);
+  }
+}
+
+/* ---- the driver's interface ---- */
+
+ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *params) {
+  ah_tune_t *t = calloc(1, sizeof(*t));
+  if (!t) {
+    ah_log(AH_LOG_ERROR, "tuner: out of memory creating a tuning state");
+    return NULL;
+  }
+  t->space = *space;
+  if (t->space.nsub < 0 || t->space.nsub > AH_MAX_SUBSPACES) {
+    ah_log(AH_LOG_ERROR, "tuner: space has %d subspaces (0..%d); tuning none", space->nsub,
+           AH_MAX_SUBSPACES);
+    t->space.nsub = 0;
+  }
+  if (t->space.ndims < 0 || t->space.ndims > AH_MAX_DIMS) {
+    ah_log(AH_LOG_ERROR, "tuner: space has %d resource dimensions (0..%d); tuning none",
+           space->ndims, AH_MAX_DIMS);
+    t->space.ndims = 0;
+  }
+  for (int d = 0; d < t->space.ndims; d++) {
+    ah_dim_t *dim = &t->space.dims[d];
+    if (dim->nvalues < 0 || dim->nvalues > AH_MAX_DIM_VALUES) {
+      ah_log(AH_LOG_ERROR, "tuner: dimension %d has %d values (0..%d); not tuned", d,
+             dim->nvalues, AH_MAX_DIM_VALUES);
+      dim->nvalues = 0;
+    }
+    if (dim->nvalues >= 2) t->searchable[t->nsearch++] = d;
+  }
+  /* The start is compared field by field with probes: give it the space's dimensions. */
+  for (int d = t->space.start.ndims; d < AH_MAX_DIMS; d++)
+    if (d >= 0) t->space.start.res[d] = 0;
+  t->space.start.ndims = t->space.ndims;
+  t->space.start.pad = 0;
+  if (params) t->prm = *params;
+  else ah_tune_params_default(&t->prm);
+  if (t->prm.samples_per_probe < 1) t->prm.samples_per_probe = 1;
+  if (t->prm.samples_per_probe > 8) t->prm.samples_per_probe = 8;
+  if (!(t->prm.noise_floor >= 0)) t->prm.noise_floor = 0.01;
+  if (!(t->prm.abandon_ratio >= 1.0)) t->prm.abandon_ratio = 1.5;
+  t->sigma = AH_TUNE_SIGMA_PRIOR;
+  t->converged_at = UINT64_MAX;
+  t->forever_seg = -1;
+  t->state = AH_TUNE_SEARCHING;
+  ah_tune_start_screen(t);
+  if (t->def < 0) {
+    ah_tune_destroy(t);
+    return NULL;
+  }
+  if (t->nprobes == 1 && (t->space.nsub == 0 || t->nsearch == 0)) /* only NCCL's choice */
+    ah_tune_finish(t, t->def, t->def, AH_TUNE_DEFAULT);
+  return t;
+}
+
+void ah_tune_destroy(ah_tune_t *t) {
+  if (!t) return;
+  free(t->probes);
+  free(t->segs);
+  free(t);
+}
+
+static int ah_tune_seg_push(ah_tune_t *t, uint64_t first, uint64_t count, int probe) {
+  /* A driver that re-asks from an earlier index supersedes what it had committed from there. */
+  while (t->nsegs > 0 && t->segs[t->nsegs - 1].first >= first) t->nsegs--;
+  if (t->forever_seg >= t->nsegs) t->forever_seg = -1;
+  if (t->nsegs > 0) {
+    ah_tseg_t *last = &t->segs[t->nsegs - 1];
+    if (last->count != UINT64_MAX && last->first + last->count > first) last->count = first - last->first;
+    if (last->probe == probe && count != UINT64_MAX && last->count != UINT64_MAX &&
+        last->first + last->count == first) {
+      last->count += count;
+      return t->nsegs - 1;
+    }
+  }
+  if (t->nsegs == t->capsegs) {
+    int cap = t->capsegs ? 2 * t->capsegs : 64;
+    ah_tseg_t *ns = realloc(t->segs, (size_t)cap * sizeof(*ns));
+    if (!ns) {
+      ah_log(AH_LOG_ERROR, "tuner: out of memory for %d segments; results of these calls are lost", cap);
+      return -1;
+    }
+    t->segs = ns;
+    t->capsegs = cap;
+  }
+  t->segs[t->nsegs] = (ah_tseg_t){first, count, probe};
+  return t->nsegs++;
+}
+
+static void ah_tune_reopen(ah_tune_t *t, uint64_t first) {
+  t->reopened = 0;
+  t->reopen_count++;
+  if (t->forever_seg >= 0) {
+    ah_tseg_t *fs = &t->segs[t->forever_seg];
+    if (first > fs->first) fs->count = first - fs->first;
+    else t->nsegs = t->forever_seg; /* cut before it ran: forget it */
+  }
+  t->forever_seg = -1;
+  t->epoch++;
+  t->epoch_calls = 0;
+  t->state = AH_TUNE_SEARCHING;
+  t->converged_at = UINT64_MAX;
+  t->sigma = AH_TUNE_SIGMA_PRIOR;
+  ah_tune_start_screen(t);
+}
+
+void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p) {
+  memset(seg_p, 0, sizeof(*seg_p));
+  seg_p->first = first;
+  if (t->reopened) ah_tune_reopen(t, first);
+  ah_tune_advance(t);
+  if (t->phase != AH_PH_DONE && t->epoch_calls >= t->prm.budget_calls) {
+    ah_log(AH_LOG_INFO, "tuner: budget of %d calls spent without a confirmed winner; keeping NCCL's "
+           "default", t->prm.budget_calls);
+    ah_tune_finish(t, t->def, t->def, AH_TUNE_DEFAULT);
+  }
+  if (t->phase == AH_PH_DONE) {
+    if (t->forever_seg < 0) {
+      t->forever_seg = ah_tune_seg_push(t, first, UINT64_MAX, t->winner);
+      t->converged_at = first;
+    }
+    seg_p->count = AH_SCHED_FOREVER;
+    seg_p->config = t->probes[t->winner].cfg;
+    seg_p->source = t->winner_src == t->def ? AH_SOURCE_DEFAULT : AH_SOURCE_TUNED;
+    return;
+  }
+  int p = -1, count = 0;
+  for (int i = 0; i < t->nwants && p < 0; i++) {
+    const ah_probe_t *pr = &t->probes[t->wants[i].probe];
+    if (pr->committed < t->wants[i].target) {
+      p = t->wants[i].probe;
+      count = t->wants[i].target - pr->committed;
+    }
+  }
+  if (p < 0) { /* all committed, results pending: one more sample where one is still missing */
+    int most = 0;
+    for (int i = 0; i < t->nwants; i++) {
+      int lack = t->wants[i].target - t->probes[t->wants[i].probe].n;
+      if (lack > most) {
+        most = lack;
+        p = t->wants[i].probe;
+      }
+    }
+    if (p < 0) p = t->best >= 0 ? t->best : t->def;
+    count = 1;
+  }
+  if (count > t->prm.budget_calls - t->epoch_calls) count = t->prm.budget_calls - t->epoch_calls;
+  if (count < 1) count = 1;
+  t->probes[p].committed += count;
+  t->calls_spent += count;
+  t->epoch_calls += count;
+  ah_tune_seg_push(t, first, (uint64_t)count, p);
+  seg_p->count = (uint64_t)count;
+  seg_p->config = t->probes[p].cfg;
+  seg_p->source = p == t->def ? AH_SOURCE_DEFAULT : AH_SOURCE_TUNED;
+}
+
+void ah_tune_observe(ah_tune_t *t, uint64_t index, double us) {
+  if (!(us > 0) || !isfinite(us)) {
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "tuner: ignoring measured time %g us of call %llu", us,
+                  (unsigned long long)index);
+    return;
+  }
+  int lo = 0, hi = t->nsegs - 1, s = -1;
+  while (lo <= hi) { /* last segment starting at or before index */
+    int mid = (lo + hi) / 2;
+    if (t->segs[mid].first <= index) {
+      s = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  if (s < 0) return;
+  const ah_tseg_t *sg = &t->segs[s];
+  if (sg->count != UINT64_MAX && index - sg->first >= sg->count) return;
+  if (sg->count == UINT64_MAX) {
+    if (s == t->forever_seg && t->drift_on && !t->reopened && ah_drift_add(&t->drift, us)) {
+      t->reopened = 1;
+      t->drift_on = 0;
+      ah_log(AH_LOG_INFO, "tuner: pinned config's time moved from %.1f us to %.1f us; re-tuning",
+             exp(t->drift.ref_log), us);
+    }
+    return;
+  }
+  ah_probe_t *pr = &t->probes[sg->probe];
+  if (pr->epoch != t->epoch || pr->n >= AH_TUNE_MAX_SAMPLES) return;
+  pr->us[pr->n++] = us;
+  ah_tune_advance(t);
+}
+
+int ah_tune_reopened(const ah_tune_t *t) { return t->reopened; }
+
+void ah_tune_status(const ah_tune_t *t, ah_tune_status_t *st_p) {
+  memset(st_p, 0, sizeof(*st_p));
+  st_p->state = t->state;
+  st_p->calls_spent = t->calls_spent;
+  for (int i = 0; i < t->nprobes; i++)
+    if (!t->probes[i].confirm && t->probes[i].n > 0) st_p->probes++;
+  st_p->converged_at = t->converged_at;
+  st_p->reopen_count = t->reopen_count;
+  st_p->default_us = t->def >= 0 && t->probes[t->def].n > 0 ? exp(ah_tune_lg(t, t->def)) : 0.0;
+  if (t->phase == AH_PH_DONE) {
+    st_p->winner = t->probes[t->winner].cfg;
+    st_p->winner_us = t->probes[t->winner].n > 0 ? exp(ah_tune_lg(t, t->winner)) : 0.0;
+  } else {
+    st_p->winner = t->space.start;
+    st_p->winner_us = st_p->default_us;
+  }
+}
+
+void ah_tune_foreach_probe(const ah_tune_t *t,
+                           void (*fn)(void *arg, const ah_config_t *cfg, int samples, double us),
+                           void *arg) {
+  for (int i = 0; i < t->nprobes; i++)
+    if (t->probes[i].n > 0) fn(arg, &t->probes[i].cfg, t->probes[i].n, exp(ah_tune_lg(t, i)));
+}
