@@ -441,8 +441,10 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
                    "bytes)", c->peer, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
       else if (!c->authed)
         hub_refuse(h, RATE_CLOSED, "%s closed the connection before authenticating", c->peer);
-      else if (r < 0)
+      else if (r < 0 && errno != ECONNRESET)
         hub_refuse(h, RATE_CLOSED, "read from %s failed: %s", c->peer, strerror(errno));
+      else if (r < 0)
+        ah_log(AH_LOG_INFO, "coordinator hub %s: %s reset the connection", h->addr, c->peer);
       else
         ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s disconnected", h->addr, c->peer);
       conn_close_later(h, c);
