@@ -35,6 +35,8 @@ typedef struct {
   int nchannels;           /* channels set up at init (NCCL's ring/tree channel count) */
   int max_channels;        /* upper bound the tuner may not exceed */
   /* ... the implementation may add fields; callers fill a topo only through sim_topo_* */
+  int cpu_amd;             /* AMD host CPUs: NCCL's multi-node LL cap and net overhead differ */
+  double net_lat_us;       /* NIC latency NCCL adds to every network hop (graph->latencyInter) */
   double reserved[16];
 } sim_topo_t;
 
@@ -54,6 +56,14 @@ typedef struct {
   int nthreads[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
   size_t buffsize[SIM_NUM_PROTOS];
   unsigned char enabled[AH_NUM_FUNCTIONS][SIM_NUM_ALGOS][SIM_NUM_PROTOS]; /* NCCL_ALGO/PROTO */
+  /* Implementation fields (added by issue 3; read them, fill them only through sim_model_*). */
+  int nvls_channels;       /* channels NVLS/NVLSTree use (NCCL_NVLS_NCHANNELS) */
+  int ring_graph_nch;      /* topology search result: channels and per-channel GB/s */
+  double ring_graph_bw_intra, ring_graph_bw_inter;
+  int nvls_graph_nch;
+  double nvls_graph_bw_intra, nvls_graph_bw_inter;
+  ah_tuner_constants_v5_t consts; /* NCCL's tables; a v5+ tuner may edit them at init */
+  char error[256];         /* a bad NCCL_* value found by sim_model_init ("" when none) */
   double reserved[32];
 } sim_model_t;
 
@@ -61,9 +71,18 @@ typedef struct {
  * of `nranks` ranks. Returns 0, or -1 with a message naming the bad text in err. */
 int sim_topo_parse(const char *spec, int nranks, sim_topo_t *topo_p, char *err, size_t errlen);
 
+/* Sets the placement of a parsed topology: the ranks, nodes and ranks per node a communicator
+ * really has (sim/ learns them when every rank has joined). */
+void sim_topo_set_layout(sim_topo_t *topo, int nranks, int nnodes, int ranks_per_node);
+
 /* Builds the communicator's model from its topology, the emulated version and the environment
  * (getenv of NCCL_* variables) plus config minCTAs/maxCTAs (0 = unset). */
 void sim_model_init(sim_model_t *m, const sim_topo_t *topo, int min_ctas, int max_ctas);
+
+/* NCCL's tables as a v5+ tuner's init receives them, and storing the tuner's edits back: the
+ * cost table then uses the edited values, as NCCL's ncclTopoTuneModel does after init. */
+void sim_model_constants_get(const sim_model_t *m, ah_tuner_constants_v5_t *c_p);
+void sim_model_constants_set(sim_model_t *m, const ah_tuner_constants_v5_t *c);
 
 /* NCCL's cost table for (coll, nbytes in NCCL's convention, numPipeOps): estimated microseconds,
  * -1 for unsupported or disabled pairs. */
@@ -96,5 +115,14 @@ typedef struct {
 } sim_optimum_t;
 int sim_model_optimum(const sim_model_t *m, int coll, size_t nbytes, double phi,
                       sim_optimum_t *out_p);
+
+/* Whether (coll, algo, proto) can run on this topology at all (NCCL's support rules, ignoring
+ * NCCL_ALGO/NCCL_PROTO). */
+int sim_model_supported(const sim_model_t *m, int coll, int algo, int proto);
+
+/* Names as NCCL prints them ("Ring", "LL128", "AllReduce"); "?" when out of range. */
+const char *sim_model_algo_name(int algo);
+const char *sim_model_proto_name(int proto);
+const char *sim_model_coll_name(int coll);
 
 #endif
