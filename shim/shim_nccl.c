@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "shim_coord.h"
 #include "shim_decide.h"
 #include "shim_real.h"
 #include "uthash.h"
@@ -247,6 +248,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
       ah_comm_pending_push(id, i);
     }
   }
+  if (r == ncclSuccess && initall_ndev == 0) ah_shim_coord_stamp(uniqueId); /* shim_coord.c */
   return r;
 }
 
@@ -279,18 +281,21 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 
 AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
                                         int myrank) {
+  ah_shim_coord_seen(&commId);
   CONSTRUCT(ah_real.CommInitRank(newcomm, nranks, commId, myrank), newcomm,
             ah_comm_id_from_unique_id(&commId), nranks, myrank);
 }
 
 AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
                                               int myrank, ncclConfig_t *config) {
+  ah_shim_coord_seen(&commId);
   CONSTRUCT(ah_real.CommInitRankConfig(newcomm, nranks, commId, myrank, config), newcomm,
             ah_comm_id_from_unique_id(&commId), nranks, myrank);
 }
 
 AH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                                 ncclUniqueId *commIds, ncclConfig_t *config) {
+  if (nId > 0 && commIds) ah_shim_coord_seen(&commIds[0]);
   CONSTRUCT(ah_real.CommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config), newcomm,
             nId > 0 && commIds ? ah_comm_id_from_unique_id(&commIds[0]) : 0, nranks, myrank);
 }

@@ -1,0 +1,126 @@
+/* The shim's side of the coordinator: stamps the hub's address and the job secret into every
+ * ncclUniqueId this process makes, connects to the hub named by the id a rank initialises with,
+ * and installs the hooks through which the decision path (shim_decide.c) attaches communicators
+ * that span processes, publishes the leader's segments and asks whether the hub is still there.
+ * Segments arriving from the hub go straight to ah_shim_deliver.
+ *
+ * Key choice: one coordinator per stamp (normally one per job); a communicator is mapped to the
+ * coordinator of the id it was created from, and a split child — created without an id — to the
+ * process's coordinator when there is exactly one. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_coord.h"
+#include "shim_coord.h"
+#include "shim_decide.h"
+#include "shim_internal.h"
+
+#define COORD_MAP_MAX 4096
+
+typedef struct {
+  uint64_t comm;
+  ah_coord_t *coord; /* NULL: the id carried no stamp (pass-through) */
+} coord_map_t;
+
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+static coord_map_t map[COORD_MAP_MAX];
+static int nmap;
+static ah_coord_t *coords[8]; /* distinct coordinators of this process (normally one) */
+static int ncoords;
+
+static void map_put(uint64_t comm, ah_coord_t *coord) {
+  for (int i = 0; i < nmap; i++)
+    if (map[i].comm == comm) {
+      map[i].coord = coord;
+      return;
+    }
+  if (nmap < COORD_MAP_MAX) map[nmap++] = (coord_map_t){comm, coord};
+  else AH_LOG_CAPPED(1, AH_LOG_WARN, "more than %d communicators: later ones are not coordinated", COORD_MAP_MAX);
+}
+
+/* Returns the coordinator of comm; *known_p tells whether comm was created from an id at all. */
+static ah_coord_t *map_get(uint64_t comm, int *known_p) {
+  ah_coord_t *c = NULL;
+  int known = 0;
+  pthread_mutex_lock(&map_lock);
+  for (int i = 0; i < nmap; i++)
+    if (map[i].comm == comm) {
+      c = map[i].coord;
+      known = 1;
+      break;
+    }
+  if (!known && ncoords == 1) c = coords[0];
+  pthread_mutex_unlock(&map_lock);
+  if (known_p) *known_p = known;
+  return c;
+}
+
+static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
+  (void)arg;
+  int known;
+  ah_coord_t *c = map_get(comm, &known);
+  if (!c) {
+    if (known)
+      ah_log(AH_LOG_WARN, "communicator %016llx was made from a unique id without autoha's stamp "
+             "(created by a process without libautoha.so?): its collectives are not tuned",
+             (unsigned long long)comm);
+    return 0;
+  }
+  if (!ah_coord_alive(c) || ah_coord_join(c, comm, nranks) != 0) {
+    ah_log(AH_LOG_WARN, "communicator %016llx (rank %d): the coordinator hub is gone; its "
+           "collectives are not tuned", (unsigned long long)comm, rank);
+    return 0;
+  }
+  return 1;
+}
+
+static void hook_publish(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
+  (void)arg;
+  ah_coord_t *c = map_get(key->comm, NULL);
+  if (c && ah_coord_publish(c, key, seg) != 0)
+    AH_LOG_CAPPED(3, AH_LOG_ERROR, "cannot publish a decision of communicator %016llx: the "
+                  "coordinator hub is gone", (unsigned long long)key->comm);
+}
+
+static int hook_alive(void *arg, uint64_t comm) {
+  (void)arg;
+  return ah_coord_alive(map_get(comm, NULL));
+}
+
+static void hooks_install(void) {
+  static const ah_shim_coord_hooks_t h = {hook_attach, hook_publish, hook_alive, NULL};
+  ah_shim_set_coord_hooks(&h);
+}
+
+void ah_shim_coord_stamp(ncclUniqueId *id) {
+  ah_shim_init();
+  if (!ah_shim.enabled || ah_shim.mode != AH_MODE_TUNE || !id) return;
+  ah_coord_stamp_t st;
+  if (ah_coord_hub_start(&st) != 0) {
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "no coordinator hub: communicators spanning processes are not tuned");
+    return;
+  }
+  ah_coord_stamp_write(&st, (unsigned char *)id->internal);
+}
+
+void ah_shim_coord_seen(const ncclUniqueId *id) {
+  ah_shim_init();
+  if (!ah_shim.enabled || ah_shim.mode != AH_MODE_TUNE || !id) return;
+  uint64_t comm = ah_comm_id_from_unique_id(id);
+  ah_coord_stamp_t st;
+  ah_coord_t *c = NULL;
+  if (ah_coord_stamp_read((const unsigned char *)id->internal, &st) == 0)
+    c = ah_coord_connect(&st, ah_shim_deliver, NULL);
+  pthread_mutex_lock(&map_lock);
+  map_put(comm, c);
+  int seen = 0;
+  for (int i = 0; i < ncoords && i < 8; i++) seen |= coords[i] == c;
+  if (c && !seen) {
+    if (ncoords < 8) coords[ncoords] = c;
+    ncoords++;
+  }
+  pthread_mutex_unlock(&map_lock);
+  if (c) hooks_install();
+}

@@ -1,0 +1,17 @@
+/* shim_coord.h: where the NCCL wrappers hand unique ids to the coordinator — the stamp written
+ * into every id this process makes, and the connection made from the stamp of every id a rank
+ * initialises with (shim_coord.c). */
+#ifndef AH_SHIM_COORD_H
+#define AH_SHIM_COORD_H
+
+#include <nccl.h>
+
+/* After a successful ncclGetUniqueId (not inside ncclCommInitAll): starts the hub and stamps the
+ * id. Tune mode only; on any failure the id is left as NCCL made it (logged). */
+void ah_shim_coord_stamp(ncclUniqueId *id);
+/* Before a communicator is initialised from `id`: connects to the hub its stamp names (once per
+ * stamp) and remembers which coordinator carries that communicator. An id without a stamp puts the
+ * communicator in pass-through for tuning (it runs fixed), with one warning. */
+void ah_shim_coord_seen(const ncclUniqueId *id);
+
+#endif
