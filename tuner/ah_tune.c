@@ -25,6 +25,7 @@
 #define AH_TUNE_MAX_WANTS (AH_MAX_SUBSPACES + 2)
 #define AH_TUNE_MAX_LEVEL 1       /* step ratios 2^(1/2^level): x2, then x1.41 */
 #define AH_TUNE_SEARCH_MAXN 6     /* racing: samples a search probe may grow to */
+#define AH_TUNE_MOVE_N 4          /* samples of both sides behind a move that gains < BIG_GAIN */
 #define AH_TUNE_CONFIRM_N 6       /* fresh samples of the winner before it may replace the default */
 #define AH_TUNE_CONFIRM_MAXN 12
 #define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
@@ -33,6 +34,7 @@
 #define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
 #define AH_TUNE_SMALL_GAIN 0.03   /* a move gaining less refines it */
 #define AH_TUNE_MAX_RESTARTS 1
+#define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
 #define AH_TUNE_DRIFT_SHIFT 0.05  /* relative shift the CUSUM is tuned to detect */
@@ -58,7 +60,7 @@ typedef struct {
   int probe, target;       /* wanted: probe observed at least `target` times */
 } ah_want_t;
 
-enum { AH_PH_SCREEN = 0, AH_PH_DESCEND = 1, AH_PH_CONFIRM = 2, AH_PH_DONE = 3 };
+enum { AH_PH_SCREEN = 0, AH_PH_RESCREEN = 1, AH_PH_DESCEND = 2, AH_PH_CONFIRM = 3, AH_PH_DONE = 4 };
 
 struct ah_tune {
   ah_space_t space;
@@ -82,6 +84,7 @@ struct ah_tune {
   /* screening */
   int sub_start[AH_MAX_SUBSPACES];
   int order[AH_MAX_SUBSPACES], norder, cur;
+  int rescreened[AH_MAX_SUBSPACES], resc;
   /* descent */
   int center, dim_i, level, dir, first_step, quiet, moved, restarts;
   int lv_start[AH_MAX_DIMS];
@@ -137,7 +140,10 @@ static void ah_tune_update_sigma(ah_tune_t *t) {
     if (pr->epoch != t->epoch) continue;
     ah_stats_noise_add(&nz, pr->us, pr->n, t->scratch);
   }
-  t->sigma = ah_stats_noise_sigma(&nz, AH_TUNE_SIGMA_PRIOR, AH_TUNE_SIGMA_FLOOR);
+  /* The pooled estimate weighs in against the prior as residuals accumulate (8 pseudo-residuals
+   * of prior), so a few lucky-tight early probes cannot make every later difference significant. */
+  double est = ah_stats_noise_sigma(&nz, AH_TUNE_SIGMA_PRIOR, AH_TUNE_SIGMA_FLOOR);
+  t->sigma = (8.0 * AH_TUNE_SIGMA_PRIOR + nz.count * est) / (8.0 + nz.count);
 }
 
 /* Config of subspace `sub` at value indices pos (sub -1: the start's algo/proto). */
@@ -290,6 +296,7 @@ static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
 }
 
 static void ah_tune_next_subspace(ah_tune_t *t);
+static void ah_tune_pick_subspace(ah_tune_t *t);
 
 static void ah_tune_plan_step(ah_tune_t *t);
 
@@ -355,7 +362,11 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     int p = t->cand[i];
     double gain = l0 - ah_tune_lg(t, p);
     double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
-    if (gain > floor && gain > AH_TUNE_SEARCH_Z * se) {
+    /* A small win must hold on AH_TUNE_MOVE_N samples of both before the search moves: a lucky
+     * pair of samples would otherwise send the descent the wrong way. */
+    int sure = (t->probes[p].n >= AH_TUNE_MOVE_N && t->probes[c0].n >= AH_TUNE_MOVE_N) ||
+               gain > log(1.0 + AH_TUNE_BIG_GAIN);
+    if (gain > floor && gain > AH_TUNE_SEARCH_Z * se && sure) {
       if (gain > mv_gain) {
         mv = p;
         mv_gain = gain;
@@ -437,12 +448,44 @@ static void ah_tune_next_subspace(ah_tune_t *t) {
   if (t->center >= 0 && (t->best < 0 || ah_tune_lg(t, t->center) < ah_tune_lg(t, t->best)))
     t->best = t->center;
   t->center = -1;
-  while (++t->cur < t->norder) {
-    int p = t->sub_start[t->order[t->cur]];
+  t->cur++;
+  ah_tune_pick_subspace(t);
+}
+
+/* Same resources in another subspace: 1 when the best point's searchable values differ from p's. */
+static int ah_tune_res_differ(const ah_tune_t *t, int p, int q) {
+  for (int i = 0; i < t->nsearch; i++)
+    if (t->probes[p].pos[t->searchable[i]] != t->probes[q].pos[t->searchable[i]]) return 1;
+  return 0;
+}
+
+/* Starts the descent of the next subspace (in screening order) that is not clearly behind, or the
+ * confirmation when none is left. Note that a subspace screened at NCCL's resources is screened
+ * again at the best point's resources before it is judged: interference and message size move
+ * every subspace's best channel count the same way, so that is where it is likely good. */
+static void ah_tune_pick_subspace(ah_tune_t *t) {
+  for (; t->cur < t->norder; t->cur++) {
+    int s = t->order[t->cur], p = t->sub_start[s];
     if (p < 0 || t->probes[p].n == 0) continue;
-    if (t->order[t->cur] != t->def_sub &&
-        ah_tune_lg(t, p) > ah_tune_lg(t, t->best) + log(t->prm.abandon_ratio))
-      continue;
+    double lb = ah_tune_lg(t, t->best);
+    if (!t->rescreened[s] && t->probes[t->best].sub >= 0 && ah_tune_res_differ(t, p, t->best) &&
+        ah_tune_lg(t, p) <= lb + log(AH_TUNE_RESCREEN_RATIO)) {
+      t->rescreened[s] = 1;
+      ah_config_t c;
+      ah_tune_make_cfg(t, s, t->probes[t->best].pos, &c);
+      int q = ah_tune_probe_get(t, s, t->probes[t->best].pos, &c);
+      if (q >= 0) {
+        t->resc = q;
+        if (t->probes[q].n < t->prm.samples_per_probe) {
+          t->phase = AH_PH_RESCREEN;
+          t->nwants = 0;
+          ah_tune_want(t, q, t->prm.samples_per_probe);
+          return; /* ah_tune_eval_rescreen() resumes here */
+        }
+        if (ah_tune_lg(t, q) < ah_tune_lg(t, p)) t->sub_start[s] = p = q;
+      }
+    }
+    if (s != t->def_sub && ah_tune_lg(t, p) > lb + log(t->prm.abandon_ratio)) continue;
     ah_tune_start_subspace(t, p);
     return;
   }
@@ -455,6 +498,13 @@ static void ah_tune_next_subspace(ah_tune_t *t) {
     return;
   }
   ah_tune_start_confirm(t);
+}
+
+static void ah_tune_eval_rescreen(ah_tune_t *t) {
+  int s = t->order[t->cur], q = t->resc;
+  if (ah_tune_lg(t, q) < ah_tune_lg(t, t->sub_start[s])) t->sub_start[s] = q;
+  t->phase = AH_PH_DESCEND;
+  ah_tune_pick_subspace(t);
 }
 
 /* Value indices of the start's resources: exact when legal, nearest (in ratio) otherwise; a value
@@ -487,6 +537,7 @@ static void ah_tune_start_screen(ah_tune_t *t) {
   t->cur = -1;
   t->norder = 0;
   t->restarts = 0;
+  memset(t->rescreened, 0, sizeof(t->rescreened));
   int pos[AH_MAX_DIMS];
   ah_tune_start_pos(t, pos);
   t->def = ah_tune_probe_get(t, -1, NULL, &t->space.start);
@@ -516,6 +567,13 @@ static void ah_tune_eval_screen(ah_tune_t *t) {
     }
     t->order[i] = s;
   }
+  if (ah_log_level() >= AH_LOG_DEBUG)
+    for (int i = 0; i < t->norder; i++) {
+      char b[96];
+      int p = t->sub_start[t->order[i]];
+      ah_log(AH_LOG_DEBUG, "tuner: screen %s: %.2f us (n=%d)", ah_tune_fmt(&t->probes[p].cfg, b, sizeof(b)),
+             exp(ah_tune_lg(t, p)), t->probes[p].n);
+    }
   t->best = t->def;
   for (int i = 0; i < t->norder; i++)
     if (ah_tune_lg(t, t->sub_start[t->order[i]]) < ah_tune_lg(t, t->best)) t->best = t->sub_start[t->order[i]];
@@ -529,6 +587,7 @@ static void ah_tune_advance(ah_tune_t *t) {
   for (int guard = 0; guard < 64 && t->phase != AH_PH_DONE && ah_tune_wants_met(t); guard++) {
     ah_tune_update_sigma(t);
     if (t->phase == AH_PH_SCREEN) ah_tune_eval_screen(t);
+    else if (t->phase == AH_PH_RESCREEN) ah_tune_eval_rescreen(t);
     else if (t->phase == AH_PH_DESCEND) ah_tune_eval_step(t);
     else if (t->phase == AH_PH_CONFIRM) ah_tune_eval_confirm(t);
   }
