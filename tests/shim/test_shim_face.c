@@ -1,0 +1,322 @@
+/* Unit tests of the shim's tuner face and decision path, in-process: the test links the same
+ * objects libautoha.so is built from and calls the exported ncclTunerPlugin_vN structs as NCCL
+ * would. The environment (AUTOHA_MODE, AUTOHA_OVERRIDE, ...) is set per CTest entry, and argv[1]
+ * names the scenario: fixed, malformed, observe, disabled, tune.
+ *
+ * Checked: an override forces its cell to 0.0 and its channels, never touches a -1 cell, leaves
+ * non-matching keys alone; v1/v2 answers come back in the out-parameters; v6 gets the chunk; call
+ * indices count per key; a malformed rule is dropped and the others still apply; observe and
+ * AUTOHA_ENABLE=0 change nothing; in tune mode two local ranks of one communicator get identical
+ * configurations call by call. */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_config.h"
+#include "shim_decide.h"
+#include "shim_internal.h"
+
+extern const ah_tuner_v2_t ncclTunerPlugin_v2;
+extern const ah_tuner_v5_t ncclTunerPlugin_v5;
+extern const ah_tuner_v6_t ncclTunerPlugin_v6;
+
+static const char *scenario = "fixed";
+
+/* A cost table with every pair allowed except the NVLS/CollNet family (-1), costs distinct. */
+static void table_fill(float t[AH_NUM_ALGOS][AH_NUM_PROTOS]) {
+  for (int a = 0; a < AH_NUM_ALGOS; a++)
+    for (int p = 0; p < AH_NUM_PROTOS; p++) t[a][p] = 100.0f + (float)(a * 3 + p);
+  for (int a = AH_ALGO_COLLNET_DIRECT; a <= AH_ALGO_NVLS_TREE; a++)
+    for (int p = 0; p < AH_NUM_PROTOS; p++) t[a][p] = AH_COST_IGNORE;
+}
+
+static void *ctx_new(uint64_t id, int nranks) {
+  void *ctx = NULL;
+  ck_assert_int_eq(ncclTunerPlugin_v5.init(&ctx, id, (size_t)nranks, 1, NULL, NULL, NULL), ncclSuccess);
+  return ctx;
+}
+
+static int get(const void *plugin_v5, void *ctx, int coll, size_t nbytes,
+               float t[AH_NUM_ALGOS][AH_NUM_PROTOS], int *nch) {
+  const ah_tuner_v5_t *p = plugin_v5;
+  *nch = 0;
+  return p->getCollInfo(ctx, coll, nbytes, 1, (float **)(void *)t, AH_NUM_ALGOS, AH_NUM_PROTOS, 0, nch);
+}
+
+static int argmin(float t[AH_NUM_ALGOS][AH_NUM_PROTOS], int *proto) {
+  int ba = -1, bp = -1;
+  for (int a = 0; a < AH_NUM_ALGOS; a++)
+    for (int p = 0; p < AH_NUM_PROTOS; p++)
+      if (t[a][p] >= 0 && (ba < 0 || t[a][p] < t[ba][bp])) ba = a, bp = p;
+  *proto = bp;
+  return ba;
+}
+
+/* ---- fixed: AUTOHA_OVERRIDE="allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;
+ *                              allgather:nchannels=8;reduce:algo=ring,chunk=512K" ---- */
+
+START_TEST(test_override_applies) {
+  void *ctx = ctx_new(0x1111, 8);
+  ck_assert_ptr_nonnull(ctx);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS], ref[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  int nch, proto;
+  table_fill(t);
+  memcpy(ref, t, sizeof t);
+  ck_assert_int_eq(get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch), ncclSuccess);
+  ck_assert_float_eq(t[AH_ALGO_RING][AH_PROTO_SIMPLE], 0.0f);
+  ck_assert_int_eq(argmin(t, &proto), AH_ALGO_RING);
+  ck_assert_int_eq(proto, AH_PROTO_SIMPLE);
+  ck_assert_int_eq(nch, 16);
+  for (int a = AH_ALGO_COLLNET_DIRECT; a <= AH_ALGO_NVLS_TREE; a++)
+    for (int p = 0; p < AH_NUM_PROTOS; p++) ck_assert_float_eq(t[a][p], AH_COST_IGNORE);
+  /* 64M is inside the range (inclusive end); 128M and 512K are not */
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 64 << 20, t, &nch);
+  ck_assert_int_eq(nch, 16);
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 128 << 20, t, &nch);
+  ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
+  ck_assert_int_eq(nch, 0);
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 512 << 10, t, &nch);
+  ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
+  ck_assert_int_eq(nch, 0);
+  /* AllGather: keyed by bytes per rank (8M total over 8 ranks), channels only */
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLGATHER, 8 << 20, t, &nch);
+  ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
+  ck_assert_int_eq(nch, 8);
+  /* Broadcast: no rule */
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, ctx, AH_FUNC_BROADCAST, 8 << 20, t, &nch);
+  ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
+  ck_assert_int_eq(nch, 0);
+}
+END_TEST
+
+START_TEST(test_override_never_forces_ignored_cell) {
+  void *ctx = ctx_new(0x2222, 8);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS], ref[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  int nch;
+  table_fill(t);
+  t[AH_ALGO_RING][AH_PROTO_SIMPLE] = AH_COST_IGNORE;
+  memcpy(ref, t, sizeof t);
+  ck_assert_int_eq(get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch), ncclSuccess);
+  ck_assert_int_eq(memcmp(t, ref, sizeof t), 0); /* refused: NCCL's choice kept, channels too */
+  ck_assert_int_eq(nch, 0);
+}
+END_TEST
+
+START_TEST(test_call_index_counts) {
+  ah_comm_t *c = ctx_new(0x3333, 4);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  int nch;
+  for (int i = 0; i < 25; i++) {
+    table_fill(t);
+    get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch);
+  }
+  for (int i = 0; i < 7; i++) {
+    table_fill(t);
+    get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, 5 << 20, t, &nch); /* same bin as 4M */
+  }
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, c, AH_FUNC_REDUCESCATTER, 4 << 20, t, &nch); /* 1M per rank */
+  int bin4m = ah_size_bin(AH_FUNC_ALLREDUCE, 4 << 20, 4);
+  ck_assert_ptr_nonnull(c->keys[AH_FUNC_ALLREDUCE][bin4m]);
+  ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin4m]->next, 32);
+  ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin4m]->applied.calls, 32);
+  ck_assert_int_eq(c->keys[AH_FUNC_ALLREDUCE][bin4m]->source, AH_SOURCE_OVERRIDE);
+  int bin1m = ah_size_bin(AH_FUNC_REDUCESCATTER, 4 << 20, 4);
+  ck_assert_int_eq(bin1m, 20);
+  ck_assert_ptr_nonnull(c->keys[AH_FUNC_REDUCESCATTER][bin1m]);
+  ck_assert_uint_eq(c->keys[AH_FUNC_REDUCESCATTER][bin1m]->next, 1);
+  ck_assert_uint_eq(c->keys[AH_FUNC_REDUCESCATTER][bin1m]->dflt.calls, 1);
+}
+END_TEST
+
+START_TEST(test_v2_out_params) {
+  void *ctx = NULL;
+  ck_assert_int_eq(ncclTunerPlugin_v2.init(8, 1, NULL, &ctx), ncclSuccess);
+  int algo = -1, proto = -1, nch = 0;
+  ck_assert_int_eq(ncclTunerPlugin_v2.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 4 << 20, 0, 0, 1, &algo, &proto, &nch),
+                   ncclSuccess);
+  ck_assert_int_eq(algo, AH_ALGO_RING);
+  ck_assert_int_eq(proto, AH_PROTO_SIMPLE);
+  ck_assert_int_eq(nch, 16);
+  algo = proto = -1;
+  nch = 0;
+  ncclTunerPlugin_v2.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 256, 0, 0, 1, &algo, &proto, &nch);
+  ck_assert_int_eq(algo, -1);
+  ck_assert_int_eq(proto, -1);
+  ck_assert_int_eq(nch, 0);
+  ck_assert_int_eq(ncclTunerPlugin_v2.destroy(ctx), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_v6_chunk) {
+  void *ctx = NULL;
+  ck_assert_int_eq(ncclTunerPlugin_v6.init(&ctx, 0x4444, 8, 1, NULL, NULL, NULL), ncclSuccess);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  table_fill(t);
+  int nch = 0;
+  ncclTunerPlugin_v6.getCollInfo(ctx, AH_FUNC_REDUCE, 2 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
+                                 AH_NUM_PROTOS, 0, &nch);
+  int proto;
+  ck_assert_int_eq(argmin(t, &proto), AH_ALGO_RING); /* algo only: the cheapest ring protocol */
+  ck_assert_int_eq(proto, AH_PROTO_LL);
+  size_t chunk = 131072;
+  ck_assert_int_eq(ncclTunerPlugin_v6.getChunkSize(ctx, AH_FUNC_REDUCE, 2 << 20, AH_ALGO_RING, AH_PROTO_LL, 8, &chunk),
+                   ncclSuccess);
+  ck_assert_uint_eq(chunk, 512 << 10);
+  /* a call the rule does not cover keeps NCCL's chunk */
+  table_fill(t);
+  ncclTunerPlugin_v6.getCollInfo(ctx, AH_FUNC_BROADCAST, 2 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
+                                 AH_NUM_PROTOS, 0, &nch);
+  chunk = 131072;
+  ncclTunerPlugin_v6.getChunkSize(ctx, AH_FUNC_BROADCAST, 2 << 20, AH_ALGO_RING, AH_PROTO_SIMPLE, 8, &chunk);
+  ck_assert_uint_eq(chunk, 131072);
+  ck_assert_int_eq(ncclTunerPlugin_v6.finalize(ctx), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_bin_matches_ah_size_bin) {
+  static const int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST};
+  static const int ranks[] = {1, 2, 3, 8, 16};
+  for (size_t ci = 0; ci < 4; ci++)
+    for (size_t ri = 0; ri < 5; ri++)
+      for (size_t b = 0; b < (1ull << 40); b = b * 3 + 1) {
+        ck_assert_int_eq(ah_shim_bin(colls[ci], b, ranks[ri]), ah_size_bin(colls[ci], b, ranks[ri]));
+        ck_assert_int_eq(ah_shim_bin(colls[ci], b + 1, ranks[ri]), ah_size_bin(colls[ci], b + 1, ranks[ri]));
+      }
+}
+END_TEST
+
+/* ---- malformed: AUTOHA_OVERRIDE="allreduce:algo=rong;allgather:nchannels=8" ---- */
+
+START_TEST(test_malformed_rest_applies) {
+  void *ctx = ctx_new(0x5555, 8);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS], ref[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  int nch;
+  table_fill(t);
+  memcpy(ref, t, sizeof t);
+  get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch);
+  ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
+  ck_assert_int_eq(nch, 0);
+  get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLGATHER, 8 << 20, t, &nch);
+  ck_assert_int_eq(nch, 8);
+}
+END_TEST
+
+/* ---- observe and disabled: the fixed override is set but must change nothing ---- */
+
+START_TEST(test_nothing_changes) {
+  void *ctx = NULL;
+  ck_assert_int_eq(ncclTunerPlugin_v5.init(&ctx, 0x6666, 8, 1, NULL, NULL, NULL), ncclSuccess);
+  if (strcmp(scenario, "disabled") == 0) ck_assert_ptr_null(ctx);
+  else ck_assert_ptr_nonnull(ctx);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS], ref[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  int nch;
+  for (int i = 0; i < 10; i++) {
+    table_fill(t);
+    memcpy(ref, t, sizeof t);
+    ck_assert_int_eq(get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch), ncclSuccess);
+    ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
+    ck_assert_int_eq(nch, 0);
+  }
+  if (ctx) {
+    ah_comm_t *c = ctx;
+    int bin = ah_size_bin(AH_FUNC_ALLREDUCE, 4 << 20, 8);
+    ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->next, 10); /* observed: still counted */
+    ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->dflt.calls, 10);
+    ck_assert_int_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->nccl_cfg.algo, 0); /* tree/ll: cheapest cell */
+  }
+}
+END_TEST
+
+/* ---- tune: two local ranks of one communicator ---- */
+
+#define TUNE_CALLS 600
+typedef struct {
+  int rank;
+  uint64_t id;
+  int algo[TUNE_CALLS], proto[TUNE_CALLS], nch[TUNE_CALLS];
+} rank_run_t;
+
+static void *rank_main(void *arg) {
+  rank_run_t *r = arg;
+  ah_comm_pending_push(r->id, r->rank);
+  void *ctx = NULL;
+  ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
+  for (int i = 0; i < TUNE_CALLS; i++) {
+    float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
+    table_fill(t);
+    int nch = 0;
+    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 1 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
+                                   AH_NUM_PROTOS, 0, &nch);
+    r->algo[i] = argmin(t, &r->proto[i]);
+    r->nch[i] = nch;
+  }
+  return NULL;
+}
+
+START_TEST(test_tune_local_ranks_agree) {
+  uint64_t id = 0x7777;
+  ah_shim.nccl_version = 22809; /* channels are a dimension from 2.22 */
+  ah_commrec_announce(id, 2);
+  ah_commrec_announce(id, 2);
+  static rank_run_t r[2];
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    r[i].rank = i;
+    r[i].id = id;
+    pthread_create(&th[i], NULL, rank_main, &r[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  int distinct = 0;
+  for (int i = 0; i < TUNE_CALLS; i++) {
+    ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
+                  "call %d: rank 0 ran %d/%d/%d, rank 1 ran %d/%d/%d", i, r[0].algo[i], r[0].proto[i],
+                  r[0].nch[i], r[1].algo[i], r[1].proto[i], r[1].nch[i]);
+    if (i > 0 && (r[0].algo[i] != r[0].algo[i - 1] || r[0].proto[i] != r[0].proto[i - 1] ||
+                  r[0].nch[i] != r[0].nch[i - 1]))
+      distinct++;
+  }
+#ifdef AH_HAVE_TUNE
+  ck_assert_int_gt(distinct, 0); /* the search probed more than one configuration */
+  ah_key_t key = {id, AH_FUNC_ALLREDUCE, 20};
+  ck_assert_uint_ge(ah_sched_horizon(ah_shim_keystate_get(&key)->sched), TUNE_CALLS);
+#endif
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (argc > 1) scenario = argv[1];
+  ah_shim_init();
+  Suite *s = suite_create("shim_face");
+  TCase *tc = tcase_create(scenario);
+  tcase_set_timeout(tc, 60);
+  if (strcmp(scenario, "fixed") == 0) {
+    tcase_add_test(tc, test_override_applies);
+    tcase_add_test(tc, test_override_never_forces_ignored_cell);
+    tcase_add_test(tc, test_call_index_counts);
+    tcase_add_test(tc, test_v2_out_params);
+    tcase_add_test(tc, test_v6_chunk);
+    tcase_add_test(tc, test_bin_matches_ah_size_bin);
+  } else if (strcmp(scenario, "malformed") == 0) {
+    tcase_add_test(tc, test_malformed_rest_applies);
+  } else if (strcmp(scenario, "observe") == 0 || strcmp(scenario, "disabled") == 0) {
+    tcase_add_test(tc, test_nothing_changes);
+  } else if (strcmp(scenario, "tune") == 0) {
+    tcase_add_test(tc, test_tune_local_ranks_agree);
+  } else {
+    fprintf(stderr, "unknown scenario %s\n", scenario);
+    return 2;
+  }
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
