@@ -1,0 +1,26 @@
+# Compiles each header in HEADERS as the only include of an empty C11 file, with the project's
+# warnings as errors, so no header depends on what its includer happened to include first.
+# Usage: cmake -DCC=cc -DINCLUDES=a;b -DHEADERS=x.h;y.h -P headers_alone.cmake
+set(_flags -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
+           -Wmissing-prototypes -Wno-unused-parameter -fsyntax-only)
+foreach(_i IN LISTS INCLUDES)
+  list(APPEND _flags -I${_i})
+endforeach()
+set(_failed "")
+list(LENGTH HEADERS _n)
+if(_n EQUAL 0)
+  message(FATAL_ERROR "no headers given")
+endif()
+foreach(_h IN LISTS HEADERS)
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ah_header_alone.c "#include \"${_h}\"\n")
+  execute_process(COMMAND ${CC} ${_flags} ${CMAKE_CURRENT_BINARY_DIR}/ah_header_alone.c
+                  RESULT_VARIABLE _rc ERROR_VARIABLE _err)
+  if(NOT _rc EQUAL 0)
+    message(SEND_ERROR "${_h} does not compile on its own:\n${_err}")
+    list(APPEND _failed ${_h})
+  endif()
+endforeach()
+if(_failed)
+  message(FATAL_ERROR "headers that do not compile alone: ${_failed}")
+endif()
+message(STATUS "${_n} headers compile alone")

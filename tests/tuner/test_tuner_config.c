@@ -1,0 +1,120 @@
+/* Unit tests of tuner/ah_config.c: size bins (AllGather/ReduceScatter binned per rank), the names of
+ * collectives, algorithms and protocols both ways, and configuration equality and formatting. */
+#include <check.h>
+#include <string.h>
+
+#include "ah_config.h"
+
+START_TEST(size_bins) {
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLREDUCE, 0, 8), 0);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLREDUCE, 1, 8), 0);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLREDUCE, 2, 8), 1);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLREDUCE, 1 << 20, 8), 20);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLREDUCE, (1 << 21) - 1, 8), 20);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_BROADCAST, 25u << 20, 8), 24);
+  /* AllGather/ReduceScatter: NCCL passes the whole buffer; the bin is the per-rank share. */
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLGATHER, 8u << 20, 8), 20);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_REDUCESCATTER, 8u << 20, 8), 20);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLGATHER, 8u << 20, 1), 23);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLGATHER, 8u << 20, 0), 23);
+  ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLREDUCE, (size_t)-1, 8), 63);
+  ck_assert_uint_eq(ah_size_bin_floor(0), 0);
+  ck_assert_uint_eq(ah_size_bin_floor(1), 2);
+  ck_assert_uint_eq(ah_size_bin_floor(20), 1u << 20);
+  for (int b = 1; b < 40; b++) {
+    ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLREDUCE, ah_size_bin_floor(b), 4), b);
+    ck_assert_int_eq(ah_size_bin(AH_FUNC_ALLREDUCE, ah_size_bin_floor(b) - 1, 4), b - 1);
+  }
+}
+END_TEST
+
+START_TEST(names_round_trip) {
+  for (int a = 0; a < AH_NUM_ALGOS; a++) {
+    const char *n = ah_algo_name(a);
+    ck_assert_str_ne(n, "?");
+    ck_assert_int_eq(ah_algo_parse(n, strlen(n)), a);
+  }
+  for (int p = 0; p < AH_NUM_PROTOS; p++) {
+    const char *n = ah_proto_name(p);
+    ck_assert_int_eq(ah_proto_parse(n, strlen(n)), p);
+  }
+  for (int c = 0; c < AH_NUM_FUNCTIONS; c++) {
+    const char *n = ah_coll_name(c);
+    ck_assert_int_eq(ah_coll_parse(n, strlen(n)), c);
+  }
+  ck_assert_str_eq(ah_algo_name(AH_ALGO_RING), "ring");
+  ck_assert_str_eq(ah_proto_name(AH_PROTO_LL128), "ll128");
+  ck_assert_str_eq(ah_coll_name(AH_FUNC_REDUCESCATTER), "reducescatter");
+  ck_assert_str_eq(ah_algo_name(-1), "?");
+  ck_assert_str_eq(ah_algo_name(AH_NUM_ALGOS), "?");
+  ck_assert_str_eq(ah_coll_name(99), "?");
+  /* NCCL's spellings, any case; lengths are honoured. */
+  ck_assert_int_eq(ah_algo_parse("NVLSTree", 8), AH_ALGO_NVLS_TREE);
+  ck_assert_int_eq(ah_algo_parse("CollNet_Direct", 14), AH_ALGO_COLLNET_DIRECT);
+  ck_assert_int_eq(ah_algo_parse("ringX", 4), AH_ALGO_RING);
+  ck_assert_int_eq(ah_proto_parse("SIMPLE", 6), AH_PROTO_SIMPLE);
+  ck_assert_int_eq(ah_coll_parse("AllReduce", 9), AH_FUNC_ALLREDUCE);
+  ck_assert_int_eq(ah_coll_parse("bcast", 5), AH_FUNC_BROADCAST);
+  ck_assert_int_eq(ah_algo_parse("rong", 4), -1);
+  ck_assert_int_eq(ah_algo_parse("", 0), -1);
+  ck_assert_int_eq(ah_algo_parse(NULL, 3), -1);
+  ck_assert_int_eq(ah_proto_parse("ll12", 4), -1);
+  ck_assert_int_eq(ah_coll_parse("alltoall", 8), -1);
+}
+END_TEST
+
+START_TEST(config_equal_and_format) {
+  ah_config_t a, b;
+  memset(&a, 0, sizeof a);
+  a.algo = AH_ALGO_RING;
+  a.proto = AH_PROTO_SIMPLE;
+  a.ndims = 2;
+  a.res[0] = 16;
+  a.res[1] = 512 * 1024;
+  b = a;
+  b.res[3] = 77; /* beyond ndims: not part of the config */
+  ck_assert(ah_config_equal(&a, &b));
+  b.res[1] = 0;
+  ck_assert(!ah_config_equal(&a, &b));
+  b = a;
+  b.proto = AH_PROTO_LL;
+  ck_assert(!ah_config_equal(&a, &b));
+  b = a;
+  b.ndims = 1;
+  ck_assert(!ah_config_equal(&a, &b));
+
+  char buf[128];
+  ck_assert_str_eq(ah_config_format(&a, buf, sizeof buf), "ring/simple nch=16 chunk=512K");
+  a.res[1] = 0;
+  ck_assert_str_eq(ah_config_format(&a, buf, sizeof buf), "ring/simple nch=16");
+  a.algo = -1;
+  a.proto = -1;
+  a.res[0] = 0;
+  ck_assert_str_eq(ah_config_format(&a, buf, sizeof buf), "auto/auto");
+  a.algo = AH_ALGO_TREE;
+  a.proto = AH_PROTO_LL128;
+  a.res[0] = 4;
+  a.res[1] = 1000;
+  ck_assert_str_eq(ah_config_format(&a, buf, sizeof buf), "tree/ll128 nch=4 chunk=1000");
+  /* A short buffer is cut, never overrun. */
+  char tiny[6];
+  memset(tiny, 'x', sizeof tiny);
+  ah_config_format(&a, tiny, sizeof tiny);
+  ck_assert_uint_eq(strlen(tiny), 5);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("tuner_config");
+  TCase *tc = tcase_create("config");
+  tcase_set_timeout(tc, 10);
+  tcase_add_test(tc, size_bins);
+  tcase_add_test(tc, names_round_trip);
+  tcase_add_test(tc, config_equal_and_format);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

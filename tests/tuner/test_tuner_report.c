@@ -1,0 +1,431 @@
+/* Unit tests of the report (tuner/ah_report*.c) and the profile loader (tuner/ah_profile.c):
+ * nccl-tests' bandwidth formulas, path templates, a write/read round trip, the atomic write,
+ * malformed reports rejected with the place named, and profiles refused for another NCCL version
+ * or topology, with per-key configs chosen as documented. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ah_log.h"
+#include "ah_report.h"
+
+static char dir[256];
+
+static void make_dir(void) {
+  snprintf(dir, sizeof dir, "/tmp/ah-report-test-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static ah_config_t cfg(int algo, int proto, int nch) {
+  ah_config_t c;
+  memset(&c, 0, sizeof c);
+  c.algo = (int8_t)algo;
+  c.proto = (int8_t)proto;
+  c.ndims = 2;
+  c.res[0] = nch;
+  return c;
+}
+
+static ah_report_stat_t stat_of(ah_config_t c, uint64_t calls, double us, double bytes) {
+  ah_report_stat_t s;
+  memset(&s, 0, sizeof s);
+  s.cfg = c;
+  s.calls = calls;
+  s.timed = calls;
+  s.us_total = us * (double)calls;
+  s.bytes_total = bytes * (double)calls;
+  return s;
+}
+
+/* A report with one 8-rank communicator and three keys: tuned (converged), overridden, default. */
+static ah_report_probe_t probes[2];
+static ah_report_key_t keys[3];
+static ah_report_comm_t comm;
+static ah_report_t rep;
+
+static void build_report(void) {
+  memset(&rep, 0, sizeof rep);
+  memset(keys, 0, sizeof keys);
+  snprintf(rep.job, sizeof rep.job, "job-42");
+  snprintf(rep.host, sizeof rep.host, "node1");
+  rep.pid = 4242;
+  rep.rank = 0;
+  rep.nccl_version = 22805;
+  ah_report_fingerprint("nranks=8 nnodes=1", rep.topo);
+  snprintf(rep.mode, sizeof rep.mode, "tune");
+  rep.time_s = 1763838000.5;
+  rep.nthreads = 256;
+  rep.buffsize = 8 << 20;
+  rep.ncomms = 1;
+  rep.comms = &comm;
+  comm.id = 0xfedcba9876543210ull;
+  comm.nranks = 8;
+  comm.nnodes = 1;
+  comm.rank = 0;
+  comm.nkeys = 3;
+  comm.keys = keys;
+
+  keys[0].coll = AH_FUNC_ALLREDUCE;
+  keys[0].bin = 24;
+  keys[0].bytes_min = keys[0].bytes_max = 25u << 20;
+  keys[0].calls = 400;
+  keys[0].dflt = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16), 60, 1000.0, 25u << 20);
+  keys[0].applied = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24), 300, 800.0, 25u << 20);
+  keys[0].source = AH_SOURCE_TUNED;
+  keys[0].tuned = 1;
+  keys[0].tune.state = AH_TUNE_CONVERGED;
+  keys[0].tune.calls_spent = 100;
+  keys[0].tune.probes = 2;
+  keys[0].tune.converged_at = 100;
+  keys[0].tune.winner = cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24);
+  keys[0].tune.winner_us = 799.0;
+  keys[0].tune.default_us = 1001.0;
+  keys[0].nprobes = 2;
+  keys[0].probes = probes;
+  probes[0].cfg = cfg(AH_ALGO_TREE, AH_PROTO_SIMPLE, 16);
+  probes[0].samples = 10;
+  probes[0].us = 1500.0;
+  probes[1].cfg = cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24);
+  probes[1].samples = 10;
+  probes[1].us = 799.0;
+  keys[0].sync_waits = 3;
+  keys[0].sync_wait_us = 120.0;
+
+  keys[1].coll = AH_FUNC_ALLGATHER;
+  keys[1].bin = 20;
+  keys[1].bytes_min = keys[1].bytes_max = 1u << 20;
+  keys[1].calls = 50;
+  keys[1].dflt = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL128, 16), 0, 0, 0);
+  keys[1].applied = stat_of(cfg(-1, -1, 8), 50, 250.0, 1u << 20);
+  keys[1].source = AH_SOURCE_OVERRIDE;
+
+  keys[2].coll = AH_FUNC_BROADCAST;
+  keys[2].bin = 10;
+  keys[2].calls = 5;
+  keys[2].dflt = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL, 2), 5, 10.0, 1024);
+  keys[2].applied = keys[2].dflt;
+  keys[2].source = AH_SOURCE_DEFAULT;
+}
+
+START_TEST(formulas) {
+  /* nccl-tests: AllReduce busbw = algbw * 2(n-1)/n; AllGather S = per-rank bytes * n. */
+  ck_assert_double_eq_tol(ah_report_busbw_factor(AH_FUNC_ALLREDUCE, 8), 1.75, 1e-12);
+  ck_assert_double_eq_tol(ah_report_busbw_factor(AH_FUNC_ALLGATHER, 8), 0.875, 1e-12);
+  ck_assert_double_eq_tol(ah_report_busbw_factor(AH_FUNC_REDUCESCATTER, 4), 0.75, 1e-12);
+  ck_assert_double_eq_tol(ah_report_busbw_factor(AH_FUNC_BROADCAST, 8), 1.0, 1e-12);
+  ck_assert_double_eq_tol(ah_report_busbw_factor(AH_FUNC_REDUCE, 8), 1.0, 1e-12);
+  ck_assert_double_eq_tol(ah_report_busbw_factor(AH_FUNC_ALLREDUCE, 1), 0.0, 1e-12);
+  ck_assert_double_eq_tol(ah_report_algbw(AH_FUNC_ALLREDUCE, 8, 1e9, 1e6), 1.0, 1e-12);
+  ck_assert_double_eq_tol(ah_report_algbw(AH_FUNC_ALLGATHER, 8, 1e9, 1e6), 8.0, 1e-12);
+  ck_assert_double_eq_tol(ah_report_algbw(AH_FUNC_REDUCESCATTER, 4, 1e6, 100.0), 40.0, 1e-9);
+  ck_assert_double_eq(ah_report_algbw(AH_FUNC_ALLREDUCE, 8, 1e9, 0), 0);
+  ck_assert_double_eq(ah_report_algbw(AH_FUNC_ALLREDUCE, 8, 1e9, NAN), 0);
+}
+END_TEST
+
+START_TEST(paths_and_names) {
+  char out[64], err[256];
+  ck_assert_int_eq(ah_report_path_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, out, sizeof out, err,
+                                         sizeof err), 0);
+  ck_assert_str_eq(out, "r-n1-77-3-%.json");
+  ck_assert_int_eq(ah_report_path_expand("r%r", "n1", 77, -1, out, sizeof out, err, sizeof err), 0);
+  ck_assert_str_eq(out, "rall");
+  ck_assert_int_eq(ah_report_path_expand("r%x", "n1", 77, 0, out, sizeof out, err, sizeof err), -1);
+  ck_assert_str_eq(err, "'%x' at position 1 of 'r%x' (expected %h, %p, %r or %%)");
+  ck_assert_int_eq(ah_report_path_expand("r%", "n1", 77, 0, out, sizeof out, err, sizeof err), -1);
+  ck_assert_int_eq(ah_report_path_expand("%h%h%h%h%h%h%h%h%h%h", "a-long-host-name", 1, 0, out,
+                                         sizeof out, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "longer than 63 bytes"));
+  for (int s = 0; s < 4; s++) ck_assert_int_eq(ah_report_source_parse(ah_report_source_name(s)), s);
+  ck_assert_str_eq(ah_report_source_name(AH_SOURCE_OVERRIDE), "override");
+  ck_assert_str_eq(ah_report_source_name(9), "?");
+  ck_assert_int_eq(ah_report_source_parse("forced"), -1);
+  char a[AH_REPORT_TOPO_MAX], b[AH_REPORT_TOPO_MAX];
+  ah_report_fingerprint("nranks=8", a);
+  ah_report_fingerprint("nranks=16", b);
+  ck_assert_str_ne(a, b);
+  ck_assert_uint_eq(strlen(a), strlen("fnv1a64:") + 16);
+  ah_report_fingerprint("", b);
+  ck_assert_str_eq(b, "fnv1a64:cbf29ce484222325"); /* FNV-1a offset basis */
+}
+END_TEST
+
+START_TEST(round_trip) {
+  build_report();
+  make_dir();
+  char path[512], err[512];
+  snprintf(path, sizeof path, "%s/r.json", dir);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), 0);
+  ah_report_t *r = NULL;
+  ck_assert_msg(ah_report_read(path, &r, err, sizeof err) == 0, "%s", err);
+  ck_assert_str_eq(r->job, "job-42");
+  ck_assert_str_eq(r->host, "node1");
+  ck_assert_int_eq(r->pid, 4242);
+  ck_assert_int_eq(r->nccl_version, 22805);
+  ck_assert_str_eq(r->topo, rep.topo);
+  ck_assert_str_eq(r->mode, "tune");
+  ck_assert_int_eq(r->nthreads, 256);
+  ck_assert_int_eq(r->buffsize, 8 << 20);
+  ck_assert_int_eq(r->ncomms, 1);
+  ck_assert_uint_eq(r->comms[0].id, 0xfedcba9876543210ull);
+  ck_assert_int_eq(r->comms[0].nranks, 8);
+  ck_assert_int_eq(r->comms[0].nkeys, 3);
+  const ah_report_key_t *k = &r->comms[0].keys[0];
+  ck_assert_int_eq(k->coll, AH_FUNC_ALLREDUCE);
+  ck_assert_int_eq(k->bin, 24);
+  ck_assert_uint_eq(k->calls, 400);
+  ck_assert_int_eq(k->source, AH_SOURCE_TUNED);
+  ck_assert(ah_config_equal(&k->dflt.cfg, &keys[0].dflt.cfg));
+  ck_assert(ah_config_equal(&k->applied.cfg, &keys[0].applied.cfg));
+  ck_assert_uint_eq(k->applied.timed, 300);
+  ck_assert_double_eq_tol(k->applied.us_total / (double)k->applied.timed, 800.0, 1e-6);
+  ck_assert_int_eq(k->tuned, 1);
+  ck_assert_int_eq(k->tune.state, AH_TUNE_CONVERGED);
+  ck_assert_uint_eq(k->tune.converged_at, 100);
+  ck_assert(ah_config_equal(&k->tune.winner, &keys[0].tune.winner));
+  ck_assert_int_eq(k->nprobes, 2);
+  ck_assert_int_eq(k->probes[0].cfg.algo, AH_ALGO_TREE);
+  ck_assert_double_eq_tol(k->probes[1].us, 799.0, 1e-9);
+  ck_assert_uint_eq(k->sync_waits, 3);
+  const ah_report_key_t *o = &r->comms[0].keys[1];
+  ck_assert_int_eq(o->source, AH_SOURCE_OVERRIDE);
+  ck_assert_int_eq(o->applied.cfg.algo, -1);
+  ck_assert_int_eq(o->applied.cfg.res[0], 8);
+  ck_assert_uint_eq(o->dflt.timed, 0);
+  ck_assert_int_eq(r->comms[0].keys[2].tuned, 0);
+  ah_report_free(r);
+
+  /* The JSON carries nccl-tests' bandwidths: AllReduce 25 MiB in 800 us on 8 ranks. */
+  char *text = ah_report_to_string(&rep);
+  ck_assert_ptr_nonnull(text);
+  double algbw = (25.0 * 1048576) / 800e-6 / 1e9;
+  char want[64];
+  snprintf(want, sizeof want, "\"busbw_gbs\": %.6g", algbw * 1.75);
+  ck_assert_msg(strstr(text, want) != NULL, "no %s in the report", want);
+  ck_assert_ptr_nonnull(strstr(text, "\"source\": \"override\""));
+  ck_assert_ptr_nonnull(strstr(text, "\"time_us\": null")); /* AllGather default never timed */
+  ck_assert_ptr_nonnull(strstr(text, "\"id\": \"0xfedcba9876543210\""));
+  ck_assert_ptr_nonnull(strstr(text, "\"text\": \"ring/simple nch=24\""));
+  free(text);
+}
+END_TEST
+
+START_TEST(atomic_write) {
+  build_report();
+  make_dir();
+  char path[512], err[512], tmp[600];
+  snprintf(path, sizeof path, "%s/r.json", dir);
+  FILE *f = fopen(path, "w");
+  fputs("old contents", f);
+  fclose(f);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), 0);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  ck_assert_int_ne(access(tmp, F_OK), 0); /* no temporary left behind */
+  ah_report_t *r = NULL;
+  ck_assert_int_eq(ah_report_read(path, &r, err, sizeof err), 0);
+  ah_report_free(r);
+  /* A directory that does not exist: an error naming the call and path, nothing written. */
+  snprintf(path, sizeof path, "%s/missing/r.json", dir);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "open("));
+  ck_assert_ptr_nonnull(strstr(err, "/missing/r.json.tmp."));
+  ck_assert_ptr_nonnull(strstr(err, "No such file or directory"));
+  /* Renaming onto a directory fails after the temporary was written: it is removed. */
+  snprintf(path, sizeof path, "%s/adir", dir);
+  ck_assert_int_eq(mkdir(path, 0755), 0);
+  char inner[600];
+  snprintf(inner, sizeof inner, "%s/x", path);
+  ck_assert_int_eq(mkdir(inner, 0755), 0);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "rename("));
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  ck_assert_int_ne(access(tmp, F_OK), 0);
+}
+END_TEST
+
+static void check_bad(const char *text, const char *needle) {
+  ah_report_t *r = (ah_report_t *)0x1;
+  char err[512] = "";
+  ck_assert_int_eq(ah_report_parse(text, &r, err, sizeof err), -1);
+  ck_assert_ptr_eq(r, (ah_report_t *)0x1);
+  ck_assert_msg(strstr(err, needle) != NULL, "error '%s' lacks '%s'", err, needle);
+}
+
+START_TEST(malformed_reports) {
+  check_bad("", "line 1 column 0");
+  check_bad("{\"schema\": 1,\n \"host\": \"a\",\n \"comms\": [}", "line 3 column");
+  check_bad("[]", "(top level): expected an object");
+  check_bad("{\"schema\": 1}", "host: missing");
+  check_bad("{\"schema\": 2, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": []}",
+            "schema: 2 is newer");
+  check_bad("{\"schema\": 1, \"host\": 5, \"nccl_version\": 1, \"topology\": \"t\", \"comms\": []}",
+            "host: expected a string");
+  check_bad("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": \"2.28\", \"topology\": \"t\", \"comms\": []}",
+            "nccl_version: expected an integer");
+  check_bad("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": {}}",
+            "comms: expected an array");
+  const char *head = "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": "
+                     "[{\"id\": \"0x1\", \"nranks\": 2, \"keys\": [";
+  char buf[2048];
+  snprintf(buf, sizeof buf, "%s{\"coll\": \"alltoall\"}]}]}", head);
+  check_bad(buf, "comms[0].keys[0].coll: unknown collective 'alltoall'");
+  snprintf(buf, sizeof buf, "%s{\"coll\": \"allreduce\", \"bin\": 70}]}]}", head);
+  check_bad(buf, "comms[0].keys[0].bin: 70 out of range 0..63");
+  const char *stat = "{\"config\": {\"algo\": null, \"proto\": null, \"res\": []}, \"calls\": 1}";
+  snprintf(buf, sizeof buf,
+           "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"tuned\", \"default\": %s, "
+           "\"applied\": {\"config\": {\"algo\": \"rong\"}, \"calls\": 1}}]}]}", head, stat);
+  check_bad(buf, "comms[0].keys[0].applied.config.algo: unknown algorithm 'rong'");
+  snprintf(buf, sizeof buf,
+           "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"magic\", \"default\": %s, "
+           "\"applied\": %s}]}]}", head, stat, stat);
+  check_bad(buf, "comms[0].keys[0].source: unknown source 'magic'");
+  snprintf(buf, sizeof buf,
+           "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"tuned\", \"default\": %s, "
+           "\"applied\": %s, \"tuning\": {\"state\": \"converged\", \"winner\": {\"res\": [1, -2]}}}]}]}",
+           head, stat, stat);
+  check_bad(buf, "comms[0].keys[0].tuning.winner.res: element 1: expected a non-negative integer");
+  snprintf(buf, sizeof buf, "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", "
+           "\"comms\": [{\"id\": \"zz\", \"nranks\": 2, \"keys\": []}]}");
+  check_bad(buf, "comms[0].id: 'zz' is not a hexadecimal id");
+  /* A minimal valid one parses, unknown fields ignored. */
+  ah_report_t *r = NULL;
+  char err[256];
+  ck_assert_int_eq(ah_report_parse("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": "
+                                   "\"t\", \"comms\": [], \"future_field\": [1,2]}", &r, err, sizeof err), 0);
+  ck_assert_int_eq(r->ncomms, 0);
+  ah_report_free(r);
+  /* Reading: a missing file names the cause. */
+  ck_assert_int_eq(ah_report_read("/nonexistent/r.json", &r, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "No such file"));
+}
+END_TEST
+
+static int saved_fd;
+static FILE *cap;
+static void capture_begin(void) {
+  cap = tmpfile();
+  saved_fd = dup(2);
+  dup2(fileno(cap), 2);
+}
+static const char *capture_end(void) {
+  static char buf[8192];
+  dup2(saved_fd, 2);
+  close(saved_fd);
+  rewind(cap);
+  size_t n = fread(buf, 1, sizeof buf - 1, cap);
+  buf[n] = 0;
+  fclose(cap);
+  return buf;
+}
+
+START_TEST(profile_load) {
+  build_report();
+  /* A second communicator of the same shape with fewer calls disagrees on the AllReduce key, and a
+   * default-sourced key and a slower override give nothing. */
+  ah_report_comm_t comms[2];
+  ah_report_key_t k2[2];
+  memset(k2, 0, sizeof k2);
+  comms[0] = comm;
+  comms[1] = comm;
+  comms[1].id = 7;
+  comms[1].nkeys = 2;
+  comms[1].keys = k2;
+  k2[0] = keys[0];
+  k2[0].calls = 10;
+  k2[0].tune.winner = cfg(AH_ALGO_TREE, AH_PROTO_LL128, 4);
+  k2[0].nprobes = 0;
+  k2[0].probes = NULL;
+  k2[1].coll = AH_FUNC_REDUCESCATTER;
+  k2[1].bin = 16;
+  k2[1].calls = 9;
+  k2[1].dflt = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 8), 9, 100, 65536);
+  k2[1].applied = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL, 8), 9, 150, 65536);
+  k2[1].source = AH_SOURCE_OVERRIDE;
+  rep.comms = comms;
+  rep.ncomms = 2;
+  make_dir();
+  char path[512], err[512];
+  snprintf(path, sizeof path, "%s/p.json", dir);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), 0);
+
+  ah_profile_t *p = NULL;
+  ah_log_set_level(AH_LOG_WARN);
+  capture_begin();
+  ck_assert_int_eq(ah_profile_load(path, 22805, rep.topo, &p), 0);
+  ck_assert_str_eq(capture_end(), "");
+  ck_assert_int_eq(p->nentries, 2);
+  ck_assert_int_eq(p->nthreads, 256);
+  ck_assert_int_eq(p->buffsize, 8 << 20);
+  const ah_profile_entry_t *e = ah_profile_lookup(p, 8, 1, AH_FUNC_ALLREDUCE, 24);
+  ck_assert_ptr_nonnull(e);
+  ck_assert_int_eq(e->cfg.algo, AH_ALGO_RING); /* the busier communicator's winner */
+  ck_assert_int_eq(e->cfg.res[0], 24);
+  ck_assert_double_eq_tol(e->us, 799.0, 1e-9);
+  e = ah_profile_lookup(p, 8, 1, AH_FUNC_ALLGATHER, 20); /* override, default never timed */
+  ck_assert_ptr_nonnull(e);
+  ck_assert_int_eq(e->cfg.res[0], 8);
+  ck_assert_ptr_null(ah_profile_lookup(p, 8, 1, AH_FUNC_BROADCAST, 10));     /* NCCL's default */
+  ck_assert_ptr_null(ah_profile_lookup(p, 8, 1, AH_FUNC_REDUCESCATTER, 16)); /* slower override */
+  ck_assert_ptr_null(ah_profile_lookup(p, 16, 2, AH_FUNC_ALLREDUCE, 24));    /* another shape */
+  ck_assert_ptr_null(ah_profile_lookup(NULL, 8, 1, AH_FUNC_ALLREDUCE, 24));
+  ah_profile_free(p);
+  /* Version 0 and topology NULL mean "do not check". */
+  ck_assert_int_eq(ah_profile_load(path, 0, NULL, &p), 0);
+  ah_profile_free(p);
+
+  /* Refusals: one error line each, output untouched. */
+  p = (ah_profile_t *)0x1;
+  capture_begin();
+  ck_assert_int_eq(ah_profile_load(path, 23001, rep.topo, &p), -1);
+  const char *log = capture_end();
+  ck_assert_ptr_nonnull(strstr(log, "measured with NCCL 2.28.5 and this job runs NCCL 2.30.1"));
+  ck_assert_int_eq((int)(strchr(log, '\n') - log) + 1, (int)strlen(log));
+  capture_begin();
+  ck_assert_int_eq(ah_profile_load(path, 22805, "fnv1a64:0000000000000000", &p), -1);
+  log = capture_end();
+  ck_assert_ptr_nonnull(strstr(log, "not loaded: it was measured on topology fnv1a64:"));
+  ck_assert_ptr_eq(p, (ah_profile_t *)0x1);
+
+  FILE *f = fopen(path, "w");
+  fputs("{\"schema\": 1,\n  \"host\": \"a\",,\n}", f);
+  fclose(f);
+  capture_begin();
+  ck_assert_int_eq(ah_profile_load(path, 22805, NULL, &p), -1);
+  log = capture_end();
+  ck_assert_ptr_nonnull(strstr(log, "not loaded: line 2 column"));
+  ck_assert_ptr_eq(p, (ah_profile_t *)0x1);
+}
+END_TEST
+
+/* Removes the test's temporary directory (runs in the forked test process). */
+static void remove_dir(void) {
+  if (!dir[0]) return;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  dir[0] = 0;
+}
+
+int main(void) {
+  Suite *s = suite_create("tuner_report");
+  TCase *tc = tcase_create("report");
+  tcase_set_timeout(tc, 20);
+  tcase_add_checked_fixture(tc, NULL, remove_dir);
+  tcase_add_test(tc, formulas);
+  tcase_add_test(tc, paths_and_names);
+  tcase_add_test(tc, round_trip);
+  tcase_add_test(tc, atomic_write);
+  tcase_add_test(tc, malformed_reports);
+  tcase_add_test(tc, profile_load);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
