@@ -17,6 +17,8 @@
 #include <nccl.h>
 
 #include "sim_internal.h"
+#include "sim_model.h"
+#include "sim_tuner.h"
 #include "ncclsim.h"
 
 /* nccl.h declares these without a prototype; give them one. */
@@ -35,7 +37,8 @@ typedef struct {
   uint64_t count;     /* elements: per rank for AllGather/ReduceScatter (NCCL's API count) */
   uint64_t call;      /* per-communicator collective index, counted by each rank */
   double start_vt;    /* the caller's stream virtual time when the collective began */
-  int32_t algo, proto, nchannels, pad; /* configuration chosen (issue 3 fills this in) */
+  int32_t algo, proto, nchannels;     /* configuration chosen at group launch (-1: none) */
+  int32_t nthreads;                   /* per-process (NCCL_NTHREADS): timed, not compared */
   uint64_t chunk;
 } sim_desc_t;
 
@@ -93,6 +96,11 @@ struct ncclComm {
   ncclResult_t async_error;
   double phi;                 /* interference set through ncclsimCommSetInterference */
   ncclConfig_t config;        /* the config the communicator was created with (defaults filled) */
+  /* timing model and tuner (sim_nccl_select.c), set up once every rank has joined */
+  int has_model;
+  sim_model_t model;
+  const sim_tuner_t *tuner;   /* NULL: no tuner plugin */
+  void *tuner_ctx;
 };
 
 /* ---- segment (sim_shm.c) --------------------------------------------------------------------- */
@@ -121,6 +129,27 @@ ncclResult_t sim_seg_check_peers(struct ncclComm *comm, int only_rank);
 /* Called once every rank has joined: derives the node layout from the ranks' slots. */
 void sim_comm_joined(struct ncclComm *comm);
 
+/* ---- timing model, tuner and per-call configuration (sim_nccl_select.c) ---------------------- */
+struct sim_task;
+
+/* Builds the communicator's timing model (NCCLSIM_TOPO, NCCL_* env, config min/maxCTAs) and
+ * loads and initialises the tuner plugin as the emulated NCCL does. Called once every rank has
+ * joined (the layout is known). Returns ncclSuccess, or the tuner's init error, which fails the
+ * communicator's creation as in NCCL. */
+ncclResult_t sim_comm_model_init(struct ncclComm *comm);
+/* Finalizes the communicator's tuner context and releases the plugin (commFree in NCCL). */
+void sim_comm_model_fini(struct ncclComm *comm);
+/* Bins n collective tasks of one communicator rank (issue order) into NCCL's buckets and chooses
+ * each bucket's configuration: cost table, tuner, argmin, channel cap and chunk. Sets each task's
+ * cfg/desc. Returns ncclSuccess, or the error that fails the group (tuner error, nothing enabled,
+ * a forced configuration the topology cannot run). */
+ncclResult_t sim_select_configs(struct ncclComm *comm, struct sim_task **tasks, int n);
+/* Chooses configurations for every collective task of a group, per communicator. Tasks whose
+ * communicator has no model yet are configured when they start. Failing tasks get their result. */
+void sim_select_group(struct sim_task *head);
+/* Appends the task's NCCLSIM_TRACE line (one per bucket per rank: each task of a bucket). */
+void sim_trace_task(const struct sim_task *t, double us);
+
 /* ---- tasks and groups (sim_nccl_group.c) ------------------------------------------------------ */
 
 enum { SIM_TASK_INIT, SIM_TASK_COLL, SIM_TASK_SEND, SIM_TASK_RECV };
@@ -142,6 +171,8 @@ typedef struct sim_task {
   uint64_t wait_seq;
   size_t chunk, nchunks, elems_per_chunk, done_bytes;
   sim_desc_t desc;
+  sim_config_t cfg;           /* configuration chosen at group launch */
+  int selected, tuned;        /* cfg is set; the tuner changed NCCL's default */
   double end_vt;
   void *scratch;
   ncclResult_t result;

@@ -55,10 +55,10 @@ static void plan_chunks(sim_task_t *t) {
 }
 
 static void describe(const sim_desc_t *d, char *buf, size_t len) {
-  snprintf(buf, len, "%s count=%llu %s %s root=%d config=(algo %d, proto %d, nchannels %d, chunk %llu)",
+  snprintf(buf, len, "%s count=%llu %s %s root=%d config=(%s/%s, nchannels %d, chunk %llu)",
            sim_coll_name(d->coll), (unsigned long long)d->count, sim_dtype_name(d->dtype),
-           sim_redop_name(d->op), d->root, d->algo, d->proto, d->nchannels,
-           (unsigned long long)d->chunk);
+           sim_redop_name(d->op), d->root, sim_model_algo_name(d->algo),
+           sim_model_proto_name(d->proto), d->nchannels, (unsigned long long)d->chunk);
 }
 
 /* Compares every rank's description with rank 0's. Returns ncclSuccess or ncclInvalidUsage with
@@ -188,6 +188,12 @@ static void do_gather(sim_task_t *t) {
 static void begin(sim_task_t *t) {
   struct ncclComm *c = t->comm;
   t->started = 1;
+  if (!t->selected) { /* no model at group launch (created in the same group): one-task bucket */
+    t->desc.algo = t->desc.proto = t->desc.nchannels = t->desc.nthreads = -1;
+    t->desc.chunk = 0;
+    if (t->coll != SIM_COLL_SPLIT_EXCHANGE && c->has_model) t->result = sim_select_configs(c, &t, 1);
+    t->selected = 1;
+  }
   plan_chunks(t);
   t->desc.start_vt = t->stream ? sim_stream_time(t->stream) : 0;
   if (t->coll == SIM_COLL_REDUCE) t->scratch = malloc(t->comm->seg->slot_bytes);
@@ -204,7 +210,9 @@ static void time_call(sim_task_t *t) {
   }
   double phi = c->phi;
   if (t->stream && t->stream->compute_phi > phi) phi = t->stream->compute_phi;
-  t->end_vt = start + (t->coll == SIM_COLL_SPLIT_EXCHANGE ? 0 : sim_coll_time_us(c, &t->desc, phi));
+  double us = t->coll == SIM_COLL_SPLIT_EXCHANGE ? 0 : sim_coll_time_us(c, &t->desc, phi);
+  t->end_vt = start + us;
+  sim_trace_task(t, us);
 }
 
 int sim_coll_progress(sim_task_t *t) {
@@ -212,6 +220,7 @@ int sim_coll_progress(sim_task_t *t) {
   int moved = 0;
   if (!t->started) {
     begin(t);
+    if (t->result != ncclSuccess) return SIM_PROGRESS_DONE; /* the tuner failed the call */
     if (t->coll == SIM_COLL_REDUCE && !t->scratch) {
       t->result = sim_error(ncclSystemError, "ncclsim: out of memory for a Reduce scratch buffer");
       return SIM_PROGRESS_DONE; /* before any post: peers see a stuck rank, as with a real OOM */

@@ -7,6 +7,7 @@
  * the stale handle then gets ncclInvalidArgument instead of reading freed memory. */
 #include <limits.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,9 +251,31 @@ SIM_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, n
   return comm_create(newcomm, size, newrank, hash, config ? config : &comm->config, comm->device);
 }
 
+/* Dead communicators stay reachable from here: their handles must stay readable (see the top of
+ * this file), and leak checkers must not report them. */
+static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ncclComm **dead_comms;
+static size_t ndead, cap_dead;
+
+static void comm_bury(struct ncclComm *comm) {
+  pthread_mutex_lock(&dead_lock);
+  if (ndead == cap_dead) {
+    size_t cap = cap_dead ? 2 * cap_dead : 16;
+    struct ncclComm **grown = realloc(dead_comms, cap * sizeof *grown);
+    if (grown) {
+      dead_comms = grown;
+      cap_dead = cap;
+    }
+  }
+  if (ndead < cap_dead) dead_comms[ndead++] = comm;
+  pthread_mutex_unlock(&dead_lock);
+}
+
 static ncclResult_t comm_end(ncclComm_t comm, int state, const char *fn) {
   if (!sim_comm_usable(comm))
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or already destroyed communicator", fn);
+  comm_bury(comm);
+  sim_comm_model_fini(comm); /* the tuner's finalize/destroy, as NCCL's commFree */
   sim_seg_leave(comm, state);
   comm->magic = SIM_COMM_DEAD;
   free(comm->p2p_sent);

@@ -43,6 +43,7 @@ static int task_progress(sim_task_t *t) {
     }
     if (!sim_seg_all_joined(t->comm)) return SIM_PROGRESS_STALLED;
     sim_comm_joined(t->comm);
+    t->result = sim_comm_model_init(t->comm); /* timing model and tuner plugin */
     return SIM_PROGRESS_DONE;
   case SIM_TASK_COLL: return sim_coll_progress(t);
   default: return sim_p2p_progress(t);
@@ -53,6 +54,7 @@ static int task_progress(sim_task_t *t) {
 static ncclResult_t group_launch(sim_task_t *head) {
   ncclResult_t first_err = ncclSuccess;
   int pending = 0;
+  sim_select_group(head); /* NCCL configures every bucket at launch, before any kernel runs */
   for (sim_task_t *t = head; t; t = t->next) {
     if (t->result != ncclSuccess) t->phase = -1; /* failed at enqueue: counts as done */
     else pending++;

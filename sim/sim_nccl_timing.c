@@ -1,14 +1,63 @@
-/* Modelled durations of collectives and point-to-point messages. This is the data plane's simple
- * model (a fixed latency plus bytes over a fixed bandwidth); the NCCL-faithful model of sim/model/
- * replaces it for collectives once a communicator has a model. */
+/* Modelled durations of collectives and point-to-point messages. Collectives use the truth model
+ * of sim/model/ with the configuration chosen at group launch, times seeded noise
+ * (NCCLSIM_NOISE=sigma[,outlier-rate], NCCLSIM_SEED). The key choice: the noise of a call is drawn
+ * from (seed, communicator, call index), so every rank computes the same duration for the same
+ * call and a rerun reproduces it. Point-to-point and configuration-less calls keep the data plane's
+ * simple model (a fixed latency plus bytes over a fixed bandwidth). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "sim_nccl.h"
 #include "sim_reduce.h"
 
-double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double phi) {
+static pthread_once_t noise_once = PTHREAD_ONCE_INIT;
+static double noise_sigma, noise_outliers;
+static uint64_t noise_seed = 1;
+
+static void noise_init(void) {
+  const char *s = getenv("NCCLSIM_NOISE");
+  if (s && *s) {
+    double sigma = 0, rate = 0;
+    char tail;
+    int n = sscanf(s, "%lf,%lf%c", &sigma, &rate, &tail);
+    if (n == 1 && sscanf(s, "%lf%c", &sigma, &tail) == 1) rate = 0, n = 2;
+    if (n != 2 || !(sigma >= 0 && sigma <= 1) || !(rate >= 0 && rate <= 1))
+      sim_log_warn("invalid value for NCCLSIM_NOISE: '%s' (expected sigma[,outlier-rate], e.g. "
+                   "0.02,0.01); no noise", s);
+    else
+      noise_sigma = sigma, noise_outliers = rate;
+  }
+  s = getenv("NCCLSIM_SEED");
+  if (s && *s) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (*end) sim_log_warn("invalid value for NCCLSIM_SEED: '%s' (expected an integer); using 1", s);
+    else noise_seed = v;
+  }
+}
+
+static double simple_time_us(const struct ncclComm *comm, const sim_desc_t *d, double phi) {
   double bytes = (double)d->count * (double)sim_dtype_size(d->dtype);
   if (d->coll == SIM_COLL_ALLGATHER || d->coll == SIM_COLL_REDUCESCATTER) bytes *= comm->nranks;
   double bw_gbps = comm->nnodes > 1 ? 40.0 : 300.0;
   return (10.0 + bytes / (1000.0 * bw_gbps)) * (1.0 + phi);
+}
+
+double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double phi) {
+  if (!comm->has_model || d->algo < 0 || d->coll < 0 || d->coll >= AH_NUM_FUNCTIONS)
+    return simple_time_us(comm, d, phi);
+  size_t bytes = d->count * sim_dtype_size(d->dtype);
+  if (d->coll == SIM_COLL_ALLGATHER || d->coll == SIM_COLL_REDUCESCATTER) bytes *= (size_t)comm->nranks;
+  sim_config_t cfg = {d->algo, d->proto, d->nchannels, d->nthreads, (size_t)d->chunk};
+  double us = sim_model_time_us(&comm->model, d->coll, bytes, &cfg, phi);
+  if (us < 0) return simple_time_us(comm, d, phi); /* checked at selection; kept total */
+  pthread_once(&noise_once, noise_init);
+  if (noise_sigma > 0 || noise_outliers > 0) {
+    uint64_t state = noise_seed ^ (comm->hash * 0x9e3779b97f4a7c15ull) ^ (d->call * 0xd1b54a32d192ed03ull);
+    us = sim_model_noise(us, noise_sigma, noise_outliers, &state);
+  }
+  return us;
 }
 
 double sim_p2p_time_us(const struct ncclComm *comm, int peer, size_t bytes) {
