@@ -100,6 +100,17 @@ static const ah_env_var_t env_table[] = {
      "sets (NCCL_IB_TC), a number is the whole traffic class byte, dscp=N sets DSCP N (traffic "
      "class N << 2) and keeps NCCL's ECN bits.",
      0, 0, NULL, FIELD(qp_tc)},
+    {"AUTOHA_QP_TOPO", AH_ENV_PATH, "off", "PATH template (%h %p %r %%), or off",
+     "The topology file AUTOHA_QP_SPORT=plan plans from: leaf pairs, spines, hosts and their NICs' "
+     "addresses, the jobs with their GPU intensity and traffic pattern, failed links (format in "
+     "docs/qp.md). Every rank must read the same file, so every rank computes the same plan.",
+     0, 0, NULL, FIELD(qp_topo)},
+    {"AUTOHA_QP_METHOD", AH_ENV_ENUM, "label", "label|mlx5dv",
+     "How the chosen source port reaches the NIC. label writes the flow label that the kernel "
+     "turns into that port at the RTR transition (any RoCEv2 driver that honours the flow label); "
+     "mlx5dv calls mlx5dv_modify_qp_udp_sport after RTS instead (rdma-core 33+, ConnectX firmware "
+     "with the RTS-to-RTS source-port capability) and falls back to label when libmlx5 lacks it.",
+     0, 0, "label|mlx5dv", FIELD(qp_method)},
 };
 
 #define NVARS ((int)(sizeof env_table / sizeof env_table[0]))

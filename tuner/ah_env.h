@@ -40,6 +40,8 @@ typedef struct {
   int qp_sport;                      /* AUTOHA_QP_SPORT: AH_QP_SPORT_* */
   char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */
   int qp_tc;                         /* AUTOHA_QP_TC: traffic class 0..255, -1 = NCCL's */
+  char qp_topo[AH_ENV_PATH_MAX];     /* AUTOHA_QP_TOPO: topology file for AUTOHA_QP_SPORT=plan; "" = none */
+  int qp_method;                     /* AUTOHA_QP_METHOD: 0 label, 1 mlx5dv */
 } ah_settings_t;
 
 /* Value types of the table rows. */
