@@ -32,6 +32,31 @@ static struct CUstream_st *free_streams[1024];
 static int nfree_streams;
 static struct CUevent_st *free_events[4096];
 static int nfree_events;
+/* Every stream and event ever allocated, so that none is lost (a program need not destroy its
+ * streams and events before it exits, and leak checkers must not count them). */
+static void **all_objs;
+static size_t nall_objs, cap_all_objs;
+
+/* Allocates a stream or event object and records it. Returns NULL when out of memory. */
+static void *obj_alloc(size_t size) {
+  void *p = malloc(size);
+  if (!p) return NULL;
+  pthread_mutex_lock(&pool_lock);
+  if (nall_objs == cap_all_objs) {
+    size_t cap = cap_all_objs ? 2 * cap_all_objs : 64;
+    void **grown = realloc(all_objs, cap * sizeof *grown);
+    if (!grown) {
+      pthread_mutex_unlock(&pool_lock);
+      free(p);
+      return NULL;
+    }
+    all_objs = grown;
+    cap_all_objs = cap;
+  }
+  all_objs[nall_objs++] = p;
+  pthread_mutex_unlock(&pool_lock);
+  return p;
+}
 
 /* Number of devices: the entries of CUDA_VISIBLE_DEVICES when it is set (as CUDA counts them),
  * else NCCLSIM_DEVICES, else 8 or LOCAL_WORLD_SIZE if larger. */
@@ -193,7 +218,7 @@ cudaError_t sim_stream_create(int device, unsigned flags, int priority, struct C
   pthread_mutex_lock(&pool_lock);
   if (nfree_streams > 0) s = free_streams[--nfree_streams];
   pthread_mutex_unlock(&pool_lock);
-  if (!s) s = malloc(sizeof *s);
+  if (!s) s = obj_alloc(sizeof *s);
   if (!s) return cudaErrorMemoryAllocation;
   memset(s, 0, sizeof *s);
   s->device = device;
@@ -217,7 +242,7 @@ cudaError_t sim_stream_destroy(struct CUstream_st *s) {
   pthread_mutex_lock(&pool_lock);
   if (nfree_streams < (int)(sizeof free_streams / sizeof free_streams[0]))
     free_streams[nfree_streams++] = s;
-  /* else: leaked on purpose, a stale handle must stay readable */
+  /* else: kept only in all_objs, so a stale handle stays readable */
   pthread_mutex_unlock(&pool_lock);
   return cudaSuccess;
 }
@@ -244,7 +269,7 @@ cudaError_t sim_event_create(unsigned flags, struct CUevent_st **e_p) {
   pthread_mutex_lock(&pool_lock);
   if (nfree_events > 0) e = free_events[--nfree_events];
   pthread_mutex_unlock(&pool_lock);
-  if (!e) e = malloc(sizeof *e);
+  if (!e) e = obj_alloc(sizeof *e);
   if (!e) return cudaErrorMemoryAllocation;
   memset(e, 0, sizeof *e);
   e->flags = flags;
