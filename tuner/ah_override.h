@@ -17,6 +17,10 @@
  * "*:nchannels=8;allreduce:algo=ring" gives AllReduce algo=ring with NCCL's channels, and every other
  * collective 8 channels. Rules are not merged: the chosen rule's fields are the whole override.
  *
+ * Note that the shim attaches configurations to keys (collective, size bin), not to single calls,
+ * so every call of a key runs one configuration: it matches a key with ah_override_match() on the
+ * bin's lower bound, ah_size_bin_floor(bin) (docs/environment.md says so to users).
+ *
  * Pure parsing and matching: no logging here. The caller (the env table, `autoha check-override`)
  * reports the errors this returns, so each is printed once by whoever decided it is fatal. */
 #ifndef AH_OVERRIDE_H
