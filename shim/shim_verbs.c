@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ah_env.h"
 #include "ah_log.h"
 #include "ah_path.h"
 #include "shim_verbs.h"
@@ -143,14 +144,21 @@ static ah_path_policy_t *policy;
 static udp_sport_fn mlx5_udp_sport;
 
 static void policy_init(void) {
-  char host[256] = "";
+  /* The env table (tuner/ah_env.c) has validated every AUTOHA_QP* value and logged the bad ones;
+   * the policy gets the values that parsed. AUTOHA_QP_TC goes over as text because dscp=N keeps
+   * NCCL's ECN bits where a number does not. */
+  const ah_settings_t *env = ah_env_settings();
+  char host[256] = "", sport[AH_ENV_PATH_MAX + 8] = "off";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  if (env->qp_sport == AH_QP_SPORT_SPREAD) snprintf(sport, sizeof sport, "spread");
+  else if (env->qp_sport == AH_QP_SPORT_PLAN) snprintf(sport, sizeof sport, "plan");
+  else if (env->qp_sport == AH_QP_SPORT_FILE) snprintf(sport, sizeof sport, "file:%s", env->qp_sport_file);
   ah_path_settings_t s = {
-      .qp = getenv("AUTOHA_QP"),
-      .sport = getenv("AUTOHA_QP_SPORT"),
-      .tc = getenv("AUTOHA_QP_TC"),
-      .topo = getenv("AUTOHA_QP_TOPO"),
-      .method = getenv("AUTOHA_QP_METHOD"),
+      .qp = env->enable && env->qp ? "on" : "off",
+      .sport = sport,
+      .tc = env->qp_tc >= 0 ? getenv("AUTOHA_QP_TC") : NULL,
+      .topo = env->qp_topo,
+      .method = env->qp_method == 1 ? "mlx5dv" : "label",
       .host = host,
   };
   policy = ah_path_policy_create(&s);
@@ -274,7 +282,8 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
             attr->ah_attr.is_global && attr->dest_qp_num != qp->qp_num &&
             (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC);
   if (rtr) {
-    struct ibv_qp_attr a = *attr;
+    struct ibv_qp_attr a;
+    memcpy(&a, attr, sizeof a); /* byte for byte: only the two fields below may differ */
     uint16_t sport = 0;
     int port = 1;
     pthread_mutex_lock(&qps_lock);

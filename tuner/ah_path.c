@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ah_log.h"
 #include "ah_path_text.h"
@@ -60,13 +61,20 @@ static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
 uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport) {
   uint8_t tail[5] = {17, (uint8_t)(sport >> 8), (uint8_t)sport, (uint8_t)(AH_PATH_ROCE_DPORT >> 8),
                      (uint8_t)AH_PATH_ROCE_DPORT};
-  uint32_t c = ~seed;
+  uint32_t c = ~0u;
   c = crc32_update(c, sgid, 16);
   c = crc32_update(c, dgid, 16);
   c = crc32_update(c, tail, sizeof tail);
-  c = ~c;
-  /* CRC-32 is linear: fold the high half in so that `mod n` for small n sees every input bit. */
-  return c ^ (c >> 16) ^ (c >> 7);
+  /* CRC-32 is linear, so CRCs that differ only in their seed are correlated (two switches would
+   * then pick dependent paths: hash polarisation). The model mixes the seed in non-linearly
+   * (MurmurHash3's finaliser), as switches with per-device hash seeds do. */
+  uint32_t h = ~c ^ (seed * 0x9E3779B9u);
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
 }
 
 uint16_t ah_path_spread_port(uint32_t pair_hash, unsigned k) {
@@ -106,7 +114,12 @@ int ah_path_text_long(const char *s, long lo, long hi, long *v_p) {
 int ah_path_parse_tc(const char *text, int *tc_p, int *is_dscp_p) {
   long v;
   if (!text) return -1;
-  if (strncmp(text, "dscp=", 5) == 0) {
+  if (strcasecmp(text, "nccl") == 0) {
+    *tc_p = -1;
+    *is_dscp_p = 0;
+    return 0;
+  }
+  if (strncasecmp(text, "dscp=", 5) == 0) {
     if (ah_path_text_long(text + 5, 0, 63, &v)) return -1;
     *tc_p = (int)v;
     *is_dscp_p = 1;
@@ -365,7 +378,7 @@ ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *s) {
   if (!p) return NULL;
   pthread_mutex_init(&p->lock, NULL);
   p->tc = -1;
-  p->mode = AH_PATH_SPORT_SPREAD;
+  p->mode = AH_PATH_SPORT_OFF;
   snprintf(p->host, sizeof p->host, "%s", s->host ? s->host : "");
   int on = 1;
   if (s->qp && is_on(s->qp, &on)) {
@@ -382,15 +395,15 @@ ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *s) {
                 s->method);
   }
   if (s->tc && *s->tc && ah_path_parse_tc(s->tc, &p->tc, &p->tc_is_dscp)) {
-    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP_TC: '%s' (expected 0-255 or dscp=0-63); "
+    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP_TC: '%s' (expected nccl|0..255|dscp=0..63); "
                          "traffic class left as NCCL sets it", s->tc);
     p->tc = -1;
   }
   const char *m = s->sport;
-  if (!m || !*m || strcmp(m, "spread") == 0) {
-    p->mode = AH_PATH_SPORT_SPREAD;
-  } else if (strcmp(m, "off") == 0) {
+  if (!m || !*m || strcmp(m, "off") == 0) {
     p->mode = AH_PATH_SPORT_OFF;
+  } else if (strcmp(m, "spread") == 0) {
+    p->mode = AH_PATH_SPORT_SPREAD;
   } else if (strncmp(m, "file:", 5) == 0) {
     p->mode = ah_path_catalog_load(m + 5, &p->catalog) ? AH_PATH_SPORT_OFF : AH_PATH_SPORT_FILE;
   } else if (strcmp(m, "plan") == 0) {
@@ -426,7 +439,7 @@ int ah_path_policy_method(const ah_path_policy_t *p) { return p ? p->method : AH
 
 int ah_path_policy_tc(const ah_path_policy_t *p, uint8_t tc) {
   if (!p || !p->active || p->tc < 0) return -1;
-  return p->tc_is_dscp ? ah_path_tc_with_dscp(tc, (unsigned)p->tc) : ((p->tc & ~3) | (tc & 3));
+  return p->tc_is_dscp ? ah_path_tc_with_dscp(tc, (unsigned)p->tc) : p->tc;
 }
 
 int ah_path_policy_config_tc(const ah_path_policy_t *p) {

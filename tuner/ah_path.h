@@ -138,7 +138,8 @@ void ah_path_policy_free(ah_path_policy_t *policy);
 int ah_path_policy_active(const ah_path_policy_t *policy);
 int ah_path_policy_sport_mode(const ah_path_policy_t *policy);
 int ah_path_policy_method(const ah_path_policy_t *policy);
-/* The traffic class to write for a QP NCCL gave `tc`, or -1 to keep NCCL's. */
+/* The traffic class to write for a QP NCCL gave `tc`, or -1 to keep NCCL's: a number is the
+ * whole byte, dscp=N is N << 2 with NCCL's ECN bits kept. */
 int ah_path_policy_tc(const ah_path_policy_t *policy, uint8_t tc);
 /* The DSCP for ncclConfig_t.trafficClass (whole TC byte, ECN 0), or -1 when unset. */
 int ah_path_policy_config_tc(const ah_path_policy_t *policy);
@@ -169,7 +170,8 @@ void ah_path_catalog_free(ah_path_catalog_t *catalog);
 uint16_t ah_path_catalog_port(const ah_path_catalog_t *catalog, const char *dev, const uint8_t *sgid,
                               const uint8_t dgid[16], unsigned k);
 
-/* Strict parsers shared with the env table: return 0 and set *_p, or -1 (caller logs). */
+/* Strict parser of AUTOHA_QP_TC (nccl|0..255|dscp=0..63, as tuner/ah_env.c's row): returns 0 and
+ * sets *tc_p (-1 for nccl) and *is_dscp_p, or -1 (the caller logs). */
 int ah_path_parse_tc(const char *text, int *tc_p, int *is_dscp_p);
 
 #endif

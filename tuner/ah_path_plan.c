@@ -306,8 +306,38 @@ static int kg_split(kg_t *g, int b) {
 
 static int kg_other(const kg_t *g, int e, int x) { return g->eu[e] == x ? g->ev[e] : g->eu[e]; }
 
-/* Colours edge e = (u, v) with a Kempe swap where needed. Returns its colour, or -1 when every
- * candidate swap would put a flow on a forbidden colour (the caller then falls back). */
+/* Swaps colours a and b along the alternating path that leaves `start` on its a-edge, unless an
+ * edge would land on a colour forbidden at one of its ends. Returns 1 when swapped. */
+static int kg_flip(kg_t *g, int *color, int start, int a, int b, int *path) {
+  int nc = g->nc, np = 0, x = start, c = a;
+  while (g->at[(size_t)x * nc + c] >= 0) {
+    int pe = g->at[(size_t)x * nc + c];
+    path[np++] = pe;
+    x = kg_other(g, pe, x);
+    c = c == a ? b : a;
+  }
+  for (int i = 0; i < np; i++) {
+    int to = color[path[i]] == a ? b : a;
+    if (kg_forbidden(g, g->eu[path[i]], to) || kg_forbidden(g, g->ev[path[i]], to)) return 0;
+  }
+  for (int i = 0; i < np; i++) {
+    int pe = path[i];
+    g->at[(size_t)g->eu[pe] * nc + color[pe]] = -1;
+    g->at[(size_t)g->ev[pe] * nc + color[pe]] = -1;
+  }
+  for (int i = 0; i < np; i++) {
+    int pe = path[i];
+    color[pe] = color[pe] == a ? b : a;
+    g->at[(size_t)g->eu[pe] * nc + color[pe]] = pe;
+    g->at[(size_t)g->ev[pe] * nc + color[pe]] = pe;
+  }
+  return 1;
+}
+
+/* Colours edge e = (u, v), with a Kempe swap where needed: for a colour a free at u and b free at
+ * v, swapping a/b on the path from v frees a at v (the path cannot reach u, which lacks a, in a
+ * bipartite graph), or swapping b/a on the path from u frees b at u. Returns the colour, or -1 when
+ * every swap would move a flow onto a failed link (the caller then falls back). */
 static int kg_color(kg_t *g, int *color, int e, int *path) {
   int u = g->eu[e], v = g->ev[e], nc = g->nc;
   int *atu = &g->at[(size_t)u * nc], *atv = &g->at[(size_t)v * nc];
@@ -317,39 +347,68 @@ static int kg_color(kg_t *g, int *color, int e, int *path) {
       return color[e] = a;
     }
   for (int a = 0; a < nc; a++) {
-    if (atu[a] >= 0 || kg_forbidden(g, u, a) || kg_forbidden(g, v, a)) continue;
+    if (atu[a] >= 0 || kg_forbidden(g, u, a)) continue;
     for (int b = 0; b < nc; b++) {
       if (b == a || atv[b] >= 0 || kg_forbidden(g, v, b)) continue;
-      /* walk the a/b path from v: v -a- w1 -b- w2 -a- ... */
-      int np = 0, x = v, c = a;
-      while (g->at[(size_t)x * nc + c] >= 0) {
-        int pe = g->at[(size_t)x * nc + c];
-        path[np++] = pe;
-        x = kg_other(g, pe, x);
-        c = c == a ? b : a;
+      if (!kg_forbidden(g, v, a) && kg_flip(g, color, v, a, b, path)) {
+        atu[a] = atv[a] = e;
+        return color[e] = a;
       }
-      int ok = 1; /* every swapped edge must be legal at both ends (in practice: the path's end) */
-      for (int i = 0; i < np && ok; i++) {
-        int nc2 = color[path[i]] == a ? b : a;
-        ok = !kg_forbidden(g, g->eu[path[i]], nc2) && !kg_forbidden(g, g->ev[path[i]], nc2);
+      if (!kg_forbidden(g, u, b) && kg_flip(g, color, u, b, a, path)) {
+        atu[b] = atv[b] = e;
+        return color[e] = b;
       }
-      if (!ok) continue;
-      for (int i = 0; i < np; i++) {
-        int pe = path[i];
-        g->at[(size_t)g->eu[pe] * nc + color[pe]] = -1;
-        g->at[(size_t)g->ev[pe] * nc + color[pe]] = -1;
-      }
-      for (int i = 0; i < np; i++) {
-        int pe = path[i];
-        color[pe] = color[pe] == a ? b : a;
-        g->at[(size_t)g->eu[pe] * nc + color[pe]] = pe;
-        g->at[(size_t)g->ev[pe] * nc + color[pe]] = pe;
-      }
-      atu[a] = atv[a] = e;
-      return color[e] = a;
     }
   }
   return -1;
+}
+
+/* Moves flows off links above their vertex's ideal (ceil(degree / legal colours)): directly to a
+ * colour with room at both ends, or by first moving a flow out of the way at the full end. Needed
+ * only where failed links made a Kempe swap impossible. */
+static void repair(int nedges, const int *src, const int *dst, int nbase, const unsigned char *forbid, int nc,
+                   int *color, int *load) {
+  int *ideal = calloc((size_t)nbase, sizeof *ideal), *deg = calloc((size_t)nbase, sizeof *deg);
+  if (!ideal || !deg) goto out;
+  for (int e = 0; e < nedges; e++) deg[src[e]]++, deg[dst[e]]++;
+  for (int b = 0; b < nbase; b++) {
+    int legal = 0;
+    for (int c = 0; c < nc; c++) legal += !(forbid && forbid[(size_t)b * nc + c]);
+    ideal[b] = legal ? (deg[b] + legal - 1) / legal : deg[b];
+  }
+#define LEGAL(b, c) (!(forbid && forbid[(size_t)(b) * nc + (c)]))
+#define LOAD(b, c) load[(size_t)(b) * nc + (c)]
+#define ROOM(b, c) (LEGAL(b, c) && LOAD(b, c) < ideal[b])
+#define MOVE(e, c) (LOAD(src[e], color[e])--, LOAD(dst[e], color[e])--, color[e] = (c), LOAD(src[e], c)++, LOAD(dst[e], c)++)
+  for (int pass = 0, improved = 1; improved && pass < 64; pass++) {
+    improved = 0;
+    for (int e = 0; e < nedges; e++) {
+      int x = color[e];
+      if (x < 0 || (LOAD(src[e], x) <= ideal[src[e]] && LOAD(dst[e], x) <= ideal[dst[e]])) continue;
+      int done = 0;
+      for (int c = 0; c < nc && !done; c++)
+        if (c != x && ROOM(src[e], c) && ROOM(dst[e], c)) MOVE(e, c), done = 1;
+      /* one end has room for c, the other is full at c: move one of its c flows elsewhere first */
+      for (int c = 0; c < nc && !done; c++) {
+        if (c == x || !LEGAL(src[e], c) || !LEGAL(dst[e], c)) continue;
+        int full = ROOM(src[e], c) ? dst[e] : ROOM(dst[e], c) ? src[e] : -1;
+        if (full < 0) continue;
+        for (int f = 0; f < nedges && !done; f++) {
+          if (f == e || color[f] != c || (src[f] != full && dst[f] != full)) continue;
+          for (int d = 0; d < nc && !done; d++)
+            if (d != c && ROOM(src[f], d) && ROOM(dst[f], d)) MOVE(f, d), MOVE(e, c), done = 1;
+        }
+      }
+      improved |= done;
+    }
+  }
+#undef LEGAL
+#undef LOAD
+#undef ROOM
+#undef MOVE
+out:
+  free(ideal);
+  free(deg);
 }
 
 /* Colours the edges (src base vertex, dst base vertex) in order. Edges Kempe cannot place go to the
@@ -389,6 +448,7 @@ static int equitable_color(int nedges, const int *src, const int *dst, int nbase
       load[(size_t)dst[e] * nc + color[e]]++;
     }
   }
+  repair(nedges, src, dst, nbase, forbid, nc, color, load);
   rc = 0;
 out:
   free(g.at);

@@ -1,0 +1,258 @@
+/* test_qp_hook.c: the QP hook as libnccl meets it. A fake libibverbs (qpfake.c, verbs versioned
+ * IBVERBS_1.1) is opened with dlopen and resolved with dlvsym(handle, name, "IBVERBS_1.1") — or,
+ * with QPTEST_LINK=direct, linked — and a RoCE RC QP, a second QP to the same peer, an InfiniBand
+ * QP and NCCL's loopback flush QP are driven through INIT, RTR and RTS. What arrives in the fake is
+ * compared byte for byte with what was passed. QPTEST_MODE says what must have happened:
+ *   hook     RTR of RoCE QPs carries a source-port label and DSCP 26 (ECN bits kept), rest unchanged
+ *   plain    nothing changed (no shim, or AUTOHA_QP=off)
+ *   catalog  RTR labels map to the catalog's ports, in order
+ *   bad      malformed catalog and traffic class: one error each naming the text, nothing changed
+ * (The test runs in one process per mode; CTest sets the environment.) */
+#include <check.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ah_path.h"
+#include "qpfake.h"
+
+#ifdef QPTEST_DIRECT
+int qpnext_lookup(void);
+int qpnext_two(void);
+#endif
+
+typedef struct ibv_qp *(*create_fn)(struct ibv_pd *, struct ibv_qp_init_attr *);
+typedef int (*modify_fn)(struct ibv_qp *, struct ibv_qp_attr *, int);
+typedef int (*ncalls_fn)(void);
+typedef const qpfake_call_t *(*call_fn)(int);
+
+static create_fn v_create;
+static modify_fn v_modify;
+static ncalls_fn v_ncalls;
+static call_fn v_call;
+static void *v_query_gid;
+
+static struct ibv_device dev;
+static struct ibv_context ctx;
+static struct ibv_pd pd;
+
+static const char *mode(void) {
+  const char *m = getenv("QPTEST_MODE");
+  return m ? m : "plain";
+}
+
+static void resolve(void) {
+#ifdef QPTEST_DIRECT
+  v_create = ibv_create_qp;
+  v_modify = ibv_modify_qp;
+  v_ncalls = qpfake_ncalls;
+  v_call = qpfake_call;
+  v_query_gid = (void *)ibv_query_gid;
+#else
+  /* exactly as libnccl: dlopen, then dlvsym with the IBVERBS_1.1 node */
+  void *h = dlopen(QPFAKE_PATH, RTLD_NOW);
+  ck_assert_msg(h != NULL, "dlopen %s: %s", QPFAKE_PATH, dlerror());
+  v_create = (create_fn)dlvsym(h, "ibv_create_qp", "IBVERBS_1.1");
+  v_modify = (modify_fn)dlvsym(h, "ibv_modify_qp", "IBVERBS_1.1");
+  v_query_gid = dlvsym(h, "ibv_query_gid", "IBVERBS_1.1");
+  v_ncalls = (ncalls_fn)dlvsym(h, "qpfake_ncalls", "QPFAKE_1.0");
+  v_call = (call_fn)dlvsym(h, "qpfake_call", "QPFAKE_1.0");
+#endif
+  ck_assert(v_create && v_modify && v_ncalls && v_call && v_query_gid);
+  snprintf(dev.name, sizeof dev.name, "mlx5_0");
+  ctx.device = &dev;
+  pd.context = &ctx;
+}
+
+static struct ibv_qp *make_qp(enum ibv_qp_type type) {
+  struct ibv_qp_init_attr init;
+  memset(&init, 0, sizeof init);
+  init.qp_type = type;
+  struct ibv_qp *qp = v_create(&pd, &init);
+  ck_assert_ptr_nonnull(qp);
+  return qp;
+}
+
+/* Drives the modify and returns what the fake received (byte-compared by callers). */
+static const qpfake_call_t *modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
+  int before = v_ncalls();
+  ck_assert_int_eq(v_modify(qp, a, mask), 0);
+  ck_assert_int_eq(v_ncalls(), before + 1);
+  const qpfake_call_t *c = v_call(before);
+  ck_assert_ptr_eq(c->qp, qp);
+  ck_assert_int_eq(c->mask, mask);
+  return c;
+}
+
+static void same(const qpfake_call_t *c, const struct ibv_qp_attr *a) {
+  ck_assert_msg(memcmp(&c->attr, a, sizeof *a) == 0, "attributes changed where they must not");
+}
+
+static void init_attr(struct ibv_qp_attr *a, int *mask) {
+  memset(a, 0, sizeof *a);
+  a->qp_state = IBV_QPS_INIT;
+  a->pkey_index = 0;
+  a->port_num = 1;
+  a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+}
+
+/* RTR as ncclIbRtrQp builds it: RoCE when is_global, flow label 0, NCCL's traffic class. */
+static void rtr_attr(struct ibv_qp_attr *a, int *mask, uint32_t dqpn, int roce, const char *dst) {
+  memset(a, 0, sizeof *a);
+  a->qp_state = IBV_QPS_RTR;
+  a->path_mtu = IBV_MTU_4096;
+  a->dest_qp_num = dqpn;
+  a->rq_psn = 0;
+  a->max_dest_rd_atomic = 1;
+  a->min_rnr_timer = 12;
+  if (roce) {
+    a->ah_attr.is_global = 1;
+    ck_assert_int_eq(ah_path_gid_parse(dst, a->ah_attr.grh.dgid.raw), 0);
+    a->ah_attr.grh.flow_label = 0;
+    a->ah_attr.grh.sgid_index = 3;
+    a->ah_attr.grh.hop_limit = 255;
+    a->ah_attr.grh.traffic_class = 0x02; /* ECN bits set: they must survive */
+  } else {
+    a->ah_attr.dlid = 7;
+  }
+  a->ah_attr.sl = 0;
+  a->ah_attr.port_num = 1;
+  *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+}
+
+static void rts_attr(struct ibv_qp_attr *a, int *mask) {
+  memset(a, 0, sizeof *a);
+  a->qp_state = IBV_QPS_RTS;
+  a->timeout = 20;
+  a->retry_cnt = 7;
+  a->rnr_retry = 7;
+  a->sq_psn = 0;
+  a->max_rd_atomic = 1;
+  *mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+          IBV_QP_MAX_QP_RD_ATOMIC;
+}
+
+/* Takes a QP through INIT, RTR, RTS; checks INIT and RTS unchanged; returns the RTR label (after
+ * checking every other RTR byte). `want_tc` -1: traffic class must be unchanged. */
+static uint32_t drive(struct ibv_qp *qp, uint32_t dqpn, int roce, const char *dst, int want_label, int want_tc) {
+  struct ibv_qp_attr a;
+  int mask;
+  init_attr(&a, &mask);
+  same(modify(qp, &a, mask), &a);
+  rtr_attr(&a, &mask, dqpn, roce, dst);
+  const qpfake_call_t *c = modify(qp, &a, mask);
+  struct ibv_qp_attr want;
+  memcpy(&want, &a, sizeof want);
+  uint32_t label = c->attr.ah_attr.grh.flow_label;
+  if (want_label) {
+    ck_assert_msg(label != 0, "RTR flow label not set");
+    ck_assert_uint_ge(ah_path_label_to_sport(label), AH_PATH_SPORT_MIN);
+    want.ah_attr.grh.flow_label = label;
+  }
+  if (want_tc >= 0) want.ah_attr.grh.traffic_class = (uint8_t)want_tc;
+  same(c, &want);
+  /* NCCL retries a failed modify with the same arguments: the hook must answer the same */
+  if (roce && dqpn != qp->qp_num) {
+    const qpfake_call_t *again = modify(qp, &a, mask);
+    ck_assert_uint_eq(again->attr.ah_attr.grh.flow_label, label);
+  }
+  rts_attr(&a, &mask);
+  same(modify(qp, &a, mask), &a);
+  return label;
+}
+
+static char stderr_path[64];
+
+static void capture_stderr(void) {
+  snprintf(stderr_path, sizeof stderr_path, "/tmp/qptest-XXXXXX");
+  int fd = mkstemp(stderr_path);
+  ck_assert_int_ge(fd, 0);
+  dup2(fd, 2);
+  close(fd);
+}
+
+static char *captured(void) {
+  static char buf[8192];
+  FILE *f = fopen(stderr_path, "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[n] = '\0';
+  if (f) fclose(f);
+  unlink(stderr_path);
+  printf("stderr of the job:\n%s", buf);
+  return buf;
+}
+
+START_TEST(qp_hook) {
+  capture_stderr();
+  resolve();
+  const char *m = mode();
+  int hook = strcmp(m, "hook") == 0, catalog = strcmp(m, "catalog") == 0;
+  int tc = hook ? ah_path_tc_with_dscp(0x02, 26) : -1;
+  ck_assert_int_eq(tc == -1 || tc == ((26 << 2) | 2), 1);
+
+  /* the lookups: hooked names come from the shim when it is active, every other name as before */
+  Dl_info di;
+  ck_assert(dladdr(v_query_gid, &di) && di.dli_sname && strcmp(di.dli_sname, "ibv_query_gid") == 0);
+  ck_assert_msg(strstr(di.dli_fname, "qpfake") != NULL, "ibv_query_gid came from %s", di.dli_fname);
+  ck_assert(dladdr((void *)v_modify, &di));
+  int from_shim = strstr(di.dli_fname, "autoha") != NULL;
+#ifdef QPTEST_DIRECT
+  /* linked callers bind to the shim's ibv_modify_qp whenever it is preloaded (it passes through
+   * when inactive) */
+  const char *pre = getenv("LD_PRELOAD");
+  ck_assert_int_eq(from_shim, pre && strstr(pre, "autoha") != NULL);
+#else
+  ck_assert_int_eq(from_shim, hook || catalog); /* dlvsym hands back the wrapper only when active */
+#endif
+
+  struct ibv_qp *a = make_qp(IBV_QPT_RC), *b = make_qp(IBV_QPT_RC);
+  struct ibv_qp *ib = make_qp(IBV_QPT_RC), *flush = make_qp(IBV_QPT_RC);
+  uint32_t la = drive(a, 0x777, 1, "10.0.0.9", hook || catalog, tc);
+  uint32_t lb = drive(b, 0x778, 1, "10.0.0.9", hook || catalog, tc);
+  drive(ib, 0x779, 0, NULL, 0, -1);                                   /* InfiniBand: untouched */
+  uint32_t lf = drive(flush, flush->qp_num, 1, "10.0.0.1", 0, -1);     /* flush QP: untouched */
+  ck_assert_uint_eq(lf, 0);
+  if (hook) {
+    ck_assert_uint_ne(ah_path_label_to_sport(la), ah_path_label_to_sport(lb)); /* spread: distinct */
+  } else if (catalog) {
+    ck_assert_uint_eq(ah_path_label_to_sport(la), 50000);
+    ck_assert_uint_eq(ah_path_label_to_sport(lb), 50001);
+  } else {
+    ck_assert_uint_eq(la, 0);
+    ck_assert_uint_eq(lb, 0);
+  }
+#ifdef QPTEST_DIRECT
+  /* RTLD_NEXT through the shim's dlsym is still relative to the caller (libqpnext1) */
+  ck_assert_int_eq(qpnext_two(), 2);
+  ck_assert_int_eq(qpnext_lookup(), 2);
+#endif
+  const char *err = captured();
+  if (strcmp(m, "bad") == 0) {
+    ck_assert_msg(strstr(err, "line 3: 'mlx5_0 10.0.0.9 12345'") != NULL, "catalog error must name line 3 and its text");
+    /* the AUTOHA_QP_TC error is logged by the env table at the shim's start, before this test can
+     * capture stderr: CTest checks it (tests/qp/CMakeLists.txt) */
+  } else {
+    ck_assert_msg(strstr(err, "AUTOHA_QP") == NULL && strstr(err, "catalog") == NULL && strstr(err, "QP hook") == NULL,
+                  "unexpected QP-hook error: %s", err);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("qp_hook");
+  TCase *tc = tcase_create(mode());
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, qp_hook);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
