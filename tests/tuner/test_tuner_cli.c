@@ -1,0 +1,218 @@
+/* Tests of the `autoha` command as users run it: `autoha report` prints an aligned table per
+ * communicator from a report written by tuner/, `autoha check-override` accepts a good string and
+ * rejects a bad one naming the token and position, `autoha env` shows values set in the
+ * environment, and bad input gives a clear error and a non-zero exit. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ah_report.h"
+
+static char dir[256];
+
+/* Runs a shell command; returns its exit status and its stdout+stderr (static buffer). */
+static int run(const char *cmd, const char **out_p) {
+  static char buf[65536];
+  char full[4096];
+  snprintf(full, sizeof full, "%s 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(buf, 1, sizeof buf - 1, p);
+  buf[n] = 0;
+  int st = pclose(p);
+  *out_p = buf;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static ah_config_t cfg(int algo, int proto, int nch) {
+  ah_config_t c;
+  memset(&c, 0, sizeof c);
+  c.algo = (int8_t)algo;
+  c.proto = (int8_t)proto;
+  c.ndims = 1;
+  c.res[0] = nch;
+  return c;
+}
+
+static void write_report(const char *path) {
+  static ah_report_key_t keys[2];
+  static ah_report_comm_t comm;
+  ah_report_t r;
+  memset(&r, 0, sizeof r);
+  memset(keys, 0, sizeof keys);
+  snprintf(r.host, sizeof r.host, "node7");
+  r.pid = 99;
+  r.rank = 0;
+  r.nccl_version = 22805;
+  ah_report_fingerprint("x", r.topo);
+  snprintf(r.mode, sizeof r.mode, "fixed");
+  r.ncomms = 1;
+  r.comms = &comm;
+  comm.id = 0xabc;
+  comm.nranks = 8;
+  comm.nnodes = 1;
+  comm.nkeys = 2;
+  comm.keys = keys;
+  keys[0].coll = AH_FUNC_ALLREDUCE;
+  keys[0].bin = 24;
+  keys[0].calls = 400;
+  keys[0].source = AH_SOURCE_OVERRIDE;
+  keys[0].dflt.cfg = cfg(AH_ALGO_TREE, AH_PROTO_SIMPLE, 16);
+  keys[0].dflt.calls = keys[0].dflt.timed = 100;
+  keys[0].dflt.us_total = 100 * 2000.0;
+  keys[0].dflt.bytes_total = 100 * 16777216.0;
+  keys[0].applied.cfg = cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16);
+  keys[0].applied.calls = keys[0].applied.timed = 300;
+  keys[0].applied.us_total = 300 * 1000.0;
+  keys[0].applied.bytes_total = 300 * 16777216.0;
+  keys[1].coll = AH_FUNC_BROADCAST;
+  keys[1].bin = 3;
+  keys[1].calls = 2;
+  keys[1].source = AH_SOURCE_DEFAULT;
+  keys[1].dflt.cfg = cfg(AH_ALGO_RING, AH_PROTO_LL, 2);
+  keys[1].applied = keys[1].dflt;
+  char err[256];
+  ck_assert_msg(ah_report_write(&r, path, err, sizeof err) == 0, "%s", err);
+}
+
+/* The line of `text` that contains `needle`, copied (static buffer). */
+static const char *line_with(const char *text, const char *needle) {
+  static char line[1024];
+  const char *p = strstr(text, needle);
+  ck_assert_msg(p != NULL, "no '%s' in:\n%s", needle, text);
+  while (p > text && p[-1] != '\n') p--;
+  size_t n = strcspn(p, "\n");
+  if (n >= sizeof line) n = sizeof line - 1;
+  memcpy(line, p, n);
+  line[n] = 0;
+  return line;
+}
+
+static int col(const char *line, const char *word) {
+  const char *p = strstr(line, word);
+  ck_assert_msg(p != NULL, "no '%s' in '%s'", word, line);
+  return (int)(p - line);
+}
+
+START_TEST(report_table) {
+  char path[512], cmd[1024];
+  snprintf(path, sizeof path, "%s/r.json", dir);
+  write_report(path);
+  const char *out;
+  snprintf(cmd, sizeof cmd, "'%s' report '%s'", AUTOHA_CLI, path);
+  ck_assert_int_eq(run(cmd, &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "host node7, pid 99, rank 0, NCCL 2.28.5, mode fixed"));
+  ck_assert_ptr_nonnull(strstr(out, "communicator 0x0000000000000abc: 8 ranks on 1 nodes"));
+  char head[1024], row[1024], row2[1024];
+  snprintf(head, sizeof head, "%s", line_with(out, "bytes/rank"));
+  snprintf(row, sizeof row, "%s", line_with(out, "allreduce"));
+  snprintf(row2, sizeof row2, "%s", line_with(out, "broadcast"));
+  /* Left-aligned columns start where their heading starts. */
+  ck_assert_int_eq(col(head, "bytes/rank"), col(row, "16M-32M"));
+  ck_assert_int_eq(col(head, "source"), col(row, "override"));
+  ck_assert_int_eq(col(head, "source"), col(row2, "default"));
+  ck_assert_int_eq(col(head, "nccl config"), col(row, "tree/simple nch=16"));
+  ck_assert_int_eq(col(head, "autoha config"), col(row, "ring/simple nch=16"));
+  ck_assert_ptr_nonnull(strstr(row, " 2000.0 "));
+  ck_assert_ptr_nonnull(strstr(row, " 1000.0 "));
+  ck_assert_ptr_nonnull(strstr(row, " 2.00x "));
+  /* busbw: 16 MiB in 1 ms on 8 ranks = 16.777 GB/s algbw x 1.75. */
+  ck_assert_ptr_nonnull(strstr(row, " 29.36 "));
+  ck_assert_ptr_nonnull(strstr(row2, "8-16"));
+  /* Right-aligned: numbers end where their heading ends. */
+  ck_assert_int_eq(col(head, "calls") + 5, col(row, "400") + 3);
+  ck_assert_int_eq(col(head, "calls") + 5, col(row2, " 2 ") + 2);
+}
+END_TEST
+
+START_TEST(report_errors) {
+  char path[512], cmd[1024];
+  const char *out;
+  snprintf(path, sizeof path, "%s/bad.json", dir);
+  FILE *f = fopen(path, "w");
+  fputs("{\"schema\": 1,\n \"host\": ", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "'%s' report '%s'", AUTOHA_CLI, path);
+  ck_assert_int_eq(run(cmd, &out), 1);
+  ck_assert_ptr_nonnull(strstr(out, "autoha: "));
+  ck_assert_ptr_nonnull(strstr(out, "bad.json: line 2"));
+  snprintf(cmd, sizeof cmd, "'%s' report '%s/none.json'", AUTOHA_CLI, dir);
+  ck_assert_int_eq(run(cmd, &out), 1);
+  ck_assert_ptr_nonnull(strstr(out, "none.json: cannot open: No such file"));
+  snprintf(cmd, sizeof cmd, "'%s' frobnicate", AUTOHA_CLI);
+  ck_assert_int_eq(run(cmd, &out), 2);
+  ck_assert_ptr_nonnull(strstr(out, "unknown command 'frobnicate'"));
+  snprintf(cmd, sizeof cmd, "'%s'", AUTOHA_CLI);
+  ck_assert_int_eq(run(cmd, &out), 2);
+  ck_assert_ptr_nonnull(strstr(out, "usage: autoha report FILE"));
+}
+END_TEST
+
+START_TEST(check_override) {
+  char cmd[1024];
+  const char *out;
+  snprintf(cmd, sizeof cmd, "'%s' check-override "
+           "'allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;allgather:nchannels=8'", AUTOHA_CLI);
+  ck_assert_int_eq(run(cmd, &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "rule 1 (position 0): allreduce@1M-64M:algo=ring,proto=simple,nchannels=16\n"));
+  ck_assert_ptr_nonnull(strstr(out, "rule 2 (position 53): allgather:nchannels=8\n"));
+  ck_assert_ptr_nonnull(strstr(out, "ok: 2 rules"));
+  snprintf(cmd, sizeof cmd, "'%s' check-override 'allreduce@1M-64M:algo=rong;allgather:nchannels=8'",
+           AUTOHA_CLI);
+  ck_assert_int_eq(run(cmd, &out), 1);
+  ck_assert_ptr_nonnull(strstr(out, "autoha: invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 17: "
+                                    "unknown algorithm"));
+  ck_assert_ptr_nonnull(strstr(out, "rule 1 (position 27): allgather:nchannels=8"));
+  ck_assert_ptr_nonnull(strstr(out, "1 error; the 1 valid rule would still apply"));
+}
+END_TEST
+
+START_TEST(env_listing) {
+  char cmd[1024];
+  const char *out;
+  snprintf(cmd, sizeof cmd, "env AUTOHA_MODE=observe AUTOHA_OVRRIDE=x '%s' env", AUTOHA_CLI);
+  ck_assert_int_eq(run(cmd, &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "AUTOHA_MODE=observe "));
+  ck_assert_ptr_nonnull(strstr(out, "(set; default: tune)"));
+  ck_assert_ptr_nonnull(strstr(out, "unknown environment variable AUTOHA_OVRRIDE (maybe AUTOHA_OVERRIDE?)"));
+  snprintf(cmd, sizeof cmd, "'%s' env --docs", AUTOHA_CLI);
+  ck_assert_int_eq(run(cmd, &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "# syntax:  observe|fixed|tune\n# default: tune\n"));
+  snprintf(cmd, sizeof cmd, "'%s' env --markdown", AUTOHA_CLI);
+  ck_assert_int_eq(run(cmd, &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "<!-- env-table:begin -->"));
+  snprintf(cmd, sizeof cmd, "'%s' env --bogus", AUTOHA_CLI);
+  ck_assert_int_eq(run(cmd, &out), 2);
+}
+END_TEST
+
+static void make_dir(void) {
+  snprintf(dir, sizeof dir, "/tmp/ah-cli-test-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void remove_dir(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void) {
+  Suite *s = suite_create("tuner_cli");
+  TCase *tc = tcase_create("cli");
+  tcase_set_timeout(tc, 30);
+  tcase_add_checked_fixture(tc, make_dir, remove_dir);
+  tcase_add_test(tc, report_table);
+  tcase_add_test(tc, report_errors);
+  tcase_add_test(tc, check_override);
+  tcase_add_test(tc, env_listing);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
