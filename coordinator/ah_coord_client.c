@@ -356,9 +356,15 @@ static void client_sleep_ms(int ms) {
 }
 
 /* Reconnects until reconnect_ms have passed. Returns 0 when connected again, -1 when the hub is
- * gone (logged) or the client is stopping. */
+ * gone (logged) or the client is stopping.
+ *
+ * Note that the loss itself is logged at info and becomes a warning only when the hub is still
+ * unreachable after a second: at the end of every job the hub's process exits first and the
+ * others lose their connection moments before they exit themselves, which is not worth a warning
+ * on every rank. */
 static int client_reconnect(ah_coord_t *c, const char *why) {
-  ah_log(AH_LOG_WARN, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
+  ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
+  int warned = 0;
   uint64_t start = ah_coord_now_ns();
   uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
   int backoff = 20;
@@ -376,6 +382,11 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
       client_drop(c);
     }
     if (ah_coord_now_ns() - start > limit) break;
+    if (!warned && ah_coord_now_ns() - start > 1000000000ull) {
+      warned = 1;
+      ah_log(AH_LOG_WARN, "coordinator: connection to hub %s lost (%s) and not re-established "
+             "after 1 s (%s); retrying for up to %d ms", c->addr, why, err, c->o.reconnect_ms);
+    }
     client_sleep_ms(backoff);
     if (backoff < 500) backoff *= 2;
   }
@@ -647,25 +658,11 @@ static int stamp_same(const ah_coord_stamp_t *a, const ah_coord_stamp_t *b) {
          memcmp(a->secret, b->secret, 16) == 0;
 }
 
-/* Reads AUTOHA_COORD_TIMEOUT_S (1..3600, default 10): how long a lost hub is retried. */
-static int connect_timeout_ms(void) {
-  const char *s = getenv("AUTOHA_COORD_TIMEOUT_S");
-  if (!s || !*s) return 10000;
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (*end || errno || v < 1 || v > 3600) {
-    AH_LOG_CAPPED(1, AH_LOG_ERROR, "invalid value for AUTOHA_COORD_TIMEOUT_S: '%s' (expected "
-                  "seconds, 1..3600); using 10", s);
-    return 10000;
-  }
-  return (int)v * 1000;
-}
-
 /* Returns the process's coordinator for this stamp, or NULL (logged). Note that
  * AUTOHA_COORD_ADDR, when it names a non-zero port, replaces the stamp's address (a hub behind
  * NAT or a forwarded port); the secret always comes from the stamp. A coordinator whose hub is
- * gone is not reused. */
+ * gone is not reused. A lost hub is retried for 10 s (ah_coord_client_opts_default) before
+ * ah_coord_alive() turns 0. */
 ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn deliver, void *arg) {
   pthread_mutex_lock(&connect_mu);
   ah_coord_t *c;
@@ -674,7 +671,6 @@ ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn 
   if (!c) {
     ah_coord_client_opts_t o;
     ah_coord_client_opts_default(&o);
-    o.reconnect_ms = connect_timeout_ms();
     const char *env = getenv("AUTOHA_COORD_ADDR");
     const char *addr = NULL;
     if (env && *env) {

@@ -1,0 +1,217 @@
+/* End-to-end tests of the coordinator: tuned multi-process jobs on sim/ with libautoha.so
+ * preloaded (coord_job under ncclsim-run), random CPU delays on random ranks. Each asserts what the
+ * issue's acceptance names: every call of every rank succeeded (sim/ fails a call on which the
+ * ranks chose different configurations, the hang real NCCL would have), every result is correct,
+ * every key of the leader left the search, and every process ended on the leader's configuration
+ * for every key. Faults: connections cut mid-tuning reconnect and the job completes; the hub's
+ * process exiting makes the job end with an error, not hang.
+ *
+ * The hub listens on a free loopback port (AUTOHA_COORD_ADDR), so nothing leaves 127.0.0.1. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char outdir[256];
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t l = sizeof in;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&in, sizeof in) != 0 ||
+      getsockname(fd, (struct sockaddr *)&in, &l) != 0)
+    return -1;
+  close(fd);
+  return ntohs(in.sin_port);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs `ncclsim-run -n nprocs -- coord_job args...`; returns the exit status (-1 on a signal) and
+ * the combined output in a static buffer. */
+static int run_job(int nprocs, const char *const *args, const char **out_p, double *secs_p) {
+  static char out[1 << 21];
+  char tmpl[] = "/tmp/coord_e2e_XXXXXX";
+  char *d = mkdtemp(tmpl);
+  ck_assert_ptr_nonnull(d);
+  snprintf(outdir, sizeof outdir, "%s", d);
+  char log[300], n[16], addr[64], rep[300];
+  snprintf(log, sizeof log, "%s/out.txt", outdir);
+  snprintf(n, sizeof n, "%d", nprocs);
+  int port = free_port();
+  ck_assert_int_gt(port, 0);
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  snprintf(rep, sizeof rep, "%s/report-%%r.json", outdir);
+  double t0 = now_s();
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE *f = freopen(log, "w", stdout);
+    if (!f || dup2(fileno(stdout), 2) < 0) _exit(126);
+    setenv("LD_PRELOAD", AUTOHA_LIB_PATH, 1);
+    setenv("LD_LIBRARY_PATH", SIMLIB_DIR, 1);
+    setenv("AUTOHA_MODE", "tune", 1);
+    setenv("AUTOHA_LOG", "info", 1);
+    setenv("AUTOHA_COORD_ADDR", addr, 1);
+    setenv("AUTOHA_REPORT", rep, 1);
+    setenv("AUTOHA_SYNC_WARN_S", "5", 1);
+    const char *argv[32] = {NCCLSIM_RUN_PATH, "-n", n, "--", COORD_JOB_PATH};
+    int a = 5;
+    for (int i = 0; args[i] && a < 31; i++) argv[a++] = args[i];
+    argv[a] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  *secs_p = now_s() - t0;
+  FILE *f = fopen(log, "r");
+  size_t len = f ? fread(out, 1, sizeof out - 1, f) : 0;
+  if (f) fclose(f);
+  out[len] = 0;
+  *out_p = out;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int count_lines(const char *text, const char *needle) {
+  int c = 0;
+  for (const char *p = text; (p = strstr(p, needle)); p++) c++;
+  return c;
+}
+
+/* Checks the reports: the leader's keys all left the search; every other process ends each key
+ * on the leader's configuration; some process waited for the leader (so the coordinator carried
+ * decisions, not luck). Returns the number of keys of the leader. */
+static int check_reports(int nprocs, int first_rank_step) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/report-0.json", outdir);
+  json_error_t err;
+  json_t *lead = json_load_file(path, 0, &err);
+  ck_assert_msg(lead != NULL, "%s: %s", path, err.text);
+  json_t *lkeys = json_object_get(json_array_get(json_object_get(lead, "comms"), 0), "keys");
+  int nkeys = (int)json_array_size(lkeys);
+  ck_assert_int_eq(nkeys, 3);
+  for (int k = 0; k < nkeys; k++) {
+    json_t *key = json_array_get(lkeys, (size_t)k);
+    const char *state = json_string_value(json_object_get(json_object_get(key, "tuning"), "state"));
+    ck_assert_msg(state && strcmp(state, "searching") != 0, "leader key %d still %s", k,
+                  state ? state : "(no tuning state)");
+  }
+  double waits = 0;
+  for (int p = 1; p < nprocs; p++) {
+    snprintf(path, sizeof path, "%s/report-%d.json", outdir, p * first_rank_step);
+    json_t *r = json_load_file(path, 0, &err);
+    ck_assert_msg(r != NULL, "%s: %s", path, err.text);
+    json_t *keys = json_object_get(json_array_get(json_object_get(r, "comms"), 0), "keys");
+    ck_assert_int_eq((int)json_array_size(keys), nkeys);
+    for (int k = 0; k < nkeys; k++) {
+      json_t *key = json_array_get(keys, (size_t)k);
+      int coll = -1, bin = -1;
+      const char *cs = json_string_value(json_object_get(key, "coll"));
+      bin = (int)json_integer_value(json_object_get(key, "bin"));
+      const char *mine = json_string_value(json_object_get(json_object_get(json_object_get(key, "applied"), "config"), "text"));
+      for (int j = 0; j < nkeys; j++) {
+        json_t *lk = json_array_get(lkeys, (size_t)j);
+        if (strcmp(json_string_value(json_object_get(lk, "coll")), cs) != 0 ||
+            json_integer_value(json_object_get(lk, "bin")) != bin)
+          continue;
+        coll = j;
+        const char *theirs = json_string_value(json_object_get(json_object_get(json_object_get(lk, "applied"), "config"), "text"));
+        ck_assert_msg(mine && theirs && strcmp(mine, theirs) == 0,
+                      "process of rank %d ends %s bin %d on '%s', the leader on '%s'",
+                      p * first_rank_step, cs, bin, mine ? mine : "?", theirs ? theirs : "?");
+      }
+      ck_assert_msg(coll >= 0, "key %s bin %d unknown to the leader", cs, bin);
+      waits += (double)json_integer_value(json_object_get(json_object_get(key, "sync"), "waits"));
+    }
+    json_decref(r);
+  }
+  ck_assert_msg(waits > 0, "no process ever waited for the leader: was the coordinator used?");
+  json_decref(lead);
+  return nkeys;
+}
+
+static void job_ok(int nprocs, int threads, int iters) {
+  char it[16], th[16];
+  snprintf(it, sizeof it, "%d", iters);
+  snprintf(th, sizeof th, "%d", threads);
+  const char *args[] = {"--iters", it, "--threads", th, "--delay-prob", "0.02", "--delay-us", "2000", NULL};
+  const char *out;
+  double secs;
+  int rc = run_job(nprocs, args, &out, &secs);
+  fprintf(stderr, "%d processes x %d threads, %d calls per rank: %.1f s, exit %d\n", nprocs, threads,
+          3 * iters, secs, rc);
+  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  char want[64];
+  snprintf(want, sizeof want, ": %d calls, 0 failed, 0 wrong results", 3 * iters * threads);
+  ck_assert_int_eq(count_lines(out, want), nprocs);
+  ck_assert_int_eq(count_lines(out, "disagree"), 0);
+  check_reports(nprocs, threads);
+}
+
+START_TEST(tuned_job_8_processes) { job_ok(8, 1, 7000); } /* 21,000 calls per rank */
+END_TEST
+
+START_TEST(tuned_job_32_processes) { job_ok(32, 1, 700); } /* 2,100 calls per rank, 67,200 in all */
+END_TEST
+
+START_TEST(tuned_job_64_processes) { job_ok(64, 1, 350); } /* 1,050 calls per rank, 67,200 in all */
+END_TEST
+
+START_TEST(tuned_job_4_processes_x_4_threads) { job_ok(4, 4, 1700); } /* 5,100 per rank, 81,600 in all */
+END_TEST
+
+START_TEST(cut_connections_reconnect_mid_tuning) {
+  const char *args[] = {"--iters", "2000", "--cut-at", "15", "--delay-prob", "0.02", NULL};
+  const char *out;
+  double secs;
+  int rc = run_job(8, args, &out, &secs);
+  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  ck_assert_int_eq(count_lines(out, "cut 1 hub connection(s) at iteration 15"), 7);
+  ck_assert_int_ge(count_lines(out, "reconnected to hub"), 7);
+  ck_assert_int_eq(count_lines(out, ": 6000 calls, 0 failed, 0 wrong results"), 8);
+  check_reports(8, 1);
+}
+END_TEST
+
+START_TEST(hub_exit_fails_the_job_without_hanging) {
+  const char *args[] = {"--iters", "100000", "--exit-at", "15", NULL};
+  const char *out;
+  double secs;
+  int rc = run_job(8, args, &out, &secs);
+  fprintf(stderr, "hub exit: job ended after %.1f s with exit %d\n", secs, rc);
+  ck_assert_msg(rc != 0, "job succeeded although rank 0 exited:\n%.3000s", out);
+  ck_assert_msg(secs < 60, "job took %.1f s to end", secs);
+  ck_assert(strstr(out, "rank 0 (the hub's process) exits at iteration 15") != NULL);
+  /* every survivor fails with a clear error rather than hanging */
+  ck_assert_msg(count_lines(out, "failed: ") >= 7, "survivors did not report errors:\n%.4000s", out);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("coord_e2e");
+  TCase *tc = tcase_create("jobs");
+  tcase_set_timeout(tc, 280);
+  tcase_add_test(tc, tuned_job_8_processes);
+  tcase_add_test(tc, tuned_job_32_processes);
+  tcase_add_test(tc, tuned_job_64_processes);
+  tcase_add_test(tc, tuned_job_4_processes_x_4_threads);
+  tcase_add_test(tc, cut_connections_reconnect_mid_tuning);
+  tcase_add_test(tc, hub_exit_fails_the_job_without_hanging);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
