@@ -17,7 +17,11 @@ ah_real_cuda_t ah_cuda;
       ah_log(AH_LOG_ERROR, "the loaded NCCL has no nccl" #name "; the call fails with ncclInvalidUsage"); \
     return ncclInvalidUsage;                                                                       \
   }
-STUB(GetVersion, int *v)
+/* Without any NCCL (the shim preloaded into a launcher or a helper) the version is simply 0. */
+static ncclResult_t stub_GetVersion(int *v) {
+  if (v) *v = 0;
+  return ncclInvalidUsage;
+}
 STUB(GetUniqueId, ncclUniqueId *id)
 STUB(CommInitRank, ncclComm_t *c, int n, ncclUniqueId id, int r)
 STUB(CommInitRankConfig, ncclComm_t *c, int n, ncclUniqueId id, int r, ncclConfig_t *cfg)

@@ -99,20 +99,32 @@ static ncclResult_t finalize_common(void *context) {
   return ncclSuccess;
 }
 
-/* v1 has no context: NCCL 2.19/2.20 run one tuner state for the process, so the shim's v1 state is
- * the communicator initialised last (a job with one communicator, the common case there, is exact). */
-static void *ah_shim_v1_context;
+/* v1 has no context: NCCL 2.19/2.20 hand the plugin no communicator at all. The shim maps a v1
+ * call to the communicator the calling thread initialised last (for blocking communicators NCCL
+ * runs getCollInfo on the thread that issues the collective, which in one-rank-per-thread jobs is
+ * the thread that created it), falling back to the communicator initialised last in the process. */
+static void *v1_last_context;
+static _Thread_local void *v1_thread_context;
 
 static ncclResult_t v1_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log) {
   (void)log;
-  return init_common(&ah_shim_v1_context, 0, nRanks, nNodes, 1);
+  void *ctx = NULL;
+  ncclResult_t r = init_common(&ctx, 0, nRanks, nNodes, 1);
+  v1_thread_context = ctx;
+  __atomic_store_n(&v1_last_context, ctx, __ATOMIC_RELEASE);
+  return r;
 }
 static ncclResult_t v1_get(ah_nccl_func_t ct, size_t nb, int cn, int nv, int np, int *a, int *p, int *nc) {
-  return get_coll_info_flags(ah_shim_v1_context, ct, nb, cn, nv, np, a, p, nc);
+  void *ctx = v1_thread_context ? v1_thread_context : __atomic_load_n(&v1_last_context, __ATOMIC_ACQUIRE);
+  return get_coll_info_flags(ctx, ct, nb, cn, nv, np, a, p, nc);
 }
+/* NCCL 2.19 calls destroy once per communicator, without saying which: the report keeps every
+ * context anyway, so only the mapping is dropped. */
 static ncclResult_t v1_destroy(void) {
-  void *c = ah_shim_v1_context;
-  ah_shim_v1_context = NULL;
+  void *c = v1_thread_context ? v1_thread_context : __atomic_load_n(&v1_last_context, __ATOMIC_ACQUIRE);
+  if (c == v1_thread_context) v1_thread_context = NULL;
+  void *expected = c;
+  __atomic_compare_exchange_n(&v1_last_context, &expected, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return finalize_common(c);
 }
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# End-to-end tests of libautoha.so on sim/: shim_job run under ncclsim-run, without and with the
+# shim preloaded, as users run it.
+#
+#   run_e2e.sh SCENARIO LAUNCHER JOB LIBAUTOHA SIMLIB CHECKER
+#
+# Scenarios:
+#   procs8      8 processes: identical data with the shim; the reports' keys and calls match the
+#               job's calls exactly
+#   threads8    4 processes x 2 threads: the same
+#   override-V  emulating NCCL V (e.g. 2.28.9): an override is applied on every rank for the
+#               matching keys only (NCCLSIM_TRACE), data identical, report matches
+#   malformed   a malformed override logs one error naming the bad token; the job completes, the
+#               valid rule still applies
+#   v218        emulating NCCL 2.18 (no tuner ABI): the shim says once that it observes only, the
+#               job completes with identical data and the report matches its calls
+set -uo pipefail
+scenario=$1 launcher=$2 job=$3 lib=$4 simlib=$5 checker=$6
+export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE NCCL_TUNER_PLUGIN
+
+# run NAME PRELOAD(0|1) -- launcher args...: stdout/stderr in $tmp/NAME.{out,err}, reports in $tmp/NAME.rep
+run() {
+  local name=$1 pre=$2
+  shift 3
+  mkdir -p "$tmp/$name.rep"
+  if [ "$pre" = 1 ]; then
+    LD_PRELOAD=$lib AUTOHA_REPORT="$tmp/$name.rep/report-%p.json" NCCLSIM_TRACE="$tmp/$name.trace" \
+      "$launcher" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  else
+    NCCLSIM_TRACE="$tmp/$name.trace" "$launcher" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  fi
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    echo "FAIL: run $name exited $rc"
+    tail -20 "$tmp/$name.err"
+    exit 1
+  fi
+}
+
+same_data() { # A B: identical checksums on every rank
+  diff <(grep '^checksum' "$tmp/$1.out" | sort) <(grep '^checksum' "$tmp/$2.out" | sort) >/dev/null ||
+    { echo "FAIL: data differ between $1 and $2"; diff <(grep '^checksum' "$tmp/$1.out" | sort) <(grep '^checksum' "$tmp/$2.out" | sort); exit 1; }
+  echo "PASS: $(grep -c '^checksum' "$tmp/$1.out") ranks computed identical data ($1 vs $2)"
+}
+
+no_errors() { # NAME: no autoha error line
+  if grep -q '^autoha: .*: error:' "$tmp/$1.err"; then
+    echo "FAIL: autoha logged errors in $1:"; grep '^autoha: .*: error:' "$tmp/$1.err"; exit 1
+  fi
+}
+
+OV_SPEC="allreduce@1M-4M:algo=ring,proto=ll128,nchannels=2"
+OV_CHECK="allreduce 1048576 4194304 ring ll128 2"
+
+case $scenario in
+procs8 | threads8)
+  if [ "$scenario" = procs8 ]; then args=(-n 8 -- "$job"); else args=(-n 4 -- "$job" --threads 2); fi
+  run plain 0 -- "${args[@]}"
+  run shim 1 -- "${args[@]}"
+  same_data plain shim
+  no_errors shim
+  python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+override-*)
+  ver=${scenario#override-}
+  export NCCLSIM_VERSION=$ver
+  extra=()
+  case $ver in 2.19* | 2.20*) extra=(--no-split) ;; esac # v1: one tuner state per process
+  run plain 0 -- -n 4 -- "$job" --threads 2 "${extra[@]}"
+  AUTOHA_MODE=fixed AUTOHA_OVERRIDE=$OV_SPEC run shim 1 -- -n 4 -- "$job" --threads 2 "${extra[@]}"
+  same_data plain shim
+  no_errors shim
+  grep -q "tuner: using ncclTunerPlugin_v" "$tmp/shim.err" || NCCLSIM_DEBUG=1 true
+  python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
+  python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+malformed)
+  run plain 0 -- -n 4 -- "$job" --threads 2
+  AUTOHA_MODE=fixed AUTOHA_OVERRIDE="$OV_SPEC;allgather:nchanels=8" run shim 1 -- -n 4 -- "$job" --threads 2
+  same_data plain shim
+  grep -q "nchanels" "$tmp/shim.err" || { echo "FAIL: no error naming the bad token"; cat "$tmp/shim.err"; exit 1; }
+  echo "PASS: the malformed rule was reported: $(grep -m1 nchanels "$tmp/shim.err")"
+  python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
+  ;;
+v218)
+  export NCCLSIM_VERSION=2.18.3
+  run plain 0 -- -n 4 -- "$job" --threads 2
+  run shim 1 -- -n 4 -- "$job" --threads 2
+  same_data plain shim
+  no_errors shim
+  n=$(grep -c "no tuner plugin ABI" "$tmp/shim.err")
+  [ "$n" -ge 1 ] && [ "$n" -le 4 ] || { echo "FAIL: expected one 'observes and reports only' line per process, got $n"; cat "$tmp/shim.err"; exit 1; }
+  echo "PASS: the shim said it observes only ($n processes)"
+  python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+*)
+  echo "unknown scenario $scenario"
+  exit 2
+  ;;
+esac
+echo "PASS: $scenario"

@@ -1,0 +1,215 @@
+/* shim_job: a small multi-rank NCCL job for the shim's end-to-end tests, run on sim/ with and
+ * without libautoha.so preloaded. It uses only the public NCCL and CUDA runtime APIs.
+ *
+ *   ncclsim-run -n P -- shim_job [--threads T] [--iters N] [--no-split]
+ *
+ * Each process runs T ranks as threads (global rank RANK*T + t of WORLD_SIZE*T). Every rank issues
+ * the same sequence on the world communicator — AllReduce at three sizes, AllGather,
+ * ReduceScatter, Broadcast, Reduce, and a group holding an AllReduce and an AllGather — and, unless
+ * --no-split, AllReduce on an even/odd split. Inputs are small integers, so every result is exact.
+ * Each rank prints:
+ *   "checksum rank=R <hash of every output buffer>"           (identical with and without the shim)
+ *   "calls rank=R nranks=N coll=C bin=B n=K"                   (one line per key it issued)
+ * where bin is floor(log2(bytes per rank)), the key the report must show with exactly K calls. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "ncclsim.h"
+
+enum { C_BCAST = 0, C_REDUCE = 1, C_ALLGATHER = 2, C_REDUCESCATTER = 3, C_ALLREDUCE = 4 };
+static const char *coll_names[] = {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"};
+
+static int nthreads = 1, iters = 6, split = 1, world, proc_rank;
+static ncclUniqueId world_id;
+
+typedef struct {
+  int nranks, coll, bin;
+  long n;
+} key_count_t;
+
+typedef struct {
+  int rank, dev, failed;
+  uint64_t hash;
+  key_count_t keys[64];
+  int nkeys;
+} rank_t;
+
+static int bin_of(size_t bytes_per_rank) {
+  int b = 0;
+  while (bytes_per_rank > 1) bytes_per_rank >>= 1, b++;
+  return b;
+}
+
+static void count(rank_t *r, int nranks, int coll, size_t bytes_per_rank) {
+  int bin = bin_of(bytes_per_rank);
+  for (int i = 0; i < r->nkeys; i++)
+    if (r->keys[i].nranks == nranks && r->keys[i].coll == coll && r->keys[i].bin == bin) {
+      r->keys[i].n++;
+      return;
+    }
+  r->keys[r->nkeys++] = (key_count_t){nranks, coll, bin, 1};
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    if (r_ != ncclSuccess) {                                                                       \
+      fprintf(stderr, "shim_job rank %d: %s failed: %s (%s)\n", r->rank, #call,                   \
+              ncclGetErrorString(r_), ncclGetLastError(NULL));                                     \
+      r->failed = 1;                                                                               \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
+/* Fills a device buffer with small integers depending on (rank, salt), so sums stay exact. */
+static void fill(float *dev, size_t n, int rank, int salt, float *host) {
+  for (size_t i = 0; i < n; i++) host[i] = (float)((rank * 7 + salt * 3 + (int)(i % 13)) % 17);
+  cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice);
+}
+
+static void absorb(rank_t *r, const float *dev, size_t n, float *host) {
+  cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost);
+  r->hash = fnv(r->hash, host, n * sizeof(float));
+}
+
+#define MAXN (1u << 20) /* floats: 4 MiB buffers */
+
+static void run_rank(rank_t *r) {
+  cudaSetDevice(r->dev);
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  ncclComm_t comm, sub = NULL;
+  CHECK(ncclCommInitRank(&comm, world, world_id, r->rank));
+  if (split) CHECK(ncclCommSplit(comm, r->rank % 2, r->rank, &sub, NULL));
+  int subn = (world + 1 - r->rank % 2) / 2;
+  float *a, *b, *host = malloc((size_t)MAXN * sizeof(float) * 2);
+  cudaMalloc((void **)&a, (size_t)MAXN * sizeof(float));
+  cudaMalloc((void **)&b, (size_t)MAXN * sizeof(float));
+  static const size_t ar_sizes[] = {1024, 256 << 10, 1 << 20}; /* 4K, 1M, 4M bytes */
+  r->hash = 0xcbf29ce484222325ull;
+  for (int it = 0; it < iters; it++) {
+    for (int k = 0; k < 3; k++) {
+      size_t n = ar_sizes[k];
+      fill(a, n, r->rank, it + k, host);
+      CHECK(ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s));
+      cudaStreamSynchronize(s);
+      absorb(r, b, n, host);
+      count(r, world, C_ALLREDUCE, n * 4);
+    }
+    size_t per = 16 << 10; /* 64 KiB per rank */
+    fill(a, per, r->rank, it, host);
+    CHECK(ncclAllGather(a, b, per, ncclFloat, comm, s));
+    cudaStreamSynchronize(s);
+    absorb(r, b, per * (size_t)world, host);
+    count(r, world, C_ALLGATHER, per * 4);
+
+    fill(a, per * (size_t)world, r->rank, it + 1, host);
+    CHECK(ncclReduceScatter(a, b, per, ncclFloat, ncclSum, comm, s));
+    cudaStreamSynchronize(s);
+    absorb(r, b, per, host);
+    count(r, world, C_REDUCESCATTER, per * 4);
+
+    size_t nb = 32 << 10;
+    fill(a, nb, r->rank, it + 2, host);
+    CHECK(ncclBroadcast(a, b, nb, ncclFloat, it % world, comm, s));
+    cudaStreamSynchronize(s);
+    absorb(r, b, nb, host);
+    count(r, world, C_BCAST, nb * 4);
+
+    size_t nr = 12 << 10;
+    fill(a, nr, r->rank, it + 3, host);
+    cudaMemset(b, 0, nr * sizeof(float));
+    CHECK(ncclReduce(a, b, nr, ncclFloat, ncclSum, 0, comm, s));
+    cudaStreamSynchronize(s);
+    if (r->rank == 0) absorb(r, b, nr, host);
+    count(r, world, C_REDUCE, nr * 4);
+
+    /* a group of two different collectives: two buckets, each its own key */
+    size_t ng = 8 << 10, nag = 2 << 10;
+    fill(a, ng, r->rank, it + 4, host);
+    fill(a + ng, nag, r->rank, it + 5, host + ng);
+    CHECK(ncclGroupStart());
+    CHECK(ncclAllReduce(a, b, ng, ncclFloat, ncclSum, comm, s));
+    CHECK(ncclAllGather(a + ng, b + ng, nag, ncclFloat, comm, s));
+    CHECK(ncclGroupEnd());
+    cudaStreamSynchronize(s);
+    absorb(r, b, ng + nag * (size_t)world, host);
+    count(r, world, C_ALLREDUCE, ng * 4);
+    count(r, world, C_ALLGATHER, nag * 4);
+
+    if (sub) {
+      size_t ns = 24 << 10; /* 96 KiB: a size only the split uses */
+      fill(a, ns, r->rank, it + 6, host);
+      CHECK(ncclAllReduce(a, b, ns, ncclFloat, ncclSum, sub, s));
+      cudaStreamSynchronize(s);
+      absorb(r, b, ns, host);
+      count(r, subn, C_ALLREDUCE, ns * 4);
+    }
+  }
+  if (sub) CHECK(ncclCommDestroy(sub));
+  CHECK(ncclCommDestroy(comm));
+  cudaFree(a);
+  cudaFree(b);
+  free(host);
+  cudaStreamDestroy(s);
+}
+
+static void *thread_main(void *arg) {
+  run_rank(arg);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) nthreads = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--no-split") == 0) split = 0;
+    else {
+      fprintf(stderr, "usage: shim_job [--threads T] [--iters N] [--no-split]\n");
+      return 2;
+    }
+  }
+  const char *rs = getenv("RANK"), *ws = getenv("WORLD_SIZE"), *ls = getenv("LOCAL_RANK");
+  proc_rank = rs ? atoi(rs) : 0;
+  int nprocs = ws ? atoi(ws) : 1, local = ls ? atoi(ls) : 0;
+  if (nthreads < 1 || nthreads > 8 || nprocs < 1) return 2;
+  world = nprocs * nthreads;
+  if (proc_rank == 0 && ncclGetUniqueId(&world_id) != ncclSuccess) {
+    fprintf(stderr, "shim_job: ncclGetUniqueId failed\n");
+    return 1;
+  }
+  if (nprocs > 1 && ncclsimExchangeUniqueId("shim_job", proc_rank == 0, &world_id) != 0) return 1;
+  rank_t ranks[8];
+  pthread_t th[8];
+  memset(ranks, 0, sizeof ranks);
+  for (int t = 0; t < nthreads; t++) {
+    ranks[t].rank = proc_rank * nthreads + t;
+    ranks[t].dev = (local * nthreads + t) % 8;
+    if (nthreads == 1) run_rank(&ranks[t]);
+    else pthread_create(&th[t], NULL, thread_main, &ranks[t]);
+  }
+  if (nthreads > 1)
+    for (int t = 0; t < nthreads; t++) pthread_join(th[t], NULL);
+  int failed = 0;
+  for (int t = 0; t < nthreads; t++) {
+    rank_t *r = &ranks[t];
+    failed |= r->failed;
+    printf("checksum rank=%d %016llx\n", r->rank, (unsigned long long)r->hash);
+    for (int k = 0; k < r->nkeys; k++)
+      printf("calls rank=%d nranks=%d coll=%s bin=%d n=%ld\n", r->rank, r->keys[k].nranks,
+             coll_names[r->keys[k].coll], r->keys[k].bin, r->keys[k].n);
+  }
+  return failed ? 1 : 0;
+}
