@@ -125,7 +125,6 @@ int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_pro
     ah_log(AH_LOG_ERROR, "profile %s not loaded: out of memory", path);
     goto fail_report;
   }
-  ah_log(AH_LOG_INFO, "profile %s loaded: %d keys to warm-start", path, p->nentries);
   ah_report_free(r);
   *p_p = p;
   return 0;
