@@ -164,12 +164,20 @@ static ncclResult_t select_bucket(struct ncclComm *c, sim_task_t **b, int nb, si
       for (int p = 0; p < SIM_NUM_PROTOS; p++) only[a][p] = a == fa && p == fp ? 0.0f : -1.0f;
     sim_model_select(&c->model, coll, total, only, tuner_nch, 0, &cfg);
   } else if (sim_model_select(&c->model, coll, total, table, tuner_nch, 0, &cfg) != 0) {
+    if (version < 22400) { /* 2.22/2.23 fall back to the backup ring entry */
+      float ring[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
+      for (int a = 0; a < SIM_NUM_ALGOS; a++)
+        for (int p = 0; p < SIM_NUM_PROTOS; p++) ring[a][p] = a == AH_ALGO_RING && p == AH_PROTO_SIMPLE ? 0.0f : -1.0f;
+      sim_model_select(&c->model, coll, total, ring, tuner_nch, 0, &cfg);
+      goto chosen;
+    }
     int user = getenv("NCCL_ALGO") || getenv("NCCL_PROTO");
     return sim_error(version >= 22400 && user ? ncclInvalidUsage : ncclInternalError,
                      "ncclsim: no algorithm/protocol is left for %s of %zu bytes on rank %d (every "
                      "cost-table entry is -1: check NCCL_ALGO, NCCL_PROTO and the tuner plugin)",
                      sim_coll_name(coll), total, c->rank);
   }
+chosen:
   if (use_tuner && version >= 23000) {
     size_t chunk = cfg.chunk;
     /* NCCL asks for the chunk once algorithm, protocol and channels are chosen, then clamps it

@@ -501,7 +501,8 @@ void sim_model_config_for(const sim_model_t *m, int coll, size_t nbytes, int a, 
   sim_model_default_resources(m, coll, nbytes, a, p, &nc, &nt);
   if (tuner_nch > 0) {
     int cap = a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE ? m->nvls_channels : m->nchannels;
-    nc = v >= 22200 ? (tuner_nch < cap ? tuner_nch : cap) : (tuner_nch < SIM_MAX_CHANNELS ? tuner_nch : SIM_MAX_CHANNELS);
+    int most = v >= 22500 ? 64 : 32; /* before 2.22 no cap but MAXCHANNELS (real NCCL overruns) */
+    nc = v >= 22200 ? (tuner_nch < cap ? tuner_nch : cap) : (tuner_nch < most ? tuner_nch : most);
   }
   if (v >= 21900) nc = sim_model_traffic_channels(coll, p, nbytes, nc);
   size_t chunk = sim_model_default_chunk(m, coll, nbytes, a, p, nc);
