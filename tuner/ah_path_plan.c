@@ -411,6 +411,13 @@ out:
   free(deg);
 }
 
+/* load[base][colour] = the first n edges' colours at their ends. */
+static void recount(int n, const int *src, const int *dst, int nbase, int nc, const int *color, int *load) {
+  memset(load, 0, (size_t)nbase * (size_t)nc * sizeof *load);
+  for (int e = 0; e < n; e++)
+    if (color[e] >= 0) load[(size_t)src[e] * nc + color[e]]++, load[(size_t)dst[e] * nc + color[e]]++;
+}
+
 /* Colours the edges (src base vertex, dst base vertex) in order. Edges Kempe cannot place go to the
  * legal colour with the least load at both ends. Returns 0 or -1 (out of memory). */
 static int equitable_color(int nedges, const int *src, const int *dst, int nbase, const int *cap,
@@ -434,6 +441,8 @@ static int equitable_color(int nedges, const int *src, const int *dst, int nbase
     g.ev[e] = kg_split(&g, dst[e]);
     color[e] = -1;
     if (kg_color(&g, color, e, path) < 0) {
+      /* loads from the colours as they are now (swaps recolour earlier edges) */
+      recount(e, src, dst, nbase, nc, color, load);
       int best = -1, bl = 0;
       for (int c = 0; c < nc; c++) {
         if (forbid && (forbid[(size_t)src[e] * nc + c] || forbid[(size_t)dst[e] * nc + c])) continue;
@@ -443,11 +452,8 @@ static int equitable_color(int nedges, const int *src, const int *dst, int nbase
       }
       color[e] = best; /* -1 only when no legal colour exists at all */
     }
-    if (color[e] >= 0) {
-      load[(size_t)src[e] * nc + color[e]]++;
-      load[(size_t)dst[e] * nc + color[e]]++;
-    }
   }
+  recount(nedges, src, dst, nbase, nc, color, load);
   repair(nedges, src, dst, nbase, forbid, nc, color, load);
   rc = 0;
 out:

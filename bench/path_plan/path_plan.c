@@ -1,0 +1,227 @@
+/* path_plan.c: how well RoCE source-port choice spreads a training cluster's long-lived flows over a
+ * leaf-spine fabric — a flow-level model, not a packet simulation, and every figure says so.
+ *
+ * The fabric: 16 leaves in 8 pairs x 8 spines; 4 hosts per leaf pair, each with 8 dual-port NICs
+ * (one bonded address, left port to the pair's left leaf, right port to the right leaf, C4-style);
+ * uplinks are non-blocking (capacity = the leaf's downlinks / 8 = 4 NIC ports). A flow is one QP;
+ * its route is decided by hashes over the RoCEv2 5-tuple (tuner/ah_path.c's model): the host's LAG
+ * picks the NIC port, the source leaf's ECMP picks the spine over its live uplinks, the spine's ECMP
+ * picks which of the destination's two leaves delivers it. Jobs of 2-16 hosts run rings (NIC n to
+ * NIC n of the next host, 2 QPs each) or NCCL-style double binary trees, placed scattered over the
+ * cluster as a busy scheduler leaves them. For each mix, with and without one failed uplink:
+ *   ecmp    NCCL's ports, derived by the kernel from the QP numbers (flow label 0)
+ *   spread  AUTOHA_QP_SPORT=spread: distinct, evenly spread ports per NIC pair
+ *   plan    AUTOHA_QP_SPORT=plan: the planner's ports
+ * Figures: max link load over the ideal max (ceil(demand / live links) per leaf pair), dual-port
+ * violations (a flow leaving on one side and arriving on the other), and modelled bus bandwidth
+ * relative to ideal: each flow gets the smallest capacity/load share along its path (NIC ports and
+ * fabric links), a job runs at its slowest flow, averaged over jobs weighted by hosts. "Ideal" puts
+ * every link at its leaf pair's balanced load and every NIC port at half its NIC's flows; a job
+ * whose flows all sit on links below the balanced load can score above 1.00.
+ *
+ * `path_plan N` prints the topology file of case N (0-5) instead, in the AUTOHA_QP_TOPO format. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_path.h"
+
+#define PAIRS 8
+#define SPINES 8
+#define HOSTS_PER_PAIR 4
+#define NICS 8
+#define HOSTS (PAIRS * HOSTS_PER_PAIR)
+#define UPLINK_CAP ((double)HOSTS_PER_PAIR * NICS / SPINES)
+
+enum { M_ECMP, M_SPREAD, M_PLAN, NMETHODS };
+static const char *method_name[NMETHODS] = {"ecmp", "spread", "plan"};
+
+typedef struct {
+  const char *name;
+  int njobs;
+  int size[8];
+  int pattern[8];
+} mix_t;
+
+static const mix_t mixes[] = {
+    {"rings 16+8+4+2+2", 5, {16, 8, 4, 2, 2}, {0, 0, 0, 0, 0}},
+    {"trees 16+8+8", 3, {16, 8, 8}, {1, 1, 1}},
+    {"mixed 8r+8t+6r+4t+4r+2r", 6, {8, 8, 6, 4, 4, 2}, {0, 1, 0, 1, 0, 0}},
+};
+
+static uint64_t rng_state;
+static uint32_t rng(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(rng_state >> 33);
+}
+
+/* Writes the topology file text for a mix: scattered placement from a fixed seed. */
+static char *topo_text(const mix_t *m, int fail) {
+  static char buf[1 << 16];
+  int perm[HOSTS], n = 0;
+  for (int i = 0; i < HOSTS; i++) perm[i] = i;
+  for (int i = HOSTS - 1; i > 0; i--) {
+    int j = (int)(rng() % (uint32_t)(i + 1)), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  n += snprintf(buf + n, sizeof buf - (size_t)n, "spines %d\npairs %d\nseeds 0x51 0x52 0x53\n", SPINES, PAIRS);
+  for (int h = 0; h < HOSTS; h++) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "host h%d %d\n", h, h / HOSTS_PER_PAIR);
+    for (int i = 0; i < NICS; i++)
+      n += snprintf(buf + n, sizeof buf - (size_t)n, "nic h%d mlx5_%d 10.%d.%d.%d\n", h, i, h / HOSTS_PER_PAIR,
+                    h % HOSTS_PER_PAIR, i + 1);
+  }
+  int next = 0;
+  for (int j = 0; j < m->njobs; j++) {
+    /* GPU intensity: bigger jobs are the more intensive ones here, with some spread */
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "job j%d %.2f %s 2 ", j, m->size[j] * (1.0 + 0.1 * j),
+                  m->pattern[j] ? "tree" : "ring");
+    for (int k = 0; k < m->size[j]; k++)
+      n += snprintf(buf + n, sizeof buf - (size_t)n, "%sh%d", k ? "," : "", perm[next++]);
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "\n");
+  }
+  if (fail) n += snprintf(buf + n, sizeof buf - (size_t)n, "fail %d %d\n", (int)(rng() % (2 * PAIRS)), (int)(rng() % SPINES));
+  return buf;
+}
+
+typedef struct {
+  double max_to_ideal, busbw;
+  int violations, max_load, ideal, unplanned;
+} result_t;
+
+static result_t evaluate(const ah_path_topo_t *t, const ah_path_flow_t *f, int n, const uint16_t *port) {
+  static int up[2 * PAIRS][SPINES], down[2 * PAIRS][SPINES], tx[HOSTS][NICS][2], rx[HOSTS][NICS][2];
+  static int out_pair[PAIRS], in_pair[PAIRS], nic_out[HOSTS][NICS], nic_in[HOSTS][NICS];
+  static int ideal_up[PAIRS], ideal_down[PAIRS];
+  int *side = malloc((size_t)n * sizeof *side), *spine = malloc((size_t)n * sizeof *spine),
+      *rxs = malloc((size_t)n * sizeof *rxs);
+  result_t r = {0};
+  memset(up, 0, sizeof up), memset(down, 0, sizeof down), memset(tx, 0, sizeof tx), memset(rx, 0, sizeof rx);
+  memset(out_pair, 0, sizeof out_pair), memset(in_pair, 0, sizeof in_pair);
+  memset(nic_out, 0, sizeof nic_out), memset(nic_in, 0, sizeof nic_in);
+  for (int i = 0; i < n; i++) {
+    ah_path_model_route(t, &f[i], port[i], &side[i], &spine[i], &rxs[i]);
+    int sp = t->hosts[f[i].shost].pair, dp = t->hosts[f[i].dhost].pair;
+    tx[f[i].shost][f[i].snic][side[i]]++;
+    nic_out[f[i].shost][f[i].snic]++;
+    nic_in[f[i].dhost][f[i].dnic]++;
+    if (rxs[i] != side[i]) r.violations++;
+    if (rxs[i] >= 0) rx[f[i].dhost][f[i].dnic][rxs[i]]++;
+    if (spine[i] >= 0) {
+      up[2 * sp + side[i]][spine[i]]++;
+      if (rxs[i] >= 0) down[2 * dp + rxs[i]][spine[i]]++;
+      out_pair[sp]++, in_pair[dp]++;
+    }
+  }
+  /* ideal: each leaf pair's cross-pair demand spread evenly over its live links */
+  for (int p = 0; p < PAIRS; p++) {
+    int live = 0;
+    for (int s = 0; s < SPINES; s++) live += !ah_path_link_failed(t, 2 * p, s) + !ah_path_link_failed(t, 2 * p + 1, s);
+    int iu = (out_pair[p] + live - 1) / live, id = (in_pair[p] + live - 1) / live;
+    ideal_up[p] = iu ? iu : 1, ideal_down[p] = id ? id : 1;
+    if (iu > r.ideal) r.ideal = iu;
+    if (id > r.ideal) r.ideal = id;
+  }
+  for (int l = 0; l < 2 * PAIRS; l++)
+    for (int s = 0; s < SPINES; s++) {
+      if (up[l][s] > r.max_load) r.max_load = up[l][s];
+      if (down[l][s] > r.max_load) r.max_load = down[l][s];
+    }
+  r.max_to_ideal = r.ideal ? (double)r.max_load / r.ideal : 1.0;
+  /* bus bandwidth: per job, the slowest flow's share over the ideal one */
+  double wsum = 0, acc = 0;
+  for (int j = 0; j < t->njobs; j++) {
+    double rate = 1e9, ideal = 1e9;
+    for (int i = 0; i < n; i++) {
+      if (f[i].job != j) continue;
+      double x = 1.0 / tx[f[i].shost][f[i].snic][side[i]];
+      if (rxs[i] < 0) x = 0; /* unreachable */
+      else x = fmin(x, 1.0 / rx[f[i].dhost][f[i].dnic][rxs[i]]);
+      double y = fmin(1.0 / ceil(nic_out[f[i].shost][f[i].snic] / 2.0), 1.0 / ceil(nic_in[f[i].dhost][f[i].dnic] / 2.0));
+      if (spine[i] >= 0) {
+        int sp = t->hosts[f[i].shost].pair;
+        x = fmin(x, UPLINK_CAP / up[2 * sp + side[i]][spine[i]]);
+        if (rxs[i] >= 0) x = fmin(x, UPLINK_CAP / down[2 * t->hosts[f[i].dhost].pair + rxs[i]][spine[i]]);
+        y = fmin(y, fmin(UPLINK_CAP / ideal_up[sp], UPLINK_CAP / ideal_down[t->hosts[f[i].dhost].pair]));
+      }
+      rate = fmin(rate, x);
+      ideal = fmin(ideal, y);
+    }
+    acc += t->jobs[j].nhosts * (rate / ideal);
+    wsum += t->jobs[j].nhosts;
+  }
+  r.busbw = acc / wsum;
+  free(side), free(spine), free(rxs);
+  return r;
+}
+
+int main(int argc, char **argv) {
+  int ncases = (int)(sizeof mixes / sizeof *mixes) * 2;
+  if (argc > 1) { /* the topology file of one case; the generator is replayed up to it */
+    int want = atoi(argv[1]);
+    if (want < 0 || want >= ncases) return fprintf(stderr, "usage: path_plan [case 0-%d]\n", ncases - 1), 2;
+    rng_state = 0x2024;
+    for (int i = 0; i < want; i++) {
+      topo_text(&mixes[i / 2], i % 2);
+      for (int q = 0; q < HOSTS * NICS; q++) rng(); /* the QPN bases drawn per case */
+    }
+    fputs(topo_text(&mixes[want / 2], want % 2), stdout);
+    return 0;
+  }
+  int ok = 1;
+  double ratio_sum = 0;
+  int nratio = 0;
+  rng_state = 0x2024;
+  printf("path_plan: flow-level leaf-spine model (not a packet simulation): %d leaves x %d spines, "
+         "%d hosts x %d dual-port NICs, 2 QPs per NIC pair\n\n", 2 * PAIRS, SPINES, HOSTS, NICS);
+  printf("%-28s %-7s %-7s %10s %10s %10s %12s\n", "jobs", "uplink", "method", "max load", "max/ideal", "dual-port",
+         "busbw/ideal");
+  for (size_t mi = 0; mi < sizeof mixes / sizeof *mixes; mi++) {
+    for (int fail = 0; fail < 2; fail++) {
+      ah_path_topo_t *t = NULL;
+      if (ah_path_topo_parse(topo_text(&mixes[mi], fail), "bench", &t)) return 2;
+      ah_path_flow_t *f = NULL;
+      int n = ah_path_topo_flows(t, &f);
+      uint16_t *port[NMETHODS];
+      ah_path_route_t *routes = calloc((size_t)n, sizeof *routes);
+      for (int m = 0; m < NMETHODS; m++) port[m] = calloc((size_t)n, sizeof *port[m]);
+      if (n <= 0 || !routes || !port[M_ECMP] || !port[M_SPREAD] || !port[M_PLAN]) return 2;
+      /* ecmp: QP numbers handed out per NIC from a random base, in connection order */
+      static uint32_t qpn[HOSTS][NICS];
+      for (int h = 0; h < HOSTS; h++)
+        for (int i = 0; i < NICS; i++) qpn[h][i] = 0x100 + (rng() & 0xFFFF) * 8;
+      for (int i = 0; i < n; i++) {
+        uint32_t l = qpn[f[i].shost][f[i].snic]++, r = qpn[f[i].dhost][f[i].dnic]++;
+        port[M_ECMP][i] = ah_path_label_to_sport(ah_path_label_from_qpn(l, r));
+        const uint8_t *sg = t->hosts[f[i].shost].gid[f[i].snic], *dg = t->hosts[f[i].dhost].gid[f[i].dnic];
+        port[M_SPREAD][i] = ah_path_spread_port(ah_path_hash5(0, sg, dg, 0), (unsigned)f[i].k);
+      }
+      if (ah_path_plan(t, f, n, routes)) return 2;
+      int unplanned = 0;
+      for (int i = 0; i < n; i++) port[M_PLAN][i] = routes[i].sport, unplanned += !routes[i].planned;
+      result_t res[NMETHODS];
+      for (int m = 0; m < NMETHODS; m++) {
+        res[m] = evaluate(t, f, n, port[m]);
+        printf("%-28s %-7s %-7s %10d %10.2f %10d %12.2f\n", mixes[mi].name, fail ? "1 down" : "all up",
+               method_name[m], res[m].max_load, res[m].max_to_ideal, res[m].violations, res[m].busbw);
+      }
+      int pass = res[M_PLAN].max_to_ideal <= 1.05 && res[M_PLAN].violations == 0 && unplanned == 0;
+      if (!pass) {
+        printf("  MISS: plan max/ideal %.2f, %d dual-port violations, %d flows without a planned port\n",
+               res[M_PLAN].max_to_ideal, res[M_PLAN].violations, unplanned);
+        ok = 0;
+      }
+      ratio_sum += log(res[M_PLAN].busbw / res[M_ECMP].busbw);
+      nratio++;
+      for (int m = 0; m < NMETHODS; m++) free(port[m]);
+      free(routes);
+      free(f);
+      ah_path_topo_free(t);
+    }
+  }
+  printf("\nbar: plan max/ideal <= 1.05 and 0 dual-port violations in every case\n");
+  printf("plan busbw over ecmp busbw (modelled, geometric mean of %d cases): %.2fx %s\n", nratio,
+         exp(ratio_sum / nratio), ok ? "OK" : "FAILED");
+  return ok ? 0 : 1;
+}
