@@ -256,6 +256,72 @@ START_TEST(sizes) {
 }
 END_TEST
 
+
+/* Random strings built from the grammar's own tokens, with random damage: the parser never
+ * overruns, counts errors and rules consistently, and every rule it keeps formats back to a string
+ * that parses to the same rule (the canonical form `autoha check-override` prints). */
+START_TEST(random_strings_round_trip) {
+  static const char *const colls[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "*",
+                                      "bcast", "AllReduce", "x"};
+  static const char *const ranges[] = {"", "", "@1M-64M", "@-4K", "@2G-", "@512", "@64M-1M", "@", "@-",
+                                       "@3Q", "@ 1K - 2K "};
+  static const char *const fields[] = {"algo=ring", "algo=tree", "algo=NVLSTree", "proto=simple",
+                                       "proto=ll128", "nchannels=16", "nchannels=1", "chunk=512K",
+                                       "chunk=1G", "algo=rong", "nchannels=65", "chunk=0", "x=1", "",
+                                       " proto = ll "};
+  static const char *const seps[] = {";", ";", "; ", ";;", ":", ","};
+#define PICK(a) (a[((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33) % \
+                   (uint64_t)(sizeof a / sizeof a[0])])
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  int kept_total = 0, err_total = 0;
+  for (int iter = 0; iter < 5000; iter++) {
+    char s[1024] = "";
+    int nrules = 1 + iter % 5;
+    for (int r = 0; r < nrules; r++) {
+      if (r) strcat(s, PICK(seps));
+      strcat(s, PICK(colls));
+      strcat(s, PICK(ranges));
+      strcat(s, ":");
+      int nf = 1 + (iter + r) % 3;
+      for (int f = 0; f < nf; f++) {
+        if (f) strcat(s, ",");
+        strcat(s, PICK(fields));
+      }
+    }
+    ah_override_t ov;
+    char err[256];
+    memset(err, 'z', sizeof err);
+    int nerr = ah_override_parse(s, &ov, err, sizeof err);
+    err_total += nerr;
+    ck_assert_int_ge(nerr, 0);
+    ck_assert_int_le(ov.nrules, AH_OVERRIDE_MAX_RULES);
+    ck_assert_int_le(ov.nrules + nerr, nrules * 2 + 1);
+    ck_assert(memchr(err, 0, sizeof err) != NULL);
+    ck_assert_int_eq(nerr == 0, err[0] == 0);
+    for (int r = 0; r < ov.nrules; r++) {
+      const ah_override_rule_t *rule = &ov.rules[r];
+      ck_assert_int_ge(rule->pos, 0);
+      ck_assert_int_lt(rule->pos, (int)strlen(s));
+      ck_assert_uint_le(rule->lo, rule->hi);
+      char canon[256];
+      ah_override_rule_format(rule, canon, sizeof canon);
+      ah_override_t back;
+      ck_assert_msg(ah_override_parse(canon, &back, NULL, 0) == 0 && back.nrules == 1,
+                    "'%s' from '%s' does not parse back", canon, s);
+      ck_assert_int_eq(back.rules[0].coll, rule->coll);
+      ck_assert_uint_eq(back.rules[0].lo, rule->lo);
+      ck_assert_uint_eq(back.rules[0].hi, rule->hi);
+      ck_assert(ah_config_equal(&back.rules[0].cfg, &rule->cfg));
+      kept_total++;
+    }
+  }
+#undef PICK
+  /* The generator produces both: rules that are kept and errors. */
+  ck_assert_int_gt(kept_total, 1000);
+  ck_assert_int_gt(err_total, 1000);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tuner_override");
   TCase *tc = tcase_create("override");
@@ -267,6 +333,7 @@ int main(void) {
   tcase_add_test(tc, match_most_specific);
   tcase_add_test(tc, allowed_pairs);
   tcase_add_test(tc, sizes);
+  tcase_add_test(tc, random_strings_round_trip);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -402,6 +402,33 @@ START_TEST(profile_load) {
 }
 END_TEST
 
+
+/* Every proper prefix of a valid report (a file cut short by a crash, a partial copy) is refused
+ * with a message, never half-loaded; the whole text loads. */
+START_TEST(truncated_reports) {
+  build_report();
+  char *text = ah_report_to_string(&rep);
+  ck_assert_ptr_nonnull(text);
+  size_t len = strlen(text);
+  char *cut = malloc(len + 1);
+  for (size_t n = 0; n < len; n++) {
+    memcpy(cut, text, n);
+    cut[n] = 0;
+    ah_report_t *r = NULL;
+    char err[512] = "";
+    ck_assert_msg(ah_report_parse(cut, &r, err, sizeof err) == -1, "prefix of %zu bytes loaded", n);
+    ck_assert_ptr_null(r);
+    ck_assert_ptr_nonnull(strstr(err, "line "));
+  }
+  ah_report_t *r = NULL;
+  char err[512];
+  ck_assert_int_eq(ah_report_parse(text, &r, err, sizeof err), 0);
+  ah_report_free(r);
+  free(cut);
+  free(text);
+}
+END_TEST
+
 /* Removes the test's temporary directory (runs in the forked test process). */
 static void remove_dir(void) {
   if (!dir[0]) return;
@@ -422,6 +449,7 @@ int main(void) {
   tcase_add_test(tc, atomic_write);
   tcase_add_test(tc, malformed_reports);
   tcase_add_test(tc, profile_load);
+  tcase_add_test(tc, truncated_reports);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
