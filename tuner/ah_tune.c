@@ -73,6 +73,8 @@ struct ah_tune {
   ah_want_t wants[AH_TUNE_MAX_WANTS];
   int nwants;
   int calls_spent, epoch_calls;
+  uint64_t horizon;        /* end of the last committed segment */
+  int lag_est;             /* largest delay seen between a call's commit horizon and its result */
   uint64_t converged_at;
   double sigma;
   int def;                 /* probe of NCCL's default (space.start) */
@@ -86,7 +88,7 @@ struct ah_tune {
   int order[AH_MAX_SUBSPACES], norder, cur;
   int rescreened[AH_MAX_SUBSPACES], resc;
   /* descent */
-  int center, dim_i, level, dir, first_step, quiet, moved, restarts;
+  int center, dim_i, level, dir, first_step, quiet, moved, restarts, jumped;
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
   int confirm_probe;
@@ -205,6 +207,10 @@ static int ah_tune_wants_met(const ah_tune_t *t) {
   return 1;
 }
 
+/* Calls kept back for the confirmation: its samples plus, twice, the lag with which results
+ * come back (each batch waits that long). */
+static int ah_tune_reserve(const ah_tune_t *t) { return 2 * AH_TUNE_CONFIRM_N + 4 + 2 * t->lag_est; }
+
 /* ---- finishing ---- */
 
 static void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
@@ -312,6 +318,7 @@ static void ah_tune_dim_done(ah_tune_t *t) {
   t->level = t->lv_start[t->searchable[t->dim_i]];
   t->dir = 0;
   t->moved = 0;
+  t->jumped = 0;
   ah_tune_plan_step(t);
 }
 
@@ -328,7 +335,7 @@ static void ah_tune_step_failed(ah_tune_t *t) {
 static void ah_tune_plan_step(ah_tune_t *t) {
   t->nwants = 0;
   t->ncand = 0;
-  if (t->epoch_calls >= t->prm.budget_calls - (2 * AH_TUNE_CONFIRM_N + 4)) {
+  if (t->epoch_calls >= t->prm.budget_calls - ah_tune_reserve(t)) {
     ah_tune_start_confirm(t); /* keep enough budget to confirm the winner */
     return;
   }
@@ -377,7 +384,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     }
   }
   if (mv < 0 && nunsure > 0 &&
-      t->epoch_calls < t->prm.budget_calls - (2 * AH_TUNE_CONFIRM_N + 8)) {
+      t->epoch_calls < t->prm.budget_calls - ah_tune_reserve(t) - 4) {
     t->nwants = 0;
     int need = 0;
     for (int i = 0; i < nunsure; i++) {
@@ -415,11 +422,36 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     /* Steps adapt to the gain: a large one coarsens the step (the optimum is far), a small one
      * refines it (the optimum is near). */
     if (mv_gain > log(1.0 + AH_TUNE_BIG_GAIN) && t->level > 0) t->level--;
-    else if (mv_gain < log(1.0 + AH_TUNE_SMALL_GAIN) && t->level < AH_TUNE_MAX_LEVEL) t->level++;
+    else if (mv_gain < log(1.0 + AH_TUNE_SMALL_GAIN) && t->level < AH_TUNE_MAX_LEVEL) {
+      t->level++;
+      t->dir = 0; /* a finer step: neither side of the new centre is known yet */
+    }
     ah_tune_plan_step(t);
     return;
   }
-  /* No move: after a continuation the way back is known worse, so in both cases refine. */
+  /* No move. A line search that stalls on a gentle slope gets one jump to the end of the axis it
+   * was heading for (few channels is often best for small messages, and a 2% step is within
+   * noise where the end is 6% better). Otherwise refine the step around the centre. */
+  if (t->dir != 0 && !t->jumped) {
+    int d = t->searchable[t->dim_i];
+    int i = t->probes[c0].pos[d], b = t->dir < 0 ? 0 : t->space.dims[d].nvalues - 1;
+    t->jumped = 1;
+    if (abs(b - i) >= 2) {
+      int pos[AH_MAX_DIMS];
+      memcpy(pos, t->probes[c0].pos, sizeof(pos));
+      pos[d] = b;
+      ah_config_t c;
+      ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
+      int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
+      if (p >= 0 && t->probes[p].n == 0) {
+        t->nwants = 0;
+        t->cand[0] = p;
+        t->ncand = 1;
+        ah_tune_want(t, p, t->prm.samples_per_probe);
+        return;
+      }
+    }
+  }
   ah_tune_step_failed(t);
 }
 
@@ -431,6 +463,7 @@ static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   t->dim_i = 0;
   t->quiet = 0;
   t->moved = 0;
+  t->jumped = 0;
   t->dir = 0;
   t->level = 0;
   t->first_step = 1;
@@ -697,6 +730,28 @@ static void ah_tune_reopen(ah_tune_t *t, uint64_t first) {
   ah_tune_start_screen(t);
 }
 
+/* The probe that gets the call while the batch's results are pending. Note that no choice is
+ * wasted: NCCL's default needs samples for the final comparison anyway, and extra samples of the
+ * batch's probes (or the centre they are compared with) settle racing comparisons early. */
+static int ah_tune_filler(const ah_tune_t *t) {
+  if (t->def >= 0 && t->probes[t->def].committed < AH_TUNE_CONFIRM_N) return t->def;
+  /* A wanted probe still short of results (pending or lost): the least committed one. This also
+   * replaces lost results, so the batch always completes. */
+  int p = -1, fewest = 1 << 30;
+  for (int i = 0; i < t->nwants; i++) {
+    const ah_probe_t *pr = &t->probes[t->wants[i].probe];
+    if (pr->n < t->wants[i].target && pr->committed < fewest) {
+      fewest = pr->committed;
+      p = t->wants[i].probe;
+    }
+  }
+  if (p >= 0) return p;
+  if (t->phase == AH_PH_DESCEND && t->center >= 0 && t->probes[t->center].committed < AH_TUNE_SEARCH_MAXN)
+    return t->center;
+  if (t->def >= 0 && t->probes[t->def].committed < AH_TUNE_CONFIRM_MAXN) return t->def;
+  return t->best >= 0 ? t->best : t->def;
+}
+
 void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p) {
   memset(seg_p, 0, sizeof(*seg_p));
   seg_p->first = first;
@@ -725,16 +780,8 @@ void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p) {
       count = t->wants[i].target - pr->committed;
     }
   }
-  if (p < 0) { /* all committed, results pending: one more sample where one is still missing */
-    int most = 0;
-    for (int i = 0; i < t->nwants; i++) {
-      int lack = t->wants[i].target - t->probes[t->wants[i].probe].n;
-      if (lack > most) {
-        most = lack;
-        p = t->wants[i].probe;
-      }
-    }
-    if (p < 0) p = t->best >= 0 ? t->best : t->def;
+  if (p < 0) { /* all committed, results pending: one more sample where it will be used */
+    p = ah_tune_filler(t);
     count = 1;
   }
   if (count > t->prm.budget_calls - t->epoch_calls) count = t->prm.budget_calls - t->epoch_calls;
@@ -743,6 +790,7 @@ void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p) {
   t->calls_spent += count;
   t->epoch_calls += count;
   ah_tune_seg_push(t, first, (uint64_t)count, p);
+  t->horizon = first + (uint64_t)count;
   seg_p->count = (uint64_t)count;
   seg_p->config = t->probes[p].cfg;
   seg_p->source = p == t->def ? AH_SOURCE_DEFAULT : AH_SOURCE_TUNED;
@@ -771,11 +819,14 @@ void ah_tune_observe(ah_tune_t *t, uint64_t index, double us) {
     if (s == t->forever_seg && t->drift_on && !t->reopened && ah_drift_add(&t->drift, us)) {
       t->reopened = 1;
       t->drift_on = 0;
-      ah_log(AH_LOG_INFO, "tuner: pinned config's time moved from %.1f us to %.1f us; re-tuning",
-             exp(t->drift.ref_log), us);
+      ah_log(AH_LOG_INFO, "tuner: pinned config's time moved from %.1f us (noise %.1f%%) to %.1f us "
+             "after %d samples (CUSUM %s); re-tuning", exp(t->drift.ref_log), 100.0 * t->drift.sigma,
+             us, t->drift.n, t->drift.hi > t->drift.h ? "up" : "down");
     }
     return;
   }
+  if (t->horizon > index + 1 && t->horizon - index - 1 > (uint64_t)t->lag_est)
+    t->lag_est = t->horizon - index - 1 > 32 ? 32 : (int)(t->horizon - index - 1);
   ah_probe_t *pr = &t->probes[sg->probe];
   if (pr->epoch != t->epoch || pr->n >= AH_TUNE_MAX_SAMPLES) return;
   pr->us[pr->n++] = us;

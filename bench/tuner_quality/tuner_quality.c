@@ -83,18 +83,19 @@ static void fmt_sim(const sim_config_t *c, char *buf, size_t len) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  int quick = 0, only_coll = -1, only_nodes = 0, only_seed = 0;
+  int quick = 0, lag = 2, only_coll = -1, only_nodes = 0, only_seed = 0;
   double only_phi = -1;
   size_t only_bytes = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+    else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
              sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &only_coll, &only_bytes, &only_nodes, &only_phi,
                     &only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
                       "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
       return 2;
     }
@@ -178,6 +179,7 @@ int main(int argc, char **argv) {
             tune_drive_opts_default(&o);
             o.seed = (uint64_t)seed * 1000003 + (uint64_t)((ti * 5 + ci) * 64 + pi * 16) + bytes;
             o.noise = cell_noise;
+            o.lag = lag < 0 ? 0 : lag;
             o.max_calls = 2000;
             tune_drive_result_t r;
             tune_drive_run(t, cell_time, &cell, &o, &r);
@@ -218,8 +220,8 @@ int main(int argc, char **argv) {
   double med_c = quantile(calls, ncells, 0.5);
   int ok = ncells > 0 && med_q >= BAR_MEDIAN_Q && p5_q >= BAR_P5_Q && med_c <= BAR_MEDIAN_CALLS &&
            maxc <= BAR_MAX_CALLS && nslower == 0;
-  printf("tuner_quality: %d cells (%d skipped) in %.1f s, per-cell CSV in %s\n", ncells, nskipped,
-         secs, csv_path);
+  printf("tuner_quality: %d cells (%d skipped) in %.1f s, results reported %d calls late, per-cell "
+         "CSV in %s\n", ncells, nskipped, secs, lag, csv_path);
   printf("tuner_quality (sim/ truth model): optimum/tuned median %.4f (bar >= %.2f) p5 %.4f (bar >= "
          "%.2f); calls to converge median %.0f (bar <= %d) max %.0f (bar <= %d); slower than "
          "default by >1%%: %d/%d keys (bar 0); geomean speedup over default %.4fx %s\n",

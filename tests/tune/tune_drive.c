@@ -41,6 +41,7 @@ typedef struct {
 void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive_opts_t *o,
                     tune_drive_result_t *r_p) {
   uint64_t rng = o->seed * 0x2545F4914F6CDD1DULL + 7;
+  uint64_t nrng = o->seed * 0x9E3779B97F4A7C15ULL + 0x1234567; /* the noise's own stream */
   int cap = 4096, nseg = 0, nfl = 0;
   ah_segment_t *segs = calloc((size_t)cap, sizeof(*segs));
   tune_inflight_t *fl = calloc((size_t)o->lag + 64, sizeof(*fl));
@@ -74,7 +75,7 @@ void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive
     while (s > segs && s->first > i) s--;
     double us = f(arg, &s->config, i);
     if (o->noise) {
-      us = o->noise(o->noise_arg, us, &rng);
+      us = o->noise(o->noise_arg, us, &nrng);
     } else {
       us *= exp(o->sigma * tune_rng_normal(&rng));
       if (tune_rng_uniform(&rng) < o->outlier_rate) us *= o->outlier_factor;
