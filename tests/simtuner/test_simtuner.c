@@ -313,6 +313,50 @@ START_TEST(v5_commid_and_constants) {
 }
 END_TEST
 
+/* Which library each version opens (nccl-internals.md §1.3). `want` is the ABI whose init the
+ * plugin logs, 0 for none. */
+static void check_load(const char *version, const char *plugin_env, const char *subdir, const char *preload,
+                       const char *net, int want) {
+  char lib[500], pre[500], netenv[100];
+  snprintf(lib, sizeof lib, "LD_LIBRARY_PATH=%s/%s", SIMTUNER_DIR, subdir ? subdir : "none");
+  snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload ? plugin_path(5) : "");
+  snprintf(netenv, sizeof netenv, "NCCL_NET_PLUGIN=%s", net ? net : "");
+  const char *env[] = {lib, pre, netenv, NULL};
+  int rc = run_job(version, plugin_env, "", env);
+  ck_assert_msg(rc == 0, "%s %s: job failed:\n%s", version, plugin_env ? plugin_env : "(unset)", out_text);
+  char abi_s[32];
+  snprintf(abi_s, sizeof abi_s, "abi=%d event=init", want);
+  int n = want ? COUNT(log_text, abi_s) : COUNT(log_text, "event=init");
+  ck_assert_msg(n == (want ? NRANKS : 0), "%s NCCL_TUNER_PLUGIN=%s dir=%s preload=%d net=%s: want abi %d\n%s",
+                version, plugin_env ? plugin_env : "(unset)", subdir ? subdir : "-", preload != NULL,
+                net ? net : "-", want, log_text);
+}
+
+START_TEST(load_rules) {
+  /* libnccl-tuner-X.so expansion: 2.21+, not 2.19/2.20 */
+  check_load("2.28", "simv5", "expand", NULL, NULL, 5);
+  check_load("2.21", "simv5", "expand", NULL, NULL, 0); /* found, but 2.21 takes only v2 */
+  check_load("2.19", "simv5", "expand", NULL, NULL, 0);
+  /* 2.27+: no expansion of a name that is already lib*.so */
+  check_load("2.24", "libnccl-tuner-simv5.so", "expand", NULL, NULL, 0); /* opens, exports only v5 */
+  check_load("2.28", "libnccl-tuner-simv5.so", "expand", NULL, NULL, 5);
+  /* NCCL_TUNER_PLUGIN unset: libnccl-tuner.so (2.21+) */
+  check_load("2.24", NULL, "default", NULL, NULL, 4);
+  check_load("2.19", NULL, "default", NULL, NULL, 0);
+  /* none disables the tuner from 2.28; before, it is just a name that does not open */
+  check_load("2.28", "none", "default", NULL, NULL, 0);
+  check_load("2.24", "none", "default", NULL, NULL, 0);
+  /* the net plugin's library: 2.21-2.25 derive its names; 2.26+ reuse the opened one (none here) */
+  check_load("2.24", NULL, "net", NULL, "simnet", 3);
+  check_load("2.21", NULL, "netdefault", NULL, NULL, 2);
+  check_load("2.28", NULL, "net", NULL, "simnet", 0);
+  /* STATIC_PLUGIN (any case-insensitive prefix): the program's own scope, incl. LD_PRELOAD, 2.22+ */
+  check_load("2.28", "STATIC_PLUGIN", NULL, "preload", NULL, 5);
+  check_load("2.28", "static", NULL, "preload", NULL, 5);
+  check_load("2.21", "STATIC_PLUGIN", NULL, "preload", NULL, 0);
+}
+END_TEST
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -329,6 +373,7 @@ int main(void) {
   tcase_add_test(tc, tuner_error_fails_the_call);
   tcase_add_test(tc, no_cell_left);
   tcase_add_test(tc, v5_commid_and_constants);
+  tcase_add_test(tc, load_rules);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
