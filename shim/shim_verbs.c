@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <link.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -184,18 +185,25 @@ static ah_path_policy_t *policy_get(void) {
   return policy;
 }
 
-int ah_shim_qp_config_tc(ncclConfig_t *cfg) {
+ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, ncclConfig_t *copy_p) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 26, 0)
   int tc = ah_path_policy_config_tc(policy_get());
-  if (!cfg || tc < 0 || cfg->magic != 0xcafebeef || cfg->version < NCCL_VERSION(2, 26, 0) ||
-      cfg->size < offsetof(ncclConfig_t, trafficClass) + sizeof cfg->trafficClass ||
-      cfg->trafficClass != NCCL_CONFIG_UNDEF_INT)
-    return 0;
-  cfg->trafficClass = tc;
-  return 1;
+  if (tc < 0) return cfg;
+  if (!cfg) {
+    ncclConfig_t dflt = NCCL_CONFIG_INITIALIZER;
+    *copy_p = dflt;
+  } else {
+    if (cfg->magic != 0xcafebeef || cfg->version < NCCL_VERSION(2, 26, 0) || cfg->size > sizeof *cfg ||
+        cfg->size < offsetof(ncclConfig_t, trafficClass) + sizeof cfg->trafficClass ||
+        cfg->trafficClass != NCCL_CONFIG_UNDEF_INT)
+      return cfg;
+    memcpy(copy_p, cfg, cfg->size);
+  }
+  copy_p->trafficClass = tc;
+  return copy_p;
 #else
-  (void)cfg;
-  return 0;
+  (void)copy_p;
+  return cfg;
 #endif
 }
 

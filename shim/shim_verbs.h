@@ -4,11 +4,13 @@
 
 #include <nccl.h>
 
-/* Sets cfg->trafficClass (NCCL 2.26+ per-communicator traffic class) from AUTOHA_QP_TC when the
- * config is new enough to carry the field and the application left it undefined. Returns 1 when it
- * changed the config, 0 otherwise. Call it on the shim's own copy of the application's config,
- * just before passing it to the real ncclCommInitRankConfig / ncclCommSplit.
- * Note that NCCL_IB_TC in the environment still wins inside NCCL (docs/qp.md). */
-int ah_shim_qp_config_tc(ncclConfig_t *cfg);
+/* The config to pass on to the real ncclCommInitRankConfig: `cfg` itself, or `copy_p` filled with
+ * a copy of it (NCCL_CONFIG_INITIALIZER when cfg is NULL) whose trafficClass (NCCL 2.26+, the
+ * per-communicator traffic class) is AUTOHA_QP_TC, when that is set, the application left the field
+ * undefined, and the application's struct is no larger than the header the shim was built with.
+ * The application's own struct is never written.
+ * Note that NCCL_IB_TC in the environment still wins inside NCCL (docs/qp.md), and that an older
+ * libnccl ignores the field (it truncates the config to its own size). */
+ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, ncclConfig_t *copy_p);
 
 #endif
