@@ -83,19 +83,20 @@ static void fmt_sim(const sim_config_t *c, char *buf, size_t len) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  int quick = 0, lag = 2, only_coll = -1, only_nodes = 0, only_seed = 0;
+  int quick = 0, lag = 2, shim_space = 0, only_coll = -1, only_nodes = 0, only_seed = 0;
   double only_phi = -1;
   size_t only_bytes = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+    else if (strcmp(argv[i], "--shim-space") == 0) shim_space = 1;
     else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
              sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &only_coll, &only_bytes, &only_nodes, &only_phi,
                     &only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
                       "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
       return 2;
     }
@@ -148,8 +149,13 @@ int main(int argc, char **argv) {
         int maxch = m.nchannels > m.nvls_channels ? m.nchannels : m.nvls_channels;
         if (maxch > AH_MAX_DIM_VALUES) maxch = AH_MAX_DIM_VALUES;
         sp.ndims = 1;
-        sp.dims[0].nvalues = maxch;
-        for (int i = 0; i < maxch; i++) sp.dims[0].values[i] = i + 1;
+        if (shim_space) { /* the shim's channel list, and NCCL's own channel count as the start */
+          static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+          for (int i = 0; i < 10 && ch[i] <= maxch; i++) sp.dims[0].values[sp.dims[0].nvalues++] = ch[i];
+        } else {
+          sp.dims[0].nvalues = maxch;
+          for (int i = 0; i < maxch; i++) sp.dims[0].values[i] = i + 1;
+        }
         if (m.topo.version >= 23000) { /* per-call chunk (tuner v6) */
           sp.ndims = 2;
           sp.dims[1].nvalues = 13;
@@ -165,7 +171,7 @@ int main(int argc, char **argv) {
           sp.start.algo = (int8_t)opt.def.algo;
           sp.start.proto = (int8_t)opt.def.proto;
           sp.start.ndims = sp.ndims;
-          sp.start.res[0] = opt.def.nchannels;
+          sp.start.res[0] = shim_space ? 0 : opt.def.nchannels;
           if (sp.ndims > 1) sp.start.res[1] = (int64_t)opt.def.chunk;
           cell_t cell = {&m, colls[ci], bytes, phis[pi], sp.ndims};
           for (int seed = 1; seed <= nseeds; seed++) {
