@@ -1,6 +1,6 @@
 /* autoha: the command line beside libautoha.so — print a tuning report as a table, list every
- * AUTOHA_* variable with its meaning, default and current value, and validate an override string
- * before a job is launched with it.
+ * AUTOHA_* variable with its meaning, default and current value, compare two runs' reports key by
+ * key, and validate an override string before a job is launched with it.
  *
  * Everything it knows comes from tuner/ (the env table, the override parser, the report reader),
  * so what it prints is what the shim will do; it never calls NCCL, CUDA or the network. */
@@ -18,6 +18,7 @@ extern char **environ;
 static void usage(FILE *f) {
   fprintf(f,
           "usage: autoha report FILE...          print tuning reports as tables\n"
+          "       autoha compare BASE NEW        per key, the time of BASE's config against NEW's\n"
           "       autoha env [-f|--docs]         every AUTOHA_* variable: value, default, meaning\n"
           "       autoha env --markdown          the variable reference of docs/environment.md\n"
           "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n");
@@ -173,6 +174,97 @@ static int cmd_report(int argc, char **argv) {
   return rc;
 }
 
+
+/* ---- autoha compare -------------------------------------------------------------------------- */
+
+/* Keys are matched across runs by communicator shape and key, as profiles are: ids change per run.
+ * Returns the matching key of `r`, the one with the most calls when several communicators of the
+ * shape have it, or NULL. */
+static const ah_report_key_t *find_key(const ah_report_t *r, int nranks, int nnodes, int coll,
+                                       int bin) {
+  const ah_report_key_t *best = NULL;
+  for (int c = 0; c < r->ncomms; c++) {
+    const ah_report_comm_t *cm = &r->comms[c];
+    if (cm->nranks != nranks || cm->nnodes != nnodes) continue;
+    for (int k = 0; k < cm->nkeys; k++)
+      if (cm->keys[k].coll == coll && cm->keys[k].bin == bin &&
+          (!best || cm->keys[k].calls > best->calls))
+        best = &cm->keys[k];
+  }
+  return best;
+}
+
+static int cmd_compare(int argc, char **argv) {
+  if (argc != 2) {
+    usage(stderr);
+    return 2;
+  }
+  ah_report_t *r[2] = {NULL, NULL};
+  for (int i = 0; i < 2; i++) {
+    char err[512];
+    if (ah_report_read(argv[i], &r[i], err, sizeof err) != 0) {
+      fprintf(stderr, "autoha: %s: %s\n", argv[i], err);
+      ah_report_free(r[0]);
+      return 1;
+    }
+  }
+  if (r[0]->nccl_version != r[1]->nccl_version || strcmp(r[0]->topo, r[1]->topo) != 0)
+    printf("note: the runs differ in NCCL version or topology; times may not be comparable\n");
+  printf("base %s (mode %s), new %s (mode %s); keys matched by communicator shape, collective and "
+         "size bin\n", argv[0], r[0]->mode, argv[1], r[1]->mode);
+  table_t t = {.ncols = 10,
+               .head = {"ranks", "coll", "bytes/rank", "calls", "base config", "base us", "new config",
+                        "new us", "speedup", "new source"},
+               .right = {1, 0, 0, 1, 0, 1, 0, 1, 1, 0}};
+  double base_total = 0, new_total = 0;
+  int matched = 0, unmatched = 0;
+  /* Walk the new run's keys, one row per (shape, key), the busiest communicator's. */
+  for (int c = 0; c < r[1]->ncomms; c++) {
+    const ah_report_comm_t *cm = &r[1]->comms[c];
+    for (int k = 0; k < cm->nkeys; k++) {
+      const ah_report_key_t *nk = &cm->keys[k];
+      if (find_key(r[1], cm->nranks, cm->nnodes, nk->coll, nk->bin) != nk) continue;
+      const ah_report_key_t *bk = find_key(r[0], cm->nranks, cm->nnodes, nk->coll, nk->bin);
+      char ranks[24], range[48], lo[24], hi[24], calls[24], bcfg[64] = "-", bus[24] = "-", ncfg[64],
+          nus[24], sp[24] = "-";
+      snprintf(ranks, sizeof ranks, "%dx%d", cm->nnodes, cm->nranks / (cm->nnodes ? cm->nnodes : 1));
+      uint64_t bh = nk->bin >= 63 ? UINT64_MAX : (uint64_t)ah_size_bin_floor(nk->bin + 1);
+      snprintf(range, sizeof range, "%s-%s", ah_size_format(ah_size_bin_floor(nk->bin), lo, sizeof lo),
+               bh == UINT64_MAX ? "" : ah_size_format(bh, hi, sizeof hi));
+      snprintf(calls, sizeof calls, "%llu", (unsigned long long)nk->calls);
+      ah_config_format(&nk->applied.cfg, ncfg, sizeof ncfg);
+      double nu = mean_us(&nk->applied);
+      fmt_us(nu, nus, sizeof nus);
+      if (bk) {
+        double bu = mean_us(&bk->applied);
+        ah_config_format(&bk->applied.cfg, bcfg, sizeof bcfg);
+        fmt_us(bu, bus, sizeof bus);
+        if (isfinite(bu) && isfinite(nu) && nu > 0) {
+          snprintf(sp, sizeof sp, "%.2fx", bu / nu);
+          base_total += bu * (double)nk->calls;
+          new_total += nu * (double)nk->calls;
+          matched++;
+        }
+      } else {
+        unmatched++;
+      }
+      const char *row[] = {ranks, ah_coll_name(nk->coll), range, calls, bcfg, bus, ncfg, nus, sp,
+                           ah_report_source_name(nk->source)};
+      table_row(&t, row);
+    }
+  }
+  table_print(stdout, &t);
+  if (matched && new_total > 0)
+    printf("%d keys timed in both runs: %.1f ms in base, %.1f ms in new at the new run's call counts "
+           "(%.2fx)\n", matched, base_total / 1000.0, new_total / 1000.0, base_total / new_total);
+  else
+    printf("no key was timed in both runs\n");
+  if (unmatched) printf("%d keys of the new run are absent from the base run\n", unmatched);
+  ah_report_free(r[0]);
+  ah_report_free(r[1]);
+  return 0;
+}
+
 /* ---- autoha env, autoha check-override --------------------------------------------------------- */
 
 static int cmd_env(int argc, char **argv) {
@@ -226,6 +318,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (strcmp(argv[1], "report") == 0) return cmd_report(argc - 2, argv + 2);
+  if (strcmp(argv[1], "compare") == 0) return cmd_compare(argc - 2, argv + 2);
   if (strcmp(argv[1], "env") == 0) return cmd_env(argc - 2, argv + 2);
   if (strcmp(argv[1], "check-override") == 0) return cmd_check_override(argc - 2, argv + 2);
   fprintf(stderr, "autoha: unknown command '%s'\n", argv[1]);

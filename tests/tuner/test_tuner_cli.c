@@ -1,6 +1,7 @@
 /* Tests of the `autoha` command as users run it: `autoha report` prints an aligned table per
  * communicator from a report written by tuner/, `autoha check-override` accepts a good string and
- * rejects a bad one naming the token and position, `autoha env` shows values set in the
+ * rejects a bad one naming the token and position, `autoha compare` matches keys of two runs,
+ * `autoha env` shows values set in the
  * environment, and bad input gives a clear error and a non-zero exit. */
 #include <check.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@ static ah_config_t cfg(int algo, int proto, int nch) {
   return c;
 }
 
-static void write_report(const char *path) {
+static void write_report_scaled(const char *path, double scale, uint64_t id) {
   static ah_report_key_t keys[2];
   static ah_report_comm_t comm;
   ah_report_t r;
@@ -51,7 +52,7 @@ static void write_report(const char *path) {
   snprintf(r.mode, sizeof r.mode, "fixed");
   r.ncomms = 1;
   r.comms = &comm;
-  comm.id = 0xabc;
+  comm.id = id;
   comm.nranks = 8;
   comm.nnodes = 1;
   comm.nkeys = 2;
@@ -66,7 +67,7 @@ static void write_report(const char *path) {
   keys[0].dflt.bytes_total = 100 * 16777216.0;
   keys[0].applied.cfg = cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16);
   keys[0].applied.calls = keys[0].applied.timed = 300;
-  keys[0].applied.us_total = 300 * 1000.0;
+  keys[0].applied.us_total = 300 * 1000.0 * scale;
   keys[0].applied.bytes_total = 300 * 16777216.0;
   keys[1].coll = AH_FUNC_BROADCAST;
   keys[1].bin = 3;
@@ -77,6 +78,8 @@ static void write_report(const char *path) {
   char err[256];
   ck_assert_msg(ah_report_write(&r, path, err, sizeof err) == 0, "%s", err);
 }
+
+static void write_report(const char *path) { write_report_scaled(path, 1.0, 0xabc); }
 
 /* The line of `text` that contains `needle`, copied (static buffer). */
 static const char *line_with(const char *text, const char *needle) {
@@ -189,6 +192,33 @@ START_TEST(env_listing) {
 }
 END_TEST
 
+
+START_TEST(compare_runs) {
+  char base[512], fresh[512], cmd[1200];
+  const char *out;
+  snprintf(base, sizeof base, "%s/base.json", dir);
+  snprintf(fresh, sizeof fresh, "%s/new.json", dir);
+  write_report_scaled(base, 2.0, 0x111);  /* AllReduce at 2000 us */
+  write_report_scaled(fresh, 0.5, 0x222); /* at 500 us; another communicator id, same shape */
+  snprintf(cmd, sizeof cmd, "'%s' compare '%s' '%s'", AUTOHA_CLI, base, fresh);
+  ck_assert_int_eq(run(cmd, &out), 0);
+  char head[1024], row[1024];
+  snprintf(head, sizeof head, "%s", line_with(out, "base config"));
+  snprintf(row, sizeof row, "%s", line_with(out, "allreduce"));
+  ck_assert_int_eq(col(head, "base us") + 7, col(row, "2000.0") + 6);
+  ck_assert_int_eq(col(head, "new us") + 6, col(row, "500.0") + 5);
+  ck_assert_ptr_nonnull(strstr(row, " 4.00x "));
+  ck_assert_ptr_nonnull(strstr(row, "1x8"));
+  /* The broadcast key was never timed: not counted in the total. */
+  ck_assert_ptr_nonnull(strstr(out, "1 keys timed in both runs: 800.0 ms in base, 200.0 ms in new"));
+  snprintf(cmd, sizeof cmd, "'%s' compare '%s'", AUTOHA_CLI, base);
+  ck_assert_int_eq(run(cmd, &out), 2);
+  snprintf(cmd, sizeof cmd, "'%s' compare '%s' '%s/none.json'", AUTOHA_CLI, base, dir);
+  ck_assert_int_eq(run(cmd, &out), 1);
+  ck_assert_ptr_nonnull(strstr(out, "none.json: cannot open"));
+}
+END_TEST
+
 static void make_dir(void) {
   snprintf(dir, sizeof dir, "/tmp/ah-cli-test-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -209,6 +239,7 @@ int main(void) {
   tcase_add_test(tc, report_errors);
   tcase_add_test(tc, check_override);
   tcase_add_test(tc, env_listing);
+  tcase_add_test(tc, compare_runs);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
