@@ -420,6 +420,12 @@ static int resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t 
 
 /* ---- the path ------------------------------------------------------------------------------------ */
 
+/* Which calls are timed: every call of a segment that is not forever (a probe the search needs
+ * measured), and of a key whose configuration is settled (pinned, converged or observed) its first
+ * 16 calls and then one in 64 — enough for the report and for drift checks, while the calls in
+ * between cost no CUDA call at all. */
+#define TIME_SAMPLE(index) ((index) < 16 || ((index)&63) == 0)
+
 static _Thread_local struct {
   ah_comm_t *c;
   int coll;
@@ -478,7 +484,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       last_decision.coll = coll;
       last_decision.nbytes = call->nbytes;
       last_decision.chunk = d->chunk;
-      ah_timing_note(ck, index, d->source, ck->gen, bpr);
+      if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, ck->gen, bpr);
       return;
     }
   }
@@ -486,7 +492,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   if (have) ck->source = seg.source; /* a pinned or tuned "keep NCCL's choice" */
   else ck->source = AH_SOURCE_DEFAULT;
   d->source = ck->source;
-  ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bpr);
+  if ((have && seg.count != AH_SCHED_FOREVER) || TIME_SAMPLE(index)) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bpr);
 }
 
 size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
