@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,7 +136,10 @@ int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t er
     if (err && errlen) snprintf(err, errlen, "cannot format the report for %s (out of memory)", path);
     return -1;
   }
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
+  /* Unique per call, so two threads writing the same report never share a temporary file. */
+  static _Atomic unsigned write_seq;
+  unsigned seq = write_seq++;
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(), seq) >= (int)sizeof tmp) {
     if (err && errlen) snprintf(err, errlen, "report path too long: %s", path);
     goto fail_text;
   }

@@ -109,8 +109,9 @@ int ah_report_source_parse(const char *s);
 /* The report as JSON text (malloc'ed, the caller frees), or NULL on allocation failure. */
 char *ah_report_to_string(const ah_report_t *r);
 
-/* Writes the report to `path` atomically: "<path>.tmp.<pid>" then rename. Returns 0, or -1 with
- * err naming the failing call and the path (not logged: the caller logs once). */
+/* Writes the report to `path` atomically: "<path>.tmp.<pid>.<n>" (n unique per call) then rename,
+ * so a reader sees the old or the new file, never half of one. Returns 0, or -1 with err naming the
+ * failing call and the path (not logged: the caller logs once); the temporary file is removed. */
 int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t errlen);
 
 /* Parses JSON text (or a file) into a new report. Returns 0 and sets *r_p, or -1 with err naming

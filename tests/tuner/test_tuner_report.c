@@ -3,7 +3,10 @@
  * malformed reports rejected with the place named, and profiles refused for another NCCL version
  * or topology, with per-key configs chosen as documented. */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,17 +217,27 @@ START_TEST(round_trip) {
 }
 END_TEST
 
+/* Files named *.tmp.* left in the test directory. */
+static int leftovers(void) {
+  int n = 0;
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (strstr(e->d_name, ".tmp.")) n++;
+  closedir(d);
+  return n;
+}
+
 START_TEST(atomic_write) {
   build_report();
   make_dir();
-  char path[512], err[512], tmp[600];
+  char path[512], err[512];
   snprintf(path, sizeof path, "%s/r.json", dir);
   FILE *f = fopen(path, "w");
   fputs("old contents", f);
   fclose(f);
   ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), 0);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  ck_assert_int_ne(access(tmp, F_OK), 0); /* no temporary left behind */
+  ck_assert_int_eq(leftovers(), 0); /* no temporary left behind */
   ah_report_t *r = NULL;
   ck_assert_int_eq(ah_report_read(path, &r, err, sizeof err), 0);
   ah_report_free(r);
@@ -242,8 +255,54 @@ START_TEST(atomic_write) {
   ck_assert_int_eq(mkdir(inner, 0755), 0);
   ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), -1);
   ck_assert_ptr_nonnull(strstr(err, "rename("));
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  ck_assert_int_ne(access(tmp, F_OK), 0);
+  ck_assert_int_eq(leftovers(), 0);
+}
+END_TEST
+
+
+/* Two writers rewriting one report while a reader keeps reading it: every read sees a whole
+ * report (the rename is atomic and the writers never share a temporary file). */
+static char shared_path[512];
+static _Atomic int writers_done;
+
+static void *writer(void *arg) {
+  char err[256];
+  void *rc = arg;
+  for (int i = 0; i < 100 && !rc; i++)
+    if (ah_report_write(&rep, shared_path, err, sizeof err) != 0) rc = (void *)1;
+  writers_done++;
+  return rc;
+}
+
+START_TEST(concurrent_writers_and_reader) {
+  build_report();
+  make_dir();
+  snprintf(shared_path, sizeof shared_path, "%s/r.json", dir);
+  char err[512];
+  ck_assert_int_eq(ah_report_write(&rep, shared_path, err, sizeof err), 0);
+  writers_done = 0;
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, writer, NULL), 0);
+  int reads = 0;
+  int bad_reads = 0;
+  while (writers_done < 2) {
+    ah_report_t *r = NULL;
+    if (ah_report_read(shared_path, &r, err, sizeof err) != 0) {
+      bad_reads++;
+      continue;
+    }
+    ck_assert_int_eq(r->comms[0].nkeys, 3);
+    ah_report_free(r);
+    reads++;
+  }
+  for (int i = 0; i < 2; i++) {
+    void *rc;
+    pthread_join(t[i], &rc);
+    ck_assert_msg(rc == NULL, "a writer failed");
+  }
+  ck_assert_msg(bad_reads == 0, "%d reads saw an incomplete report (last: %s)", bad_reads, err);
+  ck_assert_int_gt(reads, 0);
+  ck_assert_int_eq(leftovers(), 0);
 }
 END_TEST
 
@@ -447,6 +506,7 @@ int main(void) {
   tcase_add_test(tc, paths_and_names);
   tcase_add_test(tc, round_trip);
   tcase_add_test(tc, atomic_write);
+  tcase_add_test(tc, concurrent_writers_and_reader);
   tcase_add_test(tc, malformed_reports);
   tcase_add_test(tc, profile_load);
   tcase_add_test(tc, truncated_reports);
