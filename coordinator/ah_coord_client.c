@@ -369,7 +369,7 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
   int backoff = 20;
   char err[300] = "no attempt made";
-  while (!atomic_load(&c->stop)) {
+  while (!atomic_load(&c->stop) && !ah_coord_exiting()) {
     int fd;
     uint64_t last_pub;
     if (client_handshake(c, &fd, &last_pub, err, sizeof err) == 0) {
@@ -390,7 +390,7 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
     client_sleep_ms(backoff);
     if (backoff < 500) backoff *= 2;
   }
-  if (atomic_load(&c->stop)) return -1;
+  if (atomic_load(&c->stop) || ah_coord_exiting()) return -1;
   atomic_store(&c->alive, 0);
   ah_log(AH_LOG_ERROR, "coordinator: hub %s unreachable for %d ms (last error: %s); giving up — "
          "ranks waiting for a decision will fail over", c->addr, c->o.reconnect_ms, err);
@@ -451,6 +451,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
                                  const ah_coord_client_opts_t *opts, ah_coord_deliver_fn deliver,
                                  void *arg) {
   char err[300];
+  ah_coord_crypto_init();
   ah_coord_t *c = calloc(1, sizeof *c);
   if (!c) {
     ah_log(AH_LOG_ERROR, "coordinator: out of memory");

@@ -374,6 +374,10 @@ oom:
 static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   uint8_t want[32], reply[40];
   uint64_t id = ah_coord_get_u64(p + 32);
+  if (ah_coord_exiting()) { /* libcrypto may be torn down: answer nothing */
+    conn_close_later(h, c);
+    return;
+  }
   if (ah_coord_mac(h->secret, "autoha-client", c->nonce, p, id, want) != 0 ||
       !ah_coord_mac_equal(want, p + 40)) {
     hub_refuse(h, RATE_AUTH, "refused %s: authentication failed (wrong job secret)", c->peer);
@@ -382,6 +386,10 @@ static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   }
   hub_client_t *cl = hub_client_get(h, id);
   if (!cl || ah_coord_mac(h->secret, "autoha-hub", p, c->nonce, cl->last_pub, reply) != 0) {
+    if (ah_coord_exiting()) {
+      conn_close_later(h, c);
+      return;
+    }
     ah_log(AH_LOG_ERROR, "coordinator hub %s: cannot answer %s (out of memory or libcrypto "
            "failure)", h->addr, c->peer);
     conn_close_later(h, c);
@@ -493,6 +501,10 @@ static void hub_accept(ah_coord_hub_t *h) {
       }
       hub_refuse(h, RATE_ACCEPT, "%s", err);
       return;
+    }
+    if (ah_coord_exiting()) { /* exit() may be tearing libcrypto down: no new handshakes */
+      close(fd);
+      continue;
     }
     if (h->nall == h->capall) {
       int cap = h->capall ? 2 * h->capall : 64;
@@ -612,6 +624,7 @@ ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
   } else {
     ah_coord_net_host_addr(&ss, &sl);
   }
+  ah_coord_crypto_init();
   ah_coord_hub_t *h = calloc(1, sizeof *h);
   if (!h) {
     ah_log(AH_LOG_ERROR, "coordinator hub: out of memory");

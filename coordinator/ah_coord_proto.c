@@ -6,7 +6,10 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ah_coord_internal.h"
@@ -151,6 +154,26 @@ int ah_coord_keyseg_unpack(const uint8_t *in, ah_key_t *k_p, ah_segment_t *s_p, 
 /* Note that the label differs per direction ("autoha-client"/"autoha-hub") and both nonces enter
  * each proof, so neither a reflected nor a replayed proof verifies. Returns 0, or -1 when libcrypto
  * failed (callers then refuse the handshake: a zero MAC must never verify). */
+/* Set by an atexit handler registered after libcrypto's own: from then on the coordinator's threads
+ * make no libcrypto call (they may still be running while exit() tears libcrypto down). */
+static atomic_int crypto_exiting;
+
+static void crypto_atexit(void) { atomic_store(&crypto_exiting, 1); }
+
+static void crypto_init_once(void) {
+  /* Ask libcrypto not to free its state at exit (ignored when the application initialised it
+   * first); our handler, registered after its init, runs before its cleanup either way. */
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+  atexit(crypto_atexit);
+}
+
+void ah_coord_crypto_init(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, crypto_init_once);
+}
+
+int ah_coord_exiting(void) { return atomic_load(&crypto_exiting); }
+
 int ah_coord_mac(const uint8_t secret[16], const char *label, const uint8_t a[32],
                  const uint8_t b[32], uint64_t v, uint8_t out[32]) {
   uint8_t msg[32 + 32 + 32 + 8];
@@ -162,7 +185,7 @@ int ah_coord_mac(const uint8_t secret[16], const char *label, const uint8_t a[32
   memcpy(msg + 64, b, 32);
   ah_coord_put_u64(msg + 96, v);
   unsigned int outlen = 32;
-  if (!HMAC(EVP_sha256(), secret, 16, msg, sizeof msg, out, &outlen) || outlen != 32) {
+  if (ah_coord_exiting() || !HMAC(EVP_sha256(), secret, 16, msg, sizeof msg, out, &outlen) || outlen != 32) {
     memset(out, 0, 32);
     return -1;
   }
@@ -173,4 +196,7 @@ int ah_coord_mac_equal(const uint8_t a[32], const uint8_t b[32]) {
   return CRYPTO_memcmp(a, b, 32) == 0;
 }
 
-int ah_coord_random(void *buf, size_t n) { return RAND_bytes(buf, (int)n) == 1 ? 0 : -1; }
+int ah_coord_random(void *buf, size_t n) {
+  if (ah_coord_exiting()) return -1;
+  return RAND_bytes(buf, (int)n) == 1 ? 0 : -1;
+}
