@@ -11,10 +11,9 @@
 
 #include "ncclsim.h"
 
-static int fail(int rank, int call, ncclResult_t r, ncclComm_t comm) {
+static void report(int rank, int call, ncclResult_t r, ncclComm_t comm) {
   printf("rank %d call %d failed: %d %s\n", rank, call, (int)r, ncclGetLastError(comm));
   fflush(stdout);
-  return 3;
 }
 
 int main(void) {
@@ -45,28 +44,47 @@ int main(void) {
   if (!host || !a || !b || !c) return 1;
   for (size_t i = 0; i < big; i++) host[i] = (float)(rank + 1);
   cudaMemcpy(a, host, big * sizeof *a, cudaMemcpyHostToDevice);
-  if ((res = ncclAllReduce(a, b, big, ncclFloat, ncclSum, comm, s)) != ncclSuccess) return fail(rank, 0, res, comm);
+  int rc = 0;
+  if ((res = ncclAllReduce(a, b, big, ncclFloat, ncclSum, comm, s)) != ncclSuccess) {
+    report(rank, 0, res, comm);
+    rc = 3;
+    goto done;
+  }
   cudaStreamSynchronize(s);
   cudaMemcpy(host, b, big * sizeof *b, cudaMemcpyDeviceToHost);
   float want = (float)world * (world + 1) / 2;
   if (host[0] != want || host[big - 1] != want) {
     printf("rank %d call 0 wrong result %g (want %g)\n", rank, host[0], want);
-    return 4;
+    rc = 4;
+    goto done;
   }
-  if ((res = ncclAllGather(a, c, ag, ncclFloat, comm, s)) != ncclSuccess) return fail(rank, 1, res, comm);
-  if ((res = ncclAllReduce(a, b, small, ncclFloat, ncclSum, comm, s)) != ncclSuccess) return fail(rank, 2, res, comm);
+  if ((res = ncclAllGather(a, c, ag, ncclFloat, comm, s)) != ncclSuccess) {
+    report(rank, 1, res, comm);
+    rc = 3;
+    goto done;
+  }
+  if ((res = ncclAllReduce(a, b, small, ncclFloat, ncclSum, comm, s)) != ncclSuccess) {
+    report(rank, 2, res, comm);
+    rc = 3;
+    goto done;
+  }
   ncclGroupStart();
   ncclResult_t r1 = ncclAllReduce(a, b, big, ncclFloat, ncclSum, comm, s);
   ncclResult_t r2 = ncclAllReduce(b, c, big, ncclFloat, ncclSum, comm, s);
   res = ncclGroupEnd();
-  if (r1 != ncclSuccess || r2 != ncclSuccess || res != ncclSuccess)
-    return fail(rank, 3, res != ncclSuccess ? res : r1 != ncclSuccess ? r1 : r2, comm);
+  if (r1 != ncclSuccess || r2 != ncclSuccess || res != ncclSuccess) {
+    report(rank, 3, res != ncclSuccess ? res : r1 != ncclSuccess ? r1 : r2, comm);
+    rc = 3;
+    goto done;
+  }
   cudaStreamSynchronize(s);
   printf("rank %d ok vt=%.3f\n", rank, ncclsimStreamTime(s));
+done:
   ncclCommDestroy(comm);
+  cudaStreamDestroy(s);
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
   free(host);
-  return 0;
+  return rc;
 }

@@ -143,7 +143,7 @@ static void check_matrix_cell(const char *version, int abi) {
   int rc = run_job(version, plugin_path(abi), "ring_simple,nch=40", NULL);
   ck_assert_msg(rc == 0, "%s v%d: job failed (%d):\n%s", version, abi, rc, out_text);
   ck_assert_int_eq(COUNT(out_text, " ok "), NRANKS);
-  char abi_s[16];
+  char abi_s[32];
   snprintf(abi_s, sizeof abi_s, "abi=%d ", abi);
   if (!accepted(code, abi)) {
     ck_assert_msg(COUNT(log_text, "event=") == 0, "%s must not load a v%d-only plugin:\n%s", version, abi, log_text);
