@@ -13,7 +13,8 @@
  * points are assembly trampolines that ask a C function where to go and then *jump* there, so the
  * real dlsym sees the caller's return address (RTLD_NEXT and the caller's scope stay the caller's).
  * The real dlsym/dlvsym are found without calling dlsym at all (which would recurse into the
- * shim): by reading the dynamic symbol table of the next loaded object that defines them. */
+ * shim): by reading the dynamic symbol table of the next loaded object that defines them, walking
+ * the loader's object list (_r_debug), which needs no lock and no intercepted call. */
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -43,18 +44,18 @@ typedef int (*udp_sport_fn)(struct ibv_qp *, uint16_t);
 
 /* ---- the real dlsym/dlvsym, found by reading ELF tables --------------------------------------- */
 
-typedef struct {
-  const char *name;
-  uintptr_t self_addr; /* an address inside the shim: objects up to and including it are skipped */
-  int seen_self;
-  void *found;
-} elf_find_t;
+/* Code that can run inside the first dlsym of the process — which may come from a sanitizer
+ * runtime setting up its interceptors, before it can serve instrumented code or intercepted calls
+ * such as strcmp and dl_iterate_phdr — is built without sanitizers and calls nothing but itself. */
+#define AH_EARLY __attribute__((no_sanitize("address", "undefined")))
+
+AH_EARLY static int early_streq(const char *a, const char *b) {
+  while (*a && *a == *b) a++, b++;
+  return *a == *b;
+}
 
 /* Looks `name` up in one object's dynamic symbol table (DT_GNU_HASH or DT_HASH). */
-static void *elf_lookup(struct dl_phdr_info *info, const char *name) {
-  const ElfW(Dyn) *dyn = NULL;
-  for (int i = 0; i < info->dlpi_phnum; i++)
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+AH_EARLY static void *elf_lookup(uintptr_t base, const ElfW(Dyn) *dyn, const char *name) {
   if (!dyn) return NULL;
   const ElfW(Sym) *symtab = NULL;
   const char *strtab = NULL;
@@ -62,7 +63,7 @@ static void *elf_lookup(struct dl_phdr_info *info, const char *name) {
   for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
     /* glibc relocates these entries to absolute addresses in the objects it loads (not the vDSO) */
     uintptr_t p = (uintptr_t)d->d_un.d_ptr;
-    if (p < info->dlpi_addr) p += info->dlpi_addr;
+    if (p < base) p += base;
     if (d->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)p;
     else if (d->d_tag == DT_STRTAB) strtab = (const char *)p;
     else if (d->d_tag == DT_GNU_HASH) gnu = (const uint32_t *)p;
@@ -80,8 +81,8 @@ static void *elf_lookup(struct dl_phdr_info *info, const char *name) {
       uint32_t ch = chain[i - symoffset];
       const ElfW(Sym) *sym = &symtab[i];
       if ((ch | 1u) == (h | 1u) && sym->st_shndx != SHN_UNDEF && sym->st_value &&
-          strcmp(strtab + sym->st_name, name) == 0)
-        return (void *)(info->dlpi_addr + sym->st_value);
+          early_streq(strtab + sym->st_name, name))
+        return (void *)(base + sym->st_value);
       if (ch & 1u) break;
     }
     return NULL;
@@ -90,33 +91,29 @@ static void *elf_lookup(struct dl_phdr_info *info, const char *name) {
     uint32_t nchain = sysv[1];
     for (uint32_t i = 0; i < nchain; i++) {
       const ElfW(Sym) *sym = &symtab[i];
-      if (sym->st_shndx != SHN_UNDEF && sym->st_value && strcmp(strtab + sym->st_name, name) == 0)
-        return (void *)(info->dlpi_addr + sym->st_value);
+      if (sym->st_shndx != SHN_UNDEF && sym->st_value && early_streq(strtab + sym->st_name, name))
+        return (void *)(base + sym->st_value);
     }
   }
   return NULL;
 }
 
-static int elf_find_cb(struct dl_phdr_info *info, size_t size, void *data) {
-  elf_find_t *f = data;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-    if (ph->p_type == PT_LOAD && f->self_addr >= lo && f->self_addr < lo + ph->p_memsz) {
-      f->seen_self = 1;
-      return 0;
+/* The first definition of `name` in an object loaded after the one holding this code (what
+ * RTLD_NEXT would give), walking the loader's list of objects in load order. The shim recognises
+ * itself by its own dynamic section, _DYNAMIC. */
+AH_EARLY static void *elf_find_next(const char *name) {
+  extern ElfW(Dyn) _DYNAMIC[] __attribute__((visibility("hidden")));
+  int seen_self = 0;
+  for (struct link_map *m = _r_debug.r_map; m; m = m->l_next) {
+    if (m->l_ld == _DYNAMIC) {
+      seen_self = 1;
+      continue;
     }
+    if (!seen_self) continue;
+    void *f = elf_lookup(m->l_addr, m->l_ld, name);
+    if (f) return f;
   }
-  if (!f->seen_self) return 0;
-  f->found = elf_lookup(info, f->name);
-  return f->found != NULL;
-}
-
-/* The first definition of `name` in an object loaded after the shim (what RTLD_NEXT would give). */
-static void *elf_find_next(const char *name) {
-  elf_find_t f = {.name = name, .self_addr = (uintptr_t)elf_find_next};
-  dl_iterate_phdr(elf_find_cb, &f);
-  return f.found;
+  return NULL;
 }
 
 static _Atomic(dlsym_fn) real_dlsym_p;
@@ -124,13 +121,16 @@ static _Atomic(dlvsym_fn) real_dlvsym_p;
 
 static void *missing_dlsym(void *h, const char *name) { return NULL; }
 static void *missing_dlvsym(void *h, const char *name, const char *ver) { return NULL; }
+static void missing_dl_log(void) {
+  ah_log(AH_LOG_ERROR, "cannot find the C library's dlsym/dlvsym; dynamic symbol lookups will fail");
+}
 
-static void real_dl_init(void) {
+AH_EARLY static void real_dl_init(void) {
   if (atomic_load(&real_dlvsym_p)) return;
   dlsym_fn s = (dlsym_fn)elf_find_next("dlsym");
   dlvsym_fn v = (dlvsym_fn)elf_find_next("dlvsym");
   if (!s || !v) {
-    ah_log(AH_LOG_ERROR, "cannot find the C library's dlsym/dlvsym; dynamic symbol lookups will fail");
+    missing_dl_log();
     s = s ? s : missing_dlsym;
     v = v ? v : missing_dlvsym;
   }
@@ -418,13 +418,19 @@ void *ah_shim_dlvsym_hooked(void *handle, const char *name, const char *version)
 /* Called by the trampolines with the looked-up name: returns the function to jump to, with the
  * caller's arguments and return address untouched. */
 void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym);
-__attribute__((used)) void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym) {
+AH_EARLY static int hooked_name(const char *name, const char *version, int is_vsym) {
+  return name && (early_streq(name, "ibv_modify_qp") || early_streq(name, "ibv_create_qp")) &&
+         (!is_vsym || (version && early_streq(version, "IBVERBS_1.1")));
+}
+
+__attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym) {
   real_dl_init();
-  int saved = errno;
-  int hooked = name && (strcmp(name, "ibv_modify_qp") == 0 || strcmp(name, "ibv_create_qp") == 0) &&
-               (!is_vsym || (version && strcmp(version, "IBVERBS_1.1") == 0)) &&
-               ah_path_policy_active(policy_get());
-  errno = saved;
+  int hooked = 0;
+  if (hooked_name(name, version, is_vsym)) { /* never during a runtime's early start */
+    int saved = errno;
+    hooked = ah_path_policy_active(policy_get());
+    errno = saved;
+  }
   if (is_vsym) return hooked ? (void *)ah_shim_dlvsym_hooked : (void *)atomic_load(&real_dlvsym_p);
   return hooked ? (void *)ah_shim_dlsym_hooked : (void *)atomic_load(&real_dlsym_p);
 }
