@@ -24,7 +24,7 @@
 #define AH_TUNE_MAX_SAMPLES 32
 #define AH_TUNE_MAX_WANTS (AH_MAX_SUBSPACES + 2)
 #define AH_TUNE_MAX_LEVEL 1       /* step ratios 2^(1/2^level): x2, then x1.41 */
-#define AH_TUNE_SEARCH_MAXN 6     /* racing: samples a search probe may grow to */
+#define AH_TUNE_SEARCH_MAXN 4     /* racing: samples a search probe may grow to */
 #define AH_TUNE_MOVE_N 4          /* samples of both sides behind a move that gains < BIG_GAIN */
 #define AH_TUNE_CONFIRM_N 6       /* fresh samples of the winner before it may replace the default */
 #define AH_TUNE_CONFIRM_MAXN 12

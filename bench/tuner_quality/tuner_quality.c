@@ -83,20 +83,21 @@ static void fmt_sim(const sim_config_t *c, char *buf, size_t len) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  int quick = 0, lag = 2, shim_space = 0, only_coll = -1, only_nodes = 0, only_seed = 0;
+  int quick = 0, lag = 2, shim_space = 0, version = 0, only_coll = -1, only_nodes = 0, only_seed = 0;
   double only_phi = -1;
   size_t only_bytes = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
     else if (strcmp(argv[i], "--shim-space") == 0) shim_space = 1;
+    else if (strcmp(argv[i], "--version") == 0 && i + 1 < argc) version = atoi(argv[++i]);
     else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
              sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &only_coll, &only_bytes, &only_nodes, &only_phi,
                     &only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space] [--version CODE] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
                       "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
       return 2;
     }
@@ -127,6 +128,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "tuner_quality: %s\n", err);
       return 2;
     }
+    if (version > 0) topo.version = version; /* e.g. 23007: NCCL 2.30, per-call chunk (tuner v6) */
     static sim_model_t m;
     sim_model_init(&m, &topo, 0, 0);
     for (int ci = 0; ci < 5; ci++) {
