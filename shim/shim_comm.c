@@ -38,12 +38,12 @@ uint64_t ah_comm_id_for_split(uint64_t parent, int split_index, int color) {
 /* Pending identities of the calling thread: pushed by the constructor wrappers in call order,
  * popped by the tuner's init when NCCL runs it on this thread. A small fixed ring: a thread
  * creates at most a few communicators per group. */
-#define PENDING_MAX 64
+#define PENDING_MAX 16
 static _Thread_local struct {
   uint64_t id;
   int rank;
 } pending[PENDING_MAX];
-static _Thread_local int pending_head, pending_count;
+static AH_TLS_HOT int pending_head, pending_count;
 static _Thread_local ah_comm_t *last_created;
 
 void ah_comm_pending_push(uint64_t id, int rank) {

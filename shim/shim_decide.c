@@ -294,6 +294,7 @@ static ah_ckey_t *ckey_create(ah_comm_t *c, int coll, int bin, const ah_call_t *
   ck->coll = coll;
   ck->bin = bin;
   ck->bytes_min = UINT64_MAX;
+  ck->seg_first = UINT64_MAX;
   ck->source = AH_SOURCE_DEFAULT;
   ck->leader = is_leader(c);
   table_argmin(call, &ck->nccl_cfg);
@@ -426,7 +427,7 @@ static int resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t 
  * between cost no CUDA call at all. */
 #define TIME_SAMPLE(index) ((index) < 16 || ((index)&63) == 0)
 
-static _Thread_local struct {
+static AH_TLS_HOT struct {
   ah_comm_t *c;
   int coll;
   size_t nbytes;
@@ -464,15 +465,18 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
 #endif
     have = ah_sched_lookup(ck->ks->sched, index, &seg) || resolve(c, ck, index, call, &seg);
   }
-  if (have && !config_is_keep(&seg.config)) {
-    if (__builtin_expect(!config_allowed(&seg.config, call), 0)) {
-      ah_shim_refused(c, call, d);
-    } else {
-      if (!ah_config_equal(&seg.config, &ck->applied.cfg)) { /* a new config: its own statistics */
-        memset(&ck->applied, 0, sizeof ck->applied);
-        ck->applied.cfg = seg.config;
-        ck->gen++;
-      }
+  if (have && seg.first != ck->seg_first) { /* a segment this rank has not used yet: classify it once */
+    ck->seg_first = seg.first;
+    ck->seg_keep = config_is_keep(&seg.config);
+    ck->seg_refused = !ck->seg_keep && !call->table && !config_allowed(&seg.config, call);
+    if (!ck->seg_keep && !ck->seg_refused && !ah_config_equal(&seg.config, &ck->applied.cfg)) {
+      memset(&ck->applied, 0, sizeof ck->applied); /* a new config: its own statistics */
+      ck->applied.cfg = seg.config;
+      ck->gen++;
+    }
+  }
+  if (have && !ck->seg_keep) {
+    if (__builtin_expect(!ck->seg_refused, 1)) {
       ck->applied.calls++;
       d->algo = seg.config.algo;
       d->proto = seg.config.proto;
@@ -487,10 +491,10 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, ck->gen, bpr);
       return;
     }
+    ah_shim_refused(c, call, d); /* v1/v2: a pair the flags forbid; NCCL would not check it */
   }
   ck->dflt.calls++;
-  if (have) ck->source = seg.source; /* a pinned or tuned "keep NCCL's choice" */
-  else ck->source = AH_SOURCE_DEFAULT;
+  ck->source = have ? seg.source : AH_SOURCE_DEFAULT; /* a pinned or tuned "keep NCCL's choice" */
   d->source = ck->source;
   if ((have && seg.count != AH_SCHED_FOREVER) || TIME_SAMPLE(index)) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bpr);
 }
@@ -502,6 +506,10 @@ size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
 
 void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   ah_ckey_t *ck = d->ck;
+  if (ck && (d->algo >= 0 || d->proto >= 0 || d->nchannels > 0 || d->chunk > 0) && ck->applied.calls > 0) {
+    ck->applied.calls--; /* accounted as applied by ah_shim_decide: it ran NCCL's choice instead */
+    ck->dflt.calls++;
+  }
   if (ck && !ck->refused) {
     ck->refused = 1;
     ah_log(AH_LOG_WARN, "%s of %zu bytes on communicator %016llx: the committed configuration names "

@@ -58,7 +58,18 @@ static void init_run(void) {
          ah_shim.tuner_capable ? "" : " (no tuner ABI: observing from the API)");
 }
 
-void ah_shim_init(void) { pthread_once(&init_once, init_run); }
+static _Atomic int init_done;
+
+static void init_once_run(void) {
+  init_run();
+  atomic_store_explicit(&init_done, 1, memory_order_release);
+}
+
+/* Every wrapper calls this: after the first time it is one load, not a call into libpthread. */
+void ah_shim_init(void) {
+  if (__builtin_expect(atomic_load_explicit(&init_done, memory_order_acquire), 1)) return;
+  pthread_once(&init_once, init_once_run);
+}
 
 __attribute__((constructor)) static void shim_constructor(void) { ah_shim_init(); }
 

@@ -23,6 +23,10 @@
 #include "autoha/nccl_tuner_abi.h"
 
 #define AH_EXPORT __attribute__((visibility("default")))
+/* Thread-locals read on every call use the initial-exec model (a load off the thread pointer, no
+ * __tls_get_addr call): the shim is preloaded, so its TLS is static. Kept small, so that a dlopen
+ * of the shim as a plain tuner plugin still fits glibc's static-TLS surplus. */
+#define AH_TLS_HOT _Thread_local __attribute__((tls_model("initial-exec")))
 
 /* NCCL versions whose tuner ABI the shim serves. */
 #define AH_NCCL_FIRST_TUNER 21900
@@ -61,6 +65,9 @@ typedef struct ah_ckey {
   ah_stat_t dflt;            /* calls that ran NCCL's own choice */
   ah_stat_t applied;         /* calls that ran the current non-default config */
   uint32_t gen;              /* bumped when the applied config changes (late times are dropped) */
+  uint64_t seg_first;        /* first index of the segment used last, UINT64_MAX before any */
+  int seg_keep;              /* that segment keeps NCCL's choice */
+  int seg_refused;           /* v1/v2: that segment names a pair NCCL's flags forbid */
   int source;                /* AH_SOURCE_* of the latest call */
   int refused;               /* a forced pair NCCL cannot run was refused (logged once) */
   int leader;                /* this rank drives the key's search */

@@ -128,10 +128,10 @@ ncclResult_t ncclGroupEnd(void);
 
 /* ---- groups ----------------------------------------------------------------------------------- */
 
-static _Thread_local int group_depth;
-static _Thread_local cudaStream_t group_stream; /* first stream a collective of the group used */
-static _Thread_local int group_has_stream;
-static _Thread_local int coll_depth;            /* nesting of wrapped collectives (Bcast) */
+static AH_TLS_HOT int group_depth;
+static AH_TLS_HOT cudaStream_t group_stream; /* first stream a collective of the group used */
+static AH_TLS_HOT int group_has_stream;
+static AH_TLS_HOT int coll_depth;            /* nesting of wrapped collectives (Bcast) */
 static _Thread_local int initall_ndev;          /* inside ncclCommInitAll: its rank count */
 static _Thread_local uint64_t initall_id;       /* and the identity of the id NCCL made for it */
 

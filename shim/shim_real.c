@@ -2,6 +2,7 @@
  * dlsym(RTLD_NEXT): the definition the application would have called without the shim. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "shim_internal.h"
 #include "shim_real.h"
@@ -106,6 +107,10 @@ static void cuda_resolve(void) {
 }
 
 int ah_shim_cuda_init(void) {
-  pthread_once(&cuda_once, cuda_resolve);
+  static _Atomic int done;
+  if (!atomic_load_explicit(&done, memory_order_acquire)) {
+    pthread_once(&cuda_once, cuda_resolve);
+    atomic_store_explicit(&done, 1, memory_order_release);
+  }
   return ah_cuda.loaded;
 }

@@ -42,10 +42,10 @@ typedef struct {
   unsigned long dropped;
 } thread_timing_t;
 
-static _Thread_local thread_timing_t *tt;
-static _Thread_local record_t *open_rec;    /* the record of the call being issued */
-static _Thread_local int depth;             /* nesting of wrapped calls (ncclBcast -> ncclBroadcast) */
-static _Thread_local CUstream cur_stream;   /* stream of the open bracket */
+static AH_TLS_HOT thread_timing_t *tt;
+static AH_TLS_HOT record_t *open_rec;    /* the record of the call being issued */
+static AH_TLS_HOT int depth;             /* nesting of wrapped calls (ncclBcast -> ncclBroadcast) */
+static AH_TLS_HOT CUstream cur_stream;   /* stream of the open bracket */
 
 /* Moves finished records' durations into their keys, oldest first, without waiting. */
 static void harvest(void) {

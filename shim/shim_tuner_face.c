@@ -17,21 +17,26 @@
  * nothing was forced), 0 when no allowed cell matches (the caller refuses the decision). */
 static int apply_table(float **collCostTable, int numAlgo, int numProto, const ah_decision_t *d) {
   if (d->algo < 0 && d->proto < 0) return 1;
-  float(*t)[numProto] = AH_COST_TABLE(collCostTable, numProto);
-  int ba = -1, bp = -1;
-  for (int a = 0; a < numAlgo; a++)
-    for (int p = 0; p < numProto; p++)
-      if ((d->algo < 0 || a == d->algo) && (d->proto < 0 || p == d->proto) && t[a][p] >= 0 &&
-          (ba < 0 || t[a][p] < t[ba][bp])) {
-        ba = a;
-        bp = p;
+  float *t = (float *)(void *)collCostTable; /* contiguous [numAlgo][numProto] */
+  int target = -1;
+  if (d->algo >= 0 && d->proto >= 0) { /* the common case: a whole pair */
+    if (d->algo < numAlgo && d->proto < numProto && t[d->algo * numProto + d->proto] >= 0)
+      target = d->algo * numProto + d->proto;
+  } else { /* a partial pair: the cheapest allowed cell that matches it */
+    for (int a = 0; a < numAlgo; a++)
+      for (int p = 0; p < numProto; p++) {
+        int i = a * numProto + p;
+        if ((d->algo < 0 || a == d->algo) && (d->proto < 0 || p == d->proto) && t[i] >= 0 &&
+            (target < 0 || t[i] < t[target]))
+          target = i;
       }
-  if (ba < 0) return 0;
-  for (int a = 0; a < numAlgo; a++)
-    for (int p = 0; p < numProto; p++)
-      if (t[a][p] != AH_COST_IGNORE && (a != ba || p != bp) && t[a][p] <= 0.0f)
-        t[a][p] = 1e6f; /* a 0.0 cell earlier in index order would win the tie */
-  t[ba][bp] = 0.0f;
+  }
+  if (target < 0) return 0;
+  /* NCCL takes the smallest non-negative cell, ties to the lowest index: only a 0.0 cell before
+   * ours could beat the 0.0 we write. */
+  for (int i = 0; i < target; i++)
+    if (t[i] == 0.0f) t[i] = 1e6f;
+  t[target] = 0.0f;
   return 1;
 }
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The shim's added cost per collective call, in instructions counted by callgrind: hotpath_job
+# (2 ranks in one thread on sim/, one AllReduce per rank per iteration, configs fixed by an
+# override so every call takes the apply path) run without and with libautoha.so preloaded; the
+# difference of instructions in the measured iterations divided by the collective calls made.
+#
+# Two baselines are measured: no tuner at all, and a do-nothing tuner (HOTPATH_NULL_TUNER). The
+# bar applies to the second: with any tuner loaded, sim/ additionally derives each bucket's untuned
+# default for its trace (a full second selection real NCCL never makes), which is not the shim's
+# cost. Both figures are printed.
+# Prints the figure last with OK or FAILED; exits non-zero over the bar (500 instructions/call).
+#   run.sh HOTPATH_JOB LIBAUTOHA SIMLIB [ITERS]   (env HOTPATH_NULL_TUNER: the do-nothing tuner)
+set -uo pipefail
+job=$1 lib=$2 simlib=$3 iters=${4:-2000}
+bar=500
+export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export AUTOHA_MODE=fixed AUTOHA_OVERRIDE="allreduce:algo=ring,proto=ll,nchannels=2" AUTOHA_REPORT=off
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+count() { # NAME PRELOAD...: total instructions (Ir) collected in the measured loop
+  local name=$1
+  shift
+  env "$@" valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$tmp/$name.cg" \
+    "$job" --warmup 300 --iters "$iters" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
+    { echo "FAILED: $name run failed"; tail "$tmp/$name.err"; exit 1; }
+  grep -q "calls=$((2 * iters))" "$tmp/$name.out" || { echo "FAILED: $name made no calls"; exit 1; }
+  awk '/^summary:/ {print $2} /^totals:/ {t=$2} END {if (t) print t}' "$tmp/$name.cg" | head -1
+}
+[ -n "${HOTPATH_NULL_TUNER:-}" ] || { echo "FAILED: HOTPATH_NULL_TUNER (the do-nothing tuner) is not set"; exit 1; }
+plain=$(count plain LD_PRELOAD=)
+null=$(count null LD_PRELOAD= NCCL_TUNER_PLUGIN="$HOTPATH_NULL_TUNER")
+shim=$(count shim LD_PRELOAD="$lib")
+calls=$((2 * iters))
+vsplain=$(awk -v a="$shim" -v b="$plain" -v c="$calls" 'BEGIN {printf "%.1f", (a - b) / c}')
+per=$(awk -v a="$shim" -v b="$null" -v c="$calls" 'BEGIN {printf "%.1f", (a - b) / c}')
+echo "instructions in $iters iterations ($calls collective calls): no tuner $plain, do-nothing tuner $null, autoha $shim"
+echo "against no tuner at all: $vsplain instructions per call (includes sim/'s per-bucket default derivation when a tuner is loaded)"
+if awk -v p="$per" -v b="$bar" 'BEGIN {exit !(p <= b)}'; then
+  echo "shim hot path: $per instructions per collective call (bar $bar, callgrind on sim/): OK"
+else
+  echo "shim hot path: $per instructions per collective call (bar $bar, callgrind on sim/): FAILED"
+  exit 1
+fi
