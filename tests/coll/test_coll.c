@@ -4,7 +4,8 @@
  * (ncclCommInitAll, and ncclCommInitRank for each device inside one group).
  *
  * The process cases run the coll_rank program under the launcher; its path and the launcher's are
- * compiled in (COLL_RANK_PATH, NCCLSIM_RUN_PATH). */
+ * compiled in (COLL_RANK_PATH, NCCLSIM_RUN_PATH). `test_coll processes` runs those (an e2e test),
+ * `test_coll threads` the in-process ones (a unit test, so CI also runs it under ASan+UBSan). */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -97,25 +98,35 @@ START_TEST(test_one_thread) {
 }
 END_TEST
 
-static Suite *coll_suite(void) {
+/* `which` is "processes" (ranks under ncclsim-run: e2e) or "threads" (in-process: unit, so it is
+ * also run under the sanitizers). */
+static Suite *coll_suite(const char *which) {
   Suite *s = suite_create("coll");
-  TCase *tc = tcase_create("processes");
-  tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, test_processes, 0, NCOUNTS);
-  suite_add_tcase(s, tc);
+  TCase *tc;
+  if (strcmp(which, "processes") == 0) {
+    tc = tcase_create("processes");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_processes, 0, NCOUNTS);
+    suite_add_tcase(s, tc);
+    return s;
+  }
   tc = tcase_create("threads");
-  tcase_set_timeout(tc, 120);
+  tcase_set_timeout(tc, 240);
   tcase_add_loop_test(tc, test_threads, 0, NCOUNTS);
   suite_add_tcase(s, tc);
   tc = tcase_create("one_thread");
-  tcase_set_timeout(tc, 120);
+  tcase_set_timeout(tc, 240);
   tcase_add_loop_test(tc, test_one_thread, 0, NCOUNTS);
   suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(coll_suite());
+int main(int argc, char **argv) {
+  if (argc != 2 || (strcmp(argv[1], "processes") != 0 && strcmp(argv[1], "threads") != 0)) {
+    fprintf(stderr, "usage: test_coll processes|threads\n");
+    return 2;
+  }
+  SRunner *sr = srunner_create(coll_suite(argv[1]));
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
