@@ -50,21 +50,33 @@ uint8_t ah_path_tc_with_dscp(uint8_t tc, unsigned dscp) {
 
 /* ---- hash model ------------------------------------------------------------------------------- */
 
-static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    crc ^= p[i];
-    for (int b = 0; b < 8; b++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+/* CRC-32 (IEEE, reflected), table-driven: the planner hashes millions of candidate ports. */
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static void crc_table_init(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int b = 0; b < 8; b++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    crc_table[i] = c;
   }
+}
+
+static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
+  pthread_once(&crc_once, crc_table_init);
+  for (size_t i = 0; i < n; i++) crc = (crc >> 8) ^ crc_table[(crc ^ p[i]) & 0xFFu];
   return crc;
 }
 
-uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport) {
-  uint8_t tail[5] = {17, (uint8_t)(sport >> 8), (uint8_t)sport, (uint8_t)(AH_PATH_ROCE_DPORT >> 8),
-                     (uint8_t)AH_PATH_ROCE_DPORT};
+uint32_t ah_path_hash5_prefix(const uint8_t sgid[16], const uint8_t dgid[16]) {
   uint32_t c = ~0u;
   c = crc32_update(c, sgid, 16);
-  c = crc32_update(c, dgid, 16);
-  c = crc32_update(c, tail, sizeof tail);
+  return crc32_update(c, dgid, 16);
+}
+
+uint32_t ah_path_hash5_finish(uint32_t prefix, uint32_t seed, uint16_t sport) {
+  uint8_t tail[5] = {17, (uint8_t)(sport >> 8), (uint8_t)sport, (uint8_t)(AH_PATH_ROCE_DPORT >> 8),
+                     (uint8_t)AH_PATH_ROCE_DPORT};
+  uint32_t c = crc32_update(prefix, tail, sizeof tail);
   /* CRC-32 is linear, so CRCs that differ only in their seed are correlated (two switches would
    * then pick dependent paths: hash polarisation). The model mixes the seed in non-linearly
    * (MurmurHash3's finaliser), as switches with per-device hash seeds do. */
@@ -75,6 +87,10 @@ uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid
   h *= 0xC2B2AE35u;
   h ^= h >> 16;
   return h;
+}
+
+uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport) {
+  return ah_path_hash5_finish(ah_path_hash5_prefix(sgid, dgid), seed, sport);
 }
 
 uint16_t ah_path_spread_port(uint32_t pair_hash, unsigned k) {

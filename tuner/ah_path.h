@@ -38,6 +38,9 @@ uint8_t ah_path_tc_with_dscp(uint8_t tc, unsigned dscp);
  * port, 4791): CRC-32 seeded per switch. Real switches differ by vendor; `plan` is only as good
  * as this model, which is why the `file` policy (probed ports) exists. */
 uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport);
+/* The same in two steps, for hashing many ports of one flow: the GIDs' part once, then per port. */
+uint32_t ah_path_hash5_prefix(const uint8_t sgid[16], const uint8_t dgid[16]);
+uint32_t ah_path_hash5_finish(uint32_t prefix, uint32_t seed, uint16_t sport);
 /* Port k (0-based) of the spread sequence for a pair whose identity hashes to `pair_hash`: the
  * van der Corput order over the 16384 ports, so any first n ports are evenly spread. */
 uint16_t ah_path_spread_port(uint32_t pair_hash, unsigned k);

@@ -204,14 +204,12 @@ static int flow_add(flowvec_t *fv, int job, int sh, int sn, int dh, int dn) {
     fv->v = nv;
     fv->cap = ncap;
   }
-  int k = 0;
-  for (int i = 0; i < fv->n; i++) {
-    const ah_path_flow_t *f = &fv->v[i];
-    k += f->shost == sh && f->snic == sn && f->dhost == dh && f->dnic == dn;
-  }
-  fv->v[fv->n++] = (ah_path_flow_t){job, sh, sn, dh, dn, k};
+  fv->v[fv->n++] = (ah_path_flow_t){job, sh, sn, dh, dn, 0}; /* k: numbered once all are known */
   return 0;
 }
+
+static int by_pair_flows(const ah_path_flow_t *a, const ah_path_flow_t *b);
+static int by_pair(const void *a, const void *b, void *ctx);
 
 int ah_path_topo_flows(const ah_path_topo_t *t, ah_path_flow_t **flows_p) {
   flowvec_t fv = {0};
@@ -236,6 +234,14 @@ int ah_path_topo_flows(const ah_path_topo_t *t, ah_path_flow_t **flows_p) {
       }
     }
   }
+  /* k: the index of each flow among the flows of its NIC pair, in generation order */
+  int *idx = malloc((size_t)(fv.n + 1) * sizeof *idx);
+  if (!idx) goto oom;
+  for (int i = 0; i < fv.n; i++) idx[i] = i;
+  qsort_r(idx, (size_t)fv.n, sizeof *idx, by_pair, fv.v);
+  for (int i = 0; i < fv.n; i++)
+    fv.v[idx[i]].k = i > 0 && by_pair_flows(&fv.v[idx[i - 1]], &fv.v[idx[i]]) == 0 ? fv.v[idx[i - 1]].k + 1 : 0;
+  free(idx);
   *flows_p = fv.v;
   return fv.n;
 oom:
@@ -253,10 +259,12 @@ int ah_path_link_failed(const ah_path_topo_t *t, int leaf, int spine) {
 
 #define SEED_STEP 0x9E3779B9u
 
-void ah_path_model_route(const ah_path_topo_t *t, const ah_path_flow_t *f, uint16_t sport,
-                         int *side_p, int *spine_p, int *rx_side_p) {
-  const uint8_t *s = t->hosts[f->shost].gid[f->snic], *d = t->hosts[f->dhost].gid[f->dnic];
-  int side = (int)(ah_path_hash5(t->seed_lag + (uint32_t)f->shost * SEED_STEP, s, d, sport) & 1u);
+/* The model's route for one port, given the flow's GID hash prefix. Stops early (returning 0)
+ * as soon as the route differs from a wanted one (want_side >= 0); returns 1 otherwise. */
+static int model_route(const ah_path_topo_t *t, const ah_path_flow_t *f, uint32_t prefix, uint16_t sport,
+                       int want_side, int want_spine, int *side_p, int *spine_p, int *rx_side_p) {
+  int side = (int)(ah_path_hash5_finish(prefix, t->seed_lag + (uint32_t)f->shost * SEED_STEP, sport) & 1u);
+  if (want_side >= 0 && side != want_side) return 0;
   int spine = -1, rx = side;
   int sp = t->hosts[f->shost].pair, dp = t->hosts[f->dhost].pair;
   if (sp != dp) {
@@ -265,16 +273,26 @@ void ah_path_model_route(const ah_path_topo_t *t, const ah_path_flow_t *f, uint1
       if (!ah_path_link_failed(t, leaf, i)) live[nlive++] = i;
     rx = -1;
     if (nlive) {
-      spine = live[ah_path_hash5(t->seed_leaf + (uint32_t)leaf * SEED_STEP, s, d, sport) % (uint32_t)nlive];
+      spine = live[ah_path_hash5_finish(prefix, t->seed_leaf + (uint32_t)leaf * SEED_STEP, sport) % (uint32_t)nlive];
+      if (want_side >= 0 && spine != want_spine) return 0;
       int cand[2], nc = 0;
       for (int x = 0; x < 2; x++)
         if (!ah_path_link_failed(t, 2 * dp + x, spine)) cand[nc++] = x;
-      if (nc) rx = cand[ah_path_hash5(t->seed_spine + (uint32_t)spine * SEED_STEP, s, d, sport) % (uint32_t)nc];
+      if (nc)
+        rx = cand[ah_path_hash5_finish(prefix, t->seed_spine + (uint32_t)spine * SEED_STEP, sport) % (uint32_t)nc];
     }
   }
+  if (want_side >= 0 && (spine != want_spine || rx != want_side)) return 0;
   *side_p = side;
   *spine_p = spine;
   *rx_side_p = rx;
+  return 1;
+}
+
+void ah_path_model_route(const ah_path_topo_t *t, const ah_path_flow_t *f, uint16_t sport,
+                         int *side_p, int *spine_p, int *rx_side_p) {
+  const uint8_t *s = t->hosts[f->shost].gid[f->snic], *d = t->hosts[f->dhost].gid[f->dnic];
+  model_route(t, f, ah_path_hash5_prefix(s, d), sport, -1, -1, side_p, spine_p, rx_side_p);
 }
 
 /* ---- equitable bipartite edge colouring ------------------------------------------------------- */
@@ -481,6 +499,21 @@ static int by_intensity(const void *a, const void *b) {
   return (ra->i > rb->i) - (ra->i < rb->i); /* stable: keep the flows' own order */
 }
 
+static int by_pair_flows(const ah_path_flow_t *a, const ah_path_flow_t *b) {
+  int ka[4] = {a->shost, a->snic, a->dhost, a->dnic}, kb[4] = {b->shost, b->snic, b->dhost, b->dnic};
+  for (int i = 0; i < 4; i++)
+    if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
+  return 0;
+}
+
+/* qsort_r comparator over flow indices; ctx is the flow array. */
+static int by_pair(const void *a, const void *b, void *ctx) {
+  const ah_path_flow_t *flows = ctx;
+  int ia = *(const int *)a, ib = *(const int *)b;
+  int c = by_pair_flows(&flows[ia], &flows[ib]);
+  return c ? c : (ia > ib) - (ia < ib);
+}
+
 int ah_path_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflows, ah_path_route_t *routes) {
   int maxnic = 1, rc = -1;
   for (int h = 0; h < t->nhosts; h++)
@@ -540,24 +573,31 @@ int ah_path_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflow
   for (int e = 0; e < ne; e++) routes[idx[e]].spine = (int16_t)color[e];
 
   /* 3. ports: the first port from a per-flow start that the hash model routes as planned and that
-   *    no other QP of the same NIC pair uses */
+   *    no other QP of the same NIC pair uses (pairs found through a sort, not a scan of all flows) */
+  for (int i = 0; i < nflows; i++) idx[i] = i;
+  qsort_r(idx, (size_t)nflows, sizeof *idx, by_pair, (void *)flows);
+  for (int g = 0; g < nflows;) { /* src[i]: first position of flow i's pair in idx, dst[i]: end */
+    int h = g + 1;
+    while (h < nflows && by_pair_flows(&flows[idx[g]], &flows[idx[h]]) == 0) h++;
+    for (int q = g; q < h; q++) src[idx[q]] = g, dst[idx[q]] = h;
+    g = h;
+  }
+  for (int i = 0; i < nflows; i++) routes[i].planned = -1; /* not yet assigned */
   for (int i = 0; i < nflows; i++) {
     const ah_path_flow_t *f = order[i];
-    ah_path_route_t *r = &routes[f - flows];
+    int fi = (int)(f - flows);
+    ah_path_route_t *r = &routes[fi];
     const uint8_t *sg = t->hosts[f->shost].gid[f->snic], *dg = t->hosts[f->dhost].gid[f->dnic];
     uint32_t start = ah_path_hash5(0x5eedu + (uint32_t)f->k, sg, dg, 0);
     r->planned = 0;
     r->sport = ah_path_spread_port(start, (unsigned)f->k);
-    for (uint32_t p = 0; p < 0x4000u && !r->planned; p++) {
+    uint32_t prefix = ah_path_hash5_prefix(sg, dg);
+    for (uint32_t p = 0; p < 0x4000u && r->planned != 1; p++) {
       uint16_t port = (uint16_t)(AH_PATH_SPORT_MIN | ((start + p) & 0x3FFFu));
       int side, spine, rx, clash = 0;
-      ah_path_model_route(t, f, port, &side, &spine, &rx);
-      if (side != r->side || spine != r->spine || rx != r->side) continue;
-      for (int q = 0; q < i && !clash; q++) {
-        const ah_path_flow_t *g = order[q];
-        clash = g->shost == f->shost && g->snic == f->snic && g->dhost == f->dhost && g->dnic == f->dnic &&
-                routes[g - flows].sport == port;
-      }
+      if (!model_route(t, f, prefix, port, r->side, r->spine, &side, &spine, &rx)) continue;
+      for (int q = src[fi]; q < dst[fi] && !clash; q++)
+        clash = idx[q] != fi && routes[idx[q]].planned >= 0 && routes[idx[q]].sport == port;
       if (!clash) r->sport = port, r->planned = 1;
     }
   }
