@@ -58,13 +58,19 @@ struct ah_coord {
   uint64_t next_pub;
   client_buf_t outq;
 
-  /* I/O thread only */
+  /* The socket's write side: fd (replaced only by the I/O thread), w and want_out, under wmu.
+   * Application threads that publish try to send directly (one wake-up less per segment) and
+   * hand over to the I/O thread when the lock is taken or the socket is full. Lock order: wmu, mu. */
+  pthread_mutex_t wmu;
   int fd, epfd, efd;
-  uint8_t rbuf[16384]; /* bytes read but not yet parsed: rbuf[0 .. rlen) */
-  size_t rlen;
   client_buf_t w;
   int want_out;
-  uint64_t last_rx_ns, last_tx_ns;
+  _Atomic uint64_t last_tx_ns;
+
+  /* I/O thread only */
+  uint8_t rbuf[16384]; /* bytes read but not yet parsed: rbuf[0 .. rlen) */
+  size_t rlen;
+  uint64_t last_rx_ns;
 
   pthread_t thr;
   atomic_int stop, alive, cut_req, connects;
@@ -211,11 +217,13 @@ static int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
     close(fd);
     return -1;
   }
+  pthread_mutex_lock(&c->wmu);
   c->fd = fd;
   c->want_out = 0;
   c->rlen = 0;
   c->w.off = c->w.len = 0;
-  c->last_rx_ns = c->last_tx_ns = ah_coord_now_ns();
+  c->last_rx_ns = ah_coord_now_ns();
+  atomic_store(&c->last_tx_ns, c->last_rx_ns);
   int rc = 0;
   pthread_mutex_lock(&c->mu);
   pubs_ack(c, last_pub);
@@ -223,16 +231,20 @@ static int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
   for (int i = 0; i < c->ncomms; i++) rc |= queue_join(c, &c->comms[i]);
   for (size_t i = c->pub_head; i < c->npubs; i++) rc |= queue_publish(c, &c->pubs[i]);
   pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->wmu);
   atomic_fetch_add(&c->connects, 1);
   client_wake(c);
   return rc;
 }
 
 static void client_drop(ah_coord_t *c) {
-  if (c->fd < 0) return;
-  epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-  close(c->fd);
-  c->fd = -1;
+  pthread_mutex_lock(&c->wmu);
+  if (c->fd >= 0) {
+    epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+  }
+  pthread_mutex_unlock(&c->wmu);
 }
 
 static void client_interest(ah_coord_t *c, int want_out) {
@@ -242,8 +254,9 @@ static void client_interest(ah_coord_t *c, int want_out) {
   c->want_out = want_out;
 }
 
-/* Sends what is queued. Returns 0, or -1 when the connection failed. */
-static int client_flush(ah_coord_t *c, char *why, size_t whylen) {
+/* Sends what is queued; wmu held. Returns 0 when everything went, 1 when bytes wait for the socket
+ * (the I/O thread arms EPOLLOUT; another thread leaves that to it), -1 when the connection failed. */
+static int flush_locked(ah_coord_t *c, int io_thread, char *why, size_t whylen) {
   pthread_mutex_lock(&c->mu);
   int rc = 0;
   if (c->outq.len > c->outq.off) {
@@ -259,20 +272,49 @@ static int client_flush(ah_coord_t *c, char *why, size_t whylen) {
     ssize_t r = send(c->fd, c->w.b + c->w.off, c->w.len - c->w.off, MSG_NOSIGNAL);
     if (r > 0) {
       c->w.off += (size_t)r;
-      c->last_tx_ns = ah_coord_now_ns();
+      atomic_store(&c->last_tx_ns, ah_coord_now_ns());
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      client_interest(c, 1);
-      return 0;
+      if (io_thread) client_interest(c, 1);
+      return 1;
     }
     snprintf(why, whylen, "send(): %s", r < 0 ? strerror(errno) : "0 bytes");
     return -1;
   }
   c->w.off = c->w.len = 0;
-  client_interest(c, 0);
+  if (io_thread) client_interest(c, 0);
   return 0;
+}
+
+/* I/O thread: sends what is queued. Returns 0, or -1 when the connection failed. */
+static int client_flush(ah_coord_t *c, char *why, size_t whylen) {
+  pthread_mutex_lock(&c->wmu);
+  int rc = c->fd >= 0 ? flush_locked(c, 1, why, whylen) : 0;
+  pthread_mutex_unlock(&c->wmu);
+  return rc < 0 ? -1 : 0;
+}
+
+/* Application thread, after queueing: sends at once when the socket is free, else (or when bytes
+ * remain, or on an error the I/O thread will meet too) wakes the I/O thread. Never blocks on the
+ * network: the socket is non-blocking and the lock is only tried. */
+static void client_send_now(ah_coord_t *c) {
+  char why[64];
+  if (pthread_mutex_trylock(&c->wmu) != 0) {
+    client_wake(c);
+    return;
+  }
+  int rc = c->fd >= 0 ? flush_locked(c, 0, why, sizeof why) : 1;
+  pthread_mutex_unlock(&c->wmu);
+  if (rc != 0) client_wake(c);
+}
+
+static int client_w_empty(ah_coord_t *c) {
+  pthread_mutex_lock(&c->wmu);
+  int empty = c->w.off == c->w.len;
+  pthread_mutex_unlock(&c->wmu);
+  return empty;
 }
 
 static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
@@ -399,11 +441,11 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
 /* Milliseconds until the next heartbeat or liveness check is due (at least 1). Note that an idle
  * client wakes only for these — about once per heartbeat — so a host with many processes (or the
  * 1,024 clients of bench/coord_scale) is not kept busy by timers. */
-static int client_timeout_ms(const ah_coord_t *c) {
+static int client_timeout_ms(ah_coord_t *c) {
   uint64_t now = ah_coord_now_ns();
-  uint64_t hb = c->last_tx_ns + (uint64_t)c->o.heartbeat_ms * 1000000ull;
+  uint64_t hb = atomic_load(&c->last_tx_ns) + (uint64_t)c->o.heartbeat_ms * 1000000ull;
   uint64_t dead = c->last_rx_ns + (uint64_t)c->o.dead_ms * 1000000ull;
-  uint64_t next = hb < dead && c->w.off == c->w.len ? hb : dead; /* no PING behind queued bytes */
+  uint64_t next = hb < dead && client_w_empty(c) ? hb : dead; /* no PING behind queued bytes */
   if (next <= now) return 1;
   uint64_t ms = (next - now) / 1000000ull + 1;
   return ms > 1000 ? 1000 : (int)ms;
@@ -444,8 +486,8 @@ static void *client_main(void *arg) {
       snprintf(why, sizeof why, "nothing heard for %d ms", c->o.dead_ms);
       lost = 1;
     }
-    if (!lost && c->w.off == c->w.len &&
-        now - c->last_tx_ns > (uint64_t)c->o.heartbeat_ms * 1000000ull) {
+    if (!lost && now - atomic_load(&c->last_tx_ns) > (uint64_t)c->o.heartbeat_ms * 1000000ull &&
+        client_w_empty(c)) {
       pthread_mutex_lock(&c->mu);
       int rc = buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
       pthread_mutex_unlock(&c->mu);
@@ -499,6 +541,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
     goto undo_alloc;
   }
   pthread_mutex_init(&c->mu, NULL);
+  pthread_mutex_init(&c->wmu, NULL);
   c->epfd = epoll_create1(EPOLL_CLOEXEC);
   c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->efd};
@@ -532,6 +575,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
 undo_fds:
   if (c->efd >= 0) close(c->efd);
   if (c->epfd >= 0) close(c->epfd);
+  pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
 undo_alloc:
   free(c);
@@ -546,6 +590,7 @@ void ah_coord_client_close(ah_coord_t *c) {
   client_drop(c);
   close(c->efd);
   close(c->epfd);
+  pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
   free(c->comms);
   free(c->pubs);
@@ -656,7 +701,7 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
            (unsigned long long)key->comm);
     return -1;
   }
-  client_wake(c);
+  client_send_now(c);
   return 0;
 }
 
