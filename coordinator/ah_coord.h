@@ -58,7 +58,8 @@ int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks);
 void ah_coord_leave(ah_coord_t *c, uint64_t comm);
 
 /* Leader side: sends a committed segment of (comm, key) to the hub, which forwards it to every
- * process joined to comm and keeps it for replay. Non-blocking: queued for the I/O thread.
+ * process joined to comm and keeps it for replay. Non-blocking: sent at once when the socket's
+ * write side is free, else queued for the I/O thread; kept until the hub acknowledges it.
  * Returns 0, or -1 when the connection is gone for good. */
 int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg);
 
