@@ -386,7 +386,8 @@ static void policy_load_plan(ah_path_policy_t *p, const char *topo_path) {
     return;
   }
   if (p->local_host < 0)
-    ah_log(AH_LOG_WARN, "host '%s' is not in topology %s: its QPs get spread ports", p->host, topo_path);
+    ah_log(AH_LOG_INFO, "host '%s' is not in topology %s: its QPs are matched by their local address "
+                        "(spread ports where that fails)", p->host, topo_path);
 }
 
 ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *s) {

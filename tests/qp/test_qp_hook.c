@@ -3,10 +3,12 @@
  * with QPTEST_LINK=direct, linked — and a RoCE RC QP, a second QP to the same peer, an InfiniBand
  * QP and NCCL's loopback flush QP are driven through INIT, RTR and RTS. What arrives in the fake is
  * compared byte for byte with what was passed. QPTEST_MODE says what must have happened:
- *   hook     RTR of RoCE QPs carries a source-port label and DSCP 26 (ECN bits kept), rest unchanged
  *   plain    nothing changed (no shim, or AUTOHA_QP=off)
+ *   hook     RTR of RoCE QPs carries the spread policy's ports (recomputed here) and DSCP 26 with
+ *            the ECN bits kept; every other byte unchanged
  *   catalog  RTR labels map to the catalog's ports, in order
- *   bad      malformed catalog and traffic class: one error each naming the text, nothing changed
+ *   plan     RTR labels map to the planner's ports for this host's flows (topology in data/)
+ *   bad*     malformed input: the error QPTEST_WANT_ERR names the bad line, nothing changed
  * (The test runs in one process per mode; CTest sets the environment.) */
 #include <check.h>
 #include <dlfcn.h>
@@ -188,11 +190,27 @@ static char *captured(void) {
   return buf;
 }
 
+/* The ports the policy must have chosen for the first two QPs to 10.0.0.9 (mode hook: spread;
+ * mode plan: the planner's), computed here from the same pure functions and inputs. */
+static void expected_ports(int plan, uint16_t want[2]) {
+  ah_path_qp_t q = {.dev = "mlx5_0", .port = 1, .has_sgid = 1};
+  ck_assert_int_eq(ah_path_gid_parse("10.0.0.9", q.dgid), 0);
+  ck_assert_int_eq(ah_path_gid_parse("10.0.0.1", q.sgid), 0); /* what qpfake's ibv_query_gid says */
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  ah_path_settings_t s = {.sport = plan ? "plan" : "spread", .topo = getenv("AUTOHA_QP_TOPO"), .host = host};
+  ah_path_policy_t *p = ah_path_policy_create(&s);
+  ck_assert_int_eq(ah_path_policy_sport_mode(p), plan ? AH_PATH_SPORT_PLAN : AH_PATH_SPORT_SPREAD);
+  for (int k = 0; k < 2; k++) want[k] = ah_path_policy_sport(p, &q);
+  ah_path_policy_free(p);
+}
+
 START_TEST(qp_hook) {
   capture_stderr();
   resolve();
   const char *m = mode();
-  int hook = strcmp(m, "hook") == 0, catalog = strcmp(m, "catalog") == 0;
+  int hook = strcmp(m, "hook") == 0, catalog = strcmp(m, "catalog") == 0, plan = strcmp(m, "plan") == 0;
+  int bad = strncmp(m, "bad", 3) == 0, ports = hook || catalog || plan;
   int tc = hook ? ah_path_tc_with_dscp(0x02, 26) : -1;
   ck_assert_int_eq(tc == -1 || tc == ((26 << 2) | 2), 1);
 
@@ -208,18 +226,22 @@ START_TEST(qp_hook) {
   const char *pre = getenv("LD_PRELOAD");
   ck_assert_int_eq(from_shim, pre && strstr(pre, "autoha") != NULL);
 #else
-  ck_assert_int_eq(from_shim, hook || catalog); /* dlvsym hands back the wrapper only when active */
+  ck_assert_int_eq(from_shim, ports); /* dlvsym hands back the wrapper only when active */
 #endif
 
   struct ibv_qp *a = make_qp(IBV_QPT_RC), *b = make_qp(IBV_QPT_RC);
   struct ibv_qp *ib = make_qp(IBV_QPT_RC), *flush = make_qp(IBV_QPT_RC);
-  uint32_t la = drive(a, 0x777, 1, "10.0.0.9", hook || catalog, tc);
-  uint32_t lb = drive(b, 0x778, 1, "10.0.0.9", hook || catalog, tc);
+  uint32_t la = drive(a, 0x777, 1, "10.0.0.9", ports, tc);
+  uint32_t lb = drive(b, 0x778, 1, "10.0.0.9", ports, tc);
   drive(ib, 0x779, 0, NULL, 0, -1);                                   /* InfiniBand: untouched */
   uint32_t lf = drive(flush, flush->qp_num, 1, "10.0.0.1", 0, -1);     /* flush QP: untouched */
   ck_assert_uint_eq(lf, 0);
-  if (hook) {
-    ck_assert_uint_ne(ah_path_label_to_sport(la), ah_path_label_to_sport(lb)); /* spread: distinct */
+  if (hook || plan) {
+    uint16_t want[2];
+    expected_ports(plan, want);
+    ck_assert_uint_eq(ah_path_label_to_sport(la), want[0]);
+    ck_assert_uint_eq(ah_path_label_to_sport(lb), want[1]);
+    ck_assert_uint_ne(want[0], want[1]); /* two QPs of one pair: two paths */
   } else if (catalog) {
     ck_assert_uint_eq(ah_path_label_to_sport(la), 50000);
     ck_assert_uint_eq(ah_path_label_to_sport(lb), 50001);
@@ -233,12 +255,13 @@ START_TEST(qp_hook) {
   ck_assert_int_eq(qpnext_lookup(), 2);
 #endif
   const char *err = captured();
-  if (strcmp(m, "bad") == 0) {
-    ck_assert_msg(strstr(err, "line 3: 'mlx5_0 10.0.0.9 12345'") != NULL, "catalog error must name line 3 and its text");
-    /* the AUTOHA_QP_TC error is logged by the env table at the shim's start, before this test can
-     * capture stderr: CTest checks it (tests/qp/CMakeLists.txt) */
+  if (bad) {
+    /* the policy is built at the first verbs lookup, inside this test: its error is captured */
+    const char *want = getenv("QPTEST_WANT_ERR");
+    ck_assert_msg(want && strstr(err, want) != NULL, "expected the error '%s'", want ? want : "?");
   } else {
-    ck_assert_msg(strstr(err, "AUTOHA_QP") == NULL && strstr(err, "catalog") == NULL && strstr(err, "QP hook") == NULL,
+    ck_assert_msg(strstr(err, "AUTOHA_QP") == NULL && strstr(err, "catalog") == NULL &&
+                      strstr(err, "topology") == NULL && strstr(err, "QP hook") == NULL,
                   "unexpected QP-hook error: %s", err);
   }
 }
