@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
   if (ncclsimExchangeUniqueId("coll", rank == 0, &id) != 0) return 1;
   coll_comms_t a, b;
   coll_tally_t tally = {0, 0, 0, 0};
-  int rc = coll_comms_init_rank(n, rank, dev, id, &a, &b);
+  int rc = coll_comms_init_rank(n, rank, dev, id, 0, &a, &b);
   if (rc == 0) rc = coll_suite_run(&a, &b, large, &tally);
   printf("coll_rank %d/%d: %ld cases, %ld mismatched elements, %ld failed calls: %s\n", rank, n,
          tally.cases, tally.mismatches, tally.errors, rc == 0 ? "OK" : "FAILED");

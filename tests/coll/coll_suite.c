@@ -14,8 +14,8 @@ int coll_suite_run(const coll_comms_t *a, const coll_comms_t *b, int large, coll
   return tally->mismatches || tally->errors ? -1 : 0;
 }
 
-int coll_comms_init_rank(int nranks, int rank, int dev, ncclUniqueId id, coll_comms_t *a,
-                         coll_comms_t *b) {
+int coll_comms_init_rank(int nranks, int rank, int dev, ncclUniqueId id, int grouped,
+                         coll_comms_t *a, coll_comms_t *b) {
   memset(a, 0, sizeof *a);
   memset(b, 0, sizeof *b);
   a->nranks = b->nranks = nranks;
@@ -26,7 +26,12 @@ int coll_comms_init_rank(int nranks, int rank, int dev, ncclUniqueId id, coll_co
     fprintf(stderr, "coll rank %d: cudaSetDevice(%d) failed\n", rank, dev);
     return -1;
   }
-  ncclResult_t res = ncclCommInitRank(&a->comm[0], nranks, id, rank);
+  ncclResult_t res = grouped ? ncclGroupStart() : ncclSuccess;
+  if (res == ncclSuccess) res = ncclCommInitRank(&a->comm[0], nranks, id, rank);
+  if (grouped) {
+    ncclResult_t end = ncclGroupEnd();
+    if (res == ncclSuccess) res = end;
+  }
   if (res != ncclSuccess) {
     coll_report_nccl("coll", "ncclCommInitRank", res, NULL);
     return -1;

@@ -13,10 +13,10 @@
 int coll_suite_run(const coll_comms_t *a, const coll_comms_t *b, int large, coll_tally_t *tally);
 
 /* Creates the two communicators of one rank that this thread drives: `a` by ncclCommInitRank from
- * `id`, `b` by ncclCommSplit of `a` (one colour, key = rank, so b numbers the ranks as a does).
- * Returns 0, or -1 with a message on stderr. */
-int coll_comms_init_rank(int nranks, int rank, int dev, ncclUniqueId id, coll_comms_t *a,
-                         coll_comms_t *b);
+ * `id` (inside ncclGroupStart/End when `grouped`), `b` by ncclCommSplit of `a` (one colour,
+ * key = rank, so b numbers the ranks as a does). Returns 0, or -1 with a message on stderr. */
+int coll_comms_init_rank(int nranks, int rank, int dev, ncclUniqueId id, int grouped,
+                         coll_comms_t *a, coll_comms_t *b);
 
 /* Creates `a` with ncclCommInitAll over devices 0..n-1 and `b` with ncclCommInitRank for every
  * device inside one group, both driven by the calling thread. Returns 0, or -1. */
