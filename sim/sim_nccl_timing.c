@@ -1,8 +1,8 @@
 /* Modelled durations of collectives and point-to-point messages. Collectives use the truth model
  * of sim/model/ with the configuration chosen at group launch, times seeded noise
  * (NCCLSIM_NOISE=sigma[,outlier-rate], NCCLSIM_SEED). The key choice: the noise of a call is drawn
- * from (seed, communicator, call index), so every rank computes the same duration for the same
- * call and a rerun reproduces it. Point-to-point and configuration-less calls keep the data plane's
+ * from (seed, communicator size, collective, count, call index), so every rank computes the same
+ * duration for the same call and a rerun reproduces it. Point-to-point and configuration-less calls keep the data plane's
  * simple model (a fixed latency plus bytes over a fixed bandwidth). */
 #include <pthread.h>
 #include <stdio.h>
@@ -54,7 +54,9 @@ double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double
   if (us < 0) return simple_time_us(comm, d, phi); /* checked at selection; kept total */
   pthread_once(&noise_once, noise_init);
   if (noise_sigma > 0 || noise_outliers > 0) {
-    uint64_t state = noise_seed ^ (comm->hash * 0x9e3779b97f4a7c15ull) ^ (d->call * 0xd1b54a32d192ed03ull);
+    /* Not the communicator's hash: it comes from a random unique id, so a rerun would differ. */
+    uint64_t key = ((uint64_t)comm->nranks << 40) ^ ((uint64_t)d->coll << 32) ^ d->count;
+    uint64_t state = noise_seed ^ (key * 0x9e3779b97f4a7c15ull) ^ (d->call * 0xd1b54a32d192ed03ull);
     us = sim_model_noise(us, noise_sigma, noise_outliers, &state);
   }
   return us;

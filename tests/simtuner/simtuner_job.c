@@ -2,7 +2,8 @@
  * fixed sequence of collectives (a 4 MiB AllReduce, an AllGather, a 4 KiB AllReduce, then two
  * 4 MiB AllReduces in one group, which NCCL 2.22+ aggregates into one bucket), checks the first
  * result, and destroys the communicator. A failing call prints the call's index, its error code
- * and ncclGetLastError, and the rank exits 3, so the test can assert what sim/ reported. */
+ * and ncclGetLastError, and the rank exits 3, so the test can assert what sim/ reported.
+ * SIMTUNER_JOB_PHI sets the communicator's interference. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -33,6 +34,8 @@ int main(void) {
     printf("rank %d init failed: %d %s\n", rank, (int)res, ncclGetLastError(NULL));
     return 2;
   }
+  const char *phi = getenv("SIMTUNER_JOB_PHI"); /* interference on the communicator */
+  if (phi && ncclsimCommSetInterference(comm, atof(phi)) != ncclSuccess) return 1;
   cudaStream_t s;
   cudaStreamCreate(&s);
   size_t big = 1 << 20, ag = 64 * 1024, small = 1024;

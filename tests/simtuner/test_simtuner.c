@@ -6,6 +6,7 @@
  * the job at the first call with the mismatch text; the same plugin answering alike passes. */
 #include <check.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,6 +358,75 @@ START_TEST(load_rules) {
 }
 END_TEST
 
+static int name_to(const char *name, int algo) {
+  for (int i = 0; i < (algo ? SIM_NUM_ALGOS : SIM_NUM_PROTOS); i++)
+    if (strcmp(name, algo ? sim_model_algo_name(i) : sim_model_proto_name(i)) == 0) return i;
+  return -1;
+}
+
+/* Checks every trace line's time against the truth model for the configuration it shows; with
+ * noise, against the model within the noise, equal across the ranks of a call. Returns the sum
+ * of the times. */
+static double check_trace_times(int code, double phi, int noisy) {
+  sim_topo_t t;
+  char err[200];
+  ck_assert_int_eq(sim_topo_parse("h100", 0, &t, err, sizeof err), 0);
+  t.version = code;
+  sim_topo_set_layout(&t, NRANKS, NNODES, NRANKS / NNODES);
+  static sim_model_t m;
+  sim_model_init(&m, &t, 0, 0);
+  int lines = 0;
+  double sum = 0, first[8] = {0};
+  for (const char *line = trace_text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    char coll[32], algo[32], proto[32];
+    unsigned long long call, chunk;
+    size_t bytes;
+    int rank, nranks, nch, nt, tuned;
+    double us;
+    int n = sscanf(line, "comm=%*x rank=%d nranks=%d call=%llu coll=%31s bytes=%zu algo=%31s proto=%31s "
+                   "nchannels=%d nthreads=%d chunk=%llu tuned=%d time_us=%lf",
+                   &rank, &nranks, &call, coll, &bytes, algo, proto, &nch, &nt, &chunk, &tuned, &us);
+    ck_assert_msg(n == 12, "bad trace line: %.200s", line);
+    int c = -1;
+    for (int i = 0; i < AH_NUM_FUNCTIONS; i++)
+      if (strcmp(coll, sim_model_coll_name(i)) == 0) c = i;
+    sim_config_t cfg = {name_to(algo, 1), name_to(proto, 0), nch, nt, (size_t)chunk};
+    double want = sim_model_time_us(&m, c, bytes, &cfg, phi);
+    ck_assert_msg(want > 0, "unrunnable config in trace: %.200s", line);
+    if (!noisy) ck_assert_msg(fabs(us - want) <= 1e-3 + 1e-6 * want, "trace %.3f != model %.3f: %.200s", us, want, line);
+    else ck_assert_msg(us > want * 0.7 && us < want * 1.3 * 1.5, "trace %.3f far from model %.3f", us, want);
+    if (call < 8) {
+      if (first[call] == 0) first[call] = us;
+      ck_assert_msg(first[call] == us, "ranks disagree on the duration of call %llu: %.6f vs %.6f", call, first[call], us);
+    }
+    sum += us;
+    lines++;
+  }
+  ck_assert_int_eq(lines, 5 * NRANKS);
+  return sum / NRANKS;
+}
+
+/* The trace's time is the truth model's time of the configuration applied; interference set on
+ * the communicator slows it; noise is seeded, the same on every rank, and reproducible. */
+START_TEST(trace_times_are_the_model) {
+  ck_assert_int_eq(run_job("2.28", NULL, "", NULL), 0);
+  double t0 = check_trace_times(22809, 0, 0);
+  const char *phi_env[] = {"SIMTUNER_JOB_PHI=0.8", NULL};
+  ck_assert_int_eq(run_job("2.28", NULL, "", phi_env), 0);
+  double t8 = check_trace_times(22809, 0.8, 0);
+  ck_assert_msg(t8 > t0 * 1.05, "interference: %.3f vs %.3f us", t8, t0);
+  const char *noise7[] = {"NCCLSIM_NOISE=0.05,0.01", "NCCLSIM_SEED=7", NULL};
+  ck_assert_int_eq(run_job("2.28", NULL, "", noise7), 0);
+  double n7 = check_trace_times(22809, 0, 1);
+  ck_assert(n7 != t0);
+  ck_assert_int_eq(run_job("2.28", NULL, "", noise7), 0);
+  ck_assert_double_eq(check_trace_times(22809, 0, 1), n7);
+  const char *noise8[] = {"NCCLSIM_NOISE=0.05,0.01", "NCCLSIM_SEED=8", NULL};
+  ck_assert_int_eq(run_job("2.28", NULL, "", noise8), 0);
+  ck_assert(check_trace_times(22809, 0, 1) != n7);
+}
+END_TEST
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -374,6 +444,7 @@ int main(void) {
   tcase_add_test(tc, no_cell_left);
   tcase_add_test(tc, v5_commid_and_constants);
   tcase_add_test(tc, load_rules);
+  tcase_add_test(tc, trace_times_are_the_model);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
