@@ -108,7 +108,11 @@ double sim_model_noise(double us, double sigma, double outlier_rate, uint64_t *s
 
 /* Ground truth for scoring tuners: the fastest legal configuration (algorithm, protocol,
  * channels 1..max_channels, and chunk where the emulated version takes a per-call chunk) by
- * exhaustive enumeration, its time, and NCCL's default configuration and its time. */
+ * exhaustive enumeration, its time, and NCCL's default configuration and its time.
+ * Note that "legal" is what a tuner can reach: the cost-table cells NCCL leaves non-negative,
+ * channels up to the communicator's count (NVLS/NVLSTree: its NVLS channels; NCCL_MIN_NCHANNELS
+ * raises it up to 64), power-of-two chunks from 1 KiB to the buffer's limit from 2.30, and NCCL's
+ * threads. Returns 0, or -1 when no cell is enabled. */
 typedef struct {
   sim_config_t best, def;
   double best_us, def_us;
