@@ -2,10 +2,10 @@
  * (another library's constructor may call NCCL before ours has run): read the AUTOHA_* settings,
  * resolve the real NCCL, learn its version, and make NCCL load this very library as its tuner.
  *
- * Note that NCCL_TUNER_PLUGIN is set to the shim's own path only when the user left it unset:
- * dlopen of an already-preloaded object returns the same instance, so the tuner face shares all
- * state with the wrappers. A user-named tuner is loaded by NCCL as named, and autoha then observes
- * from the API (shim_nccl.c) instead of silently replacing it. */
+ * Note that NCCL_TUNER_PLUGIN is pointed at the shim's own path: dlopen of an already-preloaded
+ * object returns the same instance, so the tuner face shares all state with the wrappers. A tuner
+ * the user named there is loaded by the shim and runs underneath it (shim_chain.c); with
+ * NCCL_TUNER_PLUGIN=none NCCL loads no tuner and autoha observes from the API (shim_nccl.c). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "shim_chain.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
 #include "shim_real.h"
@@ -46,12 +47,13 @@ static void init_run(void) {
   Dl_info info;
   if (dladdr((void *)&init_run, &info) && info.dli_fname)
     snprintf(ah_shim.self_path, sizeof ah_shim.self_path, "%s", info.dli_fname);
+  /* NCCL loads autoha as its tuner: NCCL_TUNER_PLUGIN names it, unless the user disabled tuners
+   * (none) or asked for the preloaded symbols (STATIC_PLUGIN, which finds autoha's). A tuner the
+   * user named runs underneath autoha (shim_chain.c). */
   const char *tp = getenv("NCCL_TUNER_PLUGIN");
-  if (ah_shim.tuner_capable && (!tp || !*tp) && ah_shim.self_path[0]) {
+  if (ah_shim.tuner_capable && ah_shim.self_path[0] &&
+      (!tp || !*tp || ah_shim_chain_load(tp, ah_shim.self_path)))
     setenv("NCCL_TUNER_PLUGIN", ah_shim.self_path, 1);
-  } else if (ah_shim.tuner_capable && tp && *tp && strcmp(tp, ah_shim.self_path) != 0) {
-    ah_log(AH_LOG_INFO, "NCCL_TUNER_PLUGIN=%s is set: NCCL loads that tuner unless it is autoha", tp);
-  }
   ah_shim.enabled = 1;
   atexit(at_exit);
   ah_log(AH_LOG_INFO, "autoha enabled: mode %s, NCCL %d%s", ah_env_mode_name(ah_shim.mode), v,

@@ -102,6 +102,7 @@ typedef struct ah_comm {
   pthread_mutex_t lock;      /* key creation vs. the report's walk (never on the hot path) */
   ah_ckey_t *keys[AH_NUM_FUNCTIONS][AH_BINS];
   _Atomic int finalized;
+  void *chain_ctx;           /* the user's own tuner's context (shim_chain.c), NULL: none */
   struct ah_comm *next;      /* registry of every communicator, for the report */
 } ah_comm_t;
 

@@ -9,6 +9,7 @@
  *   - nChannels: 0 means "keep NCCL's"; getCollInfo always returns ncclSuccess, since NCCL fails
  *     the collective on any other value. */
 
+#include "shim_chain.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
 
@@ -45,6 +46,9 @@ static ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size
                                         int numProto, int regBuff, int *nChannels) {
   ah_comm_t *c = ctx;
   if (!c || !ah_shim.enabled || !collCostTable || numProto <= 0 || numAlgo <= 0) return ncclSuccess;
+  if (c->chain_ctx) /* the user's own tuner first: its answer is the default autoha sees */
+    ah_shim_chain_table(c->chain_ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto,
+                        regBuff, nChannels);
   ah_call_t call = {collType, nBytes, numPipeOps, regBuff, (const float *)(void *)collCostTable,
                     numAlgo, numProto, 0, 0};
   ah_decision_t d;
@@ -62,6 +66,9 @@ static ncclResult_t get_coll_info_flags(void *ctx, ah_nccl_func_t collType, size
                                         int *algorithm, int *protocol, int *nChannels) {
   ah_comm_t *c = ctx;
   if (!c || !ah_shim.enabled) return ncclSuccess;
+  if (c->chain_ctx)
+    ah_shim_chain_flags(c->chain_ctx, collType, nBytes, collNetSupport, nvlsSupport, numPipeOps,
+                        algorithm, protocol, nChannels);
   ah_call_t call = {collType, nBytes, numPipeOps, 0, NULL, AH_NUM_ALGOS, AH_NUM_PROTOS,
                     collNetSupport, nvlsSupport};
   ah_decision_t d;
@@ -82,7 +89,9 @@ static ncclResult_t get_coll_info_flags(void *ctx, ah_nccl_func_t collType, size
 /* One context per communicator per rank. The identity is NCCL's commId when given (v5+), else
  * the one the constructor wrapper queued on this thread, else a last-resort counter. An error here
  * would fail the communicator's creation, so init always succeeds (a NULL context passes through). */
-static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, size_t nNodes, int abi) {
+static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, size_t nNodes, int abi,
+                                ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
+                                ah_tuner_constants_v5_t *constants) {
   ah_shim_init();
   *context = NULL;
   if (!ah_shim.enabled) return ncclSuccess;
@@ -92,12 +101,14 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
   if (id == 0) id = ah_comm_fallback_id(nRanks, nNodes);
   ah_comm_t *c = ah_comm_create(id, (int)nRanks, (int)nNodes, rank, abi);
   if (!c) ah_log(AH_LOG_WARN, "out of memory creating tuner state: this communicator passes through");
+  else if (ah_chain.abi) c->chain_ctx = ah_shim_chain_init(id, nRanks, nNodes, log, dom, constants);
   *context = c;
   return ncclSuccess;
 }
 
 static ncclResult_t finalize_common(void *context) {
   if (context) {
+    ah_shim_chain_finalize(((ah_comm_t *)context)->chain_ctx);
     ah_comm_finalize(context);
     ah_shim_report_write("communicator teardown");
   }
@@ -112,9 +123,8 @@ static void *v1_last_context;
 static _Thread_local void *v1_thread_context;
 
 static ncclResult_t v1_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log) {
-  (void)log;
   void *ctx = NULL;
-  ncclResult_t r = init_common(&ctx, 0, nRanks, nNodes, 1);
+  ncclResult_t r = init_common(&ctx, 0, nRanks, nNodes, 1, log, NULL, NULL);
   v1_thread_context = ctx;
   __atomic_store_n(&v1_last_context, ctx, __ATOMIC_RELEASE);
   return r;
@@ -134,28 +144,23 @@ static ncclResult_t v1_destroy(void) {
 }
 
 static ncclResult_t v2_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log, void **ctx) {
-  (void)log;
-  return init_common(ctx, 0, nRanks, nNodes, 2);
+  return init_common(ctx, 0, nRanks, nNodes, 2, log, NULL, NULL);
 }
 static ncclResult_t v3_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log, void **ctx) {
-  (void)log;
-  return init_common(ctx, 0, nRanks, nNodes, 3);
+  return init_common(ctx, 0, nRanks, nNodes, 3, log, NULL, NULL);
 }
 static ncclResult_t v4_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log, void **ctx) {
-  (void)log;
-  return init_common(ctx, 0, nRanks, nNodes, 4);
+  return init_common(ctx, 0, nRanks, nNodes, 4, log, NULL, NULL);
 }
 static ncclResult_t v5_init(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
                             ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
                             ah_tuner_constants_v5_t *constants) {
-  (void)log, (void)dom, (void)constants;
-  return init_common(ctx, commId, nRanks, nNodes, 5);
+  return init_common(ctx, commId, nRanks, nNodes, 5, log, dom, constants);
 }
 static ncclResult_t v6_init(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
                             ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
                             ah_tuner_constants_v5_t *constants) {
-  (void)log, (void)dom, (void)constants;
-  return init_common(ctx, commId, nRanks, nNodes, 6);
+  return init_common(ctx, commId, nRanks, nNodes, 6, log, dom, constants);
 }
 static ncclResult_t v2_get(void *ctx, ah_nccl_func_t ct, size_t nb, int cn, int nv, int np, int *a,
                            int *p, int *nc) {
@@ -171,9 +176,9 @@ static ncclResult_t v4_get(void *ctx, ah_nccl_func_t ct, size_t nb, int np, floa
 }
 static ncclResult_t v6_chunk(void *ctx, ah_nccl_func_t ct, size_t nb, int algo, int proto, int nch,
                              size_t *chunk) {
-  (void)algo, (void)proto, (void)nch;
   ah_comm_t *c = ctx;
   if (c && ah_shim.enabled && chunk) {
+    if (c->chain_ctx) ah_shim_chain_chunk(c->chain_ctx, ct, nb, algo, proto, nch, chunk);
     size_t v = ah_shim_decide_chunk(c, ct, nb);
     if (v > 0) *chunk = v; /* NCCL clamps it to the buffer and aligns it to the protocol grain */
   }

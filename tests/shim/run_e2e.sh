@@ -14,6 +14,9 @@
 #               valid rule still applies
 #   v218        emulating NCCL 2.18 (no tuner ABI): the shim says once that it observes only, the
 #               job completes with identical data and the report matches its calls
+#   chain       the user names their own tuner (env SHIM_USER_TUNER) in NCCL_TUNER_PLUGIN: with the
+#               shim and an override, every call not overridden runs what the user's tuner chose
+#               (the trace equals the run with the user's tuner alone), overridden calls the override
 set -uo pipefail
 scenario=$1 launcher=$2 job=$3 lib=$4 simlib=$5 checker=$6
 export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -94,6 +97,18 @@ v218)
   n=$(grep -c "no tuner plugin ABI" "$tmp/shim.err")
   [ "$n" -ge 1 ] && [ "$n" -le 4 ] || { echo "FAIL: expected one 'observes and reports only' line per process, got $n"; cat "$tmp/shim.err"; exit 1; }
   echo "PASS: the shim said it observes only ($n processes)"
+  python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+chain)
+  [ -n "${SHIM_USER_TUNER:-}" ] || { echo "FAIL: SHIM_USER_TUNER is not set"; exit 1; }
+  export NCCL_TUNER_PLUGIN=$SHIM_USER_TUNER
+  run plain 0 -- -n 4 -- "$job" --threads 2
+  grep -q "tuned=1" "$tmp/plain.trace" || { echo "FAIL: the user's tuner changed nothing on its own"; exit 1; }
+  AUTOHA_MODE=fixed AUTOHA_OVERRIDE=$OV_SPEC AUTOHA_LOG=info run shim 1 -- -n 4 -- "$job" --threads 2
+  same_data plain shim
+  no_errors shim
+  grep -q "runs underneath autoha" "$tmp/shim.err" || { echo "FAIL: the shim did not chain the user's tuner"; exit 1; }
+  python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
   ;;
 *)
