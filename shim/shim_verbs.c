@@ -435,7 +435,7 @@ __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const
   return hooked ? (void *)ah_shim_dlsym_hooked : (void *)atomic_load(&real_dlsym_p);
 }
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(AH_VERBS_C_TRAMPOLINE) /* the C form can be forced for testing */
 /* dlsym(handle, name): save the arguments, route(name, NULL, 0), restore, jump. The stack is
  * 16-byte aligned at the call (entry rsp = 8 mod 16, two pushes and 8 more). */
 __asm__(".text\n"
