@@ -172,10 +172,15 @@ double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const si
   double loops = S / (u * nc * cc);
   double alpha = ((1 - fnet) * pk.a_nvl + fnet * (pk.a_net + 0.05 * nc) + pk.a_warp * nt / 32.0) * (1 + phi);
   double t_ovh = fmax(0.0, loops - 1) * ks * alpha;
-  /* The pipeline fills stage by stage at each stage's link rate (NVLink stages at NVLink's,
-   * network stages at the network's): the per-hop time of a CTA is already in NCCL's hop latency. */
+  /* The pipeline fills stage by stage, one slice per stage on every channel, each channel at the
+   * slower of its share of the links (NVLink stages at NVLink's, network stages at the network's)
+   * and its CTA. Stages pass slices, not whole chunks: Simple moves a chunk as 2 slices (NCCL's
+   * ring slicing); LL and LL128 flag every line, so their data follows at a fraction of a chunk. */
   double b_nvl = fmin(pk.w * pp[0].bw, cap_nvl) * eta_c, b_net = np > 1 ? fmin(pk.w * pp[1].bw, cap) * eta_c : b_nvl;
-  double t_fill = (d - 1) * fmin(cc * nc, S / u) * ((1 - fnet) / b_nvl + fnet / b_net) / 1000.0;
+  double link_s_per_byte = (1 - fnet) / b_nvl + fnet / b_net; /* per GB/s, all channels */
+  double chan_s_per_byte = fmax(nc * link_s_per_byte, 1.0 / bcta);
+  double slices = p == AH_PROTO_SIMPLE ? 2.0 : 8.0;
+  double t_fill = (d - 1) * fmin(cc, S / (u * nc)) / slices * chan_s_per_byte / 1000.0;
   double t_adm = 0.08 * nc + phi * 15.0 * nc / (nc + 4.0);
   return L + t_adm + t_bw + t_ovh + t_fill;
 }

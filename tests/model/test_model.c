@@ -204,13 +204,13 @@ static void check_unimodal(const double *v, int n, const char *what) {
 
 START_TEST(one_minimum_per_axis) {
   const char *topos[] = {"nodes=1,gpus=8,gpu=h100", "nodes=2,gpus=8,gpu=h100", "nodes=4,gpus=8,gpu=a100,nic=8x200"};
-  int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER};
+  int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST, AH_FUNC_REDUCE};
   size_t sizes[] = {64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB};
   double phis[] = {0, 0.8};
   char what[200];
   for (int ti = 0; ti < 3; ti++) {
     model_for(&M, topos[ti], 23007);
-    for (int ci = 0; ci < 3; ci++)
+    for (int ci = 0; ci < 5; ci++)
       for (int si = 0; si < 4; si++)
         for (int a = 0; a < SIM_NUM_ALGOS; a++)
           for (int p = 0; p < SIM_NUM_PROTOS; p++)
@@ -269,10 +269,10 @@ static int best_channels(const sim_config_t *base, int coll, size_t S, double ph
 
 START_TEST(interference_wants_fewer_channels) {
   const char *topos[] = {"nodes=1,gpus=8,gpu=h100", "nodes=2,gpus=8,gpu=h100"};
-  int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER};
+  int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST, AH_FUNC_REDUCE};
   for (int ti = 0; ti < 2; ti++) {
     model_for(&M, topos[ti], 22809);
-    for (int ci = 0; ci < 3; ci++)
+    for (int ci = 0; ci < 5; ci++)
       for (size_t S = 4 * MiB; S <= GiB; S *= 4)
         for (int a = 0; a < SIM_NUM_ALGOS; a++)
           for (int p = 0; p < SIM_NUM_PROTOS; p++) {
@@ -290,7 +290,7 @@ START_TEST(best_chunk_grows_with_size) {
   const char *topos[] = {"nodes=1,gpus=8,gpu=h100", "nodes=2,gpus=8,gpu=h100"};
   for (int ti = 0; ti < 2; ti++) {
     model_for(&M, topos[ti], 23007);
-    for (int coll = AH_FUNC_ALLGATHER; coll <= AH_FUNC_ALLREDUCE; coll++)
+    for (int coll = 0; coll < AH_NUM_FUNCTIONS; coll++)
       for (int a = 0; a < SIM_NUM_ALGOS; a++)
         for (int p = 0; p < SIM_NUM_PROTOS; p++)
           for (int fi = 0; fi < 2; fi++) {
