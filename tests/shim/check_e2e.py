@@ -5,6 +5,10 @@
       Every report in REPORT_DIR parses; the multiset of (communicator size, collective, size bin,
       calls) over all reports equals the one shim_job printed ("calls ..." lines): the report's
       keys and calls match the job's calls exactly.
+  check_e2e.py tuned REPORT_DIR
+      Every communicator has keys whose search (shown in the report of the process holding its
+      leader) measured at least two configurations, and all ranks of a communicator ended each key
+      on the same configuration.
   check_e2e.py trace BASELINE_TRACE TRACE [COLL LO HI ALGO PROTO NCH]
       Every line of TRACE (NCCLSIM_TRACE of the run with the shim) ran the configuration the
       baseline (no shim) ran for the same collective and size, except lines of collective COLL with
@@ -53,6 +57,28 @@ def check_report(job_out, rep_dir):
         fail("report keys/calls differ from the job's calls")
     print("PASS: %d report files, %d (comm, key) entries match the job's calls exactly"
           % (len(files), sum(want.values())))
+
+
+def check_tuned(rep_dir):
+    searched = collections.Counter()
+    states = collections.defaultdict(set)
+    for path in sorted(glob.glob(rep_dir + "/*.json")):
+        rep = json.load(open(path))
+        for comm in rep["comms"]:
+            searched[comm["id"]] += 0
+            for k in comm["keys"]:
+                t = k.get("tuning")
+                if t and t.get("probes_count", 0) >= 2:
+                    searched[comm["id"]] += 1
+                states[(comm["id"], k["coll"], k["bin"])].add(k["applied"]["config"]["text"])
+    for comm, n in searched.items():
+        if n == 0:  # the search runs where the leader (rank 0) is; its report shows it
+            fail("no report shows a search of communicator %s that measured two configurations" % comm)
+    for key, cfgs in states.items():
+        if len(cfgs) != 1:
+            fail("ranks of %s ended on different configurations: %s" % (key, sorted(cfgs)))
+    print("PASS: every communicator (%d) was searched (%d key reports with several configurations "
+          "measured); all ranks ended on the same configuration per key" % (len(searched), sum(searched.values())))
 
 
 def parse_trace(path):
@@ -109,6 +135,8 @@ def check_trace(base_path, path, ov):
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "report":
         check_report(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "tuned":
+        check_tuned(sys.argv[2])
     elif len(sys.argv) in (4, 10) and sys.argv[1] == "trace":
         ov = None
         if len(sys.argv) == 10:

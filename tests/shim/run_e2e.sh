@@ -14,6 +14,10 @@
 #               valid rule still applies
 #   v218        emulating NCCL 2.18 (no tuner ABI): the shim says once that it observes only, the
 #               job completes with identical data and the report matches its calls
+#   tune-threads  AUTOHA_MODE=tune, 1 process x 8 threads (tuned in-process): sim/ refuses any call
+#               whose ranks disagree, so completion with identical data proves every rank ran the
+#               leader's schedule; the reports show searches that measured several configurations
+#   tune-procs  the same with 4 processes x 2 threads (schedules carried by the coordinator)
 #   chain       the user names their own tuner (env SHIM_USER_TUNER) in NCCL_TUNER_PLUGIN: with the
 #               shim and an override, every call not overridden runs what the user's tuner chose
 #               (the trace equals the run with the user's tuner alone), overridden calls the override
@@ -98,6 +102,15 @@ v218)
   [ "$n" -ge 1 ] && [ "$n" -le 4 ] || { echo "FAIL: expected one 'observes and reports only' line per process, got $n"; cat "$tmp/shim.err"; exit 1; }
   echo "PASS: the shim said it observes only ($n processes)"
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+tune-threads | tune-procs)
+  if [ "$scenario" = tune-threads ]; then args=(-n 1 -- "$job" --threads 8 --iters 40); else args=(-n 4 -- "$job" --threads 2 --iters 40); fi
+  run plain 0 -- "${args[@]}"
+  AUTOHA_MODE=tune run shim 1 -- "${args[@]}"
+  same_data plain shim
+  no_errors shim
+  python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  python3 "$checker" tuned "$tmp/shim.rep" || exit 1
   ;;
 chain)
   [ -n "${SHIM_USER_TUNER:-}" ] || { echo "FAIL: SHIM_USER_TUNER is not set"; exit 1; }
