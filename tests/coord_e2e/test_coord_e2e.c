@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -38,10 +40,10 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Runs `ncclsim-run -n nprocs -- coord_job args...`; returns the exit status (-1 on a signal) and
- * the combined output in a static buffer. */
-static int run_job(int nprocs, const char *const *args, const char **out_p, double *secs_p) {
-  static char out[1 << 21];
+static int job_port;
+
+/* Starts `ncclsim-run -n nprocs -- coord_job args...` with its output in outdir/out.txt. */
+static pid_t start_job(int nprocs, const char *const *args) {
   char tmpl[] = "/tmp/coord_e2e_XXXXXX";
   char *d = mkdtemp(tmpl);
   ck_assert_ptr_nonnull(d);
@@ -51,9 +53,9 @@ static int run_job(int nprocs, const char *const *args, const char **out_p, doub
   snprintf(n, sizeof n, "%d", nprocs);
   int port = free_port();
   ck_assert_int_gt(port, 0);
+  job_port = port;
   snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
   snprintf(rep, sizeof rep, "%s/report-%%r.json", outdir);
-  double t0 = now_s();
   pid_t pid = fork();
   if (pid == 0) {
     FILE *f = freopen(log, "w", stdout);
@@ -72,15 +74,32 @@ static int run_job(int nprocs, const char *const *args, const char **out_p, doub
     execv(argv[0], (char *const *)argv);
     _exit(127);
   }
+  ck_assert_int_gt(pid, 0);
+  return pid;
+}
+
+/* Waits for the job; returns the exit status (-1 on a signal) and the combined output in a static
+ * buffer. */
+static int wait_job(pid_t pid, const char **out_p) {
+  static char out[1 << 21];
+  char log[300];
+  snprintf(log, sizeof log, "%s/out.txt", outdir);
   int st = 0;
   waitpid(pid, &st, 0);
-  *secs_p = now_s() - t0;
   FILE *f = fopen(log, "r");
   size_t len = f ? fread(out, 1, sizeof out - 1, f) : 0;
   if (f) fclose(f);
   out[len] = 0;
   *out_p = out;
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int run_job(int nprocs, const char *const *args, const char **out_p, double *secs_p) {
+  double t0 = now_s();
+  pid_t pid = start_job(nprocs, args);
+  int rc = wait_job(pid, out_p);
+  *secs_p = now_s() - t0;
+  return rc;
 }
 
 static int count_lines(const char *text, const char *needle) {
@@ -198,6 +217,128 @@ START_TEST(hub_exit_fails_the_job_without_hanging) {
 }
 END_TEST
 
+/* ---- attacks on the hub of a running job ---- */
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static int hub_connect(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons((uint16_t)job_port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&in, sizeof in) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+/* A frame header as docs/coordinator.md describes it. */
+static void hdr(uint8_t *h, uint32_t len, uint8_t version, uint8_t type) {
+  h[0] = (uint8_t)(len >> 24), h[1] = (uint8_t)(len >> 16), h[2] = (uint8_t)(len >> 8), h[3] = (uint8_t)len;
+  h[4] = version, h[5] = type, h[6] = h[7] = 0;
+}
+
+/* Sends bytes on a fresh connection and waits (at most 5 s) for the hub to hang up. */
+static int attack_send(const void *buf, size_t n, int close_at_once) {
+  int fd = hub_connect();
+  if (fd < 0) return -1;
+  struct timeval tv = {5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n) {
+    close(fd);
+    return -1;
+  }
+  if (!close_at_once) {
+    char b[256];
+    while (read(fd, b, sizeof b) > 0) {
+    }
+  }
+  close(fd);
+  return 0;
+}
+
+static void *slow_client(void *arg) {
+  int *ok = arg;
+  int fd = hub_connect();
+  uint8_t h[8];
+  hdr(h, 72, 1, 2);
+  for (int i = 0; fd >= 0 && i < 6; i++) { /* one byte a second */
+    if (send(fd, h + i, 1, MSG_NOSIGNAL) != 1) break;
+    sleep_ms(1000);
+  }
+  *ok = fd >= 0;
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
+START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
+  struct rlimit rl;
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  const char *args[] = {"--iters", "8000", "--delay-prob", "0.02", NULL};
+  double t0 = now_s();
+  pid_t pid = start_job(8, args);
+  int fd = -1;
+  while (now_s() - t0 < 60 && (fd = hub_connect()) < 0) sleep_ms(20);
+  ck_assert_msg(fd >= 0, "the job's hub never listened on port %d", job_port);
+  close(fd);
+  int slow_ok = 0;
+  pthread_t slow;
+  pthread_create(&slow, NULL, slow_client, &slow_ok);
+  uint8_t f[8 + 72];
+  /* wrong secret: a well-formed AUTH with a MAC made without the secret */
+  int h = hub_connect();
+  ck_assert_int_ge(h, 0);
+  uint8_t hello[40];
+  ck_assert_int_eq(read(h, hello, sizeof hello), 40);
+  hdr(f, 72, 1, 2);
+  for (int i = 8; i < 80; i++) f[i] = (uint8_t)(i * 37);
+  ck_assert_int_eq(send(h, f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
+  char b[64];
+  ck_assert_int_le(read(h, b, sizeof b), 0); /* refused: closed without WELCOME */
+  close(h);
+  sleep_ms(250);
+  uint8_t junk[200];
+  for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 131 + 7);
+  junk[4] = 0x55;
+  ck_assert_int_eq(attack_send(junk, sizeof junk, 0), 0); /* random bytes */
+  sleep_ms(250);
+  hdr(f, 72, 1, 2);
+  ck_assert_int_eq(attack_send(f, 18, 1), 0); /* truncated frame */
+  sleep_ms(250);
+  hdr(f, 16u << 20, 1, 2);
+  ck_assert_int_eq(attack_send(f, 8, 0), 0); /* 16 MiB length prefix */
+  sleep_ms(250);
+  hdr(f, 72, 2, 2);
+  ck_assert_int_eq(attack_send(f, sizeof f, 0), 0); /* wrong protocol version */
+  pthread_join(slow, NULL); /* ~6 s: the hub cuts it at 3 s */
+  ck_assert(slow_ok);
+  static int flood[1000];
+  int held = 0;
+  for (int i = 0; i < 1000; i++) held += (flood[i] = hub_connect()) >= 0;
+  ck_assert_int_eq(held, 1000);
+  sleep_ms(1500);
+  for (int i = 0; i < 1000; i++) close(flood[i]);
+  const char *out;
+  int rc = wait_job(pid, &out);
+  fprintf(stderr, "job beside the attacks: exit %d after %.1f s\n", rc, now_s() - t0);
+  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  ck_assert_int_eq(count_lines(out, ": 24000 calls, 0 failed, 0 wrong results"), 8);
+  const char *lines[] = {"authentication failed (wrong job secret)",
+                         "wrong protocol version 85",
+                         "truncated frame (connection closed after 18 of 80 bytes)",
+                         "oversized frame: length prefix 16777216",
+                         "wrong protocol version 2 (expected 1",
+                         "no authentication within 3000 ms",
+                         "unauthenticated connections held (connection flood?)"};
+  for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+    ck_assert_msg(strstr(out, lines[i]) != NULL, "no log line '%s' in:\n%.3000s", lines[i], out);
+  check_reports(8, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coord_e2e");
   TCase *tc = tcase_create("jobs");
@@ -209,6 +350,10 @@ int main(void) {
   tcase_add_test(tc, cut_connections_reconnect_mid_tuning);
   tcase_add_test(tc, hub_exit_fails_the_job_without_hanging);
   suite_add_tcase(s, tc);
+  TCase *ta = tcase_create("attacks");
+  tcase_set_timeout(ta, 280);
+  tcase_add_test(ta, attacks_on_a_running_jobs_hub_are_refused);
+  suite_add_tcase(s, ta);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
