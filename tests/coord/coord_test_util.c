@@ -120,7 +120,7 @@ ah_coord_hub_t *hub_start_test(ah_coord_stamp_t *st_p) {
 
 void client_opts_test(ah_coord_client_opts_t *o_p) {
   ah_coord_client_opts_default(o_p);
-  o_p->connect_ms = 2000;
+  o_p->connect_ms = 5000;
   o_p->heartbeat_ms = 200;
   o_p->dead_ms = 2000;
   o_p->reconnect_ms = 3000;

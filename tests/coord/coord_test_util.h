@@ -38,7 +38,7 @@ int log_wait(const char *needle, int ms);
 
 /* A hub on 127.0.0.1 with a fixed secret and short deadlines (auth 1500 ms, frame 1000 ms). */
 ah_coord_hub_t *hub_start_test(ah_coord_stamp_t *st_p);
-/* Client options for tests: connect 2000 ms, heartbeat 200 ms, dead 2000 ms, reconnect 3000 ms. */
+/* Client options for tests: connect 5000 ms, heartbeat 200 ms, dead 2000 ms, reconnect 3000 ms. */
 void client_opts_test(ah_coord_client_opts_t *o_p);
 /* A legitimate pair of clients: both join comm, one publishes three segments, the other must
  * receive all three. Returns 1 on success. */
