@@ -296,8 +296,8 @@ static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
            (unsigned long long)comm, (unsigned long long)since, m->nframes);
     return;
   }
-  for (size_t i = since; i < m->nframes && !c->closing; i++)
-    conn_send(h, c, m->frames[i], FRAME_SEGMENT_BYTES);
+  if (since < m->nframes) /* the stored frames are contiguous: one copy, one send */
+    conn_send(h, c, m->frames[since], (size_t)(m->nframes - since) * FRAME_SEGMENT_BYTES);
   return;
 oom:
   ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,

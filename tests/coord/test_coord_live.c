@@ -78,6 +78,31 @@ START_TEST(segments_reach_every_joined_process_in_order) {
 }
 END_TEST
 
+START_TEST(large_replay_arrives_whole_and_in_order) {
+  static rec_t rl, rw;
+  rec_init(&rl), rec_init(&rw);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rl);
+  ck_assert_ptr_nonnull(lead);
+  ah_key_t k = key_make(9);
+  for (uint64_t i = 0; i < 4000; i++) { /* 360 KB of frames: more than a socket buffer */
+    ah_segment_t s = seg_make(i);
+    ck_assert_int_eq(ah_coord_publish(lead, &k, &s), 0);
+  }
+  for (int t = 0; t < 500 && ah_coord_client_unacked(lead) > 0; t++) sleep_ms(10);
+  ck_assert_uint_eq(ah_coord_client_unacked(lead), 0);
+  ck_assert_int_eq(rec_count(&rl), 0); /* the leader did not join: nothing comes back */
+  ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
+  ck_assert_ptr_nonnull(w);
+  ck_assert_int_eq(ah_coord_join(w, 9, 2), 0);
+  ck_assert(rec_wait(&rw, 4000, 10000));
+  for (int i = 0; i < 4000; i++) ck_assert_uint_eq(rw.segs[i].first, 10u * (unsigned)i);
+  ah_coord_client_close(w);
+  ah_coord_client_close(lead);
+}
+END_TEST
+
 START_TEST(wrong_secret_is_refused) {
   ah_coord_stamp_t bad = st;
   bad.secret[3] ^= 1;
@@ -279,6 +304,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 20);
   tcase_add_test(tc, segments_reach_every_joined_process_in_order);
+  tcase_add_test(tc, large_replay_arrives_whole_and_in_order);
   tcase_add_test(tc, wrong_secret_is_refused);
   tcase_add_test(tc, random_bytes_are_refused);
   tcase_add_test(tc, truncated_frame_is_refused);
