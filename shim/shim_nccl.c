@@ -290,8 +290,8 @@ AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUni
 AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
                                               int myrank, ncclConfig_t *config) {
   ah_shim_coord_seen(&commId);
-  ncclConfig_t tc_copy; /* AUTOHA_QP_TC as the per-communicator traffic class (NCCL 2.26+) */
-  config = ah_shim_qp_config_tc(config, &tc_copy);
+  ncclConfig_t tc_copy; /* AUTOHA_QP_TC(_COMM) as the per-communicator traffic class (NCCL 2.26+) */
+  config = ah_shim_qp_config_tc(config, nranks, &tc_copy);
   CONSTRUCT(ah_real.CommInitRankConfig(newcomm, nranks, commId, myrank, config), newcomm,
             ah_comm_id_from_unique_id(&commId), nranks, myrank);
 }

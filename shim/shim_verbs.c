@@ -143,6 +143,8 @@ AH_EARLY static void real_dl_init(void) {
 static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
 static ah_path_policy_t *policy;
 static udp_sport_fn mlx5_udp_sport;
+static ah_path_tc_rules_t comm_rules; /* AUTOHA_QP_TC_COMM, validated by the env table */
+static int comm_rules_ok;
 
 static void policy_init(void) {
   /* The env table (tuner/ah_env.c) has validated every AUTOHA_QP* value and logged the bad ones;
@@ -162,6 +164,9 @@ static void policy_init(void) {
       .method = env->qp_method == 1 ? "mlx5dv" : "label",
       .host = host,
   };
+  char why[256];
+  comm_rules_ok = env->enable && env->qp && env->qp_tc_comm[0] &&
+                  ah_path_tc_rules_parse(env->qp_tc_comm, &comm_rules, why, sizeof why) == 0;
   policy = ah_path_policy_create(&s);
   if (!policy) {
     ah_log(AH_LOG_ERROR, "QP hook: out of memory; QPs left as NCCL sets them");
@@ -185,9 +190,17 @@ static ah_path_policy_t *policy_get(void) {
   return policy;
 }
 
-ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, ncclConfig_t *copy_p) {
+ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, int nranks, ncclConfig_t *copy_p) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 26, 0)
-  int tc = ah_path_policy_config_tc(policy_get());
+  ah_path_policy_t *p = policy_get();
+  const char *name = NULL;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  if (cfg && cfg->magic == 0xcafebeef && cfg->version >= NCCL_VERSION(2, 27, 0) &&
+      cfg->size >= offsetof(ncclConfig_t, commName) + sizeof cfg->commName)
+    name = cfg->commName;
+#endif
+  int tc = comm_rules_ok ? ah_path_tc_rules_match(&comm_rules, name, nranks) : -1;
+  if (tc < 0) tc = ah_path_policy_config_tc(p);
   if (tc < 0) return cfg;
   if (!cfg) {
     ncclConfig_t dflt = NCCL_CONFIG_INITIALIZER;
@@ -200,8 +213,10 @@ ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, ncclConfig_t *copy_p) {
     memcpy(copy_p, cfg, cfg->size);
   }
   copy_p->trafficClass = tc;
+  ah_log(AH_LOG_DEBUG, "communicator '%s' (%d ranks): traffic class %d", name ? name : "", nranks, tc);
   return copy_p;
 #else
+  (void)nranks;
   (void)copy_p;
   return cfg;
 #endif

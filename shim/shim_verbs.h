@@ -6,11 +6,12 @@
 
 /* The config to pass on to the real ncclCommInitRankConfig: `cfg` itself, or `copy_p` filled with
  * a copy of it (NCCL_CONFIG_INITIALIZER when cfg is NULL) whose trafficClass (NCCL 2.26+, the
- * per-communicator traffic class) is AUTOHA_QP_TC, when that is set, the application left the field
- * undefined, and the application's struct is no larger than the header the shim was built with.
- * The application's own struct is never written.
+ * per-communicator traffic class) is the first AUTOHA_QP_TC_COMM rule matching the communicator's
+ * commName (2.27+) or size `nranks` (0: unknown), else AUTOHA_QP_TC — when one of them is set, the
+ * application left the field undefined, and the application's struct is no larger than the header
+ * the shim was built with. The application's own struct is never written.
  * Note that NCCL_IB_TC in the environment still wins inside NCCL (docs/qp.md), and that an older
  * libnccl ignores the field (it truncates the config to its own size). */
-ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, ncclConfig_t *copy_p);
+ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, int nranks, ncclConfig_t *copy_p);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "ah_env.h"
 #include "ah_log.h"
+#include "ah_path.h"
 #include "ah_report.h"
 
 extern char **environ;
@@ -112,6 +113,14 @@ static const ah_env_var_t env_table[] = {
      "mlx5dv calls mlx5dv_modify_qp_udp_sport after RTS instead (rdma-core 33+, ConnectX firmware "
      "with the RTS-to-RTS source-port capability) and falls back to label when libmlx5 lacks it.",
      0, 0, "label|mlx5dv", FIELD(qp_method)},
+    {"AUTOHA_QP_TC_COMM", AH_ENV_TC_RULES, "", "MATCH:CLASS[;MATCH:CLASS...], MATCH = name=GLOB|ranks=N[-M]|*",
+     "Per-communicator traffic classes, through ncclConfig_t.trafficClass (NCCL 2.26+) of "
+     "communicators created with ncclCommInitRankConfig that leave the field unset: the first rule "
+     "matching the communicator's commName (NCCL 2.27+, a glob) or its size gives the class (0..255, "
+     "or dscp=N). E.g. 'name=dp*:dscp=10;ranks=2-8:dscp=26'. Unmatched communicators get "
+     "AUTOHA_QP_TC. NCCL_IB_TC, when set, wins inside NCCL, and AUTOHA_QP_TC (when set) is also "
+     "written into every RoCE QP by the QP hook; leave it at nccl for per-communicator classes.",
+     0, 0, NULL, FIELD(qp_tc_comm)},
 };
 
 #define NVARS ((int)(sizeof env_table / sizeof env_table[0]))
@@ -327,6 +336,13 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
     *(int *)field_of(v, s_p) = (int)n;
     return 0;
   }
+  case AH_ENV_TC_RULES:
+    if (*value && ah_path_tc_rules_parse(value, NULL, why, sizeof why) != 0) break;
+    if (set_text(field_of(v, s_p), v->size, value) != 0) {
+      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+      break;
+    }
+    return 0;
   }
   if (err && errlen) {
     if (why[0])
@@ -465,6 +481,7 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
     break;
   }
   case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
+  case AH_ENV_TC_RULES: snprintf(buf, len, "%s", (const char *)f); break;
   case AH_ENV_QP_SPORT:
     if (s->qp_sport == AH_QP_SPORT_FILE)
       snprintf(buf, len, "file:%s", s->qp_sport_file);

@@ -42,6 +42,7 @@ typedef struct {
   int qp_tc;                         /* AUTOHA_QP_TC: traffic class 0..255, -1 = NCCL's */
   char qp_topo[AH_ENV_PATH_MAX];     /* AUTOHA_QP_TOPO: topology file for AUTOHA_QP_SPORT=plan; "" = none */
   int qp_method;                     /* AUTOHA_QP_METHOD: 0 label, 1 mlx5dv */
+  char qp_tc_comm[AH_ENV_PATH_MAX];  /* AUTOHA_QP_TC_COMM: per-communicator class rules; "" = none */
 } ah_settings_t;
 
 /* Value types of the table rows. */
@@ -56,6 +57,7 @@ typedef enum {
   AH_ENV_OVERRIDE,  /* the override grammar of ah_override.h */
   AH_ENV_QP_SPORT,  /* off|spread|plan|file:PATH */
   AH_ENV_TC,        /* N (0..255) or dscp=N (0..63), or "nccl" */
+  AH_ENV_TC_RULES,  /* MATCH:CLASS;... per-communicator classes (tuner/ah_path.h), kept as text */
 } ah_env_type_t;
 
 /* One row of the table. */

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -211,6 +212,72 @@ char *ah_path_text_read(const char *path, const char *what) {
   fclose(f);
   if (buf) buf[n] = '\0';
   return buf;
+}
+
+/* ---- per-communicator traffic classes ---------------------------------------------------------- */
+
+int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *why, size_t why_len) {
+  ah_path_tc_rules_t r;
+  memset(&r, 0, sizeof r);
+  char *copy = strdup(text ? text : "");
+  if (!copy) return snprintf(why, why_len, "out of memory"), -1;
+  int rc = 0, pos = 0;
+  char *save = NULL;
+  for (char *rule = strtok_r(copy, ";", &save); rule && rc == 0; rule = strtok_r(NULL, ";", &save)) {
+    pos++;
+    char *colon = strrchr(rule, ':');
+    int tc, dscp;
+    long lo, hi;
+    if (r.n == AH_PATH_TC_RULES_MAX) {
+      snprintf(why, why_len, "more than %d rules", AH_PATH_TC_RULES_MAX);
+      rc = -1;
+      break;
+    }
+    if (!colon || ah_path_parse_tc(colon + 1, &tc, &dscp) || tc < 0) {
+      snprintf(why, why_len, "rule %d '%s': expected MATCH:CLASS with CLASS 0..255 or dscp=0..63", pos, rule);
+      rc = -1;
+      break;
+    }
+    *colon = '\0';
+    r.rule[r.n].tc = dscp ? tc << 2 : tc;
+    r.rule[r.n].lo = 0;
+    r.rule[r.n].hi = INT_MAX;
+    if (strcmp(rule, "*") == 0) {
+      r.n++;
+    } else if (strncmp(rule, "name=", 5) == 0 && rule[5] && strlen(rule + 5) < AH_PATH_NAME_MAX) {
+      snprintf(r.rule[r.n].name, AH_PATH_NAME_MAX, "%s", rule + 5);
+      r.n++;
+    } else if (strncmp(rule, "ranks=", 6) == 0) {
+      char *dash = strchr(rule + 6, '-');
+      if (dash) *dash = '\0';
+      if (ah_path_text_long(rule + 6, 1, INT_MAX, &lo) ||
+          (dash && dash[1] && ah_path_text_long(dash + 1, lo, INT_MAX, &hi))) {
+        snprintf(why, why_len, "rule %d: ranks must be N, LO-HI or LO- with 1 <= LO <= HI", pos);
+        rc = -1;
+        break;
+      }
+      r.rule[r.n].lo = (int)lo;
+      r.rule[r.n].hi = dash ? (dash[1] ? (int)hi : INT_MAX) : (int)lo;
+      r.n++;
+    } else {
+      snprintf(why, why_len, "rule %d '%s': MATCH must be name=GLOB, ranks=N[-M] or *", pos, rule);
+      rc = -1;
+    }
+  }
+  free(copy);
+  if (rc == 0 && rules_p) *rules_p = r;
+  return rc;
+}
+
+int ah_path_tc_rules_match(const ah_path_tc_rules_t *r, const char *name, int nranks) {
+  for (int i = 0; r && i < r->n; i++) {
+    if (r->rule[i].name[0]) {
+      if (name && fnmatch(r->rule[i].name, name, 0) == 0) return r->rule[i].tc;
+    } else if (r->rule[i].lo == 0 || (nranks >= r->rule[i].lo && nranks <= r->rule[i].hi)) {
+      return r->rule[i].tc;
+    }
+  }
+  return -1;
 }
 
 /* ---- path catalog ----------------------------------------------------------------------------- */

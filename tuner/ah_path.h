@@ -173,6 +173,27 @@ void ah_path_catalog_free(ah_path_catalog_t *catalog);
 uint16_t ah_path_catalog_port(const ah_path_catalog_t *catalog, const char *dev, const uint8_t *sgid,
                               const uint8_t dgid[16], unsigned k);
 
+/* Per-communicator traffic classes (AUTOHA_QP_TC_COMM): "MATCH:CLASS[;MATCH:CLASS...]", first
+ * match wins. MATCH is name=GLOB (the communicator's ncclConfig_t.commName, NCCL 2.27+, fnmatch
+ * pattern), ranks=N, ranks=LO-HI or ranks=LO- (its size), or * (any). CLASS is 0..255 (the whole
+ * byte) or dscp=0..63. */
+#define AH_PATH_TC_RULES_MAX 16
+typedef struct {
+  int n;
+  struct {
+    char name[AH_PATH_NAME_MAX]; /* "" when the rule matches by size or * */
+    int lo, hi;                  /* size range; 0..INT_MAX for name and * */
+    int tc;                      /* whole traffic-class byte */
+  } rule[AH_PATH_TC_RULES_MAX];
+} ah_path_tc_rules_t;
+
+/* Parses the rules. Returns 0 and fills *rules_p (may be NULL to only validate), or -1 with a
+ * reason naming the bad rule and its position in `why`. */
+int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *why, size_t why_len);
+/* The class for a communicator (name may be NULL; nranks 0 when unknown: size rules then do not
+ * match), or -1 when no rule matches. */
+int ah_path_tc_rules_match(const ah_path_tc_rules_t *rules, const char *name, int nranks);
+
 /* Strict parser of AUTOHA_QP_TC (nccl|0..255|dscp=0..63, as tuner/ah_env.c's row): returns 0 and
  * sets *tc_p (-1 for nccl) and *is_dscp_p, or -1 (the caller logs). */
 int ah_path_parse_tc(const char *text, int *tc_p, int *is_dscp_p);

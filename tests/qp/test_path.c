@@ -88,6 +88,30 @@ START_TEST(traffic_class) {
 }
 END_TEST
 
+START_TEST(tc_rules) {
+  ah_path_tc_rules_t r;
+  char why[256];
+  ck_assert_int_eq(ah_path_tc_rules_parse("name=dp*:dscp=10;ranks=2-8:46;ranks=100-:dscp=1;*:7", &r, why, sizeof why), 0);
+  ck_assert_int_eq(r.n, 4);
+  ck_assert_int_eq(ah_path_tc_rules_match(&r, "dp0", 64), 10 << 2);
+  ck_assert_int_eq(ah_path_tc_rules_match(&r, "tp", 8), 46);
+  ck_assert_int_eq(ah_path_tc_rules_match(&r, NULL, 2), 46);
+  ck_assert_int_eq(ah_path_tc_rules_match(&r, NULL, 512), 1 << 2);
+  ck_assert_int_eq(ah_path_tc_rules_match(&r, NULL, 0), 7); /* size unknown: only * matches */
+  ck_assert_int_eq(ah_path_tc_rules_parse("ranks=4:dscp=26", &r, why, sizeof why), 0);
+  ck_assert_int_eq(ah_path_tc_rules_match(&r, NULL, 5), -1);
+  ck_assert_int_eq(ah_path_tc_rules_match(&r, NULL, 4), 26 << 2);
+  const char *bad[][2] = {{"name=dp*", "rule 1 'name=dp*'"},       {"x:dscp=1", "rule 1 'x'"},
+                          {"*:1;ranks=8-2:1", "rule 2: ranks"},      {"*:dscp=64", "rule 1"},
+                          {"ranks=0:1", "rule 1: ranks"},            {"*:nccl", "rule 1"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    why[0] = '\0';
+    ck_assert_msg(ah_path_tc_rules_parse(bad[i][0], &r, why, sizeof why) == -1, "'%s' accepted", bad[i][0]);
+    ck_assert_msg(strstr(why, bad[i][1]) != NULL, "'%s': reason '%s' lacks '%s'", bad[i][0], why, bad[i][1]);
+  }
+}
+END_TEST
+
 /* ---- catalog ---------------------------------------------------------------------------------- */
 
 START_TEST(catalog_lookup) {
@@ -355,6 +379,7 @@ int main(void) {
   tcase_add_test(tc, label_to_sport_matches_rdma_core);
   tcase_add_test(tc, label_from_qpn);
   tcase_add_test(tc, traffic_class);
+  tcase_add_test(tc, tc_rules);
   tcase_add_test(tc, catalog_lookup);
   tcase_add_test(tc, catalog_errors);
   tcase_add_test(tc, topology_errors);
