@@ -74,7 +74,7 @@ struct ah_tune {
   int nwants;
   int calls_spent, epoch_calls;
   uint64_t horizon;        /* end of the last committed segment */
-  int lag_est;             /* largest delay seen between a call's commit horizon and its result */
+  int lag_est;             /* most calls seen committed after a segment before its result came */
   uint64_t converged_at;
   double sigma;
   int def;                 /* probe of NCCL's default (space.start) */
@@ -713,14 +713,14 @@ static int ah_tune_seg_push(ah_tune_t *t, uint64_t first, uint64_t count, int pr
   return t->nsegs++;
 }
 
-static void ah_tune_reopen(ah_tune_t *t, uint64_t first) {
+static void ah_tune_reopen(ah_tune_t *t) {
   t->reopened = 0;
   t->reopen_count++;
-  if (t->forever_seg >= 0) {
-    ah_tseg_t *fs = &t->segs[t->forever_seg];
-    if (first > fs->first) fs->count = first - fs->first;
-    else t->nsegs = t->forever_seg; /* cut before it ran: forget it */
-  }
+  /* A new search from scratch: the old epoch's segments and probes are forgotten (results of
+   * calls before the cut ran the old pinned config and say nothing about the new search), which
+   * also keeps the memory of a long job with many re-opens bounded. */
+  t->nsegs = 0;
+  t->nprobes = 0;
   t->forever_seg = -1;
   t->epoch++;
   t->epoch_calls = 0;
@@ -755,7 +755,7 @@ static int ah_tune_filler(const ah_tune_t *t) {
 void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p) {
   memset(seg_p, 0, sizeof(*seg_p));
   seg_p->first = first;
-  if (t->reopened) ah_tune_reopen(t, first);
+  if (t->reopened) ah_tune_reopen(t);
   ah_tune_advance(t);
   if (t->phase != AH_PH_DONE && t->epoch_calls >= t->prm.budget_calls) {
     ah_log(AH_LOG_INFO, "tuner: budget of %d calls spent without a confirmed winner; keeping NCCL's "
@@ -825,8 +825,10 @@ void ah_tune_observe(ah_tune_t *t, uint64_t index, double us) {
     }
     return;
   }
-  if (t->horizon > index + 1 && t->horizon - index - 1 > (uint64_t)t->lag_est)
-    t->lag_est = t->horizon - index - 1 > 32 ? 32 : (int)(t->horizon - index - 1);
+  /* Lag: calls committed after this call's segment by the time its result came back. */
+  uint64_t end = sg->first + sg->count;
+  if (t->horizon > end && t->horizon - end > (uint64_t)t->lag_est)
+    t->lag_est = t->horizon - end > 32 ? 32 : (int)(t->horizon - end);
   ah_probe_t *pr = &t->probes[sg->probe];
   if (pr->epoch != t->epoch || pr->n >= AH_TUNE_MAX_SAMPLES) return;
   pr->us[pr->n++] = us;
