@@ -730,7 +730,7 @@ static ah_coord_hub_t *hub_once;
 static ah_coord_stamp_t hub_once_stamp;
 
 /* Returns 0 and fills stamp_p, or -1 after logging. Note that AUTOHA_COORD_ADDR names the listen
- * address (its port may be 0 for any); without it the hub listens on this host's first
+ * address (host:port, port 1..65535, as the environment table validates it); without it the hub listens on this host's first
  * non-loopback address, and the process keeps one hub for its lifetime (a second call returns the
  * same stamp, so every id the process makes names the same hub and secret). */
 int ah_coord_hub_start(ah_coord_stamp_t *stamp_p) {
@@ -746,11 +746,11 @@ int ah_coord_hub_start(ah_coord_stamp_t *stamp_p) {
       struct sockaddr_storage ss;
       socklen_t sl;
       int use = env && *env;
-      if (use && ah_coord_net_addr_parse(err, env, &ss, &sl) != AH_NET_OK) {
-        ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_COORD_ADDR: '%s' (expected host:port; %s); "
-               "listening on this host's address instead", env, err);
-        use = 0;
-      }
+      if (use && ah_coord_net_addr_parse(err, env, &ss, &sl) != AH_NET_OK) use = 0;
+      else if (use && ((struct sockaddr_in *)&ss)->sin_port == 0) use = 0; /* same port for v6 */
+      if (env && *env && !use) /* the environment table already reported the value as invalid */
+        ah_log(AH_LOG_INFO, "coordinator hub: AUTOHA_COORD_ADDR '%s' not used (expected host:port "
+               "with a port in 1..65535); listening on this host's address", env);
       hub_once = ah_coord_hub_open(use ? env : NULL, secret, NULL, &hub_once_stamp);
     }
   }
