@@ -160,8 +160,13 @@ int main(int argc, char **argv) {
         }
         if (m.topo.version >= 23000) { /* per-call chunk (tuner v6) */
           sp.ndims = 2;
-          sp.dims[1].nvalues = 13;
-          for (int i = 0; i < 13; i++) sp.dims[1].values[i] = (int64_t)1024 << i;
+          if (shim_space) { /* the shim's chunk list: 64 KiB .. 4 MiB */
+            sp.dims[1].nvalues = 7;
+            for (int i = 0; i < 7; i++) sp.dims[1].values[i] = (int64_t)65536 << i;
+          } else {
+            sp.dims[1].nvalues = 13;
+            for (int i = 0; i < 13; i++) sp.dims[1].values[i] = (int64_t)1024 << i;
+          }
         }
         for (int pi = 0; pi < 3; pi++) {
           if (only_coll >= 0 && fabs(phis[pi] - only_phi) > 1e-9) continue;
@@ -174,7 +179,7 @@ int main(int argc, char **argv) {
           sp.start.proto = (int8_t)opt.def.proto;
           sp.start.ndims = sp.ndims;
           sp.start.res[0] = shim_space ? 0 : opt.def.nchannels;
-          if (sp.ndims > 1) sp.start.res[1] = (int64_t)opt.def.chunk;
+          if (sp.ndims > 1) sp.start.res[1] = shim_space ? 0 : (int64_t)opt.def.chunk;
           cell_t cell = {&m, colls[ci], bytes, phis[pi], sp.ndims};
           for (int seed = 1; seed <= nseeds; seed++) {
             if (only_coll >= 0 && seed != only_seed) continue;
