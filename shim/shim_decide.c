@@ -16,6 +16,7 @@
  *   remote tune  the ranks span processes and the coordinator accepted the communicator: as local
  *                tune, with segments published by the leader and delivered to the others. */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -377,7 +378,7 @@ static void leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index) {
  * Returns 1 with the segment, or 0 when the coordinator is gone for good. */
 static int worker_wait(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, ah_segment_t *seg) {
   double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
-  int warned = 0;
+  int warned = 0, polls = 0;
   long sleep_ns = 20000;
   while (!ah_sched_lookup(ck->ks->sched, index, seg)) {
     double waited = now_us() - t0;
@@ -397,9 +398,14 @@ static int worker_wait(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, ah_segment_t
         return 0;
       }
     }
+    /* The leader is usually a call or two behind: yield first, then sleep in growing steps. */
+    if (++polls <= 64) {
+      sched_yield();
+      continue;
+    }
     struct timespec ts = {0, sleep_ns};
     nanosleep(&ts, NULL);
-    if (sleep_ns < 1000000) sleep_ns *= 2;
+    if (sleep_ns < 500000) sleep_ns *= 2;
   }
   ck->sync_waits++;
   ck->sync_wait_us += now_us() - t0;
@@ -524,8 +530,10 @@ void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
 void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, double us,
                          size_t bytes_per_rank) {
   if (!ck || !(us >= 0) || !isfinite(us)) return;
+  /* gen 0: the call kept NCCL's choice; otherwise it ran the applied config of that generation
+   * (times of an older generation arrive late and are dropped from the report, not the search). */
   ah_stat_t *st = NULL;
-  if (source == AH_SOURCE_DEFAULT) st = &ck->dflt;
+  if (gen == 0) st = &ck->dflt;
   else if (gen == ck->gen) st = &ck->applied;
   if (st) {
     st->timed++;

@@ -46,7 +46,8 @@ size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes);
 void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d);
 
 /* A measured duration (microseconds) of call `index` of a key, with the source and generation the
- * decision had. Feeds the report and, on the leader, the search. */
+ * decision had (generation 0: the call kept NCCL's choice). Feeds the report and, on the leader,
+ * the search. */
 void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, double us,
                          size_t bytes_per_rank);
 

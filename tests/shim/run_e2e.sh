@@ -18,6 +18,9 @@
 #               whose ranks disagree, so completion with identical data proves every rank ran the
 #               leader's schedule; the reports show searches that measured several configurations
 #   tune-procs  the same with 4 processes x 2 threads (schedules carried by the coordinator)
+#   profile     a tune run's report loaded with AUTOHA_PROFILE by a fixed run of the same job: keys
+#               start on the profile's configurations (source "profile"), data identical; the same
+#               profile offered to a job of another shape is refused with a message, the job completes
 #   chain       the user names their own tuner (env SHIM_USER_TUNER) in NCCL_TUNER_PLUGIN: with the
 #               shim and an override, every call not overridden runs what the user's tuner chose
 #               (the trace equals the run with the user's tuner alone), overridden calls the override
@@ -111,6 +114,29 @@ tune-threads | tune-procs)
   no_errors shim
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
   python3 "$checker" tuned "$tmp/shim.rep" || exit 1
+  ;;
+profile)
+  args=(-n 1 -- "$job" --threads 8 --iters 40)
+  run plain 0 -- "${args[@]}"
+  AUTOHA_MODE=tune run tuned 1 -- "${args[@]}"
+  prof=$(ls "$tmp"/tuned.rep/*.json | head -1)
+  AUTOHA_MODE=fixed AUTOHA_PROFILE=$prof AUTOHA_LOG=info run warm 1 -- "${args[@]}"
+  same_data plain warm
+  no_errors warm
+  grep -q "profile .* loaded" "$tmp/warm.err" || { echo "FAIL: the profile was not loaded"; cat "$tmp/warm.err"; exit 1; }
+  python3 "$checker" report "$tmp/warm.out" "$tmp/warm.rep" || exit 1
+  python3 - "$tmp/warm.rep" <<'PY' || exit 1
+import glob, json, sys
+n = sum(1 for f in glob.glob(sys.argv[1] + "/*.json") for c in json.load(open(f))["comms"]
+        for k in c["keys"] if k["source"] == "profile")
+if n == 0:
+    print("FAIL: no key started from the profile")
+    sys.exit(1)
+print("PASS: %d (rank, key) entries ran the profile's configuration" % n)
+PY
+  AUTOHA_MODE=fixed AUTOHA_PROFILE=$prof run other 1 -- -n 1 -- "$job" --threads 4 --iters 2
+  grep -q "profile" "$tmp/other.err" || { echo "FAIL: a profile of another shape was not refused"; cat "$tmp/other.err"; exit 1; }
+  echo "PASS: another shape's profile refused: $(grep -m1 profile "$tmp/other.err")"
   ;;
 chain)
   [ -n "${SHIM_USER_TUNER:-}" ] || { echo "FAIL: SHIM_USER_TUNER is not set"; exit 1; }
