@@ -88,7 +88,7 @@ struct ah_tune {
   int order[AH_MAX_SUBSPACES], norder, cur;
   int rescreened[AH_MAX_SUBSPACES], resc;
   /* descent */
-  int center, dim_i, level, dir, first_step, quiet, moved, restarts, jumped;
+  int center, dim_i, level, dir, first_step, quiet, moved, restarts, jumped, stretched;
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
   int confirm_probe;
@@ -282,7 +282,7 @@ static void ah_tune_eval_confirm(ah_tune_t *t) {
 /* Index of the value nearest (in ratio) to values[i] * r^dir, at least one index away; -1 past
  * the ends. */
 static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
-  double r = pow(2.0, 1.0 / (double)(1 << level));
+  double r = pow(2.0, level >= 0 ? 1.0 / (double)(1 << level) : (double)(1 << -level));
   double v = (double)dim->values[i];
   int j = i;
   if (v > 0) {
@@ -319,6 +319,7 @@ static void ah_tune_dim_done(ah_tune_t *t) {
   t->dir = 0;
   t->moved = 0;
   t->jumped = 0;
+  t->stretched = 0;
   ah_tune_plan_step(t);
 }
 
@@ -364,11 +365,13 @@ static void ah_tune_eval_step(ah_tune_t *t) {
   double floor = log(1.0 + t->prm.noise_floor);
   int mv = -1;
   double mv_gain = 0;
-  int unsure[2], nunsure = 0;
+  int unsure[2], nunsure = 0, hint = 0;
   for (int i = 0; i < t->ncand; i++) {
     int p = t->cand[i];
     double gain = l0 - ah_tune_lg(t, p);
     double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
+    if (gain > 0) /* faster, if not significantly: the direction a longer step may pay in */
+      hint = t->probes[p].pos[t->searchable[t->dim_i]] > t->probes[c0].pos[t->searchable[t->dim_i]] ? 1 : -1;
     /* A small win must hold on AH_TUNE_MOVE_N samples of both before the search moves: a lucky
      * pair of samples would otherwise send the descent the wrong way. */
     int sure = (t->probes[p].n >= AH_TUNE_MOVE_N && t->probes[c0].n >= AH_TUNE_MOVE_N) ||
@@ -429,6 +432,28 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     ah_tune_plan_step(t);
     return;
   }
+  /* No move from the first step of an axis, but one side measured faster (not significantly): the
+   * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once. */
+  if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0) {
+    int d = t->searchable[t->dim_i];
+    int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], hint, -1);
+    t->stretched = 1;
+    if (j >= 0) {
+      int pos[AH_MAX_DIMS];
+      memcpy(pos, t->probes[c0].pos, sizeof(pos));
+      pos[d] = j;
+      ah_config_t c;
+      ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
+      int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
+      if (p >= 0 && p != c0 && t->probes[p].n == 0) {
+        t->nwants = 0;
+        t->cand[0] = p;
+        t->ncand = 1;
+        ah_tune_want(t, p, t->prm.samples_per_probe);
+        return;
+      }
+    }
+  }
   /* No move. A line search that stalls on a gentle slope gets one jump to the end of the axis it
    * was heading for (few channels is often best for small messages, and a 2% step is within
    * noise where the end is 6% better). Otherwise refine the step around the centre. */
@@ -464,6 +489,7 @@ static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   t->quiet = 0;
   t->moved = 0;
   t->jumped = 0;
+  t->stretched = 0;
   t->dir = 0;
   t->level = 0;
   t->first_step = 1;
