@@ -214,6 +214,12 @@ static int ah_tune_reserve(const ah_tune_t *t) { return 2 * AH_TUNE_CONFIRM_N + 
 /* ---- finishing ---- */
 
 static void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
+  if (ah_log_level() >= AH_LOG_DEBUG) {
+    char b[96];
+    ah_log(AH_LOG_DEBUG, "tuner: %s %s after %d calls, %d probes, results up to %d calls late",
+           state == AH_TUNE_CONVERGED ? "pinned" : "gave up, pinned",
+           ah_tune_fmt(&t->probes[winner].cfg, b, sizeof(b)), t->epoch_calls, t->nprobes, t->lag_est);
+  }
   t->phase = AH_PH_DONE;
   t->state = state;
   t->winner = winner;
