@@ -107,7 +107,7 @@ v218)
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
   ;;
 tune-threads | tune-procs)
-  if [ "$scenario" = tune-threads ]; then args=(-n 1 -- "$job" --threads 8 --iters 40); else args=(-n 4 -- "$job" --threads 2 --iters 40); fi
+  if [ "$scenario" = tune-threads ]; then args=(-n 1 -- "$job" --threads 8 --iters 20); else args=(-n 4 -- "$job" --threads 2 --iters 20); fi
   run plain 0 -- "${args[@]}"
   AUTOHA_MODE=tune run shim 1 -- "${args[@]}"
   same_data plain shim
@@ -116,7 +116,7 @@ tune-threads | tune-procs)
   python3 "$checker" tuned "$tmp/shim.rep" || exit 1
   ;;
 profile)
-  args=(-n 1 -- "$job" --threads 8 --iters 40)
+  args=(-n 1 -- "$job" --threads 8 --iters 20)
   run plain 0 -- "${args[@]}"
   AUTOHA_MODE=tune run tuned 1 -- "${args[@]}"
   prof=$(ls "$tmp"/tuned.rep/*.json | head -1)
