@@ -314,11 +314,11 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
     if (s && s->sport && s->rqpn == attr->dest_qp_num) sport = s->sport; /* NCCL retried the modify */
     if (s) port = s->port;
     pthread_mutex_unlock(&qps_lock);
+    ah_path_qp_t q = {.dev = qp->context && qp->context->device ? qp->context->device->name : "",
+                      .port = port, .lqpn = qp->qp_num, .rqpn = attr->dest_qp_num};
+    memcpy(q.dgid, attr->ah_attr.grh.dgid.raw, 16);
+    local_gid(qp, port, attr->ah_attr.grh.sgid_index, q.sgid, &q.has_sgid);
     if (!sport) {
-      ah_path_qp_t q = {.dev = qp->context && qp->context->device ? qp->context->device->name : "",
-                        .port = port, .lqpn = qp->qp_num, .rqpn = attr->dest_qp_num};
-      memcpy(q.dgid, attr->ah_attr.grh.dgid.raw, 16);
-      local_gid(qp, port, attr->ah_attr.grh.sgid_index, q.sgid, &q.has_sgid);
       sport = ah_path_policy_sport(p, &q);
       pthread_mutex_lock(&qps_lock);
       if ((s = qp_state(qp)) != NULL) s->sport = sport, s->rqpn = attr->dest_qp_num;
@@ -326,7 +326,7 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
     }
     if (sport && !(ah_path_policy_method(p) == AH_PATH_METHOD_MLX5DV && mlx5_udp_sport))
       a.ah_attr.grh.flow_label = ah_path_sport_to_label(sport);
-    int tc = ah_path_policy_tc(p, attr->ah_attr.grh.traffic_class);
+    int tc = ah_path_policy_qp_tc(p, &q, attr->ah_attr.grh.traffic_class);
     if (tc >= 0) a.ah_attr.grh.traffic_class = (uint8_t)tc;
     ah_log(AH_LOG_DEBUG, "QP %u -> %u: source port %u (label 0x%05x), traffic class %u", qp->qp_num,
            attr->dest_qp_num, sport, a.ah_attr.grh.flow_label, a.ah_attr.grh.traffic_class);

@@ -521,6 +521,28 @@ int ah_path_policy_active(const ah_path_policy_t *p) { return p && p->active; }
 int ah_path_policy_sport_mode(const ah_path_policy_t *p) { return p && p->active ? p->mode : AH_PATH_SPORT_OFF; }
 int ah_path_policy_method(const ah_path_policy_t *p) { return p ? p->method : AH_PATH_METHOD_LABEL; }
 
+/* Finds the host and NIC owning `gid` in the topology; returns 0 when found. */
+static int topo_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *host_p, int *nic_p) {
+  for (int h = 0; h < t->nhosts; h++)
+    for (int n = 0; n < t->hosts[h].nnics; n++)
+      if (memcmp(t->hosts[h].gid[n], gid, 16) == 0) return *host_p = h, *nic_p = n, 0;
+  return -1;
+}
+
+int ah_path_policy_qp_tc(const ah_path_policy_t *p, const ah_path_qp_t *qp, uint8_t tc) {
+  if (!p || !p->active) return -1;
+  if (p->tc >= 0 || p->mode != AH_PATH_SPORT_PLAN || !p->topo || !p->topo->nclasses) return ah_path_policy_tc(p, tc);
+  int host = p->local_host, nic;
+  if (qp && qp->has_sgid) topo_find_gid(p->topo, qp->sgid, &host, &nic);
+  for (int j = 0; host >= 0 && j < p->topo->njobs; j++)
+    for (int i = 0; i < p->topo->jobs[j].nhosts; i++)
+      if (p->topo->jobs[j].hosts[i] == host) {
+        int c = ah_path_job_class(p->topo, j);
+        return p->topo->class_dscp[c] ? ah_path_tc_with_dscp(tc, (unsigned)p->topo->class_tc[c]) : p->topo->class_tc[c];
+      }
+  return -1;
+}
+
 int ah_path_policy_tc(const ah_path_policy_t *p, uint8_t tc) {
   if (!p || !p->active || p->tc < 0) return -1;
   return p->tc_is_dscp ? ah_path_tc_with_dscp(tc, (unsigned)p->tc) : p->tc;
@@ -531,13 +553,6 @@ int ah_path_policy_config_tc(const ah_path_policy_t *p) {
   return p->tc_is_dscp ? p->tc << 2 : p->tc;
 }
 
-/* Finds the host and NIC owning `gid` in the topology; returns 0 when found. */
-static int topo_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *host_p, int *nic_p) {
-  for (int h = 0; h < t->nhosts; h++)
-    for (int n = 0; n < t->hosts[h].nnics; n++)
-      if (memcmp(t->hosts[h].gid[n], gid, 16) == 0) return *host_p = h, *nic_p = n, 0;
-  return -1;
-}
 
 static uint16_t plan_port(const ah_path_policy_t *p, const ah_path_qp_t *qp, unsigned k) {
   const ah_path_topo_t *t = p->topo;

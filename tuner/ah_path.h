@@ -80,6 +80,8 @@ typedef struct {
   ah_path_job_t *jobs;
   int nfailed;
   int (*failed)[2];                  /* failed links as (leaf, spine) */
+  int nclasses;                      /* priority classes, highest first ("classes" line) */
+  int class_tc[8], class_dscp[8];    /* each: 0..255 (whole byte) or DSCP (class_dscp 1) */
 } ah_path_topo_t;
 
 /* One long-lived flow (one QP): from NIC `snic` of host `shost` to NIC `dnic` of host `dhost`. */
@@ -110,6 +112,9 @@ int ah_path_topo_flows(const ah_path_topo_t *topo, ah_path_flow_t **flows_p);
  * the spine over the destination's two leaves). */
 void ah_path_model_route(const ah_path_topo_t *topo, const ah_path_flow_t *f, uint16_t sport,
                          int *side_p, int *spine_p, int *rx_side_p);
+/* Crux's priority assignment: jobs ranked by GPU intensity (highest first) and compressed onto the
+ * topology's classes in equal shares. Returns the class index of `job`, or -1 without classes. */
+int ah_path_job_class(const ah_path_topo_t *topo, int job);
 /* 1 when link (leaf, spine) is failed. */
 int ah_path_link_failed(const ah_path_topo_t *topo, int leaf, int spine);
 /* The plan: routes for every flow so that per-link QP counts are balanced job-wide. Jobs are
@@ -124,6 +129,7 @@ enum { AH_PATH_SPORT_OFF = 0, AH_PATH_SPORT_SPREAD, AH_PATH_SPORT_FILE, AH_PATH_
 enum { AH_PATH_METHOD_LABEL = 0, AH_PATH_METHOD_MLX5DV = 1 };
 
 typedef struct ah_path_policy ah_path_policy_t;
+struct ah_path_qp;
 
 /* The settings, as text (NULL = unset): AUTOHA_QP, AUTOHA_QP_SPORT, AUTOHA_QP_TC,
  * AUTOHA_QP_TOPO, AUTOHA_QP_METHOD. */
@@ -144,11 +150,14 @@ int ah_path_policy_method(const ah_path_policy_t *policy);
 /* The traffic class to write for a QP NCCL gave `tc`, or -1 to keep NCCL's: a number is the
  * whole byte, dscp=N is N << 2 with NCCL's ECN bits kept. */
 int ah_path_policy_tc(const ah_path_policy_t *policy, uint8_t tc);
+/* The same for one QP: without AUTOHA_QP_TC, in plan mode, the class the topology gives the job of
+ * the QP's host (found by local GID, else host name). */
+int ah_path_policy_qp_tc(const ah_path_policy_t *policy, const struct ah_path_qp *qp, uint8_t tc);
 /* The DSCP for ncclConfig_t.trafficClass (whole TC byte, ECN 0), or -1 when unset. */
 int ah_path_policy_config_tc(const ah_path_policy_t *policy);
 
 /* One QP at its RTR transition, as the hook sees it. */
-typedef struct {
+typedef struct ah_path_qp {
   const char *dev;                   /* local verbs device name */
   int port;                          /* local port number (from the INIT modify; 1 if unknown) */
   uint8_t dgid[16];                  /* remote GID */

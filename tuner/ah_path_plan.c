@@ -140,8 +140,19 @@ static const char *parse_line(ah_path_topo_t *t, char **w, int nw) {
     t->nfailed++;
     (*f)[0] = (int)a;
     (*f)[1] = (int)b;
+  } else if (strcmp(w[0], "classes") == 0) {
+    if (nw != 2) return "expected: classes CLASS[,CLASS...] (highest priority first, each 0..255 or dscp=0..63)";
+    t->nclasses = 0;
+    char *save = NULL;
+    for (char *c = strtok_r(w[1], ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+      int tc, dscp;
+      if (t->nclasses == 8) return "at most 8 classes";
+      if (ah_path_parse_tc(c, &tc, &dscp) || tc < 0) return "a class must be 0..255 or dscp=0..63";
+      t->class_tc[t->nclasses] = tc;
+      t->class_dscp[t->nclasses++] = dscp;
+    }
   } else {
-    return "unknown keyword (expected spines, pairs, seeds, host, nic, job or fail)";
+    return "unknown keyword (expected spines, pairs, seeds, host, nic, job, fail or classes)";
   }
   return NULL;
 }
@@ -247,6 +258,14 @@ int ah_path_topo_flows(const ah_path_topo_t *t, ah_path_flow_t **flows_p) {
 oom:
   free(fv.v);
   return -1;
+}
+
+int ah_path_job_class(const ah_path_topo_t *t, int job) {
+  if (!t->nclasses || job < 0 || job >= t->njobs) return -1;
+  int rank = 0; /* jobs before this one in decreasing intensity (ties: file order) */
+  for (int j = 0; j < t->njobs; j++)
+    rank += t->jobs[j].intensity > t->jobs[job].intensity || (t->jobs[j].intensity == t->jobs[job].intensity && j < job);
+  return rank * t->nclasses / t->njobs;
 }
 
 /* ---- the hash model of the fabric ------------------------------------------------------------- */

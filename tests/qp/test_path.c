@@ -37,6 +37,12 @@ static int count(const char *hay, const char *needle) {
   return n;
 }
 
+static ah_path_qp_t qp_to(const char *dst) {
+  ah_path_qp_t q = {.dev = "mlx5_0", .port = 1, .lqpn = 0x100, .rqpn = 0x200};
+  ah_path_gid_parse(dst, q.dgid);
+  return q;
+}
+
 /* ---- kernel arithmetic ------------------------------------------------------------------------ */
 
 START_TEST(label_roundtrip_every_port) {
@@ -221,6 +227,39 @@ END_TEST
 START_TEST(plan_with_failed_link) { check_plan("fail 2 1\n"); }
 END_TEST
 
+START_TEST(job_classes) {
+  /* Crux: priority by GPU intensity, compressed onto the classes in equal shares */
+  ah_path_topo_t *t = NULL;
+  ck_assert_int_eq(ah_path_topo_parse(small_topo("job mid 5 ring 1 h2,h3\njob low 0.5 ring 1 h4,h5\n"
+                                                 "classes dscp=46,dscp=26\n"), "t", &t), 0);
+  ck_assert_int_eq(t->njobs, 4); /* big 9.5, small 1.0, mid 5, low 0.5 */
+  ck_assert_int_eq(ah_path_job_class(t, 0), 0);
+  ck_assert_int_eq(ah_path_job_class(t, 2), 0);
+  ck_assert_int_eq(ah_path_job_class(t, 1), 1);
+  ck_assert_int_eq(ah_path_job_class(t, 3), 1);
+  ah_path_topo_free(t);
+
+  char path[] = "/tmp/pathtopo-XXXXXX";
+  int fd = mkstemp(path);
+  const char *text = small_topo("classes dscp=46,7\n");
+  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  ah_path_settings_t s = {.sport = "plan", .topo = path, .host = "h7"}; /* h7: job small */
+  ah_path_policy_t *p = ah_path_policy_create(&s);
+  ah_path_qp_t q = qp_to("10.1.1.2");
+  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), 7);                 /* by host name */
+  q.has_sgid = 1;
+  ah_path_gid_parse("10.1.0.1", q.sgid);                                   /* h0: job big */
+  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), (46 << 2) | 2);     /* by local GID */
+  ah_path_policy_free(p);
+  ah_path_settings_t s2 = {.sport = "plan", .topo = path, .host = "h7", .tc = "dscp=8"};
+  p = ah_path_policy_create(&s2);
+  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), (8 << 2) | 2);      /* AUTOHA_QP_TC wins */
+  ah_path_policy_free(p);
+  unlink(path);
+}
+END_TEST
+
 START_TEST(topology_errors) {
   const char *cases[][2] = {
       {"spines 4\npairs 2\nhost a 0\nnic a mlx5_0 10.0.0.1\nbogus 1\n", "line 5: 'bogus 1': unknown keyword"},
@@ -231,6 +270,7 @@ START_TEST(topology_errors) {
       {"spines 4\npairs 2\nhost a 0\nnic a d 10.0.0.1\nnic a e 10.0.0.1\n", "line 5: 'nic a e 10.0.0.1': address used twice"},
       {"spines 4\npairs 2\nfail 4 0\n", "line 3: 'fail 4 0'"},
       {"# nothing\n", "no spines, pairs or hosts"},
+      {"spines 4\npairs 2\nclasses dscp=46,300\n", "line 3: 'classes dscp=46,300': a class must be"},
   };
   cap_start();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -241,17 +281,11 @@ START_TEST(topology_errors) {
   const char *err = cap_text();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     ck_assert_msg(strstr(err, cases[i][1]) != NULL, "missing '%s' in:\n%s", cases[i][1], err);
-  ck_assert_int_eq(count(err, "topology topo.txt"), 8);
+  ck_assert_int_eq(count(err, "topology topo.txt"), 9);
 }
 END_TEST
 
 /* ---- runtime policy --------------------------------------------------------------------------- */
-
-static ah_path_qp_t qp_to(const char *dst) {
-  ah_path_qp_t q = {.dev = "mlx5_0", .port = 1, .lqpn = 0x100, .rqpn = 0x200};
-  ah_path_gid_parse(dst, q.dgid);
-  return q;
-}
 
 START_TEST(policy_spread) {
   ah_path_settings_t s = {.sport = "spread", .host = "nodeA"};
@@ -385,6 +419,7 @@ int main(void) {
   tcase_add_test(tc, topology_errors);
   tcase_add_test(tc, plan_balanced);
   tcase_add_test(tc, plan_with_failed_link);
+  tcase_add_test(tc, job_classes);
   tcase_add_test(tc, policy_spread);
   tcase_add_test(tc, policy_bad_values);
   tcase_add_test(tc, policy_plan);

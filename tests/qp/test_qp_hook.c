@@ -7,7 +7,8 @@
  *   hook     RTR of RoCE QPs carries the spread policy's ports (recomputed here) and DSCP 26 with
  *            the ECN bits kept; every other byte unchanged
  *   catalog  RTR labels map to the catalog's ports, in order
- *   plan     RTR labels map to the planner's ports for this host's flows (topology in data/)
+ *   plan     RTR labels map to the planner's ports for this host's flows, and the class is the
+ *            topology's class for this host's job (topology in data/)
  *   bad*     malformed input: the error QPTEST_WANT_ERR names the bad line, nothing changed
  * (The test runs in one process per mode; CTest sets the environment.) */
 #include <check.h>
@@ -211,8 +212,9 @@ START_TEST(qp_hook) {
   const char *m = mode();
   int hook = strcmp(m, "hook") == 0, catalog = strcmp(m, "catalog") == 0, plan = strcmp(m, "plan") == 0;
   int bad = strncmp(m, "bad", 3) == 0, ports = hook || catalog || plan;
-  int tc = hook ? ah_path_tc_with_dscp(0x02, 26) : -1;
-  ck_assert_int_eq(tc == -1 || tc == ((26 << 2) | 2), 1);
+  /* hook: AUTOHA_QP_TC=dscp=26; plan: the topology's first class (dscp=34) for its only job */
+  int tc = hook ? ah_path_tc_with_dscp(0x02, 26) : plan ? ah_path_tc_with_dscp(0x02, 34) : -1;
+  ck_assert_int_eq(tc == -1 || tc == ((26 << 2) | 2) || tc == ((34 << 2) | 2), 1);
 
   /* the lookups: hooked names come from the shim when it is active, every other name as before */
   Dl_info di;
