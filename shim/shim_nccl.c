@@ -273,6 +273,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
       int rank_ = (rank_arg);                                                                      \
       if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)     \
         ctx_->rank = rank_;                                                                        \
+      if (rank_ >= 0 && !grouped_) ah_log_set_rank(rank_); /* this thread's log lines say r<N> */  \
       handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(), rank_);                    \
     } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \
       handle_bind(*(newcomm_p), id_, 0, (rank_arg));                                               \

@@ -21,6 +21,10 @@
 #   profile     a tune run's report loaded with AUTOHA_PROFILE by a fixed run of the same job: keys
 #               start on the profile's configurations (source "profile"), data identical; the same
 #               profile offered to a job of another shape is refused with a message, the job completes
+#   disabled    AUTOHA_ENABLE=0: pure pass-through — every call runs what it runs without the shim
+#               (trace), data identical, no report written
+#   interval    AUTOHA_REPORT_INTERVAL_S=1: a running job (2 ranks, 40 iterations 100 ms apart) has
+#               a report on disk before it ends
 #   chain       the user names their own tuner (env SHIM_USER_TUNER) in NCCL_TUNER_PLUGIN: with the
 #               shim and an override, every call not overridden runs what the user's tuner chose
 #               (the trace equals the run with the user's tuner alone), overridden calls the override
@@ -137,6 +141,33 @@ PY
   AUTOHA_MODE=fixed AUTOHA_PROFILE=$prof run other 1 -- -n 1 -- "$job" --threads 4 --iters 2
   grep -q "profile" "$tmp/other.err" || { echo "FAIL: a profile of another shape was not refused"; cat "$tmp/other.err"; exit 1; }
   echo "PASS: another shape's profile refused: $(grep -m1 profile "$tmp/other.err")"
+  ;;
+disabled)
+  run plain 0 -- -n 4 -- "$job" --threads 2
+  AUTOHA_ENABLE=0 AUTOHA_MODE=fixed AUTOHA_OVERRIDE=$OV_SPEC run shim 1 -- -n 4 -- "$job" --threads 2
+  same_data plain shim
+  python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" || exit 1
+  [ -z "$(ls "$tmp/shim.rep")" ] || { echo "FAIL: a report was written with AUTOHA_ENABLE=0"; exit 1; }
+  [ ! -s "$tmp/shim.err" ] || { echo "FAIL: output on stderr with AUTOHA_ENABLE=0:"; cat "$tmp/shim.err"; exit 1; }
+  echo "PASS: AUTOHA_ENABLE=0 is a pure pass-through"
+  ;;
+interval)
+  mkdir -p "$tmp/iv.rep"
+  LD_PRELOAD=$lib AUTOHA_MODE=fixed AUTOHA_REPORT_INTERVAL_S=1 AUTOHA_REPORT="$tmp/iv.rep/report-%p.json" \
+    "$launcher" -n 2 -- "$job" --iters 40 --pause-ms 100 >"$tmp/iv.out" 2>"$tmp/iv.err" &
+  pid=$!
+  seen=0
+  while kill -0 $pid 2>/dev/null; do
+    if [ -n "$(ls "$tmp/iv.rep" 2>/dev/null | grep '\.json$')" ]; then seen=1; break; fi
+    sleep 0.2
+  done
+  running=0
+  kill -0 $pid 2>/dev/null && running=1
+  wait $pid || { echo "FAIL: the loop job failed"; cat "$tmp/iv.err"; exit 1; }
+  [ $seen = 1 ] && [ $running = 1 ] || { echo "FAIL: no report appeared while the job ran"; exit 1; }
+  python3 -c "import json,glob,sys; [json.load(open(f)) for f in glob.glob(sys.argv[1] + '/*.json')]" "$tmp/iv.rep" ||
+    { echo "FAIL: a report does not parse"; exit 1; }
+  echo "PASS: the interval report was on disk while the job ran"
   ;;
 chain)
   [ -n "${SHIM_USER_TUNER:-}" ] || { echo "FAIL: SHIM_USER_TUNER is not set"; exit 1; }

@@ -1,7 +1,7 @@
 /* shim_job: a small multi-rank NCCL job for the shim's end-to-end tests, run on sim/ with and
  * without libautoha.so preloaded. It uses only the public NCCL and CUDA runtime APIs.
  *
- *   ncclsim-run -n P -- shim_job [--threads T] [--iters N] [--no-split]
+ *   ncclsim-run -n P -- shim_job [--threads T] [--iters N] [--no-split] [--pause-ms MS]
  *
  * Each process runs T ranks as threads (global rank RANK*T + t of WORLD_SIZE*T). Every rank issues
  * the same sequence on the world communicator — AllReduce at three sizes, AllGather,
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -25,7 +26,7 @@
 enum { C_BCAST = 0, C_REDUCE = 1, C_ALLGATHER = 2, C_REDUCESCATTER = 3, C_ALLREDUCE = 4 };
 static const char *coll_names[] = {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"};
 
-static int nthreads = 1, iters = 6, split = 1, world, proc_rank;
+static int nthreads = 1, iters = 6, split = 1, pause_ms = 0, world, proc_rank;
 static ncclUniqueId world_id;
 
 typedef struct {
@@ -157,6 +158,7 @@ static void run_rank(rank_t *r) {
       absorb(r, b, ns, host);
       count(r, subn, C_ALLREDUCE, ns * 4);
     }
+    if (pause_ms > 0) usleep((useconds_t)pause_ms * 1000); /* a job that lasts (interval reports) */
   }
   if (sub) CHECK(ncclCommDestroy(sub));
   CHECK(ncclCommDestroy(comm));
@@ -176,8 +178,9 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) nthreads = atoi(argv[++i]);
     else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
     else if (strcmp(argv[i], "--no-split") == 0) split = 0;
+    else if (strcmp(argv[i], "--pause-ms") == 0 && i + 1 < argc) pause_ms = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: shim_job [--threads T] [--iters N] [--no-split]\n");
+      fprintf(stderr, "usage: shim_job [--threads T] [--iters N] [--no-split] [--pause-ms MS]\n");
       return 2;
     }
   }
