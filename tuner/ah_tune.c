@@ -73,8 +73,8 @@ struct ah_tune {
   ah_want_t wants[AH_TUNE_MAX_WANTS];
   int nwants;
   int calls_spent, epoch_calls;
-  uint64_t horizon;        /* end of the last committed segment */
-  int lag_est;             /* most calls seen committed after a segment before its result came */
+  uint64_t asked;          /* `first` of the last ah_tune_next() */
+  int lag_est;             /* most calls seen started after a call before its result came */
   uint64_t converged_at;
   double sigma;
   int def;                 /* probe of NCCL's default (space.start) */
@@ -787,6 +787,7 @@ static int ah_tune_filler(const ah_tune_t *t) {
 void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p) {
   memset(seg_p, 0, sizeof(*seg_p));
   seg_p->first = first;
+  if (first > t->asked) t->asked = first;
   if (t->reopened) ah_tune_reopen(t);
   ah_tune_advance(t);
   if (t->phase != AH_PH_DONE && t->epoch_calls >= t->prm.budget_calls) {
@@ -822,7 +823,6 @@ void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p) {
   t->calls_spent += count;
   t->epoch_calls += count;
   ah_tune_seg_push(t, first, (uint64_t)count, p);
-  t->horizon = first + (uint64_t)count;
   seg_p->count = (uint64_t)count;
   seg_p->config = t->probes[p].cfg;
   seg_p->source = p == t->def ? AH_SOURCE_DEFAULT : AH_SOURCE_TUNED;
@@ -857,10 +857,11 @@ void ah_tune_observe(ah_tune_t *t, uint64_t index, double us) {
     }
     return;
   }
-  /* Lag: calls committed after this call's segment by the time its result came back. */
-  uint64_t end = sg->first + sg->count;
-  if (t->horizon > end && t->horizon - end > (uint64_t)t->lag_est)
-    t->lag_est = t->horizon - end > 32 ? 32 : (int)(t->horizon - end);
+  /* Lag: calls started after this one before its result came back. The driver asks for the
+   * segment starting at `first` when it reaches that call, so `first - 1` is a lower bound of the
+   * call running now. */
+  if (t->asked > index + 1 && t->asked - index - 1 > (uint64_t)t->lag_est)
+    t->lag_est = t->asked - index - 1 > 32 ? 32 : (int)(t->asked - index - 1);
   ah_probe_t *pr = &t->probes[sg->probe];
   if (pr->epoch != t->epoch || pr->n >= AH_TUNE_MAX_SAMPLES) return;
   pr->us[pr->n++] = us;
