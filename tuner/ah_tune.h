@@ -8,7 +8,9 @@
  *   - when the measured time of call index j is known (CUDA events complete later, so results
  *     arrive out of step with proposals), it reports it with ah_tune_observe(t, j, us).
  * The engine never sees NCCL, a clock or a socket, so it is tested on synthetic surfaces and
- * benchmarked against sim/'s truth model directly. */
+ * benchmarked against sim/'s truth model directly. One ah_tune_t is not thread-safe: the driver
+ * serialises the calls on it (the shim holds the key's lock). The search is explained in
+ * docs/tuner.md. */
 #ifndef AH_TUNE_H
 #define AH_TUNE_H
 
