@@ -310,6 +310,9 @@ static ah_ckey_t *ckey_create(ah_comm_t *c, int coll, int bin, const ah_call_t *
     /* A pinned key of a tuned communicator is committed by each rank itself; the leader must not
      * start a search for it. */
   }
+  pthread_mutex_lock(&ck->ks->lock);
+  if (ck->ks->nlocal < AH_MAX_LOCAL_RANKS) ck->ks->local[ck->ks->nlocal++] = ck;
+  pthread_mutex_unlock(&ck->ks->lock);
   pthread_mutex_lock(&c->lock);
   __atomic_store_n(&c->keys[coll][bin], ck, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&c->lock);
@@ -357,14 +360,21 @@ static int leader_commit(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_c
 }
 
 /* Leader, after drift re-opened a converged key: cuts the forever segment short far enough ahead
- * that no local rank has passed the cut. */
+ * that no rank has passed the cut. Local ranks are at most a few calls apart (each collective waits
+ * for all of them), and the cut is placed AH_CUT_MARGIN calls past the furthest local rank; ranks
+ * in other processes are the coordinator's to keep behind (it delivers the cut). */
 #define AH_CUT_MARGIN 64
 static void leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index) {
   ah_keystate_t *ks = ck->ks;
   pthread_mutex_lock(&ks->lock);
   if (atomic_exchange(&ks->reopen, 0) && ks->tune && ah_sched_horizon(ks->sched) == UINT64_MAX) {
+    uint64_t furthest = index;
+    for (int i = 0; i < ks->nlocal; i++) {
+      uint64_t n = __atomic_load_n(&ks->local[i]->next, __ATOMIC_RELAXED);
+      if (n > furthest) furthest = n;
+    }
     ah_segment_t next;
-    ah_tune_next(ks->tune, index + AH_CUT_MARGIN, &next);
+    ah_tune_next(ks->tune, furthest + AH_CUT_MARGIN, &next);
     if (ah_sched_append(ks->sched, &next) == 0 && c->ctl == AH_CTL_REMOTE_TUNE) {
       ah_shim_coord_hooks_t h = hooks_copy();
       if (h.publish) h.publish(h.arg, &ks->key, &next);
@@ -454,7 +464,8 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   int bin = ah_shim_bin(coll, call->nbytes, c->nranks);
   ah_ckey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
   if (__builtin_expect(!ck, 0) && !(ck = ckey_create(c, coll, bin, call))) return;
-  uint64_t index = ck->next++;
+  uint64_t index = ck->next;
+  __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
   size_t bpr = call->nbytes;
   if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1) bpr /= (size_t)c->nranks;
   if (bpr < ck->bytes_min) ck->bytes_min = bpr;

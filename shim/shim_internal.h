@@ -34,6 +34,9 @@
 #define AH_BINS 64
 
 struct ah_tune;
+struct ah_ckey;
+/* Local ranks of one communicator a key state tracks (one process rarely holds more than 8). */
+#define AH_MAX_LOCAL_RANKS 64
 
 /* Per process, per key: the schedule all local ranks read, and the leader's search. */
 typedef struct ah_keystate {
@@ -44,6 +47,8 @@ typedef struct ah_keystate {
   _Atomic int reopen;        /* drift re-opened tuning: the leader cuts the forever segment */
   int space_set;
   ah_space_t space;          /* from the leader's first cost table */
+  int nlocal;                /* this process's ranks using the key (under lock) */
+  struct ah_ckey *local[AH_MAX_LOCAL_RANKS];
   struct ah_keystate *next;  /* in the process-wide table (shim_decide.c) */
 } ah_keystate_t;
 
