@@ -41,6 +41,8 @@ static const char *plugin_path(int abi) {
   return p;
 }
 
+static int job_ranks = NRANKS, job_nodes = NNODES;
+
 /* Runs the job with the given env (NULL-terminated "K=V" list). Returns its exit status. */
 static int run_job(const char *version, const char *plugin, const char *policy, const char *const *env) {
   snprintf(out_path, sizeof out_path, "%s/out", dir);
@@ -67,8 +69,8 @@ static int run_job(const char *version, const char *plugin, const char *policy, 
     dup2(fd, 1);
     dup2(fd, 2);
     char n[8], m[8];
-    snprintf(n, sizeof n, "%d", NRANKS);
-    snprintf(m, sizeof m, "%d", NNODES);
+    snprintf(n, sizeof n, "%d", job_ranks);
+    snprintf(m, sizeof m, "%d", job_nodes);
     execl(NCCLSIM_RUN_PATH, NCCLSIM_RUN_PATH, "-n", n, "--nodes", m, "--", SIMTUNER_JOB_PATH, (char *)NULL);
     _exit(127);
   }
@@ -427,6 +429,24 @@ START_TEST(trace_times_are_the_model) {
 }
 END_TEST
 
+/* A one-rank communicator asks the tuner before 2.28 (only Ring/Simple open, at cost 0), never
+ * from 2.28 on. */
+START_TEST(one_rank_communicator) {
+  job_ranks = job_nodes = 1;
+  int rc = run_job("2.24", plugin_path(4), "", NULL);
+  ck_assert_msg(rc == 0, "%s", out_text);
+  ck_assert_int_eq(COUNT(log_text, "abi=4 event=init nranks=1 nnodes=1"), 1);
+  ck_assert_int_eq(COUNT(log_text, "abi=4 event=coll", "cells=-----+---------------"), 4);
+  rc = run_job("2.28", plugin_path(5), "", NULL);
+  ck_assert_msg(rc == 0, "%s", out_text);
+  ck_assert_int_eq(COUNT(log_text, "abi=5 event=init nranks=1 nnodes=1"), 1);
+  ck_assert_int_eq(COUNT(log_text, "event=coll"), 0);
+  ck_assert_int_eq(COUNT(trace_text, "algo=Ring proto=Simple"), 5);
+  job_ranks = NRANKS;
+  job_nodes = NNODES;
+}
+END_TEST
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -445,6 +465,7 @@ int main(void) {
   tcase_add_test(tc, v5_commid_and_constants);
   tcase_add_test(tc, load_rules);
   tcase_add_test(tc, trace_times_are_the_model);
+  tcase_add_test(tc, one_rank_communicator);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
