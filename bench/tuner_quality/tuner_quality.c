@@ -83,7 +83,7 @@ static void fmt_sim(const sim_config_t *c, char *buf, size_t len) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  int quick = 0, lag = 2, shim_space = 0, version = 0, only_coll = -1, only_nodes = 0, only_seed = 0;
+  int quick = 0, lag = 2, shim_space = 0, version = 0, seeds = 3, only_coll = -1, only_nodes = 0, only_seed = 0;
   double only_phi = -1;
   size_t only_bytes = 0;
   for (int i = 1; i < argc; i++) {
@@ -91,13 +91,14 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
     else if (strcmp(argv[i], "--shim-space") == 0) shim_space = 1;
     else if (strcmp(argv[i], "--version") == 0 && i + 1 < argc) version = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) seeds = atoi(argv[++i]);
     else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
              sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &only_coll, &only_bytes, &only_nodes, &only_phi,
                     &only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space] [--version CODE] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space] [--version CODE] [--seeds N] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
                       "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
       return 2;
     }
@@ -113,8 +114,8 @@ int main(int argc, char **argv) {
                               AH_FUNC_BROADCAST, AH_FUNC_REDUCE};
   static const int nodes[] = {1, 2, 4, 16};
   static const double phis[] = {0.0, 0.5, 0.8};
-  int nseeds = quick ? 1 : 3;
-  int maxcells = 5 * 11 * 4 * 3 * 3;
+  int nseeds = quick ? 1 : (seeds < 1 ? 1 : seeds);
+  int maxcells = 5 * 11 * 4 * 3 * nseeds;
   double *q = malloc(sizeof(double) * (size_t)maxcells);
   double *calls = malloc(sizeof(double) * (size_t)maxcells);
   double log_speedup = 0.0;
