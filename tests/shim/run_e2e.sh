@@ -84,10 +84,14 @@ override-*)
   extra=()
   case $ver in 2.19* | 2.20*) extra=(--no-split) ;; esac # v1: one tuner state per process
   run plain 0 -- -n 4 -- "$job" --threads 2 "${extra[@]}"
-  AUTOHA_MODE=fixed AUTOHA_OVERRIDE=$OV_SPEC run shim 1 -- -n 4 -- "$job" --threads 2 "${extra[@]}"
+  AUTOHA_MODE=fixed AUTOHA_OVERRIDE=$OV_SPEC NCCLSIM_DEBUG=INFO run shim 1 -- -n 4 -- "$job" --threads 2 "${extra[@]}"
   same_data plain shim
   no_errors shim
-  grep -q "tuner: using ncclTunerPlugin_v" "$tmp/shim.err" || NCCLSIM_DEBUG=1 true
+  case $ver in 2.19* | 2.20*) abi=1 ;; 2.21*) abi=2 ;; 2.22* | 2.23*) abi=3 ;; 2.24* | 2.25* | 2.26* | 2.27*) abi=4 ;;
+    2.28* | 2.29*) abi=5 ;; *) abi=6 ;; esac
+  n=$(grep -c "tuner: using ncclTunerPlugin_v$abi (autoha)" "$tmp/shim.err")
+  [ "$n" -eq 4 ] || { echo "FAIL: expected NCCL $ver to load autoha as ncclTunerPlugin_v$abi in all 4 processes (got $n)"; grep tuner "$tmp/shim.err" | head; exit 1; }
+  echo "PASS: emulated NCCL $ver loaded autoha as ncclTunerPlugin_v$abi in every process"
   python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
   ;;
