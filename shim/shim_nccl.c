@@ -10,6 +10,7 @@
  * Note that calls nest: libnccl's ncclBcast calls ncclBroadcast through its PLT, which lands in
  * this file again; a per-thread depth makes the inner call pass straight through, so a legacy
  * broadcast is counted and timed once. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -151,8 +152,10 @@ AH_EXPORT ncclResult_t ncclGroupEnd(void) {
   group_has_stream = 0;
   if (timed) ah_timing_begin(s);
   ncclResult_t r = ah_real.GroupEnd();
+  int saved = errno; /* a guest leaves errno as the real call left it */
   if (timed) ah_timing_end(s);
   ah_comm_pending_clear(); /* grouped inits have run their tuner init by now (or elsewhere) */
+  errno = saved;
   return r;
 }
 
@@ -189,7 +192,9 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
       if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0))          \
         api_observe(comm, coll, count, dt);                                                        \
       r_ = call;                                                                                   \
+      int errno_ = errno;                                                                          \
       ah_timing_end(stream);                                                                       \
+      errno = errno_;                                                                              \
     }                                                                                              \
     coll_depth--;                                                                                  \
     return r_;                                                                                     \
@@ -266,6 +271,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
     }                                                                                              \
     ah_comm_last_reset();                                                                          \
     ncclResult_t r_ = call;                                                                        \
+    int errno_ = errno;                                                                            \
     int grouped_ = group_depth > 0;                                                                \
     if (!grouped_) ah_comm_pending_clear();                                                        \
     if (r_ == ncclSuccess && (newcomm_p) && *(newcomm_p)) {                                        \
@@ -278,6 +284,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
     } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \
       handle_bind(*(newcomm_p), id_, 0, (rank_arg));                                               \
     }                                                                                              \
+    errno = errno_;                                                                                \
     return r_;                                                                                     \
   } while (0)
 
