@@ -408,6 +408,71 @@ START_TEST(test_budget) {
 }
 END_TEST
 
+/* A surface that accepts any configuration (chaos test): a hash of the config gives its time. */
+static double chaos_time(void *arg, const ah_config_t *c, uint64_t call) {
+  (void)arg;
+  (void)call;
+  uint64_t h = 1469598103934665603ULL;
+  h = (h ^ (uint64_t)(uint8_t)c->algo) * 1099511628211ULL;
+  h = (h ^ (uint64_t)(uint8_t)c->proto) * 1099511628211ULL;
+  for (int d = 0; d < c->ndims && d < AH_MAX_DIMS; d++) h = (h ^ (uint64_t)c->res[d]) * 1099511628211ULL;
+  return 10.0 + (double)(h % 1000) / 10.0;
+}
+
+START_TEST(test_chaos) {
+  /* Random spaces (including none, single points, starts outside the space), random lag, loss and
+   * order, and garbage results: the engine never crashes, always pins within its budget, and only
+   * ever proposes pairs of the space or NCCL's own choice. */
+  uint64_t rng = 77;
+  for (int run_i = 0; run_i < 300; run_i++) {
+    ah_space_t sp;
+    memset(&sp, 0, sizeof(sp));
+    sp.nsub = (int)(tune_rng_next(&rng) % (AH_MAX_SUBSPACES + 1));
+    for (int i = 0; i < sp.nsub; i++) {
+      sp.sub[i].algo = (int8_t)(i / AH_NUM_PROTOS);
+      sp.sub[i].proto = (int8_t)(i % AH_NUM_PROTOS);
+    }
+    sp.ndims = (int)(tune_rng_next(&rng) % 3);
+    for (int d = 0; d < sp.ndims; d++) {
+      sp.dims[d].nvalues = 1 + (int)(tune_rng_next(&rng) % AH_MAX_DIM_VALUES);
+      for (int i = 0; i < sp.dims[d].nvalues; i++) sp.dims[d].values[i] = (int64_t)(i + 1) * (d ? 4096 : 1);
+    }
+    sp.start.algo = (int8_t)((int)(tune_rng_next(&rng) % (AH_NUM_ALGOS + 1)) - 1);
+    sp.start.proto = (int8_t)((int)(tune_rng_next(&rng) % (AH_NUM_PROTOS + 1)) - 1);
+    sp.start.ndims = sp.ndims;
+    for (int d = 0; d < sp.ndims; d++) sp.start.res[d] = (int64_t)(tune_rng_next(&rng) % 80);
+    ah_tune_params_t p;
+    ah_tune_params_default(&p);
+    p.budget_calls = 20 + (int)(tune_rng_next(&rng) % 200);
+    ah_tune_t *t = ah_tune_create(&sp, &p);
+    ck_assert_ptr_nonnull(t);
+    ah_tune_observe(t, 5, -1.0);
+    ah_tune_observe(t, 7, INFINITY);
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = (uint64_t)run_i + 1;
+    o.lag = (int)(tune_rng_next(&rng) % 20);
+    o.loss = tune_rng_uniform(&rng) * 0.5;
+    o.sigma = tune_rng_uniform(&rng) * 0.2;
+    o.outlier_rate = tune_rng_uniform(&rng) * 0.1;
+    o.max_calls = 600;
+    tune_drive_result_t r;
+    tune_drive_run(t, chaos_time, NULL, &o, &r);
+    ck_assert_msg(r.pinned_at != UINT64_MAX && r.pinned_at <= (uint64_t)p.budget_calls,
+                  "run %d: pinned at %llu, budget %d", run_i, (unsigned long long)r.pinned_at, p.budget_calls);
+    int legal = r.final.algo == sp.start.algo && r.final.proto == sp.start.proto;
+    for (int i = 0; i < sp.nsub; i++)
+      legal |= r.final.algo == sp.sub[i].algo && r.final.proto == sp.sub[i].proto;
+    ck_assert_msg(legal, "run %d: pinned a pair outside the space", run_i);
+    ah_tune_status_t st;
+    ah_tune_status(t, &st);
+    ck_assert(st.state == AH_TUNE_CONVERGED || st.state == AH_TUNE_DEFAULT);
+    ck_assert_int_le(st.calls_spent, p.budget_calls);
+    ah_tune_destroy(t);
+  }
+}
+END_TEST
+
 static void count_probe(void *arg, const ah_config_t *cfg, int samples, double us) {
   int *n = arg;
   ck_assert_int_gt(samples, 0);
@@ -519,6 +584,7 @@ static Suite *tune_suite(void) {
   tcase_add_test(tc, test_drift_reopens);
   tcase_add_test(tc, test_budget);
   tcase_add_test(tc, test_bad_space_and_report);
+  tcase_add_test(tc, test_chaos);
   suite_add_tcase(s, tc);
   TCase *ts = tcase_create("stats");
   tcase_set_timeout(ts, 30);
