@@ -129,7 +129,8 @@ static void comm_control(ah_comm_t *c) {
         ctl = AH_CTL_LOCAL_TUNE;
       } else {
         ah_shim_coord_hooks_t h = hooks_copy();
-        if (atomic_load(&hooks_set) && h.attach && h.attach(h.arg, c->id, c->nranks, c->rank)) {
+        /* Rank 0 must be known to lead across processes: a rank NCCL did not tell us stays fixed. */
+        if (atomic_load(&hooks_set) && h.attach && c->rank >= 0 && h.attach(h.arg, c->id, c->nranks, c->rank)) {
           ctl = AH_CTL_REMOTE_TUNE;
         } else {
           ctl = AH_CTL_FIXED;
