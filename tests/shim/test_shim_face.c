@@ -290,6 +290,80 @@ START_TEST(test_tune_local_ranks_agree) {
 }
 END_TEST
 
+#ifdef AH_HAVE_TUNE
+/* The search driven through the decision path with synthetic times: ring/simple takes 50 us,
+ * everything else 100 us. The leader's thread reports the time of each of its calls as the timing
+ * harvest would. The search must settle on ring/simple with both ranks agreeing call by call; a
+ * drift re-open then cuts the forever segment past the furthest rank, and they still agree. */
+#define DRIVE_CALLS 900
+typedef struct {
+  int rank;
+  uint64_t id;
+  _Atomic int *reopen_at; /* call index at which rank 0 simulates a drift re-open */
+  int algo[DRIVE_CALLS], proto[DRIVE_CALLS], nch[DRIVE_CALLS];
+} drive_t;
+
+static void *drive_main(void *arg) {
+  drive_t *r = arg;
+  ah_comm_pending_push(r->id, r->rank);
+  void *ctx = NULL;
+  ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
+  ah_comm_t *c = ctx;
+  for (int i = 0; i < DRIVE_CALLS; i++) {
+    float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
+    table_fill(t);
+    int nch = 0;
+    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 4 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
+                                   AH_NUM_PROTOS, 0, &nch);
+    r->algo[i] = argmin(t, &r->proto[i]);
+    r->nch[i] = nch;
+    ah_ckey_t *ck = c->keys[AH_FUNC_ALLREDUCE][22];
+    if (ck && ck->leader) {
+      double us = r->algo[i] == AH_ALGO_RING && r->proto[i] == AH_PROTO_SIMPLE ? 50.0 : 100.0;
+      int kept = ck->seg_keep || ck->seg_refused;
+      ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, 4 << 20);
+      if (i == atomic_load(r->reopen_at)) atomic_store(&ck->ks->reopen, 1);
+    }
+  }
+  return NULL;
+}
+
+START_TEST(test_tune_search_and_cut) {
+  uint64_t id = 0x8888;
+  ah_shim.nccl_version = 22809;
+  ah_commrec_announce(id, 2);
+  ah_commrec_announce(id, 2);
+  static drive_t r[2];
+  static _Atomic int reopen_at = 600;
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    r[i].rank = i;
+    r[i].id = id;
+    r[i].reopen_at = &reopen_at;
+    pthread_create(&th[i], NULL, drive_main, &r[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < DRIVE_CALLS; i++)
+    ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
+                  "call %d: rank 0 ran %d/%d/%d, rank 1 ran %d/%d/%d", i, r[0].algo[i], r[0].proto[i],
+                  r[0].nch[i], r[1].algo[i], r[1].proto[i], r[1].nch[i]);
+  /* settled on the fast pair before the re-open */
+  ck_assert_int_eq(r[0].algo[590], AH_ALGO_RING);
+  ck_assert_int_eq(r[0].proto[590], AH_PROTO_SIMPLE);
+  ah_key_t key = {id, AH_FUNC_ALLREDUCE, 22};
+  ah_keystate_t *ks = ah_shim_keystate_get(&key);
+  /* the re-open cut the forever segment: a segment starts at or after call 600 + 64 */
+  ah_segment_t seg;
+  ck_assert_int_eq(ah_sched_lookup(ks->sched, 600 + 64, &seg), 1);
+  ah_segment_t before;
+  ck_assert_int_eq(ah_sched_lookup(ks->sched, 600, &before), 1);
+  ck_assert_uint_lt(before.first, 600);                /* the forever segment began before */
+  ck_assert_uint_ne(before.count, AH_SCHED_FOREVER);   /* and was cut */
+  ck_assert_uint_ge(before.first + before.count, 600 + 64);
+}
+END_TEST
+#endif
+
 int main(int argc, char **argv) {
   if (argc > 1) scenario = argv[1];
   ah_shim_init();
@@ -309,6 +383,9 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_nothing_changes);
   } else if (strcmp(scenario, "tune") == 0) {
     tcase_add_test(tc, test_tune_local_ranks_agree);
+#ifdef AH_HAVE_TUNE
+    tcase_add_test(tc, test_tune_search_and_cut);
+#endif
   } else {
     fprintf(stderr, "unknown scenario %s\n", scenario);
     return 2;
