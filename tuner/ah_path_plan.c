@@ -400,13 +400,92 @@ static int kg_color(kg_t *g, int *color, int e, int *path) {
   return -1;
 }
 
+/* Search state of repair's alternating chains. */
+typedef struct {
+  const int *src, *dst, *ideal, *adj, *adj_start;
+  const unsigned char *forbid;
+  int nc, stamp;
+  int *color, *load, *seen, *onpath;
+} chain_t;
+
+/* Edge e, held at vertex `at`, goes from colour `from` to `to`. Its other end w then holds one more
+ * `to` and one less `from`: fine when w has room for `to`; otherwise an edge of colour `to` at w goes
+ * to `from`, and so on along the chain (a Kempe chain over the loads). Moves are applied on the way
+ * back when the chain ends at a vertex with room. Each (vertex, colour) is tried once per search. */
+static int chain_move(chain_t *k, int at, int e, int from, int to) {
+  int nc = k->nc, w = k->src[e] == at ? k->dst[e] : k->src[e];
+  if (k->forbid && k->forbid[(size_t)w * nc + to]) return 0;
+  int ok = k->load[(size_t)w * nc + to] < k->ideal[w];
+  if (!ok) {
+    if (k->seen[(size_t)w * nc + to] == k->stamp) return 0;
+    k->seen[(size_t)w * nc + to] = k->stamp;
+    k->onpath[e] = 1;
+    for (int a = k->adj_start[w]; a < k->adj_start[w + 1] && !ok; a++) {
+      int f = k->adj[a];
+      if (f != e && !k->onpath[f] && k->color[f] == to) ok = chain_move(k, w, f, to, from);
+    }
+    k->onpath[e] = 0;
+  }
+  if (ok) {
+    k->load[(size_t)k->src[e] * nc + from]--, k->load[(size_t)k->dst[e] * nc + from]--;
+    k->color[e] = to;
+    k->load[(size_t)k->src[e] * nc + to]++, k->load[(size_t)k->dst[e] * nc + to]++;
+  }
+  return ok;
+}
+
+/* Kempe chains over the loads: for each vertex holding a colour above its ideal, move one of those
+ * edges to a colour the vertex has room for, along an alternating chain (chain_move). */
+static void repair_chains(int nedges, const int *src, const int *dst, int nbase, const unsigned char *forbid,
+                          int nc, const int *ideal, int *color, int *load) {
+  chain_t k = {.src = src, .dst = dst, .ideal = ideal, .forbid = forbid, .nc = nc, .color = color, .load = load};
+  int *adj_start = calloc((size_t)nbase + 1, sizeof *adj_start), *adj = malloc((size_t)(2 * nedges + 1) * sizeof *adj);
+  int *fill = calloc((size_t)nbase + 1, sizeof *fill);
+  k.seen = calloc((size_t)nbase * (size_t)nc, sizeof *k.seen);
+  k.onpath = calloc((size_t)nedges + 1, sizeof *k.onpath);
+  if (!adj_start || !adj || !fill || !k.seen || !k.onpath) goto out;
+  for (int e = 0; e < nedges; e++) adj_start[src[e] + 1]++, adj_start[dst[e] + 1]++;
+  for (int b = 0; b < nbase; b++) adj_start[b + 1] += adj_start[b];
+  for (int e = 0; e < nedges; e++) {
+    adj[adj_start[src[e]] + fill[src[e]]++] = e;
+    adj[adj_start[dst[e]] + fill[dst[e]]++] = e;
+  }
+  k.adj = adj;
+  k.adj_start = adj_start;
+  for (int pass = 0, improved = 1; improved && pass < 16; pass++) {
+    improved = 0;
+    for (int b = 0; b < nbase; b++)
+      for (int x = 0; x < nc; x++)
+        for (int a = adj_start[b]; a < adj_start[b + 1] && load[(size_t)b * nc + x] > ideal[b]; a++) {
+          int e = adj[a], moved = 0;
+          if (color[e] != x) continue;
+          for (int c = 0; c < nc && !moved; c++) {
+            if (c == x || (forbid && forbid[(size_t)b * nc + c]) || load[(size_t)b * nc + c] >= ideal[b]) continue;
+            k.stamp++;
+            moved = chain_move(&k, b, e, x, c);
+          }
+          improved |= moved;
+        }
+  }
+out:
+  free(adj_start);
+  free(adj);
+  free(fill);
+  free(k.seen);
+  free(k.onpath);
+}
+
 /* Moves flows off links above their vertex's ideal (ceil(degree / legal colours)): directly to a
  * colour with room at both ends, or by first moving a flow out of the way at the full end. Needed
- * only where failed links made a Kempe swap impossible. */
-static void repair(int nedges, const int *src, const int *dst, int nbase, const unsigned char *forbid, int nc,
-                   int *color, int *load) {
+ * only where failed links made a Kempe swap impossible. Returns the flows still above ideal. */
+static int repair(int nedges, const int *src, const int *dst, int nbase, const unsigned char *forbid, int nc,
+                  int *color, int *load) {
+  int excess = 0;
   int *ideal = calloc((size_t)nbase, sizeof *ideal), *deg = calloc((size_t)nbase, sizeof *deg);
-  if (!ideal || !deg) goto out;
+  if (!ideal || !deg) {
+    excess = 1 << 30;
+    goto out;
+  }
   for (int e = 0; e < nedges; e++) deg[src[e]]++, deg[dst[e]]++;
   for (int b = 0; b < nbase; b++) {
     int legal = 0;
@@ -439,6 +518,9 @@ static void repair(int nedges, const int *src, const int *dst, int nbase, const 
       improved |= done;
     }
   }
+  repair_chains(nedges, src, dst, nbase, forbid, nc, ideal, color, load);
+  for (int b = 0; b < nbase; b++)
+    for (int c = 0; c < nc; c++) excess += LOAD(b, c) > ideal[b] ? LOAD(b, c) - ideal[b] : 0;
 #undef LEGAL
 #undef LOAD
 #undef ROOM
@@ -446,6 +528,7 @@ static void repair(int nedges, const int *src, const int *dst, int nbase, const 
 out:
   free(ideal);
   free(deg);
+  return excess;
 }
 
 /* load[base][colour] = the first n edges' colours at their ends. */
@@ -455,10 +538,10 @@ static void recount(int n, const int *src, const int *dst, int nbase, int nc, co
     if (color[e] >= 0) load[(size_t)src[e] * nc + color[e]]++, load[(size_t)dst[e] * nc + color[e]]++;
 }
 
-/* Colours the edges (src base vertex, dst base vertex) in order. Edges Kempe cannot place go to the
- * legal colour with the least load at both ends. Returns 0 or -1 (out of memory). */
-static int equitable_color(int nedges, const int *src, const int *dst, int nbase, const int *cap,
-                           const unsigned char *forbid, int nc, int *color) {
+/* One colouring in the given edge order (see equitable_color). Returns the flows left above their
+ * link's ideal, or -1 when out of memory. */
+static int color_attempt(int nedges, const int *src, const int *dst, int nbase, const int *cap,
+                         const unsigned char *forbid, int nc, const int *order, int *color) {
   kg_t g = {.nc = nc, .forbid = forbid, .cap = cap};
   size_t nsv = (size_t)2 * nedges + (size_t)nbase + 1;
   g.at = malloc(nsv * (size_t)nc * sizeof *g.at);
@@ -473,13 +556,14 @@ static int equitable_color(int nedges, const int *src, const int *dst, int nbase
   if (!g.at || !g.base || !g.chunk || !g.fill || !g.eu || !g.ev || !path || !load) goto out;
   memset(g.at, 0xFF, nsv * (size_t)nc * sizeof *g.at);
   for (int b = 0; b < nbase; b++) g.chunk[b] = -1;
-  for (int e = 0; e < nedges; e++) {
+  for (int e = 0; e < nedges; e++) color[e] = -1;
+  for (int oi = 0; oi < nedges; oi++) {
+    int e = order[oi];
     g.eu[e] = kg_split(&g, src[e]);
     g.ev[e] = kg_split(&g, dst[e]);
-    color[e] = -1;
     if (kg_color(&g, color, e, path) < 0) {
       /* loads from the colours as they are now (swaps recolour earlier edges) */
-      recount(e, src, dst, nbase, nc, color, load);
+      recount(nedges, src, dst, nbase, nc, color, load);
       int best = -1, bl = 0;
       for (int c = 0; c < nc; c++) {
         if (forbid && (forbid[(size_t)src[e] * nc + c] || forbid[(size_t)dst[e] * nc + c])) continue;
@@ -491,8 +575,7 @@ static int equitable_color(int nedges, const int *src, const int *dst, int nbase
     }
   }
   recount(nedges, src, dst, nbase, nc, color, load);
-  repair(nedges, src, dst, nbase, forbid, nc, color, load);
-  rc = 0;
+  rc = repair(nedges, src, dst, nbase, forbid, nc, color, load);
 out:
   free(g.at);
   free(g.base);
@@ -502,6 +585,51 @@ out:
   free(g.ev);
   free(path);
   free(load);
+  return rc;
+}
+
+/* Colours the edges (src base vertex, dst base vertex), taken in the given order (the plan's
+ * priority order), so that every vertex has each colour at most ceil(degree / legal colours) times.
+ * Without forbidden colours the first attempt is exact. With them (failed links), edges at a
+ * constrained vertex go first, and when flows are still above ideal, up to 15 more attempts shuffle
+ * the order with a fixed-seed generator (so every rank computes the same plan) and the best
+ * colouring is kept. Returns 0 or -1 (out of memory). */
+static int equitable_color(int nedges, const int *src, const int *dst, int nbase, const int *cap,
+                           const unsigned char *forbid, int nc, int *color) {
+  int *order = malloc((size_t)(nedges + 1) * sizeof *order), *trial = malloc((size_t)(nedges + 1) * sizeof *trial);
+  int rc = -1, best = -1, nconstrained = 0;
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  if (!order || !trial) goto out;
+  /* Edges at a vertex with a forbidden colour (a failed link) first: swaps made later for the
+   * unconstrained ones can route around them, the other way round they often cannot. */
+  int no = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int e = 0; e < nedges; e++) {
+      int constrained = 0;
+      for (int c = 0; forbid && c < nc && !constrained; c++)
+        constrained = forbid[(size_t)src[e] * nc + c] || forbid[(size_t)dst[e] * nc + c];
+      if (constrained == (pass == 0)) order[no++] = e;
+      nconstrained += pass == 0 && constrained;
+    }
+  for (int attempt = 0; attempt < 16 && best != 0; attempt++) {
+    if (attempt > 0) /* shuffle within the constrained and the unconstrained part */
+      for (int part = 0; part < 2; part++) {
+        int lo = part ? nconstrained : 0, hi = part ? nedges : nconstrained;
+        for (int i = hi - 1; i > lo; i--) {
+          rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+          int j = lo + (int)((rng >> 33) % (uint64_t)(i - lo + 1)), x = order[i];
+          order[i] = order[j], order[j] = x;
+        }
+      }
+    int excess = color_attempt(nedges, src, dst, nbase, cap, forbid, nc, order, attempt ? trial : color);
+    if (excess < 0) goto out;
+    if (attempt == 0) best = excess;
+    else if (excess < best) best = excess, memcpy(color, trial, (size_t)nedges * sizeof *color);
+  }
+  rc = 0;
+out:
+  free(order);
+  free(trial);
   return rc;
 }
 
@@ -554,16 +682,23 @@ int ah_path_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflow
   free(rank);
 
   /* 1. sides: an equitable 2-colouring of (tx NIC, rx NIC) — each NIC sends and receives half its
-   *    flows on each port, and a flow leaves and arrives on the same side (C4P's dual-port rule) */
-  for (int i = 0; i < nflows; i++) {
-    src[i] = order[i]->shost * maxnic + order[i]->snic;
-    dst[i] = nnic + order[i]->dhost * maxnic + order[i]->dnic;
-  }
+   *    flows on each port, and a flow leaves and arrives on the same side (C4P's dual-port rule).
+   *    Flows that leave their leaf pair go first, so a NIC's chunks of two pair them with each
+   *    other and they too split in halves: each leaf of a pair then carries half its uplink demand. */
+  int ns = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < nflows; i++) {
+      int cross = t->hosts[order[i]->shost].pair != t->hosts[order[i]->dhost].pair;
+      if (cross != (pass == 0)) continue;
+      idx[ns] = i;
+      src[ns] = order[i]->shost * maxnic + order[i]->snic;
+      dst[ns++] = nnic + order[i]->dhost * maxnic + order[i]->dnic;
+    }
   for (int b = 0; b < 2 * nnic; b++) cap[b] = 2;
   if (equitable_color(nflows, src, dst, 2 * nnic, cap, NULL, 2, color)) goto out;
-  for (int i = 0; i < nflows; i++) {
-    ah_path_route_t *r = &routes[order[i] - flows];
-    r->side = (int8_t)color[i];
+  for (int k = 0; k < nflows; k++) {
+    ah_path_route_t *r = &routes[order[idx[k]] - flows];
+    r->side = (int8_t)color[k];
     r->spine = -1;
   }
 

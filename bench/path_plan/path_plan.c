@@ -12,12 +12,15 @@
  *   ecmp    NCCL's ports, derived by the kernel from the QP numbers (flow label 0)
  *   spread  AUTOHA_QP_SPORT=spread: distinct, evenly spread ports per NIC pair
  *   plan    AUTOHA_QP_SPORT=plan: the planner's ports
- * Figures: max link load over the ideal max (ceil(demand / live links) per leaf pair), dual-port
- * violations (a flow leaving on one side and arriving on the other), and modelled bus bandwidth
- * relative to ideal: each flow gets the smallest capacity/load share along its path (NIC ports and
- * fabric links), a job runs at its slowest flow, averaged over jobs weighted by hosts. "Ideal" puts
- * every link at its leaf pair's balanced load and every NIC port at half its NIC's flows; a job
- * whose flows all sit on links below the balanced load can score above 1.00.
+ * Figures: max link load over the ideal max, dual-port violations (a flow leaving on one side and
+ * arriving on the other), and modelled bus bandwidth relative to ideal: each flow gets the smallest
+ * capacity/load share along its path (NIC ports and fabric links), a job runs at its slowest flow,
+ * averaged over jobs weighted by hosts. "Ideal" is the lowest max load a routing can reach while
+ * every NIC keeps its two ports evenly loaded (C4's dual-port balance; unbalancing a NIC costs more
+ * than it saves): a leaf pair's cross-pair demand splits in halves over its two leaves, the larger
+ * half on the leaf with more live links, each half spread evenly, ceil(half / live links) per link.
+ * With all links up that is ceil(pair demand / 16); with a failed uplink the leaf that lost it
+ * carries its half on 7 links. A job whose flows sit on links below that load can score above 1.00.
  *
  * `path_plan N` prints the topology file of case N (0-5) instead, in the AUTOHA_QP_TOPO format. */
 #include <math.h>
@@ -93,7 +96,7 @@ typedef struct {
 static result_t evaluate(const ah_path_topo_t *t, const ah_path_flow_t *f, int n, const uint16_t *port) {
   static int up[2 * PAIRS][SPINES], down[2 * PAIRS][SPINES], tx[HOSTS][NICS][2], rx[HOSTS][NICS][2];
   static int out_pair[PAIRS], in_pair[PAIRS], nic_out[HOSTS][NICS], nic_in[HOSTS][NICS];
-  static int ideal_up[PAIRS], ideal_down[PAIRS];
+  static int ideal_up[2 * PAIRS], ideal_down[2 * PAIRS]; /* per leaf */
   int *side = malloc((size_t)n * sizeof *side), *spine = malloc((size_t)n * sizeof *spine),
       *rxs = malloc((size_t)n * sizeof *rxs);
   result_t r = {0};
@@ -114,14 +117,23 @@ static result_t evaluate(const ah_path_topo_t *t, const ah_path_flow_t *f, int n
       out_pair[sp]++, in_pair[dp]++;
     }
   }
-  /* ideal: each leaf pair's cross-pair demand spread evenly over its live links */
+  /* ideal: the lowest max load a routing can reach while each NIC keeps its two ports evenly
+   * loaded (C4's dual-port balance): a pair's demand then splits in halves over its two leaves,
+   * the larger half on the leaf with more live links, each half spread evenly over its leaf */
   for (int p = 0; p < PAIRS; p++) {
-    int live = 0;
-    for (int s = 0; s < SPINES; s++) live += !ah_path_link_failed(t, 2 * p, s) + !ah_path_link_failed(t, 2 * p + 1, s);
-    int iu = (out_pair[p] + live - 1) / live, id = (in_pair[p] + live - 1) / live;
-    ideal_up[p] = iu ? iu : 1, ideal_down[p] = id ? id : 1;
-    if (iu > r.ideal) r.ideal = iu;
-    if (id > r.ideal) r.ideal = id;
+    for (int dir = 0; dir < 2; dir++) {
+      int d = dir ? in_pair[p] : out_pair[p], a = d / 2, b = d - a, *ideal = dir ? ideal_down : ideal_up;
+      int lL = 0, lR = 0;
+      for (int s = 0; s < SPINES; s++) lL += !ah_path_link_failed(t, 2 * p, s), lR += !ah_path_link_failed(t, 2 * p + 1, s);
+      int o1L = (a + lL - 1) / lL, o1R = (b + lR - 1) / lR, o2L = (b + lL - 1) / lL, o2R = (a + lR - 1) / lR;
+      int one = o1L > o1R ? o1L : o1R, two = o2L > o2R ? o2L : o2R;
+      ideal[2 * p] = one <= two ? o1L : o2L;
+      ideal[2 * p + 1] = one <= two ? o1R : o2R;
+      for (int x = 0; x < 2; x++) {
+        if (ideal[2 * p + x] > r.ideal) r.ideal = ideal[2 * p + x];
+        if (ideal[2 * p + x] < 1) ideal[2 * p + x] = 1;
+      }
+    }
   }
   for (int l = 0; l < 2 * PAIRS; l++)
     for (int s = 0; s < SPINES; s++) {
@@ -143,7 +155,8 @@ static result_t evaluate(const ah_path_topo_t *t, const ah_path_flow_t *f, int n
         int sp = t->hosts[f[i].shost].pair;
         x = fmin(x, UPLINK_CAP / up[2 * sp + side[i]][spine[i]]);
         if (rxs[i] >= 0) x = fmin(x, UPLINK_CAP / down[2 * t->hosts[f[i].dhost].pair + rxs[i]][spine[i]]);
-        y = fmin(y, fmin(UPLINK_CAP / ideal_up[sp], UPLINK_CAP / ideal_down[t->hosts[f[i].dhost].pair]));
+        int dl = 2 * t->hosts[f[i].dhost].pair + (rxs[i] >= 0 ? rxs[i] : side[i]);
+        y = fmin(y, fmin(UPLINK_CAP / ideal_up[2 * sp + side[i]], UPLINK_CAP / ideal_down[dl]));
       }
       rate = fmin(rate, x);
       ideal = fmin(ideal, y);
