@@ -25,17 +25,19 @@ static size_t task_nbytes(const sim_task_t *t) {
 
 /* ---- model and tuner per communicator -------------------------------------------------------- */
 
-static pthread_once_t warn_once = PTHREAD_ONCE_INIT;
-static char warn_text[400];
-static void warn_print(void) { sim_log_warn("%s", warn_text); }
-
-/* Warns once per process: every communicator would repeat the same complaint. */
+/* Warns once per process per distinct text: every communicator would repeat the same complaint. */
 static void warn_first(const char *text) {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static uint64_t seen[16];
+  static int nseen;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char *c = text; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
   pthread_mutex_lock(&lock);
-  if (!warn_text[0]) snprintf(warn_text, sizeof warn_text, "%s", text);
+  int found = 0;
+  for (int i = 0; i < nseen && !found; i++) found = seen[i] == h;
+  if (!found && nseen < 16) seen[nseen++] = h;
   pthread_mutex_unlock(&lock);
-  pthread_once(&warn_once, warn_print);
+  if (!found) sim_log_warn("%s", text);
 }
 
 ncclResult_t sim_comm_model_init(struct ncclComm *c) {

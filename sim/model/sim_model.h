@@ -63,7 +63,7 @@ typedef struct {
   int nvls_graph_nch;
   double nvls_graph_bw_intra, nvls_graph_bw_inter;
   ah_tuner_constants_v5_t consts; /* NCCL's tables; a v5+ tuner may edit them at init */
-  char error[256];         /* a bad NCCL_* value found by sim_model_init ("" when none) */
+  char error[512];         /* bad NCCL_* values found by sim_model_init ("" when none) */
   double reserved[32];
 } sim_model_t;
 

@@ -97,9 +97,10 @@ void sim_model_constants_set(sim_model_t *m, const ah_tuner_constants_v5_t *c) {
 
 static void model_error(sim_model_t *m, const char *var, const char *val, const char *expected,
                         const char *kept) {
-  if (m->error[0]) return; /* the first problem is the one reported */
-  snprintf(m->error, sizeof m->error, "invalid value for %s: '%s' (expected %s); %s", var, val,
-           expected, kept);
+  size_t used = strlen(m->error); /* several problems are reported one after the other */
+  if (used + 8 >= sizeof m->error) return;
+  snprintf(m->error + used, sizeof m->error - used, "%sinvalid value for %s: '%s' (expected %s); %s",
+           used ? "; " : "", var, val, expected, kept);
 }
 
 static int env_int(sim_model_t *m, const char *name, int lo, int hi, int def) {
@@ -183,9 +184,12 @@ static void parse_select_env(sim_model_t *m, const char *var, int algo, unsigned
   if (ok) memcpy(en, tmp, sizeof tmp);
   else
     model_error(m, var, s,
-                m->topo.version >= 22400
-                    ? "a list such as 'ring,tree' or '^nvls', optionally 'allreduce:tree;...'"
-                    : "a list such as 'ring,tree' or '^nvls' (per-collective lists need 2.24)",
+                algo ? (m->topo.version >= 22400
+                            ? "a list such as 'ring,tree' or '^nvls', optionally 'allreduce:tree;...'"
+                            : "a list such as 'ring,tree' or '^nvls' (per-collective lists need 2.24)")
+                     : (m->topo.version >= 22400
+                            ? "a list such as 'll,simple' or '^ll128', optionally 'allreduce:ll;...'"
+                            : "a list such as 'll,simple' or '^ll128' (per-collective lists need 2.24)"),
                 "leaving every choice enabled");
 }
 

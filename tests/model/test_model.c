@@ -453,9 +453,11 @@ START_TEST(environment) {
   sim_model_cost_table(&M, AH_FUNC_ALLREDUCE, MiB, 1, t);
   ck_assert(t[AH_ALGO_NVLS_TREE][AH_PROTO_SIMPLE] >= 0);
   setenv("NCCL_ALGO", "ring,warp", 1);
+  setenv("NCCL_PROTO", "ll,simpel", 1);
   topo.version = 22809;
   sim_model_init(&M, &topo, 0, 0);
-  ck_assert_msg(strstr(M.error, "'ring,warp'") != NULL, "%s", M.error);
+  ck_assert_msg(strstr(M.error, "NCCL_ALGO: 'ring,warp'") != NULL, "%s", M.error);
+  ck_assert_msg(strstr(M.error, "NCCL_PROTO: 'll,simpel' (expected a list such as 'll,simple'") != NULL, "%s", M.error);
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   unsetenv("NCCL_MAX_NCHANNELS");
