@@ -6,7 +6,8 @@
  *   nch=N        ask for N channels        chunk=N   v6: ask for an N-byte chunk
  *   mismatch     on RANK 1 choose Ring/LL instead (the inconsistent tuner)
  *   fail         return ncclInternalError from getCollInfo
- *   none_left    set every cell to -1 */
+ *   none_left    set every cell to -1
+ *   force_bad    choose NVLS/LL, which no topology runs (v3+: by overwriting its -1 cell) */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,6 +88,7 @@ __attribute__((unused)) static ncclResult_t coll_table(int abi, void *ctx, int c
     int proto = policy("mismatch", NULL) && my_rank() == 1 ? AH_PROTO_LL : AH_PROTO_SIMPLE;
     if (t[AH_ALGO_RING][proto] >= 0) t[AH_ALGO_RING][proto] = 0.0f;
   }
+  if (policy("force_bad", NULL)) t[AH_ALGO_NVLS][AH_PROTO_LL] = 0.0f;
   if (policy("nch", &v)) *nch = (int)v;
   return ncclSuccess;
 }
@@ -101,6 +103,10 @@ __attribute__((unused)) static ncclResult_t coll_pair(int abi, void *ctx, int co
   if (policy("ring_simple", NULL)) {
     *algo = AH_ALGO_RING;
     *proto = policy("mismatch", NULL) && my_rank() == 1 ? AH_PROTO_LL : AH_PROTO_SIMPLE;
+  }
+  if (policy("force_bad", NULL)) {
+    *algo = AH_ALGO_NVLS;
+    *proto = AH_PROTO_LL;
   }
   if (policy("nch", &v)) *nch = (int)v;
   return ncclSuccess;

@@ -292,6 +292,20 @@ START_TEST(no_cell_left) {
 }
 END_TEST
 
+/* A pair the topology cannot run, forced by a native v2 answer (2.21) or by overwriting a -1
+ * cell (2.24): NCCL does not re-check and would crash or hang; sim/ fails the call and says why. */
+START_TEST(forced_unsupported_pair) {
+  static const char *v[] = {"2.21", "2.24"};
+  static const int abi[] = {2, 4};
+  for (int i = 0; i < 2; i++) {
+    int rc = run_job(v[i], plugin_path(abi[i]), "force_bad", NULL);
+    ck_assert_int_eq(rc, 3);
+    ck_assert_msg(COUNT(out_text, "call 0 failed: 5 ", "the tuner plugin chose NVLS/LL", "cannot run") == NRANKS,
+                  "%s:\n%s", v[i], out_text);
+  }
+}
+END_TEST
+
 /* v5+: commId is the communicator's hash, the same on every rank; the constants a plugin edits
  * at init change NCCL's choice (here: Ring/LL made 1 ms slower is no longer picked). */
 START_TEST(v5_commid_and_constants) {
@@ -466,6 +480,7 @@ int main(void) {
   tcase_add_test(tc, load_rules);
   tcase_add_test(tc, trace_times_are_the_model);
   tcase_add_test(tc, one_rank_communicator);
+  tcase_add_test(tc, forced_unsupported_pair);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
