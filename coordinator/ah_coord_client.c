@@ -438,12 +438,24 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   return -1;
 }
 
+/* When the next PING is due: after heartbeat_ms with the connection quiet both ways, or after
+ * 5 x heartbeat_ms without sending (the hub drops a client silent for its idle_ms, 30 s). Note that
+ * a connection carrying segments therefore pings rarely: traffic from the hub already proves it
+ * alive, and at 1,024 clients the PINGs would cost the hub as much as a fan-out a second. */
+static uint64_t client_ping_due(const ah_coord_t *c) {
+  uint64_t hb = (uint64_t)c->o.heartbeat_ms * 1000000ull;
+  uint64_t tx = atomic_load(&c->last_tx_ns);
+  uint64_t quiet = (tx > c->last_rx_ns ? tx : c->last_rx_ns) + hb;
+  uint64_t mute = tx + 5 * hb;
+  return quiet < mute ? quiet : mute;
+}
+
 /* Milliseconds until the next heartbeat or liveness check is due (at least 1). Note that an idle
  * client wakes only for these — about once per heartbeat — so a host with many processes (or the
  * 1,024 clients of bench/coord_scale) is not kept busy by timers. */
 static int client_timeout_ms(ah_coord_t *c) {
   uint64_t now = ah_coord_now_ns();
-  uint64_t hb = atomic_load(&c->last_tx_ns) + (uint64_t)c->o.heartbeat_ms * 1000000ull;
+  uint64_t hb = client_ping_due(c);
   uint64_t dead = c->last_rx_ns + (uint64_t)c->o.dead_ms * 1000000ull;
   uint64_t next = hb < dead && client_w_empty(c) ? hb : dead; /* no PING behind queued bytes */
   if (next <= now) return 1;
@@ -486,8 +498,7 @@ static void *client_main(void *arg) {
       snprintf(why, sizeof why, "nothing heard for %d ms", c->o.dead_ms);
       lost = 1;
     }
-    if (!lost && now - atomic_load(&c->last_tx_ns) > (uint64_t)c->o.heartbeat_ms * 1000000ull &&
-        client_w_empty(c)) {
+    if (!lost && now >= client_ping_due(c) && client_w_empty(c)) {
       pthread_mutex_lock(&c->mu);
       int rc = buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
       pthread_mutex_unlock(&c->mu);
