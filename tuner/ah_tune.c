@@ -34,6 +34,7 @@
 #define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
 #define AH_TUNE_SMALL_GAIN 0.03   /* a move gaining less refines it */
 #define AH_TUNE_MAX_RESTARTS 1
+#define AH_TUNE_SCREEN_OUT 3.0    /* a subspace this much slower on its first sample is out */
 #define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
@@ -86,7 +87,7 @@ struct ah_tune {
   /* screening */
   int sub_start[AH_MAX_SUBSPACES];
   int order[AH_MAX_SUBSPACES], norder, cur;
-  int rescreened[AH_MAX_SUBSPACES], resc;
+  int rescreened[AH_MAX_SUBSPACES], resc, screen2;
   /* descent */
   int center, dim_i, level, dir, first_step, quiet, moved, restarts, jumped, stretched;
   int lv_start[AH_MAX_DIMS];
@@ -603,6 +604,7 @@ static void ah_tune_start_screen(ah_tune_t *t) {
   t->norder = 0;
   t->restarts = 0;
   memset(t->rescreened, 0, sizeof(t->rescreened));
+  t->screen2 = 0;
   int pos[AH_MAX_DIMS];
   ah_tune_start_pos(t, pos);
   t->def = ah_tune_probe_get(t, -1, NULL, &t->space.start);
@@ -616,11 +618,26 @@ static void ah_tune_start_screen(ah_tune_t *t) {
     ah_config_t c;
     ah_tune_make_cfg(t, s, pos, &c);
     t->sub_start[s] = ah_tune_probe_get(t, s, pos, &c);
-    ah_tune_want(t, t->sub_start[s], t->prm.samples_per_probe);
+    ah_tune_want(t, t->sub_start[s], 1); /* the rest once the first sample shows it is in the race */
   }
 }
 
 static void ah_tune_eval_screen(ah_tune_t *t) {
+  /* Two stages: one sample of every subspace first; a subspace already AH_TUNE_SCREEN_OUT times
+   * slower than the best (an outlier is 1.5x, so no contender measures that slow) is out without
+   * its second sample, which saves the search most of its cost on large messages (LL at 1 GiB
+   * runs ten times longer than NCCL's choice). */
+  if (!t->screen2) {
+    t->screen2 = 1;
+    double lb = ah_tune_lg(t, t->def);
+    for (int s = 0; s < t->space.nsub; s++)
+      if (t->sub_start[s] >= 0 && ah_tune_lg(t, t->sub_start[s]) < lb) lb = ah_tune_lg(t, t->sub_start[s]);
+    t->nwants = 0;
+    for (int s = 0; s < t->space.nsub; s++)
+      if (t->sub_start[s] >= 0 && ah_tune_lg(t, t->sub_start[s]) <= lb + log(AH_TUNE_SCREEN_OUT))
+        ah_tune_want(t, t->sub_start[s], t->prm.samples_per_probe);
+    if (t->nwants > 0) return;
+  }
   t->norder = 0;
   for (int s = 0; s < t->space.nsub; s++) {
     if (t->sub_start[s] < 0) continue;
@@ -763,14 +780,48 @@ static void ah_tune_reopen(ah_tune_t *t) {
 }
 
 /* The probe that gets the call while the batch's results are pending. Note that no choice is
- * wasted: NCCL's default needs samples for the final comparison anyway, and extra samples of the
- * batch's probes (or the centre they are compared with) settle racing comparisons early. */
+ * wasted and none is expensive: a wanted probe whose results are overdue (lost) is measured again;
+ * otherwise NCCL's default up to the samples the final comparison needs (it costs the job nothing
+ * extra); then the centre and the candidates of a descent step (extra samples settle racing
+ * comparisons early); then the default again; extra samples of a screening probe still in flight
+ * (possibly a very slow one) come last. */
 static int ah_tune_filler(const ah_tune_t *t) {
-  if (t->def >= 0 && t->probes[t->def].committed < AH_TUNE_CONFIRM_N) return t->def;
-  /* A wanted probe still short of results (pending or lost): the least committed one. This also
-   * replaces lost results, so the batch always completes. */
   int p = -1, fewest = 1 << 30;
   for (int i = 0; i < t->nwants; i++) {
+    const ah_probe_t *pr = &t->probes[t->wants[i].probe];
+    if (pr->n < t->wants[i].target && pr->committed - pr->n > t->lag_est + 1 && pr->committed < fewest) {
+      fewest = pr->committed;
+      p = t->wants[i].probe;
+    }
+  }
+  if (p >= 0) return p;
+  if (t->phase == AH_PH_SCREEN && !t->screen2) { /* second screen samples, as first ones qualify */
+    double lb = INFINITY;
+    for (int s = -1; s < t->space.nsub; s++) {
+      int q = s < 0 ? t->def : t->sub_start[s];
+      if (q >= 0 && t->probes[q].n > 0 && ah_tune_lg(t, q) < lb) lb = ah_tune_lg(t, q);
+    }
+    for (int s = 0; s < t->space.nsub; s++) {
+      int q = t->sub_start[s];
+      if (q >= 0 && t->probes[q].n > 0 && t->probes[q].committed < t->prm.samples_per_probe &&
+          ah_tune_lg(t, q) <= lb + log(AH_TUNE_SCREEN_OUT))
+        return q;
+    }
+  }
+  if (t->def >= 0 && t->probes[t->def].committed < AH_TUNE_CONFIRM_N) return t->def;
+  if (t->phase == AH_PH_DESCEND && t->center >= 0 && t->probes[t->center].committed < AH_TUNE_SEARCH_MAXN)
+    return t->center;
+  for (int i = 0; i < t->nwants; i++) { /* racing candidates (already in the race, not slow ones) */
+    const ah_probe_t *pr = &t->probes[t->wants[i].probe];
+    if (t->phase == AH_PH_DESCEND && pr->n < t->wants[i].target && pr->committed < AH_TUNE_SEARCH_MAXN &&
+        pr->committed < fewest) {
+      fewest = pr->committed;
+      p = t->wants[i].probe;
+    }
+  }
+  if (p >= 0) return p;
+  if (t->def >= 0 && t->probes[t->def].committed < AH_TUNE_CONFIRM_MAXN) return t->def;
+  for (int i = 0; i < t->nwants; i++) { /* short of results: this also completes the batch */
     const ah_probe_t *pr = &t->probes[t->wants[i].probe];
     if (pr->n < t->wants[i].target && pr->committed < fewest) {
       fewest = pr->committed;
@@ -778,9 +829,6 @@ static int ah_tune_filler(const ah_tune_t *t) {
     }
   }
   if (p >= 0) return p;
-  if (t->phase == AH_PH_DESCEND && t->center >= 0 && t->probes[t->center].committed < AH_TUNE_SEARCH_MAXN)
-    return t->center;
-  if (t->def >= 0 && t->probes[t->def].committed < AH_TUNE_CONFIRM_MAXN) return t->def;
   return t->best >= 0 ? t->best : t->def;
 }
 

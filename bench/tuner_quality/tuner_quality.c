@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   fprintf(csv, "coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
-               "quality,speedup,calls,probes,state\n");
+               "quality,speedup,calls,probes,state,search_cost\n");
   static const int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER,
                               AH_FUNC_BROADCAST, AH_FUNC_REDUCE};
   static const int nodes[] = {1, 2, 4, 16};
@@ -118,6 +118,7 @@ int main(int argc, char **argv) {
   int maxcells = 5 * 11 * 4 * 3 * nseeds;
   double *q = malloc(sizeof(double) * (size_t)maxcells);
   double *calls = malloc(sizeof(double) * (size_t)maxcells);
+  double *extra = malloc(sizeof(double) * (size_t)maxcells);
   double log_speedup = 0.0;
   int ncells = 0, nslower = 0, nskipped = 0;
   clock_t t0 = clock();
@@ -208,15 +209,18 @@ int main(int argc, char **argv) {
             if (tuned_us > opt.def_us * (1.0 + SLOWER_TOL)) nslower++;
             q[ncells] = qq;
             calls[ncells] = (double)cc;
+            /* The search's cost: its calls' time over what NCCL's default would have taken, in
+             * default calls. */
+            extra[ncells] = r.search_us / opt.def_us - (double)cc;
             log_speedup += log(sp_up);
             char bd[64], bb[64], bt[64];
             fmt_sim(&opt.def, bd, sizeof(bd));
             fmt_sim(&opt.best, bb, sizeof(bb));
             fmt_sim(&tuned, bt, sizeof(bt));
-            fprintf(csv, "%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d\n",
+            fprintf(csv, "%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f\n",
                     sim_model_coll_name(colls[ci]), bytes, nodes[ti], phis[pi], seed, bd, opt.def_us,
                     bb, opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc, st.probes,
-                    st.state);
+                    st.state, extra[ncells]);
             ncells++;
             ah_tune_destroy(t);
           }
@@ -232,10 +236,13 @@ int main(int argc, char **argv) {
     if (calls[i] > maxc) maxc = calls[i];
   double med_q = quantile(q, ncells, 0.5), p5_q = quantile(q, ncells, 0.05);
   double med_c = quantile(calls, ncells, 0.5);
+  double med_x = quantile(extra, ncells, 0.5), p95_x = quantile(extra, ncells, 0.95);
   int ok = ncells > 0 && med_q >= BAR_MEDIAN_Q && p5_q >= BAR_P5_Q && med_c <= BAR_MEDIAN_CALLS &&
            maxc <= BAR_MAX_CALLS && nslower == 0;
   printf("tuner_quality: %d cells (%d skipped) in %.1f s, results reported %d calls late, per-cell "
          "CSV in %s\n", ncells, nskipped, secs, lag, csv_path);
+  printf("tuner_quality: search cost (extra time over NCCL's default while searching, in default "
+         "calls) median %.1f p95 %.1f\n", med_x, p95_x);
   printf("tuner_quality (sim/ truth model): optimum/tuned median %.4f (bar >= %.2f) p5 %.4f (bar >= "
          "%.2f); calls to converge median %.0f (bar <= %d) max %.0f (bar <= %d); slower than "
          "default by >1%%: %d/%d keys (bar 0); geomean speedup over default %.4fx %s\n",
@@ -243,5 +250,6 @@ int main(int argc, char **argv) {
          ncells, geo, ok ? "OK" : "FAILED");
   free(q);
   free(calls);
+  free(extra);
   return ok ? 0 : 1;
 }

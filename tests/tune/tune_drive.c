@@ -74,6 +74,7 @@ void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive
     const ah_segment_t *s = &segs[nseg - 1];
     while (s > segs && s->first > i) s--;
     double us = f(arg, &s->config, i);
+    if (horizon != UINT64_MAX) r_p->search_us += us;
     if (o->noise) {
       us = o->noise(o->noise_arg, us, &nrng);
     } else {

@@ -33,6 +33,7 @@ typedef struct {
   ah_config_t final;       /* config of the last call run */
   int reopens_seen;        /* times the driver saw ah_tune_reopened() and cut the forever segment */
   int segments;            /* segments committed */
+  double search_us;        /* noise-free time of the calls run before the pin (the search's cost) */
 } tune_drive_result_t;
 
 void tune_drive_opts_default(tune_drive_opts_t *o);
