@@ -5,6 +5,8 @@
  * replay and no duplicate, a hub that exits makes ah_coord_alive() drop to 0 in bounded time. */
 #include <arpa/inet.h>
 #include <check.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -297,6 +299,67 @@ START_TEST(mute_listener_fails_the_handshake_in_bounded_time) {
 }
 END_TEST
 
+/* A hub that completes the handshake properly and then never says another word (a host that
+ * vanished without closing its sockets). Later connections are accepted and left mute. */
+static int mute_lfd;
+static void *mute_hub(void *arg) {
+  (void)arg;
+  int fd = accept(mute_lfd, NULL, NULL);
+  if (fd < 0) return NULL;
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
+  memset(hello + AH_COORD_HDR_BYTES, 0x11, 32);
+  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) return NULL;
+  size_t got = 0;
+  while (got < sizeof auth) {
+    ssize_t r = read(fd, auth + got, sizeof auth - got);
+    if (r <= 0) return NULL;
+    got += (size_t)r;
+  }
+  const uint8_t *p = auth + AH_COORD_HDR_BYTES;
+  ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
+  ah_coord_mac(st.secret, "autoha-hub", p, hello + AH_COORD_HDR_BYTES, 0, wel + AH_COORD_HDR_BYTES);
+  memset(wel + AH_COORD_HDR_BYTES + 32, 0, 8);
+  if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) return NULL;
+  for (;;) { /* hold every connection, answer nothing */
+    if (accept(mute_lfd, NULL, NULL) < 0) break;
+  }
+  return NULL;
+}
+
+START_TEST(hub_gone_silent_is_detected_and_given_up) {
+  char err[AH_NET_ERR_LEN];
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, &mute_lfd), AH_NET_OK);
+  int flags = fcntl(mute_lfd, F_GETFL);
+  fcntl(mute_lfd, F_SETFL, flags & ~O_NONBLOCK);
+  ah_coord_stamp_t mute = st;
+  mute.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  pthread_t t;
+  pthread_create(&t, NULL, mute_hub, NULL);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.connect_ms = 500;
+  o.heartbeat_ms = 200;
+  o.dead_ms = 1000;
+  o.reconnect_ms = 1500;
+  uint64_t t0 = ah_coord_now_ns();
+  ah_coord_t *c = ah_coord_client_open(&mute, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(c); /* the handshake itself succeeded */
+  while (ah_coord_alive(c) && ah_coord_now_ns() - t0 < 8000000000ull) sleep_ms(10);
+  double secs = (double)(ah_coord_now_ns() - t0) / 1e9;
+  ck_assert_msg(!ah_coord_alive(c), "still alive after %.1f s", secs);
+  ck_assert_msg(secs > 0.9 && secs < 5.0, "gave up after %.1f s", secs);
+  ck_assert(log_wait("nothing heard for 1000 ms", 100));
+  ck_assert(log_wait("unreachable for 1500 ms", 100));
+  ah_coord_client_close(c);
+  shutdown(mute_lfd, SHUT_RDWR);
+  close(mute_lfd);
+}
+END_TEST
+
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
   Suite *s = suite_create("coord_live");
@@ -315,6 +378,7 @@ int main(void) {
   tcase_add_test(tc, cut_connection_reconnects_and_replays_once);
   tcase_add_test(tc, hub_exit_makes_clients_give_up_in_bounded_time);
   tcase_add_test(tc, mute_listener_fails_the_handshake_in_bounded_time);
+  tcase_add_test(tc, hub_gone_silent_is_detected_and_given_up);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
