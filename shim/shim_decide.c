@@ -487,7 +487,13 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
     ck->seg_first = seg.first;
     ck->seg_keep = config_is_keep(&seg.config);
     ck->seg_refused = !ck->seg_keep && !call->table && !config_allowed(&seg.config, call);
-    if (!ck->seg_keep && !ck->seg_refused && !ah_config_equal(&seg.config, &ck->applied.cfg)) {
+    /* NCCL's own pair with NCCL's resources (a search's starting point): still forced, so every
+     * call of the segment runs it, but its calls and times are NCCL's default in the report. */
+    ck->seg_nccl = !ck->seg_keep && !ck->seg_refused && ck->nccl_cfg.algo >= 0 &&
+                   seg.config.algo == ck->nccl_cfg.algo && seg.config.proto == ck->nccl_cfg.proto;
+    for (int i = 0; ck->seg_nccl && i < seg.config.ndims && i < AH_MAX_DIMS; i++)
+      if (seg.config.res[i] != 0) ck->seg_nccl = 0;
+    if (!ck->seg_keep && !ck->seg_refused && !ck->seg_nccl && !ah_config_equal(&seg.config, &ck->applied.cfg)) {
       memset(&ck->applied, 0, sizeof ck->applied); /* a new config: its own statistics */
       ck->applied.cfg = seg.config;
       ck->gen++;
@@ -495,7 +501,9 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   }
   if (have && !ck->seg_keep) {
     if (__builtin_expect(!ck->seg_refused, 1)) {
-      ck->applied.calls++;
+      uint32_t gen = ck->seg_nccl ? 0 : ck->gen;
+      if (ck->seg_nccl) ck->dflt.calls++;
+      else ck->applied.calls++;
       d->algo = seg.config.algo;
       d->proto = seg.config.proto;
       if (seg.config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg.config.res[AH_DIM_NCHANNELS];
@@ -506,7 +514,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       last_decision.coll = coll;
       last_decision.nbytes = call->nbytes;
       last_decision.chunk = d->chunk;
-      if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, ck->gen, bpr);
+      if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bpr);
       return;
     }
     ah_shim_refused(c, call, d); /* v1/v2: a pair the flags forbid; NCCL would not check it */
@@ -524,7 +532,8 @@ size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
 
 void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   ah_ckey_t *ck = d->ck;
-  if (ck && (d->algo >= 0 || d->proto >= 0 || d->nchannels > 0 || d->chunk > 0) && ck->applied.calls > 0) {
+  if (ck && (d->algo >= 0 || d->proto >= 0 || d->nchannels > 0 || d->chunk > 0) && !ck->seg_nccl &&
+      ck->applied.calls > 0) {
     ck->applied.calls--; /* accounted as applied by ah_shim_decide: it ran NCCL's choice instead */
     ck->dflt.calls++;
   }

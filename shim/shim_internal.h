@@ -73,6 +73,7 @@ typedef struct ah_ckey {
   uint64_t seg_first;        /* first index of the segment used last, UINT64_MAX before any */
   int seg_keep;              /* that segment keeps NCCL's choice */
   int seg_refused;           /* v1/v2: that segment names a pair NCCL's flags forbid */
+  int seg_nccl;              /* that segment forces NCCL's own pair and resources */
   int source;                /* AH_SOURCE_* of the latest call */
   int refused;               /* a forced pair NCCL cannot run was refused (logged once) */
   int leader;                /* this rank drives the key's search */

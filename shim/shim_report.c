@@ -64,7 +64,10 @@ static void key_fill(ah_report_key_t *k, const ah_ckey_t *ck) {
   k->bytes_max = ck->bytes_max;
   k->calls = ck->next;
   stat_copy(&k->dflt, &ck->dflt);
-  if (ck->applied.calls > 0) stat_copy(&k->applied, &ck->applied);
+  /* "applied" is what the key runs now: NCCL's own choice when its current segment keeps or
+   * forces NCCL's pair (a search that converged back to the default), else the applied config. */
+  int now_default = ck->seg_first == UINT64_MAX || ck->seg_keep || ck->seg_nccl || ck->seg_refused;
+  if (ck->applied.calls > 0 && !now_default) stat_copy(&k->applied, &ck->applied);
   else stat_copy(&k->applied, &ck->dflt);
   k->source = ck->source;
   k->sync_waits = ck->sync_waits;

@@ -320,7 +320,7 @@ static void *drive_main(void *arg) {
     ah_ckey_t *ck = c->keys[AH_FUNC_ALLREDUCE][22];
     if (ck && ck->leader) {
       double us = r->algo[i] == AH_ALGO_RING && r->proto[i] == AH_PROTO_SIMPLE ? 50.0 : 100.0;
-      int kept = ck->seg_keep || ck->seg_refused;
+      int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
       ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, 4 << 20);
       if (i == atomic_load(r->reopen_at)) atomic_store(&ck->ks->reopen, 1);
     }
