@@ -173,6 +173,8 @@ typedef struct sim_task {
   sim_desc_t desc;
   sim_config_t cfg;           /* configuration chosen at group launch */
   int selected, tuned;        /* cfg is set; the tuner changed NCCL's default */
+  int bucket_ops;             /* tasks in this task's bucket */
+  uint64_t bucket_call;       /* call index of the bucket's first task */
   double end_vt;
   void *scratch;
   ncclResult_t result;

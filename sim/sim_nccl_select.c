@@ -138,11 +138,14 @@ void sim_trace_task(const sim_task_t *t, double us) {
   const sim_desc_t *d = &t->desc;
   int n = snprintf(line, sizeof line,
                    "comm=%016llx rank=%d nranks=%d call=%llu coll=%s bytes=%zu algo=%s proto=%s "
-                   "nchannels=%d nthreads=%d chunk=%llu tuned=%d time_us=%.3f\n",
+                   "nchannels=%d nthreads=%d chunk=%llu tuned=%d time_us=%.3f bucket=%llu "
+                   "bucket_ops=%d\n",
                    (unsigned long long)t->comm->hash, t->comm->rank, t->comm->nranks,
                    (unsigned long long)d->call, sim_coll_name(d->coll), task_nbytes(t),
                    sim_model_algo_name(d->algo), sim_model_proto_name(d->proto), d->nchannels,
-                   d->nthreads, (unsigned long long)d->chunk, t->tuned, us);
+                   d->nthreads, (unsigned long long)d->chunk, t->tuned, us,
+                   (unsigned long long)(t->bucket_ops ? t->bucket_call : d->call),
+                   t->bucket_ops ? t->bucket_ops : 1);
   if (n > 0) (void)!write(trace_fd, line, (size_t)n); /* one write per line: O_APPEND keeps lines whole */
 }
 
@@ -216,6 +219,8 @@ chosen:
     b[k]->cfg = cfg;
     b[k]->tuned = tuned;
     b[k]->selected = 1;
+    b[k]->bucket_ops = nb;
+    b[k]->bucket_call = b[0]->desc.call;
   }
   return ncclSuccess;
 }

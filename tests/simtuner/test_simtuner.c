@@ -191,6 +191,9 @@ static void check_matrix_cell(const char *version, int abi) {
   const char *big = code >= 22200 ? "bytes=4194304 algo=Ring proto=Simple nchannels=16 " : "bytes=4194304 algo=Ring proto=Simple nchannels=32 ";
   ck_assert_msg(COUNT(trace_text, big, "tuned=1") == 3 * NRANKS, "%s v%d: want %s\n%s", version, abi, big, trace_text);
   ck_assert_int_eq(COUNT(trace_text, "bytes=4096 algo=Ring proto=Simple nchannels=1 "), NRANKS);
+  /* the grouped pair: one bucket of two from 2.22, two buckets of one before */
+  if (code >= 22200) ck_assert_int_eq(COUNT(trace_text, "bucket=3 bucket_ops=2"), 2 * NRANKS);
+  else ck_assert_int_eq(COUNT(trace_text, "call=4 ", "bucket=4 bucket_ops=1"), NRANKS);
 }
 
 START_TEST(abi_matrix) {
