@@ -263,7 +263,8 @@ void sim_model_init(sim_model_t *m, const sim_topo_t *topo, int min_ctas, int ma
       if (p == AH_PROTO_LL128) nt = ll128_env;
       else if (a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE || a == AH_ALGO_COLLNET_DIRECT || a == AH_ALGO_COLLNET_CHAIN) nt = 640;
       else if (p == AH_PROTO_SIMPLE && a == AH_ALGO_RING && m->ring_graph_bw_intra * m->ring_graph_nch <= 12) nt = 256;
-      if (nt_env && p != AH_PROTO_LL128) nt = p == AH_PROTO_SIMPLE ? (nt_env > 512 ? 512 : nt_env) : (nt_env > 512 ? 512 : nt_env);
+      /* NCCL_NTHREADS sets Ring/Tree LL and Simple threads, at most 512 (LL128 has its own). */
+      if (nt_env && p != AH_PROTO_LL128 && (a == AH_ALGO_RING || a == AH_ALGO_TREE)) nt = nt_env > 512 ? 512 : nt_env;
       if ((a == AH_ALGO_TREE && v >= 22200) || (a == AH_ALGO_PAT && v >= 22300)) nt = 640;
       m->nthreads[a][p] = nt;
     }
