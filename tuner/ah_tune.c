@@ -1,16 +1,18 @@
 /* ah_tune.c: the online search of one key (tuner/ah_tune.h), AutoCCL's two-level search made
- * cheaper in calls: screen every (algorithm, protocol) subspace once at NCCL's own resources,
- * drop the ones clearly worse, then coordinate descent (steps x2 then x1.41, both directions,
- * continuing in a direction that paid) only in the promising ones, best first, abandoning a
- * subspace whose first step leaves it clearly behind. Comparisons race: a probe gets more samples
- * only while its difference to the incumbent is within noise. The winner is re-measured with fresh
- * samples against NCCL's default and replaces it only beyond three standard errors, so selection
- * luck ("winner's curse") cannot make a key slower than NCCL. A pinned key is watched by CUSUM.
+ * cheaper in calls: screen every (algorithm, protocol) subspace at NCCL's own resources (a second
+ * sample only for those not already 3x behind), then coordinate descent (steps x2 then x1.41, both
+ * directions, continuing in a direction that paid, one longer look where a gentle slope may hide a
+ * steep one) in the promising subspaces only, best first, each re-screened at the best point's
+ * resources before it is judged and abandoned when its first step leaves it clearly behind.
+ * Comparisons race: a probe gets more samples only while its difference to the incumbent is within
+ * noise. The winner is re-measured with fresh samples against NCCL's default and replaces it only
+ * beyond three standard errors, so selection luck ("winner's curse") cannot make a key slower than
+ * NCCL. A pinned key is watched by CUSUM. docs/tuner.md explains each step and its figures.
  *
  * The engine is driven by call indices: it hands out segments (config for n calls) and receives
  * results for any index in any order. It plans in batches (the probes it needs next) and keeps
- * proposing while results are pending by giving extra samples to the batch's probes still short of
- * results, so a lagging or lost result costs a sample, never a stall. */
+ * proposing while results are pending (see ah_tune_filler), so a lagging or lost result costs a
+ * sample, never a stall. */
 #include "ah_tune.h"
 
 #include <math.h>
