@@ -57,6 +57,17 @@ START_TEST(ring_simple_1x8_1g) {
 }
 END_TEST
 
+/* DGX-A100 one node: ~230-240 GB/s (nccl#1712); A100 has no NVLS, so Ring/Simple is the default. */
+START_TEST(a100_1x8_1g) {
+  model_for(&M, "nodes=1,gpus=8,gpu=a100", 22809);
+  sim_optimum_t o;
+  ck_assert_int_eq(sim_model_optimum(&M, AH_FUNC_ALLREDUCE, GiB, 0, &o), 0);
+  ck_assert_int_eq(o.def.algo * 10 + o.def.proto, AH_ALGO_RING * 10 + AH_PROTO_SIMPLE);
+  double bw = ar_busbw(&M, GiB, o.def_us);
+  ck_assert_msg(bw >= 225 && bw <= 245, "A100 1x8 1 GiB default busbw %.1f not in 225-245", bw);
+}
+END_TEST
+
 START_TEST(nvls_1x8_1g) {
   model_for(&M, "nodes=1,gpus=8,gpu=h100", 22809);
   double bw = ar_busbw(&M, GiB, forced_time(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_NVLS, AH_PROTO_SIMPLE, 0));
@@ -504,6 +515,7 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, ring_simple_1x8_1g);
   tcase_add_test(tc, nvls_1x8_1g);
+  tcase_add_test(tc, a100_1x8_1g);
   tcase_add_test(tc, nvlstree_4node_1g);
   tcase_add_test(tc, small_allreduce_1x8);
   tcase_add_test(tc, tree_ll_2node_small);
