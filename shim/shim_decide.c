@@ -205,9 +205,10 @@ static void pinned_segment(const ah_comm_t *c, int coll, int bin, const ah_call_
       return;
     }
     char buf[96];
-    ah_log(AH_LOG_WARN, "override %s for %s of %zu bytes on communicator %016llx names a pair NCCL "
-           "cannot run there; refused, NCCL's choice kept", ah_config_format(&cfg, buf, sizeof buf),
-           ah_coll_name(coll), call->nbytes, (unsigned long long)c->id);
+    AH_LOG_CAPPED(5, AH_LOG_WARN, "override %s for %s of %zu bytes on communicator %016llx names a "
+                  "pair NCCL cannot run there; refused, NCCL's choice kept",
+                  ah_config_format(&cfg, buf, sizeof buf), ah_coll_name(coll), call->nbytes,
+                  (unsigned long long)c->id);
   }
   const ah_profile_t *p = ah_shim.profile;
   const ah_profile_entry_t *e = p ? ah_profile_lookup(p, c->nranks, c->nnodes, coll, bin) : NULL;

@@ -21,6 +21,9 @@
 #   profile     a tune run's report loaded with AUTOHA_PROFILE by a fixed run of the same job: keys
 #               start on the profile's configurations (source "profile"), data identical; the same
 #               profile offered to a job of another shape is refused with a message, the job completes
+#   refused     an override naming a pair this topology cannot run (CollNet: no SHARP on sim/'s
+#               default topology) is refused with a message, never forced: every call runs what it
+#               runs without the shim, the job completes
 #   disabled    AUTOHA_ENABLE=0: pure pass-through — every call runs what it runs without the shim
 #               (trace), data identical, no report written
 #   interval    AUTOHA_REPORT_INTERVAL_S=1: a running job (2 ranks, 40 iterations 100 ms apart) has
@@ -145,6 +148,14 @@ PY
   AUTOHA_MODE=fixed AUTOHA_PROFILE=$prof run other 1 -- -n 1 -- "$job" --threads 4 --iters 2
   grep -q "profile" "$tmp/other.err" || { echo "FAIL: a profile of another shape was not refused"; cat "$tmp/other.err"; exit 1; }
   echo "PASS: another shape's profile refused: $(grep -m1 profile "$tmp/other.err")"
+  ;;
+refused)
+  run plain 0 -- -n 4 -- "$job" --threads 2
+  AUTOHA_MODE=fixed AUTOHA_OVERRIDE="allreduce:algo=collnetdirect,proto=simple" run shim 1 -- -n 4 -- "$job" --threads 2
+  same_data plain shim
+  grep -q "refused" "$tmp/shim.err" || { echo "FAIL: the impossible override was not reported"; cat "$tmp/shim.err"; exit 1; }
+  echo "PASS: refused with: $(grep -m1 refused "$tmp/shim.err")"
+  python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" || exit 1
   ;;
 disabled)
   run plain 0 -- -n 4 -- "$job" --threads 2
