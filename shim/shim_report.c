@@ -24,6 +24,7 @@ typedef struct {
   ah_report_t *r;
   int cap;
   int ok;
+  int rank_nranks; /* size of the communicator r->rank was taken from */
 } build_t;
 
 static void stat_copy(ah_report_stat_t *dst, const ah_stat_t *src) {
@@ -120,7 +121,12 @@ static void comm_add(void *arg, ah_comm_t *c) {
     for (int bin = 0; bin < AH_BINS; bin++)
       if (c->keys[coll][bin]) key_fill(&rc->keys[rc->nkeys++], c->keys[coll][bin]);
   pthread_mutex_unlock(&c->lock);
-  if (c->rank >= 0 && (r->rank < 0 || c->rank < r->rank)) r->rank = c->rank;
+  /* The process's rank (%r, "rank"): its lowest rank in the largest communicator it belongs to
+   * (the world, normally) — not a rank inside some split, where many processes are rank 0. */
+  if (c->rank >= 0 && (c->nranks > b->rank_nranks || (c->nranks == b->rank_nranks && c->rank < r->rank))) {
+    r->rank = c->rank;
+    b->rank_nranks = c->nranks;
+  }
   r->ncomms++;
 }
 
@@ -151,7 +157,7 @@ void ah_shim_report_write(const char *why) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-  build_t b = {&r, 0, 1};
+  build_t b = {&r, 0, 1, 0};
   ah_comm_foreach(comm_add, &b);
   char path[AH_ENV_PATH_MAX], err[256];
   if (b.ok && r.ncomms == 0) {
