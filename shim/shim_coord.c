@@ -21,7 +21,8 @@
 
 typedef struct {
   uint64_t comm;
-  ah_coord_t *coord; /* NULL: the id carried no stamp (pass-through) */
+  ah_coord_t *coord; /* NULL: no stamp, or its hub could not be reached (pass-through) */
+  int stamped;
 } coord_map_t;
 
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -30,17 +31,19 @@ static int nmap;
 static ah_coord_t *coords[8]; /* distinct coordinators of this process (normally one) */
 static int ncoords;
 
-static void map_put(uint64_t comm, ah_coord_t *coord) {
+static void map_put(uint64_t comm, ah_coord_t *coord, int stamped) {
   for (int i = 0; i < nmap; i++)
     if (map[i].comm == comm) {
       map[i].coord = coord;
+      map[i].stamped = stamped;
       return;
     }
-  if (nmap < COORD_MAP_MAX) map[nmap++] = (coord_map_t){comm, coord};
+  if (nmap < COORD_MAP_MAX) map[nmap++] = (coord_map_t){comm, coord, stamped};
   else AH_LOG_CAPPED(1, AH_LOG_WARN, "more than %d communicators: later ones are not coordinated", COORD_MAP_MAX);
 }
 
-/* Returns the coordinator of comm; *known_p tells whether comm was created from an id at all. */
+/* Returns the coordinator of comm; *known_p is 0 when comm was not created from an id, 1 when its
+ * id had no stamp, 2 when it had one. */
 static ah_coord_t *map_get(uint64_t comm, int *known_p) {
   ah_coord_t *c = NULL;
   int known = 0;
@@ -48,7 +51,7 @@ static ah_coord_t *map_get(uint64_t comm, int *known_p) {
   for (int i = 0; i < nmap; i++)
     if (map[i].comm == comm) {
       c = map[i].coord;
-      known = 1;
+      known = map[i].stamped ? 2 : 1;
       break;
     }
   if (!known && ncoords == 1) c = coords[0];
@@ -62,9 +65,14 @@ static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
   int known;
   ah_coord_t *c = map_get(comm, &known);
   if (!c) {
-    if (known)
+    if (known == 2)
+      ah_log(AH_LOG_WARN, "communicator %016llx: the coordinator hub its unique id names could not "
+             "be reached (see the error above): its collectives are not tuned (overrides and "
+             "profiles still apply)", (unsigned long long)comm);
+    else if (known == 1)
       ah_log(AH_LOG_WARN, "communicator %016llx was made from a unique id without autoha's stamp "
-             "(created by a process without libautoha.so?): its collectives are not tuned",
+             "(created by a process without libautoha.so?): its collectives are not tuned (overrides "
+             "and profiles still apply)",
              (unsigned long long)comm);
     return 0;
   }
@@ -111,10 +119,10 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   uint64_t comm = ah_comm_id_from_unique_id(id);
   ah_coord_stamp_t st;
   ah_coord_t *c = NULL;
-  if (ah_coord_stamp_read((const unsigned char *)id->internal, &st) == 0)
-    c = ah_coord_connect(&st, ah_shim_deliver, NULL);
+  int stamped = ah_coord_stamp_read((const unsigned char *)id->internal, &st) == 0;
+  if (stamped) c = ah_coord_connect(&st, ah_shim_deliver, NULL);
   pthread_mutex_lock(&map_lock);
-  map_put(comm, c);
+  map_put(comm, c, stamped);
   int seen = 0;
   for (int i = 0; i < ncoords && i < 8; i++) seen |= coords[i] == c;
   if (c && !seen) {
@@ -122,5 +130,7 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
     ncoords++;
   }
   pthread_mutex_unlock(&map_lock);
-  if (c) hooks_install();
+  /* Installed even without a coordinator, so that a communicator made from an unstamped id and
+   * spanning processes reaches hook_attach, which says why it is not tuned. */
+  hooks_install();
 }

@@ -6,11 +6,13 @@
  * they disagree (the hang real NCCL would have), which this job counts as an error.
  *
  *   ncclsim-run -n P -- coord_job [--threads T] [--iters N] [--delay-prob p] [--delay-us D]
- *                                 [--cut-at I] [--exit-at I]
+ *                                 [--cut-at I] [--exit-at I] [--unstamp 1]
  *
  * --threads T runs T ranks per process (world = P x T). --cut-at I: at iteration I, every process
  * but rank 0's shuts down its TCP connection to the hub (found by the hub port in the id's stamp),
- * as a network cut would. --exit-at I: rank 0's process (the hub's) exits at iteration I. */
+ * as a network cut would. --exit-at I: rank 0's process (the hub's) exits at iteration I.
+ * --unstamp 1: rank 0 zeroes bytes 64..127 of the id before passing it on, as an id made by a
+ * process without libautoha.so would be. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -37,7 +39,7 @@ static int nprocs, threads = 1, world;
 static long iters = 2000, cut_at = -1, exit_at = -1;
 static double delay_prob = 0.02, delay_us = 2000;
 static ncclUniqueId id;
-static int hub_port;
+static int hub_port, unstamp;
 
 typedef struct {
   int rank;
@@ -155,6 +157,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--delay-us")) delay_us = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--cut-at")) cut_at = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--exit-at")) exit_at = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "--unstamp")) unstamp = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "coord_job: unknown option '%s'\n", argv[i]);
       return 2;
@@ -169,6 +172,7 @@ int main(int argc, char **argv) {
   nprocs = atoi(w);
   world = nprocs * threads;
   if (proc == 0 && ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  if (proc == 0 && unstamp) memset(id.internal + 64, 0, 64);
   if (ncclsimExchangeUniqueId("coordjob", proc == 0, &id) != 0) return 1;
   const unsigned char *tail = (const unsigned char *)id.internal + 64;
   hub_port = (tail[6] << 8) | tail[7];

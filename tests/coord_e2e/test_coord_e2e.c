@@ -203,6 +203,18 @@ START_TEST(cut_connections_reconnect_mid_tuning) {
 }
 END_TEST
 
+START_TEST(unstamped_id_runs_fixed_with_one_warning_per_process) {
+  const char *args[] = {"--iters", "1000", "--unstamp", "1", "--delay-prob", "0.02", NULL};
+  const char *out;
+  double secs;
+  int rc = run_job(4, args, &out, &secs);
+  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  ck_assert_int_eq(count_lines(out, ": 3000 calls, 0 failed, 0 wrong results"), 4);
+  ck_assert_int_eq(count_lines(out, "without autoha's stamp"), 4);
+  ck_assert_int_eq(count_lines(out, "reconnect"), 0);
+}
+END_TEST
+
 START_TEST(hub_exit_fails_the_job_without_hanging) {
   const char *args[] = {"--iters", "100000", "--exit-at", "15", NULL};
   const char *out;
@@ -348,6 +360,7 @@ int main(void) {
   tcase_add_test(tc, tuned_job_64_processes);
   tcase_add_test(tc, tuned_job_4_processes_x_4_threads);
   tcase_add_test(tc, cut_connections_reconnect_mid_tuning);
+  tcase_add_test(tc, unstamped_id_runs_fixed_with_one_warning_per_process);
   tcase_add_test(tc, hub_exit_fails_the_job_without_hanging);
   suite_add_tcase(s, tc);
   TCase *ta = tcase_create("attacks");
