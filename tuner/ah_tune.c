@@ -390,9 +390,8 @@ static void ah_tune_eval_step(ah_tune_t *t) {
         mv = p;
         mv_gain = gain;
       }
-    } else if (gain > -AH_TUNE_SEARCH_Z * se && gain > -floor * 4 &&
-               (t->probes[p].n < AH_TUNE_SEARCH_MAXN || t->probes[c0].n < AH_TUNE_SEARCH_MAXN)) {
-      unsure[nunsure++] = p;
+    } else if (gain > 0 && (t->probes[p].n < AH_TUNE_SEARCH_MAXN || t->probes[c0].n < AH_TUNE_SEARCH_MAXN)) {
+      unsure[nunsure++] = p; /* measured faster, not yet significantly: race it */
     }
   }
   if (mv < 0 && nunsure > 0 &&
