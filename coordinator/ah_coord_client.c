@@ -732,7 +732,21 @@ static int stamp_same(const ah_coord_stamp_t *a, const ah_coord_stamp_t *b) {
  * NAT or a forwarded port); the secret always comes from the stamp. A coordinator whose hub is
  * gone is not reused. A lost hub is retried for 10 s (ah_coord_client_opts_default) before
  * ah_coord_alive() turns 0. */
+/* In a child made by fork(), the coordinators copied from the parent have no I/O thread: they are
+ * marked gone (a communicator mapped to one runs fixed instead of waiting forever) and forgotten,
+ * so the child's own communicators connect afresh. */
+static void connect_atfork_child(void) {
+  for (ah_coord_t *c = connect_list; c; c = c->next) atomic_store(&c->alive, 0);
+  connect_list = NULL;
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  connect_mu = fresh; /* another thread may have held it at the fork */
+}
+
+static void connect_atfork_register(void) { pthread_atfork(NULL, NULL, connect_atfork_child); }
+
 ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn deliver, void *arg) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, connect_atfork_register);
   pthread_mutex_lock(&connect_mu);
   ah_coord_t *c;
   for (c = connect_list; c; c = c->next)

@@ -733,7 +733,19 @@ static ah_coord_stamp_t hub_once_stamp;
  * address (host:port, port 1..65535, as the environment table validates it); without it the hub listens on this host's first
  * non-loopback address, and the process keeps one hub for its lifetime (a second call returns the
  * same stamp, so every id the process makes names the same hub and secret). */
+/* In a child made by fork(), the parent's hub thread does not exist: the child starts its own hub
+ * if it makes ids itself (the parent's keeps serving the parent's ids). */
+static void hub_atfork_child(void) {
+  hub_once = NULL;
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  hub_once_mu = fresh;
+}
+
+static void hub_atfork_register(void) { pthread_atfork(NULL, NULL, hub_atfork_child); }
+
 int ah_coord_hub_start(ah_coord_stamp_t *stamp_p) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, hub_atfork_register);
   pthread_mutex_lock(&hub_once_mu);
   if (!hub_once) {
     uint8_t secret[16];

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ah_coord_internal.h"
@@ -299,6 +300,32 @@ START_TEST(mute_listener_fails_the_handshake_in_bounded_time) {
 }
 END_TEST
 
+START_TEST(forked_child_connects_afresh) {
+  static rec_t rp, rc;
+  rec_init(&rp), rec_init(&rc);
+  ah_coord_t *c = ah_coord_connect(&st, rec_deliver, &rp);
+  ck_assert_ptr_nonnull(c);
+  ck_assert_ptr_eq(ah_coord_connect(&st, rec_deliver, &rp), c); /* one per stamp */
+  ck_assert_int_eq(ah_coord_join(c, 41, 2), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) { /* the copied coordinator has no I/O thread: gone; a new one works */
+    if (ah_coord_alive(c)) _exit(10);
+    ah_coord_t *c2 = ah_coord_connect(&st, rec_deliver, &rc);
+    if (!c2 || c2 == c) _exit(11);
+    ah_key_t k = key_make(41);
+    ah_segment_t sg = seg_make(0);
+    if (ah_coord_join(c2, 41, 2) != 0 || ah_coord_publish(c2, &k, &sg) != 0) _exit(12);
+    _exit(rec_wait(&rc, 1, 5000) ? 0 : 13);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  ck_assert(rec_wait(&rp, 1, 5000)); /* the parent, joined to the same comm, got the child's segment */
+  ck_assert(ah_coord_alive(c));
+}
+END_TEST
+
 /* A hub that completes the handshake properly and then never says another word (a host that
  * vanished without closing its sockets). Later connections are accepted and left mute. */
 static int mute_lfd;
@@ -379,6 +406,7 @@ int main(void) {
   tcase_add_test(tc, hub_exit_makes_clients_give_up_in_bounded_time);
   tcase_add_test(tc, mute_listener_fails_the_handshake_in_bounded_time);
   tcase_add_test(tc, hub_gone_silent_is_detected_and_given_up);
+  tcase_add_test(tc, forked_child_connects_afresh);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
