@@ -452,6 +452,30 @@ static AH_TLS_HOT struct {
   size_t chunk;
 } last_decision;
 
+static AH_TLS_HOT int simulating;
+
+void ah_shim_simulating(int on) { simulating = on; }
+
+/* A simulated bucket: the configuration the next real call of its key would get, if committed;
+ * nothing is counted, waited for or recorded. */
+static void decide_peek(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
+  int bin = ah_shim_bin(call->coll, call->nbytes, c->nranks);
+  ah_ckey_t *ck = __atomic_load_n(&c->keys[call->coll][bin], __ATOMIC_ACQUIRE);
+  ah_segment_t seg;
+  if (!ck || c->ctl == AH_CTL_OBSERVE || !ah_sched_lookup(ck->ks->sched, ck->next, &seg) ||
+      config_is_keep(&seg.config) || (!call->table && !config_allowed(&seg.config, call)))
+    return;
+  d->algo = seg.config.algo;
+  d->proto = seg.config.proto;
+  if (seg.config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg.config.res[AH_DIM_NCHANNELS];
+  if (seg.config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg.config.res[AH_DIM_CHUNK];
+  d->source = seg.source;
+  last_decision.c = c;
+  last_decision.coll = call->coll;
+  last_decision.nbytes = call->nbytes;
+  last_decision.chunk = d->chunk;
+}
+
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   d->algo = d->proto = -1;
   d->nchannels = 0;
@@ -463,6 +487,10 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   int coll = call->coll;
   if ((unsigned)coll >= AH_NUM_FUNCTIONS) return;
   if (__builtin_expect(c->ctl < 0, 0)) comm_control(c);
+  if (__builtin_expect(simulating, 0)) {
+    decide_peek(c, call, d);
+    return;
+  }
   int bin = ah_shim_bin(coll, call->nbytes, c->nranks);
   ah_ckey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
   if (__builtin_expect(!ck, 0) && !(ck = ckey_create(c, coll, bin, call))) return;

@@ -38,6 +38,10 @@ typedef struct {
  * the committed horizon waits for the leader (tune mode) — it never guesses. */
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d);
 
+/* Marks the calling thread as inside ncclGroupSimulateEnd (1) or not (0): decisions made meanwhile
+ * peek at the next call index without counting, recording or timing anything. */
+void ah_shim_simulating(int on);
+
 /* v6: the chunk size for the bucket decided last on this thread (0 keeps NCCL's). */
 size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes);
 

@@ -159,6 +159,22 @@ AH_EXPORT ncclResult_t ncclGroupEnd(void) {
   return r;
 }
 
+/* 2.22+: NCCL plans the group (and asks the tuner) without running it. The shim answers those
+ * questions as it would for the next real calls but counts nothing: a simulation on some ranks
+ * only must not move their call indices ahead of the others'. */
+AH_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  ah_shim_init();
+  if (!ah_shim.enabled) return ah_real.GroupSimulateEnd(simInfo);
+  if (group_depth > 0) group_depth--;
+  group_has_stream = 0;
+  ah_shim_simulating(1);
+  ncclResult_t r = ah_real.GroupSimulateEnd(simInfo);
+  int saved = errno;
+  ah_shim_simulating(0);
+  errno = saved;
+  return r;
+}
+
 /* The API-side observer: counts the call as NCCL would bucket a lone collective. */
 static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t dt) {
   ah_comm_t *c = handle_api_ctx(comm);

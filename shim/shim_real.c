@@ -42,6 +42,7 @@ STUB(AllGather, const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c
 STUB(ReduceScatter, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c, cudaStream_t st)
 STUB(GroupStart, void)
 STUB(GroupEnd, void)
+STUB(GroupSimulateEnd, ncclSimInfo_t *info)
 #undef STUB
 
 /* Looks `ncclX` up after the shim; falls back to the library's strong `pncclX` name, then to the
@@ -77,6 +78,7 @@ static void real_resolve(void) {
   RESOLVE(ReduceScatter);
   RESOLVE(GroupStart);
   RESOLVE(GroupEnd);
+  RESOLVE(GroupSimulateEnd);
 }
 
 void ah_shim_real_init(void) { pthread_once(&real_once, real_resolve); }

@@ -31,6 +31,7 @@ typedef struct {
   ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
   ncclResult_t (*GroupStart)(void);
   ncclResult_t (*GroupEnd)(void);
+  ncclResult_t (*GroupSimulateEnd)(ncclSimInfo_t *); /* 2.22+ */
 } ah_real_nccl_t;
 
 typedef struct {

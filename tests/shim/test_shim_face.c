@@ -135,6 +135,29 @@ START_TEST(test_call_index_counts) {
 }
 END_TEST
 
+/* ncclGroupSimulateEnd: a simulated bucket gets what the next real call would get, and counts
+ * nothing. */
+START_TEST(test_simulate_counts_nothing) {
+  ah_comm_t *c = ctx_new(0x9999, 8);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  int nch, proto;
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch); /* creates the key, index 0 */
+  int bin = ah_size_bin(AH_FUNC_ALLREDUCE, 4 << 20, 8);
+  ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->next, 1);
+  ah_shim_simulating(1);
+  for (int i = 0; i < 5; i++) {
+    table_fill(t);
+    get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch);
+    ck_assert_int_eq(argmin(t, &proto), AH_ALGO_RING); /* the override, as a real call would get */
+    ck_assert_int_eq(nch, 16);
+  }
+  ah_shim_simulating(0);
+  ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->next, 1);
+  ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->applied.calls, 1);
+}
+END_TEST
+
 START_TEST(test_v2_out_params) {
   void *ctx = NULL;
   ck_assert_int_eq(ncclTunerPlugin_v2.init(8, 1, NULL, &ctx), ncclSuccess);
@@ -375,6 +398,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_override_never_forces_ignored_cell);
     tcase_add_test(tc, test_call_index_counts);
     tcase_add_test(tc, test_v2_out_params);
+    tcase_add_test(tc, test_simulate_counts_nothing);
     tcase_add_test(tc, test_v6_chunk);
     tcase_add_test(tc, test_bin_matches_ah_size_bin);
   } else if (strcmp(scenario, "malformed") == 0) {
