@@ -379,7 +379,9 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     int p = t->cand[i];
     double gain = l0 - ah_tune_lg(t, p);
     double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
-    if (gain > 0) /* faster, if not significantly: the direction a longer step may pay in */
+    /* The direction a longer step may pay in: a side measured faster (not significantly), or, at
+     * the end of an axis, the only side unless it is clearly slower. */
+    if (gain > 0 || (t->ncand == 1 && gain > -AH_TUNE_SEARCH_Z * se))
       hint = t->probes[p].pos[t->searchable[t->dim_i]] > t->probes[c0].pos[t->searchable[t->dim_i]] ? 1 : -1;
     /* A small win must hold on AH_TUNE_MOVE_N samples of both before the search moves: a lucky
      * pair of samples would otherwise send the descent the wrong way. */
