@@ -62,6 +62,16 @@ int ah_shim_chain_load(const char *name, const char *self_path) {
   return 0;
 }
 
+int ah_shim_chain_is_self(const char *name, const char *self_path) {
+  if (is_static_name(name)) return 1;
+  void *self = dlopen(self_path, RTLD_NOW | RTLD_NOLOAD);
+  void *h = self ? dlopen(name, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  int same = self && h == self;
+  if (h) dlclose(h);
+  if (self) dlclose(self);
+  return same;
+}
+
 static void chain_error(const char *what, ncclResult_t r) {
   AH_LOG_CAPPED(3, AH_LOG_WARN, "the chained tuner %s: %s returned %d; ignored", ah_chain.name, what, (int)r);
 }

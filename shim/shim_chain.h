@@ -21,6 +21,10 @@ extern ah_chain_t ah_chain;
  * then points NCCL_TUNER_PLUGIN at autoha), 0 otherwise (logged when the name cannot be used). */
 int ah_shim_chain_load(const char *name, const char *self_path);
 
+/* Whether NCCL_TUNER_PLUGIN=name opens autoha itself (another spelling of its path, or STATIC_PLUGIN,
+ * which finds the preloaded autoha's symbols first). */
+int ah_shim_chain_is_self(const char *name, const char *self_path);
+
 /* The chained plugin's context for a new communicator (non-NULL once initialised), or NULL. */
 void *ah_shim_chain_init(uint64_t id, size_t nranks, size_t nnodes, ah_nccl_logger_t log,
                          ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v5_t *constants);

@@ -54,6 +54,9 @@ static void init_run(void) {
   if (ah_shim.tuner_capable && ah_shim.self_path[0] &&
       (!tp || !*tp || ah_shim_chain_load(tp, ah_shim.self_path)))
     setenv("NCCL_TUNER_PLUGIN", ah_shim.self_path, 1);
+  tp = getenv("NCCL_TUNER_PLUGIN");
+  ah_shim.tuner_expected = ah_shim.tuner_capable && tp && ah_shim.self_path[0] &&
+                           (strcmp(tp, ah_shim.self_path) == 0 || ah_shim_chain_is_self(tp, ah_shim.self_path));
   ah_shim.enabled = 1;
   atexit(at_exit);
   ah_log(AH_LOG_INFO, "autoha enabled: mode %s, NCCL %d%s", ah_env_mode_name(ah_shim.mode), v,

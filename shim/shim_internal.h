@@ -118,6 +118,7 @@ typedef struct {
   int mode;                  /* AH_MODE_* */
   int nccl_version;          /* ncclGetVersion of the library actually loaded */
   int tuner_capable;         /* the loaded NCCL has a tuner ABI (2.19+) */
+  int tuner_expected;        /* NCCL_TUNER_PLUGIN names autoha: NCCL will consult its tuner face */
   const ah_settings_t *settings;
   const ah_profile_t *profile; /* loaded at the first communicator, NULL when none */
   char self_path[1024];      /* this library's path (for NCCL_TUNER_PLUGIN) */

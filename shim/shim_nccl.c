@@ -109,15 +109,18 @@ static void handle_forget(ncclComm_t comm) {
   }
 }
 
-/* Whether a handle created just now needs the API-side observer: NCCL did not run the shim's tuner
- * init for it on this thread (no tuner ABI, or another tuner / none configured). */
-static int needs_api_observer(void) {
+/* Whether a handle created just now needs the API-side observer: NCCL has no tuner ABI, tuners
+ * are off (NCCL_TUNER_PLUGIN=none), or NCCL did not run the shim's tuner init for this
+ * communicator. `sync_init`: the constructor ran outside a group, where NCCL runs the tuner's init
+ * on the calling thread, so its absence here means NCCL did not load autoha; grouped inits run on
+ * NCCL's own threads and are trusted to reach the tuner face when NCCL_TUNER_PLUGIN names it. */
+static int needs_api_observer(int sync_init) {
   if (!ah_shim.tuner_capable) {
     AH_LOG_CAPPED(1, AH_LOG_WARN, "NCCL %d has no tuner plugin ABI (2.19+): autoha observes and "
                   "reports only", ah_shim.nccl_version);
     return 1;
   }
-  if (ah_comm_last_created()) return 0;
+  if (ah_shim.tuner_expected && (!sync_init || ah_comm_last_created())) return 0;
   AH_LOG_CAPPED(1, AH_LOG_WARN, "NCCL did not load autoha as its tuner (NCCL_TUNER_PLUGIN=%s): "
                 "autoha observes and reports only", getenv("NCCL_TUNER_PLUGIN") ? getenv("NCCL_TUNER_PLUGIN") : "");
   return 1;
@@ -296,7 +299,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
       if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)     \
         ctx_->rank = rank_;                                                                        \
       if (rank_ >= 0 && !grouped_) ah_log_set_rank(rank_); /* this thread's log lines say r<N> */  \
-      handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(), rank_);                    \
+      handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(1), rank_);                   \
     } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \
       handle_bind(*(newcomm_p), id_, 0, (rank_arg));                                               \
     }                                                                                              \
@@ -339,7 +342,7 @@ AH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
   initall_ndev = 0;
   if (group_depth == 0) ah_comm_pending_clear();
   if (r == ncclSuccess && comms) {
-    int api = !ah_shim.tuner_capable || !ah_comm_last_created() ? needs_api_observer() : 0;
+    int api = needs_api_observer(0); /* NCCL initialises InitAll's ranks in a group */
     for (int i = 0; i < ndev; i++) handle_bind(comms[i], initall_id, api, i);
   }
   return r;

@@ -21,6 +21,8 @@
 #   profile     a tune run's report loaded with AUTOHA_PROFILE by a fixed run of the same job: keys
 #               start on the profile's configurations (source "profile"), data identical; the same
 #               profile offered to a job of another shape is refused with a message, the job completes
+#   tuner-none  NCCL_TUNER_PLUGIN=none (NCCL 2.28 loads no tuner): the shim says once per process that
+#               it observes only, data identical, the report (counted from the API) matches
 #   refused     an override naming a pair this topology cannot run (CollNet: no SHARP on sim/'s
 #               default topology) is refused with a message, never forced: every call runs what it
 #               runs without the shim, the job completes
@@ -148,6 +150,17 @@ PY
   AUTOHA_MODE=fixed AUTOHA_PROFILE=$prof run other 1 -- -n 1 -- "$job" --threads 4 --iters 2
   grep -q "profile" "$tmp/other.err" || { echo "FAIL: a profile of another shape was not refused"; cat "$tmp/other.err"; exit 1; }
   echo "PASS: another shape's profile refused: $(grep -m1 profile "$tmp/other.err")"
+  ;;
+tuner-none)
+  export NCCL_TUNER_PLUGIN=none
+  run plain 0 -- -n 4 -- "$job" --threads 2
+  run shim 1 -- -n 4 -- "$job" --threads 2
+  same_data plain shim
+  no_errors shim
+  n=$(grep -c "did not load autoha as its tuner" "$tmp/shim.err")
+  [ "$n" -ge 1 ] && [ "$n" -le 4 ] || { echo "FAIL: expected one 'observes only' line per process, got $n"; cat "$tmp/shim.err"; exit 1; }
+  python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" || exit 1
+  python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
   ;;
 refused)
   run plain 0 -- -n 4 -- "$job" --threads 2
