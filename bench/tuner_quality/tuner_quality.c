@@ -57,9 +57,11 @@ static double cell_time(void *arg, const ah_config_t *cfg, uint64_t call) {
   return us > 0 ? us : 1e9;
 }
 
+static double noise_sigma = 0.02, noise_outliers = 0.01;
+
 static double cell_noise(void *arg, double us, uint64_t *state) {
   (void)arg;
-  return sim_model_noise(us, 0.02, 0.01, state);
+  return sim_model_noise(us, noise_sigma, noise_outliers, state);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -92,13 +94,16 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--shim-space") == 0) shim_space = 1;
     else if (strcmp(argv[i], "--version") == 0 && i + 1 < argc) version = atoi(argv[++i]);
     else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) seeds = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--noise") == 0 && i + 1 < argc &&
+             sscanf(argv[++i], "%lf,%lf", &noise_sigma, &noise_outliers) == 2) {
+    }
     else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
              sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &only_coll, &only_bytes, &only_nodes, &only_phi,
                     &only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space] [--version CODE] [--seeds N] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space] [--version CODE] [--seeds N] [--noise SIGMA,OUTLIERS] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
                       "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
       return 2;
     }
@@ -239,8 +244,9 @@ int main(int argc, char **argv) {
   double med_x = quantile(extra, ncells, 0.5), p95_x = quantile(extra, ncells, 0.95);
   int ok = ncells > 0 && med_q >= BAR_MEDIAN_Q && p5_q >= BAR_P5_Q && med_c <= BAR_MEDIAN_CALLS &&
            maxc <= BAR_MAX_CALLS && nslower == 0;
-  printf("tuner_quality: %d cells (%d skipped) in %.1f s, results reported %d calls late, per-cell "
-         "CSV in %s\n", ncells, nskipped, secs, lag, csv_path);
+  printf("tuner_quality: %d cells (%d skipped) in %.1f s, noise sigma %.3f with %.3f outliers at "
+         "1.5x, results reported %d calls late, per-cell CSV in %s\n", ncells, nskipped, secs,
+         noise_sigma, noise_outliers, lag, csv_path);
   printf("tuner_quality: search cost (extra time over NCCL's default while searching, in default "
          "calls) median %.1f p95 %.1f\n", med_x, p95_x);
   printf("tuner_quality (sim/ truth model): optimum/tuned median %.4f (bar >= %.2f) p5 %.4f (bar >= "
