@@ -219,9 +219,13 @@ static int ah_tune_reserve(const ah_tune_t *t) { return 2 * AH_TUNE_CONFIRM_N + 
 static void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
   if (ah_log_level() >= AH_LOG_DEBUG) {
     char b[96];
-    ah_log(AH_LOG_DEBUG, "tuner: %s %s after %d calls, %d probes, results up to %d calls late",
+    ah_log(AH_LOG_DEBUG, "tuner: %s %s (%.2f us, n=%d; default %.2f us, n=%d; noise %.1f%%) after %d "
+           "calls, %d probes, results up to %d calls late",
            state == AH_TUNE_CONVERGED ? "pinned" : "gave up, pinned",
-           ah_tune_fmt(&t->probes[winner].cfg, b, sizeof(b)), t->epoch_calls, t->nprobes, t->lag_est);
+           ah_tune_fmt(&t->probes[winner].cfg, b, sizeof(b)), exp(ah_tune_lg(t, winner)),
+           t->probes[winner].n, t->def >= 0 ? exp(ah_tune_lg(t, t->def)) : 0.0,
+           t->def >= 0 ? t->probes[t->def].n : 0, 100.0 * t->sigma, t->epoch_calls, t->nprobes,
+           t->lag_est);
   }
   t->phase = AH_PH_DONE;
   t->state = state;
