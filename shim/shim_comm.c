@@ -68,6 +68,84 @@ int ah_comm_pending_pop(uint64_t *id_p, int *rank_p) {
 
 void ah_comm_pending_clear(void) { pending_head = pending_count = 0; }
 
+/* ---- shared pending entries (grouped constructors) --------------------------------------------- */
+
+#define SHARED_MAX 256
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  uint64_t id, alt;
+  int nranks, rank, used;
+  pthread_t owner;
+  uint64_t seq;
+} shared[SHARED_MAX];
+static int nshared;
+static uint64_t shared_seq;
+static AH_TLS_HOT int shared_by_me; /* this thread has entries: unsharing costs a lock only then */
+
+uint64_t ah_comm_alt_id_from_unique_id(const ncclUniqueId *id) {
+  uint64_t h = 5381;
+  for (size_t i = 0; i < sizeof id->internal; i++) h = ((h << 5) + h) ^ (uint64_t)(int64_t)id->internal[i];
+  return h;
+}
+
+void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank) {
+  pthread_mutex_lock(&shared_lock);
+  if (nshared == SHARED_MAX) { /* drop the oldest */
+    memmove(&shared[0], &shared[1], sizeof shared[0] * (SHARED_MAX - 1));
+    nshared--;
+  }
+  shared[nshared].id = id;
+  shared[nshared].alt = alt_id;
+  shared[nshared].nranks = nranks;
+  shared[nshared].rank = rank;
+  shared[nshared].used = 0;
+  shared[nshared].owner = pthread_self();
+  shared[nshared].seq = shared_seq++;
+  nshared++;
+  pthread_mutex_unlock(&shared_lock);
+  shared_by_me = 1;
+}
+
+int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *rank_p) {
+  int found = -1;
+  pthread_mutex_lock(&shared_lock);
+  for (int i = 0; i < nshared && found < 0 && comm_id; i++)
+    if (!shared[i].used && (shared[i].id == comm_id || (shared[i].alt && shared[i].alt == comm_id))) found = i;
+  if (found < 0) { /* by rank count, only when unambiguous */
+    uint64_t ident = 0;
+    int ambiguous = 0;
+    for (int i = 0; i < nshared; i++) {
+      if (shared[i].used || shared[i].nranks != nranks) continue;
+      if (found < 0) {
+        found = i;
+        ident = shared[i].id;
+      } else if (shared[i].id != ident) {
+        ambiguous = 1;
+      }
+    }
+    if (ambiguous) found = -1;
+  }
+  if (found >= 0) {
+    shared[found].used = 1;
+    *id_p = shared[found].id;
+    *rank_p = shared[found].rank;
+  }
+  pthread_mutex_unlock(&shared_lock);
+  return found >= 0;
+}
+
+void ah_comm_pending_unshare_mine(void) {
+  if (!shared_by_me) return;
+  shared_by_me = 0;
+  pthread_t me = pthread_self();
+  pthread_mutex_lock(&shared_lock);
+  int j = 0;
+  for (int i = 0; i < nshared; i++)
+    if (!pthread_equal(shared[i].owner, me)) shared[j++] = shared[i];
+  nshared = j;
+  pthread_mutex_unlock(&shared_lock);
+}
+
 ah_comm_t *ah_comm_last_created(void) { return last_created; }
 void ah_comm_last_reset(void) { last_created = NULL; }
 
@@ -108,7 +186,7 @@ ah_commrec_t *ah_commrec_announce(uint64_t id, int nranks) {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ah_comm_t *registry;
 
-ah_comm_t *ah_comm_create(uint64_t id, int nranks, int nnodes, int rank, int abi) {
+ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, int rank, int abi) {
   ah_shim_first_comm(nranks, nnodes, rank);
   ah_comm_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
@@ -118,7 +196,7 @@ ah_comm_t *ah_comm_create(uint64_t id, int nranks, int nnodes, int rank, int abi
   c->rank = rank;
   c->abi = abi;
   c->ctl = -1;
-  c->rec = ah_commrec_get(id, nranks);
+  c->rec = ah_commrec_get(rec_id ? rec_id : id, nranks);
   pthread_mutex_init(&c->lock, NULL);
   pthread_mutex_lock(&registry_lock);
   c->next = registry;

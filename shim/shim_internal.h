@@ -143,6 +143,19 @@ uint64_t ah_comm_id_for_split(uint64_t parent, int split_index, int color);
 void ah_comm_pending_push(uint64_t id, int rank);
 int ah_comm_pending_pop(uint64_t *id_p, int *rank_p);
 void ah_comm_pending_clear(void);
+/* Grouped constructors: NCCL runs their inits (and the tuner's) on its own threads, so the
+ * identity and rank are also shared process-wide until claimed or until the sharing thread's
+ * group ends. `alt_id` is the identity as NCCL's own commHash might compute it (0: unknown). */
+void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank);
+/* Claims the oldest shared entry for a tuner init: by NCCL's commId (matching id or alt_id) or,
+ * without a match, by rank count when every unclaimed entry of that count names one identity.
+ * Returns 1 and the identity and rank, or 0. */
+int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *rank_p);
+/* Drops the entries the calling thread shared (its group has ended). */
+void ah_comm_pending_unshare_mine(void);
+/* NCCL's own hash of a unique id as its commHash (DJB2a over the 128 bytes, as NCCL computes it):
+ * a second way to recognise a communicator in a v5+ tuner init. */
+uint64_t ah_comm_alt_id_from_unique_id(const ncclUniqueId *id);
 /* The context the calling thread's tuner init created last (NULL before), and its reset. */
 ah_comm_t *ah_comm_last_created(void);
 void ah_comm_last_reset(void);
@@ -151,7 +164,10 @@ void ah_comm_last_reset(void);
  * coordinator. */
 ah_commrec_t *ah_commrec_announce(uint64_t id, int nranks);
 ah_commrec_t *ah_commrec_get(uint64_t id, int nranks);
-ah_comm_t *ah_comm_create(uint64_t id, int nranks, int nnodes, int rank, int abi);
+/* A context: `id` keys its schedules (the same on every rank), `rec_id` the process-wide record
+ * of local ranks (the identity the constructor wrappers announced, which may differ from NCCL's
+ * commId). */
+ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, int rank, int abi);
 void ah_comm_finalize(ah_comm_t *c);
 /* Calls fn for every communicator ever created (report). */
 void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg);

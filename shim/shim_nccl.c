@@ -52,7 +52,7 @@ static void handle_bind(ncclComm_t comm, uint64_t id, int api, int rank) {
     int n = 0;
     if (ah_real.CommCount(comm, &n) != ncclSuccess) n = 0;
     if (rank < 0 && ah_real.CommUserRank(comm, &rank) != ncclSuccess) rank = -1;
-    ctx = ah_comm_create(id, n, 1, rank, 0);
+    ctx = ah_comm_create(id, id, n, 1, rank, 0);
   }
   handle_t *h = NULL;
   pthread_mutex_lock(&handles_lock);
@@ -158,6 +158,7 @@ AH_EXPORT ncclResult_t ncclGroupEnd(void) {
   int saved = errno; /* a guest leaves errno as the real call left it */
   if (timed) ah_timing_end(s);
   ah_comm_pending_clear(); /* grouped inits have run their tuner init by now (or elsewhere) */
+  ah_comm_pending_unshare_mine();
   errno = saved;
   return r;
 }
@@ -271,6 +272,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
     for (int i = 0; i < initall_ndev; i++) {
       ah_commrec_announce(id, initall_ndev);
       ah_comm_pending_push(id, i);
+      ah_comm_pending_share(id, ah_comm_alt_id_from_unique_id(uniqueId), initall_ndev, i);
     }
   }
   if (r == ncclSuccess && initall_ndev == 0) ah_shim_coord_stamp(uniqueId); /* shim_coord.c */
@@ -279,7 +281,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 
 /* Announces the rank, queues the identity for the tuner's init, runs the real constructor, binds
  * the handle. */
-#define CONSTRUCT(call, newcomm_p, id, nranks_arg, rank_arg)                                               \
+#define CONSTRUCT(call, newcomm_p, id, alt, nranks_arg, rank_arg)                                               \
   do {                                                                                             \
     ah_shim_init();                                                                                \
     if (!ah_shim.enabled) return call;                                                             \
@@ -287,6 +289,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
     if (id_ != 0) {                                                                                \
       ah_commrec_announce(id_, (nranks_arg));                                                      \
       ah_comm_pending_push(id_, (rank_arg));                                                       \
+      if (group_depth > 0) ah_comm_pending_share(id_, (alt), (nranks_arg), (rank_arg));            \
     }                                                                                              \
     ah_comm_last_reset();                                                                          \
     ncclResult_t r_ = call;                                                                        \
@@ -311,7 +314,7 @@ AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUni
                                         int myrank) {
   ah_shim_coord_seen(&commId);
   CONSTRUCT(ah_real.CommInitRank(newcomm, nranks, commId, myrank), newcomm,
-            ah_comm_id_from_unique_id(&commId), nranks, myrank);
+            ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks, myrank);
 }
 
 AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
@@ -320,14 +323,15 @@ AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, n
   ncclConfig_t tc_copy; /* AUTOHA_QP_TC(_COMM) as the per-communicator traffic class (NCCL 2.26+) */
   config = ah_shim_qp_config_tc(config, nranks, &tc_copy);
   CONSTRUCT(ah_real.CommInitRankConfig(newcomm, nranks, commId, myrank, config), newcomm,
-            ah_comm_id_from_unique_id(&commId), nranks, myrank);
+            ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks, myrank);
 }
 
 AH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                                 ncclUniqueId *commIds, ncclConfig_t *config) {
   if (nId > 0 && commIds) ah_shim_coord_seen(&commIds[0]);
   CONSTRUCT(ah_real.CommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config), newcomm,
-            nId > 0 && commIds ? ah_comm_id_from_unique_id(&commIds[0]) : 0, nranks, myrank);
+            nId > 0 && commIds ? ah_comm_id_from_unique_id(&commIds[0]) : 0,
+            nId > 0 && commIds ? ah_comm_alt_id_from_unique_id(&commIds[0]) : 0, nranks, myrank);
 }
 
 /* NCCL creates the id of ncclCommInitAll itself, through ncclGetUniqueId (which lands in the
@@ -340,7 +344,10 @@ AH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
   ah_comm_last_reset();
   ncclResult_t r = ah_real.CommInitAll(comms, ndev, devlist);
   initall_ndev = 0;
-  if (group_depth == 0) ah_comm_pending_clear();
+  if (group_depth == 0) {
+    ah_comm_pending_clear();
+    ah_comm_pending_unshare_mine();
+  }
   if (r == ncclSuccess && comms) {
     int api = needs_api_observer(0); /* NCCL initialises InitAll's ranks in a group */
     for (int i = 0; i < ndev; i++) handle_bind(comms[i], initall_id, api, i);
@@ -354,7 +361,7 @@ AH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   if (!ah_shim.enabled) return ah_real.CommSplit(comm, color, key, newcomm, config);
   uint64_t id = handle_split(comm, color);
   if (color == NCCL_SPLIT_NOCOLOR || id == 0) return ah_real.CommSplit(comm, color, key, newcomm, config);
-  CONSTRUCT(ah_real.CommSplit(comm, color, key, newcomm, config), newcomm, id, 0, -1);
+  CONSTRUCT(ah_real.CommSplit(comm, color, key, newcomm, config), newcomm, id, 0, 0, -1);
 }
 
 AH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {

@@ -97,9 +97,11 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
   if (!ah_shim.enabled) return ncclSuccess;
   uint64_t id = commId, pending_id = 0;
   int rank = -1;
-  if (ah_comm_pending_pop(&pending_id, &rank) && id == 0) id = pending_id;
-  if (id == 0) id = ah_comm_fallback_id(nRanks, nNodes);
-  ah_comm_t *c = ah_comm_create(id, (int)nRanks, (int)nNodes, rank, abi);
+  /* The constructor's identity and rank: queued on this thread (NCCL ran the init inline), or
+   * shared by a grouped constructor whose init NCCL runs on one of its own threads. */
+  int have = ah_comm_pending_pop(&pending_id, &rank) || ah_comm_pending_claim(commId, (int)nRanks, &pending_id, &rank);
+  if (id == 0) id = have ? pending_id : ah_comm_fallback_id(nRanks, nNodes);
+  ah_comm_t *c = ah_comm_create(id, have ? pending_id : id, (int)nRanks, (int)nNodes, rank, abi);
   if (!c) ah_log(AH_LOG_WARN, "out of memory creating tuner state: this communicator passes through");
   else if (ah_chain.abi) c->chain_ctx = ah_shim_chain_init(id, nRanks, nNodes, log, dom, constants);
   *context = c;

@@ -158,6 +158,50 @@ START_TEST(test_simulate_counts_nothing) {
 }
 END_TEST
 
+/* Grouped constructors: NCCL runs the tuner's init on its own threads; the identity and rank the
+ * wrappers shared are claimed there (by NCCL's commId, or by rank count when unambiguous). */
+typedef struct {
+  uint64_t comm_id;
+  ah_comm_t *ctx;
+} claim_t;
+
+static void *claim_main(void *arg) {
+  claim_t *a = arg;
+  void *ctx = NULL;
+  ncclTunerPlugin_v5.init(&ctx, a->comm_id, 2, 1, NULL, NULL, NULL);
+  a->ctx = ctx;
+  return NULL;
+}
+
+START_TEST(test_grouped_init_claims_shared) {
+  uint64_t id = 0xaaaa, nccl_hash = 0xbbbb;
+  ah_comm_pending_share(id, nccl_hash, 2, 0);
+  ah_comm_pending_share(id, nccl_hash, 2, 1);
+  claim_t a[2] = {{nccl_hash, NULL}, {nccl_hash, NULL}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, claim_main, &a[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  ck_assert_ptr_nonnull(a[0].ctx);
+  ck_assert_ptr_nonnull(a[1].ctx);
+  ck_assert_uint_eq(a[0].ctx->id, nccl_hash);             /* schedules keyed by NCCL's commId */
+  ck_assert_ptr_eq(a[0].ctx->rec, a[1].ctx->rec);          /* one locality record ... */
+  ck_assert_uint_eq(a[0].ctx->rec->id, id);                /* ... the one the wrappers announced */
+  ck_assert_int_eq(a[0].ctx->rank + a[1].ctx->rank, 1);    /* ranks 0 and 1, in some order */
+  /* no commId (v2-v4): by rank count, only when one identity is pending */
+  ah_comm_pending_share(0xcccc, 0, 3, 2);
+  uint64_t got = 0;
+  int rank = -1;
+  ck_assert_int_eq(ah_comm_pending_claim(0, 3, &got, &rank), 1);
+  ck_assert_uint_eq(got, 0xcccc);
+  ck_assert_int_eq(rank, 2);
+  ah_comm_pending_share(0xdddd, 0, 4, 0);
+  ah_comm_pending_share(0xeeee, 0, 4, 0);
+  ck_assert_int_eq(ah_comm_pending_claim(0, 4, &got, &rank), 0); /* ambiguous: not guessed */
+  ah_comm_pending_unshare_mine();
+  ck_assert_int_eq(ah_comm_pending_claim(0x0, 4, &got, &rank), 0);
+}
+END_TEST
+
 START_TEST(test_v2_out_params) {
   void *ctx = NULL;
   ck_assert_int_eq(ncclTunerPlugin_v2.init(8, 1, NULL, &ctx), ncclSuccess);
@@ -399,6 +443,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_call_index_counts);
     tcase_add_test(tc, test_v2_out_params);
     tcase_add_test(tc, test_simulate_counts_nothing);
+    tcase_add_test(tc, test_grouped_init_claims_shared);
     tcase_add_test(tc, test_v6_chunk);
     tcase_add_test(tc, test_bin_matches_ah_size_bin);
   } else if (strcmp(scenario, "malformed") == 0) {
