@@ -575,6 +575,7 @@ void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   d->algo = d->proto = -1;
   d->nchannels = 0;
   d->chunk = 0;
+  last_decision.c = NULL; /* nor its chunk (v6) */
 }
 
 void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, double us,
