@@ -381,6 +381,23 @@ START_TEST(test_drift_reopens) {
   ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
   ck_assert_int_eq(r.final.proto, AH_PROTO_LL128);
   ah_tune_destroy(t);
+
+  /* With drift_check off, the same shift leaves the key pinned. */
+  surf_init(&s);
+  s.base[1] = 104;
+  ah_tune_params_t p;
+  ah_tune_params_default(&p);
+  p.drift_check = 0;
+  t = ah_tune_create(&s.space, &p);
+  o.max_calls = 150;
+  tune_drive_run(t, surf_time, &s, &o, &r);
+  s.base[0] = 140;
+  o.max_calls = 600;
+  tune_drive_run(t, surf_time, &s, &o, &r);
+  ck_assert_int_eq(r.reopens_seen, 0);
+  ah_tune_status(t, &st);
+  ck_assert_int_eq(st.reopen_count, 0);
+  ah_tune_destroy(t);
 }
 END_TEST
 
