@@ -74,7 +74,7 @@ static const ah_env_var_t env_table[] = {
      "(communicator, key, call index) and keeps waiting: ranks never guess a configuration, "
      "because ranks that disagree would hang NCCL.",
      0.001, 86400, NULL, FIELD(sync_warn_s)},
-    {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, "1000", "1..10000000 (calls)",
+    {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, "180", "1..10000000 (calls)",
      "How many calls of one key the online search may spend probing configurations. A key that "
      "has not converged within its budget keeps the best configuration found so far, or NCCL's "
      "default when nothing beat it beyond noise; keys too rare to use their budget stay on "

@@ -69,7 +69,7 @@ START_TEST(defaults_parse) {
   ck_assert_int_eq(s.report_interval_s, 60);
   ck_assert_str_eq(s.profile, "");
   ck_assert_double_eq(s.sync_warn_s, 10.0);
-  ck_assert_int_eq(s.tune_budget, 1000);
+  ck_assert_int_eq(s.tune_budget, 180);
   ck_assert_str_eq(s.coord_addr, "");
   ck_assert_int_eq(s.qp, 1);
   ck_assert_int_eq(s.qp_sport, AH_QP_SPORT_OFF);
@@ -299,8 +299,8 @@ START_TEST(env_print) {
   ck_assert_int_eq(count_lines(out), ah_env_var_count());
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_MODE=fixed "));
   ck_assert_ptr_nonnull(strstr(out, "What autoha does with each collective. (set; default: tune)\n"));
-  ck_assert_ptr_nonnull(strstr(out, "AUTOHA_TUNE_BUDGET=1000 "));
-  ck_assert_ptr_nonnull(strstr(out, "(INVALID 'lots' ignored; default: 1000)"));
+  ck_assert_ptr_nonnull(strstr(out, "AUTOHA_TUNE_BUDGET=180 "));
+  ck_assert_ptr_nonnull(strstr(out, "(INVALID 'lots' ignored; default: 180)"));
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_ENABLE=1 "));
   ck_assert_ptr_nonnull(strstr(out, "# Turns autoha on. (default)\n"));
   free(out);
