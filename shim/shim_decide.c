@@ -260,6 +260,14 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
   if (ah_shim.nccl_version >= 22200) {
     static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
     int maxch = ah_shim.nccl_version >= 22500 ? 64 : 32;
+    /* Channels NCCL cannot have are not worth a probe: the user's caps, when set, bound them. */
+    static const char *caps[] = {"NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+      const char *v = getenv(caps[i]);
+      char *end;
+      long n = v && *v ? strtol(v, &end, 10) : 0;
+      if (v && *v && !*end && n >= 1 && n < maxch) maxch = (int)n;
+    }
     ah_dim_t *d = &sp->dims[AH_DIM_NCHANNELS];
     for (size_t i = 0; i < sizeof ch / sizeof ch[0] && ch[i] <= maxch; i++) d->values[d->nvalues++] = ch[i];
     sp->ndims = 1;
