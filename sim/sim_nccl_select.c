@@ -131,9 +131,16 @@ static void trace_open(void) {
   if (trace_fd < 0) sim_log_warn("cannot open the NCCLSIM_TRACE file %s; no trace is written", path);
 }
 
-void sim_trace_task(const sim_task_t *t, double us) {
+/* Whether a trace is written. The trace's `tuned` flag costs a second selection per bucket, which
+ * real NCCL never makes; it is derived only when someone reads it, so sim/'s per-call cost with a
+ * tuner loaded is what NCCL's would be (bench/hotpath measures the shim against it). */
+static int trace_enabled(void) {
   pthread_once(&trace_once, trace_open);
-  if (trace_fd < 0 || t->coll == SIM_COLL_SPLIT_EXCHANGE) return;
+  return trace_fd >= 0;
+}
+
+void sim_trace_task(const sim_task_t *t, double us) {
+  if (!trace_enabled() || t->coll == SIM_COLL_SPLIT_EXCHANGE) return;
   char line[512];
   const sim_desc_t *d = &t->desc;
   int n = snprintf(line, sizeof line,
@@ -207,7 +214,7 @@ chosen:
                      "this topology cannot run (real NCCL would fail or hang)",
                      sim_model_algo_name(cfg.algo), sim_model_proto_name(cfg.proto),
                      sim_coll_name(coll), total, c->rank);
-  int tuned = use_tuner && sim_model_select(&c->model, coll, total, deftable, 0, 0, &def) == 0 &&
+  int tuned = use_tuner && trace_enabled() && sim_model_select(&c->model, coll, total, deftable, 0, 0, &def) == 0 &&
               (def.algo != cfg.algo || def.proto != cfg.proto || def.nchannels != cfg.nchannels ||
                def.chunk != cfg.chunk);
   for (int k = 0; k < nb; k++) {

@@ -4,10 +4,9 @@
 # override so every call takes the apply path) run without and with libautoha.so preloaded; the
 # difference of instructions in the measured iterations divided by the collective calls made.
 #
-# Two baselines are measured: no tuner at all, and a do-nothing tuner (HOTPATH_NULL_TUNER). The
-# bar applies to the second: with any tuner loaded, sim/ additionally derives each bucket's untuned
-# default for its trace (a full second selection real NCCL never makes), which is not the shim's
-# cost. Both figures are printed.
+# The bar applies against the same run without the shim (no tuner at all), so the figure includes
+# what NCCL spends calling a tuner at all. A do-nothing tuner (HOTPATH_NULL_TUNER) is measured too
+# and printed, to show how much of the figure is that call rather than the shim's own work.
 # Prints the figure last with OK or FAILED; exits non-zero over the bar (500 instructions/call).
 #   run.sh HOTPATH_JOB LIBAUTOHA SIMLIB [ITERS]   (env HOTPATH_NULL_TUNER: the do-nothing tuner)
 set -uo pipefail
@@ -31,10 +30,10 @@ plain=$(count plain LD_PRELOAD=)
 null=$(count null LD_PRELOAD= NCCL_TUNER_PLUGIN="$HOTPATH_NULL_TUNER")
 shim=$(count shim LD_PRELOAD="$lib")
 calls=$((2 * iters))
-vsplain=$(awk -v a="$shim" -v b="$plain" -v c="$calls" 'BEGIN {printf "%.1f", (a - b) / c}')
-per=$(awk -v a="$shim" -v b="$null" -v c="$calls" 'BEGIN {printf "%.1f", (a - b) / c}')
+per=$(awk -v a="$shim" -v b="$plain" -v c="$calls" 'BEGIN {printf "%.1f", (a - b) / c}')
+vsnull=$(awk -v a="$shim" -v b="$null" -v c="$calls" 'BEGIN {printf "%.1f", (a - b) / c}')
 echo "instructions in $iters iterations ($calls collective calls): no tuner $plain, do-nothing tuner $null, autoha $shim"
-echo "against no tuner at all: $vsplain instructions per call (includes sim/'s per-bucket default derivation when a tuner is loaded)"
+echo "against a do-nothing tuner: $vsnull instructions per call (the rest is NCCL calling a tuner at all)"
 if awk -v p="$per" -v b="$bar" 'BEGIN {exit !(p <= b)}'; then
   echo "shim hot path: $per instructions per collective call (bar $bar, callgrind on sim/): OK"
 else
