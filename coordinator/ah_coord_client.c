@@ -465,6 +465,7 @@ static int client_timeout_ms(ah_coord_t *c) {
 
 static void *client_main(void *arg) {
   ah_coord_t *c = arg;
+  pthread_setname_np(pthread_self(), "autoha-coord"); /* visible in top -H, gdb, perf */
   struct epoll_event evs[4];
   char why[300];
   while (!atomic_load(&c->stop)) {

@@ -577,6 +577,7 @@ static void hub_sweep(ah_coord_hub_t *h) {
 
 static void *hub_main(void *arg) {
   ah_coord_hub_t *h = arg;
+  pthread_setname_np(pthread_self(), "autoha-hub"); /* visible in top -H, gdb, perf */
   struct epoll_event evs[256];
   uint64_t last_sweep = ah_coord_now_ns();
   while (!atomic_load(&h->stop)) {
