@@ -36,6 +36,7 @@
 set -uo pipefail
 scenario=$1 launcher=$2 job=$3 lib=$4 simlib=$5 checker=$6
 export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/../common/loopback_coord.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE NCCL_TUNER_PLUGIN

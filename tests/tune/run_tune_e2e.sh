@@ -8,6 +8,7 @@
 set -uo pipefail
 launcher=$1 job=$2 lib=$3 simlib=$4
 export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/../common/loopback_coord.sh"
 unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE AUTOHA_TUNE_BUDGET NCCL_TUNER_PLUGIN
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
