@@ -5,7 +5,7 @@
  * with interference on the communication that overlaps it. Rank 0 prints the mean iteration time
  * measured with CUDA events: a simulated time, from sim/'s model.
  *
- * Run it under ncclsim-run: ncclsim-run -n 8 --nodes 2 -- train_job [--iters N] */
+ * Run it under ncclsim-run: ncclsim-run -n 8 --nodes 2 -- train_job [--iters N] [--warmup W] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,16 +50,27 @@ static int parse_opt(const char *opt, const char *s, int lo, int hi) {
 }
 
 int main(int argc, char **argv) {
-  int iters = 40, layers = 4;
+  int iters = 40, layers = 4, warmup = -1;
+  /* Simulated compute per layer (forward, backward) and per optimizer step, in microseconds: sized
+   * so that communication is a visible share of an iteration, as in large data-parallel jobs. */
+  int fwd_us = 150, bwd_us = 300, opt_us = 200;
   size_t layer_params = 2u << 20;          /* elements per layer (float): 8 MiB */
   size_t bucket = 25u << 20, tail = 7u << 20; /* DDP bucket sizes in bytes */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = parse_opt("--iters", argv[++i], 2, 1000000);
     else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc) layers = parse_opt("--layers", argv[++i], 1, 1000);
+    else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) warmup = parse_opt("--warmup", argv[++i], 0, 999999);
+    else if (strcmp(argv[i], "--fwd-us") == 0 && i + 1 < argc) fwd_us = parse_opt("--fwd-us", argv[++i], 0, 10000000);
+    else if (strcmp(argv[i], "--bwd-us") == 0 && i + 1 < argc) bwd_us = parse_opt("--bwd-us", argv[++i], 0, 10000000);
     else {
-      fprintf(stderr, "usage: train_job [--iters N] [--layers L]\n");
+      fprintf(stderr, "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US]\n");
       return 2;
     }
+  }
+  if (warmup < 0) warmup = iters / 4; /* untimed first iterations (an online tuner searches there) */
+  if (warmup >= iters) {
+    fprintf(stderr, "train_job: --warmup %d leaves no timed iteration of %d\n", warmup, iters);
+    return 2;
   }
   int rank = env_int("RANK", 0), world = env_int("WORLD_SIZE", 1), local = env_int("LOCAL_RANK", 0);
   CHECK_CUDA(cudaSetDevice(local));
@@ -88,17 +99,16 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaEventCreate(&t0));
   CHECK_CUDA(cudaEventCreate(&t1));
   CHECK_CUDA(cudaEventCreate(&done));
-  int warmup = iters / 4;
   for (int it = 0; it < iters; it++) {
     if (it == warmup) CHECK_CUDA(cudaEventRecord(t0, compute));
     for (int l = 0; l < layers; l++) { /* forward: gather the layer, then compute with it */
       CHECK_NCCL(ncclAllGather(params + (size_t)rank * shard, params, shard, ncclFloat, comm, comms));
       CHECK_CUDA(cudaEventRecord(done, comms));
       CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0));
-      ncclsimStreamAddCompute(compute, 900.0);
+      ncclsimStreamAddCompute(compute, fwd_us);
     }
     for (int l = layers - 1; l >= 0; l--) { /* backward: compute, then scatter the gradients */
-      ncclsimStreamAddCompute(compute, 1800.0);
+      ncclsimStreamAddCompute(compute, bwd_us);
       CHECK_CUDA(cudaEventRecord(done, compute));
       CHECK_CUDA(cudaStreamWaitEvent(comms, done, 0));
       CHECK_NCCL(ncclReduceScatter(grads, gshard, shard, ncclFloat, ncclSum, comm, comms));
@@ -108,7 +118,7 @@ int main(int argc, char **argv) {
     CHECK_NCCL(ncclAllReduce(gbuf, gbuf, tail / sizeof(float), ncclFloat, ncclSum, comm, comms));
     CHECK_CUDA(cudaEventRecord(done, comms));
     CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0)); /* optimizer step waits for all gradients */
-    ncclsimStreamAddCompute(compute, 300.0);
+    ncclsimStreamAddCompute(compute, opt_us);
   }
   CHECK_CUDA(cudaEventRecord(t1, compute));
   CHECK_CUDA(cudaEventSynchronize(t1));
