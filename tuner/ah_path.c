@@ -5,6 +5,7 @@
  * folds into the wanted port (ah_path_sport_to_label), so it works on every RoCEv2 driver that
  * honours grh.flow_label, with no vendor API. Every parser here is strict and reports the first bad
  * line with its text; a policy whose input is bad degrades to "leave the QP as NCCL set it". */
+#include "ah_file.h"
 #include "ah_path.h"
 
 #include <arpa/inet.h>
@@ -178,39 +179,9 @@ char *ah_path_text_line(char **cur, int *lineno_p, char *orig, unsigned orig_siz
 }
 
 char *ah_path_text_read(const char *path, const char *what) {
-  FILE *f = fopen(path, "re");
-  if (!f) {
-    ah_log(AH_LOG_ERROR, "cannot open %s '%s': %s", what, path, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (n + 1 < cap) break;
-    if (cap > (64u << 20)) {
-      ah_log(AH_LOG_ERROR, "%s '%s' is larger than 64 MiB", what, path);
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    char *nb = realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  if (buf && ferror(f)) {
-    ah_log(AH_LOG_ERROR, "cannot read %s '%s': %s", what, path, strerror(errno));
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf) buf[n] = '\0';
+  char err[160];
+  char *buf = ah_file_read(path, (size_t)64 << 20, NULL, err, sizeof err);
+  if (!buf) ah_log(AH_LOG_ERROR, "cannot read %s '%s': %s", what, path, err);
   return buf;
 }
 

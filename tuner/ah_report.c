@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ah_file.h"
 #include "ah_report.h"
 
 /* ---- writing --------------------------------------------------------------------------------- */
@@ -560,39 +561,13 @@ int ah_report_parse(const char *text, ah_report_t **r_p, char *err, size_t errle
 }
 
 int ah_report_read(const char *path, ah_report_t **r_p, char *err, size_t errlen) {
-  FILE *f = fopen(path, "re");
-  if (!f) {
-    if (err && errlen) snprintf(err, errlen, "cannot open: %s", strerror(errno));
+  size_t len = 0;
+  char why[160];
+  char *buf = ah_file_read(path, (size_t)1 << 30, &len, why, sizeof why);
+  if (!buf) {
+    if (err && errlen) snprintf(err, errlen, "%s", why);
     return -1;
   }
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    size_t n = fread(buf + len, 1, cap - len - 1, f);
-    len += n;
-    if (len + 1 < cap) break;
-    if (cap >= ((size_t)1 << 30)) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    char *nb = realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  int ioerr = ferror(f);
-  fclose(f);
-  if (!buf || ioerr) {
-    free(buf);
-    if (err && errlen) snprintf(err, errlen, "%s", ioerr ? "read error" : "file too large or out of memory");
-    return -1;
-  }
-  buf[len] = 0;
   size_t nul = strlen(buf);
   if (nul != len) {
     free(buf);

@@ -1,0 +1,47 @@
+/* Whole-file reads for the parsers in tuner/: one bounded loop of fread into a doubling buffer,
+ * so every reader fails the same way on a missing, unreadable or oversized file. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_file.h"
+
+char *ah_file_read(const char *path, size_t max_bytes, size_t *len_p, char *err, size_t errlen) {
+  FILE *f = fopen(path, "re");
+  if (!f) {
+    snprintf(err, errlen, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  const char *why = buf ? NULL : "out of memory";
+  while (buf) {
+    len += fread(buf + len, 1, cap - len - 1, f);
+    if (len + 1 < cap) break;
+    if (len >= max_bytes) {
+      why = "too large";
+      break;
+    }
+    char *nb = realloc(buf, cap * 2);
+    if (!nb) {
+      why = "out of memory";
+      break;
+    }
+    buf = nb;
+    cap *= 2;
+  }
+  if (!why && ferror(f)) why = "read error";
+  int saved = errno;
+  fclose(f);
+  if (why) {
+    free(buf);
+    if (strcmp(why, "too large") == 0) snprintf(err, errlen, "larger than %zu bytes", max_bytes);
+    else if (strcmp(why, "read error") == 0) snprintf(err, errlen, "read error: %s", strerror(saved));
+    else snprintf(err, errlen, "%s", why);
+    return NULL;
+  }
+  buf[len] = '\0';
+  if (len_p) *len_p = len;
+  return buf;
+}

@@ -1,0 +1,14 @@
+/* ah_file.h: reading a whole text file (a report, a profile, a path catalog, a topology file)
+ * into memory, bounded in size, with an error text that says what went wrong. */
+#ifndef AH_FILE_H
+#define AH_FILE_H
+
+#include <stddef.h>
+
+/* Reads `path` whole. Returns a NUL-terminated buffer to free() and its length in *len_p (which
+ * may be NULL), or NULL with the reason in err ("cannot open: …", "read error: …", "larger than N
+ * bytes", "out of memory"). Note that the file may itself contain NUL bytes: callers that parse
+ * text compare strlen() with the length. */
+char *ah_file_read(const char *path, size_t max_bytes, size_t *len_p, char *err, size_t errlen);
+
+#endif
