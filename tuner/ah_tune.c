@@ -92,6 +92,7 @@ struct ah_tune {
   int rescreened[AH_MAX_SUBSPACES], resc, screen2;
   /* descent */
   int center, dim_i, level, dir, first_step, quiet, moved, restarts, jumped, stretched;
+  int walk_ref, walked;    /* plateau walk: fastest centre on it, and moves along it, this axis */
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
   int confirm_probe;
@@ -333,6 +334,8 @@ static void ah_tune_dim_done(ah_tune_t *t) {
   t->moved = 0;
   t->jumped = 0;
   t->stretched = 0;
+  t->walk_ref = -1;
+  t->walked = 0;
   ah_tune_plan_step(t);
 }
 
@@ -372,17 +375,33 @@ static void ah_tune_plan_step(ah_tune_t *t) {
   if (t->ncand == 0) ah_tune_step_failed(t);
 }
 
+/* 1 when probe p (fewer resources) is as fast as q within noise: its robust time is at most the
+ * noise floor or one standard error of the difference above q's, on at least AH_TUNE_MOVE_N
+ * samples of both (two lucky samples must not start a walk). */
+static int ah_tune_flat(const ah_tune_t *t, int p, int q) {
+  if (t->probes[p].n < AH_TUNE_MOVE_N || t->probes[q].n < AH_TUNE_MOVE_N) return 0;
+  double se = sqrt(pow(ah_tune_se(t, p), 2) + pow(ah_tune_se(t, q), 2));
+  double tol = log(1.0 + t->prm.noise_floor);
+  return ah_tune_lg(t, p) - ah_tune_lg(t, q) <= (se > tol ? se : tol);
+}
+
 static void ah_tune_eval_step(ah_tune_t *t) {
   int c0 = t->center;
   double l0 = ah_tune_lg(t, c0), se0 = ah_tune_se(t, c0);
   double floor = log(1.0 + t->prm.noise_floor);
   int mv = -1;
   double mv_gain = 0;
-  int unsure[2], nunsure = 0, hint = 0;
+  int unsure[2], nunsure = 0, hint = 0, flat = -1;
+  int d = t->searchable[t->dim_i];
   for (int i = 0; i < t->ncand; i++) {
     int p = t->cand[i];
     double gain = l0 - ah_tune_lg(t, p);
     double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
+    /* Fewer resources at a time equal within noise (of the centre and of the fastest point of the
+     * walk so far, so a gentle climb cannot add up): the plateau walk's next point. */
+    if (t->probes[p].pos[d] < t->probes[c0].pos[d] && ah_tune_flat(t, p, c0) &&
+        (t->walk_ref < 0 || ah_tune_flat(t, p, t->walk_ref)))
+      flat = p;
     /* The direction a longer step may pay in: a side measured faster (not significantly), or, at
      * the end of an axis, the only side unless it is clearly slower. */
     if (gain > 0 || (t->ncand == 1 && gain > -AH_TUNE_SEARCH_Z * se))
@@ -396,8 +415,12 @@ static void ah_tune_eval_step(ah_tune_t *t) {
         mv = p;
         mv_gain = gain;
       }
-    } else if (gain > 0 && (t->probes[p].n < AH_TUNE_SEARCH_MAXN || t->probes[c0].n < AH_TUNE_SEARCH_MAXN)) {
-      unsure[nunsure++] = p; /* measured faster, not yet significantly: race it */
+    } else if ((gain > 0 || (t->probes[p].pos[d] < t->probes[c0].pos[d] &&
+                             gain > -AH_TUNE_SEARCH_Z * se)) &&
+               (t->probes[p].n < AH_TUNE_SEARCH_MAXN || t->probes[c0].n < AH_TUNE_SEARCH_MAXN)) {
+      /* measured faster, not yet significantly, or with fewer resources and not clearly slower
+       * (a plateau point must hold on as many samples as a small win): race it */
+      unsure[nunsure++] = p;
     }
   }
   if (mv < 0 && nunsure > 0 &&
@@ -432,10 +455,10 @@ static void ah_tune_eval_step(ah_tune_t *t) {
   }
   if (mv >= 0) {
     const ah_probe_t *np = &t->probes[mv];
-    int d = t->searchable[t->dim_i];
     t->dir = np->pos[d] > t->probes[c0].pos[d] ? 1 : -1;
     t->center = mv;
     t->moved = 1;
+    t->walk_ref = -1;
     /* Steps adapt to the gain: a large one coarsens the step (the optimum is far), a small one
      * refines it (the optimum is near). */
     if (mv_gain > log(1.0 + AH_TUNE_BIG_GAIN) && t->level > 0) t->level--;
@@ -446,10 +469,29 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     ah_tune_plan_step(t);
     return;
   }
+  /* No significant gain, but fewer resources for the same time: walk on through the plateau in
+   * that direction with the same step (equal time on fewer channels frees SMs for the job's own
+   * compute, and a plateau may hide a drop beyond it: NCCL runs any channel count above the
+   * communicator's own as its own, so the shim's list from there up is flat). The walk ends where
+   * the time gets worse beyond noise; the refinement then starts around its last point. */
+  if (flat >= 0 && t->walked < t->space.dims[d].nvalues) {
+    if (t->walk_ref < 0 || ah_tune_lg(t, c0) < ah_tune_lg(t, t->walk_ref)) t->walk_ref = c0;
+    t->walked++;
+    t->dir = -1;
+    t->center = flat;
+    t->moved = 1;
+    if (ah_log_level() >= AH_LOG_DEBUG) {
+      char b1[96];
+      ah_log(AH_LOG_DEBUG, "tuner: plateau walk to %s (%.2f us, n=%d)",
+             ah_tune_fmt(&t->probes[flat].cfg, b1, sizeof(b1)), exp(ah_tune_lg(t, flat)),
+             t->probes[flat].n);
+    }
+    ah_tune_plan_step(t);
+    return;
+  }
   /* No move from the first step of an axis, but one side measured faster (not significantly): the
    * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once. */
   if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0) {
-    int d = t->searchable[t->dim_i];
     int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], hint, -1);
     t->stretched = 1;
     if (j >= 0) {
@@ -470,9 +512,9 @@ static void ah_tune_eval_step(ah_tune_t *t) {
   }
   /* No move. A line search that stalls on a gentle slope gets one jump to the end of the axis it
    * was heading for (few channels is often best for small messages, and a 2% step is within
-   * noise where the end is 6% better). Otherwise refine the step around the centre. */
-  if (t->dir != 0 && !t->jumped) {
-    int d = t->searchable[t->dim_i];
+   * noise where the end is 6% better). Otherwise refine the step around the centre. A plateau walk
+   * needs no jump: it already went on through equal times and stopped where the time got worse. */
+  if (t->dir != 0 && !t->jumped && t->walk_ref < 0) {
     int i = t->probes[c0].pos[d], b = t->dir < 0 ? 0 : t->space.dims[d].nvalues - 1;
     t->jumped = 1;
     if (abs(b - i) >= 2) {
@@ -504,6 +546,8 @@ static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   t->moved = 0;
   t->jumped = 0;
   t->stretched = 0;
+  t->walk_ref = -1;
+  t->walked = 0;
   t->dir = 0;
   t->level = 0;
   t->first_step = 1;
