@@ -32,6 +32,7 @@
 #define AH_TUNE_CONFIRM_MAXN 12
 #define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
 #define AH_TUNE_CONFIRM_Z 3.0     /* ... and the winner over NCCL's default */
+#define AH_TUNE_FLAT_Z 1.5        /* standard errors within which fewer resources count as equal */
 #define AH_TUNE_STEP_ABANDON 1.10 /* a later subspace still this much slower after one step is dropped */
 #define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
 #define AH_TUNE_SMALL_GAIN 0.03   /* a move gaining less refines it */
@@ -93,6 +94,7 @@ struct ah_tune {
   /* descent */
   int center, dim_i, level, dir, first_step, quiet, moved, restarts, jumped, stretched;
   int walk_ref, walked;    /* plateau walk: fastest centre on it, and moves along it, this axis */
+  int walk_pts[AH_MAX_DIM_VALUES]; /* the centres it left, in order */
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
   int confirm_probe;
@@ -244,7 +246,9 @@ static void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
 static void ah_tune_start_confirm(ah_tune_t *t) {
   t->phase = AH_PH_CONFIRM;
   t->nwants = 0;
-  if (t->best < 0 || t->best == t->def ||
+  /* A best that is not measured faster than the default (a tie kept for its fewer resources)
+   * cannot pass the confirmation: NCCL's choice stays without spending its samples. */
+  if (t->best < 0 || t->best == t->def || ah_tune_lg(t, t->best) >= ah_tune_lg(t, t->def) ||
       ah_tune_cfg_same(&t->probes[t->best].cfg, &t->probes[t->def].cfg)) {
     ah_tune_finish(t, t->def, t->def, AH_TUNE_CONVERGED);
     return;
@@ -375,14 +379,45 @@ static void ah_tune_plan_step(ah_tune_t *t) {
   if (t->ncand == 0) ah_tune_step_failed(t);
 }
 
-/* 1 when probe p (fewer resources) is as fast as q within noise: its robust time is at most the
- * noise floor or one standard error of the difference above q's, on at least AH_TUNE_MOVE_N
- * samples of both (two lucky samples must not start a walk). */
-static int ah_tune_flat(const ah_tune_t *t, int p, int q) {
-  if (t->probes[p].n < AH_TUNE_MOVE_N || t->probes[q].n < AH_TUNE_MOVE_N) return 0;
-  double se = sqrt(pow(ah_tune_se(t, p), 2) + pow(ah_tune_se(t, q), 2));
+/* 1 when probe p (fewer channels) is as fast as q within noise: slower by at most twice the noise
+ * floor on two samples each, or, on at least n samples of both, by at most AH_TUNE_FLAT_Z standard
+ * errors of the difference. Note that this is loose on purpose (noise must not stop a walk on a
+ * flat stretch); ah_tune_walk_settle() takes back what it lets the walk drift. */
+static int ah_tune_flat(const ah_tune_t *t, int p, int q, int n) {
+  double loss = ah_tune_lg(t, p) - ah_tune_lg(t, q);
+  if (t->probes[p].n < 2 || t->probes[q].n < 2) return 0;
   double tol = log(1.0 + t->prm.noise_floor);
-  return ah_tune_lg(t, p) - ah_tune_lg(t, q) <= (se > tol ? se : tol);
+  if (loss <= 2 * tol) return 1;
+  if (t->probes[p].n < n || t->probes[q].n < n) return 0;
+  double se = sqrt(pow(ah_tune_se(t, p), 2) + pow(ah_tune_se(t, q), 2));
+  return loss <= AH_TUNE_FLAT_Z * se;
+}
+
+/* Where a plateau walk stops, the refinement starts from its point with the fewest resources
+ * among those within the noise floor of its fastest. Note that the walk itself accepts a point
+ * up to AH_TUNE_FLAT_Z standard errors slower (so noise cannot stop it on a flat stretch), which
+ * on a gentle slope can carry it a few percent past the plateau's edge: this takes that back. */
+static void ah_tune_walk_settle(ah_tune_t *t) {
+  if (t->walked == 0) return;
+  int c0 = t->center;
+  double lref = ah_tune_lg(t, c0), floor = log(1.0 + t->prm.noise_floor);
+  for (int i = 0; i < t->walked; i++)
+    if (ah_tune_lg(t, t->walk_pts[i]) < lref) lref = ah_tune_lg(t, t->walk_pts[i]);
+  if (ah_tune_lg(t, c0) <= lref + floor) return;
+  for (int i = t->walked - 1; i >= 0; i--) { /* the walk's points, fewest resources first */
+    int q = t->walk_pts[i];
+    if (ah_tune_lg(t, q) <= lref + floor) {
+      if (ah_log_level() >= AH_LOG_DEBUG) {
+        char b[96];
+        ah_log(AH_LOG_DEBUG, "tuner: plateau walk settles back on %s (%.2f us, n=%d)",
+               ah_tune_fmt(&t->probes[q].cfg, b, sizeof(b)), exp(ah_tune_lg(t, q)), t->probes[q].n);
+      }
+      t->center = q;
+      t->walk_ref = q;
+      t->walked = i; /* the points after q are behind the walk now */
+      return;
+    }
+  }
 }
 
 static void ah_tune_eval_step(ah_tune_t *t) {
@@ -399,8 +434,9 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
     /* Fewer resources at a time equal within noise (of the centre and of the fastest point of the
      * walk so far, so a gentle climb cannot add up): the plateau walk's next point. */
-    if (t->probes[p].pos[d] < t->probes[c0].pos[d] && ah_tune_flat(t, p, c0) &&
-        (t->walk_ref < 0 || ah_tune_flat(t, p, t->walk_ref)))
+    if (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] &&
+        ah_tune_flat(t, p, c0, AH_TUNE_MOVE_N) &&
+        (t->walk_ref < 0 || ah_tune_flat(t, p, t->walk_ref, 2)))
       flat = p;
     /* The direction a longer step may pay in: a side measured faster (not significantly), or, at
      * the end of an axis, the only side unless it is clearly slower. */
@@ -415,7 +451,8 @@ static void ah_tune_eval_step(ah_tune_t *t) {
         mv = p;
         mv_gain = gain;
       }
-    } else if ((gain > 0 || (t->probes[p].pos[d] < t->probes[c0].pos[d] &&
+    } else if (flat != p &&
+               (gain > 0 || (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] &&
                              gain > -AH_TUNE_SEARCH_Z * se)) &&
                (t->probes[p].n < AH_TUNE_SEARCH_MAXN || t->probes[c0].n < AH_TUNE_SEARCH_MAXN)) {
       /* measured faster, not yet significantly, or with fewer resources and not clearly slower
@@ -423,7 +460,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
       unsure[nunsure++] = p;
     }
   }
-  if (mv < 0 && nunsure > 0 &&
+  if (mv < 0 && flat < 0 && nunsure > 0 &&
       t->epoch_calls < t->prm.budget_calls - ah_tune_reserve(t) - 4) {
     t->nwants = 0;
     int need = 0;
@@ -459,6 +496,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     t->center = mv;
     t->moved = 1;
     t->walk_ref = -1;
+    t->walked = 0;
     /* Steps adapt to the gain: a large one coarsens the step (the optimum is far), a small one
      * refines it (the optimum is near). */
     if (mv_gain > log(1.0 + AH_TUNE_BIG_GAIN) && t->level > 0) t->level--;
@@ -476,7 +514,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
    * the time gets worse beyond noise; the refinement then starts around its last point. */
   if (flat >= 0 && t->walked < t->space.dims[d].nvalues) {
     if (t->walk_ref < 0 || ah_tune_lg(t, c0) < ah_tune_lg(t, t->walk_ref)) t->walk_ref = c0;
-    t->walked++;
+    t->walk_pts[t->walked++] = c0;
     t->dir = -1;
     t->center = flat;
     t->moved = 1;
@@ -533,6 +571,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
       }
     }
   }
+  ah_tune_walk_settle(t);
   ah_tune_step_failed(t);
 }
 
@@ -559,11 +598,25 @@ static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   ah_tune_plan_step(t);
 }
 
+/* 1 when probe p should replace q as the best so far: faster, or within the noise floor and with
+ * fewer channels (the SMs a channel takes are the job's compute's loss). Note that NCCL's default
+ * counts as having more: its resources are NCCL's own, unknown here, and a searched point as fast
+ * gives the later subspaces resources to be re-screened at. The confirmation still compares the
+ * best with the default, so a tie never replaces NCCL's choice. */
+static int ah_tune_prefer(const ah_tune_t *t, int p, int q) {
+  double lp = ah_tune_lg(t, p), lq = ah_tune_lg(t, q);
+  if (lp < lq) return 1;
+  if (lp > lq + log(1.0 + t->prm.noise_floor)) return 0;
+  if (t->probes[q].sub < 0) return t->probes[p].sub >= 0;
+  if (t->probes[p].sub < 0) return 0;
+  return t->space.ndims > AH_DIM_NCHANNELS &&
+         t->probes[p].cfg.res[AH_DIM_NCHANNELS] < t->probes[q].cfg.res[AH_DIM_NCHANNELS];
+}
+
 /* The current subspace is done (converged or abandoned): its centre competes for best, and the
  * next subspace in screening order is descended unless its screen already put it clearly behind. */
 static void ah_tune_next_subspace(ah_tune_t *t) {
-  if (t->center >= 0 && (t->best < 0 || ah_tune_lg(t, t->center) < ah_tune_lg(t, t->best)))
-    t->best = t->center;
+  if (t->center >= 0 && (t->best < 0 || ah_tune_prefer(t, t->center, t->best))) t->best = t->center;
   t->center = -1;
   t->cur++;
   ah_tune_pick_subspace(t);

@@ -1,13 +1,17 @@
 /* tuner_quality: how close the online search gets to the optimum, and in how many calls, on sim/'s
  * truth model. For every cell of the grid (collective x size x topology x interference x seed) it
- * builds the space NCCL would offer the tuner (the cost table's non -1 cells, channels 1..max, chunk
- * where the emulated version takes one), starts from NCCL's default, drives ah_tune with noisy
- * results reported late and shuffled, and scores the pinned config with the exhaustive optimum.
+ * builds the space the shim offers the tuner (the cost table's non -1 cells; the shim's channel
+ * list {1,2,4,8,12,16,24,32,48,64}, whatever the communicator's own count, and its chunk list where
+ * the emulated version takes one), starts from NCCL's choice with resources 0 ("NCCL's own"), drives
+ * ah_tune with noisy results reported late and shuffled, and scores the pinned config with the
+ * exhaustive optimum. --full-space instead lists channels 1..the communicator's count and starts at
+ * NCCL's default resources (what the engine would see if the shim knew that count).
  *
- * A probe runs exactly as the shim would make it run: the cost table edited so only the chosen
- * cell is eligible, the channel count as the tuner's cap, then NCCL's own selection fills threads
- * and chunk. All figures are from sim/'s model, not hardware. Prints one CSV row per cell, then the
- * summary line with OK or FAILED; exits 1 when a bar is missed. */
+ * A probe runs exactly as sim/sim_nccl_select.c runs a tuner's answer: the cost table edited so
+ * only the chosen cell is eligible, then sim_model_select with the tuner's channel count as a cap
+ * (so every value above the communicator's count runs as that count: a plateau the search has to
+ * cross), which fills threads and chunk. All figures are from sim/'s model, not hardware. Prints
+ * one CSV row per cell, then the summary line with OK or FAILED; exits 1 when a bar is missed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,13 +89,14 @@ static void fmt_sim(const sim_config_t *c, char *buf, size_t len) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  int quick = 0, lag = 2, shim_space = 0, version = 0, seeds = 3, only_coll = -1, only_nodes = 0, only_seed = 0;
+  int quick = 0, lag = 2, shim_space = 1, version = 0, seeds = 3, only_coll = -1, only_nodes = 0, only_seed = 0;
   double only_phi = -1;
   size_t only_bytes = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
-    else if (strcmp(argv[i], "--shim-space") == 0) shim_space = 1;
+    else if (strcmp(argv[i], "--shim-space") == 0) shim_space = 1; /* the default */
+    else if (strcmp(argv[i], "--full-space") == 0) shim_space = 0;
     else if (strcmp(argv[i], "--version") == 0 && i + 1 < argc) version = atoi(argv[++i]);
     else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) seeds = atoi(argv[++i]);
     else if (strcmp(argv[i], "--noise") == 0 && i + 1 < argc &&
@@ -103,7 +108,7 @@ int main(int argc, char **argv) {
                     &only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space] [--version CODE] [--seeds N] [--noise SIGMA,OUTLIERS] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--noise SIGMA,OUTLIERS] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
                       "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
       return 2;
     }
@@ -158,9 +163,11 @@ int main(int argc, char **argv) {
         int maxch = m.nchannels > m.nvls_channels ? m.nchannels : m.nvls_channels;
         if (maxch > AH_MAX_DIM_VALUES) maxch = AH_MAX_DIM_VALUES;
         sp.ndims = 1;
-        if (shim_space) { /* the shim's channel list, and NCCL's own channel count as the start */
+        if (shim_space) { /* the shim's channel list (shim/shim_decide.c): it cannot know the
+                           * communicator's count, so the list runs past it to NCCL's limit */
           static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
-          for (int i = 0; i < 10 && ch[i] <= maxch; i++) sp.dims[0].values[sp.dims[0].nvalues++] = ch[i];
+          int shim_max = m.topo.version >= 22500 ? 64 : 32;
+          for (int i = 0; i < 10 && ch[i] <= shim_max; i++) sp.dims[0].values[sp.dims[0].nvalues++] = ch[i];
         } else {
           sp.dims[0].nvalues = maxch;
           for (int i = 0; i < maxch; i++) sp.dims[0].values[i] = i + 1;
