@@ -426,7 +426,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
   double floor = log(1.0 + t->prm.noise_floor);
   int mv = -1;
   double mv_gain = 0;
-  int unsure[2], nunsure = 0, hint = 0, flat = -1;
+  int unsure[2], nunsure = 0, hint = 0, flat = -1, refused = 0;
   int d = t->searchable[t->dim_i];
   for (int i = 0; i < t->ncand; i++) {
     int p = t->cand[i];
@@ -438,6 +438,9 @@ static void ah_tune_eval_step(ah_tune_t *t) {
         ah_tune_flat(t, p, c0, AH_TUNE_MOVE_N) &&
         (t->walk_ref < 0 || ah_tune_flat(t, p, t->walk_ref, 2)))
       flat = p;
+    else if (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] &&
+             gain > -AH_TUNE_SEARCH_Z * se)
+      refused = 1; /* fewer channels, not equal enough to walk on, not clearly slower either */
     /* The direction a longer step may pay in: a side measured faster (not significantly), or, at
      * the end of an axis, the only side unless it is clearly slower. */
     if (gain > 0 || (t->ncand == 1 && gain > -AH_TUNE_SEARCH_Z * se))
@@ -526,6 +529,28 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     }
     ah_tune_plan_step(t);
     return;
+  }
+  /* A plateau walk stopped on a point not clearly slower: one look a step further (x4) before it
+   * ends, once per axis. Where the plateau is NCCL's cap, the point the walk refused is still on
+   * it (noise made it look slower) and the drop lies beyond it. */
+  if (t->walked > 0 && t->dir < 0 && refused && !t->stretched) {
+    int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], -1, -1);
+    t->stretched = 1;
+    if (j >= 0) {
+      int pos[AH_MAX_DIMS];
+      memcpy(pos, t->probes[c0].pos, sizeof(pos));
+      pos[d] = j;
+      ah_config_t c;
+      ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
+      int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
+      if (p >= 0 && p != c0 && t->probes[p].n == 0) {
+        t->nwants = 0;
+        t->cand[0] = p;
+        t->ncand = 1;
+        ah_tune_want(t, p, t->prm.samples_per_probe);
+        return;
+      }
+    }
   }
   /* No move from the first step of an axis, but one side measured faster (not significantly): the
    * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once. */
