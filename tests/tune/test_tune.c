@@ -1,4 +1,5 @@
-/* test_tune.c: the tuning engine on synthetic surfaces — unimodal, plateaued, noisy, subspaces
+/* test_tune.c: the tuning engine on synthetic surfaces — unimodal, plateaued (also above NCCL's
+ * channel cap, where every larger channel count runs as the cap), noisy, subspaces
  * with a single legal point, a surface where NCCL's default is optimal, results out of order and
  * lost, drift re-opening tuning, budgets and bad input — plus its robust statistics.
  *
