@@ -198,7 +198,7 @@ int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *
     pos++;
     char *colon = strrchr(rule, ':');
     int tc, dscp;
-    long lo, hi;
+    long lo = 0, hi = 0;
     if (r.n == AH_PATH_TC_RULES_MAX) {
       snprintf(why, why_len, "more than %d rules", AH_PATH_TC_RULES_MAX);
       rc = -1;
