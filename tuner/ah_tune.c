@@ -169,7 +169,14 @@ static void ah_tune_make_cfg(const ah_tune_t *t, int sub, const int *pos, ah_con
 }
 
 /* Finds the current epoch's non-confirm probe of config c, or adds it. Returns its index or -1. */
-static int ah_tune_probe_get(ah_tune_t *t, int sub, const int *pos, const ah_config_t *c) {
+static int ah_tune_probe_get(ah_tune_t *t, int sub, const int *pos_in, const ah_config_t *c) {
+  /* Callers often pass another probe's position: copy it before the array may move. */
+  int pos_copy[AH_MAX_DIMS];
+  const int *pos = NULL;
+  if (pos_in) {
+    memcpy(pos_copy, pos_in, sizeof pos_copy);
+    pos = pos_copy;
+  }
   for (int i = 0; i < t->nprobes; i++) {
     ah_probe_t *pr = &t->probes[i];
     if (pr->epoch == t->epoch && !pr->confirm && ah_tune_cfg_same(&pr->cfg, c)) {
