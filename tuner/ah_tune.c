@@ -328,6 +328,25 @@ static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
   return j >= 0 && j < dim->nvalues ? j : -1;
 }
 
+/* Proposes one unmeasured point: probe c0 moved to value index j along dimension d, as the only
+ * candidate. Returns 1 when that point was new and is now wanted, 0 otherwise (already measured,
+ * the centre itself, or out of memory). */
+static int ah_tune_probe_single(ah_tune_t *t, int c0, int d, int j) {
+  int pos[AH_MAX_DIMS];
+  memcpy(pos, t->probes[c0].pos, sizeof(pos));
+  pos[d] = j;
+  ah_config_t c;
+  ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
+  int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
+  if (p < 0 || p == c0 || t->probes[p].n != 0) return 0;
+  t->nwants = 0;
+  t->cand[0] = p;
+  t->ncand = 1;
+  ah_tune_want(t, p, t->prm.samples_per_probe);
+  return 1;
+}
+
+
 static void ah_tune_next_subspace(ah_tune_t *t);
 static void ah_tune_pick_subspace(ah_tune_t *t);
 
@@ -546,19 +565,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], -1, -1);
     t->stretched = 1;
     if (j >= 0) {
-      int pos[AH_MAX_DIMS];
-      memcpy(pos, t->probes[c0].pos, sizeof(pos));
-      pos[d] = j;
-      ah_config_t c;
-      ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
-      int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
-      if (p >= 0 && p != c0 && t->probes[p].n == 0) {
-        t->nwants = 0;
-        t->cand[0] = p;
-        t->ncand = 1;
-        ah_tune_want(t, p, t->prm.samples_per_probe);
-        return;
-      }
+      if (ah_tune_probe_single(t, c0, d, j)) return;
     }
   }
   /* No move from the first step of an axis, but one side measured faster (not significantly): the
@@ -567,19 +574,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], hint, -1);
     t->stretched = 1;
     if (j >= 0) {
-      int pos[AH_MAX_DIMS];
-      memcpy(pos, t->probes[c0].pos, sizeof(pos));
-      pos[d] = j;
-      ah_config_t c;
-      ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
-      int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
-      if (p >= 0 && p != c0 && t->probes[p].n == 0) {
-        t->nwants = 0;
-        t->cand[0] = p;
-        t->ncand = 1;
-        ah_tune_want(t, p, t->prm.samples_per_probe);
-        return;
-      }
+      if (ah_tune_probe_single(t, c0, d, j)) return;
     }
   }
   /* No move. A line search that stalls on a gentle slope gets one jump to the end of the axis it
@@ -590,19 +585,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     int i = t->probes[c0].pos[d], b = t->dir < 0 ? 0 : t->space.dims[d].nvalues - 1;
     t->jumped = 1;
     if (abs(b - i) >= 2) {
-      int pos[AH_MAX_DIMS];
-      memcpy(pos, t->probes[c0].pos, sizeof(pos));
-      pos[d] = b;
-      ah_config_t c;
-      ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
-      int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
-      if (p >= 0 && t->probes[p].n == 0) {
-        t->nwants = 0;
-        t->cand[0] = p;
-        t->ncand = 1;
-        ah_tune_want(t, p, t->prm.samples_per_probe);
-        return;
-      }
+      if (ah_tune_probe_single(t, c0, d, b)) return;
     }
   }
   ah_tune_walk_settle(t);
