@@ -52,9 +52,24 @@ int ah_coord_hub_start(ah_coord_stamp_t *stamp_p);
  * process's coordinator, or NULL after logging why (the caller falls back to pass-through). */
 ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn deliver, void *arg);
 
-/* Subscribes this process to a communicator's segments (every process holding a rank of it calls
- * this once, whatever the number of its local ranks). Segments already committed are replayed. */
+/* Whether a communicator spanning processes is tuned: the hub decides once per communicator and
+ * tells every process joined to it. COMPLETE: all nranks ranks joined (the leader tunes, the others
+ * follow its segments); ABANDONED: not all joined within AUTOHA_COORD_JOIN_S of the first join, so
+ * every rank runs the communicator fixed. */
+enum { AH_COORD_VERDICT_NONE = 0, AH_COORD_VERDICT_COMPLETE = 1, AH_COORD_VERDICT_ABANDONED = 2 };
+
+/* Joins local rank `rank` (0..nranks-1) of a communicator and subscribes this process to its
+ * segments and its verdict. A process calls it once per local rank (the hub counts ranks, not
+ * processes; a rank joined twice counts once). Segments already committed, and the verdict once
+ * decided, are replayed. Returns 0, or -1 when the hub is gone, the rank is out of range or memory
+ * ran out (logged). */
+int ah_coord_join_rank(ah_coord_t *c, uint64_t comm, int nranks, int rank);
+/* Subscribes this process to a communicator's segments and verdict without joining a rank (an
+ * observer, or bench/coord_scale's simulated processes): it never makes the verdict COMPLETE. */
 int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks);
+/* The verdict this process received for comm: AH_COORD_VERDICT_NONE until it arrives. Note that a
+ * verdict never changes once decided, so a caller may poll it without any other synchronisation. */
+int ah_coord_verdict(ah_coord_t *c, uint64_t comm);
 void ah_coord_leave(ah_coord_t *c, uint64_t comm);
 
 /* Leader side: sends a committed segment of (comm, key) to the hub, which forwards it to every

@@ -4,10 +4,12 @@
  * sends heartbeats and reconnects.
  *
  * Key choice: the connection is disposable, the state is not. The client remembers, per joined
- * communicator, the sequence number of the last segment delivered, and every publish until the hub
- * acknowledges it; after a cut it re-authenticates, re-joins "since" those numbers and resends the
- * unacknowledged publishes (the hub drops duplicates), so nothing is lost or delivered twice. Only
- * when the hub stays unreachable for reconnect_ms does ah_coord_alive() turn 0. */
+ * communicator, its local ranks, the hub's verdict once received and the sequence number of the
+ * last segment delivered, and every publish until the hub acknowledges it; after a cut it
+ * re-authenticates, re-joins each local rank "since" those numbers (the hub replays the verdict
+ * too) and resends the unacknowledged publishes (the hub drops duplicates), so nothing is lost or
+ * delivered twice. Only when the hub stays unreachable for reconnect_ms does ah_coord_alive()
+ * turn 0. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +30,9 @@ typedef struct {
   uint64_t comm;
   uint32_t nranks;
   uint64_t last_seq;
+  int verdict;          /* AH_COORD_VERDICT_*: the first one received is kept */
+  uint32_t *ranks;      /* local ranks joined, each re-joined after a reconnection */
+  int nlocal, caplocal;
 } client_comm_t;
 
 typedef struct {
@@ -116,12 +121,21 @@ static void client_wake(ah_coord_t *c) {
   }
 }
 
-static int queue_join(ah_coord_t *c, const client_comm_t *m) {
-  uint8_t p[20];
+static int queue_join_rank(ah_coord_t *c, const client_comm_t *m, uint32_t rank) {
+  uint8_t p[24];
   ah_coord_put_u64(p, m->comm);
   ah_coord_put_u32(p + 8, m->nranks);
-  ah_coord_put_u64(p + 12, m->last_seq);
+  ah_coord_put_u32(p + 12, rank);
+  ah_coord_put_u64(p + 16, m->last_seq);
   return buf_put_msg(&c->outq, AH_MSG_JOIN, p, sizeof p);
+}
+
+/* One JOIN per local rank (the hub counts ranks), or one that only subscribes. Caller holds mu. */
+static int queue_join(ah_coord_t *c, const client_comm_t *m) {
+  int rc = 0;
+  for (int i = 0; i < m->nlocal; i++) rc |= queue_join_rank(c, m, m->ranks[i]);
+  if (m->nlocal == 0) rc |= queue_join_rank(c, m, AH_COORD_NO_RANK);
+  return rc;
 }
 
 static int queue_publish(ah_coord_t *c, const client_pub_t *pb) {
@@ -317,6 +331,23 @@ static int client_w_empty(ah_coord_t *c) {
   return empty;
 }
 
+/* Note that a VERDICT with an unknown value is refused with one log line and ignored (the rank
+ * keeps waiting; the hub's replay or the hub-gone path ends the wait), like a bad segment. */
+static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
+  uint64_t comm = ah_coord_get_u64(p);
+  uint32_t v = ah_coord_get_u32(p + 8);
+  if (v != AH_COORD_VERDICT_COMPLETE && v != AH_COORD_VERDICT_ABANDONED) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a verdict from hub %s: comm "
+                  "%016llx verdict %u out of range", c->addr, (unsigned long long)comm, v);
+    return;
+  }
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->ncomms; i++)
+    if (c->comms[i].comm == comm && c->comms[i].verdict == AH_COORD_VERDICT_NONE)
+      c->comms[i].verdict = (int)v;
+  pthread_mutex_unlock(&c->mu);
+}
+
 static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
   char err[200];
   uint64_t seq = ah_coord_get_u64(p);
@@ -380,6 +411,7 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
         pthread_mutex_unlock(&c->mu);
         break;
       case AH_MSG_PONG: break;
+      case AH_MSG_VERDICT: client_on_verdict(c, p); break;
       default:
         snprintf(why, whylen, "unexpected message type %u from the hub", h.type);
         return -1;
@@ -604,6 +636,7 @@ void ah_coord_client_close(ah_coord_t *c) {
   close(c->epfd);
   pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
+  for (int i = 0; i < c->ncomms; i++) free(c->comms[i].ranks);
   free(c->comms);
   free(c->pubs);
   free(c->outq.b);
@@ -625,11 +658,18 @@ size_t ah_coord_client_unacked(ah_coord_t *c) {
 
 int ah_coord_client_connects(ah_coord_t *c) { return atomic_load(&c->connects); }
 
-/* Returns 0, or -1 when the hub is gone or memory ran out (logged). Note that joining twice
- * updates nranks and asks for nothing new: the hub replays only what this process has not seen. */
-int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks) {
+/* Returns 0, or -1 when the hub is gone, the rank is out of range or memory ran out (logged).
+ * Note that joining a rank twice asks for nothing new: the hub replays only what this process has
+ * not seen. */
+static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank) {
   if (!atomic_load(&c->alive)) return -1;
-  int rc = 0;
+  if (nranks <= 0 || (uint32_t)nranks > AH_COORD_MAX_RANKS ||
+      (rank != AH_COORD_NO_RANK && rank >= (uint32_t)nranks)) {
+    ah_log(AH_LOG_ERROR, "coordinator: cannot join rank %d of %d ranks of comm %016llx (out of "
+           "range)", (int)rank, nranks, (unsigned long long)comm);
+    return -1;
+  }
+  int rc = 0, dup = 0;
   pthread_mutex_lock(&c->mu);
   client_comm_t *m = NULL;
   for (int i = 0; i < c->ncomms; i++)
@@ -651,8 +691,20 @@ int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks) {
     }
   }
   if (m) {
-    m->nranks = nranks > 0 ? (uint32_t)nranks : 0;
-    rc = queue_join(c, m);
+    m->nranks = (uint32_t)nranks;
+    dup = rank == AH_COORD_NO_RANK;
+    for (int i = 0; i < m->nlocal; i++) dup |= m->ranks[i] == rank;
+    if (!dup && m->nlocal == m->caplocal) {
+      int cap = m->caplocal ? 2 * m->caplocal : 4;
+      uint32_t *rs = realloc(m->ranks, (size_t)cap * sizeof *rs);
+      if (!rs) rc = -1;
+      else {
+        m->ranks = rs;
+        m->caplocal = cap;
+      }
+    }
+    if (rc == 0 && !dup) m->ranks[m->nlocal++] = rank;
+    if (rc == 0) rc = queue_join_rank(c, m, rank);
   }
   pthread_mutex_unlock(&c->mu);
   if (rc != 0) {
@@ -663,10 +715,33 @@ int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks) {
   return 0;
 }
 
+int ah_coord_join_rank(ah_coord_t *c, uint64_t comm, int nranks, int rank) {
+  if (rank < 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: cannot join rank %d of comm %016llx (out of range)", rank,
+           (unsigned long long)comm);
+    return -1;
+  }
+  return client_join(c, comm, nranks, (uint32_t)rank);
+}
+
+int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks) {
+  return client_join(c, comm, nranks, AH_COORD_NO_RANK);
+}
+
+int ah_coord_verdict(ah_coord_t *c, uint64_t comm) {
+  int v = AH_COORD_VERDICT_NONE;
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->ncomms; i++)
+    if (c->comms[i].comm == comm) v = c->comms[i].verdict;
+  pthread_mutex_unlock(&c->mu);
+  return v;
+}
+
 void ah_coord_leave(ah_coord_t *c, uint64_t comm) {
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < c->ncomms; i++)
     if (c->comms[i].comm == comm) {
+      free(c->comms[i].ranks);
       c->comms[i] = c->comms[--c->ncomms];
       uint8_t p[8];
       ah_coord_put_u64(p, comm);

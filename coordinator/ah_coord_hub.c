@@ -1,7 +1,10 @@
 /* The hub: one per job, in the process that made the ncclUniqueId. It authenticates clients,
  * keeps every committed segment of every communicator (so a client that joins late or reconnects
  * gets the ones it missed), and forwards each published segment to every connection joined to its
- * communicator. One background thread runs an epoll loop over non-blocking sockets.
+ * communicator. It also decides, once per communicator, whether it is tuned at all: COMPLETE when
+ * every rank joined, ABANDONED when not all did within join_ms of the first (then every rank runs
+ * it fixed, like a process that never reached the hub). One background thread runs an epoll loop
+ * over non-blocking sockets.
  *
  * Key choice: the hub trusts nothing before the handshake and bounds everything after it — a
  * length prefix is checked against the exact size of its message type before any payload is read,
@@ -24,6 +27,7 @@
 #include <uthash.h>
 
 #include "ah_coord_internal.h"
+#include "ah_env.h"
 #include "ah_log.h"
 
 #define FRAME_SEGMENT_BYTES (AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES)
@@ -51,6 +55,11 @@ typedef struct hub_conn {
 
 typedef struct {
   uint64_t comm;
+  uint32_t nranks;        /* from the first JOIN; 0 while only publishes named the comm */
+  uint32_t njoined;       /* distinct ranks joined */
+  uint8_t *joined;        /* one bit per rank */
+  uint64_t first_join_ns; /* the join deadline (join_ms) runs from here */
+  int verdict;            /* AH_COORD_VERDICT_*, decided once and never changed */
   uint8_t (*frames)[FRAME_SEGMENT_BYTES]; /* SEGMENT frames, seq = index + 1 */
   size_t nframes, capframes;
   hub_conn_t **subs;
@@ -122,6 +131,7 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->idle_ms = 30000;
   o_p->max_pending = 256;
   o_p->max_outbuf = 64u << 20;
+  o_p->join_ms = 30000; /* AUTOHA_COORD_JOIN_S's default; ah_coord_hub_start applies the variable */
 }
 
 static void pend_unlink(ah_coord_hub_t *h, hub_conn_t *c) {
@@ -257,16 +267,66 @@ static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, uint64_t comm) {
   return m;
 }
 
+static void verdict_send(ah_coord_hub_t *h, hub_conn_t *c, const hub_comm_t *m) {
+  uint8_t p[12];
+  ah_coord_put_u64(p, m->comm);
+  ah_coord_put_u32(p + 8, (uint32_t)m->verdict);
+  conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
+}
+
+/* Decides a communicator's verdict (once) and tells every connection joined to it. Later joiners
+ * get it from hub_on_join. */
+static void verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
+  m->verdict = verdict;
+  if (verdict == AH_COORD_VERDICT_COMPLETE)
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: all %u ranks joined", h->addr,
+           (unsigned long long)m->comm, m->nranks);
+  else
+    ah_log(AH_LOG_WARN, "coordinator hub %s: comm %016llx: only %u of its %u ranks joined within "
+           "%d ms; it runs fixed (not tuned) on every rank", h->addr, (unsigned long long)m->comm,
+           m->njoined, m->nranks, h->o.join_ms);
+  for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
+}
+
+/* Note that a JOIN is refused (and the connection dropped) when its rank is not below its rank
+ * count, when the count is 0 or above AH_COORD_MAX_RANKS, or when it differs from the count the
+ * communicator's first JOIN gave: no legitimate rank sends any of these, and accepting them could
+ * decide a verdict the other ranks never agreed to. */
 static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   uint32_t nranks = ah_coord_get_u32(p + 8);
-  uint64_t since = ah_coord_get_u64(p + 12);
+  uint32_t rank = ah_coord_get_u32(p + 12);
+  uint64_t since = ah_coord_get_u64(p + 16);
+  if (nranks == 0 || nranks > AH_COORD_MAX_RANKS || (rank >= nranks && rank != AH_COORD_NO_RANK)) {
+    hub_refuse(h, RATE_FRAME, "refused a JOIN from %s: rank %u of %u ranks out of range (at most "
+               "%u ranks); connection dropped", c->peer, rank, nranks, AH_COORD_MAX_RANKS);
+    conn_close_later(h, c);
+    return;
+  }
+  hub_comm_t *found = NULL;
+  HASH_FIND(hh, h->comms, &comm, sizeof comm, found);
+  if (found && found->nranks && found->nranks != nranks) {
+    hub_refuse(h, RATE_FRAME, "refused a JOIN from %s: comm %016llx has %u ranks, the JOIN says "
+               "%u; connection dropped", c->peer, (unsigned long long)comm, found->nranks, nranks);
+    conn_close_later(h, c);
+    return;
+  }
   hub_comm_t *m = hub_comm_get(h, comm);
   if (!m) {
     ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
            c->peer, (unsigned long long)comm);
     conn_close_later(h, c);
     return;
+  }
+  if (!m->joined && rank != AH_COORD_NO_RANK) {
+    m->joined = calloc((nranks + 7) / 8, 1);
+    if (!m->joined) goto oom;
+    m->nranks = nranks;
+    m->first_join_ns = ah_coord_now_ns();
+  }
+  if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
+    m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
+    m->njoined++;
   }
   int already = 0;
   for (int i = 0; i < c->ncomms; i++) already |= c->comms[i] == comm;
@@ -288,16 +348,19 @@ static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     c->comms[c->ncomms++] = comm;
     m->subs[m->nsubs++] = c;
   }
-  ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s joined comm %016llx (%u ranks) since %llu of %zu",
-         h->addr, c->peer, (unsigned long long)comm, nranks, (unsigned long long)since, m->nframes);
+  ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s joined comm %016llx (rank %u of %u; %u joined) "
+         "since %llu of %zu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
+         (unsigned long long)since, m->nframes);
   if (since > m->nframes) {
     ah_log(AH_LOG_WARN, "coordinator hub %s: %s asks for comm %016llx segments after %llu, but only "
            "%zu exist (a different job's hub?); replaying none", h->addr, c->peer,
            (unsigned long long)comm, (unsigned long long)since, m->nframes);
-    return;
-  }
-  if (since < m->nframes) /* the stored frames are contiguous: one copy, one send */
+  } else if (since < m->nframes) /* the stored frames are contiguous: one copy, one send */
     conn_send(h, c, m->frames[since], (size_t)(m->nframes - since) * FRAME_SEGMENT_BYTES);
+  /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
+   * simply gets it again, and the client keeps the first. */
+  if (m->verdict != AH_COORD_VERDICT_NONE) verdict_send(h, c, m);
+  else if (m->joined && m->njoined == m->nranks) verdict_decide(h, m, AH_COORD_VERDICT_COMPLETE);
   return;
 oom:
   ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
@@ -553,6 +616,10 @@ static void hub_accept(ah_coord_hub_t *h) {
  * at thousands of connections that is microseconds, and it keeps deadlines out of the I/O path. */
 static void hub_sweep(ah_coord_hub_t *h) {
   uint64_t now = ah_coord_now_ns();
+  uint64_t join_ns = (uint64_t)h->o.join_ms * 1000000ull;
+  for (hub_comm_t *m = h->comms; m; m = m->hh.next)
+    if (m->verdict == AH_COORD_VERDICT_NONE && m->joined && now - m->first_join_ns > join_ns)
+      verdict_decide(h, m, AH_COORD_VERDICT_ABANDONED);
   uint64_t auth_ns = (uint64_t)h->o.auth_ms * 1000000ull;
   uint64_t frame_ns = (uint64_t)h->o.frame_ms * 1000000ull;
   uint64_t idle_ns = (uint64_t)h->o.idle_ms * 1000000ull;
@@ -706,6 +773,7 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   hub_comm_t *m, *mt;
   HASH_ITER(hh, h->comms, m, mt) {
     HASH_DEL(h->comms, m);
+    free(m->joined);
     free(m->frames);
     free(m->subs);
     free(m);
@@ -764,7 +832,11 @@ int ah_coord_hub_start(ah_coord_stamp_t *stamp_p) {
       if (env && *env && !use) /* the environment table already reported the value as invalid */
         ah_log(AH_LOG_INFO, "coordinator hub: AUTOHA_COORD_ADDR '%s' not used (expected host:port "
                "with a port in 1..65535); listening on this host's address", env);
-      hub_once = ah_coord_hub_open(use ? env : NULL, secret, NULL, &hub_once_stamp);
+      ah_coord_hub_opts_t o;
+      ah_coord_hub_opts_default(&o);
+      o.join_ms = (int)(ah_env_settings()->coord_join_s * 1000.0 + 0.5);
+      if (o.join_ms < 1) o.join_ms = 1;
+      hub_once = ah_coord_hub_open(use ? env : NULL, secret, &o, &hub_once_stamp);
     }
   }
   int rc = hub_once ? 0 : -1;

@@ -45,7 +45,7 @@ void ah_coord_net_host_addr(struct sockaddr_storage *ss_p, socklen_t *len_p);
 long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
-#define AH_COORD_PROTO_VERSION 1
+#define AH_COORD_PROTO_VERSION 2
 #define AH_COORD_HDR_BYTES 8
 #define AH_COORD_MAX_PAYLOAD 256 /* bound on any length prefix; the largest message is 82 bytes */
 #define AH_COORD_NONCE_BYTES 32
@@ -55,14 +55,15 @@ enum {
   AH_MSG_HELLO = 1,   /* hub -> client: nonce_h[32] */
   AH_MSG_AUTH = 2,    /* client -> hub: nonce_c[32] client_id u64 mac[32] */
   AH_MSG_WELCOME = 3, /* hub -> client: mac[32] last_pub u64 */
-  AH_MSG_JOIN = 4,    /* client -> hub: comm u64 nranks u32 since u64 */
+  AH_MSG_JOIN = 4,    /* client -> hub: comm u64 nranks u32 rank u32 since u64 */
   AH_MSG_LEAVE = 5,   /* client -> hub: comm u64 */
   AH_MSG_PUBLISH = 6, /* client -> hub: pub_seq u64 key seg */
   AH_MSG_ACK = 7,     /* hub -> client: pub_seq u64 */
   AH_MSG_SEGMENT = 8, /* hub -> client: seq u64 key seg */
   AH_MSG_PING = 9,    /* client -> hub: empty */
   AH_MSG_PONG = 10,   /* hub -> client: empty */
-  AH_MSG_MAX = 10
+  AH_MSG_VERDICT = 11, /* hub -> client: comm u64 verdict u32 (AH_COORD_VERDICT_*) */
+  AH_MSG_MAX = 11
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */
@@ -72,6 +73,11 @@ typedef struct {
   uint8_t version, type;
   uint16_t reserved;
 } ah_coord_hdr_t;
+
+/* Bound on a communicator's rank count in a JOIN: the hub keeps one bit per rank (128 KiB at most). */
+#define AH_COORD_MAX_RANKS (1u << 20)
+/* The rank of a JOIN that subscribes without joining a rank (ah_coord_join). */
+#define AH_COORD_NO_RANK 0xffffffffu
 
 /* Encodes a header into out[8]. */
 void ah_coord_hdr_encode(uint8_t type, uint32_t len, uint8_t out[AH_COORD_HDR_BYTES]);
@@ -115,6 +121,8 @@ typedef struct {
   int idle_ms;         /* an authenticated connection silent this long is dropped */
   int max_pending;     /* unauthenticated connections held at once; the oldest is dropped beyond */
   size_t max_outbuf;   /* bytes queued to one client before it is dropped as a slow reader */
+  int join_ms;         /* a communicator not joined by all its ranks this long after its first
+                        * join is ABANDONED (AUTOHA_COORD_JOIN_S) */
 } ah_coord_hub_opts_t;
 
 void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p);

@@ -76,12 +76,23 @@ static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
              (unsigned long long)comm);
     return 0;
   }
-  if (!ah_coord_alive(c) || ah_coord_join(c, comm, nranks) != 0) {
+  if (!ah_coord_alive(c) || ah_coord_join_rank(c, comm, nranks, rank) != 0) {
     ah_log(AH_LOG_WARN, "communicator %016llx (rank %d): the coordinator hub is gone; its "
            "collectives are not tuned", (unsigned long long)comm, rank);
     return 0;
   }
   return 1;
+}
+
+static int hook_verdict(void *arg, uint64_t comm) {
+  (void)arg;
+  ah_coord_t *c = map_get(comm, NULL);
+  if (!c || !ah_coord_alive(c)) return -1;
+  switch (ah_coord_verdict(c, comm)) {
+    case AH_COORD_VERDICT_COMPLETE: return 1;
+    case AH_COORD_VERDICT_ABANDONED: return 2;
+    default: return 0;
+  }
 }
 
 static void hook_publish(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
@@ -98,7 +109,8 @@ static int hook_alive(void *arg, uint64_t comm) {
 }
 
 static void hooks_install(void) {
-  static const ah_shim_coord_hooks_t h = {hook_attach, hook_publish, hook_alive, NULL};
+  static const ah_shim_coord_hooks_t h = {.attach = hook_attach, .verdict = hook_verdict,
+                                          .publish = hook_publish, .alive = hook_alive};
   ah_shim_set_coord_hooks(&h);
 }
 

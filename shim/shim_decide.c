@@ -13,8 +13,10 @@
  *                every rank commits itself — deterministic, so identical on all ranks;
  *   local tune   every rank is in this process: the leader (rank 0) drives ah_tune and appends
  *                segments to the shared schedule, the other local ranks read it;
- *   remote tune  the ranks span processes and the coordinator accepted the communicator: as local
- *                tune, with segments published by the leader and delivered to the others. */
+ *   remote tune  the ranks span processes, the coordinator accepted the communicator and its hub
+ *                says every rank joined (verdict COMPLETE): as local tune, with segments published
+ *                by the leader and delivered to the others. When not every rank joined in time
+ *                (ABANDONED) every rank runs it fixed, as a process that never joined does. */
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -103,9 +105,73 @@ void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
                   (unsigned long long)seg->first, (unsigned long long)ah_sched_horizon(ks->sched));
 }
 
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 /* ---- how a communicator is decided ------------------------------------------------------------ */
 
 static int is_leader(const ah_comm_t *c) { return c->rec && c->rec->leader == c; }
+
+#ifdef AH_HAVE_TUNE
+/* r->ctl while a communicator spanning processes has joined the hub and waits for its verdict. */
+#define CTL_AWAIT (-2)
+
+typedef struct {
+  uint64_t id;
+  int ranks[64];
+  int n;
+} local_ranks_t;
+
+static void local_rank_collect(void *arg, ah_comm_t *c) {
+  local_ranks_t *l = arg;
+  if (c->id == l->id && c->rank >= 0 && l->n < 64) l->ranks[l->n++] = c->rank;
+}
+
+/* Joins every local rank of c's communicator whose context exists (c's own included): a thread
+ * that drives several ranks (grouped calls) waits for the verdict at the first one, so the others
+ * must have joined by then. The hub and the client count a rank joined twice once. */
+static void join_local_ranks(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
+  local_ranks_t l = {.id = c->id};
+  ah_comm_foreach(local_rank_collect, &l);
+  for (int i = 0; i < l.n; i++)
+    if (l.ranks[i] != c->rank) (void)h->attach(h->arg, c->id, c->nranks, l.ranks[i]);
+}
+
+/* Waits for the hub's verdict on c's communicator. Returns AH_CTL_REMOTE_TUNE (every rank joined)
+ * or AH_CTL_FIXED (not all joined in time, or the hub is gone: logged by the caller / here).
+ *
+ * Note that every rank of the communicator, the leader included, waits here at its first call:
+ * the hub decides once for all of them, so a rank whose process never reached the hub (it runs
+ * fixed) and the ranks that did (ABANDONED: fixed too) always agree. */
+static int verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c, int *gone_p) {
+  double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
+  int warned = 0;
+  long sleep_ns = 100000;
+  *gone_p = 0;
+  for (;;) {
+    int v = h->verdict ? h->verdict(h->arg, c->id) : -1;
+    if (v == 1) return AH_CTL_REMOTE_TUNE;
+    if (v == 2) return AH_CTL_FIXED;
+    if (v < 0) {
+      *gone_p = 1;
+      return AH_CTL_FIXED;
+    }
+    double waited = now_us() - t0;
+    if (!warned && waited > warn_after) {
+      warned = 1;
+      ah_log(AH_LOG_WARN, "rank %d has waited %.1f s for the coordinator's verdict on communicator "
+             "%016llx (whether all %d ranks joined the hub); still waiting", c->rank, waited / 1e6,
+             (unsigned long long)c->id, c->nranks);
+    }
+    struct timespec ts = {0, sleep_ns};
+    nanosleep(&ts, NULL);
+    if (sleep_ns < 5000000) sleep_ns *= 2;
+  }
+}
+#endif
 
 /* Fixes c->ctl at the communicator's first decision. Slow path. */
 static void comm_control(ah_comm_t *c) {
@@ -122,26 +188,52 @@ static void comm_control(ah_comm_t *c) {
     ctl = AH_CTL_FIXED;
 #else
     static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+    ah_shim_coord_hooks_t h = hooks_copy();
     pthread_mutex_lock(&ctl_lock);
     ctl = atomic_load(&r->ctl);
-    if (ctl < 0) {
+    int joined = 0;
+    if (ctl < 0 && ctl != CTL_AWAIT) {
       if (atomic_load(&r->announced) >= c->nranks) {
         ctl = AH_CTL_LOCAL_TUNE;
+      } else if (atomic_load(&hooks_set) && h.attach && c->rank >= 0 &&
+                 h.attach(h.arg, c->id, c->nranks, c->rank)) {
+        /* Rank 0 must be known to lead across processes: a rank NCCL did not tell us stays fixed
+         * (and never joins, so the hub abandons the communicator for every rank). */
+        ctl = CTL_AWAIT;
+        joined = 1;
       } else {
-        ah_shim_coord_hooks_t h = hooks_copy();
-        /* Rank 0 must be known to lead across processes: a rank NCCL did not tell us stays fixed. */
-        if (atomic_load(&hooks_set) && h.attach && c->rank >= 0 && h.attach(h.arg, c->id, c->nranks, c->rank)) {
-          ctl = AH_CTL_REMOTE_TUNE;
-        } else {
-          ctl = AH_CTL_FIXED;
-          ah_log(AH_LOG_INFO, "communicator %016llx spans processes and no coordinator carries it: "
-                 "its collectives run fixed (override, profile or NCCL's choice)", (unsigned long long)c->id);
-        }
+        ctl = AH_CTL_FIXED;
+        ah_log(AH_LOG_INFO, "communicator %016llx spans processes and no coordinator carries it: "
+               "its collectives run fixed (override, profile or NCCL's choice)", (unsigned long long)c->id);
       }
       atomic_store(&r->ctl, ctl);
     }
+    if (ctl == CTL_AWAIT) {
+      if (!joined && c->rank >= 0) (void)h.attach(h.arg, c->id, c->nranks, c->rank);
+      join_local_ranks(&h, c);
+    }
+    pthread_mutex_unlock(&ctl_lock);
+    if (ctl == CTL_AWAIT) {
+      int gone;
+      int v = verdict_wait(&h, c, &gone);
+      pthread_mutex_lock(&ctl_lock);
+      if (atomic_load(&r->ctl) == CTL_AWAIT) { /* the first local rank to learn it logs it */
+        atomic_store(&r->ctl, v);
+        if (gone)
+          ah_log(AH_LOG_ERROR, "communicator %016llx: the coordinator hub is gone before it decided "
+                 "whether all ranks joined; its collectives run fixed (override, profile or NCCL's "
+                 "choice)", (unsigned long long)c->id);
+        else if (v == AH_CTL_FIXED)
+          ah_log(AH_LOG_WARN, "communicator %016llx: not every rank joined the coordinator hub "
+                 "within AUTOHA_COORD_JOIN_S (a process without autoha, or one that cannot reach the "
+                 "hub): it runs fixed on every rank, not tuned", (unsigned long long)c->id);
+      }
+      ctl = atomic_load(&r->ctl);
+      pthread_mutex_unlock(&ctl_lock);
+    }
     /* The leader is rank 0; when NCCL's init gave no rank (it ran on NCCL's own thread), the first
      * local context of a wholly local communicator leads — any single one will do there. */
+    pthread_mutex_lock(&ctl_lock);
     if (ctl == AH_CTL_LOCAL_TUNE || ctl == AH_CTL_REMOTE_TUNE) {
       if (c->rank == 0) r->leader = c;
       else if (c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE && !r->leader) r->leader = c;
@@ -327,12 +419,6 @@ static ah_ckey_t *ckey_create(ah_comm_t *c, int coll, int bin, const ah_call_t *
   __atomic_store_n(&c->keys[coll][bin], ck, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&c->lock);
   return ck;
-}
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
 #ifdef AH_HAVE_TUNE

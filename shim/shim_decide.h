@@ -67,12 +67,18 @@ static inline int ah_shim_bin(int coll, size_t nbytes, int nranks) {
 /* ---- the coordinator's hooks ------------------------------------------------------------------ */
 
 /* Set by shim_coord.c when a coordinator runs. A communicator whose ranks span processes is tuned
- * only when attach() accepts it; until then (or with no hooks) it runs as `fixed`. */
+ * only when attach() accepted it and the hub's verdict says every rank joined; otherwise (or with
+ * no hooks) it runs as `fixed` on every rank. */
 typedef struct {
-  /* Called once per communicator that spans processes, at its first decision. Returns 1 when the
-   * coordinator carries this communicator's segments: its rank 0 then drives the search and
-   * publishes every segment; other ranks wait for ah_shim_deliver. 0: run it as fixed. */
+  /* Called at the first decision of each local rank of a communicator that spans processes (and
+   * for the other local ranks already created, so a thread driving several ranks joins them all).
+   * Joins that rank at the hub. Returns 1 when the coordinator carries this communicator (wait for
+   * verdict()), 0 when it cannot (no stamp, hub unreachable: run it as fixed). */
   int (*attach)(void *arg, uint64_t comm, int nranks, int rank);
+  /* The hub's verdict on comm: 0 while undecided, 1 COMPLETE (every rank joined: rank 0 drives the
+   * search and publishes every segment, other ranks wait for ah_shim_deliver), 2 ABANDONED (run it
+   * as fixed), -1 when the coordinator is gone. */
+  int (*verdict)(void *arg, uint64_t comm);
   /* Leader side: a segment just committed for a key of an attached communicator. */
   void (*publish)(void *arg, const ah_key_t *key, const ah_segment_t *seg);
   /* 0 once the coordinator of `comm` is gone for good: waiting ranks then stop waiting and keep

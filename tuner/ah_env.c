@@ -86,6 +86,13 @@ static const ah_env_var_t env_table[] = {
      "rank finds it whatever framework passes the id around. Set it when that process cannot be "
      "reached at the address it sees itself at (NAT, several interfaces).",
      0, 0, NULL, FIELD(coord_addr)},
+    {"AUTOHA_COORD_JOIN_S", AH_ENV_DOUBLE, "30", "0.001..86400 (seconds)",
+     "How long the coordinator hub waits, from the first rank's join, for every rank of a "
+     "communicator that spans processes to join. When all have joined the communicator is tuned; "
+     "otherwise (a process that cannot reach the hub, or runs without autoha) it runs fixed on "
+     "every rank, so ranks never disagree. Each rank waits for this verdict at the communicator's "
+     "first collective. Read by the process that runs the hub.",
+     0.001, 86400, NULL, FIELD(coord_join_s)},
     {"AUTOHA_QP", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Lets autoha set the UDP source port and the traffic class of the RoCE queue pairs NCCL "
      "creates, at the INIT to RTR transition. 0 (off) leaves every queue pair exactly as NCCL set "

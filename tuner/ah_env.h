@@ -36,6 +36,7 @@ typedef struct {
   double sync_warn_s;                /* AUTOHA_SYNC_WARN_S: warn when a rank waits this long */
   int tune_budget;                   /* AUTOHA_TUNE_BUDGET: calls a key may spend searching */
   char coord_addr[AH_ENV_ADDR_MAX];  /* AUTOHA_COORD_ADDR: host:port; "" = from the unique id */
+  double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
   int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
   int qp_sport;                      /* AUTOHA_QP_SPORT: AH_QP_SPORT_* */
   char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */

@@ -115,6 +115,7 @@ ah_coord_hub_t *hub_start_test(ah_coord_stamp_t *st_p) {
   ah_coord_hub_opts_default(&o);
   o.auth_ms = 1500;
   o.frame_ms = 1000;
+  o.join_ms = 1000;
   return ah_coord_hub_open("127.0.0.1:0", secret, &o, st_p);
 }
 
@@ -135,7 +136,7 @@ int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm) {
   ah_coord_t *a = ah_coord_client_open(st, NULL, &o, rec_deliver, &ra);
   ah_coord_t *b = ah_coord_client_open(st, NULL, &o, rec_deliver, &rb);
   int ok = a && b;
-  if (ok) ok = ah_coord_join(a, comm, 2) == 0 && ah_coord_join(b, comm, 2) == 0;
+  if (ok) ok = ah_coord_join_rank(a, comm, 2, 0) == 0 && ah_coord_join_rank(b, comm, 2, 1) == 0;
   ah_key_t k = key_make(comm);
   for (uint64_t i = 0; ok && i < 3; i++) {
     ah_segment_t s = seg_make(i);

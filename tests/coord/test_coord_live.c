@@ -2,7 +2,9 @@
  * lists (wrong secret, random bytes, truncated frame, 16 MiB length prefix, 1,000 held connections,
  * a byte-per-second client, a wrong protocol version) — each must be refused with a log line while
  * a legitimate pair of clients is still served — and the faults: a cut connection reconnects with
- * replay and no duplicate, a hub that exits makes ah_coord_alive() drop to 0 in bounded time. */
+ * replay and no duplicate, a hub that exits makes ah_coord_alive() drop to 0 in bounded time —
+ * and the verdict: COMPLETE once every rank joined, ABANDONED after the join deadline, replayed to
+ * a late joiner and to a reconnecting client, bad JOINs and VERDICTs refused. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <fcntl.h>
@@ -40,9 +42,9 @@ START_TEST(segments_reach_every_joined_process_in_order) {
   ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r2);
   ck_assert_ptr_nonnull(lead);
   ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join(lead, 7, 3), 0);
-  ck_assert_int_eq(ah_coord_join(w, 7, 3), 0);
-  ck_assert_int_eq(ah_coord_join(w, 8, 2), 0); /* a second communicator on the same connection */
+  ck_assert_int_eq(ah_coord_join_rank(lead, 7, 3, 0), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 7, 3, 1), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 8, 2, 0), 0); /* a second communicator on the same connection */
   ah_key_t k7 = key_make(7), k8 = key_make(8);
   for (uint64_t i = 0; i < 200; i++) {
     ah_segment_t s = seg_make(i);
@@ -68,7 +70,7 @@ START_TEST(segments_reach_every_joined_process_in_order) {
   /* a process joining late gets every committed segment of its communicator replayed */
   ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r3);
   ck_assert_ptr_nonnull(late);
-  ck_assert_int_eq(ah_coord_join(late, 8, 2), 0);
+  ck_assert_int_eq(ah_coord_join_rank(late, 8, 2, 1), 0);
   ck_assert(rec_wait(&r3, 50, 5000));
   sleep_ms(100);
   ck_assert_int_eq(rec_count(&r3), 50);
@@ -98,7 +100,7 @@ START_TEST(large_replay_arrives_whole_and_in_order) {
   ck_assert_int_eq(rec_count(&rl), 0); /* the leader did not join: nothing comes back */
   ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
   ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join(w, 9, 2), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 9, 2, 1), 0);
   ck_assert(rec_wait(&rw, 4000, 10000));
   for (int i = 0; i < 4000; i++) ck_assert_uint_eq(rw.segs[i].first, 10u * (unsigned)i);
   ah_coord_client_close(w);
@@ -176,7 +178,7 @@ START_TEST(wrong_protocol_version_is_refused) {
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
   f[4] = AH_COORD_PROTO_VERSION + 1;
   ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
-  ck_assert(log_wait("wrong protocol version 2 (expected 1", 2000));
+  ck_assert(log_wait("wrong protocol version 3 (expected 2", 2000));
   close(fd);
   ck_assert(legit_roundtrip(&st, 15));
 }
@@ -226,8 +228,8 @@ START_TEST(cut_connection_reconnects_and_replays_once) {
   ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
   ck_assert_ptr_nonnull(lead);
   ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join(lead, 21, 2), 0);
-  ck_assert_int_eq(ah_coord_join(w, 21, 2), 0);
+  ck_assert_int_eq(ah_coord_join_rank(lead, 21, 2, 0), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 21, 2, 1), 0);
   ah_key_t k = key_make(21);
   for (uint64_t i = 0; i < 300; i++) {
     ah_segment_t s = seg_make(i);
@@ -261,7 +263,7 @@ START_TEST(hub_exit_makes_clients_give_up_in_bounded_time) {
   o.reconnect_ms = 1000;
   ah_coord_t *c = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(c);
-  ck_assert_int_eq(ah_coord_join(c, 31, 2), 0);
+  ck_assert_int_eq(ah_coord_join_rank(c, 31, 2, 0), 0);
   ck_assert(ah_coord_alive(c));
   uint64_t t0 = ah_coord_now_ns();
   ah_coord_hub_close(hub);
@@ -274,7 +276,7 @@ START_TEST(hub_exit_makes_clients_give_up_in_bounded_time) {
   ah_key_t k = key_make(31);
   ah_segment_t s = seg_make(0);
   ck_assert_int_eq(ah_coord_publish(c, &k, &s), -1);
-  ck_assert_int_eq(ah_coord_join(c, 32, 2), -1);
+  ck_assert_int_eq(ah_coord_join_rank(c, 32, 2, 0), -1);
   ah_coord_client_close(c);
 }
 END_TEST
@@ -306,7 +308,7 @@ START_TEST(forked_child_connects_afresh) {
   ah_coord_t *c = ah_coord_connect(&st, rec_deliver, &rp);
   ck_assert_ptr_nonnull(c);
   ck_assert_ptr_eq(ah_coord_connect(&st, rec_deliver, &rp), c); /* one per stamp */
-  ck_assert_int_eq(ah_coord_join(c, 41, 2), 0);
+  ck_assert_int_eq(ah_coord_join_rank(c, 41, 2, 0), 0);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) { /* the copied coordinator has no I/O thread: gone; a new one works */
@@ -315,7 +317,7 @@ START_TEST(forked_child_connects_afresh) {
     if (!c2 || c2 == c) _exit(11);
     ah_key_t k = key_make(41);
     ah_segment_t sg = seg_make(0);
-    if (ah_coord_join(c2, 41, 2) != 0 || ah_coord_publish(c2, &k, &sg) != 0) _exit(12);
+    if (ah_coord_join_rank(c2, 41, 2, 1) != 0 || ah_coord_publish(c2, &k, &sg) != 0) _exit(12);
     _exit(rec_wait(&rc, 1, 5000) ? 0 : 13);
   }
   int status = 0;
@@ -387,6 +389,229 @@ START_TEST(hub_gone_silent_is_detected_and_given_up) {
 }
 END_TEST
 
+/* ---- the verdict: whether every rank of a communicator joined ---- */
+
+static int verdict_wait(ah_coord_t *c, uint64_t comm, int ms) {
+  for (int t = 0; t < ms / 10 && ah_coord_verdict(c, comm) == AH_COORD_VERDICT_NONE; t++) sleep_ms(10);
+  return ah_coord_verdict(c, comm);
+}
+
+START_TEST(verdict_complete_when_all_ranks_join) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 0), 0); /* a process with two local ranks */
+  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1), 0);
+  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1), 0); /* a rank joined twice counts once */
+  ck_assert_int_eq(ah_coord_join(b, 60, 3), 0);         /* subscribed, no rank: counts none */
+  sleep_ms(300);
+  ck_assert_int_eq(ah_coord_verdict(a, 60), AH_COORD_VERDICT_NONE);
+  ck_assert_int_eq(ah_coord_verdict(b, 60), AH_COORD_VERDICT_NONE);
+  ck_assert_int_eq(ah_coord_join_rank(b, 60, 3, 2), 0);
+  ck_assert_int_eq(verdict_wait(a, 60, 2000), AH_COORD_VERDICT_COMPLETE);
+  ck_assert_int_eq(verdict_wait(b, 60, 2000), AH_COORD_VERDICT_COMPLETE);
+  sleep_ms(1200); /* past the join deadline: a decided verdict never changes */
+  ck_assert_int_eq(ah_coord_verdict(a, 60), AH_COORD_VERDICT_COMPLETE);
+  ck_assert_int_eq(ah_coord_verdict(b, 60), AH_COORD_VERDICT_COMPLETE);
+  ck_assert_int_eq(ah_coord_verdict(a, 61), AH_COORD_VERDICT_NONE); /* a comm never joined */
+  ck_assert_int_eq(ah_coord_join_rank(a, 62, 3, 3), -1);            /* rank out of range */
+  ah_coord_client_close(b);
+  ah_coord_client_close(a);
+}
+END_TEST
+
+START_TEST(verdict_abandoned_after_timeout_and_replayed_to_late_joiner) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_nonnull(b);
+  uint64_t t0 = ah_coord_now_ns();
+  ck_assert_int_eq(ah_coord_join_rank(a, 63, 3, 0), 0);
+  ck_assert_int_eq(ah_coord_join_rank(b, 63, 3, 1), 0); /* rank 2 never joins */
+  ck_assert_int_eq(verdict_wait(a, 63, 4000), AH_COORD_VERDICT_ABANDONED);
+  double secs = (double)(ah_coord_now_ns() - t0) / 1e9;
+  ck_assert_msg(secs > 0.9 && secs < 3.0, "abandoned after %.2f s (join deadline 1 s)", secs);
+  ck_assert_int_eq(verdict_wait(b, 63, 1000), AH_COORD_VERDICT_ABANDONED);
+  ck_assert(log_wait("only 2 of its 3 ranks joined within 1000 ms", 100));
+  /* the missing rank arrives late: it gets ABANDONED too, never COMPLETE */
+  ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(late);
+  ck_assert_int_eq(ah_coord_join_rank(late, 63, 3, 2), 0);
+  ck_assert_int_eq(verdict_wait(late, 63, 2000), AH_COORD_VERDICT_ABANDONED);
+  sleep_ms(100);
+  ck_assert_int_eq(ah_coord_verdict(a, 63), AH_COORD_VERDICT_ABANDONED);
+  ah_coord_client_close(late);
+  ah_coord_client_close(b);
+  ah_coord_client_close(a);
+}
+END_TEST
+
+/* A raw authenticated connection (the handshake done by hand): what a client's reconnection
+ * looks like on the wire. Returns the fd (non-blocking) or -1. */
+static int raw_authed(uint64_t client_id) {
+  char err[AH_NET_ERR_LEN];
+  int fd = raw_connect(&st);
+  if (fd < 0 || ah_coord_net_nonblock_set(err, fd) != AH_NET_OK) return -1;
+  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  if (ah_coord_net_read_full(err, fd, hello, sizeof hello, dl) != AH_NET_OK) goto fail;
+  ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
+  uint8_t *p = auth + AH_COORD_HDR_BYTES;
+  memset(p, 0x5a, 32);
+  ah_coord_put_u64(p + 32, client_id);
+  if (ah_coord_mac(st.secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40) != 0 ||
+      ah_coord_net_write_full(err, fd, auth, sizeof auth, dl) != AH_NET_OK ||
+      ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) != AH_NET_OK)
+    goto fail;
+  return fd;
+fail:
+  close(fd);
+  return -1;
+}
+
+static int raw_join(int fd, uint64_t comm, uint32_t nranks, uint32_t rank) {
+  char err[AH_NET_ERR_LEN];
+  uint8_t f[AH_COORD_HDR_BYTES + 24];
+  ah_coord_hdr_encode(AH_MSG_JOIN, 24, f);
+  ah_coord_put_u64(f + AH_COORD_HDR_BYTES, comm);
+  ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 8, nranks);
+  ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 12, rank);
+  ah_coord_put_u64(f + AH_COORD_HDR_BYTES + 16, 0);
+  return ah_coord_net_write_full(err, fd, f, sizeof f, ah_coord_now_ns() + 1000000000ull);
+}
+
+/* Reads frames until a VERDICT for comm arrives. Returns its value, or -1. */
+static int raw_read_verdict(int fd, uint64_t comm) {
+  char err[AH_NET_ERR_LEN];
+  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  for (;;) {
+    ah_coord_hdr_t h;
+    if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK ||
+        ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
+        (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) != AH_NET_OK))
+      return -1;
+    if (h.type == AH_MSG_VERDICT && ah_coord_get_u64(f + AH_COORD_HDR_BYTES) == comm)
+      return (int)ah_coord_get_u32(f + AH_COORD_HDR_BYTES + 8);
+  }
+}
+
+START_TEST(verdict_replayed_to_reconnecting_client) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq(ah_coord_join_rank(a, 64, 2, 0), 0);
+  int fd = raw_authed(0x1234);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(raw_join(fd, 64, 2, 1), AH_NET_OK);
+  ck_assert_int_eq(raw_read_verdict(fd, 64), AH_COORD_VERDICT_COMPLETE); /* sent when decided */
+  ck_assert_int_eq(verdict_wait(a, 64, 2000), AH_COORD_VERDICT_COMPLETE);
+  close(fd);
+  /* the same client reconnects and re-joins its rank, as client_install does: the hub replays the
+   * verdict it decided while the client was away */
+  fd = raw_authed(0x1234);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(raw_join(fd, 64, 2, 1), AH_NET_OK);
+  ck_assert_int_eq(raw_read_verdict(fd, 64), AH_COORD_VERDICT_COMPLETE);
+  close(fd);
+  /* a real client's cut and reconnection keeps its verdict */
+  ah_coord_client_cut(a);
+  for (int t = 0; t < 300 && ah_coord_client_connects(a) < 2; t++) sleep_ms(10);
+  ck_assert_int_ge(ah_coord_client_connects(a), 2);
+  ck_assert_int_eq(ah_coord_verdict(a, 64), AH_COORD_VERDICT_COMPLETE);
+  ah_coord_client_close(a);
+}
+END_TEST
+
+START_TEST(bad_joins_are_refused) {
+  int fd = raw_authed(0x4321);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(raw_join(fd, 65, 2, 2), AH_NET_OK); /* rank not below the rank count */
+  ck_assert(log_wait("refused a JOIN from 127.0.0.1", 2000));
+  ck_assert(log_wait("rank 2 of 2 ranks out of range", 100));
+  close(fd);
+  fd = raw_authed(0x4322);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(raw_join(fd, 66, 4, 0), AH_NET_OK);
+  ck_assert_int_eq(raw_join(fd, 66, 5, 1), AH_NET_OK); /* a rank count that changed */
+  ck_assert(log_wait("comm 0000000000000042 has 4 ranks, the JOIN says 5", 2000));
+  close(fd);
+  fd = raw_authed(0x4323);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(raw_join(fd, 67, 0, 0), AH_NET_OK); /* no ranks at all */
+  ck_assert(log_wait("rank 0 of 0 ranks out of range", 2000));
+  close(fd);
+  ck_assert(legit_roundtrip(&st, 68));
+}
+END_TEST
+
+/* A fake hub that completes the handshake, then sends a VERDICT with an unknown value and a good
+ * one: the client refuses the first with one log line and keeps the second. */
+static int fake_lfd;
+static void *fake_verdict_hub(void *arg) {
+  (void)arg;
+  int fd = accept(fake_lfd, NULL, NULL);
+  if (fd < 0) return NULL;
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
+  memset(hello + AH_COORD_HDR_BYTES, 0x22, 32);
+  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto out;
+  size_t got = 0;
+  while (got < sizeof auth) {
+    ssize_t r = read(fd, auth + got, sizeof auth - got);
+    if (r <= 0) goto out;
+    got += (size_t)r;
+  }
+  ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
+  ah_coord_mac(st.secret, "autoha-hub", auth + AH_COORD_HDR_BYTES, hello + AH_COORD_HDR_BYTES, 0,
+               wel + AH_COORD_HDR_BYTES);
+  memset(wel + AH_COORD_HDR_BYTES + 32, 0, 8);
+  if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) goto out;
+  sleep_ms(200); /* the client has joined comm 69 by now */
+  uint8_t v[2][AH_COORD_HDR_BYTES + 12];
+  for (int i = 0; i < 2; i++) {
+    ah_coord_hdr_encode(AH_MSG_VERDICT, 12, v[i]);
+    ah_coord_put_u64(v[i] + AH_COORD_HDR_BYTES, 69);
+    ah_coord_put_u32(v[i] + AH_COORD_HDR_BYTES + 8, i == 0 ? 7 : AH_COORD_VERDICT_ABANDONED);
+  }
+  if (write(fd, v, sizeof v) != (ssize_t)sizeof v) goto out;
+  sleep_ms(1500);
+out:
+  close(fd);
+  return NULL;
+}
+
+START_TEST(bad_verdict_is_refused_by_the_client) {
+  char err[AH_NET_ERR_LEN];
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, &fake_lfd), AH_NET_OK);
+  int flags = fcntl(fake_lfd, F_GETFL);
+  fcntl(fake_lfd, F_SETFL, flags & ~O_NONBLOCK);
+  ah_coord_stamp_t fake = st;
+  fake.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  pthread_t t;
+  pthread_create(&t, NULL, fake_verdict_hub, NULL);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *c = ah_coord_client_open(&fake, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(c);
+  ck_assert_int_eq(ah_coord_join_rank(c, 69, 2, 1), 0);
+  ck_assert_int_eq(verdict_wait(c, 69, 2000), AH_COORD_VERDICT_ABANDONED);
+  ck_assert(log_wait("verdict 7 out of range", 100));
+  pthread_join(t, NULL);
+  ah_coord_client_close(c);
+  close(fake_lfd);
+}
+END_TEST
+
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
   Suite *s = suite_create("coord_live");
@@ -407,6 +632,11 @@ int main(void) {
   tcase_add_test(tc, mute_listener_fails_the_handshake_in_bounded_time);
   tcase_add_test(tc, hub_gone_silent_is_detected_and_given_up);
   tcase_add_test(tc, forked_child_connects_afresh);
+  tcase_add_test(tc, verdict_complete_when_all_ranks_join);
+  tcase_add_test(tc, verdict_abandoned_after_timeout_and_replayed_to_late_joiner);
+  tcase_add_test(tc, verdict_replayed_to_reconnecting_client);
+  tcase_add_test(tc, bad_joins_are_refused);
+  tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -215,6 +215,37 @@ START_TEST(unstamped_id_runs_fixed_with_one_warning_per_process) {
 }
 END_TEST
 
+/* One process never joins the hub: the hub abandons the communicator after AUTOHA_COORD_JOIN_S
+ * and every rank runs it fixed (here NCCL's choice, as the process that never joined runs it), so
+ * the job completes with no call on which the ranks disagree. */
+static void one_process_never_joins(const char *opt, const char *own_line) {
+  const char *args[] = {"--iters", "1000", opt, "2", "--delay-prob", "0.02", NULL};
+  const char *out;
+  double secs;
+  setenv("AUTOHA_COORD_JOIN_S", "2", 1);
+  int rc = run_job(4, args, &out, &secs);
+  unsetenv("AUTOHA_COORD_JOIN_S");
+  fprintf(stderr, "%s 2: job ended after %.1f s with exit %d\n", opt, secs, rc);
+  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  ck_assert_int_eq(count_lines(out, ": 3000 calls, 0 failed, 0 wrong results"), 4);
+  ck_assert_int_eq(count_lines(out, "disagree"), 0);
+  ck_assert_msg(count_lines(out, "only 3 of its 4 ranks joined within 2000 ms") == 1, "%.4000s", out);
+  /* one warning naming the communicator in each process that joined */
+  ck_assert_int_eq(count_lines(out, "not every rank joined the coordinator hub"), 3);
+  if (own_line) ck_assert_msg(strstr(out, own_line) != NULL, "no '%s' in:\n%.4000s", own_line, out);
+  ck_assert_int_eq(count_lines(out, "waited"), 0);
+}
+
+START_TEST(unreachable_process_makes_every_rank_run_fixed) {
+  one_process_never_joins("--unreachable", "cannot join hub 127.0.0.1:1");
+}
+END_TEST
+
+START_TEST(process_without_autoha_makes_every_rank_run_fixed) {
+  one_process_never_joins("--no-autoha", NULL);
+}
+END_TEST
+
 START_TEST(hub_exit_fails_the_job_without_hanging) {
   const char *args[] = {"--iters", "100000", "--exit-at", "15", NULL};
   const char *out;
@@ -274,7 +305,7 @@ static void *slow_client(void *arg) {
   int *ok = arg;
   int fd = hub_connect();
   uint8_t h[8];
-  hdr(h, 72, 1, 2);
+  hdr(h, 72, 2, 2);
   for (int i = 0; fd >= 0 && i < 6; i++) { /* one byte a second */
     if (send(fd, h + i, 1, MSG_NOSIGNAL) != 1) break;
     sleep_ms(1000);
@@ -308,7 +339,7 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
   ck_assert_int_ge(h, 0);
   uint8_t hello[40];
   ck_assert_int_eq(read(h, hello, sizeof hello), 40);
-  hdr(f, 72, 1, 2);
+  hdr(f, 72, 2, 2);
   for (int i = 8; i < 80; i++) f[i] = (uint8_t)(i * 37);
   ck_assert_int_eq(send(h, f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
   char b[64];
@@ -320,14 +351,14 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
   junk[4] = 0x55;
   ck_assert_int_eq(attack_send(junk, sizeof junk, 0), 0); /* random bytes */
   sleep_ms(250);
-  hdr(f, 72, 1, 2);
+  hdr(f, 72, 2, 2);
   ck_assert_int_eq(attack_send(f, 18, 1), 0); /* truncated frame */
   sleep_ms(250);
-  hdr(f, 16u << 20, 1, 2);
+  hdr(f, 16u << 20, 2, 2);
   ck_assert_int_eq(attack_send(f, 8, 0), 0); /* 16 MiB length prefix */
   sleep_ms(250);
-  hdr(f, 72, 2, 2);
-  ck_assert_int_eq(attack_send(f, sizeof f, 0), 0); /* wrong protocol version */
+  hdr(f, 72, 1, 2);
+  ck_assert_int_eq(attack_send(f, sizeof f, 0), 0); /* wrong protocol version (the previous one) */
   pthread_join(slow, NULL); /* ~6 s: the hub cuts it at 3 s */
   ck_assert(slow_ok);
   static int flood[1000];
@@ -345,7 +376,7 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
                          "wrong protocol version 85",
                          "truncated frame (connection closed after 18 of 80 bytes)",
                          "oversized frame: length prefix 16777216",
-                         "wrong protocol version 2 (expected 1",
+                         "wrong protocol version 1 (expected 2",
                          "no authentication within 3000 ms",
                          "unauthenticated connections held (connection flood?)"};
   for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
@@ -364,6 +395,8 @@ int main(void) {
   tcase_add_test(tc, tuned_job_4_processes_x_4_threads);
   tcase_add_test(tc, cut_connections_reconnect_mid_tuning);
   tcase_add_test(tc, unstamped_id_runs_fixed_with_one_warning_per_process);
+  tcase_add_test(tc, unreachable_process_makes_every_rank_run_fixed);
+  tcase_add_test(tc, process_without_autoha_makes_every_rank_run_fixed);
   tcase_add_test(tc, hub_exit_fails_the_job_without_hanging);
   suite_add_tcase(s, tc);
   TCase *ta = tcase_create("attacks");
