@@ -273,6 +273,9 @@ START_TEST(hub_exit_makes_clients_give_up_in_bounded_time) {
   ck_assert_msg(!ah_coord_alive(c), "still alive after %.1f s", secs);
   ck_assert_msg(secs < 4.0, "took %.1f s", secs); /* 1 s window plus scheduling slack */
   ck_assert(log_wait("unreachable for 1000 ms", 100));
+  /* rank 1 never joined: no verdict came, and a rank waiting for one learns from alive() that the
+   * hub is gone (the shim then runs the communicator fixed) */
+  ck_assert_int_eq(ah_coord_verdict(c, 31), AH_COORD_VERDICT_NONE);
   ah_key_t k = key_make(31);
   ah_segment_t s = seg_make(0);
   ck_assert_int_eq(ah_coord_publish(c, &k, &s), -1);
