@@ -7,16 +7,17 @@
  *
  *   ncclsim-run -n P -- coord_job [--threads T] [--iters N] [--delay-prob p] [--delay-us D]
  *                                 [--cut-at I] [--exit-at I] [--unstamp 1] [--unreachable P]
- *                                 [--no-autoha P]
+ *                                 [--no-autoha P] [--id-proc P]
  *
  * --threads T runs T ranks per process (world = P x T). --cut-at I: at iteration I, every process
  * but rank 0's shuts down its TCP connection to the hub (found by the hub port in the id's stamp),
  * as a network cut would. --exit-at I: rank 0's process (the hub's) exits at iteration I.
- * --unstamp 1: rank 0 zeroes bytes 64..127 of the id before passing it on, as an id made by a
+ * --unstamp 1: the id's maker zeroes bytes 64..127 of the id before passing it on, as an id made by a
  * process without libautoha.so would be. --unreachable P: process P (not 0) re-executes itself with
  * AUTOHA_COORD_ADDR naming a loopback port where nothing listens, so its connection to the hub is
  * refused, as a firewall would refuse it. --no-autoha P: process P re-executes itself with
- * AUTOHA_ENABLE=0 (libautoha.so stays preloaded but passes every call through). */
+ * AUTOHA_ENABLE=0 (libautoha.so stays preloaded but passes every call through). --id-proc P:
+ * process P (default 0) makes the unique id, so the hub runs there, not in the leader's process. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -43,7 +44,7 @@ static int nprocs, threads = 1, world;
 static long iters = 2000, cut_at = -1, exit_at = -1;
 static double delay_prob = 0.02, delay_us = 2000;
 static ncclUniqueId id;
-static int hub_port, unstamp, unreachable = -1, no_autoha = -1;
+static int hub_port, unstamp, unreachable = -1, no_autoha = -1, id_proc;
 
 typedef struct {
   int rank;
@@ -164,6 +165,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--unstamp")) unstamp = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--unreachable")) unreachable = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--no-autoha")) no_autoha = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--id-proc")) id_proc = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "coord_job: unknown option '%s'\n", argv[i]);
       return 2;
@@ -177,7 +179,7 @@ int main(int argc, char **argv) {
   int proc = atoi(r);
   nprocs = atoi(w);
   /* Before any NCCL call: the shim of the new image reads the changed environment. */
-  if ((proc == unreachable || proc == no_autoha) && proc > 0 && !getenv("COORD_JOB_REEXECED")) {
+  if ((proc == unreachable || proc == no_autoha) && !getenv("COORD_JOB_REEXECED")) {
     setenv("COORD_JOB_REEXECED", "1", 1);
     if (proc == unreachable) setenv("AUTOHA_COORD_ADDR", "127.0.0.1:1", 1);
     if (proc == no_autoha) setenv("AUTOHA_ENABLE", "0", 1);
@@ -186,9 +188,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   world = nprocs * threads;
-  if (proc == 0 && ncclGetUniqueId(&id) != ncclSuccess) return 1;
-  if (proc == 0 && unstamp) memset(id.internal + 64, 0, 64);
-  if (ncclsimExchangeUniqueId("coordjob", proc == 0, &id) != 0) return 1;
+  if (proc == id_proc && ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  if (proc == id_proc && unstamp) memset(id.internal + 64, 0, 64);
+  if (ncclsimExchangeUniqueId("coordjob", proc == id_proc, &id) != 0) return 1;
   const unsigned char *tail = (const unsigned char *)id.internal + 64;
   hub_port = (tail[6] << 8) | tail[7];
   rank_state_t st[64];

@@ -218,14 +218,14 @@ END_TEST
 /* One process never joins the hub: the hub abandons the communicator after AUTOHA_COORD_JOIN_S
  * and every rank runs it fixed (here NCCL's choice, as the process that never joined runs it), so
  * the job completes with no call on which the ranks disagree. */
-static void one_process_never_joins(const char *opt, const char *own_line) {
-  const char *args[] = {"--iters", "1000", opt, "2", "--delay-prob", "0.02", NULL};
+static void one_process_never_joins(const char *opt, const char *proc, const char *own_line) {
+  const char *args[] = {"--iters", "1000", opt, proc, "--id-proc", "1", "--delay-prob", "0.02", NULL};
   const char *out;
   double secs;
   setenv("AUTOHA_COORD_JOIN_S", "2", 1);
   int rc = run_job(4, args, &out, &secs);
   unsetenv("AUTOHA_COORD_JOIN_S");
-  fprintf(stderr, "%s 2: job ended after %.1f s with exit %d\n", opt, secs, rc);
+  fprintf(stderr, "%s %s: job ended after %.1f s with exit %d\n", opt, proc, secs, rc);
   ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
   ck_assert_int_eq(count_lines(out, ": 3000 calls, 0 failed, 0 wrong results"), 4);
   ck_assert_int_eq(count_lines(out, "disagree"), 0);
@@ -237,12 +237,19 @@ static void one_process_never_joins(const char *opt, const char *own_line) {
 }
 
 START_TEST(unreachable_process_makes_every_rank_run_fixed) {
-  one_process_never_joins("--unreachable", "cannot join hub 127.0.0.1:1");
+  one_process_never_joins("--unreachable", "2", "cannot join hub 127.0.0.1:1");
+}
+END_TEST
+
+/* The leader's process (rank 0) cannot reach the hub, which runs in process 1: the workers do not
+ * wait for a leader that never publishes; they run fixed like it. */
+START_TEST(unreachable_leader_makes_every_rank_run_fixed) {
+  one_process_never_joins("--unreachable", "0", "cannot join hub 127.0.0.1:1");
 }
 END_TEST
 
 START_TEST(process_without_autoha_makes_every_rank_run_fixed) {
-  one_process_never_joins("--no-autoha", NULL);
+  one_process_never_joins("--no-autoha", "2", NULL);
 }
 END_TEST
 
@@ -396,6 +403,7 @@ int main(void) {
   tcase_add_test(tc, cut_connections_reconnect_mid_tuning);
   tcase_add_test(tc, unstamped_id_runs_fixed_with_one_warning_per_process);
   tcase_add_test(tc, unreachable_process_makes_every_rank_run_fixed);
+  tcase_add_test(tc, unreachable_leader_makes_every_rank_run_fixed);
   tcase_add_test(tc, process_without_autoha_makes_every_rank_run_fixed);
   tcase_add_test(tc, hub_exit_fails_the_job_without_hanging);
   suite_add_tcase(s, tc);
