@@ -333,26 +333,37 @@ END_TEST
 
 /* A hub that completes the handshake properly and then never says another word (a host that
  * vanished without closing its sockets). Later connections are accepted and left mute. */
+/* The hub's side of the handshake, done by hand for the fake hubs below: accepts one connection
+ * on lfd, sends a HELLO whose challenge is `fill` repeated, reads the client's AUTH and answers
+ * WELCOME with the MAC of the job secret. Returns the connection, or -1. */
+static int fake_hub_handshake(int lfd, uint8_t fill) {
+  int fd = accept(lfd, NULL, NULL);
+  if (fd < 0) return -1;
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
+  memset(hello + AH_COORD_HDR_BYTES, fill, 32);
+  size_t got = 0;
+  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto fail;
+  while (got < sizeof auth) {
+    ssize_t r = read(fd, auth + got, sizeof auth - got);
+    if (r <= 0) goto fail;
+    got += (size_t)r;
+  }
+  ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
+  ah_coord_mac(st.secret, "autoha-hub", auth + AH_COORD_HDR_BYTES, hello + AH_COORD_HDR_BYTES, 0,
+               wel + AH_COORD_HDR_BYTES);
+  memset(wel + AH_COORD_HDR_BYTES + 32, 0, 8);
+  if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) goto fail;
+  return fd;
+fail:
+  close(fd);
+  return -1;
+}
+
 static int mute_lfd;
 static void *mute_hub(void *arg) {
   (void)arg;
-  int fd = accept(mute_lfd, NULL, NULL);
-  if (fd < 0) return NULL;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
-  ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
-  memset(hello + AH_COORD_HDR_BYTES, 0x11, 32);
-  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) return NULL;
-  size_t got = 0;
-  while (got < sizeof auth) {
-    ssize_t r = read(fd, auth + got, sizeof auth - got);
-    if (r <= 0) return NULL;
-    got += (size_t)r;
-  }
-  const uint8_t *p = auth + AH_COORD_HDR_BYTES;
-  ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
-  ah_coord_mac(st.secret, "autoha-hub", p, hello + AH_COORD_HDR_BYTES, 0, wel + AH_COORD_HDR_BYTES);
-  memset(wel + AH_COORD_HDR_BYTES + 32, 0, 8);
-  if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) return NULL;
+  if (fake_hub_handshake(mute_lfd, 0x11) < 0) return NULL;
   for (;;) { /* hold every connection, answer nothing */
     if (accept(mute_lfd, NULL, NULL) < 0) break;
   }
@@ -559,23 +570,8 @@ END_TEST
 static int fake_lfd;
 static void *fake_verdict_hub(void *arg) {
   (void)arg;
-  int fd = accept(fake_lfd, NULL, NULL);
+  int fd = fake_hub_handshake(fake_lfd, 0x22);
   if (fd < 0) return NULL;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
-  ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
-  memset(hello + AH_COORD_HDR_BYTES, 0x22, 32);
-  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto out;
-  size_t got = 0;
-  while (got < sizeof auth) {
-    ssize_t r = read(fd, auth + got, sizeof auth - got);
-    if (r <= 0) goto out;
-    got += (size_t)r;
-  }
-  ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
-  ah_coord_mac(st.secret, "autoha-hub", auth + AH_COORD_HDR_BYTES, hello + AH_COORD_HDR_BYTES, 0,
-               wel + AH_COORD_HDR_BYTES);
-  memset(wel + AH_COORD_HDR_BYTES + 32, 0, 8);
-  if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) goto out;
   sleep_ms(200); /* the client has joined comm 69 by now */
   uint8_t v[2][AH_COORD_HDR_BYTES + 12];
   for (int i = 0; i < 2; i++) {
