@@ -2,6 +2,7 @@
  * reported once and the default kept: the simulator must never be the reason a job fails to start. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +55,15 @@ static void env_init(void) {
   }
 }
 
+/* The version is read on every collective: after the first call it costs one acquire load, not a
+ * pthread_once, so sim/'s own per-call cost stays close to what NCCL's would be. */
+static _Atomic int env_version_ready;
+
 int sim_nccl_version(void) {
-  pthread_once(&env_once, env_init);
+  if (!atomic_load_explicit(&env_version_ready, memory_order_acquire)) {
+    pthread_once(&env_once, env_init);
+    atomic_store_explicit(&env_version_ready, 1, memory_order_release);
+  }
   return env_version;
 }
 

@@ -163,7 +163,7 @@ static ncclResult_t select_bucket(struct ncclComm *c, sim_task_t **b, int nb, si
   int version = sim_nccl_version(), coll = b[0]->coll;
   float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], deftable[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
   sim_model_cost_table(&c->model, coll, total, npipe, table);
-  memcpy(deftable, table, sizeof table);
+  if (trace_enabled()) memcpy(deftable, table, sizeof table); /* the trace's untuned default */
   /* One-rank collectives reach the tuner before 2.28 (with only Ring/Simple at 0), not after. */
   int tuner_nch = 0, fa = -1, fp = -1, use_tuner = c->tuner && (c->nranks > 1 || version < 22800);
   if (use_tuner) {
