@@ -105,6 +105,14 @@ static ah_tune_t *run(surf_t *s, const tune_drive_opts_t *o, tune_drive_result_t
   return t;
 }
 
+/* run() with the driver's defaults and one seed: the common case of the seed loops below. */
+static ah_tune_t *run_seed(surf_t *s, int seed, tune_drive_result_t *r) {
+  tune_drive_opts_t o;
+  tune_drive_opts_default(&o);
+  o.seed = (uint64_t)seed;
+  return run(s, &o, r);
+}
+
 START_TEST(test_unimodal) {
   /* The best subspace is ring/ll128 with its optimum at 12 channels, far from the default. */
   int far = 0;
@@ -114,11 +122,8 @@ START_TEST(test_unimodal) {
     s.base[1] = 80;
     s.opt[1][0] = 12;
     s.curv[1] = 0.25;
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_t *t = run_seed(&s, seed, &r);
     ah_tune_status_t st;
     ah_tune_status(t, &st);
     ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
@@ -150,11 +155,8 @@ START_TEST(test_shim_shaped_space) {
     s.own_ch = 24;
     s.opt[0][0] = 8;
     s.curv[0] = 0.1;
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_t *t = run_seed(&s, seed, &r);
     double q = surf_best(&s) / cfg_time(&s, &r.final);
     ck_assert_msg(q >= 0.97, "seed %d: %.3f of optimum (nch=%lld)", seed, q, (long long)r.final.res[0]);
     ck_assert(cfg_time(&s, &r.final) <= cfg_time(&s, &s.space.start));
@@ -177,11 +179,8 @@ START_TEST(test_two_dims) {
   s.opt[0][1] = 262144;
   s.curv[0] = 0.2;
   for (int seed = 1; seed <= 6; seed++) {
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_t *t = run_seed(&s, seed, &r);
     double q = surf_best(&s) / cfg_time(&s, &r.final);
     ck_assert_msg(q >= 0.95, "seed %d: %.3f of optimum", seed, q);
     ck_assert_uint_le(r.pinned_at, 200);
@@ -200,11 +199,8 @@ START_TEST(test_plateau) {
     s.opt[0][0] = 16;
     s.flat = 1.0;
     s.curv[0] = 0.3;
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_t *t = run_seed(&s, seed, &r);
     double q = surf_best(&s) / cfg_time(&s, &r.final);
     ck_assert_msg(q >= 0.97, "seed %d: %.3f of optimum", seed, q);
     ck_assert_uint_le(r.pinned_at, 100);
@@ -234,11 +230,8 @@ START_TEST(test_plateau_above_cap) {
     s.base[0] = 110, s.base[1] = 75.1, s.base[2] = 160;
     s.opt[1][0] = 8;
     s.curv[1] = 0.1;
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_t *t = run_seed(&s, seed, &r);
     double def = cfg_time(&s, &s.space.start), fin = cfg_time(&s, &r.final);
     ck_assert_msg(fin <= def * 1.01, "seed %d: pinned %.1f us, default %.1f", seed, fin, def);
     ck_assert_uint_le(r.pinned_at, 120);
@@ -287,11 +280,8 @@ START_TEST(test_single_point) {
     s.space.sub[2].algo = AH_ALGO_RING;
     s.space.sub[2].proto = AH_PROTO_LL;
     s.base[2] = 80;
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_t *t = run_seed(&s, seed, &r);
     ah_tune_status_t st;
     ah_tune_status(t, &st);
     ck_assert_int_eq(st.probes, 3);
@@ -328,11 +318,8 @@ START_TEST(test_default_optimal) {
     s.base[1] = 101;
     s.base[2] = 103;
     s.curv[0] = 0.01; /* shallow: neighbours within noise */
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    ah_tune_t *t = run(&s, &o, &r);
+    ah_tune_t *t = run_seed(&s, seed, &r);
     double def = cfg_time(&s, &s.space.start), fin = cfg_time(&s, &r.final);
     ck_assert_msg(fin <= def * 1.01, "seed %d: pinned %.2f us vs default %.2f", seed, fin, def);
     ck_assert_uint_le(r.pinned_at, 200);
