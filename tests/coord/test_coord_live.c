@@ -333,6 +333,21 @@ END_TEST
 
 /* A hub that completes the handshake properly and then never says another word (a host that
  * vanished without closing its sockets). Later connections are accepted and left mute. */
+/* A blocking listener on a free loopback port for a fake hub, and the stamp (the job's secret,
+ * that port) a client needs to reach it. */
+static ah_coord_stamp_t fake_hub_listen(int *lfd_p) {
+  char err[AH_NET_ERR_LEN];
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, lfd_p), AH_NET_OK);
+  int flags = fcntl(*lfd_p, F_GETFL);
+  fcntl(*lfd_p, F_SETFL, flags & ~O_NONBLOCK);
+  ah_coord_stamp_t stamp = st;
+  stamp.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  return stamp;
+}
+
 /* The hub's side of the handshake, done by hand for the fake hubs below: accepts one connection
  * on lfd, sends a HELLO whose challenge is `fill` repeated, reads the client's AUTH and answers
  * WELCOME with the MAC of the job secret. Returns the connection, or -1. */
@@ -371,15 +386,7 @@ static void *mute_hub(void *arg) {
 }
 
 START_TEST(hub_gone_silent_is_detected_and_given_up) {
-  char err[AH_NET_ERR_LEN];
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
-  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, &mute_lfd), AH_NET_OK);
-  int flags = fcntl(mute_lfd, F_GETFL);
-  fcntl(mute_lfd, F_SETFL, flags & ~O_NONBLOCK);
-  ah_coord_stamp_t mute = st;
-  mute.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  ah_coord_stamp_t mute = fake_hub_listen(&mute_lfd);
   pthread_t t;
   pthread_create(&t, NULL, mute_hub, NULL);
   ah_coord_client_opts_t o;
@@ -587,15 +594,7 @@ out:
 }
 
 START_TEST(bad_verdict_is_refused_by_the_client) {
-  char err[AH_NET_ERR_LEN];
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
-  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, &fake_lfd), AH_NET_OK);
-  int flags = fcntl(fake_lfd, F_GETFL);
-  fcntl(fake_lfd, F_SETFL, flags & ~O_NONBLOCK);
-  ah_coord_stamp_t fake = st;
-  fake.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  ah_coord_stamp_t fake = fake_hub_listen(&fake_lfd);
   pthread_t t;
   pthread_create(&t, NULL, fake_verdict_hub, NULL);
   ah_coord_client_opts_t o;
