@@ -25,7 +25,7 @@ CUresult sim_cuda_to_cu(cudaError_t e) {
   }
 }
 
-static const struct {
+static const struct cu_error {
   CUresult code;
   const char *name, *text;
 } cu_errors[] = {
@@ -43,26 +43,25 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
+/* The table's entry for a code, or NULL for a code the driver does not define. */
+static const struct cu_error *cu_error_find(CUresult error) {
+  for (size_t i = 0; i < sizeof cu_errors / sizeof cu_errors[0]; i++)
+    if (cu_errors[i].code == error) return &cu_errors[i];
+  return NULL;
+}
+
 SIM_API CUresult cuGetErrorString(CUresult error, const char **pStr) {
   if (!pStr) return CUDA_ERROR_INVALID_VALUE;
-  for (size_t i = 0; i < sizeof cu_errors / sizeof cu_errors[0]; i++)
-    if (cu_errors[i].code == error) {
-      *pStr = cu_errors[i].text;
-      return CUDA_SUCCESS;
-    }
-  *pStr = NULL;
-  return CUDA_ERROR_INVALID_VALUE;
+  const struct cu_error *e = cu_error_find(error);
+  *pStr = e ? e->text : NULL;
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 SIM_API CUresult cuGetErrorName(CUresult error, const char **pStr) {
   if (!pStr) return CUDA_ERROR_INVALID_VALUE;
-  for (size_t i = 0; i < sizeof cu_errors / sizeof cu_errors[0]; i++)
-    if (cu_errors[i].code == error) {
-      *pStr = cu_errors[i].name;
-      return CUDA_SUCCESS;
-    }
-  *pStr = NULL;
-  return CUDA_ERROR_INVALID_VALUE;
+  const struct cu_error *e = cu_error_find(error);
+  *pStr = e ? e->name : NULL;
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---- init, versions, devices -------------------------------------------------------------------- */
