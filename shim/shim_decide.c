@@ -115,6 +115,17 @@ static double now_us(void) {
 
 static int is_leader(const ah_comm_t *c) { return c->rec && c->rec->leader == c; }
 
+/* Whether the key's search runs in this process: any local rank may then commit the next segment.
+ *
+ * Note that the leader rank is not the only committer: a thread driving several ranks (grouped
+ * calls, nccl-tests, JAX) is asked by NCCL about its communicators in an order of NCCL's choosing,
+ * and a rank that waited there for the leader rank's decision would wait for itself. The search is
+ * one object per process and key, serialised by its lock, so whichever local rank reaches an
+ * uncommitted call first commits it, and every rank reads the same schedule. */
+static int leads_here(const ah_comm_t *c) {
+  return c->rec && __atomic_load_n(&c->rec->leader, __ATOMIC_ACQUIRE) != NULL;
+}
+
 #ifdef AH_HAVE_TUNE
 /* r->ctl while a communicator spanning processes has joined the hub and waits for its verdict. */
 #define CTL_AWAIT (-2)
@@ -128,6 +139,16 @@ typedef struct {
 static void local_rank_collect(void *arg, ah_comm_t *c) {
   local_ranks_t *l = arg;
   if (c->id == l->id && c->rank >= 0 && l->n < 64) l->ranks[l->n++] = c->rank;
+}
+
+typedef struct {
+  uint64_t id;
+  ah_comm_t *found;
+} local_rank0_t;
+
+static void local_rank0_find(void *arg, ah_comm_t *c) {
+  local_rank0_t *l = arg;
+  if (c->id == l->id && c->rank == 0 && !l->found) l->found = c;
 }
 
 /* Joins every local rank of c's communicator whose context exists (c's own included): a thread
@@ -231,12 +252,20 @@ static void comm_control(ah_comm_t *c) {
       ctl = atomic_load(&r->ctl);
       pthread_mutex_unlock(&ctl_lock);
     }
-    /* The leader is rank 0; when NCCL's init gave no rank (it ran on NCCL's own thread), the first
-     * local context of a wholly local communicator leads — any single one will do there. */
+    /* The leader is rank 0, wherever it is in this process (a thread driving several ranks may
+     * reach another rank's first call before rank 0's); when NCCL's init gave no rank (it ran on
+     * NCCL's own thread), the first local context of a wholly local communicator leads — any
+     * single one will do there. */
     pthread_mutex_lock(&ctl_lock);
-    if (ctl == AH_CTL_LOCAL_TUNE || ctl == AH_CTL_REMOTE_TUNE) {
-      if (c->rank == 0) r->leader = c;
-      else if (c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE && !r->leader) r->leader = c;
+    if ((ctl == AH_CTL_LOCAL_TUNE || ctl == AH_CTL_REMOTE_TUNE) && !r->leader) {
+      ah_comm_t *lead = c->rank == 0 ? c : NULL;
+      if (!lead) {
+        local_rank0_t l = {.id = c->id};
+        ah_comm_foreach(local_rank0_find, &l);
+        lead = l.found;
+      }
+      if (!lead && c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE) lead = c;
+      if (lead) __atomic_store_n(&r->leader, lead, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&ctl_lock);
 #endif
@@ -481,12 +510,14 @@ static void leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index) {
 #endif
 
 /* Other ranks: wait until the leader (here or through the coordinator) commits call `index`.
- * Returns 1 with the segment, or 0 when the coordinator is gone for good. */
+ * Returns 1 with the segment, 0 when the coordinator is gone for good, or 2 when the leader turned
+ * out to be in this process meanwhile (its context decided after this one): commit it here. */
 static int worker_wait(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, ah_segment_t *seg) {
   double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
   int warned = 0, polls = 0;
   long sleep_ns = 20000;
   while (!ah_sched_lookup(ck->ks->sched, index, seg)) {
+    if (leads_here(c)) return 2;
     double waited = now_us() - t0;
     if (!warned && waited > warn_after) {
       warned = 1;
@@ -526,9 +557,13 @@ static int resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t 
     return ah_sched_lookup(ck->ks->sched, index, seg);
   }
 #ifdef AH_HAVE_TUNE
-  if (is_leader(c)) return leader_commit(c, ck, index, call, seg);
+  if (leads_here(c)) return leader_commit(c, ck, index, call, seg);
 #endif
-  return worker_wait(c, ck, index, seg);
+  int w = worker_wait(c, ck, index, seg);
+#ifdef AH_HAVE_TUNE
+  if (w == 2) return leader_commit(c, ck, index, call, seg);
+#endif
+  return w == 1;
 }
 
 /* ---- the path ------------------------------------------------------------------------------------ */

@@ -9,6 +9,9 @@
       Every communicator has keys whose search (shown in the report of the process holding its
       leader) measured at least two configurations, and all ranks of a communicator ended each key
       on the same configuration.
+  check_e2e.py converged REPORT_DIR
+      Every key whose search runs in some process (the report of the process holding the leader
+      has its "tuning" section) ended converged, and at least one key was searched.
   check_e2e.py trace BASELINE_TRACE TRACE [COLL LO HI ALGO PROTO NCH]
       Every line of TRACE (NCCLSIM_TRACE of the run with the shim) ran the configuration the
       baseline (no shim) ran for the same collective and size, except lines of collective COLL with
@@ -81,6 +84,24 @@ def check_tuned(rep_dir):
           "measured); all ranks ended on the same configuration per key" % (len(searched), sum(searched.values())))
 
 
+def check_converged(rep_dir):
+    searched, open_keys = 0, []
+    for path in sorted(glob.glob(rep_dir + "/*.json")):
+        for comm in json.load(open(path))["comms"]:
+            for k in comm["keys"]:
+                t = k.get("tuning")
+                if not t:
+                    continue
+                searched += 1
+                if t.get("state") != "converged":
+                    open_keys.append("%s %s bin %d: %s" % (comm["id"], k["coll"], k["bin"], t.get("state")))
+    if searched == 0:
+        fail("no report shows a search")
+    if open_keys:
+        fail("keys did not converge: " + "; ".join(open_keys))
+    print("PASS: all %d searched keys converged" % searched)
+
+
 def parse_trace(path):
     lines = []
     for line in open(path):
@@ -135,6 +156,8 @@ def check_trace(base_path, path, ov):
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "report":
         check_report(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "converged":
+        check_converged(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "tuned":
         check_tuned(sys.argv[2])
     elif len(sys.argv) in (4, 10) and sys.argv[1] == "trace":
