@@ -52,24 +52,49 @@ int ah_coord_hub_start(ah_coord_stamp_t *stamp_p);
  * process's coordinator, or NULL after logging why (the caller falls back to pass-through). */
 ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn deliver, void *arg);
 
-/* Whether a communicator spanning processes is tuned: the hub decides once per communicator and
- * tells every process joined to it. COMPLETE: all nranks ranks joined (the leader tunes, the others
- * follow its segments); ABANDONED: not all joined within AUTOHA_COORD_JOIN_S of the first join, so
- * every rank runs the communicator fixed. */
-enum { AH_COORD_VERDICT_NONE = 0, AH_COORD_VERDICT_COMPLETE = 1, AH_COORD_VERDICT_ABANDONED = 2 };
+/* Whether a communicator spanning processes may run autoha's choices: the hub decides once per
+ * communicator and tells every process joined to it. COMPLETE: all nranks ranks joined with the
+ * same settings digest (the leader tunes, the others follow its segments); ABANDONED: not all
+ * joined within AUTOHA_COORD_JOIN_S of the first join; MISMATCH: all joined, but their settings
+ * digests differ. After ABANDONED or MISMATCH every rank runs NCCL's own choices — what a rank
+ * without autoha runs. */
+enum {
+  AH_COORD_VERDICT_NONE = 0,
+  AH_COORD_VERDICT_COMPLETE = 1,
+  AH_COORD_VERDICT_ABANDONED = 2,
+  AH_COORD_VERDICT_MISMATCH = 3
+};
+
+/* What a rank joins with: digests of the settings that decide its choices (tuner/ah_digest.h's
+ * parts, opaque here). The hub compares each part with the first rank's. */
+#define AH_COORD_DIGEST_PARTS 3
+typedef struct {
+  uint64_t part[AH_COORD_DIGEST_PARTS];
+} ah_coord_digest_t;
+
+/* The evidence of a MISMATCH verdict: which parts differ (bit i = part i), the rank whose digest
+ * the others were compared with, the lowest rank that differs from it and how many do. */
+typedef struct {
+  uint32_t mask;
+  uint32_t ref_rank, first_rank, ndiffer;
+} ah_coord_mismatch_t;
 
 /* Joins local rank `rank` (0..nranks-1) of a communicator and subscribes this process to its
  * segments and its verdict. A process calls it once per local rank (the hub counts ranks, not
  * processes; a rank joined twice counts once). Segments already committed, and the verdict once
- * decided, are replayed. Returns 0, or -1 when the hub is gone, the rank is out of range or memory
- * ran out (logged). */
-int ah_coord_join_rank(ah_coord_t *c, uint64_t comm, int nranks, int rank);
+ * decided, are replayed. `digest` (NULL: all zero) is the process's settings digest; a process
+ * joins every local rank with the same one. Returns 0, or -1 when the hub is gone, the rank is out
+ * of range or memory ran out (logged). */
+int ah_coord_join_rank(ah_coord_t *c, uint64_t comm, int nranks, int rank,
+                       const ah_coord_digest_t *digest);
 /* Subscribes this process to a communicator's segments and verdict without joining a rank (an
  * observer, or bench/coord_scale's simulated processes): it never makes the verdict COMPLETE. */
 int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks);
 /* The verdict this process received for comm: AH_COORD_VERDICT_NONE until it arrives. Note that a
  * verdict never changes once decided, so a caller may poll it without any other synchronisation. */
 int ah_coord_verdict(ah_coord_t *c, uint64_t comm);
+/* For a MISMATCH verdict: fills *m_p and returns 1; otherwise returns 0. */
+int ah_coord_mismatch(ah_coord_t *c, uint64_t comm, ah_coord_mismatch_t *m_p);
 void ah_coord_leave(ah_coord_t *c, uint64_t comm);
 
 /* Leader side: sends a committed segment of (comm, key) to the hub, which forwards it to every

@@ -31,6 +31,8 @@ typedef struct {
   uint32_t nranks;
   uint64_t last_seq;
   int verdict;          /* AH_COORD_VERDICT_*: the first one received is kept */
+  ah_coord_mismatch_t mm; /* MISMATCH's evidence */
+  ah_coord_digest_t digest; /* this process's settings, sent with every JOIN */
   uint32_t *ranks;      /* local ranks joined, each re-joined after a reconnection */
   int nlocal, caplocal;
 } client_comm_t;
@@ -122,11 +124,12 @@ static void client_wake(ah_coord_t *c) {
 }
 
 static int queue_join_rank(ah_coord_t *c, const client_comm_t *m, uint32_t rank) {
-  uint8_t p[24];
+  uint8_t p[24 + 8 * AH_COORD_DIGEST_PARTS];
   ah_coord_put_u64(p, m->comm);
   ah_coord_put_u32(p + 8, m->nranks);
   ah_coord_put_u32(p + 12, rank);
   ah_coord_put_u64(p + 16, m->last_seq);
+  for (int i = 0; i < AH_COORD_DIGEST_PARTS; i++) ah_coord_put_u64(p + 24 + 8 * i, m->digest.part[i]);
   return buf_put_msg(&c->outq, AH_MSG_JOIN, p, sizeof p);
 }
 
@@ -336,15 +339,19 @@ static int client_w_empty(ah_coord_t *c) {
 static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   uint32_t v = ah_coord_get_u32(p + 8);
-  if (v != AH_COORD_VERDICT_COMPLETE && v != AH_COORD_VERDICT_ABANDONED) {
+  ah_coord_mismatch_t mm = {ah_coord_get_u32(p + 12), ah_coord_get_u32(p + 16), ah_coord_get_u32(p + 20),
+                            ah_coord_get_u32(p + 24)};
+  if (v != AH_COORD_VERDICT_COMPLETE && v != AH_COORD_VERDICT_ABANDONED && v != AH_COORD_VERDICT_MISMATCH) {
     AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a verdict from hub %s: comm "
                   "%016llx verdict %u out of range", c->addr, (unsigned long long)comm, v);
     return;
   }
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < c->ncomms; i++)
-    if (c->comms[i].comm == comm && c->comms[i].verdict == AH_COORD_VERDICT_NONE)
+    if (c->comms[i].comm == comm && c->comms[i].verdict == AH_COORD_VERDICT_NONE) {
       c->comms[i].verdict = (int)v;
+      c->comms[i].mm = mm;
+    }
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -661,7 +668,8 @@ int ah_coord_client_connects(ah_coord_t *c) { return atomic_load(&c->connects); 
 /* Returns 0, or -1 when the hub is gone, the rank is out of range or memory ran out (logged).
  * Note that joining a rank twice asks for nothing new: the hub replays only what this process has
  * not seen. */
-static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank) {
+static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank,
+                       const ah_coord_digest_t *digest) {
   if (!atomic_load(&c->alive)) return -1;
   if (nranks <= 0 || (uint32_t)nranks > AH_COORD_MAX_RANKS ||
       (rank != AH_COORD_NO_RANK && rank >= (uint32_t)nranks)) {
@@ -692,6 +700,7 @@ static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank) 
   }
   if (m) {
     m->nranks = (uint32_t)nranks;
+    if (digest) m->digest = *digest;
     dup = rank == AH_COORD_NO_RANK;
     for (int i = 0; i < m->nlocal; i++) dup |= m->ranks[i] == rank;
     if (!dup && m->nlocal == m->caplocal) {
@@ -715,17 +724,18 @@ static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank) 
   return 0;
 }
 
-int ah_coord_join_rank(ah_coord_t *c, uint64_t comm, int nranks, int rank) {
+int ah_coord_join_rank(ah_coord_t *c, uint64_t comm, int nranks, int rank,
+                       const ah_coord_digest_t *digest) {
   if (rank < 0) {
     ah_log(AH_LOG_ERROR, "coordinator: cannot join rank %d of comm %016llx (out of range)", rank,
            (unsigned long long)comm);
     return -1;
   }
-  return client_join(c, comm, nranks, (uint32_t)rank);
+  return client_join(c, comm, nranks, (uint32_t)rank, digest);
 }
 
 int ah_coord_join(ah_coord_t *c, uint64_t comm, int nranks) {
-  return client_join(c, comm, nranks, AH_COORD_NO_RANK);
+  return client_join(c, comm, nranks, AH_COORD_NO_RANK, NULL);
 }
 
 int ah_coord_verdict(ah_coord_t *c, uint64_t comm) {
@@ -735,6 +745,18 @@ int ah_coord_verdict(ah_coord_t *c, uint64_t comm) {
     if (c->comms[i].comm == comm) v = c->comms[i].verdict;
   pthread_mutex_unlock(&c->mu);
   return v;
+}
+
+int ah_coord_mismatch(ah_coord_t *c, uint64_t comm, ah_coord_mismatch_t *m_p) {
+  int found = 0;
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->ncomms; i++)
+    if (c->comms[i].comm == comm && c->comms[i].verdict == AH_COORD_VERDICT_MISMATCH) {
+      *m_p = c->comms[i].mm;
+      found = 1;
+    }
+  pthread_mutex_unlock(&c->mu);
+  return found;
 }
 
 void ah_coord_leave(ah_coord_t *c, uint64_t comm) {

@@ -53,6 +53,14 @@ typedef struct hub_conn {
   struct hub_conn *close_next;
 } hub_conn_t;
 
+/* The ranks of a communicator that joined with one settings digest. */
+typedef struct {
+  ah_coord_digest_t d;
+  uint32_t n, min_rank;
+} hub_digest_t;
+/* Distinct digests kept per communicator: a job has one, a job with a stray setting two or three. */
+#define HUB_DIGESTS 8
+
 typedef struct {
   uint64_t comm;
   uint32_t nranks;        /* from the first JOIN; 0 while only publishes named the comm */
@@ -60,6 +68,10 @@ typedef struct {
   uint8_t *joined;        /* one bit per rank */
   uint64_t first_join_ns; /* the join deadline (join_ms) runs from here */
   int verdict;            /* AH_COORD_VERDICT_*, decided once and never changed */
+  hub_digest_t dg[HUB_DIGESTS]; /* the distinct settings digests its ranks joined with */
+  int ndg;
+  hub_digest_t dg_more;   /* ranks whose digest did not fit in dg[] (n 0: none) */
+  ah_coord_mismatch_t mm; /* MISMATCH's evidence, set when it is decided */
   uint8_t (*frames)[FRAME_SEGMENT_BYTES]; /* SEGMENT frames, seq = index + 1 */
   size_t nframes, capframes;
   hub_conn_t **subs;
@@ -268,22 +280,77 @@ static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, uint64_t comm) {
 }
 
 static void verdict_send(ah_coord_hub_t *h, hub_conn_t *c, const hub_comm_t *m) {
-  uint8_t p[12];
+  uint8_t p[28];
+  int mm = m->verdict == AH_COORD_VERDICT_MISMATCH;
   ah_coord_put_u64(p, m->comm);
   ah_coord_put_u32(p + 8, (uint32_t)m->verdict);
+  ah_coord_put_u32(p + 12, mm ? m->mm.mask : 0);
+  ah_coord_put_u32(p + 16, mm ? m->mm.ref_rank : 0);
+  ah_coord_put_u32(p + 20, mm ? m->mm.first_rank : 0);
+  ah_coord_put_u32(p + 24, mm ? m->mm.ndiffer : 0);
   conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
+}
+
+static void digest_count(hub_digest_t *g, uint32_t rank) {
+  if (!g->n || rank < g->min_rank) g->min_rank = rank;
+  g->n++;
+}
+
+/* Counts a newly joined rank under its settings digest. */
+static void digest_add(hub_comm_t *m, uint32_t rank, const uint8_t *p) {
+  ah_coord_digest_t d;
+  for (int i = 0; i < AH_COORD_DIGEST_PARTS; i++) d.part[i] = ah_coord_get_u64(p + 8 * i);
+  for (int i = 0; i < m->ndg; i++)
+    if (memcmp(&m->dg[i].d, &d, sizeof d) == 0) {
+      digest_count(&m->dg[i], rank);
+      return;
+    }
+  if (m->ndg < HUB_DIGESTS) {
+    m->dg[m->ndg].d = d;
+    digest_count(&m->dg[m->ndg++], rank);
+  } else {
+    digest_count(&m->dg_more, rank);
+  }
+}
+
+/* Whether the joined ranks' digests differ; if so fills m->mm. The reference is the digest of the
+ * lowest rank (normally rank 0), whatever order the ranks joined in. */
+static int digest_mismatch(hub_comm_t *m) {
+  if (m->ndg + (m->dg_more.n > 0) <= 1) return 0;
+  int ref = 0;
+  for (int i = 1; i < m->ndg; i++)
+    if (m->dg[i].min_rank < m->dg[ref].min_rank) ref = i;
+  ah_coord_mismatch_t mm = {.ref_rank = m->dg[ref].min_rank, .first_rank = UINT32_MAX};
+  for (int i = 0; i < m->ndg; i++) {
+    if (i == ref) continue;
+    for (int k = 0; k < AH_COORD_DIGEST_PARTS; k++)
+      if (m->dg[i].d.part[k] != m->dg[ref].d.part[k]) mm.mask |= 1u << k;
+    mm.ndiffer += m->dg[i].n;
+    if (m->dg[i].min_rank < mm.first_rank) mm.first_rank = m->dg[i].min_rank;
+  }
+  if (m->dg_more.n) { /* digests not kept: which parts differ is unknown */
+    mm.mask = (1u << AH_COORD_DIGEST_PARTS) - 1;
+    mm.ndiffer += m->dg_more.n;
+    if (m->dg_more.min_rank < mm.first_rank) mm.first_rank = m->dg_more.min_rank;
+  }
+  m->mm = mm;
+  return 1;
 }
 
 /* Decides a communicator's verdict (once) and tells every connection joined to it. Later joiners
  * get it from hub_on_join. */
 static void verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
+  if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m)) verdict = AH_COORD_VERDICT_MISMATCH;
   m->verdict = verdict;
   if (verdict == AH_COORD_VERDICT_COMPLETE)
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: all %u ranks joined", h->addr,
            (unsigned long long)m->comm, m->nranks);
+  else if (verdict == AH_COORD_VERDICT_MISMATCH) /* each rank's process names the difference */
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: %u ranks joined with other settings "
+           "than rank %u", h->addr, (unsigned long long)m->comm, m->mm.ndiffer, m->mm.ref_rank);
   else
     ah_log(AH_LOG_WARN, "coordinator hub %s: comm %016llx: only %u of its %u ranks joined within "
-           "%d ms; it runs fixed (not tuned) on every rank", h->addr, (unsigned long long)m->comm,
+           "%d ms; every rank runs NCCL's own choices", h->addr, (unsigned long long)m->comm,
            m->njoined, m->nranks, h->o.join_ms);
   for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
 }
@@ -327,6 +394,7 @@ static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
     m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
     m->njoined++;
+    if (m->verdict == AH_COORD_VERDICT_NONE) digest_add(m, rank, p + 24);
   }
   int already = 0;
   for (int i = 0; i < c->ncomms; i++) already |= c->comms[i] == comm;

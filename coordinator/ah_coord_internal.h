@@ -45,7 +45,7 @@ void ah_coord_net_host_addr(struct sockaddr_storage *ss_p, socklen_t *len_p);
 long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
-#define AH_COORD_PROTO_VERSION 2
+#define AH_COORD_PROTO_VERSION 3
 #define AH_COORD_HDR_BYTES 8
 #define AH_COORD_MAX_PAYLOAD 256 /* bound on any length prefix; the largest message is 82 bytes */
 #define AH_COORD_NONCE_BYTES 32
@@ -55,14 +55,15 @@ enum {
   AH_MSG_HELLO = 1,   /* hub -> client: nonce_h[32] */
   AH_MSG_AUTH = 2,    /* client -> hub: nonce_c[32] client_id u64 mac[32] */
   AH_MSG_WELCOME = 3, /* hub -> client: mac[32] last_pub u64 */
-  AH_MSG_JOIN = 4,    /* client -> hub: comm u64 nranks u32 rank u32 since u64 */
+  AH_MSG_JOIN = 4,    /* client -> hub: comm u64 nranks u32 rank u32 since u64 digest u64[3] */
   AH_MSG_LEAVE = 5,   /* client -> hub: comm u64 */
   AH_MSG_PUBLISH = 6, /* client -> hub: pub_seq u64 key seg */
   AH_MSG_ACK = 7,     /* hub -> client: pub_seq u64 */
   AH_MSG_SEGMENT = 8, /* hub -> client: seq u64 key seg */
   AH_MSG_PING = 9,    /* client -> hub: empty */
   AH_MSG_PONG = 10,   /* hub -> client: empty */
-  AH_MSG_VERDICT = 11, /* hub -> client: comm u64 verdict u32 (AH_COORD_VERDICT_*) */
+  AH_MSG_VERDICT = 11, /* hub -> client: comm u64 verdict u32 (AH_COORD_VERDICT_*) mask u32
+                        * ref_rank u32 first_rank u32 ndiffer u32 (MISMATCH's evidence, else 0) */
   AH_MSG_MAX = 11
 };
 

@@ -42,14 +42,14 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_HELLO] = AH_COORD_NONCE_BYTES,
     [AH_MSG_AUTH] = AH_COORD_NONCE_BYTES + 8 + AH_COORD_MAC_BYTES,
     [AH_MSG_WELCOME] = AH_COORD_MAC_BYTES + 8,
-    [AH_MSG_JOIN] = 8 + 4 + 4 + 8,
+    [AH_MSG_JOIN] = 8 + 4 + 4 + 8 + 8 * AH_COORD_DIGEST_PARTS,
     [AH_MSG_LEAVE] = 8,
     [AH_MSG_PUBLISH] = 8 + AH_COORD_KEYSEG_BYTES,
     [AH_MSG_ACK] = 8,
     [AH_MSG_SEGMENT] = 8 + AH_COORD_KEYSEG_BYTES,
     [AH_MSG_PING] = 0,
     [AH_MSG_PONG] = 0,
-    [AH_MSG_VERDICT] = 8 + 4,
+    [AH_MSG_VERDICT] = 8 + 4 + 4 * 4,
 };
 
 uint32_t ah_coord_msg_len(uint8_t type) { return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0; }

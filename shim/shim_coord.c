@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ah_coord.h"
+#include "ah_digest.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
@@ -65,33 +66,61 @@ static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
   int known;
   ah_coord_t *c = map_get(comm, &known);
   if (!c) {
+    if (ah_shim.mode == AH_MODE_OBSERVE) return 0; /* it runs NCCL's own choices anyway */
     if (known == 2)
       ah_log(AH_LOG_WARN, "communicator %016llx: the coordinator hub its unique id names could not "
-             "be reached (see the error above): its collectives are not tuned (overrides and "
-             "profiles still apply)", (unsigned long long)comm);
+             "be reached (see the error above): ranks cannot agree on autoha's choices, so this "
+             "rank runs NCCL's own for it", (unsigned long long)comm);
     else if (known == 1)
       ah_log(AH_LOG_WARN, "communicator %016llx was made from a unique id without autoha's stamp "
-             "(created by a process without libautoha.so?): its collectives are not tuned (overrides "
-             "and profiles still apply)",
-             (unsigned long long)comm);
+             "(created by a process without libautoha.so?): ranks cannot agree on autoha's "
+             "choices, so this rank runs NCCL's own for it", (unsigned long long)comm);
     return 0;
   }
-  if (!ah_coord_alive(c) || ah_coord_join_rank(c, comm, nranks, rank) != 0) {
-    ah_log(AH_LOG_WARN, "communicator %016llx (rank %d): the coordinator hub is gone; its "
-           "collectives are not tuned", (unsigned long long)comm, rank);
+  ah_digest_t d;
+  ah_coord_digest_t cd;
+  ah_digest_settings(ah_shim.settings, ah_shim.profile, &d);
+  _Static_assert(AH_DIGEST_PARTS == AH_COORD_DIGEST_PARTS, "the coordinator carries every part");
+  memcpy(cd.part, d.part, sizeof cd.part);
+  if (!ah_coord_alive(c) || ah_coord_join_rank(c, comm, nranks, rank, &cd) != 0) {
+    ah_log(AH_LOG_WARN, "communicator %016llx (rank %d): the coordinator hub is gone; every rank "
+           "runs NCCL's own choices for it", (unsigned long long)comm, rank);
     return 0;
   }
   return 1;
 }
 
+/* Says once per communicator which ranks' settings differ from which and in what. */
+static void mismatch_log(ah_coord_t *c, uint64_t comm) {
+  static uint64_t logged[64]; /* communicators already named (beyond 64, the log cap applies) */
+  static int nlogged;
+  ah_coord_mismatch_t m;
+  if (!ah_coord_mismatch(c, comm, &m)) return;
+  pthread_mutex_lock(&map_lock);
+  int seen = 0;
+  for (int i = 0; i < nlogged; i++) seen |= logged[i] == comm;
+  if (!seen && nlogged < 64) logged[nlogged++] = comm;
+  pthread_mutex_unlock(&map_lock);
+  if (seen) return;
+  char what[160];
+  AH_LOG_CAPPED(64, AH_LOG_WARN, "communicator %016llx: the ranks' autoha settings differ: rank %u%s differs "
+         "from rank %u in %s; every rank runs NCCL's own choices for it", (unsigned long long)comm,
+         m.first_rank, m.ndiffer > 1 ? " (and other ranks)" : "", m.ref_rank,
+         ah_digest_describe(m.mask, what, sizeof what));
+  if (m.ndiffer > 1)
+    ah_log(AH_LOG_INFO, "communicator %016llx: %u ranks differ from rank %u", (unsigned long long)comm,
+           m.ndiffer, m.ref_rank);
+}
+
 static int hook_verdict(void *arg, uint64_t comm) {
   (void)arg;
   ah_coord_t *c = map_get(comm, NULL);
-  if (!c || !ah_coord_alive(c)) return -1;
+  if (!c || !ah_coord_alive(c)) return AH_VERDICT_GONE;
   switch (ah_coord_verdict(c, comm)) {
-    case AH_COORD_VERDICT_COMPLETE: return 1;
-    case AH_COORD_VERDICT_ABANDONED: return 2;
-    default: return 0;
+    case AH_COORD_VERDICT_COMPLETE: return AH_VERDICT_COMPLETE;
+    case AH_COORD_VERDICT_ABANDONED: return AH_VERDICT_ABANDONED;
+    case AH_COORD_VERDICT_MISMATCH: mismatch_log(c, comm); return AH_VERDICT_MISMATCH;
+    default: return AH_VERDICT_PENDING;
   }
 }
 
@@ -116,7 +145,7 @@ static void hooks_install(void) {
 
 void ah_shim_coord_stamp(ncclUniqueId *id) {
   ah_shim_init();
-  if (!ah_shim.enabled || ah_shim.mode != AH_MODE_TUNE || !id) return;
+  if (!ah_shim.enabled || !id) return;
   ah_coord_stamp_t st;
   if (ah_coord_hub_start(&st) != 0) {
     AH_LOG_CAPPED(1, AH_LOG_WARN, "no coordinator hub: communicators spanning processes are not tuned");
@@ -127,7 +156,7 @@ void ah_shim_coord_stamp(ncclUniqueId *id) {
 
 void ah_shim_coord_seen(const ncclUniqueId *id) {
   ah_shim_init();
-  if (!ah_shim.enabled || ah_shim.mode != AH_MODE_TUNE || !id) return;
+  if (!ah_shim.enabled || !id) return;
   uint64_t comm = ah_comm_id_from_unique_id(id);
   ah_coord_stamp_t st;
   ah_coord_t *c = NULL;

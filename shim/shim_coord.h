@@ -7,11 +7,12 @@
 #include <nccl.h>
 
 /* After a successful ncclGetUniqueId (not inside ncclCommInitAll): starts the hub and stamps the
- * id. Tune mode only; on any failure the id is left as NCCL made it (logged). */
+ * id. Every mode (ranks compare their settings at the hub); on any failure the id is left as NCCL
+ * made it (logged). */
 void ah_shim_coord_stamp(ncclUniqueId *id);
 /* Before a communicator is initialised from `id`: connects to the hub its stamp names (once per
- * stamp) and remembers which coordinator carries that communicator. An id without a stamp puts the
- * communicator in pass-through for tuning (it runs fixed), with one warning. */
+ * stamp) and remembers which coordinator carries that communicator. A communicator made from an id
+ * without a stamp runs NCCL's own choices if it spans processes, with one warning. */
 void ah_shim_coord_seen(const ncclUniqueId *id);
 
 #endif

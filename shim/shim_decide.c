@@ -126,7 +126,6 @@ static int leads_here(const ah_comm_t *c) {
   return c->rec && __atomic_load_n(&c->rec->leader, __ATOMIC_ACQUIRE) != NULL;
 }
 
-#ifdef AH_HAVE_TUNE
 /* r->ctl while a communicator spanning processes has joined the hub and waits for its verdict. */
 #define CTL_AWAIT (-2)
 
@@ -161,97 +160,115 @@ static void join_local_ranks(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
     if (l.ranks[i] != c->rank) (void)h->attach(h->arg, c->id, c->nranks, l.ranks[i]);
 }
 
-/* Waits for the hub's verdict on c's communicator. Returns AH_CTL_REMOTE_TUNE (every rank joined)
- * or AH_CTL_FIXED (not all joined in time, or the hub is gone: logged by the caller / here).
+/* Waits for the hub's verdict on c's communicator (AH_VERDICT_*, never PENDING).
  *
- * Note that every rank of the communicator, the leader included, waits here at its first call:
- * the hub decides once for all of them, so a rank whose process never reached the hub (it runs
- * fixed) and the ranks that did (ABANDONED: fixed too) always agree. */
-static int verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c, int *gone_p) {
+ * Note that every rank of the communicator in fixed or tune mode, the leader included, waits here
+ * at its first call: the hub decides once for all of them, so a rank whose process never reached
+ * the hub and the ranks that did (ABANDONED) all run NCCL's own choices. The wait is bounded by the
+ * hub (it decides within AUTOHA_COORD_JOIN_S of the first join) and by the client's detection of
+ * a hub that is gone. */
+static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
   double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
   int warned = 0;
   long sleep_ns = 100000;
-  *gone_p = 0;
   for (;;) {
-    int v = h->verdict ? h->verdict(h->arg, c->id) : -1;
-    if (v == 1) return AH_CTL_REMOTE_TUNE;
-    if (v == 2) return AH_CTL_FIXED;
-    if (v < 0) {
-      *gone_p = 1;
-      return AH_CTL_FIXED;
-    }
+    int v = h->verdict ? h->verdict(h->arg, c->id) : AH_VERDICT_GONE;
+    if (v != AH_VERDICT_PENDING) return (ah_verdict_t)v;
     double waited = now_us() - t0;
     if (!warned && waited > warn_after) {
       warned = 1;
       ah_log(AH_LOG_WARN, "rank %d has waited %.1f s for the coordinator's verdict on communicator "
-             "%016llx (whether all %d ranks joined the hub); still waiting", c->rank, waited / 1e6,
-             (unsigned long long)c->id, c->nranks);
+             "%016llx (whether all %d ranks joined the hub with the same settings); still waiting",
+             c->rank, waited / 1e6, (unsigned long long)c->id, c->nranks);
     }
     struct timespec ts = {0, sleep_ns};
     nanosleep(&ts, NULL);
     if (sleep_ns < 5000000) sleep_ns *= 2;
   }
 }
-#endif
 
-/* Fixes c->ctl at the communicator's first decision. Slow path. */
+/* The control of a communicator spanning processes once the hub decided. */
+static int verdict_control(ah_comm_t *c, ah_verdict_t v, int mode) {
+  if (v == AH_VERDICT_COMPLETE) return mode == AH_MODE_TUNE ? AH_CTL_REMOTE_TUNE : AH_CTL_FIXED;
+  if (v == AH_VERDICT_GONE)
+    ah_log(AH_LOG_ERROR, "communicator %016llx: the coordinator hub is gone before it decided "
+           "whether all ranks joined; every rank runs NCCL's own choices for it", (unsigned long long)c->id);
+  else if (v == AH_VERDICT_ABANDONED)
+    ah_log(AH_LOG_WARN, "communicator %016llx: not every rank joined the coordinator hub within "
+           "AUTOHA_COORD_JOIN_S (a process without autoha, or one that cannot reach the hub): every "
+           "rank runs NCCL's own choices for it", (unsigned long long)c->id);
+  /* MISMATCH: the hook named the ranks and settings that differ */
+  return AH_CTL_OBSERVE;
+}
+
+/* Fixes c->ctl at the communicator's first decision. Slow path.
+ *
+ * Note that a communicator whose ranks are all in this process is decided here alone (one
+ * process, one set of settings). One that spans processes runs autoha's choices only when the hub
+ * says every rank joined with the same settings digest; otherwise NCCL's own choices on every rank
+ * (AH_CTL_OBSERVE), which is what a process without autoha runs, so ranks never disagree. An
+ * observing rank joins too (its settings differ from a fixed or tuning rank's) but never waits. */
 static void comm_control(ah_comm_t *c) {
+  static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
   int mode = ah_shim.mode;
+#ifndef AH_HAVE_TUNE
+  if (mode == AH_MODE_TUNE) {
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "AUTOHA_MODE=tune: this build has no search engine; running as fixed");
+    mode = AH_MODE_FIXED;
+  }
+#endif
   ah_commrec_t *r = c->rec;
   int ctl;
-  if (mode == AH_MODE_OBSERVE || c->abi == 0) {
-    ctl = AH_CTL_OBSERVE;
-  } else if (mode == AH_MODE_FIXED || !r) {
-    ctl = AH_CTL_FIXED;
-  } else {
-#ifndef AH_HAVE_TUNE
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "AUTOHA_MODE=tune: this build has no search engine; running as fixed");
-    ctl = AH_CTL_FIXED;
-#else
-    static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
-    ah_shim_coord_hooks_t h = hooks_copy();
+  if (c->abi == 0) {
+    c->ctl = AH_CTL_OBSERVE;
+    return;
+  }
+  if (!r) { /* no process-wide record (out of memory): nothing to agree with */
+    c->ctl = mode == AH_MODE_OBSERVE ? AH_CTL_OBSERVE : AH_CTL_FIXED;
+    return;
+  }
+  ah_shim_coord_hooks_t h = hooks_copy();
+  pthread_mutex_lock(&ctl_lock);
+  ctl = atomic_load(&r->ctl);
+  int joined = 0;
+  if (ctl < 0 && ctl != CTL_AWAIT) {
+    if (atomic_load(&r->announced) >= c->nranks) {
+      ctl = mode == AH_MODE_TUNE ? AH_CTL_LOCAL_TUNE : mode == AH_MODE_FIXED ? AH_CTL_FIXED : AH_CTL_OBSERVE;
+    } else if (atomic_load(&hooks_set) && h.attach && c->rank >= 0 &&
+               h.attach(h.arg, c->id, c->nranks, c->rank)) {
+      /* A rank NCCL did not tell us never joins, so the hub abandons the communicator for every
+       * rank and this one runs NCCL's choices with them. */
+      ctl = mode == AH_MODE_OBSERVE ? AH_CTL_OBSERVE : CTL_AWAIT;
+      r->hub = 1;
+      joined = 1;
+    } else if (!atomic_load(&hooks_set)) {
+      /* No unique id ever passed the shim's wrappers: autoha is NCCL's tuner plugin without
+       * being preloaded, so no rank can compare settings. Fixed choices are deterministic in the
+       * settings, which a launcher gives every rank alike; searching needs a coordinator. */
+      ctl = mode == AH_MODE_OBSERVE ? AH_CTL_OBSERVE : AH_CTL_FIXED;
+      if (mode == AH_MODE_TUNE)
+        AH_LOG_CAPPED(1, AH_LOG_INFO, "communicator %016llx spans processes and autoha is not "
+                      "preloaded (no coordinator): it runs fixed, not tuned", (unsigned long long)c->id);
+    } else {
+      ctl = AH_CTL_OBSERVE; /* the hook said why (no stamp, hub unreachable) */
+    }
+    atomic_store(&r->ctl, ctl);
+  }
+  if (r->hub) { /* every local rank joins, so the hub can compare all of them */
+    if (!joined && c->rank >= 0) (void)h.attach(h.arg, c->id, c->nranks, c->rank);
+    join_local_ranks(&h, c);
+  }
+  pthread_mutex_unlock(&ctl_lock);
+  if (ctl == CTL_AWAIT) {
+    ah_verdict_t v = verdict_wait(&h, c);
     pthread_mutex_lock(&ctl_lock);
+    if (atomic_load(&r->ctl) == CTL_AWAIT) /* the first local rank to learn it logs it */
+      atomic_store(&r->ctl, verdict_control(c, v, mode));
     ctl = atomic_load(&r->ctl);
-    int joined = 0;
-    if (ctl < 0 && ctl != CTL_AWAIT) {
-      if (atomic_load(&r->announced) >= c->nranks) {
-        ctl = AH_CTL_LOCAL_TUNE;
-      } else if (atomic_load(&hooks_set) && h.attach && c->rank >= 0 &&
-                 h.attach(h.arg, c->id, c->nranks, c->rank)) {
-        /* Rank 0 must be known to lead across processes: a rank NCCL did not tell us stays fixed
-         * (and never joins, so the hub abandons the communicator for every rank). */
-        ctl = CTL_AWAIT;
-        joined = 1;
-      } else {
-        ctl = AH_CTL_FIXED;
-        ah_log(AH_LOG_INFO, "communicator %016llx spans processes and no coordinator carries it: "
-               "its collectives run fixed (override, profile or NCCL's choice)", (unsigned long long)c->id);
-      }
-      atomic_store(&r->ctl, ctl);
-    }
-    if (ctl == CTL_AWAIT) {
-      if (!joined && c->rank >= 0) (void)h.attach(h.arg, c->id, c->nranks, c->rank);
-      join_local_ranks(&h, c);
-    }
     pthread_mutex_unlock(&ctl_lock);
-    if (ctl == CTL_AWAIT) {
-      int gone;
-      int v = verdict_wait(&h, c, &gone);
-      pthread_mutex_lock(&ctl_lock);
-      if (atomic_load(&r->ctl) == CTL_AWAIT) { /* the first local rank to learn it logs it */
-        atomic_store(&r->ctl, v);
-        if (gone)
-          ah_log(AH_LOG_ERROR, "communicator %016llx: the coordinator hub is gone before it decided "
-                 "whether all ranks joined; its collectives run fixed (override, profile or NCCL's "
-                 "choice)", (unsigned long long)c->id);
-        else if (v == AH_CTL_FIXED)
-          ah_log(AH_LOG_WARN, "communicator %016llx: not every rank joined the coordinator hub "
-                 "within AUTOHA_COORD_JOIN_S (a process without autoha, or one that cannot reach the "
-                 "hub): it runs fixed on every rank, not tuned", (unsigned long long)c->id);
-      }
-      ctl = atomic_load(&r->ctl);
-      pthread_mutex_unlock(&ctl_lock);
-    }
+  }
+  {
+#ifdef AH_HAVE_TUNE
     /* The leader is rank 0, wherever it is in this process (a thread driving several ranks may
      * reach another rank's first call before rank 0's); when NCCL's init gave no rank (it ran on
      * NCCL's own thread), the first local context of a wholly local communicator leads — any
@@ -516,9 +533,22 @@ static int worker_wait(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, ah_segment_t
   double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
   int warned = 0, polls = 0;
   long sleep_ns = 20000;
+  double give_up_after = (ah_shim.settings ? ah_shim.settings->sync_timeout_s : 300.0) * 1e6;
   while (!ah_sched_lookup(ck->ks->sched, index, seg)) {
     if (leads_here(c)) return 2;
+    if (atomic_load_explicit(&ck->ks->gave_up, memory_order_relaxed)) return 0;
     double waited = now_us() - t0;
+    if (waited > give_up_after) {
+      atomic_store(&ck->ks->gave_up, 1);
+      ah_log(AH_LOG_ERROR, "rank %d gave up after %.0f s (AUTOHA_SYNC_TIMEOUT_S) waiting for the "
+             "leader's decision on call %llu of %s bin %d (communicator %016llx): the leader's "
+             "process is dead or hung; this and every later undecided call of the key run NCCL's "
+             "own choice", c->rank, waited / 1e6, (unsigned long long)index, ah_coll_name(ck->coll),
+             ck->bin, (unsigned long long)c->id);
+      ck->sync_waits++;
+      ck->sync_wait_us += waited;
+      return 0;
+    }
     if (!warned && waited > warn_after) {
       warned = 1;
       ah_log(AH_LOG_WARN, "rank %d has waited %.1f s for the leader's decision on call %llu of %s bin "

@@ -66,18 +66,28 @@ static inline int ah_shim_bin(int coll, size_t nbytes, int nranks) {
 
 /* ---- the coordinator's hooks ------------------------------------------------------------------ */
 
-/* Set by shim_coord.c when a coordinator runs. A communicator whose ranks span processes is tuned
- * only when attach() accepted it and the hub's verdict says every rank joined; otherwise (or with
- * no hooks) it runs as `fixed` on every rank. */
+/* The hub's verdict on a communicator spanning processes, as the hooks report it. */
+typedef enum {
+  AH_VERDICT_GONE = -1,     /* the coordinator is gone before deciding */
+  AH_VERDICT_PENDING = 0,   /* not decided yet */
+  AH_VERDICT_COMPLETE = 1,  /* every rank joined with the same settings: rank 0 leads the search */
+  AH_VERDICT_ABANDONED = 2, /* not every rank joined in time */
+  AH_VERDICT_MISMATCH = 3   /* every rank joined, with different settings */
+} ah_verdict_t;
+
+/* Set by shim_coord.c when a coordinator runs. A communicator whose ranks span processes runs
+ * autoha's choices (tuned or fixed) only when attach() accepted it and the hub's verdict says every
+ * rank joined with the same settings; otherwise (or with no hooks) every rank runs NCCL's own
+ * choices, which is also what a rank without autoha runs. */
 typedef struct {
   /* Called at the first decision of each local rank of a communicator that spans processes (and
    * for the other local ranks already created, so a thread driving several ranks joins them all).
-   * Joins that rank at the hub. Returns 1 when the coordinator carries this communicator (wait for
-   * verdict()), 0 when it cannot (no stamp, hub unreachable: run it as fixed). */
+   * Joins that rank at the hub with this process's settings digest. Returns 1 when the coordinator
+   * carries this communicator (wait for verdict()), 0 when it cannot (no stamp, hub unreachable:
+   * logged; run NCCL's own choices). */
   int (*attach)(void *arg, uint64_t comm, int nranks, int rank);
-  /* The hub's verdict on comm: 0 while undecided, 1 COMPLETE (every rank joined: rank 0 drives the
-   * search and publishes every segment, other ranks wait for ah_shim_deliver), 2 ABANDONED (run it
-   * as fixed), -1 when the coordinator is gone. */
+  /* The hub's verdict on comm (AH_VERDICT_*); a MISMATCH is logged here, once per process and
+   * communicator, naming the ranks and the settings that differ. */
   int (*verdict)(void *arg, uint64_t comm);
   /* Leader side: a segment just committed for a key of an attached communicator. */
   void (*publish)(void *arg, const ah_key_t *key, const ah_segment_t *seg);

@@ -45,6 +45,7 @@ typedef struct ah_keystate {
   pthread_mutex_t lock;      /* serialises the leader's ah_tune_* calls (tune mode only) */
   struct ah_tune *tune;      /* created by the leader's first call of the key, tune mode only */
   _Atomic int reopen;        /* drift re-opened tuning: the leader cuts the forever segment */
+  _Atomic int gave_up;       /* a worker waited AUTOHA_SYNC_TIMEOUT_S for the leader: no more waits */
   int space_set;
   ah_space_t space;          /* from the leader's first cost table */
   int nlocal;                /* this process's ranks using the key (under lock) */
@@ -92,6 +93,7 @@ typedef struct ah_commrec {
   _Atomic int announced;     /* local ranks seen entering a constructor with this identity */
   void *leader;              /* the ah_comm_t that drives the search (process-local tuning) */
   _Atomic int ctl;           /* AH_CTL_*, -1 until decided */
+  int hub;                   /* its ranks joined the coordinator's hub (under the control lock) */
   struct ah_commrec *next;
 } ah_commrec_t;
 

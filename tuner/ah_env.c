@@ -20,7 +20,9 @@
 
 extern char **environ;
 
-#define FIELD(f) offsetof(ah_settings_t, f), sizeof(((ah_settings_t *)0)->f)
+#define FIELD(f) offsetof(ah_settings_t, f), sizeof(((ah_settings_t *)0)->f), NULL
+/* A row whose invalid values select `fallback` instead of the default. */
+#define FIELD_FALLBACK(f, fallback) offsetof(ah_settings_t, f), sizeof(((ah_settings_t *)0)->f), fallback
 
 static const ah_env_var_t env_table[] = {
     {"AUTOHA_ENABLE", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
@@ -32,8 +34,9 @@ static const ah_env_var_t env_table[] = {
      "What autoha does with each collective. observe records NCCL's own choice and its time and "
      "changes nothing; fixed applies AUTOHA_OVERRIDE and a loaded AUTOHA_PROFILE and otherwise "
      "keeps NCCL's choice; tune also searches the remaining keys online (AutoCCL-style) and pins "
-     "each key's winner. Every mode writes the report.",
-     0, 0, "observe|fixed|tune", FIELD(mode)},
+     "each key's winner. Every mode writes the report. A value that does not parse selects "
+     "observe, the least invasive mode, not the default.",
+     0, 0, "observe|fixed|tune", FIELD_FALLBACK(mode, "observe")},
     {"AUTOHA_LOG", AH_ENV_ENUM, "warn", "error|warn|info|debug",
      "How much autoha logs on stderr. Every line starts with 'autoha:', the host and the rank. "
      "info adds one line per decision that changes a key's configuration; debug adds per-call "
@@ -74,6 +77,13 @@ static const ah_env_var_t env_table[] = {
      "(communicator, key, call index) and keeps waiting: ranks never guess a configuration, "
      "because ranks that disagree would hang NCCL.",
      0.001, 86400, NULL, FIELD(sync_warn_s)},
+    {"AUTOHA_SYNC_TIMEOUT_S", AH_ENV_DOUBLE, "300", "1..86400 (seconds)",
+     "The bound on any wait for the leader's decision about a call. The leader commits a call "
+     "when its own rank reaches it, so a wait this long means the leader's process is dead or "
+     "hung and the collective cannot complete anyway: the rank logs one error, stops waiting "
+     "and hands the call, and every later undecided call of that key, to NCCL's own choice, so "
+     "the job fails (or its watchdog fires) inside NCCL as it would without autoha.",
+     1, 86400, NULL, FIELD(sync_timeout_s)},
     {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, "180", "1..10000000 (calls)",
      "How many calls of one key the online search may spend probing configurations. A key that "
      "has not converged within its budget keeps the best configuration found so far, or NCCL's "
@@ -88,10 +98,12 @@ static const ah_env_var_t env_table[] = {
      0, 0, NULL, FIELD(coord_addr)},
     {"AUTOHA_COORD_JOIN_S", AH_ENV_DOUBLE, "30", "0.001..86400 (seconds)",
      "How long the coordinator hub waits, from the first rank's join, for every rank of a "
-     "communicator that spans processes to join. When all have joined the communicator is tuned; "
-     "otherwise (a process that cannot reach the hub, or runs without autoha) it runs fixed on "
-     "every rank, so ranks never disagree. Each rank waits for this verdict at the communicator's "
-     "first collective. Read by the process that runs the hub.",
+     "communicator that spans processes to join. When all have joined with the same autoha settings "
+     "(mode, overrides, loaded profile) the communicator runs autoha's choices (tuned or fixed); "
+     "otherwise (a process that cannot reach the hub, runs without autoha, or has other settings) "
+     "every rank runs NCCL's own choices, so ranks never disagree, and one message says why. "
+     "Each rank in fixed or tune mode waits for this verdict at the communicator's first "
+     "collective. Read by the process that runs the hub.",
      0.001, 86400, NULL, FIELD(coord_join_s)},
     {"AUTOHA_QP", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Lets autoha set the UDP source port and the traffic class of the RoCE queue pairs NCCL "
@@ -429,13 +441,16 @@ int ah_env_parse(char *const *envp, ah_settings_t *s_p) {
       problems++;
       continue;
     }
-    char err[4096];
+    char err[4096], fallback[96] = "; default kept";
     if (ah_env_parse_one(v, eq + 1, s_p, err, sizeof err) != 0) {
+      char ignored[256];
+      if (v->type == AH_ENV_OVERRIDE) snprintf(fallback, sizeof fallback, "; the other rules still apply");
+      else if (v->invalid && ah_env_parse_one(v, v->invalid, s_p, ignored, sizeof ignored) == 0)
+        snprintf(fallback, sizeof fallback, "; using %s=%s instead (the safe fallback)", v->name, v->invalid);
       for (char *line = err, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = 0;
-        ah_log(AH_LOG_ERROR, "%s%s", line,
-               v->type == AH_ENV_OVERRIDE ? "; the other rules still apply" : "; default kept");
+        ah_log(AH_LOG_ERROR, "%s%s", line, fallback);
       }
       problems++;
     }
@@ -546,7 +561,8 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
       print_wrapped(f, "# ", v->doc, 100);
       fprintf(f, "#\n# syntax:  %s\n# default: %s\n#\n", v->syntax, *v->dflt ? v->dflt : "(empty)");
       fprintf(f, "%s=%s%s\n\n", v->name, val,
-              bad ? "    # INVALID, default kept" : given ? "" : "    # default");
+              bad ? (v->invalid ? "    # INVALID, safe fallback" : "    # INVALID, default kept")
+                  : given ? "" : "    # default");
     } else {
       /* The first sentence of the doc is the meaning: up to the first ". " not ending "e.g.". */
       const char *dot = v->doc;
@@ -559,6 +575,8 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
       snprintf(line, sizeof line, "%s=%s", v->name, val);
       if (bad && v->type == AH_ENV_OVERRIDE)
         snprintf(state, sizeof state, "set, invalid rules dropped");
+      else if (bad && v->invalid)
+        snprintf(state, sizeof state, "INVALID '%s': safe fallback %s", given, v->invalid);
       else if (bad)
         snprintf(state, sizeof state, "INVALID '%s' ignored", given);
       else

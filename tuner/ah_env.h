@@ -34,6 +34,7 @@ typedef struct {
   int report_interval_s;             /* AUTOHA_REPORT_INTERVAL_S: 0 = teardown and exit only */
   char profile[AH_ENV_PATH_MAX];     /* AUTOHA_PROFILE: report to warm-start from; "" = none */
   double sync_warn_s;                /* AUTOHA_SYNC_WARN_S: warn when a rank waits this long */
+  double sync_timeout_s;             /* AUTOHA_SYNC_TIMEOUT_S: stop waiting for a decision */
   int tune_budget;                   /* AUTOHA_TUNE_BUDGET: calls a key may spend searching */
   char coord_addr[AH_ENV_ADDR_MAX];  /* AUTOHA_COORD_ADDR: host:port; "" = from the unique id */
   double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
@@ -71,6 +72,8 @@ typedef struct {
   double min, max;         /* bounds for INT, DOUBLE and SIZE */
   const char *choices;     /* '|'-separated for ENUM */
   size_t offset, size;     /* where the value goes in ah_settings_t, and the field's size */
+  const char *invalid;     /* the value taken when the given one does not parse (NULL: the
+                            * default), for a variable whose safe fallback is not its default */
 } ah_env_var_t;
 
 /* The table: number of rows and row i (NULL out of range). */

@@ -136,7 +136,7 @@ int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm) {
   ah_coord_t *a = ah_coord_client_open(st, NULL, &o, rec_deliver, &ra);
   ah_coord_t *b = ah_coord_client_open(st, NULL, &o, rec_deliver, &rb);
   int ok = a && b;
-  if (ok) ok = ah_coord_join_rank(a, comm, 2, 0) == 0 && ah_coord_join_rank(b, comm, 2, 1) == 0;
+  if (ok) ok = ah_coord_join_rank(a, comm, 2, 0, NULL) == 0 && ah_coord_join_rank(b, comm, 2, 1, NULL) == 0;
   ah_key_t k = key_make(comm);
   for (uint64_t i = 0; ok && i < 3; i++) {
     ah_segment_t s = seg_make(i);

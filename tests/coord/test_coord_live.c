@@ -42,9 +42,9 @@ START_TEST(segments_reach_every_joined_process_in_order) {
   ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r2);
   ck_assert_ptr_nonnull(lead);
   ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join_rank(lead, 7, 3, 0), 0);
-  ck_assert_int_eq(ah_coord_join_rank(w, 7, 3, 1), 0);
-  ck_assert_int_eq(ah_coord_join_rank(w, 8, 2, 0), 0); /* a second communicator on the same connection */
+  ck_assert_int_eq(ah_coord_join_rank(lead, 7, 3, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 7, 3, 1, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 8, 2, 0, NULL), 0); /* a second communicator on the same connection */
   ah_key_t k7 = key_make(7), k8 = key_make(8);
   for (uint64_t i = 0; i < 200; i++) {
     ah_segment_t s = seg_make(i);
@@ -70,7 +70,7 @@ START_TEST(segments_reach_every_joined_process_in_order) {
   /* a process joining late gets every committed segment of its communicator replayed */
   ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r3);
   ck_assert_ptr_nonnull(late);
-  ck_assert_int_eq(ah_coord_join_rank(late, 8, 2, 1), 0);
+  ck_assert_int_eq(ah_coord_join_rank(late, 8, 2, 1, NULL), 0);
   ck_assert(rec_wait(&r3, 50, 5000));
   sleep_ms(100);
   ck_assert_int_eq(rec_count(&r3), 50);
@@ -100,7 +100,7 @@ START_TEST(large_replay_arrives_whole_and_in_order) {
   ck_assert_int_eq(rec_count(&rl), 0); /* the leader did not join: nothing comes back */
   ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
   ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join_rank(w, 9, 2, 1), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 9, 2, 1, NULL), 0);
   ck_assert(rec_wait(&rw, 4000, 10000));
   for (int i = 0; i < 4000; i++) ck_assert_uint_eq(rw.segs[i].first, 10u * (unsigned)i);
   ah_coord_client_close(w);
@@ -178,7 +178,7 @@ START_TEST(wrong_protocol_version_is_refused) {
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
   f[4] = AH_COORD_PROTO_VERSION + 1;
   ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
-  ck_assert(log_wait("wrong protocol version 3 (expected 2", 2000));
+  ck_assert(log_wait("wrong protocol version 4 (expected 3", 2000));
   close(fd);
   ck_assert(legit_roundtrip(&st, 15));
 }
@@ -228,8 +228,8 @@ START_TEST(cut_connection_reconnects_and_replays_once) {
   ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
   ck_assert_ptr_nonnull(lead);
   ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join_rank(lead, 21, 2, 0), 0);
-  ck_assert_int_eq(ah_coord_join_rank(w, 21, 2, 1), 0);
+  ck_assert_int_eq(ah_coord_join_rank(lead, 21, 2, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 21, 2, 1, NULL), 0);
   ah_key_t k = key_make(21);
   for (uint64_t i = 0; i < 300; i++) {
     ah_segment_t s = seg_make(i);
@@ -263,7 +263,7 @@ START_TEST(hub_exit_makes_clients_give_up_in_bounded_time) {
   o.reconnect_ms = 1000;
   ah_coord_t *c = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(c);
-  ck_assert_int_eq(ah_coord_join_rank(c, 31, 2, 0), 0);
+  ck_assert_int_eq(ah_coord_join_rank(c, 31, 2, 0, NULL), 0);
   ck_assert(ah_coord_alive(c));
   uint64_t t0 = ah_coord_now_ns();
   ah_coord_hub_close(hub);
@@ -279,7 +279,7 @@ START_TEST(hub_exit_makes_clients_give_up_in_bounded_time) {
   ah_key_t k = key_make(31);
   ah_segment_t s = seg_make(0);
   ck_assert_int_eq(ah_coord_publish(c, &k, &s), -1);
-  ck_assert_int_eq(ah_coord_join_rank(c, 32, 2, 0), -1);
+  ck_assert_int_eq(ah_coord_join_rank(c, 32, 2, 0, NULL), -1);
   ah_coord_client_close(c);
 }
 END_TEST
@@ -311,7 +311,7 @@ START_TEST(forked_child_connects_afresh) {
   ah_coord_t *c = ah_coord_connect(&st, rec_deliver, &rp);
   ck_assert_ptr_nonnull(c);
   ck_assert_ptr_eq(ah_coord_connect(&st, rec_deliver, &rp), c); /* one per stamp */
-  ck_assert_int_eq(ah_coord_join_rank(c, 41, 2, 0), 0);
+  ck_assert_int_eq(ah_coord_join_rank(c, 41, 2, 0, NULL), 0);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) { /* the copied coordinator has no I/O thread: gone; a new one works */
@@ -320,7 +320,7 @@ START_TEST(forked_child_connects_afresh) {
     if (!c2 || c2 == c) _exit(11);
     ah_key_t k = key_make(41);
     ah_segment_t sg = seg_make(0);
-    if (ah_coord_join_rank(c2, 41, 2, 1) != 0 || ah_coord_publish(c2, &k, &sg) != 0) _exit(12);
+    if (ah_coord_join_rank(c2, 41, 2, 1, NULL) != 0 || ah_coord_publish(c2, &k, &sg) != 0) _exit(12);
     _exit(rec_wait(&rc, 1, 5000) ? 0 : 13);
   }
   int status = 0;
@@ -424,21 +424,21 @@ START_TEST(verdict_complete_when_all_ranks_join) {
   ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(a);
   ck_assert_ptr_nonnull(b);
-  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 0), 0); /* a process with two local ranks */
-  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1), 0);
-  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1), 0); /* a rank joined twice counts once */
+  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 0, NULL), 0); /* a process with two local ranks */
+  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1, NULL), 0); /* a rank joined twice counts once */
   ck_assert_int_eq(ah_coord_join(b, 60, 3), 0);         /* subscribed, no rank: counts none */
   sleep_ms(300);
   ck_assert_int_eq(ah_coord_verdict(a, 60), AH_COORD_VERDICT_NONE);
   ck_assert_int_eq(ah_coord_verdict(b, 60), AH_COORD_VERDICT_NONE);
-  ck_assert_int_eq(ah_coord_join_rank(b, 60, 3, 2), 0);
+  ck_assert_int_eq(ah_coord_join_rank(b, 60, 3, 2, NULL), 0);
   ck_assert_int_eq(verdict_wait(a, 60, 2000), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(verdict_wait(b, 60, 2000), AH_COORD_VERDICT_COMPLETE);
   sleep_ms(1200); /* past the join deadline: a decided verdict never changes */
   ck_assert_int_eq(ah_coord_verdict(a, 60), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(ah_coord_verdict(b, 60), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(ah_coord_verdict(a, 61), AH_COORD_VERDICT_NONE); /* a comm never joined */
-  ck_assert_int_eq(ah_coord_join_rank(a, 62, 3, 3), -1);            /* rank out of range */
+  ck_assert_int_eq(ah_coord_join_rank(a, 62, 3, 3, NULL), -1);            /* rank out of range */
   ah_coord_client_close(b);
   ah_coord_client_close(a);
 }
@@ -452,8 +452,8 @@ START_TEST(verdict_abandoned_after_timeout_and_replayed_to_late_joiner) {
   ck_assert_ptr_nonnull(a);
   ck_assert_ptr_nonnull(b);
   uint64_t t0 = ah_coord_now_ns();
-  ck_assert_int_eq(ah_coord_join_rank(a, 63, 3, 0), 0);
-  ck_assert_int_eq(ah_coord_join_rank(b, 63, 3, 1), 0); /* rank 2 never joins */
+  ck_assert_int_eq(ah_coord_join_rank(a, 63, 3, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(b, 63, 3, 1, NULL), 0); /* rank 2 never joins */
   ck_assert_int_eq(verdict_wait(a, 63, 4000), AH_COORD_VERDICT_ABANDONED);
   double secs = (double)(ah_coord_now_ns() - t0) / 1e9;
   ck_assert_msg(secs > 0.9 && secs < 3.0, "abandoned after %.2f s (join deadline 1 s)", secs);
@@ -462,11 +462,42 @@ START_TEST(verdict_abandoned_after_timeout_and_replayed_to_late_joiner) {
   /* the missing rank arrives late: it gets ABANDONED too, never COMPLETE */
   ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(late);
-  ck_assert_int_eq(ah_coord_join_rank(late, 63, 3, 2), 0);
+  ck_assert_int_eq(ah_coord_join_rank(late, 63, 3, 2, NULL), 0);
   ck_assert_int_eq(verdict_wait(late, 63, 2000), AH_COORD_VERDICT_ABANDONED);
   sleep_ms(100);
   ck_assert_int_eq(ah_coord_verdict(a, 63), AH_COORD_VERDICT_ABANDONED);
   ah_coord_client_close(late);
+  ah_coord_client_close(b);
+  ah_coord_client_close(a);
+}
+END_TEST
+
+START_TEST(verdict_mismatch_names_the_ranks_and_the_settings) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_nonnull(b);
+  ah_coord_digest_t same = {{1, 2, 3}}, other = {{1, 2, 4}};
+  /* b's ranks may reach the hub first: the reference is still rank 0's settings */
+  ck_assert_int_eq(ah_coord_join_rank(b, 71, 4, 3, &other), 0); /* a process whose profile differs */
+  ck_assert_int_eq(ah_coord_join_rank(b, 71, 4, 2, &other), 0);
+  ck_assert_int_eq(ah_coord_join_rank(a, 71, 4, 1, &same), 0);
+  ck_assert_int_eq(ah_coord_join_rank(a, 71, 4, 0, &same), 0);
+  ck_assert_int_eq(verdict_wait(a, 71, 2000), AH_COORD_VERDICT_MISMATCH);
+  ck_assert_int_eq(verdict_wait(b, 71, 2000), AH_COORD_VERDICT_MISMATCH);
+  ah_coord_mismatch_t m;
+  ck_assert_int_eq(ah_coord_mismatch(b, 71, &m), 1);
+  ck_assert_uint_eq(m.mask, 1u << 2);
+  ck_assert_uint_eq(m.ref_rank, 0);
+  ck_assert_uint_eq(m.first_rank, 2);
+  ck_assert_uint_eq(m.ndiffer, 2);
+  /* equal digests on every rank: COMPLETE, and no mismatch evidence */
+  ck_assert_int_eq(ah_coord_join_rank(a, 72, 2, 0, &other), 0);
+  ck_assert_int_eq(ah_coord_join_rank(b, 72, 2, 1, &other), 0);
+  ck_assert_int_eq(verdict_wait(a, 72, 2000), AH_COORD_VERDICT_COMPLETE);
+  ck_assert_int_eq(ah_coord_mismatch(a, 72, &m), 0);
   ah_coord_client_close(b);
   ah_coord_client_close(a);
 }
@@ -497,12 +528,12 @@ fail:
 
 static int raw_join(int fd, uint64_t comm, uint32_t nranks, uint32_t rank) {
   char err[AH_NET_ERR_LEN];
-  uint8_t f[AH_COORD_HDR_BYTES + 24];
-  ah_coord_hdr_encode(AH_MSG_JOIN, 24, f);
+  uint8_t f[AH_COORD_HDR_BYTES + 48];
+  memset(f, 0, sizeof f); /* since 0, settings digest all zero */
+  ah_coord_hdr_encode(AH_MSG_JOIN, 48, f);
   ah_coord_put_u64(f + AH_COORD_HDR_BYTES, comm);
   ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 8, nranks);
   ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 12, rank);
-  ah_coord_put_u64(f + AH_COORD_HDR_BYTES + 16, 0);
   return ah_coord_net_write_full(err, fd, f, sizeof f, ah_coord_now_ns() + 1000000000ull);
 }
 
@@ -527,7 +558,7 @@ START_TEST(verdict_replayed_to_reconnecting_client) {
   client_opts_test(&o);
   ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(a);
-  ck_assert_int_eq(ah_coord_join_rank(a, 64, 2, 0), 0);
+  ck_assert_int_eq(ah_coord_join_rank(a, 64, 2, 0, NULL), 0);
   int fd = raw_authed(0x1234);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(raw_join(fd, 64, 2, 1), AH_NET_OK);
@@ -580,9 +611,10 @@ static void *fake_verdict_hub(void *arg) {
   int fd = fake_hub_handshake(fake_lfd, 0x22);
   if (fd < 0) return NULL;
   sleep_ms(200); /* the client has joined comm 69 by now */
-  uint8_t v[2][AH_COORD_HDR_BYTES + 12];
+  uint8_t v[2][AH_COORD_HDR_BYTES + 28];
+  memset(v, 0, sizeof v);
   for (int i = 0; i < 2; i++) {
-    ah_coord_hdr_encode(AH_MSG_VERDICT, 12, v[i]);
+    ah_coord_hdr_encode(AH_MSG_VERDICT, 28, v[i]);
     ah_coord_put_u64(v[i] + AH_COORD_HDR_BYTES, 69);
     ah_coord_put_u32(v[i] + AH_COORD_HDR_BYTES + 8, i == 0 ? 7 : AH_COORD_VERDICT_ABANDONED);
   }
@@ -601,7 +633,7 @@ START_TEST(bad_verdict_is_refused_by_the_client) {
   client_opts_test(&o);
   ah_coord_t *c = ah_coord_client_open(&fake, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(c);
-  ck_assert_int_eq(ah_coord_join_rank(c, 69, 2, 1), 0);
+  ck_assert_int_eq(ah_coord_join_rank(c, 69, 2, 1, NULL), 0);
   ck_assert_int_eq(verdict_wait(c, 69, 2000), AH_COORD_VERDICT_ABANDONED);
   ck_assert(log_wait("verdict 7 out of range", 100));
   pthread_join(t, NULL);
@@ -633,6 +665,7 @@ int main(void) {
   tcase_add_test(tc, verdict_complete_when_all_ranks_join);
   tcase_add_test(tc, verdict_abandoned_after_timeout_and_replayed_to_late_joiner);
   tcase_add_test(tc, verdict_replayed_to_reconnecting_client);
+  tcase_add_test(tc, verdict_mismatch_names_the_ranks_and_the_settings);
   tcase_add_test(tc, bad_joins_are_refused);
   tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
   suite_add_tcase(s, tc);

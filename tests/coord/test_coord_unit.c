@@ -74,19 +74,20 @@ START_TEST(header_refuses_bad_frames) {
   ck_assert_ptr_nonnull(strstr(err, "oversized"));
   ck_assert_ptr_nonnull(strstr(err, "16777216"));
   ah_coord_hdr_encode(AH_MSG_JOIN, ah_coord_msg_len(AH_MSG_JOIN), h);
-  h[4] = 3; /* wrong version */
+  h[4] = 2; /* wrong version */
   ck_assert_int_eq(ah_coord_hdr_decode(h, &d, err, sizeof err), -1);
-  ck_assert_ptr_nonnull(strstr(err, "wrong protocol version 3"));
+  ck_assert_ptr_nonnull(strstr(err, "wrong protocol version 2"));
   ah_coord_hdr_encode(AH_MSG_JOIN, ah_coord_msg_len(AH_MSG_JOIN) + 1, h); /* trailing byte */
   ck_assert_int_eq(ah_coord_hdr_decode(h, &d, err, sizeof err), -1);
-  /* version 2: JOIN carries the rank (comm, nranks, rank, since), VERDICT is comm + verdict */
-  ck_assert_uint_eq(ah_coord_msg_len(AH_MSG_JOIN), 24);
-  ck_assert_uint_eq(ah_coord_msg_len(AH_MSG_VERDICT), 12);
-  ah_coord_hdr_encode(AH_MSG_JOIN, 20, h); /* a version-1 JOIN's length */
+  /* version 3: JOIN carries the rank and the settings digest (comm, nranks, rank, since, digest
+   * u64[3]), VERDICT the verdict and a mismatch's evidence (comm, verdict, mask, 3 ranks) */
+  ck_assert_uint_eq(ah_coord_msg_len(AH_MSG_JOIN), 48);
+  ck_assert_uint_eq(ah_coord_msg_len(AH_MSG_VERDICT), 28);
+  ah_coord_hdr_encode(AH_MSG_JOIN, 24, h); /* a version-2 JOIN's length */
   ck_assert_int_eq(ah_coord_hdr_decode(h, &d, err, sizeof err), -1);
-  ah_coord_hdr_encode(AH_MSG_VERDICT, 13, h);
+  ah_coord_hdr_encode(AH_MSG_VERDICT, 12, h);
   ck_assert_int_eq(ah_coord_hdr_decode(h, &d, err, sizeof err), -1);
-  ck_assert_ptr_nonnull(strstr(err, "message type 11 with length 13 (expected 12)"));
+  ck_assert_ptr_nonnull(strstr(err, "message type 11 with length 12 (expected 28)"));
   ah_coord_hdr_encode(0, 0, h); /* unknown type */
   ck_assert_int_eq(ah_coord_hdr_decode(h, &d, err, sizeof err), -1);
   ah_coord_hdr_encode(AH_MSG_MAX + 1, 0, h);

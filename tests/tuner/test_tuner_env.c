@@ -188,7 +188,7 @@ START_TEST(typed_parsers) {
   ck_assert_int_eq(s.qp_tc, -1);
   /* A size-typed row (none is in the table yet): K/M/G within bounds. */
   ah_env_var_t sz = {"AUTOHA_TEST_SIZE", AH_ENV_SIZE, "1M", "0..1G", "test row", 0, 1 << 30, NULL,
-                     offsetof(ah_settings_t, sync_warn_s), sizeof(int64_t)};
+                     offsetof(ah_settings_t, sync_warn_s), sizeof(int64_t), NULL};
   union {
     ah_settings_t s;
     char pad[sizeof(ah_settings_t) + 16];
@@ -241,13 +241,14 @@ START_TEST(parse_environment_logs) {
   ck_assert_int_eq(problems, 4);
   ck_assert_int_eq(count_lines(log), 4);
   ck_assert_ptr_nonnull(strstr(log, "autoha: "));
+  /* a mode that does not parse falls back to the least invasive one, and says which */
   ck_assert_ptr_nonnull(strstr(log, "invalid value for AUTOHA_MODE: 'tunes' (expected observe|fixed|tune); "
-                                    "default kept\n"));
+                                    "using AUTOHA_MODE=observe instead (the safe fallback)\n"));
   ck_assert_ptr_nonnull(strstr(log, "unknown environment variable AUTOHA_REPOT (maybe AUTOHA_REPORT?)"));
   ck_assert_ptr_nonnull(strstr(log, "invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 10"));
   ck_assert_ptr_nonnull(strstr(log, "the other rules still apply"));
   ck_assert_ptr_nonnull(strstr(log, "unknown environment variable AUTOHA_ZZZZZZZZZZZZZZZZZZZZZZZ; it is ignored"));
-  ck_assert_int_eq(s.mode, AH_MODE_TUNE);
+  ck_assert_int_eq(s.mode, AH_MODE_OBSERVE);
   ck_assert_int_eq(s.qp_tc, 104);
   ck_assert_int_eq(s.override.nrules, 1);
 }
