@@ -1,5 +1,5 @@
 /* The stamp: where the hub listens and the job's 128-bit secret, written into bytes 64..127 of the
- * ncclUniqueId, which NCCL leaves zero from 2.23 on (research/nccl-internals.md §8). Every
+ * ncclUniqueId, which NCCL leaves zero from 2.23 on (src/bootstrap.cc, docs/coordinator.md). Every
  * framework that passes the id to the ranks therefore passes the stamp too.
  *
  * Layout of the 64 bytes (offsets from byte 64; integers big-endian):

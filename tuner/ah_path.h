@@ -4,7 +4,7 @@
  * grh.traffic_class; bench/path_plan runs the same planner over a modelled fat tree.
  *
  * The source port is chosen through the flow label because that is what the kernel hashes
- * (rdma_flow_label_to_udp_sport, research/anchors.md §5): a label that maps to the wanted port is
+ * (rdma-core's rdma_flow_label_to_udp_sport): a label that maps to the wanted port is
  * written, never the port itself. Policies: off (keep NCCL's QPN-derived port), spread (distinct,
  * evenly spread ports per (local NIC, remote GID) pair), file:PATH (a probed path catalog, as
  * C4P's prober produces) and plan (a topology file plus a switch hash model, balanced job-wide with

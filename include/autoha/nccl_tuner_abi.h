@@ -1,7 +1,7 @@
 /* NCCL's tuner-plugin ABI, versions 1 to 6, as NCCL 2.19 ... 2.30 look it up with
  * dlsym(handle, "ncclTunerPlugin_vN"). The public nccl.h does not carry these types (NCCL ships
- * them with its plugin headers), so they are declared here from the layouts documented in
- * ../shared/research/nccl-internals.md §1.2. Both sim/ (which loads a tuner as NCCL does) and the
+ * them with its plugin headers, src/include/plugin/tuner/tuner_vN.h), so they are declared here
+ * with the same layouts. Both sim/ (which loads a tuner as NCCL does) and the
  * shim (which is one) use this header, so a layout mistake would show up as a test failure between
  * the two as well as against real NCCL.
  *

@@ -1,10 +1,10 @@
 /* sim_model.h: sim/'s timing model as pure functions (no NCCL runtime, no CUDA, no I/O beyond
  * parsing a topology string or file). Two models live behind this one interface:
  *
- *   - NCCL's own cost model (../shared/research/sim-model.md §1): the cost table NCCL fills at group
+ *   - NCCL's own cost model (NCCL's src/graph/tuning.cc, docs/sim.md): the cost table NCCL fills at group
  *     launch, and the default configuration NCCL derives from it (argmin, per-size channel and
  *     thread reduction, chunk rules), honouring NCCL_ALGO/NCCL_PROTO/... as the emulated version does.
- *   - The truth model (sim-model.md §5.2): how long a collective really takes with a given
+ *   - The truth model (docs/sim.md): how long a collective really takes with a given
  *     configuration, interference and noise. The tuner is scored against it.
  *
  * They differ on purpose where the research says NCCL mispredicts. libncclsim.so, ncclsim-optimum,

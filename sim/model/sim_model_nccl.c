@@ -1,4 +1,4 @@
-/* NCCL's own cost model and default selection (../shared/research/sim-model.md §1): the latency
+/* NCCL's own cost model and default selection (NCCL's src/graph/tuning.cc; docs/sim.md): the latency
  * and bandwidth tables NCCL fills at init, the cost table it hands a tuner at group launch, and
  * the channels, threads and chunk it derives for the winning (algorithm, protocol). The key
  * choice: the tables live in the model as NCCL's ncclTunerConstants, so a v5+ tuner's edits at

@@ -1,4 +1,4 @@
-/* The truth model (../shared/research/sim-model.md §5.2): how long a collective takes with a given
+/* The truth model (docs/sim.md): how long a collective takes with a given
  * configuration and interference, the seeded noise around it, and the exhaustive optimum tuners
  * are scored against. The key choice: time is a sum of a one-time latency (NCCL's own formula),
  * CTA admission, a bandwidth term that is the slower of the links and the CTAs, a per-loop

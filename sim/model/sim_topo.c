@@ -1,7 +1,7 @@
 /* Topology of a simulated communicator: GPU model, NVLink and NIC bandwidths, nodes and ranks per
  * node, parsed from NCCLSIM_TOPO ("nodes=2,gpus=8,gpu=h100,nic=8x400"), a preset name ("h100",
  * "a100") or a file ("file:PATH" holding the same keys, separated by commas, spaces or newlines).
- * The key choice: every number has a documented default per GPU preset (sim-model.md §5.1), so a
+ * The key choice: every number has a documented default per GPU preset (docs/sim.md), so a
  * spec names only what differs; an unknown key or malformed value is an error naming the text. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* Calibration tests of sim/'s timing model (sim-model.md §5.4): the published H100 figures, NCCL's
- * own tables and default picks (§1.5), the shape a tuner relies on (one minimum per resource axis,
+/* Calibration tests of sim/'s timing model (docs/sim.md): the published H100 figures, NCCL's
+ * own tables and default picks, the shape a tuner relies on (one minimum per resource axis,
  * fewer channels under interference, larger chunks for larger messages), the topology and
  * environment parsing, and ncclsim-optimum against an independent brute-force loop. */
 #include <check.h>
@@ -110,7 +110,7 @@ START_TEST(tree_ll_2node_small) {
 }
 END_TEST
 
-/* NCCL's own table reproduces the latencies worked out from its source (sim-model.md §1.5). */
+/* NCCL's own table reproduces the latencies worked out from its source (src/graph/tuning.cc). */
 START_TEST(nccl_table_latencies) {
   model_for(&M, "nodes=2,gpus=8,gpu=h100,nic=8x400", 22809);
   float t[SIM_NUM_ALGOS][SIM_NUM_PROTOS];

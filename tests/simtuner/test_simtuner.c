@@ -333,7 +333,7 @@ START_TEST(v5_commid_and_constants) {
 }
 END_TEST
 
-/* Which library each version opens (nccl-internals.md §1.3). `want` is the ABI whose init the
+/* Which library each version opens (NCCL's src/plugin/tuner.cc, docs/sim.md). `want` is the ABI whose init the
  * plugin logs, 0 for none. */
 static void check_load(const char *version, const char *plugin_env, const char *subdir, const char *preload,
                        const char *net, int want) {
