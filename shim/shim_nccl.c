@@ -35,6 +35,7 @@ typedef struct {
 
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static handle_t *handles;
+static _Atomic uint64_t handles_gen; /* bumped whenever a handle is bound or forgotten */
 static _Atomic int api_observed; /* some handle is observed from the API: look handles up */
 
 int ah_shim_dtype_size(ncclDataType_t t) {
@@ -64,6 +65,7 @@ static void handle_bind(ncclComm_t comm, uint64_t id, int api, int rank) {
     h->handle = comm;
     HASH_ADD_PTR(handles, handle, h);
   }
+  atomic_fetch_add(&handles_gen, 1);
   if (h) {
     h->id = id;
     h->splits = h->shrinks = 0;
@@ -110,7 +112,17 @@ static uint64_t handle_shrink(ncclComm_t parent, const int *excl, int nexcl) {
   return id;
 }
 
+/* The calling thread's last answer, valid while no handle was bound or forgotten since: a thread
+ * issuing observed collectives on one communicator takes no lock after its first call. */
+static _Thread_local struct {
+  ncclComm_t handle;
+  ah_comm_t *ctx;
+  uint64_t gen;
+} ctx_cache;
+
 ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm) {
+  uint64_t gen = atomic_load_explicit(&handles_gen, memory_order_acquire);
+  if (ctx_cache.ctx && ctx_cache.handle == comm && ctx_cache.gen == gen) return ctx_cache.ctx;
   ah_comm_t *c = NULL;
   pthread_mutex_lock(&handles_lock);
   handle_t *h = NULL;
@@ -121,6 +133,9 @@ ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm) {
     c = h->ctx;
   }
   pthread_mutex_unlock(&handles_lock);
+  ctx_cache.handle = comm;
+  ctx_cache.ctx = c;
+  ctx_cache.gen = gen;
   return c;
 }
 
@@ -139,6 +154,7 @@ static void handle_forget(ncclComm_t comm) {
   pthread_mutex_lock(&handles_lock);
   handle_t *h = NULL;
   HASH_FIND_PTR(handles, &comm, h);
+  atomic_fetch_add(&handles_gen, 1);
   if (h) {
     api = h->api;
     HASH_DEL(handles, h);
