@@ -265,7 +265,8 @@ static int int_cmp(const void *a, const void *b) {
 /* 2.27+: the ranks not excluded form a new communicator, in their parent order; excluded ranks
  * (typically dead) do not call. No exchange is needed: every caller derives the same identity
  * from (parent, index of the shrink on the parent, excluded set), so callers that disagree on the
- * set never meet, as they would hang in NCCL. */
+ * set never meet, as they would hang in NCCL. Without an exchange, a shrink also works inside a
+ * group, which is how one thread shrinks several ranks it drives. */
 SIM_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
              int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
   const char *fn = "ncclCommShrink";
@@ -279,8 +280,6 @@ SIM_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksLis
                      fn, excludeRanksCount, (void *)excludeRanksList, comm->nranks);
   if (shrinkFlags & ~(NCCL_SHRINK_DEFAULT | NCCL_SHRINK_ABORT))
     return sim_error(ncclInvalidArgument, "ncclsim: %s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
-  if (sim_group_depth() > 0)
-    return sim_error(ncclInvalidUsage, "ncclsim: %s inside a group is not supported", fn);
   int *excl = malloc((size_t)excludeRanksCount * sizeof *excl);
   if (!excl) return sim_error(ncclSystemError, "ncclsim: out of memory in %s", fn);
   memcpy(excl, excludeRanksList, (size_t)excludeRanksCount * sizeof *excl);

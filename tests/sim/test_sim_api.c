@@ -246,6 +246,32 @@ static ncclResult_t do_shrink(int rank, ncclComm_t comm, void *arg) {
 START_TEST(test_shrink_works) { run_ranks(NR, do_shrink, NULL); }
 END_TEST
 
+/* One thread shrinks the ranks it drives inside a group (no rank could finish alone). */
+START_TEST(test_shrink_grouped) {
+  ncclComm_t comms[NR], child[NR] = {NULL};
+  ck_assert_int_eq(ncclCommInitAll(comms, NR, NULL), ncclSuccess);
+  int excl[2] = {3, 0};
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int k = 1; k <= 2; k++)
+    ck_assert_int_eq(ncclCommShrink(comms[k], excl, 2, &child[k], NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  int x[2][8], y[2][8];
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int k = 1; k <= 2; k++) {
+    int me = -1;
+    ck_assert_int_eq(ncclCommUserRank(child[k], &me), ncclSuccess);
+    ck_assert_int_eq(me, k - 1);
+    for (int i = 0; i < 8; i++) x[k - 1][i] = 10 * k + i;
+    ck_assert_int_eq(ncclAllReduce(x[k - 1], y[k - 1], 8, ncclInt32, ncclSum, child[k], NULL), ncclSuccess);
+  }
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(y[k][i], 30 + 2 * i);
+  for (int k = 1; k <= 2; k++) ck_assert_int_eq(ncclCommDestroy(child[k]), ncclSuccess);
+  for (int k = 0; k < NR; k++) ck_assert_int_eq(ncclCommDestroy(comms[k]), ncclSuccess);
+}
+END_TEST
+
 /* ---- GroupSimulateEnd -------------------------------------------------------------------------- */
 
 static ncclResult_t do_simulate(int rank, ncclComm_t comm, void *arg) {
@@ -443,7 +469,7 @@ int main(void) {
   struct { const char *name; const TTest *t; } cases[] = {
       {"alltoall", test_alltoall_exact}, {"alltoall", test_alltoall_one_thread},
       {"alltoall", test_gather_scatter_exact}, {"premulsum", test_premulsum_exact},
-      {"shrink", test_shrink_works}, {"simulate", test_group_simulate},
+      {"shrink", test_shrink_works}, {"shrink", test_shrink_grouped}, {"simulate", test_group_simulate},
       {"memory", test_mem_register_roundtrip}, {"memory", test_cuda_host_and_peer},
       {"memory", test_ipc_two_processes}, {"version", test_version_gating}};
   TCase *tc = NULL;
