@@ -35,6 +35,13 @@ uint64_t ah_comm_id_for_split(uint64_t parent, int split_index, int color) {
   return fnv1a(parts, sizeof parts, FNV_SEED);
 }
 
+uint64_t ah_comm_id_for_shrink(uint64_t parent, int shrink_index, const int *sorted_excl, int nexcl) {
+  uint64_t h = fnv1a("shrink", 6, FNV_SEED);
+  h = fnv1a(&parent, sizeof parent, h);
+  h = fnv1a(&shrink_index, sizeof shrink_index, h);
+  return fnv1a(sorted_excl, (size_t)nexcl * sizeof *sorted_excl, h);
+}
+
 /* Pending identities of the calling thread: pushed by the constructor wrappers in call order,
  * popped by the tuner's init when NCCL runs it on this thread. A small fixed ring: a thread
  * creates at most a few communicators per group. */
@@ -208,6 +215,15 @@ ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, 
 
 void ah_comm_finalize(ah_comm_t *c) {
   if (c) atomic_store(&c->finalized, 1);
+}
+
+ah_comm_t *ah_comm_find(uint64_t rec_id, int rank) {
+  pthread_mutex_lock(&registry_lock);
+  ah_comm_t *head = registry;
+  pthread_mutex_unlock(&registry_lock);
+  for (ah_comm_t *c = head; c; c = c->next)
+    if (c->rec && c->rec->id == rec_id && c->rank == rank && !atomic_load(&c->finalized)) return c;
+  return NULL;
 }
 
 void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg) {

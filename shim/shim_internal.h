@@ -108,7 +108,7 @@ typedef struct ah_comm {
   int ctl;                   /* AH_CTL_* copy, set at the first decision */
   ah_commrec_t *rec;
   pthread_mutex_t lock;      /* key creation vs. the report's walk (never on the hot path) */
-  ah_ckey_t *keys[AH_NUM_FUNCTIONS][AH_BINS];
+  ah_ckey_t *keys[AH_NUM_COLLS][AH_BINS]; /* tuned AH_FUNC_* and observed-only AH_COLL_* */
   _Atomic int finalized;
   void *chain_ctx;           /* the user's own tuner's context (shim_chain.c), NULL: none */
   struct ah_comm *next;      /* registry of every communicator, for the report */
@@ -140,6 +140,13 @@ void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]);
 /* ---- communicator identity and registry (shim_comm.c) ---------------------------------------- */
 uint64_t ah_comm_id_from_unique_id(const ncclUniqueId *id);
 uint64_t ah_comm_id_for_split(uint64_t parent, int split_index, int color);
+/* The identity of a ncclCommShrink child: of (parent identity, index of the shrink on the
+ * parent, excluded ranks in ascending order). A separate count from splits: excluded ranks do not
+ * call, so a shared count would differ between them and the others at the parent's next split. */
+uint64_t ah_comm_id_for_shrink(uint64_t parent, int shrink_index, const int *sorted_excl, int nexcl);
+/* The live context of rank `rank` in the communicator the constructor wrappers announced as
+ * `rec_id`, or NULL. Walks the registry: for calls that are not on the tuned hot path. */
+ah_comm_t *ah_comm_find(uint64_t rec_id, int rank);
 /* Remembers, for the calling thread, the communicators being created (identity and rank), in call
  * order; the tuner's init takes the oldest. */
 void ah_comm_pending_push(uint64_t id, int rank);
@@ -185,6 +192,14 @@ void ah_timing_end(cudaStream_t stream);
 void ah_timing_note(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank);
 /* Every pending record of this thread is harvested (waiting for none). */
 void ah_timing_harvest(void);
+
+/* ---- wrappers shared between shim_nccl.c and shim_nccl_more.c -------------------------------- */
+/* Bytes of one element of a data type (fp8 and unknown types: 1). */
+int ah_shim_dtype_size(ncclDataType_t t);
+/* Whether the calling thread is inside ncclGroupStart/End (as the shim counted it). */
+int ah_shim_in_group(void);
+/* The context the shim keeps for a communicator handle (API-side or tuner-face), or NULL. */
+ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm);
 
 /* ---- report (shim_report.c) ------------------------------------------------------------------ */
 /* Writes the report now (teardown, exit, interval). Serialised; never fails the job. */

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "shim_coord.h"
 #include "shim_decide.h"
@@ -25,16 +26,19 @@
 typedef struct {
   ncclComm_t handle;
   uint64_t id;
-  int splits;
+  int splits, shrinks;
+  int rank;       /* rank in the communicator, -1 while unknown */
   ah_comm_t *api; /* API-side context when NCCL does not use the shim as its tuner */
+  ah_comm_t *ctx; /* the context found for the handle (ah_shim_handle_ctx), cached */
   UT_hash_handle hh;
 } handle_t;
 
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static handle_t *handles;
+static _Atomic uint64_t handles_gen; /* bumped whenever a handle is bound or forgotten */
 static _Atomic int api_observed; /* some handle is observed from the API: look handles up */
 
-static int dtype_size(ncclDataType_t t) {
+int ah_shim_dtype_size(ncclDataType_t t) {
   switch (t) {
   case ncclInt8: case ncclUint8: return 1;
   case ncclFloat16: case ncclBfloat16: return 2;
@@ -61,10 +65,13 @@ static void handle_bind(ncclComm_t comm, uint64_t id, int api, int rank) {
     h->handle = comm;
     HASH_ADD_PTR(handles, handle, h);
   }
+  atomic_fetch_add(&handles_gen, 1);
   if (h) {
     h->id = id;
-    h->splits = 0;
+    h->splits = h->shrinks = 0;
+    h->rank = rank;
     h->api = ctx;
+    h->ctx = NULL;
     if (ctx) atomic_store(&api_observed, 1);
   }
   pthread_mutex_unlock(&handles_lock);
@@ -82,6 +89,56 @@ static uint64_t handle_split(ncclComm_t parent, int color) {
   return id;
 }
 
+/* Returns the identity of a shrink child of `parent` and counts the shrink (0: unknown parent).
+ * `excl` is sorted in a copy: NCCL sorts the caller's list itself, the shim must not. */
+static uint64_t handle_shrink(ncclComm_t parent, const int *excl, int nexcl) {
+  if (!excl || nexcl <= 0 || nexcl > 1 << 20) return 0;
+  int *sorted = malloc((size_t)nexcl * sizeof *sorted);
+  if (!sorted) return 0;
+  memcpy(sorted, excl, (size_t)nexcl * sizeof *sorted);
+  for (int i = 1; i < nexcl; i++) /* insertion sort: exclusion lists are short */
+    for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+      int t = sorted[j];
+      sorted[j] = sorted[j - 1];
+      sorted[j - 1] = t;
+    }
+  uint64_t id = 0;
+  pthread_mutex_lock(&handles_lock);
+  handle_t *h = NULL;
+  HASH_FIND_PTR(handles, &parent, h);
+  if (h) id = ah_comm_id_for_shrink(h->id, ++h->shrinks, sorted, nexcl);
+  pthread_mutex_unlock(&handles_lock);
+  free(sorted);
+  return id;
+}
+
+/* The calling thread's last answer, valid while no handle was bound or forgotten since: a thread
+ * issuing observed collectives on one communicator takes no lock after its first call. */
+static _Thread_local struct {
+  ncclComm_t handle;
+  ah_comm_t *ctx;
+  uint64_t gen;
+} ctx_cache;
+
+ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm) {
+  uint64_t gen = atomic_load_explicit(&handles_gen, memory_order_acquire);
+  if (ctx_cache.ctx && ctx_cache.handle == comm && ctx_cache.gen == gen) return ctx_cache.ctx;
+  ah_comm_t *c = NULL;
+  pthread_mutex_lock(&handles_lock);
+  handle_t *h = NULL;
+  HASH_FIND_PTR(handles, &comm, h);
+  if (h) {
+    if (h->rank < 0 && ah_real.CommUserRank(comm, &h->rank) != ncclSuccess) h->rank = -1;
+    if (!h->ctx) h->ctx = h->api ? h->api : ah_comm_find(h->id, h->rank);
+    c = h->ctx;
+  }
+  pthread_mutex_unlock(&handles_lock);
+  ctx_cache.handle = comm;
+  ctx_cache.ctx = c;
+  ctx_cache.gen = gen;
+  return c;
+}
+
 static ah_comm_t *handle_api_ctx(ncclComm_t comm) {
   ah_comm_t *c = NULL;
   pthread_mutex_lock(&handles_lock);
@@ -97,6 +154,7 @@ static void handle_forget(ncclComm_t comm) {
   pthread_mutex_lock(&handles_lock);
   handle_t *h = NULL;
   HASH_FIND_PTR(handles, &comm, h);
+  atomic_fetch_add(&handles_gen, 1);
   if (h) {
     api = h->api;
     HASH_DEL(handles, h);
@@ -138,6 +196,8 @@ static AH_TLS_HOT int group_has_stream;
 static AH_TLS_HOT int coll_depth;            /* nesting of wrapped collectives (Bcast) */
 static _Thread_local int initall_ndev;          /* inside ncclCommInitAll: its rank count */
 static _Thread_local uint64_t initall_id;       /* and the identity of the id NCCL made for it */
+
+int ah_shim_in_group(void) { return group_depth > 0; }
 
 AH_EXPORT ncclResult_t ncclGroupStart(void) {
   ah_shim_init();
@@ -183,7 +243,7 @@ AH_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
 static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t dt) {
   ah_comm_t *c = handle_api_ctx(comm);
   if (!c) return;
-  size_t nbytes = count * (size_t)dtype_size(dt);
+  size_t nbytes = count * (size_t)ah_shim_dtype_size(dt);
   if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 0)
     nbytes *= (size_t)c->nranks;
   ah_call_t call = {coll, nbytes, 1, 0, NULL, AH_NUM_ALGOS, AH_NUM_PROTOS, 0, 0};
@@ -362,6 +422,19 @@ AH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   uint64_t id = handle_split(comm, color);
   if (color == NCCL_SPLIT_NOCOLOR || id == 0) return ah_real.CommSplit(comm, color, key, newcomm, config);
   CONSTRUCT(ah_real.CommSplit(comm, color, key, newcomm, config), newcomm, id, 0, 0, -1);
+}
+
+/* 2.27+: the remaining ranks form a child; it gets an identity and keys as a split child does
+ * (ah_comm_id_for_shrink), so its decisions are keyed the same on every remaining rank. */
+AH_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                      ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
+  ah_shim_init();
+  if (!ah_shim.enabled)
+    return ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  uint64_t id = handle_shrink(comm, excludeRanksList, excludeRanksCount);
+  if (id == 0) return ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  CONSTRUCT(ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
+            newcomm, id, 0, 0, -1);
 }
 
 AH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {

@@ -43,6 +43,11 @@ STUB(ReduceScatter, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedO
 STUB(GroupStart, void)
 STUB(GroupEnd, void)
 STUB(GroupSimulateEnd, ncclSimInfo_t *info)
+/* ---- newer entry points (shim_nccl.c: Shrink; shim_nccl_more.c: AlltoAll, Gather, Scatter) ---- */
+STUB(CommShrink, ncclComm_t c, int *excl, int nexcl, ncclComm_t *nc, ncclConfig_t *cfg, int flags)
+STUB(AlltoAll, const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
+STUB(Gather, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
+STUB(Scatter, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
 #undef STUB
 
 /* Looks `ncclX` up after the shim; falls back to the library's strong `pncclX` name, then to the
@@ -79,6 +84,11 @@ static void real_resolve(void) {
   RESOLVE(GroupStart);
   RESOLVE(GroupEnd);
   RESOLVE(GroupSimulateEnd);
+  /* ---- newer entry points (see the stubs above) ---- */
+  RESOLVE(CommShrink);
+  RESOLVE(AlltoAll);
+  RESOLVE(Gather);
+  RESOLVE(Scatter);
 }
 
 void ah_shim_real_init(void) { pthread_once(&real_once, real_resolve); }

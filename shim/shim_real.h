@@ -32,6 +32,11 @@ typedef struct {
   ncclResult_t (*GroupStart)(void);
   ncclResult_t (*GroupEnd)(void);
   ncclResult_t (*GroupSimulateEnd)(ncclSimInfo_t *); /* 2.22+ */
+  /* ---- newer entry points wrapped by shim_nccl.c (Shrink) and shim_nccl_more.c ---- */
+  ncclResult_t (*CommShrink)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int); /* 2.27+ */
+  ncclResult_t (*AlltoAll)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t); /* 2.28+ */
+  ncclResult_t (*Gather)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t); /* 2.28+ */
+  ncclResult_t (*Scatter)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t); /* 2.28+ */
 } ah_real_nccl_t;
 
 typedef struct {

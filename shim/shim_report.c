@@ -108,7 +108,7 @@ static void comm_add(void *arg, ah_comm_t *c) {
   rc->rank = c->rank;
   pthread_mutex_lock(&c->lock);
   int n = 0;
-  for (int coll = 0; coll < AH_NUM_FUNCTIONS; coll++)
+  for (int coll = 0; coll < AH_NUM_COLLS; coll++)
     for (int bin = 0; bin < AH_BINS; bin++)
       if (c->keys[coll][bin]) n++;
   rc->keys = n ? calloc((size_t)n, sizeof *rc->keys) : NULL;
@@ -117,7 +117,7 @@ static void comm_add(void *arg, ah_comm_t *c) {
     b->ok = 0;
     return;
   }
-  for (int coll = 0; coll < AH_NUM_FUNCTIONS; coll++)
+  for (int coll = 0; coll < AH_NUM_COLLS; coll++)
     for (int bin = 0; bin < AH_BINS; bin++)
       if (c->keys[coll][bin]) key_fill(&rc->keys[rc->nkeys++], c->keys[coll][bin]);
   pthread_mutex_unlock(&c->lock);

@@ -65,9 +65,43 @@ struct CUevent_st *sim_event_resolve(cudaEvent_t e);
  * cudaMemcpyDeviceToDevice). */
 double sim_copy_time_us(size_t bytes, int kind);
 
+/* ---- memory (sim_cuda_memory.c) ---------------------------------------------------------------- */
+enum { SIM_MEM_DEVICE = 1, SIM_MEM_HOST, SIM_MEM_MANAGED, SIM_MEM_REGISTERED, SIM_MEM_IPC };
+
+/* One recorded allocation (or registration, or mapping of another process's allocation). */
+typedef struct {
+  uintptr_t base;
+  size_t size, map_len;    /* requested bytes; bytes mapped (device memory: whole pages) */
+  int kind;                /* SIM_MEM_* */
+  int device;              /* current device when it was made */
+  int fd;                  /* device memory: its memfd, kept open for IPC; -1 otherwise */
+  uint64_t serial;         /* device memory: random id in the memfd's name (stale IPC handles) */
+  int refs;                /* IPC mappings: opens of the same handle in this process */
+} sim_alloc_t;
+
+/* Allocates memory of a kind (device: a mapped memfd; host, managed: heap) and records it. A
+ * zero-byte request succeeds with NULL, as in CUDA. */
+cudaError_t sim_mem_alloc(void **p, size_t size, int kind);
+/* Frees what sim_mem_alloc returned: device or managed memory (`host` 0), pinned host memory
+ * (`host` 1). cudaErrorInvalidValue for any other pointer; NULL is a no-op. */
+cudaError_t sim_mem_free(void *p, int host);
+cudaError_t sim_mem_record(const sim_alloc_t *a);
+/* Copies the record of the allocation containing p. Returns 1 when found. */
+int sim_mem_find(const void *p, sim_alloc_t *a_p);
+/* Removes and copies the record whose base is exactly `base` and kind `kind`. Returns 1 when found. */
+int sim_mem_take(const void *base, int kind, sim_alloc_t *a_p);
+/* When this process already maps the IPC allocation `serial`: counts one more open, sets *p_p
+ * to the mapping and returns 1. */
+int sim_mem_ipc_reopen(uint64_t serial, void **p_p);
+/* Records `e` as the calling thread's last error when it is one, and returns it. */
+cudaError_t sim_cuda_fail(cudaError_t e);
+
 /* ---- errors ----------------------------------------------------------------------------------- */
 /* The driver's code for a runtime error code. */
 CUresult sim_cuda_to_cu(cudaError_t e);
+/* When this process already maps the IPC allocation `serial`: counts one more open, sets *p_p
+ * to the mapping and returns 1. */
+int sim_mem_ipc_reopen(uint64_t serial, void **p_p);
 /* Records `e` as the calling thread's last runtime error (what cudaGetLastError returns). */
 void sim_cuda_set_last_error(cudaError_t e);
 /* The runtime's name and description of an error code (NULL for a code it does not know). */

@@ -38,6 +38,12 @@ static const struct {
     {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},
+    {cudaErrorMapBufferObjectFailed, "cudaErrorMapBufferObjectFailed", "mapping of buffer object failed"},
+    {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
+    {cudaErrorPeerAccessNotEnabled, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
+    {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"},
+    {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 
@@ -172,45 +178,28 @@ SIM_API cudaError_t cudaMemGetInfo(size_t *free_p, size_t *total_p) {
 
 /* ---- memory -------------------------------------------------------------------------------------- */
 
-/* Device and pinned host memory alike: 256-byte aligned, as cudaMalloc guarantees. Note that a
- * zero-byte request succeeds with a NULL pointer, as in CUDA. */
-static cudaError_t mem_alloc(void **p, size_t size) {
-  if (!p) return rt_ret(cudaErrorInvalidValue);
-  if (size == 0) {
-    *p = NULL;
-    return cudaSuccess;
-  }
-  void *q = NULL;
-  if (posix_memalign(&q, 256, size) != 0) return rt_ret(cudaErrorMemoryAllocation);
-  *p = q;
-  return cudaSuccess;
-}
+/* Device, pinned host and managed memory: recorded by kind (sim_cuda_memory.c), device memory in
+ * shared pages so that IPC handles can map it elsewhere. */
+static cudaError_t mem_alloc(void **p, size_t size, int kind) { return rt_ret(sim_mem_alloc(p, size, kind)); }
 
-SIM_API cudaError_t cudaMalloc(void **devPtr, size_t size) { return mem_alloc(devPtr, size); }
-SIM_API cudaError_t cudaMallocHost(void **ptr, size_t size) { return mem_alloc(ptr, size); }
+SIM_API cudaError_t cudaMalloc(void **devPtr, size_t size) { return mem_alloc(devPtr, size, SIM_MEM_DEVICE); }
+SIM_API cudaError_t cudaMallocHost(void **ptr, size_t size) { return mem_alloc(ptr, size, SIM_MEM_HOST); }
 SIM_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
-  return mem_alloc(pHost, size);
+  return mem_alloc(pHost, size, SIM_MEM_HOST);
 }
 SIM_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
-  return mem_alloc(devPtr, size);
+  return mem_alloc(devPtr, size, SIM_MEM_MANAGED);
 }
-SIM_API cudaError_t cudaFree(void *devPtr) {
-  free(devPtr);
-  return cudaSuccess;
-}
-SIM_API cudaError_t cudaFreeHost(void *ptr) {
-  free(ptr);
-  return cudaSuccess;
-}
+SIM_API cudaError_t cudaFree(void *devPtr) { return rt_ret(sim_mem_free(devPtr, 0)); }
+SIM_API cudaError_t cudaFreeHost(void *ptr) { return rt_ret(sim_mem_free(ptr, 1)); }
 
 SIM_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
   if (!sim_stream_resolve(hStream)) return rt_ret(cudaErrorInvalidResourceHandle);
-  return mem_alloc(devPtr, size);
+  return mem_alloc(devPtr, size, SIM_MEM_DEVICE);
 }
 SIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
   if (!sim_stream_resolve(hStream)) return rt_ret(cudaErrorInvalidResourceHandle);
-  free(devPtr);
-  return cudaSuccess;
+  return rt_ret(sim_mem_free(devPtr, 0));
 }
 
 /* ---- copies and sets ------------------------------------------------------------------------------ */

@@ -71,5 +71,7 @@ int sim_node_id(void);
 /* NCCLSIM_DEBUG=WARN|INFO. Warnings always print with the "ncclsim:" prefix. */
 void sim_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sim_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Makes the next log call read NCCLSIM_DEBUG again (ncclResetDebugInit). */
+void sim_log_reset(void);
 
 #endif

@@ -8,8 +8,11 @@
 
 #include "sim_internal.h"
 
+static int level = -1; /* 0 warn, 1 info; racing first calls compute the same value */
+
+void sim_log_reset(void) { level = -1; }
+
 static int log_level(void) {
-  static int level = -1; /* 0 warn, 1 info; racing first calls compute the same value */
   if (level < 0) {
     const char *s = getenv("NCCLSIM_DEBUG");
     level = (s && (strcasecmp(s, "INFO") == 0 || strcasecmp(s, "TRACE") == 0)) ? 1 : 0;

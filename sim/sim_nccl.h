@@ -24,6 +24,8 @@
 /* nccl.h declares these without a prototype; give them one. */
 ncclResult_t pncclGroupStart(void);
 ncclResult_t pncclGroupEnd(void);
+void pncclResetDebugInit(void);
+void ncclResetDebugInit(void);
 
 /* Collective types, numbered as NCCL's ncclFunc_t (the tuner ABI sees these numbers). */
 enum { SIM_COLL_BROADCAST = 0, SIM_COLL_REDUCE = 1, SIM_COLL_ALLGATHER = 2,
@@ -40,7 +42,12 @@ typedef struct {
   int32_t algo, proto, nchannels;     /* configuration chosen at group launch (-1: none) */
   int32_t nthreads;                   /* per-process (NCCL_NTHREADS): timed, not compared */
   uint64_t chunk;
+  uint64_t scalar;    /* PreMulSum: this rank's scalar, bits of one element (not compared) */
 } sim_desc_t;
+
+/* The operator every rank's description carries for a ncclRedOpCreatePreMulSum operator: handles
+ * differ between ranks (NCCL mangles them per communicator), the operation does not. */
+#define SIM_OP_PREMULSUM ((ncclRedOp_t)ncclNumOps)
 
 enum { SIM_RANK_EMPTY = 0, SIM_RANK_JOINED = 1, SIM_RANK_DESTROYED = 2, SIM_RANK_ABORTED = 3 };
 
@@ -101,6 +108,13 @@ struct ncclComm {
   sim_model_t model;
   const sim_tuner_t *tuner;   /* NULL: no tuner plugin */
   void *tuner_ctx;
+  /* NCCL 2.11+ user operators, registrations and windows (sim_nccl_redop.c, sim_nccl_mem.c) */
+  struct sim_redop *redops;
+  int nredops;
+  struct sim_reg *regs;
+  struct ncclWindow_vidmem *wins;
+  int shrink_count;           /* ncclCommShrink calls on this communicator (sim_nccl_shrink.c) */
+  int revoked;                /* ncclCommRevoke: collectives fail, destroy/split/shrink still work */
 };
 
 /* ---- segment (sim_shm.c) --------------------------------------------------------------------- */
@@ -176,6 +190,7 @@ typedef struct sim_task {
   int bucket_ops;             /* tasks in this task's bucket */
   uint64_t bucket_call;       /* call index of the bucket's first task */
   double end_vt;
+  const void *scalar_ptr;     /* PreMulSum with ncclScalarDevice: read when the call starts */
   void *scratch;
   ncclResult_t result;
   struct sim_task *next;
@@ -193,6 +208,29 @@ int sim_p2p_progress(sim_task_t *t);
 /* Modelled duration of a collective or a point-to-point message, in microseconds. */
 double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double phi);
 double sim_p2p_time_us(const struct ncclComm *comm, int peer, size_t bytes);
+
+/* ---- API versions (sim_nccl_since.c) ---------------------------------------------------------- */
+/* NCCL version codes of the releases that introduced the newer entry points (from NCCL's history
+ * of src/nccl.h.in). */
+enum {
+  SIM_SINCE_SEND_RECV = 20703, SIM_SINCE_PREMULSUM = 21104, SIM_SINCE_LAST_ERROR = 21304,
+  SIM_SINCE_CONFIG = 21403, SIM_SINCE_SPLIT = 21801, SIM_SINCE_MEM_REGISTER = 21901,
+  SIM_SINCE_SIMULATE = 22203, SIM_SINCE_SCALABLE = 22304, SIM_SINCE_RESET_DEBUG = 22403,
+  SIM_SINCE_SHRINK_WINDOW = 22703, SIM_SINCE_ALLTOALL = 22803, SIM_SINCE_REVOKE = 22807
+};
+/* Returns ncclSuccess when the emulated NCCL has `fn` (introduced in version `since`), else
+ * ncclInvalidUsage with a last-error text naming the version that introduced it. */
+ncclResult_t sim_nccl_since(const char *fn, int since);
+
+/* ---- user reduction operators (sim_nccl_redop.c) ---------------------------------------------- */
+/* Resolves a reduction operator of a call on `comm`: a built-in one passes through; a PreMulSum
+ * operator created on this communicator for `dt` sets *scalar_ptr_p (ncclScalarDevice: read when
+ * the call starts) or *scalar_p (host-immediate value). Returns ncclSuccess, or
+ * ncclInvalidArgument naming the operator. */
+ncclResult_t sim_redop_resolve(struct ncclComm *comm, ncclRedOp_t op, ncclDataType_t dt,
+                               const char *fn, const void **scalar_ptr_p, uint64_t *scalar_p);
+void sim_redop_free_all(struct ncclComm *comm);
+void sim_reg_free_all(struct ncclComm *comm);
 
 /* ---- errors (sim_nccl_error.c) --------------------------------------------------------------- */
 /* Sets the calling thread's last-error text (what ncclGetLastError returns) and returns `res`. */

@@ -13,6 +13,9 @@ static ncclResult_t check_comm(ncclComm_t comm, const char *fn) {
     return sim_error(comm->async_error, "ncclsim: %s: communicator %016llx failed earlier (%s); "
                      "destroy or abort it", fn, (unsigned long long)comm->hash,
                      ncclGetErrorString(comm->async_error));
+  if (comm->revoked)
+    return sim_error(ncclInvalidUsage, "ncclsim: %s: communicator %016llx was revoked", fn,
+                     (unsigned long long)comm->hash);
   return ncclSuccess;
 }
 
@@ -24,8 +27,15 @@ static ncclResult_t enqueue(int kind, int coll, const void *sendbuff, void *recv
   if (sim_dtype_size(dt) == 0)
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid data type %d", fn, (int)dt);
   int reduces = coll == SIM_COLL_ALLREDUCE || coll == SIM_COLL_REDUCE || coll == SIM_COLL_REDUCESCATTER;
-  if (kind == SIM_TASK_COLL && reduces && ((int)op < 0 || (int)op >= (int)ncclNumOps))
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid reduction operation %d", fn, (int)op);
+  const void *scalar_ptr = NULL;
+  uint64_t scalar = 0;
+  if (kind == SIM_TASK_COLL && reduces) {
+    if ((int)op < 0)
+      return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid reduction operation %d", fn, (int)op);
+    res = sim_redop_resolve(comm, op, dt, fn, &scalar_ptr, &scalar);
+    if (res != ncclSuccess) return res;
+  }
+  int premul = kind == SIM_TASK_COLL && reduces && (int)op >= (int)ncclNumOps;
   if (root < 0 || root >= comm->nranks)
     return sim_error(ncclInvalidArgument, "ncclsim: %s: %s %d is out of range [0, %d)", fn,
                      kind == SIM_TASK_COLL ? "root" : "peer", root, comm->nranks);
@@ -47,7 +57,9 @@ static ncclResult_t enqueue(int kind, int coll, const void *sendbuff, void *recv
   t->recvbuf = recvbuff;
   t->count = count;
   t->dtype = dt;
-  t->op = reduces ? op : ncclSum;
+  t->op = !reduces ? ncclSum : premul ? SIM_OP_PREMULSUM : op;
+  t->scalar_ptr = scalar_ptr;
+  t->desc.scalar = scalar;
   t->root = kind == SIM_TASK_COLL ? root : 0;
   t->peer = kind == SIM_TASK_COLL ? -1 : root;
   t->desc.coll = coll;

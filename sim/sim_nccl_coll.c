@@ -125,10 +125,14 @@ static void reduce_range(const sim_task_t *t, size_t base, size_t s0, size_t s1,
   if (s1 <= s0) return;
   for (int k = 0; k < c->nranks; k++) {
     const char *src = (const char *)sim_seg_slot(c->seg, k) + (base + s0) * es;
+    if (t->op == SIM_OP_PREMULSUM) { /* rank k's input times rank k's own scalar */
+      sim_reduce_premul(acc, src, s1 - s0, t->dtype, &sim_seg_rank(c->seg, k)->desc.scalar, k == 0);
+      continue;
+    }
     if (k == 0) sim_reduce_first(acc, src, s1 - s0, t->dtype, t->op, c->nranks);
     else sim_reduce_accum(acc, src, s1 - s0, t->dtype, t->op, c->nranks);
   }
-  sim_reduce_finish(acc, s1 - s0, t->dtype, t->op, c->nranks);
+  if (t->op != SIM_OP_PREMULSUM) sim_reduce_finish(acc, s1 - s0, t->dtype, t->op, c->nranks);
 }
 
 /* Returns 1 when the collective has a reduce phase. */
@@ -193,6 +197,10 @@ static void begin(sim_task_t *t) {
     t->desc.chunk = 0;
     if (t->coll != SIM_COLL_SPLIT_EXCHANGE && c->has_model) t->result = sim_select_configs(c, &t, 1);
     t->selected = 1;
+  }
+  if (t->scalar_ptr) { /* ncclScalarDevice: dereferenced while the collective runs */
+    t->desc.scalar = 0;
+    memcpy(&t->desc.scalar, t->scalar_ptr, sim_dtype_size(t->dtype));
   }
   plan_chunks(t);
   t->desc.start_vt = t->stream ? sim_stream_time(t->stream) : 0;

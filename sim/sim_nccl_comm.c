@@ -149,7 +149,9 @@ static ncclResult_t check_rank_args(ncclComm_t *newcomm, int nranks, int rank, c
 
 SIM_NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t *newcomm, int nranks,
              ncclUniqueId commId, int myrank, ncclConfig_t *config) {
-  ncclResult_t res = check_rank_args(newcomm, nranks, myrank, "ncclCommInitRankConfig");
+  ncclResult_t res = sim_nccl_since("ncclCommInitRankConfig", SIM_SINCE_CONFIG);
+  if (res != ncclSuccess) return res;
+  res = check_rank_args(newcomm, nranks, myrank, "ncclCommInitRankConfig");
   if (res != ncclSuccess) return res;
   uint64_t hash = fnv1a(commId.internal, sizeof commId.internal, FNV_SEED);
   return comm_create(newcomm, nranks, myrank, hash, config, sim_device_current());
@@ -167,7 +169,9 @@ SIM_NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t *newcomm, int nranks, nc
  * one identifies the communicator. */
 SIM_NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank,
              int nId, ncclUniqueId *commIds, ncclConfig_t *config) {
-  ncclResult_t res = check_rank_args(newcomm, nranks, myrank, "ncclCommInitRankScalable");
+  ncclResult_t res = sim_nccl_since("ncclCommInitRankScalable", SIM_SINCE_SCALABLE);
+  if (res != ncclSuccess) return res;
+  res = check_rank_args(newcomm, nranks, myrank, "ncclCommInitRankScalable");
   if (res != ncclSuccess) return res;
   if (nId < 1 || !commIds)
     return sim_error(ncclInvalidArgument, "ncclsim: ncclCommInitRankScalable: %d ids given", nId);
@@ -201,6 +205,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const i
 
 SIM_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
              ncclConfig_t *config) {
+  ncclResult_t since = sim_nccl_since("ncclCommSplit", SIM_SINCE_SPLIT);
+  if (since != ncclSuccess) return since;
   if (!sim_comm_usable(comm))
     return sim_error(ncclInvalidArgument, "ncclsim: ncclCommSplit: invalid or destroyed communicator");
   if (!newcomm) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommSplit: newcomm is NULL");
@@ -251,6 +257,74 @@ SIM_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, n
   return comm_create(newcomm, size, newrank, hash, config ? config : &comm->config, comm->device);
 }
 
+static int int_cmp(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* 2.27+: the ranks not excluded form a new communicator, in their parent order; excluded ranks
+ * (typically dead) do not call. No exchange is needed: every caller derives the same identity
+ * from (parent, index of the shrink on the parent, excluded set), so callers that disagree on the
+ * set never meet, as they would hang in NCCL. Without an exchange, a shrink also works inside a
+ * group, which is how one thread shrinks several ranks it drives. */
+SIM_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
+             int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
+  const char *fn = "ncclCommShrink";
+  ncclResult_t res = sim_nccl_since(fn, SIM_SINCE_SHRINK_WINDOW);
+  if (res != ncclSuccess) return res;
+  if (!sim_comm_usable(comm))
+    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or destroyed communicator", fn);
+  if (!newcomm) return sim_error(ncclInvalidArgument, "ncclsim: %s: newcomm is NULL", fn);
+  if (!excludeRanksList || excludeRanksCount <= 0 || excludeRanksCount >= comm->nranks)
+    return sim_error(ncclInvalidArgument, "ncclsim: %s: %d ranks to exclude (list %p) from %d",
+                     fn, excludeRanksCount, (void *)excludeRanksList, comm->nranks);
+  if (shrinkFlags & ~(NCCL_SHRINK_DEFAULT | NCCL_SHRINK_ABORT))
+    return sim_error(ncclInvalidArgument, "ncclsim: %s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
+  int *excl = malloc((size_t)excludeRanksCount * sizeof *excl);
+  if (!excl) return sim_error(ncclSystemError, "ncclsim: out of memory in %s", fn);
+  memcpy(excl, excludeRanksList, (size_t)excludeRanksCount * sizeof *excl);
+  qsort(excl, (size_t)excludeRanksCount, sizeof *excl, int_cmp);
+  int newrank = comm->rank;
+  for (int i = 0; i < excludeRanksCount; i++) {
+    if (excl[i] < 0 || excl[i] >= comm->nranks || (i > 0 && excl[i] == excl[i - 1]) ||
+        excl[i] == comm->rank) {
+      int bad = excl[i];
+      free(excl);
+      return sim_error(ncclInvalidArgument, "ncclsim: %s: excluded rank %d is %s", fn, bad,
+                       bad == comm->rank ? "the calling rank (excluded ranks must not call)"
+                                         : "out of range or listed twice");
+    }
+    if (excl[i] < comm->rank) newrank--;
+  }
+  uint64_t h = fnv1a("shrink", 6, comm->hash);
+  h = fnv1a(&comm->shrink_count, sizeof comm->shrink_count, h);
+  h = fnv1a(excl, (size_t)excludeRanksCount * sizeof *excl, h);
+  free(excl);
+  comm->shrink_count++;
+  *newcomm = NULL;
+  /* Work is complete when a call returns, so NCCL_SHRINK_ABORT has nothing in flight to stop. */
+  return comm_create(newcomm, comm->nranks - excludeRanksCount, newrank, h,
+                     config ? config : &comm->config, comm->device);
+}
+
+/* 2.28.7+: stops the communicator's work (none is in flight in sim/) and refuses further
+ * collectives; destroy, split and shrink stay possible, finalize does not. */
+SIM_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  ncclResult_t res = sim_nccl_since("ncclCommRevoke", SIM_SINCE_REVOKE);
+  if (res != ncclSuccess) return res;
+  if (comm == NULL) return ncclSuccess;
+  if (!sim_comm_usable(comm))
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRevoke: invalid or destroyed communicator");
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRevoke: revokeFlags must be "
+                     "NCCL_REVOKE_DEFAULT (0), not %d", revokeFlags);
+  if (comm->revoked)
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRevoke: communicator %016llx is "
+                     "already revoked", (unsigned long long)comm->hash);
+  comm->revoked = 1;
+  return ncclSuccess;
+}
+
 /* Dead communicators stay reachable from here: their handles must stay readable (see the top of
  * this file), and leak checkers must not report them. */
 static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -278,6 +352,8 @@ static ncclResult_t comm_end(ncclComm_t comm, int state, const char *fn) {
   sim_comm_model_fini(comm); /* the tuner's finalize/destroy, as NCCL's commFree */
   sim_seg_leave(comm, state);
   comm->magic = SIM_COMM_DEAD;
+  sim_redop_free_all(comm);
+  sim_reg_free_all(comm);
   free(comm->p2p_sent);
   free(comm->p2p_recvd);
   comm->p2p_sent = comm->p2p_recvd = NULL;
@@ -294,8 +370,12 @@ SIM_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
 
 /* Work is complete when a call returns (sim/ executes at launch), so there is nothing to flush. */
 SIM_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  ncclResult_t since = sim_nccl_since("ncclCommFinalize", SIM_SINCE_CONFIG);
+  if (since != ncclSuccess) return since;
   if (!sim_comm_usable(comm))
     return sim_error(ncclInvalidArgument, "ncclsim: ncclCommFinalize: invalid or destroyed communicator");
+  if (comm->revoked)
+    return sim_error(ncclInvalidUsage, "ncclsim: ncclCommFinalize after ncclCommRevoke is invalid");
   return comm->async_error;
 }
 

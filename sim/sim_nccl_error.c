@@ -37,3 +37,10 @@ SIM_NCCL_API(const char *, ncclGetLastError, ncclComm_t comm) {
   (void)comm;
   return last_error;
 }
+
+/* 2.24.3+: re-reads the logging settings (NCCLSIM_DEBUG here, NCCL_DEBUG in NCCL). It returns
+ * nothing, so under an older emulated version the refusal is only the last-error text. */
+SIM_NCCL_API(void, ncclResetDebugInit, void) {
+  if (sim_nccl_since("ncclResetDebugInit", SIM_SINCE_RESET_DEBUG) != ncclSuccess) return;
+  sim_log_reset();
+}

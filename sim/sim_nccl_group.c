@@ -170,3 +170,59 @@ SIM_NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   group_head = group_tail = NULL;
   return head ? group_launch(head) : ncclSuccess;
 }
+
+/* 2.22+: plans the group as ncclGroupEnd would (NCCL's buckets, the tuner consulted) and reports
+ * the modelled time without running it: the longest per-communicator sum of the planned calls'
+ * modelled times, in microseconds. As in NCCL the simulated operations are dropped; their call
+ * indices are given back so the next real calls line up with the other ranks'. Communicator
+ * creations queued in the group do run, since later groups need the communicators. */
+SIM_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
+  ncclResult_t res = sim_nccl_since("ncclGroupSimulateEnd", SIM_SINCE_SIMULATE);
+  if (res != ncclSuccess) return res;
+  if (!simInfo || simInfo->magic != 0x74685283u)
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclGroupSimulateEnd: simInfo %s: initialise "
+                     "it with NCCL_SIM_INFO_INITIALIZER", simInfo ? "has a bad magic" : "is NULL");
+  if (group_depth == 0)
+    return sim_error(ncclInvalidUsage, "ncclsim: ncclGroupSimulateEnd without a matching ncclGroupStart");
+  if (--group_depth > 0) return ncclSuccess;
+  sim_task_t *head = group_head, *inits = NULL, **inits_tail = &inits, **pp = &head;
+  group_head = group_tail = NULL;
+  while (*pp) { /* creations run for real */
+    sim_task_t *t = *pp;
+    if (t->kind == SIM_TASK_INIT) {
+      *pp = t->next;
+      t->next = NULL;
+      *inits_tail = t;
+      inits_tail = &t->next;
+    } else {
+      pp = &t->next;
+    }
+  }
+  if (inits) res = group_launch(inits);
+  float worst = 0;
+  if (head) {
+    sim_select_group(head);
+    for (sim_task_t *t = head; t; t = t->next) {
+      if (t->kind != SIM_TASK_COLL || t->result != ncclSuccess) continue;
+      double sum = 0;
+      for (sim_task_t *u = head; u; u = u->next) /* this task's communicator, once: at its first task */
+        if (u->comm == t->comm && u->kind == SIM_TASK_COLL && u->result == ncclSuccess)
+          sum += sim_coll_time_us(u->comm, &u->desc, u->comm->phi);
+      if (sum > worst) worst = (float)sum;
+    }
+  }
+  while (head) { /* dropped: give the call indices back, newest first per communicator */
+    sim_task_t *next = head->next;
+    if (sim_comm_usable(head->comm)) {
+      if (head->kind == SIM_TASK_COLL) head->comm->coll_calls--;
+      else if (head->kind == SIM_TASK_SEND) head->comm->p2p_sent[head->peer]--;
+      else if (head->kind == SIM_TASK_RECV) head->comm->p2p_recvd[head->peer]--;
+    }
+    if (head->result != ncclSuccess && res == ncclSuccess) res = head->result;
+    free(head->scratch);
+    free(head);
+    head = next;
+  }
+  simInfo->estimatedTime = worst;
+  return res;
+}

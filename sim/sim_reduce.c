@@ -92,7 +92,7 @@ const char *sim_dtype_name(ncclDataType_t dt) {
 }
 
 const char *sim_redop_name(ncclRedOp_t op) {
-  static const char *names[] = {"sum", "prod", "max", "min", "avg"};
+  static const char *names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "unknown-op";
 }
 
@@ -250,5 +250,31 @@ void sim_reduce_finish(void *acc, size_t n, ncclDataType_t dt, ncclRedOp_t op, i
   case ncclInt64: INT_DIV(int64_t); break;
   case ncclUint64: INT_DIV(uint64_t); break;
   default: break; /* floating types were pre-multiplied */
+  }
+}
+
+#define PREMUL(T, UT, CAST)                                                                        \
+  do {                                                                                             \
+    T *a = acc, s;                                                                                 \
+    const T *x = src;                                                                              \
+    memcpy(&s, scalar, sizeof s);                                                                  \
+    for (size_t i = 0; i < n; i++) {                                                               \
+      T p = (T)CAST((UT)x[i] * (UT)s);                                                             \
+      a[i] = first ? p : (T)CAST((UT)a[i] + (UT)p);                                                \
+    }                                                                                              \
+  } while (0)
+
+void sim_reduce_premul(void *acc, const void *src, size_t n, ncclDataType_t dt, const void *scalar,
+                       int first) {
+  switch (dt) {
+  case ncclInt8: PREMUL(int8_t, unsigned, ); break;
+  case ncclUint8: PREMUL(uint8_t, unsigned, ); break;
+  case ncclInt32: PREMUL(int32_t, uint32_t, ); break;
+  case ncclUint32: PREMUL(uint32_t, uint32_t, ); break;
+  case ncclInt64: PREMUL(int64_t, uint64_t, ); break;
+  case ncclUint64: PREMUL(uint64_t, uint64_t, ); break;
+  case ncclFloat32: PREMUL(float, float, ); break;
+  case ncclFloat64: PREMUL(double, double, ); break;
+  default: k_narrow(dt, acc, src, n, ncclAvg, narrow_get(dt, scalar, 0), first); break;
   }
 }

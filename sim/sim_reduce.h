@@ -26,6 +26,12 @@ void sim_reduce_accum(void *acc, const void *src, size_t n, ncclDataType_t dt, n
 /* Finishes the accumulator: integer ncclAvg divides by nranks; otherwise nothing. */
 void sim_reduce_finish(void *acc, size_t n, ncclDataType_t dt, ncclRedOp_t op, int nranks);
 
+/* PreMulSum: acc = src * scalar (first) or acc + src * scalar, where `scalar` points to one element
+ * of type dt. Integers wrap; narrow floats round the product and the sum as ncclAvg's
+ * pre-multiplication does (ncclAvg on floating types is PreMulSum with 1/nranks). */
+void sim_reduce_premul(void *acc, const void *src, size_t n, ncclDataType_t dt, const void *scalar,
+                       int first);
+
 /* Conversions used by the kernels, exposed for tests. Rounding is to nearest even; fp8 saturates
  * finite values to the largest finite value of the format, as NCCL's __NV_SATFINITE does. */
 float sim_half_to_float(uint16_t h);

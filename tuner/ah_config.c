@@ -15,8 +15,9 @@
 static const char *const algo_names[AH_NUM_ALGOS] = {"tree", "ring", "collnetdirect", "collnetchain",
                                                      "nvls", "nvlstree", "pat"};
 static const char *const proto_names[AH_NUM_PROTOS] = {"ll", "ll128", "simple"};
-static const char *const coll_names[AH_NUM_FUNCTIONS] = {"broadcast", "reduce", "allgather",
-                                                         "reducescatter", "allreduce"};
+static const char *const coll_names[AH_NUM_COLLS] = {"broadcast", "reduce", "allgather",
+                                                     "reducescatter", "allreduce", "alltoall",
+                                                     "gather", "scatter"};
 
 int ah_size_bin(int coll, size_t nbytes, int nranks) {
   size_t per_rank = nbytes;
@@ -60,7 +61,7 @@ static int parse_of(const char *const *names, int n, const char *s, size_t len) 
 
 const char *ah_algo_name(int algo) { return name_of(algo_names, AH_NUM_ALGOS, algo); }
 const char *ah_proto_name(int proto) { return name_of(proto_names, AH_NUM_PROTOS, proto); }
-const char *ah_coll_name(int coll) { return name_of(coll_names, AH_NUM_FUNCTIONS, coll); }
+const char *ah_coll_name(int coll) { return name_of(coll_names, AH_NUM_COLLS, coll); }
 
 int ah_algo_parse(const char *s, size_t len) { return parse_of(algo_names, AH_NUM_ALGOS, s, len); }
 int ah_proto_parse(const char *s, size_t len) { return parse_of(proto_names, AH_NUM_PROTOS, s, len); }
@@ -69,6 +70,11 @@ int ah_coll_parse(const char *s, size_t len) {
   /* ncclBcast is ncclBroadcast in place: accept its name too. */
   if (c < 0 && len == 5 && strncasecmp(s, "bcast", 5) == 0) c = AH_FUNC_BROADCAST;
   return c;
+}
+
+int ah_coll_parse_any(const char *s, size_t len) {
+  int c = ah_coll_parse(s, len);
+  return c >= 0 ? c : parse_of(coll_names, AH_NUM_COLLS, s, len);
 }
 
 int ah_config_equal(const ah_config_t *a, const ah_config_t *b) {

@@ -19,11 +19,16 @@
 
 enum { AH_DIM_NCHANNELS = 0, AH_DIM_CHUNK = 1 };
 
+/* Collectives that NCCL (2.28+) runs as grouped point-to-point operations and never submits to a
+ * tuner: the shim counts and times them and the report shows them, but nothing decides them, so
+ * overrides and profiles do not name them. Numbered after the tuner ABI's AH_FUNC_* values. */
+enum { AH_COLL_ALLTOALL = AH_NUM_FUNCTIONS, AH_COLL_GATHER, AH_COLL_SCATTER, AH_NUM_COLLS };
+
 /* Key of a collective: (communicator identity, collective type, size bin). The communicator
  * identity is the same on every rank (see shim/shim_comm.c). */
 typedef struct {
   uint64_t comm;
-  int32_t coll;   /* AH_FUNC_* */
+  int32_t coll;   /* AH_FUNC_*, or AH_COLL_* for an observed-only collective */
   int32_t bin;    /* ah_size_bin() */
 } ah_key_t;
 
@@ -60,7 +65,8 @@ int ah_size_bin(int coll, size_t nbytes, int nranks);
 size_t ah_size_bin_floor(int bin);
 
 /* Names used in overrides, logs and the report: "tree", "ring", ...; "ll", "ll128", "simple";
- * "broadcast", "reduce", "allgather", "reducescatter", "allreduce". Unknown values give "?". */
+ * "broadcast", "reduce", "allgather", "reducescatter", "allreduce" and the observed-only
+ * "alltoall", "gather", "scatter". Unknown values give "?". */
 const char *ah_algo_name(int algo);
 const char *ah_proto_name(int proto);
 const char *ah_coll_name(int coll);
@@ -68,6 +74,8 @@ const char *ah_coll_name(int coll);
 int ah_algo_parse(const char *s, size_t len);
 int ah_proto_parse(const char *s, size_t len);
 int ah_coll_parse(const char *s, size_t len);
+/* Like ah_coll_parse, but also the observed-only collectives (the report reader). */
+int ah_coll_parse_any(const char *s, size_t len);
 
 /* Equality of two configurations (every field). */
 int ah_config_equal(const ah_config_t *a, const ah_config_t *b);

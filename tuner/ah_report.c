@@ -345,7 +345,7 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   if (!json_is_object(kj)) { rerr(rd, p, "expected an object"); return; }
   get_str(rd, kj, p, "coll", 1, coll, sizeof coll);
   if (rd->failed) return;
-  k->coll = ah_coll_parse(coll, strlen(coll));
+  k->coll = ah_coll_parse_any(coll, strlen(coll));
   sub(q, sizeof q, p, "coll");
   if (k->coll < 0) { rerr(rd, q, "unknown collective '%s'", coll); return; }
   get_int(rd, kj, p, "bin", 1, 0, 63, &v);

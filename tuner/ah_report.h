@@ -40,7 +40,7 @@ typedef struct {
 
 /* One key of one communicator. */
 typedef struct {
-  int coll;                /* AH_FUNC_* */
+  int coll;                /* AH_FUNC_*, or AH_COLL_* (observed only: always source default) */
   int bin;                 /* ah_size_bin() */
   uint64_t bytes_min, bytes_max; /* bytes per rank seen in this key's calls */
   uint64_t calls;          /* every call counted in the key */
@@ -83,11 +83,12 @@ typedef struct {
 /* ---- formulas -------------------------------------------------------------------------------- */
 
 /* nccl-tests' algorithm bandwidth, GB/s (1e9 bytes/s), of a call with `bytes_per_rank` taking
- * `us`: algbw = S / t with S the whole buffer for AllGather and ReduceScatter (bytes per rank x
- * nranks) and the buffer for the others. Returns 0 when us <= 0. */
+ * `us`: algbw = S / t with S the whole buffer for AllGather, ReduceScatter, AlltoAll, Gather and
+ * Scatter (bytes per rank x nranks; for the last three bytes per rank is one peer's block) and
+ * the buffer for the others. Returns 0 when us <= 0. */
 double ah_report_algbw(int coll, int nranks, double bytes_per_rank, double us);
-/* nccl-tests' bus bandwidth factor: AllReduce 2(n-1)/n, AllGather and ReduceScatter (n-1)/n,
- * Broadcast and Reduce 1. So busbw = algbw x factor. */
+/* nccl-tests' bus bandwidth factor: AllReduce 2(n-1)/n, AllGather, ReduceScatter, AlltoAll,
+ * Gather and Scatter (n-1)/n, Broadcast and Reduce 1. So busbw = algbw x factor. */
 double ah_report_busbw_factor(int coll, int nranks);
 
 /* FNV-1a 64 of a canonical topology description the caller composes (e.g. "nranks=16 nnodes=2

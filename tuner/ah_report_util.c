@@ -13,7 +13,10 @@ double ah_report_busbw_factor(int coll, int nranks) {
   switch (coll) {
   case AH_FUNC_ALLREDUCE: return 2.0 * (n - 1.0) / n;
   case AH_FUNC_ALLGATHER:
-  case AH_FUNC_REDUCESCATTER: return (n - 1.0) / n;
+  case AH_FUNC_REDUCESCATTER:
+  case AH_COLL_ALLTOALL: /* nccl-tests' factors for these three too */
+  case AH_COLL_GATHER:
+  case AH_COLL_SCATTER: return (n - 1.0) / n;
   default: return 1.0;
   }
 }
@@ -21,8 +24,9 @@ double ah_report_busbw_factor(int coll, int nranks) {
 double ah_report_algbw(int coll, int nranks, double bytes_per_rank, double us) {
   if (!(us > 0)) return 0;
   double s = bytes_per_rank;
-  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && nranks > 0)
-    s *= (double)nranks;
+  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER || coll >= AH_COLL_ALLTOALL) &&
+      nranks > 0)
+    s *= (double)nranks; /* AlltoAll/Gather/Scatter: bytes per rank is one peer's block */
   return s / (us * 1e-6) / 1e9;
 }
 

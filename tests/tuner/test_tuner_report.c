@@ -330,8 +330,8 @@ START_TEST(malformed_reports) {
   const char *head = "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": "
                      "[{\"id\": \"0x1\", \"nranks\": 2, \"keys\": [";
   char buf[2048];
-  snprintf(buf, sizeof buf, "%s{\"coll\": \"alltoall\"}]}]}", head);
-  check_bad(buf, "comms[0].keys[0].coll: unknown collective 'alltoall'");
+  snprintf(buf, sizeof buf, "%s{\"coll\": \"alltoallv\"}]}]}", head);
+  check_bad(buf, "comms[0].keys[0].coll: unknown collective 'alltoallv'");
   snprintf(buf, sizeof buf, "%s{\"coll\": \"allreduce\", \"bin\": 70}]}]}", head);
   check_bad(buf, "comms[0].keys[0].bin: 70 out of range 0..63");
   const char *stat = "{\"config\": {\"algo\": null, \"proto\": null, \"res\": []}, \"calls\": 1}";
