@@ -480,6 +480,10 @@ static cudaError_t end_capture(struct CUstream_st *s, struct CUgraph_st **graph_
 static cudaError_t capture_info(struct CUstream_st *s, enum cudaStreamCaptureStatus *status,
                                 unsigned long long *id_p, struct CUgraph_st **graph_p) {
   if (!status) return cudaErrorInvalidValue;
+  if (atomic_load_explicit(&nactive, memory_order_acquire) == 0) { /* no lock on this common path */
+    *status = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+  }
   cudaError_t r = cudaSuccess;
   pthread_mutex_lock(&cap_lock);
   struct sim_capture *c = stream_capture(s);
