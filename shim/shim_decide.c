@@ -620,7 +620,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
     decide_peek(c, call, d);
     return;
   }
-  if (__builtin_expect(ah_timing_capturing(), 0)) {
+  if (__builtin_expect(ah_timing_captured, 0)) {
     decide_captured(c, call, d);
     return;
   }

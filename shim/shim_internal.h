@@ -185,8 +185,9 @@ void ah_timing_note(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, siz
 /* Every pending record of this thread is harvested (waiting for none). */
 void ah_timing_harvest(void);
 /* 1 while this thread's bracketed call is issued into a stream being captured into a CUDA graph
- * (cuStreamIsCapturing at the bracket's start): its decisions are neither timed nor probes. */
-int ah_timing_capturing(void);
+ * (cuStreamIsCapturing at the bracket's start), else 0: its decisions are neither timed nor
+ * probes. A thread-local read on every decision, hence a variable, not a function. */
+extern AH_TLS_HOT int ah_timing_captured;
 
 /* ---- report (shim_report.c) ------------------------------------------------------------------ */
 /* Writes the report now (teardown, exit, interval). Serialised; never fails the job. */

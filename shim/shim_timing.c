@@ -17,7 +17,7 @@
  *
  * CUDA graphs: a bracket whose stream is being captured (cuStreamIsCapturing, legal during a
  * capture) records no event — an event recorded in a capture may never be queried — and its
- * decisions are told so (ah_timing_capturing). The harvest's queries of earlier events run with the
+ * decisions are told so (ah_timing_captured). The harvest's queries of earlier events run with the
  * thread's capture mode exchanged to relaxed: in the global mode a query from any thread while some
  * thread captures would invalidate that capture (CUDA's "potentially unsafe" calls). */
 #include <stdlib.h>
@@ -52,7 +52,6 @@ static AH_TLS_HOT thread_timing_t *tt;
 static AH_TLS_HOT record_t *open_rec;    /* the record of the call being issued */
 static AH_TLS_HOT int depth;             /* nesting of wrapped calls (ncclBcast -> ncclBroadcast) */
 static AH_TLS_HOT CUstream cur_stream;   /* stream of the open bracket */
-static AH_TLS_HOT int cur_capturing;     /* the open bracket's stream is being captured */
 
 /* Whether `stream` is being captured. A stream the driver cannot answer for (the legacy stream
  * while a blocking stream captures answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) counts as captured:
@@ -65,7 +64,7 @@ static int stream_capturing(CUstream stream) {
   return r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-int ah_timing_capturing(void) { return depth > 0 && cur_capturing; }
+AH_TLS_HOT int ah_timing_captured; /* the open bracket's stream is being captured (shim_internal.h) */
 
 /* Moves finished records' durations into their keys, oldest first, without waiting. */
 static void harvest(void) {
@@ -98,13 +97,14 @@ void ah_timing_begin(cudaStream_t stream) {
   if (depth++ > 0) return;
   cur_stream = (CUstream)stream;
   open_rec = NULL;
-  cur_capturing = ah_shim_cuda_init() && stream_capturing(cur_stream);
+  if (__builtin_expect(!ah_cuda.StreamIsCapturing, 0)) (void)ah_shim_cuda_init();
+  ah_timing_captured = stream_capturing(cur_stream);
   if (tt && tt->count > 0) harvest();
 }
 
 /* Opens the bracket's record: records the start event. Returns NULL when timing is unavailable. */
 static record_t *record_open(void) {
-  if (!ah_shim_cuda_init() || cur_capturing) return NULL;
+  if (!ah_shim_cuda_init() || ah_timing_captured) return NULL;
   if (!tt && !(tt = calloc(1, sizeof *tt))) return NULL;
   if (tt->count == RING) { /* the GPU is far behind: skip timing this call rather than wait */
     tt->dropped++;
@@ -136,6 +136,7 @@ void ah_timing_note(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, siz
 
 void ah_timing_end(cudaStream_t stream) {
   if (depth == 0 || --depth > 0) return;
+  ah_timing_captured = 0;
   record_t *r = open_rec;
   open_rec = NULL;
   if (!r) return;
