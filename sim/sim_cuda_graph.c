@@ -108,6 +108,7 @@ struct sim_capture {
   int mode;                /* cudaStreamCaptureMode given at begin */
   pthread_t owner;         /* the thread that began it */
   int invalidated;
+  int ended;               /* cudaStreamEndCapture took it out of `active` */
   cudaError_t why;         /* the error that invalidated it (EndCapture's return is always 901) */
   struct CUgraph_st *graph;
   struct {
@@ -121,6 +122,9 @@ struct sim_capture {
 
 static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_capture *active;        /* captures in progress (under cap_lock) */
+/* Ended captures are kept, not freed: in relaxed mode another thread may still hold one it read
+ * from a stream an instant before the end, and must find it ended, not freed. */
+static struct sim_capture *retired;
 static _Atomic int nactive;               /* their number: the lock-free "no capture" test */
 static unsigned long long next_capture_id;
 static _Thread_local int tl_mode = cudaStreamCaptureModeGlobal;
@@ -269,9 +273,9 @@ static int grow(sim_nodes_t *g) {
 static long add_node(struct sim_capture *cap, struct CUstream_st *s, sim_node_t *n, cudaError_t *err_p) {
   long idx = -1;
   pthread_mutex_lock(&cap_lock);
-  sim_nodes_t *g = cap->graph->nodes;
   int si = stream_index(cap, s);
-  if (cap->invalidated || si < 0) {
+  sim_nodes_t *g = cap->ended ? NULL : cap->graph->nodes;
+  if (!g || cap->invalidated || si < 0) {
     *err_p = cudaErrorStreamCaptureInvalidated;
   } else if (g->n == g->cap && !grow(g)) {
     invalidate(cap, cudaErrorMemoryAllocation);
@@ -462,16 +466,20 @@ static cudaError_t end_capture(struct CUstream_st *s, struct CUgraph_st **graph_
     }
   for (int i = 0; i < c->nstreams; i++) __atomic_store_n(&c->streams[i].s->cap, NULL, __ATOMIC_RELEASE);
   atomic_fetch_sub(&nactive, 1);
+  c->ended = 1;
+  struct CUgraph_st *graph = c->graph;
+  c->graph = NULL;
+  c->next = retired;
+  retired = c;
   pthread_mutex_unlock(&cap_lock);
   if (r != cudaSuccess) {
-    c->graph->magic = 0;
-    nodes_release(c->graph->nodes);
-    c->graph->nodes = NULL;
+    graph->magic = 0;
+    nodes_release(graph->nodes);
+    graph->nodes = NULL;
     *graph_p = NULL;
   } else {
-    *graph_p = c->graph;
+    *graph_p = graph;
   }
-  free(c);
   return r;
 }
 
@@ -570,7 +578,11 @@ static cudaError_t graph_launch(struct CUgraphExec_st *exec, cudaStream_t stream
     if (r != cudaSuccess) nodes_release(x->nodes);
     return r;
   }
-  return replay(x->nodes, s);
+  sim_nodes_t *nodes = x->nodes; /* held for the replay: another thread may destroy the exec */
+  atomic_fetch_add(&nodes->refs, 1);
+  r = replay(nodes, s);
+  nodes_release(nodes);
+  return r;
 }
 
 static cudaError_t graph_destroy(struct CUgraph_st *graph) {
