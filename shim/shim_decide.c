@@ -635,6 +635,41 @@ static void decide_peek(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   last_decision.chunk = d->chunk;
 }
 
+/* A bucket issued into a stream being captured into a CUDA graph: every launch of the graph replays
+ * it with what is decided now, untimed. It takes its call index, as any call, so indices stay
+ * aligned across ranks; it runs the index's segment when that is settled (a forever segment:
+ * converged, pinned or observed), else NCCL's own choice — a probe would be replayed untimed for
+ * the rest of the job. Either way every rank makes the same choice for the same call. */
+static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
+  int bin = ah_shim_bin(call->coll, call->nbytes, c->nranks);
+  ah_ckey_t *ck = __atomic_load_n(&c->keys[call->coll][bin], __ATOMIC_ACQUIRE);
+  if (!ck && !(ck = ckey_create(c, call->coll, bin, call))) return;
+  uint64_t index = ck->next;
+  __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED);
+  size_t bpr = call->nbytes;
+  if ((call->coll == AH_FUNC_ALLGATHER || call->coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1)
+    bpr /= (size_t)c->nranks;
+  if (bpr < ck->bytes_min) ck->bytes_min = bpr;
+  if (bpr > ck->bytes_max) ck->bytes_max = bpr;
+  ck->captured++;
+  d->ck = ck;
+  d->index = index;
+  ah_segment_t seg;
+  if (c->ctl == AH_CTL_OBSERVE ||
+      !(ah_sched_lookup(ck->ks->sched, index, &seg) || resolve(c, ck, index, call, &seg)) ||
+      seg.count != AH_SCHED_FOREVER || config_is_keep(&seg.config) || !config_allowed(&seg.config, call))
+    return; /* NCCL's choice */
+  d->algo = seg.config.algo;
+  d->proto = seg.config.proto;
+  if (seg.config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg.config.res[AH_DIM_NCHANNELS];
+  if (seg.config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg.config.res[AH_DIM_CHUNK];
+  d->source = seg.source;
+  last_decision.c = c;
+  last_decision.coll = call->coll;
+  last_decision.nbytes = call->nbytes;
+  last_decision.chunk = d->chunk;
+}
+
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   d->algo = d->proto = -1;
   d->nchannels = 0;
@@ -648,6 +683,10 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   if (__builtin_expect(c->ctl < 0, 0)) comm_control(c);
   if (__builtin_expect(simulating, 0)) {
     decide_peek(c, call, d);
+    return;
+  }
+  if (__builtin_expect(ah_timing_captured, 0)) {
+    decide_captured(c, call, d);
     return;
   }
   int bin = ah_shim_bin(coll, call->nbytes, c->nranks);

@@ -80,6 +80,7 @@ typedef struct ah_ckey {
   int leader;                /* this rank drives the key's search */
   uint64_t sync_waits;
   double sync_wait_us;
+  uint64_t captured;         /* calls issued into a capturing stream (CUDA graphs): not timed */
 } ah_ckey_t;
 
 /* How a communicator's keys are decided, fixed at its first decision. */
@@ -192,6 +193,10 @@ void ah_timing_end(cudaStream_t stream);
 void ah_timing_note(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank);
 /* Every pending record of this thread is harvested (waiting for none). */
 void ah_timing_harvest(void);
+/* 1 while this thread's bracketed call is issued into a stream being captured into a CUDA graph
+ * (cuStreamIsCapturing at the bracket's start), else 0: its decisions are neither timed nor
+ * probes. A thread-local read on every decision, hence a variable, not a function. */
+extern AH_TLS_HOT int ah_timing_captured;
 
 /* ---- wrappers shared between shim_nccl.c and shim_nccl_more.c -------------------------------- */
 /* Bytes of one element of a data type (fp8 and unknown types: 1). */

@@ -111,6 +111,9 @@ static void cuda_resolve(void) {
   ah_cuda.EventDestroy = (__typeof__(ah_cuda.EventDestroy))dlsym(h, "cuEventDestroy_v2");
   if (!ah_cuda.EventDestroy) ah_cuda.EventDestroy = (__typeof__(ah_cuda.EventDestroy))dlsym(h, "cuEventDestroy");
   ah_cuda.CtxGetCurrent = (__typeof__(ah_cuda.CtxGetCurrent))dlsym(h, "cuCtxGetCurrent");
+  ah_cuda.StreamIsCapturing = (__typeof__(ah_cuda.StreamIsCapturing))dlsym(h, "cuStreamIsCapturing");
+  ah_cuda.ThreadExchangeStreamCaptureMode =
+      (__typeof__(ah_cuda.ThreadExchangeStreamCaptureMode))dlsym(h, "cuThreadExchangeStreamCaptureMode");
   if (ah_cuda.EventCreate && ah_cuda.EventRecord && ah_cuda.EventQuery && ah_cuda.EventElapsedTime &&
       ah_cuda.EventDestroy && ah_cuda.CtxGetCurrent)
     ah_cuda.loaded = 1;

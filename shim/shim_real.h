@@ -47,6 +47,9 @@ typedef struct {
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*EventDestroy)(CUevent);
   CUresult (*CtxGetCurrent)(CUcontext *);
+  /* Optional (NULL when the driver lacks them): graph capture awareness (shim_timing.c). */
+  CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+  CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
 } ah_real_cuda_t;
 
 extern ah_real_nccl_t ah_real;

@@ -73,6 +73,7 @@ static void key_fill(ah_report_key_t *k, const ah_ckey_t *ck) {
   k->source = ck->source;
   k->sync_waits = ck->sync_waits;
   k->sync_wait_us = ck->sync_wait_us;
+  k->captured_calls = ck->captured;
 #ifdef AH_HAVE_TUNE
   ah_keystate_t *ks = ck->ks;
   if (ks && ks->tune) {

@@ -13,7 +13,13 @@
  * stream a collective of the group used; its duration is shared among the group's timed buckets in
  * proportion to their bytes. Decisions made on other threads (NCCL's own, for non-blocking
  * communicators) are not timed. Each thread's ring of event pairs is allocated and its events
- * created on first use, so after warm-up nothing allocates. */
+ * created on first use, so after warm-up nothing allocates.
+ *
+ * CUDA graphs: a bracket whose stream is being captured (cuStreamIsCapturing, legal during a
+ * capture) records no event — an event recorded in a capture may never be queried — and its
+ * decisions are told so (ah_timing_captured). The harvest's queries of earlier events run with the
+ * thread's capture mode exchanged to relaxed: in the global mode a query from any thread while some
+ * thread captures would invalidate that capture (CUDA's "potentially unsafe" calls). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,13 +53,30 @@ static AH_TLS_HOT record_t *open_rec;    /* the record of the call being issued 
 static AH_TLS_HOT int depth;             /* nesting of wrapped calls (ncclBcast -> ncclBroadcast) */
 static AH_TLS_HOT CUstream cur_stream;   /* stream of the open bracket */
 
+/* Whether `stream` is being captured. A stream the driver cannot answer for (the legacy stream
+ * while a blocking stream captures answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) counts as captured:
+ * recording an event there would break the user's capture. */
+static int stream_capturing(CUstream stream) {
+  if (!ah_cuda.StreamIsCapturing) return 0;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = ah_cuda.StreamIsCapturing(stream, &st);
+  if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE) return 0; /* NCCL will fail it */
+  return r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+AH_TLS_HOT int ah_timing_captured; /* the open bracket's stream is being captured (shim_internal.h) */
+
 /* Moves finished records' durations into their keys, oldest first, without waiting. */
 static void harvest(void) {
   thread_timing_t *t = tt;
-  while (t && t->count > 0) {
+  if (!t || t->count == 0) return;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  int exchanged = ah_cuda.ThreadExchangeStreamCaptureMode &&
+                  ah_cuda.ThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  while (t->count > 0) {
     record_t *r = &t->ring[t->head];
     CUresult q = ah_cuda.EventQuery(r->end);
-    if (q == CUDA_ERROR_NOT_READY) return; /* not finished: later */
+    if (q == CUDA_ERROR_NOT_READY) break; /* not finished: later */
     float ms = 0;
     if (q == CUDA_SUCCESS && ah_cuda.EventElapsedTime(&ms, r->start, r->end) == CUDA_SUCCESS && r->n > 0) {
       size_t total = 0;
@@ -67,18 +90,21 @@ static void harvest(void) {
     t->head = (t->head + 1) % RING;
     t->count--;
   }
+  if (exchanged) ah_cuda.ThreadExchangeStreamCaptureMode(&mode); /* the thread's own mode back */
 }
 
 void ah_timing_begin(cudaStream_t stream) {
   if (depth++ > 0) return;
   cur_stream = (CUstream)stream;
   open_rec = NULL;
+  if (__builtin_expect(!ah_cuda.StreamIsCapturing, 0)) (void)ah_shim_cuda_init();
+  ah_timing_captured = stream_capturing(cur_stream);
   if (tt && tt->count > 0) harvest();
 }
 
 /* Opens the bracket's record: records the start event. Returns NULL when timing is unavailable. */
 static record_t *record_open(void) {
-  if (!ah_shim_cuda_init()) return NULL;
+  if (!ah_shim_cuda_init() || ah_timing_captured) return NULL;
   if (!tt && !(tt = calloc(1, sizeof *tt))) return NULL;
   if (tt->count == RING) { /* the GPU is far behind: skip timing this call rather than wait */
     tt->dropped++;
@@ -110,6 +136,7 @@ void ah_timing_note(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, siz
 
 void ah_timing_end(cudaStream_t stream) {
   if (depth == 0 || --depth > 0) return;
+  ah_timing_captured = 0;
   record_t *r = open_rec;
   open_rec = NULL;
   if (!r) return;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim_cuda.h"
+#include "sim_graph.h"
 
 CUresult sim_cuda_to_cu(cudaError_t e) {
   switch (e) {
@@ -21,6 +22,14 @@ CUresult sim_cuda_to_cu(cudaError_t e) {
   case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
   case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
   case cudaErrorNotSupported: return CUDA_ERROR_NOT_SUPPORTED;
+  case cudaErrorIllegalState: return CUDA_ERROR_ILLEGAL_STATE;
+  case cudaErrorLaunchFailure: return CUDA_ERROR_LAUNCH_FAILED;
+  case cudaErrorStreamCaptureUnsupported: case cudaErrorStreamCaptureInvalidated:
+  case cudaErrorStreamCaptureMerge: case cudaErrorStreamCaptureUnmatched:
+  case cudaErrorStreamCaptureUnjoined: case cudaErrorStreamCaptureIsolation:
+  case cudaErrorStreamCaptureImplicit: case cudaErrorCapturedEvent:
+  case cudaErrorStreamCaptureWrongThread:
+    return (CUresult)e; /* the capture errors have the same numbers in both APIs */
   default: return CUDA_ERROR_UNKNOWN;
   }
 }
@@ -41,6 +50,18 @@ static const struct cu_error {
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+    /* stream capture (sim_cuda_graph.c) */
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "operation would result in a merge of separate capture sequences"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "capture was not ended in the same stream as it began"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "capturing stream has unjoined work"},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", "dependency created on uncaptured work in another stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT", "operation would make the legacy stream depend on a capturing blocking stream"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT", "operation not permitted on an event last recorded in a capturing stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
 };
 
 /* The table's entry for a code, or NULL for a code the driver does not define. */
@@ -165,7 +186,9 @@ SIM_API CUresult cuCtxGetDevice(CUdevice *device) {
   return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+SIM_API CUresult cuCtxSynchronize(void) {
+  return sim_cuda_to_cu(sim_capture_check_sync_device(sim_device_current()));
+}
 
 SIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   struct CUctx_st *c = sim_ctx_resolve(ctx);
@@ -193,15 +216,18 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream hStream) {
   return sim_cuda_to_cu(sim_stream_destroy(hStream));
 }
 SIM_API CUresult cuStreamSynchronize(CUstream hStream) {
-  return sim_stream_resolve(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  struct CUstream_st *s = sim_stream_resolve(hStream);
+  return s ? sim_cuda_to_cu(sim_capture_check_sync_stream(s)) : CUDA_ERROR_INVALID_HANDLE;
 }
 SIM_API CUresult cuStreamQuery(CUstream hStream) {
-  return sim_stream_resolve(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  struct CUstream_st *s = sim_stream_resolve(hStream);
+  return s ? sim_cuda_to_cu(sim_capture_check_sync_stream(s)) : CUDA_ERROR_INVALID_HANDLE;
 }
 SIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
-  if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  return sim_cuda_to_cu(sim_stream_wait_event(s, hEvent));
+  struct CUevent_st *e = sim_event_resolve(hEvent);
+  if (!s || !e) return CUDA_ERROR_INVALID_HANDLE;
+  return sim_cuda_to_cu(sim_capture_wait_event(s, e, Flags));
 }
 SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
@@ -216,20 +242,26 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
 }
 SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
-  if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  return sim_cuda_to_cu(sim_event_record(hEvent, s));
+  struct CUevent_st *e = sim_event_resolve(hEvent);
+  if (!s || !e) return CUDA_ERROR_INVALID_HANDLE;
+  return sim_cuda_to_cu(sim_capture_event_record(e, s));
 }
 SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) {
   return cuEventRecord(hEvent, hStream);
 }
 SIM_API CUresult cuEventQuery(CUevent hEvent) {
-  return sim_event_resolve(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  struct CUevent_st *e = sim_event_resolve(hEvent);
+  return e ? sim_cuda_to_cu(sim_capture_check_event(e, 1)) : CUDA_ERROR_INVALID_HANDLE;
 }
 SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
-  return sim_event_resolve(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  struct CUevent_st *e = sim_event_resolve(hEvent);
+  return e ? sim_cuda_to_cu(sim_capture_check_event(e, 1)) : CUDA_ERROR_INVALID_HANDLE;
 }
 SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
-  return sim_cuda_to_cu(sim_event_elapsed(hStart, hEnd, pMilliseconds));
+  struct CUevent_st *a = sim_event_resolve(hStart), *b = sim_event_resolve(hEnd);
+  cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
+  if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
+  return sim_cuda_to_cu(r != cudaSuccess ? r : sim_event_elapsed(hStart, hEnd, pMilliseconds));
 }
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) {
   return sim_cuda_to_cu(sim_event_destroy(hEvent));
@@ -298,6 +330,12 @@ SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
   for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
     if (strcmp(procs[i].name, symbol) == 0) {
       *pfn = procs[i].fn;
+      if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  for (const sim_proc_t *p = sim_graph_procs; p->name; p++) /* capture and graphs */
+    if (strcmp(p->name, symbol) == 0) {
+      *pfn = p->fn;
       if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
       return CUDA_SUCCESS;
     }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "sim_cuda.h"
+#include "sim_graph.h"
 
 /* Not in the public headers as C prototypes (nvcc declares them in its generated code). */
 void **__cudaRegisterFatBinary(void *fatCubin);
@@ -94,8 +95,12 @@ static cudaError_t launch(const void *fun, dim3 grid, dim3 block, size_t shmem, 
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
       grid.y > 65535 || grid.z > 65535 || shmem > (227u << 10))
     return cudaErrorInvalidConfiguration;
-  if (!sim_stream_resolve(stream)) return cudaErrorInvalidResourceHandle;
-  return cudaSuccess;
+  struct CUstream_st *s = sim_stream_resolve(stream);
+  if (!s) return cudaErrorInvalidResourceHandle;
+  struct sim_capture *cap;
+  cudaError_t r = sim_capture_enqueue(s, &cap);
+  if (r == cudaSuccess && cap) r = sim_capture_add_kernel(cap, s); /* replayed as a launch */
+  return r;
 }
 
 /* A failed launch is reported through cudaGetLastError, as in CUDA. */

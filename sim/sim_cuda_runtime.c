@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim_cuda.h"
+#include "sim_graph.h"
 
 static _Thread_local cudaError_t last_error = cudaSuccess;
 
@@ -45,6 +46,18 @@ static const struct {
     {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"},
     {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+    /* stream capture (sim_cuda_graph.c) */
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"},
+    {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"},
+    {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"},
+    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"},
+    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"},
+    {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"},
 };
 
 const char *sim_cuda_error_name(cudaError_t e) {
@@ -166,7 +179,9 @@ SIM_API cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *gr
 }
 
 /* Work is complete once issued, so synchronising has nothing to wait for. */
-SIM_API cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+SIM_API cudaError_t cudaDeviceSynchronize(void) {
+  return rt_ret(sim_capture_check_sync_device(sim_device_current()));
+}
 SIM_API cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 
 SIM_API cudaError_t cudaMemGetInfo(size_t *free_p, size_t *total_p) {
@@ -182,23 +197,49 @@ SIM_API cudaError_t cudaMemGetInfo(size_t *free_p, size_t *total_p) {
  * shared pages so that IPC handles can map it elsewhere. */
 static cudaError_t mem_alloc(void **p, size_t size, int kind) { return rt_ret(sim_mem_alloc(p, size, kind)); }
 
-SIM_API cudaError_t cudaMalloc(void **devPtr, size_t size) { return mem_alloc(devPtr, size, SIM_MEM_DEVICE); }
-SIM_API cudaError_t cudaMallocHost(void **ptr, size_t size) { return mem_alloc(ptr, size, SIM_MEM_HOST); }
+/* Allocation and freeing are "potentially unsafe" while a capture is in progress (CUDA's capture
+ * modes): sim_capture_check_unsafe applies the rule. */
+static cudaError_t unsafe(void) { return rt_ret(sim_capture_check_unsafe()); }
+
+SIM_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
+  return unsafe() != cudaSuccess ? last_error : mem_alloc(devPtr, size, SIM_MEM_DEVICE);
+}
+SIM_API cudaError_t cudaMallocHost(void **ptr, size_t size) {
+  return unsafe() != cudaSuccess ? last_error : mem_alloc(ptr, size, SIM_MEM_HOST);
+}
 SIM_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
-  return mem_alloc(pHost, size, SIM_MEM_HOST);
+  (void)flags;
+  return unsafe() != cudaSuccess ? last_error : mem_alloc(pHost, size, SIM_MEM_HOST);
 }
 SIM_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
-  return mem_alloc(devPtr, size, SIM_MEM_MANAGED);
+  (void)flags;
+  return unsafe() != cudaSuccess ? last_error : mem_alloc(devPtr, size, SIM_MEM_MANAGED);
 }
-SIM_API cudaError_t cudaFree(void *devPtr) { return rt_ret(sim_mem_free(devPtr, 0)); }
-SIM_API cudaError_t cudaFreeHost(void *ptr) { return rt_ret(sim_mem_free(ptr, 1)); }
+SIM_API cudaError_t cudaFree(void *devPtr) {
+  return unsafe() != cudaSuccess ? last_error : rt_ret(sim_mem_free(devPtr, 0));
+}
+SIM_API cudaError_t cudaFreeHost(void *ptr) {
+  return unsafe() != cudaSuccess ? last_error : rt_ret(sim_mem_free(ptr, 1));
+}
+
+/* Graph memory nodes are not modelled: a stream-ordered allocation or free issued into a capture
+ * fails with cudaErrorStreamCaptureUnsupported rather than acting once, at capture, and never again. */
+static cudaError_t no_memory_nodes(struct CUstream_st *s) {
+  struct sim_capture *cap;
+  cudaError_t r = sim_capture_enqueue(s, &cap);
+  return rt_ret(r != cudaSuccess ? r : cap ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
+}
 
 SIM_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
-  if (!sim_stream_resolve(hStream)) return rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUstream_st *s = sim_stream_resolve(hStream);
+  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  if (no_memory_nodes(s) != cudaSuccess) return last_error;
   return mem_alloc(devPtr, size, SIM_MEM_DEVICE);
 }
 SIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
-  if (!sim_stream_resolve(hStream)) return rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUstream_st *s = sim_stream_resolve(hStream);
+  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  if (no_memory_nodes(s) != cudaSuccess) return last_error;
   return rt_ret(sim_mem_free(devPtr, 0));
 }
 
@@ -210,14 +251,19 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
     return rt_ret(cudaErrorInvalidMemcpyDirection);
   struct CUstream_st *s = sim_stream_resolve(stream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  struct sim_capture *cap;
+  cudaError_t ce = sim_capture_enqueue(s, &cap);
+  if (ce != cudaSuccess) return rt_ret(ce);
   if (count == 0) return cudaSuccess;
   if (!dst || !src) return rt_ret(cudaErrorInvalidValue);
+  if (cap) return rt_ret(sim_capture_add_copy(cap, s, dst, src, count, (int)kind));
   memmove(dst, src, count);
   sim_stream_advance(s, sim_copy_time_us(count, (int)kind));
   return cudaSuccess;
 }
 
 SIM_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+  if (unsafe() != cudaSuccess) return last_error; /* a synchronous copy */
   return copy(dst, src, count, kind, NULL);
 }
 SIM_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
@@ -226,6 +272,7 @@ SIM_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 }
 SIM_API cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
                                    size_t count) {
+  if (unsafe() != cudaSuccess) return last_error;
   return copy(dst, src, count, cudaMemcpyDeviceToDevice, NULL);
 }
 SIM_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
@@ -236,14 +283,19 @@ SIM_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *sr
 static cudaError_t set(void *dst, int value, size_t count, cudaStream_t stream) {
   struct CUstream_st *s = sim_stream_resolve(stream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  struct sim_capture *cap;
+  cudaError_t ce = sim_capture_enqueue(s, &cap);
+  if (ce != cudaSuccess) return rt_ret(ce);
   if (count == 0) return cudaSuccess;
   if (!dst) return rt_ret(cudaErrorInvalidValue);
+  if (cap) return rt_ret(sim_capture_add_set(cap, s, dst, value, count));
   memset(dst, value, count);
   sim_stream_advance(s, sim_copy_time_us(count, cudaMemcpyDeviceToDevice));
   return cudaSuccess;
 }
 
 SIM_API cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+  if (unsafe() != cudaSuccess) return last_error;
   return set(devPtr, value, count, NULL);
 }
 SIM_API cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
@@ -266,15 +318,19 @@ SIM_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return rt_ret(sim_stream_destroy(stream));
 }
 SIM_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return sim_stream_resolve(stream) ? cudaSuccess : rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUstream_st *s = sim_stream_resolve(stream);
+  return rt_ret(s ? sim_capture_check_sync_stream(s) : cudaErrorInvalidResourceHandle);
 }
 SIM_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  return sim_stream_resolve(stream) ? cudaSuccess : rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUstream_st *s = sim_stream_resolve(stream);
+  return rt_ret(s ? sim_capture_check_sync_stream(s) : cudaErrorInvalidResourceHandle);
 }
 SIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   struct CUstream_st *s = sim_stream_resolve(stream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
-  return rt_ret(sim_stream_wait_event(s, event));
+  struct CUevent_st *e = sim_event_resolve(event);
+  if (!e) return rt_ret(cudaErrorInvalidResourceHandle);
+  return rt_ret(sim_capture_wait_event(s, e, flags));
 }
 SIM_API cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
@@ -301,18 +357,25 @@ SIM_API cudaError_t cudaEventDestroy(cudaEvent_t event) { return rt_ret(sim_even
 SIM_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   struct CUstream_st *s = sim_stream_resolve(stream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
-  return rt_ret(sim_event_record(event, s));
+  struct CUevent_st *e = sim_event_resolve(event);
+  if (!e) return rt_ret(cudaErrorInvalidResourceHandle);
+  return rt_ret(sim_capture_event_record(e, s));
 }
 SIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
                                              unsigned int flags) {
   return cudaEventRecord(event, stream);
 }
 SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return sim_event_resolve(event) ? cudaSuccess : rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUevent_st *e = sim_event_resolve(event);
+  return rt_ret(e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle);
 }
 SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return sim_event_resolve(event) ? cudaSuccess : rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUevent_st *e = sim_event_resolve(event);
+  return rt_ret(e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle);
 }
 SIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-  return rt_ret(sim_event_elapsed(start, end, ms));
+  struct CUevent_st *a = sim_event_resolve(start), *b = sim_event_resolve(end);
+  cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
+  if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
+  return rt_ret(r != cudaSuccess ? r : sim_event_elapsed(start, end, ms));
 }

@@ -14,6 +14,7 @@
 
 #include "ncclsim.h"
 #include "sim_cuda.h"
+#include "sim_graph.h"
 
 typedef struct {
   pthread_mutex_t lock;        /* guards the clocks of this device's streams */
@@ -175,6 +176,8 @@ static int is_default(const struct CUstream_st *s) {
          s == &devs[s->device].def;
 }
 
+int sim_stream_is_default(const struct CUstream_st *s) { return is_default(s); }
+
 struct CUstream_st *sim_stream_resolve(cudaStream_t h) {
   pthread_once(&dev_once, dev_init);
   if (h == NULL || h == cudaStreamLegacy || h == cudaStreamPerThread) return &devs[cur_dev].def;
@@ -323,6 +326,10 @@ double sim_copy_time_us(size_t bytes, int kind) {
 SIM_API cudaError_t ncclsimStreamAddCompute(cudaStream_t stream, double us) {
   struct CUstream_st *s = sim_stream_resolve(stream);
   if (!s || !(us >= 0)) return cudaErrorInvalidValue;
+  struct sim_capture *cap;
+  cudaError_t r = sim_capture_enqueue(s, &cap);
+  if (r != cudaSuccess) return r;
+  if (cap) return sim_capture_add_compute(cap, s, us);
   sim_stream_advance(s, us);
   return cudaSuccess;
 }

@@ -31,6 +31,7 @@ struct CUstream_st {
   int priority;
   double vt_us;            /* virtual time: when the last work issued on the stream ends */
   double compute_phi;      /* interference added by ncclsimStreamSetInterference, 0..1 */
+  struct sim_capture *cap; /* the capture the stream belongs to, NULL: none (sim_cuda_graph.c) */
 };
 #define SIM_STREAM_MAGIC 0x5354524du
 
@@ -40,6 +41,9 @@ struct CUevent_st {
   int device;
   int recorded;            /* 0 until the first record */
   double vt_us;            /* virtual time captured by the last record */
+  unsigned long long cap_id; /* last recorded in this capture (0: recorded eagerly, or never) */
+  long cap_node;           /* and as its record number cap_node, on its stream cap_stream */
+  int cap_stream;
 };
 #define SIM_EVENT_MAGIC 0x45564e54u
 
@@ -51,6 +55,9 @@ int sim_device_count(void);
  * cudaStreamLegacy map to the current device's default stream. Returns NULL for a handle that is
  * not a live stream. */
 struct CUstream_st *sim_stream_resolve(cudaStream_t s);
+
+/* 1 when s is a device's default (legacy) stream. */
+int sim_stream_is_default(const struct CUstream_st *s);
 
 /* Virtual clock of a stream. Note that ranks driven by one thread (ncclCommInitAll) each have
  * their own device and therefore their own default stream. */

@@ -200,6 +200,14 @@ typedef struct sim_task {
  * group is open. Takes ownership of the task. Returns the task's result for an implicit group. */
 ncclResult_t sim_group_submit(sim_task_t *task);
 int sim_group_depth(void);
+/* Runs a list of tasks as one group launch, now (a graph's replay: the tasks are configured). */
+ncclResult_t sim_group_run(sim_task_t *head);
+
+/* ---- graph capture (sim_nccl_graph.c) --------------------------------------------------------- */
+/* Called at group launch, once configurations are chosen: when the group's tasks are issued into a
+ * capturing stream, records them in the capture (taking ownership) and returns 1 with the group's
+ * result in *res_p; returns 0 when no task is captured. */
+int sim_graph_nccl_capture(sim_task_t *head, ncclResult_t *res_p);
 
 /* ---- collectives and point-to-point (sim_nccl_coll.c, sim_nccl_p2p.c) ------------------------ */
 int sim_coll_progress(sim_task_t *t);

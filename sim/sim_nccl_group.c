@@ -55,6 +55,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
   ncclResult_t first_err = ncclSuccess;
   int pending = 0;
   sim_select_group(head); /* NCCL configures every bucket at launch, before any kernel runs */
+  ncclResult_t captured;
+  if (sim_graph_nccl_capture(head, &captured)) return captured; /* recorded, not run */
   for (sim_task_t *t = head; t; t = t->next) {
     if (t->result != ncclSuccess) t->phase = -1; /* failed at enqueue: counts as done */
     else pending++;
@@ -147,6 +149,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
   }
   return first_err;
 }
+
+ncclResult_t sim_group_run(sim_task_t *head) { return group_launch(head); }
 
 ncclResult_t sim_group_submit(sim_task_t *task) {
   task->next = NULL;

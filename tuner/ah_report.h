@@ -53,6 +53,7 @@ typedef struct {
   ah_report_probe_t *probes; /* caller-owned when writing; owned by the report when read */
   uint64_t sync_waits;     /* times this rank waited for the leader's decision */
   double sync_wait_us;     /* total time waited */
+  uint64_t captured_calls; /* calls captured into CUDA graphs (in `calls`; replays are not seen) */
 } ah_report_key_t;
 
 /* One communicator, as seen by one rank of this process. */
