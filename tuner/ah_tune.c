@@ -30,7 +30,7 @@
 #define AH_TUNE_MAX_LEVEL 1       /* step ratios 2^(1/2^level): x2, then x1.41 */
 #define AH_TUNE_SEARCH_MAXN 4     /* racing: samples a search probe may grow to */
 #define AH_TUNE_MOVE_N 4          /* samples of both sides behind a move that gains < BIG_GAIN */
-#define AH_TUNE_CONFIRM_N 6       /* fresh samples of the winner before it may replace the default */
+#define AH_TUNE_CONFIRM_N 4       /* fresh samples of the winner before it may replace the default */
 #define AH_TUNE_CONFIRM_MAXN 12
 #define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
 #define AH_TUNE_CONFIRM_Z 3.0     /* ... and the winner over NCCL's default */
@@ -39,7 +39,7 @@
 #define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
 #define AH_TUNE_SMALL_GAIN 0.03   /* a move gaining less refines it */
 #define AH_TUNE_MAX_RESTARTS 1
-#define AH_TUNE_SCREEN_OUT 3.0    /* a subspace this much slower on its first sample is out */
+#define AH_TUNE_SCREEN_OUT 1.7    /* a subspace this much slower on its first sample is out */
 #define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
@@ -111,6 +111,7 @@ void ah_tune_params_default(ah_tune_params_t *p) {
   p->samples_per_probe = 2;
   p->noise_floor = 0.01;
   p->abandon_ratio = 1.5;
+  p->prior_ratio = 2.0;
   p->drift_check = 1;
   p->seed = 0;
 }
@@ -703,7 +704,7 @@ static void ah_tune_start_pos(const ah_tune_t *t, int *pos) {
     if (dim->nvalues <= 0) continue;
     int64_t v = t->space.start.res[d];
     if (v <= 0) {
-      pos[d] = d == AH_DIM_NCHANNELS ? dim->nvalues - 1 : dim->nvalues / 2;
+      pos[d] = dim->nvalues / 2;
       continue;
     }
     double bestd = INFINITY;
@@ -735,7 +736,16 @@ static void ah_tune_start_screen(ah_tune_t *t) {
       t->def_sub = s;
   if (t->def < 0) return;
   ah_tune_want(t, t->def, t->prm.samples_per_probe + 1);
+  /* The prior: NCCL's own estimates. A subspace it puts more than prior_ratio behind its best
+   * estimate is not screened (NCCL's own subspace always is). */
+  double emin = INFINITY;
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.est_us[s] > 0 && t->space.est_us[s] < emin) emin = t->space.est_us[s];
   for (int s = 0; s < t->space.nsub; s++) {
+    t->sub_start[s] = -1;
+    if (t->prm.prior_ratio > 0 && s != t->def_sub && t->space.est_us[s] > 0 &&
+        t->space.est_us[s] > t->prm.prior_ratio * emin)
+      continue;
     ah_config_t c;
     ah_tune_make_cfg(t, s, pos, &c);
     t->sub_start[s] = ah_tune_probe_get(t, s, pos, &c);

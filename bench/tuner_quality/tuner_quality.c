@@ -154,6 +154,7 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
             if (table[a][p] >= 0) {
               sp.sub[sp.nsub].algo = (int8_t)a;
               sp.sub[sp.nsub].proto = (int8_t)p;
+              sp.est_us[sp.nsub] = table[a][p];
               sp.nsub++;
             }
         int maxch = m.nchannels > m.nvls_channels ? m.nchannels : m.nvls_channels;
