@@ -34,6 +34,7 @@
 #define AH_TUNE_CONFIRM_MAXN 12
 #define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
 #define AH_TUNE_CONFIRM_Z 3.0     /* ... and the winner over NCCL's default */
+#define AH_TUNE_SURE_Z 6.0       /* ... or over NCCL's default without fresh samples, beyond 10% */
 #define AH_TUNE_FLAT_Z 1.5        /* standard errors within which fewer resources count as equal */
 #define AH_TUNE_STEP_ABANDON 1.10 /* a later subspace still this much slower after one step is dropped */
 #define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
@@ -264,6 +265,15 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
     return;
   }
   int b = t->best;
+  /* A gain far beyond what selection luck can produce needs no fresh samples: on at least
+   * AH_TUNE_MOVE_N samples of both, more than AH_TUNE_BIG_GAIN and AH_TUNE_SURE_Z standard errors. */
+  double gain = ah_tune_lg(t, t->def) - ah_tune_lg(t, b);
+  double se = sqrt(pow(ah_tune_se(t, b), 2) + pow(ah_tune_se(t, t->def), 2));
+  if (t->probes[b].n >= AH_TUNE_MOVE_N && t->probes[t->def].n >= AH_TUNE_MOVE_N &&
+      gain > log(1.0 + AH_TUNE_BIG_GAIN) && gain > AH_TUNE_SURE_Z * se) {
+    ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
+    return;
+  }
   if (t->nprobes == t->capprobes) {
     int cap = 2 * t->capprobes;
     ah_probe_t *np = realloc(t->probes, (size_t)cap * sizeof(*np));

@@ -105,7 +105,7 @@ typedef struct {
 } stats_t;
 
 typedef struct {
-  int quick, lag, shim_space, version, seeds, only_coll, only_nodes, only_seed, gather_lag;
+  int quick, lag, shim_space, version, seeds, only_coll, only_nodes, only_seed, gather_lag, peer_window;
   double only_phi;
   size_t only_bytes;
 } grid_t;
@@ -225,6 +225,7 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
               autoccl_params_default(&prm);
               prm.seed = o.seed;
               prm.native_start = v->peer_native;
+              prm.window = g->peer_window;
               autoccl_t *a = autoccl_create(&sp, &prm);
               if (!a) return 2;
               tune_drive_run_engine(&ops, a, cell_time, &cell, &o, &r);
@@ -299,7 +300,7 @@ static void figs_header(void) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, -1, 0};
+  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0};
   int mode = 0; /* 0: autoha alone, 1: side by side with the AutoCCL-style search, 2: skew */
   double skew = 0.2;
   for (int i = 1; i < argc; i++) {
@@ -319,6 +320,7 @@ int main(int argc, char **argv) {
       skew = atof(argv[++i]);
     }
     else if (strcmp(argv[i], "--gather-lag") == 0 && i + 1 < argc) g.gather_lag = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--peer-window") == 0 && i + 1 < argc) g.peer_window = atoi(argv[++i]);
     else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
              sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &g.only_coll, &g.only_bytes, &g.only_nodes, &g.only_phi,
                     &g.only_seed) == 5)
