@@ -745,7 +745,7 @@ static void ah_tune_start_screen(ah_tune_t *t) {
     if (t->space.sub[s].algo == t->space.start.algo && t->space.sub[s].proto == t->space.start.proto)
       t->def_sub = s;
   if (t->def < 0) return;
-  ah_tune_want(t, t->def, t->prm.samples_per_probe + 1);
+  ah_tune_want(t, t->def, t->prm.samples_per_probe);
   /* The prior: NCCL's own estimates. A subspace it puts more than prior_ratio behind its best
    * estimate is not screened (NCCL's own subspace always is). */
   double emin = INFINITY;

@@ -10,8 +10,14 @@
  * A probe runs exactly as sim/sim_nccl_select.c runs a tuner's answer: the cost table edited so
  * only the chosen cell is eligible, then sim_model_select with the tuner's channel count as a cap
  * (so every value above the communicator's count runs as that count: a plateau the search has to
- * cross), which fills threads and chunk. All figures are from sim/'s model, not hardware. Prints
- * one CSV row per cell, then the summary line with OK or FAILED; exits 1 when a bar is missed. */
+ * cross), which fills threads and chunk. The space also carries NCCL's cost-table estimate of each
+ * cell, the engine's prior. All figures are from sim/'s model, not hardware.
+ *
+ * --vs-autoccl runs the AutoCCL-style search (autoccl_search.c) on the same keys, noise, lag,
+ * budget and seeds and prints both side by side; --skew S adds per-rank arrival skew (S x NCCL's
+ * default time, uniform per rank; tests/tune/tune_drive.c) and prints the engine without skew, from
+ * the leader's own duration, and from the shortest duration across ranks. Prints one CSV row per
+ * key and search, then the figure with OK or FAILED last; exits 1 when a bar is missed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +30,11 @@
 #include "sim_model.h"
 #include "tune_drive.h"
 
-/* Bars from the issue. */
+/* Bars from the issues (17: calls and p5 in NCCL 2.28's and 2.30's spaces, p5 under skew). */
 #define BAR_MEDIAN_Q 0.98
-#define BAR_P5_Q 0.93
-#define BAR_MEDIAN_CALLS 60
-#define BAR_MAX_CALLS 200
+#define BAR_P5_Q 0.97
+#define BAR_MEDIAN_CALLS 40
+#define BAR_MAX_CALLS 120
 #define SLOWER_TOL 0.01
 #define BAR_SKEW_P5_Q 0.95
 
