@@ -35,6 +35,9 @@
 #define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
 #define AH_TUNE_CONFIRM_Z 3.0     /* ... and the winner over NCCL's default */
 #define AH_TUNE_SURE_Z 6.0       /* ... or over NCCL's default without fresh samples, beyond 10% */
+#define AH_TUNE_PRIOR_BEHIND 1.2  /* NCCL's estimate puts a subspace this far behind its best ... */
+#define AH_TUNE_PRIOR_ABANDON 1.2 /* ... then it is descended only within this of the best ... */
+#define AH_TUNE_PRIOR_RESCREEN 1.5 /* ... and re-screened only within this */
 #define AH_TUNE_FLAT_Z 1.5        /* standard errors within which fewer resources count as equal */
 #define AH_TUNE_STEP_ABANDON 1.10 /* a later subspace still this much slower after one step is dropped */
 #define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
@@ -657,6 +660,22 @@ static int ah_tune_res_differ(const ah_tune_t *t, int p, int q) {
   return 0;
 }
 
+/* 1 when NCCL's own estimate puts subspace s more than AH_TUNE_PRIOR_BEHIND behind its best
+ * estimate. Note that such a subspace is re-screened and descended on tighter ratios: NCCL's
+ * model and the measurement are two independent signs that it is behind. */
+static int ah_tune_prior_behind(const ah_tune_t *t, int s) {
+  double emin = INFINITY;
+  for (int i = 0; i < t->space.nsub; i++)
+    if (t->space.est_us[i] > 0 && t->space.est_us[i] < emin) emin = t->space.est_us[i];
+  return t->prm.prior_ratio > 0 && t->space.est_us[s] > 0 && t->space.est_us[s] > AH_TUNE_PRIOR_BEHIND * emin;
+}
+
+/* How far behind the best a subspace may measure and still be descended. */
+static double ah_tune_abandon_ratio(const ah_tune_t *t, int s) {
+  double r = t->prm.abandon_ratio;
+  return ah_tune_prior_behind(t, s) && r > AH_TUNE_PRIOR_ABANDON ? AH_TUNE_PRIOR_ABANDON : r;
+}
+
 /* Starts the descent of the next subspace (in screening order) that is not clearly behind, or the
  * confirmation when none is left. Note that a subspace screened at NCCL's resources is screened
  * again at the best point's resources before it is judged: interference and message size move
@@ -667,7 +686,7 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
     if (p < 0 || t->probes[p].n == 0) continue;
     double lb = ah_tune_lg(t, t->best);
     if (!t->rescreened[s] && t->probes[t->best].sub >= 0 && ah_tune_res_differ(t, p, t->best) &&
-        ah_tune_lg(t, p) <= lb + log(AH_TUNE_RESCREEN_RATIO)) {
+        ah_tune_lg(t, p) <= lb + log(ah_tune_prior_behind(t, s) ? AH_TUNE_PRIOR_RESCREEN : AH_TUNE_RESCREEN_RATIO)) {
       t->rescreened[s] = 1;
       ah_config_t c;
       ah_tune_make_cfg(t, s, t->probes[t->best].pos, &c);
@@ -683,7 +702,7 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
         if (ah_tune_lg(t, q) < ah_tune_lg(t, p)) t->sub_start[s] = p = q;
       }
     }
-    if (s != t->def_sub && ah_tune_lg(t, p) > lb + log(t->prm.abandon_ratio)) continue;
+    if (s != t->def_sub && ah_tune_lg(t, p) > lb + log(ah_tune_abandon_ratio(t, s))) continue;
     ah_tune_start_subspace(t, p);
     return;
   }
