@@ -100,6 +100,7 @@ typedef struct {
   const char *name;
   int peer;              /* 0 autoha, 1 AutoCCL-style */
   int peer_native;       /* the peer's subspaces start at NCCL's resources instead of at random */
+  int peer_window;       /* the peer's profile window (0: the bench's --peer-window) */
   double skew;           /* arrival skew (share of NCCL's default time), 0: none */
   int min_signal;        /* the engine gets the shortest duration across ranks */
 } variant_t;
@@ -231,7 +232,7 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
               autoccl_params_default(&prm);
               prm.seed = o.seed;
               prm.native_start = v->peer_native;
-              prm.window = g->peer_window;
+              prm.window = v->peer_window > 0 ? v->peer_window : g->peer_window;
               autoccl_t *a = autoccl_create(&sp, &prm);
               if (!a) return 2;
               tune_drive_run_engine(&ops, a, cell_time, &cell, &o, &r);
@@ -294,12 +295,12 @@ static void stats_free(stats_t *st) {
 }
 
 static void figs_row(const char *name, const figs_t *f) {
-  printf("| %-44s | %.4f | %.4f | %4.0f | %4.0f | %4d/%d | %5.1f / %5.1f | %.4fx |\n", name, f->med_q,
+  printf("| %-46s | %.4f | %.4f | %4.0f | %4.0f | %4d/%d | %5.1f / %5.1f | %.4fx |\n", name, f->med_q,
          f->p5_q, f->med_c, f->max_c, f->nslower, f->n, f->med_x, f->p95_x, f->geo);
 }
 
 static void figs_header(void) {
-  printf("| %-44s | med q  | p5 q   | med calls | max calls | slower >1%% | probing cost med / p95 | geomean |\n",
+  printf("| %-46s | med q  | p5 q   | med calls | max calls | slower >1%% | probing cost med / p95 | geomean |\n",
          "search (sim/ truth model)");
   printf("|---|---|---|---|---|---|---|---|\n");
 }
@@ -344,20 +345,26 @@ int main(int argc, char **argv) {
   }
   fprintf(csv, "search,coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
                "quality,speedup,calls,probes,state,search_cost\n");
-  variant_t vs[3];
+  variant_t vs[8];
   int nv = 0;
   if (mode == 0) {
-    vs[nv++] = (variant_t){"autoha", 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"autoha", 0, 0, 0, 0, 0};
   } else if (mode == 1) {
-    vs[nv++] = (variant_t){"autoha", 0, 0, 0, 0};
-    vs[nv++] = (variant_t){"AutoCCL-style, random start (paper)", 1, 0, 0, 0};
-    vs[nv++] = (variant_t){"AutoCCL-style, start at NCCL's resources", 1, 1, 0, 0};
+    vs[nv++] = (variant_t){"autoha", 0, 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style, random start (paper)", 1, 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style, start at NCCL's resources", 1, 1, 0, 0, 0};
+    /* Context, not bars: can the peer buy autoha's p5 with longer profiles? */
+    vs[nv++] = (variant_t){"AutoCCL-style, random start, 2-call profiles", 1, 0, 2, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style, random start, 8-call profiles", 1, 0, 8, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style, random start, 16-call profiles", 1, 0, 16, 0, 0};
   } else {
-    vs[nv++] = (variant_t){"autoha, no skew", 0, 0, 0, 0};
-    vs[nv++] = (variant_t){"autoha, skew, leader's own duration", 0, 0, skew, 0};
-    vs[nv++] = (variant_t){"autoha, skew, shortest duration across ranks", 0, 0, skew, 1};
+    vs[nv++] = (variant_t){"autoha, no skew", 0, 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"autoha, skew, leader's own duration", 0, 0, 0, skew, 0};
+    vs[nv++] = (variant_t){"autoha, skew, shortest duration across ranks", 0, 0, 0, skew, 1};
+    vs[nv++] = (variant_t){"AutoCCL-style (paper), no skew", 1, 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style (paper), skew, leader's own", 1, 0, 0, skew, 0};
   }
-  figs_t f[3];
+  figs_t f[8];
   clock_t t0 = clock();
   for (int i = 0; i < nv; i++) {
     stats_t st;
@@ -389,7 +396,7 @@ int main(int argc, char **argv) {
     /* The bar: half the peer's median calls or fewer, at an equal or better p5 — against each
      * start the peer may take. */
     int ok = f[0].n > 0 && f[0].nslower == 0;
-    for (int i = 1; i < nv; i++) ok = ok && f[0].med_c <= 0.5 * f[i].med_c && f[0].p5_q >= f[i].p5_q;
+    for (int i = 1; i < 3; i++) ok = ok && f[0].med_c <= 0.5 * f[i].med_c && f[0].p5_q >= f[i].p5_q;
     printf("tuner_quality vs AutoCCL-style search (sim/ truth model, same keys, noise, lag, budget "
            "and seeds): autoha median calls %.0f vs %.0f / %.0f (bar <= half), p5 %.4f vs %.4f / "
            "%.4f (bar >=), keys slower than default %d vs %d / %d %s\n", f[0].med_c, f[1].med_c,
