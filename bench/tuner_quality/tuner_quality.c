@@ -257,7 +257,7 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
             fmt_sim(&opt.def, bd, sizeof(bd));
             fmt_sim(&opt.best, bb, sizeof(bb));
             fmt_sim(&tuned, bt, sizeof(bt));
-            fprintf(csv, "%s,%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f\n",
+            fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f\n",
                     v->name, sim_model_coll_name(colls[ci]), bytes, nodes[ti], phis[pi], seed, bd,
                     opt.def_us, bb, opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc,
                     probes, state, st->extra[i]);
