@@ -391,6 +391,8 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
       if (ok && sp->nsub < AH_MAX_SUBSPACES) {
         sp->sub[sp->nsub].algo = (int8_t)a;
         sp->sub[sp->nsub].proto = (int8_t)p;
+        /* NCCL's estimate: the search's prior (orders and prunes subspaces, tuner/ah_tune.c) */
+        sp->est_us[sp->nsub] = call->table ? call->table[a * call->num_proto + p] : 0.0f;
         sp->nsub++;
       }
     }

@@ -55,6 +55,9 @@ typedef struct {
   int ndims;
   ah_dim_t dims[AH_MAX_DIMS];
   ah_config_t start;
+  /* NCCL's own estimate (microseconds) of each subspace, from the cost table of the call the
+   * space was built at; 0 where unknown. The search's prior: it orders and prunes subspaces. */
+  float est_us[AH_MAX_SUBSPACES];
 } ah_space_t;
 
 /* Size bin of a call: floor(log2(bytes per rank)), with bytes per rank = nbytes / nranks for

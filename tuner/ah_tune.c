@@ -1,6 +1,8 @@
 /* ah_tune.c: the online search of one key (tuner/ah_tune.h), AutoCCL's two-level search made
- * cheaper in calls: screen every (algorithm, protocol) subspace at NCCL's own resources (a second
- * sample only for those not already 3x behind), then coordinate descent (steps x2 then x1.41, both
+ * cheaper in calls: NCCL's cost-table estimates prune the subspaces it rates far behind and hold
+ * those it rates behind to tighter ratios; screen the rest at the start's resources (a dimension
+ * whose start is "NCCL's own" starts in the middle of its list; a second sample only for those not
+ * already 1.7x behind), then coordinate descent (steps x2 then x1.41, both
  * directions, continuing in a direction that paid, one longer look where a gentle slope may hide a
  * steep one, and on through plateaus towards fewer channels: NCCL caps the tuner's channels at the
  * communicator's own count, so the shim's list is flat above it) in the promising subspaces only,
@@ -30,16 +32,20 @@
 #define AH_TUNE_MAX_LEVEL 1       /* step ratios 2^(1/2^level): x2, then x1.41 */
 #define AH_TUNE_SEARCH_MAXN 4     /* racing: samples a search probe may grow to */
 #define AH_TUNE_MOVE_N 4          /* samples of both sides behind a move that gains < BIG_GAIN */
-#define AH_TUNE_CONFIRM_N 6       /* fresh samples of the winner before it may replace the default */
+#define AH_TUNE_CONFIRM_N 4       /* fresh samples of the winner before it may replace the default */
 #define AH_TUNE_CONFIRM_MAXN 12
 #define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
 #define AH_TUNE_CONFIRM_Z 3.0     /* ... and the winner over NCCL's default */
+#define AH_TUNE_SURE_Z 6.0       /* ... or over NCCL's default without fresh samples, beyond 10% */
+#define AH_TUNE_PRIOR_BEHIND 1.2  /* NCCL's estimate puts a subspace this far behind its best ... */
+#define AH_TUNE_PRIOR_ABANDON 1.2 /* ... then it is descended only within this of the best ... */
+#define AH_TUNE_PRIOR_RESCREEN 1.5 /* ... and re-screened only within this */
 #define AH_TUNE_FLAT_Z 1.5        /* standard errors within which fewer resources count as equal */
 #define AH_TUNE_STEP_ABANDON 1.10 /* a later subspace still this much slower after one step is dropped */
 #define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
 #define AH_TUNE_SMALL_GAIN 0.03   /* a move gaining less refines it */
 #define AH_TUNE_MAX_RESTARTS 1
-#define AH_TUNE_SCREEN_OUT 3.0    /* a subspace this much slower on its first sample is out */
+#define AH_TUNE_SCREEN_OUT 1.7    /* a subspace this much slower on its first sample is out */
 #define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
@@ -111,6 +117,7 @@ void ah_tune_params_default(ah_tune_params_t *p) {
   p->samples_per_probe = 2;
   p->noise_floor = 0.01;
   p->abandon_ratio = 1.5;
+  p->prior_ratio = 2.0;
   p->drift_check = 1;
   p->seed = 0;
 }
@@ -263,6 +270,15 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
     return;
   }
   int b = t->best;
+  /* A gain far beyond what selection luck can produce needs no fresh samples: on at least
+   * AH_TUNE_MOVE_N samples of both, more than AH_TUNE_BIG_GAIN and AH_TUNE_SURE_Z standard errors. */
+  double gain = ah_tune_lg(t, t->def) - ah_tune_lg(t, b);
+  double se = sqrt(pow(ah_tune_se(t, b), 2) + pow(ah_tune_se(t, t->def), 2));
+  if (t->probes[b].n >= AH_TUNE_MOVE_N && t->probes[t->def].n >= AH_TUNE_MOVE_N &&
+      gain > log(1.0 + AH_TUNE_BIG_GAIN) && gain > AH_TUNE_SURE_Z * se) {
+    ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
+    return;
+  }
   if (t->nprobes == t->capprobes) {
     int cap = 2 * t->capprobes;
     ah_probe_t *np = realloc(t->probes, (size_t)cap * sizeof(*np));
@@ -646,6 +662,22 @@ static int ah_tune_res_differ(const ah_tune_t *t, int p, int q) {
   return 0;
 }
 
+/* 1 when NCCL's own estimate puts subspace s more than AH_TUNE_PRIOR_BEHIND behind its best
+ * estimate. Note that such a subspace is re-screened and descended on tighter ratios: NCCL's
+ * model and the measurement are two independent signs that it is behind. */
+static int ah_tune_prior_behind(const ah_tune_t *t, int s) {
+  double emin = INFINITY;
+  for (int i = 0; i < t->space.nsub; i++)
+    if (t->space.est_us[i] > 0 && t->space.est_us[i] < emin) emin = t->space.est_us[i];
+  return t->prm.prior_ratio > 0 && t->space.est_us[s] > 0 && t->space.est_us[s] > AH_TUNE_PRIOR_BEHIND * emin;
+}
+
+/* How far behind the best a subspace may measure and still be descended. */
+static double ah_tune_abandon_ratio(const ah_tune_t *t, int s) {
+  double r = t->prm.abandon_ratio;
+  return ah_tune_prior_behind(t, s) && r > AH_TUNE_PRIOR_ABANDON ? AH_TUNE_PRIOR_ABANDON : r;
+}
+
 /* Starts the descent of the next subspace (in screening order) that is not clearly behind, or the
  * confirmation when none is left. Note that a subspace screened at NCCL's resources is screened
  * again at the best point's resources before it is judged: interference and message size move
@@ -656,7 +688,7 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
     if (p < 0 || t->probes[p].n == 0) continue;
     double lb = ah_tune_lg(t, t->best);
     if (!t->rescreened[s] && t->probes[t->best].sub >= 0 && ah_tune_res_differ(t, p, t->best) &&
-        ah_tune_lg(t, p) <= lb + log(AH_TUNE_RESCREEN_RATIO)) {
+        ah_tune_lg(t, p) <= lb + log(ah_tune_prior_behind(t, s) ? AH_TUNE_PRIOR_RESCREEN : AH_TUNE_RESCREEN_RATIO)) {
       t->rescreened[s] = 1;
       ah_config_t c;
       ah_tune_make_cfg(t, s, t->probes[t->best].pos, &c);
@@ -672,7 +704,7 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
         if (ah_tune_lg(t, q) < ah_tune_lg(t, p)) t->sub_start[s] = p = q;
       }
     }
-    if (s != t->def_sub && ah_tune_lg(t, p) > lb + log(t->prm.abandon_ratio)) continue;
+    if (s != t->def_sub && ah_tune_lg(t, p) > lb + log(ah_tune_abandon_ratio(t, s))) continue;
     ah_tune_start_subspace(t, p);
     return;
   }
@@ -703,7 +735,7 @@ static void ah_tune_start_pos(const ah_tune_t *t, int *pos) {
     if (dim->nvalues <= 0) continue;
     int64_t v = t->space.start.res[d];
     if (v <= 0) {
-      pos[d] = d == AH_DIM_NCHANNELS ? dim->nvalues - 1 : dim->nvalues / 2;
+      pos[d] = dim->nvalues / 2;
       continue;
     }
     double bestd = INFINITY;
@@ -734,8 +766,17 @@ static void ah_tune_start_screen(ah_tune_t *t) {
     if (t->space.sub[s].algo == t->space.start.algo && t->space.sub[s].proto == t->space.start.proto)
       t->def_sub = s;
   if (t->def < 0) return;
-  ah_tune_want(t, t->def, t->prm.samples_per_probe + 1);
+  ah_tune_want(t, t->def, t->prm.samples_per_probe);
+  /* The prior: NCCL's own estimates. A subspace it puts more than prior_ratio behind its best
+   * estimate is not screened (NCCL's own subspace always is). */
+  double emin = INFINITY;
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.est_us[s] > 0 && t->space.est_us[s] < emin) emin = t->space.est_us[s];
   for (int s = 0; s < t->space.nsub; s++) {
+    t->sub_start[s] = -1;
+    if (t->prm.prior_ratio > 0 && s != t->def_sub && t->space.est_us[s] > 0 &&
+        t->space.est_us[s] > t->prm.prior_ratio * emin)
+      continue;
     ah_config_t c;
     ah_tune_make_cfg(t, s, pos, &c);
     t->sub_start[s] = ah_tune_probe_get(t, s, pos, &c);

@@ -24,6 +24,7 @@ typedef struct {
   int samples_per_probe;   /* samples per configuration, before robust statistics */
   double noise_floor;      /* relative difference below which configs are considered equal */
   double abandon_ratio;    /* a subspace whose first probe is this much slower is dropped */
+  double prior_ratio;      /* a subspace NCCL estimates this much slower than its best is not tried (0: all) */
   int drift_check;         /* 1: CUSUM on the pinned config's times re-opens tuning */
   uint64_t seed;           /* for any randomised tie-breaking, so runs are reproducible */
 } ah_tune_params_t;

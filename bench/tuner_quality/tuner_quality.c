@@ -10,8 +10,14 @@
  * A probe runs exactly as sim/sim_nccl_select.c runs a tuner's answer: the cost table edited so
  * only the chosen cell is eligible, then sim_model_select with the tuner's channel count as a cap
  * (so every value above the communicator's count runs as that count: a plateau the search has to
- * cross), which fills threads and chunk. All figures are from sim/'s model, not hardware. Prints
- * one CSV row per cell, then the summary line with OK or FAILED; exits 1 when a bar is missed. */
+ * cross), which fills threads and chunk. The space also carries NCCL's cost-table estimate of each
+ * cell, the engine's prior. All figures are from sim/'s model, not hardware.
+ *
+ * --vs-autoccl runs the AutoCCL-style search (autoccl_search.c) on the same keys, noise, lag,
+ * budget and seeds and prints both side by side; --skew S adds per-rank arrival skew (S x NCCL's
+ * default time, uniform per rank; tests/tune/tune_drive.c) and prints the engine without skew, from
+ * the leader's own duration, and from the shortest duration across ranks. Prints one CSV row per
+ * key and search, then the figure with OK or FAILED last; exits 1 when a bar is missed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +26,17 @@
 
 #include "ah_log.h"
 #include "ah_tune.h"
+#include "autoccl_search.h"
 #include "sim_model.h"
 #include "tune_drive.h"
 
-/* Bars from the issue. */
+/* Bars from the issues (17: calls and p5 in NCCL 2.28's and 2.30's spaces, p5 under skew). */
 #define BAR_MEDIAN_Q 0.98
-#define BAR_P5_Q 0.93
-#define BAR_MEDIAN_CALLS 60
-#define BAR_MAX_CALLS 200
+#define BAR_P5_Q 0.97
+#define BAR_MEDIAN_CALLS 40
+#define BAR_MAX_CALLS 120
 #define SLOWER_TOL 0.01
+#define BAR_SKEW_P5_Q 0.95
 
 typedef struct {
   const sim_model_t *m;
@@ -87,51 +95,45 @@ static void fmt_sim(const sim_config_t *c, char *buf, size_t len) {
            c->nchannels, c->chunk);
 }
 
-int main(int argc, char **argv) {
-  const char *csv_path = "tuner_quality.csv";
-  int quick = 0, lag = 2, shim_space = 1, version = 0, seeds = 3, only_coll = -1, only_nodes = 0, only_seed = 0;
-  double only_phi = -1;
-  size_t only_bytes = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
-    else if (strcmp(argv[i], "--quick") == 0) quick = 1;
-    else if (strcmp(argv[i], "--shim-space") == 0) shim_space = 1; /* the default */
-    else if (strcmp(argv[i], "--full-space") == 0) shim_space = 0;
-    else if (strcmp(argv[i], "--version") == 0 && i + 1 < argc) version = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) seeds = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--noise") == 0 && i + 1 < argc &&
-             sscanf(argv[++i], "%lf,%lf", &noise_sigma, &noise_outliers) == 2) {
-    }
-    else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) lag = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
-             sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &only_coll, &only_bytes, &only_nodes, &only_phi,
-                    &only_seed) == 5)
-      ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
-    else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--noise SIGMA,OUTLIERS] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
-                      "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
-      return 2;
-    }
-  }
-  FILE *csv = fopen(csv_path, "w");
-  if (!csv) {
-    perror(csv_path);
-    return 2;
-  }
-  fprintf(csv, "coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
-               "quality,speedup,calls,probes,state,search_cost\n");
+/* One search under test: autoha's engine or the AutoCCL-style search, and the signal it gets. */
+typedef struct {
+  const char *name;
+  int peer;              /* 0 autoha, 1 AutoCCL-style */
+  int peer_native;       /* the peer's subspaces start at NCCL's resources instead of at random */
+  int peer_window;       /* the peer's profile window (0: the bench's --peer-window) */
+  double skew;           /* arrival skew (share of NCCL's default time), 0: none */
+  int min_signal;        /* the engine gets the shortest duration across ranks */
+} variant_t;
+
+typedef struct {
+  double *q, *calls, *extra;
+  int n, nslower, nskipped;
+  double log_speedup;
+} stats_t;
+
+typedef struct {
+  int quick, lag, shim_space, version, seeds, only_coll, only_nodes, only_seed, gather_lag, peer_window;
+  double only_phi;
+  size_t only_bytes;
+} grid_t;
+
+static void peer_next(void *e, uint64_t first, ah_segment_t *s) { autoccl_next(e, first, s); }
+static void peer_observe(void *e, uint64_t i, double us) { autoccl_observe(e, i, us); }
+
+/* Runs variant v over the grid; one CSV row per key when csv is not NULL. Returns 0, or 2 on a
+ * setup failure. */
+static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv) {
   static const int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER,
                               AH_FUNC_BROADCAST, AH_FUNC_REDUCE};
   static const int nodes[] = {1, 2, 4, 16};
   static const double phis[] = {0.0, 0.5, 0.8};
-  int nseeds = quick ? 1 : (seeds < 1 ? 1 : seeds);
+  int nseeds = g->quick ? 1 : (g->seeds < 1 ? 1 : g->seeds);
   int maxcells = 5 * 11 * 4 * 3 * nseeds;
-  double *q = malloc(sizeof(double) * (size_t)maxcells);
-  double *calls = malloc(sizeof(double) * (size_t)maxcells);
-  double *extra = malloc(sizeof(double) * (size_t)maxcells);
-  double log_speedup = 0.0;
-  int ncells = 0, nslower = 0, nskipped = 0;
-  clock_t t0 = clock();
+  memset(st, 0, sizeof(*st));
+  st->q = malloc(sizeof(double) * (size_t)maxcells);
+  st->calls = malloc(sizeof(double) * (size_t)maxcells);
+  st->extra = malloc(sizeof(double) * (size_t)maxcells);
+  if (!st->q || !st->calls || !st->extra) return 2;
   for (int ti = 0; ti < 4; ti++) {
     char spec[64], err[256];
     snprintf(spec, sizeof(spec), "nodes=%d,gpus=8,gpu=h100", nodes[ti]);
@@ -140,15 +142,16 @@ int main(int argc, char **argv) {
       fprintf(stderr, "tuner_quality: %s\n", err);
       return 2;
     }
-    if (version > 0) topo.version = version; /* e.g. 23007: NCCL 2.30, per-call chunk (tuner v6) */
+    if (g->version > 0) topo.version = g->version; /* e.g. 23007: NCCL 2.30, per-call chunk (tuner v6) */
     static sim_model_t m;
     sim_model_init(&m, &topo, 0, 0);
     for (int ci = 0; ci < 5; ci++) {
       for (size_t bytes = 1024; bytes <= ((size_t)1 << 30); bytes *= 4) {
-        if (only_coll >= 0 && (colls[ci] != only_coll || bytes != only_bytes || nodes[ti] != only_nodes))
+        if (g->only_coll >= 0 && (colls[ci] != g->only_coll || bytes != g->only_bytes || nodes[ti] != g->only_nodes))
           continue;
-        if (quick && bytes != 1024 && bytes != ((size_t)1 << 20) && bytes != ((size_t)1 << 30)) continue;
-        /* The space: what NCCL allows for this call. */
+        if (g->quick && bytes != 1024 && bytes != ((size_t)1 << 20) && bytes != ((size_t)1 << 30)) continue;
+        /* The space: what NCCL allows for this call, and NCCL's own cost estimate of each cell
+         * (what the shim reads from the table getCollInfo fills). */
         float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
         sim_model_cost_table(&m, colls[ci], bytes, 1, table);
         ah_space_t sp;
@@ -158,13 +161,14 @@ int main(int argc, char **argv) {
             if (table[a][p] >= 0) {
               sp.sub[sp.nsub].algo = (int8_t)a;
               sp.sub[sp.nsub].proto = (int8_t)p;
+              sp.est_us[sp.nsub] = table[a][p];
               sp.nsub++;
             }
         int maxch = m.nchannels > m.nvls_channels ? m.nchannels : m.nvls_channels;
         if (maxch > AH_MAX_DIM_VALUES) maxch = AH_MAX_DIM_VALUES;
         sp.ndims = 1;
-        if (shim_space) { /* the shim's channel list (shim/shim_decide.c): it cannot know the
-                           * communicator's count, so the list runs past it to NCCL's limit */
+        if (g->shim_space) { /* the shim's channel list (shim/shim_decide.c): it cannot know the
+                              * communicator's count, so the list runs past it to NCCL's limit */
           static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
           int shim_max = m.topo.version >= 22500 ? 64 : 32;
           for (int i = 0; i < 10 && ch[i] <= shim_max; i++) sp.dims[0].values[sp.dims[0].nvalues++] = ch[i];
@@ -174,7 +178,7 @@ int main(int argc, char **argv) {
         }
         if (m.topo.version >= 23000) { /* per-call chunk (tuner v6) */
           sp.ndims = 2;
-          if (shim_space) { /* the shim's chunk list: 64 KiB .. 4 MiB */
+          if (g->shim_space) { /* the shim's chunk list: 64 KiB .. 4 MiB */
             sp.dims[1].nvalues = 7;
             for (int i = 0; i < 7; i++) sp.dims[1].values[i] = (int64_t)65536 << i;
           } else {
@@ -183,86 +187,228 @@ int main(int argc, char **argv) {
           }
         }
         for (int pi = 0; pi < 3; pi++) {
-          if (only_coll >= 0 && fabs(phis[pi] - only_phi) > 1e-9) continue;
+          if (g->only_coll >= 0 && fabs(phis[pi] - g->only_phi) > 1e-9) continue;
           sim_optimum_t opt;
           if (sp.nsub == 0 || sim_model_optimum(&m, colls[ci], bytes, phis[pi], &opt) != 0) {
-            nskipped++;
+            st->nskipped++;
             continue;
           }
           sp.start.algo = (int8_t)opt.def.algo;
           sp.start.proto = (int8_t)opt.def.proto;
           sp.start.ndims = sp.ndims;
-          sp.start.res[0] = shim_space ? 0 : opt.def.nchannels;
-          if (sp.ndims > 1) sp.start.res[1] = shim_space ? 0 : (int64_t)opt.def.chunk;
+          sp.start.res[0] = g->shim_space ? 0 : opt.def.nchannels;
+          if (sp.ndims > 1) sp.start.res[1] = g->shim_space ? 0 : (int64_t)opt.def.chunk;
           cell_t cell = {&m, colls[ci], bytes, phis[pi], sp.ndims};
           for (int seed = 1; seed <= nseeds; seed++) {
-            if (only_coll >= 0 && seed != only_seed) continue;
-            ah_tune_params_t prm;
-            ah_tune_params_default(&prm);
-            prm.seed = (uint64_t)seed;
-            ah_tune_t *t = ah_tune_create(&sp, &prm);
-            if (!t) return 2;
+            if (g->only_coll >= 0 && seed != g->only_seed) continue;
             tune_drive_opts_t o;
             tune_drive_opts_default(&o);
             o.seed = (uint64_t)seed * 1000003 + (uint64_t)((ti * 5 + ci) * 64 + pi * 16) + bytes;
             o.noise = cell_noise;
-            o.lag = lag < 0 ? 0 : lag;
+            o.lag = g->lag < 0 ? 0 : g->lag;
             o.max_calls = 2000;
+            o.ranks = nodes[ti] * 8;
+            o.skew = v->skew;
+            o.skew_ref_us = opt.def_us;
+            o.skew_min_signal = v->min_signal;
+            o.skew_gather_lag = g->gather_lag;
             tune_drive_result_t r;
-            tune_drive_run(t, cell_time, &cell, &o, &r);
-            ah_tune_status_t st;
-            ah_tune_status(t, &st);
+            int probes = 0, state = 0;
+            if (!v->peer) {
+              ah_tune_params_t prm;
+              ah_tune_params_default(&prm);
+              prm.seed = (uint64_t)seed;
+              ah_tune_t *t = ah_tune_create(&sp, &prm);
+              if (!t) return 2;
+              tune_drive_run(t, cell_time, &cell, &o, &r);
+              ah_tune_status_t ts;
+              ah_tune_status(t, &ts);
+              probes = ts.probes;
+              state = ts.state;
+              ah_tune_destroy(t);
+            } else {
+              static const tune_engine_ops_t ops = {peer_next, peer_observe, NULL};
+              autoccl_params_t prm;
+              autoccl_params_default(&prm);
+              prm.seed = o.seed;
+              prm.native_start = v->peer_native;
+              prm.window = v->peer_window > 0 ? v->peer_window : g->peer_window;
+              autoccl_t *a = autoccl_create(&sp, &prm);
+              if (!a) return 2;
+              tune_drive_run_engine(&ops, a, cell_time, &cell, &o, &r);
+              autoccl_destroy(a);
+            }
             sim_config_t tuned;
             cell_sim_config(&cell, &r.final, &tuned);
             double tuned_us = cell_time(&cell, &r.final, 0);
             double qq = opt.best_us / tuned_us;
             double sp_up = opt.def_us / tuned_us;
             uint64_t cc = r.pinned_at == UINT64_MAX ? r.calls : r.pinned_at;
-            if (tuned_us > opt.def_us * (1.0 + SLOWER_TOL)) nslower++;
-            q[ncells] = qq;
-            calls[ncells] = (double)cc;
+            int i = st->n++;
+            if (tuned_us > opt.def_us * (1.0 + SLOWER_TOL)) st->nslower++;
+            st->q[i] = qq;
+            st->calls[i] = (double)cc;
             /* The search's cost: its calls' time over what NCCL's default would have taken, in
              * default calls. */
-            extra[ncells] = r.search_us / opt.def_us - (double)cc;
-            log_speedup += log(sp_up);
+            st->extra[i] = r.search_us / opt.def_us - (double)cc;
+            st->log_speedup += log(sp_up);
+            if (!csv) continue;
             char bd[64], bb[64], bt[64];
             fmt_sim(&opt.def, bd, sizeof(bd));
             fmt_sim(&opt.best, bb, sizeof(bb));
             fmt_sim(&tuned, bt, sizeof(bt));
-            fprintf(csv, "%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f\n",
-                    sim_model_coll_name(colls[ci]), bytes, nodes[ti], phis[pi], seed, bd, opt.def_us,
-                    bb, opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc, st.probes,
-                    st.state, extra[ncells]);
-            ncells++;
-            ah_tune_destroy(t);
+            fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f\n",
+                    v->name, sim_model_coll_name(colls[ci]), bytes, nodes[ti], phis[pi], seed, bd,
+                    opt.def_us, bb, opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc,
+                    probes, state, st->extra[i]);
           }
         }
       }
     }
   }
+  return 0;
+}
+
+typedef struct {
+  double med_q, p5_q, med_c, max_c, med_x, p95_x, geo;
+  int n, nslower;
+} figs_t;
+
+static void figs_of(stats_t *st, figs_t *f) {
+  f->n = st->n;
+  f->nslower = st->nslower;
+  f->geo = st->n ? exp(st->log_speedup / st->n) : NAN;
+  f->max_c = 0;
+  for (int i = 0; i < st->n; i++)
+    if (st->calls[i] > f->max_c) f->max_c = st->calls[i];
+  f->med_q = quantile(st->q, st->n, 0.5);
+  f->p5_q = quantile(st->q, st->n, 0.05);
+  f->med_c = quantile(st->calls, st->n, 0.5);
+  f->med_x = quantile(st->extra, st->n, 0.5);
+  f->p95_x = quantile(st->extra, st->n, 0.95);
+}
+
+static void stats_free(stats_t *st) {
+  free(st->q);
+  free(st->calls);
+  free(st->extra);
+}
+
+static void figs_row(const char *name, const figs_t *f) {
+  printf("| %-46s | %.4f | %.4f | %4.0f | %4.0f | %4d/%d | %5.1f / %5.1f | %.4fx |\n", name, f->med_q,
+         f->p5_q, f->med_c, f->max_c, f->nslower, f->n, f->med_x, f->p95_x, f->geo);
+}
+
+static void figs_header(void) {
+  printf("| %-46s | med q  | p5 q   | med calls | max calls | slower >1%% | probing cost med / p95 | geomean |\n",
+         "search (sim/ truth model)");
+  printf("|---|---|---|---|---|---|---|---|\n");
+}
+
+int main(int argc, char **argv) {
+  const char *csv_path = "tuner_quality.csv";
+  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0};
+  int mode = 0; /* 0: autoha alone, 1: side by side with the AutoCCL-style search, 2: skew */
+  double skew = 0.2;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
+    else if (strcmp(argv[i], "--quick") == 0) g.quick = 1;
+    else if (strcmp(argv[i], "--shim-space") == 0) g.shim_space = 1; /* the default */
+    else if (strcmp(argv[i], "--full-space") == 0) g.shim_space = 0;
+    else if (strcmp(argv[i], "--version") == 0 && i + 1 < argc) g.version = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) g.seeds = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--noise") == 0 && i + 1 < argc &&
+             sscanf(argv[++i], "%lf,%lf", &noise_sigma, &noise_outliers) == 2) {
+    }
+    else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) g.lag = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--vs-autoccl") == 0) mode = 1;
+    else if (strcmp(argv[i], "--skew") == 0 && i + 1 < argc) {
+      mode = 2;
+      skew = atof(argv[++i]);
+    }
+    else if (strcmp(argv[i], "--gather-lag") == 0 && i + 1 < argc) g.gather_lag = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--peer-window") == 0 && i + 1 < argc) g.peer_window = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
+             sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &g.only_coll, &g.only_bytes, &g.only_nodes, &g.only_phi,
+                    &g.only_seed) == 5)
+      ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
+    else {
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+                      "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
+      return 2;
+    }
+  }
+  FILE *csv = fopen(csv_path, "w");
+  if (!csv) {
+    perror(csv_path);
+    return 2;
+  }
+  fprintf(csv, "search,coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
+               "quality,speedup,calls,probes,state,search_cost\n");
+  variant_t vs[8];
+  int nv = 0;
+  if (mode == 0) {
+    vs[nv++] = (variant_t){"autoha", 0, 0, 0, 0, 0};
+  } else if (mode == 1) {
+    vs[nv++] = (variant_t){"autoha", 0, 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style, random start (paper)", 1, 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style, start at NCCL's resources", 1, 1, 0, 0, 0};
+    /* Context, not bars: can the peer buy autoha's p5 with longer profiles? */
+    vs[nv++] = (variant_t){"AutoCCL-style, random start, 2-call profiles", 1, 0, 2, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style, random start, 8-call profiles", 1, 0, 8, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style, random start, 16-call profiles", 1, 0, 16, 0, 0};
+  } else {
+    vs[nv++] = (variant_t){"autoha, no skew", 0, 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"autoha, skew, leader's own duration", 0, 0, 0, skew, 0};
+    vs[nv++] = (variant_t){"autoha, skew, shortest duration across ranks", 0, 0, 0, skew, 1};
+    vs[nv++] = (variant_t){"AutoCCL-style (paper), no skew", 1, 0, 0, 0, 0};
+    vs[nv++] = (variant_t){"AutoCCL-style (paper), skew, leader's own", 1, 0, 0, skew, 0};
+  }
+  figs_t f[8];
+  clock_t t0 = clock();
+  for (int i = 0; i < nv; i++) {
+    stats_t st;
+    int rc = run_grid(&g, &vs[i], &st, csv);
+    if (rc != 0) return rc;
+    figs_of(&st, &f[i]);
+    stats_free(&st);
+  }
   fclose(csv);
   double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
-  double geo = ncells ? exp(log_speedup / ncells) : NAN;
-  double maxc = 0;
-  for (int i = 0; i < ncells; i++)
-    if (calls[i] > maxc) maxc = calls[i];
-  double med_q = quantile(q, ncells, 0.5), p5_q = quantile(q, ncells, 0.05);
-  double med_c = quantile(calls, ncells, 0.5);
-  double med_x = quantile(extra, ncells, 0.5), p95_x = quantile(extra, ncells, 0.95);
-  int ok = ncells > 0 && med_q >= BAR_MEDIAN_Q && p5_q >= BAR_P5_Q && med_c <= BAR_MEDIAN_CALLS &&
-           maxc <= BAR_MAX_CALLS && nslower == 0;
-  printf("tuner_quality: %d cells (%d skipped) in %.1f s, noise sigma %.3f with %.3f outliers at "
-         "1.5x, results reported %d calls late, per-cell CSV in %s\n", ncells, nskipped, secs,
-         noise_sigma, noise_outliers, lag, csv_path);
-  printf("tuner_quality: search cost (extra time over NCCL's default while searching, in default "
-         "calls) median %.1f p95 %.1f\n", med_x, p95_x);
-  printf("tuner_quality (sim/ truth model): optimum/tuned median %.4f (bar >= %.2f) p5 %.4f (bar >= "
-         "%.2f); calls to converge median %.0f (bar <= %d) max %.0f (bar <= %d); slower than "
-         "default by >1%%: %d/%d keys (bar 0); geomean speedup over default %.4fx %s\n",
-         med_q, BAR_MEDIAN_Q, p5_q, BAR_P5_Q, med_c, BAR_MEDIAN_CALLS, maxc, BAR_MAX_CALLS, nslower,
-         ncells, geo, ok ? "OK" : "FAILED");
-  free(q);
-  free(calls);
-  free(extra);
+  printf("tuner_quality: %d keys x %d searches in %.1f s, noise sigma %.3f with %.3f outliers at "
+         "1.5x, results reported %d calls late, per-key CSV in %s\n", f[0].n, nv, secs, noise_sigma,
+         noise_outliers, g.lag, csv_path);
+  if (mode == 0) {
+    int ok = f[0].n > 0 && f[0].med_q >= BAR_MEDIAN_Q && f[0].p5_q >= BAR_P5_Q &&
+             f[0].med_c <= BAR_MEDIAN_CALLS && f[0].max_c <= BAR_MAX_CALLS && f[0].nslower == 0;
+    printf("tuner_quality: search cost (extra time over NCCL's default while searching, in default "
+           "calls) median %.1f p95 %.1f\n", f[0].med_x, f[0].p95_x);
+    printf("tuner_quality (sim/ truth model): optimum/tuned median %.4f (bar >= %.2f) p5 %.4f (bar >= "
+           "%.2f); calls to converge median %.0f (bar <= %d) max %.0f (bar <= %d); slower than "
+           "default by >1%%: %d/%d keys (bar 0); geomean speedup over default %.4fx %s\n",
+           f[0].med_q, BAR_MEDIAN_Q, f[0].p5_q, BAR_P5_Q, f[0].med_c, BAR_MEDIAN_CALLS, f[0].max_c,
+           BAR_MAX_CALLS, f[0].nslower, f[0].n, f[0].geo, ok ? "OK" : "FAILED");
+    return ok ? 0 : 1;
+  }
+  figs_header();
+  for (int i = 0; i < nv; i++) figs_row(vs[i].name, &f[i]);
+  if (mode == 1) {
+    /* The bar: half the peer's median calls or fewer, at an equal or better p5 — against each
+     * start the peer may take. */
+    int ok = f[0].n > 0 && f[0].nslower == 0;
+    for (int i = 1; i < 3; i++) ok = ok && f[0].med_c <= 0.5 * f[i].med_c && f[0].p5_q >= f[i].p5_q;
+    printf("tuner_quality vs AutoCCL-style search (sim/ truth model, same keys, noise, lag, budget "
+           "and seeds): autoha median calls %.0f vs %.0f / %.0f (bar <= half), p5 %.4f vs %.4f / "
+           "%.4f (bar >=), keys slower than default %d vs %d / %d %s\n", f[0].med_c, f[1].med_c,
+           f[2].med_c, f[0].p5_q, f[1].p5_q, f[2].p5_q, f[0].nslower, f[1].nslower, f[2].nslower,
+           ok ? "OK" : "FAILED");
+    return ok ? 0 : 1;
+  }
+  int ok = f[2].n > 0 && f[2].p5_q >= BAR_SKEW_P5_Q && f[2].nslower == 0;
+  printf("tuner_quality under %.0f%% random arrival skew (sim/ truth model): p5 %.4f without skew, "
+         "%.4f from the leader's own duration, %.4f from the shortest across ranks (bar >= %.2f); "
+         "median calls %.0f / %.0f / %.0f; slower than default %d / %d / %d %s\n", 100 * skew,
+         f[0].p5_q, f[1].p5_q, f[2].p5_q, BAR_SKEW_P5_Q, f[0].med_c, f[1].med_c, f[2].med_c,
+         f[0].nslower, f[1].nslower, f[2].nslower, ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }

@@ -166,6 +166,79 @@ START_TEST(test_shim_shaped_space) {
 }
 END_TEST
 
+/* Calls per subspace, counted around surf_time: which subspaces the search spends calls on. */
+typedef struct {
+  surf_t *s;
+  int calls[AH_MAX_SUBSPACES];
+} count_t;
+
+static double count_time(void *arg, const ah_config_t *c, uint64_t call) {
+  count_t *k = arg;
+  int i = sub_of(k->s, c);
+  if (i >= 0) k->calls[i]++;
+  return surf_time(k->s, c, call);
+}
+
+START_TEST(test_prior_prunes) {
+  /* NCCL's estimates put tree/ll (subspace 2) at 3x its best: with the prior it never gets a call;
+   * without estimates (0) it is screened. The search still reaches the optimum either way. */
+  for (int seed = 1; seed <= 4; seed++) {
+    for (int prior = 0; prior <= 1; prior++) {
+      surf_t s;
+      surf_init(&s);
+      s.space.est_us[0] = prior ? 100.0f : 0.0f;
+      s.space.est_us[1] = prior ? 120.0f : 0.0f;
+      s.space.est_us[2] = prior ? 300.0f : 0.0f;
+      count_t k = {&s, {0}};
+      ah_tune_params_t p;
+      ah_tune_params_default(&p);
+      ah_tune_t *t = ah_tune_create(&s.space, &p);
+      ck_assert_ptr_nonnull(t);
+      tune_drive_opts_t o;
+      tune_drive_opts_default(&o);
+      o.seed = (uint64_t)seed;
+      tune_drive_result_t r;
+      tune_drive_run(t, count_time, &k, &o, &r);
+      if (prior) ck_assert_int_eq(k.calls[2], 0);
+      else ck_assert_int_gt(k.calls[2], 0);
+      ck_assert_int_gt(k.calls[1], 0); /* within 2x: screened */
+      double q = surf_best(&s) / cfg_time(&s, &r.final);
+      ck_assert_msg(q >= 0.97, "seed %d prior %d: %.3f of optimum", seed, prior, q);
+      ah_tune_destroy(t);
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_drive_skew) {
+  /* The driver's arrival skew: the shortest duration across ranks, gathered without extra lag,
+   * is the run without skew, call for call; the leader's own duration moves the search. */
+  tune_drive_result_t r[3];
+  for (int v = 0; v < 3; v++) {
+    surf_t s;
+    surf_init(&s);
+    s.base[1] = 90;
+    s.opt[1][0] = 12;
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = 5;
+    o.ranks = 16;
+    o.skew = v == 0 ? 0.0 : 0.2;
+    o.skew_ref_us = 100;
+    o.skew_min_signal = v == 1;
+    o.skew_gather_lag = 0;
+    ah_tune_t *t = run(&s, &o, &r[v]);
+    ah_tune_destroy(t);
+  }
+  ck_assert_uint_eq(r[1].pinned_at, r[0].pinned_at);
+  ck_assert_int_eq(r[1].final.algo, r[0].final.algo);
+  ck_assert_int_eq(r[1].final.proto, r[0].final.proto);
+  ck_assert_int_eq(r[1].final.res[0], r[0].final.res[0]);
+  ck_assert_int_eq(r[1].segments, r[0].segments);
+  ck_assert(r[2].segments != r[0].segments || r[2].pinned_at != r[0].pinned_at);
+}
+END_TEST
+
 START_TEST(test_two_dims) {
   /* channels x chunk (powers of two 64K..4M): coordinate descent over both axes. */
   surf_t s;
@@ -629,6 +702,8 @@ static Suite *tune_suite(void) {
   tcase_add_test(tc, test_budget);
   tcase_add_test(tc, test_bad_space_and_report);
   tcase_add_test(tc, test_chaos);
+  tcase_add_test(tc, test_prior_prunes);
+  tcase_add_test(tc, test_drive_skew);
   suite_add_tcase(s, tc);
   TCase *ts = tcase_create("stats");
   tcase_set_timeout(ts, 30);

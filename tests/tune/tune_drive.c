@@ -38,20 +38,47 @@ typedef struct {
   uint64_t due;
 } tune_inflight_t;
 
+static void tune_ops_next(void *eng, uint64_t first, ah_segment_t *seg_p) { ah_tune_next(eng, first, seg_p); }
+static void tune_ops_observe(void *eng, uint64_t index, double us) { ah_tune_observe(eng, index, us); }
+static int tune_ops_reopened(const void *eng) { return ah_tune_reopened(eng); }
+
 void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive_opts_t *o,
                     tune_drive_result_t *r_p) {
+  static const tune_engine_ops_t ops = {tune_ops_next, tune_ops_observe, tune_ops_reopened};
+  tune_drive_run_engine(&ops, t, f, arg, o, r_p);
+}
+
+/* The duration the engine is told for a call whose configuration ran `us` (noise included): the
+ * leader's own, which waits for the last rank to arrive, or with skew_min_signal the shortest
+ * across ranks, which is the last rank's and waits for no one. Note that the skew is drawn from
+ * its own stream, so runs with and without it see the same configuration noise. */
+static double tune_drive_skewed(const tune_drive_opts_t *o, double us, uint64_t *srng) {
+  if (o->skew <= 0 || o->ranks < 2) return us;
+  double lead = 0, late = 0;
+  for (int r = 0; r < o->ranks; r++) {
+    double a = o->skew * o->skew_ref_us * tune_rng_uniform(srng);
+    if (r == 0) lead = a;
+    if (a > late) late = a;
+  }
+  return o->skew_min_signal ? us : us + (late - lead);
+}
+
+void tune_drive_run_engine(const tune_engine_ops_t *ops, void *t, tune_surface_fn f, void *arg,
+                           const tune_drive_opts_t *o, tune_drive_result_t *r_p) {
   uint64_t rng = o->seed * 0x2545F4914F6CDD1DULL + 7;
   uint64_t nrng = o->seed * 0x9E3779B97F4A7C15ULL + 0x1234567; /* the noise's own stream */
+  uint64_t srng = o->seed * 0xD1B54A32D192ED03ULL + 0x7654321; /* the arrival skew's own stream */
+  int lag = o->lag + (o->skew > 0 && o->skew_min_signal ? o->skew_gather_lag : 0);
   int cap = 4096, nseg = 0, nfl = 0;
   ah_segment_t *segs = calloc((size_t)cap, sizeof(*segs));
-  tune_inflight_t *fl = calloc((size_t)o->lag + 64, sizeof(*fl));
-  int flcap = o->lag + 64;
+  tune_inflight_t *fl = calloc((size_t)lag + 64, sizeof(*fl));
+  int flcap = lag + 64;
   uint64_t horizon = 0;
   memset(r_p, 0, sizeof(*r_p));
   r_p->pinned_at = UINT64_MAX;
   uint64_t i;
   for (i = 0; i < o->max_calls; i++) {
-    if (ah_tune_reopened(t) && nseg > 0 && segs[nseg - 1].count == AH_SCHED_FOREVER) {
+    if (ops->reopened && ops->reopened(t) && nseg > 0 && segs[nseg - 1].count == AH_SCHED_FOREVER) {
       /* cut the forever segment short at the next index */
       horizon = i;
       if (segs[nseg - 1].first >= i) nseg--;
@@ -61,7 +88,7 @@ void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive
     }
     if (i >= horizon) {
       if (nseg == cap) break; /* the test will see too few calls */
-      ah_tune_next(t, horizon, &segs[nseg]);
+      ops->next(t, horizon, &segs[nseg]);
       if (segs[nseg].count == AH_SCHED_FOREVER) {
         horizon = UINT64_MAX;
         r_p->pinned_at = segs[nseg].first;
@@ -81,9 +108,10 @@ void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive
       us *= exp(o->sigma * tune_rng_normal(&rng));
       if (tune_rng_uniform(&rng) < o->outlier_rate) us *= o->outlier_factor;
     }
+    us = tune_drive_skewed(o, us, &srng);
     r_p->final = s->config;
     int lost = o->loss > 0 && tune_rng_uniform(&rng) < o->loss;
-    if (!lost && nfl < flcap) fl[nfl++] = (tune_inflight_t){i, us, i + (uint64_t)o->lag};
+    if (!lost && nfl < flcap) fl[nfl++] = (tune_inflight_t){i, us, i + (uint64_t)lag};
     /* deliver what is due, in random order when shuffling */
     for (;;) {
       int due[128], nd = 0;
@@ -91,10 +119,10 @@ void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive
         if (fl[k].due <= i) due[nd++] = k;
       if (nd == 0) break;
       int pick = o->shuffle ? due[tune_rng_next(&rng) % (uint64_t)nd] : due[0];
-      ah_tune_observe(t, fl[pick].index, fl[pick].us);
+      ops->observe(t, fl[pick].index, fl[pick].us);
       fl[pick] = fl[--nfl];
     }
-    if (o->stop_when_pinned && horizon == UINT64_MAX && nfl == 0 && !ah_tune_reopened(t)) {
+    if (o->stop_when_pinned && horizon == UINT64_MAX && nfl == 0 && !(ops->reopened && ops->reopened(t))) {
       i++;
       break;
     }

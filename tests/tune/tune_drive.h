@@ -12,6 +12,14 @@
 
 typedef double (*tune_surface_fn)(void *arg, const ah_config_t *cfg, uint64_t call);
 
+/* The search under test, as the driver sees it: autoha's engine (tune_drive_run) or a rival
+ * search with the same call-index interface (bench/tuner_quality's AutoCCL-style search). */
+typedef struct {
+  void (*next)(void *eng, uint64_t first, ah_segment_t *seg_p);
+  void (*observe)(void *eng, uint64_t index, double us);
+  int (*reopened)(const void *eng); /* NULL: never re-opens */
+} tune_engine_ops_t;
+
 typedef struct {
   double sigma;          /* log-normal noise */
   double outlier_rate;   /* share of calls slowed by outlier_factor */
@@ -25,6 +33,15 @@ typedef struct {
   /* optional: noise from the caller (bench uses sim_model_noise); NULL = built-in */
   double (*noise)(void *arg, double us, uint64_t *state);
   void *noise_arg;
+  /* Arrival skew: each of `ranks` ranks reaches the call skew x skew_ref_us x U(0,1) late; the
+   * leader (rank 0) measures its own duration, which includes waiting for the last rank. With
+   * skew_min_signal the engine instead gets the shortest duration across ranks (the last rank's,
+   * which waits for no one), as the hub could gather it, skew_gather_lag calls later still. */
+  int ranks;
+  double skew;
+  double skew_ref_us;
+  int skew_min_signal;
+  int skew_gather_lag;
 } tune_drive_opts_t;
 
 typedef struct {
@@ -39,6 +56,9 @@ typedef struct {
 void tune_drive_opts_default(tune_drive_opts_t *o);
 void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive_opts_t *o,
                     tune_drive_result_t *r_p);
+/* The same run for any engine behind ops. */
+void tune_drive_run_engine(const tune_engine_ops_t *ops, void *eng, tune_surface_fn f, void *arg,
+                           const tune_drive_opts_t *o, tune_drive_result_t *r_p);
 
 /* Deterministic RNG helpers (splitmix64). */
 uint64_t tune_rng_next(uint64_t *s);
