@@ -9,6 +9,9 @@
       Every communicator has keys whose search (shown in the report of the process holding its
       leader) measured at least two configurations, and all ranks of a communicator ended each key
       on the same configuration.
+  check_e2e.py converged REPORT_DIR
+      Every key the online search worked on has settled (state converged, or default when nothing
+      beat NCCL's choice), none is still searching, and at least one converged on a configuration.
   check_e2e.py trace BASELINE_TRACE TRACE [COLL LO HI ALGO PROTO NCH]
       Every line of TRACE (NCCLSIM_TRACE of the run with the shim) ran the configuration the
       baseline (no shim) ran for the same collective and size, except lines of collective COLL with
@@ -81,6 +84,23 @@ def check_tuned(rep_dir):
           "measured); all ranks ended on the same configuration per key" % (len(searched), sum(searched.values())))
 
 
+def check_converged(rep_dir):
+    states = collections.Counter()
+    for path in sorted(glob.glob(rep_dir + "/*.json")):
+        for comm in json.load(open(path))["comms"]:
+            for k in comm["keys"]:
+                t = k.get("tuning")
+                if not t:
+                    continue
+                states[t["state"]] += 1
+                if t["state"] not in ("converged", "default"):
+                    fail("%s bin %d of communicator %s is still %s after %d calls (%d spent on probes)"
+                         % (k["coll"], k["bin"], comm["id"], t["state"], k["calls"], t["calls_spent"]))
+    if states["converged"] == 0:
+        fail("no key converged (tuning states: %s)" % dict(states))
+    print("PASS: every searched key settled: %s" % dict(states))
+
+
 def parse_trace(path):
     lines = []
     for line in open(path):
@@ -137,6 +157,8 @@ def main():
         check_report(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "tuned":
         check_tuned(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "converged":
+        check_converged(sys.argv[2])
     elif len(sys.argv) in (4, 10) and sys.argv[1] == "trace":
         ov = None
         if len(sys.argv) == 10:

@@ -33,6 +33,14 @@
 #   chain       the user names their own tuner (env SHIM_USER_TUNER) in NCCL_TUNER_PLUGIN: with the
 #               shim and an override, every call not overridden runs what the user's tuner chose
 #               (the trace equals the run with the user's tuner alone), overridden calls the override
+#   lazy        NCCL loaded after main started: JOB is lazy_main, which dlopens (RTLD_LOCAL, as Python
+#               opens extension modules) the job built as a library linking libnccl (env
+#               SHIM_JOB_MODULE); 2 processes x 2 threads in tune mode. A call made before the
+#               dlopen fails with ncclInvalidUsage and one error line; after it, NCCL loaded autoha
+#               as its tuner in both processes, data identical, the reports match the job's calls,
+#               and every key's search converged with all ranks on one configuration
+#   lazy-disabled  the same job with AUTOHA_ENABLE=0: every call succeeds and runs what it runs
+#               without the shim (trace), no report, nothing on stderr
 set -uo pipefail
 scenario=$1 launcher=$2 job=$3 lib=$4 simlib=$5 checker=$6
 export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -209,6 +217,36 @@ chain)
   grep -q "runs underneath autoha" "$tmp/shim.err" || { echo "FAIL: the shim did not chain the user's tuner"; exit 1; }
   python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+lazy | lazy-disabled)
+  [ -n "${SHIM_JOB_MODULE:-}" ] || { echo "FAIL: SHIM_JOB_MODULE is not set"; exit 1; }
+  iters=6
+  [ "$scenario" = lazy ] && iters=150 # enough calls for every key's search to converge
+  run plain 0 -- -n 2 -- "$job" "$SHIM_JOB_MODULE" --threads 2 --iters $iters
+  if [ "$scenario" = lazy ]; then
+    AUTOHA_MODE=tune NCCLSIM_DEBUG=INFO run shim 1 -- -n 2 -- "$job" --early-call "$SHIM_JOB_MODULE" --threads 2 --iters $iters
+    same_data plain shim
+    n=$(grep -c '^early ncclGetUniqueId: ' "$tmp/shim.out")
+    [ "$n" -eq 2 ] || { echo "FAIL: expected the early call in both processes (got $n)"; exit 1; }
+    errs=$(grep '^autoha: .*: error:' "$tmp/shim.err" | grep -vc 'error: ncclGetUniqueId called but no NCCL is loaded')
+    n=$(grep -c 'error: ncclGetUniqueId called but no NCCL is loaded' "$tmp/shim.err")
+    [ "$errs" -eq 0 ] && [ "$n" -eq 2 ] ||
+      { echo "FAIL: expected one error per process, for the call before NCCL was loaded:"; grep 'autoha: ' "$tmp/shim.err"; exit 1; }
+    echo "PASS: before the dlopen the call failed with ncclInvalidUsage and said why, in both processes"
+    n=$(grep -c "tuner: using ncclTunerPlugin_v[0-9]* (autoha)" "$tmp/shim.err")
+    [ "$n" -eq 2 ] || { echo "FAIL: expected NCCL to load autoha as its tuner in both processes (got $n)"; grep tuner "$tmp/shim.err" | head; exit 1; }
+    echo "PASS: NCCL, loaded after main, loaded autoha as its tuner in both processes"
+    python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+    python3 "$checker" tuned "$tmp/shim.rep" || exit 1
+    python3 "$checker" converged "$tmp/shim.rep" || exit 1
+  else
+    AUTOHA_ENABLE=0 AUTOHA_MODE=fixed AUTOHA_OVERRIDE=$OV_SPEC run shim 1 -- -n 2 -- "$job" "$SHIM_JOB_MODULE" --threads 2 --iters $iters
+    same_data plain shim
+    python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" || exit 1
+    [ -z "$(ls "$tmp/shim.rep")" ] || { echo "FAIL: a report was written with AUTOHA_ENABLE=0"; exit 1; }
+    [ ! -s "$tmp/shim.err" ] || { echo "FAIL: output on stderr with AUTOHA_ENABLE=0:"; cat "$tmp/shim.err"; exit 1; }
+    echo "PASS: AUTOHA_ENABLE=0 passes every call through to the NCCL loaded after main"
+  fi
   ;;
 *)
   echo "unknown scenario $scenario"
