@@ -39,6 +39,11 @@
 #               dlopen fails with ncclInvalidUsage and one error line; after it, NCCL loaded autoha
 #               as its tuner in both processes, data identical, the reports match the job's calls,
 #               and every key's search converged with all ranks on one configuration
+#   report-default  AUTOHA_REPORT unset, run from an empty working directory: all the job's reports
+#               land in one folder, autoha-reports/<job>/, named <host>-<pid>.json, one per process,
+#               and nothing else appears; <job> is SLURM_JOB_ID (made one safe folder name),
+#               TORCHELASTIC_RUN_ID, or without either (torchrun's "none") comm-<world identity>,
+#               which both processes compute alike
 #   lazy-disabled  the same job with AUTOHA_ENABLE=0: every call succeeds and runs what it runs
 #               without the shim (trace), no report, nothing on stderr
 set -uo pipefail
@@ -217,6 +222,32 @@ chain)
   grep -q "runs underneath autoha" "$tmp/shim.err" || { echo "FAIL: the shim did not chain the user's tuner"; exit 1; }
   python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+report-default)
+  unset AUTOHA_REPORT SLURM_JOB_ID TORCHELASTIC_RUN_ID LSB_JOBID PBS_JOBID FLUX_JOB_ID PMIX_NAMESPACE
+  host=$(hostname)
+  for c in slurm torchrun none; do
+    case $c in
+    slurm) ids=(SLURM_JOB_ID="4242 step/1" TORCHELASTIC_RUN_ID=run-7) want='4242_step_1' ;;
+    torchrun) ids=(TORCHELASTIC_RUN_ID=run-7) want='run-7' ;;
+    none) ids=(TORCHELASTIC_RUN_ID=none) want='comm-[0-9a-f]{16}' ;;
+    esac
+    cwd=$tmp/cwd-$c
+    mkdir -p "$cwd"
+    (cd "$cwd" && env "${ids[@]}" LD_PRELOAD=$lib "$launcher" -n 2 -- "$job" --threads 2 --iters 2) \
+      >"$tmp/$c.out" 2>"$tmp/$c.err" || { echo "FAIL: the $c job exited $?"; tail -20 "$tmp/$c.err"; exit 1; }
+    no_errors "$c"
+    [ "$(ls -A "$cwd")" = autoha-reports ] || { echo "FAIL ($c): the working directory holds more than autoha-reports:"; ls -A "$cwd"; exit 1; }
+    dirs=$(ls -A "$cwd/autoha-reports")
+    [ "$(echo "$dirs" | wc -l)" -eq 1 ] && echo "$dirs" | grep -Eqx "$want" ||
+      { echo "FAIL ($c): expected one job folder named $want, got:"; echo "$dirs"; exit 1; }
+    files=$(ls -A "$cwd/autoha-reports/$dirs")
+    n=$(echo "$files" | grep -Ecx "$host-[0-9]+\.json")
+    [ "$n" -eq 2 ] && [ "$(echo "$files" | wc -l)" -eq 2 ] ||
+      { echo "FAIL ($c): expected 2 reports named $host-<pid>.json, got:"; echo "$files"; exit 1; }
+    python3 "$checker" report "$tmp/$c.out" "$cwd/autoha-reports/$dirs" || exit 1
+    echo "PASS ($c): the job's 2 reports are in autoha-reports/$dirs/ and nothing else was written"
+  done
   ;;
 lazy | lazy-disabled)
   [ -n "${SHIM_JOB_MODULE:-}" ] || { echo "FAIL: SHIM_JOB_MODULE is not set"; exit 1; }

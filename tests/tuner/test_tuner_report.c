@@ -130,17 +130,50 @@ START_TEST(formulas) {
 }
 END_TEST
 
+/* The job's id, from the first scheduler or launcher variable set, as one safe path component. */
+START_TEST(job_ids) {
+  static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID",
+                                     "PBS_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+  char out[32];
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 0);
+  ck_assert_str_eq(out, "");
+  setenv("TORCHELASTIC_RUN_ID", "none", 1); /* torchrun's default: no id */
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 0);
+  setenv("PMIX_NAMESPACE", "prterun-node1-77@1", 1);
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_str_eq(out, "prterun-node1-77_1");
+  setenv("TORCHELASTIC_RUN_ID", "run/../x y", 1);
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_str_eq(out, "run_.._x_y");
+  setenv("SLURM_JOB_ID", "123456", 1); /* the scheduler first */
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_str_eq(out, "123456");
+  setenv("SLURM_JOB_ID", "..", 1);
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_str_eq(out, "_");
+  ah_report_job_sanitize("0123456789abcdefghijklmnopqrstuvwxyz", out, 8);
+  ck_assert_str_eq(out, "0123456");
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+END_TEST
+
 START_TEST(paths_and_names) {
   char out[64], err[256];
-  ck_assert_int_eq(ah_report_path_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, out, sizeof out, err,
+  ck_assert_int_eq(ah_report_path_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, "j9", out, sizeof out, err,
                                          sizeof err), 0);
   ck_assert_str_eq(out, "r-n1-77-3-%.json");
-  ck_assert_int_eq(ah_report_path_expand("r%r", "n1", 77, -1, out, sizeof out, err, sizeof err), 0);
+  ck_assert_int_eq(ah_report_path_expand("r%r", "n1", 77, -1, "j9", out, sizeof out, err, sizeof err), 0);
   ck_assert_str_eq(out, "rall");
-  ck_assert_int_eq(ah_report_path_expand("r%x", "n1", 77, 0, out, sizeof out, err, sizeof err), -1);
-  ck_assert_str_eq(err, "'%x' at position 1 of 'r%x' (expected %h, %p, %r or %%)");
-  ck_assert_int_eq(ah_report_path_expand("r%", "n1", 77, 0, out, sizeof out, err, sizeof err), -1);
-  ck_assert_int_eq(ah_report_path_expand("%h%h%h%h%h%h%h%h%h%h", "a-long-host-name", 1, 0, out,
+  ck_assert_int_eq(ah_report_path_expand("rep/%j/%h-%p.json", "n1", 77, 0, "4242", out, sizeof out, err,
+                                         sizeof err), 0);
+  ck_assert_str_eq(out, "rep/4242/n1-77.json");
+  ck_assert_int_eq(ah_report_path_expand("%j", "n1", 77, 0, NULL, out, sizeof out, err, sizeof err), 0);
+  ck_assert_str_eq(out, "unknown");
+  ck_assert_int_eq(ah_report_path_expand("r%x", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
+  ck_assert_str_eq(err, "'%x' at position 1 of 'r%x' (expected %h, %p, %r, %j or %%)");
+  ck_assert_int_eq(ah_report_path_expand("r%", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
+  ck_assert_int_eq(ah_report_path_expand("%h%h%h%h%h%h%h%h%h%h", "a-long-host-name", 1, 0, "j9", out,
                                          sizeof out, err, sizeof err), -1);
   ck_assert_ptr_nonnull(strstr(err, "longer than 63 bytes"));
   for (int s = 0; s < 4; s++) ck_assert_int_eq(ah_report_source_parse(ah_report_source_name(s)), s);
@@ -241,12 +274,21 @@ START_TEST(atomic_write) {
   ah_report_t *r = NULL;
   ck_assert_int_eq(ah_report_read(path, &r, err, sizeof err), 0);
   ah_report_free(r);
-  /* A directory that does not exist: an error naming the call and path, nothing written. */
-  snprintf(path, sizeof path, "%s/missing/r.json", dir);
+  /* Folders that do not exist yet are created (the default path is autoha-reports/<job>/...). */
+  snprintf(path, sizeof path, "%s/missing/deeper/r.json", dir);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), 0);
+  ck_assert_int_eq(ah_report_read(path, &r, err, sizeof err), 0);
+  ah_report_free(r);
+  /* A folder that cannot be made (under a file): an error naming the call and path. */
+  snprintf(path, sizeof path, "%s/r.json/sub/r.json", dir);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "mkdir("));
+  ck_assert_ptr_nonnull(strstr(err, "/r.json/sub) failed: Not a directory"));
+  /* A name whose folder is a file: open fails, nothing written. */
+  snprintf(path, sizeof path, "%s/r.json/x.json", dir);
   ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), -1);
   ck_assert_ptr_nonnull(strstr(err, "open("));
-  ck_assert_ptr_nonnull(strstr(err, "/missing/r.json.tmp."));
-  ck_assert_ptr_nonnull(strstr(err, "No such file or directory"));
+  ck_assert_ptr_nonnull(strstr(err, "/r.json/x.json.tmp."));
   /* Renaming onto a directory fails after the temporary was written: it is removed. */
   snprintf(path, sizeof path, "%s/adir", dir);
   ck_assert_int_eq(mkdir(path, 0755), 0);
@@ -504,6 +546,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, NULL, remove_dir);
   tcase_add_test(tc, formulas);
   tcase_add_test(tc, paths_and_names);
+  tcase_add_test(tc, job_ids);
   tcase_add_test(tc, round_trip);
   tcase_add_test(tc, atomic_write);
   tcase_add_test(tc, concurrent_writers_and_reader);
