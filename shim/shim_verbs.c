@@ -31,7 +31,7 @@
 #include "ah_path.h"
 #include "shim_elf.h"
 #include "shim_verbs.h"
-#include "uthash.h"
+#include "ah_uthash.h"
 
 #define AH_VERBS_EXPORT __attribute__((visibility("default")))
 
@@ -196,7 +196,12 @@ static qp_state_t *qp_state(struct ibv_qp *qp) {
     s->qp_num = qp->qp_num;
     s->port = 1;
     HASH_ADD_PTR(qps, qp, s);
+    if (!AH_HASH_ADDED(s)) {
+      free(s);
+      s = NULL;
+    }
   }
+  if (!s) AH_LOG_CAPPED(1, AH_LOG_WARN, "QP hook: out of memory; a QP keeps the port and class NCCL set");
   return s;
 }
 
