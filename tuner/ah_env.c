@@ -69,8 +69,7 @@ static const ah_env_var_t env_table[] = {
     {"AUTOHA_PROFILE", AH_ENV_PATH, "off", "PATH template (%h %p %r %j %%), or off",
      "A report from an earlier run to start from: each key that was tuned (or overridden) there "
      "runs that configuration from its first call, without searching again, unless an override "
-     "names it (overrides come first), and the recommended NCCL_NTHREADS "
-     "and NCCL_BUFFSIZE are set when the job has not set them. A profile from another topology "
+     "names it (overrides come first). A profile from another topology "
      "fingerprint or another NCCL version is refused with one message and the job runs as if "
      "none was given. Communicators are matched by their shape (ranks, nodes), not their ids.",
      0, 0, NULL, FIELD(profile)},

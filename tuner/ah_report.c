@@ -115,11 +115,10 @@ static json_t *report_to_json(const ah_report_t *r) {
                                            cm->rank, "sync", "waits", (json_int_t)waits, "wait_us",
                                            num_or_null(wait_us), "keys", keys));
   }
-  return json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:{s:i, s:I}, s:o}",
+  return json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o}",
                    "schema", AH_REPORT_SCHEMA, "tool", "autoha", "job", r->job, "host", r->host,
                    "pid", r->pid, "rank", r->rank, "nccl_version", r->nccl_version, "topology",
-                   r->topo, "mode", r->mode, "time", num_or_null(r->time_s), "recommended", "nccl_nthreads",
-                   r->nthreads, "nccl_buffsize", (json_int_t)r->buffsize, "comms", comms);
+                   r->topo, "mode", r->mode, "time", num_or_null(r->time_s), "comms", comms);
 }
 
 char *ah_report_to_string(const ah_report_t *r) {
@@ -497,16 +496,8 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   get_str(rd, root, "", "topology", 1, r->topo, sizeof r->topo);
   get_str(rd, root, "", "mode", 0, r->mode, sizeof r->mode);
   get_num(rd, root, "", "time", &r->time_s);
-  json_t *rec = json_object_get(root, "recommended");
-  if (rec && !rd->failed) {
-    if (!json_is_object(rec)) { rerr(rd, "recommended", "expected an object"); return; }
-    v = 0;
-    get_int(rd, rec, "recommended", "nccl_nthreads", 0, 0, 4096, &v);
-    r->nthreads = (int)v;
-    v = 0;
-    get_int(rd, rec, "recommended", "nccl_buffsize", 0, 0, INT64_MAX, &v);
-    r->buffsize = v;
-  }
+  /* Reports written before autoha stopped recommending NCCL_NTHREADS / NCCL_BUFFSIZE hold a
+   * "recommended" object of placeholders: ignored, like any field this reader does not know. */
   json_t *comms = get(rd, root, "", "comms", 1);
   if (rd->failed) return;
   if (!json_is_array(comms)) { rerr(rd, "comms", "expected an array"); return; }

@@ -74,8 +74,6 @@ typedef struct {
   char topo[AH_REPORT_TOPO_MAX];     /* topology fingerprint (ah_report_fingerprint) */
   char mode[16];                     /* "observe" | "fixed" | "tune" */
   double time_s;                     /* seconds since the epoch when written */
-  int nthreads;                      /* recommended NCCL_NTHREADS, 0 = no recommendation */
-  int64_t buffsize;                  /* recommended NCCL_BUFFSIZE, 0 = no recommendation */
   int ncomms;
   ah_report_comm_t *comms;
 } ah_report_t;
@@ -148,8 +146,6 @@ typedef struct {
 typedef struct {
   int nentries;
   ah_profile_entry_t *entries;
-  int nthreads;            /* recommended NCCL_NTHREADS, 0 = none */
-  int64_t buffsize;        /* recommended NCCL_BUFFSIZE, 0 = none */
 } ah_profile_t;
 
 /* Loads a report as a profile. Refuses (returns -1, logs one error) a file that does not parse, a

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ah_file.h"
 #include "ah_log.h"
 #include "ah_report.h"
 
@@ -61,8 +62,6 @@ static void build_report(void) {
   ah_report_fingerprint("nranks=8 nnodes=1", rep.topo);
   snprintf(rep.mode, sizeof rep.mode, "tune");
   rep.time_s = 1763838000.5;
-  rep.nthreads = 256;
-  rep.buffsize = 8 << 20;
   rep.ncomms = 1;
   rep.comms = &comm;
   comm.id = 0xfedcba9876543210ull;
@@ -190,6 +189,25 @@ START_TEST(paths_and_names) {
 }
 END_TEST
 
+/* Copies the report at `src` to `dst` with the "recommended" object that reports carried before
+ * autoha stopped writing it (NCCL_NTHREADS / NCCL_BUFFSIZE placeholders). */
+static void add_old_recommended(const char *src, const char *dst) {
+  char err[256];
+  size_t len = 0;
+  char *text = ah_file_read(src, 1 << 24, &len, err, sizeof err);
+  ck_assert_msg(text != NULL, "%s", err);
+  ck_assert_ptr_null(strstr(text, "recommended")); /* no longer written */
+  ck_assert_ptr_null(strstr(text, "nthreads"));
+  char *at = strstr(text, "\"comms\"");
+  ck_assert_ptr_nonnull(at);
+  FILE *f = fopen(dst, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "%.*s\"recommended\": {\"nccl_nthreads\": 256, \"nccl_buffsize\": 8388608},\n %s",
+          (int)(at - text), text, at);
+  fclose(f);
+  free(text);
+}
+
 START_TEST(round_trip) {
   build_report();
   make_dir();
@@ -204,9 +222,17 @@ START_TEST(round_trip) {
   ck_assert_int_eq(r->nccl_version, 22805);
   ck_assert_str_eq(r->topo, rep.topo);
   ck_assert_str_eq(r->mode, "tune");
-  ck_assert_int_eq(r->nthreads, 256);
-  ck_assert_int_eq(r->buffsize, 8 << 20);
   ck_assert_int_eq(r->ncomms, 1);
+  {
+    char old[600];
+    snprintf(old, sizeof old, "%s/r-old.json", dir);
+    add_old_recommended(path, old);
+    ah_report_t *ro = NULL;
+    ck_assert_msg(ah_report_read(old, &ro, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(ro->ncomms, 1);
+    ck_assert_int_eq(ro->comms[0].nkeys, 3);
+    ah_report_free(ro);
+  }
   ck_assert_uint_eq(r->comms[0].id, 0xfedcba9876543210ull);
   ck_assert_int_eq(r->comms[0].nranks, 8);
   ck_assert_int_eq(r->comms[0].nkeys, 3);
@@ -460,8 +486,16 @@ START_TEST(profile_load) {
   ck_assert_int_eq(ah_profile_load(path, 22805, rep.topo, &p), 0);
   ck_assert_str_eq(capture_end(), "");
   ck_assert_int_eq(p->nentries, 2);
-  ck_assert_int_eq(p->nthreads, 256);
-  ck_assert_int_eq(p->buffsize, 8 << 20);
+  /* A report from before the "recommended" object was dropped loads the same, silently. */
+  char old[600];
+  snprintf(old, sizeof old, "%s/p-old.json", dir);
+  add_old_recommended(path, old);
+  ah_profile_t *po = NULL;
+  capture_begin();
+  ck_assert_int_eq(ah_profile_load(old, 22805, rep.topo, &po), 0);
+  ck_assert_str_eq(capture_end(), "");
+  ck_assert_int_eq(po->nentries, 2);
+  ah_profile_free(po);
   const ah_profile_entry_t *e = ah_profile_lookup(p, 8, 1, AH_FUNC_ALLREDUCE, 24);
   ck_assert_ptr_nonnull(e);
   ck_assert_int_eq(e->cfg.algo, AH_ALGO_RING); /* the busier communicator's winner */
