@@ -126,8 +126,9 @@ typedef struct {
 
 extern ah_shim_t ah_shim;
 
-/* Idempotent: resolves the real functions and reads the configuration. Called from the
- * constructor and again from every wrapper. */
+/* Idempotent: reads the configuration and, once NCCL is loaded (possibly long after the
+ * constructor), resolves it and derives what depends on it. Called from the constructor and again
+ * from every wrapper; after NCCL is resolved it is one load. */
 void ah_shim_init(void);
 /* Called for every new communicator context: the first one fixes the job's topology fingerprint,
  * loads the profile (AUTOHA_PROFILE) and starts the report interval writer. */
