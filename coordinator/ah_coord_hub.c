@@ -24,7 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-#include <uthash.h>
+#include "ah_uthash.h"
 
 #include "ah_coord_internal.h"
 #include "ah_env.h"
@@ -276,6 +276,10 @@ static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, uint64_t comm) {
   if (!m) return NULL;
   m->comm = comm;
   HASH_ADD(hh, h->comms, comm, sizeof(uint64_t), m);
+  if (!AH_HASH_ADDED(m)) { /* out of memory: the caller refuses the message as for calloc */
+    free(m);
+    return NULL;
+  }
   return m;
 }
 
@@ -456,6 +460,10 @@ static hub_client_t *hub_client_get(ah_coord_hub_t *h, uint64_t id) {
   if (!cl) return NULL;
   cl->id = id;
   HASH_ADD(hh, h->clients, id, sizeof(uint64_t), cl);
+  if (!AH_HASH_ADDED(cl)) {
+    free(cl);
+    return NULL;
+  }
   return cl;
 }
 

@@ -25,7 +25,7 @@
 
 #include "ah_override.h"
 #include "shim_decide.h"
-#include "uthash.h"
+#include "ah_uthash.h"
 #ifdef AH_HAVE_TUNE
 #include "ah_tune.h"
 #endif
@@ -58,6 +58,12 @@ ah_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
     } else {
       pthread_mutex_init(&e->ks.lock, NULL);
       HASH_ADD(hh, ks_table, ks.key, sizeof k, e);
+      if (!AH_HASH_ADDED(e)) {
+        pthread_mutex_destroy(&e->ks.lock);
+        ah_sched_destroy(e->ks.sched);
+        free(e);
+        e = NULL;
+      }
     }
   }
   pthread_mutex_unlock(&ks_lock);

@@ -1,12 +1,15 @@
 /* The shim's one idempotent init, run from the constructor and again lazily from every wrapper
  * (another library's constructor may call NCCL before ours has run): read the AUTOHA_* settings,
- * resolve the real NCCL, learn its version, and make NCCL load this very library as its tuner.
+ * then — once NCCL is loaded, which may be long after the constructor (PyTorch loads it with
+ * `import torch`) — resolve the real NCCL, learn its version, and make NCCL load this very library
+ * as its tuner. Until then every wrapper looks for NCCL again; after, the check is one load.
  *
  * Note that NCCL_TUNER_PLUGIN is pointed at the shim's own path: dlopen of an already-preloaded
  * object returns the same instance, so the tuner face shares all state with the wrappers. A tuner
  * the user named there is loaded by the shim and runs underneath it (shim_chain.c); with
  * NCCL_TUNER_PLUGIN=none NCCL loads no tuner and autoha observes from the API (shim_nccl.c). */
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 ah_shim_t ah_shim;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
 
 static void at_exit(void) {
   if (!ah_shim.enabled) return;
@@ -28,6 +32,7 @@ static void at_exit(void) {
   ah_shim_report_write("exit");
 }
 
+/* What needs no NCCL: the settings, the shim's own path, the report at exit. */
 static void init_run(void) {
   const ah_settings_t *s = ah_env_settings();
   ah_shim.settings = s;
@@ -35,21 +40,26 @@ static void init_run(void) {
   ah_shim.mode = s->mode;
   if (!s->enable) {
     ah_log(AH_LOG_INFO, "AUTOHA_ENABLE=0: pure pass-through");
-    ah_shim_real_init();
     return;
   }
-  ah_shim_real_init();
+  Dl_info info;
+  if (dladdr((void *)&init_run, &info) && info.dli_fname)
+    snprintf(ah_shim.self_path, sizeof ah_shim.self_path, "%s", info.dli_fname);
+  ah_shim.enabled = 1;
+  atexit(at_exit);
+}
+
+/* What the loaded NCCL decides, derived once when the table first holds it. */
+static void attach_run(void) {
+  if (!ah_shim.enabled) return;
   int v = 0;
   if (ah_real.GetVersion(&v) != ncclSuccess) v = 0;
   ah_shim.nccl_version = v;
   ah_shim.tuner_capable = v >= AH_NCCL_FIRST_TUNER;
-
-  Dl_info info;
-  if (dladdr((void *)&init_run, &info) && info.dli_fname)
-    snprintf(ah_shim.self_path, sizeof ah_shim.self_path, "%s", info.dli_fname);
   /* NCCL loads autoha as its tuner: NCCL_TUNER_PLUGIN names it, unless the user disabled tuners
    * (none) or asked for the preloaded symbols (STATIC_PLUGIN, which finds autoha's). A tuner the
-   * user named runs underneath autoha (shim_chain.c). */
+   * user named runs underneath autoha (shim_chain.c). NCCL reads the variable when it creates a
+   * communicator, which only a wrapper that has been through here can ask it to do. */
   const char *tp = getenv("NCCL_TUNER_PLUGIN");
   if (ah_shim.tuner_capable && ah_shim.self_path[0] &&
       (!tp || !*tp || ah_shim_chain_load(tp, ah_shim.self_path)))
@@ -57,23 +67,26 @@ static void init_run(void) {
   tp = getenv("NCCL_TUNER_PLUGIN");
   ah_shim.tuner_expected = ah_shim.tuner_capable && tp && ah_shim.self_path[0] &&
                            (strcmp(tp, ah_shim.self_path) == 0 || ah_shim_chain_is_self(tp, ah_shim.self_path));
-  ah_shim.enabled = 1;
-  atexit(at_exit);
   ah_log(AH_LOG_INFO, "autoha enabled: mode %s, NCCL %d%s", ah_env_mode_name(ah_shim.mode), v,
          ah_shim.tuner_capable ? "" : " (no tuner ABI: observing from the API)");
 }
 
-static _Atomic int init_done;
+static _Atomic int init_ready; /* settings read and NCCL resolved: nothing left to do */
 
-static void init_once_run(void) {
-  init_run();
-  atomic_store_explicit(&init_done, 1, memory_order_release);
+static void init_slow(void) {
+  int saved = errno;
+  pthread_once(&init_once, init_run);
+  if (ah_shim_real_init()) {
+    pthread_once(&attach_once, attach_run);
+    atomic_store_explicit(&init_ready, 1, memory_order_release);
+  }
+  errno = saved;
 }
 
-/* Every wrapper calls this: after the first time it is one load, not a call into libpthread. */
+/* Every wrapper calls this: once NCCL is resolved it is one load, not a call into libpthread. */
 void ah_shim_init(void) {
-  if (__builtin_expect(atomic_load_explicit(&init_done, memory_order_acquire), 1)) return;
-  pthread_once(&init_once, init_once_run);
+  if (__builtin_expect(atomic_load_explicit(&init_ready, memory_order_acquire), 1)) return;
+  init_slow();
 }
 
 __attribute__((constructor)) static void shim_constructor(void) { ah_shim_init(); }
@@ -83,6 +96,7 @@ __attribute__((constructor)) static void shim_constructor(void) { ah_shim_init()
 static pthread_once_t profile_once = PTHREAD_ONCE_INIT;
 static int profile_nranks, profile_nnodes;
 static _Thread_local int arg_nranks, arg_nnodes, arg_rank; /* read by the once routine's thread */
+static _Thread_local uint64_t arg_id;
 
 /* The topology fingerprint of this job as the shim sees it: the shape of the first communicator
  * (normally the world), the same when writing a report and when loading one as a profile. */
@@ -98,10 +112,11 @@ static void first_comm_run(void) {
   ah_shim_report_start_interval();
   const ah_settings_t *s = ah_shim.settings;
   if (!s || !s->profile[0]) return;
-  char topo[AH_REPORT_TOPO_MAX], path[AH_ENV_PATH_MAX], host[256] = "?", err[256];
+  char topo[AH_REPORT_TOPO_MAX], path[AH_ENV_PATH_MAX], host[256] = "?", err[256], job[AH_SHIM_JOB_MAX];
   if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
   host[sizeof host - 1] = 0;
-  if (ah_report_path_expand(s->profile, host, (int)getpid(), arg_rank, path, sizeof path, err, sizeof err) != 0) {
+  ah_shim_job_name(arg_id, job, sizeof job);
+  if (ah_report_path_expand(s->profile, host, (int)getpid(), arg_rank, job, path, sizeof path, err, sizeof err) != 0) {
     ah_log(AH_LOG_ERROR, "AUTOHA_PROFILE: %s: no profile is loaded", err);
     return;
   }
@@ -113,7 +128,8 @@ static void first_comm_run(void) {
   } /* ah_profile_load logged why it refused */
 }
 
-void ah_shim_first_comm(int nranks, int nnodes, int rank) {
+void ah_shim_first_comm(uint64_t id, int nranks, int nnodes, int rank) {
+  arg_id = id;
   arg_nranks = nranks;
   arg_nnodes = nnodes;
   arg_rank = rank;

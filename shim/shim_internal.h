@@ -129,12 +129,13 @@ typedef struct {
 
 extern ah_shim_t ah_shim;
 
-/* Idempotent: resolves the real functions and reads the configuration. Called from the
- * constructor and again from every wrapper. */
+/* Idempotent: reads the configuration and, once NCCL is loaded (possibly long after the
+ * constructor), resolves it and derives what depends on it. Called from the constructor and again
+ * from every wrapper; after NCCL is resolved it is one load. */
 void ah_shim_init(void);
 /* Called for every new communicator context: the first one fixes the job's topology fingerprint,
  * loads the profile (AUTOHA_PROFILE) and starts the report interval writer. */
-void ah_shim_first_comm(int nranks, int nnodes, int rank);
+void ah_shim_first_comm(uint64_t id, int nranks, int nnodes, int rank);
 /* The topology fingerprint written into reports and checked against profiles. */
 void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]);
 
@@ -211,5 +212,11 @@ ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm);
 void ah_shim_report_write(const char *why);
 /* Starts the interval writer when AUTOHA_REPORT_INTERVAL_S > 0. */
 void ah_shim_report_start_interval(void);
+/* The job's name for %j in report and profile paths: the scheduler's or launcher's job id
+ * (ah_report_job_id), else "comm-<16 hex digits>", the identity of the process's largest
+ * communicator (the job's world, the same on every rank; `hint_id` when none is registered yet,
+ * 0: none), fixed at its first use; "unknown" before any communicator. */
+#define AH_SHIM_JOB_MAX 128
+void ah_shim_job_name(uint64_t hint_id, char *out, size_t len);
 
 #endif

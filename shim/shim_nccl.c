@@ -19,7 +19,7 @@
 #include "shim_decide.h"
 #include "shim_real.h"
 #include "shim_verbs.h"
-#include "uthash.h"
+#include "ah_uthash.h"
 
 /* ---- communicator handles → identity, for split lineage and the API-side observer ------------- */
 
@@ -64,8 +64,14 @@ static void handle_bind(ncclComm_t comm, uint64_t id, int api, int rank) {
   if (!h && (h = calloc(1, sizeof *h)) != NULL) {
     h->handle = comm;
     HASH_ADD_PTR(handles, handle, h);
+    if (!AH_HASH_ADDED(h)) {
+      free(h);
+      h = NULL;
+    }
   }
   atomic_fetch_add(&handles_gen, 1);
+  if (!h) /* its splits then get no identity and pass through, and nothing is observed on it */
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "out of memory recording a communicator: its calls keep NCCL's choices");
   if (h) {
     h->id = id;
     h->splits = h->shrinks = 0;

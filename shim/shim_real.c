@@ -1,21 +1,39 @@
-/* Resolution of the real NCCL and CUDA-driver functions (see shim_real.h). NCCL functions come from
- * dlsym(RTLD_NEXT): the definition the application would have called without the shim. */
+/* Resolution of the real NCCL and CUDA-driver functions (see shim_real.h). NCCL is resolved
+ * lazily: at the constructor and, while it is still missing, again at the next NCCL call after the
+ * loader reports a new object, because PyTorch brings libnccl in with `import torch`, long after the
+ * constructor ran. The next definition after the shim (dlsym(RTLD_NEXT)) is preferred; a libnccl
+ * that only a module opened RTLD_LOCAL brought in (Python loads extension modules that way) is not
+ * in the global scope, so it is found by walking the loaded objects for one that defines
+ * ncclGetVersion, and resolved through its own handle (dlopen RTLD_NOLOAD). */
 #include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
 
+#include "shim_elf.h"
 #include "shim_internal.h"
 #include "shim_real.h"
 
 ah_real_nccl_t ah_real;
 ah_real_cuda_t ah_cuda;
 
-/* Stubs for functions the loaded libnccl lacks: a defined error, logged once per function. */
+static _Atomic int real_found; /* the table holds NCCL: set once, never cleared */
+
+/* Stubs for functions the loaded libnccl lacks, and for every function while no NCCL is loaded: a
+ * defined error, logged once per function. */
+static void stub_log(const char *name) {
+  if (atomic_load_explicit(&real_found, memory_order_acquire))
+    ah_log(AH_LOG_ERROR, "the loaded NCCL has no %s; the call fails with ncclInvalidUsage", name);
+  else
+    ah_log(AH_LOG_ERROR, "%s called but no NCCL is loaded; the call fails with ncclInvalidUsage", name);
+}
 #define STUB(name, ...)                                                                            \
   static ncclResult_t stub_##name(__VA_ARGS__) {                                                   \
     static int logged;                                                                             \
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))                                        \
-      ah_log(AH_LOG_ERROR, "the loaded NCCL has no nccl" #name "; the call fails with ncclInvalidUsage"); \
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED)) stub_log("nccl" #name);                \
     return ncclInvalidUsage;                                                                       \
   }
 /* Without any NCCL (the shim preloaded into a launcher or a helper) the version is simply 0. */
@@ -50,19 +68,21 @@ STUB(Gather, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclC
 STUB(Scatter, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
 #undef STUB
 
-/* Looks `ncclX` up after the shim; falls back to the library's strong `pncclX` name, then to the
- * stub. Note that dlsym(RTLD_NEXT, "ncclX") can find the weak ncclX alias inside libnccl, which
- * is the same code as pncclX, so either way the call reaches NCCL and not the shim again. */
+/* A lookup in `src`: RTLD_NEXT or a handle of the loaded libnccl; none (NULL) while NCCL is missing. */
+static void *real_sym(void *src, const char *name) { return src ? dlsym(src, name) : NULL; }
+
+/* Looks `ncclX` up in `src` into the table `t`; falls back to the library's strong `pncclX` name,
+ * then to the stub. Note that dlsym(RTLD_NEXT, "ncclX") can find the weak ncclX alias inside
+ * libnccl, which is the same code as pncclX, so either way the call reaches NCCL and not the shim
+ * again. */
 #define RESOLVE(field)                                                                             \
   do {                                                                                             \
-    void *p = dlsym(RTLD_NEXT, "nccl" #field);                                                     \
-    if (!p) p = dlsym(RTLD_NEXT, "pnccl" #field);                                                  \
-    ah_real.field = p ? (__typeof__(ah_real.field))p : stub_##field;                               \
+    void *p = real_sym(src, "nccl" #field);                                                        \
+    if (!p) p = real_sym(src, "pnccl" #field);                                                     \
+    t->field = p ? (__typeof__(t->field))p : stub_##field;                                         \
   } while (0)
 
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-
-static void real_resolve(void) {
+static void real_resolve(void *src, ah_real_nccl_t *t) {
   RESOLVE(GetVersion);
   RESOLVE(GetUniqueId);
   RESOLVE(CommInitRank);
@@ -90,8 +110,115 @@ static void real_resolve(void) {
   RESOLVE(Gather);
   RESOLVE(Scatter);
 }
+#undef RESOLVE
 
-void ah_shim_real_init(void) { pthread_once(&real_once, real_resolve); }
+/* ---- finding the loaded libnccl ---------------------------------------------------------------- */
+
+typedef struct {
+  int counted;                /* the loader's object count has been read */
+  unsigned long long adds;    /* dl_phdr_info.dlpi_adds: objects ever loaded */
+  unsigned long long last;    /* the count at the last fruitless search */
+  int unchanged;              /* nothing was loaded since: the walk stopped at once */
+  char path[4096];            /* the first object other than the shim that defines ncclGetVersion */
+} real_scan_t;
+
+/* dl_iterate_phdr callback: reads only the objects' own tables (ah_elf_lookup), since the loader
+ * holds its list lock here and a dlopen or dlsym inside could deadlock. */
+static int real_scan_object(struct dl_phdr_info *info, size_t size, void *arg) {
+  extern ElfW(Dyn) _DYNAMIC[] __attribute__((visibility("hidden")));
+  real_scan_t *s = arg;
+  if (!s->counted) {
+    s->counted = 1;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds) {
+      s->adds = info->dlpi_adds;
+      if (s->adds != 0 && s->adds == s->last) return s->unchanged = 1;
+    }
+  }
+  if (!info->dlpi_name || !info->dlpi_name[0]) return 0; /* the program (RTLD_NEXT covers it) or the vDSO */
+  const ElfW(Dyn) *dyn = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  if (!dyn || dyn == _DYNAMIC) return 0; /* the shim itself defines no ncclGetVersion, but be sure */
+  if (!ah_elf_lookup(info->dlpi_addr, dyn, "ncclGetVersion") &&
+      !ah_elf_lookup(info->dlpi_addr, dyn, "pncclGetVersion"))
+    return 0;
+  size_t n = strlen(info->dlpi_name);
+  if (n >= sizeof s->path) return 0;
+  memcpy(s->path, info->dlpi_name, n + 1);
+  return 1;
+}
+
+static _Atomic unsigned long long real_seen_adds; /* objects loaded at the last fruitless search */
+
+/* Returns where to resolve NCCL from — RTLD_NEXT, or a handle of the loaded libnccl (kept open, so
+ * it stays loaded while the shim forwards to it) — or NULL when no loaded object is NCCL. Costs one
+ * walk of the object list when something was loaded since the last fruitless search, else one
+ * step of it. */
+static void *real_find(const char **how_p) {
+  real_scan_t s = {.last = atomic_load_explicit(&real_seen_adds, memory_order_relaxed)};
+  dl_iterate_phdr(real_scan_object, &s);
+  if (s.unchanged) return NULL;
+  void *src = NULL;
+  if (dlsym(RTLD_NEXT, "ncclGetVersion") || dlsym(RTLD_NEXT, "pncclGetVersion")) {
+    src = RTLD_NEXT;
+    *how_p = "the next definition after the shim";
+  } else if (s.path[0]) {
+    src = dlopen(s.path, RTLD_NOLOAD | RTLD_LAZY);
+    if (!src) AH_LOG_CAPPED(1, AH_LOG_WARN, "NCCL is loaded from %s but cannot be opened (%s); NCCL calls fail",
+                            s.path, dlerror());
+    *how_p = "outside the global scope (a library opened RTLD_LOCAL)";
+  }
+  if (!src) {
+    (void)dlerror(); /* the fruitless lookups leave no error for the application to find */
+    atomic_store_explicit(&real_seen_adds, s.adds, memory_order_relaxed);
+  }
+  return src;
+}
+
+/* ---- publishing the table ------------------------------------------------------------------------ */
+
+static pthread_mutex_t real_lock = PTHREAD_MUTEX_INITIALIZER;
+static int real_filled;         /* under real_lock: the table holds the stubs or NCCL */
+
+/* Copies `t` into ah_real word by word with atomic stores: a thread that called while NCCL was
+ * still missing may be reading a field as it changes, and sees the stub or NCCL's function. */
+typedef uintptr_t __attribute__((may_alias)) real_word_t;
+static void real_publish(const ah_real_nccl_t *t) {
+  _Static_assert(sizeof *t % sizeof(real_word_t) == 0, "ah_real_nccl_t holds only function pointers");
+  const real_word_t *from = (const real_word_t *)t;
+  real_word_t *to = (real_word_t *)&ah_real;
+  for (size_t i = 0; i < sizeof *t / sizeof *to; i++) __atomic_store_n(&to[i], from[i], __ATOMIC_RELAXED);
+}
+
+int ah_shim_real_init(void) {
+  if (__builtin_expect(atomic_load_explicit(&real_found, memory_order_acquire), 1)) return 1;
+  int saved = errno;
+  const char *how = "";
+  void *src = real_find(&how);
+  ah_real_nccl_t t;
+  real_resolve(src, &t); /* the loader calls happen here, outside real_lock (see below) */
+  /* Note that real_lock is never held across a loader call: a thread inside dlopen holds the
+   * loader's lock while it runs constructors, and one of them may call NCCL and land here. */
+  pthread_mutex_lock(&real_lock);
+  int published = 0;
+  if (!atomic_load_explicit(&real_found, memory_order_relaxed) && (src || !real_filled)) {
+    real_publish(&t);
+    real_filled = 1;
+    if (src) {
+      atomic_store_explicit(&real_found, 1, memory_order_release);
+      published = 1;
+    }
+  }
+  pthread_mutex_unlock(&real_lock);
+  if (published) {
+    Dl_info info;
+    const char *path = dladdr((void *)t.GetVersion, &info) && info.dli_fname ? info.dli_fname : "?";
+    ah_log(AH_LOG_DEBUG, "NCCL resolved from %s, %s", path, how);
+  }
+  errno = saved;
+  return atomic_load_explicit(&real_found, memory_order_acquire);
+}
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 

@@ -1,9 +1,11 @@
-/* The real functions the shim forwards to: NCCL's API (the next definition after the shim, found
- * with dlsym(RTLD_NEXT)) and the CUDA driver's event functions (libcuda.so.1 opened with dlopen, so
- * timing works whatever CUDA runtime the application uses).
+/* The real functions the shim forwards to: NCCL's API (the next definition after the shim, or the
+ * libnccl a library opened RTLD_LOCAL brought in, found when the program first calls NCCL after it
+ * was loaded) and the CUDA driver's event functions (libcuda.so.1 opened with dlopen, so timing
+ * works whatever CUDA runtime the application uses).
  *
- * Note that the table is never half-filled: a function the loaded libnccl lacks gets a stub that
- * returns ncclInvalidUsage and logs once, so no wrapper ever calls through NULL. */
+ * Note that the table is never half-filled: until NCCL is loaded every entry is a stub, and a
+ * function the loaded libnccl lacks keeps its stub, which returns ncclInvalidUsage and logs once,
+ * so no wrapper ever calls through NULL. */
 #ifndef AH_SHIM_REAL_H
 #define AH_SHIM_REAL_H
 
@@ -55,9 +57,12 @@ typedef struct {
 extern ah_real_nccl_t ah_real;
 extern ah_real_cuda_t ah_cuda;
 
-/* Resolves every real function once; safe to call from any thread and from every wrapper (another
- * library's constructor may call NCCL before the shim's constructor has run). */
-void ah_shim_real_init(void);
+/* Fills ah_real: returns 1 once it holds the loaded NCCL (then for good: one load per call), 0 while
+ * no loaded object is NCCL (the table holds the stubs, and the next call after the loader reports a
+ * new object looks again). Safe from any thread, from every wrapper (another library's constructor
+ * may call NCCL before the shim's constructor has run) and from inside a constructor that dlopen
+ * runs; leaves errno unchanged. */
+int ah_shim_real_init(void);
 /* Opens libcuda.so.1 on first use; returns 1 when event timing is available. */
 int ah_shim_cuda_init(void);
 

@@ -139,6 +139,29 @@ static void report_free(ah_report_t *r) {
   free(r->comms);
 }
 
+/* ---- the job's name in paths (%j) -------------------------------------------------------------- */
+
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
+static char job_fallback[AH_SHIM_JOB_MAX]; /* "comm-<id>", fixed at its first use */
+
+static void largest_comm(void *arg, ah_comm_t *c) {
+  ah_comm_t **best = arg;
+  if (!*best || c->nranks > (*best)->nranks || (c->nranks == (*best)->nranks && c->id < (*best)->id)) *best = c;
+}
+
+void ah_shim_job_name(uint64_t hint_id, char *out, size_t len) {
+  if (ah_report_job_id(out, len)) return;
+  pthread_mutex_lock(&job_lock);
+  if (!job_fallback[0]) {
+    ah_comm_t *best = NULL;
+    ah_comm_foreach(largest_comm, &best);
+    uint64_t id = best ? best->id : hint_id;
+    if (id) snprintf(job_fallback, sizeof job_fallback, "comm-%016llx", (unsigned long long)id);
+  }
+  snprintf(out, len, "%s", job_fallback[0] ? job_fallback : "unknown");
+  pthread_mutex_unlock(&job_lock);
+}
+
 void ah_shim_report_write(const char *why) {
   const ah_settings_t *s = ah_shim.settings;
   if (!ah_shim.enabled || !s || !s->report[0]) return;
@@ -149,9 +172,7 @@ void ah_shim_report_write(const char *why) {
   r.pid = (int)getpid();
   if (gethostname(r.host, sizeof r.host) != 0) snprintf(r.host, sizeof r.host, "?");
   r.host[sizeof r.host - 1] = 0;
-  const char *job = getenv("SLURM_JOB_ID");
-  if (!job) job = getenv("TORCHELASTIC_RUN_ID");
-  snprintf(r.job, sizeof r.job, "%s", job ? job : "");
+  ah_report_job_id(r.job, sizeof r.job);
   r.nccl_version = ah_shim.nccl_version;
   ah_shim_fingerprint(r.topo);
   snprintf(r.mode, sizeof r.mode, "%s", ah_env_mode_name(ah_shim.mode));
@@ -160,12 +181,13 @@ void ah_shim_report_write(const char *why) {
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
   build_t b = {&r, 0, 1, 0};
   ah_comm_foreach(comm_add, &b);
-  char path[AH_ENV_PATH_MAX], err[256];
+  char path[AH_ENV_PATH_MAX], err[256], job[AH_SHIM_JOB_MAX];
+  ah_shim_job_name(0, job, sizeof job);
   if (b.ok && r.ncomms == 0) {
     /* no communicator in this process (a launcher, a helper): nothing to report */
   } else if (!b.ok) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory building the report (%s): not written", why);
-  } else if (ah_report_path_expand(s->report, r.host, r.pid, r.rank, path, sizeof path, err, sizeof err) != 0) {
+  } else if (ah_report_path_expand(s->report, r.host, r.pid, r.rank, job, path, sizeof path, err, sizeof err) != 0) {
     AH_LOG_CAPPED(1, AH_LOG_ERROR, "AUTOHA_REPORT: %s: no report is written", err);
   } else if (ah_report_write(&r, path, err, sizeof err) != 0) {
     AH_LOG_CAPPED(3, AH_LOG_ERROR, "cannot write the report (%s): %s", why, err);

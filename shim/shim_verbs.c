@@ -16,7 +16,6 @@
  * shim): by reading the dynamic symbol table of the next loaded object that defines them, walking
  * the loader's object list (_r_debug), which needs no lock and no intercepted call. */
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <link.h>
@@ -30,8 +29,9 @@
 #include "ah_env.h"
 #include "ah_log.h"
 #include "ah_path.h"
+#include "shim_elf.h"
 #include "shim_verbs.h"
-#include "uthash.h"
+#include "ah_uthash.h"
 
 #define AH_VERBS_EXPORT __attribute__((visibility("default")))
 
@@ -43,60 +43,6 @@ typedef int (*query_gid_fn)(struct ibv_context *, uint8_t, int, union ibv_gid *)
 typedef int (*udp_sport_fn)(struct ibv_qp *, uint16_t);
 
 /* ---- the real dlsym/dlvsym, found by reading ELF tables --------------------------------------- */
-
-/* Code that can run inside the first dlsym of the process — which may come from a sanitizer
- * runtime setting up its interceptors, before it can serve instrumented code or intercepted calls
- * such as strcmp and dl_iterate_phdr — is built without sanitizers and calls nothing but itself. */
-#define AH_EARLY __attribute__((no_sanitize("address", "undefined")))
-
-AH_EARLY static int early_streq(const char *a, const char *b) {
-  while (*a && *a == *b) a++, b++;
-  return *a == *b;
-}
-
-/* Looks `name` up in one object's dynamic symbol table (DT_GNU_HASH or DT_HASH). */
-AH_EARLY static void *elf_lookup(uintptr_t base, const ElfW(Dyn) *dyn, const char *name) {
-  if (!dyn) return NULL;
-  const ElfW(Sym) *symtab = NULL;
-  const char *strtab = NULL;
-  const uint32_t *gnu = NULL, *sysv = NULL;
-  for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
-    /* glibc relocates these entries to absolute addresses in the objects it loads (not the vDSO) */
-    uintptr_t p = (uintptr_t)d->d_un.d_ptr;
-    if (p < base) p += base;
-    if (d->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)p;
-    else if (d->d_tag == DT_STRTAB) strtab = (const char *)p;
-    else if (d->d_tag == DT_GNU_HASH) gnu = (const uint32_t *)p;
-    else if (d->d_tag == DT_HASH) sysv = (const uint32_t *)p;
-  }
-  if (!symtab || !strtab) return NULL;
-  if (gnu) {
-    uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_size = gnu[2];
-    const ElfW(Addr) *bloom = (const ElfW(Addr) *)(gnu + 4);
-    const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size), *chain = buckets + nbuckets;
-    uint32_t h = 5381;
-    for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = h * 33 + *s;
-    if (nbuckets == 0) return NULL;
-    for (uint32_t i = buckets[h % nbuckets]; i >= symoffset && i != 0; i++) {
-      uint32_t ch = chain[i - symoffset];
-      const ElfW(Sym) *sym = &symtab[i];
-      if ((ch | 1u) == (h | 1u) && sym->st_shndx != SHN_UNDEF && sym->st_value &&
-          early_streq(strtab + sym->st_name, name))
-        return (void *)(base + sym->st_value);
-      if (ch & 1u) break;
-    }
-    return NULL;
-  }
-  if (sysv) {
-    uint32_t nchain = sysv[1];
-    for (uint32_t i = 0; i < nchain; i++) {
-      const ElfW(Sym) *sym = &symtab[i];
-      if (sym->st_shndx != SHN_UNDEF && sym->st_value && early_streq(strtab + sym->st_name, name))
-        return (void *)(base + sym->st_value);
-    }
-  }
-  return NULL;
-}
 
 /* The first definition of `name` in an object loaded after the one holding this code (what
  * RTLD_NEXT would give), walking the loader's list of objects in load order. The shim recognises
@@ -110,7 +56,7 @@ AH_EARLY static void *elf_find_next(const char *name) {
       continue;
     }
     if (!seen_self) continue;
-    void *f = elf_lookup(m->l_addr, m->l_ld, name);
+    void *f = ah_elf_lookup(m->l_addr, m->l_ld, name);
     if (f) return f;
   }
   return NULL;
@@ -250,7 +196,12 @@ static qp_state_t *qp_state(struct ibv_qp *qp) {
     s->qp_num = qp->qp_num;
     s->port = 1;
     HASH_ADD_PTR(qps, qp, s);
+    if (!AH_HASH_ADDED(s)) {
+      free(s);
+      s = NULL;
+    }
   }
+  if (!s) AH_LOG_CAPPED(1, AH_LOG_WARN, "QP hook: out of memory; a QP keeps the port and class NCCL set");
   return s;
 }
 
@@ -434,8 +385,8 @@ void *ah_shim_dlvsym_hooked(void *handle, const char *name, const char *version)
  * caller's arguments and return address untouched. */
 void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym);
 AH_EARLY static int hooked_name(const char *name, const char *version, int is_vsym) {
-  return name && (early_streq(name, "ibv_modify_qp") || early_streq(name, "ibv_create_qp")) &&
-         (!is_vsym || (version && early_streq(version, "IBVERBS_1.1")));
+  return name && (ah_elf_streq(name, "ibv_modify_qp") || ah_elf_streq(name, "ibv_create_qp")) &&
+         (!is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.1")));
 }
 
 __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym) {

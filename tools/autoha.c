@@ -96,9 +96,6 @@ static void print_report(const char *path, const ah_report_t *r) {
   printf("%s: host %s, pid %d, rank %d, NCCL %s, mode %s%s%s\n", path, r->host, r->pid, r->rank,
          ver, r->mode[0] ? r->mode : "?", r->job[0] ? ", job " : "", r->job);
   printf("  topology %s\n", r->topo);
-  if (r->nthreads || r->buffsize)
-    printf("  recommended: NCCL_NTHREADS=%d NCCL_BUFFSIZE=%lld\n", r->nthreads,
-           (long long)r->buffsize);
   for (int c = 0; c < r->ncomms; c++) {
     const ah_report_comm_t *cm = &r->comms[c];
     uint64_t waits = 0;

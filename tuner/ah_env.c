@@ -53,22 +53,26 @@ static const ah_env_var_t env_table[] = {
      "apply. A rule asking for an algorithm and protocol pair that NCCL cannot run for a call is "
      "refused with a message, never forced. Applied in modes fixed and tune.",
      0, 0, NULL, FIELD(override_text)},
-    {"AUTOHA_REPORT", AH_ENV_PATH, "autoha-report-%h-%p.json", "PATH template (%h %p %r %%), or off",
+    {"AUTOHA_REPORT", AH_ENV_PATH, "autoha-reports/%j/%h-%p.json", "PATH template (%h %p %r %j %%), or off",
      "Where each process writes its tuning report (JSON, described in docs/report.md): at every "
      "communicator's teardown, at exit, and every AUTOHA_REPORT_INTERVAL_S seconds. %h is the host "
-     "name, %p the process id, %r the process's lowest rank ('all' when unknown), %% a percent "
-     "sign. A relative path is relative to the job's working directory. The file is written to a "
-     "temporary name and renamed, so a reader never sees half a report. off writes no report.",
+     "name, %p the process id, %r the process's lowest rank ('all' when unknown), %j the job (the "
+     "scheduler's or launcher's job id: SLURM_JOB_ID, TORCHELASTIC_RUN_ID, LSB_JOBID, PBS_JOBID, "
+     "FLUX_JOB_ID or PMIX_NAMESPACE; without one, comm- and the identity of the process's largest "
+     "communicator, which every rank of the job computes alike), %% a percent sign. So by default "
+     "every job gets one folder, autoha-reports/<job>/, with one report per process in it. A "
+     "relative path is relative to the job's working directory; missing folders are created. The "
+     "file is written to a temporary name and renamed, so a reader never sees half a report. off "
+     "writes no report.",
      0, 0, NULL, FIELD(report)},
     {"AUTOHA_REPORT_INTERVAL_S", AH_ENV_INT, "60", "0..86400",
      "Seconds between periodic rewrites of the report during a long job, so a report exists even "
      "when a job is killed. 0 writes it only at communicator teardown and at exit.",
      0, 86400, NULL, FIELD(report_interval_s)},
-    {"AUTOHA_PROFILE", AH_ENV_PATH, "off", "PATH template (%h %p %r %%), or off",
+    {"AUTOHA_PROFILE", AH_ENV_PATH, "off", "PATH template (%h %p %r %j %%), or off",
      "A report from an earlier run to start from: each key that was tuned (or overridden) there "
      "runs that configuration from its first call, without searching again, unless an override "
-     "names it (overrides come first), and the recommended NCCL_NTHREADS "
-     "and NCCL_BUFFSIZE are set when the job has not set them. A profile from another topology "
+     "names it (overrides come first). A profile from another topology "
      "fingerprint or another NCCL version is refused with one message and the job runs as if "
      "none was given. Communicators are matched by their shape (ranks, nodes), not their ids.",
      0, 0, NULL, FIELD(profile)},
@@ -286,7 +290,7 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
       return 0;
     }
     char tmp[AH_ENV_PATH_MAX * 2], perr[512];
-    if (ah_report_path_expand(value, "host", 1, 0, tmp, sizeof tmp, perr, sizeof perr) != 0) {
+    if (ah_report_path_expand(value, "host", 1, 0, "job", tmp, sizeof tmp, perr, sizeof perr) != 0) {
       snprintf(why, sizeof why, "%s", perr);
       break;
     }

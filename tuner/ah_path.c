@@ -21,7 +21,7 @@
 
 #include "ah_log.h"
 #include "ah_path_text.h"
-#include "uthash.h"
+#include "ah_uthash.h"
 
 /* ---- kernel arithmetic ------------------------------------------------------------------------ */
 
@@ -557,6 +557,10 @@ uint16_t ah_path_policy_sport(ah_path_policy_t *p, const ah_path_qp_t *qp) {
   if (!e && (e = calloc(1, sizeof *e)) != NULL) {
     e->key = key;
     HASH_ADD(hh, p->pairs, key, sizeof key, e);
+    if (!AH_HASH_ADDED(e)) { /* out of memory: this pair's QPs all count as its first */
+      free(e);
+      e = NULL;
+    }
   }
   if (e) k = e->next++;
   pthread_mutex_unlock(&p->lock);

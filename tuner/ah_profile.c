@@ -88,8 +88,6 @@ static ah_profile_t *profile_build(const ah_report_t *r) {
   }
   free(calls);
   qsort(p->entries, (size_t)p->nentries, sizeof *p->entries, entry_cmp);
-  p->nthreads = r->nthreads;
-  p->buffsize = r->buffsize;
   return p;
 }
 

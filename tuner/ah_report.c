@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ah_file.h"
@@ -115,11 +116,10 @@ static json_t *report_to_json(const ah_report_t *r) {
                                            cm->rank, "sync", "waits", (json_int_t)waits, "wait_us",
                                            num_or_null(wait_us), "keys", keys));
   }
-  return json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:{s:i, s:I}, s:o}",
+  return json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o}",
                    "schema", AH_REPORT_SCHEMA, "tool", "autoha", "job", r->job, "host", r->host,
                    "pid", r->pid, "rank", r->rank, "nccl_version", r->nccl_version, "topology",
-                   r->topo, "mode", r->mode, "time", num_or_null(r->time_s), "recommended", "nccl_nthreads",
-                   r->nthreads, "nccl_buffsize", (json_int_t)r->buffsize, "comms", comms);
+                   r->topo, "mode", r->mode, "time", num_or_null(r->time_s), "comms", comms);
 }
 
 char *ah_report_to_string(const ah_report_t *r) {
@@ -130,9 +130,32 @@ char *ah_report_to_string(const ah_report_t *r) {
   return s;
 }
 
+/* Creates the folders leading to `path` that do not exist yet (mkdir -p of its directory). Note
+ * that another process of the job may create the same folder at the same moment: EEXIST is fine. */
+static int make_parents(const char *path, char *err, size_t errlen) {
+  char dir[4096];
+  size_t n = strlen(path);
+  if (n >= sizeof dir) {
+    if (err && errlen) snprintf(err, errlen, "report path too long: %s", path);
+    return -1;
+  }
+  memcpy(dir, path, n + 1);
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+      if (err && errlen) snprintf(err, errlen, "mkdir(%s) failed: %s", dir, strerror(errno));
+      return -1;
+    }
+    *p = '/';
+  }
+  return 0;
+}
+
 int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t errlen) {
   char tmp[4096];
   int fd = -1;
+  if (make_parents(path, err, errlen) != 0) return -1;
   char *text = ah_report_to_string(r);
   if (!text) {
     if (err && errlen) snprintf(err, errlen, "cannot format the report for %s (out of memory)", path);
@@ -477,16 +500,8 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   get_str(rd, root, "", "topology", 1, r->topo, sizeof r->topo);
   get_str(rd, root, "", "mode", 0, r->mode, sizeof r->mode);
   get_num(rd, root, "", "time", &r->time_s);
-  json_t *rec = json_object_get(root, "recommended");
-  if (rec && !rd->failed) {
-    if (!json_is_object(rec)) { rerr(rd, "recommended", "expected an object"); return; }
-    v = 0;
-    get_int(rd, rec, "recommended", "nccl_nthreads", 0, 0, 4096, &v);
-    r->nthreads = (int)v;
-    v = 0;
-    get_int(rd, rec, "recommended", "nccl_buffsize", 0, 0, INT64_MAX, &v);
-    r->buffsize = v;
-  }
+  /* Reports written before autoha stopped recommending NCCL_NTHREADS / NCCL_BUFFSIZE hold a
+   * "recommended" object of placeholders: ignored, like any field this reader does not know. */
   json_t *comms = get(rd, root, "", "comms", 1);
   if (rd->failed) return;
   if (!json_is_array(comms)) { rerr(rd, "comms", "expected an array"); return; }

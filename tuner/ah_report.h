@@ -67,7 +67,7 @@ typedef struct {
 /* The whole report of one process. Strings are copied into fixed buffers, so a read report owns
  * everything it points to. */
 typedef struct {
-  char job[AH_REPORT_TEXT_MAX];      /* job id from the scheduler (SLURM_JOB_ID, ...), "" if none */
+  char job[AH_REPORT_TEXT_MAX];      /* job id from the scheduler (ah_report_job_id), "" if none */
   char host[AH_REPORT_TEXT_MAX];
   int pid;
   int rank;                          /* the process's lowest rank, -1 if none */
@@ -75,8 +75,6 @@ typedef struct {
   char topo[AH_REPORT_TOPO_MAX];     /* topology fingerprint (ah_report_fingerprint) */
   char mode[16];                     /* "observe" | "fixed" | "tune" */
   double time_s;                     /* seconds since the epoch when written */
-  int nthreads;                      /* recommended NCCL_NTHREADS, 0 = no recommendation */
-  int64_t buffsize;                  /* recommended NCCL_BUFFSIZE, 0 = no recommendation */
   int ncomms;
   ah_report_comm_t *comms;
 } ah_report_t;
@@ -96,11 +94,20 @@ double ah_report_busbw_factor(int coll, int nranks);
  * local=8 ..."), as "fnv1a64:<16 hex digits>" in out (at least AH_REPORT_TOPO_MAX). Returns out. */
 char *ah_report_fingerprint(const char *desc, char *out);
 
-/* Expands a path template: %h host, %p pid, %r rank (rank < 0 gives "all"), %% a percent sign.
- * Returns 0, or -1 when the result does not fit or the template has another %-sequence, with err
- * naming it. */
-int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, char *out,
-                          size_t len, char *err, size_t errlen);
+/* Expands a path template: %h host, %p pid, %r rank (rank < 0 gives "all"), %j the job's name
+ * (NULL or "" gives "unknown"), %% a percent sign. Returns 0, or -1 when the result does not fit or
+ * the template has another %-sequence, with err naming it. */
+int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, const char *job,
+                          char *out, size_t len, char *err, size_t errlen);
+
+/* The job id the scheduler or launcher gave this process — SLURM_JOB_ID, TORCHELASTIC_RUN_ID
+ * (unless torchrun's "none"), LSB_JOBID, PBS_JOBID, FLUX_JOB_ID, PMIX_NAMESPACE, the first one set —
+ * made safe as one path component (ah_report_job_sanitize). Returns 1, or 0 with out "" when none
+ * is set. */
+int ah_report_job_id(char *out, size_t len);
+/* Copies `id` into out (at most len-1 bytes) as one path component: every byte outside
+ * [A-Za-z0-9._-] becomes '_', and "." or ".." become "_". */
+void ah_report_job_sanitize(const char *id, char *out, size_t len);
 
 /* Name of a source ("default", "override", "profile", "tuned"; "?"), and its inverse (-1). */
 const char *ah_report_source_name(int source);
@@ -112,7 +119,8 @@ int ah_report_source_parse(const char *s);
 char *ah_report_to_string(const ah_report_t *r);
 
 /* Writes the report to `path` atomically: "<path>.tmp.<pid>.<n>" (n unique per call) then rename,
- * so a reader sees the old or the new file, never half of one. Returns 0, or -1 with err naming the
+ * so a reader sees the old or the new file, never half of one. Folders leading to it that do not
+ * exist are created. Returns 0, or -1 with err naming the
  * failing call and the path (not logged: the caller logs once); the temporary file is removed. */
 int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t errlen);
 
@@ -140,8 +148,6 @@ typedef struct {
 typedef struct {
   int nentries;
   ah_profile_entry_t *entries;
-  int nthreads;            /* recommended NCCL_NTHREADS, 0 = none */
-  int64_t buffsize;        /* recommended NCCL_BUFFSIZE, 0 = none */
 } ah_profile_t;
 
 /* Loads a report as a profile. Refuses (returns -1, logs one error) a file that does not parse, a

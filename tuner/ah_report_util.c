@@ -4,6 +4,7 @@
  * Kept apart from the JSON writer so the env table can validate AUTOHA_REPORT templates, and the
  * benchmarks compute busbw, without pulling in jansson. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ah_report.h"
@@ -40,8 +41,8 @@ char *ah_report_fingerprint(const char *desc, char *out) {
   return out;
 }
 
-int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, char *out,
-                          size_t len, char *err, size_t errlen) {
+int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, const char *job,
+                          char *out, size_t len, char *err, size_t errlen) {
   size_t o = 0;
   if (!tmpl || !out || len == 0) {
     if (err && errlen) snprintf(err, errlen, "no path template");
@@ -63,11 +64,12 @@ int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank,
         else
           snprintf(piece, sizeof piece, "%d", rank);
         break;
+      case 'j': add = job && *job ? job : "unknown"; break;
       case '%': add = "%"; break;
       default:
         out[0] = 0;
         if (err && errlen)
-          snprintf(err, errlen, "'%%%.1s' at position %zu of '%s' (expected %%h, %%p, %%r or %%%%)",
+          snprintf(err, errlen, "'%%%.1s' at position %zu of '%s' (expected %%h, %%p, %%r, %%j or %%%%)",
                    tmpl + i + 1, i, tmpl);
         return -1;
       }
@@ -83,6 +85,33 @@ int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank,
     o += n;
   }
   out[o] = 0;
+  return 0;
+}
+
+void ah_report_job_sanitize(const char *id, char *out, size_t len) {
+  size_t o = 0;
+  if (len == 0) return;
+  for (const char *p = id ? id : ""; *p && o + 1 < len; p++) {
+    char c = *p;
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+             c == '_' || c == '-';
+    out[o++] = ok ? c : '_';
+  }
+  out[o] = 0;
+  if (strcmp(out, ".") == 0 || strcmp(out, "..") == 0) snprintf(out, len, "_");
+}
+
+int ah_report_job_id(char *out, size_t len) {
+  /* The scheduler before the launcher: torchrun inside a Slurm job names the Slurm job. */
+  static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID",
+                                     "PBS_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (!v || !*v || (i == 1 && strcmp(v, "none") == 0)) continue; /* torchrun's default run id */
+    ah_report_job_sanitize(v, out, len);
+    return 1;
+  }
+  if (len) out[0] = 0;
   return 0;
 }
 

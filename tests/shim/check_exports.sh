@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Diffs the dynamic symbols libautoha.so defines against shim/exports.txt, and checks that none of
 # them carries a symbol version (a versioned preloaded definition stops satisfying versioned
-# lookups such as dlvsym@GLIBC_2.2.5; see DESIGN.md).
+# lookups such as dlvsym@GLIBC_2.2.5; see DESIGN.md), and that it imports nothing that ends the
+# process.
 #   check_exports.sh LIBAUTOHA EXPORTS_TXT
 set -euo pipefail
 lib=$1 list=$2
@@ -18,4 +19,13 @@ if [ -n "$versioned" ]; then
   echo "$versioned"
   exit 1
 fi
-echo "PASS: $(echo "$actual" | wc -l) exports match $list, all unversioned"
+# A preloaded library must never end the user's process: it imports none of the functions that do
+# (uthash's default out-of-memory handler calls exit; tuner/ah_uthash.h turns it off).
+enders=$(nm -D --undefined-only "$lib" | awk '{print $2}' | sed 's/@.*//' |
+  grep -Ex 'exit|_exit|_Exit|quick_exit|abort' || true)
+if [ -n "$enders" ]; then
+  echo "FAIL: $lib imports functions that end the process:"
+  echo "$enders"
+  exit 1
+fi
+echo "PASS: $(echo "$actual" | wc -l) exports match $list, all unversioned; no exit, _exit, _Exit, quick_exit or abort imported"

@@ -33,6 +33,19 @@
 #   chain       the user names their own tuner (env SHIM_USER_TUNER) in NCCL_TUNER_PLUGIN: with the
 #               shim and an override, every call not overridden runs what the user's tuner chose
 #               (the trace equals the run with the user's tuner alone), overridden calls the override
+#   lazy        NCCL loaded after main started: JOB is lazy_main, which dlopens (RTLD_LOCAL, as Python
+#               opens extension modules) the job built as a library linking libnccl (env
+#               SHIM_JOB_MODULE); 2 processes x 2 threads in tune mode. A call made before the
+#               dlopen fails with ncclInvalidUsage and one error line; after it, NCCL loaded autoha
+#               as its tuner in both processes, data identical, the reports match the job's calls,
+#               and every key's search converged with all ranks on one configuration
+#   report-default  AUTOHA_REPORT unset, run from an empty working directory: all the job's reports
+#               land in one folder, autoha-reports/<job>/, named <host>-<pid>.json, one per process,
+#               and nothing else appears; <job> is SLURM_JOB_ID (made one safe folder name),
+#               TORCHELASTIC_RUN_ID, or without either (torchrun's "none") comm-<world identity>,
+#               which both processes compute alike
+#   lazy-disabled  the same job with AUTOHA_ENABLE=0: every call succeeds and runs what it runs
+#               without the shim (trace), no report, nothing on stderr
 set -uo pipefail
 scenario=$1 launcher=$2 job=$3 lib=$4 simlib=$5 checker=$6
 export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -209,6 +222,62 @@ chain)
   grep -q "runs underneath autoha" "$tmp/shim.err" || { echo "FAIL: the shim did not chain the user's tuner"; exit 1; }
   python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+report-default)
+  unset AUTOHA_REPORT SLURM_JOB_ID TORCHELASTIC_RUN_ID LSB_JOBID PBS_JOBID FLUX_JOB_ID PMIX_NAMESPACE
+  host=$(hostname)
+  for c in slurm torchrun none; do
+    case $c in
+    slurm) ids=(SLURM_JOB_ID="4242 step/1" TORCHELASTIC_RUN_ID=run-7) want='4242_step_1' ;;
+    torchrun) ids=(TORCHELASTIC_RUN_ID=run-7) want='run-7' ;;
+    none) ids=(TORCHELASTIC_RUN_ID=none) want='comm-[0-9a-f]{16}' ;;
+    esac
+    cwd=$tmp/cwd-$c
+    mkdir -p "$cwd"
+    (cd "$cwd" && env "${ids[@]}" LD_PRELOAD=$lib "$launcher" -n 2 -- "$job" --threads 2 --iters 2) \
+      >"$tmp/$c.out" 2>"$tmp/$c.err" || { echo "FAIL: the $c job exited $?"; tail -20 "$tmp/$c.err"; exit 1; }
+    no_errors "$c"
+    [ "$(ls -A "$cwd")" = autoha-reports ] || { echo "FAIL ($c): the working directory holds more than autoha-reports:"; ls -A "$cwd"; exit 1; }
+    dirs=$(ls -A "$cwd/autoha-reports")
+    [ "$(echo "$dirs" | wc -l)" -eq 1 ] && echo "$dirs" | grep -Eqx "$want" ||
+      { echo "FAIL ($c): expected one job folder named $want, got:"; echo "$dirs"; exit 1; }
+    files=$(ls -A "$cwd/autoha-reports/$dirs")
+    n=$(echo "$files" | grep -Ecx "$host-[0-9]+\.json")
+    [ "$n" -eq 2 ] && [ "$(echo "$files" | wc -l)" -eq 2 ] ||
+      { echo "FAIL ($c): expected 2 reports named $host-<pid>.json, got:"; echo "$files"; exit 1; }
+    python3 "$checker" report "$tmp/$c.out" "$cwd/autoha-reports/$dirs" || exit 1
+    echo "PASS ($c): the job's 2 reports are in autoha-reports/$dirs/ and nothing else was written"
+  done
+  ;;
+lazy | lazy-disabled)
+  [ -n "${SHIM_JOB_MODULE:-}" ] || { echo "FAIL: SHIM_JOB_MODULE is not set"; exit 1; }
+  iters=6
+  [ "$scenario" = lazy ] && iters=150 # enough calls for every key's search to converge
+  run plain 0 -- -n 2 -- "$job" "$SHIM_JOB_MODULE" --threads 2 --iters $iters
+  if [ "$scenario" = lazy ]; then
+    AUTOHA_MODE=tune NCCLSIM_DEBUG=INFO run shim 1 -- -n 2 -- "$job" --early-call "$SHIM_JOB_MODULE" --threads 2 --iters $iters
+    same_data plain shim
+    n=$(grep -c '^early ncclGetUniqueId: ' "$tmp/shim.out")
+    [ "$n" -eq 2 ] || { echo "FAIL: expected the early call in both processes (got $n)"; exit 1; }
+    errs=$(grep '^autoha: .*: error:' "$tmp/shim.err" | grep -vc 'error: ncclGetUniqueId called but no NCCL is loaded')
+    n=$(grep -c 'error: ncclGetUniqueId called but no NCCL is loaded' "$tmp/shim.err")
+    [ "$errs" -eq 0 ] && [ "$n" -eq 2 ] ||
+      { echo "FAIL: expected one error per process, for the call before NCCL was loaded:"; grep 'autoha: ' "$tmp/shim.err"; exit 1; }
+    echo "PASS: before the dlopen the call failed with ncclInvalidUsage and said why, in both processes"
+    n=$(grep -c "tuner: using ncclTunerPlugin_v[0-9]* (autoha)" "$tmp/shim.err")
+    [ "$n" -eq 2 ] || { echo "FAIL: expected NCCL to load autoha as its tuner in both processes (got $n)"; grep tuner "$tmp/shim.err" | head; exit 1; }
+    echo "PASS: NCCL, loaded after main, loaded autoha as its tuner in both processes"
+    python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+    python3 "$checker" tuned "$tmp/shim.rep" || exit 1
+    python3 "$checker" converged "$tmp/shim.rep" || exit 1
+  else
+    AUTOHA_ENABLE=0 AUTOHA_MODE=fixed AUTOHA_OVERRIDE=$OV_SPEC run shim 1 -- -n 2 -- "$job" "$SHIM_JOB_MODULE" --threads 2 --iters $iters
+    same_data plain shim
+    python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" || exit 1
+    [ -z "$(ls "$tmp/shim.rep")" ] || { echo "FAIL: a report was written with AUTOHA_ENABLE=0"; exit 1; }
+    [ ! -s "$tmp/shim.err" ] || { echo "FAIL: output on stderr with AUTOHA_ENABLE=0:"; cat "$tmp/shim.err"; exit 1; }
+    echo "PASS: AUTOHA_ENABLE=0 passes every call through to the NCCL loaded after main"
+  fi
   ;;
 *)
   echo "unknown scenario $scenario"

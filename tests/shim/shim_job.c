@@ -10,7 +10,10 @@
  * Each rank prints:
  *   "checksum rank=R <hash of every output buffer>"           (identical with and without the shim)
  *   "calls rank=R nranks=N coll=C bin=B n=K"                   (one line per key it issued)
- * where bin is floor(log2(bytes per rank)), the key the report must show with exactly K calls. */
+ * where bin is floor(log2(bytes per rank)), the key the report must show with exactly K calls.
+ *
+ * Built twice: as the program, and (SHIM_JOB_MODULE) as a library exporting shim_job_main, which
+ * lazy_main opens with dlopen after it started (the `import torch` pattern). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +25,11 @@
 #include <nccl.h>
 
 #include "ncclsim.h"
+
+#ifdef SHIM_JOB_MODULE
+#define main shim_job_main
+__attribute__((visibility("default"))) int shim_job_main(int argc, char **argv);
+#endif
 
 enum { C_BCAST = 0, C_REDUCE = 1, C_ALLGATHER = 2, C_REDUCESCATTER = 3, C_ALLREDUCE = 4 };
 static const char *coll_names[] = {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"};

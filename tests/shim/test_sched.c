@@ -2,6 +2,7 @@
  * capacity, and lock-free readers racing a writer. */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,15 +117,26 @@ START_TEST(test_capacity_and_foreach) {
 }
 END_TEST
 
+#define RACE_READERS 2
+#define RACE_SEGMENTS 4000
+#define RACE_PHASE 1000 /* appends between two waits for the readers */
+
 typedef struct {
   ah_sched_t *s;
   _Atomic int stop;
-  _Atomic long bad, seen;
+  _Atomic long bad;
+  _Atomic long reads[RACE_READERS]; /* lookups each reader has finished */
 } race_t;
 
+typedef struct {
+  race_t *r;
+  int id;
+} reader_arg_t;
+
 static void *reader(void *arg) {
-  race_t *r = arg;
-  unsigned seed = 7;
+  race_t *r = ((reader_arg_t *)arg)->r;
+  int id = ((reader_arg_t *)arg)->id;
+  unsigned seed = 7u + (unsigned)id;
   while (!atomic_load(&r->stop)) {
     uint64_t h = ah_sched_horizon(r->s);
     if (h == 0) continue;
@@ -133,25 +145,40 @@ static void *reader(void *arg) {
     if (!ah_sched_lookup(r->s, i, &out) || i < out.first || i >= out.first + out.count ||
         out.config.res[0] != (int64_t)out.first)
       atomic_fetch_add(&r->bad, 1);
-    atomic_fetch_add(&r->seen, 1);
+    atomic_fetch_add(&r->reads[id], 1);
   }
   return NULL;
 }
 
+/* Returns once every reader has finished a lookup after this call began: the readers provably run
+ * between the writer's phases, however the threads are scheduled (a handshake, not a sleep). */
+static void wait_for_readers(race_t *r) {
+  long before[RACE_READERS];
+  for (int k = 0; k < RACE_READERS; k++) before[k] = atomic_load(&r->reads[k]);
+  for (int k = 0; k < RACE_READERS; k++)
+    while (atomic_load(&r->reads[k]) <= before[k]) sched_yield();
+}
+
 START_TEST(test_readers_race_writer) {
-  race_t r = {ah_sched_create(), 0, 0, 0};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, reader, &r);
+  race_t r = {.s = ah_sched_create()};
+  pthread_t th[RACE_READERS];
+  reader_arg_t args[RACE_READERS];
+  for (int k = 0; k < RACE_READERS; k++) {
+    args[k] = (reader_arg_t){&r, k};
+    ck_assert_int_eq(pthread_create(&th[k], NULL, reader, &args[k]), 0);
+  }
   uint64_t first = 0;
-  for (int i = 0; i < 4000; i++) {
+  for (int i = 0; i < RACE_SEGMENTS; i++) {
     ah_segment_t g = seg_make(first, 1 + (uint64_t)(i % 5), i % 7);
     ck_assert_int_eq(ah_sched_append(r.s, &g), 0);
     first += g.count;
+    if ((i + 1) % RACE_PHASE == 0) wait_for_readers(&r);
   }
   atomic_store(&r.stop, 1);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int k = 0; k < RACE_READERS; k++) pthread_join(th[k], NULL);
   ck_assert_int_eq(atomic_load(&r.bad), 0);
-  ck_assert_int_gt(atomic_load(&r.seen), 0);
+  for (int k = 0; k < RACE_READERS; k++) /* one lookup at least after each phase */
+    ck_assert_int_ge(atomic_load(&r.reads[k]), RACE_SEGMENTS / RACE_PHASE);
   ah_sched_destroy(r.s);
 }
 END_TEST

@@ -65,7 +65,7 @@ START_TEST(defaults_parse) {
   ck_assert_int_eq(s.mode, AH_MODE_TUNE);
   ck_assert_int_eq(s.log_level, AH_LOG_WARN);
   ck_assert_int_eq(s.override.nrules, 0);
-  ck_assert_str_eq(s.report, "autoha-report-%h-%p.json");
+  ck_assert_str_eq(s.report, "autoha-reports/%j/%h-%p.json");
   ck_assert_int_eq(s.report_interval_s, 60);
   ck_assert_str_eq(s.profile, "");
   ck_assert_double_eq(s.sync_warn_s, 10.0);

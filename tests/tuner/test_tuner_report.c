@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ah_file.h"
 #include "ah_log.h"
 #include "ah_report.h"
 
@@ -61,8 +62,6 @@ static void build_report(void) {
   ah_report_fingerprint("nranks=8 nnodes=1", rep.topo);
   snprintf(rep.mode, sizeof rep.mode, "tune");
   rep.time_s = 1763838000.5;
-  rep.nthreads = 256;
-  rep.buffsize = 8 << 20;
   rep.ncomms = 1;
   rep.comms = &comm;
   comm.id = 0xfedcba9876543210ull;
@@ -130,17 +129,50 @@ START_TEST(formulas) {
 }
 END_TEST
 
+/* The job's id, from the first scheduler or launcher variable set, as one safe path component. */
+START_TEST(job_ids) {
+  static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID",
+                                     "PBS_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+  char out[32];
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 0);
+  ck_assert_str_eq(out, "");
+  setenv("TORCHELASTIC_RUN_ID", "none", 1); /* torchrun's default: no id */
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 0);
+  setenv("PMIX_NAMESPACE", "prterun-node1-77@1", 1);
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_str_eq(out, "prterun-node1-77_1");
+  setenv("TORCHELASTIC_RUN_ID", "run/../x y", 1);
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_str_eq(out, "run_.._x_y");
+  setenv("SLURM_JOB_ID", "123456", 1); /* the scheduler first */
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_str_eq(out, "123456");
+  setenv("SLURM_JOB_ID", "..", 1);
+  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_str_eq(out, "_");
+  ah_report_job_sanitize("0123456789abcdefghijklmnopqrstuvwxyz", out, 8);
+  ck_assert_str_eq(out, "0123456");
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+END_TEST
+
 START_TEST(paths_and_names) {
   char out[64], err[256];
-  ck_assert_int_eq(ah_report_path_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, out, sizeof out, err,
+  ck_assert_int_eq(ah_report_path_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, "j9", out, sizeof out, err,
                                          sizeof err), 0);
   ck_assert_str_eq(out, "r-n1-77-3-%.json");
-  ck_assert_int_eq(ah_report_path_expand("r%r", "n1", 77, -1, out, sizeof out, err, sizeof err), 0);
+  ck_assert_int_eq(ah_report_path_expand("r%r", "n1", 77, -1, "j9", out, sizeof out, err, sizeof err), 0);
   ck_assert_str_eq(out, "rall");
-  ck_assert_int_eq(ah_report_path_expand("r%x", "n1", 77, 0, out, sizeof out, err, sizeof err), -1);
-  ck_assert_str_eq(err, "'%x' at position 1 of 'r%x' (expected %h, %p, %r or %%)");
-  ck_assert_int_eq(ah_report_path_expand("r%", "n1", 77, 0, out, sizeof out, err, sizeof err), -1);
-  ck_assert_int_eq(ah_report_path_expand("%h%h%h%h%h%h%h%h%h%h", "a-long-host-name", 1, 0, out,
+  ck_assert_int_eq(ah_report_path_expand("rep/%j/%h-%p.json", "n1", 77, 0, "4242", out, sizeof out, err,
+                                         sizeof err), 0);
+  ck_assert_str_eq(out, "rep/4242/n1-77.json");
+  ck_assert_int_eq(ah_report_path_expand("%j", "n1", 77, 0, NULL, out, sizeof out, err, sizeof err), 0);
+  ck_assert_str_eq(out, "unknown");
+  ck_assert_int_eq(ah_report_path_expand("r%x", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
+  ck_assert_str_eq(err, "'%x' at position 1 of 'r%x' (expected %h, %p, %r, %j or %%)");
+  ck_assert_int_eq(ah_report_path_expand("r%", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
+  ck_assert_int_eq(ah_report_path_expand("%h%h%h%h%h%h%h%h%h%h", "a-long-host-name", 1, 0, "j9", out,
                                          sizeof out, err, sizeof err), -1);
   ck_assert_ptr_nonnull(strstr(err, "longer than 63 bytes"));
   for (int s = 0; s < 4; s++) ck_assert_int_eq(ah_report_source_parse(ah_report_source_name(s)), s);
@@ -157,6 +189,25 @@ START_TEST(paths_and_names) {
 }
 END_TEST
 
+/* Copies the report at `src` to `dst` with the "recommended" object that reports carried before
+ * autoha stopped writing it (NCCL_NTHREADS / NCCL_BUFFSIZE placeholders). */
+static void add_old_recommended(const char *src, const char *dst) {
+  char err[256];
+  size_t len = 0;
+  char *text = ah_file_read(src, 1 << 24, &len, err, sizeof err);
+  ck_assert_msg(text != NULL, "%s", err);
+  ck_assert_ptr_null(strstr(text, "recommended")); /* no longer written */
+  ck_assert_ptr_null(strstr(text, "nthreads"));
+  char *at = strstr(text, "\"comms\"");
+  ck_assert_ptr_nonnull(at);
+  FILE *f = fopen(dst, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "%.*s\"recommended\": {\"nccl_nthreads\": 256, \"nccl_buffsize\": 8388608},\n %s",
+          (int)(at - text), text, at);
+  fclose(f);
+  free(text);
+}
+
 START_TEST(round_trip) {
   build_report();
   make_dir();
@@ -171,9 +222,17 @@ START_TEST(round_trip) {
   ck_assert_int_eq(r->nccl_version, 22805);
   ck_assert_str_eq(r->topo, rep.topo);
   ck_assert_str_eq(r->mode, "tune");
-  ck_assert_int_eq(r->nthreads, 256);
-  ck_assert_int_eq(r->buffsize, 8 << 20);
   ck_assert_int_eq(r->ncomms, 1);
+  {
+    char old[600];
+    snprintf(old, sizeof old, "%s/r-old.json", dir);
+    add_old_recommended(path, old);
+    ah_report_t *ro = NULL;
+    ck_assert_msg(ah_report_read(old, &ro, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(ro->ncomms, 1);
+    ck_assert_int_eq(ro->comms[0].nkeys, 3);
+    ah_report_free(ro);
+  }
   ck_assert_uint_eq(r->comms[0].id, 0xfedcba9876543210ull);
   ck_assert_int_eq(r->comms[0].nranks, 8);
   ck_assert_int_eq(r->comms[0].nkeys, 3);
@@ -241,12 +300,21 @@ START_TEST(atomic_write) {
   ah_report_t *r = NULL;
   ck_assert_int_eq(ah_report_read(path, &r, err, sizeof err), 0);
   ah_report_free(r);
-  /* A directory that does not exist: an error naming the call and path, nothing written. */
-  snprintf(path, sizeof path, "%s/missing/r.json", dir);
+  /* Folders that do not exist yet are created (the default path is autoha-reports/<job>/...). */
+  snprintf(path, sizeof path, "%s/missing/deeper/r.json", dir);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), 0);
+  ck_assert_int_eq(ah_report_read(path, &r, err, sizeof err), 0);
+  ah_report_free(r);
+  /* A folder that cannot be made (under a file): an error naming the call and path. */
+  snprintf(path, sizeof path, "%s/r.json/sub/r.json", dir);
+  ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "mkdir("));
+  ck_assert_ptr_nonnull(strstr(err, "/r.json/sub) failed: Not a directory"));
+  /* A name whose folder is a file: open fails, nothing written. */
+  snprintf(path, sizeof path, "%s/r.json/x.json", dir);
   ck_assert_int_eq(ah_report_write(&rep, path, err, sizeof err), -1);
   ck_assert_ptr_nonnull(strstr(err, "open("));
-  ck_assert_ptr_nonnull(strstr(err, "/missing/r.json.tmp."));
-  ck_assert_ptr_nonnull(strstr(err, "No such file or directory"));
+  ck_assert_ptr_nonnull(strstr(err, "/r.json/x.json.tmp."));
   /* Renaming onto a directory fails after the temporary was written: it is removed. */
   snprintf(path, sizeof path, "%s/adir", dir);
   ck_assert_int_eq(mkdir(path, 0755), 0);
@@ -418,8 +486,16 @@ START_TEST(profile_load) {
   ck_assert_int_eq(ah_profile_load(path, 22805, rep.topo, &p), 0);
   ck_assert_str_eq(capture_end(), "");
   ck_assert_int_eq(p->nentries, 2);
-  ck_assert_int_eq(p->nthreads, 256);
-  ck_assert_int_eq(p->buffsize, 8 << 20);
+  /* A report from before the "recommended" object was dropped loads the same, silently. */
+  char old[600];
+  snprintf(old, sizeof old, "%s/p-old.json", dir);
+  add_old_recommended(path, old);
+  ah_profile_t *po = NULL;
+  capture_begin();
+  ck_assert_int_eq(ah_profile_load(old, 22805, rep.topo, &po), 0);
+  ck_assert_str_eq(capture_end(), "");
+  ck_assert_int_eq(po->nentries, 2);
+  ah_profile_free(po);
   const ah_profile_entry_t *e = ah_profile_lookup(p, 8, 1, AH_FUNC_ALLREDUCE, 24);
   ck_assert_ptr_nonnull(e);
   ck_assert_int_eq(e->cfg.algo, AH_ALGO_RING); /* the busier communicator's winner */
@@ -504,6 +580,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, NULL, remove_dir);
   tcase_add_test(tc, formulas);
   tcase_add_test(tc, paths_and_names);
+  tcase_add_test(tc, job_ids);
   tcase_add_test(tc, round_trip);
   tcase_add_test(tc, atomic_write);
   tcase_add_test(tc, concurrent_writers_and_reader);
