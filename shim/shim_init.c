@@ -98,13 +98,9 @@ static int profile_nranks, profile_nnodes;
 static _Thread_local int arg_nranks, arg_nnodes, arg_rank; /* read by the once routine's thread */
 static _Thread_local uint64_t arg_id;
 
-/* The topology fingerprint of this job as the shim sees it: the shape of the first communicator
- * (normally the world), the same when writing a report and when loading one as a profile. */
-void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]) {
-  char desc[96];
-  snprintf(desc, sizeof desc, "nranks=%d nnodes=%d", profile_nranks, profile_nnodes);
-  ah_report_fingerprint(desc, out);
-}
+/* The topology of this job as the shim sees it, with the shape of the first communicator (normally
+ * the world): the same when writing a report and when loading one as a profile. */
+void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]) { ah_shim_topology(profile_nranks, profile_nnodes, out); }
 
 static void first_comm_run(void) {
   profile_nranks = arg_nranks;

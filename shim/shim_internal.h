@@ -136,8 +136,10 @@ void ah_shim_init(void);
 /* Called for every new communicator context: the first one fixes the job's topology fingerprint,
  * loads the profile (AUTOHA_PROFILE) and starts the report interval writer. */
 void ah_shim_first_comm(uint64_t id, int nranks, int nnodes, int rank);
-/* The topology fingerprint written into reports and checked against profiles. */
+/* The topology written into reports and checked against profiles (ah_report_topology's text). */
 void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]);
+/* That text for a first communicator of nranks ranks on nnodes nodes (shim_topo.c). */
+void ah_shim_topology(int nranks, int nnodes, char out[AH_REPORT_TOPO_MAX]);
 
 /* ---- communicator identity and registry (shim_comm.c) ---------------------------------------- */
 uint64_t ah_comm_id_from_unique_id(const ncclUniqueId *id);

@@ -241,6 +241,8 @@ static void cuda_resolve(void) {
   ah_cuda.StreamIsCapturing = (__typeof__(ah_cuda.StreamIsCapturing))dlsym(h, "cuStreamIsCapturing");
   ah_cuda.ThreadExchangeStreamCaptureMode =
       (__typeof__(ah_cuda.ThreadExchangeStreamCaptureMode))dlsym(h, "cuThreadExchangeStreamCaptureMode");
+  ah_cuda.CtxGetDevice = (__typeof__(ah_cuda.CtxGetDevice))dlsym(h, "cuCtxGetDevice");
+  ah_cuda.DeviceGetName = (__typeof__(ah_cuda.DeviceGetName))dlsym(h, "cuDeviceGetName");
   if (ah_cuda.EventCreate && ah_cuda.EventRecord && ah_cuda.EventQuery && ah_cuda.EventElapsedTime &&
       ah_cuda.EventDestroy && ah_cuda.CtxGetCurrent)
     ah_cuda.loaded = 1;

@@ -52,6 +52,9 @@ typedef struct {
   /* Optional (NULL when the driver lacks them): graph capture awareness (shim_timing.c). */
   CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
+  /* Optional: the GPU model for the report's topology (shim_topo.c). */
+  CUresult (*CtxGetDevice)(CUdevice *);
+  CUresult (*DeviceGetName)(char *, int, CUdevice);
 } ah_real_cuda_t;
 
 extern ah_real_nccl_t ah_real;

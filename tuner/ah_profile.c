@@ -113,9 +113,10 @@ int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_pro
            "NCCL %s", path, a, b);
     goto fail_report;
   }
-  if (topo && *topo && strcmp(r->topo, topo) != 0) {
-    ah_log(AH_LOG_ERROR, "profile %s not loaded: it was measured on topology %s and this job runs "
-           "on %s", path, r->topo, topo);
+  char why[1024];
+  if (topo && *topo && ah_report_topology_diff(topo, r->topo, why, sizeof why) != 0) {
+    ah_log(AH_LOG_ERROR, "profile %s not loaded: it was measured on another topology (%s; 'here' is "
+           "this job, 'there' the profile)", path, why);
     goto fail_report;
   }
   ah_profile_t *p = profile_build(r);

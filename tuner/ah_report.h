@@ -19,7 +19,7 @@
 #include "ah_tune.h"  /* ah_tune_status_t */
 
 #define AH_REPORT_SCHEMA 1
-#define AH_REPORT_TOPO_MAX 72
+#define AH_REPORT_TOPO_MAX 256
 #define AH_REPORT_TEXT_MAX 256
 
 /* Calls run under one configuration, and their measured time. */
@@ -72,7 +72,7 @@ typedef struct {
   int pid;
   int rank;                          /* the process's lowest rank, -1 if none */
   int nccl_version;                  /* NCCL_VERSION_CODE style, e.g. 22805; 0 unknown */
-  char topo[AH_REPORT_TOPO_MAX];     /* topology fingerprint (ah_report_fingerprint) */
+  char topo[AH_REPORT_TOPO_MAX];     /* topology (ah_report_topology's text) */
   char mode[16];                     /* "observe" | "fixed" | "tune" */
   double time_s;                     /* seconds since the epoch when written */
   int ncomms;
@@ -90,9 +90,23 @@ double ah_report_algbw(int coll, int nranks, double bytes_per_rank, double us);
  * Gather and Scatter (n-1)/n, Broadcast and Reduce 1. So busbw = algbw x factor. */
 double ah_report_busbw_factor(int coll, int nranks);
 
-/* FNV-1a 64 of a canonical topology description the caller composes (e.g. "nranks=16 nnodes=2
- * local=8 ..."), as "fnv1a64:<16 hex digits>" in out (at least AH_REPORT_TOPO_MAX). Returns out. */
-char *ah_report_fingerprint(const char *desc, char *out);
+/* What makes a tuned configuration transferable from one job to another: the report's topology. */
+typedef struct {
+  char gpu[64];         /* the GPU model ("NVIDIA H100 80GB HBM3"; "" unknown) */
+  int nodes, ranks;     /* of the job's first communicator (normally the world) */
+  int nics, nic_gbps;   /* RDMA NICs of this host and the speed of the first one's port 1 */
+  int nccl_version;     /* ncclGetVersion of the loaded NCCL */
+} ah_topology_t;
+
+/* The topology as text, "gpu=...; nodes=N; ranks=N; ranks_per_node=N; nics=NxG; nccl=X.Y.Z", into
+ * out (AH_REPORT_TOPO_MAX bytes). Returns out. */
+char *ah_report_topology(const ah_topology_t *t, char *out);
+
+/* Compares two topology texts field by field. Returns the number of fields that differ (0: the
+ * same topology) and says in words which, into why: "gpu is NVIDIA A100 here and NVIDIA H100 in
+ * the profile; nodes is 4 here and 2 in the profile". A text that is not of this form (a report
+ * of an older autoha held a hash) differs as a whole. */
+int ah_report_topology_diff(const char *here, const char *there, char *why, size_t len);
 
 /* Expands a path template: %h host, %p pid, %r rank (rank < 0 gives "all"), %j the job's name
  * (NULL or "" gives "unknown"), %% a percent sign. Returns 0, or -1 when the result does not fit or

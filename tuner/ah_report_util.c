@@ -31,14 +31,61 @@ double ah_report_algbw(int coll, int nranks, double bytes_per_rank, double us) {
   return s / (us * 1e-6) / 1e9;
 }
 
-char *ah_report_fingerprint(const char *desc, char *out) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char *p = (const unsigned char *)(desc ? desc : ""); *p; p++) {
-    h ^= *p;
-    h *= 0x100000001b3ull;
-  }
-  snprintf(out, AH_REPORT_TOPO_MAX, "fnv1a64:%016llx", (unsigned long long)h);
+char *ah_report_topology(const ah_topology_t *t, char *out) {
+  char gpu[sizeof t->gpu];
+  size_t n = 0;
+  for (const char *p = t->gpu; *p && n + 1 < sizeof gpu; p++) /* ';' and '=' separate fields */
+    gpu[n++] = *p == ';' || *p == '=' ? ' ' : *p;
+  gpu[n] = 0;
+  snprintf(out, AH_REPORT_TOPO_MAX, "gpu=%s; nodes=%d; ranks=%d; ranks_per_node=%d; nics=%dx%dGb/s; nccl=%d.%d.%d",
+           gpu[0] ? gpu : "unknown", t->nodes, t->ranks, t->nodes > 0 ? t->ranks / t->nodes : t->ranks,
+           t->nics, t->nic_gbps, t->nccl_version / 10000, t->nccl_version / 100 % 100, t->nccl_version % 100);
   return out;
+}
+
+/* The value of field `key` in a topology text, copied into val; 0 when absent. */
+static int topo_field(const char *topo, const char *key, char *val, size_t len) {
+  size_t kl = strlen(key);
+  for (const char *p = topo; p && *p;) {
+    while (*p == ' ') p++;
+    const char *end = strchr(p, ';');
+    size_t fl = end ? (size_t)(end - p) : strlen(p);
+    if (fl > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+      size_t vl = fl - kl - 1;
+      if (vl >= len) vl = len - 1;
+      memcpy(val, p + kl + 1, vl);
+      val[vl] = 0;
+      return 1;
+    }
+    p = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+int ah_report_topology_diff(const char *here, const char *there, char *why, size_t len) {
+  static const char *const keys[] = {"gpu", "nodes", "ranks", "ranks_per_node", "nics", "nccl"};
+  size_t off = 0;
+  int ndiff = 0;
+  if (len) why[0] = 0;
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    char a[AH_REPORT_TOPO_MAX], b[AH_REPORT_TOPO_MAX];
+    int ha = topo_field(here, keys[i], a, sizeof a), hb = topo_field(there, keys[i], b, sizeof b);
+    if (!ha || !hb) {
+      if (ha || hb || i == 0) { /* not of this form: compare as a whole */
+        if (strcmp(here, there) == 0) return 0;
+        snprintf(why, len, "the topology is '%s' here and '%s' there", here, there);
+        return 1;
+      }
+      continue;
+    }
+    if (strcmp(a, b) == 0) continue;
+    ndiff++;
+    if (off < len) {
+      int n = snprintf(why + off, len - off, "%s%s is %s here and %s there", off ? "; " : "", keys[i], a, b);
+      if (n > 0) off += (size_t)n;
+    }
+  }
+  return ndiff;
 }
 
 int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, const char *job,

@@ -59,7 +59,9 @@ static void build_report(void) {
   rep.pid = 4242;
   rep.rank = 0;
   rep.nccl_version = 22805;
-  ah_report_fingerprint("nranks=8 nnodes=1", rep.topo);
+  ah_topology_t topo = {.gpu = "NVIDIA H100 80GB HBM3", .nodes = 1, .ranks = 8, .nics = 8, .nic_gbps = 400,
+                        .nccl_version = 22805};
+  ah_report_topology(&topo, rep.topo);
   snprintf(rep.mode, sizeof rep.mode, "tune");
   rep.time_s = 1763838000.5;
   rep.ncomms = 1;
@@ -179,13 +181,32 @@ START_TEST(paths_and_names) {
   ck_assert_str_eq(ah_report_source_name(AH_SOURCE_OVERRIDE), "override");
   ck_assert_str_eq(ah_report_source_name(9), "?");
   ck_assert_int_eq(ah_report_source_parse("forced"), -1);
-  char a[AH_REPORT_TOPO_MAX], b[AH_REPORT_TOPO_MAX];
-  ah_report_fingerprint("nranks=8", a);
-  ah_report_fingerprint("nranks=16", b);
-  ck_assert_str_ne(a, b);
-  ck_assert_uint_eq(strlen(a), strlen("fnv1a64:") + 16);
-  ah_report_fingerprint("", b);
-  ck_assert_str_eq(b, "fnv1a64:cbf29ce484222325"); /* FNV-1a offset basis */
+  /* The topology: what makes a tuned configuration transferable, in words. */
+  char a[AH_REPORT_TOPO_MAX], b[AH_REPORT_TOPO_MAX], why[512];
+  ah_topology_t t = {.gpu = "NVIDIA H100 80GB HBM3", .nodes = 2, .ranks = 16, .nics = 8, .nic_gbps = 400,
+                     .nccl_version = 22809};
+  ck_assert_str_eq(ah_report_topology(&t, a), "gpu=NVIDIA H100 80GB HBM3; nodes=2; ranks=16; ranks_per_node=8; "
+                                              "nics=8x400Gb/s; nccl=2.28.9");
+  ck_assert_int_eq(ah_report_topology_diff(a, a, why, sizeof why), 0);
+  ck_assert_str_eq(why, "");
+  ah_topology_t u = t;
+  snprintf(u.gpu, sizeof u.gpu, "NVIDIA A100;SXM4=40GB"); /* separators in a name are blanked */
+  u.nodes = 4;
+  u.ranks = 32;
+  ah_report_topology(&u, b);
+  ck_assert_ptr_nonnull(strstr(b, "gpu=NVIDIA A100 SXM4 40GB;"));
+  ck_assert_int_eq(ah_report_topology_diff(b, a, why, sizeof why), 3);
+  ck_assert_str_eq(why, "gpu is NVIDIA A100 SXM4 40GB here and NVIDIA H100 80GB HBM3 there; nodes is 4 here "
+                        "and 2 there; ranks is 32 here and 16 there");
+  u = t;
+  u.nics = 4;
+  u.nic_gbps = 200;
+  u.nccl_version = 23007;
+  ck_assert_int_eq(ah_report_topology_diff(ah_report_topology(&u, b), a, why, sizeof why), 2);
+  ck_assert_str_eq(why, "nics is 4x200Gb/s here and 8x400Gb/s there; nccl is 2.30.7 here and 2.28.9 there");
+  /* an older report's hash is not comparable field by field: it differs as a whole */
+  ck_assert_int_eq(ah_report_topology_diff(a, "fnv1a64:cbf29ce484222325", why, sizeof why), 1);
+  ck_assert_ptr_nonnull(strstr(why, "'fnv1a64:cbf29ce484222325' there"));
 }
 END_TEST
 
@@ -521,9 +542,13 @@ START_TEST(profile_load) {
   ck_assert_ptr_nonnull(strstr(log, "measured with NCCL 2.28.5 and this job runs NCCL 2.30.1"));
   ck_assert_int_eq((int)(strchr(log, '\n') - log) + 1, (int)strlen(log));
   capture_begin();
-  ck_assert_int_eq(ah_profile_load(path, 22805, "fnv1a64:0000000000000000", &p), -1);
+  ah_topology_t other = {.gpu = "NVIDIA H100 80GB HBM3", .nodes = 2, .ranks = 16, .nics = 8, .nic_gbps = 400,
+                         .nccl_version = 22805};
+  char other_text[AH_REPORT_TOPO_MAX];
+  ck_assert_int_eq(ah_profile_load(path, 22805, ah_report_topology(&other, other_text), &p), -1);
   log = capture_end();
-  ck_assert_ptr_nonnull(strstr(log, "not loaded: it was measured on topology fnv1a64:"));
+  ck_assert_ptr_nonnull(strstr(log, "not loaded: it was measured on another topology (nodes is 2 here and "
+                                    "1 there; ranks is 16 here and 8 there; 'here' is this job"));
   ck_assert_ptr_eq(p, (ah_profile_t *)0x1);
 
   FILE *f = fopen(path, "w");
