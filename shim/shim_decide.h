@@ -9,17 +9,6 @@
 
 #include "shim_internal.h"
 
-/* What NCCL tells the tuner about one bucket. */
-typedef struct {
-  int coll;
-  size_t nbytes;        /* NCCL's convention: the total buffer for AllGather/ReduceScatter */
-  int num_pipe_ops;
-  int reg_buff;
-  const float *table;   /* v3+: the cost table, float[num_algo][num_proto]; NULL for v1/v2 */
-  int num_algo, num_proto;
-  int collnet, nvls;    /* v1/v2: NCCL's support flags */
-} ah_call_t;
-
 /* The answer: algo/proto -1 and nchannels/chunk 0 keep NCCL's choice. */
 typedef struct {
   int algo, proto, nchannels;

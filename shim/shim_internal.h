@@ -112,6 +112,7 @@ typedef struct ah_comm {
   ah_ckey_t *keys[AH_NUM_COLLS][AH_BINS]; /* tuned AH_FUNC_* and observed-only AH_COLL_* */
   _Atomic int finalized;
   void *chain_ctx;           /* the user's own tuner's context (shim_chain.c), NULL: none */
+  uintptr_t decider;         /* leader only: the thread that made its last slow-path decision */
   struct ah_comm *next;      /* registry of every communicator, for the report */
 } ah_comm_t;
 

@@ -5,12 +5,12 @@
  * NCCL_DEBUG=INFO output can be typed into AUTOHA_OVERRIDE. Size bins are powers of two of bytes
  * per rank, so AllGather and ReduceScatter of the same per-rank share land in the same bin whatever
  * the communicator's size. */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "ah_config.h"
-#include "ah_override.h"
 
 static const char *const algo_names[AH_NUM_ALGOS] = {"tree", "ring", "collnetdirect", "collnetchain",
                                                      "nvls", "nvlstree", "pat"};
@@ -106,4 +106,113 @@ char *ah_config_format(const ah_config_t *c, char *buf, size_t len) {
     off += n < 0 ? 0 : (size_t)n;
   }
   return buf;
+}
+
+/* ---- sizes ---- */
+
+int ah_size_parse(const char *s, size_t len, uint64_t *v_p) {
+  if (!s || len == 0 || !isdigit((unsigned char)s[0])) return -1;
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i < len && isdigit((unsigned char)s[i]); i++) {
+    unsigned d = (unsigned)(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return -1;
+    v = v * 10 + d;
+  }
+  unsigned shift = 0;
+  if (i < len) {
+    switch (toupper((unsigned char)s[i])) {
+    case 'K': shift = 10; i++; break;
+    case 'M': shift = 20; i++; break;
+    case 'G': shift = 30; i++; break;
+    default: break;
+    }
+    if (shift && i < len && (s[i] == 'i' || s[i] == 'I')) i++;
+    if (i < len && toupper((unsigned char)s[i]) == 'B') i++;
+  }
+  if (i != len) return -1;
+  if (shift && v > (UINT64_MAX >> shift)) return -1;
+  *v_p = v << shift;
+  return 0;
+}
+
+char *ah_size_format(uint64_t v, char *buf, size_t len) {
+  static const char units[] = {'G', 'M', 'K'};
+  for (int i = 0; i < 3; i++) {
+    unsigned shift = (unsigned)(30 - 10 * i);
+    uint64_t unit = (uint64_t)1 << shift;
+    if (v && v % unit == 0) {
+      snprintf(buf, len, "%llu%c", (unsigned long long)(v >> shift), units[i]);
+      return buf;
+    }
+  }
+  snprintf(buf, len, "%llu", (unsigned long long)v);
+  return buf;
+}
+
+/* ---- what NCCL can run ---- */
+
+int ah_config_allowed_space(const ah_config_t *cfg, const ah_space_t *space) {
+  if (cfg->algo < 0 && cfg->proto < 0) return 1;
+  for (int i = 0; i < space->nsub && i < AH_MAX_SUBSPACES; i++) {
+    if (cfg->algo >= 0 && space->sub[i].algo != cfg->algo) continue;
+    if (cfg->proto >= 0 && space->sub[i].proto != cfg->proto) continue;
+    return 1;
+  }
+  return 0;
+}
+
+int ah_config_allowed_table(const ah_config_t *cfg, const float *table, int nalgo, int nproto) {
+  if (cfg->algo < 0 && cfg->proto < 0) return 1;
+  if (!table || cfg->algo >= nalgo || cfg->proto >= nproto) return 0;
+  for (int a = 0; a < nalgo; a++) {
+    if (cfg->algo >= 0 && a != cfg->algo) continue;
+    for (int pr = 0; pr < nproto; pr++) {
+      if (cfg->proto >= 0 && pr != cfg->proto) continue;
+      if (table[a * nproto + pr] != AH_COST_IGNORE) return 1;
+    }
+  }
+  return 0;
+}
+
+void ah_config_keep(ah_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->algo = -1;
+  cfg->proto = -1;
+}
+
+int ah_config_is_keep(const ah_config_t *cfg) {
+  if (cfg->algo >= 0 || cfg->proto >= 0) return 0;
+  for (int i = 0; i < cfg->ndims && i < AH_MAX_DIMS; i++)
+    if (cfg->res[i] != 0) return 0;
+  return 1;
+}
+
+int ah_config_allowed_call(const ah_config_t *cfg, const ah_call_t *call) {
+  if (cfg->algo < 0 && cfg->proto < 0) return 1;
+  if (call->table) return ah_config_allowed_table(cfg, call->table, call->num_algo, call->num_proto);
+  /* v1/v2: no table; NCCL 2.19-2.21 do no checks of their own, so the flags are checked here. */
+  int a = cfg->algo, p = cfg->proto;
+  if (a >= AH_NUM_ALGOS || p >= AH_NUM_PROTOS) return 0;
+  if ((a == AH_ALGO_COLLNET_DIRECT || a == AH_ALGO_COLLNET_CHAIN) && !call->collnet) return 0;
+  if ((a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE) && (!call->nvls || (p >= 0 && p != AH_PROTO_SIMPLE)))
+    return 0;
+  if (a == AH_ALGO_TREE && call->coll != AH_FUNC_ALLREDUCE) return 0;
+  if (a == AH_ALGO_PAT) return 0; /* PAT arrived with the cost table (2.23) */
+  return 1;
+}
+
+void ah_config_table_argmin(const ah_call_t *call, ah_config_t *cfg) {
+  ah_config_keep(cfg);
+  if (!call->table) return;
+  float best = -1;
+  for (int a = 0; a < call->num_algo; a++)
+    for (int p = 0; p < call->num_proto; p++) {
+      float v = call->table[a * call->num_proto + p];
+      if (v >= 0 && (best < 0 || v < best)) {
+        best = v;
+        cfg->algo = (int8_t)a;
+        cfg->proto = (int8_t)p;
+      }
+    }
 }

@@ -85,4 +85,42 @@ int ah_config_equal(const ah_config_t *a, const ah_config_t *b);
 /* Formats "ring/simple nch=16 chunk=512K" into buf. Returns buf. */
 char *ah_config_format(const ah_config_t *c, char *buf, size_t len);
 
+
+/* What NCCL tells a tuner about one bucket (one collective, or several aggregated by NCCL). */
+typedef struct {
+  int coll;
+  size_t nbytes;        /* NCCL's convention: the total buffer for AllGather/ReduceScatter */
+  int num_pipe_ops;
+  int reg_buff;
+  const float *table;   /* v3+: the cost table, float[num_algo][num_proto]; NULL for v1/v2 */
+  int num_algo, num_proto;
+  int collnet, nvls;    /* v1/v2: NCCL's support flags */
+} ah_call_t;
+
+/* "NCCL's own choice" in every field, and whether a config is that. */
+void ah_config_keep(ah_config_t *cfg);
+int ah_config_is_keep(const ah_config_t *cfg);
+
+/* Whether NCCL can run a partial config's (algorithm, protocol): 1 when some allowed pair agrees
+ * with every field the config sets (-1 fields are wildcards), else 0; a config that sets neither
+ * is always allowed. Against a space's pairs, against NCCL's cost table (float[nalgo][nproto],
+ * row-major as the tuner ABI passes it; a cell of AH_COST_IGNORE (-1) is a pair NCCL cannot or may
+ * not run), or against one call (its table, or for v1/v2 its support flags, since NCCL 2.19-2.21
+ * check nothing themselves). */
+int ah_config_allowed_space(const ah_config_t *cfg, const ah_space_t *space);
+int ah_config_allowed_table(const ah_config_t *cfg, const float *table, int nalgo, int nproto);
+int ah_config_allowed_call(const ah_config_t *cfg, const ah_call_t *call);
+
+/* NCCL's own choice from a v3+ call's table: the argmin over non-negative cells, ties to the
+ * first; "keep" for v1/v2. */
+void ah_config_table_argmin(const ah_call_t *call, ah_config_t *cfg);
+
+/* Parses a size with an optional K/M/G (binary) and B suffix, case-insensitive, from s[0..len).
+ * Returns 0 and sets *v_p, or -1 (bad syntax or overflow) leaving *v_p alone. Shared with the env
+ * table's size-typed variables. */
+int ah_size_parse(const char *s, size_t len, uint64_t *v_p);
+/* Formats a size the short way ("512", "64K", "1M", "3G"; exact multiples only, else bytes).
+ * Returns buf. */
+char *ah_size_format(uint64_t v, char *buf, size_t len);
+
 #endif

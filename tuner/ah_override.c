@@ -62,46 +62,6 @@ static void perr(parser_t *p, span_t tok, const char *fmt, ...) {
     p->erroff += (size_t)(n + m);
 }
 
-int ah_size_parse(const char *s, size_t len, uint64_t *v_p) {
-  if (!s || len == 0 || !isdigit((unsigned char)s[0])) return -1;
-  uint64_t v = 0;
-  size_t i = 0;
-  for (; i < len && isdigit((unsigned char)s[i]); i++) {
-    unsigned d = (unsigned)(s[i] - '0');
-    if (v > (UINT64_MAX - d) / 10) return -1;
-    v = v * 10 + d;
-  }
-  unsigned shift = 0;
-  if (i < len) {
-    switch (toupper((unsigned char)s[i])) {
-    case 'K': shift = 10; i++; break;
-    case 'M': shift = 20; i++; break;
-    case 'G': shift = 30; i++; break;
-    default: break;
-    }
-    if (shift && i < len && (s[i] == 'i' || s[i] == 'I')) i++;
-    if (i < len && toupper((unsigned char)s[i]) == 'B') i++;
-  }
-  if (i != len) return -1;
-  if (shift && v > (UINT64_MAX >> shift)) return -1;
-  *v_p = v << shift;
-  return 0;
-}
-
-char *ah_size_format(uint64_t v, char *buf, size_t len) {
-  static const char units[] = {'G', 'M', 'K'};
-  for (int i = 0; i < 3; i++) {
-    unsigned shift = (unsigned)(30 - 10 * i);
-    uint64_t unit = (uint64_t)1 << shift;
-    if (v && v % unit == 0) {
-      snprintf(buf, len, "%llu%c", (unsigned long long)(v >> shift), units[i]);
-      return buf;
-    }
-  }
-  snprintf(buf, len, "%llu", (unsigned long long)v);
-  return buf;
-}
-
 static const char *algo_choices(void) {
   return "tree|ring|collnetdirect|collnetchain|nvls|nvlstree|pat";
 }
@@ -325,29 +285,6 @@ int ah_override_match_bin(const ah_override_t *ov, int coll, int bin, ah_config_
   uint64_t lo = ah_size_bin_floor(bin);
   uint64_t hi = bin >= 63 ? UINT64_MAX : bin <= 0 ? 1 : (((uint64_t)1 << (bin + 1)) - 1);
   return match_range(ov, coll, lo, hi, cfg_p);
-}
-
-int ah_override_allowed(const ah_config_t *cfg, const ah_space_t *space) {
-  if (cfg->algo < 0 && cfg->proto < 0) return 1;
-  for (int i = 0; i < space->nsub && i < AH_MAX_SUBSPACES; i++) {
-    if (cfg->algo >= 0 && space->sub[i].algo != cfg->algo) continue;
-    if (cfg->proto >= 0 && space->sub[i].proto != cfg->proto) continue;
-    return 1;
-  }
-  return 0;
-}
-
-int ah_override_allowed_table(const ah_config_t *cfg, const float *table, int nalgo, int nproto) {
-  if (cfg->algo < 0 && cfg->proto < 0) return 1;
-  if (!table || cfg->algo >= nalgo || cfg->proto >= nproto) return 0;
-  for (int a = 0; a < nalgo; a++) {
-    if (cfg->algo >= 0 && a != cfg->algo) continue;
-    for (int pr = 0; pr < nproto; pr++) {
-      if (cfg->proto >= 0 && pr != cfg->proto) continue;
-      if (table[a * nproto + pr] != AH_COST_IGNORE) return 1;
-    }
-  }
-  return 0;
 }
 
 char *ah_override_rule_format(const ah_override_rule_t *r, char *buf, size_t len) {

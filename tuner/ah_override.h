@@ -66,24 +66,7 @@ int ah_override_match(const ah_override_t *ov, int coll, uint64_t bytes_per_rank
  * [ah_size_bin_floor(bin), ah_size_bin_floor(bin+1)-1]. For callers that key by bin only. */
 int ah_override_match_bin(const ah_override_t *ov, int coll, int bin, ah_config_t *cfg_p);
 
-/* Whether NCCL can run a partial config's (algorithm, protocol): 1 when some allowed pair of
- * `space` agrees with every field the config sets (-1 fields are wildcards), else 0. A config that
- * sets neither is always allowed. The shim refuses (and reports once) an override that gets 0. */
-int ah_override_allowed(const ah_config_t *cfg, const ah_space_t *space);
-
-/* Same against NCCL's cost table (float[nalgo][nproto], row-major as the tuner ABI passes it; a
- * cell of AH_COST_IGNORE (-1) is a pair NCCL cannot or may not run). */
-int ah_override_allowed_table(const ah_config_t *cfg, const float *table, int nalgo, int nproto);
-
 /* Writes a rule back in the grammar ("allreduce@1M-64M:algo=ring,nchannels=16"). Returns buf. */
 char *ah_override_rule_format(const ah_override_rule_t *r, char *buf, size_t len);
-
-/* Parses a size with an optional K/M/G (binary) and B suffix, case-insensitive, from s[0..len).
- * Returns 0 and sets *v_p, or -1 (bad syntax or overflow) leaving *v_p alone. Shared with the env
- * table's size-typed variables. */
-int ah_size_parse(const char *s, size_t len, uint64_t *v_p);
-/* Formats a size the short way ("512", "64K", "1M", "3G"; exact multiples only, else bytes).
- * Returns buf. */
-char *ah_size_format(uint64_t v, char *buf, size_t len);
 
 #endif

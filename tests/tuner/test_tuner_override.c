@@ -187,18 +187,18 @@ START_TEST(allowed_pairs) {
   memset(&c, 0, sizeof c);
   c.algo = -1;
   c.proto = -1;
-  ck_assert(ah_override_allowed(&c, &sp));
+  ck_assert(ah_config_allowed_space(&c, &sp));
   c.algo = AH_ALGO_RING;
-  ck_assert(ah_override_allowed(&c, &sp));
+  ck_assert(ah_config_allowed_space(&c, &sp));
   c.proto = AH_PROTO_LL;
-  ck_assert(!ah_override_allowed(&c, &sp));  /* ring/ll is not among the pairs */
+  ck_assert(!ah_config_allowed_space(&c, &sp));  /* ring/ll is not among the pairs */
   c.algo = -1;
-  ck_assert(ah_override_allowed(&c, &sp));   /* some algorithm runs ll */
+  ck_assert(ah_config_allowed_space(&c, &sp));   /* some algorithm runs ll */
   c.proto = AH_PROTO_LL128;
-  ck_assert(!ah_override_allowed(&c, &sp));
+  ck_assert(!ah_config_allowed_space(&c, &sp));
   c.algo = AH_ALGO_NVLS;
   c.proto = -1;
-  ck_assert(!ah_override_allowed(&c, &sp));
+  ck_assert(!ah_config_allowed_space(&c, &sp));
 
   float table[AH_NUM_ALGOS * AH_NUM_PROTOS];
   for (int i = 0; i < AH_NUM_ALGOS * AH_NUM_PROTOS; i++) table[i] = AH_COST_IGNORE;
@@ -206,20 +206,20 @@ START_TEST(allowed_pairs) {
   table[AH_ALGO_TREE * AH_NUM_PROTOS + AH_PROTO_LL] = 0.0f;
   c.algo = AH_ALGO_RING;
   c.proto = AH_PROTO_SIMPLE;
-  ck_assert(ah_override_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
+  ck_assert(ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
   c.proto = AH_PROTO_LL;
-  ck_assert(!ah_override_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
+  ck_assert(!ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
   c.algo = AH_ALGO_TREE;
-  ck_assert(ah_override_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS)); /* cost 0 is allowed */
+  ck_assert(ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS)); /* cost 0 is allowed */
   c.algo = -1;
   c.proto = AH_PROTO_LL128;
-  ck_assert(!ah_override_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
+  ck_assert(!ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
   c.algo = AH_ALGO_PAT;
   c.proto = -1;
-  ck_assert(!ah_override_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
+  ck_assert(!ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
   /* An algorithm the (older) table has no row for is refused, not read out of bounds. */
-  ck_assert(!ah_override_allowed_table(&c, table, AH_ALGO_PAT, AH_NUM_PROTOS));
-  ck_assert(!ah_override_allowed_table(&c, NULL, AH_NUM_ALGOS, AH_NUM_PROTOS));
+  ck_assert(!ah_config_allowed_table(&c, table, AH_ALGO_PAT, AH_NUM_PROTOS));
+  ck_assert(!ah_config_allowed_table(&c, NULL, AH_NUM_ALGOS, AH_NUM_PROTOS));
 }
 END_TEST
 

@@ -1,0 +1,59 @@
+/* shim_control.h: the pieces behind the decision path (ah_shim_decide, shim_decide.c), in their
+ * dependency order — each file uses only those listed before it:
+ *   shim_control.c  how a communicator's keys are decided (its control, fixed at the first
+ *                   decision), who leads its search, and the waits for the hub and the leader;
+ *   shim_keys.c     the process's key table, a rank's key entries and their statistics;
+ *   shim_search.c   the search a leader's process drives: the space, the commits, the cut.
+ * Internal to the shim. */
+#ifndef AH_SHIM_CONTROL_H
+#define AH_SHIM_CONTROL_H
+
+#include <stdint.h>
+
+#include "shim_decide.h"
+
+/* ---- shim_control.c -------------------------------------------------------------------------- */
+
+/* A copy of the coordinator's hooks (all NULL when none are installed). */
+ah_shim_coord_hooks_t ah_shim_hooks(void);
+/* Whether c is the rank that leads its communicator's search (rank 0, or the first local context
+ * of a wholly local communicator whose ranks NCCL did not name). */
+int ah_shim_is_leader(const ah_comm_t *c);
+/* Whether c commits the next segment of its key itself: the search runs in this process and c is
+ * the leader, or the leader's decisions are made on the calling thread (or none was made yet). */
+int ah_shim_leads_here(const ah_comm_t *c);
+/* Records, for the leader, the thread that makes its decisions (slow path only: key creation and
+ * resolution). */
+void ah_shim_note_decider(ah_comm_t *c);
+/* Fixes c->ctl (AH_CTL_*) at the communicator's first decision; may wait for the hub's verdict.
+ * Slow path. */
+void ah_shim_comm_control(ah_comm_t *c);
+
+/* How a wait for the leader's decision ended. */
+typedef enum {
+  AH_WAIT_GONE = 0,      /* the coordinator is gone, or AUTOHA_SYNC_TIMEOUT_S passed: NCCL's choice */
+  AH_WAIT_HAVE = 1,      /* the segment of the call arrived */
+  AH_WAIT_LEAD_HERE = 2  /* the search turned out to run in this process: commit the call here */
+} ah_wait_t;
+/* A rank outside the leader's process waits until call `index` of ck is committed. */
+ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, ah_segment_t *seg);
+
+/* ---- shim_keys.c ----------------------------------------------------------------------------- */
+
+/* First call of a key on this rank: its entry, its process-wide state and, when the key is not
+ * searched here, its pinned forever segment. NULL (logged) when memory runs out. Slow path. */
+ah_ckey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call);
+/* The pinned segment of one of c's keys (tuner/ah_pin.c with this process's settings). */
+void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call, ah_segment_t *seg);
+
+/* ---- shim_search.c --------------------------------------------------------------------------- */
+
+/* The segment of call `index` when the key's schedule does not cover it yet: committed here (fixed
+ * communicators, or the search in this process) or waited for. Returns 1 with *seg, or 0: NCCL's
+ * choice for the call. Slow path. */
+int ah_shim_resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call, ah_segment_t *seg);
+/* After drift re-opened a converged key: cuts its forever segment short ahead of every local rank
+ * (the leader's thread only). */
+void ah_shim_leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index);
+
+#endif

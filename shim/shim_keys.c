@@ -1,0 +1,148 @@
+/* The key table: per process, one state per (communicator, collective, size bin) key — the
+ * schedule every local rank reads and, where the search runs, the search — and per rank one entry
+ * per key with its call index and the statistics the report shows.
+ *
+ * Key states are created on demand (first call, or a segment delivered by the coordinator) and
+ * never freed, so a pointer to one stays valid for the life of the process. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_pin.h"
+#include "ah_uthash.h"
+#include "shim_control.h"
+#ifdef AH_HAVE_TUNE
+#include "ah_tune.h"
+#endif
+
+/* ---- process-wide key states ------------------------------------------------------------------ */
+
+typedef struct {
+  ah_keystate_t ks;
+  UT_hash_handle hh;
+} ks_entry_t;
+
+static pthread_mutex_t ks_lock = PTHREAD_MUTEX_INITIALIZER;
+static ks_entry_t *ks_table;
+
+ah_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
+  ah_key_t k;
+  memset(&k, 0, sizeof k); /* hashed as bytes: no stray padding */
+  k.comm = key->comm;
+  k.coll = key->coll;
+  k.bin = key->bin;
+  pthread_mutex_lock(&ks_lock);
+  ks_entry_t *e = NULL;
+  HASH_FIND(hh, ks_table, &k, sizeof k, e);
+  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
+    e->ks.key = k;
+    e->ks.sched = ah_sched_create();
+    if (!e->ks.sched) {
+      free(e);
+      e = NULL;
+    } else {
+      pthread_mutex_init(&e->ks.lock, NULL);
+      HASH_ADD(hh, ks_table, ks.key, sizeof k, e);
+      if (!AH_HASH_ADDED(e)) {
+        pthread_mutex_destroy(&e->ks.lock);
+        ah_sched_destroy(e->ks.sched);
+        free(e);
+        e = NULL;
+      }
+    }
+  }
+  pthread_mutex_unlock(&ks_lock);
+  if (!e) AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key's state: it keeps NCCL's choice");
+  return e ? &e->ks : NULL;
+}
+
+void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_keystate_t *ks), void *arg) {
+  pthread_mutex_lock(&ks_lock);
+  for (ks_entry_t *e = ks_table; e; e = e->hh.next) fn(arg, &e->ks);
+  pthread_mutex_unlock(&ks_lock);
+}
+
+void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
+  (void)arg;
+  ah_keystate_t *ks = ah_shim_keystate_get(key);
+  if (!ks) return;
+  if (ah_sched_append(ks->sched, seg) != 0)
+    AH_LOG_CAPPED(5, AH_LOG_ERROR,
+                  "coordinator delivered a segment for comm %016llx %s bin %d at call %llu that does "
+                  "not extend the schedule (horizon %llu): ignored",
+                  (unsigned long long)key->comm, ah_coll_name(key->coll), key->bin,
+                  (unsigned long long)seg->first, (unsigned long long)ah_sched_horizon(ks->sched));
+}
+
+
+/* ---- a rank's key entries ------------------------------------------------------------------------ */
+
+void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call, ah_segment_t *seg) {
+  ah_pin_segment(ah_shim.settings, ah_shim.profile, c->id, c->nranks, c->nnodes, coll, bin, call, seg);
+}
+
+ah_ckey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call) {
+  ah_shim_note_decider(c);
+  ah_ckey_t *ck = calloc(1, sizeof *ck);
+  if (!ck) {
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key: it keeps NCCL's choice");
+    return NULL;
+  }
+  ah_key_t key = {c->id, coll, bin};
+  ck->ks = ah_shim_keystate_get(&key);
+  if (!ck->ks) {
+    free(ck);
+    return NULL;
+  }
+  ck->coll = coll;
+  ck->bin = bin;
+  ck->bytes_min = UINT64_MAX;
+  ck->seg_first = UINT64_MAX;
+  ck->source = AH_SOURCE_DEFAULT;
+  ck->leader = ah_shim_is_leader(c);
+  ah_config_table_argmin(call, &ck->nccl_cfg);
+  ck->dflt.cfg = ck->nccl_cfg;
+  ah_config_keep(&ck->applied.cfg);
+  if (c->ctl != AH_CTL_OBSERVE) {
+    ah_segment_t seg;
+    ah_shim_pinned(c, coll, bin, call, &seg);
+    int tuned = (c->ctl == AH_CTL_LOCAL_TUNE || c->ctl == AH_CTL_REMOTE_TUNE) && seg.source == AH_SOURCE_DEFAULT;
+    if (!tuned && ah_sched_horizon(ck->ks->sched) == 0 && ah_sched_append(ck->ks->sched, &seg) != 0)
+      ah_log(AH_LOG_WARN, "could not commit the pinned configuration of %s bin %d", ah_coll_name(coll), bin);
+    /* A pinned key of a tuned communicator is committed by each rank itself; the leader must not
+     * start a search for it. */
+  }
+  pthread_mutex_lock(&ck->ks->lock);
+  if (ck->ks->nlocal < AH_MAX_LOCAL_RANKS) ck->ks->local[ck->ks->nlocal++] = ck;
+  pthread_mutex_unlock(&ck->ks->lock);
+  pthread_mutex_lock(&c->lock);
+  __atomic_store_n(&c->keys[coll][bin], ck, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&c->lock);
+  return ck;
+}
+
+void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, double us,
+                         size_t bytes_per_rank) {
+  if (!ck || !(us >= 0) || !isfinite(us)) return;
+  /* gen 0: the call kept NCCL's choice; otherwise it ran the applied config of that generation
+   * (times of an older generation arrive late and are dropped from the report, not the search). */
+  ah_stat_t *st = NULL;
+  if (gen == 0) st = &ck->dflt;
+  else if (gen == ck->gen) st = &ck->applied;
+  if (st) {
+    st->timed++;
+    st->us_total += us;
+    st->bytes_total += (double)bytes_per_rank;
+  }
+#ifdef AH_HAVE_TUNE
+  ah_keystate_t *ks = ck->ks;
+  if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
+    pthread_mutex_lock(&ks->lock);
+    ah_tune_observe(ks->tune, index, us);
+    if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune)) atomic_store(&ks->reopen, 1);
+    pthread_mutex_unlock(&ks->lock);
+  }
+#else
+  (void)index;
+#endif
+}

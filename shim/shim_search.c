@@ -1,0 +1,143 @@
+/* The search a leader's process drives for a key: the space it searches (built from the first cost
+ * table NCCL hands the tuner), the commits of the search's next segments — by whichever local rank
+ * reaches an uncommitted call first — with their publication to other processes, and the cut of a
+ * converged key that drift re-opened. ah_shim_resolve is the one entry of the slow path: it commits
+ * or waits, for every kind of communicator. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim_control.h"
+#ifdef AH_HAVE_TUNE
+#include "ah_tune.h"
+#endif
+
+#ifdef AH_HAVE_TUNE
+/* The space of a key: the pairs NCCL allows for this call (non -1 cells; for v1/v2 the pairs the
+ * flags allow), channels up to the most NCCL can have (it caps the tuner's value at the
+ * communicator's count from 2.22; before that channels are not tuned), and on 2.30+ (v6) the chunk
+ * size. */
+static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *sp) {
+  memset(sp, 0, sizeof *sp);
+  for (int a = 0; a < AH_NUM_ALGOS; a++)
+    for (int p = 0; p < AH_NUM_PROTOS; p++) {
+      ah_config_t cfg;
+      ah_config_keep(&cfg);
+      cfg.algo = (int8_t)a;
+      cfg.proto = (int8_t)p;
+      int ok;
+      if (call->table) ok = a < call->num_algo && p < call->num_proto && call->table[a * call->num_proto + p] >= 0;
+      else ok = ah_config_allowed_call(&cfg, call);
+      if (ok && sp->nsub < AH_MAX_SUBSPACES) {
+        sp->sub[sp->nsub].algo = (int8_t)a;
+        sp->sub[sp->nsub].proto = (int8_t)p;
+        /* NCCL's estimate: the search's prior (orders and prunes subspaces, tuner/ah_tune.c) */
+        sp->est_us[sp->nsub] = call->table ? call->table[a * call->num_proto + p] : 0.0f;
+        sp->nsub++;
+      }
+    }
+  sp->ndims = 0;
+  if (ah_shim.nccl_version >= 22200) {
+    static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+    int maxch = ah_shim.nccl_version >= 22500 ? 64 : 32;
+    /* Channels NCCL cannot have are not worth a probe: the user's caps, when set, bound them. */
+    static const char *caps[] = {"NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+      const char *v = getenv(caps[i]);
+      char *end;
+      long n = v && *v ? strtol(v, &end, 10) : 0;
+      if (v && *v && !*end && n >= 1 && n < maxch) maxch = (int)n;
+    }
+    ah_dim_t *d = &sp->dims[AH_DIM_NCHANNELS];
+    for (size_t i = 0; i < sizeof ch / sizeof ch[0] && ch[i] <= maxch; i++) d->values[d->nvalues++] = ch[i];
+    sp->ndims = 1;
+  }
+  if (c->abi >= 6) {
+    ah_dim_t *d = &sp->dims[AH_DIM_CHUNK];
+    for (int64_t v = 64 << 10; v <= 4 << 20; v *= 2) d->values[d->nvalues++] = v;
+    if (sp->ndims == 0) { /* dimension 1 needs dimension 0: channels then only "keep" */
+      sp->dims[AH_DIM_NCHANNELS].nvalues = 1;
+      sp->dims[AH_DIM_NCHANNELS].values[0] = 0;
+    }
+    sp->ndims = 2;
+  }
+  ah_config_table_argmin(call, &sp->start);
+  sp->start.ndims = sp->ndims;
+}
+#endif
+
+#ifdef AH_HAVE_TUNE
+/* Leader: commits segments until call `index` is covered. Returns 1 when it is. */
+static int leader_commit(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call,
+                         ah_segment_t *seg) {
+  ah_keystate_t *ks = ck->ks;
+  int ok = 0;
+  pthread_mutex_lock(&ks->lock);
+  if (!ks->tune) {
+    if (!ks->space_set) {
+      space_build(c, call, &ks->space);
+      ks->space_set = 1;
+    }
+    ah_tune_params_t params;
+    ah_tune_params_default(&params);
+    if (ah_shim.settings && ah_shim.settings->tune_budget > 0) params.budget_calls = ah_shim.settings->tune_budget;
+    params.seed = ks->key.comm ^ ((uint64_t)ks->key.coll << 32) ^ (uint64_t)ks->key.bin;
+    ks->tune = ah_tune_create(&ks->space, &params);
+  }
+  if (ks->tune) {
+    ah_shim_coord_hooks_t h = {0};
+    if (c->ctl == AH_CTL_REMOTE_TUNE) h = ah_shim_hooks();
+    for (int guard = 0; guard < 1024 && !(ok = ah_sched_lookup(ks->sched, index, seg)); guard++) {
+      ah_segment_t next;
+      ah_tune_next(ks->tune, ah_sched_horizon(ks->sched), &next);
+      if (ah_sched_append(ks->sched, &next) != 0) break;
+      if (h.publish) h.publish(h.arg, &ks->key, &next);
+    }
+  }
+  pthread_mutex_unlock(&ks->lock);
+  if (!ok) AH_LOG_CAPPED(3, AH_LOG_ERROR, "the search could not commit call %llu of %s bin %d; NCCL's "
+                         "choice is kept for it", (unsigned long long)index, ah_coll_name(ck->coll), ck->bin);
+  return ok;
+}
+
+/* Leader, after drift re-opened a converged key: cuts the forever segment short far enough ahead
+ * that no rank has passed the cut. Local ranks are at most a few calls apart (each collective waits
+ * for all of them), and the cut is placed AH_CUT_MARGIN calls past the furthest local rank; ranks
+ * in other processes are the coordinator's to keep behind (it delivers the cut). */
+#define AH_CUT_MARGIN 64
+void ah_shim_leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index) {
+  ah_keystate_t *ks = ck->ks;
+  pthread_mutex_lock(&ks->lock);
+  if (atomic_exchange(&ks->reopen, 0) && ks->tune && ah_sched_horizon(ks->sched) == UINT64_MAX) {
+    uint64_t furthest = index;
+    for (int i = 0; i < ks->nlocal; i++) {
+      uint64_t n = __atomic_load_n(&ks->local[i]->next, __ATOMIC_RELAXED);
+      if (n > furthest) furthest = n;
+    }
+    ah_segment_t next;
+    ah_tune_next(ks->tune, furthest + AH_CUT_MARGIN, &next);
+    if (ah_sched_append(ks->sched, &next) == 0 && c->ctl == AH_CTL_REMOTE_TUNE) {
+      ah_shim_coord_hooks_t h = ah_shim_hooks();
+      if (h.publish) h.publish(h.arg, &ks->key, &next);
+    }
+  }
+  pthread_mutex_unlock(&ks->lock);
+}
+#endif
+
+int ah_shim_resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call, ah_segment_t *seg) {
+  ah_shim_note_decider(c);
+  if (c->ctl == AH_CTL_FIXED) {
+    ah_shim_pinned(c, ck->coll, ck->bin, call, seg);
+    (void)ah_sched_append(ck->ks->sched, seg); /* a replay when another local rank was first */
+    return ah_sched_lookup(ck->ks->sched, index, seg);
+  }
+#ifdef AH_HAVE_TUNE
+  if (ah_shim_leads_here(c)) return leader_commit(c, ck, index, call, seg);
+#endif
+  ah_wait_t w = ah_shim_worker_wait(c, ck, index, seg);
+#ifdef AH_HAVE_TUNE
+  if (w == AH_WAIT_LEAD_HERE) return leader_commit(c, ck, index, call, seg);
+#endif
+  return w == AH_WAIT_HAVE;
+}
+
