@@ -1,10 +1,14 @@
 # Compiles each header in HEADERS as the only include of an empty C11 file, with the project's
 # warnings as errors, so no header depends on what its includer happened to include first.
-# Usage: cmake -DCC=cc -DINCLUDES=a;b -DHEADERS=x.h;y.h -P headers_alone.cmake
+# Usage: cmake -DCC=cc -DINCLUDES=a;b [-DSYSTEM_INCLUDES=c;d] -DHEADERS=x.h;y.h -P headers_alone.cmake
+# (SYSTEM_INCLUDES: third-party headers, e.g. CUDA's and NCCL's, whose own warnings are not ours)
 set(_flags -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
            -Wmissing-prototypes -Wno-unused-parameter -fsyntax-only)
 foreach(_i IN LISTS INCLUDES)
   list(APPEND _flags -I${_i})
+endforeach()
+foreach(_i IN LISTS SYSTEM_INCLUDES)
+  list(APPEND _flags -isystem ${_i})
 endforeach()
 set(_failed "")
 list(LENGTH HEADERS _n)
