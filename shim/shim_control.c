@@ -170,12 +170,6 @@ static int verdict_control(ah_comm_t *c, ah_verdict_t v, int mode) {
 void ah_shim_comm_control(ah_comm_t *c) {
   static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
   int mode = ah_shim.mode;
-#ifndef AH_HAVE_TUNE
-  if (mode == AH_MODE_TUNE) {
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "AUTOHA_MODE=tune: this build has no search engine; running as fixed");
-    mode = AH_MODE_FIXED;
-  }
-#endif
   ah_commrec_t *r = c->rec;
   int ctl;
   if (c->abi == 0) {
@@ -226,26 +220,22 @@ void ah_shim_comm_control(ah_comm_t *c) {
     ctl = atomic_load(&r->ctl);
     pthread_mutex_unlock(&ctl_lock);
   }
-  {
-#ifdef AH_HAVE_TUNE
-    /* The leader is rank 0, wherever it is in this process (a thread driving several ranks may
-     * reach another rank's first call before rank 0's); when NCCL's init gave no rank (it ran on
-     * NCCL's own thread), the first local context of a wholly local communicator leads — any
-     * single one will do there. */
-    pthread_mutex_lock(&ctl_lock);
-    if ((ctl == AH_CTL_LOCAL_TUNE || ctl == AH_CTL_REMOTE_TUNE) && !r->leader) {
-      ah_comm_t *lead = c->rank == 0 ? c : NULL;
-      if (!lead) {
-        local_rank0_t l = {.id = c->id};
-        ah_comm_foreach(local_rank0_find, &l);
-        lead = l.found;
-      }
-      if (!lead && c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE) lead = c;
-      if (lead) __atomic_store_n(&r->leader, lead, __ATOMIC_RELEASE);
+  /* The leader is rank 0, wherever it is in this process (a thread driving several ranks may
+   * reach another rank's first call before rank 0's); when NCCL's init gave no rank (it ran on
+   * NCCL's own thread), the first local context of a wholly local communicator leads — any
+   * single one will do there. */
+  pthread_mutex_lock(&ctl_lock);
+  if ((ctl == AH_CTL_LOCAL_TUNE || ctl == AH_CTL_REMOTE_TUNE) && !r->leader) {
+    ah_comm_t *lead = c->rank == 0 ? c : NULL;
+    if (!lead) {
+      local_rank0_t l = {.id = c->id};
+      ah_comm_foreach(local_rank0_find, &l);
+      lead = l.found;
     }
-    pthread_mutex_unlock(&ctl_lock);
-#endif
+    if (!lead && c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE) lead = c;
+    if (lead) __atomic_store_n(&r->leader, lead, __ATOMIC_RELEASE);
   }
+  pthread_mutex_unlock(&ctl_lock);
   c->ctl = ctl;
 }
 

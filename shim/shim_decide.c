@@ -119,10 +119,8 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   ah_segment_t seg;
   int have = 0;
   if (c->ctl != AH_CTL_OBSERVE) {
-#ifdef AH_HAVE_TUNE
     if (__builtin_expect(atomic_load_explicit(&ck->ks->reopen, memory_order_relaxed), 0) && ah_shim_is_leader(c))
       ah_shim_leader_cut(c, ck, index);
-#endif
     have = ah_sched_lookup(ck->ks->sched, index, &seg) || ah_shim_resolve(c, ck, index, call, &seg);
   }
   if (have && seg.first != ck->seg_first) { /* a segment this rank has not used yet: classify it once */

@@ -11,9 +11,7 @@
 #include "ah_pin.h"
 #include "ah_uthash.h"
 #include "shim_control.h"
-#ifdef AH_HAVE_TUNE
 #include "ah_tune.h"
-#endif
 
 /* ---- process-wide key states ------------------------------------------------------------------ */
 
@@ -134,7 +132,6 @@ void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen
     st->us_total += us;
     st->bytes_total += (double)bytes_per_rank;
   }
-#ifdef AH_HAVE_TUNE
   ah_keystate_t *ks = ck->ks;
   if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
     pthread_mutex_lock(&ks->lock);
@@ -142,7 +139,4 @@ void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen
     if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune)) atomic_store(&ks->reopen, 1);
     pthread_mutex_unlock(&ks->lock);
   }
-#else
-  (void)index;
-#endif
 }

@@ -14,9 +14,7 @@
 
 #include "shim_decide.h"
 #include "shim_internal.h"
-#ifdef AH_HAVE_TUNE
 #include "ah_tune.h"
-#endif
 
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -35,7 +33,6 @@ static void stat_copy(ah_report_stat_t *dst, const ah_stat_t *src) {
   dst->bytes_total = src->bytes_total;
 }
 
-#ifdef AH_HAVE_TUNE
 typedef struct {
   ah_report_key_t *k;
   int cap;
@@ -55,7 +52,6 @@ static void probe_add(void *arg, const ah_config_t *cfg, int samples, double us)
   e->samples = samples;
   e->us = us;
 }
-#endif
 
 static void key_fill(ah_report_key_t *k, const ah_ckey_t *ck) {
   memset(k, 0, sizeof *k);
@@ -74,7 +70,6 @@ static void key_fill(ah_report_key_t *k, const ah_ckey_t *ck) {
   k->sync_waits = ck->sync_waits;
   k->sync_wait_us = ck->sync_wait_us;
   k->captured_calls = ck->captured;
-#ifdef AH_HAVE_TUNE
   ah_keystate_t *ks = ck->ks;
   if (ks && ks->tune) {
     pthread_mutex_lock(&ks->lock);
@@ -84,7 +79,6 @@ static void key_fill(ah_report_key_t *k, const ah_ckey_t *ck) {
     ah_tune_foreach_probe(ks->tune, probe_add, &p);
     pthread_mutex_unlock(&ks->lock);
   }
-#endif
 }
 
 static void comm_add(void *arg, ah_comm_t *c) {

@@ -7,11 +7,8 @@
 #include <string.h>
 
 #include "shim_control.h"
-#ifdef AH_HAVE_TUNE
 #include "ah_tune.h"
-#endif
 
-#ifdef AH_HAVE_TUNE
 /* The space of a key: the pairs NCCL allows for this call (non -1 cells; for v1/v2 the pairs the
  * flags allow), channels up to the most NCCL can have (it caps the tuner's value at the
  * communicator's count from 2.22; before that channels are not tuned), and on 2.30+ (v6) the chunk
@@ -63,9 +60,7 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
   ah_config_table_argmin(call, &sp->start);
   sp->start.ndims = sp->ndims;
 }
-#endif
 
-#ifdef AH_HAVE_TUNE
 /* Leader: commits segments until call `index` is covered. Returns 1 when it is. */
 static int leader_commit(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call,
                          ah_segment_t *seg) {
@@ -122,7 +117,6 @@ void ah_shim_leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index) {
   }
   pthread_mutex_unlock(&ks->lock);
 }
-#endif
 
 int ah_shim_resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call, ah_segment_t *seg) {
   ah_shim_note_decider(c);
@@ -131,13 +125,9 @@ int ah_shim_resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t
     (void)ah_sched_append(ck->ks->sched, seg); /* a replay when another local rank was first */
     return ah_sched_lookup(ck->ks->sched, index, seg);
   }
-#ifdef AH_HAVE_TUNE
   if (ah_shim_leads_here(c)) return leader_commit(c, ck, index, call, seg);
-#endif
   ah_wait_t w = ah_shim_worker_wait(c, ck, index, seg);
-#ifdef AH_HAVE_TUNE
   if (w == AH_WAIT_LEAD_HERE) return leader_commit(c, ck, index, call, seg);
-#endif
   return w == AH_WAIT_HAVE;
 }
 

@@ -349,15 +349,12 @@ START_TEST(test_tune_local_ranks_agree) {
                   r[0].nch[i] != r[0].nch[i - 1]))
       distinct++;
   }
-#ifdef AH_HAVE_TUNE
   ck_assert_int_gt(distinct, 0); /* the search probed more than one configuration */
   ah_key_t key = {id, AH_FUNC_ALLREDUCE, 20};
   ck_assert_uint_ge(ah_sched_horizon(ah_shim_keystate_get(&key)->sched), TUNE_CALLS);
-#endif
 }
 END_TEST
 
-#ifdef AH_HAVE_TUNE
 /* The search driven through the decision path with synthetic times: ring/simple takes 50 us,
  * everything else 100 us. The leader's thread reports the time of each of its calls as the timing
  * harvest would. The search must settle on ring/simple with both ranks agreeing call by call; a
@@ -429,7 +426,6 @@ START_TEST(test_tune_search_and_cut) {
   ck_assert_uint_ge(before.first + before.count, 600 + 64);
 }
 END_TEST
-#endif
 
 int main(int argc, char **argv) {
   if (argc > 1) scenario = argv[1];
@@ -452,9 +448,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_nothing_changes);
   } else if (strcmp(scenario, "tune") == 0) {
     tcase_add_test(tc, test_tune_local_ranks_agree);
-#ifdef AH_HAVE_TUNE
     tcase_add_test(tc, test_tune_search_and_cut);
-#endif
   } else {
     fprintf(stderr, "unknown scenario %s\n", scenario);
     return 2;
