@@ -122,21 +122,6 @@ void ah_tune_params_default(ah_tune_params_t *p) {
   p->seed = 0;
 }
 
-static int ah_tune_cfg_same(const ah_config_t *a, const ah_config_t *b) {
-  if (a->algo != b->algo || a->proto != b->proto || a->ndims != b->ndims) return 0;
-  for (int d = 0; d < a->ndims && d < AH_MAX_DIMS; d++)
-    if (a->res[d] != b->res[d]) return 0;
-  return 1;
-}
-
-/* "ring/simple 16 524288" for debug lines (ah_config_format lives with the shared vocabulary). */
-static char *ah_tune_fmt(const ah_config_t *c, char *buf, size_t len) {
-  int o = snprintf(buf, len, "%d/%d", c->algo, c->proto);
-  for (int d = 0; d < c->ndims && d < AH_MAX_DIMS && o > 0 && (size_t)o < len; d++)
-    o += snprintf(buf + o, len - (size_t)o, " %lld", (long long)c->res[d]);
-  return buf;
-}
-
 /* ---- probes and their statistics ---- */
 
 static double ah_tune_lg(const ah_tune_t *t, int p) {
@@ -186,7 +171,7 @@ static int ah_tune_probe_get(ah_tune_t *t, int sub, const int *pos_in, const ah_
   }
   for (int i = 0; i < t->nprobes; i++) {
     ah_probe_t *pr = &t->probes[i];
-    if (pr->epoch == t->epoch && !pr->confirm && ah_tune_cfg_same(&pr->cfg, c)) {
+    if (pr->epoch == t->epoch && !pr->confirm && ah_config_equal(&pr->cfg, c)) {
       if (pr->sub < 0 && sub >= 0) { /* the default turns out to be a point of a subspace */
         pr->sub = sub;
         memcpy(pr->pos, pos, sizeof(pr->pos));
@@ -241,7 +226,7 @@ static void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
     ah_log(AH_LOG_DEBUG, "tuner: %s %s (%.2f us, n=%d; default %.2f us, n=%d; noise %.1f%%) after %d "
            "calls, %d probes, results up to %d calls late",
            state == AH_TUNE_CONVERGED ? "pinned" : "gave up, pinned",
-           ah_tune_fmt(&t->probes[winner].cfg, b, sizeof(b)), exp(ah_tune_lg(t, winner)),
+           ah_config_format(&t->probes[winner].cfg, b, sizeof(b)), exp(ah_tune_lg(t, winner)),
            t->probes[winner].n, t->def >= 0 ? exp(ah_tune_lg(t, t->def)) : 0.0,
            t->def >= 0 ? t->probes[t->def].n : 0, 100.0 * t->sigma, t->epoch_calls, t->nprobes,
            t->lag_est);
@@ -265,7 +250,7 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
   /* A best that is not measured faster than the default (a tie kept for its fewer resources)
    * cannot pass the confirmation: NCCL's choice stays without spending its samples. */
   if (t->best < 0 || t->best == t->def || ah_tune_lg(t, t->best) >= ah_tune_lg(t, t->def) ||
-      ah_tune_cfg_same(&t->probes[t->best].cfg, &t->probes[t->def].cfg)) {
+      ah_config_equal(&t->probes[t->best].cfg, &t->probes[t->def].cfg)) {
     ah_tune_finish(t, t->def, t->def, AH_TUNE_CONVERGED);
     return;
   }
@@ -454,7 +439,7 @@ static void ah_tune_walk_settle(ah_tune_t *t) {
       if (ah_log_level() >= AH_LOG_DEBUG) {
         char b[96];
         ah_log(AH_LOG_DEBUG, "tuner: plateau walk settles back on %s (%.2f us, n=%d)",
-               ah_tune_fmt(&t->probes[q].cfg, b, sizeof(b)), exp(ah_tune_lg(t, q)), t->probes[q].n);
+               ah_config_format(&t->probes[q].cfg, b, sizeof(b)), exp(ah_tune_lg(t, q)), t->probes[q].n);
       }
       t->center = q;
       t->walk_ref = q;
@@ -534,8 +519,8 @@ static void ah_tune_eval_step(ah_tune_t *t) {
   if (ah_log_level() >= AH_LOG_DEBUG) {
     char b0[96], b1[96];
     ah_log(AH_LOG_DEBUG, "tuner: step dim %d level %d from %s (%.2f us, n=%d): %s", t->dim_i,
-           t->level, ah_tune_fmt(&t->probes[c0].cfg, b0, sizeof(b0)), exp(l0), t->probes[c0].n,
-           mv >= 0 ? ah_tune_fmt(&t->probes[mv].cfg, b1, sizeof(b1)) : "no move");
+           t->level, ah_config_format(&t->probes[c0].cfg, b0, sizeof(b0)), exp(l0), t->probes[c0].n,
+           mv >= 0 ? ah_config_format(&t->probes[mv].cfg, b1, sizeof(b1)) : "no move");
   }
   if (mv >= 0) {
     const ah_probe_t *np = &t->probes[mv];
@@ -568,7 +553,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     if (ah_log_level() >= AH_LOG_DEBUG) {
       char b1[96];
       ah_log(AH_LOG_DEBUG, "tuner: plateau walk to %s (%.2f us, n=%d)",
-             ah_tune_fmt(&t->probes[flat].cfg, b1, sizeof(b1)), exp(ah_tune_lg(t, flat)),
+             ah_config_format(&t->probes[flat].cfg, b1, sizeof(b1)), exp(ah_tune_lg(t, flat)),
              t->probes[flat].n);
     }
     ah_tune_plan_step(t);
@@ -815,7 +800,7 @@ static void ah_tune_eval_screen(ah_tune_t *t) {
     for (int i = 0; i < t->norder; i++) {
       char b[96];
       int p = t->sub_start[t->order[i]];
-      ah_log(AH_LOG_DEBUG, "tuner: screen %s: %.2f us (n=%d)", ah_tune_fmt(&t->probes[p].cfg, b, sizeof(b)),
+      ah_log(AH_LOG_DEBUG, "tuner: screen %s: %.2f us (n=%d)", ah_config_format(&t->probes[p].cfg, b, sizeof(b)),
              exp(ah_tune_lg(t, p)), t->probes[p].n);
     }
   t->best = t->def;
