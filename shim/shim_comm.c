@@ -194,7 +194,6 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ah_comm_t *registry;
 
 ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, int rank, int abi) {
-  ah_shim_first_comm(id, nranks, nnodes, rank);
   ah_comm_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->id = id;

@@ -21,8 +21,6 @@
 #include "shim_internal.h"
 #include "shim_real.h"
 
-ah_shim_t ah_shim;
-
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
 
@@ -90,44 +88,3 @@ void ah_shim_init(void) {
 }
 
 __attribute__((constructor)) static void shim_constructor(void) { ah_shim_init(); }
-
-/* ---- profile (warm start), loaded at the first communicator -------------------------------------- */
-
-static pthread_once_t profile_once = PTHREAD_ONCE_INIT;
-static int profile_nranks, profile_nnodes;
-static _Thread_local int arg_nranks, arg_nnodes, arg_rank; /* read by the once routine's thread */
-static _Thread_local uint64_t arg_id;
-
-/* The topology of this job as the shim sees it, with the shape of the first communicator (normally
- * the world): the same when writing a report and when loading one as a profile. */
-void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]) { ah_shim_topology(profile_nranks, profile_nnodes, out); }
-
-static void first_comm_run(void) {
-  profile_nranks = arg_nranks;
-  profile_nnodes = arg_nnodes;
-  ah_shim_report_start_interval();
-  const ah_settings_t *s = ah_shim.settings;
-  if (!s || !s->profile[0]) return;
-  char topo[AH_REPORT_TOPO_MAX], path[AH_ENV_PATH_MAX], host[256] = "?", err[256], job[AH_SHIM_JOB_MAX];
-  if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
-  host[sizeof host - 1] = 0;
-  ah_shim_job_name(arg_id, job, sizeof job);
-  if (ah_report_path_expand(s->profile, host, (int)getpid(), arg_rank, job, path, sizeof path, err, sizeof err) != 0) {
-    ah_log(AH_LOG_ERROR, "AUTOHA_PROFILE: %s: no profile is loaded", err);
-    return;
-  }
-  ah_shim_fingerprint(topo);
-  ah_profile_t *p = NULL;
-  if (ah_profile_load(path, ah_shim.nccl_version, topo, &p) == 0) {
-    ah_shim.profile = p;
-    ah_log(AH_LOG_INFO, "profile %s loaded: %d configurations", path, p->nentries);
-  } /* ah_profile_load logged why it refused */
-}
-
-void ah_shim_first_comm(uint64_t id, int nranks, int nnodes, int rank) {
-  arg_id = id;
-  arg_nranks = nranks;
-  arg_nnodes = nnodes;
-  arg_rank = rank;
-  pthread_once(&profile_once, first_comm_run);
-}

@@ -134,9 +134,16 @@ extern ah_shim_t ah_shim;
  * constructor), resolves it and derives what depends on it. Called from the constructor and again
  * from every wrapper; after NCCL is resolved it is one load. */
 void ah_shim_init(void);
-/* Called for every new communicator context: the first one fixes the job's topology fingerprint,
- * loads the profile (AUTOHA_PROFILE) and starts the report interval writer. */
+/* ---- the job (shim_job.c) --------------------------------------------------------------------- */
+/* Called before every new communicator context is created (with ah_shim_report_start_interval):
+ * the first one fixes the job's shape for its topology and loads the profile (AUTOHA_PROFILE). */
 void ah_shim_first_comm(uint64_t id, int nranks, int nnodes, int rank);
+/* The job's name for %j in report and profile paths: the scheduler's or launcher's job id
+ * (ah_report_job_id), else "comm-<16 hex digits>", the identity of the process's largest
+ * communicator (the job's world, the same on every rank; `hint_id` when none is registered yet,
+ * 0: none), fixed at its first use; "unknown" before any communicator. */
+#define AH_SHIM_JOB_MAX 128
+void ah_shim_job_name(uint64_t hint_id, char *out, size_t len);
 /* The topology written into reports and checked against profiles (ah_report_topology's text). */
 void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]);
 /* That text for a first communicator of nranks ranks on nnodes nodes (shim_topo.c). */
@@ -213,13 +220,7 @@ ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm);
 /* ---- report (shim_report.c) ------------------------------------------------------------------ */
 /* Writes the report now (teardown, exit, interval). Serialised; never fails the job. */
 void ah_shim_report_write(const char *why);
-/* Starts the interval writer when AUTOHA_REPORT_INTERVAL_S > 0. */
+/* Starts the interval writer when AUTOHA_REPORT_INTERVAL_S > 0 (once; later calls do nothing). */
 void ah_shim_report_start_interval(void);
-/* The job's name for %j in report and profile paths: the scheduler's or launcher's job id
- * (ah_report_job_id), else "comm-<16 hex digits>", the identity of the process's largest
- * communicator (the job's world, the same on every rank; `hint_id` when none is registered yet,
- * 0: none), fixed at its first use; "unknown" before any communicator. */
-#define AH_SHIM_JOB_MAX 128
-void ah_shim_job_name(uint64_t hint_id, char *out, size_t len);
 
 #endif

@@ -56,6 +56,8 @@ static void handle_bind(ncclComm_t comm, uint64_t id, int api, int rank) {
     int n = 0;
     if (ah_real.CommCount(comm, &n) != ncclSuccess) n = 0;
     if (rank < 0 && ah_real.CommUserRank(comm, &rank) != ncclSuccess) rank = -1;
+    ah_shim_first_comm(id, n, 1, rank);
+    ah_shim_report_start_interval();
     ctx = ah_comm_create(id, id, n, 1, rank, 0);
   }
   handle_t *h = NULL;

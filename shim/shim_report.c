@@ -133,29 +133,6 @@ static void report_free(ah_report_t *r) {
   free(r->comms);
 }
 
-/* ---- the job's name in paths (%j) -------------------------------------------------------------- */
-
-static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
-static char job_fallback[AH_SHIM_JOB_MAX]; /* "comm-<id>", fixed at its first use */
-
-static void largest_comm(void *arg, ah_comm_t *c) {
-  ah_comm_t **best = arg;
-  if (!*best || c->nranks > (*best)->nranks || (c->nranks == (*best)->nranks && c->id < (*best)->id)) *best = c;
-}
-
-void ah_shim_job_name(uint64_t hint_id, char *out, size_t len) {
-  if (ah_report_job_id(out, len)) return;
-  pthread_mutex_lock(&job_lock);
-  if (!job_fallback[0]) {
-    ah_comm_t *best = NULL;
-    ah_comm_foreach(largest_comm, &best);
-    uint64_t id = best ? best->id : hint_id;
-    if (id) snprintf(job_fallback, sizeof job_fallback, "comm-%016llx", (unsigned long long)id);
-  }
-  snprintf(out, len, "%s", job_fallback[0] ? job_fallback : "unknown");
-  pthread_mutex_unlock(&job_lock);
-}
-
 void ah_shim_report_write(const char *why) {
   const ah_settings_t *s = ah_shim.settings;
   if (!ah_shim.enabled || !s || !s->report[0]) return;
@@ -205,7 +182,9 @@ static void *interval_main(void *arg) {
   return NULL;
 }
 
-void ah_shim_report_start_interval(void) {
+static pthread_once_t interval_once = PTHREAD_ONCE_INIT;
+
+static void interval_start(void) {
   const ah_settings_t *s = ah_shim.settings;
   if (!s || s->report_interval_s <= 0 || !s->report[0]) return;
   pthread_t th;
@@ -216,3 +195,5 @@ void ah_shim_report_start_interval(void) {
     ah_log(AH_LOG_WARN, "cannot start the report interval thread: reports at teardown and exit only");
   pthread_attr_destroy(&attr);
 }
+
+void ah_shim_report_start_interval(void) { pthread_once(&interval_once, interval_start); }

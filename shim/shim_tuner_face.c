@@ -101,6 +101,8 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
    * shared by a grouped constructor whose init NCCL runs on one of its own threads. */
   int have = ah_comm_pending_pop(&pending_id, &rank) || ah_comm_pending_claim(commId, (int)nRanks, &pending_id, &rank);
   if (id == 0) id = have ? pending_id : ah_comm_fallback_id(nRanks, nNodes);
+  ah_shim_first_comm(id, (int)nRanks, (int)nNodes, rank);
+  ah_shim_report_start_interval();
   ah_comm_t *c = ah_comm_create(id, have ? pending_id : id, (int)nRanks, (int)nNodes, rank, abi);
   if (!c) ah_log(AH_LOG_WARN, "out of memory creating tuner state: this communicator passes through");
   else if (ah_chain.abi) c->chain_ctx = ah_shim_chain_init(id, nRanks, nNodes, log, dom, constants);
