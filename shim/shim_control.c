@@ -243,7 +243,7 @@ void ah_shim_comm_control(ah_comm_t *c) {
 
 /* Note that the leader may turn out to be in this process while a rank waits (its context decided
  * after this one): the wait then ends with AH_WAIT_LEAD_HERE and the caller commits. */
-ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, ah_segment_t *seg) {
+ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, ah_segment_t *seg) {
   double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
   int warned = 0;
   backoff_t b = {.yields = 64, .ns = 20000, .cap_ns = 500000};

@@ -34,7 +34,7 @@ void ah_shim_simulating(int on) { simulating = on; }
  * nothing is counted, waited for or recorded. */
 static void decide_peek(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   int bin = ah_shim_bin(call->coll, call->nbytes, c->nranks);
-  ah_ckey_t *ck = __atomic_load_n(&c->keys[call->coll][bin], __ATOMIC_ACQUIRE);
+  ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[call->coll][bin], __ATOMIC_ACQUIRE);
   ah_segment_t seg;
   if (!ck || c->ctl == AH_CTL_OBSERVE || !ah_sched_lookup(ck->ks->sched, ck->next, &seg) ||
       ah_config_is_keep(&seg.config) || (!call->table && !ah_config_allowed_call(&seg.config, call)))
@@ -57,15 +57,15 @@ static void decide_peek(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
  * the rest of the job. Either way every rank makes the same choice for the same call. */
 static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   int bin = ah_shim_bin(call->coll, call->nbytes, c->nranks);
-  ah_ckey_t *ck = __atomic_load_n(&c->keys[call->coll][bin], __ATOMIC_ACQUIRE);
+  ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[call->coll][bin], __ATOMIC_ACQUIRE);
   if (!ck && !(ck = ah_shim_key_create(c, call->coll, bin, call))) return;
   uint64_t index = ck->next;
   __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED);
-  size_t bpr = call->nbytes;
+  size_t bytes_per_rank = call->nbytes;
   if ((call->coll == AH_FUNC_ALLGATHER || call->coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1)
-    bpr /= (size_t)c->nranks;
-  if (bpr < ck->bytes_min) ck->bytes_min = bpr;
-  if (bpr > ck->bytes_max) ck->bytes_max = bpr;
+    bytes_per_rank /= (size_t)c->nranks;
+  if (bytes_per_rank < ck->bytes_min) ck->bytes_min = bytes_per_rank;
+  if (bytes_per_rank > ck->bytes_max) ck->bytes_max = bytes_per_rank;
   ck->captured++;
   d->ck = ck;
   d->index = index;
@@ -105,14 +105,14 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
     return;
   }
   int bin = ah_shim_bin(coll, call->nbytes, c->nranks);
-  ah_ckey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
+  ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
   if (__builtin_expect(!ck, 0) && !(ck = ah_shim_key_create(c, coll, bin, call))) return;
   uint64_t index = ck->next;
   __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
-  size_t bpr = call->nbytes;
-  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1) bpr /= (size_t)c->nranks;
-  if (bpr < ck->bytes_min) ck->bytes_min = bpr;
-  if (bpr > ck->bytes_max) ck->bytes_max = bpr;
+  size_t bytes_per_rank = call->nbytes;
+  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1) bytes_per_rank /= (size_t)c->nranks;
+  if (bytes_per_rank < ck->bytes_min) ck->bytes_min = bytes_per_rank;
+  if (bytes_per_rank > ck->bytes_max) ck->bytes_max = bytes_per_rank;
   d->ck = ck;
   d->index = index;
 
@@ -142,7 +142,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   if (have && !ck->seg_keep) {
     if (__builtin_expect(!ck->seg_refused, 1)) {
       uint32_t gen = ck->seg_nccl ? 0 : ck->gen;
-      if (ck->seg_nccl) ck->dflt.calls++;
+      if (ck->seg_nccl) ck->nccl_default.calls++;
       else ck->applied.calls++;
       d->algo = seg.config.algo;
       d->proto = seg.config.proto;
@@ -154,15 +154,15 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       last_decision.coll = coll;
       last_decision.nbytes = call->nbytes;
       last_decision.chunk = d->chunk;
-      if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bpr);
+      if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
       return;
     }
     ah_shim_refused(c, call, d); /* v1/v2: a pair the flags forbid; NCCL would not check it */
   }
-  ck->dflt.calls++;
+  ck->nccl_default.calls++;
   ck->source = have ? seg.source : AH_SOURCE_DEFAULT; /* a pinned or tuned "keep NCCL's choice" */
   d->source = ck->source;
-  if ((have && seg.count != AH_SCHED_FOREVER) || TIME_SAMPLE(index)) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bpr);
+  if ((have && seg.count != AH_SCHED_FOREVER) || TIME_SAMPLE(index)) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
 }
 
 size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
@@ -171,11 +171,11 @@ size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
 }
 
 void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
-  ah_ckey_t *ck = d->ck;
+  ah_shim_rankkey_t *ck = d->ck;
   if (ck && (d->algo >= 0 || d->proto >= 0 || d->nchannels > 0 || d->chunk > 0) && !ck->seg_nccl &&
       ck->applied.calls > 0) {
     ck->applied.calls--; /* accounted as applied by ah_shim_decide: it ran NCCL's choice instead */
-    ck->dflt.calls++;
+    ck->nccl_default.calls++;
   }
   if (ck && !ck->refused) {
     ck->refused = 1;

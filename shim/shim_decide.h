@@ -14,7 +14,7 @@ typedef struct {
   int algo, proto, nchannels;
   size_t chunk;
   int source;           /* AH_SOURCE_* */
-  ah_ckey_t *ck;        /* the key the call was counted in (NULL: not counted) */
+  ah_shim_rankkey_t *ck;        /* the key the call was counted in (NULL: not counted) */
   uint64_t index;       /* its call index */
 } ah_decision_t;
 
@@ -41,7 +41,7 @@ void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d);
 /* A measured duration (microseconds) of call `index` of a key, with the source and generation the
  * decision had (generation 0: the call kept NCCL's choice). Feeds the report and, on the leader,
  * the search. */
-void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, double us,
+void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, double us,
                          size_t bytes_per_rank);
 
 /* Size bin of a call, identical to ah_size_bin() (a unit test checks) but branch-light for the
@@ -97,8 +97,8 @@ void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg);
 /* ---- state for tests and the report ----------------------------------------------------------- */
 
 /* The process-wide state of a key, created on demand (NULL on allocation failure). */
-ah_keystate_t *ah_shim_keystate_get(const ah_key_t *key);
+ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key);
 /* Calls fn for every key state. */
-void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_keystate_t *ks), void *arg);
+void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_shim_keystate_t *ks), void *arg);
 
 #endif

@@ -2,7 +2,7 @@
  * per-rank and process-wide state of each key, and the entry points between the shim's files.
  *
  * Two levels of state: a context (ah_comm_t, one per communicator per local rank) counts the calls
- * of each key it sees — the call index — and keeps that rank's timings; a key state (ah_keystate_t,
+ * of each key it sees — the call index — and keeps that rank's timings; a key state (ah_shim_keystate_t,
  * one per (communicator, collective, size bin) per process) holds the schedule every local rank of
  * the communicator reads, and, on the leader, the search. */
 #ifndef AH_SHIM_INTERNAL_H
@@ -34,12 +34,12 @@
 #define AH_BINS 64
 
 struct ah_tune;
-struct ah_ckey;
+struct ah_shim_rankkey;
 /* Local ranks of one communicator a key state tracks (one process rarely holds more than 8). */
 #define AH_MAX_LOCAL_RANKS 64
 
 /* Per process, per key: the schedule all local ranks read, and the leader's search. */
-typedef struct ah_keystate {
+typedef struct ah_shim_keystate {
   ah_key_t key;
   ah_sched_t *sched;
   pthread_mutex_t lock;      /* serialises the leader's ah_tune_* calls (tune mode only) */
@@ -49,9 +49,9 @@ typedef struct ah_keystate {
   int space_set;
   ah_space_t space;          /* from the leader's first cost table */
   int nlocal;                /* this process's ranks using the key (under lock) */
-  struct ah_ckey *local[AH_MAX_LOCAL_RANKS];
-  struct ah_keystate *next;  /* in the process-wide table (shim_decide.c) */
-} ah_keystate_t;
+  struct ah_shim_rankkey *local[AH_MAX_LOCAL_RANKS];
+  struct ah_shim_keystate *next;  /* in the process-wide table (shim_decide.c) */
+} ah_shim_keystate_t;
 
 /* One rank's statistics of one configuration in a key. */
 typedef struct {
@@ -62,13 +62,13 @@ typedef struct {
 
 /* Per rank, per key: the call index and what the report says about this rank's calls. Written by
  * the thread NCCL runs getCollInfo on (counts) and by the timing harvest (times). */
-typedef struct ah_ckey {
-  ah_keystate_t *ks;
+typedef struct ah_shim_rankkey {
+  ah_shim_keystate_t *ks;
   int coll, bin;
   uint64_t next;             /* call index of the next call: calls counted so far */
   uint64_t bytes_min, bytes_max;
   ah_config_t nccl_cfg;      /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
-  ah_stat_t dflt;            /* calls that ran NCCL's own choice */
+  ah_stat_t nccl_default;            /* calls that ran NCCL's own choice */
   ah_stat_t applied;         /* calls that ran the current non-default config */
   uint32_t gen;              /* bumped when the applied config changes (late times are dropped) */
   uint64_t seg_first;        /* first index of the segment used last, UINT64_MAX before any */
@@ -81,7 +81,7 @@ typedef struct ah_ckey {
   uint64_t sync_waits;
   double sync_wait_us;
   uint64_t captured;         /* calls issued into a capturing stream (CUDA graphs): not timed */
-} ah_ckey_t;
+} ah_shim_rankkey_t;
 
 /* How a communicator's keys are decided, fixed at its first decision. */
 enum { AH_CTL_OBSERVE = 0, AH_CTL_FIXED = 1, AH_CTL_LOCAL_TUNE = 2, AH_CTL_REMOTE_TUNE = 3 };
@@ -109,7 +109,7 @@ typedef struct ah_comm {
   int ctl;                   /* AH_CTL_* copy, set at the first decision */
   ah_commrec_t *rec;
   pthread_mutex_t lock;      /* key creation vs. the report's walk (never on the hot path) */
-  ah_ckey_t *keys[AH_NUM_COLLS][AH_BINS]; /* tuned AH_FUNC_* and observed-only AH_COLL_* */
+  ah_shim_rankkey_t *keys[AH_NUM_COLLS][AH_BINS]; /* tuned AH_FUNC_* and observed-only AH_COLL_* */
   _Atomic int finalized;
   void *chain_ctx;           /* the user's own tuner's context (shim_chain.c), NULL: none */
   uintptr_t decider;         /* leader only: the thread that made its last slow-path decision */
@@ -201,7 +201,7 @@ uint64_t ah_comm_fallback_id(size_t nranks, size_t nnodes);
 void ah_timing_begin(cudaStream_t stream);
 void ah_timing_end(cudaStream_t stream);
 /* Attaches one decision to the call being issued on this thread. */
-void ah_timing_note(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank);
+void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank);
 /* Every pending record of this thread is harvested (waiting for none). */
 void ah_timing_harvest(void);
 /* 1 while this thread's bracketed call is issued into a stream being captured into a CUDA graph

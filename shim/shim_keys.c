@@ -16,14 +16,14 @@
 /* ---- process-wide key states ------------------------------------------------------------------ */
 
 typedef struct {
-  ah_keystate_t ks;
+  ah_shim_keystate_t ks;
   UT_hash_handle hh;
 } ks_entry_t;
 
 static pthread_mutex_t ks_lock = PTHREAD_MUTEX_INITIALIZER;
 static ks_entry_t *ks_table;
 
-ah_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
+ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
   ah_key_t k;
   memset(&k, 0, sizeof k); /* hashed as bytes: no stray padding */
   k.comm = key->comm;
@@ -54,7 +54,7 @@ ah_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
   return e ? &e->ks : NULL;
 }
 
-void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_keystate_t *ks), void *arg) {
+void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_shim_keystate_t *ks), void *arg) {
   pthread_mutex_lock(&ks_lock);
   for (ks_entry_t *e = ks_table; e; e = e->hh.next) fn(arg, &e->ks);
   pthread_mutex_unlock(&ks_lock);
@@ -62,7 +62,7 @@ void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_keystate_t *ks), void *ar
 
 void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
   (void)arg;
-  ah_keystate_t *ks = ah_shim_keystate_get(key);
+  ah_shim_keystate_t *ks = ah_shim_keystate_get(key);
   if (!ks) return;
   if (ah_sched_append(ks->sched, seg) != 0)
     AH_LOG_CAPPED(5, AH_LOG_ERROR,
@@ -79,9 +79,9 @@ void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call
   ah_pin_segment(ah_shim.settings, ah_shim.profile, c->id, c->nranks, c->nnodes, coll, bin, call, seg);
 }
 
-ah_ckey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call) {
+ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call) {
   ah_shim_note_decider(c);
-  ah_ckey_t *ck = calloc(1, sizeof *ck);
+  ah_shim_rankkey_t *ck = calloc(1, sizeof *ck);
   if (!ck) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key: it keeps NCCL's choice");
     return NULL;
@@ -99,7 +99,7 @@ ah_ckey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *
   ck->source = AH_SOURCE_DEFAULT;
   ck->leader = ah_shim_is_leader(c);
   ah_config_table_argmin(call, &ck->nccl_cfg);
-  ck->dflt.cfg = ck->nccl_cfg;
+  ck->nccl_default.cfg = ck->nccl_cfg;
   ah_config_keep(&ck->applied.cfg);
   if (c->ctl != AH_CTL_OBSERVE) {
     ah_segment_t seg;
@@ -119,20 +119,20 @@ ah_ckey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *
   return ck;
 }
 
-void ah_shim_record_time(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, double us,
+void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, double us,
                          size_t bytes_per_rank) {
   if (!ck || !(us >= 0) || !isfinite(us)) return;
   /* gen 0: the call kept NCCL's choice; otherwise it ran the applied config of that generation
    * (times of an older generation arrive late and are dropped from the report, not the search). */
   ah_stat_t *st = NULL;
-  if (gen == 0) st = &ck->dflt;
+  if (gen == 0) st = &ck->nccl_default;
   else if (gen == ck->gen) st = &ck->applied;
   if (st) {
     st->timed++;
     st->us_total += us;
     st->bytes_total += (double)bytes_per_rank;
   }
-  ah_keystate_t *ks = ck->ks;
+  ah_shim_keystate_t *ks = ck->ks;
   if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
     pthread_mutex_lock(&ks->lock);
     ah_tune_observe(ks->tune, index, us);

@@ -15,8 +15,8 @@
 #include "shim_real.h"
 
 /* Creates the observed key (coll, bin) of a context: no schedule, no search. */
-static ah_ckey_t *observed_key(ah_comm_t *c, int coll, int bin) {
-  ah_ckey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
+static ah_shim_rankkey_t *observed_key(ah_comm_t *c, int coll, int bin) {
+  ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
   if (__builtin_expect(ck != NULL, 1)) return ck;
   pthread_mutex_lock(&c->lock);
   ck = c->keys[coll][bin];
@@ -27,7 +27,7 @@ static ah_ckey_t *observed_key(ah_comm_t *c, int coll, int bin) {
     ck->seg_first = UINT64_MAX;
     ck->source = AH_SOURCE_DEFAULT;
     ck->nccl_cfg.algo = ck->nccl_cfg.proto = -1; /* NCCL's own, and no tuner ever sees it */
-    ck->dflt.cfg = ck->nccl_cfg;
+    ck->nccl_default.cfg = ck->nccl_cfg;
     __atomic_store_n(&c->keys[coll][bin], ck, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&c->lock);
@@ -35,18 +35,18 @@ static ah_ckey_t *observed_key(ah_comm_t *c, int coll, int bin) {
   return ck;
 }
 
-/* Counts one call of `coll` with `bpr` bytes per peer block; notes it for timing when sampled. */
-static void observe(ncclComm_t comm, int coll, size_t bpr) {
+/* Counts one call of `coll` with `bytes_per_rank` bytes per peer block; notes it for timing when sampled. */
+static void observe(ncclComm_t comm, int coll, size_t bytes_per_rank) {
   ah_comm_t *c = ah_shim_handle_ctx(comm);
   if (!c) return;
-  ah_ckey_t *ck = observed_key(c, coll, bpr > 1 ? 63 - __builtin_clzll((unsigned long long)bpr) : 0);
+  ah_shim_rankkey_t *ck = observed_key(c, coll, bytes_per_rank > 1 ? 63 - __builtin_clzll((unsigned long long)bytes_per_rank) : 0);
   if (!ck) return;
   uint64_t index = ck->next;
   __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED);
-  ck->dflt.calls++;
-  if (bpr < ck->bytes_min) ck->bytes_min = bpr;
-  if (bpr > ck->bytes_max) ck->bytes_max = bpr;
-  if (index < 16 || (index & 63) == 0) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bpr);
+  ck->nccl_default.calls++;
+  if (bytes_per_rank < ck->bytes_min) ck->bytes_min = bytes_per_rank;
+  if (bytes_per_rank > ck->bytes_max) ck->bytes_max = bytes_per_rank;
+  if (index < 16 || (index & 63) == 0) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
 }
 
 /* Counts, brackets for timing outside a group, forwards; errno as the real call left it. */

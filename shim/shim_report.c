@@ -53,24 +53,24 @@ static void probe_add(void *arg, const ah_config_t *cfg, int samples, double us)
   e->us = us;
 }
 
-static void key_fill(ah_report_key_t *k, const ah_ckey_t *ck) {
+static void key_fill(ah_report_key_t *k, const ah_shim_rankkey_t *ck) {
   memset(k, 0, sizeof *k);
   k->coll = ck->coll;
   k->bin = ck->bin;
   k->bytes_min = ck->bytes_min == UINT64_MAX ? 0 : ck->bytes_min;
   k->bytes_max = ck->bytes_max;
   k->calls = ck->next;
-  stat_copy(&k->dflt, &ck->dflt);
+  stat_copy(&k->dflt, &ck->nccl_default);
   /* "applied" is what the key runs now: NCCL's own choice when its current segment keeps or
    * forces NCCL's pair (a search that converged back to the default), else the applied config. */
   int now_default = ck->seg_first == UINT64_MAX || ck->seg_keep || ck->seg_nccl || ck->seg_refused;
   if (ck->applied.calls > 0 && !now_default) stat_copy(&k->applied, &ck->applied);
-  else stat_copy(&k->applied, &ck->dflt);
+  else stat_copy(&k->applied, &ck->nccl_default);
   k->source = ck->source;
   k->sync_waits = ck->sync_waits;
   k->sync_wait_us = ck->sync_wait_us;
   k->captured_calls = ck->captured;
-  ah_keystate_t *ks = ck->ks;
+  ah_shim_keystate_t *ks = ck->ks;
   if (ks && ks->tune) {
     pthread_mutex_lock(&ks->lock);
     k->tuned = 1;

@@ -62,9 +62,9 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
 }
 
 /* Leader: commits segments until call `index` is covered. Returns 1 when it is. */
-static int leader_commit(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call,
+static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call,
                          ah_segment_t *seg) {
-  ah_keystate_t *ks = ck->ks;
+  ah_shim_keystate_t *ks = ck->ks;
   int ok = 0;
   pthread_mutex_lock(&ks->lock);
   if (!ks->tune) {
@@ -99,8 +99,8 @@ static int leader_commit(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_c
  * for all of them), and the cut is placed AH_CUT_MARGIN calls past the furthest local rank; ranks
  * in other processes are the coordinator's to keep behind (it delivers the cut). */
 #define AH_CUT_MARGIN 64
-void ah_shim_leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index) {
-  ah_keystate_t *ks = ck->ks;
+void ah_shim_leader_cut(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index) {
+  ah_shim_keystate_t *ks = ck->ks;
   pthread_mutex_lock(&ks->lock);
   if (atomic_exchange(&ks->reopen, 0) && ks->tune && ah_sched_horizon(ks->sched) == UINT64_MAX) {
     uint64_t furthest = index;
@@ -118,7 +118,7 @@ void ah_shim_leader_cut(ah_comm_t *c, ah_ckey_t *ck, uint64_t index) {
   pthread_mutex_unlock(&ks->lock);
 }
 
-int ah_shim_resolve(ah_comm_t *c, ah_ckey_t *ck, uint64_t index, const ah_call_t *call, ah_segment_t *seg) {
+int ah_shim_resolve(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call, ah_segment_t *seg) {
   ah_shim_note_decider(c);
   if (c->ctl == AH_CTL_FIXED) {
     ah_shim_pinned(c, ck->coll, ck->bin, call, seg);

@@ -34,7 +34,7 @@ typedef struct {
   CUevent start, end;
   int n;
   struct {
-    ah_ckey_t *ck;
+    ah_shim_rankkey_t *ck;
     uint64_t index;
     int source;
     uint32_t gen;
@@ -121,7 +121,7 @@ static record_t *record_open(void) {
   return r;
 }
 
-void ah_timing_note(ah_ckey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank) {
+void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank) {
   if (depth == 0) return; /* not inside a wrapped call of this thread */
   record_t *r = open_rec;
   if (!r && !(r = open_rec = record_open())) return;

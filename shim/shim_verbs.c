@@ -149,8 +149,8 @@ ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, int nranks, ncclConfig_t *
   if (tc < 0) tc = ah_path_policy_config_tc(p);
   if (tc < 0) return cfg;
   if (!cfg) {
-    ncclConfig_t dflt = NCCL_CONFIG_INITIALIZER;
-    *copy_p = dflt;
+    ncclConfig_t nccl_default = NCCL_CONFIG_INITIALIZER;
+    *copy_p = nccl_default;
   } else {
     if (cfg->magic != 0xcafebeef || cfg->version < NCCL_VERSION(2, 26, 0) || cfg->size > sizeof *cfg ||
         cfg->size < offsetof(ncclConfig_t, trafficClass) + sizeof cfg->trafficClass ||

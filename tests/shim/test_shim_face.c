@@ -131,7 +131,7 @@ START_TEST(test_call_index_counts) {
   ck_assert_int_eq(bin1m, 20);
   ck_assert_ptr_nonnull(c->keys[AH_FUNC_REDUCESCATTER][bin1m]);
   ck_assert_uint_eq(c->keys[AH_FUNC_REDUCESCATTER][bin1m]->next, 1);
-  ck_assert_uint_eq(c->keys[AH_FUNC_REDUCESCATTER][bin1m]->dflt.calls, 1);
+  ck_assert_uint_eq(c->keys[AH_FUNC_REDUCESCATTER][bin1m]->nccl_default.calls, 1);
 }
 END_TEST
 
@@ -295,7 +295,7 @@ START_TEST(test_nothing_changes) {
     ah_comm_t *c = ctx;
     int bin = ah_size_bin(AH_FUNC_ALLREDUCE, 4 << 20, 8);
     ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->next, 10); /* observed: still counted */
-    ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->dflt.calls, 10);
+    ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->nccl_default.calls, 10);
     ck_assert_int_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->nccl_cfg.algo, 0); /* tree/ll: cheapest cell */
   }
 }
@@ -381,7 +381,7 @@ static void *drive_main(void *arg) {
                                    AH_NUM_PROTOS, 0, &nch);
     r->algo[i] = argmin(t, &r->proto[i]);
     r->nch[i] = nch;
-    ah_ckey_t *ck = c->keys[AH_FUNC_ALLREDUCE][22];
+    ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][22];
     if (ck && ck->leader) {
       double us = r->algo[i] == AH_ALGO_RING && r->proto[i] == AH_PROTO_SIMPLE ? 50.0 : 100.0;
       int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
@@ -415,7 +415,7 @@ START_TEST(test_tune_search_and_cut) {
   ck_assert_int_eq(r[0].algo[590], AH_ALGO_RING);
   ck_assert_int_eq(r[0].proto[590], AH_PROTO_SIMPLE);
   ah_key_t key = {id, AH_FUNC_ALLREDUCE, 22};
-  ah_keystate_t *ks = ah_shim_keystate_get(&key);
+  ah_shim_keystate_t *ks = ah_shim_keystate_get(&key);
   /* the re-open cut the forever segment: a segment starts at or after call 600 + 64 */
   ah_segment_t seg;
   ck_assert_int_eq(ah_sched_lookup(ks->sched, 600 + 64, &seg), 1);
