@@ -170,8 +170,13 @@ static int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char
     snprintf(err, errlen, "waiting for the hub's HELLO: %.200s", nerr);
     goto fail;
   }
-  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0 || h.type != AH_MSG_HELLO) {
-    snprintf(err, errlen, "bad HELLO from the hub: %.200s", h.type != AH_MSG_HELLO ? "wrong type" : perr);
+  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
+    snprintf(err, errlen, "bad HELLO from the hub: %.200s", perr);
+    goto fail;
+  }
+  if (h.type != AH_MSG_HELLO) {
+    snprintf(err, errlen, "bad HELLO from the hub: message type %u where HELLO (%u) belongs",
+             h.type, AH_MSG_HELLO);
     goto fail;
   }
   uint8_t nonce_h[32];
@@ -199,8 +204,13 @@ static int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char
     snprintf(err, errlen, "waiting for WELCOME: %.200s (does the hub have another job's secret?)", nerr);
     goto fail;
   }
-  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0 || h.type != AH_MSG_WELCOME) {
-    snprintf(err, errlen, "bad WELCOME from the hub: %.200s", h.type != AH_MSG_WELCOME ? "wrong type" : perr);
+  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
+    snprintf(err, errlen, "bad WELCOME from the hub: %.200s", perr);
+    goto fail;
+  }
+  if (h.type != AH_MSG_WELCOME) {
+    snprintf(err, errlen, "bad WELCOME from the hub: message type %u where WELCOME (%u) belongs",
+             h.type, AH_MSG_WELCOME);
     goto fail;
   }
   uint8_t wel[40], want[32];

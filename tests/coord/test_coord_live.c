@@ -610,6 +610,90 @@ START_TEST(bad_verdict_is_refused_by_the_client) {
 }
 END_TEST
 
+/* A fake hub whose HELLO (first connection) or WELCOME (second) has an oversized length prefix:
+ * the client must refuse it naming the length, never a type read from a header it refused. */
+static int oversize_lfd;
+static void *oversize_hub(void *arg) {
+  (void)arg;
+  for (int round = 0; round < 2; round++) {
+    int fd = accept(oversize_lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    uint8_t hello[AH_COORD_HDR_BYTES + 32] = {0}, auth[AH_COORD_HDR_BYTES + 72],
+            wel[AH_COORD_HDR_BYTES + 40] = {0};
+    ah_coord_hdr_encode(AH_MSG_HELLO, round == 0 ? 4096 : 32, hello);
+    if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto next;
+    if (round == 1) {
+      size_t got = 0;
+      while (got < sizeof auth) {
+        ssize_t r = read(fd, auth + got, sizeof auth - got);
+        if (r <= 0) goto next;
+        got += (size_t)r;
+      }
+      ah_coord_hdr_encode(AH_MSG_WELCOME, 70000, wel);
+      if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) goto next;
+    }
+    sleep_ms(300);
+  next:
+    close(fd);
+  }
+  return NULL;
+}
+
+START_TEST(oversized_handshake_frames_are_refused_by_name) {
+  ah_coord_stamp_t fake = fake_hub_listen(&oversize_lfd);
+  pthread_t t;
+  pthread_create(&t, NULL, oversize_hub, NULL);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.connect_ms = 2000;
+  ck_assert_ptr_null(ah_coord_client_open(&fake, NULL, &o, NULL, NULL));
+  ck_assert(log_wait("bad HELLO from the hub: oversized frame: length prefix 4096", 2000));
+  ck_assert_ptr_null(ah_coord_client_open(&fake, NULL, &o, NULL, NULL));
+  ck_assert(log_wait("bad WELCOME from the hub: oversized frame: length prefix 70000", 2000));
+  ck_assert_ptr_null(strstr(log_text(), "wrong type"));
+  pthread_join(t, NULL);
+  close(oversize_lfd);
+}
+END_TEST
+
+/* Sums N over the "N more refusals like the last were not logged" lines of the captured log. */
+static int suppressed_total(const char *text) {
+  int total = 0;
+  for (const char *p = text; (p = strstr(p, " more refusals like the last were not logged"));
+       p++) {
+    const char *q = p;
+    while (q > text && q[-1] >= '0' && q[-1] <= '9') q--;
+    total += atoi(q);
+  }
+  return total;
+}
+
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)); p++) n++;
+  return n;
+}
+
+START_TEST(burst_of_refusals_logs_its_count) {
+  for (int i = 0; i < 29; i++) {
+    int fd = raw_connect(&st);
+    ck_assert_int_ge(fd, 0);
+    uint8_t f[AH_COORD_HDR_BYTES] = {0};
+    ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
+    f[4] = 0x55;
+    ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
+    close(fd);
+  }
+  /* No refusal follows the burst: the count must still be logged, within about a second. */
+  ck_assert(log_wait("more refusals like the last were not logged", 3000));
+  sleep_ms(100);
+  const char *t = log_text();
+  int shown = count_of(t, "wrong protocol version 85");
+  ck_assert_int_ge(shown, 5);
+  ck_assert_int_eq(shown + suppressed_total(t), 29);
+}
+END_TEST
+
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
   Suite *s = suite_create("coord_live");
@@ -635,6 +719,8 @@ int main(void) {
   tcase_add_test(tc, verdict_replayed_to_reconnecting_client);
   tcase_add_test(tc, bad_joins_are_refused);
   tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
+  tcase_add_test(tc, oversized_handshake_frames_are_refused_by_name);
+  tcase_add_test(tc, burst_of_refusals_logs_its_count);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
