@@ -102,17 +102,21 @@ struct ah_coord_hub {
 
 static void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Closes a kind's one-second window once it has passed, logging what it suppressed. Called by each
+ * refusal and by every sweep tick, so a burst's count is logged even when nothing follows it. */
+static void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now) {
+  if (now - r->window_ns <= 1000000000ull) return;
+  if (r->suppressed)
+    ah_log(AH_LOG_WARN, "coordinator hub %s: %d more refusals like the last were not logged",
+           h->addr, r->suppressed);
+  r->window_ns = now;
+  r->n = 0;
+  r->suppressed = 0;
+}
+
 static void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) {
   hub_rate_t *r = &h->rate[kind];
-  uint64_t now = ah_coord_now_ns();
-  if (now - r->window_ns > 1000000000ull) {
-    if (r->suppressed)
-      ah_log(AH_LOG_WARN, "coordinator hub %s: %d more refusals like the last were not logged",
-             h->addr, r->suppressed);
-    r->window_ns = now;
-    r->n = 0;
-    r->suppressed = 0;
-  }
+  hub_rate_roll(h, r, ah_coord_now_ns());
   if (r->n++ >= 5) {
     r->suppressed++;
     return;
@@ -616,6 +620,7 @@ static void hub_accept(ah_coord_hub_t *h) {
  * at thousands of connections that is microseconds, and it keeps deadlines out of the I/O path. */
 static void hub_sweep(ah_coord_hub_t *h) {
   uint64_t now = ah_coord_now_ns();
+  for (int k = 0; k < RATE_N; k++) hub_rate_roll(h, &h->rate[k], now);
   uint64_t join_ns = (uint64_t)h->o.join_ms * 1000000ull;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next)
     if (m->verdict == AH_COORD_VERDICT_NONE && m->joined && now - m->first_join_ns > join_ns)
