@@ -10,8 +10,12 @@
  * length prefix is checked against the exact size of its message type before any payload is read,
  * unauthenticated connections are capped (the oldest is dropped first) and must finish the
  * handshake within auth_ms, a started frame must complete within frame_ms, and a client that does
- * not read is dropped once max_outbuf bytes wait for it. Each refusal is one log line (rate-limited
- * per kind) and the loop goes on serving everyone else. */
+ * not read is dropped once max_outbuf bytes wait for it. An authenticated client is bounded too:
+ * communicators, pending joins, rank bitmaps and retained segments are capped per client id and
+ * per job, and what a cap refuses is refused on the wire (an ABANDONED verdict for a JOIN, an ACK
+ * without storing for a PUBLISH), so a legitimate rank falls back to NCCL's own choices instead
+ * of waiting. Each refusal is one log line (rate-limited per kind) and the loop goes on serving
+ * everyone else. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -55,6 +59,8 @@ typedef struct hub_conn {
 
 typedef struct {
   uint64_t comm;
+  uint64_t owner;         /* client id whose JOIN or PUBLISH created it: charged for it */
+  uint64_t pending_by;    /* client id charged for its pending join (the bitmap's allocation) */
   uint32_t nranks;        /* from the first JOIN; 0 while only publishes named the comm */
   uint32_t njoined;       /* distinct ranks joined */
   uint8_t *joined;        /* one bit per rank */
@@ -70,6 +76,9 @@ typedef struct {
 typedef struct {
   uint64_t id;
   uint64_t last_pub;
+  int ncomms;     /* communicators this client created */
+  int npending;   /* of the pending joins, those this client started */
+  size_t nframes; /* segments of this client retained */
   UT_hash_handle hh;
 } hub_client_t;
 
@@ -80,7 +89,10 @@ typedef struct {
   int suppressed;
 } hub_rate_t;
 
-enum { RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_N };
+enum {
+  RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
+  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_N
+};
 
 struct ah_coord_hub {
   int lfd, epfd, efd, spare_fd;
@@ -96,6 +108,9 @@ struct ah_coord_hub {
   int nall, capall;
   hub_conn_t *close_list;
   hub_comm_t *comms;
+  int ncomms, npending_joins; /* communicators; those with a join and no verdict yet */
+  size_t rank_bytes;    /* bytes of every communicator's rank bitmap */
+  size_t nframes;       /* segments retained, all communicators */
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
 };
@@ -136,6 +151,13 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->max_pending = 256;
   o_p->max_outbuf = 64u << 20;
   o_p->join_ms = 30000; /* AUTOHA_COORD_JOIN_S's default; ah_coord_hub_start applies the variable */
+  o_p->max_comms = 4096;
+  o_p->max_client_comms = 1024;
+  o_p->max_pending_joins = 1024;
+  o_p->max_client_pending_joins = 256;
+  o_p->max_rank_bytes = 16u << 20;
+  o_p->max_segments = 65536;
+  o_p->max_client_segments = 16384;
 }
 
 static void pend_unlink(ah_coord_hub_t *h, hub_conn_t *c) {
@@ -260,15 +282,39 @@ static void conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const 
   conn_send(h, c, f, AH_COORD_HDR_BYTES + len);
 }
 
-static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, uint64_t comm) {
+/* Returns the communicator, created and charged to client cl when new; NULL when a cap refuses
+ * it (logged, rate-limited) or memory runs out (logged). */
+static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
+                                uint64_t comm) {
   hub_comm_t *m = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
   if (m) return m;
+  if (cl->ncomms >= h->o.max_client_comms || h->ncomms >= h->o.max_comms) {
+    hub_refuse(h, RATE_CAP_COMM, "refused comm %016llx from %s: %s already holds %d communicators (at "
+               "most %d per client, %d per job); it runs fixed (not tuned)",
+               (unsigned long long)comm, c->peer, cl->ncomms >= h->o.max_client_comms ? "the client"
+               : "the job", cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms,
+               h->o.max_client_comms, h->o.max_comms);
+    return NULL;
+  }
   m = calloc(1, sizeof *m);
-  if (!m) return NULL;
+  if (!m) {
+    ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory adding comm %016llx for %s", h->addr,
+           (unsigned long long)comm, c->peer);
+    return NULL;
+  }
   m->comm = comm;
+  m->owner = cl->id;
+  cl->ncomms++;
+  h->ncomms++;
   HASH_ADD(hh, h->comms, comm, sizeof(uint64_t), m);
   return m;
+}
+
+static hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id) {
+  hub_client_t *cl = NULL;
+  HASH_FIND(hh, h->clients, &id, sizeof id, cl);
+  return cl;
 }
 
 static void verdict_send(ah_coord_hub_t *h, hub_conn_t *c, const hub_comm_t *m) {
@@ -282,13 +328,18 @@ static void verdict_send(ah_coord_hub_t *h, hub_conn_t *c, const hub_comm_t *m) 
  * get it from hub_on_join. */
 static void verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
   m->verdict = verdict;
+  if (m->joined) { /* it was pending */
+    h->npending_joins--;
+    hub_client_t *cl = hub_client_find(h, m->pending_by);
+    if (cl) cl->npending--;
+  }
   if (verdict == AH_COORD_VERDICT_COMPLETE)
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: all %u ranks joined", h->addr,
            (unsigned long long)m->comm, m->nranks);
-  else
-    ah_log(AH_LOG_WARN, "coordinator hub %s: comm %016llx: only %u of its %u ranks joined within "
-           "%d ms; it runs fixed (not tuned) on every rank", h->addr, (unsigned long long)m->comm,
-           m->njoined, m->nranks, h->o.join_ms);
+  else /* rate-limited: forged communicators must not flood the log when their deadline passes */
+    hub_refuse(h, RATE_VERDICT, "comm %016llx: only %u of its %u ranks joined within %d ms; it runs "
+               "fixed (not tuned) on every rank", (unsigned long long)m->comm, m->njoined,
+               m->nranks, h->o.join_ms);
   for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
 }
 
@@ -296,7 +347,16 @@ static void verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
  * count, when the count is 0 or above AH_COORD_MAX_RANKS, or when it differs from the count the
  * communicator's first JOIN gave: no legitimate rank sends any of these, and accepting them could
  * decide a verdict the other ranks never agreed to. */
-static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
+/* Tells one connection that a communicator the caps refused runs fixed: the rank then falls back
+ * at once, as if it never reached the hub, instead of waiting for a verdict. */
+static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
+  uint8_t p[12];
+  ah_coord_put_u64(p, comm);
+  ah_coord_put_u32(p + 8, (uint32_t)AH_COORD_VERDICT_ABANDONED);
+  conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
+}
+
+static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   uint32_t nranks = ah_coord_get_u32(p + 8);
   uint32_t rank = ah_coord_get_u32(p + 12);
@@ -315,18 +375,31 @@ static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     conn_close_later(h, c);
     return;
   }
-  hub_comm_t *m = hub_comm_get(h, comm);
+  hub_comm_t *m = hub_comm_get(h, c, cl, comm);
   if (!m) {
-    ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
-           c->peer, (unsigned long long)comm);
-    conn_close_later(h, c);
+    verdict_refuse(h, c, comm);
     return;
   }
-  if (!m->joined && rank != AH_COORD_NO_RANK) {
-    m->joined = calloc((nranks + 7) / 8, 1);
+  if (!m->joined && rank != AH_COORD_NO_RANK && m->verdict == AH_COORD_VERDICT_NONE) {
+    size_t bytes = (nranks + 7) / 8;
+    if (cl->npending >= h->o.max_client_pending_joins || h->npending_joins >= h->o.max_pending_joins ||
+        h->rank_bytes + bytes > h->o.max_rank_bytes) {
+      hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
+                 "of the client, %d of the job, %zu bytes of rank bitmaps (at most %d, %d, %zu); "
+                 "it runs fixed (not tuned)", (unsigned long long)comm, nranks, c->peer,
+                 cl->npending, h->npending_joins, h->rank_bytes, h->o.max_client_pending_joins,
+                 h->o.max_pending_joins, h->o.max_rank_bytes);
+      verdict_refuse(h, c, comm);
+      return;
+    }
+    m->joined = calloc(bytes, 1);
     if (!m->joined) goto oom;
     m->nranks = nranks;
     m->first_join_ns = ah_coord_now_ns();
+    m->pending_by = cl->id;
+    cl->npending++;
+    h->npending_joins++;
+    h->rank_bytes += bytes;
   }
   if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
     m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
@@ -356,9 +429,9 @@ static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
          "since %llu of %zu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
          (unsigned long long)since, m->nframes);
   if (since > m->nframes) {
-    ah_log(AH_LOG_WARN, "coordinator hub %s: %s asks for comm %016llx segments after %llu, but only "
-           "%zu exist (a different job's hub?); replaying none", h->addr, c->peer,
-           (unsigned long long)comm, (unsigned long long)since, m->nframes);
+    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but only %zu exist (a "
+               "different job's hub?); replaying none", c->peer, (unsigned long long)comm,
+               (unsigned long long)since, m->nframes);
   } else if (since < m->nframes) /* the stored frames are contiguous: one copy, one send */
     conn_send(h, c, m->frames[since], (size_t)(m->nframes - since) * FRAME_SEGMENT_BYTES);
   /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
@@ -414,10 +487,23 @@ static void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, c
     conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
     return;
   }
-  hub_comm_t *m = hub_comm_get(h, k.comm);
-  if (!m) goto oom;
+  if (cl->nframes >= h->o.max_client_segments || h->nframes >= h->o.max_segments) {
+    /* Acknowledged so the client does not resend it, but neither stored nor forwarded. */
+    hub_refuse(h, RATE_CAP_SEGMENT, "refused a segment of comm %016llx from %s: %zu segments retained for "
+               "the client, %zu for the job (at most %zu, %zu)", (unsigned long long)k.comm,
+               c->peer, cl->nframes, h->nframes, h->o.max_client_segments, h->o.max_segments);
+    cl->last_pub = pub;
+    conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    return;
+  }
+  hub_comm_t *m = hub_comm_get(h, c, cl, k.comm);
+  if (!m) {
+    cl->last_pub = pub;
+    conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    return;
+  }
   if (m->nframes == m->capframes) {
-    size_t cap = m->capframes ? 2 * m->capframes : 64;
+    size_t cap = m->capframes ? 2 * m->capframes : 8;
     void *f = realloc(m->frames, cap * FRAME_SEGMENT_BYTES);
     if (!f) goto oom;
     m->frames = f;
@@ -428,6 +514,8 @@ static void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, c
   ah_coord_put_u64(f + AH_COORD_HDR_BYTES, m->nframes + 1);
   memcpy(f + AH_COORD_HDR_BYTES + 8, p + 8, AH_COORD_KEYSEG_BYTES);
   m->nframes++;
+  cl->nframes++;
+  h->nframes++;
   cl->last_pub = pub;
   for (int i = 0; i < m->nsubs; i++) conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
   conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
@@ -484,17 +572,17 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
   }
   hub_client_t *cl = NULL;
   switch (type) {
-    case AH_MSG_JOIN: hub_on_join(h, c, p); break;
     case AH_MSG_LEAVE: hub_on_leave(h, c, p); break;
-    case AH_MSG_PUBLISH: {
-      HASH_FIND(hh, h->clients, &c->client_id, sizeof(uint64_t), cl);
+    case AH_MSG_JOIN:
+    case AH_MSG_PUBLISH:
+      cl = hub_client_find(h, c->client_id);
       if (!cl) {
         conn_close_later(h, c);
         return;
       }
-      hub_on_publish(h, c, cl, p);
+      if (type == AH_MSG_JOIN) hub_on_join(h, c, cl, p);
+      else hub_on_publish(h, c, cl, p);
       break;
-    }
     case AH_MSG_PING: conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
     default:
       hub_refuse(h, RATE_FRAME, "refused %s: unexpected message type %u from a client; connection "
