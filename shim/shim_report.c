@@ -150,7 +150,7 @@ void ah_shim_report_write(const char *why) {
   r.host[sizeof r.host - 1] = 0;
   const char *job = getenv("SLURM_JOB_ID");
   if (!job) job = getenv("TORCHELASTIC_RUN_ID");
-  snprintf(r.job, sizeof r.job, "%s", job ? job : "");
+  ah_report_text_copy(r.job, sizeof r.job, job ? job : "");
   r.nccl_version = ah_shim.nccl_version;
   ah_shim_fingerprint(r.topo);
   snprintf(r.mode, sizeof r.mode, "%s", ah_env_mode_name(ah_shim.mode));

@@ -100,6 +100,15 @@ char *ah_report_fingerprint(const char *desc, char *out);
 int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, char *out,
                           size_t len, char *err, size_t errlen);
 
+/* Copies text given by a user or the system (a job id, a host name) into out[len] as valid UTF-8:
+ * each well-formed character is kept, each byte that is not part of one becomes the four ASCII
+ * characters "\xNN", and the copy stops before a character that would not fit whole, so it never
+ * ends inside one. Returns out.
+ *
+ * Note that the report stores what it was given in this form rather than refusing it: a job id
+ * with a stray Latin-1 byte still gets its report, and the byte is visible in it. */
+char *ah_report_text_copy(char *out, size_t len, const char *in);
+
 /* Name of a source ("default", "override", "profile", "tuned"; "?"), and its inverse (-1). */
 const char *ah_report_source_name(int source);
 int ah_report_source_parse(const char *s);
