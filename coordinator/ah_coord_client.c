@@ -173,8 +173,13 @@ static int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char
     snprintf(err, errlen, "waiting for the hub's HELLO: %.200s", nerr);
     goto fail;
   }
-  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0 || h.type != AH_MSG_HELLO) {
-    snprintf(err, errlen, "bad HELLO from the hub: %.200s", h.type != AH_MSG_HELLO ? "wrong type" : perr);
+  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
+    snprintf(err, errlen, "bad HELLO from the hub: %.200s", perr);
+    goto fail;
+  }
+  if (h.type != AH_MSG_HELLO) {
+    snprintf(err, errlen, "bad HELLO from the hub: message type %u where HELLO (%u) belongs",
+             h.type, AH_MSG_HELLO);
     goto fail;
   }
   uint8_t nonce_h[32];
@@ -202,8 +207,13 @@ static int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char
     snprintf(err, errlen, "waiting for WELCOME: %.200s (does the hub have another job's secret?)", nerr);
     goto fail;
   }
-  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0 || h.type != AH_MSG_WELCOME) {
-    snprintf(err, errlen, "bad WELCOME from the hub: %.200s", h.type != AH_MSG_WELCOME ? "wrong type" : perr);
+  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
+    snprintf(err, errlen, "bad WELCOME from the hub: %.200s", perr);
+    goto fail;
+  }
+  if (h.type != AH_MSG_WELCOME) {
+    snprintf(err, errlen, "bad WELCOME from the hub: message type %u where WELCOME (%u) belongs",
+             h.type, AH_MSG_WELCOME);
     goto fail;
   }
   uint8_t wel[40], want[32];
@@ -831,7 +841,7 @@ static int stamp_same(const ah_coord_stamp_t *a, const ah_coord_stamp_t *b) {
  * gone is not reused. A lost hub is retried for 10 s (ah_coord_client_opts_default) before
  * ah_coord_alive() turns 0. */
 /* In a child made by fork(), the coordinators copied from the parent have no I/O thread: they are
- * marked gone (a communicator mapped to one runs fixed instead of waiting forever) and forgotten,
+ * marked gone (a communicator mapped to one runs NCCL's own choices instead of waiting forever) and forgotten,
  * so the child's own communicators connect afresh. */
 static void connect_atfork_child(void) {
   for (ah_coord_t *c = connect_list; c; c = c->next) atomic_store(&c->alive, 0);

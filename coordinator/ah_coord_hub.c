@@ -10,8 +10,12 @@
  * length prefix is checked against the exact size of its message type before any payload is read,
  * unauthenticated connections are capped (the oldest is dropped first) and must finish the
  * handshake within auth_ms, a started frame must complete within frame_ms, and a client that does
- * not read is dropped once max_outbuf bytes wait for it. Each refusal is one log line (rate-limited
- * per kind) and the loop goes on serving everyone else. */
+ * not read is dropped once max_outbuf bytes wait for it. An authenticated client is bounded too:
+ * communicators, pending joins, rank bitmaps and retained segments are capped per client id and
+ * per job, and what a cap refuses is refused on the wire (an ABANDONED verdict for a JOIN, an ACK
+ * without storing for a PUBLISH), so a legitimate rank falls back to NCCL's own choices instead
+ * of waiting. Each refusal is one log line (rate-limited per kind) and the loop goes on serving
+ * everyone else. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +67,8 @@ typedef struct {
 
 typedef struct {
   uint64_t comm;
+  uint64_t owner;         /* client id whose JOIN or PUBLISH created it: charged for it */
+  uint64_t pending_by;    /* client id charged for its pending join (the bitmap's allocation) */
   uint32_t nranks;        /* from the first JOIN; 0 while only publishes named the comm */
   uint32_t njoined;       /* distinct ranks joined */
   uint8_t *joined;        /* one bit per rank */
@@ -82,6 +88,9 @@ typedef struct {
 typedef struct {
   uint64_t id;
   uint64_t last_pub;
+  int ncomms;     /* communicators this client created */
+  int npending;   /* of the pending joins, those this client started */
+  size_t nframes; /* segments of this client retained */
   UT_hash_handle hh;
 } hub_client_t;
 
@@ -92,7 +101,10 @@ typedef struct {
   int suppressed;
 } hub_rate_t;
 
-enum { RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_N };
+enum {
+  RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
+  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_N
+};
 
 struct ah_coord_hub {
   int lfd, epfd, efd, spare_fd;
@@ -108,23 +120,30 @@ struct ah_coord_hub {
   int nall, capall;
   hub_conn_t *close_list;
   hub_comm_t *comms;
+  int ncomms, npending_joins; /* communicators; those with a join and no verdict yet */
+  size_t rank_bytes;    /* bytes of every communicator's rank bitmap */
+  size_t nframes;       /* segments retained, all communicators */
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
 };
 
 static void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Closes a kind's one-second window once it has passed, logging what it suppressed. Called by each
+ * refusal and by every sweep tick, so a burst's count is logged even when nothing follows it. */
+static void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now) {
+  if (now - r->window_ns <= 1000000000ull) return;
+  if (r->suppressed)
+    ah_log(AH_LOG_WARN, "coordinator hub %s: %d more refusals like the last were not logged",
+           h->addr, r->suppressed);
+  r->window_ns = now;
+  r->n = 0;
+  r->suppressed = 0;
+}
+
 static void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) {
   hub_rate_t *r = &h->rate[kind];
-  uint64_t now = ah_coord_now_ns();
-  if (now - r->window_ns > 1000000000ull) {
-    if (r->suppressed)
-      ah_log(AH_LOG_WARN, "coordinator hub %s: %d more refusals like the last were not logged",
-             h->addr, r->suppressed);
-    r->window_ns = now;
-    r->n = 0;
-    r->suppressed = 0;
-  }
+  hub_rate_roll(h, r, ah_coord_now_ns());
   if (r->n++ >= 5) {
     r->suppressed++;
     return;
@@ -144,6 +163,13 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->max_pending = 256;
   o_p->max_outbuf = 64u << 20;
   o_p->join_ms = 30000; /* AUTOHA_COORD_JOIN_S's default; ah_coord_hub_start applies the variable */
+  o_p->max_comms = 4096;
+  o_p->max_client_comms = 1024;
+  o_p->max_pending_joins = 1024;
+  o_p->max_client_pending_joins = 256;
+  o_p->max_rank_bytes = 16u << 20;
+  o_p->max_segments = 65536;
+  o_p->max_client_segments = 16384;
 }
 
 static void pend_unlink(ah_coord_hub_t *h, hub_conn_t *c) {
@@ -268,19 +294,43 @@ static void conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const 
   conn_send(h, c, f, AH_COORD_HDR_BYTES + len);
 }
 
-static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, uint64_t comm) {
+/* Returns the communicator, created and charged to client cl when new; NULL when a cap refuses
+ * it (logged, rate-limited) or memory runs out (logged). */
+static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
+                                uint64_t comm) {
   hub_comm_t *m = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
   if (m) return m;
+  if (cl->ncomms >= h->o.max_client_comms || h->ncomms >= h->o.max_comms) {
+    hub_refuse(h, RATE_CAP_COMM, "refused comm %016llx from %s: %s already holds %d communicators (at "
+               "most %d per client, %d per job); its ranks run NCCL's own choices",
+               (unsigned long long)comm, c->peer, cl->ncomms >= h->o.max_client_comms ? "the client"
+               : "the job", cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms,
+               h->o.max_client_comms, h->o.max_comms);
+    return NULL;
+  }
   m = calloc(1, sizeof *m);
-  if (!m) return NULL;
+  if (!m) {
+    ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory adding comm %016llx for %s", h->addr,
+           (unsigned long long)comm, c->peer);
+    return NULL;
+  }
   m->comm = comm;
+  m->owner = cl->id;
+  cl->ncomms++;
+  h->ncomms++;
   HASH_ADD(hh, h->comms, comm, sizeof(uint64_t), m);
   if (!AH_HASH_ADDED(m)) { /* out of memory: the caller refuses the message as for calloc */
     free(m);
     return NULL;
   }
   return m;
+}
+
+static hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id) {
+  hub_client_t *cl = NULL;
+  HASH_FIND(hh, h->clients, &id, sizeof id, cl);
+  return cl;
 }
 
 static void verdict_send(ah_coord_hub_t *h, hub_conn_t *c, const hub_comm_t *m) {
@@ -346,16 +396,21 @@ static int digest_mismatch(hub_comm_t *m) {
 static void verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
   if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m)) verdict = AH_COORD_VERDICT_MISMATCH;
   m->verdict = verdict;
+  if (m->joined) { /* it was pending */
+    h->npending_joins--;
+    hub_client_t *cl = hub_client_find(h, m->pending_by);
+    if (cl) cl->npending--;
+  }
   if (verdict == AH_COORD_VERDICT_COMPLETE)
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: all %u ranks joined", h->addr,
            (unsigned long long)m->comm, m->nranks);
   else if (verdict == AH_COORD_VERDICT_MISMATCH) /* each rank's process names the difference */
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: %u ranks joined with other settings "
            "than rank %u", h->addr, (unsigned long long)m->comm, m->mm.ndiffer, m->mm.ref_rank);
-  else
-    ah_log(AH_LOG_WARN, "coordinator hub %s: comm %016llx: only %u of its %u ranks joined within "
-           "%d ms; every rank runs NCCL's own choices", h->addr, (unsigned long long)m->comm,
-           m->njoined, m->nranks, h->o.join_ms);
+  else /* rate-limited: forged communicators must not flood the log when their deadline passes */
+    hub_refuse(h, RATE_VERDICT, "comm %016llx: only %u of its %u ranks joined within %d ms; every "
+               "rank runs NCCL's own choices", (unsigned long long)m->comm, m->njoined,
+               m->nranks, h->o.join_ms);
   for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
 }
 
@@ -363,7 +418,16 @@ static void verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
  * count, when the count is 0 or above AH_COORD_MAX_RANKS, or when it differs from the count the
  * communicator's first JOIN gave: no legitimate rank sends any of these, and accepting them could
  * decide a verdict the other ranks never agreed to. */
-static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
+/* Tells one connection that a communicator the caps refused is abandoned: the rank then runs NCCL's
+ * own choices at once, as if it never reached the hub, instead of waiting for a verdict. */
+static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
+  uint8_t p[28] = {0}; /* no mismatch evidence */
+  ah_coord_put_u64(p, comm);
+  ah_coord_put_u32(p + 8, (uint32_t)AH_COORD_VERDICT_ABANDONED);
+  conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
+}
+
+static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   uint32_t nranks = ah_coord_get_u32(p + 8);
   uint32_t rank = ah_coord_get_u32(p + 12);
@@ -382,18 +446,31 @@ static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     conn_close_later(h, c);
     return;
   }
-  hub_comm_t *m = hub_comm_get(h, comm);
+  hub_comm_t *m = hub_comm_get(h, c, cl, comm);
   if (!m) {
-    ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
-           c->peer, (unsigned long long)comm);
-    conn_close_later(h, c);
+    verdict_refuse(h, c, comm);
     return;
   }
-  if (!m->joined && rank != AH_COORD_NO_RANK) {
-    m->joined = calloc((nranks + 7) / 8, 1);
+  if (!m->joined && rank != AH_COORD_NO_RANK && m->verdict == AH_COORD_VERDICT_NONE) {
+    size_t bytes = (nranks + 7) / 8;
+    if (cl->npending >= h->o.max_client_pending_joins || h->npending_joins >= h->o.max_pending_joins ||
+        h->rank_bytes + bytes > h->o.max_rank_bytes) {
+      hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
+                 "of the client, %d of the job, %zu bytes of rank bitmaps (at most %d, %d, %zu); "
+                 "its ranks run NCCL's own choices", (unsigned long long)comm, nranks, c->peer,
+                 cl->npending, h->npending_joins, h->rank_bytes, h->o.max_client_pending_joins,
+                 h->o.max_pending_joins, h->o.max_rank_bytes);
+      verdict_refuse(h, c, comm);
+      return;
+    }
+    m->joined = calloc(bytes, 1);
     if (!m->joined) goto oom;
     m->nranks = nranks;
     m->first_join_ns = ah_coord_now_ns();
+    m->pending_by = cl->id;
+    cl->npending++;
+    h->npending_joins++;
+    h->rank_bytes += bytes;
   }
   if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
     m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
@@ -424,9 +501,9 @@ static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
          "since %llu of %zu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
          (unsigned long long)since, m->nframes);
   if (since > m->nframes) {
-    ah_log(AH_LOG_WARN, "coordinator hub %s: %s asks for comm %016llx segments after %llu, but only "
-           "%zu exist (a different job's hub?); replaying none", h->addr, c->peer,
-           (unsigned long long)comm, (unsigned long long)since, m->nframes);
+    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but only %zu exist (a "
+               "different job's hub?); replaying none", c->peer, (unsigned long long)comm,
+               (unsigned long long)since, m->nframes);
   } else if (since < m->nframes) /* the stored frames are contiguous: one copy, one send */
     conn_send(h, c, m->frames[since], (size_t)(m->nframes - since) * FRAME_SEGMENT_BYTES);
   /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
@@ -486,10 +563,23 @@ static void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, c
     conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
     return;
   }
-  hub_comm_t *m = hub_comm_get(h, k.comm);
-  if (!m) goto oom;
+  if (cl->nframes >= h->o.max_client_segments || h->nframes >= h->o.max_segments) {
+    /* Acknowledged so the client does not resend it, but neither stored nor forwarded. */
+    hub_refuse(h, RATE_CAP_SEGMENT, "refused a segment of comm %016llx from %s: %zu segments retained for "
+               "the client, %zu for the job (at most %zu, %zu)", (unsigned long long)k.comm,
+               c->peer, cl->nframes, h->nframes, h->o.max_client_segments, h->o.max_segments);
+    cl->last_pub = pub;
+    conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    return;
+  }
+  hub_comm_t *m = hub_comm_get(h, c, cl, k.comm);
+  if (!m) {
+    cl->last_pub = pub;
+    conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    return;
+  }
   if (m->nframes == m->capframes) {
-    size_t cap = m->capframes ? 2 * m->capframes : 64;
+    size_t cap = m->capframes ? 2 * m->capframes : 8;
     void *f = realloc(m->frames, cap * FRAME_SEGMENT_BYTES);
     if (!f) goto oom;
     m->frames = f;
@@ -500,6 +590,8 @@ static void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, c
   ah_coord_put_u64(f + AH_COORD_HDR_BYTES, m->nframes + 1);
   memcpy(f + AH_COORD_HDR_BYTES + 8, p + 8, AH_COORD_KEYSEG_BYTES);
   m->nframes++;
+  cl->nframes++;
+  h->nframes++;
   cl->last_pub = pub;
   for (int i = 0; i < m->nsubs; i++) conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
   conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
@@ -556,17 +648,17 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
   }
   hub_client_t *cl = NULL;
   switch (type) {
-    case AH_MSG_JOIN: hub_on_join(h, c, p); break;
     case AH_MSG_LEAVE: hub_on_leave(h, c, p); break;
-    case AH_MSG_PUBLISH: {
-      HASH_FIND(hh, h->clients, &c->client_id, sizeof(uint64_t), cl);
+    case AH_MSG_JOIN:
+    case AH_MSG_PUBLISH:
+      cl = hub_client_find(h, c->client_id);
       if (!cl) {
         conn_close_later(h, c);
         return;
       }
-      hub_on_publish(h, c, cl, p);
+      if (type == AH_MSG_JOIN) hub_on_join(h, c, cl, p);
+      else hub_on_publish(h, c, cl, p);
       break;
-    }
     case AH_MSG_PING: conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
     default:
       hub_refuse(h, RATE_FRAME, "refused %s: unexpected message type %u from a client; connection "
@@ -692,6 +784,7 @@ static void hub_accept(ah_coord_hub_t *h) {
  * at thousands of connections that is microseconds, and it keeps deadlines out of the I/O path. */
 static void hub_sweep(ah_coord_hub_t *h) {
   uint64_t now = ah_coord_now_ns();
+  for (int k = 0; k < RATE_N; k++) hub_rate_roll(h, &h->rate[k], now);
   uint64_t join_ns = (uint64_t)h->o.join_ms * 1000000ull;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next)
     if (m->verdict == AH_COORD_VERDICT_NONE && m->joined && now - m->first_join_ns > join_ns)

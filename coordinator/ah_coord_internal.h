@@ -124,6 +124,13 @@ typedef struct {
   size_t max_outbuf;   /* bytes queued to one client before it is dropped as a slow reader */
   int join_ms;         /* a communicator not joined by all its ranks this long after its first
                         * join is ABANDONED (AUTOHA_COORD_JOIN_S) */
+  /* Bounds on what authenticated clients make the hub keep. Per client (id) and per job;
+   * a communicator beyond a cap is refused with an ABANDONED verdict (NCCL's own choices), a segment
+   * beyond one is acknowledged but neither stored nor forwarded. */
+  int max_comms, max_client_comms;                 /* communicators created */
+  int max_pending_joins, max_client_pending_joins; /* joined, no verdict yet */
+  size_t max_rank_bytes;                           /* rank bitmaps, all communicators */
+  size_t max_segments, max_client_segments;        /* segments retained */
 } ah_coord_hub_opts_t;
 
 void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p);

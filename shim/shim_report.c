@@ -143,7 +143,7 @@ void ah_shim_report_write(const char *why) {
   r.pid = (int)getpid();
   if (gethostname(r.host, sizeof r.host) != 0) snprintf(r.host, sizeof r.host, "?");
   r.host[sizeof r.host - 1] = 0;
-  ah_report_job_id(r.job, sizeof r.job);
+  ah_report_text_copy(r.job, sizeof r.job, ah_report_job_env()); /* as given, valid as JSON */
   r.nccl_version = ah_shim.nccl_version;
   ah_shim_fingerprint(r.topo);
   snprintf(r.mode, sizeof r.mode, "%s", ah_env_mode_name(ah_shim.mode));

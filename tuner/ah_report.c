@@ -123,7 +123,14 @@ static json_t *report_to_json(const ah_report_t *r) {
 }
 
 char *ah_report_to_string(const ah_report_t *r) {
-  json_t *j = report_to_json(r);
+  /* Every text field made valid UTF-8 first: jansson refuses anything else, and a report must not
+   * be lost to a byte in a job id. */
+  ah_report_t t = *r;
+  ah_report_text_copy(t.job, sizeof t.job, r->job);
+  ah_report_text_copy(t.host, sizeof t.host, r->host);
+  ah_report_text_copy(t.topo, sizeof t.topo, r->topo);
+  ah_report_text_copy(t.mode, sizeof t.mode, r->mode);
+  json_t *j = report_to_json(&t);
   if (!j) return NULL;
   char *s = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
   json_decref(j);
@@ -289,7 +296,7 @@ static void get_str(reader_t *rd, json_t *o, const char *base, const char *field
     rerr(rd, p, "expected a string");
     return;
   }
-  snprintf(out, len, "%s", json_string_value(v));
+  ah_report_text_copy(out, len, json_string_value(v)); /* never cut inside a character */
 }
 
 static void get_config(reader_t *rd, json_t *o, const char *base, const char *field,
@@ -498,7 +505,17 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   get_int(rd, root, "", "nccl_version", 1, 0, INT32_MAX, &v);
   r->nccl_version = (int)v;
   get_str(rd, root, "", "topology", 1, r->topo, sizeof r->topo);
-  get_str(rd, root, "", "mode", 0, r->mode, sizeof r->mode);
+  json_t *mode = json_object_get(root, "mode");
+  if (mode && !rd->failed) {
+    const char *m = json_string_value(mode);
+    if (!m || (strcmp(m, "observe") && strcmp(m, "fixed") && strcmp(m, "tune"))) {
+      char shown[64];
+      rerr(rd, "mode", "'%s' is not a mode (expected observe, fixed or tune)",
+           m ? ah_report_text_copy(shown, sizeof shown, m) : "(not a string)");
+      return;
+    }
+    snprintf(r->mode, sizeof r->mode, "%s", m);
+  }
   get_num(rd, root, "", "time", &r->time_s);
   /* Reports written before autoha stopped recommending NCCL_NTHREADS / NCCL_BUFFSIZE hold a
    * "recommended" object of placeholders: ignored, like any field this reader does not know. */

@@ -114,6 +114,10 @@ int ah_report_topology_diff(const char *here, const char *there, char *why, size
 int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, const char *job,
                           char *out, size_t len, char *err, size_t errlen);
 
+/* The job id the scheduler or launcher gave this process as given (SLURM_JOB_ID, TORCHELASTIC_RUN_ID
+ * unless torchrun's "none", LSB_JOBID, PBS_JOBID, FLUX_JOB_ID, PMIX_NAMESPACE: the first one set),
+ * or "" when none is set. */
+const char *ah_report_job_env(void);
 /* The job id the scheduler or launcher gave this process — SLURM_JOB_ID, TORCHELASTIC_RUN_ID
  * (unless torchrun's "none"), LSB_JOBID, PBS_JOBID, FLUX_JOB_ID, PMIX_NAMESPACE, the first one set —
  * made safe as one path component (ah_report_job_sanitize). Returns 1, or 0 with out "" when none
@@ -122,6 +126,15 @@ int ah_report_job_id(char *out, size_t len);
 /* Copies `id` into out (at most len-1 bytes) as one path component: every byte outside
  * [A-Za-z0-9._-] becomes '_', and "." or ".." become "_". */
 void ah_report_job_sanitize(const char *id, char *out, size_t len);
+
+/* Copies text given by a user or the system (a job id, a host name) into out[len] as valid UTF-8:
+ * each well-formed character is kept, each byte that is not part of one becomes the four ASCII
+ * characters "\xNN", and the copy stops before a character that would not fit whole, so it never
+ * ends inside one. Returns out.
+ *
+ * Note that the report stores what it was given in this form rather than refusing it: a job id
+ * with a stray Latin-1 byte still gets its report, and the byte is visible in it. */
+char *ah_report_text_copy(char *out, size_t len, const char *in);
 
 /* Name of a source ("default", "override", "profile", "tuned"; "?"), and its inverse (-1). */
 const char *ah_report_source_name(int source);

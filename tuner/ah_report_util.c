@@ -148,13 +148,21 @@ void ah_report_job_sanitize(const char *id, char *out, size_t len) {
   if (strcmp(out, ".") == 0 || strcmp(out, "..") == 0) snprintf(out, len, "_");
 }
 
-int ah_report_job_id(char *out, size_t len) {
+const char *ah_report_job_env(void) {
   /* The scheduler before the launcher: torchrun inside a Slurm job names the Slurm job. */
   static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID",
                                      "PBS_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);
     if (!v || !*v || (i == 1 && strcmp(v, "none") == 0)) continue; /* torchrun's default run id */
+    return v;
+  }
+  return "";
+}
+
+int ah_report_job_id(char *out, size_t len) {
+  const char *v = ah_report_job_env();
+  if (*v) {
     ah_report_job_sanitize(v, out, len);
     return 1;
   }
@@ -172,4 +180,50 @@ int ah_report_source_parse(const char *s) {
   for (int i = 0; s && i < 4; i++)
     if (strcmp(s, source_names[i]) == 0) return i;
   return -1;
+}
+
+/* Length of the well-formed UTF-8 character at p (RFC 3629: no overlongs, no surrogates, at most
+ * U+10FFFF), or 0 when p does not start one. */
+static size_t utf8_char_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned lo = 0x80, hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else
+    return 0;
+  if (p[1] < lo || p[1] > hi) return 0;
+  for (size_t i = 2; i < n; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+  return n;
+}
+
+char *ah_report_text_copy(char *out, size_t len, const char *in) {
+  if (!len) return out;
+  const unsigned char *p = (const unsigned char *)in;
+  size_t o = 0;
+  while (*p) {
+    size_t n = utf8_char_len(p);
+    if (n) {
+      if (o + n >= len) break;
+      memcpy(out + o, p, n);
+      o += n;
+      p += n;
+    } else {
+      if (o + 4 >= len) break;
+      snprintf(out + o, len - o, "\\x%02x", *p);
+      o += 4;
+      p++;
+    }
+  }
+  out[o] = 0;
+  return out;
 }

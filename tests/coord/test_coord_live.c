@@ -9,6 +9,7 @@
 #include <check.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -603,6 +604,98 @@ START_TEST(bad_joins_are_refused) {
 }
 END_TEST
 
+/* kB of a /proc/self/status field (VmRSS, VmHWM). */
+static long status_kb(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  size_t n = strlen(field);
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, field, n) && line[n] == ':') kb = atol(line + n + 1);
+  if (f) fclose(f);
+  return kb;
+}
+
+static void *drain(void *arg) {
+  int fd = *(int *)arg;
+  char b[65536];
+  while (read(fd, b, sizeof b) > 0) {
+  }
+  return NULL;
+}
+
+/* An authenticated client sends 10,000 JOINs of forged communicators (each claiming 2^20 ranks,
+ * a 128 KiB bitmap) and 100,000 PUBLISHes over 1,000 of them: the hub's memory stays
+ * bounded, the caps refuse with a rate-limited line, and legitimate clients are still served and
+ * still get their verdict. */
+START_TEST(authenticated_flood_keeps_the_hub_bounded) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(ah_coord_join_rank(a, 90, 2, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(b, 90, 2, 1, NULL), 0);
+  ck_assert_int_eq(verdict_wait(a, 90, 2000), AH_COORD_VERDICT_COMPLETE);
+  long rss0 = status_kb("VmRSS");
+  int fd = raw_authed(0xbad);
+  ck_assert_int_ge(fd, 0);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  pthread_t t;
+  pthread_create(&t, NULL, drain, &fd);
+  enum { JOIN_BYTES = AH_COORD_HDR_BYTES + 48, PUB_BYTES = AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES };
+  static uint8_t buf[1000 * PUB_BYTES];
+  for (int batch = 0; batch < 10; batch++) {
+    for (int i = 0; i < 1000; i++) {
+      uint8_t *f = buf + (size_t)i * JOIN_BYTES;
+      memset(f, 0, JOIN_BYTES); /* since 0, settings digest 0 */
+      ah_coord_hdr_encode(AH_MSG_JOIN, 48, f);
+      ah_coord_put_u64(f + AH_COORD_HDR_BYTES, 0x100000u + (uint64_t)batch * 1000 + (uint64_t)i);
+      ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 8, AH_COORD_MAX_RANKS);
+      ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 12, 0);
+      ah_coord_put_u64(f + AH_COORD_HDR_BYTES + 16, 0);
+    }
+    ck_assert_int_eq(write(fd, buf, 1000 * JOIN_BYTES), 1000 * JOIN_BYTES);
+  }
+  for (int batch = 0; batch < 100; batch++) {
+    for (int i = 0; i < 1000; i++) {
+      uint64_t n = (uint64_t)batch * 1000 + (uint64_t)i;
+      uint8_t *f = buf + (size_t)i * PUB_BYTES;
+      ah_coord_hdr_encode(AH_MSG_PUBLISH, 8 + AH_COORD_KEYSEG_BYTES, f);
+      ah_coord_put_u64(f + AH_COORD_HDR_BYTES, n + 1);
+      ah_key_t k = key_make(0x100000u + n % 1000); /* communicators it created */
+      ah_segment_t sg = seg_make(n);
+      ah_coord_keyseg_pack(&k, &sg, f + AH_COORD_HDR_BYTES + 8);
+    }
+    ck_assert_int_eq(write(fd, buf, sizeof buf), (ssize_t)sizeof buf);
+  }
+  /* a PING answered means every frame before it was handled */
+  uint8_t ping[AH_COORD_HDR_BYTES];
+  ah_coord_hdr_encode(AH_MSG_PING, 0, ping);
+  ck_assert_int_eq(write(fd, ping, sizeof ping), (ssize_t)sizeof ping);
+  ck_assert(log_wait("at most 1024 per client, 4096 per job); its ranks run NCCL's own choices", 10000));
+  ck_assert(log_wait("pending joins of the client", 100));
+  ck_assert(log_wait("refused a segment of comm", 10000));
+  ck_assert(legit_roundtrip(&st, 91)); /* served during the flood */
+  long hwm = status_kb("VmHWM"), rss1 = status_kb("VmRSS");
+  printf("authenticated flood: resident %ld kB before, %ld kB after, peak %ld kB "
+          "(growth bound 24576 kB)\n", rss0, rss1, hwm);
+  fflush(stdout);
+  ck_assert_int_lt(hwm - rss0, 24576);
+  /* a communicator made after the flood is still joined and decided */
+  ck_assert_int_eq(ah_coord_join_rank(a, 92, 2, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(b, 92, 2, 1, NULL), 0);
+  ck_assert_int_eq(verdict_wait(a, 92, 2000), AH_COORD_VERDICT_COMPLETE);
+  ck_assert_int_eq(verdict_wait(b, 92, 2000), AH_COORD_VERDICT_COMPLETE);
+  shutdown(fd, SHUT_RDWR);
+  pthread_join(t, NULL);
+  close(fd);
+  ah_coord_client_close(b);
+  ah_coord_client_close(a);
+}
+END_TEST
+
 /* A fake hub that completes the handshake, then sends a VERDICT with an unknown value and a good
  * one: the client refuses the first with one log line and keeps the second. */
 static int fake_lfd;
@@ -642,6 +735,90 @@ START_TEST(bad_verdict_is_refused_by_the_client) {
 }
 END_TEST
 
+/* A fake hub whose HELLO (first connection) or WELCOME (second) has an oversized length prefix:
+ * the client must refuse it naming the length, never a type read from a header it refused. */
+static int oversize_lfd;
+static void *oversize_hub(void *arg) {
+  (void)arg;
+  for (int round = 0; round < 2; round++) {
+    int fd = accept(oversize_lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    uint8_t hello[AH_COORD_HDR_BYTES + 32] = {0}, auth[AH_COORD_HDR_BYTES + 72],
+            wel[AH_COORD_HDR_BYTES + 40] = {0};
+    ah_coord_hdr_encode(AH_MSG_HELLO, round == 0 ? 4096 : 32, hello);
+    if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto next;
+    if (round == 1) {
+      size_t got = 0;
+      while (got < sizeof auth) {
+        ssize_t r = read(fd, auth + got, sizeof auth - got);
+        if (r <= 0) goto next;
+        got += (size_t)r;
+      }
+      ah_coord_hdr_encode(AH_MSG_WELCOME, 70000, wel);
+      if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) goto next;
+    }
+    sleep_ms(300);
+  next:
+    close(fd);
+  }
+  return NULL;
+}
+
+START_TEST(oversized_handshake_frames_are_refused_by_name) {
+  ah_coord_stamp_t fake = fake_hub_listen(&oversize_lfd);
+  pthread_t t;
+  pthread_create(&t, NULL, oversize_hub, NULL);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.connect_ms = 2000;
+  ck_assert_ptr_null(ah_coord_client_open(&fake, NULL, &o, NULL, NULL));
+  ck_assert(log_wait("bad HELLO from the hub: oversized frame: length prefix 4096", 2000));
+  ck_assert_ptr_null(ah_coord_client_open(&fake, NULL, &o, NULL, NULL));
+  ck_assert(log_wait("bad WELCOME from the hub: oversized frame: length prefix 70000", 2000));
+  ck_assert_ptr_null(strstr(log_text(), "wrong type"));
+  pthread_join(t, NULL);
+  close(oversize_lfd);
+}
+END_TEST
+
+/* Sums N over the "N more refusals like the last were not logged" lines of the captured log. */
+static int suppressed_total(const char *text) {
+  int total = 0;
+  for (const char *p = text; (p = strstr(p, " more refusals like the last were not logged"));
+       p++) {
+    const char *q = p;
+    while (q > text && q[-1] >= '0' && q[-1] <= '9') q--;
+    total += atoi(q);
+  }
+  return total;
+}
+
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)); p++) n++;
+  return n;
+}
+
+START_TEST(burst_of_refusals_logs_its_count) {
+  for (int i = 0; i < 29; i++) {
+    int fd = raw_connect(&st);
+    ck_assert_int_ge(fd, 0);
+    uint8_t f[AH_COORD_HDR_BYTES] = {0};
+    ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
+    f[4] = 0x55;
+    ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
+    close(fd);
+  }
+  /* No refusal follows the burst: the count must still be logged, within about a second. */
+  ck_assert(log_wait("more refusals like the last were not logged", 3000));
+  sleep_ms(100);
+  const char *t = log_text();
+  int shown = count_of(t, "wrong protocol version 85");
+  ck_assert_int_ge(shown, 5);
+  ck_assert_int_eq(shown + suppressed_total(t), 29);
+}
+END_TEST
+
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
   Suite *s = suite_create("coord_live");
@@ -668,6 +845,9 @@ int main(void) {
   tcase_add_test(tc, verdict_mismatch_names_the_ranks_and_the_settings);
   tcase_add_test(tc, bad_joins_are_refused);
   tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
+  tcase_add_test(tc, oversized_handshake_frames_are_refused_by_name);
+  tcase_add_test(tc, burst_of_refusals_logs_its_count);
+  tcase_add_test(tc, authenticated_flood_keeps_the_hub_bounded);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

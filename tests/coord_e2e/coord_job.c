@@ -45,6 +45,7 @@ static long iters = 2000, cut_at = -1, exit_at = -1;
 static double delay_prob = 0.02, delay_us = 2000;
 static ncclUniqueId id;
 static int hub_port, unstamp, unreachable = -1, no_autoha = -1, id_proc;
+static const char *id_file; /* --id-file: the id process writes the id and its pid there (attack tests) */
 
 typedef struct {
   int rank;
@@ -166,6 +167,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--unreachable")) unreachable = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--no-autoha")) no_autoha = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--id-proc")) id_proc = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--id-file")) id_file = argv[i + 1];
     else {
       fprintf(stderr, "coord_job: unknown option '%s'\n", argv[i]);
       return 2;
@@ -191,6 +193,15 @@ int main(int argc, char **argv) {
   if (proc == id_proc && ncclGetUniqueId(&id) != ncclSuccess) return 1;
   if (proc == id_proc && unstamp) memset(id.internal + 64, 0, 64);
   if (ncclsimExchangeUniqueId("coordjob", proc == id_proc, &id) != 0) return 1;
+  if (proc == id_proc && id_file) { /* written whole, then renamed: a reader never sees half */
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s.tmp", id_file);
+    FILE *f = fopen(tmp, "wb");
+    int pid = (int)getpid();
+    if (!f || fwrite(id.internal, 1, 128, f) != 128 || fwrite(&pid, sizeof pid, 1, f) != 1 ||
+        fclose(f) != 0 || rename(tmp, id_file) != 0)
+      return 1;
+  }
   const unsigned char *tail = (const unsigned char *)id.internal + 64;
   hub_port = (tail[6] << 8) | tail[7];
   rank_state_t st[64];

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ah_coord_internal.h"
+
 static char outdir[256];
 
 static int free_port(void) {
@@ -396,6 +398,148 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
 }
 END_TEST
 
+/* ---- an authenticated client flooding the hub of a running job (issue 18 #4) ---- */
+
+static long proc_status_kb(int pid, const char *field) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  FILE *f = fopen(path, "r");
+  long kb = -1;
+  size_t n = strlen(field);
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, field, n) && line[n] == ':') kb = atol(line + n + 1);
+  if (f) fclose(f);
+  return kb;
+}
+
+static void *drain_fd(void *arg) {
+  int fd = *(int *)arg;
+  char b[65536];
+  while (read(fd, b, sizeof b) > 0) {
+  }
+  return NULL;
+}
+
+/* Completes the handshake as client `id` with the job's secret. Returns the fd (blocking) or -1. */
+static int authed_connect(const ah_coord_stamp_t *st, uint64_t id) {
+  int fd = hub_connect();
+  if (fd < 0) return -1;
+  uint8_t hello[40], auth[80], wel[48];
+  if (read(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto fail;
+  ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
+  memset(auth + 8, 0x6b, 32);
+  ah_coord_put_u64(auth + 40, id);
+  if (ah_coord_mac(st->secret, "autoha-client", hello + 8, auth + 8, id, auth + 48) != 0 ||
+      send(fd, auth, sizeof auth, MSG_NOSIGNAL) != (ssize_t)sizeof auth)
+    goto fail;
+  size_t got = 0;
+  while (got < sizeof wel) {
+    ssize_t r = read(fd, wel + got, sizeof wel - got);
+    if (r <= 0) goto fail;
+    got += (size_t)r;
+  }
+  return fd;
+fail:
+  close(fd);
+  return -1;
+}
+
+START_TEST(authenticated_flood_beside_a_tuned_job) {
+  char idpath[400];
+  const char *args[] = {"--iters", "5000", "--delay-prob", "0.1", "--delay-us", "2000", "--id-file",
+                        NULL, NULL};
+  /* the id file lives beside the job's output, which start_job creates: name it after the fact */
+  static char idarg[400];
+  snprintf(idarg, sizeof idarg, "/tmp/coord_e2e_id_%d", (int)getpid());
+  args[7] = idarg;
+  snprintf(idpath, sizeof idpath, "%s", idarg);
+  unlink(idpath);
+  double t0 = now_s();
+  pid_t pid = start_job(8, args);
+  uint8_t idbuf[128 + sizeof(int)];
+  FILE *f = NULL;
+  while (now_s() - t0 < 60 && !(f = fopen(idpath, "rb"))) sleep_ms(20);
+  ck_assert_msg(f != NULL, "the job never wrote its id to %s", idpath);
+  ck_assert_int_eq(fread(idbuf, 1, sizeof idbuf, f), sizeof idbuf);
+  fclose(f);
+  unlink(idpath);
+  int hub_pid;
+  memcpy(&hub_pid, idbuf + 128, sizeof hub_pid);
+  ah_coord_stamp_t st;
+  ck_assert_int_eq(ah_coord_stamp_read(idbuf, &st), 0);
+  ck_assert_int_eq(st.port, job_port);
+  sleep_ms(500); /* the job's ranks have joined their communicator */
+  long rss0 = proc_status_kb(hub_pid, "VmRSS"), peak = rss0;
+  int fd = authed_connect(&st, 0xa77ac4);
+  ck_assert_int_ge(fd, 0);
+  pthread_t t;
+  pthread_create(&t, NULL, drain_fd, &fd);
+  enum { JB = 8 + 48, PB = 8 + 8 + AH_COORD_KEYSEG_BYTES };
+  static uint8_t buf[1000 * PB];
+  for (int batch = 0; batch < 10; batch++) {
+    for (int i = 0; i < 1000; i++) {
+      uint8_t *p = buf + (size_t)i * JB;
+      memset(p, 0, JB); /* since 0, settings digest 0 */
+      ah_coord_hdr_encode(AH_MSG_JOIN, 48, p);
+      ah_coord_put_u64(p + 8, 0xf00d000000ull + (uint64_t)batch * 1000 + (uint64_t)i);
+      ah_coord_put_u32(p + 16, AH_COORD_MAX_RANKS);
+      ah_coord_put_u32(p + 20, 0);
+      ah_coord_put_u64(p + 24, 0);
+    }
+    ck_assert_int_eq(send(fd, buf, 1000 * JB, MSG_NOSIGNAL), 1000 * JB);
+    long kb = proc_status_kb(hub_pid, "VmRSS");
+    if (kb > peak) peak = kb;
+  }
+  for (int batch = 0; batch < 100; batch++) {
+    for (int i = 0; i < 1000; i++) {
+      uint64_t n = (uint64_t)batch * 1000 + (uint64_t)i;
+      uint8_t *p = buf + (size_t)i * PB;
+      ah_coord_hdr_encode(AH_MSG_PUBLISH, 8 + AH_COORD_KEYSEG_BYTES, p);
+      ah_coord_put_u64(p + 8, n + 1);
+      ah_key_t k = {.comm = 0xf00d000000ull + n % 1000, .coll = 0, .bin = 20};
+      ah_segment_t sg;
+      memset(&sg, 0, sizeof sg);
+      sg.first = n;
+      sg.count = 1;
+      sg.config.algo = 1;
+      sg.config.proto = 2;
+      sg.config.ndims = 1;
+      sg.config.res[0] = 4;
+      ah_coord_keyseg_pack(&k, &sg, p + 16);
+    }
+    ck_assert_int_eq(send(fd, buf, sizeof buf, MSG_NOSIGNAL), (ssize_t)sizeof buf);
+    long kb = proc_status_kb(hub_pid, "VmRSS");
+    if (kb > peak) peak = kb;
+  }
+  uint8_t ping[8];
+  ah_coord_hdr_encode(AH_MSG_PING, 0, ping);
+  ck_assert_int_eq(send(fd, ping, sizeof ping, MSG_NOSIGNAL), 8);
+  for (int i = 0; i < 20; i++) { /* the hub works through what is queued */
+    sleep_ms(100);
+    long kb = proc_status_kb(hub_pid, "VmRSS");
+    if (kb > peak) peak = kb;
+  }
+  long hwm = proc_status_kb(hub_pid, "VmHWM");
+  printf("authenticated flood (10,000 JOINs, 100,000 PUBLISHes) on the hub of an 8-process job: "
+         "hub process resident %ld kB before, peak %ld kB sampled, VmHWM %ld kB (bound: +32768 kB)\n",
+         rss0, peak, hwm);
+  fflush(stdout);
+  shutdown(fd, SHUT_RDWR);
+  pthread_join(t, NULL);
+  close(fd);
+  ck_assert_int_gt(rss0, 0);
+  ck_assert_int_lt(peak - rss0, 32768);
+  const char *out;
+  int rc = wait_job(pid, &out);
+  fprintf(stderr, "job beside the flood: exit %d after %.1f s\n", rc, now_s() - t0);
+  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  ck_assert_int_eq(count_lines(out, ": 15000 calls, 0 failed, 0 wrong results"), 8);
+  ck_assert_msg(strstr(out, "at most 1024 per client, 4096 per job); its ranks run NCCL's own choices") != NULL,
+                "no cap refusal in:\n%.3000s", out);
+  check_reports(8, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coord_e2e");
   TCase *tc = tcase_create("jobs");
@@ -414,6 +558,7 @@ int main(void) {
   TCase *ta = tcase_create("attacks");
   tcase_set_timeout(ta, 280);
   tcase_add_test(ta, attacks_on_a_running_jobs_hub_are_refused);
+  tcase_add_test(ta, authenticated_flood_beside_a_tuned_job);
   suite_add_tcase(s, ta);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -598,6 +598,68 @@ static void remove_dir(void) {
   dir[0] = 0;
 }
 
+/* Issue 18 #1: a job id with an invalid byte, or one cut inside a multi-byte character, still
+ * gets its report (valid JSON, the byte shown as \xNN, never half a character); a loaded report's
+ * mode is one of the three modes or the report is refused naming it. */
+START_TEST(non_utf8_text_still_reports) {
+  build_report();
+  snprintf(rep.job, sizeof rep.job, "job-\xff-\xc3\xa9");
+  char *text = ah_report_to_string(&rep);
+  ck_assert_ptr_nonnull(text);
+  ah_report_t *back = NULL;
+  char err[256];
+  ck_assert_int_eq(ah_report_parse(text, &back, err, sizeof err), 0);
+  ck_assert_str_eq(back->job, "job-\\xff-\xc3\xa9");
+  ah_report_free(back);
+  free(text);
+  /* a two-byte character cut by the old fixed-size copy: its lead byte alone at the end */
+  memset(rep.job, 'j', sizeof rep.job);
+  rep.job[sizeof rep.job - 2] = (char)0xc3;
+  rep.job[sizeof rep.job - 1] = 0;
+  text = ah_report_to_string(&rep);
+  ck_assert_ptr_nonnull(text);
+  free(text);
+  /* copies stop before a character that does not fit whole */
+  char small[6];
+  ck_assert_str_eq(ah_report_text_copy(small, sizeof small, "abcd\xc3\xa9"), "abcd");
+  ck_assert_str_eq(ah_report_text_copy(small, sizeof small, "a\xe2\x82\xac" "b"), "a\xe2\x82\xac" "b");
+  ck_assert_str_eq(ah_report_text_copy(small, sizeof small, "ab\xed\xa0\x80"), "ab");
+  /* a 300-byte job id loaded back is cut at a character boundary and can be written again */
+  build_report();
+  char *orig = ah_report_to_string(&rep);
+  ck_assert_ptr_nonnull(orig);
+  char longjob[400];
+  memset(longjob, 'x', 254);
+  for (int i = 254; i < 300; i += 2) longjob[i] = (char)0xc3, longjob[i + 1] = (char)0xa9;
+  longjob[300] = 0;
+  char *jobat = strstr(orig, "\"job-42\"");
+  ck_assert_ptr_nonnull(jobat);
+  char *doc = malloc(strlen(orig) + 400);
+  snprintf(doc, strlen(orig) + 400, "%.*s\"%s\"%s", (int)(jobat - orig), orig, longjob,
+           jobat + strlen("\"job-42\""));
+  ck_assert_int_eq(ah_report_parse(doc, &back, err, sizeof err), 0);
+  ck_assert_uint_eq(strlen(back->job), 254); /* 255 would split the first é */
+  text = ah_report_to_string(back);
+  ck_assert_ptr_nonnull(text);
+  free(text);
+  ah_report_free(back);
+  /* mode: one of the three, or refused by name */
+  const char *modes[] = {"\"bogus\"", "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"", "7"};
+  const char *want[] = {"mode: 'bogus' is not a mode", "is not a mode (expected observe, fixed or tune)",
+                        "mode: '(not a string)' is not a mode"};
+  for (int i = 0; i < 3; i++) {
+    char *modeat = strstr(orig, "\"tune\"");
+    ck_assert_ptr_nonnull(modeat);
+    snprintf(doc, strlen(orig) + 400, "%.*s%s%s", (int)(modeat - orig), orig, modes[i],
+             modeat + strlen("\"tune\""));
+    ck_assert_int_eq(ah_report_parse(doc, &back, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, want[i]) != NULL, "error '%s' lacks '%s'", err, want[i]);
+  }
+  free(doc);
+  free(orig);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tuner_report");
   TCase *tc = tcase_create("report");
@@ -612,6 +674,7 @@ int main(void) {
   tcase_add_test(tc, malformed_reports);
   tcase_add_test(tc, profile_load);
   tcase_add_test(tc, truncated_reports);
+  tcase_add_test(tc, non_utf8_text_still_reports);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,25 @@
+/* Fuzz target: the coordinator's wire decoders without sockets — a stream of frames as the hub's
+ * and the client's readers cut it (header check, then the payload of the exact length), each
+ * payload through the decoder its type uses (key + segment, verdict, u64 fields). */
+#include "ah_coord_internal.h"
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char err[256];
+  size_t off = 0;
+  while (size - off >= AH_COORD_HDR_BYTES) {
+    ah_coord_hdr_t h;
+    if (ah_coord_hdr_decode(data + off, &h, err, sizeof err) != 0) break;
+    off += AH_COORD_HDR_BYTES;
+    if (size - off < h.len) break;
+    const uint8_t *p = data + off;
+    ah_key_t k;
+    ah_segment_t s;
+    if (h.type == AH_MSG_PUBLISH || h.type == AH_MSG_SEGMENT)
+      ah_coord_keyseg_unpack(p + 8, &k, &s, err, sizeof err);
+    else if (h.len >= 8)
+      (void)ah_coord_get_u64(p);
+    off += h.len;
+  }
+  return 0;
+}
