@@ -42,15 +42,25 @@ typedef void (*ah_coord_deliver_fn)(void *arg, const ah_key_t *key, const ah_seg
 
 typedef struct ah_coord ah_coord_t;
 
-/* Starts this process's hub (idempotent), listening on the address AUTOHA_COORD_ADDR names or on
- * this host's first non-loopback address (loopback when none), with a fresh random secret.
- * Fills the stamp to write into the unique id. Returns 0, or -1 after logging why. */
-int ah_coord_hub_start(ah_coord_stamp_t *stamp_p);
+/* What the process-wide hub and connections are set up with: the caller's typed settings (the
+ * shim passes AUTOHA_COORD_ADDR and AUTOHA_COORD_JOIN_S as its environment table parsed them); the
+ * coordinator reads no environment itself. */
+typedef struct {
+  const char *addr;  /* "host:port" (port 1..65535): where the hub listens, and where clients
+                      * connect instead of the stamp's address (NAT); NULL or "" for neither */
+  double join_s;     /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: the default, 30 s */
+} ah_coord_setup_t;
+
+/* Starts this process's hub (idempotent), listening on setup->addr or on this host's first
+ * non-loopback address (loopback when none), with a fresh random secret. Fills the stamp to write
+ * into the unique id. Returns 0, or -1 after logging why. */
+int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p);
 
 /* Connects this process to the hub of a stamp (idempotent per stamp), authenticates, and starts
  * the I/O thread. deliver is called for every segment of every communicator joined. Returns the
  * process's coordinator, or NULL after logging why (the caller falls back to pass-through). */
-ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn deliver, void *arg);
+ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, const ah_coord_setup_t *setup,
+                             ah_coord_deliver_fn deliver, void *arg);
 
 /* Whether a communicator spanning processes may run autoha's choices: the hub decides once per
  * communicator and tells every process joined to it. COMPLETE: all nranks ranks joined with the

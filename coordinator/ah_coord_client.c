@@ -852,7 +852,8 @@ static void connect_atfork_child(void) {
 
 static void connect_atfork_register(void) { pthread_atfork(NULL, NULL, connect_atfork_child); }
 
-ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn deliver, void *arg) {
+ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, const ah_coord_setup_t *setup,
+                             ah_coord_deliver_fn deliver, void *arg) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, connect_atfork_register);
   pthread_mutex_lock(&connect_mu);
@@ -862,12 +863,7 @@ ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, ah_coord_deliver_fn 
   if (!c) {
     ah_coord_client_opts_t o;
     ah_coord_client_opts_default(&o);
-    const char *env = getenv("AUTOHA_COORD_ADDR");
-    const char *addr = NULL;
-    if (env && *env) {
-      const char *colon = strrchr(env, ':');
-      if (colon && strtol(colon + 1, NULL, 10) > 0) addr = env;
-    }
+    const char *addr = setup && setup->addr && *setup->addr ? setup->addr : NULL;
     c = ah_coord_client_open(stamp, addr, &o, deliver, arg);
     if (c) {
       c->next = connect_list;

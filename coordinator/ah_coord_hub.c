@@ -31,7 +31,6 @@
 #include "ah_uthash.h"
 
 #include "ah_coord_internal.h"
-#include "ah_env.h"
 #include "ah_log.h"
 
 #define FRAME_SEGMENT_BYTES (AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES)
@@ -162,7 +161,7 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->idle_ms = 30000;
   o_p->max_pending = 256;
   o_p->max_outbuf = 64u << 20;
-  o_p->join_ms = 30000; /* AUTOHA_COORD_JOIN_S's default; ah_coord_hub_start applies the variable */
+  o_p->join_ms = 30000; /* AUTOHA_COORD_JOIN_S's default; ah_coord_hub_start applies the setup's */
   o_p->max_comms = 4096;
   o_p->max_client_comms = 1024;
   o_p->max_pending_joins = 1024;
@@ -981,13 +980,13 @@ static void hub_atfork_child(void) {
 
 static void hub_atfork_register(void) { pthread_atfork(NULL, NULL, hub_atfork_child); }
 
-int ah_coord_hub_start(ah_coord_stamp_t *stamp_p) {
+int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, hub_atfork_register);
   pthread_mutex_lock(&hub_once_mu);
   if (!hub_once) {
     uint8_t secret[16];
-    const char *env = getenv("AUTOHA_COORD_ADDR");
+    const char *env = setup ? setup->addr : NULL;
     if (ah_coord_random(secret, sizeof secret) != 0) {
       ah_log(AH_LOG_ERROR, "coordinator hub: no random bytes for the job secret (RAND_bytes "
              "failed)");
@@ -998,12 +997,12 @@ int ah_coord_hub_start(ah_coord_stamp_t *stamp_p) {
       int use = env && *env;
       if (use && ah_coord_net_addr_parse(err, env, &ss, &sl) != AH_NET_OK) use = 0;
       else if (use && ((struct sockaddr_in *)&ss)->sin_port == 0) use = 0; /* same port for v6 */
-      if (env && *env && !use) /* the environment table already reported the value as invalid */
-        ah_log(AH_LOG_INFO, "coordinator hub: AUTOHA_COORD_ADDR '%s' not used (expected host:port "
-               "with a port in 1..65535); listening on this host's address", env);
+      if (env && *env && !use)
+        ah_log(AH_LOG_INFO, "coordinator hub: address '%s' not used (expected host:port with a port "
+               "in 1..65535); listening on this host's address", env);
       ah_coord_hub_opts_t o;
       ah_coord_hub_opts_default(&o);
-      o.join_ms = (int)(ah_env_settings()->coord_join_s * 1000.0 + 0.5);
+      if (setup && setup->join_s > 0) o.join_ms = (int)(setup->join_s * 1000.0 + 0.5);
       if (o.join_ms < 1) o.join_ms = 1;
       hub_once = ah_coord_hub_open(use ? env : NULL, secret, &o, &hub_once_stamp);
     }

@@ -143,11 +143,20 @@ static void hooks_install(void) {
   ah_shim_set_coord_hooks(&h);
 }
 
+/* The coordinator's setup, from the settings the environment table parsed (one parser for each
+ * variable: the coordinator reads no environment). */
+static ah_coord_setup_t coord_setup(void) {
+  const ah_settings_t *s = ah_shim.settings;
+  ah_coord_setup_t setup = {s ? s->coord_addr : NULL, s ? s->coord_join_s : 0};
+  return setup;
+}
+
 void ah_shim_coord_stamp(ncclUniqueId *id) {
   ah_shim_init();
   if (!ah_shim.enabled || !id) return;
   ah_coord_stamp_t st;
-  if (ah_coord_hub_start(&st) != 0) {
+  ah_coord_setup_t setup = coord_setup();
+  if (ah_coord_hub_start(&setup, &st) != 0) {
     AH_LOG_CAPPED(1, AH_LOG_WARN, "no coordinator hub: communicators spanning processes are not tuned");
     return;
   }
@@ -161,7 +170,8 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   ah_coord_stamp_t st;
   ah_coord_t *c = NULL;
   int stamped = ah_coord_stamp_read((const unsigned char *)id->internal, &st) == 0;
-  if (stamped) c = ah_coord_connect(&st, ah_shim_deliver, NULL);
+  ah_coord_setup_t setup = coord_setup();
+  if (stamped) c = ah_coord_connect(&st, &setup, ah_shim_deliver, NULL);
   pthread_mutex_lock(&map_lock);
   map_put(comm, c, stamped);
   int seen = 0;

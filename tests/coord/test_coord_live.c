@@ -309,15 +309,15 @@ END_TEST
 START_TEST(forked_child_connects_afresh) {
   static rec_t rp, rc;
   rec_init(&rp), rec_init(&rc);
-  ah_coord_t *c = ah_coord_connect(&st, rec_deliver, &rp);
+  ah_coord_t *c = ah_coord_connect(&st, NULL, rec_deliver, &rp);
   ck_assert_ptr_nonnull(c);
-  ck_assert_ptr_eq(ah_coord_connect(&st, rec_deliver, &rp), c); /* one per stamp */
+  ck_assert_ptr_eq(ah_coord_connect(&st, NULL, rec_deliver, &rp), c); /* one per stamp */
   ck_assert_int_eq(ah_coord_join_rank(c, 41, 2, 0, NULL), 0);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) { /* the copied coordinator has no I/O thread: gone; a new one works */
     if (ah_coord_alive(c)) _exit(10);
-    ah_coord_t *c2 = ah_coord_connect(&st, rec_deliver, &rc);
+    ah_coord_t *c2 = ah_coord_connect(&st, NULL, rec_deliver, &rc);
     if (!c2 || c2 == c) _exit(11);
     ah_key_t k = key_make(41);
     ah_segment_t sg = seg_make(0);

@@ -1,7 +1,13 @@
 # The layer rule of tuner/ (docs/architecture.md, STYLE.md): its static library calls nothing from
 # NCCL, CUDA or the socket API, so every piece can be unit-tested alone and the hot path stays
 # free of I/O. Fails naming each forbidden undefined symbol.
-# Usage: cmake -DNM=nm -DLIB=libautoha_tuner.a -P layer_symbols.cmake
+# Usage: cmake -DNM=nm -DLIB=libautoha_tuner.a [-DFORBID=regex -DRULE=text] -P layer_symbols.cmake
+# (FORBID and RULE give another folder's rule: coordinator/ reads no environment and calls no NCCL,
+# CUDA or verbs.)
+if(NOT FORBID)
+  set(FORBID "^(nccl|cuda|cu[A-Z]|cublas|ibv_|mlx5|socket$|connect$|bind$|listen$|accept4?$|send|recv|getaddrinfo$|freeaddrinfo$|epoll_|poll$|select$|setsockopt$|getsockopt$|shutdown$)")
+  set(RULE "tuner/ must not use NCCL, CUDA, verbs or sockets")
+endif()
 execute_process(COMMAND ${NM} -u --format=posix ${LIB} OUTPUT_VARIABLE _out RESULT_VARIABLE _rc)
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "${NM} -u ${LIB} failed")
@@ -17,7 +23,7 @@ foreach(_l IN LISTS _lines)
   string(REGEX REPLACE " U.*" "" _sym "${_m}")
   string(REGEX REPLACE "@.*" "" _sym "${_sym}")
   math(EXPR _count "${_count} + 1")
-  if(_sym MATCHES "^(nccl|cuda|cu[A-Z]|cublas|ibv_|mlx5|socket$|connect$|bind$|listen$|accept4?$|send|recv|getaddrinfo$|freeaddrinfo$|epoll_|poll$|select$|setsockopt$|getsockopt$|shutdown$)")
+  if(_sym MATCHES "${FORBID}")
     list(APPEND _bad ${_sym})
   endif()
 endforeach()
@@ -26,6 +32,6 @@ if(_count EQUAL 0)
 endif()
 if(_bad)
   list(REMOVE_DUPLICATES _bad)
-  message(FATAL_ERROR "tuner/ must not use NCCL, CUDA, verbs or sockets; undefined: ${_bad}")
+  message(FATAL_ERROR "${RULE}; undefined: ${_bad}")
 endif()
 message(STATUS "${_count} undefined symbol references, none from NCCL, CUDA or sockets")
