@@ -30,6 +30,32 @@ static AH_TLS_HOT int simulating;
 
 void ah_shim_simulating(int on) { simulating = on; }
 
+/* Counts a call in its key: returns its call index and the call's bytes per rank. */
+static inline uint64_t call_count(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call,
+                                  size_t *bytes_per_rank_p) {
+  uint64_t index = ck->next;
+  __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
+  size_t b = call->nbytes;
+  if ((call->coll == AH_FUNC_ALLGATHER || call->coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1) b /= (size_t)c->nranks;
+  if (b < ck->bytes_min) ck->bytes_min = b;
+  if (b > ck->bytes_max) ck->bytes_max = b;
+  *bytes_per_rank_p = b;
+  return index;
+}
+
+/* Hands a segment's configuration to NCCL, and its chunk to a v6 getChunkSize that follows. */
+static inline void decision_apply(ah_decision_t *d, ah_comm_t *c, const ah_call_t *call, const ah_segment_t *seg) {
+  d->algo = seg->config.algo;
+  d->proto = seg->config.proto;
+  if (seg->config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg->config.res[AH_DIM_NCHANNELS];
+  if (seg->config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg->config.res[AH_DIM_CHUNK];
+  d->source = seg->source;
+  last_decision.c = c;
+  last_decision.coll = call->coll;
+  last_decision.nbytes = call->nbytes;
+  last_decision.chunk = d->chunk;
+}
+
 /* A simulated bucket: the configuration the next real call of its key would get, if committed;
  * nothing is counted, waited for or recorded. */
 static void decide_peek(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
@@ -39,15 +65,7 @@ static void decide_peek(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   if (!ck || c->ctl == AH_CTL_OBSERVE || !ah_sched_lookup(ck->ks->sched, ck->next, &seg) ||
       ah_config_is_keep(&seg.config) || (!call->table && !ah_config_allowed_call(&seg.config, call)))
     return;
-  d->algo = seg.config.algo;
-  d->proto = seg.config.proto;
-  if (seg.config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg.config.res[AH_DIM_NCHANNELS];
-  if (seg.config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg.config.res[AH_DIM_CHUNK];
-  d->source = seg.source;
-  last_decision.c = c;
-  last_decision.coll = call->coll;
-  last_decision.nbytes = call->nbytes;
-  last_decision.chunk = d->chunk;
+  decision_apply(d, c, call, &seg);
 }
 
 /* A bucket issued into a stream being captured into a CUDA graph: every launch of the graph replays
@@ -59,13 +77,8 @@ static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *
   int bin = ah_shim_bin(call->coll, call->nbytes, c->nranks);
   ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[call->coll][bin], __ATOMIC_ACQUIRE);
   if (!ck && !(ck = ah_shim_key_create(c, call->coll, bin, call))) return;
-  uint64_t index = ck->next;
-  __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED);
-  size_t bytes_per_rank = call->nbytes;
-  if ((call->coll == AH_FUNC_ALLGATHER || call->coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1)
-    bytes_per_rank /= (size_t)c->nranks;
-  if (bytes_per_rank < ck->bytes_min) ck->bytes_min = bytes_per_rank;
-  if (bytes_per_rank > ck->bytes_max) ck->bytes_max = bytes_per_rank;
+  size_t bytes_per_rank;
+  uint64_t index = call_count(c, ck, call, &bytes_per_rank);
   ck->captured++;
   d->ck = ck;
   d->index = index;
@@ -74,15 +87,7 @@ static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *
       !(ah_sched_lookup(ck->ks->sched, index, &seg) || ah_shim_resolve(c, ck, index, call, &seg)) ||
       seg.count != AH_SCHED_FOREVER || ah_config_is_keep(&seg.config) || !ah_config_allowed_call(&seg.config, call))
     return; /* NCCL's choice */
-  d->algo = seg.config.algo;
-  d->proto = seg.config.proto;
-  if (seg.config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg.config.res[AH_DIM_NCHANNELS];
-  if (seg.config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg.config.res[AH_DIM_CHUNK];
-  d->source = seg.source;
-  last_decision.c = c;
-  last_decision.coll = call->coll;
-  last_decision.nbytes = call->nbytes;
-  last_decision.chunk = d->chunk;
+  decision_apply(d, c, call, &seg);
 }
 
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
@@ -107,12 +112,8 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   int bin = ah_shim_bin(coll, call->nbytes, c->nranks);
   ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
   if (__builtin_expect(!ck, 0) && !(ck = ah_shim_key_create(c, coll, bin, call))) return;
-  uint64_t index = ck->next;
-  __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
-  size_t bytes_per_rank = call->nbytes;
-  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1) bytes_per_rank /= (size_t)c->nranks;
-  if (bytes_per_rank < ck->bytes_min) ck->bytes_min = bytes_per_rank;
-  if (bytes_per_rank > ck->bytes_max) ck->bytes_max = bytes_per_rank;
+  size_t bytes_per_rank;
+  uint64_t index = call_count(c, ck, call, &bytes_per_rank);
   d->ck = ck;
   d->index = index;
 
@@ -144,16 +145,8 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       uint32_t gen = ck->seg_nccl ? 0 : ck->gen;
       if (ck->seg_nccl) ck->nccl_default.calls++;
       else ck->applied.calls++;
-      d->algo = seg.config.algo;
-      d->proto = seg.config.proto;
-      if (seg.config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg.config.res[AH_DIM_NCHANNELS];
-      if (seg.config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg.config.res[AH_DIM_CHUNK];
-      d->source = seg.source;
+      decision_apply(d, c, call, &seg);
       ck->source = seg.source;
-      last_decision.c = c;
-      last_decision.coll = coll;
-      last_decision.nbytes = call->nbytes;
-      last_decision.chunk = d->chunk;
       if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
       return;
     }
