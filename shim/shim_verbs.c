@@ -93,21 +93,19 @@ static ah_path_tc_rules_t comm_rules; /* AUTOHA_QP_TC_COMM, validated by the env
 static int comm_rules_ok;
 
 static void policy_init(void) {
-  /* The env table (tuner/ah_env.c) has validated every AUTOHA_QP* value and logged the bad ones;
-   * the policy gets the values that parsed. AUTOHA_QP_TC goes over as text because dscp=N keeps
-   * NCCL's ECN bits where a number does not. */
+  /* The env table (tuner/ah_env.c) parsed every AUTOHA_QP* value and logged the bad ones; the
+   * policy takes the typed values. */
   const ah_settings_t *env = ah_env_settings();
-  char host[256] = "", sport[AH_ENV_PATH_MAX + 8] = "off";
+  char host[256] = "";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  if (env->qp_sport == AH_QP_SPORT_SPREAD) snprintf(sport, sizeof sport, "spread");
-  else if (env->qp_sport == AH_QP_SPORT_PLAN) snprintf(sport, sizeof sport, "plan");
-  else if (env->qp_sport == AH_QP_SPORT_FILE) snprintf(sport, sizeof sport, "file:%s", env->qp_sport_file);
   ah_path_settings_t s = {
-      .qp = env->enable && env->qp ? "on" : "off",
-      .sport = sport,
-      .tc = env->qp_tc >= 0 ? getenv("AUTOHA_QP_TC") : NULL,
+      .on = env->enable && env->qp,
+      .sport = env->qp_sport,
+      .sport_file = env->qp_sport_file,
+      .tc = env->qp_tc,
+      .tc_is_dscp = env->qp_tc_dscp,
       .topo = env->qp_topo,
-      .method = env->qp_method == 1 ? "mlx5dv" : "label",
+      .method = env->qp_method == 1 ? AH_PATH_METHOD_MLX5DV : AH_PATH_METHOD_LABEL,
       .host = host,
   };
   char why[256];

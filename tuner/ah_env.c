@@ -328,7 +328,7 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
   case AH_ENV_QP_SPORT: {
     static const char *const modes[] = {"off", "spread", "file", "plan"};
     for (int i = 0; i < 4; i++) {
-      if (i != AH_QP_SPORT_FILE && strcasecmp(value, modes[i]) == 0) {
+      if (i != AH_PATH_SPORT_FILE && strcasecmp(value, modes[i]) == 0) {
         s_p->qp_sport = i;
         s_p->qp_sport_file[0] = 0;
         return 0;
@@ -339,24 +339,16 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
         snprintf(why, sizeof why, "path longer than %zu characters", sizeof s_p->qp_sport_file - 1);
         break;
       }
-      s_p->qp_sport = AH_QP_SPORT_FILE;
+      s_p->qp_sport = AH_PATH_SPORT_FILE;
       return 0;
     }
     break;
   }
   case AH_ENV_TC: {
-    long long n;
-    if (strcasecmp(value, "nccl") == 0) {
-      *(int *)field_of(v, s_p) = -1;
-      return 0;
-    }
-    if (strncasecmp(value, "dscp=", 5) == 0) {
-      if (parse_long(value + 5, &n) != 0 || n < 0 || n > 63) break;
-      *(int *)field_of(v, s_p) = (int)(n << 2);
-      return 0;
-    }
-    if (parse_long(value, &n) != 0 || n < 0 || n > 255) break;
-    *(int *)field_of(v, s_p) = (int)n;
+    int tc, dscp; /* the path code's grammar, the only one (nccl | 0..255 | dscp=0..63) */
+    if (ah_path_parse_tc(value, &tc, &dscp) != 0) break;
+    *(int *)field_of(v, s_p) = tc;
+    s_p->qp_tc_dscp = dscp;
     return 0;
   }
   case AH_ENV_TC_RULES:
@@ -509,17 +501,17 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
   case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
   case AH_ENV_TC_RULES: snprintf(buf, len, "%s", (const char *)f); break;
   case AH_ENV_QP_SPORT:
-    if (s->qp_sport == AH_QP_SPORT_FILE)
+    if (s->qp_sport == AH_PATH_SPORT_FILE)
       snprintf(buf, len, "file:%s", s->qp_sport_file);
     else
-      snprintf(buf, len, "%s", s->qp_sport == AH_QP_SPORT_SPREAD ? "spread"
-                               : s->qp_sport == AH_QP_SPORT_PLAN ? "plan" : "off");
+      snprintf(buf, len, "%s", s->qp_sport == AH_PATH_SPORT_SPREAD ? "spread"
+                               : s->qp_sport == AH_PATH_SPORT_PLAN ? "plan" : "off");
     break;
   case AH_ENV_TC:
     if (*(const int *)f < 0)
       snprintf(buf, len, "nccl");
     else
-      snprintf(buf, len, "%d", *(const int *)f);
+      snprintf(buf, len, s->qp_tc_dscp ? "dscp=%d" : "%d", *(const int *)f);
     break;
   }
   return buf;

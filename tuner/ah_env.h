@@ -18,7 +18,6 @@
 #include "ah_override.h"
 
 enum { AH_MODE_OBSERVE = 0, AH_MODE_FIXED = 1, AH_MODE_TUNE = 2 };
-enum { AH_QP_SPORT_OFF = 0, AH_QP_SPORT_SPREAD = 1, AH_QP_SPORT_FILE = 2, AH_QP_SPORT_PLAN = 3 };
 
 #define AH_ENV_PATH_MAX 1024
 #define AH_ENV_ADDR_MAX 256
@@ -39,9 +38,11 @@ typedef struct {
   char coord_addr[AH_ENV_ADDR_MAX];  /* AUTOHA_COORD_ADDR: host:port; "" = from the unique id */
   double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
   int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
-  int qp_sport;                      /* AUTOHA_QP_SPORT: AH_QP_SPORT_* */
+  int qp_sport;                      /* AUTOHA_QP_SPORT: AH_PATH_SPORT_* (ah_path.h) */
   char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */
-  int qp_tc;                         /* AUTOHA_QP_TC: traffic class 0..255, -1 = NCCL's */
+  int qp_tc;                         /* AUTOHA_QP_TC: traffic class 0..255 (a DSCP 0..63 when
+                                      * qp_tc_dscp), -1 = NCCL's */
+  int qp_tc_dscp;                    /* AUTOHA_QP_TC=dscp=N: only the DSCP bits, NCCL's ECN kept */
   char qp_topo[AH_ENV_PATH_MAX];     /* AUTOHA_QP_TOPO: topology file for AUTOHA_QP_SPORT=plan; "" = none */
   int qp_method;                     /* AUTOHA_QP_METHOD: 0 label, 1 mlx5dv */
   char qp_tc_comm[AH_ENV_PATH_MAX];  /* AUTOHA_QP_TC_COMM: per-communicator class rules; "" = none */

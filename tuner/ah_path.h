@@ -131,16 +131,22 @@ enum { AH_PATH_METHOD_LABEL = 0, AH_PATH_METHOD_MLX5DV = 1 };
 typedef struct ah_path_policy ah_path_policy_t;
 struct ah_path_qp;
 
-/* The settings, as text (NULL = unset): AUTOHA_QP, AUTOHA_QP_SPORT, AUTOHA_QP_TC,
- * AUTOHA_QP_TOPO, AUTOHA_QP_METHOD. */
+/* The settings, typed as the environment table (tuner/ah_env.c) parsed them: AUTOHA_QP,
+ * AUTOHA_QP_SPORT, AUTOHA_QP_TC, AUTOHA_QP_TOPO, AUTOHA_QP_METHOD. */
 typedef struct {
-  const char *qp, *sport, *tc, *topo, *method;
+  int on;                            /* 0: leave every QP as NCCL set it */
+  int sport;                         /* AH_PATH_SPORT_* */
+  const char *sport_file;            /* AH_PATH_SPORT_FILE: the path catalog */
+  int tc, tc_is_dscp;                /* tc -1 keeps NCCL's class; with tc_is_dscp tc is a DSCP */
+  const char *topo;                  /* AH_PATH_SPORT_PLAN: the topology file (NULL or "": none) */
+  int method;                        /* AH_PATH_METHOD_* */
   const char *host;                  /* local host name, to find this host in a topology */
 } ah_path_settings_t;
 
-/* Builds the policy. Never fails for bad input: a bad value is logged once, naming it, and the
- * part it governs falls back to leaving QPs as NCCL set them. Returns NULL only when out of memory
- * (the hook then passes everything through). */
+/* Builds the policy from typed settings (their text was parsed, and bad values reported, by the
+ * environment table). Never fails for bad input: a catalog or topology file that does not load is
+ * logged once, naming it, and the part it governs falls back to leaving QPs as NCCL set them.
+ * Returns NULL only when out of memory (the hook then passes everything through). */
 ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *settings);
 void ah_path_policy_free(ah_path_policy_t *policy);
 /* 0 when AUTOHA_QP=off or nothing is to be changed: the hook is then pure pass-through. */

@@ -225,15 +225,6 @@ struct ah_path_policy {
   pair_t *pairs;
 };
 
-static int is_on(const char *v, int *on_p) {
-  static const char *on[] = {"1", "on", "yes", "true"}, *off[] = {"0", "off", "no", "false"};
-  for (size_t i = 0; i < 4; i++) {
-    if (strcasecmp(v, on[i]) == 0) return *on_p = 1, 0;
-    if (strcasecmp(v, off[i]) == 0) return *on_p = 0, 0;
-  }
-  return -1;
-}
-
 static void policy_load_plan(ah_path_policy_t *p, const char *topo_path) {
   if (!topo_path || !*topo_path) {
     ah_log(AH_LOG_ERROR, "AUTOHA_QP_SPORT=plan needs AUTOHA_QP_TOPO=PATH (a topology file); "
@@ -271,39 +262,19 @@ ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *s) {
   p->tc = -1;
   p->mode = AH_PATH_SPORT_OFF;
   snprintf(p->host, sizeof p->host, "%s", s->host ? s->host : "");
-  int on = 1;
-  if (s->qp && is_on(s->qp, &on)) {
-    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP: '%s' (expected on|off); QPs left as NCCL sets them",
-           s->qp);
-    on = 0;
-  }
-  if (!on) return p; /* active stays 0: pure pass-through */
+  if (!s->on) return p; /* active stays 0: pure pass-through */
   p->active = 1;
-  if (s->method && *s->method) {
-    if (strcmp(s->method, "label") == 0) p->method = AH_PATH_METHOD_LABEL;
-    else if (strcmp(s->method, "mlx5dv") == 0) p->method = AH_PATH_METHOD_MLX5DV;
-    else ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP_METHOD: '%s' (expected label|mlx5dv); using label",
-                s->method);
-  }
-  if (s->tc && *s->tc && ah_path_parse_tc(s->tc, &p->tc, &p->tc_is_dscp)) {
-    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP_TC: '%s' (expected nccl|0..255|dscp=0..63); "
-                         "traffic class left as NCCL sets it", s->tc);
-    p->tc = -1;
-  }
-  const char *m = s->sport;
-  if (!m || !*m || strcmp(m, "off") == 0) {
-    p->mode = AH_PATH_SPORT_OFF;
-  } else if (strcmp(m, "spread") == 0) {
+  p->method = s->method == AH_PATH_METHOD_MLX5DV ? AH_PATH_METHOD_MLX5DV : AH_PATH_METHOD_LABEL;
+  p->tc = s->tc >= 0 && s->tc <= (s->tc_is_dscp ? 63 : 255) ? s->tc : -1;
+  p->tc_is_dscp = p->tc >= 0 && s->tc_is_dscp;
+  p->mode = AH_PATH_SPORT_OFF;
+  if (s->sport == AH_PATH_SPORT_SPREAD) {
     p->mode = AH_PATH_SPORT_SPREAD;
-  } else if (strncmp(m, "file:", 5) == 0) {
-    p->mode = ah_path_catalog_load(m + 5, &p->catalog) ? AH_PATH_SPORT_OFF : AH_PATH_SPORT_FILE;
-  } else if (strcmp(m, "plan") == 0) {
+  } else if (s->sport == AH_PATH_SPORT_FILE && s->sport_file && *s->sport_file) {
+    p->mode = ah_path_catalog_load(s->sport_file, &p->catalog) ? AH_PATH_SPORT_OFF : AH_PATH_SPORT_FILE;
+  } else if (s->sport == AH_PATH_SPORT_PLAN) {
     p->mode = AH_PATH_SPORT_PLAN;
     policy_load_plan(p, s->topo);
-  } else {
-    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_QP_SPORT: '%s' (expected off|spread|file:PATH|plan); "
-                         "source ports left as NCCL sets them", m);
-    p->mode = AH_PATH_SPORT_OFF;
   }
   if (p->mode == AH_PATH_SPORT_OFF && p->tc < 0) p->active = 0;
   return p;

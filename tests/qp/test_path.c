@@ -245,7 +245,7 @@ START_TEST(job_classes) {
   const char *text = small_topo("classes dscp=46,7\n");
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
-  ah_path_settings_t s = {.sport = "plan", .topo = path, .host = "h7"}; /* h7: job small */
+  ah_path_settings_t s = {.on = 1, .sport = AH_PATH_SPORT_PLAN, .topo = path, .host = "h7", .tc = -1}; /* h7: job small */
   ah_path_policy_t *p = ah_path_policy_create(&s);
   ah_path_qp_t q = qp_to("10.1.1.2");
   ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), 7);                 /* by host name */
@@ -253,7 +253,7 @@ START_TEST(job_classes) {
   ah_path_gid_parse("10.1.0.1", q.sgid);                                   /* h0: job big */
   ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), (46 << 2) | 2);     /* by local GID */
   ah_path_policy_free(p);
-  ah_path_settings_t s2 = {.sport = "plan", .topo = path, .host = "h7", .tc = "dscp=8"};
+  ah_path_settings_t s2 = {.on = 1, .sport = AH_PATH_SPORT_PLAN, .topo = path, .host = "h7", .tc = 8, .tc_is_dscp = 1};
   p = ah_path_policy_create(&s2);
   ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), (8 << 2) | 2);      /* AUTOHA_QP_TC wins */
   ah_path_policy_free(p);
@@ -289,7 +289,7 @@ END_TEST
 /* ---- runtime policy --------------------------------------------------------------------------- */
 
 START_TEST(policy_spread) {
-  ah_path_settings_t s = {.sport = "spread", .host = "nodeA"};
+  ah_path_settings_t s = {.on = 1, .sport = AH_PATH_SPORT_SPREAD, .host = "nodeA", .tc = -1};
   ah_path_policy_t *p = ah_path_policy_create(&s), *p2 = ah_path_policy_create(&s);
   ck_assert(ah_path_policy_active(p));
   ck_assert_int_eq(ah_path_policy_sport_mode(p), AH_PATH_SPORT_SPREAD);
@@ -313,22 +313,19 @@ START_TEST(policy_spread) {
 }
 END_TEST
 
-START_TEST(policy_bad_values) {
+START_TEST(policy_typed_values) {
+  /* The policy takes typed settings: their text is the environment table's to parse and report
+   * (tests/tuner). What the policy itself can find wrong is a file that does not load. */
   cap_start();
-  ah_path_settings_t off = {.qp = "off", .tc = "dscp=26"};
+  ah_path_settings_t off = {.on = 0, .tc = 26, .tc_is_dscp = 1};
   ah_path_policy_t *p = ah_path_policy_create(&off);
   ck_assert(!ah_path_policy_active(p));
   ck_assert_uint_eq(ah_path_policy_sport(p, &(ah_path_qp_t){.dev = "x"}), 0);
   ah_path_policy_free(p);
 
-  ah_path_settings_t bad_qp = {.qp = "maybe"};
-  p = ah_path_policy_create(&bad_qp);
-  ck_assert(!ah_path_policy_active(p));
-  ah_path_policy_free(p);
-
-  ah_path_settings_t bad_sport = {.sport = "sprad", .tc = "dscp=26"};
-  p = ah_path_policy_create(&bad_sport);
-  ck_assert(ah_path_policy_active(p)); /* the traffic class still applies */
+  ah_path_settings_t tc_only = {.on = 1, .sport = AH_PATH_SPORT_OFF, .tc = 26, .tc_is_dscp = 1};
+  p = ah_path_policy_create(&tc_only);
+  ck_assert(ah_path_policy_active(p)); /* the traffic class applies */
   ck_assert_int_eq(ah_path_policy_sport_mode(p), AH_PATH_SPORT_OFF);
   ah_path_qp_t q = qp_to("10.0.0.9");
   ck_assert_uint_eq(ah_path_policy_sport(p, &q), 0);
@@ -336,35 +333,32 @@ START_TEST(policy_bad_values) {
   ck_assert_int_eq(ah_path_policy_config_tc(p), 26 << 2);
   ah_path_policy_free(p);
 
-  ah_path_settings_t bad_tc = {.sport = "spread", .tc = "dscp=99"};
-  p = ah_path_policy_create(&bad_tc);
+  ah_path_settings_t bad_tc = {.on = 1, .sport = AH_PATH_SPORT_SPREAD, .tc = 99, .tc_is_dscp = 1};
+  p = ah_path_policy_create(&bad_tc); /* a DSCP out of range is not applied */
   ck_assert_int_eq(ah_path_policy_tc(p, 0x01), -1);
   ck_assert_int_eq(ah_path_policy_sport_mode(p), AH_PATH_SPORT_SPREAD);
   ah_path_policy_free(p);
 
-  ah_path_settings_t whole = {.tc = "106"};
+  ah_path_settings_t whole = {.on = 1, .tc = 106};
   p = ah_path_policy_create(&whole);
   ck_assert_int_eq(ah_path_policy_tc(p, 0x01), 106); /* a number is the whole byte */
   ck_assert_int_eq(ah_path_policy_sport_mode(p), AH_PATH_SPORT_OFF); /* default: NCCL's ports */
   ah_path_policy_free(p);
 
-  ah_path_settings_t no_topo = {.sport = "plan"};
+  ah_path_settings_t no_topo = {.on = 1, .sport = AH_PATH_SPORT_PLAN, .tc = -1};
   p = ah_path_policy_create(&no_topo);
   ck_assert(!ah_path_policy_active(p));
   ah_path_policy_free(p);
 
-  ah_path_settings_t missing = {.sport = "file:/nonexistent/cat"};
+  ah_path_settings_t missing = {.on = 1, .sport = AH_PATH_SPORT_FILE, .sport_file = "/nonexistent/cat", .tc = -1};
   p = ah_path_policy_create(&missing);
   ck_assert(!ah_path_policy_active(p));
   ah_path_policy_free(p);
 
   const char *err = cap_text();
-  ck_assert_msg(strstr(err, "AUTOHA_QP: 'maybe'") != NULL, "%s", err);
-  ck_assert_msg(strstr(err, "AUTOHA_QP_SPORT: 'sprad'") != NULL, "%s", err);
-  ck_assert_msg(strstr(err, "AUTOHA_QP_TC: 'dscp=99'") != NULL, "%s", err);
   ck_assert_msg(strstr(err, "AUTOHA_QP_TOPO") != NULL, "%s", err);
   ck_assert_msg(strstr(err, "'/nonexistent/cat'") != NULL, "%s", err);
-  ck_assert_int_eq(count(err, "error"), 5);
+  ck_assert_int_eq(count(err, "error"), 2);
 }
 END_TEST
 
@@ -375,7 +369,7 @@ START_TEST(policy_plan) {
   const char *text = small_topo("");
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
-  ah_path_settings_t s = {.sport = "plan", .topo = path, .host = "h0"};
+  ah_path_settings_t s = {.on = 1, .sport = AH_PATH_SPORT_PLAN, .topo = path, .host = "h0", .tc = -1};
   ah_path_policy_t *p = ah_path_policy_create(&s);
   unlink(path);
   ck_assert_int_eq(ah_path_policy_sport_mode(p), AH_PATH_SPORT_PLAN);
@@ -479,7 +473,7 @@ int main(void) {
   tcase_add_test(tc, plan_cost_does_not_grow_with_failed_links);
   tcase_add_test(tc, job_classes);
   tcase_add_test(tc, policy_spread);
-  tcase_add_test(tc, policy_bad_values);
+  tcase_add_test(tc, policy_typed_values);
   tcase_add_test(tc, policy_plan);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

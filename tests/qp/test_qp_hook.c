@@ -219,7 +219,8 @@ static void expected_ports(int plan, uint16_t want[2]) {
   ck_assert_int_eq(ah_path_gid_parse("10.0.0.1", q.sgid), 0); /* what qpfake's ibv_query_gid says */
   char host[256] = "";
   gethostname(host, sizeof host - 1);
-  ah_path_settings_t s = {.sport = plan ? "plan" : "spread", .topo = getenv("AUTOHA_QP_TOPO"), .host = host};
+  ah_path_settings_t s = {.on = 1, .sport = plan ? AH_PATH_SPORT_PLAN : AH_PATH_SPORT_SPREAD,
+                         .topo = getenv("AUTOHA_QP_TOPO"), .host = host, .tc = -1};
   ah_path_policy_t *p = ah_path_policy_create(&s);
   ck_assert_int_eq(ah_path_policy_sport_mode(p), plan ? AH_PATH_SPORT_PLAN : AH_PATH_SPORT_SPREAD);
   for (int k = 0; k < 2; k++) want[k] = ah_path_policy_sport(p, &q);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ah_env.h"
+#include "ah_path.h"
 #include "ah_log.h"
 
 /* ---- stderr capture: ah_log writes to fd 2 ------------------------------------------------- */
@@ -72,7 +73,7 @@ START_TEST(defaults_parse) {
   ck_assert_int_eq(s.tune_budget, 180);
   ck_assert_str_eq(s.coord_addr, "");
   ck_assert_int_eq(s.qp, 1);
-  ck_assert_int_eq(s.qp_sport, AH_QP_SPORT_OFF);
+  ck_assert_int_eq(s.qp_sport, AH_PATH_SPORT_OFF);
   ck_assert_int_eq(s.qp_tc, -1);
   /* An empty environment is the defaults, with no message. */
   char *envp[] = {"PATH=/bin", NULL};
@@ -166,21 +167,25 @@ START_TEST(typed_parsers) {
   ck_assert_str_eq(s.coord_addr, "fe80::1]:80");
   /* QP source-port policy and traffic class */
   ck_assert_int_eq(one("AUTOHA_QP_SPORT", "spread", &s, err, sizeof err), 0);
-  ck_assert_int_eq(s.qp_sport, AH_QP_SPORT_SPREAD);
+  ck_assert_int_eq(s.qp_sport, AH_PATH_SPORT_SPREAD);
   ck_assert_int_eq(one("AUTOHA_QP_SPORT", "file:/etc/paths.txt", &s, err, sizeof err), 0);
-  ck_assert_int_eq(s.qp_sport, AH_QP_SPORT_FILE);
+  ck_assert_int_eq(s.qp_sport, AH_PATH_SPORT_FILE);
   ck_assert_str_eq(s.qp_sport_file, "/etc/paths.txt");
   ck_assert_int_eq(one("AUTOHA_QP_SPORT", "file:", &s, err, sizeof err), -1);
   ck_assert_int_eq(one("AUTOHA_QP_SPORT", "file", &s, err, sizeof err), -1);
   ck_assert_int_eq(one("AUTOHA_QP_SPORT", "random", &s, err, sizeof err), -1);
-  ck_assert_int_eq(s.qp_sport, AH_QP_SPORT_FILE);
+  ck_assert_int_eq(s.qp_sport, AH_PATH_SPORT_FILE);
   ck_assert_int_eq(one("AUTOHA_QP_SPORT", "plan", &s, err, sizeof err), 0);
-  ck_assert_int_eq(s.qp_sport, AH_QP_SPORT_PLAN);
+  ck_assert_int_eq(s.qp_sport, AH_PATH_SPORT_PLAN);
   ck_assert_str_eq(s.qp_sport_file, "");
   ck_assert_int_eq(one("AUTOHA_QP_TC", "dscp=26", &s, err, sizeof err), 0);
-  ck_assert_int_eq(s.qp_tc, 104);
+  ck_assert_int_eq(s.qp_tc, 26); /* a DSCP: NCCL's ECN bits are kept when it is applied */
+  ck_assert_int_eq(s.qp_tc_dscp, 1);
+  char shown[32];
+  ck_assert_str_eq(ah_env_value_format(ah_env_var_find("AUTOHA_QP_TC"), &s, shown, sizeof shown), "dscp=26");
   ck_assert_int_eq(one("AUTOHA_QP_TC", "106", &s, err, sizeof err), 0);
   ck_assert_int_eq(s.qp_tc, 106);
+  ck_assert_int_eq(s.qp_tc_dscp, 0);
   ck_assert_int_eq(one("AUTOHA_QP_TC", "dscp=64", &s, err, sizeof err), -1);
   ck_assert_int_eq(one("AUTOHA_QP_TC", "256", &s, err, sizeof err), -1);
   ck_assert_int_eq(s.qp_tc, 106);
@@ -249,7 +254,8 @@ START_TEST(parse_environment_logs) {
   ck_assert_ptr_nonnull(strstr(log, "the other rules still apply"));
   ck_assert_ptr_nonnull(strstr(log, "unknown environment variable AUTOHA_ZZZZZZZZZZZZZZZZZZZZZZZ; it is ignored"));
   ck_assert_int_eq(s.mode, AH_MODE_OBSERVE);
-  ck_assert_int_eq(s.qp_tc, 104);
+  ck_assert_int_eq(s.qp_tc, 26);
+  ck_assert_int_eq(s.qp_tc_dscp, 1);
   ck_assert_int_eq(s.override.nrules, 1);
 }
 END_TEST
