@@ -80,6 +80,7 @@ static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *
   size_t bytes_per_rank;
   uint64_t index = call_count(c, ck, call, &bytes_per_rank);
   ck->captured++;
+  ah_shim_graph_note(ah_timing_stream(), ck);
   d->ck = ck;
   d->index = index;
   ah_segment_t seg;

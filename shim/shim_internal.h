@@ -81,6 +81,7 @@ typedef struct ah_shim_rankkey {
   uint64_t sync_waits;
   double sync_wait_us;
   uint64_t captured;         /* calls issued into a capturing stream (CUDA graphs): not timed */
+  _Atomic uint64_t graph_launched; /* their replays by launches of the graphs (shim_graph.c) */
 } ah_shim_rankkey_t;
 
 /* How a communicator's keys are decided, fixed at its first decision. */
@@ -208,6 +209,13 @@ void ah_timing_harvest(void);
  * (cuStreamIsCapturing at the bracket's start), else 0: its decisions are neither timed nor
  * probes. A thread-local read on every decision, hence a variable, not a function. */
 extern AH_TLS_HOT int ah_timing_captured;
+/* The stream of this thread's open bracket (NULL outside one). */
+cudaStream_t ah_timing_stream(void);
+
+/* ---- CUDA graphs (shim_graph.c) ---------------------------------------------------------------- */
+/* Records that a call of key ck was issued into the capture on `stream`: each launch of the graph
+ * the capture becomes replays it (the report's graph_launched_calls). */
+void ah_shim_graph_note(cudaStream_t stream, ah_shim_rankkey_t *ck);
 
 /* ---- wrappers shared between shim_nccl.c and shim_nccl_more.c -------------------------------- */
 /* Bytes of one element of a data type (fp8 and unknown types: 1). */

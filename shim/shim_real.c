@@ -122,6 +122,40 @@ typedef struct {
   char path[4096];            /* the first object other than the shim that defines ncclGetVersion */
 } real_scan_t;
 
+/* Finds `name` in the first loaded object other than the shim that defines it (an object opened
+ * RTLD_LOCAL included), for the CUDA runtime functions the shim wraps. NULL when none does. */
+typedef struct {
+  const char *name;
+  char path[4096];
+} sym_scan_t;
+
+static int sym_scan_object(struct dl_phdr_info *info, size_t size, void *arg) {
+  extern ElfW(Dyn) _DYNAMIC[] __attribute__((visibility("hidden")));
+  (void)size;
+  sym_scan_t *s = arg;
+  if (!info->dlpi_name || !info->dlpi_name[0]) return 0;
+  const ElfW(Dyn) *dyn = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  if (!dyn || dyn == _DYNAMIC || !ah_elf_lookup(info->dlpi_addr, dyn, s->name)) return 0;
+  size_t n = strlen(info->dlpi_name);
+  if (n >= sizeof s->path) return 0;
+  memcpy(s->path, info->dlpi_name, n + 1);
+  return 1;
+}
+
+void *ah_shim_real_sym(const char *name) {
+  void *p = dlsym(RTLD_NEXT, name);
+  if (p) return p;
+  sym_scan_t s = {.name = name};
+  dl_iterate_phdr(sym_scan_object, &s);
+  void *h = s.path[0] ? dlopen(s.path, RTLD_NOLOAD | RTLD_LAZY) : NULL;
+  p = h ? dlsym(h, name) : NULL; /* the handle stays open: the object stays loaded while used */
+  if (!p) (void)dlerror();
+  return p;
+}
+
 /* dl_iterate_phdr callback: reads only the objects' own tables (ah_elf_lookup), since the loader
  * holds its list lock here and a dlopen or dlsym inside could deadlock. */
 static int real_scan_object(struct dl_phdr_info *info, size_t size, void *arg) {

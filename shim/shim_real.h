@@ -57,6 +57,10 @@ typedef struct {
   CUresult (*DeviceGetName)(char *, int, CUdevice);
 } ah_real_cuda_t;
 
+/* The next definition of `name` after the shim, or the one in the first loaded object that defines
+ * it (opened RTLD_LOCAL, as Python opens extension modules); NULL when none. */
+void *ah_shim_real_sym(const char *name);
+
 extern ah_real_nccl_t ah_real;
 extern ah_real_cuda_t ah_cuda;
 

@@ -70,6 +70,7 @@ static void key_fill(ah_report_key_t *k, const ah_shim_rankkey_t *ck) {
   k->sync_waits = ck->sync_waits;
   k->sync_wait_us = ck->sync_wait_us;
   k->captured_calls = ck->captured;
+  k->graph_launched_calls = atomic_load(&ck->graph_launched);
   ah_shim_keystate_t *ks = ck->ks;
   if (ks && ks->tune) {
     pthread_mutex_lock(&ks->lock);

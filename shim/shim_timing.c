@@ -134,6 +134,8 @@ void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t 
   r->n++;
 }
 
+cudaStream_t ah_timing_stream(void) { return depth > 0 ? (cudaStream_t)cur_stream : NULL; }
+
 void ah_timing_end(cudaStream_t stream) {
   if (depth == 0 || --depth > 0) return;
   ah_timing_captured = 0;

@@ -74,6 +74,8 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
       "sync", "waits", (json_int_t)k->sync_waits, "wait_us", num_or_null(k->sync_wait_us));
   if (!j) return NULL;
   json_object_set_new(j, "captured_calls", json_integer((json_int_t)(k->captured_calls > INT64_MAX ? INT64_MAX : k->captured_calls)));
+  json_object_set_new(j, "graph_launched_calls",
+                      json_integer((json_int_t)(k->graph_launched_calls > INT64_MAX ? INT64_MAX : k->graph_launched_calls)));
   if (k->tuned) {
     const ah_tune_status_t *t = &k->tune;
     json_t *probes = json_array();
@@ -404,6 +406,9 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   v = 0;
   get_int(rd, kj, p, "captured_calls", 0, 0, INT64_MAX, &v); /* optional: older reports lack it */
   k->captured_calls = (uint64_t)v;
+  v = 0;
+  get_int(rd, kj, p, "graph_launched_calls", 0, 0, INT64_MAX, &v); /* optional: older reports lack it */
+  k->graph_launched_calls = (uint64_t)v;
   json_t *sync = json_object_get(kj, "sync");
   if (json_is_object(sync)) {
     int64_t w = 0;

@@ -53,7 +53,8 @@ typedef struct {
   ah_report_probe_t *probes; /* caller-owned when writing; owned by the report when read */
   uint64_t sync_waits;     /* times this rank waited for the leader's decision */
   double sync_wait_us;     /* total time waited */
-  uint64_t captured_calls; /* calls captured into CUDA graphs (in `calls`; replays are not seen) */
+  uint64_t captured_calls; /* calls captured into CUDA graphs (in `calls`) */
+  uint64_t graph_launched_calls; /* their replays by graph launches (not in `calls`) */
 } ah_report_key_t;
 
 /* One communicator, as seen by one rank of this process. */

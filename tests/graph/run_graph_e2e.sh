@@ -13,7 +13,8 @@
 # Asserts: the job exits 0 — every capture ended without being invalidated, every launch and every
 # eager call succeeded (sim/ refuses a collective, eager or replayed, whose ranks chose different
 # configurations) and every result was exact; each process made its 1,000 launches per rank; the
-# reports count each key's captured call (captured_calls 1 per rank) within its calls (eager before
+# reports count each key's captured call (captured_calls 1 per rank) and its replays by the graph's
+# launches (graph_launched_calls 1,000) within its calls (eager before
 # and after, plus the captured one); no autoha error line. procs8 also asserts that the leader's
 # keys had left the search before the capture (their converged_at is at most the eager calls), so
 # the captured calls ran the tuned (or NCCL's) settled configuration on every rank.
@@ -46,9 +47,10 @@ want=$((launches * ranks_per_proc))
 n=$(grep -c "graph_job: process .*: $want graph launches, 0 failures, 0 wrong results" "$tmp/out")
 nprocs=$((8 / ranks_per_proc))
 [ "$n" = "$nprocs" ] || { echo "FAIL: $n of $nprocs processes report $want clean launches"; exit 1; }
-python3 - "$tmp" $eager $nprocs $settled <<'PY' || exit 1
+python3 - "$tmp" $eager $nprocs $settled $launches <<'PY' || exit 1
 import glob, json, sys
 tmp, eager, nprocs, settled = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+launches = int(sys.argv[5])
 reports = [json.load(open(p)) for p in glob.glob(tmp + "/report-*.json")]
 if len(reports) != nprocs:
     sys.exit(f"FAIL: {len(reports)} reports, expected {nprocs}")
@@ -63,6 +65,9 @@ for r in reports:
             if k.get("captured_calls") != 1:
                 sys.exit(f"FAIL: {k['coll']} bin {k['bin']} of {c['id']} rank {c['rank']}: "
                          f"captured_calls {k.get('captured_calls')}, expected 1")
+            if k.get("graph_launched_calls") != launches:
+                sys.exit(f"FAIL: {k['coll']} bin {k['bin']} of {c['id']} rank {c['rank']}: "
+                         f"graph_launched_calls {k.get('graph_launched_calls')}, expected {launches}")
             if k["calls"] != 2 * eager + 1:
                 sys.exit(f"FAIL: {k['coll']} bin {k['bin']}: calls {k['calls']}, expected {2 * eager + 1}")
             t = k.get("tuning")
