@@ -703,7 +703,18 @@ static void *fake_verdict_hub(void *arg) {
   (void)arg;
   int fd = fake_hub_handshake(fake_lfd, 0x22);
   if (fd < 0) return NULL;
-  sleep_ms(200); /* the client has joined comm 69 by now */
+  /* the verdicts answer the client's JOIN of comm 69: wait for it (bounded), not for a while */
+  char err[AH_NET_ERR_LEN];
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  uint64_t dl = ah_coord_now_ns() + 5000000000ull;
+  for (;;) {
+    ah_coord_hdr_t h;
+    if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK ||
+        ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
+        (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) != AH_NET_OK))
+      goto out;
+    if (h.type == AH_MSG_JOIN && ah_coord_get_u64(f + AH_COORD_HDR_BYTES) == 69) break;
+  }
   uint8_t v[2][AH_COORD_HDR_BYTES + 28];
   memset(v, 0, sizeof v);
   for (int i = 0; i < 2; i++) {
@@ -712,7 +723,8 @@ static void *fake_verdict_hub(void *arg) {
     ah_coord_put_u32(v[i] + AH_COORD_HDR_BYTES + 8, i == 0 ? 7 : AH_COORD_VERDICT_ABANDONED);
   }
   if (write(fd, v, sizeof v) != (ssize_t)sizeof v) goto out;
-  sleep_ms(1500);
+  /* keep the connection until the client closes it (the test has read the verdict by then) */
+  while (ah_coord_net_read_full(err, fd, f, 1, dl) == AH_NET_OK) {}
 out:
   close(fd);
   return NULL;
