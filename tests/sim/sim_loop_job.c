@@ -1,5 +1,5 @@
 /* sim_loop_job: a job that all-reduces in a loop until told to stop or until a call fails, for the
- * tests that kill one of its ranks. Once its communicator is up, each rank writes its pid to
+ * tests that kill one of its ranks. Once its first collective completed, each rank writes its pid to
  * $LOOP_PIDDIR/rank<R>.pid. A rank whose call fails prints the NCCL error and exits 1; after
  * LOOP_SECONDS (default 60) of success every rank exits 0.
  *
@@ -39,15 +39,6 @@ int main(void) {
             ncclGetErrorString(res), ncclGetLastError(NULL));
     return 1;
   }
-  if (dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/rank%d.pid", dir, rank);
-    FILE *f = fopen(path, "w");
-    if (f) {
-      fprintf(f, "%d\n", (int)getpid());
-      fclose(f);
-    }
-  }
   float *buf;
   cudaMalloc((void **)&buf, 4096 * sizeof(float));
   cudaMemset(buf, 0, 4096 * sizeof(float));
@@ -61,7 +52,15 @@ int main(void) {
       ncclCommAbort(comm);
       return 1;
     }
-    it++;
+    if (it++ == 0 && dir) { /* in the loop: the pid file says so */
+      char path[4096];
+      snprintf(path, sizeof path, "%s/rank%d.pid", dir, rank);
+      FILE *f = fopen(path, "w");
+      if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+      }
+    }
   }
   ncclCommDestroy(comm);
   cudaFree(buf);

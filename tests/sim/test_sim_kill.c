@@ -45,7 +45,8 @@ START_TEST(test_kill_one_of_eight) {
     execl(NCCLSIM_RUN_PATH, NCCLSIM_RUN_PATH, "-n", "8", "--", LOOP_JOB_PATH, (char *)NULL);
     _exit(127);
   }
-  /* Wait until every rank is in its loop, then kill rank 3. */
+  /* Wait until every rank is in its loop (its pid file is written after its first collective),
+   * then kill rank 3. */
   int victim = 0, up = 0;
   for (double t0 = now_s(); now_s() - t0 < 30 && up < 8; usleep(20000)) {
     up = 0;
@@ -53,7 +54,6 @@ START_TEST(test_kill_one_of_eight) {
   }
   ck_assert_int_eq(up, 8);
   victim = read_pid(dir, 3);
-  usleep(200000);
   ck_assert_int_eq(kill(victim, SIGKILL), 0);
   double killed_at = now_s();
   int status = 0;
