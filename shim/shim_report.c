@@ -60,7 +60,7 @@ static void key_fill(ah_report_key_t *k, const ah_shim_rankkey_t *ck) {
   k->bytes_min = ck->bytes_min == UINT64_MAX ? 0 : ck->bytes_min;
   k->bytes_max = ck->bytes_max;
   k->calls = ck->next;
-  stat_copy(&k->dflt, &ck->nccl_default);
+  stat_copy(&k->nccl_default, &ck->nccl_default);
   /* "applied" is what the key runs now: NCCL's own choice when its current segment keeps or
    * forces NCCL's pair (a search that converged back to the default), else the applied config. */
   int now_default = ck->seg_first == UINT64_MAX || ck->seg_keep || ck->seg_nccl || ck->seg_refused;

@@ -118,9 +118,9 @@ static void print_report(const char *path, const ah_report_t *r) {
       snprintf(range, sizeof range, "%s-%s", ah_size_format(bl, lo, sizeof lo),
                bh == UINT64_MAX ? "" : ah_size_format(bh, hi, sizeof hi));
       snprintf(calls, sizeof calls, "%llu", (unsigned long long)key->calls);
-      ah_config_format(&key->dflt.cfg, dcfg, sizeof dcfg);
+      ah_config_format(&key->nccl_default.cfg, dcfg, sizeof dcfg);
       ah_config_format(&key->applied.cfg, acfg, sizeof acfg);
-      double du = mean_us(&key->dflt), au = mean_us(&key->applied);
+      double du = mean_us(&key->nccl_default), au = mean_us(&key->applied);
       fmt_us(du, dus, sizeof dus);
       fmt_us(au, aus, sizeof aus);
       double bytes = key->applied.timed ? key->applied.bytes_total / (double)key->applied.timed : 0;

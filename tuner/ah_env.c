@@ -373,7 +373,7 @@ void ah_env_defaults(ah_settings_t *s_p) {
   memset(s_p, 0, sizeof *s_p);
   for (int i = 0; i < NVARS; i++) {
     /* Defaults are checked by tests/tuner (every default parses), so this cannot fail. */
-    (void)ah_env_parse_one(&env_table[i], env_table[i].dflt, s_p, NULL, 0);
+    (void)ah_env_parse_one(&env_table[i], env_table[i].default_text, s_p, NULL, 0);
   }
 }
 
@@ -555,7 +555,7 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
     if (docs) {
       fprintf(f, "#\n");
       print_wrapped(f, "# ", v->doc, 100);
-      fprintf(f, "#\n# syntax:  %s\n# default: %s\n#\n", v->syntax, *v->dflt ? v->dflt : "(empty)");
+      fprintf(f, "#\n# syntax:  %s\n# default: %s\n#\n", v->syntax, *v->default_text ? v->default_text : "(empty)");
       fprintf(f, "%s=%s%s\n\n", v->name, val,
               bad ? (v->invalid ? "    # INVALID, safe fallback" : "    # INVALID, default kept")
                   : given ? "" : "    # default");
@@ -579,7 +579,7 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
         snprintf(state, sizeof state, "%s", given ? "set" : "");
       if (state[0])
         fprintf(f, "%-44s # %.*s. (%s; default: %s)\n", line, mlen, v->doc, state,
-                *v->dflt ? v->dflt : "empty");
+                *v->default_text ? v->default_text : "empty");
       else
         fprintf(f, "%-44s # %.*s. (default)\n", line, mlen, v->doc);
     }
@@ -593,8 +593,8 @@ void ah_env_doc_markdown(FILE *f) {
   for (int i = 0; i < NVARS; i++) {
     const ah_env_var_t *v = &env_table[i];
     fprintf(f, "\n### %s\n\n", v->name);
-    if (*v->dflt)
-      fprintf(f, "Default: `%s` · Syntax: `%s`\n\n", v->dflt, v->syntax);
+    if (*v->default_text)
+      fprintf(f, "Default: `%s` · Syntax: `%s`\n\n", v->default_text, v->syntax);
     else
       fprintf(f, "Default: empty · Syntax: `%s`\n\n", v->syntax);
     fprintf(f, "%s\n", v->doc);

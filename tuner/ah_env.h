@@ -67,7 +67,7 @@ typedef enum {
 typedef struct {
   const char *name;        /* "AUTOHA_MODE" */
   ah_env_type_t type;
-  const char *dflt;        /* the default, as the user would write it */
+  const char *default_text;        /* the default, as the user would write it */
   const char *syntax;      /* what a value looks like ("observe|fixed|tune", "0..3600") */
   const char *doc;         /* one paragraph: what it does, when to change it */
   double min, max;         /* bounds for INT, DOUBLE and SIZE */

@@ -28,9 +28,9 @@ static double mean_us(const ah_report_stat_t *s) {
 
 /* The config a key of a report recommends, or 0 when it recommends NCCL's default. */
 static int key_choice(const ah_report_key_t *k, ah_config_t *cfg_p, double *us_p, double *def_p) {
-  double def = mean_us(&k->dflt);
+  double def = mean_us(&k->nccl_default);
   if (k->tuned && k->tune.state == AH_TUNE_CONVERGED &&
-      !ah_config_equal(&k->tune.winner, &k->dflt.cfg)) {
+      !ah_config_equal(&k->tune.winner, &k->nccl_default.cfg)) {
     /* The engine's own comparison is the robust one; a winner that did not beat the default is
      * reported as the default by the engine, so this is a real improvement. */
     if (isfinite(k->tune.winner_us) && isfinite(k->tune.default_us) &&

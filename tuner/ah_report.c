@@ -60,7 +60,7 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
   uint64_t bin_lo = ah_size_bin_floor(k->bin);
   uint64_t bin_hi = k->bin >= 63 ? UINT64_MAX : (((uint64_t)1 << (k->bin + 1)) - 1);
   if (k->bin <= 0) bin_hi = 1;
-  double du = stat_us(&k->dflt), au = stat_us(&k->applied);
+  double du = stat_us(&k->nccl_default), au = stat_us(&k->applied);
   json_t *j = json_pack(
       "{s:s, s:i, s:{s:I, s:I, s:I, s:I}, s:I, s:s, s:o, s:o, s:o, s:{s:I, s:o}}",
       "coll", ah_coll_name(k->coll), "bin", k->bin,
@@ -68,7 +68,7 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
       "min", (json_int_t)(k->bytes_min > INT64_MAX ? INT64_MAX : k->bytes_min),
       "max", (json_int_t)(k->bytes_max > INT64_MAX ? INT64_MAX : k->bytes_max),
       "calls", (json_int_t)k->calls, "source", ah_report_source_name(k->source),
-      "default", stat_to_json(&k->dflt, k->coll, nranks),
+      "default", stat_to_json(&k->nccl_default, k->coll, nranks),
       "applied", stat_to_json(&k->applied, k->coll, nranks),
       "speedup", num_or_null(du / au),
       "sync", "waits", (json_int_t)k->sync_waits, "wait_us", num_or_null(k->sync_wait_us));
@@ -401,7 +401,7 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
     k->bytes_min = (uint64_t)lo;
     k->bytes_max = (uint64_t)hi;
   }
-  get_stat(rd, kj, p, "default", &k->dflt);
+  get_stat(rd, kj, p, "default", &k->nccl_default);
   get_stat(rd, kj, p, "applied", &k->applied);
   v = 0;
   get_int(rd, kj, p, "captured_calls", 0, 0, INT64_MAX, &v); /* optional: older reports lack it */

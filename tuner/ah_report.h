@@ -44,8 +44,8 @@ typedef struct {
   int bin;                 /* ah_size_bin() */
   uint64_t bytes_min, bytes_max; /* bytes per rank seen in this key's calls */
   uint64_t calls;          /* every call counted in the key */
-  ah_report_stat_t dflt;   /* NCCL's own choice (calls that ran it, whatever the reason) */
-  ah_report_stat_t applied; /* the config autoha applied last (== dflt's config for source default) */
+  ah_report_stat_t nccl_default;   /* NCCL's own choice (calls that ran it, whatever the reason) */
+  ah_report_stat_t applied; /* the config autoha applied last (== nccl_default's config for source default) */
   int source;              /* AH_SOURCE_* of the applied config */
   int tuned;               /* 1: tune and probes below are meaningful */
   ah_tune_status_t tune;

@@ -62,10 +62,10 @@ static void write_report_scaled(const char *path, double scale, uint64_t id) {
   keys[0].bin = 24;
   keys[0].calls = 400;
   keys[0].source = AH_SOURCE_OVERRIDE;
-  keys[0].dflt.cfg = cfg(AH_ALGO_TREE, AH_PROTO_SIMPLE, 16);
-  keys[0].dflt.calls = keys[0].dflt.timed = 100;
-  keys[0].dflt.us_total = 100 * 2000.0;
-  keys[0].dflt.bytes_total = 100 * 16777216.0;
+  keys[0].nccl_default.cfg = cfg(AH_ALGO_TREE, AH_PROTO_SIMPLE, 16);
+  keys[0].nccl_default.calls = keys[0].nccl_default.timed = 100;
+  keys[0].nccl_default.us_total = 100 * 2000.0;
+  keys[0].nccl_default.bytes_total = 100 * 16777216.0;
   keys[0].applied.cfg = cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16);
   keys[0].applied.calls = keys[0].applied.timed = 300;
   keys[0].applied.us_total = 300 * 1000.0 * scale;
@@ -74,8 +74,8 @@ static void write_report_scaled(const char *path, double scale, uint64_t id) {
   keys[1].bin = 3;
   keys[1].calls = 2;
   keys[1].source = AH_SOURCE_DEFAULT;
-  keys[1].dflt.cfg = cfg(AH_ALGO_RING, AH_PROTO_LL, 2);
-  keys[1].applied = keys[1].dflt;
+  keys[1].nccl_default.cfg = cfg(AH_ALGO_RING, AH_PROTO_LL, 2);
+  keys[1].applied = keys[1].nccl_default;
   char err[256];
   ck_assert_msg(ah_report_write(&r, path, err, sizeof err) == 0, "%s", err);
 }

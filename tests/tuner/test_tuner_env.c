@@ -52,7 +52,7 @@ START_TEST(defaults_parse) {
   for (int i = 0; i < ah_env_var_count(); i++) {
     const ah_env_var_t *v = ah_env_var_get(i);
     char err[512];
-    ck_assert_msg(ah_env_parse_one(v, v->dflt, &s, err, sizeof err) == 0, "%s default: %s", v->name,
+    ck_assert_msg(ah_env_parse_one(v, v->default_text, &s, err, sizeof err) == 0, "%s default: %s", v->name,
                   err);
     ck_assert_ptr_eq(ah_env_var_find(v->name), v);
     ck_assert(strncmp(v->name, "AUTOHA_", 7) == 0);

@@ -77,7 +77,7 @@ static void build_report(void) {
   keys[0].bin = 24;
   keys[0].bytes_min = keys[0].bytes_max = 25u << 20;
   keys[0].calls = 400;
-  keys[0].dflt = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16), 60, 1000.0, 25u << 20);
+  keys[0].nccl_default = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16), 60, 1000.0, 25u << 20);
   keys[0].applied = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24), 300, 800.0, 25u << 20);
   keys[0].source = AH_SOURCE_TUNED;
   keys[0].tuned = 1;
@@ -103,15 +103,15 @@ static void build_report(void) {
   keys[1].bin = 20;
   keys[1].bytes_min = keys[1].bytes_max = 1u << 20;
   keys[1].calls = 50;
-  keys[1].dflt = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL128, 16), 0, 0, 0);
+  keys[1].nccl_default = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL128, 16), 0, 0, 0);
   keys[1].applied = stat_of(cfg(-1, -1, 8), 50, 250.0, 1u << 20);
   keys[1].source = AH_SOURCE_OVERRIDE;
 
   keys[2].coll = AH_FUNC_BROADCAST;
   keys[2].bin = 10;
   keys[2].calls = 5;
-  keys[2].dflt = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL, 2), 5, 10.0, 1024);
-  keys[2].applied = keys[2].dflt;
+  keys[2].nccl_default = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL, 2), 5, 10.0, 1024);
+  keys[2].applied = keys[2].nccl_default;
   keys[2].source = AH_SOURCE_DEFAULT;
 }
 
@@ -262,7 +262,7 @@ START_TEST(round_trip) {
   ck_assert_int_eq(k->bin, 24);
   ck_assert_uint_eq(k->calls, 400);
   ck_assert_int_eq(k->source, AH_SOURCE_TUNED);
-  ck_assert(ah_config_equal(&k->dflt.cfg, &keys[0].dflt.cfg));
+  ck_assert(ah_config_equal(&k->nccl_default.cfg, &keys[0].nccl_default.cfg));
   ck_assert(ah_config_equal(&k->applied.cfg, &keys[0].applied.cfg));
   ck_assert_uint_eq(k->applied.timed, 300);
   ck_assert_double_eq_tol(k->applied.us_total / (double)k->applied.timed, 800.0, 1e-6);
@@ -278,7 +278,7 @@ START_TEST(round_trip) {
   ck_assert_int_eq(o->source, AH_SOURCE_OVERRIDE);
   ck_assert_int_eq(o->applied.cfg.algo, -1);
   ck_assert_int_eq(o->applied.cfg.res[0], 8);
-  ck_assert_uint_eq(o->dflt.timed, 0);
+  ck_assert_uint_eq(o->nccl_default.timed, 0);
   ck_assert_int_eq(r->comms[0].keys[2].tuned, 0);
   ah_report_free(r);
 
@@ -491,7 +491,7 @@ START_TEST(profile_load) {
   k2[1].coll = AH_FUNC_REDUCESCATTER;
   k2[1].bin = 16;
   k2[1].calls = 9;
-  k2[1].dflt = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 8), 9, 100, 65536);
+  k2[1].nccl_default = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 8), 9, 100, 65536);
   k2[1].applied = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL, 8), 9, 150, 65536);
   k2[1].source = AH_SOURCE_OVERRIDE;
   rep.comms = comms;
