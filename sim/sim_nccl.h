@@ -244,6 +244,9 @@ void sim_reg_free_all(struct ncclComm *comm);
 /* Sets the calling thread's last-error text (what ncclGetLastError returns) and returns `res`. */
 ncclResult_t sim_error(ncclResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int sim_comm_usable(const struct ncclComm *comm);
+/* ncclSuccess when a call may use comm, else NCCL's error for a destroyed, failed or revoked
+ * communicator, with the last-error text naming `fn`. */
+ncclResult_t sim_comm_check(ncclComm_t comm, const char *fn);
 
 #endif
 

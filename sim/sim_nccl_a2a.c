@@ -13,15 +13,7 @@ static ncclResult_t a2a_check(int kind, const void *sendbuff, void *recvbuff, si
                               const char *fn) {
   ncclResult_t res = sim_nccl_since(fn, SIM_SINCE_ALLTOALL);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or destroyed communicator", fn);
-  if (comm->async_error != ncclSuccess)
-    return sim_error(comm->async_error, "ncclsim: %s: communicator %016llx failed earlier (%s); "
-                     "destroy or abort it", fn, (unsigned long long)comm->hash,
-                     ncclGetErrorString(comm->async_error));
-  if (comm->revoked)
-    return sim_error(ncclInvalidUsage, "ncclsim: %s: communicator %016llx was revoked", fn,
-                     (unsigned long long)comm->hash);
+  if ((res = sim_comm_check(comm, fn)) != ncclSuccess) return res;
   if (kind != A2A_ALL && (root < 0 || root >= comm->nranks))
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid root %d (root should be in the "
                      "0..%d range)", fn, root, comm->nranks - 1);

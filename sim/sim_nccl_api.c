@@ -6,7 +6,7 @@
 #include "sim_nccl.h"
 #include "sim_reduce.h"
 
-static ncclResult_t check_comm(ncclComm_t comm, const char *fn) {
+ncclResult_t sim_comm_check(ncclComm_t comm, const char *fn) {
   if (!sim_comm_usable(comm))
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or destroyed communicator", fn);
   if (comm->async_error != ncclSuccess)
@@ -22,7 +22,7 @@ static ncclResult_t check_comm(ncclComm_t comm, const char *fn) {
 static ncclResult_t enqueue(int kind, int coll, const void *sendbuff, void *recvbuff, size_t count,
                             ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm,
                             cudaStream_t stream, const char *fn) {
-  ncclResult_t res = check_comm(comm, fn);
+  ncclResult_t res = sim_comm_check(comm, fn);
   if (res != ncclSuccess) return res;
   if (sim_dtype_size(dt) == 0)
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid data type %d", fn, (int)dt);
