@@ -540,20 +540,25 @@ static int raw_join(int fd, uint64_t comm, uint32_t nranks, uint32_t rank) {
   return ah_coord_net_write_full(err, fd, f, sizeof f, ah_coord_now_ns() + 1000000000ull);
 }
 
-/* Reads frames until a VERDICT for comm arrives. Returns its value, or -1. */
-static int raw_read_verdict(int fd, uint64_t comm) {
+/* Reads frames from fd until one of `type` whose payload starts with comm arrives, by `deadline_ns`.
+ * Returns 0 with the whole frame in f (AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD bytes), or -1. */
+static int raw_wait_frame(int fd, uint8_t type, uint64_t comm, uint8_t *f, uint64_t deadline_ns) {
   char err[AH_NET_ERR_LEN];
-  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
-  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
   for (;;) {
     ah_coord_hdr_t h;
-    if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK ||
+    if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, deadline_ns) != AH_NET_OK ||
         ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
-        (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) != AH_NET_OK))
+        (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, deadline_ns) != AH_NET_OK))
       return -1;
-    if (h.type == AH_MSG_VERDICT && ah_coord_get_u64(f + AH_COORD_HDR_BYTES) == comm)
-      return (int)ah_coord_get_u32(f + AH_COORD_HDR_BYTES + 8);
+    if (h.type == type && h.len >= 8 && ah_coord_get_u64(f + AH_COORD_HDR_BYTES) == comm) return 0;
   }
+}
+
+/* Reads frames until a VERDICT for comm arrives. Returns its value, or -1. */
+static int raw_read_verdict(int fd, uint64_t comm) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  if (raw_wait_frame(fd, AH_MSG_VERDICT, comm, f, ah_coord_now_ns() + 2000000000ull) != 0) return -1;
+  return (int)ah_coord_get_u32(f + AH_COORD_HDR_BYTES + 8);
 }
 
 START_TEST(verdict_replayed_to_reconnecting_client) {
@@ -709,14 +714,7 @@ static void *fake_verdict_hub(void *arg) {
   char err[AH_NET_ERR_LEN];
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
   uint64_t dl = ah_coord_now_ns() + 5000000000ull;
-  for (;;) {
-    ah_coord_hdr_t h;
-    if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK ||
-        ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
-        (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) != AH_NET_OK))
-      goto out;
-    if (h.type == AH_MSG_JOIN && ah_coord_get_u64(f + AH_COORD_HDR_BYTES) == 69) break;
-  }
+  if (raw_wait_frame(fd, AH_MSG_JOIN, 69, f, dl) != 0) goto out;
   uint8_t v[2][AH_COORD_HDR_BYTES + 28];
   memset(v, 0, sizeof v);
   for (int i = 0; i < 2; i++) {
