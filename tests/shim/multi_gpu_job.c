@@ -21,18 +21,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "job_keys.h"
 #include "ncclsim.h"
-
-enum { C_BCAST = 0, C_REDUCE = 1, C_ALLGATHER = 2, C_REDUCESCATTER = 3, C_ALLREDUCE = 4 };
-static const char *coll_names[] = {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"};
 
 #define MAXG 8
 #define MAXN (64u << 10) /* floats per buffer */
-
-typedef struct {
-  int nranks, coll, bin;
-  long n;
-} key_count_t;
 
 typedef struct {
   int rank, dev;
@@ -40,36 +33,13 @@ typedef struct {
   cudaStream_t s;
   float *a, *b;
   uint64_t hash;
-  key_count_t keys[32];
-  int nkeys;
+  job_keys_t keys;
 } rank_t;
 
 static int gpus = 4, iters = 500, init_all = 0, world, proc_rank;
 static rank_t ranks[MAXG];
 static float host_in[MAXN], host_out[MAXN], expect[MAXN];
 static long wrong;
-
-static int bin_of(size_t bytes_per_rank) {
-  int b = 0;
-  while (bytes_per_rank > 1) bytes_per_rank >>= 1, b++;
-  return b;
-}
-
-static void count(rank_t *r, int nranks, int coll, size_t bytes_per_rank) {
-  int bin = bin_of(bytes_per_rank);
-  for (int i = 0; i < r->nkeys; i++)
-    if (r->keys[i].nranks == nranks && r->keys[i].coll == coll && r->keys[i].bin == bin) {
-      r->keys[i].n++;
-      return;
-    }
-  r->keys[r->nkeys++] = (key_count_t){nranks, coll, bin, 1};
-}
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
 
 /* The input element i of `rank` in iteration `salt`: a small integer, so sums stay exact. */
 static float in_val(int rank, int salt, size_t i) { return (float)((rank * 7 + salt * 3 + (int)(i % 13)) % 17); }
@@ -95,7 +65,7 @@ static void check(rank_t *r, const char *what, size_t n) {
   cudaSetDevice(r->dev);
   cudaStreamSynchronize(r->s);
   cudaMemcpy(host_out, r->b, n * sizeof(float), cudaMemcpyDeviceToHost);
-  r->hash = fnv(r->hash, host_out, n * sizeof(float));
+  r->hash = job_hash(r->hash, host_out, n * sizeof(float));
   for (size_t i = 0; i < n; i++)
     if (host_out[i] != expect[i]) {
       if (wrong++ < 5)
@@ -122,7 +92,7 @@ static void allreduce(size_t n, int salt) {
       expect[i] = v;
     }
     check(r, "allreduce", n);
-    count(r, world, C_ALLREDUCE, n * 4);
+    job_keys_count(&r->keys, world, C_ALLREDUCE, n * 4);
   }
 }
 
@@ -140,7 +110,7 @@ static void iteration(int it) {
   for (size_t i = 0; i < per * (size_t)world; i++) expect[i] = in_val((int)(i / per), it + 3, i % per);
   for (int g = 0; g < gpus; g++) {
     check(&ranks[g], "allgather", per * (size_t)world);
-    count(&ranks[g], world, C_ALLGATHER, per * 4);
+    job_keys_count(&ranks[g].keys, world, C_ALLGATHER, per * 4);
   }
 
   NCCLCHECK(ncclGroupStart());
@@ -157,7 +127,7 @@ static void iteration(int it) {
       expect[i] = v;
     }
     check(r, "reducescatter", per);
-    count(r, world, C_REDUCESCATTER, per * 4);
+    job_keys_count(&r->keys, world, C_REDUCESCATTER, per * 4);
   }
 
   size_t nb = 4 << 10;
@@ -171,7 +141,7 @@ static void iteration(int it) {
   for (size_t i = 0; i < nb; i++) expect[i] = in_val(root, it + 5, i);
   for (int g = 0; g < gpus; g++) {
     check(&ranks[g], "broadcast", nb);
-    count(&ranks[g], world, C_BCAST, nb * 4);
+    job_keys_count(&ranks[g].keys, world, C_BCAST, nb * 4);
   }
 
   size_t nr = 3 << 10;
@@ -189,7 +159,7 @@ static void iteration(int it) {
   for (int g = 0; g < gpus; g++) {
     if (ranks[g].rank == 0) check(&ranks[g], "reduce", nr);
     else cudaStreamSynchronize(ranks[g].s);
-    count(&ranks[g], world, C_REDUCE, nr * 4);
+    job_keys_count(&ranks[g].keys, world, C_REDUCE, nr * 4);
   }
 }
 
@@ -216,7 +186,7 @@ int main(int argc, char **argv) {
   for (int g = 0; g < gpus; g++) {
     ranks[g].rank = proc_rank * gpus + g;
     ranks[g].dev = devs[g] = (local * gpus + g) % 8;
-    ranks[g].hash = 0xcbf29ce484222325ull;
+    ranks[g].hash = JOB_HASH_BASIS;
   }
   if (init_all) {
     NCCLCHECK(ncclCommInitAll(comms, gpus, devs));
@@ -243,10 +213,7 @@ int main(int argc, char **argv) {
   for (int g = 0; g < gpus; g++) NCCLCHECK(ncclCommDestroy(ranks[g].comm));
   for (int g = 0; g < gpus; g++) {
     rank_t *r = &ranks[g];
-    printf("checksum rank=%d %016llx\n", r->rank, (unsigned long long)r->hash);
-    for (int k = 0; k < r->nkeys; k++)
-      printf("calls rank=%d nranks=%d coll=%s bin=%d n=%ld\n", r->rank, r->keys[k].nranks,
-             coll_names[r->keys[k].coll], r->keys[k].bin, r->keys[k].n);
+    job_keys_print(r->rank, r->hash, &r->keys);
   }
   if (wrong) fprintf(stderr, "multi_gpu_job: %ld wrong outputs\n", wrong);
   return wrong ? 1 : 0;

@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "job_keys.h"
 #include "ncclsim.h"
 
 #ifdef SHIM_JOB_MODULE
@@ -31,45 +32,15 @@
 __attribute__((visibility("default"))) int shim_job_main(int argc, char **argv);
 #endif
 
-enum { C_BCAST = 0, C_REDUCE = 1, C_ALLGATHER = 2, C_REDUCESCATTER = 3, C_ALLREDUCE = 4 };
-static const char *coll_names[] = {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"};
 
 static int nthreads = 1, iters = 6, split = 1, pause_ms = 0, world, proc_rank;
 static ncclUniqueId world_id;
 
 typedef struct {
-  int nranks, coll, bin;
-  long n;
-} key_count_t;
-
-typedef struct {
   int rank, dev, failed;
   uint64_t hash;
-  key_count_t keys[64];
-  int nkeys;
+  job_keys_t keys;
 } rank_t;
-
-static int bin_of(size_t bytes_per_rank) {
-  int b = 0;
-  while (bytes_per_rank > 1) bytes_per_rank >>= 1, b++;
-  return b;
-}
-
-static void count(rank_t *r, int nranks, int coll, size_t bytes_per_rank) {
-  int bin = bin_of(bytes_per_rank);
-  for (int i = 0; i < r->nkeys; i++)
-    if (r->keys[i].nranks == nranks && r->keys[i].coll == coll && r->keys[i].bin == bin) {
-      r->keys[i].n++;
-      return;
-    }
-  r->keys[r->nkeys++] = (key_count_t){nranks, coll, bin, 1};
-}
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
 
 #define CHECK(call)                                                                                \
   do {                                                                                             \
@@ -90,7 +61,7 @@ static void fill(float *dev, size_t n, int rank, int salt, float *host) {
 
 static void absorb(rank_t *r, const float *dev, size_t n, float *host) {
   cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost);
-  r->hash = fnv(r->hash, host, n * sizeof(float));
+  r->hash = job_hash(r->hash, host, n * sizeof(float));
 }
 
 #define MAXN (1u << 20) /* floats: 4 MiB buffers */
@@ -107,7 +78,7 @@ static void run_rank(rank_t *r) {
   cudaMalloc((void **)&a, (size_t)MAXN * sizeof(float));
   cudaMalloc((void **)&b, (size_t)MAXN * sizeof(float));
   static const size_t ar_sizes[] = {1024, 256 << 10, 1 << 20}; /* 4K, 1M, 4M bytes */
-  r->hash = 0xcbf29ce484222325ull;
+  r->hash = JOB_HASH_BASIS;
   for (int it = 0; it < iters; it++) {
     for (int k = 0; k < 3; k++) {
       size_t n = ar_sizes[k];
@@ -115,27 +86,27 @@ static void run_rank(rank_t *r) {
       CHECK(ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, s));
       cudaStreamSynchronize(s);
       absorb(r, b, n, host);
-      count(r, world, C_ALLREDUCE, n * 4);
+      job_keys_count(&r->keys, world, C_ALLREDUCE, n * 4);
     }
     size_t per = 16 << 10; /* 64 KiB per rank */
     fill(a, per, r->rank, it, host);
     CHECK(ncclAllGather(a, b, per, ncclFloat, comm, s));
     cudaStreamSynchronize(s);
     absorb(r, b, per * (size_t)world, host);
-    count(r, world, C_ALLGATHER, per * 4);
+    job_keys_count(&r->keys, world, C_ALLGATHER, per * 4);
 
     fill(a, per * (size_t)world, r->rank, it + 1, host);
     CHECK(ncclReduceScatter(a, b, per, ncclFloat, ncclSum, comm, s));
     cudaStreamSynchronize(s);
     absorb(r, b, per, host);
-    count(r, world, C_REDUCESCATTER, per * 4);
+    job_keys_count(&r->keys, world, C_REDUCESCATTER, per * 4);
 
     size_t nb = 32 << 10;
     fill(a, nb, r->rank, it + 2, host);
     CHECK(ncclBroadcast(a, b, nb, ncclFloat, it % world, comm, s));
     cudaStreamSynchronize(s);
     absorb(r, b, nb, host);
-    count(r, world, C_BCAST, nb * 4);
+    job_keys_count(&r->keys, world, C_BCAST, nb * 4);
 
     size_t nr = 12 << 10;
     fill(a, nr, r->rank, it + 3, host);
@@ -143,7 +114,7 @@ static void run_rank(rank_t *r) {
     CHECK(ncclReduce(a, b, nr, ncclFloat, ncclSum, 0, comm, s));
     cudaStreamSynchronize(s);
     if (r->rank == 0) absorb(r, b, nr, host);
-    count(r, world, C_REDUCE, nr * 4);
+    job_keys_count(&r->keys, world, C_REDUCE, nr * 4);
 
     /* a group of two different collectives: two buckets, each its own key */
     size_t ng = 8 << 10, nag = 2 << 10;
@@ -155,8 +126,8 @@ static void run_rank(rank_t *r) {
     CHECK(ncclGroupEnd());
     cudaStreamSynchronize(s);
     absorb(r, b, ng + nag * (size_t)world, host);
-    count(r, world, C_ALLREDUCE, ng * 4);
-    count(r, world, C_ALLGATHER, nag * 4);
+    job_keys_count(&r->keys, world, C_ALLREDUCE, ng * 4);
+    job_keys_count(&r->keys, world, C_ALLGATHER, nag * 4);
 
     if (sub) {
       size_t ns = 24 << 10; /* 96 KiB: a size only the split uses */
@@ -164,7 +135,7 @@ static void run_rank(rank_t *r) {
       CHECK(ncclAllReduce(a, b, ns, ncclFloat, ncclSum, sub, s));
       cudaStreamSynchronize(s);
       absorb(r, b, ns, host);
-      count(r, subn, C_ALLREDUCE, ns * 4);
+      job_keys_count(&r->keys, subn, C_ALLREDUCE, ns * 4);
     }
     if (pause_ms > 0) usleep((useconds_t)pause_ms * 1000); /* a job that lasts (interval reports) */
   }
@@ -217,10 +188,7 @@ int main(int argc, char **argv) {
   for (int t = 0; t < nthreads; t++) {
     rank_t *r = &ranks[t];
     failed |= r->failed;
-    printf("checksum rank=%d %016llx\n", r->rank, (unsigned long long)r->hash);
-    for (int k = 0; k < r->nkeys; k++)
-      printf("calls rank=%d nranks=%d coll=%s bin=%d n=%ld\n", r->rank, r->keys[k].nranks,
-             coll_names[r->keys[k].coll], r->keys[k].bin, r->keys[k].n);
+    job_keys_print(r->rank, r->hash, &r->keys);
   }
   return failed ? 1 : 0;
 }
