@@ -1,6 +1,6 @@
 /* shim_verbs.c: the QP hook — sets the RoCEv2 UDP source port (ECMP path) and traffic class of every
  * RDMA queue pair the job creates, by rewriting grh.flow_label and grh.traffic_class of the INIT→RTR
- * ibv_modify_qp (the policy is tuner/ah_path_policy.c).
+ * ibv_modify_qp (the policy is path/ah_path_policy.c).
  *
  * libnccl opens libibverbs with dlopen and resolves verbs with dlvsym(handle, name, "IBVERBS_1.1"),
  * which searches only that handle, so a preloaded ibv_modify_qp alone never sees NCCL's calls. The

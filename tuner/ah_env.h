@@ -60,7 +60,7 @@ typedef enum {
   AH_ENV_OVERRIDE,  /* the override grammar of ah_override.h */
   AH_ENV_QP_SPORT,  /* off|spread|plan|file:PATH */
   AH_ENV_TC,        /* N (0..255) or dscp=N (0..63), or "nccl" */
-  AH_ENV_TC_RULES,  /* MATCH:CLASS;... per-communicator classes (tuner/ah_path.h), kept as text */
+  AH_ENV_TC_RULES,  /* MATCH:CLASS;... per-communicator classes (path/ah_path.h), kept as text */
 } ah_env_type_t;
 
 /* One row of the table. */

@@ -4,7 +4,7 @@
  * The fabric: 16 leaves in 8 pairs x 8 spines; 4 hosts per leaf pair, each with 8 dual-port NICs
  * (one bonded address, left port to the pair's left leaf, right port to the right leaf, C4-style);
  * uplinks are non-blocking (capacity = the leaf's downlinks / 8 = 4 NIC ports). A flow is one QP;
- * its route is decided by hashes over the RoCEv2 5-tuple (tuner/ah_path_text.c's model): the host's LAG
+ * its route is decided by hashes over the RoCEv2 5-tuple (path/ah_path_text.c's model): the host's LAG
  * picks the NIC port, the source leaf's ECMP picks the spine over its live uplinks, the spine's ECMP
  * picks which of the destination's two leaves delivers it. Jobs of 2-16 hosts run rings (NIC n to
  * NIC n of the next host, 2 QPs each) or NCCL-style double binary trees, placed scattered over the

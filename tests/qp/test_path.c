@@ -1,4 +1,4 @@
-/* test_path.c: unit tests of the QP path policy (tuner/ah_path*.c) — the kernel's flow label →
+/* test_path.c: unit tests of the QP path policy (path/ah_path*.c) — the kernel's flow label →
  * UDP source port mapping round-trips for every port 0xC000–0xFFFF and agrees with rdma-core's own
  * helper, the traffic-class rule keeps ECN bits, parsers reject bad input with one error naming
  * the line and its text, the policy falls back to "leave the QP alone", spread is distinct and

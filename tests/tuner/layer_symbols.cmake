@@ -6,6 +6,8 @@
 # CUDA or verbs.)
 if(NOT FORBID)
   set(FORBID "^(nccl|cuda|cu[A-Z]|cublas|ibv_|mlx5|socket$|connect$|bind$|listen$|accept4?$|send|recv|getaddrinfo$|freeaddrinfo$|epoll_|poll$|select$|setsockopt$|getsockopt$|shutdown$)")
+endif()
+if(NOT RULE)
   set(RULE "tuner/ must not use NCCL, CUDA, verbs or sockets")
 endif()
 execute_process(COMMAND ${NM} -u --format=posix ${LIB} OUTPUT_VARIABLE _out RESULT_VARIABLE _rc)

@@ -1,5 +1,5 @@
 /* ah_path_text.h: line-oriented text helpers shared by the path catalog and topology parsers
- * (tuner/ah_path_text.c holds them; ah_path_policy.c and ah_path_plan.c use them). Internal to tuner/. */
+ * (path/ah_path_text.c holds them; ah_path_policy.c and ah_path_plan.c use them). Internal to path/. */
 #ifndef AH_PATH_TEXT_H
 #define AH_PATH_TEXT_H
 
