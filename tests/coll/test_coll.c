@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "coll_suite.h"
 
 static const int rank_counts[] = {1, 2, 3, 4, 8};
@@ -126,9 +127,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_coll processes|threads\n");
     return 2;
   }
-  SRunner *sr = srunner_create(coll_suite(argv[1]));
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(coll_suite(argv[1]));
 }

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "ah_coord_internal.h"
 #include "ah_log.h"
 #include "coord_test_util.h"
@@ -861,9 +862,5 @@ int main(void) {
   tcase_add_test(tc, burst_of_refusals_logs_its_count);
   tcase_add_test(tc, authenticated_flood_keeps_the_hub_bounded);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "ah_check.h"
 #include "ah_coord_internal.h"
 #include "coord_test_util.h"
 
@@ -185,9 +186,5 @@ int main(void) {
   tcase_add_test(tc, mac_depends_on_every_input);
   tcase_add_test(tc, addr_parse_names_bad_text);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "ah_coord_internal.h"
 
 static char outdir[256];
@@ -560,9 +561,5 @@ int main(void) {
   tcase_add_test(ta, attacks_on_a_running_jobs_hub_are_refused);
   tcase_add_test(ta, authenticated_flood_beside_a_tuned_job);
   suite_add_tcase(s, ta);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "sim_model.h"
 
 #define KiB ((size_t)1024)
@@ -538,9 +539,5 @@ int main(void) {
   tcase_add_test(misc, environment);
   tcase_add_test(misc, constants_edit_changes_nccl_not_truth);
   suite_add_tcase(s, misc);
-  SRunner *r = srunner_create(s);
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(s);
 }

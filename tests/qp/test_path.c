@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "ah_path.h"
 
 /* ---- stderr capture (Check runs each test in its own process) --------------------------------- */
@@ -476,9 +477,5 @@ int main(void) {
   tcase_add_test(tc, policy_typed_values);
   tcase_add_test(tc, policy_plan);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

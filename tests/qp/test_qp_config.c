@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_check.h"
 #include "shim_verbs.h"
 
 static int tc_set;
@@ -72,9 +73,5 @@ int main(int argc, char **argv) {
   else
     tcase_add_test(tc, config_traffic_class);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "ah_path.h"
 #include "qpfake.h"
 
@@ -296,9 +297,5 @@ int main(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, qp_hook);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_check.h"
 #include "ah_sched.h"
 
 static ah_segment_t seg_make(uint64_t first, uint64_t count, int algo) {
@@ -193,9 +194,5 @@ int main(void) {
   tcase_add_test(tc, test_capacity_and_foreach);
   tcase_add_test(tc, test_readers_race_writer);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_check.h"
 #include "ah_config.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
@@ -454,9 +455,5 @@ int main(int argc, char **argv) {
     return 2;
   }
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

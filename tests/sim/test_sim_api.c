@@ -18,6 +18,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "ah_check.h"
+
 #define NR 4
 
 typedef ncclResult_t (*rank_fn)(int rank, ncclComm_t comm, void *arg);
@@ -483,9 +485,5 @@ int main(void) {
     }
     tcase_add_test(tc, cases[i].t);
   }
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(s);
 }

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "ah_check.h"
 #include "ncclsim.h"
 
 /* nvcc's launch entry points have no C prototypes in the public headers. */
@@ -243,9 +244,5 @@ int main(void) {
   tcase_add_test(tc, test_launch_entry_points);
   tcase_add_test(tc, test_rendezvous);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(s);
 }

@@ -11,6 +11,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "ah_check.h"
+
 /* Two ranks as threads: each runs fn(rank, comm, arg) on its communicator and keeps the result. */
 typedef ncclResult_t (*rank_fn)(int rank, ncclComm_t comm);
 typedef struct {
@@ -143,9 +145,5 @@ int main(void) {
   tcase_add_test(tc, test_mismatched_sendrecv);
   tcase_add_test(tc, test_peer_aborted);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(s);
 }

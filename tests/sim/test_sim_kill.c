@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ah_check.h"
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -96,9 +98,5 @@ int main(void) {
   tcase_set_timeout(tc, 90);
   tcase_add_test(tc, test_kill_one_of_eight);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(s);
 }

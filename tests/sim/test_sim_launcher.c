@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ah_check.h"
+
 /* Runs ncclsim-run with `args` under sh; returns its exit code and fills out (sorted lines). */
 static int run(const char *args, char *out, size_t len) {
   char cmd[2048];
@@ -107,9 +109,5 @@ int main(void) {
   tcase_add_test(tc, test_bad_arguments);
   tcase_add_test(tc, test_signal_forwarding);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_check.h"
 #include "sim_reduce.h"
 
 START_TEST(half_known_patterns) {
@@ -107,9 +108,5 @@ int main(void) {
   tcase_add_test(tc, float_avg_premultiplies);
   tcase_add_test(tc, type_sizes);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(s);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_check.h"
 #include "ah_stats.h"
 #include "ah_tune.h"
 #include "tune_drive.h"
@@ -714,9 +715,5 @@ static Suite *tune_suite(void) {
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(tune_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ah_check_run(tune_suite());
 }

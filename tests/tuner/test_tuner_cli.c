@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "ah_report.h"
 
 static char dir[256];
@@ -242,9 +243,5 @@ int main(void) {
   tcase_add_test(tc, env_listing);
   tcase_add_test(tc, compare_runs);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

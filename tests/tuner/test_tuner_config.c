@@ -3,6 +3,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "ah_check.h"
 #include "ah_config.h"
 
 START_TEST(size_bins) {
@@ -112,9 +113,5 @@ int main(void) {
   tcase_add_test(tc, names_round_trip);
   tcase_add_test(tc, config_equal_and_format);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "ah_check.h"
 #include "ah_digest.h"
 #include "ah_override.h"
 
@@ -81,9 +82,5 @@ int main(void) {
   tcase_add_test(tc, each_difference_shows_in_its_part);
   tcase_add_test(tc, describe_names_the_parts);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

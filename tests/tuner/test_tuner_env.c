@@ -9,9 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "ah_env.h"
-#include "ah_path.h"
 #include "ah_log.h"
+#include "ah_path.h"
 
 /* ---- stderr capture: ah_log writes to fd 2 ------------------------------------------------- */
 
@@ -381,9 +382,5 @@ int main(void) {
   tcase_add_test(tc, env_print);
   tcase_add_test(tc, doc_agrees_with_table);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ah_check.h"
 #include "ah_override.h"
 
 #define MIB (1024ull * 1024ull)
@@ -335,9 +336,5 @@ int main(void) {
   tcase_add_test(tc, sizes);
   tcase_add_test(tc, random_strings_round_trip);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

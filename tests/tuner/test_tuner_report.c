@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ah_check.h"
 #include "ah_file.h"
 #include "ah_log.h"
 #include "ah_report.h"
@@ -676,9 +677,5 @@ int main(void) {
   tcase_add_test(tc, truncated_reports);
   tcase_add_test(tc, non_utf8_text_still_reports);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }

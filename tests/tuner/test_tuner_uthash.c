@@ -9,6 +9,7 @@ static int nalloc, fail_at = -1; /* the allocation numbered fail_at fails */
 
 static void *test_malloc(size_t sz) { return nalloc++ == fail_at ? NULL : malloc(sz); }
 #define uthash_malloc(sz) test_malloc(sz)
+#include "ah_check.h"
 #include "ah_uthash.h"
 
 typedef struct {
@@ -70,9 +71,5 @@ int main(void) {
   tcase_add_test(tc, first_add_refused);
   tcase_add_test(tc, growth_refused);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return ah_check_run(s);
 }
