@@ -1,0 +1,120 @@
+/* ah_tune_internal.h: the state of one key's search (struct ah_tune) and the functions the three
+ * files of the engine share — ah_tune_probe.c (probes and their statistics) < ah_tune_search.c
+ * (screening, descent, confirmation: the search's state machine) < ah_tune.c (the driver's
+ * interface: segments out, results in). Internal to tuner/. */
+#ifndef AH_TUNE_INTERNAL_H
+#define AH_TUNE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ah_config.h"
+#include "ah_stats.h"
+#include "ah_tune.h"
+
+#include "ah_stats.h"
+
+#define AH_TUNE_MAX_SAMPLES 32
+#define AH_TUNE_MAX_WANTS (AH_MAX_SUBSPACES + 2)
+#define AH_TUNE_MAX_LEVEL 1       /* step ratios 2^(1/2^level): x2, then x1.41 */
+#define AH_TUNE_SEARCH_MAXN 4     /* racing: samples a search probe may grow to */
+#define AH_TUNE_MOVE_N 4          /* samples of both sides behind a move that gains < BIG_GAIN */
+#define AH_TUNE_CONFIRM_N 4       /* fresh samples of the winner before it may replace the default */
+#define AH_TUNE_CONFIRM_MAXN 12
+#define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
+#define AH_TUNE_CONFIRM_Z 3.0     /* ... and the winner over NCCL's default */
+#define AH_TUNE_SURE_Z 6.0       /* ... or over NCCL's default without fresh samples, beyond 10% */
+#define AH_TUNE_PRIOR_BEHIND 1.2  /* NCCL's estimate puts a subspace this far behind its best ... */
+#define AH_TUNE_PRIOR_ABANDON 1.2 /* ... then it is descended only within this of the best ... */
+#define AH_TUNE_PRIOR_RESCREEN 1.5 /* ... and re-screened only within this */
+#define AH_TUNE_FLAT_Z 1.5        /* standard errors within which fewer resources count as equal */
+#define AH_TUNE_STEP_ABANDON 1.10 /* a later subspace still this much slower after one step is dropped */
+#define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
+#define AH_TUNE_SMALL_GAIN 0.03   /* a move gaining less refines it */
+#define AH_TUNE_MAX_RESTARTS 1
+#define AH_TUNE_SCREEN_OUT 1.7    /* a subspace this much slower on its first sample is out */
+#define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
+#define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
+#define AH_TUNE_SIGMA_FLOOR 0.005
+#define AH_TUNE_DRIFT_SHIFT 0.05  /* relative shift the CUSUM is tuned to detect */
+#define AH_TUNE_DRIFT_H 16.0
+
+typedef struct {
+  ah_config_t cfg;
+  int sub;                 /* index into space.sub, or -1 (NCCL's own choice outside the space) */
+  int pos[AH_MAX_DIMS];    /* index of each resource value in its dimension */
+  int n, committed;        /* samples observed / calls committed */
+  int confirm;             /* a fresh re-measurement of a searched config */
+  int epoch;               /* search epoch (drift re-opens start a new one) */
+  double us[AH_TUNE_MAX_SAMPLES];
+} ah_probe_t;
+
+/* A committed segment as the engine remembers it, to attribute results. */
+typedef struct {
+  uint64_t first, count;   /* count UINT64_MAX: forever */
+  int probe;
+} ah_tseg_t;
+
+typedef struct {
+  int probe, target;       /* wanted: probe observed at least `target` times */
+} ah_want_t;
+
+enum { AH_PH_SCREEN = 0, AH_PH_RESCREEN = 1, AH_PH_DESCEND = 2, AH_PH_CONFIRM = 3, AH_PH_DONE = 4 };
+
+struct ah_tune {
+  ah_space_t space;
+  ah_tune_params_t prm;
+  int state, phase, epoch;
+  ah_probe_t *probes;
+  int nprobes, capprobes;
+  ah_tseg_t *segs;
+  int nsegs, capsegs;
+  ah_want_t wants[AH_TUNE_MAX_WANTS];
+  int nwants;
+  int calls_spent, epoch_calls;
+  uint64_t asked;          /* `first` of the last ah_tune_next() */
+  int lag_est;             /* most calls seen started after a call before its result came */
+  uint64_t converged_at;
+  double sigma;
+  int def;                 /* probe of NCCL's default (space.start) */
+  int def_sub;             /* subspace of NCCL's choice (never abandoned), or -1 */
+  int best;                /* best searched probe so far */
+  int winner;              /* pinned probe (a confirm probe when the search won) */
+  int winner_src;          /* probe whose config is pinned */
+  int searchable[AH_MAX_DIMS], nsearch;
+  /* screening */
+  int sub_start[AH_MAX_SUBSPACES];
+  int order[AH_MAX_SUBSPACES], norder, cur;
+  int rescreened[AH_MAX_SUBSPACES], resc, screen2;
+  /* descent */
+  int center, dim_i, level, dir, first_step, quiet, moved, restarts, jumped, stretched;
+  int walk_ref, walked;    /* plateau walk: fastest centre on it, and moves along it, this axis */
+  int walk_pts[AH_MAX_DIM_VALUES]; /* the centres it left, in order */
+  int lv_start[AH_MAX_DIMS];
+  int cand[2], ncand;
+  int confirm_probe;
+  /* drift */
+  ah_drift_t drift;
+  int drift_on, reopened, reopen_count, forever_seg;
+  double scratch[AH_TUNE_MAX_SAMPLES];
+};
+
+/* ---- ah_tune_probe.c ---- */
+
+double ah_tune_lg(const ah_tune_t *t, int p);   /* robust mean of log time of probe p */
+double ah_tune_se(const ah_tune_t *t, int p);   /* ... and its standard error */
+void ah_tune_update_sigma(ah_tune_t *t);        /* pooled log-noise of this epoch's probes */
+/* Config of subspace `sub` at value indices pos (sub -1: the start's algo/proto). */
+void ah_tune_make_cfg(const ah_tune_t *t, int sub, const int *pos, ah_config_t *c);
+/* Finds the current epoch's non-confirm probe of config c, or adds it. Returns its index or -1. */
+int ah_tune_probe_get(ah_tune_t *t, int sub, const int *pos_in, const ah_config_t *c);
+void ah_tune_want(ah_tune_t *t, int p, int target); /* the next batch needs p observed target times */
+int ah_tune_wants_met(const ah_tune_t *t);
+int ah_tune_reserve(const ah_tune_t *t);        /* calls kept back for the confirmation */
+
+/* ---- ah_tune_search.c ---- */
+
+void ah_tune_finish(ah_tune_t *t, int winner, int src, int state); /* pins winner (config of src) */
+void ah_tune_start_screen(ah_tune_t *t);        /* a new epoch's first batch: every subspace once */
+void ah_tune_advance(ah_tune_t *t);             /* runs evaluations while the batch has its results */
+
+#endif

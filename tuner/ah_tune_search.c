@@ -1,0 +1,615 @@
+/* ah_tune_search.c: the search's state machine for one key (the method is described at the top of
+ * ah_tune.c and in docs/tuner.md): screening the subspaces, re-screening the close ones, coordinate
+ * descent inside each, the winner's confirmation against NCCL's default, and finishing. Each step
+ * asks for samples (ah_tune_want) and is evaluated when they have all come back (ah_tune_advance). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_log.h"
+#include "ah_tune_internal.h"
+
+/* ---- finishing ---- */
+
+void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
+  if (ah_log_level() >= AH_LOG_DEBUG) {
+    char b[96];
+    ah_log(AH_LOG_DEBUG, "tuner: %s %s (%.2f us, n=%d; default %.2f us, n=%d; noise %.1f%%) after %d "
+           "calls, %d probes, results up to %d calls late",
+           state == AH_TUNE_CONVERGED ? "pinned" : "gave up, pinned",
+           ah_config_format(&t->probes[winner].cfg, b, sizeof(b)), exp(ah_tune_lg(t, winner)),
+           t->probes[winner].n, t->def >= 0 ? exp(ah_tune_lg(t, t->def)) : 0.0,
+           t->def >= 0 ? t->probes[t->def].n : 0, 100.0 * t->sigma, t->epoch_calls, t->nprobes,
+           t->lag_est);
+  }
+  t->phase = AH_PH_DONE;
+  t->state = state;
+  t->winner = winner;
+  t->winner_src = src;
+  t->nwants = 0;
+  t->drift_on = 0;
+  if (t->prm.drift_check && winner >= 0 && t->probes[winner].n > 0) {
+    ah_drift_init(&t->drift, 0.0, t->sigma > 0.01 ? t->sigma : 0.01,
+                  AH_TUNE_DRIFT_SHIFT, AH_TUNE_DRIFT_H);
+    t->drift_on = 1;
+  }
+}
+
+static void ah_tune_start_confirm(ah_tune_t *t) {
+  t->phase = AH_PH_CONFIRM;
+  t->nwants = 0;
+  /* A best that is not measured faster than the default (a tie kept for its fewer resources)
+   * cannot pass the confirmation: NCCL's choice stays without spending its samples. */
+  if (t->best < 0 || t->best == t->def || ah_tune_lg(t, t->best) >= ah_tune_lg(t, t->def) ||
+      ah_config_equal(&t->probes[t->best].cfg, &t->probes[t->def].cfg)) {
+    ah_tune_finish(t, t->def, t->def, AH_TUNE_CONVERGED);
+    return;
+  }
+  int b = t->best;
+  /* A gain far beyond what selection luck can produce needs no fresh samples: on at least
+   * AH_TUNE_MOVE_N samples of both, more than AH_TUNE_BIG_GAIN and AH_TUNE_SURE_Z standard errors. */
+  double gain = ah_tune_lg(t, t->def) - ah_tune_lg(t, b);
+  double se = sqrt(pow(ah_tune_se(t, b), 2) + pow(ah_tune_se(t, t->def), 2));
+  if (t->probes[b].n >= AH_TUNE_MOVE_N && t->probes[t->def].n >= AH_TUNE_MOVE_N &&
+      gain > log(1.0 + AH_TUNE_BIG_GAIN) && gain > AH_TUNE_SURE_Z * se) {
+    ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
+    return;
+  }
+  if (t->nprobes == t->capprobes) {
+    int cap = 2 * t->capprobes;
+    ah_probe_t *np = realloc(t->probes, (size_t)cap * sizeof(*np));
+    if (!np) {
+      ah_log(AH_LOG_ERROR, "tuner: out of memory confirming a winner; keeping NCCL's default");
+      ah_tune_finish(t, t->def, t->def, AH_TUNE_DEFAULT);
+      return;
+    }
+    t->probes = np;
+    t->capprobes = cap;
+  }
+  ah_probe_t *pr = &t->probes[t->nprobes];
+  *pr = t->probes[b];
+  pr->n = pr->committed = 0;
+  pr->confirm = 1;
+  t->confirm_probe = t->nprobes++;
+  int dn = t->probes[t->def].n;
+  ah_tune_want(t, t->confirm_probe, AH_TUNE_CONFIRM_N);
+  ah_tune_want(t, t->def, dn > AH_TUNE_CONFIRM_N ? dn : AH_TUNE_CONFIRM_N);
+}
+
+static void ah_tune_eval_confirm(ah_tune_t *t) {
+  int c = t->confirm_probe, d = t->def;
+  double gain = ah_tune_lg(t, d) - ah_tune_lg(t, c);
+  double se = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, d), 2));
+  double floor = log(1.0 + t->prm.noise_floor);
+  if (gain > floor && gain > AH_TUNE_CONFIRM_Z * se) {
+    ah_tune_finish(t, c, t->best, AH_TUNE_CONVERGED);
+    return;
+  }
+  /* Undecided but plausible: more samples of both, within the confirmation cap. */
+  if (gain > 0.5 * floor && t->probes[c].n < AH_TUNE_CONFIRM_MAXN) {
+    t->nwants = 0;
+    ah_tune_want(t, c, t->probes[c].n + 3);
+    int dn = t->probes[d].n;
+    ah_tune_want(t, d, dn > t->probes[c].n + 3 ? dn : t->probes[c].n + 3);
+    return;
+  }
+  ah_tune_finish(t, d, d, AH_TUNE_CONVERGED);
+}
+
+/* ---- descent ---- */
+
+/* Index of the value nearest (in ratio) to values[i] * r^dir, at least one index away; -1 past
+ * the ends. */
+static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
+  double r = pow(2.0, level >= 0 ? 1.0 / (double)(1 << level) : (double)(1 << -level));
+  double v = (double)dim->values[i];
+  int j = i;
+  if (v > 0) {
+    double target = dir > 0 ? v * r : v / r, bestd = INFINITY;
+    for (int k = 0; k < dim->nvalues; k++) {
+      if (dim->values[k] <= 0) continue;
+      double dd = fabs(log((double)dim->values[k] / target));
+      if (dd < bestd) {
+        bestd = dd;
+        j = k;
+      }
+    }
+  }
+  if (dir > 0 && j <= i) j = i + 1;
+  if (dir < 0 && j >= i) j = i - 1;
+  return j >= 0 && j < dim->nvalues ? j : -1;
+}
+
+/* Proposes one unmeasured point: probe c0 moved to value index j along dimension d, as the only
+ * candidate. Returns 1 when that point was new and is now wanted, 0 otherwise (already measured,
+ * the centre itself, or out of memory). */
+static int ah_tune_probe_single(ah_tune_t *t, int c0, int d, int j) {
+  int pos[AH_MAX_DIMS];
+  memcpy(pos, t->probes[c0].pos, sizeof(pos));
+  pos[d] = j;
+  ah_config_t c;
+  ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
+  int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
+  if (p < 0 || p == c0 || t->probes[p].n != 0) return 0;
+  t->nwants = 0;
+  t->cand[0] = p;
+  t->ncand = 1;
+  ah_tune_want(t, p, t->prm.samples_per_probe);
+  return 1;
+}
+
+
+static void ah_tune_next_subspace(ah_tune_t *t);
+static void ah_tune_pick_subspace(ah_tune_t *t);
+
+static void ah_tune_plan_step(ah_tune_t *t);
+
+static void ah_tune_dim_done(ah_tune_t *t) {
+  int d = t->searchable[t->dim_i];
+  t->lv_start[d] = AH_TUNE_MAX_LEVEL;
+  t->quiet = t->moved ? 1 : t->quiet + 1;
+  if (t->quiet >= t->nsearch) { /* a full round of axes without a move: this subspace is done */
+    ah_tune_next_subspace(t);
+    return;
+  }
+  t->dim_i = (t->dim_i + 1) % t->nsearch;
+  t->level = t->lv_start[t->searchable[t->dim_i]];
+  t->dir = 0;
+  t->moved = 0;
+  t->jumped = 0;
+  t->stretched = 0;
+  t->walk_ref = -1;
+  t->walked = 0;
+  ah_tune_plan_step(t);
+}
+
+static void ah_tune_step_failed(ah_tune_t *t) {
+  t->level++;
+  t->dir = 0;
+  if (t->level > AH_TUNE_MAX_LEVEL) {
+    ah_tune_dim_done(t);
+    return;
+  }
+  ah_tune_plan_step(t);
+}
+
+static void ah_tune_plan_step(ah_tune_t *t) {
+  t->nwants = 0;
+  t->ncand = 0;
+  if (t->epoch_calls >= t->prm.budget_calls - ah_tune_reserve(t)) {
+    ah_tune_start_confirm(t); /* keep enough budget to confirm the winner */
+    return;
+  }
+  const ah_probe_t *cp = &t->probes[t->center];
+  int d = t->searchable[t->dim_i];
+  for (int dir = -1; dir <= 1; dir += 2) {
+    if (t->dir != 0 && dir != t->dir) continue;
+    int j = ah_tune_neighbour(&t->space.dims[d], cp->pos[d], dir, t->level);
+    if (j < 0) continue;
+    int pos[AH_MAX_DIMS];
+    memcpy(pos, cp->pos, sizeof(pos));
+    pos[d] = j;
+    ah_config_t c;
+    ah_tune_make_cfg(t, cp->sub, pos, &c);
+    int p = ah_tune_probe_get(t, cp->sub, pos, &c);
+    if (p < 0 || p == t->center) continue;
+    t->cand[t->ncand++] = p;
+    ah_tune_want(t, p, t->prm.samples_per_probe);
+  }
+  if (t->ncand == 0) ah_tune_step_failed(t);
+}
+
+/* 1 when probe p (fewer channels) is as fast as q within noise: slower by at most twice the noise
+ * floor on two samples each, or, on at least n samples of both, by at most AH_TUNE_FLAT_Z standard
+ * errors of the difference. Note that this is loose on purpose (noise must not stop a walk on a
+ * flat stretch); ah_tune_walk_settle() takes back what it lets the walk drift. */
+static int ah_tune_flat(const ah_tune_t *t, int p, int q, int n) {
+  double loss = ah_tune_lg(t, p) - ah_tune_lg(t, q);
+  if (t->probes[p].n < 2 || t->probes[q].n < 2) return 0;
+  double tol = log(1.0 + t->prm.noise_floor);
+  if (loss <= 2 * tol) return 1;
+  if (t->probes[p].n < n || t->probes[q].n < n) return 0;
+  double se = sqrt(pow(ah_tune_se(t, p), 2) + pow(ah_tune_se(t, q), 2));
+  return loss <= AH_TUNE_FLAT_Z * se;
+}
+
+/* Where a plateau walk stops, the refinement starts from its point with the fewest resources
+ * among those within the noise floor of its fastest. Note that the walk itself accepts a point
+ * up to AH_TUNE_FLAT_Z standard errors slower (so noise cannot stop it on a flat stretch), which
+ * on a gentle slope can carry it a few percent past the plateau's edge: this takes that back. */
+static void ah_tune_walk_settle(ah_tune_t *t) {
+  if (t->walked == 0) return;
+  int c0 = t->center;
+  double lref = ah_tune_lg(t, c0), floor = log(1.0 + t->prm.noise_floor);
+  for (int i = 0; i < t->walked; i++)
+    if (ah_tune_lg(t, t->walk_pts[i]) < lref) lref = ah_tune_lg(t, t->walk_pts[i]);
+  if (ah_tune_lg(t, c0) <= lref + floor) return;
+  for (int i = t->walked - 1; i >= 0; i--) { /* the walk's points, fewest resources first */
+    int q = t->walk_pts[i];
+    if (ah_tune_lg(t, q) <= lref + floor) {
+      if (ah_log_level() >= AH_LOG_DEBUG) {
+        char b[96];
+        ah_log(AH_LOG_DEBUG, "tuner: plateau walk settles back on %s (%.2f us, n=%d)",
+               ah_config_format(&t->probes[q].cfg, b, sizeof(b)), exp(ah_tune_lg(t, q)), t->probes[q].n);
+      }
+      t->center = q;
+      t->walk_ref = q;
+      t->walked = i; /* the points after q are behind the walk now */
+      return;
+    }
+  }
+}
+
+static void ah_tune_eval_step(ah_tune_t *t) {
+  int c0 = t->center;
+  double l0 = ah_tune_lg(t, c0), se0 = ah_tune_se(t, c0);
+  double floor = log(1.0 + t->prm.noise_floor);
+  int mv = -1;
+  double mv_gain = 0;
+  int unsure[2], nunsure = 0, hint = 0, flat = -1, refused = 0;
+  int d = t->searchable[t->dim_i];
+  for (int i = 0; i < t->ncand; i++) {
+    int p = t->cand[i];
+    double gain = l0 - ah_tune_lg(t, p);
+    double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
+    /* Fewer resources at a time equal within noise (of the centre and of the fastest point of the
+     * walk so far, so a gentle climb cannot add up): the plateau walk's next point. */
+    if (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] &&
+        ah_tune_flat(t, p, c0, AH_TUNE_MOVE_N) &&
+        (t->walk_ref < 0 || ah_tune_flat(t, p, t->walk_ref, 2)))
+      flat = p;
+    else if (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] &&
+             gain > -AH_TUNE_SEARCH_Z * se)
+      refused = 1; /* fewer channels, not equal enough to walk on, not clearly slower either */
+    /* The direction a longer step may pay in: a side measured faster (not significantly), or, at
+     * the end of an axis, the only side unless it is clearly slower. */
+    if (gain > 0 || (t->ncand == 1 && gain > -AH_TUNE_SEARCH_Z * se))
+      hint = t->probes[p].pos[t->searchable[t->dim_i]] > t->probes[c0].pos[t->searchable[t->dim_i]] ? 1 : -1;
+    /* A small win must hold on AH_TUNE_MOVE_N samples of both before the search moves: a lucky
+     * pair of samples would otherwise send the descent the wrong way. */
+    int sure = (t->probes[p].n >= AH_TUNE_MOVE_N && t->probes[c0].n >= AH_TUNE_MOVE_N) ||
+               gain > log(1.0 + AH_TUNE_BIG_GAIN);
+    if (gain > floor && gain > AH_TUNE_SEARCH_Z * se && sure) {
+      if (gain > mv_gain) {
+        mv = p;
+        mv_gain = gain;
+      }
+    } else if (flat != p &&
+               (gain > 0 || (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] &&
+                             gain > -AH_TUNE_SEARCH_Z * se)) &&
+               (t->probes[p].n < AH_TUNE_SEARCH_MAXN || t->probes[c0].n < AH_TUNE_SEARCH_MAXN)) {
+      /* measured faster, not yet significantly, or with fewer resources and not clearly slower
+       * (a plateau point must hold on as many samples as a small win): race it */
+      unsure[nunsure++] = p;
+    }
+  }
+  if (mv < 0 && flat < 0 && nunsure > 0 &&
+      t->epoch_calls < t->prm.budget_calls - ah_tune_reserve(t) - 4) {
+    t->nwants = 0;
+    int need = 0;
+    for (int i = 0; i < nunsure; i++) {
+      int n = t->probes[unsure[i]].n + 2;
+      if (n > AH_TUNE_SEARCH_MAXN) n = AH_TUNE_SEARCH_MAXN;
+      ah_tune_want(t, unsure[i], n);
+      if (n > need) need = n;
+    }
+    ah_tune_want(t, c0, need);
+    if (t->nwants > 0) return; /* race on: evaluate again when they arrive */
+  }
+  /* Abandon a later subspace that one step leaves clearly behind the best so far. */
+  if (t->first_step && t->best >= 0 && t->probes[t->best].sub != t->probes[c0].sub &&
+      t->probes[c0].sub != t->def_sub) {
+    double lb = ah_tune_lg(t, t->best), lc = mv >= 0 ? ah_tune_lg(t, mv) : l0;
+    if (lc > lb + log(AH_TUNE_STEP_ABANDON)) {
+      t->first_step = 0;
+      ah_tune_next_subspace(t);
+      return;
+    }
+  }
+  t->first_step = 0;
+  if (ah_log_level() >= AH_LOG_DEBUG) {
+    char b0[96], b1[96];
+    ah_log(AH_LOG_DEBUG, "tuner: step dim %d level %d from %s (%.2f us, n=%d): %s", t->dim_i,
+           t->level, ah_config_format(&t->probes[c0].cfg, b0, sizeof(b0)), exp(l0), t->probes[c0].n,
+           mv >= 0 ? ah_config_format(&t->probes[mv].cfg, b1, sizeof(b1)) : "no move");
+  }
+  if (mv >= 0) {
+    const ah_probe_t *np = &t->probes[mv];
+    t->dir = np->pos[d] > t->probes[c0].pos[d] ? 1 : -1;
+    t->center = mv;
+    t->moved = 1;
+    t->walk_ref = -1;
+    t->walked = 0;
+    /* Steps adapt to the gain: a large one coarsens the step (the optimum is far), a small one
+     * refines it (the optimum is near). */
+    if (mv_gain > log(1.0 + AH_TUNE_BIG_GAIN) && t->level > 0) t->level--;
+    else if (mv_gain < log(1.0 + AH_TUNE_SMALL_GAIN) && t->level < AH_TUNE_MAX_LEVEL) {
+      t->level++;
+      t->dir = 0; /* a finer step: neither side of the new centre is known yet */
+    }
+    ah_tune_plan_step(t);
+    return;
+  }
+  /* No significant gain, but fewer resources for the same time: walk on through the plateau in
+   * that direction with the same step (equal time on fewer channels frees SMs for the job's own
+   * compute, and a plateau may hide a drop beyond it: NCCL runs any channel count above the
+   * communicator's own as its own, so the shim's list from there up is flat). The walk ends where
+   * the time gets worse beyond noise; the refinement then starts around its last point. */
+  if (flat >= 0 && t->walked < t->space.dims[d].nvalues) {
+    if (t->walk_ref < 0 || ah_tune_lg(t, c0) < ah_tune_lg(t, t->walk_ref)) t->walk_ref = c0;
+    t->walk_pts[t->walked++] = c0;
+    t->dir = -1;
+    t->center = flat;
+    t->moved = 1;
+    if (ah_log_level() >= AH_LOG_DEBUG) {
+      char b1[96];
+      ah_log(AH_LOG_DEBUG, "tuner: plateau walk to %s (%.2f us, n=%d)",
+             ah_config_format(&t->probes[flat].cfg, b1, sizeof(b1)), exp(ah_tune_lg(t, flat)),
+             t->probes[flat].n);
+    }
+    ah_tune_plan_step(t);
+    return;
+  }
+  /* A plateau walk stopped on a point not clearly slower: one look a step further (x4) before it
+   * ends, once per axis. Where the plateau is NCCL's cap, the point the walk refused is still on
+   * it (noise made it look slower) and the drop lies beyond it. */
+  if (t->walked > 0 && t->dir < 0 && refused && !t->stretched) {
+    int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], -1, -1);
+    t->stretched = 1;
+    if (j >= 0) {
+      if (ah_tune_probe_single(t, c0, d, j)) return;
+    }
+  }
+  /* No move from the first step of an axis, but one side measured faster (not significantly): the
+   * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once. */
+  if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0) {
+    int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], hint, -1);
+    t->stretched = 1;
+    if (j >= 0) {
+      if (ah_tune_probe_single(t, c0, d, j)) return;
+    }
+  }
+  /* No move. A line search that stalls on a gentle slope gets one jump to the end of the axis it
+   * was heading for (few channels is often best for small messages, and a 2% step is within
+   * noise where the end is 6% better). Otherwise refine the step around the centre. A plateau walk
+   * needs no jump: it already went on through equal times and stopped where the time got worse. */
+  if (t->dir != 0 && !t->jumped && t->walk_ref < 0) {
+    int i = t->probes[c0].pos[d], b = t->dir < 0 ? 0 : t->space.dims[d].nvalues - 1;
+    t->jumped = 1;
+    if (abs(b - i) >= 2) {
+      if (ah_tune_probe_single(t, c0, d, b)) return;
+    }
+  }
+  ah_tune_walk_settle(t);
+  ah_tune_step_failed(t);
+}
+
+/* ---- subspaces ---- */
+
+static void ah_tune_start_subspace(ah_tune_t *t, int center) {
+  t->phase = AH_PH_DESCEND;
+  t->center = center;
+  t->dim_i = 0;
+  t->quiet = 0;
+  t->moved = 0;
+  t->jumped = 0;
+  t->stretched = 0;
+  t->walk_ref = -1;
+  t->walked = 0;
+  t->dir = 0;
+  t->level = 0;
+  t->first_step = 1;
+  for (int d = 0; d < AH_MAX_DIMS; d++) t->lv_start[d] = 0;
+  if (t->nsearch == 0) {
+    ah_tune_next_subspace(t);
+    return;
+  }
+  ah_tune_plan_step(t);
+}
+
+/* 1 when probe p should replace q as the best so far: faster, or within the noise floor and with
+ * fewer channels (the SMs a channel takes are the job's compute's loss). Note that NCCL's default
+ * counts as having more: its resources are NCCL's own, unknown here, and a searched point as fast
+ * gives the later subspaces resources to be re-screened at. The confirmation still compares the
+ * best with the default, so a tie never replaces NCCL's choice. */
+static int ah_tune_prefer(const ah_tune_t *t, int p, int q) {
+  double lp = ah_tune_lg(t, p), lq = ah_tune_lg(t, q);
+  if (lp < lq) return 1;
+  if (lp > lq + log(1.0 + t->prm.noise_floor)) return 0;
+  if (t->probes[q].sub < 0) return t->probes[p].sub >= 0;
+  if (t->probes[p].sub < 0) return 0;
+  return t->space.ndims > AH_DIM_NCHANNELS &&
+         t->probes[p].cfg.res[AH_DIM_NCHANNELS] < t->probes[q].cfg.res[AH_DIM_NCHANNELS];
+}
+
+/* The current subspace is done (converged or abandoned): its centre competes for best, and the
+ * next subspace in screening order is descended unless its screen already put it clearly behind. */
+static void ah_tune_next_subspace(ah_tune_t *t) {
+  if (t->center >= 0 && (t->best < 0 || ah_tune_prefer(t, t->center, t->best))) t->best = t->center;
+  t->center = -1;
+  t->cur++;
+  ah_tune_pick_subspace(t);
+}
+
+/* Same resources in another subspace: 1 when the best point's searchable values differ from p's. */
+static int ah_tune_res_differ(const ah_tune_t *t, int p, int q) {
+  for (int i = 0; i < t->nsearch; i++)
+    if (t->probes[p].pos[t->searchable[i]] != t->probes[q].pos[t->searchable[i]]) return 1;
+  return 0;
+}
+
+/* 1 when NCCL's own estimate puts subspace s more than AH_TUNE_PRIOR_BEHIND behind its best
+ * estimate. Note that such a subspace is re-screened and descended on tighter ratios: NCCL's
+ * model and the measurement are two independent signs that it is behind. */
+static int ah_tune_prior_behind(const ah_tune_t *t, int s) {
+  double emin = INFINITY;
+  for (int i = 0; i < t->space.nsub; i++)
+    if (t->space.est_us[i] > 0 && t->space.est_us[i] < emin) emin = t->space.est_us[i];
+  return t->prm.prior_ratio > 0 && t->space.est_us[s] > 0 && t->space.est_us[s] > AH_TUNE_PRIOR_BEHIND * emin;
+}
+
+/* How far behind the best a subspace may measure and still be descended. */
+static double ah_tune_abandon_ratio(const ah_tune_t *t, int s) {
+  double r = t->prm.abandon_ratio;
+  return ah_tune_prior_behind(t, s) && r > AH_TUNE_PRIOR_ABANDON ? AH_TUNE_PRIOR_ABANDON : r;
+}
+
+/* Starts the descent of the next subspace (in screening order) that is not clearly behind, or the
+ * confirmation when none is left. Note that a subspace screened at NCCL's resources is screened
+ * again at the best point's resources before it is judged: interference and message size move
+ * every subspace's best channel count the same way, so that is where it is likely good. */
+static void ah_tune_pick_subspace(ah_tune_t *t) {
+  for (; t->cur < t->norder; t->cur++) {
+    int s = t->order[t->cur], p = t->sub_start[s];
+    if (p < 0 || t->probes[p].n == 0) continue;
+    double lb = ah_tune_lg(t, t->best);
+    if (!t->rescreened[s] && t->probes[t->best].sub >= 0 && ah_tune_res_differ(t, p, t->best) &&
+        ah_tune_lg(t, p) <= lb + log(ah_tune_prior_behind(t, s) ? AH_TUNE_PRIOR_RESCREEN : AH_TUNE_RESCREEN_RATIO)) {
+      t->rescreened[s] = 1;
+      ah_config_t c;
+      ah_tune_make_cfg(t, s, t->probes[t->best].pos, &c);
+      int q = ah_tune_probe_get(t, s, t->probes[t->best].pos, &c);
+      if (q >= 0) {
+        t->resc = q;
+        if (t->probes[q].n < t->prm.samples_per_probe) {
+          t->phase = AH_PH_RESCREEN;
+          t->nwants = 0;
+          ah_tune_want(t, q, t->prm.samples_per_probe);
+          return; /* ah_tune_eval_rescreen() resumes here */
+        }
+        if (ah_tune_lg(t, q) < ah_tune_lg(t, p)) t->sub_start[s] = p = q;
+      }
+    }
+    if (s != t->def_sub && ah_tune_lg(t, p) > lb + log(ah_tune_abandon_ratio(t, s))) continue;
+    ah_tune_start_subspace(t, p);
+    return;
+  }
+  /* Bounded restart: with two or more axes, one more descent from the best point with the coarse
+   * step, when the budget has room (probes already measured cost nothing). */
+  if (t->restarts < AH_TUNE_MAX_RESTARTS && t->nsearch >= 2 &&
+      t->epoch_calls < t->prm.budget_calls / 2 && t->probes[t->best].sub >= 0) {
+    t->restarts++;
+    ah_tune_start_subspace(t, t->best);
+    return;
+  }
+  ah_tune_start_confirm(t);
+}
+
+static void ah_tune_eval_rescreen(ah_tune_t *t) {
+  int s = t->order[t->cur], q = t->resc;
+  if (ah_tune_lg(t, q) < ah_tune_lg(t, t->sub_start[s])) t->sub_start[s] = q;
+  t->phase = AH_PH_DESCEND;
+  ah_tune_pick_subspace(t);
+}
+
+/* Value indices of the start's resources: exact when legal, nearest (in ratio) otherwise; a value
+ * of 0 (NCCL's own choice) starts channels at the top and other dimensions in the middle. */
+static void ah_tune_start_pos(const ah_tune_t *t, int *pos) {
+  for (int d = 0; d < AH_MAX_DIMS; d++) pos[d] = 0;
+  for (int d = 0; d < t->space.ndims; d++) {
+    const ah_dim_t *dim = &t->space.dims[d];
+    if (dim->nvalues <= 0) continue;
+    int64_t v = t->space.start.res[d];
+    if (v <= 0) {
+      pos[d] = dim->nvalues / 2;
+      continue;
+    }
+    double bestd = INFINITY;
+    for (int k = 0; k < dim->nvalues; k++) {
+      double dd = dim->values[k] > 0 ? fabs(log((double)dim->values[k] / (double)v)) : INFINITY;
+      if (dd < bestd) {
+        bestd = dd;
+        pos[d] = k;
+      }
+    }
+  }
+}
+
+void ah_tune_start_screen(ah_tune_t *t) {
+  t->phase = AH_PH_SCREEN;
+  t->nwants = 0;
+  t->best = t->winner = t->center = t->confirm_probe = -1;
+  t->cur = -1;
+  t->norder = 0;
+  t->restarts = 0;
+  memset(t->rescreened, 0, sizeof(t->rescreened));
+  t->screen2 = 0;
+  int pos[AH_MAX_DIMS];
+  ah_tune_start_pos(t, pos);
+  t->def = ah_tune_probe_get(t, -1, NULL, &t->space.start);
+  t->def_sub = -1;
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.sub[s].algo == t->space.start.algo && t->space.sub[s].proto == t->space.start.proto)
+      t->def_sub = s;
+  if (t->def < 0) return;
+  ah_tune_want(t, t->def, t->prm.samples_per_probe);
+  /* The prior: NCCL's own estimates. A subspace it puts more than prior_ratio behind its best
+   * estimate is not screened (NCCL's own subspace always is). */
+  double emin = INFINITY;
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.est_us[s] > 0 && t->space.est_us[s] < emin) emin = t->space.est_us[s];
+  for (int s = 0; s < t->space.nsub; s++) {
+    t->sub_start[s] = -1;
+    if (t->prm.prior_ratio > 0 && s != t->def_sub && t->space.est_us[s] > 0 &&
+        t->space.est_us[s] > t->prm.prior_ratio * emin)
+      continue;
+    ah_config_t c;
+    ah_tune_make_cfg(t, s, pos, &c);
+    t->sub_start[s] = ah_tune_probe_get(t, s, pos, &c);
+    ah_tune_want(t, t->sub_start[s], 1); /* the rest once the first sample shows it is in the race */
+  }
+}
+
+static void ah_tune_eval_screen(ah_tune_t *t) {
+  /* Two stages: one sample of every subspace first; a subspace already AH_TUNE_SCREEN_OUT times
+   * slower than the best (an outlier is 1.5x, so no contender measures that slow) is out without
+   * its second sample, which saves the search most of its cost on large messages (LL at 1 GiB
+   * runs ten times longer than NCCL's choice). */
+  if (!t->screen2) {
+    t->screen2 = 1;
+    double lb = ah_tune_lg(t, t->def);
+    for (int s = 0; s < t->space.nsub; s++)
+      if (t->sub_start[s] >= 0 && ah_tune_lg(t, t->sub_start[s]) < lb) lb = ah_tune_lg(t, t->sub_start[s]);
+    t->nwants = 0;
+    for (int s = 0; s < t->space.nsub; s++)
+      if (t->sub_start[s] >= 0 && ah_tune_lg(t, t->sub_start[s]) <= lb + log(AH_TUNE_SCREEN_OUT))
+        ah_tune_want(t, t->sub_start[s], t->prm.samples_per_probe);
+    if (t->nwants > 0) return;
+  }
+  t->norder = 0;
+  for (int s = 0; s < t->space.nsub; s++) {
+    if (t->sub_start[s] < 0) continue;
+    double l = ah_tune_lg(t, t->sub_start[s]);
+    int i = t->norder++;
+    while (i > 0 && ah_tune_lg(t, t->sub_start[t->order[i - 1]]) > l) {
+      t->order[i] = t->order[i - 1];
+      i--;
+    }
+    t->order[i] = s;
+  }
+  if (ah_log_level() >= AH_LOG_DEBUG)
+    for (int i = 0; i < t->norder; i++) {
+      char b[96];
+      int p = t->sub_start[t->order[i]];
+      ah_log(AH_LOG_DEBUG, "tuner: screen %s: %.2f us (n=%d)", ah_config_format(&t->probes[p].cfg, b, sizeof(b)),
+             exp(ah_tune_lg(t, p)), t->probes[p].n);
+    }
+  t->best = t->def;
+  for (int i = 0; i < t->norder; i++)
+    if (ah_tune_lg(t, t->sub_start[t->order[i]]) < ah_tune_lg(t, t->best)) t->best = t->sub_start[t->order[i]];
+  t->center = -1;
+  t->cur = -1;
+  ah_tune_next_subspace(t);
+}
+
+/* Runs evaluations while the current batch has all its results. */
+void ah_tune_advance(ah_tune_t *t) {
+  for (int guard = 0; guard < 64 && t->phase != AH_PH_DONE && ah_tune_wants_met(t); guard++) {
+    ah_tune_update_sigma(t);
+    if (t->phase == AH_PH_SCREEN) ah_tune_eval_screen(t);
+    else if (t->phase == AH_PH_RESCREEN) ah_tune_eval_rescreen(t);
+    else if (t->phase == AH_PH_DESCEND) ah_tune_eval_step(t);
+    else if (t->phase == AH_PH_CONFIRM) ah_tune_eval_confirm(t);
+  }
+}
