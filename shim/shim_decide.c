@@ -56,6 +56,24 @@ static inline void decision_apply(ah_decision_t *d, ah_comm_t *c, const ah_call_
   last_decision.chunk = d->chunk;
 }
 
+/* The cost-table cell a v3+ call must allow for the segment's pair to run (seg_cell), found once
+ * per segment: NCCL's tables have the same shape at every call. */
+static int table_cell(const ah_call_t *call, const ah_config_t *cfg) {
+  if (!call->table || (cfg->algo < 0 && cfg->proto < 0)) return -1;
+  if (cfg->algo < 0 || cfg->proto < 0) return -2;
+  if (cfg->algo >= call->num_algo || cfg->proto >= call->num_proto) return -2; /* never allowed */
+  return cfg->algo * call->num_proto + cfg->proto;
+}
+
+/* Whether this call's cost table lets NCCL run the segment's pair (a cell of -1 is a pair NCCL
+ * cannot or may not run for this call, and can change from call to call with the size or a
+ * registered buffer); v1/v2 calls were checked once per segment (seg_refused). */
+static inline int table_allows(const ah_call_t *call, const ah_shim_rankkey_t *ck, const ah_config_t *cfg) {
+  int cell = ck->seg_cell;
+  if (__builtin_expect(cell == -1 || !call->table, 1)) return 1;
+  return cell >= 0 ? call->table[cell] >= 0 : ah_config_allowed_call(cfg, call);
+}
+
 /* A simulated bucket: the configuration the next real call of its key would get, if committed;
  * nothing is counted, waited for or recorded. */
 static void decide_peek(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
@@ -63,7 +81,7 @@ static void decide_peek(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[call->coll][bin], __ATOMIC_ACQUIRE);
   ah_segment_t seg;
   if (!ck || c->ctl == AH_CTL_OBSERVE || !ah_sched_lookup(ck->ks->sched, ck->next, &seg) ||
-      ah_config_is_keep(&seg.config) || (!call->table && !ah_config_allowed_call(&seg.config, call)))
+      ah_config_is_keep(&seg.config) || !ah_config_allowed_call(&seg.config, call))
     return;
   decision_apply(d, c, call, &seg);
 }
@@ -128,7 +146,11 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   if (have && seg.first != ck->seg_first) { /* a segment this rank has not used yet: classify it once */
     ck->seg_first = seg.first;
     ck->seg_keep = ah_config_is_keep(&seg.config);
+    /* v1/v2: the support flags are the same for every call of the key, so checked once here; a
+     * v3+ table can differ from call to call (NCCL marks cells it may not run per size), so it is
+     * checked at each call below, before the call is counted. */
     ck->seg_refused = !ck->seg_keep && !call->table && !ah_config_allowed_call(&seg.config, call);
+    ck->seg_cell = ck->seg_keep ? -1 : table_cell(call, &seg.config);
     /* NCCL's own pair with NCCL's resources (a search's starting point): still forced, so every
      * call of the segment runs it, but its calls and times are NCCL's default in the report. */
     ck->seg_nccl = !ck->seg_keep && !ck->seg_refused && ck->nccl_cfg.algo >= 0 &&
@@ -142,7 +164,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
     }
   }
   if (have && !ck->seg_keep) {
-    if (__builtin_expect(!ck->seg_refused, 1)) {
+    if (__builtin_expect(!ck->seg_refused && table_allows(call, ck, &seg.config), 1)) {
       uint32_t gen = ck->seg_nccl ? 0 : ck->gen;
       if (ck->seg_nccl) ck->nccl_default.calls++;
       else ck->applied.calls++;
@@ -151,7 +173,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
       return;
     }
-    ah_shim_refused(c, call, d); /* v1/v2: a pair the flags forbid; NCCL would not check it */
+    ah_shim_refused(c, call, d); /* a pair this call cannot run: NCCL's choice, counted as such */
   }
   ck->nccl_default.calls++;
   ck->source = have ? seg.source : AH_SOURCE_DEFAULT; /* a pinned or tuned "keep NCCL's choice" */
@@ -166,11 +188,6 @@ size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
 
 void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   ah_shim_rankkey_t *ck = d->ck;
-  if (ck && (d->algo >= 0 || d->proto >= 0 || d->nchannels > 0 || d->chunk > 0) && !ck->seg_nccl &&
-      ck->applied.calls > 0) {
-    ck->applied.calls--; /* accounted as applied by ah_shim_decide: it ran NCCL's choice instead */
-    ck->nccl_default.calls++;
-  }
   if (ck && !ck->refused) {
     ck->refused = 1;
     ah_log(AH_LOG_WARN, "%s of %zu bytes on communicator %016llx: the committed configuration names "

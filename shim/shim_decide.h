@@ -34,8 +34,9 @@ void ah_shim_simulating(int on);
 /* v6: the chunk size for the bucket decided last on this thread (0 keeps NCCL's). */
 size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes);
 
-/* Reports, once per key, a decision NCCL cannot run (a -1 cell or a pair the flags forbid); the
- * call keeps NCCL's choice and is accounted as such. */
+/* Reports, once per key, a decision NCCL cannot run (a -1 cell or a pair the flags forbid) and
+ * clears it, so the call keeps NCCL's choice. ah_shim_decide checks before it counts the call, so
+ * such a call is counted as NCCL's from the start and nothing is undone. */
 void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d);
 
 /* A measured duration (microseconds) of call `index` of a key, with the source and generation the

@@ -75,6 +75,8 @@ typedef struct ah_shim_rankkey {
   int seg_keep;              /* that segment keeps NCCL's choice */
   int seg_refused;           /* v1/v2: that segment names a pair NCCL's flags forbid */
   int seg_nccl;              /* that segment forces NCCL's own pair and resources */
+  int seg_cell;              /* v3+: its pair's cost-table cell, checked at each call; -1 none to
+                              * check, -2 a partial pair (every matching cell is looked at) */
   int source;                /* AH_SOURCE_* of the latest call */
   int refused;               /* a forced pair NCCL cannot run was refused (logged once) */
   int leader;                /* this rank drives the key's search */

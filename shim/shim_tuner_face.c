@@ -16,7 +16,8 @@
 /* Applies a decision to a v3+ cost table. A partial pair (algorithm or protocol -1) forces the
  * cheapest cell NCCL allows among those matching it. Returns 1 when the pair was applied (or
  * nothing was forced), 0 when no allowed cell matches (the caller refuses the decision). */
-static int apply_table(float **collCostTable, int numAlgo, int numProto, const ah_decision_t *d) {
+static int apply_table(float **collCostTable, int numAlgo, int numProto, const ah_decision_t *d,
+                       int chained) {
   if (d->algo < 0 && d->proto < 0) return 1;
   float *t = (float *)(void *)collCostTable; /* contiguous [numAlgo][numProto] */
   int target = -1;
@@ -34,9 +35,11 @@ static int apply_table(float **collCostTable, int numAlgo, int numProto, const a
   }
   if (target < 0) return 0;
   /* NCCL takes the smallest non-negative cell, ties to the lowest index: only a 0.0 cell before
-   * ours could beat the 0.0 we write. */
-  for (int i = 0; i < target; i++)
-    if (t[i] == 0.0f) t[i] = 1e6f;
+   * ours could beat the 0.0 we write. NCCL's own estimates are positive times, so only a chained
+   * user tuner can have written one. */
+  if (chained)
+    for (int i = 0; i < target; i++)
+      if (t[i] == 0.0f) t[i] = 1e6f;
   t[target] = 0.0f;
   return 1;
 }
@@ -53,7 +56,8 @@ static ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size
                     numAlgo, numProto, 0, 0};
   ah_decision_t d;
   ah_shim_decide(c, &call, &d);
-  if (!apply_table(collCostTable, numAlgo, numProto, &d)) ah_shim_refused(c, &call, &d);
+  /* ah_shim_decide checked this call's table, so this is only a guard: never force a -1 cell. */
+  if (!apply_table(collCostTable, numAlgo, numProto, &d, c->chain_ctx != NULL)) ah_shim_refused(c, &call, &d);
   if (d.nchannels > 0 && nChannels) *nChannels = d.nchannels;
   return ncclSuccess;
 }

@@ -109,6 +109,36 @@ START_TEST(test_override_never_forces_ignored_cell) {
 }
 END_TEST
 
+/* A v3+ cost table can forbid a pair at one call and allow it at the next (NCCL marks cells per
+ * size and registered buffer): each call is checked before it is counted, so a refused call is
+ * NCCL's from the start and the calls around it run the override. */
+START_TEST(test_refused_call_counted_as_nccl) {
+  ah_comm_t *c = ctx_new(0x2323, 8);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS], ref[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  int nch;
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch);
+  ck_assert_float_eq(t[AH_ALGO_RING][AH_PROTO_SIMPLE], 0.0f);
+  ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 4 << 20, c->nranks)];
+  ck_assert_ptr_nonnull(ck);
+  ck_assert_uint_eq(ck->applied.calls, 1);
+  table_fill(t);
+  t[AH_ALGO_RING][AH_PROTO_SIMPLE] = AH_COST_IGNORE;
+  memcpy(ref, t, sizeof t);
+  get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch);
+  ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
+  ck_assert_int_eq(nch, 0);
+  ck_assert_uint_eq(ck->applied.calls, 1);
+  ck_assert_uint_eq(ck->nccl_default.calls, 1);
+  table_fill(t);
+  get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch);
+  ck_assert_float_eq(t[AH_ALGO_RING][AH_PROTO_SIMPLE], 0.0f);
+  ck_assert_int_eq(nch, 16);
+  ck_assert_uint_eq(ck->applied.calls, 2);
+  ck_assert_uint_eq(ck->nccl_default.calls, 1);
+}
+END_TEST
+
 START_TEST(test_call_index_counts) {
   ah_comm_t *c = ctx_new(0x3333, 4);
   float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
@@ -437,6 +467,7 @@ int main(int argc, char **argv) {
   if (strcmp(scenario, "fixed") == 0) {
     tcase_add_test(tc, test_override_applies);
     tcase_add_test(tc, test_override_never_forces_ignored_cell);
+    tcase_add_test(tc, test_refused_call_counted_as_nccl);
     tcase_add_test(tc, test_call_index_counts);
     tcase_add_test(tc, test_v2_out_params);
     tcase_add_test(tc, test_simulate_counts_nothing);
