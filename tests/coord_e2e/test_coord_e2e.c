@@ -111,6 +111,28 @@ static int count_lines(const char *text, const char *needle) {
   return c;
 }
 
+static void sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Waits (up to timeout_s) until the running job's output has n lines containing needle. */
+static int wait_output(const char *needle, int n, double timeout_s) {
+  static char out[1 << 21];
+  char log[300];
+  snprintf(log, sizeof log, "%s/out.txt", outdir);
+  double t0 = now_s();
+  do {
+    FILE *f = fopen(log, "r");
+    size_t len = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    if (f) fclose(f);
+    out[len] = 0;
+    if (count_lines(out, needle) >= n) return 1;
+    sleep_ms(20);
+  } while (now_s() - t0 < timeout_s);
+  return 0;
+}
+
 /* Checks the reports: the leader's keys all left the search; every other process ends each key
  * on the leader's configuration; some process waited for the leader (so the coordinator carried
  * decisions, not luck). Returns the number of keys of the leader. */
@@ -272,10 +294,6 @@ END_TEST
 
 /* ---- attacks on the hub of a running job ---- */
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 static int hub_connect(void) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -469,7 +487,7 @@ START_TEST(authenticated_flood_beside_a_tuned_job) {
   ah_coord_stamp_t st;
   ck_assert_int_eq(ah_coord_stamp_read(idbuf, &st), 0);
   ck_assert_int_eq(st.port, job_port);
-  sleep_ms(500); /* the job's ranks have joined their communicator */
+  ck_assert_msg(wait_output(": first call done", 8, 60), "the job's ranks never completed a call");
   long rss0 = proc_status_kb(hub_pid, "VmRSS"), peak = rss0;
   int fd = authed_connect(&st, 0xa77ac4);
   ck_assert_int_ge(fd, 0);
