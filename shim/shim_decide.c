@@ -50,10 +50,28 @@ static inline void decision_apply(ah_decision_t *d, ah_comm_t *c, const ah_call_
   if (seg->config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg->config.res[AH_DIM_NCHANNELS];
   if (seg->config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg->config.res[AH_DIM_CHUNK];
   d->source = seg->source;
+  if (d->chunk == 0) return; /* last_decision.c was cleared on entry */
   last_decision.c = c;
   last_decision.coll = call->coll;
   last_decision.nbytes = call->nbytes;
   last_decision.chunk = d->chunk;
+}
+
+/* The segment that covers call `index` of the key, into ck->seg: the one used last while the
+ * schedule is unchanged and it covers the index (a converged key: two loads and compares), else
+ * looked up, else resolved (the leader commits, a worker waits). Returns 0 when none applies. */
+static inline int segment_of(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call) {
+  const ah_sched_t *sched = ck->ks->sched;
+  uint64_t published = ah_sched_published(sched);
+  if (__builtin_expect(published == ck->seg_published && index >= ck->seg.first &&
+                       (ck->seg.count == AH_SCHED_FOREVER || index - ck->seg.first < ck->seg.count), 1))
+    return 1;
+  if (ah_sched_lookup(sched, index, &ck->seg)) {
+    ck->seg_published = published; /* read before the lookup: at worst one lookup too many */
+    return 1;
+  }
+  ck->seg_published = UINT64_MAX;
+  return ah_shim_resolve(c, ck, index, call, &ck->seg);
 }
 
 /* The cost-table cell a v3+ call must allow for the segment's pair to run (seg_cell), found once
@@ -110,12 +128,7 @@ static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *
 }
 
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
-  d->algo = d->proto = -1;
-  d->nchannels = 0;
-  d->chunk = 0;
-  d->source = AH_SOURCE_DEFAULT;
-  d->ck = NULL;
-  d->index = 0;
+  *d = (ah_decision_t){.algo = -1, .proto = -1, .source = AH_SOURCE_DEFAULT};
   last_decision.c = NULL;
   int coll = call->coll;
   if ((unsigned)coll >= AH_NUM_FUNCTIONS) return;
@@ -136,49 +149,49 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   d->ck = ck;
   d->index = index;
 
-  ah_segment_t seg;
   int have = 0;
   if (c->ctl != AH_CTL_OBSERVE) {
     if (__builtin_expect(atomic_load_explicit(&ck->ks->reopen, memory_order_relaxed), 0) && ah_shim_is_leader(c))
       ah_shim_leader_cut(c, ck, index);
-    have = ah_sched_lookup(ck->ks->sched, index, &seg) || ah_shim_resolve(c, ck, index, call, &seg);
+    have = segment_of(c, ck, index, call);
   }
-  if (have && seg.first != ck->seg_first) { /* a segment this rank has not used yet: classify it once */
-    ck->seg_first = seg.first;
-    ck->seg_keep = ah_config_is_keep(&seg.config);
+  const ah_segment_t *seg = &ck->seg; /* valid when have */
+  if (have && seg->first != ck->seg_first) { /* a segment this rank has not used yet: classify it once */
+    ck->seg_first = seg->first;
+    ck->seg_keep = ah_config_is_keep(&seg->config);
     /* v1/v2: the support flags are the same for every call of the key, so checked once here; a
      * v3+ table can differ from call to call (NCCL marks cells it may not run per size), so it is
      * checked at each call below, before the call is counted. */
-    ck->seg_refused = !ck->seg_keep && !call->table && !ah_config_allowed_call(&seg.config, call);
-    ck->seg_cell = ck->seg_keep ? -1 : table_cell(call, &seg.config);
+    ck->seg_refused = !ck->seg_keep && !call->table && !ah_config_allowed_call(&seg->config, call);
+    ck->seg_cell = ck->seg_keep ? -1 : table_cell(call, &seg->config);
     /* NCCL's own pair with NCCL's resources (a search's starting point): still forced, so every
      * call of the segment runs it, but its calls and times are NCCL's default in the report. */
     ck->seg_nccl = !ck->seg_keep && !ck->seg_refused && ck->nccl_cfg.algo >= 0 &&
-                   seg.config.algo == ck->nccl_cfg.algo && seg.config.proto == ck->nccl_cfg.proto;
-    for (int i = 0; ck->seg_nccl && i < seg.config.ndims && i < AH_MAX_DIMS; i++)
-      if (seg.config.res[i] != 0) ck->seg_nccl = 0;
-    if (!ck->seg_keep && !ck->seg_refused && !ck->seg_nccl && !ah_config_equal(&seg.config, &ck->applied.cfg)) {
+                   seg->config.algo == ck->nccl_cfg.algo && seg->config.proto == ck->nccl_cfg.proto;
+    for (int i = 0; ck->seg_nccl && i < seg->config.ndims && i < AH_MAX_DIMS; i++)
+      if (seg->config.res[i] != 0) ck->seg_nccl = 0;
+    if (!ck->seg_keep && !ck->seg_refused && !ck->seg_nccl && !ah_config_equal(&seg->config, &ck->applied.cfg)) {
       memset(&ck->applied, 0, sizeof ck->applied); /* a new config: its own statistics */
-      ck->applied.cfg = seg.config;
+      ck->applied.cfg = seg->config;
       ck->gen++;
     }
   }
   if (have && !ck->seg_keep) {
-    if (__builtin_expect(!ck->seg_refused && table_allows(call, ck, &seg.config), 1)) {
+    if (__builtin_expect(!ck->seg_refused && table_allows(call, ck, &seg->config), 1)) {
       uint32_t gen = ck->seg_nccl ? 0 : ck->gen;
       if (ck->seg_nccl) ck->nccl_default.calls++;
       else ck->applied.calls++;
-      decision_apply(d, c, call, &seg);
-      ck->source = seg.source;
-      if (seg.count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
+      decision_apply(d, c, call, seg);
+      ck->source = seg->source;
+      if (seg->count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
       return;
     }
     ah_shim_refused(c, call, d); /* a pair this call cannot run: NCCL's choice, counted as such */
   }
   ck->nccl_default.calls++;
-  ck->source = have ? seg.source : AH_SOURCE_DEFAULT; /* a pinned or tuned "keep NCCL's choice" */
+  ck->source = have ? seg->source : AH_SOURCE_DEFAULT; /* a pinned or tuned "keep NCCL's choice" */
   d->source = ck->source;
-  if ((have && seg.count != AH_SCHED_FOREVER) || TIME_SAMPLE(index)) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
+  if ((have && seg->count != AH_SCHED_FOREVER) || TIME_SAMPLE(index)) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
 }
 
 size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {

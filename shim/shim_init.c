@@ -69,22 +69,16 @@ static void attach_run(void) {
          ah_shim.tuner_capable ? "" : " (no tuner ABI: observing from the API)");
 }
 
-static _Atomic int init_ready; /* settings read and NCCL resolved: nothing left to do */
+_Atomic int ah_shim_init_ready; /* settings read and NCCL resolved: nothing left to do */
 
-static void init_slow(void) {
+void ah_shim_init_slow(void) {
   int saved = errno;
   pthread_once(&init_once, init_run);
   if (ah_shim_real_init()) {
     pthread_once(&attach_once, attach_run);
-    atomic_store_explicit(&init_ready, 1, memory_order_release);
+    atomic_store_explicit(&ah_shim_init_ready, 1, memory_order_release);
   }
   errno = saved;
-}
-
-/* Every wrapper calls this: once NCCL is resolved it is one load, not a call into libpthread. */
-void ah_shim_init(void) {
-  if (__builtin_expect(atomic_load_explicit(&init_ready, memory_order_acquire), 1)) return;
-  init_slow();
 }
 
 __attribute__((constructor)) static void shim_constructor(void) { ah_shim_init(); }

@@ -72,6 +72,8 @@ typedef struct ah_shim_rankkey {
   ah_stat_t applied;         /* calls that ran the current non-default config */
   uint32_t gen;              /* bumped when the applied config changes (late times are dropped) */
   uint64_t seg_first;        /* first index of the segment used last, UINT64_MAX before any */
+  ah_segment_t seg;          /* that segment, as looked up when the schedule had ... */
+  uint64_t seg_published;    /* ... this many segments (UINT64_MAX: look it up again) */
   int seg_keep;              /* that segment keeps NCCL's choice */
   int seg_refused;           /* v1/v2: that segment names a pair NCCL's flags forbid */
   int seg_nccl;              /* that segment forces NCCL's own pair and resources */
@@ -135,8 +137,13 @@ extern ah_shim_t ah_shim;
 
 /* Idempotent: reads the configuration and, once NCCL is loaded (possibly long after the
  * constructor), resolves it and derives what depends on it. Called from the constructor and again
- * from every wrapper; after NCCL is resolved it is one load. */
-void ah_shim_init(void);
+ * from every wrapper; after NCCL is resolved it is one inline load, not a call. */
+extern _Atomic int ah_shim_init_ready;
+void ah_shim_init_slow(void);
+static inline void ah_shim_init(void) {
+  if (__builtin_expect(atomic_load_explicit(&ah_shim_init_ready, memory_order_acquire), 1)) return;
+  ah_shim_init_slow();
+}
 /* ---- the job (shim_job.c) --------------------------------------------------------------------- */
 /* Called before every new communicator context is created (with ah_shim_report_start_interval):
  * the first one fixes the job's shape for its topology and loads the profile (AUTOHA_PROFILE). */

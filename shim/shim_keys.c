@@ -96,6 +96,7 @@ ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_
   ck->bin = bin;
   ck->bytes_min = UINT64_MAX;
   ck->seg_first = UINT64_MAX;
+  ck->seg_published = UINT64_MAX;
   ck->source = AH_SOURCE_DEFAULT;
   ck->leader = ah_shim_is_leader(c);
   ah_config_table_argmin(call, &ck->nccl_cfg);

@@ -25,6 +25,7 @@ static ah_shim_rankkey_t *observed_key(ah_comm_t *c, int coll, int bin) {
     ck->bin = bin;
     ck->bytes_min = UINT64_MAX;
     ck->seg_first = UINT64_MAX;
+    ck->seg_published = UINT64_MAX;
     ck->source = AH_SOURCE_DEFAULT;
     ck->nccl_cfg.algo = ck->nccl_cfg.proto = -1; /* NCCL's own, and no tuner ever sees it */
     ck->nccl_default.cfg = ck->nccl_cfg;

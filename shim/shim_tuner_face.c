@@ -44,7 +44,9 @@ static int apply_table(float **collCostTable, int numAlgo, int numProto, const a
   return 1;
 }
 
-static ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size_t nBytes,
+/* noipa: kept whole; GCC would split off its argument checks into a wrapper that re-pushes nine
+ * arguments on every call. */
+static __attribute__((noipa)) ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size_t nBytes,
                                         int numPipeOps, float **collCostTable, int numAlgo,
                                         int numProto, int regBuff, int *nChannels) {
   ah_comm_t *c = ctx;
@@ -178,10 +180,6 @@ static ncclResult_t v3_get(void *ctx, ah_nccl_func_t ct, size_t nb, int np, floa
                            int npr, int *nc) {
   return get_coll_info_table(ctx, ct, nb, np, t, na, npr, 0, nc);
 }
-static ncclResult_t v4_get(void *ctx, ah_nccl_func_t ct, size_t nb, int np, float **t, int na,
-                           int npr, int rb, int *nc) {
-  return get_coll_info_table(ctx, ct, nb, np, t, na, npr, rb, nc);
-}
 static ncclResult_t v6_chunk(void *ctx, ah_nccl_func_t ct, size_t nb, int algo, int proto, int nch,
                              size_t *chunk) {
   ah_comm_t *c = ctx;
@@ -196,6 +194,9 @@ static ncclResult_t v6_chunk(void *ctx, ah_nccl_func_t ct, size_t nb, int algo, 
 AH_EXPORT const ah_tuner_v1_t ncclTunerPlugin_v1 = {"autoha", v1_init, v1_get, v1_destroy};
 AH_EXPORT const ah_tuner_v2_t ncclTunerPlugin_v2 = {"autoha", v2_init, v2_get, finalize_common};
 AH_EXPORT const ah_tuner_v3_t ncclTunerPlugin_v3 = {"autoha", v3_init, v3_get, finalize_common};
-AH_EXPORT const ah_tuner_v4_t ncclTunerPlugin_v4 = {"autoha", v4_init, v4_get, finalize_common};
-AH_EXPORT const ah_tuner_v5_t ncclTunerPlugin_v5 = {"autoha", v5_init, v4_get, finalize_common};
-AH_EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"autoha", v6_init, v4_get, finalize_common, v6_chunk};
+/* v4-v6 take getCollInfo's arguments exactly as get_coll_info_table does: it is their entry,
+ * without a wrapper in between (the hot path; v2 and v3 adapt their arguments to it). */
+AH_EXPORT const ah_tuner_v4_t ncclTunerPlugin_v4 = {"autoha", v4_init, get_coll_info_table, finalize_common};
+AH_EXPORT const ah_tuner_v5_t ncclTunerPlugin_v5 = {"autoha", v5_init, get_coll_info_table, finalize_common};
+AH_EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"autoha", v6_init, get_coll_info_table, finalize_common,
+                                                    v6_chunk};

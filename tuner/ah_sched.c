@@ -6,6 +6,7 @@
  * count (acquire) finds every block it needs. Cutting a forever segment short rewrites only its
  * count, with an atomic store that readers load atomically, so no reader sees a torn segment. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,10 +21,12 @@ typedef struct {
 } entry_t;
 
 struct ah_sched {
-  _Atomic uint64_t n;              /* published segments */
+  ah_sched_head_t head;            /* first: ah_sched_published reads it inline */
   entry_t *_Atomic blocks[NBLOCKS];
   pthread_mutex_t wlock;           /* writers only */
 };
+
+_Static_assert(offsetof(struct ah_sched, head) == 0, "ah_sched_published reads the head at offset 0");
 
 ah_sched_t *ah_sched_create(void) {
   ah_sched_t *s = calloc(1, sizeof *s);
@@ -55,7 +58,7 @@ static uint64_t horizon_of(const ah_sched_t *s, uint64_t n) {
 }
 
 uint64_t ah_sched_horizon(const ah_sched_t *s) {
-  return horizon_of(s, atomic_load_explicit(&((ah_sched_t *)s)->n, memory_order_acquire));
+  return horizon_of(s, atomic_load_explicit(&((ah_sched_t *)s)->head.n, memory_order_acquire));
 }
 
 /* Field-wise, so padding never makes two equal configurations differ. */
@@ -91,7 +94,7 @@ static int64_t find(const ah_sched_t *s, uint64_t n, uint64_t index) {
 int ah_sched_append(ah_sched_t *s, const ah_segment_t *seg) {
   int rc = -1;
   pthread_mutex_lock(&s->wlock);
-  uint64_t n = atomic_load_explicit(&s->n, memory_order_relaxed);
+  uint64_t n = atomic_load_explicit(&s->head.n, memory_order_relaxed);
   uint64_t h = horizon_of(s, n);
   /* A replay of a segment already committed (same start, config and source, as first sent). */
   if (n > 0 && seg->first < h) {
@@ -119,7 +122,7 @@ int ah_sched_append(ah_sched_t *s, const ah_segment_t *seg) {
   e->seg = *seg;
   e->orig_count = seg->count;
   if (cut) __atomic_store_n(&cut->seg.count, seg->first - cut->seg.first, __ATOMIC_RELEASE);
-  atomic_store_explicit(&s->n, n + 1, memory_order_release);
+  atomic_store_explicit(&s->head.n, n + 1, memory_order_release);
   rc = 0;
 out_unlock:
   pthread_mutex_unlock(&s->wlock);
@@ -127,7 +130,7 @@ out_unlock:
 }
 
 int ah_sched_lookup(const ah_sched_t *s, uint64_t index, ah_segment_t *seg_p) {
-  uint64_t n = atomic_load_explicit(&((ah_sched_t *)s)->n, memory_order_acquire);
+  uint64_t n = atomic_load_explicit(&((ah_sched_t *)s)->head.n, memory_order_acquire);
   int64_t i = find(s, n, index);
   if (i < 0) return 0;
   const entry_t *e = entry_at(s, (uint64_t)i);
@@ -137,7 +140,7 @@ int ah_sched_lookup(const ah_sched_t *s, uint64_t index, ah_segment_t *seg_p) {
 }
 
 void ah_sched_foreach(const ah_sched_t *s, void (*fn)(void *arg, const ah_segment_t *seg), void *arg) {
-  uint64_t n = atomic_load_explicit(&((ah_sched_t *)s)->n, memory_order_acquire);
+  uint64_t n = atomic_load_explicit(&((ah_sched_t *)s)->head.n, memory_order_acquire);
   for (uint64_t i = 0; i < n; i++) {
     const entry_t *e = entry_at(s, i);
     ah_segment_t seg = e->seg;

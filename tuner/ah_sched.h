@@ -45,6 +45,19 @@ int ah_sched_append(ah_sched_t *s, const ah_segment_t *seg);
 /* First call index not yet committed; UINT64_MAX once a forever segment is committed. */
 uint64_t ah_sched_horizon(const ah_sched_t *s);
 
+/* The part of a schedule a reader loads on every call, first in struct ah_sched, so that
+ * ah_sched_published is one inline load. */
+typedef struct {
+  _Atomic uint64_t n; /* published segments */
+} ah_sched_head_t;
+
+/* How many segments are published (an acquire load). Every change to the schedule (an append, a
+ * forever segment cut short) publishes one more, so a reader that looked a segment up when this was
+ * n may keep using it, for the indices it covers, while this is still n. */
+static inline uint64_t ah_sched_published(const ah_sched_t *s) {
+  return atomic_load_explicit(&((ah_sched_head_t *)(void *)s)->n, memory_order_acquire);
+}
+
 /* Looks up the segment covering call `index`. Returns 1 and copies it to seg_p, or 0 when the index
  * is not committed yet. Lock-free. */
 int ah_sched_lookup(const ah_sched_t *s, uint64_t index, ah_segment_t *seg_p);

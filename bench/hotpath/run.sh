@@ -7,11 +7,11 @@
 # The bar applies against the same run without the shim (no tuner at all), so the figure includes
 # what NCCL spends calling a tuner at all. A do-nothing tuner (HOTPATH_NULL_TUNER) is measured too
 # and printed, to show how much of the figure is that call rather than the shim's own work.
-# Prints the figure last with OK or FAILED; exits non-zero over the bar (500 instructions/call).
+# Prints the figure last with OK or FAILED; exits non-zero over the bar (200 instructions/call).
 #   run.sh HOTPATH_JOB LIBAUTOHA SIMLIB [ITERS]   (env HOTPATH_NULL_TUNER: the do-nothing tuner)
 set -uo pipefail
 job=$1 lib=$2 simlib=$3 iters=${4:-2000}
-bar=500
+bar=200
 export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export AUTOHA_MODE=fixed AUTOHA_OVERRIDE="allreduce:algo=ring,proto=ll,nchannels=2" AUTOHA_REPORT=off
 tmp=$(mktemp -d)
