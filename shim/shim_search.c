@@ -76,6 +76,12 @@ static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, co
     ah_tune_params_default(&params);
     if (ah_shim.settings && ah_shim.settings->tune_budget > 0) params.budget_calls = ah_shim.settings->tune_budget;
     params.seed = ks->key.comm ^ ((uint64_t)ks->key.coll << 32) ^ (uint64_t)ks->key.bin;
+    /* A drift re-open cuts the pinned (forever) segment at an index no rank has passed yet. The
+     * leader knows where its own process's ranks are, not where the other processes' are: their
+     * host threads can run ahead of it by as many calls as their streams hold, and a cut behind
+     * one of them would make ranks disagree. So a communicator that spans processes keeps its
+     * winner for the rest of the job (docs/tuner.md). */
+    if (c->ctl == AH_CTL_REMOTE_TUNE) params.drift_check = 0;
     ks->tune = ah_tune_create(&ks->space, &params);
   }
   if (ks->tune) {
