@@ -28,132 +28,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-#include "ah_uthash.h"
 
-#include "ah_coord_internal.h"
+#include "ah_coord_hub_internal.h"
 #include "ah_log.h"
-
-#define FRAME_SEGMENT_BYTES (AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES)
-#define HUB_TICK_MS 50
-
-typedef struct hub_conn {
-  int fd;
-  int authed;
-  int closing;
-  char peer[64];
-  uint8_t nonce[AH_COORD_NONCE_BYTES];
-  uint64_t client_id; /* set at AUTH */
-  uint64_t accepted_ns, frame_start_ns, last_rx_ns;
-  uint8_t rbuf[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
-  size_t rlen;
-  uint32_t need; /* bytes of the current frame, header included; 0 until the header is decoded */
-  uint8_t *wbuf;
-  size_t woff, wlen, wcap;
-  int want_out;
-  uint64_t *comms;
-  int ncomms, capcomms;
-  struct hub_conn *prev, *next; /* pending (unauthenticated) list, oldest first */
-  struct hub_conn *close_next;
-} hub_conn_t;
-
-/* The ranks of a communicator that joined with one settings digest. */
-typedef struct {
-  ah_coord_digest_t d;
-  uint32_t n, min_rank;
-} hub_digest_t;
-/* Distinct digests kept per communicator: a job has one, a job with a stray setting two or three. */
-#define HUB_DIGESTS 8
-
-typedef struct {
-  uint64_t comm;
-  uint64_t owner;         /* client id whose JOIN or PUBLISH created it: charged for it */
-  uint64_t pending_by;    /* client id charged for its pending join (the bitmap's allocation) */
-  uint32_t nranks;        /* from the first JOIN; 0 while only publishes named the comm */
-  uint32_t njoined;       /* distinct ranks joined */
-  uint8_t *joined;        /* one bit per rank */
-  uint64_t first_join_ns; /* the join deadline (join_ms) runs from here */
-  int verdict;            /* AH_COORD_VERDICT_*, decided once and never changed */
-  hub_digest_t dg[HUB_DIGESTS]; /* the distinct settings digests its ranks joined with */
-  int ndg;
-  hub_digest_t dg_more;   /* ranks whose digest did not fit in dg[] (n 0: none) */
-  ah_coord_mismatch_t mm; /* MISMATCH's evidence, set when it is decided */
-  uint8_t (*frames)[FRAME_SEGMENT_BYTES]; /* SEGMENT frames, seq = index + 1 */
-  size_t nframes, capframes;
-  hub_conn_t **subs;
-  int nsubs, capsubs;
-  UT_hash_handle hh;
-} hub_comm_t;
-
-typedef struct {
-  uint64_t id;
-  uint64_t last_pub;
-  int ncomms;     /* communicators this client created */
-  int npending;   /* of the pending joins, those this client started */
-  size_t nframes; /* segments of this client retained */
-  UT_hash_handle hh;
-} hub_client_t;
-
-/* Rate limit of one kind of refusal: 5 lines a second, then a count of what was suppressed. */
-typedef struct {
-  uint64_t window_ns;
-  int n;
-  int suppressed;
-} hub_rate_t;
-
-enum {
-  RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
-  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_N
-};
-
-struct ah_coord_hub {
-  int lfd, epfd, efd, spare_fd;
-  pthread_t thr;
-  atomic_int stop;
-  atomic_int nclients;
-  uint8_t secret[16];
-  ah_coord_hub_opts_t o;
-  char addr[96];
-  hub_conn_t *pend_head, *pend_tail;
-  int npending;
-  hub_conn_t **all; /* every open connection, for the sweep */
-  int nall, capall;
-  hub_conn_t *close_list;
-  hub_comm_t *comms;
-  int ncomms, npending_joins; /* communicators; those with a join and no verdict yet */
-  size_t rank_bytes;    /* bytes of every communicator's rank bitmap */
-  size_t nframes;       /* segments retained, all communicators */
-  hub_client_t *clients;
-  hub_rate_t rate[RATE_N];
-};
-
-static void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Closes a kind's one-second window once it has passed, logging what it suppressed. Called by each
- * refusal and by every sweep tick, so a burst's count is logged even when nothing follows it. */
-static void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now) {
-  if (now - r->window_ns <= 1000000000ull) return;
-  if (r->suppressed)
-    ah_log(AH_LOG_WARN, "coordinator hub %s: %d more refusals like the last were not logged",
-           h->addr, r->suppressed);
-  r->window_ns = now;
-  r->n = 0;
-  r->suppressed = 0;
-}
-
-static void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) {
-  hub_rate_t *r = &h->rate[kind];
-  hub_rate_roll(h, r, ah_coord_now_ns());
-  if (r->n++ >= 5) {
-    r->suppressed++;
-    return;
-  }
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  ah_log(AH_LOG_WARN, "coordinator hub %s: %s", h->addr, msg);
-}
 
 void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->auth_ms = 3000;
@@ -171,475 +48,45 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->max_client_segments = 16384;
 }
 
-static void pend_unlink(ah_coord_hub_t *h, hub_conn_t *c) {
-  if (c->prev) c->prev->next = c->next;
-  else if (h->pend_head == c) h->pend_head = c->next;
-  else return; /* not on the list */
-  if (c->next) c->next->prev = c->prev;
-  else h->pend_tail = c->prev;
-  c->prev = c->next = NULL;
-  h->npending--;
-}
-
-static void conn_close_later(ah_coord_hub_t *h, hub_conn_t *c) {
-  if (c->closing) return;
-  c->closing = 1;
-  c->close_next = h->close_list;
-  h->close_list = c;
-}
-
-static void comm_unsub(hub_comm_t *m, hub_conn_t *c) {
-  for (int i = 0; i < m->nsubs; i++)
-    if (m->subs[i] == c) {
-      m->subs[i] = m->subs[--m->nsubs];
-      return;
-    }
-}
-
-static void conn_free(ah_coord_hub_t *h, hub_conn_t *c) {
-  pend_unlink(h, c);
-  for (int i = 0; i < c->ncomms; i++) {
-    hub_comm_t *m = NULL;
-    HASH_FIND(hh, h->comms, &c->comms[i], sizeof(uint64_t), m);
-    if (m) comm_unsub(m, c);
-  }
-  for (int i = 0; i < h->nall; i++)
-    if (h->all[i] == c) {
-      h->all[i] = h->all[--h->nall];
-      break;
-    }
-  if (c->authed) atomic_fetch_sub(&h->nclients, 1);
-  epoll_ctl(h->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-  close(c->fd);
-  free(c->wbuf);
-  free(c->comms);
-  free(c);
-}
-
-static void hub_close_pending(ah_coord_hub_t *h) {
-  while (h->close_list) {
-    hub_conn_t *c = h->close_list;
-    h->close_list = c->close_next;
-    conn_free(h, c);
-  }
-}
-
-static void conn_interest(ah_coord_hub_t *h, hub_conn_t *c, int want_out) {
-  if (c->want_out == want_out) return;
-  struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = c};
-  epoll_ctl(h->epfd, EPOLL_CTL_MOD, c->fd, &ev);
-  c->want_out = want_out;
-}
-
-static void conn_flush(ah_coord_hub_t *h, hub_conn_t *c) {
-  while (c->woff < c->wlen) {
-    ssize_t r = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
-    if (r > 0) {
-      c->woff += (size_t)r;
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      conn_interest(h, c, 1);
-      return;
-    }
-    hub_refuse(h, RATE_CLOSED, "send to %s failed (%s); connection dropped", c->peer,
-               r < 0 ? strerror(errno) : "0 bytes");
-    conn_close_later(h, c);
-    return;
-  }
-  c->woff = c->wlen = 0;
-  conn_interest(h, c, 0);
-}
-
-/* Queues bytes for a connection; sends at once when nothing else waits. */
-static void conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) {
-  if (c->closing) return;
-  if (c->wlen - c->woff + n > h->o.max_outbuf) {
-    hub_refuse(h, RATE_SLOW, "client %s does not read (%zu bytes queued); connection dropped",
-               c->peer, c->wlen - c->woff);
-    conn_close_later(h, c);
-    return;
-  }
-  if (c->woff > 0 && c->wlen + n > c->wcap) {
-    memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
-    c->wlen -= c->woff;
-    c->woff = 0;
-  }
-  if (c->wlen + n > c->wcap) {
-    size_t cap = c->wcap ? c->wcap : 1024;
-    while (cap < c->wlen + n) cap *= 2;
-    uint8_t *w = realloc(c->wbuf, cap);
-    if (!w) {
-      ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory queueing %zu bytes for %s", h->addr,
-             n, c->peer);
-      conn_close_later(h, c);
-      return;
-    }
-    c->wbuf = w;
-    c->wcap = cap;
-  }
-  int was_empty = c->wlen == c->woff;
-  memcpy(c->wbuf + c->wlen, buf, n);
-  c->wlen += n;
-  if (was_empty) conn_flush(h, c);
-}
-
-static void conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload,
-                          uint32_t len) {
-  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
-  ah_coord_hdr_encode(type, len, f);
-  if (len) memcpy(f + AH_COORD_HDR_BYTES, payload, len);
-  conn_send(h, c, f, AH_COORD_HDR_BYTES + len);
-}
-
-/* Returns the communicator, created and charged to client cl when new; NULL when a cap refuses
- * it (logged, rate-limited) or memory runs out (logged). */
-static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
-                                uint64_t comm) {
-  hub_comm_t *m = NULL;
-  HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
-  if (m) return m;
-  if (cl->ncomms >= h->o.max_client_comms || h->ncomms >= h->o.max_comms) {
-    hub_refuse(h, RATE_CAP_COMM, "refused comm %016llx from %s: %s already holds %d communicators (at "
-               "most %d per client, %d per job); its ranks run NCCL's own choices",
-               (unsigned long long)comm, c->peer, cl->ncomms >= h->o.max_client_comms ? "the client"
-               : "the job", cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms,
-               h->o.max_client_comms, h->o.max_comms);
-    return NULL;
-  }
-  m = calloc(1, sizeof *m);
-  if (!m) {
-    ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory adding comm %016llx for %s", h->addr,
-           (unsigned long long)comm, c->peer);
-    return NULL;
-  }
-  m->comm = comm;
-  m->owner = cl->id;
-  cl->ncomms++;
-  h->ncomms++;
-  HASH_ADD(hh, h->comms, comm, sizeof(uint64_t), m);
-  if (!AH_HASH_ADDED(m)) { /* out of memory: the caller refuses the message as for calloc */
-    free(m);
-    return NULL;
-  }
-  return m;
-}
-
-static hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id) {
-  hub_client_t *cl = NULL;
-  HASH_FIND(hh, h->clients, &id, sizeof id, cl);
-  return cl;
-}
-
-static void verdict_send(ah_coord_hub_t *h, hub_conn_t *c, const hub_comm_t *m) {
-  uint8_t p[28];
-  int mm = m->verdict == AH_COORD_VERDICT_MISMATCH;
-  ah_coord_put_u64(p, m->comm);
-  ah_coord_put_u32(p + 8, (uint32_t)m->verdict);
-  ah_coord_put_u32(p + 12, mm ? m->mm.mask : 0);
-  ah_coord_put_u32(p + 16, mm ? m->mm.ref_rank : 0);
-  ah_coord_put_u32(p + 20, mm ? m->mm.first_rank : 0);
-  ah_coord_put_u32(p + 24, mm ? m->mm.ndiffer : 0);
-  conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
-}
-
-static void digest_count(hub_digest_t *g, uint32_t rank) {
-  if (!g->n || rank < g->min_rank) g->min_rank = rank;
-  g->n++;
-}
-
-/* Counts a newly joined rank under its settings digest. */
-static void digest_add(hub_comm_t *m, uint32_t rank, const uint8_t *p) {
-  ah_coord_digest_t d;
-  for (int i = 0; i < AH_COORD_DIGEST_PARTS; i++) d.part[i] = ah_coord_get_u64(p + 8 * i);
-  for (int i = 0; i < m->ndg; i++)
-    if (memcmp(&m->dg[i].d, &d, sizeof d) == 0) {
-      digest_count(&m->dg[i], rank);
-      return;
-    }
-  if (m->ndg < HUB_DIGESTS) {
-    m->dg[m->ndg].d = d;
-    digest_count(&m->dg[m->ndg++], rank);
-  } else {
-    digest_count(&m->dg_more, rank);
-  }
-}
-
-/* Whether the joined ranks' digests differ; if so fills m->mm. The reference is the digest of the
- * lowest rank (normally rank 0), whatever order the ranks joined in. */
-static int digest_mismatch(hub_comm_t *m) {
-  if (m->ndg + (m->dg_more.n > 0) <= 1) return 0;
-  int ref = 0;
-  for (int i = 1; i < m->ndg; i++)
-    if (m->dg[i].min_rank < m->dg[ref].min_rank) ref = i;
-  ah_coord_mismatch_t mm = {.ref_rank = m->dg[ref].min_rank, .first_rank = UINT32_MAX};
-  for (int i = 0; i < m->ndg; i++) {
-    if (i == ref) continue;
-    for (int k = 0; k < AH_COORD_DIGEST_PARTS; k++)
-      if (m->dg[i].d.part[k] != m->dg[ref].d.part[k]) mm.mask |= 1u << k;
-    mm.ndiffer += m->dg[i].n;
-    if (m->dg[i].min_rank < mm.first_rank) mm.first_rank = m->dg[i].min_rank;
-  }
-  if (m->dg_more.n) { /* digests not kept: which parts differ is unknown */
-    mm.mask = (1u << AH_COORD_DIGEST_PARTS) - 1;
-    mm.ndiffer += m->dg_more.n;
-    if (m->dg_more.min_rank < mm.first_rank) mm.first_rank = m->dg_more.min_rank;
-  }
-  m->mm = mm;
-  return 1;
-}
-
-/* Decides a communicator's verdict (once) and tells every connection joined to it. Later joiners
- * get it from hub_on_join. */
-static void verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
-  if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m)) verdict = AH_COORD_VERDICT_MISMATCH;
-  m->verdict = verdict;
-  if (m->joined) { /* it was pending */
-    h->npending_joins--;
-    hub_client_t *cl = hub_client_find(h, m->pending_by);
-    if (cl) cl->npending--;
-  }
-  if (verdict == AH_COORD_VERDICT_COMPLETE)
-    ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: all %u ranks joined", h->addr,
-           (unsigned long long)m->comm, m->nranks);
-  else if (verdict == AH_COORD_VERDICT_MISMATCH) /* each rank's process names the difference */
-    ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: %u ranks joined with other settings "
-           "than rank %u", h->addr, (unsigned long long)m->comm, m->mm.ndiffer, m->mm.ref_rank);
-  else /* rate-limited: forged communicators must not flood the log when their deadline passes */
-    hub_refuse(h, RATE_VERDICT, "comm %016llx: only %u of its %u ranks joined within %d ms; every "
-               "rank runs NCCL's own choices", (unsigned long long)m->comm, m->njoined,
-               m->nranks, h->o.join_ms);
-  for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
-}
-
-/* Note that a JOIN is refused (and the connection dropped) when its rank is not below its rank
- * count, when the count is 0 or above AH_COORD_MAX_RANKS, or when it differs from the count the
- * communicator's first JOIN gave: no legitimate rank sends any of these, and accepting them could
- * decide a verdict the other ranks never agreed to. */
-/* Tells one connection that a communicator the caps refused is abandoned: the rank then runs NCCL's
- * own choices at once, as if it never reached the hub, instead of waiting for a verdict. */
-static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
-  uint8_t p[28] = {0}; /* no mismatch evidence */
-  ah_coord_put_u64(p, comm);
-  ah_coord_put_u32(p + 8, (uint32_t)AH_COORD_VERDICT_ABANDONED);
-  conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
-}
-
-static void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
-  uint64_t comm = ah_coord_get_u64(p);
-  uint32_t nranks = ah_coord_get_u32(p + 8);
-  uint32_t rank = ah_coord_get_u32(p + 12);
-  uint64_t since = ah_coord_get_u64(p + 16);
-  if (nranks == 0 || nranks > AH_COORD_MAX_RANKS || (rank >= nranks && rank != AH_COORD_NO_RANK)) {
-    hub_refuse(h, RATE_FRAME, "refused a JOIN from %s: rank %u of %u ranks out of range (at most "
-               "%u ranks); connection dropped", c->peer, rank, nranks, AH_COORD_MAX_RANKS);
-    conn_close_later(h, c);
-    return;
-  }
-  hub_comm_t *found = NULL;
-  HASH_FIND(hh, h->comms, &comm, sizeof comm, found);
-  if (found && found->nranks && found->nranks != nranks) {
-    hub_refuse(h, RATE_FRAME, "refused a JOIN from %s: comm %016llx has %u ranks, the JOIN says "
-               "%u; connection dropped", c->peer, (unsigned long long)comm, found->nranks, nranks);
-    conn_close_later(h, c);
-    return;
-  }
-  hub_comm_t *m = hub_comm_get(h, c, cl, comm);
-  if (!m) {
-    verdict_refuse(h, c, comm);
-    return;
-  }
-  if (!m->joined && rank != AH_COORD_NO_RANK && m->verdict == AH_COORD_VERDICT_NONE) {
-    size_t bytes = (nranks + 7) / 8;
-    if (cl->npending >= h->o.max_client_pending_joins || h->npending_joins >= h->o.max_pending_joins ||
-        h->rank_bytes + bytes > h->o.max_rank_bytes) {
-      hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
-                 "of the client, %d of the job, %zu bytes of rank bitmaps (at most %d, %d, %zu); "
-                 "its ranks run NCCL's own choices", (unsigned long long)comm, nranks, c->peer,
-                 cl->npending, h->npending_joins, h->rank_bytes, h->o.max_client_pending_joins,
-                 h->o.max_pending_joins, h->o.max_rank_bytes);
-      verdict_refuse(h, c, comm);
-      return;
-    }
-    m->joined = calloc(bytes, 1);
-    if (!m->joined) goto oom;
-    m->nranks = nranks;
-    m->first_join_ns = ah_coord_now_ns();
-    m->pending_by = cl->id;
-    cl->npending++;
-    h->npending_joins++;
-    h->rank_bytes += bytes;
-  }
-  if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
-    m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
-    m->njoined++;
-    if (m->verdict == AH_COORD_VERDICT_NONE) digest_add(m, rank, p + 24);
-  }
-  int already = 0;
-  for (int i = 0; i < c->ncomms; i++) already |= c->comms[i] == comm;
-  if (!already) {
-    if (c->ncomms == c->capcomms) {
-      int cap = c->capcomms ? 2 * c->capcomms : 4;
-      uint64_t *cs = realloc(c->comms, (size_t)cap * sizeof *cs);
-      if (!cs) goto oom;
-      c->comms = cs;
-      c->capcomms = cap;
-    }
-    if (m->nsubs == m->capsubs) {
-      int cap = m->capsubs ? 2 * m->capsubs : 8;
-      hub_conn_t **ss = realloc(m->subs, (size_t)cap * sizeof *ss);
-      if (!ss) goto oom;
-      m->subs = ss;
-      m->capsubs = cap;
-    }
-    c->comms[c->ncomms++] = comm;
-    m->subs[m->nsubs++] = c;
-  }
-  ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s joined comm %016llx (rank %u of %u; %u joined) "
-         "since %llu of %zu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
-         (unsigned long long)since, m->nframes);
-  if (since > m->nframes) {
-    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but only %zu exist (a "
-               "different job's hub?); replaying none", c->peer, (unsigned long long)comm,
-               (unsigned long long)since, m->nframes);
-  } else if (since < m->nframes) /* the stored frames are contiguous: one copy, one send */
-    conn_send(h, c, m->frames[since], (size_t)(m->nframes - since) * FRAME_SEGMENT_BYTES);
-  /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
-   * simply gets it again, and the client keeps the first. */
-  if (m->verdict != AH_COORD_VERDICT_NONE) verdict_send(h, c, m);
-  else if (m->joined && m->njoined == m->nranks) verdict_decide(h, m, AH_COORD_VERDICT_COMPLETE);
-  return;
-oom:
-  ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
-         c->peer, (unsigned long long)comm);
-  conn_close_later(h, c);
-}
-
-static void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
-  uint64_t comm = ah_coord_get_u64(p);
-  hub_comm_t *m = NULL;
-  HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
-  if (m) comm_unsub(m, c);
-  for (int i = 0; i < c->ncomms; i++)
-    if (c->comms[i] == comm) {
-      c->comms[i] = c->comms[--c->ncomms];
-      break;
-    }
-}
-
-static hub_client_t *hub_client_get(ah_coord_hub_t *h, uint64_t id) {
-  hub_client_t *cl = NULL;
-  HASH_FIND(hh, h->clients, &id, sizeof id, cl);
-  if (cl) return cl;
-  cl = calloc(1, sizeof *cl);
-  if (!cl) return NULL;
-  cl->id = id;
-  HASH_ADD(hh, h->clients, id, sizeof(uint64_t), cl);
-  if (!AH_HASH_ADDED(cl)) {
-    free(cl);
-    return NULL;
-  }
-  return cl;
-}
-
-/* Note that publishes are numbered per client and the hub remembers the last one applied across
- * connections: a client that lost its connection resends what was not acknowledged, and a
- * resent segment the hub already has is acknowledged again but not stored or forwarded twice. */
-static void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
-  char err[160];
-  uint64_t pub = ah_coord_get_u64(p);
-  ah_key_t k;
-  ah_segment_t s;
-  if (ah_coord_keyseg_unpack(p + 8, &k, &s, err, sizeof err) != 0) {
-    hub_refuse(h, RATE_FRAME, "refused a segment from %s: %s; connection dropped", c->peer, err);
-    conn_close_later(h, c);
-    return;
-  }
-  uint8_t ack[8];
-  ah_coord_put_u64(ack, pub);
-  if (pub <= cl->last_pub) {
-    conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
-    return;
-  }
-  if (cl->nframes >= h->o.max_client_segments || h->nframes >= h->o.max_segments) {
-    /* Acknowledged so the client does not resend it, but neither stored nor forwarded. */
-    hub_refuse(h, RATE_CAP_SEGMENT, "refused a segment of comm %016llx from %s: %zu segments retained for "
-               "the client, %zu for the job (at most %zu, %zu)", (unsigned long long)k.comm,
-               c->peer, cl->nframes, h->nframes, h->o.max_client_segments, h->o.max_segments);
-    cl->last_pub = pub;
-    conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
-    return;
-  }
-  hub_comm_t *m = hub_comm_get(h, c, cl, k.comm);
-  if (!m) {
-    cl->last_pub = pub;
-    conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
-    return;
-  }
-  if (m->nframes == m->capframes) {
-    size_t cap = m->capframes ? 2 * m->capframes : 8;
-    void *f = realloc(m->frames, cap * FRAME_SEGMENT_BYTES);
-    if (!f) goto oom;
-    m->frames = f;
-    m->capframes = cap;
-  }
-  uint8_t *f = m->frames[m->nframes];
-  ah_coord_hdr_encode(AH_MSG_SEGMENT, 8 + AH_COORD_KEYSEG_BYTES, f);
-  ah_coord_put_u64(f + AH_COORD_HDR_BYTES, m->nframes + 1);
-  memcpy(f + AH_COORD_HDR_BYTES + 8, p + 8, AH_COORD_KEYSEG_BYTES);
-  m->nframes++;
-  cl->nframes++;
-  h->nframes++;
-  cl->last_pub = pub;
-  for (int i = 0; i < m->nsubs; i++) conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
-  conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
-  return;
-oom:
-  ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory storing a segment from %s", h->addr,
-         c->peer);
-  conn_close_later(h, c);
-}
-
 static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   uint8_t want[32], reply[40];
   uint64_t id = ah_coord_get_u64(p + 32);
   if (ah_coord_exiting()) { /* libcrypto may be torn down: answer nothing */
-    conn_close_later(h, c);
+    hub_conn_close_later(h, c);
     return;
   }
   if (ah_coord_mac(h->secret, "autoha-client", c->nonce, p, id, want) != 0 ||
       !ah_coord_mac_equal(want, p + 40)) {
     hub_refuse(h, RATE_AUTH, "refused %s: authentication failed (wrong job secret)", c->peer);
-    conn_close_later(h, c);
+    hub_conn_close_later(h, c);
     return;
   }
   hub_client_t *cl = hub_client_get(h, id);
   if (!cl || ah_coord_mac(h->secret, "autoha-hub", p, c->nonce, cl->last_pub, reply) != 0) {
     if (ah_coord_exiting()) {
-      conn_close_later(h, c);
+      hub_conn_close_later(h, c);
       return;
     }
     ah_log(AH_LOG_ERROR, "coordinator hub %s: cannot answer %s (out of memory or libcrypto "
            "failure)", h->addr, c->peer);
-    conn_close_later(h, c);
+    hub_conn_close_later(h, c);
     return;
   }
   ah_coord_put_u64(reply + 32, cl->last_pub);
-  pend_unlink(h, c);
+  hub_pend_unlink(h, c);
   c->authed = 1;
   c->client_id = id;
   atomic_fetch_add(&h->nclients, 1);
   ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s authenticated (client %016llx)", h->addr, c->peer,
          (unsigned long long)id);
-  conn_send_msg(h, c, AH_MSG_WELCOME, reply, 40);
+  hub_conn_send_msg(h, c, AH_MSG_WELCOME, reply, 40);
 }
 
 static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p) {
   if (!c->authed) {
     if (type != AH_MSG_AUTH) {
       hub_refuse(h, RATE_AUTH, "refused %s: message type %u before authentication", c->peer, type);
-      conn_close_later(h, c);
+      hub_conn_close_later(h, c);
     } else {
       hub_on_auth(h, c, p);
     }
@@ -652,17 +99,17 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
     case AH_MSG_PUBLISH:
       cl = hub_client_find(h, c->client_id);
       if (!cl) {
-        conn_close_later(h, c);
+        hub_conn_close_later(h, c);
         return;
       }
       if (type == AH_MSG_JOIN) hub_on_join(h, c, cl, p);
       else hub_on_publish(h, c, cl, p);
       break;
-    case AH_MSG_PING: conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
+    case AH_MSG_PING: hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
     default:
       hub_refuse(h, RATE_FRAME, "refused %s: unexpected message type %u from a client; connection "
                  "dropped", c->peer, type);
-      conn_close_later(h, c);
+      hub_conn_close_later(h, c);
   }
 }
 
@@ -685,7 +132,7 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
         ah_log(AH_LOG_INFO, "coordinator hub %s: %s reset the connection", h->addr, c->peer);
       else
         ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s disconnected", h->addr, c->peer);
-      conn_close_later(h, c);
+      hub_conn_close_later(h, c);
       return;
     }
     uint64_t now = ah_coord_now_ns();
@@ -697,7 +144,7 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
       ah_coord_hdr_t hd;
       if (ah_coord_hdr_decode(c->rbuf, &hd, err, sizeof err) != 0) {
         hub_refuse(h, RATE_FRAME, "refused %s: %s; connection dropped", c->peer, err);
-        conn_close_later(h, c);
+        hub_conn_close_later(h, c);
         return;
       }
       c->need = AH_COORD_HDR_BYTES + hd.len;
@@ -772,10 +219,10 @@ static void hub_accept(ah_coord_hub_t *h) {
       hub_conn_t *old = h->pend_head;
       hub_refuse(h, RATE_FLOOD, "refused %s: %d unauthenticated connections held (connection "
                  "flood?); dropped the oldest", old->peer, h->npending);
-      pend_unlink(h, old);
-      conn_close_later(h, old);
+      hub_pend_unlink(h, old);
+      hub_conn_close_later(h, old);
     }
-    conn_send_msg(h, c, AH_MSG_HELLO, c->nonce, AH_COORD_NONCE_BYTES);
+    hub_conn_send_msg(h, c, AH_MSG_HELLO, c->nonce, AH_COORD_NONCE_BYTES);
   }
 }
 
@@ -787,7 +234,7 @@ static void hub_sweep(ah_coord_hub_t *h) {
   uint64_t join_ns = (uint64_t)h->o.join_ms * 1000000ull;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next)
     if (m->verdict == AH_COORD_VERDICT_NONE && m->joined && now - m->first_join_ns > join_ns)
-      verdict_decide(h, m, AH_COORD_VERDICT_ABANDONED);
+      hub_verdict_decide(h, m, AH_COORD_VERDICT_ABANDONED);
   uint64_t auth_ns = (uint64_t)h->o.auth_ms * 1000000ull;
   uint64_t frame_ns = (uint64_t)h->o.frame_ms * 1000000ull;
   uint64_t idle_ns = (uint64_t)h->o.idle_ms * 1000000ull;
@@ -797,15 +244,15 @@ static void hub_sweep(ah_coord_hub_t *h) {
     if (!c->authed && now - c->accepted_ns > auth_ns) {
       hub_refuse(h, RATE_TIMEOUT, "refused %s: no authentication within %d ms (%zu bytes of a "
                  "frame received; slow or stalled client)", c->peer, h->o.auth_ms, c->rlen);
-      conn_close_later(h, c);
+      hub_conn_close_later(h, c);
     } else if (c->authed && c->rlen > 0 && now - c->frame_start_ns > frame_ns) {
       hub_refuse(h, RATE_TIMEOUT, "refused %s: frame incomplete after %d ms (%zu of %u bytes; "
                  "slow client or truncated frame)", c->peer, h->o.frame_ms, c->rlen,
                  c->need ? c->need : AH_COORD_HDR_BYTES);
-      conn_close_later(h, c);
+      hub_conn_close_later(h, c);
     } else if (c->authed && now - c->last_rx_ns > idle_ns) {
       hub_refuse(h, RATE_TIMEOUT, "dropped %s: silent for %d ms", c->peer, h->o.idle_ms);
-      conn_close_later(h, c);
+      hub_conn_close_later(h, c);
     }
   }
 }
@@ -833,7 +280,7 @@ static void *hub_main(void *arg) {
       } else {
         hub_conn_t *c = p;
         if (c->closing) continue;
-        if (evs[i].events & EPOLLOUT) conn_flush(h, c);
+        if (evs[i].events & EPOLLOUT) hub_conn_flush(h, c);
         if (!c->closing && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) hub_conn_read(h, c);
       }
     }
@@ -936,7 +383,7 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   if (write(h->efd, &one, sizeof one) < 0) { /* the tick ends the loop anyway */
   }
   pthread_join(h->thr, NULL);
-  for (int i = 0; i < h->nall; i++) conn_close_later(h, h->all[i]);
+  for (int i = 0; i < h->nall; i++) hub_conn_close_later(h, h->all[i]);
   hub_close_pending(h);
   hub_comm_t *m, *mt;
   HASH_ITER(hh, h->comms, m, mt) {

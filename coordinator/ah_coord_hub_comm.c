@@ -1,0 +1,322 @@
+/* ah_coord_hub_comm.c: the hub's communicators — created under the per-client and per-job caps,
+ * joined rank by rank with each rank's settings digest until the verdict (COMPLETE, ABANDONED or
+ * MISMATCH) is decided once and sent to every member, and the segments the leader publishes,
+ * retained for replay and forwarded to every connection joined to the communicator. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "ah_coord_hub_internal.h"
+#include "ah_log.h"
+
+/* Returns the communicator, created and charged to client cl when new; NULL when a cap refuses
+ * it (logged, rate-limited) or memory runs out (logged). */
+static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
+                                uint64_t comm) {
+  hub_comm_t *m = NULL;
+  HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
+  if (m) return m;
+  if (cl->ncomms >= h->o.max_client_comms || h->ncomms >= h->o.max_comms) {
+    hub_refuse(h, RATE_CAP_COMM, "refused comm %016llx from %s: %s already holds %d communicators (at "
+               "most %d per client, %d per job); its ranks run NCCL's own choices",
+               (unsigned long long)comm, c->peer, cl->ncomms >= h->o.max_client_comms ? "the client"
+               : "the job", cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms,
+               h->o.max_client_comms, h->o.max_comms);
+    return NULL;
+  }
+  m = calloc(1, sizeof *m);
+  if (!m) {
+    ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory adding comm %016llx for %s", h->addr,
+           (unsigned long long)comm, c->peer);
+    return NULL;
+  }
+  m->comm = comm;
+  m->owner = cl->id;
+  cl->ncomms++;
+  h->ncomms++;
+  HASH_ADD(hh, h->comms, comm, sizeof(uint64_t), m);
+  if (!AH_HASH_ADDED(m)) { /* out of memory: the caller refuses the message as for calloc */
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
+hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id) {
+  hub_client_t *cl = NULL;
+  HASH_FIND(hh, h->clients, &id, sizeof id, cl);
+  return cl;
+}
+
+static void verdict_send(ah_coord_hub_t *h, hub_conn_t *c, const hub_comm_t *m) {
+  uint8_t p[28];
+  int mm = m->verdict == AH_COORD_VERDICT_MISMATCH;
+  ah_coord_put_u64(p, m->comm);
+  ah_coord_put_u32(p + 8, (uint32_t)m->verdict);
+  ah_coord_put_u32(p + 12, mm ? m->mm.mask : 0);
+  ah_coord_put_u32(p + 16, mm ? m->mm.ref_rank : 0);
+  ah_coord_put_u32(p + 20, mm ? m->mm.first_rank : 0);
+  ah_coord_put_u32(p + 24, mm ? m->mm.ndiffer : 0);
+  hub_conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
+}
+
+static void digest_count(hub_digest_t *g, uint32_t rank) {
+  if (!g->n || rank < g->min_rank) g->min_rank = rank;
+  g->n++;
+}
+
+/* Counts a newly joined rank under its settings digest. */
+static void digest_add(hub_comm_t *m, uint32_t rank, const uint8_t *p) {
+  ah_coord_digest_t d;
+  for (int i = 0; i < AH_COORD_DIGEST_PARTS; i++) d.part[i] = ah_coord_get_u64(p + 8 * i);
+  for (int i = 0; i < m->ndg; i++)
+    if (memcmp(&m->dg[i].d, &d, sizeof d) == 0) {
+      digest_count(&m->dg[i], rank);
+      return;
+    }
+  if (m->ndg < HUB_DIGESTS) {
+    m->dg[m->ndg].d = d;
+    digest_count(&m->dg[m->ndg++], rank);
+  } else {
+    digest_count(&m->dg_more, rank);
+  }
+}
+
+/* Whether the joined ranks' digests differ; if so fills m->mm. The reference is the digest of the
+ * lowest rank (normally rank 0), whatever order the ranks joined in. */
+static int digest_mismatch(hub_comm_t *m) {
+  if (m->ndg + (m->dg_more.n > 0) <= 1) return 0;
+  int ref = 0;
+  for (int i = 1; i < m->ndg; i++)
+    if (m->dg[i].min_rank < m->dg[ref].min_rank) ref = i;
+  ah_coord_mismatch_t mm = {.ref_rank = m->dg[ref].min_rank, .first_rank = UINT32_MAX};
+  for (int i = 0; i < m->ndg; i++) {
+    if (i == ref) continue;
+    for (int k = 0; k < AH_COORD_DIGEST_PARTS; k++)
+      if (m->dg[i].d.part[k] != m->dg[ref].d.part[k]) mm.mask |= 1u << k;
+    mm.ndiffer += m->dg[i].n;
+    if (m->dg[i].min_rank < mm.first_rank) mm.first_rank = m->dg[i].min_rank;
+  }
+  if (m->dg_more.n) { /* digests not kept: which parts differ is unknown */
+    mm.mask = (1u << AH_COORD_DIGEST_PARTS) - 1;
+    mm.ndiffer += m->dg_more.n;
+    if (m->dg_more.min_rank < mm.first_rank) mm.first_rank = m->dg_more.min_rank;
+  }
+  m->mm = mm;
+  return 1;
+}
+
+/* Decides a communicator's verdict (once) and tells every connection joined to it. Later joiners
+ * get it from hub_on_join. */
+void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
+  if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m)) verdict = AH_COORD_VERDICT_MISMATCH;
+  m->verdict = verdict;
+  if (m->joined) { /* it was pending */
+    h->npending_joins--;
+    hub_client_t *cl = hub_client_find(h, m->pending_by);
+    if (cl) cl->npending--;
+  }
+  if (verdict == AH_COORD_VERDICT_COMPLETE)
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: all %u ranks joined", h->addr,
+           (unsigned long long)m->comm, m->nranks);
+  else if (verdict == AH_COORD_VERDICT_MISMATCH) /* each rank's process names the difference */
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: %u ranks joined with other settings "
+           "than rank %u", h->addr, (unsigned long long)m->comm, m->mm.ndiffer, m->mm.ref_rank);
+  else /* rate-limited: forged communicators must not flood the log when their deadline passes */
+    hub_refuse(h, RATE_VERDICT, "comm %016llx: only %u of its %u ranks joined within %d ms; every "
+               "rank runs NCCL's own choices", (unsigned long long)m->comm, m->njoined,
+               m->nranks, h->o.join_ms);
+  for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
+}
+
+/* Note that a JOIN is refused (and the connection dropped) when its rank is not below its rank
+ * count, when the count is 0 or above AH_COORD_MAX_RANKS, or when it differs from the count the
+ * communicator's first JOIN gave: no legitimate rank sends any of these, and accepting them could
+ * decide a verdict the other ranks never agreed to. */
+/* Tells one connection that a communicator the caps refused is abandoned: the rank then runs NCCL's
+ * own choices at once, as if it never reached the hub, instead of waiting for a verdict. */
+static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
+  uint8_t p[28] = {0}; /* no mismatch evidence */
+  ah_coord_put_u64(p, comm);
+  ah_coord_put_u32(p + 8, (uint32_t)AH_COORD_VERDICT_ABANDONED);
+  hub_conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
+}
+
+void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+  uint64_t comm = ah_coord_get_u64(p);
+  uint32_t nranks = ah_coord_get_u32(p + 8);
+  uint32_t rank = ah_coord_get_u32(p + 12);
+  uint64_t since = ah_coord_get_u64(p + 16);
+  if (nranks == 0 || nranks > AH_COORD_MAX_RANKS || (rank >= nranks && rank != AH_COORD_NO_RANK)) {
+    hub_refuse(h, RATE_FRAME, "refused a JOIN from %s: rank %u of %u ranks out of range (at most "
+               "%u ranks); connection dropped", c->peer, rank, nranks, AH_COORD_MAX_RANKS);
+    hub_conn_close_later(h, c);
+    return;
+  }
+  hub_comm_t *found = NULL;
+  HASH_FIND(hh, h->comms, &comm, sizeof comm, found);
+  if (found && found->nranks && found->nranks != nranks) {
+    hub_refuse(h, RATE_FRAME, "refused a JOIN from %s: comm %016llx has %u ranks, the JOIN says "
+               "%u; connection dropped", c->peer, (unsigned long long)comm, found->nranks, nranks);
+    hub_conn_close_later(h, c);
+    return;
+  }
+  hub_comm_t *m = hub_comm_get(h, c, cl, comm);
+  if (!m) {
+    verdict_refuse(h, c, comm);
+    return;
+  }
+  if (!m->joined && rank != AH_COORD_NO_RANK && m->verdict == AH_COORD_VERDICT_NONE) {
+    size_t bytes = (nranks + 7) / 8;
+    if (cl->npending >= h->o.max_client_pending_joins || h->npending_joins >= h->o.max_pending_joins ||
+        h->rank_bytes + bytes > h->o.max_rank_bytes) {
+      hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
+                 "of the client, %d of the job, %zu bytes of rank bitmaps (at most %d, %d, %zu); "
+                 "its ranks run NCCL's own choices", (unsigned long long)comm, nranks, c->peer,
+                 cl->npending, h->npending_joins, h->rank_bytes, h->o.max_client_pending_joins,
+                 h->o.max_pending_joins, h->o.max_rank_bytes);
+      verdict_refuse(h, c, comm);
+      return;
+    }
+    m->joined = calloc(bytes, 1);
+    if (!m->joined) goto oom;
+    m->nranks = nranks;
+    m->first_join_ns = ah_coord_now_ns();
+    m->pending_by = cl->id;
+    cl->npending++;
+    h->npending_joins++;
+    h->rank_bytes += bytes;
+  }
+  if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
+    m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
+    m->njoined++;
+    if (m->verdict == AH_COORD_VERDICT_NONE) digest_add(m, rank, p + 24);
+  }
+  int already = 0;
+  for (int i = 0; i < c->ncomms; i++) already |= c->comms[i] == comm;
+  if (!already) {
+    if (c->ncomms == c->capcomms) {
+      int cap = c->capcomms ? 2 * c->capcomms : 4;
+      uint64_t *cs = realloc(c->comms, (size_t)cap * sizeof *cs);
+      if (!cs) goto oom;
+      c->comms = cs;
+      c->capcomms = cap;
+    }
+    if (m->nsubs == m->capsubs) {
+      int cap = m->capsubs ? 2 * m->capsubs : 8;
+      hub_conn_t **ss = realloc(m->subs, (size_t)cap * sizeof *ss);
+      if (!ss) goto oom;
+      m->subs = ss;
+      m->capsubs = cap;
+    }
+    c->comms[c->ncomms++] = comm;
+    m->subs[m->nsubs++] = c;
+  }
+  ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s joined comm %016llx (rank %u of %u; %u joined) "
+         "since %llu of %zu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
+         (unsigned long long)since, m->nframes);
+  if (since > m->nframes) {
+    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but only %zu exist (a "
+               "different job's hub?); replaying none", c->peer, (unsigned long long)comm,
+               (unsigned long long)since, m->nframes);
+  } else if (since < m->nframes) /* the stored frames are contiguous: one copy, one send */
+    hub_conn_send(h, c, m->frames[since], (size_t)(m->nframes - since) * FRAME_SEGMENT_BYTES);
+  /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
+   * simply gets it again, and the client keeps the first. */
+  if (m->verdict != AH_COORD_VERDICT_NONE) verdict_send(h, c, m);
+  else if (m->joined && m->njoined == m->nranks) hub_verdict_decide(h, m, AH_COORD_VERDICT_COMPLETE);
+  return;
+oom:
+  ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
+         c->peer, (unsigned long long)comm);
+  hub_conn_close_later(h, c);
+}
+
+void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
+  uint64_t comm = ah_coord_get_u64(p);
+  hub_comm_t *m = NULL;
+  HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
+  if (m) hub_comm_unsub(m, c);
+  for (int i = 0; i < c->ncomms; i++)
+    if (c->comms[i] == comm) {
+      c->comms[i] = c->comms[--c->ncomms];
+      break;
+    }
+}
+
+hub_client_t *hub_client_get(ah_coord_hub_t *h, uint64_t id) {
+  hub_client_t *cl = NULL;
+  HASH_FIND(hh, h->clients, &id, sizeof id, cl);
+  if (cl) return cl;
+  cl = calloc(1, sizeof *cl);
+  if (!cl) return NULL;
+  cl->id = id;
+  HASH_ADD(hh, h->clients, id, sizeof(uint64_t), cl);
+  if (!AH_HASH_ADDED(cl)) {
+    free(cl);
+    return NULL;
+  }
+  return cl;
+}
+
+/* Note that publishes are numbered per client and the hub remembers the last one applied across
+ * connections: a client that lost its connection resends what was not acknowledged, and a
+ * resent segment the hub already has is acknowledged again but not stored or forwarded twice. */
+void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+  char err[160];
+  uint64_t pub = ah_coord_get_u64(p);
+  ah_key_t k;
+  ah_segment_t s;
+  if (ah_coord_keyseg_unpack(p + 8, &k, &s, err, sizeof err) != 0) {
+    hub_refuse(h, RATE_FRAME, "refused a segment from %s: %s; connection dropped", c->peer, err);
+    hub_conn_close_later(h, c);
+    return;
+  }
+  uint8_t ack[8];
+  ah_coord_put_u64(ack, pub);
+  if (pub <= cl->last_pub) {
+    hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    return;
+  }
+  if (cl->nframes >= h->o.max_client_segments || h->nframes >= h->o.max_segments) {
+    /* Acknowledged so the client does not resend it, but neither stored nor forwarded. */
+    hub_refuse(h, RATE_CAP_SEGMENT, "refused a segment of comm %016llx from %s: %zu segments retained for "
+               "the client, %zu for the job (at most %zu, %zu)", (unsigned long long)k.comm,
+               c->peer, cl->nframes, h->nframes, h->o.max_client_segments, h->o.max_segments);
+    cl->last_pub = pub;
+    hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    return;
+  }
+  hub_comm_t *m = hub_comm_get(h, c, cl, k.comm);
+  if (!m) {
+    cl->last_pub = pub;
+    hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    return;
+  }
+  if (m->nframes == m->capframes) {
+    size_t cap = m->capframes ? 2 * m->capframes : 8;
+    void *f = realloc(m->frames, cap * FRAME_SEGMENT_BYTES);
+    if (!f) goto oom;
+    m->frames = f;
+    m->capframes = cap;
+  }
+  uint8_t *f = m->frames[m->nframes];
+  ah_coord_hdr_encode(AH_MSG_SEGMENT, 8 + AH_COORD_KEYSEG_BYTES, f);
+  ah_coord_put_u64(f + AH_COORD_HDR_BYTES, m->nframes + 1);
+  memcpy(f + AH_COORD_HDR_BYTES + 8, p + 8, AH_COORD_KEYSEG_BYTES);
+  m->nframes++;
+  cl->nframes++;
+  h->nframes++;
+  cl->last_pub = pub;
+  for (int i = 0; i < m->nsubs; i++) hub_conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
+  hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+  return;
+oom:
+  ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory storing a segment from %s", h->addr,
+         c->peer);
+  hub_conn_close_later(h, c);
+}

@@ -1,0 +1,163 @@
+/* ah_coord_hub_conn.c: the hub's connections — the rate-limited refusal log, each connection's
+ * write queue (bounded: a client that does not read is dropped), the list of connections that have
+ * not authenticated yet, and closing (deferred to the loop's next turn, so a handler never frees
+ * the connection it is serving). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "ah_coord_hub_internal.h"
+#include "ah_log.h"
+
+/* Closes a kind's one-second window once it has passed, logging what it suppressed. Called by each
+ * refusal and by every sweep tick, so a burst's count is logged even when nothing follows it. */
+void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now) {
+  if (now - r->window_ns <= 1000000000ull) return;
+  if (r->suppressed)
+    ah_log(AH_LOG_WARN, "coordinator hub %s: %d more refusals like the last were not logged",
+           h->addr, r->suppressed);
+  r->window_ns = now;
+  r->n = 0;
+  r->suppressed = 0;
+}
+
+void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) {
+  hub_rate_t *r = &h->rate[kind];
+  hub_rate_roll(h, r, ah_coord_now_ns());
+  if (r->n++ >= 5) {
+    r->suppressed++;
+    return;
+  }
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ah_log(AH_LOG_WARN, "coordinator hub %s: %s", h->addr, msg);
+}
+
+void hub_pend_unlink(ah_coord_hub_t *h, hub_conn_t *c) {
+  if (c->prev) c->prev->next = c->next;
+  else if (h->pend_head == c) h->pend_head = c->next;
+  else return; /* not on the list */
+  if (c->next) c->next->prev = c->prev;
+  else h->pend_tail = c->prev;
+  c->prev = c->next = NULL;
+  h->npending--;
+}
+
+void hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c) {
+  if (c->closing) return;
+  c->closing = 1;
+  c->close_next = h->close_list;
+  h->close_list = c;
+}
+
+void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c) {
+  for (int i = 0; i < m->nsubs; i++)
+    if (m->subs[i] == c) {
+      m->subs[i] = m->subs[--m->nsubs];
+      return;
+    }
+}
+
+static void hub_conn_free(ah_coord_hub_t *h, hub_conn_t *c) {
+  hub_pend_unlink(h, c);
+  for (int i = 0; i < c->ncomms; i++) {
+    hub_comm_t *m = NULL;
+    HASH_FIND(hh, h->comms, &c->comms[i], sizeof(uint64_t), m);
+    if (m) hub_comm_unsub(m, c);
+  }
+  for (int i = 0; i < h->nall; i++)
+    if (h->all[i] == c) {
+      h->all[i] = h->all[--h->nall];
+      break;
+    }
+  if (c->authed) atomic_fetch_sub(&h->nclients, 1);
+  epoll_ctl(h->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  free(c->wbuf);
+  free(c->comms);
+  free(c);
+}
+
+void hub_close_pending(ah_coord_hub_t *h) {
+  while (h->close_list) {
+    hub_conn_t *c = h->close_list;
+    h->close_list = c->close_next;
+    hub_conn_free(h, c);
+  }
+}
+
+static void hub_conn_interest(ah_coord_hub_t *h, hub_conn_t *c, int want_out) {
+  if (c->want_out == want_out) return;
+  struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = c};
+  epoll_ctl(h->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+  c->want_out = want_out;
+}
+
+void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c) {
+  while (c->woff < c->wlen) {
+    ssize_t r = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+    if (r > 0) {
+      c->woff += (size_t)r;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      hub_conn_interest(h, c, 1);
+      return;
+    }
+    hub_refuse(h, RATE_CLOSED, "send to %s failed (%s); connection dropped", c->peer,
+               r < 0 ? strerror(errno) : "0 bytes");
+    hub_conn_close_later(h, c);
+    return;
+  }
+  c->woff = c->wlen = 0;
+  hub_conn_interest(h, c, 0);
+}
+
+/* Queues bytes for a connection; sends at once when nothing else waits. */
+void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) {
+  if (c->closing) return;
+  if (c->wlen - c->woff + n > h->o.max_outbuf) {
+    hub_refuse(h, RATE_SLOW, "client %s does not read (%zu bytes queued); connection dropped",
+               c->peer, c->wlen - c->woff);
+    hub_conn_close_later(h, c);
+    return;
+  }
+  if (c->woff > 0 && c->wlen + n > c->wcap) {
+    memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+    c->wlen -= c->woff;
+    c->woff = 0;
+  }
+  if (c->wlen + n > c->wcap) {
+    size_t cap = c->wcap ? c->wcap : 1024;
+    while (cap < c->wlen + n) cap *= 2;
+    uint8_t *w = realloc(c->wbuf, cap);
+    if (!w) {
+      ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory queueing %zu bytes for %s", h->addr,
+             n, c->peer);
+      hub_conn_close_later(h, c);
+      return;
+    }
+    c->wbuf = w;
+    c->wcap = cap;
+  }
+  int was_empty = c->wlen == c->woff;
+  memcpy(c->wbuf + c->wlen, buf, n);
+  c->wlen += n;
+  if (was_empty) hub_conn_flush(h, c);
+}
+
+void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload,
+                          uint32_t len) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  ah_coord_hdr_encode(type, len, f);
+  if (len) memcpy(f + AH_COORD_HDR_BYTES, payload, len);
+  hub_conn_send(h, c, f, AH_COORD_HDR_BYTES + len);
+}

@@ -1,0 +1,136 @@
+/* ah_coord_hub_internal.h: the hub's state and the functions its three files share —
+ * ah_coord_hub_conn.c (connections: the rate-limited refusal log, write queues, the pending list,
+ * closing) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
+ * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub.c (the handshake, frame
+ * dispatch, reading, accepting, the sweep, the epoll loop, open/close/start). Internal to
+ * coordinator/. */
+#ifndef AH_COORD_HUB_INTERNAL_H
+#define AH_COORD_HUB_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ah_coord_internal.h"
+#include "ah_uthash.h"
+
+#define FRAME_SEGMENT_BYTES (AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES)
+#define HUB_TICK_MS 50
+
+typedef struct hub_conn {
+  int fd;
+  int authed;
+  int closing;
+  char peer[64];
+  uint8_t nonce[AH_COORD_NONCE_BYTES];
+  uint64_t client_id; /* set at AUTH */
+  uint64_t accepted_ns, frame_start_ns, last_rx_ns;
+  uint8_t rbuf[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  size_t rlen;
+  uint32_t need; /* bytes of the current frame, header included; 0 until the header is decoded */
+  uint8_t *wbuf;
+  size_t woff, wlen, wcap;
+  int want_out;
+  uint64_t *comms;
+  int ncomms, capcomms;
+  struct hub_conn *prev, *next; /* pending (unauthenticated) list, oldest first */
+  struct hub_conn *close_next;
+} hub_conn_t;
+
+/* The ranks of a communicator that joined with one settings digest. */
+typedef struct {
+  ah_coord_digest_t d;
+  uint32_t n, min_rank;
+} hub_digest_t;
+/* Distinct digests kept per communicator: a job has one, a job with a stray setting two or three. */
+#define HUB_DIGESTS 8
+
+typedef struct {
+  uint64_t comm;
+  uint64_t owner;         /* client id whose JOIN or PUBLISH created it: charged for it */
+  uint64_t pending_by;    /* client id charged for its pending join (the bitmap's allocation) */
+  uint32_t nranks;        /* from the first JOIN; 0 while only publishes named the comm */
+  uint32_t njoined;       /* distinct ranks joined */
+  uint8_t *joined;        /* one bit per rank */
+  uint64_t first_join_ns; /* the join deadline (join_ms) runs from here */
+  int verdict;            /* AH_COORD_VERDICT_*, decided once and never changed */
+  hub_digest_t dg[HUB_DIGESTS]; /* the distinct settings digests its ranks joined with */
+  int ndg;
+  hub_digest_t dg_more;   /* ranks whose digest did not fit in dg[] (n 0: none) */
+  ah_coord_mismatch_t mm; /* MISMATCH's evidence, set when it is decided */
+  uint8_t (*frames)[FRAME_SEGMENT_BYTES]; /* SEGMENT frames, seq = index + 1 */
+  size_t nframes, capframes;
+  hub_conn_t **subs;
+  int nsubs, capsubs;
+  UT_hash_handle hh;
+} hub_comm_t;
+
+typedef struct {
+  uint64_t id;
+  uint64_t last_pub;
+  int ncomms;     /* communicators this client created */
+  int npending;   /* of the pending joins, those this client started */
+  size_t nframes; /* segments of this client retained */
+  UT_hash_handle hh;
+} hub_client_t;
+
+/* Rate limit of one kind of refusal: 5 lines a second, then a count of what was suppressed. */
+typedef struct {
+  uint64_t window_ns;
+  int n;
+  int suppressed;
+} hub_rate_t;
+
+enum {
+  RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
+  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_N
+};
+
+struct ah_coord_hub {
+  int lfd, epfd, efd, spare_fd;
+  pthread_t thr;
+  atomic_int stop;
+  atomic_int nclients;
+  uint8_t secret[16];
+  ah_coord_hub_opts_t o;
+  char addr[96];
+  hub_conn_t *pend_head, *pend_tail;
+  int npending;
+  hub_conn_t **all; /* every open connection, for the sweep */
+  int nall, capall;
+  hub_conn_t *close_list;
+  hub_comm_t *comms;
+  int ncomms, npending_joins; /* communicators; those with a join and no verdict yet */
+  size_t rank_bytes;    /* bytes of every communicator's rank bitmap */
+  size_t nframes;       /* segments retained, all communicators */
+  hub_client_t *clients;
+  hub_rate_t rate[RATE_N];
+};
+
+
+/* ---- ah_coord_hub_conn.c ---- */
+
+/* Logs a refusal of a kind, at most 5 lines a second per kind, then a count of the rest. */
+void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Closes a kind's one-second window once it has passed, logging what it suppressed. */
+void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now);
+void hub_pend_unlink(ah_coord_hub_t *h, hub_conn_t *c);      /* off the unauthenticated list */
+void hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c); /* closed at the loop's next turn */
+void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c);            /* c no longer receives m's segments */
+void hub_close_pending(ah_coord_hub_t *h);                    /* frees what close_later marked */
+void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c);        /* writes what the socket takes */
+/* Queues bytes for c (dropping c once max_outbuf bytes wait for it), or a framed message. */
+void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n);
+void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload, uint32_t len);
+
+/* ---- ah_coord_hub_comm.c ---- */
+
+hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id);
+hub_client_t *hub_client_get(ah_coord_hub_t *h, uint64_t id); /* found or created; NULL: no memory */
+void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict);
+void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
+void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+
+#endif
