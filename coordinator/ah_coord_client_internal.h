@@ -1,0 +1,97 @@
+/* ah_coord_client_internal.h: the client's state and the functions its three files share —
+ * ah_coord_client_queue.c (what application threads queue for the I/O thread) <
+ * ah_coord_client_io.c (the I/O thread: handshake, reading, delivering, heartbeats, reconnecting) <
+ * ah_coord_client.c (the API: open, join, publish, verdicts, close). Internal to coordinator/. */
+#ifndef AH_COORD_CLIENT_INTERNAL_H
+#define AH_COORD_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "ah_coord_internal.h"
+
+typedef struct {
+  uint64_t comm;
+  uint32_t nranks;
+  uint64_t last_seq;
+  int verdict;          /* AH_COORD_VERDICT_*: the first one received is kept */
+  ah_coord_mismatch_t mm; /* MISMATCH's evidence */
+  ah_coord_digest_t digest; /* this process's settings, sent with every JOIN */
+  uint32_t *ranks;      /* local ranks joined, each re-joined after a reconnection */
+  int nlocal, caplocal;
+} client_comm_t;
+
+typedef struct {
+  uint64_t seq;
+  uint8_t keyseg[AH_COORD_KEYSEG_BYTES];
+} client_pub_t;
+
+typedef struct {
+  uint8_t *b;
+  size_t off, len, cap;
+} client_buf_t;
+
+struct ah_coord {
+  ah_coord_stamp_t stamp;
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  char addr[96];
+  ah_coord_client_opts_t o;
+  ah_coord_deliver_fn deliver;
+  void *arg;
+  uint64_t client_id;
+
+  pthread_mutex_t mu; /* guards comms, pubs, next_pub and outq */
+  client_comm_t *comms;
+  int ncomms, capcomms;
+  client_pub_t *pubs;
+  size_t pub_head, npubs, cappubs; /* unacknowledged: pubs[pub_head .. npubs) */
+  uint64_t next_pub;
+  client_buf_t outq;
+
+  /* The socket's write side: fd (replaced only by the I/O thread), w and want_out, under wmu.
+   * Application threads that publish try to send directly (one wake-up less per segment) and
+   * hand over to the I/O thread when the lock is taken or the socket is full. Lock order: wmu, mu. */
+  pthread_mutex_t wmu;
+  int fd, epfd, efd;
+  client_buf_t w;
+  int want_out;
+  _Atomic uint64_t last_tx_ns;
+
+  /* I/O thread only */
+  uint8_t rbuf[16384]; /* bytes read but not yet parsed: rbuf[0 .. rlen) */
+  size_t rlen;
+  uint64_t last_rx_ns;
+
+  pthread_t thr;
+  atomic_int stop, alive, cut_req, connects;
+  struct ah_coord *next; /* ah_coord_connect's list */
+};
+
+/* ---- ah_coord_client_queue.c ---- */
+
+int client_buf_put(client_buf_t *b, const void *p, size_t n); /* -1: out of memory */
+int client_buf_put_msg(client_buf_t *b, uint8_t type, const uint8_t *payload, uint32_t len);
+void client_wake(ah_coord_t *c);                               /* the I/O thread's eventfd */
+/* JOIN frames into the out queue: one rank, or every local rank (or one that only subscribes).
+ * Caller holds mu. */
+int client_queue_join_rank(ah_coord_t *c, const client_comm_t *m, uint32_t rank);
+int client_queue_join(ah_coord_t *c, const client_comm_t *m);
+int client_queue_publish(ah_coord_t *c, const client_pub_t *pb);
+void client_pubs_ack(ah_coord_t *c, uint64_t upto); /* drops acknowledged publishes; holds mu */
+
+/* ---- ah_coord_client_io.c ---- */
+
+/* Connects and authenticates before one deadline: 0 with fd_p and last_pub_p, or -1 with err. */
+int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
+                            size_t errlen);
+/* Makes fd the connection: re-joins every communicator and resends unacknowledged publishes. */
+int client_install(ah_coord_t *c, int fd, uint64_t last_pub);
+void client_drop(ah_coord_t *c);      /* closes the connection (the state stays) */
+void client_send_now(ah_coord_t *c);  /* an application thread writes what it queued, if it can */
+void *client_main(void *arg);        /* the I/O thread */
+
+#endif

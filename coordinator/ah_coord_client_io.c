@@ -1,0 +1,426 @@
+/* ah_coord_client_io.c: the client's I/O thread — it owns the socket: the handshake (both sides
+ * prove the secret), installing a connection (re-joining every communicator since its last
+ * delivered segment and resending unacknowledged publishes), reading frames and delivering
+ * segments and verdicts in order, heartbeats, and reconnecting with backoff after a cut. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ah_coord_client_internal.h"
+#include "ah_log.h"
+
+/* Connects and runs the handshake, all before one deadline. Returns 0 with fd_p and last_pub_p
+ * set, or -1 with err filled. Note that the hub proves it knows the secret too (WELCOME carries
+ * its own MAC over both nonces), so a client never takes segments from an impostor. */
+int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
+                            size_t errlen) {
+  char nerr[AH_NET_ERR_LEN];
+  uint64_t deadline = ah_coord_now_ns() + (uint64_t)c->o.connect_ms * 1000000ull;
+  int fd = -1;
+  if (ah_coord_net_connect(nerr, (struct sockaddr *)&c->ss, c->sl, deadline, &fd) != AH_NET_OK) {
+    snprintf(err, errlen, "%.200s", nerr);
+    return -1;
+  }
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  ah_coord_hdr_t h;
+  char perr[200];
+  if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "waiting for the hub's HELLO: %.200s", nerr);
+    goto fail;
+  }
+  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
+    snprintf(err, errlen, "bad HELLO from the hub: %.200s", perr);
+    goto fail;
+  }
+  if (h.type != AH_MSG_HELLO) {
+    snprintf(err, errlen, "bad HELLO from the hub: message type %u where HELLO (%u) belongs",
+             h.type, AH_MSG_HELLO);
+    goto fail;
+  }
+  uint8_t nonce_h[32];
+  if (ah_coord_net_read_full(nerr, fd, nonce_h, 32, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "reading the hub's HELLO: %.200s", nerr);
+    goto fail;
+  }
+  uint8_t auth[72];
+  if (ah_coord_random(auth, 32) != 0) {
+    snprintf(err, errlen, "no random bytes for the nonce (RAND_bytes failed)");
+    goto fail;
+  }
+  ah_coord_put_u64(auth + 32, c->client_id);
+  if (ah_coord_mac(c->stamp.secret, "autoha-client", nonce_h, auth, c->client_id, auth + 40) != 0) {
+    snprintf(err, errlen, "HMAC-SHA256 failed in libcrypto");
+    goto fail;
+  }
+  ah_coord_hdr_encode(AH_MSG_AUTH, sizeof auth, f);
+  memcpy(f + AH_COORD_HDR_BYTES, auth, sizeof auth);
+  if (ah_coord_net_write_full(nerr, fd, f, AH_COORD_HDR_BYTES + sizeof auth, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "sending AUTH: %.200s", nerr);
+    goto fail;
+  }
+  if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "waiting for WELCOME: %.200s (does the hub have another job's secret?)", nerr);
+    goto fail;
+  }
+  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
+    snprintf(err, errlen, "bad WELCOME from the hub: %.200s", perr);
+    goto fail;
+  }
+  if (h.type != AH_MSG_WELCOME) {
+    snprintf(err, errlen, "bad WELCOME from the hub: message type %u where WELCOME (%u) belongs",
+             h.type, AH_MSG_WELCOME);
+    goto fail;
+  }
+  uint8_t wel[40], want[32];
+  if (ah_coord_net_read_full(nerr, fd, wel, 40, deadline) != AH_NET_OK) {
+    snprintf(err, errlen, "reading WELCOME: %.200s", nerr);
+    goto fail;
+  }
+  uint64_t last_pub = ah_coord_get_u64(wel + 32);
+  if (ah_coord_mac(c->stamp.secret, "autoha-hub", auth, nonce_h, last_pub, want) != 0 ||
+      !ah_coord_mac_equal(want, wel)) {
+    snprintf(err, errlen, "the hub failed to prove it knows the job secret (impostor or another "
+             "job's hub)");
+    goto fail;
+  }
+  *fd_p = fd;
+  *last_pub_p = last_pub;
+  return 0;
+fail:
+  close(fd);
+  return -1;
+}
+
+/* Installs a fresh connection: rebuilds the outgoing bytes from the state (JOIN since the last
+ * delivered sequence number of every communicator, then every unacknowledged publish). */
+int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+  if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    close(fd);
+    return -1;
+  }
+  pthread_mutex_lock(&c->wmu);
+  c->fd = fd;
+  c->want_out = 0;
+  c->rlen = 0;
+  c->w.off = c->w.len = 0;
+  c->last_rx_ns = ah_coord_now_ns();
+  atomic_store(&c->last_tx_ns, c->last_rx_ns);
+  int rc = 0;
+  pthread_mutex_lock(&c->mu);
+  client_pubs_ack(c, last_pub);
+  c->outq.off = c->outq.len = 0;
+  for (int i = 0; i < c->ncomms; i++) rc |= client_queue_join(c, &c->comms[i]);
+  for (size_t i = c->pub_head; i < c->npubs; i++) rc |= client_queue_publish(c, &c->pubs[i]);
+  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_unlock(&c->wmu);
+  atomic_fetch_add(&c->connects, 1);
+  client_wake(c);
+  return rc;
+}
+
+void client_drop(ah_coord_t *c) {
+  pthread_mutex_lock(&c->wmu);
+  if (c->fd >= 0) {
+    epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+  }
+  pthread_mutex_unlock(&c->wmu);
+}
+
+static void client_interest(ah_coord_t *c, int want_out) {
+  if (c->want_out == want_out || c->fd < 0) return;
+  struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.fd = c->fd};
+  epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+  c->want_out = want_out;
+}
+
+/* Sends what is queued; wmu held. Returns 0 when everything went, 1 when bytes wait for the socket
+ * (the I/O thread arms EPOLLOUT; another thread leaves that to it), -1 when the connection failed. */
+static int client_flush_locked(ah_coord_t *c, int io_thread, char *why, size_t whylen) {
+  pthread_mutex_lock(&c->mu);
+  int rc = 0;
+  if (c->outq.len > c->outq.off) {
+    rc = client_buf_put(&c->w, c->outq.b + c->outq.off, c->outq.len - c->outq.off);
+    c->outq.off = c->outq.len = 0;
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) {
+    snprintf(why, whylen, "out of memory queueing messages");
+    return -1;
+  }
+  while (c->w.off < c->w.len) {
+    ssize_t r = send(c->fd, c->w.b + c->w.off, c->w.len - c->w.off, MSG_NOSIGNAL);
+    if (r > 0) {
+      c->w.off += (size_t)r;
+      atomic_store(&c->last_tx_ns, ah_coord_now_ns());
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (io_thread) client_interest(c, 1);
+      return 1;
+    }
+    snprintf(why, whylen, "send(): %s", r < 0 ? strerror(errno) : "0 bytes");
+    return -1;
+  }
+  c->w.off = c->w.len = 0;
+  if (io_thread) client_interest(c, 0);
+  return 0;
+}
+
+/* I/O thread: sends what is queued. Returns 0, or -1 when the connection failed. */
+static int client_flush(ah_coord_t *c, char *why, size_t whylen) {
+  pthread_mutex_lock(&c->wmu);
+  int rc = c->fd >= 0 ? client_flush_locked(c, 1, why, whylen) : 0;
+  pthread_mutex_unlock(&c->wmu);
+  return rc < 0 ? -1 : 0;
+}
+
+/* Application thread, after queueing: sends at once when the socket is free, else (or when bytes
+ * remain, or on an error the I/O thread will meet too) wakes the I/O thread. Never blocks on the
+ * network: the socket is non-blocking and the lock is only tried. */
+void client_send_now(ah_coord_t *c) {
+  char why[64];
+  if (pthread_mutex_trylock(&c->wmu) != 0) {
+    client_wake(c);
+    return;
+  }
+  int rc = c->fd >= 0 ? client_flush_locked(c, 0, why, sizeof why) : 1;
+  pthread_mutex_unlock(&c->wmu);
+  if (rc != 0) client_wake(c);
+}
+
+static int client_w_empty(ah_coord_t *c) {
+  pthread_mutex_lock(&c->wmu);
+  int empty = c->w.off == c->w.len;
+  pthread_mutex_unlock(&c->wmu);
+  return empty;
+}
+
+/* Note that a VERDICT with an unknown value is refused with one log line and ignored (the rank
+ * keeps waiting; the hub's replay or the hub-gone path ends the wait), like a bad segment. */
+static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
+  uint64_t comm = ah_coord_get_u64(p);
+  uint32_t v = ah_coord_get_u32(p + 8);
+  ah_coord_mismatch_t mm = {ah_coord_get_u32(p + 12), ah_coord_get_u32(p + 16), ah_coord_get_u32(p + 20),
+                            ah_coord_get_u32(p + 24)};
+  if (v != AH_COORD_VERDICT_COMPLETE && v != AH_COORD_VERDICT_ABANDONED && v != AH_COORD_VERDICT_MISMATCH) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a verdict from hub %s: comm "
+                  "%016llx verdict %u out of range", c->addr, (unsigned long long)comm, v);
+    return;
+  }
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->ncomms; i++)
+    if (c->comms[i].comm == comm && c->comms[i].verdict == AH_COORD_VERDICT_NONE) {
+      c->comms[i].verdict = (int)v;
+      c->comms[i].mm = mm;
+    }
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
+  char err[200];
+  uint64_t seq = ah_coord_get_u64(p);
+  ah_key_t k;
+  ah_segment_t s;
+  uint64_t comm = ah_coord_get_u64(p + 8);
+  int bad = ah_coord_keyseg_unpack(p + 8, &k, &s, err, sizeof err);
+  int deliver = 0;
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->ncomms; i++) {
+    client_comm_t *m = &c->comms[i];
+    if (m->comm != comm) continue;
+    if (seq <= m->last_seq) break; /* a replay already delivered */
+    if (seq != m->last_seq + 1)
+      ah_log(AH_LOG_WARN, "coordinator client: comm %016llx segment %llu arrived after %llu",
+             (unsigned long long)m->comm, (unsigned long long)seq,
+             (unsigned long long)m->last_seq);
+    m->last_seq = seq;
+    deliver = !bad;
+    break;
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (bad) {
+    ah_log(AH_LOG_ERROR, "coordinator client: ignored a segment from hub %s: %s", c->addr, err);
+    return;
+  }
+  if (deliver && c->deliver) c->deliver(c->arg, &k, &s);
+}
+
+/* Reads what the socket holds and handles every complete frame. Returns 0, or -1 with why set when
+ * the connection must be dropped. Note that one read(2) per wake-up takes many frames at once (a
+ * replay, or a burst of segments): at 1,024 clients per hub the syscalls per segment are what the
+ * fan-out costs. */
+static int client_read(ah_coord_t *c, char *why, size_t whylen) {
+  char err[200];
+  ssize_t r;
+  while ((r = read(c->fd, c->rbuf + c->rlen, sizeof c->rbuf - c->rlen)) < 0 && errno == EINTR) {
+  }
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  if (r <= 0) {
+    snprintf(why, whylen, "%s", r == 0 ? "the hub closed the connection" : strerror(errno));
+    return -1;
+  }
+  c->rlen += (size_t)r;
+  c->last_rx_ns = ah_coord_now_ns();
+  size_t off = 0;
+  while (c->rlen - off >= AH_COORD_HDR_BYTES) {
+    ah_coord_hdr_t h;
+    if (ah_coord_hdr_decode(c->rbuf + off, &h, err, sizeof err) != 0) {
+      snprintf(why, whylen, "refused a frame from the hub: %s", err);
+      return -1;
+    }
+    if (c->rlen - off < AH_COORD_HDR_BYTES + h.len) break;
+    const uint8_t *p = c->rbuf + off + AH_COORD_HDR_BYTES;
+    off += AH_COORD_HDR_BYTES + h.len;
+    switch (h.type) {
+      case AH_MSG_SEGMENT: client_on_segment(c, p); break;
+      case AH_MSG_ACK:
+        pthread_mutex_lock(&c->mu);
+        client_pubs_ack(c, ah_coord_get_u64(p));
+        pthread_mutex_unlock(&c->mu);
+        break;
+      case AH_MSG_PONG: break;
+      case AH_MSG_VERDICT: client_on_verdict(c, p); break;
+      default:
+        snprintf(why, whylen, "unexpected message type %u from the hub", h.type);
+        return -1;
+    }
+  }
+  memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+  c->rlen -= off;
+  return 0;
+}
+
+static void client_sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+/* Reconnects until reconnect_ms have passed. Returns 0 when connected again, -1 when the hub is
+ * gone (logged) or the client is stopping.
+ *
+ * Note that the loss itself is logged at info and becomes a warning only when the hub is still
+ * unreachable after a second: at the end of every job the hub's process exits first and the
+ * others lose their connection moments before they exit themselves, which is not worth a warning
+ * on every rank. */
+static int client_reconnect(ah_coord_t *c, const char *why) {
+  ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
+  int warned = 0;
+  uint64_t start = ah_coord_now_ns();
+  uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
+  int backoff = 20;
+  char err[300] = "no attempt made";
+  while (!atomic_load(&c->stop) && !ah_coord_exiting()) {
+    int fd;
+    uint64_t last_pub;
+    if (client_handshake(c, &fd, &last_pub, err, sizeof err) == 0) {
+      if (client_install(c, fd, last_pub) == 0) {
+        ah_log(AH_LOG_INFO, "coordinator: reconnected to hub %s after %.0f ms", c->addr,
+               (double)(ah_coord_now_ns() - start) / 1e6);
+        return 0;
+      }
+      snprintf(err, sizeof err, "cannot register the new connection (out of memory?)");
+      client_drop(c);
+    }
+    if (ah_coord_now_ns() - start > limit) break;
+    if (!warned && ah_coord_now_ns() - start > 1000000000ull) {
+      warned = 1;
+      ah_log(AH_LOG_WARN, "coordinator: connection to hub %s lost (%s) and not re-established "
+             "after 1 s (%s); retrying for up to %d ms", c->addr, why, err, c->o.reconnect_ms);
+    }
+    client_sleep_ms(backoff);
+    if (backoff < 500) backoff *= 2;
+  }
+  if (atomic_load(&c->stop) || ah_coord_exiting()) return -1;
+  atomic_store(&c->alive, 0);
+  ah_log(AH_LOG_ERROR, "coordinator: hub %s unreachable for %d ms (last error: %s); giving up — "
+         "ranks waiting for a decision will fail over", c->addr, c->o.reconnect_ms, err);
+  return -1;
+}
+
+/* When the next PING is due: after heartbeat_ms with the connection quiet both ways, or after
+ * 5 x heartbeat_ms without sending (the hub drops a client silent for its idle_ms, 30 s). Note that
+ * a connection carrying segments therefore pings rarely: traffic from the hub already proves it
+ * alive, and at 1,024 clients the PINGs would cost the hub as much as a fan-out a second. */
+static uint64_t client_ping_due(const ah_coord_t *c) {
+  uint64_t hb = (uint64_t)c->o.heartbeat_ms * 1000000ull;
+  uint64_t tx = atomic_load(&c->last_tx_ns);
+  uint64_t quiet = (tx > c->last_rx_ns ? tx : c->last_rx_ns) + hb;
+  uint64_t mute = tx + 5 * hb;
+  return quiet < mute ? quiet : mute;
+}
+
+/* Milliseconds until the next heartbeat or liveness check is due (at least 1). Note that an idle
+ * client wakes only for these — about once per heartbeat — so a host with many processes (or the
+ * 1,024 clients of bench/coord_scale) is not kept busy by timers. */
+static int client_timeout_ms(ah_coord_t *c) {
+  uint64_t now = ah_coord_now_ns();
+  uint64_t hb = client_ping_due(c);
+  uint64_t dead = c->last_rx_ns + (uint64_t)c->o.dead_ms * 1000000ull;
+  uint64_t next = hb < dead && client_w_empty(c) ? hb : dead; /* no PING behind queued bytes */
+  if (next <= now) return 1;
+  uint64_t ms = (next - now) / 1000000ull + 1;
+  return ms > 1000 ? 1000 : (int)ms;
+}
+
+void *client_main(void *arg) {
+  ah_coord_t *c = arg;
+  pthread_setname_np(pthread_self(), "autoha-coord"); /* visible in top -H, gdb, perf */
+  struct epoll_event evs[4];
+  char why[300];
+  while (!atomic_load(&c->stop)) {
+    int n = epoll_wait(c->epfd, evs, 4, client_timeout_ms(c));
+    if (n < 0 && errno != EINTR) {
+      ah_log(AH_LOG_ERROR, "coordinator: epoll_wait: %s; client stopped", strerror(errno));
+      atomic_store(&c->alive, 0);
+      break;
+    }
+    int lost = 0;
+    why[0] = 0;
+    for (int i = 0; i < n && !lost; i++) {
+      if (evs[i].data.fd == c->efd) {
+        uint64_t v;
+        if (read(c->efd, &v, sizeof v) < 0) { /* spurious wake-up */
+        }
+        if (c->fd >= 0 && client_flush(c, why, sizeof why) != 0) lost = 1;
+      } else if (evs[i].data.fd == c->fd) {
+        if ((evs[i].events & EPOLLOUT) && client_flush(c, why, sizeof why) != 0) lost = 1;
+        if (!lost && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) &&
+            client_read(c, why, sizeof why) != 0)
+          lost = 1;
+      }
+    }
+    uint64_t now = ah_coord_now_ns();
+    if (!lost && atomic_exchange(&c->cut_req, 0)) {
+      snprintf(why, sizeof why, "cut on request");
+      lost = 1;
+    }
+    if (!lost && now - c->last_rx_ns > (uint64_t)c->o.dead_ms * 1000000ull) {
+      snprintf(why, sizeof why, "nothing heard for %d ms", c->o.dead_ms);
+      lost = 1;
+    }
+    if (!lost && now >= client_ping_due(c) && client_w_empty(c)) {
+      pthread_mutex_lock(&c->mu);
+      int rc = client_buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
+      pthread_mutex_unlock(&c->mu);
+      if (rc != 0 || client_flush(c, why, sizeof why) != 0) lost = 1;
+    }
+    if (lost) {
+      client_drop(c);
+      if (client_reconnect(c, why) != 0) break;
+    }
+  }
+  return NULL;
+}

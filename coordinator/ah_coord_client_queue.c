@@ -1,0 +1,80 @@
+/* ah_coord_client_queue.c: what application threads hand to the client's I/O thread — frames
+ * appended to a growable buffer under the client's mutex, and a wake-up through its eventfd — and
+ * the list of publishes kept until the hub acknowledges them. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ah_coord_client_internal.h"
+#include "ah_log.h"
+
+int client_buf_put(client_buf_t *b, const void *p, size_t n) {
+  if (b->off > 0 && b->len + n > b->cap) {
+    memmove(b->b, b->b + b->off, b->len - b->off);
+    b->len -= b->off;
+    b->off = 0;
+  }
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *nb = realloc(b->b, cap);
+    if (!nb) return -1;
+    b->b = nb;
+    b->cap = cap;
+  }
+  memcpy(b->b + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+int client_buf_put_msg(client_buf_t *b, uint8_t type, const uint8_t *payload, uint32_t len) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  ah_coord_hdr_encode(type, len, f);
+  if (len) memcpy(f + AH_COORD_HDR_BYTES, payload, len);
+  return client_buf_put(b, f, AH_COORD_HDR_BYTES + len);
+}
+
+void client_wake(ah_coord_t *c) {
+  uint64_t one = 1;
+  if (write(c->efd, &one, sizeof one) < 0) { /* counter saturated: already awake */
+  }
+}
+
+int client_queue_join_rank(ah_coord_t *c, const client_comm_t *m, uint32_t rank) {
+  uint8_t p[24 + 8 * AH_COORD_DIGEST_PARTS];
+  ah_coord_put_u64(p, m->comm);
+  ah_coord_put_u32(p + 8, m->nranks);
+  ah_coord_put_u32(p + 12, rank);
+  ah_coord_put_u64(p + 16, m->last_seq);
+  for (int i = 0; i < AH_COORD_DIGEST_PARTS; i++) ah_coord_put_u64(p + 24 + 8 * i, m->digest.part[i]);
+  return client_buf_put_msg(&c->outq, AH_MSG_JOIN, p, sizeof p);
+}
+
+/* One JOIN per local rank (the hub counts ranks), or one that only subscribes. Caller holds mu. */
+int client_queue_join(ah_coord_t *c, const client_comm_t *m) {
+  int rc = 0;
+  for (int i = 0; i < m->nlocal; i++) rc |= client_queue_join_rank(c, m, m->ranks[i]);
+  if (m->nlocal == 0) rc |= client_queue_join_rank(c, m, AH_COORD_NO_RANK);
+  return rc;
+}
+
+int client_queue_publish(ah_coord_t *c, const client_pub_t *pb) {
+  uint8_t p[8 + AH_COORD_KEYSEG_BYTES];
+  ah_coord_put_u64(p, pb->seq);
+  memcpy(p + 8, pb->keyseg, AH_COORD_KEYSEG_BYTES);
+  return client_buf_put_msg(&c->outq, AH_MSG_PUBLISH, p, sizeof p);
+}
+
+/* Drops acknowledged publishes. Caller holds mu. */
+void client_pubs_ack(ah_coord_t *c, uint64_t upto) {
+  while (c->pub_head < c->npubs && c->pubs[c->pub_head].seq <= upto) c->pub_head++;
+  if (c->pub_head == c->npubs) c->pub_head = c->npubs = 0;
+}
