@@ -16,7 +16,8 @@
 typedef struct {
   uint64_t comm;
   uint32_t nranks;
-  uint64_t last_seq;
+  uint64_t last_seq;     /* segments delivered (the hub numbers them 1, 2, ... per communicator) */
+  uint64_t told_seq;     /* the last_seq the hub was last told (JOIN's since, DELIVERED) */
   int verdict;          /* AH_COORD_VERDICT_*: the first one received is kept */
   ah_coord_mismatch_t mm; /* MISMATCH's evidence */
   ah_coord_digest_t digest; /* this process's settings, sent with every JOIN */
@@ -78,10 +79,13 @@ int client_buf_put_msg(client_buf_t *b, uint8_t type, const uint8_t *payload, ui
 void client_wake(ah_coord_t *c);                               /* the I/O thread's eventfd */
 /* JOIN frames into the out queue: one rank, or every local rank (or one that only subscribes).
  * Caller holds mu. */
-int client_queue_join_rank(ah_coord_t *c, const client_comm_t *m, uint32_t rank);
-int client_queue_join(ah_coord_t *c, const client_comm_t *m);
+int client_queue_join_rank(ah_coord_t *c, client_comm_t *m, uint32_t rank);
+int client_queue_join(ah_coord_t *c, client_comm_t *m);
 int client_queue_publish(ah_coord_t *c, const client_pub_t *pb);
 void client_pubs_ack(ah_coord_t *c, uint64_t upto); /* drops acknowledged publishes; holds mu */
+/* DELIVERED for every communicator that has delivered at least `step` segments since the hub was
+ * last told (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
+int client_queue_delivered(ah_coord_t *c, uint64_t step);
 
 /* ---- ah_coord_client_io.c ---- */
 

@@ -403,6 +403,13 @@ void *client_main(void *arg) {
       }
     }
     uint64_t now = ah_coord_now_ns();
+    if (!lost && c->fd >= 0) { /* every 64 segments, so the hub can drop what all delivered */
+      pthread_mutex_lock(&c->mu);
+      int rc = client_queue_delivered(c, 64);
+      int queued = c->outq.len > c->outq.off;
+      pthread_mutex_unlock(&c->mu);
+      if (rc != 0 || (queued && client_flush(c, why, sizeof why) != 0)) lost = 1;
+    }
     if (!lost && atomic_exchange(&c->cut_req, 0)) {
       snprintf(why, sizeof why, "cut on request");
       lost = 1;
@@ -413,7 +420,7 @@ void *client_main(void *arg) {
     }
     if (!lost && now >= client_ping_due(c) && client_w_empty(c)) {
       pthread_mutex_lock(&c->mu);
-      int rc = client_buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
+      int rc = client_queue_delivered(c, 1) | client_buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
       pthread_mutex_unlock(&c->mu);
       if (rc != 0 || client_flush(c, why, sizeof why) != 0) lost = 1;
     }

@@ -48,18 +48,19 @@ void client_wake(ah_coord_t *c) {
   }
 }
 
-int client_queue_join_rank(ah_coord_t *c, const client_comm_t *m, uint32_t rank) {
+int client_queue_join_rank(ah_coord_t *c, client_comm_t *m, uint32_t rank) {
   uint8_t p[24 + 8 * AH_COORD_DIGEST_PARTS];
   ah_coord_put_u64(p, m->comm);
   ah_coord_put_u32(p + 8, m->nranks);
   ah_coord_put_u32(p + 12, rank);
   ah_coord_put_u64(p + 16, m->last_seq);
+  m->told_seq = m->last_seq;
   for (int i = 0; i < AH_COORD_DIGEST_PARTS; i++) ah_coord_put_u64(p + 24 + 8 * i, m->digest.part[i]);
   return client_buf_put_msg(&c->outq, AH_MSG_JOIN, p, sizeof p);
 }
 
 /* One JOIN per local rank (the hub counts ranks), or one that only subscribes. Caller holds mu. */
-int client_queue_join(ah_coord_t *c, const client_comm_t *m) {
+int client_queue_join(ah_coord_t *c, client_comm_t *m) {
   int rc = 0;
   for (int i = 0; i < m->nlocal; i++) rc |= client_queue_join_rank(c, m, m->ranks[i]);
   if (m->nlocal == 0) rc |= client_queue_join_rank(c, m, AH_COORD_NO_RANK);
@@ -77,4 +78,18 @@ int client_queue_publish(ah_coord_t *c, const client_pub_t *pb) {
 void client_pubs_ack(ah_coord_t *c, uint64_t upto) {
   while (c->pub_head < c->npubs && c->pubs[c->pub_head].seq <= upto) c->pub_head++;
   if (c->pub_head == c->npubs) c->pub_head = c->npubs = 0;
+}
+
+int client_queue_delivered(ah_coord_t *c, uint64_t step) {
+  int rc = 0;
+  for (int i = 0; i < c->ncomms; i++) {
+    client_comm_t *m = &c->comms[i];
+    if (m->last_seq < m->told_seq + step || m->last_seq == m->told_seq) continue;
+    uint8_t p[16];
+    ah_coord_put_u64(p, m->comm);
+    ah_coord_put_u64(p + 8, m->last_seq);
+    rc |= client_buf_put_msg(&c->outq, AH_MSG_DELIVERED, p, sizeof p);
+    m->told_seq = m->last_seq;
+  }
+  return rc;
 }

@@ -97,13 +97,15 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
     case AH_MSG_LEAVE: hub_on_leave(h, c, p); break;
     case AH_MSG_JOIN:
     case AH_MSG_PUBLISH:
+    case AH_MSG_DELIVERED:
       cl = hub_client_find(h, c->client_id);
       if (!cl) {
         hub_conn_close_later(h, c);
         return;
       }
       if (type == AH_MSG_JOIN) hub_on_join(h, c, cl, p);
-      else hub_on_publish(h, c, cl, p);
+      else if (type == AH_MSG_PUBLISH) hub_on_publish(h, c, cl, p);
+      else hub_on_delivered(h, c, cl, p);
       break;
     case AH_MSG_PING: hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
     default:
@@ -390,6 +392,8 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
     HASH_DEL(h->comms, m);
     free(m->joined);
     free(m->frames);
+    free(m->frame_pub);
+    free(m->members);
     free(m->subs);
     free(m);
   }
@@ -407,6 +411,10 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
 }
 
 int ah_coord_hub_clients(ah_coord_hub_t *h) { return atomic_load(&h->nclients); }
+
+size_t ah_coord_hub_retained(ah_coord_hub_t *h) {
+  return atomic_load_explicit(&h->nframes_seen, memory_order_relaxed);
+}
 
 /* The process's hub, started once. */
 static pthread_mutex_t hub_once_mu = PTHREAD_MUTEX_INITIALIZER;

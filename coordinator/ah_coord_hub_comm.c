@@ -146,6 +146,52 @@ static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
   hub_conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
 }
 
+/* Records that client `id` has delivered comm m's segments up to `seq` (a member joins with its
+ * JOIN's "since"). Returns 0, or -1 when m has as many members as it may have (or no memory). */
+static int member_note(hub_comm_t *m, uint64_t id, uint64_t seq) {
+  for (int i = 0; i < m->nmembers; i++)
+    if (m->members[i].client_id == id) {
+      if (seq > m->members[i].delivered) m->members[i].delivered = seq;
+      return 0;
+    }
+  if (m->nmembers >= (int)m->nranks + HUB_MEMBERS_SPARE) return -1;
+  if (m->nmembers == m->capmembers) {
+    int cap = m->capmembers ? 2 * m->capmembers : 4;
+    hub_member_t *ms = realloc(m->members, (size_t)cap * sizeof *ms);
+    if (!ms) return -1;
+    m->members = ms;
+    m->capmembers = cap;
+  }
+  m->members[m->nmembers++] = (hub_member_t){id, seq};
+  return 0;
+}
+
+/* Drops the frames every member has delivered: no member can ask for them again (a reconnecting
+ * client asks "since" what it delivered), so a long job's hub keeps only what is in flight.
+ * Only once every rank joined (verdict COMPLETE): before that a process still to join would need
+ * the frames from the first. Batched (64 frames, or half of what is kept) so the copy-down is
+ * amortised. */
+static void hub_comm_trim(ah_coord_hub_t *h, hub_comm_t *m) {
+  if (m->nmembers == 0 || m->verdict != AH_COORD_VERDICT_COMPLETE) return;
+  uint64_t low = UINT64_MAX;
+  for (int i = 0; i < m->nmembers; i++)
+    if (m->members[i].delivered < low) low = m->members[i].delivered;
+  if (low <= m->frame_base) return;
+  size_t drop = (size_t)(low - m->frame_base);
+  if (drop > m->nframes) drop = m->nframes;
+  if (drop < 64 && 2 * drop < m->nframes) return;
+  for (size_t i = 0; i < drop; i++) {
+    hub_client_t *pub = hub_client_find(h, m->frame_pub[i]);
+    if (pub && pub->nframes > 0) pub->nframes--;
+  }
+  h->nframes -= drop;
+  atomic_store_explicit(&h->nframes_seen, h->nframes, memory_order_relaxed);
+  memmove(m->frames, m->frames + drop, (m->nframes - drop) * FRAME_SEGMENT_BYTES);
+  memmove(m->frame_pub, m->frame_pub + drop, (m->nframes - drop) * sizeof *m->frame_pub);
+  m->nframes -= drop;
+  m->frame_base += drop;
+}
+
 void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   uint32_t nranks = ah_coord_get_u32(p + 8);
@@ -216,15 +262,33 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
     c->comms[c->ncomms++] = comm;
     m->subs[m->nsubs++] = c;
   }
+  uint64_t last = m->frame_base + m->nframes;
   ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s joined comm %016llx (rank %u of %u; %u joined) "
-         "since %llu of %zu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
-         (unsigned long long)since, m->nframes);
-  if (since > m->nframes) {
-    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but only %zu exist (a "
+         "since %llu of %llu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
+         (unsigned long long)since, (unsigned long long)last);
+  if (since > last) {
+    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but only %llu exist (a "
                "different job's hub?); replaying none", c->peer, (unsigned long long)comm,
-               (unsigned long long)since, m->nframes);
-  } else if (since < m->nframes) /* the stored frames are contiguous: one copy, one send */
-    hub_conn_send(h, c, m->frames[since], (size_t)(m->nframes - since) * FRAME_SEGMENT_BYTES);
+               (unsigned long long)since, (unsigned long long)last);
+  } else if (since < m->frame_base) {
+    /* Every member had delivered these when they were dropped, so only a process that never
+     * joined before can ask: its ranks could never agree with the others. */
+    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but every member had "
+               "delivered up to %llu and they were dropped; its ranks run NCCL's own choices",
+               c->peer, (unsigned long long)comm, (unsigned long long)since,
+               (unsigned long long)m->frame_base);
+    verdict_refuse(h, c, comm);
+    return;
+  } else if (since < last) { /* the stored frames are contiguous: one copy, one send */
+    hub_conn_send(h, c, m->frames[since - m->frame_base], (size_t)(last - since) * FRAME_SEGMENT_BYTES);
+  }
+  if (member_note(m, cl->id, since) != 0) {
+    hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx from %s: %d processes joined it "
+               "already (at most its %u ranks + %d); its ranks run NCCL's own choices",
+               (unsigned long long)comm, c->peer, m->nmembers, m->nranks, HUB_MEMBERS_SPARE);
+    verdict_refuse(h, c, comm);
+    return;
+  }
   /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
    * simply gets it again, and the client keeps the first. */
   if (m->verdict != AH_COORD_VERDICT_NONE) verdict_send(h, c, m);
@@ -302,15 +366,20 @@ void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
     void *f = realloc(m->frames, cap * FRAME_SEGMENT_BYTES);
     if (!f) goto oom;
     m->frames = f;
+    uint64_t *fp = realloc(m->frame_pub, cap * sizeof *fp);
+    if (!fp) goto oom;
+    m->frame_pub = fp;
     m->capframes = cap;
   }
   uint8_t *f = m->frames[m->nframes];
   ah_coord_hdr_encode(AH_MSG_SEGMENT, 8 + AH_COORD_KEYSEG_BYTES, f);
-  ah_coord_put_u64(f + AH_COORD_HDR_BYTES, m->nframes + 1);
+  ah_coord_put_u64(f + AH_COORD_HDR_BYTES, m->frame_base + m->nframes + 1);
   memcpy(f + AH_COORD_HDR_BYTES + 8, p + 8, AH_COORD_KEYSEG_BYTES);
+  m->frame_pub[m->nframes] = cl->id;
   m->nframes++;
   cl->nframes++;
   h->nframes++;
+  atomic_store_explicit(&h->nframes_seen, h->nframes, memory_order_relaxed);
   cl->last_pub = pub;
   for (int i = 0; i < m->nsubs; i++) hub_conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
   hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
@@ -319,4 +388,24 @@ oom:
   ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory storing a segment from %s", h->addr,
          c->peer);
   hub_conn_close_later(h, c);
+}
+
+/* A member reports what it has delivered; what every member has delivered is dropped. A report
+ * for a communicator the client never joined, or beyond what exists, is refused (and the
+ * connection dropped): no legitimate client sends one. */
+void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+  uint64_t comm = ah_coord_get_u64(p), seq = ah_coord_get_u64(p + 8);
+  hub_comm_t *m = NULL;
+  HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
+  int member = 0;
+  for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
+  if (!member || seq > m->frame_base + m->nframes) {
+    hub_refuse(h, RATE_DELIVERED, "refused a DELIVERED from %s: comm %016llx segment %llu (%s); "
+               "connection dropped", c->peer, (unsigned long long)comm, (unsigned long long)seq,
+               !member ? "not a member" : "beyond the segments that exist");
+    hub_conn_close_later(h, c);
+    return;
+  }
+  (void)member_note(m, cl->id, seq);
+  hub_comm_trim(h, m);
 }

@@ -46,6 +46,17 @@ typedef struct {
 /* Distinct digests kept per communicator: a job has one, a job with a stray setting two or three. */
 #define HUB_DIGESTS 8
 
+/* A client (one process) that joined a communicator, and the last segment it reported delivered
+ * (its JOIN's "since", then DELIVERED). It stays a member after its connection drops: it may
+ * reconnect and ask for what it has not delivered. */
+typedef struct {
+  uint64_t client_id;
+  uint64_t delivered;
+} hub_member_t;
+/* Members a communicator may have beyond its rank count (subscribe-only joins): a cap, since
+ * each is kept for the job's life. */
+#define HUB_MEMBERS_SPARE 16
+
 typedef struct {
   uint64_t comm;
   uint64_t owner;         /* client id whose JOIN or PUBLISH created it: charged for it */
@@ -59,8 +70,14 @@ typedef struct {
   int ndg;
   hub_digest_t dg_more;   /* ranks whose digest did not fit in dg[] (n 0: none) */
   ah_coord_mismatch_t mm; /* MISMATCH's evidence, set when it is decided */
-  uint8_t (*frames)[FRAME_SEGMENT_BYTES]; /* SEGMENT frames, seq = index + 1 */
+  /* The SEGMENT frames still retained: frames[i] has seq frame_base + i + 1 and was published by
+   * client frame_pub[i]. Those every member has delivered are dropped (hub_comm_trim). */
+  uint8_t (*frames)[FRAME_SEGMENT_BYTES];
+  uint64_t *frame_pub;
   size_t nframes, capframes;
+  uint64_t frame_base;
+  hub_member_t *members;  /* every client id that joined it, with what it has delivered */
+  int nmembers, capmembers;
   hub_conn_t **subs;
   int nsubs, capsubs;
   UT_hash_handle hh;
@@ -84,7 +101,7 @@ typedef struct {
 
 enum {
   RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
-  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_N
+  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_N
 };
 
 struct ah_coord_hub {
@@ -104,6 +121,7 @@ struct ah_coord_hub {
   int ncomms, npending_joins; /* communicators; those with a join and no verdict yet */
   size_t rank_bytes;    /* bytes of every communicator's rank bitmap */
   size_t nframes;       /* segments retained, all communicators */
+  _Atomic size_t nframes_seen; /* the same, for other threads (ah_coord_hub_retained) */
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
 };
@@ -132,5 +150,6 @@ void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict);
 void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
 void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 
 #endif

@@ -45,7 +45,7 @@ void ah_coord_net_host_addr(struct sockaddr_storage *ss_p, socklen_t *len_p);
 long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
-#define AH_COORD_PROTO_VERSION 3
+#define AH_COORD_PROTO_VERSION 4
 #define AH_COORD_HDR_BYTES 8
 #define AH_COORD_MAX_PAYLOAD 256 /* bound on any length prefix; the largest message is 82 bytes */
 #define AH_COORD_NONCE_BYTES 32
@@ -64,7 +64,8 @@ enum {
   AH_MSG_PONG = 10,   /* hub -> client: empty */
   AH_MSG_VERDICT = 11, /* hub -> client: comm u64 verdict u32 (AH_COORD_VERDICT_*) mask u32
                         * ref_rank u32 first_rank u32 ndiffer u32 (MISMATCH's evidence, else 0) */
-  AH_MSG_MAX = 11
+  AH_MSG_DELIVERED = 12, /* client -> hub: comm u64 seq u64 (every segment up to seq delivered) */
+  AH_MSG_MAX = 12
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */
@@ -142,6 +143,9 @@ ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
 void ah_coord_hub_close(ah_coord_hub_t *h);
 /* Number of authenticated connections (tests). */
 int ah_coord_hub_clients(ah_coord_hub_t *h);
+/* Segments the hub keeps for replay, all communicators: those some member has not yet reported
+ * delivered (for tests and benchmarks). */
+size_t ah_coord_hub_retained(ah_coord_hub_t *h);
 
 /* ---- client (ah_coord_client.c) ---- */
 typedef struct {

@@ -50,6 +50,7 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_PING] = 0,
     [AH_MSG_PONG] = 0,
     [AH_MSG_VERDICT] = 8 + 4 + 4 * 4,
+    [AH_MSG_DELIVERED] = 8 + 8,
 };
 
 uint32_t ah_coord_msg_len(uint8_t type) { return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0; }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <dirent.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +38,46 @@ void rec_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
 void sleep_ms(int ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+/* 1 when thread tid sleeps (state S) in epoll_wait or epoll_pwait. */
+static int thread_in_epoll(const char *tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%s/stat", tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 1; /* the thread exited */
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *paren = strrchr(buf, ')'); /* the name may hold spaces */
+  if (!paren || paren[1] != ' ' || paren[2] != 'S') return 0;
+  snprintf(path, sizeof path, "/proc/self/task/%s/syscall", tid);
+  f = fopen(path, "r");
+  if (!f) return 1;
+  long nr = -1;
+  int got = fscanf(f, "%ld", &nr);
+  fclose(f);
+  if (got != 1) return 0; /* "running" */
+#ifdef SYS_epoll_wait
+  if (nr == SYS_epoll_wait) return 1;
+#endif
+  return nr == SYS_epoll_pwait;
+}
+
+int threads_idle_wait(int ms) {
+  char self[32];
+  snprintf(self, sizeof self, "%ld", (long)syscall(SYS_gettid));
+  for (int t = 0;; t += 2) {
+    int idle = 1;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return 0;
+    for (struct dirent *e; idle && (e = readdir(d));)
+      if (e->d_name[0] != '.' && strcmp(e->d_name, self) != 0) idle = thread_in_epoll(e->d_name);
+    closedir(d);
+    if (idle) return 1;
+    if (t >= ms) return 0;
+    sleep_ms(2);
+  }
 }
 
 int rec_wait(rec_t *r, int n, int ms) {

@@ -47,5 +47,10 @@ int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm);
 /* Raw TCP connection to the stamp's address (no handshake). Returns the fd or -1. */
 int raw_connect(const ah_coord_stamp_t *st);
 void sleep_ms(int ms);
+/* Waits until every other thread of the process sleeps in epoll_wait (the hub's and the clients'
+ * loops between events), or ms pass. Returns 1 when they do. A test that forks calls it first:
+ * a thread inside malloc at the fork leaves the allocator's lock held in the child, and
+ * AddressSanitizer's allocator (unlike glibc's) does not take its locks across fork. */
+int threads_idle_wait(int ms);
 
 #endif

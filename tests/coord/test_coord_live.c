@@ -180,7 +180,7 @@ START_TEST(wrong_protocol_version_is_refused) {
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
   f[4] = AH_COORD_PROTO_VERSION + 1;
   ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
-  ck_assert(log_wait("wrong protocol version 4 (expected 3", 2000));
+  ck_assert(log_wait("wrong protocol version 5 (expected 4", 2000));
   close(fd);
   ck_assert(legit_roundtrip(&st, 15));
 }
@@ -314,6 +314,7 @@ START_TEST(forked_child_connects_afresh) {
   ck_assert_ptr_nonnull(c);
   ck_assert_ptr_eq(ah_coord_connect(&st, NULL, rec_deliver, &rp), c); /* one per stamp */
   ck_assert_int_eq(ah_coord_join_rank(c, 41, 2, 0, NULL), 0);
+  ck_assert(threads_idle_wait(5000)); /* no thread inside malloc at the fork (see the helper) */
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) { /* the copied coordinator has no I/O thread: gone; a new one works */
@@ -590,6 +591,85 @@ START_TEST(verdict_replayed_to_reconnecting_client) {
 }
 END_TEST
 
+/* Waits until the hub keeps at most `most` segments for replay. */
+static int retained_wait(size_t most, int ms) {
+  for (int t = 0; t < ms / 10 && ah_coord_hub_retained(hub) > most; t++) sleep_ms(10);
+  return ah_coord_hub_retained(hub) <= most;
+}
+
+/* The hub keeps a segment only until every process that joined its communicator has reported it
+ * delivered (DELIVERED every 64 segments and with each heartbeat), so a long job's hub holds what
+ * is in flight, not its whole history; a reconnecting member still gets exactly what it missed,
+ * and a process that never joined cannot claim the dropped history. */
+START_TEST(delivered_segments_are_dropped_by_the_hub) {
+  static rec_t rl, rw, rn;
+  rec_init(&rl), rec_init(&rw), rec_init(&rn);
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rl);
+  ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
+  ck_assert_ptr_nonnull(lead);
+  ck_assert_ptr_nonnull(w);
+  ck_assert_int_eq(ah_coord_join_rank(lead, 21, 2, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w, 21, 2, 1, NULL), 0);
+  ck_assert_int_eq(verdict_wait(w, 21, 2000), AH_COORD_VERDICT_COMPLETE);
+  ah_key_t k = key_make(21);
+  for (uint64_t i = 0; i < 1000; i++) {
+    ah_segment_t s = seg_make(i);
+    ck_assert_int_eq(ah_coord_publish(lead, &k, &s), 0);
+  }
+  ck_assert(rec_wait(&rw, 1000, 10000));
+  ck_assert(rec_wait(&rl, 1000, 10000));
+  ck_assert(retained_wait(0, 5000)); /* both members delivered everything */
+  /* the worker loses its connection: it re-joins since its last segment and misses nothing */
+  ah_coord_client_cut(w);
+  for (int t = 0; t < 300 && ah_coord_client_connects(w) < 2; t++) sleep_ms(10);
+  ck_assert_int_ge(ah_coord_client_connects(w), 2);
+  for (uint64_t i = 1000; i < 1010; i++) {
+    ah_segment_t s = seg_make(i);
+    ck_assert_int_eq(ah_coord_publish(lead, &k, &s), 0);
+  }
+  ck_assert(rec_wait(&rw, 1010, 5000));
+  sleep_ms(100);
+  ck_assert_int_eq(rec_count(&rw), 1010); /* nothing twice */
+  for (int i = 0; i < 1010; i++) ck_assert_uint_eq(rw.segs[i].first, seg_make((uint64_t)i).first);
+  ck_assert(retained_wait(0, 5000));
+  /* a process that never joined asks for the whole history: refused, its ranks run NCCL's own */
+  ah_coord_t *n = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rn);
+  ck_assert_ptr_nonnull(n);
+  ck_assert_int_eq(ah_coord_join_rank(n, 21, 2, 1, NULL), 0);
+  ck_assert_int_eq(verdict_wait(n, 21, 2000), AH_COORD_VERDICT_ABANDONED);
+  ck_assert(log_wait("every member had delivered up to 1010", 2000));
+  ck_assert_int_eq(rec_count(&rn), 0);
+  ah_coord_client_close(n);
+  /* until every rank joined nothing is dropped: a process still to join needs the whole history */
+  static rec_t rl2, rw2, rlate;
+  rec_init(&rl2), rec_init(&rw2), rec_init(&rlate);
+  ah_coord_t *lead2 = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rl2);
+  ah_coord_t *w2 = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw2);
+  ck_assert_int_eq(ah_coord_join_rank(lead2, 22, 3, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(w2, 22, 3, 1, NULL), 0);
+  for (uint64_t i = 0; i < 200; i++) {
+    ah_segment_t s = seg_make(i);
+    ah_key_t k2 = key_make(22);
+    ck_assert_int_eq(ah_coord_publish(lead2, &k2, &s), 0);
+  }
+  ck_assert(rec_wait(&rw2, 200, 10000));
+  ck_assert(rec_wait(&rl2, 200, 10000));
+  sleep_ms(300); /* both delivered and said so with their next reads */
+  ck_assert_uint_eq(ah_coord_hub_retained(hub), 200);
+  ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rlate);
+  ck_assert_int_eq(ah_coord_join_rank(late, 22, 3, 2, NULL), 0);
+  ck_assert_int_eq(verdict_wait(late, 22, 2000), AH_COORD_VERDICT_COMPLETE);
+  ck_assert(rec_wait(&rlate, 200, 5000));
+  ah_coord_client_close(late);
+  ah_coord_client_close(w2);
+  ah_coord_client_close(lead2);
+  ah_coord_client_close(w);
+  ah_coord_client_close(lead);
+}
+END_TEST
+
 START_TEST(bad_joins_are_refused) {
   int fd = raw_authed(0x4321);
   ck_assert_int_ge(fd, 0);
@@ -856,6 +936,7 @@ int main(void) {
   tcase_add_test(tc, verdict_abandoned_after_timeout_and_replayed_to_late_joiner);
   tcase_add_test(tc, verdict_replayed_to_reconnecting_client);
   tcase_add_test(tc, verdict_mismatch_names_the_ranks_and_the_settings);
+  tcase_add_test(tc, delivered_segments_are_dropped_by_the_hub);
   tcase_add_test(tc, bad_joins_are_refused);
   tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
   tcase_add_test(tc, oversized_handshake_frames_are_refused_by_name);
