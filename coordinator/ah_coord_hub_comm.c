@@ -147,14 +147,14 @@ static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
 }
 
 /* Records that client `id` has delivered comm m's segments up to `seq` (a member joins with its
- * JOIN's "since"). Returns 0, or -1 when m has as many members as it may have (or no memory). */
-static int member_note(hub_comm_t *m, uint64_t id, uint64_t seq) {
+ * JOIN's "since"). Returns 0, or -1 when m has `most` members already (or no memory). */
+static int member_note(hub_comm_t *m, uint64_t id, uint64_t seq, uint32_t most) {
   for (int i = 0; i < m->nmembers; i++)
     if (m->members[i].client_id == id) {
       if (seq > m->members[i].delivered) m->members[i].delivered = seq;
       return 0;
     }
-  if (m->nmembers >= (int)m->nranks + HUB_MEMBERS_SPARE) return -1;
+  if ((uint32_t)m->nmembers >= most) return -1;
   if (m->nmembers == m->capmembers) {
     int cap = m->capmembers ? 2 * m->capmembers : 4;
     hub_member_t *ms = realloc(m->members, (size_t)cap * sizeof *ms);
@@ -216,6 +216,26 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
     verdict_refuse(h, c, comm);
     return;
   }
+  /* A process asking for segments every member delivered (and the hub dropped) never joined
+   * before: its ranks could not agree with the others. Processes per communicator are capped (the
+   * JOIN's rank count, already checked against the communicator's, + spares for a subscriber or a
+   * reconnection under a new id). */
+  uint64_t last = m->frame_base + m->nframes;
+  if (since < m->frame_base) {
+    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but every member had "
+               "delivered up to %llu and they were dropped; its ranks run NCCL's own choices",
+               c->peer, (unsigned long long)comm, (unsigned long long)since,
+               (unsigned long long)m->frame_base);
+    verdict_refuse(h, c, comm);
+    return;
+  }
+  if (member_note(m, cl->id, since > last ? last : since, nranks + HUB_MEMBERS_SPARE) != 0) {
+    hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx from %s: %d processes joined it "
+               "already (at most its %u ranks + %d); its ranks run NCCL's own choices",
+               (unsigned long long)comm, c->peer, m->nmembers, nranks, HUB_MEMBERS_SPARE);
+    verdict_refuse(h, c, comm);
+    return;
+  }
   if (!m->joined && rank != AH_COORD_NO_RANK && m->verdict == AH_COORD_VERDICT_NONE) {
     size_t bytes = (nranks + 7) / 8;
     if (cl->npending >= h->o.max_client_pending_joins || h->npending_joins >= h->o.max_pending_joins ||
@@ -262,33 +282,15 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
     c->comms[c->ncomms++] = comm;
     m->subs[m->nsubs++] = c;
   }
-  uint64_t last = m->frame_base + m->nframes;
   ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s joined comm %016llx (rank %u of %u; %u joined) "
          "since %llu of %llu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
          (unsigned long long)since, (unsigned long long)last);
-  if (since > last) {
+  if (since > last)
     hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but only %llu exist (a "
                "different job's hub?); replaying none", c->peer, (unsigned long long)comm,
                (unsigned long long)since, (unsigned long long)last);
-  } else if (since < m->frame_base) {
-    /* Every member had delivered these when they were dropped, so only a process that never
-     * joined before can ask: its ranks could never agree with the others. */
-    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but every member had "
-               "delivered up to %llu and they were dropped; its ranks run NCCL's own choices",
-               c->peer, (unsigned long long)comm, (unsigned long long)since,
-               (unsigned long long)m->frame_base);
-    verdict_refuse(h, c, comm);
-    return;
-  } else if (since < last) { /* the stored frames are contiguous: one copy, one send */
+  else if (since < last) /* the stored frames are contiguous: one copy, one send */
     hub_conn_send(h, c, m->frames[since - m->frame_base], (size_t)(last - since) * FRAME_SEGMENT_BYTES);
-  }
-  if (member_note(m, cl->id, since) != 0) {
-    hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx from %s: %d processes joined it "
-               "already (at most its %u ranks + %d); its ranks run NCCL's own choices",
-               (unsigned long long)comm, c->peer, m->nmembers, m->nranks, HUB_MEMBERS_SPARE);
-    verdict_refuse(h, c, comm);
-    return;
-  }
   /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
    * simply gets it again, and the client keeps the first. */
   if (m->verdict != AH_COORD_VERDICT_NONE) verdict_send(h, c, m);
@@ -406,6 +408,6 @@ void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const 
     hub_conn_close_later(h, c);
     return;
   }
-  (void)member_note(m, cl->id, seq);
+  (void)member_note(m, cl->id, seq, UINT32_MAX); /* a member already */
   hub_comm_trim(h, m);
 }

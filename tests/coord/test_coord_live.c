@@ -670,6 +670,32 @@ START_TEST(delivered_segments_are_dropped_by_the_hub) {
 }
 END_TEST
 
+/* Subscribers that join no rank (bench/coord_scale's simulated processes) count against the
+ * JOIN's rank count + 16, not against the communicator's joined ranks (none): 24 are served. */
+START_TEST(subscribers_up_to_the_rank_count_are_served) {
+  enum { NSUB = 24 };
+  static rec_t rs[NSUB];
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  ah_coord_t *subs[NSUB];
+  for (int i = 0; i < NSUB; i++) {
+    rec_init(&rs[i]);
+    subs[i] = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rs[i]);
+    ck_assert_ptr_nonnull(subs[i]);
+    ck_assert_int_eq(ah_coord_join(subs[i], 23, NSUB), 0);
+  }
+  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  for (int t = 0; t < 500 && ah_coord_hub_clients(hub) < NSUB + 1; t++) sleep_ms(10);
+  ah_key_t k = key_make(23);
+  ah_segment_t sg = seg_make(0);
+  ck_assert_int_eq(ah_coord_publish(lead, &k, &sg), 0);
+  for (int i = 0; i < NSUB; i++) ck_assert_msg(rec_wait(&rs[i], 1, 5000), "subscriber %d", i);
+  ck_assert_ptr_null(strstr(log_text(), "processes joined it already"));
+  for (int i = 0; i < NSUB; i++) ah_coord_client_close(subs[i]);
+  ah_coord_client_close(lead);
+}
+END_TEST
+
 START_TEST(bad_joins_are_refused) {
   int fd = raw_authed(0x4321);
   ck_assert_int_ge(fd, 0);
@@ -937,6 +963,7 @@ int main(void) {
   tcase_add_test(tc, verdict_replayed_to_reconnecting_client);
   tcase_add_test(tc, verdict_mismatch_names_the_ranks_and_the_settings);
   tcase_add_test(tc, delivered_segments_are_dropped_by_the_hub);
+  tcase_add_test(tc, subscribers_up_to_the_rank_count_are_served);
   tcase_add_test(tc, bad_joins_are_refused);
   tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
   tcase_add_test(tc, oversized_handshake_frames_are_refused_by_name);
