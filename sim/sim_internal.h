@@ -74,6 +74,16 @@ double sim_timeout_s(void);
 /* Virtual node of this process (NCCLSIM_NODE, set by ncclsim-run; default 0). */
 int sim_node_id(void);
 
+/* ---- injected faults (sim_fault.c: NCCLSIM_FAULT, NCCLSIM_MISMATCH) ------------------------- */
+struct ncclComm;
+/* After rank c->rank completed collective #call of c: blocks for good when a hang fault names it. */
+void sim_fault_after_coll(const struct ncclComm *c, uint64_t call);
+/* The factor this process's simulated compute is slowed by (1.0 without a slow fault). */
+double sim_fault_compute_factor(void);
+/* Whether ranks that disagree on a collective hang in it (NCCLSIM_MISMATCH=hang), as real NCCL. */
+int sim_fault_mismatch_hangs(void);
+void sim_fault_mismatch_block(void) __attribute__((noreturn));
+
 /* ---- logging --------------------------------------------------------------------------------- */
 /* NCCLSIM_DEBUG=WARN|INFO. Warnings always print with the "ncclsim:" prefix. */
 void sim_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -88,6 +88,10 @@ static ncclResult_t validate(const struct ncclComm *c, const sim_task_t *t) {
     describe(&sim_seg_rank(c->seg, k)->desc, one, sizeof one);
     off += snprintf(text + off, sizeof text - (size_t)off, " rank %d: %s;", k, one);
   }
+  if (sim_fault_mismatch_hangs()) { /* NCCLSIM_MISMATCH=hang: as real NCCL, every rank stays */
+    sim_log_warn("%s; rank %d blocks here (NCCLSIM_MISMATCH=hang)", text, c->rank);
+    sim_fault_mismatch_block();
+  }
   return sim_error(ncclInvalidUsage, "%s", text);
 }
 

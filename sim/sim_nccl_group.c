@@ -134,6 +134,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
     }
     if (wait_seg) sim_seg_wait(wait_seg, seen, segs > 1 ? 1 : 100);
   }
+  for (sim_task_t *t = head; t; t = t->next) /* NCCLSIM_FAULT=hang: its data moved, it never ends */
+    if (t->kind == SIM_TASK_COLL && t->result == ncclSuccess) sim_fault_after_coll(t->comm, t->desc.call);
   while (head) {
     sim_task_t *next = head->next;
     if (head->result != ncclSuccess && first_err == ncclSuccess) first_err = head->result;

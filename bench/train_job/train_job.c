@@ -5,10 +5,16 @@
  * with interference on the communication that overlaps it. Rank 0 prints the mean iteration time
  * measured with CUDA events: a simulated time, from sim/'s model.
  *
- * Run it under ncclsim-run: ncclsim-run -n 8 --nodes 2 -- train_job [--iters N] [--warmup W] */
+ * Run it under ncclsim-run: ncclsim-run -n 8 --nodes 2 -- train_job [--iters N] [--warmup W]
+ *
+ * Faults of the program itself, for diagnosis tests (the collective library's own faults are
+ * sim/'s NCCLSIM_FAULT): --stall R:N makes rank R stop for good before its collective #N (0-based,
+ * counted over the job's collectives), as a rank stuck in its input pipeline or a deadlock would;
+ * --mismatch R:N makes rank R issue collective #N with half the element count of the others'. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -49,6 +55,35 @@ static int parse_opt(const char *opt, const char *s, int lo, int hi) {
   return (int)v;
 }
 
+/* Parses "R:N" for a fault option; exits with usage status 2 on a bad value. */
+static void parse_fault(const char *opt, const char *s, long *rank_p, unsigned long *call_p) {
+  char tail;
+  if (sscanf(s, "%ld:%lu%c", rank_p, call_p, &tail) != 2 || *rank_p < 0) {
+    fprintf(stderr, "train_job: invalid value for %s: '%s' (expected RANK:CALL)\n", opt, s);
+    exit(2);
+  }
+}
+
+static long stall_rank = -1, mismatch_rank = -1;
+static unsigned long stall_call, mismatch_call, ncalls;
+
+/* The element count this rank passes to its next collective (which it counts), after the faults:
+ * a stall never returns. */
+static size_t call_count(int rank, size_t count) {
+  if (rank == stall_rank && ncalls == stall_call) {
+    fprintf(stderr, "train_job: rank %d stalls before collective #%lu (--stall)\n", rank, ncalls);
+    fflush(stderr);
+    for (;;) pause();
+  }
+  if (rank == mismatch_rank && ncalls == mismatch_call) {
+    fprintf(stderr, "train_job: rank %d issues collective #%lu with %zu elements, not %zu (--mismatch)\n",
+            rank, ncalls, count / 2, count);
+    count /= 2;
+  }
+  ncalls++;
+  return count;
+}
+
 int main(int argc, char **argv) {
   int iters = 40, layers = 4, warmup = -1;
   /* Simulated compute per layer (forward, backward) and per optimizer step, in microseconds: sized
@@ -62,8 +97,11 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) warmup = parse_opt("--warmup", argv[++i], 0, 999999);
     else if (strcmp(argv[i], "--fwd-us") == 0 && i + 1 < argc) fwd_us = parse_opt("--fwd-us", argv[++i], 0, 10000000);
     else if (strcmp(argv[i], "--bwd-us") == 0 && i + 1 < argc) bwd_us = parse_opt("--bwd-us", argv[++i], 0, 10000000);
+    else if (strcmp(argv[i], "--stall") == 0 && i + 1 < argc) parse_fault("--stall", argv[++i], &stall_rank, &stall_call);
+    else if (strcmp(argv[i], "--mismatch") == 0 && i + 1 < argc) parse_fault("--mismatch", argv[++i], &mismatch_rank, &mismatch_call);
     else {
-      fprintf(stderr, "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US]\n");
+      fprintf(stderr, "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
+              "[--stall R:N] [--mismatch R:N]\n");
       return 2;
     }
   }
@@ -102,7 +140,7 @@ int main(int argc, char **argv) {
   for (int it = 0; it < iters; it++) {
     if (it == warmup) CHECK_CUDA(cudaEventRecord(t0, compute));
     for (int l = 0; l < layers; l++) { /* forward: gather the layer, then compute with it */
-      CHECK_NCCL(ncclAllGather(params + (size_t)rank * shard, params, shard, ncclFloat, comm, comms));
+      CHECK_NCCL(ncclAllGather(params + (size_t)rank * shard, params, call_count(rank, shard), ncclFloat, comm, comms));
       CHECK_CUDA(cudaEventRecord(done, comms));
       CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0));
       ncclsimStreamAddCompute(compute, fwd_us);
@@ -111,11 +149,11 @@ int main(int argc, char **argv) {
       ncclsimStreamAddCompute(compute, bwd_us);
       CHECK_CUDA(cudaEventRecord(done, compute));
       CHECK_CUDA(cudaStreamWaitEvent(comms, done, 0));
-      CHECK_NCCL(ncclReduceScatter(grads, gshard, shard, ncclFloat, ncclSum, comm, comms));
+      CHECK_NCCL(ncclReduceScatter(grads, gshard, call_count(rank, shard), ncclFloat, ncclSum, comm, comms));
     }
     /* DDP buckets of the dense part of the model */
-    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, bucket / sizeof(float), ncclFloat, ncclSum, comm, comms));
-    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, tail / sizeof(float), ncclFloat, ncclSum, comm, comms));
+    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, call_count(rank, bucket / sizeof(float)), ncclFloat, ncclSum, comm, comms));
+    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, call_count(rank, tail / sizeof(float)), ncclFloat, ncclSum, comm, comms));
     CHECK_CUDA(cudaEventRecord(done, comms));
     CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0)); /* optimizer step waits for all gradients */
     ncclsimStreamAddCompute(compute, opt_us);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# sim/'s injected faults on a 4-rank train_job under ncclsim-run — what autoha's diagnosis is
+# tested against: a collective that never completes on one rank (NCCLSIM_FAULT=hang), a rank that
+# stops before a call (train_job --stall), ranks that issue different collectives (train_job
+# --mismatch: an error on every rank by default, a hang with NCCLSIM_MISMATCH=hang, as real NCCL),
+# a rank whose compute is slow (NCCLSIM_FAULT=slow), and a malformed fault named and ignored.
+#   run_faults.sh NCCLSIM_RUN TRAIN_JOB
+set -u
+run=$1 job=$2
+fail() { printf 'FAIL: %s\n--- output ---\n%s\n' "$1" "$out"; exit 1; }
+export NCCLSIM_RUN_GRACE_S=2 NCCLSIM_TIMEOUT_S=3
+# 4 layers: each iteration issues #0-3 all-gathers, #4-7 reduce-scatters, #8-9 all-reduces
+
+out=$(NCCLSIM_FAULT=hang:rank=1:call=5 timeout 60 "$run" -n 4 -- "$job" --iters 4 2>&1); rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "hang: the job should fail by itself (rc $rc)"
+grep -q "rank 1 of communicator [0-9a-f]* never completes collective #5 (NCCLSIM_FAULT)" <<<"$out" ||
+  fail "hang: rank 1 does not say it hangs in #5"
+n=$(grep -c "rank [023]: ncclReduceScatter.*waited 3 s for its peers" <<<"$out")
+[ "$n" = 3 ] || fail "hang: $n of the 3 other ranks failed #6 waiting for rank 1"
+
+out=$(timeout 60 "$run" -n 4 -- "$job" --iters 4 --stall 2:7 2>&1); rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "stall: the job should fail by itself (rc $rc)"
+grep -q "rank 2 stalls before collective #7" <<<"$out" || fail "stall: rank 2 does not say it stalls"
+n=$(grep -c "rank [013]: ncclReduceScatter.*waited 3 s for its peers" <<<"$out")
+[ "$n" = 3 ] || fail "stall: $n of the 3 other ranks failed #7 waiting for rank 2"
+
+out=$(timeout 60 "$run" -n 4 -- "$job" --iters 4 --mismatch 3:6 2>&1); rc=$?
+[ $rc = 1 ] || fail "mismatch: every rank should fail the call (rc $rc)"
+n=$(grep -c "ranks disagree on the collective of communicator [0-9a-f]*, call #6" <<<"$out")
+[ "$n" = 4 ] || fail "mismatch: $n of 4 ranks failed #6 naming the disagreement"
+
+out=$(NCCLSIM_MISMATCH=hang timeout 8 "$run" -n 4 -- "$job" --iters 4 --mismatch 3:6 2>&1); rc=$?
+[ $rc = 124 ] || fail "mismatch=hang: the job should hang until killed (rc $rc)"
+n=$(grep -c "call #6 .*blocks here (NCCLSIM_MISMATCH=hang)" <<<"$out")
+[ "$n" = 4 ] || fail "mismatch=hang: $n of 4 ranks say they block in #6"
+
+ms() { sed -n 's/.*iterations: \([0-9.]*\) ms per iteration.*/\1/p' <<<"$1"; }
+out=$("$run" -n 4 -- "$job" --iters 8 2>&1) || fail "slow: the clean job failed"
+clean=$(ms "$out")
+out=$(NCCLSIM_FAULT=slow:rank=2:pct=50 "$run" -n 4 -- "$job" --iters 8 2>&1) || fail "slow: the job failed"
+slow=$(ms "$out")
+awk -v c="$clean" -v s="$slow" 'BEGIN { exit !(c > 0 && s > 1.2 * c) }' ||
+  fail "slow: one rank computing 50% slower should slow the iteration (${clean} -> ${slow} ms)"
+
+out=$(NCCLSIM_FAULT='hang:rank=1,slow:rank=0:pct=50' "$run" -n 2 -- "$job" --iters 4 2>&1) ||
+  fail "bad entry: the job should run"
+grep -q "invalid entry in NCCLSIM_FAULT: 'hang:rank=1' (expected" <<<"$out" || fail "bad entry: not named"
+echo "faults: hang, stall, mismatch (fail, hang), slow (${clean} -> ${slow} ms per iteration, sim/), bad entry: ok"
