@@ -187,7 +187,9 @@ SIM_API CUresult cuCtxGetDevice(CUdevice *device) {
 }
 
 SIM_API CUresult cuCtxSynchronize(void) {
-  return sim_cuda_to_cu(sim_capture_check_sync_device(sim_device_current()));
+  cudaError_t r = sim_capture_check_sync_device(sim_device_current());
+  if (r == cudaSuccess && sim_device_stuck(sim_device_current())) sim_block_forever();
+  return sim_cuda_to_cu(r);
 }
 
 SIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
@@ -217,11 +219,16 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream hStream) {
 }
 SIM_API CUresult cuStreamSynchronize(CUstream hStream) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
-  return s ? sim_cuda_to_cu(sim_capture_check_sync_stream(s)) : CUDA_ERROR_INVALID_HANDLE;
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  cudaError_t r = sim_capture_check_sync_stream(s);
+  if (r == cudaSuccess && sim_stream_stuck(s)) sim_block_forever();
+  return sim_cuda_to_cu(r);
 }
 SIM_API CUresult cuStreamQuery(CUstream hStream) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
-  return s ? sim_cuda_to_cu(sim_capture_check_sync_stream(s)) : CUDA_ERROR_INVALID_HANDLE;
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  cudaError_t r = sim_capture_check_sync_stream(s);
+  return r == cudaSuccess && sim_stream_stuck(s) ? CUDA_ERROR_NOT_READY : sim_cuda_to_cu(r);
 }
 SIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
@@ -251,16 +258,22 @@ SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsign
 }
 SIM_API CUresult cuEventQuery(CUevent hEvent) {
   struct CUevent_st *e = sim_event_resolve(hEvent);
-  return e ? sim_cuda_to_cu(sim_capture_check_event(e, 1)) : CUDA_ERROR_INVALID_HANDLE;
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  cudaError_t r = sim_capture_check_event(e, 1);
+  return r == cudaSuccess && sim_event_stuck(e) ? CUDA_ERROR_NOT_READY : sim_cuda_to_cu(r);
 }
 SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
   struct CUevent_st *e = sim_event_resolve(hEvent);
-  return e ? sim_cuda_to_cu(sim_capture_check_event(e, 1)) : CUDA_ERROR_INVALID_HANDLE;
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  cudaError_t r = sim_capture_check_event(e, 1);
+  if (r == cudaSuccess && sim_event_stuck(e)) sim_block_forever();
+  return sim_cuda_to_cu(r);
 }
 SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   struct CUevent_st *a = sim_event_resolve(hStart), *b = sim_event_resolve(hEnd);
   cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
   if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
+  if (r == cudaSuccess && a && b && (sim_event_stuck(a) || sim_event_stuck(b))) return CUDA_ERROR_NOT_READY;
   return sim_cuda_to_cu(r != cudaSuccess ? r : sim_event_elapsed(hStart, hEnd, pMilliseconds));
 }
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) {

@@ -7,10 +7,12 @@
  * issued on them, and their work starts after everything issued on it. Streams and events are never
  * returned to malloc once created; destroyed ones are marked dead and kept on a free list, so a stale
  * handle is reported as invalid instead of being read after free. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ncclsim.h"
 #include "sim_cuda.h"
@@ -20,6 +22,7 @@ typedef struct {
   pthread_mutex_t lock;        /* guards the clocks of this device's streams */
   struct CUstream_st def;      /* the default stream (legacy and per-thread) */
   double blocking_max_vt;      /* latest end of work issued on a blocking non-default stream */
+  int stuck;                   /* some stream of the device never finishes its work (NCCLSIM_FAULT) */
   struct CUctx_st ctx;         /* the primary context */
 } sim_dev_t;
 
@@ -205,6 +208,7 @@ void sim_stream_set_time(struct CUstream_st *s, double vt_us) {
   sim_dev_t *d = &devs[s->device];
   pthread_mutex_lock(&d->lock);
   if (vt_us > s->vt_us) s->vt_us = vt_us;
+  if (isinf(s->vt_us)) d->stuck = 1;
   if (!is_default(s) && !(s->flags & cudaStreamNonBlocking) && s->vt_us > d->blocking_max_vt)
     d->blocking_max_vt = s->vt_us;
   pthread_mutex_unlock(&d->lock);
@@ -255,6 +259,24 @@ cudaError_t sim_stream_wait_event(struct CUstream_st *s, cudaEvent_t h) {
   if (!e) return cudaErrorInvalidResourceHandle;
   if (e->recorded) sim_stream_set_time(s, e->vt_us);
   return cudaSuccess;
+}
+
+/* A stream whose clock is infinite has work that never finishes (an injected hang, sim_fault.c):
+ * what waits on it never returns and what is queued behind it never runs. */
+int sim_stream_stuck(struct CUstream_st *s) { return isinf(sim_stream_time(s)); }
+
+int sim_device_stuck(int device) {
+  if (device < 0 || device >= sim_device_count()) return 0;
+  pthread_mutex_lock(&devs[device].lock);
+  int stuck = devs[device].stuck;
+  pthread_mutex_unlock(&devs[device].lock);
+  return stuck;
+}
+
+int sim_event_stuck(const struct CUevent_st *e) { return e->recorded && isinf(e->vt_us); }
+
+void sim_block_forever(void) {
+  for (;;) pause();
 }
 
 /* ---- events -------------------------------------------------------------------------------------- */

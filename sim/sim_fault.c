@@ -4,9 +4,12 @@
  *
  *   NCCLSIM_FAULT=FAULT[,FAULT...]     FAULT is one of
  *     hang:rank=R:call=N    rank R's collective #N (0-based, per communicator) moves its data and
- *                           then never completes: the rank's host blocks inside it forever, as the
- *                           host of a GPU whose kernel never ends blocks at its next sync. The
- *                           other ranks complete #N and wait in #N+1.
+ *                           then never completes, as a kernel that never ends: the call returns,
+ *                           but its stream's clock becomes infinite, so whatever is queued on the
+ *                           stream after it never runs (later collectives there do not take part)
+ *                           and whatever waits for it (a sync, an event) never returns, as the host
+ *                           of a GPU blocks at its next sync. The other ranks complete #N and wait
+ *                           in #N+1.
  *     slow:rank=R:pct=P     rank R's simulated compute (ncclsimStreamAddCompute) takes P% longer;
  *                           R is the process's RANK (set by ncclsim-run).
  *   NCCLSIM_MISMATCH=fail|hang   ranks that disagree on a collective fail it on every rank with an
@@ -17,12 +20,12 @@
  * `nranks=K` ranks (hang:rank=1:call=5:nranks=8). A malformed entry is reported once by name and
  * ignored: the simulator never stops a job from starting. Each injected fault says so on stderr
  * when it strikes. */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "sim_nccl.h"
 
@@ -125,12 +128,8 @@ double sim_fault_compute_factor(void) {
   return slow_factor;
 }
 
-/* Blocks the calling thread for good (the launcher or a signal ends the process). */
-static void __attribute__((noreturn)) block_forever(void) {
-  for (;;) pause();
-}
 
-void sim_fault_after_coll(const struct ncclComm *c, uint64_t call) {
+void sim_fault_after_coll(const struct ncclComm *c, uint64_t call, struct CUstream_st *stream) {
   pthread_once(&fault_once, fault_init);
   for (int i = 0; i < nfaults; i++) {
     const fault_t *f = &faults[i];
@@ -141,7 +140,7 @@ void sim_fault_after_coll(const struct ncclComm *c, uint64_t call) {
             "#%llu (NCCLSIM_FAULT)\n", c->rank, (unsigned long long)c->hash,
             (unsigned long long)call);
     fflush(stderr);
-    block_forever();
+    sim_stream_set_time(stream, INFINITY); /* its stream never finishes: see sim_stream_stuck */
   }
 }
 
@@ -150,4 +149,4 @@ int sim_fault_mismatch_hangs(void) {
   return mismatch_hangs;
 }
 
-void sim_fault_mismatch_block(void) { block_forever(); }
+void sim_fault_mismatch_block(void) { sim_block_forever(); }

@@ -64,6 +64,13 @@ int sim_stream_is_default(const struct CUstream_st *s);
 double sim_stream_time(struct CUstream_st *s);
 void sim_stream_set_time(struct CUstream_st *s, double vt_us);
 
+/* Work that never finishes (an injected hang): a stream's clock is infinite, an event recorded
+ * after it never completes, a device holding such a stream never synchronises. */
+int sim_stream_stuck(struct CUstream_st *s);
+int sim_device_stuck(int device);
+int sim_event_stuck(const struct CUevent_st *e);
+void sim_block_forever(void) __attribute__((noreturn));
+
 /* ---- process-wide settings (sim_env.c) ------------------------------------------------------- */
 
 /* Emulated NCCL version code (NCCLSIM_VERSION, default 2.28.9 = 22809). */
@@ -76,8 +83,9 @@ int sim_node_id(void);
 
 /* ---- injected faults (sim_fault.c: NCCLSIM_FAULT, NCCLSIM_MISMATCH) ------------------------- */
 struct ncclComm;
-/* After rank c->rank completed collective #call of c: blocks for good when a hang fault names it. */
-void sim_fault_after_coll(const struct ncclComm *c, uint64_t call);
+/* After rank c->rank completed collective #call of c on `stream`: when a hang fault names it, the
+ * stream never finishes (its clock becomes infinite). */
+void sim_fault_after_coll(const struct ncclComm *c, uint64_t call, struct CUstream_st *stream);
 /* The factor this process's simulated compute is slowed by (1.0 without a slow fault). */
 double sim_fault_compute_factor(void);
 /* Whether ranks that disagree on a collective hang in it (NCCLSIM_MISMATCH=hang), as real NCCL. */

@@ -58,7 +58,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
   ncclResult_t captured;
   if (sim_graph_nccl_capture(head, &captured)) return captured; /* recorded, not run */
   for (sim_task_t *t = head; t; t = t->next) {
-    if (t->result != ncclSuccess) t->phase = -1; /* failed at enqueue: counts as done */
+    /* failed at enqueue: counts as done; queued behind work that never finishes: never runs */
+    if (t->result != ncclSuccess || (t->stream && sim_stream_stuck(t->stream))) t->phase = -1;
     else pending++;
   }
   double start = now_s(), last_check = start;
@@ -135,7 +136,7 @@ static ncclResult_t group_launch(sim_task_t *head) {
     if (wait_seg) sim_seg_wait(wait_seg, seen, segs > 1 ? 1 : 100);
   }
   for (sim_task_t *t = head; t; t = t->next) /* NCCLSIM_FAULT=hang: its data moved, it never ends */
-    if (t->kind == SIM_TASK_COLL && t->result == ncclSuccess) sim_fault_after_coll(t->comm, t->desc.call);
+    if (t->kind == SIM_TASK_COLL && t->result == ncclSuccess) sim_fault_after_coll(t->comm, t->desc.call, t->stream);
   while (head) {
     sim_task_t *next = head->next;
     if (head->result != ncclSuccess && first_err == ncclSuccess) first_err = head->result;

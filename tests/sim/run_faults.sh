@@ -17,6 +17,8 @@ grep -q "rank 1 of communicator [0-9a-f]* never completes collective #5 (NCCLSIM
   fail "hang: rank 1 does not say it hangs in #5"
 n=$(grep -c "rank [023]: ncclReduceScatter.*waited 3 s for its peers" <<<"$out")
 [ "$n" = 3 ] || fail "hang: $n of the 3 other ranks failed #6 waiting for rank 1"
+# rank 1's calls return (a hung kernel does not block its host); its final sync never does
+grep -q "1 rank(s) still running 2 s after a rank failed" <<<"$out" || fail "hang: rank 1 did not block at its sync"
 
 out=$(timeout 60 "$run" -n 4 -- "$job" --iters 4 --stall 2:7 2>&1); rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "stall: the job should fail by itself (rc $rc)"
