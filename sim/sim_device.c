@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ncclsim.h"
@@ -199,6 +200,12 @@ double sim_stream_time(struct CUstream_st *s) {
     if (d->def.vt_us > t) t = d->def.vt_us;
   }
   pthread_mutex_unlock(&d->lock);
+  if (__builtin_expect(sim_host_clock(), 0)) { /* an idle stream is at the host's time */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double host_us = (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    if (host_us > t) t = host_us;
+  }
   return t;
 }
 

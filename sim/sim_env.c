@@ -13,6 +13,7 @@ static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static int env_version = 22809;
 static double env_timeout = 300.0;
 static int env_node = 0;
+static int env_host_clock = 0;
 
 /* Parses "2.28.9", "2.28" or a version code such as 22809. Returns 0 on success. */
 static int parse_version(const char *s, int *code_p) {
@@ -53,6 +54,12 @@ static void env_init(void) {
     if (*end || v < 0 || v > 1000000) sim_log_warn("invalid value for NCCLSIM_NODE: '%s' (expected an integer >= 0)", s);
     else env_node = (int)v;
   }
+  s = getenv("NCCLSIM_HOST_CLOCK");
+  if (s && *s) {
+    if (strcmp(s, "1") == 0) env_host_clock = 1;
+    else if (strcmp(s, "0") != 0)
+      sim_log_warn("invalid value for NCCLSIM_HOST_CLOCK: '%s' (expected 0 or 1); keeping 0", s);
+  }
 }
 
 /* The version is read on every collective: after the first call it costs one acquire load, not a
@@ -75,4 +82,9 @@ double sim_timeout_s(void) {
 int sim_node_id(void) {
   pthread_once(&env_once, env_init);
   return env_node;
+}
+
+int sim_host_clock(void) {
+  pthread_once(&env_once, env_init);
+  return env_host_clock;
 }

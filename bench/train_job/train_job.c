@@ -10,7 +10,10 @@
  * Faults of the program itself, for diagnosis tests (the collective library's own faults are
  * sim/'s NCCLSIM_FAULT): --stall R:N makes rank R stop for good before its collective #N (0-based,
  * counted over the job's collectives), as a rank stuck in its input pipeline or a deadlock would;
- * --mismatch R:N makes rank R issue collective #N with half the element count of the others'. */
+ * --mismatch R:N makes rank R issue collective #N with half the element count of the others';
+ * --host-delay R:US makes rank R's host sleep US microseconds at the start of every iteration (a
+ * slow input pipeline: visible on sim/ only with NCCLSIM_HOST_CLOCK=1, as on a GPU whose stream
+ * runs dry while its host is late). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,13 +62,13 @@ static int parse_opt(const char *opt, const char *s, int lo, int hi) {
 static void parse_fault(const char *opt, const char *s, long *rank_p, unsigned long *call_p) {
   char tail;
   if (sscanf(s, "%ld:%lu%c", rank_p, call_p, &tail) != 2 || *rank_p < 0) {
-    fprintf(stderr, "train_job: invalid value for %s: '%s' (expected RANK:CALL)\n", opt, s);
+    fprintf(stderr, "train_job: invalid value for %s: '%s' (expected RANK:N)\n", opt, s);
     exit(2);
   }
 }
 
-static long stall_rank = -1, mismatch_rank = -1;
-static unsigned long stall_call, mismatch_call, ncalls;
+static long stall_rank = -1, mismatch_rank = -1, delay_rank = -1;
+static unsigned long stall_call, mismatch_call, delay_us, ncalls;
 
 /* The element count this rank passes to its next collective (which it counts), after the faults:
  * a stall never returns. */
@@ -99,9 +102,10 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--bwd-us") == 0 && i + 1 < argc) bwd_us = parse_opt("--bwd-us", argv[++i], 0, 10000000);
     else if (strcmp(argv[i], "--stall") == 0 && i + 1 < argc) parse_fault("--stall", argv[++i], &stall_rank, &stall_call);
     else if (strcmp(argv[i], "--mismatch") == 0 && i + 1 < argc) parse_fault("--mismatch", argv[++i], &mismatch_rank, &mismatch_call);
+    else if (strcmp(argv[i], "--host-delay") == 0 && i + 1 < argc) parse_fault("--host-delay", argv[++i], &delay_rank, &delay_us);
     else {
       fprintf(stderr, "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
-              "[--stall R:N] [--mismatch R:N]\n");
+              "[--stall R:N] [--mismatch R:N] [--host-delay R:US]\n");
       return 2;
     }
   }
@@ -139,6 +143,7 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaEventCreate(&done));
   for (int it = 0; it < iters; it++) {
     if (it == warmup) CHECK_CUDA(cudaEventRecord(t0, compute));
+    if (rank == delay_rank) usleep((useconds_t)delay_us);
     for (int l = 0; l < layers; l++) { /* forward: gather the layer, then compute with it */
       CHECK_NCCL(ncclAllGather(params + (size_t)rank * shard, params, call_count(rank, shard), ncclFloat, comm, comms));
       CHECK_CUDA(cudaEventRecord(done, comms));
