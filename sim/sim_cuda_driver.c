@@ -221,14 +221,14 @@ SIM_API CUresult cuStreamSynchronize(CUstream hStream) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   cudaError_t r = sim_capture_check_sync_stream(s);
-  if (r == cudaSuccess && sim_stream_stuck(s)) sim_block_forever();
+  if (r == cudaSuccess) sim_stream_wait(s);
   return sim_cuda_to_cu(r);
 }
 SIM_API CUresult cuStreamQuery(CUstream hStream) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   cudaError_t r = sim_capture_check_sync_stream(s);
-  return r == cudaSuccess && sim_stream_stuck(s) ? CUDA_ERROR_NOT_READY : sim_cuda_to_cu(r);
+  return r == cudaSuccess && sim_stream_pending(s) ? CUDA_ERROR_NOT_READY : sim_cuda_to_cu(r);
 }
 SIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
@@ -260,20 +260,20 @@ SIM_API CUresult cuEventQuery(CUevent hEvent) {
   struct CUevent_st *e = sim_event_resolve(hEvent);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   cudaError_t r = sim_capture_check_event(e, 1);
-  return r == cudaSuccess && sim_event_stuck(e) ? CUDA_ERROR_NOT_READY : sim_cuda_to_cu(r);
+  return r == cudaSuccess && sim_event_pending(e) ? CUDA_ERROR_NOT_READY : sim_cuda_to_cu(r);
 }
 SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
   struct CUevent_st *e = sim_event_resolve(hEvent);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   cudaError_t r = sim_capture_check_event(e, 1);
-  if (r == cudaSuccess && sim_event_stuck(e)) sim_block_forever();
+  if (r == cudaSuccess) sim_event_wait(e);
   return sim_cuda_to_cu(r);
 }
 SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   struct CUevent_st *a = sim_event_resolve(hStart), *b = sim_event_resolve(hEnd);
   cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
   if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
-  if (r == cudaSuccess && a && b && (sim_event_stuck(a) || sim_event_stuck(b))) return CUDA_ERROR_NOT_READY;
+  if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b))) return CUDA_ERROR_NOT_READY;
   return sim_cuda_to_cu(r != cudaSuccess ? r : sim_event_elapsed(hStart, hEnd, pMilliseconds));
 }
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) {

@@ -322,13 +322,13 @@ SIM_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 SIM_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   struct CUstream_st *s = sim_stream_resolve(stream);
   cudaError_t r = s ? sim_capture_check_sync_stream(s) : cudaErrorInvalidResourceHandle;
-  if (r == cudaSuccess && sim_stream_stuck(s)) sim_block_forever();
+  if (r == cudaSuccess) sim_stream_wait(s);
   return rt_ret(r);
 }
 SIM_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
   struct CUstream_st *s = sim_stream_resolve(stream);
   cudaError_t r = s ? sim_capture_check_sync_stream(s) : cudaErrorInvalidResourceHandle;
-  return r == cudaSuccess && sim_stream_stuck(s) ? cudaErrorNotReady : rt_ret(r);
+  return r == cudaSuccess && sim_stream_pending(s) ? cudaErrorNotReady : rt_ret(r);
 }
 SIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   struct CUstream_st *s = sim_stream_resolve(stream);
@@ -373,18 +373,18 @@ SIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t str
 SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) {
   struct CUevent_st *e = sim_event_resolve(event);
   cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
-  return r == cudaSuccess && sim_event_stuck(e) ? cudaErrorNotReady : rt_ret(r);
+  return r == cudaSuccess && sim_event_pending(e) ? cudaErrorNotReady : rt_ret(r);
 }
 SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   struct CUevent_st *e = sim_event_resolve(event);
   cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
-  if (r == cudaSuccess && sim_event_stuck(e)) sim_block_forever();
+  if (r == cudaSuccess) sim_event_wait(e);
   return rt_ret(r);
 }
 SIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
   struct CUevent_st *a = sim_event_resolve(start), *b = sim_event_resolve(end);
   cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
   if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
-  if (r == cudaSuccess && a && b && (sim_event_stuck(a) || sim_event_stuck(b))) return cudaErrorNotReady;
+  if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b))) return cudaErrorNotReady;
   return rt_ret(r != cudaSuccess ? r : sim_event_elapsed(start, end, ms));
 }

@@ -282,6 +282,39 @@ int sim_device_stuck(int device) {
 
 int sim_event_stuck(const struct CUevent_st *e) { return e->recorded && isinf(e->vt_us); }
 
+int sim_event_behind(const struct CUevent_st *e) {
+  return e->behind && atomic_load(&e->behind->done) < e->behind_launch;
+}
+
+int sim_event_pending(const struct CUevent_st *e) { return sim_event_stuck(e) || sim_event_behind(e); }
+
+int sim_stream_pending(struct CUstream_st *s) { return atomic_load(&s->running) || sim_stream_stuck(s); }
+
+static void nap(void) {
+  struct timespec ts = {0, 1000000};
+  nanosleep(&ts, NULL);
+}
+
+void sim_event_wait(const struct CUevent_st *e) {
+  if (sim_event_stuck(e)) sim_block_forever();
+  while (sim_event_behind(e)) nap();
+}
+
+void sim_stream_wait(struct CUstream_st *s) {
+  if (sim_stream_stuck(s)) sim_block_forever();
+  while (atomic_load(&s->running)) nap();
+}
+
+void sim_stream_launch_begin(struct CUstream_st *s) {
+  uint64_t n = atomic_fetch_add(&s->launches, 1) + 1;
+  atomic_store(&s->running, n);
+}
+
+void sim_stream_launch_end(struct CUstream_st *s) {
+  atomic_store(&s->done, atomic_load(&s->running));
+  atomic_store(&s->running, 0);
+}
+
 void sim_block_forever(void) {
   for (;;) pause();
 }
@@ -326,6 +359,9 @@ cudaError_t sim_event_record(cudaEvent_t h, struct CUstream_st *s) {
   if (!e || !s) return cudaErrorInvalidResourceHandle;
   e->vt_us = sim_stream_time(s);
   e->recorded = 1;
+  uint64_t running = atomic_load(&s->running);
+  e->behind = running ? s : NULL;
+  e->behind_launch = running;
   return cudaSuccess;
 }
 

@@ -11,6 +11,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <cuda.h>
@@ -32,6 +33,10 @@ struct CUstream_st {
   double vt_us;            /* virtual time: when the last work issued on the stream ends */
   double compute_phi;      /* interference added by ncclsimStreamSetInterference, 0..1 */
   struct sim_capture *cap; /* the capture the stream belongs to, NULL: none (sim_cuda_graph.c) */
+  /* A collective launch runs on its caller's thread; while it does, the stream has work in flight
+   * (launch number `running`, 0: none) and an event recorded on it from another thread completes
+   * only when launch `done` reaches it, as behind a kernel still running on a GPU. */
+  _Atomic uint64_t running, done, launches;
 };
 #define SIM_STREAM_MAGIC 0x5354524du
 
@@ -44,6 +49,8 @@ struct CUevent_st {
   unsigned long long cap_id; /* last recorded in this capture (0: recorded eagerly, or never) */
   long cap_node;           /* and as its record number cap_node, on its stream cap_stream */
   int cap_stream;
+  struct CUstream_st *behind; /* recorded while this stream's launch `behind_launch` ran, or NULL */
+  uint64_t behind_launch;
 };
 #define SIM_EVENT_MAGIC 0x45564e54u
 
@@ -69,6 +76,17 @@ void sim_stream_set_time(struct CUstream_st *s, double vt_us);
 int sim_stream_stuck(struct CUstream_st *s);
 int sim_device_stuck(int device);
 int sim_event_stuck(const struct CUevent_st *e);
+/* Whether an event waits for a collective launch still running on its stream's caller's thread. */
+int sim_event_behind(const struct CUevent_st *e);
+/* Whether a query of e or s answers not-ready; waits as a synchronisation would (for good when
+ * stuck). */
+int sim_event_pending(const struct CUevent_st *e);
+int sim_stream_pending(struct CUstream_st *s);
+void sim_event_wait(const struct CUevent_st *e);
+void sim_stream_wait(struct CUstream_st *s);
+/* Brackets a collective launch on stream s (sim_nccl_group.c). */
+void sim_stream_launch_begin(struct CUstream_st *s);
+void sim_stream_launch_end(struct CUstream_st *s);
 void sim_block_forever(void) __attribute__((noreturn));
 
 /* ---- process-wide settings (sim_env.c) ------------------------------------------------------- */

@@ -61,6 +61,7 @@ static ncclResult_t group_launch(sim_task_t *head) {
     /* failed at enqueue: counts as done; queued behind work that never finishes: never runs */
     if (t->result != ncclSuccess || (t->stream && sim_stream_stuck(t->stream))) t->phase = -1;
     else pending++;
+    if (t->phase != -1 && t->stream) sim_stream_launch_begin(t->stream);
   }
   double start = now_s(), last_check = start;
   while (pending) {
@@ -135,6 +136,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
     }
     if (wait_seg) sim_seg_wait(wait_seg, seen, segs > 1 ? 1 : 100);
   }
+  for (sim_task_t *t = head; t; t = t->next)
+    if (t->stream && atomic_load(&t->stream->running)) sim_stream_launch_end(t->stream);
   for (sim_task_t *t = head; t; t = t->next) /* NCCLSIM_FAULT=hang: its data moved, it never ends */
     if (t->kind == SIM_TASK_COLL && t->result == ncclSuccess) sim_fault_after_coll(t->comm, t->desc.call, t->stream);
   while (head) {

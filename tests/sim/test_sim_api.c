@@ -9,6 +9,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -434,6 +435,44 @@ END_TEST
 
 /* Every function added after 2.19 either works or, under an older NCCLSIM_VERSION, is refused with
  * ncclInvalidUsage and a text naming the release that introduced it. */
+/* ---- work in flight ------------------------------------------------------------------------------ */
+
+/* sim/ runs a collective on its caller's thread; while it runs, its stream has work in flight, as
+ * a GPU stream with a kernel still running: a query from another thread answers not-ready, and an
+ * event recorded behind it completes when the collective does (what autoha's hang probes rely on). */
+static _Atomic(cudaStream_t) behind_stream;
+
+static ncclResult_t do_behind(int rank, ncclComm_t comm, void *arg) {
+  (void)arg;
+  float *buf;
+  if (cudaMalloc((void **)&buf, 1024 * sizeof *buf) != cudaSuccess) return ncclSystemError;
+  ncclResult_t res = ncclSuccess;
+  if (rank == 0) {
+    cudaStream_t s;
+    if (cudaStreamCreate(&s) != cudaSuccess) return ncclSystemError;
+    atomic_store(&behind_stream, s);
+    res = ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, s); /* waits for rank 1 */
+    if (res == ncclSuccess && cudaStreamQuery(s) != cudaSuccess) res = ncclInternalError;
+  } else {
+    cudaStream_t s0 = NULL;
+    for (int t = 0; t < 5000 && !(s0 = atomic_load(&behind_stream)); t++) usleep(1000);
+    int busy = 0;
+    for (int t = 0; t < 5000 && s0 && !(busy = cudaStreamQuery(s0) == cudaErrorNotReady); t++) usleep(1000);
+    cudaEvent_t e;
+    if (!busy || cudaEventCreate(&e) != cudaSuccess || cudaEventRecord(e, s0) != cudaSuccess)
+      return ncclInternalError;
+    if (cudaEventQuery(e) != cudaErrorNotReady) return ncclInvalidUsage; /* behind the running call */
+    res = ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, NULL);
+    if (res == ncclSuccess && (cudaEventSynchronize(e) != cudaSuccess || cudaEventQuery(e) != cudaSuccess))
+      res = ncclInternalError;
+    cudaEventDestroy(e);
+  }
+  cudaFree(buf);
+  return res;
+}
+
+START_TEST(test_work_in_flight) { run_ranks(2, do_behind, NULL); }
+
 START_TEST(test_version_gating) {
   int v = 0;
   ck_assert_int_eq(ncclGetVersion(&v), ncclSuccess);
@@ -473,7 +512,8 @@ int main(void) {
       {"alltoall", test_gather_scatter_exact}, {"premulsum", test_premulsum_exact},
       {"shrink", test_shrink_works}, {"shrink", test_shrink_grouped}, {"simulate", test_group_simulate},
       {"memory", test_mem_register_roundtrip}, {"memory", test_cuda_host_and_peer},
-      {"memory", test_ipc_two_processes}, {"version", test_version_gating}};
+      {"memory", test_ipc_two_processes}, {"inflight", test_work_in_flight},
+      {"version", test_version_gating}};
   TCase *tc = NULL;
   const char *cur = "";
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
