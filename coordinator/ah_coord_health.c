@@ -1,0 +1,279 @@
+/* Hang localisation from progress records (see ah_coord_health.h). Pure logic.
+ *
+ * The ranks are grouped by the calls they entered (their per-key counts). One group: every rank
+ * entered the same calls, so either some have not completed the last one on their GPU (a hang
+ * inside NCCL or the network) or the job waits outside NCCL. Several groups ordered by inclusion
+ * (one group entered everything the others did, and more): if the ranks behind are idle, they
+ * never entered the next call — the others wait for them (a stalled host); if they are busy in a
+ * call, either the ranks ahead are busy too (their GPU stopped while their host went on, and the
+ * others wait inside the next call for them) or ahead are idle (those behind never completed a
+ * call the others completed). Groups that cross (one entered more of one key, another more of
+ * another): ranks entered different calls, a program bug. */
+#include "ah_coord_health.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_config.h"
+#include "ah_coord_internal.h"
+
+#define MAX_KEYS 64   /* distinct keys compared (the ranks' latest 16 each, normally the same) */
+#define MAX_GROUPS 64 /* distinct progress vectors (normally 2 or 3) */
+#define NAMED 2       /* ranks named in a line; the rest are counted */
+
+typedef struct {
+  uint8_t coll, bin;
+} hkey_t;
+
+typedef struct {
+  uint32_t first;      /* lowest rank with this vector */
+  uint32_t n;          /* ranks with it */
+  int busy;            /* some of them has a call not completed */
+  uint64_t e[MAX_KEYS];
+  uint64_t known;      /* bit per key: the count is known (listed, or the rank listed all its keys) */
+} group_t;
+
+static int key_index(hkey_t *keys, int *nkeys, uint8_t coll, uint8_t bin) {
+  for (int i = 0; i < *nkeys; i++)
+    if (keys[i].coll == coll && keys[i].bin == bin) return i;
+  if (*nkeys == MAX_KEYS) return -1;
+  keys[*nkeys] = (hkey_t){coll, bin};
+  return (*nkeys)++;
+}
+
+/* The count of key k in rank r's record; *known_p says whether it is known. */
+static uint64_t rank_count(const ah_health_rec_t *r, const hkey_t *k, int *known_p) {
+  *known_p = 1;
+  if (!r) return 0;
+  for (int i = 0; i < r->nkeys; i++)
+    if (r->keys[i].coll == k->coll && r->keys[i].bin == k->bin) return r->keys[i].entered;
+  *known_p = r->nkeys < AH_HEALTH_KEYS; /* a full record may have left an older key out */
+  return 0;
+}
+
+/* -1, 0 or 1 as a < b, a == b, a > b on every key both know; 2 when they cross. */
+static int group_cmp(const group_t *a, const group_t *b, int nkeys) {
+  int lt = 0, gt = 0;
+  for (int k = 0; k < nkeys; k++) {
+    if (!((a->known >> k) & (b->known >> k) & 1)) continue;
+    lt |= a->e[k] < b->e[k];
+    gt |= a->e[k] > b->e[k];
+  }
+  return lt && gt ? 2 : gt - lt;
+}
+
+/* Writes one finding's line, cut with "..." where it does not fit (rank lists are already bounded). */
+static void __attribute__((format(printf, 2, 3))) say(char *text, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(text, AH_HEALTH_TEXT, fmt, ap);
+  va_end(ap);
+  if (n >= AH_HEALTH_TEXT) memcpy(text + AH_HEALTH_TEXT - 4, "...", 4);
+}
+
+/* Appends "coll <size>+ #index" for key k's call `index`. */
+static int call_text(char *out, size_t len, const hkey_t *k, uint64_t index) {
+  char size[32];
+  ah_size_format(ah_size_bin_floor(k->bin), size, sizeof size);
+  return snprintf(out, len, "%s %s+ #%llu", ah_coll_name(k->coll), size, (unsigned long long)index);
+}
+
+/* Writes the ranks r with sel[r] set, naming the first NAMED with host, pid and GPU and counting
+ * the rest. */
+static void ranks_text(char *out, size_t len, const ah_health_rank_t *ranks, uint32_t n, const int *sel) {
+  size_t off = 0;
+  uint32_t named = 0, total = 0;
+  out[0] = 0;
+  for (uint32_t r = 0; r < n; r++) {
+    if (!sel[r]) continue;
+    total++;
+    if (named == NAMED || off >= len) continue;
+    const ah_health_rec_t *rec = ranks[r].rec;
+    if (rec)
+      off += (size_t)snprintf(out + off, len - off, "%s%u (%s pid %u gpu %u)", named ? "," : "", r,
+                              ranks[r].host ? ranks[r].host : "?", rec->pid, rec->gpu);
+    else
+      off += (size_t)snprintf(out + off, len - off, "%s%u (never reported)", named ? "," : "", r);
+    named++;
+  }
+  if (total > named && off < len) snprintf(out + off, len - off, " +%u more", total - named);
+}
+
+static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, double stalled_s,
+                    char *text, group_t *groups, int *g_of, int *sel) {
+  hkey_t keys[MAX_KEYS];
+  int nkeys = 0, ng = 0;
+  text[0] = 0;
+  if (n == 0) return AH_FINDING_NONE;
+  for (uint32_t r = 0; r < n; r++)
+    if (ranks[r].rec)
+      for (int i = 0; i < ranks[r].rec->nkeys; i++)
+        (void)key_index(keys, &nkeys, ranks[r].rec->keys[i].coll, ranks[r].rec->keys[i].bin);
+  /* group the ranks by their vector of counts; g_of[r] is rank r's group */
+  for (uint32_t r = 0; r < n; r++) {
+    group_t cand = {.first = r, .n = 1};
+    const ah_health_rec_t *rec = ranks[r].rec;
+    cand.busy = rec && rec->state == AH_HEALTH_BUSY;
+    for (int k = 0; k < nkeys; k++) {
+      int known;
+      cand.e[k] = rank_count(rec, &keys[k], &known);
+      if (known) cand.known |= 1ull << k;
+    }
+    int gi = -1;
+    for (int i = 0; i < ng && gi < 0; i++)
+      if (groups[i].known == cand.known && memcmp(groups[i].e, cand.e, sizeof cand.e) == 0) gi = i;
+    if (gi < 0 && ng < MAX_GROUPS) groups[gi = ng++] = cand;
+    else if (gi >= 0) {
+      groups[gi].n++;
+      groups[gi].busy |= cand.busy;
+    }
+    g_of[r] = gi; /* -1: beyond MAX_GROUPS distinct vectors, left out */
+  }
+  char who[200];
+  char head[48];
+  snprintf(head, sizeof head, "comm %016llx", (unsigned long long)comm);
+
+  if (ng == 1) { /* every rank entered the same calls */
+    if (!groups[0].busy) return AH_FINDING_NONE;
+    /* the latest call: the key with the highest count names it well enough */
+    int kmax = 0;
+    for (int k = 1; k < nkeys; k++)
+      if (groups[0].e[k] > groups[0].e[kmax]) kmax = k;
+    char call[64] = "its calls";
+    if (nkeys) call_text(call, sizeof call, &keys[kmax], groups[0].e[kmax] - 1);
+    uint32_t nbusy = 0;
+    for (uint32_t r = 0; r < n; r++) nbusy += sel[r] = ranks[r].rec && ranks[r].rec->state == AH_HEALTH_BUSY;
+    ranks_text(who, sizeof who, ranks, n, sel);
+    if (nbusy == n)
+      say(text, "hang on %s: every rank entered %s, none completed it in %.0f s (inside NCCL or "
+          "the network)", head, call, stalled_s);
+    else
+      say(text, "hang on %s: every rank entered %s; rank %s did not complete it in %.0f s (the "
+          "other %u did)", head, call, who, stalled_s, n - nbusy);
+    return AH_FINDING_INCOMPLETE;
+  }
+
+  /* crossing groups: ranks entered different calls */
+  for (int i = 0; i < ng; i++)
+    for (int j = i + 1; j < ng; j++) {
+      if (group_cmp(&groups[i], &groups[j], nkeys) != 2) continue;
+      /* name, for each of the two, a call it entered that the other did not */
+      char ci[64] = "", cj[64] = "", wi[100], wj[100];
+      for (int k = 0; k < nkeys; k++) {
+        if (!((groups[i].known >> k) & (groups[j].known >> k) & 1)) continue;
+        if (!ci[0] && groups[i].e[k] > groups[j].e[k]) call_text(ci, sizeof ci, &keys[k], groups[j].e[k]);
+        if (!cj[0] && groups[j].e[k] > groups[i].e[k]) call_text(cj, sizeof cj, &keys[k], groups[i].e[k]);
+      }
+      for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == i;
+      ranks_text(wi, sizeof wi, ranks, n, sel);
+      for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == j;
+      ranks_text(wj, sizeof wj, ranks, n, sel);
+      say(text, "hang on %s: ranks entered different calls (program bug): rank %s entered %s; "
+          "rank %s entered %s; stalled %.0f s", head, wi, ci, wj, cj, stalled_s);
+      return AH_FINDING_MISMATCH;
+    }
+
+  /* ordered groups: the front one entered everything the others did */
+  int front = 0;
+  for (int i = 1; i < ng; i++)
+    if (group_cmp(&groups[i], &groups[front], nkeys) > 0) front = i;
+  int behind_busy = 0;
+  for (int i = 0; i < ng; i++)
+    if (i != front) behind_busy |= groups[i].busy;
+  /* the call the ranks behind have not entered: on the first key they lag on, the next index */
+  int lag = -1, lag_group = front == 0 && ng > 1 ? 1 : 0;
+  for (int i = 0; i < ng && lag < 0; i++) {
+    if (i == front) continue;
+    for (int k = 0; k < nkeys && lag < 0; k++)
+      if (((groups[i].known >> k) & 1) && groups[i].e[k] < groups[front].e[k]) {
+        lag = k;
+        lag_group = i;
+      }
+  }
+  char call[64] = "a call";
+  if (lag >= 0) call_text(call, sizeof call, &keys[lag], groups[lag_group].e[lag]);
+  char wf[100], wb[100];
+  for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == front;
+  ranks_text(wf, sizeof wf, ranks, n, sel);
+  for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] >= 0 && g_of[r] != front;
+  ranks_text(wb, sizeof wb, ranks, n, sel);
+  if (!behind_busy) {
+    say(text, "hang on %s: rank %s never entered %s, which rank %s entered %.0f s ago", head,
+        wb, call, wf, stalled_s);
+    return AH_FINDING_MISSING;
+  }
+  if (groups[front].busy) { /* the front's host went on while its GPU stopped: the others wait */
+    say(text, "hang on %s: the GPU of rank %s stopped (its host went on past %s); rank %s wait for "
+        "it; stalled %.0f s", head, wf, call, wb, stalled_s);
+    return AH_FINDING_INCOMPLETE;
+  }
+  say(text, "hang on %s: rank %s did not complete %s, which rank %s completed; stalled %.0f s",
+      head, wb, call, wf, stalled_s);
+  return AH_FINDING_INCOMPLETE;
+}
+
+int ah_health_classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, double stalled_s,
+                       char *text) {
+  text[0] = 0;
+  group_t *groups = calloc(MAX_GROUPS, sizeof *groups);
+  int *g_of = calloc(n ? n : 1, sizeof *g_of), *sel = calloc(n ? n : 1, sizeof *sel);
+  int kind = groups && g_of && sel ? classify(comm, ranks, n, stalled_s, text, groups, g_of, sel)
+                                   : AH_FINDING_NONE;
+  free(groups);
+  free(g_of);
+  free(sel);
+  return kind;
+}
+
+void ah_health_rec_pack(const ah_health_rec_t *r, uint8_t *out) {
+  memset(out, 0, AH_HEALTH_REC_BYTES);
+  ah_coord_put_u32(out, r->rank);
+  ah_coord_put_u32(out + 4, r->pid);
+  out[8] = (uint8_t)(r->gpu >> 8);
+  out[9] = (uint8_t)r->gpu;
+  out[10] = r->state;
+  out[11] = r->nkeys;
+  for (int i = 0; i < r->nkeys && i < AH_HEALTH_KEYS; i++) {
+    uint8_t *k = out + 12 + 10 * i;
+    k[0] = r->keys[i].coll;
+    k[1] = r->keys[i].bin;
+    ah_coord_put_u64(k + 2, r->keys[i].entered);
+  }
+}
+
+int ah_health_rec_unpack(const uint8_t *in, ah_health_rec_t *r, char *err, size_t errlen) {
+  memset(r, 0, sizeof *r);
+  r->rank = ah_coord_get_u32(in);
+  r->pid = ah_coord_get_u32(in + 4);
+  r->gpu = (uint16_t)((in[8] << 8) | in[9]);
+  r->state = in[10];
+  r->nkeys = in[11];
+  if (r->state > AH_HEALTH_UNKNOWN) {
+    snprintf(err, errlen, "progress state %u out of range", r->state);
+    return -1;
+  }
+  if (r->nkeys > AH_HEALTH_KEYS) {
+    snprintf(err, errlen, "progress record with %u keys (at most %d)", r->nkeys, AH_HEALTH_KEYS);
+    return -1;
+  }
+  for (int i = 0; i < AH_HEALTH_KEYS; i++) {
+    const uint8_t *k = in + 12 + 10 * i;
+    if (i >= r->nkeys) {
+      for (int b = 0; b < 10; b++)
+        if (k[b]) {
+          snprintf(err, errlen, "progress record: unused key slot %d is not zero", i);
+          return -1;
+        }
+      continue;
+    }
+    if (k[0] >= AH_NUM_COLLS || k[1] >= 64) {
+      snprintf(err, errlen, "progress record: key %d names collective %u bin %u (out of range)", i,
+               k[0], k[1]);
+      return -1;
+    }
+    r->keys[i] = (ah_health_key_t){k[0], k[1], ah_coord_get_u64(k + 2)};
+  }
+  return 0;
+}

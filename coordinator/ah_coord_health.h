@@ -1,0 +1,68 @@
+/* ah_coord_health.h: what a communicator's ranks' progress records say when the communicator has
+ * stopped advancing — which rank or ranks hang it, and how. Pure logic (ah_coord_health.c), fed by
+ * the hub from the PROGRESS records every rank sends at most once a second; see docs/diagnosis.md.
+ *
+ * A record carries, for one rank: the calls it entered per key (collective, size bin) — counted by
+ * the shim when NCCL plans each call — and whether its GPU stream has completed every call it
+ * entered (a probe event recorded once the rank's calls stop advancing). */
+#ifndef AH_COORD_HEALTH_H
+#define AH_COORD_HEALTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Keys a record carries: the ones whose counts changed last (a hang involves the latest calls). */
+#define AH_HEALTH_KEYS 16
+/* Bytes of a finding's text, NUL included. */
+#define AH_HEALTH_TEXT 232
+
+enum {
+  AH_HEALTH_IDLE = 0,    /* every call the rank entered has completed on its stream */
+  AH_HEALTH_BUSY = 1,    /* a call it entered has not completed (yet) */
+  AH_HEALTH_UNKNOWN = 2  /* no probe possible (no CUDA driver, a capturing stream) */
+};
+
+typedef struct {
+  uint8_t coll, bin;
+  uint64_t entered;
+} ah_health_key_t;
+
+typedef struct {
+  uint32_t rank, pid;
+  uint16_t gpu;
+  uint8_t state;                   /* AH_HEALTH_* */
+  uint8_t nkeys;
+  ah_health_key_t keys[AH_HEALTH_KEYS];
+} ah_health_rec_t;
+
+/* What the hub concludes. */
+enum {
+  AH_FINDING_NONE = 0,
+  AH_FINDING_MISSING = 1,    /* (a) some ranks never entered a call the others entered */
+  AH_FINDING_INCOMPLETE = 2, /* (b) a call was entered and its GPU work never completed */
+  AH_FINDING_MISMATCH = 3,   /* (c) ranks entered different calls */
+  AH_FINDING_RESUMED = 4     /* the communicator advances again after a finding */
+};
+
+/* Where a rank runs, for the text: its host (the hub knows the connection's address). */
+typedef struct {
+  const ah_health_rec_t *rec;
+  const char *host;
+} ah_health_rank_t;
+
+/* Classifies a stalled communicator of n ranks (ranks[i] is rank i's latest record; a NULL rec
+ * means that rank never reported). `comm` and `stalled_s` (seconds since any rank advanced) go
+ * into the text. Returns the AH_FINDING_* kind and writes one line into text (AH_HEALTH_TEXT
+ * bytes), or AH_FINDING_NONE when the records show no collective hang (every rank idle with the
+ * same calls entered: the job waits outside NCCL). */
+int ah_health_classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, double stalled_s,
+                       char *text);
+
+/* Wire form of a record (the PROGRESS message after its comm u64): AH_HEALTH_REC_BYTES. */
+#define AH_HEALTH_REC_BYTES (4 + 4 + 2 + 1 + 1 + AH_HEALTH_KEYS * 10)
+void ah_health_rec_pack(const ah_health_rec_t *r, uint8_t *out);
+/* Unpacks and validates (state, nkeys, each used key's collective and bin, unused keys zero).
+ * Returns 0, or -1 with a reason naming the offending value. */
+int ah_health_rec_unpack(const uint8_t *in, ah_health_rec_t *r, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,159 @@
+/* Hang localisation from progress records (coordinator/ah_coord_health.c): each case the hub must
+ * tell apart — a rank that never entered a call, a call whose GPU work never completed (on every
+ * rank, on some, on a rank whose host went on), ranks that entered different calls, a rank that
+ * never reported — named with its host, pid and GPU; and the record's wire form refusing what no
+ * rank would send. */
+#include <check.h>
+#include <string.h>
+
+#include "ah_check.h"
+#include "ah_coord_health.h"
+#include "ah_config.h"
+
+#define N 8
+enum { RS = AH_FUNC_REDUCESCATTER, AG = AH_FUNC_ALLGATHER };
+
+static ah_health_rec_t recs[N];
+static ah_health_rank_t ranks[N];
+static char text[AH_HEALTH_TEXT];
+
+/* Every rank: entered `ag` all-gathers (bin 20) and `rs` reduce-scatters (bin 21), idle. */
+static void setup_all(uint64_t ag, uint64_t rs) {
+  static const char *hosts[N] = {"n0", "n0", "n1", "n1", "n2", "n2", "n3", "n3"};
+  for (int r = 0; r < N; r++) {
+    recs[r] = (ah_health_rec_t){.rank = (uint32_t)r, .pid = 1000u + (uint32_t)r, .gpu = (uint16_t)(r % 2),
+                                .state = AH_HEALTH_IDLE, .nkeys = 2};
+    recs[r].keys[0] = (ah_health_key_t){AG, 20, ag};
+    recs[r].keys[1] = (ah_health_key_t){RS, 21, rs};
+    ranks[r] = (ah_health_rank_t){&recs[r], hosts[r]};
+  }
+}
+
+static int classify(void) { return ah_health_classify(0xabc, ranks, N, 12.0, text); }
+
+START_TEST(same_calls_all_idle_is_no_hang) {
+  setup_all(4, 4);
+  ck_assert_int_eq(classify(), AH_FINDING_NONE);
+}
+END_TEST
+
+START_TEST(same_calls_none_completed) {
+  setup_all(4, 4);
+  for (int r = 0; r < N; r++) recs[r].state = AH_HEALTH_BUSY;
+  ck_assert_int_eq(classify(), AH_FINDING_INCOMPLETE);
+  ck_assert_msg(strstr(text, "every rank entered") && strstr(text, "none completed"), "%s", text);
+}
+END_TEST
+
+START_TEST(same_calls_one_not_completed) {
+  setup_all(4, 4);
+  recs[5].state = AH_HEALTH_BUSY;
+  ck_assert_int_eq(classify(), AH_FINDING_INCOMPLETE);
+  ck_assert_msg(strstr(text, "rank 5 (n2 pid 1005 gpu 1) did not complete"), "%s", text);
+  ck_assert_msg(strstr(text, "the other 7 did"), "%s", text);
+}
+END_TEST
+
+START_TEST(a_stalled_host_never_entered_the_call) {
+  setup_all(4, 4); /* the others entered reduce-scatter #4 and wait in it; rank 2 stopped before */
+  for (int r = 0; r < N; r++)
+    if (r != 2) recs[r].keys[1].entered = 5, recs[r].state = AH_HEALTH_BUSY;
+  ck_assert_int_eq(classify(), AH_FINDING_MISSING);
+  ck_assert_msg(strstr(text, "rank 2 (n1 pid 1002 gpu 0) never entered reducescatter 2M+ #4, which "
+                             "rank 0 (n0 pid 1000 gpu 0),1 (n0 pid 1001 gpu 1) +5 more entered 12 s ago"),
+                "%s", text);
+}
+END_TEST
+
+START_TEST(b_a_gpu_stopped_while_its_host_went_on) {
+  setup_all(8, 8); /* rank 1's GPU hung in #7; its host queued on; the others wait inside #8 */
+  for (int r = 0; r < N; r++) recs[r].state = AH_HEALTH_BUSY, recs[r].keys[1].entered = 9;
+  recs[1].keys[0].entered = 40;
+  recs[1].keys[1].entered = 40;
+  ck_assert_int_eq(classify(), AH_FINDING_INCOMPLETE);
+  ck_assert_msg(strstr(text, "the GPU of rank 1 (n0 pid 1001 gpu 1) stopped"), "%s", text);
+  ck_assert_msg(strstr(text, "rank 0 (n0 pid 1000 gpu 0),2 (n1 pid 1002 gpu 0) +5 more wait for it"), "%s", text);
+}
+END_TEST
+
+START_TEST(b_behind_ranks_never_completed_what_the_front_completed) {
+  setup_all(4, 4);
+  for (int r = 0; r < N; r++)
+    if (r != 6) recs[r].keys[1].entered = 5; /* 6 is busy in #3 while the others completed #4 */
+  recs[6].state = AH_HEALTH_BUSY;
+  ck_assert_int_eq(classify(), AH_FINDING_INCOMPLETE);
+  ck_assert_msg(strstr(text, "rank 6 (n3 pid 1006 gpu 0) did not complete reducescatter 2M+ #4"), "%s", text);
+}
+END_TEST
+
+START_TEST(c_ranks_entered_different_calls) {
+  setup_all(4, 6); /* rank 3 issued its reduce-scatter #6 at half size: another bin */
+  for (int r = 0; r < N; r++) recs[r].state = AH_HEALTH_BUSY;
+  for (int r = 0; r < N; r++)
+    if (r != 3) recs[r].keys[1].entered = 7;
+  recs[3].keys[2] = (ah_health_key_t){RS, 20, 1};
+  recs[3].nkeys = 3;
+  ck_assert_int_eq(classify(), AH_FINDING_MISMATCH);
+  ck_assert_msg(strstr(text, "different calls"), "%s", text);
+  ck_assert_msg(strstr(text, "3 (n1 pid 1003 gpu 1)"), "%s", text);
+  ck_assert_msg(strstr(text, "entered reducescatter 2M+ #6") && strstr(text, "entered reducescatter 1M+ #0"),
+                "%s", text);
+}
+END_TEST
+
+START_TEST(a_rank_that_never_reported_is_named) {
+  setup_all(4, 4);
+  ranks[7].rec = NULL;
+  ck_assert_int_eq(classify(), AH_FINDING_MISSING);
+  ck_assert_msg(strstr(text, "rank 7 (never reported) never entered"), "%s", text);
+}
+END_TEST
+
+START_TEST(record_roundtrip_and_refusals) {
+  setup_all(3, 9);
+  recs[0].state = AH_HEALTH_BUSY;
+  recs[0].gpu = 300;
+  uint8_t w[AH_HEALTH_REC_BYTES];
+  ah_health_rec_pack(&recs[0], w);
+  ah_health_rec_t back;
+  char err[160];
+  ck_assert_int_eq(ah_health_rec_unpack(w, &back, err, sizeof err), 0);
+  ck_assert_uint_eq(back.pid, 1000);
+  ck_assert_uint_eq(back.gpu, 300);
+  ck_assert_uint_eq(back.nkeys, 2);
+  ck_assert_uint_eq(back.keys[1].entered, 9);
+  uint8_t bad[AH_HEALTH_REC_BYTES];
+  memcpy(bad, w, sizeof bad);
+  bad[10] = 3;
+  ck_assert_int_eq(ah_health_rec_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "state 3"), "%s", err);
+  memcpy(bad, w, sizeof bad);
+  bad[11] = AH_HEALTH_KEYS + 1;
+  ck_assert_int_eq(ah_health_rec_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "17 keys"), "%s", err);
+  memcpy(bad, w, sizeof bad);
+  bad[12 + 10 * 5 + 3] = 1; /* an unused slot */
+  ck_assert_int_eq(ah_health_rec_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "slot 5"), "%s", err);
+  memcpy(bad, w, sizeof bad);
+  bad[12] = AH_NUM_COLLS;
+  ck_assert_int_eq(ah_health_rec_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "out of range"), "%s", err);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("coord_health");
+  TCase *tc = tcase_create("classify");
+  tcase_add_test(tc, same_calls_all_idle_is_no_hang);
+  tcase_add_test(tc, same_calls_none_completed);
+  tcase_add_test(tc, same_calls_one_not_completed);
+  tcase_add_test(tc, a_stalled_host_never_entered_the_call);
+  tcase_add_test(tc, b_a_gpu_stopped_while_its_host_went_on);
+  tcase_add_test(tc, b_behind_ranks_never_completed_what_the_front_completed);
+  tcase_add_test(tc, c_ranks_entered_different_calls);
+  tcase_add_test(tc, a_rank_that_never_reported_is_named);
+  tcase_add_test(tc, record_roundtrip_and_refusals);
+  suite_add_tcase(s, tc);
+  return ah_check_run(s);
+}
