@@ -49,6 +49,8 @@ typedef struct {
   const char *addr;  /* "host:port" (port 1..65535): where the hub listens, and where clients
                       * connect instead of the stamp's address (NAT); NULL or "" for neither */
   double join_s;     /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: the default, 30 s */
+  double hang_s;     /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
+                      * 0: the default, 300 s; < 0: never */
 } ah_coord_setup_t;
 
 /* Starts this process's hub (idempotent), listening on setup->addr or on this host's first
@@ -116,5 +118,11 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
 /* 1 while the connection to the hub is healthy or being re-established, 0 once the hub is known
  * to be gone (workers waiting on a decision then fail over instead of waiting forever). */
 int ah_coord_alive(const ah_coord_t *c);
+
+/* Sends the hub rank rec->rank's progress record of comm (at most once a second per rank): the
+ * hub diagnoses a communicator that stops advancing (docs/diagnosis.md) and every process of it
+ * logs the finding. Returns 0, or -1 when the hub is gone. */
+struct ah_health_rec;
+int ah_coord_progress(ah_coord_t *c, uint64_t comm, const struct ah_health_rec *rec);
 
 #endif

@@ -296,6 +296,21 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
 
 int ah_coord_alive(const ah_coord_t *c) { return c && atomic_load(&c->alive); }
 
+int ah_coord_progress(ah_coord_t *c, uint64_t comm, const ah_health_rec_t *rec) {
+  if (!c || !atomic_load(&c->alive)) return -1;
+  uint8_t p[8 + AH_HEALTH_REC_BYTES];
+  ah_coord_put_u64(p, comm);
+  ah_health_rec_pack(rec, p + 8);
+  pthread_mutex_lock(&c->mu);
+  /* while disconnected it waits in outq, which a reconnection rebuilds without it (stale by then) */
+  int rc = client_buf_put_msg(&c->outq, AH_MSG_PROGRESS, p, sizeof p);
+  pthread_mutex_unlock(&c->mu);
+  if (rc == 0) client_send_now(c);
+  return rc;
+}
+
+int ah_coord_client_findings(ah_coord_t *c) { return atomic_load(&c->findings); }
+
 /* ---- the process's coordinators, one per stamp ---- */
 static pthread_mutex_t connect_mu = PTHREAD_MUTEX_INITIALIZER;
 static ah_coord_t *connect_list;

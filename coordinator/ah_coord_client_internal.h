@@ -44,6 +44,7 @@ struct ah_coord {
   ah_coord_deliver_fn deliver;
   void *arg;
   uint64_t client_id;
+  atomic_int findings; /* the hub's diagnoses received (tests) */
 
   pthread_mutex_t mu; /* guards comms, pubs, next_pub and outq */
   client_comm_t *comms;

@@ -228,6 +228,25 @@ static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
   pthread_mutex_unlock(&c->mu);
 }
 
+/* The hub's diagnosis of a communicator of this process: one line on this process's stderr (an
+ * error for a hang, info when it advances again). A malformed finding is refused by name. */
+static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
+  uint64_t comm = ah_coord_get_u64(p);
+  uint8_t kind = p[8];
+  const char *text = (const char *)p + 9;
+  size_t len = strnlen(text, AH_HEALTH_TEXT);
+  int ok = kind >= AH_FINDING_MISSING && kind <= AH_FINDING_RESUMED && len < AH_HEALTH_TEXT;
+  for (size_t i = 0; ok && i < len; i++) ok = text[i] >= 0x20 && text[i] < 0x7f;
+  if (!ok) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a finding from hub %s: comm %016llx "
+                  "kind %u with %s text", c->addr, (unsigned long long)comm, kind,
+                  len < AH_HEALTH_TEXT ? "unprintable" : "unterminated");
+    return;
+  }
+  ah_log(kind == AH_FINDING_RESUMED ? AH_LOG_INFO : AH_LOG_ERROR, "%s", text);
+  atomic_fetch_add(&c->findings, 1);
+}
+
 static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
   char err[200];
   uint64_t seq = ah_coord_get_u64(p);
@@ -292,6 +311,7 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
         break;
       case AH_MSG_PONG: break;
       case AH_MSG_VERDICT: client_on_verdict(c, p); break;
+      case AH_MSG_FINDING: client_on_finding(c, p); break;
       default:
         snprintf(why, whylen, "unexpected message type %u from the hub", h.type);
         return -1;

@@ -91,9 +91,11 @@ static void ranks_text(char *out, size_t len, const ah_health_rank_t *ranks, uin
     total++;
     if (named == NAMED || off >= len) continue;
     const ah_health_rec_t *rec = ranks[r].rec;
+    char gpu[8] = "?";
+    if (rec && rec->gpu != 0xffff) snprintf(gpu, sizeof gpu, "%u", rec->gpu);
     if (rec)
-      off += (size_t)snprintf(out + off, len - off, "%s%u (%s pid %u gpu %u)", named ? "," : "", r,
-                              ranks[r].host ? ranks[r].host : "?", rec->pid, rec->gpu);
+      off += (size_t)snprintf(out + off, len - off, "%s%u (%s pid %u gpu %s)", named ? "," : "", r,
+                              ranks[r].host ? ranks[r].host : "?", rec->pid, gpu);
     else
       off += (size_t)snprintf(out + off, len - off, "%s%u (never reported)", named ? "," : "", r);
     named++;
@@ -160,18 +162,21 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
     for (int j = i + 1; j < ng; j++) {
       if (group_cmp(&groups[i], &groups[j], nkeys) != 2) continue;
       /* name, for each of the two, a call it entered that the other did not */
-      char ci[64] = "", cj[64] = "", wi[100], wj[100];
+      if (groups[i].n < groups[j].n) { /* name the smaller group: the odd ones out */
+        int t = i;
+        i = j;
+        j = t;
+      }
+      char ci[64] = "", cj[64] = "", wj[100];
       for (int k = 0; k < nkeys; k++) {
         if (!((groups[i].known >> k) & (groups[j].known >> k) & 1)) continue;
         if (!ci[0] && groups[i].e[k] > groups[j].e[k]) call_text(ci, sizeof ci, &keys[k], groups[j].e[k]);
         if (!cj[0] && groups[j].e[k] > groups[i].e[k]) call_text(cj, sizeof cj, &keys[k], groups[i].e[k]);
       }
-      for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == i;
-      ranks_text(wi, sizeof wi, ranks, n, sel);
       for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == j;
       ranks_text(wj, sizeof wj, ranks, n, sel);
-      say(text, "hang on %s: ranks entered different calls (program bug): rank %s entered %s; "
-          "rank %s entered %s; stalled %.0f s", head, wi, ci, wj, cj, stalled_s);
+      say(text, "hang on %s: ranks entered different calls (program bug): rank %s entered %s where "
+          "%u others entered %s; stalled %.0f s", head, wj, cj, groups[i].n, ci, stalled_s);
       return AH_FINDING_MISMATCH;
     }
 

@@ -27,7 +27,7 @@ typedef struct {
   uint64_t entered;
 } ah_health_key_t;
 
-typedef struct {
+typedef struct ah_health_rec {
   uint32_t rank, pid;
   uint16_t gpu;
   uint8_t state;                   /* AH_HEALTH_* */

@@ -57,6 +57,13 @@ typedef struct {
  * each is kept for the job's life. */
 #define HUB_MEMBERS_SPARE 16
 
+/* A rank's latest progress record (diagnosis), and where it runs. */
+typedef struct {
+  ah_health_rec_t rec;
+  int have;
+  char host[64];
+} hub_prog_t;
+
 typedef struct {
   uint64_t comm;
   uint64_t owner;         /* client id whose JOIN or PUBLISH created it: charged for it */
@@ -80,6 +87,11 @@ typedef struct {
   int nmembers, capmembers;
   hub_conn_t **subs;
   int nsubs, capsubs;
+  /* Diagnosis (ah_coord_hub_health.c): every rank's latest record once it is COMPLETE, when any
+   * rank's calls last advanced, and the kind of the finding sent for the current stall (0: none). */
+  hub_prog_t *prog;
+  uint64_t advanced_ns;
+  int finding;
   UT_hash_handle hh;
 } hub_comm_t;
 
@@ -101,7 +113,7 @@ typedef struct {
 
 enum {
   RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
-  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_N
+  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_N
 };
 
 struct ah_coord_hub {
@@ -124,6 +136,8 @@ struct ah_coord_hub {
   _Atomic size_t nframes_seen; /* the same, for other threads (ah_coord_hub_retained) */
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
+  uint32_t prog_ranks;  /* ranks with a progress slot, all communicators */
+  uint64_t health_ns;   /* when the diagnosis last ran */
 };
 
 
@@ -151,5 +165,14 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
 void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
 void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+
+/* ---- ah_coord_hub_health.c ---- */
+
+/* Stores a rank's progress record (refused, with the connection dropped, for a communicator the
+ * client is not a member of, before its verdict is COMPLETE, or when malformed). */
+void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+/* Once a second: diagnoses every communicator whose ranks all stopped advancing for hang_ms and
+ * sends the finding to its processes; says when one resumes. */
+void hub_health_tick(ah_coord_hub_t *h, uint64_t now);
 
 #endif

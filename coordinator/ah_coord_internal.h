@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "ah_coord.h"
+#include "ah_coord_health.h"
 
 /* ---- socket helpers (ah_coord_net.c), in the shape of Redis's anet.c ---- */
 #define AH_NET_OK 0
@@ -47,7 +48,7 @@ long ah_coord_net_nofile_raise(long want);
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
 #define AH_COORD_PROTO_VERSION 4
 #define AH_COORD_HDR_BYTES 8
-#define AH_COORD_MAX_PAYLOAD 256 /* bound on any length prefix; the largest message is 82 bytes */
+#define AH_COORD_MAX_PAYLOAD 256 /* bound on any length prefix; the largest message is 241 bytes */
 #define AH_COORD_NONCE_BYTES 32
 #define AH_COORD_MAC_BYTES 32
 
@@ -65,7 +66,9 @@ enum {
   AH_MSG_VERDICT = 11, /* hub -> client: comm u64 verdict u32 (AH_COORD_VERDICT_*) mask u32
                         * ref_rank u32 first_rank u32 ndiffer u32 (MISMATCH's evidence, else 0) */
   AH_MSG_DELIVERED = 12, /* client -> hub: comm u64 seq u64 (every segment up to seq delivered) */
-  AH_MSG_MAX = 12
+  AH_MSG_PROGRESS = 13,  /* client -> hub: comm u64 record[AH_HEALTH_REC_BYTES] (ah_coord_health.h) */
+  AH_MSG_FINDING = 14,   /* hub -> client: comm u64 kind u8 text[AH_HEALTH_TEXT] (NUL-terminated) */
+  AH_MSG_MAX = 14
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */
@@ -132,6 +135,9 @@ typedef struct {
   int max_pending_joins, max_client_pending_joins; /* joined, no verdict yet */
   size_t max_rank_bytes;                           /* rank bitmaps, all communicators */
   size_t max_segments, max_client_segments;        /* segments retained */
+  int hang_ms;         /* a communicator whose ranks all stopped advancing this long is diagnosed
+                        * (AUTOHA_HANG_S); <= 0: never */
+  uint32_t max_progress_ranks; /* ranks whose progress records are kept, all communicators */
 } ah_coord_hub_opts_t;
 
 void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p);
@@ -168,5 +174,7 @@ void ah_coord_client_cut(ah_coord_t *c);
 size_t ah_coord_client_unacked(ah_coord_t *c);
 /* Connections made so far, the first included (tests). */
 int ah_coord_client_connects(ah_coord_t *c);
+/* Findings the hub sent this client (each logged). */
+int ah_coord_client_findings(ah_coord_t *c);
 
 #endif

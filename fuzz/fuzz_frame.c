@@ -1,6 +1,7 @@
 /* Fuzz target: the coordinator's wire decoders without sockets — a stream of frames as the hub's
  * and the client's readers cut it (header check, then the payload of the exact length), each
- * payload through the decoder its type uses (key + segment, verdict, u64 fields). */
+ * payload through the decoder its type uses (key + segment, progress record and its classification,
+ * verdict, u64 fields). */
 #include "ah_coord_internal.h"
 #include "fuzz.h"
 
@@ -15,8 +16,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *p = data + off;
     ah_key_t k;
     ah_segment_t s;
+    ah_health_rec_t rec;
     if (h.type == AH_MSG_PUBLISH || h.type == AH_MSG_SEGMENT)
       ah_coord_keyseg_unpack(p + 8, &k, &s, err, sizeof err);
+    else if (h.type == AH_MSG_PROGRESS && ah_health_rec_unpack(p + 8, &rec, err, sizeof err) == 0) {
+      /* a record that passes goes through the classifier, as the hub would use it */
+      ah_health_rank_t ranks[2] = {{&rec, "h"}, {NULL, NULL}};
+      char text[AH_HEALTH_TEXT];
+      (void)ah_health_classify(ah_coord_get_u64(p), ranks, 2, 1.0, text);
+    }
     else if (h.len >= 8)
       (void)ah_coord_get_u64(p);
     off += h.len;

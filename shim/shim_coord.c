@@ -87,6 +87,7 @@ static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
            "runs NCCL's own choices for it", (unsigned long long)comm, rank);
     return 0;
   }
+  ah_shim_health_start(); /* its ranks' progress goes to the hub from now on */
   return 1;
 }
 
@@ -137,9 +138,16 @@ static int hook_alive(void *arg, uint64_t comm) {
   return ah_coord_alive(map_get(comm, NULL));
 }
 
+static void hook_progress(void *arg, uint64_t comm, const struct ah_health_rec *rec) {
+  (void)arg;
+  ah_coord_t *c = map_get(comm, NULL);
+  if (c) (void)ah_coord_progress(c, comm, rec); /* a hub that is gone was logged already */
+}
+
 static void hooks_install(void) {
   static const ah_shim_coord_hooks_t h = {.attach = hook_attach, .verdict = hook_verdict,
-                                          .publish = hook_publish, .alive = hook_alive};
+                                          .publish = hook_publish, .alive = hook_alive,
+                                          .progress = hook_progress};
   ah_shim_set_coord_hooks(&h);
 }
 
@@ -147,7 +155,7 @@ static void hooks_install(void) {
  * variable: the coordinator reads no environment). */
 static ah_coord_setup_t coord_setup(void) {
   const ah_settings_t *s = ah_shim.settings;
-  ah_coord_setup_t setup = {s ? s->coord_addr : NULL, s ? s->coord_join_s : 0};
+  ah_coord_setup_t setup = {s ? s->coord_addr : NULL, s ? s->coord_join_s : 0, s ? s->hang_s : 0};
   return setup;
 }
 

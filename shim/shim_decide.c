@@ -148,6 +148,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   uint64_t index = call_count(c, ck, call, &bytes_per_rank);
   d->ck = ck;
   d->index = index;
+  c->last_stream = ah_timing_cur_stream; /* where the hang probes look (shim_health.c) */
 
   int have = 0;
   if (c->ctl != AH_CTL_OBSERVE) {

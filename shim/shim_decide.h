@@ -65,6 +65,8 @@ typedef enum {
   AH_VERDICT_MISMATCH = 3   /* every rank joined, with different settings */
 } ah_verdict_t;
 
+struct ah_health_rec; /* coordinator/ah_coord_health.h */
+
 /* Set by shim_coord.c when a coordinator runs. A communicator whose ranks span processes runs
  * autoha's choices (tuned or fixed) only when attach() accepted it and the hub's verdict says every
  * rank joined with the same settings; otherwise (or with no hooks) every rank runs NCCL's own
@@ -84,6 +86,9 @@ typedef struct {
   /* 0 once the coordinator of `comm` is gone for good: waiting ranks then stop waiting and keep
    * NCCL's choice for the rest of the job (logged). */
   int (*alive)(void *arg, uint64_t comm);
+  /* A local rank's progress record of an attached communicator, for the hub's hang diagnosis
+   * (shim_health.c; NULL: not sent). */
+  void (*progress)(void *arg, uint64_t comm, const struct ah_health_rec *rec);
   void *arg;
 } ah_shim_coord_hooks_t;
 

@@ -118,6 +118,12 @@ typedef struct ah_comm {
   _Atomic int finalized;
   void *chain_ctx;           /* the user's own tuner's context (shim_chain.c), NULL: none */
   uintptr_t decider;         /* leader only: the thread that made its last slow-path decision */
+  /* For the hang probes (shim_health.c): the stream of the rank's latest decided call (written by
+   * the hot path: one store), the CUDA context its first key was created in, and the health
+   * thread's own state of this context. */
+  CUstream last_stream;
+  CUcontext cuctx;
+  struct ah_comm_health *health;
   struct ah_comm *next;      /* registry of every communicator, for the report */
 } ah_comm_t;
 
@@ -220,6 +226,12 @@ void ah_timing_harvest(void);
 extern AH_TLS_HOT int ah_timing_captured;
 /* The stream of this thread's open bracket (NULL outside one). */
 cudaStream_t ah_timing_stream(void);
+/* The stream of this thread's latest bracket (read by the hot path: a thread-local load). */
+extern AH_TLS_HOT CUstream ah_timing_cur_stream;
+/* ---- hang diagnosis (shim_health.c) ---------------------------------------------------------- */
+/* Starts, once per process, the thread that sends the hub every hub-joined rank's progress record
+ * once a second (unless AUTOHA_HEALTH=0). */
+void ah_shim_health_start(void);
 
 /* ---- CUDA graphs (shim_graph.c) ---------------------------------------------------------------- */
 /* Records that a call of key ck was issued into the capture on `stream`: each launch of the graph

@@ -11,6 +11,7 @@
 #include "ah_pin.h"
 #include "ah_uthash.h"
 #include "shim_control.h"
+#include "shim_real.h"
 #include "ah_tune.h"
 
 /* ---- process-wide key states ------------------------------------------------------------------ */
@@ -81,6 +82,7 @@ void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call
 
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call) {
   ah_shim_note_decider(c);
+  if (!c->cuctx && ah_shim_cuda_init()) (void)ah_cuda.CtxGetCurrent(&c->cuctx); /* for the hang probes */
   ah_shim_rankkey_t *ck = calloc(1, sizeof *ck);
   if (!ck) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key: it keeps NCCL's choice");

@@ -273,6 +273,8 @@ static void cuda_resolve(void) {
   if (!ah_cuda.EventDestroy) ah_cuda.EventDestroy = (__typeof__(ah_cuda.EventDestroy))dlsym(h, "cuEventDestroy");
   ah_cuda.CtxGetCurrent = (__typeof__(ah_cuda.CtxGetCurrent))dlsym(h, "cuCtxGetCurrent");
   ah_cuda.StreamIsCapturing = (__typeof__(ah_cuda.StreamIsCapturing))dlsym(h, "cuStreamIsCapturing");
+  ah_cuda.StreamGetCtx = (__typeof__(ah_cuda.StreamGetCtx))dlsym(h, "cuStreamGetCtx");
+  ah_cuda.CtxSetCurrent = (__typeof__(ah_cuda.CtxSetCurrent))dlsym(h, "cuCtxSetCurrent");
   ah_cuda.ThreadExchangeStreamCaptureMode =
       (__typeof__(ah_cuda.ThreadExchangeStreamCaptureMode))dlsym(h, "cuThreadExchangeStreamCaptureMode");
   ah_cuda.CtxGetDevice = (__typeof__(ah_cuda.CtxGetDevice))dlsym(h, "cuCtxGetDevice");

@@ -51,6 +51,8 @@ typedef struct {
   CUresult (*CtxGetCurrent)(CUcontext *);
   /* Optional (NULL when the driver lacks them): graph capture awareness (shim_timing.c). */
   CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+  CUresult (*StreamGetCtx)(CUstream, CUcontext *);   /* optional: the hang probes (shim_health.c) */
+  CUresult (*CtxSetCurrent)(CUcontext);              /* optional: the hang probes */
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
   /* Optional: the GPU model for the report's topology (shim_topo.c). */
   CUresult (*CtxGetDevice)(CUdevice *);

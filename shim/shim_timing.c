@@ -51,7 +51,7 @@ typedef struct {
 static AH_TLS_HOT thread_timing_t *tt;
 static AH_TLS_HOT record_t *open_rec;    /* the record of the call being issued */
 static AH_TLS_HOT int depth;             /* nesting of wrapped calls (ncclBcast -> ncclBroadcast) */
-static AH_TLS_HOT CUstream cur_stream;   /* stream of the open bracket */
+AH_TLS_HOT CUstream ah_timing_cur_stream; /* stream of the open (or latest) bracket */
 
 /* Whether `stream` is being captured. A stream the driver cannot answer for (the legacy stream
  * while a blocking stream captures answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) counts as captured:
@@ -95,10 +95,10 @@ static void harvest(void) {
 
 void ah_timing_begin(cudaStream_t stream) {
   if (depth++ > 0) return;
-  cur_stream = (CUstream)stream;
+  ah_timing_cur_stream = (CUstream)stream;
   open_rec = NULL;
   if (__builtin_expect(!ah_cuda.StreamIsCapturing, 0)) (void)ah_shim_cuda_init();
-  ah_timing_captured = stream_capturing(cur_stream);
+  ah_timing_captured = stream_capturing(ah_timing_cur_stream);
   if (tt && tt->count > 0) harvest();
 }
 
@@ -116,7 +116,7 @@ static record_t *record_open(void) {
     r->start = r->end = NULL;
     return NULL;
   }
-  if (ah_cuda.EventRecord(r->start, cur_stream) != CUDA_SUCCESS) return NULL;
+  if (ah_cuda.EventRecord(r->start, ah_timing_cur_stream) != CUDA_SUCCESS) return NULL;
   r->n = 0;
   return r;
 }
@@ -134,7 +134,7 @@ void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t 
   r->n++;
 }
 
-cudaStream_t ah_timing_stream(void) { return depth > 0 ? (cudaStream_t)cur_stream : NULL; }
+cudaStream_t ah_timing_stream(void) { return depth > 0 ? (cudaStream_t)ah_timing_cur_stream : NULL; }
 
 void ah_timing_end(cudaStream_t stream) {
   if (depth == 0 || --depth > 0) return;

@@ -109,6 +109,19 @@ static const ah_env_var_t env_table[] = {
      "Each rank in fixed or tune mode waits for this verdict at the communicator's first "
      "collective. Read by the process that runs the hub.",
      0.001, 86400, NULL, FIELD(coord_join_s)},
+    {"AUTOHA_HEALTH", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
+     "Live diagnosis of hangs, in every mode: each rank sends the coordinator hub a small progress "
+     "record at most once a second for every communicator that spans processes (calls entered per "
+     "collective and size bin, whether its GPU stream completed them), and the hub names the rank "
+     "or ranks that hang a communicator (docs/diagnosis.md). 0 (off) sends nothing.",
+     0, 0, NULL, FIELD(health)},
+    {"AUTOHA_HANG_S", AH_ENV_DOUBLE, "300", "1..86400 (seconds)",
+     "How long none of a communicator's ranks may advance before the hub diagnoses a hang and every "
+     "process of the communicator logs one line naming the culprit. 300 s: half of PyTorch's "
+     "10-minute NCCL watchdog, so the finding comes before the job is killed, and longer than the "
+     "pauses of healthy jobs (checkpoints, evaluation) in which ranks wait in a collective. Read by "
+     "the process that runs the hub.",
+     1, 86400, NULL, FIELD(hang_s)},
     {"AUTOHA_QP", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Lets autoha set the UDP source port and the traffic class of the RoCE queue pairs NCCL "
      "creates, at the INIT to RTR transition. 0 (off) leaves every queue pair exactly as NCCL set "

@@ -37,6 +37,8 @@ typedef struct {
   int tune_budget;                   /* AUTOHA_TUNE_BUDGET: calls a key may spend searching */
   char coord_addr[AH_ENV_ADDR_MAX];  /* AUTOHA_COORD_ADDR: host:port; "" = from the unique id */
   double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
+  int health;                        /* AUTOHA_HEALTH: send progress records for hang diagnosis */
+  double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
   int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
   int qp_sport;                      /* AUTOHA_QP_SPORT: AH_PATH_SPORT_* (ah_path.h) */
   char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */

@@ -158,6 +158,7 @@ ah_coord_hub_t *hub_start_test(ah_coord_stamp_t *st_p) {
   o.auth_ms = 1500;
   o.frame_ms = 1000;
   o.join_ms = 1000;
+  o.hang_ms = 1000;
   return ah_coord_hub_open("127.0.0.1:0", secret, &o, st_p);
 }
 

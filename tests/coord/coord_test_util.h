@@ -37,7 +37,7 @@ void log_stop(void);
 int log_wait(const char *needle, int ms);
 
 /* A hub on 127.0.0.1 with a fixed secret and short deadlines (auth 1500 ms, frame 1000 ms, join
- * 1000 ms). */
+ * 1000 ms, hang diagnosis 1000 ms). */
 ah_coord_hub_t *hub_start_test(ah_coord_stamp_t *st_p);
 /* Client options for tests: connect 5000 ms, heartbeat 200 ms, dead 2000 ms, reconnect 3000 ms. */
 void client_opts_test(ah_coord_client_opts_t *o_p);

@@ -696,6 +696,55 @@ START_TEST(subscribers_up_to_the_rank_count_are_served) {
 }
 END_TEST
 
+/* Sends a PROGRESS of rank `rank` of comm with `state`. */
+static int raw_progress(int fd, uint64_t comm, uint32_t rank, uint8_t state) {
+  char err[AH_NET_ERR_LEN];
+  uint8_t f[AH_COORD_HDR_BYTES + 8 + AH_HEALTH_REC_BYTES];
+  ah_coord_hdr_encode(AH_MSG_PROGRESS, 8 + AH_HEALTH_REC_BYTES, f);
+  ah_coord_put_u64(f + AH_COORD_HDR_BYTES, comm);
+  ah_health_rec_t r = {.rank = rank, .pid = 7, .state = state, .nkeys = 1};
+  r.keys[0] = (ah_health_key_t){AH_FUNC_ALLREDUCE, 20, 5};
+  ah_health_rec_pack(&r, f + AH_COORD_HDR_BYTES + 8);
+  return ah_coord_net_write_full(err, fd, f, sizeof f, ah_coord_now_ns() + 1000000000ull);
+}
+
+/* The hub keeps progress only from a joined rank of a COMPLETE communicator; anything else is
+ * refused by name and the connection dropped. Two joined ranks that stop advancing, one busy,
+ * get the finding within the hub's hang time (1 s in tests), naming the busy rank. */
+START_TEST(progress_is_refused_unless_joined_and_a_stall_is_diagnosed) {
+  int fd = raw_authed(0x5501);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(raw_progress(fd, 77, 0, AH_HEALTH_IDLE), AH_NET_OK);
+  ck_assert(log_wait("refused a PROGRESS from 127.0.0.1", 2000));
+  ck_assert(log_wait("comm 000000000000004d not joined; connection dropped", 100));
+  close(fd);
+  fd = raw_authed(0x5502);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(raw_join(fd, 78, 2, 0), AH_NET_OK);
+  ck_assert_int_eq(raw_progress(fd, 78, 0, 3), AH_NET_OK); /* state out of range */
+  ck_assert(log_wait("progress state 3 out of range", 2000));
+  close(fd);
+  int a = raw_authed(0x5503), b = raw_authed(0x5504);
+  ck_assert_int_eq(raw_join(a, 79, 2, 0), AH_NET_OK);
+  ck_assert_int_eq(raw_progress(a, 79, 0, AH_HEALTH_IDLE), AH_NET_OK); /* before COMPLETE */
+  ck_assert(log_wait("comm 000000000000004f has no COMPLETE verdict", 2000));
+  close(a);
+  a = raw_authed(0x5505);
+  ck_assert_int_eq(raw_join(a, 80, 2, 0), AH_NET_OK);
+  ck_assert_int_eq(raw_join(b, 80, 2, 1), AH_NET_OK);
+  ck_assert_int_eq(raw_read_verdict(a, 80), AH_COORD_VERDICT_COMPLETE);
+  ck_assert_int_eq(raw_progress(a, 80, 0, AH_HEALTH_IDLE), AH_NET_OK);
+  ck_assert_int_eq(raw_progress(b, 80, 1, AH_HEALTH_BUSY), AH_NET_OK);
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  ck_assert_int_eq(raw_wait_frame(a, AH_MSG_FINDING, 80, f, ah_coord_now_ns() + 5000000000ull), 0);
+  ck_assert_uint_eq(f[AH_COORD_HDR_BYTES + 8], AH_FINDING_INCOMPLETE);
+  const char *text = (const char *)f + AH_COORD_HDR_BYTES + 9;
+  ck_assert_msg(strstr(text, "rank 1 (127.0.0.1 pid 7 gpu 0) did not complete it"), "%s", text);
+  close(a);
+  close(b);
+}
+END_TEST
+
 START_TEST(bad_joins_are_refused) {
   int fd = raw_authed(0x4321);
   ck_assert_int_ge(fd, 0);
@@ -965,6 +1014,7 @@ int main(void) {
   tcase_add_test(tc, delivered_segments_are_dropped_by_the_hub);
   tcase_add_test(tc, subscribers_up_to_the_rank_count_are_served);
   tcase_add_test(tc, bad_joins_are_refused);
+  tcase_add_test(tc, progress_is_refused_unless_joined_and_a_stall_is_diagnosed);
   tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
   tcase_add_test(tc, oversized_handshake_frames_are_refused_by_name);
   tcase_add_test(tc, burst_of_refusals_logs_its_count);

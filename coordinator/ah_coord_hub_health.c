@@ -1,0 +1,103 @@
+/* The hub's diagnosis (docs/diagnosis.md): it keeps every rank's latest progress record per
+ * communicator and, once a second, looks for a communicator none of whose ranks has advanced for
+ * hang_ms; it classifies that stall from the records (ah_coord_health.c) and sends the one-line
+ * finding to every process of the communicator, once per stall, and says when it advances again.
+ * Records are kept only for communicators whose every rank joined (COMPLETE), from members, and
+ * for at most max_progress_ranks ranks in all. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_coord_hub_internal.h"
+#include "ah_log.h"
+
+/* Whether a rank's calls advanced between two of its records (its state alone changing is not
+ * progress: a probe completing says nothing new was entered). */
+static int advanced(const ah_health_rec_t *a, const ah_health_rec_t *b) {
+  if (a->nkeys != b->nkeys) return 1;
+  for (int i = 0; i < a->nkeys; i++)
+    if (a->keys[i].coll != b->keys[i].coll || a->keys[i].bin != b->keys[i].bin ||
+        a->keys[i].entered != b->keys[i].entered)
+      return 1;
+  return 0;
+}
+
+static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, int kind, const char *text) {
+  uint8_t p[8 + 1 + AH_HEALTH_TEXT];
+  memset(p, 0, sizeof p);
+  ah_coord_put_u64(p, m->comm);
+  p[8] = (uint8_t)kind;
+  snprintf((char *)p + 9, AH_HEALTH_TEXT, "%s", text);
+  for (int i = 0; i < m->nsubs; i++) hub_conn_send_msg(h, m->subs[i], AH_MSG_FINDING, p, sizeof p);
+}
+
+void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+  uint64_t comm = ah_coord_get_u64(p);
+  ah_health_rec_t rec;
+  char err[160] = "";
+  hub_comm_t *m = NULL;
+  HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
+  int member = 0;
+  for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
+  if (ah_health_rec_unpack(p + 8, &rec, err, sizeof err) == 0) {
+    if (!member) snprintf(err, sizeof err, "comm %016llx not joined", (unsigned long long)comm);
+    else if (m->verdict != AH_COORD_VERDICT_COMPLETE)
+      snprintf(err, sizeof err, "comm %016llx has no COMPLETE verdict", (unsigned long long)comm);
+    else if (rec.rank >= m->nranks || !(m->joined[rec.rank / 8] & (1u << (rec.rank % 8))))
+      snprintf(err, sizeof err, "rank %u of comm %016llx (%u ranks)", rec.rank,
+               (unsigned long long)comm, m->nranks);
+  }
+  if (err[0]) {
+    hub_refuse(h, RATE_PROGRESS, "refused a PROGRESS from %s: %s; connection dropped", c->peer, err);
+    hub_conn_close_later(h, c);
+    return;
+  }
+  uint64_t now = ah_coord_now_ns();
+  if (!m->prog) {
+    if (h->prog_ranks + m->nranks > h->o.max_progress_ranks) {
+      hub_refuse(h, RATE_PROGRESS, "comm %016llx is not diagnosed: progress of %u ranks kept already "
+                 "(at most %u)", (unsigned long long)comm, h->prog_ranks, h->o.max_progress_ranks);
+      return;
+    }
+    if (!(m->prog = calloc(m->nranks, sizeof *m->prog))) return; /* not diagnosed; the job goes on */
+    h->prog_ranks += m->nranks;
+    m->advanced_ns = now;
+  }
+  hub_prog_t *s = &m->prog[rec.rank];
+  int moved = !s->have || advanced(&s->rec, &rec);
+  if (!s->have) { /* the peer's address without its port names the host */
+    snprintf(s->host, sizeof s->host, "%s", c->peer);
+    char *colon = strrchr(s->host, ':');
+    if (colon) *colon = 0;
+  }
+  s->rec = rec;
+  s->have = 1;
+  if (!moved) return;
+  m->advanced_ns = now;
+  if (m->finding) {
+    char text[AH_HEALTH_TEXT];
+    snprintf(text, sizeof text, "comm %016llx advances again (rank %u)", (unsigned long long)comm, rec.rank);
+    finding_send(h, m, AH_FINDING_RESUMED, text);
+    m->finding = 0;
+  }
+}
+
+void hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
+  if (h->o.hang_ms <= 0 || now - h->health_ns < 1000000000ull) return;
+  h->health_ns = now;
+  uint64_t hang_ns = (uint64_t)h->o.hang_ms * 1000000ull;
+  for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
+    if (!m->prog || m->finding || now - m->advanced_ns < hang_ns) continue;
+    ah_health_rank_t *ranks = calloc(m->nranks, sizeof *ranks);
+    if (!ranks) return;
+    for (uint32_t r = 0; r < m->nranks; r++)
+      ranks[r] = (ah_health_rank_t){m->prog[r].have ? &m->prog[r].rec : NULL, m->prog[r].host};
+    char text[AH_HEALTH_TEXT];
+    int kind = ah_health_classify(m->comm, ranks, m->nranks, (double)(now - m->advanced_ns) / 1e9, text);
+    free(ranks);
+    if (kind == AH_FINDING_NONE) continue; /* the job waits outside NCCL: look again next second */
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, text);
+    finding_send(h, m, kind, text);
+    m->finding = kind;
+  }
+}

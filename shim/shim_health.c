@@ -1,0 +1,162 @@
+/* Progress records for the hub's hang diagnosis (docs/diagnosis.md). A thread of the shim's own,
+ * started when a first communicator joins the hub, wakes once a second and sends, for every local
+ * rank of every hub-joined communicator: the calls the rank entered per key (the keys' call
+ * indices, which the decision path counts anyway: nothing is added to it but one store of the
+ * call's stream), and whether the rank's GPU stream has completed them.
+ *
+ * Completion is probed, not tracked per call: once a rank's calls have not advanced for a tick,
+ * the thread records one event on the stream of the rank's latest call (in the context the rank's
+ * keys were created in, with the thread's capture mode relaxed, never on a capturing stream) and
+ * queries it on later ticks. The rank is idle when the probe covering every call it entered has
+ * completed, busy otherwise. So a hang's state is known one to two ticks after its calls stop. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ah_coord_health.h"
+#include "shim_control.h"
+#include "shim_real.h"
+
+typedef struct ah_comm_health {
+  uint64_t seen[AH_NUM_COLLS][AH_BINS];    /* each key's count at the last tick */
+  uint64_t changed[AH_NUM_COLLS][AH_BINS]; /* the tick it last changed */
+  uint64_t last_total;                     /* calls entered at the last tick */
+  uint64_t done_total;                     /* calls a completed probe covered */
+  uint64_t probe_total;                    /* calls the pending probe covers */
+  CUevent probe;
+  CUcontext probe_ctx;
+  int pending;
+} comm_health_t;
+
+static uint64_t tick;
+
+/* Records a probe covering every call on c's latest stream. Returns 0, or -1 when none can be
+ * recorded (no driver, no context, a capturing stream). */
+static int probe_record(ah_comm_t *c, comm_health_t *hs) {
+  if (!ah_shim_cuda_init() || !ah_cuda.CtxSetCurrent || !c->cuctx) return -1;
+  CUstream s = c->last_stream;
+  if (ah_cuda.CtxSetCurrent(c->cuctx) != CUDA_SUCCESS) return -1;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (ah_cuda.StreamIsCapturing(s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE) return -1;
+  if (hs->probe && hs->probe_ctx != c->cuctx) {
+    ah_cuda.EventDestroy(hs->probe);
+    hs->probe = NULL;
+  }
+  if (!hs->probe && ah_cuda.EventCreate(&hs->probe, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    hs->probe = NULL;
+    return -1;
+  }
+  hs->probe_ctx = c->cuctx;
+  return ah_cuda.EventRecord(hs->probe, s) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* The rank's state after this tick's probe work (AH_HEALTH_*). */
+static int probe_state(ah_comm_t *c, comm_health_t *hs, uint64_t total) {
+  int unknown = 0;
+  if (hs->pending) {
+    CUresult q = ah_cuda.EventQuery(hs->probe);
+    if (q == CUDA_SUCCESS) {
+      hs->done_total = hs->probe_total;
+      hs->pending = 0;
+    } else if (q != CUDA_ERROR_NOT_READY) {
+      hs->pending = 0;
+      unknown = 1;
+    }
+  }
+  if (!hs->pending && total == hs->last_total && hs->done_total != total) { /* quiet: probe it */
+    if (probe_record(c, hs) == 0) {
+      hs->pending = 1;
+      hs->probe_total = total;
+    } else {
+      unknown = 1;
+    }
+  }
+  if (hs->done_total == total) return AH_HEALTH_IDLE;
+  return unknown ? AH_HEALTH_UNKNOWN : AH_HEALTH_BUSY;
+}
+
+/* Fills rec with the keys that changed last (AH_HEALTH_KEYS at most) and returns the calls entered. */
+static uint64_t keys_fill(ah_comm_t *c, comm_health_t *hs, ah_health_rec_t *rec) {
+  uint64_t total = 0;
+  rec->nkeys = 0;
+  for (int coll = 0; coll < AH_NUM_COLLS; coll++)
+    for (int bin = 0; bin < AH_BINS; bin++) {
+      ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
+      if (!ck) continue;
+      uint64_t n = __atomic_load_n(&ck->next, __ATOMIC_RELAXED);
+      total += n;
+      if (n != hs->seen[coll][bin]) hs->changed[coll][bin] = tick;
+      hs->seen[coll][bin] = n;
+      /* keep the AH_HEALTH_KEYS most recently changed: replace the stalest when full */
+      int slot = rec->nkeys < AH_HEALTH_KEYS ? rec->nkeys++ : -1;
+      if (slot < 0) {
+        uint64_t oldest = hs->changed[coll][bin];
+        for (int i = 0; i < AH_HEALTH_KEYS; i++) {
+          uint64_t t = hs->changed[rec->keys[i].coll][rec->keys[i].bin];
+          if (t < oldest) oldest = t, slot = i;
+        }
+        if (slot < 0) continue;
+      }
+      rec->keys[slot] = (ah_health_key_t){(uint8_t)coll, (uint8_t)bin, n};
+    }
+  return total;
+}
+
+typedef struct {
+  ah_shim_coord_hooks_t h;
+  uint32_t pid;
+} tick_arg_t;
+
+static void comm_tick(void *arg, ah_comm_t *c) {
+  const tick_arg_t *t = arg;
+  if (c->rank < 0 || !c->rec || !c->rec->hub || atomic_load(&c->finalized) || c->abi == 0) return;
+  comm_health_t *hs = c->health;
+  if (!hs && !(hs = c->health = calloc(1, sizeof *hs))) return;
+  ah_health_rec_t rec = {.rank = (uint32_t)c->rank, .pid = t->pid, .gpu = 0xffff};
+  uint64_t total = keys_fill(c, hs, &rec);
+  rec.state = (uint8_t)probe_state(c, hs, total);
+  hs->last_total = total;
+  if (c->cuctx && ah_cuda.CtxSetCurrent && ah_cuda.CtxSetCurrent(c->cuctx) == CUDA_SUCCESS) {
+    CUdevice dev;
+    if (ah_cuda.CtxGetDevice(&dev) == CUDA_SUCCESS) rec.gpu = (uint16_t)dev;
+  }
+  t->h.progress(t->h.arg, c->id, &rec);
+}
+
+static void *health_main(void *arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "autoha-health");
+  tick_arg_t t = {.pid = (uint32_t)getpid()};
+  for (;;) {
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    tick++;
+    t.h = ah_shim_hooks();
+    if (!t.h.progress) continue;
+    /* relaxed for good (this thread captures nothing): its queries never invalidate a capture */
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (ah_shim_cuda_init() && ah_cuda.ThreadExchangeStreamCaptureMode)
+      (void)ah_cuda.ThreadExchangeStreamCaptureMode(&mode);
+    ah_comm_foreach(comm_tick, &t);
+  }
+  return NULL;
+}
+
+void ah_shim_health_start(void) {
+  static int started;
+  if (!ah_shim.settings || !ah_shim.settings->health || __atomic_load_n(&started, __ATOMIC_ACQUIRE)) return;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  if (!started) {
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &attr, health_main, NULL) != 0)
+      ah_log(AH_LOG_WARN, "cannot start the health thread: hangs are not diagnosed");
+    pthread_attr_destroy(&attr);
+    __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&lock);
+}
