@@ -30,6 +30,16 @@ typedef struct ah_comm_health {
 } comm_health_t;
 
 static uint64_t tick;
+/* Held for each tick. At exit the thread is stopped between ticks, before the CUDA runtime's own
+ * exit handlers (registered before ours, so run after) tear the driver down under it. */
+static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
+static int stopping;
+
+static void health_stop(void) {
+  pthread_mutex_lock(&tick_lock);
+  stopping = 1;
+  pthread_mutex_unlock(&tick_lock);
+}
 
 /* Records a probe covering every call on c's latest stream. Returns 0, or -1 when none can be
  * recorded (no driver, no context, a capturing stream). */
@@ -131,14 +141,23 @@ static void *health_main(void *arg) {
   for (;;) {
     struct timespec ts = {1, 0};
     nanosleep(&ts, NULL);
+    pthread_mutex_lock(&tick_lock);
+    if (stopping) {
+      pthread_mutex_unlock(&tick_lock);
+      break;
+    }
     tick++;
     t.h = ah_shim_hooks();
-    if (!t.h.progress) continue;
+    if (!t.h.progress) {
+      pthread_mutex_unlock(&tick_lock);
+      continue;
+    }
     /* relaxed for good (this thread captures nothing): its queries never invalidate a capture */
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     if (ah_shim_cuda_init() && ah_cuda.ThreadExchangeStreamCaptureMode)
       (void)ah_cuda.ThreadExchangeStreamCaptureMode(&mode);
     ah_comm_foreach(comm_tick, &t);
+    pthread_mutex_unlock(&tick_lock);
   }
   return NULL;
 }
@@ -155,6 +174,8 @@ void ah_shim_health_start(void) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&th, &attr, health_main, NULL) != 0)
       ah_log(AH_LOG_WARN, "cannot start the health thread: hangs are not diagnosed");
+    else
+      atexit(health_stop);
     pthread_attr_destroy(&attr);
     __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
   }
