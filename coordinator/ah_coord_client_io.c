@@ -228,6 +228,10 @@ static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
   pthread_mutex_unlock(&c->mu);
 }
 
+static _Atomic(ah_coord_finding_fn) finding_fn;
+void ah_coord_set_finding_handler(ah_coord_finding_fn fn) { atomic_store(&finding_fn, fn); }
+ah_coord_finding_fn ah_coord_finding_handler(void) { return atomic_load(&finding_fn); }
+
 /* The hub's diagnosis of a communicator of this process: one line on this process's stderr (an
  * error for a hang, info when it advances again). A malformed finding is refused by name. */
 static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
@@ -245,6 +249,8 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
   }
   ah_log(kind == AH_FINDING_RESUMED ? AH_LOG_INFO : AH_LOG_ERROR, "%s", text);
   atomic_fetch_add(&c->findings, 1);
+  ah_coord_finding_fn fn = ah_coord_finding_handler();
+  if (fn) fn(comm, kind);
 }
 
 static void client_on_segment(ah_coord_t *c, const uint8_t *p) {

@@ -193,3 +193,5 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
    * spanning processes reaches hook_attach, which says why it is not tuned. */
   hooks_install();
 }
+
+void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind)) { ah_coord_set_finding_handler(fn); }

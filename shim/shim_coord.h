@@ -4,6 +4,8 @@
 #ifndef AH_SHIM_COORD_H
 #define AH_SHIM_COORD_H
 
+#include <stdint.h>
+
 #include <nccl.h>
 
 /* After a successful ncclGetUniqueId (not inside ncclCommInitAll): starts the hub and stamps the
@@ -14,5 +16,8 @@ void ah_shim_coord_stamp(ncclUniqueId *id);
  * stamp) and remembers which coordinator carries that communicator. A communicator made from an id
  * without a stamp runs NCCL's own choices if it spans processes, with one warning. */
 void ah_shim_coord_seen(const ncclUniqueId *id);
+/* What the process does with the hub's findings (after the line is logged): fn(comm, kind), on
+ * the coordinator's I/O thread. */
+void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind));
 
 #endif

@@ -245,6 +245,8 @@ int ah_shim_dtype_size(ncclDataType_t t);
 int ah_shim_in_group(void);
 /* The context the shim keeps for a communicator handle (API-side or tuner-face), or NULL. */
 ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm);
+/* Revokes (ncclCommRevoke) every handle of this process with identity `id`; returns how many. */
+int ah_shim_revoke_comm(uint64_t id);
 
 /* ---- report (shim_report.c) ------------------------------------------------------------------ */
 /* Writes the report now (teardown, exit, interval). Serialised; never fails the job. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_coord_health.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
 #include "shim_real.h"
@@ -145,6 +146,36 @@ ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm) {
   ctx_cache.ctx = c;
   ctx_cache.gen = gen;
   return c;
+}
+
+int ah_shim_revoke_comm(uint64_t id) {
+  ncclComm_t found[64];
+  int n = 0;
+  pthread_mutex_lock(&handles_lock);
+  for (handle_t *h = handles; h && n < 64; h = h->hh.next)
+    if (h->id == id || (h->ctx && h->ctx->id == id)) found[n++] = h->handle;
+  pthread_mutex_unlock(&handles_lock);
+  int done = 0;
+  for (int i = 0; i < n; i++) { /* outside the lock: NCCL may call back into the shim */
+    ncclResult_t r = ah_real.CommRevoke(found[i], 0);
+    if (r == ncclSuccess) done++;
+    else
+      ah_log(AH_LOG_WARN, "communicator %016llx: ncclCommRevoke failed (error %d%s): it is left as "
+             "it is", (unsigned long long)id, (int)r,
+             ah_shim.nccl_version < 22807 ? "; it needs NCCL 2.28.7 or newer" : "");
+  }
+  return done;
+}
+
+/* AUTOHA_HEALTH_ACTION=abort: a hang on a communicator revokes this process's ranks of it, so
+ * their waiting calls fail now instead of at the framework's watchdog. */
+static void on_finding(uint64_t comm, int kind) {
+  if (kind < AH_FINDING_MISSING || kind > AH_FINDING_MISMATCH || !ah_shim.settings ||
+      ah_shim.settings->health_action != 1)
+    return;
+  int n = ah_shim_revoke_comm(comm);
+  ah_log(AH_LOG_ERROR, "communicator %016llx: revoked %d local rank%s (AUTOHA_HEALTH_ACTION=abort)",
+         (unsigned long long)comm, n, n == 1 ? "" : "s");
 }
 
 static ah_comm_t *handle_api_ctx(ncclComm_t comm) {
@@ -381,6 +412,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
                                         int myrank) {
   ah_shim_coord_seen(&commId);
+  ah_shim_coord_on_finding(on_finding);
   CONSTRUCT(ah_real.CommInitRank(newcomm, nranks, commId, myrank), newcomm,
             ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks, myrank);
 }
@@ -388,6 +420,7 @@ AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUni
 AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
                                               int myrank, ncclConfig_t *config) {
   ah_shim_coord_seen(&commId);
+  ah_shim_coord_on_finding(on_finding);
   ncclConfig_t tc_copy; /* AUTOHA_QP_TC(_COMM) as the per-communicator traffic class (NCCL 2.26+) */
   config = ah_shim_qp_config_tc(config, nranks, &tc_copy);
   CONSTRUCT(ah_real.CommInitRankConfig(newcomm, nranks, commId, myrank, config), newcomm,
@@ -397,6 +430,7 @@ AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, n
 AH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                                 ncclUniqueId *commIds, ncclConfig_t *config) {
   if (nId > 0 && commIds) ah_shim_coord_seen(&commIds[0]);
+  ah_shim_coord_on_finding(on_finding);
   CONSTRUCT(ah_real.CommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config), newcomm,
             nId > 0 && commIds ? ah_comm_id_from_unique_id(&commIds[0]) : 0,
             nId > 0 && commIds ? ah_comm_alt_id_from_unique_id(&commIds[0]) : 0, nranks, myrank);

@@ -63,6 +63,7 @@ STUB(GroupEnd, void)
 STUB(GroupSimulateEnd, ncclSimInfo_t *info)
 /* ---- newer entry points (shim_nccl.c: Shrink; shim_nccl_more.c: AlltoAll, Gather, Scatter) ---- */
 STUB(CommShrink, ncclComm_t c, int *excl, int nexcl, ncclComm_t *nc, ncclConfig_t *cfg, int flags)
+STUB(CommRevoke, ncclComm_t c, int flags)
 STUB(AlltoAll, const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
 STUB(Gather, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
 STUB(Scatter, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
@@ -106,6 +107,7 @@ static void real_resolve(void *src, ah_real_nccl_t *t) {
   RESOLVE(GroupSimulateEnd);
   /* ---- newer entry points (see the stubs above) ---- */
   RESOLVE(CommShrink);
+  RESOLVE(CommRevoke);
   RESOLVE(AlltoAll);
   RESOLVE(Gather);
   RESOLVE(Scatter);

@@ -36,6 +36,7 @@ typedef struct {
   ncclResult_t (*GroupSimulateEnd)(ncclSimInfo_t *); /* 2.22+ */
   /* ---- newer entry points wrapped by shim_nccl.c (Shrink) and shim_nccl_more.c ---- */
   ncclResult_t (*CommShrink)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int); /* 2.27+ */
+  ncclResult_t (*CommRevoke)(ncclComm_t, int); /* 2.28.7+: AUTOHA_HEALTH_ACTION=abort */
   ncclResult_t (*AlltoAll)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t); /* 2.28+ */
   ncclResult_t (*Gather)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t); /* 2.28+ */
   ncclResult_t (*Scatter)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t); /* 2.28+ */

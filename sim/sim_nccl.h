@@ -114,7 +114,8 @@ struct ncclComm {
   struct sim_reg *regs;
   struct ncclWindow_vidmem *wins;
   int shrink_count;           /* ncclCommShrink calls on this communicator (sim_nccl_shrink.c) */
-  int revoked;                /* ncclCommRevoke: collectives fail, destroy/split/shrink still work */
+  _Atomic int revoked;        /* ncclCommRevoke: collectives fail (a call waiting for its peers,
+                               * within 100 ms), destroy/split/shrink still work */
 };
 
 /* ---- segment (sim_shm.c) --------------------------------------------------------------------- */

@@ -108,6 +108,10 @@ static ncclResult_t group_launch(sim_task_t *head) {
             continue;
           }
         }
+        if (r == ncclSuccess && atomic_load(&t->comm->revoked)) /* by another thread, meanwhile */
+          r = sim_error(ncclInvalidUsage, "ncclsim: rank %d of communicator %016llx: the "
+                        "communicator was revoked while the call waited for its peers", t->comm->rank,
+                        (unsigned long long)t->comm->hash);
         if (r == ncclSuccess && now - start > sim_timeout_s())
           r = sim_error(ncclSystemError,
                         "ncclsim: rank %d of communicator %016llx waited %.0f s for its peers "

@@ -122,6 +122,13 @@ static const ah_env_var_t env_table[] = {
      "pauses of healthy jobs (checkpoints, evaluation) in which ranks wait in a collective. Read by "
      "the process that runs the hub.",
      1, 86400, NULL, FIELD(hang_s)},
+    {"AUTOHA_HEALTH_ACTION", AH_ENV_ENUM, "log", "log|abort",
+     "What a process does when the hub finds a hang on one of its communicators. log: the line only. "
+     "abort: also revokes its ranks of that communicator (ncclCommRevoke, NCCL 2.28.7+), so every "
+     "call waiting in it fails within a fraction of a second and the framework exits with an error "
+     "an elastic launcher restarts on, instead of waiting for its watchdog; ranks stuck outside NCCL "
+     "are ended by the launcher when the others exit.",
+     0, 0, "log|abort", FIELD(health_action)},
     {"AUTOHA_QP", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Lets autoha set the UDP source port and the traffic class of the RoCE queue pairs NCCL "
      "creates, at the INIT to RTR transition. 0 (off) leaves every queue pair exactly as NCCL set "

@@ -39,6 +39,7 @@ typedef struct {
   double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
   int health;                        /* AUTOHA_HEALTH: send progress records for hang diagnosis */
   double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
+  int health_action;                 /* AUTOHA_HEALTH_ACTION: 0 log, 1 abort (revoke) */
   int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
   int qp_sport;                      /* AUTOHA_QP_SPORT: AH_PATH_SPORT_* (ah_path.h) */
   char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */

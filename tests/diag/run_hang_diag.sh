@@ -10,6 +10,7 @@ set -u
 run=$1 job=$2 lib=$3 simlib=$4
 hang_s=3
 work=$(mktemp -d)
+export AUTOHA_REPORT="$work/reports/%h-%p.json" # not into the working folder
 trap 'rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 
@@ -55,7 +56,41 @@ check() {
   echo "$name: 32 of 32 processes named the culprit $took s after the fault (AUTOHA_HANG_S=$hang_s)"
 }
 
+# AUTOHA_HEALTH_ACTION=abort: every process revokes its ranks of the communicator, the ranks
+# waiting in it fail by themselves and the launcher ends the stalled one: the job is over, non-zero,
+# within AUTOHA_HANG_S + 5 s of the fault.
+abort_case() {
+  local log=$work/abort.log t0= t1= rc
+  AUTOHA_HEALTH_ACTION=abort AUTOHA_HANG_S=$hang_s NCCLSIM_TIMEOUT_S=120 NCCLSIM_RUN_GRACE_S=2 \
+    LD_LIBRARY_PATH="$simlib" LD_PRELOAD="$lib" setsid "$run" -n 32 --nodes 4 -- "$job" --iters 6 \
+    --stall 13:7 >"$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do
+    if grep -q "rank 13 stalls before collective #7" "$log"; then t0=$(now); break; fi
+    sleep 0.1
+  done
+  for _ in $(seq $(( (hang_s + 20) * 10 ))); do
+    if ! kill -0 "$pid" 2>/dev/null; then t1=$(now); break; fi
+    sleep 0.1
+  done
+  kill -KILL -- -"$pid" 2>/dev/null
+  wait "$pid"
+  rc=$?
+  [ -n "$t0" ] && [ -n "$t1" ] || { echo "FAIL abort: the job did not end (fault seen: ${t0:-no})"; return 1; }
+  local took n_rev n_fail
+  took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  n_rev=$(grep -c "revoked 1 local rank (AUTOHA_HEALTH_ACTION=abort)" "$log")
+  n_fail=$(grep -cE "^train_job: rank [0-9]+: .* failed" "$log")
+  [ "$rc" -ne 0 ] || { echo "FAIL abort: the job exited 0"; return 1; }
+  [ "$n_rev" = 32 ] || { echo "FAIL abort: $n_rev of 32 processes revoked"; return 1; }
+  [ "$n_fail" = 31 ] || { echo "FAIL abort: $n_fail of the 31 waiting ranks failed their call"; return 1; }
+  awk -v t="$took" -v h="$hang_s" 'BEGIN { exit !(t <= h + 5) }' ||
+    { echo "FAIL abort: the job ended $took s after the fault (bound $hang_s + 5 s)"; return 1; }
+  echo "abort: 32 processes revoked, 31 ranks failed by themselves, job over (status $rc) $took s after the fault"
+}
+
 fail=0
+abort_case || fail=1
 check stall "rank 13 stalls before collective #7" \
   "error: hang on comm [0-9a-f]+: rank 13 \([^)]* gpu 5\) never entered reducescatter [^ ]+ #3, which rank 0 " \
   -- --stall 13:7 || fail=1
