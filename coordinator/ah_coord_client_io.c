@@ -250,7 +250,7 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
   ah_log(kind == AH_FINDING_RESUMED ? AH_LOG_INFO : AH_LOG_ERROR, "%s", text);
   atomic_fetch_add(&c->findings, 1);
   ah_coord_finding_fn fn = ah_coord_finding_handler();
-  if (fn) fn(comm, kind);
+  if (fn) fn(comm, kind, text);
 }
 
 static void client_on_segment(ah_coord_t *c, const uint8_t *p) {

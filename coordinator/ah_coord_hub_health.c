@@ -1,6 +1,6 @@
 /* The hub's diagnosis (docs/diagnosis.md): it keeps every rank's latest progress record per
- * communicator and, once a second, looks for a communicator none of whose ranks has advanced for
- * hang_ms; it classifies that stall from the records (ah_coord_health.c) and sends the one-line
+ * communicator and, at each tick of its loop (50 ms), looks for a communicator none of whose ranks
+ * has advanced for hang_ms; it classifies that stall from the records (ah_coord_health.c) and sends the one-line
  * finding to every process of the communicator, once per stall, and says when it advances again.
  * Records are kept only for communicators whose every rank joined (COMPLETE), from members, and
  * for at most max_progress_ranks ranks in all. */
@@ -83,11 +83,10 @@ void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const u
 }
 
 void hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
-  if (h->o.hang_ms <= 0 || now - h->health_ns < 1000000000ull) return;
-  h->health_ns = now;
+  if (h->o.hang_ms <= 0) return;
   uint64_t hang_ns = (uint64_t)h->o.hang_ms * 1000000ull;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
-    if (!m->prog || m->finding || now - m->advanced_ns < hang_ns) continue;
+    if (!m->prog || m->finding || now - m->advanced_ns < hang_ns || now < m->recheck_ns) continue;
     ah_health_rank_t *ranks = calloc(m->nranks, sizeof *ranks);
     if (!ranks) return;
     for (uint32_t r = 0; r < m->nranks; r++)
@@ -95,7 +94,10 @@ void hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
     char text[AH_HEALTH_TEXT];
     int kind = ah_health_classify(m->comm, ranks, m->nranks, (double)(now - m->advanced_ns) / 1e9, text);
     free(ranks);
-    if (kind == AH_FINDING_NONE) continue; /* the job waits outside NCCL: look again next second */
+    if (kind == AH_FINDING_NONE) { /* the job waits outside NCCL: look again in a second */
+      m->recheck_ns = now + 1000000000ull;
+      continue;
+    }
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, text);
     finding_send(h, m, kind, text);
     m->finding = kind;

@@ -91,6 +91,7 @@ typedef struct {
    * rank's calls last advanced, and the kind of the finding sent for the current stall (0: none). */
   hub_prog_t *prog;
   uint64_t advanced_ns;
+  uint64_t recheck_ns;    /* a stall that showed no hang is looked at again from here */
   int finding;
   UT_hash_handle hh;
 } hub_comm_t;
@@ -137,7 +138,6 @@ struct ah_coord_hub {
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
   uint32_t prog_ranks;  /* ranks with a progress slot, all communicators */
-  uint64_t health_ns;   /* when the diagnosis last ran */
 };
 
 
@@ -171,8 +171,8 @@ void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const 
 /* Stores a rank's progress record (refused, with the connection dropped, for a communicator the
  * client is not a member of, before its verdict is COMPLETE, or when malformed). */
 void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
-/* Once a second: diagnoses every communicator whose ranks all stopped advancing for hang_ms and
- * sends the finding to its processes; says when one resumes. */
+/* At each tick: diagnoses every communicator whose ranks all stopped advancing for hang_ms and
+ * sends the finding to its processes (once per stall). */
 void hub_health_tick(ah_coord_hub_t *h, uint64_t now);
 
 #endif

@@ -194,4 +194,6 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   hooks_install();
 }
 
-void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind)) { ah_coord_set_finding_handler(fn); }
+void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind, const char *text)) {
+  ah_coord_set_finding_handler(fn);
+}

@@ -18,6 +18,6 @@ void ah_shim_coord_stamp(ncclUniqueId *id);
 void ah_shim_coord_seen(const ncclUniqueId *id);
 /* What the process does with the hub's findings (after the line is logged): fn(comm, kind), on
  * the coordinator's I/O thread. */
-void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind));
+void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind, const char *text));
 
 #endif

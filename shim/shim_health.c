@@ -10,6 +10,7 @@
  * queries it on later ticks. The rank is idle when the probe covering every call it entered has
  * completed, busy otherwise. So a hang's state is known one to two ticks after its calls stop. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,4 +181,33 @@ void ah_shim_health_start(void) {
     __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&lock);
+}
+
+/* ---- the findings received, for the report ---------------------------------------------------- */
+
+static pthread_mutex_t findings_lock = PTHREAD_MUTEX_INITIALIZER;
+static ah_report_health_t findings[AH_REPORT_HEALTH_MAX];
+static int nfindings, first_finding;
+
+void ah_shim_health_note(uint64_t comm, int kind, const char *text) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pthread_mutex_lock(&findings_lock);
+  int slot = (first_finding + nfindings) % AH_REPORT_HEALTH_MAX;
+  if (nfindings == AH_REPORT_HEALTH_MAX) first_finding = (first_finding + 1) % AH_REPORT_HEALTH_MAX;
+  else nfindings++;
+  ah_report_health_t *h = &findings[slot];
+  h->comm = comm;
+  h->kind = kind;
+  snprintf(h->text, sizeof h->text, "%s", text);
+  h->time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  pthread_mutex_unlock(&findings_lock);
+}
+
+int ah_shim_health_findings(ah_report_health_t *out, int max) {
+  pthread_mutex_lock(&findings_lock);
+  int n = nfindings < max ? nfindings : max;
+  for (int i = 0; i < n; i++) out[i] = findings[(first_finding + nfindings - n + i) % AH_REPORT_HEALTH_MAX];
+  pthread_mutex_unlock(&findings_lock);
+  return n;
 }

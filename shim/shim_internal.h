@@ -232,6 +232,9 @@ extern AH_TLS_HOT CUstream ah_timing_cur_stream;
 /* Starts, once per process, the thread that sends the hub every hub-joined rank's progress record
  * once a second (unless AUTOHA_HEALTH=0). */
 void ah_shim_health_start(void);
+/* Keeps a finding of the hub for the report (the latest AH_REPORT_HEALTH_MAX), and copies them. */
+void ah_shim_health_note(uint64_t comm, int kind, const char *text);
+int ah_shim_health_findings(ah_report_health_t *out, int max);
 
 /* ---- CUDA graphs (shim_graph.c) ---------------------------------------------------------------- */
 /* Records that a call of key ck was issued into the capture on `stream`: each launch of the graph

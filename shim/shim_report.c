@@ -151,6 +151,7 @@ void ah_shim_report_write(const char *why) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  r.nhealth = ah_shim_health_findings(r.health, AH_REPORT_HEALTH_MAX);
   build_t b = {&r, 0, 1, 0};
   ah_comm_foreach(comm_add, &b);
   char path[AH_ENV_PATH_MAX], err[256], job[AH_SHIM_JOB_MAX];

@@ -98,6 +98,25 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
   return j;
 }
 
+const char *ah_report_health_kind(int kind) {
+  static const char *names[] = {NULL, "missing", "incomplete", "mismatch", "resumed"};
+  return kind >= 1 && kind <= 4 ? names[kind] : NULL;
+}
+
+static json_t *health_to_json(const ah_report_t *r) {
+  json_t *a = json_array();
+  for (int i = 0; i < r->nhealth && i < AH_REPORT_HEALTH_MAX; i++) {
+    const ah_report_health_t *h = &r->health[i];
+    char id[24], text[AH_REPORT_TEXT_MAX];
+    snprintf(id, sizeof id, "0x%016" PRIx64, h->comm);
+    const char *kind = ah_report_health_kind(h->kind);
+    json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:o}", "comm", id, "kind", kind ? kind : "unknown",
+                                       "text", ah_report_text_copy(text, sizeof text, h->text),
+                                       "time", num_or_null(h->time_s)));
+  }
+  return a;
+}
+
 static json_t *report_to_json(const ah_report_t *r) {
   json_t *comms = json_array();
   for (int c = 0; c < r->ncomms; c++) {
@@ -118,10 +137,11 @@ static json_t *report_to_json(const ah_report_t *r) {
                                            cm->rank, "sync", "waits", (json_int_t)waits, "wait_us",
                                            num_or_null(wait_us), "keys", keys));
   }
-  return json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o}",
+  return json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o}",
                    "schema", AH_REPORT_SCHEMA, "tool", "autoha", "job", r->job, "host", r->host,
                    "pid", r->pid, "rank", r->rank, "nccl_version", r->nccl_version, "topology",
-                   r->topo, "mode", r->mode, "time", num_or_null(r->time_s), "comms", comms);
+                   r->topo, "mode", r->mode, "time", num_or_null(r->time_s), "comms", comms,
+                   "health", health_to_json(r));
 }
 
 char *ah_report_to_string(const ah_report_t *r) {
@@ -491,6 +511,35 @@ void ah_report_free(ah_report_t *r) {
   free(r);
 }
 
+/* The optional "health" array: the findings kept, at most AH_REPORT_HEALTH_MAX (the latest). */
+static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
+  json_t *a = json_object_get(root, "health");
+  if (!a || rd->failed) return;
+  if (!json_is_array(a)) { rerr(rd, "health", "expected an array"); return; }
+  size_t n = json_array_size(a), first = n > AH_REPORT_HEALTH_MAX ? n - AH_REPORT_HEALTH_MAX : 0;
+  for (size_t i = first; i < n && !rd->failed; i++) {
+    char p[40], id[40] = "", kind[16] = "";
+    snprintf(p, sizeof p, "health[%zu]", i);
+    json_t *hj = json_array_get(a, i);
+    if (!json_is_object(hj)) { rerr(rd, p, "expected an object"); return; }
+    ah_report_health_t *h = &r->health[r->nhealth];
+    get_str(rd, hj, p, "comm", 1, id, sizeof id);
+    get_str(rd, hj, p, "kind", 1, kind, sizeof kind);
+    get_str(rd, hj, p, "text", 1, h->text, sizeof h->text);
+    get_num(rd, hj, p, "time", &h->time_s);
+    if (rd->failed) return;
+    char *end;
+    errno = 0;
+    h->comm = strtoull(id, &end, 0);
+    if (errno || *end || !*id) { rerr(rd, p, "comm '%s' is not a hexadecimal id", id); return; }
+    h->kind = 0;
+    for (int k = 1; k <= 4; k++)
+      if (strcmp(kind, ah_report_health_kind(k)) == 0) h->kind = k;
+    if (!h->kind) { rerr(rd, p, "kind '%s' is not missing, incomplete, mismatch or resumed", kind); return; }
+    r->nhealth++;
+  }
+}
+
 static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   int64_t v = 0;
   if (!json_is_object(root)) { rerr(rd, "(top level)", "expected an object"); return; }
@@ -524,6 +573,7 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   get_num(rd, root, "", "time", &r->time_s);
   /* Reports written before autoha stopped recommending NCCL_NTHREADS / NCCL_BUFFSIZE hold a
    * "recommended" object of placeholders: ignored, like any field this reader does not know. */
+  get_health(rd, root, r);
   json_t *comms = get(rd, root, "", "comms", 1);
   if (rd->failed) return;
   if (!json_is_array(comms)) { rerr(rd, "comms", "expected an array"); return; }

@@ -65,6 +65,18 @@ typedef struct {
   ah_report_key_t *keys;
 } ah_report_comm_t;
 
+/* One finding of the hang diagnosis that this process received (docs/diagnosis.md). */
+#define AH_REPORT_HEALTH_MAX 16
+typedef struct {
+  uint64_t comm;
+  int kind;                          /* 1 missing, 2 incomplete, 3 mismatch, 4 resumed */
+  char text[AH_REPORT_TEXT_MAX];
+  double time_s;                     /* seconds since the epoch when it arrived */
+} ah_report_health_t;
+
+/* The name of a finding's kind ("missing", "incomplete", "mismatch", "resumed"), NULL if none. */
+const char *ah_report_health_kind(int kind);
+
 /* The whole report of one process. Strings are copied into fixed buffers, so a read report owns
  * everything it points to. */
 typedef struct {
@@ -78,6 +90,8 @@ typedef struct {
   double time_s;                     /* seconds since the epoch when written */
   int ncomms;
   ah_report_comm_t *comms;
+  int nhealth;                       /* the latest findings, oldest first */
+  ah_report_health_t health[AH_REPORT_HEALTH_MAX];
 } ah_report_t;
 
 /* ---- formulas -------------------------------------------------------------------------------- */

@@ -86,7 +86,12 @@ abort_case() {
   [ "$n_fail" = 31 ] || { echo "FAIL abort: $n_fail of the 31 waiting ranks failed their call"; return 1; }
   awk -v t="$took" -v h="$hang_s" 'BEGIN { exit !(t <= h + 5) }' ||
     { echo "FAIL abort: the job ended $took s after the fault (bound $hang_s + 5 s)"; return 1; }
-  echo "abort: 32 processes revoked, 31 ranks failed by themselves, job over (status $rc) $took s after the fault"
+  # the ranks that exited wrote their report at exit, with the finding in its health section
+  local n_rep
+  n_rep=$(grep -l '"kind": "missing"' "$work"/reports/*.json 2>/dev/null | wc -l)
+  [ "$n_rep" -ge 31 ] || { echo "FAIL abort: $n_rep reports hold the finding (31 expected)"; return 1; }
+  echo "abort: 32 processes revoked, 31 ranks failed by themselves (their reports hold the finding)," \
+    "job over (status $rc) $took s after the fault"
 }
 
 fail=0

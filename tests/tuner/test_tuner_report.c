@@ -232,6 +232,9 @@ static void add_old_recommended(const char *src, const char *dst) {
 
 START_TEST(round_trip) {
   build_report();
+  rep.nhealth = 2;
+  rep.health[0] = (ah_report_health_t){0xabcull, 1, "hang on comm 0000000000000abc: rank 3 never entered", 1.5e9};
+  rep.health[1] = (ah_report_health_t){0xabcull, 4, "comm 0000000000000abc advances again (rank 3)", 1.5e9 + 9};
   make_dir();
   char path[512], err[512];
   snprintf(path, sizeof path, "%s/r.json", dir);
@@ -245,6 +248,11 @@ START_TEST(round_trip) {
   ck_assert_str_eq(r->topo, rep.topo);
   ck_assert_str_eq(r->mode, "tune");
   ck_assert_int_eq(r->ncomms, 1);
+  ck_assert_int_eq(r->nhealth, 2); /* the hang diagnosis' findings */
+  ck_assert_uint_eq(r->health[0].comm, 0xabc);
+  ck_assert_int_eq(r->health[0].kind, 1);
+  ck_assert_str_eq(r->health[1].text, "comm 0000000000000abc advances again (rank 3)");
+  ck_assert_double_eq_tol(r->health[1].time_s, 1.5e9 + 9, 1e-3);
   {
     char old[600];
     snprintf(old, sizeof old, "%s/r-old.json", dir);
@@ -441,6 +449,9 @@ START_TEST(malformed_reports) {
   snprintf(buf, sizeof buf, "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", "
            "\"comms\": [{\"id\": \"zz\", \"nranks\": 2, \"keys\": []}]}");
   check_bad(buf, "comms[0].id: 'zz' is not a hexadecimal id");
+  check_bad("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": [], "
+            "\"health\": [{\"comm\": \"0x1\", \"kind\": \"doom\", \"text\": \"x\", \"time\": 1}]}",
+            "health[0]: kind 'doom' is not missing, incomplete, mismatch or resumed");
   /* A minimal valid one parses, unknown fields ignored. */
   ah_report_t *r = NULL;
   char err[256];
