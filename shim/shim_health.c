@@ -9,9 +9,14 @@
  * keys were created in, with the thread's capture mode relaxed, never on a capturing stream) and
  * queries it on later ticks. The rank is idle when the probe covering every call it entered has
  * completed, busy otherwise. So a hang's state is known one to two ticks after its calls stop. */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -210,4 +215,58 @@ int ah_shim_health_findings(ah_report_health_t *out, int max) {
   for (int i = 0; i < n; i++) out[i] = findings[(first_finding + nfindings - n + i) % AH_REPORT_HEALTH_MAX];
   pthread_mutex_unlock(&findings_lock);
   return n;
+}
+
+/* ---- AUTOHA_HEALTH_CMD ------------------------------------------------------------------------ */
+
+/* Appends s to out as a JSON string body (the text is printable ASCII: only quotes and
+ * backslashes need escaping). */
+static size_t json_text(char *out, size_t len, const char *s) {
+  size_t o = 0;
+  for (; *s && o + 2 < len; s++) {
+    if (*s == '"' || *s == '\\') out[o++] = '\\';
+    out[o++] = *s;
+  }
+  out[o] = 0;
+  return o;
+}
+
+void ah_shim_health_event(uint64_t comm, int kind, const char *text) {
+  const ah_settings_t *s = ah_shim.settings;
+  if (!s || !s->health_cmd[0]) return;
+  static const char *kinds[] = {"none", "missing", "incomplete", "mismatch", "resumed"};
+  char host[256] = "?", esc[2 * AH_REPORT_TEXT_MAX], line[4096];
+  gethostname(host, sizeof host - 1);
+  json_text(esc, sizeof esc, text);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int n = snprintf(line, sizeof line, "{\"event\": \"autoha.health\", \"kind\": \"%s\", \"comm\": "
+                   "\"0x%016llx\", \"text\": \"%s\", \"time\": %.3f, \"host\": \"%s\", \"pid\": %d}\n",
+                   kind >= 1 && kind <= 4 ? kinds[kind] : "none", (unsigned long long)comm, esc,
+                   (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, host, (int)getpid());
+  if (n <= 0 || (size_t)n >= sizeof line) return;
+  /* The command runs in the background of a shell that exits at once (so nothing is left to reap),
+   * reading the event from fd 3, a pipe small enough events never block the write. */
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return;
+  char script[AH_ENV_PATH_MAX + 64];
+  snprintf(script, sizeof script, "( %s ) <&3 3<&- >/dev/null 2>&1 &", s->health_cmd);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p[0], 3);
+  char *argv[] = {"sh", "-c", script, NULL};
+  extern char **environ;
+  pid_t pid;
+  int rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(p[0]);
+  if (rc == 0 && write(p[1], line, (size_t)n) != n)
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "AUTOHA_HEALTH_CMD: could not pass the event to the command");
+  close(p[1]);
+  if (rc != 0) {
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "AUTOHA_HEALTH_CMD: cannot start /bin/sh: %s", strerror(rc));
+    return;
+  }
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) { /* the shell exits at once */
+  }
 }

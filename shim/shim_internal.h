@@ -235,6 +235,8 @@ void ah_shim_health_start(void);
 /* Keeps a finding of the hub for the report (the latest AH_REPORT_HEALTH_MAX), and copies them. */
 void ah_shim_health_note(uint64_t comm, int kind, const char *text);
 int ah_shim_health_findings(ah_report_health_t *out, int max);
+/* Runs AUTOHA_HEALTH_CMD (when set) with the finding as one JSON line on its standard input. */
+void ah_shim_health_event(uint64_t comm, int kind, const char *text);
 
 /* ---- CUDA graphs (shim_graph.c) ---------------------------------------------------------------- */
 /* Records that a call of key ck was issued into the capture on `stream`: each launch of the graph

@@ -129,6 +129,12 @@ static const ah_env_var_t env_table[] = {
      "an elastic launcher restarts on, instead of waiting for its watchdog; ranks stuck outside NCCL "
      "are ended by the launcher when the others exit.",
      0, 0, "log|abort", FIELD(health_action)},
+    {"AUTOHA_HEALTH_CMD", AH_ENV_COMMAND, "", "a shell command, or empty",
+     "A command each process runs (with /bin/sh -c, in the background, never waited for) for every "
+     "finding of the hang diagnosis it receives, with the finding as one line of JSON on its standard "
+     "input: {\"event\": \"autoha.health\", \"kind\", \"comm\", \"text\", \"time\", \"host\", "
+     "\"pid\"} (docs/diagnosis.md). For an alerting hook or a log shipper.",
+     0, 0, NULL, FIELD(health_cmd)},
     {"AUTOHA_QP", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Lets autoha set the UDP source port and the traffic class of the RoCE queue pairs NCCL "
      "creates, at the INIT to RTR transition. 0 (off) leaves every queue pair exactly as NCCL set "
@@ -299,6 +305,12 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
   }
   case AH_ENV_STRING:
     if (*value && !valid_addr(value)) break;
+    if (set_text(field_of(v, s_p), v->size, value) != 0) {
+      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+      break;
+    }
+    return 0;
+  case AH_ENV_COMMAND:
     if (set_text(field_of(v, s_p), v->size, value) != 0) {
       snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
       break;
@@ -519,7 +531,8 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
     break;
   }
   case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
-  case AH_ENV_TC_RULES: snprintf(buf, len, "%s", (const char *)f); break;
+  case AH_ENV_TC_RULES:
+  case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
   case AH_ENV_QP_SPORT:
     if (s->qp_sport == AH_PATH_SPORT_FILE)
       snprintf(buf, len, "file:%s", s->qp_sport_file);

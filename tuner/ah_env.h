@@ -40,6 +40,7 @@ typedef struct {
   int health;                        /* AUTOHA_HEALTH: send progress records for hang diagnosis */
   double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
   int health_action;                 /* AUTOHA_HEALTH_ACTION: 0 log, 1 abort (revoke) */
+  char health_cmd[AH_ENV_PATH_MAX];  /* AUTOHA_HEALTH_CMD: run with each finding's event on stdin */
   int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
   int qp_sport;                      /* AUTOHA_QP_SPORT: AH_PATH_SPORT_* (ah_path.h) */
   char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */
@@ -64,6 +65,7 @@ typedef enum {
   AH_ENV_QP_SPORT,  /* off|spread|plan|file:PATH */
   AH_ENV_TC,        /* N (0..255) or dscp=N (0..63), or "nccl" */
   AH_ENV_TC_RULES,  /* MATCH:CLASS;... per-communicator classes (path/ah_path.h), kept as text */
+  AH_ENV_COMMAND,   /* a shell command line, kept as text */
 } ah_env_type_t;
 
 /* One row of the table. */

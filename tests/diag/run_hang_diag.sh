@@ -98,7 +98,12 @@ fail=0
 abort_case || fail=1
 check stall "rank 13 stalls before collective #7" \
   "error: hang on comm [0-9a-f]+: rank 13 \([^)]* gpu 5\) never entered reducescatter [^ ]+ #3, which rank 0 " \
-  -- --stall 13:7 || fail=1
+  "AUTOHA_HEALTH_CMD=cat >> $work/events" -- --stall 13:7 || fail=1
+# every process ran AUTOHA_HEALTH_CMD with the finding as one JSON line
+sleep 0.5
+n=$(grep -c '^{"event": "autoha.health", "kind": "missing", "comm": "0x[0-9a-f]*", "text": "hang on comm [0-9a-f]*: rank 13 .*"pid": [0-9]*}$' "$work/events" 2>/dev/null)
+if [ "$n" != 32 ]; then echo "FAIL stall: $n of 32 processes ran AUTOHA_HEALTH_CMD with the event"; head -2 "$work/events"; fail=1
+else echo "stall: 32 events reached AUTOHA_HEALTH_CMD"; fi
 check hang "rank 22 of communicator [0-9a-f]+ never completes collective #5" \
   "error: hang on comm [0-9a-f]+: the GPU of rank 22 \([^)]* gpu 6\) stopped .*rank 0 .* \+29 more wait for it" \
   NCCLSIM_FAULT=hang:rank=22:call=5 -- || fail=1
