@@ -168,24 +168,14 @@ static void *health_main(void *arg) {
   return NULL;
 }
 
+static void health_start_once(void) {
+  if (ah_shim_thread_detached(health_main, "the health thread: hangs are not diagnosed") == 0)
+    atexit(health_stop);
+}
+
 void ah_shim_health_start(void) {
-  static int started;
-  if (!ah_shim.settings || !ah_shim.settings->health || __atomic_load_n(&started, __ATOMIC_ACQUIRE)) return;
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&lock);
-  if (!started) {
-    pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &attr, health_main, NULL) != 0)
-      ah_log(AH_LOG_WARN, "cannot start the health thread: hangs are not diagnosed");
-    else
-      atexit(health_stop);
-    pthread_attr_destroy(&attr);
-    __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&lock);
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  if (ah_shim.settings && ah_shim.settings->health) pthread_once(&once, health_start_once);
 }
 
 /* ---- the findings received, for the report ---------------------------------------------------- */

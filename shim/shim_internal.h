@@ -141,6 +141,10 @@ typedef struct {
 
 extern ah_shim_t ah_shim;
 
+/* Starts fn on a detached thread of the shim's own. Returns 0, or -1 after logging "cannot start
+ * <what>". */
+int ah_shim_thread_detached(void *(*fn)(void *), const char *what);
+
 /* Idempotent: reads the configuration and, once NCCL is loaded (possibly long after the
  * constructor), resolves it and derives what depends on it. Called from the constructor and again
  * from every wrapper; after NCCL is resolved it is one inline load, not a call. */

@@ -189,13 +189,7 @@ static pthread_once_t interval_once = PTHREAD_ONCE_INIT;
 static void interval_start(void) {
   const ah_settings_t *s = ah_shim.settings;
   if (!s || s->report_interval_s <= 0 || !s->report[0]) return;
-  pthread_t th;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&th, &attr, interval_main, NULL) != 0)
-    ah_log(AH_LOG_WARN, "cannot start the report interval thread: reports at teardown and exit only");
-  pthread_attr_destroy(&attr);
+  (void)ah_shim_thread_detached(interval_main, "the report interval thread: reports at teardown and exit only");
 }
 
 void ah_shim_report_start_interval(void) { pthread_once(&interval_once, interval_start); }
