@@ -17,86 +17,9 @@
 #include "ah_coord_client_internal.h"
 #include "ah_log.h"
 
-/* Connects and runs the handshake, all before one deadline. Returns 0 with fd_p and last_pub_p
- * set, or -1 with err filled. Note that the hub proves it knows the secret too (WELCOME carries
- * its own MAC over both nonces), so a client never takes segments from an impostor. */
-int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
-                            size_t errlen) {
-  char nerr[AH_NET_ERR_LEN];
-  uint64_t deadline = ah_coord_now_ns() + (uint64_t)c->o.connect_ms * 1000000ull;
-  int fd = -1;
-  if (ah_coord_net_connect(nerr, (struct sockaddr *)&c->ss, c->sl, deadline, &fd) != AH_NET_OK) {
-    snprintf(err, errlen, "%.200s", nerr);
-    return -1;
-  }
-  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
-  ah_coord_hdr_t h;
-  char perr[200];
-  if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
-    snprintf(err, errlen, "waiting for the hub's HELLO: %.200s", nerr);
-    goto fail;
-  }
-  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
-    snprintf(err, errlen, "bad HELLO from the hub: %.200s", perr);
-    goto fail;
-  }
-  if (h.type != AH_MSG_HELLO) {
-    snprintf(err, errlen, "bad HELLO from the hub: message type %u where HELLO (%u) belongs",
-             h.type, AH_MSG_HELLO);
-    goto fail;
-  }
-  uint8_t nonce_h[32];
-  if (ah_coord_net_read_full(nerr, fd, nonce_h, 32, deadline) != AH_NET_OK) {
-    snprintf(err, errlen, "reading the hub's HELLO: %.200s", nerr);
-    goto fail;
-  }
-  uint8_t auth[72];
-  if (ah_coord_random(auth, 32) != 0) {
-    snprintf(err, errlen, "no random bytes for the nonce (RAND_bytes failed)");
-    goto fail;
-  }
-  ah_coord_put_u64(auth + 32, c->client_id);
-  if (ah_coord_mac(c->stamp.secret, "autoha-client", nonce_h, auth, c->client_id, auth + 40) != 0) {
-    snprintf(err, errlen, "HMAC-SHA256 failed in libcrypto");
-    goto fail;
-  }
-  ah_coord_hdr_encode(AH_MSG_AUTH, sizeof auth, f);
-  memcpy(f + AH_COORD_HDR_BYTES, auth, sizeof auth);
-  if (ah_coord_net_write_full(nerr, fd, f, AH_COORD_HDR_BYTES + sizeof auth, deadline) != AH_NET_OK) {
-    snprintf(err, errlen, "sending AUTH: %.200s", nerr);
-    goto fail;
-  }
-  if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
-    snprintf(err, errlen, "waiting for WELCOME: %.200s (does the hub have another job's secret?)", nerr);
-    goto fail;
-  }
-  if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
-    snprintf(err, errlen, "bad WELCOME from the hub: %.200s", perr);
-    goto fail;
-  }
-  if (h.type != AH_MSG_WELCOME) {
-    snprintf(err, errlen, "bad WELCOME from the hub: message type %u where WELCOME (%u) belongs",
-             h.type, AH_MSG_WELCOME);
-    goto fail;
-  }
-  uint8_t wel[40], want[32];
-  if (ah_coord_net_read_full(nerr, fd, wel, 40, deadline) != AH_NET_OK) {
-    snprintf(err, errlen, "reading WELCOME: %.200s", nerr);
-    goto fail;
-  }
-  uint64_t last_pub = ah_coord_get_u64(wel + 32);
-  if (ah_coord_mac(c->stamp.secret, "autoha-hub", auth, nonce_h, last_pub, want) != 0 ||
-      !ah_coord_mac_equal(want, wel)) {
-    snprintf(err, errlen, "the hub failed to prove it knows the job secret (impostor or another "
-             "job's hub)");
-    goto fail;
-  }
-  *fd_p = fd;
-  *last_pub_p = last_pub;
-  return 0;
-fail:
-  close(fd);
-  return -1;
+int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen) {
+  return ah_coord_dial((const struct sockaddr *)&c->ss, c->sl, c->stamp.secret, c->client_id,
+                       c->o.connect_ms, fd_p, last_pub_p, err, errlen);
 }
 
 /* Installs a fresh connection: rebuilds the outgoing bytes from the state (JOIN since the last

@@ -117,6 +117,14 @@ int ah_coord_exiting(void);
 /* Fills buf with cryptographically random bytes. Returns 0 or -1. */
 int ah_coord_random(void *buf, size_t n);
 
+/* ---- a client's handshake (ah_coord_dial.c) ---- */
+/* Connects to the hub at sa and runs the handshake with the job secret as client_id, all within
+ * connect_ms. Returns 0 with *fd_p (blocking mode as connected) and *last_pub_p, or -1 with err
+ * filled. The hub proves it knows the secret too (WELCOME carries its own MAC over both nonces),
+ * so a client never takes anything from an impostor. */
+int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[16], uint64_t client_id,
+                  int connect_ms, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen);
+
 /* ---- hub (ah_coord_hub.c) ---- */
 typedef struct ah_coord_hub ah_coord_hub_t;
 
