@@ -112,6 +112,7 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
       else hub_on_progress(h, c, cl, p);
       break;
     case AH_MSG_PING: hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
+    case AH_MSG_STATUS: hub_on_status(h, c); break;
     default:
       hub_refuse(h, RATE_FRAME, "refused %s: unexpected message type %u from a client; connection "
                  "dropped", c->peer, type);

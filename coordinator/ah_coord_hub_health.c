@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ah_coord_hub_internal.h"
+#include "ah_coord_status.h"
 #include "ah_log.h"
 
 /* Whether a rank's calls advanced between two of its records (its state alone changing is not
@@ -72,6 +73,7 @@ void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const u
   }
   s->rec = rec;
   s->have = 1;
+  s->rx_ns = now;
   if (!moved) return;
   m->advanced_ns = now;
   if (m->finding) {
@@ -101,5 +103,39 @@ void hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, text);
     finding_send(h, m, kind, text);
     m->finding = kind;
+    snprintf(m->finding_text, sizeof m->finding_text, "%s", text);
   }
+}
+
+void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
+  uint64_t now = ah_coord_now_ns();
+  uint32_t n = 0;
+  for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
+    if (!m->prog) continue;
+    n++;
+    ah_status_comm_t sc = {.comm = m->comm, .nranks = m->nranks, .verdict = (uint8_t)m->verdict,
+                           .finding = (uint8_t)m->finding,
+                           .stalled_ms = (uint32_t)((now - m->advanced_ns) / 1000000ull)};
+    if (m->finding) snprintf(sc.text, sizeof sc.text, "%s", m->finding_text);
+    uint8_t p[AH_STATUS_RANK_BYTES > AH_STATUS_COMM_BYTES ? AH_STATUS_RANK_BYTES : AH_STATUS_COMM_BYTES];
+    ah_status_comm_pack(&sc, p);
+    hub_conn_send_msg(h, c, AH_MSG_STATUS_COMM, p, AH_STATUS_COMM_BYTES);
+    for (uint32_t r = 0; r < m->nranks; r++) {
+      const hub_prog_t *s = &m->prog[r];
+      ah_status_rank_t sr = {.comm = m->comm, .rank = r, .have = (uint8_t)s->have, .gpu = 0xffff};
+      if (s->have) {
+        sr.state = s->rec.state;
+        for (int k = 0; k < s->rec.nkeys; k++) sr.entered += s->rec.keys[k].entered;
+        sr.age_ms = (uint32_t)((now - s->rx_ns) / 1000000ull);
+        sr.pid = s->rec.pid;
+        sr.gpu = s->rec.gpu;
+        snprintf(sr.host, sizeof sr.host, "%s", s->host);
+      }
+      ah_status_rank_pack(&sr, p);
+      hub_conn_send_msg(h, c, AH_MSG_STATUS_RANK, p, AH_STATUS_RANK_BYTES);
+    }
+  }
+  uint8_t e[4];
+  ah_coord_put_u32(e, n);
+  hub_conn_send_msg(h, c, AH_MSG_STATUS_END, e, sizeof e);
 }

@@ -61,6 +61,7 @@ typedef struct {
 typedef struct {
   ah_health_rec_t rec;
   int have;
+  uint64_t rx_ns;         /* when it arrived */
   char host[64];
 } hub_prog_t;
 
@@ -93,6 +94,7 @@ typedef struct {
   uint64_t advanced_ns;
   uint64_t recheck_ns;    /* a stall that showed no hang is looked at again from here */
   int finding;
+  char finding_text[AH_HEALTH_TEXT];
   UT_hash_handle hh;
 } hub_comm_t;
 
@@ -174,5 +176,7 @@ void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const u
 /* At each tick: diagnoses every communicator whose ranks all stopped advancing for hang_ms and
  * sends the finding to its processes (once per stall). */
 void hub_health_tick(ah_coord_hub_t *h, uint64_t now);
+/* Answers `autoha status`: every diagnosed communicator and its ranks' latest progress. */
+void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
 
 #endif

@@ -68,7 +68,11 @@ enum {
   AH_MSG_DELIVERED = 12, /* client -> hub: comm u64 seq u64 (every segment up to seq delivered) */
   AH_MSG_PROGRESS = 13,  /* client -> hub: comm u64 record[AH_HEALTH_REC_BYTES] (ah_coord_health.h) */
   AH_MSG_FINDING = 14,   /* hub -> client: comm u64 kind u8 text[AH_HEALTH_TEXT] (NUL-terminated) */
-  AH_MSG_MAX = 14
+  AH_MSG_STATUS = 15,      /* client -> hub: empty (autoha status) */
+  AH_MSG_STATUS_COMM = 16, /* hub -> client: ah_status_comm_t (ah_coord_status.h) */
+  AH_MSG_STATUS_RANK = 17, /* hub -> client: ah_status_rank_t */
+  AH_MSG_STATUS_END = 18,  /* hub -> client: count u32 (communicators sent) */
+  AH_MSG_MAX = 18
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */

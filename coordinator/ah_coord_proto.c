@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ah_coord_internal.h"
+#include "ah_coord_status.h"
 
 void ah_coord_put_u64(uint8_t *p, uint64_t v) {
   for (int i = 7; i >= 0; i--) {
@@ -53,6 +54,10 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_DELIVERED] = 8 + 8,
     [AH_MSG_PROGRESS] = 8 + AH_HEALTH_REC_BYTES,
     [AH_MSG_FINDING] = 8 + 1 + AH_HEALTH_TEXT,
+    [AH_MSG_STATUS] = 0,
+    [AH_MSG_STATUS_COMM] = AH_STATUS_COMM_BYTES,
+    [AH_MSG_STATUS_RANK] = AH_STATUS_RANK_BYTES,
+    [AH_MSG_STATUS_END] = 4,
 };
 _Static_assert(8 + 1 + AH_HEALTH_TEXT <= AH_COORD_MAX_PAYLOAD, "a finding fits the frame bound");
 

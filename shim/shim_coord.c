@@ -11,8 +11,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ah_coord.h"
+#include "ah_coord_status.h"
 #include "ah_digest.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
@@ -159,6 +161,22 @@ static ah_coord_setup_t coord_setup(void) {
   return setup;
 }
 
+/* The hub's credentials for `autoha status` (AUTOHA_STATUS_FILE), once per process: the job's name
+ * (%j) is fixed from the first id it stamps, normally the world's. */
+static void cred_write(const ah_coord_stamp_t *st, uint64_t hint_id) {
+  static int done;
+  const ah_settings_t *s = ah_shim.settings;
+  if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || !s || !s->status_file[0]) return;
+  char host[256] = "?", job[AH_SHIM_JOB_MAX], path[AH_ENV_PATH_MAX], err[512];
+  gethostname(host, sizeof host - 1);
+  ah_shim_job_name(hint_id, job, sizeof job);
+  if (ah_report_path_expand(s->status_file, host, (int)getpid(), -1, job, path, sizeof path, err,
+                            sizeof err) != 0 || ah_coord_cred_write(path, st, err, sizeof err) != 0)
+    ah_log(AH_LOG_WARN, "AUTOHA_STATUS_FILE: %s: autoha status cannot reach this job", err);
+  else
+    ah_log(AH_LOG_INFO, "hub credentials for autoha status: %s", path);
+}
+
 void ah_shim_coord_stamp(ncclUniqueId *id) {
   ah_shim_init();
   if (!ah_shim.enabled || !id) return;
@@ -169,6 +187,7 @@ void ah_shim_coord_stamp(ncclUniqueId *id) {
     return;
   }
   ah_coord_stamp_write(&st, (unsigned char *)id->internal);
+  cred_write(&st, ah_comm_id_from_unique_id(id));
 }
 
 void ah_shim_coord_seen(const ncclUniqueId *id) {

@@ -236,7 +236,9 @@ void ah_shim_health_event(uint64_t comm, int kind, const char *text) {
                    (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, host, (int)getpid());
   if (n <= 0 || (size_t)n >= sizeof line) return;
   /* The command runs in the background of a shell that exits at once (so nothing is left to reap),
-   * reading the event from fd 3, a pipe small enough events never block the write. */
+   * reading the event from fd 3, a pipe small enough events never block the write; in a session of
+   * its own, so that a launcher ending the job's process group (often the next thing that happens
+   * to a hung job) does not end the alert too. */
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return;
   char script[AH_ENV_PATH_MAX + 64];
@@ -246,8 +248,12 @@ void ah_shim_health_event(uint64_t comm, int kind, const char *text) {
   posix_spawn_file_actions_adddup2(&fa, p[0], 3);
   char *argv[] = {"sh", "-c", script, NULL};
   extern char **environ;
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
   pid_t pid;
-  int rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+  int rc = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, environ);
+  posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
   close(p[0]);
   if (rc == 0 && write(p[1], line, (size_t)n) != n)

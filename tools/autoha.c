@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autoha_cli.h"
 #include "ah_env.h"
 #include "ah_override.h"
 #include "ah_report.h"
@@ -21,7 +22,8 @@ static void usage(FILE *f) {
           "       autoha compare BASE NEW        per key, the time of BASE's config against NEW's\n"
           "       autoha env [-f|--docs]         every AUTOHA_* variable: value, default, meaning\n"
           "       autoha env --markdown          the variable reference of docs/environment.md\n"
-          "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n");
+          "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n"
+          "       autoha status [FILE] [--json]  a running job's communicators, progress and hangs\n");
 }
 
 /* ---- an aligned text table ------------------------------------------------------------------- */
@@ -318,6 +320,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "compare") == 0) return cmd_compare(argc - 2, argv + 2);
   if (strcmp(argv[1], "env") == 0) return cmd_env(argc - 2, argv + 2);
   if (strcmp(argv[1], "check-override") == 0) return cmd_check_override(argc - 2, argv + 2);
+  if (strcmp(argv[1], "status") == 0) return cmd_status(argc - 2, argv + 2);
   fprintf(stderr, "autoha: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

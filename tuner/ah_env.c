@@ -135,6 +135,13 @@ static const ah_env_var_t env_table[] = {
      "input: {\"event\": \"autoha.health\", \"kind\", \"comm\", \"text\", \"time\", \"host\", "
      "\"pid\"} (docs/diagnosis.md). For an alerting hook or a log shipper.",
      0, 0, NULL, FIELD(health_cmd)},
+    {"AUTOHA_STATUS_FILE", AH_ENV_PATH, "autoha-reports/%j/hub-%h-%p.cred", "PATH template (%h %p %r %j %%), or off",
+     "Where the process that runs the job's coordinator hub writes its credentials (the hub's "
+     "address and the job secret, mode 0600: only the job's user can read them) for `autoha status`, "
+     "which shows the job's communicators, their ranks' progress and the current findings. The "
+     "templates are those of AUTOHA_REPORT; by default the file sits beside the reports. off writes "
+     "none (then autoha status cannot reach the hub).",
+     0, 0, NULL, FIELD(status_file)},
     {"AUTOHA_QP", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Lets autoha set the UDP source port and the traffic class of the RoCE queue pairs NCCL "
      "creates, at the INIT to RTR transition. 0 (off) leaves every queue pair exactly as NCCL set "

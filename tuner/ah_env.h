@@ -41,6 +41,7 @@ typedef struct {
   double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
   int health_action;                 /* AUTOHA_HEALTH_ACTION: 0 log, 1 abort (revoke) */
   char health_cmd[AH_ENV_PATH_MAX];  /* AUTOHA_HEALTH_CMD: run with each finding's event on stdin */
+  char status_file[AH_ENV_PATH_MAX]; /* AUTOHA_STATUS_FILE: the hub's credentials for autoha status */
   int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
   int qp_sport;                      /* AUTOHA_QP_SPORT: AH_PATH_SPORT_* (ah_path.h) */
   char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */

@@ -1,9 +1,11 @@
 /* Whole-file reads for the parsers in tuner/: one bounded loop of fread into a doubling buffer,
- * so every reader fails the same way on a missing, unreadable or oversized file. */
+ * so every reader fails the same way on a missing, unreadable or oversized file; and the folders a
+ * written file needs. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ah_file.h"
 
@@ -44,4 +46,26 @@ char *ah_file_read(const char *path, size_t max_bytes, size_t *len_p, char *err,
   buf[len] = '\0';
   if (len_p) *len_p = len;
   return buf;
+}
+
+/* Creates the folders leading to `path` that do not exist yet (mkdir -p of its directory). Note
+ * that another process of the job may create the same folder at the same moment: EEXIST is fine. */
+int ah_file_make_parents(const char *path, char *err, size_t errlen) {
+  char dir[4096];
+  size_t n = strlen(path);
+  if (n >= sizeof dir) {
+    if (err && errlen) snprintf(err, errlen, "path too long: %s", path);
+    return -1;
+  }
+  memcpy(dir, path, n + 1);
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+      if (err && errlen) snprintf(err, errlen, "mkdir(%s) failed: %s", dir, strerror(errno));
+      return -1;
+    }
+    *p = '/';
+  }
+  return 0;
 }

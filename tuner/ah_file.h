@@ -11,4 +11,8 @@
  * text compare strlen() with the length. */
 char *ah_file_read(const char *path, size_t max_bytes, size_t *len_p, char *err, size_t errlen);
 
+/* Creates the folders leading to `path` that do not exist yet (mkdir -p of its directory).
+ * Returns 0, or -1 with the reason in err. */
+int ah_file_make_parents(const char *path, char *err, size_t errlen);
+
 #endif

@@ -159,32 +159,10 @@ char *ah_report_to_string(const ah_report_t *r) {
   return s;
 }
 
-/* Creates the folders leading to `path` that do not exist yet (mkdir -p of its directory). Note
- * that another process of the job may create the same folder at the same moment: EEXIST is fine. */
-static int make_parents(const char *path, char *err, size_t errlen) {
-  char dir[4096];
-  size_t n = strlen(path);
-  if (n >= sizeof dir) {
-    if (err && errlen) snprintf(err, errlen, "report path too long: %s", path);
-    return -1;
-  }
-  memcpy(dir, path, n + 1);
-  for (char *p = dir + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-      if (err && errlen) snprintf(err, errlen, "mkdir(%s) failed: %s", dir, strerror(errno));
-      return -1;
-    }
-    *p = '/';
-  }
-  return 0;
-}
-
 int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t errlen) {
   char tmp[4096];
   int fd = -1;
-  if (make_parents(path, err, errlen) != 0) return -1;
+  if (ah_file_make_parents(path, err, errlen) != 0) return -1;
   char *text = ah_report_to_string(r);
   if (!text) {
     if (err && errlen) snprintf(err, errlen, "cannot format the report for %s (out of memory)", path);

