@@ -394,7 +394,7 @@ SIM_API cudaError_t ncclsimStreamAddCompute(cudaStream_t stream, double us) {
   struct sim_capture *cap;
   cudaError_t r = sim_capture_enqueue(s, &cap);
   if (r != cudaSuccess) return r;
-  us *= sim_fault_compute_factor(); /* NCCLSIM_FAULT=slow:... */
+  us = sim_compute_jitter(us, s->device) * sim_fault_compute_factor(); /* NCCLSIM_FAULT=slow:... */
   if (cap) return sim_capture_add_compute(cap, s, us);
   sim_stream_advance(s, us);
   return cudaSuccess;

@@ -243,10 +243,15 @@ report-default)
       { echo "FAIL ($c): expected one job folder named $want, got:"; echo "$dirs"; exit 1; }
     files=$(ls -A "$cwd/autoha-reports/$dirs")
     n=$(echo "$files" | grep -Ecx "$host-[0-9]+\.json")
-    [ "$n" -eq 2 ] && [ "$(echo "$files" | wc -l)" -eq 2 ] ||
-      { echo "FAIL ($c): expected 2 reports named $host-<pid>.json, got:"; echo "$files"; exit 1; }
+    cred=$(echo "$files" | grep -Ex "hub-$host-[0-9]+\.cred")
+    # the process that runs the hub also leaves its credentials for `autoha status`, readable by the
+    # job's user only
+    [ "$n" -eq 2 ] && [ -n "$cred" ] && [ "$(echo "$files" | wc -l)" -eq 3 ] ||
+      { echo "FAIL ($c): expected 2 reports named $host-<pid>.json and hub-$host-<pid>.cred, got:"; echo "$files"; exit 1; }
+    [ "$(stat -c %a "$cwd/autoha-reports/$dirs/$cred")" = 600 ] ||
+      { echo "FAIL ($c): $cred has mode $(stat -c %a "$cwd/autoha-reports/$dirs/$cred"), not 600"; exit 1; }
     python3 "$checker" report "$tmp/$c.out" "$cwd/autoha-reports/$dirs" || exit 1
-    echo "PASS ($c): the job's 2 reports are in autoha-reports/$dirs/ and nothing else was written"
+    echo "PASS ($c): the job's 2 reports and the hub's credentials are in autoha-reports/$dirs/ and nothing else was written"
   done
   ;;
 lazy | lazy-disabled)
