@@ -162,7 +162,7 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
   uint8_t kind = p[8];
   const char *text = (const char *)p + 9;
   size_t len = strnlen(text, AH_HEALTH_TEXT);
-  int ok = kind >= AH_FINDING_MISSING && kind <= AH_FINDING_RESUMED && len < AH_HEALTH_TEXT;
+  int ok = kind >= AH_FINDING_MISSING && kind <= AH_FINDING_LAST && len < AH_HEALTH_TEXT;
   for (size_t i = 0; ok && i < len; i++) ok = text[i] >= 0x20 && text[i] < 0x7f;
   if (!ok) {
     AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a finding from hub %s: comm %016llx "
@@ -170,7 +170,10 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
                   len < AH_HEALTH_TEXT ? "unprintable" : "unterminated");
     return;
   }
-  ah_log(kind == AH_FINDING_RESUMED ? AH_LOG_INFO : AH_LOG_ERROR, "%s", text);
+  ah_log(kind == AH_FINDING_RESUMED || kind == AH_FINDING_RECOVERED ? AH_LOG_INFO
+         : kind == AH_FINDING_STRAGGLER                               ? AH_LOG_WARN
+                                                                      : AH_LOG_ERROR,
+         "%s", text);
   atomic_fetch_add(&c->findings, 1);
   ah_coord_finding_fn fn = ah_coord_finding_handler();
   if (fn) fn(comm, kind, text);

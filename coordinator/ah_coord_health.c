@@ -11,6 +11,7 @@
  * another): ranks entered different calls, a program bug. */
 #include "ah_coord_health.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,4 +282,55 @@ int ah_health_rec_unpack(const uint8_t *in, ah_health_rec_t *r, char *err, size_
     r->keys[i] = (ah_health_key_t){k[0], k[1], ah_coord_get_u64(k + 2)};
   }
   return 0;
+}
+
+void ah_health_samples_pack(uint32_t rank, const ah_health_sample_t *x, int n, uint8_t *out) {
+  memset(out, 0, AH_HEALTH_SAMPLES_BYTES);
+  if (n > AH_HEALTH_SAMPLES) n = AH_HEALTH_SAMPLES;
+  ah_coord_put_u32(out, rank);
+  out[4] = (uint8_t)n;
+  for (int i = 0; i < n; i++) {
+    uint8_t *k = out + 5 + AH_HEALTH_SAMPLE_BYTES * i;
+    k[0] = x[i].coll;
+    k[1] = x[i].bin;
+    ah_coord_put_u64(k + 2, x[i].index);
+    uint32_t bits;
+    memcpy(&bits, &x[i].us, sizeof bits);
+    ah_coord_put_u32(k + 10, bits);
+  }
+}
+
+int ah_health_samples_unpack(const uint8_t *in, uint32_t *rank, ah_health_sample_t *x, char *err,
+                             size_t errlen) {
+  *rank = ah_coord_get_u32(in);
+  int n = in[4];
+  if (n > AH_HEALTH_SAMPLES) {
+    snprintf(err, errlen, "samples record with %d samples (at most %d)", n, AH_HEALTH_SAMPLES);
+    return -1;
+  }
+  for (int i = 0; i < AH_HEALTH_SAMPLES; i++) {
+    const uint8_t *k = in + 5 + AH_HEALTH_SAMPLE_BYTES * i;
+    if (i >= n) {
+      for (int b = 0; b < AH_HEALTH_SAMPLE_BYTES; b++)
+        if (k[b]) {
+          snprintf(err, errlen, "samples record: unused slot %d is not zero", i);
+          return -1;
+        }
+      continue;
+    }
+    uint32_t bits = ah_coord_get_u32(k + 10);
+    float us;
+    memcpy(&us, &bits, sizeof us);
+    if (k[0] >= AH_NUM_COLLS || k[1] >= 64) {
+      snprintf(err, errlen, "samples record: sample %d names collective %u bin %u (out of range)",
+               i, k[0], k[1]);
+      return -1;
+    }
+    if (!(us >= 0) || !isfinite(us)) {
+      snprintf(err, errlen, "samples record: sample %d has duration %g us", i, (double)us);
+      return -1;
+    }
+    x[i] = (ah_health_sample_t){k[0], k[1], ah_coord_get_u64(k + 2), us};
+  }
+  return n;
 }

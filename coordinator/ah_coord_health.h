@@ -41,8 +41,11 @@ enum {
   AH_FINDING_MISSING = 1,    /* (a) some ranks never entered a call the others entered */
   AH_FINDING_INCOMPLETE = 2, /* (b) a call was entered and its GPU work never completed */
   AH_FINDING_MISMATCH = 3,   /* (c) ranks entered different calls */
-  AH_FINDING_RESUMED = 4     /* the communicator advances again after a finding */
+  AH_FINDING_RESUMED = 4,    /* the communicator advances again after a finding */
+  AH_FINDING_STRAGGLER = 5,  /* a rank is consistently late (ah_coord_straggler.h) */
+  AH_FINDING_RECOVERED = 6   /* a straggler is on time again */
 };
+#define AH_FINDING_LAST AH_FINDING_RECOVERED /* names: ah_report_health_kind (tuner/ah_report.h) */
 
 /* Where a rank runs, for the text: its host (the hub knows the connection's address). */
 typedef struct {
@@ -64,5 +67,22 @@ void ah_health_rec_pack(const ah_health_rec_t *r, uint8_t *out);
 /* Unpacks and validates (state, nkeys, each used key's collective and bin, unused keys zero).
  * Returns 0, or -1 with a reason naming the offending value. */
 int ah_health_rec_unpack(const uint8_t *in, ah_health_rec_t *r, char *err, size_t errlen);
+
+/* One sampled call's GPU duration on one rank, for the straggler detector. The shim samples the
+ * same call indices on every rank; a SAMPLES message (after its comm u64 and rank u32) carries a
+ * count u8 and AH_HEALTH_SAMPLES of them (unused ones zero). */
+#define AH_HEALTH_SAMPLES 16
+typedef struct {
+  uint8_t coll, bin;
+  uint64_t index;
+  float us;
+} ah_health_sample_t;
+#define AH_HEALTH_SAMPLE_BYTES 14
+#define AH_HEALTH_SAMPLES_BYTES (4 + 1 + AH_HEALTH_SAMPLES * AH_HEALTH_SAMPLE_BYTES)
+void ah_health_samples_pack(uint32_t rank, const ah_health_sample_t *x, int n, uint8_t *out);
+/* Unpacks and validates (count, keys, durations finite and non-negative, unused slots zero).
+ * Returns the count, or -1 with a reason naming the offending value. */
+int ah_health_samples_unpack(const uint8_t *in, uint32_t *rank, ah_health_sample_t *x, char *err,
+                             size_t errlen);
 
 #endif

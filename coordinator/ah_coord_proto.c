@@ -58,6 +58,7 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_STATUS_COMM] = AH_STATUS_COMM_BYTES,
     [AH_MSG_STATUS_RANK] = AH_STATUS_RANK_BYTES,
     [AH_MSG_STATUS_END] = 4,
+    [AH_MSG_SAMPLES] = 8 + AH_HEALTH_SAMPLES_BYTES,
 };
 _Static_assert(8 + 1 + AH_HEALTH_TEXT <= AH_COORD_MAX_PAYLOAD, "a finding fits the frame bound");
 

@@ -101,6 +101,7 @@ ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_
   ck->seg_published = UINT64_MAX;
   ck->source = AH_SOURCE_DEFAULT;
   ck->leader = ah_shim_is_leader(c);
+  ck->comm = c;
   ah_config_table_argmin(call, &ck->nccl_cfg);
   ck->nccl_default.cfg = ck->nccl_cfg;
   ah_config_keep(&ck->applied.cfg);
@@ -135,6 +136,7 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
     st->us_total += us;
     st->bytes_total += (double)bytes_per_rank;
   }
+  if (ck->comm) ah_shim_health_sample(ck->comm, ck->coll, ck->bin, index, us);
   ah_shim_keystate_t *ks = ck->ks;
   if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
     pthread_mutex_lock(&ks->lock);

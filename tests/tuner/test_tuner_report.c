@@ -451,7 +451,7 @@ START_TEST(malformed_reports) {
   check_bad(buf, "comms[0].id: 'zz' is not a hexadecimal id");
   check_bad("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": [], "
             "\"health\": [{\"comm\": \"0x1\", \"kind\": \"doom\", \"text\": \"x\", \"time\": 1}]}",
-            "health[0]: kind 'doom' is not missing, incomplete, mismatch or resumed");
+            "health[0]: kind 'doom' is not missing, incomplete, mismatch, resumed, straggler or recovered");
   /* A minimal valid one parses, unknown fields ignored. */
   ah_report_t *r = NULL;
   char err[256];
