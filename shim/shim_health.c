@@ -145,7 +145,7 @@ static comm_health_t *health_of(ah_comm_t *c) {
 }
 
 void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, double us) {
-  if (!ah_shim.settings || !ah_shim.settings->health || !c->rec || !c->rec->hub) return;
+  if (!ah_shim.settings || !ah_shim.settings->health) return;
   comm_health_t *hs = health_of(c);
   if (!hs) return;
   pthread_mutex_lock(&hs->samples_lock);

@@ -238,7 +238,8 @@ extern AH_TLS_HOT CUstream ah_timing_cur_stream;
  * once a second (unless AUTOHA_HEALTH=0). */
 void ah_shim_health_start(void);
 /* A sampled call's GPU duration on rank c (from the timing harvest, never the converged hot
- * path), queued for the hub's straggler detection. */
+ * path), queued for the hub's straggler detection; c is joined to a hub (the caller checks: the
+ * timing harvest counts in the hot path's instruction budget). */
 void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, double us);
 /* Keeps a finding of the hub for the report (the latest AH_REPORT_HEALTH_MAX), and copies them. */
 void ah_shim_health_note(uint64_t comm, int kind, const char *text);

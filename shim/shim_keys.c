@@ -136,7 +136,8 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
     st->us_total += us;
     st->bytes_total += (double)bytes_per_rank;
   }
-  if (ck->comm) ah_shim_health_sample(ck->comm, ck->coll, ck->bin, index, us);
+  ah_comm_t *c = ck->comm;
+  if (c && c->rec && c->rec->hub) ah_shim_health_sample(c, ck->coll, ck->bin, index, us); /* hub-joined */
   ah_shim_keystate_t *ks = ck->ks;
   if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
     pthread_mutex_lock(&ks->lock);
