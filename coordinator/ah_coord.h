@@ -132,7 +132,7 @@ int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_healt
 
 /* Called on the coordinator's I/O thread after each finding of the hub is logged (kind:
  * AH_FINDING_* of ah_coord_health.h), for the process to act on it; NULL: none. */
-typedef void (*ah_coord_finding_fn)(uint64_t comm, int kind, const char *text);
+typedef void (*ah_coord_finding_fn)(uint64_t comm, const ah_finding_t *f);
 void ah_coord_set_finding_handler(ah_coord_finding_fn fn);
 ah_coord_finding_fn ah_coord_finding_handler(void);
 

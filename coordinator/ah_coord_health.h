@@ -53,13 +53,43 @@ typedef struct {
   const char *host;
 } ah_health_rank_t;
 
+/* A finding as the hub sends it: the line every process logs, and its parts for programs (the
+ * AUTOHA_HEALTH_CMD event): the ranks at fault and the call it is about. */
+#define AH_FINDING_RANKS 4 /* ranks at fault carried with their place; the rest are counted */
+#define AH_FINDING_HOST 48
+typedef struct {
+  uint32_t rank, pid;
+  uint16_t gpu;                /* 0xffff unknown */
+  char host[AH_FINDING_HOST];  /* "" when the rank never reported */
+} ah_finding_rank_t;
+
+typedef struct {
+  int kind;                    /* AH_FINDING_* */
+  char text[AH_HEALTH_TEXT];
+  uint32_t nranks;             /* ranks at fault, all of them (0: none singled out) */
+  ah_finding_rank_t ranks[AH_FINDING_RANKS]; /* the first of them */
+  int has_call;                /* the call it is about (key and index), when there is one */
+  uint8_t coll, bin;
+  uint64_t index;
+} ah_finding_t;
+
 /* Classifies a stalled communicator of n ranks (ranks[i] is rank i's latest record; a NULL rec
  * means that rank never reported). `comm` and `stalled_s` (seconds since any rank advanced) go
- * into the text. Returns the AH_FINDING_* kind and writes one line into text (AH_HEALTH_TEXT
- * bytes), or AH_FINDING_NONE when the records show no collective hang (every rank idle with the
- * same calls entered: the job waits outside NCCL). */
+ * into the text. Returns the AH_FINDING_* kind and fills *f (its line, the ranks at fault and the
+ * call), or AH_FINDING_NONE when the records show no collective hang (every rank idle with the same
+ * calls entered: the job waits outside NCCL). */
 int ah_health_classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, double stalled_s,
-                       char *text);
+                       ah_finding_t *f);
+/* Adds rank r (its record, or NULL, and host) to f's ranks at fault. */
+void ah_finding_add_rank(ah_finding_t *f, uint32_t r, const ah_health_rec_t *rec, const char *host);
+
+/* Wire form of a finding (the FINDING message after its comm u64): AH_FINDING_BYTES. */
+#define AH_FINDING_RANK_BYTES (4 + 4 + 2 + AH_FINDING_HOST)
+#define AH_FINDING_BYTES (1 + AH_HEALTH_TEXT + 4 + AH_FINDING_RANKS * AH_FINDING_RANK_BYTES + 1 + 1 + 1 + 8)
+void ah_finding_pack(const ah_finding_t *f, uint8_t *out);
+/* Unpacks and validates (kind, texts printable and NUL-terminated, the call's key). Returns 0, or
+ * -1 with a reason naming the offending value. */
+int ah_finding_unpack(const uint8_t *in, ah_finding_t *f, char *err, size_t errlen);
 
 /* Wire form of a record (the PROGRESS message after its comm u64): AH_HEALTH_REC_BYTES. */
 #define AH_HEALTH_REC_BYTES (4 + 4 + 2 + 1 + 1 + AH_HEALTH_KEYS * 10)

@@ -23,12 +23,10 @@ static int advanced(const ah_health_rec_t *a, const ah_health_rec_t *b) {
   return 0;
 }
 
-static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, int kind, const char *text) {
-  uint8_t p[8 + 1 + AH_HEALTH_TEXT];
-  memset(p, 0, sizeof p);
+static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f) {
+  uint8_t p[8 + AH_FINDING_BYTES];
   ah_coord_put_u64(p, m->comm);
-  p[8] = (uint8_t)kind;
-  snprintf((char *)p + 9, AH_HEALTH_TEXT, "%s", text);
+  ah_finding_pack(f, p + 8);
   for (int i = 0; i < m->nsubs; i++) hub_conn_send_msg(h, m->subs[i], AH_MSG_FINDING, p, sizeof p);
 }
 
@@ -86,9 +84,9 @@ void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const u
   if (!moved) return;
   m->advanced_ns = now;
   if (m->finding) {
-    char text[AH_HEALTH_TEXT];
-    snprintf(text, sizeof text, "comm %016llx advances again (rank %u)", (unsigned long long)comm, rec.rank);
-    finding_send(h, m, AH_FINDING_RESUMED, text);
+    ah_finding_t f = {.kind = AH_FINDING_RESUMED};
+    snprintf(f.text, sizeof f.text, "comm %016llx advances again (rank %u)", (unsigned long long)comm, rec.rank);
+    finding_send(h, m, &f);
     m->finding = 0;
   }
 }
@@ -118,11 +116,15 @@ void hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   for (int i = 0; i < n; i++) ah_strag_add(m->strag, rank, &x[i], now);
   ah_strag_event_t ev;
   while (ah_strag_next(m->strag, &ev)) {
-    char who[96], text[AH_HEALTH_TEXT];
+    char who[96];
     rank_place(m, ev.rank, who, sizeof who);
-    ah_strag_text(m->comm, &ev, who, text);
-    ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, text);
-    finding_send(h, m, ev.flagged ? AH_FINDING_STRAGGLER : AH_FINDING_RECOVERED, text);
+    ah_finding_t f = {.kind = ev.flagged ? AH_FINDING_STRAGGLER : AH_FINDING_RECOVERED,
+                      .has_call = 1, .coll = ev.coll, .bin = ev.bin, .index = ev.index};
+    ah_strag_text(m->comm, &ev, who, f.text);
+    const hub_prog_t *s = m->prog ? &m->prog[ev.rank] : NULL;
+    ah_finding_add_rank(&f, ev.rank, s && s->have ? &s->rec : NULL, s ? s->host : NULL);
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
+    finding_send(h, m, &f);
   }
 }
 
@@ -135,17 +137,17 @@ void hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
     if (!ranks) return;
     for (uint32_t r = 0; r < m->nranks; r++)
       ranks[r] = (ah_health_rank_t){m->prog[r].have ? &m->prog[r].rec : NULL, m->prog[r].host};
-    char text[AH_HEALTH_TEXT];
-    int kind = ah_health_classify(m->comm, ranks, m->nranks, (double)(now - m->advanced_ns) / 1e9, text);
+    ah_finding_t f;
+    int kind = ah_health_classify(m->comm, ranks, m->nranks, (double)(now - m->advanced_ns) / 1e9, &f);
     free(ranks);
     if (kind == AH_FINDING_NONE) { /* the job waits outside NCCL: look again in a second */
       m->recheck_ns = now + 1000000000ull;
       continue;
     }
-    ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, text);
-    finding_send(h, m, kind, text);
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
+    finding_send(h, m, &f);
     m->finding = kind;
-    snprintf(m->finding_text, sizeof m->finding_text, "%s", text);
+    snprintf(m->finding_text, sizeof m->finding_text, "%s", f.text);
   }
 }
 

@@ -48,7 +48,7 @@ long ah_coord_net_nofile_raise(long want);
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
 #define AH_COORD_PROTO_VERSION 4
 #define AH_COORD_HDR_BYTES 8
-#define AH_COORD_MAX_PAYLOAD 256 /* bound on any length prefix; the largest message is 241 bytes */
+#define AH_COORD_MAX_PAYLOAD 512 /* bound on any length prefix; the largest message (FINDING) is 488 bytes */
 #define AH_COORD_NONCE_BYTES 32
 #define AH_COORD_MAC_BYTES 32
 
@@ -67,7 +67,7 @@ enum {
                         * ref_rank u32 first_rank u32 ndiffer u32 (MISMATCH's evidence, else 0) */
   AH_MSG_DELIVERED = 12, /* client -> hub: comm u64 seq u64 (every segment up to seq delivered) */
   AH_MSG_PROGRESS = 13,  /* client -> hub: comm u64 record[AH_HEALTH_REC_BYTES] (ah_coord_health.h) */
-  AH_MSG_FINDING = 14,   /* hub -> client: comm u64 kind u8 text[AH_HEALTH_TEXT] (NUL-terminated) */
+  AH_MSG_FINDING = 14,   /* hub -> client: comm u64 finding[AH_FINDING_BYTES] (ah_coord_health.h) */
   AH_MSG_STATUS = 15,      /* client -> hub: empty (autoha status) */
   AH_MSG_STATUS_COMM = 16, /* hub -> client: ah_status_comm_t (ah_coord_status.h) */
   AH_MSG_STATUS_RANK = 17, /* hub -> client: ah_status_rank_t */

@@ -24,8 +24,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else if (h.type == AH_MSG_PROGRESS && ah_health_rec_unpack(p + 8, &rec, err, sizeof err) == 0) {
       /* a record that passes goes through the classifier, as the hub would use it */
       ah_health_rank_t ranks[2] = {{&rec, "h"}, {NULL, NULL}};
-      char text[AH_HEALTH_TEXT];
-      (void)ah_health_classify(ah_coord_get_u64(p), ranks, 2, 1.0, text);
+      ah_finding_t f;
+      (void)ah_health_classify(ah_coord_get_u64(p), ranks, 2, 1.0, &f);
+    }
+    else if (h.type == AH_MSG_FINDING) {
+      ah_finding_t f;
+      (void)ah_finding_unpack(p + 8, &f, err, sizeof err);
     }
     else if (h.type == AH_MSG_SAMPLES) {
       ah_health_sample_t x[AH_HEALTH_SAMPLES];

@@ -220,6 +220,6 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   hooks_install();
 }
 
-void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind, const char *text)) {
+void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f)) {
   ah_coord_set_finding_handler(fn);
 }

@@ -266,17 +266,45 @@ static size_t json_text(char *out, size_t len, const char *s) {
   return o;
 }
 
-void ah_shim_health_event(uint64_t comm, int kind, const char *text) {
+/* The finding's parts as JSON members: "ranks" (the ranks at fault, with host, pid and GPU),
+ * "ranks_total" and "call" (null when it is about no single call). Returns the length written. */
+static int json_parts(char *out, size_t len, const ah_finding_t *f) {
+  int o = snprintf(out, len, "\"ranks\": [");
+  for (uint32_t i = 0; i < f->nranks && i < AH_FINDING_RANKS && o > 0 && (size_t)o < len; i++) {
+    const ah_finding_rank_t *r = &f->ranks[i];
+    char gpu[8] = "null", host[2 * AH_FINDING_HOST];
+    if (r->gpu != 0xffff) snprintf(gpu, sizeof gpu, "%u", r->gpu);
+    json_text(host, sizeof host, r->host);
+    if (r->host[0])
+      o += snprintf(out + o, len - (size_t)o, "%s{\"rank\": %u, \"host\": \"%s\", \"pid\": %u, \"gpu\": %s}",
+                    i ? ", " : "", r->rank, host, r->pid, gpu);
+    else
+      o += snprintf(out + o, len - (size_t)o, "%s{\"rank\": %u, \"host\": null, \"pid\": null, \"gpu\": null}",
+                    i ? ", " : "", r->rank);
+  }
+  if (o <= 0 || (size_t)o >= len) return -1;
+  if (!f->has_call)
+    return o + snprintf(out + o, len - (size_t)o, "], \"ranks_total\": %u, \"call\": null", f->nranks);
+  char size[32];
+  ah_size_format(ah_size_bin_floor(f->bin), size, sizeof size);
+  return o + snprintf(out + o, len - (size_t)o, "], \"ranks_total\": %u, \"call\": {\"collective\": \"%s\", "
+                      "\"size_bin\": \"%s+\", \"index\": %llu}", f->nranks, ah_coll_name(f->coll), size,
+                      (unsigned long long)f->index);
+}
+
+void ah_shim_health_event(uint64_t comm, const ah_finding_t *f) {
   const ah_settings_t *s = ah_shim.settings;
   if (!s || !s->health_cmd[0]) return;
-  char host[256] = "?", esc[2 * AH_REPORT_TEXT_MAX], line[4096];
+  char host[256] = "?", esc[2 * AH_REPORT_TEXT_MAX], parts[1024], line[4096];
   gethostname(host, sizeof host - 1);
-  json_text(esc, sizeof esc, text);
+  json_text(esc, sizeof esc, f->text);
+  if (json_parts(parts, sizeof parts, f) < 0) return;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
+  const char *kind = ah_report_health_kind(f->kind);
   int n = snprintf(line, sizeof line, "{\"event\": \"autoha.health\", \"kind\": \"%s\", \"comm\": "
-                   "\"0x%016llx\", \"text\": \"%s\", \"time\": %.3f, \"host\": \"%s\", \"pid\": %d}\n",
-                   ah_report_health_kind(kind) ? ah_report_health_kind(kind) : "none", (unsigned long long)comm, esc,
+                   "\"0x%016llx\", \"text\": \"%s\", %s, \"time\": %.3f, \"host\": \"%s\", \"pid\": %d}\n",
+                   kind ? kind : "none", (unsigned long long)comm, esc, parts,
                    (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, host, (int)getpid());
   if (n <= 0 || (size_t)n >= sizeof line) return;
   /* The command runs in the background of a shell that exits at once (so nothing is left to reap),

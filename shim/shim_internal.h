@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include "ah_config.h"
+#include "ah_coord_health.h"
 #include "ah_env.h"
 #include "ah_log.h"
 #include "ah_report.h"
@@ -245,7 +246,7 @@ void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, doub
 void ah_shim_health_note(uint64_t comm, int kind, const char *text);
 int ah_shim_health_findings(ah_report_health_t *out, int max);
 /* Runs AUTOHA_HEALTH_CMD (when set) with the finding as one JSON line on its standard input. */
-void ah_shim_health_event(uint64_t comm, int kind, const char *text);
+void ah_shim_health_event(uint64_t comm, const ah_finding_t *f);
 
 /* ---- CUDA graphs (shim_graph.c) ---------------------------------------------------------------- */
 /* Records that a call of key ck was issued into the capture on `stream`: each launch of the graph
