@@ -370,21 +370,10 @@ SIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t str
                                              unsigned int flags) {
   return cudaEventRecord(event, stream);
 }
-SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) {
-  struct CUevent_st *e = sim_event_resolve(event);
-  cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
-  return r == cudaSuccess && sim_event_pending(e) ? cudaErrorNotReady : rt_ret(r);
-}
-SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  struct CUevent_st *e = sim_event_resolve(event);
-  cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
-  if (r == cudaSuccess) sim_event_wait(e);
-  return rt_ret(r);
-}
+/* Not ready is no error: cudaGetLastError does not report it. */
+static cudaError_t rt_ret_ready(cudaError_t e) { return e == cudaErrorNotReady ? e : rt_ret(e); }
+SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) { return rt_ret_ready(sim_event_query(event)); }
+SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) { return rt_ret(sim_event_synchronize(event)); }
 SIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-  struct CUevent_st *a = sim_event_resolve(start), *b = sim_event_resolve(end);
-  cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
-  if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
-  if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b))) return cudaErrorNotReady;
-  return rt_ret(r != cudaSuccess ? r : sim_event_elapsed(start, end, ms));
+  return rt_ret_ready(sim_event_elapsed_time(start, end, ms));
 }
