@@ -19,6 +19,7 @@
 #include "ah_check.h"
 #include "ah_coord_internal.h"
 #include "ah_log.h"
+#include "coord_fake_hub.h"
 #include "coord_test_util.h"
 
 static ah_coord_hub_t *hub;
@@ -286,19 +287,32 @@ START_TEST(hub_exit_makes_clients_give_up_in_bounded_time) {
 }
 END_TEST
 
+/* A blocking listener on a free loopback port for a fake hub, and the stamp (the job's secret,
+ * that port) a client needs to reach it. */
+static ah_coord_stamp_t fake_hub_listen(int *lfd_p) {
+  ah_coord_stamp_t stamp = st;
+  *lfd_p = coord_fake_listen(&stamp.port);
+  ck_assert_int_ge(*lfd_p, 0);
+  return stamp;
+}
+
+/* Accepts one connection on lfd and does the hub's side of the handshake with the job's secret
+ * (the challenge is `fill` repeated). Returns the connection, or -1. */
+static int fake_hub_handshake(int lfd, uint8_t fill) {
+  int fd = accept(lfd, NULL, NULL);
+  if (fd < 0) return -1;
+  if (coord_fake_handshake(fd, st.secret, fill) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
 START_TEST(mute_listener_fails_the_handshake_in_bounded_time) {
   /* a listener that accepts and never speaks: the handshake deadline refuses it */
   ah_coord_client_opts_t o;
   client_opts_test(&o);
   o.connect_ms = 300;
   int lfd;
-  char err[AH_NET_ERR_LEN];
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
-  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, &lfd), AH_NET_OK);
-  ah_coord_stamp_t mute = st;
-  mute.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  ah_coord_stamp_t mute = fake_hub_listen(&lfd); /* nobody accepts: the kernel's backlog does */
   uint64_t t0 = ah_coord_now_ns();
   ck_assert_ptr_null(ah_coord_client_open(&mute, NULL, &o, NULL, NULL));
   ck_assert_int_lt(ah_coord_now_ns() - t0, 2000000000ull);
@@ -338,48 +352,6 @@ END_TEST
 
 /* A hub that completes the handshake properly and then never says another word (a host that
  * vanished without closing its sockets). Later connections are accepted and left mute. */
-/* A blocking listener on a free loopback port for a fake hub, and the stamp (the job's secret,
- * that port) a client needs to reach it. */
-static ah_coord_stamp_t fake_hub_listen(int *lfd_p) {
-  char err[AH_NET_ERR_LEN];
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
-  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, lfd_p), AH_NET_OK);
-  int flags = fcntl(*lfd_p, F_GETFL);
-  fcntl(*lfd_p, F_SETFL, flags & ~O_NONBLOCK);
-  ah_coord_stamp_t stamp = st;
-  stamp.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-  return stamp;
-}
-
-/* The hub's side of the handshake, done by hand for the fake hubs below: accepts one connection
- * on lfd, sends a HELLO whose challenge is `fill` repeated, reads the client's AUTH and answers
- * WELCOME with the MAC of the job secret. Returns the connection, or -1. */
-static int fake_hub_handshake(int lfd, uint8_t fill) {
-  int fd = accept(lfd, NULL, NULL);
-  if (fd < 0) return -1;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
-  ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
-  memset(hello + AH_COORD_HDR_BYTES, fill, 32);
-  size_t got = 0;
-  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto fail;
-  while (got < sizeof auth) {
-    ssize_t r = read(fd, auth + got, sizeof auth - got);
-    if (r <= 0) goto fail;
-    got += (size_t)r;
-  }
-  ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
-  ah_coord_mac(st.secret, "autoha-hub", auth + AH_COORD_HDR_BYTES, hello + AH_COORD_HDR_BYTES, 0,
-               wel + AH_COORD_HDR_BYTES);
-  memset(wel + AH_COORD_HDR_BYTES + 32, 0, 8);
-  if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) goto fail;
-  return fd;
-fail:
-  close(fd);
-  return -1;
-}
-
 static int mute_lfd;
 static void *mute_hub(void *arg) {
   (void)arg;
@@ -394,12 +366,7 @@ START_TEST(hub_gone_silent_is_detected_and_given_up) {
   ah_coord_stamp_t mute = fake_hub_listen(&mute_lfd);
   pthread_t t;
   pthread_create(&t, NULL, mute_hub, NULL);
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  o.connect_ms = 500;
-  o.heartbeat_ms = 200;
-  o.dead_ms = 1000;
-  o.reconnect_ms = 1500;
+  ah_coord_client_opts_t o = {.connect_ms = 500, .heartbeat_ms = 200, .dead_ms = 1000, .reconnect_ms = 1500};
   uint64_t t0 = ah_coord_now_ns();
   ah_coord_t *c = ah_coord_client_open(&mute, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(c); /* the handshake itself succeeded */
@@ -767,26 +734,6 @@ START_TEST(bad_joins_are_refused) {
 }
 END_TEST
 
-/* kB of a /proc/self/status field (VmRSS, VmHWM). */
-static long status_kb(const char *field) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kb = -1;
-  size_t n = strlen(field);
-  while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, field, n) && line[n] == ':') kb = atol(line + n + 1);
-  if (f) fclose(f);
-  return kb;
-}
-
-static void *drain(void *arg) {
-  int fd = *(int *)arg;
-  char b[65536];
-  while (read(fd, b, sizeof b) > 0) {
-  }
-  return NULL;
-}
-
 /* An authenticated client sends 10,000 JOINs of forged communicators (each claiming 2^20 ranks,
  * a 128 KiB bitmap) and 100,000 PUBLISHes over 1,000 of them: the hub's memory stays
  * bounded, the caps refuse with a rate-limited line, and legitimate clients are still served and
@@ -801,37 +748,20 @@ START_TEST(authenticated_flood_keeps_the_hub_bounded) {
   ck_assert_int_eq(ah_coord_join_rank(a, 90, 2, 0, NULL), 0);
   ck_assert_int_eq(ah_coord_join_rank(b, 90, 2, 1, NULL), 0);
   ck_assert_int_eq(verdict_wait(a, 90, 2000), AH_COORD_VERDICT_COMPLETE);
-  long rss0 = status_kb("VmRSS");
+  long rss0 = proc_status_kb(getpid(), "VmRSS");
   int fd = raw_authed(0xbad);
   ck_assert_int_ge(fd, 0);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   pthread_t t;
-  pthread_create(&t, NULL, drain, &fd);
-  enum { JOIN_BYTES = AH_COORD_HDR_BYTES + 48, PUB_BYTES = AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES };
-  static uint8_t buf[1000 * PUB_BYTES];
+  pthread_create(&t, NULL, drain_fd, &fd);
+  static uint8_t buf[FLOOD_FRAMES * FLOOD_PUB_BYTES];
   for (int batch = 0; batch < 10; batch++) {
-    for (int i = 0; i < 1000; i++) {
-      uint8_t *f = buf + (size_t)i * JOIN_BYTES;
-      memset(f, 0, JOIN_BYTES); /* since 0, settings digest 0 */
-      ah_coord_hdr_encode(AH_MSG_JOIN, 48, f);
-      ah_coord_put_u64(f + AH_COORD_HDR_BYTES, 0x100000u + (uint64_t)batch * 1000 + (uint64_t)i);
-      ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 8, AH_COORD_MAX_RANKS);
-      ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 12, 0);
-      ah_coord_put_u64(f + AH_COORD_HDR_BYTES + 16, 0);
-    }
-    ck_assert_int_eq(write(fd, buf, 1000 * JOIN_BYTES), 1000 * JOIN_BYTES);
+    size_t n = flood_joins(buf, 0x100000u, batch);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
   }
-  for (int batch = 0; batch < 100; batch++) {
-    for (int i = 0; i < 1000; i++) {
-      uint64_t n = (uint64_t)batch * 1000 + (uint64_t)i;
-      uint8_t *f = buf + (size_t)i * PUB_BYTES;
-      ah_coord_hdr_encode(AH_MSG_PUBLISH, 8 + AH_COORD_KEYSEG_BYTES, f);
-      ah_coord_put_u64(f + AH_COORD_HDR_BYTES, n + 1);
-      ah_key_t k = key_make(0x100000u + n % 1000); /* communicators it created */
-      ah_segment_t sg = seg_make(n);
-      ah_coord_keyseg_pack(&k, &sg, f + AH_COORD_HDR_BYTES + 8);
-    }
-    ck_assert_int_eq(write(fd, buf, sizeof buf), (ssize_t)sizeof buf);
+  for (int batch = 0; batch < 100; batch++) { /* to the communicators it created */
+    size_t n = flood_publishes(buf, 0x100000u, batch);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
   }
   /* a PING answered means every frame before it was handled */
   uint8_t ping[AH_COORD_HDR_BYTES];
@@ -841,7 +771,7 @@ START_TEST(authenticated_flood_keeps_the_hub_bounded) {
   ck_assert(log_wait("pending joins of the client", 100));
   ck_assert(log_wait("refused a segment of comm", 10000));
   ck_assert(legit_roundtrip(&st, 91)); /* served during the flood */
-  long hwm = status_kb("VmHWM"), rss1 = status_kb("VmRSS");
+  long hwm = proc_status_kb(getpid(), "VmHWM"), rss1 = proc_status_kb(getpid(), "VmRSS");
   printf("authenticated flood: resident %ld kB before, %ld kB after, peak %ld kB "
           "(growth bound 24576 kB)\n", rss0, rss1, hwm);
   fflush(stdout);
