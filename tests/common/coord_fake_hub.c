@@ -22,16 +22,21 @@ int coord_fake_listen(uint16_t *port_p) {
   return lfd;
 }
 
+int coord_fake_read(int fd, void *buf, size_t n) {
+  for (size_t got = 0; got < n;) {
+    ssize_t r = read(fd, (char *)buf + got, n - got);
+    if (r <= 0) return -1;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
 int coord_fake_handshake(int fd, const uint8_t secret[16], uint8_t fill) {
   uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
   ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
   memset(hello + AH_COORD_HDR_BYTES, fill, 32);
-  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) return -1;
-  for (size_t got = 0; got < sizeof auth;) {
-    ssize_t r = read(fd, auth + got, sizeof auth - got);
-    if (r <= 0) return -1;
-    got += (size_t)r;
-  }
+  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello || coord_fake_read(fd, auth, sizeof auth) != 0)
+    return -1;
   ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
   ah_coord_mac(secret, "autoha-hub", auth + AH_COORD_HDR_BYTES, hello + AH_COORD_HDR_BYTES, 0,
                wel + AH_COORD_HDR_BYTES);
