@@ -247,16 +247,22 @@ SIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
 
 /* ---- copies and sets ------------------------------------------------------------------------------ */
 
+/* The stream a copy or set goes on (*s_p) and the capture it joins (*cap_p; NULL: it runs now).
+ * Returns cudaSuccess or the error, recorded. */
+static cudaError_t transfer_on(cudaStream_t stream, struct CUstream_st **s_p, struct sim_capture **cap_p) {
+  *s_p = sim_stream_resolve(stream);
+  if (!*s_p) return rt_ret(cudaErrorInvalidResourceHandle);
+  return rt_ret(sim_capture_enqueue(*s_p, cap_p));
+}
+
 static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                         cudaStream_t stream) {
   if ((int)kind < cudaMemcpyHostToHost || (int)kind > cudaMemcpyDefault)
     return rt_ret(cudaErrorInvalidMemcpyDirection);
-  struct CUstream_st *s = sim_stream_resolve(stream);
-  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUstream_st *s;
   struct sim_capture *cap;
-  cudaError_t ce = sim_capture_enqueue(s, &cap);
-  if (ce != cudaSuccess) return rt_ret(ce);
-  if (count == 0) return cudaSuccess;
+  cudaError_t ce = transfer_on(stream, &s, &cap);
+  if (ce != cudaSuccess || count == 0) return ce;
   if (!dst || !src) return rt_ret(cudaErrorInvalidValue);
   if (cap) return rt_ret(sim_capture_add_copy(cap, s, dst, src, count, (int)kind));
   memmove(dst, src, count);
@@ -283,12 +289,10 @@ SIM_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *sr
 }
 
 static cudaError_t set(void *dst, int value, size_t count, cudaStream_t stream) {
-  struct CUstream_st *s = sim_stream_resolve(stream);
-  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUstream_st *s;
   struct sim_capture *cap;
-  cudaError_t ce = sim_capture_enqueue(s, &cap);
-  if (ce != cudaSuccess) return rt_ret(ce);
-  if (count == 0) return cudaSuccess;
+  cudaError_t ce = transfer_on(stream, &s, &cap);
+  if (ce != cudaSuccess || count == 0) return ce;
   if (!dst) return rt_ret(cudaErrorInvalidValue);
   if (cap) return rt_ret(sim_capture_add_set(cap, s, dst, value, count));
   memset(dst, value, count);
