@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ah_capture.h"
 #include "ah_check.h"
 #include "ah_file.h"
 #include "ah_log.h"
@@ -464,24 +465,6 @@ START_TEST(malformed_reports) {
   ck_assert_ptr_nonnull(strstr(err, "No such file"));
 }
 END_TEST
-
-static int saved_fd;
-static FILE *cap;
-static void capture_begin(void) {
-  cap = tmpfile();
-  saved_fd = dup(2);
-  dup2(fileno(cap), 2);
-}
-static const char *capture_end(void) {
-  static char buf[8192];
-  dup2(saved_fd, 2);
-  close(saved_fd);
-  rewind(cap);
-  size_t n = fread(buf, 1, sizeof buf - 1, cap);
-  buf[n] = 0;
-  fclose(cap);
-  return buf;
-}
 
 START_TEST(profile_load) {
   build_report();
