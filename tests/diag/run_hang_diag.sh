@@ -63,7 +63,8 @@ check() {
 # ends the stalled one: the job is over, non-zero, within AUTOHA_HANG_S + 5 s of the fault.
 abort_case() {
   local log=$work/abort.log t0= t1= rc
-  AUTOHA_HEALTH_ACTION=abort AUTOHA_HANG_S=$hang_s NCCLSIM_TIMEOUT_S=120 NCCLSIM_RUN_GRACE_S=2 \
+  # (the launcher ends what is left 1 s after the first rank fails: torchrun's agent does at once)
+  AUTOHA_HEALTH_ACTION=abort AUTOHA_HANG_S=$hang_s NCCLSIM_TIMEOUT_S=120 NCCLSIM_RUN_GRACE_S=1 \
     LD_LIBRARY_PATH="$simlib" LD_PRELOAD="$lib" setsid "$run" -n 32 --nodes 4 -- "$job" --iters 6 \
     --stall 13:7 >"$log" 2>&1 &
   local pid=$!
