@@ -32,7 +32,9 @@ static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f
 
 /* The communicator a PROGRESS or SAMPLES about `rank` may speak of: one the sender joined, that
  * is COMPLETE, with that rank joined. NULL after refusing the message (named by `what`, with err
- * when its body was malformed) and dropping the connection. */
+ * when its body was malformed) and dropping the connection; NULL without a word when a member
+ * sends it for a communicator that is not COMPLETE (not yet: its health thread may tick before the
+ * last rank has joined; or never: only COMPLETE communicators are diagnosed). */
 static hub_comm_t *sender_comm(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, uint64_t comm,
                                uint32_t rank, const char *what, char *err, size_t errlen) {
   hub_comm_t *m = NULL;
@@ -41,8 +43,7 @@ static hub_comm_t *sender_comm(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *c
   for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
   if (!err[0]) {
     if (!member) snprintf(err, errlen, "comm %016llx not joined", (unsigned long long)comm);
-    else if (m->verdict != AH_COORD_VERDICT_COMPLETE)
-      snprintf(err, errlen, "comm %016llx has no COMPLETE verdict", (unsigned long long)comm);
+    else if (m->verdict != AH_COORD_VERDICT_COMPLETE) return NULL;
     else if (rank >= m->nranks || !(m->joined[rank / 8] & (1u << (rank % 8))))
       snprintf(err, errlen, "rank %u of comm %016llx (%u ranks)", rank, (unsigned long long)comm,
                m->nranks);

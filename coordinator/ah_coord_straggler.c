@@ -2,8 +2,8 @@
  *
  * A sampled call waits in a pending slot until every rank has reported its duration; then each
  * rank's lateness in it goes into the rank's window of that key, and a rank late beyond the
- * threshold in three calls of four of a window (or, once flagged, whose median lateness falls
- * below half the threshold) yields an event. One late call (a page fault, a preempted host) counts
+ * threshold and the call's jitter in three calls of four of a window (or, once flagged, whose
+ * median lateness falls below half the threshold) yields an event. One late call (a page fault, a preempted host) counts
  * for nothing, nor does a rank late every other call; the hysteresis keeps a rank near the
  * threshold from flapping. */
 #include "ah_coord_straggler.h"
@@ -29,6 +29,7 @@ typedef struct {
   float late[AH_STRAG_WINDOW]; /* lateness per call, share of the call's median duration */
   float wait[AH_STRAG_WINDOW]; /* when it arrived last: the median rank's wait for it, us */
   float med[AH_STRAG_WINDOW];  /* the call's median duration, us */
+  uint8_t late_sig[AH_STRAG_WINDOW]; /* late beyond the threshold and beyond the call's jitter */
   int head, n;                 /* oldest entry (once full), entries */
   int flagged;
 } rank_win_t;
@@ -50,7 +51,7 @@ struct ah_strag {
   pending_t pend[AH_STRAG_PENDING];
   key_win_t keys[AH_STRAG_KEYS];
   int *nflagged;                /* per rank: keys it is flagged in */
-  float *sorted;                /* scratch: one call's durations */
+  float *sorted;                /* scratch: one call's durations, then lateness */
   ah_strag_event_t ev[EVENTS];  /* ring of flag changes not taken yet */
   int ev_head, ev_n;
   uint64_t judged, dropped;
@@ -101,7 +102,7 @@ static void win_stats(const ah_strag_t *s, const rank_win_t *w, ah_strag_stats_t
   double wait = 0, med = 0;
   for (int i = 0; i < w->n; i++) {
     v[i] = w->late[i];
-    if (w->late[i] * 100.0 > s->pct) st->late_calls++;
+    st->late_calls += w->late_sig[i];
     wait += w->wait[i];
     med += w->med[i];
   }
@@ -156,11 +157,11 @@ static key_win_t *key_wins(ah_strag_t *s, const pending_t *p) {
   return free_slot;
 }
 
-/* Whether a window shows its rank consistently late: late by more than the threshold in three of
- * its calls in four (so its median lateness is above the threshold too). */
-static int win_late(const ah_strag_t *s, const rank_win_t *w) {
+/* Whether a window shows its rank consistently late: late beyond the threshold and the calls'
+ * jitter in three of its calls in four. */
+static int win_late(const rank_win_t *w) {
   int late = 0;
-  for (int i = 0; i < w->n; i++) late += w->late[i] * 100.0 > s->pct;
+  for (int i = 0; i < w->n; i++) late += w->late_sig[i];
   return 4 * late >= 3 * w->n;
 }
 
@@ -174,16 +175,24 @@ static void judge(ah_strag_t *s, pending_t *p) {
   key_win_t *kw = key_wins(s, p);
   if (!kw) return;
   s->judged++;
+  /* The call's jitter: the spread of every rank's lateness (1.4826 x their median absolute value,
+   * the lateness being 0 at the median rank), robust to the few ranks that are really late. A
+   * rank is late in this call when it is beyond the threshold and 4 such spreads: with small calls
+   * after long compute, healthy ranks' arrival jitter alone is a large share of the call's time. */
+  for (uint32_t r = 0; r < n; r++) s->sorted[r] = fabsf((med - p->us[r]) / med);
+  double sigma = 1.4826 * quantile(s->sorted, (int)n, 0.5);
+  double bar = fmax(s->pct / 100.0, 4 * sigma);
   for (uint32_t r = 0; r < n; r++) {
     rank_win_t *w = &kw->win[r];
     int at = w->head; /* the oldest entry is replaced once the window is full */
     if (w->n < AH_STRAG_WINDOW) at = w->n++;
     else w->head = (w->head + 1) % AH_STRAG_WINDOW;
     w->late[at] = (med - p->us[r]) / med;
+    w->late_sig[at] = w->late[at] > bar;
     w->wait[at] = p->us[r] == low ? med - low : 0;
     w->med[at] = med;
     if (w->n < AH_STRAG_MIN) continue;
-    if (!w->flagged && win_late(s, w)) {
+    if (!w->flagged && win_late(w)) {
       w->flagged = 1;
       if (s->nflagged[r]++ == 0) event_push(s, r, 1, w, p);
     } else if (w->flagged) {

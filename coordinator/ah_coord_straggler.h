@@ -29,7 +29,7 @@ typedef struct ah_strag ah_strag_t;
 /* A rank's lateness over its window. */
 typedef struct {
   int calls;          /* complete calls in the window */
-  int late_calls;     /* of them, calls it was late in by more than the threshold */
+  int late_calls;     /* of them, calls it was late in beyond the threshold and the call's jitter */
   double late_p50;    /* lateness, share of the call's time: median over the window */
   double late_p90;
   double wait_share;  /* share of the window's call time the typical rank spent waiting for it */
@@ -46,9 +46,9 @@ typedef struct {
 } ah_strag_event_t;
 
 /* A detector for n ranks: a rank is flagged when, in the window of some key, it was late by more
- * than pct percent (0 < pct < 100) in three calls of four; the key's flag clears when its median
- * lateness falls below half of pct, and the rank's when no key is flagged. NULL when out of
- * memory. */
+ * than pct percent (0 < pct < 100) and by more than 4 times the call's jitter (the spread of all
+ * ranks' lateness in it) in three calls of four; the key's flag clears when its median lateness
+ * falls below half of pct, and the rank's when no key is flagged. NULL when out of memory. */
 ah_strag_t *ah_strag_new(uint32_t nranks, double pct);
 void ah_strag_free(ah_strag_t *s);
 /* Adds rank's duration of one sampled call (rank < nranks; a duplicate is ignored). A call every

@@ -174,10 +174,20 @@ static void cred_write(const ah_coord_stamp_t *st, uint64_t hint_id) {
   static int done;
   const ah_settings_t *s = ah_shim.settings;
   if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || !s || !s->status_file[0]) return;
-  char host[256] = "?", job[AH_SHIM_JOB_MAX], path[AH_ENV_PATH_MAX], err[512];
+  char host[256] = "?", job[AH_SHIM_JOB_MAX], path[AH_ENV_PATH_MAX], err[512], beside[AH_ENV_PATH_MAX];
+  /* By default the file sits beside the reports, wherever AUTOHA_REPORT puts them. */
+  const char *tmpl = s->status_file;
+  const ah_env_var_t *sv = ah_env_var_find("AUTOHA_STATUS_FILE"), *rv = ah_env_var_find("AUTOHA_REPORT");
+  if (sv && rv && strcmp(tmpl, sv->default_text) == 0 && s->report[0] &&
+      strcmp(s->report, rv->default_text) != 0) {
+    const char *slash = strrchr(s->report, '/');
+    if (slash) snprintf(beside, sizeof beside, "%.*s/hub-%%h-%%p.cred", (int)(slash - s->report), s->report);
+    else snprintf(beside, sizeof beside, "hub-%%h-%%p.cred");
+    tmpl = beside;
+  }
   gethostname(host, sizeof host - 1);
   ah_shim_job_name(hint_id, job, sizeof job);
-  if (ah_report_path_expand(s->status_file, host, (int)getpid(), -1, job, path, sizeof path, err,
+  if (ah_report_path_expand(tmpl, host, (int)getpid(), -1, job, path, sizeof path, err,
                             sizeof err) != 0 || ah_coord_cred_write(path, st, err, sizeof err) != 0)
     ah_log(AH_LOG_WARN, "AUTOHA_STATUS_FILE: %s: autoha status cannot reach this job", err);
   else

@@ -124,7 +124,8 @@ static const ah_env_var_t env_table[] = {
      1, 86400, NULL, FIELD(hang_s)},
     {"AUTOHA_STRAGGLER_PCT", AH_ENV_DOUBLE, "20", "0..50 (percent of a call's time)",
      "How late a rank must arrive, as a share of the call's time, before the hub names it a "
-     "straggler: late by more than this in 12 of its latest 16 sampled calls of one key (a warning "
+     "straggler: late by more than this, and by more than 4 times the spread of all ranks' lateness "
+     "in the same call, in 12 of its latest 16 sampled calls of one key (a warning "
      "on every process of the communicator; another when its median lateness is under half the "
      "threshold again). 20: a rank that "
      "makes the others wait a fifth of each such call, several times the arrival jitter of a healthy "
@@ -148,8 +149,9 @@ static const ah_env_var_t env_table[] = {
      "Where the process that runs the job's coordinator hub writes its credentials (the hub's "
      "address and the job secret, mode 0600: only the job's user can read them) for `autoha status`, "
      "which shows the job's communicators, their ranks' progress and the current findings. The "
-     "templates are those of AUTOHA_REPORT; by default the file sits beside the reports. off writes "
-     "none (then autoha status cannot reach the hub).",
+     "templates are those of AUTOHA_REPORT; by default the file sits beside the reports (in "
+     "AUTOHA_REPORT's folder when that is set). off writes none (then autoha status cannot reach "
+     "the hub).",
      0, 0, NULL, FIELD(status_file)},
     {"AUTOHA_QP", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Lets autoha set the UDP source port and the traffic class of the RoCE queue pairs NCCL "

@@ -94,6 +94,30 @@ START_TEST(jitter_one_late_call_and_half_late_are_not_stragglers) {
 }
 END_TEST
 
+START_TEST(jitter_larger_than_the_threshold_is_not_a_straggler) {
+  /* short calls after long compute: every rank's arrival jitter (+-40 us) is most of a 60 us call,
+   * so any rank is often "late by 20%" — but never beyond the call's own spread */
+  ah_strag_t *s = ah_strag_new(N, 20);
+  double a[N];
+  ah_strag_event_t ev;
+  for (uint64_t i = 0; i < 5000; i++) {
+    arrivals(a, 40, -1, 0);
+    call(s, RS, i, 60, a);
+    ck_assert_msg(!ah_strag_next(s, &ev), "call %llu flagged rank %u (p50 %g, late in %d of %d)",
+                  (unsigned long long)i, ev.rank, ev.st.late_p50, ev.st.late_calls, ev.st.calls);
+  }
+  /* and a rank late by 200 us, far beyond that jitter, is still named */
+  int named = 0;
+  for (uint64_t i = 5000; i < 5016; i++) {
+    arrivals(a, 40, 11, 200);
+    call(s, RS, i, 60, a);
+    while (ah_strag_next(s, &ev)) named += ev.rank == 11 && ev.flagged;
+  }
+  ck_assert_int_eq(named, 1);
+  ah_strag_free(s);
+}
+END_TEST
+
 START_TEST(keys_are_judged_apart_and_a_recovered_rank_is_cleared) {
   ah_strag_t *s = ah_strag_new(N, 20);
   double a[N];
@@ -191,6 +215,7 @@ int main(void) {
   TCase *tc = tcase_create("straggler");
   tcase_add_test(tc, a_late_rank_is_flagged_once_with_its_figures);
   tcase_add_test(tc, jitter_one_late_call_and_half_late_are_not_stragglers);
+  tcase_add_test(tc, jitter_larger_than_the_threshold_is_not_a_straggler);
   tcase_add_test(tc, keys_are_judged_apart_and_a_recovered_rank_is_cleared);
   tcase_add_test(tc, calls_a_rank_never_reports_are_dropped);
   tcase_add_test(tc, samples_roundtrip_and_refusals);

@@ -105,6 +105,11 @@ abort_case() {
   local want=$(($(grep -c "revoked while the call waited" "$log") - ${n_ended:-0}))
   [ "$n_rep" -ge "$want" ] && [ "$n_rep" -ge 1 ] ||
     { echo "FAIL abort: $n_rep reports hold the finding ($want expected)"; return 1; }
+  # the hub's credentials went beside the reports (AUTOHA_REPORT's folder), readable by the user only
+  local cred
+  cred=$(ls "$work"/reports/hub-*.cred 2>/dev/null | head -1)
+  [ -n "$cred" ] && [ "$(stat -c %a "$cred")" = 600 ] ||
+    { echo "FAIL abort: no hub credentials (mode 600) beside the reports: $(ls "$work"/reports | head -3)"; return 1; }
   echo "abort: $n_rev of 32 processes revoked, 31 ranks failed (their reports hold the finding)," \
     "job over (status $rc) $took s after the fault"
 }
