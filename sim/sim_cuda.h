@@ -96,6 +96,19 @@ int sim_mem_ipc_reopen(uint64_t serial, void **p_p);
 /* Records `e` as the calling thread's last error when it is one, and returns it. */
 cudaError_t sim_cuda_fail(cudaError_t e);
 
+/* ---- kernels and __device__ variables (sim_cuda_func.c) ---------------------------------------- */
+/* Records a kernel's host stub (__cudaRegisterFunction) and a variable's host shadow
+ * (__cudaRegisterVar). */
+void sim_func_register(const void *host_fun, int thread_limit);
+void sim_symbol_register(const void *host_var, size_t size);
+/* Blocks of `threads` threads with `shmem` dynamic shared bytes that fit on one SM. */
+int sim_occupancy_blocks(int threads, size_t shmem);
+
+/* ---- memory pools (sim_cuda_pool.c) ------------------------------------------------------------- */
+/* Counts a cudaMallocAsync allocation in its device's default pool, and its cudaFreeAsync. */
+void sim_pool_note_alloc(void *p, size_t size, int device);
+void sim_pool_note_free(void *p);
+
 /* ---- errors ----------------------------------------------------------------------------------- */
 /* The driver's code for a runtime error code. */
 CUresult sim_cuda_to_cu(cudaError_t e);
