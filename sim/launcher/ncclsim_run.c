@@ -205,6 +205,22 @@ int main(int argc, char **argv) {
   int per_node = n / nodes;
   char **cmd = argv + i;
 
+  /* --preload: the stand-ins go on LD_PRELOAD, and the launcher runs itself again with them, once
+   * (NCCLSIM_RUN_PRELOADED marks the second start and is removed before the ranks start). On a GPU
+   * host every process finds libcuda.so.1; here an interposer preloaded into the launcher too (the
+   * autoha shim, which opens libcuda.so.1 for its health thread) finds the simulated one. */
+  if (preload) {
+    const char *again = getenv("NCCLSIM_RUN_PRELOADED");
+    if (!again || strcmp(again, "1") != 0) {
+      if (add_preload() != 0) return 2;
+      setenv("NCCLSIM_RUN_PRELOADED", "1", 1);
+      execv("/proc/self/exe", argv);
+      fprintf(stderr, "ncclsim-run: --preload: cannot run itself again: %s\n", strerror(errno));
+      return 1;
+    }
+    unsetenv("NCCLSIM_RUN_PRELOADED");
+  }
+
   char rdzv[4096];
   const char *tmp = getenv("TMPDIR");
   snprintf(rdzv, sizeof rdzv, "%s/ncclsim-rdzv-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -223,10 +239,6 @@ int main(int argc, char **argv) {
   const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++) sigaction(fwd[k], &sa, NULL);
 
-  if (preload && add_preload() != 0) {
-    cleanup(rdzv, prefix);
-    return 2;
-  }
   /* torchrun's environment: a script that calls init_process_group() with the env:// defaults
    * runs unchanged. MASTER_ADDR/MASTER_PORT set by the caller are kept. */
   setenv_int("WORLD_SIZE", n);
