@@ -346,12 +346,13 @@ SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
       if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
       return CUDA_SUCCESS;
     }
-  for (const sim_proc_t *p = sim_graph_procs; p->name; p++) /* capture and graphs */
-    if (strcmp(p->name, symbol) == 0) {
-      *pfn = p->fn;
-      if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
-      return CUDA_SUCCESS;
-    }
+  for (const sim_proc_t *tables[] = {sim_graph_procs, sim_vmm_procs}, **t = tables; t < tables + 2; t++)
+    for (const sim_proc_t *p = *t; p->name; p++) /* capture and graphs, virtual memory */
+      if (strcmp(p->name, symbol) == 0) {
+        *pfn = p->fn;
+        if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
+      }
   *pfn = NULL;
   if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return CUDA_ERROR_NOT_FOUND;

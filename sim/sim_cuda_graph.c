@@ -19,7 +19,7 @@
 
 /* ---- graphs ------------------------------------------------------------------------------------- */
 
-enum { N_COPY, N_SET, N_COMPUTE, N_KERNEL, N_EVENT_RECORD, N_EVENT_WAIT, N_NCCL, N_GRAPH, N_HOST };
+enum { N_COPY, N_SET, N_COMPUTE, N_KERNEL, N_EVENT_RECORD, N_EVENT_WAIT, N_NCCL, N_GRAPH, N_HOST, N_SET32 };
 
 typedef struct sim_nodes sim_nodes_t;
 
@@ -327,6 +327,10 @@ cudaError_t sim_capture_add_compute(struct sim_capture *cap, struct CUstream_st 
 cudaError_t sim_capture_add_kernel(struct sim_capture *cap, struct CUstream_st *s) {
   return add(cap, s, (sim_node_t){.kind = N_KERNEL});
 }
+cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s, void *dst, uint32_t value,
+                                  size_t n) {
+  return add(cap, s, (sim_node_t){.kind = N_SET32, .dst = dst, .bytes = n, .arg = (int)value});
+}
 cudaError_t sim_capture_add_host(struct sim_capture *cap, struct CUstream_st *s, void (*fn)(void *),
                                  void *data) {
   return add(cap, s, (sim_node_t){.kind = N_HOST, .host_fn = fn, .host_data = data});
@@ -556,6 +560,10 @@ static cudaError_t replay(const sim_nodes_t *g, struct CUstream_st *s) {
       if (sim_graph_nccl_replay(n->nccl, s) != 0) return cudaErrorLaunchFailure;
       break;
     case N_HOST: n->host_fn(n->host_data); break;
+    case N_SET32:
+      sim_fill32(n->dst, (uint32_t)n->arg, n->bytes);
+      sim_stream_advance(s, sim_copy_time_us(4 * n->bytes, cudaMemcpyDeviceToDevice));
+      break;
     case N_GRAPH: {
       cudaError_t r = replay(n->child, s);
       if (r != cudaSuccess) return r;

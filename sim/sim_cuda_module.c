@@ -111,7 +111,7 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
   sim_alloc_t a;
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   if (!sim_mem_find((const void *)(uintptr_t)ptr, &a)) return CUDA_ERROR_INVALID_VALUE;
-  int on_device = a.kind == SIM_MEM_DEVICE || a.kind == SIM_MEM_IPC;
+  int on_device = a.kind == SIM_MEM_DEVICE || a.kind == SIM_MEM_IPC || a.kind == SIM_MEM_VMM;
   switch (attribute) {
   case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = sim_ctx_primary(a.device); break;
   case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:

@@ -48,6 +48,9 @@ cudaError_t sim_capture_add_set(struct sim_capture *cap, struct CUstream_st *s, 
                                 size_t bytes);
 cudaError_t sim_capture_add_compute(struct sim_capture *cap, struct CUstream_st *s, double us);
 cudaError_t sim_capture_add_kernel(struct sim_capture *cap, struct CUstream_st *s);
+/* n 32-bit words set to `value` (cuMemsetD32Async, cuStreamWriteValue32). */
+cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s, void *dst, uint32_t value,
+                                  size_t n);
 /* A host function (cudaLaunchHostFunc) called again at each replay. */
 cudaError_t sim_capture_add_host(struct sim_capture *cap, struct CUstream_st *s, void (*fn)(void *),
                                  void *data);
@@ -79,6 +82,7 @@ typedef struct {
   void *fn;
 } sim_proc_t;
 extern const sim_proc_t sim_graph_procs[];
+extern const sim_proc_t sim_vmm_procs[]; /* virtual memory management (sim_cuda_vmm.c) */
 
 /* ---- the NCCL side (sim_nccl_graph.c) --------------------------------------------------------- */
 /* Replays a captured NCCL group on `s` (every rank must replay it). Returns ncclSuccess (as an

@@ -2,12 +2,13 @@
  * points: memory pools, kernel attributes and occupancy, __device__ symbols, cooperative and
  * extensible launches, host functions (at once, and as graph nodes replayed), user objects held by
  * graphs, graph node inspection, 2D copies, driver entry points by version, CUDA's "not supported"
- * for loading device code, cuPointerGetAttribute; and NCCL 2.30's suspend/resume, memory
+ * for loading device code, cuPointerGetAttribute, virtual memory management; and NCCL 2.30's suspend/resume, memory
  * statistics, window user pointer, and the refusals of grow, one-sided RMA and the device API.
  * Runs with NCCLSIM_DEVICES=4 and NCCLSIM_VERSION=2.30.7 (set by CTest). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -279,6 +280,102 @@ START_TEST(test_driver_and_device_code) {
 }
 END_TEST
 
+/* Virtual memory management, as PyTorch's expandable segments use it. */
+START_TEST(test_vmm) {
+  const size_t G = 2u << 20;
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                              .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+  size_t gran = 0;
+  ck_assert_int_eq(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_SUCCESS);
+  ck_assert_uint_eq(gran, G);
+  CUmemAllocationProp bad = prop;
+  bad.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CUmemGenericAllocationHandle h, h2, h3;
+  ck_assert_int_eq(cuMemCreate(&h, G, &bad, 0), CUDA_ERROR_NOT_SUPPORTED);
+  ck_assert_int_eq(cuMemCreate(&h, G + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE); /* not whole granules */
+  ck_assert_int_eq(cuMemCreate(&h, 2 * G, &prop, 0), CUDA_SUCCESS);
+  CUdeviceptr base;
+  ck_assert_int_eq(cuMemAddressReserve(&base, 4 * G, 0, 0, 0), CUDA_SUCCESS);
+  ck_assert_uint_eq(base % G, 0);
+  ck_assert_int_eq(cuMemMap(base + 4096, 2 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* unaligned */
+  ck_assert_int_eq(cuMemMap(base, 2 * G, 0, h, 0), CUDA_SUCCESS);
+  ck_assert_int_eq(cuMemMap(base, 2 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* already mapped */
+  CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  ck_assert_int_eq(cuMemSetAccess(base, 4 * G, &acc, 1), CUDA_ERROR_INVALID_VALUE); /* half unmapped */
+  ck_assert_int_eq(cuMemSetAccess(base, 2 * G, &acc, 1), CUDA_SUCCESS);
+  uint32_t *w = (uint32_t *)(uintptr_t)base;
+  w[0] = 11;
+  struct cudaPointerAttributes pa;
+  ck_assert_int_eq(cudaPointerGetAttributes(&pa, w + 100), cudaSuccess);
+  ck_assert_int_eq(pa.type, cudaMemoryTypeDevice);
+  ck_assert_int_eq(pa.device, 1);
+  CUdeviceptr rb;
+  size_t rs;
+  ck_assert_int_eq(cuMemGetAddressRange(&rb, &rs, base + 12345), CUDA_SUCCESS);
+  ck_assert_uint_eq(rb, base);
+  ck_assert_uint_eq(rs, 2 * G);
+  ck_assert_int_eq(cuMemRetainAllocationHandle(&h2, w + 5), CUDA_SUCCESS);
+  ck_assert_uint_eq(h2, h);
+  ck_assert_int_eq(cuMemRelease(h2), CUDA_SUCCESS);
+  ck_assert_int_eq(cudaFree(w), cudaErrorInvalidValue); /* not cudaMalloc memory */
+
+  /* stream-ordered writes, at once and replayed from a graph */
+  cudaStream_t s;
+  ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ck_assert_int_eq(cuMemsetD32Async(base + 4, 0xdeadbeefu, 10, s), CUDA_SUCCESS);
+  ck_assert_uint_eq(w[0], 11);
+  ck_assert_uint_eq(w[1], 0xdeadbeefu);
+  ck_assert_uint_eq(w[10], 0xdeadbeefu);
+  ck_assert_uint_eq(w[11], 0);
+  ck_assert_int_eq(cuStreamWriteValue32(s, base, 42, 0), CUDA_SUCCESS);
+  ck_assert_uint_eq(w[0], 42);
+  ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ck_assert_int_eq(cuMemsetD32Async(base, 7, 3, s), CUDA_SUCCESS);
+  ck_assert_uint_eq(w[0], 42); /* recorded, not done */
+  cudaGraph_t g;
+  cudaGraphExec_t x;
+  ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+  ck_assert_int_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+  ck_assert_int_eq(cudaGraphLaunch(x, s), cudaSuccess);
+  ck_assert_uint_eq(w[0], 7);
+  ck_assert_uint_eq(w[2], 7);
+  ck_assert_uint_eq(w[3], 0xdeadbeefu);
+  ck_assert_int_eq(cudaGraphExecDestroy(x), cudaSuccess);
+  ck_assert_int_eq(cudaGraphDestroy(g), cudaSuccess);
+  ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+
+  /* the same memory through an exported and imported handle, mapped a second time */
+  int fd = -1;
+  ck_assert_int_eq(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(cuMemImportFromShareableHandle(&h3, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                   CUDA_SUCCESS);
+  close(fd);
+  CUmemAllocationProp got;
+  ck_assert_int_eq(cuMemGetAllocationPropertiesFromHandle(&got, h3), CUDA_SUCCESS);
+  ck_assert_int_eq(got.location.id, 1);
+  ck_assert_int_eq(cuMemMap(base + 2 * G, 2 * G, 0, h3, 0), CUDA_SUCCESS);
+  ck_assert_int_eq(cuMemSetAccess(base + 2 * G, 2 * G, &acc, 1), CUDA_SUCCESS);
+  ck_assert_uint_eq(((uint32_t *)(uintptr_t)(base + 2 * G))[0], 7); /* shared pages */
+
+  ck_assert_int_eq(cuMemUnmap(base, G), CUDA_ERROR_INVALID_VALUE); /* half a mapping */
+  ck_assert_int_eq(cuMemAddressFree(base, 4 * G), CUDA_ERROR_INVALID_VALUE); /* still mapped */
+  ck_assert_int_eq(cuMemUnmap(base, 4 * G), CUDA_SUCCESS);
+  ck_assert_int_eq(cudaPointerGetAttributes(&pa, w), cudaSuccess);
+  ck_assert_int_eq(pa.type, cudaMemoryTypeUnregistered);
+  ck_assert_int_eq(cuMemRelease(h), CUDA_SUCCESS);
+  ck_assert_int_eq(cuMemRelease(h3), CUDA_SUCCESS);
+  ck_assert_int_eq(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE); /* gone */
+  ck_assert_int_eq(cuMemAddressFree(base, 4 * G), CUDA_SUCCESS);
+  ck_assert_int_eq(cuMemAddressFree(base, 4 * G), CUDA_ERROR_INVALID_VALUE);
+  void *fn = NULL;
+  ck_assert_int_eq(cuGetProcAddress("cuMemCreate", &fn, 12000, 0, NULL), CUDA_SUCCESS);
+  ck_assert_ptr_eq(fn, (void *)cuMemCreate);
+  (void)cudaGetLastError();
+}
+END_TEST
+
 START_TEST(test_nccl_230) {
   ncclComm_t comm;
   ncclUniqueId id;
@@ -346,6 +443,7 @@ int main(void) {
   tcase_add_test(tc, test_symbols);
   tcase_add_test(tc, test_host_functions_and_graphs);
   tcase_add_test(tc, test_driver_and_device_code);
+  tcase_add_test(tc, test_vmm);
   tcase_add_test(tc, test_nccl_230);
   suite_add_tcase(s, tc);
   /* The version case emulates an older NCCL, which sim/ reads once per process: it runs on its

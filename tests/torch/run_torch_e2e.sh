@@ -16,6 +16,9 @@ job="$(dirname "$0")/torch_job.py"
 unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE AUTOHA_TUNE_BUDGET NCCL_TUNER_PLUGIN LD_PRELOAD
 # The NCCL the wheel ships: sim/ emulates its version, so torch sees the NCCL it was built for.
 export NCCLSIM_VERSION=2.30.7
+# 2 nodes x 4 GPUs: one GPU per rank.
+export NCCLSIM_DEVICES=4
+unset CUDA_VISIBLE_DEVICES
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

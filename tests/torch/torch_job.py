@@ -19,6 +19,9 @@ N = 1024  # elements per rank of the repeated all-reduce and all-gather (float32
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
 local_rank = int(os.environ["LOCAL_RANK"])
+# Each simulated node has NCCLSIM_DEVICES GPUs (the test sets 4: 2 nodes x 4 GPUs).
+if "NCCLSIM_DEVICES" in os.environ:
+    assert torch.cuda.device_count() == int(os.environ["NCCLSIM_DEVICES"]), torch.cuda.device_count()
 torch.cuda.set_device(local_rank)
 dev = torch.device("cuda", local_rank)
 digest = hashlib.sha256()
