@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ah_config.h"
+#include "ah_coord_health.h"
 #include "ah_sched.h"
 
 #define AH_COORD_STAMP_OFFSET 64
@@ -51,6 +52,7 @@ typedef struct {
   double join_s;     /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: the default, 30 s */
   double hang_s;     /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
                       * 0: the default, 300 s; < 0: never */
+  double straggler_pct; /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
 } ah_coord_setup_t;
 
 /* Starts this process's hub (idempotent), listening on setup->addr or on this host's first
@@ -124,10 +126,13 @@ int ah_coord_alive(const ah_coord_t *c);
  * logs the finding. Returns 0, or -1 when the hub is gone. */
 struct ah_health_rec;
 int ah_coord_progress(ah_coord_t *c, uint64_t comm, const struct ah_health_rec *rec);
+/* Sends the hub n (<= AH_HEALTH_SAMPLES) of rank's sampled call durations of comm, for its
+ * straggler detection. Returns 0, or -1 when the hub is gone. */
+int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n);
 
 /* Called on the coordinator's I/O thread after each finding of the hub is logged (kind:
  * AH_FINDING_* of ah_coord_health.h), for the process to act on it; NULL: none. */
-typedef void (*ah_coord_finding_fn)(uint64_t comm, int kind, const char *text);
+typedef void (*ah_coord_finding_fn)(uint64_t comm, const ah_finding_t *f);
 void ah_coord_set_finding_handler(ah_coord_finding_fn fn);
 ah_coord_finding_fn ah_coord_finding_handler(void);
 

@@ -309,6 +309,18 @@ int ah_coord_progress(ah_coord_t *c, uint64_t comm, const ah_health_rec_t *rec) 
   return rc;
 }
 
+int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n) {
+  if (!c || !atomic_load(&c->alive)) return -1;
+  uint8_t p[8 + AH_HEALTH_SAMPLES_BYTES];
+  ah_coord_put_u64(p, comm);
+  ah_health_samples_pack(rank, x, n, p + 8);
+  pthread_mutex_lock(&c->mu);
+  int rc = client_buf_put_msg(&c->outq, AH_MSG_SAMPLES, p, sizeof p);
+  pthread_mutex_unlock(&c->mu);
+  if (rc == 0) client_send_now(c);
+  return rc;
+}
+
 int ah_coord_client_findings(ah_coord_t *c) { return atomic_load(&c->findings); }
 
 /* ---- the process's coordinators, one per stamp ---- */

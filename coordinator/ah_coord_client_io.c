@@ -159,21 +159,21 @@ ah_coord_finding_fn ah_coord_finding_handler(void) { return atomic_load(&finding
  * error for a hang, info when it advances again). A malformed finding is refused by name. */
 static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
-  uint8_t kind = p[8];
-  const char *text = (const char *)p + 9;
-  size_t len = strnlen(text, AH_HEALTH_TEXT);
-  int ok = kind >= AH_FINDING_MISSING && kind <= AH_FINDING_RESUMED && len < AH_HEALTH_TEXT;
-  for (size_t i = 0; ok && i < len; i++) ok = text[i] >= 0x20 && text[i] < 0x7f;
-  if (!ok) {
-    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a finding from hub %s: comm %016llx "
-                  "kind %u with %s text", c->addr, (unsigned long long)comm, kind,
-                  len < AH_HEALTH_TEXT ? "unprintable" : "unterminated");
+  ah_finding_t f;
+  char err[160];
+  if (ah_finding_unpack(p + 8, &f, err, sizeof err) != 0) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a finding from hub %s: comm %016llx: "
+                  "%s", c->addr, (unsigned long long)comm, err);
     return;
   }
-  ah_log(kind == AH_FINDING_RESUMED ? AH_LOG_INFO : AH_LOG_ERROR, "%s", text);
+  int kind = f.kind;
+  ah_log(kind == AH_FINDING_RESUMED || kind == AH_FINDING_RECOVERED ? AH_LOG_INFO
+         : kind == AH_FINDING_STRAGGLER                               ? AH_LOG_WARN
+                                                                      : AH_LOG_ERROR,
+         "%s", f.text);
   atomic_fetch_add(&c->findings, 1);
   ah_coord_finding_fn fn = ah_coord_finding_handler();
-  if (fn) fn(comm, kind, text);
+  if (fn) fn(comm, &f);
 }
 
 static void client_on_segment(ah_coord_t *c, const uint8_t *p) {

@@ -11,6 +11,7 @@
  * another): ranks entered different calls, a program bug. */
 #include "ah_coord_health.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,8 +104,23 @@ static void ranks_text(char *out, size_t len, const ah_health_rank_t *ranks, uin
   if (total > named && off < len) snprintf(out + off, len - off, " +%u more", total - named);
 }
 
+/* f's ranks at fault: those with sel[r] set. */
+static void culprits(ah_finding_t *f, const ah_health_rank_t *ranks, uint32_t n, const int *sel) {
+  f->nranks = 0;
+  for (uint32_t r = 0; r < n; r++)
+    if (sel[r]) ah_finding_add_rank(f, r, ranks[r].rec, ranks[r].host);
+}
+
+static void finding_call(ah_finding_t *f, const hkey_t *k, uint64_t index) {
+  f->has_call = 1;
+  f->coll = k->coll;
+  f->bin = k->bin;
+  f->index = index;
+}
+
 static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, double stalled_s,
-                    char *text, group_t *groups, int *g_of, int *sel) {
+                    ah_finding_t *f, group_t *groups, int *g_of, int *sel) {
+  char *text = f->text;
   hkey_t keys[MAX_KEYS];
   int nkeys = 0, ng = 0;
   text[0] = 0;
@@ -144,10 +160,14 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
     for (int k = 1; k < nkeys; k++)
       if (groups[0].e[k] > groups[0].e[kmax]) kmax = k;
     char call[64] = "its calls";
-    if (nkeys) call_text(call, sizeof call, &keys[kmax], groups[0].e[kmax] - 1);
+    if (nkeys) {
+      call_text(call, sizeof call, &keys[kmax], groups[0].e[kmax] - 1);
+      finding_call(f, &keys[kmax], groups[0].e[kmax] - 1);
+    }
     uint32_t nbusy = 0;
     for (uint32_t r = 0; r < n; r++) nbusy += sel[r] = ranks[r].rec && ranks[r].rec->state == AH_HEALTH_BUSY;
     ranks_text(who, sizeof who, ranks, n, sel);
+    if (nbusy < n) culprits(f, ranks, n, sel); /* all busy: no rank is singled out */
     if (nbusy == n)
       say(text, "hang on %s: every rank entered %s, none completed it in %.0f s (inside NCCL or "
           "the network)", head, call, stalled_s);
@@ -171,10 +191,14 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
       for (int k = 0; k < nkeys; k++) {
         if (!((groups[i].known >> k) & (groups[j].known >> k) & 1)) continue;
         if (!ci[0] && groups[i].e[k] > groups[j].e[k]) call_text(ci, sizeof ci, &keys[k], groups[j].e[k]);
-        if (!cj[0] && groups[j].e[k] > groups[i].e[k]) call_text(cj, sizeof cj, &keys[k], groups[i].e[k]);
+        if (!cj[0] && groups[j].e[k] > groups[i].e[k]) {
+          call_text(cj, sizeof cj, &keys[k], groups[i].e[k]);
+          finding_call(f, &keys[k], groups[i].e[k]); /* the odd ones' call */
+        }
       }
       for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == j;
       ranks_text(wj, sizeof wj, ranks, n, sel);
+      culprits(f, ranks, n, sel);
       say(text, "hang on %s: ranks entered different calls (program bug): rank %s entered %s where "
           "%u others entered %s; stalled %.0f s", head, wj, cj, groups[i].n, ci, stalled_s);
       return AH_FINDING_MISMATCH;
@@ -198,12 +222,17 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
       }
   }
   char call[64] = "a call";
-  if (lag >= 0) call_text(call, sizeof call, &keys[lag], groups[lag_group].e[lag]);
+  if (lag >= 0) {
+    call_text(call, sizeof call, &keys[lag], groups[lag_group].e[lag]);
+    finding_call(f, &keys[lag], groups[lag_group].e[lag]);
+  }
   char wf[100], wb[100];
   for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == front;
   ranks_text(wf, sizeof wf, ranks, n, sel);
+  if (groups[front].busy && behind_busy) culprits(f, ranks, n, sel); /* the GPU that stopped */
   for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] >= 0 && g_of[r] != front;
   ranks_text(wb, sizeof wb, ranks, n, sel);
+  if (!(groups[front].busy && behind_busy)) culprits(f, ranks, n, sel); /* the ranks behind */
   if (!behind_busy) {
     say(text, "hang on %s: rank %s never entered %s, which rank %s entered %.0f s ago", head,
         wb, call, wf, stalled_s);
@@ -220,12 +249,13 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
 }
 
 int ah_health_classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, double stalled_s,
-                       char *text) {
-  text[0] = 0;
+                       ah_finding_t *f) {
+  memset(f, 0, sizeof *f);
   group_t *groups = calloc(MAX_GROUPS, sizeof *groups);
   int *g_of = calloc(n ? n : 1, sizeof *g_of), *sel = calloc(n ? n : 1, sizeof *sel);
-  int kind = groups && g_of && sel ? classify(comm, ranks, n, stalled_s, text, groups, g_of, sel)
+  int kind = groups && g_of && sel ? classify(comm, ranks, n, stalled_s, f, groups, g_of, sel)
                                    : AH_FINDING_NONE;
+  f->kind = kind;
   free(groups);
   free(g_of);
   free(sel);
@@ -280,5 +310,138 @@ int ah_health_rec_unpack(const uint8_t *in, ah_health_rec_t *r, char *err, size_
     }
     r->keys[i] = (ah_health_key_t){k[0], k[1], ah_coord_get_u64(k + 2)};
   }
+  return 0;
+}
+
+void ah_health_samples_pack(uint32_t rank, const ah_health_sample_t *x, int n, uint8_t *out) {
+  memset(out, 0, AH_HEALTH_SAMPLES_BYTES);
+  if (n > AH_HEALTH_SAMPLES) n = AH_HEALTH_SAMPLES;
+  ah_coord_put_u32(out, rank);
+  out[4] = (uint8_t)n;
+  for (int i = 0; i < n; i++) {
+    uint8_t *k = out + 5 + AH_HEALTH_SAMPLE_BYTES * i;
+    k[0] = x[i].coll;
+    k[1] = x[i].bin;
+    ah_coord_put_u64(k + 2, x[i].index);
+    uint32_t bits;
+    memcpy(&bits, &x[i].us, sizeof bits);
+    ah_coord_put_u32(k + 10, bits);
+  }
+}
+
+int ah_health_samples_unpack(const uint8_t *in, uint32_t *rank, ah_health_sample_t *x, char *err,
+                             size_t errlen) {
+  *rank = ah_coord_get_u32(in);
+  int n = in[4];
+  if (n > AH_HEALTH_SAMPLES) {
+    snprintf(err, errlen, "samples record with %d samples (at most %d)", n, AH_HEALTH_SAMPLES);
+    return -1;
+  }
+  for (int i = 0; i < AH_HEALTH_SAMPLES; i++) {
+    const uint8_t *k = in + 5 + AH_HEALTH_SAMPLE_BYTES * i;
+    if (i >= n) {
+      for (int b = 0; b < AH_HEALTH_SAMPLE_BYTES; b++)
+        if (k[b]) {
+          snprintf(err, errlen, "samples record: unused slot %d is not zero", i);
+          return -1;
+        }
+      continue;
+    }
+    uint32_t bits = ah_coord_get_u32(k + 10);
+    float us;
+    memcpy(&us, &bits, sizeof us);
+    if (k[0] >= AH_NUM_COLLS || k[1] >= 64) {
+      snprintf(err, errlen, "samples record: sample %d names collective %u bin %u (out of range)",
+               i, k[0], k[1]);
+      return -1;
+    }
+    if (!(us >= 0) || !isfinite(us)) {
+      snprintf(err, errlen, "samples record: sample %d has duration %g us", i, (double)us);
+      return -1;
+    }
+    x[i] = (ah_health_sample_t){k[0], k[1], ah_coord_get_u64(k + 2), us};
+  }
+  return n;
+}
+
+void ah_finding_add_rank(ah_finding_t *f, uint32_t r, const ah_health_rec_t *rec, const char *host) {
+  if (f->nranks < AH_FINDING_RANKS) {
+    ah_finding_rank_t *fr = &f->ranks[f->nranks];
+    *fr = (ah_finding_rank_t){.rank = r, .gpu = 0xffff};
+    if (rec) {
+      fr->pid = rec->pid;
+      fr->gpu = rec->gpu;
+      snprintf(fr->host, sizeof fr->host, "%s", host ? host : "?");
+    }
+  }
+  f->nranks++;
+}
+
+void ah_finding_pack(const ah_finding_t *f, uint8_t *out) {
+  memset(out, 0, AH_FINDING_BYTES);
+  out[0] = (uint8_t)f->kind;
+  snprintf((char *)out + 1, AH_HEALTH_TEXT, "%s", f->text);
+  uint8_t *p = out + 1 + AH_HEALTH_TEXT;
+  ah_coord_put_u32(p, f->nranks);
+  p += 4;
+  for (uint32_t i = 0; i < f->nranks && i < AH_FINDING_RANKS; i++, p += AH_FINDING_RANK_BYTES) {
+    ah_coord_put_u32(p, f->ranks[i].rank);
+    ah_coord_put_u32(p + 4, f->ranks[i].pid);
+    p[8] = (uint8_t)(f->ranks[i].gpu >> 8);
+    p[9] = (uint8_t)f->ranks[i].gpu;
+    snprintf((char *)p + 10, AH_FINDING_HOST, "%s", f->ranks[i].host);
+  }
+  p = out + 1 + AH_HEALTH_TEXT + 4 + AH_FINDING_RANKS * AH_FINDING_RANK_BYTES;
+  p[0] = (uint8_t)(f->has_call != 0);
+  if (f->has_call) {
+    p[1] = f->coll;
+    p[2] = f->bin;
+    ah_coord_put_u64(p + 3, f->index);
+  }
+}
+
+/* Whether p's n bytes hold printable ASCII up to a NUL. */
+static int text_ok(const uint8_t *p, size_t n) {
+  size_t len = strnlen((const char *)p, n);
+  if (len == n) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (p[i] < 0x20 || p[i] >= 0x7f) return 0;
+  return 1;
+}
+
+int ah_finding_unpack(const uint8_t *in, ah_finding_t *f, char *err, size_t errlen) {
+  memset(f, 0, sizeof *f);
+  f->kind = in[0];
+  if (f->kind < AH_FINDING_MISSING || f->kind > AH_FINDING_LAST) {
+    snprintf(err, errlen, "finding kind %d out of range", f->kind);
+    return -1;
+  }
+  if (!text_ok(in + 1, AH_HEALTH_TEXT)) {
+    snprintf(err, errlen, "finding with %s text",
+             strnlen((const char *)in + 1, AH_HEALTH_TEXT) < AH_HEALTH_TEXT ? "unprintable" : "unterminated");
+    return -1;
+  }
+  memcpy(f->text, in + 1, AH_HEALTH_TEXT);
+  const uint8_t *p = in + 1 + AH_HEALTH_TEXT;
+  f->nranks = ah_coord_get_u32(p);
+  p += 4;
+  for (uint32_t i = 0; i < f->nranks && i < AH_FINDING_RANKS; i++, p += AH_FINDING_RANK_BYTES) {
+    if (!text_ok(p + 10, AH_FINDING_HOST)) {
+      snprintf(err, errlen, "finding: rank %u's host is not printable, terminated text", i);
+      return -1;
+    }
+    f->ranks[i] = (ah_finding_rank_t){ah_coord_get_u32(p), ah_coord_get_u32(p + 4),
+                                      (uint16_t)((p[8] << 8) | p[9]), ""};
+    memcpy(f->ranks[i].host, p + 10, AH_FINDING_HOST);
+  }
+  p = in + 1 + AH_HEALTH_TEXT + 4 + AH_FINDING_RANKS * AH_FINDING_RANK_BYTES;
+  if (p[0] > 1 || (p[0] && (p[1] >= AH_NUM_COLLS || p[2] >= 64))) {
+    snprintf(err, errlen, "finding: call flag %u, collective %u, bin %u out of range", p[0], p[1], p[2]);
+    return -1;
+  }
+  f->has_call = p[0];
+  f->coll = p[1];
+  f->bin = p[2];
+  f->index = ah_coord_get_u64(p + 3);
   return 0;
 }

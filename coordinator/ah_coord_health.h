@@ -41,8 +41,11 @@ enum {
   AH_FINDING_MISSING = 1,    /* (a) some ranks never entered a call the others entered */
   AH_FINDING_INCOMPLETE = 2, /* (b) a call was entered and its GPU work never completed */
   AH_FINDING_MISMATCH = 3,   /* (c) ranks entered different calls */
-  AH_FINDING_RESUMED = 4     /* the communicator advances again after a finding */
+  AH_FINDING_RESUMED = 4,    /* the communicator advances again after a finding */
+  AH_FINDING_STRAGGLER = 5,  /* a rank is consistently late (ah_coord_straggler.h) */
+  AH_FINDING_RECOVERED = 6   /* a straggler is on time again */
 };
+#define AH_FINDING_LAST AH_FINDING_RECOVERED /* names: ah_report_health_kind (tuner/ah_report.h) */
 
 /* Where a rank runs, for the text: its host (the hub knows the connection's address). */
 typedef struct {
@@ -50,13 +53,43 @@ typedef struct {
   const char *host;
 } ah_health_rank_t;
 
+/* A finding as the hub sends it: the line every process logs, and its parts for programs (the
+ * AUTOHA_HEALTH_CMD event): the ranks at fault and the call it is about. */
+#define AH_FINDING_RANKS 4 /* ranks at fault carried with their place; the rest are counted */
+#define AH_FINDING_HOST 48
+typedef struct {
+  uint32_t rank, pid;
+  uint16_t gpu;                /* 0xffff unknown */
+  char host[AH_FINDING_HOST];  /* "" when the rank never reported */
+} ah_finding_rank_t;
+
+typedef struct {
+  int kind;                    /* AH_FINDING_* */
+  char text[AH_HEALTH_TEXT];
+  uint32_t nranks;             /* ranks at fault, all of them (0: none singled out) */
+  ah_finding_rank_t ranks[AH_FINDING_RANKS]; /* the first of them */
+  int has_call;                /* the call it is about (key and index), when there is one */
+  uint8_t coll, bin;
+  uint64_t index;
+} ah_finding_t;
+
 /* Classifies a stalled communicator of n ranks (ranks[i] is rank i's latest record; a NULL rec
  * means that rank never reported). `comm` and `stalled_s` (seconds since any rank advanced) go
- * into the text. Returns the AH_FINDING_* kind and writes one line into text (AH_HEALTH_TEXT
- * bytes), or AH_FINDING_NONE when the records show no collective hang (every rank idle with the
- * same calls entered: the job waits outside NCCL). */
+ * into the text. Returns the AH_FINDING_* kind and fills *f (its line, the ranks at fault and the
+ * call), or AH_FINDING_NONE when the records show no collective hang (every rank idle with the same
+ * calls entered: the job waits outside NCCL). */
 int ah_health_classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, double stalled_s,
-                       char *text);
+                       ah_finding_t *f);
+/* Adds rank r (its record, or NULL, and host) to f's ranks at fault. */
+void ah_finding_add_rank(ah_finding_t *f, uint32_t r, const ah_health_rec_t *rec, const char *host);
+
+/* Wire form of a finding (the FINDING message after its comm u64): AH_FINDING_BYTES. */
+#define AH_FINDING_RANK_BYTES (4 + 4 + 2 + AH_FINDING_HOST)
+#define AH_FINDING_BYTES (1 + AH_HEALTH_TEXT + 4 + AH_FINDING_RANKS * AH_FINDING_RANK_BYTES + 1 + 1 + 1 + 8)
+void ah_finding_pack(const ah_finding_t *f, uint8_t *out);
+/* Unpacks and validates (kind, texts printable and NUL-terminated, the call's key). Returns 0, or
+ * -1 with a reason naming the offending value. */
+int ah_finding_unpack(const uint8_t *in, ah_finding_t *f, char *err, size_t errlen);
 
 /* Wire form of a record (the PROGRESS message after its comm u64): AH_HEALTH_REC_BYTES. */
 #define AH_HEALTH_REC_BYTES (4 + 4 + 2 + 1 + 1 + AH_HEALTH_KEYS * 10)
@@ -64,5 +97,22 @@ void ah_health_rec_pack(const ah_health_rec_t *r, uint8_t *out);
 /* Unpacks and validates (state, nkeys, each used key's collective and bin, unused keys zero).
  * Returns 0, or -1 with a reason naming the offending value. */
 int ah_health_rec_unpack(const uint8_t *in, ah_health_rec_t *r, char *err, size_t errlen);
+
+/* One sampled call's GPU duration on one rank, for the straggler detector. The shim samples the
+ * same call indices on every rank; a SAMPLES message (after its comm u64 and rank u32) carries a
+ * count u8 and AH_HEALTH_SAMPLES of them (unused ones zero). */
+#define AH_HEALTH_SAMPLES 16
+typedef struct {
+  uint8_t coll, bin;
+  uint64_t index;
+  float us;
+} ah_health_sample_t;
+#define AH_HEALTH_SAMPLE_BYTES 14
+#define AH_HEALTH_SAMPLES_BYTES (4 + 1 + AH_HEALTH_SAMPLES * AH_HEALTH_SAMPLE_BYTES)
+void ah_health_samples_pack(uint32_t rank, const ah_health_sample_t *x, int n, uint8_t *out);
+/* Unpacks and validates (count, keys, durations finite and non-negative, unused slots zero).
+ * Returns the count, or -1 with a reason naming the offending value. */
+int ah_health_samples_unpack(const uint8_t *in, uint32_t *rank, ah_health_sample_t *x, char *err,
+                             size_t errlen);
 
 #endif

@@ -41,6 +41,7 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->join_ms = 30000; /* AUTOHA_COORD_JOIN_S's default; ah_coord_hub_start applies the setup's */
   o_p->hang_ms = 300000; /* AUTOHA_HANG_S's default (docs/diagnosis.md says why) */
   o_p->max_progress_ranks = 1u << 16;
+  o_p->straggler_pct = AH_STRAG_PCT_DEFAULT;
   o_p->max_comms = 4096;
   o_p->max_client_comms = 1024;
   o_p->max_pending_joins = 1024;
@@ -101,6 +102,7 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
     case AH_MSG_PUBLISH:
     case AH_MSG_DELIVERED:
     case AH_MSG_PROGRESS:
+    case AH_MSG_SAMPLES:
       cl = hub_client_find(h, c->client_id);
       if (!cl) {
         hub_conn_close_later(h, c);
@@ -109,7 +111,8 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
       if (type == AH_MSG_JOIN) hub_on_join(h, c, cl, p);
       else if (type == AH_MSG_PUBLISH) hub_on_publish(h, c, cl, p);
       else if (type == AH_MSG_DELIVERED) hub_on_delivered(h, c, cl, p);
-      else hub_on_progress(h, c, cl, p);
+      else if (type == AH_MSG_PROGRESS) hub_on_progress(h, c, cl, p);
+      else hub_on_samples(h, c, cl, p);
       break;
     case AH_MSG_PING: hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
     case AH_MSG_STATUS: hub_on_status(h, c); break;
@@ -401,6 +404,7 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
     free(m->frame_pub);
     free(m->members);
     free(m->prog);
+    ah_strag_free(m->strag);
     free(m->subs);
     free(m);
   }
@@ -468,6 +472,7 @@ int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p)
       if (o.join_ms < 1) o.join_ms = 1;
       if (setup && setup->hang_s > 0) o.hang_ms = (int)(setup->hang_s * 1000.0 + 0.5);
       else if (setup && setup->hang_s < 0) o.hang_ms = 0;
+      if (setup && setup->straggler_pct != 0) o.straggler_pct = setup->straggler_pct;
       hub_once = ah_coord_hub_open(use ? env : NULL, secret, &o, &hub_once_stamp);
     }
   }

@@ -23,36 +23,43 @@ static int advanced(const ah_health_rec_t *a, const ah_health_rec_t *b) {
   return 0;
 }
 
-static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, int kind, const char *text) {
-  uint8_t p[8 + 1 + AH_HEALTH_TEXT];
-  memset(p, 0, sizeof p);
+static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f) {
+  uint8_t p[8 + AH_FINDING_BYTES];
   ah_coord_put_u64(p, m->comm);
-  p[8] = (uint8_t)kind;
-  snprintf((char *)p + 9, AH_HEALTH_TEXT, "%s", text);
+  ah_finding_pack(f, p + 8);
   for (int i = 0; i < m->nsubs; i++) hub_conn_send_msg(h, m->subs[i], AH_MSG_FINDING, p, sizeof p);
+}
+
+/* The communicator a PROGRESS or SAMPLES about `rank` may speak of: one the sender joined, that
+ * is COMPLETE, with that rank joined. NULL after refusing the message (named by `what`, with err
+ * when its body was malformed) and dropping the connection. */
+static hub_comm_t *sender_comm(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, uint64_t comm,
+                               uint32_t rank, const char *what, char *err, size_t errlen) {
+  hub_comm_t *m = NULL;
+  HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
+  int member = 0;
+  for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
+  if (!err[0]) {
+    if (!member) snprintf(err, errlen, "comm %016llx not joined", (unsigned long long)comm);
+    else if (m->verdict != AH_COORD_VERDICT_COMPLETE)
+      snprintf(err, errlen, "comm %016llx has no COMPLETE verdict", (unsigned long long)comm);
+    else if (rank >= m->nranks || !(m->joined[rank / 8] & (1u << (rank % 8))))
+      snprintf(err, errlen, "rank %u of comm %016llx (%u ranks)", rank, (unsigned long long)comm,
+               m->nranks);
+  }
+  if (!err[0]) return m;
+  hub_refuse(h, RATE_PROGRESS, "refused a %s from %s: %s; connection dropped", what, c->peer, err);
+  hub_conn_close_later(h, c);
+  return NULL;
 }
 
 void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   ah_health_rec_t rec;
   char err[160] = "";
-  hub_comm_t *m = NULL;
-  HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
-  int member = 0;
-  for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
-  if (ah_health_rec_unpack(p + 8, &rec, err, sizeof err) == 0) {
-    if (!member) snprintf(err, sizeof err, "comm %016llx not joined", (unsigned long long)comm);
-    else if (m->verdict != AH_COORD_VERDICT_COMPLETE)
-      snprintf(err, sizeof err, "comm %016llx has no COMPLETE verdict", (unsigned long long)comm);
-    else if (rec.rank >= m->nranks || !(m->joined[rec.rank / 8] & (1u << (rec.rank % 8))))
-      snprintf(err, sizeof err, "rank %u of comm %016llx (%u ranks)", rec.rank,
-               (unsigned long long)comm, m->nranks);
-  }
-  if (err[0]) {
-    hub_refuse(h, RATE_PROGRESS, "refused a PROGRESS from %s: %s; connection dropped", c->peer, err);
-    hub_conn_close_later(h, c);
-    return;
-  }
+  (void)ah_health_rec_unpack(p + 8, &rec, err, sizeof err);
+  hub_comm_t *m = sender_comm(h, c, cl, comm, rec.rank, "PROGRESS", err, sizeof err);
+  if (!m) return;
   uint64_t now = ah_coord_now_ns();
   if (!m->prog) {
     if (h->prog_ranks + m->nranks > h->o.max_progress_ranks) {
@@ -77,10 +84,47 @@ void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const u
   if (!moved) return;
   m->advanced_ns = now;
   if (m->finding) {
-    char text[AH_HEALTH_TEXT];
-    snprintf(text, sizeof text, "comm %016llx advances again (rank %u)", (unsigned long long)comm, rec.rank);
-    finding_send(h, m, AH_FINDING_RESUMED, text);
+    ah_finding_t f = {.kind = AH_FINDING_RESUMED};
+    snprintf(f.text, sizeof f.text, "comm %016llx advances again (rank %u)", (unsigned long long)comm, rec.rank);
+    finding_send(h, m, &f);
     m->finding = 0;
+  }
+}
+
+/* Where rank r runs, for a finding's text: "host pid P gpu G" from its progress record. */
+static void rank_place(const hub_comm_t *m, uint32_t r, char *out, size_t len) {
+  const hub_prog_t *s = m->prog && r < m->nranks ? &m->prog[r] : NULL;
+  if (!s || !s->have) snprintf(out, len, "no progress record");
+  else if (s->rec.gpu == 0xffff) snprintf(out, len, "%s pid %u", s->host, s->rec.pid);
+  else snprintf(out, len, "%s pid %u gpu %u", s->host, s->rec.pid, s->rec.gpu);
+}
+
+void hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+  uint64_t comm = ah_coord_get_u64(p);
+  ah_health_sample_t x[AH_HEALTH_SAMPLES];
+  uint32_t rank = 0;
+  char err[160] = "";
+  int n = ah_health_samples_unpack(p + 8, &rank, x, err, sizeof err);
+  hub_comm_t *m = sender_comm(h, c, cl, comm, rank, "SAMPLES", err, sizeof err);
+  if (!m || h->o.straggler_pct <= 0 || m->nranks < 3) return; /* two ranks: no one is typical */
+  if (!m->strag) { /* counted with the progress records' ranks: the same bound on what is kept */
+    if (h->prog_ranks + m->nranks > h->o.max_progress_ranks) return;
+    if (!(m->strag = ah_strag_new(m->nranks, h->o.straggler_pct))) return;
+    h->prog_ranks += m->nranks;
+  }
+  uint64_t now = ah_coord_now_ns();
+  for (int i = 0; i < n; i++) ah_strag_add(m->strag, rank, &x[i], now);
+  ah_strag_event_t ev;
+  while (ah_strag_next(m->strag, &ev)) {
+    char who[96];
+    rank_place(m, ev.rank, who, sizeof who);
+    ah_finding_t f = {.kind = ev.flagged ? AH_FINDING_STRAGGLER : AH_FINDING_RECOVERED,
+                      .has_call = 1, .coll = ev.coll, .bin = ev.bin, .index = ev.index};
+    ah_strag_text(m->comm, &ev, who, f.text);
+    const hub_prog_t *s = m->prog ? &m->prog[ev.rank] : NULL;
+    ah_finding_add_rank(&f, ev.rank, s && s->have ? &s->rec : NULL, s ? s->host : NULL);
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
+    finding_send(h, m, &f);
   }
 }
 
@@ -93,18 +137,24 @@ void hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
     if (!ranks) return;
     for (uint32_t r = 0; r < m->nranks; r++)
       ranks[r] = (ah_health_rank_t){m->prog[r].have ? &m->prog[r].rec : NULL, m->prog[r].host};
-    char text[AH_HEALTH_TEXT];
-    int kind = ah_health_classify(m->comm, ranks, m->nranks, (double)(now - m->advanced_ns) / 1e9, text);
+    ah_finding_t f;
+    int kind = ah_health_classify(m->comm, ranks, m->nranks, (double)(now - m->advanced_ns) / 1e9, &f);
     free(ranks);
     if (kind == AH_FINDING_NONE) { /* the job waits outside NCCL: look again in a second */
       m->recheck_ns = now + 1000000000ull;
       continue;
     }
-    ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, text);
-    finding_send(h, m, kind, text);
+    ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
+    finding_send(h, m, &f);
     m->finding = kind;
-    snprintf(m->finding_text, sizeof m->finding_text, "%s", text);
+    snprintf(m->finding_text, sizeof m->finding_text, "%s", f.text);
   }
+}
+
+/* A share as tenths of a percent, within int16_t. */
+static int16_t permille(double x) {
+  double v = x * 1000.0;
+  return (int16_t)(v > 30000 ? 30000 : v < -30000 ? -30000 : (v < 0 ? v - 0.5 : v + 0.5));
 }
 
 void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
@@ -130,6 +180,16 @@ void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
         sr.pid = s->rec.pid;
         sr.gpu = s->rec.gpu;
         snprintf(sr.host, sizeof sr.host, "%s", s->host);
+      }
+      if (m->strag) {
+        ah_strag_stats_t st;
+        ah_strag_stats(m->strag, r, &st);
+        sr.straggler = (uint8_t)st.flagged;
+        sr.late_calls = (uint8_t)st.calls;
+        sr.late_p50 = permille(st.late_p50);
+        sr.late_p90 = permille(st.late_p90);
+        double w = st.wait_share * 1000.0;
+        sr.wait_share = (uint16_t)(w > 1000 ? 1000 : w < 0 ? 0 : w + 0.5);
       }
       ah_status_rank_pack(&sr, p);
       hub_conn_send_msg(h, c, AH_MSG_STATUS_RANK, p, AH_STATUS_RANK_BYTES);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "ah_coord_internal.h"
+#include "ah_coord_straggler.h"
 #include "ah_uthash.h"
 
 #define FRAME_SEGMENT_BYTES (AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES)
@@ -91,6 +92,7 @@ typedef struct {
   /* Diagnosis (ah_coord_hub_health.c): every rank's latest record once it is COMPLETE, when any
    * rank's calls last advanced, and the kind of the finding sent for the current stall (0: none). */
   hub_prog_t *prog;
+  ah_strag_t *strag;      /* its ranks' lateness (ah_coord_straggler.c), from their SAMPLES */
   uint64_t advanced_ns;
   uint64_t recheck_ns;    /* a stall that showed no hang is looked at again from here */
   int finding;
@@ -173,6 +175,8 @@ void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const 
 /* Stores a rank's progress record (refused, with the connection dropped, for a communicator the
  * client is not a member of, before its verdict is COMPLETE, or when malformed). */
 void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+/* A rank's sampled call durations: judged for stragglers once every rank reported a call. */
+void hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 /* At each tick: diagnoses every communicator whose ranks all stopped advancing for hang_ms and
  * sends the finding to its processes (once per stall). */
 void hub_health_tick(ah_coord_hub_t *h, uint64_t now);

@@ -48,7 +48,7 @@ long ah_coord_net_nofile_raise(long want);
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
 #define AH_COORD_PROTO_VERSION 4
 #define AH_COORD_HDR_BYTES 8
-#define AH_COORD_MAX_PAYLOAD 256 /* bound on any length prefix; the largest message is 241 bytes */
+#define AH_COORD_MAX_PAYLOAD 512 /* bound on any length prefix; the largest message (FINDING) is 488 bytes */
 #define AH_COORD_NONCE_BYTES 32
 #define AH_COORD_MAC_BYTES 32
 
@@ -67,12 +67,13 @@ enum {
                         * ref_rank u32 first_rank u32 ndiffer u32 (MISMATCH's evidence, else 0) */
   AH_MSG_DELIVERED = 12, /* client -> hub: comm u64 seq u64 (every segment up to seq delivered) */
   AH_MSG_PROGRESS = 13,  /* client -> hub: comm u64 record[AH_HEALTH_REC_BYTES] (ah_coord_health.h) */
-  AH_MSG_FINDING = 14,   /* hub -> client: comm u64 kind u8 text[AH_HEALTH_TEXT] (NUL-terminated) */
+  AH_MSG_FINDING = 14,   /* hub -> client: comm u64 finding[AH_FINDING_BYTES] (ah_coord_health.h) */
   AH_MSG_STATUS = 15,      /* client -> hub: empty (autoha status) */
   AH_MSG_STATUS_COMM = 16, /* hub -> client: ah_status_comm_t (ah_coord_status.h) */
   AH_MSG_STATUS_RANK = 17, /* hub -> client: ah_status_rank_t */
   AH_MSG_STATUS_END = 18,  /* hub -> client: count u32 (communicators sent) */
-  AH_MSG_MAX = 18
+  AH_MSG_SAMPLES = 19,     /* client -> hub: comm u64 samples[AH_HEALTH_SAMPLES_BYTES] (ah_coord_health.h) */
+  AH_MSG_MAX = 19
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */
@@ -150,6 +151,8 @@ typedef struct {
   int hang_ms;         /* a communicator whose ranks all stopped advancing this long is diagnosed
                         * (AUTOHA_HANG_S); <= 0: never */
   uint32_t max_progress_ranks; /* ranks whose progress records are kept, all communicators */
+  double straggler_pct; /* a rank late by more than this % of its calls' time is flagged
+                         * (AUTOHA_STRAGGLER_PCT); <= 0: stragglers are not looked for */
 } ah_coord_hub_opts_t;
 
 void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p);

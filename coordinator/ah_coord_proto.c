@@ -53,13 +53,14 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_VERDICT] = 8 + 4 + 4 * 4,
     [AH_MSG_DELIVERED] = 8 + 8,
     [AH_MSG_PROGRESS] = 8 + AH_HEALTH_REC_BYTES,
-    [AH_MSG_FINDING] = 8 + 1 + AH_HEALTH_TEXT,
+    [AH_MSG_FINDING] = 8 + AH_FINDING_BYTES,
     [AH_MSG_STATUS] = 0,
     [AH_MSG_STATUS_COMM] = AH_STATUS_COMM_BYTES,
     [AH_MSG_STATUS_RANK] = AH_STATUS_RANK_BYTES,
     [AH_MSG_STATUS_END] = 4,
+    [AH_MSG_SAMPLES] = 8 + AH_HEALTH_SAMPLES_BYTES,
 };
-_Static_assert(8 + 1 + AH_HEALTH_TEXT <= AH_COORD_MAX_PAYLOAD, "a finding fits the frame bound");
+_Static_assert(8 + AH_FINDING_BYTES <= AH_COORD_MAX_PAYLOAD, "a finding fits the frame bound");
 
 uint32_t ah_coord_msg_len(uint8_t type) { return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0; }
 

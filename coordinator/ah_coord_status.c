@@ -78,6 +78,12 @@ void ah_status_comm_pack(const ah_status_comm_t *c, uint8_t *out) {
   snprintf((char *)out + 18, AH_HEALTH_TEXT, "%s", c->text);
 }
 
+static void put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)(v >> 8);
+  p[1] = (uint8_t)v;
+}
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+
 void ah_status_rank_pack(const ah_status_rank_t *r, uint8_t *out) {
   memset(out, 0, AH_STATUS_RANK_BYTES);
   ah_coord_put_u64(out, r->comm);
@@ -90,6 +96,11 @@ void ah_status_rank_pack(const ah_status_rank_t *r, uint8_t *out) {
   out[30] = (uint8_t)(r->gpu >> 8);
   out[31] = (uint8_t)r->gpu;
   snprintf((char *)out + 32, 64, "%s", r->host);
+  out[96] = r->straggler;
+  out[97] = r->late_calls;
+  put_u16(out + 98, (uint16_t)r->late_p50);
+  put_u16(out + 100, (uint16_t)r->late_p90);
+  put_u16(out + 102, r->wait_share);
 }
 
 /* A text field of a frame: NUL-terminated within its bytes. */
@@ -160,8 +171,13 @@ int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
     } else if (h.type == AH_MSG_STATUS_RANK && text_ok(p + 32, 64)) {
       ah_status_rank_t r = {ah_coord_get_u64(p), ah_coord_get_u32(p + 8), p[12], p[13],
                             ah_coord_get_u64(p + 14), ah_coord_get_u32(p + 22),
-                            ah_coord_get_u32(p + 26), (uint16_t)((p[30] << 8) | p[31]), ""};
+                            ah_coord_get_u32(p + 26), (uint16_t)((p[30] << 8) | p[31]), "", 0, 0, 0, 0, 0};
       memcpy(r.host, p + 32, sizeof r.host); /* NUL-terminated within (text_ok) */
+      r.straggler = p[96];
+      r.late_calls = p[97];
+      r.late_p50 = (int16_t)get_u16(p + 98);
+      r.late_p90 = (int16_t)get_u16(p + 100);
+      r.wait_share = get_u16(p + 102);
       if (on_rank) on_rank(arg, &r);
     } else if (h.type != AH_MSG_PONG) {
       snprintf(err, errlen, "bad answer from the hub: message type %u", h.type);

@@ -37,6 +37,12 @@ typedef struct {
   uint32_t pid;
   uint16_t gpu;           /* 0xffff unknown */
   char host[64];
+  /* Its lateness over its latest sampled calls (ah_coord_straggler.h), in tenths of a percent of
+   * the calls' time: median and p90 (negative: early), and the others' wait for it. */
+  uint8_t straggler;      /* flagged now */
+  uint8_t late_calls;     /* calls judged (0: no figure yet) */
+  int16_t late_p50, late_p90;
+  uint16_t wait_share;
 } ah_status_rank_t;
 
 /* Asks the hub of `st` for its status: calls on_comm for each communicator, then on_rank for each
@@ -49,7 +55,7 @@ int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
 
 /* Wire lengths of the hub's answers (STATUS_COMM, STATUS_RANK, STATUS_END). */
 #define AH_STATUS_COMM_BYTES (8 + 4 + 1 + 1 + 4 + AH_HEALTH_TEXT)
-#define AH_STATUS_RANK_BYTES (8 + 4 + 1 + 1 + 8 + 4 + 4 + 2 + 64)
+#define AH_STATUS_RANK_BYTES (8 + 4 + 1 + 1 + 8 + 4 + 4 + 2 + 64 + 1 + 1 + 2 + 2 + 2)
 void ah_status_comm_pack(const ah_status_comm_t *c, uint8_t *out);
 void ah_status_rank_pack(const ah_status_rank_t *r, uint8_t *out);
 

@@ -1,13 +1,15 @@
 /* Fuzz target: the coordinator's wire decoders without sockets — a stream of frames as the hub's
  * and the client's readers cut it (header check, then the payload of the exact length), each
  * payload through the decoder its type uses (key + segment, progress record and its classification,
- * verdict, u64 fields). */
+ * samples and the straggler detector, verdict, u64 fields). */
 #include "ah_coord_internal.h"
+#include "ah_coord_straggler.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[256];
   size_t off = 0;
+  ah_strag_t *strag = ah_strag_new(3, 20); /* the input's samples, as a 3-rank communicator's */
   while (size - off >= AH_COORD_HDR_BYTES) {
     ah_coord_hdr_t h;
     if (ah_coord_hdr_decode(data + off, &h, err, sizeof err) != 0) break;
@@ -22,12 +24,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else if (h.type == AH_MSG_PROGRESS && ah_health_rec_unpack(p + 8, &rec, err, sizeof err) == 0) {
       /* a record that passes goes through the classifier, as the hub would use it */
       ah_health_rank_t ranks[2] = {{&rec, "h"}, {NULL, NULL}};
+      ah_finding_t f;
+      (void)ah_health_classify(ah_coord_get_u64(p), ranks, 2, 1.0, &f);
+    }
+    else if (h.type == AH_MSG_FINDING) {
+      ah_finding_t f;
+      (void)ah_finding_unpack(p + 8, &f, err, sizeof err);
+    }
+    else if (h.type == AH_MSG_SAMPLES) {
+      ah_health_sample_t x[AH_HEALTH_SAMPLES];
+      uint32_t rank;
+      int n = ah_health_samples_unpack(p + 8, &rank, x, err, sizeof err);
+      for (int i = 0; strag && i < n; i++) ah_strag_add(strag, rank % 3, &x[i], off);
+      ah_strag_event_t ev;
       char text[AH_HEALTH_TEXT];
-      (void)ah_health_classify(ah_coord_get_u64(p), ranks, 2, 1.0, text);
+      while (strag && ah_strag_next(strag, &ev)) ah_strag_text(1, &ev, "h", text);
     }
     else if (h.len >= 8)
       (void)ah_coord_get_u64(p);
     off += h.len;
   }
+  ah_strag_free(strag);
   return 0;
 }

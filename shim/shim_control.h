@@ -40,6 +40,9 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
 
 /* ---- shim_keys.c ----------------------------------------------------------------------------- */
 
+/* A rank's key entry with nothing counted yet (no key state, no configuration); NULL when
+ * memory runs out. */
+ah_shim_rankkey_t *ah_shim_rankkey_new(int coll, int bin);
 /* First call of a key on this rank: its entry, its process-wide state and, when the key is not
  * searched here, its pinned forever segment. NULL (logged) when memory runs out. Slow path. */
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call);

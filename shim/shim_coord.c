@@ -146,10 +146,16 @@ static void hook_progress(void *arg, uint64_t comm, const struct ah_health_rec *
   if (c) (void)ah_coord_progress(c, comm, rec); /* a hub that is gone was logged already */
 }
 
+static void hook_samples(void *arg, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n) {
+  (void)arg;
+  ah_coord_t *c = map_get(comm, NULL);
+  if (c) (void)ah_coord_samples(c, comm, rank, x, n);
+}
+
 static void hooks_install(void) {
   static const ah_shim_coord_hooks_t h = {.attach = hook_attach, .verdict = hook_verdict,
                                           .publish = hook_publish, .alive = hook_alive,
-                                          .progress = hook_progress};
+                                          .progress = hook_progress, .samples = hook_samples};
   ah_shim_set_coord_hooks(&h);
 }
 
@@ -157,7 +163,8 @@ static void hooks_install(void) {
  * variable: the coordinator reads no environment). */
 static ah_coord_setup_t coord_setup(void) {
   const ah_settings_t *s = ah_shim.settings;
-  ah_coord_setup_t setup = {s ? s->coord_addr : NULL, s ? s->coord_join_s : 0, s ? s->hang_s : 0};
+  ah_coord_setup_t setup = {s ? s->coord_addr : NULL, s ? s->coord_join_s : 0, s ? s->hang_s : 0,
+                            s ? (s->straggler_pct > 0 ? s->straggler_pct : -1) : 0};
   return setup;
 }
 
@@ -213,6 +220,6 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   hooks_install();
 }
 
-void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind, const char *text)) {
+void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f)) {
   ah_coord_set_finding_handler(fn);
 }

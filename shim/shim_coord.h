@@ -8,6 +8,8 @@
 
 #include <nccl.h>
 
+#include "ah_coord_health.h"
+
 /* After a successful ncclGetUniqueId (not inside ncclCommInitAll): starts the hub and stamps the
  * id. Every mode (ranks compare their settings at the hub); on any failure the id is left as NCCL
  * made it (logged). */
@@ -16,8 +18,8 @@ void ah_shim_coord_stamp(ncclUniqueId *id);
  * stamp) and remembers which coordinator carries that communicator. A communicator made from an id
  * without a stamp runs NCCL's own choices if it spans processes, with one warning. */
 void ah_shim_coord_seen(const ncclUniqueId *id);
-/* What the process does with the hub's findings (after the line is logged): fn(comm, kind), on
- * the coordinator's I/O thread. */
-void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, int kind, const char *text));
+/* What the process does with the hub's findings (after the line is logged): fn(comm, f), on the
+ * coordinator's I/O thread. */
+void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f));
 
 #endif

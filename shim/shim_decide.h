@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ah_coord_health.h"
 #include "shim_internal.h"
 
 /* The answer: algo/proto -1 and nchannels/chunk 0 keep NCCL's choice. */
@@ -89,6 +90,9 @@ typedef struct {
   /* A local rank's progress record of an attached communicator, for the hub's hang diagnosis
    * (shim_health.c; NULL: not sent). */
   void (*progress)(void *arg, uint64_t comm, const struct ah_health_rec *rec);
+  /* A local rank's sampled call durations (n <= AH_HEALTH_SAMPLES), for the hub's straggler
+   * detection (NULL: not sent). */
+  void (*samples)(void *arg, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n);
   void *arg;
 } ah_shim_coord_hooks_t;
 

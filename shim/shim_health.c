@@ -24,7 +24,13 @@
 #include "shim_control.h"
 #include "shim_real.h"
 
+/* Sampled call durations waiting for the next tick (a ring: the oldest go when it is full). */
+#define SAMPLES_RING (8 * AH_HEALTH_SAMPLES)
+
 typedef struct ah_comm_health {
+  pthread_mutex_t samples_lock;            /* the timing harvest (any thread) vs the tick */
+  ah_health_sample_t samples[SAMPLES_RING];
+  int samples_head, nsamples;
   uint64_t seen[AH_NUM_COLLS][AH_BINS];    /* each key's count at the last tick */
   uint64_t changed[AH_NUM_COLLS][AH_BINS]; /* the tick it last changed */
   uint64_t last_total;                     /* calls entered at the last tick */
@@ -124,11 +130,49 @@ typedef struct {
   uint32_t pid;
 } tick_arg_t;
 
+/* c's health state, created by whichever thread needs it first. NULL when out of memory. */
+static comm_health_t *health_of(ah_comm_t *c) {
+  comm_health_t *hs = __atomic_load_n(&c->health, __ATOMIC_ACQUIRE);
+  if (hs) return hs;
+  comm_health_t *fresh = calloc(1, sizeof *fresh);
+  if (!fresh) return NULL;
+  pthread_mutex_init(&fresh->samples_lock, NULL);
+  if (__atomic_compare_exchange_n(&c->health, &hs, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return fresh;
+  pthread_mutex_destroy(&fresh->samples_lock); /* another thread's is in place: hs */
+  free(fresh);
+  return hs;
+}
+
+void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, double us) {
+  if (!ah_shim.settings || !ah_shim.settings->health) return;
+  comm_health_t *hs = health_of(c);
+  if (!hs) return;
+  pthread_mutex_lock(&hs->samples_lock);
+  int at = (hs->samples_head + hs->nsamples) % SAMPLES_RING;
+  if (hs->nsamples == SAMPLES_RING) hs->samples_head = (hs->samples_head + 1) % SAMPLES_RING;
+  else hs->nsamples++;
+  hs->samples[at] = (ah_health_sample_t){(uint8_t)coll, (uint8_t)bin, index, (float)us};
+  pthread_mutex_unlock(&hs->samples_lock);
+}
+
+/* Sends the samples queued since the last tick, AH_HEALTH_SAMPLES per message. */
+static void samples_send(const ah_shim_coord_hooks_t *h, ah_comm_t *c, comm_health_t *hs) {
+  ah_health_sample_t x[SAMPLES_RING];
+  pthread_mutex_lock(&hs->samples_lock);
+  int n = hs->nsamples;
+  for (int i = 0; i < n; i++) x[i] = hs->samples[(hs->samples_head + i) % SAMPLES_RING];
+  hs->samples_head = hs->nsamples = 0;
+  pthread_mutex_unlock(&hs->samples_lock);
+  for (int i = 0; i < n && h->samples; i += AH_HEALTH_SAMPLES)
+    h->samples(h->arg, c->id, (uint32_t)c->rank, x + i, n - i < AH_HEALTH_SAMPLES ? n - i : AH_HEALTH_SAMPLES);
+}
+
 static void comm_tick(void *arg, ah_comm_t *c) {
   const tick_arg_t *t = arg;
   if (c->rank < 0 || !c->rec || !c->rec->hub || atomic_load(&c->finalized) || c->abi == 0) return;
-  comm_health_t *hs = c->health;
-  if (!hs && !(hs = c->health = calloc(1, sizeof *hs))) return;
+  comm_health_t *hs = health_of(c);
+  if (!hs) return;
   ah_health_rec_t rec = {.rank = (uint32_t)c->rank, .pid = t->pid, .gpu = 0xffff};
   uint64_t total = keys_fill(c, hs, &rec);
   rec.state = (uint8_t)probe_state(c, hs, total);
@@ -138,6 +182,7 @@ static void comm_tick(void *arg, ah_comm_t *c) {
     if (ah_cuda.CtxGetDevice(&dev) == CUDA_SUCCESS) rec.gpu = (uint16_t)dev;
   }
   t->h.progress(t->h.arg, c->id, &rec);
+  samples_send(&t->h, c, hs);
 }
 
 static void *health_main(void *arg) {
@@ -221,18 +266,45 @@ static size_t json_text(char *out, size_t len, const char *s) {
   return o;
 }
 
-void ah_shim_health_event(uint64_t comm, int kind, const char *text) {
+/* The finding's parts as JSON members: "ranks" (the ranks at fault, with host, pid and GPU),
+ * "ranks_total" and "call" (null when it is about no single call). Returns the length written. */
+static int json_parts(char *out, size_t len, const ah_finding_t *f) {
+  int o = snprintf(out, len, "\"ranks\": [");
+  for (uint32_t i = 0; i < f->nranks && i < AH_FINDING_RANKS && o > 0 && (size_t)o < len; i++) {
+    const ah_finding_rank_t *r = &f->ranks[i];
+    char gpu[8] = "null", host[2 * AH_FINDING_HOST];
+    if (r->gpu != 0xffff) snprintf(gpu, sizeof gpu, "%u", r->gpu);
+    json_text(host, sizeof host, r->host);
+    if (r->host[0])
+      o += snprintf(out + o, len - (size_t)o, "%s{\"rank\": %u, \"host\": \"%s\", \"pid\": %u, \"gpu\": %s}",
+                    i ? ", " : "", r->rank, host, r->pid, gpu);
+    else
+      o += snprintf(out + o, len - (size_t)o, "%s{\"rank\": %u, \"host\": null, \"pid\": null, \"gpu\": null}",
+                    i ? ", " : "", r->rank);
+  }
+  if (o <= 0 || (size_t)o >= len) return -1;
+  if (!f->has_call)
+    return o + snprintf(out + o, len - (size_t)o, "], \"ranks_total\": %u, \"call\": null", f->nranks);
+  char size[32];
+  ah_size_format(ah_size_bin_floor(f->bin), size, sizeof size);
+  return o + snprintf(out + o, len - (size_t)o, "], \"ranks_total\": %u, \"call\": {\"collective\": \"%s\", "
+                      "\"size_bin\": \"%s+\", \"index\": %llu}", f->nranks, ah_coll_name(f->coll), size,
+                      (unsigned long long)f->index);
+}
+
+void ah_shim_health_event(uint64_t comm, const ah_finding_t *f) {
   const ah_settings_t *s = ah_shim.settings;
   if (!s || !s->health_cmd[0]) return;
-  static const char *kinds[] = {"none", "missing", "incomplete", "mismatch", "resumed"};
-  char host[256] = "?", esc[2 * AH_REPORT_TEXT_MAX], line[4096];
+  char host[256] = "?", esc[2 * AH_REPORT_TEXT_MAX], parts[1024], line[4096];
   gethostname(host, sizeof host - 1);
-  json_text(esc, sizeof esc, text);
+  json_text(esc, sizeof esc, f->text);
+  if (json_parts(parts, sizeof parts, f) < 0) return;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
+  const char *kind = ah_report_health_kind(f->kind);
   int n = snprintf(line, sizeof line, "{\"event\": \"autoha.health\", \"kind\": \"%s\", \"comm\": "
-                   "\"0x%016llx\", \"text\": \"%s\", \"time\": %.3f, \"host\": \"%s\", \"pid\": %d}\n",
-                   kind >= 1 && kind <= 4 ? kinds[kind] : "none", (unsigned long long)comm, esc,
+                   "\"0x%016llx\", \"text\": \"%s\", %s, \"time\": %.3f, \"host\": \"%s\", \"pid\": %d}\n",
+                   kind ? kind : "none", (unsigned long long)comm, esc, parts,
                    (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, host, (int)getpid());
   if (n <= 0 || (size_t)n >= sizeof line) return;
   /* The command runs in the background of a shell that exits at once (so nothing is left to reap),

@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include "ah_config.h"
+#include "ah_coord_health.h"
 #include "ah_env.h"
 #include "ah_log.h"
 #include "ah_report.h"
@@ -82,6 +83,7 @@ typedef struct ah_shim_rankkey {
   int source;                /* AH_SOURCE_* of the latest call */
   int refused;               /* a forced pair NCCL cannot run was refused (logged once) */
   int leader;                /* this rank drives the key's search */
+  struct ah_comm *comm;      /* the rank's communicator context */
   uint64_t sync_waits;
   double sync_wait_us;
   uint64_t captured;         /* calls issued into a capturing stream (CUDA graphs): not timed */
@@ -236,11 +238,15 @@ extern AH_TLS_HOT CUstream ah_timing_cur_stream;
 /* Starts, once per process, the thread that sends the hub every hub-joined rank's progress record
  * once a second (unless AUTOHA_HEALTH=0). */
 void ah_shim_health_start(void);
+/* A sampled call's GPU duration on rank c (from the timing harvest, never the converged hot
+ * path), queued for the hub's straggler detection; c is joined to a hub (the caller checks: the
+ * timing harvest counts in the hot path's instruction budget). */
+void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, double us);
 /* Keeps a finding of the hub for the report (the latest AH_REPORT_HEALTH_MAX), and copies them. */
 void ah_shim_health_note(uint64_t comm, int kind, const char *text);
 int ah_shim_health_findings(ah_report_health_t *out, int max);
 /* Runs AUTOHA_HEALTH_CMD (when set) with the finding as one JSON line on its standard input. */
-void ah_shim_health_event(uint64_t comm, int kind, const char *text);
+void ah_shim_health_event(uint64_t comm, const ah_finding_t *f);
 
 /* ---- CUDA graphs (shim_graph.c) ---------------------------------------------------------------- */
 /* Records that a call of key ck was issued into the capture on `stream`: each launch of the graph

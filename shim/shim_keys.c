@@ -80,10 +80,18 @@ void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call
   ah_pin_segment(ah_shim.settings, ah_shim.profile, c->id, c->nranks, c->nnodes, coll, bin, call, seg);
 }
 
+ah_shim_rankkey_t *ah_shim_rankkey_new(int coll, int bin) {
+  ah_shim_rankkey_t *ck = malloc(sizeof *ck);
+  if (ck) /* every other member starts at zero */
+    *ck = (ah_shim_rankkey_t){.coll = coll, .bin = bin, .bytes_min = UINT64_MAX, .seg_first = UINT64_MAX,
+                              .seg_published = UINT64_MAX, .source = AH_SOURCE_DEFAULT};
+  return ck;
+}
+
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call) {
   ah_shim_note_decider(c);
   if (!c->cuctx && ah_shim_cuda_init()) (void)ah_cuda.CtxGetCurrent(&c->cuctx); /* for the hang probes */
-  ah_shim_rankkey_t *ck = calloc(1, sizeof *ck);
+  ah_shim_rankkey_t *ck = ah_shim_rankkey_new(coll, bin);
   if (!ck) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key: it keeps NCCL's choice");
     return NULL;
@@ -94,13 +102,8 @@ ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_
     free(ck);
     return NULL;
   }
-  ck->coll = coll;
-  ck->bin = bin;
-  ck->bytes_min = UINT64_MAX;
-  ck->seg_first = UINT64_MAX;
-  ck->seg_published = UINT64_MAX;
-  ck->source = AH_SOURCE_DEFAULT;
   ck->leader = ah_shim_is_leader(c);
+  ck->comm = c;
   ah_config_table_argmin(call, &ck->nccl_cfg);
   ck->nccl_default.cfg = ck->nccl_cfg;
   ah_config_keep(&ck->applied.cfg);
@@ -135,6 +138,8 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
     st->us_total += us;
     st->bytes_total += (double)bytes_per_rank;
   }
+  ah_comm_t *c = ck->comm;
+  if (c && c->rec && c->rec->hub) ah_shim_health_sample(c, ck->coll, ck->bin, index, us); /* hub-joined */
   ah_shim_keystate_t *ks = ck->ks;
   if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
     pthread_mutex_lock(&ks->lock);

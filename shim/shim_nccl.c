@@ -169,9 +169,10 @@ int ah_shim_revoke_comm(uint64_t id) {
 
 /* AUTOHA_HEALTH_ACTION=abort: a hang on a communicator revokes this process's ranks of it, so
  * their waiting calls fail now instead of at the framework's watchdog. */
-static void on_finding(uint64_t comm, int kind, const char *text) {
-  ah_shim_health_note(comm, kind, text); /* for the report */
-  ah_shim_health_event(comm, kind, text);
+static void on_finding(uint64_t comm, const ah_finding_t *f) {
+  int kind = f->kind;
+  ah_shim_health_note(comm, kind, f->text); /* for the report */
+  ah_shim_health_event(comm, f);
   if (kind < AH_FINDING_MISSING || kind > AH_FINDING_MISMATCH || !ah_shim.settings ||
       ah_shim.settings->health_action != 1)
     return;

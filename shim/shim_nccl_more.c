@@ -8,8 +8,8 @@
  * first), as the API-side observer counts; calls inside a group are counted but not timed, since
  * the group's time is attributed at ncclGroupEnd to the tuner's decisions only. */
 #include <errno.h>
-#include <stdlib.h>
 
+#include "shim_control.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
 #include "shim_real.h"
@@ -20,13 +20,7 @@ static ah_shim_rankkey_t *observed_key(ah_comm_t *c, int coll, int bin) {
   if (__builtin_expect(ck != NULL, 1)) return ck;
   pthread_mutex_lock(&c->lock);
   ck = c->keys[coll][bin];
-  if (!ck && (ck = calloc(1, sizeof *ck)) != NULL) {
-    ck->coll = coll;
-    ck->bin = bin;
-    ck->bytes_min = UINT64_MAX;
-    ck->seg_first = UINT64_MAX;
-    ck->seg_published = UINT64_MAX;
-    ck->source = AH_SOURCE_DEFAULT;
+  if (!ck && (ck = ah_shim_rankkey_new(coll, bin)) != NULL) {
     ck->nccl_cfg.algo = ck->nccl_cfg.proto = -1; /* NCCL's own, and no tuner ever sees it */
     ck->nccl_default.cfg = ck->nccl_cfg;
     __atomic_store_n(&c->keys[coll][bin], ck, __ATOMIC_RELEASE);

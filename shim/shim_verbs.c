@@ -400,18 +400,19 @@ __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const
 }
 
 #if defined(__x86_64__) && !defined(AH_VERBS_C_TRAMPOLINE) /* the C form can be forced for testing */
+/* The pieces of the two trampolines below: a function's start and end, and a push or pop with
+ * the unwinder's note of how the stack moved. */
+#define TRAMPOLINE_BEGIN(name)                                                                     \
+  ".globl " name "\n.type " name ", @function\n" name ":\n.cfi_startproc\n  endbr64\n"
+#define TRAMPOLINE_END(name) "  jmp *%rax\n.cfi_endproc\n.size " name ", .-" name "\n"
+#define PUSH(reg) "  push %" reg "\n.cfi_adjust_cfa_offset 8\n"
+#define POP(reg) "  pop %" reg "\n.cfi_adjust_cfa_offset -8\n"
 /* dlsym(handle, name): save the arguments, route(name, NULL, 0), restore, jump. The stack is
  * 16-byte aligned at the call (entry rsp = 8 mod 16, two pushes and 8 more). */
 __asm__(".text\n"
-        ".globl dlsym\n"
-        ".type dlsym, @function\n"
-        "dlsym:\n"
-        ".cfi_startproc\n"
-        "  endbr64\n"
-        "  push %rdi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  push %rsi\n"
-        ".cfi_adjust_cfa_offset 8\n"
+        TRAMPOLINE_BEGIN("dlsym")
+        PUSH("rdi")
+        PUSH("rsi")
         "  sub $8, %rsp\n"
         ".cfi_adjust_cfa_offset 8\n"
         "  mov %rsi, %rdi\n"
@@ -420,38 +421,26 @@ __asm__(".text\n"
         "  call ah_shim_verbs_route\n"
         "  add $8, %rsp\n"
         ".cfi_adjust_cfa_offset -8\n"
-        "  pop %rsi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  pop %rdi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  jmp *%rax\n"
-        ".cfi_endproc\n"
-        ".size dlsym, .-dlsym\n"
+        POP("rsi")
+        POP("rdi")
+        TRAMPOLINE_END("dlsym")
         /* dlvsym(handle, name, version): three pushes keep the call aligned */
-        ".globl dlvsym\n"
-        ".type dlvsym, @function\n"
-        "dlvsym:\n"
-        ".cfi_startproc\n"
-        "  endbr64\n"
-        "  push %rdi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  push %rsi\n"
-        ".cfi_adjust_cfa_offset 8\n"
-        "  push %rdx\n"
-        ".cfi_adjust_cfa_offset 8\n"
+        TRAMPOLINE_BEGIN("dlvsym")
+        PUSH("rdi")
+        PUSH("rsi")
+        PUSH("rdx")
         "  mov %rsi, %rdi\n"
         "  mov %rdx, %rsi\n"
         "  mov $1, %edx\n"
         "  call ah_shim_verbs_route\n"
-        "  pop %rdx\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  pop %rsi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  pop %rdi\n"
-        ".cfi_adjust_cfa_offset -8\n"
-        "  jmp *%rax\n"
-        ".cfi_endproc\n"
-        ".size dlvsym, .-dlvsym\n");
+        POP("rdx")
+        POP("rsi")
+        POP("rdi")
+        TRAMPOLINE_END("dlvsym"));
+#undef TRAMPOLINE_BEGIN
+#undef TRAMPOLINE_END
+#undef PUSH
+#undef POP
 #else
 /* Other architectures: plain C. The forward is in tail position, which optimised builds turn into
  * a jump; unoptimised builds resolve RTLD_NEXT relative to the shim (docs/qp.md). */

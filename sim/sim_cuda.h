@@ -57,6 +57,11 @@ cudaError_t sim_event_record(cudaEvent_t e, struct CUstream_st *s);
 /* Milliseconds between two recorded events. cudaErrorInvalidResourceHandle for a dead event, one
  * created with cudaEventDisableTiming, or one never recorded. */
 cudaError_t sim_event_elapsed(cudaEvent_t start, cudaEvent_t end, float *ms_p);
+/* cudaEventQuery, cudaEventSynchronize and cudaEventElapsedTime (the driver's cuEvent* map the
+ * result): a capture's rules first, then the event; cudaErrorNotReady while it is not complete. */
+cudaError_t sim_event_query(cudaEvent_t e);
+cudaError_t sim_event_synchronize(cudaEvent_t e);
+cudaError_t sim_event_elapsed_time(cudaEvent_t start, cudaEvent_t end, float *ms_p);
 /* Returns e when it is a live event, else NULL. */
 struct CUevent_st *sim_event_resolve(cudaEvent_t e);
 

@@ -256,25 +256,10 @@ SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
 SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) {
   return cuEventRecord(hEvent, hStream);
 }
-SIM_API CUresult cuEventQuery(CUevent hEvent) {
-  struct CUevent_st *e = sim_event_resolve(hEvent);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  cudaError_t r = sim_capture_check_event(e, 1);
-  return r == cudaSuccess && sim_event_pending(e) ? CUDA_ERROR_NOT_READY : sim_cuda_to_cu(r);
-}
-SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
-  struct CUevent_st *e = sim_event_resolve(hEvent);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  cudaError_t r = sim_capture_check_event(e, 1);
-  if (r == cudaSuccess) sim_event_wait(e);
-  return sim_cuda_to_cu(r);
-}
+SIM_API CUresult cuEventQuery(CUevent hEvent) { return sim_cuda_to_cu(sim_event_query(hEvent)); }
+SIM_API CUresult cuEventSynchronize(CUevent hEvent) { return sim_cuda_to_cu(sim_event_synchronize(hEvent)); }
 SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
-  struct CUevent_st *a = sim_event_resolve(hStart), *b = sim_event_resolve(hEnd);
-  cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
-  if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
-  if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b))) return CUDA_ERROR_NOT_READY;
-  return sim_cuda_to_cu(r != cudaSuccess ? r : sim_event_elapsed(hStart, hEnd, pMilliseconds));
+  return sim_cuda_to_cu(sim_event_elapsed_time(hStart, hEnd, pMilliseconds));
 }
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) {
   return sim_cuda_to_cu(sim_event_destroy(hEvent));

@@ -256,16 +256,22 @@ SIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
 
 /* ---- copies and sets ------------------------------------------------------------------------------ */
 
+/* The stream a copy or set goes on (*s_p) and the capture it joins (*cap_p; NULL: it runs now).
+ * Returns cudaSuccess or the error, recorded. */
+static cudaError_t transfer_on(cudaStream_t stream, struct CUstream_st **s_p, struct sim_capture **cap_p) {
+  *s_p = sim_stream_resolve(stream);
+  if (!*s_p) return rt_ret(cudaErrorInvalidResourceHandle);
+  return rt_ret(sim_capture_enqueue(*s_p, cap_p));
+}
+
 static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                         cudaStream_t stream) {
   if ((int)kind < cudaMemcpyHostToHost || (int)kind > cudaMemcpyDefault)
     return rt_ret(cudaErrorInvalidMemcpyDirection);
-  struct CUstream_st *s = sim_stream_resolve(stream);
-  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUstream_st *s;
   struct sim_capture *cap;
-  cudaError_t ce = sim_capture_enqueue(s, &cap);
-  if (ce != cudaSuccess) return rt_ret(ce);
-  if (count == 0) return cudaSuccess;
+  cudaError_t ce = transfer_on(stream, &s, &cap);
+  if (ce != cudaSuccess || count == 0) return ce;
   if (!dst || !src) return rt_ret(cudaErrorInvalidValue);
   if (cap) return rt_ret(sim_capture_add_copy(cap, s, dst, src, count, (int)kind));
   memmove(dst, src, count);
@@ -309,12 +315,10 @@ SIM_API cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
 SIM_API cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
 
 static cudaError_t set(void *dst, int value, size_t count, cudaStream_t stream) {
-  struct CUstream_st *s = sim_stream_resolve(stream);
-  if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
+  struct CUstream_st *s;
   struct sim_capture *cap;
-  cudaError_t ce = sim_capture_enqueue(s, &cap);
-  if (ce != cudaSuccess) return rt_ret(ce);
-  if (count == 0) return cudaSuccess;
+  cudaError_t ce = transfer_on(stream, &s, &cap);
+  if (ce != cudaSuccess || count == 0) return ce;
   if (!dst) return rt_ret(cudaErrorInvalidValue);
   if (cap) return rt_ret(sim_capture_add_set(cap, s, dst, value, count));
   memset(dst, value, count);
@@ -396,21 +400,10 @@ SIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t str
                                              unsigned int flags) {
   return cudaEventRecord(event, stream);
 }
-SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) {
-  struct CUevent_st *e = sim_event_resolve(event);
-  cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
-  return r == cudaSuccess && sim_event_pending(e) ? cudaErrorNotReady : rt_ret(r);
-}
-SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  struct CUevent_st *e = sim_event_resolve(event);
-  cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
-  if (r == cudaSuccess) sim_event_wait(e);
-  return rt_ret(r);
-}
+/* Not ready is no error: cudaGetLastError does not report it. */
+static cudaError_t rt_ret_ready(cudaError_t e) { return e == cudaErrorNotReady ? e : rt_ret(e); }
+SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) { return rt_ret_ready(sim_event_query(event)); }
+SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) { return rt_ret(sim_event_synchronize(event)); }
 SIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-  struct CUevent_st *a = sim_event_resolve(start), *b = sim_event_resolve(end);
-  cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
-  if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
-  if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b))) return cudaErrorNotReady;
-  return rt_ret(r != cudaSuccess ? r : sim_event_elapsed(start, end, ms));
+  return rt_ret_ready(sim_event_elapsed_time(start, end, ms));
 }

@@ -375,6 +375,28 @@ cudaError_t sim_event_elapsed(cudaEvent_t start, cudaEvent_t end, float *ms_p) {
   return cudaSuccess;
 }
 
+/* What cudaEvent* and cuEvent* both do, capture rules first (sim_graph.h). */
+cudaError_t sim_event_query(cudaEvent_t h) {
+  struct CUevent_st *e = sim_event_resolve(h);
+  cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
+  return r == cudaSuccess && sim_event_pending(e) ? cudaErrorNotReady : r;
+}
+
+cudaError_t sim_event_synchronize(cudaEvent_t h) {
+  struct CUevent_st *e = sim_event_resolve(h);
+  cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
+  if (r == cudaSuccess) sim_event_wait(e);
+  return r;
+}
+
+cudaError_t sim_event_elapsed_time(cudaEvent_t start, cudaEvent_t end, float *ms_p) {
+  struct CUevent_st *a = sim_event_resolve(start), *b = sim_event_resolve(end);
+  cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
+  if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
+  if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b))) return cudaErrorNotReady;
+  return r != cudaSuccess ? r : sim_event_elapsed(start, end, ms_p);
+}
+
 /* ---- copies -------------------------------------------------------------------------------------- */
 
 double sim_copy_time_us(size_t bytes, int kind) {
@@ -394,7 +416,7 @@ SIM_API cudaError_t ncclsimStreamAddCompute(cudaStream_t stream, double us) {
   struct sim_capture *cap;
   cudaError_t r = sim_capture_enqueue(s, &cap);
   if (r != cudaSuccess) return r;
-  us *= sim_fault_compute_factor(); /* NCCLSIM_FAULT=slow:... */
+  us = sim_compute_jitter(us, s->device) * sim_fault_compute_factor(); /* NCCLSIM_FAULT=slow:... */
   if (cap) return sim_capture_add_compute(cap, s, us);
   sim_stream_advance(s, us);
   return cudaSuccess;

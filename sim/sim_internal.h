@@ -110,6 +110,9 @@ struct ncclComm;
 void sim_fault_after_coll(const struct ncclComm *c, uint64_t call, struct CUstream_st *stream);
 /* The factor this process's simulated compute is slowed by (1.0 without a slow fault). */
 double sim_fault_compute_factor(void);
+/* us of simulated compute on `device` with NCCLSIM_NOISE's jitter: drawn per process (RANK),
+ * device and call, so GPUs drift apart as real ones do (sim_nccl_timing.c). */
+double sim_compute_jitter(double us, int device);
 /* Whether ranks that disagree on a collective hang in it (NCCLSIM_MISMATCH=hang), as real NCCL. */
 int sim_fault_mismatch_hangs(void);
 void sim_fault_mismatch_block(void) __attribute__((noreturn));

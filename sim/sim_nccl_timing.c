@@ -14,6 +14,7 @@
 static pthread_once_t noise_once = PTHREAD_ONCE_INIT;
 static double noise_sigma, noise_outliers;
 static uint64_t noise_seed = 1;
+static long noise_rank; /* RANK: the process's own compute jitter */
 
 static void noise_init(void) {
   const char *s = getenv("NCCLSIM_NOISE");
@@ -28,6 +29,8 @@ static void noise_init(void) {
     else
       noise_sigma = sigma, noise_outliers = rate;
   }
+  s = getenv("RANK");
+  if (s && *s) noise_rank = strtol(s, NULL, 10) & 0xffffff;
   s = getenv("NCCLSIM_SEED");
   if (s && *s) {
     char *end;
@@ -60,6 +63,15 @@ double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double
     us = sim_model_noise(us, noise_sigma, noise_outliers, &state);
   }
   return us;
+}
+
+double sim_compute_jitter(double us, int device) {
+  pthread_once(&noise_once, noise_init);
+  if (!(noise_sigma > 0) || !(us > 0)) return us;
+  static _Atomic uint64_t calls;
+  uint64_t state = noise_seed ^ ((uint64_t)noise_rank * 0x9e3779b97f4a7c15ull) ^
+                   ((uint64_t)device << 48) ^ (atomic_fetch_add(&calls, 1) * 0xd1b54a32d192ed03ull);
+  return sim_model_noise(us, noise_sigma, 0, &state);
 }
 
 double sim_p2p_time_us(const struct ncclComm *comm, int peer, size_t bytes) {

@@ -96,6 +96,15 @@ const char *sim_redop_name(ncclRedOp_t op) {
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "unknown-op";
 }
 
+/* The cases of every kernel's switch on op after Sum, Avg and Prod: Max, and Min (the default). */
+#define MAX_AND_MIN_CASES                                                                          \
+  case ncclMax:                                                                                    \
+    for (size_t i = 0; i < n; i++) acc[i] = src[i] > acc[i] ? src[i] : acc[i];                     \
+    break;                                                                                         \
+  default:                                                                                         \
+    for (size_t i = 0; i < n; i++) acc[i] = src[i] < acc[i] ? src[i] : acc[i];                     \
+    break;
+
 /* ---- integer kernels: arithmetic on the unsigned type so overflow wraps without UB ---------- */
 
 #define INT_KERNEL(NAME, T, UT)                                                                    \
@@ -107,12 +116,7 @@ const char *sim_redop_name(ncclRedOp_t op) {
     case ncclProd:                                                                                 \
       for (size_t i = 0; i < n; i++) acc[i] = (T)((UT)acc[i] * (UT)src[i]);                        \
       break;                                                                                       \
-    case ncclMax:                                                                                  \
-      for (size_t i = 0; i < n; i++) acc[i] = src[i] > acc[i] ? src[i] : acc[i];                   \
-      break;                                                                                       \
-    default:                                                                                       \
-      for (size_t i = 0; i < n; i++) acc[i] = src[i] < acc[i] ? src[i] : acc[i];                   \
-      break;                                                                                       \
+    MAX_AND_MIN_CASES                                                                              \
     }                                                                                              \
   }
 /* uint8/int8 promote to int before multiplying; the cast back truncates as the device does. */
@@ -135,12 +139,7 @@ INT_KERNEL(k_u64, uint64_t, uint64_t)
     case ncclProd:                                                                                 \
       for (size_t i = 0; i < n; i++) acc[i] = acc[i] * src[i];                                     \
       break;                                                                                       \
-    case ncclMax:                                                                                  \
-      for (size_t i = 0; i < n; i++) acc[i] = src[i] > acc[i] ? src[i] : acc[i];                   \
-      break;                                                                                       \
-    default:                                                                                       \
-      for (size_t i = 0; i < n; i++) acc[i] = src[i] < acc[i] ? src[i] : acc[i];                   \
-      break;                                                                                       \
+    MAX_AND_MIN_CASES                                                                              \
     }                                                                                              \
   }
 FLOAT_KERNEL(k_f32, float)

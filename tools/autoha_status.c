@@ -58,28 +58,44 @@ static void on_comm(void *arg, const ah_status_comm_t *c) {
             s->ncomms ? "\n" : "", (unsigned long long)c->comm, c->nranks, verdict_name(c->verdict),
             c->stalled_ms / 1000.0);
     if (c->finding) fprintf(s->out, "  finding: %s\n", c->text);
-    fprintf(s->out, "  %6s  %-20s %8s %4s  %-9s %10s %8s\n", "rank", "host", "pid", "gpu", "state",
-            "calls", "record");
+    fprintf(s->out, "  %6s  %-20s %8s %4s  %-9s %10s %8s  %8s %6s %6s\n", "rank", "host", "pid", "gpu",
+            "state", "calls", "record", "late p50", "p90", "waited");
   }
   s->ncomms++;
   s->nranks_seen = 0;
 }
 
+/* The rank's lateness columns: median and p90 as % of its calls' time, the others' wait for it,
+ * and the flag ("-" before its first judged call). */
+static void lateness_cols(const ah_status_rank_t *r, char *out, size_t len) {
+  if (!r->late_calls) snprintf(out, len, "  %8s %6s %6s", "-", "-", "-");
+  else
+    snprintf(out, len, "  %7.1f%% %5.1f%% %5.1f%%%s", r->late_p50 / 10.0, r->late_p90 / 10.0,
+             r->wait_share / 10.0, r->straggler ? "  straggler" : "");
+}
+
 static void on_rank(void *arg, const ah_status_rank_t *r) {
   show_t *s = arg;
-  char gpu[8] = "?";
+  char gpu[8] = "?", late[64];
   if (r->gpu != 0xffff) snprintf(gpu, sizeof gpu, "%u", r->gpu);
+  lateness_cols(r, late, sizeof late);
   if (s->json) {
     fprintf(s->out, "%s\n    {\"rank\": %u, \"host\": \"", s->nranks_seen ? "," : "", r->rank);
     json_str(s->out, r->host);
-    fprintf(s->out, "\", \"pid\": %u, \"gpu\": %s, \"state\": \"%s\", \"calls\": %llu, \"record_age_s\": %.1f}",
-            r->pid, r->gpu == 0xffff ? "null" : gpu, state_name(r), (unsigned long long)r->entered,
-            r->age_ms / 1000.0);
+    fprintf(s->out, "\", \"pid\": %u, \"gpu\": %s, \"state\": \"%s\", \"calls\": %llu, \"record_age_s\": %.1f, "
+            "\"lateness\": ", r->pid, r->gpu == 0xffff ? "null" : gpu, state_name(r),
+            (unsigned long long)r->entered, r->age_ms / 1000.0);
+    if (!r->late_calls) fprintf(s->out, "null}");
+    else
+      fprintf(s->out, "{\"calls\": %u, \"p50_pct\": %.1f, \"p90_pct\": %.1f, \"waited_pct\": %.1f, "
+              "\"straggler\": %s}}", r->late_calls, r->late_p50 / 10.0, r->late_p90 / 10.0,
+              r->wait_share / 10.0, r->straggler ? "true" : "false");
   } else if (r->have) {
-    fprintf(s->out, "  %6u  %-20s %8u %4s  %-9s %10llu %6.1f s\n", r->rank, r->host, r->pid, gpu,
-            state_name(r), (unsigned long long)r->entered, r->age_ms / 1000.0);
+    fprintf(s->out, "  %6u  %-20s %8u %4s  %-9s %10llu %6.1f s%s\n", r->rank, r->host, r->pid, gpu,
+            state_name(r), (unsigned long long)r->entered, r->age_ms / 1000.0, late);
   } else {
-    fprintf(s->out, "  %6u  %-20s %8s %4s  %-9s %10s %8s\n", r->rank, "?", "?", "?", state_name(r), "-", "-");
+    fprintf(s->out, "  %6u  %-20s %8s %4s  %-9s %10s %8s%s\n", r->rank, "?", "?", "?", state_name(r), "-",
+            "-", late);
   }
   s->nranks_seen++;
 }

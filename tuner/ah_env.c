@@ -122,6 +122,15 @@ static const ah_env_var_t env_table[] = {
      "pauses of healthy jobs (checkpoints, evaluation) in which ranks wait in a collective. Read by "
      "the process that runs the hub.",
      1, 86400, NULL, FIELD(hang_s)},
+    {"AUTOHA_STRAGGLER_PCT", AH_ENV_DOUBLE, "20", "0..50 (percent of a call's time)",
+     "How late a rank must arrive, as a share of the call's time, before the hub names it a "
+     "straggler: late by more than this in 12 of its latest 16 sampled calls of one key (a warning "
+     "on every process of the communicator; another when its median lateness is under half the "
+     "threshold again). 20: a rank that "
+     "makes the others wait a fifth of each such call, several times the arrival jitter of a healthy "
+     "job, whose ranks are early as often as late. 0 turns straggler detection off. Read by the "
+     "process that runs the hub.",
+     0, 50, NULL, FIELD(straggler_pct)},
     {"AUTOHA_HEALTH_ACTION", AH_ENV_ENUM, "log", "log|abort",
      "What a process does when the hub finds a hang on one of its communicators. log: the line only. "
      "abort: also revokes its ranks of that communicator (ncclCommRevoke, NCCL 2.28.7+), so every "

@@ -39,6 +39,7 @@ typedef struct {
   double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
   int health;                        /* AUTOHA_HEALTH: send progress records for hang diagnosis */
   double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
+  double straggler_pct;              /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */
   int health_action;                 /* AUTOHA_HEALTH_ACTION: 0 log, 1 abort (revoke) */
   char health_cmd[AH_ENV_PATH_MAX];  /* AUTOHA_HEALTH_CMD: run with each finding's event on stdin */
   char status_file[AH_ENV_PATH_MAX]; /* AUTOHA_STATUS_FILE: the hub's credentials for autoha status */

@@ -99,8 +99,9 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
 }
 
 const char *ah_report_health_kind(int kind) {
-  static const char *names[] = {NULL, "missing", "incomplete", "mismatch", "resumed"};
-  return kind >= 1 && kind <= 4 ? names[kind] : NULL;
+  static const char *names[] = {NULL,      "missing",   "incomplete", "mismatch",
+                                "resumed", "straggler", "recovered"};
+  return kind >= 1 && kind <= 6 ? names[kind] : NULL;
 }
 
 static json_t *health_to_json(const ah_report_t *r) {
@@ -511,9 +512,12 @@ static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
     h->comm = strtoull(id, &end, 0);
     if (errno || *end || !*id) { rerr(rd, p, "comm '%s' is not a hexadecimal id", id); return; }
     h->kind = 0;
-    for (int k = 1; k <= 4; k++)
+    for (int k = 1; ah_report_health_kind(k); k++)
       if (strcmp(kind, ah_report_health_kind(k)) == 0) h->kind = k;
-    if (!h->kind) { rerr(rd, p, "kind '%s' is not missing, incomplete, mismatch or resumed", kind); return; }
+    if (!h->kind) {
+      rerr(rd, p, "kind '%s' is not missing, incomplete, mismatch, resumed, straggler or recovered", kind);
+      return;
+    }
     r->nhealth++;
   }
 }

@@ -69,12 +69,13 @@ typedef struct {
 #define AH_REPORT_HEALTH_MAX 16
 typedef struct {
   uint64_t comm;
-  int kind;                          /* 1 missing, 2 incomplete, 3 mismatch, 4 resumed */
+  int kind;                          /* AH_FINDING_* (ah_coord_health.h): 1 missing … 6 recovered */
   char text[AH_REPORT_TEXT_MAX];
   double time_s;                     /* seconds since the epoch when it arrived */
 } ah_report_health_t;
 
-/* The name of a finding's kind ("missing", "incomplete", "mismatch", "resumed"), NULL if none. */
+/* The name of a finding's kind ("missing", "incomplete", "mismatch", "resumed", "straggler",
+ * "recovered"), NULL if none. */
 const char *ah_report_health_kind(int kind);
 
 /* The whole report of one process. Strings are copied into fixed buffers, so a read report owns

@@ -145,6 +145,18 @@ static void ah_tune_pick_subspace(ah_tune_t *t);
 
 static void ah_tune_plan_step(ah_tune_t *t);
 
+/* The descent along axis dim_i starts afresh at step level `level`: no direction, move, jump,
+ * stretch or plateau walk yet. */
+static void ah_tune_axis_begin(ah_tune_t *t, int level) {
+  t->level = level;
+  t->dir = 0;
+  t->moved = 0;
+  t->jumped = 0;
+  t->stretched = 0;
+  t->walk_ref = -1;
+  t->walked = 0;
+}
+
 static void ah_tune_dim_done(ah_tune_t *t) {
   int d = t->searchable[t->dim_i];
   t->lv_start[d] = AH_TUNE_MAX_LEVEL;
@@ -154,13 +166,7 @@ static void ah_tune_dim_done(ah_tune_t *t) {
     return;
   }
   t->dim_i = (t->dim_i + 1) % t->nsearch;
-  t->level = t->lv_start[t->searchable[t->dim_i]];
-  t->dir = 0;
-  t->moved = 0;
-  t->jumped = 0;
-  t->stretched = 0;
-  t->walk_ref = -1;
-  t->walked = 0;
+  ah_tune_axis_begin(t, t->lv_start[t->searchable[t->dim_i]]);
   ah_tune_plan_step(t);
 }
 
@@ -392,13 +398,7 @@ static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   t->center = center;
   t->dim_i = 0;
   t->quiet = 0;
-  t->moved = 0;
-  t->jumped = 0;
-  t->stretched = 0;
-  t->walk_ref = -1;
-  t->walked = 0;
-  t->dir = 0;
-  t->level = 0;
+  ah_tune_axis_begin(t, 0);
   t->first_step = 1;
   for (int d = 0; d < AH_MAX_DIMS; d++) t->lv_start[d] = 0;
   if (t->nsearch == 0) {

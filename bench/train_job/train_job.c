@@ -92,20 +92,27 @@ int main(int argc, char **argv) {
   /* Simulated compute per layer (forward, backward) and per optimizer step, in microseconds: sized
    * so that communication is a visible share of an iteration, as in large data-parallel jobs. */
   int fwd_us = 150, bwd_us = 300, opt_us = 200;
-  size_t layer_params = 2u << 20;          /* elements per layer (float): 8 MiB */
-  size_t bucket = 25u << 20, tail = 7u << 20; /* DDP bucket sizes in bytes */
+  size_t layer_params = 2u << 20;          /* elements per layer (float): 8 MiB (--layer-kib) */
+  size_t bucket = 25u << 20, tail = 7u << 20; /* DDP bucket sizes in bytes (--bucket-kib: the
+                                               * tail stays 7/25 of the bucket) */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = parse_opt("--iters", argv[++i], 2, 1000000);
     else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc) layers = parse_opt("--layers", argv[++i], 1, 1000);
     else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) warmup = parse_opt("--warmup", argv[++i], 0, 999999);
     else if (strcmp(argv[i], "--fwd-us") == 0 && i + 1 < argc) fwd_us = parse_opt("--fwd-us", argv[++i], 0, 10000000);
     else if (strcmp(argv[i], "--bwd-us") == 0 && i + 1 < argc) bwd_us = parse_opt("--bwd-us", argv[++i], 0, 10000000);
+    else if (strcmp(argv[i], "--layer-kib") == 0 && i + 1 < argc)
+      layer_params = (size_t)parse_opt("--layer-kib", argv[++i], 1, 1 << 20) * 1024 / sizeof(float);
+    else if (strcmp(argv[i], "--bucket-kib") == 0 && i + 1 < argc) {
+      bucket = (size_t)parse_opt("--bucket-kib", argv[++i], 1, 1 << 20) * 1024;
+      tail = bucket * 7 / 25 / sizeof(float) * sizeof(float);
+    }
     else if (strcmp(argv[i], "--stall") == 0 && i + 1 < argc) parse_fault("--stall", argv[++i], &stall_rank, &stall_call);
     else if (strcmp(argv[i], "--mismatch") == 0 && i + 1 < argc) parse_fault("--mismatch", argv[++i], &mismatch_rank, &mismatch_call);
     else if (strcmp(argv[i], "--host-delay") == 0 && i + 1 < argc) parse_fault("--host-delay", argv[++i], &delay_rank, &delay_us);
     else {
       fprintf(stderr, "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
-              "[--stall R:N] [--mismatch R:N] [--host-delay R:US]\n");
+              "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US]\n");
       return 2;
     }
   }

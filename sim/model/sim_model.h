@@ -7,9 +7,10 @@
  *   - The truth model (docs/sim.md): how long a collective really takes with a given
  *     configuration, interference and noise. The tuner is scored against it.
  *
- * They differ on purpose where the research says NCCL mispredicts. libncclsim.so, ncclsim-optimum,
- * the calibration tests and bench/tuner_quality all link this one static library (ncclsim_model),
- * so the numbers a tuner sees in a sim/ job and in a benchmark harness are the same numbers. */
+ * They differ on purpose where NCCL's model is known to mispredict (docs/sim.md). libncclsim.so,
+ * ncclsim-optimum, the calibration tests and bench/tuner_quality all link this one static library
+ * (ncclsim_model), so the numbers a tuner sees in a sim/ job and in a benchmark harness are the
+ * same numbers. */
 #ifndef SIM_MODEL_H
 #define SIM_MODEL_H
 

@@ -209,3 +209,47 @@ int raw_connect(const ah_coord_stamp_t *st) {
   }
   return fd;
 }
+
+long proc_status_kb(int pid, const char *field) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  FILE *f = fopen(path, "r");
+  long kb = -1;
+  size_t n = strlen(field);
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, field, n) && line[n] == ':') kb = atol(line + n + 1);
+  if (f) fclose(f);
+  return kb;
+}
+
+void *drain_fd(void *arg) {
+  int fd = *(int *)arg;
+  char b[65536];
+  while (read(fd, b, sizeof b) > 0) {
+  }
+  return NULL;
+}
+
+size_t flood_joins(uint8_t *buf, uint64_t comm0, int batch) {
+  for (int i = 0; i < FLOOD_FRAMES; i++) {
+    uint8_t *f = buf + (size_t)i * FLOOD_JOIN_BYTES;
+    memset(f, 0, FLOOD_JOIN_BYTES); /* since 0, settings digest 0 */
+    ah_coord_hdr_encode(AH_MSG_JOIN, 48, f);
+    ah_coord_put_u64(f + AH_COORD_HDR_BYTES, comm0 + (uint64_t)batch * FLOOD_FRAMES + (uint64_t)i);
+    ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 8, AH_COORD_MAX_RANKS);
+  }
+  return (size_t)FLOOD_FRAMES * FLOOD_JOIN_BYTES;
+}
+
+size_t flood_publishes(uint8_t *buf, uint64_t comm0, int batch) {
+  for (int i = 0; i < FLOOD_FRAMES; i++) {
+    uint64_t n = (uint64_t)batch * FLOOD_FRAMES + (uint64_t)i;
+    uint8_t *f = buf + (size_t)i * FLOOD_PUB_BYTES;
+    ah_coord_hdr_encode(AH_MSG_PUBLISH, 8 + AH_COORD_KEYSEG_BYTES, f);
+    ah_coord_put_u64(f + AH_COORD_HDR_BYTES, n + 1);
+    ah_key_t k = key_make(comm0 + n % FLOOD_FRAMES);
+    ah_segment_t sg = seg_make(n);
+    ah_coord_keyseg_pack(&k, &sg, f + AH_COORD_HDR_BYTES + 8);
+  }
+  return (size_t)FLOOD_FRAMES * FLOOD_PUB_BYTES;
+}

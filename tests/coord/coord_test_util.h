@@ -4,6 +4,7 @@
 #define COORD_TEST_UTIL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ah_coord_internal.h"
@@ -47,6 +48,23 @@ int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm);
 /* Raw TCP connection to the stamp's address (no handshake). Returns the fd or -1. */
 int raw_connect(const ah_coord_stamp_t *st);
 void sleep_ms(int ms);
+/* kB of a field (VmRSS, VmHWM) of /proc/PID/status, or -1. */
+long proc_status_kb(int pid, const char *field);
+/* Thread body: reads and drops whatever arrives on the fd at arg (an int *) until EOF or error. */
+void *drain_fd(void *arg);
+/* ---- an authenticated client's flood (issue 18 #4): frames about forged communicators ---- */
+enum {
+  FLOOD_FRAMES = 1000, /* frames a batch */
+  FLOOD_JOIN_BYTES = AH_COORD_HDR_BYTES + 48,
+  FLOOD_PUB_BYTES = AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES /* the larger: size buf by it */
+};
+/* Fills buf with batch `batch` of JOINs: communicator comm0 + batch * FLOOD_FRAMES + i, each
+ * claiming AH_COORD_MAX_RANKS ranks, as rank 0. Returns the bytes to send. */
+size_t flood_joins(uint8_t *buf, uint64_t comm0, int batch);
+/* Fills buf with batch `batch` of PUBLISHes: segment n = batch * FLOOD_FRAMES + i (seg_make) of
+ * communicator comm0 + n % FLOOD_FRAMES, sequence number n + 1. Returns the bytes to send. */
+size_t flood_publishes(uint8_t *buf, uint64_t comm0, int batch);
+
 /* Waits until every other thread of the process sleeps in epoll_wait (the hub's and the clients'
  * loops between events), or ms pass. Returns 1 when they do. A test that forks calls it first:
  * a thread inside malloc at the fork leaves the allocator's lock held in the child, and

@@ -29,7 +29,12 @@ static void setup_all(uint64_t ag, uint64_t rs) {
   }
 }
 
-static int classify(void) { return ah_health_classify(0xabc, ranks, N, 12.0, text); }
+static ah_finding_t finding;
+static int classify(void) {
+  int kind = ah_health_classify(0xabc, ranks, N, 12.0, &finding);
+  memcpy(text, finding.text, sizeof text);
+  return kind;
+}
 
 /* The records classify as `kind`, and the line holds `needle`. */
 static void expect(int kind, const char *needle) {
@@ -64,6 +69,14 @@ START_TEST(a_stalled_host_never_entered_the_call) {
     if (r != 2) recs[r].keys[1].entered = 5, recs[r].state = AH_HEALTH_BUSY;
   expect(AH_FINDING_MISSING, "rank 2 (n1 pid 1002 gpu 0) never entered reducescatter 2M+ #4, which "
                              "rank 0 (n0 pid 1000 gpu 0),1 (n0 pid 1001 gpu 1) +5 more entered 12 s ago");
+  /* its parts, for the event: the rank at fault with its place, the call */
+  ck_assert_int_eq(finding.kind, AH_FINDING_MISSING);
+  ck_assert_uint_eq(finding.nranks, 1);
+  ck_assert_uint_eq(finding.ranks[0].rank, 2);
+  ck_assert_uint_eq(finding.ranks[0].pid, 1002);
+  ck_assert_uint_eq(finding.ranks[0].gpu, 0);
+  ck_assert_str_eq(finding.ranks[0].host, "n1");
+  ck_assert(finding.has_call && finding.coll == RS && finding.bin == 21 && finding.index == 4);
 }
 END_TEST
 
@@ -74,6 +87,8 @@ START_TEST(b_a_gpu_stopped_while_its_host_went_on) {
   recs[1].keys[1].entered = 40;
   expect(AH_FINDING_INCOMPLETE, "the GPU of rank 1 (n0 pid 1001 gpu 1) stopped");
   ck_assert_msg(strstr(text, "rank 0 (n0 pid 1000 gpu 0),2 (n1 pid 1002 gpu 0) +5 more wait for it"), "%s", text);
+  ck_assert_uint_eq(finding.nranks, 1); /* the stopped GPU's rank, not the waiting ones */
+  ck_assert_uint_eq(finding.ranks[0].rank, 1);
 }
 END_TEST
 
@@ -96,6 +111,9 @@ START_TEST(c_ranks_entered_different_calls) {
   expect(AH_FINDING_MISMATCH, "different calls");
   ck_assert_msg(strstr(text, "rank 3 (n1 pid 1003 gpu 1) entered reducescatter 1M+ #0 where 7 others "
                              "entered reducescatter 2M+ #6"), "%s", text);
+  ck_assert_uint_eq(finding.nranks, 1);
+  ck_assert_uint_eq(finding.ranks[0].rank, 3);
+  ck_assert(finding.has_call && finding.bin == 20 && finding.index == 0); /* the odd one's call */
 }
 END_TEST
 
@@ -103,6 +121,9 @@ START_TEST(a_rank_that_never_reported_is_named) {
   setup_all(4, 4);
   ranks[7].rec = NULL;
   expect(AH_FINDING_MISSING, "rank 7 (never reported) never entered");
+  ck_assert_uint_eq(finding.nranks, 1);
+  ck_assert_uint_eq(finding.ranks[0].rank, 7);
+  ck_assert_str_eq(finding.ranks[0].host, ""); /* no place known */
 }
 END_TEST
 
@@ -139,6 +160,43 @@ START_TEST(record_roundtrip_and_refusals) {
 }
 END_TEST
 
+START_TEST(finding_roundtrip_and_refusals) {
+  setup_all(4, 4);
+  for (int r = 0; r < N; r++)
+    if (r != 2 && r != 5) recs[r].keys[1].entered = 5, recs[r].state = AH_HEALTH_BUSY;
+  ck_assert_int_eq(classify(), AH_FINDING_MISSING);
+  ck_assert_uint_eq(finding.nranks, 2);
+  uint8_t w[AH_FINDING_BYTES], bad[AH_FINDING_BYTES];
+  ah_finding_pack(&finding, w);
+  ah_finding_t back;
+  char err[160];
+  ck_assert_int_eq(ah_finding_unpack(w, &back, err, sizeof err), 0);
+  ck_assert_int_eq(back.kind, finding.kind);
+  ck_assert_str_eq(back.text, finding.text);
+  ck_assert_uint_eq(back.nranks, 2);
+  ck_assert_uint_eq(back.ranks[1].rank, 5);
+  ck_assert_uint_eq(back.ranks[1].pid, 1005);
+  ck_assert_str_eq(back.ranks[1].host, "n2");
+  ck_assert(back.has_call && back.coll == RS && back.index == 4);
+  memcpy(bad, w, sizeof bad);
+  bad[0] = AH_FINDING_LAST + 1;
+  ck_assert_int_eq(ah_finding_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "kind 7"), "%s", err);
+  memcpy(bad, w, sizeof bad);
+  bad[3] = '\n';
+  ck_assert_int_eq(ah_finding_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "unprintable"), "%s", err);
+  memcpy(bad, w, sizeof bad);
+  memset(bad + 1 + AH_HEALTH_TEXT + 4 + 10, 'x', AH_FINDING_HOST); /* a host without its NUL */
+  ck_assert_int_eq(ah_finding_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "rank 0's host"), "%s", err);
+  memcpy(bad, w, sizeof bad);
+  bad[AH_FINDING_BYTES - 10] = AH_NUM_COLLS; /* the call's collective (then bin u8, index u64) */
+  ck_assert_int_eq(ah_finding_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "out of range"), "%s", err);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coord_health");
   TCase *tc = tcase_create("classify");
@@ -151,6 +209,7 @@ int main(void) {
   tcase_add_test(tc, c_ranks_entered_different_calls);
   tcase_add_test(tc, a_rank_that_never_reported_is_named);
   tcase_add_test(tc, record_roundtrip_and_refusals);
+  tcase_add_test(tc, finding_roundtrip_and_refusals);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

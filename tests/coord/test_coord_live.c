@@ -19,10 +19,14 @@
 #include "ah_check.h"
 #include "ah_coord_internal.h"
 #include "ah_log.h"
+#include "coord_fake_hub.h"
 #include "coord_test_util.h"
 
 static ah_coord_hub_t *hub;
 static ah_coord_stamp_t st;
+/* The clients client_at opened and no test closed yet: teardown closes them, newest first. */
+static ah_coord_t *opened[64];
+static int nopened;
 
 static void setup(void) {
   log_start();
@@ -31,21 +35,50 @@ static void setup(void) {
 }
 
 static void teardown(void) {
+  while (nopened > 0) ah_coord_client_close(opened[--nopened]);
   ah_coord_hub_close(hub);
   log_stop();
 }
 
-START_TEST(segments_reach_every_joined_process_in_order) {
-  static rec_t r1, r2, r3;
-  rec_init(&r1), rec_init(&r2), rec_init(&r3);
+/* A client of the hub at stamp, with the test options (client_opts_test), that records what it is
+ * delivered into r (initialised here; NULL: nothing recorded). Fails the test if it cannot join;
+ * teardown closes it. */
+static ah_coord_t *client_at(const ah_coord_stamp_t *stamp, rec_t *r) {
   ah_coord_client_opts_t o;
   client_opts_test(&o);
-  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r1);
-  ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r2);
-  ck_assert_ptr_nonnull(lead);
-  ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join_rank(lead, 7, 3, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(w, 7, 3, 1, NULL), 0);
+  if (r) rec_init(r);
+  ah_coord_t *c = ah_coord_client_open(stamp, NULL, &o, r ? rec_deliver : NULL, r);
+  ck_assert_ptr_nonnull(c);
+  ck_assert_int_lt(nopened, (int)(sizeof opened / sizeof *opened));
+  opened[nopened++] = c;
+  return c;
+}
+
+/* Closes a client of client_at's before the test ends. */
+static void client_close(ah_coord_t *c) {
+  for (int i = 0; i < nopened; i++)
+    if (opened[i] == c) {
+      memmove(&opened[i], &opened[i + 1], (size_t)(nopened - i - 1) * sizeof *opened);
+      nopened--;
+      break;
+    }
+  ah_coord_client_close(c);
+}
+
+/* client_at the test hub. */
+static ah_coord_t *client(rec_t *r) { return client_at(&st, r); }
+
+/* a joins rank 0 and b rank 1 of communicator comm of nranks ranks (no settings digest). */
+static void join_pair(ah_coord_t *a, ah_coord_t *b, uint64_t comm, int nranks) {
+  ck_assert_int_eq(ah_coord_join_rank(a, comm, nranks, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(b, comm, nranks, 1, NULL), 0);
+}
+
+START_TEST(segments_reach_every_joined_process_in_order) {
+  static rec_t r1, r2, r3;
+  ah_coord_t *lead = client(&r1);
+  ah_coord_t *w = client(&r2);
+  join_pair(lead, w, 7, 3);
   ck_assert_int_eq(ah_coord_join_rank(w, 8, 2, 0, NULL), 0); /* a second communicator on the same connection */
   ah_key_t k7 = key_make(7), k8 = key_make(8);
   for (uint64_t i = 0; i < 200; i++) {
@@ -70,8 +103,7 @@ START_TEST(segments_reach_every_joined_process_in_order) {
   ck_assert_int_eq(next7, 200);
   ck_assert_int_eq(next8, 203);
   /* a process joining late gets every committed segment of its communicator replayed */
-  ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, rec_deliver, &r3);
-  ck_assert_ptr_nonnull(late);
+  ah_coord_t *late = client(&r3);
   ck_assert_int_eq(ah_coord_join_rank(late, 8, 2, 1, NULL), 0);
   ck_assert(rec_wait(&r3, 50, 5000));
   sleep_ms(100);
@@ -79,19 +111,12 @@ START_TEST(segments_reach_every_joined_process_in_order) {
   for (int i = 0; i < 50; i++) ck_assert_uint_eq(r3.segs[i].first, seg_make((uint64_t)(4 * i + 3)).first);
   ck_assert_uint_eq(ah_coord_client_unacked(lead), 0);
   ck_assert_int_eq(ah_coord_hub_clients(hub), 3);
-  ah_coord_client_close(late);
-  ah_coord_client_close(w);
-  ah_coord_client_close(lead);
 }
 END_TEST
 
 START_TEST(large_replay_arrives_whole_and_in_order) {
   static rec_t rl, rw;
-  rec_init(&rl), rec_init(&rw);
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rl);
-  ck_assert_ptr_nonnull(lead);
+  ah_coord_t *lead = client(&rl);
   ah_key_t k = key_make(9);
   for (uint64_t i = 0; i < 4000; i++) { /* 360 KB of frames: more than a socket buffer */
     ah_segment_t s = seg_make(i);
@@ -100,13 +125,10 @@ START_TEST(large_replay_arrives_whole_and_in_order) {
   for (int t = 0; t < 500 && ah_coord_client_unacked(lead) > 0; t++) sleep_ms(10);
   ck_assert_uint_eq(ah_coord_client_unacked(lead), 0);
   ck_assert_int_eq(rec_count(&rl), 0); /* the leader did not join: nothing comes back */
-  ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
-  ck_assert_ptr_nonnull(w);
+  ah_coord_t *w = client(&rw);
   ck_assert_int_eq(ah_coord_join_rank(w, 9, 2, 1, NULL), 0);
   ck_assert(rec_wait(&rw, 4000, 10000));
   for (int i = 0; i < 4000; i++) ck_assert_uint_eq(rw.segs[i].first, 10u * (unsigned)i);
-  ah_coord_client_close(w);
-  ah_coord_client_close(lead);
 }
 END_TEST
 
@@ -123,14 +145,28 @@ START_TEST(wrong_secret_is_refused) {
 }
 END_TEST
 
-START_TEST(random_bytes_are_refused) {
+/* An attacker: a raw connection to the test hub (no handshake) that has sent the n bytes at p. */
+static int attacker(const void *p, size_t n) {
   int fd = raw_connect(&st);
   ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, p, n), (ssize_t)n);
+  return fd;
+}
+
+/* The hub logs `line` about the attacker on fd within ms; the attacker goes, and a legitimate pair
+ * of clients is still served (on communicator comm). */
+static void refused(int fd, const char *line, int ms, uint64_t comm) {
+  ck_assert(log_wait(line, ms));
+  close(fd);
+  ck_assert(legit_roundtrip(&st, comm));
+}
+
+START_TEST(random_bytes_are_refused) {
   uint8_t junk[200];
   srand(3);
   for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)rand();
   junk[4] = 0x77; /* make sure the version byte is not 1 */
-  ck_assert_int_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+  int fd = attacker(junk, sizeof junk);
   ck_assert(log_wait("wrong protocol version 119", 2000));
   char b[64];
   ssize_t n; /* the hub hangs up: HELLO (40 bytes), then EOF */
@@ -143,46 +179,29 @@ START_TEST(random_bytes_are_refused) {
 END_TEST
 
 START_TEST(truncated_frame_is_refused) {
-  int fd = raw_connect(&st);
-  ck_assert_int_ge(fd, 0);
   uint8_t f[AH_COORD_HDR_BYTES + 10] = {0};
   ah_coord_hdr_encode(AH_MSG_AUTH, ah_coord_msg_len(AH_MSG_AUTH), f);
-  ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
+  int fd = attacker(f, sizeof f);
   sleep_ms(50);
   close(fd); /* 18 of 80 bytes, then the end */
   ck_assert(log_wait("truncated frame (connection closed after 18 of 80 bytes)", 2000));
   /* and a truncated frame whose sender stays connected is cut at the deadline */
-  fd = raw_connect(&st);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
-  ck_assert(log_wait("no authentication within 1500 ms (18 bytes of a frame", 4000));
-  close(fd);
-  ck_assert(legit_roundtrip(&st, 13));
+  refused(attacker(f, sizeof f), "no authentication within 1500 ms (18 bytes of a frame", 4000, 13);
 }
 END_TEST
 
 START_TEST(length_prefix_of_16mib_is_refused) {
-  int fd = raw_connect(&st);
-  ck_assert_int_ge(fd, 0);
   uint8_t h[AH_COORD_HDR_BYTES];
   ah_coord_hdr_encode(AH_MSG_AUTH, 16u << 20, h);
-  ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-  ck_assert(log_wait("oversized frame: length prefix 16777216", 2000));
-  close(fd);
-  ck_assert(legit_roundtrip(&st, 14));
+  refused(attacker(h, sizeof h), "oversized frame: length prefix 16777216", 2000, 14);
 }
 END_TEST
 
 START_TEST(wrong_protocol_version_is_refused) {
-  int fd = raw_connect(&st);
-  ck_assert_int_ge(fd, 0);
   uint8_t f[AH_COORD_HDR_BYTES + 72] = {0};
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
   f[4] = AH_COORD_PROTO_VERSION + 1;
-  ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
-  ck_assert(log_wait("wrong protocol version 5 (expected 4", 2000));
-  close(fd);
-  ck_assert(legit_roundtrip(&st, 15));
+  refused(attacker(f, sizeof f), "wrong protocol version 5 (expected 4", 2000, 15);
 }
 END_TEST
 
@@ -223,15 +242,9 @@ END_TEST
 
 START_TEST(cut_connection_reconnects_and_replays_once) {
   static rec_t rl, rw;
-  rec_init(&rl), rec_init(&rw);
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rl);
-  ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
-  ck_assert_ptr_nonnull(lead);
-  ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join_rank(lead, 21, 2, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(w, 21, 2, 1, NULL), 0);
+  ah_coord_t *lead = client(&rl);
+  ah_coord_t *w = client(&rw);
+  join_pair(lead, w, 21, 2);
   ah_key_t k = key_make(21);
   for (uint64_t i = 0; i < 300; i++) {
     ah_segment_t s = seg_make(i);
@@ -254,8 +267,6 @@ START_TEST(cut_connection_reconnects_and_replays_once) {
   ck_assert_uint_eq(ah_coord_client_unacked(lead), 0);
   ck_assert(ah_coord_alive(w) && ah_coord_alive(lead));
   ck_assert(log_wait("reconnecting", 100));
-  ah_coord_client_close(w);
-  ah_coord_client_close(lead);
 }
 END_TEST
 
@@ -286,19 +297,55 @@ START_TEST(hub_exit_makes_clients_give_up_in_bounded_time) {
 }
 END_TEST
 
+/* A blocking listener on a free loopback port for a fake hub, and the stamp (the job's secret,
+ * that port) a client needs to reach it. */
+static ah_coord_stamp_t fake_hub_listen(int *lfd_p) {
+  ah_coord_stamp_t stamp = st;
+  *lfd_p = coord_fake_listen(&stamp.port);
+  ck_assert_int_ge(*lfd_p, 0);
+  return stamp;
+}
+
+/* Accepts one connection on lfd and does the hub's side of the handshake with the job's secret
+ * (the challenge is `fill` repeated). Returns the connection, or -1. */
+static int fake_hub_handshake(int lfd, uint8_t fill) {
+  int fd = accept(lfd, NULL, NULL);
+  if (fd < 0) return -1;
+  if (coord_fake_handshake(fd, st.secret, fill) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+/* A fake hub: its listener (fake_hub_listen), the stamp that reaches it, and the thread serving
+ * its connections. One at a time. */
+typedef struct {
+  int lfd;
+  ah_coord_stamp_t stamp;
+  pthread_t thread;
+} fake_hub_t;
+static fake_hub_t fake;
+
+/* Starts the fake hub, its thread running fn(&fake). */
+static fake_hub_t *fake_hub_start(void *(*fn)(void *)) {
+  fake.stamp = fake_hub_listen(&fake.lfd);
+  ck_assert_int_eq(pthread_create(&fake.thread, NULL, fn, &fake), 0);
+  return &fake;
+}
+
+/* Stops accepting (a thread blocked in accept returns), waits for the thread, closes the listener. */
+static void fake_hub_stop(fake_hub_t *h) {
+  shutdown(h->lfd, SHUT_RDWR);
+  pthread_join(h->thread, NULL);
+  close(h->lfd);
+}
+
 START_TEST(mute_listener_fails_the_handshake_in_bounded_time) {
   /* a listener that accepts and never speaks: the handshake deadline refuses it */
   ah_coord_client_opts_t o;
   client_opts_test(&o);
   o.connect_ms = 300;
   int lfd;
-  char err[AH_NET_ERR_LEN];
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
-  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, &lfd), AH_NET_OK);
-  ah_coord_stamp_t mute = st;
-  mute.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  ah_coord_stamp_t mute = fake_hub_listen(&lfd); /* nobody accepts: the kernel's backlog does */
   uint64_t t0 = ah_coord_now_ns();
   ck_assert_ptr_null(ah_coord_client_open(&mute, NULL, &o, NULL, NULL));
   ck_assert_int_lt(ah_coord_now_ns() - t0, 2000000000ull);
@@ -338,70 +385,20 @@ END_TEST
 
 /* A hub that completes the handshake properly and then never says another word (a host that
  * vanished without closing its sockets). Later connections are accepted and left mute. */
-/* A blocking listener on a free loopback port for a fake hub, and the stamp (the job's secret,
- * that port) a client needs to reach it. */
-static ah_coord_stamp_t fake_hub_listen(int *lfd_p) {
-  char err[AH_NET_ERR_LEN];
-  struct sockaddr_storage ss;
-  socklen_t sl;
-  ck_assert_int_eq(ah_coord_net_addr_parse(err, "127.0.0.1:0", &ss, &sl), AH_NET_OK);
-  ck_assert_int_eq(ah_coord_net_listen(err, &ss, &sl, 16, lfd_p), AH_NET_OK);
-  int flags = fcntl(*lfd_p, F_GETFL);
-  fcntl(*lfd_p, F_SETFL, flags & ~O_NONBLOCK);
-  ah_coord_stamp_t stamp = st;
-  stamp.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-  return stamp;
-}
-
-/* The hub's side of the handshake, done by hand for the fake hubs below: accepts one connection
- * on lfd, sends a HELLO whose challenge is `fill` repeated, reads the client's AUTH and answers
- * WELCOME with the MAC of the job secret. Returns the connection, or -1. */
-static int fake_hub_handshake(int lfd, uint8_t fill) {
-  int fd = accept(lfd, NULL, NULL);
-  if (fd < 0) return -1;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
-  ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
-  memset(hello + AH_COORD_HDR_BYTES, fill, 32);
-  size_t got = 0;
-  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto fail;
-  while (got < sizeof auth) {
-    ssize_t r = read(fd, auth + got, sizeof auth - got);
-    if (r <= 0) goto fail;
-    got += (size_t)r;
-  }
-  ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
-  ah_coord_mac(st.secret, "autoha-hub", auth + AH_COORD_HDR_BYTES, hello + AH_COORD_HDR_BYTES, 0,
-               wel + AH_COORD_HDR_BYTES);
-  memset(wel + AH_COORD_HDR_BYTES + 32, 0, 8);
-  if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) goto fail;
-  return fd;
-fail:
-  close(fd);
-  return -1;
-}
-
-static int mute_lfd;
 static void *mute_hub(void *arg) {
-  (void)arg;
-  if (fake_hub_handshake(mute_lfd, 0x11) < 0) return NULL;
+  const fake_hub_t *h = arg;
+  if (fake_hub_handshake(h->lfd, 0x11) < 0) return NULL;
   for (;;) { /* hold every connection, answer nothing */
-    if (accept(mute_lfd, NULL, NULL) < 0) break;
+    if (accept(h->lfd, NULL, NULL) < 0) break;
   }
   return NULL;
 }
 
 START_TEST(hub_gone_silent_is_detected_and_given_up) {
-  ah_coord_stamp_t mute = fake_hub_listen(&mute_lfd);
-  pthread_t t;
-  pthread_create(&t, NULL, mute_hub, NULL);
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  o.connect_ms = 500;
-  o.heartbeat_ms = 200;
-  o.dead_ms = 1000;
-  o.reconnect_ms = 1500;
+  fake_hub_t *h = fake_hub_start(mute_hub);
+  ah_coord_client_opts_t o = {.connect_ms = 500, .heartbeat_ms = 200, .dead_ms = 1000, .reconnect_ms = 1500};
   uint64_t t0 = ah_coord_now_ns();
-  ah_coord_t *c = ah_coord_client_open(&mute, NULL, &o, NULL, NULL);
+  ah_coord_t *c = ah_coord_client_open(&h->stamp, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(c); /* the handshake itself succeeded */
   while (ah_coord_alive(c) && ah_coord_now_ns() - t0 < 8000000000ull) sleep_ms(10);
   double secs = (double)(ah_coord_now_ns() - t0) / 1e9;
@@ -410,8 +407,7 @@ START_TEST(hub_gone_silent_is_detected_and_given_up) {
   ck_assert(log_wait("nothing heard for 1000 ms", 100));
   ck_assert(log_wait("unreachable for 1500 ms", 100));
   ah_coord_client_close(c);
-  shutdown(mute_lfd, SHUT_RDWR);
-  close(mute_lfd);
+  fake_hub_stop(h);
 }
 END_TEST
 
@@ -423,12 +419,8 @@ static int verdict_wait(ah_coord_t *c, uint64_t comm, int ms) {
 }
 
 START_TEST(verdict_complete_when_all_ranks_join) {
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ck_assert_ptr_nonnull(a);
-  ck_assert_ptr_nonnull(b);
+  ah_coord_t *a = client(NULL);
+  ah_coord_t *b = client(NULL);
   ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 0, NULL), 0); /* a process with two local ranks */
   ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1, NULL), 0);
   ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1, NULL), 0); /* a rank joined twice counts once */
@@ -444,46 +436,31 @@ START_TEST(verdict_complete_when_all_ranks_join) {
   ck_assert_int_eq(ah_coord_verdict(b, 60), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(ah_coord_verdict(a, 61), AH_COORD_VERDICT_NONE); /* a comm never joined */
   ck_assert_int_eq(ah_coord_join_rank(a, 62, 3, 3, NULL), -1);            /* rank out of range */
-  ah_coord_client_close(b);
-  ah_coord_client_close(a);
 }
 END_TEST
 
 START_TEST(verdict_abandoned_after_timeout_and_replayed_to_late_joiner) {
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ck_assert_ptr_nonnull(a);
-  ck_assert_ptr_nonnull(b);
+  ah_coord_t *a = client(NULL);
+  ah_coord_t *b = client(NULL);
   uint64_t t0 = ah_coord_now_ns();
-  ck_assert_int_eq(ah_coord_join_rank(a, 63, 3, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(b, 63, 3, 1, NULL), 0); /* rank 2 never joins */
+  join_pair(a, b, 63, 3); /* rank 2 never joins */
   ck_assert_int_eq(verdict_wait(a, 63, 4000), AH_COORD_VERDICT_ABANDONED);
   double secs = (double)(ah_coord_now_ns() - t0) / 1e9;
   ck_assert_msg(secs > 0.9 && secs < 3.0, "abandoned after %.2f s (join deadline 1 s)", secs);
   ck_assert_int_eq(verdict_wait(b, 63, 1000), AH_COORD_VERDICT_ABANDONED);
   ck_assert(log_wait("only 2 of its 3 ranks joined within 1000 ms", 100));
   /* the missing rank arrives late: it gets ABANDONED too, never COMPLETE */
-  ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ck_assert_ptr_nonnull(late);
+  ah_coord_t *late = client(NULL);
   ck_assert_int_eq(ah_coord_join_rank(late, 63, 3, 2, NULL), 0);
   ck_assert_int_eq(verdict_wait(late, 63, 2000), AH_COORD_VERDICT_ABANDONED);
   sleep_ms(100);
   ck_assert_int_eq(ah_coord_verdict(a, 63), AH_COORD_VERDICT_ABANDONED);
-  ah_coord_client_close(late);
-  ah_coord_client_close(b);
-  ah_coord_client_close(a);
 }
 END_TEST
 
 START_TEST(verdict_mismatch_names_the_ranks_and_the_settings) {
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ck_assert_ptr_nonnull(a);
-  ck_assert_ptr_nonnull(b);
+  ah_coord_t *a = client(NULL);
+  ah_coord_t *b = client(NULL);
   ah_coord_digest_t same = {{1, 2, 3}}, other = {{1, 2, 4}};
   /* b's ranks may reach the hub first: the reference is still rank 0's settings */
   ck_assert_int_eq(ah_coord_join_rank(b, 71, 4, 3, &other), 0); /* a process whose profile differs */
@@ -503,32 +480,27 @@ START_TEST(verdict_mismatch_names_the_ranks_and_the_settings) {
   ck_assert_int_eq(ah_coord_join_rank(b, 72, 2, 1, &other), 0);
   ck_assert_int_eq(verdict_wait(a, 72, 2000), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(ah_coord_mismatch(a, 72, &m), 0);
-  ah_coord_client_close(b);
-  ah_coord_client_close(a);
 }
 END_TEST
 
 /* A raw authenticated connection (the handshake done by hand): what a client's reconnection
- * looks like on the wire. Returns the fd (non-blocking) or -1. */
+ * looks like on the wire. Returns the fd (non-blocking); fails the test if the handshake fails. */
 static int raw_authed(uint64_t client_id) {
   char err[AH_NET_ERR_LEN];
   int fd = raw_connect(&st);
-  if (fd < 0 || ah_coord_net_nonblock_set(err, fd) != AH_NET_OK) return -1;
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(ah_coord_net_nonblock_set(err, fd), AH_NET_OK);
   uint64_t dl = ah_coord_now_ns() + 2000000000ull;
   uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
-  if (ah_coord_net_read_full(err, fd, hello, sizeof hello, dl) != AH_NET_OK) goto fail;
+  ck_assert_int_eq(ah_coord_net_read_full(err, fd, hello, sizeof hello, dl), AH_NET_OK);
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
   uint8_t *p = auth + AH_COORD_HDR_BYTES;
   memset(p, 0x5a, 32);
   ah_coord_put_u64(p + 32, client_id);
-  if (ah_coord_mac(st.secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40) != 0 ||
-      ah_coord_net_write_full(err, fd, auth, sizeof auth, dl) != AH_NET_OK ||
-      ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) != AH_NET_OK)
-    goto fail;
+  ck_assert_int_eq(ah_coord_mac(st.secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40), 0);
+  ck_assert_int_eq(ah_coord_net_write_full(err, fd, auth, sizeof auth, dl), AH_NET_OK);
+  ck_assert_msg(ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) == AH_NET_OK, "no WELCOME: %s", err);
   return fd;
-fail:
-  close(fd);
-  return -1;
 }
 
 static int raw_join(int fd, uint64_t comm, uint32_t nranks, uint32_t rank) {
@@ -564,13 +536,9 @@ static int raw_read_verdict(int fd, uint64_t comm) {
 }
 
 START_TEST(verdict_replayed_to_reconnecting_client) {
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ck_assert_ptr_nonnull(a);
+  ah_coord_t *a = client(NULL);
   ck_assert_int_eq(ah_coord_join_rank(a, 64, 2, 0, NULL), 0);
   int fd = raw_authed(0x1234);
-  ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(raw_join(fd, 64, 2, 1), AH_NET_OK);
   ck_assert_int_eq(raw_read_verdict(fd, 64), AH_COORD_VERDICT_COMPLETE); /* sent when decided */
   ck_assert_int_eq(verdict_wait(a, 64, 2000), AH_COORD_VERDICT_COMPLETE);
@@ -578,7 +546,6 @@ START_TEST(verdict_replayed_to_reconnecting_client) {
   /* the same client reconnects and re-joins its rank, as client_install does: the hub replays the
    * verdict it decided while the client was away */
   fd = raw_authed(0x1234);
-  ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(raw_join(fd, 64, 2, 1), AH_NET_OK);
   ck_assert_int_eq(raw_read_verdict(fd, 64), AH_COORD_VERDICT_COMPLETE);
   close(fd);
@@ -587,7 +554,6 @@ START_TEST(verdict_replayed_to_reconnecting_client) {
   for (int t = 0; t < 300 && ah_coord_client_connects(a) < 2; t++) sleep_ms(10);
   ck_assert_int_ge(ah_coord_client_connects(a), 2);
   ck_assert_int_eq(ah_coord_verdict(a, 64), AH_COORD_VERDICT_COMPLETE);
-  ah_coord_client_close(a);
 }
 END_TEST
 
@@ -603,15 +569,9 @@ static int retained_wait(size_t most, int ms) {
  * and a process that never joined cannot claim the dropped history. */
 START_TEST(delivered_segments_are_dropped_by_the_hub) {
   static rec_t rl, rw, rn;
-  rec_init(&rl), rec_init(&rw), rec_init(&rn);
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rl);
-  ah_coord_t *w = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw);
-  ck_assert_ptr_nonnull(lead);
-  ck_assert_ptr_nonnull(w);
-  ck_assert_int_eq(ah_coord_join_rank(lead, 21, 2, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(w, 21, 2, 1, NULL), 0);
+  ah_coord_t *lead = client(&rl);
+  ah_coord_t *w = client(&rw);
+  join_pair(lead, w, 21, 2);
   ck_assert_int_eq(verdict_wait(w, 21, 2000), AH_COORD_VERDICT_COMPLETE);
   ah_key_t k = key_make(21);
   for (uint64_t i = 0; i < 1000; i++) {
@@ -635,20 +595,17 @@ START_TEST(delivered_segments_are_dropped_by_the_hub) {
   for (int i = 0; i < 1010; i++) ck_assert_uint_eq(rw.segs[i].first, seg_make((uint64_t)i).first);
   ck_assert(retained_wait(0, 5000));
   /* a process that never joined asks for the whole history: refused, its ranks run NCCL's own */
-  ah_coord_t *n = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rn);
-  ck_assert_ptr_nonnull(n);
+  ah_coord_t *n = client(&rn);
   ck_assert_int_eq(ah_coord_join_rank(n, 21, 2, 1, NULL), 0);
   ck_assert_int_eq(verdict_wait(n, 21, 2000), AH_COORD_VERDICT_ABANDONED);
   ck_assert(log_wait("every member had delivered up to 1010", 2000));
   ck_assert_int_eq(rec_count(&rn), 0);
-  ah_coord_client_close(n);
+  client_close(n);
   /* until every rank joined nothing is dropped: a process still to join needs the whole history */
   static rec_t rl2, rw2, rlate;
-  rec_init(&rl2), rec_init(&rw2), rec_init(&rlate);
-  ah_coord_t *lead2 = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rl2);
-  ah_coord_t *w2 = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rw2);
-  ck_assert_int_eq(ah_coord_join_rank(lead2, 22, 3, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(w2, 22, 3, 1, NULL), 0);
+  ah_coord_t *lead2 = client(&rl2);
+  ah_coord_t *w2 = client(&rw2);
+  join_pair(lead2, w2, 22, 3);
   for (uint64_t i = 0; i < 200; i++) {
     ah_segment_t s = seg_make(i);
     ah_key_t k2 = key_make(22);
@@ -658,15 +615,10 @@ START_TEST(delivered_segments_are_dropped_by_the_hub) {
   ck_assert(rec_wait(&rl2, 200, 10000));
   sleep_ms(300); /* both delivered and said so with their next reads */
   ck_assert_uint_eq(ah_coord_hub_retained(hub), 200);
-  ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rlate);
+  ah_coord_t *late = client(&rlate);
   ck_assert_int_eq(ah_coord_join_rank(late, 22, 3, 2, NULL), 0);
   ck_assert_int_eq(verdict_wait(late, 22, 2000), AH_COORD_VERDICT_COMPLETE);
   ck_assert(rec_wait(&rlate, 200, 5000));
-  ah_coord_client_close(late);
-  ah_coord_client_close(w2);
-  ah_coord_client_close(lead2);
-  ah_coord_client_close(w);
-  ah_coord_client_close(lead);
 }
 END_TEST
 
@@ -675,24 +627,18 @@ END_TEST
 START_TEST(subscribers_up_to_the_rank_count_are_served) {
   enum { NSUB = 24 };
   static rec_t rs[NSUB];
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
   ah_coord_t *subs[NSUB];
   for (int i = 0; i < NSUB; i++) {
-    rec_init(&rs[i]);
-    subs[i] = ah_coord_client_open(&st, NULL, &o, rec_deliver, &rs[i]);
-    ck_assert_ptr_nonnull(subs[i]);
+    subs[i] = client(&rs[i]);
     ck_assert_int_eq(ah_coord_join(subs[i], 23, NSUB), 0);
   }
-  ah_coord_t *lead = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ah_coord_t *lead = client(NULL);
   for (int t = 0; t < 500 && ah_coord_hub_clients(hub) < NSUB + 1; t++) sleep_ms(10);
   ah_key_t k = key_make(23);
   ah_segment_t sg = seg_make(0);
   ck_assert_int_eq(ah_coord_publish(lead, &k, &sg), 0);
   for (int i = 0; i < NSUB; i++) ck_assert_msg(rec_wait(&rs[i], 1, 5000), "subscriber %d", i);
   ck_assert_ptr_null(strstr(log_text(), "processes joined it already"));
-  for (int i = 0; i < NSUB; i++) ah_coord_client_close(subs[i]);
-  ah_coord_client_close(lead);
 }
 END_TEST
 
@@ -713,13 +659,11 @@ static int raw_progress(int fd, uint64_t comm, uint32_t rank, uint8_t state) {
  * get the finding within the hub's hang time (1 s in tests), naming the busy rank. */
 START_TEST(progress_is_refused_unless_joined_and_a_stall_is_diagnosed) {
   int fd = raw_authed(0x5501);
-  ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(raw_progress(fd, 77, 0, AH_HEALTH_IDLE), AH_NET_OK);
   ck_assert(log_wait("refused a PROGRESS from 127.0.0.1", 2000));
   ck_assert(log_wait("comm 000000000000004d not joined; connection dropped", 100));
   close(fd);
   fd = raw_authed(0x5502);
-  ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(raw_join(fd, 78, 2, 0), AH_NET_OK);
   ck_assert_int_eq(raw_progress(fd, 78, 0, 3), AH_NET_OK); /* state out of range */
   ck_assert(log_wait("progress state 3 out of range", 2000));
@@ -747,19 +691,16 @@ END_TEST
 
 START_TEST(bad_joins_are_refused) {
   int fd = raw_authed(0x4321);
-  ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(raw_join(fd, 65, 2, 2), AH_NET_OK); /* rank not below the rank count */
   ck_assert(log_wait("refused a JOIN from 127.0.0.1", 2000));
   ck_assert(log_wait("rank 2 of 2 ranks out of range", 100));
   close(fd);
   fd = raw_authed(0x4322);
-  ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(raw_join(fd, 66, 4, 0), AH_NET_OK);
   ck_assert_int_eq(raw_join(fd, 66, 5, 1), AH_NET_OK); /* a rank count that changed */
   ck_assert(log_wait("comm 0000000000000042 has 4 ranks, the JOIN says 5", 2000));
   close(fd);
   fd = raw_authed(0x4323);
-  ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(raw_join(fd, 67, 0, 0), AH_NET_OK); /* no ranks at all */
   ck_assert(log_wait("rank 0 of 0 ranks out of range", 2000));
   close(fd);
@@ -767,71 +708,28 @@ START_TEST(bad_joins_are_refused) {
 }
 END_TEST
 
-/* kB of a /proc/self/status field (VmRSS, VmHWM). */
-static long status_kb(const char *field) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kb = -1;
-  size_t n = strlen(field);
-  while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, field, n) && line[n] == ':') kb = atol(line + n + 1);
-  if (f) fclose(f);
-  return kb;
-}
-
-static void *drain(void *arg) {
-  int fd = *(int *)arg;
-  char b[65536];
-  while (read(fd, b, sizeof b) > 0) {
-  }
-  return NULL;
-}
-
 /* An authenticated client sends 10,000 JOINs of forged communicators (each claiming 2^20 ranks,
  * a 128 KiB bitmap) and 100,000 PUBLISHes over 1,000 of them: the hub's memory stays
  * bounded, the caps refuse with a rate-limited line, and legitimate clients are still served and
  * still get their verdict. */
 START_TEST(authenticated_flood_keeps_the_hub_bounded) {
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *a = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ah_coord_t *b = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
-  ck_assert_ptr_nonnull(a);
-  ck_assert_ptr_nonnull(b);
-  ck_assert_int_eq(ah_coord_join_rank(a, 90, 2, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(b, 90, 2, 1, NULL), 0);
+  ah_coord_t *a = client(NULL);
+  ah_coord_t *b = client(NULL);
+  join_pair(a, b, 90, 2);
   ck_assert_int_eq(verdict_wait(a, 90, 2000), AH_COORD_VERDICT_COMPLETE);
-  long rss0 = status_kb("VmRSS");
+  long rss0 = proc_status_kb(getpid(), "VmRSS");
   int fd = raw_authed(0xbad);
-  ck_assert_int_ge(fd, 0);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   pthread_t t;
-  pthread_create(&t, NULL, drain, &fd);
-  enum { JOIN_BYTES = AH_COORD_HDR_BYTES + 48, PUB_BYTES = AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES };
-  static uint8_t buf[1000 * PUB_BYTES];
+  pthread_create(&t, NULL, drain_fd, &fd);
+  static uint8_t buf[FLOOD_FRAMES * FLOOD_PUB_BYTES];
   for (int batch = 0; batch < 10; batch++) {
-    for (int i = 0; i < 1000; i++) {
-      uint8_t *f = buf + (size_t)i * JOIN_BYTES;
-      memset(f, 0, JOIN_BYTES); /* since 0, settings digest 0 */
-      ah_coord_hdr_encode(AH_MSG_JOIN, 48, f);
-      ah_coord_put_u64(f + AH_COORD_HDR_BYTES, 0x100000u + (uint64_t)batch * 1000 + (uint64_t)i);
-      ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 8, AH_COORD_MAX_RANKS);
-      ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 12, 0);
-      ah_coord_put_u64(f + AH_COORD_HDR_BYTES + 16, 0);
-    }
-    ck_assert_int_eq(write(fd, buf, 1000 * JOIN_BYTES), 1000 * JOIN_BYTES);
+    size_t n = flood_joins(buf, 0x100000u, batch);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
   }
-  for (int batch = 0; batch < 100; batch++) {
-    for (int i = 0; i < 1000; i++) {
-      uint64_t n = (uint64_t)batch * 1000 + (uint64_t)i;
-      uint8_t *f = buf + (size_t)i * PUB_BYTES;
-      ah_coord_hdr_encode(AH_MSG_PUBLISH, 8 + AH_COORD_KEYSEG_BYTES, f);
-      ah_coord_put_u64(f + AH_COORD_HDR_BYTES, n + 1);
-      ah_key_t k = key_make(0x100000u + n % 1000); /* communicators it created */
-      ah_segment_t sg = seg_make(n);
-      ah_coord_keyseg_pack(&k, &sg, f + AH_COORD_HDR_BYTES + 8);
-    }
-    ck_assert_int_eq(write(fd, buf, sizeof buf), (ssize_t)sizeof buf);
+  for (int batch = 0; batch < 100; batch++) { /* to the communicators it created */
+    size_t n = flood_publishes(buf, 0x100000u, batch);
+    ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
   }
   /* a PING answered means every frame before it was handled */
   uint8_t ping[AH_COORD_HDR_BYTES];
@@ -841,30 +739,25 @@ START_TEST(authenticated_flood_keeps_the_hub_bounded) {
   ck_assert(log_wait("pending joins of the client", 100));
   ck_assert(log_wait("refused a segment of comm", 10000));
   ck_assert(legit_roundtrip(&st, 91)); /* served during the flood */
-  long hwm = status_kb("VmHWM"), rss1 = status_kb("VmRSS");
+  long hwm = proc_status_kb(getpid(), "VmHWM"), rss1 = proc_status_kb(getpid(), "VmRSS");
   printf("authenticated flood: resident %ld kB before, %ld kB after, peak %ld kB "
           "(growth bound 24576 kB)\n", rss0, rss1, hwm);
   fflush(stdout);
   ck_assert_int_lt(hwm - rss0, 24576);
   /* a communicator made after the flood is still joined and decided */
-  ck_assert_int_eq(ah_coord_join_rank(a, 92, 2, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(b, 92, 2, 1, NULL), 0);
+  join_pair(a, b, 92, 2);
   ck_assert_int_eq(verdict_wait(a, 92, 2000), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(verdict_wait(b, 92, 2000), AH_COORD_VERDICT_COMPLETE);
   shutdown(fd, SHUT_RDWR);
   pthread_join(t, NULL);
   close(fd);
-  ah_coord_client_close(b);
-  ah_coord_client_close(a);
 }
 END_TEST
 
 /* A fake hub that completes the handshake, then sends a VERDICT with an unknown value and a good
  * one: the client refuses the first with one log line and keeps the second. */
-static int fake_lfd;
 static void *fake_verdict_hub(void *arg) {
-  (void)arg;
-  int fd = fake_hub_handshake(fake_lfd, 0x22);
+  int fd = fake_hub_handshake(((const fake_hub_t *)arg)->lfd, 0x22);
   if (fd < 0) return NULL;
   /* the verdicts answer the client's JOIN of comm 69: wait for it (bounded), not for a while */
   char err[AH_NET_ERR_LEN];
@@ -887,41 +780,28 @@ out:
 }
 
 START_TEST(bad_verdict_is_refused_by_the_client) {
-  ah_coord_stamp_t fake = fake_hub_listen(&fake_lfd);
-  pthread_t t;
-  pthread_create(&t, NULL, fake_verdict_hub, NULL);
-  ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  ah_coord_t *c = ah_coord_client_open(&fake, NULL, &o, NULL, NULL);
-  ck_assert_ptr_nonnull(c);
+  fake_hub_t *h = fake_hub_start(fake_verdict_hub);
+  ah_coord_t *c = client_at(&h->stamp, NULL);
   ck_assert_int_eq(ah_coord_join_rank(c, 69, 2, 1, NULL), 0);
   ck_assert_int_eq(verdict_wait(c, 69, 2000), AH_COORD_VERDICT_ABANDONED);
   ck_assert(log_wait("verdict 7 out of range", 100));
-  pthread_join(t, NULL);
-  ah_coord_client_close(c);
-  close(fake_lfd);
+  client_close(c);
+  fake_hub_stop(h);
 }
 END_TEST
 
 /* A fake hub whose HELLO (first connection) or WELCOME (second) has an oversized length prefix:
  * the client must refuse it naming the length, never a type read from a header it refused. */
-static int oversize_lfd;
 static void *oversize_hub(void *arg) {
-  (void)arg;
   for (int round = 0; round < 2; round++) {
-    int fd = accept(oversize_lfd, NULL, NULL);
+    int fd = accept(((const fake_hub_t *)arg)->lfd, NULL, NULL);
     if (fd < 0) return NULL;
     uint8_t hello[AH_COORD_HDR_BYTES + 32] = {0}, auth[AH_COORD_HDR_BYTES + 72],
             wel[AH_COORD_HDR_BYTES + 40] = {0};
     ah_coord_hdr_encode(AH_MSG_HELLO, round == 0 ? 4096 : 32, hello);
     if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto next;
     if (round == 1) {
-      size_t got = 0;
-      while (got < sizeof auth) {
-        ssize_t r = read(fd, auth + got, sizeof auth - got);
-        if (r <= 0) goto next;
-        got += (size_t)r;
-      }
+      if (coord_fake_read(fd, auth, sizeof auth) != 0) goto next;
       ah_coord_hdr_encode(AH_MSG_WELCOME, 70000, wel);
       if (write(fd, wel, sizeof wel) != (ssize_t)sizeof wel) goto next;
     }
@@ -933,19 +813,16 @@ static void *oversize_hub(void *arg) {
 }
 
 START_TEST(oversized_handshake_frames_are_refused_by_name) {
-  ah_coord_stamp_t fake = fake_hub_listen(&oversize_lfd);
-  pthread_t t;
-  pthread_create(&t, NULL, oversize_hub, NULL);
+  fake_hub_t *h = fake_hub_start(oversize_hub);
   ah_coord_client_opts_t o;
   client_opts_test(&o);
   o.connect_ms = 2000;
-  ck_assert_ptr_null(ah_coord_client_open(&fake, NULL, &o, NULL, NULL));
+  ck_assert_ptr_null(ah_coord_client_open(&h->stamp, NULL, &o, NULL, NULL));
   ck_assert(log_wait("bad HELLO from the hub: oversized frame: length prefix 4096", 2000));
-  ck_assert_ptr_null(ah_coord_client_open(&fake, NULL, &o, NULL, NULL));
+  ck_assert_ptr_null(ah_coord_client_open(&h->stamp, NULL, &o, NULL, NULL));
   ck_assert(log_wait("bad WELCOME from the hub: oversized frame: length prefix 70000", 2000));
   ck_assert_ptr_null(strstr(log_text(), "wrong type"));
-  pthread_join(t, NULL);
-  close(oversize_lfd);
+  fake_hub_stop(h);
 }
 END_TEST
 
@@ -968,15 +845,10 @@ static int count_of(const char *text, const char *needle) {
 }
 
 START_TEST(burst_of_refusals_logs_its_count) {
-  for (int i = 0; i < 29; i++) {
-    int fd = raw_connect(&st);
-    ck_assert_int_ge(fd, 0);
-    uint8_t f[AH_COORD_HDR_BYTES] = {0};
-    ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
-    f[4] = 0x55;
-    ck_assert_int_eq(write(fd, f, sizeof f), (ssize_t)sizeof f);
-    close(fd);
-  }
+  uint8_t f[AH_COORD_HDR_BYTES] = {0};
+  ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
+  f[4] = 0x55;
+  for (int i = 0; i < 29; i++) close(attacker(f, sizeof f));
   /* No refusal follows the burst: the count must still be logged, within about a second. */
   ck_assert(log_wait("more refusals like the last were not logged", 3000));
   sleep_ms(100);

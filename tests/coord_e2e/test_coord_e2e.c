@@ -23,6 +23,7 @@
 
 #include "ah_check.h"
 #include "ah_coord_internal.h"
+#include "coord_test_util.h"
 
 static char outdir[256];
 
@@ -105,15 +106,19 @@ static int run_job(int nprocs, const char *const *args, const char **out_p, doub
   return rc;
 }
 
+/* run_job for a job that must succeed: returns its output, and fails the test with that output
+ * when the job exits non-zero. */
+static const char *run_job_ok(int nprocs, const char *const *args, double *secs_p) {
+  const char *out;
+  int rc = run_job(nprocs, args, &out, secs_p);
+  ck_assert_msg(rc == 0, "job failed (exit %d after %.1f s):\n%.4000s", rc, *secs_p, out);
+  return out;
+}
+
 static int count_lines(const char *text, const char *needle) {
   int c = 0;
   for (const char *p = text; (p = strstr(p, needle)); p++) c++;
   return c;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
 }
 
 /* Waits (up to timeout_s) until the running job's output has n lines containing needle. */
@@ -190,12 +195,9 @@ static void job_ok(int nprocs, int threads, int iters) {
   snprintf(it, sizeof it, "%d", iters);
   snprintf(th, sizeof th, "%d", threads);
   const char *args[] = {"--iters", it, "--threads", th, "--delay-prob", "0.02", "--delay-us", "2000", NULL};
-  const char *out;
   double secs;
-  int rc = run_job(nprocs, args, &out, &secs);
-  fprintf(stderr, "%d processes x %d threads, %d calls per rank: %.1f s, exit %d\n", nprocs, threads,
-          3 * iters, secs, rc);
-  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  const char *out = run_job_ok(nprocs, args, &secs);
+  fprintf(stderr, "%d processes x %d threads, %d calls per rank: %.1f s\n", nprocs, threads, 3 * iters, secs);
   char want[64];
   snprintf(want, sizeof want, ": %d calls, 0 failed, 0 wrong results", 3 * iters * threads);
   ck_assert_int_eq(count_lines(out, want), nprocs);
@@ -217,10 +219,8 @@ END_TEST
 
 START_TEST(cut_connections_reconnect_mid_tuning) {
   const char *args[] = {"--iters", "2000", "--cut-at", "15", "--delay-prob", "0.02", NULL};
-  const char *out;
   double secs;
-  int rc = run_job(8, args, &out, &secs);
-  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  const char *out = run_job_ok(8, args, &secs);
   ck_assert_int_eq(count_lines(out, "cut 1 hub connection(s) at iteration 15"), 7);
   ck_assert_int_ge(count_lines(out, "reconnected to hub"), 7);
   ck_assert_int_eq(count_lines(out, ": 6000 calls, 0 failed, 0 wrong results"), 8);
@@ -230,10 +230,8 @@ END_TEST
 
 START_TEST(unstamped_id_runs_fixed_with_one_warning_per_process) {
   const char *args[] = {"--iters", "1000", "--unstamp", "1", "--delay-prob", "0.02", NULL};
-  const char *out;
   double secs;
-  int rc = run_job(4, args, &out, &secs);
-  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  const char *out = run_job_ok(4, args, &secs);
   ck_assert_int_eq(count_lines(out, ": 3000 calls, 0 failed, 0 wrong results"), 4);
   ck_assert_int_eq(count_lines(out, "without autoha's stamp"), 4);
   ck_assert_int_eq(count_lines(out, "reconnect"), 0);
@@ -245,13 +243,11 @@ END_TEST
  * the job completes with no call on which the ranks disagree. */
 static void one_process_never_joins(const char *opt, const char *proc, const char *own_line) {
   const char *args[] = {"--iters", "1000", opt, proc, "--id-proc", "1", "--delay-prob", "0.02", NULL};
-  const char *out;
   double secs;
   setenv("AUTOHA_COORD_JOIN_S", "2", 1);
-  int rc = run_job(4, args, &out, &secs);
+  const char *out = run_job_ok(4, args, &secs);
   unsetenv("AUTOHA_COORD_JOIN_S");
-  fprintf(stderr, "%s %s: job ended after %.1f s with exit %d\n", opt, proc, secs, rc);
-  ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
+  fprintf(stderr, "%s %s: job ended after %.1f s\n", opt, proc, secs);
   ck_assert_int_eq(count_lines(out, ": 3000 calls, 0 failed, 0 wrong results"), 4);
   ck_assert_int_eq(count_lines(out, "disagree"), 0);
   ck_assert_msg(count_lines(out, "only 3 of its 4 ranks joined within 2000 ms") == 1, "%.4000s", out);
@@ -419,26 +415,6 @@ END_TEST
 
 /* ---- an authenticated client flooding the hub of a running job (issue 18 #4) ---- */
 
-static long proc_status_kb(int pid, const char *field) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", pid);
-  FILE *f = fopen(path, "r");
-  long kb = -1;
-  size_t n = strlen(field);
-  while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, field, n) && line[n] == ':') kb = atol(line + n + 1);
-  if (f) fclose(f);
-  return kb;
-}
-
-static void *drain_fd(void *arg) {
-  int fd = *(int *)arg;
-  char b[65536];
-  while (read(fd, b, sizeof b) > 0) {
-  }
-  return NULL;
-}
-
 /* Completes the handshake as client `id` with the job's secret. Returns the fd (blocking) or -1. */
 static int authed_connect(const ah_coord_stamp_t *st, uint64_t id) {
   int fd = hub_connect();
@@ -493,40 +469,10 @@ START_TEST(authenticated_flood_beside_a_tuned_job) {
   ck_assert_int_ge(fd, 0);
   pthread_t t;
   pthread_create(&t, NULL, drain_fd, &fd);
-  enum { JB = 8 + 48, PB = 8 + 8 + AH_COORD_KEYSEG_BYTES };
-  static uint8_t buf[1000 * PB];
-  for (int batch = 0; batch < 10; batch++) {
-    for (int i = 0; i < 1000; i++) {
-      uint8_t *p = buf + (size_t)i * JB;
-      memset(p, 0, JB); /* since 0, settings digest 0 */
-      ah_coord_hdr_encode(AH_MSG_JOIN, 48, p);
-      ah_coord_put_u64(p + 8, 0xf00d000000ull + (uint64_t)batch * 1000 + (uint64_t)i);
-      ah_coord_put_u32(p + 16, AH_COORD_MAX_RANKS);
-      ah_coord_put_u32(p + 20, 0);
-      ah_coord_put_u64(p + 24, 0);
-    }
-    ck_assert_int_eq(send(fd, buf, 1000 * JB, MSG_NOSIGNAL), 1000 * JB);
-    long kb = proc_status_kb(hub_pid, "VmRSS");
-    if (kb > peak) peak = kb;
-  }
-  for (int batch = 0; batch < 100; batch++) {
-    for (int i = 0; i < 1000; i++) {
-      uint64_t n = (uint64_t)batch * 1000 + (uint64_t)i;
-      uint8_t *p = buf + (size_t)i * PB;
-      ah_coord_hdr_encode(AH_MSG_PUBLISH, 8 + AH_COORD_KEYSEG_BYTES, p);
-      ah_coord_put_u64(p + 8, n + 1);
-      ah_key_t k = {.comm = 0xf00d000000ull + n % 1000, .coll = 0, .bin = 20};
-      ah_segment_t sg;
-      memset(&sg, 0, sizeof sg);
-      sg.first = n;
-      sg.count = 1;
-      sg.config.algo = 1;
-      sg.config.proto = 2;
-      sg.config.ndims = 1;
-      sg.config.res[0] = 4;
-      ah_coord_keyseg_pack(&k, &sg, p + 16);
-    }
-    ck_assert_int_eq(send(fd, buf, sizeof buf, MSG_NOSIGNAL), (ssize_t)sizeof buf);
+  static uint8_t buf[FLOOD_FRAMES * FLOOD_PUB_BYTES];
+  for (int batch = 0; batch < 110; batch++) { /* 10 of JOINs, then 100 of PUBLISHes */
+    size_t n = batch < 10 ? flood_joins(buf, 0xf00d000000ull, batch) : flood_publishes(buf, 0xf00d000000ull, batch - 10);
+    ck_assert_int_eq(send(fd, buf, n, MSG_NOSIGNAL), (ssize_t)n);
     long kb = proc_status_kb(hub_pid, "VmRSS");
     if (kb > peak) peak = kb;
   }

@@ -20,10 +20,7 @@
 # the captured calls ran the tuned (or NCCL's) settled configuration on every rank.
 set -uo pipefail
 variant=$1 launcher=$2 job=$3 lib=$4 simlib=$5
-export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-. "$(dirname "$0")/../common/loopback_coord.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../common/e2e_env.sh"
 unset AUTOHA_OVERRIDE AUTOHA_PROFILE NCCL_TUNER_PLUGIN
 launches=1000
 case $variant in

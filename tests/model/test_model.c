@@ -51,11 +51,16 @@ static double forced_time(const sim_model_t *m, int coll, size_t bytes, int a, i
 
 static sim_model_t M; /* large struct: one per test process */
 
-START_TEST(ring_simple_1x8_1g) {
-  model_for(&M, "nodes=1,gpus=8,gpu=h100", 22809);
-  double bw = ar_busbw(&M, GiB, forced_time(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 0));
-  ck_assert_msg(bw >= 350 && bw <= 370, "Ring/Simple 1x8 1 GiB busbw %.1f not in 350-370", bw);
+/* The AllReduce bus bandwidth (GB/s) of 1 GiB with algo/Simple forced, on the 2.28.9 model of the
+ * topology `spec`, is within [lo, hi]. */
+static void expect_1g_busbw(const char *spec, int algo, double lo, double hi) {
+  model_for(&M, spec, 22809);
+  double bw = ar_busbw(&M, GiB, forced_time(&M, AH_FUNC_ALLREDUCE, GiB, algo, AH_PROTO_SIMPLE, 0));
+  ck_assert_msg(bw >= lo && bw <= hi, "%s: %s/Simple 1 GiB busbw %.1f not in %.0f-%.0f", spec,
+                sim_model_algo_name(algo), bw, lo, hi);
 }
+
+START_TEST(ring_simple_1x8_1g) { expect_1g_busbw("nodes=1,gpus=8,gpu=h100", AH_ALGO_RING, 350, 370); }
 END_TEST
 
 /* DGX-A100 one node: ~230-240 GB/s (nccl#1712); A100 has no NVLS, so Ring/Simple is the default. */
@@ -70,20 +75,14 @@ START_TEST(a100_1x8_1g) {
 END_TEST
 
 START_TEST(nvls_1x8_1g) {
-  model_for(&M, "nodes=1,gpus=8,gpu=h100", 22809);
-  double bw = ar_busbw(&M, GiB, forced_time(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_NVLS, AH_PROTO_SIMPLE, 0));
-  ck_assert_msg(bw >= 450 && bw <= 490, "NVLS 1x8 1 GiB busbw %.1f not in 450-490", bw);
+  expect_1g_busbw("nodes=1,gpus=8,gpu=h100", AH_ALGO_NVLS, 450, 490);
   sim_optimum_t o; /* and it is NCCL's default there */
   ck_assert_int_eq(sim_model_optimum(&M, AH_FUNC_ALLREDUCE, GiB, 0, &o), 0);
   ck_assert_int_eq(o.def.algo, AH_ALGO_NVLS);
 }
 END_TEST
 
-START_TEST(nvlstree_4node_1g) {
-  model_for(&M, "nodes=4,gpus=8,gpu=h100,nic=8x400", 22809);
-  double bw = ar_busbw(&M, GiB, forced_time(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_NVLS_TREE, AH_PROTO_SIMPLE, 0));
-  ck_assert_msg(bw >= 340 && bw <= 370, "NVLSTree 4x8 1 GiB busbw %.1f not in 340-370", bw);
-}
+START_TEST(nvlstree_4node_1g) { expect_1g_busbw("nodes=4,gpus=8,gpu=h100,nic=8x400", AH_ALGO_NVLS_TREE, 340, 370); }
 END_TEST
 
 START_TEST(small_allreduce_1x8) {
@@ -214,6 +213,23 @@ static void check_unimodal(const double *v, int n, const char *what) {
     ck_assert_msg(v[i + 1] >= v[i] * 0.99, "%s: second minimum right of index %d (%.3f < %.3f at %d)", what, g, v[i + 1], v[i], i + 1);
 }
 
+/* The model's time of base with one resource swept over its range, into v: channels 1..64,
+ * threads 64..640 by 32, chunk 1 KiB..4 MiB doubling. Returns how many. */
+enum { AXIS_CHANNELS, AXIS_THREADS, AXIS_CHUNK };
+static const char *const axis_name[] = {"channels", "threads", "chunk"};
+static int sweep(const sim_config_t *base, int coll, size_t S, double phi, int axis, double v[64]) {
+  int n = 0;
+  for (int i = 0; i < 64; i++) {
+    sim_config_t c = *base;
+    if (axis == AXIS_CHANNELS) c.nchannels = i + 1;
+    else if (axis == AXIS_THREADS && 64 + 32 * i <= 640) c.nthreads = 64 + 32 * i;
+    else if (axis == AXIS_CHUNK && ((size_t)1024 << i) <= 4 * MiB) c.chunk = (size_t)1024 << i;
+    else break;
+    v[n++] = sim_model_time_us(&M, coll, S, &c, phi);
+  }
+  return n;
+}
+
 START_TEST(one_minimum_per_axis) {
   const char *topos[] = {"nodes=1,gpus=8,gpu=h100", "nodes=2,gpus=8,gpu=h100", "nodes=4,gpus=8,gpu=a100,nic=8x200"};
   int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST, AH_FUNC_REDUCE};
@@ -227,38 +243,17 @@ START_TEST(one_minimum_per_axis) {
         for (int a = 0; a < SIM_NUM_ALGOS; a++)
           for (int p = 0; p < SIM_NUM_PROTOS; p++)
             for (int fi = 0; fi < 2; fi++) {
-              sim_config_t base, c;
+              sim_config_t base;
               int coll = colls[ci];
               size_t S = sizes[si];
               if (forced(&M, coll, S, a, p, 0, 0, &base) != 0) continue;
-              double v[64];
-              int n = 0;
-              for (int nc = 1; nc <= 64; nc++) { /* channels */
-                c = base;
-                c.nchannels = nc;
-                v[n++] = sim_model_time_us(&M, coll, S, &c, phis[fi]);
+              for (int axis = 0; axis < 3; axis++) {
+                double v[64];
+                int n = sweep(&base, coll, S, phis[fi], axis, v);
+                snprintf(what, sizeof what, "%s %s %zu %s/%s phi=%.1f %s", topos[ti], sim_model_coll_name(coll), S,
+                         sim_model_algo_name(a), sim_model_proto_name(p), phis[fi], axis_name[axis]);
+                check_unimodal(v, n, what);
               }
-              snprintf(what, sizeof what, "%s %s %zu %s/%s phi=%.1f channels", topos[ti], sim_model_coll_name(coll), S,
-                       sim_model_algo_name(a), sim_model_proto_name(p), phis[fi]);
-              check_unimodal(v, n, what);
-              n = 0;
-              for (int nt = 64; nt <= 640; nt += 32) { /* threads */
-                c = base;
-                c.nthreads = nt;
-                v[n++] = sim_model_time_us(&M, coll, S, &c, phis[fi]);
-              }
-              snprintf(what, sizeof what, "%s %s %zu %s/%s phi=%.1f threads", topos[ti], sim_model_coll_name(coll), S,
-                       sim_model_algo_name(a), sim_model_proto_name(p), phis[fi]);
-              check_unimodal(v, n, what);
-              n = 0;
-              for (size_t ch = 1024; ch <= 4 * MiB; ch *= 2) { /* chunk */
-                c = base;
-                c.chunk = ch;
-                v[n++] = sim_model_time_us(&M, coll, S, &c, phis[fi]);
-              }
-              snprintf(what, sizeof what, "%s %s %zu %s/%s phi=%.1f chunk", topos[ti], sim_model_coll_name(coll), S,
-                       sim_model_algo_name(a), sim_model_proto_name(p), phis[fi]);
-              check_unimodal(v, n, what);
             }
   }
 }

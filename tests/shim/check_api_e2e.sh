@@ -8,10 +8,7 @@
 #   check_api_e2e.sh LAUNCHER JOB LIBAUTOHA SIMLIB
 set -uo pipefail
 launcher=$1 job=$2 lib=$3 simlib=$4
-export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-. "$(dirname "$0")/../common/loopback_coord.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../common/e2e_env.sh"
 unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE NCCL_TUNER_PLUGIN
 iters=20
 

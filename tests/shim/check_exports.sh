@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Diffs the dynamic symbols libautoha.so defines against shim/exports.txt, and checks that none of
 # them carries a symbol version (a versioned preloaded definition stops satisfying versioned
-# lookups such as dlvsym@GLIBC_2.2.5; see DESIGN.md), and that it imports nothing that ends the
-# process.
+# lookups such as dlvsym@GLIBC_2.2.5; docs/architecture.md, "Layer rules"), and that it imports
+# nothing that ends the process.
 #   check_exports.sh LIBAUTOHA EXPORTS_TXT
 set -euo pipefail
 lib=$1 list=$2

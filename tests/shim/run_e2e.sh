@@ -48,10 +48,7 @@
 #               without the shim (trace), no report, nothing on stderr
 set -uo pipefail
 scenario=$1 launcher=$2 job=$3 lib=$4 simlib=$5 checker=$6
-export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-. "$(dirname "$0")/../common/loopback_coord.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../common/e2e_env.sh"
 unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE NCCL_TUNER_PLUGIN
 
 # run NAME PRELOAD(0|1) -- launcher args...: stdout/stderr in $tmp/NAME.{out,err}, reports in $tmp/NAME.rep
@@ -83,6 +80,18 @@ no_errors() { # NAME: no autoha error line
   if grep -q '^autoha: .*: error:' "$tmp/$1.err"; then
     echo "FAIL: autoha logged errors in $1:"; grep '^autoha: .*: error:' "$tmp/$1.err"; exit 1
   fi
+}
+
+logged() { # NAME PATTERN WHAT: a line of run NAME's stderr matches PATTERN, which says WHAT
+  grep -q "$2" "$tmp/$1.err" || { echo "FAIL: no line saying $3"; cat "$tmp/$1.err"; exit 1; }
+  echo "PASS: $3: $(grep -m1 "$2" "$tmp/$1.err")"
+}
+
+per_process() { # NAME PATTERN WHAT: one line per process (1 to 4) of run NAME's stderr says WHAT
+  local n
+  n=$(grep -c "$2" "$tmp/$1.err")
+  [ "$n" -ge 1 ] && [ "$n" -le 4 ] || { echo "FAIL: expected one line per process saying $3, got $n"; cat "$tmp/$1.err"; exit 1; }
+  echo "PASS: $3 ($n processes)"
 }
 
 OV_SPEC="allreduce@1M-4M:algo=ring,proto=ll128,nchannels=2"
@@ -118,8 +127,7 @@ malformed)
   run plain 0 -- -n 4 -- "$job" --threads 2
   AUTOHA_MODE=fixed AUTOHA_OVERRIDE="$OV_SPEC;allgather:nchanels=8" run shim 1 -- -n 4 -- "$job" --threads 2
   same_data plain shim
-  grep -q "nchanels" "$tmp/shim.err" || { echo "FAIL: no error naming the bad token"; cat "$tmp/shim.err"; exit 1; }
-  echo "PASS: the malformed rule was reported: $(grep -m1 nchanels "$tmp/shim.err")"
+  logged shim "nchanels" "the malformed rule is reported by its bad token"
   python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
   ;;
 v218)
@@ -128,9 +136,7 @@ v218)
   run shim 1 -- -n 4 -- "$job" --threads 2
   same_data plain shim
   no_errors shim
-  n=$(grep -c "no tuner plugin ABI" "$tmp/shim.err")
-  [ "$n" -ge 1 ] && [ "$n" -le 4 ] || { echo "FAIL: expected one 'observes and reports only' line per process, got $n"; cat "$tmp/shim.err"; exit 1; }
-  echo "PASS: the shim said it observes only ($n processes)"
+  per_process shim "no tuner plugin ABI" "the shim observes and reports only"
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
   ;;
 tune-threads | tune-procs)
@@ -150,7 +156,7 @@ profile)
   AUTOHA_MODE=fixed AUTOHA_PROFILE=$prof AUTOHA_LOG=info run warm 1 -- "${args[@]}"
   same_data plain warm
   no_errors warm
-  grep -q "profile .* loaded" "$tmp/warm.err" || { echo "FAIL: the profile was not loaded"; cat "$tmp/warm.err"; exit 1; }
+  logged warm "profile .* loaded" "the profile was loaded"
   python3 "$checker" report "$tmp/warm.out" "$tmp/warm.rep" || exit 1
   python3 - "$tmp/warm.rep" <<'PY' || exit 1
 import glob, json, sys
@@ -162,8 +168,7 @@ if n == 0:
 print("PASS: %d (rank, key) entries ran the profile's configuration" % n)
 PY
   AUTOHA_MODE=fixed AUTOHA_PROFILE=$prof run other 1 -- -n 1 -- "$job" --threads 4 --iters 2
-  grep -q "profile" "$tmp/other.err" || { echo "FAIL: a profile of another shape was not refused"; cat "$tmp/other.err"; exit 1; }
-  echo "PASS: another shape's profile refused: $(grep -m1 profile "$tmp/other.err")"
+  logged other "profile" "a profile of another shape is refused"
   ;;
 tuner-none)
   export NCCL_TUNER_PLUGIN=none
@@ -171,8 +176,7 @@ tuner-none)
   run shim 1 -- -n 4 -- "$job" --threads 2
   same_data plain shim
   no_errors shim
-  n=$(grep -c "did not load autoha as its tuner" "$tmp/shim.err")
-  [ "$n" -ge 1 ] && [ "$n" -le 4 ] || { echo "FAIL: expected one 'observes only' line per process, got $n"; cat "$tmp/shim.err"; exit 1; }
+  per_process shim "did not load autoha as its tuner" "NCCL did not load autoha as its tuner: observes only"
   python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" || exit 1
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
   ;;
@@ -180,8 +184,7 @@ refused)
   run plain 0 -- -n 4 -- "$job" --threads 2
   AUTOHA_MODE=fixed AUTOHA_OVERRIDE="allreduce:algo=collnetdirect,proto=simple" run shim 1 -- -n 4 -- "$job" --threads 2
   same_data plain shim
-  grep -q "refused" "$tmp/shim.err" || { echo "FAIL: the impossible override was not reported"; cat "$tmp/shim.err"; exit 1; }
-  echo "PASS: refused with: $(grep -m1 refused "$tmp/shim.err")"
+  logged shim "refused" "the impossible override is refused"
   python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" || exit 1
   ;;
 disabled)
@@ -243,10 +246,15 @@ report-default)
       { echo "FAIL ($c): expected one job folder named $want, got:"; echo "$dirs"; exit 1; }
     files=$(ls -A "$cwd/autoha-reports/$dirs")
     n=$(echo "$files" | grep -Ecx "$host-[0-9]+\.json")
-    [ "$n" -eq 2 ] && [ "$(echo "$files" | wc -l)" -eq 2 ] ||
-      { echo "FAIL ($c): expected 2 reports named $host-<pid>.json, got:"; echo "$files"; exit 1; }
+    cred=$(echo "$files" | grep -Ex "hub-$host-[0-9]+\.cred")
+    # the process that runs the hub also leaves its credentials for `autoha status`, readable by the
+    # job's user only
+    [ "$n" -eq 2 ] && [ -n "$cred" ] && [ "$(echo "$files" | wc -l)" -eq 3 ] ||
+      { echo "FAIL ($c): expected 2 reports named $host-<pid>.json and hub-$host-<pid>.cred, got:"; echo "$files"; exit 1; }
+    [ "$(stat -c %a "$cwd/autoha-reports/$dirs/$cred")" = 600 ] ||
+      { echo "FAIL ($c): $cred has mode $(stat -c %a "$cwd/autoha-reports/$dirs/$cred"), not 600"; exit 1; }
     python3 "$checker" report "$tmp/$c.out" "$cwd/autoha-reports/$dirs" || exit 1
-    echo "PASS ($c): the job's 2 reports are in autoha-reports/$dirs/ and nothing else was written"
+    echo "PASS ($c): the job's 2 reports and the hub's credentials are in autoha-reports/$dirs/ and nothing else was written"
   done
   ;;
 lazy | lazy-disabled)

@@ -10,10 +10,7 @@
 # One process uses ncclCommInitAll; several use a grouped ncclCommInitRank per device.
 set -uo pipefail
 mode=$1 procs=$2 gpus=$3 launcher=$4 job=$5 lib=$6 simlib=$7 checker=$8
-export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-. "$(dirname "$0")/../common/loopback_coord.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../common/e2e_env.sh"
 unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE NCCL_TUNER_PLUGIN
 export NCCLSIM_TOPO=nodes=1,gpus=8
 iters=200

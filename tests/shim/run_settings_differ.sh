@@ -13,10 +13,7 @@
 # mode (rank 3 observes, the others tune), override (rank 1 has another AUTOHA_OVERRIDE).
 set -uo pipefail
 scenario=$1 launcher=$2 job=$3 lib=$4 simlib=$5
-export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-. "$(dirname "$0")/../common/loopback_coord.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../common/e2e_env.sh"
 unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE NCCL_TUNER_PLUGIN
 args=(-n 4 -- "$tmp/per_rank.sh" "$job" --iters 40 --no-split)
 # Each rank's process may get its own settings, as nodes of a real job can.

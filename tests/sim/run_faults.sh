@@ -44,17 +44,26 @@ slow=$(ms "$out")
 awk -v c="$clean" -v s="$slow" 'BEGIN { exit !(c > 0 && s > 1.2 * c) }' ||
   fail "slow: one rank computing 50% slower should slow the iteration (${clean} -> ${slow} ms)"
 
+# NCCLSIM_NOISE jitters each rank's compute: the iteration changes, and the same seed repeats it
+out=$(NCCLSIM_NOISE=0.05 "$run" -n 4 -- "$job" --iters 8 2>&1) || fail "noise: the job failed"
+noisy=$(ms "$out")
+out=$(NCCLSIM_NOISE=0.05 "$run" -n 4 -- "$job" --iters 8 2>&1) || fail "noise: the job failed"
+[ "$(ms "$out")" = "$noisy" ] || fail "noise: the same seed gave $noisy and $(ms "$out") ms"
+[ "$noisy" != "$clean" ] || fail "noise: NCCLSIM_NOISE=0.05 left the iteration at $clean ms"
+
 # a late host (--host-delay) slows every rank's iteration only where idle streams follow the host
-out=$(NCCLSIM_HOST_CLOCK=1 "$run" -n 2 -- "$job" --iters 8 --layers 1 2>&1) || fail "host clock: the job failed"
+# (small buffers: the copies' real time, long on a loaded machine, would show on the host clock too)
+small=(--iters 8 --layers 1 --layer-kib 64 --bucket-kib 256)
+out=$(NCCLSIM_HOST_CLOCK=1 "$run" -n 2 -- "$job" "${small[@]}" 2>&1) || fail "host clock: the job failed"
 hc_clean=$(ms "$out")
-out=$(NCCLSIM_HOST_CLOCK=1 "$run" -n 2 -- "$job" --iters 8 --layers 1 --host-delay 1:100000 2>&1) ||
+out=$(NCCLSIM_HOST_CLOCK=1 "$run" -n 2 -- "$job" "${small[@]}" --host-delay 1:100000 2>&1) ||
   fail "host clock: the delayed job failed"
 hc_late=$(ms "$out")
 awk -v c="$hc_clean" -v s="$hc_late" 'BEGIN { exit !(s >= c + 80) }' ||
   fail "host clock: a host 100 ms late per iteration should add ~100 ms (${hc_clean} -> ${hc_late} ms)"
-out=$("$run" -n 2 -- "$job" --iters 8 --layers 1 --host-delay 1:100000 2>&1) || fail "no host clock: the job failed"
+out=$("$run" -n 2 -- "$job" "${small[@]}" --host-delay 1:100000 2>&1) || fail "no host clock: the job failed"
 vt_late=$(ms "$out")
-out=$("$run" -n 2 -- "$job" --iters 8 --layers 1 2>&1) || fail "no host clock: the clean job failed"
+out=$("$run" -n 2 -- "$job" "${small[@]}" 2>&1) || fail "no host clock: the clean job failed"
 [ "$(ms "$out")" = "$vt_late" ] || fail "no host clock: a late host should change nothing ($(ms "$out") vs $vt_late ms)"
 
 out=$(NCCLSIM_FAULT='hang:rank=1,slow:rank=0:pct=50' "$run" -n 2 -- "$job" --iters 4 2>&1) ||

@@ -66,6 +66,14 @@ static int32_t val(int from, int to, size_t i) { return (int32_t)(from * 1000000
 
 static size_t xcount; /* elements per block: set per test */
 
+/* Runs fn on every rank with small blocks, then with large ones (many mailbox chunks per pair). */
+static void run_small_and_large(rank_fn fn, size_t small, size_t large) {
+  xcount = small;
+  run_ranks(NR, fn, NULL);
+  xcount = large;
+  run_ranks(NR, fn, NULL);
+}
+
 static ncclResult_t do_alltoall(int rank, ncclComm_t comm, void *arg) {
   (void)arg;
   size_t n = xcount;
@@ -83,12 +91,7 @@ static ncclResult_t do_alltoall(int rank, ncclComm_t comm, void *arg) {
   return res;
 }
 
-START_TEST(test_alltoall_exact) {
-  xcount = 1000;
-  run_ranks(NR, do_alltoall, NULL);
-  xcount = 600000; /* 2.4 MB blocks: many mailbox chunks per pair */
-  run_ranks(NR, do_alltoall, NULL);
-}
+START_TEST(test_alltoall_exact) { run_small_and_large(do_alltoall, 1000, 600000); } /* 2.4 MB blocks */
 END_TEST
 
 static ncclResult_t do_gather_scatter(int rank, ncclComm_t comm, void *arg) {
@@ -126,12 +129,7 @@ static ncclResult_t do_gather_scatter(int rank, ncclComm_t comm, void *arg) {
   return res;
 }
 
-START_TEST(test_gather_scatter_exact) {
-  xcount = 777;
-  run_ranks(NR, do_gather_scatter, NULL);
-  xcount = 400000;
-  run_ranks(NR, do_gather_scatter, NULL);
-}
+START_TEST(test_gather_scatter_exact) { run_small_and_large(do_gather_scatter, 777, 400000); }
 END_TEST
 
 /* One thread driving every rank (ncclCommInitAll) with the calls grouped, as nccl-tests do. */

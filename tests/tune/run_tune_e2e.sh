@@ -7,11 +7,8 @@
 #   run_tune_e2e.sh LAUNCHER JOB LIBAUTOHA SIMLIB
 set -uo pipefail
 launcher=$1 job=$2 lib=$3 simlib=$4
-export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-. "$(dirname "$0")/../common/loopback_coord.sh"
+. "$(dirname "$0")/../common/e2e_env.sh"
 unset AUTOHA_MODE AUTOHA_OVERRIDE AUTOHA_PROFILE AUTOHA_TUNE_BUDGET NCCL_TUNER_PLUGIN
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 iters=120
 
 "$launcher" -n 1 -- "$job" --threads 8 --iters $iters >"$tmp/plain.out" 2>"$tmp/plain.err" ||

@@ -95,6 +95,15 @@ static void surf_init(surf_t *s) {
   s->base[0] = 100, s->base[1] = 115, s->base[2] = 200;
 }
 
+/* surf_init's space with a far better subspace: ring/ll128, 20% faster than the default, with its
+ * optimum at 12 channels (the default runs 32). */
+static void surf_init_far(surf_t *s) {
+  surf_init(s);
+  s->base[1] = 80;
+  s->opt[1][0] = 12;
+  s->curv[1] = 0.25;
+}
+
 static double cfg_time(surf_t *s, const ah_config_t *c) { return surf_time(s, c, 0); }
 
 static ah_tune_t *run(surf_t *s, const tune_drive_opts_t *o, tune_drive_result_t *r) {
@@ -114,15 +123,28 @@ static ah_tune_t *run_seed(surf_t *s, int seed, tune_drive_result_t *r) {
   return run(s, &o, r);
 }
 
+/* One seed's run on s pins, within `calls` calls, a config at least `quality` of the optimum's speed. */
+static void expect_optimum(surf_t *s, int seed, double quality, uint64_t calls) {
+  tune_drive_result_t r;
+  ah_tune_t *t = run_seed(s, seed, &r);
+  double q = surf_best(s) / cfg_time(s, &r.final);
+  ck_assert_msg(q >= quality, "seed %d: %.3f of optimum (nch=%lld)", seed, q, (long long)r.final.res[0]);
+  ck_assert_uint_le(r.pinned_at, calls);
+  ah_tune_destroy(t);
+}
+
+/* The pinned config `fin` of a seed's run is at most 1% slower than s's default. */
+static void expect_no_worse(surf_t *s, int seed, const ah_config_t *fin) {
+  double def_us = cfg_time(s, &s->space.start), fin_us = cfg_time(s, fin);
+  ck_assert_msg(fin_us <= def_us * 1.01, "seed %d: pinned %.2f us, default %.2f", seed, fin_us, def_us);
+}
+
 START_TEST(test_unimodal) {
-  /* The best subspace is ring/ll128 with its optimum at 12 channels, far from the default. */
+  /* The best subspace is ring/ll128 with its optimum at 12 channels, far from the default (32). */
   int far = 0;
   for (int seed = 1; seed <= 12; seed++) {
     surf_t s;
-    surf_init(&s);
-    s.base[1] = 80;
-    s.opt[1][0] = 12;
-    s.curv[1] = 0.25;
+    surf_init_far(&s);
     tune_drive_result_t r;
     ah_tune_t *t = run_seed(&s, seed, &r);
     ah_tune_status_t st;
@@ -252,14 +274,7 @@ START_TEST(test_two_dims) {
   s.opt[0][0] = 16;
   s.opt[0][1] = 262144;
   s.curv[0] = 0.2;
-  for (int seed = 1; seed <= 6; seed++) {
-    tune_drive_result_t r;
-    ah_tune_t *t = run_seed(&s, seed, &r);
-    double q = surf_best(&s) / cfg_time(&s, &r.final);
-    ck_assert_msg(q >= 0.95, "seed %d: %.3f of optimum", seed, q);
-    ck_assert_uint_le(r.pinned_at, 200);
-    ah_tune_destroy(t);
-  }
+  for (int seed = 1; seed <= 6; seed++) expect_optimum(&s, seed, 0.95, 200);
 }
 END_TEST
 
@@ -273,12 +288,7 @@ START_TEST(test_plateau) {
     s.opt[0][0] = 16;
     s.flat = 1.0;
     s.curv[0] = 0.3;
-    tune_drive_result_t r;
-    ah_tune_t *t = run_seed(&s, seed, &r);
-    double q = surf_best(&s) / cfg_time(&s, &r.final);
-    ck_assert_msg(q >= 0.97, "seed %d: %.3f of optimum", seed, q);
-    ck_assert_uint_le(r.pinned_at, 100);
-    ah_tune_destroy(t);
+    expect_optimum(&s, seed, 0.97, 100);
   }
 }
 END_TEST
@@ -306,8 +316,7 @@ START_TEST(test_plateau_above_cap) {
     s.curv[1] = 0.1;
     tune_drive_result_t r;
     ah_tune_t *t = run_seed(&s, seed, &r);
-    double def = cfg_time(&s, &s.space.start), fin = cfg_time(&s, &r.final);
-    ck_assert_msg(fin <= def * 1.01, "seed %d: pinned %.1f us, default %.1f", seed, fin, def);
+    expect_no_worse(&s, seed, &r.final);
     ck_assert_uint_le(r.pinned_at, 120);
     if (r.final.proto == AH_PROTO_LL128 && r.final.res[0] == 8) found++;
     ah_tune_destroy(t);
@@ -333,9 +342,8 @@ START_TEST(test_noisy) {
     o.seed = (uint64_t)seed;
     tune_drive_result_t r;
     ah_tune_t *t = run(&s, &o, &r);
-    double def = cfg_time(&s, &s.space.start), fin = cfg_time(&s, &r.final);
-    ck_assert_msg(fin <= def * 1.01, "seed %d: pinned %.1f us, default %.1f", seed, fin, def);
-    if (fin <= surf_best(&s) * 1.10) found++;
+    expect_no_worse(&s, seed, &r.final);
+    if (cfg_time(&s, &r.final) <= surf_best(&s) * 1.10) found++;
     ck_assert_uint_le(r.pinned_at, 200);
     ah_tune_destroy(t);
   }
@@ -394,8 +402,7 @@ START_TEST(test_default_optimal) {
     s.curv[0] = 0.01; /* shallow: neighbours within noise */
     tune_drive_result_t r;
     ah_tune_t *t = run_seed(&s, seed, &r);
-    double def = cfg_time(&s, &s.space.start), fin = cfg_time(&s, &r.final);
-    ck_assert_msg(fin <= def * 1.01, "seed %d: pinned %.2f us vs default %.2f", seed, fin, def);
+    expect_no_worse(&s, seed, &r.final);
     ck_assert_uint_le(r.pinned_at, 200);
     ah_tune_status_t st;
     ah_tune_status(t, &st);
@@ -410,10 +417,7 @@ START_TEST(test_out_of_order) {
    * converges, and finds the optimum. Also: results for indices never committed are ignored. */
   for (int seed = 1; seed <= 6; seed++) {
     surf_t s;
-    surf_init(&s);
-    s.base[1] = 80;
-    s.opt[1][0] = 12;
-    s.curv[1] = 0.25;
+    surf_init_far(&s);
     tune_drive_opts_t o;
     tune_drive_opts_default(&o);
     o.lag = 12;
@@ -432,6 +436,13 @@ START_TEST(test_out_of_order) {
   }
 }
 END_TEST
+
+/* Drives t on s for `calls` calls, o's other options as they are set (again on the same t: a
+ * second part of the same job). */
+static void drive_calls(ah_tune_t *t, surf_t *s, tune_drive_opts_t *o, uint64_t calls, tune_drive_result_t *r) {
+  o->max_calls = calls;
+  tune_drive_run(t, surf_time, s, o, r);
+}
 
 START_TEST(test_drift_reopens) {
   /* After convergence the pinned config's subspace slows 40% (others do not): CUSUM re-opens
@@ -468,13 +479,11 @@ START_TEST(test_drift_reopens) {
   s.scale_after = 1.0;
   t = ah_tune_create(&s.space, NULL);
   /* drive in two parts: before the change, then with ring/simple slowed */
-  o.max_calls = 150;
-  tune_drive_run(t, surf_time, &s, &o, &r);
+  drive_calls(t, &s, &o, 150, &r);
   ah_tune_status(t, &st);
   ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
   s.base[0] = 140;
-  o.max_calls = 600;
-  tune_drive_run(t, surf_time, &s, &o, &r);
+  drive_calls(t, &s, &o, 600, &r);
   ck_assert_int_eq(r.reopens_seen, 1);
   ah_tune_status(t, &st);
   ck_assert_int_eq(st.reopen_count, 1);
@@ -489,11 +498,9 @@ START_TEST(test_drift_reopens) {
   ah_tune_params_default(&p);
   p.drift_check = 0;
   t = ah_tune_create(&s.space, &p);
-  o.max_calls = 150;
-  tune_drive_run(t, surf_time, &s, &o, &r);
+  drive_calls(t, &s, &o, 150, &r);
   s.base[0] = 140;
-  o.max_calls = 600;
-  tune_drive_run(t, surf_time, &s, &o, &r);
+  drive_calls(t, &s, &o, 600, &r);
   ck_assert_int_eq(r.reopens_seen, 0);
   ah_tune_status(t, &st);
   ck_assert_int_eq(st.reopen_count, 0);
@@ -504,9 +511,7 @@ END_TEST
 START_TEST(test_budget) {
   /* A budget of 24 calls: the engine never commits more than that to probes, then pins. */
   surf_t s;
-  surf_init(&s);
-  s.base[1] = 80;
-  s.opt[1][0] = 12;
+  surf_init_far(&s);
   ah_tune_params_t p;
   ah_tune_params_default(&p);
   p.budget_calls = 24;
@@ -520,7 +525,7 @@ START_TEST(test_budget) {
   ck_assert_int_le(st.calls_spent, 24);
   ck_assert_uint_le(r.pinned_at, 24);
   ck_assert(st.state == AH_TUNE_CONVERGED || st.state == AH_TUNE_DEFAULT);
-  ck_assert(cfg_time(&s, &r.final) <= cfg_time(&s, &s.space.start) * 1.01);
+  expect_no_worse(&s, (int)o.seed, &r.final);
   ah_tune_destroy(t);
 }
 END_TEST

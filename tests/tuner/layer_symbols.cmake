@@ -1,5 +1,5 @@
-# The layer rule of tuner/ (docs/architecture.md, STYLE.md): its static library calls nothing from
-# NCCL, CUDA or the socket API, so every piece can be unit-tested alone and the hot path stays
+# The layer rule of tuner/ (docs/architecture.md, "Layer rules"): its static library calls nothing
+# from NCCL, CUDA or the socket API, so every piece can be unit-tested alone and the hot path stays
 # free of I/O. Fails naming each forbidden undefined symbol.
 # Usage: cmake -DNM=nm -DLIB=libautoha_tuner.a [-DFORBID=regex -DRULE=text] -P layer_symbols.cmake
 # (FORBID and RULE give another folder's rule: coordinator/ reads no environment and calls no NCCL,

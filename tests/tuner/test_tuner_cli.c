@@ -4,6 +4,7 @@
  * `autoha env` shows values set in the
  * environment, and bad input gives a clear error and a non-zero exit. */
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,22 @@ static int run(const char *cmd, const char **out_p) {
   int st = pclose(p);
   *out_p = buf;
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs `autoha ARGS` (ARGS from fmt, quoted by the caller); its exit status must be `want` and its
+ * output must contain `needle` (unless NULL). Returns the output (run's static buffer). */
+static const char *cli(int want, const char *needle, const char *fmt, ...) {
+  char args[2048], cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "'%s' %s", AUTOHA_CLI, args);
+  const char *out;
+  int rc = run(cmd, &out);
+  ck_assert_msg(rc == want, "autoha %s: exit %d, want %d:\n%s", args, rc, want, out);
+  if (needle) ck_assert_msg(strstr(out, needle) != NULL, "autoha %s: no '%s' in:\n%s", args, needle, out);
+  return out;
 }
 
 static ah_config_t cfg(int algo, int proto, int nch) {
@@ -103,13 +120,10 @@ static int col(const char *line, const char *word) {
 }
 
 START_TEST(report_table) {
-  char path[512], cmd[1024];
+  char path[512];
   snprintf(path, sizeof path, "%s/r.json", dir);
   write_report(path);
-  const char *out;
-  snprintf(cmd, sizeof cmd, "'%s' report '%s'", AUTOHA_CLI, path);
-  ck_assert_int_eq(run(cmd, &out), 0);
-  ck_assert_ptr_nonnull(strstr(out, "host node7, pid 99, rank 0, NCCL 2.28.5, mode fixed"));
+  const char *out = cli(0, "host node7, pid 99, rank 0, NCCL 2.28.5, mode fixed", "report '%s'", path);
   ck_assert_ptr_nonnull(strstr(out, "communicator 0x0000000000000abc: 8 ranks on 1 nodes"));
   char head[1024], row[1024], row2[1024];
   snprintf(head, sizeof head, "%s", line_with(out, "bytes/rank"));
@@ -134,42 +148,26 @@ START_TEST(report_table) {
 END_TEST
 
 START_TEST(report_errors) {
-  char path[512], cmd[1024];
-  const char *out;
+  char path[512];
   snprintf(path, sizeof path, "%s/bad.json", dir);
   FILE *f = fopen(path, "w");
   fputs("{\"schema\": 1,\n \"host\": ", f);
   fclose(f);
-  snprintf(cmd, sizeof cmd, "'%s' report '%s'", AUTOHA_CLI, path);
-  ck_assert_int_eq(run(cmd, &out), 1);
+  const char *out = cli(1, "bad.json: line 2", "report '%s'", path);
   ck_assert_ptr_nonnull(strstr(out, "autoha: "));
-  ck_assert_ptr_nonnull(strstr(out, "bad.json: line 2"));
-  snprintf(cmd, sizeof cmd, "'%s' report '%s/none.json'", AUTOHA_CLI, dir);
-  ck_assert_int_eq(run(cmd, &out), 1);
-  ck_assert_ptr_nonnull(strstr(out, "none.json: cannot open: No such file"));
-  snprintf(cmd, sizeof cmd, "'%s' frobnicate", AUTOHA_CLI);
-  ck_assert_int_eq(run(cmd, &out), 2);
-  ck_assert_ptr_nonnull(strstr(out, "unknown command 'frobnicate'"));
-  snprintf(cmd, sizeof cmd, "'%s'", AUTOHA_CLI);
-  ck_assert_int_eq(run(cmd, &out), 2);
-  ck_assert_ptr_nonnull(strstr(out, "usage: autoha report FILE"));
+  cli(1, "none.json: cannot open: No such file", "report '%s/none.json'", dir);
+  cli(2, "unknown command 'frobnicate'", "frobnicate");
+  cli(2, "usage: autoha report FILE", "");
 }
 END_TEST
 
 START_TEST(check_override) {
-  char cmd[1024];
-  const char *out;
-  snprintf(cmd, sizeof cmd, "'%s' check-override "
-           "'allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;allgather:nchannels=8'", AUTOHA_CLI);
-  ck_assert_int_eq(run(cmd, &out), 0);
-  ck_assert_ptr_nonnull(strstr(out, "rule 1 (position 0): allreduce@1M-64M:algo=ring,proto=simple,nchannels=16\n"));
+  const char *out = cli(0, "rule 1 (position 0): allreduce@1M-64M:algo=ring,proto=simple,nchannels=16\n",
+                        "check-override 'allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;allgather:nchannels=8'");
   ck_assert_ptr_nonnull(strstr(out, "rule 2 (position 53): allgather:nchannels=8\n"));
   ck_assert_ptr_nonnull(strstr(out, "ok: 2 rules"));
-  snprintf(cmd, sizeof cmd, "'%s' check-override 'allreduce@1M-64M:algo=rong;allgather:nchannels=8'",
-           AUTOHA_CLI);
-  ck_assert_int_eq(run(cmd, &out), 1);
-  ck_assert_ptr_nonnull(strstr(out, "autoha: invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 17: "
-                                    "unknown algorithm"));
+  out = cli(1, "autoha: invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 17: unknown algorithm",
+            "check-override 'allreduce@1M-64M:algo=rong;allgather:nchannels=8'");
   ck_assert_ptr_nonnull(strstr(out, "rule 1 (position 27): allgather:nchannels=8"));
   ck_assert_ptr_nonnull(strstr(out, "1 error; the 1 valid rule would still apply"));
 }
@@ -183,27 +181,20 @@ START_TEST(env_listing) {
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_MODE=observe "));
   ck_assert_ptr_nonnull(strstr(out, "(set; default: tune)"));
   ck_assert_ptr_nonnull(strstr(out, "unknown environment variable AUTOHA_OVRRIDE (maybe AUTOHA_OVERRIDE?)"));
-  snprintf(cmd, sizeof cmd, "'%s' env --docs", AUTOHA_CLI);
-  ck_assert_int_eq(run(cmd, &out), 0);
-  ck_assert_ptr_nonnull(strstr(out, "# syntax:  observe|fixed|tune\n# default: tune\n"));
-  snprintf(cmd, sizeof cmd, "'%s' env --markdown", AUTOHA_CLI);
-  ck_assert_int_eq(run(cmd, &out), 0);
-  ck_assert_ptr_nonnull(strstr(out, "<!-- env-table:begin -->"));
-  snprintf(cmd, sizeof cmd, "'%s' env --bogus", AUTOHA_CLI);
-  ck_assert_int_eq(run(cmd, &out), 2);
+  cli(0, "# syntax:  observe|fixed|tune\n# default: tune\n", "env --docs");
+  cli(0, "<!-- env-table:begin -->", "env --markdown");
+  cli(2, NULL, "env --bogus");
 }
 END_TEST
 
 
 START_TEST(compare_runs) {
-  char base[512], fresh[512], cmd[1200];
-  const char *out;
+  char base[512], fresh[512];
   snprintf(base, sizeof base, "%s/base.json", dir);
   snprintf(fresh, sizeof fresh, "%s/new.json", dir);
   write_report_scaled(base, 2.0, 0x111);  /* AllReduce at 2000 us */
   write_report_scaled(fresh, 0.5, 0x222); /* at 500 us; another communicator id, same shape */
-  snprintf(cmd, sizeof cmd, "'%s' compare '%s' '%s'", AUTOHA_CLI, base, fresh);
-  ck_assert_int_eq(run(cmd, &out), 0);
+  const char *out = cli(0, NULL, "compare '%s' '%s'", base, fresh);
   char head[1024], row[1024];
   snprintf(head, sizeof head, "%s", line_with(out, "base config"));
   snprintf(row, sizeof row, "%s", line_with(out, "allreduce"));
@@ -213,11 +204,8 @@ START_TEST(compare_runs) {
   ck_assert_ptr_nonnull(strstr(row, "1x8"));
   /* The broadcast key was never timed: not counted in the total. */
   ck_assert_ptr_nonnull(strstr(out, "1 keys timed in both runs: 800.0 ms in base, 200.0 ms in new"));
-  snprintf(cmd, sizeof cmd, "'%s' compare '%s'", AUTOHA_CLI, base);
-  ck_assert_int_eq(run(cmd, &out), 2);
-  snprintf(cmd, sizeof cmd, "'%s' compare '%s' '%s/none.json'", AUTOHA_CLI, base, dir);
-  ck_assert_int_eq(run(cmd, &out), 1);
-  ck_assert_ptr_nonnull(strstr(out, "none.json: cannot open"));
+  cli(2, NULL, "compare '%s'", base);
+  cli(1, "none.json: cannot open", "compare '%s' '%s/none.json'", base, dir);
 }
 END_TEST
 

@@ -15,13 +15,17 @@ static void settings_with(ah_settings_t *s, int mode, const char *override) {
   ck_assert_int_eq(ah_override_parse(override, &s->override, err, sizeof err), 0);
 }
 
+/* settings_with, and the digest of those settings without a profile into d. */
+static void digest_with(ah_settings_t *s, int mode, const char *override, ah_digest_t *d) {
+  settings_with(s, mode, override);
+  ah_digest_settings(s, NULL, d);
+}
+
 START_TEST(equal_settings_digest_alike) {
   ah_settings_t a, b;
   ah_digest_t da, db;
-  settings_with(&a, AH_MODE_FIXED, "allreduce@1M-64M:algo=ring,proto=simple;allgather:nchannels=8");
-  settings_with(&b, AH_MODE_FIXED, " allreduce@1m-64m: algo=RING ,proto=simple ;; allgather:nchannels=8;");
-  ah_digest_settings(&a, NULL, &da);
-  ah_digest_settings(&b, NULL, &db);
+  digest_with(&a, AH_MODE_FIXED, "allreduce@1M-64M:algo=ring,proto=simple;allgather:nchannels=8", &da);
+  digest_with(&b, AH_MODE_FIXED, " allreduce@1m-64m: algo=RING ,proto=simple ;; allgather:nchannels=8;", &db);
   ck_assert_int_eq(memcmp(&da, &db, sizeof da), 0);
 }
 END_TEST
@@ -29,16 +33,13 @@ END_TEST
 START_TEST(each_difference_shows_in_its_part) {
   ah_settings_t a, b;
   ah_digest_t da, db;
-  settings_with(&a, AH_MODE_TUNE, "allgather:nchannels=8");
-  settings_with(&b, AH_MODE_FIXED, "allgather:nchannels=8");
-  ah_digest_settings(&a, NULL, &da);
-  ah_digest_settings(&b, NULL, &db);
+  digest_with(&a, AH_MODE_TUNE, "allgather:nchannels=8", &da);
+  digest_with(&b, AH_MODE_FIXED, "allgather:nchannels=8", &db);
   ck_assert(da.part[AH_DIGEST_MODE] != db.part[AH_DIGEST_MODE]);
   ck_assert(da.part[AH_DIGEST_OVERRIDE] == db.part[AH_DIGEST_OVERRIDE]);
   ck_assert(da.part[AH_DIGEST_PROFILE] == db.part[AH_DIGEST_PROFILE]);
 
-  settings_with(&b, AH_MODE_TUNE, "allgather:nchannels=4");
-  ah_digest_settings(&b, NULL, &db);
+  digest_with(&b, AH_MODE_TUNE, "allgather:nchannels=4", &db);
   ck_assert(da.part[AH_DIGEST_MODE] == db.part[AH_DIGEST_MODE]);
   ck_assert(da.part[AH_DIGEST_OVERRIDE] != db.part[AH_DIGEST_OVERRIDE]);
 

@@ -9,36 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ah_capture.h"
 #include "ah_check.h"
 #include "ah_env.h"
 #include "ah_log.h"
 #include "ah_path.h"
-
-/* ---- stderr capture: ah_log writes to fd 2 ------------------------------------------------- */
-
-static int saved_fd = -1;
-static FILE *cap;
-
-static void capture_begin(void) {
-  fflush(stderr);
-  cap = tmpfile();
-  ck_assert_ptr_nonnull(cap);
-  saved_fd = dup(2);
-  dup2(fileno(cap), 2);
-}
-
-/* Returns what was logged (static buffer). */
-static const char *capture_end(void) {
-  static char buf[16384];
-  fflush(stderr);
-  dup2(saved_fd, 2);
-  close(saved_fd);
-  rewind(cap);
-  size_t n = fread(buf, 1, sizeof buf - 1, cap);
-  buf[n] = 0;
-  fclose(cap);
-  return buf;
-}
 
 static int count_lines(const char *s) {
   int n = 0;
