@@ -248,9 +248,8 @@ int main(int argc, char **argv) {
   setenv("ROLE_NAME", "default", 1);
   setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
   setenv("TORCHELASTIC_MAX_RESTARTS", "0", 1);
-  char run_id[64];
-  snprintf(run_id, sizeof run_id, "ncclsim-%d", (int)getpid());
-  setenv("TORCHELASTIC_RUN_ID", run_id, 1);
+  /* torchrun's default rendezvous id; a caller's id (a job name, say) is kept. */
+  setenv("TORCHELASTIC_RUN_ID", "none", 0);
   if (n > 1) setenv("OMP_NUM_THREADS", "1", 0); /* as torchrun: N ranks share the cores */
   setenv("MASTER_ADDR", "127.0.0.1", 0);
   const char *mp = getenv("MASTER_PORT");

@@ -47,19 +47,21 @@ START_TEST(test_environment) {
 END_TEST
 
 /* torchrun's variables: one MASTER_ADDR/MASTER_PORT for the whole job (a free port unless the
- * caller set one), GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_*, OMP_NUM_THREADS=1 unless set. */
+ * caller set one), GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_* (the run id "none" unless set),
+ * OMP_NUM_THREADS=1 unless set. */
 START_TEST(test_torchrun_environment) {
   char out[4096];
   unsetenv("MASTER_ADDR");
   unsetenv("MASTER_PORT");
   unsetenv("OMP_NUM_THREADS");
+  unsetenv("TORCHELASTIC_RUN_ID");
   int code = run("-n 4 --nodes 2 -- sh -c 'echo $RANK $GROUP_WORLD_SIZE $ROLE_RANK $ROLE_WORLD_SIZE "
                  "$ROLE_NAME $MASTER_ADDR $OMP_NUM_THREADS $TORCHELASTIC_RESTART_COUNT "
-                 "$TORCHELASTIC_MAX_RESTARTS; test \"$MASTER_PORT\" -gt 0 && test -n \"$TORCHELASTIC_RUN_ID\"'",
+                 "$TORCHELASTIC_MAX_RESTARTS $TORCHELASTIC_RUN_ID; test \"$MASTER_PORT\" -gt 0'",
                  out, sizeof out);
   ck_assert_int_eq(code, 0);
-  ck_assert_str_eq(out, "0 2 0 4 default 127.0.0.1 1 0 0\n1 2 1 4 default 127.0.0.1 1 0 0\n"
-                        "2 2 2 4 default 127.0.0.1 1 0 0\n3 2 3 4 default 127.0.0.1 1 0 0\n");
+  ck_assert_str_eq(out, "0 2 0 4 default 127.0.0.1 1 0 0 none\n1 2 1 4 default 127.0.0.1 1 0 0 none\n"
+                        "2 2 2 4 default 127.0.0.1 1 0 0 none\n3 2 3 4 default 127.0.0.1 1 0 0 none\n");
   code = run("-n 3 -- sh -c 'echo $MASTER_PORT'", out, sizeof out);
   ck_assert_int_eq(code, 0);
   char *nl = strchr(out, '\n');
@@ -70,12 +72,14 @@ START_TEST(test_torchrun_environment) {
   setenv("MASTER_ADDR", "10.1.2.3", 1);
   setenv("MASTER_PORT", "29500", 1);
   setenv("OMP_NUM_THREADS", "3", 1);
-  code = run("-n 2 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT $OMP_NUM_THREADS'", out, sizeof out);
+  setenv("TORCHELASTIC_RUN_ID", "job-7", 1);
+  code = run("-n 2 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT $OMP_NUM_THREADS $TORCHELASTIC_RUN_ID'", out, sizeof out);
   unsetenv("MASTER_ADDR");
   unsetenv("MASTER_PORT");
   unsetenv("OMP_NUM_THREADS");
+  unsetenv("TORCHELASTIC_RUN_ID");
   ck_assert_int_eq(code, 0);
-  ck_assert_str_eq(out, "10.1.2.3 29500 3\n10.1.2.3 29500 3\n");
+  ck_assert_str_eq(out, "10.1.2.3 29500 3 job-7\n10.1.2.3 29500 3 job-7\n");
 }
 END_TEST
 
