@@ -10,9 +10,10 @@
  * (so the job's shared segments have names of their own, which are removed at the end even when
  * ranks crashed). With --preload, sim/'s stand-ins for libcudart.so.13/.12, libcuda.so.1 and
  * libnccl.so.2 are appended to LD_PRELOAD (after what is there, so an interposer such as
- * libautoha.so stays in front), so they replace whatever copies the program's RPATH names. The launcher forwards SIGINT, SIGTERM,
- * SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to every rank, and exits with the worst rank's status: 128+N
- * for the first rank killed by signal N, else the highest exit code.
+ * libautoha.so stays in front), so they replace whatever copies the program's RPATH names. The
+ * launcher forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to every rank, and exits
+ * with the worst rank's status: 128+N for the first rank killed by signal N, else the highest exit
+ * code.
  *
  * The key choice is how a failure ends the job: when a rank dies abnormally, the others are given
  * NCCLSIM_RUN_GRACE_S seconds (default 15) to notice through sim/ and fail with their own error;
