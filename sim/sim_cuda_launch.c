@@ -141,14 +141,15 @@ SIM_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, 
   return launch_ret(launch_ex(func, gridDim, blockDim, sharedMem, stream, 1));
 }
 
-/* The extensible launch: the attributes sim/ models change nothing but cooperation, and an
- * attribute id CUDA does not define is refused as CUDA refuses it. */
+/* The extensible launch: of the attributes, only cooperation changes what sim/ checks; an id past
+ * the last one CUDA 13 defines (cudaLaunchAttributeNvlinkUtilCentricScheduling) is refused. */
 SIM_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
   if (!config || (config->numAttrs && !config->attrs)) return launch_ret(cudaErrorInvalidValue);
   int coop = 0;
   for (unsigned i = 0; i < config->numAttrs; i++) {
     const cudaLaunchAttribute *a = &config->attrs[i];
-    if ((int)a->id <= 0 || (int)a->id > 64) return launch_ret(cudaErrorInvalidValue);
+    if ((int)a->id < 0 || (int)a->id > cudaLaunchAttributeNvlinkUtilCentricScheduling) /* 0: ignored */
+      return launch_ret(cudaErrorInvalidValue);
     if (a->id == cudaLaunchAttributeCooperative) coop = a->val.cooperative != 0;
   }
   return launch_ret(launch_ex(func, config->gridDim, config->blockDim, config->dynamicSmemBytes,

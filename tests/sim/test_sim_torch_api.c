@@ -131,6 +131,10 @@ START_TEST(test_kernel_attributes) {
   ck_assert_int_eq(cudaLaunchKernelExC(&cfg, &kernel_stub, NULL), cudaErrorCooperativeLaunchTooLarge);
   at.val.cooperative = 0;
   ck_assert_int_eq(cudaLaunchKernelExC(&cfg, &kernel_stub, NULL), cudaSuccess);
+  at.id = cudaLaunchAttributeIgnore;
+  ck_assert_int_eq(cudaLaunchKernelExC(&cfg, &kernel_stub, NULL), cudaSuccess);
+  at.id = (cudaLaunchAttributeID)99;
+  ck_assert_int_eq(cudaLaunchKernelExC(&cfg, &kernel_stub, NULL), cudaErrorInvalidValue);
   (void)cudaGetLastError();
 }
 END_TEST
