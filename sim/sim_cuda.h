@@ -71,7 +71,8 @@ struct CUevent_st *sim_event_resolve(cudaEvent_t e);
 double sim_copy_time_us(size_t bytes, int kind);
 
 /* ---- memory (sim_cuda_memory.c) ---------------------------------------------------------------- */
-enum { SIM_MEM_DEVICE = 1, SIM_MEM_HOST, SIM_MEM_MANAGED, SIM_MEM_REGISTERED, SIM_MEM_IPC };
+/* SIM_MEM_VMM: a cuMemMap mapping (sim_cuda_vmm.c); its `serial` is the allocation handle. */
+enum { SIM_MEM_DEVICE = 1, SIM_MEM_HOST, SIM_MEM_MANAGED, SIM_MEM_REGISTERED, SIM_MEM_IPC, SIM_MEM_VMM };
 
 /* One recorded allocation (or registration, or mapping of another process's allocation). */
 typedef struct {
@@ -100,6 +101,22 @@ int sim_mem_take(const void *base, int kind, sim_alloc_t *a_p);
 int sim_mem_ipc_reopen(uint64_t serial, void **p_p);
 /* Records `e` as the calling thread's last error when it is one, and returns it. */
 cudaError_t sim_cuda_fail(cudaError_t e);
+
+/* ---- kernels and __device__ variables (sim_cuda_func.c) ---------------------------------------- */
+/* Records a kernel's host stub (__cudaRegisterFunction) and a variable's host shadow
+ * (__cudaRegisterVar). */
+void sim_func_register(const void *host_fun, int thread_limit);
+void sim_symbol_register(const void *host_var, size_t size);
+/* Blocks of `threads` threads with `shmem` dynamic shared bytes that fit on one SM. */
+int sim_occupancy_blocks(int threads, size_t shmem);
+
+/* Writes `value` into n consecutive 32-bit words. */
+void sim_fill32(void *dst, uint32_t value, size_t n);
+
+/* ---- memory pools (sim_cuda_pool.c) ------------------------------------------------------------- */
+/* Counts a cudaMallocAsync allocation in its device's default pool, and its cudaFreeAsync. */
+void sim_pool_note_alloc(void *p, size_t size, int device);
+void sim_pool_note_free(void *p);
 
 /* ---- errors ----------------------------------------------------------------------------------- */
 /* The driver's code for a runtime error code. */

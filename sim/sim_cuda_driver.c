@@ -331,12 +331,13 @@ SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
       if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
       return CUDA_SUCCESS;
     }
-  for (const sim_proc_t *p = sim_graph_procs; p->name; p++) /* capture and graphs */
-    if (strcmp(p->name, symbol) == 0) {
-      *pfn = p->fn;
-      if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
-      return CUDA_SUCCESS;
-    }
+  for (const sim_proc_t *tables[] = {sim_graph_procs, sim_vmm_procs}, **t = tables; t < tables + 2; t++)
+    for (const sim_proc_t *p = *t; p->name; p++) /* capture and graphs, virtual memory */
+      if (strcmp(p->name, symbol) == 0) {
+        *pfn = p->fn;
+        if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
+      }
   *pfn = NULL;
   if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return CUDA_ERROR_NOT_FOUND;
@@ -344,4 +345,21 @@ SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
 
 SIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+/* The runtime's way to the driver's entry points (PyTorch's DriverAPI uses it): the same table as
+ * cuGetProcAddress. A name sim/ does not provide answers cudaSuccess with *funcPtr NULL and
+ * cudaDriverEntryPointSymbolNotFound, as CUDA does for a symbol the driver lacks. */
+SIM_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                                     unsigned long long flags,
+                                                     enum cudaDriverEntryPointQueryResult *driverStatus) {
+  if (!symbol || !funcPtr) {
+    sim_cuda_set_last_error(cudaErrorInvalidValue);
+    return cudaErrorInvalidValue;
+  }
+  CUdriverProcAddressQueryResult st;
+  CUresult r = cuGetProcAddress_v2(symbol, funcPtr, (int)cudaVersion, flags, &st);
+  if (driverStatus)
+    *driverStatus = r == CUDA_SUCCESS ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
 }

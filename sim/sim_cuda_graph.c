@@ -19,7 +19,7 @@
 
 /* ---- graphs ------------------------------------------------------------------------------------- */
 
-enum { N_COPY, N_SET, N_COMPUTE, N_KERNEL, N_EVENT_RECORD, N_EVENT_WAIT, N_NCCL, N_GRAPH };
+enum { N_COPY, N_SET, N_COMPUTE, N_KERNEL, N_EVENT_RECORD, N_EVENT_WAIT, N_NCCL, N_GRAPH, N_HOST, N_SET32 };
 
 typedef struct sim_nodes sim_nodes_t;
 
@@ -34,6 +34,8 @@ typedef struct {
   struct CUevent_st *event;
   struct sim_graph_nccl *nccl;
   sim_nodes_t *child;      /* a graph launched into the capturing stream */
+  void (*host_fn)(void *); /* N_HOST: the function and its argument */
+  void *host_data;
 } sim_node_t;
 
 /* The records of a graph, shared by the graph and every executable instantiated from it (neither
@@ -42,6 +44,17 @@ struct sim_nodes {
   _Atomic int refs;
   size_t n, cap;
   sim_node_t *v;
+  struct sim_userobj_ref *uobjs;   /* user objects the graph retains (under cap_lock) */
+  struct CUgraphNode_st **handles; /* node handles handed out so far, by record (under cap_lock) */
+  size_t nhandles;
+};
+
+/* A node handle (cudaGraphGetNodes): a record of a graph, by index. */
+#define NODE_MAGIC 0x4e4f4445u
+struct CUgraphNode_st {
+  uint32_t magic;
+  sim_nodes_t *g;
+  size_t idx;
 };
 
 #define GRAPH_MAGIC 0x47524150u
@@ -62,6 +75,10 @@ static void nodes_release(sim_nodes_t *g) {
     if (g->v[i].kind == N_NCCL) sim_graph_nccl_free(g->v[i].nccl);
     if (g->v[i].kind == N_GRAPH) nodes_release(g->v[i].child);
   }
+  for (size_t i = 0; i < g->nhandles; i++)
+    if (g->handles[i]) g->handles[i]->magic = 0; /* stale handles read as dead */
+  free(g->handles);
+  sim_userobj_drop_all(g->uobjs);
   free(g->v);
   free(g);
 }
@@ -310,6 +327,14 @@ cudaError_t sim_capture_add_compute(struct sim_capture *cap, struct CUstream_st 
 cudaError_t sim_capture_add_kernel(struct sim_capture *cap, struct CUstream_st *s) {
   return add(cap, s, (sim_node_t){.kind = N_KERNEL});
 }
+cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s, void *dst, uint32_t value,
+                                  size_t n) {
+  return add(cap, s, (sim_node_t){.kind = N_SET32, .dst = dst, .bytes = n, .arg = (int)value});
+}
+cudaError_t sim_capture_add_host(struct sim_capture *cap, struct CUstream_st *s, void (*fn)(void *),
+                                 void *data) {
+  return add(cap, s, (sim_node_t){.kind = N_HOST, .host_fn = fn, .host_data = data});
+}
 cudaError_t sim_capture_add_nccl(struct sim_capture *cap, struct CUstream_st *s,
                                  struct sim_graph_nccl *g) {
   return add(cap, s, (sim_node_t){.kind = N_NCCL, .nccl = g});
@@ -534,6 +559,11 @@ static cudaError_t replay(const sim_nodes_t *g, struct CUstream_st *s) {
     case N_NCCL:
       if (sim_graph_nccl_replay(n->nccl, s) != 0) return cudaErrorLaunchFailure;
       break;
+    case N_HOST: n->host_fn(n->host_data); break;
+    case N_SET32:
+      sim_fill32(n->dst, (uint32_t)n->arg, n->bytes);
+      sim_stream_advance(s, sim_copy_time_us(4 * n->bytes, cudaMemcpyDeviceToDevice));
+      break;
     case N_GRAPH: {
       cudaError_t r = replay(n->child, s);
       if (r != cudaSuccess) return r;
@@ -611,6 +641,92 @@ static cudaError_t exchange_mode(int *mode) {
   tl_mode = *mode;
   *mode = old;
   return cudaSuccess;
+}
+
+/* ---- graph inspection and user objects ------------------------------------------------------------ */
+
+
+/* The handle of record `i` (under cap_lock); NULL when out of memory. */
+static struct CUgraphNode_st *node_handle(sim_nodes_t *g, size_t i) {
+  if (i >= g->nhandles) {
+    struct CUgraphNode_st **h = realloc(g->handles, g->n * sizeof *h);
+    if (!h) return NULL;
+    for (size_t k = g->nhandles; k < g->n; k++) h[k] = NULL;
+    g->handles = h;
+    g->nhandles = g->n;
+  }
+  if (!g->handles[i]) {
+    struct CUgraphNode_st *n = handle_alloc(sizeof *n);
+    if (!n) return NULL;
+    n->g = g;
+    n->idx = i;
+    n->magic = NODE_MAGIC;
+    g->handles[i] = n;
+  }
+  return g->handles[i];
+}
+
+/* Fills a node array as CUDA does: the count when `out` is NULL, else up to *num handles (the rest
+ * NULL) and the number obtained. */
+static cudaError_t list_nodes(sim_nodes_t *g, size_t first, size_t count, cudaGraphNode_t *out,
+                              cudaGraphEdgeData *edges, size_t *num) {
+  if (!out) {
+    *num = count;
+    return cudaSuccess;
+  }
+  size_t k = 0;
+  for (; k < *num && k < count; k++) {
+    out[k] = node_handle(g, first + k);
+    if (!out[k]) return cudaErrorMemoryAllocation;
+    if (edges) memset(&edges[k], 0, sizeof edges[k]);
+  }
+  for (size_t j = k; j < *num; j++) out[j] = NULL;
+  *num = k;
+  return cudaSuccess;
+}
+
+static cudaError_t get_nodes(struct CUgraph_st *graph, cudaGraphNode_t *nodes, size_t *num) {
+  if (!num) return cudaErrorInvalidValue;
+  pthread_mutex_lock(&cap_lock);
+  struct CUgraph_st *g = graph_resolve(graph);
+  cudaError_t r = g ? list_nodes(g->nodes, 0, g->nodes->n, nodes, NULL, num) : cudaErrorInvalidValue;
+  pthread_mutex_unlock(&cap_lock);
+  return r;
+}
+
+/* Records are replayed in order, one after the other, so each depends on the one before it. */
+static cudaError_t node_deps(struct CUgraphNode_st *node, cudaGraphNode_t *deps, cudaGraphEdgeData *edges,
+                             size_t *num) {
+  if (!num) return cudaErrorInvalidValue;
+  pthread_mutex_lock(&cap_lock);
+  cudaError_t r = cudaErrorInvalidValue;
+  if (node && node->magic == NODE_MAGIC)
+    r = list_nodes(node->g, node->idx ? node->idx - 1 : 0, node->idx ? 1 : 0, deps, edges, num);
+  pthread_mutex_unlock(&cap_lock);
+  return r;
+}
+
+static cudaError_t retain_user_object(struct CUgraph_st *graph, cudaUserObject_t obj, unsigned count,
+                                      unsigned flags) {
+  if (flags & ~(unsigned)cudaGraphUserObjectMove) return cudaErrorInvalidValue;
+  pthread_mutex_lock(&cap_lock);
+  struct CUgraph_st *g = graph_resolve(graph);
+  cudaError_t r = g ? sim_userobj_take(&g->nodes->uobjs, obj, count, flags != 0) : cudaErrorInvalidValue;
+  pthread_mutex_unlock(&cap_lock);
+  return r;
+}
+
+/* The next work on a capturing stream depends on `deps` (nodes of its capture): replay is serial,
+ * so any set is honoured; the nodes are checked. */
+static cudaError_t update_deps(struct CUstream_st *s, cudaGraphNode_t *deps, size_t num, unsigned flags) {
+  if (flags > cudaStreamSetCaptureDependencies || (num && !deps)) return cudaErrorInvalidValue;
+  pthread_mutex_lock(&cap_lock);
+  struct sim_capture *c = stream_capture(s);
+  cudaError_t r = !c ? cudaErrorIllegalState : c->invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+  for (size_t i = 0; r == cudaSuccess && i < num; i++)
+    if (!deps[i] || deps[i]->magic != NODE_MAGIC || deps[i]->g != c->graph->nodes) r = cudaErrorInvalidValue;
+  pthread_mutex_unlock(&cap_lock);
+  return r;
 }
 
 /* ---- runtime API ---------------------------------------------------------------------------------- */
@@ -691,6 +807,41 @@ SIM_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stre
   return rt(graph_launch(graphExec, stream));
 }
 SIM_API cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return rt(graph_destroy(graph)); }
+SIM_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes) {
+  return rt(get_nodes(graph, nodes, numNodes));
+}
+SIM_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,
+                                                 cudaGraphEdgeData *edgeData, size_t *pNumDependencies) {
+  return rt(node_deps(node, pDependencies, edgeData, pNumDependencies));
+}
+SIM_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+                                              unsigned int flags) {
+  return rt(retain_user_object(graph, object, count, flags));
+}
+SIM_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies,
+                                                        const cudaGraphEdgeData *dependencyData,
+                                                        size_t numDependencies, unsigned int flags) {
+  struct CUstream_st *s;
+  cudaError_t r = stream_or_error(stream, &s);
+  return rt(r != cudaSuccess ? r : update_deps(s, dependencies, numDependencies, flags));
+}
+/* Graphs are built only by capture in sim/: editing one, conditional nodes and capturing into an
+ * existing graph are refused with CUDA's "not supported". */
+SIM_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+                                     const cudaGraphNode_t *pDependencies, const cudaGraphEdgeData *dependencyData,
+                                     size_t numDependencies, struct cudaGraphNodeParams *nodeParams) {
+  return rt(cudaErrorNotSupported);
+}
+SIM_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph,
+                                                     unsigned int defaultLaunchValue, unsigned int flags) {
+  return rt(cudaErrorNotSupported);
+}
+SIM_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                                  const cudaGraphNode_t *dependencies,
+                                                  const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                                                  enum cudaStreamCaptureMode mode) {
+  return rt(cudaErrorNotSupported);
+}
 SIM_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) { return rt(exec_destroy(graphExec)); }
 
 /* ---- driver API ----------------------------------------------------------------------------------- */

@@ -40,12 +40,18 @@ SIM_API void **__cudaRegisterFatBinary(void *fatCubin) {
 }
 SIM_API void __cudaRegisterFatBinaryEnd(void **fatCubinHandle) { (void)fatCubinHandle; }
 SIM_API void __cudaUnregisterFatBinary(void **fatCubinHandle) { free(fatCubinHandle); }
+/* Functions and variables are recorded (sim_cuda_func.c) so that attribute, occupancy and symbol
+ * queries can tell a kernel or a __device__ variable from any other address, as CUDA does. */
 SIM_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
                                     const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
-                                    dim3 *bDim, dim3 *gDim, int *wSize) {}
+                                    dim3 *bDim, dim3 *gDim, int *wSize) {
+  sim_func_register(hostFun, thread_limit);
+}
 SIM_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
                                const char *deviceName, int ext, size_t size, int constant,
-                               int global) {}
+                               int global) {
+  sim_symbol_register(hostVar, size);
+}
 SIM_API void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
                                       char *deviceAddress, const char *deviceName, int ext,
                                       size_t size, int constant, int global) {}
@@ -88,19 +94,30 @@ SIM_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *fun) {
   return cudaSuccess;
 }
 
-/* Checks what CUDA checks before a launch; the kernel itself does not run. */
-static cudaError_t launch(const void *fun, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {
+/* Checks what CUDA checks before a launch; the kernel itself does not run. A cooperative launch
+ * must also fit on the device at once: at most the occupancy answer times the SM count. */
+static cudaError_t launch_ex(const void *fun, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+                             int cooperative) {
   if (!fun) return cudaErrorInvalidDeviceFunction;
   unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
       grid.y > 65535 || grid.z > 65535 || shmem > (227u << 10))
     return cudaErrorInvalidConfiguration;
+  if (cooperative) {
+    int per_sm = sim_occupancy_blocks((int)threads, shmem);
+    if ((unsigned long long)grid.x * grid.y * grid.z > (unsigned long long)per_sm * SIM_GPU_SMS)
+      return cudaErrorCooperativeLaunchTooLarge;
+  }
   struct CUstream_st *s = sim_stream_resolve(stream);
   if (!s) return cudaErrorInvalidResourceHandle;
   struct sim_capture *cap;
   cudaError_t r = sim_capture_enqueue(s, &cap);
   if (r == cudaSuccess && cap) r = sim_capture_add_kernel(cap, s); /* replayed as a launch */
   return r;
+}
+
+static cudaError_t launch(const void *fun, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {
+  return launch_ex(fun, grid, block, shmem, stream, 0);
 }
 
 /* A failed launch is reported through cudaGetLastError, as in CUDA. */
@@ -117,4 +134,24 @@ SIM_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 b
 SIM_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                      size_t sharedMem, cudaStream_t stream) {
   return launch_ret(launch(func, gridDim, blockDim, sharedMem, stream));
+}
+
+SIM_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
+                                                void **args, size_t sharedMem, cudaStream_t stream) {
+  return launch_ret(launch_ex(func, gridDim, blockDim, sharedMem, stream, 1));
+}
+
+/* The extensible launch: of the attributes, only cooperation changes what sim/ checks; an id past
+ * the last one CUDA 13 defines (cudaLaunchAttributeNvlinkUtilCentricScheduling) is refused. */
+SIM_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+  if (!config || (config->numAttrs && !config->attrs)) return launch_ret(cudaErrorInvalidValue);
+  int coop = 0;
+  for (unsigned i = 0; i < config->numAttrs; i++) {
+    const cudaLaunchAttribute *a = &config->attrs[i];
+    if ((int)a->id < 0 || (int)a->id > cudaLaunchAttributeNvlinkUtilCentricScheduling) /* 0: ignored */
+      return launch_ret(cudaErrorInvalidValue);
+    if (a->id == cudaLaunchAttributeCooperative) coop = a->val.cooperative != 0;
+  }
+  return launch_ret(launch_ex(func, config->gridDim, config->blockDim, config->dynamicSmemBytes,
+                              config->stream, coop));
 }

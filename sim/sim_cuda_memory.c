@@ -216,7 +216,7 @@ SIM_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attri
   }
   attributes->device = a.device;
   switch (a.kind) {
-  case SIM_MEM_DEVICE: case SIM_MEM_IPC:
+  case SIM_MEM_DEVICE: case SIM_MEM_IPC: case SIM_MEM_VMM:
     attributes->type = cudaMemoryTypeDevice;
     attributes->devicePointer = (void *)ptr;
     break;
@@ -266,4 +266,9 @@ SIM_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
 cudaError_t sim_cuda_fail(cudaError_t e) {
   if (e != cudaSuccess) sim_cuda_set_last_error(e);
   return e;
+}
+
+void sim_fill32(void *dst, uint32_t value, size_t n) {
+  uint32_t *w = dst;
+  for (size_t i = 0; i < n; i++) memcpy(&w[i], &value, sizeof value); /* dst may be unaligned for C */
 }

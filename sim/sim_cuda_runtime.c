@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_profiler_api.h>
+
 #include "sim_cuda.h"
 #include "sim_graph.h"
 
@@ -46,6 +48,9 @@ static const struct {
     {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"},
     {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+    {cudaErrorInvalidSymbol, "cudaErrorInvalidSymbol", "invalid device symbol"},
+    {cudaErrorInvalidPitchValue, "cudaErrorInvalidPitchValue", "invalid pitch argument"},
+    {cudaErrorCooperativeLaunchTooLarge, "cudaErrorCooperativeLaunchTooLarge", "too many blocks in cooperative launch"},
     /* stream capture (sim_cuda_graph.c) */
     {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
@@ -236,13 +241,17 @@ SIM_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hSt
   struct CUstream_st *s = sim_stream_resolve(hStream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
   if (no_memory_nodes(s) != cudaSuccess) return last_error;
-  return mem_alloc(devPtr, size, SIM_MEM_DEVICE);
+  cudaError_t r = mem_alloc(devPtr, size, SIM_MEM_DEVICE);
+  if (r == cudaSuccess) sim_pool_note_alloc(*devPtr, size, sim_device_current());
+  return r;
 }
 SIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
   if (no_memory_nodes(s) != cudaSuccess) return last_error;
-  return rt_ret(sim_mem_free(devPtr, 0));
+  cudaError_t r = sim_mem_free(devPtr, 0);
+  if (r == cudaSuccess) sim_pool_note_free(devPtr);
+  return rt_ret(r);
 }
 
 /* ---- copies and sets ------------------------------------------------------------------------------ */
@@ -287,6 +296,23 @@ SIM_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *sr
                                         size_t count, cudaStream_t stream) {
   return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream);
 }
+
+/* A 2D copy: `height` rows of `width` bytes, each a copy of its own (recorded as such in a capture). */
+SIM_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                      size_t width, size_t height, enum cudaMemcpyKind kind,
+                                      cudaStream_t stream) {
+  if (width > dpitch || width > spitch) return rt_ret(cudaErrorInvalidPitchValue);
+  if (width == 0 || height == 0) return copy(dst, src, 0, kind, stream);
+  for (size_t row = 0; row < height; row++) {
+    cudaError_t r = copy((char *)dst + row * dpitch, (const char *)src + row * spitch, width, kind, stream);
+    if (r != cudaSuccess) return r;
+  }
+  return cudaSuccess;
+}
+
+/* No profiler is ever attached to sim/; CUDA answers success then too. */
+SIM_API cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+SIM_API cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
 
 static cudaError_t set(void *dst, int value, size_t count, cudaStream_t stream) {
   struct CUstream_st *s;

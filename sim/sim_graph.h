@@ -48,6 +48,12 @@ cudaError_t sim_capture_add_set(struct sim_capture *cap, struct CUstream_st *s, 
                                 size_t bytes);
 cudaError_t sim_capture_add_compute(struct sim_capture *cap, struct CUstream_st *s, double us);
 cudaError_t sim_capture_add_kernel(struct sim_capture *cap, struct CUstream_st *s);
+/* n 32-bit words set to `value` (cuMemsetD32Async, cuStreamWriteValue32). */
+cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s, void *dst, uint32_t value,
+                                  size_t n);
+/* A host function (cudaLaunchHostFunc) called again at each replay. */
+cudaError_t sim_capture_add_host(struct sim_capture *cap, struct CUstream_st *s, void (*fn)(void *),
+                                 void *data);
 cudaError_t sim_capture_add_nccl(struct sim_capture *cap, struct CUstream_st *s,
                                  struct sim_graph_nccl *g);
 
@@ -61,12 +67,22 @@ cudaError_t sim_capture_wait_event(struct CUstream_st *s, struct CUevent_st *e, 
 /* Whether `cap` is still in progress and valid (NCCL's check before recording a group). */
 int sim_capture_valid(struct sim_capture *cap);
 
+/* ---- user objects (sim_cuda_userobj.c) ------------------------------------------------------- */
+struct sim_userobj_ref; /* a list of references a graph holds */
+/* Adds `count` references to `object` to *list: new ones, or the caller's own when `move`.
+ * cudaErrorInvalidValue for a dead object or a zero count. */
+cudaError_t sim_userobj_take(struct sim_userobj_ref **list, cudaUserObject_t object, unsigned count,
+                             int move);
+/* Releases every reference of a list (destructors of objects that lose their last run now). */
+void sim_userobj_drop_all(struct sim_userobj_ref *list);
+
 /* cuGetProcAddress entries of the capture and graph functions, ended by a NULL name. */
 typedef struct {
   const char *name;
   void *fn;
 } sim_proc_t;
 extern const sim_proc_t sim_graph_procs[];
+extern const sim_proc_t sim_vmm_procs[]; /* virtual memory management (sim_cuda_vmm.c) */
 
 /* ---- the NCCL side (sim_nccl_graph.c) --------------------------------------------------------- */
 /* Replays a captured NCCL group on `s` (every rank must replay it). Returns ncclSuccess (as an

@@ -18,6 +18,7 @@
 
 #include "sim_internal.h"
 #include "sim_model.h"
+#include "sim_nccl_230.h"
 #include "sim_tuner.h"
 #include "ncclsim.h"
 
@@ -114,6 +115,7 @@ struct ncclComm {
   struct sim_reg *regs;
   struct ncclWindow_vidmem *wins;
   int shrink_count;           /* ncclCommShrink calls on this communicator (sim_nccl_shrink.c) */
+  int suspended;              /* ncclCommSuspend: unusable until ncclCommResume (sim_nccl_elastic.c) */
   _Atomic int revoked;        /* ncclCommRevoke: collectives fail (a call waiting for its peers,
                                * within 100 ms), destroy/split/shrink still work */
 };
@@ -225,7 +227,12 @@ enum {
   SIM_SINCE_SEND_RECV = 20703, SIM_SINCE_PREMULSUM = 21104, SIM_SINCE_LAST_ERROR = 21304,
   SIM_SINCE_CONFIG = 21403, SIM_SINCE_SPLIT = 21801, SIM_SINCE_MEM_REGISTER = 21901,
   SIM_SINCE_SIMULATE = 22203, SIM_SINCE_SCALABLE = 22304, SIM_SINCE_RESET_DEBUG = 22403,
-  SIM_SINCE_SHRINK_WINDOW = 22703, SIM_SINCE_ALLTOALL = 22803, SIM_SINCE_REVOKE = 22807
+  SIM_SINCE_SHRINK_WINDOW = 22703, SIM_SINCE_ALLTOALL = 22803, SIM_SINCE_REVOKE = 22807,
+  /* The device API's host side came with 2.28; grow, suspend/resume, memory statistics and
+   * one-sided RMA are in NVIDIA's 2.29.7 API documentation; ncclWinGetUserPtr first appears in
+   * 2.30's nccl.h (2.30.3 is the first 2.30 release). */
+  SIM_SINCE_DEVICE_API = 22803, SIM_SINCE_ELASTIC = 22907, SIM_SINCE_RMA = 22907,
+  SIM_SINCE_WIN_USER_PTR = 23003
 };
 /* Returns ncclSuccess when the emulated NCCL has `fn` (introduced in version `since`), else
  * ncclInvalidUsage with a last-error text naming the version that introduced it. */

@@ -16,6 +16,9 @@ ncclResult_t sim_comm_check(ncclComm_t comm, const char *fn) {
   if (comm->revoked)
     return sim_error(ncclInvalidUsage, "ncclsim: %s: communicator %016llx was revoked", fn,
                      (unsigned long long)comm->hash);
+  if (comm->suspended)
+    return sim_error(ncclInvalidUsage, "ncclsim: %s: communicator %016llx is suspended "
+                     "(ncclCommSuspend); resume it first", fn, (unsigned long long)comm->hash);
   return ncclSuccess;
 }
 

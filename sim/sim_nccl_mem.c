@@ -162,3 +162,19 @@ SIM_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow
   return sim_error(ncclInvalidUsage, "ncclsim: ncclCommWindowDeregister: window %p is not "
                    "registered with communicator %016llx", (void *)win, (unsigned long long)comm->hash);
 }
+
+/* The buffer a window was registered with. */
+SIM_NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void **outUserPtr) {
+  ncclResult_t res = sim_nccl_since("ncclWinGetUserPtr", SIM_SINCE_WIN_USER_PTR);
+  if (res != ncclSuccess) return res;
+  if (!sim_comm_usable(comm))
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclWinGetUserPtr: invalid or destroyed communicator");
+  if (!outUserPtr) return sim_error(ncclInvalidArgument, "ncclsim: ncclWinGetUserPtr: outUserPtr is NULL");
+  for (struct ncclWindow_vidmem *w = comm->wins; w; w = w->next) /* found before it is read */
+    if (w == win) {
+      *outUserPtr = w->buff;
+      return ncclSuccess;
+    }
+  return sim_error(ncclInvalidArgument, "ncclsim: ncclWinGetUserPtr: window %p is not registered "
+                   "with communicator %016llx", (void *)win, (unsigned long long)comm->hash);
+}

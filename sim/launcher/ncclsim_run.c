@@ -1,25 +1,33 @@
 /* ncclsim-run: starts the N rank processes of a job on sim/, as torchrun or mpirun would on real
  * machines, and ends when they have all ended.
  *
- *   ncclsim-run -n N [--nodes M] [--] CMD [ARGS...]
+ *   ncclsim-run -n N [--nodes M] [--preload] [--] CMD [ARGS...]
  *
- * Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and NCCLSIM_NODE (ranks
- * are placed on M virtual nodes in blocks of N/M), NCCLSIM_RDZV (a fresh folder for
- * ncclsimExchangeUniqueId) and NCCLSIM_SHM_PREFIX (so the job's shared segments have names of their
- * own, which are removed at the end even when ranks crashed). The launcher forwards SIGINT, SIGTERM,
- * SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to every rank, and exits with the worst rank's status: 128+N
- * for the first rank killed by signal N, else the highest exit code.
+ * Each rank gets torchrun's environment — RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ * GROUP_RANK, GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_*, MASTER_ADDR and MASTER_PORT (a free port
+ * for torch's TCPStore, unless set) — plus NCCLSIM_NODE (ranks are placed on M virtual nodes in
+ * blocks of N/M), NCCLSIM_RDZV (a fresh folder for ncclsimExchangeUniqueId) and NCCLSIM_SHM_PREFIX
+ * (so the job's shared segments have names of their own, which are removed at the end even when
+ * ranks crashed). With --preload, sim/'s stand-ins for libcudart.so.13/.12, libcuda.so.1 and
+ * libnccl.so.2 are appended to LD_PRELOAD (after what is there, so an interposer such as
+ * libautoha.so stays in front), so they replace whatever copies the program's RPATH names. The
+ * launcher forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to every rank, and exits
+ * with the worst rank's status: 128+N for the first rank killed by signal N, else the highest exit
+ * code.
  *
  * The key choice is how a failure ends the job: when a rank dies abnormally, the others are given
  * NCCLSIM_RUN_GRACE_S seconds (default 15) to notice through sim/ and fail with their own error;
  * any still running are then sent SIGTERM, and SIGKILL 3 s later. So a job with a dead rank ends
  * within about 20 s, even when a survivor is stuck outside NCCL. */
 #include <dirent.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -46,10 +54,13 @@ static double now_s(void) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: ncclsim-run -n N [--nodes M] [--] CMD [ARGS...]\n"
+          "usage: ncclsim-run -n N [--nodes M] [--preload] [--] CMD [ARGS...]\n"
           "  Starts N ranks of CMD on sim/, on M virtual nodes (default 1; M must divide N).\n"
-          "  Sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NCCLSIM_NODE,\n"
-          "  NCCLSIM_RDZV and NCCLSIM_SHM_PREFIX; exits with the worst rank's status.\n");
+          "  Sets torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+          "  GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...), NCCLSIM_NODE, NCCLSIM_RDZV and\n"
+          "  NCCLSIM_SHM_PREFIX; exits with the worst rank's status.\n"
+          "  --preload: preload sim/'s libcudart.so.13/.12, libcuda.so.1 and libnccl.so.2\n"
+          "  stand-ins, so they win over the program's RPATH (a PyTorch wheel's, say).\n");
 }
 
 static int parse_count(const char *opt, const char *s, int max, int *out) {
@@ -84,6 +95,52 @@ static void setenv_int(const char *name, int v) {
   setenv(name, buf, 1);
 }
 
+/* A TCP port on 127.0.0.1 that is free now (the kernel's choice), for torch's TCPStore; 0 when
+ * none could be had. Rank 0 binds it moments later, as with torchrun's own choice. */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+static const char *const standins[] = {"libcuda.so.1", "libcudart.so.13", "libcudart.so.12",
+                                       "libnccl.so.2"};
+
+/* Appends sim/'s stand-ins to LD_PRELOAD. Returns -1 (with a message) when one is missing. */
+static int add_preload(void) {
+  const char *dir = getenv("NCCLSIM_PRELOAD_DIR");
+  if (!dir || !*dir) dir = NCCLSIM_PRELOAD_DEFAULT;
+  const char *old = getenv("LD_PRELOAD");
+  size_t cap = (old ? strlen(old) : 0) + 4 * (strlen(dir) + 32) + 1;
+  char *v = malloc(cap);
+  if (!v) return -1;
+  snprintf(v, cap, "%s", old ? old : "");
+  for (size_t k = 0; k < sizeof standins / sizeof standins[0]; k++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, standins[k]);
+    if (access(path, R_OK) != 0) {
+      fprintf(stderr, "ncclsim-run: --preload: cannot read %s: %s (set NCCLSIM_PRELOAD_DIR to the "
+              "folder of sim/'s stand-ins, build/simlib/preload)\n", path, strerror(errno));
+      free(v);
+      return -1;
+    }
+    size_t used = strlen(v);
+    snprintf(v + used, cap - used, "%s%s", used ? " " : "", path);
+  }
+  setenv("LD_PRELOAD", v, 1);
+  free(v);
+  return 0;
+}
+
 /* Removes the rendezvous folder (flat: only files) and the job's leftover shared segments. */
 static void cleanup(const char *rdzv, const char *prefix) {
   DIR *d = opendir(rdzv);
@@ -113,7 +170,7 @@ static void cleanup(const char *rdzv, const char *prefix) {
 }
 
 int main(int argc, char **argv) {
-  int n = 0, nodes = 1, i = 1;
+  int n = 0, nodes = 1, preload = 0, i = 1;
   for (; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) {
       i++;
@@ -125,6 +182,8 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--nodes") == 0) {
       if (parse_count(argv[i], i + 1 < argc ? argv[i + 1] : NULL, MAX_RANKS, &nodes)) return 2;
       i++;
+    } else if (strcmp(argv[i], "--preload") == 0) {
+      preload = 1;
     } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       usage();
       return 0;
@@ -147,6 +206,22 @@ int main(int argc, char **argv) {
   int per_node = n / nodes;
   char **cmd = argv + i;
 
+  /* --preload: the stand-ins go on LD_PRELOAD, and the launcher runs itself again with them, once
+   * (NCCLSIM_RUN_PRELOADED marks the second start and is removed before the ranks start). On a GPU
+   * host every process finds libcuda.so.1; here an interposer preloaded into the launcher too (the
+   * autoha shim, which opens libcuda.so.1 for its health thread) finds the simulated one. */
+  if (preload) {
+    const char *again = getenv("NCCLSIM_RUN_PRELOADED");
+    if (!again || strcmp(again, "1") != 0) {
+      if (add_preload() != 0) return 2;
+      setenv("NCCLSIM_RUN_PRELOADED", "1", 1);
+      execv("/proc/self/exe", argv);
+      fprintf(stderr, "ncclsim-run: --preload: cannot run itself again: %s\n", strerror(errno));
+      return 1;
+    }
+    unsetenv("NCCLSIM_RUN_PRELOADED");
+  }
+
   char rdzv[4096];
   const char *tmp = getenv("TMPDIR");
   snprintf(rdzv, sizeof rdzv, "%s/ncclsim-rdzv-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -165,8 +240,29 @@ int main(int argc, char **argv) {
   const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++) sigaction(fwd[k], &sa, NULL);
 
+  /* torchrun's environment: a script that calls init_process_group() with the env:// defaults
+   * runs unchanged. MASTER_ADDR/MASTER_PORT set by the caller are kept. */
   setenv_int("WORLD_SIZE", n);
   setenv_int("LOCAL_WORLD_SIZE", per_node);
+  setenv_int("GROUP_WORLD_SIZE", nodes);
+  setenv_int("ROLE_WORLD_SIZE", n);
+  setenv("ROLE_NAME", "default", 1);
+  setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
+  setenv("TORCHELASTIC_MAX_RESTARTS", "0", 1);
+  /* torchrun's default rendezvous id; a caller's id (a job name, say) is kept. */
+  setenv("TORCHELASTIC_RUN_ID", "none", 0);
+  if (n > 1) setenv("OMP_NUM_THREADS", "1", 0); /* as torchrun: N ranks share the cores */
+  setenv("MASTER_ADDR", "127.0.0.1", 0);
+  const char *mp = getenv("MASTER_PORT");
+  if (!mp || !*mp) {
+    int port = free_port();
+    if (port == 0) {
+      fprintf(stderr, "ncclsim-run: cannot find a free TCP port for MASTER_PORT: %s\n", strerror(errno));
+      cleanup(rdzv, prefix);
+      return 1;
+    }
+    setenv_int("MASTER_PORT", port);
+  }
   setenv("NCCLSIM_RDZV", rdzv, 1);
   setenv("NCCLSIM_SHM_PREFIX", prefix, 1);
   fflush(NULL);
@@ -182,6 +278,7 @@ int main(int argc, char **argv) {
       setenv_int("RANK", r);
       setenv_int("LOCAL_RANK", r % per_node);
       setenv_int("GROUP_RANK", r / per_node);
+      setenv_int("ROLE_RANK", r);
       setenv_int("NCCLSIM_NODE", r / per_node);
       execvp(cmd[0], cmd);
       fprintf(stderr, "ncclsim-run: cannot run '%s' for rank %d: %s\n", cmd[0], r, strerror(errno));

@@ -46,6 +46,63 @@ START_TEST(test_environment) {
 }
 END_TEST
 
+/* torchrun's variables: one MASTER_ADDR/MASTER_PORT for the whole job (a free port unless the
+ * caller set one), GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_* (the run id "none" unless set),
+ * OMP_NUM_THREADS=1 unless set. */
+START_TEST(test_torchrun_environment) {
+  char out[4096];
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  unsetenv("OMP_NUM_THREADS");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  int code = run("-n 4 --nodes 2 -- sh -c 'echo $RANK $GROUP_WORLD_SIZE $ROLE_RANK $ROLE_WORLD_SIZE "
+                 "$ROLE_NAME $MASTER_ADDR $OMP_NUM_THREADS $TORCHELASTIC_RESTART_COUNT "
+                 "$TORCHELASTIC_MAX_RESTARTS $TORCHELASTIC_RUN_ID; test \"$MASTER_PORT\" -gt 0'",
+                 out, sizeof out);
+  ck_assert_int_eq(code, 0);
+  ck_assert_str_eq(out, "0 2 0 4 default 127.0.0.1 1 0 0 none\n1 2 1 4 default 127.0.0.1 1 0 0 none\n"
+                        "2 2 2 4 default 127.0.0.1 1 0 0 none\n3 2 3 4 default 127.0.0.1 1 0 0 none\n");
+  code = run("-n 3 -- sh -c 'echo $MASTER_PORT'", out, sizeof out);
+  ck_assert_int_eq(code, 0);
+  char *nl = strchr(out, '\n');
+  ck_assert_ptr_nonnull(nl);
+  size_t len = (size_t)(nl - out + 1);
+  ck_assert_int_eq(strlen(out), 3 * len); /* every rank the same port */
+  ck_assert(strncmp(out, out + len, len) == 0 && strncmp(out, out + 2 * len, len) == 0);
+  setenv("MASTER_ADDR", "10.1.2.3", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  setenv("OMP_NUM_THREADS", "3", 1);
+  setenv("TORCHELASTIC_RUN_ID", "job-7", 1);
+  code = run("-n 2 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT $OMP_NUM_THREADS $TORCHELASTIC_RUN_ID'", out, sizeof out);
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  unsetenv("OMP_NUM_THREADS");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  ck_assert_int_eq(code, 0);
+  ck_assert_str_eq(out, "10.1.2.3 29500 3 job-7\n10.1.2.3 29500 3 job-7\n");
+}
+END_TEST
+
+/* --preload appends the four stand-ins after what LD_PRELOAD holds; the launcher's own marker of
+ * its second start does not reach the ranks; a missing stand-in folder is refused. */
+START_TEST(test_preload) {
+  char out[4096], want[4096];
+  setenv("LD_PRELOAD", "libm.so.6", 1);
+  int code = run("--preload -n 2 -- sh -c 'echo $LD_PRELOAD ${NCCLSIM_RUN_PRELOADED-unset}'", out, sizeof out);
+  unsetenv("LD_PRELOAD");
+  ck_assert_int_eq(code, 0);
+  const char *d = SIM_PRELOAD_DIR;
+  snprintf(want, sizeof want, "libm.so.6 %s/libcuda.so.1 %s/libcudart.so.13 %s/libcudart.so.12 "
+           "%s/libnccl.so.2 unset\n", d, d, d, d);
+  ck_assert_int_eq(strlen(out), 2 * strlen(want));
+  ck_assert(strncmp(out, want, strlen(want)) == 0 && strcmp(out + strlen(want), want) == 0);
+  setenv("NCCLSIM_PRELOAD_DIR", "/nonexistent", 1);
+  code = run("--preload -n 2 -- true", out, sizeof out);
+  unsetenv("NCCLSIM_PRELOAD_DIR");
+  ck_assert_int_eq(code, 2);
+}
+END_TEST
+
 START_TEST(test_exit_status) {
   char out[256];
   ck_assert_int_eq(run("-n 4 -- sh -c 'exit $RANK'", out, sizeof out), 3);
@@ -105,6 +162,8 @@ int main(void) {
   TCase *tc = tcase_create("launcher");
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_environment);
+  tcase_add_test(tc, test_torchrun_environment);
+  tcase_add_test(tc, test_preload);
   tcase_add_test(tc, test_exit_status);
   tcase_add_test(tc, test_bad_arguments);
   tcase_add_test(tc, test_signal_forwarding);
