@@ -173,6 +173,9 @@ static void comm_tick(void *arg, ah_comm_t *c) {
   if (c->rank < 0 || !c->rec || !c->rec->hub || atomic_load(&c->finalized) || c->abi == 0) return;
   comm_health_t *hs = health_of(c);
   if (!hs) return;
+  /* The hub diagnoses COMPLETE communicators only: until its verdict arrives the samples wait in
+   * their ring (a key's first 16, the densest, are often taken before the last rank has joined) */
+  if (t->h.verdict && t->h.verdict(t->h.arg, c->id) != AH_VERDICT_COMPLETE) return;
   ah_health_rec_t rec = {.rank = (uint32_t)c->rank, .pid = t->pid, .gpu = 0xffff};
   uint64_t total = keys_fill(c, hs, &rec);
   rec.state = (uint8_t)probe_state(c, hs, total);
