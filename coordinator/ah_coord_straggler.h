@@ -20,7 +20,8 @@
 #define AH_STRAG_WINDOW 16  /* a rank is judged on its latest complete sampled calls of a key */
 #define AH_STRAG_MIN 12     /* complete calls of a key before a rank can be flagged in it */
 #define AH_STRAG_KEYS 16    /* keys (collective, size bin) judged per communicator: the first ones */
-#define AH_STRAG_PENDING 64 /* sampled calls waiting for every rank's duration */
+#define AH_STRAG_PENDING 256 /* sampled calls waiting for every rank's duration (ranks report up to a
+                              * few seconds apart: a key's first 16 calls of every key must fit) */
 #define AH_STRAG_MAX_AGE_NS 30000000000ull /* a call still incomplete after 30 s is dropped */
 #define AH_STRAG_PCT_DEFAULT 20.0 /* AUTOHA_STRAGGLER_PCT (docs/diagnosis.md says why) */
 

@@ -152,18 +152,20 @@ END_TEST
 
 START_TEST(calls_a_rank_never_reports_are_dropped) {
   ah_strag_t *s = ah_strag_new(N, 20);
-  /* ranks 0..14 report 200 calls, rank 15 none: the pending slots turn over, nothing is judged */
-  for (uint64_t i = 0; i < 200; i++)
+  /* ranks 0..14 report twice as many calls as there are pending slots, rank 15 none: the slots
+   * turn over, nothing is judged */
+  const uint64_t calls = 2 * AH_STRAG_PENDING;
+  for (uint64_t i = 0; i < calls; i++)
     for (uint32_t r = 0; r + 1 < N; r++) {
       ah_health_sample_t x = {RS, 20, i, r == 3 ? 10.0f : 100.0f};
       ah_strag_add(s, r, &x, 1000 + i);
     }
   ck_assert_uint_eq(ah_strag_judged(s), 0);
-  ck_assert_uint_eq(ah_strag_dropped(s), 200 - AH_STRAG_PENDING);
+  ck_assert_uint_eq(ah_strag_dropped(s), calls - AH_STRAG_PENDING);
   /* aged out: a later call finds every old slot expired */
   ah_health_sample_t x = {AG, 20, 0, 5.0f};
-  ah_strag_add(s, 0, &x, 1000 + 200 + AH_STRAG_MAX_AGE_NS + 1);
-  ck_assert_uint_eq(ah_strag_dropped(s), 200);
+  ah_strag_add(s, 0, &x, 1000 + calls + AH_STRAG_MAX_AGE_NS + 1);
+  ck_assert_uint_eq(ah_strag_dropped(s), calls);
   /* a duplicate and out-of-range input are ignored */
   ah_strag_add(s, 0, &x, 2 * AH_STRAG_MAX_AGE_NS);
   ah_strag_add(s, N, &x, 2 * AH_STRAG_MAX_AGE_NS);
