@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "ah_coord_internal.h"
@@ -35,11 +36,13 @@ int coord_fake_handshake(int fd, const uint8_t secret[16], uint8_t fill) {
   uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
   ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
   memset(hello + AH_COORD_HDR_BYTES, fill, 32);
-  if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello || coord_fake_read(fd, auth, sizeof auth) != 0)
+  /* send(MSG_NOSIGNAL): a client that gave up and closed must not end the test with SIGPIPE */
+  if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello ||
+      coord_fake_read(fd, auth, sizeof auth) != 0)
     return -1;
   ah_coord_hdr_encode(AH_MSG_WELCOME, 40, wel);
   ah_coord_mac(secret, "autoha-hub", auth + AH_COORD_HDR_BYTES, hello + AH_COORD_HDR_BYTES, 0,
                wel + AH_COORD_HDR_BYTES);
   memset(wel + AH_COORD_HDR_BYTES + 32, 0, 8);
-  return write(fd, wel, sizeof wel) == (ssize_t)sizeof wel ? 0 : -1;
+  return send(fd, wel, sizeof wel, MSG_NOSIGNAL) == (ssize_t)sizeof wel ? 0 : -1;
 }
