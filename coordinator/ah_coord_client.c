@@ -53,18 +53,8 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
       ah_log(AH_LOG_ERROR, "coordinator: invalid hub address %s", err);
       goto undo_alloc;
     }
-  } else if (stamp->family == AF_INET) {
-    struct sockaddr_in *in = (struct sockaddr_in *)&c->ss;
-    in->sin_family = AF_INET;
-    in->sin_port = htons(stamp->port);
-    memcpy(&in->sin_addr, stamp->addr, 4);
-    c->sl = sizeof *in;
   } else {
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&c->ss;
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(stamp->port);
-    memcpy(&in6->sin6_addr, stamp->addr, 16);
-    c->sl = sizeof *in6;
+    ah_coord_stamp_sockaddr(stamp, &c->ss, &c->sl);
   }
   ah_coord_net_addr_format((struct sockaddr *)&c->ss, c->addr, sizeof c->addr);
   if (ah_coord_random(&c->client_id, sizeof c->client_id) != 0) {

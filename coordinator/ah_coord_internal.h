@@ -179,6 +179,8 @@ typedef struct {
 void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p);
 /* A new client (not shared with ah_coord_connect's): connects to `addr` when non-NULL, else to the
  * stamp's address. Returns NULL after logging. */
+/* The hub's address a stamp names, as a socket address (ah_coord_stamp.c). */
+void ah_coord_stamp_sockaddr(const ah_coord_stamp_t *st, struct sockaddr_storage *ss, socklen_t *sl);
 ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr,
                                  const ah_coord_client_opts_t *opts, ah_coord_deliver_fn deliver,
                                  void *arg);

@@ -8,6 +8,8 @@
  * The checksum and the zero bytes reject an id whose tail holds leftover garbage (NCCL < 2.23
  * leaves the caller's bytes there), so such an id reads as "no stamp", never as a wrong address. */
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "ah_coord_internal.h"
@@ -58,4 +60,21 @@ int ah_coord_stamp_read(const unsigned char id[128], ah_coord_stamp_t *st_p) {
   memcpy(st.secret, t + 24, 16);
   *st_p = st;
   return 0;
+}
+
+void ah_coord_stamp_sockaddr(const ah_coord_stamp_t *st, struct sockaddr_storage *ss, socklen_t *sl) {
+  memset(ss, 0, sizeof *ss);
+  if (st->family == AF_INET6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(st->port);
+    memcpy(&a->sin6_addr, st->addr, 16);
+    *sl = sizeof *a;
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons(st->port);
+    memcpy(&a->sin_addr, st->addr, 4);
+    *sl = sizeof *a;
+  }
 }

@@ -111,21 +111,8 @@ int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
                           void (*on_rank)(void *arg, const ah_status_rank_t *r), void *arg,
                           char *err, size_t errlen) {
   struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof ss);
   socklen_t sl;
-  if (st->family == AF_INET6) {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(st->port);
-    memcpy(&a->sin6_addr, st->addr, 16);
-    sl = sizeof *a;
-  } else {
-    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-    a->sin_family = AF_INET;
-    a->sin_port = htons(st->port);
-    memcpy(&a->sin_addr, st->addr, 4);
-    sl = sizeof *a;
-  }
+  ah_coord_stamp_sockaddr(st, &ss, &sl);
   ah_coord_crypto_init();
   uint64_t id, last_pub;
   int fd = -1;
