@@ -1,0 +1,96 @@
+/* sim_fabric.h: sim/'s RoCE fabric as pure functions (no verbs, no NCCL, no I/O beyond parsing a
+ * spec string or file): a two-tier leaf–spine of switches with the NICs of every simulated node
+ * cabled to leaves, the switches' ECMP and the NICs' LAG hash, link faults on a schedule, and the
+ * throughput each flow gets (max–min fair sharing of every link, priority by traffic class).
+ *
+ * Three users link it (static library ncclsim_fabric): the verbs provider (sim/verbs/, "is this
+ * QP's path up?"), sim's libnccl stand-in (the modelled time of an inter-node step from the flows it
+ * put on the wire), and bench/fabric. Every process of a job builds the same fabric from the same
+ * environment, so a route computed in one process is the route in every other; the state that
+ * changes while a job runs (link up/down/degraded, injected from a test) lives in a small shared
+ * mapping every process attaches to.
+ *
+ * Addressing. A NIC port is an endpoint (node, nic, port); its RoCEv2 GID is the IPv4-mapped
+ * ::ffff:10.<node >> 8>.<node & 255>.<nic * 4 + port> (port 1 or 2; a dual-port NIC in bonded mode
+ * has one GID, that of port 1, for both ports, and its LAG hash picks the port per flow). */
+#ifndef SIM_FABRIC_H
+#define SIM_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  int node, nic, port; /* port is 1-based, as in verbs */
+} sim_fabric_ep_t;
+
+/* A flow: one QP's traffic, from the endpoint that sends to the one that receives. */
+typedef struct {
+  sim_fabric_ep_t src, dst;
+  uint16_t sport;  /* RoCEv2 UDP source port (sim_fabric_sport) */
+  uint8_t tc;      /* IP traffic class byte; DSCP = tc >> 2 picks the switch queue */
+} sim_fabric_flow_t;
+
+typedef struct sim_fabric sim_fabric_t;
+
+/* ---- addressing and the source port ---------------------------------------------------------- */
+
+void sim_fabric_gid(sim_fabric_ep_t ep, uint8_t gid[16]);
+/* The endpoint a GID names; -1 when it is not one of this fabric's addresses. */
+int sim_fabric_gid_ep(const uint8_t gid[16], sim_fabric_ep_t *ep_p);
+/* The UDP source port an mlx5 NIC puts on a RoCEv2 RC QP's packets: from the QP's flow label, or,
+ * when the label is 0 (NCCL's), from the label the kernel derives from the two QP numbers. */
+uint16_t sim_fabric_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
+
+/* ---- building ---------------------------------------------------------------------------------- */
+
+/* Builds the fabric for `nnodes` nodes from NCCLSIM_TOPO's spec (NICs per node, their speed, ports
+ * per NIC, link layer) and NCCLSIM_FABRIC's (leaves, spines, oversubscription, hash seeds,
+ * scheduler, latencies; NULL or "" for the defaults). Returns NULL with a message naming the bad
+ * text in err. */
+sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, int nnodes, char *err,
+                                size_t errlen);
+void sim_fabric_free(sim_fabric_t *f);
+
+int sim_fabric_nics(const sim_fabric_t *f);       /* NICs per node */
+int sim_fabric_ports(const sim_fabric_t *f);      /* ports per NIC: 1 or 2 */
+int sim_fabric_is_ib(const sim_fabric_t *f);      /* link layer InfiniBand instead of Ethernet */
+double sim_fabric_port_gbps(const sim_fabric_t *f); /* line rate of one NIC port, Gb/s */
+
+/* ---- routes and links -------------------------------------------------------------------------- */
+
+/* The links a flow crosses, in order (NIC port up to its leaf, leaf to spine, spine to leaf, leaf
+ * down to the NIC port; two links when both ends share a leaf, none on the same NIC). Returns the
+ * count (<= max) or -1. Deterministic: the same flow takes the same route in every process. */
+int sim_fabric_route(const sim_fabric_t *f, const sim_fabric_flow_t *flow, int *links, int max);
+int sim_fabric_link_count(const sim_fabric_t *f);
+/* "leaf3->spine1", "node0/mlx5_2:1->leaf0" ... for messages and bench output. */
+const char *sim_fabric_link_name(const sim_fabric_t *f, int link, char *buf, size_t len);
+
+/* ---- state: faults ------------------------------------------------------------------------------ */
+
+/* Attaches the job's shared link state (a mapping named from `shm_name`, created by the first
+ * process), so that faults injected in one process are seen by all. Without it the state is
+ * private to the process. Returns 0 or -1 with err. */
+int sim_fabric_attach(sim_fabric_t *f, const char *shm_name, char *err, size_t errlen);
+/* Loads a fault schedule (NCCLSIM_FABRIC_FAULTS: a spec or "file:PATH"): link down/up, degraded
+ * to a fraction, NIC port down, each at a wall time (seconds since the job's epoch) or a virtual
+ * time (microseconds of modelled time). Returns 0 or -1 with a message naming the bad text. */
+int sim_fabric_schedule(sim_fabric_t *f, const char *spec, char *err, size_t errlen);
+/* Sets a link's state now (a test through ncclsim.h): capacity fraction 0 = down, 1 = up. */
+int sim_fabric_set_link(sim_fabric_t *f, int link, double fraction);
+/* A link's capacity fraction at (wall seconds since the epoch, virtual microseconds): the shared
+ * state combined with the schedule. */
+double sim_fabric_link_fraction(const sim_fabric_t *f, int link, double wall_s, double virt_us);
+/* Whether every link of a flow's route is up at that time (fraction > 0). */
+int sim_fabric_path_up(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s, double virt_us);
+
+/* ---- throughput -------------------------------------------------------------------------------- */
+
+/* The rate in Gb/s each of `n` concurrent, always-backlogged flows gets: links shared max–min
+ * fairly within a traffic class, classes served by the fabric's scheduler (strict priority by
+ * DSCP, or weighted), capacities scaled by their fraction at the given time. A flow whose path is
+ * down gets 0. */
+void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int n, double wall_s,
+                      double virt_us, double *gbps);
+
+#endif
