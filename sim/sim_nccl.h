@@ -17,6 +17,7 @@
 #include <nccl.h>
 
 #include "sim_internal.h"
+#include "sim_fabric.h"
 #include "sim_model.h"
 #include "sim_nccl_230.h"
 #include "sim_tuner.h"
@@ -82,8 +83,17 @@ typedef struct {
   uint32_t pad0;
   uint64_t slot_bytes;        /* collective staging per rank */
   uint64_t p2p_bytes;         /* point-to-point staging per ordered pair */
-  uint64_t off_ranks, off_slots, off_p2p_ctl, off_p2p_buf, total_bytes;
+  uint64_t off_ranks, off_slots, off_p2p_ctl, off_p2p_buf, off_flows, total_bytes;
 } sim_seg_t;
+
+/* The fabric flows one rank's queue pairs put on the wire (its sending sides), published once
+ * connected, so that every rank models the same network time for a call (sim_nccl_fabric.c). */
+#define SIM_NET_MAX_FLOWS 512
+typedef struct {
+  _Atomic int32_t count;      /* flows published (the rank connected before its first call) */
+  int32_t pad;
+  sim_fabric_flow_t flows[SIM_NET_MAX_FLOWS];
+} sim_flow_row_t;
 
 #define SIM_COMM_MAGIC 0x434f4d4du
 #define SIM_COMM_DEAD 0xdeadc0deu
@@ -116,6 +126,7 @@ struct ncclComm {
   struct ncclWindow_vidmem *wins;
   int shrink_count;           /* ncclCommShrink calls on this communicator (sim_nccl_shrink.c) */
   int suspended;              /* ncclCommSuspend: unusable until ncclCommResume (sim_nccl_elastic.c) */
+  struct sim_net *net;        /* inter-node queue pairs (sim_nccl_net.c), NULL: none */
   _Atomic int revoked;        /* ncclCommRevoke: collectives fail (a call waiting for its peers,
                                * within 100 ms), destroy/split/shrink still work */
 };
@@ -132,6 +143,7 @@ sim_rank_slot_t *sim_seg_rank(const sim_seg_t *seg, int rank);
 void *sim_seg_slot(const sim_seg_t *seg, int rank);
 sim_p2p_ctl_t *sim_seg_p2p_ctl(const sim_seg_t *seg, int src, int dst);
 void *sim_seg_p2p_buf(const sim_seg_t *seg, int src, int dst);
+sim_flow_row_t *sim_seg_flows(const sim_seg_t *seg, int rank);
 
 /* Rings the segment's bell: wakes every rank sleeping in sim_seg_wait. */
 void sim_seg_ring(sim_seg_t *seg);
@@ -189,6 +201,7 @@ typedef struct sim_task {
   size_t chunk, nchunks, elems_per_chunk, done_bytes;
   sim_desc_t desc;
   sim_config_t cfg;           /* configuration chosen at group launch */
+  int net_todo;               /* this chunk's inter-node step has not run yet */
   int selected, tuned;        /* cfg is set; the tuner changed NCCL's default */
   int bucket_ops;             /* tasks in this task's bucket */
   uint64_t bucket_call;       /* call index of the bucket's first task */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sim_nccl.h"
+#include "sim_nccl_net.h"
 #include "sim_reduce.h"
 
 enum { PH_DEPOSIT = 0, PH_REDUCE = 1, PH_GATHER = 2, PH_FAILED = 3, PH_CHUNK_DONE = 4 };
@@ -100,6 +101,14 @@ static void chunk_bounds(const sim_task_t *t, size_t *off_p, size_t *len_p) {
   size_t len = t->count - off < t->elems_per_chunk ? t->count - off : t->elems_per_chunk;
   *off_p = off;
   *len_p = len;
+}
+
+/* The bytes of this chunk in my slot (what crosses the network in the inter-node step). */
+static size_t deposited_bytes(const sim_task_t *t) {
+  size_t es = sim_dtype_size(t->dtype), off, len;
+  chunk_bounds(t, &off, &len);
+  if (t->coll == SIM_COLL_REDUCESCATTER) return (size_t)t->comm->nranks * t->elems_per_chunk * es;
+  return len * es;
 }
 
 static void do_deposit(sim_task_t *t) {
@@ -255,9 +264,18 @@ int sim_coll_progress(sim_task_t *t) {
         time_call(t);
       }
     }
+    if (t->net_todo && (t->phase == PH_REDUCE || t->phase == PH_GATHER)) {
+      /* every rank deposited: the chunk crosses the node boundaries */
+      int r = sim_net_step(c, deposited_bytes(t), &t->result);
+      if (r != SIM_PROGRESS_DONE) return moved ? SIM_PROGRESS_MOVED : SIM_PROGRESS_STALLED;
+      t->net_todo = 0;
+      if (t->result != ncclSuccess) return SIM_PROGRESS_DONE; /* the peers see their QPs fail */
+      moved = 1;
+    }
     switch (t->phase) {
     case PH_DEPOSIT:
       do_deposit(t);
+      t->net_todo = c->net != NULL;
       t->phase = has_reduce(t->coll) ? PH_REDUCE : PH_GATHER;
       if (t->chunk == 0 && !has_reduce(t->coll)) t->phase = PH_REDUCE; /* validate first */
       post(c, t);

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "sim_nccl.h"
+#include "sim_nccl_net.h"
 
 static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
   const unsigned char *b = p;
@@ -350,6 +351,7 @@ static ncclResult_t comm_end(ncclComm_t comm, int state, const char *fn) {
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or already destroyed communicator", fn);
   comm_bury(comm);
   sim_comm_model_fini(comm); /* the tuner's finalize/destroy, as NCCL's commFree */
+  sim_net_free(comm);        /* its queue pairs, before the segment their buffers live in */
   sim_seg_leave(comm, state);
   comm->magic = SIM_COMM_DEAD;
   sim_redop_free_all(comm);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "sim_nccl.h"
+#include "sim_nccl_net.h"
 
 static _Thread_local int group_depth;
 static _Thread_local sim_task_t *group_head, *group_tail;
@@ -41,10 +42,15 @@ static int task_progress(sim_task_t *t) {
       t->result = sim_seg_join(t->comm, (const char *)t->scratch);
       if (t->result != ncclSuccess) return SIM_PROGRESS_DONE;
     }
-    if (!sim_seg_all_joined(t->comm)) return SIM_PROGRESS_STALLED;
-    sim_comm_joined(t->comm);
-    t->result = sim_comm_model_init(t->comm); /* timing model and tuner plugin */
-    return SIM_PROGRESS_DONE;
+    if (!t->waiting) { /* t->waiting: the network's handshake is under way */
+      if (!sim_seg_all_joined(t->comm)) return SIM_PROGRESS_STALLED;
+      sim_comm_joined(t->comm);
+      t->result = sim_comm_model_init(t->comm); /* timing model and tuner plugin */
+      if (t->result == ncclSuccess) t->result = sim_net_setup(t->comm); /* NCCL's net_ib connections */
+      if (t->result != ncclSuccess) return SIM_PROGRESS_DONE;
+      t->waiting = 1;
+    }
+    return sim_net_connect_progress(t->comm, &t->result);
   case SIM_TASK_COLL: return sim_coll_progress(t);
   default: return sim_p2p_progress(t);
   }
@@ -138,7 +144,13 @@ static ncclResult_t group_launch(sim_task_t *head) {
         break;
       }
     }
-    if (wait_seg) sim_seg_wait(wait_seg, seen, segs > 1 ? 1 : 100);
+    if (sim_net_polling) { /* completions come from the verbs provider, which rings no bell */
+      sim_net_polling = 0;
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    } else if (wait_seg) {
+      sim_seg_wait(wait_seg, seen, segs > 1 ? 1 : 100);
+    }
   }
   for (sim_task_t *t = head; t; t = t->next)
     if (t->stream && atomic_load(&t->stream->running)) sim_stream_launch_end(t->stream);

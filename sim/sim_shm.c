@@ -33,7 +33,8 @@ static void layout(sim_seg_t *h, int nranks) {
   h->off_slots = ALIGN_UP(h->off_ranks + (uint64_t)nranks * sizeof(sim_rank_slot_t), 4096);
   h->off_p2p_ctl = ALIGN_UP(h->off_slots + (uint64_t)nranks * slot, 4096);
   h->off_p2p_buf = ALIGN_UP(h->off_p2p_ctl + (uint64_t)nranks * nranks * sizeof(sim_p2p_ctl_t), 4096);
-  h->total_bytes = h->off_p2p_buf + (uint64_t)nranks * nranks * p2p;
+  h->off_flows = ALIGN_UP(h->off_p2p_buf + (uint64_t)nranks * nranks * p2p, 4096);
+  h->total_bytes = h->off_flows + (uint64_t)nranks * sizeof(sim_flow_row_t);
 }
 
 sim_rank_slot_t *sim_seg_rank(const sim_seg_t *seg, int rank) {
@@ -44,6 +45,9 @@ void *sim_seg_slot(const sim_seg_t *seg, int rank) {
 }
 sim_p2p_ctl_t *sim_seg_p2p_ctl(const sim_seg_t *seg, int src, int dst) {
   return (sim_p2p_ctl_t *)((char *)seg + seg->off_p2p_ctl) + (uint64_t)src * seg->nranks + dst;
+}
+sim_flow_row_t *sim_seg_flows(const sim_seg_t *seg, int rank) {
+  return (sim_flow_row_t *)((char *)seg + seg->off_flows) + rank;
 }
 void *sim_seg_p2p_buf(const sim_seg_t *seg, int src, int dst) {
   return (char *)seg + seg->off_p2p_buf + ((uint64_t)src * seg->nranks + dst) * seg->p2p_bytes;

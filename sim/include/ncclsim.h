@@ -34,6 +34,18 @@ double ncclsimStreamTime(cudaStream_t stream);
  * Different tags carry different ids. Returns 0, or -1 with a message on stderr. */
 int ncclsimExchangeUniqueId(const char *tag, int is_root, ncclUniqueId *id);
 
+/* The modelled duration, in microseconds, of one `coll` call (NCCL's ncclFunc_t numbering:
+ * 2 AllGather, 3 ReduceScatter, 4 AllReduce) of `bytes` (nccl-tests' size: the output buffer of
+ * AllGather, the input of ReduceScatter) on this communicator now: NCCL's default configuration,
+ * the fabric as the communicator's queue pairs load it, NCCLSIM_NOISE as for its calls. For figures at sizes whose data
+ * would be too large to move on the simulating machine. */
+ncclResult_t ncclsimCommModelTime(ncclComm_t comm, int coll, size_t bytes, double *us);
+
+/* Sets a fabric link's capacity fraction for the whole job (0: down, 1: up, between: degraded),
+ * by the name docs/sim-fabric.md gives ("leaf0-spine3", "node1/mlx5_2:1"). Every process of the
+ * job sees it at once. Returns 0, or -1 with a message on stderr for an unknown name. */
+int ncclsimFabricSetLink(const char *link, double fraction);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,10 +6,11 @@
  * Each rank gets torchrun's environment — RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  * GROUP_RANK, GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_*, MASTER_ADDR and MASTER_PORT (a free port
  * for torch's TCPStore, unless set) — plus NCCLSIM_NODE (ranks are placed on M virtual nodes in
- * blocks of N/M), NCCLSIM_RDZV (a fresh folder for ncclsimExchangeUniqueId) and NCCLSIM_SHM_PREFIX
- * (so the job's shared segments have names of their own, which are removed at the end even when
- * ranks crashed). With --preload, sim/'s stand-ins for libcudart.so.13/.12, libcuda.so.1 and
- * libnccl.so.2 are appended to LD_PRELOAD (after what is there, so an interposer such as
+ * blocks of N/M), NCCLSIM_NODES (M: the size of the simulated fabric), NCCLSIM_RDZV (a fresh
+ * folder for ncclsimExchangeUniqueId) and NCCLSIM_SHM_PREFIX (so the job's shared segments have
+ * names of their own, which are removed at the end even when ranks crashed). With --preload,
+ * sim/'s stand-ins for libcudart.so.13/.12, libcuda.so.1 and libnccl.so.2 are appended to
+ * LD_PRELOAD (after what is there, so an interposer such as
  * libautoha.so stays in front), so they replace whatever copies the program's RPATH names. The
  * launcher forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to every rank, and exits
  * with the worst rank's status: 128+N for the first rank killed by signal N, else the highest exit
@@ -57,7 +58,7 @@ static void usage(void) {
           "usage: ncclsim-run -n N [--nodes M] [--preload] [--] CMD [ARGS...]\n"
           "  Starts N ranks of CMD on sim/, on M virtual nodes (default 1; M must divide N).\n"
           "  Sets torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-          "  GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...), NCCLSIM_NODE, NCCLSIM_RDZV and\n"
+          "  GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...), NCCLSIM_NODE(S), NCCLSIM_RDZV and\n"
           "  NCCLSIM_SHM_PREFIX; exits with the worst rank's status.\n"
           "  --preload: preload sim/'s libcudart.so.13/.12, libcuda.so.1 and libnccl.so.2\n"
           "  stand-ins, so they win over the program's RPATH (a PyTorch wheel's, say).\n");
@@ -245,6 +246,7 @@ int main(int argc, char **argv) {
   setenv_int("WORLD_SIZE", n);
   setenv_int("LOCAL_WORLD_SIZE", per_node);
   setenv_int("GROUP_WORLD_SIZE", nodes);
+  setenv_int("NCCLSIM_NODES", nodes); /* the fabric's size: every process builds the same one */
   setenv_int("ROLE_WORLD_SIZE", n);
   setenv("ROLE_NAME", "default", 1);
   setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);

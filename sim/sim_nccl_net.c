@@ -1,0 +1,533 @@
+/* The inter-node transport (sim_nccl_net.h), as NCCL's net_ib runs it over libibverbs.
+ *
+ * Plan. NCCL's rings cross a node boundary once per channel, rail-aligned: channel c leaves node k
+ * on NIC c mod nics, from the local rank that owns that NIC, to the same local rank of node k+1.
+ * Each such connection has NCCL_IB_QPS_PER_CONNECTION RC QPs on that NIC; both ranks derive the
+ * same list of connections from the communicator's layout.
+ * Handshake. Each rank sends every peer it shares connections with one message through the
+ * communicator's point-to-point mailbox (sim/'s stand-in for NCCL's TCP bootstrap socket): per
+ * connection its QP numbers, GID, and (receiver) buffer address and rkey. Then INIT → RTR → RTS
+ * with NCCL's attributes (flow label 0, NCCL_IB_TC, NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT).
+ * Data. Per chunk, the sender RDMA-WRITEs a checksum of each QP's piece (unsignalled) and then the
+ * piece itself as a signalled WRITE_WITH_IMM (imm = the piece's size, big-endian), exactly as
+ * net_ib's chain; the receiver keeps receives pre-posted, counts RECV_RDMA_WITH_IMM completions and
+ * checks every piece against its checksum. The collective's result still comes from the shared
+ * segment; what crosses the wire is checked byte for byte. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_ib_verbs.h"
+#include "sim_nccl_net.h"
+
+#define NET_MAX_QPS 8      /* NCCL_IB_QPS_PER_CONNECTION bound */
+#define NET_PREPOST 16     /* receives kept posted per QP */
+#define NET_TRAILER 64     /* checksums after the data in a receive buffer */
+
+typedef struct {
+  int peer, send, ch;
+  sim_ib_dev_t *dev;
+  int devi;
+  struct ibv_qp *qp[NET_MAX_QPS];
+  uint32_t peer_qpn[NET_MAX_QPS];
+  union ibv_gid peer_gid;
+  struct ibv_mr *mr;        /* sender: its staging slot; receiver: its receive buffer */
+  struct ibv_mr *sum_mr;    /* sender: the checksums it writes */
+  uint64_t *sums;
+  char *buf;                /* receiver's buffer: slot_bytes of data, then the checksums */
+  uint64_t peer_addr;
+  uint32_t peer_rkey;
+  uint64_t msgs;
+  int pending;              /* completions this step still waits for */
+  size_t piece[NET_MAX_QPS];
+} net_conn_t;
+
+/* One message of the handshake, per connection, in the plan's order. */
+typedef struct {
+  uint32_t ch, send, nqps;
+  uint32_t qpn[NET_MAX_QPS];
+  uint8_t gid[16];
+  uint64_t addr;
+  uint32_t rkey, pad;
+} net_info_t;
+
+_Thread_local int sim_net_polling;
+
+struct sim_net {
+  int nconn, nqps, split;
+  net_conn_t *conn;
+  struct ibv_cq *cq[64];    /* per device index, shared by the communicator's connections */
+  int *peers, npeers;       /* ranks I exchange handshakes with */
+  int *got;                 /* handshake received from peers[i] */
+  int *sent;
+  int connected;
+  int step_active;
+  size_t step_bytes;
+};
+
+static int env_int(const char *name, int dflt, int lo, int hi) {
+  const char *s = getenv(name);
+  if (!s || !*s) return dflt;
+  char *end;
+  long v = strtol(s, &end, 0);
+  if (*end || v < lo || v > hi) {
+    sim_log_warn("invalid value for %s: '%s' (expected %d..%d); using %d", name, s, lo, hi, dflt);
+    return dflt;
+  }
+  return (int)v;
+}
+
+static uint64_t checksum(const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    memcpy(&w, b + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* The ranks of each node, in rank order: node_ranks[k * rpn + l]. Returns rpn (0 when the layout
+ * is uneven: such communicators keep the modelled network). */
+static int layout(const struct ncclComm *c, int *node_of_rank, int *nodes, int *nn_p, int **node_ranks_p) {
+  int nn = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    int node = sim_seg_rank(c->seg, r)->node, k;
+    for (k = 0; k < nn && nodes[k] != node; k++) {}
+    if (k == nn) nodes[nn++] = node;
+    node_of_rank[r] = k;
+  }
+  if (c->nranks % nn) return 0;
+  int rpn = c->nranks / nn;
+  int *nr = malloc(sizeof(int) * (size_t)c->nranks), *fill = calloc((size_t)nn, sizeof(int));
+  if (!nr || !fill) {
+    free(nr);
+    free(fill);
+    return 0;
+  }
+  for (int r = 0; r < c->nranks; r++) {
+    int k = node_of_rank[r];
+    if (fill[k] >= rpn) { free(nr); free(fill); return 0; }
+    nr[k * rpn + fill[k]++] = r;
+  }
+  free(fill);
+  *nn_p = nn;
+  *node_ranks_p = nr;
+  return rpn;
+}
+
+static void add_peer(struct sim_net *n, int peer) {
+  for (int i = 0; i < n->npeers; i++)
+    if (n->peers[i] == peer) return;
+  n->peers[n->npeers++] = peer;
+}
+
+static int create_side(struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
+  const sim_ibv_t *v = sim_ib_verbs();
+  if (!n->cq[k->devi]) {
+    n->cq[k->devi] = v->create_cq(k->dev->ctx, 4096, NULL, NULL, 0);
+    if (!n->cq[k->devi]) return -1;
+  }
+  struct ibv_cq *cq = n->cq[k->devi];
+  size_t slot = c->seg->slot_bytes;
+  if (k->send) {
+    k->mr = v->reg_mr(k->dev->pd, sim_seg_slot(c->seg, c->rank), slot, IBV_ACCESS_LOCAL_WRITE);
+    k->sums = calloc(NET_MAX_QPS, sizeof(uint64_t));
+    if (k->sums) k->sum_mr = v->reg_mr(k->dev->pd, k->sums, NET_MAX_QPS * sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
+    if (!k->mr || !k->sum_mr) return -1;
+  } else {
+    k->buf = calloc(1, slot + NET_TRAILER);
+    if (!k->buf) return -1;
+    k->mr = v->reg_mr(k->dev->pd, k->buf, slot + NET_TRAILER, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!k->mr) return -1;
+  }
+  for (int q = 0; q < n->nqps; q++) {
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.send_cq = ia.recv_cq = cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = 512;
+    ia.cap.max_recv_wr = k->send ? 1 : NET_PREPOST * 2;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    k->qp[q] = v->create_qp(k->dev->pd, &ia);
+    if (!k->qp[q]) return -1;
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = (uint8_t)k->dev->port;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | (k->send ? 0 : IBV_ACCESS_REMOTE_READ);
+    if (v->modify_qp(k->qp[q], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      return -1;
+  }
+  return 0;
+}
+
+ncclResult_t sim_net_setup(struct ncclComm *c) {
+  c->net = NULL;
+  if (c->nnodes < 2 || !sim_ib_verbs()) return ncclSuccess;
+  int ndev;
+  sim_ib_dev_t *devs = sim_ib_devices(&ndev);
+  int *node_of = malloc(sizeof(int) * (size_t)c->nranks), *nodes = malloc(sizeof(int) * (size_t)c->nranks);
+  int nn = 0, *node_ranks = NULL;
+  int rpn = node_of && nodes ? layout(c, node_of, nodes, &nn, &node_ranks) : 0;
+  free(nodes);
+  if (!rpn) {
+    free(node_of);
+    return ncclSuccess;
+  }
+  struct sim_net *n = calloc(1, sizeof *n);
+  int nch = c->model.nchannels > 0 ? c->model.nchannels : 1;
+  int nics = c->model.topo.nic_count > 0 ? c->model.topo.nic_count : ndev;
+  if (n) {
+    n->nqps = env_int("NCCL_IB_QPS_PER_CONNECTION", 1, 1, NET_MAX_QPS);
+    n->split = env_int("NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1);
+    n->conn = calloc((size_t)nch * 2, sizeof(net_conn_t));
+    n->peers = calloc((size_t)nch * 2, sizeof(int));
+    n->got = calloc((size_t)nch * 2, sizeof(int));
+    n->sent = calloc((size_t)nch * 2, sizeof(int));
+  }
+  if (!n || !n->conn || !n->peers || !n->got || !n->sent) goto oom;
+  int me = node_of[c->rank];
+  for (int ch = 0; ch < nch; ch++) {
+    int nic = ch % nics;
+    int l = rpn >= nics ? nic * rpn / nics : nic % rpn;
+    int to = node_ranks[((me + 1) % nn) * rpn + l], from = node_ranks[((me + nn - 1) % nn) * rpn + l];
+    if (node_ranks[me * rpn + l] != c->rank) continue;
+    for (int s = 1; s >= 0; s--) { /* my send side, then my receive side, of channel ch */
+      net_conn_t *k = &n->conn[n->nconn++];
+      k->peer = s ? to : from;
+      k->send = s;
+      k->ch = ch;
+      k->devi = nic % ndev;
+      k->dev = &devs[k->devi];
+      add_peer(n, k->peer);
+    }
+  }
+  free(node_of);
+  free(node_ranks);
+  node_of = node_ranks = NULL;
+  c->net = n;
+  for (int i = 0; i < n->nconn; i++)
+    if (create_side(c, n, &n->conn[i]) != 0)
+      return sim_error(ncclSystemError, "NET/IB: rank %d could not create its queue pairs for channel %d on %s: %s",
+                       c->rank, n->conn[i].ch, n->conn[i].dev->name, strerror(errno));
+  return ncclSuccess;
+oom:
+  free(node_of);
+  free(node_ranks);
+  if (n) {
+    free(n->conn);
+    free(n->peers);
+    free(n->got);
+    free(n->sent);
+    free(n);
+  }
+  return sim_error(ncclSystemError, "NET/IB: out of memory setting up rank %d's connections", c->rank);
+}
+
+/* Fills the message for `peer`: my connections with it, in plan order. */
+static size_t build_info(const struct sim_net *n, int peer, net_info_t *out) {
+  size_t m = 0;
+  for (int i = 0; i < n->nconn; i++) {
+    const net_conn_t *k = &n->conn[i];
+    if (k->peer != peer) continue;
+    net_info_t *e = &out[m++];
+    memset(e, 0, sizeof *e);
+    e->ch = (uint32_t)k->ch;
+    e->send = (uint32_t)k->send;
+    e->nqps = (uint32_t)n->nqps;
+    for (int q = 0; q < n->nqps; q++) e->qpn[q] = k->qp[q]->qp_num;
+    memcpy(e->gid, k->dev->gid.raw, 16);
+    e->addr = k->send ? 0 : (uint64_t)(uintptr_t)k->buf;
+    e->rkey = k->send ? 0 : k->mr->rkey;
+  }
+  return m;
+}
+
+static int post_recvs(struct ibv_qp *qp, int count) {
+  for (int i = 0; i < count; i++) {
+    struct ibv_recv_wr wr, *bad;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = 0;
+    if (ibv_post_recv(qp, &wr, &bad)) return -1;
+  }
+  return 0;
+}
+
+static int connect_conn(struct sim_net *n, net_conn_t *k) {
+  const sim_ibv_t *v = sim_ib_verbs();
+  for (int q = 0; q < n->nqps; q++) {
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_4096;
+    a.dest_qp_num = k->peer_qpn[q];
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.port_num = (uint8_t)k->dev->port;
+    if (k->dev->link_layer == IBV_LINK_LAYER_ETHERNET) {
+      a.ah_attr.is_global = 1;
+      a.ah_attr.grh.dgid = k->peer_gid;
+      a.ah_attr.grh.sgid_index = (uint8_t)k->dev->gid_index;
+      a.ah_attr.grh.hop_limit = 255;
+      a.ah_attr.grh.traffic_class = (uint8_t)env_int("NCCL_IB_TC", 0, 0, 255);
+      a.ah_attr.grh.flow_label = 0; /* NCCL's, in every version */
+    }
+    a.ah_attr.sl = (uint8_t)env_int("NCCL_IB_SL", 0, 0, 15);
+    if (v->modify_qp(k->qp[q], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+      return -1;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 0;
+    a.timeout = (uint8_t)env_int("NCCL_IB_TIMEOUT", 20, 1, 31);
+    a.retry_cnt = (uint8_t)env_int("NCCL_IB_RETRY_CNT", 7, 0, 7);
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    if (v->modify_qp(k->qp[q], &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+      return -1;
+    if (!k->send && post_recvs(k->qp[q], NET_PREPOST)) return -1;
+  }
+  return 0;
+}
+
+int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
+  struct sim_net *n = c->net;
+  *res_p = ncclSuccess;
+  if (!n || n->connected) return SIM_PROGRESS_DONE;
+  size_t cap = c->seg->p2p_bytes / sizeof(net_info_t);
+  int moved = 0;
+  for (int i = 0; i < n->npeers; i++) {
+    int peer = n->peers[i];
+    if (!n->sent[i]) {
+      sim_p2p_ctl_t *ctl = sim_seg_p2p_ctl(c->seg, c->rank, peer);
+      if (atomic_load(&ctl->posted) == atomic_load(&ctl->consumed)) {
+        net_info_t *out = sim_seg_p2p_buf(c->seg, c->rank, peer);
+        size_t m = build_info(n, peer, out);
+        if (m > cap) { /* cannot happen with the segment's 64 KiB minimum */
+          *res_p = sim_error(ncclInternalError, "NET/IB: handshake of rank %d too large", c->rank);
+          return SIM_PROGRESS_DONE;
+        }
+        ctl->chunk_bytes = ctl->msg_bytes = m * sizeof(net_info_t);
+        atomic_fetch_add(&ctl->posted, 1);
+        sim_seg_ring(c->seg);
+        n->sent[i] = moved = 1;
+      }
+    }
+    if (!n->got[i]) {
+      sim_p2p_ctl_t *ctl = sim_seg_p2p_ctl(c->seg, peer, c->rank);
+      if (atomic_load(&ctl->posted) == atomic_load(&ctl->consumed)) continue;
+      const net_info_t *in = sim_seg_p2p_buf(c->seg, peer, c->rank);
+      size_t m = ctl->chunk_bytes / sizeof(net_info_t), j = 0;
+      for (int x = 0; x < n->nconn; x++) {
+        net_conn_t *k = &n->conn[x];
+        if (k->peer != peer) continue;
+        /* the peer's entries are its own connections with me, in the same plan order: my send
+         * side of channel ch pairs with its receive side of ch */
+        const net_info_t *e = NULL;
+        for (size_t y = 0; y < m && !e; y++)
+          if ((int)in[y].ch == k->ch && (int)in[y].send == !k->send) e = &in[y];
+        if (!e || (int)e->nqps != n->nqps) {
+          *res_p = sim_error(ncclInternalError, "NET/IB: rank %d and rank %d disagree on channel %d's "
+                             "connection (NCCL_IB_QPS_PER_CONNECTION must match)", c->rank, peer, k->ch);
+          return SIM_PROGRESS_DONE;
+        }
+        memcpy(k->peer_qpn, e->qpn, sizeof k->peer_qpn);
+        memcpy(k->peer_gid.raw, e->gid, 16);
+        k->peer_addr = e->addr;
+        k->peer_rkey = e->rkey;
+        j++;
+      }
+      atomic_fetch_add(&ctl->consumed, 1);
+      sim_seg_ring(c->seg);
+      n->got[i] = moved = 1;
+    }
+  }
+  for (int i = 0; i < n->npeers; i++)
+    if (!n->sent[i] || !n->got[i]) return moved ? SIM_PROGRESS_MOVED : SIM_PROGRESS_STALLED;
+  for (int i = 0; i < n->nconn; i++)
+    if (connect_conn(n, &n->conn[i]) != 0) {
+      *res_p = sim_error(ncclSystemError, "NET/IB: rank %d could not connect channel %d to rank %d on %s: %s",
+                         c->rank, n->conn[i].ch, n->conn[i].peer, n->conn[i].dev->name, strerror(errno));
+      return SIM_PROGRESS_DONE;
+    }
+  n->connected = 1;
+  const sim_ibv_t *v = sim_ib_verbs();
+  sim_fabric_flow_t flows[SIM_NET_MAX_FLOWS];
+  int nf = 0;
+  for (int i = 0; i < n->nconn && v->qp_flow; i++)
+    for (int q = 0; q < n->nqps && n->conn[i].send && nf < SIM_NET_MAX_FLOWS; q++)
+      if (v->qp_flow(n->conn[i].qp[q], &flows[nf]) == 0) nf++;
+  sim_net_publish_flows(c, flows, nf);
+  return SIM_PROGRESS_DONE;
+}
+
+/* The byte range of QP q's piece of a `bytes` message (NCCL: roundup(ceil(size / nqps), 128) per
+ * QP when the data is split over the QPs, else all of it on one QP, rotating per message). */
+static void piece_of(const struct sim_net *n, const net_conn_t *k, size_t bytes, int q, size_t *off_p,
+                     size_t *len_p, int *used_p) {
+  *off_p = *len_p = 0;
+  if (!n->split) {
+    *used_p = (int)(k->msgs % (uint64_t)n->nqps) == q;
+    if (*used_p) *len_p = bytes;
+    return;
+  }
+  size_t per = (bytes + (size_t)n->nqps - 1) / (size_t)n->nqps;
+  per = (per + 127) / 128 * 128;
+  size_t off = per * (size_t)q;
+  *used_p = 1;
+  *off_p = off < bytes ? off : bytes;
+  *len_p = off < bytes ? (bytes - off < per ? bytes - off : per) : 0;
+}
+
+static int post_piece(struct ncclComm *c, net_conn_t *k, int q, size_t off, size_t len) {
+  const char *src = (const char *)sim_seg_slot(c->seg, c->rank) + off;
+  k->sums[q] = checksum(src, len);
+  struct ibv_sge ssum = {(uint64_t)(uintptr_t)&k->sums[q], sizeof(uint64_t), k->sum_mr->lkey};
+  struct ibv_sge sdata = {(uint64_t)(uintptr_t)src, (uint32_t)len, k->mr->lkey};
+  struct ibv_send_wr w[2], *bad;
+  memset(w, 0, sizeof w);
+  w[0].opcode = IBV_WR_RDMA_WRITE; /* unsignalled: retires with the signalled one after it */
+  w[0].sg_list = &ssum;
+  w[0].num_sge = 1;
+  w[0].wr.rdma.remote_addr = k->peer_addr + c->seg->slot_bytes + (uint64_t)q * sizeof(uint64_t);
+  w[0].wr.rdma.rkey = k->peer_rkey;
+  w[0].next = &w[1];
+  w[1].wr_id = (uint64_t)q;
+  w[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  w[1].send_flags = IBV_SEND_SIGNALED;
+  w[1].sg_list = len ? &sdata : NULL;
+  w[1].num_sge = len ? 1 : 0;
+  w[1].imm_data = htonl((uint32_t)len);
+  w[1].wr.rdma.remote_addr = k->peer_addr + off;
+  w[1].wr.rdma.rkey = k->peer_rkey;
+  return ibv_post_send(k->qp[q], w, &bad);
+}
+
+static net_conn_t *conn_of_qpn(struct sim_net *n, uint32_t qpn, int *q_p) {
+  for (int i = 0; i < n->nconn; i++)
+    for (int q = 0; q < n->nqps; q++)
+      if (n->conn[i].qp[q]->qp_num == qpn) {
+        *q_p = q;
+        return &n->conn[i];
+      }
+  return NULL;
+}
+
+static ncclResult_t wc_error(struct ncclComm *c, net_conn_t *k, const struct ibv_wc *wc) {
+  const sim_ibv_t *v = sim_ib_verbs();
+  char gid[64];
+  inet_ntop(AF_INET6, k ? k->peer_gid.raw : (const uint8_t[16]){0}, gid, sizeof gid);
+  return sim_error(ncclRemoteError,
+                   "NET/IB: Got completion from peer %s (rank %d) with status=%s(%d) opcode=%d len=%u "
+                   "vendor_err=%u hca %s (rank %d, channel %d); communicator %016llx",
+                   gid, k ? k->peer : -1, v->wc_status_str ? v->wc_status_str(wc->status) : "?",
+                   (int)wc->status, (int)wc->opcode, wc->byte_len, wc->vendor_err, k ? k->dev->name : "?",
+                   c->rank, k ? k->ch : -1, (unsigned long long)c->hash);
+}
+
+int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
+  struct sim_net *n = c->net;
+  *res_p = ncclSuccess;
+  if (!n || !n->connected) return SIM_PROGRESS_DONE;
+  if (bytes > c->seg->slot_bytes) bytes = c->seg->slot_bytes;
+  if (!n->step_active) {
+    n->step_active = 1;
+    n->step_bytes = bytes;
+    for (int i = 0; i < n->nconn; i++) {
+      net_conn_t *k = &n->conn[i];
+      k->pending = 0;
+      for (int q = 0; q < n->nqps; q++) {
+        size_t off, len;
+        int used;
+        piece_of(n, k, bytes, q, &off, &len, &used);
+        if (!used) continue;
+        k->pending++;
+        if (k->send && post_piece(c, k, q, off, len) != 0) {
+          *res_p = sim_error(ncclSystemError, "NET/IB: ibv_post_send on rank %d, channel %d failed: %s",
+                             c->rank, k->ch, strerror(errno));
+          n->step_active = 0;
+          return SIM_PROGRESS_DONE;
+        }
+      }
+    }
+  }
+  int left = 0;
+  for (int d = 0; d < 64; d++) {
+    if (!n->cq[d]) continue;
+    struct ibv_wc wc[16];
+    int got;
+    while ((got = ibv_poll_cq(n->cq[d], 16, wc)) > 0) {
+      for (int i = 0; i < got; i++) {
+        int q = 0;
+        net_conn_t *k = conn_of_qpn(n, wc[i].qp_num, &q);
+        if (wc[i].status != IBV_WC_SUCCESS || !k) {
+          *res_p = wc_error(c, k, &wc[i]);
+          n->step_active = 0;
+          return SIM_PROGRESS_DONE;
+        }
+        if (!k->send) post_recvs(k->qp[q], 1); /* keep the pre-posted depth, as net_ib does */
+        k->pending--;
+      }
+    }
+    if (got < 0) {
+      *res_p = sim_error(ncclSystemError, "NET/IB: ibv_poll_cq failed on rank %d", c->rank);
+      n->step_active = 0;
+      return SIM_PROGRESS_DONE;
+    }
+  }
+  for (int i = 0; i < n->nconn; i++) left += n->conn[i].pending > 0;
+  if (left) {
+    sim_net_polling = 1;
+    return SIM_PROGRESS_STALLED;
+  }
+  n->step_active = 0;
+  for (int i = 0; i < n->nconn; i++) {
+    net_conn_t *k = &n->conn[i];
+    if (!k->send)
+      for (int q = 0; q < n->nqps; q++) {
+        size_t off, len;
+        int used;
+        piece_of(n, k, n->step_bytes, q, &off, &len, &used);
+        uint64_t want;
+        memcpy(&want, k->buf + c->seg->slot_bytes + (size_t)q * sizeof(uint64_t), sizeof want);
+        if (used && checksum(k->buf + off, len) != want) {
+          *res_p = sim_error(ncclInternalError, "NET/IB: rank %d received %zu bytes from rank %d on channel %d "
+                             "QP %d that differ from what was sent", c->rank, len, k->peer, k->ch, q);
+          return SIM_PROGRESS_DONE;
+        }
+      }
+    k->msgs++;
+  }
+  return SIM_PROGRESS_DONE;
+}
+
+void sim_net_free(struct ncclComm *c) {
+  struct sim_net *n = c->net;
+  const sim_ibv_t *v = sim_ib_verbs();
+  if (!n || !v) return;
+  for (int i = 0; i < n->nconn; i++) {
+    net_conn_t *k = &n->conn[i];
+    for (int q = 0; q < n->nqps; q++)
+      if (k->qp[q]) v->destroy_qp(k->qp[q]);
+    if (k->mr) v->dereg_mr(k->mr);
+    if (k->sum_mr) v->dereg_mr(k->sum_mr);
+    free(k->sums);
+    free(k->buf);
+  }
+  for (int d = 0; d < 64; d++)
+    if (n->cq[d]) v->destroy_cq(n->cq[d]);
+  free(n->conn);
+  free(n->peers);
+  free(n->got);
+  free(n->sent);
+  free(n);
+  c->net = NULL;
+}
