@@ -128,14 +128,13 @@ static int size_fabric(sim_fabric_t *f, const spec_t *s, char *err, size_t errle
     snprintf(err, errlen, "NCCLSIM_FABRIC: give at most two of spines, oversub and upgbps (the third follows)");
     return -1;
   }
+  /* Two of (spines, oversub, upgbps) fix the third; with oversub alone the spine count is the
+   * smallest at port speed and the uplinks slow down so the ratio is exactly the one asked. */
   double oversub = s->oversub > 0 ? s->oversub : 1.0;
-  if (s->spines > 0 && s->oversub > 0) {
-    f->nspines = (int)s->spines;
-    f->up_gbps = down / (oversub * f->nspines);
-  } else {
-    f->up_gbps = s->upgbps > 0 ? s->upgbps : f->port_gbps;
-    f->nspines = s->spines > 0 ? (int)s->spines : (int)ceil(down / (oversub * f->up_gbps) - 1e-9);
-  }
+  double up = s->upgbps > 0 ? s->upgbps : f->port_gbps;
+  f->nspines = s->spines > 0 ? (int)s->spines : (int)ceil(down / (oversub * up) - 1e-9);
+  if (f->nspines < 1) f->nspines = 1;
+  f->up_gbps = s->oversub > 0 && !(s->upgbps > 0) ? down / (oversub * f->nspines) : up;
   if (f->nspines < 1 || f->nspines > SIM_FABRIC_MAX_SPINES) {
     snprintf(err, errlen, "NCCLSIM_FABRIC: the fabric needs %d spines (1-%d allowed): raise oversub or upgbps",
              f->nspines, SIM_FABRIC_MAX_SPINES);
@@ -169,7 +168,7 @@ bad:
 sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, int nnodes, char *err,
                                 size_t errlen) {
   sim_topo_t topo;
-  spec_t s = {0};
+  spec_t s = {.bond = -1};
   char *text = NULL;
   if (errlen) err[0] = '\0';
   if (sim_topo_parse(topo_spec, 0, &topo, err, errlen)) return NULL;

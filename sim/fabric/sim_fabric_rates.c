@@ -28,8 +28,11 @@ typedef struct {
 } net_t;
 
 /* Max-min fair rates of the flows with cls == c (or every routed flow when c < 0) over capacities
- * cap[] (per local link); rates of other flows are left alone. */
-static void maxmin(const net_t *t, int c, const double *cap, double *rate, double *rem, int *cnt, char *frozen) {
+ * cap[] (per local link); rates of other flows are left alone. With froze != NULL, froze[i] is the
+ * link that stopped flow i, preferring among links that filled at once one not in soft[] (the
+ * links where the class's share was already cut to its demand). */
+static void maxmin(const net_t *t, int c, const double *cap, const char *soft, int *froze, double *rate, double *rem,
+                   int *cnt, char *frozen) {
   memcpy(rem, cap, (size_t)t->nl * sizeof *rem);
   memset(cnt, 0, (size_t)t->nl * sizeof *cnt);
   int left = 0;
@@ -52,15 +55,16 @@ static void maxmin(const net_t *t, int c, const double *cap, double *rate, doubl
     }
     for (int i = 0; i < t->n; i++) { /* freeze the flows crossing a link that is now full */
       if (frozen[i]) continue;
+      int by = -1;
       for (int k = 0; k < t->nlid[i]; k++) {
         int l = t->lid[i][k];
-        if (rem[l] <= EPS * (cap[l] + 1)) {
-          frozen[i] = 1;
-          left--;
-          for (int j = 0; j < t->nlid[i]; j++) cnt[t->lid[i][j]]--;
-          break;
-        }
+        if (rem[l] <= EPS * (cap[l] + 1) && (by < 0 || (soft && soft[by] && !soft[l]))) by = l;
       }
+      if (by < 0) continue;
+      frozen[i] = 1;
+      left--;
+      for (int j = 0; j < t->nlid[i]; j++) cnt[t->lid[i][j]]--;
+      if (froze) froze[i] = by;
     }
   }
 }
@@ -76,7 +80,7 @@ static void strict(const sim_fabric_t *f, const net_t *t, const int *dscp_of, in
     for (int k = 0; k < ncls; k++)
       if (!done[k] && (c < 0 || f->rank[dscp_of[k]] < f->rank[dscp_of[c]])) c = k;
     done[c] = 1;
-    maxmin(t, c, left, rate, rem, cnt, frozen);
+    maxmin(t, c, left, NULL, NULL, rate, rem, cnt, frozen);
     for (int i = 0; i < t->n; i++)
       if (t->nlid[i] > 0 && t->cls[i] == c)
         for (int k = 0; k < t->nlid[i]; k++) left[t->lid[i][k]] = fmax(0, left[t->lid[i][k]] - rate[i]);
@@ -85,7 +89,8 @@ static void strict(const sim_fabric_t *f, const net_t *t, const int *dscp_of, in
   free(left);
 }
 
-/* Splits cap among the classes with present[] set, by weight, none above its demand. */
+/* Splits cap among the classes with present[] set by weight, a class getting no more than its
+ * demand while another wants more (what no class wants is shared out by weight again). */
 static void split(double cap, int ncls, const char *present, const double *w, const double *demand, double *share) {
   for (int c = 0; c < ncls; c++) share[c] = present[c] ? -1 : 0; /* -1: not settled yet */
   for (;;) {
@@ -94,7 +99,13 @@ static void split(double cap, int ncls, const char *present, const double *w, co
       if (share[c] >= 0 && present[c]) rest -= share[c];
       if (share[c] < 0) wsum += w[c];
     }
-    if (wsum <= 0) return;
+    if (wsum <= 0) { /* every class is capped by its demand: the rest stays theirs to use */
+      double all = 0;
+      for (int c = 0; c < ncls; c++) all += present[c] ? w[c] : 0;
+      for (int c = 0; c < ncls; c++)
+        if (present[c] && all > 0) share[c] += rest * w[c] / all;
+      return;
+    }
     int capped = 0;
     for (int c = 0; c < ncls; c++)
       if (share[c] < 0 && demand[c] < rest * w[c] / wsum) share[c] = demand[c], capped = 1;
@@ -111,8 +122,9 @@ static void weighted(const sim_fabric_t *f, const net_t *t, const int *dscp_of, 
   double *vcap = malloc(m * sizeof *vcap), *demand = malloc(m * sizeof *demand), *use = malloc(m * sizeof *use);
   double *w = malloc((size_t)ncls * sizeof *w), *prev = malloc((size_t)t->n * sizeof *prev);
   double *capc = malloc((size_t)t->nl * sizeof *capc);
-  char *present = calloc(m, 1);
-  if (!vcap || !demand || !use || !w || !prev || !capc || !present) goto out;
+  char *present = calloc(m, 1), *soft = malloc((size_t)t->nl), *full = malloc(m);
+  int *froze = malloc((size_t)t->n * sizeof *froze);
+  if (!vcap || !demand || !use || !w || !prev || !capc || !present || !soft || !full || !froze) goto out;
   for (int c = 0; c < ncls; c++) w[c] = f->weight[dscp_of[c]];
   for (size_t k = 0; k < m; k++) demand[k] = INFINITY;
   for (int i = 0; i < t->n; i++)
@@ -122,14 +134,22 @@ static void weighted(const sim_fabric_t *f, const net_t *t, const int *dscp_of, 
       split(t->cap[l], ncls, present + (size_t)l * ncls, w, demand + (size_t)l * ncls, vcap + (size_t)l * ncls);
     memcpy(prev, rate, (size_t)t->n * sizeof *prev);
     for (int c = 0; c < ncls; c++) {
-      for (int l = 0; l < t->nl; l++) capc[l] = vcap[(size_t)l * ncls + c];
-      maxmin(t, c, capc, rate, rem, cnt, frozen);
+      for (int l = 0; l < t->nl; l++) {
+        capc[l] = vcap[(size_t)l * ncls + c];
+        soft[l] = demand[(size_t)l * ncls + c] < INFINITY;
+      }
+      maxmin(t, c, capc, soft, froze, rate, rem, cnt, frozen);
     }
     memset(use, 0, m * sizeof *use);
-    for (int i = 0; i < t->n; i++)
+    memset(full, 0, m);
+    for (int i = 0; i < t->n; i++) {
+      if (t->nlid[i] <= 0) continue;
       for (int k = 0; k < t->nlid[i]; k++) use[(size_t)t->lid[i][k] * ncls + t->cls[i]] += rate[i];
-    for (size_t k = 0; k < m; k++) /* a class that left part of its share unused demands only its use */
-      demand[k] = present[k] && use[k] < vcap[k] * (1 - 1e-6) ? use[k] : INFINITY;
+      full[(size_t)froze[i] * ncls + t->cls[i]] = 1;
+    }
+    /* A class none of whose flows is held back by this link demands only what it uses here; the
+     * others would take more. */
+    for (size_t k = 0; k < m; k++) demand[k] = present[k] && !full[k] ? use[k] : INFINITY;
     double moved = 0;
     for (int i = 0; i < t->n; i++) moved = fmax(moved, fabs(rate[i] - prev[i]));
     if (round > 0 && moved < 1e-9) break;
@@ -142,6 +162,9 @@ out:
   free(prev);
   free(capc);
   free(present);
+  free(soft);
+  free(full);
+  free(froze);
 }
 
 void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int n, double wall_s, double virt_us,
@@ -181,7 +204,7 @@ void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int
   }
   if (f->sched == SIM_FABRIC_SCHED_WRR && ncls > 1) weighted(f, &t, dscp_of, ncls, gbps, rem, cnt, frozen);
   else if (ncls > 1) strict(f, &t, dscp_of, ncls, gbps, rem, cnt, frozen);
-  else maxmin(&t, -1, t.cap, gbps, rem, cnt, frozen);
+  else maxmin(&t, -1, t.cap, NULL, NULL, gbps, rem, cnt, frozen);
 out:
   free(local);
   free(t.lid);

@@ -67,7 +67,7 @@ static sim_fabric_shm_t *map_existing(const char *path, size_t len, char *err, s
   }
   struct stat st;
   int waited = 0;
-  while (fstat(fd, &st) == 0 && (size_t)st.st_size < len && waited < ATTACH_WAIT_MS) {
+  while (fstat(fd, &st) == 0 && st.st_size == 0 && waited < ATTACH_WAIT_MS) { /* the creator's ftruncate */
     sleep_ms(1);
     waited++;
   }
