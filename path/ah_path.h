@@ -170,11 +170,15 @@ typedef struct ah_path_qp {
   uint8_t sgid[16];                  /* local GID, when has_sgid */
   int has_sgid;
   uint32_t lqpn, rqpn;
+  /* The receiving end of a NCCL connection (created with receive WRs: NCCL's sender QPs have
+   * none). Its data arrives on the peer's QP; it sends only clear-to-send writes and ACKs. Plan
+   * mode plans the senders: receivers take spread ports and do not use up the pair's planned ones. */
+  int receiver;
 } ah_path_qp_t;
 
 /* The source port for this QP, or 0 to leave NCCL's. Thread-safe.
- * Note that the k-th QP of a (device, port, remote GID) pair gets the k-th port of that pair's
- * sequence, so ports are deterministic across runs as long as NCCL connects in the same order. */
+ * Note that the k-th QP of a (device, port, remote GID, sender or receiver) pair gets the k-th port
+ * of that pair's sequence, so ports are deterministic across runs as long as NCCL connects in the same order. */
 uint16_t ah_path_policy_sport(ah_path_policy_t *policy, const ah_path_qp_t *qp);
 
 /* Path catalog (file:PATH): per (source, destination) pair, ports known to take distinct paths.

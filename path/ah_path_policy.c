@@ -203,6 +203,7 @@ typedef struct {
   char dev[AH_PATH_NAME_MAX];
   int port;
   uint8_t dgid[16];
+  int receiver; /* the two ends of a connection count their QPs apart */
 } pair_key_t;
 
 typedef struct {
@@ -357,6 +358,7 @@ uint16_t ah_path_policy_sport(ah_path_policy_t *p, const ah_path_qp_t *qp) {
   snprintf(key.dev, sizeof key.dev, "%s", qp->dev ? qp->dev : "");
   key.port = qp->port;
   memcpy(key.dgid, qp->dgid, 16);
+  key.receiver = qp->receiver;
   unsigned k = 0;
   pthread_mutex_lock(&p->lock);
   pair_t *e = NULL;
@@ -374,7 +376,7 @@ uint16_t ah_path_policy_sport(ah_path_policy_t *p, const ah_path_qp_t *qp) {
 
   uint16_t port = 0;
   if (p->mode == AH_PATH_SPORT_FILE) port = ah_path_catalog_port(p->catalog, qp->dev, qp->has_sgid ? qp->sgid : NULL, qp->dgid, k);
-  else if (p->mode == AH_PATH_SPORT_PLAN) port = plan_port(p, qp, k);
+  else if (p->mode == AH_PATH_SPORT_PLAN && !qp->receiver) port = plan_port(p, qp, k);
   if (port == 0 && p->mode != AH_PATH_SPORT_FILE) {
     /* spread, and plan's fallback for a QP the plan does not know */
     uint32_t h = ~0u;

@@ -174,6 +174,7 @@ typedef struct {
   int port;
   uint32_t rqpn;
   uint16_t sport;
+  int receiver;      /* created with receive WRs: the receiving end of a NCCL connection */
   UT_hash_handle hh;
 } qp_state_t;
 
@@ -212,6 +213,8 @@ static _Atomic(modify_qp_fn) next_modify_qp;
 static _Atomic(query_gid_fn) real_query_gid;
 
 static struct ibv_qp *verbs_create(create_qp_fn real, struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
+  /* what the caller asked for: a provider writes its own (rounded) capacities back into init */
+  int receiver = init && init->cap.max_recv_wr > 0 && !init->srq;
   struct ibv_qp *qp = real(pd, init);
   if (qp && ah_path_policy_active(policy_get())) {
     int saved = errno;
@@ -222,6 +225,7 @@ static struct ibv_qp *verbs_create(create_qp_fn real, struct ibv_pd *pd, struct 
       HASH_DEL(qps, s);
       free(s);
     }
+    if (receiver && (s = qp_state(qp)) != NULL) s->receiver = 1;
     pthread_mutex_unlock(&qps_lock);
     errno = saved;
   }
@@ -261,10 +265,11 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
     pthread_mutex_lock(&qps_lock);
     qp_state_t *s = qp_state(qp);
     if (s && s->sport && s->rqpn == attr->dest_qp_num) sport = s->sport; /* NCCL retried the modify */
-    if (s) port = s->port;
+    int receiver = 0;
+    if (s) port = s->port, receiver = s->receiver;
     pthread_mutex_unlock(&qps_lock);
     ah_path_qp_t q = {.dev = qp->context && qp->context->device ? qp->context->device->name : "",
-                      .port = port, .lqpn = qp->qp_num, .rqpn = attr->dest_qp_num};
+                      .port = port, .lqpn = qp->qp_num, .rqpn = attr->dest_qp_num, .receiver = receiver};
     memcpy(q.dgid, attr->ah_attr.grh.dgid.raw, 16);
     local_gid(qp, port, attr->ah_attr.grh.sgid_index, q.sgid, &q.has_sgid);
     if (!sport) {

@@ -64,6 +64,7 @@ double sim_net_bw_factor(const struct ncclComm *c, double virt_us) {
   /* No collision: a flow gets its NIC's share, the NIC (all its ports) divided among the flows
    * leaving or entering it, whichever are more. */
   double nic = sim_fabric_port_gbps(f) * sim_fabric_ports(f), worst = 1.0;
+  int slowest = -1;
   for (int i = 0; i < n; i++) {
     int out = 0, in = 0;
     for (int j = 0; j < n; j++) {
@@ -71,7 +72,19 @@ double sim_net_bw_factor(const struct ncclComm *c, double virt_us) {
       in += flows[j].dst.node == flows[i].dst.node && flows[j].dst.nic == flows[i].dst.nic;
     }
     double ideal = nic / (out > in ? out : in);
-    if (rate[i] / ideal < worst) worst = rate[i] / ideal;
+    if (rate[i] / ideal < worst) worst = rate[i] / ideal, slowest = i;
+  }
+  if (slowest >= 0 && c->rank == 0) {
+    static _Atomic int logged; /* once per process: the flow the ring waits for */
+    if (!atomic_exchange(&logged, 1)) {
+      int links[8], nl = sim_fabric_route_at(f, &flows[slowest], sim_fabric_wall_s(f), virt_us, links, 8);
+      char route[512] = "", name[96];
+      for (int l = 0; l < nl; l++)
+        snprintf(route + strlen(route), sizeof route - strlen(route), "%s%s", l ? " " : "",
+                 sim_fabric_link_name(f, links[l], name, sizeof name));
+      sim_log_info("NET/IB: %d flows on the fabric; the slowest gets %.0f%% of its NIC share (source "
+                   "port %u: %s)", n, 100 * worst, flows[slowest].sport, route);
+    }
   }
   free(flows);
   free(rate);

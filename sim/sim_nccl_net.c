@@ -151,7 +151,7 @@ static int create_side(struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
     ia.send_cq = ia.recv_cq = cq;
     ia.qp_type = IBV_QPT_RC;
     ia.cap.max_send_wr = 512;
-    ia.cap.max_recv_wr = k->send ? 1 : NET_PREPOST * 2;
+    ia.cap.max_recv_wr = k->send ? 0 : NET_PREPOST * 2; /* as net_ib: sender QPs take no receives */
     ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
     k->qp[q] = v->create_qp(k->dev->pd, &ia);
     if (!k->qp[q]) return -1;
