@@ -49,7 +49,7 @@ int vb_net_init(char *err, size_t errlen) {
 #else
     sim_topo_t t;
     char e[256] = "";
-    if (sim_topo_parse(topo, 8, &t, e, sizeof e) != 0) {
+    if (sim_topo_parse(topo, 0, &t, e, sizeof e) != 0) {
       snprintf(net_err, sizeof net_err, "NCCLSIM_TOPO: %s", e);
     } else {
       nics = t.nic_count > 0 ? t.nic_count : 1;
