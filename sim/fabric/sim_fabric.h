@@ -93,4 +93,56 @@ int sim_fabric_path_up(const sim_fabric_t *f, const sim_fabric_flow_t *flow, dou
 void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int n, double wall_s,
                       double virt_us, double *gbps);
 
+/* ---- additions: link details, routes at a time, the epoch, the planner's topology file --------- */
+
+enum {
+  SIM_FABRIC_LINK_NIC_UP = 0,  /* NIC port -> its leaf */
+  SIM_FABRIC_LINK_NIC_DOWN,    /* leaf -> NIC port */
+  SIM_FABRIC_LINK_LEAF_UP,     /* leaf -> spine */
+  SIM_FABRIC_LINK_SPINE_DOWN,  /* spine -> leaf */
+};
+
+typedef struct {
+  int kind;           /* SIM_FABRIC_LINK_* */
+  int leaf;           /* the leaf at one end (every link has one) */
+  int spine;          /* -1 on NIC links */
+  sim_fabric_ep_t ep; /* NIC links: the NIC port; {-1, -1, -1} otherwise */
+  double gbps;        /* nominal capacity, line rate in Gb/s (achieved GB/s = Gb/s x 0.12) */
+  double latency_us;  /* one-way latency of the hop: cable plus the switch it enters */
+} sim_fabric_link_t;
+
+/* Fills *info_p for a link; returns 0, or -1 when `link` is out of range. */
+int sim_fabric_link_info(const sim_fabric_t *f, int link, sim_fabric_link_t *info_p);
+/* The link sim_fabric_link_name calls `name` ("leaf3->spine1"); -1 when there is none. */
+int sim_fabric_link_find(const sim_fabric_t *f, const char *name);
+int sim_fabric_nodes(const sim_fabric_t *f);
+int sim_fabric_leaves(const sim_fabric_t *f); /* 2 per leaf pair: 2p left, 2p+1 right */
+int sim_fabric_spines(const sim_fabric_t *f);
+
+/* The route a flow takes at (wall seconds, virtual microseconds). With NCCLSIM_FABRIC's reroute=0
+ * (the default) it is sim_fabric_route's: switches never re-converge and a flow hashed onto a down
+ * link is black-holed. With reroute=1 every hash decision skips links down at that time (a bond
+ * leaves a dead port, a leaf's ECMP a dead uplink, a spine a leaf it cannot reach), as switches do
+ * once routing has converged. Returns the count or -1 (no live route, bad endpoints, max too small).
+ * sim_fabric_path_up and sim_fabric_rates use this route. */
+int sim_fabric_route_at(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s, double virt_us,
+                        int *links, int max);
+
+/* Removes the shared state object named as in sim_fabric_attach (the job's last process, or a test,
+ * calls it; mappings stay valid). Returns shm_unlink's result. */
+int sim_fabric_unlink(const char *shm_name);
+
+/* Seconds since the job's epoch, now. The epoch is CLOCK_MONOTONIC at the creation of the shared
+ * state (sim_fabric_attach: the first process to attach records it, so every process of a job
+ * agrees), or at sim_fabric_create for a fabric that never attached. */
+double sim_fabric_wall_s(const sim_fabric_t *f);
+
+/* Writes the autoha planner's topology file (docs/qp.md, "Topology file") that describes this
+ * fabric: spines, pairs, seeds, a `host` line per node (named hostnames[i], or "node<i>" when
+ * hostnames is NULL), a `nic` line per NIC (device "mlx5_<n>", the IPv4 of its sim_fabric_gid)
+ * and a `fail` line per link failed in NCCLSIM_FABRIC. Returns the text's length as snprintf does
+ * (the output is truncated when that is >= len), or -1 when the fabric cannot be described that
+ * way (single-port or unbonded NICs: the planner's model bonds two ports per NIC). */
+int sim_fabric_topo_text(const sim_fabric_t *f, const char *const *hostnames, char *buf, size_t len);
+
 #endif

@@ -38,7 +38,10 @@ typedef struct {
   /* ... the implementation may add fields; callers fill a topo only through sim_topo_* */
   int cpu_amd;             /* AMD host CPUs: NCCL's multi-node LL cap and net overhead differ */
   double net_lat_us;       /* NIC latency NCCL adds to every network hop (graph->latencyInter) */
-  double reserved[16];
+  double nic_line_gbps;    /* per NIC port, line rate in Gb/s (nic_gbps is this x 0.12 x ports) */
+  int nic_ports;           /* ports per NIC: 1, or 2 for a dual-port NIC ("nic=8x400x2", "ports=2") */
+  int ib;                  /* link layer InfiniBand ("ib=1") instead of RoCE Ethernet */
+  double reserved[14];
 } sim_topo_t;
 
 enum { SIM_GPU_H100 = 0, SIM_GPU_A100 = 1 };

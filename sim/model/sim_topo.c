@@ -11,16 +11,27 @@
 
 #include "sim_model.h"
 
+/* Achieved GB/s of one NIC from its line rate in Gb/s (400 -> 48, as nccl-tests measure). */
+static double nic_gbytes(double gbits) { return gbits * 0.12; }
+
+/* A NIC's achieved GB/s follows its line rate and its port count (a bonded dual-port NIC moves
+ * twice a port's bytes). */
+static void nic_set(sim_topo_t *t, double gbits, int ports) {
+  t->nic_line_gbps = gbits;
+  t->nic_ports = ports;
+  t->nic_gbps = nic_gbytes(gbits) * ports;
+}
+
 static void preset(sim_topo_t *t, int gpu) {
   t->gpu = gpu;
   if (gpu == SIM_GPU_A100) {
     t->nvl_gbps = 235.0;
     t->nic_count = 8;
-    t->nic_gbps = 24.0; /* 200 Gb/s HDR: ~24 GB/s achieved per NIC */
+    nic_set(t, 200.0, t->nic_ports); /* 200 Gb/s HDR: ~24 GB/s achieved per NIC port */
   } else {
     t->nvl_gbps = 370.0;
     t->nic_count = 8;
-    t->nic_gbps = 48.0; /* 400 Gb/s NDR: 46-48 GB/s achieved per NIC */
+    nic_set(t, 400.0, t->nic_ports); /* 400 Gb/s NDR: 46-48 GB/s achieved per NIC port */
   }
 }
 
@@ -41,9 +52,6 @@ static int parse_double(const char *v, double lo, double hi, double *out_p) {
   *out_p = x;
   return 0;
 }
-
-/* Achieved GB/s of one NIC from its line rate in Gb/s (400 -> 48, as nccl-tests measure). */
-static double nic_gbytes(double gbits) { return gbits * 0.12; }
 
 /* Applies one "key=value" (or bare preset name) token. Returns 0 or -1 with err filled. */
 static int apply(sim_topo_t *t, const char *tok, int *nodes_p, int *gpus_p, int *nvls_set_p,
@@ -69,19 +77,29 @@ static int apply(sim_topo_t *t, const char *tok, int *nodes_p, int *gpus_p, int 
     if (strcasecmp(v, "h100") == 0) preset(t, SIM_GPU_H100);
     else if (strcasecmp(v, "a100") == 0) preset(t, SIM_GPU_A100);
     else goto bad;
-  } else if (strcasecmp(key, "nic") == 0) { /* COUNTxGBITS, e.g. 8x400 */
-    int count;
+  } else if (strcasecmp(key, "nic") == 0) { /* COUNTxGBITS[xPORTS], e.g. 8x400 or 8x200x2 */
+    int count, ports = t->nic_ports;
     double gbits;
-    char *x = strpbrk(v, "xX");
+    char num[16], rate[24];
+    const char *x = strpbrk(v, "xX");
     if (!x) goto bad;
-    char num[16];
-    size_t nl = (size_t)(x - v);
-    if (nl == 0 || nl >= sizeof num) goto bad;
+    const char *x2 = strpbrk(x + 1, "xX");
+    size_t nl = (size_t)(x - v), rl = x2 ? (size_t)(x2 - x - 1) : strlen(x + 1);
+    if (nl == 0 || nl >= sizeof num || rl == 0 || rl >= sizeof rate) goto bad;
     memcpy(num, v, nl);
     num[nl] = 0;
-    if (parse_int(num, 1, 64, &count) || parse_double(x + 1, 1, 100000, &gbits)) goto bad;
+    memcpy(rate, x + 1, rl);
+    rate[rl] = 0;
+    if (parse_int(num, 1, 64, &count) || parse_double(rate, 1, 100000, &gbits)) goto bad;
+    if (x2 && parse_int(x2 + 1, 1, 2, &ports)) goto bad;
     t->nic_count = count;
-    t->nic_gbps = nic_gbytes(gbits);
+    nic_set(t, gbits, ports);
+  } else if (strcasecmp(key, "ports") == 0) {
+    int ports;
+    if (parse_int(v, 1, 2, &ports)) goto bad;
+    nic_set(t, t->nic_line_gbps, ports);
+  } else if (strcasecmp(key, "ib") == 0) {
+    if (parse_int(v, 0, 1, &t->ib)) goto bad;
   } else if (strcasecmp(key, "nvlink") == 0) { /* achieved per-GPU NVLink GB/s */
     if (parse_double(v, 1, 100000, &t->nvl_gbps)) goto bad;
   } else if (strcasecmp(key, "nvls") == 0) {
@@ -101,7 +119,7 @@ static int apply(sim_topo_t *t, const char *tok, int *nodes_p, int *gpus_p, int 
   return 0;
 bad:
   snprintf(err, errlen, "invalid topology item '%s' (expected nodes=N, gpus=N, gpu=h100|a100, "
-           "nic=COUNTxGBITS, nvlink=GBPS, nvls=0|1, collnet=0|1, cpu=intel|amd, netlat=US, or a "
+           "nic=COUNTxGBITS[xPORTS], ports=1|2, ib=0|1, nvlink=GBPS, nvls=0|1, collnet=0|1, cpu=intel|amd, netlat=US, or a "
            "preset h100|a100)", tok);
   return -1;
 }
@@ -118,6 +136,7 @@ void sim_topo_set_layout(sim_topo_t *t, int nranks, int nnodes, int ranks_per_no
 int sim_topo_parse(const char *spec, int nranks, sim_topo_t *topo_p, char *err, size_t errlen) {
   sim_topo_t t;
   memset(&t, 0, sizeof t);
+  t.nic_ports = 1;
   preset(&t, SIM_GPU_H100);
   t.version = 22809;
   t.max_channels = SIM_MAX_CHANNELS;

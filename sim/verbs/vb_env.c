@@ -48,6 +48,11 @@ static void settings_read(void) {
     snprintf(settings.prefix, sizeof settings.prefix, "%s", p);
   else
     snprintf(settings.prefix, sizeof settings.prefix, "ncclsim-%u-", (unsigned)getuid());
+  const char *f = getenv("NCCLSIM_FABRIC_SHM");
+  if (f && *f && !strchr(f, '/') && strlen(f) < sizeof settings.fabric_shm)
+    snprintf(settings.fabric_shm, sizeof settings.fabric_shm, "%s", f);
+  else
+    snprintf(settings.fabric_shm, sizeof settings.fabric_shm, "%sfabric", settings.prefix);
 }
 
 const vb_settings_t *vb_settings(void) {

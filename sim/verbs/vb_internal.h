@@ -25,6 +25,7 @@ typedef struct {
   double timeout_scale;    /* NCCLSIM_VERBS_TIMEOUT_SCALE */
   size_t ring_bytes;       /* NCCLSIM_VERBS_RING_KB */
   char prefix[80];         /* shm names: NCCLSIM_SHM_PREFIX, else "ncclsim-<uid>-" */
+  char fabric_shm[128];    /* the fabric's shared link state: NCCLSIM_FABRIC_SHM, else <prefix>fabric */
 } vb_settings_t;
 const vb_settings_t *vb_settings(void);
 void vb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -421,6 +421,16 @@ START_TEST(topology_parsing) {
   ck_assert_int_eq(sim_topo_parse("nodes=2,gpus=8,bogus=1", 0, &t, err, sizeof err), -1);
   ck_assert_msg(strstr(err, "'bogus=1'") != NULL, "%s", err);
   ck_assert_int_eq(sim_topo_parse("nodes=3,gpus=8", 16, &t, err, sizeof err), -1);
+  /* dual-port NICs move twice a port's bytes; the link layer is kept for sim/fabric */
+  ck_assert_int_eq(sim_topo_parse("nic=8x200x2,ib=1", 8, &t, err, sizeof err), 0);
+  ck_assert_int_eq(t.nic_ports, 2);
+  ck_assert_int_eq(t.ib, 1);
+  ck_assert_double_eq_tol(t.nic_line_gbps, 200.0, 1e-9);
+  ck_assert_double_eq_tol(t.nic_gbps, 48.0, 1e-9);
+  ck_assert_int_eq(sim_topo_parse("gpu=a100,ports=2", 8, &t, err, sizeof err), 0);
+  ck_assert_double_eq_tol(t.nic_gbps, 48.0, 1e-9);
+  ck_assert_int_eq(sim_topo_parse("nic=8x400x3", 8, &t, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "'nic=8x400x3'") != NULL, "%s", err);
   char path[] = "/tmp/ncclsim-topo-XXXXXX";
   int fd = mkstemp(path);
   ck_assert_int_ge(fd, 0);

@@ -9,6 +9,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export LD_LIBRARY_PATH="$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCLSIM_SHM_PREFIX="ibbw$$-"
+export NCCLSIM_TOPO="${NCCLSIM_TOPO:-nodes=2,gpus=8,gpu=h100,nic=8x400}"
 NCCLSIM_NODE=1 "$bin" --server --rendezvous "$dir/rdv" --expect-lib "$simlib" > "$dir/server.log" 2>&1 &
 server=$!
 NCCLSIM_NODE=0 "$bin" --client --rendezvous "$dir/rdv" --expect-lib "$simlib" "$@"
@@ -16,6 +17,7 @@ client_rc=$?
 wait $server
 server_rc=$?
 sed 's/^/[server] /' "$dir/server.log"
+rm -f "/dev/shm/${NCCLSIM_SHM_PREFIX}fabric" # the job's fabric state: the launcher's to remove
 left=$(ls /dev/shm 2>/dev/null | grep -c "^ibbw$$-" || true)
 if [ "$left" != 0 ]; then
   echo "run_ibbw: $left shared-memory names left behind"
