@@ -1,7 +1,8 @@
 /* test_verbs_data.c: RC semantics of the provider's data path, two QPs on two NICs of one process:
  * remote key, range and access checks (REM_ACCESS_ERR, and the responder's QP_ACCESS_ERR event),
  * RNR waits and RNR retry exhaustion, unsignalled WRs, flushing in ERR, a vanished peer timing out
- * with RETRY_EXC_ERR, and NCCL's 0-byte WRITE_WITH_IMM into an SGE-less receive. */
+ * with RETRY_EXC_ERR, NCCL's 0-byte WRITE_WITH_IMM into an SGE-less receive, and its loopback
+ * flush READ. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <string.h>
@@ -208,6 +209,29 @@ START_TEST(zero_byte_write_imm_sgeless_recv) {
 }
 END_TEST
 
+/* NCCL's flush QP: connected to itself (its own GID and QP number), a 1-byte signalled READ. */
+START_TEST(loopback_read) {
+  vt_opts_t o = {.qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ};
+  vt_side_t s, unused;
+  vt_pair(&s, &unused, 0, 1, &o);
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
+  ck_assert_int_eq(ibv_modify_qp(s.qp, &a, IBV_QP_STATE), 0);
+  ck_assert_int_eq(vt_connect(s.qp, s.qp, s.ctx, &o), 0);
+  s.buf[5000] = 0x5e;
+  s.buf[0] = 0;
+  ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_READ, 0x1000, 0, 1, (uintptr_t)s.buf + 5000, s.mr->rkey,
+                           IBV_SEND_SIGNALED), 0);
+  struct ibv_wc wc;
+  ck_assert_int_eq(vt_poll(s.cq, &wc, 1, 5), 1);
+  ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+  ck_assert_int_eq(wc.opcode, IBV_WC_RDMA_READ);
+  ck_assert_uint_eq(wc.wr_id, 0x1000);
+  ck_assert_int_eq(s.buf[0], 0x5e);
+  vt_side_free(&s);
+  vt_side_free(&unused);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("verbs_data");
   TCase *tc = tcase_create("data");
@@ -223,6 +247,7 @@ int main(void) {
   tcase_add_test(tc, flush_in_err);
   tcase_add_test(tc, vanished_peer_times_out);
   tcase_add_test(tc, zero_byte_write_imm_sgeless_recv);
+  tcase_add_test(tc, loopback_read);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }
