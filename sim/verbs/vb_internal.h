@@ -65,6 +65,7 @@ typedef struct {
   _Atomic uint32_t owner_state;  /* the owning QP's ibv_qp_state, VB_RING_GONE once destroyed */
   _Atomic uint32_t peer_fatal;   /* set by the peer: "I went to ERR, flush" (the sim's shortcut) */
   _Atomic uint32_t prod_waiting; /* the producer found the ring full */
+  _Atomic uint32_t drops;        /* requests the owner dropped (not ready, out of sequence) */
   char doorbell[96];             /* shm name of the owning engine's doorbell */
   char pad0[64];
   _Atomic uint64_t head;         /* producer position (bytes, monotonic) */
@@ -214,6 +215,7 @@ struct vb_qp {
   int nak_pending;                  /* sent a NAK; dropping until epsn restarts at offset 0 */
   int rx_applied;                   /* the head packet's effects are done, its reply is not */
   uint64_t rd_resp_off;             /* READ being answered: bytes sent */
+  uint64_t rx_off;                  /* bytes of the current inbound message placed */
   int comm_est_sent;
   /* rings */
   vb_ring_t in;                     /* our inbound ring (we consume) */
@@ -229,6 +231,8 @@ struct vb_qp {
   int bell_dirty;                   /* put packets into the peer's ring: ring its bell */
   double last_progress;             /* last time an ACK/response arrived or a packet left */
   int uc_drop;                      /* UC: dropping the current message (no receive posted) */
+  uint32_t peer_drops_seen;         /* the peer's drop count when we last went back */
+  int peer_ready_now;               /* the peer QP is in RTR or RTS */
 };
 
 int vb_qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,

@@ -119,6 +119,7 @@ int vb_qp_connect_rings(vb_qp_t *q) {
                                     : vb_net_sport(q->attr.ah_attr.grh.flow_label, q->qp.qp_num, q->attr.dest_qp_num);
   q->flow_ok = 1;
   if (vb_ring_open(&q->out, ep.node, ep.nic, q->attr.dest_qp_num) != 0) return -1;
+  q->peer_drops_seen = atomic_load(&q->out.h->drops);
   snprintf(q->peer_bell_name, sizeof q->peer_bell_name, "%s", q->out.h->doorbell);
   q->peer_bell = vb_bell_open(q->peer_bell_name);
   if (!q->peer_bell) {
@@ -181,7 +182,7 @@ static void reset(vb_qp_t *q) {
   for (uint32_t i = q->sq_head; i != q->sq_tail; i++) free(q->sq[i % q->cap.max_send_wr].inl);
   q->sq_head = q->sq_tx = q->sq_tail = 0;
   q->rq_head = q->rq_tail = 0;
-  q->tx_off = q->rd_off = q->rd_resp_off = 0;
+  q->tx_off = q->rd_off = q->rd_resp_off = q->rx_off = 0;
   q->next_msn = q->epsn = 0;
   q->rnr_until = q->stall_since = 0;
   q->rnr_count = q->nak_pending = q->rx_applied = q->comm_est_sent = q->err_flushed = 0;

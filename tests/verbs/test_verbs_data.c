@@ -209,6 +209,39 @@ START_TEST(zero_byte_write_imm_sgeless_recv) {
 }
 END_TEST
 
+/* A requester in RTS before its responder reaches RTR (each side moves on its own schedule):
+ * the WRITE waits, then completes once, when the responder is ready... */
+START_TEST(responder_late_to_rtr) {
+  vt_opts_t o = {.timeout = 18, .retry_cnt = 7};
+  vt_side_t s, r;
+  vt_pair_half(&s, &r, 0, 1, &o);
+  memcpy(s.buf, "late but whole", 15);
+  ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_WRITE, 91, 0, 15, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED), 0);
+  usleep(50000);
+  struct ibv_wc wc;
+  ck_assert_int_eq(ibv_poll_cq(s.cq, 1, &wc), 0);
+  ck_assert_int_eq(r.buf[0], 0);
+  ck_assert_int_eq(vt_qp_rtr_rts(r.qp, s.qp, s.ctx, &o), 0);
+  expect_status(&s, 91, IBV_WC_SUCCESS);
+  ck_assert_str_eq((char *)r.buf, "late but whole");
+  vt_side_free(&s);
+  vt_side_free(&r);
+}
+END_TEST
+
+/* ...and fails with RETRY_EXC_ERR when the responder never gets there (16.8 ms x 3 tries). */
+START_TEST(responder_never_ready) {
+  vt_opts_t o = {.timeout = 12, .retry_cnt = 2};
+  vt_side_t s, r;
+  vt_pair_half(&s, &r, 0, 1, &o);
+  ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_WRITE, 92, 0, 15, (uintptr_t)r.buf, r.mr->rkey, 0), 0);
+  expect_status(&s, 92, IBV_WC_RETRY_EXC_ERR);
+  ck_assert_int_eq(r.buf[0], 0);
+  vt_side_free(&s);
+  vt_side_free(&r);
+}
+END_TEST
+
 /* NCCL's flush QP: connected to itself (its own GID and QP number), a 1-byte signalled READ. */
 START_TEST(loopback_read) {
   vt_opts_t o = {.qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ};
@@ -248,6 +281,8 @@ int main(void) {
   tcase_add_test(tc, vanished_peer_times_out);
   tcase_add_test(tc, zero_byte_write_imm_sgeless_recv);
   tcase_add_test(tc, loopback_read);
+  tcase_add_test(tc, responder_late_to_rtr);
+  tcase_add_test(tc, responder_never_ready);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

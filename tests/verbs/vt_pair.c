@@ -36,15 +36,18 @@ static void side(vt_side_t *x, int nic, const vt_opts_t *o) {
   ck_assert_ptr_nonnull(x->qp);
 }
 
-int vt_connect(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o) {
-  int rc_qp = qp->qp_type == IBV_QPT_RC;
+int vt_qp_init(struct ibv_qp *qp, const vt_opts_t *o) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
                           .qp_access_flags = o->qp_access ? o->qp_access
                                                           : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
-  int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-  if (rc) return rc;
+  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+int vt_qp_rtr_rts(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o) {
+  int rc_qp = qp->qp_type == IBV_QPT_RC, rc;
   union ibv_gid gid;
   ck_assert_int_eq(ibv_query_gid(peer_ctx, 1, 0, &gid), 0);
+  struct ibv_qp_attr a;
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_4096;
@@ -67,11 +70,21 @@ int vt_connect(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_
   return ibv_modify_qp(qp, &a, rc_qp ? m | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC : m);
 }
 
+int vt_connect(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o) {
+  int rc = vt_qp_init(qp, o);
+  return rc ? rc : vt_qp_rtr_rts(qp, peer, peer_ctx, o);
+}
+
 void vt_pair(vt_side_t *s, vt_side_t *r, int a, int b, const vt_opts_t *o) {
+  vt_pair_half(s, r, a, b, o);
+  ck_assert_int_eq(vt_qp_rtr_rts(r->qp, s->qp, s->ctx, o), 0);
+}
+
+void vt_pair_half(vt_side_t *s, vt_side_t *r, int a, int b, const vt_opts_t *o) {
   side(s, a, o);
   side(r, b, o);
   ck_assert_int_eq(vt_connect(s->qp, r->qp, r->ctx, o), 0);
-  ck_assert_int_eq(vt_connect(r->qp, s->qp, s->ctx, o), 0);
+  ck_assert_int_eq(vt_qp_init(r->qp, o), 0);
 }
 
 void vt_side_free(vt_side_t *x) {

@@ -28,6 +28,10 @@ typedef struct {
 struct ibv_context *vt_open(int nic);
 /* Creates both sides (nics a and b) and takes both QPs to RTS; asserts on failure. */
 void vt_pair(vt_side_t *s, vt_side_t *r, int a, int b, const vt_opts_t *o);
+/* The same, but r stops in INIT (vt_qp_rtr_rts finishes it). */
+void vt_pair_half(vt_side_t *s, vt_side_t *r, int a, int b, const vt_opts_t *o);
+int vt_qp_init(struct ibv_qp *qp, const vt_opts_t *o);
+int vt_qp_rtr_rts(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o);
 void vt_side_free(vt_side_t *x);
 /* Modifies a QP through the three connection steps toward `peer` (returns the first failure). */
 int vt_connect(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o);
