@@ -3,8 +3,8 @@
  * Every verbs object embeds rdma-core's struct first (built against the real verbs.h, so the
  * layouts are rdma-core's) and adds the provider's state after it. File order, one direction only:
  * vb_env (settings) -> vb_net (the fabric's view) -> vb_ring (shared rings, doorbells) -> vb_device,
- * vb_mr, vb_cq, vb_async -> vb_qp_attr (pure mask rules) -> vb_qp (verbs calls on QPs) ->
- * vb_resp (responder) -> vb_engine (the NIC thread, requester side). */
+ * vb_mr, vb_cq (with async events) -> vb_qp_attr (pure mask rules) -> vb_qp, vb_post (verbs on
+ * QPs) -> vb_resp (responder) -> vb_engine (the NIC thread, requester side). */
 #ifndef VB_INTERNAL_H
 #define VB_INTERNAL_H
 
