@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "ah_check.h"
-#include "../../sim/fabric/sim_fabric.h"
+#include "sim_fabric.h"
 #include "ncclsim_verbs.h"
 #include "vt_pair.h"
 
@@ -238,5 +238,7 @@ int main(void) {
   tcase_add_test(tc, comp_channel);
   tcase_add_test(tc, flow_and_udp_sport);
   suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  int rc = ah_check_run(s);
+  sim_fabric_unlink(getenv("NCCLSIM_FABRIC_SHM")); /* the job's link state: the launcher's to remove */
+  return rc;
 }
