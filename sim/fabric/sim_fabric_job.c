@@ -1,24 +1,30 @@
 /* sim_fabric_job.c: the fabric every process of a job builds alike — from NCCLSIM_TOPO,
- * NCCLSIM_FABRIC and the job's node count — with the job's shared link state (when the job has a
- * shared-memory prefix of its own, NCCLSIM_SHM_PREFIX, as every ncclsim-run job has) and the
- * fault schedule of NCCLSIM_FABRIC_FAULTS. */
+ * NCCLSIM_FABRIC and the job's node count — with the job's shared link state and the fault
+ * schedule of NCCLSIM_FABRIC_FAULTS. The state is named per job by ncclsim-run's
+ * NCCLSIM_SHM_PREFIX (removed at the job's end); outside ncclsim-run it is one per user, so a
+ * fault one job left in it, and its epoch, outlive the job (docs/sim-fabric.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim_fabric.h"
 
 sim_fabric_t *sim_fabric_job(int nnodes, char *err, size_t errlen) {
   sim_fabric_t *f = sim_fabric_create(getenv("NCCLSIM_TOPO"), getenv("NCCLSIM_FABRIC"), nnodes, err, errlen);
   if (!f) return NULL;
-  const char *prefix = getenv("NCCLSIM_SHM_PREFIX");
-  if (prefix && *prefix && !strchr(prefix, '/') && strlen(prefix) <= 64) {
-    char name[128];
-    snprintf(name, sizeof name, "/%sfabric", prefix);
-    if (sim_fabric_attach(f, name, err, errlen) != 0) {
-      sim_fabric_free(f);
-      return NULL;
-    }
+  /* NCCLSIM_FABRIC_SHM, else <prefix>fabric: the name the verbs provider and libncclsim agree on */
+  char name[160];
+  const char *named = getenv("NCCLSIM_FABRIC_SHM"), *prefix = getenv("NCCLSIM_SHM_PREFIX");
+  if (named && *named && !strchr(named, '/'))
+    snprintf(name, sizeof name, "%s", named);
+  else if (prefix && *prefix && !strchr(prefix, '/') && strlen(prefix) < 64)
+    snprintf(name, sizeof name, "%sfabric", prefix);
+  else
+    snprintf(name, sizeof name, "ncclsim-%u-fabric", (unsigned)getuid());
+  if (sim_fabric_attach(f, name, err, errlen) != 0) {
+    sim_fabric_free(f);
+    return NULL;
   }
   const char *faults = getenv("NCCLSIM_FABRIC_FAULTS");
   if (faults && *faults && sim_fabric_schedule(f, faults, err, errlen) != 0) {

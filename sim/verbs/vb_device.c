@@ -130,8 +130,8 @@ VB_API int ibv_close_device(struct ibv_context *c) {
   vb_ctx_t *ctx = vb_ctx(c);
   vb_engine_stop(ctx);
   vb_bell_close(ctx->bell, ctx->bell_name);
+  close(ctx->async_wr); /* first: a thread blocked in ibv_get_async_event sees end of file */
   close(c->async_fd);
-  close(ctx->async_wr);
   free(ctx);
   return 0;
 }

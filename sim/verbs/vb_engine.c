@@ -5,9 +5,12 @@
  * peers and post_send ring), waking at the next timer or after at most 100 ms to look at the
  * fabric (ports, paths) and at peers that may have died.
  *
+ * A requester transmits only to a peer QP in RTR or RTS; requests the peer dropped anyway (it left
+ * those states, or a gap) make it go back to its oldest unACKed message.
+ *
  * Timers: an RNR NAK holds transmission for the responder's min_rnr_timer, rnr_retry times (7 =
  * forever). A QP with work outstanding that cannot make progress — its flow's path is down, the
- * peer's ring cannot be opened, the peer process is gone or its QP is in ERR — completes its oldest
+ * peer's ring cannot be opened, the peer process is gone or its QP is not in RTR/RTS — completes its oldest
  * WR with RETRY_EXC_ERR once 4.096 us x 2^timeout x (retry_cnt + 1) x NCCLSIM_VERBS_TIMEOUT_SCALE
  * has passed without progress (timeout 0 means never, as in the IB spec). */
 #include <errno.h>
@@ -147,7 +150,7 @@ static const uint8_t *gather(vb_qp_t *q, vb_swqe_t *w, uint64_t off, uint64_t *l
 
 static int transmit(vb_qp_t *q, double now, int budget) {
   int did = 0, uc = q->qp.qp_type == IBV_QPT_UC;
-  if (q->qp.state != IBV_QPS_RTS || now < q->rnr_until) return 0;
+  if (q->qp.state != IBV_QPS_RTS || now < q->rnr_until || !q->peer_ready_now) return 0;
   while (budget-- > 0 && q->sq_tx != q->sq_tail) {
     vb_swqe_t *w = wqe(q, q->sq_tx);
     vb_pkt_t p;
@@ -211,11 +214,27 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
     q->path_up_now = 0;
   }
   if (s == IBV_QPS_RESET || s == IBV_QPS_INIT || s == IBV_QPS_ERR) {
-    while (vb_ring_peek(&q->in)) { /* nothing is accepted in these states */
+    vb_pkt_t *p;
+    while ((p = vb_ring_peek(&q->in)) != NULL) { /* nothing is accepted in these states */
+      if (p->type == VB_PKT_REQ) atomic_fetch_add(&q->in.h->drops, 1);
       vb_ring_pop(&q->in);
       did = 1;
     }
     return did;
+  }
+  if (q->out.h) {
+    uint32_t ps = atomic_load(&q->out.h->owner_state), drops = atomic_load(&q->out.h->drops);
+    q->peer_ready_now = ps == IBV_QPS_RTR || ps == IBV_QPS_RTS;
+    if (drops != q->peer_drops_seen) { /* the peer dropped requests: go back to the oldest unACKed */
+      q->peer_drops_seen = drops;
+      if (q->sq_head != q->sq_tx) {
+        q->sq_tx = q->sq_head;
+        q->tx_off = 0;
+        q->rd_off = 0;
+      }
+    }
+  } else {
+    q->peer_ready_now = 0;
   }
   did |= consume(q, now, 256);
   did |= transmit(q, now, 64);
@@ -225,7 +244,7 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
   }
   if (q->rnr_until > now && q->rnr_until < *wake_p) *wake_p = q->rnr_until;
   /* the retry timer runs only while the QP cannot reach its peer */
-  int blocked = !q->path_up_now || (now - q->last_progress > 0.05 && !peer_alive(q));
+  int blocked = !q->path_up_now || !q->peer_ready_now || (now - q->last_progress > 0.05 && !peer_alive(q));
   double limit = retry_timeout_s(q);
   if (!blocked || q->qp.qp_type != IBV_QPT_RC) {
     q->stall_since = 0;

@@ -3,8 +3,8 @@
  * Every verbs object embeds rdma-core's struct first (built against the real verbs.h, so the
  * layouts are rdma-core's) and adds the provider's state after it. File order, one direction only:
  * vb_env (settings) -> vb_net (the fabric's view) -> vb_ring (shared rings, doorbells) -> vb_device,
- * vb_mr, vb_cq, vb_async -> vb_qp_attr (pure mask rules) -> vb_qp (verbs calls on QPs) ->
- * vb_resp (responder) -> vb_engine (the NIC thread, requester side). */
+ * vb_mr, vb_cq (with async events) -> vb_qp_attr (pure mask rules) -> vb_qp, vb_post (verbs on
+ * QPs) -> vb_resp (responder) -> vb_engine (the NIC thread, requester side). */
 #ifndef VB_INTERNAL_H
 #define VB_INTERNAL_H
 
@@ -64,6 +64,7 @@ typedef struct {
   _Atomic uint32_t owner_state;  /* the owning QP's ibv_qp_state, VB_RING_GONE once destroyed */
   _Atomic uint32_t peer_fatal;   /* set by the peer: "I went to ERR, flush" (the sim's shortcut) */
   _Atomic uint32_t prod_waiting; /* the producer found the ring full */
+  _Atomic uint32_t drops;        /* requests the owner dropped (not ready, out of sequence) */
   char doorbell[96];             /* shm name of the owning engine's doorbell */
   char pad0[64];
   _Atomic uint64_t head;         /* producer position (bytes, monotonic) */
@@ -213,6 +214,7 @@ struct vb_qp {
   int nak_pending;                  /* sent a NAK; dropping until epsn restarts at offset 0 */
   int rx_applied;                   /* the head packet's effects are done, its reply is not */
   uint64_t rd_resp_off;             /* READ being answered: bytes sent */
+  uint64_t rx_off;                  /* bytes of the current inbound message placed */
   int comm_est_sent;
   /* rings */
   vb_ring_t in;                     /* our inbound ring (we consume) */
@@ -228,6 +230,8 @@ struct vb_qp {
   int bell_dirty;                   /* put packets into the peer's ring: ring its bell */
   double last_progress;             /* last time an ACK/response arrived or a packet left */
   int uc_drop;                      /* UC: dropping the current message (no receive posted) */
+  uint32_t peer_drops_seen;         /* the peer's drop count when we last went back */
+  int peer_ready_now;               /* the peer QP is in RTR or RTS */
 };
 
 int vb_qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,

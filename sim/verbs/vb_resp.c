@@ -146,9 +146,17 @@ static int answer_read(vb_qp_t *q, const vb_pkt_t *p) {
   return 1;
 }
 
+/* A request dropped the way a NIC drops one it cannot take (not ready, out of sequence): counted in
+ * our ring's header, where the requester sees it and retransmits from its oldest unACKed message
+ * (the transport retry of RC, without the wait). */
+static int drop(vb_qp_t *q) {
+  atomic_fetch_add(&q->in.h->drops, 1);
+  return 1;
+}
+
 int vb_resp_request(vb_qp_t *q, const vb_pkt_t *p) {
   enum ibv_qp_state s = q->qp.state;
-  if (s != IBV_QPS_RTR && s != IBV_QPS_RTS) return 1; /* dropped */
+  if (s != IBV_QPS_RTR && s != IBV_QPS_RTS) return drop(q);
   if (s == IBV_QPS_RTR && !q->comm_est_sent) {
     q->comm_est_sent = 1;
     vb_async_push(q->ctx, IBV_EVENT_COMM_EST, &q->qp);
@@ -166,13 +174,15 @@ int vb_resp_request(vb_qp_t *q, const vb_pkt_t *p) {
     if (p->msn != q->epsn || p->offset != 0) return 1;
     q->nak_pending = 0;
   }
-  if (p->msn != q->epsn) return 1; /* a duplicate or a stray: dropped */
+  if ((int32_t)(p->msn - q->epsn) < 0) return 1; /* a duplicate (its ACK is on its way): ignored */
+  if (p->msn != q->epsn || (p->offset != 0 && p->offset != q->rx_off)) return drop(q); /* a gap */
   int op = (int)p->op;
   if (!q->rx_applied) {
     if (p->offset == 0) {
       int consumed = 1;
       if (!accept_first(q, p, &consumed)) return consumed;
     }
+    q->rx_off = p->offset + p->len;
     if (op == IBV_WR_RDMA_READ) return answer_read(q, p);
     const uint8_t *payload = (const uint8_t *)(p + 1);
     if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) {

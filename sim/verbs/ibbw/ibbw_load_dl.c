@@ -51,6 +51,7 @@ int ibbw_verbs_load(ibbw_verbs_t *v) {
   LOAD(modify_qp, "ibv_modify_qp");
   LOAD(destroy_qp, "ibv_destroy_qp");
   LOAD(wc_status_str, "ibv_wc_status_str");
+  LOAD(query_qp, "ibv_query_qp");
   void *qp = dlvsym(h, "ibv_query_port", "IBVERBS_1.1");
   if (!qp) {
     fprintf(stderr, "ncclsim-ibbw-dl: dlvsym(ibv_query_port, IBVERBS_1.1): %s\n", dlerror());
@@ -60,5 +61,7 @@ int ibbw_verbs_load(ibbw_verbs_t *v) {
   v->query_port = query_port_nccl;
   void *r2 = dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.8");
   memcpy(&v->reg_mr_iova2, &r2, sizeof r2);
+  void *fl = dlvsym(h, "ncclsimVerbsQpFlow", "NCCLSIM_VERBS_1.0");
+  memcpy(&v->qp_flow, &fl, sizeof fl);
   return 0;
 }

@@ -1,5 +1,8 @@
 /* ibbw_load_linked.c: ncclsim-ibbw's verbs from the libibverbs it is linked with (the system's at
  * link time; whatever LD_LIBRARY_PATH finds first at run time). */
+#include <dlfcn.h>
+#include <string.h>
+
 #include "ibbw_verbs.h"
 
 const char *ibbw_mode = "linked";
@@ -32,5 +35,8 @@ int ibbw_verbs_load(ibbw_verbs_t *v) {
   v->modify_qp = ibv_modify_qp;
   v->destroy_qp = ibv_destroy_qp;
   v->wc_status_str = ibv_wc_status_str;
+  v->query_qp = ibv_query_qp;
+  void *f = dlvsym(RTLD_DEFAULT, "ncclsimVerbsQpFlow", "NCCLSIM_VERBS_1.0");
+  memcpy(&v->qp_flow, &f, sizeof f);
   return 0;
 }

@@ -3,10 +3,13 @@
  * and connect RC QPs with NCCL's attributes. The client then runs RDMA WRITE, WRITE_WITH_IMM, READ
  * and SEND for every size, each message split into a batch of unsignalled WRs ending in one
  * signalled WR, and both sides check every byte against a pattern that differs per message.
- * --expect-lib DIR fails the run unless the libibverbs mapped into the process comes from DIR.
+ * --expect-lib DIR fails the run unless the libibverbs mapped into the process comes from DIR;
+ * --crash kills the server outright once the peers have exchanged their addresses;
+ * --check-sport native|hooked checks the client QP's UDP source port (ibbw_sport.c).
  * Prints one line per (op, size) and ends with OK or FAILED; exits non-zero on any mismatch. */
 #include <arpa/inet.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 #include <unistd.h>
 
 #include "ibbw_ctl.h"
+#include "ibbw_sport.h"
 #include "ibbw_verbs.h"
 
 static ibbw_verbs_t V;
@@ -90,6 +94,8 @@ static int check_lib(const char *dir) {
   return 0;
 }
 
+static int crash_after_exchange; /* --crash: the server dies (SIGKILL) once the peers know each other */
+
 static int setup(const char *devname, uint64_t size, int server, const char *rdv) {
   int n = 0;
   struct ibv_device **list = V.get_device_list(&n), *dev = NULL;
@@ -126,6 +132,7 @@ static int setup(const char *devname, uint64_t size, int server, const char *rdv
   ibbw_peer_t me = {.qpn = qp->qp_num, .port = 1, .addr = (uintptr_t)buf, .size = size, .rkey = mr->rkey};
   memcpy(me.gid, gid.raw, 16);
   if (ctl < 0 || ibbw_ctl_send(ctl, &me, sizeof me) || ibbw_ctl_recv(ctl, &peer, sizeof peer)) return -1;
+  if (crash_after_exchange) raise(SIGKILL); /* a vanished peer: nothing is cleaned up */
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
                           .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
   if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return -1;
@@ -269,21 +276,23 @@ static int run_one(int op, uint32_t seq, uint64_t size, uint32_t batch) {
 
 static void usage(void) {
   fprintf(stderr, "usage: ncclsim-ibbw --server|--client --rendezvous FILE [--dev mlx5_0] [--ops write,write_imm,"
-                  "read,send,inline] [--sizes 1,4096,...] [--iters N] [--batch N] [--expect-lib DIR]\n");
+                  "read,send,inline] [--sizes 1,4096,...] [--iters N] [--batch N] [--expect-lib DIR] [--crash] [--check-sport native|hooked]\n");
 }
 
 int main(int argc, char **argv) {
   int server = -1, iters = 2, batch = 4;
-  const char *rdv = NULL, *dev = "mlx5_0", *expect = NULL;
+  const char *rdv = NULL, *dev = "mlx5_0", *expect = NULL, *sport = NULL;
   char ops[128] = "write,write_imm,read,send,inline";
   char sizes[512] = "1,2,7,64,100,4096,65536,65537,1048576,67108864";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--server")) server = 1;
     else if (!strcmp(a, "--client")) server = 0;
+    else if (!strcmp(a, "--crash")) crash_after_exchange = 1;
     else if (v && !strcmp(a, "--rendezvous")) rdv = argv[++i];
     else if (v && !strcmp(a, "--dev")) dev = argv[++i];
     else if (v && !strcmp(a, "--expect-lib")) expect = argv[++i];
+    else if (v && !strcmp(a, "--check-sport")) sport = argv[++i];
     else if (v && !strcmp(a, "--ops")) snprintf(ops, sizeof ops, "%s", argv[++i]);
     else if (v && !strcmp(a, "--sizes")) snprintf(sizes, sizeof sizes, "%s", argv[++i]);
     else if (v && !strcmp(a, "--iters")) iters = atoi(argv[++i]);
@@ -313,7 +322,7 @@ int main(int argc, char **argv) {
     printf("ncclsim-ibbw: server %s\n", rc ? "FAILED" : "OK");
     return rc ? 1 : 0;
   }
-  int failed = 0, enabled[OP_COUNT] = {0};
+  int failed = sport && ibbw_check_sport(&V, qp, sport) != 0, enabled[OP_COUNT] = {0};
   for (char *save, *t = strtok_r(ops, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     int found = 0;
     for (int op = 0; op < OP_COUNT; op++)

@@ -26,6 +26,8 @@ typedef struct {
   int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
   int (*destroy_qp)(struct ibv_qp *);
   const char *(*wc_status_str)(enum ibv_wc_status);
+  int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
+  int (*qp_flow)(struct ibv_qp *, void *); /* sim's ncclsimVerbsQpFlow@NCCLSIM_VERBS_1.0, optional */
 } ibbw_verbs_t;
 
 /* Fills the table; returns 0, or -1 with a message on stderr. */
