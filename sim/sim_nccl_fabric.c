@@ -17,13 +17,9 @@ static pthread_once_t fabric_once = PTHREAD_ONCE_INIT;
 static sim_fabric_t *fabric;
 
 static void fabric_init(void) {
-  const char *nodes_s = getenv("NCCLSIM_NODES");
-  int nodes = nodes_s && *nodes_s ? atoi(nodes_s) : 0;
   const char *node_s = getenv("NCCLSIM_NODE");
-  int node = node_s && *node_s ? atoi(node_s) : 0;
-  if (nodes <= node) nodes = node + 1;
   char err[300];
-  fabric = sim_fabric_job(nodes, err, sizeof err);
+  fabric = sim_fabric_job(node_s && *node_s ? atoi(node_s) : 0, err, sizeof err);
   if (!fabric) sim_log_warn("ncclsim: %s; inter-node time ignores the fabric", err);
 }
 

@@ -146,9 +146,10 @@ double sim_fabric_wall_s(const sim_fabric_t *f);
 int sim_fabric_topo_text(const sim_fabric_t *f, const char *const *hostnames, char *buf, size_t len);
 
 /* The job's fabric, as every process of it builds it: sim_fabric_create from NCCLSIM_TOPO and
- * NCCLSIM_FABRIC for `nnodes` nodes, attached to the shared link state NCCLSIM_FABRIC_SHM (default
+ * NCCLSIM_FABRIC for NCCLSIM_NODES nodes (ncclsim-run sets it; else the topology's nodes=, which
+ * must exceed `node`, the calling process's NCCLSIM_NODE), attached to the shared link state NCCLSIM_FABRIC_SHM (default
  * "<NCCLSIM_SHM_PREFIX>fabric", or "ncclsim-<uid>-fabric" without a prefix), with
  * NCCLSIM_FABRIC_FAULTS's schedule. Returns NULL with a message naming the bad text in err. */
-sim_fabric_t *sim_fabric_job(int nnodes, char *err, size_t errlen);
+sim_fabric_t *sim_fabric_job(int node, char *err, size_t errlen);
 
 #endif

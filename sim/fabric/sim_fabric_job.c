@@ -10,9 +10,22 @@
 
 #include "sim_fabric.h"
 
-sim_fabric_t *sim_fabric_job(int nnodes, char *err, size_t errlen) {
-  sim_fabric_t *f = sim_fabric_create(getenv("NCCLSIM_TOPO"), getenv("NCCLSIM_FABRIC"), nnodes, err, errlen);
+sim_fabric_t *sim_fabric_job(int node, char *err, size_t errlen) {
+  const char *ns = getenv("NCCLSIM_NODES");
+  char *end = NULL;
+  long nodes = ns && *ns ? strtol(ns, &end, 10) : 0;
+  if ((end && *end) || nodes < 0 || nodes > 65535) {
+    snprintf(err, errlen, "invalid value for NCCLSIM_NODES: '%s' (expected 1..65535)", ns);
+    return NULL;
+  }
+  sim_fabric_t *f = sim_fabric_create(getenv("NCCLSIM_TOPO"), getenv("NCCLSIM_FABRIC"), (int)nodes, err, errlen);
   if (!f) return NULL;
+  if (node >= sim_fabric_nodes(f)) {
+    snprintf(err, errlen, "NCCLSIM_NODE=%d but the fabric has %d node(s): set NCCLSIM_NODES (ncclsim-run "
+             "--nodes does) or nodes= in NCCLSIM_TOPO", node, sim_fabric_nodes(f));
+    sim_fabric_free(f);
+    return NULL;
+  }
   /* NCCLSIM_FABRIC_SHM, else <prefix>fabric: the name the verbs provider and libncclsim agree on */
   char name[160];
   const char *named = getenv("NCCLSIM_FABRIC_SHM"), *prefix = getenv("NCCLSIM_SHM_PREFIX");

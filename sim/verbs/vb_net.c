@@ -22,15 +22,10 @@ static char net_err[320];
 int vb_net_init(char *err, size_t errlen) {
   pthread_mutex_lock(&net_lock);
   if (net_state == 0) {
-    /* The job's fabric, built as every other process of the job (and sim/'s libnccl) builds it:
-     * NCCLSIM_NODES nodes (what ncclsim-run --nodes sets; at least this node's), the job's shared
-     * link state, NCCLSIM_FABRIC_FAULTS. */
-    const char *ns = getenv("NCCLSIM_NODES");
-    int nodes = ns && *ns ? atoi(ns) : 0;
-    if (nodes <= vb_settings()->node) nodes = vb_settings()->node + 1;
+    /* The job's fabric, built as every other process of the job (and sim/'s libnccl) builds it */
     char e[256] = "";
     net_state = -1;
-    fabric = sim_fabric_job(nodes, e, sizeof e);
+    fabric = sim_fabric_job(vb_settings()->node, e, sizeof e);
     if (!fabric) {
       snprintf(net_err, sizeof net_err, "%s", e);
     } else {
