@@ -127,6 +127,7 @@ struct ncclComm {
   int shrink_count;           /* ncclCommShrink calls on this communicator (sim_nccl_shrink.c) */
   int suspended;              /* ncclCommSuspend: unusable until ncclCommResume (sim_nccl_elastic.c) */
   struct sim_net *net;        /* inter-node queue pairs (sim_nccl_net.c), NULL: none */
+  int traffic_slot;           /* this rank's slot in the job's traffic directory, -1: none */
   _Atomic int revoked;        /* ncclCommRevoke: collectives fail (a call waiting for its peers,
                                * within 100 ms), destroy/split/shrink still work */
 };
@@ -202,6 +203,7 @@ typedef struct sim_task {
   sim_desc_t desc;
   sim_config_t cfg;           /* configuration chosen at group launch */
   int net_todo;               /* this chunk's inter-node step has not run yet */
+  int busy;                   /* counted in the job's traffic directory while it runs */
   int selected, tuned;        /* cfg is set; the tuner changed NCCL's default */
   int bucket_ops;             /* tasks in this task's bucket */
   uint64_t bucket_call;       /* call index of the bucket's first task */

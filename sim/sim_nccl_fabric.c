@@ -38,11 +38,12 @@ void sim_net_publish_flows(struct ncclComm *c, const sim_fabric_flow_t *flows, i
 double sim_net_bw_factor(const struct ncclComm *c, double virt_us) {
   sim_fabric_t *f = c->net ? sim_nccl_fabric() : NULL;
   if (!f) return 1.0;
-  int total = 0;
+  int total = 0, room = 0;
   for (int r = 0; r < c->nranks; r++) total += atomic_load(&sim_seg_flows(c->seg, r)->count);
   if (total == 0) return 1.0;
-  sim_fabric_flow_t *flows = malloc(sizeof *flows * (size_t)total);
-  double *rate = malloc(sizeof *rate * (size_t)total);
+  room = total + 4 * SIM_NET_MAX_FLOWS; /* and what other communicators have in flight */
+  sim_fabric_flow_t *flows = malloc(sizeof *flows * (size_t)room);
+  double *rate = malloc(sizeof *rate * (size_t)room);
   if (!flows || !rate) {
     free(flows);
     free(rate);
@@ -56,14 +57,16 @@ double sim_net_bw_factor(const struct ncclComm *c, double virt_us) {
     memcpy(flows + n, row->flows, sizeof *flows * (size_t)k);
     n += k;
   }
+  int own = n;
+  n += sim_traffic_others(c, flows + n, room - n);
   sim_fabric_rates(f, flows, n, sim_fabric_wall_s(f), virt_us, rate);
   /* No collision: a flow gets its NIC's share, the NIC (all its ports) divided among the flows
    * leaving or entering it, whichever are more. */
   double nic = sim_fabric_port_gbps(f) * sim_fabric_ports(f), worst = 1.0;
   int slowest = -1;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < own; i++) { /* the communicator's own flows, against its own share */
     int out = 0, in = 0;
-    for (int j = 0; j < n; j++) {
+    for (int j = 0; j < own; j++) {
       out += flows[j].src.node == flows[i].src.node && flows[j].src.nic == flows[i].src.nic;
       in += flows[j].dst.node == flows[i].dst.node && flows[j].dst.nic == flows[i].dst.nic;
     }
@@ -78,8 +81,8 @@ double sim_net_bw_factor(const struct ncclComm *c, double virt_us) {
       for (int l = 0; l < nl; l++)
         snprintf(route + strlen(route), sizeof route - strlen(route), "%s%s", l ? " " : "",
                  sim_fabric_link_name(f, links[l], name, sizeof name));
-      sim_log_info("NET/IB: %d flows on the fabric; the slowest gets %.0f%% of its NIC share (source "
-                   "port %u: %s)", n, 100 * worst, flows[slowest].sport, route);
+      sim_log_info("NET/IB: %d flows on the fabric (%d of other communicators); the slowest gets %.0f%% "
+                   "of its NIC share (source port %u: %s)", n, n - own, 100 * worst, flows[slowest].sport, route);
     }
   }
   free(flows);
@@ -123,4 +126,11 @@ SIM_API int ncclsimFabricSetLink(const char *link, double fraction) {
     return -1;
   }
   return sim_fabric_set_link(f, id, fraction);
+}
+
+SIM_API ncclResult_t ncclsimCommNetShare(ncclComm_t comm, double *share) {
+  if (!sim_comm_usable(comm) || !share)
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclsimCommNetShare: invalid argument");
+  *share = comm->net ? sim_net_bw_factor(comm, 0) : 1.0;
+  return ncclSuccess;
 }

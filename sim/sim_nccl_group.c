@@ -68,6 +68,10 @@ static ncclResult_t group_launch(sim_task_t *head) {
     if (t->result != ncclSuccess || (t->stream && sim_stream_stuck(t->stream))) t->phase = -1;
     else pending++;
     if (t->phase != -1 && t->stream) sim_stream_launch_begin(t->stream);
+    if (t->phase != -1 && t->kind == SIM_TASK_COLL && t->comm->net) { /* its flows are on the wire */
+      sim_traffic_busy(t->comm, +1);
+      t->busy = 1;
+    }
   }
   double start = now_s(), last_check = start;
   while (pending) {
@@ -158,6 +162,7 @@ static ncclResult_t group_launch(sim_task_t *head) {
     if (t->kind == SIM_TASK_COLL && t->result == ncclSuccess) sim_fault_after_coll(t->comm, t->desc.call, t->stream);
   while (head) {
     sim_task_t *next = head->next;
+    if (head->busy) sim_traffic_busy(head->comm, -1);
     if (head->result != ncclSuccess && first_err == ncclSuccess) first_err = head->result;
     /* A peer that died or a timeout leaves the ranks at different phases: the communicator
      * cannot be used again. Argument and usage errors leave every rank in step. */

@@ -169,6 +169,7 @@ static int create_side(struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
 
 ncclResult_t sim_net_setup(struct ncclComm *c) {
   c->net = NULL;
+  c->traffic_slot = -1;
   if (c->nnodes < 2 || !sim_ib_verbs()) return ncclSuccess;
   int ndev;
   sim_ib_dev_t *devs = sim_ib_devices(&ndev);
@@ -259,8 +260,21 @@ static int post_recvs(struct ibv_qp *qp, int count) {
   return 0;
 }
 
-static int connect_conn(struct sim_net *n, net_conn_t *k) {
+/* The traffic class, as NCCL 2.26+: NCCL_IB_TC, else the communicator's config.trafficClass, else
+ * 0 (the receiver adopts the sender's; here both ends read the same settings). */
+static int traffic_class(const struct ncclComm *c) {
+  int tc = env_int("NCCL_IB_TC", -1, 0, 255);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 26, 0)
+  if (tc < 0 && c->config.trafficClass != NCCL_CONFIG_UNDEF_INT && c->config.trafficClass >= 0 &&
+      c->config.trafficClass <= 255)
+    tc = c->config.trafficClass;
+#endif
+  return tc < 0 ? 0 : tc;
+}
+
+static int connect_conn(const struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
   const sim_ibv_t *v = sim_ib_verbs();
+  int tc = traffic_class(c);
   for (int q = 0; q < n->nqps; q++) {
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof a);
@@ -276,7 +290,7 @@ static int connect_conn(struct sim_net *n, net_conn_t *k) {
       a.ah_attr.grh.dgid = k->peer_gid;
       a.ah_attr.grh.sgid_index = (uint8_t)k->dev->gid_index;
       a.ah_attr.grh.hop_limit = 255;
-      a.ah_attr.grh.traffic_class = (uint8_t)env_int("NCCL_IB_TC", 0, 0, 255);
+      a.ah_attr.grh.traffic_class = (uint8_t)tc;
       a.ah_attr.grh.flow_label = 0; /* NCCL's, in every version */
     }
     a.ah_attr.sl = (uint8_t)env_int("NCCL_IB_SL", 0, 0, 15);
@@ -353,7 +367,7 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
   for (int i = 0; i < n->npeers; i++)
     if (!n->sent[i] || !n->got[i]) return moved ? SIM_PROGRESS_MOVED : SIM_PROGRESS_STALLED;
   for (int i = 0; i < n->nconn; i++)
-    if (connect_conn(n, &n->conn[i]) != 0) {
+    if (connect_conn(c, n, &n->conn[i]) != 0) {
       *res_p = sim_error(ncclSystemError, "NET/IB: rank %d could not connect channel %d to rank %d on %s: %s",
                          c->rank, n->conn[i].ch, n->conn[i].peer, n->conn[i].dev->name, strerror(errno));
       return SIM_PROGRESS_DONE;
@@ -366,6 +380,7 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
     for (int q = 0; q < n->nqps && n->conn[i].send && nf < SIM_NET_MAX_FLOWS; q++)
       if (v->qp_flow(n->conn[i].qp[q], &flows[nf]) == 0) nf++;
   sim_net_publish_flows(c, flows, nf);
+  sim_traffic_publish(c, flows, nf);
   return SIM_PROGRESS_DONE;
 }
 
@@ -513,6 +528,7 @@ void sim_net_free(struct ncclComm *c) {
   struct sim_net *n = c->net;
   const sim_ibv_t *v = sim_ib_verbs();
   if (!n || !v) return;
+  sim_traffic_release(c);
   for (int i = 0; i < n->nconn; i++) {
     net_conn_t *k = &n->conn[i];
     for (int q = 0; q < n->nqps; q++)

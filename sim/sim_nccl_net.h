@@ -27,6 +27,13 @@ void sim_net_free(struct ncclComm *comm);
 /* The job's fabric (built once per process from NCCLSIM_TOPO, NCCLSIM_FABRIC, NCCLSIM_NODES and
  * NCCLSIM_FABRIC_FAULTS), or NULL when it cannot be built (logged once). */
 sim_fabric_t *sim_nccl_fabric(void);
+/* The job's traffic across communicators (sim_nccl_traffic.c): this rank's flows in the job-wide
+ * directory, its collectives in flight (+1 at a group's launch, -1 at its end), and the flows of
+ * other communicators' ranks busy now (at most max; returns the count). */
+void sim_traffic_publish(struct ncclComm *comm, const sim_fabric_flow_t *flows, int n);
+void sim_traffic_busy(struct ncclComm *comm, int delta);
+int sim_traffic_others(const struct ncclComm *comm, sim_fabric_flow_t *out, int max);
+void sim_traffic_release(struct ncclComm *comm);
 /* Publishes this rank's flows in the communicator's segment (sim_nccl_fabric.c). */
 void sim_net_publish_flows(struct ncclComm *comm, const sim_fabric_flow_t *flows, int n);
 /* Set by sim_net_step and the handshake when they wait for the provider (which rings none of the

@@ -41,6 +41,13 @@ int ncclsimExchangeUniqueId(const char *tag, int is_root, ncclUniqueId *id);
  * would be too large to move on the simulating machine. */
 ncclResult_t ncclsimCommModelTime(ncclComm_t comm, int coll, size_t bytes, double *us);
 
+/* The fraction (0..1] of its collision-free network bandwidth the communicator's slowest flow
+ * gets on the fabric now, with the traffic of other communicators' ranks that have a collective in
+ * flight (their traffic classes served by the fabric's scheduler) and the link faults of the
+ * moment (those scheduled in virtual time as at time 0). 1 for a communicator without queue
+ * pairs. */
+ncclResult_t ncclsimCommNetShare(ncclComm_t comm, double *share);
+
 /* Sets a fabric link's capacity fraction for the whole job (0: down, 1: up, between: degraded),
  * by the name docs/sim-fabric.md gives ("leaf0-spine3", "node1/mlx5_2:1"). Every process of the
  * job sees it at once. Returns 0, or -1 with a message on stderr for an unknown name. */

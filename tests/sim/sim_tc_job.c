@@ -1,0 +1,78 @@
+/* sim_tc_job: one rank of test_sim_traffic_class (2 ranks on 2 nodes under ncclsim-run). Two
+ * communicators, A and B, with their own traffic classes (ncclConfig_t.trafficClass, argv[1] and
+ * argv[2]), share every NIC link. Rank 0 prints B's network share alone, then while A has a
+ * collective in flight on rank 0 (a thread waits in A's AllReduce, which rank 1 joins only after
+ * the measurement):
+ *
+ *   sim_tc_job: B alone 1.000, B beside A 0.250
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "ncclsim.h"
+
+static int rank;
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    if (r_ != ncclSuccess) {                                                                       \
+      fprintf(stderr, "sim_tc_job: rank %d: %s: %s\n", rank, #call, ncclGetLastError(NULL));       \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static ncclComm_t comm_a;
+static float *buf_a;
+
+static ncclComm_t make(const char *tag, int tc) {
+  ncclUniqueId id;
+  if (rank == 0) CHECK(ncclGetUniqueId(&id));
+  if (ncclsimExchangeUniqueId(tag, rank == 0, &id) != 0) exit(1);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.trafficClass = tc;
+  ncclComm_t c;
+  CHECK(ncclCommInitRankConfig(&c, 2, id, rank, &cfg));
+  return c;
+}
+
+static void *run_a(void *arg) {
+  (void)arg;
+  CHECK(ncclAllReduce(buf_a, buf_a, 1, ncclFloat, ncclSum, comm_a, 0));
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: sim_tc_job TC_A TC_B\n");
+    return 2;
+  }
+  rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
+  if (cudaSetDevice(0) != cudaSuccess || cudaMalloc((void **)&buf_a, sizeof(float)) != cudaSuccess) return 1;
+  comm_a = make("a", atoi(argv[1]));
+  ncclComm_t b = make("b", atoi(argv[2]));
+  double alone, beside;
+  CHECK(ncclsimCommNetShare(b, &alone));
+  ncclUniqueId go = {{0}};
+  if (rank == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, run_a, NULL);
+    usleep(300000); /* A's AllReduce is in flight on this rank: its flows are busy */
+    CHECK(ncclsimCommNetShare(b, &beside));
+    printf("sim_tc_job: B alone %.3f, B beside A %.3f\n", alone, beside);
+    fflush(stdout);
+    if (ncclsimExchangeUniqueId("go", 1, &go) != 0) return 1;
+    pthread_join(t, NULL);
+  } else {
+    if (ncclsimExchangeUniqueId("go", 0, &go) != 0) return 1;
+    run_a(NULL);
+  }
+  CHECK(ncclCommDestroy(comm_a));
+  CHECK(ncclCommDestroy(b));
+  return 0;
+}
