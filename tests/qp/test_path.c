@@ -381,14 +381,19 @@ START_TEST(policy_plan) {
   int n = ah_path_topo_flows(t, &flows);
   ah_path_route_t *r = calloc((size_t)n, sizeof *r);
   ck_assert_int_eq(ah_path_plan(t, flows, n, r), 0);
-  ah_path_qp_t q = qp_to("10.1.1.2");
-  q.dev = "mlx5_1";
+  ah_path_qp_t q = qp_to("10.1.1.2"), rx = qp_to("10.1.1.2");
+  q.dev = rx.dev = "mlx5_1";
+  rx.receiver = 1;
   for (int k = 0; k < 2; k++) {
     uint16_t want = 0;
     for (int i = 0; i < n; i++)
       if (flows[i].shost == 0 && flows[i].snic == 1 && flows[i].dhost == 1 && flows[i].dnic == 1 && flows[i].k == k)
         want = r[i].sport;
     ck_assert_uint_ne(want, 0);
+    /* NCCL connects a channel's receiving end to the same peer too (a QP created with receive
+     * WRs): it takes a spread port and the senders still get the plan's k-th */
+    uint16_t rx_port = ah_path_policy_sport(p, &rx);
+    ck_assert_uint_ge(rx_port, AH_PATH_SPORT_MIN);
     ck_assert_uint_eq(ah_path_policy_sport(p, &q), want);
   }
   /* a peer the plan does not know gets a spread port, not NCCL's */
