@@ -5,7 +5,9 @@
  * the measurement):
  *
  *   sim_tc_job: B alone 1.000, B beside A 0.250
- */
+ *
+ * With a link name as argv[3], rank 0 then degrades that link to half its capacity through
+ * ncclsimFabricSetLink and prints A's share (A's own collective still in flight: B is idle). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +50,8 @@ static void *run_a(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: sim_tc_job TC_A TC_B\n");
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: sim_tc_job TC_A TC_B [LINK]\n");
     return 2;
   }
   rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
@@ -66,6 +68,13 @@ int main(int argc, char **argv) {
     CHECK(ncclsimCommNetShare(b, &beside));
     printf("sim_tc_job: B alone %.3f, B beside A %.3f\n", alone, beside);
     fflush(stdout);
+    if (argc > 3) { /* a link degraded for the whole job through ncclsim.h */
+      double degraded;
+      if (ncclsimFabricSetLink(argv[3], 0.5) != 0) return 1;
+      CHECK(ncclsimCommNetShare(comm_a, &degraded));
+      printf("sim_tc_job: A with %s at half capacity %.3f\n", argv[3], degraded);
+      if (ncclsimFabricSetLink(argv[3], 1.0) != 0) return 1;
+    }
     if (ncclsimExchangeUniqueId("go", 1, &go) != 0) return 1;
     pthread_join(t, NULL);
   } else {
