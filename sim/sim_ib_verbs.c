@@ -2,7 +2,6 @@
  * $NCCL_IBVERBS_LIB, else libibverbs.so.1, then every required verb by dlvsym(…, "IBVERBS_1.1");
  * one miss disables IB for the process. Then the devices NCCL_IB_HCA selects, each opened once with
  * its first active port and the GID NCCL would pick. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +13,7 @@
 #define SIM_IB_MAX_DEVS 64
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static sim_ibv_t table;
+static sim_verbs_table_t table;
 static int table_ok;
 static sim_ib_dev_t devs[SIM_IB_MAX_DEVS];
 static int ndevs;
@@ -83,7 +82,7 @@ static void open_devices(void) {
     for (int p = 1; p <= 2 && !d->port; p++) {
       struct ibv_port_attr pa;
       memset(&pa, 0, sizeof pa);
-      if (table.query_port(ctx, (uint8_t)p, (struct _compat_ibv_port_attr *)&pa) != 0) break;
+      if (table.query_port(ctx, (uint8_t)p, &pa) != 0) break;
       if (pa.state != IBV_PORT_ACTIVE || !hca_selected(hca, d->name, p)) continue;
       d->port = p;
       d->link_layer = pa.link_layer;
@@ -101,42 +100,17 @@ static void open_devices(void) {
 static void load(void) {
   if (env_int("NCCL_IB_DISABLE", 0) == 1) return;
   const char *lib = getenv("NCCL_IBVERBS_LIB");
-  void *h = dlopen(lib && *lib ? lib : "libibverbs.so.1", RTLD_NOW);
-  if (!h) {
-    sim_log_info("NET/IB: cannot open %s (%s); inter-node traffic is modelled without verbs",
-                 lib && *lib ? lib : "libibverbs.so.1", dlerror());
+  char err[300];
+  if (sim_verbs_table_load(lib && *lib ? lib : "libibverbs.so.1", &table, err, sizeof err) != 0) {
+    sim_log_info("NET/IB: %s; inter-node traffic is modelled without verbs", err);
     return;
   }
-#define VERB(field, name)                                                                          \
-  if (!(*(void **)&table.field = dlvsym(h, name, "IBVERBS_1.1"))) {                                \
-    sim_log_warn("NET/IB: libibverbs lacks %s@IBVERBS_1.1; IB disabled", name);                    \
-    return;                                                                                        \
-  }
-  VERB(get_device_list, "ibv_get_device_list")
-  VERB(free_device_list, "ibv_free_device_list")
-  VERB(get_device_name, "ibv_get_device_name")
-  VERB(open_device, "ibv_open_device")
-  VERB(close_device, "ibv_close_device")
-  VERB(query_port, "ibv_query_port")
-  VERB(query_gid, "ibv_query_gid")
-  VERB(alloc_pd, "ibv_alloc_pd")
-  VERB(dealloc_pd, "ibv_dealloc_pd")
-  VERB(reg_mr, "ibv_reg_mr")
-  VERB(dereg_mr, "ibv_dereg_mr")
-  VERB(create_cq, "ibv_create_cq")
-  VERB(destroy_cq, "ibv_destroy_cq")
-  VERB(create_qp, "ibv_create_qp")
-  VERB(modify_qp, "ibv_modify_qp")
-  VERB(destroy_qp, "ibv_destroy_qp")
-#undef VERB
-  *(void **)&table.wc_status_str = dlsym(h, "ibv_wc_status_str");
-  *(void **)&table.qp_flow = dlsym(h, "ncclsimVerbsQpFlow");
   open_devices();
   table_ok = ndevs > 0;
   if (!table_ok) sim_log_info("NET/IB: no active device; inter-node traffic is modelled without verbs");
 }
 
-const sim_ibv_t *sim_ib_verbs(void) {
+const sim_verbs_table_t *sim_ib_verbs(void) {
   pthread_once(&once, load);
   return table_ok ? &table : NULL;
 }

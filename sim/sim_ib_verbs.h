@@ -6,29 +6,8 @@
 #ifndef SIM_IB_VERBS_H
 #define SIM_IB_VERBS_H
 
-#include <infiniband/verbs.h>
+#include "sim_verbs_table.h"
 
-typedef struct {
-  struct ibv_device **(*get_device_list)(int *);
-  void (*free_device_list)(struct ibv_device **);
-  const char *(*get_device_name)(struct ibv_device *);
-  struct ibv_context *(*open_device)(struct ibv_device *);
-  int (*close_device)(struct ibv_context *);
-  int (*query_port)(struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *);
-  int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
-  struct ibv_pd *(*alloc_pd)(struct ibv_context *);
-  int (*dealloc_pd)(struct ibv_pd *);
-  struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
-  int (*dereg_mr)(struct ibv_mr *);
-  struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
-  int (*destroy_cq)(struct ibv_cq *);
-  struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
-  int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
-  int (*destroy_qp)(struct ibv_qp *);
-  const char *(*wc_status_str)(enum ibv_wc_status);
-  /* sim/'s provider only (NULL elsewhere): the fabric flow a connected QP puts on the wire */
-  int (*qp_flow)(struct ibv_qp *, void *flow_out);
-} sim_ibv_t;
 
 /* A device NCCL would use: its context and protection domain (opened on first use). */
 typedef struct {
@@ -43,7 +22,7 @@ typedef struct {
 
 /* The process's table, or NULL when IB is off (NCCL_IB_DISABLE=1) or libibverbs is missing or
  * lacks a required verb (as NCCL then falls back to sockets; the reason is logged once). */
-const sim_ibv_t *sim_ib_verbs(void);
+const sim_verbs_table_t *sim_ib_verbs(void);
 /* The devices NCCL_IB_HCA selects, in device-list order; *n_p is their count. */
 sim_ib_dev_t *sim_ib_devices(int *n_p);
 

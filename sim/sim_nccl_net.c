@@ -127,7 +127,7 @@ static void add_peer(struct sim_net *n, int peer) {
 }
 
 static int create_side(struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
-  const sim_ibv_t *v = sim_ib_verbs();
+  const sim_verbs_table_t *v = sim_ib_verbs();
   if (!n->cq[k->devi]) {
     n->cq[k->devi] = v->create_cq(k->dev->ctx, 4096, NULL, NULL, 0);
     if (!n->cq[k->devi]) return -1;
@@ -273,7 +273,7 @@ static int traffic_class(const struct ncclComm *c) {
 }
 
 static int connect_conn(const struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
-  const sim_ibv_t *v = sim_ib_verbs();
+  const sim_verbs_table_t *v = sim_ib_verbs();
   int tc = traffic_class(c);
   for (int q = 0; q < n->nqps; q++) {
     struct ibv_qp_attr a;
@@ -373,7 +373,7 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
       return SIM_PROGRESS_DONE;
     }
   n->connected = 1;
-  const sim_ibv_t *v = sim_ib_verbs();
+  const sim_verbs_table_t *v = sim_ib_verbs();
   sim_fabric_flow_t flows[SIM_NET_MAX_FLOWS];
   int nf = 0;
   for (int i = 0; i < n->nconn && v->qp_flow; i++)
@@ -437,7 +437,7 @@ static net_conn_t *conn_of_qpn(struct sim_net *n, uint32_t qpn, int *q_p) {
 }
 
 static ncclResult_t wc_error(struct ncclComm *c, net_conn_t *k, const struct ibv_wc *wc) {
-  const sim_ibv_t *v = sim_ib_verbs();
+  const sim_verbs_table_t *v = sim_ib_verbs();
   char gid[64];
   inet_ntop(AF_INET6, k ? k->peer_gid.raw : (const uint8_t[16]){0}, gid, sizeof gid);
   return sim_error(ncclRemoteError,
@@ -526,7 +526,7 @@ int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
 
 void sim_net_free(struct ncclComm *c) {
   struct sim_net *n = c->net;
-  const sim_ibv_t *v = sim_ib_verbs();
+  const sim_verbs_table_t *v = sim_ib_verbs();
   if (!n || !v) return;
   sim_traffic_release(c);
   for (int i = 0; i < n->nconn; i++) {

@@ -16,7 +16,7 @@ static struct ibv_mr *reg_mr_fn(struct ibv_pd *pd, void *addr, size_t len, int a
   return ibv_reg_mr(pd, addr, len, access);
 }
 
-int ibbw_verbs_load(ibbw_verbs_t *v) {
+int ibbw_verbs_load(sim_verbs_table_t *v) {
   v->get_device_list = ibv_get_device_list;
   v->free_device_list = ibv_free_device_list;
   v->get_device_name = ibv_get_device_name;

@@ -20,7 +20,7 @@
 #include "ibbw_sport.h"
 #include "ibbw_verbs.h"
 
-static ibbw_verbs_t V;
+static sim_verbs_table_t V;
 static struct ibv_cq *cq;
 static struct ibv_qp *qp;
 static struct ibv_mr *mr;

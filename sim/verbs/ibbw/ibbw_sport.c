@@ -19,7 +19,7 @@ static uint32_t calc_label(uint32_t lqpn, uint32_t rqpn) {
   return (uint32_t)(v & 0xFFFFF);
 }
 
-int ibbw_check_sport(const ibbw_verbs_t *v, struct ibv_qp *qp, const char *want) {
+int ibbw_check_sport(const sim_verbs_table_t *v, struct ibv_qp *qp, const char *want) {
   sim_fabric_flow_t f;
   struct ibv_qp_attr a;
   struct ibv_qp_init_attr ia;
