@@ -148,10 +148,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
         break;
       }
     }
-    if (sim_net_polling) { /* completions come from the verbs provider, which rings no bell */
+    if (sim_net_polling) { /* a task just waited for the verbs provider, which rings no bell */
       sim_net_polling = 0;
-      struct timespec ts = {0, 20000};
-      nanosleep(&ts, NULL);
     } else if (wait_seg) {
       sim_seg_wait(wait_seg, seen, segs > 1 ? 1 : 100);
     }

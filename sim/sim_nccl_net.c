@@ -15,8 +15,10 @@
  * segment; what crosses the wire is checked byte for byte. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim_ib_verbs.h"
 #include "sim_nccl_net.h"
@@ -56,8 +58,10 @@ _Thread_local int sim_net_polling;
 
 struct sim_net {
   int nconn, nqps, split;
+  size_t carry;             /* NCCLSIM_NET_CARRY_KB: bytes of a chunk that cross (0: all of it) */
   net_conn_t *conn;
   struct ibv_cq *cq[64];    /* per device index, shared by the communicator's connections */
+  struct ibv_comp_channel *ch[64]; /* their completion channels (NULL: the provider has none) */
   int *peers, npeers;       /* ranks I exchange handshakes with */
   int *got;                 /* handshake received from peers[i] */
   int *sent;
@@ -129,7 +133,8 @@ static void add_peer(struct sim_net *n, int peer) {
 static int create_side(struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
   const sim_verbs_table_t *v = sim_ib_verbs();
   if (!n->cq[k->devi]) {
-    n->cq[k->devi] = v->create_cq(k->dev->ctx, 4096, NULL, NULL, 0);
+    if (v->create_comp_channel) n->ch[k->devi] = v->create_comp_channel(k->dev->ctx);
+    n->cq[k->devi] = v->create_cq(k->dev->ctx, 4096, NULL, n->ch[k->devi], 0);
     if (!n->cq[k->devi]) return -1;
   }
   struct ibv_cq *cq = n->cq[k->devi];
@@ -187,6 +192,9 @@ ncclResult_t sim_net_setup(struct ncclComm *c) {
   if (n) {
     n->nqps = env_int("NCCL_IB_QPS_PER_CONNECTION", 1, 1, NET_MAX_QPS);
     n->split = env_int("NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1);
+    /* Whole chunks cost 2-3x a job's wall time on a 2-core machine (two copies through the
+     * provider's rings per byte); 64 KiB of each keeps every step on the wire at a small cost. */
+    n->carry = (size_t)env_int("NCCLSIM_NET_CARRY_KB", 64, 0, 1 << 20) << 10;
     n->conn = calloc((size_t)nch * 2, sizeof(net_conn_t));
     n->peers = calloc((size_t)nch * 2, sizeof(int));
     n->got = calloc((size_t)nch * 2, sizeof(int));
@@ -448,11 +456,44 @@ static ncclResult_t wc_error(struct ncclComm *c, net_conn_t *k, const struct ibv
                    c->rank, k ? k->ch : -1, (unsigned long long)c->hash);
 }
 
+/* Sleeps until a completion may have arrived on one of the communicator's CQs, or 1 ms (the
+ * caller then checks its peers and polls again): armed CQs and their channels when the provider
+ * has them, else a 20 us nap. 16 ranks polling 2 cores would leave the provider's engines no time. */
+static void wait_completions(struct sim_net *n) {
+  const sim_verbs_table_t *v = sim_ib_verbs();
+  struct pollfd fds[64];
+  int nfds = 0, map[64];
+  for (int d = 0; d < 64; d++) {
+    if (!n->cq[d] || !n->ch[d]) continue;
+    if (ibv_req_notify_cq(n->cq[d], 0) != 0) continue;
+    struct ibv_wc wc;
+    /* a completion that arrived before the CQ was armed raises no event: peek first */
+    if (ibv_poll_cq(n->cq[d], 0, &wc) < 0) continue;
+    fds[nfds].fd = n->ch[d]->fd;
+    fds[nfds].events = POLLIN;
+    fds[nfds].revents = 0;
+    map[nfds++] = d;
+  }
+  if (!nfds) {
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+    return;
+  }
+  if (poll(fds, (nfds_t)nfds, 1) <= 0) return;
+  for (int i = 0; i < nfds; i++) {
+    if (!(fds[i].revents & POLLIN)) continue;
+    struct ibv_cq *cq;
+    void *ctx;
+    if (v->get_cq_event(n->ch[map[i]], &cq, &ctx) == 0) v->ack_cq_events(cq, 1);
+  }
+}
+
 int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
   struct sim_net *n = c->net;
   *res_p = ncclSuccess;
   if (!n || !n->connected) return SIM_PROGRESS_DONE;
   if (bytes > c->seg->slot_bytes) bytes = c->seg->slot_bytes;
+  if (n->carry && bytes > n->carry) bytes = n->carry;
   if (!n->step_active) {
     n->step_active = 1;
     n->step_bytes = bytes;
@@ -500,6 +541,7 @@ int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
   }
   for (int i = 0; i < n->nconn; i++) left += n->conn[i].pending > 0;
   if (left) {
+    wait_completions(n);
     sim_net_polling = 1;
     return SIM_PROGRESS_STALLED;
   }
@@ -538,8 +580,10 @@ void sim_net_free(struct ncclComm *c) {
     free(k->sums);
     free(k->buf);
   }
-  for (int d = 0; d < 64; d++)
+  for (int d = 0; d < 64; d++) {
     if (n->cq[d]) v->destroy_cq(n->cq[d]);
+    if (n->ch[d]) v->destroy_comp_channel(n->ch[d]);
+  }
   free(n->conn);
   free(n->peers);
   free(n->got);

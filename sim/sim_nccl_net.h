@@ -36,8 +36,8 @@ int sim_traffic_others(const struct ncclComm *comm, sim_fabric_flow_t *out, int 
 void sim_traffic_release(struct ncclComm *comm);
 /* Publishes this rank's flows in the communicator's segment (sim_nccl_fabric.c). */
 void sim_net_publish_flows(struct ncclComm *comm, const sim_fabric_flow_t *flows, int n);
-/* Set by sim_net_step and the handshake when they wait for the provider (which rings none of the
- * segment's bells): the group loop then polls instead of sleeping on the bell. */
+/* Set by sim_net_step when it waited for the provider's completions (which ring none of the
+ * segment's bells): the group loop then goes round again instead of sleeping on the bell. */
 extern _Thread_local int sim_net_polling;
 
 #endif

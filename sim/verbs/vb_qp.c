@@ -33,10 +33,14 @@ VB_API struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
   q->sq = calloc(q->cap.max_send_wr, sizeof *q->sq);
   q->rq = calloc(q->cap.max_recv_wr, sizeof *q->rq);
   if (!q->sq || !q->rq) goto fail_q;
+  /* QP numbers decide NCCL's RoCE source ports (flow label 0), so they must not change from run to
+   * run: seeded by the process's RANK where the launcher sets one, else its pid. */
+  const char *rank = getenv("RANK");
+  uint32_t seed = rank && *rank ? (uint32_t)strtoul(rank, NULL, 10) + 1 : (uint32_t)getpid();
   uint32_t qpn = 0;
   for (int tries = 0; tries < 4096; tries++) {
     uint32_t s = atomic_fetch_add(&qpn_serial, 1);
-    qpn = ((uint32_t)getpid() * 2654435761u + s * 40503u) % 0xffff00u + 0x40;
+    qpn = (seed * 2654435761u + s * 40503u) % 0xffff00u + 0x40;
     if (vb_ring_create(&q->in, ctx->dev->node, ctx->dev->nic, qpn, ctx->bell_name) == 0) break;
     if (errno != EEXIST) goto fail_q;
     qpn = 0;

@@ -13,8 +13,8 @@ export LD_LIBRARY_PATH="$simlib" NCCLSIM_RUN_GRACE_S=2 NCCLSIM_TIMEOUT_S=20 NCCL
 # Control: the same job without the fault runs clean through the verbs provider.
 out=$(timeout 120 "$run" -n 4 --nodes 2 -- "$job" --iters 3 2>&1) || fail "control: the job failed"
 grep -q "NET/IB" <<<"$out" && fail "control: an IB error without a fault"
-# and with 2 QPs per connection, the data split over them (every piece is checked on arrival)
-out=$(NCCL_IB_QPS_PER_CONNECTION=2 NCCL_IB_SPLIT_DATA_ON_QPS=1 timeout 120 "$run" -n 4 --nodes 2 -- "$job" --iters 3 2>&1) ||
+# and with 2 QPs per connection, whole chunks split over them (every piece is checked on arrival)
+out=$(NCCL_IB_QPS_PER_CONNECTION=2 NCCL_IB_SPLIT_DATA_ON_QPS=1 NCCLSIM_NET_CARRY_KB=0 timeout 120 "$run" -n 4 --nodes 2 -- "$job" --iters 3 2>&1) ||
   fail "control, 2 QPs per connection: the job failed"
 
 start=$(date +%s)

@@ -55,5 +55,15 @@ int sim_verbs_table_load(const char *lib, sim_verbs_table_t *t, char *err, size_
   memcpy(&t->reg_mr_iova2, &f, sizeof f);
   f = dlvsym(h, "ncclsimVerbsQpFlow", "NCCLSIM_VERBS_1.0");
   memcpy(&t->qp_flow, &f, sizeof f);
+  void *cc = dlvsym(h, "ibv_create_comp_channel", "IBVERBS_1.0");
+  void *dc = dlvsym(h, "ibv_destroy_comp_channel", "IBVERBS_1.0");
+  void *ge = dlvsym(h, "ibv_get_cq_event", "IBVERBS_1.1");
+  void *ae = dlvsym(h, "ibv_ack_cq_events", "IBVERBS_1.1");
+  if (cc && dc && ge && ae) {
+    memcpy(&t->create_comp_channel, &cc, sizeof cc);
+    memcpy(&t->destroy_comp_channel, &dc, sizeof dc);
+    memcpy(&t->get_cq_event, &ge, sizeof ge);
+    memcpy(&t->ack_cq_events, &ae, sizeof ae);
+  }
   return 0;
 }

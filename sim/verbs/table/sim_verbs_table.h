@@ -31,6 +31,11 @@ typedef struct {
   const char *(*wc_status_str)(enum ibv_wc_status);
   int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
   int (*qp_flow)(struct ibv_qp *, void *); /* sim/'s ncclsimVerbsQpFlow@NCCLSIM_VERBS_1.0, optional */
+  /* completion channels, optional (NULL when any is missing): waiting for a completion asleep */
+  struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *);
+  int (*destroy_comp_channel)(struct ibv_comp_channel *);
+  int (*get_cq_event)(struct ibv_comp_channel *, struct ibv_cq **, void **);
+  void (*ack_cq_events)(struct ibv_cq *, unsigned int);
 } sim_verbs_table_t;
 
 /* Fills the table as libnccl does: dlopen(lib) (RTLD_NOW), every required verb by
