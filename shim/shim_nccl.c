@@ -404,7 +404,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
       int rank_ = (rank_arg);                                                                      \
       if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)     \
         ctx_->rank = rank_;                                                                        \
-      if (rank_ >= 0 && !grouped_) ah_log_set_rank(rank_); /* this thread's log lines say [N] */  \
+      if (!grouped_) ah_log_set_rank_of(rank_, (nranks_arg)); /* this thread's lines say [N] */   \
       if (rank_ >= 0) ah_log_file_rank(rank_); /* a log file named by rank opens now */           \
       handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(1), rank_);                   \
     } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \

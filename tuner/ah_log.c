@@ -67,6 +67,20 @@ void ah_log_set_subsys(unsigned mask) { atomic_store(&log_subsys, mask & AH_LOG_
 void ah_log_set_time(int on) { atomic_store(&log_time, on != 0); }
 void ah_log_set_rank(int rank) { log_rank = rank; }
 
+static _Thread_local int log_rank_nranks;
+void ah_log_set_rank_of(int rank, int nranks) {
+  if (rank < 0 || nranks < log_rank_nranks) return;
+  log_rank = rank;
+  log_rank_nranks = nranks;
+}
+
+size_t ah_log_held(void) {
+  pthread_mutex_lock(&out_lock);
+  size_t n = held_len;
+  pthread_mutex_unlock(&out_lock);
+  return n;
+}
+
 void ah_log_set_nccl(ah_log_nccl_fn fn) {
   ah_log_nccl_fn none = NULL;
   if (fn) atomic_compare_exchange_strong(&log_nccl, &none, fn);

@@ -47,6 +47,11 @@ void ah_log_set_subsys(unsigned mask);
 void ah_log_set_time(int on);
 /* Sets the rank shown in log lines of the calling thread (-1: none). */
 void ah_log_set_rank(int rank);
+/* The same for a rank in a communicator of `nranks`: kept only when no larger communicator of the
+ * thread has set one, so a thread's lines show its rank in the job's world, not in a split. */
+void ah_log_set_rank_of(int rank, int nranks);
+/* Bytes of lines held for a log file not opened yet (AH_LOG_FD_HOLD). */
+size_t ah_log_held(void);
 
 /* Where lines go: a file descriptor (2 at start). AH_LOG_FD_HOLD keeps lines in a small buffer
  * (the log file's name needs a rank not known yet); setting a real descriptor writes the held lines

@@ -81,7 +81,7 @@ const char *ah_log_file_path(void) { return file_path; }
 
 /* A process that never learnt a rank still leaves its held lines in a file ("all"). */
 __attribute__((destructor)) static void log_file_at_exit(void) {
-  if (file_tmpl[0]) {
+  if (file_tmpl[0] && ah_log_held() > 0) { /* a process that logged nothing leaves no file */
     char err[2600] = "";
     pthread_mutex_lock(&file_lock);
     int fd = file_tmpl[0] ? open_for(file_tmpl, -1, err, sizeof err) : -1;
