@@ -127,6 +127,32 @@ static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *
   decision_apply(d, c, call, &seg);
 }
 
+/* A segment this rank has not used yet: classified once (kept out of line, so the per-call path of
+ * ah_shim_decide stays as short as the hot-path bar asks), and, when it settles the key (a forever
+ * segment), said in words at info level. */
+static __attribute__((noinline, cold)) void segment_classify(ah_comm_t *c, ah_shim_rankkey_t *ck,
+                                                           const ah_call_t *call, const ah_segment_t *seg) {
+  ck->seg_first = seg->first;
+  ck->seg_keep = ah_config_is_keep(&seg->config);
+  /* v1/v2: the support flags are the same for every call of the key, so checked once here; a
+   * v3+ table can differ from call to call (NCCL marks cells it may not run per size), so it is
+   * checked at each call below, before the call is counted. */
+  ck->seg_refused = !ck->seg_keep && !call->table && !ah_config_allowed_call(&seg->config, call);
+  ck->seg_cell = ck->seg_keep ? -1 : table_cell(call, &seg->config);
+  /* NCCL's own pair with NCCL's resources (a search's starting point): still forced, so every
+   * call of the segment runs it, but its calls and times are NCCL's default in the report. */
+  ck->seg_nccl = !ck->seg_keep && !ck->seg_refused && ck->nccl_cfg.algo >= 0 &&
+                 seg->config.algo == ck->nccl_cfg.algo && seg->config.proto == ck->nccl_cfg.proto;
+  for (int i = 0; ck->seg_nccl && i < seg->config.ndims && i < AH_MAX_DIMS; i++)
+    if (seg->config.res[i] != 0) ck->seg_nccl = 0;
+  if (!ck->seg_keep && !ck->seg_refused && !ck->seg_nccl && !ah_config_equal(&seg->config, &ck->applied.cfg)) {
+    memset(&ck->applied, 0, sizeof ck->applied); /* a new config: its own statistics */
+    ck->applied.cfg = seg->config;
+    ck->gen++;
+  }
+  if (seg->count == AH_SCHED_FOREVER) ah_shim_decision_log(c, ck, seg); /* settled: say so once */
+}
+
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   *d = (ah_decision_t){.algo = -1, .proto = -1, .source = AH_SOURCE_DEFAULT};
   last_decision.c = NULL;
@@ -157,26 +183,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
     have = segment_of(c, ck, index, call);
   }
   const ah_segment_t *seg = &ck->seg; /* valid when have */
-  if (have && seg->first != ck->seg_first) { /* a segment this rank has not used yet: classify it once */
-    ck->seg_first = seg->first;
-    ck->seg_keep = ah_config_is_keep(&seg->config);
-    /* v1/v2: the support flags are the same for every call of the key, so checked once here; a
-     * v3+ table can differ from call to call (NCCL marks cells it may not run per size), so it is
-     * checked at each call below, before the call is counted. */
-    ck->seg_refused = !ck->seg_keep && !call->table && !ah_config_allowed_call(&seg->config, call);
-    ck->seg_cell = ck->seg_keep ? -1 : table_cell(call, &seg->config);
-    /* NCCL's own pair with NCCL's resources (a search's starting point): still forced, so every
-     * call of the segment runs it, but its calls and times are NCCL's default in the report. */
-    ck->seg_nccl = !ck->seg_keep && !ck->seg_refused && ck->nccl_cfg.algo >= 0 &&
-                   seg->config.algo == ck->nccl_cfg.algo && seg->config.proto == ck->nccl_cfg.proto;
-    for (int i = 0; ck->seg_nccl && i < seg->config.ndims && i < AH_MAX_DIMS; i++)
-      if (seg->config.res[i] != 0) ck->seg_nccl = 0;
-    if (!ck->seg_keep && !ck->seg_refused && !ck->seg_nccl && !ah_config_equal(&seg->config, &ck->applied.cfg)) {
-      memset(&ck->applied, 0, sizeof ck->applied); /* a new config: its own statistics */
-      ck->applied.cfg = seg->config;
-      ck->gen++;
-    }
-  }
+  if (__builtin_expect(have && seg->first != ck->seg_first, 0)) segment_classify(c, ck, call, seg);
   if (have && !ck->seg_keep) {
     if (__builtin_expect(!ck->seg_refused && table_allows(call, ck, &seg->config), 1)) {
       uint32_t gen = ck->seg_nccl ? 0 : ck->gen;

@@ -39,6 +39,9 @@ size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes);
  * clears it, so the call keeps NCCL's choice. ah_shim_decide checks before it counts the call, so
  * such a call is counted as NCCL's from the start and nothing is undone. */
 void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d);
+/* The info line of a key's settled configuration (shim_decision.c), logged when a rank first runs
+ * a forever segment: once per key and rank, plus once per re-open. Not on the per-call path. */
+void ah_shim_decision_log(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_segment_t *seg);
 
 /* A measured duration (microseconds) of call `index` of a key, with the source and generation the
  * decision had (generation 0: the call kept NCCL's choice). Feeds the report and, on the leader,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ah_coord_health.h"
+#include "ah_log_file.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
 #include "shim_real.h"
@@ -403,7 +404,8 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
       int rank_ = (rank_arg);                                                                      \
       if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)     \
         ctx_->rank = rank_;                                                                        \
-      if (rank_ >= 0 && !grouped_) ah_log_set_rank(rank_); /* this thread's log lines say r<N> */  \
+      if (!grouped_) ah_log_set_rank_of(rank_, (nranks_arg)); /* this thread's lines say [N] */   \
+      if (rank_ >= 0) ah_log_file_rank(rank_); /* a log file named by rank opens now */           \
       handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(1), rank_);                   \
     } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \
       handle_bind(*(newcomm_p), id_, 0, (rank_arg));                                               \

@@ -12,6 +12,7 @@
 #include "shim_chain.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
+#include "ah_log_file.h"
 
 /* Applies a decision to a v3+ cost table. A partial pair (algorithm or protocol -1) forces the
  * cheapest cell NCCL allows among those matching it. Returns 1 when the pair was applied (or
@@ -101,12 +102,16 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
   ah_shim_init();
   *context = NULL;
   if (!ah_shim.enabled) return ncclSuccess;
+  /* NCCL's logger: autoha's lines also go through it (NCCL_DEBUG_SUBSYS=TUNING shows them). Its
+   * level is NCCL's enum, an int in the ABI. */
+  ah_log_set_nccl((ah_log_nccl_fn)(void (*)(void))log);
   uint64_t id = commId, pending_id = 0;
   int rank = -1;
   /* The constructor's identity and rank: queued on this thread (NCCL ran the init inline), or
    * shared by a grouped constructor whose init NCCL runs on one of its own threads. */
   int have = ah_comm_pending_pop(&pending_id, &rank) || ah_comm_pending_claim(commId, (int)nRanks, &pending_id, &rank);
   if (id == 0) id = have ? pending_id : ah_comm_fallback_id(nRanks, nNodes);
+  if (rank >= 0) ah_log_file_rank(rank); /* a log file named by rank opens now */
   ah_shim_first_comm(id, (int)nRanks, (int)nNodes, rank);
   ah_shim_report_start_interval();
   ah_comm_t *c = ah_comm_create(id, have ? pending_id : id, (int)nRanks, (int)nNodes, rank, abi);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "sim_nccl.h"
 #include "sim_tuner.h"
@@ -18,16 +20,61 @@ static int tuner_state;        /* 0 not tried, 1 loaded, -1 none */
 static sim_tuner_t tuner;
 static int tuner_refs;
 
+/* NCCL's debug subsystems (nccl.h's ncclDebugLogSubSys), by NCCL_DEBUG_SUBSYS name. */
+static const struct { const char *name; unsigned long flag; } subsys_names[] = {
+    {"INIT", 0x1},    {"COLL", 0x2},   {"P2P", 0x4},     {"SHM", 0x8},         {"NET", 0x10},
+    {"GRAPH", 0x20},  {"TUNING", 0x40}, {"ENV", 0x80},   {"ALLOC", 0x100},     {"CALL", 0x200},
+    {"PROXY", 0x400}, {"NVLS", 0x800}, {"BOOTSTRAP", 0x1000}, {"REG", 0x2000}, {"PROFILE", 0x4000},
+    {"RAS", 0x8000},  {"ALL", ~0UL}};
+
+/* NCCL_DEBUG_SUBSYS as NCCL reads it: a comma-separated list, ^ in front inverts it; unset, NCCL
+ * shows INIT, BOOTSTRAP and ENV. */
+static unsigned long debug_mask(void) {
+  const char *s = getenv("NCCL_DEBUG_SUBSYS");
+  if (!s || !*s) return 0x1 | 0x1000 | 0x80;
+  int invert = *s == '^';
+  if (invert) s++;
+  unsigned long mask = 0;
+  for (const char *p = s; *p;) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    for (size_t i = 0; i < sizeof subsys_names / sizeof subsys_names[0]; i++)
+      if (strlen(subsys_names[i].name) == n && strncasecmp(p, subsys_names[i].name, n) == 0)
+        mask |= subsys_names[i].flag;
+    if (!e) break;
+    p = e + 1;
+  }
+  return invert ? ~mask : mask;
+}
+
+/* The logger NCCL hands a tuner plugin (ncclDebugLog): with NCCL_DEBUG=WARN or INFO (TRACE shows
+ * INFO here), lines at or above that level whose subsystem NCCL_DEBUG_SUBSYS selects are printed on
+ * stderr in NCCL's format, "host:pid:tid [dev] NCCL INFO message"; WARN lines ignore the subsystem
+ * filter, as in NCCL. Without NCCL_DEBUG, only sim's own warning of a plugin's WARN line. */
 static void tuner_logger(ah_nccl_log_level_t level, unsigned long flags, const char *file, int line,
                          const char *fmt, ...) {
-  (void)flags;
-  if (level > AH_NCCL_LOG_WARN && level != AH_NCCL_LOG_VERSION) return;
+  const char *dbg = getenv("NCCL_DEBUG");
+  int shown = !dbg ? -1 : strcasecmp(dbg, "WARN") == 0 ? AH_NCCL_LOG_WARN
+                        : strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0 ? AH_NCCL_LOG_INFO : -1;
   char buf[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  sim_log_warn("tuner: %s (%s:%d)", buf, file ? file : "?", line);
+  if (shown < 0) {
+    if (level <= AH_NCCL_LOG_WARN && level != AH_NCCL_LOG_NONE)
+      sim_log_warn("tuner: %s (%s:%d)", buf, file ? file : "?", line);
+    return;
+  }
+  if (level == AH_NCCL_LOG_NONE || (int)level > shown) return;
+  if (level == AH_NCCL_LOG_INFO && !(flags & debug_mask())) return;
+  char host[64] = "?";
+  if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
+  host[sizeof host - 1] = 0;
+  char *dot = strchr(host, '.'); /* NCCL prints the host name up to its first dot */
+  if (dot) *dot = 0;
+  fprintf(stderr, "%s:%d:%ld [%d] NCCL %s %s\n", host, (int)getpid(), (long)syscall(SYS_gettid),
+          sim_device_current(), level <= AH_NCCL_LOG_WARN ? "WARN" : "INFO", buf);
 }
 
 static void *open_lib(const char *name, int version) {

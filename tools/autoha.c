@@ -19,6 +19,7 @@ extern char **environ;
 static void usage(FILE *f) {
   fprintf(f,
           "usage: autoha report FILE...          print tuning reports as tables\n"
+          "       autoha report --merge DIR|FILE... [--csv|--json]  the job: one table per communicator\n"
           "       autoha compare BASE NEW        per key, the time of BASE's config against NEW's\n"
           "       autoha env [-f|--docs]         every AUTOHA_* variable: value, default, meaning\n"
           "       autoha env --markdown          the variable reference of docs/environment.md\n"
@@ -157,6 +158,8 @@ static int cmd_report(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--merge") == 0) return cmd_report_merge(argc + 1, argv - 1); /* argv[-1]: "report" */
   int rc = 0;
   for (int i = 0; i < argc; i++) {
     ah_report_t *r = NULL;

@@ -15,6 +15,7 @@
 
 #include "ah_env.h"
 #include "ah_log.h"
+#include "ah_log_file.h"
 #include "ah_path.h"
 #include "ah_report.h"
 
@@ -38,10 +39,32 @@ static const ah_env_var_t env_table[] = {
      "observe, the least invasive mode, not the default.",
      0, 0, "observe|fixed|tune", FIELD_FALLBACK(mode, "observe")},
     {"AUTOHA_LOG", AH_ENV_ENUM, "warn", "error|warn|info|debug",
-     "How much autoha logs on stderr. Every line starts with 'autoha:', the host and the rank. "
-     "info adds one line per decision that changes a key's configuration; debug adds per-call "
-     "detail and is meant for short runs.",
+     "How much autoha logs. Every line starts as NCCL's do, 'host:pid:tid [rank] autoha LEVEL "
+     "subsystem: ' ([-] until the process knows its rank). info adds one line per decision, in "
+     "words: the key, the configuration it runs, its time against NCCL's own choice and the calls "
+     "the search took; debug adds per-call detail and is meant for short runs. When NCCL hands "
+     "autoha its logger (as the tuner plugin), lines up to info also go through it, tagged TUNING, "
+     "so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows them in NCCL's output whatever this says.",
      0, 0, "error|warn|info|debug", FIELD(log_level)},
+    {"AUTOHA_LOG_FILE", AH_ENV_PATH, "", "PATH template (%h %p %r %j %%), or empty for stderr",
+     "Writes the log lines of each process to this file instead of stderr, appending. %h is the "
+     "host name, %p the process id, %r the process's rank (its first communicator's), %j the "
+     "scheduler's job id ('nojob' without one), %% a percent sign; missing folders are created. "
+     "With %r, lines logged before the rank is known are kept in memory and start the file; a "
+     "process that never learns a rank writes them at exit with %r as 'all'. A file that cannot "
+     "be opened leaves the lines on stderr, with one error saying why.",
+     0, 0, NULL, FIELD(log_file)},
+    {"AUTOHA_LOG_TIME", AH_ENV_BOOL, "0", "1|0 (also y|n, yes|no, on|off, true|false)",
+     "Puts the wall-clock time, [YYYY-MM-DD HH:MM:SS.microseconds], in front of every log line.",
+     0, 0, NULL, FIELD(log_time)},
+    {"AUTOHA_LOG_SUBSYS", AH_ENV_SUBSYS, "all", "all, or SUB,SUB... or ^SUB,SUB... (SUB: "
+     "init|env|tune|coord|qp|report|health)",
+     "Which parts of autoha log, as NCCL_DEBUG_SUBSYS: a comma-separated list of subsystems, or "
+     "with a leading ^ every subsystem but those. init is loading and the tuner plugin face, env "
+     "the AUTOHA_* variables, tune the search and its decisions, coord the coordinator hub and its "
+     "clients, qp the queue-pair hook, report the reports and profiles, health hang and straggler "
+     "diagnosis. The level (AUTOHA_LOG) applies within the chosen subsystems.",
+     0, 0, NULL, FIELD(log_subsys)},
     {"AUTOHA_OVERRIDE", AH_ENV_OVERRIDE, "",
      "RULE;RULE...  RULE = COLL|*[@LOW-HIGH]:algo=A,proto=P,nchannels=N,chunk=SIZE",
      "Pins the configuration of matching collectives, e.g. "
@@ -401,6 +424,12 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
     s_p->qp_tc_dscp = dscp;
     return 0;
   }
+  case AH_ENV_SUBSYS: {
+    unsigned mask;
+    if (ah_log_subsys_parse(value, &mask, why, sizeof why) != 0) break;
+    *(int *)field_of(v, s_p) = (int)mask;
+    return 0;
+  }
   case AH_ENV_TC_RULES:
     if (*value && ah_path_tc_rules_parse(value, NULL, why, sizeof why) != 0) break;
     if (set_text(field_of(v, s_p), v->size, value) != 0) {
@@ -515,6 +544,20 @@ static void settings_init(void) {
   const char *l = getenv("AUTOHA_LOG");
   int level = l ? parse_choice("error|warn|info|debug", l) : -1;
   ah_log_set_level(level >= 0 ? level : AH_LOG_WARN);
+  /* Where and what to log, quietly first, so that the problems the full parse reports already go
+   * to the log file and through the subsystem filter. */
+  ah_settings_t early;
+  ah_env_defaults(&early);
+  static const char *const log_vars[] = {"AUTOHA_LOG_SUBSYS", "AUTOHA_LOG_TIME", "AUTOHA_LOG_FILE"};
+  for (size_t i = 0; i < sizeof log_vars / sizeof log_vars[0]; i++) {
+    const char *val = getenv(log_vars[i]);
+    if (val) (void)ah_env_parse_one(ah_env_var_find(log_vars[i]), val, &early, NULL, 0);
+  }
+  ah_log_set_subsys((unsigned)early.log_subsys);
+  ah_log_set_time(early.log_time);
+  char err[4096];
+  if (ah_log_file_start(early.log_file, err, sizeof err) != 0)
+    ah_log(AH_LOG_ERROR, "%s; logging to stderr", err);
   ah_env_parse(environ, &g_settings);
   ah_log_set_level(g_settings.log_level);
 }
@@ -551,6 +594,7 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
   case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
   case AH_ENV_TC_RULES:
   case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
+  case AH_ENV_SUBSYS: ah_log_subsys_format((unsigned)*(const int *)f, buf, len); break;
   case AH_ENV_QP_SPORT:
     if (s->qp_sport == AH_PATH_SPORT_FILE)
       snprintf(buf, len, "file:%s", s->qp_sport_file);

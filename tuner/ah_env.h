@@ -27,6 +27,9 @@ typedef struct {
   int enable;                        /* AUTOHA_ENABLE: 0 = pure pass-through */
   int mode;                          /* AUTOHA_MODE: AH_MODE_* */
   int log_level;                     /* AUTOHA_LOG: AH_LOG_* (also applied to ah_log) */
+  char log_file[AH_ENV_PATH_MAX];    /* AUTOHA_LOG_FILE: path template (%h %p %r %j %%); "" = stderr */
+  int log_time;                      /* AUTOHA_LOG_TIME: a timestamp in front of each line */
+  int log_subsys;                    /* AUTOHA_LOG_SUBSYS: mask of 1 << AH_SUB_* (ah_log.h) */
   ah_override_t override;            /* AUTOHA_OVERRIDE: the rules that parsed */
   char override_text[AH_ENV_PATH_MAX]; /* AUTOHA_OVERRIDE as given ("" when unset) */
   char report[AH_ENV_PATH_MAX];      /* AUTOHA_REPORT: path template (%h %p %r %%); "" = no report */
@@ -68,6 +71,7 @@ typedef enum {
   AH_ENV_TC,        /* N (0..255) or dscp=N (0..63), or "nccl" */
   AH_ENV_TC_RULES,  /* MATCH:CLASS;... per-communicator classes (path/ah_path.h), kept as text */
   AH_ENV_COMMAND,   /* a shell command line, kept as text */
+  AH_ENV_SUBSYS,    /* a log subsystem list as NCCL_DEBUG_SUBSYS: tune,coord or ^qp (ah_log.h) */
 } ah_env_type_t;
 
 /* One row of the table. */

@@ -1,20 +1,44 @@
-/* Log lines with the autoha: prefix, the host and the rank, one write(2) each. The threshold comes
- * from AUTOHA_LOG, read once; an invalid value is itself reported once and the default kept. */
+/* Log lines in NCCL's shape ("host:pid:tid [rank] autoha LEVEL subsys: ..."), each one write(2) to
+ * the current descriptor, and also through NCCL's logger once NCCL has handed the tuner one. The
+ * threshold comes from AUTOHA_LOG, read once; the rest of the settings (subsystems, timestamps,
+ * file) are set by the env table when it has parsed them, so a bad value is reported once.
+ *
+ * Lines written while the log file cannot be named yet (AUTOHA_LOG_FILE names the rank) are held
+ * in a fixed buffer and written out when the descriptor is set, so a file has every line. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ah_log.h"
 
 static _Atomic int log_level = -1;
+static _Atomic unsigned log_subsys = AH_LOG_SUBSYS_ALL;
+static _Atomic int log_time;
+static _Atomic(ah_log_nccl_fn) log_nccl;
 static _Thread_local int log_rank = -1;
 
-static const char *level_names[] = {"error", "warn", "info", "debug"};
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER; /* fd changes and the held lines */
+static int out_fd = 2;
+static char held[16384];
+static size_t held_len;
+static int held_lost; /* lines that did not fit: written to stderr instead */
+
+static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+static const char *sub_names[AH_SUB_COUNT] = {"init", "env", "tune", "coord", "qp", "report", "health"};
+
+/* NCCL's levels and its TUNING subsystem flag (nccl.h: NCCL_LOG_WARN 2, NCCL_LOG_INFO 3,
+ * NCCL_TUNING 0x40). */
+#define NCCL_LEVEL_WARN 2
+#define NCCL_LEVEL_INFO 3
+#define NCCL_FLAG_TUNING 0x40UL
 
 static int parse_level(const char *s) {
   for (int i = 0; i < 4; i++)
@@ -30,8 +54,8 @@ int ah_log_level(void) {
   int expected = -1;
   atomic_compare_exchange_strong(&log_level, &expected, parsed < 0 ? AH_LOG_WARN : parsed);
   if (parsed < 0 && expected == -1)
-    ah_log(AH_LOG_ERROR, "invalid value for AUTOHA_LOG: '%s' (expected error|warn|info|debug); "
-           "using warn", s);
+    ah_log_at(AH_SUB_ENV, AH_LOG_ERROR, "invalid value for AUTOHA_LOG: '%s' (expected "
+              "error|warn|info|debug); using warn", s);
   return atomic_load(&log_level);
 }
 
@@ -39,26 +63,169 @@ void ah_log_set_level(int level) {
   if (level >= AH_LOG_ERROR && level <= AH_LOG_DEBUG) atomic_store(&log_level, level);
 }
 
+void ah_log_set_subsys(unsigned mask) { atomic_store(&log_subsys, mask & AH_LOG_SUBSYS_ALL); }
+void ah_log_set_time(int on) { atomic_store(&log_time, on != 0); }
 void ah_log_set_rank(int rank) { log_rank = rank; }
 
-void ah_log(int level, const char *fmt, ...) {
-  if (level > ah_log_level()) return;
+static _Thread_local int log_rank_nranks;
+void ah_log_set_rank_of(int rank, int nranks) {
+  if (rank < 0 || nranks < log_rank_nranks) return;
+  log_rank = rank;
+  log_rank_nranks = nranks;
+}
+
+size_t ah_log_held(void) {
+  pthread_mutex_lock(&out_lock);
+  size_t n = held_len;
+  pthread_mutex_unlock(&out_lock);
+  return n;
+}
+
+void ah_log_set_nccl(ah_log_nccl_fn fn) {
+  ah_log_nccl_fn none = NULL;
+  if (fn) atomic_compare_exchange_strong(&log_nccl, &none, fn);
+}
+
+int ah_log_nccl_set(void) { return atomic_load_explicit(&log_nccl, memory_order_relaxed) != NULL; }
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+int ah_log_set_fd(int fd) {
+  pthread_mutex_lock(&out_lock);
+  int prev = out_fd;
+  out_fd = fd;
+  if (fd >= 0 && held_len) {
+    write_all(fd, held, held_len);
+    held_len = 0;
+  }
+  pthread_mutex_unlock(&out_lock);
+  return prev;
+}
+
+static void emit(const char *line, size_t len) {
+  pthread_mutex_lock(&out_lock);
+  if (out_fd == AH_LOG_FD_HOLD && held_len + len <= sizeof held) {
+    memcpy(held + held_len, line, len);
+    held_len += len;
+  } else if (out_fd == AH_LOG_FD_HOLD) {
+    held_lost++;
+    (void)!write(STDERR_FILENO, line, len);
+  } else {
+    (void)!write(out_fd, line, len);
+  }
+  pthread_mutex_unlock(&out_lock);
+}
+
+/* The host name, looked up once: a name change mid-job would only confuse the reader. */
+static char host_buf[64];
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static void host_fill(void) {
+  if (gethostname(host_buf, sizeof host_buf) != 0) strcpy(host_buf, "?");
+  host_buf[sizeof host_buf - 1] = 0;
+}
+
+void ah_log_at(int subsys, int level, const char *fmt, ...) {
+  if ((unsigned)subsys >= AH_SUB_COUNT) subsys = AH_SUB_INIT;
+  ah_log_nccl_fn nccl = atomic_load_explicit(&log_nccl, memory_order_acquire);
+  int ours = level <= ah_log_level() && (atomic_load_explicit(&log_subsys, memory_order_relaxed) >> subsys & 1u);
+  int theirs = nccl && level <= AH_LOG_INFO;
+  if (!ours && !theirs) return;
   int saved = errno;
-  char line[1024], host[64] = "?";
-  if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
-  host[sizeof host - 1] = 0;
-  int n = log_rank >= 0
-              ? snprintf(line, sizeof line, "autoha: %s r%d: %s: ", host, log_rank, level_names[level])
-              : snprintf(line, sizeof line, "autoha: %s pid %d: %s: ", host, (int)getpid(),
-                         level_names[level]);
-  if (n < 0) n = 0;
+  pthread_once(&host_once, host_fill);
+  char rank[16] = "-", line[1280];
+  if (log_rank >= 0) snprintf(rank, sizeof rank, "%d", log_rank);
+  int n = 0;
+  if (atomic_load_explicit(&log_time, memory_order_relaxed)) {
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    localtime_r(&ts.tv_sec, &tm);
+    n = (int)strftime(line, 32, "[%Y-%m-%d %H:%M:%S", &tm);
+    n += snprintf(line + n, sizeof line - (size_t)n, ".%06ld] ", ts.tv_nsec / 1000);
+  }
+  int head = snprintf(line + n, sizeof line - (size_t)n, "%s:%d:%ld [%s] autoha %s %s: ", host_buf,
+                      (int)getpid(), (long)syscall(SYS_gettid), rank, level_names[level], sub_names[subsys]);
+  if (head < 0) head = 0;
+  n += head;
+  size_t body = (size_t)n; /* where the message starts */
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
   va_end(ap);
   size_t len = m < 0 ? (size_t)n : (size_t)n + (size_t)m;
   if (len > sizeof line - 2) len = sizeof line - 2;
-  line[len++] = '\n';
-  (void)!write(STDERR_FILENO, line, len);
+  line[len] = 0;
+  if (theirs) /* NCCL adds its own host:pid:tid [dev] prefix */
+    nccl(level <= AH_LOG_WARN ? NCCL_LEVEL_WARN : NCCL_LEVEL_INFO, NCCL_FLAG_TUNING, "autoha", 0,
+         "autoha [%s] %s: %s", rank, sub_names[subsys], line + body);
+  if (ours) {
+    line[len++] = '\n';
+    emit(line, len);
+  }
   errno = saved;
+}
+
+const char *ah_log_subsys_name(int sub) {
+  return sub >= 0 && sub < AH_SUB_COUNT ? sub_names[sub] : "?";
+}
+
+int ah_log_subsys_parse(const char *s, unsigned *mask_p, char *err, size_t errlen) {
+  if (!s) s = "";
+  int invert = *s == '^';
+  if (invert) s++;
+  unsigned mask = 0;
+  const char *p = s;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    int found = 0;
+    if (n == 3 && strncasecmp(p, "all", 3) == 0) {
+      mask = AH_LOG_SUBSYS_ALL;
+      found = 1;
+    }
+    for (int i = 0; i < AH_SUB_COUNT && !found; i++)
+      if (strlen(sub_names[i]) == n && strncasecmp(p, sub_names[i], n) == 0) {
+        mask |= 1u << i;
+        found = 1;
+      }
+    if (!found) {
+      if (err && errlen) snprintf(err, errlen, "unknown subsystem '%.*s'", (int)n, p);
+      return -1;
+    }
+    if (!e) break;
+    p = e + 1;
+  }
+  if (!*s) {
+    if (err && errlen) snprintf(err, errlen, "no subsystem named");
+    return -1;
+  }
+  *mask_p = invert ? AH_LOG_SUBSYS_ALL & ~mask : mask;
+  return 0;
+}
+
+char *ah_log_subsys_format(unsigned mask, char *buf, size_t len) {
+  mask &= AH_LOG_SUBSYS_ALL;
+  if (len == 0) return buf;
+  buf[0] = 0;
+  if (mask == AH_LOG_SUBSYS_ALL) {
+    snprintf(buf, len, "all");
+    return buf;
+  }
+  size_t o = 0;
+  for (int i = 0; i < AH_SUB_COUNT && o + 1 < len; i++)
+    if (mask >> i & 1u) {
+      int n = snprintf(buf + o, len - o, "%s%s", o ? "," : "", sub_names[i]);
+      if (n < 0) break;
+      o += (size_t)n;
+    }
+  if (o >= len) buf[len - 1] = 0;
+  return buf;
 }

@@ -37,8 +37,8 @@ if [ $rc -ne 0 ]; then
   tail -30 "$tmp/err"
   exit 1
 fi
-if grep -q '^autoha: .*: error:' "$tmp/err"; then
-  echo "FAIL: autoha logged errors:"; grep '^autoha: .*: error:' "$tmp/err"; exit 1
+if grep -q ' autoha ERROR ' "$tmp/err"; then
+  echo "FAIL: autoha logged errors:"; grep ' autoha ERROR ' "$tmp/err"; exit 1
 fi
 want=$((launches * ranks_per_proc))
 n=$(grep -c "graph_job: process .*: $want graph launches, 0 failures, 0 wrong results" "$tmp/out")

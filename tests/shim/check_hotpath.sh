@@ -25,7 +25,7 @@ run() { # NAME PRELOAD
 }
 run plain "$count"
 run shim "$count:$lib"
-grep -q "^autoha: " <(LD_PRELOAD=$lib AUTOHA_LOG=info "$job" --warmup 1 --iters 1 --window 2>&1) ||
+grep -q " autoha INFO " <(LD_PRELOAD=$lib AUTOHA_LOG=info "$job" --warmup 1 --iters 1 --window 2>&1) ||
   { echo "FAIL: the shim did not load"; exit 1; }
 [ "$(cat "$tmp/plain.sys")" != nomarkers ] || { echo "FAIL: no markers in the strace output"; exit 1; }
 a=$(grep '^window' "$tmp/plain.out") b=$(grep '^window' "$tmp/shim.out")

@@ -24,8 +24,8 @@ LD_PRELOAD=$lib AUTOHA_MODE=$mode AUTOHA_REPORT="$tmp/rep/report-%p.json" AUTOHA
   timeout 150 "$launcher" "${args[@]}" >"$tmp/shim.out" 2>"$tmp/shim.err"
 rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: the $mode run exited $rc"; tail -20 "$tmp/shim.err"; exit 1; }
-if grep -q '^autoha: .*: \(error\|warn\):' "$tmp/shim.err"; then
-  echo "FAIL: autoha complained:"; grep '^autoha: .*: \(error\|warn\):' "$tmp/shim.err"; exit 1
+if grep -q ' autoha \(ERROR\|WARN\) ' "$tmp/shim.err"; then
+  echo "FAIL: autoha complained:"; grep ' autoha \(ERROR\|WARN\) ' "$tmp/shim.err"; exit 1
 fi
 diff <(grep '^checksum' "$tmp/plain.out" | sort) <(grep '^checksum' "$tmp/shim.out" | sort) >/dev/null ||
   { echo "FAIL: data differ with the shim"; exit 1; }

@@ -56,6 +56,8 @@ static ah_config_t cfg(int algo, int proto, int nch) {
   return c;
 }
 
+static int fixture_rank; /* the rank the next fixture report's communicator has */
+
 static void write_report_scaled(const char *path, double scale, uint64_t id) {
   static ah_report_key_t keys[2];
   static ah_report_comm_t comm;
@@ -72,6 +74,7 @@ static void write_report_scaled(const char *path, double scale, uint64_t id) {
   r.ncomms = 1;
   r.comms = &comm;
   comm.id = id;
+  comm.rank = fixture_rank;
   comm.nranks = 8;
   comm.nnodes = 1;
   comm.nkeys = 2;
@@ -209,6 +212,38 @@ START_TEST(compare_runs) {
 }
 END_TEST
 
+/* The job, not one rank: three ranks' reports merged, rank 2's tuned time 50% over the median. */
+START_TEST(report_merge) {
+  char path[512];
+  for (int r = 0; r < 3; r++) {
+    fixture_rank = r;
+    snprintf(path, sizeof path, "%s/%d.json", dir, r);
+    write_report_scaled(path, r == 2 ? 1.5 : 1.0, 0xabc);
+  }
+  snprintf(path, sizeof path, "%s/hub.cred", dir); /* not a report: skipped by the folder walk */
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fclose(f);
+  const char *out = cli(0, "comm 0x0000000000000abc: 8 ranks on 1 nodes", "report --merge '%s'", dir);
+  const char *row = line_with(out, "allreduce 16M-32M");
+  ck_assert_msg(strstr(row, " 3  ring/simple nch=16 ") && strstr(row, "1000.0/1000.0/1500.0") &&
+                strstr(row, "2000.0/2000.0/2000.0") && strstr(row, " 2.00x ") && strstr(row, "2(+50%)"), "%s", row);
+  ck_assert_ptr_nonnull(strstr(line_with(out, "broadcast 8-16"), " nccl "));
+  out = cli(0, "comm,nranks,nnodes,coll,bin,bytes_min,ranks,config,", "report --csv --merge '%s'", dir);
+  ck_assert_ptr_nonnull(strstr(out, "0x0000000000000abc,8,1,allreduce,24,16777216,3,ring/simple nch=16,"
+                                    "1000.0,1000.0,1500.0,2000.0,2000.0,2000.0,2(+50%)\n"));
+  out = cli(0, "{\"rank\": 2, \"why\": \"+50%\"}", "report --merge --json '%s/0.json' '%s/1.json' '%s/2.json'",
+            dir, dir, dir);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "'%s' report --merge --json '%s' | python3 -c 'import json,sys; "
+           "d = json.load(sys.stdin); assert len(d[\"keys\"]) == 2, d'", AUTOHA_CLI, dir);
+  ck_assert_int_eq(system(cmd), 0);
+  cli(2, "unrecognized option", "report --merge --bogus '%s'", dir);
+  cli(0, "usage: autoha report --merge", "report --merge --help");
+  cli(1, "no report read", "report --merge '%s/none'", dir);
+}
+END_TEST
+
 static void make_dir(void) {
   snprintf(dir, sizeof dir, "/tmp/ah-cli-test-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -230,6 +265,7 @@ int main(void) {
   tcase_add_test(tc, check_override);
   tcase_add_test(tc, env_listing);
   tcase_add_test(tc, compare_runs);
+  tcase_add_test(tc, report_merge);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

@@ -221,7 +221,8 @@ START_TEST(parse_environment_logs) {
   const char *log = capture_end();
   ck_assert_int_eq(problems, 4);
   ck_assert_int_eq(count_lines(log), 4);
-  ck_assert_ptr_nonnull(strstr(log, "autoha: "));
+  ck_assert_ptr_nonnull(strstr(log, " [-] autoha ERROR env: invalid value for AUTOHA_MODE"));
+  ck_assert_ptr_nonnull(strstr(log, " [-] autoha WARN env: unknown environment variable AUTOHA_REPOT"));
   /* a mode that does not parse falls back to the least invasive one, and says which */
   ck_assert_ptr_nonnull(strstr(log, "invalid value for AUTOHA_MODE: 'tunes' (expected observe|fixed|tune); "
                                     "using AUTOHA_MODE=observe instead (the safe fallback)\n"));
@@ -233,6 +234,49 @@ START_TEST(parse_environment_logs) {
   ck_assert_int_eq(s.qp_tc, 26);
   ck_assert_int_eq(s.qp_tc_dscp, 1);
   ck_assert_int_eq(s.override.nrules, 1);
+}
+END_TEST
+
+START_TEST(log_variables) {
+  ah_settings_t s;
+  char err[512], buf[256];
+  ah_env_defaults(&s);
+  ck_assert_int_eq(s.log_subsys, (int)AH_LOG_SUBSYS_ALL);
+  ck_assert_int_eq(s.log_time, 0);
+  ck_assert_str_eq(s.log_file, "");
+  ck_assert_int_eq(one("AUTOHA_LOG_SUBSYS", "^coord,qp", &s, err, sizeof err), 0);
+  ck_assert_str_eq(ah_env_value_format(ah_env_var_find("AUTOHA_LOG_SUBSYS"), &s, buf, sizeof buf),
+                   "init,env,tune,report,health");
+  ck_assert_int_eq(one("AUTOHA_LOG_SUBSYS", "tune,hubb", &s, err, sizeof err), -1);
+  ck_assert_str_eq(err, "invalid value for AUTOHA_LOG_SUBSYS: 'tune,hubb' (unknown subsystem 'hubb'; expected "
+                        "all, or SUB,SUB... or ^SUB,SUB... (SUB: init|env|tune|coord|qp|report|health))");
+  ck_assert_int_eq(one("AUTOHA_LOG_FILE", "logs/%h-%r.log", &s, err, sizeof err), 0);
+  ck_assert_str_eq(s.log_file, "logs/%h-%r.log");
+  ck_assert_int_eq(one("AUTOHA_LOG_FILE", "logs/%x.log", &s, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "invalid value for AUTOHA_LOG_FILE: 'logs/%x.log'"));
+  ck_assert_int_eq(one("AUTOHA_LOG_TIME", "yes", &s, err, sizeof err), 0);
+  ck_assert_int_eq(s.log_time, 1);
+}
+END_TEST
+
+/* A configuration error is printed once per process, however often the settings are asked for,
+ * and it already goes to AUTOHA_LOG_FILE and carries the prefix. */
+START_TEST(config_error_once_into_log_file) {
+  char dir[] = "/tmp/ah_envlog_XXXXXX", tmpl[128], text[4096];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(tmpl, sizeof tmpl, "%s/p%%p.log", dir);
+  setenv("AUTOHA_LOG_FILE", tmpl, 1);
+  setenv("AUTOHA_TUNE_BUDGET", "lots", 1);
+  for (int i = 0; i < 3; i++) ah_env_settings();
+  char path[160];
+  snprintf(path, sizeof path, "%s/p%d.log", dir, (int)getpid());
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = 0;
+  fclose(f);
+  ck_assert_int_eq(count_lines(text), 1);
+  ck_assert_ptr_nonnull(strstr(text, "] autoha ERROR env: invalid value for AUTOHA_TUNE_BUDGET: 'lots'"));
 }
 END_TEST
 
@@ -352,6 +396,8 @@ int main(void) {
   tcase_add_test(tc, typed_parsers);
   tcase_add_test(tc, override_keeps_good_rules);
   tcase_add_test(tc, parse_environment_logs);
+  tcase_add_test(tc, log_variables);
+  tcase_add_test(tc, config_error_once_into_log_file);
   tcase_add_test(tc, nearest_names);
   tcase_add_test(tc, process_settings_once);
   tcase_add_test(tc, env_print);

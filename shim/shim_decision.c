@@ -1,0 +1,66 @@
+/* The decision line: when a rank first runs a key's settled configuration (a forever segment: the
+ * search converged, or an override or profile pinned it), one info line says so in words —
+ *   allreduce 16M-32M on comm 0x…: tuned nvlstree/simple nch=8, 207 us vs NCCL 215 us (1.04x), after 54 calls
+ * It is called from the once-per-segment branch of ah_shim_decide, never per call.
+ *
+ * The times are the search's own figures where this process holds the key's search (the leader's
+ * process), else this rank's measurements: NCCL's default from the calls that ran it, the settled
+ * configuration's when the rank last probed it; "?" when the rank has none. */
+#include <math.h>
+#include <stdio.h>
+
+#include "ah_tune.h"
+#include "shim_decide.h"
+#include "shim_internal.h"
+
+static const char *source_words(int source) {
+  switch (source) {
+  case AH_SOURCE_TUNED: return "tuned";
+  case AH_SOURCE_OVERRIDE: return "pinned by AUTOHA_OVERRIDE";
+  case AH_SOURCE_PROFILE: return "from AUTOHA_PROFILE";
+  default: return "NCCL's choice";
+  }
+}
+
+static void fmt_us(double us, char *buf, size_t len) {
+  if (isnan(us) || us <= 0) snprintf(buf, len, "?");
+  else snprintf(buf, len, us < 100 ? "%.1f" : "%.0f", us);
+}
+
+void ah_shim_decision_log(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_segment_t *seg) {
+  if (ah_log_level() < AH_LOG_INFO && !ah_log_nccl_set()) return;
+  double win = NAN, def = NAN;
+  ah_shim_keystate_t *ks = ck->ks;
+  if (ks && ks->tune && seg->source == AH_SOURCE_TUNED) {
+    ah_tune_status_t st;
+    pthread_mutex_lock(&ks->lock);
+    ah_tune_status(ks->tune, &st);
+    pthread_mutex_unlock(&ks->lock);
+    win = st.winner_us;
+    def = st.default_us;
+  } else {
+    if (ck->nccl_default.timed) def = ck->nccl_default.us_total / (double)ck->nccl_default.timed;
+    if (ck->applied.timed && ah_config_equal(&ck->applied.cfg, &seg->config))
+      win = ck->applied.us_total / (double)ck->applied.timed;
+  }
+  int nccls = ah_config_is_keep(&seg->config) || ck->seg_nccl; /* the settled configuration is NCCL's */
+  if (nccls) win = def;
+  char lo[24], hi[24], cfg[96], ws[24], ds[24], ratio[32] = "";
+  ah_size_format(ah_size_bin_floor(ck->bin), lo, sizeof lo);
+  ah_size_format(ah_size_bin_floor(ck->bin) * 2, hi, sizeof hi);
+  if (ah_config_is_keep(&seg->config)) snprintf(cfg, sizeof cfg, "NCCL's own choice");
+  else ah_config_format(&seg->config, cfg, sizeof cfg);
+  fmt_us(win, ws, sizeof ws);
+  fmt_us(def, ds, sizeof ds);
+  if (!isnan(win) && !isnan(def) && win > 0) snprintf(ratio, sizeof ratio, " (%.2fx)", def / win);
+  if (nccls) {
+    ah_log(AH_LOG_INFO, "%s %s-%s on comm 0x%016llx: %s, keeps NCCL's own choice %s, %s us, after %llu calls",
+           ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id,
+           seg->source == AH_SOURCE_DEFAULT ? "the search found nothing faster" : source_words(seg->source),
+           cfg, ds, (unsigned long long)seg->first);
+    return;
+  }
+  ah_log(AH_LOG_INFO, "%s %s-%s on comm 0x%016llx: %s %s, %s us vs NCCL %s us%s, after %llu calls",
+         ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id, source_words(seg->source), cfg, ws, ds,
+         ratio, (unsigned long long)seg->first);
+}

@@ -1,0 +1,191 @@
+/* ah_log's lines and AUTOHA_LOG_FILE: the NCCL-shaped prefix, the rank, timestamps, the subsystem
+ * filter and its grammar, the file named by rank (lines held until the rank is known), and NCCL's
+ * logger receiving lines up to info with the TUNING flag whatever AUTOHA_LOG says. Check forks
+ * each test, so the process-wide log state starts fresh every time. */
+#include <check.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ah_capture.h"
+#include "ah_check.h"
+#include "ah_log.h"
+#include "ah_log_file.h"
+
+static int matches(const char *text, const char *re) {
+  regex_t r;
+  ck_assert_int_eq(regcomp(&r, re, REG_EXTENDED | REG_NEWLINE | REG_NOSUB), 0);
+  int ok = regexec(&r, text, 0, NULL, 0) == 0;
+  regfree(&r);
+  return ok;
+}
+
+START_TEST(prefix_names_host_pid_tid_rank) {
+  ah_log_set_level(AH_LOG_INFO);
+  capture_begin();
+  ah_log_at(AH_SUB_TUNE, AH_LOG_INFO, "before the rank %d", 1);
+  ah_log_set_rank(3);
+  ah_log_at(AH_SUB_COORD, AH_LOG_WARN, "after");
+  ah_log_at(AH_SUB_TUNE, AH_LOG_DEBUG, "below the threshold");
+  const char *log = capture_end();
+  char host[64];
+  gethostname(host, sizeof host);
+  char re[256];
+  snprintf(re, sizeof re, "^%s:%d:[0-9]+ \\[-\\] autoha INFO tune: before the rank 1$", host, (int)getpid());
+  ck_assert_msg(matches(log, re), "no line matches %s in:\n%s", re, log);
+  snprintf(re, sizeof re, "^%s:%d:[0-9]+ \\[3\\] autoha WARN coord: after$", host, (int)getpid());
+  ck_assert_msg(matches(log, re), "no line matches %s in:\n%s", re, log);
+  ck_assert_ptr_null(strstr(log, "below the threshold"));
+}
+END_TEST
+
+START_TEST(timestamp_in_front) {
+  ah_log_set_time(1);
+  capture_begin();
+  ah_log(AH_LOG_ERROR, "stamped");
+  const char *log = capture_end();
+  ck_assert_msg(matches(log, "^\\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}\\] [^ ]+:[0-9]+:[0-9]+ "
+                             "\\[-\\] autoha ERROR init: stamped$"), "%s", log);
+}
+END_TEST
+
+START_TEST(subsystem_grammar) {
+  unsigned m;
+  char err[128], buf[128];
+  ck_assert_int_eq(ah_log_subsys_parse("tune,COORD", &m, err, sizeof err), 0);
+  ck_assert_uint_eq(m, (1u << AH_SUB_TUNE) | (1u << AH_SUB_COORD));
+  ck_assert_str_eq(ah_log_subsys_format(m, buf, sizeof buf), "tune,coord");
+  ck_assert_int_eq(ah_log_subsys_parse("^qp,health", &m, err, sizeof err), 0);
+  ck_assert_uint_eq(m, AH_LOG_SUBSYS_ALL & ~((1u << AH_SUB_QP) | (1u << AH_SUB_HEALTH)));
+  ck_assert_str_eq(ah_log_subsys_format(m, buf, sizeof buf), "init,env,tune,coord,report");
+  ck_assert_int_eq(ah_log_subsys_parse("all", &m, err, sizeof err), 0);
+  ck_assert_str_eq(ah_log_subsys_format(m, buf, sizeof buf), "all");
+  m = 77;
+  ck_assert_int_eq(ah_log_subsys_parse("tune,tunning", &m, err, sizeof err), -1);
+  ck_assert_str_eq(err, "unknown subsystem 'tunning'");
+  ck_assert_uint_eq(m, 77); /* untouched on error */
+  ck_assert_int_eq(ah_log_subsys_parse("", &m, err, sizeof err), -1);
+}
+END_TEST
+
+START_TEST(subsystem_filter) {
+  ah_log_set_level(AH_LOG_INFO);
+  ah_log_set_subsys(AH_LOG_SUBSYS_ALL & ~(1u << AH_SUB_COORD)); /* ^coord */
+  capture_begin();
+  ah_log_at(AH_SUB_COORD, AH_LOG_ERROR, "hub line");
+  ah_log_at(AH_SUB_TUNE, AH_LOG_INFO, "tune line");
+  const char *log = capture_end();
+  ck_assert_ptr_null(strstr(log, "hub line"));
+  ck_assert_ptr_nonnull(strstr(log, "autoha INFO tune: tune line\n"));
+}
+END_TEST
+
+static char tmpdir[64];
+
+static const char *slurp(const char *path) {
+  static char buf[8192];
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+START_TEST(file_named_by_rank_holds_early_lines) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/ah_log_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+  char tmpl[128], path[160], err[256];
+  snprintf(tmpl, sizeof tmpl, "%s/sub/%%r-%%%%.log", tmpdir);
+  ck_assert_int_eq(ah_log_file_start(tmpl, err, sizeof err), 0);
+  capture_begin();
+  ah_log(AH_LOG_WARN, "early line");
+  ah_log_file_rank(-1); /* not a rank: still held */
+  ah_log_file_rank(5);
+  ah_log(AH_LOG_WARN, "late line");
+  ah_log_file_rank(6); /* the file is named once */
+  ah_log(AH_LOG_WARN, "later line");
+  const char *on_stderr = capture_end();
+  ck_assert_str_eq(on_stderr, "");
+  snprintf(path, sizeof path, "%s/sub/5-%%.log", tmpdir);
+  ck_assert_str_eq(ah_log_file_path(), path);
+  const char *text = slurp(path);
+  ck_assert_ptr_nonnull(text);
+  const char *a = strstr(text, "early line\n"), *b = strstr(text, "late line\n"), *c = strstr(text, "later line\n");
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_ptr_nonnull(c);
+  ck_assert(a < b && b < c);
+  snprintf(path, sizeof path, "%s/sub/6-%%.log", tmpdir);
+  ck_assert_int_ne(access(path, F_OK), 0);
+}
+END_TEST
+
+START_TEST(file_template_errors) {
+  char err[256];
+  ck_assert_int_eq(ah_log_file_start("/tmp/x-%q.log", err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "AUTOHA_LOG_FILE: '%q' at position"));
+  ck_assert_int_eq(ah_log_file_start("/proc/no/such/dir/x.log", err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "AUTOHA_LOG_FILE"));
+  capture_begin(); /* lines stay on stderr */
+  ah_log(AH_LOG_ERROR, "still here");
+  ck_assert_ptr_nonnull(strstr(capture_end(), "still here"));
+}
+END_TEST
+
+static int nccl_calls, nccl_level;
+static unsigned long nccl_flags;
+static char nccl_text[512];
+
+static void fake_nccl_logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+  (void)file;
+  (void)line;
+  nccl_calls++;
+  nccl_level = level;
+  nccl_flags = flags;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(nccl_text, sizeof nccl_text, fmt, ap);
+  va_end(ap);
+}
+
+START_TEST(nccl_logger_gets_lines_up_to_info) {
+  ah_log_set_level(AH_LOG_WARN);
+  ah_log_set_rank(2);
+  ah_log_set_nccl(fake_nccl_logger);
+  ck_assert_int_eq(ah_log_nccl_set(), 1);
+  capture_begin();
+  ah_log_at(AH_SUB_TUNE, AH_LOG_INFO, "a decision");
+  const char *log = capture_end();
+  ck_assert_str_eq(log, ""); /* AUTOHA_LOG=warn: not on stderr ... */
+  ck_assert_int_eq(nccl_calls, 1); /* ... but NCCL's logger decides for its own stream */
+  ck_assert_int_eq(nccl_level, 3);
+  ck_assert_uint_eq(nccl_flags, 0x40);
+  ck_assert_str_eq(nccl_text, "autoha [2] tune: a decision");
+  capture_begin();
+  ah_log_at(AH_SUB_QP, AH_LOG_ERROR, "broken");
+  ah_log_at(AH_SUB_QP, AH_LOG_DEBUG, "chatter");
+  capture_end();
+  ck_assert_int_eq(nccl_calls, 2);
+  ck_assert_int_eq(nccl_level, 2);
+  ck_assert_str_eq(nccl_text, "autoha [2] qp: broken");
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("tuner_log");
+  TCase *tc = tcase_create("log");
+  tcase_set_timeout(tc, 20);
+  tcase_add_test(tc, prefix_names_host_pid_tid_rank);
+  tcase_add_test(tc, timestamp_in_front);
+  tcase_add_test(tc, subsystem_grammar);
+  tcase_add_test(tc, subsystem_filter);
+  tcase_add_test(tc, file_named_by_rank_holds_early_lines);
+  tcase_add_test(tc, file_template_errors);
+  tcase_add_test(tc, nccl_logger_gets_lines_up_to_info);
+  suite_add_tcase(s, tc);
+  return ah_check_run(s);
+}
