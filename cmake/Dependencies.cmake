@@ -11,14 +11,16 @@ foreach(_root IN ITEMS "${NCCL_ROOT}" "$ENV{NCCL_ROOT}" "${CUDAToolkit_ROOT}" "$
   endif()
 endforeach()
 
-find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_autoha_header_hints} NO_DEFAULT_PATH)
+# The hints come first; then CMake's usual places (CMAKE_PREFIX_PATH, CMAKE_INCLUDE_PATH, /usr/include,
+# ...), so a distribution's libnccl-dev or a CPATH-style prefix is found without a flag.
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_autoha_header_hints})
 if(NOT NCCL_INCLUDE_DIR)
-  message(FATAL_ERROR "nccl.h not found (looked in: ${_autoha_header_hints}). "
+  message(FATAL_ERROR "nccl.h not found (looked in: ${_autoha_header_hints} and the compiler's usual paths). "
           "Install NCCL's headers or pass -DNCCL_ROOT=/path/to/nccl (the folder holding include/nccl.h).")
 endif()
-find_path(CUDA_INCLUDE_DIR cuda_runtime_api.h HINTS ${_autoha_header_hints} NO_DEFAULT_PATH)
+find_path(CUDA_INCLUDE_DIR cuda_runtime_api.h HINTS ${_autoha_header_hints})
 if(NOT CUDA_INCLUDE_DIR OR NOT EXISTS "${CUDA_INCLUDE_DIR}/cuda.h")
-  message(FATAL_ERROR "CUDA toolkit headers (cuda_runtime_api.h, cuda.h) not found (looked in: "
+  message(FATAL_ERROR "CUDA toolkit headers (cuda_runtime_api.h, cuda.h) not found (looked in the usual paths and: "
           "${_autoha_header_hints}). Pass -DCUDAToolkit_ROOT=/path/to/cuda.")
 endif()
 file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_code REGEX "#define NCCL_VERSION_CODE")
@@ -32,7 +34,9 @@ find_library(NCCL_REAL_LIBRARY NAMES libnccl.so.2 nccl HINTS ${NCCL_ROOT} $ENV{N
 
 find_program(NVCC_EXECUTABLE nvcc HINTS ${CUDAToolkit_ROOT}/bin /usr/local/cuda/bin)
 
-pkg_check_modules(CHECK REQUIRED IMPORTED_TARGET check)
+if(AUTOHA_BUILD_TESTS)
+  pkg_check_modules(CHECK REQUIRED IMPORTED_TARGET check)
+endif()
 find_path(UTHASH_INCLUDE_DIR uthash.h)
 if(NOT UTHASH_INCLUDE_DIR)
   message(FATAL_ERROR "uthash.h not found: run scripts/install-deps (Debian package uthash-dev).")
@@ -43,5 +47,5 @@ endif()
 add_library(autoha_cuda_headers INTERFACE)
 target_include_directories(autoha_cuda_headers SYSTEM INTERFACE ${CUDA_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
 
-pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
-pkg_check_modules(OPENSSL REQUIRED IMPORTED_TARGET libcrypto)
+# jansson is built from third_party/jansson (a static PIC library): libautoha.so then needs no
+# libjansson.so.4 in the user's process; tests/install checks DT_NEEDED.

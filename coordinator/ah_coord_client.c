@@ -58,7 +58,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   }
   ah_coord_net_addr_format((struct sockaddr *)&c->ss, c->addr, sizeof c->addr);
   if (ah_coord_random(&c->client_id, sizeof c->client_id) != 0) {
-    ah_log(AH_LOG_ERROR, "coordinator: no random bytes for the client id (RAND_bytes failed)");
+    ah_log(AH_LOG_ERROR, "coordinator: no random bytes for the client id (getrandom failed)");
     goto undo_alloc;
   }
   pthread_mutex_init(&c->mu, NULL);

@@ -41,12 +41,12 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
   }
   uint8_t auth[72];
   if (ah_coord_random(auth, 32) != 0) {
-    snprintf(err, errlen, "no random bytes for the nonce (RAND_bytes failed)");
+    snprintf(err, errlen, "no random bytes for the nonce (getrandom failed)");
     goto fail;
   }
   ah_coord_put_u64(auth + 32, client_id);
   if (ah_coord_mac(secret, "autoha-client", nonce_h, auth, client_id, auth + 40) != 0) {
-    snprintf(err, errlen, "HMAC-SHA256 failed in libcrypto");
+    snprintf(err, errlen, "cannot compute the HMAC-SHA256 proof (the process is exiting)");
     goto fail;
   }
   ah_coord_hdr_encode(AH_MSG_AUTH, sizeof auth, f);

@@ -54,7 +54,7 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
 static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   uint8_t want[32], reply[40];
   uint64_t id = ah_coord_get_u64(p + 32);
-  if (ah_coord_exiting()) { /* libcrypto may be torn down: answer nothing */
+  if (ah_coord_exiting()) { /* the process is exiting: answer nothing */
     hub_conn_close_later(h, c);
     return;
   }
@@ -70,8 +70,8 @@ static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
       hub_conn_close_later(h, c);
       return;
     }
-    ah_log(AH_LOG_ERROR, "coordinator hub %s: cannot answer %s (out of memory or libcrypto "
-           "failure)", h->addr, c->peer);
+    ah_log(AH_LOG_ERROR, "coordinator hub %s: cannot answer %s (out of memory or exiting)", h->addr,
+           c->peer);
     hub_conn_close_later(h, c);
     return;
   }
@@ -189,7 +189,7 @@ static void hub_accept(ah_coord_hub_t *h) {
       hub_refuse(h, RATE_ACCEPT, "%s", err);
       return;
     }
-    if (ah_coord_exiting()) { /* exit() may be tearing libcrypto down: no new handshakes */
+    if (ah_coord_exiting()) { /* exit() is tearing the process down: no new handshakes */
       close(fd);
       continue;
     }
@@ -454,7 +454,7 @@ int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p)
     uint8_t secret[16];
     const char *env = setup ? setup->addr : NULL;
     if (ah_coord_random(secret, sizeof secret) != 0) {
-      ah_log(AH_LOG_ERROR, "coordinator hub: no random bytes for the job secret (RAND_bytes "
+      ah_log(AH_LOG_ERROR, "coordinator hub: no random bytes for the job secret (getrandom "
              "failed)");
     } else {
       char err[AH_NET_ERR_LEN];

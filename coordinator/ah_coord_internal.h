@@ -114,9 +114,10 @@ int ah_coord_mac(const uint8_t secret[16], const char *label, const uint8_t a[32
                  const uint8_t b[32], uint64_t v, uint8_t out[32]);
 /* Constant-time equality of two MACs: 1 when equal. */
 int ah_coord_mac_equal(const uint8_t a[32], const uint8_t b[32]);
-/* Initialises libcrypto for the coordinator (idempotent; before the first hub or client). */
+/* Prepares the handshake's cryptography: marks the process exiting from an atexit handler
+ * (idempotent; before the first hub or client). */
 void ah_coord_crypto_init(void);
-/* 1 once the process is exiting: libcrypto may be torn down, so no handshake is started or
+/* 1 once the process is exiting: its threads may be torn down, so no handshake is started or
  * answered (ah_coord_mac and ah_coord_random then fail). */
 int ah_coord_exiting(void);
 /* Fills buf with cryptographically random bytes. Returns 0 or -1. */

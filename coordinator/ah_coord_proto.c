@@ -1,18 +1,17 @@
 /* The coordinator's wire format: an 8-byte header (payload length, protocol version, message type,
  * zero reserved bits) and a fixed-size big-endian payload per type, plus the HMAC-SHA256 proofs of
- * the handshake (OpenSSL libcrypto). Every length is checked against the exact size of its type
+ * the handshake (ah_coord_sha256.c) and their random nonces (getrandom). Every length is checked against the exact size of its type
  * before a byte of payload is read, so a 16 MiB prefix costs the hub nothing but a log line. */
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "ah_coord_internal.h"
+#include "ah_coord_sha256.h"
 #include "ah_coord_status.h"
 
 void ah_coord_put_u64(uint8_t *p, uint64_t v) {
@@ -163,20 +162,15 @@ int ah_coord_keyseg_unpack(const uint8_t *in, ah_key_t *k_p, ah_segment_t *s_p, 
 }
 
 /* Note that the label differs per direction ("autoha-client"/"autoha-hub") and both nonces enter
- * each proof, so neither a reflected nor a replayed proof verifies. Returns 0, or -1 when libcrypto
- * failed (callers then refuse the handshake: a zero MAC must never verify). */
-/* Set by an atexit handler registered after libcrypto's own: from then on the coordinator's threads
- * make no libcrypto call (they may still be running while exit() tears libcrypto down). */
+ * each proof, so neither a reflected nor a replayed proof verifies. Returns 0, or -1 once the
+ * process is exiting (callers then refuse the handshake: a zero MAC must never verify). */
+/* Set by an atexit handler: from then on the coordinator's threads start and answer no handshake
+ * (they may still be running while exit() tears the process down). */
 static atomic_int crypto_exiting;
 
 static void crypto_atexit(void) { atomic_store(&crypto_exiting, 1); }
 
-static void crypto_init_once(void) {
-  /* Ask libcrypto not to free its state at exit (ignored when the application initialised it
-   * first); our handler, registered after its init, runs before its cleanup either way. */
-  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
-  atexit(crypto_atexit);
-}
+static void crypto_init_once(void) { atexit(crypto_atexit); }
 
 void ah_coord_crypto_init(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -195,19 +189,27 @@ int ah_coord_mac(const uint8_t secret[16], const char *label, const uint8_t a[32
   memcpy(msg + 32, a, 32);
   memcpy(msg + 64, b, 32);
   ah_coord_put_u64(msg + 96, v);
-  unsigned int outlen = 32;
-  if (ah_coord_exiting() || !HMAC(EVP_sha256(), secret, 16, msg, sizeof msg, out, &outlen) || outlen != 32) {
+  if (ah_coord_exiting()) {
     memset(out, 0, 32);
     return -1;
   }
+  ah_coord_hmac_sha256(secret, 16, msg, sizeof msg, out);
   return 0;
 }
 
 int ah_coord_mac_equal(const uint8_t a[32], const uint8_t b[32]) {
-  return CRYPTO_memcmp(a, b, 32) == 0;
+  uint8_t diff = 0; /* every byte compared, whatever differs first: no timing to learn from */
+  for (int i = 0; i < 32; i++) diff |= (uint8_t)(a[i] ^ b[i]);
+  return diff == 0;
 }
 
 int ah_coord_random(void *buf, size_t n) {
   if (ah_coord_exiting()) return -1;
-  return RAND_bytes(buf, (int)n) == 1 ? 0 : -1;
+  for (size_t got = 0; got < n;) { /* the kernel's CSPRNG; EINTR only before a byte is read */
+    ssize_t r = getrandom((uint8_t *)buf + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    got += (size_t)r;
+  }
+  return 0;
 }

@@ -20,6 +20,7 @@
 #include "shim_decide.h"
 #include "shim_internal.h"
 #include "shim_real.h"
+#include "ah_version.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
@@ -65,7 +66,8 @@ static void attach_run(void) {
   tp = getenv("NCCL_TUNER_PLUGIN");
   ah_shim.tuner_expected = ah_shim.tuner_capable && tp && ah_shim.self_path[0] &&
                            (strcmp(tp, ah_shim.self_path) == 0 || ah_shim_chain_is_self(tp, ah_shim.self_path));
-  ah_log(AH_LOG_INFO, "autoha enabled: mode %s, NCCL %d%s", ah_env_mode_name(ah_shim.mode), v,
+  ah_log(AH_LOG_INFO, "autoha %s enabled: mode %s, NCCL %d%s", ah_version(),
+         ah_env_mode_name(ah_shim.mode), v,
          ah_shim.tuner_capable ? "" : " (no tuner ABI: observing from the API)");
 }
 

@@ -146,19 +146,24 @@ void ah_shim_report_write(const char *why) {
   r.host[sizeof r.host - 1] = 0;
   ah_report_text_copy(r.job, sizeof r.job, ah_report_job_env()); /* as given, valid as JSON */
   r.nccl_version = ah_shim.nccl_version;
+  build_t b = {&r, 0, 1, 0};
+  ah_comm_foreach(comm_add, &b);
+  /* No communicator in this process (a launcher, `nice`, a shell): nothing to report, and nothing
+   * below is touched — the topology would open libcuda.so.1, which may warn in a process that
+   * never used NCCL. */
+  if (b.ok && r.ncomms == 0) {
+    pthread_mutex_unlock(&write_lock);
+    return;
+  }
   ah_shim_fingerprint(r.topo);
   snprintf(r.mode, sizeof r.mode, "%s", ah_env_mode_name(ah_shim.mode));
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
   r.nhealth = ah_shim_health_findings(r.health, AH_REPORT_HEALTH_MAX);
-  build_t b = {&r, 0, 1, 0};
-  ah_comm_foreach(comm_add, &b);
   char path[AH_ENV_PATH_MAX], err[256], job[AH_SHIM_JOB_MAX];
   ah_shim_job_name(0, job, sizeof job);
-  if (b.ok && r.ncomms == 0) {
-    /* no communicator in this process (a launcher, a helper): nothing to report */
-  } else if (!b.ok) {
+  if (!b.ok) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory building the report (%s): not written", why);
   } else if (ah_report_path_expand(s->report, r.host, r.pid, r.rank, job, path, sizeof path, err, sizeof err) != 0) {
     AH_LOG_CAPPED(1, AH_LOG_ERROR, "AUTOHA_REPORT: %s: no report is written", err);

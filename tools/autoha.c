@@ -24,7 +24,10 @@ static void usage(FILE *f) {
           "       autoha env [-f|--docs]         every AUTOHA_* variable: value, default, meaning\n"
           "       autoha env --markdown          the variable reference of docs/environment.md\n"
           "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n"
-          "       autoha status [FILE] [--json]  a running job's communicators, progress and hangs\n");
+          "       autoha status [FILE] [--json]  a running job's communicators, progress and hangs\n"
+          "       autoha lib                     the path of libautoha.so\n"
+          "       autoha run [--] CMD [ARGS...]  run CMD (a launcher) with libautoha.so preloaded\n"
+          "       autoha --version\n");
 }
 
 /* ---- an aligned text table ------------------------------------------------------------------- */
@@ -324,6 +327,9 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "env") == 0) return cmd_env(argc - 2, argv + 2);
   if (strcmp(argv[1], "check-override") == 0) return cmd_check_override(argc - 2, argv + 2);
   if (strcmp(argv[1], "status") == 0) return cmd_status(argc - 2, argv + 2);
+  if (strcmp(argv[1], "--version") == 0) return cmd_version();
+  if (strcmp(argv[1], "lib") == 0) return cmd_lib(argc - 2, argv + 2);
+  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   fprintf(stderr, "autoha: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -8,4 +8,14 @@ int cmd_status(int argc, char **argv);
  * command's name, getopt_long style. Returns the exit status. */
 int cmd_report_merge(int argc, char **argv);
 
+/* `autoha --version` (autoha_run.c): prints "autoha <version>". Returns 0. */
+int cmd_version(void);
+
+/* `autoha lib` (autoha_run.c): prints the absolute path of libautoha.so. Returns the exit status. */
+int cmd_lib(int argc, char **argv);
+
+/* `autoha run [--] CMD ARGS...` (autoha_run.c): execs CMD with libautoha.so first on LD_PRELOAD.
+ * Returns only on failure, with the exit status (127: CMD not found). */
+int cmd_run(int argc, char **argv);
+
 #endif

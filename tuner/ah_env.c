@@ -18,6 +18,7 @@
 #include "ah_log_file.h"
 #include "ah_path.h"
 #include "ah_report.h"
+#include "ah_version.h"
 
 extern char **environ;
 
@@ -639,6 +640,7 @@ static const char *env_lookup(char *const *envp, const char *name) {
 void ah_env_print(FILE *f, char *const *envp, int docs) {
   ah_settings_t s;
   ah_env_parse(envp, &s);
+  fprintf(f, "# autoha %s\n", ah_version()); /* which build these defaults and meanings are from */
   for (int i = 0; i < NVARS; i++) {
     const ah_env_var_t *v = &env_table[i];
     const char *given = env_lookup(envp, v->name);

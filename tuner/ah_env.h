@@ -122,8 +122,9 @@ const char *ah_env_nearest(const char *name);
 /* Writes the current value of row v in s, as text a user could set again. Returns buf. */
 char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *buf, size_t len);
 
-/* `autoha env`: every row as NAME=value (from envp, or the default, commented "# default"),
- * and with `docs` the doc paragraph and a "# syntax:" line above each. */
+/* `autoha env`: a first line "# autoha <version>", then every row as NAME=value (from envp, or the
+ * default, commented "# default"), and with `docs` the doc paragraph and a "# syntax:" line above
+ * each. */
 void ah_env_print(FILE *f, char *const *envp, int docs);
 
 /* The Markdown section of docs/environment.md that the table generates, between the markers

@@ -20,6 +20,7 @@
 
 #include "ah_file.h"
 #include "ah_report.h"
+#include "ah_version.h"
 
 /* ---- writing --------------------------------------------------------------------------------- */
 
@@ -155,6 +156,7 @@ char *ah_report_to_string(const ah_report_t *r) {
   ah_report_text_copy(t.mode, sizeof t.mode, r->mode);
   json_t *j = report_to_json(&t);
   if (!j) return NULL;
+  json_object_set_new(j, "autoha_version", json_string(ah_version())); /* the build that wrote it */
   char *s = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
   json_decref(j);
   return s;

@@ -13,6 +13,7 @@
 #include "ah_check.h"
 #include "ah_env.h"
 #include "ah_log.h"
+#include "ah_version.h"
 #include "ah_path.h"
 
 static int count_lines(const char *s) {
@@ -323,7 +324,11 @@ START_TEST(env_print) {
   ah_env_print(f, envp, 0);
   capture_end();
   fclose(f);
-  ck_assert_int_eq(count_lines(out), ah_env_var_count());
+  /* A first line naming the build, then one line per variable. */
+  ck_assert_int_eq(count_lines(out), ah_env_var_count() + 1);
+  char head[128];
+  snprintf(head, sizeof head, "# autoha %s\n", ah_version());
+  ck_assert_int_eq(strncmp(out, head, strlen(head)), 0);
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_MODE=fixed "));
   ck_assert_ptr_nonnull(strstr(out, "What autoha does with each collective. (set; default: tune)\n"));
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_TUNE_BUDGET=180 "));

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `cmake --install` into a fresh prefix, then a job run from that prefix alone, as the README says:
+# every file of both components is where the README puts it, no installed file names the build
+# tree, the prefix still works after it is moved, and a 4-rank job on 2 simulated nodes completes
+# with libautoha.so preloaded (its banner and every report carry the version `autoha --version`
+# prints; `autoha lib` names the installed library).
+#   check_install.sh CMAKE BUILD_DIR
+set -euo pipefail
+cmake=$1 build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$cmake" --install "$build" --prefix "$tmp/p" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
+mv "$tmp/p" "$tmp/moved" # an installed prefix is relocatable: nothing below may depend on its path
+P=$tmp/moved
+for f in lib/libautoha.so bin/autoha bin/ncclsim-run bin/ncclsim-fabric bin/train_job \
+         lib/autoha-sim/libncclsim.so lib/autoha-sim/libibverbs.so.1 lib/autoha-sim/libmlx5.so.1 \
+         lib/autoha-sim/preload/libnccl.so.2 lib/autoha-sim/preload/libcuda.so.1; do
+  [ -f "$P/$f" ] || fail "$f is not installed"
+done
+for a in libnccl.so libnccl.so.2 libcudart.so.12 libcudart.so.13 libcuda.so.1 libibverbs.so; do
+  [ "$(readlink "$P/lib/autoha-sim/$a")" = libncclsim.so ] || [ "$a" = libibverbs.so ] ||
+    fail "lib/autoha-sim/$a is not a symlink to libncclsim.so"
+done
+[ "$(readlink "$P/lib/autoha-sim/libibverbs.so")" = libibverbs.so.1 ] || fail "libibverbs.so is not a symlink"
+for f in "$P"/bin/* "$P"/lib/*.so "$P"/lib/autoha-sim/*.so.1 "$P"/lib/autoha-sim/preload/*; do
+  if readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -qF "$build"; then fail "$f has an RPATH into the build tree"; fi
+done
+
+version=$("$P/bin/autoha" --version)
+[[ $version =~ ^autoha\ [0-9]+\.[0-9]+\.[0-9]+ ]] || fail "autoha --version printed '$version'"
+lib=$("$P/bin/autoha" lib)
+[ "$lib" = "$(realpath "$P/lib/libautoha.so")" ] || fail "autoha lib printed '$lib', not $P/lib/libautoha.so"
+
+cd "$tmp"
+out=$(env LD_PRELOAD="$P/lib/libautoha.so" LD_LIBRARY_PATH="$P/lib/autoha-sim" AUTOHA_LOG=info \
+        "$P/bin/ncclsim-run" -n 4 --nodes 2 -- "$P/bin/train_job" --iters 4 2>"$tmp/err") ||
+  { cat "$tmp/err"; fail "the job failed"; }
+echo "$out"
+grep -q 'ms per iteration (simulated' <<<"$out" || fail "train_job printed no iteration time"
+n=$(grep -c "$version enabled" "$tmp/err" || true)
+[ "$n" = 4 ] || { cat "$tmp/err"; fail "$n of 4 ranks printed the banner 'autoha ${version#autoha } enabled'"; }
+reports=$(find "$tmp/autoha-reports" -name '*.json' | wc -l)
+[ "$reports" = 4 ] || fail "$reports reports written, not 4"
+for r in "$tmp"/autoha-reports/*/*.json; do
+  grep -qF "\"autoha_version\": \"${version#autoha }\"" "$r" || fail "$r lacks \"autoha_version\""
+done
+echo "PASS: installed into a prefix, moved it, ran 4 ranks from it with libautoha.so ${version#autoha }"
