@@ -24,13 +24,13 @@ for s in $(seq 1 "$seeds"); do
   NCCLSIM_SEED=$s NCCLSIM_FAULT=slow:rank=$slow:pct=10 LD_LIBRARY_PATH="$simlib" LD_PRELOAD="$lib" \
     "$run" -n 64 --nodes 8 -- "$job" --iters 60 "${shape[@]}" >"$log" 2>&1 ||
     { echo "diagnosis: seed $s: the slowed job failed"; tail -3 "$log"; missed=$((missed + 1)); continue; }
-  line=$(grep -m1 "warn: straggler on comm" "$log")
+  line=$(grep -m1 -E "WARN [a-z]+: straggler on comm" "$log")
   if ! grep -qE "rank $slow \(" <<<"$line"; then
     echo "diagnosis: seed $s: rank $slow was not named first: ${line:-nothing named}"
     missed=$((missed + 1))
     continue
   fi
-  others=$(grep "warn: straggler on comm" "$log" | grep -vc "rank $slow (")
+  others=$(grep -E "WARN [a-z]+: straggler on comm" "$log" | grep -vc "rank $slow (")
   [ "$others" = 0 ] || { echo "diagnosis: seed $s: other ranks named too"; wrong=$((wrong + 1)); }
   set -- $(sed -E 's/.*up to ([a-z]+) [^ ]+ #([0-9]+).*/\1 \2/' <<<"$line")
   per=1
@@ -45,8 +45,8 @@ for s in $(seq 1 "$seeds"); do
     { echo "diagnosis: seed $s: the clean job failed"; tail -3 "$log"; false_findings=$((false_findings + 1)); continue; }
   calls=$((calls + 500 * 10))
   # each finding is logged by all 16 processes: count them once
-  n=$(grep "warn: straggler on comm" "$log" | sed 's/^autoha: [^:]*: //' | sort -u | wc -l)
-  [ "$n" = 0 ] || { echo "diagnosis: seed $s: false finding:"; grep -m1 "warn: straggler" "$log"; }
+  n=$(grep -E "WARN [a-z]+: straggler on comm" "$log" | sed -E "s/^.* autoha WARN [a-z]+: //" | sort -u | wc -l)
+  [ "$n" = 0 ] || { echo "diagnosis: seed $s: false finding:"; grep -m1 -E "WARN [a-z]+: straggler" "$log"; }
   false_findings=$((false_findings + n))
 done
 

@@ -119,7 +119,7 @@ status_case() {
   AUTOHA_STATUS_FILE="$cred" AUTOHA_HANG_S=$hang_s NCCLSIM_TIMEOUT_S=120 LD_LIBRARY_PATH="$simlib" \
     LD_PRELOAD="$lib" setsid "$run" -n 16 --nodes 2 -- "$job" --iters 6 --stall 5:7 >"$log" 2>&1 &
   local pid=$! ok=1
-  for _ in $(seq 300); do [ "$(grep -c 'error: hang on comm' "$log")" -ge 16 ] && break; sleep 0.1; done
+  for _ in $(seq 300); do [ "$(grep -cE 'ERROR [a-z]+: hang on comm' "$log")" -ge 16 ] && break; sleep 0.1; done
   out=$("$cli" status "$cred" 2>&1); rc=$?
   [ $rc = 0 ] || { echo "FAIL status: exit $rc: $out"; ok=0; }
   [ "$(stat -c %a "$cred")" = 600 ] || { echo "FAIL status: credentials mode $(stat -c %a "$cred"), not 600"; ok=0; }
@@ -149,7 +149,7 @@ fail=0
 status_case || fail=1
 abort_case || fail=1
 check stall "rank 13 stalls before collective #7" \
-  "error: hang on comm [0-9a-f]+: rank 13 \([^)]* gpu 5\) never entered reducescatter [^ ]+ #3, which rank 0 " \
+  "ERROR [a-z]+: hang on comm [0-9a-f]+: rank 13 \([^)]* gpu 5\) never entered reducescatter [^ ]+ #3, which rank 0 " \
   "AUTOHA_HEALTH_CMD=cat >> $work/events" -- --stall 13:7 || fail=1
 # every process ran AUTOHA_HEALTH_CMD with the finding as one JSON line (the commands run in the
 # background: on a loaded machine the last may take a moment)
@@ -165,9 +165,9 @@ if [ "$n" != 32 ]; then
   fail=1
 else echo "stall: 32 events reached AUTOHA_HEALTH_CMD"; fi
 check hang "rank 22 of communicator [0-9a-f]+ never completes collective #5" \
-  "error: hang on comm [0-9a-f]+: the GPU of rank 22 \([^)]* gpu 6\) stopped .*rank 0 .* \+29 more wait for it" \
+  "ERROR [a-z]+: hang on comm [0-9a-f]+: the GPU of rank 22 \([^)]* gpu 6\) stopped .*rank 0 .* \+29 more wait for it" \
   NCCLSIM_FAULT=hang:rank=22:call=5 -- || fail=1
 check mismatch "rank 30 issues collective #6 with" \
-  "error: hang on comm [0-9a-f]+: ranks entered different calls \(program bug\): rank 30 \([^)]* gpu 6\) entered reducescatter [^ ]+ #0 where 31 others entered reducescatter [^ ]+ #2" \
+  "ERROR [a-z]+: hang on comm [0-9a-f]+: ranks entered different calls \(program bug\): rank 30 \([^)]* gpu 6\) entered reducescatter [^ ]+ #0 where 31 others entered reducescatter [^ ]+ #2" \
   NCCLSIM_MISMATCH=hang -- --mismatch 30:6 || fail=1
 exit $fail

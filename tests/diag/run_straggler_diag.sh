@@ -18,7 +18,7 @@ log=$work/slow.log cred=$work/hub.cred
 AUTOHA_STATUS_FILE="$cred" NCCLSIM_FAULT=slow:rank=13:pct=10 LD_LIBRARY_PATH="$simlib" LD_PRELOAD="$lib" \
   setsid "$run" -n 64 --nodes 8 -- "$job" "${shape[@]}" >"$log" 2>&1 &
 pid=$!
-re='warn: straggler on comm [0-9a-f]+: rank 13 \([^)]* gpu 5\) late in ([0-9]+) of its last ([0-9]+) sampled calls'
+re='WARN [a-z]+: straggler on comm [0-9a-f]+: rank 13 \([^)]* gpu 5\) late in ([0-9]+) of its last ([0-9]+) sampled calls'
 n=0
 for _ in $(seq 1800); do
   n=$(grep -cE "$re" "$log")
@@ -39,8 +39,8 @@ else
   case $1 in allgather | reducescatter) per=4 ;; esac
   iter=$(($2 / per))
   [ "$iter" -lt 50 ] || { echo "FAIL slow: named at iteration $iter (bound 50): $line"; fail=1; }
-  others=$(grep -E "warn: straggler on" "$log" | grep -vcE "$re")
-  [ "$others" = 0 ] || { echo "FAIL slow: other ranks named:"; grep "warn: straggler on" "$log" | grep -vE "$re" | head -3; fail=1; }
+  others=$(grep -E "WARN [a-z]+: straggler on" "$log" | grep -vcE "$re")
+  [ "$others" = 0 ] || { echo "FAIL slow: other ranks named:"; grep -E "WARN [a-z]+: straggler on" "$log" | grep -vE "$re" | head -3; fail=1; }
   grep -qE '^ +13  .*%  straggler$' <<<"$status" ||
     { echo "FAIL slow: autoha status does not mark rank 13:"; grep -E '^ +1[0-9]  ' <<<"$status" | head -5; fail=1; }
   [ "$(grep -c '  straggler$' <<<"$status")" = 1 ] || { echo "FAIL slow: autoha status marks more than rank 13"; fail=1; }
