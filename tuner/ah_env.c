@@ -44,8 +44,9 @@ static const ah_env_var_t env_table[] = {
      "subsystem: ' ([-] until the process knows its rank). info adds one line per decision, in "
      "words: the key, the configuration it runs, its time against NCCL's own choice and the calls "
      "the search took; debug adds per-call detail and is meant for short runs. When NCCL hands "
-     "autoha its logger (as the tuner plugin), lines up to info also go through it, tagged TUNING, "
-     "so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows them in NCCL's output whatever this says.",
+     "autoha its logger (as the tuner plugin), its info lines also go through it, tagged TUNING, "
+     "so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows them in NCCL's output whatever this says "
+     "(warnings and errors autoha prints itself, once).",
      0, 0, "error|warn|info|debug", FIELD(log_level)},
     {"AUTOHA_LOG_FILE", AH_ENV_PATH, "", "PATH template (%h %p %r %j %%), or empty for stderr",
      "Writes the log lines of each process to this file instead of stderr, appending. %h is the "

@@ -1,5 +1,6 @@
 /* Log lines in NCCL's shape ("host:pid:tid [rank] autoha LEVEL subsys: ..."), each one write(2) to
- * the current descriptor, and also through NCCL's logger once NCCL has handed the tuner one. The
+ * the current descriptor, and the info lines also through NCCL's logger once NCCL has handed the
+ * tuner one. The
  * threshold comes from AUTOHA_LOG, read once; the rest of the settings (subsystems, timestamps,
  * file) are set by the env table when it has parsed them, so a bad value is reported once.
  *
@@ -36,7 +37,6 @@ static const char *sub_names[AH_SUB_COUNT] = {"init", "env", "tune", "coord", "q
 
 /* NCCL's levels and its TUNING subsystem flag (nccl.h: NCCL_LOG_WARN 2, NCCL_LOG_INFO 3,
  * NCCL_TUNING 0x40). */
-#define NCCL_LEVEL_WARN 2
 #define NCCL_LEVEL_INFO 3
 #define NCCL_FLAG_TUNING 0x40UL
 
@@ -136,7 +136,9 @@ void ah_log_at(int subsys, int level, const char *fmt, ...) {
   if ((unsigned)subsys >= AH_SUB_COUNT) subsys = AH_SUB_INIT;
   ah_log_nccl_fn nccl = atomic_load_explicit(&log_nccl, memory_order_acquire);
   int ours = level <= ah_log_level() && (atomic_load_explicit(&log_subsys, memory_order_relaxed) >> subsys & 1u);
-  int theirs = nccl && level <= AH_LOG_INFO;
+  /* NCCL's stream gets the info lines (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows them);
+   * warnings and errors autoha prints itself, and NCCL_DEBUG=WARN would show them twice */
+  int theirs = nccl && level == AH_LOG_INFO;
   if (!ours && !theirs) return;
   int saved = errno;
   pthread_once(&host_once, host_fill);
@@ -164,7 +166,7 @@ void ah_log_at(int subsys, int level, const char *fmt, ...) {
   if (len > sizeof line - 2) len = sizeof line - 2;
   line[len] = 0;
   if (theirs) /* NCCL adds its own host:pid:tid [dev] prefix */
-    nccl(level <= AH_LOG_WARN ? NCCL_LEVEL_WARN : NCCL_LEVEL_INFO, NCCL_FLAG_TUNING, "autoha", 0,
+    nccl(NCCL_LEVEL_INFO, NCCL_FLAG_TUNING, "autoha", 0,
          "autoha [%s] %s: %s", rank, sub_names[subsys], line + body);
   if (ours) {
     line[len++] = '\n';

@@ -359,7 +359,7 @@ START_TEST(policy_typed_values) {
   const char *err = cap_text();
   ck_assert_msg(strstr(err, "AUTOHA_QP_TOPO") != NULL, "%s", err);
   ck_assert_msg(strstr(err, "'/nonexistent/cat'") != NULL, "%s", err);
-  ck_assert_int_eq(count(err, "error"), 2);
+  ck_assert_int_eq(count(err, "autoha ERROR"), 2);
 }
 END_TEST
 
