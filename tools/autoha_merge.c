@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "autoha_cli.h"
+#include "autoha_merge_env.h"
 #include "ah_report.h"
 
 /* One rank's view of one key. */
@@ -33,6 +34,7 @@ typedef struct {
 typedef struct {
   int n, cap;
   mkey_t *keys;
+  merge_env_t env; /* the job's environment and refused overrides */
 } merge_t;
 
 static double mean(const ah_report_stat_t *s) { return s->timed ? s->us_total / (double)s->timed : NAN; }
@@ -58,6 +60,7 @@ static mkey_t *key_get(merge_t *m, const ah_report_comm_t *c, const ah_report_ke
 }
 
 static void add_report(merge_t *m, const ah_report_t *r) {
+  merge_env_add(&m->env, r);
   for (int ci = 0; ci < r->ncomms; ci++) {
     const ah_report_comm_t *c = &r->comms[ci];
     for (int ki = 0; ki < c->nkeys; ki++) {
@@ -240,7 +243,9 @@ static void merge_usage(FILE *f) {
              "  One table per communicator across the job's reports (a DIR: its *.json files):\n"
              "  per key the ranks, the majority's configuration, min/median/max of the tuned and of\n"
              "  NCCL's default time, and the ranks whose configuration differs from the majority's\n"
-             "  or whose tuned time is more than N%% (default 10) off the median.\n"
+             "  or whose tuned time is more than N%% (default 10) off the median. Then the\n"
+             "  environment the job ran with (hosts, GPU, CUDA and NCCL versions, AUTOHA_* and\n"
+             "  NCCL_* variables, with counts where reports differ) and the refused overrides.\n"
              "  --csv, --json   one row or object per communicator and key instead of tables\n");
 }
 
@@ -310,7 +315,11 @@ int cmd_report_merge(int argc, char **argv) {
   }
   if (fmt == 1) print_csv(&m, pct);
   else if (fmt == 2) print_json(&m, pct);
-  else print_text(&m, pct);
+  else {
+    print_text(&m, pct);
+    merge_env_print(&m.env);
+  }
+  merge_env_free(&m.env);
   for (int i = 0; i < m.n; i++) free(m.keys[i].rows);
   free(m.keys);
   return bad ? 1 : 0;
