@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "autoha_cli.h"
+#include "autoha_plot.h"
 #include "ah_env.h"
 #include "ah_override.h"
 #include "ah_report.h"
@@ -25,6 +26,8 @@ static void usage(FILE *f) {
           "       autoha env --markdown          the variable reference of docs/environment.md\n"
           "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n"
           "       autoha status [FILE] [--json]  a running job's communicators, progress and hangs\n"
+          "       autoha plot [-o DIR] DIR|FILE...  busbw.svg and timeline.svg from a job's reports\n"
+          "       autoha trace [-o FILE] DIR|FILE...  the tuning timeline as Chrome trace-event JSON\n"
           "       autoha lib                     the path of libautoha.so\n"
           "       autoha run [--] CMD [ARGS...]  run CMD (a launcher) with libautoha.so preloaded\n"
           "       autoha --version\n");
@@ -330,6 +333,8 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "--version") == 0) return cmd_version();
   if (strcmp(argv[1], "lib") == 0) return cmd_lib(argc - 2, argv + 2);
   if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(argv[1], "plot") == 0) return cmd_plot(argc - 1, argv + 1);
+  if (strcmp(argv[1], "trace") == 0) return cmd_trace(argc - 1, argv + 1);
   fprintf(stderr, "autoha: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;
