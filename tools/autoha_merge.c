@@ -246,7 +246,9 @@ static void merge_usage(FILE *f) {
              "  or whose tuned time is more than N%% (default 10) off the median. Then the\n"
              "  environment the job ran with (hosts, GPU, CUDA and NCCL versions, AUTOHA_* and\n"
              "  NCCL_* variables, with counts where reports differ) and the refused overrides.\n"
-             "  --csv, --json   one row or object per communicator and key instead of tables\n");
+             "  --csv, --json   one row or object per communicator and key instead of tables\n"
+             "  --pct N         the deviation from the median that names a rank (default 10)\n"
+             "  -h, --help      this text\n");
 }
 
 /* Appends the reports a path names (a folder: its *.json files) to m. Returns the problems. */
@@ -284,7 +286,8 @@ int cmd_report_merge(int argc, char **argv) {
   int fmt = 0, c;
   double pct = 10;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "hmcjp:", opts, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":hmcjp:", opts, NULL)) != -1) {
     switch (c) {
     case 'm': break;
     case 'c': fmt = 1; break;
@@ -299,7 +302,7 @@ int cmd_report_merge(int argc, char **argv) {
       break;
     }
     case 'h': merge_usage(stdout); return 0;
-    default: merge_usage(stderr); return 2;
+    default: return cli_bad_option("report --merge", c, argv, opts);
     }
   }
   if (optind >= argc) {

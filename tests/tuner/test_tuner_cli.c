@@ -263,9 +263,36 @@ START_TEST(report_merge) {
   snprintf(cmd, sizeof cmd, "'%s' report --merge --json '%s' | python3 -c 'import json,sys; "
            "d = json.load(sys.stdin); assert len(d[\"keys\"]) == 2, d'", AUTOHA_CLI, dir);
   ck_assert_int_eq(system(cmd), 0);
-  cli(2, "unrecognized option", "report --merge --bogus '%s'", dir);
+  cli(2, "autoha report --merge: unknown option '--bogus'", "report --merge --bogus '%s'", dir);
   cli(0, "usage: autoha report --merge", "report --merge --help");
   cli(1, "no report read", "report --merge '%s/none'", dir);
+}
+END_TEST
+
+/* Every subcommand parses with getopt_long: --help prints its usage and exits 0; an unknown option,
+ * long or short, is one line naming it and the way to the help, exit 2; a missing value likewise. */
+START_TEST(subcommand_options) {
+  static const char *const cmds[] = {"report", "compare", "env", "check-override", "status", "lib", "run", "plot",
+                                     "trace", "report --merge"};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    char want[128];
+    snprintf(want, sizeof want, "usage: autoha %s", cmds[i]);
+    const char *out = cli(0, want, "%s --help", cmds[i]);
+    ck_assert_msg(strstr(out, "-h, --help") != NULL || strstr(out, "--help") != NULL, "%s", out);
+    cli(0, want, "%s -h", cmds[i]);
+    snprintf(want, sizeof want, "autoha %s: unknown option '--bogus' (see autoha %s --help)\n", cmds[i], cmds[i]);
+    out = cli(2, want, "%s --bogus x", cmds[i]);
+    ck_assert_msg(strcmp(out, want) == 0, "autoha %s --bogus: more than the one line:\n%s", cmds[i], out);
+    snprintf(want, sizeof want, "autoha %s: unknown option '-Z'", cmds[i]);
+    cli(2, want, "%s -Z x", cmds[i]);
+  }
+  cli(2, "autoha report --merge: option '--pct' needs a value", "report --merge '%s' --pct", dir);
+  cli(2, "autoha env: option '--docs' takes no value", "env --docs=1");
+  cli(2, "autoha env: unexpected argument 'x'", "env x");
+  cli(2, "autoha compare: wants two reports", "compare a");
+  cli(2, "autoha report: no report given", "report");
+  /* run stops at its command: the command's options are not autoha's. */
+  cli(0, "-Z", "run echo -Z");
 }
 END_TEST
 
@@ -291,6 +318,7 @@ int main(void) {
   tcase_add_test(tc, env_listing);
   tcase_add_test(tc, compare_runs);
   tcase_add_test(tc, report_merge);
+  tcase_add_test(tc, subcommand_options);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }
