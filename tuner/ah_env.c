@@ -124,6 +124,18 @@ static const ah_env_var_t env_table[] = {
      "rank finds it whatever framework passes the id around. Set it when that process cannot be "
      "reached at the address it sees itself at (NAT, several interfaces).",
      0, 0, NULL, FIELD(coord_addr)},
+    {"AUTOHA_COORD_IFNAME", AH_ENV_STRING, "", "PREFIX,PREFIX... or ^PREFIX,... or =NAME,... (as "
+     "NCCL_SOCKET_IFNAME), or empty",
+     "Which network interface's address the coordinator hub listens on and stamps into the "
+     "ncclUniqueId for the other ranks to dial, when AUTOHA_COORD_ADDR is not set. The syntax is "
+     "NCCL_SOCKET_IFNAME's: a comma-separated list of interface name prefixes (eth,ib), a leading ^ "
+     "to take any interface but those (^docker,lo), a leading = to make the names exact (=eth0). "
+     "The first interface that is up, has an IPv4 or a non-link-local IPv6 address and matches is "
+     "taken. Empty, NCCL's default: an ib* interface, else any but docker* and lo*, else docker*, "
+     "else lo*. A value that matches no interface logs one warning and falls back to that default. "
+     "Setting it to NCCL_SOCKET_IFNAME's value puts the hub on the network NCCL's bootstrap uses. "
+     "Read by the process that runs the hub.",
+     0, 0, NULL, FIELD(coord_ifname)},
     {"AUTOHA_COORD_JOIN_S", AH_ENV_DOUBLE, "30", "0.001..86400 (seconds)",
      "How long the coordinator hub waits, from the first rank's join, for every rank of a "
      "communicator that spans processes to join. When all have joined with the same autoha settings "
