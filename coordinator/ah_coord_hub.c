@@ -318,7 +318,7 @@ ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
   } else {
     char ifn[64];
     if (ah_coord_net_host_addr(opts ? opts->ifname : NULL, &ss, &sl, ifn, sizeof ifn) != 0)
-      ah_log(AH_LOG_WARN, "coordinator hub: AUTOHA_COORD_IFNAME=%s matches no interface that is up with an "
+      ah_log(AH_LOG_WARN, "coordinator hub: AUTOHA_COORD_IFNAME '%s' matches no interface that is up with an "
              "address; using %s, NCCL's default choice", opts->ifname, ifn[0] ? ifn : "loopback");
     else
       ah_log(AH_LOG_DEBUG, "coordinator hub: binding interface %s", ifn[0] ? ifn : "(none: loopback)");

@@ -74,6 +74,7 @@ typedef enum {
   AH_ENV_TC_RULES,  /* MATCH:CLASS;... per-communicator classes (path/ah_path.h), kept as text */
   AH_ENV_COMMAND,   /* a shell command line, kept as text */
   AH_ENV_SUBSYS,    /* a log subsystem list as NCCL_DEBUG_SUBSYS: tune,coord or ^qp (ah_log.h) */
+  AH_ENV_IFNAME,    /* an interface list as NCCL_SOCKET_IFNAME: [^][=]NAME,NAME..., kept as text */
 } ah_env_type_t;
 
 /* One row of the table. */
