@@ -19,6 +19,8 @@ if(AUTOHA_BUILD_SIM)
   file(RELATIVE_PATH _bin_to_sim ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}
        ${CMAKE_INSTALL_PREFIX}/${AUTOHA_SIM_INSTALL_DIR})
   set_target_properties(train_job PROPERTIES INSTALL_RPATH "$ORIGIN/${_bin_to_sim}")
+  # ncclsim-run --preload finds the installed stand-ins from its own folder.
+  target_compile_definitions(ncclsim-run PRIVATE NCCLSIM_BIN_TO_PRELOAD="${_bin_to_sim}/preload")
   set_target_properties(ncclsim_mlx5 PROPERTIES INSTALL_RPATH "$ORIGIN")
   foreach(_t IN LISTS SIM_STANDINS)
     set_target_properties(${_t} PROPERTIES INSTALL_RPATH "$ORIGIN/..")

@@ -53,10 +53,13 @@ typedef struct {
   double hang_s;     /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
                       * 0: the default, 300 s; < 0: never */
   double straggler_pct; /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
+  const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
+                       * when addr is not given (NCCL_SOCKET_IFNAME's syntax); NULL or "": NCCL's
+                       * default order (ib*, then any but docker* and lo*, then docker*, then lo*) */
 } ah_coord_setup_t;
 
-/* Starts this process's hub (idempotent), listening on setup->addr or on this host's first
- * non-loopback address (loopback when none), with a fresh random secret. Fills the stamp to write
+/* Starts this process's hub (idempotent), listening on setup->addr or on the address of the
+ * interface setup->ifname chooses (loopback when none has one), with a fresh random secret. Fills the stamp to write
  * into the unique id. Returns 0, or -1 after logging why. */
 int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p);
 

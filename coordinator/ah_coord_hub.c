@@ -316,7 +316,12 @@ ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
       return NULL;
     }
   } else {
-    ah_coord_net_host_addr(&ss, &sl);
+    char ifn[64];
+    if (ah_coord_net_host_addr(opts ? opts->ifname : NULL, &ss, &sl, ifn, sizeof ifn) != 0)
+      ah_log(AH_LOG_WARN, "coordinator hub: AUTOHA_COORD_IFNAME '%s' matches no interface that is up with an "
+             "address; using %s, NCCL's default choice", opts->ifname, ifn[0] ? ifn : "loopback");
+    else
+      ah_log(AH_LOG_DEBUG, "coordinator hub: binding interface %s", ifn[0] ? ifn : "(none: loopback)");
   }
   ah_coord_crypto_init();
   ah_coord_hub_t *h = calloc(1, sizeof *h);
@@ -355,8 +360,10 @@ ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
     if (in->sin_addr.s_addr == htonl(INADDR_ANY)) {
       struct sockaddr_storage hs;
       socklen_t hl;
-      ah_coord_net_host_addr(&hs, &hl);
-      memcpy(st.addr, &((struct sockaddr_in *)&hs)->sin_addr, 4);
+      /* Advertised: the chosen interface's address, when IPv4 like the listen socket (else loopback). */
+      (void)ah_coord_net_host_addr(h->o.ifname, &hs, &hl, NULL, 0);
+      memcpy(st.addr, hs.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&hs)->sin_addr
+                                              : (const void *)&(struct in_addr){htonl(INADDR_LOOPBACK)}, 4);
     } else {
       memcpy(st.addr, &in->sin_addr, 4);
     }
@@ -433,8 +440,8 @@ static ah_coord_hub_t *hub_once;
 static ah_coord_stamp_t hub_once_stamp;
 
 /* Returns 0 and fills stamp_p, or -1 after logging. Note that AUTOHA_COORD_ADDR names the listen
- * address (host:port, port 1..65535, as the environment table validates it); without it the hub listens on this host's first
- * non-loopback address, and the process keeps one hub for its lifetime (a second call returns the
+ * address (host:port, port 1..65535, as the environment table validates it); without it the hub listens on the address
+ * of the interface AUTOHA_COORD_IFNAME chooses (NCCL_SOCKET_IFNAME's rules and default), and the process keeps one hub for its lifetime (a second call returns the
  * same stamp, so every id the process makes names the same hub and secret). */
 /* In a child made by fork(), the parent's hub thread does not exist: the child starts its own hub
  * if it makes ids itself (the parent's keeps serving the parent's ids). */
@@ -473,6 +480,7 @@ int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p)
       if (setup && setup->hang_s > 0) o.hang_ms = (int)(setup->hang_s * 1000.0 + 0.5);
       else if (setup && setup->hang_s < 0) o.hang_ms = 0;
       if (setup && setup->straggler_pct != 0) o.straggler_pct = setup->straggler_pct;
+      o.ifname = setup && setup->ifname && *setup->ifname ? setup->ifname : NULL;
       hub_once = ah_coord_hub_open(use ? env : NULL, secret, &o, &hub_once_stamp);
     }
   }

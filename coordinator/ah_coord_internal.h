@@ -40,8 +40,32 @@ int ah_coord_net_connect(char *err, const struct sockaddr *sa, socklen_t len, ui
 /* Reads/writes exactly n bytes from/to a non-blocking socket before the deadline. */
 int ah_coord_net_read_full(char *err, int fd, void *buf, size_t n, uint64_t deadline_ns);
 int ah_coord_net_write_full(char *err, int fd, const void *buf, size_t n, uint64_t deadline_ns);
-/* This host's first non-loopback IPv4 address, or 127.0.0.1. */
-void ah_coord_net_host_addr(struct sockaddr_storage *ss_p, socklen_t *len_p);
+/* The address the hub binds and advertises: the interface ah_coord_if_choose picks from this host's
+ * interfaces for `ifname` (AUTOHA_COORD_IFNAME; NULL or "" for NCCL's default order), or 127.0.0.1
+ * when none has a usable address. Writes the interface's name into name (len bytes; "" for the
+ * fallback). Returns 0, or -1 when ifname was given and matched no interface: the default order
+ * chose instead (the caller logs it). */
+int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, socklen_t *len_p, char *name,
+                           size_t len);
+
+/* ---- interface choice (ah_coord_ifname.c) ---- */
+/* One address of one interface, as getifaddrs lists them. */
+typedef struct {
+  const char *name;             /* "eth0" */
+  int family;                   /* AF_INET, AF_INET6 (others are never chosen) */
+  int up;                       /* IFF_UP */
+  const struct sockaddr *addr;  /* NULL: the interface has no address of this entry */
+} ah_coord_if_t;
+
+/* Whether interface `name` is selected by a non-empty NCCL_SOCKET_IFNAME-style spec: comma-separated
+ * name prefixes; a leading '^' selects every name but those; a '=' (after the '^', if any) makes the
+ * names exact. Returns 1 or 0. */
+int ah_coord_if_match(const char *name, const char *spec);
+/* The entry whose address the hub uses: with a spec, the first up entry with a usable address (IPv4,
+ * or IPv6 but link-local) whose name the spec selects; without one (NULL or ""), NCCL's order — the
+ * first such entry named ib*, else one not docker* or lo*, else docker*, else lo*. Returns its
+ * index, or -1 when none qualifies. */
+int ah_coord_if_choose(const ah_coord_if_t *ifs, int n, const char *spec);
 /* Raises RLIMIT_NOFILE's soft limit to `want` (or the hard limit). Returns the new soft limit. */
 long ah_coord_net_nofile_raise(long want);
 
@@ -154,6 +178,8 @@ typedef struct {
   uint32_t max_progress_ranks; /* ranks whose progress records are kept, all communicators */
   double straggler_pct; /* a rank late by more than this % of its calls' time is flagged
                          * (AUTOHA_STRAGGLER_PCT); <= 0: stragglers are not looked for */
+  const char *ifname;   /* AUTOHA_COORD_IFNAME: the interface to bind and advertise when no
+                         * address is given; NULL: NCCL's default order */
 } ah_coord_hub_opts_t;
 
 void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p);

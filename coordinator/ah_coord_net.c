@@ -274,24 +274,44 @@ int ah_coord_net_write_full(char *err, int fd, const void *buf, size_t n, uint64
   return AH_NET_OK;
 }
 
-/* Note that an interface must be up and not loopback; the first IPv4 one in getifaddrs order is
- * taken (NCCL_SOCKET_IFNAME-style selection is left to AUTOHA_COORD_ADDR). */
-void ah_coord_net_host_addr(struct sockaddr_storage *ss_p, socklen_t *len_p) {
+/* Note that getifaddrs lists each address of each interface as one entry, in the kernel's order
+ * (IPv4 before IPv6), so "the first entry" is the first address of the first interface chosen. */
+int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, socklen_t *len_p, char *name,
+                           size_t len) {
   memset(ss_p, 0, sizeof *ss_p);
   struct sockaddr_in *in = (struct sockaddr_in *)ss_p;
   in->sin_family = AF_INET;
   in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   *len_p = sizeof *in;
+  if (name && len) name[0] = 0;
   struct ifaddrs *ifs = NULL;
-  if (getifaddrs(&ifs) != 0) return;
-  for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP)) continue;
-    memcpy(in, i->ifa_addr, sizeof *in);
-    in->sin_port = 0;
-    break;
+  if (getifaddrs(&ifs) != 0) return ifname && *ifname ? -1 : 0;
+  int n = 0;
+  for (struct ifaddrs *i = ifs; i; i = i->ifa_next) n++;
+  ah_coord_if_t *list = calloc((size_t)(n ? n : 1), sizeof *list);
+  int rc = 0;
+  if (list) {
+    int k = 0;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next, k++)
+      list[k] = (ah_coord_if_t){i->ifa_name, i->ifa_addr ? i->ifa_addr->sa_family : -1, (i->ifa_flags & IFF_UP) != 0,
+                                i->ifa_addr};
+    int c = ah_coord_if_choose(list, n, ifname);
+    if (c < 0 && ifname && *ifname) {
+      rc = -1;
+      c = ah_coord_if_choose(list, n, NULL);
+    }
+    if (c >= 0) {
+      socklen_t sl = list[c].family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+      memcpy(ss_p, list[c].addr, sl);
+      *len_p = sl;
+      if (list[c].family == AF_INET6) ((struct sockaddr_in6 *)ss_p)->sin6_port = 0;
+      else in->sin_port = 0;
+      if (name && len) snprintf(name, len, "%s", list[c].name);
+    }
+    free(list);
   }
   freeifaddrs(ifs);
+  return rc;
 }
 
 long ah_coord_net_nofile_raise(long want) {

@@ -163,8 +163,11 @@ static void hooks_install(void) {
  * variable: the coordinator reads no environment). */
 static ah_coord_setup_t coord_setup(void) {
   const ah_settings_t *s = ah_shim.settings;
-  ah_coord_setup_t setup = {s ? s->coord_addr : NULL, s ? s->coord_join_s : 0, s ? s->hang_s : 0,
-                            s ? (s->straggler_pct > 0 ? s->straggler_pct : -1) : 0};
+  ah_coord_setup_t setup = {.addr = s ? s->coord_addr : NULL,
+                            .join_s = s ? s->coord_join_s : 0,
+                            .hang_s = s ? s->hang_s : 0,
+                            .straggler_pct = s ? (s->straggler_pct > 0 ? s->straggler_pct : -1) : 0,
+                            .ifname = s ? s->coord_ifname : NULL};
   return setup;
 }
 

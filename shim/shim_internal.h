@@ -170,6 +170,12 @@ void ah_shim_job_name(uint64_t hint_id, char *out, size_t len);
 void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]);
 /* That text for a first communicator of nranks ranks on nnodes nodes (shim_topo.c). */
 void ah_shim_topology(int nranks, int nnodes, char out[AH_REPORT_TOPO_MAX]);
+/* What reproduces the run, for the report (shim_topo.c): the AUTOHA_* and NCCL_* variables, the GPU
+ * model, the CUDA driver's version (cuDriverGetVersion) and the runtime's (cudaRuntimeGetVersion of
+ * a CUDA runtime already loaded in the process, 0 when none), the kernel driver's version, the job's
+ * hosts (this host: the coordinator does not exchange host names) and the AUTOHA_OVERRIDE rules
+ * that did not parse. Sets run_p->present. */
+void ah_shim_run_facts(ah_report_run_t *run_p);
 
 /* ---- communicator identity and registry (shim_comm.c) ---------------------------------------- */
 uint64_t ah_comm_id_from_unique_id(const ncclUniqueId *id);

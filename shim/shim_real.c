@@ -281,6 +281,7 @@ static void cuda_resolve(void) {
       (__typeof__(ah_cuda.ThreadExchangeStreamCaptureMode))dlsym(h, "cuThreadExchangeStreamCaptureMode");
   ah_cuda.CtxGetDevice = (__typeof__(ah_cuda.CtxGetDevice))dlsym(h, "cuCtxGetDevice");
   ah_cuda.DeviceGetName = (__typeof__(ah_cuda.DeviceGetName))dlsym(h, "cuDeviceGetName");
+  ah_cuda.DriverGetVersion = (__typeof__(ah_cuda.DriverGetVersion))dlsym(h, "cuDriverGetVersion");
   if (ah_cuda.EventCreate && ah_cuda.EventRecord && ah_cuda.EventQuery && ah_cuda.EventElapsedTime &&
       ah_cuda.EventDestroy && ah_cuda.CtxGetCurrent)
     ah_cuda.loaded = 1;

@@ -58,6 +58,8 @@ typedef struct {
   /* Optional: the GPU model for the report's topology (shim_topo.c). */
   CUresult (*CtxGetDevice)(CUdevice *);
   CUresult (*DeviceGetName)(char *, int, CUdevice);
+  /* Optional: the report's record of the run (shim_topo.c). */
+  CUresult (*DriverGetVersion)(int *);
 } ah_real_cuda_t;
 
 /* The next definition of `name` after the shim, or the one in the first loaded object that defines

@@ -71,6 +71,7 @@ static void key_fill(ah_report_key_t *k, const ah_shim_rankkey_t *ck) {
   k->sync_wait_us = ck->sync_wait_us;
   k->captured_calls = ck->captured;
   k->graph_launched_calls = atomic_load(&ck->graph_launched);
+  k->refused = ck->refused;
   ah_shim_keystate_t *ks = ck->ks;
   if (ks && ks->tune) {
     pthread_mutex_lock(&ks->lock);
@@ -138,7 +139,8 @@ void ah_shim_report_write(const char *why) {
   const ah_settings_t *s = ah_shim.settings;
   if (!ah_shim.enabled || !s || !s->report[0]) return;
   pthread_mutex_lock(&write_lock);
-  ah_report_t r;
+  /* Tens of KiB (the run's variables): kept off the stack of whichever thread writes. */
+  static ah_report_t r;
   memset(&r, 0, sizeof r);
   r.rank = -1;
   r.pid = (int)getpid();
@@ -161,6 +163,7 @@ void ah_shim_report_write(const char *why) {
   clock_gettime(CLOCK_REALTIME, &ts);
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
   r.nhealth = ah_shim_health_findings(r.health, AH_REPORT_HEALTH_MAX);
+  ah_shim_run_facts(&r.run);
   char path[AH_ENV_PATH_MAX], err[256], job[AH_SHIM_JOB_MAX];
   ah_shim_job_name(0, job, sizeof job);
   if (!b.ok) {

@@ -1,11 +1,15 @@
 /* What this job runs on, for the report's topology and the check a profile must pass: the GPU
  * model (from the CUDA driver the shim already opened for timing) and this host's RDMA NICs (from
  * sysfs, as rdma-core lists them), with the shape of the job's first communicator and the loaded
- * NCCL's version. A fact that cannot be read is "unknown" (GPU) or 0 (NICs), never a guess. */
-#include <dirent.h>
+ * NCCL's version; and the report's record of the run (variables, CUDA versions, hosts). A fact
+ * that cannot be read is "unknown" (GPU) or 0 (NICs, versions), never a guess. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <dirent.h>
 
 #include "shim_internal.h"
 #include "shim_real.h"
@@ -52,4 +56,52 @@ void ah_shim_topology(int nranks, int nnodes, char out[AH_REPORT_TOPO_MAX]) {
   t.ranks = nranks;
   t.nccl_version = ah_shim.nccl_version;
   ah_report_topology(&t, out);
+}
+
+/* cudaRuntimeGetVersion of a CUDA runtime the process already loaded (the application's; the shim
+ * never loads one itself), 0 when none is loaded or it fails. */
+static int cuda_runtime_version(void) {
+  int (*get)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
+  int v = 0;
+  if (!get || get(&v) != 0) return 0;
+  return v > 0 ? v : 0;
+}
+
+/* The NVIDIA kernel module's version ("550.54.15"), "" without one. */
+static void kernel_driver(char *out, size_t len) {
+  out[0] = 0;
+  FILE *f = fopen("/sys/module/nvidia/version", "r");
+  if (!f) return;
+  if (!fgets(out, (int)len, f)) out[0] = 0;
+  fclose(f);
+  out[strcspn(out, "\n")] = 0;
+}
+
+extern char **environ;
+
+void ah_shim_run_facts(ah_report_run_t *run_p) {
+  ah_report_run_vars(run_p, environ);
+  gpu_model(run_p->gpu, sizeof run_p->gpu);
+  int v = 0;
+  if (ah_shim_cuda_init() && ah_cuda.DriverGetVersion && ah_cuda.DriverGetVersion(&v) == CUDA_SUCCESS && v > 0)
+    run_p->cuda_driver = v;
+  run_p->cuda_runtime = cuda_runtime_version();
+  kernel_driver(run_p->gpu_driver, sizeof run_p->gpu_driver);
+  run_p->nnodes = 1;
+  if (gethostname(run_p->nodes[0], sizeof run_p->nodes[0] - 1) != 0) snprintf(run_p->nodes[0], sizeof run_p->nodes[0], "?");
+  /* The AUTOHA_OVERRIDE rules that did not parse (logged at init), one line each, as the report's
+   * reader wants them beside the variable itself. */
+  const ah_settings_t *s = ah_shim.settings;
+  run_p->nrefused = 0;
+  if (s && s->override_text[0]) {
+    static ah_override_t ov; /* callers hold the report's write lock */
+    char err[4096];
+    if (ah_override_parse(s->override_text, &ov, err, sizeof err) > 0)
+      for (char *line = err, *next; line && *line && run_p->nrefused < AH_REPORT_REFUSED_MAX; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        ah_report_text_copy(run_p->refused[run_p->nrefused++], AH_REPORT_TEXT_MAX, line);
+      }
+  }
+  run_p->present = 1;
 }

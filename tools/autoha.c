@@ -4,12 +4,14 @@
  *
  * Everything it knows comes from tuner/ (the env table, the override parser, the report reader),
  * so what it prints is what the shim will do; it never calls NCCL, CUDA or the network. */
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autoha_cli.h"
+#include "autoha_plot.h"
 #include "ah_env.h"
 #include "ah_override.h"
 #include "ah_report.h"
@@ -25,6 +27,8 @@ static void usage(FILE *f) {
           "       autoha env --markdown          the variable reference of docs/environment.md\n"
           "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n"
           "       autoha status [FILE] [--json]  a running job's communicators, progress and hangs\n"
+          "       autoha plot [-o DIR] DIR|FILE...  busbw.svg and timeline.svg from a job's reports\n"
+          "       autoha trace [-o FILE] DIR|FILE...  the tuning timeline as Chrome trace-event JSON\n"
           "       autoha lib                     the path of libautoha.so\n"
           "       autoha run [--] CMD [ARGS...]  run CMD (a launcher) with libautoha.so preloaded\n"
           "       autoha --version\n");
@@ -156,14 +160,41 @@ static void print_report(const char *path, const ah_report_t *r) {
   }
 }
 
+/* Parses a subcommand that takes only --help: "usage" is its help text. Returns -1 to go on (the
+ * operands start at optind), else the exit status. `posix`: stop at the first operand (a command
+ * line to run, an override string), so what follows is not read as options. */
+static int only_help(const char *cmd, int argc, char **argv, const char *help, int posix) {
+  static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, posix ? "+:h" : ":h", opts, NULL)) != -1) {
+    if (c == 'h') {
+      fputs(help, stdout);
+      return 0;
+    }
+    return cli_bad_option(cmd, c, argv, opts);
+  }
+  return -1;
+}
+
 static int cmd_report(int argc, char **argv) {
-  if (argc < 1) {
-    usage(stderr);
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--merge") == 0) return cmd_report_merge(argc, argv);
+  int rc = only_help("report", argc, argv,
+                     "usage: autoha report FILE...\n"
+                     "       autoha report --merge [--csv|--json] [--pct N] DIR|FILE...   (see autoha report --merge --help)\n"
+                     "  Prints each tuning report as tables: per communicator, one row per key with NCCL's\n"
+                     "  and autoha's configuration and time, busbw, speedup and tuning state.\n"
+                     "  -h, --help   this text\n", 0);
+  if (rc >= 0) return rc;
+  if (optind >= argc) {
+    fprintf(stderr, "autoha report: no report given (see autoha report --help)\n");
     return 2;
   }
-  for (int i = 0; i < argc; i++)
-    if (strcmp(argv[i], "--merge") == 0) return cmd_report_merge(argc + 1, argv - 1); /* argv[-1]: "report" */
-  int rc = 0;
+  argv += optind;
+  argc -= optind;
+  rc = 0;
   for (int i = 0; i < argc; i++) {
     ah_report_t *r = NULL;
     char err[512];
@@ -200,10 +231,19 @@ static const ah_report_key_t *find_key(const ah_report_t *r, int nranks, int nno
 }
 
 static int cmd_compare(int argc, char **argv) {
-  if (argc != 2) {
-    usage(stderr);
+  int rc = only_help("compare", argc, argv,
+                     "usage: autoha compare BASE NEW\n"
+                     "  Matches the keys of two runs' reports by communicator shape, collective and size\n"
+                     "  bin, prints each key's config and mean time in both and the speedup, and totals the\n"
+                     "  keys timed in both at NEW's call counts. BASE is normally an AUTOHA_MODE=observe run.\n"
+                     "  -h, --help   this text\n", 0);
+  if (rc >= 0) return rc;
+  if (argc - optind != 2) {
+    fprintf(stderr, "autoha compare: wants two reports, BASE and NEW, not %d (see autoha compare --help)\n",
+            argc - optind);
     return 2;
   }
+  argv += optind;
   ah_report_t *r[2] = {NULL, NULL};
   for (int i = 0; i < 2; i++) {
     char err[512];
@@ -273,28 +313,48 @@ static int cmd_compare(int argc, char **argv) {
 /* ---- autoha env, autoha check-override --------------------------------------------------------- */
 
 static int cmd_env(int argc, char **argv) {
-  int docs = 0;
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--docs") == 0) {
-      docs = 1;
-    } else if (strcmp(argv[i], "--markdown") == 0) {
-      ah_env_doc_markdown(stdout);
+  static const struct option opts[] = {{"docs", no_argument, NULL, 'f'}, {"markdown", no_argument, NULL, 'm'},
+                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  int docs = 0, markdown = 0, c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":fh", opts, NULL)) != -1) {
+    switch (c) {
+    case 'f': docs = 1; break;
+    case 'm': markdown = 1; break;
+    case 'h':
+      printf("usage: autoha env [-f|--docs] [--markdown]\n"
+             "  Every AUTOHA_* variable: its value here (set, or the default), as NAME=value lines\n"
+             "  after a first line naming this autoha's version; unknown AUTOHA_* names are warned of.\n"
+             "  -f, --docs   each variable's meaning, syntax and default above it\n"
+             "  --markdown   the variable reference of docs/environment.md\n"
+             "  -h, --help   this text\n");
       return 0;
-    } else {
-      fprintf(stderr, "autoha: env: unknown option '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
+    default: return cli_bad_option("env", c, argv, opts);
     }
   }
-  ah_env_print(stdout, environ, docs);
+  if (optind < argc) {
+    fprintf(stderr, "autoha env: unexpected argument '%s' (see autoha env --help)\n", argv[optind]);
+    return 2;
+  }
+  if (markdown) ah_env_doc_markdown(stdout);
+  else ah_env_print(stdout, environ, docs);
   return 0;
 }
 
 static int cmd_check_override(int argc, char **argv) {
-  if (argc != 1) {
-    usage(stderr);
+  int rc = only_help("check-override", argc, argv,
+                     "usage: autoha check-override STRING\n"
+                     "  Validates an AUTOHA_OVERRIDE value before a job is launched with it: prints each rule\n"
+                     "  as understood, or each error with its token and position (exit 1).\n"
+                     "  -h, --help   this text\n", 1);
+  if (rc >= 0) return rc;
+  if (argc - optind != 1) {
+    fprintf(stderr, "autoha check-override: wants one override string, not %d (see autoha check-override --help)\n",
+            argc - optind);
     return 2;
   }
+  argv += optind;
   ah_override_t ov;
   char err[4096];
   int nerr = ah_override_parse(argv[0], &ov, err, sizeof err);
@@ -322,14 +382,17 @@ int main(int argc, char **argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  if (strcmp(argv[1], "report") == 0) return cmd_report(argc - 2, argv + 2);
-  if (strcmp(argv[1], "compare") == 0) return cmd_compare(argc - 2, argv + 2);
-  if (strcmp(argv[1], "env") == 0) return cmd_env(argc - 2, argv + 2);
-  if (strcmp(argv[1], "check-override") == 0) return cmd_check_override(argc - 2, argv + 2);
-  if (strcmp(argv[1], "status") == 0) return cmd_status(argc - 2, argv + 2);
-  if (strcmp(argv[1], "--version") == 0) return cmd_version();
-  if (strcmp(argv[1], "lib") == 0) return cmd_lib(argc - 2, argv + 2);
-  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  /* Each subcommand gets its own argv: argv[0] its name, then its options and operands. */
+  if (strcmp(argv[1], "report") == 0) return cmd_report(argc - 1, argv + 1);
+  if (strcmp(argv[1], "compare") == 0) return cmd_compare(argc - 1, argv + 1);
+  if (strcmp(argv[1], "env") == 0) return cmd_env(argc - 1, argv + 1);
+  if (strcmp(argv[1], "check-override") == 0) return cmd_check_override(argc - 1, argv + 1);
+  if (strcmp(argv[1], "status") == 0) return cmd_status(argc - 1, argv + 1);
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) return cmd_version();
+  if (strcmp(argv[1], "lib") == 0) return cmd_lib(argc - 1, argv + 1);
+  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 1, argv + 1);
+  if (strcmp(argv[1], "plot") == 0) return cmd_plot(argc - 1, argv + 1);
+  if (strcmp(argv[1], "trace") == 0) return cmd_trace(argc - 1, argv + 1);
   fprintf(stderr, "autoha: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

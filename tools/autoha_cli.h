@@ -18,4 +18,10 @@ int cmd_lib(int argc, char **argv);
  * Returns only on failure, with the exit status (127: CMD not found). */
 int cmd_run(int argc, char **argv);
 
+/* The one error line for a bad option that getopt_long returned as c ('?' or ':'; call it with
+ * opterr = 0 and a ':' first in the short options): "autoha CMD: unknown option '--x' (see autoha CMD
+ * --help)", or "option '--out' needs a value". Returns 2, the exit status for a usage error. */
+struct option;
+int cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts);
+
 #endif

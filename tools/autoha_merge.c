@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "autoha_cli.h"
+#include "autoha_merge_env.h"
 #include "ah_report.h"
 
 /* One rank's view of one key. */
@@ -33,6 +34,7 @@ typedef struct {
 typedef struct {
   int n, cap;
   mkey_t *keys;
+  merge_env_t env; /* the job's environment and refused overrides */
 } merge_t;
 
 static double mean(const ah_report_stat_t *s) { return s->timed ? s->us_total / (double)s->timed : NAN; }
@@ -58,6 +60,7 @@ static mkey_t *key_get(merge_t *m, const ah_report_comm_t *c, const ah_report_ke
 }
 
 static void add_report(merge_t *m, const ah_report_t *r) {
+  merge_env_add(&m->env, r);
   for (int ci = 0; ci < r->ncomms; ci++) {
     const ah_report_comm_t *c = &r->comms[ci];
     for (int ki = 0; ki < c->nkeys; ki++) {
@@ -240,8 +243,12 @@ static void merge_usage(FILE *f) {
              "  One table per communicator across the job's reports (a DIR: its *.json files):\n"
              "  per key the ranks, the majority's configuration, min/median/max of the tuned and of\n"
              "  NCCL's default time, and the ranks whose configuration differs from the majority's\n"
-             "  or whose tuned time is more than N%% (default 10) off the median.\n"
-             "  --csv, --json   one row or object per communicator and key instead of tables\n");
+             "  or whose tuned time is more than N%% (default 10) off the median. Then the\n"
+             "  environment the job ran with (hosts, GPU, CUDA and NCCL versions, AUTOHA_* and\n"
+             "  NCCL_* variables, with counts where reports differ) and the refused overrides.\n"
+             "  --csv, --json   one row or object per communicator and key instead of tables\n"
+             "  --pct N         the deviation from the median that names a rank (default 10)\n"
+             "  -h, --help      this text\n");
 }
 
 /* Appends the reports a path names (a folder: its *.json files) to m. Returns the problems. */
@@ -279,7 +286,8 @@ int cmd_report_merge(int argc, char **argv) {
   int fmt = 0, c;
   double pct = 10;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "hmcjp:", opts, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":hmcjp:", opts, NULL)) != -1) {
     switch (c) {
     case 'm': break;
     case 'c': fmt = 1; break;
@@ -294,7 +302,7 @@ int cmd_report_merge(int argc, char **argv) {
       break;
     }
     case 'h': merge_usage(stdout); return 0;
-    default: merge_usage(stderr); return 2;
+    default: return cli_bad_option("report --merge", c, argv, opts);
     }
   }
   if (optind >= argc) {
@@ -310,7 +318,11 @@ int cmd_report_merge(int argc, char **argv) {
   }
   if (fmt == 1) print_csv(&m, pct);
   else if (fmt == 2) print_json(&m, pct);
-  else print_text(&m, pct);
+  else {
+    print_text(&m, pct);
+    merge_env_print(&m.env);
+  }
+  merge_env_free(&m.env);
   for (int i = 0; i < m.n; i++) free(m.keys[i].rows);
   free(m.keys);
   return bad ? 1 : 0;

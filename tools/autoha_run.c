@@ -6,6 +6,7 @@
  * <prefix>/bin it is <prefix>/<libdir>/libautoha.so (the install layout, also a wheel's and a .deb's),
  * and in a build tree bin/autoha sits beside lib/libautoha.so, so a moved prefix still works. */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,9 +52,31 @@ static int lib_find(char *buf, size_t len) {
   return -1;
 }
 
+/* Parses `autoha lib` and `autoha run`, which take only --help: -1 to go on (operands from optind),
+ * else the exit status. run stops at its command's name, so the command's own options pass. */
+static int help_only(const char *cmd, int argc, char **argv, const char *help) {
+  static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+    if (c == 'h') {
+      fputs(help, stdout);
+      return 0;
+    }
+    return cli_bad_option(cmd, c, argv, opts);
+  }
+  return -1;
+}
+
 int cmd_lib(int argc, char **argv) {
-  if (argc != 0) {
-    fprintf(stderr, "usage: autoha lib   (prints the path of libautoha.so)\n");
+  int rc = help_only("lib", argc, argv,
+                     "usage: autoha lib\n"
+                     "  Prints the absolute path of the libautoha.so beside this program (for LD_PRELOAD).\n"
+                     "  -h, --help   this text\n");
+  if (rc >= 0) return rc;
+  if (optind < argc) {
+    fprintf(stderr, "autoha lib: unexpected argument '%s' (see autoha lib --help)\n", argv[optind]);
     return 2;
   }
   char lib[PATH_MAX];
@@ -99,12 +122,17 @@ static char *preload_join(const char *lib, const char *old) {
 }
 
 int cmd_run(int argc, char **argv) {
-  if (argc > 0 && strcmp(argv[0], "--") == 0) {
-    argc--;
-    argv++;
-  }
+  int rc = help_only("run", argc, argv,
+                     "usage: autoha run [--] CMD [ARGS...]\n"
+                     "  Runs CMD (a launcher: torchrun, mpirun, srun, ncclsim-run...) with libautoha.so first\n"
+                     "  on LD_PRELOAD (other entries kept, any other autoha copy dropped); its exit status\n"
+                     "  passes through (127: CMD not found). Options after CMD are CMD's.\n"
+                     "  -h, --help   this text\n");
+  if (rc >= 0) return rc;
+  argc -= optind;
+  argv += optind;
   if (argc == 0) {
-    fprintf(stderr, "usage: autoha run [--] CMD [ARGS...]   (runs CMD with libautoha.so on LD_PRELOAD)\n");
+    fprintf(stderr, "autoha run: no command given (see autoha run --help)\n");
     return 2;
   }
   char lib[PATH_MAX];

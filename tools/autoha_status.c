@@ -1,6 +1,7 @@
 /* `autoha status [FILE] [--json]`: a running job as its coordinator hub sees it — every diagnosed
  * communicator, its ranks' latest progress and the current finding — read with the credentials
  * the hub's process wrote (AUTOHA_STATUS_FILE), through the handshake every client makes. */
+#include <getopt.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,21 +120,31 @@ static char *newest_cred(void) {
 }
 
 int cmd_status(int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   show_t s = {.out = stdout};
   const char *file = NULL;
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) s.json = 1;
-    else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      printf("usage: autoha status [FILE] [--json]\n"
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j': s.json = 1; break;
+    case 'h':
+      printf("usage: autoha status [--json] [FILE]\n"
              "  The running job's communicators, their ranks' progress and the current hang finding,\n"
              "  from its coordinator hub. FILE: the credentials the hub's process wrote\n"
-             "  (AUTOHA_STATUS_FILE); default: the newest autoha-reports/*/hub-*.cred.\n");
+             "  (AUTOHA_STATUS_FILE); default: the newest autoha-reports/*/hub-*.cred.\n"
+             "  --json       one JSON object instead of tables\n"
+             "  -h, --help   this text\n");
       return 0;
-    } else if (!file && argv[i][0] != '-') file = argv[i];
-    else {
-      fprintf(stderr, "autoha status: unexpected argument '%s' (usage: autoha status [FILE] [--json])\n", argv[i]);
-      return 2;
+    default: return cli_bad_option("status", c, argv, opts);
     }
+  }
+  if (optind < argc) file = argv[optind++];
+  if (optind < argc) {
+    fprintf(stderr, "autoha status: unexpected argument '%s' (see autoha status --help)\n", argv[optind]);
+    return 2;
   }
   char *found = NULL;
   if (!file && !(file = found = newest_cred())) {

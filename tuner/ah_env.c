@@ -125,6 +125,18 @@ static const ah_env_var_t env_table[] = {
      "rank finds it whatever framework passes the id around. Set it when that process cannot be "
      "reached at the address it sees itself at (NAT, several interfaces).",
      0, 0, NULL, FIELD(coord_addr)},
+    {"AUTOHA_COORD_IFNAME", AH_ENV_IFNAME, "", "PREFIX,PREFIX... or ^PREFIX,... or =NAME,... (as "
+     "NCCL_SOCKET_IFNAME), or empty",
+     "Which network interface's address the coordinator hub listens on and stamps into the "
+     "ncclUniqueId for the other ranks to dial, when AUTOHA_COORD_ADDR is not set. The syntax is "
+     "NCCL_SOCKET_IFNAME's: a comma-separated list of interface name prefixes (eth,ib), a leading ^ "
+     "to take any interface but those (^docker,lo), a leading = to make the names exact (=eth0). "
+     "The first interface that is up, has an IPv4 or a non-link-local IPv6 address and matches is "
+     "taken. Empty, NCCL's default: an ib* interface, else any but docker* and lo*, else docker*, "
+     "else lo*. A value that matches no interface logs one warning and falls back to that default. "
+     "Setting it to NCCL_SOCKET_IFNAME's value puts the hub on the network NCCL's bootstrap uses. "
+     "Read by the process that runs the hub.",
+     0, 0, NULL, FIELD(coord_ifname)},
     {"AUTOHA_COORD_JOIN_S", AH_ENV_DOUBLE, "30", "0.001..86400 (seconds)",
      "How long the coordinator hub waits, from the first rank's join, for every rank of a "
      "communicator that spans processes to join. When all have joined with the same autoha settings "
@@ -288,6 +300,22 @@ static int parse_long(const char *s, long long *v_p) {
   return 0;
 }
 
+/* NCCL_SOCKET_IFNAME's shape: an optional '^', an optional '=', then comma-separated names of at
+ * most 15 characters (IFNAMSIZ - 1) of letters, digits and . _ - : @ (empty items are allowed, as
+ * NCCL skips them). */
+static int valid_ifname(const char *s) {
+  if (*s == '^') s++;
+  if (*s == '=') s++;
+  for (size_t item = 0; *s; s++) {
+    if (*s == ',') {
+      item = 0;
+      continue;
+    }
+    if (!(isalnum((unsigned char)*s) || strchr("._-:@", *s)) || ++item > 15) return 0;
+  }
+  return 1;
+}
+
 /* host:port, [v6]:port; port 1..65535. */
 static int valid_addr(const char *s) {
   const char *colon = strrchr(s, ':');
@@ -348,6 +376,13 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
   }
   case AH_ENV_STRING:
     if (*value && !valid_addr(value)) break;
+    if (set_text(field_of(v, s_p), v->size, value) != 0) {
+      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+      break;
+    }
+    return 0;
+  case AH_ENV_IFNAME:
+    if (!valid_ifname(value)) break;
     if (set_text(field_of(v, s_p), v->size, value) != 0) {
       snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
       break;
@@ -595,6 +630,7 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
   }
   case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
   case AH_ENV_TC_RULES:
+  case AH_ENV_IFNAME:
   case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
   case AH_ENV_SUBSYS: ah_log_subsys_format((unsigned)*(const int *)f, buf, len); break;
   case AH_ENV_QP_SPORT:

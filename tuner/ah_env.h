@@ -39,6 +39,8 @@ typedef struct {
   double sync_timeout_s;             /* AUTOHA_SYNC_TIMEOUT_S: stop waiting for a decision */
   int tune_budget;                   /* AUTOHA_TUNE_BUDGET: calls a key may spend searching */
   char coord_addr[AH_ENV_ADDR_MAX];  /* AUTOHA_COORD_ADDR: host:port; "" = from the unique id */
+  char coord_ifname[AH_ENV_ADDR_MAX]; /* AUTOHA_COORD_IFNAME: the hub's interface (NCCL_SOCKET_IFNAME
+                                      * syntax); "" = NCCL's default order */
   double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
   int health;                        /* AUTOHA_HEALTH: send progress records for hang diagnosis */
   double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
@@ -72,6 +74,7 @@ typedef enum {
   AH_ENV_TC_RULES,  /* MATCH:CLASS;... per-communicator classes (path/ah_path.h), kept as text */
   AH_ENV_COMMAND,   /* a shell command line, kept as text */
   AH_ENV_SUBSYS,    /* a log subsystem list as NCCL_DEBUG_SUBSYS: tune,coord or ^qp (ah_log.h) */
+  AH_ENV_IFNAME,    /* an interface list as NCCL_SOCKET_IFNAME: [^][=]NAME,NAME..., kept as text */
 } ah_env_type_t;
 
 /* One row of the table. */

@@ -20,6 +20,7 @@
 
 #include "ah_file.h"
 #include "ah_report.h"
+#include "ah_report_run.h"
 #include "ah_version.h"
 
 /* ---- writing --------------------------------------------------------------------------------- */
@@ -77,6 +78,7 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
   json_object_set_new(j, "captured_calls", json_integer((json_int_t)(k->captured_calls > INT64_MAX ? INT64_MAX : k->captured_calls)));
   json_object_set_new(j, "graph_launched_calls",
                       json_integer((json_int_t)(k->graph_launched_calls > INT64_MAX ? INT64_MAX : k->graph_launched_calls)));
+  json_object_set_new(j, "refused", json_boolean(k->refused));
   if (k->tuned) {
     const ah_tune_status_t *t = &k->tune;
     json_t *probes = json_array();
@@ -149,14 +151,21 @@ static json_t *report_to_json(const ah_report_t *r) {
 char *ah_report_to_string(const ah_report_t *r) {
   /* Every text field made valid UTF-8 first: jansson refuses anything else, and a report must not
    * be lost to a byte in a job id. */
-  ah_report_t t = *r;
-  ah_report_text_copy(t.job, sizeof t.job, r->job);
-  ah_report_text_copy(t.host, sizeof t.host, r->host);
-  ah_report_text_copy(t.topo, sizeof t.topo, r->topo);
-  ah_report_text_copy(t.mode, sizeof t.mode, r->mode);
-  json_t *j = report_to_json(&t);
+  ah_report_t *t = malloc(sizeof *t); /* tens of KiB: not on a caller's stack */
+  if (!t) return NULL;
+  *t = *r;
+  ah_report_text_copy(t->job, sizeof t->job, r->job);
+  ah_report_text_copy(t->host, sizeof t->host, r->host);
+  ah_report_text_copy(t->topo, sizeof t->topo, r->topo);
+  ah_report_text_copy(t->mode, sizeof t->mode, r->mode);
+  json_t *j = report_to_json(t);
+  free(t);
   if (!j) return NULL;
   json_object_set_new(j, "autoha_version", json_string(ah_version())); /* the build that wrote it */
+  if (r->run.present) {
+    json_t *run = ah_report_run_to_json(&r->run);
+    json_object_set_new(j, "run", run ? run : json_null());
+  }
   char *s = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
   json_decref(j);
   return s;
@@ -410,6 +419,13 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   v = 0;
   get_int(rd, kj, p, "graph_launched_calls", 0, 0, INT64_MAX, &v); /* optional: older reports lack it */
   k->graph_launched_calls = (uint64_t)v;
+  json_t *refused = json_object_get(kj, "refused"); /* optional: older reports lack it */
+  if (refused && !json_is_boolean(refused)) {
+    sub(q, sizeof q, p, "refused");
+    rerr(rd, q, "expected true or false");
+    return;
+  }
+  k->refused = json_is_true(refused);
   json_t *sync = json_object_get(kj, "sync");
   if (json_is_object(sync)) {
     int64_t w = 0;
@@ -558,6 +574,14 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   /* Reports written before autoha stopped recommending NCCL_NTHREADS / NCCL_BUFFSIZE hold a
    * "recommended" object of placeholders: ignored, like any field this reader does not know. */
   get_health(rd, root, r);
+  json_t *run = json_object_get(root, "run"); /* optional: older reports lack it */
+  if (run && !json_is_null(run) && !rd->failed) {
+    char why[200];
+    if (ah_report_run_from_json(run, &r->run, why, sizeof why) != 0) {
+      rerr(rd, "run", "%s", why);
+      return;
+    }
+  }
   json_t *comms = get(rd, root, "", "comms", 1);
   if (rd->failed) return;
   if (!json_is_array(comms)) { rerr(rd, "comms", "expected an array"); return; }

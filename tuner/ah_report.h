@@ -55,6 +55,8 @@ typedef struct {
   double sync_wait_us;     /* total time waited */
   uint64_t captured_calls; /* calls captured into CUDA graphs (in `calls`) */
   uint64_t graph_launched_calls; /* their replays by graph launches (not in `calls`) */
+  int refused;             /* 1: the configuration committed for it named a pair NCCL cannot run
+                            * here, and NCCL's choice ran instead */
 } ah_report_key_t;
 
 /* One communicator, as seen by one rank of this process. */
@@ -78,6 +80,44 @@ typedef struct {
  * "recovered"), NULL if none. */
 const char *ah_report_health_kind(int kind);
 
+/* What reproduces the run (the report's "run" object): the AUTOHA_* and NCCL_* variables of the
+ * process's environment when the report is written, the GPU, the CUDA driver's and runtime's
+ * versions, the job's hosts, and the AUTOHA_OVERRIDE rules that were refused (the NCCL version is
+ * the report's own field). Fixed-size, so a report stays plain data; variables beyond
+ * AH_REPORT_VARS_MAX are dropped (counted in vars_dropped). */
+#define AH_REPORT_VARS_MAX 128
+#define AH_REPORT_NODES_MAX 64
+#define AH_REPORT_REFUSED_MAX 32
+typedef struct {
+  char name[64];
+  char value[AH_REPORT_TEXT_MAX];
+} ah_report_var_t;
+
+typedef struct {
+  int present;                       /* 0: a report without "run" (written before it existed) */
+  int nvars, vars_dropped;           /* vars sorted by name */
+  ah_report_var_t vars[AH_REPORT_VARS_MAX];
+  char gpu[AH_REPORT_TEXT_MAX];      /* the GPU model, "" unknown */
+  int cuda_driver;                   /* cuDriverGetVersion (12040 = 12.4), 0 unknown */
+  int cuda_runtime;                  /* cudaRuntimeGetVersion of the process's runtime, 0 none */
+  char gpu_driver[64];               /* the kernel driver's version (/sys/module/nvidia/version), "" none */
+  int nnodes;                        /* the job's hosts this process knows (at least its own) */
+  char nodes[AH_REPORT_NODES_MAX][AH_REPORT_TEXT_MAX];
+  int nrefused;                      /* AUTOHA_OVERRIDE rules that did not parse, with why */
+  char refused[AH_REPORT_REFUSED_MAX][AH_REPORT_TEXT_MAX];
+} ah_report_run_t;
+
+/* 1 when the variable `name` may hold a secret (its name contains SECRET, TOKEN, PASSWORD, PASSWD,
+ * CREDENTIAL or KEY as a word) and is left out of the report, else 0. */
+int ah_report_var_secret(const char *name);
+
+/* Fills run_p->vars (and nvars, vars_dropped) from envp ("NAME=value" strings, like environ): every
+ * AUTOHA_* and NCCL_* variable but the secret ones, sorted by name, values made valid UTF-8. */
+void ah_report_run_vars(ah_report_run_t *run_p, char *const *envp);
+
+/* A version code as text: CUDA's 12040 -> "12.4", NCCL's 22809 -> "2.28.9" (nccl = 1); "" for 0. */
+char *ah_report_version_text(int code, int nccl, char *buf, size_t len);
+
 /* The whole report of one process. Strings are copied into fixed buffers, so a read report owns
  * everything it points to. */
 typedef struct {
@@ -93,6 +133,7 @@ typedef struct {
   ah_report_comm_t *comms;
   int nhealth;                       /* the latest findings, oldest first */
   ah_report_health_t health[AH_REPORT_HEALTH_MAX];
+  ah_report_run_t run;               /* what reproduces the run */
 } ah_report_t;
 
 /* ---- formulas -------------------------------------------------------------------------------- */

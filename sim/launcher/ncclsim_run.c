@@ -23,6 +23,7 @@
 #include <dirent.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -116,10 +117,39 @@ static int free_port(void) {
 static const char *const standins[] = {"libcuda.so.1", "libcudart.so.13", "libcudart.so.12",
                                        "libnccl.so.2"};
 
+/* The folder of the stand-ins: NCCLSIM_PRELOAD_DIR; else, for an installed ncclsim-run, the
+ * installed layout's folder relative to this program (bin/../lib/autoha-sim/preload) when it
+ * exists; else the build tree's. Note that the installed folder comes before the build tree's: an
+ * installed program must not reach into a build tree that may have moved on (or gone), and a
+ * build-tree program has no such folder beside it. */
+static const char *preload_dir(char *buf, size_t len) {
+  const char *dir = getenv("NCCLSIM_PRELOAD_DIR");
+  if (dir && *dir) return dir;
+#ifdef NCCLSIM_BIN_TO_PRELOAD
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  char *slash = n > 0 ? (self[n] = 0, strrchr(self, '/')) : NULL;
+  if (slash) {
+    *slash = 0;
+    char probe[4300];
+    snprintf(buf, len, "%s/%s", self, NCCLSIM_BIN_TO_PRELOAD);
+    snprintf(probe, sizeof probe, "%s/%s", buf, "libcuda.so.1");
+    char real[PATH_MAX];
+    if (access(probe, R_OK) == 0) {
+      if (realpath(buf, real)) snprintf(buf, len, "%s", real); /* without "bin/.." */
+      return buf;
+    }
+  }
+#else
+  (void)buf, (void)len;
+#endif
+  return NCCLSIM_PRELOAD_DEFAULT;
+}
+
 /* Appends sim/'s stand-ins to LD_PRELOAD. Returns -1 (with a message) when one is missing. */
 static int add_preload(void) {
-  const char *dir = getenv("NCCLSIM_PRELOAD_DIR");
-  if (!dir || !*dir) dir = NCCLSIM_PRELOAD_DEFAULT;
+  char buf[4200];
+  const char *dir = preload_dir(buf, sizeof buf);
   const char *old = getenv("LD_PRELOAD");
   size_t cap = (old ? strlen(old) : 0) + 4 * (strlen(dir) + 32) + 1;
   char *v = malloc(cap);
@@ -130,7 +160,8 @@ static int add_preload(void) {
     snprintf(path, sizeof path, "%s/%s", dir, standins[k]);
     if (access(path, R_OK) != 0) {
       fprintf(stderr, "ncclsim-run: --preload: cannot read %s: %s (set NCCLSIM_PRELOAD_DIR to the "
-              "folder of sim/'s stand-ins, build/simlib/preload)\n", path, strerror(errno));
+              "folder of sim/'s stand-ins: build/simlib/preload, or lib/autoha-sim/preload of an "
+              "installed prefix)\n", path, strerror(errno));
       free(v);
       return -1;
     }

@@ -1,7 +1,10 @@
 /* Unit tests of the coordinator's pure parts: the stamp in the ncclUniqueId tail, the frame header
  * checks (version, type, exact length, 16 MiB prefix), the segment encoding and its range checks,
- * and the handshake MACs. */
+ * the handshake MACs, and the interface the hub binds (AUTOHA_COORD_IFNAME, NCCL_SOCKET_IFNAME's
+ * rules) over a fake interface list. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -174,6 +177,89 @@ START_TEST(addr_parse_names_bad_text) {
 }
 END_TEST
 
+/* A fake host: loopback, a docker bridge, eth0 (down), eth1 with IPv6 link-local then IPv4, an
+ * ib0 with IPv4, and ens5 with only a global IPv6 address, in getifaddrs' order. */
+static struct sockaddr_in v4[5];
+static struct sockaddr_in6 v6[2];
+static ah_coord_if_t fake[8];
+static int nfake;
+
+static void fake_host(int with_ib) {
+  const char *a4[] = {"127.0.0.1", "172.17.0.1", "10.0.0.5", "10.0.1.5", "192.168.7.5"};
+  for (int i = 0; i < 5; i++) {
+    memset(&v4[i], 0, sizeof v4[i]);
+    v4[i].sin_family = AF_INET;
+    ck_assert_int_eq(inet_pton(AF_INET, a4[i], &v4[i].sin_addr), 1);
+  }
+  const char *a6[] = {"fe80::1", "2001:db8::5"};
+  for (int i = 0; i < 2; i++) {
+    memset(&v6[i], 0, sizeof v6[i]);
+    v6[i].sin6_family = AF_INET6;
+    ck_assert_int_eq(inet_pton(AF_INET6, a6[i], &v6[i].sin6_addr), 1);
+  }
+  nfake = 0;
+  fake[nfake++] = (ah_coord_if_t){"lo", AF_INET, 1, (struct sockaddr *)&v4[0]};
+  fake[nfake++] = (ah_coord_if_t){"docker0", AF_INET, 1, (struct sockaddr *)&v4[1]};
+  fake[nfake++] = (ah_coord_if_t){"eth0", AF_INET, 0, (struct sockaddr *)&v4[2]};
+  fake[nfake++] = (ah_coord_if_t){"eth1", AF_INET6, 1, (struct sockaddr *)&v6[0]};
+  fake[nfake++] = (ah_coord_if_t){"eth1", AF_INET, 1, (struct sockaddr *)&v4[3]};
+  if (with_ib) fake[nfake++] = (ah_coord_if_t){"ib0", AF_INET, 1, (struct sockaddr *)&v4[4]};
+  fake[nfake++] = (ah_coord_if_t){"ens5", AF_INET6, 1, (struct sockaddr *)&v6[1]};
+  fake[nfake++] = (ah_coord_if_t){"eth2", 17 /* AF_PACKET: no IP address */, 1, NULL};
+}
+
+static const char *chosen(const char *spec) {
+  int i = ah_coord_if_choose(fake, nfake, spec);
+  return i < 0 ? "(none)" : fake[i].name;
+}
+
+START_TEST(ifname_choice_follows_nccl_socket_ifname) {
+  fake_host(1);
+  /* Default: ib* first, as NCCL. */
+  ck_assert_str_eq(chosen(NULL), "ib0");
+  ck_assert_str_eq(chosen(""), "ib0");
+  fake_host(0);
+  /* Then anything but docker* and lo*: eth0 is down, eth1's first address is link-local IPv6, so
+   * eth1's IPv4 address. */
+  int i = ah_coord_if_choose(fake, nfake, NULL);
+  ck_assert_int_eq(i, 4);
+  ck_assert_int_eq(((const struct sockaddr_in *)fake[i].addr)->sin_addr.s_addr, v4[3].sin_addr.s_addr);
+  /* Prefixes, exclusion, exact names. */
+  ck_assert_str_eq(chosen("ens"), "ens5");           /* a global IPv6 address is usable */
+  ck_assert_str_eq(chosen("eth"), "eth1");
+  ck_assert_str_eq(chosen("=eth"), "(none)");        /* exact: no interface is named "eth" */
+  ck_assert_str_eq(chosen("=eth1"), "eth1");
+  ck_assert_str_eq(chosen("=eth0"), "(none)");       /* down */
+  ck_assert_str_eq(chosen("docker,eth"), "docker0"); /* the list order is not a preference: getifaddrs' is */
+  ck_assert_str_eq(chosen("^lo,docker,eth"), "ens5");
+  ck_assert_str_eq(chosen("^=eth1"), "lo");
+  ck_assert_str_eq(chosen("lo"), "lo");
+  ck_assert_str_eq(chosen("wlan"), "(none)");
+  ck_assert_str_eq(chosen(",,eth1,"), "eth1");
+  /* Only docker and loopback: docker before lo, as NCCL. */
+  nfake = 2;
+  ck_assert_str_eq(chosen(NULL), "docker0");
+  nfake = 1;
+  ck_assert_str_eq(chosen(NULL), "lo");
+  nfake = 0;
+  ck_assert_int_eq(ah_coord_if_choose(fake, nfake, NULL), -1);
+  /* The matcher alone. */
+  ck_assert_int_eq(ah_coord_if_match("eth0", "eth"), 1);
+  ck_assert_int_eq(ah_coord_if_match("eth0", "^eth"), 0);
+  ck_assert_int_eq(ah_coord_if_match("ib0", "^eth"), 1);
+  ck_assert_int_eq(ah_coord_if_match("eth0", "=eth0,ib0"), 1);
+  ck_assert_int_eq(ah_coord_if_match("eth00", "=eth0"), 0);
+  /* The host's own list: with a spec that matches nothing, -1 and the default's choice. */
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  char name[64];
+  ck_assert_int_eq(ah_coord_net_host_addr("=no-such-interface", &ss, &sl, name, sizeof name), -1);
+  ck_assert_int_eq(ah_coord_net_host_addr("lo", &ss, &sl, name, sizeof name), 0);
+  ck_assert_str_eq(name, "lo");
+  ck_assert_int_eq(((struct sockaddr_in *)&ss)->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coord_unit");
   TCase *tc = tcase_create("pure");
@@ -185,6 +271,7 @@ int main(void) {
   tcase_add_test(tc, keyseg_roundtrip_and_ranges);
   tcase_add_test(tc, mac_depends_on_every_input);
   tcase_add_test(tc, addr_parse_names_bad_text);
+  tcase_add_test(tc, ifname_choice_follows_nccl_socket_ifname);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 version=$("$cli" --version)
 [[ $version =~ ^autoha\ [0-9]+\.[0-9]+\.[0-9]+(\+[0-9a-z.-]+)?$ ]] || fail "--version printed '$version'"
-head=$(env -i "$cli" env | head -n 1)
+head=$(env -i "$cli" env | sed -n 1p) # sed reads it all: head could SIGPIPE autoha (exit 141 under pipefail)
 [ "$head" = "# $version" ] || fail "autoha env begins '$head', not '# $version'"
 
 lib=$("$cli" lib)

@@ -46,4 +46,10 @@ reports=$(find "$tmp/autoha-reports" -name '*.json' | wc -l)
 for r in "$tmp"/autoha-reports/*/*.json; do
   grep -qF "\"autoha_version\": \"${version#autoha }\"" "$r" || fail "$r lacks \"autoha_version\""
 done
-echo "PASS: installed into a prefix, moved it, ran 4 ranks from it with libautoha.so ${version#autoha }"
+# ncclsim-run --preload from the prefix puts the prefix's own stand-ins on the ranks' LD_PRELOAD
+# (lib/autoha-sim/preload, found from the program's folder), not the build tree's.
+pre=$(env -u NCCLSIM_PRELOAD_DIR -u LD_PRELOAD "$P/bin/ncclsim-run" -n 1 --preload -- printenv LD_PRELOAD 2>"$tmp/err") ||
+  { cat "$tmp/err"; fail "ncclsim-run --preload from the prefix failed"; }
+[[ $pre = *"$P/lib/autoha-sim/preload/libcuda.so.1"* && $pre = *"$P/lib/autoha-sim/preload/libnccl.so.2"* ]] ||
+  fail "ncclsim-run --preload from the prefix preloaded '$pre'"
+echo "PASS: installed into a prefix, moved it, ran 4 ranks from it with libautoha.so ${version#autoha }; --preload uses the prefix's stand-ins"

@@ -97,6 +97,20 @@ static void write_report_scaled(const char *path, double scale, uint64_t id) {
   keys[1].source = AH_SOURCE_DEFAULT;
   keys[1].nccl_default.cfg = cfg(AH_ALGO_RING, AH_PROTO_LL, 2);
   keys[1].applied = keys[1].nccl_default;
+  /* The run's record: rank 2 started with another NCCL_ALGO, rank 1's override was refused. */
+  r.run.present = 1;
+  r.run.nvars = 2;
+  snprintf(r.run.vars[0].name, sizeof r.run.vars[0].name, "AUTOHA_OVERRIDE");
+  snprintf(r.run.vars[0].value, sizeof r.run.vars[0].value, "allreduce:algo=ring;x:y");
+  snprintf(r.run.vars[1].name, sizeof r.run.vars[1].name, "NCCL_ALGO");
+  snprintf(r.run.vars[1].value, sizeof r.run.vars[1].value, "%s", fixture_rank == 2 ? "tree" : "ring");
+  snprintf(r.run.gpu, sizeof r.run.gpu, "NVIDIA H100");
+  r.run.cuda_driver = 12040;
+  r.run.nnodes = 1;
+  snprintf(r.run.nodes[0], sizeof r.run.nodes[0], "node%d", 7 + fixture_rank);
+  r.run.nrefused = 1;
+  snprintf(r.run.refused[0], sizeof r.run.refused[0], "'x' at position 22: unknown collective");
+  keys[0].refused = fixture_rank == 1;
   char err[256];
   ck_assert_msg(ah_report_write(&r, path, err, sizeof err) == 0, "%s", err);
 }
@@ -229,6 +243,17 @@ START_TEST(report_merge) {
   ck_assert_msg(strstr(row, " 3  ring/simple nch=16 ") && strstr(row, "1000.0/1000.0/1500.0") &&
                 strstr(row, "2000.0/2000.0/2000.0") && strstr(row, " 2.00x ") && strstr(row, "2(+50%)"), "%s", row);
   ck_assert_ptr_nonnull(strstr(line_with(out, "broadcast 8-16"), " nccl "));
+  /* The environment the job ran with, and the refused overrides. */
+  ck_assert_ptr_nonnull(strstr(out, "environment (3 reports, 3 with a record of the run):\n  hosts: node7, node8, node9\n"));
+  ck_assert_ptr_nonnull(strstr(out, "  GPU: NVIDIA H100\n"));
+  ck_assert_ptr_nonnull(strstr(out, "  CUDA driver: 12.4\n"));
+  ck_assert_ptr_nonnull(strstr(out, "  NCCL version: 2.28.5\n"));
+  ck_assert_ptr_nonnull(strstr(out, "  AUTOHA_OVERRIDE=allreduce:algo=ring;x:y\n"));
+  ck_assert_ptr_nonnull(strstr(out, "  NCCL_ALGO=ring (2 of 3 reports), tree (1 of 3 reports)\n"));
+  ck_assert_ptr_nonnull(strstr(out, "refused overrides:\n"));
+  ck_assert_ptr_nonnull(strstr(out, "  'x' at position 22: unknown collective (3 of 3 reports)\n"));
+  ck_assert_ptr_nonnull(strstr(out, "  allreduce 16M-32M on comm 0x0000000000000abc: a pair NCCL cannot run here, "
+                                    "NCCL's choice ran (1 of 3 reports)\n"));
   out = cli(0, "comm,nranks,nnodes,coll,bin,bytes_min,ranks,config,", "report --csv --merge '%s'", dir);
   ck_assert_ptr_nonnull(strstr(out, "0x0000000000000abc,8,1,allreduce,24,16777216,3,ring/simple nch=16,"
                                     "1000.0,1000.0,1500.0,2000.0,2000.0,2000.0,2(+50%)\n"));
@@ -238,9 +263,36 @@ START_TEST(report_merge) {
   snprintf(cmd, sizeof cmd, "'%s' report --merge --json '%s' | python3 -c 'import json,sys; "
            "d = json.load(sys.stdin); assert len(d[\"keys\"]) == 2, d'", AUTOHA_CLI, dir);
   ck_assert_int_eq(system(cmd), 0);
-  cli(2, "unrecognized option", "report --merge --bogus '%s'", dir);
+  cli(2, "autoha report --merge: unknown option '--bogus'", "report --merge --bogus '%s'", dir);
   cli(0, "usage: autoha report --merge", "report --merge --help");
   cli(1, "no report read", "report --merge '%s/none'", dir);
+}
+END_TEST
+
+/* Every subcommand parses with getopt_long: --help prints its usage and exits 0; an unknown option,
+ * long or short, is one line naming it and the way to the help, exit 2; a missing value likewise. */
+START_TEST(subcommand_options) {
+  static const char *const cmds[] = {"report", "compare", "env", "check-override", "status", "lib", "run", "plot",
+                                     "trace", "report --merge"};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    char want[128];
+    snprintf(want, sizeof want, "usage: autoha %s", cmds[i]);
+    const char *out = cli(0, want, "%s --help", cmds[i]);
+    ck_assert_msg(strstr(out, "-h, --help") != NULL || strstr(out, "--help") != NULL, "%s", out);
+    cli(0, want, "%s -h", cmds[i]);
+    snprintf(want, sizeof want, "autoha %s: unknown option '--bogus' (see autoha %s --help)\n", cmds[i], cmds[i]);
+    out = cli(2, want, "%s --bogus x", cmds[i]);
+    ck_assert_msg(strcmp(out, want) == 0, "autoha %s --bogus: more than the one line:\n%s", cmds[i], out);
+    snprintf(want, sizeof want, "autoha %s: unknown option '-Z'", cmds[i]);
+    cli(2, want, "%s -Z x", cmds[i]);
+  }
+  cli(2, "autoha report --merge: option '--pct' needs a value", "report --merge '%s' --pct", dir);
+  cli(2, "autoha env: option '--docs' takes no value", "env --docs=1");
+  cli(2, "autoha env: unexpected argument 'x'", "env x");
+  cli(2, "autoha compare: wants two reports", "compare a");
+  cli(2, "autoha report: no report given", "report");
+  /* run stops at its command: the command's options are not autoha's. */
+  cli(0, "-Z", "run echo -Z");
 }
 END_TEST
 
@@ -266,6 +318,7 @@ int main(void) {
   tcase_add_test(tc, env_listing);
   tcase_add_test(tc, compare_runs);
   tcase_add_test(tc, report_merge);
+  tcase_add_test(tc, subcommand_options);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

@@ -141,6 +141,17 @@ START_TEST(typed_parsers) {
   ck_assert_int_eq(one("AUTOHA_COORD_ADDR", "host:70000", &s, err, sizeof err), -1);
   ck_assert_int_eq(one("AUTOHA_COORD_ADDR", ":80", &s, err, sizeof err), -1);
   ck_assert_int_eq(one("AUTOHA_COORD_ADDR", "fe80::1]:80", &s, err, sizeof err), 0);
+  /* AUTOHA_COORD_IFNAME: NCCL_SOCKET_IFNAME's shape, kept as text. */
+  ck_assert_int_eq(one("AUTOHA_COORD_IFNAME", "^docker,lo", &s, err, sizeof err), 0);
+  ck_assert_str_eq(s.coord_ifname, "^docker,lo");
+  ck_assert_int_eq(one("AUTOHA_COORD_IFNAME", "=eth0,ib0", &s, err, sizeof err), 0);
+  ck_assert_int_eq(one("AUTOHA_COORD_IFNAME", "^=enp1s0f0.100", &s, err, sizeof err), 0);
+  ck_assert_int_eq(one("AUTOHA_COORD_IFNAME", "lo", &s, err, sizeof err), 0);
+  ck_assert_int_eq(one("AUTOHA_COORD_IFNAME", "eth0;reboot", &s, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "invalid value for AUTOHA_COORD_IFNAME: 'eth0;reboot'"));
+  ck_assert_int_eq(one("AUTOHA_COORD_IFNAME", "a_name_longer_than_15", &s, err, sizeof err), -1);
+  ck_assert_int_eq(one("AUTOHA_COORD_IFNAME", "eth^", &s, err, sizeof err), -1);
+  ck_assert_str_eq(s.coord_ifname, "lo"); /* unchanged by the refused ones */
   ck_assert_str_eq(s.coord_addr, "fe80::1]:80");
   /* QP source-port policy and traffic class */
   ck_assert_int_eq(one("AUTOHA_QP_SPORT", "spread", &s, err, sizeof err), 0);

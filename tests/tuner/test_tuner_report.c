@@ -318,6 +318,72 @@ static int leftovers(void) {
   return n;
 }
 
+/* What reproduces the run: the variables (secret-looking names left out, sorted), the GPU, CUDA
+ * and kernel driver versions, the hosts and refused override rules survive a write and a read. */
+START_TEST(run_record) {
+  build_report();
+  char *envp[] = {"PATH=/bin", "NCCL_SOCKET_IFNAME=eth0", "AUTOHA_MODE=tune", "AUTOHA_COORD_SECRET=s3cr3t",
+                  "NCCL_IB_PKEY=1", "NCCL_API_TOKEN=t", "AUTOHA_KEYS_SECRET=x", "HF_TOKEN=y", NULL};
+  ah_report_run_vars(&rep.run, envp);
+  ck_assert_int_eq(rep.run.nvars, 3);
+  ck_assert_str_eq(rep.run.vars[0].name, "AUTOHA_MODE");
+  ck_assert_str_eq(rep.run.vars[1].name, "NCCL_IB_PKEY");
+  ck_assert_str_eq(rep.run.vars[2].name, "NCCL_SOCKET_IFNAME");
+  ck_assert_str_eq(rep.run.vars[2].value, "eth0");
+  ck_assert_int_eq(ah_report_var_secret("AUTOHA_COORD_SECRET"), 1);
+  ck_assert_int_eq(ah_report_var_secret("NCCL_IB_PKEY"), 0);
+  ck_assert_int_eq(ah_report_var_secret("MY_API_KEYS"), 1);
+  rep.run.present = 1;
+  snprintf(rep.run.gpu, sizeof rep.run.gpu, "NVIDIA H100 80GB HBM3");
+  rep.run.cuda_driver = 12040;
+  rep.run.cuda_runtime = 12020;
+  snprintf(rep.run.gpu_driver, sizeof rep.run.gpu_driver, "550.54.15");
+  rep.run.nnodes = 2;
+  snprintf(rep.run.nodes[0], sizeof rep.run.nodes[0], "node1");
+  snprintf(rep.run.nodes[1], sizeof rep.run.nodes[1], "node2");
+  rep.run.nrefused = 1;
+  snprintf(rep.run.refused[0], sizeof rep.run.refused[0], "'algo=rong' at position 12: unknown algorithm");
+  keys[1].refused = 1;
+  char *text = ah_report_to_string(&rep);
+  ck_assert_ptr_nonnull(text);
+  ck_assert_ptr_nonnull(strstr(text, "\"cuda_driver\": \"12.4\""));
+  ck_assert_ptr_nonnull(strstr(text, "\"cuda_runtime\": \"12.2\""));
+  ck_assert_ptr_null(strstr(text, "s3cr3t"));
+  char err[256];
+  ah_report_t *r = NULL;
+  ck_assert_msg(ah_report_parse(text, &r, err, sizeof err) == 0, "%s", err);
+  free(text);
+  ck_assert_int_eq(r->run.present, 1);
+  ck_assert_int_eq(r->run.nvars, 3);
+  ck_assert_str_eq(r->run.vars[2].value, "eth0");
+  ck_assert_str_eq(r->run.gpu, "NVIDIA H100 80GB HBM3");
+  ck_assert_int_eq(r->run.cuda_driver, 12040);
+  ck_assert_int_eq(r->run.cuda_runtime, 12020);
+  ck_assert_str_eq(r->run.gpu_driver, "550.54.15");
+  ck_assert_int_eq(r->run.nnodes, 2);
+  ck_assert_str_eq(r->run.nodes[1], "node2");
+  ck_assert_int_eq(r->run.nrefused, 1);
+  ck_assert_str_eq(r->run.refused[0], "'algo=rong' at position 12: unknown algorithm");
+  ck_assert_int_eq(r->comms[0].keys[1].refused, 1);
+  ck_assert_int_eq(r->comms[0].keys[0].refused, 0);
+  ah_report_free(r);
+  char v[32];
+  ck_assert_str_eq(ah_report_version_text(22809, 1, v, sizeof v), "2.28.9");
+  ck_assert_str_eq(ah_report_version_text(13000, 0, v, sizeof v), "13.0");
+  ck_assert_str_eq(ah_report_version_text(0, 0, v, sizeof v), "");
+  /* A record of the wrong shape is refused, naming the field. */
+  const char *bad = "{\"schema\": 1, \"host\": \"h\", \"nccl_version\": 0, \"topology\": \"\", \"comms\": [], "
+                    "\"run\": {\"env\": {\"NCCL_ALGO\": 3}}}";
+  ck_assert_int_eq(ah_report_parse(bad, &r, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "env.NCCL_ALGO: expected a string") != NULL, "%s", err);
+  /* A report without one still loads (older writers). */
+  const char *old = "{\"schema\": 1, \"host\": \"h\", \"nccl_version\": 0, \"topology\": \"\", \"comms\": []}";
+  ck_assert_msg(ah_report_parse(old, &r, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(r->run.present, 0);
+  ah_report_free(r);
+}
+END_TEST
+
 START_TEST(atomic_write) {
   build_report();
   make_dir();
@@ -664,6 +730,7 @@ int main(void) {
   tcase_add_test(tc, paths_and_names);
   tcase_add_test(tc, job_ids);
   tcase_add_test(tc, round_trip);
+  tcase_add_test(tc, run_record);
   tcase_add_test(tc, atomic_write);
   tcase_add_test(tc, concurrent_writers_and_reader);
   tcase_add_test(tc, malformed_reports);

@@ -1,0 +1,187 @@
+/* Tests of `autoha plot` and `autoha trace` on fixture reports of three ranks of one 8-rank
+ * communicator (a converged AllReduce key with three probes and one re-opening, an AllReduce key
+ * left to NCCL, an AllGather key whose search kept NCCL's choice): check_plot.py parses both SVGs
+ * as XML and the trace as JSON and checks the series, points, timeline rows and trace events; the
+ * options' --help and errors are checked here. */
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "ah_check.h"
+#include "ah_report.h"
+
+static char dir[256];
+
+static int run(const char *cmd, const char **out_p) {
+  static char buf[65536];
+  char full[4096];
+  snprintf(full, sizeof full, "%s 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(buf, 1, sizeof buf - 1, p);
+  buf[n] = 0;
+  int st = pclose(p);
+  *out_p = buf;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs `autoha ARGS`: exit status `want`, output containing `needle` (unless NULL). */
+static const char *cli(int want, const char *needle, const char *fmt, ...) {
+  char args[2048], cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "'%s' %s", AUTOHA_CLI, args);
+  const char *out;
+  int rc = run(cmd, &out);
+  ck_assert_msg(rc == want, "autoha %s: exit %d, want %d:\n%s", args, rc, want, out);
+  if (needle) ck_assert_msg(strstr(out, needle) != NULL, "autoha %s: no '%s' in:\n%s", args, needle, out);
+  return out;
+}
+
+static ah_config_t cfg(int algo, int proto, int nch) {
+  ah_config_t c;
+  memset(&c, 0, sizeof c);
+  c.algo = (int8_t)algo;
+  c.proto = (int8_t)proto;
+  c.ndims = 1;
+  c.res[0] = nch;
+  return c;
+}
+
+static ah_report_stat_t stat_of(ah_config_t c, uint64_t calls, double us, double bytes) {
+  ah_report_stat_t s = {c, calls, calls, us * (double)calls, bytes * (double)calls};
+  return s;
+}
+
+static void write_rank(const char *path, int rank) {
+  static ah_report_t r;
+  static ah_report_key_t keys[3];
+  static ah_report_comm_t comm;
+  static ah_report_probe_t probes[5];
+  memset(&r, 0, sizeof r);
+  memset(keys, 0, sizeof keys);
+  snprintf(r.host, sizeof r.host, "node%d", rank);
+  r.pid = 100 + rank;
+  r.rank = rank;
+  r.nccl_version = 22809;
+  snprintf(r.mode, sizeof r.mode, "tune");
+  r.ncomms = 1;
+  r.comms = &comm;
+  comm = (ah_report_comm_t){0xabc, 8, 1, rank, 3, keys};
+  ah_report_key_t *k = &keys[0];
+  k->coll = AH_FUNC_ALLREDUCE;
+  k->bin = 24;
+  k->calls = 400;
+  k->source = AH_SOURCE_TUNED;
+  k->nccl_default = stat_of(cfg(AH_ALGO_TREE, AH_PROTO_SIMPLE, 16), 100, 2000.0, 16777216.0);
+  k->applied = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24), 300, rank == 2 ? 1500.0 : 1000.0, 16777216.0);
+  k->tuned = 1;
+  k->tune.state = AH_TUNE_CONVERGED;
+  k->tune.calls_spent = 100;
+  k->tune.probes = 3;
+  k->tune.converged_at = 100;
+  k->tune.winner = cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24);
+  k->tune.winner_us = 1000.0;
+  k->tune.default_us = 2000.0;
+  k->tune.reopen_count = 1;
+  k->nprobes = 3;
+  k->probes = probes;
+  probes[0] = (ah_report_probe_t){cfg(AH_ALGO_TREE, AH_PROTO_SIMPLE, 16), 10, 2000.0};
+  probes[1] = (ah_report_probe_t){cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16), 10, 1200.0};
+  probes[2] = (ah_report_probe_t){cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24), 10, 1000.0};
+  k = &keys[1];
+  k->coll = AH_FUNC_ALLREDUCE;
+  k->bin = 16;
+  k->calls = 20;
+  k->source = AH_SOURCE_DEFAULT;
+  k->nccl_default = stat_of(cfg(AH_ALGO_RING, AH_PROTO_LL, 4), 20, 20.0, 65536.0);
+  k->applied = k->nccl_default;
+  k = &keys[2];
+  k->coll = AH_FUNC_ALLGATHER;
+  k->bin = 20;
+  k->calls = 50;
+  k->source = AH_SOURCE_DEFAULT;
+  k->nccl_default = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16), 50, 300.0, 1048576.0);
+  k->applied = k->nccl_default;
+  k->tuned = 1;
+  k->tune.state = AH_TUNE_DEFAULT;
+  k->tune.calls_spent = 40;
+  k->tune.probes = 2;
+  k->tune.converged_at = UINT64_MAX;
+  k->tune.winner = k->nccl_default.cfg;
+  k->tune.winner_us = k->tune.default_us = 300.0;
+  k->nprobes = 2;
+  k->probes = probes + 3;
+  probes[3] = (ah_report_probe_t){cfg(AH_ALGO_RING, AH_PROTO_LL128, 16), 20, 320.0};
+  probes[4] = (ah_report_probe_t){cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 16), 20, 300.0};
+  char err[256];
+  ck_assert_msg(ah_report_write(&r, path, err, sizeof err) == 0, "%s", err);
+}
+
+static void make_fixture(void) {
+  snprintf(dir, sizeof dir, "/tmp/ah-plot-test-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char path[512];
+  for (int rank = 0; rank < 3; rank++) {
+    snprintf(path, sizeof path, "%s/reports/node%d-%d.json", dir, rank, 100 + rank);
+    write_rank(path, rank);
+  }
+}
+
+static void remove_dir(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* The two pictures and the trace from a folder of reports, checked by check_plot.py. */
+START_TEST(plot_pictures_and_trace) {
+  const char *out = cli(0, "timeline.svg (3 keys)", "plot -o '%s/pics' --trace '%s/reports'", dir, dir);
+  ck_assert_ptr_nonnull(strstr(out, "busbw.svg (6 points)"));
+  ck_assert_ptr_nonnull(strstr(out, "trace.json ("));
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "python3 '%s' '%s/pics'", CHECK_PLOT, dir);
+  ck_assert_msg(run(cmd, &out) == 0 && strstr(out, "check_plot: ok"), "%s", out);
+  /* autoha trace alone writes the same trace, and python3 -m json.tool accepts it. */
+  cli(0, NULL, "trace -o '%s/t.json' '%s/reports/node0-100.json' '%s/reports/node1-101.json' '%s/reports/node2-102.json'",
+      dir, dir, dir, dir);
+  snprintf(cmd, sizeof cmd, "python3 -m json.tool '%s/t.json' | grep -c '\"ph\": \"X\"'", dir);
+  ck_assert_int_eq(run(cmd, &out), 0);
+  ck_assert_int_gt(atoi(out), 6);
+  snprintf(cmd, sizeof cmd, "cmp '%s/t.json' '%s/pics/trace.json'", dir, dir);
+  ck_assert_int_eq(run(cmd, &out), 0);
+  /* --rank picks whose report draws the timeline: the same rows from rank 2. */
+  cli(0, "(3 keys)", "plot -o '%s/r2' --rank 2 '%s/reports'", dir, dir);
+}
+END_TEST
+
+START_TEST(plot_options) {
+  cli(0, "usage: autoha plot", "plot --help");
+  cli(0, "usage: autoha trace", "trace -h");
+  const char *out = cli(2, "autoha plot: unknown option '--bogus' (see autoha plot --help)", "plot --bogus x");
+  ck_assert_ptr_null(strchr(strchr(out, '\n') + 1, '\n')); /* one line */
+  cli(2, "autoha trace: unknown option '-z'", "trace -z x");
+  cli(2, "autoha plot: option '--out' needs a value", "plot '%s/reports' --out", dir);
+  cli(2, "autoha plot: option '--trace' takes no value", "plot --trace=1 '%s/reports'", dir);
+  cli(2, "--rank wants a rank", "plot --rank x '%s/reports'", dir);
+  cli(2, "no report given", "trace");
+  cli(1, "no report read", "plot -o '%s/p' '%s/none'", dir, dir);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("tuner_plot");
+  TCase *tc = tcase_create("plot");
+  tcase_set_timeout(tc, 30);
+  tcase_add_checked_fixture(tc, make_fixture, remove_dir);
+  tcase_add_test(tc, plot_pictures_and_trace);
+  tcase_add_test(tc, plot_options);
+  suite_add_tcase(s, tc);
+  return ah_check_run(s);
+}

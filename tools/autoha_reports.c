@@ -1,0 +1,89 @@
+/* Reading a job's reports for `autoha plot` and `autoha trace`: files and folders of reports into
+ * one list, and the choice of one report per communicator for the per-key pictures (its lowest
+ * rank's, since every rank of a communicator holds the same keys and leader-decided configs). */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autoha_plot.h"
+
+int plot_reports_read(plot_reports_t *rs, const char *path) {
+  DIR *d = opendir(path);
+  if (!d) {
+    ah_report_t *r = NULL;
+    char err[512];
+    if (ah_report_read(path, &r, err, sizeof err) != 0) {
+      fprintf(stderr, "autoha: %s: %s\n", path, err);
+      return 1;
+    }
+    if (rs->n == rs->cap) {
+      int cap = rs->cap ? 2 * rs->cap : 16;
+      ah_report_t **n = realloc(rs->r, sizeof *n * (size_t)cap);
+      if (!n) {
+        ah_report_free(r);
+        fprintf(stderr, "autoha: %s: out of memory\n", path);
+        return 1;
+      }
+      rs->r = n;
+      rs->cap = cap;
+    }
+    rs->r[rs->n++] = r;
+    return 0;
+  }
+  closedir(d);
+  /* In name order, so the pictures and the trace do not depend on the folder's order. */
+  struct dirent **names;
+  int nn = scandir(path, &names, NULL, alphasort), bad = 0;
+  if (nn < 0) {
+    fprintf(stderr, "autoha: %s: cannot list the folder\n", path);
+    return 1;
+  }
+  for (int i = 0; i < nn; i++) {
+    size_t n = strlen(names[i]->d_name);
+    if (n >= 5 && strcmp(names[i]->d_name + n - 5, ".json") == 0) {
+      char p[4096];
+      snprintf(p, sizeof p, "%s/%s", path, names[i]->d_name);
+      bad += plot_reports_read(rs, p);
+    }
+    free(names[i]);
+  }
+  free(names);
+  return bad;
+}
+
+void plot_reports_free(plot_reports_t *rs) {
+  for (int i = 0; i < rs->n; i++) ah_report_free(rs->r[i]);
+  free(rs->r);
+  memset(rs, 0, sizeof *rs);
+}
+
+void plot_each_comm(const plot_reports_t *rs, int rank,
+                    void (*fn)(void *arg, const ah_report_t *r, const ah_report_comm_t *c), void *arg) {
+  int total = 0;
+  for (int i = 0; i < rs->n; i++) total += rs->r[i]->ncomms;
+  uint64_t *seen = calloc((size_t)(total ? total : 1), sizeof *seen);
+  if (!seen) return;
+  int nseen = 0;
+  for (int i = 0; i < rs->n; i++)
+    for (int c = 0; c < rs->r[i]->ncomms; c++) {
+      uint64_t id = rs->r[i]->comms[c].id;
+      int dup = 0;
+      for (int s = 0; s < nseen; s++) dup |= seen[s] == id;
+      if (dup) continue;
+      seen[nseen++] = id;
+      /* The chosen rank's view of this communicator: `rank` if some report holds it, else the lowest. */
+      const ah_report_t *best = NULL;
+      const ah_report_comm_t *bc = NULL;
+      for (int j = 0; j < rs->n; j++)
+        for (int k = 0; k < rs->r[j]->ncomms; k++) {
+          const ah_report_comm_t *cm = &rs->r[j]->comms[k];
+          if (cm->id != id) continue;
+          int better = !bc || (rank >= 0 ? (cm->rank == rank && bc->rank != rank) || (bc->rank != rank && cm->rank < bc->rank)
+                                         : cm->rank < bc->rank);
+          if (better) best = rs->r[j], bc = cm;
+        }
+      fn(arg, best, bc);
+    }
+  free(seen);
+}
