@@ -64,6 +64,10 @@ ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *param
       dim->nvalues = 0;
     }
     if (dim->nvalues >= 2) t->searchable[t->nsearch++] = d;
+    for (int s = 0; s < t->space.nsub; s++) /* a window outside the list is the whole list */
+      if (t->space.win[s][d].n > 0 &&
+          (t->space.win[s][d].lo < 0 || t->space.win[s][d].lo + t->space.win[s][d].n > dim->nvalues))
+        t->space.win[s][d].n = 0;
   }
   /* The start is compared field by field with probes: give it the space's dimensions. */
   for (int d = t->space.start.ndims; d < AH_MAX_DIMS; d++)

@@ -105,6 +105,8 @@ double ah_tune_se(const ah_tune_t *t, int p);   /* ... and its standard error */
 void ah_tune_update_sigma(ah_tune_t *t);        /* pooled log-noise of this epoch's probes */
 /* Config of subspace `sub` at value indices pos (sub -1: the start's algo/proto). */
 void ah_tune_make_cfg(const ah_tune_t *t, int sub, const int *pos, ah_config_t *c);
+/* The value indices [*lo_p, *hi_p] of dimension d worth probing in subspace sub (-1: all). */
+void ah_tune_window(const ah_tune_t *t, int sub, int d, int *lo_p, int *hi_p);
 /* Finds the current epoch's non-confirm probe of config c, or adds it. Returns its index or -1. */
 int ah_tune_probe_get(ah_tune_t *t, int sub, const int *pos_in, const ah_config_t *c);
 void ah_tune_want(ah_tune_t *t, int p, int target); /* the next batch needs p observed target times */

@@ -99,15 +99,15 @@ static void ah_tune_eval_confirm(ah_tune_t *t) {
 
 /* ---- descent ---- */
 
-/* Index of the value nearest (in ratio) to values[i] * r^dir, at least one index away; -1 past
- * the ends. */
-static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
+/* Index of the value nearest (in ratio) to values[i] * r^dir, at least one index away, within the
+ * window [lo, hi]; -1 past its ends. */
+static int ah_tune_neighbour(const ah_dim_t *dim, int lo, int hi, int i, int dir, int level) {
   double r = pow(2.0, level >= 0 ? 1.0 / (double)(1 << level) : (double)(1 << -level));
   double v = (double)dim->values[i];
   int j = i;
   if (v > 0) {
     double target = dir > 0 ? v * r : v / r, bestd = INFINITY;
-    for (int k = 0; k < dim->nvalues; k++) {
+    for (int k = lo; k <= hi; k++) {
       if (dim->values[k] <= 0) continue;
       double dd = fabs(log((double)dim->values[k] / target));
       if (dd < bestd) {
@@ -118,7 +118,14 @@ static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
   }
   if (dir > 0 && j <= i) j = i + 1;
   if (dir < 0 && j >= i) j = i - 1;
-  return j >= 0 && j < dim->nvalues ? j : -1;
+  return j >= lo && j <= hi ? j : -1;
+}
+
+/* ah_tune_neighbour along dimension d within the window of probe c's subspace. */
+static int ah_tune_step_to(const ah_tune_t *t, int c, int d, int dir, int level) {
+  int lo, hi;
+  ah_tune_window(t, t->probes[c].sub, d, &lo, &hi);
+  return ah_tune_neighbour(&t->space.dims[d], lo, hi, t->probes[c].pos[d], dir, level);
 }
 
 /* Proposes one unmeasured point: probe c0 moved to value index j along dimension d, as the only
@@ -191,7 +198,7 @@ static void ah_tune_plan_step(ah_tune_t *t) {
   int d = t->searchable[t->dim_i];
   for (int dir = -1; dir <= 1; dir += 2) {
     if (t->dir != 0 && dir != t->dir) continue;
-    int j = ah_tune_neighbour(&t->space.dims[d], cp->pos[d], dir, t->level);
+    int j = ah_tune_step_to(t, t->center, d, dir, t->level);
     if (j < 0) continue;
     int pos[AH_MAX_DIMS];
     memcpy(pos, cp->pos, sizeof(pos));
@@ -361,7 +368,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
    * ends, once per axis. Where the plateau is NCCL's cap, the point the walk refused is still on
    * it (noise made it look slower) and the drop lies beyond it. */
   if (t->walked > 0 && t->dir < 0 && refused && !t->stretched) {
-    int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], -1, -1);
+    int j = ah_tune_step_to(t, c0, d, -1, -1);
     t->stretched = 1;
     if (j >= 0) {
       if (ah_tune_probe_single(t, c0, d, j)) return;
@@ -370,7 +377,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
   /* No move from the first step of an axis, but one side measured faster (not significantly): the
    * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once. */
   if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0) {
-    int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], hint, -1);
+    int j = ah_tune_step_to(t, c0, d, hint, -1);
     t->stretched = 1;
     if (j >= 0) {
       if (ah_tune_probe_single(t, c0, d, j)) return;
@@ -381,7 +388,9 @@ static void ah_tune_eval_step(ah_tune_t *t) {
    * noise where the end is 6% better). Otherwise refine the step around the centre. A plateau walk
    * needs no jump: it already went on through equal times and stopped where the time got worse. */
   if (t->dir != 0 && !t->jumped && t->walk_ref < 0) {
-    int i = t->probes[c0].pos[d], b = t->dir < 0 ? 0 : t->space.dims[d].nvalues - 1;
+    int lo, hi;
+    ah_tune_window(t, t->probes[c0].sub, d, &lo, &hi);
+    int i = t->probes[c0].pos[d], b = t->dir < 0 ? lo : hi;
     t->jumped = 1;
     if (abs(b - i) >= 2) {
       if (ah_tune_probe_single(t, c0, d, b)) return;
@@ -455,6 +464,22 @@ static double ah_tune_abandon_ratio(const ah_tune_t *t, int s) {
   return ah_tune_prior_behind(t, s) && r > AH_TUNE_PRIOR_ABANDON ? AH_TUNE_PRIOR_ABANDON : r;
 }
 
+/* pos (a point of the whole space) as a point of subspace s: each index clamped into s's window;
+ * where the start leaves a dimension to NCCL (value 0) and s has a window there, with `start`
+ * the window's middle instead. */
+static void ah_tune_sub_pos(const ah_tune_t *t, int s, const int *pos, int start, int *out) {
+  for (int d = 0; d < AH_MAX_DIMS; d++) out[d] = pos[d];
+  for (int d = 0; d < t->space.ndims; d++) {
+    if (t->space.dims[d].nvalues <= 0) continue;
+    int lo, hi;
+    ah_tune_window(t, s, d, &lo, &hi);
+    if (start && t->space.start.res[d] <= 0 && s >= 0 && t->space.win[s][d].n > 0)
+      out[d] = t->space.win[s][d].at;
+    if (out[d] < lo) out[d] = lo;
+    if (out[d] > hi) out[d] = hi;
+  }
+}
+
 /* Starts the descent of the next subspace (in screening order) that is not clearly behind, or the
  * confirmation when none is left. Note that a subspace screened at NCCL's resources is screened
  * again at the best point's resources before it is judged: interference and message size move
@@ -468,8 +493,10 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
         ah_tune_lg(t, p) <= lb + log(ah_tune_prior_behind(t, s) ? AH_TUNE_PRIOR_RESCREEN : AH_TUNE_RESCREEN_RATIO)) {
       t->rescreened[s] = 1;
       ah_config_t c;
-      ah_tune_make_cfg(t, s, t->probes[t->best].pos, &c);
-      int q = ah_tune_probe_get(t, s, t->probes[t->best].pos, &c);
+      int rpos[AH_MAX_DIMS];
+      ah_tune_sub_pos(t, s, t->probes[t->best].pos, 0, rpos);
+      ah_tune_make_cfg(t, s, rpos, &c);
+      int q = ah_tune_probe_get(t, s, rpos, &c);
       if (q >= 0) {
         t->resc = q;
         if (t->probes[q].n < t->prm.samples_per_probe) {
@@ -555,8 +582,10 @@ void ah_tune_start_screen(ah_tune_t *t) {
         t->space.est_us[s] > t->prm.prior_ratio * emin)
       continue;
     ah_config_t c;
-    ah_tune_make_cfg(t, s, pos, &c);
-    t->sub_start[s] = ah_tune_probe_get(t, s, pos, &c);
+    int spos[AH_MAX_DIMS];
+    ah_tune_sub_pos(t, s, pos, 1, spos);
+    ah_tune_make_cfg(t, s, spos, &c);
+    t->sub_start[s] = ah_tune_probe_get(t, s, spos, &c);
     ah_tune_want(t, t->sub_start[s], 1); /* the rest once the first sample shows it is in the race */
   }
 }

@@ -178,9 +178,8 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
         }
         if (m.topo.version >= 23000) { /* per-call chunk (tuner v6) */
           sp.ndims = 2;
-          if (g->shim_space) { /* the shim's chunk list: 64 KiB .. 4 MiB */
-            sp.dims[1].nvalues = 7;
-            for (int i = 0; i < 7; i++) sp.dims[1].values[i] = (int64_t)65536 << i;
+          if (g->shim_space) { /* the shim's chunk list and each subspace's window of it */
+            ah_space_chunk_build(&sp, bytes);
           } else {
             sp.dims[1].nvalues = 13;
             for (int i = 0; i < 13; i++) sp.dims[1].values[i] = (int64_t)1024 << i;
