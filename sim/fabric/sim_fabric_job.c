@@ -35,10 +35,13 @@ sim_fabric_t *sim_fabric_job(int node, char *err, size_t errlen) {
     snprintf(name, sizeof name, "%sfabric", prefix);
   else
     snprintf(name, sizeof name, "ncclsim-%u-fabric", (unsigned)getuid());
-  if (sim_fabric_attach(f, name, err, errlen) != 0) {
+  int per_user = !(named && *named) && !(prefix && *prefix);
+  if (sim_fabric_attach(f, name, err, errlen) != 0 && !per_user) {
     sim_fabric_free(f);
     return NULL;
   }
+  /* the per-user object may be an earlier job's, of another size: this process keeps its state
+   * private then (faults set from other processes are not seen; ncclsim-run jobs have their own) */
   const char *faults = getenv("NCCLSIM_FABRIC_FAULTS");
   if (faults && *faults && sim_fabric_schedule(f, faults, err, errlen) != 0) {
     sim_fabric_free(f);
