@@ -224,6 +224,11 @@ START_TEST(report_merge) {
   snprintf(cmd, sizeof cmd, "'%s' report --merge --json '%s' | python3 -c 'import json,sys; "
            "d = json.load(sys.stdin); assert len(d[\"keys\"]) == 2, d'", AUTOHA_CLI, dir);
   ck_assert_int_eq(system(cmd), 0);
+  /* AUTOHA_REPORT's default layout, autoha-reports/<job>/<host>-<pid>.json: the top folder will do */
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/tree/job' && cp '%s'/?.json '%s/tree/job/'", dir, dir, dir);
+  ck_assert_int_eq(system(cmd), 0);
+  out = cli(0, "comm 0x0000000000000abc: 8 ranks on 1 nodes", "report --merge '%s/tree'", dir);
+  ck_assert_ptr_nonnull(strstr(line_with(out, "allreduce 16M-32M"), "2(+50%)"));
   cli(2, "autoha report --merge: unknown option '--bogus'", "report --merge --bogus '%s'", dir);
   cli(0, "usage: autoha report --merge", "report --merge --help");
   cli(1, "no report read", "report --merge '%s/none'", dir);
