@@ -84,6 +84,19 @@ int sim_node_id(void) {
   return env_node;
 }
 
+int sim_env_int(const char *name, int dflt, int lo, int hi) {
+  const char *s = getenv(name);
+  if (!s || !*s) return dflt;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 0);
+  if (errno || *end || v < lo || v > hi) {
+    sim_log_warn("invalid value for %s: '%s' (expected %d..%d); using %d", name, s, lo, hi, dflt);
+    return dflt;
+  }
+  return (int)v;
+}
+
 int sim_host_clock(void) {
   pthread_once(&env_once, env_init);
   return env_host_clock;

@@ -2,6 +2,7 @@
  * $NCCL_IBVERBS_LIB, else libibverbs.so.1, then every required verb by dlvsym(…, "IBVERBS_1.1");
  * one miss disables IB for the process. Then the devices NCCL_IB_HCA selects, each opened once with
  * its first active port and the GID NCCL would pick. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,14 +18,6 @@ static sim_verbs_table_t table;
 static int table_ok;
 static sim_ib_dev_t devs[SIM_IB_MAX_DEVS];
 static int ndevs;
-
-static int env_int(const char *name, int dflt) {
-  const char *s = getenv(name);
-  if (!s || !*s) return dflt;
-  char *end;
-  long v = strtol(s, &end, 0);
-  return *end ? dflt : (int)v;
-}
 
 /* NCCL_IB_HCA: optional '^' (exclude) then optional '=' (exact), comma-separated name[:port];
  * names match as prefixes unless exact. */
@@ -48,7 +41,7 @@ static int hca_selected(const char *spec, const char *name, int port) {
 
 /* The GID NCCL 2.21+ picks on RoCE by default: the IPv4-mapped one (its RoCEv2 GID). */
 static int pick_gid(sim_ib_dev_t *d, int tbl_len) {
-  int forced = env_int("NCCL_IB_GID_INDEX", -1);
+  int forced = sim_env_int("NCCL_IB_GID_INDEX", -1, -1, 255);
   if (forced >= 0 || d->link_layer != IBV_LINK_LAYER_ETHERNET) {
     d->gid_index = forced >= 0 ? forced : 0;
     return table.query_gid(d->ctx, (uint8_t)d->port, d->gid_index, &d->gid);
@@ -98,7 +91,7 @@ static void open_devices(void) {
 }
 
 static void load(void) {
-  if (env_int("NCCL_IB_DISABLE", 0) == 1) return;
+  if (sim_env_int("NCCL_IB_DISABLE", 0, INT_MIN, INT_MAX) == 1) return;
   const char *lib = getenv("NCCL_IBVERBS_LIB");
   char err[300];
   if (sim_verbs_table_load(lib && *lib ? lib : "libibverbs.so.1", &table, err, sizeof err) != 0) {

@@ -98,6 +98,9 @@ int sim_nccl_version(void);
 double sim_timeout_s(void);
 /* Virtual node of this process (NCCLSIM_NODE, set by ncclsim-run; default 0). */
 int sim_node_id(void);
+/* An integer environment variable in [lo, hi] (decimal, or 0x hex); unset gives dflt, and a bad
+ * value is reported once per read, naming it, and gives dflt. */
+int sim_env_int(const char *name, int dflt, int lo, int hi);
 /* NCCLSIM_HOST_CLOCK=1: an idle stream's clock follows the host's (CLOCK_MONOTONIC, in us, the
  * same for every process of the machine), so work a late host issues starts late, as on a GPU
  * whose stream ran dry; default 0: streams only advance by the work issued on them. */

@@ -17,9 +17,8 @@ static pthread_once_t fabric_once = PTHREAD_ONCE_INIT;
 static sim_fabric_t *fabric;
 
 static void fabric_init(void) {
-  const char *node_s = getenv("NCCLSIM_NODE");
   char err[300];
-  fabric = sim_fabric_job(node_s && *node_s ? atoi(node_s) : 0, err, sizeof err);
+  fabric = sim_fabric_job(sim_node_id(), err, sizeof err);
   if (!fabric) sim_log_warn("ncclsim: %s; inter-node time ignores the fabric", err);
 }
 

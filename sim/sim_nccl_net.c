@@ -70,18 +70,6 @@ struct sim_net {
   size_t step_bytes;
 };
 
-static int env_int(const char *name, int dflt, int lo, int hi) {
-  const char *s = getenv(name);
-  if (!s || !*s) return dflt;
-  char *end;
-  long v = strtol(s, &end, 0);
-  if (*end || v < lo || v > hi) {
-    sim_log_warn("invalid value for %s: '%s' (expected %d..%d); using %d", name, s, lo, hi, dflt);
-    return dflt;
-  }
-  return (int)v;
-}
-
 static uint64_t checksum(const void *p, size_t n) {
   const unsigned char *b = p;
   uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
@@ -190,11 +178,11 @@ ncclResult_t sim_net_setup(struct ncclComm *c) {
   int nch = c->model.nchannels > 0 ? c->model.nchannels : 1;
   int nics = c->model.topo.nic_count > 0 ? c->model.topo.nic_count : ndev;
   if (n) {
-    n->nqps = env_int("NCCL_IB_QPS_PER_CONNECTION", 1, 1, NET_MAX_QPS);
-    n->split = env_int("NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1);
+    n->nqps = sim_env_int("NCCL_IB_QPS_PER_CONNECTION", 1, 1, NET_MAX_QPS);
+    n->split = sim_env_int("NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1);
     /* Whole chunks cost 2-3x a job's wall time on a 2-core machine (two copies through the
      * provider's rings per byte); 64 KiB of each keeps every step on the wire at a small cost. */
-    n->carry = (size_t)env_int("NCCLSIM_NET_CARRY_KB", 64, 0, 1 << 20) << 10;
+    n->carry = (size_t)sim_env_int("NCCLSIM_NET_CARRY_KB", 64, 0, 1 << 20) << 10;
     n->conn = calloc((size_t)nch * 2, sizeof(net_conn_t));
     n->peers = calloc((size_t)nch * 2, sizeof(int));
     n->got = calloc((size_t)nch * 2, sizeof(int));
@@ -271,7 +259,7 @@ static int post_recvs(struct ibv_qp *qp, int count) {
 /* The traffic class, as NCCL 2.26+: NCCL_IB_TC, else the communicator's config.trafficClass, else
  * 0 (the receiver adopts the sender's; here both ends read the same settings). */
 static int traffic_class(const struct ncclComm *c) {
-  int tc = env_int("NCCL_IB_TC", -1, 0, 255);
+  int tc = sim_env_int("NCCL_IB_TC", -1, 0, 255);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 26, 0)
   if (tc < 0 && c->config.trafficClass != NCCL_CONFIG_UNDEF_INT && c->config.trafficClass >= 0 &&
       c->config.trafficClass <= 255)
@@ -301,15 +289,15 @@ static int connect_conn(const struct ncclComm *c, struct sim_net *n, net_conn_t 
       a.ah_attr.grh.traffic_class = (uint8_t)tc;
       a.ah_attr.grh.flow_label = 0; /* NCCL's, in every version */
     }
-    a.ah_attr.sl = (uint8_t)env_int("NCCL_IB_SL", 0, 0, 15);
+    a.ah_attr.sl = (uint8_t)sim_env_int("NCCL_IB_SL", 0, 0, 15);
     if (v->modify_qp(k->qp[q], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
       return -1;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = 0;
-    a.timeout = (uint8_t)env_int("NCCL_IB_TIMEOUT", 20, 1, 31);
-    a.retry_cnt = (uint8_t)env_int("NCCL_IB_RETRY_CNT", 7, 0, 7);
+    a.timeout = (uint8_t)sim_env_int("NCCL_IB_TIMEOUT", 20, 1, 31);
+    a.retry_cnt = (uint8_t)sim_env_int("NCCL_IB_RETRY_CNT", 7, 0, 7);
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
     if (v->modify_qp(k->qp[q], &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -347,7 +335,7 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
       sim_p2p_ctl_t *ctl = sim_seg_p2p_ctl(c->seg, peer, c->rank);
       if (atomic_load(&ctl->posted) == atomic_load(&ctl->consumed)) continue;
       const net_info_t *in = sim_seg_p2p_buf(c->seg, peer, c->rank);
-      size_t m = ctl->chunk_bytes / sizeof(net_info_t), j = 0;
+      size_t m = ctl->chunk_bytes / sizeof(net_info_t);
       for (int x = 0; x < n->nconn; x++) {
         net_conn_t *k = &n->conn[x];
         if (k->peer != peer) continue;
@@ -365,7 +353,6 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
         memcpy(k->peer_gid.raw, e->gid, 16);
         k->peer_addr = e->addr;
         k->peer_rkey = e->rkey;
-        j++;
       }
       atomic_fetch_add(&ctl->consumed, 1);
       sim_seg_ring(c->seg);

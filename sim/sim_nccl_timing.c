@@ -56,15 +56,14 @@ double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double
   sim_config_t cfg = {d->algo, d->proto, d->nchannels, d->nthreads, (size_t)d->chunk};
   /* The flows collide on the fabric, or a link is degraded: the NICs deliver that fraction. */
   double net = comm->net ? sim_net_bw_factor(comm, d->start_vt) : 1.0;
+  sim_model_t scaled; /* 2.4 KB: a copy on the stack, not an allocation per call */
   const sim_model_t *m = &comm->model;
-  sim_model_t *scaled = net < 1.0 ? malloc(sizeof *scaled) : NULL;
-  if (scaled) {
-    *scaled = comm->model;
-    scaled->topo.nic_gbps *= net;
-    m = scaled;
+  if (net < 1.0) {
+    scaled = comm->model;
+    scaled.topo.nic_gbps *= net;
+    m = &scaled;
   }
   double us = sim_model_time_us(m, d->coll, bytes, &cfg, phi);
-  free(scaled);
   if (us < 0) return simple_time_us(comm, d, phi); /* checked at selection; kept total */
   pthread_once(&noise_once, noise_init);
   if (noise_sigma > 0 || noise_outliers > 0) {

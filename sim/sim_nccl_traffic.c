@@ -35,10 +35,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static slot_t *dir;
 
 static void map_dir(void) {
-  char name[160];
-  const char *prefix = getenv("NCCLSIM_SHM_PREFIX");
-  if (prefix && *prefix && !strchr(prefix, '/') && strlen(prefix) < 64) snprintf(name, sizeof name, "/%straffic", prefix);
-  else snprintf(name, sizeof name, "/ncclsim-%u-traffic", (unsigned)getuid());
+  char name[160], prefix[80];
+  snprintf(name, sizeof name, "/%straffic", sim_shm_job_prefix(prefix, sizeof prefix));
   int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   size_t len = sizeof(slot_t) * SLOTS;
   if (fd < 0) {

@@ -7,6 +7,7 @@
  * Communicators are matched by the identity every rank computes, so the reports of one run merge;
  * a rank's position is its rank in that communicator. */
 #include <dirent.h>
+#include <sys/stat.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -240,7 +241,8 @@ static void print_json(const merge_t *m, double pct) {
 
 static void merge_usage(FILE *f) {
   fprintf(f, "usage: autoha report --merge [--csv|--json] [--pct N] DIR|FILE...\n"
-             "  One table per communicator across the job's reports (a DIR: its *.json files):\n"
+             "  One table per communicator across the job's reports (a DIR: its *.json files, and\n"
+             "  its subfolders', e.g. autoha-reports/):\n"
              "  per key the ranks, the majority's configuration, min/median/max of the tuned and of\n"
              "  NCCL's default time, and the ranks whose configuration differs from the majority's\n"
              "  or whose tuned time is more than N%% (default 10) off the median. Then the\n"
@@ -251,7 +253,8 @@ static void merge_usage(FILE *f) {
              "  -h, --help      this text\n");
 }
 
-/* Appends the reports a path names (a folder: its *.json files) to m. Returns the problems. */
+/* Appends the reports a path names (a folder: its *.json files and those of its subfolders, as
+ * AUTOHA_REPORT's default autoha-reports/<job>/ layout has them) to m. Returns the problems. */
 static int read_path(merge_t *m, const char *path, int *nread_p) {
   DIR *d = opendir(path);
   int bad = 0;
@@ -269,10 +272,16 @@ static int read_path(merge_t *m, const char *path, int *nread_p) {
   }
   struct dirent *de;
   while ((de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
     size_t n = strlen(de->d_name);
-    if (n < 5 || strcmp(de->d_name + n - 5, ".json") != 0) continue;
     char p[4096];
     snprintf(p, sizeof p, "%s/%s", path, de->d_name);
+    struct stat st;
+    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) { /* autoha-reports/<job>/: the default layout */
+      bad += read_path(m, p, nread_p);
+      continue;
+    }
+    if (n < 5 || strcmp(de->d_name + n - 5, ".json") != 0) continue;
     bad += read_path(m, p, nread_p);
   }
   closedir(d);

@@ -74,18 +74,21 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaStreamCreate(&st));
   check_calls(comm, nranks, st);
   if (rank == 0) {
-    static const struct { const char *name; int coll; double factor; } colls[] = {
-        {"allreduce", 4, 0}, {"allgather", 2, 1}};
-    for (int a = 1; a < argc || a == 1; a++) {
-      size_t bytes = argc > 1 ? strtoull(argv[a], NULL, 0) : (size_t)256 << 20;
+    static const struct { const char *name; int coll; int allreduce; } colls[] = {
+        {"allreduce", 4, 1}, {"allgather", 2, 0}};
+    static const char *const dflt[] = {"268435456"};
+    const char *const *sizes = argc > 1 ? (const char *const *)argv + 1 : dflt;
+    int nsizes = argc > 1 ? argc - 1 : 1;
+    for (int a = 0; a < nsizes; a++) {
+      size_t bytes = strtoull(sizes[a], NULL, 0);
       for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
         double us;
         CHECK_NCCL(ncclsimCommModelTime(comm, colls[c].coll, bytes, &us));
-        double f = colls[c].factor == 0 ? 2.0 * (nranks - 1) / nranks : (double)(nranks - 1) / nranks;
+        /* nccl-tests' busbw factors: 2(n-1)/n for AllReduce, (n-1)/n for AllGather */
+        double f = (colls[c].allreduce ? 2.0 : 1.0) * (nranks - 1) / nranks;
         printf("fabric_perf: %s %zu B: %.1f us, busbw %.1f GB/s\n", colls[c].name, bytes, us,
                (double)bytes / (us * 1e3) * f);
       }
-      if (argc <= 1) break;
     }
   }
   CHECK_NCCL(ncclCommDestroy(comm));

@@ -145,6 +145,10 @@ double sim_fabric_wall_s(const sim_fabric_t *f);
  * way (single-port or unbonded NICs: the planner's model bonds two ports per NIC). */
 int sim_fabric_topo_text(const sim_fabric_t *f, const char *const *hostnames, char *buf, size_t len);
 
+/* The prefix of the job's shared-memory names: NCCLSIM_SHM_PREFIX (ncclsim-run sets one per job),
+ * else "ncclsim-<uid>-". Writes it into buf and returns buf. */
+char *sim_shm_job_prefix(char *buf, size_t len);
+
 /* The job's fabric, as every process of it builds it: sim_fabric_create from NCCLSIM_TOPO and
  * NCCLSIM_FABRIC for NCCLSIM_NODES nodes (ncclsim-run sets it; else the topology's nodes=, which
  * must exceed `node`, the calling process's NCCLSIM_NODE), attached to the shared link state NCCLSIM_FABRIC_SHM (default

@@ -10,6 +10,13 @@
 
 #include "sim_fabric.h"
 
+char *sim_shm_job_prefix(char *buf, size_t len) {
+  const char *p = getenv("NCCLSIM_SHM_PREFIX");
+  if (p && *p && !strchr(p, '/') && strlen(p) < 64) snprintf(buf, len, "%s", p);
+  else snprintf(buf, len, "ncclsim-%u-", (unsigned)getuid());
+  return buf;
+}
+
 sim_fabric_t *sim_fabric_job(int node, char *err, size_t errlen) {
   const char *ns = getenv("NCCLSIM_NODES");
   char *end = NULL;
@@ -27,18 +34,19 @@ sim_fabric_t *sim_fabric_job(int node, char *err, size_t errlen) {
     return NULL;
   }
   /* NCCLSIM_FABRIC_SHM, else <prefix>fabric: the name the verbs provider and libncclsim agree on */
-  char name[160];
-  const char *named = getenv("NCCLSIM_FABRIC_SHM"), *prefix = getenv("NCCLSIM_SHM_PREFIX");
+  char name[160], prefix[80];
+  const char *named = getenv("NCCLSIM_FABRIC_SHM"), *job = getenv("NCCLSIM_SHM_PREFIX");
   if (named && *named && !strchr(named, '/'))
     snprintf(name, sizeof name, "%s", named);
-  else if (prefix && *prefix && !strchr(prefix, '/') && strlen(prefix) < 64)
-    snprintf(name, sizeof name, "%sfabric", prefix);
   else
-    snprintf(name, sizeof name, "ncclsim-%u-fabric", (unsigned)getuid());
-  if (sim_fabric_attach(f, name, err, errlen) != 0) {
+    snprintf(name, sizeof name, "%sfabric", sim_shm_job_prefix(prefix, sizeof prefix));
+  int per_user = !(named && *named) && !(job && *job);
+  if (sim_fabric_attach(f, name, err, errlen) != 0 && !per_user) {
     sim_fabric_free(f);
     return NULL;
   }
+  /* the per-user object may be an earlier job's, of another size: this process keeps its state
+   * private then (faults set from other processes are not seen; ncclsim-run jobs have their own) */
   const char *faults = getenv("NCCLSIM_FABRIC_FAULTS");
   if (faults && *faults && sim_fabric_schedule(f, faults, err, errlen) != 0) {
     sim_fabric_free(f);

@@ -9,6 +9,7 @@
  * With a link name as argv[3], rank 0 then degrades that link to half its capacity through
  * ncclsimFabricSetLink and prints A's share (A's own collective still in flight: B is idle). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -43,8 +44,11 @@ static ncclComm_t make(const char *tag, int tc) {
   return c;
 }
 
+static _Atomic int a_started;
+
 static void *run_a(void *arg) {
   (void)arg;
+  atomic_store(&a_started, 1);
   CHECK(ncclAllReduce(buf_a, buf_a, 1, ncclFloat, ncclSum, comm_a, 0));
   return NULL;
 }
@@ -64,7 +68,10 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     pthread_t t;
     pthread_create(&t, NULL, run_a, NULL);
-    usleep(300000); /* A's AllReduce is in flight on this rank: its flows are busy */
+    /* A's AllReduce is in flight on this rank once the thread is in it: waiting for the thread to
+     * run first keeps a loaded machine, where it may start late, from measuring B alone */
+    while (!atomic_load(&a_started)) usleep(1000);
+    usleep(300000);
     CHECK(ncclsimCommNetShare(b, &beside));
     printf("sim_tc_job: B alone %.3f, B beside A %.3f\n", alone, beside);
     fflush(stdout);

@@ -11,19 +11,25 @@ foreach(_i IN LISTS SYSTEM_INCLUDES)
   list(APPEND _flags -isystem ${_i})
 endforeach()
 set(_failed "")
+# A file of this header list's own: tuner_headers_alone and all_headers_alone run in one folder,
+# and under ctest -j they ran at once, each compiling the other's include (a flake CI's sanitizer
+# run hit).
+string(MD5 _tag "${HEADERS}")
+set(_src ${CMAKE_CURRENT_BINARY_DIR}/ah_header_alone_${_tag}.c)
 list(LENGTH HEADERS _n)
 if(_n EQUAL 0)
   message(FATAL_ERROR "no headers given")
 endif()
 foreach(_h IN LISTS HEADERS)
-  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ah_header_alone.c "#include \"${_h}\"\n")
-  execute_process(COMMAND ${CC} ${_flags} ${CMAKE_CURRENT_BINARY_DIR}/ah_header_alone.c
+  file(WRITE ${_src} "#include \"${_h}\"\n")
+  execute_process(COMMAND ${CC} ${_flags} ${_src}
                   RESULT_VARIABLE _rc ERROR_VARIABLE _err)
   if(NOT _rc EQUAL 0)
     message(SEND_ERROR "${_h} does not compile on its own:\n${_err}")
     list(APPEND _failed ${_h})
   endif()
 endforeach()
+file(REMOVE ${_src})
 if(_failed)
   message(FATAL_ERROR "headers that do not compile alone: ${_failed}")
 endif()

@@ -38,11 +38,13 @@ static void remote_access_case(int kind) {
   uint64_t raddr = (uintptr_t)r.buf;
   uint32_t rkey = r.mr->rkey;
   int op = IBV_WR_RDMA_WRITE;
+  struct ibv_mr *wo = NULL;
   if (kind == 0) rkey ^= 0x100;                 /* no such key */
   if (kind == 1) raddr += VT_BUF - 100;         /* runs past the MR's end */
   if (kind == 3) rkey = s.mr->rkey, raddr = (uintptr_t)s.buf; /* the other device's key */
   if (kind == 4) { /* READ from a MR without REMOTE_READ */
-    struct ibv_mr *wo = ibv_reg_mr(r.pd, r.buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    wo = ibv_reg_mr(r.pd, r.buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ck_assert_ptr_nonnull(wo);
     rkey = wo->rkey;
     op = IBV_WR_RDMA_READ;
   }
@@ -58,6 +60,7 @@ static void remote_access_case(int kind) {
   ck_assert_int_eq(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
   ck_assert_ptr_eq(ev.element.qp, r.qp);
   ibv_ack_async_event(&ev);
+  if (wo) ck_assert_int_eq(ibv_dereg_mr(wo), 0);
   vt_side_free(&s);
   vt_side_free(&r);
 }
@@ -187,6 +190,7 @@ START_TEST(vanished_peer_times_out) {
   ibv_dereg_mr(r.mr);
   ibv_dealloc_pd(r.pd);
   ibv_close_device(r.ctx);
+  free(r.buf);
 }
 END_TEST
 
