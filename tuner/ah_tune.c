@@ -101,6 +101,25 @@ void ah_tune_destroy(ah_tune_t *t) {
   free(t);
 }
 
+int ah_tune_hint(ah_tune_t *t, const ah_config_t *cfg) {
+  if (!t || !cfg || t->calls_spent > 0 || t->phase == AH_PH_DONE || t->nhints >= AH_TUNE_MAX_HINTS)
+    return -1;
+  int found = 0;
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.sub[s].algo == cfg->algo && t->space.sub[s].proto == cfg->proto) found = 1;
+  if (!found) return -1;
+  t->hints[t->nhints++] = *cfg;
+  if (ah_log_level() >= AH_LOG_DEBUG) {
+    char b[96];
+    ah_log(AH_LOG_DEBUG, "tuner: warm start from a neighbour's %s", ah_config_format(cfg, b, sizeof(b)));
+  }
+  /* Nothing is committed yet: the first batch is planned again with the hint. */
+  t->nprobes = 0;
+  t->nwants = 0;
+  ah_tune_start_screen(t);
+  return t->def >= 0 ? 0 : -1;
+}
+
 static int ah_tune_seg_push(ah_tune_t *t, uint64_t first, uint64_t count, int probe) {
   /* A driver that re-asks from an earlier index supersedes what it had committed from there. */
   while (t->nsegs > 0 && t->segs[t->nsegs - 1].first >= first) t->nsegs--;
@@ -142,6 +161,7 @@ static void ah_tune_reopen(ah_tune_t *t) {
   t->state = AH_TUNE_SEARCHING;
   t->converged_at = UINT64_MAX;
   t->sigma = AH_TUNE_SIGMA_PRIOR;
+  t->nhints = 0; /* what the neighbours learned held before the drift, maybe not now */
   ah_tune_start_screen(t);
 }
 
@@ -293,6 +313,9 @@ void ah_tune_status(const ah_tune_t *t, ah_tune_status_t *st_p) {
   st_p->converged_at = t->converged_at;
   st_p->reopen_count = t->reopen_count;
   st_p->default_us = t->def >= 0 && t->probes[t->def].n > 0 ? exp(ah_tune_lg(t, t->def)) : 0.0;
+  st_p->learned = t->space.start;
+  if (t->best >= 0 && t->best < t->nprobes && t->probes[t->best].sub >= 0)
+    st_p->learned = t->probes[t->best].cfg;
   if (t->phase == AH_PH_DONE) {
     st_p->winner = t->probes[t->winner].cfg;
     st_p->winner_us = t->probes[t->winner].n > 0 ? exp(ah_tune_lg(t, t->winner)) : 0.0;

@@ -33,6 +33,13 @@
 #define AH_TUNE_MAX_RESTARTS 1
 #define AH_TUNE_SCREEN_OUT 1.7    /* a subspace this much slower on its first sample is out */
 #define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
+#define AH_TUNE_WARM_ABANDON 1.05 /* warm start: a subspace screened this far behind is not descended */
+#define AH_TUNE_WARM_LEVEL 1      /* ... and its descent starts with the finer step */
+#define AH_TUNE_WARM_PRIOR_TIGHT 0
+#define AH_TUNE_WARM_SURE_GAIN 0.05
+#define AH_TUNE_WARM_SURE_Z 4.0
+#define AH_TUNE_WARM_WALK(t) ((t)->nhints == 0)
+#define AH_TUNE_WARM_RESCREEN 1.5 /* ... nor re-screened beyond this */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
 #define AH_TUNE_DRIFT_SHIFT 0.05  /* relative shift the CUSUM is tuned to detect */
@@ -92,6 +99,10 @@ struct ah_tune {
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
   int confirm_probe;
+  /* warm start (ah_tune_hint): neighbours' winners */
+  ah_config_t hints[AH_TUNE_MAX_HINTS];
+  int nhints;
+  int hint_probe[AH_TUNE_MAX_HINTS]; /* each hint's screening probe (-1: none of its own) */
   /* drift */
   ah_drift_t drift;
   int drift_on, reopened, reopen_count, forever_seg;
