@@ -61,10 +61,10 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
 }
 
 /* What the communicator already learned, handed to a new search (tuner/ah_tune.h ah_tune_hint):
- * the best point of the nearest converged bin below and above (within AH_HINT_BINS, x2 each) of
+ * the best point of the nearest converged bin below and above (within AH_HINT_BINS bins, x2 each) of
  * the same collective. Note that a neighbour's lock is only tried: a leader holding it may be
  * waiting for ours, and a hint is not worth a wait. */
-#define AH_HINT_BINS 2
+#define AH_HINT_BINS 1
 static void search_hint(ah_shim_keystate_t *ks) {
   for (int dir = -1; dir <= 1; dir += 2)
     for (int d = 1; d <= AH_HINT_BINS; d++) {

@@ -33,13 +33,12 @@
 #define AH_TUNE_MAX_RESTARTS 1
 #define AH_TUNE_SCREEN_OUT 1.7    /* a subspace this much slower on its first sample is out */
 #define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
-#define AH_TUNE_WARM_ABANDON 1.05 /* warm start: a subspace screened this far behind is not descended */
-#define AH_TUNE_WARM_LEVEL 1      /* ... and its descent starts with the finer step */
-#define AH_TUNE_WARM_PRIOR_TIGHT 0
-#define AH_TUNE_WARM_SURE_GAIN 0.05
-#define AH_TUNE_WARM_SURE_Z 4.0
-#define AH_TUNE_WARM_WALK(t) ((t)->nhints == 0)
+/* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
+#define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
 #define AH_TUNE_WARM_RESCREEN 1.5 /* ... nor re-screened beyond this */
+#define AH_TUNE_WARM_LEVEL 1      /* descents start with the finer step */
+#define AH_TUNE_WARM_SURE_GAIN 0.05 /* a best this far ahead of the default ... */
+#define AH_TUNE_WARM_SURE_Z 4.0   /* ... and by this many standard errors is pinned without fresh samples */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
 #define AH_TUNE_DRIFT_SHIFT 0.05  /* relative shift the CUSUM is tuned to detect */

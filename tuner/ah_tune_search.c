@@ -56,7 +56,9 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
     ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
     return;
   }
-  if (t->nhints > 0 && AH_TUNE_WARM_SURE_GAIN > 0 && t->probes[b].n >= AH_TUNE_MOVE_N &&
+  /* Warm, the best was not picked out of a whole search's probes but from a few points a neighbour
+   * named: less selection luck to undo, so a smaller clear gain is pinned as it is. */
+  if (t->nhints > 0 && t->probes[b].n >= AH_TUNE_MOVE_N &&
       t->probes[t->def].n >= AH_TUNE_MOVE_N && gain > log(1.0 + AH_TUNE_WARM_SURE_GAIN) &&
       gain > AH_TUNE_WARM_SURE_Z * se) {
     ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
@@ -274,7 +276,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
     /* Fewer resources at a time equal within noise (of the centre and of the fastest point of the
      * walk so far, so a gentle climb cannot add up): the plateau walk's next point. */
-    if (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] && AH_TUNE_WARM_WALK(t) &&
+    if (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] && t->nhints == 0 &&
         ah_tune_flat(t, p, c0, AH_TUNE_MOVE_N) &&
         (t->walk_ref < 0 || ah_tune_flat(t, p, t->walk_ref, 2)))
       flat = p;
@@ -570,8 +572,6 @@ static void ah_tune_start_pos(const ah_tune_t *t, int *pos) {
   }
 }
 
-static int ah_tune_prior_behind(const ah_tune_t *t, int s);
-
 /* Index of the value of dim nearest (in ratio) to v > 0. */
 static int ah_tune_value_pos(const ah_dim_t *dim, int64_t v) {
   int best = 0;
@@ -622,10 +622,9 @@ void ah_tune_start_screen(ah_tune_t *t) {
   double emin = INFINITY;
   for (int s = 0; s < t->space.nsub; s++)
     if (t->space.est_us[s] > 0 && t->space.est_us[s] < emin) emin = t->space.est_us[s];
-  /* Warm (neighbours' winners known): the hinted subspaces at the hinted resources with all their
-   * screening samples at once; NCCL's own subspace and those NCCL's estimate puts within
-   * AH_TUNE_PRIOR_BEHIND of its best (a neighbour bin may sit across a protocol's boundary) at
-   * the nearest neighbour's resources, one sample first as cold. */
+  /* Warm (neighbours' best points known): the hinted subspaces at the hinted resources, with all
+   * their screening samples at once; the other subspaces the prior keeps (a neighbour bin may sit
+   * across a protocol's boundary) at the first hint's channels, one sample first as cold. */
   int warm = t->nhints > 0, h0 = -1;
   for (int h = 0; h < t->nhints && h0 < 0; h++)
     for (int d = 0; d < t->hints[h].ndims && d < AH_MAX_DIMS; d++)
@@ -634,7 +633,6 @@ void ah_tune_start_screen(ah_tune_t *t) {
   for (int s = 0; s < t->space.nsub; s++) {
     t->sub_start[s] = -1;
     int h = warm ? ah_tune_hint_of(t, s) : -1;
-    if (warm && h < 0 && s != t->def_sub && AH_TUNE_WARM_PRIOR_TIGHT && ah_tune_prior_behind(t, s)) continue;
     if (h < 0 && t->prm.prior_ratio > 0 && s != t->def_sub && t->space.est_us[s] > 0 &&
         t->space.est_us[s] > t->prm.prior_ratio * emin)
       continue;

@@ -13,6 +13,16 @@
  * cross), which fills threads and chunk. The space also carries NCCL's cost-table estimate of each
  * cell, the engine's prior. All figures are from sim/'s model, not hardware.
  *
+ * By default every key runs on its own. --comm GAP runs each communicator's keys (one collective,
+ * topology, interference and seed: its size bins) interleaved on one stream as a job calls them
+ * (tests/tune tune_drive_run_comm): bins are first called in a seeded random order, one every GAP
+ * stream calls (0: all at once), then take the stream's calls in turn; results fall due --lag
+ * stream calls late, so an interleaved key sees its own results sooner. autoha's new keys start
+ * from the best points of the nearest done bins within --hint-reach bins (default 1) below and
+ * above, as the shim passes them in (ah_tune_hint); --no-share starts them cold. The AutoCCL-style
+ * search shares nothing (AutoCCL's published design tunes each key on its own). --bin-step 2 runs
+ * the shim's own bins (1 KiB .. 1 GiB, x2: 21 per communicator) instead of the grid's x4.
+ *
  * --vs-autoccl runs the AutoCCL-style search (autoccl_search.c) on the same keys, noise, lag,
  * budget and seeds and prints both side by side; --skew S adds per-rank arrival skew (S x NCCL's
  * default time, uniform per rank; tests/tune/tune_drive.c) and prints the engine without skew, from
@@ -468,8 +478,8 @@ int main(int argc, char **argv) {
                     &g.only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] | --independent] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
-                      "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+                      "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce; BYTES 0: every bin\n");
       return 2;
     }
   }
@@ -513,6 +523,11 @@ int main(int argc, char **argv) {
   printf("tuner_quality: %d keys x %d searches in %.1f s, noise sigma %.3f with %.3f outliers at "
          "1.5x, results reported %d calls late, per-key CSV in %s\n", f[0].n, nv, secs, noise_sigma,
          noise_outliers, g.lag, csv_path);
+  if (g.comm)
+    printf("tuner_quality: each communicator's %d size bins (x%d) as one job, a new bin every %d stream "
+           "calls, lag in stream calls; autoha's new bins start from done bins within %d bin(s)%s\n",
+           g.bin_step == 2 ? 21 : 11, g.bin_step, g.comm_gap, g.hint_reach,
+           g.no_share ? " (off: --no-share)" : "");
   if (mode == 0) {
     int ok = f[0].n > 0 && f[0].med_q >= BAR_MEDIAN_Q && f[0].p5_q >= BAR_P5_Q &&
              f[0].med_c <= BAR_MEDIAN_CALLS && f[0].max_c <= BAR_MAX_CALLS && f[0].nslower == 0;
