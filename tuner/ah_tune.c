@@ -11,7 +11,9 @@
  * Comparisons race: a probe gets more samples only while its difference to the incumbent is within
  * noise. The winner is re-measured with fresh samples against NCCL's default and replaces it only
  * beyond three standard errors, so selection luck ("winner's curse") cannot make a key slower than
- * NCCL. A pinned key is watched by CUSUM. docs/tuner.md explains each step and its figures.
+ * NCCL. A pinned key is watched by CUSUM. A key whose communicator already tuned neighbouring size
+ * bins starts warm from their best points (ah_tune_hint). docs/tuner.md explains each step and its
+ * figures.
  *
  * The engine is driven by call indices: it hands out segments (config for n calls) and receives
  * results for any index in any order. It plans in batches (the probes it needs next) and keeps
