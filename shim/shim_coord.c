@@ -236,3 +236,10 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f)) {
   ah_coord_set_finding_handler(fn);
 }
+
+ah_coord_t *ah_shim_coord_any(void) {
+  pthread_mutex_lock(&map_lock);
+  ah_coord_t *c = ncoords == 1 ? coords[0] : NULL;
+  pthread_mutex_unlock(&map_lock);
+  return c;
+}
