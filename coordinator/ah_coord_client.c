@@ -63,6 +63,11 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   }
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->wmu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* ah_coord_now_ns's clock: deadlines ignore date changes */
+  pthread_cond_init(&c->dir_cv, &ca);
+  pthread_condattr_destroy(&ca);
   c->epfd = epoll_create1(EPOLL_CLOEXEC);
   c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->efd};
@@ -96,6 +101,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
 undo_fds:
   if (c->efd >= 0) close(c->efd);
   if (c->epfd >= 0) close(c->epfd);
+  pthread_cond_destroy(&c->dir_cv);
   pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
 undo_alloc:
@@ -111,8 +117,15 @@ void ah_coord_client_close(ah_coord_t *c) {
   client_drop(c);
   close(c->efd);
   close(c->epfd);
+  pthread_cond_destroy(&c->dir_cv);
   pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
+  client_dir_put_t *d, *dt;
+  HASH_ITER(hh, c->dir_puts, d, dt) {
+    HASH_DEL(c->dir_puts, d);
+    free(d->val);
+    free(d);
+  }
   for (int i = 0; i < c->ncomms; i++) free(c->comms[i].ranks);
   free(c->comms);
   free(c->pubs);

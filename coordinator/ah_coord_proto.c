@@ -58,7 +58,12 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_STATUS_RANK] = AH_STATUS_RANK_BYTES,
     [AH_MSG_STATUS_END] = 4,
     [AH_MSG_SAMPLES] = 8 + AH_HEALTH_SAMPLES_BYTES,
+    [AH_MSG_DIR_PUT] = AH_COORD_DIR_PUT_FIXED,
+    [AH_MSG_DIR_GET] = AH_COORD_DIR_GET_BYTES,
+    [AH_MSG_DIR_VAL] = AH_COORD_DIR_VAL_FIXED,
 };
+/* Types whose payload ends in a value of 0..AH_COORD_DIR_VAL_MAX bytes after msg_lens[type]. */
+static int msg_has_value(uint8_t type) { return type == AH_MSG_DIR_PUT || type == AH_MSG_DIR_VAL; }
 _Static_assert(8 + AH_FINDING_BYTES <= AH_COORD_MAX_PAYLOAD, "a finding fits the frame bound");
 
 uint32_t ah_coord_msg_len(uint8_t type) { return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0; }
@@ -91,13 +96,32 @@ int ah_coord_hdr_decode(const uint8_t in[AH_COORD_HDR_BYTES], ah_coord_hdr_t *h_
     snprintf(err, errlen, "unknown message type %u (reserved bits 0x%04x)", h.type, h.reserved);
     return -1;
   }
-  if (h.len != msg_lens[h.type]) {
+  if (msg_has_value(h.type) &&
+      (h.len < msg_lens[h.type] || h.len > msg_lens[h.type] + AH_COORD_DIR_VAL_MAX)) {
+    snprintf(err, errlen, "message type %u with length %u (expected %u..%u)", h.type, h.len,
+             msg_lens[h.type], msg_lens[h.type] + AH_COORD_DIR_VAL_MAX);
+    return -1;
+  }
+  if (!msg_has_value(h.type) && h.len != msg_lens[h.type]) {
     snprintf(err, errlen, "message type %u with length %u (expected %u)", h.type, h.len,
              msg_lens[h.type]);
     return -1;
   }
   *h_p = h;
   return 0;
+}
+
+/* Note that the value length is carried twice (the frame's length prefix and the u16), so a frame
+ * whose two disagree is malformed: refused by name, never read past its end. */
+int ah_coord_dir_vlen(const uint8_t *p, uint32_t len, uint32_t at, char *err, size_t errlen) {
+  uint32_t v = ((uint32_t)p[at] << 8) | p[at + 1];
+  if (v > AH_COORD_DIR_VAL_MAX || (uint64_t)at + 2 + v != len) {
+    snprintf(err, errlen, "value length %u does not match the %u bytes the frame carries after its "
+             "%u-byte head (at most %u)", v, len >= at + 2 ? len - at - 2 : 0, at + 2,
+             AH_COORD_DIR_VAL_MAX);
+    return -1;
+  }
+  return (int)v;
 }
 
 void ah_coord_keyseg_pack(const ah_key_t *k, const ah_segment_t *s, uint8_t *out) {

@@ -404,7 +404,7 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
                          "wrong protocol version 85",
                          "truncated frame (connection closed after 18 of 80 bytes)",
                          "oversized frame: length prefix 16777216",
-                         "wrong protocol version 3 (expected 4",
+                         "wrong protocol version 3 (expected 5",
                          "no authentication within 3000 ms",
                          "unauthenticated connections held (connection flood?)"};
   for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
