@@ -43,7 +43,7 @@ _Static_assert((int)IBV_WR_RDMA_WRITE == (int)AH_HA_WR_RDMA_WRITE &&
 enum { MARK_HB = 1, MARK_DRAIN_SEND = 2, MARK_DRAIN_RECV = 3 };
 
 enum { HA_PEACE, HA_FAILING, HA_SHADOW, HA_BROKEN };                    /* the primary's data path */
-enum { SH_NONE, SH_WANTED, SH_PUBLISHED, SH_CONNECTED, SH_READY, SH_DEAD }; /* its shadow */
+enum { SH_NONE, SH_WANTED, SH_PUBLISHED, SH_RTS, SH_CONNECTED, SH_READY, SH_DEAD }; /* its shadow */
 enum { FO_NONE, FO_DRAIN, FO_EXCHANGE };                                 /* failover steps */
 
 #define HA_SLOTS 4096 /* QP numbers per context table (primaries and shadows) */
@@ -358,7 +358,10 @@ static void mark_done(ha_qp_t *m, const struct ibv_wc *wc) {
   if (kind == MARK_HB) {
     int want = SH_CONNECTED;
     if (wc->status == IBV_WC_SUCCESS) {
-      if (atomic_compare_exchange_strong(&m->sh_state, &want, SH_READY)) atomic_fetch_add(&st_shadows, 1);
+      if (atomic_compare_exchange_strong(&m->sh_state, &want, SH_READY)) {
+        atomic_fetch_add(&st_shadows, 1);
+        ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sh_qpn, m->sh_port);
+      }
     } else if (atomic_load(&m->state) != HA_SHADOW) {
       atomic_store(&m->sh_state, SH_DEAD);
       AH_LOG_CAPPED(5, AH_LOG_WARN, "HA: the shadow of QP %u failed its heartbeat (%s); that connection "
@@ -515,8 +518,11 @@ static void *ha_thread(void *arg);
 
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real) {
   if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp || !real->modify_qp ||
-      !real->destroy_qp || !real->query_gid || !ah_shim_ha_on())
+      !real->destroy_qp || !real->query_gid || !ah_shim_ha_on()) {
+    ah_log(AH_LOG_DEBUG, "HA: QP %u is not managed (type %d, verbs %d%d%d%d)", qp ? qp->qp_num : 0,
+           qp ? (int)qp->qp_type : -1, !!real->create_qp, !!real->modify_qp, !!real->destroy_qp, !!real->query_gid);
     return;
+  }
   int saved = errno;
   ha_qp_t *m = calloc(1, sizeof *m);
   if (!m) goto out;
@@ -637,6 +643,7 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
 #define HA_KEY 32 /* AH_COORD_DIR_KEY */
 #define KIND_SHADOW 0x31534148u   /* "HAS1" */
 #define KIND_FAIL 0x31464148u     /* "HAF1" */
+#define KIND_RTS 0x31524148u      /* "HAR1" */
 #define SHADOW_MAGIC 0x68615348u
 
 typedef struct {
@@ -739,6 +746,39 @@ static int shadow_create(ha_qp_t *m) {
   return 0;
 }
 
+/* The fabric model AUTOHA_HA=path picks backup source ports with (AUTOHA_QP_TOPO), or NULL. */
+static pthread_once_t topo_once = PTHREAD_ONCE_INIT;
+static ah_path_topo_t *topo;
+static void topo_load(void) {
+  const char *path = ah_env_settings()->qp_topo;
+  if (!path[0]) return;
+  if (strchr(path, '%')) {
+    ah_log(AH_LOG_WARN, "HA: AUTOHA_QP_TOPO '%s' is a template; AUTOHA_HA=path reads only a plain file "
+           "and picks backup source ports without the fabric model", path);
+    return;
+  }
+  if (ah_path_topo_load(path, &topo) != 0) topo = NULL; /* the loader said why */
+}
+
+/* The flow label of m's shadow: AUTOHA_HA=path with a topology picks a source port whose modelled
+ * spine avoids both directions of the primary; otherwise the shadow's own QP numbers give
+ * another port than the primary's (another ECMP hash, not a guaranteed other link). */
+static uint32_t shadow_label(ha_qp_t *m, uint32_t peer_sh_qpn) {
+  uint32_t plabel = m->rtr.ah_attr.grh.flow_label ? m->rtr.ah_attr.grh.flow_label
+                                                  : ah_path_label_from_qpn(m->qpn, m->rtr.dest_qp_num);
+  uint16_t psport = ah_path_label_to_sport(plabel);
+  uint16_t peer_sport = ah_path_label_to_sport(ah_path_label_from_qpn(m->rtr.dest_qp_num, m->qpn));
+  uint32_t label = ah_path_label_from_qpn(m->sh_qpn, peer_sh_qpn);
+  if (ah_env_settings()->ha == 1) {
+    pthread_once(&topo_once, topo_load);
+    uint16_t sport = ah_path_backup_sport(topo, m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, psport, peer_sport,
+                                          ah_path_label_to_sport(label));
+    if (sport) return ah_path_sport_to_label(sport);
+  }
+  if (ah_path_label_to_sport(label) == psport) label ^= 0x1;
+  return label;
+}
+
 /* RTR and RTS of the shadow towards the peer's, then a heartbeat. Returns 0 or -1. */
 static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   ha_ctx_t *hc = m->hc;
@@ -748,27 +788,34 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   a.rq_psn = 0;
   a.ah_attr.port_num = (uint8_t)m->sh_port;
   memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
-  /* a flow label of the shadow's own QP numbers: another UDP source port than the primary's
-   * (whose label is NCCL's 0, i.e. its QP numbers, or the one autoha's QP hook chose) */
-  uint32_t label = ah_path_label_from_qpn(m->sh_qpn, peer->qpn);
-  if (ah_path_label_to_sport(label) == ah_path_label_to_sport(m->rtr.ah_attr.grh.flow_label
-                                                                  ? m->rtr.ah_attr.grh.flow_label
-                                                                  : ah_path_label_from_qpn(m->qpn, m->rtr.dest_qp_num)))
-    label ^= 0x1;
+  uint32_t label = shadow_label(m, peer->qpn);
   a.ah_attr.grh.flow_label = label;
-  if (hc->real.modify_qp(m->sh, &a, m->rtr_mask) != 0) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTR: %s", m->qpn, strerror(errno));
+  int rc = hc->real.modify_qp(m->sh, &a, m->rtr_mask);
+  if (rc != 0) {
+    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTR: %s", m->qpn, strerror(rc));
     return -1;
   }
   a = m->rts;
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = 0;
-  if (hc->real.modify_qp(m->sh, &a, m->rts_mask) != 0) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTS: %s", m->qpn, strerror(errno));
+  if ((rc = hc->real.modify_qp(m->sh, &a, m->rts_mask)) != 0) {
+    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTS: %s", m->qpn, strerror(rc));
     return -1;
   }
+  /* the heartbeat waits for the peer's shadow to be at RTR too: a request it holds longer than the
+   * transport timeout would fail both shadows */
+  uint8_t key[HA_KEY];
+  uint32_t one = 1;
+  dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_RTS);
+  if (dir_put(key, &one, sizeof one) != 0) return -1;
+  atomic_store(&m->sh_state, SH_RTS);
+  return 0;
+}
+
+/* Both shadows are connected: a signalled 0-byte write whose success makes the shadow usable. */
+static int shadow_heartbeat(ha_qp_t *m) {
+  ha_ctx_t *hc = m->hc;
   atomic_store(&m->sh_state, SH_CONNECTED);
-  /* a signalled 0-byte write: its success means the peer's shadow is connected too */
   struct ibv_send_wr w, *bad;
   memset(&w, 0, sizeof w);
   w.wr_id = TAG_MARK | MARK_HB;
@@ -960,6 +1007,22 @@ static int shadow_step(ha_qp_t *m) {
     atomic_store(&m->sh_state, SH_PUBLISHED);
     return 1;
   }
+  if (s == SH_RTS) {
+    uint8_t key[HA_KEY];
+    uint32_t one = 0;
+    dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_RTS);
+    if (dir_get(key, &one, sizeof one, 0.002) == (int)sizeof one) {
+      if (shadow_heartbeat(m) != 0) atomic_store(&m->sh_state, SH_DEAD);
+      return 1;
+    }
+    if (now_s() > m->sh_deadline) {
+      ah_log(AH_LOG_INFO, "HA: QP %u: the peer's shadow did not connect within AUTOHA_HA_CONNECT_S; it runs "
+             "without one", m->qpn);
+      atomic_store(&m->sh_state, SH_DEAD);
+      return 1;
+    }
+    return 0;
+  }
   if (s == SH_PUBLISHED) {
     uint8_t key[HA_KEY];
     dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_SHADOW);
@@ -988,7 +1051,7 @@ static void *ha_thread(void *arg) {
     pthread_mutex_lock(&ha_mu);
     for (ha_qp_t *m = qps; m && nw < 256; m = m->next) {
       int s = atomic_load(&m->sh_state);
-      if (s == SH_WANTED || s == SH_PUBLISHED || (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0)) {
+      if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS || (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0)) {
         m->busy = 1;
         work[nw++] = m;
       }
@@ -1003,7 +1066,8 @@ static void *ha_thread(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&ha_mu);
-    int moved = 0;
+    int moved = 0, failing = 0;
+    for (int i = 0; i < nw; i++) failing |= atomic_load(&work[i]->state) == HA_FAILING;
     for (int i = 0; i < nw; i++) {
       ha_qp_t *m = work[i];
       if (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0) moved |= failover_step(m);
@@ -1018,10 +1082,10 @@ static void *ha_thread(void *arg) {
         qp_free(m);
       }
     }
-    if (!moved) {
+    if (!moved) { /* 1 ms between steps of a failover (the stall NCCL sees), 10 ms otherwise */
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += 1000000L;
+      ts.tv_nsec += failing ? 1000000L : 10000000L;
       if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
       pthread_cond_timedwait(&ha_cv, &ha_mu, &ts);
     }
