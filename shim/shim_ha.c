@@ -15,6 +15,7 @@
  * HA layer's own work requests (heartbeats, drain markers) are recognised by a tag bit and never
  * reach NCCL. */
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "ah_ha.h"
 #include "ah_log.h"
 #include "ah_path.h"
+#include "ah_report.h"
 #include "shim_coord.h"
 #include "shim_ha.h"
 
@@ -108,8 +110,11 @@ static _Atomic int nctx;
 static ha_qp_t *qps;
 static int thread_started;
 
-/* counters for the report line at exit */
+/* what the report's "ha" section shows */
 static _Atomic unsigned long st_shadows, st_failovers, st_replayed, st_synth;
+static pthread_mutex_t events_mu = PTHREAD_MUTEX_INITIALIZER;
+static ah_report_failover_t events[AH_REPORT_HA_MAX];
+static int nevents;
 
 static double now_s(void) {
   struct timespec ts;
@@ -123,6 +128,13 @@ int ah_shim_ha_on(void) {
   if (v < 0) {
     const ah_settings_t *s = ah_env_settings();
     v = s->enable && (s->ha == 1 || s->ha == 2);
+    const char *own = getenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
+    if (v && own && atoi(own) == 1) {
+      /* two layers replaying the same work requests would deliver them twice */
+      ah_log(AH_LOG_WARN, "HA: NCCL_IB_RESILIENCY_PORT_FAILOVER=1: NCCL's own port failover is on, so "
+             "autoha's (AUTOHA_HA) stands aside");
+      v = 0;
+    }
     if (s->enable && s->ha == 3)
       AH_LOG_CAPPED(1, AH_LOG_WARN, "AUTOHA_HA=nic is not built yet: running without shadows (docs/ha.md)");
     atomic_store(&on, v);
@@ -915,10 +927,25 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   atomic_fetch_add(&st_failovers, 1);
   atomic_fetch_add(&st_replayed, nreplay);
   atomic_fetch_add(&st_synth, nsynth);
+  double stall_ms = (now_s() - m->t_fail) * 1e3;
   ah_log(AH_LOG_WARN, "HA: QP %u (%s port %d) failed over to its shadow QP %u (port %d) in %.1f ms: %lu work "
          "requests replayed, %lu completions the peer had confirmed handed to NCCL", m->qpn,
-         m->qp->context->device->name, m->port, m->sh_qpn, m->sh_port, (now_s() - m->t_fail) * 1e3, nreplay,
-         nsynth);
+         m->qp->context->device->name, m->port, m->sh_qpn, m->sh_port, stall_ms, nreplay, nsynth);
+  pthread_mutex_lock(&events_mu);
+  if (nevents < AH_REPORT_HA_MAX) {
+    ah_report_failover_t *f = &events[nevents++];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    f->time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    f->qpn = m->qpn;
+    snprintf(f->dev, sizeof f->dev, "%.31s", m->qp->context->device->name);
+    f->port = m->port;
+    f->shadow_port = m->sh_port;
+    f->stall_ms = stall_ms;
+    f->replayed = (uint32_t)nreplay;
+    f->synthesized = (uint32_t)nsynth;
+  }
+  pthread_mutex_unlock(&events_mu);
   return 0;
 }
 
@@ -1094,10 +1121,16 @@ static void *ha_thread(void *arg) {
   return NULL;
 }
 
-void ah_shim_ha_stats(unsigned long *shadows_p, unsigned long *failovers_p, unsigned long *replayed_p,
-                      unsigned long *synth_p) {
-  *shadows_p = atomic_load(&st_shadows);
-  *failovers_p = atomic_load(&st_failovers);
-  *replayed_p = atomic_load(&st_replayed);
-  *synth_p = atomic_load(&st_synth);
+void ah_shim_ha_report(ah_report_ha_t *h) {
+  memset(h, 0, sizeof *h);
+  if (!ah_shim_ha_on()) return;
+  snprintf(h->policy, sizeof h->policy, "%s", ah_env_settings()->ha == 1 ? "path" : "port");
+  h->shadows = atomic_load(&st_shadows);
+  h->failovers = atomic_load(&st_failovers);
+  h->replayed = atomic_load(&st_replayed);
+  h->synthesized = atomic_load(&st_synth);
+  pthread_mutex_lock(&events_mu);
+  h->nfail = nevents;
+  memcpy(h->fail, events, sizeof events[0] * (size_t)nevents);
+  pthread_mutex_unlock(&events_mu);
 }

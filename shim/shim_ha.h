@@ -6,6 +6,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "ah_report.h"
+
 /* The real control verbs, as the hook resolved them for NCCL. */
 typedef struct {
   struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
@@ -24,9 +26,8 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
 void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask);
 /* NCCL is about to destroy qp: its shadow goes first (it shares NCCL's CQs). */
 void ah_shim_ha_destroying(struct ibv_qp *qp);
-/* Counters since the start: shadows ready, failovers completed, work requests replayed,
- * completions synthesized for messages the peer had confirmed. */
-void ah_shim_ha_stats(unsigned long *shadows_p, unsigned long *failovers_p, unsigned long *replayed_p,
-                      unsigned long *synth_p);
+/* The report's "ha" section: the policy ("" when off), shadows ready, failovers (the first
+ * AH_REPORT_HA_MAX with time, device, stall and work requests replayed) and totals. */
+void ah_shim_ha_report(ah_report_ha_t *h);
 
 #endif

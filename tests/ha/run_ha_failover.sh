@@ -23,11 +23,17 @@ job_run() { # env... : runs the job, sets out, rc, took
 dual=(NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC=bond=0)
 case $case_ in
 port)
-  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so"
+  rep=$(mktemp -d); trap 'rm -rf "$rep"' EXIT
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so" \
+    AUTOHA_REPORT="$rep/%h-%p.json"
   [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=port (rc $rc)"
+  # the reports' "ha" sections count the same failovers, each with its device and stall
+  nrep=$(cat "$rep"/*.json | grep -oE '"failovers": [0-9]+' | awk '{s+=$2} END {print s+0}')
+  nev=$(cat "$rep"/*.json | tr -d ' \n' | grep -oE '"dev":"mlx5_3","port":1,"shadow_port":2,"stall_ms":[0-9.e-]+' | wc -l)
   grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=port"
   n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
+  [ "$nrep" = "$n" ] && [ "$nev" = "$n" ] || fail "the reports show $nrep failovers ($nev events), the log $n"
   grep -E "failed over" <<<"$out" | grep -qv "mlx5_3" && fail "a queue pair off mlx5_3 failed over"
   replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
   echo "ok: port down under AUTOHA_HA=port -> $n failovers, $replayed work requests replayed, job completed in $took s"

@@ -6,11 +6,13 @@
  * completions are exactly those it would have had without the failure. */
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ah_check.h"
 #include "ah_ha.h"
+#include "ah_report.h"
 
 static ah_ha_swr_t wr(int opcode, int signaled, uint64_t id) {
   ah_ha_swr_t w;
@@ -171,6 +173,48 @@ START_TEST(plan_every_failure_point) {
 }
 END_TEST
 
+/* The report's "ha" section survives a write and a read, and is absent when HA is off. */
+START_TEST(report_ha_roundtrip) {
+  ah_report_t *r = calloc(1, sizeof *r);
+  ck_assert_ptr_nonnull(r);
+  snprintf(r->host, sizeof r->host, "h");
+  snprintf(r->mode, sizeof r->mode, "tune");
+  r->rank = 1;
+  char *off = ah_report_to_string(r);
+  ck_assert_ptr_nonnull(off);
+  ck_assert_ptr_null(strstr(off, "\"ha\""));
+  free(off);
+  snprintf(r->ha.policy, sizeof r->ha.policy, "port");
+  r->ha.shadows = 16, r->ha.failovers = 2, r->ha.replayed = 3, r->ha.synthesized = 1;
+  r->ha.nfail = 2;
+  for (int i = 0; i < 2; i++) {
+    ah_report_failover_t *f = &r->ha.fail[i];
+    f->time_s = 1000.5 + i, f->qpn = 77 + (uint32_t)i, f->port = 1, f->shadow_port = 2, f->stall_ms = 1.25;
+    f->replayed = (uint32_t)(i + 1), f->synthesized = (uint32_t)i;
+    snprintf(f->dev, sizeof f->dev, "mlx5_%d", i);
+  }
+  char *text = ah_report_to_string(r);
+  ck_assert_ptr_nonnull(text);
+  ah_report_t *back = NULL;
+  char err[256];
+  ck_assert_msg(ah_report_parse(text, &back, err, sizeof err) == 0, "%s", err);
+  ck_assert_str_eq(back->ha.policy, "port");
+  ck_assert_uint_eq(back->ha.shadows, 16);
+  ck_assert_uint_eq(back->ha.failovers, 2);
+  ck_assert_uint_eq(back->ha.replayed, 3);
+  ck_assert_uint_eq(back->ha.synthesized, 1);
+  ck_assert_int_eq(back->ha.nfail, 2);
+  ck_assert_uint_eq(back->ha.fail[1].qpn, 78);
+  ck_assert_str_eq(back->ha.fail[1].dev, "mlx5_1");
+  ck_assert_int_eq(back->ha.fail[1].shadow_port, 2);
+  ck_assert_uint_eq(back->ha.fail[1].replayed, 2);
+  ck_assert(back->ha.fail[0].stall_ms > 1.2 && back->ha.fail[0].stall_ms < 1.3);
+  ah_report_free(back);
+  free(text);
+  free(r);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("ha_log");
   TCase *tc = tcase_create("ha_log");
@@ -180,6 +224,7 @@ int main(void) {
   tcase_add_test(tc, recv_log_in_order);
   tcase_add_test(tc, plan_rejects_impossible_counts);
   tcase_add_test(tc, plan_every_failure_point);
+  tcase_add_test(tc, report_ha_roundtrip);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }
