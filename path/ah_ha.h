@@ -68,9 +68,12 @@ typedef struct {
 
 /* 1 when a send with this opcode consumes a receive at the responder (SEND, SEND_WITH_IMM,
  * RDMA_WRITE_WITH_IMM), else 0. */
-int ah_ha_consumes(int opcode);
+static inline int ah_ha_consumes(int opcode) {
+  return opcode == AH_HA_WR_SEND || opcode == AH_HA_WR_SEND_WITH_IMM || opcode == AH_HA_WR_RDMA_WRITE_WITH_IMM;
+}
 
-/* Allocates a log of `cap` entries (at least 1). Returns 0, or -1 when out of memory. */
+/* Allocates a log of at least `cap` entries (rounded up to a power of two, so that the shim finds an
+ * entry with a mask: l->e[seq & (l->cap - 1)]). Returns 0, or -1 when out of memory. */
 int ah_ha_slog_init(ah_ha_slog_t *l, uint32_t cap);
 int ah_ha_rlog_init(ah_ha_rlog_t *l, uint32_t cap);
 void ah_ha_slog_free(ah_ha_slog_t *l);

@@ -243,62 +243,67 @@ static enum ibv_wc_opcode wc_opcode(int wr_opcode) {
 
 /* ---- posting ---------------------------------------------------------------------------------- */
 
-/* Copies a send WR into a log entry. Returns 0, or -1 when the log could not replay it. */
-static inline int swr_copy(const struct ibv_send_wr *w, ah_ha_swr_t *e) {
-  e->wr_id = w->wr_id;
-  e->opcode = w->opcode;
-  e->send_flags = w->send_flags;
-  e->imm = w->imm_data;
-  e->raddr = w->wr.rdma.remote_addr;
-  e->rkey = w->wr.rdma.rkey;
-  e->num_sge = w->num_sge > 0;
-  if (w->num_sge > 0) {
-    e->addr = w->sg_list[0].addr;
-    e->length = w->sg_list[0].length;
-    e->lkey = w->sg_list[0].lkey;
-  } else {
-    e->addr = 0;
-    e->length = 0;
-    e->lkey = 0;
-  }
-  if ((w->send_flags & IBV_SEND_INLINE) && w->num_sge > 0) {
-    if (e->length > AH_HA_INLINE_MAX) return -1;
-    memcpy(e->inl, (const void *)(uintptr_t)e->addr, e->length);
-  }
-  return w->num_sge > 1 || w->opcode > IBV_WR_RDMA_READ ? -1 : 0;
-}
-
-/* Logs the chain and posts it to `target` with tagged wr_ids (restored before returning). */
-static int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_send_wr *wr,
+/* Logs the chain and posts it to `target` with tagged wr_ids (restored before returning); post 0
+ * only logs (a failover in progress posts it later). Returns what the provider returned.
+ * Note that this is the data path's cost: the entry is filled in place (no temporary), and the
+ * inline bytes are copied only for IBV_SEND_INLINE. */
+static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_send_wr *wr,
                              struct ibv_send_wr **bad, int post) {
   ah_ha_slog_t *l = &m->slog;
-  uint64_t first = l->head;
-  int n = 0;
+  const uint64_t first = l->head;
+  const uint32_t room = l->cap - (uint32_t)(first - l->tail);
+  uint64_t seq = first, cons = l->cons;
   struct ibv_send_wr *w;
-  for (w = wr; w; w = w->next, n++) {
-    if (!ah_ha_slog_room(l)) { /* cannot happen: NCCL never posts more than the QP holds */
+  for (w = wr; w; w = w->next, seq++) {
+    if (seq - first >= room) { /* cannot happen: NCCL never posts more than the QP holds */
       uint64_t s = first;
-      for (struct ibv_send_wr *r = wr; r != w; r = r->next) r->wr_id = l->e[s++ % l->cap].wr_id;
-      ah_ha_slog_unpush(l, first);
+      for (struct ibv_send_wr *r = wr; r != w; r = r->next) r->wr_id = l->e[s++ & (l->cap - 1)].wr_id;
       *bad = wr;
       return ENOMEM;
     }
-    ah_ha_swr_t e;
-    if (swr_copy(w, &e) != 0) m->unprotected = 1;
-    w->wr_id = ah_ha_slog_push(l, &e);
+    ah_ha_swr_t *e = &l->e[seq & (l->cap - 1)];
+    e->wr_id = w->wr_id;
+    e->opcode = w->opcode;
+    e->send_flags = w->send_flags;
+    e->imm = w->imm_data;
+    e->raddr = w->wr.rdma.remote_addr;
+    e->rkey = w->wr.rdma.rkey;
+    e->num_sge = w->num_sge > 0;
+    if (w->num_sge > 0) {
+      e->addr = w->sg_list[0].addr;
+      e->length = w->sg_list[0].length;
+      e->lkey = w->sg_list[0].lkey;
+      if (__builtin_expect(w->num_sge > 1, 0)) m->unprotected = 1;
+      if (__builtin_expect((w->send_flags & IBV_SEND_INLINE) != 0, 0)) {
+        if (e->length <= AH_HA_INLINE_MAX) memcpy(e->inl, (const void *)(uintptr_t)e->addr, e->length);
+        else m->unprotected = 1;
+      }
+    } else {
+      e->length = 0;
+    }
+    if (__builtin_expect(w->opcode > IBV_WR_RDMA_READ, 0)) m->unprotected = 1; /* atomics: not replayed */
+    cons += (uint64_t)ah_ha_consumes(w->opcode);
+    e->cons = cons;
+    w->wr_id = seq;
   }
+  l->head = seq;
+  l->cons = cons;
   int rc = post ? hc->post_send(target, wr, bad) : 0;
-  uint64_t kept = first;
-  int i = 0;
-  for (w = wr; w; w = w->next, i++) {
-    if (rc && w == *bad) kept = first + (uint64_t)i;
-    w->wr_id = l->e[(first + (uint64_t)i) % l->cap].wr_id;
+  seq = first;
+  if (__builtin_expect(rc != 0, 0)) {
+    uint64_t kept = first;
+    for (w = wr; w; w = w->next, seq++) {
+      if (w == *bad) kept = seq;
+      w->wr_id = l->e[seq & (l->cap - 1)].wr_id;
+    }
+    ah_ha_slog_unpush(l, kept);
+    return rc;
   }
-  if (rc) ah_ha_slog_unpush(l, kept);
-  return rc;
+  for (w = wr; w; w = w->next, seq++) w->wr_id = l->e[seq & (l->cap - 1)].wr_id;
+  return 0;
 }
 
-static int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_recv_wr *wr,
+static inline __attribute__((always_inline)) int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_recv_wr *wr,
                              struct ibv_recv_wr **bad, int post) {
   ah_ha_rlog_t *l = &m->rlog;
   uint64_t first = l->head;
@@ -306,7 +311,7 @@ static int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, st
   for (w = wr; w; w = w->next) {
     if (!ah_ha_rlog_room(l) || w->num_sge > 1) {
       uint64_t s = first;
-      for (struct ibv_recv_wr *r = wr; r != w; r = r->next) r->wr_id = l->e[s++ % l->cap].wr_id;
+      for (struct ibv_recv_wr *r = wr; r != w; r = r->next) r->wr_id = l->e[s++ & (l->cap - 1)].wr_id;
       ah_ha_rlog_unpush(l, first);
       *bad = wr;
       return w->num_sge > 1 ? EINVAL : ENOMEM;
@@ -319,7 +324,7 @@ static int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, st
   uint64_t s = first, kept = first;
   for (w = wr; w; w = w->next, s++) {
     if (rc && w == *bad) kept = s;
-    w->wr_id = l->e[s % l->cap].wr_id;
+    w->wr_id = l->e[s & (l->cap - 1)].wr_id;
   }
   if (rc) ah_ha_rlog_unpush(l, kept);
   return rc;
@@ -849,8 +854,8 @@ static void give_error(ha_qp_t *m, const char *why) {
   if (m->slog.head > m->slog.tail) {
     ah_ha_swr_t *e = ah_ha_slog_at(&m->slog, m->slog.tail);
     for (uint64_t s = m->slog.tail; s < m->slog.head; s++)
-      if (m->slog.e[s % m->slog.cap].send_flags & IBV_SEND_SIGNALED) {
-        e = &m->slog.e[s % m->slog.cap];
+      if (m->slog.e[s & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED) {
+        e = &m->slog.e[s & (m->slog.cap - 1)];
         break;
       }
     wc.wr_id = e->wr_id;
@@ -858,7 +863,7 @@ static void give_error(ha_qp_t *m, const char *why) {
     wc.opcode = wc_opcode(e->opcode);
     synth_push(m->hc, m->send_cq, &wc);
   } else if (m->rlog.head > m->rlog.tail) {
-    wc.wr_id = m->rlog.e[m->rlog.tail % m->rlog.cap].wr_id;
+    wc.wr_id = m->rlog.e[m->rlog.tail & (m->rlog.cap - 1)].wr_id;
     wc.status = IBV_WC_WR_FLUSH_ERR;
     wc.opcode = IBV_WC_RECV;
     synth_push(m->hc, m->recv_cq, &wc);
@@ -876,7 +881,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   }
   unsigned long nsynth = 0, nreplay = 0;
   for (uint64_t s = m->slog.tail; s < first; s++) {
-    ah_ha_swr_t *e = &m->slog.e[s % m->slog.cap];
+    ah_ha_swr_t *e = &m->slog.e[s & (m->slog.cap - 1)];
     if (!(e->send_flags & IBV_SEND_SIGNALED)) continue;
     struct ibv_wc wc;
     memset(&wc, 0, sizeof wc);
@@ -890,7 +895,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   }
   if (first > m->slog.tail) ah_ha_slog_retire(&m->slog, first - 1);
   for (uint64_t s = m->rlog.tail; s < m->rlog.head; s++) {
-    ah_ha_rwr_t *e = &m->rlog.e[s % m->rlog.cap];
+    ah_ha_rwr_t *e = &m->rlog.e[s & (m->rlog.cap - 1)];
     struct ibv_sge sge = {e->addr, e->length, e->lkey};
     struct ibv_recv_wr w, *bad;
     memset(&w, 0, sizeof w);
@@ -903,7 +908,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     }
   }
   for (uint64_t s = first; s < m->slog.head; s++) {
-    ah_ha_swr_t *e = &m->slog.e[s % m->slog.cap];
+    ah_ha_swr_t *e = &m->slog.e[s & (m->slog.cap - 1)];
     struct ibv_sge sge = {e->addr, e->length, e->lkey};
     if (e->send_flags & IBV_SEND_INLINE) sge.addr = (uint64_t)(uintptr_t)e->inl;
     struct ibv_send_wr w, *bad;
