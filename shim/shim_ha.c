@@ -184,10 +184,16 @@ static int table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   return 0;
 }
 
+/* The HA context of ctx, or NULL. The thread's last answer is tried first (a proxy thread works on
+ * one context at a time); HA contexts are never freed, so a stale one is only a miss. */
 static inline ha_ctx_t *ctx_of(struct ibv_context *ctx) {
+  /* initial-exec: no __tls_get_addr call on the data path (the shim is preloaded; one pointer fits
+   * glibc's static TLS reserve even if it is not) */
+  static _Thread_local ha_ctx_t *last __attribute__((tls_model("initial-exec")));
+  if (__builtin_expect(last && last->ctx == ctx, 1)) return last;
   int n = atomic_load_explicit(&nctx, memory_order_acquire);
   for (int i = 0; i < n; i++)
-    if (ctxs[i]->ctx == ctx) return ctxs[i];
+    if (ctxs[i]->ctx == ctx) return last = ctxs[i];
   return NULL;
 }
 
