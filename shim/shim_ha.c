@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ah_coord.h"
 #include "ah_env.h"
@@ -667,6 +668,7 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
 #define KIND_SHADOW 0x31534148u   /* "HAS1" */
 #define KIND_FAIL 0x31464148u     /* "HAF1" */
 #define KIND_RTS 0x31524148u      /* "HAR1" */
+#define KIND_NOTE 0x314e4148u     /* "HAN1": a per-GID doorbell, "a peer of yours failed over" */
 #define SHADOW_MAGIC 0x68615348u
 
 typedef struct {
@@ -1010,6 +1012,11 @@ static int failover_step(ha_qp_t *m) {
       pthread_mutex_unlock(&m->mu);
       return 1;
     }
+    /* ring the peer's doorbell: an RC responder whose requester lost the path sees no error of its
+     * own (on sim/ the provider's peer-failure shortcut flushes it anyway) */
+    uint64_t nonce = (uint64_t)(now_s() * 1e9) ^ ((uint64_t)m->qpn << 32) ^ (uint64_t)getpid();
+    dir_key(key, m->rtr.ah_attr.grh.dgid.raw, 0, 0, KIND_NOTE);
+    dir_put(key, &nonce, sizeof nonce);
     m->fo_step = FO_EXCHANGE;
     return 1;
   }
@@ -1080,9 +1087,81 @@ static int shadow_step(ha_qp_t *m) {
   return 0;
 }
 
+/* The doorbells of this process's GIDs: when one rang, every primary on that GID whose peer
+ * published a failover is moved to ERR, so that its flushed work requests start this side's
+ * failover on NCCL's thread like any path error. Runs every 50 ms. */
+static void notice_check(void) {
+  static double next;
+  static struct {
+    uint8_t gid[16];
+    uint64_t nonce;
+  } seen[16];
+  static int nseen;
+  double t = now_s();
+  if (t < next) return;
+  next = t + 0.05;
+  uint8_t gids[16][16];
+  int ngid = 0;
+  pthread_mutex_lock(&ha_mu);
+  for (ha_qp_t *m = qps; m; m = m->next) {
+    if (atomic_load(&m->state) != HA_PEACE || atomic_load(&m->sh_state) != SH_READY) continue;
+    int k = 0;
+    while (k < ngid && memcmp(gids[k], m->sgid.raw, 16)) k++;
+    if (k == ngid && ngid < 16) memcpy(gids[ngid++], m->sgid.raw, 16);
+  }
+  pthread_mutex_unlock(&ha_mu);
+  for (int g = 0; g < ngid; g++) {
+    uint8_t key[HA_KEY];
+    uint64_t nonce = 0;
+    dir_key(key, gids[g], 0, 0, KIND_NOTE);
+    if (dir_get(key, &nonce, sizeof nonce, 0.001) != (int)sizeof nonce) continue;
+    int k = 0;
+    while (k < nseen && memcmp(seen[k].gid, gids[g], 16)) k++;
+    if (k < nseen && seen[k].nonce == nonce) continue;
+    if (k == nseen) {
+      if (nseen == 16) continue;
+      memcpy(seen[nseen++].gid, gids[g], 16);
+    }
+    seen[k].nonce = nonce;
+    /* someone rang: look for published failovers of our primaries' peers */
+    ha_qp_t *look[256];
+    int nl = 0;
+    pthread_mutex_lock(&ha_mu);
+    for (ha_qp_t *m = qps; m && nl < 256; m = m->next)
+      if (atomic_load(&m->state) == HA_PEACE && !memcmp(m->sgid.raw, gids[g], 16) && !m->busy) {
+        m->busy = 1;
+        look[nl++] = m;
+      }
+    pthread_mutex_unlock(&ha_mu);
+    for (int i = 0; i < nl; i++) {
+      ha_qp_t *m = look[i];
+      uint64_t peer_done;
+      dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_FAIL);
+      if (!m->zombie && atomic_load(&m->state) == HA_PEACE &&
+          dir_get(key, &peer_done, sizeof peer_done, 0.001) == (int)sizeof peer_done) {
+        struct ibv_qp_attr a;
+        memset(&a, 0, sizeof a);
+        a.qp_state = IBV_QPS_ERR;
+        ah_log(AH_LOG_INFO, "HA: QP %u: its peer failed over; moving the primary to the error state", m->qpn);
+        m->hc->real.modify_qp(m->qp, &a, IBV_QP_STATE);
+      }
+    }
+    pthread_mutex_lock(&ha_mu);
+    for (int i = 0; i < nl; i++) {
+      look[i]->busy = 0;
+      if (look[i]->zombie) {
+        if (look[i]->sh) look[i]->hc->real.destroy_qp(look[i]->sh);
+        qp_free(look[i]);
+      }
+    }
+    pthread_mutex_unlock(&ha_mu);
+  }
+}
+
 static void *ha_thread(void *arg) {
   (void)arg;
   for (;;) {
+    notice_check();
     /* pick the QPs with work, marking them busy so that a destroy leaves them to us */
     ha_qp_t *work[256];
     int nw = 0;

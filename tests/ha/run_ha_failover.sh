@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Transparent failover end to end on sim/'s verbs provider and fabric (docs/ha.md): 4 ranks on 2
-# nodes running train_job (which checks every result), node1/mlx5_3's port 1 taken down 1 s in
+# nodes running train_job (which checks every result), node1/mlx5_3's port 1 taken down 2 s in
+# (after every shadow is ready even on a loaded machine; a fault before that reaches NCCL)
 # (the queue pairs of ranks 1 and 3 cross it).
 #   run_ha_failover.sh CASE NCCLSIM_RUN TRAIN_JOB SIMLIB_DIR AUTOHA_SO
 # CASE: port   dual-port NICs (bond=0), AUTOHA_HA=port: the job completes, each rank on mlx5_3 logs
@@ -24,7 +25,7 @@ dual=(NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC=bond=0)
 case $case_ in
 port)
   rep=$(mktemp -d); trap 'rm -rf "$rep"' EXIT
-  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so" \
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so" \
     AUTOHA_REPORT="$rep/%h-%p.json"
   [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=port (rc $rc)"
   # the reports' "ha" sections count the same failovers, each with its device and stall
@@ -45,20 +46,21 @@ port)
   echo "ok: the same run without HA fails with RETRY_EXC_ERR in $took s"
   ;;
 alldown)
-  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:portdown:node1/mlx5_3:1;at=1s:portdown:node1/mlx5_3:2" \
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=2s:portdown:node1/mlx5_3:2" \
     AUTOHA_HA=port AUTOHA_HA_FAILOVER_S=5 LD_PRELOAD="$so"
   [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "the job should fail by itself (rc $rc)"
   [ "$took" -le 40 ] || fail "the job took $took s to fail (bound 40 s)"
   grep -qE "NET/IB: Got completion from peer .* hca mlx5_3" <<<"$out" || fail "NCCL got no failed completion on mlx5_3"
   grep -qE "ncclRemoteError|remote process exited or there was a network error" <<<"$out" ||
     fail "the collective did not fail with ncclRemoteError"
-  echo "ok: every path down -> NCCL's error in $took s"
+  grep -q "its shadow failed too" <<<"$out" || fail "no queue pair tried its shadow before failing"
+  echo "ok: every path down -> a failover, the shadow failing too, NCCL's error in $took s"
   ;;
 path)
   # bonded dual-port NICs (one address, the fabric's default), the planner's model of this fabric
   topo=$(mktemp); trap 'rm -f "$topo"' EXIT
   NCCLSIM_TOPO=nic=8x400x2 "$(dirname "$run")/ncclsim-fabric" topo 2 > "$topo" || fail "ncclsim-fabric topo failed"
-  job_run NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC_FAULTS="at=1s:down:${HA_TEST_LINK:-leaf2-spine1}" \
+  job_run NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC_FAULTS="at=2s:down:${HA_TEST_LINK:-leaf2-spine1}" \
     AUTOHA_HA=path AUTOHA_QP_TOPO="$topo" LD_PRELOAD="$so"
   [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=path (rc $rc)"
   grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=path"
