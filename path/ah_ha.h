@@ -25,6 +25,8 @@ enum {
   AH_HA_WR_RDMA_READ = 4,
 };
 
+#define AH_HA_SIGNALED 2u /* IBV_SEND_SIGNALED */
+
 /* One posted send work request, as replayed. */
 typedef struct {
   uint64_t wr_id;         /* the caller's */
@@ -56,6 +58,7 @@ typedef struct {
   uint64_t head, tail;
   uint64_t cons;          /* consuming messages posted so far (the newest entry's cons) */
   uint64_t cons_tail;     /* consuming messages among the retired entries [0, tail) */
+  int sig_all;            /* the QP signals every WR (sq_sig_all) */
 } ah_ha_slog_t;
 
 /* A ring of receives: [tail, head) posted and not completed successfully, in posting order. */
@@ -93,6 +96,15 @@ ah_ha_swr_t *ah_ha_slog_at(ah_ha_slog_t *l, uint64_t seq);
 /* A signalled WR completed successfully: it and every earlier entry are delivered and retired.
  * Returns the number retired (0 when seq is already retired). */
 uint32_t ah_ha_slog_retire(ah_ha_slog_t *l, uint64_t seq);
+/* 1 when the entry asks for a completion. */
+static inline int ah_ha_swr_signaled(const ah_ha_slog_t *l, const ah_ha_swr_t *e) {
+  return l->sig_all || (e->send_flags & AH_HA_SIGNALED);
+}
+/* The next successful send completion of the QP arrived: RC completes signalled sends in posting
+ * order, so it is the oldest live signalled entry; it and everything before it are retired.
+ * Returns that entry's sequence number, or -1 when the log holds no signalled entry (the log and
+ * the QP disagree; nothing is retired). */
+int64_t ah_ha_slog_complete_next(ah_ha_slog_t *l);
 
 uint64_t ah_ha_rlog_push(ah_ha_rlog_t *l, const ah_ha_rwr_t *w);
 void ah_ha_rlog_unpush(ah_ha_rlog_t *l, uint64_t seq);

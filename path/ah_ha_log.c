@@ -66,6 +66,15 @@ uint32_t ah_ha_slog_retire(ah_ha_slog_t *l, uint64_t seq) {
   return n;
 }
 
+int64_t ah_ha_slog_complete_next(ah_ha_slog_t *l) {
+  for (uint64_t s = l->tail; s < l->head; s++)
+    if (ah_ha_swr_signaled(l, &l->e[s & (l->cap - 1)])) {
+      ah_ha_slog_retire(l, s);
+      return (int64_t)s;
+    }
+  return -1;
+}
+
 uint64_t ah_ha_rlog_push(ah_ha_rlog_t *l, const ah_ha_rwr_t *w) {
   uint64_t seq = l->head++;
   l->e[seq & (l->cap - 1)] = *w;

@@ -18,6 +18,7 @@
 #include "ah_digest.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
+#include "shim_ha.h"
 #include "shim_internal.h"
 
 #define COORD_MAP_MAX 4096
@@ -227,6 +228,7 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
     if (ncoords < 8) coords[ncoords] = c;
     ncoords++;
   }
+  ah_shim_ha_set_coord(ncoords == 1 ? coords[0] : NULL); /* shadows need exactly one hub */
   pthread_mutex_unlock(&map_lock);
   /* Installed even without a coordinator, so that a communicator made from an unstamped id and
    * spanning processes reaches hook_attach, which says why it is not tuned. */
@@ -235,11 +237,4 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
 
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f)) {
   ah_coord_set_finding_handler(fn);
-}
-
-ah_coord_t *ah_shim_coord_any(void) {
-  pthread_mutex_lock(&map_lock);
-  ah_coord_t *c = ncoords == 1 ? coords[0] : NULL;
-  pthread_mutex_unlock(&map_lock);
-  return c;
 }

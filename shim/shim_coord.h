@@ -20,9 +20,6 @@ void ah_shim_coord_stamp(ncclUniqueId *id);
 void ah_shim_coord_seen(const ncclUniqueId *id);
 /* What the process does with the hub's findings (after the line is logged): fn(comm, f), on the
  * coordinator's I/O thread. */
-/* The process's coordinator connection when there is exactly one (the normal case: one per job),
- * else NULL — e.g. before the process joined any communicator. */
-struct ah_coord *ah_shim_coord_any(void);
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f));
 
 #endif

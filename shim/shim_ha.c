@@ -29,7 +29,6 @@
 #include "ah_log.h"
 #include "ah_path.h"
 #include "ah_report.h"
-#include "shim_coord.h"
 #include "shim_ha.h"
 
 _Static_assert((int)IBV_WR_RDMA_WRITE == (int)AH_HA_WR_RDMA_WRITE &&
@@ -38,12 +37,13 @@ _Static_assert((int)IBV_WR_RDMA_WRITE == (int)AH_HA_WR_RDMA_WRITE &&
                    (int)IBV_WR_RDMA_READ == (int)AH_HA_WR_RDMA_READ,
                "ah_ha.h mirrors verbs.h's opcodes");
 
-/* wr_id tags: bit 62 marks a receive (an error completion's opcode is undefined), bit 61 the HA
- * layer's own work requests; the low 60 bits are the log's sequence number (or the marker kind). */
-#define TAG_RECV (1ull << 62)
-#define TAG_MARK (1ull << 61)
-#define TAG_SEQ ((1ull << 60) - 1)
-enum { MARK_HB = 1, MARK_DRAIN_SEND = 2, MARK_DRAIN_RECV = 3 };
+/* The wr_ids of the HA layer's own work requests (NCCL's are request indexes, slots or UINT64_MAX):
+ * a heartbeat on a shadow, and the markers that drain a failed primary. NCCL's WRs keep their own
+ * wr_id: RC completes sends, and receives, in posting order, so each completion names its log
+ * entry by its place. */
+#define WRID_HB 0x6175746f68614842ull          /* "autohaHB" */
+#define WRID_DRAIN_SEND 0x6175746f68614453ull  /* "autohaDS" */
+#define WRID_DRAIN_RECV 0x6175746f68614452ull  /* "autohaDR" */
 
 enum { HA_PEACE, HA_FAILING, HA_SHADOW, HA_BROKEN };                    /* the primary's data path */
 enum { SH_NONE, SH_WANTED, SH_PUBLISHED, SH_RTS, SH_CONNECTED, SH_READY, SH_DEAD }; /* its shadow */
@@ -250,21 +250,21 @@ static enum ibv_wc_opcode wc_opcode(int wr_opcode) {
 
 /* ---- posting ---------------------------------------------------------------------------------- */
 
-/* Logs the chain and posts it to `target` with tagged wr_ids (restored before returning); post 0
- * only logs (a failover in progress posts it later). Returns what the provider returned.
- * Note that this is the data path's cost: the entry is filled in place (no temporary), and the
- * inline bytes are copied only for IBV_SEND_INLINE. */
-static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_send_wr *wr,
-                             struct ibv_send_wr **bad, int post) {
+/* Logs the chain and posts it to `target`; post 0 only logs (a failover in progress posts it
+ * later). Returns what the provider returned (ENOMEM when the log is full, which NCCL cannot cause:
+ * it never posts more than the QP holds, and the log holds twice that).
+ * Note that this is the data path's cost: the entry is filled in place, and the inline bytes are
+ * copied only for IBV_SEND_INLINE; the caller's WRs are not modified. */
+static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target,
+                                                                   struct ibv_send_wr *wr, struct ibv_send_wr **bad,
+                                                                   int post) {
   ah_ha_slog_t *l = &m->slog;
   const uint64_t first = l->head;
   const uint32_t room = l->cap - (uint32_t)(first - l->tail);
   uint64_t seq = first, cons = l->cons;
   struct ibv_send_wr *w;
   for (w = wr; w; w = w->next, seq++) {
-    if (seq - first >= room) { /* cannot happen: NCCL never posts more than the QP holds */
-      uint64_t s = first;
-      for (struct ibv_send_wr *r = wr; r != w; r = r->next) r->wr_id = l->e[s++ & (l->cap - 1)].wr_id;
+    if (__builtin_expect(seq - first >= room, 0)) {
       *bad = wr;
       return ENOMEM;
     }
@@ -275,7 +275,7 @@ static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc,
     e->imm = w->imm_data;
     e->raddr = w->wr.rdma.remote_addr;
     e->rkey = w->wr.rdma.rkey;
-    e->num_sge = w->num_sge > 0;
+    e->num_sge = w->num_sge; /* 0 or 1 replayable (more: unprotected, below) */
     if (w->num_sge > 0) {
       e->addr = w->sg_list[0].addr;
       e->length = w->sg_list[0].length;
@@ -291,82 +291,103 @@ static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc,
     if (__builtin_expect(w->opcode > IBV_WR_RDMA_READ, 0)) m->unprotected = 1; /* atomics: not replayed */
     cons += (uint64_t)ah_ha_consumes(w->opcode);
     e->cons = cons;
-    w->wr_id = seq;
   }
   l->head = seq;
   l->cons = cons;
   int rc = post ? hc->post_send(target, wr, bad) : 0;
-  seq = first;
-  if (__builtin_expect(rc != 0, 0)) {
-    uint64_t kept = first;
-    for (w = wr; w; w = w->next, seq++) {
-      if (w == *bad) kept = seq;
-      w->wr_id = l->e[seq & (l->cap - 1)].wr_id;
-    }
-    ah_ha_slog_unpush(l, kept);
-    return rc;
+  if (__builtin_expect(rc != 0, 0)) { /* forget what was not posted */
+    seq = first;
+    for (w = wr; w && w != *bad; w = w->next) seq++;
+    ah_ha_slog_unpush(l, seq);
   }
-  for (w = wr; w; w = w->next, seq++) w->wr_id = l->e[seq & (l->cap - 1)].wr_id;
-  return 0;
+  return rc;
 }
 
-static inline __attribute__((always_inline)) int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_recv_wr *wr,
-                             struct ibv_recv_wr **bad, int post) {
+static inline __attribute__((always_inline)) int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target,
+                                                                   struct ibv_recv_wr *wr, struct ibv_recv_wr **bad,
+                                                                   int post) {
   ah_ha_rlog_t *l = &m->rlog;
-  uint64_t first = l->head;
+  const uint64_t first = l->head;
+  const uint32_t room = l->cap - (uint32_t)(first - l->tail);
+  uint64_t seq = first;
   struct ibv_recv_wr *w;
-  for (w = wr; w; w = w->next) {
-    if (!ah_ha_rlog_room(l) || w->num_sge > 1) {
-      uint64_t s = first;
-      for (struct ibv_recv_wr *r = wr; r != w; r = r->next) r->wr_id = l->e[s++ & (l->cap - 1)].wr_id;
-      ah_ha_rlog_unpush(l, first);
+  for (w = wr; w; w = w->next, seq++) {
+    if (__builtin_expect(seq - first >= room || w->num_sge > 1, 0)) {
       *bad = wr;
       return w->num_sge > 1 ? EINVAL : ENOMEM;
     }
-    ah_ha_rwr_t e = {.wr_id = w->wr_id, .num_sge = w->num_sge > 0};
-    if (w->num_sge > 0) e.addr = w->sg_list[0].addr, e.length = w->sg_list[0].length, e.lkey = w->sg_list[0].lkey;
-    w->wr_id = TAG_RECV | ah_ha_rlog_push(l, &e);
+    ah_ha_rwr_t *e = &l->e[seq & (l->cap - 1)];
+    e->wr_id = w->wr_id;
+    e->num_sge = w->num_sge > 0;
+    if (w->num_sge > 0) e->addr = w->sg_list[0].addr, e->length = w->sg_list[0].length, e->lkey = w->sg_list[0].lkey;
   }
+  l->head = seq;
   int rc = post ? hc->post_recv(target, wr, bad) : 0;
-  uint64_t s = first, kept = first;
-  for (w = wr; w; w = w->next, s++) {
-    if (rc && w == *bad) kept = s;
-    w->wr_id = l->e[s & (l->cap - 1)].wr_id;
+  if (__builtin_expect(rc != 0, 0)) {
+    seq = first;
+    for (w = wr; w && w != *bad; w = w->next) seq++;
+    ah_ha_rlog_unpush(l, seq);
   }
-  if (rc) ah_ha_rlog_unpush(l, kept);
   return rc;
+}
+
+/* The managed primary `qp` is, or NULL. The thread's last answer is tried first; a managed QP's
+ * struct is never freed (its logs are, at destroy, and m->qp becomes NULL), so a stale answer is
+ * only a miss. */
+static inline ha_qp_t *qp_lookup(ha_ctx_t *hc, struct ibv_qp *qp) {
+  static _Thread_local struct ibv_qp *last_qp __attribute__((tls_model("initial-exec")));
+  static _Thread_local ha_qp_t *last_m __attribute__((tls_model("initial-exec")));
+  if (__builtin_expect(last_qp == qp && last_m->qp == qp, 1)) return last_m;
+  ha_qp_t *m = table_find(hc, qp->qp_num);
+  if (!m || m->qp != qp) return NULL;
+  last_qp = qp;
+  last_m = m;
+  return m;
 }
 
 /* The QP NCCL's work goes to in state st. */
 static inline struct ibv_qp *current_qp(ha_qp_t *m, int st) { return st == HA_SHADOW ? m->sh : m->qp; }
 
-static int ha_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
-  ha_ctx_t *hc = ctx_of(qp->context);
-  ha_qp_t *m = hc ? table_find(hc, qp->qp_num) : NULL;
-  if (!m || m->qp != qp) return hc ? hc->post_send(qp, wr, bad) : EINVAL;
-  int st = atomic_load_explicit(&m->state, memory_order_acquire);
-  if (st == HA_PEACE || st == HA_SHADOW) return log_and_post_send(hc, m, current_qp(m, st), wr, bad, 1);
+/* The post wrappers' uncommon case: a failover in progress logs the WRs (the replay posts them);
+ * on the shadow, or broken, they go to the QP in use (a dead one flushes them, and NCCL sees it). */
+static __attribute__((noinline)) int post_send_slow(ha_ctx_t *hc, ha_qp_t *m, struct ibv_send_wr *wr,
+                                                    struct ibv_send_wr **bad) {
   pthread_mutex_lock(&m->mu);
-  st = atomic_load(&m->state);
-  /* failing over: logged, posted by the replay; broken: straight to the dead QP, which flushes it */
-  int rc = log_and_post_send(hc, m, st == HA_BROKEN && m->sh && m->fo_step < 0 ? m->sh : m->qp, wr, bad,
-                             st != HA_FAILING);
+  int st = atomic_load(&m->state);
+  int rc = log_and_post_send(hc, m, st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0) ? m->sh : m->qp, wr,
+                             bad, st != HA_FAILING);
   pthread_mutex_unlock(&m->mu);
   return rc;
 }
 
-static int ha_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
-  ha_ctx_t *hc = ctx_of(qp->context);
-  ha_qp_t *m = hc ? table_find(hc, qp->qp_num) : NULL;
-  if (!m || m->qp != qp) return hc ? hc->post_recv(qp, wr, bad) : EINVAL;
-  int st = atomic_load_explicit(&m->state, memory_order_acquire);
-  if (st == HA_PEACE || st == HA_SHADOW) return log_and_post_recv(hc, m, current_qp(m, st), wr, bad, 1);
+static __attribute__((noinline)) int post_recv_slow(ha_ctx_t *hc, ha_qp_t *m, struct ibv_recv_wr *wr,
+                                                    struct ibv_recv_wr **bad) {
   pthread_mutex_lock(&m->mu);
-  st = atomic_load(&m->state);
-  int rc = log_and_post_recv(hc, m, st == HA_BROKEN && m->sh && m->fo_step < 0 ? m->sh : m->qp, wr, bad,
-                             st != HA_FAILING);
+  int st = atomic_load(&m->state);
+  int rc = log_and_post_recv(hc, m, st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0) ? m->sh : m->qp, wr,
+                             bad, st != HA_FAILING);
   pthread_mutex_unlock(&m->mu);
   return rc;
+}
+
+static int ha_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+  ha_ctx_t *hc = ctx_of(qp->context);
+  if (__builtin_expect(!hc, 0)) return EINVAL;
+  ha_qp_t *m = qp_lookup(hc, qp);
+  if (!m) return hc->post_send(qp, wr, bad);
+  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) == HA_PEACE, 1))
+    return log_and_post_send(hc, m, qp, wr, bad, 1);
+  return post_send_slow(hc, m, wr, bad);
+}
+
+static int ha_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+  ha_ctx_t *hc = ctx_of(qp->context);
+  if (__builtin_expect(!hc, 0)) return EINVAL;
+  ha_qp_t *m = qp_lookup(hc, qp);
+  if (!m) return hc->post_recv(qp, wr, bad);
+  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) == HA_PEACE, 1))
+    return log_and_post_recv(hc, m, qp, wr, bad, 1);
+  return post_recv_slow(hc, m, wr, bad);
 }
 
 /* ---- completions ------------------------------------------------------------------------------ */
@@ -377,49 +398,52 @@ static void wake_thread(void) {
   pthread_mutex_unlock(&ha_mu);
 }
 
-static void mark_done(ha_qp_t *m, const struct ibv_wc *wc) {
-  int kind = (int)(wc->wr_id & TAG_SEQ);
-  if (kind == MARK_HB) {
-    int want = SH_CONNECTED;
-    if (wc->status == IBV_WC_SUCCESS) {
-      if (atomic_compare_exchange_strong(&m->sh_state, &want, SH_READY)) {
-        atomic_fetch_add(&st_shadows, 1);
-        ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sh_qpn, m->sh_port);
-      }
-    } else if (atomic_load(&m->state) != HA_SHADOW) {
-      atomic_store(&m->sh_state, SH_DEAD);
-      AH_LOG_CAPPED(5, AH_LOG_WARN, "HA: the shadow of QP %u failed its heartbeat (%s); that connection "
-                    "has no backup path", m->qpn, status_name(wc->status));
+/* The heartbeat of m's shadow completed (any completion of a shadow not in use is one). */
+static void heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
+  int want = SH_CONNECTED;
+  if (wc->status == IBV_WC_SUCCESS) {
+    if (atomic_compare_exchange_strong(&m->sh_state, &want, SH_READY)) {
+      atomic_fetch_add(&st_shadows, 1);
+      ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sh_qpn, m->sh_port);
     }
-  } else if (kind == MARK_DRAIN_SEND) {
-    atomic_store(&m->drained_send, 1);
-    wake_thread();
-  } else if (kind == MARK_DRAIN_RECV) {
-    atomic_store(&m->drained_recv, 1);
-    wake_thread();
+  } else {
+    atomic_store(&m->sh_state, SH_DEAD);
+    AH_LOG_CAPPED(5, AH_LOG_WARN, "HA: the shadow of QP %u failed its heartbeat (%s); that connection "
+                  "has no backup path", m->qpn, status_name(wc->status));
   }
+}
+
+/* A successful completion of the QP NCCL's work is on: retires its log entry (RC completes sends
+ * and receives in posting order). */
+static inline void retire(ha_qp_t *m, const struct ibv_wc *c) {
+  if (c->opcode & IBV_WC_RECV) ah_ha_rlog_complete(&m->rlog, m->rlog.tail);
+  else ah_ha_slog_complete_next(&m->slog);
 }
 
 /* A completion of a managed QP outside the common case (any error, a shadow's, a QP failing
  * over). Returns 1 to hand wc (rewritten) to NCCL, 0 to absorb it. */
 static int wc_slow(ha_qp_t *m, struct ibv_wc *wc) {
   int from_sh = wc->qp_num != m->qpn;
-  uint64_t seq = wc->wr_id & TAG_SEQ;
-  int is_recv = (wc->wr_id & TAG_RECV) != 0;
   int deliver = 0;
   pthread_mutex_lock(&m->mu);
   int st = atomic_load(&m->state);
-  ah_ha_swr_t *se = is_recv ? NULL : ah_ha_slog_at(&m->slog, seq);
-  ah_ha_rwr_t *re = is_recv ? ah_ha_rlog_at(&m->rlog, seq) : NULL;
-  uint64_t nccl_id = se ? se->wr_id : re ? re->wr_id : wc->wr_id;
   int ok = wc->status == IBV_WC_SUCCESS;
-  if (from_sh ? (st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0))
-              : (st == HA_PEACE || (st == HA_BROKEN && m->fo_step >= 0))) {
+  if (!from_sh && (wc->wr_id == WRID_DRAIN_SEND || wc->wr_id == WRID_DRAIN_RECV) && st == HA_FAILING) {
+    atomic_store(wc->wr_id == WRID_DRAIN_SEND ? &m->drained_send : &m->drained_recv, 1);
+    pthread_mutex_unlock(&m->mu);
+    wake_thread();
+    return 0;
+  }
+  if (from_sh && !(st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0))) {
+    if (wc->wr_id == WRID_HB) heartbeat_done(m, wc);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+  }
+  if (from_sh || st == HA_PEACE || (st == HA_BROKEN && m->fo_step >= 0)) {
     /* the QP NCCL's work is on: hand it over, as NCCL would have seen it from the primary */
     if (ok) {
-      if (is_recv) ah_ha_rlog_complete(&m->rlog, seq);
-      else if (se) ah_ha_slog_retire(&m->slog, seq);
-    } else if (st == HA_PEACE && !from_sh && !m->unprotected && atomic_load(&m->sh_state) == SH_READY &&
+      retire(m, wc);
+    } else if (st == HA_PEACE && !m->unprotected && atomic_load(&m->sh_state) == SH_READY &&
                (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_WR_FLUSH_ERR)) {
       /* a path error on a primary with a ready shadow: absorbed, the background thread takes over */
       m->t_fail = now_s();
@@ -436,14 +460,11 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc) {
         ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s); NCCL gets the error", m->qpn,
                status_name(wc->status));
     }
-    wc->wr_id = nccl_id;
     wc->qp_num = m->qpn;
     deliver = 1;
-  } else if (!from_sh && st == HA_FAILING && ok) {
+  } else if (st == HA_FAILING && ok) {
     /* cannot happen on RC (nothing succeeds after the first error), but never lose one */
-    if (is_recv) ah_ha_rlog_complete(&m->rlog, seq);
-    else if (se) ah_ha_slog_retire(&m->slog, seq);
-    wc->wr_id = nccl_id;
+    retire(m, wc);
     deliver = 1;
   }
   /* else: the failed primary's error and flushes, or a late completion of the path not in use */
@@ -453,7 +474,7 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc) {
 
 static int ha_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   ha_ctx_t *hc = ctx_of(cq->context);
-  if (!hc) return -1;
+  if (__builtin_expect(!hc, 0)) return -1;
   int got = 0;
   if (n > 0 && atomic_load_explicit(&hc->nsynth, memory_order_acquire)) got = synth_take(hc, cq, wc, n);
   if (got == n && n > 0) return got;
@@ -465,42 +486,10 @@ static int ha_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
     ha_qp_t *m = table_find(hc, c->qp_num);
     int keep = 1;
     if (m) {
-      if (c->wr_id & TAG_MARK) {
-        mark_done(m, c);
-        keep = 0;
-      } else if (c->status == IBV_WC_SUCCESS && c->qp_num == m->qpn &&
-                 atomic_load_explicit(&m->state, memory_order_acquire) == HA_PEACE) {
-        /* the common case: restore NCCL's wr_id, retire the log */
-        uint64_t seq = c->wr_id & TAG_SEQ;
-        if (c->wr_id & TAG_RECV) {
-          ah_ha_rwr_t *e = ah_ha_rlog_at(&m->rlog, seq);
-          if (e) {
-            c->wr_id = e->wr_id;
-            ah_ha_rlog_complete(&m->rlog, seq);
-          }
-        } else {
-          ah_ha_swr_t *e = ah_ha_slog_at(&m->slog, seq);
-          if (e) {
-            c->wr_id = e->wr_id;
-            ah_ha_slog_retire(&m->slog, seq);
-          }
-        }
-      } else if (c->status == IBV_WC_SUCCESS && c->qp_num == m->sh_qpn &&
-                 atomic_load_explicit(&m->state, memory_order_acquire) == HA_SHADOW) {
-        uint64_t seq = c->wr_id & TAG_SEQ;
-        if (c->wr_id & TAG_RECV) {
-          ah_ha_rwr_t *e = ah_ha_rlog_at(&m->rlog, seq);
-          if (e) {
-            c->wr_id = e->wr_id;
-            ah_ha_rlog_complete(&m->rlog, seq);
-          }
-        } else {
-          ah_ha_swr_t *e = ah_ha_slog_at(&m->slog, seq);
-          if (e) {
-            c->wr_id = e->wr_id;
-            ah_ha_slog_retire(&m->slog, seq);
-          }
-        }
+      int st = atomic_load_explicit(&m->state, memory_order_acquire);
+      if (c->status == IBV_WC_SUCCESS && c->qp_num == (st == HA_SHADOW ? m->sh_qpn : m->qpn) &&
+          (st == HA_PEACE || st == HA_SHADOW)) {
+        retire(m, c); /* the common case */
         c->qp_num = m->qpn;
       } else {
         keep = wc_slow(m, c);
@@ -556,6 +545,7 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
     free(m);
     goto out;
   }
+  m->slog.sig_all = init->sq_sig_all != 0;
   m->qp = qp;
   m->qpn = qp->qp_num;
   m->pd = qp->pd;
@@ -630,11 +620,14 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
   pthread_mutex_unlock(&ha_mu);
 }
 
+/* Releases what a destroyed QP held. The struct itself stays (a few hundred bytes per QP NCCL
+ * destroys): a data-path thread's cached lookup may still read m->qp, which is now NULL. */
 static void qp_free(ha_qp_t *m) {
   ah_ha_slog_free(&m->slog);
   ah_ha_rlog_free(&m->rlog);
-  pthread_mutex_destroy(&m->mu);
-  free(m);
+  m->slog.cap = m->rlog.cap = 1;
+  atomic_store(&m->state, HA_BROKEN);
+  m->qp = NULL;
 }
 
 void ah_shim_ha_destroying(struct ibv_qp *qp) {
@@ -687,7 +680,11 @@ static void dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, ui
   memcpy(key + 24, &kind, 4);
 }
 
-static ah_coord_t *coord(void) { return ah_shim_coord_any(); }
+/* The process's coordinator connection, handed over by shim_coord.c when the process joins a
+ * communicator (NULL before, or when the process talks to several hubs). */
+static _Atomic(ah_coord_t *) ha_coord;
+void ah_shim_ha_set_coord(struct ah_coord *c) { atomic_store(&ha_coord, c); }
+static ah_coord_t *coord(void) { return atomic_load(&ha_coord); }
 
 #ifdef AH_COORD_DIR_KEY
 static int dir_put(const uint8_t key[32], const void *val, size_t len) {
@@ -843,7 +840,7 @@ static int shadow_heartbeat(ha_qp_t *m) {
   atomic_store(&m->sh_state, SH_CONNECTED);
   struct ibv_send_wr w, *bad;
   memset(&w, 0, sizeof w);
-  w.wr_id = TAG_MARK | MARK_HB;
+  w.wr_id = WRID_HB;
   w.opcode = IBV_WR_RDMA_WRITE;
   w.send_flags = IBV_SEND_SIGNALED;
   if (hc->post_send(m->sh, &w, &bad) != 0) return -1;
@@ -907,7 +904,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     struct ibv_sge sge = {e->addr, e->length, e->lkey};
     struct ibv_recv_wr w, *bad;
     memset(&w, 0, sizeof w);
-    w.wr_id = TAG_RECV | s;
+    w.wr_id = e->wr_id;
     w.sg_list = e->num_sge ? &sge : NULL;
     w.num_sge = e->num_sge;
     if (hc->post_recv(m->sh, &w, &bad) != 0) {
@@ -921,14 +918,14 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     if (e->send_flags & IBV_SEND_INLINE) sge.addr = (uint64_t)(uintptr_t)e->inl;
     struct ibv_send_wr w, *bad;
     memset(&w, 0, sizeof w);
-    w.wr_id = s;
+    w.wr_id = e->wr_id;
     w.opcode = (enum ibv_wr_opcode)e->opcode;
     w.send_flags = e->send_flags;
     w.imm_data = e->imm;
     w.wr.rdma.remote_addr = e->raddr;
     w.wr.rdma.rkey = e->rkey;
     w.sg_list = e->num_sge ? &sge : NULL;
-    w.num_sge = e->num_sge;
+    w.num_sge = e->num_sge ? 1 : 0;
     if (hc->post_send(m->sh, &w, &bad) != 0) {
       *why_p = "replaying a work request on the shadow failed";
       return -1;
@@ -977,14 +974,14 @@ static int failover_step(ha_qp_t *m) {
     hc->real.modify_qp(m->qp, &a, IBV_QP_STATE);
     struct ibv_send_wr w, *bad;
     memset(&w, 0, sizeof w);
-    w.wr_id = TAG_MARK | MARK_DRAIN_SEND;
+    w.wr_id = WRID_DRAIN_SEND;
     w.opcode = IBV_WR_RDMA_WRITE;
     w.send_flags = IBV_SEND_SIGNALED;
     if (hc->post_send(m->qp, &w, &bad) != 0) atomic_store(&m->drained_send, 1);
     if (m->cap.max_recv_wr > 0) {
       struct ibv_recv_wr r, *rbad;
       memset(&r, 0, sizeof r);
-      r.wr_id = TAG_MARK | MARK_DRAIN_RECV;
+      r.wr_id = WRID_DRAIN_RECV;
       if (hc->post_recv(m->qp, &r, &rbad) != 0) atomic_store(&m->drained_recv, 1);
     } else {
       atomic_store(&m->drained_recv, 1);

@@ -26,6 +26,10 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
 void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask);
 /* NCCL is about to destroy qp: its shadow goes first (it shares NCCL's CQs). */
 void ah_shim_ha_destroying(struct ibv_qp *qp);
+/* The coordinator through whose hub shadows are exchanged: the process's one connection, or NULL
+ * (called by shim_coord.c, which owns the connections). */
+struct ah_coord;
+void ah_shim_ha_set_coord(struct ah_coord *c);
 /* The report's "ha" section: the policy ("" when off), shadows ready, failovers (the first
  * AH_REPORT_HA_MAX with time, device, stall and work requests replayed) and totals. */
 void ah_shim_ha_report(ah_report_ha_t *h);

@@ -67,6 +67,27 @@ START_TEST(send_log_retire_and_unpush) {
 }
 END_TEST
 
+/* Send completions name their entry by order: the next one retires up to the oldest signalled
+ * entry (unsignalled WRs before it retire with it), and a QP signalling every WR retires one by one. */
+START_TEST(send_log_complete_in_order) {
+  ah_ha_slog_t l;
+  ck_assert_int_eq(ah_ha_slog_init(&l, 8), 0);
+  ah_ha_swr_t u = wr(AH_HA_WR_RDMA_WRITE, 0, 1), sg = wr(AH_HA_WR_RDMA_WRITE_WITH_IMM, 1, 2);
+  ah_ha_slog_push(&l, &u);
+  ah_ha_slog_push(&l, &sg);
+  ah_ha_slog_push(&l, &u);
+  ah_ha_slog_push(&l, &u);
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), 1);
+  ck_assert_uint_eq(l.tail, 2);
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), -1); /* no signalled entry left: nothing retired */
+  ck_assert_uint_eq(l.tail, 2);
+  l.sig_all = 1;
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), 2);
+  ck_assert_uint_eq(l.tail, 3);
+  ah_ha_slog_free(&l);
+}
+END_TEST
+
 START_TEST(recv_log_in_order) {
   ah_ha_rlog_t l;
   ck_assert_int_eq(ah_ha_rlog_init(&l, 3), 0);
@@ -221,6 +242,7 @@ int main(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, consuming_opcodes);
   tcase_add_test(tc, send_log_retire_and_unpush);
+  tcase_add_test(tc, send_log_complete_in_order);
   tcase_add_test(tc, recv_log_in_order);
   tcase_add_test(tc, plan_rejects_impossible_counts);
   tcase_add_test(tc, plan_every_failure_point);
