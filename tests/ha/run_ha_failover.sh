@@ -6,6 +6,7 @@
 #   run_ha_failover.sh CASE NCCLSIM_RUN TRAIN_JOB SIMLIB_DIR AUTOHA_SO
 # CASE: port   dual-port NICs (bond=0), AUTOHA_HA=port: the job completes, each rank on mlx5_3 logs
 #              its failovers, no NCCL error; the same run without autoha fails with RETRY_EXC_ERR
+#       port2x8  the same with 16 ranks on 2 nodes
 #       alldown  both ports of node1/mlx5_3 down under AUTOHA_HA=port: the job fails with NCCL's
 #              error within a bound (no hang)
 #       path   bonded dual-port NICs, link leaf2-spine1 (node1's side) down under AUTOHA_HA=path with the
@@ -16,9 +17,10 @@ case_=$1 run=$2 job=$3 simlib=$4 so=$5
 fail() { printf 'FAIL (%s): %s\n--- output ---\n%s\n' "$case_" "$1" "$out"; exit 1; }
 export LD_LIBRARY_PATH="$simlib" NCCLSIM_RUN_GRACE_S=2 NCCLSIM_TIMEOUT_S=30 NCCLSIM_VERBS_TIMEOUT_SCALE=0.01
 iters=${HA_TEST_ITERS:-25}
+ranks=4
 job_run() { # env... : runs the job, sets out, rc, took
   local start; start=$(date +%s)
-  out=$(env "$@" timeout 150 "$run" -n 4 --nodes 2 -- "$job" --iters "$iters" 2>&1); rc=$?
+  out=$(env "$@" timeout 250 "$run" -n "$ranks" --nodes 2 -- "$job" --iters "$iters" 2>&1); rc=$?
   took=$(( $(date +%s) - start ))
 }
 dual=(NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC=bond=0)
@@ -44,6 +46,18 @@ port)
   grep -qE "NET/IB: Got completion from peer .* with status=transport retry counter exceeded\(12\).* hca mlx5_3" <<<"$out" ||
     fail "without HA: no RETRY_EXC_ERR completion on mlx5_3"
   echo "ok: the same run without HA fails with RETRY_EXC_ERR in $took s"
+  ;;
+port2x8)
+  # 16 ranks, 8 per node: each node's 8 NICs carry channels; the fault comes once every rank's
+  # shadows are up (the job's start takes longer)
+  ranks=16 iters=${HA_TEST_ITERS:-12}
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=4s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the 2x8 job failed under AUTOHA_HA=port (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=port"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
+  grep -E "failed over" <<<"$out" | grep -qv "mlx5_3" && fail "a queue pair off mlx5_3 failed over"
+  echo "ok: 2x8, port down under AUTOHA_HA=port -> $n failovers, job completed in $took s"
   ;;
 alldown)
   job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=2s:portdown:node1/mlx5_3:2" \
