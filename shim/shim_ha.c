@@ -82,7 +82,7 @@ typedef struct ha_qp {
   double t_fail, fo_deadline;
   _Atomic int drained_send, drained_recv;
   /* bookkeeping */
-  int busy, zombie;
+  int busy;                 /* the background thread works on it (under ha_mu) */
   struct ha_qp *next;
 } ha_qp_t;
 
@@ -106,6 +106,7 @@ struct ha_ctx {
 
 static pthread_mutex_t ha_mu = PTHREAD_MUTEX_INITIALIZER; /* contexts, the QP list, the tables' writers */
 static pthread_cond_t ha_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER; /* the thread let go of its QPs (busy 0) */
 static ha_ctx_t *ctxs[HA_MAX_CTX];
 static _Atomic int nctx;
 static ha_qp_t *qps;
@@ -264,9 +265,14 @@ static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc,
   uint64_t seq = first, cons = l->cons;
   struct ibv_send_wr *w;
   for (w = wr; w; w = w->next, seq++) {
-    if (__builtin_expect(seq - first >= room, 0)) {
-      *bad = wr;
-      return ENOMEM;
+    if (__builtin_expect(seq - first >= room, 0)) { /* cannot happen with NCCL; never fail a post for it */
+      ah_ha_slog_unpush(l, first);
+      if (!post) {
+        *bad = wr;
+        return ENOMEM;
+      }
+      m->unprotected = 1; /* the log no longer covers the QP: no failover for it */
+      return hc->post_send(target, wr, bad);
     }
     ah_ha_swr_t *e = &l->e[seq & (l->cap - 1)];
     e->wr_id = w->wr_id;
@@ -313,8 +319,12 @@ static inline __attribute__((always_inline)) int log_and_post_recv(ha_ctx_t *hc,
   struct ibv_recv_wr *w;
   for (w = wr; w; w = w->next, seq++) {
     if (__builtin_expect(seq - first >= room || w->num_sge > 1, 0)) {
-      *bad = wr;
-      return w->num_sge > 1 ? EINVAL : ENOMEM;
+      if (!post) {
+        *bad = wr;
+        return ENOMEM;
+      }
+      m->unprotected = 1;
+      return hc->post_recv(target, wr, bad);
     }
     ah_ha_rwr_t *e = &l->e[seq & (l->cap - 1)];
     e->wr_id = w->wr_id;
@@ -644,12 +654,10 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
         *p = m->next;
         break;
       }
-    if (m->busy) {
-      m->zombie = 1; /* the thread destroys the shadow and frees m when it is done with it */
-    } else {
-      if (m->sh) hc->real.destroy_qp(m->sh);
-      qp_free(m);
-    }
+    /* the thread may be working on this QP (a step takes milliseconds): NCCL's QP must outlive it */
+    while (m->busy) pthread_cond_wait(&idle_cv, &ha_mu);
+    if (m->sh) hc->real.destroy_qp(m->sh);
+    qp_free(m);
   }
   pthread_mutex_unlock(&ha_mu);
   errno = saved;
@@ -747,19 +755,12 @@ static int shadow_create(ha_qp_t *m) {
     return -1;
   }
   pthread_mutex_lock(&ha_mu);
-  int zombie = m->zombie;
-  if (!zombie) {
-    m->sh = sh;
-    m->sh_qpn = sh->qp_num;
-    m->sh_gid = gid;
-    m->sh_port = port;
-    table_set(hc, sh->qp_num, m);
-  }
+  m->sh = sh;
+  m->sh_qpn = sh->qp_num;
+  m->sh_gid = gid;
+  m->sh_port = port;
+  table_set(hc, sh->qp_num, m);
   pthread_mutex_unlock(&ha_mu);
-  if (zombie) {
-    hc->real.destroy_qp(sh);
-    return -1;
-  }
   shadow_info_t info = {SHADOW_MAGIC, sh->qp_num, {0}, (uint32_t)port, (uint32_t)policy};
   memcpy(info.gid, gid.raw, 16);
   uint8_t key[HA_KEY];
@@ -1134,7 +1135,7 @@ static void notice_check(void) {
       ha_qp_t *m = look[i];
       uint64_t peer_done;
       dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_FAIL);
-      if (!m->zombie && atomic_load(&m->state) == HA_PEACE &&
+      if (atomic_load(&m->state) == HA_PEACE &&
           dir_get(key, &peer_done, sizeof peer_done, 0.001) == (int)sizeof peer_done) {
         struct ibv_qp_attr a;
         memset(&a, 0, sizeof a);
@@ -1144,13 +1145,8 @@ static void notice_check(void) {
       }
     }
     pthread_mutex_lock(&ha_mu);
-    for (int i = 0; i < nl; i++) {
-      look[i]->busy = 0;
-      if (look[i]->zombie) {
-        if (look[i]->sh) look[i]->hc->real.destroy_qp(look[i]->sh);
-        qp_free(look[i]);
-      }
-    }
+    for (int i = 0; i < nl; i++) look[i]->busy = 0;
+    pthread_cond_broadcast(&idle_cv);
     pthread_mutex_unlock(&ha_mu);
   }
 }
@@ -1188,14 +1184,8 @@ static void *ha_thread(void *arg) {
       else moved |= shadow_step(m);
     }
     pthread_mutex_lock(&ha_mu);
-    for (int i = 0; i < nw; i++) {
-      ha_qp_t *m = work[i];
-      m->busy = 0;
-      if (m->zombie) {
-        if (m->sh) m->hc->real.destroy_qp(m->sh);
-        qp_free(m);
-      }
-    }
+    for (int i = 0; i < nw; i++) work[i]->busy = 0;
+    pthread_cond_broadcast(&idle_cv);
     if (!moved) { /* 1 ms between steps of a failover (the stall NCCL sees), 10 ms otherwise */
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
