@@ -37,6 +37,9 @@ port)
   n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
   [ "$nrep" = "$n" ] && [ "$nev" = "$n" ] || fail "the reports show $nrep failovers ($nev events), the log $n"
+  txt=$("$(dirname "$run")/autoha" report "$rep"/*.json 2>&1) || fail "autoha report failed: $txt"
+  grep -qE "^ha \(port\): [0-9]+ shadows ready, [1-9][0-9]* failovers" <<<"$txt" || fail "autoha report shows no ha failovers: $txt"
+  grep -qE "^  QP [0-9]+ on mlx5_3 port 1 -> shadow on port 2: stall [0-9.]+ ms" <<<"$txt" || fail "autoha report lists no failover: $txt"
   grep -E "failed over" <<<"$out" | grep -qv "mlx5_3" && fail "a queue pair off mlx5_3 failed over"
   replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
   echo "ok: port down under AUTOHA_HA=port -> $n failovers, $replayed work requests replayed, job completed in $took s"
