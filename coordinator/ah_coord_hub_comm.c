@@ -257,6 +257,7 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
     h->npending_joins++;
     h->rank_bytes += bytes;
   }
+  if (rank == 0) m->leader = c; /* the search's shortest times go to rank 0's process */
   if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
     m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
     m->njoined++;
@@ -383,7 +384,10 @@ void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   h->nframes++;
   atomic_store_explicit(&h->nframes_seen, h->nframes, memory_order_relaxed);
   cl->last_pub = pub;
-  for (int i = 0; i < m->nsubs; i++) hub_conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
+  hub_fan_send(h, m->subs, m->nsubs, f, FRAME_SEGMENT_BYTES);
+  uint32_t nf = atomic_load_explicit(&h->nfan, memory_order_relaxed);
+  atomic_store_explicit(&h->fan_ns[nf % HUB_FAN_RING], ah_coord_now_ns() - h->frame_rx_ns, memory_order_relaxed);
+  atomic_store_explicit(&h->nfan, nf + 1, memory_order_release);
   hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
   return;
 oom:

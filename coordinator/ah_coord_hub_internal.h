@@ -1,7 +1,9 @@
 /* ah_coord_hub_internal.h: the hub's state and the functions its three files share —
  * ah_coord_hub_conn.c (connections: the rate-limited refusal log, write queues, the pending list,
- * closing) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
- * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub_dir.c (the key/value
+ * closing) < ah_coord_hub_fan.c (one frame to many subscribers, with helper threads when many)
+ * < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
+ * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub_gather.c (the shortest
+ * search durations across ranks) < ah_coord_hub_dir.c (the key/value
  * directory: DIR_PUT, DIR_GET and their waiters) < ah_coord_hub.c (the handshake, frame
  * dispatch, reading, accepting, the sweep, the epoll loop, open/close/start). Internal to
  * coordinator/. */
@@ -38,6 +40,7 @@ typedef struct hub_conn {
   int ncomms, capcomms;
   struct hub_conn *prev, *next; /* pending (unauthenticated) list, oldest first */
   struct hub_conn *close_next;
+  int fan_flags, fan_errno; /* what a fan-out helper left for the hub's thread (ah_coord_hub_fan.c) */
   struct hub_dir_wait *dir_waits; /* its DIR_GETs waiting for a put (ah_coord_hub_dir.c) */
   int ndir_waits;
 } hub_conn_t;
@@ -100,6 +103,9 @@ typedef struct {
   uint64_t recheck_ns;    /* a stall that showed no hang is looked at again from here */
   int finding;
   char finding_text[AH_HEALTH_TEXT];
+  hub_conn_t *leader;     /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
+  struct hub_gather *gather; /* search calls whose durations are being gathered (ah_coord_hub_gather.c) */
+  int ngather;
   UT_hash_handle hh;
 } hub_comm_t;
 
@@ -122,7 +128,7 @@ typedef struct {
 
 enum {
   RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
-  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_DIR, RATE_N
+  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_DIR, RATE_GATHER, RATE_N
 };
 
 struct ah_coord_hub {
@@ -146,9 +152,17 @@ struct ah_coord_hub {
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
   uint32_t prog_ranks;  /* ranks with a progress slot, all communicators */
+  /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send),
+   * a ring of the last HUB_FAN_RING, for bench/coord_scale (ah_coord_hub_fanout). */
+#define HUB_FAN_RING 1024
+  _Atomic uint64_t fan_ns[HUB_FAN_RING];
+  _Atomic uint32_t nfan;
+  uint64_t frame_rx_ns; /* when the frame being handled was read */
+  struct hub_fan *fan;  /* fan-out helpers (ah_coord_hub_fan.c); NULL until the first large fan-out */
   struct hub_dir *dir;  /* the directory: stored keys, and keys someone waits for */
   size_t dir_bytes;     /* bytes charged for stored entries, all clients */
   int ndir_waits;       /* DIR_GETs waiting, all connections */
+  int ngather;          /* search calls being gathered, all communicators */
 };
 
 
@@ -167,6 +181,16 @@ void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c);        /* writes what the
 void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n);
 void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload, uint32_t len);
 
+/* ---- ah_coord_hub_fan.c ---- */
+
+/* Fan-out helper threads at most (besides the hub's). */
+#define HUB_FAN_THREADS 3
+/* Sends frame f (n bytes) to every connection of subs, as hub_conn_send does, sharing large
+ * fan-outs with helper threads; returns when every one was sent or queued. */
+void hub_fan_send(ah_coord_hub_t *h, hub_conn_t **subs, int nsubs, const uint8_t *f, size_t n);
+/* Stops and frees the helpers (hub close; after the hub's thread stopped). */
+void hub_fan_stop(ah_coord_hub_t *h);
+
 /* ---- ah_coord_hub_comm.c ---- */
 
 hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id);
@@ -176,6 +200,16 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
 void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
 void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+
+/* ---- ah_coord_hub_gather.c ---- */
+
+/* A rank's duration of a search call: kept as the call's minimum so far; the minimum goes to the
+ * leader's connection once every rank reported (MIN_TIME). */
+void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+/* Sends the minimum of every call first reported gather_ms ago or more (each tick). */
+void hub_gather_tick(ah_coord_hub_t *h, uint64_t now);
+/* Frees a communicator's calls being gathered (hub close). */
+void hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m);
 
 /* ---- ah_coord_hub_dir.c ---- */
 

@@ -272,28 +272,10 @@ START_TEST(flooding_client_is_refused_and_others_are_served) {
 }
 END_TEST
 
-/* An authenticated connection by hand, as test_coord_live does. */
-static int raw_authed(uint64_t client_id) {
-  char err[AH_NET_ERR_LEN];
-  int fd = raw_connect(&st);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(ah_coord_net_nonblock_set(err, fd), AH_NET_OK);
-  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
-  ck_assert_int_eq(ah_coord_net_read_full(err, fd, hello, sizeof hello, dl), AH_NET_OK);
-  ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
-  uint8_t *p = auth + AH_COORD_HDR_BYTES;
-  memset(p, 0x5a, 32);
-  ah_coord_put_u64(p + 32, client_id);
-  ck_assert_int_eq(ah_coord_mac(st.secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40), 0);
-  ck_assert_int_eq(ah_coord_net_write_full(err, fd, auth, sizeof auth, dl), AH_NET_OK);
-  ck_assert_msg(ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) == AH_NET_OK, "no WELCOME: %s", err);
-  return fd;
-}
-
 START_TEST(malformed_directory_frames_are_refused_by_name) {
   char err[AH_NET_ERR_LEN];
-  int fd = raw_authed(0x77);
+  int fd = raw_authed_connect(&st, 0x77);
+  ck_assert_int_ge(fd, 0);
   uint64_t dl = ah_coord_now_ns() + 2000000000ull;
   /* a DIR_PUT whose value length (9) disagrees with its frame (5 value bytes) */
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
@@ -305,11 +287,7 @@ START_TEST(malformed_directory_frames_are_refused_by_name) {
                    AH_NET_OK);
   ck_assert(log_wait("refused a DIR_PUT from 127.0.0.1", 2000));
   ck_assert(log_wait("value length 9 does not match the 5 bytes the frame carries", 100));
-  /* the connection stays: a PING is answered */
-  ah_coord_hdr_encode(AH_MSG_PING, 0, f);
-  ck_assert_int_eq(ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES, dl), AH_NET_OK);
-  ck_assert_int_eq(ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl), AH_NET_OK);
-  ck_assert_uint_eq(f[5], AH_MSG_PONG);
+  ck_assert(raw_ping(fd)); /* the connection stays */
   /* nothing was stored under the key */
   ah_coord_t *b = client();
   uint8_t k[AH_COORD_DIR_KEY], v[16];
