@@ -423,7 +423,6 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   if (write(h->efd, &one, sizeof one) < 0) { /* the tick ends the loop anyway */
   }
   pthread_join(h->thr, NULL);
-  hub_fan_stop(h);
   for (int i = 0; i < h->nall; i++) hub_conn_close_later(h, h->all[i]);
   hub_close_now(h);
   hub_dir_free(h);
@@ -455,11 +454,13 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
 
 int ah_coord_hub_clients(ah_coord_hub_t *h) { return atomic_load(&h->nclients); }
 
-int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, int max) {
+int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, uint64_t *cpu_ns, int max) {
   uint32_t n = atomic_load_explicit(&h->nfan, memory_order_acquire);
   int k = 0;
-  for (uint32_t i = n > HUB_FAN_RING ? n - HUB_FAN_RING : 0; i < n && k < max; i++)
-    ns[k++] = atomic_load_explicit(&h->fan_ns[i % HUB_FAN_RING], memory_order_relaxed);
+  for (uint32_t i = n > HUB_FAN_RING ? n - HUB_FAN_RING : 0; i < n && k < max; i++, k++) {
+    ns[k] = atomic_load_explicit(&h->fan_ns[i % HUB_FAN_RING], memory_order_relaxed);
+    cpu_ns[k] = atomic_load_explicit(&h->fan_cpu_ns[i % HUB_FAN_RING], memory_order_relaxed);
+  }
   return k;
 }
 

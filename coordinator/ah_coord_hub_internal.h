@@ -1,7 +1,6 @@
 /* ah_coord_hub_internal.h: the hub's state and the functions its three files share —
  * ah_coord_hub_conn.c (connections: the rate-limited refusal log, write queues, the pending list,
- * closing) < ah_coord_hub_fan.c (one frame to many subscribers, with helper threads when many)
- * < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
+ * closing) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
  * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub_gather.c (the shortest
  * search durations across ranks) < ah_coord_hub_dir.c (the key/value
  * directory: DIR_PUT, DIR_GET and their waiters) < ah_coord_hub.c (the handshake, frame
@@ -40,7 +39,6 @@ typedef struct hub_conn {
   int ncomms, capcomms;
   struct hub_conn *prev, *next; /* pending (unauthenticated) list, oldest first */
   struct hub_conn *close_next;
-  int fan_flags, fan_errno; /* what a fan-out helper left for the hub's thread (ah_coord_hub_fan.c) */
   struct hub_dir_wait *dir_waits; /* its DIR_GETs waiting for a put (ah_coord_hub_dir.c) */
   int ndir_waits;
 } hub_conn_t;
@@ -152,13 +150,14 @@ struct ah_coord_hub {
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
   uint32_t prog_ranks;  /* ranks with a progress slot, all communicators */
-  /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send),
-   * a ring of the last HUB_FAN_RING, for bench/coord_scale (ah_coord_hub_fanout). */
+  /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send)
+   * and the hub thread's CPU time in its sends, a ring of the last HUB_FAN_RING, for
+   * bench/coord_scale (ah_coord_hub_fanout). */
 #define HUB_FAN_RING 1024
   _Atomic uint64_t fan_ns[HUB_FAN_RING];
+  _Atomic uint64_t fan_cpu_ns[HUB_FAN_RING];
   _Atomic uint32_t nfan;
   uint64_t frame_rx_ns; /* when the frame being handled was read */
-  struct hub_fan *fan;  /* fan-out helpers (ah_coord_hub_fan.c); NULL until the first large fan-out */
   struct hub_dir *dir;  /* the directory: stored keys, and keys someone waits for */
   size_t dir_bytes;     /* bytes charged for stored entries, all clients */
   int ndir_waits;       /* DIR_GETs waiting, all connections */
@@ -180,16 +179,6 @@ void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c);        /* writes what the
 /* Queues bytes for c (dropping c once max_outbuf bytes wait for it), or a framed message. */
 void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n);
 void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload, uint32_t len);
-
-/* ---- ah_coord_hub_fan.c ---- */
-
-/* Fan-out helper threads at most (besides the hub's). */
-#define HUB_FAN_THREADS 3
-/* Sends frame f (n bytes) to every connection of subs, as hub_conn_send does, sharing large
- * fan-outs with helper threads; returns when every one was sent or queued. */
-void hub_fan_send(ah_coord_hub_t *h, hub_conn_t **subs, int nsubs, const uint8_t *f, size_t n);
-/* Stops and frees the helpers (hub close; after the hub's thread stopped). */
-void hub_fan_stop(ah_coord_hub_t *h);
 
 /* ---- ah_coord_hub_comm.c ---- */
 

@@ -232,10 +232,11 @@ int ah_coord_hub_clients(ah_coord_hub_t *h);
 /* Segments the hub keeps for replay, all communicators: those some member has not yet reported
  * delivered (for tests and benchmarks). */
 size_t ah_coord_hub_retained(ah_coord_hub_t *h);
-/* The fan-out times (ns) of the hub's last publishes, oldest first: from the PUBLISH frame's
- * arrival to its SEGMENT handed to the last subscriber's socket. Copies at most max; returns how
- * many (bench/coord_scale, to tell the hub's share of a delivery from the clients'). */
-int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, int max);
+/* The fan-out times of the hub's last publishes, oldest first: from the PUBLISH frame's arrival to
+ * its SEGMENT handed to the last subscriber's socket (wall clock, ns) and the hub thread's CPU time
+ * in those sends (cpu_ns). Copies at most max of each; returns how many (bench/coord_scale, to tell
+ * the hub's share of a delivery from the clients', and its cost from its wait for a CPU). */
+int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, uint64_t *cpu_ns, int max);
 
 /* ---- client (ah_coord_client.c) ---- */
 typedef struct {

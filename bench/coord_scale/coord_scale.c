@@ -59,7 +59,7 @@ static void sleep_us(long us) {
 /* Runs one configuration. Returns 0 and fills p50/p99 (ms), or -1 when a client failed to connect
  * or a segment never arrived. */
 static int run(int nclients, int nseg, long pace_us, double *p50_p, double *p99_p,
-               double *p99all_p, double *fan50_p, double *fan99_p) {
+               double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p) {
   uint8_t secret[16];
   ah_coord_random(secret, sizeof secret);
   ah_coord_stamp_t st;
@@ -130,12 +130,14 @@ static int run(int nclients, int nseg, long pace_us, double *p50_p, double *p99_
       if (recs[i].lat_ns[s] > worst[s]) worst[s] = recs[i].lat_ns[s];
     }
   }
-  uint64_t fan[NSEG];
-  int nf = ah_coord_hub_fanout(hub, fan, NSEG);
+  uint64_t fan[NSEG], cpu[NSEG];
+  int nf = ah_coord_hub_fanout(hub, fan, cpu, NSEG);
   if (nf > WARMUP) {
     qsort(fan + WARMUP, (size_t)(nf - WARMUP), sizeof *fan, cmp_u64);
+    qsort(cpu + WARMUP, (size_t)(nf - WARMUP), sizeof *cpu, cmp_u64);
     *fan50_p = (double)fan[WARMUP + (nf - WARMUP) / 2] / 1e6;
     *fan99_p = (double)fan[WARMUP + (size_t)((double)(nf - WARMUP) * 0.99)] / 1e6;
+    *cpu50_p = (double)cpu[WARMUP + (nf - WARMUP) / 2] / 1e6;
   }
   qsort(all, n, sizeof *all, cmp_u64);
   qsort(worst + WARMUP, (size_t)(nseg - WARMUP), sizeof *worst, cmp_u64);
@@ -208,7 +210,7 @@ int main(int argc, char **argv) {
       ok = 0;
       continue;
     }
-    double p50 = 0, p99 = 0, p99all = 0, fan50 = 0, fan99 = 0;
+    double p50 = 0, p99 = 0, p99all = 0, fan50 = 0, fan99 = 0, cpu50 = 0;
     /* One segment in flight at a time, as a leader committing ahead does: the pace leaves the
      * 2-core machine idle between fan-outs (30 us per client), so what is measured is the latency
      * of one decision reaching all, not the machine's saturation throughput. */
@@ -216,7 +218,7 @@ int main(int argc, char **argv) {
     long pace_us = counts[i] * 30L > 3000 ? counts[i] * 30L : 3000;
     double hog0 = hog > 0 ? proc_cpu_s(hog) : 0;
     uint64_t t0 = ah_coord_now_ns();
-    if (run(counts[i], nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99) != 0) {
+    if (run(counts[i], nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50) != 0) {
       printf("coord_scale: %d clients: run failed\n", counts[i]);
       ok = 0;
       continue;
@@ -227,8 +229,9 @@ int main(int argc, char **argv) {
     ok &= pass;
     printf("coord_scale: %4d clients, %d segments each, one per %ld us: delivery p50 %.3f ms, p99 "
            "%.3f ms (bar %.0f ms: %s); p99 of last-client arrival %.3f ms; hub fan-out p50 %.3f ms, "
-           "p99 %.3f ms",
-           counts[i], nseg - WARMUP, pace_us, p50, p99, bars[i], pass ? "ok" : "over", p99all, fan50, fan99);
+           "p99 %.3f ms, of which the hub thread's CPU p50 %.3f ms (%.1f us a send)",
+           counts[i], nseg - WARMUP, pace_us, p50, p99, bars[i], pass ? "ok" : "over", p99all, fan50, fan99,
+           cpu50, cpu50 * 1e3 / counts[i]);
     if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
     printf("\n");
     off += (size_t)snprintf(summary + off, sizeof summary - off, "%s%d clients p50 %.3f ms p99 %.3f ms",
