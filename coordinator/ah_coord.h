@@ -133,6 +133,17 @@ int ah_coord_progress(ah_coord_t *c, uint64_t comm, const struct ah_health_rec *
  * straggler detection. Returns 0, or -1 when the hub is gone. */
 int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n);
 
+/* ---- the shortest duration of a search call across ranks (docs/coordinator.md "Search times") ----
+ * Sends the hub rank's measured duration (us) of call `index` of key (comm, coll, bin), a call of
+ * the leader's search. Returns 0, or -1 when the hub is gone. Non-blocking, like ah_coord_samples. */
+int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
+                         double us);
+/* Called on the coordinator's I/O thread of the leader's process with the shortest duration of a
+ * search call across the `reported` (of nranks) ranks that sent one; NULL: none. */
+typedef void (*ah_coord_mintime_fn)(uint64_t comm, int coll, int bin, uint64_t index, double us,
+                                    uint32_t reported, uint32_t nranks);
+void ah_coord_set_mintime_handler(ah_coord_mintime_fn fn);
+
 /* ---- the job's key/value directory (docs/coordinator.md "Directory") ----
  * A small store in the hub that processes of a job use to exchange what one end of a connection
  * must learn from the other (the shim's HA layer: shadow-QP parameters and "delivered" counters,

@@ -324,6 +324,23 @@ int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_healt
   return rc;
 }
 
+/* Note that the report waits in the out queue like a SAMPLES: a reconnection rebuilds the queue
+ * without it (the leader's search counts the call as lost, which it tolerates). */
+int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
+                         double us) {
+  if (!c || !atomic_load(&c->alive)) return -1;
+  if (coll < 0 || coll >= AH_NUM_FUNCTIONS || bin < 0 || bin > 63 || !(us >= 0)) return -1;
+  ah_coord_time_t t = {.comm = comm, .rank = rank, .coll = (uint8_t)coll, .bin = (uint8_t)bin,
+                       .index = index, .us = (float)us};
+  uint8_t p[8 + 4 + 1 + 1 + 8 + 4];
+  ah_coord_time_pack(AH_MSG_SEARCH_TIME, &t, p);
+  pthread_mutex_lock(&c->mu);
+  int rc = client_buf_put_msg(&c->outq, AH_MSG_SEARCH_TIME, p, sizeof p);
+  pthread_mutex_unlock(&c->mu);
+  if (rc == 0) client_send_now(c);
+  return rc;
+}
+
 int ah_coord_client_findings(ah_coord_t *c) { return atomic_load(&c->findings); }
 
 /* ---- the process's coordinators, one per stamp ---- */

@@ -152,6 +152,22 @@ static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
   pthread_mutex_unlock(&c->mu);
 }
 
+static _Atomic(ah_coord_mintime_fn) mintime_fn;
+void ah_coord_set_mintime_handler(ah_coord_mintime_fn fn) { atomic_store(&mintime_fn, fn); }
+
+/* The shortest duration of a search call, for the leader's search (the shim's handler). A malformed
+ * one is refused by name and ignored: the search counts the call as lost. */
+static void client_on_min_time(ah_coord_t *c, const uint8_t *p) {
+  char err[160];
+  ah_coord_time_t t;
+  if (ah_coord_time_unpack(AH_MSG_MIN_TIME, p, &t, err, sizeof err) != 0) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a search time from hub %s: %s", c->addr, err);
+    return;
+  }
+  ah_coord_mintime_fn fn = atomic_load(&mintime_fn);
+  if (fn) fn(t.comm, t.coll, t.bin, t.index, (double)t.us, t.reported, t.nranks);
+}
+
 static _Atomic(ah_coord_finding_fn) finding_fn;
 void ah_coord_set_finding_handler(ah_coord_finding_fn fn) { atomic_store(&finding_fn, fn); }
 ah_coord_finding_fn ah_coord_finding_handler(void) { return atomic_load(&finding_fn); }
@@ -268,6 +284,7 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
       case AH_MSG_VERDICT: client_on_verdict(c, p); break;
       case AH_MSG_FINDING: client_on_finding(c, p); break;
       case AH_MSG_DIR_VAL: client_on_dir_val(c, p, h.len); break;
+      case AH_MSG_MIN_TIME: client_on_min_time(c, p); break;
       default:
         snprintf(why, whylen, "unexpected message type %u from the hub", h.type);
         return -1;

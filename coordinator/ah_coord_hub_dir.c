@@ -183,17 +183,15 @@ void hub_dir_conn_gone(ah_coord_hub_t *h, hub_conn_t *c) {
   while (c->dir_waits) dir_wait_drop(h, c->dir_waits);
 }
 
-/* Note that only the entries with waiters are looked at, and only when some request waits. */
+/* Note that the connections' lists of waiters are walked, not the directory: a tick costs the
+ * connections plus the waiting requests, however many keys are stored. */
 void hub_dir_tick(ah_coord_hub_t *h, uint64_t now) {
   if (h->ndir_waits == 0) return;
-  hub_dir_t *e, *et;
-  HASH_ITER(hh, h->dir, e, et) {
-    hub_dir_wait_t *w = e->waits;
+  for (int i = 0; i < h->nall; i++) {
+    hub_dir_wait_t *w = h->all[i]->dir_waits;
     while (w) {
-      hub_dir_wait_t *next = w->knext;
-      int last = next == NULL && !e->have; /* dropping it may free e */
+      hub_dir_wait_t *next = w->cnext; /* dropping w frees it, never the next one */
       if (now >= w->deadline_ns) dir_wait_drop(h, w);
-      if (last) break;
       w = next;
     }
   }

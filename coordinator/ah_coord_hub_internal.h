@@ -1,7 +1,8 @@
 /* ah_coord_hub_internal.h: the hub's state and the functions its three files share —
  * ah_coord_hub_conn.c (connections: the rate-limited refusal log, write queues, the pending list,
  * closing) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
- * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub_dir.c (the key/value
+ * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub_gather.c (the shortest
+ * search durations across ranks) < ah_coord_hub_dir.c (the key/value
  * directory: DIR_PUT, DIR_GET and their waiters) < ah_coord_hub.c (the handshake, frame
  * dispatch, reading, accepting, the sweep, the epoll loop, open/close/start). Internal to
  * coordinator/. */
@@ -100,6 +101,9 @@ typedef struct {
   uint64_t recheck_ns;    /* a stall that showed no hang is looked at again from here */
   int finding;
   char finding_text[AH_HEALTH_TEXT];
+  hub_conn_t *leader;     /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
+  struct hub_gather *gather; /* search calls whose durations are being gathered (ah_coord_hub_gather.c) */
+  int ngather;
   UT_hash_handle hh;
 } hub_comm_t;
 
@@ -122,7 +126,7 @@ typedef struct {
 
 enum {
   RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
-  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_DIR, RATE_N
+  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_DIR, RATE_GATHER, RATE_N
 };
 
 struct ah_coord_hub {
@@ -146,9 +150,18 @@ struct ah_coord_hub {
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
   uint32_t prog_ranks;  /* ranks with a progress slot, all communicators */
+  /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send)
+   * and the hub thread's CPU time in its sends, a ring of the last HUB_FAN_RING, for
+   * bench/coord_scale (ah_coord_hub_fanout). */
+#define HUB_FAN_RING 1024
+  _Atomic uint64_t fan_ns[HUB_FAN_RING];
+  _Atomic uint64_t fan_cpu_ns[HUB_FAN_RING];
+  _Atomic uint32_t nfan;
+  uint64_t frame_rx_ns; /* when the frame being handled was read */
   struct hub_dir *dir;  /* the directory: stored keys, and keys someone waits for */
   size_t dir_bytes;     /* bytes charged for stored entries, all clients */
   int ndir_waits;       /* DIR_GETs waiting, all connections */
+  int ngather;          /* search calls being gathered, all communicators */
 };
 
 
@@ -176,6 +189,16 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
 void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
 void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+
+/* ---- ah_coord_hub_gather.c ---- */
+
+/* A rank's duration of a search call: kept as the call's minimum so far; the minimum goes to the
+ * leader's connection once every rank reported (MIN_TIME). */
+void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+/* Sends the minimum of every call first reported gather_ms ago or more (each tick). */
+void hub_gather_tick(ah_coord_hub_t *h, uint64_t now);
+/* Frees a communicator's calls being gathered (hub close). */
+void hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m);
 
 /* ---- ah_coord_hub_dir.c ---- */
 

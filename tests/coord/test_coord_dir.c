@@ -272,28 +272,60 @@ START_TEST(flooding_client_is_refused_and_others_are_served) {
 }
 END_TEST
 
-/* An authenticated connection by hand, as test_coord_live does. */
-static int raw_authed(uint64_t client_id) {
-  char err[AH_NET_ERR_LEN];
-  int fd = raw_connect(&st);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(ah_coord_net_nonblock_set(err, fd), AH_NET_OK);
-  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
-  ck_assert_int_eq(ah_coord_net_read_full(err, fd, hello, sizeof hello, dl), AH_NET_OK);
-  ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
-  uint8_t *p = auth + AH_COORD_HDR_BYTES;
-  memset(p, 0x5a, 32);
-  ah_coord_put_u64(p + 32, client_id);
-  ck_assert_int_eq(ah_coord_mac(st.secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40), 0);
-  ck_assert_int_eq(ah_coord_net_write_full(err, fd, auth, sizeof auth, dl), AH_NET_OK);
-  ck_assert_msg(ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) == AH_NET_OK, "no WELCOME: %s", err);
-  return fd;
+/* Waiting gets are bounded per connection, and one that timed out stops counting: the hub forgets
+ * it at its deadline. */
+START_TEST(waiting_gets_are_bounded_and_forgotten_at_their_deadline) {
+  uint8_t secret[16];
+  for (int i = 0; i < 16; i++) secret[i] = (uint8_t)(0xe0 + i);
+  ah_coord_hub_opts_t o;
+  ah_coord_hub_opts_default(&o);
+  o.max_conn_dir_waits = 4;
+  ah_coord_stamp_t st2;
+  ah_coord_hub_t *h2 = ah_coord_hub_open("127.0.0.1:0", secret, &o, &st2);
+  ck_assert_ptr_nonnull(h2);
+  ah_coord_t *a = client_of(&st2), *b = client_of(&st2);
+  uint8_t k[AH_COORD_DIR_KEY];
+  getter_t g4[4];
+  pthread_t t4[4];
+  memset(g4, 0, sizeof g4);
+  for (int i = 0; i < 4; i++) { /* four waiting requests of b */
+    g4[i].c = b;
+    g4[i].timeout_s = 0.3;
+    key_of(100 + (uint32_t)i, g4[i].key);
+    ck_assert_int_eq(pthread_create(&t4[i], NULL, getter, &g4[i]), 0);
+  }
+  sleep_ms(150);
+  key_of(200, k); /* a fifth, while four wait: refused, so it times out even though a put comes */
+  getter_t g5 = {.c = b, .timeout_s = 0.5};
+  memcpy(g5.key, k, sizeof k);
+  pthread_t t5;
+  ck_assert_int_eq(pthread_create(&t5, NULL, getter, &g5), 0);
+  ck_assert(log_wait("4 requests wait on this connection, 4 in the job (at most 4 and 65536)", 2000));
+  ck_assert_int_eq(ah_coord_dir_put(a, k, "x", 1), 0);
+  pthread_join(t5, NULL);
+  ck_assert_int_eq(g5.rc, -1);
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t4[i], NULL);
+    ck_assert_int_eq(g4[i].rc, -1);
+  }
+  sleep_ms(300); /* the four are past their deadline, and the hub's tick (50 ms) forgot them */
+  getter_t g6 = {.c = b, .timeout_s = 5.0};
+  key_of(201, g6.key);
+  pthread_t t6;
+  ck_assert_int_eq(pthread_create(&t6, NULL, getter, &g6), 0);
+  sleep_ms(200);
+  ck_assert_int_eq(ah_coord_dir_put(a, g6.key, "late", 4), 0);
+  pthread_join(t6, NULL);
+  ck_assert_int_eq(g6.rc, 4);
+  while (nopened > 0) ah_coord_client_close(opened[--nopened]);
+  ah_coord_hub_close(h2);
 }
+END_TEST
 
 START_TEST(malformed_directory_frames_are_refused_by_name) {
   char err[AH_NET_ERR_LEN];
-  int fd = raw_authed(0x77);
+  int fd = raw_authed_connect(&st, 0x77);
+  ck_assert_int_ge(fd, 0);
   uint64_t dl = ah_coord_now_ns() + 2000000000ull;
   /* a DIR_PUT whose value length (9) disagrees with its frame (5 value bytes) */
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
@@ -305,11 +337,7 @@ START_TEST(malformed_directory_frames_are_refused_by_name) {
                    AH_NET_OK);
   ck_assert(log_wait("refused a DIR_PUT from 127.0.0.1", 2000));
   ck_assert(log_wait("value length 9 does not match the 5 bytes the frame carries", 100));
-  /* the connection stays: a PING is answered */
-  ah_coord_hdr_encode(AH_MSG_PING, 0, f);
-  ck_assert_int_eq(ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES, dl), AH_NET_OK);
-  ck_assert_int_eq(ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl), AH_NET_OK);
-  ck_assert_uint_eq(f[5], AH_MSG_PONG);
+  ck_assert(raw_ping(fd)); /* the connection stays */
   /* nothing was stored under the key */
   ah_coord_t *b = client();
   uint8_t k[AH_COORD_DIR_KEY], v[16];
@@ -363,6 +391,7 @@ int main(void) {
   tcase_add_test(tc, waiting_get_survives_a_cut_connection);
   tcase_add_test(tc, put_in_another_process_answers_a_waiting_get);
   tcase_add_test(tc, flooding_client_is_refused_and_others_are_served);
+  tcase_add_test(tc, waiting_gets_are_bounded_and_forgotten_at_their_deadline);
   tcase_add_test(tc, malformed_directory_frames_are_refused_by_name);
   tcase_add_test(tc, gets_end_when_the_hub_is_gone);
   suite_add_tcase(s, tc);
