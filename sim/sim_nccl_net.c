@@ -68,7 +68,13 @@ struct sim_net {
   int connected;
   int step_active;
   size_t step_bytes;
+  uint64_t flows_epoch;     /* the provider's epoch when the flows were last published */
+  int flows_moved;          /* a QP had failed then: its traffic's carriers may still change */
 };
+
+/* What every QP this library creates has as qp_context: the provider tells them apart from QPs a
+ * failover layer adds to the same contexts (net_ib points qp_context at its own stats block). */
+static const char sim_net_qp_tag = 0;
 
 static uint64_t checksum(const void *p, size_t n) {
   const unsigned char *b = p;
@@ -142,6 +148,7 @@ static int create_side(struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
     struct ibv_qp_init_attr ia;
     memset(&ia, 0, sizeof ia);
     ia.send_cq = ia.recv_cq = cq;
+    ia.qp_context = (void *)&sim_net_qp_tag;
     ia.qp_type = IBV_QPT_RC;
     ia.cap.max_send_wr = 512;
     ia.cap.max_recv_wr = k->send ? 0 : NET_PREPOST * 2; /* as net_ib: sender QPs take no receives */
@@ -374,9 +381,42 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
   for (int i = 0; i < n->nconn && v->qp_flow; i++)
     for (int q = 0; q < n->nqps && n->conn[i].send && nf < SIM_NET_MAX_FLOWS; q++)
       if (v->qp_flow(n->conn[i].qp[q], &flows[nf]) == 0) nf++;
+  n->flows_epoch = v->epoch ? v->epoch() : 0;
   sim_net_publish_flows(c, flows, nf);
   sim_traffic_publish(c, flows, nf);
   return SIM_PROGRESS_DONE;
+}
+
+void sim_net_refresh_flows(struct ncclComm *c) {
+  struct sim_net *n = c->net;
+  const sim_verbs_table_t *v = sim_ib_verbs();
+  if (!n || !n->connected || !v->epoch || !v->qp_carriers) return;
+  uint64_t e = v->epoch();
+  if (e == n->flows_epoch && !n->flows_moved) return;
+  n->flows_epoch = e;
+  n->flows_moved = 0;
+  sim_fabric_flow_t flows[SIM_NET_MAX_FLOWS], moved[SIM_NET_MAX_FLOWS];
+  int nf = 0, nm = 0;
+  for (int i = 0; i < n->nconn; i++)
+    for (int q = 0; q < n->nqps && n->conn[i].send; q++) {
+      struct ibv_qp *qp = n->conn[i].qp[q];
+      sim_fabric_flow_t got[8];
+      int k = v->qp_carriers(qp, &sim_net_qp_tag, got, 8);
+      if (k <= 0) continue;
+      if (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) {
+        if (nf < SIM_NET_MAX_FLOWS) flows[nf++] = got[0];
+        continue;
+      }
+      n->flows_moved = 1; /* its carriers may change at every call (a second failover, a re-plan) */
+      for (int j = 0; j < k && nm < SIM_NET_MAX_FLOWS; j++) {
+        int dup = 0; /* a QP carrying for several failed ones counts once */
+        for (int m = 0; m < nm && !dup; m++) dup = memcmp(&moved[m], &got[j], sizeof got[j]) == 0;
+        if (!dup) moved[nm++] = got[j];
+      }
+    }
+  for (int m = 0; m < nm && nf < SIM_NET_MAX_FLOWS; m++) flows[nf++] = moved[m];
+  sim_net_publish_flows(c, flows, nf);
+  sim_traffic_publish(c, flows, nf);
 }
 
 /* The byte range of QP q's piece of a `bytes` message (NCCL: roundup(ceil(size / nqps), 128) per
@@ -482,6 +522,7 @@ int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
   if (bytes > c->seg->slot_bytes) bytes = c->seg->slot_bytes;
   if (n->carry && bytes > n->carry) bytes = n->carry;
   if (!n->step_active) {
+    sim_net_refresh_flows(c); /* a QP failed over or moved: the fabric sees its traffic's new path */
     n->step_active = 1;
     n->step_bytes = bytes;
     for (int i = 0; i < n->nconn; i++) {

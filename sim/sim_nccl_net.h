@@ -36,6 +36,11 @@ int sim_traffic_others(const struct ncclComm *comm, sim_fabric_flow_t *out, int 
 void sim_traffic_release(struct ncclComm *comm);
 /* Publishes this rank's flows in the communicator's segment (sim_nccl_fabric.c). */
 void sim_net_publish_flows(struct ncclComm *comm, const sim_fabric_flow_t *flows, int n);
+/* Publishes the flows again when the provider's QPs changed (a state or source-port change): a
+ * failed QP's flow is replaced by those of the QPs now carrying its traffic (a failover layer's
+ * shadows, ncclsimVerbsQpCarriers), so the modelled time follows the bytes. Cheap when nothing
+ * changed (one atomic load). */
+void sim_net_refresh_flows(struct ncclComm *comm);
 /* Set by sim_net_step when it waited for the provider's completions (which ring none of the
  * segment's bells): the group loop then goes round again instead of sleeping on the bell. */
 extern _Thread_local int sim_net_polling;

@@ -60,6 +60,14 @@ static int alive(uint64_t owner) {
 void sim_traffic_publish(struct ncclComm *c, const sim_fabric_flow_t *flows, int n) {
   static _Atomic uint64_t seq;
   pthread_once(&once, map_dir);
+  if (dir && c->traffic_slot >= 0) { /* published before: the flows changed, the slot stays ours */
+    int i = c->traffic_slot;
+    if (n > SIM_NET_MAX_FLOWS) n = SIM_NET_MAX_FLOWS;
+    atomic_store(&dir[i].count, 0);
+    memcpy(dir[i].flows, flows, sizeof *flows * (size_t)(n > 0 ? n : 0));
+    atomic_store(&dir[i].count, n > 0 ? n : 0);
+    return;
+  }
   c->traffic_slot = -1;
   if (!dir || n <= 0) return;
   uint64_t me = (uint64_t)getpid() << 20 | ((atomic_fetch_add(&seq, 1) + 1) & 0xfffff);

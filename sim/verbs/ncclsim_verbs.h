@@ -18,5 +18,14 @@ uint64_t ncclsimVerbsQpTxBytes(struct ibv_qp *qp);
 int ncclsimVerbsIsDevice(struct ibv_device *device);
 /* The UDP source port a RoCE RC/UC QP in RTS uses from now on; 0 or EINVAL. */
 int ncclsimVerbsQpSetSport(struct ibv_qp *qp, uint16_t sport);
+/* Counts QP state changes and source-port changes in this process: when it has not moved, the
+ * flows the QPs put on the wire have not either. */
+uint64_t ncclsimVerbsEpoch(void);
+/* The flows (sim_fabric_flow_t, at most max) that carry the QP's traffic now: its own when it is
+ * connected (RTR/RTS); when it has failed, those of the other RC QPs of its context in RTS towards
+ * the same node that have sent more than 4 KiB and whose qp_context is not owner_tag — a failover
+ * layer's shadow QPs, which the provider cannot otherwise tell apart (owner_tag marks the caller's
+ * own QPs). Returns how many, or -1 when the QP never had a flow. */
+int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void *flows_out, int max);
 
 #endif

@@ -165,6 +165,9 @@ typedef struct {
 void vb_cq_push(vb_cq_t *cq, const struct ibv_wc *wc);
 void vb_async_push(vb_ctx_t *ctx, enum ibv_event_type type, void *element);
 void vb_ctx_install_ops(vb_ctx_t *ctx);
+/* Counts changes that can move traffic between this process's flows: a QP changing state or
+ * getting a new source port (ncclsimVerbsEpoch reads it). */
+void vb_epoch_bump(void);
 
 /* Send and receive work queue entries, copied from the caller's WRs at post time. */
 #define VB_MAX_SGE 16

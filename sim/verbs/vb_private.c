@@ -25,6 +25,44 @@ VB_API int ncclsimVerbsIsDevice(struct ibv_device *device) {
   return device && ((vb_dev_t *)device)->magic == VB_DEV_MAGIC;
 }
 
+static _Atomic uint64_t epoch;
+
+void vb_epoch_bump(void) { atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed); }
+
+VB_API uint64_t ncclsimVerbsEpoch(void) { return atomic_load_explicit(&epoch, memory_order_relaxed); }
+
+/* A QP that is not the caller's and has sent this much is taken to carry a failed QP's traffic
+ * (a failover layer's heartbeats and markers stay below it). */
+#define VB_CARRIER_MIN_BYTES 4096u
+
+VB_API int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void *flows_out, int max) {
+  vb_qp_t *q = (vb_qp_t *)qp;
+  sim_fabric_flow_t *out = flows_out;
+  if (!q || !out || max <= 0) return -1;
+  pthread_mutex_lock(&q->lock);
+  int state = q->qp.state, ok = q->flow_ok;
+  sim_fabric_flow_t mine = q->flow;
+  pthread_mutex_unlock(&q->lock);
+  if (!ok) return -1;
+  if (state == IBV_QPS_RTR || state == IBV_QPS_RTS) {
+    out[0] = mine;
+    return 1;
+  }
+  /* Failed: the other RC QPs of its context in RTS towards the same node that move bytes. */
+  vb_ctx_t *ctx = q->ctx;
+  int n = 0;
+  pthread_mutex_lock(&ctx->lock);
+  for (vb_qp_t *o = ctx->qps; o && n < max; o = o->hh.next) {
+    if (o == q || o->qp.qp_context == owner_tag || o->qp.qp_type != IBV_QPT_RC) continue;
+    if (atomic_load(&o->tx_bytes) < VB_CARRIER_MIN_BYTES) continue;
+    pthread_mutex_lock(&o->lock);
+    if (o->flow_ok && o->qp.state == IBV_QPS_RTS && o->flow.dst.node == mine.dst.node) out[n++] = o->flow;
+    pthread_mutex_unlock(&o->lock);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return n;
+}
+
 VB_API int ncclsimVerbsQpSetSport(struct ibv_qp *qp, uint16_t sport) {
   vb_qp_t *q = (vb_qp_t *)qp;
   if (!q || (q->qp.qp_type != IBV_QPT_RC && q->qp.qp_type != IBV_QPT_UC)) return EINVAL;
@@ -35,6 +73,7 @@ VB_API int ncclsimVerbsQpSetSport(struct ibv_qp *qp, uint16_t sport) {
   } else {
     q->sport_override = sport;
     q->flow.sport = sport;
+    vb_epoch_bump();
   }
   pthread_mutex_unlock(&q->lock);
   return rc;

@@ -176,6 +176,7 @@ static void apply(vb_qp_t *q, const struct ibv_qp_attr *a, int mask) {
 }
 
 static void set_state(vb_qp_t *q, enum ibv_qp_state s) {
+  if (q->qp.state != s) vb_epoch_bump();
   q->qp.state = s;
   q->attr.qp_state = s;
   if (q->in.h) atomic_store(&q->in.h->owner_state, (uint32_t)s);

@@ -55,6 +55,12 @@ int sim_verbs_table_load(const char *lib, sim_verbs_table_t *t, char *err, size_
   memcpy(&t->reg_mr_iova2, &f, sizeof f);
   f = dlvsym(h, "ncclsimVerbsQpFlow", "NCCLSIM_VERBS_1.0");
   memcpy(&t->qp_flow, &f, sizeof f);
+  void *ep = dlvsym(h, "ncclsimVerbsEpoch", "NCCLSIM_VERBS_1.0");
+  void *qc = dlvsym(h, "ncclsimVerbsQpCarriers", "NCCLSIM_VERBS_1.0");
+  if (ep && qc) {
+    memcpy(&t->epoch, &ep, sizeof ep);
+    memcpy(&t->qp_carriers, &qc, sizeof qc);
+  }
   void *cc = dlvsym(h, "ibv_create_comp_channel", "IBVERBS_1.0");
   void *dc = dlvsym(h, "ibv_destroy_comp_channel", "IBVERBS_1.0");
   void *ge = dlvsym(h, "ibv_get_cq_event", "IBVERBS_1.1");

@@ -31,6 +31,9 @@ typedef struct {
   const char *(*wc_status_str)(enum ibv_wc_status);
   int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
   int (*qp_flow)(struct ibv_qp *, void *); /* sim/'s ncclsimVerbsQpFlow@NCCLSIM_VERBS_1.0, optional */
+  /* sim/'s ncclsimVerbsEpoch and ncclsimVerbsQpCarriers, optional: where a failed QP's traffic went */
+  uint64_t (*epoch)(void);
+  int (*qp_carriers)(struct ibv_qp *, const void *, void *, int);
   /* completion channels, optional (NULL when any is missing): waiting for a completion asleep */
   struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *);
   int (*destroy_comp_channel)(struct ibv_comp_channel *);
