@@ -86,6 +86,29 @@ static void search_hint(ah_shim_keystate_t *ks) {
     }
 }
 
+/* ks just converged: its best point goes to the adjacent bins of the same collective that are
+ * still searching (ah_tune_hint mid-search: each runs its quick check on it). Called with ks's lock
+ * held; a neighbour's lock is only tried, so two leaders sharing at once cannot deadlock, and a
+ * neighbour busy now simply misses it. */
+static void search_share(ah_shim_keystate_t *ks) {
+  ah_tune_status_t st;
+  ah_tune_status(ks->tune, &st);
+  if (st.state != AH_TUNE_CONVERGED) return;
+  for (int dir = -1; dir <= 1; dir += 2)
+    for (int d = 1; d <= AH_HINT_BINS; d++) {
+      ah_key_t nk = ks->key;
+      nk.bin += dir * d;
+      ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
+      if (!n || pthread_mutex_trylock(&n->lock) != 0) continue;
+      if (n->tune && n->space.ndims == ks->space.ndims) {
+        ah_tune_status_t ns;
+        ah_tune_status(n->tune, &ns);
+        if (ns.state == AH_TUNE_SEARCHING) (void)ah_tune_hint(n->tune, &st.learned);
+      }
+      pthread_mutex_unlock(&n->lock);
+    }
+}
+
 /* Leader: commits segments until call `index` is covered. Returns 1 when it is. */
 static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call,
                          ah_segment_t *seg) {
@@ -118,6 +141,7 @@ static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, co
       ah_tune_next(ks->tune, ah_sched_horizon(ks->sched), &next);
       if (ah_sched_append(ks->sched, &next) != 0) break;
       if (h.publish) h.publish(h.arg, &ks->key, &next);
+      if (next.count == AH_SCHED_FOREVER) search_share(ks);
     }
   }
   pthread_mutex_unlock(&ks->lock);

@@ -599,6 +599,180 @@ static int ah_tune_hint_of(const ah_tune_t *t, int s) {
   return any;
 }
 
+/* ---- the quick warm check ---- */
+
+/* Subspace index of (algo, proto) of cfg, or -1. */
+static int ah_tune_sub_of(const ah_tune_t *t, const ah_config_t *cfg) {
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.sub[s].algo == cfg->algo && t->space.sub[s].proto == cfg->proto) return s;
+  return -1;
+}
+
+/* Adds probe q to the quick check's points (once). Returns 1 when added. */
+static int ah_tune_quick_add(ah_tune_t *t, int q) {
+  if (q < 0 || q == t->def || t->nquick >= (int)(sizeof(t->quick_pt) / sizeof(t->quick_pt[0]))) return 0;
+  for (int i = 0; i < t->nquick; i++)
+    if (t->quick_pt[i] == q) return 0;
+  t->quick_pt[t->nquick++] = q;
+  return 1;
+}
+
+/* Plans the quick warm check when the hints agree on one subspace and name resources: the hinted
+ * point(s), the first hint's channel neighbours (x1.41 each side) and NCCL's default, all wanted
+ * at once so the driver commits them back to back and no result lag stalls the key. Returns 1 when
+ * planned, 0 when it does not apply (no hint, hints across a subspace boundary, only NCCL's own
+ * resources named, or the check already ran). */
+int ah_tune_start_quick(ah_tune_t *t) {
+  if (t->quick_off || t->nhints == 0 || t->def < 0) return 0;
+  int s = -1, h0 = -1;
+  for (int h = 0; h < t->nhints; h++) {
+    int hs = ah_tune_sub_of(t, &t->hints[h]);
+    if (hs < 0 || (s >= 0 && hs != s)) return 0; /* neighbours disagree: this bin sits on a boundary */
+    s = hs;
+    for (int d = 0; h0 < 0 && d < t->hints[h].ndims && d < AH_MAX_DIMS; d++)
+      if (t->hints[h].res[d] > 0) h0 = h;
+  }
+  if (h0 < 0) return 0;
+  t->nquick = 0;
+  int pos[AH_MAX_DIMS];
+  ah_tune_start_pos(t, pos);
+  for (int k = 0; k < t->nhints && t->nquick < 2; k++) { /* the first hint with resources, then the others */
+    int h = k == 0 ? h0 : k == h0 ? 0 : k, spos[AH_MAX_DIMS], any = 0;
+    ah_tune_sub_pos(t, s, pos, 1, spos);
+    for (int d = 0; d < t->space.ndims && d < t->hints[h].ndims; d++)
+      if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0) {
+        int lo, hi, v = ah_tune_value_pos(&t->space.dims[d], t->hints[h].res[d]);
+        ah_tune_window(t, s, d, &lo, &hi);
+        spos[d] = v < lo ? lo : v > hi ? hi : v;
+        any = 1;
+      }
+    if (!any) continue;
+    ah_config_t c;
+    ah_tune_make_cfg(t, s, spos, &c);
+    ah_tune_quick_add(t, ah_tune_probe_get(t, s, spos, &c));
+  }
+  if (t->nquick == 0) return 0;
+  t->nwants = 0; /* a running search's plan gives way; its probes stay */
+  int hq = t->quick_pt[0];
+  ah_tune_want(t, hq, AH_TUNE_QUICK_N);
+  ah_tune_want(t, t->def, AH_TUNE_QUICK_N);
+  for (int i = 1; i < t->nquick; i++) ah_tune_want(t, t->quick_pt[i], AH_TUNE_QUICK_N);
+  if (t->space.ndims > AH_DIM_NCHANNELS && t->space.dims[AH_DIM_NCHANNELS].nvalues >= 2)
+    for (int dir = -1; dir <= 1; dir += 2) {
+      int j = ah_tune_step_to(t, hq, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), npos[AH_MAX_DIMS];
+      if (j < 0) continue;
+      memcpy(npos, t->probes[hq].pos, sizeof(npos));
+      npos[AH_DIM_NCHANNELS] = j;
+      ah_config_t c;
+      ah_tune_make_cfg(t, s, npos, &c);
+      int q = ah_tune_probe_get(t, s, npos, &c);
+      if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_N);
+    }
+  t->phase = AH_PH_QUICK;
+  t->best = t->quick_c = hq;
+  t->quick_moves = 0;
+  return 1;
+}
+
+/* The quick check's next step once its samples are in. A neighbour measured faster than the centre
+ * beyond the noise floor is raced (up to AH_TUNE_MOVE_N samples each) and, when it holds, becomes
+ * the centre, with the next point that way probed (AH_TUNE_QUICK_MOVES at most: the optimum of the
+ * neighbour bin is near). With no faster neighbour: the hint itself is pinned when it beats NCCL's
+ * default beyond AH_TUNE_QUICK_Z standard errors and the noise floor; a centre that moved goes
+ * through the ordinary confirmation (it was picked *because* it measured fast, so it needs fresh
+ * samples; the hint was named before this key measured anything); a hint as fast as the default
+ * within noise keeps the default (the neighbour's search found nothing better there either); more
+ * samples while a gain is plausible but unsure; otherwise the warm search, which reuses every sample
+ * taken here. */
+static void ah_tune_eval_quick(ah_tune_t *t) {
+  int c = t->quick_c, d = t->def, rival = -1;
+  double floor = log(1.0 + t->prm.noise_floor), lc = ah_tune_lg(t, c);
+  for (int i = 0; i < t->nquick; i++) {
+    int q = t->quick_pt[i];
+    if (q != c && t->probes[q].n > 0 && ah_tune_lg(t, q) < lc - floor &&
+        (rival < 0 || ah_tune_lg(t, q) < ah_tune_lg(t, rival)))
+      rival = q;
+  }
+  double gain = ah_tune_lg(t, d) - lc;
+  double se = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, d), 2));
+  if (ah_log_level() >= AH_LOG_DEBUG)
+    ah_log(AH_LOG_DEBUG, "tuner: quick check: centre %.1f%% ahead of the default (se %.1f%%, n=%d/%d)%s",
+           100.0 * gain, 100.0 * se, t->probes[c].n, t->probes[d].n,
+           rival >= 0 ? ", a neighbour faster" : "");
+  if (rival >= 0) {
+    double g = lc - ah_tune_lg(t, rival);
+    double rse = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, rival), 2));
+    int held = g > AH_TUNE_SEARCH_Z * rse ||
+               (t->probes[rival].n >= AH_TUNE_MOVE_N && t->probes[c].n >= AH_TUNE_MOVE_N);
+    if (held && t->quick_moves < AH_TUNE_QUICK_MOVES) {
+      int dir = t->probes[rival].pos[AH_DIM_NCHANNELS] > t->probes[c].pos[AH_DIM_NCHANNELS] ? 1 : -1;
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: a neighbour beat the centre; it is the centre now");
+      t->quick_moves++;
+      t->quick_c = rival;
+      t->nwants = 0;
+      int j = ah_tune_step_to(t, rival, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL);
+      if (j >= 0) {
+        int npos[AH_MAX_DIMS];
+        memcpy(npos, t->probes[rival].pos, sizeof(npos));
+        npos[AH_DIM_NCHANNELS] = j;
+        ah_config_t cf;
+        ah_tune_make_cfg(t, t->probes[rival].sub, npos, &cf);
+        int q = ah_tune_probe_get(t, t->probes[rival].sub, npos, &cf);
+        if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_N);
+      }
+      return; /* evaluated again when the new point is in (at once when there is none) */
+    }
+    if (!held) { /* race the two */
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: a neighbour measured faster; racing it");
+      int n = t->probes[c].n > t->probes[rival].n ? t->probes[c].n : t->probes[rival].n;
+      n = n + 2 > AH_TUNE_MOVE_N ? AH_TUNE_MOVE_N : n + 2;
+      t->nwants = 0;
+      ah_tune_want(t, c, n);
+      ah_tune_want(t, rival, n);
+      return;
+    }
+  } else {
+    /* The hint, or a centre that moved: that one was picked *because* it measured fast, so it is
+     * pinned only on AH_TUNE_MOVE_N samples (the later ones fresh), else confirmed as usual. */
+    int moved = c != t->quick_pt[0], n = t->probes[c].n + 2;
+    if (gain > floor && gain > AH_TUNE_QUICK_Z * se &&
+        (!moved || (t->probes[c].n >= AH_TUNE_MOVE_N && t->probes[d].n >= AH_TUNE_MOVE_N))) {
+      t->best = c;
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: the centre beats the default; pinned");
+      ah_tune_finish(t, c, c, AH_TUNE_CONVERGED);
+      return;
+    }
+    if (gain > 0.5 * floor && n <= AH_TUNE_QUICK_MAXN) { /* plausible: both grow */
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: a gain is plausible; more samples");
+      t->nwants = 0;
+      ah_tune_want(t, c, n);
+      ah_tune_want(t, d, t->probes[d].n > n ? t->probes[d].n : n);
+      return;
+    }
+    if (gain <= floor && gain > -AH_TUNE_SEARCH_Z * se) { /* a tie: NCCL's choice stays */
+      if (t->probes[c].n >= AH_TUNE_QUICK_TIE_N && t->probes[d].n >= AH_TUNE_QUICK_TIE_N) {
+        t->best = c;
+        ah_log(AH_LOG_DEBUG, "tuner: quick check: as fast as the default; the default stays");
+        ah_tune_finish(t, d, d, AH_TUNE_CONVERGED);
+        return;
+      }
+      t->nwants = 0;
+      ah_tune_want(t, c, AH_TUNE_QUICK_TIE_N);
+      ah_tune_want(t, d, AH_TUNE_QUICK_TIE_N);
+      return;
+    }
+    if (moved && gain > 0) {
+      t->best = c;
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: a moved centre ahead; confirming it");
+      ah_tune_start_confirm(t);
+      return;
+    }
+  }
+  t->quick_off = 1; /* the evidence is not clear: the warm search, from what was measured */
+  ah_log(AH_LOG_DEBUG, "tuner: quick check: unclear (%s); the warm search", rival >= 0 ? "moves spent" : "no gain");
+  ah_tune_start_screen(t);
+}
+
 void ah_tune_start_screen(ah_tune_t *t) {
   t->phase = AH_PH_SCREEN;
   t->nwants = 0;
@@ -616,6 +790,7 @@ void ah_tune_start_screen(ah_tune_t *t) {
     if (t->space.sub[s].algo == t->space.start.algo && t->space.sub[s].proto == t->space.start.proto)
       t->def_sub = s;
   if (t->def < 0) return;
+  if (ah_tune_start_quick(t)) return;
   ah_tune_want(t, t->def, t->prm.samples_per_probe);
   /* The prior: NCCL's own estimates. A subspace it puts more than prior_ratio behind its best
    * estimate is not screened (NCCL's own subspace always is). */
@@ -734,5 +909,6 @@ void ah_tune_advance(ah_tune_t *t) {
     else if (t->phase == AH_PH_RESCREEN) ah_tune_eval_rescreen(t);
     else if (t->phase == AH_PH_DESCEND) ah_tune_eval_step(t);
     else if (t->phase == AH_PH_CONFIRM) ah_tune_eval_confirm(t);
+    else if (t->phase == AH_PH_QUICK) ah_tune_eval_quick(t);
   }
 }

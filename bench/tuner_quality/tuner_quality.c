@@ -128,6 +128,7 @@ typedef struct {
   int comm;          /* 1: each communicator's size bins run interleaved in one job (tune_drive_run_comm) */
   int comm_gap;      /* ... the job calls a new bin for the first time every comm_gap stream calls */
   int no_share;      /* ... autoha's keys start cold (nothing learned is passed on) */
+  int no_late;       /* ... hints only at a key's start, none mid-search */
   int hint_reach;    /* ... a bin learns from done bins at most this many bins away */
   int bin_step;      /* sizes 1 KiB .. 1 GiB in steps of x bin_step (2 or 4) */
 } grid_t;
@@ -151,7 +152,7 @@ typedef struct {
   size_t bytes;
   /* one run */
   void *eng;
-  int probes, state, pinned, nhints;
+  int probes, state, pinned, nhints, late; /* late: hints taken mid-search (of nhints) */
   ah_config_t winner;      /* autoha's best searched point, shared with later keys of the communicator */
 } key_t_;
 
@@ -225,6 +226,7 @@ static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nb
   key_t_ *k = &keys[j];
   k->pinned = 0;
   k->nhints = 0;
+  k->late = 0;
   if (!v->peer) {
     ah_tune_params_t prm;
     ah_tune_params_default(&prm);
@@ -287,9 +289,10 @@ static void key_score(const variant_t *v, const key_t_ *k, const tune_drive_resu
   fmt_sim(&k->opt.def, bd, sizeof(bd));
   fmt_sim(&k->opt.best, bb, sizeof(bb));
   fmt_sim(&tuned, bt, sizeof(bt));
-  fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f,%d\n", v->name,
+  fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f,%d,%d\n", v->name,
           sim_model_coll_name(cell->coll), k->bytes, nodes, cell->phi, seed, bd, k->opt.def_us, bb,
-          k->opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc, k->probes, k->state, st->extra[i], k->nhints);
+          k->opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc, k->probes, k->state, st->extra[i], k->nhints,
+          k->late);
 }
 
 /* The comm driver's view of one communicator's run. */
@@ -309,9 +312,19 @@ static void *comm_start(void *user, int j) {
   return k->eng;
 }
 
+/* Key j is done: its search is freed, and (unless the run shares nothing) the adjacent bins still
+ * searching get its best point mid-search, as the shim hands it over (ah_tune_hint). */
 static void comm_done(void *user, int j) {
   comm_run_t *c = user;
-  key_finish(c->v, &c->keys[c->map[j]]);
+  int b0 = c->map[j];
+  key_t_ *k = &c->keys[b0];
+  key_finish(c->v, k);
+  if (c->v->peer || c->g->no_share || c->g->no_late || !k->pinned) return;
+  for (int b = b0 - c->g->hint_reach; b <= b0 + c->g->hint_reach; b++)
+    if (b != b0 && b >= 0 && b < c->nbins && c->keys[b].eng && ah_tune_hint(c->keys[b].eng, &k->winner) == 0) {
+      c->keys[b].nhints++;
+      c->keys[b].late++;
+    }
 }
 
 /* Runs variant v over the grid; one CSV row per key when csv is not NULL. Returns 0, or 2 on a
@@ -444,7 +457,7 @@ static void figs_header(void) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0, 0, 0, 0, 1, 4};
+  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0, 0, 0, 0, 0, 1, 4};
   int mode = 0; /* 0: autoha alone, 1: side by side with the AutoCCL-style search, 2: skew */
   double skew = 0.2;
   for (int i = 1; i < argc; i++) {
@@ -470,6 +483,7 @@ int main(int argc, char **argv) {
     }
     else if (strcmp(argv[i], "--independent") == 0) g.comm = 0;
     else if (strcmp(argv[i], "--no-share") == 0) g.no_share = 1;
+    else if (strcmp(argv[i], "--no-late-hints") == 0) g.no_late = 1;
     else if (strcmp(argv[i], "--hint-reach") == 0 && i + 1 < argc) g.hint_reach = atoi(argv[++i]);
     else if (strcmp(argv[i], "--bin-step") == 0 && i + 1 < argc) g.bin_step = atoi(argv[++i]) == 2 ? 2 : 4;
     else if (strcmp(argv[i], "--peer-window") == 0 && i + 1 < argc) g.peer_window = atoi(argv[++i]);
@@ -478,7 +492,7 @@ int main(int argc, char **argv) {
                     &g.only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--no-late-hints] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
                       "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce; BYTES 0: every bin\n");
       return 2;
     }
@@ -489,7 +503,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   fprintf(csv, "search,coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
-               "quality,speedup,calls,probes,state,search_cost,hints\n");
+               "quality,speedup,calls,probes,state,search_cost,hints,late_hints\n");
   variant_t vs[8];
   int nv = 0;
   if (mode == 0) {
