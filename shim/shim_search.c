@@ -80,7 +80,7 @@ static void search_hint(ah_shim_keystate_t *ks) {
       }
       pthread_mutex_unlock(&n->lock);
       if (got) {
-        (void)ah_tune_hint(ks->tune, &st.learned);
+        if (ah_tune_hint(ks->tune, &st.learned) == 0) (void)ah_tune_hint_noise(ks->tune, st.sigma);
         break;
       }
     }
@@ -103,7 +103,8 @@ static void search_share(ah_shim_keystate_t *ks) {
       if (n->tune && n->space.ndims == ks->space.ndims) {
         ah_tune_status_t ns;
         ah_tune_status(n->tune, &ns);
-        if (ns.state == AH_TUNE_SEARCHING) (void)ah_tune_hint(n->tune, &st.learned);
+        if (ns.state == AH_TUNE_SEARCHING && ah_tune_hint(n->tune, &st.learned) == 0)
+          (void)ah_tune_hint_noise(n->tune, st.sigma);
       }
       pthread_mutex_unlock(&n->lock);
     }

@@ -133,6 +133,13 @@ int ah_tune_hint(ah_tune_t *t, const ah_config_t *cfg) {
   return t->def >= 0 ? 0 : -1;
 }
 
+int ah_tune_hint_noise(ah_tune_t *t, double sigma) {
+  if (!t || t->nhints == 0 || !(sigma >= AH_TUNE_SIGMA_FLOOR && sigma <= 0.5)) return -1;
+  if (sigma > t->sigma_prior) t->sigma_prior = sigma;
+  ah_tune_update_sigma(t);
+  return 0;
+}
+
 static int ah_tune_seg_push(ah_tune_t *t, uint64_t first, uint64_t count, int probe) {
   /* A driver that re-asks from an earlier index supersedes what it had committed from there. */
   while (t->nsegs > 0 && t->segs[t->nsegs - 1].first >= first) t->nsegs--;
@@ -175,6 +182,7 @@ static void ah_tune_reopen(ah_tune_t *t) {
   t->converged_at = UINT64_MAX;
   t->sigma = AH_TUNE_SIGMA_PRIOR;
   t->nhints = 0; /* what the neighbours learned held before the drift, maybe not now */
+  t->sigma_prior = 0;
   t->quick_off = 0;
   ah_tune_start_screen(t);
 }
@@ -332,6 +340,7 @@ void ah_tune_status(const ah_tune_t *t, ah_tune_status_t *st_p) {
   st_p->converged_at = t->converged_at;
   st_p->reopen_count = t->reopen_count;
   st_p->hints = t->nhints;
+  st_p->sigma = t->sigma;
   st_p->default_us = t->def >= 0 && t->probes[t->def].n > 0 ? exp(ah_tune_lg(t, t->def)) : 0.0;
   st_p->learned = t->space.start;
   if (t->best >= 0 && t->best < t->nprobes && t->probes[t->best].sub >= 0)

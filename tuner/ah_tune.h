@@ -55,6 +55,10 @@ void ah_tune_destroy(ah_tune_t *t);
  * hints. */
 #define AH_TUNE_MAX_HINTS 4
 int ah_tune_hint(ah_tune_t *t, const ah_config_t *cfg);
+/* With a hint: the noise (sigma of log time, ah_tune_status's `sigma`) the neighbour measured, the
+ * prior of this key's pooled noise instead of 3% (the larger of several). Returns 0 when taken, -1
+ * when no hint was taken or sigma is outside [0.005, 0.5]. Forgotten with the hints. */
+int ah_tune_hint_noise(ah_tune_t *t, double sigma);
 
 /* The next segment to commit, starting at call index `first` (the schedule's horizon). Always
  * produces a segment: while searching, a probe (count > 0); once converged or given up, the
@@ -81,6 +85,7 @@ typedef struct {
   double default_us;       /* robust time of NCCL's default (space->start) */
   int reopen_count;        /* times drift re-opened tuning */
   int hints;               /* neighbours' points taken (ah_tune_hint), at the start or mid-search */
+  double sigma;            /* pooled noise of the search (sigma of log time; a neighbour's prior) */
   /* The search's best point, also where NCCL's default was kept over it (not faster beyond
    * noise): what another key of the communicator may start from (ah_tune_hint). The start while
    * nothing was searched. */

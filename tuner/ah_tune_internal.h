@@ -42,11 +42,12 @@
 /* The quick warm check (ah_tune_start_quick): the hint, NCCL's default and the hint's channel
  * neighbours committed back to back; the hint pinned once it beats the default clearly and no
  * neighbour beats it */
-#define AH_TUNE_QUICK_N 2         /* first samples of each point */
+#define AH_TUNE_QUICK_N 2         /* first samples of the hint and the default */
+#define AH_TUNE_QUICK_SIDE_N 1    /* ... of the other points (a faster one is raced) */
 #define AH_TUNE_QUICK_MAXN 6      /* ... the hint and the default may grow to this while unsure */
 #define AH_TUNE_QUICK_TIE_N 2     /* samples of each behind keeping the default on a tie */
 #define AH_TUNE_QUICK_MOVES 2     /* steps the check may follow a faster neighbour */
-#define AH_TUNE_QUICK_Z 3.0       /* standard errors the hint needs over the default */
+#define AH_TUNE_QUICK_Z 2.5       /* standard errors the hint needs over the default */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
 #define AH_TUNE_DRIFT_SHIFT 0.05  /* relative shift the CUSUM is tuned to detect */
@@ -111,9 +112,11 @@ struct ah_tune {
   ah_config_t hints[AH_TUNE_MAX_HINTS];
   int nhints;
   int hint_probe[AH_TUNE_MAX_HINTS]; /* each hint's screening probe (-1: none of its own) */
+  double sigma_prior;      /* neighbours' measured noise (ah_tune_hint_noise), 0: AH_TUNE_SIGMA_PRIOR */
   int quick_off;           /* the quick check is over (or not applicable): the warm search runs */
   int quick_pt[8], nquick; /* the quick check's points: the hint first, then its neighbours */
   int quick_c, quick_moves; /* its centre (the hint, or a neighbour that beat it) and moves */
+  int quick_alt;           /* NCCL's best-estimated other subspace at the hint's resources, or -1 */
   /* drift */
   ah_drift_t drift;
   int drift_on, reopened, reopen_count, forever_seg;

@@ -666,8 +666,34 @@ int ah_tune_start_quick(ah_tune_t *t) {
       ah_config_t c;
       ah_tune_make_cfg(t, s, npos, &c);
       int q = ah_tune_probe_get(t, s, npos, &c);
-      if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_N);
+      if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
     }
+  /* A hint from one side may come from across a protocol's boundary (a neighbour bin's best
+   * subspace is not this one's): the subspace NCCL's cost table rates best among the others (its
+   * own choice, unless that is the hint's) is measured at the hint's resources too. */
+  t->quick_alt = -1;
+  int s2 = t->def_sub != s ? t->def_sub : -1;
+  if (s2 < 0) {
+    double e2 = INFINITY;
+    for (int i = 0; i < t->space.nsub; i++)
+      if (i != s && t->space.est_us[i] > 0 && t->space.est_us[i] < e2) {
+        e2 = t->space.est_us[i];
+        s2 = i;
+      }
+    double emin = t->space.est_us[s] > 0 ? t->space.est_us[s] : e2;
+    if (s2 >= 0 && t->prm.prior_ratio > 0 && e2 > t->prm.prior_ratio * emin) s2 = -1;
+  }
+  if (s2 >= 0) {
+    int apos[AH_MAX_DIMS];
+    ah_tune_sub_pos(t, s2, t->probes[hq].pos, 0, apos);
+    ah_config_t c;
+    ah_tune_make_cfg(t, s2, apos, &c);
+    int q = ah_tune_probe_get(t, s2, apos, &c);
+    if (q >= 0 && q != t->def) {
+      t->quick_alt = q;
+      ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
+    }
+  }
   t->phase = AH_PH_QUICK;
   t->best = t->quick_c = hq;
   t->quick_moves = 0;
@@ -699,7 +725,18 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
     ah_log(AH_LOG_DEBUG, "tuner: quick check: centre %.1f%% ahead of the default (se %.1f%%, n=%d/%d)%s",
            100.0 * gain, 100.0 * se, t->probes[c].n, t->probes[d].n,
            rival >= 0 ? ", a neighbour faster" : "");
-  if (rival >= 0) {
+  int alt = t->quick_alt;
+  if (alt >= 0 && t->probes[alt].n > 0 && ah_tune_lg(t, alt) < lc - floor) {
+    /* another subspace measures faster at the same resources: the hint may be from across a
+     * boundary. Raced; when it holds, the warm search (which screens the subspaces) decides. */
+    if (t->probes[alt].n < AH_TUNE_MOVE_N || t->probes[c].n < AH_TUNE_MOVE_N) {
+      t->nwants = 0;
+      ah_tune_want(t, alt, AH_TUNE_MOVE_N);
+      ah_tune_want(t, c, AH_TUNE_MOVE_N);
+      return;
+    }
+    rival = -1;
+  } else if (rival >= 0) {
     double g = lc - ah_tune_lg(t, rival);
     double rse = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, rival), 2));
     int held = g > AH_TUNE_SEARCH_Z * rse ||
@@ -718,7 +755,7 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
         ah_config_t cf;
         ah_tune_make_cfg(t, t->probes[rival].sub, npos, &cf);
         int q = ah_tune_probe_get(t, t->probes[rival].sub, npos, &cf);
-        if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_N);
+        if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
       }
       return; /* evaluated again when the new point is in (at once when there is none) */
     }

@@ -154,6 +154,7 @@ typedef struct {
   void *eng;
   int probes, state, pinned, nhints, late; /* late: hints taken mid-search (of nhints) */
   ah_config_t winner;      /* autoha's best searched point, shared with later keys of the communicator */
+  double sigma;            /* ... and the noise its search measured */
 } key_t_;
 
 /* Builds the space of key (coll, bytes) on model m as the shim offers it, and its optimum at phi. */
@@ -236,7 +237,10 @@ static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nb
       for (int dir = -1; dir <= 1; dir += 2)
         for (int b = j + dir; b >= 0 && b < nbins && abs(b - j) <= g->hint_reach; b += dir)
           if (keys[b].ok && keys[b].pinned) {
-            if (ah_tune_hint(t, &keys[b].winner) == 0) k->nhints++;
+            if (ah_tune_hint(t, &keys[b].winner) == 0) {
+              k->nhints++;
+              (void)ah_tune_hint_noise(t, keys[b].sigma);
+            }
             break;
           }
     }
@@ -259,6 +263,7 @@ static void key_finish(const variant_t *v, key_t_ *k) {
     k->state = ts.state;
     k->pinned = ts.state == AH_TUNE_CONVERGED;
     k->winner = ts.learned;
+    k->sigma = ts.sigma;
     ah_tune_destroy(k->eng);
   } else {
     autoccl_destroy(k->eng);
@@ -322,6 +327,7 @@ static void comm_done(void *user, int j) {
   if (c->v->peer || c->g->no_share || c->g->no_late || !k->pinned) return;
   for (int b = b0 - c->g->hint_reach; b <= b0 + c->g->hint_reach; b++)
     if (b != b0 && b >= 0 && b < c->nbins && c->keys[b].eng && ah_tune_hint(c->keys[b].eng, &k->winner) == 0) {
+      (void)ah_tune_hint_noise(c->keys[b].eng, k->sigma);
       c->keys[b].nhints++;
       c->keys[b].late++;
     }

@@ -806,6 +806,43 @@ START_TEST(test_quick_warm) {
 }
 END_TEST
 
+/* A hint from across a protocol boundary: the neighbour's best is ring/ll128 at 12 channels (4%
+ * ahead of the default here), but this bin's best is NCCL's own subspace, ring/simple, at those 12
+ * channels (4% ahead of the hint). The quick check measures NCCL's subspace at the hint's channels
+ * too, so it must not pin the hint: the optimum in at least 10 of 12 seeds. Also the noise prior
+ * (ah_tune_hint_noise): refused without a hint or out of range. */
+START_TEST(test_quick_boundary) {
+  ah_config_t hint = {AH_ALGO_RING, AH_PROTO_LL128, 0, 1, {12, 0, 0, 0}};
+  int good = 0;
+  for (int seed = 1; seed <= 12; seed++) {
+    surf_t s;
+    surf_init_shim_far(&s);
+    s.opt[0][0] = 12; /* ring/simple: 100 us at 12 channels, 108 at NCCL's own 24 */
+    s.base[1] = 104;  /* ring/ll128: 104 us at 12 */
+    tune_drive_result_t r;
+    ah_tune_t *t = run_hinted(&s, seed, &hint, &r);
+    ck_assert_uint_ne(r.pinned_at, UINT64_MAX);
+    expect_no_worse(&s, seed, &r.final);
+    if (surf_best(&s) / cfg_time(&s, &r.final) >= 0.99) good++;
+    ah_tune_destroy(t);
+  }
+  ck_assert_int_ge(good, 10);
+  surf_t s;
+  surf_init_shim_far(&s);
+  ah_tune_params_t p;
+  ah_tune_params_default(&p);
+  ah_tune_t *t = ah_tune_create(&s.space, &p);
+  ck_assert_int_eq(ah_tune_hint_noise(t, 0.02), -1); /* no hint yet */
+  ck_assert_int_eq(ah_tune_hint(t, &hint), 0);
+  ck_assert_int_eq(ah_tune_hint_noise(t, 0.9), -1);
+  ck_assert_int_eq(ah_tune_hint_noise(t, 0.02), 0);
+  ah_tune_status_t st;
+  ah_tune_status(t, &st);
+  ck_assert_msg(st.sigma > 0.019 && st.sigma < 0.021, "noise prior %.4f, want 0.02", st.sigma);
+  ah_tune_destroy(t);
+}
+END_TEST
+
 /* A hint arriving mid-search (a neighbour bin converged meanwhile): a cold key hinted with the
  * optimum after 10 calls converges on it in fewer calls than the cold search, over 12 seeds. */
 START_TEST(test_hint_mid_search) {
@@ -965,6 +1002,7 @@ static Suite *tune_suite(void) {
   tcase_add_test(tc, test_hint_api);
   tcase_add_test(tc, test_warm_start);
   tcase_add_test(tc, test_quick_warm);
+  tcase_add_test(tc, test_quick_boundary);
   tcase_add_test(tc, test_hint_mid_search);
   tcase_add_test(tc, test_drive_comm);
   suite_add_tcase(s, tc);
