@@ -617,27 +617,34 @@ static int ah_tune_quick_add(ah_tune_t *t, int q) {
   return 1;
 }
 
-/* Plans the quick warm check when the hints agree on one subspace and name resources: the hinted
- * point(s), the first hint's channel neighbours (x1.41 each side) and NCCL's default, all wanted
- * at once so the driver commits them back to back and no result lag stalls the key. Returns 1 when
- * planned, 0 when it does not apply (no hint, hints across a subspace boundary, only NCCL's own
- * resources named, or the check already ran). */
+/* Plans the quick warm check when a hint names resources: the hinted point(s) of the centre's
+ * subspace, the centre's channel neighbours (x1.41 each side), one point of a rival subspace (the
+ * other neighbour's, or NCCL's best-rated other) and NCCL's default, all wanted at once so the
+ * driver commits them back to back and no result lag stalls the key. Returns 1 when planned, 0
+ * when it does not apply (no hint with resources, or the check already ran). */
 int ah_tune_start_quick(ah_tune_t *t) {
   if (t->quick_off || t->nhints == 0 || t->def < 0) return 0;
-  int s = -1, h0 = -1;
+  /* The centre: the hint with resources whose subspace NCCL's cost table rates best; a hint in
+   * another subspace (this bin sits between two neighbours that disagree) is the rival subspace. */
+  int h0 = -1, ho = -1;
   for (int h = 0; h < t->nhints; h++) {
-    int hs = ah_tune_sub_of(t, &t->hints[h]);
-    if (hs < 0 || (s >= 0 && hs != s)) return 0; /* neighbours disagree: this bin sits on a boundary */
-    s = hs;
-    for (int d = 0; h0 < 0 && d < t->hints[h].ndims && d < AH_MAX_DIMS; d++)
-      if (t->hints[h].res[d] > 0) h0 = h;
+    int hs = ah_tune_sub_of(t, &t->hints[h]), res = 0;
+    for (int d = 0; d < t->hints[h].ndims && d < AH_MAX_DIMS; d++) res |= t->hints[h].res[d] > 0;
+    if (hs < 0 || !res) continue;
+    if (h0 < 0 || t->space.est_us[hs] < t->space.est_us[ah_tune_sub_of(t, &t->hints[h0])]) h0 = h;
   }
   if (h0 < 0) return 0;
+  int s = ah_tune_sub_of(t, &t->hints[h0]);
+  for (int h = 0; h < t->nhints && ho < 0; h++) {
+    int hs = ah_tune_sub_of(t, &t->hints[h]);
+    if (hs >= 0 && hs != s) ho = h;
+  }
   t->nquick = 0;
   int pos[AH_MAX_DIMS];
   ah_tune_start_pos(t, pos);
-  for (int k = 0; k < t->nhints && t->nquick < 2; k++) { /* the first hint with resources, then the others */
-    int h = k == 0 ? h0 : k == h0 ? 0 : k, spos[AH_MAX_DIMS], any = 0;
+  for (int k = -1; k < t->nhints && t->nquick < 2; k++) { /* the centre's hint, then others in s */
+    int h = k < 0 ? h0 : k, spos[AH_MAX_DIMS], any = 0;
+    if (k == h0 || ah_tune_sub_of(t, &t->hints[h]) != s) continue;
     ah_tune_sub_pos(t, s, pos, 1, spos);
     for (int d = 0; d < t->space.ndims && d < t->hints[h].ndims; d++)
       if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0) {
@@ -672,7 +679,7 @@ int ah_tune_start_quick(ah_tune_t *t) {
    * subspace is not this one's): the subspace NCCL's cost table rates best among the others (its
    * own choice, unless that is the hint's) is measured at the hint's resources too. */
   t->quick_alt = -1;
-  int s2 = t->def_sub != s ? t->def_sub : -1;
+  int s2 = ho >= 0 ? ah_tune_sub_of(t, &t->hints[ho]) : t->def_sub != s ? t->def_sub : -1;
   if (s2 < 0) {
     double e2 = INFINITY;
     for (int i = 0; i < t->space.nsub; i++)
@@ -686,6 +693,12 @@ int ah_tune_start_quick(ah_tune_t *t) {
   if (s2 >= 0) {
     int apos[AH_MAX_DIMS];
     ah_tune_sub_pos(t, s2, t->probes[hq].pos, 0, apos);
+    for (int d = 0; ho >= 0 && d < t->space.ndims && d < t->hints[ho].ndims; d++)
+      if (t->hints[ho].res[d] > 0 && t->space.dims[d].nvalues > 0) { /* the other hint's own point */
+        int lo, hi, v = ah_tune_value_pos(&t->space.dims[d], t->hints[ho].res[d]);
+        ah_tune_window(t, s2, d, &lo, &hi);
+        apos[d] = v < lo ? lo : v > hi ? hi : v;
+      }
     ah_config_t c;
     ah_tune_make_cfg(t, s2, apos, &c);
     int q = ah_tune_probe_get(t, s2, apos, &c);
