@@ -748,6 +748,25 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
       ah_tune_want(t, c, AH_TUNE_MOVE_N);
       return;
     }
+    if (t->quick_moves < AH_TUNE_QUICK_MOVES) { /* it held: the check goes on there, once */
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: the rival subspace is faster; it is the centre now");
+      t->quick_moves = AH_TUNE_QUICK_MOVES;
+      t->quick_alt = -1;
+      t->quick_c = alt;
+      ah_tune_quick_add(t, alt);
+      t->nwants = 0;
+      for (int dir = -1; dir <= 1; dir += 2) {
+        int j = ah_tune_step_to(t, alt, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), npos[AH_MAX_DIMS];
+        if (j < 0) continue;
+        memcpy(npos, t->probes[alt].pos, sizeof(npos));
+        npos[AH_DIM_NCHANNELS] = j;
+        ah_config_t cf;
+        ah_tune_make_cfg(t, t->probes[alt].sub, npos, &cf);
+        int q = ah_tune_probe_get(t, t->probes[alt].sub, npos, &cf);
+        if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
+      }
+      return;
+    }
     rival = -1;
   } else if (rival >= 0) {
     double g = lc - ah_tune_lg(t, rival);
