@@ -617,13 +617,20 @@ static int ah_tune_quick_add(ah_tune_t *t, int q) {
   return 1;
 }
 
-/* Plans the quick warm check when a hint names resources: the hinted point(s) of the centre's
+/* Plans the quick warm check when a hint names resources and channels are the only searched
+ * resource: the hinted point(s) of the centre's
  * subspace, the centre's channel neighbours (x1.41 each side), one point of a rival subspace (the
  * other neighbour's, or NCCL's best-rated other) and NCCL's default, all wanted at once so the
  * driver commits them back to back and no result lag stalls the key. Returns 1 when planned, 0
- * when it does not apply (no hint with resources, or the check already ran). */
+ * when it does not apply (no hint with resources, another resource searched, or the check already
+ * ran). */
 int ah_tune_start_quick(ah_tune_t *t) {
-  if (t->quick_off || t->nhints == 0 || t->def < 0) return 0;
+  /* Channels only: where a second resource is searched (NCCL 2.30's chunk) the optima of the two
+   * are coupled and a check along channels alone pinned points up to 25% off (sim/: p5 0.9579 ->
+   * 0.9474 in the communicator mode); such keys take the warm search. */
+  if (t->quick_off || t->nhints == 0 || t->def < 0 || t->nsearch != 1 ||
+      t->searchable[0] != AH_DIM_NCHANNELS)
+    return 0;
   /* The centre: the hint with resources whose subspace NCCL's cost table rates best; a hint in
    * another subspace (this bin sits between two neighbours that disagree) is the rival subspace. */
   int h0 = -1, ho = -1;
