@@ -12,8 +12,10 @@
  * noise. The winner is re-measured with fresh samples against NCCL's default and replaces it only
  * beyond three standard errors, so selection luck ("winner's curse") cannot make a key slower than
  * NCCL. A pinned key is watched by CUSUM. A key whose communicator already tuned neighbouring size
- * bins starts warm from their best points (ah_tune_hint). docs/tuner.md explains each step and its
- * figures.
+ * bins starts warm from their best points (ah_tune_hint, at the start or mid-search): a quick
+ * check of the hint against NCCL's default, its channel neighbours and a rival subspace, all
+ * committed back to back, pins it within about ten calls when the evidence is clear.
+ * docs/tuner.md explains each step and its figures.
  *
  * The engine is driven by call indices: it hands out segments (config for n calls) and receives
  * results for any index in any order. It plans in batches (the probes it needs next) and keeps

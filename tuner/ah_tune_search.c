@@ -1,6 +1,7 @@
 /* ah_tune_search.c: the search's state machine for one key (the method is described at the top of
- * ah_tune.c and in docs/tuner.md): screening the subspaces, re-screening the close ones, coordinate
- * descent inside each, the winner's confirmation against NCCL's default, and finishing. Each step
+ * ah_tune.c and in docs/tuner.md): a warm key's quick check of a neighbour's point, screening the
+ * subspaces, re-screening the close ones, coordinate descent inside each, the winner's
+ * confirmation against NCCL's default, and finishing. Each step
  * asks for samples (ah_tune_want) and is evaluated when they have all come back (ah_tune_advance). */
 #include <math.h>
 #include <stdio.h>
