@@ -61,13 +61,18 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
 }
 
 /* What the communicator already learned, handed to a new search (tuner/ah_tune.h ah_tune_hint):
- * the best point of the nearest converged bin below and above (within AH_HINT_BINS bins, x2 each) of
- * the same collective. Note that a neighbour's lock is only tried: a leader holding it may be
- * waiting for ours, and a hint is not worth a wait. */
-#define AH_HINT_BINS 1
+ * the best point and noise of the nearest converged bin below and above (within hint_bins() bins,
+ * x2 each) of the same collective. Note that a neighbour's lock is only tried: a leader holding it
+ * may be waiting for ours, and a hint is not worth a wait. */
+#define AH_HINT_BINS 3
+/* Bins a hint may come from: AH_HINT_BINS where channels are the only searched resource (the
+ * engine's quick check tests a hint before it trusts it), adjacent bins only otherwise (the warm
+ * search lost p5 on hints from farther away; docs/tuner.md "Warm start"). */
+static int hint_bins(const ah_shim_keystate_t *ks) { return ks->space.ndims > 1 ? 1 : AH_HINT_BINS; }
+
 static void search_hint(ah_shim_keystate_t *ks) {
   for (int dir = -1; dir <= 1; dir += 2)
-    for (int d = 1; d <= AH_HINT_BINS; d++) {
+    for (int d = 1; d <= hint_bins(ks); d++) {
       ah_key_t nk = ks->key;
       nk.bin += dir * d;
       ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
@@ -86,8 +91,8 @@ static void search_hint(ah_shim_keystate_t *ks) {
     }
 }
 
-/* ks just converged: its best point goes to the adjacent bins of the same collective that are
- * still searching (ah_tune_hint mid-search: each runs its quick check on it). Called with ks's lock
+/* ks just converged: its best point goes to the bins of the same collective within hint_bins()
+ * that are still searching (ah_tune_hint mid-search: each runs its quick check on it). Called with ks's lock
  * held; a neighbour's lock is only tried, so two leaders sharing at once cannot deadlock, and a
  * neighbour busy now simply misses it. */
 static void search_share(ah_shim_keystate_t *ks) {
@@ -95,7 +100,7 @@ static void search_share(ah_shim_keystate_t *ks) {
   ah_tune_status(ks->tune, &st);
   if (st.state != AH_TUNE_CONVERGED) return;
   for (int dir = -1; dir <= 1; dir += 2)
-    for (int d = 1; d <= AH_HINT_BINS; d++) {
+    for (int d = 1; d <= hint_bins(ks); d++) {
       ah_key_t nk = ks->key;
       nk.bin += dir * d;
       ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);

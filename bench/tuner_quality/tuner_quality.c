@@ -18,8 +18,10 @@
  * (tests/tune tune_drive_run_comm): bins are first called in a seeded random order, one every GAP
  * stream calls (0: all at once), then take the stream's calls in turn; results fall due --lag
  * stream calls late, so an interleaved key sees its own results sooner. autoha's new keys start
- * from the best points of the nearest done bins within --hint-reach bins (default 1) below and
- * above, as the shim passes them in (ah_tune_hint); --no-share starts them cold. The AutoCCL-style
+ * from the best points (and measured noise) of the nearest done bins within --hint-reach bins
+ * (default 3; 1 where a second resource is searched) below and above, as the shim passes them in
+ * (ah_tune_hint), and a key that is done hands its point to the bins within that reach still
+ * searching (--no-late-hints: not); --no-share starts them cold. The AutoCCL-style
  * search shares nothing (AutoCCL's published design tunes each key on its own). --bin-step 2 runs
  * the shim's own bins (1 KiB .. 1 GiB, x2: 21 per communicator) instead of the grid's x4.
  *
@@ -129,7 +131,8 @@ typedef struct {
   int comm_gap;      /* ... the job calls a new bin for the first time every comm_gap stream calls */
   int no_share;      /* ... autoha's keys start cold (nothing learned is passed on) */
   int no_late;       /* ... hints only at a key's start, none mid-search */
-  int hint_reach;    /* ... a bin learns from done bins at most this many bins away */
+  int hint_reach;    /* ... a bin learns from done bins at most this many bins away (channels the only
+                      * searched resource; otherwise 1: the quick check does not run there) */
   int bin_step;      /* sizes 1 KiB .. 1 GiB in steps of x bin_step (2 or 4) */
 } grid_t;
 
@@ -220,6 +223,10 @@ static void key_opts(const grid_t *g, const variant_t *v, const key_t_ *k, int t
   o->skew_gather_lag = g->gather_lag;
 }
 
+/* How many bins away key k takes hints from: --hint-reach where channels are the only searched
+ * resource (a far hint goes through the quick check), else adjacent bins only (as the shim). */
+static int key_reach(const grid_t *g, const key_t_ *k) { return k->sp.ndims > 1 && g->hint_reach > 1 ? 1 : g->hint_reach; }
+
 /* Creates key k's search; for autoha, with the winners of the communicator's nearest done bins
  * below and above (the same collective: `keys` are one communicator's bins, ascending) unless
  * the run shares nothing. Returns the engine or NULL. */
@@ -235,7 +242,7 @@ static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nb
     ah_tune_t *t = ah_tune_create(&k->sp, &prm);
     if (t && g->comm && !g->no_share) {
       for (int dir = -1; dir <= 1; dir += 2)
-        for (int b = j + dir; b >= 0 && b < nbins && abs(b - j) <= g->hint_reach; b += dir)
+        for (int b = j + dir; b >= 0 && b < nbins && abs(b - j) <= key_reach(g, k); b += dir)
           if (keys[b].ok && keys[b].pinned) {
             if (ah_tune_hint(t, &keys[b].winner) == 0) {
               k->nhints++;
@@ -325,7 +332,7 @@ static void comm_done(void *user, int j) {
   key_t_ *k = &c->keys[b0];
   key_finish(c->v, k);
   if (c->v->peer || c->g->no_share || c->g->no_late || !k->pinned) return;
-  for (int b = b0 - c->g->hint_reach; b <= b0 + c->g->hint_reach; b++)
+  for (int b = b0 - key_reach(c->g, k); b <= b0 + key_reach(c->g, k); b++)
     if (b != b0 && b >= 0 && b < c->nbins && c->keys[b].eng && ah_tune_hint(c->keys[b].eng, &k->winner) == 0) {
       (void)ah_tune_hint_noise(c->keys[b].eng, k->sigma);
       c->keys[b].nhints++;
@@ -463,7 +470,7 @@ static void figs_header(void) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0, 0, 0, 0, 0, 1, 4};
+  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0, 0, 0, 0, 0, 3, 4};
   int mode = 0; /* 0: autoha alone, 1: side by side with the AutoCCL-style search, 2: skew */
   double skew = 0.2;
   for (int i = 1; i < argc; i++) {
