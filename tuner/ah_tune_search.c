@@ -721,16 +721,17 @@ int ah_tune_start_quick(ah_tune_t *t) {
   return 1;
 }
 
-/* The quick check's next step once its samples are in. A neighbour measured faster than the centre
- * beyond the noise floor is raced (up to AH_TUNE_MOVE_N samples each) and, when it holds, becomes
- * the centre, with the next point that way probed (AH_TUNE_QUICK_MOVES at most: the optimum of the
- * neighbour bin is near). With no faster neighbour: the hint itself is pinned when it beats NCCL's
- * default beyond AH_TUNE_QUICK_Z standard errors and the noise floor; a centre that moved goes
- * through the ordinary confirmation (it was picked *because* it measured fast, so it needs fresh
- * samples; the hint was named before this key measured anything); a hint as fast as the default
- * within noise keeps the default (the neighbour's search found nothing better there either); more
- * samples while a gain is plausible but unsure; otherwise the warm search, which reuses every sample
- * taken here. */
+/* The quick check's next step once its samples are in. The rival subspace's point measured faster
+ * than the centre beyond the noise floor is raced (AH_TUNE_MOVE_N samples each) and, when it holds,
+ * becomes the centre once, with its own channel neighbours. A channel neighbour measured faster is
+ * raced the same way and, when it holds, becomes the centre, with the next point that way probed
+ * (AH_TUNE_QUICK_MOVES at most: the neighbour bin's optimum is near). With nothing faster: the hint
+ * is pinned when it beats NCCL's default beyond AH_TUNE_QUICK_Z standard errors and the noise
+ * floor; a centre that moved (picked *because* it measured fast) by the same margin only on
+ * AH_TUNE_MOVE_N samples of both, its later ones fresh, else through the ordinary confirmation; a
+ * centre as fast as the default within noise keeps the default (the neighbour's search found
+ * nothing better there either); a plausible gain gets more samples; otherwise the warm search runs,
+ * reusing every sample taken here. */
 static void ah_tune_eval_quick(ah_tune_t *t) {
   int c = t->quick_c, d = t->def, rival = -1;
   double floor = log(1.0 + t->prm.noise_floor), lc = ah_tune_lg(t, c);
@@ -749,7 +750,8 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
   int alt = t->quick_alt;
   if (alt >= 0 && t->probes[alt].n > 0 && ah_tune_lg(t, alt) < lc - floor) {
     /* another subspace measures faster at the same resources: the hint may be from across a
-     * boundary. Raced; when it holds, the warm search (which screens the subspaces) decides. */
+     * boundary. Raced; when it holds, the check moves there (once), else the warm search (which
+     * screens the subspaces) decides. */
     if (t->probes[alt].n < AH_TUNE_MOVE_N || t->probes[c].n < AH_TUNE_MOVE_N) {
       t->nwants = 0;
       ah_tune_want(t, alt, AH_TUNE_MOVE_N);
