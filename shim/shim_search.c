@@ -61,13 +61,18 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
 }
 
 /* What the communicator already learned, handed to a new search (tuner/ah_tune.h ah_tune_hint):
- * the best point of the nearest converged bin below and above (within AH_HINT_BINS bins, x2 each) of
- * the same collective. Note that a neighbour's lock is only tried: a leader holding it may be
- * waiting for ours, and a hint is not worth a wait. */
-#define AH_HINT_BINS 1
+ * the best point and noise of the nearest converged bin below and above (within hint_bins() bins,
+ * x2 each) of the same collective. Note that a neighbour's lock is only tried: a leader holding it
+ * may be waiting for ours, and a hint is not worth a wait. */
+#define AH_HINT_BINS 3
+/* Bins a hint may come from: AH_HINT_BINS where channels are the only searched resource (the
+ * engine's quick check tests a hint before it trusts it), adjacent bins only otherwise (the warm
+ * search lost p5 on hints from farther away; docs/tuner.md "Warm start"). */
+static int hint_bins(const ah_shim_keystate_t *ks) { return ks->space.ndims > 1 ? 1 : AH_HINT_BINS; }
+
 static void search_hint(ah_shim_keystate_t *ks) {
   for (int dir = -1; dir <= 1; dir += 2)
-    for (int d = 1; d <= AH_HINT_BINS; d++) {
+    for (int d = 1; d <= hint_bins(ks); d++) {
       ah_key_t nk = ks->key;
       nk.bin += dir * d;
       ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
@@ -80,9 +85,33 @@ static void search_hint(ah_shim_keystate_t *ks) {
       }
       pthread_mutex_unlock(&n->lock);
       if (got) {
-        (void)ah_tune_hint(ks->tune, &st.learned);
+        if (ah_tune_hint(ks->tune, &st.learned) == 0) (void)ah_tune_hint_noise(ks->tune, st.sigma);
         break;
       }
+    }
+}
+
+/* ks just converged: its best point goes to the bins of the same collective within hint_bins()
+ * that are still searching (ah_tune_hint mid-search: each runs its quick check on it). Called with ks's lock
+ * held; a neighbour's lock is only tried, so two leaders sharing at once cannot deadlock, and a
+ * neighbour busy now simply misses it. */
+static void search_share(ah_shim_keystate_t *ks) {
+  ah_tune_status_t st;
+  ah_tune_status(ks->tune, &st);
+  if (st.state != AH_TUNE_CONVERGED) return;
+  for (int dir = -1; dir <= 1; dir += 2)
+    for (int d = 1; d <= hint_bins(ks); d++) {
+      ah_key_t nk = ks->key;
+      nk.bin += dir * d;
+      ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
+      if (!n || pthread_mutex_trylock(&n->lock) != 0) continue;
+      if (n->tune && n->space.ndims == ks->space.ndims) {
+        ah_tune_status_t ns;
+        ah_tune_status(n->tune, &ns);
+        if (ns.state == AH_TUNE_SEARCHING && ah_tune_hint(n->tune, &st.learned) == 0)
+          (void)ah_tune_hint_noise(n->tune, st.sigma);
+      }
+      pthread_mutex_unlock(&n->lock);
     }
 }
 
@@ -118,6 +147,7 @@ static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, co
       ah_tune_next(ks->tune, ah_sched_horizon(ks->sched), &next);
       if (ah_sched_append(ks->sched, &next) != 0) break;
       if (h.publish) h.publish(h.arg, &ks->key, &next);
+      if (next.count == AH_SCHED_FOREVER) search_share(ks);
     }
   }
   pthread_mutex_unlock(&ks->lock);

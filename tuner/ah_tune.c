@@ -12,8 +12,10 @@
  * noise. The winner is re-measured with fresh samples against NCCL's default and replaces it only
  * beyond three standard errors, so selection luck ("winner's curse") cannot make a key slower than
  * NCCL. A pinned key is watched by CUSUM. A key whose communicator already tuned neighbouring size
- * bins starts warm from their best points (ah_tune_hint). docs/tuner.md explains each step and its
- * figures.
+ * bins starts warm from their best points (ah_tune_hint, at the start or mid-search): a quick
+ * check of the hint against NCCL's default, its channel neighbours and a rival subspace, all
+ * committed back to back, pins it within about ten calls when the evidence is clear.
+ * docs/tuner.md explains each step and its figures.
  *
  * The engine is driven by call indices: it hands out segments (config for n calls) and receives
  * results for any index in any order. It plans in batches (the probes it needs next) and keeps
@@ -104,22 +106,40 @@ void ah_tune_destroy(ah_tune_t *t) {
 }
 
 int ah_tune_hint(ah_tune_t *t, const ah_config_t *cfg) {
-  if (!t || !cfg || t->calls_spent > 0 || t->phase == AH_PH_DONE || t->nhints >= AH_TUNE_MAX_HINTS)
-    return -1;
+  if (!t || !cfg || t->phase == AH_PH_DONE || t->nhints >= AH_TUNE_MAX_HINTS) return -1;
   int found = 0;
   for (int s = 0; s < t->space.nsub; s++)
     if (t->space.sub[s].algo == cfg->algo && t->space.sub[s].proto == cfg->proto) found = 1;
   if (!found) return -1;
-  t->hints[t->nhints++] = *cfg;
+  if (t->calls_spent > 0) {
+    /* Mid-search (a neighbour converged while this key searches): taken only when the quick check
+     * applies to it and has not run yet, and before the confirmation; the search's samples stay. */
+    if (t->phase == AH_PH_CONFIRM || t->phase == AH_PH_QUICK || t->quick_off) return -1;
+    t->hints[t->nhints++] = *cfg;
+    if (!ah_tune_start_quick(t)) {
+      t->nhints--;
+      return -1;
+    }
+  } else {
+    t->hints[t->nhints++] = *cfg;
+    /* Nothing is committed yet: the first batch is planned again with the hint. */
+    t->nprobes = 0;
+    t->nwants = 0;
+    t->quick_off = 0;
+    ah_tune_start_screen(t);
+  }
   if (ah_log_level() >= AH_LOG_DEBUG) {
     char b[96];
     ah_log(AH_LOG_DEBUG, "tuner: warm start from a neighbour's %s", ah_config_format(cfg, b, sizeof(b)));
   }
-  /* Nothing is committed yet: the first batch is planned again with the hint. */
-  t->nprobes = 0;
-  t->nwants = 0;
-  ah_tune_start_screen(t);
   return t->def >= 0 ? 0 : -1;
+}
+
+int ah_tune_hint_noise(ah_tune_t *t, double sigma) {
+  if (!t || t->nhints == 0 || !(sigma >= AH_TUNE_SIGMA_FLOOR && sigma <= 0.5)) return -1;
+  if (sigma > t->sigma_prior) t->sigma_prior = sigma;
+  ah_tune_update_sigma(t);
+  return 0;
 }
 
 static int ah_tune_seg_push(ah_tune_t *t, uint64_t first, uint64_t count, int probe) {
@@ -164,6 +184,8 @@ static void ah_tune_reopen(ah_tune_t *t) {
   t->converged_at = UINT64_MAX;
   t->sigma = AH_TUNE_SIGMA_PRIOR;
   t->nhints = 0; /* what the neighbours learned held before the drift, maybe not now */
+  t->sigma_prior = 0;
+  t->quick_off = 0;
   ah_tune_start_screen(t);
 }
 
@@ -183,6 +205,11 @@ static int ah_tune_filler(const ah_tune_t *t) {
     }
   }
   if (p >= 0) return p;
+  if (t->phase == AH_PH_QUICK) { /* the quick check's verdict needs the centre and the default */
+    const ah_probe_t *c = &t->probes[t->quick_c], *d = &t->probes[t->def];
+    if (c->committed <= d->committed && c->committed < AH_TUNE_QUICK_MAXN) return t->quick_c;
+    if (d->committed < AH_TUNE_QUICK_MAXN) return t->def;
+  }
   if (t->phase == AH_PH_SCREEN && !t->screen2) { /* second screen samples, as first ones qualify */
     double lb = INFINITY;
     for (int s = -1; s < t->space.nsub; s++) {
@@ -314,6 +341,8 @@ void ah_tune_status(const ah_tune_t *t, ah_tune_status_t *st_p) {
     if (!t->probes[i].confirm && t->probes[i].n > 0) st_p->probes++;
   st_p->converged_at = t->converged_at;
   st_p->reopen_count = t->reopen_count;
+  st_p->hints = t->nhints;
+  st_p->sigma = t->sigma;
   st_p->default_us = t->def >= 0 && t->probes[t->def].n > 0 ? exp(ah_tune_lg(t, t->def)) : 0.0;
   st_p->learned = t->space.start;
   if (t->best >= 0 && t->best < t->nprobes && t->probes[t->best].sub >= 0)

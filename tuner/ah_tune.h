@@ -41,14 +41,24 @@ ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *param
 void ah_tune_destroy(ah_tune_t *t);
 
 /* What the communicator already learned: the pinned winner `cfg` of a neighbouring key (the same
- * collective on the same communicator, another size bin), handed in before this key's first
- * ah_tune_next. The search then starts warm: it screens only NCCL's default, its own subspace and
- * the hinted subspaces (at the hinted resources), descends only the best of them with the finer
- * step first, and confirms the winner against the default as always. Up to AH_TUNE_MAX_HINTS
- * hints; a hint whose (algorithm, protocol) this key cannot run is ignored. Returns 0 when taken,
- * -1 otherwise (too late, too many, or not in the space). A drift re-open forgets the hints. */
+ * collective on the same communicator, another size bin). Handed in before this key's first
+ * ah_tune_next, the search starts warm with a quick check: the hinted point, its channel
+ * neighbours and NCCL's default measured back to back, the hint pinned as soon as it beats the
+ * default beyond noise and no neighbour beats it, the default kept when they tie; when that is not
+ * clear, it screens only NCCL's default, its own subspace and the hinted subspaces (at the hinted
+ * resources), descends only the best of them with the finer step first, and confirms the winner
+ * against the default as always. Handed in mid-search (the neighbour converged while this key was
+ * searching), the quick check runs from there, keeping every sample taken; taken once, and not
+ * in the confirmation. Up to AH_TUNE_MAX_HINTS hints; a hint whose (algorithm, protocol) this key
+ * cannot run is ignored. Returns 0 when taken, -1 otherwise (converged, too many, not in the space,
+ * or mid-search when the quick check does not apply or already ran). A drift re-open forgets the
+ * hints. */
 #define AH_TUNE_MAX_HINTS 4
 int ah_tune_hint(ah_tune_t *t, const ah_config_t *cfg);
+/* With a hint: the noise (sigma of log time, ah_tune_status's `sigma`) the neighbour measured, the
+ * prior of this key's pooled noise instead of 3% (the larger of several). Returns 0 when taken, -1
+ * when no hint was taken or sigma is outside [0.005, 0.5]. Forgotten with the hints. */
+int ah_tune_hint_noise(ah_tune_t *t, double sigma);
 
 /* The next segment to commit, starting at call index `first` (the schedule's horizon). Always
  * produces a segment: while searching, a probe (count > 0); once converged or given up, the
@@ -74,6 +84,8 @@ typedef struct {
   double winner_us;        /* robust time of the winner */
   double default_us;       /* robust time of NCCL's default (space->start) */
   int reopen_count;        /* times drift re-opened tuning */
+  int hints;               /* neighbours' points taken (ah_tune_hint), at the start or mid-search */
+  double sigma;            /* pooled noise of the search (sigma of log time; a neighbour's prior) */
   /* The search's best point, also where NCCL's default was kept over it (not faster beyond
    * noise): what another key of the communicator may start from (ah_tune_hint). The start while
    * nothing was searched. */

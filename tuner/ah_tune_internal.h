@@ -39,6 +39,15 @@
 #define AH_TUNE_WARM_LEVEL 1      /* descents start with the finer step */
 #define AH_TUNE_WARM_SURE_GAIN 0.05 /* a best this far ahead of the default ... */
 #define AH_TUNE_WARM_SURE_Z 4.0   /* ... and by this many standard errors is pinned without fresh samples */
+/* The quick warm check (ah_tune_start_quick): the hint, NCCL's default and the hint's channel
+ * neighbours committed back to back; the hint pinned once it beats the default clearly and no
+ * neighbour beats it */
+#define AH_TUNE_QUICK_N 2         /* first samples of the hint and the default */
+#define AH_TUNE_QUICK_SIDE_N 1    /* ... of the other points (a faster one is raced) */
+#define AH_TUNE_QUICK_MAXN 6      /* ... the hint and the default may grow to this while unsure */
+#define AH_TUNE_QUICK_TIE_N 2     /* samples of each behind keeping the default on a tie */
+#define AH_TUNE_QUICK_MOVES 2     /* steps the check may follow a faster neighbour */
+#define AH_TUNE_QUICK_Z 2.5       /* standard errors the hint needs over the default */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
 #define AH_TUNE_DRIFT_SHIFT 0.05  /* relative shift the CUSUM is tuned to detect */
@@ -64,7 +73,8 @@ typedef struct {
   int probe, target;       /* wanted: probe observed at least `target` times */
 } ah_want_t;
 
-enum { AH_PH_SCREEN = 0, AH_PH_RESCREEN = 1, AH_PH_DESCEND = 2, AH_PH_CONFIRM = 3, AH_PH_DONE = 4 };
+enum { AH_PH_SCREEN = 0, AH_PH_RESCREEN = 1, AH_PH_DESCEND = 2, AH_PH_CONFIRM = 3, AH_PH_DONE = 4,
+       AH_PH_QUICK = 5 };
 
 struct ah_tune {
   ah_space_t space;
@@ -102,6 +112,11 @@ struct ah_tune {
   ah_config_t hints[AH_TUNE_MAX_HINTS];
   int nhints;
   int hint_probe[AH_TUNE_MAX_HINTS]; /* each hint's screening probe (-1: none of its own) */
+  double sigma_prior;      /* neighbours' measured noise (ah_tune_hint_noise), 0: AH_TUNE_SIGMA_PRIOR */
+  int quick_off;           /* the quick check is over (or not applicable): the warm search runs */
+  int quick_pt[8], nquick; /* the quick check's points: the hint first, then its neighbours */
+  int quick_c, quick_moves; /* its centre (the hint, or a neighbour that beat it) and moves */
+  int quick_alt;           /* NCCL's best-estimated other subspace at the hint's resources, or -1 */
   /* drift */
   ah_drift_t drift;
   int drift_on, reopened, reopen_count, forever_seg;
@@ -127,6 +142,8 @@ int ah_tune_reserve(const ah_tune_t *t);        /* calls kept back for the confi
 
 void ah_tune_finish(ah_tune_t *t, int winner, int src, int state); /* pins winner (config of src) */
 void ah_tune_start_screen(ah_tune_t *t);        /* a new epoch's first batch: every subspace once */
+/* With hints: plans the quick warm check instead (returns 1), or returns 0 when it does not apply. */
+int ah_tune_start_quick(ah_tune_t *t);
 void ah_tune_advance(ah_tune_t *t);             /* runs evaluations while the batch has its results */
 
 #endif

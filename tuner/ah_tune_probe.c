@@ -28,9 +28,11 @@ void ah_tune_update_sigma(ah_tune_t *t) {
     ah_stats_noise_add(&nz, pr->us, pr->n, t->scratch);
   }
   /* The pooled estimate weighs in against the prior as residuals accumulate (8 pseudo-residuals
-   * of prior), so a few lucky-tight early probes cannot make every later difference significant. */
-  double est = ah_stats_noise_sigma(&nz, AH_TUNE_SIGMA_PRIOR, AH_TUNE_SIGMA_FLOOR);
-  t->sigma = (8.0 * AH_TUNE_SIGMA_PRIOR + nz.count * est) / (8.0 + nz.count);
+   * of prior), so a few lucky-tight early probes cannot make every later difference significant.
+   * The prior is the noise a converged neighbour bin measured (ah_tune_hint_noise), else 3%. */
+  double prior = t->sigma_prior > 0 ? t->sigma_prior : AH_TUNE_SIGMA_PRIOR; /* a neighbour's, else 3% */
+  double est = ah_stats_noise_sigma(&nz, prior, AH_TUNE_SIGMA_FLOOR);
+  t->sigma = (8.0 * prior + nz.count * est) / (8.0 + nz.count);
 }
 
 /* Config of subspace `sub` at value indices pos (sub -1: the start's algo/proto). */

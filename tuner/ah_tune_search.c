@@ -1,6 +1,7 @@
 /* ah_tune_search.c: the search's state machine for one key (the method is described at the top of
- * ah_tune.c and in docs/tuner.md): screening the subspaces, re-screening the close ones, coordinate
- * descent inside each, the winner's confirmation against NCCL's default, and finishing. Each step
+ * ah_tune.c and in docs/tuner.md): a warm key's quick check of a neighbour's point, screening the
+ * subspaces, re-screening the close ones, coordinate descent inside each, the winner's
+ * confirmation against NCCL's default, and finishing. Each step
  * asks for samples (ah_tune_want) and is evaluated when they have all come back (ah_tune_advance). */
 #include <math.h>
 #include <stdio.h>
@@ -599,6 +600,258 @@ static int ah_tune_hint_of(const ah_tune_t *t, int s) {
   return any;
 }
 
+/* ---- the quick warm check ---- */
+
+/* Subspace index of (algo, proto) of cfg, or -1. */
+static int ah_tune_sub_of(const ah_tune_t *t, const ah_config_t *cfg) {
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.sub[s].algo == cfg->algo && t->space.sub[s].proto == cfg->proto) return s;
+  return -1;
+}
+
+/* Adds probe q to the quick check's points (once). Returns 1 when added. */
+static int ah_tune_quick_add(ah_tune_t *t, int q) {
+  if (q < 0 || q == t->def || t->nquick >= (int)(sizeof(t->quick_pt) / sizeof(t->quick_pt[0]))) return 0;
+  for (int i = 0; i < t->nquick; i++)
+    if (t->quick_pt[i] == q) return 0;
+  t->quick_pt[t->nquick++] = q;
+  return 1;
+}
+
+/* Plans the quick warm check when a hint names resources and channels are the only searched
+ * resource: the hinted point(s) of the centre's
+ * subspace, the centre's channel neighbours (x1.41 each side), one point of a rival subspace (the
+ * other neighbour's, or NCCL's best-rated other) and NCCL's default, all wanted at once so the
+ * driver commits them back to back and no result lag stalls the key. Returns 1 when planned, 0
+ * when it does not apply (no hint with resources, another resource searched, or the check already
+ * ran). */
+int ah_tune_start_quick(ah_tune_t *t) {
+  /* Channels only: where a second resource is searched (NCCL 2.30's chunk) the optima of the two
+   * are coupled and a check along channels alone pinned points up to 25% off (sim/: p5 0.9579 ->
+   * 0.9474 in the communicator mode); such keys take the warm search. */
+  if (t->quick_off || t->nhints == 0 || t->def < 0 || t->nsearch != 1 ||
+      t->searchable[0] != AH_DIM_NCHANNELS)
+    return 0;
+  /* The centre: the hint with resources whose subspace NCCL's cost table rates best; a hint in
+   * another subspace (this bin sits between two neighbours that disagree) is the rival subspace. */
+  int h0 = -1, ho = -1;
+  for (int h = 0; h < t->nhints; h++) {
+    int hs = ah_tune_sub_of(t, &t->hints[h]), res = 0;
+    for (int d = 0; d < t->hints[h].ndims && d < AH_MAX_DIMS; d++) res |= t->hints[h].res[d] > 0;
+    if (hs < 0 || !res) continue;
+    if (h0 < 0 || t->space.est_us[hs] < t->space.est_us[ah_tune_sub_of(t, &t->hints[h0])]) h0 = h;
+  }
+  if (h0 < 0) return 0;
+  int s = ah_tune_sub_of(t, &t->hints[h0]);
+  for (int h = 0; h < t->nhints && ho < 0; h++) {
+    int hs = ah_tune_sub_of(t, &t->hints[h]);
+    if (hs >= 0 && hs != s) ho = h;
+  }
+  t->nquick = 0;
+  int pos[AH_MAX_DIMS];
+  ah_tune_start_pos(t, pos);
+  for (int k = -1; k < t->nhints && t->nquick < 2; k++) { /* the centre's hint, then others in s */
+    int h = k < 0 ? h0 : k, spos[AH_MAX_DIMS], any = 0;
+    if (k == h0 || ah_tune_sub_of(t, &t->hints[h]) != s) continue;
+    ah_tune_sub_pos(t, s, pos, 1, spos);
+    for (int d = 0; d < t->space.ndims && d < t->hints[h].ndims; d++)
+      if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0) {
+        int lo, hi, v = ah_tune_value_pos(&t->space.dims[d], t->hints[h].res[d]);
+        ah_tune_window(t, s, d, &lo, &hi);
+        spos[d] = v < lo ? lo : v > hi ? hi : v;
+        any = 1;
+      }
+    if (!any) continue;
+    ah_config_t c;
+    ah_tune_make_cfg(t, s, spos, &c);
+    ah_tune_quick_add(t, ah_tune_probe_get(t, s, spos, &c));
+  }
+  if (t->nquick == 0) return 0;
+  t->nwants = 0; /* a running search's plan gives way; its probes stay */
+  int hq = t->quick_pt[0];
+  ah_tune_want(t, hq, AH_TUNE_QUICK_N);
+  ah_tune_want(t, t->def, AH_TUNE_QUICK_N);
+  for (int i = 1; i < t->nquick; i++) ah_tune_want(t, t->quick_pt[i], AH_TUNE_QUICK_N);
+  if (t->space.ndims > AH_DIM_NCHANNELS && t->space.dims[AH_DIM_NCHANNELS].nvalues >= 2)
+    for (int dir = -1; dir <= 1; dir += 2) {
+      int j = ah_tune_step_to(t, hq, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), npos[AH_MAX_DIMS];
+      if (j < 0) continue;
+      memcpy(npos, t->probes[hq].pos, sizeof(npos));
+      npos[AH_DIM_NCHANNELS] = j;
+      ah_config_t c;
+      ah_tune_make_cfg(t, s, npos, &c);
+      int q = ah_tune_probe_get(t, s, npos, &c);
+      if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
+    }
+  /* A hint from one side may come from across a protocol's boundary (a neighbour bin's best
+   * subspace is not this one's): the subspace NCCL's cost table rates best among the others (its
+   * own choice, unless that is the hint's) is measured at the hint's resources too. */
+  t->quick_alt = -1;
+  int s2 = ho >= 0 ? ah_tune_sub_of(t, &t->hints[ho]) : t->def_sub != s ? t->def_sub : -1;
+  if (s2 < 0) {
+    double e2 = INFINITY;
+    for (int i = 0; i < t->space.nsub; i++)
+      if (i != s && t->space.est_us[i] > 0 && t->space.est_us[i] < e2) {
+        e2 = t->space.est_us[i];
+        s2 = i;
+      }
+    double emin = t->space.est_us[s] > 0 ? t->space.est_us[s] : e2;
+    if (s2 >= 0 && t->prm.prior_ratio > 0 && e2 > t->prm.prior_ratio * emin) s2 = -1;
+  }
+  if (s2 >= 0) {
+    int apos[AH_MAX_DIMS];
+    ah_tune_sub_pos(t, s2, t->probes[hq].pos, 0, apos);
+    for (int d = 0; ho >= 0 && d < t->space.ndims && d < t->hints[ho].ndims; d++)
+      if (t->hints[ho].res[d] > 0 && t->space.dims[d].nvalues > 0) { /* the other hint's own point */
+        int lo, hi, v = ah_tune_value_pos(&t->space.dims[d], t->hints[ho].res[d]);
+        ah_tune_window(t, s2, d, &lo, &hi);
+        apos[d] = v < lo ? lo : v > hi ? hi : v;
+      }
+    ah_config_t c;
+    ah_tune_make_cfg(t, s2, apos, &c);
+    int q = ah_tune_probe_get(t, s2, apos, &c);
+    if (q >= 0 && q != t->def) {
+      t->quick_alt = q;
+      ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
+    }
+  }
+  t->phase = AH_PH_QUICK;
+  t->best = t->quick_c = hq;
+  t->quick_moves = 0;
+  return 1;
+}
+
+/* The quick check's next step once its samples are in. The rival subspace's point measured faster
+ * than the centre beyond the noise floor is raced (AH_TUNE_MOVE_N samples each) and, when it holds,
+ * becomes the centre once, with its own channel neighbours. A channel neighbour measured faster is
+ * raced the same way and, when it holds, becomes the centre, with the next point that way probed
+ * (AH_TUNE_QUICK_MOVES at most: the neighbour bin's optimum is near). With nothing faster: the hint
+ * is pinned when it beats NCCL's default beyond AH_TUNE_QUICK_Z standard errors and the noise
+ * floor; a centre that moved (picked *because* it measured fast) by the same margin only on
+ * AH_TUNE_MOVE_N samples of both, its later ones fresh, else through the ordinary confirmation; a
+ * centre as fast as the default within noise keeps the default (the neighbour's search found
+ * nothing better there either); a plausible gain gets more samples; otherwise the warm search runs,
+ * reusing every sample taken here. */
+static void ah_tune_eval_quick(ah_tune_t *t) {
+  int c = t->quick_c, d = t->def, rival = -1;
+  double floor = log(1.0 + t->prm.noise_floor), lc = ah_tune_lg(t, c);
+  for (int i = 0; i < t->nquick; i++) {
+    int q = t->quick_pt[i];
+    if (q != c && t->probes[q].n > 0 && ah_tune_lg(t, q) < lc - floor &&
+        (rival < 0 || ah_tune_lg(t, q) < ah_tune_lg(t, rival)))
+      rival = q;
+  }
+  double gain = ah_tune_lg(t, d) - lc;
+  double se = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, d), 2));
+  if (ah_log_level() >= AH_LOG_DEBUG)
+    ah_log(AH_LOG_DEBUG, "tuner: quick check: centre %.1f%% ahead of the default (se %.1f%%, n=%d/%d)%s",
+           100.0 * gain, 100.0 * se, t->probes[c].n, t->probes[d].n,
+           rival >= 0 ? ", a neighbour faster" : "");
+  int alt = t->quick_alt;
+  if (alt >= 0 && t->probes[alt].n > 0 && ah_tune_lg(t, alt) < lc - floor) {
+    /* another subspace measures faster at the same resources: the hint may be from across a
+     * boundary. Raced; when it holds, the check moves there (once), else the warm search (which
+     * screens the subspaces) decides. */
+    if (t->probes[alt].n < AH_TUNE_MOVE_N || t->probes[c].n < AH_TUNE_MOVE_N) {
+      t->nwants = 0;
+      ah_tune_want(t, alt, AH_TUNE_MOVE_N);
+      ah_tune_want(t, c, AH_TUNE_MOVE_N);
+      return;
+    }
+    if (t->quick_moves < AH_TUNE_QUICK_MOVES) { /* it held: the check goes on there, once */
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: the rival subspace is faster; it is the centre now");
+      t->quick_moves = AH_TUNE_QUICK_MOVES;
+      t->quick_alt = -1;
+      t->quick_c = alt;
+      ah_tune_quick_add(t, alt);
+      t->nwants = 0;
+      for (int dir = -1; dir <= 1; dir += 2) {
+        int j = ah_tune_step_to(t, alt, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), npos[AH_MAX_DIMS];
+        if (j < 0) continue;
+        memcpy(npos, t->probes[alt].pos, sizeof(npos));
+        npos[AH_DIM_NCHANNELS] = j;
+        ah_config_t cf;
+        ah_tune_make_cfg(t, t->probes[alt].sub, npos, &cf);
+        int q = ah_tune_probe_get(t, t->probes[alt].sub, npos, &cf);
+        if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
+      }
+      return;
+    }
+    rival = -1;
+  } else if (rival >= 0) {
+    double g = lc - ah_tune_lg(t, rival);
+    double rse = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, rival), 2));
+    int held = g > AH_TUNE_SEARCH_Z * rse ||
+               (t->probes[rival].n >= AH_TUNE_MOVE_N && t->probes[c].n >= AH_TUNE_MOVE_N);
+    if (held && t->quick_moves < AH_TUNE_QUICK_MOVES) {
+      int dir = t->probes[rival].pos[AH_DIM_NCHANNELS] > t->probes[c].pos[AH_DIM_NCHANNELS] ? 1 : -1;
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: a neighbour beat the centre; it is the centre now");
+      t->quick_moves++;
+      t->quick_c = rival;
+      t->nwants = 0;
+      int j = ah_tune_step_to(t, rival, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL);
+      if (j >= 0) {
+        int npos[AH_MAX_DIMS];
+        memcpy(npos, t->probes[rival].pos, sizeof(npos));
+        npos[AH_DIM_NCHANNELS] = j;
+        ah_config_t cf;
+        ah_tune_make_cfg(t, t->probes[rival].sub, npos, &cf);
+        int q = ah_tune_probe_get(t, t->probes[rival].sub, npos, &cf);
+        if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
+      }
+      return; /* evaluated again when the new point is in (at once when there is none) */
+    }
+    if (!held) { /* race the two */
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: a neighbour measured faster; racing it");
+      int n = t->probes[c].n > t->probes[rival].n ? t->probes[c].n : t->probes[rival].n;
+      n = n + 2 > AH_TUNE_MOVE_N ? AH_TUNE_MOVE_N : n + 2;
+      t->nwants = 0;
+      ah_tune_want(t, c, n);
+      ah_tune_want(t, rival, n);
+      return;
+    }
+  } else {
+    /* The hint, or a centre that moved: that one was picked *because* it measured fast, so it is
+     * pinned only on AH_TUNE_MOVE_N samples (the later ones fresh), else confirmed as usual. */
+    int moved = c != t->quick_pt[0], n = t->probes[c].n + 2;
+    if (gain > floor && gain > AH_TUNE_QUICK_Z * se &&
+        (!moved || (t->probes[c].n >= AH_TUNE_MOVE_N && t->probes[d].n >= AH_TUNE_MOVE_N))) {
+      t->best = c;
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: the centre beats the default; pinned");
+      ah_tune_finish(t, c, c, AH_TUNE_CONVERGED);
+      return;
+    }
+    if (gain > 0.5 * floor && n <= AH_TUNE_QUICK_MAXN) { /* plausible: both grow */
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: a gain is plausible; more samples");
+      t->nwants = 0;
+      ah_tune_want(t, c, n);
+      ah_tune_want(t, d, t->probes[d].n > n ? t->probes[d].n : n);
+      return;
+    }
+    if (gain <= floor && gain > -AH_TUNE_SEARCH_Z * se) { /* a tie: NCCL's choice stays */
+      if (t->probes[c].n >= AH_TUNE_QUICK_TIE_N && t->probes[d].n >= AH_TUNE_QUICK_TIE_N) {
+        t->best = c;
+        ah_log(AH_LOG_DEBUG, "tuner: quick check: as fast as the default; the default stays");
+        ah_tune_finish(t, d, d, AH_TUNE_CONVERGED);
+        return;
+      }
+      t->nwants = 0;
+      ah_tune_want(t, c, AH_TUNE_QUICK_TIE_N);
+      ah_tune_want(t, d, AH_TUNE_QUICK_TIE_N);
+      return;
+    }
+    if (moved && gain > 0) {
+      t->best = c;
+      ah_log(AH_LOG_DEBUG, "tuner: quick check: a moved centre ahead; confirming it");
+      ah_tune_start_confirm(t);
+      return;
+    }
+  }
+  t->quick_off = 1; /* the evidence is not clear: the warm search, from what was measured */
+  ah_log(AH_LOG_DEBUG, "tuner: quick check: unclear (%s); the warm search", rival >= 0 ? "moves spent" : "no gain");
+  ah_tune_start_screen(t);
+}
+
 void ah_tune_start_screen(ah_tune_t *t) {
   t->phase = AH_PH_SCREEN;
   t->nwants = 0;
@@ -616,6 +869,7 @@ void ah_tune_start_screen(ah_tune_t *t) {
     if (t->space.sub[s].algo == t->space.start.algo && t->space.sub[s].proto == t->space.start.proto)
       t->def_sub = s;
   if (t->def < 0) return;
+  if (ah_tune_start_quick(t)) return;
   ah_tune_want(t, t->def, t->prm.samples_per_probe);
   /* The prior: NCCL's own estimates. A subspace it puts more than prior_ratio behind its best
    * estimate is not screened (NCCL's own subspace always is). */
@@ -734,5 +988,6 @@ void ah_tune_advance(ah_tune_t *t) {
     else if (t->phase == AH_PH_RESCREEN) ah_tune_eval_rescreen(t);
     else if (t->phase == AH_PH_DESCEND) ah_tune_eval_step(t);
     else if (t->phase == AH_PH_CONFIRM) ah_tune_eval_confirm(t);
+    else if (t->phase == AH_PH_QUICK) ah_tune_eval_quick(t);
   }
 }

@@ -18,8 +18,10 @@
  * (tests/tune tune_drive_run_comm): bins are first called in a seeded random order, one every GAP
  * stream calls (0: all at once), then take the stream's calls in turn; results fall due --lag
  * stream calls late, so an interleaved key sees its own results sooner. autoha's new keys start
- * from the best points of the nearest done bins within --hint-reach bins (default 1) below and
- * above, as the shim passes them in (ah_tune_hint); --no-share starts them cold. The AutoCCL-style
+ * from the best points (and measured noise) of the nearest done bins within --hint-reach bins
+ * (default 3; 1 where a second resource is searched) below and above, as the shim passes them in
+ * (ah_tune_hint), and a key that is done hands its point to the bins within that reach still
+ * searching (--no-late-hints: not); --no-share starts them cold. The AutoCCL-style
  * search shares nothing (AutoCCL's published design tunes each key on its own). --bin-step 2 runs
  * the shim's own bins (1 KiB .. 1 GiB, x2: 21 per communicator) instead of the grid's x4.
  *
@@ -128,7 +130,9 @@ typedef struct {
   int comm;          /* 1: each communicator's size bins run interleaved in one job (tune_drive_run_comm) */
   int comm_gap;      /* ... the job calls a new bin for the first time every comm_gap stream calls */
   int no_share;      /* ... autoha's keys start cold (nothing learned is passed on) */
-  int hint_reach;    /* ... a bin learns from done bins at most this many bins away */
+  int no_late;       /* ... hints only at a key's start, none mid-search */
+  int hint_reach;    /* ... a bin learns from done bins at most this many bins away (channels the only
+                      * searched resource; otherwise 1: the quick check does not run there) */
   int bin_step;      /* sizes 1 KiB .. 1 GiB in steps of x bin_step (2 or 4) */
 } grid_t;
 
@@ -151,8 +155,9 @@ typedef struct {
   size_t bytes;
   /* one run */
   void *eng;
-  int probes, state, pinned, nhints;
+  int probes, state, pinned, nhints, late; /* late: hints taken mid-search (of nhints) */
   ah_config_t winner;      /* autoha's best searched point, shared with later keys of the communicator */
+  double sigma;            /* ... and the noise its search measured */
 } key_t_;
 
 /* Builds the space of key (coll, bytes) on model m as the shim offers it, and its optimum at phi. */
@@ -218,6 +223,10 @@ static void key_opts(const grid_t *g, const variant_t *v, const key_t_ *k, int t
   o->skew_gather_lag = g->gather_lag;
 }
 
+/* How many bins away key k takes hints from: --hint-reach where channels are the only searched
+ * resource (a far hint goes through the quick check), else adjacent bins only (as the shim). */
+static int key_reach(const grid_t *g, const key_t_ *k) { return k->sp.ndims > 1 && g->hint_reach > 1 ? 1 : g->hint_reach; }
+
 /* Creates key k's search; for autoha, with the winners of the communicator's nearest done bins
  * below and above (the same collective: `keys` are one communicator's bins, ascending) unless
  * the run shares nothing. Returns the engine or NULL. */
@@ -225,6 +234,7 @@ static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nb
   key_t_ *k = &keys[j];
   k->pinned = 0;
   k->nhints = 0;
+  k->late = 0;
   if (!v->peer) {
     ah_tune_params_t prm;
     ah_tune_params_default(&prm);
@@ -232,9 +242,12 @@ static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nb
     ah_tune_t *t = ah_tune_create(&k->sp, &prm);
     if (t && g->comm && !g->no_share) {
       for (int dir = -1; dir <= 1; dir += 2)
-        for (int b = j + dir; b >= 0 && b < nbins && abs(b - j) <= g->hint_reach; b += dir)
+        for (int b = j + dir; b >= 0 && b < nbins && abs(b - j) <= key_reach(g, k); b += dir)
           if (keys[b].ok && keys[b].pinned) {
-            if (ah_tune_hint(t, &keys[b].winner) == 0) k->nhints++;
+            if (ah_tune_hint(t, &keys[b].winner) == 0) {
+              k->nhints++;
+              (void)ah_tune_hint_noise(t, keys[b].sigma);
+            }
             break;
           }
     }
@@ -257,6 +270,7 @@ static void key_finish(const variant_t *v, key_t_ *k) {
     k->state = ts.state;
     k->pinned = ts.state == AH_TUNE_CONVERGED;
     k->winner = ts.learned;
+    k->sigma = ts.sigma;
     ah_tune_destroy(k->eng);
   } else {
     autoccl_destroy(k->eng);
@@ -287,9 +301,10 @@ static void key_score(const variant_t *v, const key_t_ *k, const tune_drive_resu
   fmt_sim(&k->opt.def, bd, sizeof(bd));
   fmt_sim(&k->opt.best, bb, sizeof(bb));
   fmt_sim(&tuned, bt, sizeof(bt));
-  fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f,%d\n", v->name,
+  fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f,%d,%d\n", v->name,
           sim_model_coll_name(cell->coll), k->bytes, nodes, cell->phi, seed, bd, k->opt.def_us, bb,
-          k->opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc, k->probes, k->state, st->extra[i], k->nhints);
+          k->opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc, k->probes, k->state, st->extra[i], k->nhints,
+          k->late);
 }
 
 /* The comm driver's view of one communicator's run. */
@@ -309,9 +324,20 @@ static void *comm_start(void *user, int j) {
   return k->eng;
 }
 
+/* Key j is done: its search is freed, and (unless the run shares nothing) the adjacent bins still
+ * searching get its best point mid-search, as the shim hands it over (ah_tune_hint). */
 static void comm_done(void *user, int j) {
   comm_run_t *c = user;
-  key_finish(c->v, &c->keys[c->map[j]]);
+  int b0 = c->map[j];
+  key_t_ *k = &c->keys[b0];
+  key_finish(c->v, k);
+  if (c->v->peer || c->g->no_share || c->g->no_late || !k->pinned) return;
+  for (int b = b0 - key_reach(c->g, k); b <= b0 + key_reach(c->g, k); b++)
+    if (b != b0 && b >= 0 && b < c->nbins && c->keys[b].eng && ah_tune_hint(c->keys[b].eng, &k->winner) == 0) {
+      (void)ah_tune_hint_noise(c->keys[b].eng, k->sigma);
+      c->keys[b].nhints++;
+      c->keys[b].late++;
+    }
 }
 
 /* Runs variant v over the grid; one CSV row per key when csv is not NULL. Returns 0, or 2 on a
@@ -444,7 +470,7 @@ static void figs_header(void) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0, 0, 0, 0, 1, 4};
+  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0, 0, 0, 0, 0, 3, 4};
   int mode = 0; /* 0: autoha alone, 1: side by side with the AutoCCL-style search, 2: skew */
   double skew = 0.2;
   for (int i = 1; i < argc; i++) {
@@ -470,6 +496,7 @@ int main(int argc, char **argv) {
     }
     else if (strcmp(argv[i], "--independent") == 0) g.comm = 0;
     else if (strcmp(argv[i], "--no-share") == 0) g.no_share = 1;
+    else if (strcmp(argv[i], "--no-late-hints") == 0) g.no_late = 1;
     else if (strcmp(argv[i], "--hint-reach") == 0 && i + 1 < argc) g.hint_reach = atoi(argv[++i]);
     else if (strcmp(argv[i], "--bin-step") == 0 && i + 1 < argc) g.bin_step = atoi(argv[++i]) == 2 ? 2 : 4;
     else if (strcmp(argv[i], "--peer-window") == 0 && i + 1 < argc) g.peer_window = atoi(argv[++i]);
@@ -478,7 +505,7 @@ int main(int argc, char **argv) {
                     &g.only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--no-late-hints] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
                       "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce; BYTES 0: every bin\n");
       return 2;
     }
@@ -489,7 +516,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   fprintf(csv, "search,coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
-               "quality,speedup,calls,probes,state,search_cost,hints\n");
+               "quality,speedup,calls,probes,state,search_cost,hints,late_hints\n");
   variant_t vs[8];
   int nv = 0;
   if (mode == 0) {

@@ -496,6 +496,67 @@ static void *warm_main(void *arg) {
   return NULL;
 }
 
+/* The same two bins, bin 21 joining after SHARE_AFTER calls of bin 22 and then called in turn
+ * with it: bin 22 has not converged when bin 21 starts (no warm start), so it hands its point to
+ * bin 21 mid-search when it converges (shim_search.c search_share); bin 21 must take it (one hint
+ * between them) and pin ring/simple at 4 channels. */
+#define SHARE_AFTER 16
+static void *share_main(void *arg) {
+  warm_t *r = arg;
+  ah_comm_pending_push(r->id, r->rank);
+  void *ctx = NULL;
+  ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
+  ah_comm_t *c = ctx;
+  for (int i = 0; i < 2 * WARM_CALLS; i++) {
+    int bin = i % 2 && i > SHARE_AFTER ? 21 : 22, proto;
+    size_t bytes = bin == 22 ? 4 << 20 : 2 << 20;
+    float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
+    table_fill(t);
+    int nch = 0;
+    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, bytes, 1, (float **)(void *)t, AH_NUM_ALGOS,
+                                   AH_NUM_PROTOS, 0, &nch);
+    int algo = argmin(t, &proto);
+    ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][bin];
+    if (ck && ck->leader) {
+      int n = nch > 0 ? nch : 16;
+      double us = algo == AH_ALGO_RING && proto == AH_PROTO_SIMPLE ? 50.0 + 2.0 * abs(n - 4) : 100.0;
+      int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
+      ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, (double)bytes);
+    }
+  }
+  return NULL;
+}
+
+START_TEST(test_tune_share_mid_search) {
+  uint64_t id = 0x9a9a;
+  ah_shim.nccl_version = 22809;
+  ah_commrec_announce(id, 2);
+  ah_commrec_announce(id, 2);
+  static warm_t r[2];
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    r[i].rank = i;
+    r[i].id = id;
+    pthread_create(&th[i], NULL, share_main, &r[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  ah_key_t k22 = {id, AH_FUNC_ALLREDUCE, 22}, k21 = {id, AH_FUNC_ALLREDUCE, 21};
+  ah_shim_keystate_t *ks[2] = {ah_shim_keystate_get(&k22), ah_shim_keystate_get(&k21)};
+  ah_tune_status_t st[2];
+  int hinted = 0;
+  for (int i = 0; i < 2; i++) {
+    ck_assert_ptr_nonnull(ks[i]->tune);
+    ah_tune_status(ks[i]->tune, &st[i]);
+    ck_assert_int_eq(st[i].state, AH_TUNE_CONVERGED);
+    ck_assert_int_eq(st[i].winner.algo, AH_ALGO_RING);
+    ck_assert_int_eq(st[i].winner.proto, AH_PROTO_SIMPLE);
+    ck_assert_int_eq(st[i].winner.res[AH_DIM_NCHANNELS], 4);
+    hinted += st[i].hints;
+  }
+  ck_assert_msg(hinted == 1, "%d hints passed between two bins searching side by side (want 1)", hinted);
+}
+END_TEST
+
 START_TEST(test_tune_warm_start) {
   uint64_t id = 0x9999;
   ah_shim.nccl_version = 22809;
@@ -554,6 +615,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_tune_local_ranks_agree);
     tcase_add_test(tc, test_tune_search_and_cut);
     tcase_add_test(tc, test_tune_warm_start);
+    tcase_add_test(tc, test_tune_share_mid_search);
   } else {
     fprintf(stderr, "unknown scenario %s\n", scenario);
     return 2;

@@ -718,6 +718,29 @@ static ah_tune_t *run_hinted(surf_t *s, int seed, const ah_config_t *hint, tune_
   return t;
 }
 
+/* A driver with results at once and 2% log-noise that hands `late` to the search mid-run (at call
+ * `at`, once its segment there is committed). Returns the call index the key was pinned at
+ * (2000: never) and its final config in *fin. */
+static uint64_t drive_quick(ah_tune_t *t, surf_t *s, uint64_t seed, const ah_config_t *late, uint64_t at,
+                            ah_config_t *fin) {
+  uint64_t rng = seed * 0x9E3779B97F4A7C15ULL + 1, i = 0;
+  int hinted = 0;
+  while (i < 2000) {
+    ah_segment_t seg;
+    ah_tune_next(t, i, &seg);
+    *fin = seg.config;
+    if (seg.count == AH_SCHED_FOREVER) return i;
+    for (uint64_t k = 0; k < seg.count; k++, i++) {
+      ah_tune_observe(t, i, surf_time(s, &seg.config, i) * exp(0.02 * tune_rng_normal(&rng)));
+      if (late && !hinted && i + 1 >= at) {
+        ck_assert_int_eq(ah_tune_hint(t, late), 0);
+        hinted = 1;
+      }
+    }
+  }
+  return i;
+}
+
 START_TEST(test_hint_api) {
   surf_t s;
   surf_init_shim_far(&s);
@@ -733,8 +756,115 @@ START_TEST(test_hint_api) {
   t = ah_tune_create(&s.space, &p);
   ah_segment_t seg;
   ah_tune_next(t, 0, &seg);
-  ck_assert_int_eq(ah_tune_hint(t, &h), -1); /* too late: calls are committed */
+  ck_assert_int_eq(ah_tune_hint(t, &bad), -1);
+  ck_assert_int_eq(ah_tune_hint(t, &h), 0);  /* mid-search: the quick check starts */
+  ck_assert_int_eq(ah_tune_hint(t, &h), -1); /* ... and runs: no second one */
   ah_tune_destroy(t);
+  t = ah_tune_create(&s.space, &p);
+  ah_config_t fin;
+  drive_quick(t, &s, 3, NULL, 0, &fin);
+  ck_assert_int_eq(ah_tune_hint(t, &h), -1); /* converged */
+  ah_tune_destroy(t);
+}
+END_TEST
+
+/* The quick warm check (tuner/ah_tune_search.c ah_tune_start_quick): a hint at the optimum (12
+ * channels of ring/ll128, 1.5x ahead of the default) is pinned within 14 calls in at least 10 of
+ * 12 seeds (its points and the default committed back to back: 8 calls, results 2 calls late);
+ * a hint as fast as the default keeps the default, within 14 calls in at least 8 seeds; a hint in a 2x slower subspace
+ * never leaves the key slower than the default. */
+START_TEST(test_quick_warm) {
+  ah_config_t opt = {AH_ALGO_RING, AH_PROTO_LL128, 0, 1, {12, 0, 0, 0}};
+  ah_config_t slow = {AH_ALGO_TREE, AH_PROTO_LL, 0, 1, {4, 0, 0, 0}};
+  int fast = 0, ties = 0;
+  for (int seed = 1; seed <= 12; seed++) {
+    surf_t s;
+    surf_init_shim_far(&s);
+    tune_drive_result_t r;
+    ah_tune_t *t = run_hinted(&s, seed, &opt, &r);
+    ck_assert_uint_ne(r.pinned_at, UINT64_MAX);
+    ck_assert_msg(surf_best(&s) / cfg_time(&s, &r.final) >= 0.99, "seed %d: pinned %.2f us, best %.2f", seed,
+                  cfg_time(&s, &r.final), surf_best(&s));
+    if (r.pinned_at <= 14) fast++;
+    ah_tune_destroy(t);
+    t = run_hinted(&s, seed, &slow, &r);
+    expect_no_worse(&s, seed, &r.final);
+    ah_tune_destroy(t);
+    /* the default's own subspace at NCCL's own channel count: the same time */
+    surf_init_shim_far(&s);
+    s.base[1] = 200; /* ring/ll128 out of the race, ring/simple best at 24: the default is the optimum */
+    s.opt[0][0] = 24;
+    ah_config_t same = s.space.start;
+    same.res[0] = 24;
+    t = run_hinted(&s, seed, &same, &r);
+    if (r.pinned_at <= 14) ties++;
+    expect_no_worse(&s, seed, &r.final);
+    ah_tune_destroy(t);
+  }
+  ck_assert_int_ge(fast, 10);
+  ck_assert_int_ge(ties, 8);
+}
+END_TEST
+
+/* A hint from across a protocol boundary: the neighbour's best is ring/ll128 at 12 channels (4%
+ * ahead of the default here), but this bin's best is NCCL's own subspace, ring/simple, at those 12
+ * channels (4% ahead of the hint). The quick check measures NCCL's subspace at the hint's channels
+ * too, so it must not pin the hint: the optimum in at least 10 of 12 seeds. Also the noise prior
+ * (ah_tune_hint_noise): refused without a hint or out of range. */
+START_TEST(test_quick_boundary) {
+  ah_config_t hint = {AH_ALGO_RING, AH_PROTO_LL128, 0, 1, {12, 0, 0, 0}};
+  int good = 0;
+  for (int seed = 1; seed <= 12; seed++) {
+    surf_t s;
+    surf_init_shim_far(&s);
+    s.opt[0][0] = 12; /* ring/simple: 100 us at 12 channels, 108 at NCCL's own 24 */
+    s.base[1] = 104;  /* ring/ll128: 104 us at 12 */
+    tune_drive_result_t r;
+    ah_tune_t *t = run_hinted(&s, seed, &hint, &r);
+    ck_assert_uint_ne(r.pinned_at, UINT64_MAX);
+    expect_no_worse(&s, seed, &r.final);
+    if (surf_best(&s) / cfg_time(&s, &r.final) >= 0.99) good++;
+    ah_tune_destroy(t);
+  }
+  ck_assert_int_ge(good, 10);
+  surf_t s;
+  surf_init_shim_far(&s);
+  ah_tune_params_t p;
+  ah_tune_params_default(&p);
+  ah_tune_t *t = ah_tune_create(&s.space, &p);
+  ck_assert_int_eq(ah_tune_hint_noise(t, 0.02), -1); /* no hint yet */
+  ck_assert_int_eq(ah_tune_hint(t, &hint), 0);
+  ck_assert_int_eq(ah_tune_hint_noise(t, 0.9), -1);
+  ck_assert_int_eq(ah_tune_hint_noise(t, 0.02), 0);
+  ah_tune_status_t st;
+  ah_tune_status(t, &st);
+  ck_assert_msg(st.sigma > 0.019 && st.sigma < 0.021, "noise prior %.4f, want 0.02", st.sigma);
+  ah_tune_destroy(t);
+}
+END_TEST
+
+/* A hint arriving mid-search (a neighbour bin converged meanwhile): a cold key hinted with the
+ * optimum after 10 calls converges on it in fewer calls than the cold search, over 12 seeds. */
+START_TEST(test_hint_mid_search) {
+  ah_config_t opt = {AH_ALGO_RING, AH_PROTO_LL128, 0, 1, {12, 0, 0, 0}};
+  uint64_t cold = 0, late = 0;
+  for (int seed = 1; seed <= 12; seed++) {
+    surf_t s;
+    surf_init_shim_far(&s);
+    ah_tune_params_t p;
+    ah_tune_params_default(&p);
+    ah_config_t fin;
+    ah_tune_t *t = ah_tune_create(&s.space, &p);
+    cold += drive_quick(t, &s, (uint64_t)seed, NULL, 0, &fin);
+    ah_tune_destroy(t);
+    t = ah_tune_create(&s.space, &p);
+    late += drive_quick(t, &s, (uint64_t)seed, &opt, 10, &fin);
+    ck_assert_msg(surf_best(&s) / cfg_time(&s, &fin) >= 0.99, "seed %d: pinned %.2f us, best %.2f", seed,
+                  cfg_time(&s, &fin), surf_best(&s));
+    ah_tune_destroy(t);
+  }
+  ck_assert_msg(late * 10 <= cold * 8, "hinted mid-search %llu calls, cold %llu", (unsigned long long)late,
+                (unsigned long long)cold);
 }
 END_TEST
 
@@ -871,6 +1001,9 @@ static Suite *tune_suite(void) {
   tcase_add_test(tc, test_drive_skew);
   tcase_add_test(tc, test_hint_api);
   tcase_add_test(tc, test_warm_start);
+  tcase_add_test(tc, test_quick_warm);
+  tcase_add_test(tc, test_quick_boundary);
+  tcase_add_test(tc, test_hint_mid_search);
   tcase_add_test(tc, test_drive_comm);
   suite_add_tcase(s, tc);
   TCase *ts = tcase_create("stats");
