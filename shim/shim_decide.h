@@ -119,6 +119,8 @@ void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg);
 
 /* The process-wide state of a key, created on demand (NULL on allocation failure). */
 ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key);
+/* The same, never created: NULL when the key has no state yet. */
+ah_shim_keystate_t *ah_shim_keystate_find(const ah_key_t *key);
 /* Calls fn for every key state. */
 void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_shim_keystate_t *ks), void *arg);
 

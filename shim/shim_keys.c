@@ -24,7 +24,8 @@ typedef struct {
 static pthread_mutex_t ks_lock = PTHREAD_MUTEX_INITIALIZER;
 static ks_entry_t *ks_table;
 
-ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
+/* The state of key, created when absent and `create` is set. Returns it, or NULL. */
+static ah_shim_keystate_t *keystate_lookup(const ah_key_t *key, int create) {
   ah_key_t k;
   memset(&k, 0, sizeof k); /* hashed as bytes: no stray padding */
   k.comm = key->comm;
@@ -33,6 +34,10 @@ ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
   pthread_mutex_lock(&ks_lock);
   ks_entry_t *e = NULL;
   HASH_FIND(hh, ks_table, &k, sizeof k, e);
+  if (!e && !create) {
+    pthread_mutex_unlock(&ks_lock);
+    return NULL;
+  }
   if (!e && (e = calloc(1, sizeof *e)) != NULL) {
     e->ks.key = k;
     e->ks.sched = ah_sched_create();
@@ -54,6 +59,10 @@ ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
   if (!e) AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key's state: it keeps NCCL's choice");
   return e ? &e->ks : NULL;
 }
+
+ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) { return keystate_lookup(key, 1); }
+
+ah_shim_keystate_t *ah_shim_keystate_find(const ah_key_t *key) { return keystate_lookup(key, 0); }
 
 void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_shim_keystate_t *ks), void *arg) {
   pthread_mutex_lock(&ks_lock);
