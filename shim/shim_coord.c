@@ -18,6 +18,7 @@
 #include "ah_digest.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
+#include "shim_ha.h"
 #include "shim_internal.h"
 
 #define COORD_MAP_MAX 4096
@@ -244,6 +245,7 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
     if (ncoords < 8) coords[ncoords] = c;
     ncoords++;
   }
+  ah_shim_ha_set_coord(ncoords == 1 ? coords[0] : NULL); /* shadows need exactly one hub */
   pthread_mutex_unlock(&map_lock);
   /* Installed even without a coordinator, so that a communicator made from an unstamped id and
    * spanning processes reaches hook_attach, which says why it is not tuned. */

@@ -210,6 +210,9 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
   if (s == IBV_QPS_RTR || s == IBV_QPS_RTS) {
     if (!q->out.h) vb_qp_connect_rings(q);
     q->path_up_now = q->flow_ok && vb_net_path_up(&q->flow);
+    /* what the peer's retry timer needs: our replies to it cannot leave */
+    if (atomic_load(&q->in.h->owner_path_down) != (uint32_t)!q->path_up_now)
+      atomic_store(&q->in.h->owner_path_down, (uint32_t)!q->path_up_now);
   } else {
     q->path_up_now = 0;
   }
@@ -243,8 +246,10 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
     return did;
   }
   if (q->rnr_until > now && q->rnr_until < *wake_p) *wake_p = q->rnr_until;
-  /* the retry timer runs only while the QP cannot reach its peer */
-  int blocked = !q->path_up_now || !q->peer_ready_now || (now - q->last_progress > 0.05 && !peer_alive(q));
+  /* the retry timer runs only while the QP cannot reach its peer, or waits for ACKs the peer cannot
+   * send back (its own path, another ECMP route, is down: RC's timer fires on missing ACKs) */
+  int blocked = !q->path_up_now || !q->peer_ready_now || (now - q->last_progress > 0.05 && !peer_alive(q)) ||
+                (q->sq_head != q->sq_tx && q->out.h && atomic_load(&q->out.h->owner_path_down));
   double limit = retry_timeout_s(q);
   if (!blocked || q->qp.qp_type != IBV_QPT_RC) {
     q->stall_since = 0;
