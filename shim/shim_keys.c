@@ -71,7 +71,7 @@ void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_shim_keystate_t *ks), voi
 }
 
 void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us) {
-  ah_shim_keystate_t *ks = ah_shim_keystate_get(key);
+  ah_shim_keystate_t *ks = ah_shim_keystate_find(key); /* a key never seen here is not searched here */
   if (!ks || !(us >= 0)) return;
   pthread_mutex_lock(&ks->lock);
   if (ks->tune) ah_tune_observe(ks->tune, index, us); /* drift is not checked across processes */
