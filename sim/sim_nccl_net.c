@@ -89,9 +89,10 @@ struct sim_net {
   struct ncclsimNetStats st;
 };
 
-/* Test-only injection (NCCLSIM_NET_INJECT=drop=N|dup=N|phantom=N): the process's Nth receive
- * completion is dropped or taken twice, or a send completion for a WR never posted is made up
- * after the Nth send completion — what a faulty failover layer would hand NCCL. */
+/* Test-only injection (NCCLSIM_NET_INJECT=drop=N|dup=N|phantom=N|ahead=N): the process's Nth
+ * receive completion is dropped or taken twice, or a send completion for a WR never posted is made
+ * up after the Nth send completion, or a receive completion carrying the next message's number is
+ * made up after the Nth receive — what a faulty failover layer would hand NCCL. */
 static int inject_kind = -1, inject_at;
 static uint64_t inject_recvs, inject_sends;
 
@@ -100,8 +101,8 @@ static void inject_init(void) {
   inject_kind = 0;
   const char *s = getenv("NCCLSIM_NET_INJECT");
   if (!s || !*s) return;
-  static const char *const kinds[] = {"drop=", "dup=", "phantom="};
-  for (int i = 0; i < 3; i++)
+  static const char *const kinds[] = {"drop=", "dup=", "phantom=", "ahead="};
+  for (int i = 0; i < 4; i++)
     if (strncmp(s, kinds[i], strlen(kinds[i])) == 0) {
       char *end;
       long v = strtol(s + strlen(kinds[i]), &end, 10);
@@ -111,7 +112,7 @@ static void inject_init(void) {
         return;
       }
     }
-  sim_log_warn("invalid value for NCCLSIM_NET_INJECT: '%s' (expected drop=N, dup=N or phantom=N); none injected", s);
+  sim_log_warn("invalid value for NCCLSIM_NET_INJECT: '%s' (expected drop=N, dup=N, phantom=N or ahead=N); none injected", s);
 }
 
 static double wall_ms(void) {
@@ -518,15 +519,17 @@ static void note_stall(struct sim_net *n, net_conn_t *k, double now) {
 }
 
 /* Accounts one receive completion carrying message number `seq` on QP q. Returns 1 when it is
- * this step's piece, seen for the first time (the step may count it), else 0 (counted as a
- * duplicate, or as reordered when it is another, unseen, message). */
+ * this step's piece, seen for the first time (the step may count it), else 0: a duplicate when
+ * that message was already received, reordered when it is another one (steps run in lockstep, so a
+ * QP's message of another step cannot arrive now; it is not marked received, so the real one
+ * still counts when it comes). */
 static int take_recv(struct sim_net *n, net_conn_t *k, int q, uint32_t seq) {
   uint32_t d = seq - k->rnext[q];
   if (d >= 0x80000000u || (d < NET_WIN && (k->rwin[q] >> d & 1u))) { /* behind the window, or seen */
     n->st.duplicated++;
     return 0;
   }
-  if (d >= NET_WIN) { /* far ahead: cannot be a message of this run of steps */
+  if (seq != k->step_seq[q] || d >= NET_WIN) {
     n->st.reordered++;
     return 0;
   }
@@ -535,11 +538,6 @@ static int take_recv(struct sim_net *n, net_conn_t *k, int q, uint32_t seq) {
     k->rwin[q] >>= 1;
     k->rnext[q]++;
   }
-  if (seq != k->step_seq[q]) {
-    n->st.reordered++;
-    return 0;
-  }
-  if (d) n->st.reordered++; /* an earlier message is still missing */
   n->st.chunks++;
   return 1;
 }
@@ -677,6 +675,11 @@ int sim_net_step(struct ncclComm *c, size_t bytes, double virt_us, ncclResult_t 
           if (!k->send && ++inject_recvs == (uint64_t)inject_at && inject_kind == 1) continue;
           if (!k->send && inject_recvs == (uint64_t)inject_at && inject_kind == 2 && got < 17) {
             wc[got++] = wc[i];
+            inject_recvs++;
+          }
+          if (!k->send && inject_recvs == (uint64_t)inject_at && inject_kind == 4 && got < 17) {
+            wc[got] = wc[i];
+            wc[got++].imm_data = htonl(k->nseq[q]); /* a message not sent yet */
             inject_recvs++;
           }
           if (k->send && ++inject_sends == (uint64_t)inject_at && inject_kind == 3 && got < 17) {

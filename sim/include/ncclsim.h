@@ -60,7 +60,7 @@ struct ncclsimNetStats {
   unsigned long long sendCompletions; /* send WRs completed, each once */
   unsigned long long lost;            /* pieces whose completion never came (the call failed) */
   unsigned long long duplicated;      /* receive completions for a piece already received */
-  unsigned long long reordered;       /* receive completions ahead of a piece still missing */
+  unsigned long long reordered;       /* receive completions for another step's piece */
   unsigned long long sendUnposted;    /* send completions for a WR that was never posted */
   unsigned long long sendDuplicated;  /* second send completions for a WR */
   double maxStallWallMs;  /* longest wall time between two completions of a connection in a step */

@@ -3,7 +3,8 @@
 # over 2 nodes through sim/'s verbs provider. Clean: every rank received and sent chunks, each once,
 # nothing lost, duplicated, reordered or made up. Then NCCLSIM_NET_INJECT plays a faulty layer
 # between NCCL and the NIC: a receive completion taken twice and a send completion for a WR never
-# posted are counted (the job still completes with correct data); a dropped receive completion
+# posted, and one carrying a message not sent yet, are counted (the job still completes with
+# correct data); a dropped receive completion
 # fails the call within NCCLSIM_NET_LOST_MS with an error naming the chunk, instead of hanging.
 #   run_net_stats.sh NCCLSIM_RUN NET_STATS_JOB SIMLIB_DIR
 set -u
@@ -19,6 +20,10 @@ for f in lost duplicated reordered unposted send-duplicated; do
   [ "$(field " $f")" = 0 ] || fail "clean: $f is not 0"
 done
 [ "$(grep -c 'NET/IB stats rank' <<<"$out")" = 4 ] || fail "clean: NCCLSIM_NET_STATS=1 printed no stats line at destroy"
+grep -E '^net_stats_job: rank' <<<"$out" | grep -qE 'stall-wall-us 0$' && fail "clean: a rank measured no wait for its completions"
+
+out=$(NCCLSIM_NET_INJECT=ahead=2 timeout 120 "$run" -n 4 --nodes 2 -- "$job" 2>&1) || fail "ahead: the job failed"
+[ "$(field ' reordered')" -ge 1 ] || fail "ahead: a completion ahead of its message was not counted as reordered"
 
 out=$(NCCLSIM_NET_INJECT=dup=3 timeout 120 "$run" -n 4 --nodes 2 -- "$job" 2>&1) || fail "dup: the job failed"
 [ "$(field ' duplicated')" -ge 1 ] || fail "dup: a receive completion taken twice was not counted"

@@ -3,6 +3,7 @@
  * from ncclsimNetStats, one line the test reads:
  *
  *   net_stats_job: rank 0 chunks 16 sends 16 lost 0 duplicated 0 reordered 0 unposted 0 send-duplicated 0
+ *   stall-wall-us 812
  *
  * The call's error, when one fails, is printed and the rank exits 1 (the lost-completion case). */
 #include <stdio.h>
@@ -53,8 +54,8 @@ int main(void) {
   struct ncclsimNetStats s;
   if (ncclsimNetStats(comm, &s) != ncclSuccess || ncclsimNetStats(comm, NULL) != ncclInvalidArgument) return 1;
   printf("net_stats_job: rank %d chunks %llu sends %llu lost %llu duplicated %llu reordered %llu unposted %llu "
-         "send-duplicated %llu\n", rank, s.chunks, s.sendCompletions, s.lost, s.duplicated, s.reordered,
-         s.sendUnposted, s.sendDuplicated);
+         "send-duplicated %llu stall-wall-us %.0f\n", rank, s.chunks, s.sendCompletions, s.lost, s.duplicated, s.reordered,
+         s.sendUnposted, s.sendDuplicated, s.maxStallWallMs * 1e3);
   ncclCommDestroy(comm);
   free(host);
   return 0;
