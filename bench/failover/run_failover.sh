@@ -4,7 +4,8 @@
 # 200G NICs per node, bonded, 1:1 leaf-spine) run under ncclsim-run with LD_PRELOAD=libautoha.so
 # and AUTOHA_HA=<policy>, and a fault injected at a random wall time of the run
 # (NCCLSIM_FABRIC_FAULTS at=Xs):
-#   path  a spine fails (its links to every leaf of the job: every flow through it must move)
+#   path  a leaf-spine link fails, both directions (FAILOVER_PATH_TARGET=spine: a whole spine,
+#         its links to every leaf of the job, so every flow through it must move)
 #   port  one port of a dual-port NIC goes down
 #   nic   both ports of a NIC go down
 # and, at every third point, a second fault during the recovery of the first (a leaf-spine link,
@@ -21,18 +22,24 @@
 #   FAILOVER_POLICY  path, port, nic or a list "path port nic" (default path)
 #   FAILOVER_NODES   node counts to alternate between (default "2 4")
 #   FAILOVER_SEED    seed of the random points (default 1)
+#   FAILOVER_PATH_TARGET  link (default) or spine: what policy path's fault takes down
 #   FAILOVER_KEEP    a folder to keep every job's output in (default: a temporary one, removed)
 #   NCCLSIM_VERBS_TIMEOUT_SCALE  the RC retry window's scale (default 0.01: 0.34 s for NCCL's 20/7)
+#   NCCLSIM_NET_LOST_MS  when a completion counts as lost (default 30000: above autoha's failover
+#                    bounds, so a failover that is only slow shows as a stall, not a loss)
 # Any AUTOHA_HA_* setting in the environment reaches the jobs.
 set -u
 run=$1 job=$2 lib=$3 simlib=$4
 points=${FAILOVER_POINTS:-20} policies=${FAILOVER_POLICY:-path} node_list=${FAILOVER_NODES:-2 4}
+path_target=${FAILOVER_PATH_TARGET:-link}
+case $path_target in link | spine) ;; *) echo "failover: FAILOVER_PATH_TARGET must be link or spine, not '$path_target'"; exit 2 ;; esac
 RANDOM=${FAILOVER_SEED:-1}
 case $points in '' | *[!0-9]*) echo "failover: FAILOVER_POINTS must be a number, not '$points'"; exit 2 ;; esac
 work=${FAILOVER_KEEP:-}
 if [ -z "$work" ]; then work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; else mkdir -p "$work"; fi
 export LD_LIBRARY_PATH="$simlib" NCCLSIM_TOPO="nic=8x200x2" NCCLSIM_FABRIC="bond=1" NCCLSIM_RUN_GRACE_S=5 \
-  NCCLSIM_TIMEOUT_S=60 NCCLSIM_VERBS_TIMEOUT_SCALE=${NCCLSIM_VERBS_TIMEOUT_SCALE:-0.01}
+  NCCLSIM_TIMEOUT_S=60 NCCLSIM_VERBS_TIMEOUT_SCALE=${NCCLSIM_VERBS_TIMEOUT_SCALE:-0.01} \
+  NCCLSIM_NET_LOST_MS=${NCCLSIM_NET_LOST_MS:-30000}
 iters_of() { echo $((120 / $1)); } # 60 iterations on 2 nodes, 30 on 4: a few seconds each on 2 cores
 ok=1
 begin=$(date +%s)
@@ -64,7 +71,7 @@ done
 for policy in $policies; do
   case $policy in path | port | nic) ;; *) echo "failover: unknown policy '$policy' (expected path, port or nic)"; exit 2 ;; esac
   : >"$work/stalls-$policy"
-  done_ok=0 failed=0 lost=0 dup=0 bad=0 second=0
+  done_ok=0 failed=0 lost=0 dup=0 bad=0 second=0 failovers=0
   for i in $(seq 1 "$points"); do
     set -- $node_list
     nodes=$(eval echo "\${$(( (i - 1) % $# + 1 ))}")
@@ -74,7 +81,11 @@ for policy in $policies; do
     case $policy in
     path)
       spec=""
-      for leaf in $(seq 0 $((2 * nodes - 1))); do spec+="at=$(secs "$at")s:down:leaf$leaf-spine$spine;"; done ;;
+      if [ "$path_target" = spine ]; then
+        for leaf in $(seq 0 $((2 * nodes - 1))); do spec+="at=$(secs "$at")s:down:leaf$leaf-spine$spine;"; done
+      else
+        spec="at=$(secs "$at")s:down:leaf$((RANDOM % (2 * nodes)))-spine$spine;"
+      fi ;;
     port) spec="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:$port;" ;;
     nic) spec="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:1;at=$(secs "$at")s:portdown:node$node/mlx5_$nic:2;" ;;
     esac
@@ -92,6 +103,7 @@ for policy in $policies; do
     l=$(field "$log" lost) d=$(( $(field "$log" duplicated) + $(field "$log" reordered) ))
     b=$(( $(field "$log" unposted) + $(field "$log" send-duplicated) ))
     lost=$((lost + l)) dup=$((dup + d)) bad=$((bad + b))
+    failovers=$((failovers + $(grep -c "failed over" "$log")))
     if [ $rc = 0 ] && [ "$(grep -c '^failover_job: rank' "$log")" = $((nodes * 8)) ] && [ $((l + d + b)) = 0 ]; then
       done_ok=$((done_ok + 1))
       s=$(ha_stalls "$rep")
@@ -105,8 +117,8 @@ for policy in $policies; do
   src="the provider's longest gap between completions"
   [ -n "$(find "$work" -path "*$policy-*-report*" -name '*.json' -exec jq -r 'select(has("ha")) | "y"' {} + 2>/dev/null | head -1)" ] &&
     src="the autoha report's ha section"
-  printf 'failover: AUTOHA_HA=%s, %d points (%d with a second fault during recovery): %d completed with correct results, %d failed; lost %d, duplicated/reordered %d, unposted/twice %d; stall per failover (%s) median %s ms, p99 %s ms\n' \
-    "$policy" "$points" "$second" "$done_ok" "$failed" "$lost" "$dup" "$bad" "$src" \
+  printf 'failover: AUTOHA_HA=%s, %d points (%d with a second fault during recovery; %d failovers logged by autoha): %d completed with correct results, %d failed; lost %d, duplicated/reordered %d, unposted/twice %d; stall per point (%s) median %s ms, p99 %s ms\n' \
+    "$policy" "$points" "$second" "$failovers" "$done_ok" "$failed" "$lost" "$dup" "$bad" "$src" \
     "$(pct 0.5 <"$work/stalls-$policy")" "$(pct 0.99 <"$work/stalls-$policy")"
 done
 
