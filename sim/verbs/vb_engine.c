@@ -10,7 +10,7 @@
  *
  * Timers: an RNR NAK holds transmission for the responder's min_rnr_timer, rnr_retry times (7 =
  * forever). A QP with work outstanding that cannot make progress — its flow's path is down, the
- * path of the peer's replies is down while messages wait for their ACK, the peer's ring cannot be opened, the peer process is gone or its QP is not in RTR/RTS — completes its oldest
+ * peer's ring cannot be opened, the peer process is gone or its QP is not in RTR/RTS — completes its oldest
  * WR with RETRY_EXC_ERR once 4.096 us x 2^timeout x (retry_cnt + 1) x NCCLSIM_VERBS_TIMEOUT_SCALE
  * has passed without progress (timeout 0 means never, as in the IB spec). */
 #include <errno.h>
@@ -210,9 +210,9 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
   if (s == IBV_QPS_RTR || s == IBV_QPS_RTS) {
     if (!q->out.h) vb_qp_connect_rings(q);
     q->path_up_now = q->flow_ok && vb_net_path_up(&q->flow);
-    /* my path is the way back for the peer's requests: without it their ACKs never leave */
-    if (q->out.h && atomic_load_explicit(&q->out.h->reply_down, memory_order_relaxed) != (uint32_t)!q->path_up_now)
-      atomic_store(&q->out.h->reply_down, (uint32_t)!q->path_up_now);
+    /* what the peer's retry timer needs: our replies to it cannot leave */
+    if (atomic_load(&q->in.h->owner_path_down) != (uint32_t)!q->path_up_now)
+      atomic_store(&q->in.h->owner_path_down, (uint32_t)!q->path_up_now);
   } else {
     q->path_up_now = 0;
   }
@@ -246,10 +246,10 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
     return did;
   }
   if (q->rnr_until > now && q->rnr_until < *wake_p) *wake_p = q->rnr_until;
-  /* the retry timer runs only while the QP cannot reach its peer, or its peer cannot answer: the
-   * path back is down while requests it sent wait for their ACK */
+  /* the retry timer runs only while the QP cannot reach its peer, or waits for ACKs the peer cannot
+   * send back (its own path, another ECMP route, is down: RC's timer fires on missing ACKs) */
   int blocked = !q->path_up_now || !q->peer_ready_now || (now - q->last_progress > 0.05 && !peer_alive(q)) ||
-                (q->sq_tx != q->sq_head && atomic_load(&q->in.h->reply_down));
+                (q->sq_head != q->sq_tx && q->out.h && atomic_load(&q->out.h->owner_path_down));
   double limit = retry_timeout_s(q);
   if (!blocked || q->qp.qp_type != IBV_QPT_RC) {
     q->stall_since = 0;

@@ -65,10 +65,9 @@ typedef struct {
   _Atomic uint32_t peer_fatal;   /* set by the peer: "I went to ERR, flush" (the sim's shortcut) */
   _Atomic uint32_t prod_waiting; /* the producer found the ring full */
   _Atomic uint32_t drops;        /* requests the owner dropped (not ready, out of sequence) */
-  _Atomic uint32_t reply_down;   /* set by the peer while its path to the owner is down: the owner's
-                                  * requests get no ACK, so its retry timer runs */
   char doorbell[96];             /* shm name of the owning engine's doorbell */
-  char pad0[64];
+  _Atomic uint32_t owner_path_down; /* the owner's own path back to us is down (its ACKs are held) */
+  char pad0[60];
   _Atomic uint64_t head;         /* producer position (bytes, monotonic) */
   char pad1[56];
   _Atomic uint64_t tail;         /* consumer position */

@@ -194,7 +194,6 @@ static void reset(vb_qp_t *q) {
   /* discard what is queued for us; the producer keeps its head */
   atomic_store(&q->in.h->tail, atomic_load(&q->in.h->head));
   atomic_store(&q->in.h->peer_fatal, 0);
-  atomic_store(&q->in.h->reply_down, 0);
 }
 
 VB_API int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
