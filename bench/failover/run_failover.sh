@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # bench/failover: autoha's failover measured end to end on sim/'s verbs provider and fabric.
 # Jobs of 2x8 and 4x8 ranks (failover_job: checked AllReduce/AllGather calls, sim/'s 8 dual-port
-# 200G NICs per node, bonded, 1:1 leaf-spine) run under ncclsim-run with LD_PRELOAD=libautoha.so
-# and AUTOHA_HA=<policy>, and a fault injected at a random wall time of the run
+# 200G NICs per node on a 1:1 leaf-spine; bonded for policy path, two verbs ports per NIC for port
+# and nic) run under ncclsim-run with LD_PRELOAD=libautoha.so, AUTOHA_HA=<policy> and the fabric's
+# topology file (AUTOHA_QP_TOPO, from ncclsim-fabric, which sits beside ncclsim-run: the path
+# policy picks shadow ports from it), and a fault injected at a random wall time of the run
 # (NCCLSIM_FABRIC_FAULTS at=Xs):
 #   path  a leaf-spine link fails, both directions (FAILOVER_PATH_TARGET=spine: a whole spine,
 #         its links to every leaf of the job, so every flow through it must move)
-#   port  one port of a dual-port NIC goes down
+#   port  port 1 of a dual-port NIC goes down (the port NCCL uses)
 #   nic   both ports of a NIC go down
 # and, at every third point, a second fault during the recovery of the first (a leaf-spine link,
 # 10-300 ms later). Per point: the job completed with correct results (every element checked) and
@@ -37,6 +39,7 @@ RANDOM=${FAILOVER_SEED:-1}
 case $points in '' | *[!0-9]*) echo "failover: FAILOVER_POINTS must be a number, not '$points'"; exit 2 ;; esac
 work=${FAILOVER_KEEP:-}
 if [ -z "$work" ]; then work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; else mkdir -p "$work"; fi
+fabric_tool=$(dirname "$run")/ncclsim-fabric
 export LD_LIBRARY_PATH="$simlib" NCCLSIM_TOPO="nic=8x200x2" NCCLSIM_FABRIC="bond=1" NCCLSIM_RUN_GRACE_S=5 \
   NCCLSIM_TIMEOUT_S=60 NCCLSIM_VERBS_TIMEOUT_SCALE=${NCCLSIM_VERBS_TIMEOUT_SCALE:-0.01} \
   NCCLSIM_NET_LOST_MS=${NCCLSIM_NET_LOST_MS:-30000}
@@ -71,13 +74,19 @@ done
 for policy in $policies; do
   case $policy in path | port | nic) ;; *) echo "failover: unknown policy '$policy' (expected path, port or nic)"; exit 2 ;; esac
   : >"$work/stalls-$policy"
+  fab=bond=1
+  [ "$policy" = path ] || fab=bond=0 # port and nic fail over to the NIC's other verbs port
+  for nodes in $node_list; do
+    NCCLSIM_FABRIC=$fab "$fabric_tool" topo "$nodes" >"$work/topo-$policy-$nodes" ||
+      { echo "failover: $fabric_tool could not write the topology file"; exit 1; }
+  done
   done_ok=0 failed=0 lost=0 dup=0 bad=0 second=0 failovers=0
   for i in $(seq 1 "$points"); do
     set -- $node_list
     nodes=$(eval echo "\${$(( (i - 1) % $# + 1 ))}")
     # a point in the middle 10-80% of the control's run (job start-up included)
     at=$(rand_ms $(( len[$nodes] / 10 )) $(( len[$nodes] * 8 / 10 )))
-    node=$((RANDOM % nodes)) nic=$((RANDOM % 8)) port=$((RANDOM % 2 + 1)) spine=$((RANDOM % 8))
+    node=$((RANDOM % nodes)) nic=$((RANDOM % 8)) spine=$((RANDOM % 8))
     case $policy in
     path)
       spec=""
@@ -86,7 +95,7 @@ for policy in $policies; do
       else
         spec="at=$(secs "$at")s:down:leaf$((RANDOM % (2 * nodes)))-spine$spine;"
       fi ;;
-    port) spec="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:$port;" ;;
+    port) spec="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:1;" ;;
     nic) spec="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:1;at=$(secs "$at")s:portdown:node$node/mlx5_$nic:2;" ;;
     esac
     if [ $((i % 3)) = 0 ]; then # a second fault while the first is being recovered
@@ -96,7 +105,8 @@ for policy in $policies; do
     fi
     log=$work/$policy-$i.log rep=$work/$policy-$i-report
     t0=$(date +%s%N)
-    NCCLSIM_FABRIC_FAULTS="$spec" LD_PRELOAD="$lib" AUTOHA_HA="$policy" AUTOHA_REPORT="$rep/%p.json" \
+    NCCLSIM_FABRIC=$fab NCCLSIM_FABRIC_FAULTS="$spec" LD_PRELOAD="$lib" AUTOHA_HA="$policy" \
+      AUTOHA_QP_TOPO="$work/topo-$policy-$nodes" AUTOHA_REPORT="$rep/%p.json" \
       timeout 600 "$run" -n $((nodes * 8)) --nodes "$nodes" -- "$job" --iters "$(iters_of "$nodes")" >"$log" 2>&1
     rc=$? took=$(( ($(date +%s%N) - t0) / 1000000 ))
     echo "# $spec" >>"$log"
@@ -127,7 +137,11 @@ bound=$(awk -v s="$NCCLSIM_VERBS_TIMEOUT_SCALE" 'BEGIN {printf "%d", 34.4 * s * 
 spec=""
 for nic in $(seq 0 7); do spec+="at=1s:portdown:node1/mlx5_$nic:1;at=1s:portdown:node1/mlx5_$nic:2;"; done
 log=$work/all-down.log t0=$(date +%s)
-NCCLSIM_FABRIC_FAULTS="$spec" LD_PRELOAD="$lib" AUTOHA_HA="${policies%% *}" AUTOHA_REPORT=off \
+first=${policies%% *} fab=bond=1
+[ "$first" = path ] || fab=bond=0
+NCCLSIM_FABRIC=$fab "$fabric_tool" topo 2 >"$work/topo-all-down" || { echo "failover: no topology file"; exit 1; }
+NCCLSIM_FABRIC=$fab NCCLSIM_FABRIC_FAULTS="$spec" LD_PRELOAD="$lib" AUTOHA_HA="$first" \
+  AUTOHA_QP_TOPO="$work/topo-all-down" AUTOHA_REPORT=off \
   timeout 600 "$run" -n 16 --nodes 2 -- "$job" --iters 1000000 >"$log" 2>&1
 rc=$? took=$(( $(date +%s) - t0 ))
 nccl_err=$(grep -cE "^failover_job: rank [0-9]+: .* failed: " "$log")
