@@ -604,10 +604,11 @@ static void wait_completions(struct sim_net *n) {
 
 /* Fails the step whose completions stopped coming: names the first piece still missing. */
 static ncclResult_t lost_error(struct ncclComm *c, struct sim_net *n, double waited) {
+  for (int i = 0; i < n->nconn; i++)
+    if (n->conn[i].pending > 0) n->st.lost += (unsigned long long)n->conn[i].pending;
   for (int i = 0; i < n->nconn; i++) {
     net_conn_t *k = &n->conn[i];
     if (k->pending <= 0) continue;
-    n->st.lost += (unsigned long long)k->pending;
     for (int q = 0; q < n->nqps; q++) {
       int missing = k->send ? k->outstanding[q] : k->step_seq[q] - k->rnext[q] < 0x80000000u &&
                                                       !(k->rwin[q] >> (k->step_seq[q] - k->rnext[q]) & 1u);

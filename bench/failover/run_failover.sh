@@ -76,7 +76,9 @@ for policy in $policies; do
   : >"$work/stalls-$policy"
   fab=bond=1
   [ "$policy" = path ] || fab=bond=0 # port and nic fail over to the NIC's other verbs port
-  for nodes in $node_list; do
+  for nodes in $node_list; do # the planner's model knows bonded NICs only: path's file
+    : >"$work/topo-$policy-$nodes"
+    [ "$policy" = path ] || continue
     NCCLSIM_FABRIC=$fab "$fabric_tool" topo "$nodes" >"$work/topo-$policy-$nodes" ||
       { echo "failover: $fabric_tool could not write the topology file"; exit 1; }
   done
@@ -106,7 +108,8 @@ for policy in $policies; do
     log=$work/$policy-$i.log rep=$work/$policy-$i-report
     t0=$(date +%s%N)
     NCCLSIM_FABRIC=$fab NCCLSIM_FABRIC_FAULTS="$spec" LD_PRELOAD="$lib" AUTOHA_HA="$policy" \
-      AUTOHA_QP_TOPO="$work/topo-$policy-$nodes" AUTOHA_REPORT="$rep/%p.json" \
+      AUTOHA_QP_TOPO="$([ -s "$work/topo-$policy-$nodes" ] && echo "$work/topo-$policy-$nodes")" \
+      AUTOHA_REPORT="$rep/%p.json" \
       timeout 600 "$run" -n $((nodes * 8)) --nodes "$nodes" -- "$job" --iters "$(iters_of "$nodes")" >"$log" 2>&1
     rc=$? took=$(( ($(date +%s%N) - t0) / 1000000 ))
     echo "# $spec" >>"$log"
@@ -139,9 +142,12 @@ for nic in $(seq 0 7); do spec+="at=1s:portdown:node1/mlx5_$nic:1;at=1s:portdown
 log=$work/all-down.log t0=$(date +%s)
 first=${policies%% *} fab=bond=1
 [ "$first" = path ] || fab=bond=0
-NCCLSIM_FABRIC=$fab "$fabric_tool" topo 2 >"$work/topo-all-down" || { echo "failover: no topology file"; exit 1; }
+: >"$work/topo-all-down"
+if [ "$first" = path ]; then
+  NCCLSIM_FABRIC=$fab "$fabric_tool" topo 2 >"$work/topo-all-down" || { echo "failover: no topology file"; exit 1; }
+fi
 NCCLSIM_FABRIC=$fab NCCLSIM_FABRIC_FAULTS="$spec" LD_PRELOAD="$lib" AUTOHA_HA="$first" \
-  AUTOHA_QP_TOPO="$work/topo-all-down" AUTOHA_REPORT=off \
+  AUTOHA_QP_TOPO="$([ -s "$work/topo-all-down" ] && echo "$work/topo-all-down")" AUTOHA_REPORT=off \
   timeout 600 "$run" -n 16 --nodes 2 -- "$job" --iters 1000000 >"$log" 2>&1
 rc=$? took=$(( $(date +%s) - t0 ))
 nccl_err=$(grep -cE "^failover_job: rank [0-9]+: .* failed: " "$log")
