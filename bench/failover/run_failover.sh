@@ -13,10 +13,11 @@
 # and, at every third point, a second fault during the recovery of the first (a leaf-spine link,
 # 10-300 ms later). Per point: the job completed with correct results (every element checked) and
 # the provider's counters (ncclsimNetStats, docs/sim-nccl.md) say 0 lost, 0 duplicated, 0
-# reordered, 0 completions for WRs never posted or completed twice. The stall per failover is the
-# autoha report's `ha` section's (its stall_ms values) when present, else the provider's longest
-# wall-time gap between completions of a connection in the job. Last, "all paths down": every port
-# of node 1 goes down; every rank must fail with NCCL's error within the bound (no hang).
+# reordered, 0 completions for WRs never posted or completed twice. Stalls: per failover, the
+# autoha report's `ha` section's stall_ms values (when the library writes them); per point, the
+# provider's longest wall-time gap between completions of a connection (detection included).
+# Last, "all paths down": every port of node 1 goes down; every rank must fail with NCCL's error
+# within the bound (no hang).
 # Figures printed last with OK/FAILED; exit non-zero when a point fails.
 #   run_failover.sh NCCLSIM_RUN FAILOVER_JOB LIBAUTOHA SIMLIB_DIR
 # Settings (environment):
@@ -74,6 +75,7 @@ done
 for policy in $policies; do
   case $policy in path | port | nic) ;; *) echo "failover: unknown policy '$policy' (expected path, port or nic)"; exit 2 ;; esac
   : >"$work/stalls-$policy"
+  : >"$work/waits-$policy"
   fab=bond=1
   [ "$policy" = path ] || fab=bond=0 # port and nic fail over to the NIC's other verbs port
   for nodes in $node_list; do # the planner's model knows bonded NICs only: path's file
@@ -119,20 +121,20 @@ for policy in $policies; do
     failovers=$((failovers + $(grep -c "failed over" "$log")))
     if [ $rc = 0 ] && [ "$(grep -c '^failover_job: rank' "$log")" = $((nodes * 8)) ] && [ $((l + d + b)) = 0 ]; then
       done_ok=$((done_ok + 1))
-      s=$(ha_stalls "$rep")
-      if [ -n "$s" ]; then echo "$s" >>"$work/stalls-$policy"; else stall "$log" >>"$work/stalls-$policy"; fi
+      ha_stalls "$rep" >>"$work/stalls-$policy"
+      stall "$log" >>"$work/waits-$policy"
     else
       failed=$((failed + 1)) ok=0
       [ $failed -le 3 ] && { echo "failover: $policy point $i ($nodes x 8, rc $rc, $took ms, faults $spec) failed:";
                              grep -m2 -E "failed|error|Error" "$log" | cut -c1-300; }
     fi
   done
-  src="the provider's longest gap between completions"
-  [ -n "$(find "$work" -path "*$policy-*-report*" -name '*.json' -exec jq -r 'select(has("ha")) | "y"' {} + 2>/dev/null | head -1)" ] &&
-    src="the autoha report's ha section"
-  printf 'failover: AUTOHA_HA=%s, %d points (%d with a second fault during recovery; %d failovers logged by autoha): %d completed with correct results, %d failed; lost %d, duplicated/reordered %d, unposted/twice %d; stall per point (%s) median %s ms, p99 %s ms\n' \
-    "$policy" "$points" "$second" "$failovers" "$done_ok" "$failed" "$lost" "$dup" "$bad" "$src" \
-    "$(pct 0.5 <"$work/stalls-$policy")" "$(pct 0.99 <"$work/stalls-$policy")"
+  printf 'failover: AUTOHA_HA=%s, %d points (%d with a second fault during recovery; %d failovers logged by autoha): %d completed with correct results, %d failed; lost %d, duplicated/reordered %d, unposted/twice %d\n' \
+    "$policy" "$points" "$second" "$failovers" "$done_ok" "$failed" "$lost" "$dup" "$bad"
+  printf 'failover: AUTOHA_HA=%s, completed points: stall per failover (the autoha report'"'"'s ha section, %d failovers) median %s ms, p99 %s ms; longest wait between completions per point (the provider'"'"'s counters, detection included) median %s ms, p99 %s ms (peace time: %s)\n' \
+    "$policy" "$(wc -l <"$work/stalls-$policy")" "$(pct 0.5 <"$work/stalls-$policy")" "$(pct 0.99 <"$work/stalls-$policy")" \
+    "$(pct 0.5 <"$work/waits-$policy")" "$(pct 0.99 <"$work/waits-$policy")" \
+    "$(for n in $node_list; do printf '%s x 8 %s ms ' "$n" "${peace[$n]}"; done | sed 's/ $//')"
 done
 
 # all paths down: every port of node 1 at 1 s; every rank fails with NCCL's error within the bound
