@@ -34,4 +34,11 @@ void ah_shim_ha_set_coord(struct ah_coord *c);
  * AH_REPORT_HA_MAX with time, device, stall and work requests replayed) and totals. */
 void ah_shim_ha_report(ah_report_ha_t *h);
 
+/* Given by the verbs hook (shim_verbs.c) to the HA layer's rebalance: the UDP source port the hook
+ * gave qp at RTR (0: none, NCCL's own); and a live move of an RTS queue pair to `sport` with
+ * mlx5dv_modify_qp_udp_sport (RTS->RTS), returning 0, or -1 when libmlx5 lacks it or the call
+ * failed (errno says why). */
+uint16_t ah_shim_qp_sport(struct ibv_qp *qp);
+int ah_shim_qp_move_sport(struct ibv_qp *qp, uint16_t sport);
+
 #endif

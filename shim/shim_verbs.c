@@ -206,6 +206,44 @@ static qp_state_t *qp_state(struct ibv_qp *qp) {
   return s;
 }
 
+uint16_t ah_shim_qp_sport(struct ibv_qp *qp) {
+  uint16_t sport = 0;
+  pthread_mutex_lock(&qps_lock);
+  qp_state_t *s = NULL;
+  HASH_FIND_PTR(qps, &qp, s);
+  if (s && s->qp_num == qp->qp_num) sport = s->sport;
+  pthread_mutex_unlock(&qps_lock);
+  return sport;
+}
+
+/* mlx5dv_modify_qp_udp_sport for the rebalance, resolved once whatever AUTOHA_QP_METHOD says. */
+static pthread_once_t move_once = PTHREAD_ONCE_INIT;
+static udp_sport_fn move_fn;
+static void move_init(void) {
+  real_dl_init();
+  void *h = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h) move_fn = (udp_sport_fn)atomic_load(&real_dlvsym_p)(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17");
+}
+
+int ah_shim_qp_move_sport(struct ibv_qp *qp, uint16_t sport) {
+  pthread_once(&move_once, move_init);
+  if (!move_fn) {
+    errno = ENOSYS;
+    return -1;
+  }
+  int rc = move_fn(qp, sport);
+  if (rc != 0) {
+    errno = rc > 0 ? rc : errno;
+    return -1;
+  }
+  pthread_mutex_lock(&qps_lock);
+  qp_state_t *s = NULL;
+  HASH_FIND_PTR(qps, &qp, s);
+  if (s && s->qp_num == qp->qp_num) s->sport = sport;
+  pthread_mutex_unlock(&qps_lock);
+  return 0;
+}
+
 /* ---- the wrappers ----------------------------------------------------------------------------- */
 
 static _Atomic(create_qp_fn) dl_create_qp;  /* what the dlvsym path resolved */
