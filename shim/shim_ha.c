@@ -1148,10 +1148,21 @@ static int failover_step(ha_qp_t *m) {
     return 1;
   }
   if (m->fo_step == FO_DRAIN) {
-    if (!atomic_load(&m->drained_send) || !atomic_load(&m->drained_recv)) {
+    /* A queue with nothing outstanding (every signalled WR's completion polled: the logs retire on poll)
+     * has nothing left for NCCL to see, and NCCL may not poll it at all — the receiving end whose
+     * last message arrived waits, in NCCL's ring, for the sender whose failover waits for this
+     * side's count. Its marker's flush comes later and is absorbed. */
+    pthread_mutex_lock(&m->mu);
+    int idle_s = 1, idle_r = m->rlog.head == m->rlog.tail;
+    for (uint64_t q = m->slog.tail; q < m->slog.head && idle_s; q++) /* unsignalled WRs complete silently */
+      idle_s = !m->slog.sig_all && !(m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
+    pthread_mutex_unlock(&m->mu);
+    if ((!atomic_load(&m->drained_send) && !idle_s) || (!atomic_load(&m->drained_recv) && !idle_r)) {
       if (t > m->fo_deadline) {
         pthread_mutex_lock(&m->mu);
-        give_error(m, "the primary's completions were not drained in time");
+        give_error(m, atomic_load(&m->drained_recv) ? "the primary's send completions were not drained in time"
+                      : atomic_load(&m->drained_send) ? "the primary's receive completions were not drained in time"
+                                                      : "the primary's completions were not drained in time");
         pthread_mutex_unlock(&m->mu);
         return 1;
       }
@@ -1312,6 +1323,10 @@ static void notice_check(void) {
           m->fo_step = FO_DRAIN;
           m->fo_deadline = 0;
           atomic_store(&m->state, HA_FAILING);
+          ah_log(AH_LOG_INFO, "HA: QP %u: failing over to its shadow QP %u with its peer", m->qpn, m->sh_qpn);
+        } else {
+          ah_log(AH_LOG_INFO, "HA: QP %u: cannot follow its peer's failover (state %d, shadow %d, unprotected %d)",
+                 m->qpn, atomic_load(&m->state), atomic_load(&m->sh_state), m->unprotected);
         }
         pthread_mutex_unlock(&m->mu);
       }
