@@ -544,7 +544,7 @@ static void *ha_thread(void *arg);
 
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real) {
   if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp || !real->modify_qp ||
-      !real->destroy_qp || !real->query_gid || !ah_shim_ha_on()) {
+      !real->destroy_qp || !real->query_gid || !real->qp_sport || !real->move_sport || !ah_shim_ha_on()) {
     ah_log(AH_LOG_DEBUG, "HA: QP %u is not managed (type %d, verbs %d%d%d%d)", qp ? qp->qp_num : 0,
            qp ? (int)qp->qp_type : -1, !!real->create_qp, !!real->modify_qp, !!real->destroy_qp, !!real->query_gid);
     return;
@@ -766,7 +766,7 @@ static int shadow_create(ha_qp_t *m) {
   m->sh_port = port;
   table_set(hc, sh->qp_num, m);
   pthread_mutex_unlock(&ha_mu);
-  shadow_info_t info = {SHADOW_MAGIC, sh->qp_num, {0}, (uint32_t)port, (uint32_t)policy, ah_shim_qp_sport(m->qp)};
+  shadow_info_t info = {SHADOW_MAGIC, sh->qp_num, {0}, (uint32_t)port, (uint32_t)policy, m->hc->real.qp_sport(m->qp)};
   memcpy(info.gid, gid.raw, 16);
   uint8_t key[HA_KEY];
   dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_SHADOW);
@@ -796,7 +796,7 @@ static uint32_t shadow_label(ha_qp_t *m, const shadow_info_t *peer) {
   /* the primaries' ports as they run: the hook's (AUTOHA_QP_SPORT) when it set one, else NCCL's */
   uint32_t plabel = m->rtr.ah_attr.grh.flow_label ? m->rtr.ah_attr.grh.flow_label
                                                   : ah_path_label_from_qpn(m->qpn, m->rtr.dest_qp_num);
-  uint16_t psport = ah_shim_qp_sport(m->qp);
+  uint16_t psport = m->hc->real.qp_sport(m->qp);
   if (!psport) psport = ah_path_label_to_sport(plabel);
   uint16_t peer_sport = peer->sport ? (uint16_t)peer->sport
                                     : ah_path_label_to_sport(ah_path_label_from_qpn(m->rtr.dest_qp_num, m->qpn));
@@ -1018,7 +1018,7 @@ static void rb_load(void) {
 static int rb_flow_of(ha_qp_t *m) {
   if (!m->qp) return -1;
   return ah_ha_rebal_flow(topo, rb_flows, rb_plan, rb_n, m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw,
-                          ah_shim_qp_sport(m->qp), NULL);
+                          m->hc->real.qp_sport(m->qp), NULL);
 }
 
 static void rb_link_key(uint8_t key[HA_KEY], int leaf, int spine) {
@@ -1086,7 +1086,7 @@ static void rb_check(void) {
     if (m->flow == -2) m->flow = rb_flow_of(m);
     if (m->flow < 0 || !moved[m->flow] || m->rb_sport == routes[m->flow].sport) continue;
     pthread_mutex_lock(&m->mu); /* no post on the shadow while its port changes */
-    int rc = atomic_load(&m->state) == HA_SHADOW ? ah_shim_qp_move_sport(m->sh, routes[m->flow].sport) : 0;
+    int rc = atomic_load(&m->state) == HA_SHADOW ? m->hc->real.move_sport(m->sh, routes[m->flow].sport) : 0;
     int err = errno;
     pthread_mutex_unlock(&m->mu);
     if (rc == 0) {

@@ -14,6 +14,11 @@ typedef struct {
   int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
   int (*destroy_qp)(struct ibv_qp *);
   int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+  /* from the verbs hook, for the rebalance: the UDP source port the hook gave a queue pair at RTR
+   * (0: none, NCCL's own); a live move of an RTS queue pair to another port with
+   * mlx5dv_modify_qp_udp_sport (RTS->RTS), 0 or -1 when libmlx5 lacks it or it failed (errno) */
+  uint16_t (*qp_sport)(struct ibv_qp *);
+  int (*move_sport)(struct ibv_qp *, uint16_t);
 } ah_shim_ha_verbs_t;
 
 /* 1 when AUTOHA_HA asks for shadows (path or port), else 0. Cheap after the first call. */
@@ -33,12 +38,5 @@ void ah_shim_ha_set_coord(struct ah_coord *c);
 /* The report's "ha" section: the policy ("" when off), shadows ready, failovers (the first
  * AH_REPORT_HA_MAX with time, device, stall and work requests replayed) and totals. */
 void ah_shim_ha_report(ah_report_ha_t *h);
-
-/* Given by the verbs hook (shim_verbs.c) to the HA layer's rebalance: the UDP source port the hook
- * gave qp at RTR (0: none, NCCL's own); and a live move of an RTS queue pair to `sport` with
- * mlx5dv_modify_qp_udp_sport (RTS->RTS), returning 0, or -1 when libmlx5 lacks it or the call
- * failed (errno says why). */
-uint16_t ah_shim_qp_sport(struct ibv_qp *qp);
-int ah_shim_qp_move_sport(struct ibv_qp *qp, uint16_t sport);
 
 #endif

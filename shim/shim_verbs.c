@@ -206,7 +206,7 @@ static qp_state_t *qp_state(struct ibv_qp *qp) {
   return s;
 }
 
-uint16_t ah_shim_qp_sport(struct ibv_qp *qp) {
+static uint16_t qp_sport(struct ibv_qp *qp) {
   uint16_t sport = 0;
   pthread_mutex_lock(&qps_lock);
   qp_state_t *s = NULL;
@@ -225,7 +225,7 @@ static void move_init(void) {
   if (h) move_fn = (udp_sport_fn)atomic_load(&real_dlvsym_p)(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17");
 }
 
-int ah_shim_qp_move_sport(struct ibv_qp *qp, uint16_t sport) {
+static int qp_move_sport(struct ibv_qp *qp, uint16_t sport) {
   pthread_once(&move_once, move_init);
   if (!move_fn) {
     errno = ENOSYS;
@@ -352,7 +352,7 @@ static _Atomic(destroy_qp_fn) dl_destroy_qp;
 /* The real control verbs of the dlvsym route, for the HA layer's shadows. */
 static ah_shim_ha_verbs_t dl_real_verbs(void) {
   ah_shim_ha_verbs_t r = {atomic_load(&dl_create_qp), atomic_load(&dl_modify_qp), atomic_load(&dl_destroy_qp),
-                          atomic_load(&real_query_gid)};
+                          atomic_load(&real_query_gid), qp_sport, qp_move_sport};
   return r;
 }
 
