@@ -29,6 +29,11 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
 /* NCCL's ibv_modify_qp(qp, attr, mask) succeeded: INIT, RTR and RTS facts are kept, and at RTS the
  * background thread starts building the shadow. */
 void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask);
+/* NCCL's ibv_get_async_event on ctx returned ev: 1 when the event is the HA layer's to absorb (the
+ * caller acknowledges it and reads the next) — a shadow's QP event; a QP event of a primary failing
+ * over or failed over; PORT_ERR of a port every one of whose managed queue pairs has a ready shadow
+ * on another port, or runs on it — else 0 (NCCL gets it unchanged). */
+int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_event *ev);
 /* NCCL is about to destroy qp: its shadow goes first (it shares NCCL's CQs). */
 void ah_shim_ha_destroying(struct ibv_qp *qp);
 /* The coordinator through whose hub shadows are exchanged: the process's one connection, or NULL

@@ -43,6 +43,8 @@ typedef int (*modify_qp_fn)(struct ibv_qp *, struct ibv_qp_attr *, int);
 typedef int (*destroy_qp_fn)(struct ibv_qp *);
 typedef int (*query_gid_fn)(struct ibv_context *, uint8_t, int, union ibv_gid *);
 typedef int (*udp_sport_fn)(struct ibv_qp *, uint16_t);
+typedef int (*get_async_event_fn)(struct ibv_context *, struct ibv_async_event *);
+typedef void (*ack_async_event_fn)(struct ibv_async_event *);
 
 /* ---- the real dlsym/dlvsym, found by reading ELF tables --------------------------------------- */
 
@@ -377,6 +379,22 @@ static int dl_destroy_wrapper(struct ibv_qp *qp) {
   return f ? f(qp) : ENOSYS;
 }
 
+/* NCCL's async-event thread: events the HA layer owns (its shadows', and those of primaries it
+ * failed over or a port whose queue pairs all have a shadow elsewhere) are acknowledged here and
+ * the next event is read; every other event reaches NCCL unchanged. */
+static _Atomic(get_async_event_fn) dl_get_async_event;
+static _Atomic(ack_async_event_fn) dl_ack_async_event;
+static int dl_get_async_event_wrapper(struct ibv_context *ctx, struct ibv_async_event *ev) {
+  get_async_event_fn f = atomic_load(&dl_get_async_event);
+  if (!f) return ENOSYS;
+  for (;;) {
+    int rc = f(ctx, ev);
+    ack_async_event_fn ack = atomic_load(&dl_ack_async_event);
+    if (rc != 0 || !ack || !ah_shim_ha_event_absorbed(ctx, ev)) return rc;
+    ack(ev);
+  }
+}
+
 /* Direct callers (programs and net plugins linked to libibverbs): the next definition. */
 static void *next_verb(const char *name) {
   real_dl_init();
@@ -417,6 +435,17 @@ static void *hook_verb(void *found, const char *name, void *handle) {
   if (!atomic_load(&real_query_gid) && handle) {
     query_gid_fn q = (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
     if (q) atomic_store(&real_query_gid, q);
+  }
+  if (strcmp(name, "ibv_get_async_event") == 0) {
+    ack_async_event_fn ack = handle ? (ack_async_event_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_ack_async_event",
+                                                                                      "IBVERBS_1.1")
+                                    : NULL;
+    get_async_event_fn expected = NULL;
+    if (!ack || (!atomic_compare_exchange_strong(&dl_get_async_event, &expected, (get_async_event_fn)found) &&
+                 expected != found))
+      return found;
+    atomic_store(&dl_ack_async_event, ack);
+    return (void *)dl_get_async_event_wrapper;
   }
   if (strcmp(name, "ibv_destroy_qp") == 0) {
     destroy_qp_fn expected = NULL;
@@ -462,7 +491,7 @@ void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym);
 AH_EARLY static int hooked_name(const char *name, const char *version, int is_vsym) {
   return name &&
          (ah_elf_streq(name, "ibv_modify_qp") || ah_elf_streq(name, "ibv_create_qp") ||
-          ah_elf_streq(name, "ibv_destroy_qp")) &&
+          ah_elf_streq(name, "ibv_destroy_qp") || ah_elf_streq(name, "ibv_get_async_event")) &&
          (!is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.1")));
 }
 
@@ -471,8 +500,10 @@ __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const
   int hooked = 0;
   if (hooked_name(name, version, is_vsym)) { /* never during a runtime's early start */
     int saved = errno;
-    /* the destroy hook serves only the HA layer (shadows go before NCCL's QP) */
-    hooked = ah_shim_ha_on() || (!ah_elf_streq(name, "ibv_destroy_qp") && ah_path_policy_active(policy_get()));
+    /* the destroy and async-event hooks serve only the HA layer (shadows go before NCCL's QP; its
+     * events are not NCCL's) */
+    hooked = ah_shim_ha_on() || (!ah_elf_streq(name, "ibv_destroy_qp") && !ah_elf_streq(name, "ibv_get_async_event") &&
+                                 ah_path_policy_active(policy_get()));
     errno = saved;
   }
   if (is_vsym) return hooked ? (void *)ah_shim_dlvsym_hooked : (void *)atomic_load(&real_dlvsym_p);
