@@ -133,6 +133,41 @@ int ah_coord_progress(ah_coord_t *c, uint64_t comm, const struct ah_health_rec *
  * straggler detection. Returns 0, or -1 when the hub is gone. */
 int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n);
 
+/* ---- the shortest duration of a search call across ranks (docs/coordinator.md "Search times") ----
+ * Sends the hub rank's measured duration (us) of call `index` of key (comm, coll, bin), a call of
+ * the leader's search. Returns 0, or -1 when the hub is gone. Non-blocking, like ah_coord_samples. */
+int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
+                         double us);
+/* Called on the coordinator's I/O thread of the leader's process with the shortest duration of a
+ * search call across the `reported` (of nranks) ranks that sent one; NULL: none. */
+typedef void (*ah_coord_mintime_fn)(uint64_t comm, int coll, int bin, uint64_t index, double us,
+                                    uint32_t reported, uint32_t nranks);
+void ah_coord_set_mintime_handler(ah_coord_mintime_fn fn);
+
+/* ---- the job's key/value directory (docs/coordinator.md "Directory") ----
+ * A small store in the hub that processes of a job use to exchange what one end of a connection
+ * must learn from the other (the shim's HA layer: shadow-QP parameters and "delivered" counters,
+ * keyed by GID + QP number). Keys are opaque 32-byte strings; a key has one writer. */
+#define AH_COORD_DIR_KEY 32
+#define AH_COORD_DIR_VAL_MAX 512
+/* Stores val (len <= AH_COORD_DIR_VAL_MAX) under key in the job's hub, replacing an earlier
+ * value. Returns 0 when queued for the hub, -1 when the hub is gone or len is too large.
+ *
+ * Note that the client keeps its own puts and stores them again after a reconnection (the hub
+ * keeps the directory across connections, so this is idempotent), and that the hub bounds the
+ * directory per client and per job: a put beyond a bound is refused there with one log line and
+ * never becomes visible (a get of it times out). Non-blocking, like ah_coord_publish. */
+int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const void *val, size_t len);
+/* Looks key up in the hub, waiting up to timeout_s for it to be stored. Returns the value's
+ * length (copying min(len, cap) bytes into val), -1 when it did not appear within timeout_s or
+ * the hub is gone. Blocking: call it from a background thread, never from NCCL's.
+ *
+ * Note that the hub answers at once when the key exists and otherwise remembers the request until
+ * a put of the key arrives or timeout_s passes; a request outstanding across a reconnection is
+ * asked again for the time it has left. */
+int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *val, size_t cap,
+                     double timeout_s);
+
 /* Called on the coordinator's I/O thread after each finding of the hub is logged (kind:
  * AH_FINDING_* of ah_coord_health.h), for the process to act on it; NULL: none. */
 typedef void (*ah_coord_finding_fn)(uint64_t comm, const ah_finding_t *f);

@@ -63,6 +63,11 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   }
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->wmu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* ah_coord_now_ns's clock: deadlines ignore date changes */
+  pthread_cond_init(&c->dir_cv, &ca);
+  pthread_condattr_destroy(&ca);
   c->epfd = epoll_create1(EPOLL_CLOEXEC);
   c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->efd};
@@ -96,6 +101,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
 undo_fds:
   if (c->efd >= 0) close(c->efd);
   if (c->epfd >= 0) close(c->epfd);
+  pthread_cond_destroy(&c->dir_cv);
   pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
 undo_alloc:
@@ -111,8 +117,15 @@ void ah_coord_client_close(ah_coord_t *c) {
   client_drop(c);
   close(c->efd);
   close(c->epfd);
+  pthread_cond_destroy(&c->dir_cv);
   pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
+  client_dir_put_t *d, *dt;
+  HASH_ITER(hh, c->dir_puts, d, dt) {
+    HASH_DEL(c->dir_puts, d);
+    free(d->val);
+    free(d);
+  }
   for (int i = 0; i < c->ncomms; i++) free(c->comms[i].ranks);
   free(c->comms);
   free(c->pubs);
@@ -306,6 +319,23 @@ int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_healt
   ah_health_samples_pack(rank, x, n, p + 8);
   pthread_mutex_lock(&c->mu);
   int rc = client_buf_put_msg(&c->outq, AH_MSG_SAMPLES, p, sizeof p);
+  pthread_mutex_unlock(&c->mu);
+  if (rc == 0) client_send_now(c);
+  return rc;
+}
+
+/* Note that the report waits in the out queue like a SAMPLES: a reconnection rebuilds the queue
+ * without it (the leader's search counts the call as lost, which it tolerates). */
+int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
+                         double us) {
+  if (!c || !atomic_load(&c->alive)) return -1;
+  if (coll < 0 || coll >= AH_NUM_FUNCTIONS || bin < 0 || bin > 63 || !(us >= 0)) return -1;
+  ah_coord_time_t t = {.comm = comm, .rank = rank, .coll = (uint8_t)coll, .bin = (uint8_t)bin,
+                       .index = index, .us = (float)us};
+  uint8_t p[8 + 4 + 1 + 1 + 8 + 4];
+  ah_coord_time_pack(AH_MSG_SEARCH_TIME, &t, p);
+  pthread_mutex_lock(&c->mu);
+  int rc = client_buf_put_msg(&c->outq, AH_MSG_SEARCH_TIME, p, sizeof p);
   pthread_mutex_unlock(&c->mu);
   if (rc == 0) client_send_now(c);
   return rc;

@@ -1,7 +1,8 @@
 /* ah_coord_client_internal.h: the client's state and the functions its three files share —
  * ah_coord_client_queue.c (what application threads queue for the I/O thread) <
  * ah_coord_client_io.c (the I/O thread: handshake, reading, delivering, heartbeats, reconnecting) <
- * ah_coord_client.c (the API: open, join, publish, verdicts, close). Internal to coordinator/. */
+ * ah_coord_client.c (the API: open, join, publish, verdicts, close) and ah_coord_client_dir.c (the
+ * directory's put and get). Internal to coordinator/. */
 #ifndef AH_COORD_CLIENT_INTERNAL_H
 #define AH_COORD_CLIENT_INTERNAL_H
 
@@ -12,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "ah_coord_internal.h"
+#include "ah_uthash.h"
 
 typedef struct {
   uint64_t comm;
@@ -35,6 +37,29 @@ typedef struct {
   size_t off, len, cap;
 } client_buf_t;
 
+/* A value this process stored in the directory: stored again after a reconnection. */
+typedef struct {
+  uint8_t key[AH_COORD_DIR_KEY];
+  uint16_t vlen;
+  uint8_t *val;
+  UT_hash_handle hh;
+} client_dir_put_t;
+/* Bytes of puts a client keeps (and so may have stored in the hub): the hub's default bound per
+ * client id, so a put the hub would refuse is refused here, by the caller's thread. */
+#define CLIENT_DIR_BYTES_MAX (8u << 20)
+
+/* A thread waiting in ah_coord_dir_get (on its stack), answered by the I/O thread. */
+typedef struct client_dir_wait {
+  uint64_t req;
+  uint8_t key[AH_COORD_DIR_KEY];
+  void *buf;
+  size_t cap;
+  int len;             /* the value's length once answered */
+  int done;
+  uint64_t deadline_ns;
+  struct client_dir_wait *next;
+} client_dir_wait_t;
+
 struct ah_coord {
   ah_coord_stamp_t stamp;
   struct sockaddr_storage ss;
@@ -53,6 +78,11 @@ struct ah_coord {
   size_t pub_head, npubs, cappubs; /* unacknowledged: pubs[pub_head .. npubs) */
   uint64_t next_pub;
   client_buf_t outq;
+  client_dir_put_t *dir_puts; /* what this process stored in the directory */
+  size_t dir_put_bytes;
+  client_dir_wait_t *dir_waits; /* threads in ah_coord_dir_get */
+  uint64_t next_req;
+  pthread_cond_t dir_cv;        /* a DIR_VAL arrived, or the hub is gone (CLOCK_MONOTONIC) */
 
   /* The socket's write side: fd (replaced only by the I/O thread), w and want_out, under wmu.
    * Application threads that publish try to send directly (one wake-up less per segment) and
@@ -84,6 +114,11 @@ int client_queue_join_rank(ah_coord_t *c, client_comm_t *m, uint32_t rank);
 int client_queue_join(ah_coord_t *c, client_comm_t *m);
 int client_queue_publish(ah_coord_t *c, const client_pub_t *pb);
 void client_pubs_ack(ah_coord_t *c, uint64_t upto); /* drops acknowledged publishes; holds mu */
+/* The directory's frames into the out queue: a put, a get (asking for the time it has left), and
+ * every put and waiting get again after a reconnection. Caller holds mu. */
+int client_queue_dir_put(ah_coord_t *c, const client_dir_put_t *d);
+int client_queue_dir_get(ah_coord_t *c, const client_dir_wait_t *w);
+int client_queue_dir_all(ah_coord_t *c);
 /* DELIVERED for every communicator that has delivered at least `step` segments since the hub was
  * last told (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
 int client_queue_delivered(ah_coord_t *c, uint64_t step);

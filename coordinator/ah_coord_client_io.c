@@ -43,6 +43,7 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
   c->outq.off = c->outq.len = 0;
   for (int i = 0; i < c->ncomms; i++) rc |= client_queue_join(c, &c->comms[i]);
   for (size_t i = c->pub_head; i < c->npubs; i++) rc |= client_queue_publish(c, &c->pubs[i]);
+  rc |= client_queue_dir_all(c);
   pthread_mutex_unlock(&c->mu);
   pthread_mutex_unlock(&c->wmu);
   atomic_fetch_add(&c->connects, 1);
@@ -151,6 +152,22 @@ static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
   pthread_mutex_unlock(&c->mu);
 }
 
+static _Atomic(ah_coord_mintime_fn) mintime_fn;
+void ah_coord_set_mintime_handler(ah_coord_mintime_fn fn) { atomic_store(&mintime_fn, fn); }
+
+/* The shortest duration of a search call, for the leader's search (the shim's handler). A malformed
+ * one is refused by name and ignored: the search counts the call as lost. */
+static void client_on_min_time(ah_coord_t *c, const uint8_t *p) {
+  char err[160];
+  ah_coord_time_t t;
+  if (ah_coord_time_unpack(AH_MSG_MIN_TIME, p, &t, err, sizeof err) != 0) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a search time from hub %s: %s", c->addr, err);
+    return;
+  }
+  ah_coord_mintime_fn fn = atomic_load(&mintime_fn);
+  if (fn) fn(t.comm, t.coll, t.bin, t.index, (double)t.us, t.reported, t.nranks);
+}
+
 static _Atomic(ah_coord_finding_fn) finding_fn;
 void ah_coord_set_finding_handler(ah_coord_finding_fn fn) { atomic_store(&finding_fn, fn); }
 ah_coord_finding_fn ah_coord_finding_handler(void) { return atomic_load(&finding_fn); }
@@ -174,6 +191,31 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
   atomic_fetch_add(&c->findings, 1);
   ah_coord_finding_fn fn = ah_coord_finding_handler();
   if (fn) fn(comm, &f);
+}
+
+/* A DIR_VAL answers the waiting get with its request number (and key); one for a get that has
+ * timed out meanwhile finds nobody and is dropped. A malformed one is refused by name and ignored
+ * (the caller times out); the connection stays. */
+static void client_on_dir_val(ah_coord_t *c, const uint8_t *p, uint32_t len) {
+  char err[200];
+  int vlen = ah_coord_dir_vlen(p, len, 8 + AH_COORD_DIR_KEY, err, sizeof err);
+  if (vlen < 0) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a directory value from hub %s: %s",
+                  c->addr, err);
+    return;
+  }
+  uint64_t req = ah_coord_get_u64(p);
+  pthread_mutex_lock(&c->mu);
+  for (client_dir_wait_t *w = c->dir_waits; w; w = w->next)
+    if (w->req == req && !w->done && memcmp(w->key, p + 8, AH_COORD_DIR_KEY) == 0) {
+      size_t n = (size_t)vlen < w->cap ? (size_t)vlen : w->cap;
+      if (n) memcpy(w->buf, p + AH_COORD_DIR_VAL_FIXED, n);
+      w->len = vlen;
+      w->done = 1;
+      pthread_cond_broadcast(&c->dir_cv);
+      break;
+    }
+  pthread_mutex_unlock(&c->mu);
 }
 
 static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
@@ -241,6 +283,8 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
       case AH_MSG_PONG: break;
       case AH_MSG_VERDICT: client_on_verdict(c, p); break;
       case AH_MSG_FINDING: client_on_finding(c, p); break;
+      case AH_MSG_DIR_VAL: client_on_dir_val(c, p, h.len); break;
+      case AH_MSG_MIN_TIME: client_on_min_time(c, p); break;
       default:
         snprintf(why, whylen, "unexpected message type %u from the hub", h.type);
         return -1;
@@ -378,5 +422,8 @@ void *client_main(void *arg) {
       if (client_reconnect(c, why) != 0) break;
     }
   }
+  pthread_mutex_lock(&c->mu); /* threads in ah_coord_dir_get see the hub gone (alive 0) at once */
+  pthread_cond_broadcast(&c->dir_cv);
+  pthread_mutex_unlock(&c->mu);
   return NULL;
 }

@@ -1,6 +1,6 @@
 /* ah_coord_client_queue.c: what application threads hand to the client's I/O thread — frames
  * appended to a growable buffer under the client's mutex, and a wake-up through its eventfd — and
- * the list of publishes kept until the hub acknowledges them. */
+ * the list of publishes kept until the hub acknowledges them; and the directory's puts and gets. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -91,5 +91,36 @@ int client_queue_delivered(ah_coord_t *c, uint64_t step) {
     rc |= client_buf_put_msg(&c->outq, AH_MSG_DELIVERED, p, sizeof p);
     m->told_seq = m->last_seq;
   }
+  return rc;
+}
+
+int client_queue_dir_put(ah_coord_t *c, const client_dir_put_t *d) {
+  uint8_t p[AH_COORD_DIR_PUT_FIXED + AH_COORD_DIR_VAL_MAX];
+  memcpy(p, d->key, AH_COORD_DIR_KEY);
+  p[AH_COORD_DIR_KEY] = (uint8_t)(d->vlen >> 8);
+  p[AH_COORD_DIR_KEY + 1] = (uint8_t)d->vlen;
+  if (d->vlen) memcpy(p + AH_COORD_DIR_PUT_FIXED, d->val, d->vlen);
+  return client_buf_put_msg(&c->outq, AH_MSG_DIR_PUT, p, AH_COORD_DIR_PUT_FIXED + d->vlen);
+}
+
+/* Note that the hub is asked to wait for the time the caller has left (at least 1 ms, so a get
+ * whose time is nearly up still looks the key up once). */
+int client_queue_dir_get(ah_coord_t *c, const client_dir_wait_t *w) {
+  uint8_t p[AH_COORD_DIR_GET_BYTES];
+  uint64_t now = ah_coord_now_ns();
+  uint64_t left = w->deadline_ns > now ? (w->deadline_ns - now) / 1000000ull : 0;
+  if (left < 1) left = 1;
+  if (left > UINT32_MAX) left = UINT32_MAX;
+  ah_coord_put_u64(p, w->req);
+  ah_coord_put_u32(p + 8, (uint32_t)left);
+  memcpy(p + 12, w->key, AH_COORD_DIR_KEY);
+  return client_buf_put_msg(&c->outq, AH_MSG_DIR_GET, p, sizeof p);
+}
+
+int client_queue_dir_all(ah_coord_t *c) {
+  int rc = 0;
+  for (client_dir_put_t *d = c->dir_puts; d; d = d->hh.next) rc |= client_queue_dir_put(c, d);
+  for (client_dir_wait_t *w = c->dir_waits; w; w = w->next)
+    if (!w->done) rc |= client_queue_dir_get(c, w);
   return rc;
 }

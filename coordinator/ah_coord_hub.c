@@ -49,6 +49,13 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->max_rank_bytes = 16u << 20;
   o_p->max_segments = 65536;
   o_p->max_client_segments = 16384;
+  o_p->max_dir_bytes = 32u << 20;
+  o_p->max_client_dir_bytes = 8u << 20;
+  o_p->max_dir_waits = 65536;
+  o_p->max_conn_dir_waits = 8192;
+  o_p->gather_ms = 500;
+  o_p->max_comm_gathers = 4096;
+  o_p->max_gathers = 65536;
 }
 
 static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
@@ -85,7 +92,7 @@ static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   hub_conn_send_msg(h, c, AH_MSG_WELCOME, reply, 40);
 }
 
-static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p) {
+static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p, uint32_t len) {
   if (!c->authed) {
     if (type != AH_MSG_AUTH) {
       hub_refuse(h, RATE_AUTH, "refused %s: message type %u before authentication", c->peer, type);
@@ -103,6 +110,8 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
     case AH_MSG_DELIVERED:
     case AH_MSG_PROGRESS:
     case AH_MSG_SAMPLES:
+    case AH_MSG_DIR_PUT:
+    case AH_MSG_SEARCH_TIME:
       cl = hub_client_find(h, c->client_id);
       if (!cl) {
         hub_conn_close_later(h, c);
@@ -112,8 +121,11 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
       else if (type == AH_MSG_PUBLISH) hub_on_publish(h, c, cl, p);
       else if (type == AH_MSG_DELIVERED) hub_on_delivered(h, c, cl, p);
       else if (type == AH_MSG_PROGRESS) hub_on_progress(h, c, cl, p);
+      else if (type == AH_MSG_DIR_PUT) hub_on_dir_put(h, c, cl, p, len);
+      else if (type == AH_MSG_SEARCH_TIME) hub_on_search_time(h, c, cl, p);
       else hub_on_samples(h, c, cl, p);
       break;
+    case AH_MSG_DIR_GET: hub_on_dir_get(h, c, p); break;
     case AH_MSG_PING: hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
     case AH_MSG_STATUS: hub_on_status(h, c); break;
     default:
@@ -149,6 +161,7 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
     if (c->rlen == 0) c->frame_start_ns = now;
     c->rlen += (size_t)r;
     c->last_rx_ns = now;
+    h->frame_rx_ns = now;
     if (c->rlen < want) continue;
     if (!c->need) {
       ah_coord_hdr_t hd;
@@ -161,9 +174,10 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
       if (hd.len > 0) continue;
     }
     uint8_t type = c->rbuf[5];
+    uint32_t len = c->need ? c->need - AH_COORD_HDR_BYTES : 0;
     c->rlen = 0;
     c->need = 0;
-    hub_on_frame(h, c, type, c->rbuf + AH_COORD_HDR_BYTES);
+    hub_on_frame(h, c, type, c->rbuf + AH_COORD_HDR_BYTES, len);
     if (c->closing) return;
   }
 }
@@ -267,6 +281,12 @@ static void hub_sweep(ah_coord_hub_t *h) {
   }
 }
 
+/* Frees the connections marked for closing, after forgetting their directory waiters. */
+static void hub_close_now(ah_coord_hub_t *h) {
+  for (hub_conn_t *c = h->close_list; c; c = c->close_next) hub_dir_conn_gone(h, c);
+  hub_close_pending(h);
+}
+
 static void *hub_main(void *arg) {
   ah_coord_hub_t *h = arg;
   pthread_setname_np(pthread_self(), "autoha-hub"); /* visible in top -H, gdb, perf */
@@ -298,9 +318,11 @@ static void *hub_main(void *arg) {
     if (now - last_sweep >= (uint64_t)HUB_TICK_MS * 1000000ull) {
       hub_sweep(h);
       hub_health_tick(h, now);
+      hub_dir_tick(h, now);
+      hub_gather_tick(h, now);
       last_sweep = now;
     }
-    hub_close_pending(h);
+    hub_close_now(h);
   }
   return NULL;
 }
@@ -402,10 +424,12 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   }
   pthread_join(h->thr, NULL);
   for (int i = 0; i < h->nall; i++) hub_conn_close_later(h, h->all[i]);
-  hub_close_pending(h);
+  hub_close_now(h);
+  hub_dir_free(h);
   hub_comm_t *m, *mt;
   HASH_ITER(hh, h->comms, m, mt) {
     HASH_DEL(h->comms, m);
+    hub_gather_free(h, m);
     free(m->joined);
     free(m->frames);
     free(m->frame_pub);
@@ -429,6 +453,16 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
 }
 
 int ah_coord_hub_clients(ah_coord_hub_t *h) { return atomic_load(&h->nclients); }
+
+int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, uint64_t *cpu_ns, int max) {
+  uint32_t n = atomic_load_explicit(&h->nfan, memory_order_acquire);
+  int k = 0;
+  for (uint32_t i = n > HUB_FAN_RING ? n - HUB_FAN_RING : 0; i < n && k < max; i++, k++) {
+    ns[k] = atomic_load_explicit(&h->fan_ns[i % HUB_FAN_RING], memory_order_relaxed);
+    cpu_ns[k] = atomic_load_explicit(&h->fan_cpu_ns[i % HUB_FAN_RING], memory_order_relaxed);
+  }
+  return k;
+}
 
 size_t ah_coord_hub_retained(ah_coord_hub_t *h) {
   return atomic_load_explicit(&h->nframes_seen, memory_order_relaxed);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -257,6 +258,7 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
     h->npending_joins++;
     h->rank_bytes += bytes;
   }
+  if (rank == 0) m->leader = c; /* the search's shortest times go to rank 0's process */
   if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
     m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
     m->njoined++;
@@ -383,7 +385,16 @@ void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   h->nframes++;
   atomic_store_explicit(&h->nframes_seen, h->nframes, memory_order_relaxed);
   cl->last_pub = pub;
+  struct timespec cpu0, cpu1; /* the thread's CPU time: the fan-out's cost, apart from waiting for a CPU */
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
   for (int i = 0; i < m->nsubs; i++) hub_conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+  uint32_t nf = atomic_load_explicit(&h->nfan, memory_order_relaxed);
+  atomic_store_explicit(&h->fan_ns[nf % HUB_FAN_RING], ah_coord_now_ns() - h->frame_rx_ns, memory_order_relaxed);
+  atomic_store_explicit(&h->fan_cpu_ns[nf % HUB_FAN_RING],
+                        (uint64_t)((cpu1.tv_sec - cpu0.tv_sec) * 1000000000ll + (cpu1.tv_nsec - cpu0.tv_nsec)),
+                        memory_order_relaxed);
+  atomic_store_explicit(&h->nfan, nf + 1, memory_order_release);
   hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
   return;
 oom:

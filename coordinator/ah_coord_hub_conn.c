@@ -58,6 +58,7 @@ void hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c) {
 }
 
 void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c) {
+  if (m->leader == c) m->leader = NULL; /* the leader's process reconnects and joins rank 0 again */
   for (int i = 0; i < m->nsubs; i++)
     if (m->subs[i] == c) {
       m->subs[i] = m->subs[--m->nsubs];

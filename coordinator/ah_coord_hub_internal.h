@@ -1,7 +1,9 @@
 /* ah_coord_hub_internal.h: the hub's state and the functions its three files share —
  * ah_coord_hub_conn.c (connections: the rate-limited refusal log, write queues, the pending list,
  * closing) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
- * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub.c (the handshake, frame
+ * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub_gather.c (the shortest
+ * search durations across ranks) < ah_coord_hub_dir.c (the key/value
+ * directory: DIR_PUT, DIR_GET and their waiters) < ah_coord_hub.c (the handshake, frame
  * dispatch, reading, accepting, the sweep, the epoll loop, open/close/start). Internal to
  * coordinator/. */
 #ifndef AH_COORD_HUB_INTERNAL_H
@@ -37,6 +39,8 @@ typedef struct hub_conn {
   int ncomms, capcomms;
   struct hub_conn *prev, *next; /* pending (unauthenticated) list, oldest first */
   struct hub_conn *close_next;
+  struct hub_dir_wait *dir_waits; /* its DIR_GETs waiting for a put (ah_coord_hub_dir.c) */
+  int ndir_waits;
 } hub_conn_t;
 
 /* The ranks of a communicator that joined with one settings digest. */
@@ -97,6 +101,9 @@ typedef struct {
   uint64_t recheck_ns;    /* a stall that showed no hang is looked at again from here */
   int finding;
   char finding_text[AH_HEALTH_TEXT];
+  hub_conn_t *leader;     /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
+  struct hub_gather *gather; /* search calls whose durations are being gathered (ah_coord_hub_gather.c) */
+  int ngather;
   UT_hash_handle hh;
 } hub_comm_t;
 
@@ -106,6 +113,7 @@ typedef struct {
   int ncomms;     /* communicators this client created */
   int npending;   /* of the pending joins, those this client started */
   size_t nframes; /* segments of this client retained */
+  size_t dir_bytes; /* directory bytes charged to it (the entries it wrote last) */
   UT_hash_handle hh;
 } hub_client_t;
 
@@ -118,7 +126,7 @@ typedef struct {
 
 enum {
   RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
-  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_N
+  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_DIR, RATE_GATHER, RATE_N
 };
 
 struct ah_coord_hub {
@@ -142,6 +150,18 @@ struct ah_coord_hub {
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
   uint32_t prog_ranks;  /* ranks with a progress slot, all communicators */
+  /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send)
+   * and the hub thread's CPU time in its sends, a ring of the last HUB_FAN_RING, for
+   * bench/coord_scale (ah_coord_hub_fanout). */
+#define HUB_FAN_RING 1024
+  _Atomic uint64_t fan_ns[HUB_FAN_RING];
+  _Atomic uint64_t fan_cpu_ns[HUB_FAN_RING];
+  _Atomic uint32_t nfan;
+  uint64_t frame_rx_ns; /* when the frame being handled was read */
+  struct hub_dir *dir;  /* the directory: stored keys, and keys someone waits for */
+  size_t dir_bytes;     /* bytes charged for stored entries, all clients */
+  int ndir_waits;       /* DIR_GETs waiting, all connections */
+  int ngather;          /* search calls being gathered, all communicators */
 };
 
 
@@ -169,6 +189,31 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
 void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
 void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+
+/* ---- ah_coord_hub_gather.c ---- */
+
+/* A rank's duration of a search call: kept as the call's minimum so far; the minimum goes to the
+ * leader's connection once every rank reported (MIN_TIME). */
+void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+/* Sends the minimum of every call first reported gather_ms ago or more (each tick). */
+void hub_gather_tick(ah_coord_hub_t *h, uint64_t now);
+/* Frees a communicator's calls being gathered (hub close). */
+void hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m);
+
+/* ---- ah_coord_hub_dir.c ---- */
+
+/* Stores a DIR_PUT's value (replacing the key's) and answers every DIR_GET waiting for the key;
+ * refused with one log line (the message dropped, the connection kept) when malformed or beyond the
+ * directory's bounds. len is the payload's length. */
+void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p, uint32_t len);
+/* Answers a DIR_GET at once when the key is stored, else keeps it until a put or its timeout. */
+void hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
+/* Forgets the waiters of a connection being closed (before it is freed). */
+void hub_dir_conn_gone(ah_coord_hub_t *h, hub_conn_t *c);
+/* Forgets waiters whose timeout passed (each tick). */
+void hub_dir_tick(ah_coord_hub_t *h, uint64_t now);
+/* Frees the whole directory (hub close). */
+void hub_dir_free(ah_coord_hub_t *h);
 
 /* ---- ah_coord_hub_health.c ---- */
 

@@ -70,9 +70,16 @@ int ah_coord_if_choose(const ah_coord_if_t *ifs, int n, const char *spec);
 long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
-#define AH_COORD_PROTO_VERSION 4
+#define AH_COORD_PROTO_VERSION 5 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
+                                  * shortest search durations (SEARCH_TIME, MIN_TIME) */
 #define AH_COORD_HDR_BYTES 8
-#define AH_COORD_MAX_PAYLOAD 512 /* bound on any length prefix; the largest message (FINDING) is 488 bytes */
+/* The directory's fixed parts: DIR_PUT key[32] vlen u16; DIR_GET req u64 timeout_ms u32 key[32];
+ * DIR_VAL req u64 key[32] vlen u16, each followed by vlen (<= AH_COORD_DIR_VAL_MAX) value bytes. */
+#define AH_COORD_DIR_PUT_FIXED (AH_COORD_DIR_KEY + 2)
+#define AH_COORD_DIR_GET_BYTES (8 + 4 + AH_COORD_DIR_KEY)
+#define AH_COORD_DIR_VAL_FIXED (8 + AH_COORD_DIR_KEY + 2)
+/* Bound on any length prefix: the largest message is a DIR_VAL with the largest value (554). */
+#define AH_COORD_MAX_PAYLOAD (AH_COORD_DIR_VAL_FIXED + AH_COORD_DIR_VAL_MAX)
 #define AH_COORD_NONCE_BYTES 32
 #define AH_COORD_MAC_BYTES 32
 
@@ -97,7 +104,12 @@ enum {
   AH_MSG_STATUS_RANK = 17, /* hub -> client: ah_status_rank_t */
   AH_MSG_STATUS_END = 18,  /* hub -> client: count u32 (communicators sent) */
   AH_MSG_SAMPLES = 19,     /* client -> hub: comm u64 samples[AH_HEALTH_SAMPLES_BYTES] (ah_coord_health.h) */
-  AH_MSG_MAX = 19
+  AH_MSG_DIR_PUT = 20,     /* client -> hub: key[32] vlen u16 val[vlen] */
+  AH_MSG_DIR_GET = 21,     /* client -> hub: req u64 timeout_ms u32 key[32] */
+  AH_MSG_DIR_VAL = 22,     /* hub -> client: req u64 key[32] vlen u16 val[vlen] (the answer to req) */
+  AH_MSG_SEARCH_TIME = 23, /* client -> hub: comm u64 rank u32 coll u8 bin u8 index u64 us f32 */
+  AH_MSG_MIN_TIME = 24,    /* hub -> leader: comm u64 coll u8 bin u8 index u64 us f32 reported u32 nranks u32 */
+  AH_MSG_MAX = 24
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */
@@ -119,8 +131,24 @@ void ah_coord_hdr_encode(uint8_t type, uint32_t len, uint8_t out[AH_COORD_HDR_BY
  * or -1 with a reason in err naming the offending value. */
 int ah_coord_hdr_decode(const uint8_t in[AH_COORD_HDR_BYTES], ah_coord_hdr_t *h_p, char *err,
                         size_t errlen);
-/* Exact payload length each type must have. */
+/* Exact payload length each type must have; for the types whose payload ends in a value
+ * (DIR_PUT, DIR_VAL), the least (no value). */
 uint32_t ah_coord_msg_len(uint8_t type);
+/* SEARCH_TIME and MIN_TIME: pack and unpack. unpack refuses (-1, err naming it) a collective or bin
+ * out of range or a negative or non-finite duration. */
+typedef struct {
+  uint64_t comm;
+  uint32_t rank;     /* SEARCH_TIME: the reporting rank */
+  uint8_t coll, bin;
+  uint64_t index;
+  float us;
+  uint32_t reported, nranks; /* MIN_TIME: ranks whose durations the minimum is over, of nranks */
+} ah_coord_time_t;
+void ah_coord_time_pack(uint8_t type, const ah_coord_time_t *t, uint8_t *out);
+int ah_coord_time_unpack(uint8_t type, const uint8_t *in, ah_coord_time_t *t_p, char *err, size_t errlen);
+/* The value length a DIR_PUT or DIR_VAL frame of payload length len declares at offset `at`, when
+ * it matches the bytes the frame carries. Returns it, or -1 with err naming the mismatch. */
+int ah_coord_dir_vlen(const uint8_t *p, uint32_t len, uint32_t at, char *err, size_t errlen);
 
 void ah_coord_put_u64(uint8_t *p, uint64_t v);
 uint64_t ah_coord_get_u64(const uint8_t *p);
@@ -178,6 +206,16 @@ typedef struct {
   uint32_t max_progress_ranks; /* ranks whose progress records are kept, all communicators */
   double straggler_pct; /* a rank late by more than this % of its calls' time is flagged
                          * (AUTOHA_STRAGGLER_PCT); <= 0: stragglers are not looked for */
+  /* The key/value directory: bytes of stored entries (key, value and 64 bytes of bookkeeping
+   * each) per job and per client id, and DIR_GETs waiting per job and per connection. A put beyond
+   * a bound is refused (one log line), a get beyond one is dropped (its caller times out). */
+  size_t max_dir_bytes, max_client_dir_bytes;
+  int max_dir_waits, max_conn_dir_waits;
+  /* The shortest search duration across ranks (SEARCH_TIME -> MIN_TIME): a call's minimum goes to
+   * the leader once every rank reported it or gather_ms after the first did; calls being gathered
+   * are bounded per communicator and per job (beyond, a call's reports are dropped). */
+  int gather_ms;
+  int max_comm_gathers, max_gathers;
   const char *ifname;   /* AUTOHA_COORD_IFNAME: the interface to bind and advertise when no
                          * address is given; NULL: NCCL's default order */
 } ah_coord_hub_opts_t;
@@ -194,6 +232,11 @@ int ah_coord_hub_clients(ah_coord_hub_t *h);
 /* Segments the hub keeps for replay, all communicators: those some member has not yet reported
  * delivered (for tests and benchmarks). */
 size_t ah_coord_hub_retained(ah_coord_hub_t *h);
+/* The fan-out times of the hub's last publishes, oldest first: from the PUBLISH frame's arrival to
+ * its SEGMENT handed to the last subscriber's socket (wall clock, ns) and the hub thread's CPU time
+ * in those sends (cpu_ns). Copies at most max of each; returns how many (bench/coord_scale, to tell
+ * the hub's share of a delivery from the clients', and its cost from its wait for a CPU). */
+int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, uint64_t *cpu_ns, int max);
 
 /* ---- client (ah_coord_client.c) ---- */
 typedef struct {

@@ -3,6 +3,7 @@
  * the handshake (ah_coord_sha256.c) and their random nonces (getrandom). Every length is checked against the exact size of its type
  * before a byte of payload is read, so a 16 MiB prefix costs the hub nothing but a log line. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -58,7 +59,14 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_STATUS_RANK] = AH_STATUS_RANK_BYTES,
     [AH_MSG_STATUS_END] = 4,
     [AH_MSG_SAMPLES] = 8 + AH_HEALTH_SAMPLES_BYTES,
+    [AH_MSG_DIR_PUT] = AH_COORD_DIR_PUT_FIXED,
+    [AH_MSG_DIR_GET] = AH_COORD_DIR_GET_BYTES,
+    [AH_MSG_DIR_VAL] = AH_COORD_DIR_VAL_FIXED,
+    [AH_MSG_SEARCH_TIME] = 8 + 4 + 1 + 1 + 8 + 4,
+    [AH_MSG_MIN_TIME] = 8 + 1 + 1 + 8 + 4 + 4 + 4,
 };
+/* Types whose payload ends in a value of 0..AH_COORD_DIR_VAL_MAX bytes after msg_lens[type]. */
+static int msg_has_value(uint8_t type) { return type == AH_MSG_DIR_PUT || type == AH_MSG_DIR_VAL; }
 _Static_assert(8 + AH_FINDING_BYTES <= AH_COORD_MAX_PAYLOAD, "a finding fits the frame bound");
 
 uint32_t ah_coord_msg_len(uint8_t type) { return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0; }
@@ -91,13 +99,82 @@ int ah_coord_hdr_decode(const uint8_t in[AH_COORD_HDR_BYTES], ah_coord_hdr_t *h_
     snprintf(err, errlen, "unknown message type %u (reserved bits 0x%04x)", h.type, h.reserved);
     return -1;
   }
-  if (h.len != msg_lens[h.type]) {
+  if (msg_has_value(h.type) &&
+      (h.len < msg_lens[h.type] || h.len > msg_lens[h.type] + AH_COORD_DIR_VAL_MAX)) {
+    snprintf(err, errlen, "message type %u with length %u (expected %u..%u)", h.type, h.len,
+             msg_lens[h.type], msg_lens[h.type] + AH_COORD_DIR_VAL_MAX);
+    return -1;
+  }
+  if (!msg_has_value(h.type) && h.len != msg_lens[h.type]) {
     snprintf(err, errlen, "message type %u with length %u (expected %u)", h.type, h.len,
              msg_lens[h.type]);
     return -1;
   }
   *h_p = h;
   return 0;
+}
+
+void ah_coord_time_pack(uint8_t type, const ah_coord_time_t *t, uint8_t *out) {
+  uint8_t *p = out;
+  uint32_t bits;
+  memcpy(&bits, &t->us, 4);
+  ah_coord_put_u64(p, t->comm), p += 8;
+  if (type == AH_MSG_SEARCH_TIME) ah_coord_put_u32(p, t->rank), p += 4;
+  *p++ = t->coll;
+  *p++ = t->bin;
+  ah_coord_put_u64(p, t->index), p += 8;
+  ah_coord_put_u32(p, bits), p += 4;
+  if (type == AH_MSG_MIN_TIME) {
+    ah_coord_put_u32(p, t->reported), p += 4;
+    ah_coord_put_u32(p, t->nranks);
+  }
+}
+
+int ah_coord_time_unpack(uint8_t type, const uint8_t *in, ah_coord_time_t *t_p, char *err, size_t errlen) {
+  ah_coord_time_t t;
+  memset(&t, 0, sizeof t);
+  const uint8_t *p = in;
+  t.comm = ah_coord_get_u64(p), p += 8;
+  if (type == AH_MSG_SEARCH_TIME) t.rank = ah_coord_get_u32(p), p += 4;
+  t.coll = *p++;
+  t.bin = *p++;
+  t.index = ah_coord_get_u64(p), p += 8;
+  uint32_t bits = ah_coord_get_u32(p);
+  p += 4;
+  memcpy(&t.us, &bits, 4);
+  if (type == AH_MSG_MIN_TIME) {
+    t.reported = ah_coord_get_u32(p), p += 4;
+    t.nranks = ah_coord_get_u32(p);
+  }
+  if (t.coll >= AH_NUM_FUNCTIONS || t.bin > 63) {
+    snprintf(err, errlen, "search time of a key out of range (coll %u, bin %u)", t.coll, t.bin);
+    return -1;
+  }
+  if (!isfinite(t.us) || t.us < 0) {
+    snprintf(err, errlen, "search time of call %llu is %g us (expected a finite duration >= 0)",
+             (unsigned long long)t.index, (double)t.us);
+    return -1;
+  }
+  if (type == AH_MSG_MIN_TIME && (t.reported == 0 || t.reported > t.nranks)) {
+    snprintf(err, errlen, "shortest time of call %llu over %u of %u ranks", (unsigned long long)t.index,
+             t.reported, t.nranks);
+    return -1;
+  }
+  *t_p = t;
+  return 0;
+}
+
+/* Note that the value length is carried twice (the frame's length prefix and the u16), so a frame
+ * whose two disagree is malformed: refused by name, never read past its end. */
+int ah_coord_dir_vlen(const uint8_t *p, uint32_t len, uint32_t at, char *err, size_t errlen) {
+  uint32_t v = ((uint32_t)p[at] << 8) | p[at + 1];
+  if (v > AH_COORD_DIR_VAL_MAX || (uint64_t)at + 2 + v != len) {
+    snprintf(err, errlen, "value length %u does not match the %u bytes the frame carries after its "
+             "%u-byte head (at most %u)", v, len >= at + 2 ? len - at - 2 : 0, at + 2,
+             AH_COORD_DIR_VAL_MAX);
+    return -1;
+  }
+  return (int)v;
 }
 
 void ah_coord_keyseg_pack(const ah_key_t *k, const ah_segment_t *s, uint8_t *out) {

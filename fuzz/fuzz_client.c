@@ -1,11 +1,12 @@
 /* Fuzz target: the client's frame handling, handshake included (the hub's side is the input).
  * A fake hub on 127.0.0.1 accepts the client's connection and, when the first byte is odd,
  * completes a genuine handshake and then sends the rest of the input as frames (segments,
- * verdicts, acks, anything); when it is even, the rest of the input is the handshake itself
- * (HELLO, then whatever follows the client's AUTH). The client joins a communicator, runs briefly
- * and is closed; it must neither crash nor hang (every wait it has is bounded). */
+ * verdicts, acks, directory values, anything); when it is even, the rest of the input is the handshake itself
+ * (HELLO, then whatever follows the client's AUTH). The client joins a communicator, asks the
+ * directory for a key (request 1; the key is 32 bytes of 0x6b) for 10 ms, and is closed; it must neither crash nor hang (every wait it has is bounded). */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,7 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ah_coord_t *c = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
   if (c) {
     ah_coord_join_rank(c, 0x45, 2, 0, NULL);
-    usleep(10000);
+    uint8_t key[AH_COORD_DIR_KEY], val[AH_COORD_DIR_VAL_MAX];
+    memset(key, 0x6b, sizeof key);
+    int n = ah_coord_dir_get(c, key, val, sizeof val, 0.01);
+    if (n > AH_COORD_DIR_VAL_MAX) abort(); /* a length the decoder should have refused */
     ah_coord_verdict(c, 0x45);
     ah_coord_client_close(c);
   }

@@ -1,7 +1,7 @@
 /* Fuzz target: the coordinator's wire decoders without sockets — a stream of frames as the hub's
  * and the client's readers cut it (header check, then the payload of the exact length), each
  * payload through the decoder its type uses (key + segment, progress record and its classification,
- * samples and the straggler detector, verdict, u64 fields). */
+ * samples and the straggler detector, verdict, the directory's value lengths, search times, u64 fields). */
 #include "ah_coord_internal.h"
 #include "ah_coord_straggler.h"
 #include "fuzz.h"
@@ -39,6 +39,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       ah_strag_event_t ev;
       char text[AH_HEALTH_TEXT];
       while (strag && ah_strag_next(strag, &ev)) ah_strag_text(1, &ev, "h", text);
+    }
+    else if (h.type == AH_MSG_SEARCH_TIME || h.type == AH_MSG_MIN_TIME) {
+      ah_coord_time_t t;
+      if (ah_coord_time_unpack(h.type, p, &t, err, sizeof err) == 0 && (t.coll >= AH_NUM_FUNCTIONS || !(t.us >= 0)))
+        abort(); /* a report the decoder passed must be usable as is */
+    }
+    else if (h.type == AH_MSG_DIR_PUT || h.type == AH_MSG_DIR_VAL) {
+      uint32_t at = h.type == AH_MSG_DIR_PUT ? AH_COORD_DIR_KEY : 8 + AH_COORD_DIR_KEY;
+      int vlen = ah_coord_dir_vlen(p, h.len, at, err, sizeof err);
+      if (vlen >= 0 && (uint32_t)vlen + at + 2 != h.len) abort(); /* the value ends the frame */
     }
     else if (h.len >= 8)
       (void)ah_coord_get_u64(p);

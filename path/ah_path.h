@@ -112,6 +112,13 @@ int ah_path_topo_flows(const ah_path_topo_t *topo, ah_path_flow_t **flows_p);
  * the spine over the destination's two leaves). */
 void ah_path_model_route(const ah_path_topo_t *topo, const ah_path_flow_t *f, uint16_t sport,
                          int *side_p, int *spine_p, int *rx_side_p);
+/* A UDP source port for a backup connection from the NIC of sgid to the NIC of dgid whose modelled
+ * spine is neither that of the primary's outgoing flow (primary_sport) nor that of the peer's flow
+ * back (peer_sport), so that one failed leaf-spine link cannot cut both. Candidates are tried from
+ * `start` (a port in 0xC000..0xFFFF) on. Returns the port, or 0 when the topology does not hold
+ * both GIDs, the flows stay under one leaf pair, or no port in 4096 tries qualifies. */
+uint16_t ah_path_backup_sport(const ah_path_topo_t *topo, const uint8_t sgid[16], const uint8_t dgid[16],
+                              uint16_t primary_sport, uint16_t peer_sport, uint16_t start);
 /* Crux's priority assignment: jobs ranked by GPU intensity (highest first) and compressed onto the
  * topology's classes in equal shares. Returns the class index of `job`, or -1 without classes. */
 int ah_path_job_class(const ah_path_topo_t *topo, int job);

@@ -493,3 +493,32 @@ out:
   free(forbid);
   return rc;
 }
+
+/* ---- backup paths (the HA layer's shadows, docs/ha.md) ------------------------------------------ */
+
+static int backup_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *host_p, int *nic_p) {
+  for (int h = 0; h < t->nhosts; h++)
+    for (int n = 0; n < t->hosts[h].nnics; n++)
+      if (memcmp(t->hosts[h].gid[n], gid, 16) == 0) return *host_p = h, *nic_p = n, 0;
+  return -1;
+}
+
+uint16_t ah_path_backup_sport(const ah_path_topo_t *t, const uint8_t sgid[16], const uint8_t dgid[16],
+                              uint16_t primary_sport, uint16_t peer_sport, uint16_t start) {
+  ah_path_flow_t out = {0}, back = {0};
+  if (!t || backup_find_gid(t, sgid, &out.shost, &out.snic) || backup_find_gid(t, dgid, &out.dhost, &out.dnic))
+    return 0;
+  back.shost = out.dhost, back.snic = out.dnic, back.dhost = out.shost, back.dnic = out.snic;
+  int side, spine_a, spine_b, rx;
+  ah_path_model_route(t, &out, primary_sport, &side, &spine_a, &rx);
+  ah_path_model_route(t, &back, peer_sport, &side, &spine_b, &rx);
+  if (spine_a < 0 && spine_b < 0) return 0; /* under one leaf pair: no spine to avoid */
+  uint32_t span = AH_PATH_SPORT_MAX - AH_PATH_SPORT_MIN + 1;
+  for (uint32_t i = 0; i < 4096; i++) {
+    uint16_t sport = (uint16_t)(AH_PATH_SPORT_MIN + ((uint32_t)(start - AH_PATH_SPORT_MIN) + i * 7919u) % span);
+    int spine;
+    ah_path_model_route(t, &out, sport, &side, &spine, &rx);
+    if (spine >= 0 && spine != spine_a && spine != spine_b) return sport;
+  }
+  return 0;
+}

@@ -18,6 +18,7 @@
 #include "ah_digest.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
+#include "shim_ha.h"
 #include "shim_internal.h"
 
 #define COORD_MAP_MAX 4096
@@ -152,11 +153,28 @@ static void hook_samples(void *arg, uint64_t comm, uint32_t rank, const ah_healt
   if (c) (void)ah_coord_samples(c, comm, rank, x, n);
 }
 
+static void hook_search_time(void *arg, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
+                             double us) {
+  (void)arg;
+  ah_coord_t *c = map_get(comm, NULL);
+  if (c) (void)ah_coord_search_time(c, comm, rank, coll, bin, index, us); /* lost with a gone hub */
+}
+
+/* The hub's shortest duration of a search call (the leader's process), on the coordinator's thread. */
+static void on_min_time(uint64_t comm, int coll, int bin, uint64_t index, double us, uint32_t reported,
+                        uint32_t nranks) {
+  (void)reported, (void)nranks;
+  ah_key_t k = {.comm = comm, .coll = coll, .bin = bin};
+  ah_shim_search_observe(&k, index, us);
+}
+
 static void hooks_install(void) {
   static const ah_shim_coord_hooks_t h = {.attach = hook_attach, .verdict = hook_verdict,
                                           .publish = hook_publish, .alive = hook_alive,
-                                          .progress = hook_progress, .samples = hook_samples};
+                                          .progress = hook_progress, .samples = hook_samples,
+                                          .search_time = hook_search_time};
   ah_shim_set_coord_hooks(&h);
+  ah_coord_set_mintime_handler(on_min_time);
 }
 
 /* The coordinator's setup, from the settings the environment table parsed (one parser for each
@@ -227,6 +245,7 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
     if (ncoords < 8) coords[ncoords] = c;
     ncoords++;
   }
+  ah_shim_ha_set_coord(ncoords == 1 ? coords[0] : NULL); /* shadows need exactly one hub */
   pthread_mutex_unlock(&map_lock);
   /* Installed even without a coordinator, so that a communicator made from an unstamped id and
    * spanning processes reaches hook_attach, which says why it is not tuned. */

@@ -96,12 +96,20 @@ typedef struct {
   /* A local rank's sampled call durations (n <= AH_HEALTH_SAMPLES), for the hub's straggler
    * detection (NULL: not sent). */
   void (*samples)(void *arg, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n);
+  /* A local rank's duration of a search call of the leader's (every rank, the leader's included):
+   * the hub sends the leader the shortest across ranks, which its search learns from instead of
+   * its own (ah_shim_search_observe; NULL: the leader learns from its own durations). */
+  void (*search_time)(void *arg, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index, double us);
   void *arg;
 } ah_shim_coord_hooks_t;
 
 /* Installs (or, with NULL, removes) the hooks. Call before the communicators it should carry make
  * their first decision. */
 void ah_shim_set_coord_hooks(const ah_shim_coord_hooks_t *hooks);
+
+/* The shortest duration across ranks of search call `index` of `key`, from the coordinator (its
+ * I/O thread): the leader's search learns it (a key this process does not lead ignores it). */
+void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us);
 
 /* A segment for `key` from the coordinator (any thread, commit order, replays allowed): appended
  * to the local schedule of that key, created if needed. Matches ah_coord_deliver_fn. */
@@ -111,6 +119,8 @@ void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg);
 
 /* The process-wide state of a key, created on demand (NULL on allocation failure). */
 ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key);
+/* The same, never created: NULL when the key has no state yet. */
+ah_shim_keystate_t *ah_shim_keystate_find(const ah_key_t *key);
 /* Calls fn for every key state. */
 void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_shim_keystate_t *ks), void *arg);
 

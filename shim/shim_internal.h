@@ -83,6 +83,7 @@ typedef struct ah_shim_rankkey {
   int source;                /* AH_SOURCE_* of the latest call */
   int refused;               /* a forced pair NCCL cannot run was refused (logged once) */
   int leader;                /* this rank drives the key's search */
+  int searched;              /* the leader searches the key (a tuned communicator, not pinned) */
   struct ah_comm *comm;      /* the rank's communicator context */
   uint64_t sync_waits;
   double sync_wait_us;

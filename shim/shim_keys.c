@@ -24,7 +24,8 @@ typedef struct {
 static pthread_mutex_t ks_lock = PTHREAD_MUTEX_INITIALIZER;
 static ks_entry_t *ks_table;
 
-ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
+/* The state of key, created when absent and `create` is set. Returns it, or NULL. */
+static ah_shim_keystate_t *keystate_lookup(const ah_key_t *key, int create) {
   ah_key_t k;
   memset(&k, 0, sizeof k); /* hashed as bytes: no stray padding */
   k.comm = key->comm;
@@ -33,6 +34,10 @@ ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
   pthread_mutex_lock(&ks_lock);
   ks_entry_t *e = NULL;
   HASH_FIND(hh, ks_table, &k, sizeof k, e);
+  if (!e && !create) {
+    pthread_mutex_unlock(&ks_lock);
+    return NULL;
+  }
   if (!e && (e = calloc(1, sizeof *e)) != NULL) {
     e->ks.key = k;
     e->ks.sched = ah_sched_create();
@@ -55,10 +60,22 @@ ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) {
   return e ? &e->ks : NULL;
 }
 
+ah_shim_keystate_t *ah_shim_keystate_get(const ah_key_t *key) { return keystate_lookup(key, 1); }
+
+ah_shim_keystate_t *ah_shim_keystate_find(const ah_key_t *key) { return keystate_lookup(key, 0); }
+
 void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_shim_keystate_t *ks), void *arg) {
   pthread_mutex_lock(&ks_lock);
   for (ks_entry_t *e = ks_table; e; e = e->hh.next) fn(arg, &e->ks);
   pthread_mutex_unlock(&ks_lock);
+}
+
+void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us) {
+  ah_shim_keystate_t *ks = ah_shim_keystate_get(key);
+  if (!ks || !(us >= 0)) return;
+  pthread_mutex_lock(&ks->lock);
+  if (ks->tune) ah_tune_observe(ks->tune, index, us); /* drift is not checked across processes */
+  pthread_mutex_unlock(&ks->lock);
 }
 
 void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
@@ -111,6 +128,7 @@ ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_
     ah_segment_t seg;
     ah_shim_pinned(c, coll, bin, call, &seg);
     int tuned = (c->ctl == AH_CTL_LOCAL_TUNE || c->ctl == AH_CTL_REMOTE_TUNE) && seg.source == AH_SOURCE_DEFAULT;
+    ck->searched = tuned;
     if (!tuned && ah_sched_horizon(ck->ks->sched) == 0 && ah_sched_append(ck->ks->sched, &seg) != 0)
       ah_log(AH_LOG_WARN, "could not commit the pinned configuration of %s bin %d", ah_coll_name(coll), bin);
     /* A pinned key of a tuned communicator is committed by each rank itself; the leader must not
@@ -141,6 +159,17 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
   ah_comm_t *c = ck->comm;
   if (c && c->rec && c->rec->hub) ah_shim_health_sample(c, ck->coll, ck->bin, index, us); /* hub-joined */
   ah_shim_keystate_t *ks = ck->ks;
+  /* A search spanning processes learns from the shortest duration across ranks, which the hub
+   * gathers (ah_shim_search_observe): a rank that arrived early also times its wait for the last. */
+  ah_segment_t seg;
+  if (c && c->ctl == AH_CTL_REMOTE_TUNE && ck->searched && ah_sched_lookup(ks->sched, index, &seg) &&
+      seg.count != AH_SCHED_FOREVER) {
+    ah_shim_coord_hooks_t h = ah_shim_hooks();
+    if (h.search_time) {
+      h.search_time(h.arg, c->id, (uint32_t)c->rank, ck->coll, ck->bin, index, us);
+      return;
+    }
+  }
   if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
     pthread_mutex_lock(&ks->lock);
     ah_tune_observe(ks->tune, index, us);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "shim_decide.h"
+#include "shim_ha.h"
 #include "shim_internal.h"
 #include "ah_tune.h"
 
@@ -164,6 +165,7 @@ void ah_shim_report_write(const char *why) {
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
   r.nhealth = ah_shim_health_findings(r.health, AH_REPORT_HEALTH_MAX);
   ah_shim_run_facts(&r.run);
+  ah_shim_ha_report(&r.ha);
   char path[AH_ENV_PATH_MAX], err[256], job[AH_SHIM_JOB_MAX];
   ah_shim_job_name(0, job, sizeof job);
   if (!b.ok) {

@@ -49,8 +49,7 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
     sp->ndims = 1;
   }
   if (c->abi >= 6) {
-    ah_dim_t *d = &sp->dims[AH_DIM_CHUNK];
-    for (int64_t v = 64 << 10; v <= 4 << 20; v *= 2) d->values[d->nvalues++] = v;
+    ah_space_chunk_build(sp, call->nbytes);
     if (sp->ndims == 0) { /* dimension 1 needs dimension 0: channels then only "keep" */
       sp->dims[AH_DIM_NCHANNELS].nvalues = 1;
       sp->dims[AH_DIM_NCHANNELS].values[0] = 0;
@@ -59,6 +58,32 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
   }
   ah_config_table_argmin(call, &sp->start);
   sp->start.ndims = sp->ndims;
+}
+
+/* What the communicator already learned, handed to a new search (tuner/ah_tune.h ah_tune_hint):
+ * the best point of the nearest converged bin below and above (within AH_HINT_BINS bins, x2 each) of
+ * the same collective. Note that a neighbour's lock is only tried: a leader holding it may be
+ * waiting for ours, and a hint is not worth a wait. */
+#define AH_HINT_BINS 1
+static void search_hint(ah_shim_keystate_t *ks) {
+  for (int dir = -1; dir <= 1; dir += 2)
+    for (int d = 1; d <= AH_HINT_BINS; d++) {
+      ah_key_t nk = ks->key;
+      nk.bin += dir * d;
+      ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
+      if (!n || pthread_mutex_trylock(&n->lock) != 0) continue;
+      ah_tune_status_t st;
+      int got = 0;
+      if (n->tune && n->space.ndims == ks->space.ndims) {
+        ah_tune_status(n->tune, &st);
+        got = st.state == AH_TUNE_CONVERGED;
+      }
+      pthread_mutex_unlock(&n->lock);
+      if (got) {
+        (void)ah_tune_hint(ks->tune, &st.learned);
+        break;
+      }
+    }
 }
 
 /* Leader: commits segments until call `index` is covered. Returns 1 when it is. */
@@ -83,6 +108,7 @@ static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, co
      * winner for the rest of the job (docs/tuner.md). */
     if (c->ctl == AH_CTL_REMOTE_TUNE) params.drift_check = 0;
     ks->tune = ah_tune_create(&ks->space, &params);
+    if (ks->tune) search_hint(ks);
   }
   if (ks->tune) {
     ah_shim_coord_hooks_t h = {0};

@@ -30,6 +30,7 @@
 #include "ah_log.h"
 #include "ah_path.h"
 #include "shim_elf.h"
+#include "shim_ha.h"
 #include "shim_verbs.h"
 #include "ah_uthash.h"
 
@@ -39,6 +40,7 @@ typedef void *(*dlsym_fn)(void *, const char *);
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 typedef struct ibv_qp *(*create_qp_fn)(struct ibv_pd *, struct ibv_qp_init_attr *);
 typedef int (*modify_qp_fn)(struct ibv_qp *, struct ibv_qp_attr *, int);
+typedef int (*destroy_qp_fn)(struct ibv_qp *);
 typedef int (*query_gid_fn)(struct ibv_context *, uint8_t, int, union ibv_gid *);
 typedef int (*udp_sport_fn)(struct ibv_qp *, uint16_t);
 
@@ -307,12 +309,34 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
   return real(qp, attr, mask);
 }
 
-/* What dlsym/dlvsym hand back for the two verbs: these call the function the lookup found. */
+static _Atomic(destroy_qp_fn) dl_destroy_qp;
+
+/* The real control verbs of the dlvsym route, for the HA layer's shadows. */
+static ah_shim_ha_verbs_t dl_real_verbs(void) {
+  ah_shim_ha_verbs_t r = {atomic_load(&dl_create_qp), atomic_load(&dl_modify_qp), atomic_load(&dl_destroy_qp),
+                          atomic_load(&real_query_gid)};
+  return r;
+}
+
+/* What dlsym/dlvsym hand back for the hooked verbs: these call the function the lookup found (and,
+ * with AUTOHA_HA, tell the HA layer about NCCL's queue pairs: shim_ha.c). */
 static struct ibv_qp *dl_create_wrapper(struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
-  return verbs_create(atomic_load(&dl_create_qp), pd, init);
+  struct ibv_qp *qp = verbs_create(atomic_load(&dl_create_qp), pd, init);
+  if (qp && ah_shim_ha_on()) {
+    ah_shim_ha_verbs_t r = dl_real_verbs();
+    ah_shim_ha_created(qp, init, &r);
+  }
+  return qp;
 }
 static int dl_modify_wrapper(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
-  return verbs_modify(atomic_load(&dl_modify_qp), qp, attr, mask);
+  int rc = verbs_modify(atomic_load(&dl_modify_qp), qp, attr, mask);
+  if (rc == 0 && ah_shim_ha_on()) ah_shim_ha_modified(qp, attr, mask);
+  return rc;
+}
+static int dl_destroy_wrapper(struct ibv_qp *qp) {
+  ah_shim_ha_destroying(qp);
+  destroy_qp_fn f = atomic_load(&dl_destroy_qp);
+  return f ? f(qp) : ENOSYS;
 }
 
 /* Direct callers (programs and net plugins linked to libibverbs): the next definition. */
@@ -352,6 +376,16 @@ AH_VERBS_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, i
  * these two names take this path. */
 static void *hook_verb(void *found, const char *name, void *handle) {
   if (!found) return NULL; /* dlerror() already says why */
+  if (!atomic_load(&real_query_gid) && handle) {
+    query_gid_fn q = (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
+    if (q) atomic_store(&real_query_gid, q);
+  }
+  if (strcmp(name, "ibv_destroy_qp") == 0) {
+    destroy_qp_fn expected = NULL;
+    if (!atomic_compare_exchange_strong(&dl_destroy_qp, &expected, (destroy_qp_fn)found) && expected != found)
+      return found;
+    return (void *)dl_destroy_wrapper;
+  }
   int create = strcmp(name, "ibv_create_qp") == 0;
   if (found == (create ? (void *)ibv_create_qp : (void *)ibv_modify_qp)) return found;
   if (create) {
@@ -388,7 +422,9 @@ void *ah_shim_dlvsym_hooked(void *handle, const char *name, const char *version)
  * caller's arguments and return address untouched. */
 void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym);
 AH_EARLY static int hooked_name(const char *name, const char *version, int is_vsym) {
-  return name && (ah_elf_streq(name, "ibv_modify_qp") || ah_elf_streq(name, "ibv_create_qp")) &&
+  return name &&
+         (ah_elf_streq(name, "ibv_modify_qp") || ah_elf_streq(name, "ibv_create_qp") ||
+          ah_elf_streq(name, "ibv_destroy_qp")) &&
          (!is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.1")));
 }
 
@@ -397,7 +433,8 @@ __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const
   int hooked = 0;
   if (hooked_name(name, version, is_vsym)) { /* never during a runtime's early start */
     int saved = errno;
-    hooked = ah_path_policy_active(policy_get());
+    /* the destroy hook serves only the HA layer (shadows go before NCCL's QP) */
+    hooked = ah_shim_ha_on() || (!ah_elf_streq(name, "ibv_destroy_qp") && ah_path_policy_active(policy_get()));
     errno = saved;
   }
   if (is_vsym) return hooked ? (void *)ah_shim_dlvsym_hooked : (void *)atomic_load(&real_dlvsym_p);

@@ -234,6 +234,11 @@ int sim_p2p_progress(sim_task_t *t);
 /* Modelled duration of a collective or a point-to-point message, in microseconds. */
 double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double phi);
 double sim_p2p_time_us(const struct ncclComm *comm, int peer, size_t bytes);
+/* NCCLSIM_SKEW=f: how late (us) this rank arrives at collective t — f x U(0,1) x the call's modelled
+ * time with NCCL's own choice; 0 without the knob (group_launch issues it on the stream first). */
+double sim_skew_delay_us(struct ncclComm *comm, const sim_task_t *t);
+/* The modelled time (us) of collective t with NCCL's own choice (no tuner, no noise); < 0: none. */
+double sim_default_time_us(struct ncclComm *c, const sim_task_t *t);
 
 /* ---- API versions (sim_nccl_since.c) ---------------------------------------------------------- */
 /* NCCL version codes of the releases that introduced the newer entry points (from NCCL's history

@@ -60,6 +60,14 @@ static int task_progress(sim_task_t *t) {
 static ncclResult_t group_launch(sim_task_t *head) {
   ncclResult_t first_err = ncclSuccess;
   int pending = 0;
+  /* NCCLSIM_SKEW: each rank reaches its collectives late by its own draw, as a rank whose work
+   * before the call ran longer would: on its stream before the tuner is asked, so a plugin that
+   * times the call from that point (autoha records its start event there) sees the late arrival. */
+  for (sim_task_t *t = head; t; t = t->next)
+    if (t->kind == SIM_TASK_COLL && t->stream && t->result == ncclSuccess && sim_comm_usable(t->comm)) {
+      double d = sim_skew_delay_us(t->comm, t);
+      if (d > 0) sim_stream_set_time(t->stream, sim_stream_time(t->stream) + d);
+    }
   sim_select_group(head); /* NCCL configures every bucket at launch, before any kernel runs */
   ncclResult_t captured;
   if (sim_graph_nccl_capture(head, &captured)) return captured; /* recorded, not run */

@@ -159,6 +159,15 @@ void sim_trace_task(const sim_task_t *t, double us) {
 /* ---- selection ---------------------------------------------------------------------------------- */
 
 /* Configures one bucket (tasks b[0..nb), `total` bytes). Returns ncclSuccess or the error. */
+double sim_default_time_us(struct ncclComm *c, const sim_task_t *t) {
+  size_t bytes = task_nbytes(t);
+  float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
+  sim_model_cost_table(&c->model, t->coll, bytes, 1, table);
+  sim_config_t cfg;
+  if (sim_model_select(&c->model, t->coll, bytes, table, 0, 0, &cfg) != 0) return -1;
+  return sim_model_time_us(&c->model, t->coll, bytes, &cfg, c->phi);
+}
+
 static ncclResult_t select_bucket(struct ncclComm *c, sim_task_t **b, int nb, size_t total, int npipe) {
   int version = sim_nccl_version(), coll = b[0]->coll;
   float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], deftable[SIM_NUM_ALGOS][SIM_NUM_PROTOS];

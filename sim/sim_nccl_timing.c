@@ -1,6 +1,6 @@
 /* Modelled durations of collectives and point-to-point messages. Collectives use the truth model
  * of sim/model/ with the configuration chosen at group launch, times seeded noise
- * (NCCLSIM_NOISE=sigma[,outlier-rate], NCCLSIM_SEED). The key choice: the noise of a call is drawn
+ * (NCCLSIM_NOISE=sigma[,outlier-rate], NCCLSIM_SEED), and each rank's arrival skew (NCCLSIM_SKEW). The key choice: the noise of a call is drawn
  * from (seed, communicator size, collective, count, call index), so every rank computes the same
  * duration for the same call and a rerun reproduces it. Point-to-point and configuration-less calls keep the data plane's
  * simple model (a fixed latency plus bytes over a fixed bandwidth). */
@@ -16,6 +16,7 @@ static pthread_once_t noise_once = PTHREAD_ONCE_INIT;
 static double noise_sigma, noise_outliers;
 static uint64_t noise_seed = 1;
 static long noise_rank; /* RANK: the process's own compute jitter */
+static double skew_frac;  /* NCCLSIM_SKEW: a rank arrives up to this fraction of the call's time late */
 
 static void noise_init(void) {
   const char *s = getenv("NCCLSIM_NOISE");
@@ -29,6 +30,16 @@ static void noise_init(void) {
                    "0.02,0.01); no noise", s);
     else
       noise_sigma = sigma, noise_outliers = rate;
+  }
+  s = getenv("NCCLSIM_SKEW");
+  if (s && *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0 && v <= 10))
+      sim_log_warn("invalid value for NCCLSIM_SKEW: '%s' (expected a fraction of the call's time in "
+                   "0..10, e.g. 0.2); no skew", s);
+    else
+      skew_frac = v;
   }
   s = getenv("RANK");
   if (s && *s) noise_rank = strtol(s, NULL, 10) & 0xffffff;
@@ -82,6 +93,26 @@ double sim_compute_jitter(double us, int device) {
   uint64_t state = noise_seed ^ ((uint64_t)noise_rank * 0x9e3779b97f4a7c15ull) ^
                    ((uint64_t)device << 48) ^ (atomic_fetch_add(&calls, 1) * 0xd1b54a32d192ed03ull);
   return sim_model_noise(us, noise_sigma, 0, &state);
+}
+
+/* Note that the draw comes from (seed, rank, communicator size, collective, count, call index), so
+ * every rank draws its own delay of each call and a rerun reproduces them, and that the call's time
+ * is NCCL's own choice's: the delay stands for the rank's work before the call, which does not
+ * depend on the configuration the call will run. */
+double sim_skew_delay_us(struct ncclComm *comm, const sim_task_t *t) {
+  pthread_once(&noise_once, noise_init);
+  if (!(skew_frac > 0) || t->kind != SIM_TASK_COLL || !comm->has_model || t->coll < 0 ||
+      t->coll >= AH_NUM_FUNCTIONS)
+    return 0;
+  double us = sim_default_time_us(comm, t);
+  if (!(us > 0)) return 0;
+  uint64_t key = ((uint64_t)comm->nranks << 40) ^ ((uint64_t)t->coll << 32) ^ t->count;
+  uint64_t z = noise_seed ^ ((uint64_t)(comm->rank + 1) * 0xbf58476d1ce4e5b9ull) ^ (key * 0x9e3779b97f4a7c15ull) ^
+               (t->desc.call * 0xd1b54a32d192ed03ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull; /* splitmix64's finaliser: a uniform 53-bit draw */
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return skew_frac * us * ((double)(z >> 11) / 9007199254740992.0);
 }
 
 double sim_p2p_time_us(const struct ncclComm *comm, int peer, size_t bytes) {

@@ -158,6 +158,17 @@ static void print_report(const char *path, const ah_report_t *r) {
     }
     table_print(stdout, &t);
   }
+  const ah_report_ha_t *h = &r->ha;
+  if (h->policy[0]) { /* AUTOHA_HA's failovers (docs/ha.md) */
+    printf("\nha (%s): %llu shadows ready, %llu failovers, %llu work requests replayed, %llu completions "
+           "synthesized\n", h->policy, (unsigned long long)h->shadows, (unsigned long long)h->failovers,
+           (unsigned long long)h->replayed, (unsigned long long)h->synthesized);
+    for (int i = 0; i < h->nfail; i++) {
+      const ah_report_failover_t *f = &h->fail[i];
+      printf("  QP %u on %s port %d -> shadow on port %d: stall %.1f ms, %u replayed, %u synthesized\n", f->qpn,
+             f->dev, f->port, f->shadow_port, f->stall_ms, f->replayed, f->synthesized);
+    }
+  }
 }
 
 /* Parses a subcommand that takes only --help: "usage" is its help text. Returns -1 to go on (the

@@ -6,6 +6,7 @@
  * per rank, so AllGather and ReduceScatter of the same per-rank share land in the same bin whatever
  * the communicator's size. */
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -151,6 +152,44 @@ char *ah_size_format(uint64_t v, char *buf, size_t len) {
 }
 
 /* ---- what NCCL can run ---- */
+
+void ah_space_chunk_build(ah_space_t *sp, size_t nbytes) {
+  ah_dim_t *d = &sp->dims[AH_DIM_CHUNK];
+  d->nvalues = 0;
+  for (int64_t v = 1 << 10; v <= 4 << 20; v *= 2) d->values[d->nvalues++] = v;
+  int top = 0; /* first value at least the message: every larger one runs as it */
+  while (top < d->nvalues - 1 && (uint64_t)d->values[top] < (uint64_t)nbytes) top++;
+  for (int s = 0; s < sp->nsub && s < AH_MAX_SUBSPACES; s++) {
+    int64_t lo = 1 << 10, hi = 2 << 20; /* Simple: 4 MiB runs as 2 MiB */
+    double k = 32;
+    if (sp->sub[s].proto == AH_PROTO_LL) {
+      hi = 32 << 10;
+      k = 16;
+    } else if (sp->sub[s].proto == AH_PROTO_LL128) {
+      lo = 2 << 10;
+      hi = 1 << 20; /* 576000 bytes: above 512 KiB, below 1 MiB */
+      k = 64;
+    }
+    int i0 = 0, i1 = d->nvalues - 1;
+    while (i0 < i1 && d->values[i0] < lo) i0++;
+    while (i1 > i0 && d->values[i1] > hi) i1--;
+    if (i1 > top) i1 = top > i0 ? top : i0;
+    /* The start: a pipeline's best chunk grows as the square root of the message (per-chunk
+     * handshakes against the fill), k x sqrt(nbytes) */
+    double want = k * sqrt((double)nbytes), bestd = INFINITY;
+    int at = i0;
+    for (int i = i0; i <= i1; i++) {
+      double dd = fabs(log((double)d->values[i] / want));
+      if (dd < bestd) {
+        bestd = dd;
+        at = i;
+      }
+    }
+    sp->win[s][AH_DIM_CHUNK].lo = (int8_t)i0;
+    sp->win[s][AH_DIM_CHUNK].n = (int8_t)(i1 - i0 + 1);
+    sp->win[s][AH_DIM_CHUNK].at = (int8_t)at;
+  }
+}
 
 int ah_config_allowed_space(const ah_config_t *cfg, const ah_space_t *space) {
   if (cfg->algo < 0 && cfg->proto < 0) return 1;

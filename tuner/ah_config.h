@@ -58,7 +58,21 @@ typedef struct {
   /* NCCL's own estimate (microseconds) of each subspace, from the cost table of the call the
    * space was built at; 0 where unknown. The search's prior: it orders and prunes subspaces. */
   float est_us[AH_MAX_SUBSPACES];
+  /* The values of each dimension worth probing in each subspace, as indices [lo, lo + n) into the
+   * dimension's list; n 0 means the whole list. Where NCCL runs every value past a point as that
+   * point (a protocol's largest chunk, a chunk past the whole message), the rest would measure
+   * the same and only cost calls. With a window, `at` is where the search starts a dimension the
+   * start leaves to NCCL (value 0). */
+  struct { int8_t lo, n, at; } win[AH_MAX_SUBSPACES][AH_MAX_DIMS];
 } ah_space_t;
+
+/* Fills dimension AH_DIM_CHUNK of a space whose subspaces are set: the chunk sizes the shim offers
+ * a v6 tuner (1 KiB .. 4 MiB, doubling) and each subspace's window of them for a call of nbytes
+ * (NCCL's convention). Note that the windows follow NCCL's default buffer sizes: LL's largest
+ * chunk is 32 KiB, LL128's 576000 bytes (and its 1920-byte grain makes 1 and 2 KiB alike),
+ * Simple's 2 MiB; and a chunk at least the whole message runs as the message. Shared by the shim
+ * and bench/tuner_quality, so the bench models the space the shim offers. */
+void ah_space_chunk_build(ah_space_t *sp, size_t nbytes);
 
 /* Size bin of a call: floor(log2(bytes per rank)), with bytes per rank = nbytes / nranks for
  * AllGather and ReduceScatter (NCCL passes the total buffer for those) and nbytes otherwise.

@@ -209,7 +209,9 @@ static const ah_env_var_t env_table[] = {
     {"AUTOHA_QP_TOPO", AH_ENV_PATH, "off", "PATH template (%h %p %r %%), or off",
      "The topology file AUTOHA_QP_SPORT=plan plans from: leaf pairs, spines, hosts and their NICs' "
      "addresses, the jobs with their GPU intensity and traffic pattern, failed links (format in "
-     "docs/qp.md). Every rank must read the same file, so every rank computes the same plan.",
+     "docs/qp.md). Every rank must read the same file, so every rank computes the same plan. "
+     "AUTOHA_HA=path also reads it (a plain path, not a template) to give each shadow a source "
+     "port whose modelled spine differs from both directions of its primary.",
      0, 0, NULL, FIELD(qp_topo)},
     {"AUTOHA_QP_METHOD", AH_ENV_ENUM, "label", "label|mlx5dv",
      "How the chosen source port reaches the NIC. label writes the flow label that the kernel "
@@ -225,6 +227,29 @@ static const ah_env_var_t env_table[] = {
      "AUTOHA_QP_TC. NCCL_IB_TC, when set, wins inside NCCL, and AUTOHA_QP_TC (when set) is also "
      "written into every RoCE QP by the QP hook; leave it at nccl for per-communicator classes.",
      0, 0, NULL, FIELD(qp_tc_comm)},
+    {"AUTOHA_HA", AH_ENV_ENUM, "off", "off|path|port|nic",
+     "Transparent RDMA failover (docs/ha.md): every RC queue pair NCCL connects gets a shadow queue "
+     "pair, connected through the coordinator hub on a backup path, and a path failure of the "
+     "primary (transport retries exhausted) moves its traffic to the shadow with the work requests "
+     "in flight replayed exactly once, so NCCL sees no error. path: the shadow uses the same port "
+     "with another UDP source port (another ECMP route; covers switch links); port: the other port "
+     "of a dual-port NIC (covers a port, its cable and its leaf); nic is not built yet and acts as "
+     "off. off (the default) leaves the data path alone: a shadow doubles the queue pairs, and a "
+     "job gains nothing from it unless every rank runs autoha with the hub reachable, so it is "
+     "asked for. Only NCCL's queue pairs (the verbs it resolves with dlvsym) are shadowed; a program "
+     "calling libibverbs directly is never changed.",
+     0, 0, "off|path|port|nic", FIELD(ha)},
+    {"AUTOHA_HA_CONNECT_S", AH_ENV_DOUBLE, "30", "0.1..3600 (seconds)",
+     "How long autoha's background thread waits for the peer of a queue pair to publish its shadow "
+     "in the hub. A peer without autoha or with AUTOHA_HA=off publishes none: both ends then run "
+     "without a shadow for that connection (a shadow is used only once a heartbeat on it has "
+     "completed, which needs both ends).",
+     0.1, 3600, NULL, FIELD(ha_connect_s)},
+    {"AUTOHA_HA_FAILOVER_S", AH_ENV_DOUBLE, "10", "0.1..3600 (seconds)",
+     "How long a failover may wait for the peer's count of delivered messages through the hub. "
+     "Past it NCCL gets the failed completion it would have had without autoha, so a failure "
+     "that cannot be repaired ends the job within the hardware retry time plus this bound.",
+     0.1, 3600, NULL, FIELD(ha_failover_s)},
 };
 
 #define NVARS ((int)(sizeof env_table / sizeof env_table[0]))

@@ -57,6 +57,9 @@ typedef struct {
   char qp_topo[AH_ENV_PATH_MAX];     /* AUTOHA_QP_TOPO: topology file for AUTOHA_QP_SPORT=plan; "" = none */
   int qp_method;                     /* AUTOHA_QP_METHOD: 0 label, 1 mlx5dv */
   char qp_tc_comm[AH_ENV_PATH_MAX];  /* AUTOHA_QP_TC_COMM: per-communicator class rules; "" = none */
+  int ha;                            /* AUTOHA_HA: 0 off, 1 path, 2 port, 3 nic (docs/ha.md) */
+  double ha_connect_s;               /* AUTOHA_HA_CONNECT_S: wait for the peer's shadow this long */
+  double ha_failover_s;              /* AUTOHA_HA_FAILOVER_S: bound on agreeing with the peer */
 } ah_settings_t;
 
 /* Value types of the table rows. */

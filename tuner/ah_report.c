@@ -121,6 +121,24 @@ static json_t *health_to_json(const ah_report_t *r) {
   return a;
 }
 
+/* The "ha" object: shadows, failovers with their time and stall, work requests replayed. */
+static json_t *ha_to_json(const ah_report_ha_t *h) {
+  json_t *a = json_array();
+  for (int i = 0; i < h->nfail && i < AH_REPORT_HA_MAX; i++) {
+    const ah_report_failover_t *f = &h->fail[i];
+    char dev[sizeof f->dev];
+    json_array_append_new(a, json_pack("{s:o, s:I, s:s, s:i, s:i, s:o, s:I, s:I}", "time", num_or_null(f->time_s),
+                                       "qp", (json_int_t)f->qpn, "dev", ah_report_text_copy(dev, sizeof dev, f->dev),
+                                       "port", f->port, "shadow_port", f->shadow_port, "stall_ms",
+                                       num_or_null(f->stall_ms), "replayed", (json_int_t)f->replayed,
+                                       "synthesized", (json_int_t)f->synthesized));
+  }
+  char policy[sizeof h->policy];
+  return json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "policy", ah_report_text_copy(policy, sizeof policy, h->policy),
+                   "shadows", (json_int_t)h->shadows, "failovers", (json_int_t)h->failovers, "replayed",
+                   (json_int_t)h->replayed, "synthesized", (json_int_t)h->synthesized, "events", a);
+}
+
 static json_t *report_to_json(const ah_report_t *r) {
   json_t *comms = json_array();
   for (int c = 0; c < r->ncomms; c++) {
@@ -141,11 +159,13 @@ static json_t *report_to_json(const ah_report_t *r) {
                                            cm->rank, "sync", "waits", (json_int_t)waits, "wait_us",
                                            num_or_null(wait_us), "keys", keys));
   }
-  return json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o}",
+  json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o}",
                    "schema", AH_REPORT_SCHEMA, "tool", "autoha", "job", r->job, "host", r->host,
                    "pid", r->pid, "rank", r->rank, "nccl_version", r->nccl_version, "topology",
                    r->topo, "mode", r->mode, "time", num_or_null(r->time_s), "comms", comms,
                    "health", health_to_json(r));
+  if (root && r->ha.policy[0]) json_object_set_new(root, "ha", ha_to_json(&r->ha));
+  return root;
 }
 
 char *ah_report_to_string(const ah_report_t *r) {
@@ -540,6 +560,42 @@ static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
   }
 }
 
+/* The optional "ha" object (ha_to_json). */
+static void get_ha(reader_t *rd, json_t *root, ah_report_t *r) {
+  json_t *o = json_object_get(root, "ha");
+  if (!o || rd->failed) return;
+  if (!json_is_object(o)) { rerr(rd, "ha", "expected an object"); return; }
+  ah_report_ha_t *h = &r->ha;
+  double v[4] = {0};
+  get_str(rd, o, "ha", "policy", 1, h->policy, sizeof h->policy);
+  static const char *const counts[] = {"shadows", "failovers", "replayed", "synthesized"};
+  for (int i = 0; i < 4; i++) get_num(rd, o, "ha", counts[i], &v[i]);
+  h->shadows = (uint64_t)v[0], h->failovers = (uint64_t)v[1], h->replayed = (uint64_t)v[2], h->synthesized = (uint64_t)v[3];
+  json_t *a = json_object_get(o, "events");
+  if (rd->failed || !a) return;
+  if (!json_is_array(a)) { rerr(rd, "ha.events", "expected an array"); return; }
+  for (size_t i = 0; i < json_array_size(a) && h->nfail < AH_REPORT_HA_MAX && !rd->failed; i++) {
+    char p[40];
+    snprintf(p, sizeof p, "ha.events[%zu]", i);
+    json_t *e = json_array_get(a, i);
+    if (!json_is_object(e)) { rerr(rd, p, "expected an object"); return; }
+    ah_report_failover_t *f = &h->fail[h->nfail];
+    double qp = 0, port = 0, sport = 0, rep = 0, syn = 0;
+    get_num(rd, e, p, "time", &f->time_s);
+    get_num(rd, e, p, "qp", &qp);
+    get_str(rd, e, p, "dev", 1, f->dev, sizeof f->dev);
+    get_num(rd, e, p, "port", &port);
+    get_num(rd, e, p, "shadow_port", &sport);
+    get_num(rd, e, p, "stall_ms", &f->stall_ms);
+    get_num(rd, e, p, "replayed", &rep);
+    get_num(rd, e, p, "synthesized", &syn);
+    if (rd->failed) return;
+    f->qpn = (uint32_t)qp, f->port = (int)port, f->shadow_port = (int)sport;
+    f->replayed = (uint32_t)rep, f->synthesized = (uint32_t)syn;
+    h->nfail++;
+  }
+}
+
 static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   int64_t v = 0;
   if (!json_is_object(root)) { rerr(rd, "(top level)", "expected an object"); return; }
@@ -574,6 +630,7 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   /* Reports written before autoha stopped recommending NCCL_NTHREADS / NCCL_BUFFSIZE hold a
    * "recommended" object of placeholders: ignored, like any field this reader does not know. */
   get_health(rd, root, r);
+  get_ha(rd, root, r);
   json_t *run = json_object_get(root, "run"); /* optional: older reports lack it */
   if (run && !json_is_null(run) && !rd->failed) {
     char why[200];

@@ -76,6 +76,25 @@ typedef struct {
   double time_s;                     /* seconds since the epoch when it arrived */
 } ah_report_health_t;
 
+/* The HA layer's record (docs/ha.md): one failover of a queue pair to its shadow. */
+#define AH_REPORT_HA_MAX 32
+typedef struct {
+  double time_s;                     /* seconds since the epoch when NCCL's work moved to the shadow */
+  uint32_t qpn;                      /* the primary's QP number (what NCCL knows) */
+  char dev[32];
+  int port, shadow_port;
+  double stall_ms;                   /* from the primary's error to the switch */
+  uint32_t replayed, synthesized;    /* WRs posted again; completions handed over for delivered WRs */
+} ah_report_failover_t;
+
+typedef struct {
+  char policy[8];                    /* AUTOHA_HA: "path" | "port"; "" when off (no "ha" section) */
+  uint64_t shadows;                  /* shadows that became ready */
+  uint64_t failovers, replayed, synthesized; /* totals (failovers beyond the list are counted) */
+  int nfail;                         /* the first AH_REPORT_HA_MAX failovers */
+  ah_report_failover_t fail[AH_REPORT_HA_MAX];
+} ah_report_ha_t;
+
 /* The name of a finding's kind ("missing", "incomplete", "mismatch", "resumed", "straggler",
  * "recovered"), NULL if none. */
 const char *ah_report_health_kind(int kind);
@@ -134,6 +153,7 @@ typedef struct {
   int nhealth;                       /* the latest findings, oldest first */
   ah_report_health_t health[AH_REPORT_HEALTH_MAX];
   ah_report_run_t run;               /* what reproduces the run */
+  ah_report_ha_t ha;                 /* transparent failover (optional "ha" section) */
 } ah_report_t;
 
 /* ---- formulas -------------------------------------------------------------------------------- */

@@ -11,7 +11,9 @@
  * Comparisons race: a probe gets more samples only while its difference to the incumbent is within
  * noise. The winner is re-measured with fresh samples against NCCL's default and replaces it only
  * beyond three standard errors, so selection luck ("winner's curse") cannot make a key slower than
- * NCCL. A pinned key is watched by CUSUM. docs/tuner.md explains each step and its figures.
+ * NCCL. A pinned key is watched by CUSUM. A key whose communicator already tuned neighbouring size
+ * bins starts warm from their best points (ah_tune_hint). docs/tuner.md explains each step and its
+ * figures.
  *
  * The engine is driven by call indices: it hands out segments (config for n calls) and receives
  * results for any index in any order. It plans in batches (the probes it needs next) and keeps
@@ -64,6 +66,10 @@ ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *param
       dim->nvalues = 0;
     }
     if (dim->nvalues >= 2) t->searchable[t->nsearch++] = d;
+    for (int s = 0; s < t->space.nsub; s++) /* a window outside the list is the whole list */
+      if (t->space.win[s][d].n > 0 &&
+          (t->space.win[s][d].lo < 0 || t->space.win[s][d].lo + t->space.win[s][d].n > dim->nvalues))
+        t->space.win[s][d].n = 0;
   }
   /* The start is compared field by field with probes: give it the space's dimensions. */
   for (int d = t->space.start.ndims; d < AH_MAX_DIMS; d++)
@@ -95,6 +101,25 @@ void ah_tune_destroy(ah_tune_t *t) {
   free(t->probes);
   free(t->segs);
   free(t);
+}
+
+int ah_tune_hint(ah_tune_t *t, const ah_config_t *cfg) {
+  if (!t || !cfg || t->calls_spent > 0 || t->phase == AH_PH_DONE || t->nhints >= AH_TUNE_MAX_HINTS)
+    return -1;
+  int found = 0;
+  for (int s = 0; s < t->space.nsub; s++)
+    if (t->space.sub[s].algo == cfg->algo && t->space.sub[s].proto == cfg->proto) found = 1;
+  if (!found) return -1;
+  t->hints[t->nhints++] = *cfg;
+  if (ah_log_level() >= AH_LOG_DEBUG) {
+    char b[96];
+    ah_log(AH_LOG_DEBUG, "tuner: warm start from a neighbour's %s", ah_config_format(cfg, b, sizeof(b)));
+  }
+  /* Nothing is committed yet: the first batch is planned again with the hint. */
+  t->nprobes = 0;
+  t->nwants = 0;
+  ah_tune_start_screen(t);
+  return t->def >= 0 ? 0 : -1;
 }
 
 static int ah_tune_seg_push(ah_tune_t *t, uint64_t first, uint64_t count, int probe) {
@@ -138,6 +163,7 @@ static void ah_tune_reopen(ah_tune_t *t) {
   t->state = AH_TUNE_SEARCHING;
   t->converged_at = UINT64_MAX;
   t->sigma = AH_TUNE_SIGMA_PRIOR;
+  t->nhints = 0; /* what the neighbours learned held before the drift, maybe not now */
   ah_tune_start_screen(t);
 }
 
@@ -289,6 +315,9 @@ void ah_tune_status(const ah_tune_t *t, ah_tune_status_t *st_p) {
   st_p->converged_at = t->converged_at;
   st_p->reopen_count = t->reopen_count;
   st_p->default_us = t->def >= 0 && t->probes[t->def].n > 0 ? exp(ah_tune_lg(t, t->def)) : 0.0;
+  st_p->learned = t->space.start;
+  if (t->best >= 0 && t->best < t->nprobes && t->probes[t->best].sub >= 0)
+    st_p->learned = t->probes[t->best].cfg;
   if (t->phase == AH_PH_DONE) {
     st_p->winner = t->probes[t->winner].cfg;
     st_p->winner_us = t->probes[t->winner].n > 0 ? exp(ah_tune_lg(t, t->winner)) : 0.0;

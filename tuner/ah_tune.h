@@ -40,6 +40,16 @@ typedef struct ah_tune ah_tune_t;
 ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *params);
 void ah_tune_destroy(ah_tune_t *t);
 
+/* What the communicator already learned: the pinned winner `cfg` of a neighbouring key (the same
+ * collective on the same communicator, another size bin), handed in before this key's first
+ * ah_tune_next. The search then starts warm: it screens only NCCL's default, its own subspace and
+ * the hinted subspaces (at the hinted resources), descends only the best of them with the finer
+ * step first, and confirms the winner against the default as always. Up to AH_TUNE_MAX_HINTS
+ * hints; a hint whose (algorithm, protocol) this key cannot run is ignored. Returns 0 when taken,
+ * -1 otherwise (too late, too many, or not in the space). A drift re-open forgets the hints. */
+#define AH_TUNE_MAX_HINTS 4
+int ah_tune_hint(ah_tune_t *t, const ah_config_t *cfg);
+
 /* The next segment to commit, starting at call index `first` (the schedule's horizon). Always
  * produces a segment: while searching, a probe (count > 0); once converged or given up, the
  * winner (or NCCL's default) with count AH_SCHED_FOREVER. */
@@ -64,6 +74,10 @@ typedef struct {
   double winner_us;        /* robust time of the winner */
   double default_us;       /* robust time of NCCL's default (space->start) */
   int reopen_count;        /* times drift re-opened tuning */
+  /* The search's best point, also where NCCL's default was kept over it (not faster beyond
+   * noise): what another key of the communicator may start from (ah_tune_hint). The start while
+   * nothing was searched. */
+  ah_config_t learned;
 } ah_tune_status_t;
 void ah_tune_status(const ah_tune_t *t, ah_tune_status_t *st_p);
 

@@ -33,6 +33,12 @@
 #define AH_TUNE_MAX_RESTARTS 1
 #define AH_TUNE_SCREEN_OUT 1.7    /* a subspace this much slower on its first sample is out */
 #define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
+/* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
+#define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
+#define AH_TUNE_WARM_RESCREEN 1.5 /* ... nor re-screened beyond this */
+#define AH_TUNE_WARM_LEVEL 1      /* descents start with the finer step */
+#define AH_TUNE_WARM_SURE_GAIN 0.05 /* a best this far ahead of the default ... */
+#define AH_TUNE_WARM_SURE_Z 4.0   /* ... and by this many standard errors is pinned without fresh samples */
 #define AH_TUNE_SIGMA_PRIOR 0.03  /* log-noise assumed before enough samples are pooled */
 #define AH_TUNE_SIGMA_FLOOR 0.005
 #define AH_TUNE_DRIFT_SHIFT 0.05  /* relative shift the CUSUM is tuned to detect */
@@ -92,6 +98,10 @@ struct ah_tune {
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
   int confirm_probe;
+  /* warm start (ah_tune_hint): neighbours' winners */
+  ah_config_t hints[AH_TUNE_MAX_HINTS];
+  int nhints;
+  int hint_probe[AH_TUNE_MAX_HINTS]; /* each hint's screening probe (-1: none of its own) */
   /* drift */
   ah_drift_t drift;
   int drift_on, reopened, reopen_count, forever_seg;
@@ -105,6 +115,8 @@ double ah_tune_se(const ah_tune_t *t, int p);   /* ... and its standard error */
 void ah_tune_update_sigma(ah_tune_t *t);        /* pooled log-noise of this epoch's probes */
 /* Config of subspace `sub` at value indices pos (sub -1: the start's algo/proto). */
 void ah_tune_make_cfg(const ah_tune_t *t, int sub, const int *pos, ah_config_t *c);
+/* The value indices [*lo_p, *hi_p] of dimension d worth probing in subspace sub (-1: all). */
+void ah_tune_window(const ah_tune_t *t, int sub, int d, int *lo_p, int *hi_p);
 /* Finds the current epoch's non-confirm probe of config c, or adds it. Returns its index or -1. */
 int ah_tune_probe_get(ah_tune_t *t, int sub, const int *pos_in, const ah_config_t *c);
 void ah_tune_want(ah_tune_t *t, int p, int target); /* the next batch needs p observed target times */

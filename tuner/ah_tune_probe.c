@@ -45,6 +45,17 @@ void ah_tune_make_cfg(const ah_tune_t *t, int sub, const int *pos, ah_config_t *
   }
 }
 
+void ah_tune_window(const ah_tune_t *t, int sub, int d, int *lo_p, int *hi_p) {
+  int nv = t->space.dims[d].nvalues;
+  *lo_p = 0;
+  *hi_p = nv - 1;
+  if (sub < 0 || t->space.win[sub][d].n <= 0) return;
+  int lo = t->space.win[sub][d].lo, hi = lo + t->space.win[sub][d].n - 1;
+  if (lo < 0 || hi >= nv) return; /* ah_tune_create checked; a bad window is the whole list */
+  *lo_p = lo;
+  *hi_p = hi;
+}
+
 /* Finds the current epoch's non-confirm probe of config c, or adds it. Returns its index or -1. */
 int ah_tune_probe_get(ah_tune_t *t, int sub, const int *pos_in, const ah_config_t *c) {
   /* Callers often pass another probe's position: copy it before the array may move. */

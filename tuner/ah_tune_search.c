@@ -56,6 +56,14 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
     ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
     return;
   }
+  /* Warm, the best was not picked out of a whole search's probes but from a few points a neighbour
+   * named: less selection luck to undo, so a smaller clear gain is pinned as it is. */
+  if (t->nhints > 0 && t->probes[b].n >= AH_TUNE_MOVE_N &&
+      t->probes[t->def].n >= AH_TUNE_MOVE_N && gain > log(1.0 + AH_TUNE_WARM_SURE_GAIN) &&
+      gain > AH_TUNE_WARM_SURE_Z * se) {
+    ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
+    return;
+  }
   if (t->nprobes == t->capprobes) {
     int cap = 2 * t->capprobes;
     ah_probe_t *np = realloc(t->probes, (size_t)cap * sizeof(*np));
@@ -99,15 +107,15 @@ static void ah_tune_eval_confirm(ah_tune_t *t) {
 
 /* ---- descent ---- */
 
-/* Index of the value nearest (in ratio) to values[i] * r^dir, at least one index away; -1 past
- * the ends. */
-static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
+/* Index of the value nearest (in ratio) to values[i] * r^dir, at least one index away, within the
+ * window [lo, hi]; -1 past its ends. */
+static int ah_tune_neighbour(const ah_dim_t *dim, int lo, int hi, int i, int dir, int level) {
   double r = pow(2.0, level >= 0 ? 1.0 / (double)(1 << level) : (double)(1 << -level));
   double v = (double)dim->values[i];
   int j = i;
   if (v > 0) {
     double target = dir > 0 ? v * r : v / r, bestd = INFINITY;
-    for (int k = 0; k < dim->nvalues; k++) {
+    for (int k = lo; k <= hi; k++) {
       if (dim->values[k] <= 0) continue;
       double dd = fabs(log((double)dim->values[k] / target));
       if (dd < bestd) {
@@ -118,7 +126,14 @@ static int ah_tune_neighbour(const ah_dim_t *dim, int i, int dir, int level) {
   }
   if (dir > 0 && j <= i) j = i + 1;
   if (dir < 0 && j >= i) j = i - 1;
-  return j >= 0 && j < dim->nvalues ? j : -1;
+  return j >= lo && j <= hi ? j : -1;
+}
+
+/* ah_tune_neighbour along dimension d within the window of probe c's subspace. */
+static int ah_tune_step_to(const ah_tune_t *t, int c, int d, int dir, int level) {
+  int lo, hi;
+  ah_tune_window(t, t->probes[c].sub, d, &lo, &hi);
+  return ah_tune_neighbour(&t->space.dims[d], lo, hi, t->probes[c].pos[d], dir, level);
 }
 
 /* Proposes one unmeasured point: probe c0 moved to value index j along dimension d, as the only
@@ -191,7 +206,7 @@ static void ah_tune_plan_step(ah_tune_t *t) {
   int d = t->searchable[t->dim_i];
   for (int dir = -1; dir <= 1; dir += 2) {
     if (t->dir != 0 && dir != t->dir) continue;
-    int j = ah_tune_neighbour(&t->space.dims[d], cp->pos[d], dir, t->level);
+    int j = ah_tune_step_to(t, t->center, d, dir, t->level);
     if (j < 0) continue;
     int pos[AH_MAX_DIMS];
     memcpy(pos, cp->pos, sizeof(pos));
@@ -261,7 +276,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     double se = sqrt(se0 * se0 + pow(ah_tune_se(t, p), 2));
     /* Fewer resources at a time equal within noise (of the centre and of the fastest point of the
      * walk so far, so a gentle climb cannot add up): the plateau walk's next point. */
-    if (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] &&
+    if (d == AH_DIM_NCHANNELS && t->probes[p].pos[d] < t->probes[c0].pos[d] && t->nhints == 0 &&
         ah_tune_flat(t, p, c0, AH_TUNE_MOVE_N) &&
         (t->walk_ref < 0 || ah_tune_flat(t, p, t->walk_ref, 2)))
       flat = p;
@@ -361,7 +376,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
    * ends, once per axis. Where the plateau is NCCL's cap, the point the walk refused is still on
    * it (noise made it look slower) and the drop lies beyond it. */
   if (t->walked > 0 && t->dir < 0 && refused && !t->stretched) {
-    int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], -1, -1);
+    int j = ah_tune_step_to(t, c0, d, -1, -1);
     t->stretched = 1;
     if (j >= 0) {
       if (ah_tune_probe_single(t, c0, d, j)) return;
@@ -370,7 +385,7 @@ static void ah_tune_eval_step(ah_tune_t *t) {
   /* No move from the first step of an axis, but one side measured faster (not significantly): the
    * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once. */
   if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0) {
-    int j = ah_tune_neighbour(&t->space.dims[d], t->probes[c0].pos[d], hint, -1);
+    int j = ah_tune_step_to(t, c0, d, hint, -1);
     t->stretched = 1;
     if (j >= 0) {
       if (ah_tune_probe_single(t, c0, d, j)) return;
@@ -381,7 +396,9 @@ static void ah_tune_eval_step(ah_tune_t *t) {
    * noise where the end is 6% better). Otherwise refine the step around the centre. A plateau walk
    * needs no jump: it already went on through equal times and stopped where the time got worse. */
   if (t->dir != 0 && !t->jumped && t->walk_ref < 0) {
-    int i = t->probes[c0].pos[d], b = t->dir < 0 ? 0 : t->space.dims[d].nvalues - 1;
+    int lo, hi;
+    ah_tune_window(t, t->probes[c0].sub, d, &lo, &hi);
+    int i = t->probes[c0].pos[d], b = t->dir < 0 ? lo : hi;
     t->jumped = 1;
     if (abs(b - i) >= 2) {
       if (ah_tune_probe_single(t, c0, d, b)) return;
@@ -400,7 +417,10 @@ static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   t->quiet = 0;
   ah_tune_axis_begin(t, 0);
   t->first_step = 1;
-  for (int d = 0; d < AH_MAX_DIMS; d++) t->lv_start[d] = 0;
+  /* Warm, the start is a neighbour's optimum, near this key's: the finer step first. */
+  int lv = t->nhints > 0 ? AH_TUNE_WARM_LEVEL : 0;
+  t->level = lv;
+  for (int d = 0; d < AH_MAX_DIMS; d++) t->lv_start[d] = lv;
   if (t->nsearch == 0) {
     ah_tune_next_subspace(t);
     return;
@@ -452,7 +472,24 @@ static int ah_tune_prior_behind(const ah_tune_t *t, int s) {
 /* How far behind the best a subspace may measure and still be descended. */
 static double ah_tune_abandon_ratio(const ah_tune_t *t, int s) {
   double r = t->prm.abandon_ratio;
+  if (t->nhints > 0 && r > AH_TUNE_WARM_ABANDON) return AH_TUNE_WARM_ABANDON;
   return ah_tune_prior_behind(t, s) && r > AH_TUNE_PRIOR_ABANDON ? AH_TUNE_PRIOR_ABANDON : r;
+}
+
+/* pos (a point of the whole space) as a point of subspace s: each index clamped into s's window;
+ * where the start leaves a dimension to NCCL (value 0) and s has a window there, with `start`
+ * the window's middle instead. */
+static void ah_tune_sub_pos(const ah_tune_t *t, int s, const int *pos, int start, int *out) {
+  for (int d = 0; d < AH_MAX_DIMS; d++) out[d] = pos[d];
+  for (int d = 0; d < t->space.ndims; d++) {
+    if (t->space.dims[d].nvalues <= 0) continue;
+    int lo, hi;
+    ah_tune_window(t, s, d, &lo, &hi);
+    if (start && t->space.start.res[d] <= 0 && s >= 0 && t->space.win[s][d].n > 0)
+      out[d] = t->space.win[s][d].at;
+    if (out[d] < lo) out[d] = lo;
+    if (out[d] > hi) out[d] = hi;
+  }
 }
 
 /* Starts the descent of the next subspace (in screening order) that is not clearly behind, or the
@@ -465,11 +502,15 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
     if (p < 0 || t->probes[p].n == 0) continue;
     double lb = ah_tune_lg(t, t->best);
     if (!t->rescreened[s] && t->probes[t->best].sub >= 0 && ah_tune_res_differ(t, p, t->best) &&
-        ah_tune_lg(t, p) <= lb + log(ah_tune_prior_behind(t, s) ? AH_TUNE_PRIOR_RESCREEN : AH_TUNE_RESCREEN_RATIO)) {
+        ah_tune_lg(t, p) <= lb + log(ah_tune_prior_behind(t, s) ? AH_TUNE_PRIOR_RESCREEN
+                                     : t->nhints > 0           ? AH_TUNE_WARM_RESCREEN
+                                                               : AH_TUNE_RESCREEN_RATIO)) {
       t->rescreened[s] = 1;
       ah_config_t c;
-      ah_tune_make_cfg(t, s, t->probes[t->best].pos, &c);
-      int q = ah_tune_probe_get(t, s, t->probes[t->best].pos, &c);
+      int rpos[AH_MAX_DIMS];
+      ah_tune_sub_pos(t, s, t->probes[t->best].pos, 0, rpos);
+      ah_tune_make_cfg(t, s, rpos, &c);
+      int q = ah_tune_probe_get(t, s, rpos, &c);
       if (q >= 0) {
         t->resc = q;
         if (t->probes[q].n < t->prm.samples_per_probe) {
@@ -481,13 +522,18 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
         if (ah_tune_lg(t, q) < ah_tune_lg(t, p)) t->sub_start[s] = p = q;
       }
     }
-    if (s != t->def_sub && ah_tune_lg(t, p) > lb + log(ah_tune_abandon_ratio(t, s))) continue;
+    /* NCCL's own subspace is always descended cold; warm, only while NCCL's default is in the
+     * lead (the neighbours' winners are the evidence, and the default itself still faces the
+     * winner in the confirmation). */
+    int own = s == t->def_sub &&
+              (t->nhints == 0 || ah_tune_lg(t, t->def) <= lb + log(AH_TUNE_WARM_ABANDON));
+    if (!own && ah_tune_lg(t, p) > lb + log(ah_tune_abandon_ratio(t, s))) continue;
     ah_tune_start_subspace(t, p);
     return;
   }
   /* Bounded restart: with two or more axes, one more descent from the best point with the coarse
    * step, when the budget has room (probes already measured cost nothing). */
-  if (t->restarts < AH_TUNE_MAX_RESTARTS && t->nsearch >= 2 &&
+  if (t->restarts < AH_TUNE_MAX_RESTARTS && t->nsearch >= 2 && t->nhints == 0 &&
       t->epoch_calls < t->prm.budget_calls / 2 && t->probes[t->best].sub >= 0) {
     t->restarts++;
     ah_tune_start_subspace(t, t->best);
@@ -526,6 +572,33 @@ static void ah_tune_start_pos(const ah_tune_t *t, int *pos) {
   }
 }
 
+/* Index of the value of dim nearest (in ratio) to v > 0. */
+static int ah_tune_value_pos(const ah_dim_t *dim, int64_t v) {
+  int best = 0;
+  double bestd = INFINITY;
+  for (int k = 0; k < dim->nvalues; k++) {
+    double dd = dim->values[k] > 0 ? fabs(log((double)dim->values[k] / (double)v)) : INFINITY;
+    if (dd < bestd) {
+      bestd = dd;
+      best = k;
+    }
+  }
+  return best;
+}
+
+/* The hint for subspace s, or -1: the first with resources of its own (a neighbour that kept
+ * NCCL's default says which subspace, not which resources), else the first. */
+static int ah_tune_hint_of(const ah_tune_t *t, int s) {
+  int any = -1;
+  for (int h = 0; h < t->nhints; h++)
+    if (t->hints[h].algo == t->space.sub[s].algo && t->hints[h].proto == t->space.sub[s].proto) {
+      for (int d = 0; d < t->hints[h].ndims && d < AH_MAX_DIMS; d++)
+        if (t->hints[h].res[d] > 0) return h;
+      if (any < 0) any = h;
+    }
+  return any;
+}
+
 void ah_tune_start_screen(ah_tune_t *t) {
   t->phase = AH_PH_SCREEN;
   t->nwants = 0;
@@ -549,15 +622,59 @@ void ah_tune_start_screen(ah_tune_t *t) {
   double emin = INFINITY;
   for (int s = 0; s < t->space.nsub; s++)
     if (t->space.est_us[s] > 0 && t->space.est_us[s] < emin) emin = t->space.est_us[s];
+  /* Warm (neighbours' best points known): the hinted subspaces at the hinted resources, with all
+   * their screening samples at once; the other subspaces the prior keeps (a neighbour bin may sit
+   * across a protocol's boundary) at the first hint's channels, one sample first as cold. */
+  int warm = t->nhints > 0, h0 = -1;
+  for (int h = 0; h < t->nhints && h0 < 0; h++)
+    for (int d = 0; d < t->hints[h].ndims && d < AH_MAX_DIMS; d++)
+      if (t->hints[h].res[d] > 0) h0 = h;
+  t->screen2 = 0;
   for (int s = 0; s < t->space.nsub; s++) {
     t->sub_start[s] = -1;
-    if (t->prm.prior_ratio > 0 && s != t->def_sub && t->space.est_us[s] > 0 &&
+    int h = warm ? ah_tune_hint_of(t, s) : -1;
+    if (h < 0 && t->prm.prior_ratio > 0 && s != t->def_sub && t->space.est_us[s] > 0 &&
         t->space.est_us[s] > t->prm.prior_ratio * emin)
       continue;
     ah_config_t c;
-    ah_tune_make_cfg(t, s, pos, &c);
-    t->sub_start[s] = ah_tune_probe_get(t, s, pos, &c);
-    ah_tune_want(t, t->sub_start[s], 1); /* the rest once the first sample shows it is in the race */
+    int spos[AH_MAX_DIMS], hh = h >= 0 ? h : h0;
+    ah_tune_sub_pos(t, s, pos, 1, spos);
+    for (int d = 0; hh >= 0 && d < t->space.ndims && d < t->hints[hh].ndims; d++)
+      if (t->hints[hh].res[d] > 0 && t->space.dims[d].nvalues > 0 &&
+          (h >= 0 || d == AH_DIM_NCHANNELS)) { /* the hint's value, in s's window */
+        int lo, hi, k = ah_tune_value_pos(&t->space.dims[d], t->hints[hh].res[d]);
+        ah_tune_window(t, s, d, &lo, &hi);
+        spos[d] = k < lo ? lo : k > hi ? hi : k;
+      }
+    ah_tune_make_cfg(t, s, spos, &c);
+    t->sub_start[s] = ah_tune_probe_get(t, s, spos, &c);
+    /* the rest once the first sample shows it is in the race */
+    ah_tune_want(t, t->sub_start[s], h >= 0 ? t->prm.samples_per_probe : 1);
+  }
+  /* Neighbours on both sides that settled on different resources in one subspace: each point is
+   * screened, and the faster starts the subspace (ah_tune_eval_screen). */
+  for (int h = 0; h < t->nhints; h++) {
+    t->hint_probe[h] = -1;
+    int s = -1;
+    for (int i = 0; i < t->space.nsub; i++)
+      if (t->space.sub[i].algo == t->hints[h].algo && t->space.sub[i].proto == t->hints[h].proto) s = i;
+    if (s < 0 || t->sub_start[s] < 0 || ah_tune_hint_of(t, s) == h) continue;
+    int spos[AH_MAX_DIMS], any = 0;
+    memcpy(spos, t->probes[t->sub_start[s]].pos, sizeof(spos));
+    for (int d = 0; d < t->space.ndims && d < t->hints[h].ndims; d++)
+      if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0) {
+        int lo, hi, k = ah_tune_value_pos(&t->space.dims[d], t->hints[h].res[d]);
+        ah_tune_window(t, s, d, &lo, &hi);
+        spos[d] = k < lo ? lo : k > hi ? hi : k;
+        any = 1;
+      }
+    if (!any) continue;
+    ah_config_t c;
+    ah_tune_make_cfg(t, s, spos, &c);
+    int q = ah_tune_probe_get(t, s, spos, &c);
+    if (q < 0 || q == t->sub_start[s] || q == t->def) continue;
+    t->hint_probe[h] = q;
+    ah_tune_want(t, q, t->prm.samples_per_probe);
   }
 }
 
@@ -576,6 +693,12 @@ static void ah_tune_eval_screen(ah_tune_t *t) {
       if (t->sub_start[s] >= 0 && ah_tune_lg(t, t->sub_start[s]) <= lb + log(AH_TUNE_SCREEN_OUT))
         ah_tune_want(t, t->sub_start[s], t->prm.samples_per_probe);
     if (t->nwants > 0) return;
+  }
+  for (int h = 0; h < t->nhints; h++) { /* a second hinted point of a subspace: the faster starts it */
+    int q = t->hint_probe[h];
+    if (q < 0) continue;
+    int s = t->probes[q].sub;
+    if (s >= 0 && t->sub_start[s] >= 0 && ah_tune_lg(t, q) < ah_tune_lg(t, t->sub_start[s])) t->sub_start[s] = q;
   }
   t->norder = 0;
   for (int s = 0; s < t->space.nsub; s++) {

@@ -13,6 +13,16 @@
  * cross), which fills threads and chunk. The space also carries NCCL's cost-table estimate of each
  * cell, the engine's prior. All figures are from sim/'s model, not hardware.
  *
+ * By default every key runs on its own. --comm GAP runs each communicator's keys (one collective,
+ * topology, interference and seed: its size bins) interleaved on one stream as a job calls them
+ * (tests/tune tune_drive_run_comm): bins are first called in a seeded random order, one every GAP
+ * stream calls (0: all at once), then take the stream's calls in turn; results fall due --lag
+ * stream calls late, so an interleaved key sees its own results sooner. autoha's new keys start
+ * from the best points of the nearest done bins within --hint-reach bins (default 1) below and
+ * above, as the shim passes them in (ah_tune_hint); --no-share starts them cold. The AutoCCL-style
+ * search shares nothing (AutoCCL's published design tunes each key on its own). --bin-step 2 runs
+ * the shim's own bins (1 KiB .. 1 GiB, x2: 21 per communicator) instead of the grid's x4.
+ *
  * --vs-autoccl runs the AutoCCL-style search (autoccl_search.c) on the same keys, noise, lag,
  * budget and seeds and prints both side by side; --skew S adds per-rank arrival skew (S x NCCL's
  * default time, uniform per rank; tests/tune/tune_drive.c) and prints the engine without skew, from
@@ -115,10 +125,194 @@ typedef struct {
   int quick, lag, shim_space, version, seeds, only_coll, only_nodes, only_seed, gather_lag, peer_window;
   double only_phi;
   size_t only_bytes;
+  int comm;          /* 1: each communicator's size bins run interleaved in one job (tune_drive_run_comm) */
+  int comm_gap;      /* ... the job calls a new bin for the first time every comm_gap stream calls */
+  int no_share;      /* ... autoha's keys start cold (nothing learned is passed on) */
+  int hint_reach;    /* ... a bin learns from done bins at most this many bins away */
+  int bin_step;      /* sizes 1 KiB .. 1 GiB in steps of x bin_step (2 or 4) */
 } grid_t;
 
 static void peer_next(void *e, uint64_t first, ah_segment_t *s) { autoccl_next(e, first, s); }
 static void peer_observe(void *e, uint64_t i, double us) { autoccl_observe(e, i, us); }
+static void eng_next(void *e, uint64_t first, ah_segment_t *s) { ah_tune_next(e, first, s); }
+static void eng_observe(void *e, uint64_t i, double us) { ah_tune_observe(e, i, us); }
+static int eng_reopened(const void *e) { return ah_tune_reopened(e); }
+static const tune_engine_ops_t peer_ops = {peer_next, peer_observe, NULL};
+static const tune_engine_ops_t eng_ops = {eng_next, eng_observe, eng_reopened};
+
+#define NBINS 21 /* at most: 1 KiB .. 1 GiB, x2 (the shim's bins); the grid's default is x4 */
+
+/* One key of the grid: its cell, the space the shim offers, the optimum, and its search. */
+typedef struct {
+  cell_t cell;
+  ah_space_t sp;
+  sim_optimum_t opt;
+  int ok;                  /* 0: no space or no optimum (skipped) */
+  size_t bytes;
+  /* one run */
+  void *eng;
+  int probes, state, pinned, nhints;
+  ah_config_t winner;      /* autoha's best searched point, shared with later keys of the communicator */
+} key_t_;
+
+/* Builds the space of key (coll, bytes) on model m as the shim offers it, and its optimum at phi. */
+static void key_setup(const grid_t *g, const sim_model_t *m, int coll, size_t bytes, double phi, key_t_ *k) {
+  memset(k, 0, sizeof(*k));
+  k->bytes = bytes;
+  /* The space: what NCCL allows for this call, and NCCL's own cost estimate of each cell (what
+   * the shim reads from the table getCollInfo fills). */
+  float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
+  sim_model_cost_table(m, coll, bytes, 1, table);
+  ah_space_t *sp = &k->sp;
+  for (int a = 0; a < SIM_NUM_ALGOS; a++)
+    for (int p = 0; p < SIM_NUM_PROTOS; p++)
+      if (table[a][p] >= 0) {
+        sp->sub[sp->nsub].algo = (int8_t)a;
+        sp->sub[sp->nsub].proto = (int8_t)p;
+        sp->est_us[sp->nsub] = table[a][p];
+        sp->nsub++;
+      }
+  int maxch = m->nchannels > m->nvls_channels ? m->nchannels : m->nvls_channels;
+  if (maxch > AH_MAX_DIM_VALUES) maxch = AH_MAX_DIM_VALUES;
+  sp->ndims = 1;
+  if (g->shim_space) { /* the shim's channel list (shim/shim_decide.c): it cannot know the
+                        * communicator's count, so the list runs past it to NCCL's limit */
+    static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+    int shim_max = m->topo.version >= 22500 ? 64 : 32;
+    for (int i = 0; i < 10 && ch[i] <= shim_max; i++) sp->dims[0].values[sp->dims[0].nvalues++] = ch[i];
+  } else {
+    sp->dims[0].nvalues = maxch;
+    for (int i = 0; i < maxch; i++) sp->dims[0].values[i] = i + 1;
+  }
+  if (m->topo.version >= 23000) { /* per-call chunk (tuner v6) */
+    sp->ndims = 2;
+    if (g->shim_space) { /* the shim's chunk list and each subspace's window of it */
+      ah_space_chunk_build(sp, bytes);
+    } else {
+      sp->dims[1].nvalues = 13;
+      for (int i = 0; i < 13; i++) sp->dims[1].values[i] = (int64_t)1024 << i;
+    }
+  }
+  if (sp->nsub == 0 || sim_model_optimum(m, coll, bytes, phi, &k->opt) != 0) return;
+  k->ok = 1;
+  sp->start.algo = (int8_t)k->opt.def.algo;
+  sp->start.proto = (int8_t)k->opt.def.proto;
+  sp->start.ndims = sp->ndims;
+  sp->start.res[0] = g->shim_space ? 0 : k->opt.def.nchannels;
+  if (sp->ndims > 1) sp->start.res[1] = g->shim_space ? 0 : (int64_t)k->opt.def.chunk;
+  k->cell = (cell_t){m, coll, bytes, phi, sp->ndims};
+}
+
+/* The driver's options for one key (the seed as the bench has always derived it). */
+static void key_opts(const grid_t *g, const variant_t *v, const key_t_ *k, int ti, int ci, int pi, int nodes,
+                     int seed, tune_drive_opts_t *o) {
+  tune_drive_opts_default(o);
+  o->seed = (uint64_t)seed * 1000003 + (uint64_t)((ti * 5 + ci) * 64 + pi * 16) + k->bytes;
+  o->noise = cell_noise;
+  o->lag = g->lag < 0 ? 0 : g->lag;
+  o->max_calls = 2000;
+  o->ranks = nodes * 8;
+  o->skew = v->skew;
+  o->skew_ref_us = k->opt.def_us;
+  o->skew_min_signal = v->min_signal;
+  o->skew_gather_lag = g->gather_lag;
+}
+
+/* Creates key k's search; for autoha, with the winners of the communicator's nearest done bins
+ * below and above (the same collective: `keys` are one communicator's bins, ascending) unless
+ * the run shares nothing. Returns the engine or NULL. */
+static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nbins, int j, uint64_t seed) {
+  key_t_ *k = &keys[j];
+  k->pinned = 0;
+  k->nhints = 0;
+  if (!v->peer) {
+    ah_tune_params_t prm;
+    ah_tune_params_default(&prm);
+    prm.seed = seed;
+    ah_tune_t *t = ah_tune_create(&k->sp, &prm);
+    if (t && g->comm && !g->no_share) {
+      for (int dir = -1; dir <= 1; dir += 2)
+        for (int b = j + dir; b >= 0 && b < nbins && abs(b - j) <= g->hint_reach; b += dir)
+          if (keys[b].ok && keys[b].pinned) {
+            if (ah_tune_hint(t, &keys[b].winner) == 0) k->nhints++;
+            break;
+          }
+    }
+    return t;
+  }
+  autoccl_params_t prm;
+  autoccl_params_default(&prm);
+  prm.seed = seed;
+  prm.native_start = v->peer_native;
+  prm.window = v->peer_window > 0 ? v->peer_window : g->peer_window;
+  return autoccl_create(&k->sp, &prm);
+}
+
+/* Key k's search is over: keeps what the report and later keys need, frees the engine. */
+static void key_finish(const variant_t *v, key_t_ *k) {
+  if (!v->peer) {
+    ah_tune_status_t ts;
+    ah_tune_status(k->eng, &ts);
+    k->probes = ts.probes;
+    k->state = ts.state;
+    k->pinned = ts.state == AH_TUNE_CONVERGED;
+    k->winner = ts.learned;
+    ah_tune_destroy(k->eng);
+  } else {
+    autoccl_destroy(k->eng);
+  }
+  k->eng = NULL;
+}
+
+/* Scores one key's run into st (and a CSV row). */
+static void key_score(const variant_t *v, const key_t_ *k, const tune_drive_result_t *r, int nodes, int seed,
+                      stats_t *st, FILE *csv) {
+  const cell_t *cell = &k->cell;
+  sim_config_t tuned;
+  cell_sim_config(cell, &r->final, &tuned);
+  double tuned_us = cell_time((void *)cell, &r->final, 0);
+  double qq = k->opt.best_us / tuned_us;
+  double sp_up = k->opt.def_us / tuned_us;
+  uint64_t cc = r->pinned_at == UINT64_MAX ? r->calls : r->pinned_at;
+  int i = st->n++;
+  if (tuned_us > k->opt.def_us * (1.0 + SLOWER_TOL)) st->nslower++;
+  st->q[i] = qq;
+  st->calls[i] = (double)cc;
+  /* The search's cost: its calls' time over what NCCL's default would have taken, in default
+   * calls. */
+  st->extra[i] = r->search_us / k->opt.def_us - (double)cc;
+  st->log_speedup += log(sp_up);
+  if (!csv) return;
+  char bd[64], bb[64], bt[64];
+  fmt_sim(&k->opt.def, bd, sizeof(bd));
+  fmt_sim(&k->opt.best, bb, sizeof(bb));
+  fmt_sim(&tuned, bt, sizeof(bt));
+  fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f,%d\n", v->name,
+          sim_model_coll_name(cell->coll), k->bytes, nodes, cell->phi, seed, bd, k->opt.def_us, bb,
+          k->opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc, k->probes, k->state, st->extra[i], k->nhints);
+}
+
+/* The comm driver's view of one communicator's run. */
+typedef struct {
+  const grid_t *g;
+  const variant_t *v;
+  key_t_ *keys;
+  int nbins;
+  int map[NBINS];          /* driver key -> bin */
+  tune_comm_key_t *ck;
+} comm_run_t;
+
+static void *comm_start(void *user, int j) {
+  comm_run_t *c = user;
+  key_t_ *k = &c->keys[c->map[j]];
+  k->eng = key_start(c->g, c->v, c->keys, c->nbins, c->map[j], c->ck[j].o.seed);
+  return k->eng;
+}
+
+static void comm_done(void *user, int j) {
+  comm_run_t *c = user;
+  key_finish(c->v, &c->keys[c->map[j]]);
+}
 
 /* Runs variant v over the grid; one CSV row per key when csv is not NULL. Returns 0, or 2 on a
  * setup failure. */
@@ -128,7 +322,8 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
   static const int nodes[] = {1, 2, 4, 16};
   static const double phis[] = {0.0, 0.5, 0.8};
   int nseeds = g->quick ? 1 : (g->seeds < 1 ? 1 : g->seeds);
-  int maxcells = 5 * 11 * 4 * 3 * nseeds;
+  int nbins = g->bin_step == 2 ? 21 : 11;
+  int maxcells = 5 * nbins * 4 * 3 * nseeds;
   memset(st, 0, sizeof(*st));
   st->q = malloc(sizeof(double) * (size_t)maxcells);
   st->calls = malloc(sizeof(double) * (size_t)maxcells);
@@ -146,122 +341,64 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
     static sim_model_t m;
     sim_model_init(&m, &topo, 0, 0);
     for (int ci = 0; ci < 5; ci++) {
-      for (size_t bytes = 1024; bytes <= ((size_t)1 << 30); bytes *= 4) {
-        if (g->only_coll >= 0 && (colls[ci] != g->only_coll || bytes != g->only_bytes || nodes[ti] != g->only_nodes))
+      for (int pi = 0; pi < 3; pi++) {
+        if (g->only_coll >= 0 && (colls[ci] != g->only_coll || nodes[ti] != g->only_nodes ||
+                                  fabs(phis[pi] - g->only_phi) > 1e-9))
           continue;
-        if (g->quick && bytes != 1024 && bytes != ((size_t)1 << 20) && bytes != ((size_t)1 << 30)) continue;
-        /* The space: what NCCL allows for this call, and NCCL's own cost estimate of each cell
-         * (what the shim reads from the table getCollInfo fills). */
-        float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
-        sim_model_cost_table(&m, colls[ci], bytes, 1, table);
-        ah_space_t sp;
-        memset(&sp, 0, sizeof(sp));
-        for (int a = 0; a < SIM_NUM_ALGOS; a++)
-          for (int p = 0; p < SIM_NUM_PROTOS; p++)
-            if (table[a][p] >= 0) {
-              sp.sub[sp.nsub].algo = (int8_t)a;
-              sp.sub[sp.nsub].proto = (int8_t)p;
-              sp.est_us[sp.nsub] = table[a][p];
-              sp.nsub++;
+        /* One communicator (collective, topology, interference): its size bins. */
+        static key_t_ keys[NBINS];
+        int in[NBINS];
+        size_t bytes = 1024;
+        for (int b = 0; b < nbins; b++, bytes *= (size_t)g->bin_step) {
+          in[b] = !(g->only_coll >= 0 && g->only_bytes && bytes != g->only_bytes) &&
+                  !(g->quick && bytes != 1024 && bytes != ((size_t)1 << 20) && bytes != ((size_t)1 << 30));
+          key_setup(g, &m, colls[ci], bytes, phis[pi], &keys[b]);
+          if (in[b] && !keys[b].ok) st->nskipped++;
+          if (!keys[b].ok) in[b] = 0;
+        }
+        for (int seed = 1; seed <= nseeds; seed++) {
+          if (g->only_coll >= 0 && seed != g->only_seed) continue;
+          if (!g->comm) { /* every key on its own */
+            for (int b = 0; b < nbins; b++) {
+              if (!in[b]) continue;
+              tune_drive_opts_t o;
+              key_opts(g, v, &keys[b], ti, ci, pi, nodes[ti], seed, &o);
+              tune_drive_result_t r;
+              keys[b].eng = key_start(g, v, keys, nbins, b, v->peer ? o.seed : (uint64_t)seed);
+              if (!keys[b].eng) return 2;
+              tune_drive_run_engine(v->peer ? &peer_ops : &eng_ops, keys[b].eng, cell_time, &keys[b].cell, &o, &r);
+              key_finish(v, &keys[b]);
+              key_score(v, &keys[b], &r, nodes[ti], seed, st, csv);
             }
-        int maxch = m.nchannels > m.nvls_channels ? m.nchannels : m.nvls_channels;
-        if (maxch > AH_MAX_DIM_VALUES) maxch = AH_MAX_DIM_VALUES;
-        sp.ndims = 1;
-        if (g->shim_space) { /* the shim's channel list (shim/shim_decide.c): it cannot know the
-                              * communicator's count, so the list runs past it to NCCL's limit */
-          static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
-          int shim_max = m.topo.version >= 22500 ? 64 : 32;
-          for (int i = 0; i < 10 && ch[i] <= shim_max; i++) sp.dims[0].values[sp.dims[0].nvalues++] = ch[i];
-        } else {
-          sp.dims[0].nvalues = maxch;
-          for (int i = 0; i < maxch; i++) sp.dims[0].values[i] = i + 1;
-        }
-        if (m.topo.version >= 23000) { /* per-call chunk (tuner v6) */
-          sp.ndims = 2;
-          if (g->shim_space) { /* the shim's chunk list: 64 KiB .. 4 MiB */
-            sp.dims[1].nvalues = 7;
-            for (int i = 0; i < 7; i++) sp.dims[1].values[i] = (int64_t)65536 << i;
-          } else {
-            sp.dims[1].nvalues = 13;
-            for (int i = 0; i < 13; i++) sp.dims[1].values[i] = (int64_t)1024 << i;
-          }
-        }
-        for (int pi = 0; pi < 3; pi++) {
-          if (g->only_coll >= 0 && fabs(phis[pi] - g->only_phi) > 1e-9) continue;
-          sim_optimum_t opt;
-          if (sp.nsub == 0 || sim_model_optimum(&m, colls[ci], bytes, phis[pi], &opt) != 0) {
-            st->nskipped++;
             continue;
           }
-          sp.start.algo = (int8_t)opt.def.algo;
-          sp.start.proto = (int8_t)opt.def.proto;
-          sp.start.ndims = sp.ndims;
-          sp.start.res[0] = g->shim_space ? 0 : opt.def.nchannels;
-          if (sp.ndims > 1) sp.start.res[1] = g->shim_space ? 0 : (int64_t)opt.def.chunk;
-          cell_t cell = {&m, colls[ci], bytes, phis[pi], sp.ndims};
-          for (int seed = 1; seed <= nseeds; seed++) {
-            if (g->only_coll >= 0 && seed != g->only_seed) continue;
-            tune_drive_opts_t o;
-            tune_drive_opts_default(&o);
-            o.seed = (uint64_t)seed * 1000003 + (uint64_t)((ti * 5 + ci) * 64 + pi * 16) + bytes;
-            o.noise = cell_noise;
-            o.lag = g->lag < 0 ? 0 : g->lag;
-            o.max_calls = 2000;
-            o.ranks = nodes[ti] * 8;
-            o.skew = v->skew;
-            o.skew_ref_us = opt.def_us;
-            o.skew_min_signal = v->min_signal;
-            o.skew_gather_lag = g->gather_lag;
-            tune_drive_result_t r;
-            int probes = 0, state = 0;
-            if (!v->peer) {
-              ah_tune_params_t prm;
-              ah_tune_params_default(&prm);
-              prm.seed = (uint64_t)seed;
-              ah_tune_t *t = ah_tune_create(&sp, &prm);
-              if (!t) return 2;
-              tune_drive_run(t, cell_time, &cell, &o, &r);
-              ah_tune_status_t ts;
-              ah_tune_status(t, &ts);
-              probes = ts.probes;
-              state = ts.state;
-              ah_tune_destroy(t);
-            } else {
-              static const tune_engine_ops_t ops = {peer_next, peer_observe, NULL};
-              autoccl_params_t prm;
-              autoccl_params_default(&prm);
-              prm.seed = o.seed;
-              prm.native_start = v->peer_native;
-              prm.window = v->peer_window > 0 ? v->peer_window : g->peer_window;
-              autoccl_t *a = autoccl_create(&sp, &prm);
-              if (!a) return 2;
-              tune_drive_run_engine(&ops, a, cell_time, &cell, &o, &r);
-              autoccl_destroy(a);
-            }
-            sim_config_t tuned;
-            cell_sim_config(&cell, &r.final, &tuned);
-            double tuned_us = cell_time(&cell, &r.final, 0);
-            double qq = opt.best_us / tuned_us;
-            double sp_up = opt.def_us / tuned_us;
-            uint64_t cc = r.pinned_at == UINT64_MAX ? r.calls : r.pinned_at;
-            int i = st->n++;
-            if (tuned_us > opt.def_us * (1.0 + SLOWER_TOL)) st->nslower++;
-            st->q[i] = qq;
-            st->calls[i] = (double)cc;
-            /* The search's cost: its calls' time over what NCCL's default would have taken, in
-             * default calls. */
-            st->extra[i] = r.search_us / opt.def_us - (double)cc;
-            st->log_speedup += log(sp_up);
-            if (!csv) continue;
-            char bd[64], bb[64], bt[64];
-            fmt_sim(&opt.def, bd, sizeof(bd));
-            fmt_sim(&opt.best, bb, sizeof(bb));
-            fmt_sim(&tuned, bt, sizeof(bt));
-            fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f\n",
-                    v->name, sim_model_coll_name(colls[ci]), bytes, nodes[ti], phis[pi], seed, bd,
-                    opt.def_us, bb, opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc,
-                    probes, state, st->extra[i]);
+          /* The communicator's bins interleaved in one job: first called in a random order, one
+           * new bin every comm_gap stream calls. */
+          comm_run_t c = {g, v, keys, nbins, {0}, NULL};
+          tune_comm_key_t ck[NBINS];
+          int n = 0;
+          for (int b = 0; b < nbins; b++) {
+            keys[b].pinned = 0;
+            if (in[b]) c.map[n++] = b;
           }
+          uint64_t rs = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + (uint64_t)((ti * 5 + ci) * 3 + pi);
+          for (int i = n - 1; i > 0; i--) { /* Fisher-Yates */
+            int j = (int)(tune_rng_next(&rs) % (uint64_t)(i + 1)), tmp = c.map[i];
+            c.map[i] = c.map[j];
+            c.map[j] = tmp;
+          }
+          for (int i = 0; i < n; i++) {
+            key_t_ *k = &keys[c.map[i]];
+            memset(&ck[i], 0, sizeof(ck[i]));
+            ck[i].arrive = (uint64_t)i * (uint64_t)g->comm_gap;
+            ck[i].f = cell_time;
+            ck[i].arg = &k->cell;
+            key_opts(g, v, k, ti, ci, pi, nodes[ti], seed, &ck[i].o);
+          }
+          c.ck = ck;
+          tune_comm_ops_t cops = {v->peer ? &peer_ops : &eng_ops, comm_start, comm_done};
+          if (tune_drive_run_comm(ck, n, &cops, &c) != 0) return 2;
+          for (int i = 0; i < n; i++) key_score(v, &keys[c.map[i]], &ck[i].r, nodes[ti], seed, st, csv);
         }
       }
     }
@@ -307,7 +444,7 @@ static void figs_header(void) {
 
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
-  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0};
+  grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0, 0, 0, 0, 1, 4};
   int mode = 0; /* 0: autoha alone, 1: side by side with the AutoCCL-style search, 2: skew */
   double skew = 0.2;
   for (int i = 1; i < argc; i++) {
@@ -327,14 +464,22 @@ int main(int argc, char **argv) {
       skew = atof(argv[++i]);
     }
     else if (strcmp(argv[i], "--gather-lag") == 0 && i + 1 < argc) g.gather_lag = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--comm") == 0 && i + 1 < argc) {
+      g.comm = 1;
+      g.comm_gap = atoi(argv[++i]);
+    }
+    else if (strcmp(argv[i], "--independent") == 0) g.comm = 0;
+    else if (strcmp(argv[i], "--no-share") == 0) g.no_share = 1;
+    else if (strcmp(argv[i], "--hint-reach") == 0 && i + 1 < argc) g.hint_reach = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--bin-step") == 0 && i + 1 < argc) g.bin_step = atoi(argv[++i]) == 2 ? 2 : 4;
     else if (strcmp(argv[i], "--peer-window") == 0 && i + 1 < argc) g.peer_window = atoi(argv[++i]);
     else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
              sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &g.only_coll, &g.only_bytes, &g.only_nodes, &g.only_phi,
                     &g.only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
-                      "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce\n");
+      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+                      "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce; BYTES 0: every bin\n");
       return 2;
     }
   }
@@ -344,7 +489,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   fprintf(csv, "search,coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
-               "quality,speedup,calls,probes,state,search_cost\n");
+               "quality,speedup,calls,probes,state,search_cost,hints\n");
   variant_t vs[8];
   int nv = 0;
   if (mode == 0) {
@@ -378,6 +523,11 @@ int main(int argc, char **argv) {
   printf("tuner_quality: %d keys x %d searches in %.1f s, noise sigma %.3f with %.3f outliers at "
          "1.5x, results reported %d calls late, per-key CSV in %s\n", f[0].n, nv, secs, noise_sigma,
          noise_outliers, g.lag, csv_path);
+  if (g.comm)
+    printf("tuner_quality: each communicator's %d size bins (x%d) as one job, a new bin every %d stream "
+           "calls, lag in stream calls; autoha's new bins start from done bins within %d bin(s)%s\n",
+           g.bin_step == 2 ? 21 : 11, g.bin_step, g.comm_gap, g.hint_reach,
+           g.no_share ? " (off: --no-share)" : "");
   if (mode == 0) {
     int ok = f[0].n > 0 && f[0].med_q >= BAR_MEDIAN_Q && f[0].p5_q >= BAR_P5_Q &&
              f[0].med_c <= BAR_MEDIAN_CALLS && f[0].max_c <= BAR_MAX_CALLS && f[0].nslower == 0;

@@ -210,6 +210,43 @@ int raw_connect(const ah_coord_stamp_t *st) {
   return fd;
 }
 
+int raw_authed_connect(const ah_coord_stamp_t *st, uint64_t client_id) {
+  char err[AH_NET_ERR_LEN];
+  int fd = raw_connect(st);
+  if (fd < 0) return -1;
+  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
+  uint8_t *p = auth + AH_COORD_HDR_BYTES;
+  memset(p, 0x5a, 32);
+  ah_coord_put_u64(p + 32, client_id);
+  if (ah_coord_net_nonblock_set(err, fd) != AH_NET_OK ||
+      ah_coord_net_read_full(err, fd, hello, sizeof hello, dl) != AH_NET_OK ||
+      ah_coord_mac(st->secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40) != 0 ||
+      ah_coord_net_write_full(err, fd, auth, sizeof auth, dl) != AH_NET_OK ||
+      ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) != AH_NET_OK) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int raw_ping(int fd) {
+  char err[AH_NET_ERR_LEN];
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
+  ah_coord_hdr_encode(AH_MSG_PING, 0, f);
+  if (ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK) return 0;
+  for (;;) { /* skip what was queued before the PONG */
+    ah_coord_hdr_t h;
+    if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK ||
+        ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
+        (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) != AH_NET_OK))
+      return 0;
+    if (h.type == AH_MSG_PONG) return 1;
+  }
+}
+
 long proc_status_kb(int pid, const char *field) {
   char path[64], line[256];
   snprintf(path, sizeof path, "/proc/%d/status", pid);

@@ -47,6 +47,12 @@ void client_opts_test(ah_coord_client_opts_t *o_p);
 int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm);
 /* Raw TCP connection to the stamp's address (no handshake). Returns the fd or -1. */
 int raw_connect(const ah_coord_stamp_t *st);
+/* raw_connect, then the client's side of the handshake by hand as client `client_id` (the socket
+ * left non-blocking). Returns the fd, or -1. */
+int raw_authed_connect(const ah_coord_stamp_t *st, uint64_t client_id);
+/* Sends a PING on fd and reads until the PONG (within 2 s). Returns 1 when it came: the hub kept
+ * the connection and handled everything sent before. */
+int raw_ping(int fd);
 void sleep_ms(int ms);
 /* kB of a field (VmRSS, VmHWM) of /proc/PID/status, or -1. */
 long proc_status_kb(int pid, const char *field);

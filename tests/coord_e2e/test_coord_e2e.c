@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +218,60 @@ END_TEST
 START_TEST(tuned_job_4_processes_x_4_threads) { job_ok(4, 4, 1700); } /* 5,100 per rank, 81,600 in all */
 END_TEST
 
+/* The leader's search under arrival skew (issue 17): with NCCLSIM_SKEW=0.3 every rank reaches each
+ * call up to 30% of its time late, so a rank's own duration includes waiting for the last one. The
+ * hub carries the shortest duration across ranks to the leader's search, which must then end every
+ * key on the configuration it chooses without skew, from the same estimate of the winner's time —
+ * while the leader's own times (the report's applied time) show the skew it no longer learns from. */
+static json_t *leader_keys(json_t **doc_p) {
+  char path[400];
+  json_error_t err;
+  snprintf(path, sizeof path, "%s/report-0.json", outdir);
+  *doc_p = json_load_file(path, 0, &err);
+  ck_assert_msg(*doc_p != NULL, "%s: %s", path, err.text);
+  return json_object_get(json_array_get(json_object_get(*doc_p, "comms"), 0), "keys");
+}
+
+START_TEST(tuned_job_under_arrival_skew_converges_as_without) {
+  const char *args[] = {"--iters", "3000", "--delay-prob", "0", NULL};
+  double secs;
+  json_t *docs[2], *keys[2];
+  for (int run = 0; run < 2; run++) {
+    if (run == 1) setenv("NCCLSIM_SKEW", "0.3", 1);
+    const char *out = run_job_ok(8, args, &secs);
+    unsetenv("NCCLSIM_SKEW");
+    ck_assert_int_eq(count_lines(out, ": 9000 calls, 0 failed, 0 wrong results"), 8);
+    check_reports(8, 1);
+    keys[run] = leader_keys(&docs[run]);
+  }
+  int skewed = 0;
+  for (size_t k = 0; k < json_array_size(keys[0]); k++) {
+    json_t *a = json_array_get(keys[0], k), *b = NULL;
+    for (size_t j = 0; j < json_array_size(keys[1]); j++) {
+      json_t *c = json_array_get(keys[1], j);
+      if (strcmp(json_string_value(json_object_get(c, "coll")), json_string_value(json_object_get(a, "coll"))) == 0 &&
+          json_integer_value(json_object_get(c, "bin")) == json_integer_value(json_object_get(a, "bin")))
+        b = c;
+    }
+    ck_assert_ptr_nonnull(b);
+    json_t *ta = json_object_get(a, "tuning"), *tb = json_object_get(b, "tuning");
+    const char *wa = json_string_value(json_object_get(json_object_get(ta, "winner"), "text"));
+    const char *wb = json_string_value(json_object_get(json_object_get(tb, "winner"), "text"));
+    ck_assert_msg(wa && wb && strcmp(wa, wb) == 0, "%s bin %lld: '%s' without skew, '%s' with",
+                  json_string_value(json_object_get(a, "coll")), json_integer_value(json_object_get(a, "bin")),
+                  wa ? wa : "?", wb ? wb : "?");
+    double ua = json_real_value(json_object_get(ta, "winner_us")), ub = json_real_value(json_object_get(tb, "winner_us"));
+    ck_assert_msg(ua > 0 && fabs(ub - ua) <= 0.02 * ua, "winner's estimate %.3f us without skew, %.3f with", ua, ub);
+    double oa = json_real_value(json_object_get(json_object_get(a, "applied"), "time_us"));
+    double ob = json_real_value(json_object_get(json_object_get(b, "applied"), "time_us"));
+    skewed += ob > oa * 1.03; /* the leader's own durations did include waiting */
+  }
+  ck_assert_msg(skewed > 0, "NCCLSIM_SKEW changed none of the leader's own times: was it applied?");
+  json_decref(docs[0]);
+  json_decref(docs[1]);
+}
+END_TEST
+
 START_TEST(cut_connections_reconnect_mid_tuning) {
   const char *args[] = {"--iters", "2000", "--cut-at", "15", "--delay-prob", "0.02", NULL};
   double secs;
@@ -302,7 +357,7 @@ static int hub_connect(void) {
 
 /* The wire protocol's version (docs/coordinator.md): the attacks speak it, but for the one that
  * sends the previous version. */
-#define PROTO 4
+#define PROTO 5
 
 /* A frame header as docs/coordinator.md describes it. */
 static void hdr(uint8_t *h, uint32_t len, uint8_t version, uint8_t type) {
@@ -404,7 +459,7 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
                          "wrong protocol version 85",
                          "truncated frame (connection closed after 18 of 80 bytes)",
                          "oversized frame: length prefix 16777216",
-                         "wrong protocol version 3 (expected 4",
+                         "wrong protocol version 4 (expected 5",
                          "no authentication within 3000 ms",
                          "unauthenticated connections held (connection flood?)"};
   for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
@@ -520,6 +575,10 @@ int main(void) {
   tcase_add_test(tc, process_without_autoha_makes_every_rank_run_fixed);
   tcase_add_test(tc, hub_exit_fails_the_job_without_hanging);
   suite_add_tcase(s, tc);
+  TCase *tk = tcase_create("skew");
+  tcase_set_timeout(tk, 280);
+  tcase_add_test(tk, tuned_job_under_arrival_skew_converges_as_without);
+  suite_add_tcase(s, tk);
   TCase *ta = tcase_create("attacks");
   tcase_set_timeout(ta, 280);
   tcase_add_test(ta, attacks_on_a_running_jobs_hub_are_refused);

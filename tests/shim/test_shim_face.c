@@ -15,6 +15,7 @@
 
 #include "ah_check.h"
 #include "ah_config.h"
+#include "ah_tune.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
 
@@ -458,6 +459,77 @@ START_TEST(test_tune_search_and_cut) {
 }
 END_TEST
 
+/* What a communicator learned passes on: two local ranks run AllReduce of 4 MiB (bin 22) until it
+ * converges, then 2 MiB (bin 21). Ring/simple is fastest, at 4 channels (synthetic times; NCCL's
+ * cost table prefers tree/ll). Bin 22's search finds it; bin 21's must start there: ring/simple at
+ * 4 channels among its first 8 calls, where a search that knows nothing screens every pair at 16
+ * channels first. */
+#define WARM_CALLS 600
+typedef struct {
+  int rank;
+  uint64_t id;
+} warm_t;
+
+static void *warm_main(void *arg) {
+  warm_t *r = arg;
+  ah_comm_pending_push(r->id, r->rank);
+  void *ctx = NULL;
+  ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
+  ah_comm_t *c = ctx;
+  for (int i = 0; i < WARM_CALLS + 40; i++) {
+    size_t bytes = i < WARM_CALLS ? 4 << 20 : 2 << 20;
+    int bin = i < WARM_CALLS ? 22 : 21, proto;
+    float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
+    table_fill(t);
+    int nch = 0;
+    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, bytes, 1, (float **)(void *)t, AH_NUM_ALGOS,
+                                   AH_NUM_PROTOS, 0, &nch);
+    int algo = argmin(t, &proto);
+    ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][bin];
+    if (ck && ck->leader) {
+      int n = nch > 0 ? nch : 16;
+      double us = algo == AH_ALGO_RING && proto == AH_PROTO_SIMPLE ? 50.0 + 2.0 * abs(n - 4) : 100.0;
+      int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
+      ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, (double)bytes);
+    }
+  }
+  return NULL;
+}
+
+START_TEST(test_tune_warm_start) {
+  uint64_t id = 0x9999;
+  ah_shim.nccl_version = 22809;
+  ah_commrec_announce(id, 2);
+  ah_commrec_announce(id, 2);
+  static warm_t r[2];
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    r[i].rank = i;
+    r[i].id = id;
+    pthread_create(&th[i], NULL, warm_main, &r[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  ah_key_t k22 = {id, AH_FUNC_ALLREDUCE, 22}, k21 = {id, AH_FUNC_ALLREDUCE, 21};
+  ah_shim_keystate_t *ks22 = ah_shim_keystate_get(&k22), *ks21 = ah_shim_keystate_get(&k21);
+  ck_assert_ptr_nonnull(ks22->tune);
+  ah_tune_status_t st;
+  ah_tune_status(ks22->tune, &st);
+  ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+  ck_assert_int_eq(st.learned.algo, AH_ALGO_RING);
+  ck_assert_int_eq(st.learned.proto, AH_PROTO_SIMPLE);
+  ck_assert_int_eq(st.learned.res[AH_DIM_NCHANNELS], 4);
+  int seen = 0;
+  for (uint64_t i = 0; i < 8; i++) {
+    ah_segment_t seg;
+    ck_assert_int_eq(ah_sched_lookup(ks21->sched, i, &seg), 1);
+    if (seg.config.algo == AH_ALGO_RING && seg.config.proto == AH_PROTO_SIMPLE &&
+        seg.config.res[AH_DIM_NCHANNELS] == 4)
+      seen = 1;
+  }
+  ck_assert_msg(seen, "bin 21 did not start from bin 22's ring/simple at 4 channels");
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (argc > 1) scenario = argv[1];
   ah_shim_init();
@@ -481,6 +553,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(scenario, "tune") == 0) {
     tcase_add_test(tc, test_tune_local_ranks_agree);
     tcase_add_test(tc, test_tune_search_and_cut);
+    tcase_add_test(tc, test_tune_warm_start);
   } else {
     fprintf(stderr, "unknown scenario %s\n", scenario);
     return 2;

@@ -63,71 +63,172 @@ static double tune_drive_skewed(const tune_drive_opts_t *o, double us, uint64_t 
   return o->skew_min_signal ? us : us + (late - lead);
 }
 
-void tune_drive_run_engine(const tune_engine_ops_t *ops, void *t, tune_surface_fn f, void *arg,
-                           const tune_drive_opts_t *o, tune_drive_result_t *r_p) {
-  uint64_t rng = o->seed * 0x2545F4914F6CDD1DULL + 7;
-  uint64_t nrng = o->seed * 0x9E3779B97F4A7C15ULL + 0x1234567; /* the noise's own stream */
-  uint64_t srng = o->seed * 0xD1B54A32D192ED03ULL + 0x7654321; /* the arrival skew's own stream */
-  int lag = o->lag + (o->skew > 0 && o->skew_min_signal ? o->skew_gather_lag : 0);
-  int cap = 4096, nseg = 0, nfl = 0;
-  ah_segment_t *segs = calloc((size_t)cap, sizeof(*segs));
-  tune_inflight_t *fl = calloc((size_t)lag + 64, sizeof(*fl));
-  int flcap = lag + 64;
-  uint64_t horizon = 0;
+/* One key as the driver runs it: its engine, its copy of the committed schedule, its results in
+ * flight (due at a step of the driver's clock: the key's own call index alone, the stream's call
+ * index when keys are interleaved). */
+typedef struct {
+  const tune_engine_ops_t *ops;
+  void *eng;
+  tune_surface_fn f;
+  void *arg;
+  const tune_drive_opts_t *o;
+  uint64_t rng, nrng, srng, horizon, i;
+  int lag, cap, nseg, nfl, flcap, done;
+  ah_segment_t *segs;
+  tune_inflight_t *fl;
+  tune_drive_result_t *r;
+} tune_key_t;
+
+/* Sets up key k. Returns 0, or -1 when out of memory. */
+static int tune_key_init(tune_key_t *k, const tune_engine_ops_t *ops, void *eng, tune_surface_fn f,
+                         void *arg, const tune_drive_opts_t *o, tune_drive_result_t *r_p) {
+  memset(k, 0, sizeof(*k));
+  k->ops = ops;
+  k->eng = eng;
+  k->f = f;
+  k->arg = arg;
+  k->o = o;
+  k->r = r_p;
+  k->rng = o->seed * 0x2545F4914F6CDD1DULL + 7;
+  k->nrng = o->seed * 0x9E3779B97F4A7C15ULL + 0x1234567; /* the noise's own stream */
+  k->srng = o->seed * 0xD1B54A32D192ED03ULL + 0x7654321; /* the arrival skew's own stream */
+  k->lag = o->lag + (o->skew > 0 && o->skew_min_signal ? o->skew_gather_lag : 0);
+  k->cap = 4096;
+  k->flcap = k->lag + 64;
+  k->segs = calloc((size_t)k->cap, sizeof(*k->segs));
+  k->fl = calloc((size_t)k->flcap, sizeof(*k->fl));
   memset(r_p, 0, sizeof(*r_p));
   r_p->pinned_at = UINT64_MAX;
-  uint64_t i;
-  for (i = 0; i < o->max_calls; i++) {
-    if (ops->reopened && ops->reopened(t) && nseg > 0 && segs[nseg - 1].count == AH_SCHED_FOREVER) {
-      /* cut the forever segment short at the next index */
-      horizon = i;
-      if (segs[nseg - 1].first >= i) nseg--;
-      else segs[nseg - 1].count = i - segs[nseg - 1].first;
-      r_p->reopens_seen++;
-      r_p->pinned_at = UINT64_MAX;
-    }
-    if (i >= horizon) {
-      if (nseg == cap) break; /* the test will see too few calls */
-      ops->next(t, horizon, &segs[nseg]);
-      if (segs[nseg].count == AH_SCHED_FOREVER) {
-        horizon = UINT64_MAX;
-        r_p->pinned_at = segs[nseg].first;
-      } else {
-        horizon = segs[nseg].first + segs[nseg].count;
-      }
-      nseg++;
-      r_p->segments++;
-    }
-    const ah_segment_t *s = &segs[nseg - 1];
-    while (s > segs && s->first > i) s--;
-    double us = f(arg, &s->config, i);
-    if (horizon != UINT64_MAX) r_p->search_us += us;
-    if (o->noise) {
-      us = o->noise(o->noise_arg, us, &nrng);
-    } else {
-      us *= exp(o->sigma * tune_rng_normal(&rng));
-      if (tune_rng_uniform(&rng) < o->outlier_rate) us *= o->outlier_factor;
-    }
-    us = tune_drive_skewed(o, us, &srng);
-    r_p->final = s->config;
-    int lost = o->loss > 0 && tune_rng_uniform(&rng) < o->loss;
-    if (!lost && nfl < flcap) fl[nfl++] = (tune_inflight_t){i, us, i + (uint64_t)lag};
-    /* deliver what is due, in random order when shuffling */
-    for (;;) {
-      int due[128], nd = 0;
-      for (int k = 0; k < nfl && nd < 128; k++)
-        if (fl[k].due <= i) due[nd++] = k;
-      if (nd == 0) break;
-      int pick = o->shuffle ? due[tune_rng_next(&rng) % (uint64_t)nd] : due[0];
-      ops->observe(t, fl[pick].index, fl[pick].us);
-      fl[pick] = fl[--nfl];
-    }
-    if (o->stop_when_pinned && horizon == UINT64_MAX && nfl == 0 && !(ops->reopened && ops->reopened(t))) {
-      i++;
-      break;
-    }
+  return k->segs && k->fl ? 0 : -1;
+}
+
+static void tune_key_free(tune_key_t *k) {
+  k->r->calls = k->i;
+  free(k->fl);
+  free(k->segs);
+  k->fl = NULL;
+  k->segs = NULL;
+}
+
+/* Runs the key's next call at driver step `now`; its result falls due at now + lag. Returns 0, or
+ * -1 when the key cannot go on (schedule full, or max_calls run). */
+static int tune_key_call(tune_key_t *k, uint64_t now) {
+  const tune_drive_opts_t *o = k->o;
+  tune_drive_result_t *r_p = k->r;
+  uint64_t i = k->i;
+  if (i >= o->max_calls) return -1;
+  if (k->ops->reopened && k->ops->reopened(k->eng) && k->nseg > 0 &&
+      k->segs[k->nseg - 1].count == AH_SCHED_FOREVER) {
+    /* cut the forever segment short at the next index */
+    k->horizon = i;
+    if (k->segs[k->nseg - 1].first >= i) k->nseg--;
+    else k->segs[k->nseg - 1].count = i - k->segs[k->nseg - 1].first;
+    r_p->reopens_seen++;
+    r_p->pinned_at = UINT64_MAX;
   }
-  r_p->calls = i;
-  free(fl);
-  free(segs);
+  if (i >= k->horizon) {
+    if (k->nseg == k->cap) return -1; /* the test will see too few calls */
+    k->ops->next(k->eng, k->horizon, &k->segs[k->nseg]);
+    if (k->segs[k->nseg].count == AH_SCHED_FOREVER) {
+      k->horizon = UINT64_MAX;
+      r_p->pinned_at = k->segs[k->nseg].first;
+    } else {
+      k->horizon = k->segs[k->nseg].first + k->segs[k->nseg].count;
+    }
+    k->nseg++;
+    r_p->segments++;
+  }
+  const ah_segment_t *s = &k->segs[k->nseg - 1];
+  while (s > k->segs && s->first > i) s--;
+  double us = k->f(k->arg, &s->config, i);
+  if (k->horizon != UINT64_MAX) r_p->search_us += us;
+  if (o->noise) {
+    us = o->noise(o->noise_arg, us, &k->nrng);
+  } else {
+    us *= exp(o->sigma * tune_rng_normal(&k->rng));
+    if (tune_rng_uniform(&k->rng) < o->outlier_rate) us *= o->outlier_factor;
+  }
+  us = tune_drive_skewed(o, us, &k->srng);
+  r_p->final = s->config;
+  int lost = o->loss > 0 && tune_rng_uniform(&k->rng) < o->loss;
+  if (!lost && k->nfl < k->flcap) k->fl[k->nfl++] = (tune_inflight_t){i, us, now + (uint64_t)k->lag};
+  k->i++;
+  return 0;
+}
+
+/* Delivers the key's results due by step `now`, in random order when shuffling. Returns 1 when
+ * the key is done: pinned, its results drained, not re-opened (with stop_when_pinned). */
+static int tune_key_deliver(tune_key_t *k, uint64_t now) {
+  for (;;) {
+    int due[128], nd = 0;
+    for (int j = 0; j < k->nfl && nd < 128; j++)
+      if (k->fl[j].due <= now) due[nd++] = j;
+    if (nd == 0) break;
+    int pick = k->o->shuffle ? due[tune_rng_next(&k->rng) % (uint64_t)nd] : due[0];
+    k->ops->observe(k->eng, k->fl[pick].index, k->fl[pick].us);
+    k->fl[pick] = k->fl[--k->nfl];
+  }
+  return k->o->stop_when_pinned && k->horizon == UINT64_MAX && k->nfl == 0 &&
+         !(k->ops->reopened && k->ops->reopened(k->eng));
+}
+
+void tune_drive_run_engine(const tune_engine_ops_t *ops, void *t, tune_surface_fn f, void *arg,
+                           const tune_drive_opts_t *o, tune_drive_result_t *r_p) {
+  tune_key_t k;
+  if (tune_key_init(&k, ops, t, f, arg, o, r_p) == 0)
+    while (tune_key_call(&k, k.i) == 0 && !tune_key_deliver(&k, k.i - 1)) {
+    }
+  tune_key_free(&k);
+}
+
+int tune_drive_run_comm(tune_comm_key_t *keys, int nkeys, const tune_comm_ops_t *cops, void *user) {
+  tune_key_t *ks = calloc((size_t)(nkeys > 0 ? nkeys : 1), sizeof(*ks));
+  int *state = calloc((size_t)(nkeys > 0 ? nkeys : 1), sizeof(*state)); /* 0 waiting, 1 running, 2 done */
+  int rc = ks && state ? 0 : -1;
+  uint64_t now = 0;
+  int left = nkeys, rr = 0;
+  while (rc == 0 && left > 0) {
+    /* Keys the job calls for the first time by now start, with what the others learned so far. */
+    uint64_t next_arrival = UINT64_MAX;
+    int running = 0;
+    for (int j = 0; j < nkeys; j++) {
+      if (state[j] == 0 && keys[j].arrive <= now) {
+        void *eng = cops->start(user, j);
+        if (!eng || tune_key_init(&ks[j], cops->ops, eng, keys[j].f, keys[j].arg, &keys[j].o, &keys[j].r) != 0) {
+          rc = -1;
+          break;
+        }
+        state[j] = 1;
+      }
+      if (state[j] == 0 && keys[j].arrive < next_arrival) next_arrival = keys[j].arrive;
+      if (state[j] == 1) running++;
+    }
+    if (rc != 0) break;
+    if (running == 0) { /* only pinned keys run until the next new one: nothing to learn */
+      now = next_arrival;
+      continue;
+    }
+    /* The stream's next call: the next running key in turn. */
+    while (state[rr % nkeys] != 1) rr++;
+    int j = rr++ % nkeys;
+    if (tune_key_call(&ks[j], now) != 0) {
+      state[j] = 2;
+      left--;
+      tune_key_free(&ks[j]);
+      cops->done(user, j);
+    }
+    for (int q = 0; q < nkeys; q++)
+      if (state[q] == 1 && tune_key_deliver(&ks[q], now)) {
+        state[q] = 2;
+        left--;
+        tune_key_free(&ks[q]);
+        cops->done(user, q);
+      }
+    now++;
+  }
+  for (int q = 0; q < nkeys; q++)
+    if (state && state[q] == 1) tune_key_free(&ks[q]);
+  free(ks);
+  free(state);
+  return rc;
 }

@@ -60,6 +60,33 @@ void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive
 void tune_drive_run_engine(const tune_engine_ops_t *ops, void *eng, tune_surface_fn f, void *arg,
                            const tune_drive_opts_t *o, tune_drive_result_t *r_p);
 
+/* A communicator's keys interleaved on one stream, as a job calls its size bins: each key joins
+ * at its first call (`arrive`, a stream call index) and the running keys then take the stream's
+ * calls in turn. A result falls due `o.lag` stream calls after its call, so a key interleaved with
+ * others sees its own results sooner (in its own calls) than one running alone. Per key: its
+ * options (seed, noise, max_calls, ...; skew included) and, after the run, its result in its own
+ * call indices, as tune_drive_run_engine reports one key. */
+typedef struct {
+  uint64_t arrive;
+  tune_surface_fn f;
+  void *arg;
+  tune_drive_opts_t o;
+  tune_drive_result_t r;
+} tune_comm_key_t;
+
+typedef struct {
+  const tune_engine_ops_t *ops;
+  /* Key j's first call: returns its engine, created then (so it can be handed what the keys
+   * already done learned), or NULL to stop the run. */
+  void *(*start)(void *user, int j);
+  /* Key j is done (pinned with its results drained, or out of calls): keys[j].r is final. */
+  void (*done)(void *user, int j);
+} tune_comm_ops_t;
+
+/* Runs the keys interleaved until every one is done. Returns 0, or -1 (out of memory, or a start
+ * returned NULL). */
+int tune_drive_run_comm(tune_comm_key_t *keys, int nkeys, const tune_comm_ops_t *cops, void *user);
+
 /* Deterministic RNG helpers (splitmix64). */
 uint64_t tune_rng_next(uint64_t *s);
 double tune_rng_uniform(uint64_t *s);

@@ -1,0 +1,107 @@
+/* ah_coord_client_dir.c: the directory's API on a client — ah_coord_dir_put queues a DIR_PUT and
+ * remembers the value (stored again after a reconnection), ah_coord_dir_get queues a DIR_GET and
+ * sleeps on a condition variable until the I/O thread hands it the hub's DIR_VAL, the deadline
+ * passes or the hub is gone.
+ *
+ * Key choice: the caller's thread waits, never the I/O thread: a get is a request number on a list
+ * under the client's mutex, and the I/O thread only copies the value and wakes it, so a get that
+ * waits a minute for a peer delays no segment. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ah_coord_client_internal.h"
+#include "ah_log.h"
+
+/* Note that a put too large, or beyond what this client may keep, is refused by the caller's thread
+ * with one log line (capped): the hub would refuse it anyway. */
+int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const void *val, size_t len) {
+  if (!c || !atomic_load(&c->alive)) return -1;
+  if (len > AH_COORD_DIR_VAL_MAX || (len && !val)) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator: directory value of %zu bytes refused (at most %d)", len,
+                  AH_COORD_DIR_VAL_MAX);
+    return -1;
+  }
+  int rc = 0;
+  pthread_mutex_lock(&c->mu);
+  client_dir_put_t *d = NULL;
+  HASH_FIND(hh, c->dir_puts, key, AH_COORD_DIR_KEY, d);
+  size_t old = d ? d->vlen : 0;
+  if (c->dir_put_bytes - old + len + AH_COORD_DIR_KEY > CLIENT_DIR_BYTES_MAX) {
+    pthread_mutex_unlock(&c->mu);
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator: directory put refused: this process already stored "
+                  "%zu bytes (at most %u)", c->dir_put_bytes, CLIENT_DIR_BYTES_MAX);
+    return -1;
+  }
+  uint8_t *copy = malloc(len ? len : 1);
+  int fresh = !d;
+  if (fresh) d = calloc(1, sizeof *d);
+  if (!copy || !d) {
+    rc = -1;
+    free(copy);
+    if (fresh) free(d);
+  } else {
+    if (len) memcpy(copy, val, len);
+    if (fresh) {
+      memcpy(d->key, key, AH_COORD_DIR_KEY);
+      HASH_ADD(hh, c->dir_puts, key, AH_COORD_DIR_KEY, d);
+      c->dir_put_bytes += AH_COORD_DIR_KEY;
+    }
+    free(d->val);
+    d->val = copy;
+    d->vlen = (uint16_t)len;
+    c->dir_put_bytes = c->dir_put_bytes - old + len;
+    rc = client_queue_dir_put(c, d);
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) {
+    ah_log(AH_LOG_ERROR, "coordinator: out of memory storing a directory value");
+    return -1;
+  }
+  client_send_now(c);
+  return 0;
+}
+
+/* Note that the wait is sliced (at most 100 ms at a time) so a client whose I/O thread stopped
+ * without waking it still notices the hub gone; the I/O thread's broadcast makes that immediate in
+ * the usual case. */
+int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *val, size_t cap,
+                     double timeout_s) {
+  if (!c || !atomic_load(&c->alive)) return -1;
+  if (!(timeout_s >= 0)) timeout_s = 0; /* NaN and negatives: look once */
+  if (timeout_s > 1e6) timeout_s = 1e6;
+  client_dir_wait_t w;
+  memset(&w, 0, sizeof w);
+  memcpy(w.key, key, AH_COORD_DIR_KEY);
+  w.buf = val;
+  w.cap = val ? cap : 0;
+  w.deadline_ns = ah_coord_now_ns() + (uint64_t)(timeout_s * 1e9);
+  pthread_mutex_lock(&c->mu);
+  w.req = ++c->next_req;
+  w.next = c->dir_waits;
+  c->dir_waits = &w;
+  int rc = client_queue_dir_get(c, &w);
+  pthread_mutex_unlock(&c->mu);
+  if (rc == 0) client_send_now(c);
+  pthread_mutex_lock(&c->mu);
+  while (rc == 0 && !w.done && atomic_load(&c->alive)) {
+    uint64_t now = ah_coord_now_ns();
+    if (now >= w.deadline_ns) break;
+    uint64_t until = w.deadline_ns - now > 100000000ull ? now + 100000000ull : w.deadline_ns;
+    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull), .tv_nsec = (long)(until % 1000000000ull)};
+    int e = pthread_cond_timedwait(&c->dir_cv, &c->mu, &ts);
+    if (e != 0 && e != ETIMEDOUT && e != EINTR) break;
+  }
+  for (client_dir_wait_t **pp = &c->dir_waits; *pp; pp = &(*pp)->next)
+    if (*pp == &w) {
+      *pp = w.next;
+      break;
+    }
+  int out = w.done ? w.len : -1;
+  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) ah_log(AH_LOG_ERROR, "coordinator: out of memory asking the directory");
+  return out;
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Transparent failover end to end on sim/'s verbs provider and fabric (docs/ha.md): 4 ranks on 2
+# nodes running train_job (which checks every result), node1/mlx5_3's port 1 taken down 2 s in
+# (after every shadow is ready even on a loaded machine; a fault before that reaches NCCL)
+# (the queue pairs of ranks 1 and 3 cross it).
+#   run_ha_failover.sh CASE NCCLSIM_RUN TRAIN_JOB SIMLIB_DIR AUTOHA_SO
+# CASE: port   dual-port NICs (bond=0), AUTOHA_HA=port: the job completes, each rank on mlx5_3 logs
+#              its failovers, no NCCL error; the same run without autoha fails with RETRY_EXC_ERR
+#       port2x8  the same with 16 ranks on 2 nodes
+#       alldown  both ports of node1/mlx5_3 down under AUTOHA_HA=port: the job fails with NCCL's
+#              error within a bound (no hang)
+#       path   bonded dual-port NICs, link leaf2-spine1 (node1's side) down under AUTOHA_HA=path with the
+#              fabric's model (AUTOHA_QP_TOPO from ncclsim-fabric): the job completes
+#       peace  no fault: AUTOHA_HA=port runs the same simulated time as without autoha
+set -u
+case_=$1 run=$2 job=$3 simlib=$4 so=$5
+fail() { printf 'FAIL (%s): %s\n--- output ---\n%s\n' "$case_" "$1" "$out"; exit 1; }
+export LD_LIBRARY_PATH="$simlib" NCCLSIM_RUN_GRACE_S=2 NCCLSIM_TIMEOUT_S=30 NCCLSIM_VERBS_TIMEOUT_SCALE=0.01
+iters=${HA_TEST_ITERS:-25}
+ranks=4
+job_run() { # env... : runs the job, sets out, rc, took
+  local start; start=$(date +%s)
+  out=$(env "$@" timeout 250 "$run" -n "$ranks" --nodes 2 -- "$job" --iters "$iters" 2>&1); rc=$?
+  took=$(( $(date +%s) - start ))
+}
+dual=(NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC=bond=0)
+case $case_ in
+port)
+  rep=$(mktemp -d); trap 'rm -rf "$rep"' EXIT
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so" \
+    AUTOHA_REPORT="$rep/%h-%p.json"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=port (rc $rc)"
+  # the reports' "ha" sections count the same failovers, each with its device and stall
+  nrep=$(cat "$rep"/*.json | grep -oE '"failovers": [0-9]+' | awk '{s+=$2} END {print s+0}')
+  nev=$(cat "$rep"/*.json | tr -d ' \n' | grep -oE '"dev":"mlx5_3","port":1,"shadow_port":2,"stall_ms":[0-9.e-]+' | wc -l)
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=port"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
+  [ "$nrep" = "$n" ] && [ "$nev" = "$n" ] || fail "the reports show $nrep failovers ($nev events), the log $n"
+  txt=$("$(dirname "$run")/autoha" report "$rep"/*.json 2>&1) || fail "autoha report failed: $txt"
+  grep -qE "^ha \(port\): [0-9]+ shadows ready, [1-9][0-9]* failovers" <<<"$txt" || fail "autoha report shows no ha failovers: $txt"
+  grep -qE "^  QP [0-9]+ on mlx5_3 port 1 -> shadow on port 2: stall [0-9.]+ ms" <<<"$txt" || fail "autoha report lists no failover: $txt"
+  grep -E "failed over" <<<"$out" | grep -qv "mlx5_3" && fail "a queue pair off mlx5_3 failed over"
+  replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
+  echo "ok: port down under AUTOHA_HA=port -> $n failovers, $replayed work requests replayed, job completed in $took s"
+  # the same run without HA fails as NCCL does
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:portdown:node1/mlx5_3:1" AUTOHA_HA=off LD_PRELOAD="$so"
+  [ $rc -ne 0 ] || fail "the job without HA should fail"
+  grep -qE "NET/IB: Got completion from peer .* with status=transport retry counter exceeded\(12\).* hca mlx5_3" <<<"$out" ||
+    fail "without HA: no RETRY_EXC_ERR completion on mlx5_3"
+  echo "ok: the same run without HA fails with RETRY_EXC_ERR in $took s"
+  ;;
+port2x8)
+  # 16 ranks, 8 per node: each node's 8 NICs carry channels; the fault comes once every rank's
+  # shadows are up (the job's start takes longer)
+  ranks=16 iters=${HA_TEST_ITERS:-12}
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=4s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the 2x8 job failed under AUTOHA_HA=port (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=port"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
+  grep -E "failed over" <<<"$out" | grep -qv "mlx5_3" && fail "a queue pair off mlx5_3 failed over"
+  echo "ok: 2x8, port down under AUTOHA_HA=port -> $n failovers, job completed in $took s"
+  ;;
+alldown)
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=2s:portdown:node1/mlx5_3:2" \
+    AUTOHA_HA=port AUTOHA_HA_FAILOVER_S=5 LD_PRELOAD="$so"
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "the job should fail by itself (rc $rc)"
+  [ "$took" -le 40 ] || fail "the job took $took s to fail (bound 40 s)"
+  grep -qE "NET/IB: Got completion from peer .* hca mlx5_3" <<<"$out" || fail "NCCL got no failed completion on mlx5_3"
+  grep -qE "ncclRemoteError|remote process exited or there was a network error" <<<"$out" ||
+    fail "the collective did not fail with ncclRemoteError"
+  grep -q "its shadow failed too" <<<"$out" || fail "no queue pair tried its shadow before failing"
+  echo "ok: every path down -> a failover, the shadow failing too, NCCL's error in $took s"
+  ;;
+path)
+  # bonded dual-port NICs (one address, the fabric's default), the planner's model of this fabric
+  topo=$(mktemp); trap 'rm -f "$topo"' EXIT
+  NCCLSIM_TOPO=nic=8x400x2 "$(dirname "$run")/ncclsim-fabric" topo 2 > "$topo" || fail "ncclsim-fabric topo failed"
+  job_run NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC_FAULTS="at=2s:down:${HA_TEST_LINK:-leaf2-spine1}" \
+    AUTOHA_HA=path AUTOHA_QP_TOPO="$topo" LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=path (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=path"
+  n=$(grep -c "failed over to its shadow" <<<"$out")
+  [ "$n" -ge 1 ] || fail "expected a failover, saw none (does the link carry a primary?)"
+  echo "ok: link down under AUTOHA_HA=path -> $n failovers, job completed in $took s"
+  ;;
+peace)
+  job_run "${dual[@]}" AUTOHA_HA=off LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job without HA failed"
+  base=$(grep -oE "[0-9.]+ ms per iteration" <<<"$out")
+  job_run "${dual[@]}" AUTOHA_HA=port AUTOHA_LOG=debug AUTOHA_LOG_SUBSYS=qp LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job under AUTOHA_HA=port failed"
+  ha=$(grep -oE "[0-9.]+ ms per iteration" <<<"$out")
+  [ "$base" = "$ha" ] || fail "simulated time differs: '$base' without HA, '$ha' with"
+  n=$(grep -c "shadow QP [0-9]* (port 2) is ready" <<<"$out")
+  [ "$n" -ge 16 ] || fail "expected every queue pair's shadow to become ready, saw $n"
+  grep -q "failed over" <<<"$out" && fail "a failover without a fault"
+  echo "ok: peace time: $n shadows ready, $ha as without HA"
+  ;;
+*) echo "unknown case $case_"; exit 2 ;;
+esac

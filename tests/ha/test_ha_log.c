@@ -1,0 +1,252 @@
+/* test_ha_log.c: unit tests of the failover bookkeeping (path/ah_ha_log.c) — the send and receive
+ * logs retire exactly what a completion covers, a failed post forgets only what was not posted,
+ * and the replay plan matches a model of an RC connection: for a failure at every point of a
+ * stream of NCCL-like chains (unsignalled RDMA WRITE + signalled WRITE_WITH_IMM, CTS-like plain
+ * writes), the receiver ends up taking every message exactly once, in order, and the sender's
+ * completions are exactly those it would have had without the failure. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_check.h"
+#include "ah_ha.h"
+#include "ah_report.h"
+
+static ah_ha_swr_t wr(int opcode, int signaled, uint64_t id) {
+  ah_ha_swr_t w;
+  memset(&w, 0, sizeof w);
+  w.opcode = opcode;
+  w.send_flags = signaled ? 2u /* IBV_SEND_SIGNALED */ : 0;
+  w.wr_id = id;
+  return w;
+}
+
+START_TEST(consuming_opcodes) {
+  ck_assert_int_eq(ah_ha_consumes(AH_HA_WR_RDMA_WRITE), 0);
+  ck_assert_int_eq(ah_ha_consumes(AH_HA_WR_RDMA_READ), 0);
+  ck_assert_int_eq(ah_ha_consumes(AH_HA_WR_RDMA_WRITE_WITH_IMM), 1);
+  ck_assert_int_eq(ah_ha_consumes(AH_HA_WR_SEND), 1);
+  ck_assert_int_eq(ah_ha_consumes(AH_HA_WR_SEND_WITH_IMM), 1);
+}
+END_TEST
+
+START_TEST(send_log_retire_and_unpush) {
+  ah_ha_slog_t l;
+  ck_assert_int_eq(ah_ha_slog_init(&l, 4), 0);
+  ck_assert_uint_eq(ah_ha_slog_room(&l), 4);
+  ah_ha_swr_t a = wr(AH_HA_WR_RDMA_WRITE, 0, 10), b = wr(AH_HA_WR_RDMA_WRITE_WITH_IMM, 1, 11);
+  ck_assert_uint_eq(ah_ha_slog_push(&l, &a), 0);
+  ck_assert_uint_eq(ah_ha_slog_push(&l, &b), 1);
+  ck_assert_uint_eq(ah_ha_slog_push(&l, &a), 2);
+  ck_assert_uint_eq(l.cons, 1);
+  ck_assert_uint_eq(ah_ha_slog_at(&l, 1)->wr_id, 11);
+  ck_assert_uint_eq(ah_ha_slog_at(&l, 1)->cons, 1);
+  ck_assert_ptr_null(ah_ha_slog_at(&l, 3));
+  /* the signalled WR 1 completed: 0 and 1 are retired, 2 stays */
+  ck_assert_uint_eq(ah_ha_slog_retire(&l, 1), 2);
+  ck_assert_uint_eq(l.cons_tail, 1);
+  ck_assert_ptr_null(ah_ha_slog_at(&l, 0));
+  ck_assert_ptr_nonnull(ah_ha_slog_at(&l, 2));
+  ck_assert_uint_eq(ah_ha_slog_retire(&l, 1), 0); /* already retired */
+  /* a post that failed at its second WR keeps only the first */
+  uint64_t first = l.head;
+  ah_ha_slog_push(&l, &b);
+  ah_ha_slog_push(&l, &b);
+  ck_assert_uint_eq(l.cons, 3);
+  ah_ha_slog_unpush(&l, first + 1);
+  ck_assert_uint_eq(l.head, first + 1);
+  ck_assert_uint_eq(l.cons, 2);
+  /* the ring wraps: capacity 4, sequence numbers keep growing */
+  ah_ha_slog_retire(&l, first);
+  for (int i = 0; i < 4; i++) ah_ha_slog_push(&l, &a);
+  ck_assert_uint_eq(ah_ha_slog_room(&l), 0);
+  ck_assert_uint_eq(ah_ha_slog_at(&l, l.head - 1)->wr_id, 10);
+  ah_ha_slog_free(&l);
+}
+END_TEST
+
+/* Send completions name their entry by order: the next one retires up to the oldest signalled
+ * entry (unsignalled WRs before it retire with it), and a QP signalling every WR retires one by one. */
+START_TEST(send_log_complete_in_order) {
+  ah_ha_slog_t l;
+  ck_assert_int_eq(ah_ha_slog_init(&l, 8), 0);
+  ah_ha_swr_t u = wr(AH_HA_WR_RDMA_WRITE, 0, 1), sg = wr(AH_HA_WR_RDMA_WRITE_WITH_IMM, 1, 2);
+  ah_ha_slog_push(&l, &u);
+  ah_ha_slog_push(&l, &sg);
+  ah_ha_slog_push(&l, &u);
+  ah_ha_slog_push(&l, &u);
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), 1);
+  ck_assert_uint_eq(l.tail, 2);
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), -1); /* no signalled entry left: nothing retired */
+  ck_assert_uint_eq(l.tail, 2);
+  l.sig_all = 1;
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), 2);
+  ck_assert_uint_eq(l.tail, 3);
+  ah_ha_slog_free(&l);
+}
+END_TEST
+
+START_TEST(recv_log_in_order) {
+  ah_ha_rlog_t l;
+  ck_assert_int_eq(ah_ha_rlog_init(&l, 3), 0);
+  ah_ha_rwr_t r = {.wr_id = 7};
+  ck_assert_uint_eq(ah_ha_rlog_push(&l, &r), 0);
+  r.wr_id = 8;
+  ck_assert_uint_eq(ah_ha_rlog_push(&l, &r), 1);
+  ck_assert_int_eq(ah_ha_rlog_complete(&l, 1), -1); /* not the oldest */
+  ck_assert_int_eq(ah_ha_rlog_complete(&l, 0), 0);
+  ck_assert_int_eq(ah_ha_rlog_complete(&l, 1), 0);
+  ck_assert_int_eq(ah_ha_rlog_complete(&l, 2), -1); /* never posted */
+  ck_assert_uint_eq(l.done, 2);
+  ah_ha_rlog_push(&l, &r);
+  ah_ha_rlog_unpush(&l, 2);
+  ck_assert_uint_eq(l.head, 2);
+  ah_ha_rlog_free(&l);
+}
+END_TEST
+
+START_TEST(plan_rejects_impossible_counts) {
+  ah_ha_slog_t l;
+  ah_ha_slog_init(&l, 8);
+  ah_ha_swr_t b = wr(AH_HA_WR_RDMA_WRITE_WITH_IMM, 1, 1);
+  for (int i = 0; i < 3; i++) ah_ha_slog_push(&l, &b);
+  ah_ha_slog_retire(&l, 0);
+  uint64_t first = 99;
+  ck_assert_int_eq(ah_ha_replay_plan(&l, 0, &first), -1); /* fewer than already confirmed */
+  ck_assert_int_eq(ah_ha_replay_plan(&l, 4, &first), -1); /* more than ever posted */
+  ck_assert_uint_eq(first, 99);
+  ck_assert_int_eq(ah_ha_replay_plan(&l, 1, &first), 0);
+  ck_assert_uint_eq(first, 1);
+  ck_assert_int_eq(ah_ha_replay_plan(&l, 3, &first), 0);
+  ck_assert_uint_eq(first, 3);
+  ah_ha_slog_free(&l);
+}
+END_TEST
+
+/* A model of one RC connection: the sender posts `nmsg` NCCL chains; the wire delivers the first
+ * `delivered` WRs in order; ACKs (send completions) for the first `acked` of them reach the sender
+ * (acked <= delivered). Then the primary fails. The plan must make the receiver see every
+ * consuming message exactly once in order, and the sender's signalled completions come exactly
+ * once in order. */
+static void model(int nmsg, int delivered, int acked) {
+  ah_ha_slog_t l;
+  ck_assert_int_eq(ah_ha_slog_init(&l, 4096), 0);
+  ah_ha_swr_t posted[1024];
+  int np = 0;
+  for (int m = 0; m < nmsg; m++) {
+    posted[np] = wr(AH_HA_WR_RDMA_WRITE, 0, 1000 + (uint64_t)m); /* the chain's payload */
+    ah_ha_slog_push(&l, &posted[np++]);
+    posted[np] = wr(AH_HA_WR_RDMA_WRITE_WITH_IMM, 1, (uint64_t)m); /* its signalled tail */
+    ah_ha_slog_push(&l, &posted[np++]);
+    if (m % 3 == 0) { /* a CTS-like plain write, signalled now and then */
+      posted[np] = wr(AH_HA_WR_RDMA_WRITE, m % 2, 5000 + (uint64_t)m);
+      ah_ha_slog_push(&l, &posted[np++]);
+    }
+  }
+  if (delivered > np) delivered = np;
+  if (acked > delivered) acked = delivered;
+  /* what each side saw on the primary */
+  uint64_t recv_taken = 0;
+  for (int i = 0; i < delivered; i++) recv_taken += (uint64_t)ah_ha_consumes(posted[i].opcode);
+  int completions[1024], nc = 0; /* wr_ids of signalled sends NCCL saw, in order */
+  for (int i = 0; i < acked; i++)
+    if (posted[i].send_flags & 2u) {
+      completions[nc++] = (int)posted[i].wr_id;
+      ah_ha_slog_retire(&l, (uint64_t)i);
+    }
+  /* the failover */
+  uint64_t first;
+  ck_assert_int_eq(ah_ha_replay_plan(&l, recv_taken, &first), 0);
+  ck_assert_uint_ge(first, l.tail);
+  ck_assert_uint_le(first, l.head);
+  for (uint64_t s = l.tail; s < first; s++) /* synthesized: delivered, completion lost */
+    if (l.e[s % l.cap].send_flags & 2u) completions[nc++] = (int)l.e[s % l.cap].wr_id;
+  uint64_t taken_again = 0;
+  for (uint64_t s = first; s < l.head; s++) { /* replayed on the shadow: delivered and acked there */
+    const ah_ha_swr_t *e = &l.e[s % l.cap];
+    taken_again += (uint64_t)ah_ha_consumes(e->opcode);
+    if (e->send_flags & 2u) completions[nc++] = (int)e->wr_id;
+    /* nothing the receiver already took is sent again */
+    ck_assert_msg(!ah_ha_consumes(e->opcode) || e->cons > recv_taken, "message %llu replayed twice",
+                  (unsigned long long)e->cons);
+  }
+  ck_assert_uint_eq(recv_taken + taken_again, l.cons); /* every message once */
+  /* the sender's completions: exactly those of a run without the failure, in order */
+  int want = 0;
+  for (int i = 0; i < np; i++)
+    if (posted[i].send_flags & 2u) {
+      ck_assert_int_lt(want, nc);
+      ck_assert_int_eq(completions[want], (int)posted[i].wr_id);
+      want++;
+    }
+  ck_assert_int_eq(want, nc);
+  ah_ha_slog_free(&l);
+}
+
+START_TEST(plan_every_failure_point) {
+  for (int nmsg = 1; nmsg <= 6; nmsg++) {
+    int np = nmsg * 2 + (nmsg + 2) / 3;
+    for (int d = 0; d <= np; d++)
+      for (int a = 0; a <= d; a++) model(nmsg, d, a);
+  }
+}
+END_TEST
+
+/* The report's "ha" section survives a write and a read, and is absent when HA is off. */
+START_TEST(report_ha_roundtrip) {
+  ah_report_t *r = calloc(1, sizeof *r);
+  ck_assert_ptr_nonnull(r);
+  snprintf(r->host, sizeof r->host, "h");
+  snprintf(r->mode, sizeof r->mode, "tune");
+  r->rank = 1;
+  char *off = ah_report_to_string(r);
+  ck_assert_ptr_nonnull(off);
+  ck_assert_ptr_null(strstr(off, "\"ha\""));
+  free(off);
+  snprintf(r->ha.policy, sizeof r->ha.policy, "port");
+  r->ha.shadows = 16, r->ha.failovers = 2, r->ha.replayed = 3, r->ha.synthesized = 1;
+  r->ha.nfail = 2;
+  for (int i = 0; i < 2; i++) {
+    ah_report_failover_t *f = &r->ha.fail[i];
+    f->time_s = 1000.5 + i, f->qpn = 77 + (uint32_t)i, f->port = 1, f->shadow_port = 2, f->stall_ms = 1.25;
+    f->replayed = (uint32_t)(i + 1), f->synthesized = (uint32_t)i;
+    snprintf(f->dev, sizeof f->dev, "mlx5_%d", i);
+  }
+  char *text = ah_report_to_string(r);
+  ck_assert_ptr_nonnull(text);
+  ah_report_t *back = NULL;
+  char err[256];
+  ck_assert_msg(ah_report_parse(text, &back, err, sizeof err) == 0, "%s", err);
+  ck_assert_str_eq(back->ha.policy, "port");
+  ck_assert_uint_eq(back->ha.shadows, 16);
+  ck_assert_uint_eq(back->ha.failovers, 2);
+  ck_assert_uint_eq(back->ha.replayed, 3);
+  ck_assert_uint_eq(back->ha.synthesized, 1);
+  ck_assert_int_eq(back->ha.nfail, 2);
+  ck_assert_uint_eq(back->ha.fail[1].qpn, 78);
+  ck_assert_str_eq(back->ha.fail[1].dev, "mlx5_1");
+  ck_assert_int_eq(back->ha.fail[1].shadow_port, 2);
+  ck_assert_uint_eq(back->ha.fail[1].replayed, 2);
+  ck_assert(back->ha.fail[0].stall_ms > 1.2 && back->ha.fail[0].stall_ms < 1.3);
+  ah_report_free(back);
+  free(text);
+  free(r);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("ha_log");
+  TCase *tc = tcase_create("ha_log");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, consuming_opcodes);
+  tcase_add_test(tc, send_log_retire_and_unpush);
+  tcase_add_test(tc, send_log_complete_in_order);
+  tcase_add_test(tc, recv_log_in_order);
+  tcase_add_test(tc, plan_rejects_impossible_counts);
+  tcase_add_test(tc, plan_every_failure_point);
+  tcase_add_test(tc, report_ha_roundtrip);
+  suite_add_tcase(s, tc);
+  return ah_check_run(s);
+}
