@@ -130,6 +130,44 @@ int ah_path_link_failed(const ah_path_topo_t *topo, int leaf, int spine);
 int ah_path_plan(const ah_path_topo_t *topo, const ah_path_flow_t *flows, int nflows,
                  ah_path_route_t *routes);
 
+/* ---- re-planning around failed or degraded links (ah_path_replan.c) -------------------------- */
+
+/* A leaf–spine link's state now, both directions: its capacity fraction (0 down, between 0 and 1
+ * degraded). Unlike the topology's `fail` lines, switches do not route around these links (a link
+ * that went down under a running job, before routing converged): a flow hashed onto one stays. */
+typedef struct {
+  int leaf, spine;
+  double fraction;
+} ah_path_link_state_t;
+
+typedef struct {
+  double spine_rel;  /* leaf–spine link capacity ÷ a NIC port's (0: 1, as on a 1:1 fabric) */
+  int candidates;    /* source ports tried per moved flow (0: 256) */
+} ah_path_replan_opts_t;
+
+/* Re-plans the flows hit by failed or degraded links: routes[i].sport is flow i's current port on
+ * entry; flows whose route (in the topology's hash view) crosses a link of `links` below full
+ * capacity, or that have no route, get the port whose route leaves them the largest share of
+ * their worst link (capacity ÷ flows), placed greedily and then re-placed until nothing improves —
+ * so moved flows spread over the surviving links. Every route's side and spine are refreshed;
+ * planned is 0 for a flow left without a live path. Returns the number of flows whose port changed
+ * (moved[i] = 1 for those, when moved is not NULL), or -1 when out of memory.
+ * Note that other flows keep their ports: the result is what the shim applies with one RTS→RTS
+ * modify (mlx5dv_modify_qp_udp_sport) per moved queue pair. */
+int ah_path_replan(const ah_path_topo_t *topo, const ah_path_flow_t *flows, int nflows,
+                   const ah_path_link_state_t *links, int nlinks, const ah_path_replan_opts_t *opts,
+                   ah_path_route_t *routes, unsigned char *moved);
+/* The model's share of the slowest flow with these ports (per link capacity ÷ flows, relative to a
+ * NIC port; 0 when a flow's path is down), or -1 when out of memory. */
+double ah_path_replan_share(const ah_path_topo_t *topo, const ah_path_flow_t *flows, int nflows,
+                            const ah_path_link_state_t *links, int nlinks, const ah_path_replan_opts_t *opts,
+                            const ah_path_route_t *routes);
+/* An upper bound on the slowest flow's share under any choice of ports: per NIC over its two
+ * ports, per leaf pair over its live uplinks and over its live downlinks, the largest r such that
+ * the links hold every flow that must cross them at r each. -1 when out of memory. */
+double ah_path_replan_bound(const ah_path_topo_t *topo, const ah_path_flow_t *flows, int nflows,
+                            const ah_path_link_state_t *links, int nlinks, const ah_path_replan_opts_t *opts);
+
 /* ---- runtime policy (what the shim asks) ------------------------------------------------------ */
 
 enum { AH_PATH_SPORT_OFF = 0, AH_PATH_SPORT_SPREAD, AH_PATH_SPORT_FILE, AH_PATH_SPORT_PLAN };

@@ -26,6 +26,7 @@
 #include "ah_coord.h"
 #include "ah_env.h"
 #include "ah_ha.h"
+#include "ah_ha_rebal.h"
 #include "ah_log.h"
 #include "ah_path.h"
 #include "ah_report.h"
@@ -83,6 +84,8 @@ typedef struct ha_qp {
   _Atomic int drained_send, drained_recv;
   /* bookkeeping */
   int busy;                 /* the background thread works on it (under ha_mu) */
+  int flow;                 /* its flow in the rebalance's plan: -2 not looked up, -1 none */
+  uint16_t rb_sport;        /* the port the rebalance moved its shadow to (0: not moved) */
   struct ha_qp *next;
 } ha_qp_t;
 
@@ -541,7 +544,7 @@ static void *ha_thread(void *arg);
 
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real) {
   if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp || !real->modify_qp ||
-      !real->destroy_qp || !real->query_gid || !ah_shim_ha_on()) {
+      !real->destroy_qp || !real->query_gid || !real->qp_sport || !real->move_sport || !ah_shim_ha_on()) {
     ah_log(AH_LOG_DEBUG, "HA: QP %u is not managed (type %d, verbs %d%d%d%d)", qp ? qp->qp_num : 0,
            qp ? (int)qp->qp_type : -1, !!real->create_qp, !!real->modify_qp, !!real->destroy_qp, !!real->query_gid);
     return;
@@ -563,6 +566,7 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
   m->recv_cq = init->recv_cq;
   m->cap = init->cap;
   m->port = 1;
+  m->flow = -2;
   pthread_mutex_init(&m->mu, NULL);
   pthread_mutex_lock(&ha_mu);
   ha_ctx_t *hc = ctx_get(qp->context, real);
@@ -663,6 +667,58 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
   errno = saved;
 }
 
+/* ---- async events ------------------------------------------------------------------------------ */
+
+static _Atomic unsigned long st_events; /* events absorbed */
+
+int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_event *ev) {
+  if (!ev || !atomic_load(&nctx)) return 0;
+  ha_ctx_t *hc = ctx_of(ctx);
+  if (!hc) return 0;
+  switch (ev->event_type) {
+  case IBV_EVENT_QP_FATAL:
+  case IBV_EVENT_QP_REQ_ERR:
+  case IBV_EVENT_QP_ACCESS_ERR:
+  case IBV_EVENT_COMM_EST:
+  case IBV_EVENT_SQ_DRAINED:
+  case IBV_EVENT_PATH_MIG:
+  case IBV_EVENT_PATH_MIG_ERR:
+  case IBV_EVENT_QP_LAST_WQE_REACHED: {
+    struct ibv_qp *qp = ev->element.qp;
+    ha_qp_t *m = qp ? table_find(hc, qp->qp_num) : NULL;
+    if (!m) return 0;
+    int st = atomic_load(&m->state);
+    /* a shadow's event would look to NCCL like one of its own QPs' (its qp_context is NULL); a
+     * primary the HA layer is moving off, or moved off, is no longer NCCL's concern */
+    int own = m->sh == qp || (m->qp == qp && (st == HA_FAILING || st == HA_SHADOW));
+    if (own) {
+      atomic_fetch_add(&st_events, 1);
+      AH_LOG_CAPPED(4, AH_LOG_INFO, "HA: async event %d of %s QP %u absorbed", (int)ev->event_type,
+                    m->sh == qp ? "the shadow of" : "failed-over", m->qpn);
+    }
+    return own;
+  }
+  case IBV_EVENT_PORT_ERR: {
+    int port = ev->element.port_num, n = 0, covered = 0;
+    pthread_mutex_lock(&ha_mu);
+    for (ha_qp_t *m = qps; m; m = m->next) {
+      if (m->hc != hc || m->port != port) continue;
+      n++;
+      int st = atomic_load(&m->state), sh = atomic_load(&m->sh_state);
+      covered += m->sh_port != port && (st == HA_SHADOW || ((st == HA_PEACE || st == HA_FAILING) && sh == SH_READY));
+    }
+    pthread_mutex_unlock(&ha_mu);
+    if (n == 0 || covered != n) return 0;
+    atomic_fetch_add(&st_events, 1);
+    ah_log(AH_LOG_WARN, "HA: %s port %d is down; its %d queue pairs have shadows on another port, so NCCL is not "
+           "told (PORT_ERR absorbed)", ctx->device ? ctx->device->name : "?", port, n);
+    return 1;
+  }
+  default:
+    return 0;
+  }
+}
+
 /* ---- the background thread: shadows and failovers --------------------------------------------- */
 
 #define HA_KEY 32 /* AH_COORD_DIR_KEY */
@@ -676,6 +732,7 @@ typedef struct {
   uint32_t magic, qpn;
   uint8_t gid[16];
   uint32_t port, policy;
+  uint32_t sport; /* the primary's UDP source port as the hook set it (0: NCCL's own) */
 } shadow_info_t;
 
 /* The directory key of one end's record: its GID, its QP number, the peer's QP number, the kind. */
@@ -761,7 +818,7 @@ static int shadow_create(ha_qp_t *m) {
   m->sh_port = port;
   table_set(hc, sh->qp_num, m);
   pthread_mutex_unlock(&ha_mu);
-  shadow_info_t info = {SHADOW_MAGIC, sh->qp_num, {0}, (uint32_t)port, (uint32_t)policy};
+  shadow_info_t info = {SHADOW_MAGIC, sh->qp_num, {0}, (uint32_t)port, (uint32_t)policy, m->hc->real.qp_sport(m->qp)};
   memcpy(info.gid, gid.raw, 16);
   uint8_t key[HA_KEY];
   dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_SHADOW);
@@ -786,11 +843,15 @@ static void topo_load(void) {
 /* The flow label of m's shadow: AUTOHA_HA=path with a topology picks a source port whose modelled
  * spine avoids both directions of the primary; otherwise the shadow's own QP numbers give
  * another port than the primary's (another ECMP hash, not a guaranteed other link). */
-static uint32_t shadow_label(ha_qp_t *m, uint32_t peer_sh_qpn) {
+static uint32_t shadow_label(ha_qp_t *m, const shadow_info_t *peer) {
+  uint32_t peer_sh_qpn = peer->qpn;
+  /* the primaries' ports as they run: the hook's (AUTOHA_QP_SPORT) when it set one, else NCCL's */
   uint32_t plabel = m->rtr.ah_attr.grh.flow_label ? m->rtr.ah_attr.grh.flow_label
                                                   : ah_path_label_from_qpn(m->qpn, m->rtr.dest_qp_num);
-  uint16_t psport = ah_path_label_to_sport(plabel);
-  uint16_t peer_sport = ah_path_label_to_sport(ah_path_label_from_qpn(m->rtr.dest_qp_num, m->qpn));
+  uint16_t psport = m->hc->real.qp_sport(m->qp);
+  if (!psport) psport = ah_path_label_to_sport(plabel);
+  uint16_t peer_sport = peer->sport ? (uint16_t)peer->sport
+                                    : ah_path_label_to_sport(ah_path_label_from_qpn(m->rtr.dest_qp_num, m->qpn));
   uint32_t label = ah_path_label_from_qpn(m->sh_qpn, peer_sh_qpn);
   if (ah_env_settings()->ha == 1) {
     pthread_once(&topo_once, topo_load);
@@ -811,7 +872,7 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   a.rq_psn = 0;
   a.ah_attr.port_num = (uint8_t)m->sh_port;
   memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
-  uint32_t label = shadow_label(m, peer->qpn);
+  uint32_t label = shadow_label(m, peer);
   a.ah_attr.grh.flow_label = label;
   int rc = hc->real.modify_qp(m->sh, &a, m->rtr_mask);
   if (rc != 0) {
@@ -960,6 +1021,155 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   return 0;
 }
 
+/* ---- rebalance: C4P's dynamic re-plan after failovers (AUTOHA_HA=path) ----------------------- */
+
+/* Every process that fails a primary over publishes the leaf–spine links its planned route crossed
+ * ("HAL1", keyed by leaf and spine); every process that failed over reads the job's whole set a
+ * few times in the seconds after (other processes' failovers come in), re-plans the job's flows
+ * around it with ah_path_replan — the same topology, plan and links give every process the same
+ * answer — and moves its own queue pairs that the re-plan moved, live, with
+ * mlx5dv_modify_qp_udp_sport. Without the re-plan every flow of a dead link lands on its shadow's
+ * pre-picked port, and several of them can share one surviving link. It needs every primary on its
+ * planned port (AUTOHA_QP_SPORT=plan), or the model does not know where the flows run. */
+#define KIND_LINK 0x314c4148u /* "HAL1" */
+#define RB_LINKS_MAX 1024     /* leaf–spine links looked up per re-plan */
+static const double rb_checks[] = {0.3, 1.0, 3.0}; /* seconds after a failover: re-plan then */
+
+static pthread_once_t rb_once = PTHREAD_ONCE_INIT;
+static ah_path_flow_t *rb_flows;
+static ah_path_route_t *rb_plan;
+static int rb_n; /* flows of the plan; 0: no rebalance */
+static double rb_t0; /* the background thread's: the last failover, 0 none pending */
+static int rb_step;
+static _Atomic unsigned long st_rebal, st_rebal_moved;
+static double st_rb_before, st_rb_share, st_rb_bound; /* under events_mu */
+
+static void rb_load(void) {
+  const ah_settings_t *env = ah_env_settings();
+  pthread_once(&topo_once, topo_load);
+  if (env->ha != 1 || !topo) return;
+  if (!env->qp || env->qp_sport != AH_PATH_SPORT_PLAN) {
+    ah_log(AH_LOG_INFO, "HA: no rebalance after failovers: it needs AUTOHA_QP_SPORT=plan (each primary on its "
+           "planned port, so that the fabric model knows where every flow runs)");
+    return;
+  }
+  int n = ah_path_topo_flows(topo, &rb_flows);
+  if (n <= 0) return;
+  rb_plan = calloc((size_t)n, sizeof *rb_plan);
+  if (!rb_plan || ah_path_plan(topo, rb_flows, n, rb_plan) != 0) {
+    ah_log(AH_LOG_WARN, "HA: out of memory for the rebalance's plan; failovers keep their shadows' ports");
+    free(rb_plan);
+    rb_plan = NULL;
+    return;
+  }
+  rb_n = n;
+}
+
+/* m's flow in the plan, by the port the hook gave its primary; -1 when the plan does not have it
+ * (the receiving end of a connection: the plan places senders). */
+static int rb_flow_of(ha_qp_t *m) {
+  if (!m->qp) return -1;
+  return ah_ha_rebal_flow(topo, rb_flows, rb_plan, rb_n, m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw,
+                          m->hc->real.qp_sport(m->qp), NULL);
+}
+
+static void rb_link_key(uint8_t key[HA_KEY], int leaf, int spine) {
+  static const uint8_t job[16] = {0};
+  dir_key(key, job, (uint32_t)leaf, (uint32_t)spine, KIND_LINK);
+}
+
+/* m failed over: publish the links its primary's planned route crossed, and re-plan soon. Runs on
+ * the background thread. */
+static void rb_note_failover(ha_qp_t *m) {
+  pthread_once(&rb_once, rb_load);
+  if (!rb_n) return;
+  if (m->flow == -2) m->flow = rb_flow_of(m);
+  if (m->flow >= 0) {
+    ah_path_link_state_t l[2];
+    int n = ah_ha_rebal_suspects(topo, &rb_flows[m->flow], rb_plan[m->flow].sport, l);
+    for (int i = 0; i < n; i++) {
+      uint8_t key[HA_KEY];
+      double down = 0;
+      rb_link_key(key, l[i].leaf, l[i].spine);
+      dir_put(key, &down, sizeof down);
+    }
+  }
+  rb_t0 = now_s();
+  rb_step = 0;
+}
+
+/* Re-plans around the job's known failed links and moves this process's queue pairs the re-plan
+ * moved. Runs on the background thread, at the times of rb_checks after the last failover. */
+static void rb_check(void) {
+  if (!rb_n || rb_t0 == 0 || now_s() < rb_t0 + rb_checks[rb_step]) return;
+  if (++rb_step == (int)(sizeof rb_checks / sizeof rb_checks[0])) rb_t0 = 0;
+  int nleaf = 2 * topo->npairs, S = topo->nspines;
+  static ah_path_link_state_t links[RB_LINKS_MAX];
+  int nl = 0;
+  for (int l = 0; l < nleaf; l++)
+    for (int sp = 0; sp < S && l * S + sp < RB_LINKS_MAX; sp++) {
+      uint8_t key[HA_KEY];
+      double frac = 1;
+      rb_link_key(key, l, sp);
+      if (dir_get(key, &frac, sizeof frac, 0.001) == (int)sizeof frac && frac < 1)
+        links[nl++] = (ah_path_link_state_t){l, sp, frac};
+    }
+  if (!nl) return;
+  ah_path_route_t *routes = malloc((size_t)rb_n * sizeof *routes);
+  unsigned char *moved = calloc((size_t)rb_n, 1);
+  ah_ha_rebal_result_t res;
+  if (!routes || !moved || ah_ha_rebal_plan(topo, rb_flows, rb_plan, rb_n, links, nl, routes, moved, &res) != 0) {
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: out of memory for a rebalance; failovers keep their shadows' ports");
+    free(routes);
+    free(moved);
+    return;
+  }
+  ha_qp_t *work[256];
+  int nw = 0, nmoved = 0, nfail = 0;
+  pthread_mutex_lock(&ha_mu);
+  for (ha_qp_t *m = qps; m && nw < 256; m = m->next)
+    if (atomic_load(&m->state) == HA_SHADOW && !m->busy) {
+      m->busy = 1;
+      work[nw++] = m;
+    }
+  pthread_mutex_unlock(&ha_mu);
+  for (int i = 0; i < nw; i++) {
+    ha_qp_t *m = work[i];
+    if (m->flow == -2) m->flow = rb_flow_of(m);
+    if (m->flow < 0 || !moved[m->flow] || m->rb_sport == routes[m->flow].sport) continue;
+    pthread_mutex_lock(&m->mu); /* no post on the shadow while its port changes */
+    int rc = atomic_load(&m->state) == HA_SHADOW ? m->hc->real.move_sport(m->sh, routes[m->flow].sport) : 0;
+    int err = errno;
+    pthread_mutex_unlock(&m->mu);
+    if (rc == 0) {
+      m->rb_sport = routes[m->flow].sport;
+      nmoved++;
+    } else {
+      nfail++;
+      AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: rebalance: cannot move the shadow of QP %u to port %u (%s); it keeps its "
+                    "own", m->qpn, routes[m->flow].sport, err == ENOSYS ? "libmlx5 has no mlx5dv_modify_qp_udp_sport" : strerror(err));
+    }
+  }
+  pthread_mutex_lock(&ha_mu);
+  for (int i = 0; i < nw; i++) work[i]->busy = 0;
+  pthread_cond_broadcast(&idle_cv);
+  pthread_mutex_unlock(&ha_mu);
+  if (nmoved) {
+    atomic_fetch_add(&st_rebal, 1);
+    atomic_fetch_add(&st_rebal_moved, (unsigned long)nmoved);
+    ah_log(AH_LOG_WARN, "HA: rebalance: %d leaf-spine links down, %d flows re-planned job-wide, %d of this process's "
+           "queue pairs moved live; modelled slowest flow %.3f of a port with the plan's ports, %.3f re-planned, best "
+           "possible %.3f (%.0f%%)", nl, res.moved, nmoved, res.before, res.share, res.bound,
+           res.bound > 0 ? 100 * res.share / res.bound : 0.0);
+  }
+  pthread_mutex_lock(&events_mu);
+  st_rb_before = res.before, st_rb_share = res.share, st_rb_bound = res.bound;
+  pthread_mutex_unlock(&events_mu);
+  (void)nfail;
+  free(routes);
+  free(moved);
+}
+
 /* One step of m's failover; returns 1 when it moved (run it again soon). */
 static int failover_step(ha_qp_t *m) {
   ha_ctx_t *hc = m->hc;
@@ -990,10 +1200,21 @@ static int failover_step(ha_qp_t *m) {
     return 1;
   }
   if (m->fo_step == FO_DRAIN) {
-    if (!atomic_load(&m->drained_send) || !atomic_load(&m->drained_recv)) {
+    /* A queue with nothing outstanding (every signalled WR's completion polled: the logs retire on poll)
+     * has nothing left for NCCL to see, and NCCL may not poll it at all — the receiving end whose
+     * last message arrived waits, in NCCL's ring, for the sender whose failover waits for this
+     * side's count. Its marker's flush comes later and is absorbed. */
+    pthread_mutex_lock(&m->mu);
+    int idle_s = 1, idle_r = m->rlog.head == m->rlog.tail;
+    for (uint64_t q = m->slog.tail; q < m->slog.head && idle_s; q++) /* unsignalled WRs complete silently */
+      idle_s = !m->slog.sig_all && !(m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
+    pthread_mutex_unlock(&m->mu);
+    if ((!atomic_load(&m->drained_send) && !idle_s) || (!atomic_load(&m->drained_recv) && !idle_r)) {
       if (t > m->fo_deadline) {
         pthread_mutex_lock(&m->mu);
-        give_error(m, "the primary's completions were not drained in time");
+        give_error(m, atomic_load(&m->drained_recv) ? "the primary's send completions were not drained in time"
+                      : atomic_load(&m->drained_send) ? "the primary's receive completions were not drained in time"
+                                                      : "the primary's completions were not drained in time");
         pthread_mutex_unlock(&m->mu);
         return 1;
       }
@@ -1025,13 +1246,16 @@ static int failover_step(ha_qp_t *m) {
     int n = dir_get(key, &peer_done, sizeof peer_done, 0.002);
     const char *why = NULL;
     pthread_mutex_lock(&m->mu);
+    int switched = 0;
     if (n == (int)sizeof peer_done) {
       if (replay(m, peer_done, &why) != 0) give_error(m, why);
+      else switched = 1;
     } else if (now_s() > m->fo_deadline) {
       give_error(m, "the peer did not publish what it received within AUTOHA_HA_FAILOVER_S");
     }
     int moved = n == (int)sizeof peer_done;
     pthread_mutex_unlock(&m->mu);
+    if (switched) rb_note_failover(m);
     return moved;
   }
   return 0;
@@ -1142,6 +1366,21 @@ static void notice_check(void) {
         a.qp_state = IBV_QPS_ERR;
         ah_log(AH_LOG_INFO, "HA: QP %u: its peer failed over; moving the primary to the error state", m->qpn);
         m->hc->real.modify_qp(m->qp, &a, IBV_QP_STATE);
+        /* and start this side's failover now: a primary with nothing outstanding produces no
+         * flushed completion, and NCCL may post nothing more on it until the peer's failover
+         * (which waits for this side's count) has finished */
+        pthread_mutex_lock(&m->mu);
+        if (atomic_load(&m->state) == HA_PEACE && !m->unprotected && atomic_load(&m->sh_state) == SH_READY) {
+          m->t_fail = now_s();
+          m->fo_step = FO_DRAIN;
+          m->fo_deadline = 0;
+          atomic_store(&m->state, HA_FAILING);
+          ah_log(AH_LOG_INFO, "HA: QP %u: failing over to its shadow QP %u with its peer", m->qpn, m->sh_qpn);
+        } else {
+          ah_log(AH_LOG_INFO, "HA: QP %u: cannot follow its peer's failover (state %d, shadow %d, unprotected %d)",
+                 m->qpn, atomic_load(&m->state), atomic_load(&m->sh_state), m->unprotected);
+        }
+        pthread_mutex_unlock(&m->mu);
       }
     }
     pthread_mutex_lock(&ha_mu);
@@ -1155,6 +1394,7 @@ static void *ha_thread(void *arg) {
   (void)arg;
   for (;;) {
     notice_check();
+    rb_check();
     /* pick the QPs with work, marking them busy so that a destroy leaves them to us */
     ha_qp_t *work[256];
     int nw = 0;
@@ -1206,8 +1446,11 @@ void ah_shim_ha_report(ah_report_ha_t *h) {
   h->failovers = atomic_load(&st_failovers);
   h->replayed = atomic_load(&st_replayed);
   h->synthesized = atomic_load(&st_synth);
+  h->rebalances = atomic_load(&st_rebal);
+  h->rebalanced = atomic_load(&st_rebal_moved);
   pthread_mutex_lock(&events_mu);
   h->nfail = nevents;
+  if (h->rebalances) h->rb_before = st_rb_before, h->rb_share = st_rb_share, h->rb_bound = st_rb_bound;
   memcpy(h->fail, events, sizeof events[0] * (size_t)nevents);
   pthread_mutex_unlock(&events_mu);
 }

@@ -14,6 +14,11 @@ typedef struct {
   int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
   int (*destroy_qp)(struct ibv_qp *);
   int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+  /* from the verbs hook, for the rebalance: the UDP source port the hook gave a queue pair at RTR
+   * (0: none, NCCL's own); a live move of an RTS queue pair to another port with
+   * mlx5dv_modify_qp_udp_sport (RTS->RTS), 0 or -1 when libmlx5 lacks it or it failed (errno) */
+  uint16_t (*qp_sport)(struct ibv_qp *);
+  int (*move_sport)(struct ibv_qp *, uint16_t);
 } ah_shim_ha_verbs_t;
 
 /* 1 when AUTOHA_HA asks for shadows (path or port), else 0. Cheap after the first call. */
@@ -24,6 +29,11 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
 /* NCCL's ibv_modify_qp(qp, attr, mask) succeeded: INIT, RTR and RTS facts are kept, and at RTS the
  * background thread starts building the shadow. */
 void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask);
+/* NCCL's ibv_get_async_event on ctx returned ev: 1 when the event is the HA layer's to absorb (the
+ * caller acknowledges it and reads the next) — a shadow's QP event; a QP event of a primary failing
+ * over or failed over; PORT_ERR of a port every one of whose managed queue pairs has a ready shadow
+ * on another port, or runs on it — else 0 (NCCL gets it unchanged). */
+int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_event *ev);
 /* NCCL is about to destroy qp: its shadow goes first (it shares NCCL's CQs). */
 void ah_shim_ha_destroying(struct ibv_qp *qp);
 /* The coordinator through whose hub shadows are exchanged: the process's one connection, or NULL

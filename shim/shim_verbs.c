@@ -43,6 +43,8 @@ typedef int (*modify_qp_fn)(struct ibv_qp *, struct ibv_qp_attr *, int);
 typedef int (*destroy_qp_fn)(struct ibv_qp *);
 typedef int (*query_gid_fn)(struct ibv_context *, uint8_t, int, union ibv_gid *);
 typedef int (*udp_sport_fn)(struct ibv_qp *, uint16_t);
+typedef int (*get_async_event_fn)(struct ibv_context *, struct ibv_async_event *);
+typedef void (*ack_async_event_fn)(struct ibv_async_event *);
 
 /* ---- the real dlsym/dlvsym, found by reading ELF tables --------------------------------------- */
 
@@ -206,6 +208,44 @@ static qp_state_t *qp_state(struct ibv_qp *qp) {
   return s;
 }
 
+static uint16_t qp_sport(struct ibv_qp *qp) {
+  uint16_t sport = 0;
+  pthread_mutex_lock(&qps_lock);
+  qp_state_t *s = NULL;
+  HASH_FIND_PTR(qps, &qp, s);
+  if (s && s->qp_num == qp->qp_num) sport = s->sport;
+  pthread_mutex_unlock(&qps_lock);
+  return sport;
+}
+
+/* mlx5dv_modify_qp_udp_sport for the rebalance, resolved once whatever AUTOHA_QP_METHOD says. */
+static pthread_once_t move_once = PTHREAD_ONCE_INIT;
+static udp_sport_fn move_fn;
+static void move_init(void) {
+  real_dl_init();
+  void *h = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h) move_fn = (udp_sport_fn)atomic_load(&real_dlvsym_p)(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17");
+}
+
+static int qp_move_sport(struct ibv_qp *qp, uint16_t sport) {
+  pthread_once(&move_once, move_init);
+  if (!move_fn) {
+    errno = ENOSYS;
+    return -1;
+  }
+  int rc = move_fn(qp, sport);
+  if (rc != 0) {
+    errno = rc > 0 ? rc : errno;
+    return -1;
+  }
+  pthread_mutex_lock(&qps_lock);
+  qp_state_t *s = NULL;
+  HASH_FIND_PTR(qps, &qp, s);
+  if (s && s->qp_num == qp->qp_num) s->sport = sport;
+  pthread_mutex_unlock(&qps_lock);
+  return 0;
+}
+
 /* ---- the wrappers ----------------------------------------------------------------------------- */
 
 static _Atomic(create_qp_fn) dl_create_qp;  /* what the dlvsym path resolved */
@@ -314,7 +354,7 @@ static _Atomic(destroy_qp_fn) dl_destroy_qp;
 /* The real control verbs of the dlvsym route, for the HA layer's shadows. */
 static ah_shim_ha_verbs_t dl_real_verbs(void) {
   ah_shim_ha_verbs_t r = {atomic_load(&dl_create_qp), atomic_load(&dl_modify_qp), atomic_load(&dl_destroy_qp),
-                          atomic_load(&real_query_gid)};
+                          atomic_load(&real_query_gid), qp_sport, qp_move_sport};
   return r;
 }
 
@@ -337,6 +377,22 @@ static int dl_destroy_wrapper(struct ibv_qp *qp) {
   ah_shim_ha_destroying(qp);
   destroy_qp_fn f = atomic_load(&dl_destroy_qp);
   return f ? f(qp) : ENOSYS;
+}
+
+/* NCCL's async-event thread: events the HA layer owns (its shadows', and those of primaries it
+ * failed over or a port whose queue pairs all have a shadow elsewhere) are acknowledged here and
+ * the next event is read; every other event reaches NCCL unchanged. */
+static _Atomic(get_async_event_fn) dl_get_async_event;
+static _Atomic(ack_async_event_fn) dl_ack_async_event;
+static int dl_get_async_event_wrapper(struct ibv_context *ctx, struct ibv_async_event *ev) {
+  get_async_event_fn f = atomic_load(&dl_get_async_event);
+  if (!f) return ENOSYS;
+  for (;;) {
+    int rc = f(ctx, ev);
+    ack_async_event_fn ack = atomic_load(&dl_ack_async_event);
+    if (rc != 0 || !ack || !ah_shim_ha_event_absorbed(ctx, ev)) return rc;
+    ack(ev);
+  }
 }
 
 /* Direct callers (programs and net plugins linked to libibverbs): the next definition. */
@@ -379,6 +435,17 @@ static void *hook_verb(void *found, const char *name, void *handle) {
   if (!atomic_load(&real_query_gid) && handle) {
     query_gid_fn q = (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
     if (q) atomic_store(&real_query_gid, q);
+  }
+  if (strcmp(name, "ibv_get_async_event") == 0) {
+    ack_async_event_fn ack = handle ? (ack_async_event_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_ack_async_event",
+                                                                                      "IBVERBS_1.1")
+                                    : NULL;
+    get_async_event_fn expected = NULL;
+    if (!ack || (!atomic_compare_exchange_strong(&dl_get_async_event, &expected, (get_async_event_fn)found) &&
+                 expected != found))
+      return found;
+    atomic_store(&dl_ack_async_event, ack);
+    return (void *)dl_get_async_event_wrapper;
   }
   if (strcmp(name, "ibv_destroy_qp") == 0) {
     destroy_qp_fn expected = NULL;
@@ -424,7 +491,7 @@ void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym);
 AH_EARLY static int hooked_name(const char *name, const char *version, int is_vsym) {
   return name &&
          (ah_elf_streq(name, "ibv_modify_qp") || ah_elf_streq(name, "ibv_create_qp") ||
-          ah_elf_streq(name, "ibv_destroy_qp")) &&
+          ah_elf_streq(name, "ibv_destroy_qp") || ah_elf_streq(name, "ibv_get_async_event")) &&
          (!is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.1")));
 }
 
@@ -433,8 +500,10 @@ __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const
   int hooked = 0;
   if (hooked_name(name, version, is_vsym)) { /* never during a runtime's early start */
     int saved = errno;
-    /* the destroy hook serves only the HA layer (shadows go before NCCL's QP) */
-    hooked = ah_shim_ha_on() || (!ah_elf_streq(name, "ibv_destroy_qp") && ah_path_policy_active(policy_get()));
+    /* the destroy and async-event hooks serve only the HA layer (shadows go before NCCL's QP; its
+     * events are not NCCL's) */
+    hooked = ah_shim_ha_on() || (!ah_elf_streq(name, "ibv_destroy_qp") && !ah_elf_streq(name, "ibv_get_async_event") &&
+                                 ah_path_policy_active(policy_get()));
     errno = saved;
   }
   if (is_vsym) return hooked ? (void *)ah_shim_dlvsym_hooked : (void *)atomic_load(&real_dlvsym_p);

@@ -266,7 +266,9 @@ int sim_coll_progress(sim_task_t *t) {
     }
     if (t->net_todo && (t->phase == PH_REDUCE || t->phase == PH_GATHER)) {
       /* every rank deposited: the chunk crosses the node boundaries */
-      int r = sim_net_step(c, deposited_bytes(t), &t->result);
+      double vt = t->desc.start_vt;
+      if (t->end_vt > vt && t->nchunks) vt += (t->end_vt - vt) * (double)(t->chunk + 1) / (double)t->nchunks;
+      int r = sim_net_step(c, deposited_bytes(t), vt, &t->result);
       if (r != SIM_PROGRESS_DONE) return moved ? SIM_PROGRESS_MOVED : SIM_PROGRESS_STALLED;
       t->net_todo = 0;
       if (t->result != ncclSuccess) return SIM_PROGRESS_DONE; /* the peers see their QPs fail */

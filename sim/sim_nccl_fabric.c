@@ -127,6 +127,12 @@ SIM_API int ncclsimFabricSetLink(const char *link, double fraction) {
   return sim_fabric_set_link(f, id, fraction);
 }
 
+SIM_API ncclResult_t ncclsimNetStats(ncclComm_t comm, struct ncclsimNetStats *stats) {
+  if (!sim_comm_usable(comm) || !stats)
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclsimNetStats: invalid argument");
+  return sim_net_stats(comm, stats);
+}
+
 SIM_API ncclResult_t ncclsimCommNetShare(ncclComm_t comm, double *share) {
   if (!sim_comm_usable(comm) || !share)
     return sim_error(ncclInvalidArgument, "ncclsim: ncclsimCommNetShare: invalid argument");

@@ -12,7 +12,12 @@
  * piece itself as a signalled WRITE_WITH_IMM (imm = the piece's size, big-endian), exactly as
  * net_ib's chain; the receiver keeps receives pre-posted, counts RECV_RDMA_WITH_IMM completions and
  * checks every piece against its checksum. The collective's result still comes from the shared
- * segment; what crosses the wire is checked byte for byte. */
+ * segment; what crosses the wire is checked byte for byte.
+ * Accounting. Each QP's messages are numbered from 0 (both ends count them, the steps being in
+ * lockstep); the number rides in the immediate and is folded into the piece's checksum, so a
+ * completion that is lost (bounded wait, then an error naming the chunk), delivered twice or out of
+ * order (a replay on another QP) is seen here; send completions carry the number in wr_id, so one
+ * for a WR never posted, or a second one, is seen too (ncclsimNetStats). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -26,6 +31,7 @@
 #define NET_MAX_QPS 8      /* NCCL_IB_QPS_PER_CONNECTION bound */
 #define NET_PREPOST 16     /* receives kept posted per QP */
 #define NET_TRAILER 64     /* checksums after the data in a receive buffer */
+#define NET_WIN 64         /* message numbers tracked past the lowest one not yet received */
 
 typedef struct {
   int peer, send, ch;
@@ -43,6 +49,15 @@ typedef struct {
   uint64_t msgs;
   int pending;              /* completions this step still waits for */
   size_t piece[NET_MAX_QPS];
+  /* accounting (both sides): the message number of this step's piece per QP, and how many were
+   * numbered; receiver: lowest number not yet received and a bitmap of those received past it;
+   * sender: whether this step's WR still awaits its completion */
+  uint32_t step_seq[NET_MAX_QPS], nseq[NET_MAX_QPS];
+  uint32_t rnext[NET_MAX_QPS];
+  uint64_t rwin[NET_MAX_QPS];
+  int outstanding[NET_MAX_QPS];
+  double mark_wall, last_virt; /* the last completion (or the step's start), for stalls */
+  int have_virt;
 } net_conn_t;
 
 /* One message of the handshake, per connection, in the plan's order. */
@@ -70,11 +85,51 @@ struct sim_net {
   size_t step_bytes;
   uint64_t flows_epoch;     /* the provider's epoch when the flows were last published */
   int flows_moved;          /* a QP had failed then: its traffic's carriers may still change */
+  double step_virt;         /* the modelled time of the step's chunk, microseconds */
+  double progress_wall;     /* wall time of the step's start or its last completion */
+  double lost_ms;           /* a step with no completion for this long has lost one */
+  struct ncclsimNetStats st;
 };
 
 /* What every QP this library creates has as qp_context: the provider tells them apart from QPs a
  * failover layer adds to the same contexts (net_ib points qp_context at its own stats block). */
 static const char sim_net_qp_tag = 0;
+
+/* Test-only injection (NCCLSIM_NET_INJECT=drop=N|dup=N|phantom=N|ahead=N): the process's Nth
+ * receive completion is dropped or taken twice, or a send completion for a WR never posted is made
+ * up after the Nth send completion, or a receive completion carrying the next message's number is
+ * made up after the Nth receive — what a faulty failover layer would hand NCCL. */
+static int inject_kind = -1, inject_at;
+static uint64_t inject_recvs, inject_sends;
+
+static void inject_init(void) {
+  if (inject_kind >= 0) return;
+  inject_kind = 0;
+  const char *s = getenv("NCCLSIM_NET_INJECT");
+  if (!s || !*s) return;
+  static const char *const kinds[] = {"drop=", "dup=", "phantom=", "ahead="};
+  for (int i = 0; i < 4; i++)
+    if (strncmp(s, kinds[i], strlen(kinds[i])) == 0) {
+      char *end;
+      long v = strtol(s + strlen(kinds[i]), &end, 10);
+      if (*end == 0 && v > 0 && v < (1L << 30)) {
+        inject_kind = i + 1;
+        inject_at = (int)v;
+        return;
+      }
+    }
+  sim_log_warn("invalid value for NCCLSIM_NET_INJECT: '%s' (expected drop=N, dup=N, phantom=N or ahead=N); none injected", s);
+}
+
+static double wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Mixes a message number into a checksum, so a piece that arrives with another message's number
+ * fails the check even when its bytes are the same. */
+static uint64_t seq_mix(uint32_t seq) { return ((uint64_t)seq + 1) * 0xff51afd7ed558ccdull; }
 
 static uint64_t checksum(const void *p, size_t n) {
   const unsigned char *b = p;
@@ -190,6 +245,18 @@ ncclResult_t sim_net_setup(struct ncclComm *c) {
     /* Whole chunks cost 2-3x a job's wall time on a 2-core machine (two copies through the
      * provider's rings per byte); 64 KiB of each keeps every step on the wire at a small cost. */
     n->carry = (size_t)sim_env_int("NCCLSIM_NET_CARRY_KB", 64, 0, 1 << 20) << 10;
+    /* A completion is lost, not late, once the wait exceeds twice the RC retry window the QPs
+     * were given (a dead path fails them before that) plus 5 s of a loaded machine's slack. */
+    n->lost_ms = sim_env_int("NCCLSIM_NET_LOST_MS", 0, 0, 1 << 30);
+    if (n->lost_ms <= 0) {
+      const char *sc = getenv("NCCLSIM_VERBS_TIMEOUT_SCALE");
+      double scale = sc && *sc ? strtod(sc, NULL) : 1.0;
+      if (!(scale > 0)) scale = 1.0;
+      double window = 4.096e-3 * (double)(1u << sim_env_int("NCCL_IB_TIMEOUT", 20, 1, 31)) *
+                      (sim_env_int("NCCL_IB_RETRY_CNT", 7, 0, 7) + 1) * scale;
+      n->lost_ms = 2 * window + 5000;
+    }
+    inject_init();
     n->conn = calloc((size_t)nch * 2, sizeof(net_conn_t));
     n->peers = calloc((size_t)nch * 2, sizeof(int));
     n->got = calloc((size_t)nch * 2, sizeof(int));
@@ -437,9 +504,13 @@ static void piece_of(const struct sim_net *n, const net_conn_t *k, size_t bytes,
   *len_p = off < bytes ? (bytes - off < per ? bytes - off : per) : 0;
 }
 
-static int post_piece(struct ncclComm *c, net_conn_t *k, int q, size_t off, size_t len) {
+/* wr_id of a send: message number, connection index, QP — so a completion names what it retires. */
+static uint64_t send_wr_id(uint32_t seq, int conn, int q) { return (uint64_t)seq << 24 | (uint64_t)conn << 8 | (uint64_t)q; }
+
+static int post_piece(struct ncclComm *c, int conn, net_conn_t *k, int q, size_t off, size_t len) {
   const char *src = (const char *)sim_seg_slot(c->seg, c->rank) + off;
-  k->sums[q] = checksum(src, len);
+  uint32_t seq = k->step_seq[q];
+  k->sums[q] = checksum(src, len) ^ seq_mix(seq);
   struct ibv_sge ssum = {(uint64_t)(uintptr_t)&k->sums[q], sizeof(uint64_t), k->sum_mr->lkey};
   struct ibv_sge sdata = {(uint64_t)(uintptr_t)src, (uint32_t)len, k->mr->lkey};
   struct ibv_send_wr w[2], *bad;
@@ -450,25 +521,81 @@ static int post_piece(struct ncclComm *c, net_conn_t *k, int q, size_t off, size
   w[0].wr.rdma.remote_addr = k->peer_addr + c->seg->slot_bytes + (uint64_t)q * sizeof(uint64_t);
   w[0].wr.rdma.rkey = k->peer_rkey;
   w[0].next = &w[1];
-  w[1].wr_id = (uint64_t)q;
+  w[1].wr_id = send_wr_id(seq, conn, q);
   w[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   w[1].send_flags = IBV_SEND_SIGNALED;
   w[1].sg_list = len ? &sdata : NULL;
   w[1].num_sge = len ? 1 : 0;
-  w[1].imm_data = htonl((uint32_t)len);
+  w[1].imm_data = htonl(seq); /* net_ib sends the size; the receiver reads it from byte_len */
   w[1].wr.rdma.remote_addr = k->peer_addr + off;
   w[1].wr.rdma.rkey = k->peer_rkey;
   return ibv_post_send(k->qp[q], w, &bad);
 }
 
-static net_conn_t *conn_of_qpn(struct sim_net *n, uint32_t qpn, int *q_p) {
+static net_conn_t *conn_of_qpn(struct sim_net *n, uint32_t qpn, int *q_p, int *idx_p) {
   for (int i = 0; i < n->nconn; i++)
     for (int q = 0; q < n->nqps; q++)
       if (n->conn[i].qp[q]->qp_num == qpn) {
         *q_p = q;
+        *idx_p = i;
         return &n->conn[i];
       }
   return NULL;
+}
+
+/* Records a completion's stall: wall time since the connection's previous completion (or the
+ * step's start), and the modelled time between the chunks of the two. */
+static void note_stall(struct sim_net *n, net_conn_t *k, double now) {
+  double w = now - k->mark_wall;
+  if (w > n->st.maxStallWallMs) n->st.maxStallWallMs = w;
+  k->mark_wall = now;
+  if (k->have_virt) {
+    double v = (n->step_virt - k->last_virt) / 1e3;
+    if (v > n->st.maxStallVirtMs) n->st.maxStallVirtMs = v;
+  }
+  k->last_virt = n->step_virt;
+  k->have_virt = 1;
+  n->progress_wall = now;
+}
+
+/* Accounts one receive completion carrying message number `seq` on QP q. Returns 1 when it is
+ * this step's piece, seen for the first time (the step may count it), else 0: a duplicate when
+ * that message was already received, reordered when it is another one (steps run in lockstep, so a
+ * QP's message of another step cannot arrive now; it is not marked received, so the real one
+ * still counts when it comes). */
+static int take_recv(struct sim_net *n, net_conn_t *k, int q, uint32_t seq) {
+  uint32_t d = seq - k->rnext[q];
+  if (d >= 0x80000000u || (d < NET_WIN && (k->rwin[q] >> d & 1u))) { /* behind the window, or seen */
+    n->st.duplicated++;
+    return 0;
+  }
+  if (seq != k->step_seq[q] || d >= NET_WIN) {
+    n->st.reordered++;
+    return 0;
+  }
+  k->rwin[q] |= 1ull << d;
+  while (k->rwin[q] & 1u) {
+    k->rwin[q] >>= 1;
+    k->rnext[q]++;
+  }
+  n->st.chunks++;
+  return 1;
+}
+
+/* Accounts one send completion: 1 when it retires this step's outstanding WR on its QP. */
+static int take_send(struct sim_net *n, int idx, const net_conn_t *k, int q, uint64_t wr_id) {
+  uint32_t seq = (uint32_t)(wr_id >> 24);
+  int wc_conn = (int)(wr_id >> 8 & 0xffff), wc_q = (int)(wr_id & 0xff);
+  if (wc_conn != idx || wc_q != q || seq >= k->nseq[q]) {
+    n->st.sendUnposted++;
+    return 0;
+  }
+  if (!k->outstanding[q] || seq != k->step_seq[q]) {
+    n->st.sendDuplicated++;
+    return 0;
+  }
+  n->st.sendCompletions++;
+  return 1;
 }
 
 static ncclResult_t wc_error(struct ncclComm *c, net_conn_t *k, const struct ibv_wc *wc) {
@@ -515,7 +642,30 @@ static void wait_completions(struct sim_net *n) {
   }
 }
 
-int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
+/* Fails the step whose completions stopped coming: names the first piece still missing. */
+static ncclResult_t lost_error(struct ncclComm *c, struct sim_net *n, double waited) {
+  for (int i = 0; i < n->nconn; i++)
+    if (n->conn[i].pending > 0) n->st.lost += (unsigned long long)n->conn[i].pending;
+  for (int i = 0; i < n->nconn; i++) {
+    net_conn_t *k = &n->conn[i];
+    if (k->pending <= 0) continue;
+    for (int q = 0; q < n->nqps; q++) {
+      int missing = k->send ? k->outstanding[q] : k->step_seq[q] - k->rnext[q] < 0x80000000u &&
+                                                      !(k->rwin[q] >> (k->step_seq[q] - k->rnext[q]) & 1u);
+      size_t off, len;
+      int used;
+      piece_of(n, k, n->step_bytes, q, &off, &len, &used);
+      if (!used || !missing) continue;
+      return sim_error(ncclSystemError, "NET/IB: rank %d lost a completion: chunk %u (%zu bytes) %s rank %d on "
+                       "channel %d QP %d (%s) has not completed after %.0f ms; communicator %016llx",
+                       c->rank, k->step_seq[q], len, k->send ? "sent to" : "received from", k->peer, k->ch, q,
+                       k->dev->name, waited, (unsigned long long)c->hash);
+    }
+  }
+  return sim_error(ncclSystemError, "NET/IB: rank %d lost a completion after %.0f ms", c->rank, waited);
+}
+
+int sim_net_step(struct ncclComm *c, size_t bytes, double virt_us, ncclResult_t *res_p) {
   struct sim_net *n = c->net;
   *res_p = ncclSuccess;
   if (!n || !n->connected) return SIM_PROGRESS_DONE;
@@ -525,16 +675,22 @@ int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
     sim_net_refresh_flows(c); /* a QP failed over or moved: the fabric sees its traffic's new path */
     n->step_active = 1;
     n->step_bytes = bytes;
+    n->step_virt = virt_us;
+    n->progress_wall = wall_ms();
     for (int i = 0; i < n->nconn; i++) {
       net_conn_t *k = &n->conn[i];
       k->pending = 0;
+      k->mark_wall = n->progress_wall;
       for (int q = 0; q < n->nqps; q++) {
         size_t off, len;
         int used;
         piece_of(n, k, bytes, q, &off, &len, &used);
         if (!used) continue;
         k->pending++;
-        if (k->send && post_piece(c, k, q, off, len) != 0) {
+        k->step_seq[q] = k->nseq[q]++;
+        if (!k->send) continue;
+        k->outstanding[q] = 1;
+        if (post_piece(c, i, k, q, off, len) != 0) {
           *res_p = sim_error(ncclSystemError, "NET/IB: ibv_post_send on rank %d, channel %d failed: %s",
                              c->rank, k->ch, strerror(errno));
           n->step_active = 0;
@@ -546,18 +702,41 @@ int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
   int left = 0;
   for (int d = 0; d < 64; d++) {
     if (!n->cq[d]) continue;
-    struct ibv_wc wc[16];
+    struct ibv_wc wc[17];
     int got;
     while ((got = ibv_poll_cq(n->cq[d], 16, wc)) > 0) {
       for (int i = 0; i < got; i++) {
-        int q = 0;
-        net_conn_t *k = conn_of_qpn(n, wc[i].qp_num, &q);
+        int q = 0, idx = -1;
+        net_conn_t *k = conn_of_qpn(n, wc[i].qp_num, &q, &idx);
         if (wc[i].status != IBV_WC_SUCCESS || !k) {
           *res_p = wc_error(c, k, &wc[i]);
           n->step_active = 0;
           return SIM_PROGRESS_DONE;
         }
-        if (!k->send) post_recvs(k->qp[q], 1); /* keep the pre-posted depth, as net_ib does */
+        if (inject_kind > 0) { /* test-only: a faulty layer between NCCL and the provider */
+          if (!k->send && ++inject_recvs == (uint64_t)inject_at && inject_kind == 1) continue;
+          if (!k->send && inject_recvs == (uint64_t)inject_at && inject_kind == 2 && got < 17) {
+            wc[got++] = wc[i];
+            inject_recvs++;
+          }
+          if (!k->send && inject_recvs == (uint64_t)inject_at && inject_kind == 4 && got < 17) {
+            wc[got] = wc[i];
+            wc[got++].imm_data = htonl(k->nseq[q]); /* a message not sent yet */
+            inject_recvs++;
+          }
+          if (k->send && ++inject_sends == (uint64_t)inject_at && inject_kind == 3 && got < 17) {
+            wc[got] = wc[i];
+            wc[got++].wr_id = send_wr_id(k->nseq[q] + 7, idx, q);
+          }
+        }
+        if (!k->send) {
+          post_recvs(k->qp[q], 1); /* keep the pre-posted depth, as net_ib does */
+          if (!take_recv(n, k, q, ntohl(wc[i].imm_data))) continue;
+        } else {
+          if (!take_send(n, idx, k, q, wc[i].wr_id)) continue;
+          k->outstanding[q] = 0;
+        }
+        note_stall(n, k, wall_ms());
         k->pending--;
       }
     }
@@ -569,6 +748,12 @@ int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
   }
   for (int i = 0; i < n->nconn; i++) left += n->conn[i].pending > 0;
   if (left) {
+    double waited = wall_ms() - n->progress_wall;
+    if (waited > n->lost_ms) {
+      *res_p = lost_error(c, n, waited);
+      n->step_active = 0;
+      return SIM_PROGRESS_DONE;
+    }
     wait_completions(n);
     sim_net_polling = 1;
     return SIM_PROGRESS_STALLED;
@@ -583,9 +768,10 @@ int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
         piece_of(n, k, n->step_bytes, q, &off, &len, &used);
         uint64_t want;
         memcpy(&want, k->buf + c->seg->slot_bytes + (size_t)q * sizeof(uint64_t), sizeof want);
-        if (used && checksum(k->buf + off, len) != want) {
+        if (used && (checksum(k->buf + off, len) ^ seq_mix(k->step_seq[q])) != want) {
           *res_p = sim_error(ncclInternalError, "NET/IB: rank %d received %zu bytes from rank %d on channel %d "
-                             "QP %d that differ from what was sent", c->rank, len, k->peer, k->ch, q);
+                             "QP %d (chunk %u) that differ from what was sent", c->rank, len, k->peer, k->ch, q,
+                             k->step_seq[q]);
           return SIM_PROGRESS_DONE;
         }
       }
@@ -594,10 +780,28 @@ int sim_net_step(struct ncclComm *c, size_t bytes, ncclResult_t *res_p) {
   return SIM_PROGRESS_DONE;
 }
 
+ncclResult_t sim_net_stats(const struct ncclComm *c, struct ncclsimNetStats *st) {
+  memset(st, 0, sizeof *st);
+  if (c->net) *st = c->net->st;
+  return ncclSuccess;
+}
+
+/* The stats line at destroy: always when something went wrong, else with NCCLSIM_NET_STATS=1. */
+static void print_stats(const struct ncclComm *c, const struct sim_net *n) {
+  const struct ncclsimNetStats *s = &n->st;
+  int bad = s->lost || s->duplicated || s->reordered || s->sendUnposted || s->sendDuplicated;
+  if (!bad && sim_env_int("NCCLSIM_NET_STATS", 0, 0, 1) != 1) return;
+  sim_log_warn("NET/IB stats rank %d comm %016llx: chunks %llu sends %llu lost %llu duplicated %llu reordered %llu "
+               "unposted %llu send-duplicated %llu max-stall %.3f ms wall %.3f ms virtual",
+               c->rank, (unsigned long long)c->hash, s->chunks, s->sendCompletions, s->lost, s->duplicated,
+               s->reordered, s->sendUnposted, s->sendDuplicated, s->maxStallWallMs, s->maxStallVirtMs);
+}
+
 void sim_net_free(struct ncclComm *c) {
   struct sim_net *n = c->net;
   const sim_verbs_table_t *v = sim_ib_verbs();
   if (!n || !v) return;
+  print_stats(c, n);
   sim_traffic_release(c);
   for (int i = 0; i < n->nconn; i++) {
     net_conn_t *k = &n->conn[i];

@@ -6,6 +6,7 @@
 #define SIM_NCCL_NET_H
 
 #include "sim_nccl.h"
+#include "ncclsim.h"
 
 struct sim_net;
 
@@ -17,9 +18,13 @@ ncclResult_t sim_net_setup(struct ncclComm *comm);
  * SIM_PROGRESS_STALLED while a peer's half has not arrived. */
 int sim_net_connect_progress(struct ncclComm *comm, ncclResult_t *res_p);
 /* One chunk's inter-node step: this rank sends its `bytes` deposited bytes to the next node and
- * receives the previous node's. Returns SIM_PROGRESS_DONE (step complete, or failed: *res_p set)
- * or SIM_PROGRESS_STALLED (completions outstanding; call again). */
-int sim_net_step(struct ncclComm *comm, size_t bytes, ncclResult_t *res_p);
+ * receives the previous node's; virt_us is the chunk's modelled time (for the stall counters).
+ * Returns SIM_PROGRESS_DONE (step complete, or failed: *res_p set) or SIM_PROGRESS_STALLED
+ * (completions outstanding; call again). Note that a step with no completion for NCCLSIM_NET_LOST_MS
+ * fails with ncclSystemError naming the missing chunk instead of waiting for ever. */
+int sim_net_step(struct ncclComm *comm, size_t bytes, double virt_us, ncclResult_t *res_p);
+/* This rank's completion accounting on the communicator (zeros without queue pairs). */
+ncclResult_t sim_net_stats(const struct ncclComm *comm, struct ncclsimNetStats *stats);
 /* The fraction of the collision-free network bandwidth the communicator's flows get on the fabric
  * now (1 without verbs or fabric); the truth model scales the NICs' bandwidth by it. */
 double sim_net_bw_factor(const struct ncclComm *comm, double virt_us);

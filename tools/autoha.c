@@ -168,6 +168,11 @@ static void print_report(const char *path, const ah_report_t *r) {
       printf("  QP %u on %s port %d -> shadow on port %d: stall %.1f ms, %u replayed, %u synthesized\n", f->qpn,
              f->dev, f->port, f->shadow_port, f->stall_ms, f->replayed, f->synthesized);
     }
+    if (h->rebalances)
+      printf("  rebalance: %llu re-plans, %llu queue pairs moved; modelled slowest flow %.3f of a port with the "
+             "plan's ports, %.3f re-planned, best possible %.3f (%.0f%%)\n", (unsigned long long)h->rebalances,
+             (unsigned long long)h->rebalanced, h->rb_before, h->rb_share, h->rb_bound,
+             h->rb_bound > 0 ? 100.0 * h->rb_share / h->rb_bound : 0.0);
   }
 }
 

@@ -134,9 +134,15 @@ static json_t *ha_to_json(const ah_report_ha_t *h) {
                                        "synthesized", (json_int_t)f->synthesized));
   }
   char policy[sizeof h->policy];
-  return json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "policy", ah_report_text_copy(policy, sizeof policy, h->policy),
-                   "shadows", (json_int_t)h->shadows, "failovers", (json_int_t)h->failovers, "replayed",
-                   (json_int_t)h->replayed, "synthesized", (json_int_t)h->synthesized, "events", a);
+  json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "policy", ah_report_text_copy(policy, sizeof policy, h->policy),
+                        "shadows", (json_int_t)h->shadows, "failovers", (json_int_t)h->failovers, "replayed",
+                        (json_int_t)h->replayed, "synthesized", (json_int_t)h->synthesized, "events", a);
+  if (o && h->rebalances) /* only AUTOHA_HA=path with a plan re-plans */
+    json_object_update_new(o, json_pack("{s:I, s:I, s:o, s:o, s:o}", "rebalances", (json_int_t)h->rebalances,
+                                        "rebalanced_qps", (json_int_t)h->rebalanced, "rebalance_before",
+                                        num_or_null(h->rb_before), "rebalance_share", num_or_null(h->rb_share),
+                                        "rebalance_bound", num_or_null(h->rb_bound)));
+  return o;
 }
 
 static json_t *report_to_json(const ah_report_t *r) {
@@ -571,6 +577,13 @@ static void get_ha(reader_t *rd, json_t *root, ah_report_t *r) {
   static const char *const counts[] = {"shadows", "failovers", "replayed", "synthesized"};
   for (int i = 0; i < 4; i++) get_num(rd, o, "ha", counts[i], &v[i]);
   h->shadows = (uint64_t)v[0], h->failovers = (uint64_t)v[1], h->replayed = (uint64_t)v[2], h->synthesized = (uint64_t)v[3];
+  double rb[2] = {0};
+  get_num(rd, o, "ha", "rebalances", &rb[0]);
+  get_num(rd, o, "ha", "rebalanced_qps", &rb[1]);
+  get_num(rd, o, "ha", "rebalance_before", &h->rb_before);
+  get_num(rd, o, "ha", "rebalance_share", &h->rb_share);
+  get_num(rd, o, "ha", "rebalance_bound", &h->rb_bound);
+  h->rebalances = (uint64_t)rb[0], h->rebalanced = (uint64_t)rb[1];
   json_t *a = json_object_get(o, "events");
   if (rd->failed || !a) return;
   if (!json_is_array(a)) { rerr(rd, "ha.events", "expected an array"); return; }

@@ -91,6 +91,10 @@ typedef struct {
   char policy[8];                    /* AUTOHA_HA: "path" | "port"; "" when off (no "ha" section) */
   uint64_t shadows;                  /* shadows that became ready */
   uint64_t failovers, replayed, synthesized; /* totals (failovers beyond the list are counted) */
+  uint64_t rebalances;               /* re-plans applied after failovers (AUTOHA_HA=path, docs/ha.md) */
+  uint64_t rebalanced;               /* this process's queue pairs moved by them */
+  double rb_before, rb_share, rb_bound; /* the last re-plan's modelled slowest-flow share: with the
+                                       * plan's ports, re-planned, and the best possible (0: none) */
   int nfail;                         /* the first AH_REPORT_HA_MAX failovers */
   ah_report_failover_t fail[AH_REPORT_HA_MAX];
 } ah_report_ha_t;

@@ -53,6 +53,24 @@ ncclResult_t ncclsimCommNetShare(ncclComm_t comm, double *share);
  * job sees it at once. Returns 0, or -1 with a message on stderr for an unknown name. */
 int ncclsimFabricSetLink(const char *link, double fraction);
 
+/* Completion accounting of this rank's inter-node queue pairs on a communicator (sim/'s net_ib,
+ * docs/sim-nccl.md): what a failover layer between NCCL and the NIC must never change. */
+struct ncclsimNetStats {
+  unsigned long long chunks;          /* pieces received, each once and in order */
+  unsigned long long sendCompletions; /* send WRs completed, each once */
+  unsigned long long lost;            /* pieces whose completion never came (the call failed) */
+  unsigned long long duplicated;      /* receive completions for a piece already received */
+  unsigned long long reordered;       /* receive completions for another step's piece */
+  unsigned long long sendUnposted;    /* send completions for a WR that was never posted */
+  unsigned long long sendDuplicated;  /* second send completions for a WR */
+  double maxStallWallMs;  /* longest wall time between two completions of a connection in a step */
+  double maxStallVirtMs;  /* longest modelled time between the chunks of consecutive completions */
+};
+
+/* Fills *stats with this rank's counters on the communicator (zeros when it has no queue pairs).
+ * Returns ncclInvalidArgument for a bad communicator or NULL stats. */
+ncclResult_t ncclsimNetStats(ncclComm_t comm, struct ncclsimNetStats *stats);
+
 #ifdef __cplusplus
 }
 #endif

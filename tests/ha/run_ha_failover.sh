@@ -11,6 +11,9 @@
 #              error within a bound (no hang)
 #       path   bonded dual-port NICs, link leaf2-spine1 (node1's side) down under AUTOHA_HA=path with the
 #              fabric's model (AUTOHA_QP_TOPO from ncclsim-fabric): the job completes
+#       rebalance  16 ranks, bonded NICs, AUTOHA_QP_SPORT=plan, a whole spine down under AUTOHA_HA=path:
+#              the job completes, the rebalance moves shadows live and its model figure is >= 0.95
+#              of the best possible on the surviving links
 #       peace  no fault: AUTOHA_HA=port runs the same simulated time as without autoha
 set -u
 case_=$1 run=$2 job=$3 simlib=$4 so=$5
@@ -84,6 +87,36 @@ path)
   n=$(grep -c "failed over to its shadow" <<<"$out")
   [ "$n" -ge 1 ] || fail "expected a failover, saw none (does the link carry a primary?)"
   echo "ok: link down under AUTOHA_HA=path -> $n failovers, job completed in $took s"
+  ;;
+rebalance)
+  # 16 ranks on 2 nodes, every primary on its planned port (AUTOHA_QP_SPORT=plan), a whole spine
+  # down 4 s in: the flows through it fail over, and the rebalance re-plans them over the surviving
+  # spines and moves the shadows live (mlx5dv_modify_qp_udp_sport); its model figure must be
+  # >= 0.95 of the best possible on the surviving links
+  ranks=16 iters=${HA_TEST_ITERS:-12}
+  rep=$(mktemp -d); topo=$rep/topo; trap 'rm -rf "$rep"' EXIT
+  NCCLSIM_TOPO=nic=8x400x2 "$(dirname "$run")/ncclsim-fabric" topo 2 > "$topo" || fail "ncclsim-fabric topo failed"
+  echo "job train 1 ring 2 node0,node1" >> "$topo" # the plan's flows: one ring, 2 channels per NIC
+  sp=${HA_TEST_SPINE:-1} spec=""
+  for leaf in 0 1 2 3; do spec+="at=4s:down:leaf$leaf-spine$sp;"; done
+  job_run NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC_FAULTS="$spec" AUTOHA_HA=path AUTOHA_QP_SPORT=plan \
+    AUTOHA_QP_TOPO="$topo" AUTOHA_REPORT="$rep/%h-%p.json" LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=path with a spine down (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  n=$(grep -c "failed over to its shadow" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of the flows through spine$sp, saw $n"
+  rb=$(grep "HA: rebalance:" <<<"$out")
+  [ -n "$rb" ] || fail "no rebalance after $n failovers"
+  moved=$(grep -oE "[0-9]+ of this process's queue pairs moved" <<<"$rb" | awk '{s+=$1} END {print s+0}')
+  [ "$moved" -ge 1 ] || fail "the rebalance moved no queue pair"
+  # every rebalance's re-planned share is >= 0.95 of the best possible, and above the plan's ports'
+  bad=$(grep -oE "with the plan's ports, [0-9.]+ re-planned, best possible [0-9.]+" <<<"$rb" |
+        awk '{ if ($5 < 0.95 * $9 || $5 <= 0) print }')
+  [ -z "$bad" ] || fail "a re-plan below 0.95 of the best possible: $bad"
+  fig=$(grep -oE "[0-9.]+ of a port with the plan's ports, [0-9.]+ re-planned, best possible [0-9.]+ \([0-9]+%\)" <<<"$rb" | tail -1)
+  txt=$("$(dirname "$run")/autoha" report "$rep"/*.json 2>&1) || fail "autoha report failed: $txt"
+  grep -qE "^  rebalance: [1-9][0-9]* re-plans, [1-9][0-9]* queue pairs moved" <<<"$txt" || fail "the report shows no rebalance: $txt"
+  echo "ok: spine$sp down under AUTOHA_HA=path: $n failovers, $moved queue pairs moved by the rebalance; modelled slowest flow $fig; job completed in $took s"
   ;;
 peace)
   job_run "${dual[@]}" AUTOHA_HA=off LD_PRELOAD="$so"

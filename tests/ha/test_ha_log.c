@@ -230,6 +230,17 @@ START_TEST(report_ha_roundtrip) {
   ck_assert_int_eq(back->ha.fail[1].shadow_port, 2);
   ck_assert_uint_eq(back->ha.fail[1].replayed, 2);
   ck_assert(back->ha.fail[0].stall_ms > 1.2 && back->ha.fail[0].stall_ms < 1.3);
+  ck_assert_uint_eq(back->ha.rebalances, 0); /* no re-plan: no rebalance fields */
+  ck_assert_ptr_null(strstr(text, "rebalance"));
+  ah_report_free(back);
+  free(text);
+  r->ha.rebalances = 2, r->ha.rebalanced = 5, r->ha.rb_before = 0, r->ha.rb_share = 0.5, r->ha.rb_bound = 0.5;
+  text = ah_report_to_string(r);
+  ck_assert_ptr_nonnull(text);
+  ck_assert_msg(ah_report_parse(text, &back, err, sizeof err) == 0, "%s", err);
+  ck_assert_uint_eq(back->ha.rebalances, 2);
+  ck_assert_uint_eq(back->ha.rebalanced, 5);
+  ck_assert(back->ha.rb_share == 0.5 && back->ha.rb_bound == 0.5 && back->ha.rb_before == 0);
   ah_report_free(back);
   free(text);
   free(r);

@@ -229,6 +229,93 @@ END_TEST
 START_TEST(plan_with_failed_link) { check_plan("fail 2 1\n"); }
 END_TEST
 
+/* ---- re-planning around failed or degraded links ---------------------------------------------- */
+
+/* Whether flow f's modelled route with `sport` crosses leaf–spine link (leaf, spine). */
+static int crosses(const ah_path_topo_t *t, const ah_path_flow_t *f, uint16_t sport, int leaf, int spine) {
+  int side, sp, rx;
+  ah_path_model_route(t, f, sport, &side, &sp, &rx);
+  if (sp < 0 || sp != spine) return 0;
+  return 2 * t->hosts[f->shost].pair + side == leaf || 2 * t->hosts[f->dhost].pair + rx == leaf;
+}
+
+/* Plans the small topology, applies `links`, re-plans, and checks: only flows on a hit link moved;
+ * no flow crosses a down link; QPs of a NIC pair keep distinct ports; the slowest flow's share is
+ * within 5% of the bound no plan can beat, and the bound really bounds it. */
+static void check_replan(const ah_path_link_state_t *ls, int nl, int want_moves) {
+  ah_path_topo_t *t = NULL;
+  ck_assert_int_eq(ah_path_topo_parse(small_topo(""), "topo", &t), 0);
+  ah_path_flow_t *flows = NULL;
+  int n = ah_path_topo_flows(t, &flows);
+  ah_path_route_t *plan = calloc((size_t)n, sizeof *plan), *r = calloc((size_t)n, sizeof *r);
+  unsigned char *moved = calloc((size_t)n, 1);
+  ck_assert_int_eq(ah_path_plan(t, flows, n, plan), 0);
+  memcpy(r, plan, (size_t)n * sizeof *r);
+  double before = ah_path_replan_share(t, flows, n, ls, nl, NULL, plan);
+  int m = ah_path_replan(t, flows, n, ls, nl, NULL, r, moved);
+  ck_assert_int_ge(m, want_moves);
+  int nmoved = 0;
+  for (int i = 0; i < n; i++) {
+    int hit = 0;
+    for (int k = 0; k < nl; k++) hit |= crosses(t, &flows[i], plan[i].sport, ls[k].leaf, ls[k].spine);
+    if (!hit) ck_assert_msg(r[i].sport == plan[i].sport, "flow %d moved though no fault touched it", i);
+    ck_assert_int_eq(moved[i], r[i].sport != plan[i].sport);
+    nmoved += moved[i];
+    ck_assert_msg(r[i].planned, "flow %d has no live path", i);
+    for (int k = 0; k < nl; k++)
+      if (ls[k].fraction == 0) ck_assert(!crosses(t, &flows[i], r[i].sport, ls[k].leaf, ls[k].spine));
+    for (int j = 0; j < i; j++)
+      if (flows[j].shost == flows[i].shost && flows[j].snic == flows[i].snic && flows[j].dhost == flows[i].dhost &&
+          flows[j].dnic == flows[i].dnic)
+        ck_assert_uint_ne(r[j].sport, r[i].sport);
+  }
+  ck_assert_int_eq(nmoved, m);
+  double after = ah_path_replan_share(t, flows, n, ls, nl, NULL, r);
+  double bound = ah_path_replan_bound(t, flows, n, ls, nl, NULL);
+  ck_assert_msg(after >= 0.95 * bound, "re-planned share %.3f, bound %.3f", after, bound);
+  ck_assert_msg(after <= bound * (1 + 1e-9), "share %.3f above the bound %.3f", after, bound);
+  ck_assert_msg(after > before, "re-planning did not help: %.3f -> %.3f", before, after);
+  free(plan);
+  free(r);
+  free(moved);
+  free(flows);
+  ah_path_topo_free(t);
+}
+
+START_TEST(replan_link_down) {
+  ah_path_link_state_t ls[] = {{0, 1, 0.0}};
+  check_replan(ls, 1, 1);
+}
+END_TEST
+
+START_TEST(replan_two_links_down_and_degraded) {
+  ah_path_link_state_t ls[] = {{0, 1, 0.0}, {3, 2, 0.0}, {5, 0, 0.25}};
+  check_replan(ls, 3, 2);
+}
+END_TEST
+
+START_TEST(replan_leaf_cut_off) { /* every uplink of leaf 2: its flows leave by the other side */
+  ah_path_link_state_t ls[] = {{2, 0, 0.0}, {2, 1, 0.0}, {2, 2, 0.0}, {2, 3, 0.0}};
+  check_replan(ls, 4, 1);
+}
+END_TEST
+
+START_TEST(replan_nothing_to_do) { /* a link no flow crosses, and an empty list: nothing moves */
+  ah_path_topo_t *t = NULL;
+  ck_assert_int_eq(ah_path_topo_parse(small_topo(""), "topo", &t), 0);
+  ah_path_flow_t *flows = NULL;
+  int n = ah_path_topo_flows(t, &flows);
+  ah_path_route_t *r = calloc((size_t)n, sizeof *r);
+  ck_assert_int_eq(ah_path_plan(t, flows, n, r), 0);
+  ck_assert_int_eq(ah_path_replan(t, flows, n, NULL, 0, NULL, r, NULL), 0);
+  double share = ah_path_replan_share(t, flows, n, NULL, 0, NULL, r);
+  ck_assert_msg(share > 0 && share <= ah_path_replan_bound(t, flows, n, NULL, 0, NULL) * (1 + 1e-9), "share %.3f", share);
+  free(r);
+  free(flows);
+  ah_path_topo_free(t);
+}
+END_TEST
+
 START_TEST(job_classes) {
   /* Crux: priority by GPU intensity, compressed onto the classes in equal shares */
   ah_path_topo_t *t = NULL;
@@ -478,6 +565,10 @@ int main(void) {
   tcase_add_test(tc, plan_with_failed_link);
   tcase_add_test(tc, plan_cost_does_not_grow_with_failed_links);
   tcase_add_test(tc, job_classes);
+  tcase_add_test(tc, replan_link_down);
+  tcase_add_test(tc, replan_two_links_down_and_degraded);
+  tcase_add_test(tc, replan_leaf_cut_off);
+  tcase_add_test(tc, replan_nothing_to_do);
   tcase_add_test(tc, policy_spread);
   tcase_add_test(tc, policy_typed_values);
   tcase_add_test(tc, policy_plan);

@@ -3,7 +3,8 @@
  * the QP whose path crosses it fails its oldest WR with RETRY_EXC_ERR after the scaled timeout
  * (4.096 us x 2^timeout x (retry_cnt + 1) x NCCLSIM_VERBS_TIMEOUT_SCALE), flushes the rest, its
  * peer's receives are flushed and PORT_ERR/PORT_ACTIVE are raised, while a QP on another path
- * never sees an error; a port that comes back before the timeout loses and repeats nothing. */
+ * never sees an error; a port that comes back before the timeout loses and repeats nothing; a
+ * path down only on the way back (the ACKs') fails the requester the same way, its data placed. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <stdlib.h>
@@ -36,6 +37,20 @@ static void port_set(int nic, double fraction) {
     }
   }
   ck_assert_int_eq(set, 2);
+}
+
+/* Sets one link of node 0's NIC `nic`, port 1: SIM_FABRIC_LINK_NIC_UP (to its leaf) or _DOWN. */
+static void link_set(int nic, int kind, double fraction) {
+  int n = sim_fabric_link_count(fab), set = 0;
+  for (int l = 0; l < n; l++) {
+    sim_fabric_link_t li;
+    ck_assert_int_eq(sim_fabric_link_info(fab, l, &li), 0);
+    if (li.kind == kind && li.ep.node == 0 && li.ep.nic == nic && li.ep.port == 1) {
+      ck_assert_int_eq(sim_fabric_set_link(fab, l, fraction), 0);
+      set++;
+    }
+  }
+  ck_assert_int_eq(set, 1);
 }
 
 static void setup(void) {
@@ -116,6 +131,29 @@ START_TEST(path_down_retry_exceeded) {
 }
 END_TEST
 
+START_TEST(reply_path_down_retry_exceeded) {
+  /* only the way into mlx5_0 is down: the WRITEs reach mlx5_1 and are placed, their ACKs cannot
+   * come back; the requester's transport timer must still run out (it waited for ever before) */
+  vt_opts_t o = {.timeout = 14, .retry_cnt = 2, .rnr_retry = 7};
+  vt_side_t s, r;
+  vt_pair(&s, &r, 0, 1, &o);
+  memset(s.buf, 0x5a, 4000);
+  link_set(0, SIM_FABRIC_LINK_NIC_DOWN, 0);
+  double t0 = now_s();
+  write_n(&s, &r, 1, 4, 1);
+  struct ibv_wc wc[4];
+  ck_assert_int_eq(vt_poll(s.cq, wc, 4, 5), 4);
+  double dt = now_s() - t0;
+  ck_assert_msg(dt >= 0.045 && dt < 1.5, "RETRY_EXC_ERR after %.3f s, want 0.05 (scaled)", dt);
+  ck_assert_int_eq(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+  ck_assert_uint_eq(wc[0].wr_id, 1);
+  ck_assert_int_eq((unsigned char)r.buf[0], 0x5a); /* the requests crossed: only replies were cut */
+  link_set(0, SIM_FABRIC_LINK_NIC_DOWN, 1);
+  vt_side_free(&s);
+  vt_side_free(&r);
+}
+END_TEST
+
 START_TEST(path_back_before_timeout_loses_nothing) {
   /* timeout 18: 1.07 s a try, x 8 tries x 0.25 = 2.1 s; the outage lasts 0.3 s */
   vt_opts_t o = {.timeout = 18, .retry_cnt = 7, .rnr_retry = 7};
@@ -158,6 +196,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, path_down_retry_exceeded);
   tcase_add_test(tc, path_back_before_timeout_loses_nothing);
+  tcase_add_test(tc, reply_path_down_retry_exceeded);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# run_ha_cost.sh: the instructions AUTOHA_HA adds per work request in peace time (issue 15's bar:
+# <= 100 per WR, its post and its completion together), measured with callgrind on sim/'s verbs
+# provider. A ncclsim-ibbw-dl client (dlopen + dlvsym, NCCL's route, so its queue pairs are the HA
+# layer's) posts 64-byte write_imm and send WRs one per call under LD_PRELOAD=libautoha.so and
+# AUTOHA_HA=port; the server side runs plain. From callgrind's inclusive counts:
+#   post   (ha_post_send - the provider's post_send it calls) / WRs posted
+#   poll   (ha_poll_cq - the provider's poll_cq it calls) / WRs posted   (empty polls included)
+# and the figure is their sum. No hub is reached, so shadows stay unbuilt: the data path is the
+# peace-time one (log, post, retire).
+#   run_ha_cost.sh NCCLSIM_IBBW_DL LIBAUTOHA SIMLIB_DIR [ITERS]   (default 20000 iterations)
+set -u
+bin=$1 lib=$2 simlib=$3 iters=${4:-20000}
+bar=100
+command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
+  { echo "ha_cost: valgrind (callgrind) is not installed"; echo "ha_cost: FAILED"; exit 1; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"; rm -f /dev/shm/"${NCCLSIM_SHM_PREFIX}"*' EXIT
+export LD_LIBRARY_PATH="$simlib" NCCLSIM_SHM_PREFIX="hacost$$-" NCCLSIM_TOPO="nodes=2,gpus=8,gpu=h100,nic=8x400"
+args=(--rendezvous "$dir/rdv" --ops write_imm,send --sizes 64 --iters "$iters")
+NCCLSIM_NODE=1 timeout 600 "$bin" --server "${args[@]}" >"$dir/server.log" 2>&1 &
+server=$!
+NCCLSIM_NODE=0 AUTOHA_HA=port LD_PRELOAD="$lib" timeout 600 valgrind --tool=callgrind \
+  --callgrind-out-file="$dir/cg.out" "$bin" --client "${args[@]}" >"$dir/client.log" 2>&1
+rc=$?
+wait $server
+src=$?
+[ $rc -eq 0 ] && [ $src -eq 0 ] || { cat "$dir/client.log" "$dir/server.log"; echo "ha_cost: the ibbw run failed ($rc, $src)"; echo "ha_cost: FAILED"; exit 1; }
+tree=$(callgrind_annotate --tree=calling --inclusive=yes "$dir/cg.out" 2>/dev/null)
+# "<incl> (<pct>)  *  <file>:<fn> [...]" is a function; the "  >  " lines under it are its callees
+num() { tr -d ','; }
+fn_incl() { grep -E "^ *[0-9,]+ .*\*  .*:$1 \[" <<<"$tree" | head -1 | awk '{print $1}' | num; }
+callee() { # caller callee-pattern: inclusive count and calls of the callee under the caller
+  awk -v f="$1" -v c="$2" '$0 ~ "\\*  .*:" f " \\[" {in_=1; next} /\*  / {in_=0} in_ && $0 ~ ">   .*:" c " \\(" {print; exit}' <<<"$tree"
+}
+post=$(fn_incl ha_post_send) poll=$(fn_incl ha_poll_cq)
+pline=$(callee ha_post_send 'vb_post_send') qline=$(callee ha_poll_cq 'vb_poll_cq')
+[ -n "$post" ] && [ -n "$poll" ] && [ -n "$pline" ] && [ -n "$qline" ] ||
+  { echo "ha_cost: the HA wrappers or the provider's calls are missing from the profile (not hooked?)"; echo "ha_cost: FAILED"; exit 1; }
+ppost=$(awk '{print $1}' <<<"$pline" | num) wrs=$(grep -oE '\(([0-9,]+)x\)' <<<"$pline" | tr -d '(),x')
+ppoll=$(awk '{print $1}' <<<"$qline" | num) polls=$(grep -oE '\(([0-9,]+)x\)' <<<"$qline" | tr -d '(),x')
+read -r per_post per_poll total < <(awk -v a="$post" -v b="$ppost" -v c="$poll" -v d="$ppoll" -v n="$wrs" \
+  'BEGIN {p = (a - b) / n; q = (c - d) / n; printf "%.1f %.1f %.1f\n", p, q, p + q}')
+echo "ha_cost: $wrs WRs posted one per call, $polls polls: post adds $per_post instructions per WR, poll adds $per_poll per WR (empty polls included)"
+if awk -v t="$total" -v b="$bar" 'BEGIN {exit !(t <= b)}'; then verdict=OK; else verdict=FAILED; fi
+echo "ha_cost: added instructions per WR (post + completion), AUTOHA_HA=port, peace time: $total (bar <= $bar): $verdict"
+[ $verdict = OK ]
