@@ -15,6 +15,7 @@
  * HA layer's own work requests (heartbeats, drain markers) are recognised by a tag bit and never
  * reach NCCL. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -105,6 +106,11 @@ struct ha_ctx {
   pthread_mutex_t synth_mu;
   _Atomic int nsynth;
   ha_synth_t synth[HA_SYNTH_MAX];
+  /* The background thread's drain poll (drain_poll): while `draining` is set, every poll of this
+   * context runs under drain_mu, so that its polls and NCCL's never interleave on a CQ; `pollers`
+   * counts NCCL's polls running without the lock, which the drain waits out before it polls. */
+  _Atomic int draining, pollers;
+  pthread_mutex_t drain_mu;
 };
 
 static pthread_mutex_t ha_mu = PTHREAD_MUTEX_INITIALIZER; /* contexts, the QP list, the tables' writers */
@@ -485,16 +491,11 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc) {
   return deliver;
 }
 
-static int ha_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
-  ha_ctx_t *hc = ctx_of(cq->context);
-  if (__builtin_expect(!hc, 0)) return -1;
-  int got = 0;
-  if (n > 0 && atomic_load_explicit(&hc->nsynth, memory_order_acquire)) got = synth_take(hc, cq, wc, n);
-  if (got == n && n > 0) return got;
-  int r = hc->poll_cq(cq, n - got, wc + got);
-  if (r <= 0) return got ? got : r;
-  int out = got;
-  for (int i = got; i < got + r; i++) {
+/* Translates the r completions the provider returned in wc (retiring log entries, absorbing the HA
+ * layer's own and a failing primary's) and packs the ones NCCL gets to the front. Returns how many. */
+static inline int wc_filter(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
+  int out = 0;
+  for (int i = 0; i < r; i++) {
     struct ibv_wc *c = &wc[i];
     ha_qp_t *m = table_find(hc, c->qp_num);
     int keep = 1;
@@ -516,6 +517,75 @@ static int ha_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   return out;
 }
 
+/* NCCL's poll: the completions the HA layer queued for cq first (they are older), then the
+ * provider's. Returns what the provider's poll would. */
+static inline int poll_body(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  int got = 0;
+  if (n > 0 && atomic_load_explicit(&hc->nsynth, memory_order_acquire)) got = synth_take(hc, cq, wc, n);
+  if (got == n && n > 0) return got;
+  int r = hc->poll_cq(cq, n - got, wc + got);
+  if (r <= 0) return got ? got : r;
+  return got + wc_filter(hc, wc + got, r);
+}
+
+static __attribute__((noinline)) int poll_locked(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  pthread_mutex_lock(&hc->drain_mu);
+  int r = poll_body(hc, cq, n, wc);
+  pthread_mutex_unlock(&hc->drain_mu);
+  return r;
+}
+
+static int ha_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  ha_ctx_t *hc = ctx_of(cq->context);
+  if (__builtin_expect(!hc, 0)) return -1;
+  /* Dekker with drain_poll: this count is raised before `draining` is read, and the drain sets
+   * `draining` before it waits for the count to fall, so one of the two always sees the other */
+  atomic_fetch_add(&hc->pollers, 1);
+  if (__builtin_expect(atomic_load(&hc->draining), 0)) {
+    atomic_fetch_sub_explicit(&hc->pollers, 1, memory_order_release);
+    return poll_locked(hc, cq, n, wc);
+  }
+  int r = poll_body(hc, cq, n, wc);
+  atomic_fetch_sub_explicit(&hc->pollers, 1, memory_order_release);
+  return r;
+}
+
+/* Polls m's CQs on the background thread, for a failover whose drain NCCL may never poll for (a
+ * receiving end waiting, in NCCL's ring, for the sender whose failover waits for this side's
+ * count): every completion is translated as NCCL's poll would and the ones NCCL gets are queued
+ * behind the queued ones, which NCCL's poll hands out before the provider's — so each QP's
+ * completions still reach NCCL once and in order. Returns the completions it took. */
+static int drain_poll(ha_qp_t *m) {
+  ha_ctx_t *hc = m->hc;
+  struct ibv_wc wc[32];
+  int total = 0;
+  atomic_store(&hc->draining, 1);
+  double until = now_s() + 1.0;
+  while (atomic_load(&hc->pollers) != 0) {
+    if (now_s() > until) { /* a poll cannot take a second; leave it to the next step */
+      atomic_store(&hc->draining, 0);
+      return 0;
+    }
+    sched_yield();
+  }
+  pthread_mutex_lock(&hc->drain_mu);
+  struct ibv_cq *cqs[2] = {m->send_cq, m->recv_cq};
+  for (int k = 0; k < 2; k++) {
+    if (!cqs[k] || (k == 1 && cqs[1] == cqs[0])) continue;
+    for (int round = 0; round < 64; round++) { /* bounded: a busy CQ refills */
+      int r = hc->poll_cq(cqs[k], 32, wc);
+      if (r <= 0) break;
+      int out = wc_filter(hc, wc, r);
+      for (int i = 0; i < out; i++) synth_push(hc, cqs[k], &wc[i]);
+      total += r;
+      if (r < 32) break;
+    }
+  }
+  pthread_mutex_unlock(&hc->drain_mu);
+  atomic_store(&hc->draining, 0);
+  return total;
+}
+
 /* ---- the contexts ----------------------------------------------------------------------------- */
 
 /* The HA context of ctx, wrapping its data-path ops on first use. Call under ha_mu. */
@@ -532,6 +602,7 @@ static ha_ctx_t *ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real
   hc->post_recv = ctx->ops.post_recv;
   hc->poll_cq = ctx->ops.poll_cq;
   pthread_mutex_init(&hc->synth_mu, NULL);
+  pthread_mutex_init(&hc->drain_mu, NULL);
   ctxs[n] = hc;
   atomic_store_explicit(&nctx, n + 1, memory_order_release);
   ctx->ops.post_send = ha_post_send;
@@ -1204,6 +1275,7 @@ static int failover_step(ha_qp_t *m) {
      * has nothing left for NCCL to see, and NCCL may not poll it at all — the receiving end whose
      * last message arrived waits, in NCCL's ring, for the sender whose failover waits for this
      * side's count. Its marker's flush comes later and is absorbed. */
+    if (!atomic_load(&m->drained_send) || !atomic_load(&m->drained_recv)) drain_poll(m);
     pthread_mutex_lock(&m->mu);
     int idle_s = 1, idle_r = m->rlog.head == m->rlog.tail;
     for (uint64_t q = m->slog.tail; q < m->slog.head && idle_s; q++) /* unsignalled WRs complete silently */
