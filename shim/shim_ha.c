@@ -493,7 +493,7 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc) {
 
 /* Translates the r completions the provider returned in wc (retiring log entries, absorbing the HA
  * layer's own and a failing primary's) and packs the ones NCCL gets to the front. Returns how many. */
-static inline int wc_filter(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
+static inline __attribute__((always_inline)) int wc_filter(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
   int out = 0;
   for (int i = 0; i < r; i++) {
     struct ibv_wc *c = &wc[i];
@@ -519,7 +519,7 @@ static inline int wc_filter(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
 
 /* NCCL's poll: the completions the HA layer queued for cq first (they are older), then the
  * provider's. Returns what the provider's poll would. */
-static inline int poll_body(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+static inline __attribute__((always_inline)) int poll_body(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   int got = 0;
   if (n > 0 && atomic_load_explicit(&hc->nsynth, memory_order_acquire)) got = synth_take(hc, cq, wc, n);
   if (got == n && n > 0) return got;
