@@ -1176,14 +1176,23 @@ static void rb_check(void) {
   if (++rb_step == (int)(sizeof rb_checks / sizeof rb_checks[0])) rb_t0 = 0;
   int nleaf = 2 * topo->npairs, S = topo->nspines;
   static ah_path_link_state_t links[RB_LINKS_MAX];
+  /* a link once read as down stays down for this process (nothing brings one back yet): a read
+   * that times out on a loaded hub must not put a shadow back on a dead link */
+  static double known[RB_LINKS_MAX];
+  static int known_init;
+  if (!known_init) {
+    for (int i = 0; i < RB_LINKS_MAX; i++) known[i] = 1;
+    known_init = 1;
+  }
   int nl = 0;
   for (int l = 0; l < nleaf; l++)
     for (int sp = 0; sp < S && l * S + sp < RB_LINKS_MAX; sp++) {
       uint8_t key[HA_KEY];
       double frac = 1;
       rb_link_key(key, l, sp);
-      if (dir_get(key, &frac, sizeof frac, 0.001) == (int)sizeof frac && frac < 1)
-        links[nl++] = (ah_path_link_state_t){l, sp, frac};
+      if (dir_get(key, &frac, sizeof frac, 0.001) == (int)sizeof frac && frac < known[l * S + sp])
+        known[l * S + sp] = frac;
+      if (known[l * S + sp] < 1) links[nl++] = (ah_path_link_state_t){l, sp, known[l * S + sp]};
     }
   if (!nl) return;
   ah_path_route_t *routes = malloc((size_t)rb_n * sizeof *routes);
