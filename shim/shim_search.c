@@ -70,19 +70,26 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
  * search lost p5 on hints from farther away; docs/tuner.md "Warm start"). */
 static int hint_bins(const ah_shim_keystate_t *ks) { return ks->space.ndims > 1 ? 1 : AH_HINT_BINS; }
 
+/* The bin d steps from ks's in direction dir (-1, +1), locked, when it exists, its lock is free and
+ * it searches the same space; else NULL. The caller unlocks it. */
+static ah_shim_keystate_t *neighbour_trylock(const ah_shim_keystate_t *ks, int dir, int d) {
+  ah_key_t nk = ks->key;
+  nk.bin += dir * d;
+  ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
+  if (!n || pthread_mutex_trylock(&n->lock) != 0) return NULL;
+  if (n->tune && n->space.ndims == ks->space.ndims) return n;
+  pthread_mutex_unlock(&n->lock);
+  return NULL;
+}
+
 static void search_hint(ah_shim_keystate_t *ks) {
   for (int dir = -1; dir <= 1; dir += 2)
     for (int d = 1; d <= hint_bins(ks); d++) {
-      ah_key_t nk = ks->key;
-      nk.bin += dir * d;
-      ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
-      if (!n || pthread_mutex_trylock(&n->lock) != 0) continue;
+      ah_shim_keystate_t *n = neighbour_trylock(ks, dir, d);
+      if (!n) continue;
       ah_tune_status_t st;
-      int got = 0;
-      if (n->tune && n->space.ndims == ks->space.ndims) {
-        ah_tune_status(n->tune, &st);
-        got = st.state == AH_TUNE_CONVERGED;
-      }
+      ah_tune_status(n->tune, &st);
+      int got = st.state == AH_TUNE_CONVERGED;
       pthread_mutex_unlock(&n->lock);
       if (got) {
         if (ah_tune_hint(ks->tune, &st.learned) == 0) (void)ah_tune_hint_noise(ks->tune, st.sigma);
@@ -101,16 +108,12 @@ static void search_share(ah_shim_keystate_t *ks) {
   if (st.state != AH_TUNE_CONVERGED) return;
   for (int dir = -1; dir <= 1; dir += 2)
     for (int d = 1; d <= hint_bins(ks); d++) {
-      ah_key_t nk = ks->key;
-      nk.bin += dir * d;
-      ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
-      if (!n || pthread_mutex_trylock(&n->lock) != 0) continue;
-      if (n->tune && n->space.ndims == ks->space.ndims) {
-        ah_tune_status_t ns;
-        ah_tune_status(n->tune, &ns);
-        if (ns.state == AH_TUNE_SEARCHING && ah_tune_hint(n->tune, &st.learned) == 0)
-          (void)ah_tune_hint_noise(n->tune, st.sigma);
-      }
+      ah_shim_keystate_t *n = neighbour_trylock(ks, dir, d);
+      if (!n) continue;
+      ah_tune_status_t ns;
+      ah_tune_status(n->tune, &ns);
+      if (ns.state == AH_TUNE_SEARCHING && ah_tune_hint(n->tune, &st.learned) == 0)
+        (void)ah_tune_hint_noise(n->tune, st.sigma);
       pthread_mutex_unlock(&n->lock);
     }
 }

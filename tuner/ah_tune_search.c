@@ -587,6 +587,20 @@ static int ah_tune_value_pos(const ah_dim_t *dim, int64_t v) {
   return best;
 }
 
+/* Moves spos, a position in subspace s, onto hint h's resources where the hint names one (only the
+ * channel count when chan_only), each clamped to s's window. Returns 1 when it moved any. */
+static int ah_tune_pos_at_hint(const ah_tune_t *t, int s, int h, int chan_only, int *spos) {
+  int any = 0;
+  for (int d = 0; d < t->space.ndims && d < t->hints[h].ndims; d++)
+    if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0 && (!chan_only || d == AH_DIM_NCHANNELS)) {
+      int lo, hi, v = ah_tune_value_pos(&t->space.dims[d], t->hints[h].res[d]);
+      ah_tune_window(t, s, d, &lo, &hi);
+      spos[d] = v < lo ? lo : v > hi ? hi : v;
+      any = 1;
+    }
+  return any;
+}
+
 /* The hint for subspace s, or -1: the first with resources of its own (a neighbour that kept
  * NCCL's default says which subspace, not which resources), else the first. */
 static int ah_tune_hint_of(const ah_tune_t *t, int s) {
@@ -651,17 +665,10 @@ int ah_tune_start_quick(ah_tune_t *t) {
   int pos[AH_MAX_DIMS];
   ah_tune_start_pos(t, pos);
   for (int k = -1; k < t->nhints && t->nquick < 2; k++) { /* the centre's hint, then others in s */
-    int h = k < 0 ? h0 : k, spos[AH_MAX_DIMS], any = 0;
+    int h = k < 0 ? h0 : k, spos[AH_MAX_DIMS];
     if (k == h0 || ah_tune_sub_of(t, &t->hints[h]) != s) continue;
     ah_tune_sub_pos(t, s, pos, 1, spos);
-    for (int d = 0; d < t->space.ndims && d < t->hints[h].ndims; d++)
-      if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0) {
-        int lo, hi, v = ah_tune_value_pos(&t->space.dims[d], t->hints[h].res[d]);
-        ah_tune_window(t, s, d, &lo, &hi);
-        spos[d] = v < lo ? lo : v > hi ? hi : v;
-        any = 1;
-      }
-    if (!any) continue;
+    if (!ah_tune_pos_at_hint(t, s, h, 0, spos)) continue;
     ah_config_t c;
     ah_tune_make_cfg(t, s, spos, &c);
     ah_tune_quick_add(t, ah_tune_probe_get(t, s, spos, &c));
@@ -701,12 +708,7 @@ int ah_tune_start_quick(ah_tune_t *t) {
   if (s2 >= 0) {
     int apos[AH_MAX_DIMS];
     ah_tune_sub_pos(t, s2, t->probes[hq].pos, 0, apos);
-    for (int d = 0; ho >= 0 && d < t->space.ndims && d < t->hints[ho].ndims; d++)
-      if (t->hints[ho].res[d] > 0 && t->space.dims[d].nvalues > 0) { /* the other hint's own point */
-        int lo, hi, v = ah_tune_value_pos(&t->space.dims[d], t->hints[ho].res[d]);
-        ah_tune_window(t, s2, d, &lo, &hi);
-        apos[d] = v < lo ? lo : v > hi ? hi : v;
-      }
+    if (ho >= 0) (void)ah_tune_pos_at_hint(t, s2, ho, 0, apos); /* the other hint's own point */
     ah_config_t c;
     ah_tune_make_cfg(t, s2, apos, &c);
     int q = ah_tune_probe_get(t, s2, apos, &c);
@@ -893,13 +895,7 @@ void ah_tune_start_screen(ah_tune_t *t) {
     ah_config_t c;
     int spos[AH_MAX_DIMS], hh = h >= 0 ? h : h0;
     ah_tune_sub_pos(t, s, pos, 1, spos);
-    for (int d = 0; hh >= 0 && d < t->space.ndims && d < t->hints[hh].ndims; d++)
-      if (t->hints[hh].res[d] > 0 && t->space.dims[d].nvalues > 0 &&
-          (h >= 0 || d == AH_DIM_NCHANNELS)) { /* the hint's value, in s's window */
-        int lo, hi, k = ah_tune_value_pos(&t->space.dims[d], t->hints[hh].res[d]);
-        ah_tune_window(t, s, d, &lo, &hi);
-        spos[d] = k < lo ? lo : k > hi ? hi : k;
-      }
+    if (hh >= 0) (void)ah_tune_pos_at_hint(t, s, hh, h < 0, spos); /* the hint's value, in s's window */
     ah_tune_make_cfg(t, s, spos, &c);
     t->sub_start[s] = ah_tune_probe_get(t, s, spos, &c);
     /* the rest once the first sample shows it is in the race */
@@ -913,16 +909,9 @@ void ah_tune_start_screen(ah_tune_t *t) {
     for (int i = 0; i < t->space.nsub; i++)
       if (t->space.sub[i].algo == t->hints[h].algo && t->space.sub[i].proto == t->hints[h].proto) s = i;
     if (s < 0 || t->sub_start[s] < 0 || ah_tune_hint_of(t, s) == h) continue;
-    int spos[AH_MAX_DIMS], any = 0;
+    int spos[AH_MAX_DIMS];
     memcpy(spos, t->probes[t->sub_start[s]].pos, sizeof(spos));
-    for (int d = 0; d < t->space.ndims && d < t->hints[h].ndims; d++)
-      if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0) {
-        int lo, hi, k = ah_tune_value_pos(&t->space.dims[d], t->hints[h].res[d]);
-        ah_tune_window(t, s, d, &lo, &hi);
-        spos[d] = k < lo ? lo : k > hi ? hi : k;
-        any = 1;
-      }
-    if (!any) continue;
+    if (!ah_tune_pos_at_hint(t, s, h, 0, spos)) continue;
     ah_config_t c;
     ah_tune_make_cfg(t, s, spos, &c);
     int q = ah_tune_probe_get(t, s, spos, &c);
