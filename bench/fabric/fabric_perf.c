@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include "ncclsim.h"
+#include "bench_job.h"
 
 static int rank = -1;
 
@@ -33,11 +34,6 @@ static void die(const char *what, const char *detail) {
     cudaError_t e_ = (call);                                                                       \
     if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_));                                     \
   } while (0)
-
-static int env_int(const char *name, int def) {
-  const char *s = getenv(name);
-  return s && *s ? atoi(s) : def;
-}
 
 /* A few real calls whose every byte is checked: the data crossed the nodes through the QPs. */
 static void check_calls(ncclComm_t comm, int nranks, cudaStream_t st) {

@@ -16,30 +16,10 @@
 
 #include "ncclsim.h"
 
+#define BENCH_JOB_NAME "failover_job"
+#include "bench_job.h"
+
 static int rank = -1;
-
-#define CHECK_NCCL(call)                                                                           \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, "failover_job: rank %d: %s failed: %s (%s)\n", rank, #call, ncclGetErrorString(r_), \
-              ncclGetLastError(NULL));                                                             \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-#define CHECK_CUDA(call)                                                                           \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "failover_job: rank %d: %s failed: %s\n", rank, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
-static int env_int(const char *name, int def) {
-  const char *s = getenv(name);
-  return s && *s ? atoi(s) : def;
-}
 
 int main(int argc, char **argv) {
   int iters = 20;

@@ -24,28 +24,8 @@
 
 #include "ncclsim.h"
 
-#define CHECK_NCCL(call)                                                                           \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, "train_job: rank %d: %s failed: %s (%s)\n", rank, #call,                      \
-              ncclGetErrorString(r_), ncclGetLastError(NULL));                                     \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-#define CHECK_CUDA(call)                                                                           \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "train_job: rank %d: %s failed: %s\n", rank, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
-static int env_int(const char *name, int def) {
-  const char *s = getenv(name);
-  return s && *s ? atoi(s) : def;
-}
+#define BENCH_JOB_NAME "train_job"
+#include "bench_job.h"
 
 /* Parses a count option; exits with usage status 2 on a bad value. */
 static int parse_opt(const char *opt, const char *s, int lo, int hi) {
