@@ -28,6 +28,7 @@
 
 #include "ah_coord_internal.h"
 #include "ah_log.h"
+#include "bench_proc.h"
 
 #define NSEG 300
 #define WARMUP 20
@@ -170,21 +171,6 @@ static pid_t hog_start(void) {
   for (;;) x = x * 6364136223846793005ull + 1442695040888963407ull;
 }
 
-/* CPU seconds (user + system) a process has used so far, or -1. */
-static double proc_cpu_s(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char *p = strrchr(buf, ')'); /* fields after the command name */
-  unsigned long long ut = 0, st = 0;
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return -1;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 int main(int argc, char **argv) {
   int counts[8] = {64, 1024};
   double bars[8] = {2.0, 10.0};
@@ -219,7 +205,7 @@ int main(int argc, char **argv) {
       printf("coord_scale: cannot start the CPU-bound process (fork: %s)\n", strerror(errno));
       return 1;
     }
-    double hog0 = hog > 0 ? proc_cpu_s(hog) : 0;
+    double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0;
     uint64_t t0 = ah_coord_now_ns();
     if (run(counts[i], nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50) != 0) {
       printf("coord_scale: %d clients: run failed\n", counts[i]);
@@ -227,7 +213,7 @@ int main(int argc, char **argv) {
       continue;
     }
     double wall = (double)(ah_coord_now_ns() - t0) / 1e9;
-    double share = hog > 0 ? (proc_cpu_s(hog) - hog0) / wall * 100.0 : 0;
+    double share = hog > 0 ? (bench_proc_cpu_s(hog) - hog0) / wall * 100.0 : 0;
     int pass = p99 <= bars[i];
     ok &= pass;
     printf("coord_scale: %4d clients, %d segments each, one per %ld us: delivery p50 %.3f ms, p99 "

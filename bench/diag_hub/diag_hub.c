@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ah_coord_internal.h"
+#include "bench_proc.h"
 
 #define CLIENTS 1024
 #define SECONDS 10
@@ -27,22 +28,6 @@
 static void sleep_us(long us) {
   struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
   nanosleep(&ts, NULL);
-}
-
-/* CPU seconds (user + system) process pid has used, or -1. */
-static double cpu_s(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *p = strrchr(buf, ')'); /* fields after the command name: state is field 3 */
-  unsigned long long ut = 0, st = 0;
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-    return -1;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* The child: runs a hub, hands its stamp to the parent through fd, and waits to be killed. */
@@ -100,7 +85,7 @@ int main(void) {
   for (int sec = 0; sec < SECONDS + 2; sec++) {
     if (sec == 2) { /* the first records allocate the hub's tables: measured from the third second */
       t0 = (double)ah_coord_now_ns() / 1e9;
-      c0 = cpu_s(hub);
+      c0 = bench_proc_cpu_s(hub);
     }
     uint64_t start = ah_coord_now_ns();
     for (int i = 0; i < CLIENTS; i++) {
@@ -119,7 +104,7 @@ int main(void) {
     uint64_t spent = ah_coord_now_ns() - start;
     if (spent < 1000000000ull) sleep_us((long)((1000000000ull - spent) / 1000));
   }
-  double secs = (double)ah_coord_now_ns() / 1e9 - t0, used = cpu_s(hub) - c0;
+  double secs = (double)ah_coord_now_ns() / 1e9 - t0, used = bench_proc_cpu_s(hub) - c0;
   for (int i = 0; i < CLIENTS; i++) ah_coord_client_close(cs[i]);
   kill(hub, SIGKILL);
   waitpid(hub, NULL, 0);

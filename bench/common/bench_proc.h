@@ -1,0 +1,26 @@
+/* bench_proc.h: what a benchmark reads of a process it started (a hub, a CPU hog) from /proc. */
+#ifndef AH_BENCH_PROC_H
+#define AH_BENCH_PROC_H
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* CPU seconds (user + system) process pid has used so far, or -1. */
+static inline double bench_proc_cpu_s(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* fields after the command name: state is field 3 */
+  unsigned long long ut = 0, st = 0;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+#endif
