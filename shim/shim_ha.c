@@ -32,6 +32,7 @@
 #include "ah_path.h"
 #include "ah_report.h"
 #include "shim_ha.h"
+#include "shim_verbs.h"
 
 _Static_assert((int)IBV_WR_RDMA_WRITE == (int)AH_HA_WR_RDMA_WRITE &&
                    (int)IBV_WR_RDMA_WRITE_WITH_IMM == (int)AH_HA_WR_RDMA_WRITE_WITH_IMM &&
@@ -901,13 +902,8 @@ static int shadow_create(ha_qp_t *m) {
 static pthread_once_t topo_once = PTHREAD_ONCE_INIT;
 static ah_path_topo_t *topo;
 static void topo_load(void) {
-  const char *path = ah_env_settings()->qp_topo;
+  const char *path = ah_shim_qp_topo_path();
   if (!path[0]) return;
-  if (strchr(path, '%')) {
-    ah_log(AH_LOG_WARN, "HA: AUTOHA_QP_TOPO '%s' is a template; AUTOHA_HA=path reads only a plain file "
-           "and picks backup source ports without the fabric model", path);
-    return;
-  }
   if (ah_path_topo_load(path, &topo) != 0) topo = NULL; /* the loader said why */
 }
 

@@ -108,7 +108,7 @@ static void policy_init(void) {
       .sport_file = env->qp_sport_file,
       .tc = env->qp_tc,
       .tc_is_dscp = env->qp_tc_dscp,
-      .topo = env->qp_topo,
+      .topo = ah_shim_qp_topo_path(),
       .method = env->qp_method == 1 ? AH_PATH_METHOD_MLX5DV : AH_PATH_METHOD_LABEL,
       .host = host,
   };

@@ -14,4 +14,8 @@
  * libnccl ignores the field (it truncates the config to its own size). */
 ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, int nranks, ncclConfig_t *copy_p);
 
+/* AUTOHA_QP_TOPO expanded for this process (shim_qp_topo.c), "" when unset or malformed (logged
+ * once): the file the source-port planner and the failover layer's backup ports both read. */
+const char *ah_shim_qp_topo_path(void);
+
 #endif

@@ -210,8 +210,9 @@ static const ah_env_var_t env_table[] = {
      "The topology file AUTOHA_QP_SPORT=plan plans from: leaf pairs, spines, hosts and their NICs' "
      "addresses, the jobs with their GPU intensity and traffic pattern, failed links (format in "
      "docs/qp.md). Every rank must read the same file, so every rank computes the same plan. "
-     "AUTOHA_HA=path also reads it (a plain path, not a template) to give each shadow a source "
-     "port whose modelled spine differs from both directions of its primary.",
+     "AUTOHA_HA=path also reads it to give each shadow a source port whose modelled spine differs "
+     "from both directions of its primary. Queue pairs come before the rank is known, so %r "
+     "expands to 'all'.",
      0, 0, NULL, FIELD(qp_topo)},
     {"AUTOHA_QP_METHOD", AH_ENV_ENUM, "label", "label|mlx5dv",
      "How the chosen source port reaches the NIC. label writes the flow label that the kernel "
