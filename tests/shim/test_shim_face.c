@@ -470,28 +470,36 @@ typedef struct {
   uint64_t id;
 } warm_t;
 
+/* One all-reduce of `bytes` (bin `bin`) through the tuner face; the leader records its time on a
+ * surface whose optimum is ring/simple at 4 channels (50 us there, +2 us per channel away; 100 us
+ * elsewhere). */
+static void warm_call(void *ctx, size_t bytes, int bin) {
+  ah_comm_t *c = ctx;
+  int proto;
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  table_fill(t);
+  int nch = 0;
+  ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, bytes, 1, (float **)(void *)t, AH_NUM_ALGOS,
+                                 AH_NUM_PROTOS, 0, &nch);
+  int algo = argmin(t, &proto);
+  ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][bin];
+  if (ck && ck->leader) {
+    int n = nch > 0 ? nch : 16;
+    double us = algo == AH_ALGO_RING && proto == AH_PROTO_SIMPLE ? 50.0 + 2.0 * abs(n - 4) : 100.0;
+    int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
+    ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, (double)bytes);
+  }
+}
+
 static void *warm_main(void *arg) {
   warm_t *r = arg;
   ah_comm_pending_push(r->id, r->rank);
   void *ctx = NULL;
   ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
-  ah_comm_t *c = ctx;
   for (int i = 0; i < WARM_CALLS + 40; i++) {
     size_t bytes = i < WARM_CALLS ? 4 << 20 : 2 << 20;
-    int bin = i < WARM_CALLS ? 22 : 21, proto;
-    float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
-    table_fill(t);
-    int nch = 0;
-    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, bytes, 1, (float **)(void *)t, AH_NUM_ALGOS,
-                                   AH_NUM_PROTOS, 0, &nch);
-    int algo = argmin(t, &proto);
-    ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][bin];
-    if (ck && ck->leader) {
-      int n = nch > 0 ? nch : 16;
-      double us = algo == AH_ALGO_RING && proto == AH_PROTO_SIMPLE ? 50.0 + 2.0 * abs(n - 4) : 100.0;
-      int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
-      ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, (double)bytes);
-    }
+    int bin = i < WARM_CALLS ? 22 : 21;
+    warm_call(ctx, bytes, bin);
   }
   return NULL;
 }
@@ -506,23 +514,10 @@ static void *share_main(void *arg) {
   ah_comm_pending_push(r->id, r->rank);
   void *ctx = NULL;
   ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
-  ah_comm_t *c = ctx;
   for (int i = 0; i < 2 * WARM_CALLS; i++) {
-    int bin = i % 2 && i > SHARE_AFTER ? 21 : 22, proto;
+    int bin = i % 2 && i > SHARE_AFTER ? 21 : 22;
     size_t bytes = bin == 22 ? 4 << 20 : 2 << 20;
-    float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
-    table_fill(t);
-    int nch = 0;
-    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, bytes, 1, (float **)(void *)t, AH_NUM_ALGOS,
-                                   AH_NUM_PROTOS, 0, &nch);
-    int algo = argmin(t, &proto);
-    ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][bin];
-    if (ck && ck->leader) {
-      int n = nch > 0 ? nch : 16;
-      double us = algo == AH_ALGO_RING && proto == AH_PROTO_SIMPLE ? 50.0 + 2.0 * abs(n - 4) : 100.0;
-      int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
-      ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, (double)bytes);
-    }
+    warm_call(ctx, bytes, bin);
   }
   return NULL;
 }
