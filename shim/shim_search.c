@@ -3,6 +3,7 @@
  * reaches an uncommitted call first — with their publication to other processes, and the cut of a
  * converged key that drift re-opened. ah_shim_resolve is the one entry of the slow path: it commits
  * or waits, for every kind of communicator. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,13 +71,20 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
  * search lost p5 on hints from farther away; docs/tuner.md "Warm start"). */
 static int hint_bins(const ah_shim_keystate_t *ks) { return ks->space.ndims > 1 ? 1 : AH_HINT_BINS; }
 
-/* The bin d steps from ks's in direction dir (-1, +1), locked, when it exists, its lock is free and
- * it searches the same space; else NULL. The caller unlocks it. */
+/* The bin d steps from ks's in direction dir (-1, +1), locked, when it exists, its lock comes free
+ * within a few hundred tries and it searches the same space; else NULL. The caller unlocks it.
+ * Note that the lock is only tried, with a yield between tries, never waited for: its holder may be
+ * waiting for ks's lock, which the caller holds. Runs once per key start or convergence. */
+#define AH_NEIGHBOUR_TRIES 256
 static ah_shim_keystate_t *neighbour_trylock(const ah_shim_keystate_t *ks, int dir, int d) {
   ah_key_t nk = ks->key;
   nk.bin += dir * d;
   ah_shim_keystate_t *n = ah_shim_keystate_find(&nk);
-  if (!n || pthread_mutex_trylock(&n->lock) != 0) return NULL;
+  if (!n) return NULL;
+  int tries = 0;
+  while (pthread_mutex_trylock(&n->lock) != 0)
+    if (++tries == AH_NEIGHBOUR_TRIES) return NULL;
+    else sched_yield();
   if (n->tune && n->space.ndims == ks->space.ndims) return n;
   pthread_mutex_unlock(&n->lock);
   return NULL;
