@@ -1,4 +1,4 @@
-/* shim_ha.h: transparent RDMA failover (shim/shim_ha.c, docs/ha.md) as the verbs hook
+/* shim_ha.h: transparent RDMA failover (shim/shim_ha_*.c, docs/ha.md) as the verbs hook
  * (shim_verbs.c) drives it: it reports the queue pairs NCCL creates, connects and destroys, and
  * the HA layer takes over those contexts' data path. */
 #ifndef AH_SHIM_HA_H

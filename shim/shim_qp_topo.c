@@ -1,6 +1,6 @@
 /* shim_qp_topo.c: where AUTOHA_QP_TOPO points, expanded once per process for both of its readers —
  * the source-port planner (AUTOHA_QP_SPORT=plan, shim_verbs.c) and the failover layer's backup
- * ports (AUTOHA_HA=path, shim_ha.c) — so that the two read the same file. Queue pairs are created
+ * ports (AUTOHA_HA=path, shim_ha_shadow.c) — so that the two read the same file. Queue pairs are created
  * before the rank is known to the shim, so %r expands to "all" (every rank reads one file). */
 #include <pthread.h>
 #include <stdio.h>

@@ -359,7 +359,7 @@ static ah_shim_ha_verbs_t dl_real_verbs(void) {
 }
 
 /* What dlsym/dlvsym hand back for the hooked verbs: these call the function the lookup found (and,
- * with AUTOHA_HA, tell the HA layer about NCCL's queue pairs: shim_ha.c). */
+ * with AUTOHA_HA, tell the HA layer about NCCL's queue pairs: shim_ha_qp.c). */
 static struct ibv_qp *dl_create_wrapper(struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
   struct ibv_qp *qp = verbs_create(atomic_load(&dl_create_qp), pd, init);
   if (qp && ah_shim_ha_on()) {

@@ -1,0 +1,56 @@
+/* shim_ha_event.c: NCCL's async events, filtered (docs/ha.md). NCCL aborts a communicator on a
+ * fatal QP or port event; the events of shadows, of primaries the HA layer has moved off, and a
+ * port's PORT_ERR when every managed queue pair on it has a ready shadow elsewhere are the HA
+ * layer's, and never reach NCCL. */
+#include "shim_ha_int.h"
+
+static _Atomic unsigned long st_events; /* events absorbed */
+
+int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_event *ev) {
+  if (!ev || !atomic_load(&ha_nctx)) return 0;
+  ha_ctx_t *hc = ctx_of(ctx);
+  if (!hc) return 0;
+  switch (ev->event_type) {
+  case IBV_EVENT_QP_FATAL:
+  case IBV_EVENT_QP_REQ_ERR:
+  case IBV_EVENT_QP_ACCESS_ERR:
+  case IBV_EVENT_COMM_EST:
+  case IBV_EVENT_SQ_DRAINED:
+  case IBV_EVENT_PATH_MIG:
+  case IBV_EVENT_PATH_MIG_ERR:
+  case IBV_EVENT_QP_LAST_WQE_REACHED: {
+    struct ibv_qp *qp = ev->element.qp;
+    ha_qp_t *m = qp ? table_find(hc, qp->qp_num) : NULL;
+    if (!m) return 0;
+    int st = atomic_load(&m->state);
+    /* a shadow's event would look to NCCL like one of its own QPs' (its qp_context is NULL); a
+     * primary the HA layer is moving off, or moved off, is no longer NCCL's concern */
+    int own = m->sh == qp || (m->qp == qp && (st == HA_FAILING || st == HA_SHADOW));
+    if (own) {
+      atomic_fetch_add(&st_events, 1);
+      AH_LOG_CAPPED(4, AH_LOG_INFO, "HA: async event %d of %s QP %u absorbed", (int)ev->event_type,
+                    m->sh == qp ? "the shadow of" : "failed-over", m->qpn);
+    }
+    return own;
+  }
+  case IBV_EVENT_PORT_ERR: {
+    int port = ev->element.port_num, n = 0, covered = 0;
+    pthread_mutex_lock(&ha_mu);
+    for (ha_qp_t *m = ha_qps; m; m = m->next) {
+      if (m->hc != hc || m->port != port) continue;
+      n++;
+      int st = atomic_load(&m->state), sh = atomic_load(&m->sh_state);
+      covered += m->sh_port != port && (st == HA_SHADOW || ((st == HA_PEACE || st == HA_FAILING) && sh == SH_READY));
+    }
+    pthread_mutex_unlock(&ha_mu);
+    if (n == 0 || covered != n) return 0;
+    atomic_fetch_add(&st_events, 1);
+    ah_log(AH_LOG_WARN, "HA: %s port %d is down; its %d queue pairs have shadows on another port, so NCCL is not "
+           "told (PORT_ERR absorbed)", ctx->device ? ctx->device->name : "?", port, n);
+    return 1;
+  }
+  default:
+    return 0;
+  }
+}
+

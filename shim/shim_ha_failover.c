@@ -1,0 +1,305 @@
+/* shim_ha_failover.c: failing a primary over to its shadow (docs/ha.md, "Failover" and "Replay"):
+ * the primary is moved to ERR and drained with markers, the two ends publish how many messages
+ * each took, and the switch hands NCCL synthesized completions for what the peer confirmed, re-posts
+ * the receives and replays the rest in order on the shadow. A peer's doorbell starts this side's
+ * failover when its own primary shows no error. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ah_env.h"
+#include "shim_ha_int.h"
+
+static enum ibv_wc_opcode ha_wc_opcode(int wr_opcode) {
+  switch (wr_opcode) {
+  case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+  case IBV_WR_SEND:
+  case IBV_WR_SEND_WITH_IMM: return IBV_WC_SEND;
+  default: return IBV_WC_RDMA_WRITE;
+  }
+}
+
+static void give_error(ha_qp_t *m, const char *why) {
+  atomic_store(&m->state, HA_BROKEN);
+  m->fo_step = FO_NONE;
+  ah_log(AH_LOG_WARN, "HA: QP %u cannot fail over (%s); NCCL gets the error", m->qpn, why);
+  struct ibv_wc wc;
+  memset(&wc, 0, sizeof wc);
+  wc.qp_num = m->qpn;
+  if (m->slog.head > m->slog.tail) {
+    ah_ha_swr_t *e = ah_ha_slog_at(&m->slog, m->slog.tail);
+    for (uint64_t s = m->slog.tail; s < m->slog.head; s++)
+      if (m->slog.e[s & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED) {
+        e = &m->slog.e[s & (m->slog.cap - 1)];
+        break;
+      }
+    wc.wr_id = e->wr_id;
+    wc.status = IBV_WC_RETRY_EXC_ERR;
+    wc.opcode = ha_wc_opcode(e->opcode);
+    ha_synth_push(m->hc, m->send_cq, &wc);
+  } else if (m->rlog.head > m->rlog.tail) {
+    wc.wr_id = m->rlog.e[m->rlog.tail & (m->rlog.cap - 1)].wr_id;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.opcode = IBV_WC_RECV;
+    ha_synth_push(m->hc, m->recv_cq, &wc);
+  }
+}
+
+/* The switch: synthesized completions for what the peer took, receives re-posted and the rest
+ * replayed on the shadow, in order. Call with m->mu held. Returns 0 or -1 (give_error follows). */
+static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
+  ha_ctx_t *hc = m->hc;
+  uint64_t first;
+  if (ah_ha_replay_plan(&m->slog, peer_done, &first) != 0) {
+    *why_p = "the peer's count of delivered messages does not match this side's log";
+    return -1;
+  }
+  unsigned long nsynth = 0, nreplay = 0;
+  for (uint64_t s = m->slog.tail; s < first; s++) {
+    ah_ha_swr_t *e = &m->slog.e[s & (m->slog.cap - 1)];
+    if (!(e->send_flags & IBV_SEND_SIGNALED)) continue;
+    struct ibv_wc wc;
+    memset(&wc, 0, sizeof wc);
+    wc.wr_id = e->wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = ha_wc_opcode(e->opcode);
+    wc.byte_len = e->opcode == IBV_WR_RDMA_READ ? e->length : 0;
+    wc.qp_num = m->qpn;
+    ha_synth_push(hc, m->send_cq, &wc);
+    nsynth++;
+  }
+  if (first > m->slog.tail) ah_ha_slog_retire(&m->slog, first - 1);
+  for (uint64_t s = m->rlog.tail; s < m->rlog.head; s++) {
+    ah_ha_rwr_t *e = &m->rlog.e[s & (m->rlog.cap - 1)];
+    struct ibv_sge sge = {e->addr, e->length, e->lkey};
+    struct ibv_recv_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.wr_id = e->wr_id;
+    w.sg_list = e->num_sge ? &sge : NULL;
+    w.num_sge = e->num_sge;
+    if (hc->post_recv(m->sh, &w, &bad) != 0) {
+      *why_p = "re-posting a receive on the shadow failed";
+      return -1;
+    }
+  }
+  for (uint64_t s = first; s < m->slog.head; s++) {
+    ah_ha_swr_t *e = &m->slog.e[s & (m->slog.cap - 1)];
+    struct ibv_sge sge = {e->addr, e->length, e->lkey};
+    if (e->send_flags & IBV_SEND_INLINE) sge.addr = (uint64_t)(uintptr_t)e->inl;
+    struct ibv_send_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.wr_id = e->wr_id;
+    w.opcode = (enum ibv_wr_opcode)e->opcode;
+    w.send_flags = e->send_flags;
+    w.imm_data = e->imm;
+    w.wr.rdma.remote_addr = e->raddr;
+    w.wr.rdma.rkey = e->rkey;
+    w.sg_list = e->num_sge ? &sge : NULL;
+    w.num_sge = e->num_sge ? 1 : 0;
+    if (hc->post_send(m->sh, &w, &bad) != 0) {
+      *why_p = "replaying a work request on the shadow failed";
+      return -1;
+    }
+    nreplay++;
+  }
+  atomic_store_explicit(&m->state, HA_SHADOW, memory_order_release);
+  m->fo_step = -1; /* on the shadow for good */
+  atomic_fetch_add(&ha_st_failovers, 1);
+  atomic_fetch_add(&ha_st_replayed, nreplay);
+  atomic_fetch_add(&ha_st_synth, nsynth);
+  double stall_ms = (ha_now_s() - m->t_fail) * 1e3;
+  ah_log(AH_LOG_WARN, "HA: QP %u (%s port %d) failed over to its shadow QP %u (port %d) in %.1f ms: %lu work "
+         "requests replayed, %lu completions the peer had confirmed handed to NCCL", m->qpn,
+         m->qp->context->device->name, m->port, m->sh_qpn, m->sh_port, stall_ms, nreplay, nsynth);
+  pthread_mutex_lock(&ha_events_mu);
+  if (ha_nevents < AH_REPORT_HA_MAX) {
+    ah_report_failover_t *f = &ha_events[ha_nevents++];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    f->time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    f->qpn = m->qpn;
+    snprintf(f->dev, sizeof f->dev, "%.31s", m->qp->context->device->name);
+    f->port = m->port;
+    f->shadow_port = m->sh_port;
+    f->stall_ms = stall_ms;
+    f->replayed = (uint32_t)nreplay;
+    f->synthesized = (uint32_t)nsynth;
+  }
+  pthread_mutex_unlock(&ha_events_mu);
+  return 0;
+}
+
+/* One step of m's failover; returns 1 when it moved (run it again soon). */
+int ha_failover_step(ha_qp_t *m) {
+  ha_ctx_t *hc = m->hc;
+  double t = ha_now_s();
+  const ah_settings_t *env = ah_env_settings();
+  if (m->fo_step == FO_DRAIN && m->fo_deadline == 0) {
+    m->fo_deadline = t + env->ha_failover_s;
+    /* the primary to ERR (so the peer's count is final), then one marker per queue: when NCCL has
+     * polled both, every completion of the primary has been seen */
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_ERR;
+    hc->real.modify_qp(m->qp, &a, IBV_QP_STATE);
+    struct ibv_send_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.wr_id = WRID_DRAIN_SEND;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.send_flags = IBV_SEND_SIGNALED;
+    if (hc->post_send(m->qp, &w, &bad) != 0) atomic_store(&m->drained_send, 1);
+    if (m->cap.max_recv_wr > 0) {
+      struct ibv_recv_wr r, *rbad;
+      memset(&r, 0, sizeof r);
+      r.wr_id = WRID_DRAIN_RECV;
+      if (hc->post_recv(m->qp, &r, &rbad) != 0) atomic_store(&m->drained_recv, 1);
+    } else {
+      atomic_store(&m->drained_recv, 1);
+    }
+    return 1;
+  }
+  if (m->fo_step == FO_DRAIN) {
+    /* A queue with nothing outstanding (every signalled WR's completion polled: the logs retire on poll)
+     * has nothing left for NCCL to see, and NCCL may not poll it at all — the receiving end whose
+     * last message arrived waits, in NCCL's ring, for the sender whose failover waits for this
+     * side's count. Its marker's flush comes later and is absorbed. */
+    if (!atomic_load(&m->drained_send) || !atomic_load(&m->drained_recv)) ha_drain_poll(m);
+    pthread_mutex_lock(&m->mu);
+    int idle_s = 1, idle_r = m->rlog.head == m->rlog.tail;
+    for (uint64_t q = m->slog.tail; q < m->slog.head && idle_s; q++) /* unsignalled WRs complete silently */
+      idle_s = !m->slog.sig_all && !(m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
+    pthread_mutex_unlock(&m->mu);
+    if ((!atomic_load(&m->drained_send) && !idle_s) || (!atomic_load(&m->drained_recv) && !idle_r)) {
+      if (t > m->fo_deadline) {
+        pthread_mutex_lock(&m->mu);
+        give_error(m, atomic_load(&m->drained_recv) ? "the primary's send completions were not drained in time"
+                      : atomic_load(&m->drained_send) ? "the primary's receive completions were not drained in time"
+                                                      : "the primary's completions were not drained in time");
+        pthread_mutex_unlock(&m->mu);
+        return 1;
+      }
+      return 0;
+    }
+    pthread_mutex_lock(&m->mu);
+    uint64_t done = m->rlog.done;
+    pthread_mutex_unlock(&m->mu);
+    uint8_t key[HA_KEY];
+    ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_FAIL);
+    if (ha_dir_put(key, &done, sizeof done) != 0) {
+      pthread_mutex_lock(&m->mu);
+      give_error(m, "the coordinator hub is gone");
+      pthread_mutex_unlock(&m->mu);
+      return 1;
+    }
+    /* ring the peer's doorbell: an RC responder whose requester lost the path sees no error of its
+     * own (on sim/ the provider's peer-failure shortcut flushes it anyway) */
+    uint64_t nonce = (uint64_t)(ha_now_s() * 1e9) ^ ((uint64_t)m->qpn << 32) ^ (uint64_t)getpid();
+    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, 0, 0, KIND_NOTE);
+    ha_dir_put(key, &nonce, sizeof nonce);
+    m->fo_step = FO_EXCHANGE;
+    return 1;
+  }
+  if (m->fo_step == FO_EXCHANGE) {
+    uint8_t key[HA_KEY];
+    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_FAIL);
+    uint64_t peer_done = 0;
+    int n = ha_dir_get(key, &peer_done, sizeof peer_done, 0.002);
+    const char *why = NULL;
+    pthread_mutex_lock(&m->mu);
+    int switched = 0;
+    if (n == (int)sizeof peer_done) {
+      if (replay(m, peer_done, &why) != 0) give_error(m, why);
+      else switched = 1;
+    } else if (ha_now_s() > m->fo_deadline) {
+      give_error(m, "the peer did not publish what it received within AUTOHA_HA_FAILOVER_S");
+    }
+    int moved = n == (int)sizeof peer_done;
+    pthread_mutex_unlock(&m->mu);
+    if (switched) ha_rebal_note(m);
+    return moved;
+  }
+  return 0;
+}
+
+/* The doorbells of this process's GIDs: when one rang, every primary on that GID whose peer
+ * published a failover is moved to ERR, so that its flushed work requests start this side's
+ * failover on NCCL's thread like any path error. Runs every 50 ms. */
+void ha_notice_check(void) {
+  static double next;
+  static struct {
+    uint8_t gid[16];
+    uint64_t nonce;
+  } seen[16];
+  static int nseen;
+  double t = ha_now_s();
+  if (t < next) return;
+  next = t + 0.05;
+  uint8_t gids[16][16];
+  int ngid = 0;
+  pthread_mutex_lock(&ha_mu);
+  for (ha_qp_t *m = ha_qps; m; m = m->next) {
+    if (atomic_load(&m->state) != HA_PEACE || atomic_load(&m->sh_state) != SH_READY) continue;
+    int k = 0;
+    while (k < ngid && memcmp(gids[k], m->sgid.raw, 16)) k++;
+    if (k == ngid && ngid < 16) memcpy(gids[ngid++], m->sgid.raw, 16);
+  }
+  pthread_mutex_unlock(&ha_mu);
+  for (int g = 0; g < ngid; g++) {
+    uint8_t key[HA_KEY];
+    uint64_t nonce = 0;
+    ha_dir_key(key, gids[g], 0, 0, KIND_NOTE);
+    if (ha_dir_get(key, &nonce, sizeof nonce, 0.001) != (int)sizeof nonce) continue;
+    int k = 0;
+    while (k < nseen && memcmp(seen[k].gid, gids[g], 16)) k++;
+    if (k < nseen && seen[k].nonce == nonce) continue;
+    if (k == nseen) {
+      if (nseen == 16) continue;
+      memcpy(seen[nseen++].gid, gids[g], 16);
+    }
+    seen[k].nonce = nonce;
+    /* someone rang: look for published failovers of our primaries' peers */
+    ha_qp_t *look[256];
+    int nl = 0;
+    pthread_mutex_lock(&ha_mu);
+    for (ha_qp_t *m = ha_qps; m && nl < 256; m = m->next)
+      if (atomic_load(&m->state) == HA_PEACE && !memcmp(m->sgid.raw, gids[g], 16) && !m->busy) {
+        m->busy = 1;
+        look[nl++] = m;
+      }
+    pthread_mutex_unlock(&ha_mu);
+    for (int i = 0; i < nl; i++) {
+      ha_qp_t *m = look[i];
+      uint64_t peer_done;
+      ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_FAIL);
+      if (atomic_load(&m->state) == HA_PEACE &&
+          ha_dir_get(key, &peer_done, sizeof peer_done, 0.001) == (int)sizeof peer_done) {
+        struct ibv_qp_attr a;
+        memset(&a, 0, sizeof a);
+        a.qp_state = IBV_QPS_ERR;
+        ah_log(AH_LOG_INFO, "HA: QP %u: its peer failed over; moving the primary to the error state", m->qpn);
+        m->hc->real.modify_qp(m->qp, &a, IBV_QP_STATE);
+        /* and start this side's failover now: a primary with nothing outstanding produces no
+         * flushed completion, and NCCL may post nothing more on it until the peer's failover
+         * (which waits for this side's count) has finished */
+        pthread_mutex_lock(&m->mu);
+        if (atomic_load(&m->state) == HA_PEACE && !m->unprotected && atomic_load(&m->sh_state) == SH_READY) {
+          m->t_fail = ha_now_s();
+          m->fo_step = FO_DRAIN;
+          m->fo_deadline = 0;
+          atomic_store(&m->state, HA_FAILING);
+          ah_log(AH_LOG_INFO, "HA: QP %u: failing over to its shadow QP %u with its peer", m->qpn, m->sh_qpn);
+        } else {
+          ah_log(AH_LOG_INFO, "HA: QP %u: cannot follow its peer's failover (state %d, shadow %d, unprotected %d)",
+                 m->qpn, atomic_load(&m->state), atomic_load(&m->sh_state), m->unprotected);
+        }
+        pthread_mutex_unlock(&m->mu);
+      }
+    }
+    pthread_mutex_lock(&ha_mu);
+    for (int i = 0; i < nl; i++) look[i]->busy = 0;
+    pthread_cond_broadcast(&ha_idle_cv);
+    pthread_mutex_unlock(&ha_mu);
+  }
+}
+

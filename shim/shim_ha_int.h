@@ -1,0 +1,197 @@
+/* shim_ha_int.h: what the HA layer's files share (shim/shim_ha_*.c, docs/ha.md): a managed queue
+ * pair (its primary, its shadow, their logs and states), a wrapped context, the lock and the lists
+ * of the layer, and the lock-free look-ups the data path makes for every work request.
+ *
+ * Key choice: shadows share NCCL's CQs, so NCCL's own completion channel wakes for replayed work and
+ * no extra CQ needs polling; completions of the shadow are translated (qp_num, wr_id), and the HA
+ * layer's own work requests (heartbeats, drain markers) are recognised by their wr_id and never
+ * reach NCCL. */
+#ifndef AH_SHIM_HA_INT_H
+#define AH_SHIM_HA_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ah_coord.h"
+#include "ah_ha.h"
+#include "ah_log.h"
+#include "ah_path.h"
+#include "ah_report.h"
+#include "shim_ha.h"
+
+/* Everything declared here is the .so's own: direct (not GOT) access from the data path. */
+#pragma GCC visibility push(hidden)
+
+_Static_assert((int)IBV_WR_RDMA_WRITE == (int)AH_HA_WR_RDMA_WRITE &&
+                   (int)IBV_WR_RDMA_WRITE_WITH_IMM == (int)AH_HA_WR_RDMA_WRITE_WITH_IMM &&
+                   (int)IBV_WR_SEND == (int)AH_HA_WR_SEND && (int)IBV_WR_SEND_WITH_IMM == (int)AH_HA_WR_SEND_WITH_IMM &&
+                   (int)IBV_WR_RDMA_READ == (int)AH_HA_WR_RDMA_READ,
+               "ah_ha.h mirrors verbs.h's opcodes");
+
+/* The wr_ids of the HA layer's own work requests (NCCL's are request indexes, slots or UINT64_MAX):
+ * a heartbeat on a shadow, and the markers that drain a failed primary. NCCL's WRs keep their own
+ * wr_id: RC completes sends, and receives, in posting order, so each completion names its log
+ * entry by its place. */
+#define WRID_HB 0x6175746f68614842ull          /* "autohaHB" */
+#define WRID_DRAIN_SEND 0x6175746f68614453ull  /* "autohaDS" */
+#define WRID_DRAIN_RECV 0x6175746f68614452ull  /* "autohaDR" */
+
+enum { HA_PEACE, HA_FAILING, HA_SHADOW, HA_BROKEN };                    /* the primary's data path */
+enum { SH_NONE, SH_WANTED, SH_PUBLISHED, SH_RTS, SH_CONNECTED, SH_READY, SH_DEAD }; /* its shadow */
+enum { FO_NONE, FO_DRAIN, FO_EXCHANGE };                                 /* failover steps */
+
+#define HA_SLOTS 4096 /* QP numbers per context table (primaries and shadows) */
+#define HA_MAX_CTX 32
+#define HA_SYNTH_MAX 4096
+
+typedef struct ha_ctx ha_ctx_t;
+
+typedef struct ha_qp {
+  struct ibv_qp *qp, *sh;
+  ha_ctx_t *hc;
+  uint32_t qpn, sh_qpn;
+  _Atomic int state, sh_state;
+  pthread_mutex_t mu;
+  ah_ha_slog_t slog;
+  ah_ha_rlog_t rlog;
+  int unprotected;          /* a WR the log cannot replay (several SGEs, atomics): no failover */
+  /* what NCCL set up, for the shadow */
+  struct ibv_pd *pd;
+  struct ibv_cq *send_cq, *recv_cq;
+  struct ibv_qp_cap cap;
+  int port, access, pkey_index;
+  struct ibv_qp_attr rtr, rts;
+  int rtr_mask, rts_mask;
+  union ibv_gid sgid;
+  int have_sgid;
+  /* the shadow's connection */
+  union ibv_gid sh_gid;
+  int sh_port;
+  double sh_deadline;
+  /* failover */
+  int fo_step;
+  double t_fail, fo_deadline;
+  _Atomic int drained_send, drained_recv;
+  /* bookkeeping */
+  int busy;                 /* the background thread works on it (under ha_mu) */
+  int flow;                 /* its flow in the rebalance's plan: -2 not looked up, -1 none */
+  uint16_t rb_sport;        /* the port the rebalance moved its shadow to (0: not moved) */
+  struct ha_qp *next;
+} ha_qp_t;
+
+typedef struct {
+  struct ibv_cq *cq;
+  struct ibv_wc wc;
+} ha_synth_t;
+
+struct ha_ctx {
+  struct ibv_context *ctx;
+  int (*post_send)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **);
+  int (*post_recv)(struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **);
+  int (*poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
+  ah_shim_ha_verbs_t real;
+  _Atomic uint32_t key[HA_SLOTS];
+  _Atomic(ha_qp_t *) val[HA_SLOTS];
+  pthread_mutex_t synth_mu;
+  _Atomic int nsynth;
+  ha_synth_t synth[HA_SYNTH_MAX];
+  /* The background thread's drain poll (drain_poll): while `draining` is set, every poll of this
+   * context runs under drain_mu, so that its polls and NCCL's never interleave on a CQ; `pollers`
+   * counts NCCL's polls running without the lock, which the drain waits out before it polls. */
+  _Atomic int draining, pollers;
+  pthread_mutex_t drain_mu;
+};
+
+
+extern pthread_mutex_t ha_mu;     /* contexts, the QP list, the tables' writers */
+extern pthread_cond_t ha_cv;      /* wakes the background thread */
+extern pthread_cond_t ha_idle_cv; /* the thread let go of its QPs (busy 0) */
+extern ha_ctx_t *ha_ctxs[HA_MAX_CTX];
+extern _Atomic int ha_nctx;
+extern ha_qp_t *ha_qps;           /* every managed QP, under ha_mu */
+
+/* what the report's "ha" section shows */
+extern _Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
+extern pthread_mutex_t ha_events_mu;
+extern ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
+extern int ha_nevents;
+
+static inline double ha_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- the per-context table of managed QP numbers ------------------------------------------- */
+
+static inline uint32_t slot_of(uint32_t qpn) { return (qpn * 2654435761u) >> 20 & (HA_SLOTS - 1); }
+
+/* The managed QP that owns qpn on this context (as primary or shadow), or NULL. Lock-free: the
+ * data path calls it for every post and completion. */
+static inline ha_qp_t *table_find(ha_ctx_t *hc, uint32_t qpn) {
+  uint32_t i = slot_of(qpn);
+  for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
+    uint32_t k = atomic_load_explicit(&hc->key[i], memory_order_acquire);
+    if (k == 0) return NULL;
+    if (k == qpn) {
+      ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
+      if (m) return m;
+    }
+  }
+  return NULL;
+}
+
+
+/* The HA context of ctx, or NULL. The thread's last answer is tried first (a proxy thread works on
+ * one context at a time); HA contexts are never freed, so a stale one is only a miss. */
+static inline ha_ctx_t *ctx_of(struct ibv_context *ctx) {
+  /* initial-exec: no __tls_get_addr call on the data path (the shim is preloaded; one pointer fits
+   * glibc's static TLS reserve even if it is not) */
+  static _Thread_local ha_ctx_t *last __attribute__((tls_model("initial-exec")));
+  if (__builtin_expect(last && last->ctx == ctx, 1)) return last;
+  int n = atomic_load_explicit(&ha_nctx, memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (ha_ctxs[i]->ctx == ctx) return last = ha_ctxs[i];
+  return NULL;
+}
+
+
+/* Maps qpn to m (m NULL: removes it). Call under ha_mu. Returns 0, or -1 when the table is full. */
+int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m);
+/* The HA context of ctx, wrapping its data-path ops on first use, or NULL. Call under ha_mu. */
+ha_ctx_t *ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real);
+/* Queues a completion for NCCL's next poll of cq (behind the ones queued before). */
+void ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc *wc);
+/* Polls m's CQs on the background thread, for a drain NCCL may never poll for. Returns how many. */
+int ha_drain_poll(ha_qp_t *m);
+
+/* the directory (shim_ha_dir.c) */
+#define HA_KEY 32 /* AH_COORD_DIR_KEY */
+#define KIND_SHADOW 0x31534148u /* "HAS1" */
+#define KIND_FAIL 0x31464148u   /* "HAF1" */
+#define KIND_RTS 0x31524148u    /* "HAR1" */
+#define KIND_NOTE 0x314e4148u   /* "HAN1": a per-GID doorbell, "a peer of yours failed over" */
+#define KIND_LINK 0x314c4148u   /* "HAL1": a leaf-spine link a failed primary crossed */
+void ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn, uint32_t kind);
+ah_coord_t *ha_dir_coord(void);
+int ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len);
+int ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_s);
+
+/* The fabric model AUTOHA_HA=path picks backup source ports with (AUTOHA_QP_TOPO), or NULL. */
+ah_path_topo_t *ha_topo(void);
+
+/* the background thread's steps; each returns 1 when it moved (run again soon) */
+void *ha_thread(void *arg);
+int ha_shadow_step(ha_qp_t *m);
+int ha_failover_step(ha_qp_t *m);
+void ha_notice_check(void);
+/* the rebalance (shim_ha_rebal.c): m failed over; re-plan when due; the report's figures */
+void ha_rebal_note(ha_qp_t *m);
+void ha_rebal_check(void);
+void ha_rebal_report(ah_report_ha_t *h);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,199 @@
+/* shim_ha_qp.c: the queue pairs the HA layer manages (docs/ha.md), as the verbs hook reports NCCL
+ * creating, connecting and destroying them: the QP-number tables, the facts a shadow is built from
+ * (port, access, RTR and RTS attributes, GID), the start of the background thread, the switch
+ * AUTOHA_HA and the report's "ha" section. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_env.h"
+#include "shim_ha_int.h"
+
+ha_qp_t *ha_qps;
+static int thread_started;
+_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
+pthread_mutex_t ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
+ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
+int ha_nevents;
+
+int ah_shim_ha_on(void) {
+  static _Atomic int on = -1;
+  int v = atomic_load_explicit(&on, memory_order_relaxed);
+  if (v < 0) {
+    const ah_settings_t *s = ah_env_settings();
+    v = s->enable && (s->ha == 1 || s->ha == 2);
+    const char *own = getenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
+    if (v && own && atoi(own) == 1) {
+      /* two layers replaying the same work requests would deliver them twice */
+      ah_log(AH_LOG_WARN, "HA: NCCL_IB_RESILIENCY_PORT_FAILOVER=1: NCCL's own port failover is on, so "
+             "autoha's (AUTOHA_HA) stands aside");
+      v = 0;
+    }
+    if (s->enable && s->ha == 3)
+      AH_LOG_CAPPED(1, AH_LOG_WARN, "AUTOHA_HA=nic is not built yet: running without shadows (docs/ha.md)");
+    atomic_store(&on, v);
+  }
+  return v;
+}
+
+int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
+  uint32_t i = slot_of(qpn);
+  int free_at = -1;
+  for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
+    uint32_t k = atomic_load(&hc->key[i]);
+    if (k == qpn) {
+      atomic_store_explicit(&hc->val[i], m, memory_order_release);
+      return 0;
+    }
+    if (k == 0) break;
+    if (free_at < 0 && !atomic_load(&hc->val[i])) free_at = (int)i;
+  }
+  if (!m) return 0;
+  if (free_at < 0) {
+    if (atomic_load(&hc->key[i]) != 0) return -1;
+    free_at = (int)i;
+  }
+  atomic_store_explicit(&hc->val[free_at], m, memory_order_release);
+  atomic_store_explicit(&hc->key[free_at], qpn, memory_order_release);
+  return 0;
+}
+
+void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real) {
+  if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp || !real->modify_qp ||
+      !real->destroy_qp || !real->query_gid || !real->qp_sport || !real->move_sport || !ah_shim_ha_on()) {
+    ah_log(AH_LOG_DEBUG, "HA: QP %u is not managed (type %d, verbs %d%d%d%d)", qp ? qp->qp_num : 0,
+           qp ? (int)qp->qp_type : -1, !!real->create_qp, !!real->modify_qp, !!real->destroy_qp, !!real->query_gid);
+    return;
+  }
+  int saved = errno;
+  ha_qp_t *m = calloc(1, sizeof *m);
+  if (!m) goto out;
+  uint32_t scap = init->cap.max_send_wr ? init->cap.max_send_wr : 1, rcap = init->cap.max_recv_wr;
+  if (ah_ha_slog_init(&m->slog, 2 * scap) != 0 || ah_ha_rlog_init(&m->rlog, 2 * (rcap ? rcap : 1)) != 0) {
+    ah_ha_slog_free(&m->slog);
+    free(m);
+    goto out;
+  }
+  m->slog.sig_all = init->sq_sig_all != 0;
+  m->qp = qp;
+  m->qpn = qp->qp_num;
+  m->pd = qp->pd;
+  m->send_cq = init->send_cq;
+  m->recv_cq = init->recv_cq;
+  m->cap = init->cap;
+  m->port = 1;
+  m->flow = -2;
+  pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_lock(&ha_mu);
+  ha_ctx_t *hc = ha_ctx_get(qp->context, real);
+  if (!hc || ha_table_set(hc, m->qpn, m) != 0) {
+    pthread_mutex_unlock(&ha_mu);
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: cannot manage QP %u (too many contexts or QPs); it runs without a shadow",
+                  qp->qp_num);
+    ah_ha_slog_free(&m->slog);
+    ah_ha_rlog_free(&m->rlog);
+    free(m);
+    goto out;
+  }
+  m->hc = hc;
+  m->next = ha_qps;
+  ha_qps = m;
+  if (!thread_started) {
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, ha_thread, NULL) == 0) thread_started = 1;
+    else ah_log(AH_LOG_WARN, "HA: cannot start the background thread; no shadows are built");
+    pthread_attr_destroy(&a);
+  }
+  pthread_mutex_unlock(&ha_mu);
+out:
+  errno = saved;
+}
+
+static ha_qp_t *managed(struct ibv_qp *qp) {
+  ha_ctx_t *hc = ctx_of(qp->context);
+  ha_qp_t *m = hc ? table_find(hc, qp->qp_num) : NULL;
+  return m && m->qp == qp ? m : NULL;
+}
+
+void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask) {
+  if (!qp || !attr || !(mask & IBV_QP_STATE) || !atomic_load(&ha_nctx)) return;
+  ha_qp_t *m = managed(qp);
+  if (!m) return;
+  pthread_mutex_lock(&ha_mu);
+  if (attr->qp_state == IBV_QPS_INIT) {
+    if (mask & IBV_QP_PORT) m->port = attr->port_num;
+    if (mask & IBV_QP_ACCESS_FLAGS) m->access = (int)attr->qp_access_flags;
+    if (mask & IBV_QP_PKEY_INDEX) m->pkey_index = attr->pkey_index;
+  } else if (attr->qp_state == IBV_QPS_RTR) {
+    m->rtr = *attr;
+    m->rtr_mask = mask;
+    int saved = errno;
+    ha_ctx_t *hc = m->hc;
+    m->have_sgid = hc->real.query_gid(qp->context, (uint8_t)m->port, attr->ah_attr.grh.sgid_index, &m->sgid) == 0;
+    errno = saved;
+  } else if (attr->qp_state == IBV_QPS_RTS && m->rtr_mask) {
+    m->rts = *attr;
+    m->rts_mask = mask;
+    if (atomic_load(&m->sh_state) == SH_NONE) {
+      if (m->rtr.ah_attr.is_global && m->have_sgid) {
+        atomic_store(&m->sh_state, SH_WANTED);
+        pthread_cond_signal(&ha_cv);
+      } else {
+        AH_LOG_CAPPED(1, AH_LOG_INFO, "HA: QP %u has no GRH (InfiniBand): shadows are built on RoCE only",
+                      m->qpn);
+      }
+    }
+  }
+  pthread_mutex_unlock(&ha_mu);
+}
+
+/* Releases what a destroyed QP held. The struct itself stays (a few hundred bytes per QP NCCL
+ * destroys): a data-path thread's cached lookup may still read m->qp, which is now NULL. */
+static void qp_free(ha_qp_t *m) {
+  ah_ha_slog_free(&m->slog);
+  ah_ha_rlog_free(&m->rlog);
+  m->slog.cap = m->rlog.cap = 1;
+  atomic_store(&m->state, HA_BROKEN);
+  m->qp = NULL;
+}
+
+void ah_shim_ha_destroying(struct ibv_qp *qp) {
+  if (!qp || !atomic_load(&ha_nctx)) return;
+  int saved = errno;
+  pthread_mutex_lock(&ha_mu);
+  ha_qp_t *m = managed(qp);
+  if (m) {
+    ha_ctx_t *hc = m->hc;
+    ha_table_set(hc, m->qpn, NULL);
+    if (m->sh) ha_table_set(hc, m->sh_qpn, NULL);
+    for (ha_qp_t **p = &ha_qps; *p; p = &(*p)->next)
+      if (*p == m) {
+        *p = m->next;
+        break;
+      }
+    /* the thread may be working on this QP (a step takes milliseconds): NCCL's QP must outlive it */
+    while (m->busy) pthread_cond_wait(&ha_idle_cv, &ha_mu);
+    if (m->sh) hc->real.destroy_qp(m->sh);
+    qp_free(m);
+  }
+  pthread_mutex_unlock(&ha_mu);
+  errno = saved;
+}
+
+void ah_shim_ha_report(ah_report_ha_t *h) {
+  memset(h, 0, sizeof *h);
+  if (!ah_shim_ha_on()) return;
+  snprintf(h->policy, sizeof h->policy, "%s", ah_env_settings()->ha == 1 ? "path" : "port");
+  h->shadows = atomic_load(&ha_st_shadows);
+  h->failovers = atomic_load(&ha_st_failovers);
+  h->replayed = atomic_load(&ha_st_replayed);
+  h->synthesized = atomic_load(&ha_st_synth);
+  pthread_mutex_lock(&ha_events_mu);
+  h->nfail = ha_nevents;
+  memcpy(h->fail, ha_events, sizeof ha_events[0] * (size_t)ha_nevents);
+  pthread_mutex_unlock(&ha_events_mu);
+  ha_rebal_report(h);
+}

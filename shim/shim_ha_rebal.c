@@ -1,0 +1,176 @@
+/* shim_ha_rebal.c: the rebalance after failovers (AUTOHA_HA=path with AUTOHA_QP_SPORT=plan;
+ * docs/ha.md, "Rebalance"), C4P's dynamic re-plan. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah_env.h"
+#include "ah_ha_rebal.h"
+#include "ah_path.h"
+#include "shim_ha_int.h"
+
+static ah_path_topo_t *topo; /* ha_topo(), once the plan is loaded */
+
+/* Every process that fails a primary over publishes the leaf–spine links its planned route crossed
+ * ("HAL1", keyed by leaf and spine); every process that failed over reads the job's whole set a
+ * few times in the seconds after (other processes' failovers come in), re-plans the job's flows
+ * around it with ah_path_replan — the same topology, plan and links give every process the same
+ * answer — and moves its own queue pairs that the re-plan moved, live, with
+ * mlx5dv_modify_qp_udp_sport. Without the re-plan every flow of a dead link lands on its shadow's
+ * pre-picked port, and several of them can share one surviving link. It needs every primary on its
+ * planned port (AUTOHA_QP_SPORT=plan), or the model does not know where the flows run. */
+#define RB_LINKS_MAX 1024     /* leaf–spine links looked up per re-plan */
+static const double rb_checks[] = {0.3, 1.0, 3.0}; /* seconds after a failover: re-plan then */
+
+static pthread_once_t rb_once = PTHREAD_ONCE_INIT;
+static ah_path_flow_t *rb_flows;
+static ah_path_route_t *rb_plan;
+static int rb_n; /* flows of the plan; 0: no rebalance */
+static double rb_t0; /* the background thread's: the last failover, 0 none pending */
+static int rb_step;
+static _Atomic unsigned long st_rebal, st_rebal_moved;
+static double st_rb_before, st_rb_share, st_rb_bound; /* under ha_events_mu */
+
+static void rb_load(void) {
+  const ah_settings_t *env = ah_env_settings();
+  topo = ha_topo();
+  if (env->ha != 1 || !topo) return;
+  if (!env->qp || env->qp_sport != AH_PATH_SPORT_PLAN) {
+    ah_log(AH_LOG_INFO, "HA: no rebalance after failovers: it needs AUTOHA_QP_SPORT=plan (each primary on its "
+           "planned port, so that the fabric model knows where every flow runs)");
+    return;
+  }
+  int n = ah_path_topo_flows(topo, &rb_flows);
+  if (n <= 0) return;
+  rb_plan = calloc((size_t)n, sizeof *rb_plan);
+  if (!rb_plan || ah_path_plan(topo, rb_flows, n, rb_plan) != 0) {
+    ah_log(AH_LOG_WARN, "HA: out of memory for the rebalance's plan; failovers keep their shadows' ports");
+    free(rb_plan);
+    rb_plan = NULL;
+    return;
+  }
+  rb_n = n;
+}
+
+/* m's flow in the plan, by the port the hook gave its primary; -1 when the plan does not have it
+ * (the receiving end of a connection: the plan places senders). */
+static int rb_flow_of(ha_qp_t *m) {
+  if (!m->qp) return -1;
+  return ah_ha_rebal_flow(topo, rb_flows, rb_plan, rb_n, m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw,
+                          m->hc->real.qp_sport(m->qp), NULL);
+}
+
+static void rb_link_key(uint8_t key[HA_KEY], int leaf, int spine) {
+  static const uint8_t job[16] = {0};
+  ha_dir_key(key, job, (uint32_t)leaf, (uint32_t)spine, KIND_LINK);
+}
+
+/* m failed over: publish the links its primary's planned route crossed, and re-plan soon. Runs on
+ * the background thread. */
+void ha_rebal_note(ha_qp_t *m) {
+  pthread_once(&rb_once, rb_load);
+  if (!rb_n) return;
+  if (m->flow == -2) m->flow = rb_flow_of(m);
+  if (m->flow >= 0) {
+    ah_path_link_state_t l[2];
+    int n = ah_ha_rebal_suspects(topo, &rb_flows[m->flow], rb_plan[m->flow].sport, l);
+    for (int i = 0; i < n; i++) {
+      uint8_t key[HA_KEY];
+      double down = 0;
+      rb_link_key(key, l[i].leaf, l[i].spine);
+      ha_dir_put(key, &down, sizeof down);
+    }
+  }
+  rb_t0 = ha_now_s();
+  rb_step = 0;
+}
+
+/* Re-plans around the job's known failed links and moves this process's queue pairs the re-plan
+ * moved. Runs on the background thread, at the times of rb_checks after the last failover. */
+void ha_rebal_check(void) {
+  if (!rb_n || rb_t0 == 0 || ha_now_s() < rb_t0 + rb_checks[rb_step]) return;
+  if (++rb_step == (int)(sizeof rb_checks / sizeof rb_checks[0])) rb_t0 = 0;
+  int nleaf = 2 * topo->npairs, S = topo->nspines;
+  static ah_path_link_state_t links[RB_LINKS_MAX];
+  /* a link once read as down stays down for this process (nothing brings one back yet): a read
+   * that times out on a loaded hub must not put a shadow back on a dead link */
+  static double known[RB_LINKS_MAX];
+  static int known_init;
+  if (!known_init) {
+    for (int i = 0; i < RB_LINKS_MAX; i++) known[i] = 1;
+    known_init = 1;
+  }
+  int nl = 0;
+  for (int l = 0; l < nleaf; l++)
+    for (int sp = 0; sp < S && l * S + sp < RB_LINKS_MAX; sp++) {
+      uint8_t key[HA_KEY];
+      double frac = 1;
+      rb_link_key(key, l, sp);
+      if (ha_dir_get(key, &frac, sizeof frac, 0.001) == (int)sizeof frac && frac < known[l * S + sp])
+        known[l * S + sp] = frac;
+      if (known[l * S + sp] < 1) links[nl++] = (ah_path_link_state_t){l, sp, known[l * S + sp]};
+    }
+  if (!nl) return;
+  ah_path_route_t *routes = malloc((size_t)rb_n * sizeof *routes);
+  unsigned char *moved = calloc((size_t)rb_n, 1);
+  ah_ha_rebal_result_t res;
+  if (!routes || !moved || ah_ha_rebal_plan(topo, rb_flows, rb_plan, rb_n, links, nl, routes, moved, &res) != 0) {
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: out of memory for a rebalance; failovers keep their shadows' ports");
+    free(routes);
+    free(moved);
+    return;
+  }
+  ha_qp_t *work[256];
+  int nw = 0, nmoved = 0, nfail = 0;
+  pthread_mutex_lock(&ha_mu);
+  for (ha_qp_t *m = ha_qps; m && nw < 256; m = m->next)
+    if (atomic_load(&m->state) == HA_SHADOW && !m->busy) {
+      m->busy = 1;
+      work[nw++] = m;
+    }
+  pthread_mutex_unlock(&ha_mu);
+  for (int i = 0; i < nw; i++) {
+    ha_qp_t *m = work[i];
+    if (m->flow == -2) m->flow = rb_flow_of(m);
+    if (m->flow < 0 || !moved[m->flow] || m->rb_sport == routes[m->flow].sport) continue;
+    pthread_mutex_lock(&m->mu); /* no post on the shadow while its port changes */
+    int rc = atomic_load(&m->state) == HA_SHADOW ? m->hc->real.move_sport(m->sh, routes[m->flow].sport) : 0;
+    int err = errno;
+    pthread_mutex_unlock(&m->mu);
+    if (rc == 0) {
+      m->rb_sport = routes[m->flow].sport;
+      nmoved++;
+    } else {
+      nfail++;
+      AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: rebalance: cannot move the shadow of QP %u to port %u (%s); it keeps its "
+                    "own", m->qpn, routes[m->flow].sport, err == ENOSYS ? "libmlx5 has no mlx5dv_modify_qp_udp_sport" : strerror(err));
+    }
+  }
+  pthread_mutex_lock(&ha_mu);
+  for (int i = 0; i < nw; i++) work[i]->busy = 0;
+  pthread_cond_broadcast(&ha_idle_cv);
+  pthread_mutex_unlock(&ha_mu);
+  if (nmoved) {
+    atomic_fetch_add(&st_rebal, 1);
+    atomic_fetch_add(&st_rebal_moved, (unsigned long)nmoved);
+    ah_log(AH_LOG_WARN, "HA: rebalance: %d leaf-spine links down, %d flows re-planned job-wide, %d of this process's "
+           "queue pairs moved live; modelled slowest flow %.3f of a port with the plan's ports, %.3f re-planned, best "
+           "possible %.3f (%.0f%%)", nl, res.moved, nmoved, res.before, res.share, res.bound,
+           res.bound > 0 ? 100 * res.share / res.bound : 0.0);
+  }
+  pthread_mutex_lock(&ha_events_mu);
+  st_rb_before = res.before, st_rb_share = res.share, st_rb_bound = res.bound;
+  pthread_mutex_unlock(&ha_events_mu);
+  (void)nfail;
+  free(routes);
+  free(moved);
+}
+
+
+void ha_rebal_report(ah_report_ha_t *h) {
+  h->rebalances = atomic_load(&st_rebal);
+  h->rebalanced = atomic_load(&st_rebal_moved);
+  pthread_mutex_lock(&ha_events_mu);
+  if (h->rebalances) h->rb_before = st_rb_before, h->rb_share = st_rb_share, h->rb_bound = st_rb_bound;
+  pthread_mutex_unlock(&ha_events_mu);
+}

@@ -1,0 +1,55 @@
+/* shim_ha_thread.c: the HA layer's background thread (docs/ha.md): it builds shadows, runs
+ * failovers step by step, answers peers' doorbells and re-plans after failovers, sleeping 50 ms
+ * when there is nothing to do and 1 ms between the steps of a failover. */
+#include <time.h>
+
+#include "shim_ha_int.h"
+
+void *ha_thread(void *arg) {
+  (void)arg;
+  for (;;) {
+    ha_notice_check();
+    ha_rebal_check();
+    /* pick the QPs with work, marking them busy so that a destroy leaves them to us */
+    ha_qp_t *work[256];
+    int nw = 0;
+    pthread_mutex_lock(&ha_mu);
+    for (ha_qp_t *m = ha_qps; m && nw < 256; m = m->next) {
+      int s = atomic_load(&m->sh_state);
+      if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS || (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0)) {
+        m->busy = 1;
+        work[nw++] = m;
+      }
+    }
+    if (!nw) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 50 * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&ha_cv, &ha_mu, &ts);
+      pthread_mutex_unlock(&ha_mu);
+      continue;
+    }
+    pthread_mutex_unlock(&ha_mu);
+    int moved = 0, failing = 0;
+    for (int i = 0; i < nw; i++) failing |= atomic_load(&work[i]->state) == HA_FAILING;
+    for (int i = 0; i < nw; i++) {
+      ha_qp_t *m = work[i];
+      if (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0) moved |= ha_failover_step(m);
+      else moved |= ha_shadow_step(m);
+    }
+    pthread_mutex_lock(&ha_mu);
+    for (int i = 0; i < nw; i++) work[i]->busy = 0;
+    pthread_cond_broadcast(&ha_idle_cv);
+    if (!moved) { /* 1 ms between steps of a failover (the stall NCCL sees), 10 ms otherwise */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += failing ? 1000000L : 10000000L;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&ha_cv, &ha_mu, &ts);
+    }
+    pthread_mutex_unlock(&ha_mu);
+  }
+  return NULL;
+}
+
