@@ -33,9 +33,10 @@
 #define AH_TUNE_SCREEN_OUT 1.7    /* a subspace this much slower on its first sample is out */
 #define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
 /* A channel move from n0 to n1 channels with the chunk searched too takes the chunk nearest
- * chunk x (n0/n1)^this (ties to the smaller chunk): sim/'s best chunk falls as channels grow
- * (1/n where the links bound a step, 1/sqrt(n) where the CTA does) */
-#define AH_TUNE_COUPLE 0.5
+ * chunk x (n0/n1)^this: the best chunk falls as channels grow (sim/: as 1/n where the links bound a
+ * step, 1/sqrt(n) where the CTA does). On the shim's lists a doubling halves the chunk, a x1.5
+ * step keeps it */
+#define AH_TUNE_COUPLE 0.75
 /* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
 #define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
 #define AH_TUNE_WARM_RESCREEN 1.5 /* ... nor re-screened beyond this */

@@ -138,12 +138,12 @@ static int ah_tune_step_to(const ah_tune_t *t, int c, int d, int dir, int level)
 }
 
 /* pos, a point of subspace sub whose channel index moved from that of `from`, with the chunk the
- * move carries along (AH_TUNE_COUPLE): the chunk nearest from's x (n0/n1)^AH_TUNE_COUPLE in sub's
- * window, ties to the smaller one. Note that channel and chunk optima are coupled (a step moves
- * channels x chunk bytes: fewer channels want a larger chunk), so a channel move that kept the
- * chunk would measure each channel count at the wrong chunk and coordinate descent would stop on
- * the ridge (sim/: p5 0.9598 -> 0.9628 in NCCL 2.30's space). Without a chunk dimension, or from
- * a value of 0 (NCCL's own), pos is left as it is. */
+ * move carries along: the chunk nearest from's x (n0/n1)^AH_TUNE_COUPLE in sub's window (ties to
+ * the smaller). Note that channel and chunk optima are coupled (a step moves channels x chunk
+ * bytes: fewer channels want a larger chunk), so a channel move that kept the chunk would measure
+ * each channel count at the wrong chunk and coordinate descent would stop on the ridge
+ * (docs/tuner.md). Without a chunk dimension, or from a value of 0 (NCCL's own), pos is left as
+ * it is. */
 static void ah_tune_couple(const ah_tune_t *t, int sub, const int *from, int *pos) {
   if (t->space.ndims <= AH_DIM_CHUNK || t->space.dims[AH_DIM_CHUNK].nvalues < 2) return;
   const ah_dim_t *ch = &t->space.dims[AH_DIM_NCHANNELS], *ck = &t->space.dims[AH_DIM_CHUNK];
@@ -412,8 +412,10 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     }
   }
   /* No move from the first step of an axis, but one side measured faster (not significantly): the
-   * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once. */
-  if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0) {
+   * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once.
+   * Not along the chunk: its time is a smooth bowl (handshakes against fill) whose start the
+   * prior puts near the bottom, and the look cost calls without a better p5 (docs/tuner.md). */
+  if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0 && d != AH_DIM_CHUNK) {
     int j = ah_tune_step_to(t, c0, d, hint, -1);
     t->stretched = 1;
     if (j >= 0) {
