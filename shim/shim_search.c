@@ -50,7 +50,7 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
     sp->ndims = 1;
   }
   if (c->abi >= 6) {
-    ah_space_chunk_build(sp, call->nbytes);
+    ah_space_chunk_build(sp, call->nbytes, call->coll, c->nranks, c->nnodes);
     if (sp->ndims == 0) { /* dimension 1 needs dimension 0: channels then only "keep" */
       sp->dims[AH_DIM_NCHANNELS].nvalues = 1;
       sp->dims[AH_DIM_NCHANNELS].values[0] = 0;

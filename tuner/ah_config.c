@@ -153,7 +153,7 @@ char *ah_size_format(uint64_t v, char *buf, size_t len) {
 
 /* ---- what NCCL can run ---- */
 
-void ah_space_chunk_build(ah_space_t *sp, size_t nbytes) {
+void ah_space_chunk_build(ah_space_t *sp, size_t nbytes, int coll, int nranks, int nnodes) {
   ah_dim_t *d = &sp->dims[AH_DIM_CHUNK];
   d->nvalues = 0;
   for (int64_t v = 1 << 10; v <= 4 << 20; v *= 2) d->values[d->nvalues++] = v;
@@ -161,22 +161,31 @@ void ah_space_chunk_build(ah_space_t *sp, size_t nbytes) {
   while (top < d->nvalues - 1 && (uint64_t)d->values[top] < (uint64_t)nbytes) top++;
   for (int s = 0; s < sp->nsub && s < AH_MAX_SUBSPACES; s++) {
     int64_t lo = 1 << 10, hi = 2 << 20; /* Simple: 4 MiB runs as 2 MiB */
-    double k = 32;
+    double k = 19.0;
     if (sp->sub[s].proto == AH_PROTO_LL) {
       hi = 32 << 10;
-      k = 16;
+      k = 9.5;
     } else if (sp->sub[s].proto == AH_PROTO_LL128) {
       lo = 2 << 10;
       hi = 1 << 20; /* 576000 bytes: above 512 KiB, below 1 MiB */
-      k = 64;
+      k = 26.9;
     }
     int i0 = 0, i1 = d->nvalues - 1;
     while (i0 < i1 && d->values[i0] < lo) i0++;
     while (i1 > i0 && d->values[i1] > hi) i1--;
     if (i1 > top) i1 = top > i0 ? top : i0;
-    /* The start: a pipeline's best chunk grows as the square root of the message (per-chunk
-     * handshakes against the fill), k x sqrt(nbytes) */
-    double want = k * sqrt((double)nbytes), bestd = INFINITY;
+    /* The start: a pipeline's best chunk grows as the square root of the bytes per stage
+     * (per-chunk handshakes against the fill of its stages): k x sqrt(nbytes x 8 / depth), where
+     * depth is the pipeline's stages — a ring's ranks, twice a tree's nodes, NVLS's two (into the
+     * switch and out) — and a ring that forwards the whole message (broadcast, reduce) moves
+     * nranks times a reducing ring's share per step, which doubles its chunk here. */
+    int a = sp->sub[s].algo;
+    double depth = a == AH_ALGO_RING || a == AH_ALGO_PAT ? (nranks > 1 ? nranks : 2)
+                   : a == AH_ALGO_TREE || a == AH_ALGO_NVLS_TREE ? 2.0 * (nnodes > 1 ? nnodes : 1)
+                                                                 : 2.0;
+    double per = (double)nbytes * 8.0 / depth;
+    if (a == AH_ALGO_RING && (coll == AH_FUNC_BROADCAST || coll == AH_FUNC_REDUCE)) per *= 4.0;
+    double want = k * sqrt(per), bestd = INFINITY;
     int at = i0;
     for (int i = i0; i <= i1; i++) {
       double dd = fabs(log((double)d->values[i] / want));

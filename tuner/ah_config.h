@@ -68,11 +68,13 @@ typedef struct {
 
 /* Fills dimension AH_DIM_CHUNK of a space whose subspaces are set: the chunk sizes the shim offers
  * a v6 tuner (1 KiB .. 4 MiB, doubling) and each subspace's window of them for a call of nbytes
- * (NCCL's convention). Note that the windows follow NCCL's default buffer sizes: LL's largest
- * chunk is 32 KiB, LL128's 576000 bytes (and its 1920-byte grain makes 1 and 2 KiB alike),
- * Simple's 2 MiB; and a chunk at least the whole message runs as the message. Shared by the shim
- * and bench/tuner_quality, so the bench models the space the shim offers. */
-void ah_space_chunk_build(ah_space_t *sp, size_t nbytes);
+ * (NCCL's convention) of collective coll (AH_FUNC_*) on a communicator of nranks ranks on nnodes
+ * nodes, with the window's start (`at`) where the pipeline's depth and the bytes per stage put the
+ * best chunk. Note that the windows follow NCCL's default buffer sizes: LL's largest chunk is
+ * 32 KiB, LL128's 576000 bytes (and its 1920-byte grain makes 1 and 2 KiB alike), Simple's 2 MiB;
+ * and a chunk at least the whole message runs as the message. Shared by the shim and
+ * bench/tuner_quality, so the bench models the space the shim offers. */
+void ah_space_chunk_build(ah_space_t *sp, size_t nbytes, int coll, int nranks, int nnodes);
 
 /* Size bin of a call: floor(log2(bytes per rank)), with bytes per rank = nbytes / nranks for
  * AllGather and ReduceScatter (NCCL passes the total buffer for those) and nbytes otherwise.

@@ -5,7 +5,8 @@
  * already 1.7x behind), then coordinate descent (steps x2 then x1.41, both
  * directions, continuing in a direction that paid, one longer look where a gentle slope may hide a
  * steep one, and on through plateaus towards fewer channels: NCCL caps the tuner's channels at the
- * communicator's own count, so the shim's list is flat above it) in the promising subspaces only,
+ * communicator's own count, so the shim's list is flat above it; a channel move carries the chunk
+ * along where NCCL 2.30 takes one, as the two optima are coupled) in the promising subspaces only,
  * best first, ties to fewer channels, each re-screened at the best point's
  * resources before it is judged and abandoned when its first step leaves it clearly behind.
  * Comparisons race: a probe gets more samples only while its difference to the incumbent is within

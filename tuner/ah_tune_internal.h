@@ -30,9 +30,13 @@
 #define AH_TUNE_STEP_ABANDON 1.10 /* a later subspace still this much slower after one step is dropped */
 #define AH_TUNE_BIG_GAIN 0.10     /* a move gaining more coarsens the step */
 #define AH_TUNE_SMALL_GAIN 0.03   /* a move gaining less refines it */
-#define AH_TUNE_MAX_RESTARTS 1
 #define AH_TUNE_SCREEN_OUT 1.7    /* a subspace this much slower on its first sample is out */
 #define AH_TUNE_RESCREEN_RATIO 3.0 /* subspaces screened within this of the best get a second look */
+/* A channel move from n0 to n1 channels with the chunk searched too takes the chunk nearest
+ * chunk x (n0/n1)^this: the best chunk falls as channels grow (sim/: as 1/n where the links bound a
+ * step, 1/sqrt(n) where the CTA does). On the shim's lists a doubling halves the chunk, a x1.5
+ * step keeps it */
+#define AH_TUNE_COUPLE 0.75
 /* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
 #define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
 #define AH_TUNE_WARM_RESCREEN 1.5 /* ... nor re-screened beyond this */
@@ -102,7 +106,7 @@ struct ah_tune {
   int order[AH_MAX_SUBSPACES], norder, cur;
   int rescreened[AH_MAX_SUBSPACES], resc, screen2;
   /* descent */
-  int center, dim_i, level, dir, first_step, quiet, moved, restarts, jumped, stretched;
+  int center, dim_i, level, dir, first_step, quiet, moved, jumped, stretched;
   int walk_ref, walked;    /* plateau walk: fastest centre on it, and moves along it, this axis */
   int walk_pts[AH_MAX_DIM_VALUES]; /* the centres it left, in order */
   int lv_start[AH_MAX_DIMS];

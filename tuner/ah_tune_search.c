@@ -137,6 +137,32 @@ static int ah_tune_step_to(const ah_tune_t *t, int c, int d, int dir, int level)
   return ah_tune_neighbour(&t->space.dims[d], lo, hi, t->probes[c].pos[d], dir, level);
 }
 
+/* pos, a point of subspace sub whose channel index moved from that of `from`, with the chunk the
+ * move carries along: the chunk nearest from's x (n0/n1)^AH_TUNE_COUPLE in sub's window (ties to
+ * the smaller). Note that channel and chunk optima are coupled (a step moves channels x chunk
+ * bytes: fewer channels want a larger chunk), so a channel move that kept the chunk would measure
+ * each channel count at the wrong chunk and coordinate descent would stop on the ridge
+ * (docs/tuner.md). Without a chunk dimension, or from a value of 0 (NCCL's own), pos is left as
+ * it is. */
+static void ah_tune_couple(const ah_tune_t *t, int sub, const int *from, int *pos) {
+  if (t->space.ndims <= AH_DIM_CHUNK || t->space.dims[AH_DIM_CHUNK].nvalues < 2) return;
+  const ah_dim_t *ch = &t->space.dims[AH_DIM_NCHANNELS], *ck = &t->space.dims[AH_DIM_CHUNK];
+  double n0 = (double)ch->values[from[AH_DIM_NCHANNELS]], n1 = (double)ch->values[pos[AH_DIM_NCHANNELS]];
+  double c0 = (double)ck->values[from[AH_DIM_CHUNK]];
+  if (n0 <= 0 || n1 <= 0 || c0 <= 0 || n0 == n1) return;
+  double want = c0 * pow(n0 / n1, AH_TUNE_COUPLE), bestd = INFINITY;
+  int lo, hi, at = from[AH_DIM_CHUNK];
+  ah_tune_window(t, sub, AH_DIM_CHUNK, &lo, &hi);
+  for (int k = lo; k <= hi; k++) {
+    double dd = ck->values[k] > 0 ? fabs(log((double)ck->values[k] / want)) : INFINITY;
+    if (dd < bestd - 1e-9) { /* a tie (x2 channels: x1.41 either way) keeps the smaller chunk */
+      bestd = dd;
+      at = k;
+    }
+  }
+  pos[AH_DIM_CHUNK] = at;
+}
+
 /* Proposes one unmeasured point: probe c0 moved to value index j along dimension d, as the only
  * candidate. Returns 1 when that point was new and is now wanted, 0 otherwise (already measured,
  * the centre itself, or out of memory). */
@@ -144,6 +170,7 @@ static int ah_tune_probe_single(ah_tune_t *t, int c0, int d, int j) {
   int pos[AH_MAX_DIMS];
   memcpy(pos, t->probes[c0].pos, sizeof(pos));
   pos[d] = j;
+  if (d == AH_DIM_NCHANNELS) ah_tune_couple(t, t->probes[c0].sub, t->probes[c0].pos, pos);
   ah_config_t c;
   ah_tune_make_cfg(t, t->probes[c0].sub, pos, &c);
   int p = ah_tune_probe_get(t, t->probes[c0].sub, pos, &c);
@@ -212,6 +239,7 @@ static void ah_tune_plan_step(ah_tune_t *t) {
     int pos[AH_MAX_DIMS];
     memcpy(pos, cp->pos, sizeof(pos));
     pos[d] = j;
+    if (d == AH_DIM_NCHANNELS) ah_tune_couple(t, cp->sub, cp->pos, pos);
     ah_config_t c;
     ah_tune_make_cfg(t, cp->sub, pos, &c);
     int p = ah_tune_probe_get(t, cp->sub, pos, &c);
@@ -384,8 +412,10 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     }
   }
   /* No move from the first step of an axis, but one side measured faster (not significantly): the
-   * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once. */
-  if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0) {
+   * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once.
+   * Not along the chunk: its time is a smooth bowl (handshakes against fill) whose start the
+   * prior puts near the bottom, and the look cost calls without a better p5 (docs/tuner.md). */
+  if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0 && d != AH_DIM_CHUNK) {
     int j = ah_tune_step_to(t, c0, d, hint, -1);
     t->stretched = 1;
     if (j >= 0) {
@@ -530,14 +560,6 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
               (t->nhints == 0 || ah_tune_lg(t, t->def) <= lb + log(AH_TUNE_WARM_ABANDON));
     if (!own && ah_tune_lg(t, p) > lb + log(ah_tune_abandon_ratio(t, s))) continue;
     ah_tune_start_subspace(t, p);
-    return;
-  }
-  /* Bounded restart: with two or more axes, one more descent from the best point with the coarse
-   * step, when the budget has room (probes already measured cost nothing). */
-  if (t->restarts < AH_TUNE_MAX_RESTARTS && t->nsearch >= 2 && t->nhints == 0 &&
-      t->epoch_calls < t->prm.budget_calls / 2 && t->probes[t->best].sub >= 0) {
-    t->restarts++;
-    ah_tune_start_subspace(t, t->best);
     return;
   }
   ah_tune_start_confirm(t);
@@ -860,7 +882,6 @@ void ah_tune_start_screen(ah_tune_t *t) {
   t->best = t->winner = t->center = t->confirm_probe = -1;
   t->cur = -1;
   t->norder = 0;
-  t->restarts = 0;
   memset(t->rescreened, 0, sizeof(t->rescreened));
   t->screen2 = 0;
   int pos[AH_MAX_DIMS];

@@ -192,7 +192,7 @@ static void key_setup(const grid_t *g, const sim_model_t *m, int coll, size_t by
   if (m->topo.version >= 23000) { /* per-call chunk (tuner v6) */
     sp->ndims = 2;
     if (g->shim_space) { /* the shim's chunk list and each subspace's window of it */
-      ah_space_chunk_build(sp, bytes);
+      ah_space_chunk_build(sp, bytes, coll, m->topo.nranks, m->topo.nnodes);
     } else {
       sp->dims[1].nvalues = 13;
       for (int i = 0; i < 13; i++) sp->dims[1].values[i] = (int64_t)1024 << i;

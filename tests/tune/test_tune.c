@@ -1,7 +1,8 @@
 /* test_tune.c: the tuning engine on synthetic surfaces — unimodal, plateaued (also above NCCL's
  * channel cap, where every larger channel count runs as the cap), noisy, subspaces
  * with a single legal point, a surface where NCCL's default is optimal, results out of order and
- * lost, drift re-opening tuning, budgets and bad input — plus its robust statistics.
+ * lost, drift re-opening tuning, budgets and bad input, a channels x chunk ridge — plus its robust
+ * statistics.
  *
  * A surface gives each (algorithm, protocol) subspace a base time and a log-quadratic bowl (with an
  * optional flat bottom) along channels and chunk, so the true optimum is known by enumeration. */
@@ -275,6 +276,56 @@ START_TEST(test_two_dims) {
   s.opt[0][1] = 262144;
   s.curv[0] = 0.2;
   for (int seed = 1; seed <= 6; seed++) expect_optimum(&s, seed, 0.95, 200);
+}
+END_TEST
+
+/* A ridge: the time depends on the bytes a channel moves per step (channels x chunk) far more than
+ * on the channel count alone, as on sim/'s pipelines (handshakes per step against the fill). */
+static double ridge_time(void *arg, const ah_config_t *c, uint64_t call) {
+  (void)call;
+  const double *k = arg; /* steepness across the ridge, and along it */
+  double nc = (double)c->res[0], cc = (double)c->res[1];
+  ck_assert(nc > 0 && cc > 0);
+  double w = log2(nc * cc / (8.0 * 512 * 1024)), u = log2(nc / 8.0);
+  return 100.0 * (1.0 + k[0] * w * w + k[1] * u * u);
+}
+
+START_TEST(test_coupled_ridge) {
+  /* Channels x chunk on a ridge, the start (32 channels, 2 MiB) far off the optimum (8, 512 KiB):
+   * a channel move that keeps the chunk crosses the ridge's steep side, so coordinate descent
+   * stops early; moves that also scale the chunk (ah_tune_couple) follow it. */
+  static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+  ah_space_t sp;
+  memset(&sp, 0, sizeof(sp));
+  sp.nsub = 1;
+  sp.sub[0].algo = AH_ALGO_RING, sp.sub[0].proto = AH_PROTO_SIMPLE;
+  sp.ndims = 2;
+  sp.dims[0].nvalues = 10;
+  for (int i = 0; i < 10; i++) sp.dims[0].values[i] = ch[i];
+  sp.dims[1].nvalues = 12;
+  for (int i = 0; i < 12; i++) sp.dims[1].values[i] = (int64_t)1024 << i;
+  sp.start.algo = AH_ALGO_RING, sp.start.proto = AH_PROTO_SIMPLE;
+  sp.start.ndims = 2;
+  sp.start.res[0] = 32;
+  sp.start.res[1] = 2 * 1024 * 1024;
+  double k[2] = {0.2, 0.02};
+  for (int seed = 1; seed <= 8; seed++) {
+    ah_tune_params_t p;
+    ah_tune_params_default(&p);
+    ah_tune_t *t = ah_tune_create(&sp, &p);
+    ck_assert_ptr_nonnull(t);
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = (uint64_t)seed;
+    tune_drive_result_t r;
+    tune_drive_run(t, ridge_time, k, &o, &r);
+    double q = 100.0 / ridge_time(k, &r.final, 0);
+    /* descent with the chunk held on channel moves pins 2 channels at 2 MiB here (0.926) */
+    ck_assert_msg(q >= 0.97, "seed %d: %.3f of optimum (nch=%lld chunk=%lld)", seed, q,
+                  (long long)r.final.res[0], (long long)r.final.res[1]);
+    ck_assert_uint_le(r.pinned_at, 80);
+    ah_tune_destroy(t);
+  }
 }
 END_TEST
 
@@ -986,6 +1037,7 @@ static Suite *tune_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_unimodal);
   tcase_add_test(tc, test_two_dims);
+  tcase_add_test(tc, test_coupled_ridge);
   tcase_add_test(tc, test_shim_shaped_space);
   tcase_add_test(tc, test_plateau);
   tcase_add_test(tc, test_plateau_above_cap);

@@ -1,5 +1,6 @@
 /* Unit tests of tuner/ah_config.c: size bins (AllGather/ReduceScatter binned per rank), the names of
- * collectives, algorithms and protocols both ways, and configuration equality and formatting. */
+ * collectives, algorithms and protocols both ways, configuration equality and formatting, and the
+ * chunk dimension's windows and starts. */
 #include <check.h>
 #include <string.h>
 
@@ -105,6 +106,59 @@ START_TEST(config_equal_and_format) {
 }
 END_TEST
 
+/* Chunk value at the start of subspace s's window. */
+static int64_t chunk_start(const ah_space_t *sp, int s) {
+  return sp->dims[AH_DIM_CHUNK].values[sp->win[s][AH_DIM_CHUNK].at];
+}
+
+/* A space of ring/simple, ring/ll, tree/simple and nvls/simple with the chunk built for a call. */
+static void chunk_space(ah_space_t *sp, size_t nbytes, int coll, int nranks, int nnodes) {
+  memset(sp, 0, sizeof(*sp));
+  static const int ap[4][2] = {{AH_ALGO_RING, AH_PROTO_SIMPLE}, {AH_ALGO_RING, AH_PROTO_LL},
+                               {AH_ALGO_TREE, AH_PROTO_SIMPLE}, {AH_ALGO_NVLS, AH_PROTO_SIMPLE}};
+  for (int i = 0; i < 4; i++) {
+    sp->sub[i].algo = (int8_t)ap[i][0];
+    sp->sub[i].proto = (int8_t)ap[i][1];
+  }
+  sp->nsub = 4;
+  sp->ndims = 2;
+  ah_space_chunk_build(sp, nbytes, coll, nranks, nnodes);
+}
+
+START_TEST(chunk_windows_and_starts) {
+  ah_space_t a, b;
+  /* 64 MiB AllReduce on 8 ranks: Simple's window is 1 KiB .. 2 MiB, LL's 1 KiB .. 32 KiB, and the
+   * start lies inside each window. */
+  chunk_space(&a, (size_t)64 << 20, AH_FUNC_ALLREDUCE, 8, 1);
+  ck_assert_int_eq(a.dims[AH_DIM_CHUNK].nvalues, 13);
+  ck_assert_int_eq(a.dims[AH_DIM_CHUNK].values[a.win[0][AH_DIM_CHUNK].lo + a.win[0][AH_DIM_CHUNK].n - 1],
+                   2 << 20);
+  ck_assert_int_eq(a.dims[AH_DIM_CHUNK].values[a.win[1][AH_DIM_CHUNK].lo + a.win[1][AH_DIM_CHUNK].n - 1],
+                   32 << 10);
+  for (int s = 0; s < 4; s++) {
+    ck_assert_int_ge(a.win[s][AH_DIM_CHUNK].at, a.win[s][AH_DIM_CHUNK].lo);
+    ck_assert_int_lt(a.win[s][AH_DIM_CHUNK].at, a.win[s][AH_DIM_CHUNK].lo + a.win[s][AH_DIM_CHUNK].n);
+  }
+  /* A ring 16 times deeper (128 ranks) starts 4 times smaller: sqrt of the bytes per stage. */
+  chunk_space(&b, (size_t)64 << 20, AH_FUNC_ALLREDUCE, 128, 16);
+  ck_assert_int_eq(chunk_start(&a, 0), 4 * chunk_start(&b, 0));
+  /* A tree's depth is its nodes: 16 nodes start 4 times smaller than 1, NVLS's does not change. */
+  ck_assert_int_eq(chunk_start(&a, 2), 4 * chunk_start(&b, 2));
+  ck_assert_int_eq(chunk_start(&a, 3), chunk_start(&b, 3));
+  /* A ring that forwards the whole message (broadcast) starts twice the reducing ring's chunk. */
+  chunk_space(&b, (size_t)64 << 20, AH_FUNC_BROADCAST, 8, 1);
+  ck_assert_int_eq(chunk_start(&b, 0), 2 * chunk_start(&a, 0));
+  ck_assert_int_eq(chunk_start(&b, 2), chunk_start(&a, 2));
+  /* Four times the message: twice the chunk. */
+  chunk_space(&b, (size_t)16 << 20, AH_FUNC_ALLREDUCE, 8, 1);
+  ck_assert_int_eq(chunk_start(&a, 0), 2 * chunk_start(&b, 0));
+  /* A chunk at least the whole message runs as the message: 4 KiB ends every window at 4 KiB. */
+  chunk_space(&b, 4096, AH_FUNC_ALLREDUCE, 8, 1);
+  for (int s = 0; s < 4; s++)
+    ck_assert_int_eq(b.dims[AH_DIM_CHUNK].values[b.win[s][AH_DIM_CHUNK].lo + b.win[s][AH_DIM_CHUNK].n - 1], 4096);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tuner_config");
   TCase *tc = tcase_create("config");
@@ -112,6 +166,7 @@ int main(void) {
   tcase_add_test(tc, size_bins);
   tcase_add_test(tc, names_round_trip);
   tcase_add_test(tc, config_equal_and_format);
+  tcase_add_test(tc, chunk_windows_and_starts);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }
