@@ -21,7 +21,7 @@ int ah_shim_ha_on(void) {
   int v = atomic_load_explicit(&on, memory_order_relaxed);
   if (v < 0) {
     const ah_settings_t *s = ah_env_settings();
-    v = s->enable && (s->ha == 1 || s->ha == 2);
+    v = s->enable && (s->ha == 1 || s->ha == 2 || s->ha == 3);
     const char *own = getenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
     if (v && own && atoi(own) == 1) {
       /* two layers replaying the same work requests would deliver them twice */
@@ -29,8 +29,6 @@ int ah_shim_ha_on(void) {
              "autoha's (AUTOHA_HA) stands aside");
       v = 0;
     }
-    if (s->enable && s->ha == 3)
-      AH_LOG_CAPPED(1, AH_LOG_WARN, "AUTOHA_HA=nic is not built yet: running without shadows (docs/ha.md)");
     atomic_store(&on, v);
   }
   return v;
@@ -168,7 +166,8 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
   if (m) {
     ha_ctx_t *hc = m->hc;
     ha_table_set(hc, m->qpn, NULL);
-    if (m->sh) ha_table_set(hc, m->sh_qpn, NULL);
+    if (m->sh && !m->nq) ha_table_set(hc, m->sh_qpn, NULL); /* a nic shadow's number is another NIC's */
+    if (m->nq) ha_nic_shadow_forget(m);
     for (ha_qp_t **p = &ha_qps; *p; p = &(*p)->next)
       if (*p == m) {
         *p = m->next;
@@ -186,7 +185,8 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
 void ah_shim_ha_report(ah_report_ha_t *h) {
   memset(h, 0, sizeof *h);
   if (!ah_shim_ha_on()) return;
-  snprintf(h->policy, sizeof h->policy, "%s", ah_env_settings()->ha == 1 ? "path" : "port");
+  int ha = ah_env_settings()->ha;
+  snprintf(h->policy, sizeof h->policy, "%s", ha == 1 ? "path" : ha == 3 ? "nic" : "port");
   h->shadows = atomic_load(&ha_st_shadows);
   h->failovers = atomic_load(&ha_st_failovers);
   h->replayed = atomic_load(&ha_st_replayed);
