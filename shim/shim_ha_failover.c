@@ -127,6 +127,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     snprintf(f->dev, sizeof f->dev, "%.31s", m->qp->context->device->name);
     f->port = m->port;
     f->shadow_port = m->sh_port;
+    if (sh_nic) snprintf(f->shadow_dev, sizeof f->shadow_dev, "%.31s", sh_nic);
     f->stall_ms = stall_ms;
     f->replayed = (uint32_t)nreplay;
     f->synthesized = (uint32_t)nsynth;

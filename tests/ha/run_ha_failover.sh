@@ -164,9 +164,13 @@ nic)
     fail "no registration mirrored on the backup NIC"
   nrep=$(cat "$rep"/*.json | grep -oE '"failovers": [0-9]+' | awk '{s+=$2} END {print s+0}')
   nev=$(cat "$rep"/*.json | tr -d ' \n' | grep -oE '"dev":"mlx5_1","port":1,"shadow_port":1,"stall_ms":[0-9.e-]+' | wc -l)
-  [ "$nrep" = "$n" ] && [ "$nev" = "$n" ] || fail "the reports show $nrep failovers ($nev events), the log $n"
+  nsdev=$(cat "$rep"/*.json | tr -d ' \n' | grep -oE '"shadow_dev":"mlx5_0"' | wc -l)
+  [ "$nrep" = "$n" ] && [ "$nev" = "$n" ] && [ "$nsdev" = "$n" ] ||
+    fail "the reports show $nrep failovers ($nev events, $nsdev with the shadow on mlx5_0), the log $n"
   txt=$("$(dirname "$run")/autoha" report "$rep"/*.json 2>&1) || fail "autoha report failed: $txt"
   grep -qE "^ha \(nic\): [0-9]+ shadows ready, [1-9][0-9]* failovers" <<<"$txt" || fail "autoha report shows no nic failovers: $txt"
+  grep -qE "^  QP [0-9]+ on mlx5_1 port 1 -> shadow on mlx5_0 port 1: stall [0-9.]+ ms" <<<"$txt" ||
+    fail "autoha report lists no failover to mlx5_0: $txt"
   replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
   echo "ok: NIC down under AUTOHA_HA=nic -> $n failovers to mlx5_0, $replayed work requests replayed, job completed in $took s"
   job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:nicdown:node1/mlx5_1" AUTOHA_HA=off LD_PRELOAD="$so"
