@@ -196,13 +196,22 @@ void ha_nic_shadow_forget(ha_qp_t *m);
  * when a key has no mirror). */
 int ha_sh_post_send(ha_qp_t *m, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int ha_sh_post_recv(ha_qp_t *m, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-/* m's work moves to its nic shadow: NCCL's poll of m's context polls the backup CQs from now on.
- * Call before the first post on the shadow. Nothing for other shadows. */
-void ha_nic_go_live(ha_qp_t *m);
-/* The background thread polls the backup CQs (heartbeats; NCCL's work if NCCL does not poll). */
-void ha_nic_poll_all(void);
 /* The name of m's shadow's NIC, or NULL when m's shadow is on its own NIC. */
 const char *ha_nic_name(const ha_qp_t *m);
+/* One NCCL CQ and the backup NIC's CQ that stands in for it (shim_ha_nic.c creates them). */
+typedef struct {
+  struct ibv_cq *nccl, *bk;
+  pthread_mutex_t mu; /* one poller at a time: what it takes is queued in the CQ's order */
+} ha_nic_cq_t;
+/* Calls fn(c, arg) on each backup CQ standing behind nccl (every backup CQ when nccl is NULL). */
+void ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg);
+/* The managed queue pair whose nic shadow, on bk's NIC, has QP number qpn, or NULL. */
+ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn);
+/* The completion side (shim_ha_nic_cq.c). m's work moves to its nic shadow: NCCL's poll of m's
+ * context polls the backup CQs from now on; call before the first post on the shadow (nothing for
+ * other shadows). The background thread's poll of every backup CQ (heartbeats; NCCL's work too). */
+void ha_nic_go_live(ha_qp_t *m);
+void ha_nic_poll_all(void);
 /* A completion of m's shadow taken from a backup NIC's CQ, translated as NCCL's poll translates a
  * shadow's (shim_ha_data.c). Returns 1 to hand it to NCCL, 0 to absorb it. */
 int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc);

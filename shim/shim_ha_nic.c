@@ -8,23 +8,19 @@
  * (the replay included) goes through ha_sh_post_send/recv, which translate local keys (the
  * mirror's) and remote keys (the peer's published mapping, cached).
  *
- * Key choice: a nic shadow's completions arrive on the backup NIC's CQs, which NCCL never polls.
- * Whoever polls them — the background thread (heartbeats) or NCCL's poll after the first nic
- * failover on that context, whose poll_cq entry is then swapped for nic_poll_cq — queues what NCCL
- * gets behind the context's synthesized completions, under the backup CQ's lock, so each queue
- * pair's completions still reach NCCL once and in order. Peace time is unchanged: the swap
- * happens only on a failover. */
+ * Key choice: the backup NIC is the process's, not NCCL's — its own context and protection domain,
+ * so NCCL's objects are never touched and a mirror's keys never collide with NCCL's; the price is a
+ * second registration of NCCL's memory (made lazily, at the first shadow there). The completions
+ * of its CQs are shim_ha_nic_cq.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "ah_env.h"
 #include "ah_ha_nic.h"
 #include "ah_uthash.h"
 #include "shim_ha_int.h"
-#include "shim_verbs.h"
 
 #define NIC_MAX 16      /* backup NICs per process */
 #define NIC_CQS 64      /* NCCL CQs one backup NIC mirrors */
@@ -35,19 +31,11 @@
 #define KIND_RKEY 0x314b4148u   /* "HAK1": (key space, rkey) -> the same memory's rkey on the backup NIC */
 #define DIR_WAIT_S 2.0          /* how long a translation waits for the peer's record */
 
-typedef int (*poll_fn)(struct ibv_cq *, int, struct ibv_wc *);
-
-/* One NCCL CQ and the backup NIC's CQ that stands in for it. */
-typedef struct {
-  struct ibv_cq *nccl, *bk;
-  pthread_mutex_t mu; /* one poller at a time: what it takes is queued in the CQ's order */
-} nic_cq_t;
-
 typedef struct ha_nic {
   char name[64];
   struct ibv_context *ctx;
   struct ibv_pd *pd;
-  nic_cq_t cq[NIC_CQS];
+  ha_nic_cq_t cq[NIC_CQS];
   _Atomic int ncq;
   /* its shadows, by QP number (under nic_mu; read on the slow paths only) */
   uint32_t sh_qpn[NIC_SHADOWS];
@@ -95,17 +83,13 @@ static mr_rec_t *mrs;
 static ah_ha_keys_t *lkeys; /* (a context's space, lkey) -> the mirror's lkey */
 static ah_ha_keys_t *rkeys; /* (a peer's space, rkey) -> its mirror's rkey, as published */
 static uint64_t nonce;      /* this process's part of its key spaces */
-static _Atomic(poll_fn) poll_prev; /* the HA poll wrapper nic_poll_cq runs after the backup CQs */
 
-int ah_shim_ha_nic_on(void) {
-  const ah_settings_t *s = ah_env_settings();
-  return s->enable && s->ha == 3 && ah_shim_ha_on();
-}
-
-/* Resolves the verbs above once. Returns 1 when the required ones are there. Call under nic_mu. */
-static int verbs_load(void) {
+/* Resolves the verbs above once with `resolve` (the hook's: NCCL's libibverbs). Returns 1 when the
+ * required ones are there. Call under nic_mu. */
+static int verbs_load(void *(*resolve)(const char *, const char *)) {
   if (rv.ok) return rv.ok > 0;
-#define R(f, n, v) *(void **)&rv.f = ah_shim_verbs_real(n, v)
+  if (!resolve) return 0;
+#define R(f, n, v) *(void **)&rv.f = resolve(n, v)
   R(get_device_list, "ibv_get_device_list", "IBVERBS_1.1");
   R(free_device_list, "ibv_free_device_list", "IBVERBS_1.1");
   R(open_device, "ibv_open_device", "IBVERBS_1.1");
@@ -241,7 +225,7 @@ static ha_nic_t *nic_open(const char *name) {
 
 /* The backup CQ standing in for NCCL's cq on nic, created on first use. NULL on failure. Call
  * under nic_mu. */
-static nic_cq_t *nic_cq(ha_nic_t *nic, struct ibv_cq *cq) {
+static ha_nic_cq_t *nic_cq(ha_nic_t *nic, struct ibv_cq *cq) {
   int n = atomic_load(&nic->ncq);
   for (int i = 0; i < n; i++)
     if (nic->cq[i].nccl == cq) return &nic->cq[i];
@@ -251,7 +235,7 @@ static nic_cq_t *nic_cq(ha_nic_t *nic, struct ibv_cq *cq) {
     AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot create a CQ on the backup NIC %s: %s", nic->name, strerror(errno));
     return NULL;
   }
-  nic_cq_t *c = &nic->cq[n];
+  ha_nic_cq_t *c = &nic->cq[n];
   c->nccl = cq;
   c->bk = bk;
   pthread_mutex_init(&c->mu, NULL);
@@ -262,10 +246,10 @@ static nic_cq_t *nic_cq(ha_nic_t *nic, struct ibv_cq *cq) {
 /* ---- memory registrations (the verbs hook reports NCCL's) ------------------------------------- */
 
 void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int dmabuf_fd, uint64_t offset) {
-  if (!mr || !ah_shim_ha_nic_on()) return;
+  if (!mr) return;
   int saved = errno;
   pthread_mutex_lock(&nic_mu);
-  mr_rec_t *r = verbs_load() ? calloc(1, sizeof *r) : NULL;
+  mr_rec_t *r = calloc(1, sizeof *r);
   if (r) {
     r->mr = mr;
     r->ctx = mr->context;
@@ -282,7 +266,7 @@ void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int 
       r = NULL;
     }
   }
-  if (r) {
+  if (r && rv.ok > 0) { /* no NIC is open before the verbs are (the first shadow's build) */
     char b[64];
     backup_name(r->ctx, b);
     int n = atomic_load(&nnics);
@@ -297,7 +281,7 @@ void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int 
 }
 
 void ah_shim_ha_mr_deregistering(struct ibv_mr *mr) {
-  if (!mr || !ah_shim_ha_nic_on()) return;
+  if (!mr) return;
   int saved = errno;
   pthread_mutex_lock(&nic_mu);
   mr_rec_t *r = NULL;
@@ -323,9 +307,9 @@ int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_
   struct ibv_context *pctx = m->qp->context;
   pthread_mutex_lock(&nic_mu);
   ha_nic_t *nic = NULL;
-  nic_cq_t *s = NULL, *r = NULL;
+  ha_nic_cq_t *s = NULL, *r = NULL;
   char b[64] = "";
-  if (verbs_load()) backup_name(pctx, b);
+  if (verbs_load(m->hc->real.resolve)) backup_name(pctx, b);
   if (b[0]) nic = nic_open(b);
   if (nic) s = nic_cq(nic, m->send_cq);
   if (nic && m->recv_cq) r = m->recv_cq == m->send_cq ? s : nic_cq(nic, m->recv_cq);
@@ -393,16 +377,6 @@ void ha_nic_shadow_forget(ha_qp_t *m) {
   if (m->nq->have_peer) ah_ha_keys_del_space(rkeys, &m->nq->peer);
   m->nq->have_peer = 0;
   pthread_mutex_unlock(&nic_mu);
-}
-
-/* The managed queue pair whose shadow on nic is qpn, or NULL. */
-static ha_qp_t *nic_shadow_find(ha_nic_t *nic, uint32_t qpn) {
-  ha_qp_t *m = NULL;
-  pthread_mutex_lock(&nic_mu);
-  for (int i = 0; i < nic->nsh && !m; i++)
-    if (nic->sh_qpn[i] == qpn) m = nic->sh_m[i];
-  pthread_mutex_unlock(&nic_mu);
-  return m;
 }
 
 /* ---- key translation -------------------------------------------------------------------------- */
@@ -499,65 +473,30 @@ int ha_sh_post_recv(ha_qp_t *m, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad
   return 0;
 }
 
-/* ---- completions on the backup NIC ------------------------------------------------------------ */
+/* ---- the backup CQs, for the completion side (shim_ha_nic_cq.c) ------------------------------- */
 
-/* Polls c (NCCL's CQ c->nccl stands behind it) and queues what NCCL gets for its next poll of
- * c->nccl. Returns the completions taken. */
-static int nic_cq_drain(nic_cq_t *c) {
-  struct ibv_wc wc[32];
-  int total = 0;
-  ha_nic_t *nic = NULL;
-  pthread_mutex_lock(&c->mu);
-  for (int round = 0; round < 64; round++) { /* bounded: a busy CQ refills */
-    int r = c->bk->context->ops.poll_cq(c->bk, 32, wc);
-    if (r <= 0) break;
-    for (int i = 0; i < r; i++) {
-      if (!nic) /* the NIC this CQ belongs to */
-        for (int k = 0; k < atomic_load(&nnics) && !nic; k++)
-          if (nics[k]->ctx == c->bk->context) nic = nics[k];
-      ha_qp_t *m = nic ? nic_shadow_find(nic, wc[i].qp_num) : NULL;
-      if (m && ha_wc_from_shadow(m, &wc[i])) ha_synth_push(m->hc, c->nccl, &wc[i]);
-    }
-    total += r;
-    if (r < 32) break;
-  }
-  pthread_mutex_unlock(&c->mu);
-  return total;
-}
-
-/* NCCL's poll of a context one of whose queue pairs runs on a nic shadow: the backup CQs behind
- * cq first (queued behind the synthesized completions), then the HA poll. */
-static int nic_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+void ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg) {
   int nn = atomic_load_explicit(&nnics, memory_order_acquire);
   for (int i = 0; i < nn; i++) {
     ha_nic_t *nic = nics[i];
     int nc = atomic_load_explicit(&nic->ncq, memory_order_acquire);
     for (int k = 0; k < nc; k++)
-      if (nic->cq[k].nccl == cq) nic_cq_drain(&nic->cq[k]);
-  }
-  return atomic_load(&poll_prev)(cq, n, wc);
-}
-
-void ha_nic_poll_all(void) {
-  int nn = atomic_load_explicit(&nnics, memory_order_acquire);
-  for (int i = 0; i < nn; i++) {
-    ha_nic_t *nic = nics[i];
-    int nc = atomic_load_explicit(&nic->ncq, memory_order_acquire);
-    for (int k = 0; k < nc; k++) nic_cq_drain(&nic->cq[k]);
+      if (!nccl || nic->cq[k].nccl == nccl) fn(&nic->cq[k], arg);
   }
 }
 
-void ha_nic_go_live(ha_qp_t *m) {
-  if (!m->nq) return;
-  struct ibv_context *ctx = m->qp->context;
+ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn) {
+  ha_qp_t *m = NULL;
   pthread_mutex_lock(&nic_mu);
-  poll_fn cur = __atomic_load_n(&ctx->ops.poll_cq, __ATOMIC_ACQUIRE);
-  if (cur != nic_poll_cq) {
-    poll_fn expected = NULL;
-    atomic_compare_exchange_strong(&poll_prev, &expected, cur); /* every HA context has the same wrapper */
-    __atomic_store_n(&ctx->ops.poll_cq, nic_poll_cq, __ATOMIC_RELEASE);
+  int nn = atomic_load(&nnics);
+  for (int k = 0; k < nn && !m; k++) {
+    ha_nic_t *nic = nics[k];
+    if (nic->ctx != bk->context) continue;
+    for (int i = 0; i < nic->nsh && !m; i++)
+      if (nic->sh_qpn[i] == qpn) m = nic->sh_m[i];
   }
   pthread_mutex_unlock(&nic_mu);
+  return m;
 }
 
 const char *ha_nic_name(const ha_qp_t *m) { return m->nq ? m->nq->nic->name : NULL; }

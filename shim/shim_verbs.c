@@ -356,9 +356,10 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
 static _Atomic(destroy_qp_fn) dl_destroy_qp;
 
 /* The real control verbs of the dlvsym route, for the HA layer's shadows. */
+static void *verbs_real(const char *name, const char *version);
 static ah_shim_ha_verbs_t dl_real_verbs(void) {
   ah_shim_ha_verbs_t r = {atomic_load(&dl_create_qp), atomic_load(&dl_modify_qp), atomic_load(&dl_destroy_qp),
-                          atomic_load(&real_query_gid), qp_sport, qp_move_sport};
+                          atomic_load(&real_query_gid), qp_sport, qp_move_sport, verbs_real};
   return r;
 }
 
@@ -424,9 +425,10 @@ static int dl_dereg_mr_wrapper(struct ibv_mr *mr) {
   return ((dereg_mr_fn)atomic_load(&dl_dereg_mr))(mr);
 }
 
-/* The libibverbs handle NCCL resolved its verbs from, for the HA layer's own verbs. */
+/* The libibverbs handle NCCL resolved its verbs from, for the HA layer's own verbs: the real verb
+ * name@version there, or NULL when NCCL has resolved none yet or the library lacks it. */
 static _Atomic(void *) dl_handle;
-void *ah_shim_verbs_real(const char *name, const char *version) {
+static void *verbs_real(const char *name, const char *version) {
   void *h = atomic_load(&dl_handle);
   if (!h) return NULL;
   real_dl_init();

@@ -18,8 +18,4 @@ ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, int nranks, ncclConfig_t *
  * once): the file the source-port planner and the failover layer's backup ports both read. */
 const char *ah_shim_qp_topo_path(void);
 
-/* The real verb `name`@`version` from the libibverbs NCCL resolved its verbs from (the handle of its
- * dlvsym calls), or NULL when NCCL has resolved none yet or the library lacks it. */
-void *ah_shim_verbs_real(const char *name, const char *version);
-
 #endif

@@ -58,9 +58,16 @@ static int carriers_of(vb_ctx_t *ctx, void *arg) {
   return c->n >= c->max;
 }
 
+/* Another context's carriers, if it is a failover layer's own (it holds no QP of the owner's):
+ * a context of the owner's carries the owner's other flows, not this one. */
 static int carriers_other(vb_ctx_t *ctx, void *arg) {
   carriers_t *c = arg;
-  return ctx == c->failed->ctx ? 0 : carriers_of(ctx, arg);
+  if (ctx == c->failed->ctx) return 0;
+  int owners = 0;
+  pthread_mutex_lock(&ctx->lock);
+  for (vb_qp_t *o = ctx->qps; o && !owners; o = o->hh.next) owners = o->qp.qp_context == c->owner_tag;
+  pthread_mutex_unlock(&ctx->lock);
+  return owners ? 0 : carriers_of(ctx, arg);
 }
 
 VB_API int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void *flows_out, int max) {
@@ -77,7 +84,8 @@ VB_API int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void
     return 1;
   }
   /* Failed: the other RC QPs of its context in RTS towards the same node that move bytes; when
-   * there are none, those of the process's other contexts (a shadow on another NIC). */
+   * there are none, those of the process's contexts that hold none of the owner's QPs (a failover
+   * layer's shadows on another NIC). */
   carriers_t c = {q, owner_tag, mine.dst.node, out, max, 0};
   carriers_of(q->ctx, &c);
   if (c.n == 0) vb_ctx_each(carriers_other, &c);
