@@ -266,15 +266,15 @@ void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int 
       r = NULL;
     }
   }
-  if (r && rv.ok > 0) { /* no NIC is open before the verbs are (the first shadow's build) */
+  if (!r) {
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: out of memory recording NCCL's memory registration; a nic failover that "
+                  "uses it fails");
+  } else if (rv.ok > 0) { /* no NIC is open before the verbs are (the first shadow's build) */
     char b[64];
     backup_name(r->ctx, b);
     int n = atomic_load(&nnics);
     for (int i = 0; b[0] && i < n; i++)
       if (strcmp(nics[i]->name, b) == 0) mirror(nics[i], r); /* the NIC is open: mirror now */
-  } else {
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: out of memory recording NCCL's memory registration; a nic failover that "
-                  "uses it fails");
   }
   pthread_mutex_unlock(&nic_mu);
   errno = saved;
