@@ -5,7 +5,8 @@
  * libnccl opens libibverbs with dlopen and resolves verbs with dlvsym(handle, name, "IBVERBS_1.1"),
  * which searches only that handle, so a preloaded ibv_modify_qp alone never sees NCCL's calls. The
  * shim therefore exports dlsym and dlvsym and hands back its wrappers for ibv_create_qp and
- * ibv_modify_qp; it also exports those two for programs and net plugins linked to libibverbs. The
+ * ibv_modify_qp (and, for the failover layer, destroy_qp, get_async_event and with AUTOHA_HA=nic the
+ * memory-registration verbs); it also exports those two for programs and net plugins linked to libibverbs. The
  * exports stay unversioned (shim.map), since only an unversioned definition satisfies the versioned
  * references dlvsym@GLIBC_2.2.5, dlvsym@GLIBC_2.34 and ibv_modify_qp@IBVERBS_1.1.
  *
@@ -467,9 +468,6 @@ AH_VERBS_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, i
 
 /* ---- dlsym / dlvsym --------------------------------------------------------------------------- */
 
-/* Resolves the real verb through the same lookup the caller asked for and returns the wrapper in its
- * place. Note that the lookup runs from the shim, so RTLD_NEXT here means "after the shim"; only
- * these two names take this path. */
 /* The wrapper of a memory-registration verb (slot: where the found function is kept), or found
  * itself when another library's verb already took the slot. */
 static void *hook_mr(_Atomic(void *) *slot, void *found, void *wrapper) {
@@ -478,6 +476,9 @@ static void *hook_mr(_Atomic(void *) *slot, void *found, void *wrapper) {
   return wrapper;
 }
 
+/* Resolves the real verb through the same lookup the caller asked for and returns the wrapper in its
+ * place. Note that the lookup runs from the shim, so RTLD_NEXT here means "after the shim"; only
+ * the hooked names (hooked_name) take this path. */
 static void *hook_verb(void *found, const char *name, void *handle) {
   if (!found) return NULL; /* dlerror() already says why */
   if (handle) {
@@ -534,7 +535,7 @@ static void *hook_verb(void *found, const char *name, void *handle) {
   return (void *)dl_modify_wrapper;
 }
 
-/* Hidden entry points the trampolines jump to for the two hooked names. */
+/* Hidden entry points the trampolines jump to for the hooked names. */
 void *ah_shim_dlsym_hooked(void *handle, const char *name);
 void *ah_shim_dlvsym_hooked(void *handle, const char *name, const char *version);
 void *ah_shim_dlsym_hooked(void *handle, const char *name) {
