@@ -381,6 +381,8 @@ void ha_nic_shadow_forget(ha_qp_t *m) {
 
 /* ---- key translation -------------------------------------------------------------------------- */
 
+/* The mirror's key for a local key of m's primary's memory. Returns 0, or -1 (logged) when that
+ * memory has no mirror on the backup NIC. */
 static int xlate_lkey(ha_qp_t *m, uint32_t lkey, uint32_t *out_p) {
   pthread_mutex_lock(&nic_mu);
   int rc = ah_ha_keys_get(lkeys, &m->nq->local, lkey, out_p);
