@@ -19,10 +19,21 @@ typedef struct {
    * mlx5dv_modify_qp_udp_sport (RTS->RTS), 0 or -1 when libmlx5 lacks it or it failed (errno) */
   uint16_t (*qp_sport)(struct ibv_qp *);
   int (*move_sport)(struct ibv_qp *, uint16_t);
+  /* AUTOHA_HA=nic: the real verb name@version from the libibverbs NCCL resolved its verbs from,
+   * or NULL (the backup NIC is opened and registered with these) */
+  void *(*resolve)(const char *name, const char *version);
 } ah_shim_ha_verbs_t;
 
-/* 1 when AUTOHA_HA asks for shadows (path or port), else 0. Cheap after the first call. */
+/* 1 when AUTOHA_HA asks for shadows (path, port or nic), else 0. Cheap after the first call. */
 int ah_shim_ha_on(void);
+/* 1 when AUTOHA_HA=nic is on: the verbs hook then reports NCCL's memory registrations (below). */
+int ah_shim_ha_nic_on(void);
+/* AUTOHA_HA=nic (shim_ha_nic.c; called only when ah_shim_ha_nic_on()): NCCL registered mr (iova: the address its peers use; dmabuf_fd
+ * -1 for host memory, else the dma-buf fd and offset NCCL passed, which is duplicated); it is
+ * mirrored on the backup NIC, now if that NIC is open, else when the first shadow opens it. NCCL is
+ * about to deregister mr: its mirror goes with it. errno is left as it was. */
+void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int dmabuf_fd, uint64_t offset);
+void ah_shim_ha_mr_deregistering(struct ibv_mr *mr);
 /* NCCL created `qp` with `init` (after the provider wrote its capacities back). An RC QP becomes
  * managed: its context's post_send, post_recv and poll_cq are wrapped (once per context). */
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real);

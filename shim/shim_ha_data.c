@@ -12,11 +12,6 @@
 
 #include "shim_ha_int.h"
 
-pthread_mutex_t ha_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t ha_cv = PTHREAD_COND_INITIALIZER;
-pthread_cond_t ha_idle_cv = PTHREAD_COND_INITIALIZER;
-ha_ctx_t *ha_ctxs[HA_MAX_CTX];
-_Atomic int ha_nctx;
 
 /* ---- synthesized completions ---------------------------------------------------------------- */
 
@@ -174,8 +169,19 @@ static __attribute__((noinline)) int post_send_slow(ha_ctx_t *hc, ha_qp_t *m, st
                                                     struct ibv_send_wr **bad) {
   pthread_mutex_lock(&m->mu);
   int st = atomic_load(&m->state);
-  int rc = log_and_post_send(hc, m, st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0) ? m->sh : m->qp, wr,
-                             bad, st != HA_FAILING);
+  int on_sh = st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0);
+  int rc;
+  if (on_sh && m->nq) { /* a shadow on another NIC: logged with NCCL's keys, posted with the mirrors' */
+    uint64_t first = m->slog.head;
+    rc = log_and_post_send(hc, m, m->sh, wr, bad, 0);
+    if (rc == 0 && (rc = ha_sh_post_send(m, wr, bad)) != 0) {
+      uint64_t seq = first;
+      for (struct ibv_send_wr *w = wr; w && w != *bad; w = w->next) seq++;
+      ah_ha_slog_unpush(&m->slog, seq);
+    }
+  } else {
+    rc = log_and_post_send(hc, m, on_sh ? m->sh : m->qp, wr, bad, st != HA_FAILING);
+  }
   pthread_mutex_unlock(&m->mu);
   return rc;
 }
@@ -184,8 +190,19 @@ static __attribute__((noinline)) int post_recv_slow(ha_ctx_t *hc, ha_qp_t *m, st
                                                     struct ibv_recv_wr **bad) {
   pthread_mutex_lock(&m->mu);
   int st = atomic_load(&m->state);
-  int rc = log_and_post_recv(hc, m, st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0) ? m->sh : m->qp, wr,
-                             bad, st != HA_FAILING);
+  int on_sh = st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0);
+  int rc;
+  if (on_sh && m->nq) {
+    uint64_t first = m->rlog.head;
+    rc = log_and_post_recv(hc, m, m->sh, wr, bad, 0);
+    if (rc == 0 && (rc = ha_sh_post_recv(m, wr, bad)) != 0) {
+      uint64_t seq = first;
+      for (struct ibv_recv_wr *w = wr; w && w != *bad; w = w->next) seq++;
+      ah_ha_rlog_unpush(&m->rlog, seq);
+    }
+  } else {
+    rc = log_and_post_recv(hc, m, on_sh ? m->sh : m->qp, wr, bad, st != HA_FAILING);
+  }
   pthread_mutex_unlock(&m->mu);
   return rc;
 }
@@ -290,6 +307,19 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc) {
   /* else: the failed primary's error and flushes, or a late completion of the path not in use */
   pthread_mutex_unlock(&m->mu);
   return deliver;
+}
+
+int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc) {
+  int st = atomic_load_explicit(&m->state, memory_order_acquire);
+  if (wc->status == IBV_WC_SUCCESS && st == HA_SHADOW) { /* the common case after a nic failover */
+    retire(m, wc);
+    wc->qp_num = m->qpn;
+    return 1;
+  }
+  /* wc_slow tells a shadow's completion by a QP number other than the primary's: another NIC
+   * numbers its queue pairs apart and may give the shadow the primary's number */
+  wc->qp_num = m->qpn + 1;
+  return wc_slow(m, wc);
 }
 
 /* Translates the r completions the provider returned in wc (retiring log entries, absorbing the HA

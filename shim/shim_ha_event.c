@@ -40,7 +40,7 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
       if (m->hc != hc || m->port != port) continue;
       n++;
       int st = atomic_load(&m->state), sh = atomic_load(&m->sh_state);
-      covered += m->sh_port != port && (st == HA_SHADOW || ((st == HA_PEACE || st == HA_FAILING) && sh == SH_READY));
+      covered += (m->sh_port != port || m->nq) && (st == HA_SHADOW || ((st == HA_PEACE || st == HA_FAILING) && sh == SH_READY));
     }
     pthread_mutex_unlock(&ha_mu);
     if (n == 0 || covered != n) return 0;

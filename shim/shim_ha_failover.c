@@ -70,6 +70,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     nsynth++;
   }
   if (first > m->slog.tail) ah_ha_slog_retire(&m->slog, first - 1);
+  ha_nic_go_live(m); /* a nic shadow's completions arrive on the backup NIC's CQs: NCCL's poll takes them */
   for (uint64_t s = m->rlog.tail; s < m->rlog.head; s++) {
     ah_ha_rwr_t *e = &m->rlog.e[s & (m->rlog.cap - 1)];
     struct ibv_sge sge = {e->addr, e->length, e->lkey};
@@ -78,7 +79,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     w.wr_id = e->wr_id;
     w.sg_list = e->num_sge ? &sge : NULL;
     w.num_sge = e->num_sge;
-    if (hc->post_recv(m->sh, &w, &bad) != 0) {
+    if (ha_sh_post_recv(m, &w, &bad) != 0) {
       *why_p = "re-posting a receive on the shadow failed";
       return -1;
     }
@@ -97,7 +98,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     w.wr.rdma.rkey = e->rkey;
     w.sg_list = e->num_sge ? &sge : NULL;
     w.num_sge = e->num_sge ? 1 : 0;
-    if (hc->post_send(m->sh, &w, &bad) != 0) {
+    if (ha_sh_post_send(m, &w, &bad) != 0) {
       *why_p = "replaying a work request on the shadow failed";
       return -1;
     }
@@ -109,9 +110,13 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   atomic_fetch_add(&ha_st_replayed, nreplay);
   atomic_fetch_add(&ha_st_synth, nsynth);
   double stall_ms = (ha_now_s() - m->t_fail) * 1e3;
-  ah_log(AH_LOG_WARN, "HA: QP %u (%s port %d) failed over to its shadow QP %u (port %d) in %.1f ms: %lu work "
+  const char *sh_nic = ha_nic_name(m);
+  char where[96];
+  if (sh_nic) snprintf(where, sizeof where, "%s port %d", sh_nic, m->sh_port);
+  else snprintf(where, sizeof where, "port %d", m->sh_port);
+  ah_log(AH_LOG_WARN, "HA: QP %u (%s port %d) failed over to its shadow QP %u (%s) in %.1f ms: %lu work "
          "requests replayed, %lu completions the peer had confirmed handed to NCCL", m->qpn,
-         m->qp->context->device->name, m->port, m->sh_qpn, m->sh_port, stall_ms, nreplay, nsynth);
+         m->qp->context->device->name, m->port, m->sh_qpn, where, stall_ms, nreplay, nsynth);
   pthread_mutex_lock(&ha_events_mu);
   if (ha_nevents < AH_REPORT_HA_MAX) {
     ah_report_failover_t *f = &ha_events[ha_nevents++];
@@ -122,6 +127,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     snprintf(f->dev, sizeof f->dev, "%.31s", m->qp->context->device->name);
     f->port = m->port;
     f->shadow_port = m->sh_port;
+    if (sh_nic) snprintf(f->shadow_dev, sizeof f->shadow_dev, "%.31s", sh_nic);
     f->stall_ms = stall_ms;
     f->replayed = (uint32_t)nreplay;
     f->synthesized = (uint32_t)nsynth;

@@ -78,6 +78,7 @@ typedef struct ha_qp {
   int busy;                 /* the background thread works on it (under ha_mu) */
   int flow;                 /* its flow in the rebalance's plan: -2 not looked up, -1 none */
   uint16_t rb_sport;        /* the port the rebalance moved its shadow to (0: not moved) */
+  struct ha_nic_qp *nq;     /* AUTOHA_HA=nic: its shadow's NIC and key spaces (shim_ha_nic.c); else NULL */
   struct ha_qp *next;
 } ha_qp_t;
 
@@ -181,6 +182,39 @@ int ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_
 
 /* The fabric model AUTOHA_HA=path picks backup source ports with (AUTOHA_QP_TOPO), or NULL. */
 ah_path_topo_t *ha_topo(void);
+
+/* AUTOHA_HA=nic (shim_ha_nic.c): a shadow on the backup NIC of m's device. Prepare opens that NIC
+ * (once), mirrors NCCL's memory there, and gives the protection domain, CQs, port and GID the
+ * shadow is created with, setting m->nq; 0 or -1 (m then runs without a shadow). Add records the
+ * created shadow's QP number (0, -1 when full); forget drops it and its peer's cached keys. */
+int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p, struct ibv_cq **rcq_p, int *port_p,
+                          union ibv_gid *gid_p);
+int ha_nic_shadow_add(ha_qp_t *m);
+void ha_nic_shadow_forget(ha_qp_t *m);
+/* Posts on m's shadow: NCCL's chain as it is, or on a nic shadow one WR at a time with its local
+ * keys and remote key translated. Returns what the provider returned (EINVAL, *bad at the WR,
+ * when a key has no mirror). */
+int ha_sh_post_send(ha_qp_t *m, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int ha_sh_post_recv(ha_qp_t *m, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* The name of m's shadow's NIC, or NULL when m's shadow is on its own NIC. */
+const char *ha_nic_name(const ha_qp_t *m);
+/* One NCCL CQ and the backup NIC's CQ that stands in for it (shim_ha_nic.c creates them). */
+typedef struct {
+  struct ibv_cq *nccl, *bk;
+  pthread_mutex_t mu; /* one poller at a time: what it takes is queued in the CQ's order */
+} ha_nic_cq_t;
+/* Calls fn(c, arg) on each backup CQ standing behind nccl (every backup CQ when nccl is NULL). */
+void ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg);
+/* The managed queue pair whose nic shadow, on bk's NIC, has QP number qpn, or NULL. */
+ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn);
+/* The completion side (shim_ha_nic_cq.c). m's work moves to its nic shadow: NCCL's poll of m's
+ * context polls the backup CQs from now on; call before the first post on the shadow (nothing for
+ * other shadows). The background thread's poll of every backup CQ (heartbeats; NCCL's work too). */
+void ha_nic_go_live(ha_qp_t *m);
+void ha_nic_poll_all(void);
+/* A completion of m's shadow taken from a backup NIC's CQ, translated as NCCL's poll translates a
+ * shadow's (shim_ha_data.c). Returns 1 to hand it to NCCL, 0 to absorb it. */
+int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc);
 
 /* the background thread's steps; each returns 1 when it moved (run again soon) */
 void *ha_thread(void *arg);

@@ -9,19 +9,14 @@
 #include "ah_env.h"
 #include "shim_ha_int.h"
 
-ha_qp_t *ha_qps;
 static int thread_started;
-_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
-pthread_mutex_t ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
-ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
-int ha_nevents;
 
 int ah_shim_ha_on(void) {
   static _Atomic int on = -1;
   int v = atomic_load_explicit(&on, memory_order_relaxed);
   if (v < 0) {
     const ah_settings_t *s = ah_env_settings();
-    v = s->enable && (s->ha == 1 || s->ha == 2);
+    v = s->enable && (s->ha == 1 || s->ha == 2 || s->ha == 3);
     const char *own = getenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
     if (v && own && atoi(own) == 1) {
       /* two layers replaying the same work requests would deliver them twice */
@@ -29,34 +24,12 @@ int ah_shim_ha_on(void) {
              "autoha's (AUTOHA_HA) stands aside");
       v = 0;
     }
-    if (s->enable && s->ha == 3)
-      AH_LOG_CAPPED(1, AH_LOG_WARN, "AUTOHA_HA=nic is not built yet: running without shadows (docs/ha.md)");
     atomic_store(&on, v);
   }
   return v;
 }
 
-int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
-  uint32_t i = slot_of(qpn);
-  int free_at = -1;
-  for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
-    uint32_t k = atomic_load(&hc->key[i]);
-    if (k == qpn) {
-      atomic_store_explicit(&hc->val[i], m, memory_order_release);
-      return 0;
-    }
-    if (k == 0) break;
-    if (free_at < 0 && !atomic_load(&hc->val[i])) free_at = (int)i;
-  }
-  if (!m) return 0;
-  if (free_at < 0) {
-    if (atomic_load(&hc->key[i]) != 0) return -1;
-    free_at = (int)i;
-  }
-  atomic_store_explicit(&hc->val[free_at], m, memory_order_release);
-  atomic_store_explicit(&hc->key[free_at], qpn, memory_order_release);
-  return 0;
-}
+int ah_shim_ha_nic_on(void) { return ah_env_settings()->ha == 3 && ah_shim_ha_on(); }
 
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real) {
   if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp || !real->modify_qp ||
@@ -168,7 +141,8 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
   if (m) {
     ha_ctx_t *hc = m->hc;
     ha_table_set(hc, m->qpn, NULL);
-    if (m->sh) ha_table_set(hc, m->sh_qpn, NULL);
+    if (m->sh && !m->nq) ha_table_set(hc, m->sh_qpn, NULL); /* a nic shadow's number is another NIC's */
+    if (m->nq) ha_nic_shadow_forget(m);
     for (ha_qp_t **p = &ha_qps; *p; p = &(*p)->next)
       if (*p == m) {
         *p = m->next;
@@ -186,7 +160,8 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
 void ah_shim_ha_report(ah_report_ha_t *h) {
   memset(h, 0, sizeof *h);
   if (!ah_shim_ha_on()) return;
-  snprintf(h->policy, sizeof h->policy, "%s", ah_env_settings()->ha == 1 ? "path" : "port");
+  int ha = ah_env_settings()->ha;
+  snprintf(h->policy, sizeof h->policy, "%s", ha == 1 ? "path" : ha == 3 ? "nic" : "port");
   h->shadows = atomic_load(&ha_st_shadows);
   h->failovers = atomic_load(&ha_st_failovers);
   h->replayed = atomic_load(&ha_st_replayed);

@@ -1,7 +1,8 @@
 /* shim_ha_shadow.c: building a managed queue pair's shadow (docs/ha.md, "Shadows"): an RC queue
  * pair on NCCL's protection domain and CQs, on a backup path — another UDP source port
- * (AUTOHA_HA=path), the NIC's other port (port) — connected with the peer's shadow through the
- * directory, and ready once a heartbeat completed. */
+ * (AUTOHA_HA=path), the NIC's other port (port) — or on another NIC's (nic: shim_ha_nic.c gives
+ * its protection domain, CQs and port), connected with the peer's shadow through the directory,
+ * and ready once a heartbeat completed. */
 #include <errno.h>
 #include <string.h>
 
@@ -27,6 +28,9 @@ static int shadow_create(ha_qp_t *m) {
   int port = m->port;
   union ibv_gid gid = m->sgid;
   int gid_index = m->rtr.ah_attr.grh.sgid_index;
+  struct ibv_pd *pd = m->pd;
+  struct ibv_cq *scq = m->send_cq, *rcq = m->recv_cq;
+  if (policy == 3 && ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0) return -1; /* it said why */
   if (policy == 2) {
     port = m->port == 1 ? 2 : 1;
     if (hc->real.query_gid(m->qp->context, (uint8_t)port, gid_index, &gid) != 0) {
@@ -37,12 +41,12 @@ static int shadow_create(ha_qp_t *m) {
   }
   struct ibv_qp_init_attr ia;
   memset(&ia, 0, sizeof ia);
-  ia.send_cq = m->send_cq;
-  ia.recv_cq = m->recv_cq;
+  ia.send_cq = scq;
+  ia.recv_cq = rcq;
   ia.cap = m->cap;
   ia.qp_type = IBV_QPT_RC;
   ia.qp_context = NULL; /* never NCCL's: its async events must not look like NCCL's QP's */
-  struct ibv_qp *sh = hc->real.create_qp(m->pd, &ia);
+  struct ibv_qp *sh = hc->real.create_qp(pd, &ia);
   if (!sh) {
     AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot create a shadow for QP %u: %s", m->qpn, strerror(errno));
     return -1;
@@ -63,8 +67,12 @@ static int shadow_create(ha_qp_t *m) {
   m->sh_qpn = sh->qp_num;
   m->sh_gid = gid;
   m->sh_port = port;
-  ha_table_set(hc, sh->qp_num, m);
+  int listed = m->nq ? ha_nic_shadow_add(m) : ha_table_set(hc, sh->qp_num, m); /* another NIC numbers it apart */
   pthread_mutex_unlock(&ha_mu);
+  if (listed != 0) {
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: too many shadows; QP %u runs without one", m->qpn);
+    return -1;
+  }
   shadow_info_t info = {SHADOW_MAGIC, sh->qp_num, {0}, (uint32_t)port, (uint32_t)policy, m->hc->real.qp_sport(m->qp)};
   memcpy(info.gid, gid.raw, 16);
   uint8_t key[HA_KEY];
@@ -143,14 +151,13 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
 
 /* Both shadows are connected: a signalled 0-byte write whose success makes the shadow usable. */
 static int shadow_heartbeat(ha_qp_t *m) {
-  ha_ctx_t *hc = m->hc;
   atomic_store(&m->sh_state, SH_CONNECTED);
   struct ibv_send_wr w, *bad;
   memset(&w, 0, sizeof w);
   w.wr_id = WRID_HB;
   w.opcode = IBV_WR_RDMA_WRITE;
   w.send_flags = IBV_SEND_SIGNALED;
-  if (hc->post_send(m->sh, &w, &bad) != 0) return -1;
+  if (ha_sh_post_send(m, &w, &bad) != 0) return -1;
   return 0;
 }
 

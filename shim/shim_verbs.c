@@ -5,7 +5,8 @@
  * libnccl opens libibverbs with dlopen and resolves verbs with dlvsym(handle, name, "IBVERBS_1.1"),
  * which searches only that handle, so a preloaded ibv_modify_qp alone never sees NCCL's calls. The
  * shim therefore exports dlsym and dlvsym and hands back its wrappers for ibv_create_qp and
- * ibv_modify_qp; it also exports those two for programs and net plugins linked to libibverbs. The
+ * ibv_modify_qp (and, for the failover layer, destroy_qp, get_async_event and with AUTOHA_HA=nic the
+ * memory-registration verbs); it also exports those two for programs and net plugins linked to libibverbs. The
  * exports stay unversioned (shim.map), since only an unversioned definition satisfies the versioned
  * references dlvsym@GLIBC_2.2.5, dlvsym@GLIBC_2.34 and ibv_modify_qp@IBVERBS_1.1.
  *
@@ -45,6 +46,10 @@ typedef int (*query_gid_fn)(struct ibv_context *, uint8_t, int, union ibv_gid *)
 typedef int (*udp_sport_fn)(struct ibv_qp *, uint16_t);
 typedef int (*get_async_event_fn)(struct ibv_context *, struct ibv_async_event *);
 typedef void (*ack_async_event_fn)(struct ibv_async_event *);
+typedef struct ibv_mr *(*reg_mr_fn)(struct ibv_pd *, void *, size_t, int);
+typedef struct ibv_mr *(*reg_mr_iova2_fn)(struct ibv_pd *, void *, size_t, uint64_t, unsigned);
+typedef struct ibv_mr *(*reg_dmabuf_mr_fn)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
+typedef int (*dereg_mr_fn)(struct ibv_mr *);
 
 /* ---- the real dlsym/dlvsym, found by reading ELF tables --------------------------------------- */
 
@@ -352,9 +357,10 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
 static _Atomic(destroy_qp_fn) dl_destroy_qp;
 
 /* The real control verbs of the dlvsym route, for the HA layer's shadows. */
+static void *verbs_real(const char *name, const char *version);
 static ah_shim_ha_verbs_t dl_real_verbs(void) {
   ah_shim_ha_verbs_t r = {atomic_load(&dl_create_qp), atomic_load(&dl_modify_qp), atomic_load(&dl_destroy_qp),
-                          atomic_load(&real_query_gid), qp_sport, qp_move_sport};
+                          atomic_load(&real_query_gid), qp_sport, qp_move_sport, verbs_real};
   return r;
 }
 
@@ -395,6 +401,41 @@ static int dl_get_async_event_wrapper(struct ibv_context *ctx, struct ibv_async_
   }
 }
 
+/* AUTOHA_HA=nic: NCCL's memory registrations, reported to the HA layer so that it mirrors them on
+ * the backup NIC (shim_ha_nic.c). Each wrapper calls the function NCCL's lookup found. */
+static _Atomic(void *) dl_reg_mr, dl_reg_mr_iova2, dl_reg_dmabuf_mr, dl_dereg_mr;
+static struct ibv_mr *dl_reg_mr_wrapper(struct ibv_pd *pd, void *addr, size_t len, int access) {
+  struct ibv_mr *mr = ((reg_mr_fn)atomic_load(&dl_reg_mr))(pd, addr, len, access);
+  if (mr) ah_shim_ha_mr_registered(mr, (uint64_t)(uintptr_t)addr, access, -1, 0);
+  return mr;
+}
+static struct ibv_mr *dl_reg_mr_iova2_wrapper(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+                                              unsigned access) {
+  struct ibv_mr *mr = ((reg_mr_iova2_fn)atomic_load(&dl_reg_mr_iova2))(pd, addr, len, iova, access);
+  if (mr) ah_shim_ha_mr_registered(mr, iova, (int)access, -1, 0);
+  return mr;
+}
+static struct ibv_mr *dl_reg_dmabuf_mr_wrapper(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova, int fd,
+                                               int access) {
+  struct ibv_mr *mr = ((reg_dmabuf_mr_fn)atomic_load(&dl_reg_dmabuf_mr))(pd, offset, len, iova, fd, access);
+  if (mr) ah_shim_ha_mr_registered(mr, iova, access, fd, offset);
+  return mr;
+}
+static int dl_dereg_mr_wrapper(struct ibv_mr *mr) {
+  ah_shim_ha_mr_deregistering(mr);
+  return ((dereg_mr_fn)atomic_load(&dl_dereg_mr))(mr);
+}
+
+/* The libibverbs handle NCCL resolved its verbs from, for the HA layer's own verbs: the real verb
+ * name@version there, or NULL when NCCL has resolved none yet or the library lacks it. */
+static _Atomic(void *) dl_handle;
+static void *verbs_real(const char *name, const char *version) {
+  void *h = atomic_load(&dl_handle);
+  if (!h) return NULL;
+  real_dl_init();
+  return atomic_load(&real_dlvsym_p)(h, name, version);
+}
+
 /* Direct callers (programs and net plugins linked to libibverbs): the next definition. */
 static void *next_verb(const char *name) {
   real_dl_init();
@@ -427,11 +468,30 @@ AH_VERBS_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, i
 
 /* ---- dlsym / dlvsym --------------------------------------------------------------------------- */
 
+/* The wrapper of a memory-registration verb (slot: where the found function is kept), or found
+ * itself when another library's verb already took the slot. */
+static void *hook_mr(_Atomic(void *) *slot, void *found, void *wrapper) {
+  void *expected = NULL;
+  if (!atomic_compare_exchange_strong(slot, &expected, found) && expected != found) return found;
+  return wrapper;
+}
+
 /* Resolves the real verb through the same lookup the caller asked for and returns the wrapper in its
  * place. Note that the lookup runs from the shim, so RTLD_NEXT here means "after the shim"; only
- * these two names take this path. */
+ * the hooked names (hooked_name) take this path. */
 static void *hook_verb(void *found, const char *name, void *handle) {
   if (!found) return NULL; /* dlerror() already says why */
+  if (handle) {
+    void *expected = NULL;
+    atomic_compare_exchange_strong(&dl_handle, &expected, handle);
+  }
+  if (strcmp(name, "ibv_reg_mr") == 0) return hook_mr(&dl_reg_mr, found, (void *)dl_reg_mr_wrapper);
+  if (strcmp(name, "ibv_reg_mr_iova2") == 0)
+    return hook_mr(&dl_reg_mr_iova2, found, (void *)dl_reg_mr_iova2_wrapper);
+  if (strcmp(name, "ibv_reg_dmabuf_mr") == 0)
+    return hook_mr(&dl_reg_dmabuf_mr, found, (void *)dl_reg_dmabuf_mr_wrapper);
+  if (strcmp(name, "ibv_dereg_mr") == 0)
+    return hook_mr(&dl_dereg_mr, found, (void *)dl_dereg_mr_wrapper);
   if (!atomic_load(&real_query_gid) && handle) {
     query_gid_fn q = (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
     if (q) atomic_store(&real_query_gid, q);
@@ -475,7 +535,7 @@ static void *hook_verb(void *found, const char *name, void *handle) {
   return (void *)dl_modify_wrapper;
 }
 
-/* Hidden entry points the trampolines jump to for the two hooked names. */
+/* Hidden entry points the trampolines jump to for the hooked names. */
 void *ah_shim_dlsym_hooked(void *handle, const char *name);
 void *ah_shim_dlvsym_hooked(void *handle, const char *name, const char *version);
 void *ah_shim_dlsym_hooked(void *handle, const char *name) {
@@ -488,22 +548,31 @@ void *ah_shim_dlvsym_hooked(void *handle, const char *name, const char *version)
 /* Called by the trampolines with the looked-up name: returns the function to jump to, with the
  * caller's arguments and return address untouched. */
 void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym);
+/* 1 for the queue-pair verbs, 2 for the memory-registration ones (AUTOHA_HA=nic only), each in
+ * the version node NCCL asks for; 0 for every other name. */
 AH_EARLY static int hooked_name(const char *name, const char *version, int is_vsym) {
-  return name &&
-         (ah_elf_streq(name, "ibv_modify_qp") || ah_elf_streq(name, "ibv_create_qp") ||
-          ah_elf_streq(name, "ibv_destroy_qp") || ah_elf_streq(name, "ibv_get_async_event")) &&
-         (!is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.1")));
+  if (!name) return 0;
+  int v11 = !is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.1"));
+  if (ah_elf_streq(name, "ibv_reg_mr") || ah_elf_streq(name, "ibv_dereg_mr")) return v11 ? 2 : 0;
+  if (ah_elf_streq(name, "ibv_reg_mr_iova2")) return !is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.8")) ? 2 : 0;
+  if (ah_elf_streq(name, "ibv_reg_dmabuf_mr"))
+    return !is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.12")) ? 2 : 0;
+  return (ah_elf_streq(name, "ibv_modify_qp") || ah_elf_streq(name, "ibv_create_qp") ||
+          ah_elf_streq(name, "ibv_destroy_qp") || ah_elf_streq(name, "ibv_get_async_event")) && v11;
 }
 
 __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym) {
   real_dl_init();
-  int hooked = 0;
-  if (hooked_name(name, version, is_vsym)) { /* never during a runtime's early start */
+  int hooked = 0, kind = hooked_name(name, version, is_vsym);
+  if (kind) { /* never during a runtime's early start */
     int saved = errno;
     /* the destroy and async-event hooks serve only the HA layer (shadows go before NCCL's QP; its
-     * events are not NCCL's) */
-    hooked = ah_shim_ha_on() || (!ah_elf_streq(name, "ibv_destroy_qp") && !ah_elf_streq(name, "ibv_get_async_event") &&
-                                 ah_path_policy_active(policy_get()));
+     * events are not NCCL's); the registration hooks only AUTOHA_HA=nic (mirrors on the backup NIC) */
+    if (kind == 2)
+      hooked = ah_shim_ha_nic_on();
+    else
+      hooked = ah_shim_ha_on() || (!ah_elf_streq(name, "ibv_destroy_qp") && !ah_elf_streq(name, "ibv_get_async_event") &&
+                                   ah_path_policy_active(policy_get()));
     errno = saved;
   }
   if (is_vsym) return hooked ? (void *)ah_shim_dlvsym_hooked : (void *)atomic_load(&real_dlvsym_p);

@@ -165,8 +165,9 @@ static void print_report(const char *path, const ah_report_t *r) {
            (unsigned long long)h->replayed, (unsigned long long)h->synthesized);
     for (int i = 0; i < h->nfail; i++) {
       const ah_report_failover_t *f = &h->fail[i];
-      printf("  QP %u on %s port %d -> shadow on port %d: stall %.1f ms, %u replayed, %u synthesized\n", f->qpn,
-             f->dev, f->port, f->shadow_port, f->stall_ms, f->replayed, f->synthesized);
+      printf("  QP %u on %s port %d -> shadow on %s%sport %d: stall %.1f ms, %u replayed, %u synthesized\n", f->qpn,
+             f->dev, f->port, f->shadow_dev, f->shadow_dev[0] ? " " : "", f->shadow_port, f->stall_ms, f->replayed,
+             f->synthesized);
     }
     if (h->rebalances)
       printf("  rebalance: %llu re-plans, %llu queue pairs moved; modelled slowest flow %.3f of a port with the "

@@ -234,8 +234,10 @@ static const ah_env_var_t env_table[] = {
      "primary (transport retries exhausted) moves its traffic to the shadow with the work requests "
      "in flight replayed exactly once, so NCCL sees no error. path: the shadow uses the same port "
      "with another UDP source port (another ECMP route; covers switch links); port: the other port "
-     "of a dual-port NIC (covers a port, its cable and its leaf); nic is not built yet and acts as "
-     "off. off (the default) leaves the data path alone: a shadow doubles the queue pairs, and a "
+     "of a dual-port NIC (covers a port, its cable and its leaf); nic: another NIC of the host, the "
+     "neighbour mlx5_(i^1) among the devices NCCL_IB_HCA selects (covers the whole NIC, its ports "
+     "and its leaves; NCCL's memory registrations are mirrored there and remote keys translated "
+     "through the hub). off (the default) leaves the data path alone: a shadow doubles the queue pairs, and a "
      "job gains nothing from it unless every rank runs autoha with the hub reachable, so it is "
      "asked for. Only NCCL's queue pairs (the verbs it resolves with dlvsym) are shadowed; a program "
      "calling libibverbs directly is never changed.",

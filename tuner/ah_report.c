@@ -126,12 +126,14 @@ static json_t *ha_to_json(const ah_report_ha_t *h) {
   json_t *a = json_array();
   for (int i = 0; i < h->nfail && i < AH_REPORT_HA_MAX; i++) {
     const ah_report_failover_t *f = &h->fail[i];
-    char dev[sizeof f->dev];
-    json_array_append_new(a, json_pack("{s:o, s:I, s:s, s:i, s:i, s:o, s:I, s:I}", "time", num_or_null(f->time_s),
-                                       "qp", (json_int_t)f->qpn, "dev", ah_report_text_copy(dev, sizeof dev, f->dev),
-                                       "port", f->port, "shadow_port", f->shadow_port, "stall_ms",
-                                       num_or_null(f->stall_ms), "replayed", (json_int_t)f->replayed,
-                                       "synthesized", (json_int_t)f->synthesized));
+    char dev[sizeof f->dev], sdev[sizeof f->shadow_dev];
+    json_t *e = json_pack("{s:o, s:I, s:s, s:i, s:i, s:o, s:I, s:I}", "time", num_or_null(f->time_s), "qp",
+                          (json_int_t)f->qpn, "dev", ah_report_text_copy(dev, sizeof dev, f->dev), "port", f->port,
+                          "shadow_port", f->shadow_port, "stall_ms", num_or_null(f->stall_ms), "replayed",
+                          (json_int_t)f->replayed, "synthesized", (json_int_t)f->synthesized);
+    if (e && f->shadow_dev[0]) /* a shadow on another NIC (AUTOHA_HA=nic) */
+      json_object_set_new(e, "shadow_dev", json_string(ah_report_text_copy(sdev, sizeof sdev, f->shadow_dev)));
+    json_array_append_new(a, e);
   }
   char policy[sizeof h->policy];
   json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "policy", ah_report_text_copy(policy, sizeof policy, h->policy),
@@ -599,6 +601,7 @@ static void get_ha(reader_t *rd, json_t *root, ah_report_t *r) {
     get_str(rd, e, p, "dev", 1, f->dev, sizeof f->dev);
     get_num(rd, e, p, "port", &port);
     get_num(rd, e, p, "shadow_port", &sport);
+    get_str(rd, e, p, "shadow_dev", 0, f->shadow_dev, sizeof f->shadow_dev);
     get_num(rd, e, p, "stall_ms", &f->stall_ms);
     get_num(rd, e, p, "replayed", &rep);
     get_num(rd, e, p, "synthesized", &syn);

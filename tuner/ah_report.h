@@ -83,12 +83,13 @@ typedef struct {
   uint32_t qpn;                      /* the primary's QP number (what NCCL knows) */
   char dev[32];
   int port, shadow_port;
+  char shadow_dev[32];               /* the shadow's NIC when it is another one (AUTOHA_HA=nic), else "" */
   double stall_ms;                   /* from the primary's error to the switch */
   uint32_t replayed, synthesized;    /* WRs posted again; completions handed over for delivered WRs */
 } ah_report_failover_t;
 
 typedef struct {
-  char policy[8];                    /* AUTOHA_HA: "path" | "port"; "" when off (no "ha" section) */
+  char policy[8];                    /* AUTOHA_HA: "path" | "port" | "nic"; "" when off (no "ha" section) */
   uint64_t shadows;                  /* shadows that became ready */
   uint64_t failovers, replayed, synthesized; /* totals (failovers beyond the list are counted) */
   uint64_t rebalances;               /* re-plans applied after failovers (AUTOHA_HA=path, docs/ha.md) */

@@ -9,7 +9,8 @@
 #   path  a leaf-spine link fails, both directions (FAILOVER_PATH_TARGET=spine: a whole spine,
 #         its links to every leaf of the job, so every flow through it must move)
 #   port  port 1 of a dual-port NIC goes down (the port NCCL uses)
-#   nic   both ports of a NIC go down
+#   nic   a whole NIC goes down, both ports (nicdown); its queue pairs move to their shadows on
+#         the neighbour NIC mlx5_(i^1)
 # (in 10-60% of a control run's length) and, at every third point, a second fault during the recovery of the first (a leaf-spine link,
 # 10-300 ms later). Per point: the job completed with correct results (every element checked) and
 # the provider's counters (ncclsimNetStats, docs/sim-nccl.md) say 0 lost, 0 duplicated, 0
@@ -77,7 +78,7 @@ for policy in $policies; do
   : >"$work/stalls-$policy"
   : >"$work/waits-$policy"
   fab=bond=1
-  [ "$policy" = path ] || fab=bond=0 # port and nic fail over to the NIC's other verbs port
+  [ "$policy" = path ] || fab=bond=0 # port fails over to the NIC's other verbs port, nic to another NIC
   for nodes in $node_list; do # the planner's model knows bonded NICs only: path's file
     : >"$work/topo-$policy-$nodes"
     [ "$policy" = path ] || continue
@@ -101,7 +102,7 @@ for policy in $policies; do
         spec="at=$(secs "$at")s:down:leaf$((RANDOM % (2 * nodes)))-spine$spine;"
       fi ;;
     port) spec="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:1;" ;;
-    nic) spec="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:1;at=$(secs "$at")s:portdown:node$node/mlx5_$nic:2;" ;;
+    nic) spec="at=$(secs "$at")s:nicdown:node$node/mlx5_$nic;" ;;
     esac
     if [ $((i % 3)) = 0 ]; then # a second fault while the first is being recovered
       at2=$((at + $(rand_ms 10 300))) leaf2=$((RANDOM % (2 * nodes))) spine2=$(( (spine + 1 + RANDOM % 7) % 8 ))

@@ -4,8 +4,9 @@
  *
  * Grammar (docs/sim-fabric.md): events separated by ';' or newlines, '#' starts a comment,
  *   at=TIME[@wall|@virt]:ACTION:TARGET     TIME = NUMBER(s|ms|us)
- *   ACTION = down | up | degrade=F | portdown | portup
+ *   ACTION = down | up | degrade=F | portdown | portup | nicdown | nicup
  *   TARGET = leafL-spineS | leafL->spineS | spineS->leafL | nodeN/mlx5_K:P | nodeN/mlx5_K:P->leafL | ...
+ *            | nodeN/mlx5_K (nicdown and nicup only: every port of the NIC, both directions)
  * A spec is applied whole or not at all: the first bad event is quoted in the error. */
 #include <errno.h>
 #include <stdio.h>
@@ -36,8 +37,26 @@ static int parse_time(char *t, int *clock_p, double *at_p) {
   return 0;
 }
 
-/* Parses one event into ev[0..1]; returns how many (1 or 2) or -1 with the reason in *why_p. */
-static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[2], const char **why_p) {
+/* The links of a whole NIC, "nodeN/mlx5_K": both directions of each of its ports, into links[0..3].
+ * Returns how many (2 per port), or -1 when the text names no NIC of this fabric. */
+static int nic_links(const sim_fabric_t *f, const char *text, int links[4]) {
+  int node, nic, used = 0;
+  if (sscanf(text, "node%d/mlx5_%d%n", &node, &nic, &used) != 2 || text[used]) return -1;
+  char want[64];
+  snprintf(want, sizeof want, "node%d/mlx5_%d", node, nic); /* strict: no sign, no leading zero */
+  if (strcmp(want, text) != 0) return -1;
+  int n = 0;
+  for (int p = 1; p <= f->ports; p++) {
+    int a = sim_fabric_port_index(f, (sim_fabric_ep_t){node, nic, p});
+    if (a < 0) return -1;
+    links[n++] = 2 * a;
+    links[n++] = 2 * a + 1;
+  }
+  return n;
+}
+
+/* Parses one event into ev[0..3]; returns how many (1 to 4) or -1 with the reason in *why_p. */
+static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[4], const char **why_p) {
   char *c1 = strchr(text, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
   if (strncmp(text, "at=", 3) != 0 || !c1 || !c2) {
     *why_p = "expected at=TIME[@wall|@virt]:ACTION:TARGET";
@@ -45,18 +64,28 @@ static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[
   }
   *c1 = *c2 = '\0';
   char *action = c1 + 1, *target = c2 + 1;
-  int clock, links[2], nic;
+  int clock, links[4], nic;
   double at, fraction;
   if (parse_time(text + 3, &clock, &at)) {
     *why_p = "time must be NUMBER followed by s, ms or us, then optionally @wall or @virt";
     return -1;
   }
   int port_action = strcmp(action, "portdown") == 0 || strcmp(action, "portup") == 0;
-  if (strcmp(action, "down") == 0 || strcmp(action, "portdown") == 0) fraction = 0;
-  else if (strcmp(action, "up") == 0 || strcmp(action, "portup") == 0) fraction = 1;
+  int nic_action = strcmp(action, "nicdown") == 0 || strcmp(action, "nicup") == 0;
+  if (strcmp(action, "down") == 0 || strcmp(action, "portdown") == 0 || strcmp(action, "nicdown") == 0) fraction = 0;
+  else if (strcmp(action, "up") == 0 || strcmp(action, "portup") == 0 || strcmp(action, "nicup") == 0) fraction = 1;
   else if (strncmp(action, "degrade=", 8) != 0 || sim_fabric_parse_double(action + 8, 0, 1, &fraction)) {
-    *why_p = "action must be down, up, degrade=FRACTION (0-1), portdown or portup";
+    *why_p = "action must be down, up, degrade=FRACTION (0-1), portdown, portup, nicdown or nicup";
     return -1;
+  }
+  if (nic_action) {
+    int n = nic_links(f, target, links);
+    if (n < 0) {
+      *why_p = "nicdown and nicup take a NIC (nodeN/mlx5_K, within this fabric)";
+      return -1;
+    }
+    for (int i = 0; i < n; i++) ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction};
+    return n;
   }
   int n = sim_fabric_parse_target(f, target, links, &nic);
   if (n < 0) {
@@ -135,7 +164,7 @@ int sim_fabric_schedule(sim_fabric_t *f, const char *spec, char *err, size_t err
     char quoted[256];
     const char *why = NULL;
     snprintf(quoted, sizeof quoted, "%s", item);
-    if (n + 2 > cap) {
+    if (n + 4 > cap) {
       sim_fabric_event_t *g = realloc(ev, (size_t)(cap *= 2) * sizeof *ev);
       if (!g) goto oom;
       ev = g;

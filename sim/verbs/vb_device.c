@@ -83,6 +83,21 @@ VB_API int ibv_get_device_index(struct ibv_device *device) {
 
 static int vb_query_port_ext(struct ibv_context *c, uint8_t port, struct ibv_port_attr *out, size_t len);
 
+/* The process's open contexts, for ncclsimVerbsQpCarriers (a failover layer's shadow may live on
+ * another device of the process). */
+#define VB_MAX_CTXS 64
+static vb_ctx_t *open_ctxs[VB_MAX_CTXS];
+static int nopen;
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int vb_ctx_each(int (*fn)(vb_ctx_t *, void *), void *arg) {
+  int r = 0;
+  pthread_mutex_lock(&open_lock);
+  for (int i = 0; i < nopen && !r; i++) r = fn(open_ctxs[i], arg);
+  pthread_mutex_unlock(&open_lock);
+  return r;
+}
+
 VB_API struct ibv_context *ibv_open_device(struct ibv_device *device) {
   vb_dev_t *d = vb_dev(device);
   if (!d) {
@@ -113,6 +128,9 @@ VB_API struct ibv_context *ibv_open_device(struct ibv_device *device) {
   ctx->bell = vb_bell_create(ctx->bell_name);
   if (!ctx->bell) goto fail_pipe;
   if (vb_engine_start(ctx) != 0) goto fail_bell;
+  pthread_mutex_lock(&open_lock);
+  if (nopen < VB_MAX_CTXS) open_ctxs[nopen++] = ctx; /* beyond: not seen as a carrier, nothing else */
+  pthread_mutex_unlock(&open_lock);
   return c;
 fail_bell:
   vb_bell_close(ctx->bell, ctx->bell_name);
@@ -128,6 +146,13 @@ fail:
 
 VB_API int ibv_close_device(struct ibv_context *c) {
   vb_ctx_t *ctx = vb_ctx(c);
+  pthread_mutex_lock(&open_lock);
+  for (int i = 0; i < nopen; i++)
+    if (open_ctxs[i] == ctx) {
+      open_ctxs[i] = open_ctxs[--nopen];
+      break;
+    }
+  pthread_mutex_unlock(&open_lock);
   vb_engine_stop(ctx);
   vb_bell_close(ctx->bell, ctx->bell_name);
   close(ctx->async_wr); /* first: a thread blocked in ibv_get_async_event sees end of file */

@@ -138,6 +138,11 @@ typedef struct vb_ctx {
   _Atomic int stop;
 } vb_ctx_t;
 
+/* Calls fn on each open context of the process until it returns non-zero; returns that value (0
+ * when none did). fn runs under the registry's lock: it may take a context's lock, not open or close
+ * one. */
+int vb_ctx_each(int (*fn)(vb_ctx_t *, void *), void *arg);
+
 static inline vb_ctx_t *vb_ctx(struct ibv_context *c) {
   return (vb_ctx_t *)((char *)c - offsetof(vb_ctx_t, vctx.context));
 }

@@ -35,6 +35,41 @@ VB_API uint64_t ncclsimVerbsEpoch(void) { return atomic_load_explicit(&epoch, me
  * (a failover layer's heartbeats and markers stay below it). */
 #define VB_CARRIER_MIN_BYTES 4096u
 
+typedef struct {
+  vb_qp_t *failed;
+  const void *owner_tag;
+  int dst_node;
+  sim_fabric_flow_t *out;
+  int max, n;
+} carriers_t;
+
+/* Adds ctx's RC QPs in RTS towards c->dst_node that move bytes and are not the owner's to c. */
+static int carriers_of(vb_ctx_t *ctx, void *arg) {
+  carriers_t *c = arg;
+  pthread_mutex_lock(&ctx->lock);
+  for (vb_qp_t *o = ctx->qps; o && c->n < c->max; o = o->hh.next) {
+    if (o == c->failed || o->qp.qp_context == c->owner_tag || o->qp.qp_type != IBV_QPT_RC) continue;
+    if (atomic_load(&o->tx_bytes) < VB_CARRIER_MIN_BYTES) continue;
+    pthread_mutex_lock(&o->lock);
+    if (o->flow_ok && o->qp.state == IBV_QPS_RTS && o->flow.dst.node == c->dst_node) c->out[c->n++] = o->flow;
+    pthread_mutex_unlock(&o->lock);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return c->n >= c->max;
+}
+
+/* Another context's carriers, if it is a failover layer's own (it holds no QP of the owner's):
+ * a context of the owner's carries the owner's other flows, not this one. */
+static int carriers_other(vb_ctx_t *ctx, void *arg) {
+  carriers_t *c = arg;
+  if (ctx == c->failed->ctx) return 0;
+  int owners = 0;
+  pthread_mutex_lock(&ctx->lock);
+  for (vb_qp_t *o = ctx->qps; o && !owners; o = o->hh.next) owners = o->qp.qp_context == c->owner_tag;
+  pthread_mutex_unlock(&ctx->lock);
+  return owners ? 0 : carriers_of(ctx, arg);
+}
+
 VB_API int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void *flows_out, int max) {
   vb_qp_t *q = (vb_qp_t *)qp;
   sim_fabric_flow_t *out = flows_out;
@@ -48,19 +83,13 @@ VB_API int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void
     out[0] = mine;
     return 1;
   }
-  /* Failed: the other RC QPs of its context in RTS towards the same node that move bytes. */
-  vb_ctx_t *ctx = q->ctx;
-  int n = 0;
-  pthread_mutex_lock(&ctx->lock);
-  for (vb_qp_t *o = ctx->qps; o && n < max; o = o->hh.next) {
-    if (o == q || o->qp.qp_context == owner_tag || o->qp.qp_type != IBV_QPT_RC) continue;
-    if (atomic_load(&o->tx_bytes) < VB_CARRIER_MIN_BYTES) continue;
-    pthread_mutex_lock(&o->lock);
-    if (o->flow_ok && o->qp.state == IBV_QPS_RTS && o->flow.dst.node == mine.dst.node) out[n++] = o->flow;
-    pthread_mutex_unlock(&o->lock);
-  }
-  pthread_mutex_unlock(&ctx->lock);
-  return n;
+  /* Failed: the other RC QPs of its context in RTS towards the same node that move bytes; when
+   * there are none, those of the process's contexts that hold none of the owner's QPs (a failover
+   * layer's shadows on another NIC). */
+  carriers_t c = {q, owner_tag, mine.dst.node, out, max, 0};
+  carriers_of(q->ctx, &c);
+  if (c.n == 0) vb_ctx_each(carriers_other, &c);
+  return c.n;
 }
 
 VB_API int ncclsimVerbsQpSetSport(struct ibv_qp *qp, uint16_t sport) {

@@ -172,6 +172,33 @@ START_TEST(schedule_clocks_and_grammar) {
 }
 END_TEST
 
+START_TEST(schedule_whole_nic) {
+  /* nicdown takes every port of a NIC down, both directions; the NIC beside it and other nodes'
+   * same NIC keep theirs; nicup brings all of them back */
+  sim_fabric_t *f = make("nodes=2,gpus=8,nic=2x400x2", "spines=4,bond=0");
+  char err[512];
+  ck_assert_msg(sim_fabric_schedule(f, "at=1s:nicdown:node1/mlx5_1;at=3s:nicup:node1/mlx5_1", err, sizeof err) == 0,
+                "%s", err);
+  const char *gone[] = {"node1/mlx5_1:1->leaf2", "leaf2->node1/mlx5_1:1", "node1/mlx5_1:2->leaf3", "leaf3->node1/mlx5_1:2"};
+  for (int i = 0; i < 4; i++) {
+    int l = sim_fabric_link_find(f, gone[i]);
+    ck_assert_int_ge(l, 0);
+    ck_assert_double_eq(sim_fabric_link_fraction(f, l, 0.5, 0), 1);
+    ck_assert_double_eq(sim_fabric_link_fraction(f, l, 2, 0), 0);
+    ck_assert_double_eq(sim_fabric_link_fraction(f, l, 3, 0), 1);
+  }
+  const char *kept[] = {"node1/mlx5_0:1->leaf2", "node1/mlx5_0:2->leaf3", "node0/mlx5_1:1->leaf0"};
+  for (int i = 0; i < 3; i++) ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, kept[i]), 2, 0), 1);
+  const char *bads[] = {"at=1s:nicdown:node1/mlx5_1:1", "at=1s:nicdown:node2/mlx5_0", "at=1s:nicdown:node1/mlx5_01",
+                        "at=1s:nicup:leaf0-spine0", "at=1s:down:node1/mlx5_1"};
+  for (size_t i = 0; i < sizeof bads / sizeof *bads; i++) {
+    ck_assert_int_eq(sim_fabric_schedule(f, bads[i], err, sizeof err), -1);
+    ck_assert_msg(strstr(err, bads[i]) != NULL, "'%s' not in: %s", bads[i], err);
+  }
+  sim_fabric_free(f);
+}
+END_TEST
+
 START_TEST(shared_state_across_fork) {
   char name[64], err[256];
   snprintf(name, sizeof name, "/simfab_test_%d", (int)getpid());
@@ -269,6 +296,7 @@ int main(void) {
   tcase_add_test(tc, every_link_name_reads_back);
   tcase_add_test(tc, route_shapes);
   tcase_add_test(tc, schedule_clocks_and_grammar);
+  tcase_add_test(tc, schedule_whole_nic);
   tcase_add_test(tc, shared_state_across_fork);
   tcase_add_test(tc, reroute_skips_down_links);
   suite_add_tcase(s, tc);

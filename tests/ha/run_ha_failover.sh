@@ -16,6 +16,11 @@
 #              of the best possible on the surviving links; the simulated time per iteration stays
 #              within 5x of the same job's without the fault
 #       peace  no fault: AUTOHA_HA=port runs the same simulated time as without autoha
+#       nic    2 single-port NICs per node, the whole of node1/mlx5_1 down (nicdown) under
+#              AUTOHA_HA=nic: the queue pairs on mlx5_1 (ranks 1 and 3) fail over to shadows on
+#              mlx5_0, the job completes with correct results, the reports list the failovers;
+#              the same run without HA fails with RETRY_EXC_ERR; without a fault, every nic shadow
+#              becomes ready and the simulated time is that of the run without HA
 set -u
 case_=$1 run=$2 job=$3 simlib=$4 so=$5
 fail() { printf 'FAIL (%s): %s\n--- output ---\n%s\n' "$case_" "$1" "$out"; exit 1; }
@@ -143,6 +148,53 @@ peace)
   [ "$n" -ge 16 ] || fail "expected every queue pair's shadow to become ready, saw $n"
   grep -q "failed over" <<<"$out" && fail "a failover without a fault"
   echo "ok: peace time: $n shadows ready, $ha as without HA"
+  ;;
+nic)
+  rep=$(mktemp -d); trap 'rm -rf "$rep"' EXIT
+  two=(NCCLSIM_TOPO=nic=2x400)
+  job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_1" AUTOHA_HA=nic AUTOHA_LOG=info LD_PRELOAD="$so" \
+    AUTOHA_REPORT="$rep/%h-%p.json"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=nic"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_0, saw $n"
+  grep -E "failed over" <<<"$out" | grep -qv "(mlx5_1 port 1)" && fail "a queue pair off mlx5_1 failed over"
+  # no other warning: every registration recorded and mirrored, every key translated
+  warn=$(grep "autoha WARN" <<<"$out" | grep -v "failed over to its shadow")
+  [ -z "$warn" ] || fail "unexpected warnings: $warn"
+  # each side mirrored NCCL's registrations on its backup NIC (the receivers' buffers too, whose
+  # remote keys the senders translate)
+  grep -qE "HA: backup NIC mlx5_0 opened; [1-9][0-9]* of NCCL's memory registrations mirrored" <<<"$out" ||
+    fail "no registration mirrored on the backup NIC"
+  nrep=$(cat "$rep"/*.json | grep -oE '"failovers": [0-9]+' | awk '{s+=$2} END {print s+0}')
+  nev=$(cat "$rep"/*.json | tr -d ' \n' | grep -oE '"dev":"mlx5_1","port":1,"shadow_port":1,"stall_ms":[0-9.e-]+' | wc -l)
+  nsdev=$(cat "$rep"/*.json | tr -d ' \n' | grep -oE '"shadow_dev":"mlx5_0"' | wc -l)
+  [ "$nrep" = "$n" ] && [ "$nev" = "$n" ] && [ "$nsdev" = "$n" ] ||
+    fail "the reports show $nrep failovers ($nev events, $nsdev with the shadow on mlx5_0), the log $n"
+  txt=$("$(dirname "$run")/autoha" report "$rep"/*.json 2>&1) || fail "autoha report failed: $txt"
+  grep -qE "^ha \(nic\): [0-9]+ shadows ready, [1-9][0-9]* failovers" <<<"$txt" || fail "autoha report shows no nic failovers: $txt"
+  grep -qE "^  QP [0-9]+ on mlx5_1 port 1 -> shadow on mlx5_0 port 1: stall [0-9.]+ ms" <<<"$txt" ||
+    fail "autoha report lists no failover to mlx5_0: $txt"
+  replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
+  echo "ok: NIC down under AUTOHA_HA=nic -> $n failovers to mlx5_0, $replayed work requests replayed, job completed in $took s"
+  job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:nicdown:node1/mlx5_1" AUTOHA_HA=off LD_PRELOAD="$so"
+  [ $rc -ne 0 ] || fail "the job without HA should fail"
+  grep -qE "NET/IB: Got completion from peer .* with status=transport retry counter exceeded\(12\).* hca mlx5_1" <<<"$out" ||
+    fail "without HA: no RETRY_EXC_ERR completion on mlx5_1"
+  echo "ok: the same run without HA fails with RETRY_EXC_ERR in $took s"
+  # peace time: every shadow on the backup NIC becomes ready (its heartbeat completes on the backup
+  # NIC's CQ, which NCCL does not poll) and the simulated time is that of the run without HA
+  job_run "${two[@]}" AUTOHA_HA=off LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job without HA and without a fault failed"
+  base=$(grep -oE "[0-9.]+ ms per iteration" <<<"$out")
+  job_run "${two[@]}" AUTOHA_HA=nic AUTOHA_LOG=debug AUTOHA_LOG_SUBSYS=qp LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job under AUTOHA_HA=nic without a fault failed"
+  ha=$(grep -oE "[0-9.]+ ms per iteration" <<<"$out")
+  [ -n "$base" ] && [ "$base" = "$ha" ] || fail "simulated time differs: '$base' without HA, '$ha' with AUTOHA_HA=nic"
+  n=$(grep -c "shadow QP [0-9]* (port 1) is ready" <<<"$out")
+  [ "$n" -ge 16 ] || fail "expected every queue pair's nic shadow (16) to become ready, saw $n"
+  grep -q "failed over" <<<"$out" && fail "a failover without a fault"
+  echo "ok: peace time under AUTOHA_HA=nic: $n shadows ready, $ha as without HA"
   ;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac

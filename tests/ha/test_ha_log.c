@@ -214,6 +214,7 @@ START_TEST(report_ha_roundtrip) {
     f->replayed = (uint32_t)(i + 1), f->synthesized = (uint32_t)i;
     snprintf(f->dev, sizeof f->dev, "mlx5_%d", i);
   }
+  snprintf(r->ha.fail[1].shadow_dev, sizeof r->ha.fail[1].shadow_dev, "mlx5_0"); /* AUTOHA_HA=nic's */
   char *text = ah_report_to_string(r);
   ck_assert_ptr_nonnull(text);
   ah_report_t *back = NULL;
@@ -228,6 +229,8 @@ START_TEST(report_ha_roundtrip) {
   ck_assert_uint_eq(back->ha.fail[1].qpn, 78);
   ck_assert_str_eq(back->ha.fail[1].dev, "mlx5_1");
   ck_assert_int_eq(back->ha.fail[1].shadow_port, 2);
+  ck_assert_str_eq(back->ha.fail[1].shadow_dev, "mlx5_0");
+  ck_assert_str_eq(back->ha.fail[0].shadow_dev, ""); /* absent: the shadow is on the primary's NIC */
   ck_assert_uint_eq(back->ha.fail[1].replayed, 2);
   ck_assert(back->ha.fail[0].stall_ms > 1.2 && back->ha.fail[0].stall_ms < 1.3);
   ck_assert_uint_eq(back->ha.rebalances, 0); /* no re-plan: no rebalance fields */

@@ -1,0 +1,45 @@
+/* ah_ha_nic.h: the pure logic of AUTOHA_HA=nic (docs/ha.md, "Policy nic"), where a queue pair's
+ * shadow lives on another NIC of the host: which NIC backs which (the neighbour mlx5_(i^1) among
+ * the devices NCCL may use), and the key translation table — a memory key of one key space (a
+ * device context of this process, or a peer's) to the key of the same memory registered on the
+ * backup NIC. Pure C like the rest of path/: no verbs calls; the shim (shim/shim_ha_nic.c) fills
+ * and reads it. */
+#ifndef AH_HA_NIC_H
+#define AH_HA_NIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The index in names[0..n) of the NIC that backs `primary`, or -1 when none can. The candidates
+ * are the devices NCCL_IB_HCA selects (hca: its value, NULL or "" for all): a list of names
+ * (NCCL's prefix match, or exact after a leading '='; a ':PORT' suffix is ignored), or, after a
+ * leading '^', the devices not listed. Among the candidates in the order given, the one at
+ * position i is backed by the one at i ^ 1 (mlx5_0 <-> mlx5_1, mlx5_2 <-> mlx5_3: on 8-NIC
+ * servers the two NICs behind one PCIe switch, and on sim/'s single-port fabric the two leaves
+ * of a pair), and the last of an odd count by the first. A primary that is not a candidate is
+ * backed as if it were appended to the candidates. */
+int ah_ha_nic_backup(const char *const *names, int n, const char *primary, const char *hca);
+
+/* A key space: 16 opaque bytes (the shim uses a per-process nonce and a context, so spaces of
+ * different processes and devices never meet). */
+typedef struct {
+  uint8_t b[16];
+} ah_ha_keyspace_t;
+
+typedef struct ah_ha_keys ah_ha_keys_t;
+
+/* An empty table, or NULL when out of memory. Not thread-safe: the caller serialises. */
+ah_ha_keys_t *ah_ha_keys_new(void);
+void ah_ha_keys_free(ah_ha_keys_t *t);
+/* Maps (space, key) to `to`, replacing an earlier mapping. Returns 0, or -1 when out of memory. */
+int ah_ha_keys_put(ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key, uint32_t to);
+/* Sets *to_p to what (space, key) maps to. Returns 0, or -1 (and *to_p unchanged) when unmapped. */
+int ah_ha_keys_get(const ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key, uint32_t *to_p);
+/* Forgets (space, key). Returns 1 when it was mapped, else 0. */
+int ah_ha_keys_del(ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key);
+/* Forgets every key of `space` (a peer's connection went away). Returns how many. */
+int ah_ha_keys_del_space(ah_ha_keys_t *t, const ah_ha_keyspace_t *space);
+/* The number of mappings. */
+size_t ah_ha_keys_count(const ah_ha_keys_t *t);
+
+#endif
