@@ -56,6 +56,8 @@ typedef struct {
   const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
                        * when addr is not given (NCCL_SOCKET_IFNAME's syntax); NULL or "": NCCL's
                        * default order (ib*, then any but docker* and lo*, then docker*, then lo*) */
+  int relay;          /* AUTOHA_COORD_RELAY: 1 shares one connection to the hub per host (the first
+                       * process of the host relays the others'), 0 connects every process directly */
 } ah_coord_setup_t;
 
 /* Starts this process's hub (idempotent), listening on setup->addr or on the address of the
