@@ -459,7 +459,7 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
                          "wrong protocol version 85",
                          "truncated frame (connection closed after 18 of 80 bytes)",
                          "oversized frame: length prefix 16777216",
-                         "wrong protocol version 4 (expected 5",
+                         "wrong protocol version 4 (expected 6",
                          "no authentication within 3000 ms",
                          "unauthenticated connections held (connection flood?)"};
   for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
