@@ -30,6 +30,8 @@ void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p) {
   o_p->heartbeat_ms = 2000;
   o_p->dead_ms = 6000;
   o_p->reconnect_ms = 10000;
+  o_p->relay = 0; /* the shim turns it on (AUTOHA_COORD_RELAY); tests and benchmarks choose */
+  o_p->host[0] = 0;
 }
 
 ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr,
@@ -150,6 +152,14 @@ size_t ah_coord_client_unacked(ah_coord_t *c) {
 int ah_coord_client_connects(ah_coord_t *c) { return atomic_load(&c->connects); }
 
 int ah_coord_client_relay_role(ah_coord_t *c) { return atomic_load(&c->relay_role); }
+
+int ah_coord_client_relay_endpoint(ah_coord_t *c, struct sockaddr_storage *ss_p, socklen_t *len_p) {
+  if (!c->o.relay) return -1;
+  memset(ss_p, 0, sizeof *ss_p);
+  memcpy(ss_p, &c->rsa, c->rsl);
+  *len_p = c->rsl;
+  return 0;
+}
 
 /* Returns 0, or -1 when the hub is gone, the rank is out of range or memory ran out (logged).
  * Note that joining a rank twice asks for nothing new: the hub replays only what this process has

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ah_coord_client_internal.h"
@@ -42,9 +43,13 @@ void client_relay_name(ah_coord_t *c) {
   c->rsl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
 }
 
-int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen) {
+/* One round of the election: 1 this process took the endpoint, 0 connected through the relay that
+ * holds it, -1 with err (*busy_p set when the endpoint was taken but its holder failed us). */
+static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int *busy_p, char *err,
+                            size_t errlen) {
   char ep[96];
   ah_coord_net_addr_format((const struct sockaddr *)&c->rsa, ep, sizeof ep);
+  *busy_p = 0;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     snprintf(err, errlen, "socket(AF_UNIX): %s", strerror(errno));
@@ -68,6 +73,7 @@ int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err
     snprintf(err, errlen, "bind(%s): %s", ep, strerror(e));
     return -1;
   }
+  *busy_p = 1;
   char derr[300];
   if (ah_coord_dial((const struct sockaddr *)&c->rsa, c->rsl, c->stamp.secret, c->client_id, c->o.connect_ms,
                     fd_p, last_pub_p, derr, sizeof derr) != 0) {
@@ -76,6 +82,23 @@ int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err
   }
   atomic_store(&c->relay_role, 1);
   return 0;
+}
+
+/* Note that a relay killed by a signal closes its local processes' sockets before the kernel frees
+ * its endpoint's name (a dying process's files are released last-opened first), so the processes
+ * that see their relay go may find the name still taken by nobody: a holder that fails within a
+ * moment gets two more rounds, 10 and 20 ms later, before the caller dials the hub directly. */
+int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen) {
+  uint64_t t0 = ah_coord_now_ns();
+  int rc = -1;
+  for (int round = 0; round < 3; round++) {
+    int busy;
+    rc = relay_elect_once(c, fd_p, last_pub_p, &busy, err, errlen);
+    if (rc >= 0 || !busy || ah_coord_now_ns() - t0 > 100000000ull) break; /* a slow failure: no retry */
+    struct timespec ts = {0, 10000000L * (round + 1)};
+    nanosleep(&ts, NULL);
+  }
+  return rc;
 }
 
 /* Queues a relay message about channel chan (and a frame, for RELAY_DATA) for the hub. */

@@ -280,5 +280,8 @@ int ah_coord_client_findings(ah_coord_t *c);
 /* This client's place in its host's relay (tests): 2 it is the relay, 1 its connection goes
  * through another process's relay, 0 it is connected directly (or the relay is off). */
 int ah_coord_client_relay_role(ah_coord_t *c);
+/* The host relay endpoint this client elects on (tests): fills *ss_p and *len_p. Returns 0, or -1
+ * when its relay is off. */
+int ah_coord_client_relay_endpoint(ah_coord_t *c, struct sockaddr_storage *ss_p, socklen_t *len_p);
 
 #endif
