@@ -6,7 +6,10 @@
  *
  * Runs 64 clients, then 1,024 (or the counts given as arguments); runs above 256 clients run
  * beside one CPU-bound process the bench starts itself (issue 17's condition; --no-load: without
- * it). Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
+ * it). The clients simulate hosts of 8 processes (--per-host K; 1: every client its own host):
+ * clients 0-7 are host 0, 8-15 host 1, ..., the leader is on host 0, and with more than one per
+ * host the host relay is on (AUTOHA_COORD_RELAY's default; docs/coordinator.md "Host relay"), so
+ * the first client of each host carries the others' connections and the hub sends once per host. Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
  * client reached" time, the hub's own fan-out time (PUBLISH read to last subscriber's send) with
  * the hub thread's CPU time in it, and the CPU share the busy process got; last, one line with the
  * load average and OK or FAILED against the bars (p99 <= 2 ms at 64 clients,
