@@ -235,6 +235,7 @@ START_TEST(test_relay_refuses_local_without_secret) {
   ck_assert_int_eq(ah_coord_hdr_decode(hello, &h, err, sizeof err), 0);
   ck_assert_int_eq(h.type, AH_MSG_HELLO);
   uint8_t auth[AH_COORD_HDR_BYTES + 72];
+  memset(auth, 0x3c, sizeof auth); /* nonce_c */
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
   uint8_t wrong[16];
   memset(wrong, 0x5a, sizeof wrong);
