@@ -4,7 +4,7 @@
  * directory); when the relay's connection is cut or its process is killed mid-stream, the others
  * elect a new relay and lose or repeat nothing; a local peer that cannot prove the job secret is
  * refused by the hub through the relay, one that sends garbage is refused by the relay, and neither
- * disturbs the legitimate processes of the host. */
+ * disturbs the legitimate processes of the host; and the hub's checks of channel frames, by hand. */
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
@@ -279,6 +279,79 @@ START_TEST(test_relay_refuses_local_without_secret) {
 }
 END_TEST
 
+
+/* Reads one frame from fd within 3 s into f (header included). Returns its type, or -1. */
+static int frame_read(int fd, uint8_t *f) {
+  char err[AH_NET_ERR_LEN];
+  uint64_t dl = ah_coord_now_ns() + 3000000000ull;
+  ah_coord_hdr_t h;
+  if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK ||
+      ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
+      (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) != AH_NET_OK))
+    return -1;
+  return h.type;
+}
+
+/* Sends a relay message about channel chan, with an inner frame of n bytes for RELAY_DATA. */
+static int relay_send(int fd, uint8_t type, uint32_t chan, const uint8_t *inner, size_t n) {
+  char err[AH_NET_ERR_LEN];
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  ah_coord_hdr_encode(type, (uint32_t)(AH_COORD_RELAY_FIXED + n), f);
+  ah_coord_put_u32(f + AH_COORD_HDR_BYTES, chan);
+  if (n) memcpy(f + AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED, inner, n);
+  return ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED + n,
+                                 ah_coord_now_ns() + 2000000000ull) == AH_NET_OK ? 0 : -1;
+}
+
+/* The hub's side of the channels, driven by hand from an authenticated connection: a channel is
+ * greeted with HELLO; a channel frame whose header fails, or that is itself a relay message, drops
+ * that channel (RELAY_CLOSE back, one line naming it) and keeps the relay; a frame for an unknown
+ * channel is ignored; an unauthenticated relay cannot open channels; a channel opened twice drops
+ * the relay's connection. */
+START_TEST(test_hub_refuses_bad_channel_frames) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  int fd = raw_authed_connect(&st, 0x7e1a);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_OPEN, 1, NULL, 0), 0);
+  ck_assert_int_eq(frame_read(fd, f), AH_MSG_RELAY_DATA);
+  ck_assert_uint_eq(ah_coord_get_u32(f + AH_COORD_HDR_BYTES), 1);
+  ck_assert_int_eq(f[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED + 5], AH_MSG_HELLO);
+  uint8_t bad[AH_COORD_HDR_BYTES] = {0, 0, 0, 0, 4, AH_MSG_PING, 0, 0};
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_DATA, 1, bad, sizeof bad), 0);
+  ck_assert_int_eq(frame_read(fd, f), AH_MSG_RELAY_CLOSE);
+  ck_assert_uint_eq(ah_coord_get_u32(f + AH_COORD_HDR_BYTES), 1);
+  ck_assert(log_wait("channel 1: wrong protocol version 4", 2000));
+
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_OPEN, 2, NULL, 0), 0);
+  ck_assert_int_eq(frame_read(fd, f), AH_MSG_RELAY_DATA); /* its HELLO */
+  uint8_t nested[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED];
+  ah_coord_hdr_encode(AH_MSG_RELAY_CLOSE, AH_COORD_RELAY_FIXED, nested);
+  ah_coord_put_u32(nested + AH_COORD_HDR_BYTES, 9);
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_DATA, 2, nested, sizeof nested), 0);
+  ck_assert_int_eq(frame_read(fd, f), AH_MSG_RELAY_CLOSE);
+  ck_assert(log_wait("inside a relay's channel", 2000));
+
+  uint8_t ping[AH_COORD_HDR_BYTES];
+  ah_coord_hdr_encode(AH_MSG_PING, 0, ping);
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_DATA, 77, ping, sizeof ping), 0); /* unknown: ignored */
+  ck_assert(raw_ping(fd)); /* the relay's own connection is kept */
+
+  int un = raw_connect(&st); /* not authenticated: RELAY_OPEN is refused with the connection */
+  ck_assert_int_ge(un, 0);
+  ck_assert_int_eq(frame_read(un, f), AH_MSG_HELLO);
+  ck_assert_int_eq(relay_send(un, AH_MSG_RELAY_OPEN, 1, NULL, 0), 0);
+  ck_assert(closed_within(un, 3000));
+  close(un);
+
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_OPEN, 3, NULL, 0), 0);
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_OPEN, 3, NULL, 0), 0);
+  ck_assert(closed_within(fd, 3000));
+  close(fd);
+  ck_assert(log_wait("channel 3 opened twice", 2000));
+  ck_assert(legit_roundtrip(&st, 0x7e1a7e1a)); /* and everyone else is served */
+}
+END_TEST
+
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
   Suite *s = suite_create("coord_relay");
@@ -288,6 +361,7 @@ int main(void) {
   tcase_add_test(tc, test_relay_forwards);
   tcase_add_test(tc, test_relay_killed_midstream);
   tcase_add_test(tc, test_relay_refuses_local_without_secret);
+  tcase_add_test(tc, test_hub_refuses_bad_channel_frames);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }
