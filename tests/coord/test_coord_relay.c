@@ -7,6 +7,7 @@
  * disturbs the legitimate processes of the host; and the hub's checks of channel frames, by hand. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,8 +198,9 @@ static int raw_local(ah_coord_t *relay) {
   return fd;
 }
 
-/* Whether the peer closes fd within ms (reading and dropping what comes first). */
+/* Whether the peer closes fd within ms (reading and dropping what comes first; fd made blocking). */
 static int closed_within(int fd, int ms) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* reads wait, up to the timeout */
   struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   uint8_t b[1024];
