@@ -4,8 +4,9 @@
  * One hub per job, started in the process that calls ncclGetUniqueId first; its address and a
  * 128-bit job secret travel in bytes 64..127 of the ncclUniqueId (the "stamp"), so every process
  * that receives the id can connect and prove it belongs. One client connection per process,
- * multiplexing all of that process's communicators; ranks inside one process share schedules
- * without sockets. All socket I/O runs on one background thread per process (epoll); the
+ * multiplexing all of that process's communicators (with the host relay on, a host's processes
+ * share one TCP connection: the first carries the others' as channels); ranks inside one process
+ * share schedules without sockets. All socket I/O runs on one background thread per process (epoll); the
  * collective hot path never touches a socket.
  *
  * This header is the whole interface the shim uses; the wire protocol is in docs/coordinator.md. */
@@ -56,6 +57,8 @@ typedef struct {
   const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
                        * when addr is not given (NCCL_SOCKET_IFNAME's syntax); NULL or "": NCCL's
                        * default order (ib*, then any but docker* and lo*, then docker*, then lo*) */
+  int relay;          /* AUTOHA_COORD_RELAY: 1 shares one connection to the hub per host (the first
+                       * process of the host relays the others'), 0 connects every process directly */
 } ah_coord_setup_t;
 
 /* Starts this process's hub (idempotent), listening on setup->addr or on the address of the

@@ -30,6 +30,8 @@ void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p) {
   o_p->heartbeat_ms = 2000;
   o_p->dead_ms = 6000;
   o_p->reconnect_ms = 10000;
+  o_p->relay = 0; /* the shim turns it on (AUTOHA_COORD_RELAY); tests and benchmarks choose */
+  o_p->host[0] = 0;
 }
 
 ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr,
@@ -45,7 +47,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   c->stamp = *stamp;
   c->deliver = deliver;
   c->arg = arg;
-  c->fd = c->epfd = c->efd = -1;
+  c->fd = c->epfd = c->efd = c->lfd = -1;
   if (opts) c->o = *opts;
   else ah_coord_client_opts_default(&c->o);
   if (addr) {
@@ -57,6 +59,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
     ah_coord_stamp_sockaddr(stamp, &c->ss, &c->sl);
   }
   ah_coord_net_addr_format((struct sockaddr *)&c->ss, c->addr, sizeof c->addr);
+  if (c->o.relay) client_relay_name(c);
   if (ah_coord_random(&c->client_id, sizeof c->client_id) != 0) {
     ah_log(AH_LOG_ERROR, "coordinator: no random bytes for the client id (getrandom failed)");
     goto undo_alloc;
@@ -147,6 +150,16 @@ size_t ah_coord_client_unacked(ah_coord_t *c) {
 }
 
 int ah_coord_client_connects(ah_coord_t *c) { return atomic_load(&c->connects); }
+
+int ah_coord_client_relay_role(ah_coord_t *c) { return atomic_load(&c->relay_role); }
+
+int ah_coord_client_relay_endpoint(ah_coord_t *c, struct sockaddr_storage *ss_p, socklen_t *len_p) {
+  if (!c->o.relay) return -1;
+  memset(ss_p, 0, sizeof *ss_p);
+  memcpy(ss_p, &c->rsa, c->rsl);
+  *len_p = c->rsl;
+  return 0;
+}
 
 /* Returns 0, or -1 when the hub is gone, the rank is out of range or memory ran out (logged).
  * Note that joining a rank twice asks for nothing new: the hub replays only what this process has
@@ -361,7 +374,13 @@ static int stamp_same(const ah_coord_stamp_t *a, const ah_coord_stamp_t *b) {
  * marked gone (a communicator mapped to one runs NCCL's own choices instead of waiting forever) and forgotten,
  * so the child's own communicators connect afresh. */
 static void connect_atfork_child(void) {
-  for (ah_coord_t *c = connect_list; c; c = c->next) atomic_store(&c->alive, 0);
+  for (ah_coord_t *c = connect_list; c; c = c->next) {
+    atomic_store(&c->alive, 0);
+    /* The parent's relay endpoint and its local processes' sockets: held here they would keep the
+     * endpoint's name taken after the parent exits, with nobody serving it. */
+    if (c->lfd >= 0) close(c->lfd);
+    for (int i = 0; i < c->nlocals; i++) close(c->locals[i]->fd);
+  }
   connect_list = NULL;
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   connect_mu = fresh; /* another thread may have held it at the fork */
@@ -380,6 +399,7 @@ ah_coord_t *ah_coord_connect(const ah_coord_stamp_t *stamp, const ah_coord_setup
   if (!c) {
     ah_coord_client_opts_t o;
     ah_coord_client_opts_default(&o);
+    o.relay = setup ? setup->relay : 0;
     const char *addr = setup && setup->addr && *setup->addr ? setup->addr : NULL;
     c = ah_coord_client_open(stamp, addr, &o, deliver, arg);
     if (c) {

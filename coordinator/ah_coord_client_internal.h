@@ -1,5 +1,6 @@
 /* ah_coord_client_internal.h: the client's state and the functions its three files share —
  * ah_coord_client_queue.c (what application threads queue for the I/O thread) <
+ * ah_coord_client_relay.c (the host relay: electing it, and carrying the host's other processes) <
  * ah_coord_client_io.c (the I/O thread: handshake, reading, delivering, heartbeats, reconnecting) <
  * ah_coord_client.c (the API: open, join, publish, verdicts, close) and ah_coord_client_dir.c (the
  * directory's put and get). Internal to coordinator/. */
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "ah_coord_internal.h"
 #include "ah_uthash.h"
@@ -60,6 +62,20 @@ typedef struct client_dir_wait {
   struct client_dir_wait *next;
 } client_dir_wait_t;
 
+/* A process of this host connected to this process's relay (I/O thread only): its frames go to the
+ * hub as RELAY_DATA on channel chan, the hub's for it come back the same way. */
+typedef struct {
+  int fd;
+  uint32_t chan;
+  int want_out;
+  uint8_t rbuf[AH_COORD_HDR_BYTES + AH_COORD_MAX_INNER]; /* a frame being read: rbuf[0 .. rlen) */
+  size_t rlen;
+  client_buf_t w;  /* bytes for it that its socket has not taken yet */
+} client_local_t;
+/* Local processes one relay carries (the hub's bound too), and the bytes one may leave unread. */
+#define CLIENT_RELAY_LOCALS 256
+#define CLIENT_RELAY_OUTBUF (4u << 20)
+
 struct ah_coord {
   ah_coord_stamp_t stamp;
   struct sockaddr_storage ss;
@@ -98,6 +114,16 @@ struct ah_coord {
   size_t rlen;
   uint64_t last_rx_ns;
 
+  /* The host relay (ah_coord_client_relay.c; I/O thread only, but relay_role): the endpoint this
+   * host's relay listens on, its socket when this process is the relay, and its local processes. */
+  struct sockaddr_un rsa;
+  socklen_t rsl;
+  int lfd;
+  client_local_t **locals;
+  int nlocals, caplocals;
+  uint32_t next_chan;
+  atomic_int relay_role; /* ah_coord_client_relay_role */
+
   pthread_t thr;
   atomic_int stop, alive, cut_req, connects;
   struct ah_coord *next; /* ah_coord_connect's list */
@@ -122,6 +148,29 @@ int client_queue_dir_all(ah_coord_t *c);
 /* DELIVERED for every communicator that has delivered at least `step` segments since the hub was
  * last told (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
 int client_queue_delivered(ah_coord_t *c, uint64_t step);
+
+/* ---- ah_coord_client_relay.c ---- */
+
+/* Derives this host's relay endpoint from the job secret, the hub's address and the host identity
+ * (o.host, or the hostname). */
+void client_relay_name(ah_coord_t *c);
+/* The election, before dialling the hub: takes the relay's endpoint when free (returns 1: this
+ * process is now the relay and dials the hub itself), else runs the handshake through the relay
+ * that holds it (returns 0 with fd_p and last_pub_p). Returns -1 with err when that relay cannot be
+ * used (the caller dials the hub directly). */
+int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen);
+/* Stops being the relay: closes the endpoint and every local process's socket (they reconnect and
+ * elect again). Called when the connection to the hub is lost or the client closes. */
+void client_relay_release(ah_coord_t *c);
+/* Handles readiness of the relay's endpoint or of a local process's socket (fd). Returns 1 when fd
+ * was one of those, 0 otherwise. Bytes for the hub are queued in outq (caller flushes). */
+int client_relay_event(ah_coord_t *c, int fd, uint32_t events);
+/* A RELAY_DATA or RELAY_CLOSE from the hub: the frame goes to its local process's socket (sent by
+ * client_relay_flush), or that process's socket is closed. Returns 0, or -1 with why when the frame
+ * has no place here (this process is not a relay). */
+int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why, size_t whylen);
+/* Sends every local process what the hub's frames left for it. */
+void client_relay_flush(ah_coord_t *c);
 
 /* ---- ah_coord_client_io.c ---- */
 

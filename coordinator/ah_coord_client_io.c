@@ -17,9 +17,21 @@
 #include "ah_coord_client_internal.h"
 #include "ah_log.h"
 
+/* Note that with the host relay on, the election comes first: through the host's relay when
+ * another process holds it, else as the relay itself (then directly); a relay that cannot be used
+ * (it fails the handshake, or is stuck) costs one line and a direct connection, never the job. */
 int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen) {
-  return ah_coord_dial((const struct sockaddr *)&c->ss, c->sl, c->stamp.secret, c->client_id,
-                       c->o.connect_ms, fd_p, last_pub_p, err, errlen);
+  if (c->o.relay && c->lfd < 0) {
+    char rerr[300];
+    int r = client_relay_elect(c, fd_p, last_pub_p, rerr, sizeof rerr);
+    if (r == 0) return 0;
+    if (r < 0)
+      AH_LOG_CAPPED(5, AH_LOG_INFO, "coordinator: %s; connecting to hub %s directly", rerr, c->addr);
+  }
+  int rc = ah_coord_dial((const struct sockaddr *)&c->ss, c->sl, c->stamp.secret, c->client_id,
+                         c->o.connect_ms, fd_p, last_pub_p, err, errlen);
+  if (rc != 0 && c->lfd >= 0) client_relay_release(c); /* no relay without a hub: let another try */
+  return rc;
 }
 
 /* Installs a fresh connection: rebuilds the outgoing bytes from the state (JOIN since the last
@@ -52,6 +64,7 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
 }
 
 void client_drop(ah_coord_t *c) {
+  client_relay_release(c); /* the host's processes lost their channels with this connection */
   pthread_mutex_lock(&c->wmu);
   if (c->fd >= 0) {
     epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -285,6 +298,11 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
       case AH_MSG_FINDING: client_on_finding(c, p); break;
       case AH_MSG_DIR_VAL: client_on_dir_val(c, p, h.len); break;
       case AH_MSG_MIN_TIME: client_on_min_time(c, p); break;
+      case AH_MSG_RELAY_OPEN:
+      case AH_MSG_RELAY_DATA:
+      case AH_MSG_RELAY_CLOSE:
+        if (client_relay_from_hub(c, h.type, p, h.len, why, whylen) != 0) return -1;
+        break;
       default:
         snprintf(why, whylen, "unexpected message type %u from the hub", h.type);
         return -1;
@@ -292,6 +310,7 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
   }
   memmove(c->rbuf, c->rbuf + off, c->rlen - off);
   c->rlen -= off;
+  client_relay_flush(c); /* a batch of the hub's frames: one send per local process */
   return 0;
 }
 
@@ -371,10 +390,10 @@ static int client_timeout_ms(ah_coord_t *c) {
 void *client_main(void *arg) {
   ah_coord_t *c = arg;
   pthread_setname_np(pthread_self(), "autoha-coord"); /* visible in top -H, gdb, perf */
-  struct epoll_event evs[4];
+  struct epoll_event evs[64];
   char why[300];
   while (!atomic_load(&c->stop)) {
-    int n = epoll_wait(c->epfd, evs, 4, client_timeout_ms(c));
+    int n = epoll_wait(c->epfd, evs, 64, client_timeout_ms(c));
     if (n < 0 && errno != EINTR) {
       ah_log(AH_LOG_ERROR, "coordinator: epoll_wait: %s; client stopped", strerror(errno));
       atomic_store(&c->alive, 0);
@@ -393,6 +412,8 @@ void *client_main(void *arg) {
         if (!lost && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) &&
             client_read(c, why, sizeof why) != 0)
           lost = 1;
+      } else {
+        (void)client_relay_event(c, evs[i].data.fd, evs[i].events);
       }
     }
     uint64_t now = ah_coord_now_ns();

@@ -128,6 +128,16 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
     case AH_MSG_DIR_GET: hub_on_dir_get(h, c, p); break;
     case AH_MSG_PING: hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
     case AH_MSG_STATUS: hub_on_status(h, c); break;
+    case AH_MSG_RELAY_OPEN:
+    case AH_MSG_RELAY_DATA:
+    case AH_MSG_RELAY_CLOSE: {
+      uint8_t itype;
+      const uint8_t *ip;
+      uint32_t ilen;
+      hub_conn_t *ch = hub_relay_on_frame(h, c, type, p, len, &itype, &ip, &ilen);
+      if (ch) hub_on_frame(h, ch, itype, ip, ilen);
+      break;
+    }
     default:
       hub_refuse(h, RATE_FRAME, "refused %s: unexpected message type %u from a client; connection "
                  "dropped", c->peer, type);
@@ -207,15 +217,7 @@ static void hub_accept(ah_coord_hub_t *h) {
       close(fd);
       continue;
     }
-    if (h->nall == h->capall) {
-      int cap = h->capall ? 2 * h->capall : 64;
-      hub_conn_t **all = realloc(h->all, (size_t)cap * sizeof *all);
-      if (all) {
-        h->all = all;
-        h->capall = cap;
-      }
-    }
-    hub_conn_t *c = h->nall < h->capall ? calloc(1, sizeof *c) : NULL;
+    hub_conn_t *c = calloc(1, sizeof *c);
     if (!c) {
       ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory accepting %s", h->addr, peer);
       close(fd);
@@ -233,20 +235,11 @@ static void hub_accept(ah_coord_hub_t *h) {
       close(fd);
       continue;
     }
-    h->all[h->nall++] = c;
-    c->prev = h->pend_tail;
-    if (h->pend_tail) h->pend_tail->next = c;
-    else h->pend_head = c;
-    h->pend_tail = c;
-    h->npending++;
-    if (h->npending > h->o.max_pending) {
-      hub_conn_t *old = h->pend_head;
-      hub_refuse(h, RATE_FLOOD, "refused %s: %d unauthenticated connections held (connection "
-                 "flood?); dropped the oldest", old->peer, h->npending);
-      hub_pend_unlink(h, old);
-      hub_conn_close_later(h, old);
+    if (hub_conn_admit(h, c) != 0) {
+      epoll_ctl(h->epfd, EPOLL_CTL_DEL, fd, NULL);
+      free(c);
+      close(fd);
     }
-    hub_conn_send_msg(h, c, AH_MSG_HELLO, c->nonce, AH_COORD_NONCE_BYTES);
   }
 }
 
@@ -322,6 +315,7 @@ static void *hub_main(void *arg) {
       hub_gather_tick(h, now);
       last_sweep = now;
     }
+    hub_flush_dirty(h);
     hub_close_now(h);
   }
   return NULL;

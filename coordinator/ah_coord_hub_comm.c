@@ -388,6 +388,7 @@ void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   struct timespec cpu0, cpu1; /* the thread's CPU time: the fan-out's cost, apart from waiting for a CPU */
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
   for (int i = 0; i < m->nsubs; i++) hub_conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
+  hub_flush_dirty(h); /* the relays' connections: one send each for their channels' copies */
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   uint32_t nf = atomic_load_explicit(&h->nfan, memory_order_relaxed);
   atomic_store_explicit(&h->fan_ns[nf % HUB_FAN_RING], ah_coord_now_ns() - h->frame_rx_ns, memory_order_relaxed);

@@ -1,7 +1,8 @@
 /* ah_coord_hub_conn.c: the hub's connections — the rate-limited refusal log, each connection's
  * write queue (bounded: a client that does not read is dropped), the list of connections that have
  * not authenticated yet, and closing (deferred to the loop's next turn, so a handler never frees
- * the connection it is serving). */
+ * the connection it is serving). A host relay's channel has no socket: its frames are wrapped in
+ * RELAY_DATA on the relay's connection, which is sent once per turn however many channels wrote. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,11 +51,33 @@ void hub_pend_unlink(ah_coord_hub_t *h, hub_conn_t *c) {
   h->npending--;
 }
 
+static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n, int flush);
+
+/* Note that closing a relay's connection closes its channels (their processes reconnect), and
+ * closing a channel tells its relay (RELAY_CLOSE), which closes the local socket. */
 void hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c) {
   if (c->closing) return;
   c->closing = 1;
   c->close_next = h->close_list;
   h->close_list = c;
+  if (c->via) {
+    hub_conn_t *r = c->via;
+    for (int i = 0; i < r->nchans; i++)
+      if (r->chans[i] == c) {
+        r->chans[i] = r->chans[--r->nchans];
+        break;
+      }
+    uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED];
+    ah_coord_hdr_encode(AH_MSG_RELAY_CLOSE, AH_COORD_RELAY_FIXED, f);
+    ah_coord_put_u32(f + AH_COORD_HDR_BYTES, c->chan);
+    hub_conn_queue(h, r, f, sizeof f, 0);
+    c->via = NULL;
+  }
+  for (int i = 0; i < c->nchans; i++) {
+    c->chans[i]->via = NULL;
+    hub_conn_close_later(h, c->chans[i]);
+  }
+  c->nchans = 0;
 }
 
 void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c) {
@@ -79,9 +102,18 @@ static void hub_conn_free(ah_coord_hub_t *h, hub_conn_t *c) {
       break;
     }
   if (c->authed) atomic_fetch_sub(&h->nclients, 1);
-  epoll_ctl(h->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-  close(c->fd);
+  if (c->dirty)
+    for (hub_conn_t **d = &h->dirty_list; *d; d = &(*d)->dirty_next)
+      if (*d == c) {
+        *d = c->dirty_next;
+        break;
+      }
+  if (c->fd >= 0) {
+    epoll_ctl(h->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+  }
   free(c->wbuf);
+  free(c->chans);
   free(c->comms);
   free(c);
 }
@@ -102,6 +134,7 @@ static void hub_conn_interest(ah_coord_hub_t *h, hub_conn_t *c, int want_out) {
 }
 
 void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c) {
+  if (c->fd < 0) return; /* a channel: its bytes went to its relay's connection */
   while (c->woff < c->wlen) {
     ssize_t r = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
     if (r > 0) {
@@ -122,8 +155,18 @@ void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c) {
   hub_conn_interest(h, c, 0);
 }
 
-/* Queues bytes for a connection; sends at once when nothing else waits. */
-void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) {
+void hub_flush_dirty(ah_coord_hub_t *h) {
+  while (h->dirty_list) {
+    hub_conn_t *c = h->dirty_list;
+    h->dirty_list = c->dirty_next;
+    c->dirty = 0;
+    if (!c->closing) hub_conn_flush(h, c);
+  }
+}
+
+/* Queues bytes for a connection with a socket; sends at once when nothing else waits and flush is
+ * set, else marks it for hub_flush_dirty. */
+static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n, int flush) {
   if (c->closing) return;
   if (c->wlen - c->woff + n > h->o.max_outbuf) {
     hub_refuse(h, RATE_SLOW, "client %s does not read (%zu bytes queued); connection dropped",
@@ -152,7 +195,63 @@ void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) 
   int was_empty = c->wlen == c->woff;
   memcpy(c->wbuf + c->wlen, buf, n);
   c->wlen += n;
-  if (was_empty) hub_conn_flush(h, c);
+  if (was_empty && flush) hub_conn_flush(h, c);
+  else if (!flush && !c->dirty) {
+    c->dirty = 1;
+    c->dirty_next = h->dirty_list;
+    h->dirty_list = c;
+  }
+}
+
+/* Queues whole frames for a connection. Note that a channel's frames go, each wrapped in a
+ * RELAY_DATA, to its relay's connection, sent when the loop's turn (or the fan-out) ends: a
+ * segment reaching a host's 8 processes costs the hub one send(2), not 8. */
+void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) {
+  if (c->closing) return;
+  if (!c->via) {
+    hub_conn_queue(h, c, buf, n, 1);
+    return;
+  }
+  const uint8_t *b = buf;
+  size_t off = 0;
+  while (off + AH_COORD_HDR_BYTES <= n) {
+    size_t fl = AH_COORD_HDR_BYTES + ah_coord_get_u32(b + off);
+    if (off + fl > n) break;
+    uint8_t w[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED];
+    ah_coord_hdr_encode(AH_MSG_RELAY_DATA, (uint32_t)(AH_COORD_RELAY_FIXED + fl), w);
+    ah_coord_put_u32(w + AH_COORD_HDR_BYTES, c->chan);
+    hub_conn_queue(h, c->via, w, sizeof w, 0);
+    hub_conn_queue(h, c->via, b + off, fl, 0);
+    off += fl;
+  }
+}
+
+int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c) {
+  if (h->nall == h->capall) {
+    int cap = h->capall ? 2 * h->capall : 64;
+    hub_conn_t **all = realloc(h->all, (size_t)cap * sizeof *all);
+    if (!all) {
+      ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory accepting %s", h->addr, c->peer);
+      return -1;
+    }
+    h->all = all;
+    h->capall = cap;
+  }
+  h->all[h->nall++] = c;
+  c->prev = h->pend_tail;
+  if (h->pend_tail) h->pend_tail->next = c;
+  else h->pend_head = c;
+  h->pend_tail = c;
+  h->npending++;
+  if (h->npending > h->o.max_pending) {
+    hub_conn_t *old = h->pend_head;
+    hub_refuse(h, RATE_FLOOD, "refused %s: %d unauthenticated connections held (connection "
+               "flood?); dropped the oldest", old->peer, h->npending);
+    hub_pend_unlink(h, old);
+    hub_conn_close_later(h, old);
+  }
+  hub_conn_send_msg(h, c, AH_MSG_HELLO, c->nonce, AH_COORD_NONCE_BYTES);
+  return 0;
 }
 
 void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload,

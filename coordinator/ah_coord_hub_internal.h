@@ -1,6 +1,6 @@
 /* ah_coord_hub_internal.h: the hub's state and the functions its three files share —
  * ah_coord_hub_conn.c (connections: the rate-limited refusal log, write queues, the pending list,
- * closing) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
+ * closing, admitting) < ah_coord_hub_relay.c (a host relay's channels) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
  * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub_gather.c (the shortest
  * search durations across ranks) < ah_coord_hub_dir.c (the key/value
  * directory: DIR_PUT, DIR_GET and their waiters) < ah_coord_hub.c (the handshake, frame
@@ -41,7 +41,17 @@ typedef struct hub_conn {
   struct hub_conn *close_next;
   struct hub_dir_wait *dir_waits; /* its DIR_GETs waiting for a put (ah_coord_hub_dir.c) */
   int ndir_waits;
+  /* A host relay's channel (ah_coord_hub_relay.c): via is the relay's connection that carries it
+   * (fd -1, whole frames only); a relay's connection lists its open channels. */
+  struct hub_conn *via;
+  uint32_t chan;
+  struct hub_conn **chans;
+  int nchans, capchans;
+  int dirty;                    /* bytes queued, to be sent at the end of the loop's turn */
+  struct hub_conn *dirty_next;
 } hub_conn_t;
+/* Channels one relay may carry: a host's processes (8 GPUs, or a few hundred threads' worth). */
+#define HUB_RELAY_CHANS 256
 
 /* The ranks of a communicator that joined with one settings digest. */
 typedef struct {
@@ -125,6 +135,7 @@ typedef struct {
 } hub_rate_t;
 
 enum {
+  RATE_RELAY,
   RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
   RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_DIR, RATE_GATHER, RATE_N
 };
@@ -142,6 +153,7 @@ struct ah_coord_hub {
   hub_conn_t **all; /* every open connection, for the sweep */
   int nall, capall;
   hub_conn_t *close_list;
+  hub_conn_t *dirty_list; /* relay connections with channel frames queued (hub_flush_dirty) */
   hub_comm_t *comms;
   int ncomms, npending_joins; /* communicators; those with a join and no verdict yet */
   size_t rank_bytes;    /* bytes of every communicator's rank bitmap */
@@ -179,6 +191,22 @@ void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c);        /* writes what the
 /* Queues bytes for c (dropping c once max_outbuf bytes wait for it), or a framed message. */
 void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n);
 void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload, uint32_t len);
+/* Sends what channels queued on their relays' connections: one send(2) per relay for all the frames
+ * of a fan-out. Called after each fan-out and at the end of every turn of the loop. */
+void hub_flush_dirty(ah_coord_hub_t *h);
+/* Takes a new connection (c->fd, peer, nonce set; a channel's via and chan too) into the hub's
+ * lists, drops the oldest unauthenticated one beyond max_pending, and greets it with HELLO.
+ * Returns 0, or -1 (out of memory; logged) with c untouched for the caller to free. */
+int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c);
+
+/* ---- ah_coord_hub_relay.c ---- */
+
+/* Handles a relay's RELAY_OPEN and RELAY_CLOSE. For a RELAY_DATA, returns the channel it is for
+ * with its inner frame checked (type, payload and length set), for the caller to handle as if the
+ * channel's own socket had carried it; NULL when there is nothing to handle (a channel already
+ * closed, or a frame refused: logged, the channel or the relay dropped). */
+hub_conn_t *hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p, uint32_t len,
+                               uint8_t *itype_p, const uint8_t **ip_p, uint32_t *ilen_p);
 
 /* ---- ah_coord_hub_comm.c ---- */
 

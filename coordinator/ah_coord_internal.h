@@ -70,16 +70,21 @@ int ah_coord_if_choose(const ah_coord_if_t *ifs, int n, const char *spec);
 long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
-#define AH_COORD_PROTO_VERSION 5 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
-                                  * shortest search durations (SEARCH_TIME, MIN_TIME) */
+#define AH_COORD_PROTO_VERSION 6 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
+                                  * shortest search durations (SEARCH_TIME, MIN_TIME); 6: the host
+                                  * relay's channels (RELAY_OPEN, RELAY_DATA, RELAY_CLOSE) */
 #define AH_COORD_HDR_BYTES 8
 /* The directory's fixed parts: DIR_PUT key[32] vlen u16; DIR_GET req u64 timeout_ms u32 key[32];
  * DIR_VAL req u64 key[32] vlen u16, each followed by vlen (<= AH_COORD_DIR_VAL_MAX) value bytes. */
 #define AH_COORD_DIR_PUT_FIXED (AH_COORD_DIR_KEY + 2)
 #define AH_COORD_DIR_GET_BYTES (8 + 4 + AH_COORD_DIR_KEY)
 #define AH_COORD_DIR_VAL_FIXED (8 + AH_COORD_DIR_KEY + 2)
-/* Bound on any length prefix: the largest message is a DIR_VAL with the largest value (554). */
-#define AH_COORD_MAX_PAYLOAD (AH_COORD_DIR_VAL_FIXED + AH_COORD_DIR_VAL_MAX)
+/* Bound on the payload of any message a client and the hub exchange: the largest is a DIR_VAL with
+ * the largest value (554). */
+#define AH_COORD_MAX_INNER (AH_COORD_DIR_VAL_FIXED + AH_COORD_DIR_VAL_MAX)
+/* Bound on any length prefix: a RELAY_DATA carrying the largest message (chan u32 + frame: 566). */
+#define AH_COORD_RELAY_FIXED 4
+#define AH_COORD_MAX_PAYLOAD (AH_COORD_RELAY_FIXED + AH_COORD_HDR_BYTES + AH_COORD_MAX_INNER)
 #define AH_COORD_NONCE_BYTES 32
 #define AH_COORD_MAC_BYTES 32
 
@@ -109,7 +114,12 @@ enum {
   AH_MSG_DIR_VAL = 22,     /* hub -> client: req u64 key[32] vlen u16 val[vlen] (the answer to req) */
   AH_MSG_SEARCH_TIME = 23, /* client -> hub: comm u64 rank u32 coll u8 bin u8 index u64 us f32 */
   AH_MSG_MIN_TIME = 24,    /* hub -> leader: comm u64 coll u8 bin u8 index u64 us f32 reported u32 nranks u32 */
-  AH_MSG_MAX = 24
+  /* A host's relay (docs/coordinator.md "Host relay"): one authenticated connection carries the
+   * connections of the other processes of its host as numbered channels. */
+  AH_MSG_RELAY_OPEN = 25,  /* relay -> hub: chan u32 (a local process connected; the hub greets it) */
+  AH_MSG_RELAY_DATA = 26,  /* both: chan u32 frame (one whole frame of that channel's connection) */
+  AH_MSG_RELAY_CLOSE = 27, /* both: chan u32 (that channel's connection ended) */
+  AH_MSG_MAX = 27
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */
@@ -244,6 +254,10 @@ typedef struct {
   int heartbeat_ms;    /* PING when nothing was sent for this long */
   int dead_ms;         /* nothing received for this long: connection lost */
   int reconnect_ms;    /* keep trying to reconnect for this long, then the hub is gone */
+  int relay;           /* 1: share one connection to the hub per host (AUTOHA_COORD_RELAY;
+                        * docs/coordinator.md "Host relay"); 0: connect directly */
+  char host[64];       /* the host's identity for the relay's endpoint ("" = the hostname);
+                        * bench/coord_scale and tests simulate hosts with it */
 } ah_coord_client_opts_t;
 
 void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p);
@@ -263,5 +277,11 @@ size_t ah_coord_client_unacked(ah_coord_t *c);
 int ah_coord_client_connects(ah_coord_t *c);
 /* Findings the hub sent this client (each logged). */
 int ah_coord_client_findings(ah_coord_t *c);
+/* This client's place in its host's relay (tests): 2 it is the relay, 1 its connection goes
+ * through another process's relay, 0 it is connected directly (or the relay is off). */
+int ah_coord_client_relay_role(ah_coord_t *c);
+/* The host relay endpoint this client elects on (tests): fills *ss_p and *len_p. Returns 0, or -1
+ * when its relay is off. */
+int ah_coord_client_relay_endpoint(ah_coord_t *c, struct sockaddr_storage *ss_p, socklen_t *len_p);
 
 #endif

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/un.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,9 @@ void ah_coord_net_addr_format(const struct sockaddr *sa, char *buf, size_t len) 
     inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
     port = ntohs(in6->sin6_port);
     snprintf(buf, len, "[%s]:%d", host, port);
+  } else if (sa->sa_family == AF_UNIX) { /* a host relay's abstract endpoint */
+    const struct sockaddr_un *un = (const struct sockaddr_un *)(const void *)sa;
+    snprintf(buf, len, "unix:@%.60s", un->sun_path + 1);
   } else {
     snprintf(buf, len, "(family %d)", sa->sa_family);
   }

@@ -64,10 +64,13 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_DIR_VAL] = AH_COORD_DIR_VAL_FIXED,
     [AH_MSG_SEARCH_TIME] = 8 + 4 + 1 + 1 + 8 + 4,
     [AH_MSG_MIN_TIME] = 8 + 1 + 1 + 8 + 4 + 4 + 4,
+    [AH_MSG_RELAY_OPEN] = AH_COORD_RELAY_FIXED,
+    [AH_MSG_RELAY_DATA] = AH_COORD_RELAY_FIXED + AH_COORD_HDR_BYTES,
+    [AH_MSG_RELAY_CLOSE] = AH_COORD_RELAY_FIXED,
 };
 /* Types whose payload ends in a value of 0..AH_COORD_DIR_VAL_MAX bytes after msg_lens[type]. */
 static int msg_has_value(uint8_t type) { return type == AH_MSG_DIR_PUT || type == AH_MSG_DIR_VAL; }
-_Static_assert(8 + AH_FINDING_BYTES <= AH_COORD_MAX_PAYLOAD, "a finding fits the frame bound");
+_Static_assert(8 + AH_FINDING_BYTES <= AH_COORD_MAX_INNER, "a finding fits the frame bound");
 
 uint32_t ah_coord_msg_len(uint8_t type) { return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0; }
 
@@ -99,13 +102,24 @@ int ah_coord_hdr_decode(const uint8_t in[AH_COORD_HDR_BYTES], ah_coord_hdr_t *h_
     snprintf(err, errlen, "unknown message type %u (reserved bits 0x%04x)", h.type, h.reserved);
     return -1;
   }
+  if (h.type == AH_MSG_RELAY_DATA &&
+      (h.len < msg_lens[h.type] || h.len > msg_lens[h.type] + AH_COORD_MAX_INNER)) {
+    snprintf(err, errlen, "message type %u with length %u (expected %u..%u)", h.type, h.len,
+             msg_lens[h.type], msg_lens[h.type] + AH_COORD_MAX_INNER);
+    return -1;
+  }
+  if (h.type != AH_MSG_RELAY_DATA && h.len > AH_COORD_MAX_INNER) {
+    snprintf(err, errlen, "oversized frame: length prefix %u exceeds the bound of %u bytes", h.len,
+             AH_COORD_MAX_INNER);
+    return -1;
+  }
   if (msg_has_value(h.type) &&
       (h.len < msg_lens[h.type] || h.len > msg_lens[h.type] + AH_COORD_DIR_VAL_MAX)) {
     snprintf(err, errlen, "message type %u with length %u (expected %u..%u)", h.type, h.len,
              msg_lens[h.type], msg_lens[h.type] + AH_COORD_DIR_VAL_MAX);
     return -1;
   }
-  if (!msg_has_value(h.type) && h.len != msg_lens[h.type]) {
+  if (!msg_has_value(h.type) && h.type != AH_MSG_RELAY_DATA && h.len != msg_lens[h.type]) {
     snprintf(err, errlen, "message type %u with length %u (expected %u)", h.type, h.len,
              msg_lens[h.type]);
     return -1;

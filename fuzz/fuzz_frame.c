@@ -1,7 +1,8 @@
 /* Fuzz target: the coordinator's wire decoders without sockets — a stream of frames as the hub's
  * and the client's readers cut it (header check, then the payload of the exact length), each
  * payload through the decoder its type uses (key + segment, progress record and its classification,
- * samples and the straggler detector, verdict, the directory's value lengths, search times, u64 fields). */
+ * samples and the straggler detector, verdict, the directory's value lengths, search times, a relay
+ * channel's frame header, u64 fields). */
 #include "ah_coord_internal.h"
 #include "ah_coord_straggler.h"
 #include "fuzz.h"
@@ -49,6 +50,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       uint32_t at = h.type == AH_MSG_DIR_PUT ? AH_COORD_DIR_KEY : 8 + AH_COORD_DIR_KEY;
       int vlen = ah_coord_dir_vlen(p, h.len, at, err, sizeof err);
       if (vlen >= 0 && (uint32_t)vlen + at + 2 != h.len) abort(); /* the value ends the frame */
+    }
+    else if (h.type == AH_MSG_RELAY_DATA) {
+      /* the channel's frame, as the hub and a relay check it before reading its payload */
+      ah_coord_hdr_t ih;
+      if (ah_coord_hdr_decode(p + AH_COORD_RELAY_FIXED, &ih, err, sizeof err) == 0 && ih.type != AH_MSG_RELAY_DATA &&
+          ih.len > AH_COORD_MAX_INNER)
+        abort(); /* a channel's frame fits a relay's buffer */
     }
     else if (h.len >= 8)
       (void)ah_coord_get_u64(p);

@@ -185,7 +185,8 @@ static ah_coord_setup_t coord_setup(void) {
                             .join_s = s ? s->coord_join_s : 0,
                             .hang_s = s ? s->hang_s : 0,
                             .straggler_pct = s ? (s->straggler_pct > 0 ? s->straggler_pct : -1) : 0,
-                            .ifname = s ? s->coord_ifname : NULL};
+                            .ifname = s ? s->coord_ifname : NULL,
+                            .relay = s ? s->coord_relay : 0};
   return setup;
 }
 

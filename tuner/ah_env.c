@@ -146,6 +146,17 @@ static const ah_env_var_t env_table[] = {
      "Each rank in fixed or tune mode waits for this verdict at the communicator's first "
      "collective. Read by the process that runs the hub.",
      0.001, 86400, NULL, FIELD(coord_join_s)},
+    {"AUTOHA_COORD_RELAY", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
+     "Share one connection to the coordinator hub per host. The first process of a host (same job, "
+     "same hub, same hostname) becomes the host's relay: it listens on a host-local abstract unix "
+     "socket whose name is derived from the job secret and the hub's address, and the host's other "
+     "processes reach the hub through it, each still proving the job secret to the hub itself. A "
+     "decision then costs the hub one send per host instead of one per process (8 GPUs a host: 8 "
+     "times fewer), which is what keeps its delivery within milliseconds at a thousand processes. "
+     "When the relay exits or loses the hub, the others reconnect (one becomes the relay, or they "
+     "dial the hub directly) without losing or repeating a decision. 0: every process connects to "
+     "the hub directly.",
+     0, 0, NULL, FIELD(coord_relay)},
     {"AUTOHA_HEALTH", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Live diagnosis of hangs, in every mode: each rank sends the coordinator hub a small progress "
      "record at most once a second for every communicator that spans processes (calls entered per "

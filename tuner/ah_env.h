@@ -42,6 +42,7 @@ typedef struct {
   char coord_ifname[AH_ENV_ADDR_MAX]; /* AUTOHA_COORD_IFNAME: the hub's interface (NCCL_SOCKET_IFNAME
                                       * syntax); "" = NCCL's default order */
   double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
+  int coord_relay;                   /* AUTOHA_COORD_RELAY: one connection to the hub per host */
   int health;                        /* AUTOHA_HEALTH: send progress records for hang diagnosis */
   double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
   double straggler_pct;              /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */

@@ -6,7 +6,10 @@
  *
  * Runs 64 clients, then 1,024 (or the counts given as arguments); runs above 256 clients run
  * beside one CPU-bound process the bench starts itself (issue 17's condition; --no-load: without
- * it). Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
+ * it). The clients simulate hosts of 8 processes (--per-host K; 1: every client its own host):
+ * clients 0-7 are host 0, 8-15 host 1, ..., the leader is on host 0, and with more than one per
+ * host the host relay is on (AUTOHA_COORD_RELAY's default; docs/coordinator.md "Host relay"), so
+ * the first client of each host carries the others' connections and the hub sends once per host. Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
  * client reached" time, the hub's own fan-out time (PUBLISH read to last subscriber's send) with
  * the hub thread's CPU time in it, and the CPU share the busy process got; last, one line with the
  * load average and OK or FAILED against the bars (p99 <= 2 ms at 64 clients,
@@ -60,7 +63,7 @@ static void sleep_us(long us) {
 
 /* Runs one configuration. Returns 0 and fills p50/p99 (ms), or -1 when a client failed to connect
  * or a segment never arrived. */
-static int run(int nclients, int nseg, long pace_us, double *p50_p, double *p99_p,
+static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p, double *p99_p,
                double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p) {
   uint8_t secret[16];
   ah_coord_random(secret, sizeof secret);
@@ -73,6 +76,8 @@ static int run(int nclients, int nseg, long pace_us, double *p50_p, double *p99_
   ah_coord_client_opts_t co;
   ah_coord_client_opts_default(&co);
   co.connect_ms = 20000;
+  co.relay = per_host > 1; /* clients i*per_host .. (i+1)*per_host-1 simulate one host's processes */
+  snprintf(co.host, sizeof co.host, "host0");
   client_rec_t *recs = calloc((size_t)nclients, sizeof *recs);
   ah_coord_t **cs = calloc((size_t)nclients, sizeof *cs);
   int rc = -1;
@@ -85,6 +90,7 @@ static int run(int nclients, int nseg, long pace_us, double *p50_p, double *p99_
   int nice_before = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
   setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_before + 10);
   for (int i = 0; i < nclients; i++) {
+    snprintf(co.host, sizeof co.host, "host%d", per_host > 1 ? i / per_host : i);
     cs[i] = ah_coord_client_open(&st, NULL, &co, bench_deliver, &recs[i]);
     if (!cs[i] || ah_coord_join(cs[i], comm, nclients) != 0) {
       fprintf(stderr, "coord_scale: client %d of %d failed to join\n", i, nclients);
@@ -171,20 +177,32 @@ static pid_t hog_start(void) {
   for (;;) x = x * 6364136223846793005ull + 1442695040888963407ull;
 }
 
+/* "128 hosts x 8 through a relay each", or "one host each, no relay". */
+static const char *hosts_text(int n, int per_host) {
+  static char t[96];
+  if (per_host > 1)
+    snprintf(t, sizeof t, "%d hosts x %d, one relay each", (n + per_host - 1) / per_host, per_host);
+  else
+    snprintf(t, sizeof t, "one host each, no relay");
+  return t;
+}
+
 int main(int argc, char **argv) {
   int counts[8] = {64, 1024};
   double bars[8] = {2.0, 10.0};
-  int nc = 0, load = 1;
+  int nc = 0, load = 1, per_host = 8;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--no-load") == 0) load = 0;
+    else if (strcmp(argv[i], "--per-host") == 0 && i + 1 < argc) per_host = atoi(argv[++i]);
     else if (nc < 8) counts[nc++] = atoi(argv[i]);
   }
+  if (per_host < 1) per_host = 1;
   if (nc == 0) nc = 2; /* the defaults: 64 and 1,024 clients */
   for (int i = 0; i < nc; i++) bars[i] = counts[i] <= 64 ? 2.0 : 10.0;
   long lim = ah_coord_net_nofile_raise(8192);
   pid_t hog = -1;
   int ok = 1;
-  char summary[512] = "";
+  char summary[1024] = "";
   size_t off = 0;
   for (int i = 0; i < nc; i++) {
     if (lim < 4L * counts[i] + 64) {
@@ -207,7 +225,7 @@ int main(int argc, char **argv) {
     }
     double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0;
     uint64_t t0 = ah_coord_now_ns();
-    if (run(counts[i], nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50) != 0) {
+    if (run(counts[i], per_host, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50) != 0) {
       printf("coord_scale: %d clients: run failed\n", counts[i]);
       ok = 0;
       continue;
@@ -216,15 +234,17 @@ int main(int argc, char **argv) {
     double share = hog > 0 ? (bench_proc_cpu_s(hog) - hog0) / wall * 100.0 : 0;
     int pass = p99 <= bars[i];
     ok &= pass;
-    printf("coord_scale: %4d clients, %d segments each, one per %ld us: delivery p50 %.3f ms, p99 "
+    /* The hub sends one copy per host when the relay carries the host's processes. */
+    int nsend = per_host > 1 ? (counts[i] + per_host - 1) / per_host : counts[i];
+    printf("coord_scale: %4d clients (%s), %d segments each, one per %ld us: delivery p50 %.3f ms, p99 "
            "%.3f ms (bar %.0f ms: %s); p99 of last-client arrival %.3f ms; hub fan-out p50 %.3f ms, "
-           "p99 %.3f ms, of which the hub thread's CPU p50 %.3f ms (%.1f us a send)",
-           counts[i], nseg - WARMUP, pace_us, p50, p99, bars[i], pass ? "ok" : "over", p99all, fan50, fan99,
-           cpu50, cpu50 * 1e3 / counts[i]);
+           "p99 %.3f ms, of which the hub thread's CPU p50 %.3f ms (%.1f us for each of %d sends)",
+           counts[i], hosts_text(counts[i], per_host), nseg - WARMUP, pace_us, p50, p99, bars[i],
+           pass ? "ok" : "over", p99all, fan50, fan99, cpu50, cpu50 * 1e3 / nsend, nsend);
     if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
     printf("\n");
-    off += (size_t)snprintf(summary + off, sizeof summary - off, "%s%d clients p50 %.3f ms p99 %.3f ms",
-                            i ? "; " : "", counts[i], p50, p99);
+    off += (size_t)snprintf(summary + off, sizeof summary - off, "%s%d clients (%s) p50 %.3f ms p99 %.3f ms",
+                            i ? "; " : "", counts[i], hosts_text(counts[i], per_host), p50, p99);
   }
   if (hog > 0) {
     kill(hog, SIGKILL);

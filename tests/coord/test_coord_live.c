@@ -201,7 +201,7 @@ START_TEST(wrong_protocol_version_is_refused) {
   uint8_t f[AH_COORD_HDR_BYTES + 72] = {0};
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
   f[4] = AH_COORD_PROTO_VERSION + 1;
-  refused(attacker(f, sizeof f), "wrong protocol version 6 (expected 5", 2000, 15);
+  refused(attacker(f, sizeof f), "wrong protocol version 7 (expected 6", 2000, 15);
 }
 END_TEST
 

@@ -10,8 +10,8 @@
  *                                 [--no-autoha P] [--id-proc P]
  *
  * --threads T runs T ranks per process (world = P x T). --cut-at I: at iteration I, every process
- * but rank 0's shuts down its TCP connection to the hub (found by the hub port in the id's stamp),
- * as a network cut would. --exit-at I: rank 0's process (the hub's) exits at iteration I.
+ * but rank 0's shuts down its connection toward the hub (TCP to the hub's port in the id's stamp, or
+ * the unix socket to its host's relay), as a network cut or a dying relay would. --exit-at I: rank 0's process (the hub's) exits at iteration I.
  * --unstamp 1: the id's maker zeroes bytes 64..127 of the id before passing it on, as an id made by a
  * process without libautoha.so would be. --unreachable P: process P (not 0) re-executes itself with
  * AUTOHA_COORD_ADDR naming a loopback port where nothing listens, so its connection to the hub is
@@ -22,10 +22,12 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,7 +58,9 @@ static float input_value(int rank, long it, size_t j) {
   return (float)(rank + 1) + (float)(it % NPAT) + (float)(j % 3);
 }
 
-/* Shuts down this process's TCP connections whose peer port is the hub's. */
+/* Shuts down this process's connection toward the hub: its TCP connections whose peer port is the
+ * hub's, and its connection to its host's relay (a unix socket whose peer is an abstract
+ * "autoha-relay-..." name; docs/coordinator.md "Host relay"), whichever it has. */
 static int cut_hub_connections(void) {
   int n = 0;
   DIR *d = opendir("/proc/self/fd");
@@ -67,6 +71,13 @@ static int cut_hub_connections(void) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (fd <= 2 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) continue;
+    const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+    if (ss.ss_family == AF_UNIX && sl > offsetof(struct sockaddr_un, sun_path) + 1 && un->sun_path[0] == 0 &&
+        strncmp(un->sun_path + 1, "autoha-relay-", 13) == 0) {
+      shutdown(fd, SHUT_RDWR);
+      n++;
+      continue;
+    }
     if (ss.ss_family != AF_INET || ntohs(((struct sockaddr_in *)&ss)->sin_port) != hub_port) continue;
     shutdown(fd, SHUT_RDWR);
     n++;

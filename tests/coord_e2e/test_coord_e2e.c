@@ -357,7 +357,7 @@ static int hub_connect(void) {
 
 /* The wire protocol's version (docs/coordinator.md): the attacks speak it, but for the one that
  * sends the previous version. */
-#define PROTO 5
+#define PROTO 6
 
 /* A frame header as docs/coordinator.md describes it. */
 static void hdr(uint8_t *h, uint32_t len, uint8_t version, uint8_t type) {
@@ -459,7 +459,7 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
                          "wrong protocol version 85",
                          "truncated frame (connection closed after 18 of 80 bytes)",
                          "oversized frame: length prefix 16777216",
-                         "wrong protocol version 4 (expected 5",
+                         "wrong protocol version 5 (expected 6",
                          "no authentication within 3000 ms",
                          "unauthenticated connections held (connection flood?)"};
   for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)

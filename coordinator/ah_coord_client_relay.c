@@ -1,0 +1,282 @@
+/* ah_coord_client_relay.c: the host relay. The first process of a host (same job secret, hub address
+ * and host identity) to bind the host's abstract unix endpoint becomes its relay: it keeps its own
+ * connection to the hub and carries the other processes of the host over it, each as a numbered
+ * channel (RELAY_OPEN / RELAY_DATA / RELAY_CLOSE), so a segment reaching a host costs the hub one
+ * send(2) instead of one per process (docs/coordinator.md "Host relay").
+ *
+ * Key choice: the relay is a pipe for whole frames, not a second hub. A local process runs the
+ * usual handshake with the hub itself, through the channel, so it proves the job secret to the hub
+ * and the hub proves it back, and keeps its own client id, joins, deliveries and publishes: every
+ * guarantee of the hub (order, exactly-once, replay, bounds, refusals) holds per process unchanged.
+ * When the relay exits or loses the hub, its local processes see their socket close and reconnect as
+ * after any cut — electing a new relay, or dialling the hub directly when no relay can be used. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ah_coord_client_internal.h"
+#include "ah_coord_sha256.h"
+#include "ah_log.h"
+
+/* Note that the endpoint's name is an HMAC of the hub's address and the host identity under the job
+ * secret: another job on the host (another secret or hub) never collides with it, and a process
+ * that does not know the secret cannot even find it. Abstract names vanish with the last socket
+ * that holds them, so a dead relay leaves nothing behind. */
+void client_relay_name(ah_coord_t *c) {
+  char host[64] = "";
+  if (c->o.host[0]) snprintf(host, sizeof host, "%s", c->o.host);
+  else if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+  char msg[256];
+  int n = snprintf(msg, sizeof msg, "autoha-relay|%s|%s", c->addr, host);
+  uint8_t d[32];
+  ah_coord_hmac_sha256(c->stamp.secret, sizeof c->stamp.secret, msg, (size_t)n, d);
+  memset(&c->rsa, 0, sizeof c->rsa);
+  c->rsa.sun_family = AF_UNIX;
+  char *name = c->rsa.sun_path + 1; /* sun_path[0] == 0: the abstract namespace */
+  int k = snprintf(name, sizeof c->rsa.sun_path - 1, "autoha-relay-");
+  for (int i = 0; i < 16; i++) k += snprintf(name + k, sizeof c->rsa.sun_path - 1 - (size_t)k, "%02x", d[i]);
+  c->rsl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
+}
+
+/* One round of the election: 1 this process took the endpoint, 0 connected through the relay that
+ * holds it, -1 with err (*busy_p set when the endpoint was taken but its holder failed us). */
+static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int *busy_p, char *err,
+                            size_t errlen) {
+  char ep[96];
+  ah_coord_net_addr_format((const struct sockaddr *)&c->rsa, ep, sizeof ep);
+  *busy_p = 0;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    snprintf(err, errlen, "socket(AF_UNIX): %s", strerror(errno));
+    return -1;
+  }
+  if (bind(fd, (const struct sockaddr *)&c->rsa, c->rsl) == 0) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (listen(fd, CLIENT_RELAY_LOCALS) != 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      snprintf(err, errlen, "listen(%s): %s", ep, strerror(errno));
+      close(fd);
+      return -1;
+    }
+    c->lfd = fd;
+    atomic_store(&c->relay_role, 2);
+    ah_log(AH_LOG_DEBUG, "coordinator: this process is the host's relay (%s) to hub %s", ep, c->addr);
+    return 1;
+  }
+  int e = errno;
+  close(fd);
+  if (e != EADDRINUSE) {
+    snprintf(err, errlen, "bind(%s): %s", ep, strerror(e));
+    return -1;
+  }
+  *busy_p = 1;
+  char derr[300];
+  if (ah_coord_dial((const struct sockaddr *)&c->rsa, c->rsl, c->stamp.secret, c->client_id, c->o.connect_ms,
+                    fd_p, last_pub_p, derr, sizeof derr) != 0) {
+    snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
+    return -1;
+  }
+  atomic_store(&c->relay_role, 1);
+  return 0;
+}
+
+/* Note that a relay killed by a signal closes its local processes' sockets before the kernel frees
+ * its endpoint's name (a dying process's files are released last-opened first), so the processes
+ * that see their relay go may find the name still taken by nobody: a holder that fails within a
+ * moment gets two more rounds, 10 and 20 ms later, before the caller dials the hub directly. */
+int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen) {
+  uint64_t t0 = ah_coord_now_ns();
+  int rc = -1;
+  for (int round = 0; round < 3; round++) {
+    int busy;
+    rc = relay_elect_once(c, fd_p, last_pub_p, &busy, err, errlen);
+    if (rc >= 0 || !busy || ah_coord_now_ns() - t0 > 100000000ull) break; /* a slow failure: no retry */
+    struct timespec ts = {0, 10000000L * (round + 1)};
+    nanosleep(&ts, NULL);
+  }
+  return rc;
+}
+
+/* Queues a relay message about channel chan (and a frame, for RELAY_DATA) for the hub. */
+static int relay_queue(ah_coord_t *c, uint8_t type, uint32_t chan, const uint8_t *frame, size_t flen) {
+  uint8_t h[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED];
+  ah_coord_hdr_encode(type, (uint32_t)(AH_COORD_RELAY_FIXED + flen), h);
+  ah_coord_put_u32(h + AH_COORD_HDR_BYTES, chan);
+  pthread_mutex_lock(&c->mu);
+  int rc = client_buf_put(&c->outq, h, sizeof h);
+  if (rc == 0 && flen) rc = client_buf_put(&c->outq, frame, flen);
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+/* Closes local process i's socket; tell: say so to the hub (RELAY_CLOSE), which drops the channel. */
+static void relay_local_close(ah_coord_t *c, int i, int tell) {
+  client_local_t *l = c->locals[i];
+  if (tell && c->fd >= 0) (void)relay_queue(c, AH_MSG_RELAY_CLOSE, l->chan, NULL, 0);
+  epoll_ctl(c->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+  close(l->fd);
+  free(l->w.b);
+  free(l);
+  c->locals[i] = c->locals[--c->nlocals];
+}
+
+void client_relay_release(ah_coord_t *c) {
+  while (c->nlocals > 0) relay_local_close(c, c->nlocals - 1, 0);
+  if (c->lfd >= 0) {
+    epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->lfd, NULL);
+    close(c->lfd);
+    c->lfd = -1;
+  }
+  free(c->locals);
+  c->locals = NULL;
+  c->caplocals = 0;
+  atomic_store(&c->relay_role, 0);
+}
+
+static void relay_accept(ah_coord_t *c) {
+  for (;;) {
+    int fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0 && errno == EINTR) continue;
+    if (fd < 0) return;
+    if (c->nlocals == c->caplocals && c->nlocals < CLIENT_RELAY_LOCALS) {
+      int cap = c->caplocals ? 2 * c->caplocals : 8;
+      client_local_t **ls = realloc(c->locals, (size_t)cap * sizeof *ls);
+      if (ls) {
+        c->locals = ls;
+        c->caplocals = cap;
+      }
+    }
+    client_local_t *l = c->nlocals < c->caplocals ? calloc(1, sizeof *l) : NULL;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (!l || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s refused a local process (%d "
+                    "connected, at most %d, or out of memory); it connects directly", c->addr, c->nlocals,
+                    CLIENT_RELAY_LOCALS);
+      free(l);
+      close(fd);
+      continue;
+    }
+    l->fd = fd;
+    l->chan = ++c->next_chan;
+    c->locals[c->nlocals++] = l;
+    if (relay_queue(c, AH_MSG_RELAY_OPEN, l->chan, NULL, 0) != 0) relay_local_close(c, c->nlocals - 1, 0);
+  }
+}
+
+/* Sends local process i what waits for it. Returns 0, or -1 when it was closed. */
+static int relay_local_send(ah_coord_t *c, int i) {
+  client_local_t *l = c->locals[i];
+  while (l->w.off < l->w.len) {
+    ssize_t r = send(l->fd, l->w.b + l->w.off, l->w.len - l->w.off, MSG_NOSIGNAL);
+    if (r > 0) {
+      l->w.off += (size_t)r;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!l->want_out) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.fd = l->fd};
+        epoll_ctl(c->epfd, EPOLL_CTL_MOD, l->fd, &ev);
+        l->want_out = 1;
+      }
+      return 0;
+    }
+    relay_local_close(c, i, 1);
+    return -1;
+  }
+  l->w.off = l->w.len = 0;
+  if (l->want_out) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = l->fd};
+    epoll_ctl(c->epfd, EPOLL_CTL_MOD, l->fd, &ev);
+    l->want_out = 0;
+  }
+  return 0;
+}
+
+/* Reads whole frames from local process i and queues each, wrapped, for the hub. Note that the
+ * relay checks only the framing (the header's version, type and length, as the hub's reader does)
+ * and refuses a relay message inside a channel; what a frame means is the hub's to judge. */
+static void relay_local_read(ah_coord_t *c, int i) {
+  client_local_t *l = c->locals[i];
+  char err[200];
+  for (;;) {
+    size_t want = AH_COORD_HDR_BYTES + (l->rlen >= AH_COORD_HDR_BYTES ? ah_coord_get_u32(l->rbuf) : 0);
+    ssize_t r = read(l->fd, l->rbuf + l->rlen, want - l->rlen);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (r <= 0) { /* the local process closed its connection or exited */
+      relay_local_close(c, i, 1);
+      return;
+    }
+    l->rlen += (size_t)r;
+    if (l->rlen == AH_COORD_HDR_BYTES) {
+      ah_coord_hdr_t h;
+      if (ah_coord_hdr_decode(l->rbuf, &h, err, sizeof err) != 0 ||
+          ((h.type == AH_MSG_RELAY_OPEN || h.type == AH_MSG_RELAY_DATA || h.type == AH_MSG_RELAY_CLOSE) &&
+           snprintf(err, sizeof err, "message type %u from a local process", h.type))) {
+        AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s refused a local process: %s; "
+                      "connection dropped", c->addr, err);
+        relay_local_close(c, i, 1);
+        return;
+      }
+    }
+    if (l->rlen >= AH_COORD_HDR_BYTES && l->rlen == AH_COORD_HDR_BYTES + ah_coord_get_u32(l->rbuf)) {
+      if (relay_queue(c, AH_MSG_RELAY_DATA, l->chan, l->rbuf, l->rlen) != 0) {
+        relay_local_close(c, i, 1);
+        return;
+      }
+      l->rlen = 0;
+    }
+  }
+}
+
+int client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
+  if (fd < 0) return 0;
+  if (fd == c->lfd) {
+    relay_accept(c);
+    return 1;
+  }
+  for (int i = 0; i < c->nlocals; i++)
+    if (c->locals[i]->fd == fd) {
+      if ((events & EPOLLOUT) && relay_local_send(c, i) != 0) return 1;
+      if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) relay_local_read(c, i);
+      return 1;
+    }
+  return 0;
+}
+
+int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why, size_t whylen) {
+  if (c->lfd < 0) {
+    snprintf(why, whylen, "relay message type %u from the hub to a process that is no relay", type);
+    return -1;
+  }
+  if (type == AH_MSG_RELAY_OPEN) {
+    snprintf(why, whylen, "unexpected message type %u from the hub", type);
+    return -1;
+  }
+  uint32_t chan = ah_coord_get_u32(p);
+  int i = 0;
+  while (i < c->nlocals && c->locals[i]->chan != chan) i++;
+  if (i == c->nlocals) return 0; /* closed here while the hub's frame was in flight */
+  if (type == AH_MSG_RELAY_CLOSE) {
+    relay_local_close(c, i, 0);
+    return 0;
+  }
+  client_local_t *l = c->locals[i];
+  size_t n = len - AH_COORD_RELAY_FIXED;
+  if (l->w.len - l->w.off + n > CLIENT_RELAY_OUTBUF || client_buf_put(&l->w, p + AH_COORD_RELAY_FIXED, n) != 0) {
+    AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s dropped a local process that does "
+                  "not read (%zu bytes queued)", c->addr, l->w.len - l->w.off);
+    relay_local_close(c, i, 1);
+  }
+  return 0;
+}
+
+void client_relay_flush(ah_coord_t *c) {
+  for (int i = c->nlocals - 1; i >= 0; i--)
+    if (c->locals[i]->w.len > c->locals[i]->w.off && !c->locals[i]->want_out) (void)relay_local_send(c, i);
+}

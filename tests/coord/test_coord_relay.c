@@ -1,0 +1,369 @@
+/* The host relay (docs/coordinator.md "Host relay") on a live hub on 127.0.0.1: the first client
+ * of a host becomes its relay and the others reach the hub through it, with every guarantee of a
+ * direct connection (segments in order and exactly once, verdicts, acknowledged publishes, the
+ * directory); when the relay's connection is cut or its process is killed mid-stream, the others
+ * elect a new relay and lose or repeat nothing; a local peer that cannot prove the job secret is
+ * refused by the hub through the relay, one that sends garbage is refused by the relay, and neither
+ * disturbs the legitimate processes of the host; and the hub's checks of channel frames, by hand. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ah_check.h"
+#include "ah_coord_internal.h"
+#include "ah_log.h"
+#include "coord_test_util.h"
+
+static ah_coord_hub_t *hub;
+static ah_coord_stamp_t st;
+static rec_t recs[4];
+
+static void setup(void) {
+  log_start();
+  hub = hub_start_test(&st);
+  ck_assert_ptr_nonnull(hub);
+  for (int i = 0; i < 4; i++) rec_init(&recs[i]);
+}
+
+static void teardown(void) {
+  ah_coord_hub_close(hub);
+  log_stop();
+}
+
+/* A client of simulated host `host` with the relay on (r: where its segments are recorded). */
+static ah_coord_t *client_on(const ah_coord_stamp_t *stamp, const char *host, rec_t *r) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.relay = 1;
+  snprintf(o.host, sizeof o.host, "%s", host);
+  return ah_coord_client_open(stamp, NULL, &o, r ? rec_deliver : NULL, r);
+}
+
+/* Whether r holds exactly the segments seg_make(0 .. n-1) of comm, in that order (each once). */
+static int rec_exactly(rec_t *r, int n) {
+  pthread_mutex_lock(&r->mu);
+  int ok = r->n == n;
+  for (int k = 0; ok && k < n; k++) ok = r->segs[k].first == seg_make((uint64_t)k).first;
+  pthread_mutex_unlock(&r->mu);
+  return ok;
+}
+
+static void publish_range(ah_coord_t *lead, uint64_t comm, int from, int to, int pace_ms) {
+  ah_key_t k = key_make(comm);
+  for (int i = from; i < to; i++) {
+    ah_segment_t s = seg_make((uint64_t)i);
+    ck_assert_int_eq(ah_coord_publish(lead, &k, &s), 0);
+    if (pace_ms) sleep_ms(pace_ms);
+  }
+}
+
+/* Four processes of one host: one relay, three through it; a leader on another host. Joins reach
+ * the hub per process (the verdict needs all four ranks), segments arrive in order once each, a
+ * publish from a channel is acknowledged and delivered, the directory works across channels, and a
+ * cut of the relay's connection mid-stream loses and repeats nothing. */
+START_TEST(test_relay_forwards) {
+  const uint64_t comm = 0x5e1a7;
+  ah_coord_t *c[4];
+  for (int i = 0; i < 4; i++) {
+    c[i] = client_on(&st, "hostA", &recs[i]);
+    ck_assert_ptr_nonnull(c[i]);
+  }
+  ck_assert_int_eq(ah_coord_client_relay_role(c[0]), 2);
+  for (int i = 1; i < 4; i++) ck_assert_int_eq(ah_coord_client_relay_role(c[i]), 1);
+  ah_coord_t *lead = client_on(&st, "hostB", NULL);
+  ck_assert_ptr_nonnull(lead);
+  ck_assert_int_eq(ah_coord_client_relay_role(lead), 2); /* alone on its host: its own relay */
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(ah_coord_join_rank(c[i], comm, 4, i, NULL), 0);
+  ck_assert_int_eq(ah_coord_join(lead, comm, 4), 0);
+  for (int t = 0; t < 200 && ah_coord_verdict(c[3], comm) == AH_COORD_VERDICT_NONE; t++) sleep_ms(10);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(ah_coord_verdict(c[i], comm), AH_COORD_VERDICT_COMPLETE);
+  ck_assert_int_eq(ah_coord_hub_clients(hub), 5); /* five authenticated processes, two sockets */
+
+  publish_range(lead, comm, 0, 100, 0);
+  for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 100, 5000), "client %d got %d", i, rec_count(&recs[i]));
+  for (int i = 0; i < 4; i++) ck_assert(rec_exactly(&recs[i], 100));
+
+  /* A publish from a channel: stored once, acknowledged through the relay, delivered to all. */
+  ah_key_t k = key_make(comm);
+  ah_segment_t s = seg_make(100);
+  ck_assert_int_eq(ah_coord_publish(c[2], &k, &s), 0);
+  for (int i = 0; i < 4; i++) ck_assert(rec_wait(&recs[i], 101, 5000));
+  for (int t = 0; t < 200 && ah_coord_client_unacked(c[2]) > 0; t++) sleep_ms(10);
+  ck_assert_uint_eq(ah_coord_client_unacked(c[2]), 0);
+
+  /* The directory between two channels. */
+  uint8_t key[AH_COORD_DIR_KEY] = "relay-directory-key";
+  uint32_t v = 0xfeedbeef, back = 0;
+  ck_assert_int_eq(ah_coord_dir_put(c[1], key, &v, sizeof v), 0);
+  ck_assert_int_eq(ah_coord_dir_get(c[3], key, &back, sizeof back, 5.0), 4);
+  ck_assert_uint_eq(back, v);
+
+  /* The relay's own connection cut mid-stream: its channels close, everyone reconnects (through a
+   * relay again) and gets the rest exactly once. */
+  publish_range(lead, comm, 101, 150, 1);
+  ah_coord_client_cut(c[0]);
+  publish_range(lead, comm, 150, 250, 1);
+  for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 250, 10000), "client %d got %d", i, rec_count(&recs[i]));
+  sleep_ms(300); /* a duplicate would arrive by now */
+  for (int i = 0; i < 4; i++) ck_assert_msg(rec_exactly(&recs[i], 250), "client %d: %d segments", i, rec_count(&recs[i]));
+  for (int i = 0; i < 4; i++) ck_assert_int_ge(ah_coord_client_connects(c[i]), 2);
+  int relays = 0;
+  for (int i = 0; i < 4; i++) relays += ah_coord_client_relay_role(c[i]) == 2;
+  ck_assert_int_eq(relays, 1);
+
+  /* With the relay off a client connects directly even where a relay serves its host. */
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  snprintf(o.host, sizeof o.host, "hostA");
+  ah_coord_t *direct = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
+  ck_assert_ptr_nonnull(direct);
+  ck_assert_int_eq(ah_coord_client_relay_role(direct), 0);
+  ah_coord_client_close(direct);
+  ah_coord_client_close(lead);
+  for (int i = 3; i >= 0; i--) ah_coord_client_close(c[i]);
+}
+END_TEST
+
+/* The relay is another process, killed with SIGKILL while the leader publishes: its three local
+ * processes fall back (one becomes the relay) and each delivers every segment once, in order. */
+START_TEST(test_relay_killed_midstream) {
+  const uint64_t comm = 0xdead5e1a;
+  int p[2];
+  ck_assert_int_eq(pipe(p), 0);
+  ck_assert(threads_idle_wait(5000)); /* no thread inside malloc at the fork */
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    close(p[0]);
+    ah_coord_t *c = client_on(&st, "hostK", NULL);
+    char role = c ? (char)('0' + ah_coord_client_relay_role(c)) : 'x';
+    if (write(p[1], &role, 1) != 1) _exit(2);
+    for (;;) pause();
+  }
+  close(p[1]);
+  char role = 0;
+  ck_assert_int_eq(read(p[0], &role, 1), 1);
+  close(p[0]);
+  ck_assert_int_eq(role, '2'); /* the child holds hostK's relay */
+  ah_coord_t *c[3];
+  for (int i = 0; i < 3; i++) {
+    c[i] = client_on(&st, "hostK", &recs[i]);
+    ck_assert_ptr_nonnull(c[i]);
+    ck_assert_int_eq(ah_coord_client_relay_role(c[i]), 1);
+    ck_assert_int_eq(ah_coord_join_rank(c[i], comm, 3, i, NULL), 0);
+  }
+  ah_coord_t *lead = client_on(&st, "hostL", NULL);
+  ck_assert_ptr_nonnull(lead);
+  ck_assert_int_eq(ah_coord_join(lead, comm, 3), 0);
+  for (int t = 0; t < 200 && ah_coord_verdict(c[2], comm) == AH_COORD_VERDICT_NONE; t++) sleep_ms(10);
+  ck_assert_int_eq(ah_coord_verdict(c[2], comm), AH_COORD_VERDICT_COMPLETE);
+  publish_range(lead, comm, 0, 100, 1);
+  kill(pid, SIGKILL);
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  publish_range(lead, comm, 100, 300, 1);
+  for (int i = 0; i < 3; i++) ck_assert_msg(rec_wait(&recs[i], 300, 10000), "client %d got %d", i, rec_count(&recs[i]));
+  sleep_ms(300);
+  int relays = 0, through = 0;
+  for (int i = 0; i < 3; i++) {
+    ck_assert_msg(rec_exactly(&recs[i], 300), "client %d: %d segments", i, rec_count(&recs[i]));
+    ck_assert_int_ge(ah_coord_client_connects(c[i]), 2);
+    relays += ah_coord_client_relay_role(c[i]) == 2;
+    through += ah_coord_client_relay_role(c[i]) == 1;
+  }
+  ck_assert_msg(relays == 1, "%d relays: %s", relays, log_text()); /* a new relay was elected and carries the other two */
+  ck_assert_msg(through == 2, "%d through the relay: %s", through, log_text());
+  ah_coord_client_close(lead);
+  for (int i = 2; i >= 0; i--) ah_coord_client_close(c[i]);
+}
+END_TEST
+
+/* A connection to the relay's endpoint, by hand. Returns the fd or -1. */
+static int raw_local(ah_coord_t *relay) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  if (ah_coord_client_relay_endpoint(relay, &ss, &sl) != 0) return -1;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&ss, sl) != 0) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
+/* Whether the peer closes fd within ms (reading and dropping what comes first; fd made blocking). */
+static int closed_within(int fd, int ms) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* reads wait, up to the timeout */
+  struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  uint8_t b[1024];
+  ssize_t r;
+  while ((r = read(fd, b, sizeof b)) > 0) {
+  }
+  return r == 0;
+}
+
+/* A local peer that does not know the secret gets the hub's HELLO through the relay and is refused
+ * at AUTH by the hub; one that sends garbage is refused by the relay; a client of another job (other
+ * secret) on the same host and hub address does not find this job's relay. The host's legitimate
+ * processes keep being served. */
+START_TEST(test_relay_refuses_local_without_secret) {
+  const uint64_t comm = 0xa0717e1a;
+  ah_coord_t *relay = client_on(&st, "hostA", &recs[0]);
+  ah_coord_t *peer = client_on(&st, "hostA", &recs[1]);
+  ah_coord_t *lead = client_on(&st, "hostB", NULL);
+  ck_assert(relay && peer && lead);
+  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
+  ck_assert_int_eq(ah_coord_join(relay, comm, 2), 0);
+  ck_assert_int_eq(ah_coord_join(peer, comm, 2), 0);
+  ck_assert_int_eq(ah_coord_join(lead, comm, 2), 0);
+  sleep_ms(200);
+
+  /* Wrong secret: HELLO comes (from the hub, through the relay), AUTH fails, the channel closes. */
+  int fd = raw_local(relay);
+  ck_assert_int_ge(fd, 0);
+  char err[AH_NET_ERR_LEN];
+  uint8_t hello[AH_COORD_HDR_BYTES + AH_COORD_NONCE_BYTES];
+  uint64_t dl = ah_coord_now_ns() + 3000000000ull;
+  ck_assert_int_eq(ah_coord_net_read_full(err, fd, hello, sizeof hello, dl), AH_NET_OK);
+  ah_coord_hdr_t h;
+  ck_assert_int_eq(ah_coord_hdr_decode(hello, &h, err, sizeof err), 0);
+  ck_assert_int_eq(h.type, AH_MSG_HELLO);
+  uint8_t auth[AH_COORD_HDR_BYTES + 72];
+  memset(auth, 0x3c, sizeof auth); /* nonce_c */
+  ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
+  uint8_t wrong[16];
+  memset(wrong, 0x5a, sizeof wrong);
+  ck_assert_int_eq(ah_coord_mac(wrong, "autoha-client", hello + AH_COORD_HDR_BYTES, auth + AH_COORD_HDR_BYTES, 7,
+                                auth + AH_COORD_HDR_BYTES + 40), 0);
+  ah_coord_put_u64(auth + AH_COORD_HDR_BYTES + 32, 7);
+  ck_assert_int_eq(ah_coord_net_write_full(err, fd, auth, sizeof auth, dl), AH_NET_OK);
+  ck_assert(closed_within(fd, 3000));
+  close(fd);
+  ck_assert(log_wait("channel", 2000));
+  ck_assert_msg(strstr(log_text(), "authentication failed (wrong job secret)"), "%s", log_text());
+
+  /* Garbage (another protocol version) to the relay: refused there, by name. */
+  fd = raw_local(relay);
+  ck_assert_int_ge(fd, 0);
+  uint8_t junk[AH_COORD_HDR_BYTES] = {0, 0, 0, 0, 4, AH_MSG_PING, 0, 0};
+  ck_assert_int_eq(ah_coord_net_write_full(err, fd, junk, sizeof junk, dl), AH_NET_OK);
+  ck_assert(closed_within(fd, 3000));
+  close(fd);
+  ck_assert(log_wait("host relay to hub", 2000));
+  ck_assert_msg(strstr(log_text(), "refused a local process: wrong protocol version 4"), "%s", log_text());
+
+  /* Another job's secret, same host and hub address: it does not collide with this relay (it
+   * elects itself on its own endpoint) and the hub refuses it. */
+  ah_coord_stamp_t other = st;
+  other.secret[0] ^= 0xff;
+  ah_coord_t *intruder = client_on(&other, "hostA", NULL);
+  ck_assert_ptr_null(intruder);
+
+  /* The host's processes are still served through the relay. */
+  ah_key_t k = key_make(comm);
+  ah_segment_t s = seg_make(0);
+  ck_assert_int_eq(ah_coord_publish(lead, &k, &s), 0);
+  ck_assert(rec_wait(&recs[0], 1, 5000));
+  ck_assert(rec_wait(&recs[1], 1, 5000));
+  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
+  ck_assert_int_eq(ah_coord_client_connects(peer), 1);
+  ah_coord_client_close(lead);
+  ah_coord_client_close(peer);
+  ah_coord_client_close(relay);
+}
+END_TEST
+
+
+/* Reads one frame from fd within 3 s into f (header included). Returns its type, or -1. */
+static int frame_read(int fd, uint8_t *f) {
+  char err[AH_NET_ERR_LEN];
+  uint64_t dl = ah_coord_now_ns() + 3000000000ull;
+  ah_coord_hdr_t h;
+  if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK ||
+      ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
+      (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) != AH_NET_OK))
+    return -1;
+  return h.type;
+}
+
+/* Sends a relay message about channel chan, with an inner frame of n bytes for RELAY_DATA. */
+static int relay_send(int fd, uint8_t type, uint32_t chan, const uint8_t *inner, size_t n) {
+  char err[AH_NET_ERR_LEN];
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  ah_coord_hdr_encode(type, (uint32_t)(AH_COORD_RELAY_FIXED + n), f);
+  ah_coord_put_u32(f + AH_COORD_HDR_BYTES, chan);
+  if (n) memcpy(f + AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED, inner, n);
+  return ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED + n,
+                                 ah_coord_now_ns() + 2000000000ull) == AH_NET_OK ? 0 : -1;
+}
+
+/* The hub's side of the channels, driven by hand from an authenticated connection: a channel is
+ * greeted with HELLO; a channel frame whose header fails, or that is itself a relay message, drops
+ * that channel (RELAY_CLOSE back, one line naming it) and keeps the relay; a frame for an unknown
+ * channel is ignored; an unauthenticated relay cannot open channels; a channel opened twice drops
+ * the relay's connection. */
+START_TEST(test_hub_refuses_bad_channel_frames) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  int fd = raw_authed_connect(&st, 0x7e1a);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_OPEN, 1, NULL, 0), 0);
+  ck_assert_int_eq(frame_read(fd, f), AH_MSG_RELAY_DATA);
+  ck_assert_uint_eq(ah_coord_get_u32(f + AH_COORD_HDR_BYTES), 1);
+  ck_assert_int_eq(f[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED + 5], AH_MSG_HELLO);
+  uint8_t bad[AH_COORD_HDR_BYTES] = {0, 0, 0, 0, 4, AH_MSG_PING, 0, 0};
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_DATA, 1, bad, sizeof bad), 0);
+  ck_assert_int_eq(frame_read(fd, f), AH_MSG_RELAY_CLOSE);
+  ck_assert_uint_eq(ah_coord_get_u32(f + AH_COORD_HDR_BYTES), 1);
+  ck_assert(log_wait("channel 1: wrong protocol version 4", 2000));
+
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_OPEN, 2, NULL, 0), 0);
+  ck_assert_int_eq(frame_read(fd, f), AH_MSG_RELAY_DATA); /* its HELLO */
+  uint8_t nested[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED];
+  ah_coord_hdr_encode(AH_MSG_RELAY_CLOSE, AH_COORD_RELAY_FIXED, nested);
+  ah_coord_put_u32(nested + AH_COORD_HDR_BYTES, 9);
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_DATA, 2, nested, sizeof nested), 0);
+  ck_assert_int_eq(frame_read(fd, f), AH_MSG_RELAY_CLOSE);
+  ck_assert(log_wait("inside a relay's channel", 2000));
+
+  uint8_t ping[AH_COORD_HDR_BYTES];
+  ah_coord_hdr_encode(AH_MSG_PING, 0, ping);
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_DATA, 77, ping, sizeof ping), 0); /* unknown: ignored */
+  ck_assert(raw_ping(fd)); /* the relay's own connection is kept */
+
+  int un = raw_connect(&st); /* not authenticated: RELAY_OPEN is refused with the connection */
+  ck_assert_int_ge(un, 0);
+  ck_assert_int_eq(frame_read(un, f), AH_MSG_HELLO);
+  ck_assert_int_eq(relay_send(un, AH_MSG_RELAY_OPEN, 1, NULL, 0), 0);
+  ck_assert(closed_within(un, 3000));
+  close(un);
+
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_OPEN, 3, NULL, 0), 0);
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_OPEN, 3, NULL, 0), 0);
+  ck_assert(closed_within(fd, 3000));
+  close(fd);
+  ck_assert(log_wait("channel 3 opened twice", 2000));
+  ck_assert(legit_roundtrip(&st, 0x7e1a7e1a)); /* and everyone else is served */
+}
+END_TEST
+
+int main(void) {
+  ah_log_set_level(AH_LOG_INFO);
+  Suite *s = suite_create("coord_relay");
+  TCase *tc = tcase_create("relay");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_relay_forwards);
+  tcase_add_test(tc, test_relay_killed_midstream);
+  tcase_add_test(tc, test_relay_refuses_local_without_secret);
+  tcase_add_test(tc, test_hub_refuses_bad_channel_frames);
+  suite_add_tcase(s, tc);
+  return ah_check_run(s);
+}
