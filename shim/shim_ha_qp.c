@@ -36,7 +36,8 @@ int ah_shim_ha_on(void) {
   return v;
 }
 
-int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
+/* The context's table alone (ha_table_set keeps the QP map beside it). */
+static int table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   uint32_t i = slot_of(qpn);
   int free_at = -1;
   for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
@@ -55,6 +56,18 @@ int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   }
   atomic_store_explicit(&hc->val[free_at], m, memory_order_release);
   atomic_store_explicit(&hc->key[free_at], qpn, memory_order_release);
+  return 0;
+}
+
+/* ha_table_set: a primary's entry (qpn its own) is also kept in the QP map the post wrappers look
+ * in first; a full map only costs them the context's table. */
+int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
+  if (!m) {
+    ha_qp_t *old = table_find(hc, qpn);
+    if (old && old->qpn == qpn && old->qp) ha_qpmap_set(old->qp, NULL);
+  }
+  if (table_set(hc, qpn, m) != 0) return -1;
+  if (m && m->qpn == qpn && m->qp) ha_qpmap_set(m->qp, m);
   return 0;
 }
 

@@ -5,7 +5,8 @@
 # layer's) posts 64-byte write_imm and send WRs one per call under LD_PRELOAD=libautoha.so and
 # AUTOHA_HA=port; the server side runs plain. From callgrind's inclusive counts:
 #   post   (ha_post_send - the provider's post_send it calls) / WRs posted
-#   poll   (ha_poll_cq - the provider's poll_cq it calls) / WRs posted   (empty polls included)
+#   poll   (ha_poll_cq_K - the provider's poll_cq it calls) / WRs posted   (empty polls included;
+#          ha_poll_cq_K is context slot K's poll wrapper, summed over K)
 # and the figure is their sum. No hub is reached, so shadows stay unbuilt: the data path is the
 # peace-time one (log, post, retire).
 #   run_ha_cost.sh NCCLSIM_IBBW_DL LIBAUTOHA SIMLIB_DIR [ITERS]   (default 20000 iterations)
@@ -28,17 +29,30 @@ src=$?
 [ $rc -eq 0 ] && [ $src -eq 0 ] || { cat "$dir/client.log" "$dir/server.log"; echo "ha_cost: the ibbw run failed ($rc, $src)"; echo "ha_cost: FAILED"; exit 1; }
 tree=$(callgrind_annotate --tree=calling --inclusive=yes "$dir/cg.out" 2>/dev/null)
 # "<incl> (<pct>)  *  <file>:<fn> [...]" is a function; the "  >  " lines under it are its callees
-num() { tr -d ','; }
-fn_incl() { grep -E "^ *[0-9,]+ .*\*  .*:$1 \[" <<<"$tree" | head -1 | awk '{print $1}' | num; }
-callee() { # caller callee-pattern: inclusive count and calls of the callee under the caller
-  awk -v f="$1" -v c="$2" '$0 ~ "\\*  .*:" f " \\[" {in_=1; next} /\*  / {in_=0} in_ && $0 ~ ">   .*:" c " \\(" {print; exit}' <<<"$tree"
+# A function's cost is what its callers see (the "  >  " lines naming it under other functions: a
+# function callgrind splits by source file calls its own parts), and the poll wrapper is one
+# function per context slot (ha_poll_cq_0, _1, ...): every matching name is summed.
+fn_incl() { # function-pattern: the inclusive count its callers see, summed
+  awk -v f="^($1)\$" '
+    function name(l) { sub(/ \(([0-9,]+)x\).*$/, "", l); sub(/ \[.*$/, "", l); sub(/.*:/, "", l); return l }
+    /\*  / {caller = name($0); next}
+    />   / && name($0) ~ f && caller !~ f {x = $1; gsub(",", "", x); s += x; got = 1}
+    END {if (got) print s}' <<<"$tree"
 }
-post=$(fn_incl ha_post_send) poll=$(fn_incl ha_poll_cq)
-pline=$(callee ha_post_send 'vb_post_send') qline=$(callee ha_poll_cq 'vb_poll_cq')
+callee() { # caller-pattern callee-pattern: "inclusive calls" of the callee under the callers, summed
+  awk -v f="^($1)\$" -v c="^($2)\$" '
+    function name(l) { sub(/ \(([0-9,]+)x\).*$/, "", l); sub(/ \[.*$/, "", l); sub(/.*:/, "", l); return l }
+    /\*  / {in_ = name($0) ~ f; next}
+    in_ && />   / && name($0) ~ c {x = $1; gsub(",", "", x); s += x; match($0, /\(([0-9,]+)x\)/);
+      n = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", n); k += n; got = 1}
+    END {if (got) print s, k}' <<<"$tree"
+}
+post=$(fn_incl ha_post_send) poll=$(fn_incl 'ha_poll_cq_[0-9]+')
+pline=$(callee ha_post_send 'vb_post_send') qline=$(callee 'ha_poll_cq_[0-9]+' 'vb_poll_cq')
 [ -n "$post" ] && [ -n "$poll" ] && [ -n "$pline" ] && [ -n "$qline" ] ||
   { echo "ha_cost: the HA wrappers or the provider's calls are missing from the profile (not hooked?)"; echo "ha_cost: FAILED"; exit 1; }
-ppost=$(awk '{print $1}' <<<"$pline" | num) wrs=$(grep -oE '\(([0-9,]+)x\)' <<<"$pline" | tr -d '(),x')
-ppoll=$(awk '{print $1}' <<<"$qline" | num) polls=$(grep -oE '\(([0-9,]+)x\)' <<<"$qline" | tr -d '(),x')
+read -r ppost wrs <<<"$pline"
+read -r ppoll polls <<<"$qline"
 read -r per_post per_poll total < <(awk -v a="$post" -v b="$ppost" -v c="$poll" -v d="$ppoll" -v n="$wrs" \
   'BEGIN {p = (a - b) / n; q = (c - d) / n; printf "%.1f %.1f %.1f\n", p, q, p + q}')
 echo "ha_cost: $wrs WRs posted one per call, $polls polls: post adds $per_post instructions per WR, poll adds $per_poll per WR (empty polls included)"

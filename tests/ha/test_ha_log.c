@@ -46,7 +46,7 @@ START_TEST(send_log_retire_and_unpush) {
   ck_assert_ptr_null(ah_ha_slog_at(&l, 3));
   /* the signalled WR 1 completed: 0 and 1 are retired, 2 stays */
   ck_assert_uint_eq(ah_ha_slog_retire(&l, 1), 2);
-  ck_assert_uint_eq(l.cons_tail, 1);
+  ck_assert_uint_eq(ah_ha_slog_cons_tail(&l), 1);
   ck_assert_ptr_null(ah_ha_slog_at(&l, 0));
   ck_assert_ptr_nonnull(ah_ha_slog_at(&l, 2));
   ck_assert_uint_eq(ah_ha_slog_retire(&l, 1), 0); /* already retired */
