@@ -53,10 +53,10 @@ int ha_qpmap_set(struct ibv_qp *qp, ha_qp_t *m) {
 
 ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i) {
   for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
-    uint32_t k = atomic_load_explicit(&hc->key[i], memory_order_acquire);
+    uint32_t k = atomic_load_explicit(&hc->slot[i].key, memory_order_acquire);
     if (k == 0) return NULL;
     if (k == qpn) {
-      ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
+      ha_qp_t *m = atomic_load_explicit(&hc->slot[i].val, memory_order_acquire);
       if (m) return m;
     }
   }
@@ -125,6 +125,7 @@ _Static_assert(sizeof(struct ibv_sge) == 16 && offsetof(struct ibv_sge, length) 
                    offsetof(ah_ha_rwr_t, length) == offsetof(ah_ha_rwr_t, addr) + 8 &&
                    offsetof(ah_ha_rwr_t, lkey) == offsetof(ah_ha_rwr_t, addr) + 12,
                "an SGE: one 16-byte group in all three");
+_Static_assert(IBV_WC_SUCCESS == 0 && HA_PEACE == 0, "poll_took tests both with one or");
 _Static_assert(sizeof(ah_ha_swr_t) == 64 && sizeof(ah_ha_rwr_t) == 32, "entries are found with a shift");
 
 #define COPY16(dst, dfield, src, sfield) \
@@ -338,6 +339,17 @@ static __attribute__((noinline)) int post_recv_other(struct ibv_qp *qp, struct i
   return log_and_post_recv(hc, m, qp, wr, bad, 1);
 }
 
+/* The provider refused the single WR the fast path logged: forgets it. Returns rc. */
+static __attribute__((noinline)) int send_refused(ha_qp_t *m, int rc) {
+  ah_ha_slog_unpush(&m->slog, m->slog.head - 1);
+  return rc;
+}
+
+static __attribute__((noinline)) int recv_refused(ha_qp_t *m, int rc) {
+  ah_ha_rlog_unpush(&m->rlog, m->rlog.head - 1);
+  return rc;
+}
+
 /* NCCL's post (net_ib posts one WR per call but for multi-receive chains): peace time, the QP found
  * in the map, the WR in the log, the provider's post. A single WR the provider refused is the one
  * just logged. */
@@ -348,8 +360,8 @@ static int ha_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
                        0))
     return post_send_other(qp, wr, bad);
   int rc = m->hc->post_send(qp, wr, bad);
-  if (__builtin_expect(rc != 0, 0)) ah_ha_slog_unpush(&m->slog, m->slog.head - 1);
-  return rc;
+  if (__builtin_expect(rc != 0, 0)) return send_refused(m, rc);
+  return 0;
 }
 
 static int ha_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
@@ -359,8 +371,8 @@ static int ha_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_re
                        0))
     return post_recv_other(qp, wr, bad);
   int rc = m->hc->post_recv(qp, wr, bad);
-  if (__builtin_expect(rc != 0, 0)) ah_ha_rlog_unpush(&m->rlog, m->rlog.head - 1);
-  return rc;
+  if (__builtin_expect(rc != 0, 0)) return recv_refused(m, rc);
+  return 0;
 }
 
 /* ---- completions ------------------------------------------------------------------------------ */
@@ -497,6 +509,12 @@ static __attribute__((noinline)) int poll_unusual(ha_ctx_t *hc, uint32_t w, stru
   return r;
 }
 
+/* The end of a fast poll that took completions: the poll count falls. Returns out. */
+static inline int poll_done(ha_ctx_t *hc, int out) {
+  atomic_fetch_sub_explicit(&hc->pollw, 1, memory_order_release);
+  return out;
+}
+
 /* Completions were queued after the fast poll began (a replay queues the ones the peer confirmed
  * before it posts on the shadow, whose completions can be in this poll): the out completions it
  * translated in wc go behind them and NCCL gets the queue's front, at most out of them (the rest on
@@ -508,9 +526,11 @@ static __attribute__((noinline)) int poll_requeue(ha_ctx_t *hc, struct ibv_wc *w
     ha_qp_t *m = table_find(hc, wc[i].qp_num);
     if (m) cq = wc[i].opcode & IBV_WC_RECV ? m->recv_cq : m->send_cq;
   }
-  if (!cq) return out;
-  for (int i = 0; i < out; i++) ha_synth_push(hc, cq, &wc[i]);
-  return synth_take(hc, cq, wc, out);
+  if (cq) {
+    for (int i = 0; i < out; i++) ha_synth_push(hc, cq, &wc[i]);
+    out = synth_take(hc, cq, wc, out);
+  }
+  return poll_done(hc, out);
 }
 
 /* poll_took from the i-th completion on, which is not in the common case. */
@@ -518,13 +538,14 @@ static __attribute__((noinline)) int poll_took_rest(ha_ctx_t *hc, struct ibv_wc 
   int out = i + wc_filter(hc, wc + i, r - i);
   if (__builtin_expect(atomic_load_explicit(&hc->pollw, memory_order_acquire) & HA_POLL_SYNTH, 0))
     return poll_requeue(hc, wc, out);
-  return out;
+  return poll_done(hc, out);
 }
 
-/* The fast poll's provider returned r > 0 completions in wc: translates them. Returns how many NCCL
- * gets. The common case, for each: a success on the QP NCCL's work is on (the primary in peace, the
- * shadow after a failover) whose log holds its entry — the table look-up of its QP number, one
- * state load and a counter bump (the retire); anything else goes to wc_filter from there on. */
+/* The fast poll's provider returned r > 0 completions in wc: translates them and lowers the poll
+ * count (poll_done). Returns how many NCCL gets. The common case, for each: a success on a primary
+ * in peace whose log holds its entry — the table look-up of its QP number, one state load and a
+ * counter bump (the retire); anything else (a shadow's, an error, a QP failing over) goes to
+ * wc_filter from there on. */
 static __attribute__((noinline)) int poll_took(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
   for (int i = 0; i < r; i++) {
     struct ibv_wc *c = &wc[i];
@@ -532,9 +553,7 @@ static __attribute__((noinline)) int poll_took(ha_ctx_t *hc, struct ibv_wc *wc, 
     ha_qp_t *m = table_find(hc, qpn);
     if (!m) continue; /* not managed: NCCL's as it is */
     const int st = atomic_load_explicit(&m->state, memory_order_acquire);
-    if (__builtin_expect(c->status != IBV_WC_SUCCESS || qpn != (st == HA_SHADOW ? m->sh_qpn : m->qpn) ||
-                             (st != HA_PEACE && st != HA_SHADOW),
-                         0))
+    if (__builtin_expect(((int)c->status | st) != 0 /* IBV_WC_SUCCESS, HA_PEACE */ || qpn != m->qpn, 0))
       return poll_took_rest(hc, wc, r, i);
     if (c->opcode & IBV_WC_RECV) {
       ah_ha_rlog_t *l = &m->rlog;
@@ -550,26 +569,30 @@ static __attribute__((noinline)) int poll_took(ha_ctx_t *hc, struct ibv_wc *wc, 
   }
   if (__builtin_expect(atomic_load_explicit(&hc->pollw, memory_order_acquire) & HA_POLL_SYNTH, 0))
     return poll_requeue(hc, wc, r);
-  return r;
+  return poll_done(hc, r);
 }
 
-/* NCCL's poll of a CQ of hc. Peace time: one atomic add on the context's poll word (which also says
- * whether anything is unusual), the provider's poll, the translation of what it returned. */
-static inline __attribute__((always_inline)) int poll_ctx(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+/* NCCL's poll of a CQ of context slot k. Peace time: one atomic add on the context's poll word
+ * (which also says whether anything is unusual), the provider's poll, the translation of what it
+ * returned. */
+static inline __attribute__((always_inline)) int poll_ctx(int k, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  ha_ctx_t *hc = ha_ctxs[k];
   /* Dekker with ha_drain_poll, on one word: this add raises the count and reads the drain flag,
    * the drain's atomic or sets the flag and reads the count, so one of the two sees the other */
   uint32_t w = atomic_fetch_add(&hc->pollw, 1);
   if (__builtin_expect(w & (HA_POLL_DRAIN | HA_POLL_SYNTH), 0)) return poll_unusual(hc, w, cq, n, wc);
   int r = hc->poll_cq(cq, n, wc);
-  if (r > 0) r = poll_took(hc, wc, r);
-  atomic_fetch_sub_explicit(&hc->pollw, 1, memory_order_release);
-  return r;
+  /* the slot is read again rather than kept across the call (it never changes once set): one
+   * register less to save on every poll */
+  hc = __atomic_load_n(&ha_ctxs[k], __ATOMIC_RELAXED);
+  if (r > 0) return poll_took(hc, wc, r);
+  return poll_done(hc, r);
 }
 
 /* One poll wrapper per context slot: context k's ops.poll_cq is ha_poll_cq_k, so a poll finds its
  * context with one load instead of a look-up (NCCL polls a CQ through its own context's ops). */
 #define HA_POLL_K(k) \
-  static int ha_poll_cq_##k(struct ibv_cq *cq, int n, struct ibv_wc *wc) { return poll_ctx(ha_ctxs[k], cq, n, wc); }
+  static int ha_poll_cq_##k(struct ibv_cq *cq, int n, struct ibv_wc *wc) { return poll_ctx(k, cq, n, wc); }
 HA_POLL_K(0) HA_POLL_K(1) HA_POLL_K(2) HA_POLL_K(3) HA_POLL_K(4) HA_POLL_K(5) HA_POLL_K(6) HA_POLL_K(7)
 HA_POLL_K(8) HA_POLL_K(9) HA_POLL_K(10) HA_POLL_K(11) HA_POLL_K(12) HA_POLL_K(13) HA_POLL_K(14) HA_POLL_K(15)
 HA_POLL_K(16) HA_POLL_K(17) HA_POLL_K(18) HA_POLL_K(19) HA_POLL_K(20) HA_POLL_K(21) HA_POLL_K(22) HA_POLL_K(23)

@@ -92,8 +92,10 @@ struct ha_ctx {
   int (*post_recv)(struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **);
   int (*poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
   ah_shim_ha_verbs_t real;
-  _Atomic uint32_t key[HA_SLOTS];
-  _Atomic(ha_qp_t *) val[HA_SLOTS];
+  struct {
+    _Atomic uint32_t key;
+    _Atomic(ha_qp_t *) val;
+  } slot[HA_SLOTS]; /* the table of managed QP numbers (key and value side by side: one line) */
   /* The one word NCCL's poll reads (one atomic add that also returns it): the low bits count
    * NCCL's polls running without drain_mu, and two flags say "not the common case" — HA_POLL_DRAIN:
    * the background thread's drain poll (ha_drain_poll) is on, so every poll of this context runs
@@ -141,8 +143,8 @@ ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i);
  * data path calls it for every completion, so the first slot is tried inline. */
 static inline ha_qp_t *table_find(ha_ctx_t *hc, uint32_t qpn) {
   uint32_t i = slot_of(qpn);
-  if (__builtin_expect(atomic_load_explicit(&hc->key[i], memory_order_acquire) == qpn, 1)) {
-    ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
+  if (__builtin_expect(atomic_load_explicit(&hc->slot[i].key, memory_order_acquire) == qpn, 1)) {
+    ha_qp_t *m = atomic_load_explicit(&hc->slot[i].val, memory_order_acquire);
     if (__builtin_expect(m != NULL, 1)) return m;
   }
   return ha_table_probe(hc, qpn, i);

@@ -41,21 +41,21 @@ static int table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   uint32_t i = slot_of(qpn);
   int free_at = -1;
   for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
-    uint32_t k = atomic_load(&hc->key[i]);
+    uint32_t k = atomic_load(&hc->slot[i].key);
     if (k == qpn) {
-      atomic_store_explicit(&hc->val[i], m, memory_order_release);
+      atomic_store_explicit(&hc->slot[i].val, m, memory_order_release);
       return 0;
     }
     if (k == 0) break;
-    if (free_at < 0 && !atomic_load(&hc->val[i])) free_at = (int)i;
+    if (free_at < 0 && !atomic_load(&hc->slot[i].val)) free_at = (int)i;
   }
   if (!m) return 0;
   if (free_at < 0) {
-    if (atomic_load(&hc->key[i]) != 0) return -1;
+    if (atomic_load(&hc->slot[i].key) != 0) return -1;
     free_at = (int)i;
   }
-  atomic_store_explicit(&hc->val[free_at], m, memory_order_release);
-  atomic_store_explicit(&hc->key[free_at], qpn, memory_order_release);
+  atomic_store_explicit(&hc->slot[free_at].val, m, memory_order_release);
+  atomic_store_explicit(&hc->slot[free_at].key, qpn, memory_order_release);
   return 0;
 }
 
