@@ -20,6 +20,9 @@ ha_ctx_t *ha_ctxs[HA_MAX_CTX];
 _Atomic int ha_nctx;
 ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES];
 ha_qp_t ha_qp_none = {.state = HA_BROKEN};
+/* the report's counters: here, where the data path counts shadows becoming ready, so that this
+ * file needs nothing from the later ones (layers_no_file_cycles) */
+_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
 
 ha_qp_t *ha_qpmap_probe(const struct ibv_qp *qp) {
   ha_qpmap_t *e = qpmap_slot(qp);

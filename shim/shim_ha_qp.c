@@ -11,7 +11,6 @@
 
 ha_qp_t *ha_qps;
 static int thread_started;
-_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
 pthread_mutex_t ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
 ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
 int ha_nevents;
