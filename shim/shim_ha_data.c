@@ -18,53 +18,6 @@ pthread_cond_t ha_cv = PTHREAD_COND_INITIALIZER;
 pthread_cond_t ha_idle_cv = PTHREAD_COND_INITIALIZER;
 ha_ctx_t *ha_ctxs[HA_MAX_CTX];
 _Atomic int ha_nctx;
-ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES];
-ha_qp_t ha_qp_none = {.state = HA_BROKEN};
-/* the report's counters: here, where the data path counts shadows becoming ready, so that this
- * file needs nothing from the later ones (layers_no_file_cycles) */
-_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
-
-ha_qp_t *ha_qpmap_probe(const struct ibv_qp *qp) {
-  ha_qpmap_t *e = qpmap_slot(qp);
-  for (int n = 0; n <= HA_QPMAP_PROBES; n++, e++) {
-    struct ibv_qp *k = atomic_load_explicit(&e->qp, memory_order_acquire);
-    if (k == qp) return atomic_load_explicit(&e->m, memory_order_acquire);
-    if (!k) break;
-  }
-  return &ha_qp_none;
-}
-
-/* ha_qpmap_set: m NULL stores ha_qp_none. */
-int ha_qpmap_set(struct ibv_qp *qp, ha_qp_t *m) {
-  ha_qpmap_t *e = qpmap_slot(qp);
-  if (!m) m = &ha_qp_none;
-  for (int n = 0; n <= HA_QPMAP_PROBES; n++, e++) {
-    struct ibv_qp *k = atomic_load(&e->qp);
-    if (k == qp) {
-      atomic_store_explicit(&e->m, m, memory_order_release);
-      return 0;
-    }
-    if (!k) {
-      if (m == &ha_qp_none) return 0;
-      atomic_store_explicit(&e->m, m, memory_order_release);
-      atomic_store_explicit(&e->qp, qp, memory_order_release);
-      return 0;
-    }
-  }
-  return -1;
-}
-
-ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i) {
-  for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
-    uint32_t k = atomic_load_explicit(&hc->slot[i].key, memory_order_acquire);
-    if (k == 0) return NULL;
-    if (k == qpn) {
-      ha_qp_t *m = atomic_load_explicit(&hc->slot[i].val, memory_order_acquire);
-      if (m) return m;
-    }
-  }
-  return NULL;
-}
 
 /* ---- synthesized completions ---------------------------------------------------------------- */
 
@@ -107,6 +60,55 @@ static const char *status_name(enum ibv_wc_status st) {
   case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
   default: return "error";
   }
+}
+
+/* ---- the QP map (shim_ha_int.h) and the tables' probes ----------------------------------------- */
+
+ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES];
+ha_qp_t ha_qp_none = {.state = HA_BROKEN};
+static pthread_mutex_t qpmap_mu = PTHREAD_MUTEX_INITIALIZER; /* the map's writers */
+
+ha_qp_t *ha_qpmap_probe(const struct ibv_qp *qp) {
+  ha_qpmap_t *e = qpmap_slot(qp);
+  for (int n = 0; n <= HA_QPMAP_PROBES; n++, e++) {
+    struct ibv_qp *k = atomic_load_explicit(&e->qp, memory_order_acquire);
+    if (k == qp) return atomic_load_explicit(&e->m, memory_order_acquire);
+    if (!k) break;
+  }
+  return &ha_qp_none;
+}
+
+/* Maps qp to m, its managed QP (found through the context's table by a post the map did not take):
+ * qp's slot if it has one (a QP destroyed at this address left its own managed QP there, never in
+ * peace again), else the first empty one. Returns 0, or -1 when its slots are all taken (its posts
+ * keep taking the context's table). */
+static __attribute__((noinline)) int qpmap_set(struct ibv_qp *qp, ha_qp_t *m) {
+  int rc = -1;
+  pthread_mutex_lock(&qpmap_mu);
+  ha_qpmap_t *e = qpmap_slot(qp);
+  for (int n = 0; n <= HA_QPMAP_PROBES; n++, e++) {
+    struct ibv_qp *k = atomic_load(&e->qp);
+    if (k == qp || !k) {
+      atomic_store_explicit(&e->m, m, memory_order_release);
+      if (!k) atomic_store_explicit(&e->qp, qp, memory_order_release); /* m first: a key is never read alone */
+      rc = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&qpmap_mu);
+  return rc;
+}
+
+ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i) {
+  for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
+    uint32_t k = atomic_load_explicit(&hc->key[i], memory_order_acquire);
+    if (k == 0) return NULL;
+    if (k == qpn) {
+      ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
+      if (m) return m;
+    }
+  }
+  return NULL;
 }
 
 /* ---- posting ---------------------------------------------------------------------------------- */
@@ -317,8 +319,8 @@ static __attribute__((noinline)) int post_recv_slow(ha_ctx_t *hc, ha_qp_t *m, st
   return rc;
 }
 
-/* Every post the fast path does not take: a QP not in the map (or not managed), one not in peace,
- * a chain, a WR not in the common form. */
+/* Every post the fast path does not take: a QP not in the map yet (or not managed), one not in
+ * peace, a chain, a WR not in the common form. */
 static __attribute__((noinline)) int post_send_other(struct ibv_qp *qp, struct ibv_send_wr *wr,
                                                      struct ibv_send_wr **bad) {
   ha_ctx_t *hc = ctx_of(qp->context);
@@ -326,6 +328,7 @@ static __attribute__((noinline)) int post_send_other(struct ibv_qp *qp, struct i
   ha_qp_t *m = qp_lookup(hc, qp);
   if (!m) return hc->post_send(qp, wr, bad);
   if (atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE) return post_send_slow(hc, m, wr, bad);
+  if (qpmap_find(qp) != m) qpmap_set(qp, m); /* its first post: the next ones find it in the map */
   if (!slog_append_chain(&m->slog, wr)) return log_and_post_send(hc, m, qp, wr, bad, 1);
   int rc = hc->post_send(qp, wr, bad);
   if (rc != 0) send_unlog(&m->slog, wr, bad);
@@ -339,6 +342,7 @@ static __attribute__((noinline)) int post_recv_other(struct ibv_qp *qp, struct i
   ha_qp_t *m = qp_lookup(hc, qp);
   if (!m) return hc->post_recv(qp, wr, bad);
   if (atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE) return post_recv_slow(hc, m, wr, bad);
+  if (qpmap_find(qp) != m) qpmap_set(qp, m);
   return log_and_post_recv(hc, m, qp, wr, bad, 1);
 }
 
@@ -462,7 +466,7 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc) {
 
 /* Translates the r completions the provider returned in wc (retiring log entries, absorbing the HA
  * layer's own and a failing primary's) and packs the ones NCCL gets to the front. Returns how many. */
-static int wc_filter(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
+static inline __attribute__((always_inline)) int wc_filter(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
   int out = 0;
   for (int i = 0; i < r; i++) {
     struct ibv_wc *c = &wc[i];
@@ -472,7 +476,7 @@ static int wc_filter(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
       int st = atomic_load_explicit(&m->state, memory_order_acquire);
       if (c->status == IBV_WC_SUCCESS && c->qp_num == (st == HA_SHADOW ? m->sh_qpn : m->qpn) &&
           (st == HA_PEACE || st == HA_SHADOW)) {
-        retire(m, c);
+        retire(m, c); /* the common case */
         c->qp_num = m->qpn;
       } else {
         keep = wc_slow(m, c);
@@ -660,6 +664,7 @@ ha_ctx_t *ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real) {
   hc->post_send = ctx->ops.post_send;
   hc->post_recv = ctx->ops.post_recv;
   hc->poll_cq = ctx->ops.poll_cq;
+  hc->ha_poll_cq = ha_poll_cq[n];
   pthread_mutex_init(&hc->synth_mu, NULL);
   pthread_mutex_init(&hc->drain_mu, NULL);
   ha_ctxs[n] = hc;

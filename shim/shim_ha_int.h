@@ -91,11 +91,12 @@ struct ha_ctx {
   int (*post_send)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **);
   int (*post_recv)(struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **);
   int (*poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
+  /* the HA poll wrapper of this context (one per context slot, shim_ha_data.c): what a poll_cq
+   * chained in front of it calls next (ops.poll_cq is the wrapper unless something is) */
+  int (*ha_poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
   ah_shim_ha_verbs_t real;
-  struct {
-    _Atomic uint32_t key;
-    _Atomic(ha_qp_t *) val;
-  } slot[HA_SLOTS]; /* the table of managed QP numbers (key and value side by side: one line) */
+  _Atomic uint32_t key[HA_SLOTS];
+  _Atomic(ha_qp_t *) val[HA_SLOTS];
   /* The one word NCCL's poll reads (one atomic add that also returns it): the low bits count
    * NCCL's polls running without drain_mu, and two flags say "not the common case" — HA_POLL_DRAIN:
    * the background thread's drain poll (ha_drain_poll) is on, so every poll of this context runs
@@ -143,8 +144,8 @@ ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i);
  * data path calls it for every completion, so the first slot is tried inline. */
 static inline ha_qp_t *table_find(ha_ctx_t *hc, uint32_t qpn) {
   uint32_t i = slot_of(qpn);
-  if (__builtin_expect(atomic_load_explicit(&hc->slot[i].key, memory_order_acquire) == qpn, 1)) {
-    ha_qp_t *m = atomic_load_explicit(&hc->slot[i].val, memory_order_acquire);
+  if (__builtin_expect(atomic_load_explicit(&hc->key[i], memory_order_acquire) == qpn, 1)) {
+    ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
     if (__builtin_expect(m != NULL, 1)) return m;
   }
   return ha_table_probe(hc, qpn, i);
@@ -156,10 +157,11 @@ static inline ha_qp_t *table_find(ha_ctx_t *hc, uint32_t qpn) {
 /* Keyed by the ibv_qp pointer NCCL posts to (its qp_context is NCCL's, so the managed QP cannot be
  * hung on it): the post wrappers find their QP with a mask and, usually, one compare, without the
  * context. The slot is bits 4-16 of the address (the provider's QPs are separate heap blocks), then
- * up to HA_QPMAP_PROBES next ones. A key stays once set (a destroyed QP's value is ha_qp_none; a
- * new QP at the same address takes its slot back), so a key a reader matched is the QP it posts to
- * and readers need no lock. Written under ha_mu by ha_table_set; a QP that finds no slot is looked
- * up through its context's table instead. */
+ * up to HA_QPMAP_PROBES next ones. A QP's first post finds it through its context's table and puts
+ * it here (shim_ha_data.c); a key stays once set, so readers need no lock: a destroyed QP's entry
+ * keeps its managed QP, which is never in peace again (its posts take the slow path, and a new QP
+ * at the same address replaces it on its first post). A QP that finds no slot keeps taking its
+ * context's table. */
 #define HA_QPMAP 8192
 #define HA_QPMAP_PROBES 16
 typedef struct {
@@ -168,7 +170,7 @@ typedef struct {
 } ha_qpmap_t;
 extern ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES]; /* the probes run past the end, not around */
 /* What the map answers for a QP it does not hold: never in peace (HA_BROKEN), so the post wrappers
- * test one state for "not found", "destroyed" and "not in peace". On no list; never written. */
+ * test one state for "not in the map", "destroyed" and "not in peace". On no list; never written. */
 extern ha_qp_t ha_qp_none;
 
 static inline ha_qpmap_t *qpmap_slot(const struct ibv_qp *qp) {
@@ -185,9 +187,6 @@ static inline ha_qp_t *qpmap_find(const struct ibv_qp *qp) {
     return atomic_load_explicit(&e->m, memory_order_acquire);
   return ha_qpmap_probe(qp);
 }
-
-/* Maps qp to m (m NULL: the QP is gone). Call under ha_mu. Returns 0, or -1 when the map is full. */
-int ha_qpmap_set(struct ibv_qp *qp, ha_qp_t *m);
 
 /* The HA context of ctx, or NULL. The thread's last answer is tried first (a proxy thread works on
  * one context at a time); HA contexts are never freed, so a stale one is only a miss. */

@@ -11,6 +11,7 @@
 
 ha_qp_t *ha_qps;
 static int thread_started;
+_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
 pthread_mutex_t ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
 ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
 int ha_nevents;
@@ -35,38 +36,25 @@ int ah_shim_ha_on(void) {
   return v;
 }
 
-/* The context's table alone (ha_table_set keeps the QP map beside it). */
-static int table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
+int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   uint32_t i = slot_of(qpn);
   int free_at = -1;
   for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
-    uint32_t k = atomic_load(&hc->slot[i].key);
+    uint32_t k = atomic_load(&hc->key[i]);
     if (k == qpn) {
-      atomic_store_explicit(&hc->slot[i].val, m, memory_order_release);
+      atomic_store_explicit(&hc->val[i], m, memory_order_release);
       return 0;
     }
     if (k == 0) break;
-    if (free_at < 0 && !atomic_load(&hc->slot[i].val)) free_at = (int)i;
+    if (free_at < 0 && !atomic_load(&hc->val[i])) free_at = (int)i;
   }
   if (!m) return 0;
   if (free_at < 0) {
-    if (atomic_load(&hc->slot[i].key) != 0) return -1;
+    if (atomic_load(&hc->key[i]) != 0) return -1;
     free_at = (int)i;
   }
-  atomic_store_explicit(&hc->slot[free_at].val, m, memory_order_release);
-  atomic_store_explicit(&hc->slot[free_at].key, qpn, memory_order_release);
-  return 0;
-}
-
-/* ha_table_set: a primary's entry (qpn its own) is also kept in the QP map the post wrappers look
- * in first; a full map only costs them the context's table. */
-int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
-  if (!m) {
-    ha_qp_t *old = table_find(hc, qpn);
-    if (old && old->qpn == qpn && old->qp) ha_qpmap_set(old->qp, NULL);
-  }
-  if (table_set(hc, qpn, m) != 0) return -1;
-  if (m && m->qpn == qpn && m->qp) ha_qpmap_set(m->qp, m);
+  atomic_store_explicit(&hc->val[free_at], m, memory_order_release);
+  atomic_store_explicit(&hc->key[free_at], qpn, memory_order_release);
   return 0;
 }
 

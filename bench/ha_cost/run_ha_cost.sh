@@ -59,7 +59,7 @@ rc=$?
 wait $server
 src=$?
 [ $rc -eq 0 ] && [ $src -eq 0 ] || { cat "$dir/client.log" "$dir/server.log"; echo "ha_cost: the ibbw run failed ($rc, $src)"; echo "ha_cost: FAILED"; exit 1; }
-tree=$(callgrind_annotate --tree=calling --inclusive=yes "$dir/cg.out" 2>/dev/null)
+tree=$(callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$dir/cg.out" 2>/dev/null)
 # "<incl> (<pct>)  *  <file>:<fn> [...]" is a function; the "  >  " lines under it are its callees
 # A function's cost is what its callers see (the "  >  " lines naming it under other functions: a
 # function callgrind splits by source file calls its own parts), and the poll wrapper is one
@@ -80,7 +80,9 @@ callee() { # caller-pattern callee-pattern: "inclusive calls" of the callee unde
     END {if (got) print s, k}' <<<"$tree"
 }
 post=$(fn_incl ha_post_send) poll=$(fn_incl 'ha_poll_cq_[0-9]+')
-pline=$(callee ha_post_send 'vb_post_send') qline=$(callee 'ha_poll_cq_[0-9]+' 'vb_poll_cq')
+# the provider's calls from the wrappers and from their slow paths (a QP's first post takes one)
+pline=$(callee 'ha_post_send|post_send_other|post_send_slow|log_and_post_send' 'vb_post_send')
+qline=$(callee 'ha_poll_cq_[0-9]+|poll_unusual|poll_body' 'vb_poll_cq')
 [ -n "$post" ] && [ -n "$poll" ] && [ -n "$pline" ] && [ -n "$qline" ] ||
   { echo "ha_cost: the HA wrappers or the provider's calls are missing from the profile (not hooked?)"; echo "ha_cost: FAILED"; exit 1; }
 read -r ppost wrs <<<"$pline"
