@@ -83,9 +83,14 @@ ha_qp_t *ha_qpmap_probe(const struct ibv_qp *qp) {
  * peace again), else the first empty one. Returns 0, or -1 when its slots are all taken (its posts
  * keep taking the context's table). */
 static __attribute__((noinline)) int qpmap_set(struct ibv_qp *qp, ha_qp_t *m) {
-  int rc = -1;
-  pthread_mutex_lock(&qpmap_mu);
+  int rc = -1, room = 0;
   ha_qpmap_t *e = qpmap_slot(qp);
+  for (int n = 0; n <= HA_QPMAP_PROBES && !room; n++) { /* no lock for a QP the map cannot hold */
+    struct ibv_qp *k = atomic_load(&e[n].qp);
+    room = k == qp || !k;
+  }
+  if (!room) return -1;
+  pthread_mutex_lock(&qpmap_mu);
   for (int n = 0; n <= HA_QPMAP_PROBES; n++, e++) {
     struct ibv_qp *k = atomic_load(&e->qp);
     if (k == qp || !k) {
