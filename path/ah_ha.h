@@ -5,8 +5,11 @@
  * are synthesized) and which are replayed, in order, on the shadow.
  *
  * Pure logic, like the rest of path/: no verbs calls. The shim (shim/shim_ha_data.c) copies each work
- * request into these logs (one scatter/gather entry, as NCCL's net_ib posts) and tags the posted
- * wr_id with the entry's sequence number, so that every completion names its entry exactly. */
+ * request into these logs (one scatter/gather entry, as NCCL's net_ib posts) in posting order; RC
+ * completes signalled sends, and receives, in posting order, so a completion names its entry by its
+ * place. Key choice: an entry is 64 bytes laid out as the verbs work request is, so the shim fills
+ * it with a few wide copies, and the sequence numbers of the signalled entries are kept in a ring
+ * beside it, so that a completion retires with a counter bump instead of a search. */
 #ifndef AH_HA_H
 #define AH_HA_H
 
@@ -27,37 +30,45 @@ enum {
 
 #define AH_HA_SIGNALED 2u /* IBV_SEND_SIGNALED */
 
-/* One posted send work request, as replayed. */
+/* One posted send work request, as replayed: 64 bytes, one cache line. Note that the fields from
+ * num_sge to imm, from raddr to rkey and from addr to lkey mirror struct ibv_send_wr's and struct
+ * ibv_sge's layout (the shim checks it at compile time) so that the data path copies each group in
+ * one move; an inline payload lives in the log's side array (ah_ha_slog_inl), not here. */
 typedef struct {
   uint64_t wr_id;         /* the caller's */
+  int num_sge;            /* 0 or 1 replayable (the shim marks a QP posting more unprotected) */
   int opcode;             /* AH_HA_WR_* */
   unsigned send_flags;    /* IBV_SEND_* */
   uint32_t imm;           /* as posted (network order) */
   uint64_t raddr;
-  uint32_t rkey;
-  int num_sge;            /* 0 or 1 */
+  uint32_t rkey, rsv;     /* rsv: the verbs struct's reserved word, copied along */
   uint64_t addr;
   uint32_t length, lkey;
   uint64_t cons;          /* receive-consuming messages posted on this QP up to and including this one */
-  uint8_t inl[AH_HA_INLINE_MAX]; /* IBV_SEND_INLINE: the bytes, since the caller may reuse them */
 } ah_ha_swr_t;
 
-/* One posted receive. */
+/* One posted receive (32 bytes; addr..lkey mirror struct ibv_sge). */
 typedef struct {
   uint64_t wr_id;
-  int num_sge;
+  int num_sge;            /* 0 or 1 */
+  uint32_t rsv;
   uint64_t addr;
   uint32_t length, lkey;
 } ah_ha_rwr_t;
 
 /* A ring of send WRs: [tail, head) are posted and not known delivered; sequence numbers are
- * free-running from 0. */
+ * free-running from 0. The sequence numbers of the live signalled entries are in sig[] between
+ * sig_tail and nsig (free-running too, same capacity): the next send completion retires up to
+ * sig[sig_tail]. */
 typedef struct {
   ah_ha_swr_t *e;
+  uint64_t *sig;
+  uint8_t (*inl)[AH_HA_INLINE_MAX]; /* IBV_SEND_INLINE: the bytes of entry seq, since the caller may reuse them */
   uint32_t cap;
   uint64_t head, tail;
+  uint64_t lim;           /* tail + cap: the log is full when head reaches it */
+  uint64_t nsig, sig_tail;
   uint64_t cons;          /* consuming messages posted so far (the newest entry's cons) */
-  uint64_t cons_tail;     /* consuming messages among the retired entries [0, tail) */
   int sig_all;            /* the QP signals every WR (sq_sig_all) */
 } ah_ha_slog_t;
 
@@ -82,6 +93,10 @@ int ah_ha_rlog_init(ah_ha_rlog_t *l, uint32_t cap);
 void ah_ha_slog_free(ah_ha_slog_t *l);
 void ah_ha_rlog_free(ah_ha_rlog_t *l);
 
+/* The consuming messages among the retired entries [0, tail): the ones posted less the live ones'
+ * (computed, so that retiring stays a counter bump). */
+uint64_t ah_ha_slog_cons_tail(const ah_ha_slog_t *l);
+
 /* Free entries. */
 static inline uint32_t ah_ha_slog_room(const ah_ha_slog_t *l) { return l->cap - (uint32_t)(l->head - l->tail); }
 static inline uint32_t ah_ha_rlog_room(const ah_ha_rlog_t *l) { return l->cap - (uint32_t)(l->head - l->tail); }
@@ -100,11 +115,24 @@ uint32_t ah_ha_slog_retire(ah_ha_slog_t *l, uint64_t seq);
 static inline int ah_ha_swr_signaled(const ah_ha_slog_t *l, const ah_ha_swr_t *e) {
   return l->sig_all || (e->send_flags & AH_HA_SIGNALED);
 }
+/* The inline payload kept for entry seq (AH_HA_INLINE_MAX bytes). */
+static inline uint8_t *ah_ha_slog_inl(ah_ha_slog_t *l, uint64_t seq) { return l->inl[seq & (l->cap - 1)]; }
+/* ah_ha_slog_complete_next without the ring: searches the live entries (sig_all set after the
+ * entries were pushed). Returns as ah_ha_slog_complete_next does. */
+int64_t ah_ha_slog_complete_scan(ah_ha_slog_t *l);
 /* The next successful send completion of the QP arrived: RC completes signalled sends in posting
  * order, so it is the oldest live signalled entry; it and everything before it are retired.
  * Returns that entry's sequence number, or -1 when the log holds no signalled entry (the log and
- * the QP disagree; nothing is retired). */
-int64_t ah_ha_slog_complete_next(ah_ha_slog_t *l);
+ * the QP disagree; nothing is retired).
+ * Note that this is on the data path for every send completion: the ring of signalled entries
+ * names the entry, so retiring is a few loads and stores. */
+static inline int64_t ah_ha_slog_complete_next(ah_ha_slog_t *l) {
+  if (__builtin_expect(l->sig_tail == l->nsig, 0)) return ah_ha_slog_complete_scan(l);
+  uint64_t s = l->sig[l->sig_tail++ & (l->cap - 1)];
+  l->tail = s + 1;
+  l->lim = s + 1 + l->cap;
+  return (int64_t)s;
+}
 
 uint64_t ah_ha_rlog_push(ah_ha_rlog_t *l, const ah_ha_rwr_t *w);
 void ah_ha_rlog_unpush(ah_ha_rlog_t *l, uint64_t seq);
@@ -112,6 +140,14 @@ ah_ha_rwr_t *ah_ha_rlog_at(ah_ha_rlog_t *l, uint64_t seq);
 /* The receive `seq` completed successfully. Returns 0, or -1 when it is not the oldest one (RC
  * completes receives in order, so this means the log and the QP disagree). */
 int ah_ha_rlog_complete(ah_ha_rlog_t *l, uint64_t seq);
+/* The next successful receive completion of the QP arrived (RC completes receives in posting
+ * order: it is the oldest). Returns 0, or -1 when no receive is live (nothing is retired). */
+static inline int ah_ha_rlog_complete_next(ah_ha_rlog_t *l) {
+  if (__builtin_expect(l->tail == l->head, 0)) return -1;
+  l->tail++;
+  l->done++;
+  return 0;
+}
 
 /* The replay plan after the primary failed, the peer having taken `peer_done` receive-consuming
  * messages on it: *first_replay_p is the first sequence number to post again (entries before it

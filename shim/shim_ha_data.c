@@ -7,6 +7,7 @@
  * paths, so that the common case stays a few dozen instructions per work request (bench/ha_cost). */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ void ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc *wc) {
     hc->synth[n].cq = cq;
     hc->synth[n].wc = *wc;
     atomic_store_explicit(&hc->nsynth, n + 1, memory_order_release);
+    atomic_fetch_or(&hc->pollw, HA_POLL_SYNTH);
   } else {
     AH_LOG_CAPPED(1, AH_LOG_ERROR, "HA: more than %d completions waiting to be handed to NCCL; one is lost",
                   HA_SYNTH_MAX);
@@ -39,6 +41,7 @@ static int synth_take(ha_ctx_t *hc, struct ibv_cq *cq, struct ibv_wc *wc, int n)
     else hc->synth[keep++] = hc->synth[i];
   }
   atomic_store_explicit(&hc->nsynth, keep, memory_order_release);
+  if (!keep) atomic_fetch_and(&hc->pollw, ~HA_POLL_SYNTH);
   pthread_mutex_unlock(&hc->synth_mu);
   return got;
 }
@@ -54,21 +57,151 @@ static const char *status_name(enum ibv_wc_status st) {
   }
 }
 
+/* ---- the QP map (shim_ha_int.h) and the tables' probes ----------------------------------------- */
+
+ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES];
+ha_qp_t ha_qp_none = {.state = HA_BROKEN};
+static pthread_mutex_t qpmap_mu = PTHREAD_MUTEX_INITIALIZER; /* the map's writers */
+
+ha_qp_t *ha_qpmap_probe(const struct ibv_qp *qp) {
+  ha_qpmap_t *e = qpmap_slot(qp);
+  for (int n = 0; n <= HA_QPMAP_PROBES; n++, e++) {
+    struct ibv_qp *k = atomic_load_explicit(&e->qp, memory_order_acquire);
+    if (k == qp) return atomic_load_explicit(&e->m, memory_order_acquire);
+    if (!k) break;
+  }
+  return &ha_qp_none;
+}
+
+/* Maps qp to m, its managed QP (found through the context's table by a post the map did not take):
+ * qp's slot if it has one (a QP destroyed at this address left its own managed QP there, never in
+ * peace again), else the first empty one. Returns 0, or -1 when its slots are all taken (its posts
+ * keep taking the context's table). */
+static __attribute__((noinline)) int qpmap_set(struct ibv_qp *qp, ha_qp_t *m) {
+  int rc = -1, room = 0;
+  ha_qpmap_t *e = qpmap_slot(qp);
+  for (int n = 0; n <= HA_QPMAP_PROBES && !room; n++) { /* no lock for a QP the map cannot hold */
+    struct ibv_qp *k = atomic_load(&e[n].qp);
+    room = k == qp || !k;
+  }
+  if (!room) return -1;
+  pthread_mutex_lock(&qpmap_mu);
+  for (int n = 0; n <= HA_QPMAP_PROBES; n++, e++) {
+    struct ibv_qp *k = atomic_load(&e->qp);
+    if (k == qp || !k) {
+      atomic_store_explicit(&e->m, m, memory_order_release);
+      if (!k) atomic_store_explicit(&e->qp, qp, memory_order_release); /* m first: a key is never read alone */
+      rc = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&qpmap_mu);
+  return rc;
+}
+
+ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i) {
+  for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
+    uint32_t k = atomic_load_explicit(&hc->key[i], memory_order_acquire);
+    if (k == 0) return NULL;
+    if (k == qpn) {
+      ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
+      if (m) return m;
+    }
+  }
+  return NULL;
+}
+
 /* ---- posting ---------------------------------------------------------------------------------- */
+
+/* The verbs structs' layout the fast path copies in 16-byte moves (ah_ha.h's entries mirror it). */
+_Static_assert(sizeof(enum ibv_wr_opcode) == 4 && offsetof(struct ibv_send_wr, opcode) == offsetof(struct ibv_send_wr, num_sge) + 4 &&
+                   offsetof(struct ibv_send_wr, send_flags) == offsetof(struct ibv_send_wr, num_sge) + 8 &&
+                   offsetof(struct ibv_send_wr, imm_data) == offsetof(struct ibv_send_wr, num_sge) + 12 &&
+                   offsetof(ah_ha_swr_t, opcode) == offsetof(ah_ha_swr_t, num_sge) + 4 &&
+                   offsetof(ah_ha_swr_t, send_flags) == offsetof(ah_ha_swr_t, num_sge) + 8 &&
+                   offsetof(ah_ha_swr_t, imm) == offsetof(ah_ha_swr_t, num_sge) + 12,
+               "num_sge, opcode, send_flags, imm: one 16-byte group in both");
+_Static_assert(offsetof(struct ibv_send_wr, wr.rdma.rkey) == offsetof(struct ibv_send_wr, wr.rdma.remote_addr) + 8 &&
+                   sizeof(((struct ibv_send_wr *)0)->wr) >= 16 && offsetof(ah_ha_swr_t, rkey) == offsetof(ah_ha_swr_t, raddr) + 8,
+               "remote_addr, rkey: one 16-byte group in both");
+_Static_assert(sizeof(struct ibv_sge) == 16 && offsetof(struct ibv_sge, length) == 8 && offsetof(struct ibv_sge, lkey) == 12 &&
+                   offsetof(ah_ha_swr_t, length) == offsetof(ah_ha_swr_t, addr) + 8 &&
+                   offsetof(ah_ha_swr_t, lkey) == offsetof(ah_ha_swr_t, addr) + 12 &&
+                   offsetof(ah_ha_rwr_t, length) == offsetof(ah_ha_rwr_t, addr) + 8 &&
+                   offsetof(ah_ha_rwr_t, lkey) == offsetof(ah_ha_rwr_t, addr) + 12,
+               "an SGE: one 16-byte group in all three");
+_Static_assert(IBV_WC_SUCCESS == 0 && HA_PEACE == 0, "poll_took tests both with one or");
+_Static_assert(sizeof(ah_ha_swr_t) == 64 && sizeof(ah_ha_rwr_t) == 32, "entries are found with a shift");
+
+#define COPY16(dst, dfield, src, sfield) \
+  memcpy((char *)(dst) + offsetof(__typeof__(*(dst)), dfield), (const char *)(src) + offsetof(__typeof__(*(src)), sfield), 16)
+
+/* Appends the single WR w to the send log l if it has the common form: one SGE or none, an opcode
+ * up to RDMA_READ, no IBV_SEND_INLINE, and the log has room. Returns 1 when it logged it, 0 when it
+ * logged nothing (the caller takes the general path).
+ * Note that this is most of a post's cost: three 16-byte copies and the wr_id, the count of
+ * consuming messages, and for a signalled WR its number in the ring of signalled entries. */
+static inline __attribute__((always_inline)) int slog_append1(ah_ha_slog_t *l, const struct ibv_send_wr *w) {
+  const uint64_t h = l->head;
+  if (__builtin_expect(h >= l->lim, 0)) return 0;
+  /* copied first and checked in place (few live registers: the caller's three stay put); the
+   * entry is not the log's until head moves */
+  ah_ha_swr_t *e = &l->e[h & (l->cap - 1)];
+  e->wr_id = w->wr_id;
+  COPY16(e, num_sge, w, num_sge);
+  COPY16(e, raddr, w, wr.rdma);
+  if (__builtin_expect((unsigned)e->num_sge > 1 || (unsigned)e->opcode > IBV_WR_RDMA_READ ||
+                           (e->send_flags & IBV_SEND_INLINE),
+                       0))
+    return 0;
+  if (__builtin_expect(e->num_sge != 0, 1)) COPY16(e, addr, w->sg_list, addr);
+  else e->addr = 0, e->length = 0, e->lkey = 0;
+  static const uint8_t consumes[AH_HA_WR_RDMA_READ + 1] = {0, 1, 1, 1, 0}; /* ah_ha_consumes, as a load */
+  const uint64_t cons = l->cons + consumes[e->opcode];
+  e->cons = cons;
+  l->cons = cons;
+  if (l->sig_all || (e->send_flags & IBV_SEND_SIGNALED)) l->sig[l->nsig++ & (l->cap - 1)] = h;
+  l->head = h + 1;
+  return 1;
+}
+
+/* slog_append1 for a chain: every WR in the common form, or nothing logged. Returns 1 or 0. */
+static int slog_append_chain(ah_ha_slog_t *l, const struct ibv_send_wr *wr) {
+  const uint64_t first = l->head;
+  for (const struct ibv_send_wr *w = wr; w; w = w->next)
+    if (!slog_append1(l, w)) {
+      ah_ha_slog_unpush(l, first);
+      return 0;
+    }
+  return 1;
+}
+
+/* The receive side's slog_append1: one SGE or none, and room. */
+static inline __attribute__((always_inline)) int rlog_append1(ah_ha_rlog_t *l, const struct ibv_recv_wr *w) {
+  const uint64_t h = l->head;
+  const int nsge = w->num_sge;
+  if (__builtin_expect(h - l->tail >= l->cap || (unsigned)nsge > 1, 0)) return 0;
+  ah_ha_rwr_t *e = &l->e[h & (l->cap - 1)];
+  const struct ibv_sge *sg = w->sg_list;
+  e->wr_id = w->wr_id;
+  e->num_sge = nsge;
+  if (nsge) COPY16(e, addr, sg, addr);
+  l->head = h + 1;
+  return 1;
+}
 
 /* Logs the chain and posts it to `target`; post 0 only logs (a failover in progress posts it
  * later). Returns what the provider returned (ENOMEM when the log is full, which NCCL cannot cause:
  * it never posts more than the QP holds, and the log holds twice that).
- * Note that this is the data path's cost: the entry is filled in place, and the inline bytes are
- * copied only for IBV_SEND_INLINE; the caller's WRs are not modified. */
-static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target,
-                                                                   struct ibv_send_wr *wr, struct ibv_send_wr **bad,
-                                                                   int post) {
+ * Note that this is the general path (any WR form; the failover's posts): the common form takes
+ * slog_append1. The caller's WRs are not modified. */
+static int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_send_wr *wr,
+                             struct ibv_send_wr **bad, int post) {
   ah_ha_slog_t *l = &m->slog;
   const uint64_t first = l->head;
   const uint32_t room = l->cap - (uint32_t)(first - l->tail);
-  uint64_t seq = first, cons = l->cons;
   struct ibv_send_wr *w;
+  uint64_t seq = first;
   for (w = wr; w; w = w->next, seq++) {
     if (__builtin_expect(seq - first >= room, 0)) { /* cannot happen with NCCL; never fail a post for it */
       ah_ha_slog_unpush(l, first);
@@ -79,32 +212,28 @@ static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc,
       m->unprotected = 1; /* the log no longer covers the QP: no failover for it */
       return hc->post_send(target, wr, bad);
     }
-    ah_ha_swr_t *e = &l->e[seq & (l->cap - 1)];
-    e->wr_id = w->wr_id;
-    e->opcode = w->opcode;
-    e->send_flags = w->send_flags;
-    e->imm = w->imm_data;
-    e->raddr = w->wr.rdma.remote_addr;
-    e->rkey = w->wr.rdma.rkey;
-    e->num_sge = w->num_sge; /* 0 or 1 replayable (more: unprotected, below) */
+    ah_ha_swr_t e;
+    memset(&e, 0, sizeof e);
+    e.wr_id = w->wr_id;
+    e.opcode = w->opcode;
+    e.send_flags = w->send_flags;
+    e.imm = w->imm_data;
+    e.raddr = w->wr.rdma.remote_addr;
+    e.rkey = w->wr.rdma.rkey;
+    e.num_sge = w->num_sge > 0; /* 0 or 1 replayable (more: unprotected, below) */
     if (w->num_sge > 0) {
-      e->addr = w->sg_list[0].addr;
-      e->length = w->sg_list[0].length;
-      e->lkey = w->sg_list[0].lkey;
-      if (__builtin_expect(w->num_sge > 1, 0)) m->unprotected = 1;
-      if (__builtin_expect((w->send_flags & IBV_SEND_INLINE) != 0, 0)) {
-        if (e->length <= AH_HA_INLINE_MAX) memcpy(e->inl, (const void *)(uintptr_t)e->addr, e->length);
+      e.addr = w->sg_list[0].addr;
+      e.length = w->sg_list[0].length;
+      e.lkey = w->sg_list[0].lkey;
+      if (w->num_sge > 1) m->unprotected = 1;
+      if (w->send_flags & IBV_SEND_INLINE) {
+        if (e.length <= AH_HA_INLINE_MAX) memcpy(ah_ha_slog_inl(l, seq), (const void *)(uintptr_t)e.addr, e.length);
         else m->unprotected = 1;
       }
-    } else {
-      e->length = 0;
     }
-    if (__builtin_expect(w->opcode > IBV_WR_RDMA_READ, 0)) m->unprotected = 1; /* atomics: not replayed */
-    cons += (uint64_t)ah_ha_consumes(w->opcode);
-    e->cons = cons;
+    if (w->opcode > IBV_WR_RDMA_READ) m->unprotected = 1; /* atomics: not replayed */
+    ah_ha_slog_push(l, &e);
   }
-  l->head = seq;
-  l->cons = cons;
   int rc = post ? hc->post_send(target, wr, bad) : 0;
   if (__builtin_expect(rc != 0, 0)) { /* forget what was not posted */
     seq = first;
@@ -114,9 +243,8 @@ static inline __attribute__((always_inline)) int log_and_post_send(ha_ctx_t *hc,
   return rc;
 }
 
-static inline __attribute__((always_inline)) int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target,
-                                                                   struct ibv_recv_wr *wr, struct ibv_recv_wr **bad,
-                                                                   int post) {
+static int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_recv_wr *wr,
+                             struct ibv_recv_wr **bad, int post) {
   ah_ha_rlog_t *l = &m->rlog;
   const uint64_t first = l->head;
   const uint32_t room = l->cap - (uint32_t)(first - l->tail);
@@ -146,18 +274,24 @@ static inline __attribute__((always_inline)) int log_and_post_recv(ha_ctx_t *hc,
   return rc;
 }
 
-/* The managed primary `qp` is, or NULL. The thread's last answer is tried first; a managed QP's
- * struct is never freed (its logs are, at destroy, and m->qp becomes NULL), so a stale answer is
- * only a miss. */
+/* A post of the chain wr that the fast path logged failed: forgets the WRs from *bad on (the
+ * provider's, or the whole chain when *bad is not in it). */
+static __attribute__((noinline)) void send_unlog(ah_ha_slog_t *l, const struct ibv_send_wr *wr,
+                                                 struct ibv_send_wr *const *bad) {
+  uint64_t n = 0, posted = 0;
+  int seen = 0;
+  for (const struct ibv_send_wr *w = wr; w; w = w->next, n++) {
+    if (w == *bad) seen = 1;
+    if (!seen) posted++;
+  }
+  ah_ha_slog_unpush(l, l->head - n + posted);
+}
+
+/* The managed primary `qp` is on its context's table, or NULL (the post wrappers' second try,
+ * after ha_qpmap). */
 static inline ha_qp_t *qp_lookup(ha_ctx_t *hc, struct ibv_qp *qp) {
-  static _Thread_local struct ibv_qp *last_qp __attribute__((tls_model("initial-exec")));
-  static _Thread_local ha_qp_t *last_m __attribute__((tls_model("initial-exec")));
-  if (__builtin_expect(last_qp == qp && last_m->qp == qp, 1)) return last_m;
   ha_qp_t *m = table_find(hc, qp->qp_num);
-  if (!m || m->qp != qp) return NULL;
-  last_qp = qp;
-  last_m = m;
-  return m;
+  return m && m->qp == qp ? m : NULL;
 }
 
 /* The QP NCCL's work goes to in state st. */
@@ -207,24 +341,67 @@ static __attribute__((noinline)) int post_recv_slow(ha_ctx_t *hc, ha_qp_t *m, st
   return rc;
 }
 
-static int ha_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+/* Every post the fast path does not take: a QP not in the map yet (or not managed), one not in
+ * peace, a chain, a WR not in the common form. */
+static __attribute__((noinline)) int post_send_other(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                                                     struct ibv_send_wr **bad) {
   ha_ctx_t *hc = ctx_of(qp->context);
   if (__builtin_expect(!hc, 0)) return EINVAL;
   ha_qp_t *m = qp_lookup(hc, qp);
   if (!m) return hc->post_send(qp, wr, bad);
-  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) == HA_PEACE, 1))
-    return log_and_post_send(hc, m, qp, wr, bad, 1);
-  return post_send_slow(hc, m, wr, bad);
+  if (atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE) return post_send_slow(hc, m, wr, bad);
+  if (qpmap_find(qp) != m) qpmap_set(qp, m); /* its first post: the next ones find it in the map */
+  if (!slog_append_chain(&m->slog, wr)) return log_and_post_send(hc, m, qp, wr, bad, 1);
+  int rc = hc->post_send(qp, wr, bad);
+  if (rc != 0) send_unlog(&m->slog, wr, bad);
+  return rc;
 }
 
-static int ha_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+static __attribute__((noinline)) int post_recv_other(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                                                     struct ibv_recv_wr **bad) {
   ha_ctx_t *hc = ctx_of(qp->context);
   if (__builtin_expect(!hc, 0)) return EINVAL;
   ha_qp_t *m = qp_lookup(hc, qp);
   if (!m) return hc->post_recv(qp, wr, bad);
-  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) == HA_PEACE, 1))
-    return log_and_post_recv(hc, m, qp, wr, bad, 1);
-  return post_recv_slow(hc, m, wr, bad);
+  if (atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE) return post_recv_slow(hc, m, wr, bad);
+  if (qpmap_find(qp) != m) qpmap_set(qp, m);
+  return log_and_post_recv(hc, m, qp, wr, bad, 1);
+}
+
+/* The provider refused the single WR the fast path logged: forgets it. Returns rc. */
+static __attribute__((noinline)) int send_refused(ha_qp_t *m, int rc) {
+  ah_ha_slog_unpush(&m->slog, m->slog.head - 1);
+  return rc;
+}
+
+static __attribute__((noinline)) int recv_refused(ha_qp_t *m, int rc) {
+  ah_ha_rlog_unpush(&m->rlog, m->rlog.head - 1);
+  return rc;
+}
+
+/* NCCL's post (net_ib posts one WR per call but for multi-receive chains): peace time, the QP found
+ * in the map, the WR in the log, the provider's post. A single WR the provider refused is the one
+ * just logged. */
+static int ha_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+  ha_qp_t *m = qpmap_find(qp);
+  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE || wr->next ||
+                           !slog_append1(&m->slog, wr),
+                       0))
+    return post_send_other(qp, wr, bad);
+  int rc = m->hc->post_send(qp, wr, bad);
+  if (__builtin_expect(rc != 0, 0)) return send_refused(m, rc);
+  return 0;
+}
+
+static int ha_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+  ha_qp_t *m = qpmap_find(qp);
+  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE || wr->next ||
+                           !rlog_append1(&m->rlog, wr),
+                       0))
+    return post_recv_other(qp, wr, bad);
+  int rc = m->hc->post_recv(qp, wr, bad);
+  if (__builtin_expect(rc != 0, 0)) return recv_refused(m, rc);
+  return 0;
 }
 
 /* ---- completions ------------------------------------------------------------------------------ */
@@ -253,7 +430,7 @@ static void heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
 /* A successful completion of the QP NCCL's work is on: retires its log entry (RC completes sends
  * and receives in posting order). */
 static inline void retire(ha_qp_t *m, const struct ibv_wc *c) {
-  if (c->opcode & IBV_WC_RECV) ah_ha_rlog_complete(&m->rlog, m->rlog.tail);
+  if (c->opcode & IBV_WC_RECV) ah_ha_rlog_complete_next(&m->rlog);
   else ah_ha_slog_complete_next(&m->slog);
 }
 
@@ -348,9 +525,9 @@ static inline __attribute__((always_inline)) int wc_filter(ha_ctx_t *hc, struct 
   return out;
 }
 
-/* NCCL's poll: the completions the HA layer queued for cq first (they are older), then the
- * provider's. Returns what the provider's poll would. */
-static inline __attribute__((always_inline)) int poll_body(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+/* NCCL's poll outside the common case: the completions the HA layer queued for cq first (they are
+ * older), then the provider's. Returns what the provider's poll would. */
+static int poll_body(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   int got = 0;
   if (n > 0 && atomic_load_explicit(&hc->nsynth, memory_order_acquire)) got = synth_take(hc, cq, wc, n);
   if (got == n && n > 0) return got;
@@ -359,27 +536,116 @@ static inline __attribute__((always_inline)) int poll_body(ha_ctx_t *hc, struct 
   return got + wc_filter(hc, wc + got, r);
 }
 
-static __attribute__((noinline)) int poll_locked(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
-  pthread_mutex_lock(&hc->drain_mu);
+/* The poll's uncommon case, entered with the poll count raised: under drain_mu while the drain is
+ * on (the count is lowered first: the drain waits for it), else with the queued completions first. */
+static __attribute__((noinline)) int poll_unusual(ha_ctx_t *hc, uint32_t w, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  if (w & HA_POLL_DRAIN) {
+    atomic_fetch_sub_explicit(&hc->pollw, 1, memory_order_release);
+    pthread_mutex_lock(&hc->drain_mu);
+    int r = poll_body(hc, cq, n, wc);
+    pthread_mutex_unlock(&hc->drain_mu);
+    return r;
+  }
   int r = poll_body(hc, cq, n, wc);
-  pthread_mutex_unlock(&hc->drain_mu);
+  atomic_fetch_sub_explicit(&hc->pollw, 1, memory_order_release);
   return r;
 }
 
-static int ha_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
-  ha_ctx_t *hc = ctx_of(cq->context);
-  if (__builtin_expect(!hc, 0)) return -1;
-  /* Dekker with ha_drain_poll: this count is raised before `draining` is read, and the drain sets
-   * `draining` before it waits for the count to fall, so one of the two always sees the other */
-  atomic_fetch_add(&hc->pollers, 1);
-  if (__builtin_expect(atomic_load(&hc->draining), 0)) {
-    atomic_fetch_sub_explicit(&hc->pollers, 1, memory_order_release);
-    return poll_locked(hc, cq, n, wc);
-  }
-  int r = poll_body(hc, cq, n, wc);
-  atomic_fetch_sub_explicit(&hc->pollers, 1, memory_order_release);
-  return r;
+/* The end of a fast poll that took completions: the poll count falls. Returns out. */
+static inline int poll_done(ha_ctx_t *hc, int out) {
+  atomic_fetch_sub_explicit(&hc->pollw, 1, memory_order_release);
+  return out;
 }
+
+/* Completions were queued after the fast poll began (a replay queues the ones the peer confirmed
+ * before it posts on the shadow, whose completions can be in this poll): the out completions it
+ * translated in wc go behind them and NCCL gets the queue's front, at most out of them (the rest on
+ * its next polls), so each QP's completions reach it in order. The CQ polled is the one of a
+ * managed QP's completion (none: nothing to order). Returns how many NCCL gets. */
+static __attribute__((noinline)) int poll_requeue(ha_ctx_t *hc, struct ibv_wc *wc, int out) {
+  struct ibv_cq *cq = NULL;
+  for (int i = 0; i < out && !cq; i++) {
+    ha_qp_t *m = table_find(hc, wc[i].qp_num);
+    if (m) cq = wc[i].opcode & IBV_WC_RECV ? m->recv_cq : m->send_cq;
+  }
+  if (cq) {
+    for (int i = 0; i < out; i++) ha_synth_push(hc, cq, &wc[i]);
+    out = synth_take(hc, cq, wc, out);
+  }
+  return poll_done(hc, out);
+}
+
+/* poll_took from the i-th completion on, which is not in the common case. */
+static __attribute__((noinline)) int poll_took_rest(ha_ctx_t *hc, struct ibv_wc *wc, int r, int i) {
+  int out = i + wc_filter(hc, wc + i, r - i);
+  if (__builtin_expect(atomic_load_explicit(&hc->pollw, memory_order_acquire) & HA_POLL_SYNTH, 0))
+    return poll_requeue(hc, wc, out);
+  return poll_done(hc, out);
+}
+
+/* The fast poll's provider returned r > 0 completions in wc: translates them and lowers the poll
+ * count (poll_done). Returns how many NCCL gets. The common case, for each: a success on a primary
+ * in peace whose log holds its entry — the table look-up of its QP number, one state load and a
+ * counter bump (the retire); anything else (a shadow's, an error, a QP failing over) goes to
+ * wc_filter from there on. */
+static __attribute__((noinline)) int poll_took(ha_ctx_t *hc, struct ibv_wc *wc, int r) {
+  for (int i = 0; i < r; i++) {
+    struct ibv_wc *c = &wc[i];
+    const uint32_t qpn = c->qp_num;
+    ha_qp_t *m = table_find(hc, qpn);
+    if (!m) continue; /* not managed: NCCL's as it is */
+    const int st = atomic_load_explicit(&m->state, memory_order_acquire);
+    if (__builtin_expect(((int)c->status | st) != 0 /* IBV_WC_SUCCESS, HA_PEACE */ || qpn != m->qpn, 0))
+      return poll_took_rest(hc, wc, r, i);
+    if (c->opcode & IBV_WC_RECV) {
+      ah_ha_rlog_t *l = &m->rlog;
+      if (__builtin_expect(l->tail == l->head, 0)) return poll_took_rest(hc, wc, r, i);
+      l->tail++;
+      l->done++;
+    } else {
+      ah_ha_slog_t *l = &m->slog;
+      if (__builtin_expect(l->sig_tail == l->nsig, 0)) return poll_took_rest(hc, wc, r, i);
+      ah_ha_slog_complete_next(l);
+    }
+    c->qp_num = m->qpn;
+  }
+  if (__builtin_expect(atomic_load_explicit(&hc->pollw, memory_order_acquire) & HA_POLL_SYNTH, 0))
+    return poll_requeue(hc, wc, r);
+  return poll_done(hc, r);
+}
+
+/* NCCL's poll of a CQ of context slot k. Peace time: one atomic add on the context's poll word
+ * (which also says whether anything is unusual), the provider's poll, the translation of what it
+ * returned. */
+static inline __attribute__((always_inline)) int poll_ctx(int k, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+  ha_ctx_t *hc = ha_ctxs[k];
+  /* Dekker with ha_drain_poll, on one word: this add raises the count and reads the drain flag,
+   * the drain's atomic or sets the flag and reads the count, so one of the two sees the other */
+  uint32_t w = atomic_fetch_add(&hc->pollw, 1);
+  if (__builtin_expect(w & (HA_POLL_DRAIN | HA_POLL_SYNTH), 0)) return poll_unusual(hc, w, cq, n, wc);
+  int r = hc->poll_cq(cq, n, wc);
+  /* the slot is read again rather than kept across the call (it never changes once set): one
+   * register less to save on every poll */
+  hc = __atomic_load_n(&ha_ctxs[k], __ATOMIC_RELAXED);
+  if (r > 0) return poll_took(hc, wc, r);
+  return poll_done(hc, r);
+}
+
+/* One poll wrapper per context slot: context k's ops.poll_cq is ha_poll_cq_k, so a poll finds its
+ * context with one load instead of a look-up (NCCL polls a CQ through its own context's ops). */
+#define HA_POLL_K(k) \
+  static int ha_poll_cq_##k(struct ibv_cq *cq, int n, struct ibv_wc *wc) { return poll_ctx(k, cq, n, wc); }
+HA_POLL_K(0) HA_POLL_K(1) HA_POLL_K(2) HA_POLL_K(3) HA_POLL_K(4) HA_POLL_K(5) HA_POLL_K(6) HA_POLL_K(7)
+HA_POLL_K(8) HA_POLL_K(9) HA_POLL_K(10) HA_POLL_K(11) HA_POLL_K(12) HA_POLL_K(13) HA_POLL_K(14) HA_POLL_K(15)
+HA_POLL_K(16) HA_POLL_K(17) HA_POLL_K(18) HA_POLL_K(19) HA_POLL_K(20) HA_POLL_K(21) HA_POLL_K(22) HA_POLL_K(23)
+HA_POLL_K(24) HA_POLL_K(25) HA_POLL_K(26) HA_POLL_K(27) HA_POLL_K(28) HA_POLL_K(29) HA_POLL_K(30) HA_POLL_K(31)
+static int (*const ha_poll_cq[HA_MAX_CTX])(struct ibv_cq *, int, struct ibv_wc *) = {
+    ha_poll_cq_0,  ha_poll_cq_1,  ha_poll_cq_2,  ha_poll_cq_3,  ha_poll_cq_4,  ha_poll_cq_5,  ha_poll_cq_6,
+    ha_poll_cq_7,  ha_poll_cq_8,  ha_poll_cq_9,  ha_poll_cq_10, ha_poll_cq_11, ha_poll_cq_12, ha_poll_cq_13,
+    ha_poll_cq_14, ha_poll_cq_15, ha_poll_cq_16, ha_poll_cq_17, ha_poll_cq_18, ha_poll_cq_19, ha_poll_cq_20,
+    ha_poll_cq_21, ha_poll_cq_22, ha_poll_cq_23, ha_poll_cq_24, ha_poll_cq_25, ha_poll_cq_26, ha_poll_cq_27,
+    ha_poll_cq_28, ha_poll_cq_29, ha_poll_cq_30, ha_poll_cq_31};
+_Static_assert(HA_MAX_CTX == 32, "one poll wrapper per context slot");
 
 /* Polls m's CQs on the background thread, for a failover whose drain NCCL may never poll for (a
  * receiving end waiting, in NCCL's ring, for the sender whose failover waits for this side's
@@ -390,14 +656,15 @@ int ha_drain_poll(ha_qp_t *m) {
   ha_ctx_t *hc = m->hc;
   struct ibv_wc wc[32];
   int total = 0;
-  atomic_store(&hc->draining, 1);
+  uint32_t w = atomic_fetch_or(&hc->pollw, HA_POLL_DRAIN) | HA_POLL_DRAIN;
   double until = ha_now_s() + 1.0;
-  while (atomic_load(&hc->pollers) != 0) {
+  while (w & HA_POLL_COUNT) {
     if (ha_now_s() > until) { /* a poll cannot take a second; leave it to the next step */
-      atomic_store(&hc->draining, 0);
+      atomic_fetch_and(&hc->pollw, ~HA_POLL_DRAIN);
       return 0;
     }
     sched_yield();
+    w = atomic_load(&hc->pollw);
   }
   pthread_mutex_lock(&hc->drain_mu);
   struct ibv_cq *cqs[2] = {m->send_cq, m->recv_cq};
@@ -413,7 +680,7 @@ int ha_drain_poll(ha_qp_t *m) {
     }
   }
   pthread_mutex_unlock(&hc->drain_mu);
-  atomic_store(&hc->draining, 0);
+  atomic_fetch_and(&hc->pollw, ~HA_POLL_DRAIN);
   return total;
 }
 
@@ -432,12 +699,13 @@ ha_ctx_t *ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real) {
   hc->post_send = ctx->ops.post_send;
   hc->post_recv = ctx->ops.post_recv;
   hc->poll_cq = ctx->ops.poll_cq;
+  hc->ha_poll_cq = ha_poll_cq[n];
   pthread_mutex_init(&hc->synth_mu, NULL);
   pthread_mutex_init(&hc->drain_mu, NULL);
   ha_ctxs[n] = hc;
   atomic_store_explicit(&ha_nctx, n + 1, memory_order_release);
   ctx->ops.post_send = ha_post_send;
   ctx->ops.post_recv = ha_post_recv;
-  ctx->ops.poll_cq = ha_poll_cq;
+  ctx->ops.poll_cq = ha_poll_cq[n];
   return hc;
 }

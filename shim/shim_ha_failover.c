@@ -87,7 +87,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   for (uint64_t s = first; s < m->slog.head; s++) {
     ah_ha_swr_t *e = &m->slog.e[s & (m->slog.cap - 1)];
     struct ibv_sge sge = {e->addr, e->length, e->lkey};
-    if (e->send_flags & IBV_SEND_INLINE) sge.addr = (uint64_t)(uintptr_t)e->inl;
+    if (e->send_flags & IBV_SEND_INLINE) sge.addr = (uint64_t)(uintptr_t)ah_ha_slog_inl(&m->slog, s);
     struct ibv_send_wr w, *bad;
     memset(&w, 0, sizeof w);
     w.wr_id = e->wr_id;

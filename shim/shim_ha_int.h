@@ -92,18 +92,27 @@ struct ha_ctx {
   int (*post_send)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **);
   int (*post_recv)(struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **);
   int (*poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
+  /* the HA poll wrapper of this context (one per context slot, shim_ha_data.c): what a poll_cq
+   * chained in front of it calls next (ops.poll_cq is the wrapper unless something is) */
+  int (*ha_poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
   ah_shim_ha_verbs_t real;
   _Atomic uint32_t key[HA_SLOTS];
   _Atomic(ha_qp_t *) val[HA_SLOTS];
+  /* The one word NCCL's poll reads (one atomic add that also returns it): the low bits count
+   * NCCL's polls running without drain_mu, and two flags say "not the common case" — HA_POLL_DRAIN:
+   * the background thread's drain poll (ha_drain_poll) is on, so every poll of this context runs
+   * under drain_mu and its polls and NCCL's never interleave on a CQ (the drain waits the count out
+   * before it polls); HA_POLL_SYNTH: completions are queued in synth[] for NCCL's next polls. */
+  _Atomic uint32_t pollw;
   pthread_mutex_t synth_mu;
   _Atomic int nsynth;
   ha_synth_t synth[HA_SYNTH_MAX];
-  /* The background thread's drain poll (drain_poll): while `draining` is set, every poll of this
-   * context runs under drain_mu, so that its polls and NCCL's never interleave on a CQ; `pollers`
-   * counts NCCL's polls running without the lock, which the drain waits out before it polls. */
-  _Atomic int draining, pollers;
   pthread_mutex_t drain_mu;
 };
+
+#define HA_POLL_DRAIN 0x80000000u
+#define HA_POLL_SYNTH 0x40000000u
+#define HA_POLL_COUNT 0x3fffffffu
 
 
 extern pthread_mutex_t ha_mu;     /* contexts, the QP list, the tables' writers */
@@ -129,21 +138,56 @@ static inline double ha_now_s(void) {
 
 static inline uint32_t slot_of(uint32_t qpn) { return (qpn * 2654435761u) >> 20 & (HA_SLOTS - 1); }
 
+/* table_find past its first slot i. */
+ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i);
+
 /* The managed QP that owns qpn on this context (as primary or shadow), or NULL. Lock-free: the
- * data path calls it for every post and completion. */
+ * data path calls it for every completion, so the first slot is tried inline. */
 static inline ha_qp_t *table_find(ha_ctx_t *hc, uint32_t qpn) {
   uint32_t i = slot_of(qpn);
-  for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
-    uint32_t k = atomic_load_explicit(&hc->key[i], memory_order_acquire);
-    if (k == 0) return NULL;
-    if (k == qpn) {
-      ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
-      if (m) return m;
-    }
+  if (__builtin_expect(atomic_load_explicit(&hc->key[i], memory_order_acquire) == qpn, 1)) {
+    ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
+    if (__builtin_expect(m != NULL, 1)) return m;
   }
-  return NULL;
+  return ha_table_probe(hc, qpn, i);
 }
 
+
+/* ---- the process-wide map from NCCL's ibv_qp to its managed QP ------------------------------ */
+
+/* Keyed by the ibv_qp pointer NCCL posts to (its qp_context is NCCL's, so the managed QP cannot be
+ * hung on it): the post wrappers find their QP with a mask and, usually, one compare, without the
+ * context. The slot is bits 4-16 of the address (the provider's QPs are separate heap blocks), then
+ * up to HA_QPMAP_PROBES next ones. A QP's first post finds it through its context's table and puts
+ * it here (shim_ha_data.c); a key stays once set, so readers need no lock: a destroyed QP's entry
+ * keeps its managed QP, which is never in peace again (its posts take the slow path, and a new QP
+ * at the same address replaces it on its first post). A QP that finds no slot keeps taking its
+ * context's table. */
+#define HA_QPMAP 8192
+#define HA_QPMAP_PROBES 16
+typedef struct {
+  _Atomic(struct ibv_qp *) qp;
+  _Atomic(ha_qp_t *) m;
+} ha_qpmap_t;
+extern ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES]; /* the probes run past the end, not around */
+/* What the map answers for a QP it does not hold: never in peace (HA_BROKEN), so the post wrappers
+ * test one state for "not in the map", "destroyed" and "not in peace". On no list; never written. */
+extern ha_qp_t ha_qp_none;
+
+static inline ha_qpmap_t *qpmap_slot(const struct ibv_qp *qp) {
+  return (ha_qpmap_t *)((char *)ha_qpmap + ((uintptr_t)qp & (uintptr_t)((HA_QPMAP - 1) * sizeof(ha_qpmap_t))));
+}
+
+/* qpmap_find past its first slot. */
+ha_qp_t *ha_qpmap_probe(const struct ibv_qp *qp);
+
+/* The managed primary qp is, or &ha_qp_none (not managed, destroyed, or not in the map). */
+static inline ha_qp_t *qpmap_find(const struct ibv_qp *qp) {
+  ha_qpmap_t *e = qpmap_slot(qp);
+  if (__builtin_expect(atomic_load_explicit(&e->qp, memory_order_acquire) == qp, 1))
+    return atomic_load_explicit(&e->m, memory_order_acquire);
+  return ha_qpmap_probe(qp);
+}
 
 /* The HA context of ctx, or NULL. The thread's last answer is tried first (a proxy thread works on
  * one context at a time); HA contexts are never freed, so a stale one is only a miss. */

@@ -1,8 +1,8 @@
 /* shim_ha_nic_cq.c: the completions of shadows on a backup NIC (AUTOHA_HA=nic, docs/ha.md "Policy
  * nic"). They arrive on the backup NIC's CQs, which NCCL never polls: the background thread polls
  * them (heartbeats), and once a queue pair of a context has switched to its nic shadow, that
- * context's poll_cq entry (already the HA wrapper, shim_ha_data.c) becomes nic_poll_cq, which
- * polls the backup CQs standing behind the CQ NCCL polls and then runs the HA wrapper.
+ * context's poll_cq entry (already the context's HA wrapper, shim_ha_data.c) becomes nic_poll_cq,
+ * which polls the backup CQs standing behind the CQ NCCL polls and then runs that wrapper.
  *
  * Key choice: whoever polls a backup CQ queues what NCCL gets behind the context's synthesized
  * completions (which NCCL's poll hands out first), under the backup CQ's lock — so each queue
@@ -12,7 +12,6 @@
 
 typedef int (*poll_fn)(struct ibv_cq *, int, struct ibv_wc *);
 
-static _Atomic(poll_fn) poll_prev;   /* the HA poll wrapper nic_poll_cq runs after the backup CQs */
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Polls c and queues what NCCL gets for its next poll of c->nccl (one poller at a time). */
@@ -36,7 +35,8 @@ static void nic_cq_drain(ha_nic_cq_t *c, void *arg) {
  * cq first (queued behind the synthesized completions), then the HA wrapper. Returns what it does. */
 static int nic_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   ha_nic_cq_each(cq, nic_cq_drain, NULL);
-  return atomic_load(&poll_prev)(cq, n, wc);
+  ha_ctx_t *hc = ctx_of(cq->context); /* each context has its own HA poll wrapper */
+  return hc ? hc->ha_poll_cq(cq, n, wc) : -1;
 }
 
 void ha_nic_poll_all(void) { ha_nic_cq_each(NULL, nic_cq_drain, NULL); }
@@ -47,8 +47,6 @@ void ha_nic_go_live(ha_qp_t *m) {
   pthread_mutex_lock(&live_mu);
   poll_fn cur = __atomic_load_n(&ctx->ops.poll_cq, __ATOMIC_ACQUIRE);
   if (cur != nic_poll_cq) {
-    poll_fn expected = NULL;
-    atomic_compare_exchange_strong(&poll_prev, &expected, cur); /* every HA context has the same wrapper */
     __atomic_store_n(&ctx->ops.poll_cq, nic_poll_cq, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&live_mu);

@@ -7,7 +7,9 @@
  *   fabric_perf: allreduce 268435456 B: 123.4 us, busbw 345.6 GB/s
  *
  * Large sizes are modelled rather than moved (ncclsimCommModelTime): 32 ranks x 1 GiB of real
- * data would take minutes on a 2-core machine, and the figure is the model's either way. */
+ * data would take minutes on a 2-core machine, and the figure is the model's either way.
+ * FABRIC_PERF_ROUNDS=N repeats the checked calls N times first (default 1): real traffic for as
+ * long as something beside the job needs to settle (bench/ha_cost: the HA layer's shadows). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +70,7 @@ int main(int argc, char **argv) {
   CHECK_NCCL(ncclCommInitRank(&comm, nranks, id, rank));
   cudaStream_t st;
   CHECK_CUDA(cudaStreamCreate(&st));
-  check_calls(comm, nranks, st);
+  for (int k = env_int("FABRIC_PERF_ROUNDS", 1); k > 0; k--) check_calls(comm, nranks, st);
   if (rank == 0) {
     static const struct { const char *name; int coll; int allreduce; } colls[] = {
         {"allreduce", 4, 1}, {"allgather", 2, 0}};

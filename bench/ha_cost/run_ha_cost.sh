@@ -5,17 +5,50 @@
 # layer's) posts 64-byte write_imm and send WRs one per call under LD_PRELOAD=libautoha.so and
 # AUTOHA_HA=port; the server side runs plain. From callgrind's inclusive counts:
 #   post   (ha_post_send - the provider's post_send it calls) / WRs posted
-#   poll   (ha_poll_cq - the provider's poll_cq it calls) / WRs posted   (empty polls included)
+#   poll   (ha_poll_cq_K - the provider's poll_cq it calls) / WRs posted   (empty polls included;
+#          ha_poll_cq_K is context slot K's poll wrapper, summed over K)
 # and the figure is their sum. No hub is reached, so shadows stay unbuilt: the data path is the
 # peace-time one (log, post, retire).
-#   run_ha_cost.sh NCCLSIM_IBBW_DL LIBAUTOHA SIMLIB_DIR [ITERS]   (default 20000 iterations)
+# First, with NCCLSIM_RUN and FABRIC_PERF given, the acceptance's other peace-time figure: the
+# busbw of a small job (4 ranks on 2 nodes with dual-port NICs, unbonded, as test_ha_failover_peace
+# runs: 64 MiB AllReduce and AllGather, bench/fabric's fabric_perf, after 40 rounds of checked
+# calls that leave the shadows time to connect) under AUTOHA_HA=port against the same job with
+# AUTOHA_HA=off — sim/'s modelled figure (it follows each QP's traffic on the fabric, shadows
+# included), bar: within 1%.
+#   run_ha_cost.sh NCCLSIM_IBBW_DL LIBAUTOHA SIMLIB_DIR [NCCLSIM_RUN FABRIC_PERF]
+#   (HA_COST_ITERS: ibbw iterations, default 20000)
 set -u
-bin=$1 lib=$2 simlib=$3 iters=${4:-20000}
+bin=$1 lib=$2 simlib=$3 jobrun=${4:-} perf=${5:-} iters=${HA_COST_ITERS:-20000}
 bar=100
 command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
   { echo "ha_cost: valgrind (callgrind) is not installed"; echo "ha_cost: FAILED"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"; rm -f /dev/shm/"${NCCLSIM_SHM_PREFIX}"*' EXIT
+bw_ok=1
+if [ -n "$jobrun" ] && [ -n "$perf" ]; then
+  bytes=$((64 << 20))
+  bw_job() { # LOG HA: the job under AUTOHA_HA=HA; fails the bench if it fails
+    LD_LIBRARY_PATH="$simlib" NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC=bond=0 AUTOHA_REPORT=off AUTOHA_HA=$2 FABRIC_PERF_ROUNDS=40 \
+      AUTOHA_LOG=debug AUTOHA_LOG_SUBSYS=qp LD_PRELOAD="$lib" timeout 300 "$jobrun" -n 4 --nodes 2 -- "$perf" "$bytes" \
+      >"$1" 2>&1 || { tail -5 "$1"; echo "ha_cost: the busbw job with AUTOHA_HA=$2 failed"; bw_ok=0; }
+  }
+  busbw() { sed -nE "s/^fabric_perf: $2 $bytes B: .* busbw ([0-9.]+) GB\/s/\1/p" "$1"; }
+  bw_job "$dir/bw-off.log" off
+  bw_job "$dir/bw-port.log" port
+  ready=$(grep -c "shadow QP [0-9]* (port 2) is ready" "$dir/bw-port.log")
+  grep -q "failed over" "$dir/bw-port.log" && { echo "ha_cost: a failover without a fault"; bw_ok=0; }
+  [ "$ready" -ge 16 ] || { echo "ha_cost: only $ready shadows became ready under AUTOHA_HA=port"; bw_ok=0; }
+  line=""
+  for coll in allreduce allgather; do
+    off=$(busbw "$dir/bw-off.log" $coll) on=$(busbw "$dir/bw-port.log" $coll)
+    [ -n "$off" ] && [ -n "$on" ] || { echo "ha_cost: no $coll busbw printed"; bw_ok=0; continue; }
+    r=$(awk -v a="$on" -v b="$off" 'BEGIN {printf "%.4f", a / b}')
+    awk -v r="$r" 'BEGIN {exit !(r >= 0.99 && r <= 1.01)}' || bw_ok=0
+    line="$line, $coll $on GB/s vs $off GB/s = $r"
+  done
+  if [ $bw_ok = 1 ]; then v=OK; else v=FAILED; fi
+  echo "ha_cost: peace-time busbw (sim/'s modelled figure), 4 ranks on 2 nodes, 64 MiB, AUTOHA_HA=port ($ready shadows ready) vs off${line} (bar: within 1%): $v"
+fi
 export LD_LIBRARY_PATH="$simlib" NCCLSIM_SHM_PREFIX="hacost$$-" NCCLSIM_TOPO="nodes=2,gpus=8,gpu=h100,nic=8x400"
 args=(--rendezvous "$dir/rdv" --ops write_imm,send --sizes 64 --iters "$iters")
 NCCLSIM_NODE=1 timeout 600 "$bin" --server "${args[@]}" >"$dir/server.log" 2>&1 &
@@ -26,22 +59,37 @@ rc=$?
 wait $server
 src=$?
 [ $rc -eq 0 ] && [ $src -eq 0 ] || { cat "$dir/client.log" "$dir/server.log"; echo "ha_cost: the ibbw run failed ($rc, $src)"; echo "ha_cost: FAILED"; exit 1; }
-tree=$(callgrind_annotate --tree=calling --inclusive=yes "$dir/cg.out" 2>/dev/null)
+tree=$(callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$dir/cg.out" 2>/dev/null)
 # "<incl> (<pct>)  *  <file>:<fn> [...]" is a function; the "  >  " lines under it are its callees
-num() { tr -d ','; }
-fn_incl() { grep -E "^ *[0-9,]+ .*\*  .*:$1 \[" <<<"$tree" | head -1 | awk '{print $1}' | num; }
-callee() { # caller callee-pattern: inclusive count and calls of the callee under the caller
-  awk -v f="$1" -v c="$2" '$0 ~ "\\*  .*:" f " \\[" {in_=1; next} /\*  / {in_=0} in_ && $0 ~ ">   .*:" c " \\(" {print; exit}' <<<"$tree"
+# A function's cost is what its callers see (the "  >  " lines naming it under other functions: a
+# function callgrind splits by source file calls its own parts), and the poll wrapper is one
+# function per context slot (ha_poll_cq_0, _1, ...): every matching name is summed.
+fn_incl() { # function-pattern: the inclusive count its callers see, summed
+  awk -v f="^($1)\$" '
+    function name(l) { sub(/ \(([0-9,]+)x\).*$/, "", l); sub(/ \[.*$/, "", l); sub(/.*:/, "", l); return l }
+    /\*  / {caller = name($0); next}
+    />   / && name($0) ~ f && caller !~ f {x = $1; gsub(",", "", x); s += x; got = 1}
+    END {if (got) print s}' <<<"$tree"
 }
-post=$(fn_incl ha_post_send) poll=$(fn_incl ha_poll_cq)
-pline=$(callee ha_post_send 'vb_post_send') qline=$(callee ha_poll_cq 'vb_poll_cq')
+callee() { # caller-pattern callee-pattern: "inclusive calls" of the callee under the callers, summed
+  awk -v f="^($1)\$" -v c="^($2)\$" '
+    function name(l) { sub(/ \(([0-9,]+)x\).*$/, "", l); sub(/ \[.*$/, "", l); sub(/.*:/, "", l); return l }
+    /\*  / {in_ = name($0) ~ f; next}
+    in_ && />   / && name($0) ~ c {x = $1; gsub(",", "", x); s += x; match($0, /\(([0-9,]+)x\)/);
+      n = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", n); k += n; got = 1}
+    END {if (got) print s, k}' <<<"$tree"
+}
+post=$(fn_incl ha_post_send) poll=$(fn_incl 'ha_poll_cq_[0-9]+')
+# the provider's calls from the wrappers and from their slow paths (a QP's first post takes one)
+pline=$(callee 'ha_post_send|post_send_other|post_send_slow|log_and_post_send' 'vb_post_send')
+qline=$(callee 'ha_poll_cq_[0-9]+|poll_unusual|poll_body' 'vb_poll_cq')
 [ -n "$post" ] && [ -n "$poll" ] && [ -n "$pline" ] && [ -n "$qline" ] ||
   { echo "ha_cost: the HA wrappers or the provider's calls are missing from the profile (not hooked?)"; echo "ha_cost: FAILED"; exit 1; }
-ppost=$(awk '{print $1}' <<<"$pline" | num) wrs=$(grep -oE '\(([0-9,]+)x\)' <<<"$pline" | tr -d '(),x')
-ppoll=$(awk '{print $1}' <<<"$qline" | num) polls=$(grep -oE '\(([0-9,]+)x\)' <<<"$qline" | tr -d '(),x')
+read -r ppost wrs <<<"$pline"
+read -r ppoll polls <<<"$qline"
 read -r per_post per_poll total < <(awk -v a="$post" -v b="$ppost" -v c="$poll" -v d="$ppoll" -v n="$wrs" \
   'BEGIN {p = (a - b) / n; q = (c - d) / n; printf "%.1f %.1f %.1f\n", p, q, p + q}')
 echo "ha_cost: $wrs WRs posted one per call, $polls polls: post adds $per_post instructions per WR, poll adds $per_poll per WR (empty polls included)"
 if awk -v t="$total" -v b="$bar" 'BEGIN {exit !(t <= b)}'; then verdict=OK; else verdict=FAILED; fi
 echo "ha_cost: added instructions per WR (post + completion), AUTOHA_HA=port, peace time: $total (bar <= $bar): $verdict"
-[ $verdict = OK ]
+[ $verdict = OK ] && [ $bw_ok = 1 ]

@@ -46,7 +46,7 @@ START_TEST(send_log_retire_and_unpush) {
   ck_assert_ptr_null(ah_ha_slog_at(&l, 3));
   /* the signalled WR 1 completed: 0 and 1 are retired, 2 stays */
   ck_assert_uint_eq(ah_ha_slog_retire(&l, 1), 2);
-  ck_assert_uint_eq(l.cons_tail, 1);
+  ck_assert_uint_eq(ah_ha_slog_cons_tail(&l), 1);
   ck_assert_ptr_null(ah_ha_slog_at(&l, 0));
   ck_assert_ptr_nonnull(ah_ha_slog_at(&l, 2));
   ck_assert_uint_eq(ah_ha_slog_retire(&l, 1), 0); /* already retired */
@@ -88,6 +88,49 @@ START_TEST(send_log_complete_in_order) {
 }
 END_TEST
 
+/* The ring of signalled entries names the entry each send completion retires: it forgets what a
+ * failed post forgot, an explicit retire (a replay's) passes what it covers, and across many wraps
+ * of a small log every completion retires exactly up to its own signalled WR. */
+START_TEST(send_log_ring) {
+  ah_ha_slog_t l;
+  ck_assert_int_eq(ah_ha_slog_init(&l, 8), 0);
+  ah_ha_swr_t u = wr(AH_HA_WR_RDMA_WRITE, 0, 1), sg = wr(AH_HA_WR_RDMA_WRITE_WITH_IMM, 1, 2);
+  ah_ha_slog_push(&l, &u);  /* 0 */
+  ah_ha_slog_push(&l, &sg); /* 1 */
+  ah_ha_slog_push(&l, &u);  /* 2 */
+  ah_ha_slog_push(&l, &sg); /* 3 */
+  ah_ha_slog_push(&l, &u);  /* 4 */
+  ck_assert_uint_eq(l.nsig - l.sig_tail, 2);
+  ah_ha_slog_unpush(&l, 3); /* the post of 3 and 4 failed: 3 leaves the ring too */
+  ck_assert_uint_eq(l.nsig - l.sig_tail, 1);
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), 1);
+  ck_assert_uint_eq(l.tail, 2);
+  ck_assert_uint_eq(l.lim, 2 + l.cap);
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), -1); /* 2 is unsignalled: nothing to retire */
+  ck_assert_uint_eq(l.tail, 2);
+  ah_ha_slog_push(&l, &sg); /* 3 */
+  ah_ha_slog_push(&l, &sg); /* 4 */
+  ck_assert_uint_eq(ah_ha_slog_retire(&l, 3), 2); /* a replay's synthesized completion covers 2..3 */
+  ck_assert_int_eq(ah_ha_slog_complete_next(&l), 4);
+  ck_assert_uint_eq(ah_ha_slog_cons_tail(&l), 3);
+  ck_assert_uint_eq(l.head, l.tail);
+  /* chains of 1 to 3 WRs, the last signalled, through a log of 8 entries: 300 completions */
+  uint64_t next = l.head;
+  for (int k = 0; k < 300; k++) {
+    int len = 1 + k % 3;
+    for (int j = 0; j < len - 1; j++) ah_ha_slog_push(&l, &u);
+    uint64_t want = ah_ha_slog_push(&l, &sg);
+    ck_assert_uint_eq(want, next + (uint64_t)len - 1);
+    next += (uint64_t)len;
+    ck_assert_int_eq(ah_ha_slog_complete_next(&l), (int64_t)want);
+    ck_assert_uint_eq(l.tail, want + 1);
+    ck_assert_uint_eq(l.lim, want + 1 + l.cap);
+  }
+  ck_assert_uint_eq(ah_ha_slog_cons_tail(&l), l.cons);
+  ah_ha_slog_free(&l);
+}
+END_TEST
+
 START_TEST(recv_log_in_order) {
   ah_ha_rlog_t l;
   ck_assert_int_eq(ah_ha_rlog_init(&l, 3), 0);
@@ -99,6 +142,8 @@ START_TEST(recv_log_in_order) {
   ck_assert_int_eq(ah_ha_rlog_complete(&l, 0), 0);
   ck_assert_int_eq(ah_ha_rlog_complete(&l, 1), 0);
   ck_assert_int_eq(ah_ha_rlog_complete(&l, 2), -1); /* never posted */
+  ck_assert_uint_eq(l.done, 2);
+  ck_assert_int_eq(ah_ha_rlog_complete_next(&l), -1); /* none live: nothing retired */
   ck_assert_uint_eq(l.done, 2);
   ah_ha_rlog_push(&l, &r);
   ah_ha_rlog_unpush(&l, 2);
@@ -257,6 +302,7 @@ int main(void) {
   tcase_add_test(tc, consuming_opcodes);
   tcase_add_test(tc, send_log_retire_and_unpush);
   tcase_add_test(tc, send_log_complete_in_order);
+  tcase_add_test(tc, send_log_ring);
   tcase_add_test(tc, recv_log_in_order);
   tcase_add_test(tc, plan_rejects_impossible_counts);
   tcase_add_test(tc, plan_every_failure_point);
