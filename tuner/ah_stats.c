@@ -115,17 +115,43 @@ static void ah_drift_settle(ah_drift_t *d) {
   d->k = k < 1.0 ? 1.0 : (k > 2.0 ? 2.0 : k);
 }
 
+/* Fits the reference and sigma to the warm-up samples (logs in d->warm) as the CUSUM will use
+ * them: median and MAD first, then Huber's location with the CUSUM's own clip at 3 sigma, so the
+ * clipped z of a stationary stream averages 0 whatever the noise's shape, and a scale from the
+ * deviations winsorised at 2 sigma (normalised by their Gaussian mean square, 0.7737) — at 3 an
+ * outlier or two in the warm-up would blow the scale up until a 10% shift hid in it. The median
+ * alone leaves a right-skewed noise (jitter, arrival waits) a positive mean z that eats the
+ * allowance, and the MAD under-states a heavy tail; with either, a stable job re-tuned after a few
+ * hundred calls. Returns nothing; sets ref_log and sigma. */
+static void ah_drift_fit(ah_drift_t *d) {
+  double dev[AH_DRIFT_WARMUP];
+  memcpy(dev, d->warm, sizeof(dev));
+  qsort(dev, AH_DRIFT_WARMUP, sizeof(double), ah_stats_cmp_double);
+  d->ref_log = 0.5 * (dev[AH_DRIFT_WARMUP / 2 - 1] + dev[AH_DRIFT_WARMUP / 2]);
+  for (int i = 0; i < AH_DRIFT_WARMUP; i++) dev[i] = fabs(dev[i] - d->ref_log);
+  qsort(dev, AH_DRIFT_WARMUP, sizeof(double), ah_stats_cmp_double);
+  double s = 1.4826 * 0.5 * (dev[AH_DRIFT_WARMUP / 2 - 1] + dev[AH_DRIFT_WARMUP / 2]);
+  if (s > d->sigma) d->sigma = s;
+  for (int it = 0; it < 20; it++) {
+    double m = 0.0, v = 0.0;
+    for (int i = 0; i < AH_DRIFT_WARMUP; i++) {
+      double z = (d->warm[i] - d->ref_log) / d->sigma;
+      double w = z > 2.0 ? 2.0 : (z < -2.0 ? -2.0 : z);
+      m += z > 3.0 ? 3.0 : (z < -3.0 ? -3.0 : z);
+      v += w * w;
+    }
+    d->ref_log += d->sigma * m / AH_DRIFT_WARMUP;
+    v /= AH_DRIFT_WARMUP * 0.7737;
+    if (v > 1.0) d->sigma *= sqrt(v);
+  }
+}
+
 int ah_drift_add(ah_drift_t *d, double us) {
   if (!(us > 0)) return 0;
   if (d->learning) {
     d->warm[d->n++] = log(us);
     if (d->n < AH_DRIFT_WARMUP) return 0;
-    qsort(d->warm, AH_DRIFT_WARMUP, sizeof(double), ah_stats_cmp_double);
-    d->ref_log = 0.5 * (d->warm[AH_DRIFT_WARMUP / 2 - 1] + d->warm[AH_DRIFT_WARMUP / 2]);
-    for (int i = 0; i < AH_DRIFT_WARMUP; i++) d->warm[i] = fabs(d->warm[i] - d->ref_log);
-    qsort(d->warm, AH_DRIFT_WARMUP, sizeof(double), ah_stats_cmp_double);
-    double s = 1.4826 * 0.5 * (d->warm[AH_DRIFT_WARMUP / 2 - 1] + d->warm[AH_DRIFT_WARMUP / 2]);
-    if (s > d->sigma) d->sigma = s;
+    ah_drift_fit(d);
     d->learning = 0;
     ah_drift_settle(d);
     return 0;
