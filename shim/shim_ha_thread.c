@@ -1,5 +1,6 @@
-/* shim_ha_thread.c: the HA layer's background thread (docs/ha.md): it builds shadows, runs
- * failovers step by step, answers peers' doorbells and re-plans after failovers, sleeping 50 ms
+/* shim_ha_thread.c: the HA layer's background thread (docs/ha.md): it builds standbys, runs
+ * failovers step by step, sends heartbeats, watches the soft timeout, answers peers' doorbells and
+ * re-plans after failovers, sleeping 50 ms
  * when there is nothing to do and 1 ms between the steps of a failover. */
 #include <time.h>
 
@@ -13,10 +14,12 @@ void *ha_thread(void *arg) {
     /* pick the QPs with work, marking them busy so that a destroy leaves them to us */
     ha_qp_t *work[256];
     int nw = 0;
+    double now = ha_now_s();
     pthread_mutex_lock(&ha_mu);
     for (ha_qp_t *m = ha_qps; m && nw < 256; m = m->next) {
-      int s = atomic_load(&m->sh_state);
-      if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS || (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0)) {
+      int s = atomic_load(&m->sb.state);
+      if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS || (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0) ||
+          ha_health_due(m, now)) {
         m->busy = 1;
         work[nw++] = m;
       }
@@ -35,8 +38,11 @@ void *ha_thread(void *arg) {
     for (int i = 0; i < nw; i++) failing |= atomic_load(&work[i]->state) == HA_FAILING;
     for (int i = 0; i < nw; i++) {
       ha_qp_t *m = work[i];
+      /* a failover may wait for its standby: both advance in the same round */
       if (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0) moved |= ha_failover_step(m);
-      else moved |= ha_shadow_step(m);
+      int s = atomic_load(&m->sb.state);
+      if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS) moved |= ha_shadow_step(m);
+      if (ha_health_due(m, ha_now_s())) moved |= ha_health_step(m);
     }
     pthread_mutex_lock(&ha_mu);
     for (int i = 0; i < nw; i++) work[i]->busy = 0;
