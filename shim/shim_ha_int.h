@@ -44,7 +44,7 @@ enum { FO_NONE, FO_DRAIN, FO_WAIT, FO_EXCHANGE };                        /* fail
 
 #define HA_GEN_MAX 16     /* shadows built per queue pair over its life (failovers and rebuilds) */
 #define HA_HB_PERIOD_S 2.0 /* a heartbeat on each ready standby this often */
-#define HA_REBUILD_S 1.0  /* a dead standby is rebuilt after this long */
+#define HA_REBUILD_S 0.25 /* a dead standby is rebuilt after this long, doubling per failure */
 
 /* A standby: the shadow queue pair being built or ready for the next failover. Generation g pairs
  * with the peer's generation g (the directory's keys carry it); the first is generation 1. */
@@ -95,6 +95,9 @@ typedef struct ha_qp {
   uint32_t sh_gen;          /* the generation of the QP carrying the traffic (0: the primary) */
   ha_stby_t sb;
   int peer_seen;            /* the peer published a shadow once: it runs autoha */
+  int sb_fails;             /* standbys dead in a row (the rebuild's backoff) */
+  int sb_dead_port;         /* the port and source port of the last standby that died */
+  uint16_t sb_dead_sport;
   double health_next;       /* the next heartbeat and soft-timeout look */
   struct ibv_qp *gens[HA_GEN_MAX]; /* every shadow built, destroyed with NCCL's QP */
   int ngens;

@@ -38,6 +38,9 @@ static int shadow_create(ha_qp_t *m) {
     /* the other port than the one carrying the traffic: after a failover to port 2, back on port 1 */
     int cport = m->sh ? m->sh_port : m->port;
     port = cport == 1 ? 2 : 1;
+    /* the carrier failed and the last standby on the other port died too: try the carrier's port
+     * again (it may be back), alternating while neither comes up */
+    if (atomic_load(&m->state) == HA_FAILING && m->sb_fails > 0 && m->sb_dead_port == port) port = cport;
     if (hc->real.query_gid(m->qp->context, (uint8_t)port, gid_index, &gid) != 0) {
       AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: AUTOHA_HA=port but %s has no port %d (or no GID %d on it): QPs "
                     "on it run without a shadow", m->qp->context->device->name, port, gid_index);
@@ -118,8 +121,10 @@ static uint32_t shadow_label(ha_qp_t *m, const shadow_info_t *peer) {
   uint16_t csport = carrier_sport(m);
   uint32_t label = ah_path_label_from_qpn(m->sb.qpn, peer_sh_qpn);
   if (ah_env_settings()->ha == 1) {
-    uint16_t out[2] = {psport, csport}, back[2] = {peer_sport, (uint16_t)peer->sport2};
-    uint16_t sport = ah_path_backup_sport_avoid(ha_topo(), m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, out, 2, back, 2,
+    /* and the path of the last standby that died, when it died in a row */
+    uint16_t out[3] = {psport, csport, m->sb_fails ? m->sb_dead_sport : 0};
+    uint16_t back[2] = {peer_sport, (uint16_t)peer->sport2};
+    uint16_t sport = ah_path_backup_sport_avoid(ha_topo(), m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, out, 3, back, 2,
                                                 ah_path_label_to_sport(label));
     if (sport) return ah_path_sport_to_label(sport);
   }
@@ -193,6 +198,7 @@ void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
     int want = SH_CONNECTED;
     if (atomic_compare_exchange_strong(&m->sb.state, &want, SH_READY)) {
       m->sb.rebuild_at = 0;
+      m->sb_fails = 0;
       atomic_fetch_add(&ha_st_shadows, 1);
       ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sb.qpn, m->sb.port);
     }
@@ -207,10 +213,13 @@ void ha_standby_dead(ha_qp_t *m, const char *why) {
   if (atomic_load(&m->sb.state) == SH_DEAD) return;
   atomic_store(&m->sb.state, SH_DEAD);
   m->sb.hb_out = 0;
-  /* rebuilt after 1, 2, 4, 8, 16 s while the peer runs autoha (a port that stays down costs a few
-   * queue pairs, not a storm); past HA_GEN_MAX shadows the connection keeps none */
-  int k = m->ngens < 5 ? m->ngens : 5;
-  m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? ha_now_s() + HA_REBUILD_S * (double)(1 << (k > 0 ? k - 1 : 0)) : 0;
+  /* rebuilt after 0.25, 0.5, 1, 2, 4, then every 8 s while the peer runs autoha (a port that stays
+   * down costs a few queue pairs, not a storm); past HA_GEN_MAX shadows the connection keeps none */
+  int k = m->sb_fails < 5 ? m->sb_fails : 5;
+  m->sb_fails++;
+  m->sb_dead_port = m->sb.port;
+  m->sb_dead_sport = m->sb.sport;
+  m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? ha_now_s() + HA_REBUILD_S * (double)(1 << k) : 0;
   AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: the standby shadow QP %u of QP %u is dead: %s; %s", m->sb.qpn, m->qpn, why,
                 m->sb.rebuild_at ? "it is rebuilt" : "that connection has no backup path");
 }
@@ -357,6 +366,8 @@ int ha_health_step(ha_qp_t *m) {
     } else if (now - m->st_since > soft_timeout_s(m) && !m->unprotected && ha_can_hold(m)) {
       char why[96];
       snprintf(why, sizeof why, "no completion for %.1f s (AUTOHA_HA_SOFT_TIMEOUT_S)", now - m->st_since);
+      AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: QP %u: its oldest signalled work request has had %s and no error; "
+                    "failing it over", m->qpn, why);
       struct ibv_qp_attr a;
       memset(&a, 0, sizeof a);
       a.qp_state = IBV_QPS_ERR;
