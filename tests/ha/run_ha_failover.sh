@@ -17,7 +17,8 @@
 #              within 5x of the same job's without the fault
 #       twice  port 1 down, back, then port 2 down: a second failover, back to port 1
 #       during port 2 down 50 ms after port 1 (during the first failover), port 1 back: the job completes
-#       early  port 1 down 0.2 s in, before any shadow is ready: held, failed over once it is
+#       early  port 1 down 0.2 s in, before any shadow is ready (port 2 down until 2 s): held,
+#              failed over once one is
 #       soft   no RC error within the run (retry window 34 s), AUTOHA_HA_SOFT_TIMEOUT_S=1: failover
 #       peace  no fault: AUTOHA_HA=port runs the same simulated time as without autoha
 set -u
@@ -165,14 +166,16 @@ during)
   echo "ok: a fault during a failover -> $n failovers onto a new shadow on port 1, job completed in $took s"
   ;;
 early)
-  # a fault 0.2 s in, before any shadow is ready: the error is held, the shadow built, the
-  # failover done once it is ready
-  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=200ms:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so"
+  # a fault before any shadow is ready: port 2 (the shadows') down from the start, port 1 (NCCL's)
+  # 0.2 s in, port 2 back at 2 s: the primaries fail while no shadow is ready; the errors are held,
+  # the standbys rebuilt, and the failovers done once one is ready (without that: NCCL's error)
+  job_run "${dual[@]}" AUTOHA_HA=port LD_PRELOAD="$so" \
+    NCCLSIM_FABRIC_FAULTS="at=0ms:portdown:node1/mlx5_3:2;at=200ms:portdown:node1/mlx5_3:1;at=${HA_TEST_UP:-2s}:portup:node1/mlx5_3:2"
   [ $rc -eq 0 ] || fail "the job failed with a fault before the shadows were ready (rc $rc)"
   grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
   n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
-  echo "ok: a fault at 0.2 s under AUTOHA_HA=port -> $n failovers once the shadows were ready, job completed in $took s"
+  echo "ok: a fault at 0.2 s, no shadow ready until 2 s, under AUTOHA_HA=port -> $n failovers once they were, job completed in $took s"
   ;;
 soft)
   # the soft timeout: RC's retry window at its real length (34 s: no error within the run), the
