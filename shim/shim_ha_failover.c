@@ -74,6 +74,14 @@ void ha_failover_start(ha_qp_t *m, const char *why) {
          m->sb.qpn);
 }
 
+/* What a failover publishes: the count of messages this end took (final: its carrier is drained),
+ * and the generation of the standby it will switch to (0: none ready yet). Both ends switch only
+ * when they name the same one; the lower moves up to the higher. */
+typedef struct {
+  uint64_t done;
+  uint32_t gen, pad;
+} fail_rec_t;
+
 /* The directory key of the count the failover of m's carrier publishes (mine: this side's; else
  * the peer's). Carriers are connected pairwise, so both ends' carriers have one generation. */
 static void fail_key(uint8_t key[HA_KEY], const ha_qp_t *m, int mine) {
@@ -238,11 +246,12 @@ int ha_failover_step(ha_qp_t *m) {
       return 0;
     }
     pthread_mutex_lock(&m->mu);
-    uint64_t done = m->rlog.done;
+    m->fo_done = m->rlog.done;
     pthread_mutex_unlock(&m->mu);
     uint8_t key[HA_KEY];
     fail_key(key, m, 1);
-    if (ha_dir_put(key, &done, sizeof done) != 0) {
+    fail_rec_t rec = {m->fo_done, 0, 0};
+    if (ha_dir_put(key, &rec, sizeof rec) != 0) {
       pthread_mutex_lock(&m->mu);
       give_error(m, "the coordinator hub is gone");
       pthread_mutex_unlock(&m->mu);
@@ -263,8 +272,18 @@ int ha_failover_step(ha_qp_t *m) {
     pthread_mutex_lock(&m->mu);
     int sb = atomic_load(&m->sb.state), hb = m->sb.hb_out, hold = ha_can_hold(m);
     if (sb == SH_READY && !hb) {
-      m->fo_step = FO_EXCHANGE;
+      /* tell the peer which standby this end will switch to */
+      fail_rec_t rec = {m->fo_done, m->sb.gen, 0};
       pthread_mutex_unlock(&m->mu);
+      uint8_t key[HA_KEY];
+      fail_key(key, m, 1);
+      if (ha_dir_put(key, &rec, sizeof rec) != 0) {
+        pthread_mutex_lock(&m->mu);
+        give_error(m, "the coordinator hub is gone");
+        pthread_mutex_unlock(&m->mu);
+        return 1;
+      }
+      m->fo_step = FO_EXCHANGE;
       return 1;
     }
     if (!hold || t > m->fo_deadline) {
@@ -275,24 +294,39 @@ int ha_failover_step(ha_qp_t *m) {
     }
     pthread_mutex_unlock(&m->mu);
     if (hb) ha_drain_poll(m); /* the heartbeat's completion, which NCCL may never poll for */
+    if (sb == SH_DEAD && t >= m->fo_look) { /* a peer already building a newer standby: join it now */
+      m->fo_look = t + 0.02;
+      return ha_peer_ahead(m, 0);
+    }
     return 0;
   }
   if (m->fo_step == FO_EXCHANGE) {
     uint8_t key[HA_KEY];
     fail_key(key, m, 0);
-    uint64_t peer_done = 0;
-    int n = ha_dir_get(key, &peer_done, sizeof peer_done, 0.002);
+    fail_rec_t peer = {0, 0, 0};
+    int n = ha_dir_get(key, &peer, sizeof peer, 0.002);
+    int have = n == (int)sizeof peer && peer.gen != 0;
+    if (have && peer.gen > m->sb.gen) { /* the peer is on a newer standby: ours is rebuilt at it */
+      ha_peer_ahead(m, peer.gen);
+      m->fo_step = FO_WAIT;
+      return 1;
+    }
     const char *why = NULL;
     pthread_mutex_lock(&m->mu);
-    int switched = 0;
-    if (n == (int)sizeof peer_done) {
-      if (atomic_load(&m->sb.state) != SH_READY || m->sb.hb_out) m->fo_step = FO_WAIT; /* it died meanwhile */
-      else if (replay(m, peer_done, &why) != 0) give_error(m, why);
+    int switched = 0, moved = 0;
+    if (atomic_load(&m->sb.state) != SH_READY || m->sb.hb_out) {
+      m->fo_step = FO_WAIT; /* it died meanwhile */
+      moved = 1;
+    } else if (have && peer.gen == m->sb.gen) {
+      if (replay(m, peer.done, &why) != 0) give_error(m, why);
       else switched = 1;
+      moved = 1;
     } else if (ha_now_s() > m->fo_deadline) {
-      give_error(m, "the peer did not publish what it received within AUTOHA_HA_FAILOVER_S");
+      /* nothing from the peer, or a peer still behind (it moves up when it reads this end's) */
+      give_error(m, n == (int)sizeof peer ? "the peer named no ready shadow within AUTOHA_HA_FAILOVER_S"
+                                          : "the peer did not publish what it received within AUTOHA_HA_FAILOVER_S");
+      moved = 1;
     }
-    int moved = n == (int)sizeof peer_done;
     pthread_mutex_unlock(&m->mu);
     if (switched) ha_rebal_note(m);
     return moved;
@@ -352,11 +386,10 @@ void ha_notice_check(void) {
     pthread_mutex_unlock(&ha_mu);
     for (int i = 0; i < nl; i++) {
       ha_qp_t *m = look[i];
-      uint64_t peer_done;
+      fail_rec_t peer;
       fail_key(key, m, 0);
       int st = atomic_load(&m->state);
-      if ((st == HA_PEACE || st == HA_SHADOW) &&
-          ha_dir_get(key, &peer_done, sizeof peer_done, 0.001) == (int)sizeof peer_done) {
+      if ((st == HA_PEACE || st == HA_SHADOW) && ha_dir_get(key, &peer, sizeof peer, 0.001) == (int)sizeof peer) {
         struct ibv_qp_attr a;
         memset(&a, 0, sizeof a);
         a.qp_state = IBV_QPS_ERR;

@@ -106,6 +106,8 @@ typedef struct ha_qp {
   double t_fail, fo_deadline;
   _Atomic int drained_send, drained_recv;
   int nfail;                /* failovers done */
+  uint64_t fo_done;         /* this end's count, published by the failover in progress */
+  double fo_look;           /* the failover's next look for a peer ahead */
   /* the soft timeout: the send log's tail as last seen, and since when */
   uint64_t st_tail;
   double st_since;
@@ -235,6 +237,9 @@ void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc);
 /* Posts a heartbeat on m's ready standby. Returns 0 or -1 (the standby is then dead). Call with
  * m->mu held. */
 int ha_heartbeat_post(ha_qp_t *m);
+/* m's peer builds a newer standby generation (pg; 0: read it from the directory): m's standby is
+ * given up and rebuilt at it at once. Returns 1 when that changed anything. Call without m->mu. */
+int ha_peer_ahead(ha_qp_t *m, uint32_t pg);
 /* Marks m's standby dead (why logged), to be rebuilt when its peer has autoha. Call with m->mu held. */
 void ha_standby_dead(ha_qp_t *m, const char *why);
 

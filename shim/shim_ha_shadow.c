@@ -26,7 +26,7 @@ typedef struct {
 static uint16_t carrier_sport(const ha_qp_t *m) { return m->sh ? (m->rb_sport ? m->rb_sport : m->sh_sport) : 0; }
 
 /* Creates m's standby (generation m->sb.gen), takes it to INIT on its port and publishes it.
- * Returns 0, or -1 (the standby is then dead). */
+ * Returns 0, -1 (the standby is then dead) or -2 (and none can ever be built: no other port). */
 static int shadow_create(ha_qp_t *m) {
   ha_ctx_t *hc = m->hc;
   int policy = ah_env_settings()->ha;
@@ -44,7 +44,7 @@ static int shadow_create(ha_qp_t *m) {
     if (hc->real.query_gid(m->qp->context, (uint8_t)port, gid_index, &gid) != 0) {
       AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: AUTOHA_HA=port but %s has no port %d (or no GID %d on it): QPs "
                     "on it run without a shadow", m->qp->context->device->name, port, gid_index);
-      return -1;
+      return -2;
     }
   }
   struct ibv_qp_init_attr ia;
@@ -240,21 +240,25 @@ static void dead_locked(ha_qp_t *m, const char *why, int rebuild) {
   pthread_mutex_unlock(&m->mu);
 }
 
-/* A peer ahead of us (it found its standby dead first) builds a newer generation: ours is given up
- * and rebuilt at the peer's at once. Returns 1 when it was. */
-static int peer_ahead(ha_qp_t *m) {
+/* A peer ahead of us (it found its standby dead first, or said so in its failover record) builds a
+ * newer generation: ours is given up and rebuilt at the peer's at once. pg: the peer's generation,
+ * or 0 to read it from the directory. Returns 1 when it was. */
+int ha_peer_ahead(ha_qp_t *m, uint32_t pg) {
   if (!m->peer_seen) return 0;
-  uint8_t key[HA_KEY];
-  uint32_t pg = 0;
-  ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
-  if (ha_dir_get(key, &pg, sizeof pg, 0.002) != (int)sizeof pg || pg <= m->sb.gen || pg >= m->sb.gen + HA_GEN_MAX)
-    return 0;
+  if (!pg) {
+    uint8_t key[HA_KEY];
+    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
+    if (ha_dir_get(key, &pg, sizeof pg, 0.002) != (int)sizeof pg) return 0;
+  }
+  if (pg <= m->sb.gen || pg >= m->sb.gen + HA_GEN_MAX) return 0;
   pthread_mutex_lock(&m->mu);
-  ha_standby_dead(m, "the peer built a newer one");
+  int was_dead = atomic_load(&m->sb.state) == SH_DEAD;
+  if (!was_dead) ha_standby_dead(m, "the peer built a newer one");
+  int moved = m->sb.want_gen != pg || !was_dead;
   m->sb.want_gen = pg;
   if (m->sb.rebuild_at) m->sb.rebuild_at = ha_now_s();
   pthread_mutex_unlock(&m->mu);
-  return 1;
+  return moved;
 }
 
 /* One step of m's standby setup (the background thread's); returns 1 when it moved. */
@@ -264,8 +268,9 @@ int ha_shadow_step(ha_qp_t *m) {
     if (!ha_dir_coord()) return 0; /* the hub is known once the process joined a communicator */
     if (m->sb.gen == 0) m->sb.gen = 1;
     m->sb.deadline = ha_now_s() + ah_env_settings()->ha_connect_s;
-    if (shadow_create(m) != 0) {
-      dead_locked(m, "it could not be created", 1);
+    int rc = shadow_create(m);
+    if (rc != 0) {
+      dead_locked(m, "it could not be created", rc == -1);
       return 1;
     }
     atomic_store(&m->sb.state, SH_PUBLISHED);
@@ -279,7 +284,7 @@ int ha_shadow_step(ha_qp_t *m) {
       shadow_heartbeat(m);
       return 1;
     }
-    if (peer_ahead(m)) return 1;
+    if (ha_peer_ahead(m, 0)) return 1;
     if (ha_now_s() > m->sb.deadline) {
       dead_locked(m, "the peer's did not connect within AUTOHA_HA_CONNECT_S", 1);
       return 1;
@@ -296,7 +301,7 @@ int ha_shadow_step(ha_qp_t *m) {
       if (shadow_connect(m, &peer) != 0) dead_locked(m, "it could not be connected", 1);
       return 1;
     }
-    if (peer_ahead(m)) return 1;
+    if (ha_peer_ahead(m, 0)) return 1;
     if (ha_now_s() > m->sb.deadline) {
       if (!m->peer_seen) {
         ah_log(AH_LOG_INFO, "HA: QP %u: the peer published no shadow within AUTOHA_HA_CONNECT_S (no autoha or "

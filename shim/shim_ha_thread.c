@@ -34,8 +34,12 @@ void *ha_thread(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&ha_mu);
-    int moved = 0, failing = 0;
-    for (int i = 0; i < nw; i++) failing |= atomic_load(&work[i]->state) == HA_FAILING;
+    int moved = 0, failing = 0, building = 0;
+    for (int i = 0; i < nw; i++) {
+      int s = atomic_load(&work[i]->sb.state);
+      failing |= atomic_load(&work[i]->state) == HA_FAILING;
+      building |= s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS;
+    }
     for (int i = 0; i < nw; i++) {
       ha_qp_t *m = work[i];
       /* a failover may wait for its standby: both advance in the same round */
@@ -47,10 +51,11 @@ void *ha_thread(void *arg) {
     pthread_mutex_lock(&ha_mu);
     for (int i = 0; i < nw; i++) work[i]->busy = 0;
     pthread_cond_broadcast(&ha_idle_cv);
-    if (!moved) { /* 1 ms between steps of a failover (the stall NCCL sees), 10 ms otherwise */
+    if (!moved) { /* 1 ms between steps of a failover (the stall NCCL sees), 10 ms while a standby is
+                   * built, 50 ms for heartbeats and the soft timeout's look */
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += failing ? 1000000L : 10000000L;
+      ts.tv_nsec += failing ? 1000000L : building ? 10000000L : 50000000L;
       if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
       pthread_cond_timedwait(&ha_cv, &ha_mu, &ts);
     }
