@@ -271,6 +271,12 @@ int ha_failover_step(ha_qp_t *m) {
      * here for it to be built */
     pthread_mutex_lock(&m->mu);
     int sb = atomic_load(&m->sb.state), hb = m->sb.hb_out, hold = ha_can_hold(m);
+    if (sb == SH_READY && !hb && t - m->sb.hb_ok > 0.5) {
+      /* its last heartbeat is old: one more first, so that a standby the same fault cut is found
+       * out before the replay goes to it (one round trip when it is alive) */
+      hb = ha_heartbeat_post(m) == 0;
+      sb = atomic_load(&m->sb.state);
+    }
     if (sb == SH_READY && !hb) {
       /* tell the peer which standby this end will switch to */
       fail_rec_t rec = {m->fo_done, m->sb.gen, 0};
@@ -310,6 +316,15 @@ int ha_failover_step(ha_qp_t *m) {
       ha_peer_ahead(m, peer.gen);
       m->fo_step = FO_WAIT;
       return 1;
+    }
+    if ((!have || peer.gen < m->sb.gen) && t >= m->fo_look) {
+      /* the peer named none, or an older one, but may build a newer one already (its standby of
+       * our generation died while ours still looked ready): then ours is rebuilt at it */
+      m->fo_look = t + 0.02;
+      if (ha_peer_ahead(m, 0)) {
+        m->fo_step = FO_WAIT;
+        return 1;
+      }
     }
     const char *why = NULL;
     pthread_mutex_lock(&m->mu);

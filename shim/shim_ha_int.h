@@ -58,6 +58,7 @@ typedef struct {
   double deadline;          /* connect by then (AUTOHA_HA_CONNECT_S) */
   int hb_out;               /* a heartbeat is outstanding (under the QP's lock) */
   double hb_next;           /* the next periodic heartbeat is due */
+  double hb_ok;             /* the last heartbeat that succeeded */
   double rebuild_at;        /* SH_DEAD: rebuild then (0: never, the peer has no autoha) */
   uint32_t want_gen;        /* SH_DEAD: the peer is at this generation; rebuild at it */
   uint16_t sport;           /* its UDP source port (from its flow label) */

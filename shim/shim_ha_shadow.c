@@ -195,6 +195,7 @@ void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
   if (wc->qp_num != m->sb.qpn || atomic_load(&m->sb.state) == SH_DEAD) return; /* a dead one's flushes */
   if (wc->wr_id == WRID_HB) m->sb.hb_out = 0;
   if (wc->status == IBV_WC_SUCCESS) {
+    m->sb.hb_ok = ha_now_s();
     int want = SH_CONNECTED;
     if (atomic_compare_exchange_strong(&m->sb.state, &want, SH_READY)) {
       m->sb.rebuild_at = 0;
