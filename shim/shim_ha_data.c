@@ -12,11 +12,6 @@
 
 #include "shim_ha_int.h"
 
-pthread_mutex_t ha_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t ha_cv = PTHREAD_COND_INITIALIZER;
-pthread_cond_t ha_idle_cv = PTHREAD_COND_INITIALIZER;
-ha_ctx_t *ha_ctxs[HA_MAX_CTX];
-_Atomic int ha_nctx;
 
 /* ---- synthesized completions ---------------------------------------------------------------- */
 

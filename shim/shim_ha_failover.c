@@ -48,32 +48,6 @@ static void give_error(ha_qp_t *m, const char *why) {
   }
 }
 
-int ha_can_hold(ha_qp_t *m) {
-  if (m->unprotected) return 0;
-  switch (atomic_load(&m->sb.state)) {
-  case SH_WANTED:
-  case SH_PUBLISHED:
-  case SH_RTS:
-  case SH_CONNECTED:
-  case SH_READY: return 1;
-  case SH_DEAD: return m->sb.rebuild_at != 0;
-  default: return 0;
-  }
-}
-
-void ha_failover_start(ha_qp_t *m, const char *why) {
-  m->t_fail = ha_now_s();
-  m->fo_step = FO_DRAIN;
-  m->fo_deadline = 0;
-  atomic_store(&m->drained_send, 0);
-  atomic_store(&m->drained_recv, 0);
-  atomic_store(&m->state, HA_FAILING);
-  int ready = atomic_load(&m->sb.state) == SH_READY;
-  ah_log(AH_LOG_INFO, "HA: QP %u: %s on the %s; failing over to %s QP %u", m->qpn, why,
-         m->sh ? "shadow carrying its traffic" : "primary path", ready ? "its shadow" : "its shadow, once ready,",
-         m->sb.qpn);
-}
-
 /* What a failover publishes: the count of messages this end took (final: its carrier is drained),
  * and the generation of the standby it will switch to (0: none ready yet). Both ends switch only
  * when they name the same one; the lower moves up to the higher. */
@@ -308,20 +282,23 @@ int ha_failover_step(ha_qp_t *m) {
   }
   if (m->fo_step == FO_EXCHANGE) {
     uint8_t key[HA_KEY];
+    /* the peer's newest generation first, its record second: a peer that switched published its
+     * record (naming our generation) before it built the next standby, so a newer generation read
+     * here with a record not naming ours means its standby of our generation died */
+    uint32_t pg = 0;
+    if (t >= m->fo_look) {
+      m->fo_look = t + 0.02;
+      ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
+      if (ha_dir_get(key, &pg, sizeof pg, 0.002) != (int)sizeof pg) pg = 0;
+    }
     fail_key(key, m, 0);
     fail_rec_t peer = {0, 0, 0};
     int n = ha_dir_get(key, &peer, sizeof peer, 0.002);
     int have = n == (int)sizeof peer && peer.gen != 0;
-    if (have && peer.gen > m->sb.gen) { /* the peer is on a newer standby: ours is rebuilt at it */
-      ha_peer_ahead(m, peer.gen);
-      m->fo_step = FO_WAIT;
-      return 1;
-    }
-    if ((!have || peer.gen < m->sb.gen) && t >= m->fo_look) {
-      /* the peer named none, or an older one, but may build a newer one already (its standby of
-       * our generation died while ours still looked ready): then ours is rebuilt at it */
-      m->fo_look = t + 0.02;
-      if (ha_peer_ahead(m, 0)) {
+    if (!(have && peer.gen == m->sb.gen)) {
+      uint32_t ahead = have && peer.gen > m->sb.gen ? peer.gen : pg > m->sb.gen ? pg : 0;
+      if (ahead) { /* the peer is on a newer standby: ours is rebuilt at it */
+        ha_peer_ahead(m, ahead);
         m->fo_step = FO_WAIT;
         return 1;
       }
@@ -338,8 +315,11 @@ int ha_failover_step(ha_qp_t *m) {
       moved = 1;
     } else if (ha_now_s() > m->fo_deadline) {
       /* nothing from the peer, or a peer still behind (it moves up when it reads this end's) */
-      give_error(m, n == (int)sizeof peer ? "the peer named no ready shadow within AUTOHA_HA_FAILOVER_S"
-                                          : "the peer did not publish what it received within AUTOHA_HA_FAILOVER_S");
+      char why_b[160];
+      snprintf(why_b, sizeof why_b, "the peer (QP %u) %s within AUTOHA_HA_FAILOVER_S; this end's shadow generation %u",
+               m->rtr.dest_qp_num, n == (int)sizeof peer ? "named no ready shadow of this generation"
+                                                          : "did not publish what it received", m->sb.gen);
+      give_error(m, why_b);
       moved = 1;
     }
     pthread_mutex_unlock(&m->mu);

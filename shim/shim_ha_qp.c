@@ -1,5 +1,5 @@
 /* shim_ha_qp.c: the queue pairs the HA layer manages (docs/ha.md), as the verbs hook reports NCCL
- * creating, connecting and destroying them: the QP-number tables, the facts a shadow is built from
+ * creating, connecting and destroying them: their entries in the QP-number tables, the facts a shadow is built from
  * (port, access, RTR and RTS attributes, GID), the start of the background thread, the switch
  * AUTOHA_HA and the report's "ha" section. */
 #include <errno.h>
@@ -9,12 +9,7 @@
 #include "ah_env.h"
 #include "shim_ha_int.h"
 
-ha_qp_t *ha_qps;
 static int thread_started;
-_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
-pthread_mutex_t ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
-ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
-int ha_nevents;
 
 int ah_shim_ha_on(void) {
   static _Atomic int on = -1;
@@ -34,28 +29,6 @@ int ah_shim_ha_on(void) {
     atomic_store(&on, v);
   }
   return v;
-}
-
-int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
-  uint32_t i = slot_of(qpn);
-  int free_at = -1;
-  for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
-    uint32_t k = atomic_load(&hc->key[i]);
-    if (k == qpn) {
-      atomic_store_explicit(&hc->val[i], m, memory_order_release);
-      return 0;
-    }
-    if (k == 0) break;
-    if (free_at < 0 && !atomic_load(&hc->val[i])) free_at = (int)i;
-  }
-  if (!m) return 0;
-  if (free_at < 0) {
-    if (atomic_load(&hc->key[i]) != 0) return -1;
-    free_at = (int)i;
-  }
-  atomic_store_explicit(&hc->val[free_at], m, memory_order_release);
-  atomic_store_explicit(&hc->key[free_at], qpn, memory_order_release);
-  return 0;
 }
 
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real) {

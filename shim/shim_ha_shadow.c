@@ -182,49 +182,6 @@ int ha_heartbeat_post(ha_qp_t *m) {
   return 0;
 }
 
-/* The names of the statuses the HA layer logs (the shim does not link libibverbs). */
-static const char *hb_status(enum ibv_wc_status st) {
-  switch (st) {
-  case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
-  case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
-  default: return "error";
-  }
-}
-
-void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
-  if (wc->qp_num != m->sb.qpn || atomic_load(&m->sb.state) == SH_DEAD) return; /* a dead one's flushes */
-  if (wc->wr_id == WRID_HB) m->sb.hb_out = 0;
-  if (wc->status == IBV_WC_SUCCESS) {
-    m->sb.hb_ok = ha_now_s();
-    int want = SH_CONNECTED;
-    if (atomic_compare_exchange_strong(&m->sb.state, &want, SH_READY)) {
-      m->sb.rebuild_at = 0;
-      m->sb_fails = 0;
-      atomic_fetch_add(&ha_st_shadows, 1);
-      ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sb.qpn, m->sb.port);
-    }
-  } else {
-    char why[96];
-    snprintf(why, sizeof why, "it failed its heartbeat (%s)", hb_status(wc->status));
-    ha_standby_dead(m, why);
-  }
-}
-
-void ha_standby_dead(ha_qp_t *m, const char *why) {
-  if (atomic_load(&m->sb.state) == SH_DEAD) return;
-  atomic_store(&m->sb.state, SH_DEAD);
-  m->sb.hb_out = 0;
-  /* rebuilt after 0.25, 0.5, 1, 2, 4, then every 8 s while the peer runs autoha (a port that stays
-   * down costs a few queue pairs, not a storm); past HA_GEN_MAX shadows the connection keeps none */
-  int k = m->sb_fails < 5 ? m->sb_fails : 5;
-  m->sb_fails++;
-  m->sb_dead_port = m->sb.port;
-  m->sb_dead_sport = m->sb.sport;
-  m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? ha_now_s() + HA_REBUILD_S * (double)(1 << k) : 0;
-  AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: the standby shadow QP %u of QP %u is dead: %s; %s", m->sb.qpn, m->qpn, why,
-                m->sb.rebuild_at ? "it is rebuilt" : "that connection has no backup path");
-}
-
 /* Both standbys are connected: a signalled 0-byte write whose success makes the standby usable. */
 static int shadow_heartbeat(ha_qp_t *m) {
   pthread_mutex_lock(&m->mu);
