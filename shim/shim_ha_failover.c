@@ -282,14 +282,14 @@ int ha_failover_step(ha_qp_t *m) {
   }
   if (m->fo_step == FO_EXCHANGE) {
     uint8_t key[HA_KEY];
-    /* the peer's newest generation first, its record second: a peer that switched published its
-     * record (naming our generation) before it built the next standby, so a newer generation read
-     * here with a record not naming ours means its standby of our generation died */
+    /* the newest generation the peer gave up: at or above ours, its standby of our generation
+     * died while ours still looked ready (a switch does not give one up) */
     uint32_t pg = 0;
     if (t >= m->fo_look) {
       m->fo_look = t + 0.02;
+      uint32_t gave_up = 0;
       ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
-      if (ha_dir_get(key, &pg, sizeof pg, 0.002) != (int)sizeof pg) pg = 0;
+      if (ha_dir_get(key, &gave_up, sizeof gave_up, 0.002) == (int)sizeof gave_up) pg = gave_up + 1;
     }
     fail_key(key, m, 0);
     fail_rec_t peer = {0, 0, 0};

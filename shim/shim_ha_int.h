@@ -96,6 +96,7 @@ typedef struct ha_qp {
   uint32_t sh_gen;          /* the generation of the QP carrying the traffic (0: the primary) */
   ha_stby_t sb;
   int peer_seen;            /* the peer published a shadow once: it runs autoha */
+  uint32_t gave_up;         /* the newest standby generation given up (dead), published as "HAG1" */
   int sb_fails;             /* standbys dead in a row (the rebuild's backoff) */
   int sb_dead_port;         /* the port and source port of the last standby that died */
   uint16_t sb_dead_sport;
@@ -212,7 +213,7 @@ int ha_drain_poll(ha_qp_t *m);
 #define KIND_RTS 0x31524148u    /* "HAR1" */
 #define KIND_NOTE 0x314e4148u   /* "HAN1": a per-GID doorbell, "a peer of yours failed over" */
 #define KIND_LINK 0x314c4148u   /* "HAL1": a leaf-spine link a failed primary crossed */
-#define KIND_GEN 0x31474148u    /* "HAG1": the newest standby generation a QP built */
+#define KIND_GEN 0x31474148u    /* "HAG1": the newest standby generation a QP gave up (dead) */
 /* Record kind `kind` of generation gen (1, the first shadow, keeps the kind as it is). */
 static inline uint32_t ha_kind_gen(uint32_t kind, uint32_t gen) {
   return gen <= 1 ? kind : (kind & 0x00ffffffu) | (uint32_t)((0x31u + gen - 1) & 0xffu) << 24;

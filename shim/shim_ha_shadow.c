@@ -86,10 +86,13 @@ static int shadow_create(ha_qp_t *m) {
   uint8_t key[HA_KEY];
   ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, ha_kind_gen(KIND_SHADOW, m->sb.gen));
   if (ha_dir_put(key, &info, sizeof info) != 0) return -1;
-  /* the newest generation, for a peer that fell behind (a standby it still takes for alive) */
-  ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_GEN);
-  uint32_t g = m->sb.gen;
-  ha_dir_put(key, &g, sizeof g);
+  /* the newest generation this end gave up, for a peer that still takes its own for alive (never
+   * the one a switch moved on from: that one carries the traffic) */
+  if (m->gave_up) {
+    ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_GEN);
+    uint32_t g = m->gave_up;
+    ha_dir_put(key, &g, sizeof g);
+  }
   return 0;
 }
 
@@ -198,15 +201,18 @@ static void dead_locked(ha_qp_t *m, const char *why, int rebuild) {
   pthread_mutex_unlock(&m->mu);
 }
 
-/* A peer ahead of us (it found its standby dead first, or said so in its failover record) builds a
- * newer generation: ours is given up and rebuilt at the peer's at once. pg: the peer's generation,
- * or 0 to read it from the directory. Returns 1 when it was. */
+/* A peer ahead of us (it gave up our standby's generation, or named a newer one in its failover
+ * record) builds a newer generation: ours is given up and rebuilt at the peer's at once. pg: the
+ * generation to rebuild at, or 0 to read the peer's given-up one from the directory. Returns 1
+ * when it was. */
 int ha_peer_ahead(ha_qp_t *m, uint32_t pg) {
   if (!m->peer_seen) return 0;
   if (!pg) {
     uint8_t key[HA_KEY];
+    uint32_t gave_up = 0;
     ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
-    if (ha_dir_get(key, &pg, sizeof pg, 0.002) != (int)sizeof pg) return 0;
+    if (ha_dir_get(key, &gave_up, sizeof gave_up, 0.002) != (int)sizeof gave_up) return 0;
+    pg = gave_up + 1;
   }
   if (pg <= m->sb.gen || pg >= m->sb.gen + HA_GEN_MAX) return 0;
   pthread_mutex_lock(&m->mu);
@@ -308,6 +314,7 @@ int ha_health_step(ha_qp_t *m) {
     }
     uint32_t g = m->sb.gen + 1;
     if (m->sb.want_gen > g) g = m->sb.want_gen;
+    if (m->sb.gen > m->gave_up) m->gave_up = m->sb.gen;
     memset(&m->sb, 0, sizeof m->sb);
     m->sb.gen = g;
     atomic_store(&m->sb.state, SH_WANTED);

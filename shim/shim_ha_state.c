@@ -102,12 +102,15 @@ void ha_standby_dead(ha_qp_t *m, const char *why) {
   atomic_store(&m->sb.state, SH_DEAD);
   m->sb.hb_out = 0;
   /* rebuilt after 0.25, 0.5, 1, 2, 4, then every 8 s while the peer runs autoha (a port that stays
-   * down costs a few queue pairs, not a storm); past HA_GEN_MAX shadows the connection keeps none */
-  int k = m->sb_fails < 5 ? m->sb_fails : 5;
+   * down costs a few queue pairs, not a storm), or after 50, 100, 200, 400 ms when a failover
+   * waits for it (the stall NCCL sees); past HA_GEN_MAX shadows the connection keeps none */
+  int failing = atomic_load(&m->state) == HA_FAILING;
+  int k = m->sb_fails < (failing ? 3 : 5) ? m->sb_fails : (failing ? 3 : 5);
   m->sb_fails++;
   m->sb_dead_port = m->sb.port;
   m->sb_dead_sport = m->sb.sport;
-  m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? ha_now_s() + HA_REBUILD_S * (double)(1 << k) : 0;
+  double first = failing ? HA_REBUILD_S / 5 : HA_REBUILD_S;
+  m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? ha_now_s() + first * (double)(1 << k) : 0;
   AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: the standby shadow QP %u of QP %u is dead: %s; %s", m->sb.qpn, m->qpn, why,
                 m->sb.rebuild_at ? "it is rebuilt" : "that connection has no backup path");
 }
