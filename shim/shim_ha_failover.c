@@ -146,7 +146,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   atomic_fetch_add(&ha_st_replayed, nreplay);
   atomic_fetch_add(&ha_st_synth, nsynth);
   double stall_ms = (ha_now_s() - m->t_fail) * 1e3;
-  const char *sh_nic = ha_nic_name(m);
+  const char *sh_nic = ha_on_nic(m, m->sh) ? ha_nic_name(m) : NULL; /* an even nic generation is on NCCL's */
   char where[96];
   if (sh_nic) snprintf(where, sizeof where, "%s port %d", sh_nic, m->sh_port);
   else snprintf(where, sizeof where, "port %d", m->sh_port);

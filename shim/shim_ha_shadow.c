@@ -1,9 +1,9 @@
 /* shim_ha_shadow.c: building a managed queue pair's standby (docs/ha.md, "Shadows"): an RC queue
  * pair on NCCL's protection domain and CQs, on a backup path — another UDP source port
  * (AUTOHA_HA=path), the NIC's other port (port) — or on another NIC's (nic: shim_ha_nic.c gives
- * its protection domain, CQs and port; every generation is on that NIC), connected with the peer's
- * standby of the same generation through the directory, ready once a heartbeat completed, and kept known by a heartbeat
- * every HA_HB_PERIOD_S. A dead standby is rebuilt (a new generation) while its peer runs autoha. */
+ * its protection domain, CQs and port; the odd generations there, the even ones on NCCL's NIC),
+ * connected with the peer's standby of the same generation through the directory, ready once a
+ * heartbeat completed, and kept known by a heartbeat every HA_HB_PERIOD_S. A dead standby is rebuilt (a new generation) while its peer runs autoha. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,7 +37,12 @@ static int shadow_create(ha_qp_t *m) {
   if (m->ngens >= HA_GEN_MAX) return -1;
   struct ibv_pd *pd = m->pd;
   struct ibv_cq *scq = m->send_cq, *rcq = m->recv_cq;
-  if (policy == 3 && ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0) return -2; /* it said why */
+  /* nic: odd generations on the backup NIC, even ones on NCCL's own (its port, GID and objects), so
+   * that a connection moved to the backup NIC can fail back over to a new queue pair on its first
+   * NIC, and both ends — whose generation g pair up — put g on the same side: the key translation
+   * (ha_sh_post_send) is right only when both ends' queue pairs are on their backup NICs or neither */
+  if (policy == 3 && (m->sb.gen & 1) && ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0)
+    return -2; /* it said why */
   if (policy == 2) {
     /* the other port than the one carrying the traffic: after a failover to port 2, back on port 1 */
     int cport = m->sh ? m->sh_port : m->port;

@@ -16,6 +16,8 @@
 #              of the best possible on the surviving links; the simulated time per iteration stays
 #              within 5x of the same job's without the fault
 #       twice  port 1 down, back, then port 2 down: a second failover, back to port 1
+#       nictwice  AUTOHA_HA=nic: node1/mlx5_1 down, back, then node1/mlx5_0 down: a second failover
+#              from a nic shadow, back to a new queue pair on mlx5_1
 #       during port 2 down 50 ms after port 1 (during the first failover), port 1 back: the job completes
 #       early  port 1 down 0.2 s in, before any shadow is ready (port 2 down until 2 s): held,
 #              failed over once one is
@@ -156,6 +158,20 @@ twice)
   n2=$(grep -c "HA: QP [0-9]* (mlx5_3 port 2) failed over to its shadow QP [0-9]* (port 1) .*(again" <<<"$out")
   [ "$n1" -ge 2 ] && [ "$n2" -ge 2 ] || fail "expected failovers to port 2 and then back to port 1, saw $n1 and $n2"
   echo "ok: two faults in sequence under AUTOHA_HA=port -> $n1 failovers to port 2, then $n2 back to port 1, job completed in $took s"
+  ;;
+nictwice)
+  # AUTOHA_HA=nic, two faults in sequence: node1/mlx5_1 down (its queue pairs to their first standby,
+  # on mlx5_0), back at 3 s, then node1/mlx5_0 down: the connections on mlx5_0 fail over again, to
+  # a standby of an even generation, on their own mlx5_1
+  iters=${HA_TEST_ITERS:-150}
+  job_run NCCLSIM_TOPO=nic=2x400 AUTOHA_HA=nic LD_PRELOAD="$so" \
+    NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_1;at=3s:nicup:node1/mlx5_1;at=6s:nicdown:node1/mlx5_0"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic with two faults in sequence (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  n1=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
+  n2=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (port 1) .*(again" <<<"$out")
+  [ "$n1" -ge 2 ] && [ "$n2" -ge 2 ] || fail "expected failovers to mlx5_0 and then back to mlx5_1, saw $n1 and $n2"
+  echo "ok: two NIC faults in sequence under AUTOHA_HA=nic -> $n1 failovers to mlx5_0, then $n2 back to mlx5_1, job completed in $took s"
   ;;
 during)
   # a fault during a failover: port 1 down, port 2 down 50 ms later (the shadow fails while the
