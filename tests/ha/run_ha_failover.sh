@@ -227,6 +227,8 @@ peace)
 nic)
   rep=$(mktemp -d); trap 'rm -rf "$rep"' EXIT
   two=(NCCLSIM_TOPO=nic=2x400)
+  # enough iterations that the job outlives the fault at 2 s on an idle machine (25 can end before)
+  iters=${HA_TEST_ITERS:-100}
   job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_1" AUTOHA_HA=nic AUTOHA_LOG=info LD_PRELOAD="$so" \
     AUTOHA_REPORT="$rep/%h-%p.json"
   [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic (rc $rc)"
