@@ -162,8 +162,9 @@ twice)
 nictwice)
   # AUTOHA_HA=nic, two faults in sequence: node1/mlx5_1 down (its queue pairs to their first standby,
   # on mlx5_0), back at 3 s, then node1/mlx5_0 down: the connections on mlx5_0 fail over again, to
-  # a standby of an even generation, on their own mlx5_1
-  iters=${HA_TEST_ITERS:-150}
+  # a standby of an even generation, on their own mlx5_1 (200 iterations: about 12 s on an idle
+  # machine, so that the job outlives the second fault)
+  iters=${HA_TEST_ITERS:-200}
   job_run NCCLSIM_TOPO=nic=2x400 AUTOHA_HA=nic LD_PRELOAD="$so" \
     NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_1;at=3s:nicup:node1/mlx5_1;at=6s:nicdown:node1/mlx5_0"
   [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic with two faults in sequence (rc $rc)"
