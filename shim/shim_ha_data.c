@@ -303,7 +303,8 @@ static __attribute__((noinline)) int post_send_slow(ha_ctx_t *hc, ha_qp_t *m, st
   int st = atomic_load(&m->state);
   struct ibv_qp *to = ha_carrier(m);
   int rc;
-  if (st != HA_FAILING && ha_on_nic(m, to)) { /* a shadow on another NIC: logged with NCCL's keys, posted with the mirrors' */
+  if (st != HA_FAILING && ha_on_nic(m, to)) {
+    /* a shadow on another NIC: logged with NCCL's keys, posted with the mirrors' */
     uint64_t first = m->slog.head;
     rc = log_and_post_send(hc, m, to, wr, bad, 0);
     if (rc == 0 && (rc = ha_sh_post_send(m, to, wr, bad)) != 0) {

@@ -42,7 +42,8 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
       int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
       /* a nic shadow is on another NIC: this one's port events do not touch it */
       covered += (st == HA_SHADOW && (m->sh_port != port || ha_on_nic(m, m->sh))) ||
-                 ((st == HA_PEACE || st == HA_FAILING) && sb == SH_READY && (m->sb.port != port || ha_on_nic(m, m->sb.qp)));
+                 ((st == HA_PEACE || st == HA_FAILING) && sb == SH_READY &&
+                  (m->sb.port != port || ha_on_nic(m, m->sb.qp)));
     }
     pthread_mutex_unlock(&ha_mu);
     if (n == 0 || covered != n) return 0;

@@ -91,7 +91,8 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     nsynth++;
   }
   if (first > m->slog.tail) ah_ha_slog_retire(&m->slog, first - 1);
-  ha_nic_go_live(m); /* a nic shadow's completions arrive on the backup NIC's CQs: NCCL's poll takes them */
+  /* a nic shadow's completions arrive on the backup NIC's CQs: NCCL's poll takes them from now on */
+  if (ha_on_nic(m, to)) ha_nic_go_live(m);
   for (uint64_t s = m->rlog.tail; s < m->rlog.head; s++) {
     ah_ha_rwr_t *e = &m->rlog.e[s & (m->rlog.cap - 1)];
     struct ibv_sge sge = {e->addr, e->length, e->lkey};

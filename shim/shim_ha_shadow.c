@@ -3,7 +3,8 @@
  * (AUTOHA_HA=path), the NIC's other port (port) — or on another NIC's (nic: shim_ha_nic.c gives
  * its protection domain, CQs and port; the odd generations there, the even ones on NCCL's NIC),
  * connected with the peer's standby of the same generation through the directory, ready once a
- * heartbeat completed, and kept known by a heartbeat every HA_HB_PERIOD_S. A dead standby is rebuilt (a new generation) while its peer runs autoha. */
+ * heartbeat completed, and kept known by a heartbeat every HA_HB_PERIOD_S. A dead standby is
+ * rebuilt (a new generation) while its peer runs autoha. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
