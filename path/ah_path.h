@@ -119,6 +119,11 @@ void ah_path_model_route(const ah_path_topo_t *topo, const ah_path_flow_t *f, ui
  * both GIDs, the flows stay under one leaf pair, or no port in 4096 tries qualifies. */
 uint16_t ah_path_backup_sport(const ah_path_topo_t *topo, const uint8_t sgid[16], const uint8_t dgid[16],
                               uint16_t primary_sport, uint16_t peer_sport, uint16_t start);
+/* The same for a later backup, which must also avoid the paths already in use or lost: a port whose
+ * modelled spine is none of those of the outgoing ports `out` (nout of them, 0 entries ignored)
+ * nor of the peer's ports back `back` (nback). Returns the port, or 0 as ah_path_backup_sport. */
+uint16_t ah_path_backup_sport_avoid(const ah_path_topo_t *topo, const uint8_t sgid[16], const uint8_t dgid[16],
+                                    const uint16_t *out, int nout, const uint16_t *back, int nback, uint16_t start);
 /* Crux's priority assignment: jobs ranked by GPU intensity (highest first) and compressed onto the
  * topology's classes in equal shares. Returns the class index of `job`, or -1 without classes. */
 int ah_path_job_class(const ah_path_topo_t *topo, int job);

@@ -503,22 +503,35 @@ static int backup_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *
   return -1;
 }
 
-uint16_t ah_path_backup_sport(const ah_path_topo_t *t, const uint8_t sgid[16], const uint8_t dgid[16],
-                              uint16_t primary_sport, uint16_t peer_sport, uint16_t start) {
+uint16_t ah_path_backup_sport_avoid(const ah_path_topo_t *t, const uint8_t sgid[16], const uint8_t dgid[16],
+                                    const uint16_t *outp, int nout, const uint16_t *backp, int nback, uint16_t start) {
   ah_path_flow_t out = {0}, back = {0};
   if (!t || backup_find_gid(t, sgid, &out.shost, &out.snic) || backup_find_gid(t, dgid, &out.dhost, &out.dnic))
     return 0;
   back.shost = out.dhost, back.snic = out.dnic, back.dhost = out.shost, back.dnic = out.snic;
-  int side, spine_a, spine_b, rx;
-  ah_path_model_route(t, &out, primary_sport, &side, &spine_a, &rx);
-  ah_path_model_route(t, &back, peer_sport, &side, &spine_b, &rx);
-  if (spine_a < 0 && spine_b < 0) return 0; /* under one leaf pair: no spine to avoid */
+  int side, rx, avoid[16], navoid = 0, any = 0;
+  for (int i = 0; i < nout + nback && navoid < 16; i++) {
+    uint16_t sp = i < nout ? outp[i] : backp[i - nout];
+    if (!sp) continue;
+    int spine;
+    ah_path_model_route(t, i < nout ? &out : &back, sp, &side, &spine, &rx);
+    any |= spine >= 0;
+    avoid[navoid++] = spine;
+  }
+  if (!any) return 0; /* under one leaf pair: no spine to avoid */
   uint32_t span = AH_PATH_SPORT_MAX - AH_PATH_SPORT_MIN + 1;
   for (uint32_t i = 0; i < 4096; i++) {
     uint16_t sport = (uint16_t)(AH_PATH_SPORT_MIN + ((uint32_t)(start - AH_PATH_SPORT_MIN) + i * 7919u) % span);
-    int spine;
+    int spine, ok;
     ah_path_model_route(t, &out, sport, &side, &spine, &rx);
-    if (spine >= 0 && spine != spine_a && spine != spine_b) return sport;
+    ok = spine >= 0;
+    for (int k = 0; k < navoid && ok; k++) ok = spine != avoid[k];
+    if (ok) return sport;
   }
   return 0;
+}
+
+uint16_t ah_path_backup_sport(const ah_path_topo_t *t, const uint8_t sgid[16], const uint8_t dgid[16],
+                              uint16_t primary_sport, uint16_t peer_sport, uint16_t start) {
+  return ah_path_backup_sport_avoid(t, sgid, dgid, &primary_sport, 1, &peer_sport, 1, start);
 }

@@ -294,27 +294,26 @@ static inline ha_qp_t *qp_lookup(ha_ctx_t *hc, struct ibv_qp *qp) {
   return m && m->qp == qp ? m : NULL;
 }
 
-/* The QP NCCL's work goes to in state st. */
-static inline struct ibv_qp *current_qp(ha_qp_t *m, int st) { return st == HA_SHADOW ? m->sh : m->qp; }
-
 /* The post wrappers' uncommon case: a failover in progress logs the WRs (the replay posts them);
- * on the shadow, or broken, they go to the QP in use (a dead one flushes them, and NCCL sees it). */
+ * on a shadow, or broken, they go to the QP carrying the traffic (a dead one flushes them, and
+ * NCCL sees it). */
 static __attribute__((noinline)) int post_send_slow(ha_ctx_t *hc, ha_qp_t *m, struct ibv_send_wr *wr,
                                                     struct ibv_send_wr **bad) {
   pthread_mutex_lock(&m->mu);
   int st = atomic_load(&m->state);
-  int on_sh = st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0);
+  struct ibv_qp *to = ha_carrier(m);
   int rc;
-  if (on_sh && m->nq) { /* a shadow on another NIC: logged with NCCL's keys, posted with the mirrors' */
+  if (st != HA_FAILING && ha_on_nic(m, to)) {
+    /* a shadow on another NIC: logged with NCCL's keys, posted with the mirrors' */
     uint64_t first = m->slog.head;
-    rc = log_and_post_send(hc, m, m->sh, wr, bad, 0);
-    if (rc == 0 && (rc = ha_sh_post_send(m, wr, bad)) != 0) {
+    rc = log_and_post_send(hc, m, to, wr, bad, 0);
+    if (rc == 0 && (rc = ha_sh_post_send(m, to, wr, bad)) != 0) {
       uint64_t seq = first;
       for (struct ibv_send_wr *w = wr; w && w != *bad; w = w->next) seq++;
       ah_ha_slog_unpush(&m->slog, seq);
     }
   } else {
-    rc = log_and_post_send(hc, m, on_sh ? m->sh : m->qp, wr, bad, st != HA_FAILING);
+    rc = log_and_post_send(hc, m, to, wr, bad, st != HA_FAILING);
   }
   pthread_mutex_unlock(&m->mu);
   return rc;
@@ -324,18 +323,18 @@ static __attribute__((noinline)) int post_recv_slow(ha_ctx_t *hc, ha_qp_t *m, st
                                                     struct ibv_recv_wr **bad) {
   pthread_mutex_lock(&m->mu);
   int st = atomic_load(&m->state);
-  int on_sh = st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0);
+  struct ibv_qp *to = ha_carrier(m);
   int rc;
-  if (on_sh && m->nq) {
+  if (st != HA_FAILING && ha_on_nic(m, to)) {
     uint64_t first = m->rlog.head;
-    rc = log_and_post_recv(hc, m, m->sh, wr, bad, 0);
-    if (rc == 0 && (rc = ha_sh_post_recv(m, wr, bad)) != 0) {
+    rc = log_and_post_recv(hc, m, to, wr, bad, 0);
+    if (rc == 0 && (rc = ha_sh_post_recv(m, to, wr, bad)) != 0) {
       uint64_t seq = first;
       for (struct ibv_recv_wr *w = wr; w && w != *bad; w = w->next) seq++;
       ah_ha_rlog_unpush(&m->rlog, seq);
     }
   } else {
-    rc = log_and_post_recv(hc, m, on_sh ? m->sh : m->qp, wr, bad, st != HA_FAILING);
+    rc = log_and_post_recv(hc, m, to, wr, bad, st != HA_FAILING);
   }
   pthread_mutex_unlock(&m->mu);
   return rc;
@@ -412,21 +411,6 @@ static void wake_thread(void) {
   pthread_mutex_unlock(&ha_mu);
 }
 
-/* The heartbeat of m's shadow completed (any completion of a shadow not in use is one). */
-static void heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
-  int want = SH_CONNECTED;
-  if (wc->status == IBV_WC_SUCCESS) {
-    if (atomic_compare_exchange_strong(&m->sh_state, &want, SH_READY)) {
-      atomic_fetch_add(&ha_st_shadows, 1);
-      ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sh_qpn, m->sh_port);
-    }
-  } else {
-    atomic_store(&m->sh_state, SH_DEAD);
-    AH_LOG_CAPPED(5, AH_LOG_WARN, "HA: the shadow of QP %u failed its heartbeat (%s); that connection "
-                  "has no backup path", m->qpn, status_name(wc->status));
-  }
-}
-
 /* A successful completion of the QP NCCL's work is on: retires its log entry (RC completes sends
  * and receives in posting order). */
 static inline void retire(ha_qp_t *m, const struct ibv_wc *c) {
@@ -434,69 +418,66 @@ static inline void retire(ha_qp_t *m, const struct ibv_wc *c) {
   else ah_ha_slog_complete_next(&m->slog);
 }
 
-/* A completion of a managed QP outside the common case (any error, a shadow's, a QP failing
- * over). Returns 1 to hand wc (rewritten) to NCCL, 0 to absorb it. */
-static int wc_slow(ha_qp_t *m, struct ibv_wc *wc) {
-  int from_sh = wc->qp_num != m->qpn;
-  int deliver = 0;
+/* A completion of a managed QP outside the common case (any error, a standby's, a carrier failing
+ * over); nic: it came from a backup NIC's CQ (AUTOHA_HA=nic), whose QP numbers are that NIC's and
+ * may equal this one's. Returns 1 to hand wc (rewritten) to NCCL, 0 to absorb it. */
+static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
+  int deliver = 0, wake = 0;
   pthread_mutex_lock(&m->mu);
   int st = atomic_load(&m->state);
   int ok = wc->status == IBV_WC_SUCCESS;
-  if (!from_sh && (wc->wr_id == WRID_DRAIN_SEND || wc->wr_id == WRID_DRAIN_RECV) && st == HA_FAILING) {
-    atomic_store(wc->wr_id == WRID_DRAIN_SEND ? &m->drained_send : &m->drained_recv, 1);
-    pthread_mutex_unlock(&m->mu);
-    wake_thread();
-    return 0;
-  }
-  if (from_sh && !(st == HA_SHADOW || (st == HA_BROKEN && m->fo_step < 0))) {
-    if (wc->wr_id == WRID_HB) heartbeat_done(m, wc);
-    pthread_mutex_unlock(&m->mu);
-    return 0;
-  }
-  if (from_sh || st == HA_PEACE || (st == HA_BROKEN && m->fo_step >= 0)) {
-    /* the QP NCCL's work is on: hand it over, as NCCL would have seen it from the primary */
-    if (ok) {
-      retire(m, wc);
-    } else if (st == HA_PEACE && !m->unprotected && atomic_load(&m->sh_state) == SH_READY &&
-               (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_WR_FLUSH_ERR)) {
-      /* a path error on a primary with a ready shadow: absorbed, the background thread takes over */
-      m->t_fail = ha_now_s();
-      m->fo_step = FO_DRAIN;
-      atomic_store(&m->state, HA_FAILING);
-      ah_log(AH_LOG_INFO, "HA: QP %u: %s on the primary path; failing over to its shadow QP %u", m->qpn,
+  struct ibv_qp *carrier = ha_carrier(m);
+  int from_carrier = carrier && wc->qp_num == carrier->qp_num && ha_on_nic(m, carrier) == nic;
+  if (wc->wr_id == WRID_DRAIN_SEND || wc->wr_id == WRID_DRAIN_RECV) {
+    /* a drain marker: never NCCL's (a broken carrier's late one included) */
+    if (from_carrier && st == HA_FAILING) {
+      atomic_store(wc->wr_id == WRID_DRAIN_SEND ? &m->drained_send : &m->drained_recv, 1);
+      wake = 1;
+    }
+  } else if (!from_carrier) {
+    /* the standby's heartbeat (or its flush), or a late completion of a queue pair replaced */
+    if (m->sb.qp && wc->qp_num == m->sb.qpn && ha_on_nic(m, m->sb.qp) == nic) ha_heartbeat_done(m, wc);
+  } else if (ok) {
+    /* the QP NCCL's work is on: hand it over, as NCCL would have seen it from the primary (while
+     * failing, cannot happen on RC — nothing succeeds after the first error — but never lose one) */
+    retire(m, wc);
+    wc->qp_num = m->qpn;
+    deliver = 1;
+  } else if ((st == HA_PEACE || st == HA_SHADOW) && !m->unprotected && ha_can_hold(m) &&
+             (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_WR_FLUSH_ERR)) {
+    /* a path error with a standby ready, or on its way: absorbed, the background thread takes over */
+    if (st == HA_SHADOW)
+      ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s, shadow QP %u); failing over again", m->qpn,
              status_name(wc->status), m->sh_qpn);
-      pthread_mutex_unlock(&m->mu);
-      wake_thread();
-      return 0;
-    } else if (st != HA_BROKEN) {
+    ha_failover_start(m, status_name(wc->status));
+    wake = 1;
+  } else if (st == HA_FAILING) {
+    /* the failing carrier's error and flushes */
+  } else {
+    if (st != HA_BROKEN) {
       atomic_store(&m->state, HA_BROKEN);
-      if (from_sh)
-        ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s); NCCL gets the error", m->qpn,
-               status_name(wc->status));
+      if (m->sh)
+        ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s) and no other is ready; NCCL gets the error",
+               m->qpn, status_name(wc->status));
     }
     wc->qp_num = m->qpn;
     deliver = 1;
-  } else if (st == HA_FAILING && ok) {
-    /* cannot happen on RC (nothing succeeds after the first error), but never lose one */
-    retire(m, wc);
-    deliver = 1;
   }
-  /* else: the failed primary's error and flushes, or a late completion of the path not in use */
   pthread_mutex_unlock(&m->mu);
+  if (wake) wake_thread();
   return deliver;
 }
 
 int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc) {
   int st = atomic_load_explicit(&m->state, memory_order_acquire);
-  if (wc->status == IBV_WC_SUCCESS && st == HA_SHADOW) { /* the common case after a nic failover */
+  /* the common case after a nic failover: the nic shadow carrying the traffic (not a standby's
+   * heartbeat, not a replaced shadow's late completion) */
+  if (wc->status == IBV_WC_SUCCESS && st == HA_SHADOW && wc->qp_num == m->sh_qpn && ha_on_nic(m, m->sh)) {
     retire(m, wc);
     wc->qp_num = m->qpn;
     return 1;
   }
-  /* wc_slow tells a shadow's completion by a QP number other than the primary's: another NIC
-   * numbers its queue pairs apart and may give the shadow the primary's number */
-  wc->qp_num = m->qpn + 1;
-  return wc_slow(m, wc);
+  return wc_slow(m, wc, 1);
 }
 
 /* Translates the r completions the provider returned in wc (retiring log entries, absorbing the HA
@@ -514,7 +495,7 @@ static inline __attribute__((always_inline)) int wc_filter(ha_ctx_t *hc, struct 
         retire(m, c); /* the common case */
         c->qp_num = m->qpn;
       } else {
-        keep = wc_slow(m, c);
+        keep = wc_slow(m, c, 0);
       }
     }
     if (keep) {

@@ -25,11 +25,11 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
     int st = atomic_load(&m->state);
     /* a shadow's event would look to NCCL like one of its own QPs' (its qp_context is NULL); a
      * primary the HA layer is moving off, or moved off, is no longer NCCL's concern */
-    int own = m->sh == qp || (m->qp == qp && (st == HA_FAILING || st == HA_SHADOW));
+    int own = m->qp != qp || st == HA_FAILING || st == HA_SHADOW;
     if (own) {
       atomic_fetch_add(&st_events, 1);
       AH_LOG_CAPPED(4, AH_LOG_INFO, "HA: async event %d of %s QP %u absorbed", (int)ev->event_type,
-                    m->sh == qp ? "the shadow of" : "failed-over", m->qpn);
+                    m->qp != qp ? "a shadow of" : "failed-over", m->qpn);
     }
     return own;
   }
@@ -39,8 +39,11 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
     for (ha_qp_t *m = ha_qps; m; m = m->next) {
       if (m->hc != hc || m->port != port) continue;
       n++;
-      int st = atomic_load(&m->state), sh = atomic_load(&m->sh_state);
-      covered += (m->sh_port != port || m->nq) && (st == HA_SHADOW || ((st == HA_PEACE || st == HA_FAILING) && sh == SH_READY));
+      int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
+      /* a nic shadow is on another NIC: this one's port events do not touch it */
+      covered += (st == HA_SHADOW && (m->sh_port != port || ha_on_nic(m, m->sh))) ||
+                 ((st == HA_PEACE || st == HA_FAILING) && sb == SH_READY &&
+                  (m->sb.port != port || ha_on_nic(m, m->sb.qp)));
     }
     pthread_mutex_unlock(&ha_mu);
     if (n == 0 || covered != n) return 0;

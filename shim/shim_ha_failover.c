@@ -1,8 +1,10 @@
-/* shim_ha_failover.c: failing a primary over to its shadow (docs/ha.md, "Failover" and "Replay"):
- * the primary is moved to ERR and drained with markers, the two ends publish how many messages
- * each took, and the switch hands NCCL synthesized completions for what the peer confirmed, re-posts
- * the receives and replays the rest in order on the shadow. A peer's doorbell starts this side's
- * failover when its own primary shows no error. */
+/* shim_ha_failover.c: failing a connection over to its standby (docs/ha.md, "Failover" and
+ * "Replay"): the queue pair carrying the traffic (NCCL's, or the shadow a previous failover moved it
+ * to) is moved to ERR and drained with markers, the two ends publish how many messages each took,
+ * and once the standby is ready the switch hands NCCL synthesized completions for what the peer
+ * confirmed, re-posts the receives and replays the rest in order on the standby, which carries the
+ * traffic from then on while a new standby is built. A peer's doorbell starts this side's failover
+ * when its own carrier shows no error. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -46,8 +48,25 @@ static void give_error(ha_qp_t *m, const char *why) {
   }
 }
 
+/* What a failover publishes: the count of messages this end took (final: its carrier is drained),
+ * and the generation of the standby it will switch to (0: none ready yet). Both ends switch only
+ * when they name the same one; the lower moves up to the higher. */
+typedef struct {
+  uint64_t done;
+  uint32_t gen, pad;
+} fail_rec_t;
+
+/* The directory key of the count the failover of m's carrier publishes (mine: this side's; else
+ * the peer's). Carriers are connected pairwise, so both ends' carriers have one generation. */
+static void fail_key(uint8_t key[HA_KEY], const ha_qp_t *m, int mine) {
+  uint32_t kind = ha_kind_gen(KIND_FAIL, m->sh_gen + 1);
+  if (mine) ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, kind);
+  else ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, kind);
+}
+
 /* The switch: synthesized completions for what the peer took, receives re-posted and the rest
- * replayed on the shadow, in order. Call with m->mu held. Returns 0 or -1 (give_error follows). */
+ * replayed on the standby, in order; the standby becomes the shadow in use and a new standby is
+ * wanted. Call with m->mu held. Returns 0 or -1 (give_error follows). */
 static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   ha_ctx_t *hc = m->hc;
   uint64_t first;
@@ -55,10 +74,12 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     *why_p = "the peer's count of delivered messages does not match this side's log";
     return -1;
   }
+  struct ibv_qp *to = m->sb.qp;
+  int from_port = m->sh ? m->sh_port : m->port;
   unsigned long nsynth = 0, nreplay = 0;
   for (uint64_t s = m->slog.tail; s < first; s++) {
     ah_ha_swr_t *e = &m->slog.e[s & (m->slog.cap - 1)];
-    if (!(e->send_flags & IBV_SEND_SIGNALED)) continue;
+    if (!ah_ha_swr_signaled(&m->slog, e)) continue;
     struct ibv_wc wc;
     memset(&wc, 0, sizeof wc);
     wc.wr_id = e->wr_id;
@@ -70,7 +91,8 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     nsynth++;
   }
   if (first > m->slog.tail) ah_ha_slog_retire(&m->slog, first - 1);
-  ha_nic_go_live(m); /* a nic shadow's completions arrive on the backup NIC's CQs: NCCL's poll takes them */
+  /* a nic shadow's completions arrive on the backup NIC's CQs: NCCL's poll takes them from now on */
+  if (ha_on_nic(m, to)) ha_nic_go_live(m);
   for (uint64_t s = m->rlog.tail; s < m->rlog.head; s++) {
     ah_ha_rwr_t *e = &m->rlog.e[s & (m->rlog.cap - 1)];
     struct ibv_sge sge = {e->addr, e->length, e->lkey};
@@ -79,7 +101,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     w.wr_id = e->wr_id;
     w.sg_list = e->num_sge ? &sge : NULL;
     w.num_sge = e->num_sge;
-    if (ha_sh_post_recv(m, &w, &bad) != 0) {
+    if (ha_sh_post_recv(m, to, &w, &bad) != 0) {
       *why_p = "re-posting a receive on the shadow failed";
       return -1;
     }
@@ -98,25 +120,41 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     w.wr.rdma.rkey = e->rkey;
     w.sg_list = e->num_sge ? &sge : NULL;
     w.num_sge = e->num_sge ? 1 : 0;
-    if (ha_sh_post_send(m, &w, &bad) != 0) {
+    if (ha_sh_post_send(m, to, &w, &bad) != 0) {
       *why_p = "replaying a work request on the shadow failed";
       return -1;
     }
     nreplay++;
   }
+  /* the standby carries the traffic; the QP it replaces stays in ERR (and in the table: its late
+   * flushes are absorbed) until NCCL destroys its own */
+  m->sh = to;
+  m->sh_qpn = m->sb.qpn;
+  m->sh_port = m->sb.port;
+  m->sh_sport = m->sb.sport;
+  m->sh_gen = m->sb.gen;
+  m->rb_sport = 0;
+  uint32_t next_gen = m->sb.gen + 1;
+  memset(&m->sb, 0, sizeof m->sb);
+  m->sb.gen = next_gen;
+  atomic_store(&m->sb.state, m->ngens < HA_GEN_MAX ? SH_WANTED : SH_NONE);
+  m->st_tail = m->slog.tail;
+  m->st_since = ha_now_s();
+  m->nfail++;
   atomic_store_explicit(&m->state, HA_SHADOW, memory_order_release);
-  m->fo_step = -1; /* on the shadow for good */
+  m->fo_step = FO_NONE;
   atomic_fetch_add(&ha_st_failovers, 1);
   atomic_fetch_add(&ha_st_replayed, nreplay);
   atomic_fetch_add(&ha_st_synth, nsynth);
   double stall_ms = (ha_now_s() - m->t_fail) * 1e3;
-  const char *sh_nic = ha_nic_name(m);
+  const char *sh_nic = ha_on_nic(m, m->sh) ? ha_nic_name(m) : NULL; /* an even nic generation is on NCCL's */
   char where[96];
   if (sh_nic) snprintf(where, sizeof where, "%s port %d", sh_nic, m->sh_port);
   else snprintf(where, sizeof where, "port %d", m->sh_port);
   ah_log(AH_LOG_WARN, "HA: QP %u (%s port %d) failed over to its shadow QP %u (%s) in %.1f ms: %lu work "
-         "requests replayed, %lu completions the peer had confirmed handed to NCCL", m->qpn,
-         m->qp->context->device->name, m->port, m->sh_qpn, where, stall_ms, nreplay, nsynth);
+         "requests replayed, %lu completions the peer had confirmed handed to NCCL%s", m->qpn,
+         m->qp->context->device->name, from_port, m->sh_qpn, where, stall_ms, nreplay, nsynth,
+         m->nfail > 1 ? " (again: its previous shadow had failed)" : "");
   pthread_mutex_lock(&ha_events_mu);
   if (ha_nevents < AH_REPORT_HA_MAX) {
     ah_report_failover_t *f = &ha_events[ha_nevents++];
@@ -125,7 +163,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     f->time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     f->qpn = m->qpn;
     snprintf(f->dev, sizeof f->dev, "%.31s", m->qp->context->device->name);
-    f->port = m->port;
+    f->port = from_port;
     f->shadow_port = m->sh_port;
     if (sh_nic) snprintf(f->shadow_dev, sizeof f->shadow_dev, "%.31s", sh_nic);
     f->stall_ms = stall_ms;
@@ -141,25 +179,26 @@ int ha_failover_step(ha_qp_t *m) {
   ha_ctx_t *hc = m->hc;
   double t = ha_now_s();
   const ah_settings_t *env = ah_env_settings();
+  struct ibv_qp *carrier = ha_carrier(m);
   if (m->fo_step == FO_DRAIN && m->fo_deadline == 0) {
     m->fo_deadline = t + env->ha_failover_s;
-    /* the primary to ERR (so the peer's count is final), then one marker per queue: when NCCL has
-     * polled both, every completion of the primary has been seen */
+    /* the carrier to ERR (so the peer's count is final), then one marker per queue: when both
+     * have been polled, every completion of the carrier has been seen */
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_ERR;
-    hc->real.modify_qp(m->qp, &a, IBV_QP_STATE);
+    hc->real.modify_qp(carrier, &a, IBV_QP_STATE);
     struct ibv_send_wr w, *bad;
     memset(&w, 0, sizeof w);
     w.wr_id = WRID_DRAIN_SEND;
     w.opcode = IBV_WR_RDMA_WRITE;
     w.send_flags = IBV_SEND_SIGNALED;
-    if (hc->post_send(m->qp, &w, &bad) != 0) atomic_store(&m->drained_send, 1);
+    if (hc->post_send(carrier, &w, &bad) != 0) atomic_store(&m->drained_send, 1);
     if (m->cap.max_recv_wr > 0) {
       struct ibv_recv_wr r, *rbad;
       memset(&r, 0, sizeof r);
       r.wr_id = WRID_DRAIN_RECV;
-      if (hc->post_recv(m->qp, &r, &rbad) != 0) atomic_store(&m->drained_recv, 1);
+      if (hc->post_recv(carrier, &r, &rbad) != 0) atomic_store(&m->drained_recv, 1);
     } else {
       atomic_store(&m->drained_recv, 1);
     }
@@ -179,20 +218,21 @@ int ha_failover_step(ha_qp_t *m) {
     if ((!atomic_load(&m->drained_send) && !idle_s) || (!atomic_load(&m->drained_recv) && !idle_r)) {
       if (t > m->fo_deadline) {
         pthread_mutex_lock(&m->mu);
-        give_error(m, atomic_load(&m->drained_recv) ? "the primary's send completions were not drained in time"
-                      : atomic_load(&m->drained_send) ? "the primary's receive completions were not drained in time"
-                                                      : "the primary's completions were not drained in time");
+        give_error(m, atomic_load(&m->drained_recv) ? "the send completions were not drained in time"
+                      : atomic_load(&m->drained_send) ? "the receive completions were not drained in time"
+                                                      : "the completions were not drained in time");
         pthread_mutex_unlock(&m->mu);
         return 1;
       }
       return 0;
     }
     pthread_mutex_lock(&m->mu);
-    uint64_t done = m->rlog.done;
+    m->fo_done = m->rlog.done;
     pthread_mutex_unlock(&m->mu);
     uint8_t key[HA_KEY];
-    ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_FAIL);
-    if (ha_dir_put(key, &done, sizeof done) != 0) {
+    fail_key(key, m, 1);
+    fail_rec_t rec = {m->fo_done, 0, 0};
+    if (ha_dir_put(key, &rec, sizeof rec) != 0) {
       pthread_mutex_lock(&m->mu);
       give_error(m, "the coordinator hub is gone");
       pthread_mutex_unlock(&m->mu);
@@ -203,24 +243,92 @@ int ha_failover_step(ha_qp_t *m) {
     uint64_t nonce = (uint64_t)(ha_now_s() * 1e9) ^ ((uint64_t)m->qpn << 32) ^ (uint64_t)getpid();
     ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, 0, 0, KIND_NOTE);
     ha_dir_put(key, &nonce, sizeof nonce);
-    m->fo_step = FO_EXCHANGE;
+    m->fo_step = FO_WAIT;
     return 1;
+  }
+  if (m->fo_step == FO_WAIT) {
+    /* the standby must be ready, with no heartbeat of its own outstanding (NCCL's poll would take
+     * its completion for a replayed WR's); a fault before it was ready, or during a failover, waits
+     * here for it to be built */
+    pthread_mutex_lock(&m->mu);
+    int sb = atomic_load(&m->sb.state), hb = m->sb.hb_out, hold = ha_can_hold(m);
+    if (sb == SH_READY && !hb && t - m->sb.hb_ok > 0.5) {
+      /* its last heartbeat is old: one more first, so that a standby the same fault cut is found
+       * out before the replay goes to it (one round trip when it is alive) */
+      hb = ha_heartbeat_post(m) == 0;
+      sb = atomic_load(&m->sb.state);
+    }
+    if (sb == SH_READY && !hb) {
+      /* tell the peer which standby this end will switch to */
+      fail_rec_t rec = {m->fo_done, m->sb.gen, 0};
+      pthread_mutex_unlock(&m->mu);
+      uint8_t key[HA_KEY];
+      fail_key(key, m, 1);
+      if (ha_dir_put(key, &rec, sizeof rec) != 0) {
+        pthread_mutex_lock(&m->mu);
+        give_error(m, "the coordinator hub is gone");
+        pthread_mutex_unlock(&m->mu);
+        return 1;
+      }
+      m->fo_step = FO_EXCHANGE;
+      return 1;
+    }
+    if (!hold || t > m->fo_deadline) {
+      give_error(m, !hold ? "no shadow can be built for it"
+                          : "no shadow became ready within AUTOHA_HA_FAILOVER_S");
+      pthread_mutex_unlock(&m->mu);
+      return 1;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (hb) ha_drain_poll(m); /* the heartbeat's completion, which NCCL may never poll for */
+    if (sb == SH_DEAD && t >= m->fo_look) { /* a peer already building a newer standby: join it now */
+      m->fo_look = t + 0.02;
+      return ha_peer_ahead(m, 0);
+    }
+    return 0;
   }
   if (m->fo_step == FO_EXCHANGE) {
     uint8_t key[HA_KEY];
-    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_FAIL);
-    uint64_t peer_done = 0;
-    int n = ha_dir_get(key, &peer_done, sizeof peer_done, 0.002);
+    /* the newest generation the peer gave up: at or above ours, its standby of our generation
+     * died while ours still looked ready (a switch does not give one up) */
+    uint32_t pg = 0;
+    if (t >= m->fo_look) {
+      m->fo_look = t + 0.02;
+      uint32_t gave_up = 0;
+      ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
+      if (ha_dir_get(key, &gave_up, sizeof gave_up, 0.002) == (int)sizeof gave_up) pg = gave_up + 1;
+    }
+    fail_key(key, m, 0);
+    fail_rec_t peer = {0, 0, 0};
+    int n = ha_dir_get(key, &peer, sizeof peer, 0.002);
+    int have = n == (int)sizeof peer && peer.gen != 0;
+    if (!(have && peer.gen == m->sb.gen)) {
+      uint32_t ahead = have && peer.gen > m->sb.gen ? peer.gen : pg > m->sb.gen ? pg : 0;
+      if (ahead) { /* the peer is on a newer standby: ours is rebuilt at it */
+        ha_peer_ahead(m, ahead);
+        m->fo_step = FO_WAIT;
+        return 1;
+      }
+    }
     const char *why = NULL;
     pthread_mutex_lock(&m->mu);
-    int switched = 0;
-    if (n == (int)sizeof peer_done) {
-      if (replay(m, peer_done, &why) != 0) give_error(m, why);
+    int switched = 0, moved = 0;
+    if (atomic_load(&m->sb.state) != SH_READY || m->sb.hb_out) {
+      m->fo_step = FO_WAIT; /* it died meanwhile */
+      moved = 1;
+    } else if (have && peer.gen == m->sb.gen) {
+      if (replay(m, peer.done, &why) != 0) give_error(m, why);
       else switched = 1;
+      moved = 1;
     } else if (ha_now_s() > m->fo_deadline) {
-      give_error(m, "the peer did not publish what it received within AUTOHA_HA_FAILOVER_S");
+      /* nothing from the peer, or a peer still behind (it moves up when it reads this end's) */
+      char why_b[160];
+      snprintf(why_b, sizeof why_b, "the peer (QP %u) %s within AUTOHA_HA_FAILOVER_S; this end's shadow generation %u",
+               m->rtr.dest_qp_num, n == (int)sizeof peer ? "named no ready shadow of this generation"
+                                                          : "did not publish what it received", m->sb.gen);
+      give_error(m, why_b);
+      moved = 1;
     }
-    int moved = n == (int)sizeof peer_done;
     pthread_mutex_unlock(&m->mu);
     if (switched) ha_rebal_note(m);
     return moved;
@@ -228,9 +336,10 @@ int ha_failover_step(ha_qp_t *m) {
   return 0;
 }
 
-/* The doorbells of this process's GIDs: when one rang, every primary on that GID whose peer
- * published a failover is moved to ERR, so that its flushed work requests start this side's
- * failover on NCCL's thread like any path error. Runs every 50 ms. */
+/* The doorbells of this process's GIDs: when one rang, every carrier on that GID whose peer
+ * published a failover of the same generation is moved to ERR and its failover started (a carrier
+ * with nothing outstanding produces no flushed completion, and NCCL may post nothing more on it
+ * until the peer's failover, which waits for this side's count, has finished). Runs every 50 ms. */
 void ha_notice_check(void) {
   static double next;
   static struct {
@@ -245,7 +354,8 @@ void ha_notice_check(void) {
   int ngid = 0;
   pthread_mutex_lock(&ha_mu);
   for (ha_qp_t *m = ha_qps; m; m = m->next) {
-    if (atomic_load(&m->state) != HA_PEACE || atomic_load(&m->sh_state) != SH_READY) continue;
+    int st = atomic_load(&m->state);
+    if ((st != HA_PEACE && st != HA_SHADOW) || !ha_can_hold(m)) continue;
     int k = 0;
     while (k < ngid && memcmp(gids[k], m->sgid.raw, 16)) k++;
     if (k == ngid && ngid < 16) memcpy(gids[ngid++], m->sgid.raw, 16);
@@ -264,40 +374,37 @@ void ha_notice_check(void) {
       memcpy(seen[nseen++].gid, gids[g], 16);
     }
     seen[k].nonce = nonce;
-    /* someone rang: look for published failovers of our primaries' peers */
+    /* someone rang: look for published failovers of our carriers' peers */
     ha_qp_t *look[256];
     int nl = 0;
     pthread_mutex_lock(&ha_mu);
-    for (ha_qp_t *m = ha_qps; m && nl < 256; m = m->next)
-      if (atomic_load(&m->state) == HA_PEACE && !memcmp(m->sgid.raw, gids[g], 16) && !m->busy) {
+    for (ha_qp_t *m = ha_qps; m && nl < 256; m = m->next) {
+      int st = atomic_load(&m->state);
+      if ((st == HA_PEACE || st == HA_SHADOW) && !memcmp(m->sgid.raw, gids[g], 16) && !m->busy) {
         m->busy = 1;
         look[nl++] = m;
       }
+    }
     pthread_mutex_unlock(&ha_mu);
     for (int i = 0; i < nl; i++) {
       ha_qp_t *m = look[i];
-      uint64_t peer_done;
-      ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_FAIL);
-      if (atomic_load(&m->state) == HA_PEACE &&
-          ha_dir_get(key, &peer_done, sizeof peer_done, 0.001) == (int)sizeof peer_done) {
+      fail_rec_t peer;
+      fail_key(key, m, 0);
+      int st = atomic_load(&m->state);
+      if ((st == HA_PEACE || st == HA_SHADOW) && ha_dir_get(key, &peer, sizeof peer, 0.001) == (int)sizeof peer) {
         struct ibv_qp_attr a;
         memset(&a, 0, sizeof a);
         a.qp_state = IBV_QPS_ERR;
-        ah_log(AH_LOG_INFO, "HA: QP %u: its peer failed over; moving the primary to the error state", m->qpn);
-        m->hc->real.modify_qp(m->qp, &a, IBV_QP_STATE);
-        /* and start this side's failover now: a primary with nothing outstanding produces no
-         * flushed completion, and NCCL may post nothing more on it until the peer's failover
-         * (which waits for this side's count) has finished */
+        ah_log(AH_LOG_INFO, "HA: QP %u: its peer failed over; moving the queue pair carrying it to the error state",
+               m->qpn);
+        m->hc->real.modify_qp(ha_carrier(m), &a, IBV_QP_STATE);
         pthread_mutex_lock(&m->mu);
-        if (atomic_load(&m->state) == HA_PEACE && !m->unprotected && atomic_load(&m->sh_state) == SH_READY) {
-          m->t_fail = ha_now_s();
-          m->fo_step = FO_DRAIN;
-          m->fo_deadline = 0;
-          atomic_store(&m->state, HA_FAILING);
-          ah_log(AH_LOG_INFO, "HA: QP %u: failing over to its shadow QP %u with its peer", m->qpn, m->sh_qpn);
+        st = atomic_load(&m->state);
+        if ((st == HA_PEACE || st == HA_SHADOW) && ha_can_hold(m)) {
+          ha_failover_start(m, "its peer failed over");
         } else {
           ah_log(AH_LOG_INFO, "HA: QP %u: cannot follow its peer's failover (state %d, shadow %d, unprotected %d)",
-                 m->qpn, atomic_load(&m->state), atomic_load(&m->sh_state), m->unprotected);
+                 m->qpn, st, atomic_load(&m->sb.state), m->unprotected);
         }
         pthread_mutex_unlock(&m->mu);
       }
@@ -308,4 +415,3 @@ void ha_notice_check(void) {
     pthread_mutex_unlock(&ha_mu);
   }
 }
-

@@ -39,8 +39,30 @@ _Static_assert((int)IBV_WR_RDMA_WRITE == (int)AH_HA_WR_RDMA_WRITE &&
 #define WRID_DRAIN_RECV 0x6175746f68614452ull  /* "autohaDR" */
 
 enum { HA_PEACE, HA_FAILING, HA_SHADOW, HA_BROKEN };                    /* the primary's data path */
-enum { SH_NONE, SH_WANTED, SH_PUBLISHED, SH_RTS, SH_CONNECTED, SH_READY, SH_DEAD }; /* its shadow */
-enum { FO_NONE, FO_DRAIN, FO_EXCHANGE };                                 /* failover steps */
+enum { SH_NONE, SH_WANTED, SH_PUBLISHED, SH_RTS, SH_CONNECTED, SH_READY, SH_DEAD }; /* its standby */
+enum { FO_NONE, FO_DRAIN, FO_WAIT, FO_EXCHANGE };                        /* failover steps */
+
+#define HA_GEN_MAX 16     /* shadows built per queue pair over its life (failovers and rebuilds) */
+#define HA_HB_PERIOD_S 2.0 /* a heartbeat on each ready standby this often */
+#define HA_REBUILD_S 0.25 /* a dead standby is rebuilt after this long, doubling per failure */
+
+/* A standby: the shadow queue pair being built or ready for the next failover. Generation g pairs
+ * with the peer's generation g (the directory's keys carry it); the first is generation 1. */
+typedef struct {
+  struct ibv_qp *qp;
+  uint32_t qpn;
+  uint32_t gen;
+  _Atomic int state;        /* SH_* */
+  union ibv_gid gid;
+  int port;
+  double deadline;          /* connect by then (AUTOHA_HA_CONNECT_S) */
+  int hb_out;               /* a heartbeat is outstanding (under the QP's lock) */
+  double hb_next;           /* the next periodic heartbeat is due */
+  double hb_ok;             /* the last heartbeat that succeeded */
+  double rebuild_at;        /* SH_DEAD: rebuild then (0: never, the peer has no autoha) */
+  uint32_t want_gen;        /* SH_DEAD: the peer is at this generation; rebuild at it */
+  uint16_t sport;           /* its UDP source port (from its flow label) */
+} ha_stby_t;
 
 #define HA_SLOTS 4096 /* QP numbers per context table (primaries and shadows) */
 #define HA_MAX_CTX 32
@@ -49,10 +71,12 @@ enum { FO_NONE, FO_DRAIN, FO_EXCHANGE };                                 /* fail
 typedef struct ha_ctx ha_ctx_t;
 
 typedef struct ha_qp {
+  /* qp: NCCL's; sh: the shadow NCCL's traffic is on (set at the first failover, replaced at each
+   * later one; NULL before), which the data path's common case reads with sh_qpn */
   struct ibv_qp *qp, *sh;
   ha_ctx_t *hc;
   uint32_t qpn, sh_qpn;
-  _Atomic int state, sh_state;
+  _Atomic int state;
   pthread_mutex_t mu;
   ah_ha_slog_t slog;
   ah_ha_rlog_t rlog;
@@ -66,14 +90,29 @@ typedef struct ha_qp {
   int rtr_mask, rts_mask;
   union ibv_gid sgid;
   int have_sgid;
-  /* the shadow's connection */
-  union ibv_gid sh_gid;
+  /* the shadow in use (sh) and the standby */
   int sh_port;
-  double sh_deadline;
+  uint16_t sh_sport;        /* the shadow in use's UDP source port (the rebalance's: rb_sport) */
+  uint32_t sh_gen;          /* the generation of the QP carrying the traffic (0: the primary) */
+  ha_stby_t sb;
+  int peer_seen;            /* the peer published a shadow once: it runs autoha */
+  uint32_t gave_up;         /* the newest standby generation given up (dead), published as "HAG1" */
+  int sb_fails;             /* standbys dead in a row (the rebuild's backoff) */
+  int sb_dead_port;         /* the port and source port of the last standby that died */
+  uint16_t sb_dead_sport;
+  double health_next;       /* the next heartbeat and soft-timeout look */
+  struct ibv_qp *gens[HA_GEN_MAX]; /* every shadow built, destroyed with NCCL's QP */
+  int ngens;
   /* failover */
   int fo_step;
   double t_fail, fo_deadline;
   _Atomic int drained_send, drained_recv;
+  int nfail;                /* failovers done */
+  uint64_t fo_done;         /* this end's count, published by the failover in progress */
+  double fo_look;           /* the failover's next look for a peer ahead */
+  /* the soft timeout: the send log's tail as last seen, and since when */
+  uint64_t st_tail;
+  double st_since;
   /* bookkeeping */
   int busy;                 /* the background thread works on it (under ha_mu) */
   int flow;                 /* its flow in the rebalance's plan: -2 not looked up, -1 none */
@@ -219,6 +258,11 @@ int ha_drain_poll(ha_qp_t *m);
 #define KIND_RTS 0x31524148u    /* "HAR1" */
 #define KIND_NOTE 0x314e4148u   /* "HAN1": a per-GID doorbell, "a peer of yours failed over" */
 #define KIND_LINK 0x314c4148u   /* "HAL1": a leaf-spine link a failed primary crossed */
+#define KIND_GEN 0x31474148u    /* "HAG1": the newest standby generation a QP gave up (dead) */
+/* Record kind `kind` of generation gen (1, the first shadow, keeps the kind as it is). */
+static inline uint32_t ha_kind_gen(uint32_t kind, uint32_t gen) {
+  return gen <= 1 ? kind : (kind & 0x00ffffffu) | (uint32_t)((0x31u + gen - 1) & 0xffu) << 24;
+}
 void ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn, uint32_t kind);
 ah_coord_t *ha_dir_coord(void);
 int ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len);
@@ -227,20 +271,43 @@ int ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_
 /* The fabric model AUTOHA_HA=path picks backup source ports with (AUTOHA_QP_TOPO), or NULL. */
 ah_path_topo_t *ha_topo(void);
 
+/* The QP carrying m's traffic: the shadow in use, else NCCL's. */
+static inline struct ibv_qp *ha_carrier(const ha_qp_t *m) { return m->sh ? m->sh : m->qp; }
+/* 1 when a path error of m's carrier may be held for a failover: a standby is ready, or being
+ * built, or will be rebuilt. Call with m->mu held. */
+int ha_can_hold(ha_qp_t *m);
+/* Starts m's failover from its carrier (state HA_FAILING, step FO_DRAIN). Call with m->mu held;
+ * the background thread takes it up (wake it when not on it). */
+void ha_failover_start(ha_qp_t *m, const char *why);
+/* A heartbeat's completion on m's standby. Call with m->mu held. */
+void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc);
+/* Posts a heartbeat on m's ready standby. Returns 0 or -1 (the standby is then dead). Call with
+ * m->mu held. */
+int ha_heartbeat_post(ha_qp_t *m);
+/* m's peer builds a newer standby generation (pg; 0: read it from the directory): m's standby is
+ * given up and rebuilt at it at once. Returns 1 when that changed anything. Call without m->mu. */
+int ha_peer_ahead(ha_qp_t *m, uint32_t pg);
+/* Marks m's standby dead (why logged), to be rebuilt when its peer has autoha. Call with m->mu held. */
+void ha_standby_dead(ha_qp_t *m, const char *why);
 /* AUTOHA_HA=nic (shim_ha_nic.c): a shadow on the backup NIC of m's device. Prepare opens that NIC
  * (once), mirrors NCCL's memory there, and gives the protection domain, CQs, port and GID the
  * shadow is created with, setting m->nq; 0 or -1 (m then runs without a shadow). Add records the
- * created shadow's QP number (0, -1 when full); forget drops it and its peer's cached keys. */
+ * created shadow's QP number qpn (0, -1 when full): every standby generation of m is on the same
+ * backup NIC and keeps m->nq; forget drops them all and the peer's cached keys. */
 int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p, struct ibv_cq **rcq_p, int *port_p,
                           union ibv_gid *gid_p);
-int ha_nic_shadow_add(ha_qp_t *m);
+int ha_nic_shadow_add(ha_qp_t *m, uint32_t qpn);
 void ha_nic_shadow_forget(ha_qp_t *m);
-/* Posts on m's shadow: NCCL's chain as it is, or on a nic shadow one WR at a time with its local
- * keys and remote key translated. Returns what the provider returned (EINVAL, *bad at the WR,
- * when a key has no mirror). */
-int ha_sh_post_send(ha_qp_t *m, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int ha_sh_post_recv(ha_qp_t *m, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-/* The name of m's shadow's NIC, or NULL when m's shadow is on its own NIC. */
+/* Posts on qp, one of m's shadows: NCCL's chain as it is, or on a nic shadow (qp on the backup NIC)
+ * one WR at a time with its local keys and remote key translated. Returns what the provider
+ * returned (EINVAL, *bad at the WR, when a key has no mirror). */
+int ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* 1 when qp, one of m's shadows, is on m's backup NIC (AUTOHA_HA=nic). */
+static inline int ha_on_nic(const ha_qp_t *m, const struct ibv_qp *qp) {
+  return m->nq && qp && qp->context != m->qp->context;
+}
+/* The name of m's shadows' NIC, or NULL when m's shadows are on its own NIC. */
 const char *ha_nic_name(const ha_qp_t *m);
 /* One NCCL CQ and the backup NIC's CQ that stands in for it (shim_ha_nic.c creates them). */
 typedef struct {
@@ -256,7 +323,7 @@ ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn);
  * other shadows). The background thread's poll of every backup CQ (heartbeats; NCCL's work too). */
 void ha_nic_go_live(ha_qp_t *m);
 void ha_nic_poll_all(void);
-/* A completion of m's shadow taken from a backup NIC's CQ, translated as NCCL's poll translates a
+/* A completion of one of m's shadows taken from a backup NIC's CQ, translated as NCCL's poll translates a
  * shadow's (shim_ha_data.c). Returns 1 to hand it to NCCL, 0 to absorb it. */
 int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc);
 
@@ -264,6 +331,10 @@ int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc);
 void *ha_thread(void *arg);
 int ha_shadow_step(ha_qp_t *m);
 int ha_failover_step(ha_qp_t *m);
+/* Heartbeats, dead standbys' rebuilds and the soft timeout of m; returns 1 when it acted. */
+int ha_health_step(ha_qp_t *m);
+/* 1 when ha_health_step has something to do for m now. Call under ha_mu. */
+int ha_health_due(ha_qp_t *m, double now);
 void ha_notice_check(void);
 /* the rebalance (shim_ha_rebal.c): m failed over; re-plan when due; the report's figures */
 void ha_rebal_note(ha_qp_t *m);

@@ -309,8 +309,9 @@ int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_
   ha_nic_t *nic = NULL;
   ha_nic_cq_t *s = NULL, *r = NULL;
   char b[64] = "";
-  if (verbs_load(m->hc->real.resolve)) backup_name(pctx, b);
-  if (b[0]) nic = nic_open(b);
+  if (m->nq) nic = m->nq->nic; /* a later generation: the same NIC, key spaces and records */
+  else if (verbs_load(m->hc->real.resolve)) backup_name(pctx, b);
+  if (!nic && b[0]) nic = nic_open(b);
   if (nic) s = nic_cq(nic, m->send_cq);
   if (nic && m->recv_cq) r = m->recv_cq == m->send_cq ? s : nic_cq(nic, m->recv_cq);
   int gid_index = m->rtr.ah_attr.grh.sgid_index, port = m->port;
@@ -324,6 +325,15 @@ int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_
                     "shadows", nic->name, gid_index);
       ok = 0;
     }
+  }
+  if (ok && m->nq) {
+    pthread_mutex_unlock(&nic_mu);
+    *pd_p = nic->pd;
+    *scq_p = s->bk;
+    *rcq_p = r ? r->bk : NULL;
+    *port_p = port;
+    *gid_p = gid;
+    return 0;
   }
   struct ha_nic_qp *nq = ok ? calloc(1, sizeof *nq) : NULL;
   if (nq) {
@@ -351,12 +361,12 @@ int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_
   return 0;
 }
 
-int ha_nic_shadow_add(ha_qp_t *m) {
+int ha_nic_shadow_add(ha_qp_t *m, uint32_t qpn) {
   ha_nic_t *nic = m->nq->nic;
   int rc = -1;
   pthread_mutex_lock(&nic_mu);
   if (nic->nsh < NIC_SHADOWS) {
-    nic->sh_qpn[nic->nsh] = m->sh_qpn;
+    nic->sh_qpn[nic->nsh] = qpn;
     nic->sh_m[nic->nsh++] = m;
     rc = 0;
   }
@@ -368,11 +378,12 @@ void ha_nic_shadow_forget(ha_qp_t *m) {
   if (!m->nq) return;
   ha_nic_t *nic = m->nq->nic;
   pthread_mutex_lock(&nic_mu);
-  for (int i = 0; i < nic->nsh; i++)
+  for (int i = 0; i < nic->nsh;) /* every generation of m's */
     if (nic->sh_m[i] == m) {
       nic->sh_qpn[i] = nic->sh_qpn[nic->nsh - 1];
       nic->sh_m[i] = nic->sh_m[--nic->nsh];
-      break;
+    } else {
+      i++;
     }
   if (m->nq->have_peer) ah_ha_keys_del_space(rkeys, &m->nq->peer);
   m->nq->have_peer = 0;
@@ -428,8 +439,8 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
   return 0;
 }
 
-int ha_sh_post_send(ha_qp_t *m, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
-  if (!m->nq) return m->hc->post_send(m->sh, wr, bad);
+int ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+  if (!ha_on_nic(m, qp)) return m->hc->post_send(qp, wr, bad);
   for (struct ibv_send_wr *w = wr; w; w = w->next) {
     struct ibv_send_wr c = *w, *b;
     struct ibv_sge sg[16];
@@ -445,7 +456,7 @@ int ha_sh_post_send(ha_qp_t *m, struct ibv_send_wr *wr, struct ibv_send_wr **bad
     /* a 0-byte operation checks no remote key (a heartbeat, NCCL's empty WRITE_WITH_IMM) */
     int remote = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || w->opcode == IBV_WR_RDMA_READ;
     if (!rc && remote && total && xlate_rkey(m, w->wr.rdma.rkey, &c.wr.rdma.rkey)) rc = EINVAL;
-    if (!rc) rc = m->sh->context->ops.post_send(m->sh, &c, &b);
+    if (!rc) rc = qp->context->ops.post_send(qp, &c, &b);
     if (rc) {
       *bad = w;
       return rc;
@@ -454,8 +465,8 @@ int ha_sh_post_send(ha_qp_t *m, struct ibv_send_wr *wr, struct ibv_send_wr **bad
   return 0;
 }
 
-int ha_sh_post_recv(ha_qp_t *m, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
-  if (!m->nq) return m->hc->post_recv(m->sh, wr, bad);
+int ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+  if (!ha_on_nic(m, qp)) return m->hc->post_recv(qp, wr, bad);
   for (struct ibv_recv_wr *w = wr; w; w = w->next) {
     struct ibv_recv_wr c = *w, *b;
     struct ibv_sge sg[16];
@@ -466,7 +477,7 @@ int ha_sh_post_recv(ha_qp_t *m, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad
       if (sg[i].length && xlate_lkey(m, sg[i].lkey, &sg[i].lkey)) rc = EINVAL;
     }
     c.sg_list = w->num_sge > 0 ? sg : NULL;
-    if (!rc) rc = m->sh->context->ops.post_recv(m->sh, &c, &b);
+    if (!rc) rc = qp->context->ops.post_recv(qp, &c, &b);
     if (rc) {
       *bad = w;
       return rc;

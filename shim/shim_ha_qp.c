@@ -1,5 +1,5 @@
 /* shim_ha_qp.c: the queue pairs the HA layer manages (docs/ha.md), as the verbs hook reports NCCL
- * creating, connecting and destroying them: the QP-number tables, the facts a shadow is built from
+ * creating, connecting and destroying them: their entries in the QP-number tables, the facts a shadow is built from
  * (port, access, RTR and RTS attributes, GID), the start of the background thread, the switch
  * AUTOHA_HA and the report's "ha" section. */
 #include <errno.h>
@@ -110,9 +110,10 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
   } else if (attr->qp_state == IBV_QPS_RTS && m->rtr_mask) {
     m->rts = *attr;
     m->rts_mask = mask;
-    if (atomic_load(&m->sh_state) == SH_NONE) {
+    if (atomic_load(&m->sb.state) == SH_NONE && !m->sh) {
       if (m->rtr.ah_attr.is_global && m->have_sgid) {
-        atomic_store(&m->sh_state, SH_WANTED);
+        m->sb.gen = 1;
+        atomic_store(&m->sb.state, SH_WANTED);
         pthread_cond_signal(&ha_cv);
       } else {
         AH_LOG_CAPPED(1, AH_LOG_INFO, "HA: QP %u has no GRH (InfiniBand): shadows are built on RoCE only",
@@ -141,7 +142,8 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
   if (m) {
     ha_ctx_t *hc = m->hc;
     ha_table_set(hc, m->qpn, NULL);
-    if (m->sh && !m->nq) ha_table_set(hc, m->sh_qpn, NULL); /* a nic shadow's number is another NIC's */
+    for (int g = 0; g < m->ngens; g++) /* a nic shadow's number is another NIC's */
+      if (!ha_on_nic(m, m->gens[g])) ha_table_set(hc, m->gens[g]->qp_num, NULL);
     if (m->nq) ha_nic_shadow_forget(m);
     for (ha_qp_t **p = &ha_qps; *p; p = &(*p)->next)
       if (*p == m) {
@@ -150,7 +152,9 @@ void ah_shim_ha_destroying(struct ibv_qp *qp) {
       }
     /* the thread may be working on this QP (a step takes milliseconds): NCCL's QP must outlive it */
     while (m->busy) pthread_cond_wait(&ha_idle_cv, &ha_mu);
-    if (m->sh) hc->real.destroy_qp(m->sh);
+    for (int g = 0; g < m->ngens; g++) hc->real.destroy_qp(m->gens[g]);
+    m->ngens = 0;
+    m->sh = m->sb.qp = NULL;
     qp_free(m);
   }
   pthread_mutex_unlock(&ha_mu);

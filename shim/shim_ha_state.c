@@ -1,19 +1,27 @@
-/* shim_ha_state.c: the HA layer's shared state (shim_ha_int.h): its lock and condition variables,
- * the wrapped contexts, the list of managed queue pairs, the counters and failover records of the
- * report, and the writer of the contexts' QP-number tables. Every other shim_ha_*.c file uses it
- * and it uses none of them, so the layer's files depend on each other in one direction. */
+/* shim_ha_state.c: the HA layer's shared state (shim_ha_int.h) — its lock and condition variables,
+ * the wrapped contexts, the list of managed queue pairs, the report's counters and failover
+ * records, the writer of the QP-number tables — and the state changes of a managed queue pair that
+ * both the data path (NCCL's poll) and the background thread make: a standby's heartbeat result,
+ * its death and rebuild time, whether a carrier's error may be held, the start of a failover.
+ * Every other shim_ha_*.c file uses it and it uses none of them, so the layer's files depend on
+ * each other in one direction. */
+#include <stdio.h>
+#include <string.h>
+
 #include "shim_ha_int.h"
 
+/* the layer's shared objects (shim_ha_int.h), defined here so that no other file of the layer
+ * depends on another for them */
 pthread_mutex_t ha_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t ha_cv = PTHREAD_COND_INITIALIZER;
 pthread_cond_t ha_idle_cv = PTHREAD_COND_INITIALIZER;
 ha_ctx_t *ha_ctxs[HA_MAX_CTX];
 _Atomic int ha_nctx;
 ha_qp_t *ha_qps;
-_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
 pthread_mutex_t ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
 ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
 int ha_nevents;
+_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
 
 int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   uint32_t i = slot_of(qpn);
@@ -36,3 +44,76 @@ int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   atomic_store_explicit(&hc->key[free_at], qpn, memory_order_release);
   return 0;
 }
+
+int ha_can_hold(ha_qp_t *m) {
+  if (m->unprotected) return 0;
+  switch (atomic_load(&m->sb.state)) {
+  case SH_WANTED:
+  case SH_PUBLISHED:
+  case SH_RTS:
+  case SH_CONNECTED:
+  case SH_READY: return 1;
+  case SH_DEAD: return m->sb.rebuild_at != 0;
+  default: return 0;
+  }
+}
+
+void ha_failover_start(ha_qp_t *m, const char *why) {
+  m->t_fail = ha_now_s();
+  m->fo_step = FO_DRAIN;
+  m->fo_deadline = 0;
+  atomic_store(&m->drained_send, 0);
+  atomic_store(&m->drained_recv, 0);
+  atomic_store(&m->state, HA_FAILING);
+  int ready = atomic_load(&m->sb.state) == SH_READY;
+  ah_log(AH_LOG_INFO, "HA: QP %u: %s on the %s; failing over to %s QP %u", m->qpn, why,
+         m->sh ? "shadow carrying its traffic" : "primary path", ready ? "its shadow" : "its shadow, once ready,",
+         m->sb.qpn);
+}
+
+/* The names of the statuses the HA layer logs (the shim does not link libibverbs). */
+static const char *hb_status(enum ibv_wc_status st) {
+  switch (st) {
+  case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+  case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
+  default: return "error";
+  }
+}
+
+void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
+  if (wc->qp_num != m->sb.qpn || atomic_load(&m->sb.state) == SH_DEAD) return; /* a dead one's flushes */
+  if (wc->wr_id == WRID_HB) m->sb.hb_out = 0;
+  if (wc->status == IBV_WC_SUCCESS) {
+    m->sb.hb_ok = ha_now_s();
+    int want = SH_CONNECTED;
+    if (atomic_compare_exchange_strong(&m->sb.state, &want, SH_READY)) {
+      m->sb.rebuild_at = 0;
+      m->sb_fails = 0;
+      atomic_fetch_add(&ha_st_shadows, 1);
+      ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sb.qpn, m->sb.port);
+    }
+  } else {
+    char why[96];
+    snprintf(why, sizeof why, "it failed its heartbeat (%s)", hb_status(wc->status));
+    ha_standby_dead(m, why);
+  }
+}
+
+void ha_standby_dead(ha_qp_t *m, const char *why) {
+  if (atomic_load(&m->sb.state) == SH_DEAD) return;
+  atomic_store(&m->sb.state, SH_DEAD);
+  m->sb.hb_out = 0;
+  /* rebuilt after 0.25, 0.5, 1, 2, 4, then every 8 s while the peer runs autoha (a port that stays
+   * down costs a few queue pairs, not a storm), or after 50, 100, 200, 400 ms when a failover
+   * waits for it (the stall NCCL sees); past HA_GEN_MAX shadows the connection keeps none */
+  int failing = atomic_load(&m->state) == HA_FAILING;
+  int k = m->sb_fails < (failing ? 3 : 5) ? m->sb_fails : (failing ? 3 : 5);
+  m->sb_fails++;
+  m->sb_dead_port = m->sb.port;
+  m->sb_dead_sport = m->sb.sport;
+  double first = failing ? HA_REBUILD_S / 5 : HA_REBUILD_S;
+  m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? ha_now_s() + first * (double)(1 << k) : 0;
+  AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: the standby shadow QP %u of QP %u is dead: %s; %s", m->sb.qpn, m->qpn, why,
+                m->sb.rebuild_at ? "it is rebuilt" : "that connection has no backup path");
+}
+

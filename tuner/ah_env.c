@@ -264,6 +264,13 @@ static const ah_env_var_t env_table[] = {
      "Past it NCCL gets the failed completion it would have had without autoha, so a failure "
      "that cannot be repaired ends the job within the hardware retry time plus this bound.",
      0.1, 3600, NULL, FIELD(ha_failover_s)},
+    {"AUTOHA_HA_SOFT_TIMEOUT_S", AH_ENV_DOUBLE, "0", "0..3600 (seconds; 0: auto)",
+     "A failover without an error: when the oldest signalled work request of the queue pair that "
+     "carries a connection's traffic has not completed for this long, autoha fails it over as if "
+     "its transport retries had run out (a silent stall the hardware never reports). 0 (auto) "
+     "takes twice the queue pair's own RC retry window, 4.096 us x 2^timeout x (retry_cnt + 1): "
+     "68 s with NCCL's defaults, well above it, so only a stall RC does not end is caught.",
+     0, 3600, NULL, FIELD(ha_soft_timeout_s)},
 };
 
 #define NVARS ((int)(sizeof env_table / sizeof env_table[0]))

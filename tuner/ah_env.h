@@ -61,6 +61,7 @@ typedef struct {
   int ha;                            /* AUTOHA_HA: 0 off, 1 path, 2 port, 3 nic (docs/ha.md) */
   double ha_connect_s;               /* AUTOHA_HA_CONNECT_S: wait for the peer's shadow this long */
   double ha_failover_s;              /* AUTOHA_HA_FAILOVER_S: bound on agreeing with the peer */
+  double ha_soft_timeout_s;          /* AUTOHA_HA_SOFT_TIMEOUT_S: fail over a stalled QP (0: auto) */
 } ah_settings_t;
 
 /* Value types of the table rows. */

@@ -31,6 +31,8 @@
 #   NCCLSIM_VERBS_TIMEOUT_SCALE  the RC retry window's scale (default 0.01: 0.34 s for NCCL's 20/7)
 #   NCCLSIM_NET_LOST_MS  when a completion counts as lost (default 30000: above autoha's failover
 #                    bounds, so a failover that is only slow shows as a stall, not a loss)
+#   AUTOHA_HA_SOFT_TIMEOUT_S  autoha's soft timeout (default here 2: well above the scaled 0.34 s
+#                    retry window); bar: the p99 stall per failover <= it + 50 ms
 # Any AUTOHA_HA_* setting in the environment reaches the jobs.
 set -u
 run=$1 job=$2 lib=$3 simlib=$4
@@ -44,7 +46,8 @@ if [ -z "$work" ]; then work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; else mkdi
 fabric_tool=$(dirname "$run")/ncclsim-fabric
 export LD_LIBRARY_PATH="$simlib" NCCLSIM_TOPO="nic=8x200x2" NCCLSIM_FABRIC="bond=1" NCCLSIM_RUN_GRACE_S=5 \
   NCCLSIM_TIMEOUT_S=60 NCCLSIM_VERBS_TIMEOUT_SCALE=${NCCLSIM_VERBS_TIMEOUT_SCALE:-0.01} \
-  NCCLSIM_NET_LOST_MS=${NCCLSIM_NET_LOST_MS:-30000}
+  NCCLSIM_NET_LOST_MS=${NCCLSIM_NET_LOST_MS:-30000} AUTOHA_HA_SOFT_TIMEOUT_S=${AUTOHA_HA_SOFT_TIMEOUT_S:-2}
+stall_bar=$(awk -v s="$AUTOHA_HA_SOFT_TIMEOUT_S" 'BEGIN {printf "%.0f", s * 1000 + 50}')
 iters_of() { echo $((120 / $1)); } # 60 iterations on 2 nodes, 30 on 4: a few seconds each on 2 cores
 ok=1
 begin=$(date +%s)
@@ -142,6 +145,10 @@ for policy in $policies; do
     "$policy" "$(wc -l <"$work/stalls-$policy")" "$(pct 0.5 <"$work/stalls-$policy")" "$(pct 0.99 <"$work/stalls-$policy")" \
     "$(pct 0.5 <"$work/waits-$policy")" "$(pct 0.99 <"$work/waits-$policy")" \
     "$(for n in $node_list; do printf '%s x 8 %s ms ' "$n" "${peace[$n]}"; done | sed 's/ $//')"
+  p99=$(pct 0.99 <"$work/stalls-$policy")
+  if [ "$p99" != - ] && ! awk -v p="$p99" -v b="$stall_bar" 'BEGIN {exit !(p <= b)}'; then
+    echo "failover: AUTOHA_HA=$policy: p99 stall per failover $p99 ms above the soft timeout + 50 ms ($stall_bar ms)"; ok=0
+  fi
 done
 
 # all paths down: every port of node 1 at 1 s; every rank fails with NCCL's error within the bound
@@ -171,5 +178,6 @@ echo "failover: all paths down (every port of node 1, 2 x 8): job ended in $took
 [ $all_ok = 1 ] || { ok=0; grep -m3 -E "failed|killed" "$log" | cut -c1-300; }
 
 echo "failover (sim/, $(( $(date +%s) - begin )) s; bar: every point completes with correct results and 0 lost/duplicated" \
-  "completions; all paths down ends within the bound): $([ $ok = 1 ] && echo OK || echo FAILED)"
+  "completions, p99 stall per failover <= AUTOHA_HA_SOFT_TIMEOUT_S + 50 ms ($stall_bar ms); all paths down ends within" \
+  "the bound): $([ $ok = 1 ] && echo OK || echo FAILED)"
 [ $ok = 1 ]

@@ -15,6 +15,13 @@
 #              the job completes, the rebalance moves shadows live and its model figure is >= 0.95
 #              of the best possible on the surviving links; the simulated time per iteration stays
 #              within 5x of the same job's without the fault
+#       twice  port 1 down, back, then port 2 down: a second failover, back to port 1
+#       nictwice  AUTOHA_HA=nic: node1/mlx5_1 down, back, then node1/mlx5_0 down: a second failover
+#              from a nic shadow, back to a new queue pair on mlx5_1
+#       during port 2 down 50 ms after port 1 (during the first failover), port 1 back: the job completes
+#       early  port 1 down 0.2 s in, before any shadow is ready (port 2 down until 2 s): held,
+#              failed over once one is
+#       soft   no RC error within the run (retry window 34 s), AUTOHA_HA_SOFT_TIMEOUT_S=1: failover
 #       peace  no fault: AUTOHA_HA=port runs the same simulated time as without autoha
 #       nic    2 single-port NICs per node, the whole of node1/mlx5_1 down (nicdown) under
 #              AUTOHA_HA=nic: the queue pairs on mlx5_1 (ranks 1 and 3) fail over to shadows on
@@ -79,8 +86,11 @@ alldown)
   grep -qE "NET/IB: Got completion from peer .* hca mlx5_3" <<<"$out" || fail "NCCL got no failed completion on mlx5_3"
   grep -qE "ncclRemoteError|remote process exited or there was a network error" <<<"$out" ||
     fail "the collective did not fail with ncclRemoteError"
-  grep -q "its shadow failed too" <<<"$out" || fail "no queue pair tried its shadow before failing"
-  echo "ok: every path down -> a failover, the shadow failing too, NCCL's error in $took s"
+  # either the switch happened and the shadow failed too, or the shadow's heartbeat found it dead
+  # first and the held error waited for a standby that never became ready
+  grep -qE "its shadow failed too|no shadow became ready within AUTOHA_HA_FAILOVER_S" <<<"$out" ||
+    fail "no queue pair tried its shadow before failing"
+  echo "ok: every path down -> a failover tried, no path left, NCCL's error in $took s"
   ;;
 path)
   # bonded dual-port NICs (one address, the fabric's default), the planner's model of this fabric
@@ -136,6 +146,72 @@ rebalance)
   grep -qE "^  rebalance: [1-9][0-9]* re-plans, [1-9][0-9]* queue pairs moved" <<<"$txt" || fail "the report shows no rebalance: $txt"
   echo "ok: spine$sp down under AUTOHA_HA=path: $n failovers, $moved queue pairs moved by the rebalance; modelled slowest flow $fig; $after ms per iteration (simulated; $base ms without the fault); job completed in $took s"
   ;;
+twice)
+  # two faults in sequence: port 1 down (failover to port 2), port 1 back, then port 2 down: the
+  # shadow on port 2 fails over again, to a new shadow back on port 1
+  iters=${HA_TEST_ITERS:-150}
+  job_run "${dual[@]}" AUTOHA_HA=port LD_PRELOAD="$so" \
+    NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=3s:portup:node1/mlx5_3:1;at=6s:portdown:node1/mlx5_3:2"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=port with two faults in sequence (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  n1=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  n2=$(grep -c "HA: QP [0-9]* (mlx5_3 port 2) failed over to its shadow QP [0-9]* (port 1) .*(again" <<<"$out")
+  [ "$n1" -ge 2 ] && [ "$n2" -ge 2 ] || fail "expected failovers to port 2 and then back to port 1, saw $n1 and $n2"
+  echo "ok: two faults in sequence under AUTOHA_HA=port -> $n1 failovers to port 2, then $n2 back to port 1, job completed in $took s"
+  ;;
+nictwice)
+  # AUTOHA_HA=nic, two faults in sequence: node1/mlx5_1 down (its queue pairs to their first standby,
+  # on mlx5_0), back at 3 s, then node1/mlx5_0 down: the connections on mlx5_0 fail over again, to
+  # a standby of an even generation, on their own mlx5_1 (200 iterations: about 12 s on an idle
+  # machine, so that the job outlives the second fault)
+  iters=${HA_TEST_ITERS:-200}
+  job_run NCCLSIM_TOPO=nic=2x400 AUTOHA_HA=nic LD_PRELOAD="$so" \
+    NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_1;at=3s:nicup:node1/mlx5_1;at=6s:nicdown:node1/mlx5_0"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic with two faults in sequence (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  n1=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
+  n2=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (port 1) .*(again" <<<"$out")
+  [ "$n1" -ge 2 ] && [ "$n2" -ge 2 ] || fail "expected failovers to mlx5_0 and then back to mlx5_1, saw $n1 and $n2"
+  echo "ok: two NIC faults in sequence under AUTOHA_HA=nic -> $n1 failovers to mlx5_0, then $n2 back to mlx5_1, job completed in $took s"
+  ;;
+during)
+  # a fault during a failover: port 1 down, port 2 down 50 ms later (the shadow fails while the
+  # first failover replays or just after), port 1 back 1 s later: the connections end on a new
+  # shadow on port 1
+  iters=${HA_TEST_ITERS:-100}
+  job_run "${dual[@]}" AUTOHA_HA=port LD_PRELOAD="$so" \
+    NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=2050ms:portdown:node1/mlx5_3:2;at=3s:portup:node1/mlx5_3:1"
+  [ $rc -eq 0 ] || fail "the job failed with a fault during a failover (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  n=$(grep -c "failed over to its shadow QP [0-9]* (port 1)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected the connections to end on a shadow on port 1, saw $n failovers to it"
+  echo "ok: a fault during a failover -> $n failovers onto a new shadow on port 1, job completed in $took s"
+  ;;
+early)
+  # a fault before any shadow is ready: port 2 (the shadows') down from the start, port 1 (NCCL's)
+  # 0.2 s in, port 2 back at 2 s: the primaries fail while no shadow is ready; the errors are held,
+  # the standbys rebuilt, and the failovers done once one is ready (without that: NCCL's error)
+  job_run "${dual[@]}" AUTOHA_HA=port LD_PRELOAD="$so" \
+    NCCLSIM_FABRIC_FAULTS="at=0ms:portdown:node1/mlx5_3:2;at=200ms:portdown:node1/mlx5_3:1;at=${HA_TEST_UP:-2s}:portup:node1/mlx5_3:2"
+  [ $rc -eq 0 ] || fail "the job failed with a fault before the shadows were ready (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
+  echo "ok: a fault at 0.2 s, no shadow ready until 2 s, under AUTOHA_HA=port -> $n failovers once they were, job completed in $took s"
+  ;;
+soft)
+  # the soft timeout: RC's retry window at its real length (34 s: no error within the run), the
+  # port down 2 s in; AUTOHA_HA_SOFT_TIMEOUT_S=1 fails the stalled queue pairs over
+  job_run "${dual[@]}" NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" \
+    AUTOHA_HA=port AUTOHA_HA_SOFT_TIMEOUT_S=1 LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job failed (rc $rc)"
+  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  grep -q "AUTOHA_HA_SOFT_TIMEOUT_S" <<<"$out" || fail "no soft timeout fired"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
+  [ "$took" -le 30 ] || fail "the job took $took s: the failover waited for RC's retry window"
+  echo "ok: a stall without an error, AUTOHA_HA_SOFT_TIMEOUT_S=1 -> $n failovers, job completed in $took s"
+  ;;
 peace)
   job_run "${dual[@]}" AUTOHA_HA=off LD_PRELOAD="$so"
   [ $rc -eq 0 ] || fail "the job without HA failed"
@@ -152,6 +228,8 @@ peace)
 nic)
   rep=$(mktemp -d); trap 'rm -rf "$rep"' EXIT
   two=(NCCLSIM_TOPO=nic=2x400)
+  # enough iterations that the job outlives the fault at 2 s on an idle machine (25 can end before)
+  iters=${HA_TEST_ITERS:-100}
   job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_1" AUTOHA_HA=nic AUTOHA_LOG=info LD_PRELOAD="$so" \
     AUTOHA_REPORT="$rep/%h-%p.json"
   [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic (rc $rc)"
@@ -159,8 +237,11 @@ nic)
   n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_0, saw $n"
   grep -E "failed over" <<<"$out" | grep -qv "(mlx5_1 port 1)" && fail "a queue pair off mlx5_1 failed over"
-  # no other warning: every registration recorded and mirrored, every key translated
-  warn=$(grep "autoha WARN" <<<"$out" | grep -v "failed over to its shadow")
+  # no other warning: every registration recorded and mirrored, every key translated. The only
+  # others: standbys whose peer's end is on the dead NIC fail their heartbeats and are rebuilt (with
+  # a backoff: the standbys of the queue pairs on mlx5_0 are on mlx5_1 at both ends)
+  warn=$(grep "autoha WARN" <<<"$out" | grep -v "failed over to its shadow" |
+    grep -vE "the standby shadow QP [0-9]+ of QP [0-9]+ is dead: it failed its heartbeat|further messages like the last")
   [ -z "$warn" ] || fail "unexpected warnings: $warn"
   # each side mirrored NCCL's registrations on its backup NIC (the receivers' buffers too, whose
   # remote keys the senders translate)

@@ -239,6 +239,94 @@ START_TEST(plan_every_failure_point) {
 }
 END_TEST
 
+/* Posts n NCCL-like chains numbered from m0 (as model() does) to l and posted[]. */
+static void post_chains(ah_ha_slog_t *l, ah_ha_swr_t *posted, int *np, int m0, int n) {
+  for (int m = m0; m < m0 + n; m++) {
+    posted[*np] = wr(AH_HA_WR_RDMA_WRITE, 0, 1000 + (uint64_t)m);
+    ah_ha_slog_push(l, &posted[(*np)++]);
+    posted[*np] = wr(AH_HA_WR_RDMA_WRITE_WITH_IMM, 1, (uint64_t)m);
+    ah_ha_slog_push(l, &posted[(*np)++]);
+    if (m % 3 == 0) {
+      posted[*np] = wr(AH_HA_WR_RDMA_WRITE, m % 2, 5000 + (uint64_t)m);
+      ah_ha_slog_push(l, &posted[(*np)++]);
+    }
+  }
+}
+
+/* One queue pair carrying log entries [from, np): the wire delivers the first d in order (each
+ * consuming message is counted in taken[] by its number), ACKs reach the sender for the first a. */
+static void carry(ah_ha_slog_t *l, const ah_ha_swr_t *posted, int from, int np, int d, int a, int *taken,
+                  uint64_t *recv_taken, int *completions, int *nc) {
+  if (from + d > np) d = np - from;
+  if (a > d) a = d;
+  for (int i = from; i < from + d; i++)
+    if (ah_ha_consumes(posted[i].opcode)) {
+      taken[l->e[(uint64_t)i % l->cap].cons]++;
+      (*recv_taken)++;
+    }
+  for (int i = from; i < from + a; i++)
+    if (posted[i].send_flags & 2u) {
+      completions[(*nc)++] = (int)posted[i].wr_id;
+      ah_ha_slog_retire(l, (uint64_t)i);
+    }
+}
+
+/* A failover with the receiver's cumulative count: synthesized completions up to the plan's point.
+ * Returns the first entry the next queue pair carries. */
+static int fail_over(ah_ha_slog_t *l, uint64_t recv_taken, int *completions, int *nc) {
+  uint64_t first;
+  ck_assert_int_eq(ah_ha_replay_plan(l, recv_taken, &first), 0);
+  ck_assert_uint_ge(first, l->tail);
+  ck_assert_uint_le(first, l->head);
+  for (uint64_t s = l->tail; s < first; s++)
+    if (l->e[s % l->cap].send_flags & 2u) completions[(*nc)++] = (int)l->e[s % l->cap].wr_id;
+  if (first > l->tail) ah_ha_slog_retire(l, first - 1);
+  return (int)first;
+}
+
+/* Two failures in a row (docs/ha.md, "A second failover"): the primary delivers d1 of the chains and
+ * ACKs a1, fails over; NCCL posts `extra` more chains on the first shadow, which delivers d2 of what
+ * it carries (replayed, then new) and ACKs a2, then fails too; the second shadow delivers the rest.
+ * The same plan on the cumulative counts must give every message once and every signalled
+ * completion once, in order. */
+static void model2(int nmsg, int extra, int d1, int a1, int d2, int a2) {
+  ah_ha_slog_t l;
+  ck_assert_int_eq(ah_ha_slog_init(&l, 64), 0);
+  ah_ha_swr_t posted[64];
+  int np = 0, taken[64] = {0}, completions[64], nc = 0;
+  uint64_t recv_taken = 0;
+  post_chains(&l, posted, &np, 0, nmsg);
+  carry(&l, posted, 0, np, d1, a1, taken, &recv_taken, completions, &nc);
+  int first = fail_over(&l, recv_taken, completions, &nc);
+  post_chains(&l, posted, &np, nmsg, extra);
+  carry(&l, posted, first, np, d2, a2, taken, &recv_taken, completions, &nc);
+  first = fail_over(&l, recv_taken, completions, &nc);
+  carry(&l, posted, first, np, np, np, taken, &recv_taken, completions, &nc);
+  ck_assert_uint_eq(recv_taken, l.cons);
+  for (uint64_t k = 1; k <= l.cons; k++) ck_assert_msg(taken[k] == 1, "message %llu taken %d times", (unsigned long long)k, taken[k]);
+  int want = 0;
+  for (int i = 0; i < np; i++)
+    if (posted[i].send_flags & 2u) {
+      ck_assert_int_lt(want, nc);
+      ck_assert_int_eq(completions[want], (int)posted[i].wr_id);
+      want++;
+    }
+  ck_assert_int_eq(want, nc);
+  ah_ha_slog_free(&l);
+}
+
+START_TEST(plan_two_failures) {
+  for (int nmsg = 1; nmsg <= 4; nmsg++)
+    for (int extra = 0; extra <= 2; extra++) {
+      int np1 = nmsg * 2 + (nmsg + 2) / 3, np = np1 + extra * 2 + 2;
+      for (int d1 = 0; d1 <= np1; d1++)
+        for (int a1 = 0; a1 <= d1; a1++)
+          for (int d2 = 0; d2 <= np; d2++)
+            for (int a2 = 0; a2 <= d2; a2++) model2(nmsg, extra, d1, a1, d2, a2);
+    }
+}
+END_TEST
+
 /* The report's "ha" section survives a write and a read, and is absent when HA is off. */
 START_TEST(report_ha_roundtrip) {
   ah_report_t *r = calloc(1, sizeof *r);
@@ -306,6 +394,7 @@ int main(void) {
   tcase_add_test(tc, recv_log_in_order);
   tcase_add_test(tc, plan_rejects_impossible_counts);
   tcase_add_test(tc, plan_every_failure_point);
+  tcase_add_test(tc, plan_two_failures);
   tcase_add_test(tc, report_ha_roundtrip);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
