@@ -39,6 +39,11 @@ job_run() { # env... : runs the job, sets out, rc, took
   out=$(env "$@" timeout 250 "$run" -n "$ranks" --nodes 2 -- "$job" --iters "$iters" 2>&1); rc=$?
   took=$(( $(date +%s) - start ))
 }
+# the job completed (else fail with what, and its rc) without NCCL seeing an IB error
+job_survived() {
+  [ $rc -eq 0 ] || fail "$1 (rc $rc)"
+  if grep -q "NET/IB" <<<"$out"; then fail "the job completed, but NCCL saw an IB error"; fi
+}
 dual=(NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC=bond=0)
 case $case_ in
 port)
@@ -71,8 +76,7 @@ port2x8)
   # shadows are up (the job's start takes longer)
   ranks=16 iters=${HA_TEST_ITERS:-12}
   job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=4s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so"
-  [ $rc -eq 0 ] || fail "the 2x8 job failed under AUTOHA_HA=port (rc $rc)"
-  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=port"
+  job_survived "the 2x8 job failed under AUTOHA_HA=port"
   n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
   grep -E "failed over" <<<"$out" | grep -qv "mlx5_3" && fail "a queue pair off mlx5_3 failed over"
@@ -98,8 +102,7 @@ path)
   NCCLSIM_TOPO=nic=8x400x2 "$(dirname "$run")/ncclsim-fabric" topo 2 > "$topo" || fail "ncclsim-fabric topo failed"
   job_run NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC_FAULTS="at=2s:down:${HA_TEST_LINK:-leaf2-spine1}" \
     AUTOHA_HA=path AUTOHA_QP_TOPO="$topo" LD_PRELOAD="$so"
-  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=path (rc $rc)"
-  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=path"
+  job_survived "the job failed under AUTOHA_HA=path"
   n=$(grep -c "failed over to its shadow" <<<"$out")
   [ "$n" -ge 1 ] || fail "expected a failover, saw none (does the link carry a primary?)"
   echo "ok: link down under AUTOHA_HA=path -> $n failovers, job completed in $took s"
@@ -152,8 +155,7 @@ twice)
   iters=${HA_TEST_ITERS:-150}
   job_run "${dual[@]}" AUTOHA_HA=port LD_PRELOAD="$so" \
     NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=3s:portup:node1/mlx5_3:1;at=6s:portdown:node1/mlx5_3:2"
-  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=port with two faults in sequence (rc $rc)"
-  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  job_survived "the job failed under AUTOHA_HA=port with two faults in sequence"
   n1=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
   n2=$(grep -c "HA: QP [0-9]* (mlx5_3 port 2) failed over to its shadow QP [0-9]* (port 1) .*(again" <<<"$out")
   [ "$n1" -ge 2 ] && [ "$n2" -ge 2 ] || fail "expected failovers to port 2 and then back to port 1, saw $n1 and $n2"
@@ -167,8 +169,7 @@ nictwice)
   iters=${HA_TEST_ITERS:-200}
   job_run NCCLSIM_TOPO=nic=2x400 AUTOHA_HA=nic LD_PRELOAD="$so" \
     NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_1;at=3s:nicup:node1/mlx5_1;at=6s:nicdown:node1/mlx5_0"
-  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic with two faults in sequence (rc $rc)"
-  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  job_survived "the job failed under AUTOHA_HA=nic with two faults in sequence"
   n1=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
   n2=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (port 1) .*(again" <<<"$out")
   [ "$n1" -ge 2 ] && [ "$n2" -ge 2 ] || fail "expected failovers to mlx5_0 and then back to mlx5_1, saw $n1 and $n2"
@@ -181,8 +182,7 @@ during)
   iters=${HA_TEST_ITERS:-100}
   job_run "${dual[@]}" AUTOHA_HA=port LD_PRELOAD="$so" \
     NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=2050ms:portdown:node1/mlx5_3:2;at=3s:portup:node1/mlx5_3:1"
-  [ $rc -eq 0 ] || fail "the job failed with a fault during a failover (rc $rc)"
-  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  job_survived "the job failed with a fault during a failover"
   n=$(grep -c "failed over to its shadow QP [0-9]* (port 1)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected the connections to end on a shadow on port 1, saw $n failovers to it"
   echo "ok: a fault during a failover -> $n failovers onto a new shadow on port 1, job completed in $took s"
@@ -193,8 +193,7 @@ early)
   # the standbys rebuilt, and the failovers done once one is ready (without that: NCCL's error)
   job_run "${dual[@]}" AUTOHA_HA=port LD_PRELOAD="$so" \
     NCCLSIM_FABRIC_FAULTS="at=0ms:portdown:node1/mlx5_3:2;at=200ms:portdown:node1/mlx5_3:1;at=${HA_TEST_UP:-2s}:portup:node1/mlx5_3:2"
-  [ $rc -eq 0 ] || fail "the job failed with a fault before the shadows were ready (rc $rc)"
-  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  job_survived "the job failed with a fault before the shadows were ready"
   n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
   echo "ok: a fault at 0.2 s, no shadow ready until 2 s, under AUTOHA_HA=port -> $n failovers once they were, job completed in $took s"
@@ -204,8 +203,7 @@ soft)
   # port down 2 s in; AUTOHA_HA_SOFT_TIMEOUT_S=1 fails the stalled queue pairs over
   job_run "${dual[@]}" NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" \
     AUTOHA_HA=port AUTOHA_HA_SOFT_TIMEOUT_S=1 LD_PRELOAD="$so"
-  [ $rc -eq 0 ] || fail "the job failed (rc $rc)"
-  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error"
+  job_survived "the job failed"
   grep -q "AUTOHA_HA_SOFT_TIMEOUT_S" <<<"$out" || fail "no soft timeout fired"
   n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
@@ -232,8 +230,7 @@ nic)
   iters=${HA_TEST_ITERS:-100}
   job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_1" AUTOHA_HA=nic AUTOHA_LOG=info LD_PRELOAD="$so" \
     AUTOHA_REPORT="$rep/%h-%p.json"
-  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic (rc $rc)"
-  grep -q "NET/IB" <<<"$out" && fail "NCCL saw an IB error under AUTOHA_HA=nic"
+  job_survived "the job failed under AUTOHA_HA=nic"
   n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_0, saw $n"
   grep -E "failed over" <<<"$out" | grep -qv "(mlx5_1 port 1)" && fail "a queue pair off mlx5_1 failed over"

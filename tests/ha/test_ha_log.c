@@ -170,6 +170,19 @@ START_TEST(plan_rejects_impossible_counts) {
 }
 END_TEST
 
+/* The sender's completions are exactly those of a run without the failure, in posting order: one
+ * per signalled WR of posted[0..np). */
+static void assert_completions_as_posted(const ah_ha_swr_t *posted, int np, const int *completions, int nc) {
+  int want = 0;
+  for (int i = 0; i < np; i++)
+    if (posted[i].send_flags & 2u) {
+      ck_assert_int_lt(want, nc);
+      ck_assert_int_eq(completions[want], (int)posted[i].wr_id);
+      want++;
+    }
+  ck_assert_int_eq(want, nc);
+}
+
 /* A model of one RC connection: the sender posts `nmsg` NCCL chains; the wire delivers the first
  * `delivered` WRs in order; ACKs (send completions) for the first `acked` of them reach the sender
  * (acked <= delivered). Then the primary fails. The plan must make the receiver see every
@@ -218,15 +231,7 @@ static void model(int nmsg, int delivered, int acked) {
                   (unsigned long long)e->cons);
   }
   ck_assert_uint_eq(recv_taken + taken_again, l.cons); /* every message once */
-  /* the sender's completions: exactly those of a run without the failure, in order */
-  int want = 0;
-  for (int i = 0; i < np; i++)
-    if (posted[i].send_flags & 2u) {
-      ck_assert_int_lt(want, nc);
-      ck_assert_int_eq(completions[want], (int)posted[i].wr_id);
-      want++;
-    }
-  ck_assert_int_eq(want, nc);
+  assert_completions_as_posted(posted, np, completions, nc);
   ah_ha_slog_free(&l);
 }
 
@@ -304,14 +309,7 @@ static void model2(int nmsg, int extra, int d1, int a1, int d2, int a2) {
   carry(&l, posted, first, np, np, np, taken, &recv_taken, completions, &nc);
   ck_assert_uint_eq(recv_taken, l.cons);
   for (uint64_t k = 1; k <= l.cons; k++) ck_assert_msg(taken[k] == 1, "message %llu taken %d times", (unsigned long long)k, taken[k]);
-  int want = 0;
-  for (int i = 0; i < np; i++)
-    if (posted[i].send_flags & 2u) {
-      ck_assert_int_lt(want, nc);
-      ck_assert_int_eq(completions[want], (int)posted[i].wr_id);
-      want++;
-    }
-  ck_assert_int_eq(want, nc);
+  assert_completions_as_posted(posted, np, completions, nc);
   ah_ha_slog_free(&l);
 }
 
