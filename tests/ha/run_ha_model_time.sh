@@ -18,24 +18,21 @@ fail() { printf 'FAIL: %s\n--- output ---\n%s\n' "$1" "$out"; exit 1; }
 export LD_LIBRARY_PATH="$simlib" NCCLSIM_RUN_GRACE_S=2 NCCLSIM_TIMEOUT_S=30 NCCLSIM_VERBS_TIMEOUT_SCALE=0.01 \
   NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC=bond=0 AUTOHA_HA=port LD_PRELOAD="$so"
 ms() { grep -oE "[0-9.]+ ms per iteration" <<<"$out" | grep -oE "^[0-9.]+"; }
-out=$(timeout 250 "$run" -n 4 --nodes 2 -- "$job" --iters 25 2>&1) || fail "the job without a fault failed"
-base=$(ms)
-out=$(NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" timeout 250 "$run" -n 4 --nodes 2 -- "$job" --iters 25 2>&1) ||
-  fail "the job with the port down failed under AUTOHA_HA=port"
-grep -q "failed over" <<<"$out" || fail "no failover: the fault came after the job"
-after=$(ms)
-awk -v a="$after" -v b="$base" 'BEGIN { exit !(b > 0 && a <= 20 * b && a >= 0.98 * b) }' ||
-  fail "simulated time per iteration $after ms with the failover, $base ms without the fault"
-echo "ok: $after ms per iteration with mlx5_3 port 1 failed over to port 2, $base ms without the fault (simulated)"
+# compare FAULTS FAILOVER_RE WHAT: the job without a fault, then with FAULTS; a failover matching
+# FAILOVER_RE must show, and the simulated time per iteration stay within 0.98-20x of the first
+compare() {
+  out=$(timeout 250 "$run" -n 4 --nodes 2 -- "$job" --iters 25 2>&1) || fail "the job without a fault failed ($3)"
+  base=$(ms)
+  out=$(NCCLSIM_FABRIC_FAULTS="$1" timeout 250 "$run" -n 4 --nodes 2 -- "$job" --iters 25 2>&1) ||
+    fail "the job with $3 failed under AUTOHA_HA=$AUTOHA_HA"
+  grep -q "$2" <<<"$out" || fail "no failover ($2): the fault came after the job"
+  after=$(ms)
+  awk -v a="$after" -v b="$base" 'BEGIN { exit !(b > 0 && a <= 20 * b && a >= 0.98 * b) }' ||
+    fail "simulated time per iteration $after ms with $3 failed over, $base ms without the fault"
+  echo "ok: $after ms per iteration with $3 failed over, $base ms without the fault (simulated)"
+}
+compare "at=2s:portdown:node1/mlx5_3:1" "failed over" "mlx5_3 port 1 down (shadows on port 2)"
 # AUTOHA_HA=nic: the shadow is on another NIC
 export NCCLSIM_TOPO=nic=8x400 AUTOHA_HA=nic
 unset NCCLSIM_FABRIC
-out=$(timeout 250 "$run" -n 4 --nodes 2 -- "$job" --iters 25 2>&1) || fail "the nic job without a fault failed"
-base=$(ms)
-out=$(NCCLSIM_FABRIC_FAULTS="at=2s:nicdown:node1/mlx5_3" timeout 250 "$run" -n 4 --nodes 2 -- "$job" --iters 25 2>&1) ||
-  fail "the job with node1/mlx5_3 down failed under AUTOHA_HA=nic"
-grep -q "failed over to its shadow QP [0-9]* (mlx5_2 port 1)" <<<"$out" || fail "no failover to mlx5_2: the fault came after the job"
-after=$(ms)
-awk -v a="$after" -v b="$base" 'BEGIN { exit !(b > 0 && a <= 20 * b && a >= 0.98 * b) }' ||
-  fail "simulated time per iteration $after ms with the nic failover, $base ms without the fault"
-echo "ok: $after ms per iteration with mlx5_3 failed over to mlx5_2, $base ms without the fault (simulated)"
+compare "at=2s:nicdown:node1/mlx5_3" "failed over to its shadow QP [0-9]* (mlx5_2 port 1)" "node1/mlx5_3 down (shadows on mlx5_2)"
