@@ -29,8 +29,9 @@ run() {
   env "$@" "$launcher" --preload -n 8 --nodes 2 -- "$python" "$job" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
     { echo "FAIL: $name run exited $?"; tail -30 "$tmp/$name.err"; exit 1; }
   grep -q '^PASS' "$tmp/$name.out" || { echo "FAIL: $name run printed no PASS"; exit 1; }
-  # (CI once failed here with every rank exiting 0 and PASS printed; not reproduced since. The
-  # whole output is printed when it happens, to tell a lost line from a rank that skipped its print.)
+  # (CI failed here twice: print() under PYTHONUNBUFFERED wrote a line and its newline in two
+  # write(2)s and another rank's line landed between them; torch_job.py's say() writes once. The
+  # whole output is printed when it happens, to tell a split line from a rank that skipped its print.)
   local n; n=$(grep -c '^checksum' "$tmp/$name.out")
   if [ "$n" != 8 ]; then
     echo "FAIL: $name run: $n checksum lines, expected 8; its stdout (od -c of the last 512 bytes after it):"

@@ -116,7 +116,16 @@ for salt in (8, 9):
 graph.reset()
 torch.cuda.synchronize()
 dist.destroy_process_group()
-print(f"checksum rank={rank} {digest.hexdigest()}", flush=True)
+
+
+def say(line):
+    """One line on stdout in one write(2): eight ranks share the file, and print() under
+    PYTHONUNBUFFERED (set on CI runners) writes the text and its newline separately, so another
+    rank's line could land between them."""
+    os.write(1, (line + "\n").encode())
+
+
+say(f"checksum rank={rank} {digest.hexdigest()}")
 if rank == 0:
     # What the report must show: one key per collective and size (tune=1: issued often enough for
     # the tuner to converge).
@@ -126,5 +135,5 @@ if rank == 0:
                                           (world, "broadcast", 512 * 4, 1, 0),
                                           (len(members), "allreduce", 300 * 4, 1, 0),
                                           (world, "allreduce", 2048 * 4, 1, 0)):
-        print(f"calls nranks={nranks} coll={coll} bytes={nbytes} n={n} tune={tune}", flush=True)
-    print(f"PASS: {world} ranks, every collective exact", flush=True)
+        say(f"calls nranks={nranks} coll={coll} bytes={nbytes} n={n} tune={tune}")
+    say(f"PASS: {world} ranks, every collective exact")
