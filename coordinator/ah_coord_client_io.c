@@ -326,10 +326,14 @@ static void client_sleep_ms(int ms) {
  * Note that the loss itself is logged at info and becomes a warning only when the hub is still
  * unreachable after a second: at the end of every job the hub's process exits first and the
  * others lose their connection moments before they exit themselves, which is not worth a warning
- * on every rank. */
+ * on every rank. A process whose communicators were all destroyed (it left them at the hub) loses
+ * nothing with the hub, however slowly it exits: it says so at info only. */
 static int client_reconnect(ah_coord_t *c, const char *why) {
   ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
-  int warned = 0;
+  pthread_mutex_lock(&c->mu);
+  int warned = c->ncomms == 0; /* nothing joined: never warn */
+  int joined = !warned;
+  pthread_mutex_unlock(&c->mu);
   uint64_t start = ah_coord_now_ns();
   uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
   int backoff = 20;
@@ -357,8 +361,9 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   }
   if (atomic_load(&c->stop) || ah_coord_exiting()) return -1;
   atomic_store(&c->alive, 0);
-  ah_log(AH_LOG_ERROR, "coordinator: hub %s unreachable for %d ms (last error: %s); giving up — "
-         "ranks waiting for a decision will fail over", c->addr, c->o.reconnect_ms, err);
+  ah_log(joined ? AH_LOG_ERROR : AH_LOG_INFO, "coordinator: hub %s unreachable for %d ms (last error: "
+         "%s); giving up%s", c->addr, c->o.reconnect_ms, err,
+         joined ? " — ranks waiting for a decision will fail over" : " (no communicator of this process is joined)");
   return -1;
 }
 

@@ -239,6 +239,36 @@ void ah_shim_comm_control(ah_comm_t *c) {
   c->ctl = ctl;
 }
 
+typedef struct {
+  const ah_commrec_t *rec;
+  int live;
+} live_count_t;
+
+static void live_count(void *arg, ah_comm_t *c) {
+  live_count_t *l = arg;
+  if (c->rec == l->rec && !atomic_load(&c->finalized)) l->live++;
+}
+
+/* Note that a rank has two contexts when NCCL did not load the shim as its tuner (the API
+ * observer's and none, or both during a chained init), so "last" means no live context of the
+ * record at all; a context created after the leave joins again at its first decision, which the
+ * hub accepts as it accepts a reconnection. */
+void ah_shim_comm_retire(ah_comm_t *c) {
+  if (!c) return;
+  ah_comm_finalize(c);
+  ah_commrec_t *r = c->rec;
+  if (!r) return;
+  static pthread_mutex_t retire_lock = PTHREAD_MUTEX_INITIALIZER; /* two ranks' destroys at once */
+  pthread_mutex_lock(&retire_lock);
+  live_count_t l = {.rec = r};
+  ah_comm_foreach(live_count, &l);
+  int leave = l.live == 0 && r->hub && !atomic_exchange(&r->left, 1);
+  pthread_mutex_unlock(&retire_lock);
+  if (!leave) return;
+  ah_shim_coord_hooks_t h = ah_shim_hooks();
+  if (h.detach) h.detach(h.arg, c->id); /* the id attach() joined, which may differ from the record's */
+}
+
 /* ---- waiting for the leader ------------------------------------------------------------------- */
 
 /* Note that the leader may turn out to be in this process while a rank waits (its context decided

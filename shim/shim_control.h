@@ -28,6 +28,9 @@ void ah_shim_note_decider(ah_comm_t *c);
 /* Fixes c->ctl (AH_CTL_*) at the communicator's first decision; may wait for the hub's verdict.
  * Slow path. */
 void ah_shim_comm_control(ah_comm_t *c);
+/* Marks c finalized (ncclCommDestroy/Abort, NCCL's tuner finalize) and, when it was the last live
+ * local context of a communicator that joined the hub, leaves the communicator there. */
+void ah_shim_comm_retire(ah_comm_t *c);
 
 /* How a wait for the leader's decision ended. */
 typedef enum {

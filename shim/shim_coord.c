@@ -168,11 +168,18 @@ static void on_min_time(uint64_t comm, int coll, int bin, uint64_t index, double
   ah_shim_search_observe(&k, index, us);
 }
 
+/* The process's last local rank of `comm` is gone: leave it at the hub. */
+static void hook_detach(void *arg, uint64_t comm) {
+  (void)arg;
+  ah_coord_t *c = map_get(comm, NULL);
+  if (c) ah_coord_leave(c, comm);
+}
+
 static void hooks_install(void) {
   static const ah_shim_coord_hooks_t h = {.attach = hook_attach, .verdict = hook_verdict,
                                           .publish = hook_publish, .alive = hook_alive,
                                           .progress = hook_progress, .samples = hook_samples,
-                                          .search_time = hook_search_time};
+                                          .search_time = hook_search_time, .detach = hook_detach};
   ah_shim_set_coord_hooks(&h);
   ah_coord_set_mintime_handler(on_min_time);
 }

@@ -100,6 +100,11 @@ typedef struct {
    * the hub sends the leader the shortest across ranks, which its search learns from instead of
    * its own (ah_shim_search_observe; NULL: the leader learns from its own durations). */
   void (*search_time)(void *arg, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index, double us);
+  /* The last local context of an attached communicator was destroyed (ncclCommDestroy or Abort, or
+   * NCCL's tuner finalize): this process leaves it at the hub, which then stops forwarding its
+   * segments here, and a hub lost later (its process exits first at the end of every job) is no
+   * loss to this one (NULL: the process stays joined until it exits). */
+  void (*detach)(void *arg, uint64_t comm);
   void *arg;
 } ah_shim_coord_hooks_t;
 

@@ -103,6 +103,7 @@ typedef struct ah_commrec {
   void *leader;              /* the ah_comm_t that drives the search (process-local tuning) */
   _Atomic int ctl;           /* AH_CTL_*, -1 until decided */
   int hub;                   /* its ranks joined the coordinator's hub (under the control lock) */
+  _Atomic int left;          /* the process left it at the hub: its last local context is gone */
   struct ah_commrec *next;
 } ah_commrec_t;
 

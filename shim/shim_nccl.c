@@ -17,6 +17,7 @@
 
 #include "ah_coord_health.h"
 #include "ah_log_file.h"
+#include "shim_control.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
 #include "shim_real.h"
@@ -205,7 +206,7 @@ static void handle_forget(ncclComm_t comm) {
   }
   pthread_mutex_unlock(&handles_lock);
   if (api) {
-    ah_comm_finalize(api);
+    ah_shim_comm_retire(api);
     ah_shim_report_write("communicator teardown");
   }
 }

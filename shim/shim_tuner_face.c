@@ -10,6 +10,7 @@
  *     the collective on any other value. */
 
 #include "shim_chain.h"
+#include "shim_control.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
 #include "ah_log_file.h"
@@ -124,7 +125,7 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
 static ncclResult_t finalize_common(void *context) {
   if (context) {
     ah_shim_chain_finalize(((ah_comm_t *)context)->chain_ctx);
-    ah_comm_finalize(context);
+    ah_shim_comm_retire(context);
     ah_shim_report_write("communicator teardown");
   }
   return ncclSuccess;

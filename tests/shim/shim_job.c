@@ -1,7 +1,7 @@
 /* shim_job: a small multi-rank NCCL job for the shim's end-to-end tests, run on sim/ with and
  * without libautoha.so preloaded. It uses only the public NCCL and CUDA runtime APIs.
  *
- *   ncclsim-run -n P -- shim_job [--threads T] [--iters N] [--no-split] [--pause-ms MS]
+ *   ncclsim-run -n P -- shim_job [--threads T] [--iters N] [--no-split] [--pause-ms MS] [--linger-ms MS]
  *
  * Each process runs T ranks as threads (global rank RANK*T + t of WORLD_SIZE*T). Every rank issues
  * the same sequence on the world communicator — AllReduce at three sizes, AllGather,
@@ -11,6 +11,9 @@
  *   "checksum rank=R <hash of every output buffer>"           (identical with and without the shim)
  *   "calls rank=R nranks=N coll=C bin=B n=K"                   (one line per key it issued)
  * where bin is floor(log2(bytes per rank)), the key the report must show with exactly K calls.
+ * --linger-ms keeps every process but rank 0's alive that long after its communicators are
+ * destroyed, as a framework's teardown does (the coordinator's hub, in rank 0's process, is gone by
+ * then).
  *
  * Built twice: as the program, and (SHIM_JOB_MODULE) as a library exporting shim_job_main, which
  * lazy_main opens with dlopen after it started (the `import torch` pattern). */
@@ -33,7 +36,7 @@ __attribute__((visibility("default"))) int shim_job_main(int argc, char **argv);
 #endif
 
 
-static int nthreads = 1, iters = 6, split = 1, pause_ms = 0, world, proc_rank;
+static int nthreads = 1, iters = 6, split = 1, pause_ms = 0, linger_ms = 0, world, proc_rank;
 static ncclUniqueId world_id;
 
 typedef struct {
@@ -158,8 +161,9 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
     else if (strcmp(argv[i], "--no-split") == 0) split = 0;
     else if (strcmp(argv[i], "--pause-ms") == 0 && i + 1 < argc) pause_ms = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--linger-ms") == 0 && i + 1 < argc) linger_ms = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: shim_job [--threads T] [--iters N] [--no-split] [--pause-ms MS]\n");
+      fprintf(stderr, "usage: shim_job [--threads T] [--iters N] [--no-split] [--pause-ms MS] [--linger-ms MS]\n");
       return 2;
     }
   }
@@ -190,5 +194,6 @@ int main(int argc, char **argv) {
     failed |= r->failed;
     job_keys_print(r->rank, r->hash, &r->keys);
   }
+  if (proc_rank != 0 && linger_ms > 0) usleep((useconds_t)linger_ms * 1000);
   return failed ? 1 : 0;
 }
