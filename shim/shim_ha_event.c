@@ -48,8 +48,8 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
     pthread_mutex_unlock(&ha_mu);
     if (n == 0 || covered != n) return 0;
     atomic_fetch_add(&st_events, 1);
-    ah_log(AH_LOG_WARN, "HA: %s port %d is down; its %d queue pairs have shadows on another port, so NCCL is not "
-           "told (PORT_ERR absorbed)", ctx->device ? ctx->device->name : "?", port, n);
+    ah_log(AH_LOG_WARN, "HA: %s port %d is down; its %d queue pairs have shadows off it, so NCCL is not told "
+           "(PORT_ERR absorbed)", ctx->device ? ctx->device->name : "?", port, n);
     return 1;
   }
   default:

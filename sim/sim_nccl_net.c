@@ -21,10 +21,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "sim_ib_async.h"
 #include "sim_ib_verbs.h"
 #include "sim_nccl_net.h"
 
@@ -88,12 +90,20 @@ struct sim_net {
   double step_virt;         /* the modelled time of the step's chunk, microseconds */
   double progress_wall;     /* wall time of the step's start or its last completion */
   double lost_ms;           /* a step with no completion for this long has lost one */
+  unsigned async_gen;       /* sim_ib_async_gen() when the async events were last checked */
   struct ncclsimNetStats st;
 };
 
 /* What every QP this library creates has as qp_context: the provider tells them apart from QPs a
  * failover layer adds to the same contexts (net_ib points qp_context at its own stats block). */
 static const char sim_net_qp_tag = 0;
+
+static pthread_once_t async_once = PTHREAD_ONCE_INIT;
+static void async_start(void) {
+  int ndev;
+  sim_ib_dev_t *devs = sim_ib_devices(&ndev);
+  sim_ib_async_start(sim_ib_verbs(), devs, ndev, &sim_net_qp_tag);
+}
 
 /* Test-only injection (NCCLSIM_NET_INJECT=drop=N|dup=N|phantom=N|ahead=N): the process's Nth
  * receive completion is dropped or taken twice, or a send completion for a WR never posted is made
@@ -228,6 +238,7 @@ ncclResult_t sim_net_setup(struct ncclComm *c) {
   if (c->nnodes < 2 || !sim_ib_verbs()) return ncclSuccess;
   int ndev;
   sim_ib_dev_t *devs = sim_ib_devices(&ndev);
+  pthread_once(&async_once, async_start);
   int *node_of = malloc(sizeof(int) * (size_t)c->nranks), *nodes = malloc(sizeof(int) * (size_t)c->nranks);
   int nn = 0, *node_ranks = NULL;
   int rpn = node_of && nodes ? layout(c, node_of, nodes, &nn, &node_ranks) : 0;
@@ -665,10 +676,32 @@ static ncclResult_t lost_error(struct ncclComm *c, struct sim_net *n, double wai
   return sim_error(ncclSystemError, "NET/IB: rank %d lost a completion after %.0f ms", c->rank, waited);
 }
 
+/* A fatal async event on a device or QP of the communicator (sim_ib_async.c) fails it for good, as
+ * net_ib's next isend/irecv/test does: ncclSystemError. Returns 1 with *res_p set, else 0. */
+static int async_fatal(struct ncclComm *c, struct sim_net *n, ncclResult_t *res_p) {
+  unsigned g = sim_ib_async_gen();
+  if (g == n->async_gen) return 0;
+  for (int i = 0; i < n->nconn; i++) {
+    net_conn_t *k = &n->conn[i];
+    int qp_hit = -1;
+    for (int q = 0; q < n->nqps && qp_hit < 0; q++)
+      if (k->qp[q] && sim_ib_async_qp_fatal(k->qp[q])) qp_hit = q;
+    if (!sim_ib_async_dev_fatal(k->devi) && qp_hit < 0) continue;
+    *res_p = sim_error(ncclSystemError, "NET/IB: rank %d: communicator %016llx encountered a fatal error (an "
+                       "async event on %s%s%.0u)", c->rank, (unsigned long long)c->hash, k->dev->name,
+                       qp_hit >= 0 ? ", QP " : "", qp_hit >= 0 ? k->qp[qp_hit]->qp_num : 0u);
+    n->step_active = 0;
+    return 1;
+  }
+  n->async_gen = g; /* only when nothing of ours failed: a failed communicator stays failed */
+  return 0;
+}
+
 int sim_net_step(struct ncclComm *c, size_t bytes, double virt_us, ncclResult_t *res_p) {
   struct sim_net *n = c->net;
   *res_p = ncclSuccess;
   if (!n || !n->connected) return SIM_PROGRESS_DONE;
+  if (async_fatal(c, n, res_p)) return SIM_PROGRESS_DONE;
   if (bytes > c->seg->slot_bytes) bytes = c->seg->slot_bytes;
   if (n->carry && bytes > n->carry) bytes = n->carry;
   if (!n->step_active) {
@@ -754,6 +787,7 @@ int sim_net_step(struct ncclComm *c, size_t bytes, double virt_us, ncclResult_t 
       n->step_active = 0;
       return SIM_PROGRESS_DONE;
     }
+    if (async_fatal(c, n, res_p)) return SIM_PROGRESS_DONE;
     wait_completions(n);
     sim_net_polling = 1;
     return SIM_PROGRESS_STALLED;

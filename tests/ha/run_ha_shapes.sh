@@ -27,7 +27,8 @@ start=$(date +%s)
 out=$(env "${fault[@]}" timeout 250 "$run" -n "$procs" --nodes 2 -- "$job" "${args[@]}" 2>&1); rc=$?
 took=$(( $(date +%s) - start ))
 [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=port (rc $rc)"
-grep -q "NET/IB" <<<"$out" && fail "the job completed, but NCCL saw an IB error"
+# (a PORT_ERR is only a warning in NCCL: the processes without queue pairs on the port get it)
+grep "NET/IB" <<<"$out" | grep -v "async event: port error" | grep -q . && fail "the job completed, but NCCL saw an IB error"
 n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
 [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n (did the job end before the fault?)"
 case $case_ in

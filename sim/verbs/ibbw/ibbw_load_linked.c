@@ -36,6 +36,8 @@ int ibbw_verbs_load(sim_verbs_table_t *v) {
   v->destroy_qp = ibv_destroy_qp;
   v->wc_status_str = ibv_wc_status_str;
   v->query_qp = ibv_query_qp;
+  v->get_async_event = ibv_get_async_event;
+  v->ack_async_event = ibv_ack_async_event;
   void *f = dlvsym(RTLD_DEFAULT, "ncclsimVerbsQpFlow", "NCCLSIM_VERBS_1.0");
   memcpy(&v->qp_flow, &f, sizeof f);
   return 0;

@@ -33,7 +33,8 @@ int sim_verbs_table_load(const char *lib, sim_verbs_table_t *t, char *err, size_
       VERB(create_cq, "ibv_create_cq"),             VERB(destroy_cq, "ibv_destroy_cq"),
       VERB(create_qp, "ibv_create_qp"),             VERB(modify_qp, "ibv_modify_qp"),
       VERB(destroy_qp, "ibv_destroy_qp"),           VERB(wc_status_str, "ibv_wc_status_str"),
-      VERB(query_qp, "ibv_query_qp"),
+      VERB(query_qp, "ibv_query_qp"),               VERB(get_async_event, "ibv_get_async_event"),
+      VERB(ack_async_event, "ibv_ack_async_event"),
 #undef VERB
   };
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {

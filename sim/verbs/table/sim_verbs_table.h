@@ -39,6 +39,9 @@ typedef struct {
   int (*destroy_comp_channel)(struct ibv_comp_channel *);
   int (*get_cq_event)(struct ibv_comp_channel *, struct ibv_cq **, void **);
   void (*ack_cq_events)(struct ibv_cq *, unsigned int);
+  /* the devices' async events (required by NCCL, as by sim_verbs_table_load) */
+  int (*get_async_event)(struct ibv_context *, struct ibv_async_event *);
+  void (*ack_async_event)(struct ibv_async_event *);
 } sim_verbs_table_t;
 
 /* Fills the table as libnccl does: dlopen(lib) (RTLD_NOW), every required verb by
