@@ -1,7 +1,8 @@
 /* shim_ha_event.c: NCCL's async events, filtered (docs/ha.md). NCCL aborts a communicator on a
- * fatal QP or port event; the events of shadows, of primaries the HA layer has moved off, and a
- * port's PORT_ERR when every managed queue pair on it has a ready shadow elsewhere are the HA
- * layer's, and never reach NCCL. */
+ * fatal QP or port event; the events of shadows, of primaries the HA layer has moved off, a
+ * port's PORT_ERR when every managed queue pair on it has a ready shadow elsewhere, and a device's
+ * DEVICE_FATAL when every one on the device has one on another NIC are the HA layer's, and never
+ * reach NCCL. */
 #include "shim_ha_int.h"
 
 static _Atomic unsigned long st_events; /* events absorbed */
@@ -50,6 +51,25 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
     atomic_fetch_add(&st_events, 1);
     ah_log(AH_LOG_WARN, "HA: %s port %d is down; its %d queue pairs have shadows off it, so NCCL is not told "
            "(PORT_ERR absorbed)", ctx->device ? ctx->device->name : "?", port, n);
+    return 1;
+  }
+  case IBV_EVENT_DEVICE_FATAL: {
+    /* NCCL fails every communicator on the device; the queue pairs whose traffic runs, or can run,
+     * on the backup NIC (AUTOHA_HA=nic) do not need it to */
+    int n = 0, covered = 0;
+    pthread_mutex_lock(&ha_mu);
+    for (ha_qp_t *m = ha_qps; m; m = m->next) {
+      if (m->hc != hc) continue;
+      n++;
+      int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
+      covered += (st == HA_SHADOW && ha_on_nic(m, m->sh)) ||
+                 ((st == HA_PEACE || st == HA_FAILING) && sb == SH_READY && ha_on_nic(m, m->sb.qp));
+    }
+    pthread_mutex_unlock(&ha_mu);
+    if (n == 0 || covered != n) return 0;
+    atomic_fetch_add(&st_events, 1);
+    ah_log(AH_LOG_WARN, "HA: %s reported a fatal error (DEVICE_FATAL); its %d queue pairs have shadows on "
+           "another NIC, so NCCL is not told", ctx->device ? ctx->device->name : "?", n);
     return 1;
   }
   default:

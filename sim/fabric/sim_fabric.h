@@ -113,6 +113,9 @@ typedef struct {
 
 /* Fills *info_p for a link; returns 0, or -1 when `link` is out of range. */
 int sim_fabric_link_info(const sim_fabric_t *f, int link, sim_fabric_link_t *info_p);
+/* Whether the schedule failed NIC `nic` of `node` whole by now (nicfatal): its device reports
+ * DEVICE_FATAL and its ports stay down. */
+int sim_fabric_nic_fatal(const sim_fabric_t *f, int node, int nic, double wall_s, double virt_us);
 /* The link sim_fabric_link_name calls `name` ("leaf3->spine1"); -1 when there is none. */
 int sim_fabric_link_find(const sim_fabric_t *f, const char *name);
 int sim_fabric_nodes(const sim_fabric_t *f);

@@ -4,9 +4,11 @@
  *
  * Grammar (docs/sim-fabric.md): events separated by ';' or newlines, '#' starts a comment,
  *   at=TIME[@wall|@virt]:ACTION:TARGET     TIME = NUMBER(s|ms|us)
- *   ACTION = down | up | degrade=F | portdown | portup | nicdown | nicup
+ *   ACTION = down | up | degrade=F | portdown | portup | nicdown | nicup | nicfatal
  *   TARGET = leafL-spineS | leafL->spineS | spineS->leafL | nodeN/mlx5_K:P | nodeN/mlx5_K:P->leafL | ...
- *            | nodeN/mlx5_K (nicdown and nicup only: every port of the NIC, both directions)
+ *            | nodeN/mlx5_K (nicdown, nicup, nicfatal only: every port of the NIC, both directions)
+ * nicfatal is nicdown for good, and the NIC's device reports DEVICE_FATAL (firmware or PCIe
+ * failure: a later nicup does not bring it back). 
  * A spec is applied whole or not at all: the first bad event is quoted in the error. */
 #include <errno.h>
 #include <stdio.h>
@@ -71,20 +73,21 @@ static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[
     return -1;
   }
   int port_action = strcmp(action, "portdown") == 0 || strcmp(action, "portup") == 0;
-  int nic_action = strcmp(action, "nicdown") == 0 || strcmp(action, "nicup") == 0;
-  if (strcmp(action, "down") == 0 || strcmp(action, "portdown") == 0 || strcmp(action, "nicdown") == 0) fraction = 0;
+  int fatal = strcmp(action, "nicfatal") == 0;
+  int nic_action = strcmp(action, "nicdown") == 0 || strcmp(action, "nicup") == 0 || fatal;
+  if (strcmp(action, "down") == 0 || strcmp(action, "portdown") == 0 || strcmp(action, "nicdown") == 0 || fatal) fraction = 0;
   else if (strcmp(action, "up") == 0 || strcmp(action, "portup") == 0 || strcmp(action, "nicup") == 0) fraction = 1;
   else if (strncmp(action, "degrade=", 8) != 0 || sim_fabric_parse_double(action + 8, 0, 1, &fraction)) {
-    *why_p = "action must be down, up, degrade=FRACTION (0-1), portdown, portup, nicdown or nicup";
+    *why_p = "action must be down, up, degrade=FRACTION (0-1), portdown, portup, nicdown, nicup or nicfatal";
     return -1;
   }
   if (nic_action) {
     int n = nic_links(f, target, links);
     if (n < 0) {
-      *why_p = "nicdown and nicup take a NIC (nodeN/mlx5_K, within this fabric)";
+      *why_p = "nicdown, nicup and nicfatal take a NIC (nodeN/mlx5_K, within this fabric)";
       return -1;
     }
-    for (int i = 0; i < n; i++) ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction};
+    for (int i = 0; i < n; i++) ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction, fatal};
     return n;
   }
   int n = sim_fabric_parse_target(f, target, links, &nic);
@@ -97,7 +100,7 @@ static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[
     *why_p = "portdown and portup take a NIC port (nodeN/mlx5_K:P)";
     return -1;
   }
-  for (int i = 0; i < n; i++) ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction};
+  for (int i = 0; i < n; i++) ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction, 0};
   return n;
 }
 
@@ -193,9 +196,23 @@ out:
 
 double sim_fabric_scheduled_fraction(const sim_fabric_t *f, int link, double wall_s, double virt_us) {
   double v[2] = {1.0, 1.0}, now[2] = {wall_s, virt_us};
+  int dead[2] = {0, 0}; /* a fatal NIC stays down */
   for (int i = 0; i < f->nevents; i++) {
     const sim_fabric_event_t *e = &f->events[i];
-    if (e->link == link && e->at <= now[e->clock]) v[e->clock] = e->fraction;
+    if (e->link != link || e->at > now[e->clock]) continue;
+    dead[e->clock] |= e->fatal;
+    v[e->clock] = dead[e->clock] ? 0 : e->fraction;
   }
   return v[0] < v[1] ? v[0] : v[1];
+}
+
+int sim_fabric_nic_fatal(const sim_fabric_t *f, int node, int nic, double wall_s, double virt_us) {
+  double now[2] = {wall_s, virt_us};
+  for (int i = 0; i < f->nevents; i++) {
+    const sim_fabric_event_t *e = &f->events[i];
+    sim_fabric_link_t li;
+    if (!e->fatal || e->at > now[e->clock] || sim_fabric_link_info(f, e->link, &li) != 0) continue;
+    if (li.ep.node == node && li.ep.nic == nic) return 1;
+  }
+  return 0;
 }

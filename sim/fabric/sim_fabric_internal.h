@@ -19,12 +19,14 @@ enum { SIM_FABRIC_SCHED_STRICT = 0, SIM_FABRIC_SCHED_WRR = 1 };
 enum { SIM_FABRIC_CLOCK_WALL = 0, SIM_FABRIC_CLOCK_VIRT = 1 };
 
 /* One scheduled change: from `at` on (seconds of wall time or microseconds of virtual time since
- * the epoch) the link's scheduled fraction is `fraction`. */
+ * the epoch) the link's scheduled fraction is `fraction`; `fatal` marks the links of a NIC that
+ * failed whole (nicfatal: its device reports DEVICE_FATAL). */
 typedef struct {
   int clock;
   double at;
   int link;
   double fraction;
+  int fatal;
 } sim_fabric_event_t;
 
 /* The shared mapping: a header, then one double (as its bits) per link. */

@@ -39,6 +39,8 @@ double vb_net_port_gbps(void);
 void vb_net_gid(int node, int nic, int port, uint8_t gid[16]);
 int vb_net_gid_ep(const uint8_t gid[16], sim_fabric_ep_t *ep_p);
 int vb_net_port_up(int node, int nic, int port);
+/* Whether the fabric's schedule failed the NIC whole (nicfatal) by now. */
+int vb_net_nic_fatal(int node, int nic);
 uint16_t vb_net_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
 int vb_net_path_up(const sim_fabric_flow_t *flow);
 
@@ -132,6 +134,7 @@ typedef struct vb_ctx {
   uint32_t next_key;
   int async_wr;              /* write end of the async-event pipe (read end: async_fd) */
   int port_up[2];            /* last port state seen, for PORT_ERR / PORT_ACTIVE */
+  int fatal_sent;            /* DEVICE_FATAL pushed (nicfatal) */
   char bell_name[96];
   vb_bell_t *bell;
   pthread_t engine;

@@ -83,6 +83,8 @@ static int member_up(int node, int nic, int port, double now) {
   return 1;
 }
 
+int vb_net_nic_fatal(int node, int nic) { return sim_fabric_nic_fatal(fabric, node, nic, sim_fabric_wall_s(fabric), 0); }
+
 int vb_net_port_up(int node, int nic, int port) {
   double now = sim_fabric_wall_s(fabric);
   if (bonded) return member_up(node, nic, 1, now) || member_up(node, nic, 2, now);

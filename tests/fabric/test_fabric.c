@@ -199,6 +199,28 @@ START_TEST(schedule_whole_nic) {
 }
 END_TEST
 
+START_TEST(schedule_fatal_nic) {
+  /* nicfatal: every port of the NIC down for good (a later nicup does not revive it) and the NIC
+   * reported fatal from then on; its neighbour and the same NIC of another node are untouched */
+  sim_fabric_t *f = make("nodes=2,gpus=8,nic=2x400x2", "spines=4,bond=0");
+  char err[512];
+  ck_assert_msg(sim_fabric_schedule(f, "at=1s:nicfatal:node1/mlx5_1;at=3s:nicup:node1/mlx5_1", err, sizeof err) == 0,
+                "%s", err);
+  int l = sim_fabric_link_find(f, "node1/mlx5_1:2->leaf3");
+  ck_assert_int_ge(l, 0);
+  ck_assert_double_eq(sim_fabric_link_fraction(f, l, 0.5, 0), 1);
+  ck_assert_double_eq(sim_fabric_link_fraction(f, l, 2, 0), 0);
+  ck_assert_double_eq(sim_fabric_link_fraction(f, l, 4, 0), 0);
+  ck_assert_int_eq(sim_fabric_nic_fatal(f, 1, 1, 0.5, 0), 0);
+  ck_assert_int_eq(sim_fabric_nic_fatal(f, 1, 1, 1.5, 0), 1);
+  ck_assert_int_eq(sim_fabric_nic_fatal(f, 1, 0, 1.5, 0), 0);
+  ck_assert_int_eq(sim_fabric_nic_fatal(f, 0, 1, 1.5, 0), 0);
+  ck_assert_int_eq(sim_fabric_schedule(f, "at=1s:nicfatal:node1/mlx5_1:1", err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "nicfatal:node1/mlx5_1:1") != NULL, "%s", err);
+  sim_fabric_free(f);
+}
+END_TEST
+
 START_TEST(shared_state_across_fork) {
   char name[64], err[256];
   snprintf(name, sizeof name, "/simfab_test_%d", (int)getpid());
@@ -297,6 +319,7 @@ int main(void) {
   tcase_add_test(tc, route_shapes);
   tcase_add_test(tc, schedule_clocks_and_grammar);
   tcase_add_test(tc, schedule_whole_nic);
+  tcase_add_test(tc, schedule_fatal_nic);
   tcase_add_test(tc, shared_state_across_fork);
   tcase_add_test(tc, reroute_skips_down_links);
   suite_add_tcase(s, tc);

@@ -23,6 +23,9 @@
 #              failed over once one is
 #       soft   no RC error within the run (retry window 34 s), AUTOHA_HA_SOFT_TIMEOUT_S=1: failover
 #       peace  no fault: AUTOHA_HA=port runs the same simulated time as without autoha
+#       nicfatal  as nic, but node1/mlx5_1 fails whole (nicfatal: DEVICE_FATAL after its PORT_ERR),
+#              on which NCCL fails every communicator using it: the job completes under
+#              AUTOHA_HA=nic (the event is absorbed) and fails without HA
 #       nic    2 single-port NICs per node, the whole of node1/mlx5_1 down (nicdown) under
 #              AUTOHA_HA=nic: the queue pairs on mlx5_1 (ranks 1 and 3) fail over to shadows on
 #              mlx5_0, the job completes with correct results, the reports list the failovers;
@@ -293,6 +296,25 @@ nic)
   [ "$n" -ge 16 ] || fail "expected every queue pair's nic shadow (16) to become ready, saw $n"
   grep -q "failed over" <<<"$out" && fail "a failover without a fault"
   echo "ok: peace time under AUTOHA_HA=nic: $n shadows ready, $ha as without HA"
+  ;;
+nicfatal)
+  # the NIC's device fails whole (firmware, PCIe): PORT_ERR, then DEVICE_FATAL, on which NCCL fails
+  # every communicator using it even before a completion errs
+  two=(NCCLSIM_TOPO=nic=2x400)
+  iters=${HA_TEST_ITERS:-100}
+  job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:nicfatal:node1/mlx5_1" AUTOHA_HA=nic LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=nic (rc $rc)"
+  grep -q "encountered a fatal error" <<<"$out" && fail "NCCL failed a communicator on the device's fatal event"
+  grep -qE "HA: mlx5_1 reported a fatal error \(DEVICE_FATAL\); its [0-9]+ queue pairs have shadows on another NIC" <<<"$out" ||
+    fail "no process absorbed the DEVICE_FATAL of mlx5_1"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_0, saw $n"
+  echo "ok: mlx5_1 fatal under AUTOHA_HA=nic -> DEVICE_FATAL absorbed, $n failovers to mlx5_0, job completed in $took s"
+  job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:nicfatal:node1/mlx5_1" AUTOHA_HA=off LD_PRELOAD="$so"
+  [ $rc -ne 0 ] || fail "the job without HA should fail"
+  grep -qE "NET/IB: rank [0-9]+: communicator [0-9a-f]+ encountered a fatal error \(an async event on mlx5_1" <<<"$out" ||
+    fail "without HA: NCCL did not fail on the device's fatal event"
+  echo "ok: the same run without HA fails on DEVICE_FATAL in $took s"
   ;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac
