@@ -45,6 +45,7 @@
  * only the list's; at most AH_TUNE_FIT_STEPS per subspace */
 #define AH_TUNE_FIT_STEPS 2
 #define AH_TUNE_FIT_REACH 1.0
+#define AH_TUNE_CHUNK_ABANDON 1.08 /* ... and a subspace screened this far behind is not descended */
 /* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
 #define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
 #define AH_TUNE_WARM_RESCREEN 1.5 /* ... nor re-screened beyond this */
