@@ -22,6 +22,7 @@
 #define AH_TUNE_CONFIRM_MAXN 12
 #define AH_TUNE_SEARCH_Z 2.0      /* standard errors a move needs during the search */
 #define AH_TUNE_CONFIRM_Z 3.0     /* ... and the winner over NCCL's default */
+#define AH_TUNE_CONFIRM_Z_CHUNK 2.0 /* ... where the chunk is searched too (ah_tune_eval_confirm) */
 #define AH_TUNE_SURE_Z 6.0       /* ... or over NCCL's default without fresh samples, beyond 10% */
 #define AH_TUNE_PRIOR_BEHIND 1.2  /* NCCL's estimate puts a subspace this far behind its best ... */
 #define AH_TUNE_PRIOR_ABANDON 1.2 /* ... then it is descended only within this of the best ... */
@@ -37,6 +38,14 @@
  * step, 1/sqrt(n) where the CTA does). On the shim's lists a doubling halves the chunk, a x1.5
  * step keeps it */
 #define AH_TUNE_COUPLE 0.75
+/* The model step (ah_tune_fit_step; NCCL 2.30's space, channels and chunk searched): where a
+ * leading subspace's descent stops, the bandwidth knee below the centre, else the lowest point of
+ * a quadratic in (log2 channels, log2 chunk) fitted to the subspace's probes within
+ * AH_TUNE_FIT_REACH (log2 units) of the centre on each axis, is probed — any channel count, not
+ * only the list's; at most AH_TUNE_FIT_STEPS per subspace */
+#define AH_TUNE_FIT_STEPS 2
+#define AH_TUNE_FIT_REACH 1.0
+#define AH_TUNE_CHUNK_ABANDON 1.08 /* ... and a subspace screened this far behind is not descended */
 /* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
 #define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
 #define AH_TUNE_WARM_RESCREEN 1.5 /* ... nor re-screened beyond this */
@@ -111,6 +120,7 @@ struct ah_tune {
   int walk_pts[AH_MAX_DIM_VALUES]; /* the centres it left, in order */
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
+  int fit_p, fit_steps;    /* response-surface step: its pending probe (-1: none), steps taken */
   int confirm_probe;
   /* warm start (ah_tune_hint): neighbours' winners */
   ah_config_t hints[AH_TUNE_MAX_HINTS];

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_fit.h"
 #include "ah_log.h"
 #include "ah_tune_internal.h"
 
@@ -91,7 +92,11 @@ static void ah_tune_eval_confirm(ah_tune_t *t) {
   double gain = ah_tune_lg(t, d) - ah_tune_lg(t, c);
   double se = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, d), 2));
   double floor = log(1.0 + t->prm.noise_floor);
-  if (gain > floor && gain > AH_TUNE_CONFIRM_Z * se) {
+  /* With the chunk searched too, the winner is held to fewer standard errors: its final point
+   * came from more probes near the optimum (the response surface), where 3 standard errors of 12
+   * fresh samples kept NCCL's default over points 3-5% faster (docs/tuner.md). */
+  double z = t->nsearch == 2 ? AH_TUNE_CONFIRM_Z_CHUNK : AH_TUNE_CONFIRM_Z;
+  if (gain > floor && gain > z * se) {
     ah_tune_finish(t, c, t->best, AH_TUNE_CONVERGED);
     return;
   }
@@ -187,6 +192,7 @@ static void ah_tune_next_subspace(ah_tune_t *t);
 static void ah_tune_pick_subspace(ah_tune_t *t);
 
 static void ah_tune_plan_step(ah_tune_t *t);
+static int ah_tune_fit_step(ah_tune_t *t);
 
 /* The descent along axis dim_i starts afresh at step level `level`: no direction, move, jump,
  * stretch or plateau walk yet. */
@@ -205,7 +211,7 @@ static void ah_tune_dim_done(ah_tune_t *t) {
   t->lv_start[d] = AH_TUNE_MAX_LEVEL;
   t->quiet = t->moved ? 1 : t->quiet + 1;
   if (t->quiet >= t->nsearch) { /* a full round of axes without a move: this subspace is done */
-    ah_tune_next_subspace(t);
+    if (!ah_tune_fit_step(t)) ah_tune_next_subspace(t);
     return;
   }
   t->dim_i = (t->dim_i + 1) % t->nsearch;
@@ -439,6 +445,169 @@ static void ah_tune_eval_step(ah_tune_t *t) {
   ah_tune_step_failed(t);
 }
 
+/* ---- the response-surface step ---- */
+
+/* Index of the value of dim nearest (in ratio) to v > 0. */
+static int ah_tune_value_pos(const ah_dim_t *dim, int64_t v);
+
+/* Wants the point of subspace s at nch channels (any count: the shim's list is only the descent's
+ * steps) and chunk index ck as the response surface's next probe, with the centre to compare it
+ * with. Returns 1 when that point is new and wanted, 0 otherwise (measured already, the centre,
+ * or out of memory). */
+static int ah_tune_fit_propose(ah_tune_t *t, int s, int64_t nch, int ck, const char *why) {
+  int pos[AH_MAX_DIMS];
+  memcpy(pos, t->probes[t->center].pos, sizeof(pos));
+  pos[AH_DIM_CHUNK] = ck;
+  pos[AH_DIM_NCHANNELS] = ah_tune_value_pos(&t->space.dims[AH_DIM_NCHANNELS], nch); /* nearest listed */
+  ah_config_t c;
+  ah_tune_make_cfg(t, s, pos, &c);
+  c.res[AH_DIM_NCHANNELS] = nch;
+  int p = ah_tune_probe_get(t, s, pos, &c);
+  if (p < 0 || p == t->center || t->probes[p].n != 0) return 0;
+  if (ah_log_level() >= AH_LOG_DEBUG) {
+    char b[96];
+    ah_log(AH_LOG_DEBUG, "tuner: %s predicts %s", why, ah_config_format(&c, b, sizeof(b)));
+  }
+  t->fit_steps++;
+  t->fit_p = p;
+  t->nwants = 0;
+  t->cand[0] = p;
+  t->ncand = 1;
+  ah_tune_want(t, p, t->prm.samples_per_probe);
+  ah_tune_want(t, t->center, t->prm.samples_per_probe);
+  return 1;
+}
+
+/* The chunk index of subspace s nearest chunk x (n0/n1)^AH_TUNE_COUPLE: what a move from n0 to n1
+ * channels carries along (see ah_tune_couple). */
+static int ah_tune_coupled_chunk(const ah_tune_t *t, int s, int64_t chunk, int64_t n0, int64_t n1, int at) {
+  const ah_dim_t *ck = &t->space.dims[AH_DIM_CHUNK];
+  double want = (double)chunk * pow((double)n0 / (double)n1, AH_TUNE_COUPLE), bestd = INFINITY;
+  int lo, hi;
+  ah_tune_window(t, s, AH_DIM_CHUNK, &lo, &hi);
+  for (int j = lo; j <= hi; j++) {
+    double dd = ck->values[j] > 0 ? fabs(log((double)ck->values[j] / want)) : INFINITY;
+    if (dd < bestd - 1e-9) {
+      bestd = dd;
+      at = j;
+    }
+  }
+  return at;
+}
+
+/* Where the descent of a subspace stopped (channels and chunk both searched, the centre at least
+ * as fast as the best so far), probes the point a model of the measured probes predicts faster,
+ * at most AH_TUNE_FIT_STEPS times per subspace. Two models, both of generic shape, neither of any
+ * NCCL's or simulator's formula:
+ *   - the bandwidth knee: the measured channel count next below the centre's, its time scaled as
+ *     1/channels (a bandwidth share), meets the centre's time at ah_fit_knee's count; when that
+ *     lies strictly between the two, it is probed (the chunk coupled). Note that a time curve that
+ *     falls as 1/channels and then stops (a link saturates) has its bottom at the knee, where a
+ *     parabola through x2 / x1.41 steps sees a symmetric bowl around the list value next above it
+ *     (sim/: 12 where 9 is 4.5% faster);
+ *   - the response surface: a quadratic in (log2 channels, log2 chunk) fitted to the subspace's
+ *     probes within AH_TUNE_FIT_REACH of the centre on each axis (robust log times weighted by
+ *     samples, Huber-clipped at 2 sigma), its lowest point among every channel count and the
+ *     window's chunks inside the fitted points' box, when it predicts a gain beyond the noise
+ *     floor.
+ * Returns 1 when a probe is wanted (ah_tune_eval_fit judges it), 0 otherwise. */
+static int ah_tune_fit_step(ah_tune_t *t) {
+  if (t->nsearch != 2 || t->space.ndims <= AH_DIM_CHUNK || t->center < 0 || t->fit_steps >= AH_TUNE_FIT_STEPS ||
+      t->epoch_calls >= t->prm.budget_calls - ah_tune_reserve(t) - 4)
+    return 0;
+  const ah_probe_t *cp = &t->probes[t->center];
+  int s = cp->sub;
+  if (s < 0 || cp->cfg.res[AH_DIM_NCHANNELS] <= 0 || cp->cfg.res[AH_DIM_CHUNK] <= 0) return 0;
+  /* Only a subspace that leads: a fit step in one already behind costs calls for nothing. */
+  if (t->best >= 0 && t->best != t->center && ah_tune_lg(t, t->center) > ah_tune_lg(t, t->best)) return 0;
+  int64_t ncen = cp->cfg.res[AH_DIM_NCHANNELS];
+  double xc = log2((double)ncen), yc = log2((double)cp->cfg.res[AH_DIM_CHUNK]);
+  ah_fit_point_t pt[AH_FIT_MAX_POINTS];
+  int n = 0, l = -1, h = -1;
+  double xlo = xc, xhi = xc, ylo = yc, yhi = yc;
+  for (int i = 0; i < t->nprobes && n < AH_FIT_MAX_POINTS; i++) {
+    const ah_probe_t *pr = &t->probes[i];
+    int64_t ch = pr->cfg.res[AH_DIM_NCHANNELS];
+    if (pr->epoch != t->epoch || pr->confirm || pr->sub != s || pr->n == 0 || ch <= 0 || pr->cfg.res[AH_DIM_CHUNK] <= 0)
+      continue;
+    /* the knee's points: the most channels below the centre's and the fewest above, the fastest
+     * of each count */
+    if (ch < ncen && (l < 0 || ch > t->probes[l].cfg.res[AH_DIM_NCHANNELS] ||
+                      (ch == t->probes[l].cfg.res[AH_DIM_NCHANNELS] && ah_tune_lg(t, i) < ah_tune_lg(t, l))))
+      l = i;
+    if (ch > ncen && (h < 0 || ch < t->probes[h].cfg.res[AH_DIM_NCHANNELS] ||
+                      (ch == t->probes[h].cfg.res[AH_DIM_NCHANNELS] && ah_tune_lg(t, i) < ah_tune_lg(t, h))))
+      h = i;
+    double x = log2((double)ch), y = log2((double)pr->cfg.res[AH_DIM_CHUNK]);
+    if (fabs(x - xc) > AH_TUNE_FIT_REACH + 1e-9 || fabs(y - yc) > AH_TUNE_FIT_REACH + 1e-9) continue;
+    pt[n++] = (ah_fit_point_t){x, y, ah_tune_lg(t, i), (double)pr->n};
+    if (x < xlo) xlo = x;
+    if (x > xhi) xhi = x;
+    if (y < ylo) ylo = y;
+    if (y > yhi) yhi = y;
+  }
+  if (l >= 0) {
+    int64_t nl = t->probes[l].cfg.res[AH_DIM_NCHANNELS];
+    double sh = h >= 0 ? (ah_tune_lg(t, h) - ah_tune_lg(t, t->center)) /
+                             log((double)t->probes[h].cfg.res[AH_DIM_NCHANNELS] / (double)ncen)
+                       : 0;
+    double k = ah_fit_knee((double)nl, ah_tune_lg(t, l), (double)ncen, ah_tune_lg(t, t->center), sh);
+    int64_t nk = (int64_t)floor(k + 0.5);
+    if (k > 0 && nk > nl && nk < ncen &&
+        ah_tune_fit_propose(t, s, nk, ah_tune_coupled_chunk(t, s, cp->cfg.res[AH_DIM_CHUNK], ncen, nk, cp->pos[AH_DIM_CHUNK]),
+                            "bandwidth knee"))
+      return 1;
+  }
+  double coef[AH_FIT_TERMS];
+  if (ah_fit_quad(pt, n, 2.0 * t->sigma, coef) != 0) return 0;
+  /* Candidates: every channel count and every chunk of the window within the fitted points' box
+   * (no extrapolation beyond what was measured). */
+  double xs[AH_MAX_DIM_VALUES], ys[AH_MAX_DIM_VALUES];
+  int64_t nv[AH_MAX_DIM_VALUES];
+  int ks[AH_MAX_DIM_VALUES], nx = 0, ny = 0, lo, hi, ix, iy;
+  for (int64_t v = (int64_t)ceil(exp2(xlo) - 1e-9); v <= (int64_t)floor(exp2(xhi) + 1e-9) && nx < AH_MAX_DIM_VALUES; v++) {
+    nv[nx] = v;
+    xs[nx++] = log2((double)v);
+  }
+  ah_tune_window(t, s, AH_DIM_CHUNK, &lo, &hi);
+  for (int j = lo; j <= hi; j++) {
+    double y = t->space.dims[AH_DIM_CHUNK].values[j] > 0 ? log2((double)t->space.dims[AH_DIM_CHUNK].values[j]) : -1;
+    if (y < ylo - 1e-9 || y > yhi + 1e-9) continue;
+    ks[ny] = j;
+    ys[ny++] = y;
+  }
+  if (ah_fit_argmin(coef, xs, nx, ys, ny, &ix, &iy) != 0) return 0;
+  if (ah_fit_eval(coef, xc, yc) - ah_fit_eval(coef, xs[ix], ys[iy]) <= log(1.0 + t->prm.noise_floor)) return 0;
+  return ah_tune_fit_propose(t, s, nv[ix], ks[iy], "response surface");
+}
+
+/* A model's point is in: it becomes the centre when faster beyond the noise floor and
+ * AH_TUNE_SEARCH_Z standard errors on AH_TUNE_MOVE_N samples of both (or by a big gain), or when
+ * merely faster on AH_TUNE_MOVE_N samples of both. Note that the second rule is looser than a
+ * descent step's on purpose: the point was named by a model of every probe, not picked because it
+ * measured fast, while the centre was (its samples carry selection luck); requiring significance
+ * kept 12 channels over a 9 that the knee named and that is 4% faster. A point measured faster
+ * but on fewer samples is raced; then the models run again with it (up to AH_TUNE_FIT_STEPS), or
+ * the subspace is done. */
+static void ah_tune_eval_fit(ah_tune_t *t) {
+  int p = t->fit_p, c0 = t->center;
+  double gain = ah_tune_lg(t, c0) - ah_tune_lg(t, p);
+  double se = sqrt(pow(ah_tune_se(t, c0), 2) + pow(ah_tune_se(t, p), 2));
+  int enough = t->probes[p].n >= AH_TUNE_MOVE_N && t->probes[c0].n >= AH_TUNE_MOVE_N;
+  if ((gain > log(1.0 + t->prm.noise_floor) && gain > AH_TUNE_SEARCH_Z * se &&
+       (enough || gain > log(1.0 + AH_TUNE_BIG_GAIN))) ||
+      (enough && gain > 0)) {
+    t->center = p;
+  } else if (gain > 0 && !enough && t->epoch_calls < t->prm.budget_calls - ah_tune_reserve(t) - 4) {
+    t->nwants = 0;
+    ah_tune_want(t, p, AH_TUNE_MOVE_N);
+    ah_tune_want(t, c0, AH_TUNE_MOVE_N);
+    if (t->nwants > 0) return;
+  }
+  t->fit_p = -1;
+  if (!ah_tune_fit_step(t)) ah_tune_next_subspace(t);
+}
+
 /* ---- subspaces ---- */
 
 static void ah_tune_start_subspace(ah_tune_t *t, int center) {
@@ -448,6 +617,8 @@ static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   t->quiet = 0;
   ah_tune_axis_begin(t, 0);
   t->first_step = 1;
+  t->fit_p = -1;
+  t->fit_steps = 0;
   /* Warm, the start is a neighbour's optimum, near this key's: the finer step first. */
   int lv = t->nhints > 0 ? AH_TUNE_WARM_LEVEL : 0;
   t->level = lv;
@@ -503,6 +674,9 @@ static int ah_tune_prior_behind(const ah_tune_t *t, int s) {
 /* How far behind the best a subspace may measure and still be descended. */
 static double ah_tune_abandon_ratio(const ah_tune_t *t, int s) {
   double r = t->prm.abandon_ratio;
+  /* With the chunk searched too, each descent costs more calls and ends in the model step: a
+   * subspace screened 8% behind is dropped (sim/: p5 0.9736 -> 0.9746, 51 -> 49 calls). */
+  if (t->nsearch == 2 && r > AH_TUNE_CHUNK_ABANDON) r = AH_TUNE_CHUNK_ABANDON;
   if (t->nhints > 0 && r > AH_TUNE_WARM_ABANDON) return AH_TUNE_WARM_ABANDON;
   return ah_tune_prior_behind(t, s) && r > AH_TUNE_PRIOR_ABANDON ? AH_TUNE_PRIOR_ABANDON : r;
 }
@@ -885,6 +1059,7 @@ void ah_tune_start_screen(ah_tune_t *t) {
   t->best = t->winner = t->center = t->confirm_probe = -1;
   t->cur = -1;
   t->norder = 0;
+  t->fit_p = -1;
   memset(t->rescreened, 0, sizeof(t->rescreened));
   t->screen2 = 0;
   int pos[AH_MAX_DIMS];
@@ -999,6 +1174,7 @@ void ah_tune_advance(ah_tune_t *t) {
     ah_tune_update_sigma(t);
     if (t->phase == AH_PH_SCREEN) ah_tune_eval_screen(t);
     else if (t->phase == AH_PH_RESCREEN) ah_tune_eval_rescreen(t);
+    else if (t->phase == AH_PH_DESCEND && t->fit_p >= 0) ah_tune_eval_fit(t);
     else if (t->phase == AH_PH_DESCEND) ah_tune_eval_step(t);
     else if (t->phase == AH_PH_CONFIRM) ah_tune_eval_confirm(t);
     else if (t->phase == AH_PH_QUICK) ah_tune_eval_quick(t);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ah_check.h"
+#include "ah_fit.h"
 #include "ah_stats.h"
 #include "ah_tune.h"
 #include "tune_drive.h"
@@ -326,6 +327,124 @@ START_TEST(test_coupled_ridge) {
     ck_assert_uint_le(r.pinned_at, 80);
     ah_tune_destroy(t);
   }
+}
+END_TEST
+
+/* A knee: the time falls as 1/channels (a bandwidth share) down to 9 channels, where a link
+ * saturates, and each channel adds 2% beyond; the chunk a bowl around 4.5 MiB per step in total
+ * (channels x chunk). On the shim's list the best points are 8 (0.90 of the optimum) and 12
+ * (0.95); 9 is the optimum, 10 within 2%. */
+static double knee_time(void *arg, const ah_config_t *c, uint64_t call) {
+  (void)arg;
+  (void)call;
+  double nc = (double)c->res[0], cc = (double)c->res[1];
+  ck_assert(nc > 0 && cc > 0);
+  double w = log2(nc * cc / (9.0 * 512 * 1024));
+  return (900.0 / nc > 100.0 ? 900.0 / nc : 100.0) * (1.0 + 0.02 * nc) * (1.0 + 0.02 * w * w);
+}
+
+START_TEST(test_knee) {
+  /* Coordinate descent on the list stops at 12 channels (x1.41 from 8 lands on 12); the model
+   * step (the bandwidth knee, the response surface) must name a count between 8 and 12. */
+  static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+  ah_space_t sp;
+  memset(&sp, 0, sizeof(sp));
+  sp.nsub = 1;
+  sp.sub[0].algo = AH_ALGO_NVLS, sp.sub[0].proto = AH_PROTO_SIMPLE;
+  sp.ndims = 2;
+  sp.dims[0].nvalues = 10;
+  for (int i = 0; i < 10; i++) sp.dims[0].values[i] = ch[i];
+  sp.dims[1].nvalues = 12;
+  for (int i = 0; i < 12; i++) sp.dims[1].values[i] = (int64_t)1024 << i;
+  sp.start.algo = AH_ALGO_NVLS, sp.start.proto = AH_PROTO_SIMPLE;
+  sp.start.ndims = 2;
+  sp.start.res[0] = 16;
+  sp.start.res[1] = 256 * 1024;
+  ah_config_t opt = sp.start;
+  opt.res[0] = 9;
+  opt.res[1] = 512 * 1024;
+  double best = knee_time(NULL, &opt, 0);
+  int good = 0, between = 0;
+  for (int seed = 1; seed <= 8; seed++) {
+    ah_tune_params_t p;
+    ah_tune_params_default(&p);
+    ah_tune_t *t = ah_tune_create(&sp, &p);
+    ck_assert_ptr_nonnull(t);
+    tune_drive_opts_t o;
+    tune_drive_opts_default(&o);
+    o.seed = (uint64_t)seed;
+    tune_drive_result_t r;
+    tune_drive_run(t, knee_time, NULL, &o, &r);
+    double q = best / knee_time(NULL, &r.final, 0);
+    good += q >= 0.97;
+    between += r.final.res[0] > 8 && r.final.res[0] < 12;
+    ck_assert_msg(q >= 0.93, "seed %d: %.3f of optimum (nch=%lld chunk=%lld)", seed, q, (long long)r.final.res[0],
+                  (long long)r.final.res[1]);
+    ck_assert_uint_le(r.pinned_at, 120);
+    ah_tune_destroy(t);
+  }
+  ck_assert_int_ge(good, 6);
+  ck_assert_int_ge(between, 6);
+}
+END_TEST
+
+START_TEST(test_fit) {
+  /* An exact quadratic in (x, y) on a 3 x 3 grid: recovered, cross term included. */
+  ah_fit_point_t pt[9];
+  int n = 0;
+  for (int i = -1; i <= 1; i++)
+    for (int j = -1; j <= 1; j++) {
+      double x = 3.2 + 0.6 * i, y = 17.0 + j, dx = x - 3.3, dy = y - 16.6;
+      pt[n++] = (ah_fit_point_t){x, y, 0.3 + 0.1 * dx * dx + 0.05 * dy * dy + 0.02 * dx * dy, 2.0};
+    }
+  double coef[AH_FIT_TERMS];
+  ck_assert_int_eq(ah_fit_quad(pt, n, 0.0, coef), 0);
+  double zt = 0.3 + 0.1 * 0.01 + 0.05 * 0.16 + 0.02 * 0.1 * 0.4; /* at (3.4, 17.0) */
+  ck_assert_double_eq_tol(ah_fit_eval(coef, 3.4, 17.0), zt, 1e-9);
+  ck_assert_double_eq_tol(coef[5], 0.02, 1e-9);
+  double xs[] = {log2(8), log2(9), log2(10), log2(11), log2(12)}, ys[] = {16, 17, 18};
+  int ix, iy;
+  ck_assert_int_eq(ah_fit_argmin(coef, xs, 5, ys, 3, &ix, &iy), 0);
+  ck_assert_int_eq(ix, 2); /* log2(10) = 3.32, nearest the bottom's 3.3 */
+  ck_assert_int_eq(iy, 1);
+  /* One outlier (+0.3, a 1.35x slow run) among 25 points: Huber-clipped, the bottom's value
+   * stays within 0.5%; plain least squares is pulled several times further. */
+  ah_fit_point_t po[25];
+  int no = 0;
+  for (int i = -2; i <= 2; i++)
+    for (int j = -2; j <= 2; j++) {
+      double x = 3.2 + 0.3 * i, y = 17.0 + 0.5 * j, dx = x - 3.3, dy = y - 16.6;
+      po[no++] = (ah_fit_point_t){x, y, 0.3 + 0.1 * dx * dx + 0.05 * dy * dy + 0.02 * dx * dy, 2.0};
+    }
+  po[11].z += 0.3; /* (3.2, 16.5), next to the bottom */
+  double cr[AH_FIT_TERMS], cl[AH_FIT_TERMS];
+  ck_assert_int_eq(ah_fit_quad(po, no, 0.02, cr), 0);
+  ck_assert_int_eq(ah_fit_quad(po, no, 0.0, cl), 0);
+  double er = fabs(ah_fit_eval(cr, 3.3, 16.6) - 0.3), el = fabs(ah_fit_eval(cl, 3.3, 16.6) - 0.3);
+  ck_assert_msg(er < 0.005 && el > 3 * er, "robust error %.4f, plain %.4f", er, el);
+  /* A cross (centre and one step each way on each axis): no xy information, the cross term is
+   * dropped and the rest interpolated. */
+  ah_fit_point_t pc[5] = {{0, 0, 1.0, 1}, {1, 0, 1.3, 1}, {-1, 0, 1.1, 1}, {0, 1, 1.2, 1}, {0, -1, 1.4, 1}};
+  ck_assert_int_eq(ah_fit_quad(pc, 5, 0.0, coef), 0);
+  ck_assert_double_eq_tol(coef[5], 0.0, 1e-12);
+  for (int i = 0; i < 5; i++) ck_assert_double_eq_tol(ah_fit_eval(coef, pc[i].x, pc[i].y), pc[i].z, 1e-9);
+  /* Degenerate: every point on one line of y, or too few points. */
+  ah_fit_point_t pl[6];
+  for (int i = 0; i < 6; i++) pl[i] = (ah_fit_point_t){(double)i, 2.0, (double)(i * i), 1};
+  ck_assert_int_eq(ah_fit_quad(pl, 6, 0.0, coef), -1);
+  ck_assert_int_eq(ah_fit_quad(pc, 4, 0.0, coef), -1);
+  ck_assert_int_eq(ah_fit_argmin(coef, xs, 0, ys, 3, &ix, &iy), -1);
+  /* The knee: 8 channels at 1267 us scaled as 1/channels meet 12 channels' 1124 us at 9.02; with
+   * the right side rising (slope 0.2 in log-log) further left. */
+  double k = ah_fit_knee(8, log(1267.0), 12, log(1124.0), 0.0);
+  ck_assert_double_eq_tol(k, 8 * 1267.0 / 1124.0, 1e-9);
+  ck_assert_double_eq_tol(ah_fit_knee(8, log(1267.0), 12, log(1124.0), -0.3), k, 1e-9); /* negative: flat */
+  double k2 = ah_fit_knee(8, log(130.6), 12, log(124.6), 0.2);
+  ck_assert_double_eq_tol(log(130.6) - (log(k2) - log(8)), log(124.6) + 0.2 * (log(k2) - log(12)), 1e-9);
+  ck_assert(k2 > 8.8 && k2 < 9.0);
+  ck_assert_double_eq(ah_fit_knee(8, log(1.6), 12, 0.0, 0.0), 0.0); /* 12.8: not between */
+  ck_assert_double_eq(ah_fit_knee(8, 0.0, 12, 0.0, 0.0), 0.0);      /* not slower below */
+  ck_assert_double_eq(ah_fit_knee(12, 0.1, 8, 0.0, 0.0), 0.0);      /* wrong order */
 }
 END_TEST
 
@@ -1084,6 +1203,7 @@ static Suite *tune_suite(void) {
   tcase_add_test(tc, test_unimodal);
   tcase_add_test(tc, test_two_dims);
   tcase_add_test(tc, test_coupled_ridge);
+  tcase_add_test(tc, test_knee);
   tcase_add_test(tc, test_shim_shaped_space);
   tcase_add_test(tc, test_plateau);
   tcase_add_test(tc, test_plateau_above_cap);
@@ -1107,6 +1227,7 @@ static Suite *tune_suite(void) {
   TCase *ts = tcase_create("stats");
   tcase_set_timeout(ts, 30);
   tcase_add_test(ts, test_stats);
+  tcase_add_test(ts, test_fit);
   tcase_add_test(ts, test_cusum);
   tcase_add_test(ts, test_cusum_learnt_reference);
   suite_add_tcase(s, ts);
