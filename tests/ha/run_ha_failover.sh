@@ -51,6 +51,14 @@ job_survived() {
   [ $rc -eq 0 ] || fail "$1 (rc $rc)"
   if ib_errors | grep -q .; then fail "the job completed, but NCCL saw an IB error"; fi
 }
+# without_ha SPEC PATTERN WHAT ENV...: the same fault without HA fails the job, and its output
+# matches PATTERN, NCCL's error (else fail: "without HA: WHAT")
+without_ha() {
+  local spec=$1 pat=$2 what=$3; shift 3
+  job_run "$@" NCCLSIM_FABRIC_FAULTS="$spec" AUTOHA_HA=off LD_PRELOAD="$so"
+  [ $rc -ne 0 ] || fail "the job without HA should fail"
+  grep -qE "$pat" <<<"$out" || fail "without HA: $what"
+}
 # the processes whose queue pairs on the port moved absorbed its PORT_ERR: none of them let it
 # through to NCCL's async thread (and at least one absorbed it)
 port_err_absorbed() {
@@ -85,10 +93,9 @@ port)
   replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
   echo "ok: port down under AUTOHA_HA=port -> $n failovers, $replayed work requests replayed, job completed in $took s"
   # the same run without HA fails as NCCL does
-  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:portdown:node1/mlx5_3:1" AUTOHA_HA=off LD_PRELOAD="$so"
-  [ $rc -ne 0 ] || fail "the job without HA should fail"
-  grep -qE "NET/IB: Got completion from peer .* with status=transport retry counter exceeded\(12\).* hca mlx5_3" <<<"$out" ||
-    fail "without HA: no RETRY_EXC_ERR completion on mlx5_3"
+  without_ha "at=1s:portdown:node1/mlx5_3:1" \
+    "NET/IB: Got completion from peer .* with status=transport retry counter exceeded\(12\).* hca mlx5_3" \
+    "no RETRY_EXC_ERR completion on mlx5_3" "${dual[@]}"
   grep -q "NET/IB: mlx5_3: async event: port error on port 1" <<<"$out" || fail "without HA: NCCL got no PORT_ERR"
   echo "ok: the same run without HA fails with RETRY_EXC_ERR in $took s (and NCCL's async thread got the PORT_ERR)"
   ;;
@@ -278,10 +285,9 @@ nic)
     fail "autoha report lists no failover to mlx5_0: $txt"
   replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
   echo "ok: NIC down under AUTOHA_HA=nic -> $n failovers to mlx5_0, $replayed work requests replayed, job completed in $took s"
-  job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:nicdown:node1/mlx5_1" AUTOHA_HA=off LD_PRELOAD="$so"
-  [ $rc -ne 0 ] || fail "the job without HA should fail"
-  grep -qE "NET/IB: Got completion from peer .* with status=transport retry counter exceeded\(12\).* hca mlx5_1" <<<"$out" ||
-    fail "without HA: no RETRY_EXC_ERR completion on mlx5_1"
+  without_ha "at=1s:nicdown:node1/mlx5_1" \
+    "NET/IB: Got completion from peer .* with status=transport retry counter exceeded\(12\).* hca mlx5_1" \
+    "no RETRY_EXC_ERR completion on mlx5_1" "${two[@]}"
   echo "ok: the same run without HA fails with RETRY_EXC_ERR in $took s"
   # peace time: every shadow on the backup NIC becomes ready (its heartbeat completes on the backup
   # NIC's CQ, which NCCL does not poll) and the simulated time is that of the run without HA
@@ -310,10 +316,9 @@ nicfatal)
   n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_0, saw $n"
   echo "ok: mlx5_1 fatal under AUTOHA_HA=nic -> DEVICE_FATAL absorbed, $n failovers to mlx5_0, job completed in $took s"
-  job_run "${two[@]}" NCCLSIM_FABRIC_FAULTS="at=1s:nicfatal:node1/mlx5_1" AUTOHA_HA=off LD_PRELOAD="$so"
-  [ $rc -ne 0 ] || fail "the job without HA should fail"
-  grep -qE "NET/IB: rank [0-9]+: communicator [0-9a-f]+ encountered a fatal error \(an async event on mlx5_1" <<<"$out" ||
-    fail "without HA: NCCL did not fail on the device's fatal event"
+  without_ha "at=1s:nicfatal:node1/mlx5_1" \
+    "NET/IB: rank [0-9]+: communicator [0-9a-f]+ encountered a fatal error \(an async event on mlx5_1" \
+    "NCCL did not fail on the device's fatal event" "${two[@]}"
   echo "ok: the same run without HA fails on DEVICE_FATAL in $took s"
   ;;
 *) echo "unknown case $case_"; exit 2 ;;
