@@ -291,24 +291,30 @@ static double ridge_time(void *arg, const ah_config_t *c, uint64_t call) {
   return 100.0 * (1.0 + k[0] * w * w + k[1] * u * u);
 }
 
+/* One subspace (algo/Simple) over the shim's channel list x chunks of 1 KiB..2 MiB, started at
+ * (nch, chunk). */
+static void plane_space(ah_space_t *sp, int algo, int64_t nch, int64_t chunk) {
+  static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+  memset(sp, 0, sizeof(*sp));
+  sp->nsub = 1;
+  sp->sub[0].algo = algo, sp->sub[0].proto = AH_PROTO_SIMPLE;
+  sp->ndims = 2;
+  sp->dims[0].nvalues = 10;
+  for (int i = 0; i < 10; i++) sp->dims[0].values[i] = ch[i];
+  sp->dims[1].nvalues = 12;
+  for (int i = 0; i < 12; i++) sp->dims[1].values[i] = (int64_t)1024 << i;
+  sp->start.algo = algo, sp->start.proto = AH_PROTO_SIMPLE;
+  sp->start.ndims = 2;
+  sp->start.res[0] = nch;
+  sp->start.res[1] = chunk;
+}
+
 START_TEST(test_coupled_ridge) {
   /* Channels x chunk on a ridge, the start (32 channels, 2 MiB) far off the optimum (8, 512 KiB):
    * a channel move that keeps the chunk crosses the ridge's steep side, so coordinate descent
    * stops early; moves that also scale the chunk (ah_tune_couple) follow it. */
-  static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
   ah_space_t sp;
-  memset(&sp, 0, sizeof(sp));
-  sp.nsub = 1;
-  sp.sub[0].algo = AH_ALGO_RING, sp.sub[0].proto = AH_PROTO_SIMPLE;
-  sp.ndims = 2;
-  sp.dims[0].nvalues = 10;
-  for (int i = 0; i < 10; i++) sp.dims[0].values[i] = ch[i];
-  sp.dims[1].nvalues = 12;
-  for (int i = 0; i < 12; i++) sp.dims[1].values[i] = (int64_t)1024 << i;
-  sp.start.algo = AH_ALGO_RING, sp.start.proto = AH_PROTO_SIMPLE;
-  sp.start.ndims = 2;
-  sp.start.res[0] = 32;
-  sp.start.res[1] = 2 * 1024 * 1024;
+  plane_space(&sp, AH_ALGO_RING, 32, 2 * 1024 * 1024);
   double k[2] = {0.2, 0.02};
   for (int seed = 1; seed <= 8; seed++) {
     ah_tune_params_t p;
@@ -346,20 +352,8 @@ static double knee_time(void *arg, const ah_config_t *c, uint64_t call) {
 START_TEST(test_knee) {
   /* Coordinate descent on the list stops at 12 channels (x1.41 from 8 lands on 12); the model
    * step (the bandwidth knee, the response surface) must name a count between 8 and 12. */
-  static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
   ah_space_t sp;
-  memset(&sp, 0, sizeof(sp));
-  sp.nsub = 1;
-  sp.sub[0].algo = AH_ALGO_NVLS, sp.sub[0].proto = AH_PROTO_SIMPLE;
-  sp.ndims = 2;
-  sp.dims[0].nvalues = 10;
-  for (int i = 0; i < 10; i++) sp.dims[0].values[i] = ch[i];
-  sp.dims[1].nvalues = 12;
-  for (int i = 0; i < 12; i++) sp.dims[1].values[i] = (int64_t)1024 << i;
-  sp.start.algo = AH_ALGO_NVLS, sp.start.proto = AH_PROTO_SIMPLE;
-  sp.start.ndims = 2;
-  sp.start.res[0] = 16;
-  sp.start.res[1] = 256 * 1024;
+  plane_space(&sp, AH_ALGO_NVLS, 16, 256 * 1024);
   ah_config_t opt = sp.start;
   opt.res[0] = 9;
   opt.res[1] = 512 * 1024;
