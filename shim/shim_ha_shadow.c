@@ -345,6 +345,7 @@ int ha_health_step(ha_qp_t *m) {
     int outstanding = 0;
     for (uint64_t q = m->slog.tail; q < m->slog.head && !outstanding; q++)
       outstanding = m->slog.sig_all || (m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
+    ha_degrade_sample(m, now); /* the degraded-link detection's look (shim_ha_degrade.c) */
     if (!outstanding || m->slog.tail != m->st_tail) {
       m->st_tail = m->slog.tail;
       m->st_since = now;

@@ -10,6 +10,7 @@ void *ha_thread(void *arg) {
   (void)arg;
   for (;;) {
     ha_notice_check();
+    ha_degrade_check();
     ha_rebal_check();
     ha_nic_poll_all(); /* heartbeats of shadows on a backup NIC, whose CQs NCCL does not poll */
     /* pick the QPs with work, marking them busy so that a destroy leaves them to us */

@@ -15,6 +15,9 @@
 #              the job completes, the rebalance moves shadows live and its model figure is >= 0.95
 #              of the best possible on the surviving links; the simulated time per iteration stays
 #              within 5x of the same job's without the fault
+#       degrade  16 ranks, AUTOHA_QP_SPORT=plan, spine 1 degraded to 5% (not down) under AUTOHA_HA=path:
+#              the slow queue pairs are found from their completion times and moved live, and the
+#              simulated time per iteration beats the same run's with the detection off
 #       twice  port 1 down, back, then port 2 down: a second failover, back to port 1
 #       nictwice  AUTOHA_HA=nic: node1/mlx5_1 down, back, then node1/mlx5_0 down: a second failover
 #              from a nic shadow, back to a new queue pair on mlx5_1
@@ -148,6 +151,44 @@ rebalance)
   txt=$("$(dirname "$run")/autoha" report "$rep"/*.json 2>&1) || fail "autoha report failed: $txt"
   grep -qE "^  rebalance: [1-9][0-9]* re-plans, [1-9][0-9]* queue pairs moved" <<<"$txt" || fail "the report shows no rebalance: $txt"
   echo "ok: spine$sp down under AUTOHA_HA=path: $n failovers, $moved queue pairs moved by the rebalance; modelled slowest flow $fig; $after ms per iteration (simulated; $base ms without the fault); job completed in $took s"
+  ;;
+degrade)
+  # 16 ranks on 2 nodes as in rebalance, but spine 1 degraded to 5% (not down) 1 s in: no error, only
+  # slower completions (NCCLSIM_VERBS_PACE_GBPS holds a message on a degraded path for what the
+  # missing rate costs). autoha must find the slow queue pairs from their completion times, publish
+  # their links as degraded and move them live (RTS->RTS source port); the modelled time per
+  # iteration must come back below the same run's with the detection off (AUTOHA_HA_DEGRADE=0),
+  # and train_job checks every result (sim/'s libnccl fails the job on a lost or duplicated completion)
+  ranks=16 iters=${HA_TEST_ITERS:-30}
+  rep=$(mktemp -d); topo=$rep/topo; trap 'rm -rf "$rep"' EXIT
+  NCCLSIM_TOPO=nic=8x400x2 "$(dirname "$run")/ncclsim-fabric" topo 2 > "$topo" || fail "ncclsim-fabric topo failed"
+  echo "job train 1 ring 2 node0,node1" >> "$topo"
+  sp=${HA_TEST_SPINE:-1} spec=""
+  for leaf in 0 1 2 3; do spec+="at=1s:degrade=0.05:leaf$leaf-spine$sp;"; done
+  common=(NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_VERBS_PACE_GBPS=0.5 AUTOHA_HA=path AUTOHA_QP_SPORT=plan AUTOHA_QP_TOPO="$topo"
+          LD_PRELOAD="$so")
+  job_run "${common[@]}"
+  [ $rc -eq 0 ] || fail "the job without a fault failed (rc $rc)"
+  base=$(grep -oE "[0-9.]+ ms per iteration" <<<"$out" | grep -oE "^[0-9.]+")
+  job_run "${common[@]}" NCCLSIM_FABRIC_FAULTS="$spec" AUTOHA_HA_DEGRADE=0
+  job_survived "the job failed with spine$sp degraded and the detection off"
+  grep -q "looks degraded" <<<"$out" && fail "AUTOHA_HA_DEGRADE=0 still found a degraded path"
+  off=$(grep -oE "[0-9.]+ ms per iteration" <<<"$out" | grep -oE "^[0-9.]+")
+  job_run "${common[@]}" NCCLSIM_FABRIC_FAULTS="$spec" AUTOHA_REPORT="$rep/%h-%p.json"
+  job_survived "the job failed with spine$sp degraded"
+  grep -q "failed over" <<<"$out" && fail "a degraded (not down) link caused a failover"
+  nd=$(grep -c "its path looks degraded" <<<"$out")
+  [ "$nd" -ge 1 ] || fail "no queue pair was found slow with spine$sp degraded"
+  rb=$(grep "HA: rebalance:" <<<"$out")
+  grep -qE "[1-9][0-9]* degraded" <<<"$rb" || fail "no rebalance around degraded links: $rb"
+  moved=$(grep -oE "[0-9]+ of this process's queue pairs moved" <<<"$rb" | awk '{s+=$1} END {print s+0}')
+  [ "$moved" -ge 1 ] || fail "the rebalance moved no queue pair"
+  on=$(grep -oE "[0-9.]+ ms per iteration" <<<"$out" | grep -oE "^[0-9.]+")
+  awk -v a="$on" -v b="$off" 'BEGIN { exit !(a > 0 && a <= 0.95 * b) }' ||
+    fail "simulated time per iteration $on ms with the moves, $off ms without them: no recovery"
+  txt=$("$(dirname "$run")/autoha" report "$rep"/*.json 2>&1) || fail "autoha report failed: $txt"
+  grep -qE "^  rebalance: [1-9][0-9]* re-plans, [1-9][0-9]* queue pairs moved" <<<"$txt" || fail "the report shows no rebalance: $txt"
+  echo "ok: spine$sp degraded to 5% under AUTOHA_HA=path: $nd queue pairs found slow, $moved moved live; simulated time per iteration $on ms (detection off: $off ms, no fault: $base ms); job completed in $took s"
   ;;
 twice)
   # two faults in sequence: port 1 down (failover to port 2), port 1 back, then port 2 down: the
