@@ -10,7 +10,9 @@
  * mean time a work request waits for its completion. In a ring the slowest link paces every flow, so
  * completion *rates* stay alike and only that waiting time tells the slow flow from the others. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,41 +87,89 @@ static void dg_key(uint8_t key[HA_KEY], uint32_t slot) {
   ha_dir_key(key, job, slot, 0, KIND_DEGRADE);
 }
 
-/* Publishes this process's median estimate in its slot and reads the other slots' fresh samples into
- * job[] (at most DG_SLOTS - 1); returns how many. */
-static int job_samples(ha_qp_t **q, int n, double win, double *job) {
-  static uint32_t mine = UINT32_MAX;
-  if (mine == UINT32_MAX) { /* the process's slot: a hash of its first queue pair's GID and its pid */
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)getpid();
-    for (int i = 0; i < 16; i++) h = (h ^ q[0]->sgid.raw[i]) * 1099511628211ull;
-    mine = (uint32_t)(h >> 32) % DG_SLOTS;
-  }
+/* The job-wide exchange runs on its own thread: a get of an empty slot waits out its timeout, and
+ * the background thread, which also runs failovers, must never wait on the hub for this. The HA
+ * thread leaves its process's median in dg_own; this thread publishes it and leaves the other
+ * processes' fresh samples in dg_job. */
+static pthread_mutex_t dg_mu = PTHREAD_MUTEX_INITIALIZER;
+static double dg_own = -1, dg_job[DG_SLOTS];
+static int dg_njob;
+static uint32_t dg_mine; /* this process's slot */
+
+static double real_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  double now = (double)ts.tv_sec + ts.tv_nsec * 1e-9, v[DG_MAX];
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *dg_thread(void *arg) {
+  (void)arg;
+  const ah_settings_t *env = ah_env_settings();
+  /* a slot found empty is looked at again only every 4th window */
+  unsigned char skip[DG_SLOTS] = {0};
+  for (;;) {
+    struct timespec ts = {(time_t)env->ha_degrade_s, (long)((env->ha_degrade_s - (double)(time_t)env->ha_degrade_s) * 1e9)};
+    nanosleep(&ts, NULL);
+    uint8_t key[HA_KEY];
+    pthread_mutex_lock(&dg_mu);
+    double own = dg_own;
+    pthread_mutex_unlock(&dg_mu);
+    double now = real_now(), job[DG_SLOTS];
+    if (own >= 0) {
+      dg_sample_t smp = {own, now};
+      dg_key(key, dg_mine);
+      ha_dir_put(key, &smp, sizeof smp);
+    }
+    int nj = 0;
+    for (uint32_t s = 0; s < DG_SLOTS; s++) {
+      dg_sample_t smp;
+      if (s == dg_mine || (skip[s] && skip[s]--)) continue;
+      dg_key(key, s);
+      if (ha_dir_get(key, &smp, sizeof smp, 0.02) != (int)sizeof smp) {
+        skip[s] = 3;
+        continue;
+      }
+      if (smp.lat >= 0 && fabs(now - smp.t) < 2.5 * env->ha_degrade_s) job[nj++] = smp.lat;
+    }
+    pthread_mutex_lock(&dg_mu);
+    memcpy(dg_job, job, (size_t)nj * sizeof job[0]);
+    dg_njob = nj;
+    pthread_mutex_unlock(&dg_mu);
+  }
+  return NULL;
+}
+
+/* Leaves this process's median estimate for the exchange thread (started on the first call) and
+ * copies the other processes' latest samples into job[]; returns how many. */
+static int job_samples(ha_qp_t **q, int n, double *job) {
+  static int started;
+  if (!started) {
+    started = 1;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)getpid(); /* the slot: this pid and first GID */
+    for (int i = 0; i < 16; i++) h = (h ^ q[0]->sgid.raw[i]) * 1099511628211ull;
+    dg_mine = (uint32_t)(h >> 32) % DG_SLOTS;
+    pthread_t t;
+    pthread_attr_t a;
+    sigset_t all, old;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all); /* NCCL's signals stay on NCCL's threads */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, &a, dg_thread, NULL) != 0)
+      ah_log(AH_LOG_WARN, "HA: cannot start the degraded-link exchange thread; queue pairs are compared within this process only");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+  }
+  double v[DG_MAX];
   int k = 0;
   for (int i = 0; i < n; i++)
     if (q[i]->dg.lat >= 0) v[k++] = q[i]->dg.lat;
-  uint8_t key[HA_KEY];
-  if (k) {
-    dg_sample_t smp = {median(v, k), now};
-    dg_key(key, mine);
-    ha_dir_put(key, &smp, sizeof smp);
-  }
-  /* a slot found empty is looked at again only every 4th time: its get waits out the timeout (the
-   * hub answers at once only for a key it has), on the thread that also runs failovers */
-  static unsigned char skip[DG_SLOTS];
-  int nj = 0;
-  for (uint32_t s = 0; s < DG_SLOTS; s++) {
-    dg_sample_t smp;
-    if (s == mine || (skip[s] && skip[s]--)) continue;
-    dg_key(key, s);
-    if (ha_dir_get(key, &smp, sizeof smp, 0.02) != (int)sizeof smp) {
-      skip[s] = 3;
-      continue;
-    }
-    if (smp.lat >= 0 && fabs(now - smp.t) < 2.5 * win) job[nj++] = smp.lat;
-  }
+  double own = median(v, k);
+  pthread_mutex_lock(&dg_mu);
+  dg_own = own;
+  int nj = dg_njob;
+  memcpy(job, dg_job, (size_t)nj * sizeof job[0]);
+  pthread_mutex_unlock(&dg_mu);
   return nj;
 }
 
@@ -128,7 +178,7 @@ void ha_degrade_check(void) {
   static double next;
   double now = ha_now_s();
   if (env->ha_degrade <= 0 || now < next) return;
-  next = now + env->ha_degrade_s / 2;
+  next = now + env->ha_degrade_s / 2; /* each window's estimate judged within half a window */
   ha_qp_t *q[DG_MAX];
   int n = 0;
   pthread_mutex_lock(&ha_mu);
@@ -143,7 +193,7 @@ void ha_degrade_check(void) {
   }
   pthread_mutex_unlock(&ha_mu);
   double job[DG_SLOTS];
-  int njob = n ? job_samples(q, n, env->ha_degrade_s, job) : 0;
+  int njob = n ? job_samples(q, n, job) : 0;
   for (int i = 0; i < n; i++) {
     ha_dg_t *d = &q[i]->dg;
     double med = peers_median(q, n, i, job, njob);
@@ -155,11 +205,10 @@ void ha_degrade_check(void) {
     if (d->lat >= env->ha_degrade * med && d->lat - med >= DG_FLOOR_S && d->lat - med >= 2 * d->res) {
       if (++d->slow >= DG_WINDOWS && !d->reported) {
         d->reported = 1;
-        AH_LOG_CAPPED(16, AH_LOG_WARN, "HA: QP %u: its work requests wait %.1f ms for their completions, %.1fx the "
-                      "%.1f ms of its peers (its NIC's other queue pairs, the job's other processes), for %d windows "
-                      "of %.1f s: its path looks "
-                      "degraded; re-planning around the links it crosses", q[i]->qpn, d->lat * 1e3, d->lat / (med > 0 ? med : 1e-9),
-                      med * 1e3, d->slow, env->ha_degrade_s);
+        AH_LOG_CAPPED(16, AH_LOG_WARN, "HA: QP %u: its work requests wait %.1f ms for their completions, against "
+                      "%.1f ms for its peers (its NIC's other queue pairs, the job's other processes), for %d windows "
+                      "of %.1f s: its path looks degraded; re-planning around the links it crosses", q[i]->qpn,
+                      d->lat * 1e3, med * 1e3, d->slow, env->ha_degrade_s);
         ha_rebal_degraded(q[i]);
       }
     } else {

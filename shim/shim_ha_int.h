@@ -62,6 +62,7 @@ typedef struct {
   double rebuild_at;        /* SH_DEAD: rebuild then (0: never, the peer has no autoha) */
   uint32_t want_gen;        /* SH_DEAD: the peer is at this generation; rebuild at it */
   uint16_t sport;           /* its UDP source port (from its flow label) */
+  double dead_t;            /* SH_DEAD: since then */
 } ha_stby_t;
 
 #define HA_SLOTS 4096 /* QP numbers per context table (primaries and shadows) */
@@ -355,6 +356,9 @@ int ha_health_step(ha_qp_t *m);
 /* 1 when ha_health_step has something to do for m now. Call under ha_mu. */
 int ha_health_due(ha_qp_t *m, double now);
 void ha_notice_check(void);
+/* Failback (shim_ha_failback.c): 1 when m's dead standby waits for its rebuild and its port has
+ * come back (seen down, then active, since the standby died): rebuild it now. Background thread. */
+int ha_failback_due(ha_qp_t *m, double now);
 /* the rebalance (shim_ha_rebal.c): m failed over; re-plan when due; the report's figures */
 void ha_rebal_note(ha_qp_t *m);
 void ha_rebal_check(void);

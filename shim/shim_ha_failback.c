@@ -1,0 +1,62 @@
+/* shim_ha_failback.c: a recovered path becomes the next failover's at once (docs/ha.md,
+ * "Failback"). After a failover the next standby goes back to the failed path (the other port, the
+ * first NIC, another spine) and dies while that path is down; it is rebuilt with a backoff that
+ * grows to 8 s, so that a port that stays down costs a few queue pairs. This file shortens the wait
+ * when the standby's port comes back: the background thread reads the port's state (ibv_query_port,
+ * at most every 0.25 s per port, only while a standby on it waits for its rebuild) and, once it has
+ * seen the port down and then active again after the standby died, rebuilds that standby now.
+ *
+ * Key choice: traffic is not moved back to the recovered path (that would be one more drain and
+ * replay, a stall, for no gain when both paths are healthy); the recovered path becomes the standby,
+ * so a later fault of the path in use has somewhere to go. */
+#include <string.h>
+
+#include "shim_ha_int.h"
+
+#define FB_PROBE_S 0.25 /* a port's state is read at most this often */
+
+typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
+
+/* Per context slot and port (1, 2): when the state was last read, what it was (-1: never read),
+ * and when it was last seen going from down to active. The background thread's own. */
+static double probed_t[HA_MAX_CTX][3], up_t[HA_MAX_CTX][3];
+static int probed_up[HA_MAX_CTX][3];
+
+/* 1 when port `port` of hc is active now (read at most every FB_PROBE_S), 0 when not, -1 when it
+ * cannot be read. Records a down-to-active change in up_t. */
+static int port_active(ha_ctx_t *hc, int port, double now) {
+  static query_port_fn qp_fn;
+  static int resolved;
+  int i = 0, n = atomic_load(&ha_nctx);
+  while (i < n && ha_ctxs[i] != hc) i++;
+  if (i == n || port < 1 || port > 2) return -1;
+  if (!resolved) {
+    resolved = 1;
+    if (hc->real.resolve) qp_fn = (query_port_fn)hc->real.resolve("ibv_query_port", "IBVERBS_1.1");
+    if (!qp_fn) {
+      probed_up[0][0] = -2;
+      ah_log(AH_LOG_INFO, "HA: ibv_query_port not found: a recovered port is found by the standby rebuilds' backoff");
+    }
+  }
+  if (!qp_fn) return -1;
+  if (probed_t[i][port] == 0) probed_up[i][port] = -1;
+  if (now - probed_t[i][port] < FB_PROBE_S) return probed_up[i][port];
+  struct ibv_port_attr a;
+  memset(&a, 0, sizeof a);
+  probed_t[i][port] = now;
+  if (qp_fn(hc->ctx, (uint8_t)port, &a) != 0) return -1;
+  int up = a.state == IBV_PORT_ACTIVE;
+  if (up && probed_up[i][port] == 0) up_t[i][port] = now;
+  probed_up[i][port] = up;
+  return up;
+}
+
+int ha_failback_due(ha_qp_t *m, double now) {
+  if (atomic_load(&m->sb.state) != SH_DEAD || !m->sb.rebuild_at || now >= m->sb.rebuild_at || !m->sb.dead_t ||
+      ha_on_nic(m, m->sb.qp) || (m->nq && !m->sb.qp))
+    return 0;
+  if (port_active(m->hc, m->sb.port, now) != 1) return 0;
+  int i = 0, n = atomic_load(&ha_nctx);
+  while (i < n && ha_ctxs[i] != m->hc) i++;
+  return i < n && up_t[i][m->sb.port] > m->sb.dead_t;
+}
