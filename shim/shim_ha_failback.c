@@ -46,17 +46,51 @@ static int port_active(ha_ctx_t *hc, int port, double now) {
   probed_t[i][port] = now;
   if (qp_fn(hc->ctx, (uint8_t)port, &a) != 0) return -1;
   int up = a.state == IBV_PORT_ACTIVE;
+  if (up != probed_up[i][port])
+    ah_log(AH_LOG_DEBUG, "HA: %s port %d reads %s", hc->ctx->device ? hc->ctx->device->name : "?", port,
+           up ? "active" : "not active");
   if (up && probed_up[i][port] == 0) up_t[i][port] = now;
   probed_up[i][port] = up;
   return up;
 }
 
 int ha_failback_due(ha_qp_t *m, double now) {
-  if (atomic_load(&m->sb.state) != SH_DEAD || !m->sb.rebuild_at || now >= m->sb.rebuild_at || !m->sb.dead_t ||
-      ha_on_nic(m, m->sb.qp) || (m->nq && !m->sb.qp))
+  int sb = atomic_load(&m->sb.state);
+  /* a standby not ready (dead and waiting for its rebuild, or built and waiting for the peer's) on
+   * a port of m's own NIC, which has died at least once since its connection's last failover */
+  if (sb == SH_READY || sb == SH_NONE || sb == SH_WANTED || (sb == SH_DEAD && (!m->sb.rebuild_at || now >= m->sb.rebuild_at)) ||
+      !m->sb_fails || !m->sb.port || ha_on_nic(m, m->sb.qp) || (m->nq && !m->sb.qp))
     return 0;
   if (port_active(m->hc, m->sb.port, now) != 1) return 0;
   int i = 0, n = atomic_load(&ha_nctx);
   while (i < n && ha_ctxs[i] != m->hc) i++;
-  return i < n && up_t[i][m->sb.port] > m->sb.dead_t;
+  /* the port came back after this connection's standbys started dying */
+  return i < n && up_t[i][m->sb.port] > 0 && up_t[i][m->sb.port] > m->fb_done;
+}
+
+void ha_failback_kick(ha_qp_t *m, double now) {
+  /* give the standby up and skip one generation: the peer, whose own port may never have gone
+   * down and whose rebuild may be seconds away, reads the given-up generation (HAG1) and follows
+   * at once (ha_peer_ahead) */
+  if (atomic_load(&m->sb.state) != SH_DEAD) ha_standby_dead(m, "its port came back; it is rebuilt at once");
+  m->sb.want_gen = m->sb.gen + 2;
+  if (m->gave_up < m->sb.gen + 1) m->gave_up = m->sb.gen + 1;
+  if (m->sb.rebuild_at) m->sb.rebuild_at = now;
+  m->sb_fails = 0;
+  m->fb_done = now;
+}
+
+void ha_failback_follow(ha_qp_t *m, double now) {
+  if (atomic_load(&m->sb.state) != SH_DEAD || !m->sb.rebuild_at || now >= m->sb.rebuild_at || !m->peer_seen ||
+      now < m->fb_look)
+    return;
+  m->fb_look = now + FB_PROBE_S;
+  uint8_t key[HA_KEY];
+  uint32_t gave_up = 0;
+  ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
+  /* the peer gave up a generation newer than the one dead here: it is ahead (its path came back) */
+  if (ha_dir_get(key, &gave_up, sizeof gave_up, 0.002) == (int)sizeof gave_up && gave_up > m->sb.gen &&
+      ha_peer_ahead(m, gave_up + 1))
+    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: the peer rebuilt its standby at once (its path came back); so does this end",
+                  m->qpn);
 }

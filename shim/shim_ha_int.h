@@ -136,6 +136,7 @@ typedef struct ha_qp {
   uint16_t rb_sport;        /* the port the rebalance moved its shadow to (0: not moved) */
   struct ha_nic_qp *nq;     /* AUTOHA_HA=nic: its shadow's NIC and key spaces (shim_ha_nic.c); else NULL */
   uint16_t rb_psport;       /* the port the rebalance moved its primary to (0: not moved) */
+  double fb_done, fb_look;  /* failback: the last kick; the next look at the peer's given-up generation */
   ha_dg_t dg;               /* its completion time (degraded links; shim_ha_degrade.c) */
   struct ha_qp *next;
 } ha_qp_t;
@@ -356,9 +357,14 @@ int ha_health_step(ha_qp_t *m);
 /* 1 when ha_health_step has something to do for m now. Call under ha_mu. */
 int ha_health_due(ha_qp_t *m, double now);
 void ha_notice_check(void);
-/* Failback (shim_ha_failback.c): 1 when m's dead standby waits for its rebuild and its port has
- * come back (seen down, then active, since the standby died): rebuild it now. Background thread. */
+/* Failback (shim_ha_failback.c), on the background thread. Due: 1 when m's standby is not ready
+ * (dead and waiting for its rebuild, or waiting for the peer's) after standbys died, and its port
+ * was seen down and then active again since. Kick (with m->mu held): rebuild it now, one generation
+ * ahead, so that the peer follows. Follow (without m->mu): a dead standby waiting for its rebuild
+ * is rebuilt now when the peer gave up a newer generation (looked at every 0.25 s). */
 int ha_failback_due(ha_qp_t *m, double now);
+void ha_failback_kick(ha_qp_t *m, double now);
+void ha_failback_follow(ha_qp_t *m, double now);
 /* the rebalance (shim_ha_rebal.c): m failed over; re-plan when due; the report's figures */
 void ha_rebal_note(ha_qp_t *m);
 void ha_rebal_check(void);

@@ -310,22 +310,22 @@ static double soft_timeout_s(const ha_qp_t *m) {
 int ha_health_due(ha_qp_t *m, double now) {
   int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
   if (st == HA_BROKEN || !m->qp) return 0;
-  if (sb == SH_DEAD && m->sb.rebuild_at && (now >= m->sb.rebuild_at || ha_failback_due(m, now))) return 1;
+  if (sb == SH_DEAD && m->sb.rebuild_at && now >= m->sb.rebuild_at) return 1;
   return (st == HA_PEACE || st == HA_SHADOW) && now >= m->health_next;
 }
 
 int ha_health_step(ha_qp_t *m) {
   double now = ha_now_s();
   int acted = 0;
+  ha_failback_follow(m, now); /* the peer's path came back: rebuild now (shim_ha_failback.c) */
   pthread_mutex_lock(&m->mu);
-  int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
-  int back = sb == SH_DEAD && m->sb.rebuild_at && now < m->sb.rebuild_at && ha_failback_due(m, now);
-  if (back) { /* its port is up again (shim_ha_failback.c): the recovered path is the next standby's now */
-    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: port %d is up again; its standby is rebuilt there now (it was due in %.1f s)",
-                  m->qpn, m->sb.port, m->sb.rebuild_at - now);
-    m->sb_fails = 0;
+  if (atomic_load(&m->state) != HA_BROKEN && ha_failback_due(m, now)) {
+    /* its port is up again: the recovered path is the next standby's now, not at the backoff's */
+    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn, m->sb.port);
+    ha_failback_kick(m, now);
   }
-  if (sb == SH_DEAD && m->sb.rebuild_at && (now >= m->sb.rebuild_at || back) && st != HA_BROKEN) {
+  int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
+  if (sb == SH_DEAD && m->sb.rebuild_at && now >= m->sb.rebuild_at && st != HA_BROKEN) {
     /* a new generation; the dead one is moved to ERR and kept (late completions name it) */
     if (m->sb.qp) {
       struct ibv_qp_attr a;
