@@ -1,7 +1,8 @@
 /* shim_ha_degrade.c: finding a queue pair whose path is degraded rather than down (docs/ha.md,
  * "Degraded links"): a link running at a fraction of its rate gives no error, only slower
  * completions, so the background thread measures each queue pair's completion time and compares it
- * with the other queue pairs of the process; one persistently slower is reported to the rebalance
+ * with its NIC's other queue pairs and the job's other processes (samples exchanged through the
+ * hub by a thread of its own); one persistently slower is reported to the rebalance
  * (shim_ha_rebal.c), which re-plans the flows on its links and moves queue pairs live.
  *
  * Key choice: nothing is added to the data path. The thread already looks at every queue pair's send
@@ -36,7 +37,8 @@ void ha_degrade_sample(ha_qp_t *m, double now) {
   ha_dg_t *d = &m->dg;
   /* every queue pair is measured (a peer of the others), once the rebalance has its plan: only one
    * the plan places can be moved, but any other one of its NIC tells what a healthy path gives */
-  if (env->ha_degrade <= 0 || m->slog.sig_all || (ha_rebal_flow(m) < 0 && !ha_rebal_on())) return;
+  if (env->ha_degrade <= 0 || m->slog.sig_all || !ha_rebal_on()) return;
+  ha_rebal_flow(m); /* looked up once, while the hook's port is still the planned one */
   /* read without the data path's ordering: a sample off by one work request changes nothing */
   uint64_t done = m->slog.sig_tail, out = m->slog.nsig - m->slog.sig_tail;
   if (d->t0 == 0) {
