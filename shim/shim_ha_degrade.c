@@ -5,9 +5,9 @@
  * hub by a thread of its own); one persistently slower is reported to the rebalance
  * (shim_ha_rebal.c), which re-plans the flows on its links and moves queue pairs live.
  *
- * Key choice: nothing is added to the data path. The thread already looks at every queue pair's send
- * log every 100 ms (heartbeats, the soft timeout); there it samples how many signalled work requests
- * are outstanding and how many completed, and Little's law turns a window of such samples into the
+ * Key choice: nothing is added to the data path. Every 100 ms the background thread reads two
+ * counters the data path keeps anyway — how many signalled work requests were posted and retired —
+ * so it knows how many are outstanding and how many completed, and Little's law turns a window of such samples into the
  * mean time a work request waits for its completion. In a ring the slowest link paces every flow, so
  * completion *rates* stay alike and only that waiting time tells the slow flow from the others. */
 #include <math.h>
@@ -32,13 +32,13 @@ typedef struct {
   double lat, t;
 } dg_sample_t;
 
-void ha_degrade_sample(ha_qp_t *m, double now) {
+/* One sample of m (with m->mu held); closes m's window when it is due. */
+static void sample(ha_qp_t *m, double now) {
   const ah_settings_t *env = ah_env_settings();
   ha_dg_t *d = &m->dg;
   /* every queue pair is measured (a peer of the others), once the rebalance has its plan: only one
    * the plan places can be moved, but any other one of its NIC tells what a healthy path gives */
-  if (env->ha_degrade <= 0 || m->slog.sig_all || !ha_rebal_on()) return;
-  ha_rebal_flow(m); /* looked up once, while the hook's port is still the planned one */
+  if (m->slog.sig_all) return;
   /* read without the data path's ordering: a sample off by one work request changes nothing */
   uint64_t done = m->slog.sig_tail, out = m->slog.nsig - m->slog.sig_tail;
   if (d->t0 == 0) {
@@ -180,38 +180,50 @@ void ha_degrade_check(void) {
   static double next;
   double now = ha_now_s();
   if (env->ha_degrade <= 0 || now < next) return;
-  next = now + env->ha_degrade_s / 2; /* each window's estimate judged within half a window */
+  next = now + 0.1; /* a sample of every queue pair every 100 ms */
+  /* every queue pair is measured (a peer of the others), once the rebalance has its plan: only one
+   * the plan places can be moved, but any other one of its NIC tells what a healthy path gives */
+  if (!ha_rebal_on()) return;
   ha_qp_t *q[DG_MAX];
   int n = 0;
   pthread_mutex_lock(&ha_mu);
   for (ha_qp_t *m = ha_qps; m && n < DG_MAX; m = m->next) {
     int st = atomic_load(&m->state);
-    /* dg is the background thread's own (this thread samples it); busy keeps m from a destroy */
-    if ((st == HA_PEACE || st == HA_SHADOW) && !m->busy && m->dg.lat_t > 0 &&
-        now - m->dg.lat_t < 1.5 * env->ha_degrade_s) {
+    if ((st == HA_PEACE || st == HA_SHADOW) && !m->busy) { /* busy keeps m from a destroy */
       m->busy = 1;
       q[n++] = m;
     }
   }
   pthread_mutex_unlock(&ha_mu);
-  double job[DG_SLOTS];
-  int njob = n ? job_samples(q, n, job) : 0;
   for (int i = 0; i < n; i++) {
-    ha_dg_t *d = &q[i]->dg;
-    double med = peers_median(q, n, i, job, njob);
+    ha_rebal_flow(q[i]); /* looked up once, while the hook's port is still the planned one */
+    pthread_mutex_lock(&q[i]->mu);
+    sample(q[i], now);
+    pthread_mutex_unlock(&q[i]->mu);
+  }
+  /* the queue pairs with a fresh estimate (dg is this thread's own) */
+  ha_qp_t *f[DG_MAX];
+  int nf = 0;
+  for (int i = 0; i < n; i++)
+    if (q[i]->dg.lat_t > 0 && now - q[i]->dg.lat_t < 1.5 * env->ha_degrade_s) f[nf++] = q[i];
+  double job[DG_SLOTS];
+  int njob = nf ? job_samples(f, nf, job) : 0;
+  for (int i = 0; i < nf; i++) {
+    ha_dg_t *d = &f[i]->dg;
+    double med = peers_median(f, nf, i, job, njob);
     if (d->lat_t == d->judged_t) continue; /* one verdict per window */
     d->judged_t = d->lat_t;
     if (d->lat < 0 || med < 0) continue; /* no estimate, or nothing to compare with */
-    ah_log(AH_LOG_DEBUG, "HA: QP %u: %.3f ms against a median of %.3f ms (%d samples of other processes)", q[i]->qpn,
+    ah_log(AH_LOG_DEBUG, "HA: QP %u: %.3f ms against a median of %.3f ms (%d samples of other processes)", f[i]->qpn,
            d->lat * 1e3, med * 1e3, njob);
     if (d->lat >= env->ha_degrade * med && d->lat - med >= DG_FLOOR_S && d->lat - med >= 2 * d->res) {
       if (++d->slow >= DG_WINDOWS && !d->reported) {
         d->reported = 1;
         AH_LOG_CAPPED(16, AH_LOG_WARN, "HA: QP %u: its work requests wait %.1f ms for their completions, against "
                       "%.1f ms for its peers (its NIC's other queue pairs, the job's other processes), for %d windows "
-                      "of %.1f s: its path looks degraded; re-planning around the links it crosses", q[i]->qpn,
+                      "of %.1f s: its path looks degraded; re-planning around the links it crosses", f[i]->qpn,
                       d->lat * 1e3, med * 1e3, d->slow, env->ha_degrade_s);
-        ha_rebal_degraded(q[i]);
+        ha_rebal_degraded(f[i]);
       }
     } else {
       d->slow = 0;

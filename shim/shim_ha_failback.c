@@ -54,7 +54,7 @@ static int port_active(ha_ctx_t *hc, int port, double now) {
   return up;
 }
 
-int ha_failback_due(ha_qp_t *m, double now) {
+static int failback_due(ha_qp_t *m, double now) {
   int sb = atomic_load(&m->sb.state);
   /* a standby not ready (dead and waiting for its rebuild, or built and waiting for the peer's) on
    * a port of m's own NIC, which has died at least once since its connection's last failover */
@@ -68,7 +68,7 @@ int ha_failback_due(ha_qp_t *m, double now) {
   return i < n && up_t[i][m->sb.port] > 0 && up_t[i][m->sb.port] > m->fb_done;
 }
 
-void ha_failback_kick(ha_qp_t *m, double now) {
+static void failback_kick(ha_qp_t *m, double now) {
   /* give the standby up and skip one generation: the peer, whose own port may never have gone
    * down and whose rebuild may be seconds away, reads the given-up generation (HAG1) and follows
    * at once (ha_peer_ahead) */
@@ -80,7 +80,7 @@ void ha_failback_kick(ha_qp_t *m, double now) {
   m->fb_done = now;
 }
 
-void ha_failback_follow(ha_qp_t *m, double now) {
+static void failback_follow(ha_qp_t *m, double now) {
   if (atomic_load(&m->sb.state) != SH_DEAD || !m->sb.rebuild_at || now >= m->sb.rebuild_at || !m->peer_seen ||
       now < m->fb_look)
     return;
@@ -93,4 +93,16 @@ void ha_failback_follow(ha_qp_t *m, double now) {
       ha_peer_ahead(m, gave_up + 1))
     AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: the peer rebuilt its standby at once (its path came back); so does this end",
                   m->qpn);
+}
+
+void ha_failback_step(ha_qp_t *m) {
+  double now = ha_now_s();
+  failback_follow(m, now); /* the peer's path came back: rebuild now */
+  pthread_mutex_lock(&m->mu);
+  if (atomic_load(&m->state) != HA_BROKEN && failback_due(m, now)) {
+    /* its port is up again: the recovered path is the next standby's now, not at the backoff's */
+    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn, m->sb.port);
+    failback_kick(m, now);
+  }
+  pthread_mutex_unlock(&m->mu);
 }

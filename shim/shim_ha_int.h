@@ -357,14 +357,12 @@ int ha_health_step(ha_qp_t *m);
 /* 1 when ha_health_step has something to do for m now. Call under ha_mu. */
 int ha_health_due(ha_qp_t *m, double now);
 void ha_notice_check(void);
-/* Failback (shim_ha_failback.c), on the background thread. Due: 1 when m's standby is not ready
- * (dead and waiting for its rebuild, or waiting for the peer's) after standbys died, and its port
- * was seen down and then active again since. Kick (with m->mu held): rebuild it now, one generation
- * ahead, so that the peer follows. Follow (without m->mu): a dead standby waiting for its rebuild
- * is rebuilt now when the peer gave up a newer generation (looked at every 0.25 s). */
-int ha_failback_due(ha_qp_t *m, double now);
-void ha_failback_kick(ha_qp_t *m, double now);
-void ha_failback_follow(ha_qp_t *m, double now);
+/* Failback (shim_ha_failback.c), on the background thread, before m's health step: when m's
+ * standby is not ready after standbys died and its port was seen down and then active again, it is
+ * rebuilt now, one generation ahead, so that the peer follows; a dead standby waiting for its
+ * rebuild is rebuilt now when the peer gave up a newer generation (looked at every 0.25 s). Call
+ * without m->mu. */
+void ha_failback_step(ha_qp_t *m);
 /* the rebalance (shim_ha_rebal.c): m failed over; re-plan when due; the report's figures */
 void ha_rebal_note(ha_qp_t *m);
 void ha_rebal_check(void);
@@ -378,9 +376,8 @@ int ha_rebal_flow(ha_qp_t *m);
 /* m's completions are persistently slower than its peers': publish the links of its planned route
  * as degraded and re-plan soon. Runs on the background thread. */
 void ha_rebal_degraded(ha_qp_t *m);
-/* the degraded-link detection (shim_ha_degrade.c): one sample of m (call with m->mu held, every
- * health look), and the comparison of the process's queue pairs (the background thread's loop) */
-void ha_degrade_sample(ha_qp_t *m, double now);
+/* the degraded-link detection (shim_ha_degrade.c): samples every queue pair every 100 ms and
+ * compares their completion times (the background thread's loop) */
 void ha_degrade_check(void);
 
 #pragma GCC visibility pop

@@ -317,13 +317,7 @@ int ha_health_due(ha_qp_t *m, double now) {
 int ha_health_step(ha_qp_t *m) {
   double now = ha_now_s();
   int acted = 0;
-  ha_failback_follow(m, now); /* the peer's path came back: rebuild now (shim_ha_failback.c) */
   pthread_mutex_lock(&m->mu);
-  if (atomic_load(&m->state) != HA_BROKEN && ha_failback_due(m, now)) {
-    /* its port is up again: the recovered path is the next standby's now, not at the backoff's */
-    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn, m->sb.port);
-    ha_failback_kick(m, now);
-  }
   int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
   if (sb == SH_DEAD && m->sb.rebuild_at && now >= m->sb.rebuild_at && st != HA_BROKEN) {
     /* a new generation; the dead one is moved to ERR and kept (late completions name it) */
@@ -351,7 +345,6 @@ int ha_health_step(ha_qp_t *m) {
     int outstanding = 0;
     for (uint64_t q = m->slog.tail; q < m->slog.head && !outstanding; q++)
       outstanding = m->slog.sig_all || (m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
-    ha_degrade_sample(m, now); /* the degraded-link detection's look (shim_ha_degrade.c) */
     if (!outstanding || m->slog.tail != m->st_tail) {
       m->st_tail = m->slog.tail;
       m->st_since = now;
