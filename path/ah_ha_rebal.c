@@ -42,6 +42,35 @@ int ah_ha_rebal_suspects(const ah_path_topo_t *t, const ah_path_flow_t *f, uint1
   return n;
 }
 
+int ah_ha_rebal_flow_by_gids(const ah_path_topo_t *t, const uint8_t sgid[16], const uint8_t dgid[16],
+                             ah_path_flow_t *out) {
+  memset(out, 0, sizeof *out);
+  out->job = -1;
+  return t && find_gid(t, sgid, &out->shost, &out->snic) == 0 && find_gid(t, dgid, &out->dhost, &out->dnic) == 0 ? 0
+                                                                                                             : -1;
+}
+
+/* 1 when link (leaf, spine) is in links[] below full capacity. */
+static int link_bad(const ah_path_link_state_t *links, int n, int leaf, int spine) {
+  for (int i = 0; i < n; i++)
+    if (links[i].leaf == leaf && links[i].spine == spine && links[i].fraction < 1) return 1;
+  return 0;
+}
+
+uint16_t ah_ha_rebal_clear_sport(const ah_path_topo_t *t, const ah_path_flow_t *f, const ah_path_link_state_t *links,
+                                 int nlinks, uint16_t start, uint16_t avoid) {
+  if (t->hosts[f->shost].pair == t->hosts[f->dhost].pair) return 0;
+  uint16_t p = (uint16_t)(0xC000 | (start & 0x3FFF));
+  for (int i = 0; i < 4096; i++, p = (uint16_t)(0xC000 | ((p + 1) & 0x3FFF))) {
+    if (p == avoid) continue;
+    ah_path_link_state_t l[2];
+    int n = ah_ha_rebal_suspects(t, f, p, l), bad = 0;
+    for (int j = 0; j < n && !bad; j++) bad = link_bad(links, nlinks, l[j].leaf, l[j].spine);
+    if (n > 0 && !bad) return p;
+  }
+  return 0;
+}
+
 int ah_ha_rebal_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows, const ah_path_route_t *plan,
                      int nflows, const ah_path_link_state_t *links, int nlinks, ah_path_route_t *routes,
                      unsigned char *moved, ah_ha_rebal_result_t *res) {

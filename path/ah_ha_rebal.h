@@ -26,6 +26,19 @@ int ah_ha_rebal_flow(const ah_path_topo_t *topo, const ah_path_flow_t *flows, co
 int ah_ha_rebal_suspects(const ah_path_topo_t *topo, const ah_path_flow_t *f, uint16_t sport,
                          ah_path_link_state_t out[2]);
 
+/* The flow from sgid's NIC to dgid's NIC, for a queue pair the plan did not place (k 0, job -1).
+ * Returns 0, or -1 when the topology does not name both GIDs. */
+int ah_ha_rebal_flow_by_gids(const ah_path_topo_t *topo, const uint8_t sgid[16], const uint8_t dgid[16],
+                             ah_path_flow_t *out);
+
+/* A source port for flow f whose modelled route crosses none of the links (leaf, spine) given with
+ * a fraction below 1 (down or degraded), tried from `start` (0xC000..0xFFFF) on, skipping `avoid`
+ * (the port in use). Returns the port, or 0 when the flow stays under one leaf pair or none of 4096
+ * ports qualifies. For a queue pair the plan does not place: the re-plan cannot move it, but it can
+ * leave the bad links. */
+uint16_t ah_ha_rebal_clear_sport(const ah_path_topo_t *topo, const ah_path_flow_t *f, const ah_path_link_state_t *links,
+                                 int nlinks, uint16_t start, uint16_t avoid);
+
 typedef struct {
   int moved;      /* flows whose port changed, job-wide */
   double before;  /* the slowest flow's modelled share with the plan's ports (0 when one is cut) */

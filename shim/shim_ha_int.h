@@ -62,6 +62,7 @@ typedef struct {
   double rebuild_at;        /* SH_DEAD: rebuild then (0: never, the peer has no autoha) */
   uint32_t want_gen;        /* SH_DEAD: the peer is at this generation; rebuild at it */
   uint16_t sport;           /* its UDP source port (from its flow label) */
+  double dead_t;            /* SH_DEAD: since then */
 } ha_stby_t;
 
 #define HA_SLOTS 4096 /* QP numbers per context table (primaries and shadows) */
@@ -69,6 +70,22 @@ typedef struct {
 #define HA_SYNTH_MAX 4096
 
 typedef struct ha_ctx ha_ctx_t;
+
+/* A queue pair's completion-time measurement (shim_ha_degrade.c): the background thread samples its
+ * signalled work requests outstanding every 100 ms; over a window, mean outstanding x window /
+ * completions is the mean time a work request waits for its completion (Little's law). */
+typedef struct {
+  double t0;                /* the window's start (0: not started) */
+  uint64_t done0;           /* signalled completions retired at its start */
+  double occ;               /* sum of the outstanding counts sampled */
+  int n;                    /* samples */
+  double lat, lat_t;        /* the last window's estimate (s; -1: idle) and its end */
+  double judged_t;          /* the lat_t ha_degrade_check last judged */
+  double res;               /* the estimate's grain: what one sample of one outstanding adds (s) */
+  int slow;                 /* windows in a row it was slow against its peers */
+  int reported;             /* its links were published as degraded */
+  int clear;                /* outside the plan: the rebalance moves it off the bad links */
+} ha_dg_t;
 
 typedef struct ha_qp {
   /* qp: NCCL's; sh: the shadow NCCL's traffic is on (set at the first failover, replaced at each
@@ -118,6 +135,9 @@ typedef struct ha_qp {
   int flow;                 /* its flow in the rebalance's plan: -2 not looked up, -1 none */
   uint16_t rb_sport;        /* the port the rebalance moved its shadow to (0: not moved) */
   struct ha_nic_qp *nq;     /* AUTOHA_HA=nic: its shadow's NIC and key spaces (shim_ha_nic.c); else NULL */
+  uint16_t rb_psport;       /* the port the rebalance moved its primary to (0: not moved) */
+  double fb_done, fb_look;  /* failback: the last kick; the next look at the peer's given-up generation */
+  ha_dg_t dg;               /* its completion time (degraded links; shim_ha_degrade.c) */
   struct ha_qp *next;
 } ha_qp_t;
 
@@ -259,6 +279,7 @@ int ha_drain_poll(ha_qp_t *m);
 #define KIND_NOTE 0x314e4148u   /* "HAN1": a per-GID doorbell, "a peer of yours failed over" */
 #define KIND_LINK 0x314c4148u   /* "HAL1": a leaf-spine link a failed primary crossed */
 #define KIND_GEN 0x31474148u    /* "HAG1": the newest standby generation a QP gave up (dead) */
+#define KIND_DEGRADE 0x31444148u /* "HAD1": a process's completion-time sample (shim_ha_degrade.c) */
 /* Record kind `kind` of generation gen (1, the first shadow, keeps the kind as it is). */
 static inline uint32_t ha_kind_gen(uint32_t kind, uint32_t gen) {
   return gen <= 1 ? kind : (kind & 0x00ffffffu) | (uint32_t)((0x31u + gen - 1) & 0xffu) << 24;
@@ -336,10 +357,28 @@ int ha_health_step(ha_qp_t *m);
 /* 1 when ha_health_step has something to do for m now. Call under ha_mu. */
 int ha_health_due(ha_qp_t *m, double now);
 void ha_notice_check(void);
+/* Failback (shim_ha_failback.c), on the background thread, before m's health step: when m's
+ * standby is not ready after standbys died and its port was seen down and then active again, it is
+ * rebuilt now, one generation ahead, so that the peer follows; a dead standby waiting for its
+ * rebuild is rebuilt now when the peer gave up a newer generation (looked at every 0.25 s). Call
+ * without m->mu. */
+void ha_failback_step(ha_qp_t *m);
 /* the rebalance (shim_ha_rebal.c): m failed over; re-plan when due; the report's figures */
 void ha_rebal_note(ha_qp_t *m);
 void ha_rebal_check(void);
 void ha_rebal_report(ah_report_ha_t *h);
+/* 1 when the rebalance has a plan to re-plan (AUTOHA_HA=path, AUTOHA_QP_SPORT=plan, a job line). */
+int ha_rebal_on(void);
+/* The spine m's primary crosses now in the rebalance's model, or -1 (not in the plan, or no spine). */
+int ha_rebal_spine(ha_qp_t *m);
+/* m's flow in the rebalance's plan (looked up once), or -1 (no plan, or the plan has no such flow). */
+int ha_rebal_flow(ha_qp_t *m);
+/* m's completions are persistently slower than its peers': publish the links of its planned route
+ * as degraded and re-plan soon. Runs on the background thread. */
+void ha_rebal_degraded(ha_qp_t *m);
+/* the degraded-link detection (shim_ha_degrade.c): samples every queue pair every 100 ms and
+ * compares their completion times (the background thread's loop) */
+void ha_degrade_check(void);
 
 #pragma GCC visibility pop
 

@@ -1,5 +1,5 @@
-/* shim_ha_rebal.c: the rebalance after failovers (AUTOHA_HA=path with AUTOHA_QP_SPORT=plan;
- * docs/ha.md, "Rebalance"), C4P's dynamic re-plan. */
+/* shim_ha_rebal.c: the rebalance after failovers and around degraded links (AUTOHA_HA=path with
+ * AUTOHA_QP_SPORT=plan; docs/ha.md, "Rebalance"), C4P's dynamic re-plan. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +60,37 @@ static int rb_flow_of(ha_qp_t *m) {
                           m->hc->real.qp_sport(m->qp), NULL);
 }
 
+int ha_rebal_on(void) {
+  pthread_once(&rb_once, rb_load);
+  return rb_n > 0;
+}
+
+int ha_rebal_spine(ha_qp_t *m) {
+  if (ha_rebal_flow(m) < 0) return -1;
+  int side, spine, rx;
+  ah_path_model_route(topo, &rb_flows[m->flow], m->hc->real.qp_sport(m->qp), &side, &spine, &rx);
+  return spine;
+}
+
+int ha_rebal_flow(ha_qp_t *m) {
+  pthread_once(&rb_once, rb_load);
+  if (!rb_n) return -1;
+  if (m->flow == -2) m->flow = rb_flow_of(m);
+  return m->flow;
+}
+
+/* The state of each leaf-spine link as this process knows it (1: healthy), by leaf x spines + spine.
+ * A link once read as down (or degraded) stays so for this process (nothing brings one back yet): a
+ * read that times out on a loaded hub must not put a shadow back on a dead link. */
+static double known[RB_LINKS_MAX];
+
+static void rb_known_init(void) {
+  static int done;
+  if (!done)
+    for (int i = 0; i < RB_LINKS_MAX; i++) known[i] = 1;
+  done = 1;
+}
+
 static void rb_link_key(uint8_t key[HA_KEY], int leaf, int spine) {
   static const uint8_t job[16] = {0};
   ha_dir_key(key, job, (uint32_t)leaf, (uint32_t)spine, KIND_LINK);
@@ -85,6 +116,47 @@ void ha_rebal_note(ha_qp_t *m) {
   rb_step = 0;
 }
 
+/* A link suspected of being degraded is modelled at this fraction of its capacity: the measurement
+ * says "slower than its peers", not by how much, and every process must model it alike (the re-plan
+ * is the same everywhere only when the links are). A link slow enough to show in completion times
+ * against a ring's other flows is far below its rate; at half, one flow on it would still get its
+ * fair share in the model, and the re-plan would gain nothing by moving it. */
+#define RB_DEGRADED 0.1
+
+/* The source port m's traffic leaves with now: NCCL's queue pair's (the hook's port), or the shadow
+ * carrying it. */
+static uint16_t rb_cur_sport(ha_qp_t *m) {
+  if (atomic_load(&m->state) == HA_PEACE) return m->hc->real.qp_sport(m->qp);
+  return m->rb_sport ? m->rb_sport : m->sh_sport;
+}
+
+void ha_rebal_degraded(ha_qp_t *m) {
+  ah_path_flow_t fl;
+  if (!ha_rebal_on()) return;
+  if (ha_rebal_flow(m) >= 0) {
+    fl = rb_flows[m->flow];
+  } else if (ah_ha_rebal_flow_by_gids(topo, m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, &fl) == 0) {
+    m->dg.clear = 1; /* the re-plan does not know it: it is moved off the bad links alone */
+  } else {
+    return;
+  }
+  ah_path_link_state_t l[2];
+  int n = ah_ha_rebal_suspects(topo, &fl, rb_cur_sport(m), l);
+  for (int i = 0; i < n; i++) {
+    uint8_t key[HA_KEY];
+    double frac = RB_DEGRADED, had = 1;
+    int at = l[i].leaf * topo->nspines + l[i].spine;
+    rb_known_init(); /* this process's own finding counts at once, whatever the hub answers */
+    if (at < RB_LINKS_MAX && known[at] > frac) known[at] = frac;
+    rb_link_key(key, l[i].leaf, l[i].spine);
+    /* never raise a link another process found down */
+    if (ha_dir_get(key, &had, sizeof had, 0.01) == (int)sizeof had && had <= frac) continue;
+    ha_dir_put(key, &frac, sizeof frac);
+  }
+  rb_t0 = ha_now_s();
+  rb_step = 0;
+}
+
 /* Re-plans around the job's known failed links and moves this process's queue pairs the re-plan
  * moved. Runs on the background thread, at the times of rb_checks after the last failover. */
 void ha_rebal_check(void) {
@@ -92,15 +164,8 @@ void ha_rebal_check(void) {
   if (++rb_step == (int)(sizeof rb_checks / sizeof rb_checks[0])) rb_t0 = 0;
   int nleaf = 2 * topo->npairs, S = topo->nspines;
   static ah_path_link_state_t links[RB_LINKS_MAX];
-  /* a link once read as down stays down for this process (nothing brings one back yet): a read
-   * that times out on a loaded hub must not put a shadow back on a dead link */
-  static double known[RB_LINKS_MAX];
-  static int known_init;
-  if (!known_init) {
-    for (int i = 0; i < RB_LINKS_MAX; i++) known[i] = 1;
-    known_init = 1;
-  }
-  int nl = 0;
+  rb_known_init();
+  int nl = 0, ndeg = 0;
   for (int l = 0; l < nleaf; l++)
     for (int sp = 0; sp < S && l * S + sp < RB_LINKS_MAX; sp++) {
       uint8_t key[HA_KEY];
@@ -109,6 +174,7 @@ void ha_rebal_check(void) {
       if (ha_dir_get(key, &frac, sizeof frac, 0.001) == (int)sizeof frac && frac < known[l * S + sp])
         known[l * S + sp] = frac;
       if (known[l * S + sp] < 1) links[nl++] = (ah_path_link_state_t){l, sp, known[l * S + sp]};
+      ndeg += known[l * S + sp] > 0 && known[l * S + sp] < 1;
     }
   if (!nl) return;
   ah_path_route_t *routes = malloc((size_t)rb_n * sizeof *routes);
@@ -124,7 +190,7 @@ void ha_rebal_check(void) {
   int nw = 0, nmoved = 0, nfail = 0;
   pthread_mutex_lock(&ha_mu);
   for (ha_qp_t *m = ha_qps; m && nw < 256; m = m->next)
-    if (atomic_load(&m->state) == HA_SHADOW && !m->busy) {
+    if ((atomic_load(&m->state) == HA_SHADOW || atomic_load(&m->state) == HA_PEACE) && !m->busy) {
       m->busy = 1;
       work[nw++] = m;
     }
@@ -132,18 +198,40 @@ void ha_rebal_check(void) {
   for (int i = 0; i < nw; i++) {
     ha_qp_t *m = work[i];
     if (m->flow == -2) m->flow = rb_flow_of(m);
-    if (m->flow < 0 || !moved[m->flow] || m->rb_sport == routes[m->flow].sport) continue;
-    pthread_mutex_lock(&m->mu); /* no post on the shadow while its port changes */
-    int rc = atomic_load(&m->state) == HA_SHADOW ? m->hc->real.move_sport(m->sh, routes[m->flow].sport) : 0;
-    int err = errno;
+    /* a connection still on NCCL's queue pair (a degraded link: nothing failed over) moves that one;
+     * after a failover, the shadow carrying the traffic */
+    int peace = atomic_load(&m->state) == HA_PEACE;
+    uint16_t *done = peace ? &m->rb_psport : &m->rb_sport, to;
+    if (m->flow >= 0 && moved[m->flow]) {
+      to = routes[m->flow].sport;
+    } else if (m->flow < 0 && m->dg.clear) { /* outside the plan and slow: a port clear of every bad link */
+      ah_path_flow_t fl;
+      uint16_t cur = rb_cur_sport(m);
+      to = ah_ha_rebal_flow_by_gids(topo, m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, &fl) == 0
+               ? ah_ha_rebal_clear_sport(topo, &fl, links, nl, (uint16_t)(cur + 1), cur)
+               : 0;
+      m->dg.clear = 0;
+      if (!to) continue;
+    } else {
+      continue;
+    }
+    if (*done == to) continue;
+    pthread_mutex_lock(&m->mu); /* no post on a shadow while its port changes */
+    int st = atomic_load(&m->state), rc = -1, err = EAGAIN;
+    if (st == (peace ? HA_PEACE : HA_SHADOW)) {
+      rc = m->hc->real.move_sport(peace ? m->qp : m->sh, to);
+      err = errno;
+    }
     pthread_mutex_unlock(&m->mu);
     if (rc == 0) {
-      m->rb_sport = routes[m->flow].sport;
+      *done = to;
+      m->dg.slow = 0, m->dg.reported = 0; /* judged again on its new path */
       nmoved++;
-    } else {
+    } else if (err != EAGAIN) { /* EAGAIN: it failed over meanwhile; the next look moves its shadow */
       nfail++;
-      AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: rebalance: cannot move the shadow of QP %u to port %u (%s); it keeps its "
-                    "own", m->qpn, routes[m->flow].sport, err == ENOSYS ? "libmlx5 has no mlx5dv_modify_qp_udp_sport" : strerror(err));
+      AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: rebalance: cannot move the %s of QP %u to port %u (%s); it keeps its "
+                    "own", peace ? "queue pair" : "shadow", m->qpn, to,
+                    err == ENOSYS ? "libmlx5 has no mlx5dv_modify_qp_udp_sport" : strerror(err));
     }
   }
   pthread_mutex_lock(&ha_mu);
@@ -153,9 +241,9 @@ void ha_rebal_check(void) {
   if (nmoved) {
     atomic_fetch_add(&st_rebal, 1);
     atomic_fetch_add(&st_rebal_moved, (unsigned long)nmoved);
-    ah_log(AH_LOG_WARN, "HA: rebalance: %d leaf-spine links down, %d flows re-planned job-wide, %d of this process's "
-           "queue pairs moved live; modelled slowest flow %.3f of a port with the plan's ports, %.3f re-planned, best "
-           "possible %.3f (%.0f%%)", nl, res.moved, nmoved, res.before, res.share, res.bound,
+    ah_log(AH_LOG_WARN, "HA: rebalance: %d leaf-spine links down, %d degraded, %d flows re-planned job-wide, %d of this "
+           "process's queue pairs moved live; modelled slowest flow %.3f of a port with the plan's ports, %.3f re-planned, best "
+           "possible %.3f (%.0f%%)", nl - ndeg, ndeg, res.moved, nmoved, res.before, res.share, res.bound,
            res.bound > 0 ? 100 * res.share / res.bound : 0.0);
   }
   pthread_mutex_lock(&ha_events_mu);

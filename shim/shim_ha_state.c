@@ -103,6 +103,7 @@ void ha_standby_dead(ha_qp_t *m, const char *why) {
   if (atomic_load(&m->sb.state) == SH_DEAD) return;
   atomic_store(&m->sb.state, SH_DEAD);
   m->sb.hb_out = 0;
+  m->sb.dead_t = ha_now_s();
   /* rebuilt after 0.25, 0.5, 1, 2, 4, then every 8 s while the peer runs autoha (a port that stays
    * down costs a few queue pairs, not a storm), or after 50, 100, 200, 400 ms when a failover
    * waits for it (the stall NCCL sees); past HA_GEN_MAX shadows the connection keeps none */

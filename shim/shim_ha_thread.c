@@ -10,6 +10,7 @@ void *ha_thread(void *arg) {
   (void)arg;
   for (;;) {
     ha_notice_check();
+    ha_degrade_check();
     ha_rebal_check();
     ha_nic_poll_all(); /* heartbeats of shadows on a backup NIC, whose CQs NCCL does not poll */
     /* pick the QPs with work, marking them busy so that a destroy leaves them to us */
@@ -47,7 +48,10 @@ void *ha_thread(void *arg) {
       if (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0) moved |= ha_failover_step(m);
       int s = atomic_load(&m->sb.state);
       if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS) moved |= ha_shadow_step(m);
-      if (ha_health_due(m, ha_now_s())) moved |= ha_health_step(m);
+      if (ha_health_due(m, ha_now_s())) {
+        ha_failback_step(m); /* a recovered port: its standby rebuilt now (shim_ha_failback.c) */
+        moved |= ha_health_step(m);
+      }
     }
     pthread_mutex_lock(&ha_mu);
     for (int i = 0; i < nw; i++) work[i]->busy = 0;

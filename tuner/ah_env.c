@@ -271,6 +271,19 @@ static const ah_env_var_t env_table[] = {
      "takes twice the queue pair's own RC retry window, 4.096 us x 2^timeout x (retry_cnt + 1): "
      "68 s with NCCL's defaults, well above it, so only a stall RC does not end is caught.",
      0, 3600, NULL, FIELD(ha_soft_timeout_s)},
+    {"AUTOHA_HA_DEGRADE", AH_ENV_DOUBLE, "4", "0..1000 (a ratio; 0: off)",
+     "With AUTOHA_HA=path, AUTOHA_QP_SPORT=plan and a topology's job line: a queue pair whose "
+     "completion time (its signalled work requests outstanding over their completion rate, sampled "
+     "by the background thread every 100 ms, never on the data path) is at least this many times the "
+     "median of the other queue pairs of its process for 3 windows in a row is taken to run over a "
+     "degraded link: the leaf-spine links its planned route crosses are published as degraded, and "
+     "the rebalance re-plans the flows on them and moves this process's queue pairs live "
+     "(mlx5dv_modify_qp_udp_sport). 0 turns the detection off; below about 2 normal jitter trips it.",
+     0, 1000, NULL, FIELD(ha_degrade)},
+    {"AUTOHA_HA_DEGRADE_S", AH_ENV_DOUBLE, "1", "0.2..60 (seconds)",
+     "The window of AUTOHA_HA_DEGRADE's completion-time measurement: each queue pair's estimate "
+     "covers this long, so a degraded link is acted on after 3 such windows.",
+     0.2, 60, NULL, FIELD(ha_degrade_s)},
 };
 
 #define NVARS ((int)(sizeof env_table / sizeof env_table[0]))

@@ -62,6 +62,8 @@ typedef struct {
   double ha_connect_s;               /* AUTOHA_HA_CONNECT_S: wait for the peer's shadow this long */
   double ha_failover_s;              /* AUTOHA_HA_FAILOVER_S: bound on agreeing with the peer */
   double ha_soft_timeout_s;          /* AUTOHA_HA_SOFT_TIMEOUT_S: fail over a stalled QP (0: auto) */
+  double ha_degrade;                 /* AUTOHA_HA_DEGRADE: completion-time ratio of a degraded QP (0: off) */
+  double ha_degrade_s;               /* AUTOHA_HA_DEGRADE_S: its measurement window */
 } ah_settings_t;
 
 /* Value types of the table rows. */

@@ -148,11 +148,29 @@ static const uint8_t *gather(vb_qp_t *q, vb_swqe_t *w, uint64_t off, uint64_t *l
   return NULL;
 }
 
-static int transmit(vb_qp_t *q, double now, int budget) {
+/* NCCLSIM_VERBS_PACE_GBPS: 1 when w, the message about to start, must wait because the QP's path
+ * is degraded, lowering *wake_p to when it may leave. The message is held for what its bytes take
+ * at a fraction f of the nominal rate beyond what they take at the full rate (len x 8 / rate x
+ * (1/f - 1)), so a path at line rate costs nothing (peace time is unchanged) and a degraded one
+ * makes its QP's completions slower than its neighbours', as on a real fabric. */
+static int paced(vb_qp_t *q, const vb_swqe_t *w, double now, double *wake_p) {
+  double g = vb_settings()->pace_gbps, f = q->path_frac_now;
+  if (g <= 0 || q->tx_off || !(f > 0 && f < 1)) return 0;
+  if (q->pace_until == 0) {
+    double bytes = w->len > 64 ? (double)w->len : 64;
+    q->pace_until = now + bytes * 8 / (g * 1e9) * (1 / f - 1);
+  }
+  if (now >= q->pace_until) return 0;
+  if (q->pace_until < *wake_p) *wake_p = q->pace_until;
+  return 1;
+}
+
+static int transmit(vb_qp_t *q, double now, int budget, double *wake_p) {
   int did = 0, uc = q->qp.qp_type == IBV_QPT_UC;
   if (q->qp.state != IBV_QPS_RTS || now < q->rnr_until || !q->peer_ready_now) return 0;
   while (budget-- > 0 && q->sq_tx != q->sq_tail) {
     vb_swqe_t *w = wqe(q, q->sq_tx);
+    if (paced(q, w, now, wake_p)) break;
     vb_pkt_t p;
     memset(&p, 0, sizeof p);
     p.type = VB_PKT_REQ;
@@ -181,6 +199,7 @@ static int transmit(vb_qp_t *q, double now, int budget) {
     q->tx_off += p.len;
     if (p.last) {
       q->tx_off = 0;
+      q->pace_until = 0;
       q->sq_tx++;
       if (uc) { /* no ACKs: done once sent */
         vb_qp_complete_send(q, w, IBV_WC_SUCCESS, 0);
@@ -210,6 +229,7 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
   if (s == IBV_QPS_RTR || s == IBV_QPS_RTS) {
     if (!q->out.h) vb_qp_connect_rings(q);
     q->path_up_now = q->flow_ok && vb_net_path_up(&q->flow);
+    q->path_frac_now = q->path_up_now && vb_settings()->pace_gbps > 0 ? vb_net_path_frac(&q->flow) : 1;
     /* what the peer's retry timer needs: our replies to it cannot leave */
     if (atomic_load(&q->in.h->owner_path_down) != (uint32_t)!q->path_up_now)
       atomic_store(&q->in.h->owner_path_down, (uint32_t)!q->path_up_now);
@@ -240,7 +260,7 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
     q->peer_ready_now = 0;
   }
   did |= consume(q, now, 256);
-  did |= transmit(q, now, 64);
+  did |= transmit(q, now, 64, wake_p);
   if (q->qp.state != IBV_QPS_RTS || q->sq_head == q->sq_tail) {
     q->stall_since = 0;
     return did;

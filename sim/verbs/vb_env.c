@@ -43,6 +43,7 @@ static void settings_read(void) {
   settings.node = (int)env_double("NCCLSIM_NODE", 0, 0, 65535);
   settings.timeout_scale = env_double("NCCLSIM_VERBS_TIMEOUT_SCALE", 1.0, 1e-9, 1e6);
   settings.ring_bytes = (size_t)env_double("NCCLSIM_VERBS_RING_KB", 256, 64, 65536) * 1024;
+  settings.pace_gbps = env_double("NCCLSIM_VERBS_PACE_GBPS", 0, 0, 1e6);
   sim_shm_job_prefix(settings.prefix, sizeof settings.prefix);
 }
 

@@ -24,6 +24,7 @@ typedef struct {
   int node;                /* NCCLSIM_NODE */
   double timeout_scale;    /* NCCLSIM_VERBS_TIMEOUT_SCALE */
   size_t ring_bytes;       /* NCCLSIM_VERBS_RING_KB */
+  double pace_gbps;        /* NCCLSIM_VERBS_PACE_GBPS: 0, degraded paths are not slowed */
   char prefix[80];         /* shm names: NCCLSIM_SHM_PREFIX, else "ncclsim-<uid>-" */
 } vb_settings_t;
 const vb_settings_t *vb_settings(void);
@@ -43,6 +44,9 @@ int vb_net_port_up(int node, int nic, int port);
 int vb_net_nic_fatal(int node, int nic);
 uint16_t vb_net_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
 int vb_net_path_up(const sim_fabric_flow_t *flow);
+/* The lowest capacity fraction of the links the flow crosses now (1: all at line rate, 0: a link
+ * down or no route): NCCLSIM_VERBS_PACE_GBPS's pacing (vb_engine.c). */
+double vb_net_path_frac(const sim_fabric_flow_t *flow);
 
 /* ---- shared rings and doorbells (vb_ring.c) ------------------------------------------------ */
 /* A packet as it sits in a QP's inbound ring (64-byte header, payload after it). */
@@ -239,6 +243,8 @@ struct vb_qp {
   int err_flushed;
   /* per engine pass */
   int path_up_now;                  /* the flow's path is up (checked once a pass) */
+  double path_frac_now;             /* its slowest link's fraction (NCCLSIM_VERBS_PACE_GBPS only) */
+  double pace_until;                /* the message being sent leaves no earlier (0: not held) */
   int bell_dirty;                   /* put packets into the peer's ring: ring its bell */
   double last_progress;             /* last time an ACK/response arrived or a packet left */
   int uc_drop;                      /* UC: dropping the current message (no receive posted) */

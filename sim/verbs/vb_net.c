@@ -68,6 +68,18 @@ int vb_net_path_up(const sim_fabric_flow_t *flow) {
   return sim_fabric_path_up(fabric, flow, sim_fabric_wall_s(fabric), 0);
 }
 
+double vb_net_path_frac(const sim_fabric_flow_t *flow) {
+  int links[8];
+  double now = sim_fabric_wall_s(fabric), frac = 1;
+  int n = sim_fabric_route_at(fabric, flow, now, 0, links, 8);
+  if (n < 0) return 0;
+  for (int i = 0; i < n; i++) {
+    double f = sim_fabric_link_fraction(fabric, links[i], now, 0);
+    if (f < frac) frac = f;
+  }
+  return frac;
+}
+
 /* A fabric port is up when both its links (to its leaf and back) carry traffic. */
 static int member_up(int node, int nic, int port, double now) {
   int n = sim_fabric_link_count(fabric), seen = 0;

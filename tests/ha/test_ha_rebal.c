@@ -1,7 +1,9 @@
-/* test_ha_rebal.c: unit tests of the rebalance after failovers (path/ah_ha_rebal.c): a queue pair
- * is found by its planned port, a failed primary names the two links its route crossed, and the
- * re-plan around a failed spine keeps every flow alive, moves only the flows that crossed it, and
- * reaches >= 0.95 of the best possible share (issue 15's bar) where the plan's ports cut flows. */
+/* test_ha_rebal.c: unit tests of the rebalance after failovers and around degraded links
+ * (path/ah_ha_rebal.c): a queue pair is found by its planned port, a failed primary names the two
+ * links its route crossed, the re-plan around a failed spine keeps every flow alive, moves only the
+ * flows that crossed it, and reaches >= 0.95 of the best possible share (issue 15's bar) where the
+ * plan's ports cut flows; around a degraded spine it moves only the flows on it and beats the plan;
+ * a queue pair outside the plan gets a port clear of the bad links. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +141,68 @@ END_TEST
 START_TEST(replan_spine_down_4) { for (int s = 0; s < 8; s += 3) check_spine_down(4, s); }
 END_TEST
 
+/* A degraded spine (the links a slow queue pair's route crosses, at the rebalance's 0.1): the
+ * re-plan moves exactly the flows on those links, off them, and beats the plan's ports. */
+START_TEST(replan_spine_degraded) {
+  fixture_t f;
+  setup(&f, 2);
+  int spine = f.plan[0].spine;
+  ck_assert_int_ge(spine, 0);
+  ah_path_link_state_t links[2];
+  int nl = ah_ha_rebal_suspects(f.t, &f.flows[0], f.plan[0].sport, links);
+  ck_assert_int_eq(nl, 2);
+  for (int j = 0; j < nl; j++) links[j].fraction = 0.1;
+  ah_path_route_t *routes = calloc((size_t)f.n, sizeof *routes);
+  unsigned char *moved = calloc((size_t)f.n, 1);
+  ah_ha_rebal_result_t res;
+  ck_assert_int_eq(ah_ha_rebal_plan(f.t, f.flows, f.plan, f.n, links, nl, routes, moved, &res), 0);
+  ck_assert_msg(res.before > 0 && res.share > res.before, "degraded: plan %.3f, re-planned %.3f", res.before, res.share);
+  ck_assert_msg(res.share >= 0.95 * res.bound, "re-planned %.3f < 0.95 x best %.3f", res.share, res.bound);
+  ck_assert_int_eq(moved[0], 1);
+  for (int i = 0; i < f.n; i++) {
+    ah_path_link_state_t l[2];
+    int k = ah_ha_rebal_suspects(f.t, &f.flows[i], f.plan[i].sport, l), on = 0;
+    for (int j = 0; j < k; j++)
+      for (int q = 0; q < nl; q++) on |= l[j].leaf == links[q].leaf && l[j].spine == links[q].spine;
+    if (!on) ck_assert_int_eq(moved[i], 0); /* a flow off the slow links keeps its port */
+    if (moved[i]) ck_assert_int_ne(routes[i].spine, spine);
+  }
+  free(routes);
+  free(moved);
+  teardown(&f);
+}
+END_TEST
+
+/* A queue pair the plan does not place: found by its GIDs, and given a port whose route leaves the
+ * bad links (and not the one it had). */
+START_TEST(clear_sport_leaves_bad_links) {
+  fixture_t f;
+  setup(&f, 2);
+  for (int i = 0; i < f.n; i += 3) {
+    const ah_path_flow_t *fl = &f.flows[i];
+    ah_path_flow_t g;
+    ck_assert_int_eq(ah_ha_rebal_flow_by_gids(f.t, f.t->hosts[fl->shost].gid[fl->snic], f.t->hosts[fl->dhost].gid[fl->dnic], &g), 0);
+    ck_assert(g.shost == fl->shost && g.snic == fl->snic && g.dhost == fl->dhost && g.dnic == fl->dnic);
+    ah_path_link_state_t bad[2];
+    int nl = ah_ha_rebal_suspects(f.t, &g, f.plan[i].sport, bad);
+    ck_assert_int_eq(nl, 2);
+    bad[0].fraction = 0.5, bad[1].fraction = 0;
+    uint16_t p = ah_ha_rebal_clear_sport(f.t, &g, bad, nl, (uint16_t)(f.plan[i].sport + 1), f.plan[i].sport);
+    ck_assert_uint_ne(p, 0);
+    ck_assert_uint_ne(p, f.plan[i].sport);
+    ah_path_link_state_t l[2];
+    int k = ah_ha_rebal_suspects(f.t, &g, p, l);
+    ck_assert_int_eq(k, 2);
+    for (int j = 0; j < k; j++)
+      for (int q = 0; q < nl; q++) ck_assert(!(l[j].leaf == bad[q].leaf && l[j].spine == bad[q].spine));
+  }
+  uint8_t nowhere[16] = {0xfe};
+  ah_path_flow_t g;
+  ck_assert_int_eq(ah_ha_rebal_flow_by_gids(f.t, nowhere, f.t->hosts[0].gid[0], &g), -1);
+  teardown(&f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("ha_rebal");
   TCase *tc = tcase_create("ha_rebal");
@@ -147,6 +211,8 @@ int main(void) {
   tcase_add_test(tc, suspects_are_the_route_links);
   tcase_add_test(tc, replan_spine_down_2);
   tcase_add_test(tc, replan_spine_down_4);
+  tcase_add_test(tc, replan_spine_degraded);
+  tcase_add_test(tc, clear_sport_leaves_bad_links);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

@@ -1,0 +1,108 @@
+/* shim_ha_failback.c: a recovered path becomes the next failover's at once (docs/ha.md,
+ * "Failback"). After a failover the next standby goes back to the failed path (the other port, the
+ * first NIC, another spine) and dies while that path is down; it is rebuilt with a backoff that
+ * grows to 8 s, so that a port that stays down costs a few queue pairs. This file shortens the wait
+ * when the standby's port comes back: the background thread reads the port's state (ibv_query_port,
+ * at most every 0.25 s per port, only while a standby on it waits for its rebuild) and, once it has
+ * seen the port down and then active again after the standby died, rebuilds that standby now.
+ *
+ * Key choice: traffic is not moved back to the recovered path (that would be one more drain and
+ * replay, a stall, for no gain when both paths are healthy); the recovered path becomes the standby,
+ * so a later fault of the path in use has somewhere to go. */
+#include <string.h>
+
+#include "shim_ha_int.h"
+
+#define FB_PROBE_S 0.25 /* a port's state is read at most this often */
+
+typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
+
+/* Per context slot and port (1, 2): when the state was last read, what it was (-1: never read),
+ * and when it was last seen going from down to active. The background thread's own. */
+static double probed_t[HA_MAX_CTX][3], up_t[HA_MAX_CTX][3];
+static int probed_up[HA_MAX_CTX][3];
+
+/* 1 when port `port` of hc is active now (read at most every FB_PROBE_S), 0 when not, -1 when it
+ * cannot be read. Records a down-to-active change in up_t. */
+static int port_active(ha_ctx_t *hc, int port, double now) {
+  static query_port_fn qp_fn;
+  static int resolved;
+  int i = 0, n = atomic_load(&ha_nctx);
+  while (i < n && ha_ctxs[i] != hc) i++;
+  if (i == n || port < 1 || port > 2) return -1;
+  if (!resolved) {
+    resolved = 1;
+    if (hc->real.resolve) qp_fn = (query_port_fn)hc->real.resolve("ibv_query_port", "IBVERBS_1.1");
+    if (!qp_fn) {
+      probed_up[0][0] = -2;
+      ah_log(AH_LOG_INFO, "HA: ibv_query_port not found: a recovered port is found by the standby rebuilds' backoff");
+    }
+  }
+  if (!qp_fn) return -1;
+  if (probed_t[i][port] == 0) probed_up[i][port] = -1;
+  if (now - probed_t[i][port] < FB_PROBE_S) return probed_up[i][port];
+  struct ibv_port_attr a;
+  memset(&a, 0, sizeof a);
+  probed_t[i][port] = now;
+  if (qp_fn(hc->ctx, (uint8_t)port, &a) != 0) return -1;
+  int up = a.state == IBV_PORT_ACTIVE;
+  if (up != probed_up[i][port])
+    ah_log(AH_LOG_DEBUG, "HA: %s port %d reads %s", hc->ctx->device ? hc->ctx->device->name : "?", port,
+           up ? "active" : "not active");
+  if (up && probed_up[i][port] == 0) up_t[i][port] = now;
+  probed_up[i][port] = up;
+  return up;
+}
+
+static int failback_due(ha_qp_t *m, double now) {
+  int sb = atomic_load(&m->sb.state);
+  /* a standby not ready (dead and waiting for its rebuild, or built and waiting for the peer's) on
+   * a port of m's own NIC, which has died at least once since its connection's last failover */
+  if (sb == SH_READY || sb == SH_NONE || sb == SH_WANTED || (sb == SH_DEAD && (!m->sb.rebuild_at || now >= m->sb.rebuild_at)) ||
+      !m->sb_fails || !m->sb.port || ha_on_nic(m, m->sb.qp) || (m->nq && !m->sb.qp))
+    return 0;
+  if (port_active(m->hc, m->sb.port, now) != 1) return 0;
+  int i = 0, n = atomic_load(&ha_nctx);
+  while (i < n && ha_ctxs[i] != m->hc) i++;
+  /* the port came back after this connection's standbys started dying */
+  return i < n && up_t[i][m->sb.port] > 0 && up_t[i][m->sb.port] > m->fb_done;
+}
+
+static void failback_kick(ha_qp_t *m, double now) {
+  /* give the standby up and skip one generation: the peer, whose own port may never have gone
+   * down and whose rebuild may be seconds away, reads the given-up generation (HAG1) and follows
+   * at once (ha_peer_ahead) */
+  if (atomic_load(&m->sb.state) != SH_DEAD) ha_standby_dead(m, "its port came back; it is rebuilt at once");
+  m->sb.want_gen = m->sb.gen + 2;
+  if (m->gave_up < m->sb.gen + 1) m->gave_up = m->sb.gen + 1;
+  if (m->sb.rebuild_at) m->sb.rebuild_at = now;
+  m->sb_fails = 0;
+  m->fb_done = now;
+}
+
+static void failback_follow(ha_qp_t *m, double now) {
+  if (atomic_load(&m->sb.state) != SH_DEAD || !m->sb.rebuild_at || now >= m->sb.rebuild_at || !m->peer_seen ||
+      now < m->fb_look)
+    return;
+  m->fb_look = now + FB_PROBE_S;
+  uint8_t key[HA_KEY];
+  uint32_t gave_up = 0;
+  ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
+  /* the peer gave up a generation newer than the one dead here: it is ahead (its path came back) */
+  if (ha_dir_get(key, &gave_up, sizeof gave_up, 0.002) == (int)sizeof gave_up && gave_up > m->sb.gen &&
+      ha_peer_ahead(m, gave_up + 1))
+    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: the peer rebuilt its standby at once (its path came back); so does this end",
+                  m->qpn);
+}
+
+void ha_failback_step(ha_qp_t *m) {
+  double now = ha_now_s();
+  failback_follow(m, now); /* the peer's path came back: rebuild now */
+  pthread_mutex_lock(&m->mu);
+  if (atomic_load(&m->state) != HA_BROKEN && failback_due(m, now)) {
+    /* its port is up again: the recovered path is the next standby's now, not at the backoff's */
+    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn, m->sb.port);
+    failback_kick(m, now);
+  }
+  pthread_mutex_unlock(&m->mu);
+}
