@@ -77,7 +77,7 @@ static void ring_peer(ha_qp_t *m, double t) {
 
 /* The peer has published no failover record of this carrier's generation yet (found: 0 when the
  * caller's own look found none; -1: look now, at most 2 ms): ring its doorbell again when due. The
- * first ring can be missed — the peer's look-up waits 1-10 ms for the hub's answer, which a loaded
+ * first ring can be missed — the peer's look-up waits 3 ms for the hub's answer, which a loaded
  * machine can take longer to give — and a peer that missed it starts its failover only when its own
  * carrier errs: 2-4.5 s later in bench/failover's runs, all of it this side's stall. */
 static void ring_again(ha_qp_t *m, double t, int found) {
