@@ -64,6 +64,39 @@ static void fail_key(uint8_t key[HA_KEY], const ha_qp_t *m, int mine) {
   else ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, kind);
 }
 
+/* Rings the doorbell of m's peer's GID ("a peer of yours failed over": shim_ha_failover.c's
+ * ha_notice_check there looks for this side's record) and sets when to look again. */
+static void ring_peer(ha_qp_t *m, double t) {
+  uint8_t key[HA_KEY];
+  uint64_t nonce = (uint64_t)(ha_now_s() * 1e9) ^ ((uint64_t)m->qpn << 32) ^ (uint64_t)getpid();
+  ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, 0, 0, KIND_NOTE);
+  ha_dir_put(key, &nonce, sizeof nonce);
+  m->fo_ring = t + m->fo_ring_gap;
+  m->fo_ring_gap = m->fo_ring_gap * 2 > HA_RING_MAX_S ? HA_RING_MAX_S : m->fo_ring_gap * 2;
+}
+
+/* The peer has published no failover record of this carrier's generation yet (found: 0 when the
+ * caller's own look found none; -1: look now, at most 2 ms): ring its doorbell again when due. The
+ * first ring can be missed — the peer's look-up waits 3 ms for the hub's answer, which a loaded
+ * machine can take longer to give — and a peer that missed it starts its failover only when its own
+ * carrier errs: 2-4.5 s later in bench/failover's runs, all of it this side's stall. */
+static void ring_again(ha_qp_t *m, double t, int found) {
+  if (t < m->fo_ring) return;
+  if (found < 0) {
+    uint8_t key[HA_KEY];
+    fail_rec_t peer;
+    fail_key(key, m, 0);
+    found = ha_dir_get(key, &peer, sizeof peer, 0.002) == (int)sizeof peer;
+  }
+  if (found) {
+    m->fo_ring = t + HA_RING_MAX_S;
+    return;
+  }
+  ah_log(AH_LOG_DEBUG, "HA: QP %u: no failover record of its peer (QP %u) %.1f ms after the error; ringing its "
+         "doorbell again", m->qpn, m->rtr.dest_qp_num, (t - m->t_fail) * 1e3);
+  ring_peer(m, t);
+}
+
 /* The switch: synthesized completions for what the peer took, receives re-posted and the rest
  * replayed on the standby, in order; the standby becomes the shadow in use and a new standby is
  * wanted. Call with m->mu held. Returns 0 or -1 (give_error follows). */
@@ -239,10 +272,12 @@ int ha_failover_step(ha_qp_t *m) {
       return 1;
     }
     /* ring the peer's doorbell: an RC responder whose requester lost the path sees no error of its
-     * own (on sim/ the provider's peer-failure shortcut flushes it anyway) */
-    uint64_t nonce = (uint64_t)(ha_now_s() * 1e9) ^ ((uint64_t)m->qpn << 32) ^ (uint64_t)getpid();
-    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, 0, 0, KIND_NOTE);
-    ha_dir_put(key, &nonce, sizeof nonce);
+     * own (on sim/ the provider's peer-failure shortcut flushes it anyway); again while the peer
+     * publishes nothing (ring_again) */
+    m->fo_ring_gap = HA_RING_S;
+    ring_peer(m, t);
+    ah_log(AH_LOG_DEBUG, "HA: QP %u: drained %.1f ms after the error, %lu messages taken; doorbell rung", m->qpn,
+           (ha_now_s() - m->t_fail) * 1e3, (unsigned long)m->fo_done);
     m->fo_step = FO_WAIT;
     return 1;
   }
@@ -270,6 +305,8 @@ int ha_failover_step(ha_qp_t *m) {
         pthread_mutex_unlock(&m->mu);
         return 1;
       }
+      ah_log(AH_LOG_DEBUG, "HA: QP %u: standby generation %u ready %.1f ms after the error; waiting for the peer's count",
+             m->qpn, rec.gen, (ha_now_s() - m->t_fail) * 1e3);
       m->fo_step = FO_EXCHANGE;
       return 1;
     }
@@ -280,6 +317,9 @@ int ha_failover_step(ha_qp_t *m) {
       return 1;
     }
     pthread_mutex_unlock(&m->mu);
+    /* the peer must be failing over meanwhile (its standby of the generation this side rebuilds at
+     * is built only then) */
+    ring_again(m, t, -1);
     if (hb) ha_drain_poll(m); /* the heartbeat's completion, which NCCL may never poll for */
     if (sb == SH_DEAD && t >= m->fo_look) { /* a peer already building a newer standby: join it now */
       m->fo_look = t + 0.02;
@@ -302,6 +342,7 @@ int ha_failover_step(ha_qp_t *m) {
     fail_rec_t peer = {0, 0, 0};
     int n = ha_dir_get(key, &peer, sizeof peer, 0.002);
     int have = n == (int)sizeof peer && peer.gen != 0;
+    if (n != (int)sizeof peer) ring_again(m, t, 0);
     if (!(have && peer.gen == m->sb.gen)) {
       uint32_t ahead = have && peer.gen > m->sb.gen ? peer.gen : pg > m->sb.gen ? pg : 0;
       if (ahead) { /* the peer is on a newer standby: ours is rebuilt at it */
@@ -374,6 +415,8 @@ void ha_notice_check(void) {
       memcpy(seen[nseen++].gid, gids[g], 16);
     }
     seen[k].nonce = nonce;
+    double t_ring = ha_now_s();
+    int nfound = 0;
     /* someone rang: look for published failovers of our carriers' peers */
     ha_qp_t *look[256];
     int nl = 0;
@@ -391,7 +434,11 @@ void ha_notice_check(void) {
       fail_rec_t peer;
       fail_key(key, m, 0);
       int st = atomic_load(&m->state);
-      if ((st == HA_PEACE || st == HA_SHADOW) && ha_dir_get(key, &peer, sizeof peer, 0.001) == (int)sizeof peer) {
+      /* 3 ms for the hub's answer (a record there comes back in one round trip; one absent costs
+       * the whole wait): 1 ms missed records on a loaded machine, and the peer rings again until
+       * this side publishes its own (ring_again) */
+      if ((st == HA_PEACE || st == HA_SHADOW) && ha_dir_get(key, &peer, sizeof peer, 0.003) == (int)sizeof peer) {
+        nfound++;
         struct ibv_qp_attr a;
         memset(&a, 0, sizeof a);
         a.qp_state = IBV_QPS_ERR;
@@ -409,6 +456,8 @@ void ha_notice_check(void) {
         pthread_mutex_unlock(&m->mu);
       }
     }
+    ah_log(AH_LOG_DEBUG, "HA: a doorbell rang: %d queue pairs looked at in %.1f ms, %d peers' failovers found", nl,
+           (ha_now_s() - t_ring) * 1e3, nfound);
     pthread_mutex_lock(&ha_mu);
     for (int i = 0; i < nl; i++) look[i]->busy = 0;
     pthread_cond_broadcast(&ha_idle_cv);

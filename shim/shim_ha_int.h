@@ -45,6 +45,12 @@ enum { FO_NONE, FO_DRAIN, FO_WAIT, FO_EXCHANGE };                        /* fail
 #define HA_GEN_MAX 16     /* shadows built per queue pair over its life (failovers and rebuilds) */
 #define HA_HB_PERIOD_S 2.0 /* a heartbeat on each ready standby this often */
 #define HA_REBUILD_S 0.25 /* a dead standby is rebuilt after this long, doubling per failure */
+/* A failover whose peer has published no record of its own rings the peer's doorbell again after
+ * this long, doubling up to HA_RING_MAX_S: a peer's look-up of this side's record can miss it (the
+ * hub's answer slower than the look-up's wait, on a loaded machine), and that peer's carrier may
+ * show no error of its own for seconds. */
+#define HA_RING_S 0.1
+#define HA_RING_MAX_S 0.4
 
 /* A standby: the shadow queue pair being built or ready for the next failover. Generation g pairs
  * with the peer's generation g (the directory's keys carry it); the first is generation 1. */
@@ -127,6 +133,8 @@ typedef struct ha_qp {
   int nfail;                /* failovers done */
   uint64_t fo_done;         /* this end's count, published by the failover in progress */
   double fo_look;           /* the failover's next look for a peer ahead */
+  double fo_ring;           /* the failover's next look for the peer's record, ringing again if absent */
+  double fo_ring_gap;       /* and the gap after that one (HA_RING_S, doubling up to HA_RING_MAX_S) */
   /* the soft timeout: the send log's tail as last seen, and since when */
   uint64_t st_tail;
   double st_since;
