@@ -15,8 +15,6 @@
 
 #define FB_PROBE_S 0.25 /* a port's state is read at most this often */
 
-typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
-
 /* Per context slot and port (1, 2): when the state was last read, what it was (-1: never read),
  * and when it was last seen going from down to active. The background thread's own. */
 static double probed_t[HA_MAX_CTX][3], up_t[HA_MAX_CTX][3];
@@ -25,27 +23,15 @@ static int probed_up[HA_MAX_CTX][3];
 /* 1 when port `port` of hc is active now (read at most every FB_PROBE_S), 0 when not, -1 when it
  * cannot be read. Records a down-to-active change in up_t. */
 static int port_active(ha_ctx_t *hc, int port, double now) {
-  static query_port_fn qp_fn;
-  static int resolved;
   int i = 0, n = atomic_load(&ha_nctx);
   while (i < n && ha_ctxs[i] != hc) i++;
   if (i == n || port < 1 || port > 2) return -1;
-  if (!resolved) {
-    resolved = 1;
-    if (hc->real.resolve) qp_fn = (query_port_fn)hc->real.resolve("ibv_query_port", "IBVERBS_1.1");
-    if (!qp_fn) {
-      probed_up[0][0] = -2;
-      ah_log(AH_LOG_INFO, "HA: ibv_query_port not found: a recovered port is found by the standby rebuilds' backoff");
-    }
-  }
-  if (!qp_fn) return -1;
   if (probed_t[i][port] == 0) probed_up[i][port] = -1;
   if (now - probed_t[i][port] < FB_PROBE_S) return probed_up[i][port];
-  struct ibv_port_attr a;
-  memset(&a, 0, sizeof a);
   probed_t[i][port] = now;
-  if (qp_fn(hc->ctx, (uint8_t)port, &a) != 0) return -1;
-  int up = a.state == IBV_PORT_ACTIVE;
+  int st = ha_port_state(hc, port);
+  if (st < 0) return -1;
+  int up = st == IBV_PORT_ACTIVE;
   if (up != probed_up[i][port])
     ah_log(AH_LOG_DEBUG, "HA: %s port %d reads %s", hc->ctx->device ? hc->ctx->device->name : "?", port,
            up ? "active" : "not active");

@@ -318,6 +318,10 @@ int ha_heartbeat_post(ha_qp_t *m);
 int ha_peer_ahead(ha_qp_t *m, uint32_t pg);
 /* Marks m's standby dead (why logged), to be rebuilt when its peer has autoha. Call with m->mu held. */
 void ha_standby_dead(ha_qp_t *m, const char *why);
+/* The state (IBV_PORT_*) of port `port` of hc's device, read with ibv_query_port of the libibverbs
+ * NCCL resolved its verbs from; -1 when it cannot be read (no such verb: said once at info; the
+ * query failed). Control path only. */
+int ha_port_state(ha_ctx_t *hc, int port);
 /* AUTOHA_HA=nic (shim_ha_nic.c): a shadow on the backup NIC of m's device. Prepare opens that NIC
  * (once), mirrors NCCL's memory there, and gives the protection domain, CQs, port and GID the
  * shadow is created with, setting m->nq; 0 or -1 (m then runs without a shadow). Add records the

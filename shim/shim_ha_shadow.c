@@ -27,25 +27,8 @@ typedef struct {
 /* The source port of the shadow carrying m's traffic: the rebalance's, else its own. */
 static uint16_t carrier_sport(const ha_qp_t *m) { return m->sh ? (m->rb_sport ? m->rb_sport : m->sh_sport) : 0; }
 
-/* 0 when port `port` of m's NIC reports itself down (ibv_query_port of the libibverbs NCCL resolved
- * its verbs from), else 1 (up, or not known: no such verb, the query failed). */
-static int port_up(const ha_qp_t *m, int port) {
-  typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
-  static _Atomic(query_port_fn) qp_fn;
-  static _Atomic int looked;
-  query_port_fn f = atomic_load(&qp_fn);
-  if (!f && !atomic_exchange(&looked, 1) && m->hc->real.resolve) {
-    /* the exported symbol takes the compat attributes, a prefix of struct ibv_port_attr whose
-     * first field is the state */
-    *(void **)&f = m->hc->real.resolve("ibv_query_port", "IBVERBS_1.1");
-    atomic_store(&qp_fn, f);
-  }
-  if (!f) return 1;
-  struct ibv_port_attr a;
-  memset(&a, 0, sizeof a);
-  if (f(m->qp->context, (uint8_t)port, &a) != 0) return 1;
-  return a.state != IBV_PORT_DOWN;
-}
+/* 0 when port `port` of m's NIC reports itself down, else 1 (up, or not known). */
+static int port_up(const ha_qp_t *m, int port) { return ha_port_state(m->hc, port) != IBV_PORT_DOWN; }
 
 /* Creates m's standby (generation m->sb.gen), takes it to INIT on its port and publishes it.
  * Returns 0, -1 (the standby is then dead) or -2 (and none can ever be built: no other port). */

@@ -118,3 +118,23 @@ void ha_standby_dead(ha_qp_t *m, const char *why) {
                 m->sb.rebuild_at ? "it is rebuilt" : "that connection has no backup path");
 }
 
+
+int ha_port_state(ha_ctx_t *hc, int port) {
+  typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
+  static _Atomic(query_port_fn) qp_fn;
+  static _Atomic int looked;
+  query_port_fn f = atomic_load(&qp_fn);
+  if (!f && !atomic_exchange(&looked, 1)) {
+    /* the exported symbol takes the compat attributes, a prefix of struct ibv_port_attr whose
+     * first field is the state */
+    if (hc->real.resolve) *(void **)&f = hc->real.resolve("ibv_query_port", "IBVERBS_1.1");
+    if (f) atomic_store(&qp_fn, f);
+    else ah_log(AH_LOG_INFO, "HA: ibv_query_port not found: a recovered port is found by the standby "
+                "rebuilds' backoff, a dead one by its standbys' errors");
+  }
+  if (!f) return -1;
+  struct ibv_port_attr a;
+  memset(&a, 0, sizeof a);
+  if (f(hc->ctx, (uint8_t)port, &a) != 0) return -1;
+  return (int)a.state;
+}
