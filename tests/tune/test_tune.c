@@ -309,6 +309,19 @@ static void plane_space(ah_space_t *sp, int algo, int64_t nch, int64_t chunk) {
   sp->start.res[1] = chunk;
 }
 
+/* One search of sp with the default parameters, driven on f with noise seed `seed`. */
+static void plane_search(const ah_space_t *sp, tune_surface_fn f, void *arg, int seed, tune_drive_result_t *r) {
+  ah_tune_params_t p;
+  ah_tune_params_default(&p);
+  ah_tune_t *t = ah_tune_create(sp, &p);
+  ck_assert_ptr_nonnull(t);
+  tune_drive_opts_t o;
+  tune_drive_opts_default(&o);
+  o.seed = (uint64_t)seed;
+  tune_drive_run(t, f, arg, &o, r);
+  ah_tune_destroy(t);
+}
+
 START_TEST(test_coupled_ridge) {
   /* Channels x chunk on a ridge, the start (32 channels, 2 MiB) far off the optimum (8, 512 KiB):
    * a channel move that keeps the chunk crosses the ridge's steep side, so coordinate descent
@@ -317,21 +330,13 @@ START_TEST(test_coupled_ridge) {
   plane_space(&sp, AH_ALGO_RING, 32, 2 * 1024 * 1024);
   double k[2] = {0.2, 0.02};
   for (int seed = 1; seed <= 8; seed++) {
-    ah_tune_params_t p;
-    ah_tune_params_default(&p);
-    ah_tune_t *t = ah_tune_create(&sp, &p);
-    ck_assert_ptr_nonnull(t);
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    tune_drive_run(t, ridge_time, k, &o, &r);
+    plane_search(&sp, ridge_time, k, seed, &r);
     double q = 100.0 / ridge_time(k, &r.final, 0);
     /* descent with the chunk held on channel moves pins 2 channels at 2 MiB here (0.926) */
     ck_assert_msg(q >= 0.97, "seed %d: %.3f of optimum (nch=%lld chunk=%lld)", seed, q,
                   (long long)r.final.res[0], (long long)r.final.res[1]);
     ck_assert_uint_le(r.pinned_at, 80);
-    ah_tune_destroy(t);
   }
 }
 END_TEST
@@ -360,22 +365,14 @@ START_TEST(test_knee) {
   double best = knee_time(NULL, &opt, 0);
   int good = 0, between = 0;
   for (int seed = 1; seed <= 8; seed++) {
-    ah_tune_params_t p;
-    ah_tune_params_default(&p);
-    ah_tune_t *t = ah_tune_create(&sp, &p);
-    ck_assert_ptr_nonnull(t);
-    tune_drive_opts_t o;
-    tune_drive_opts_default(&o);
-    o.seed = (uint64_t)seed;
     tune_drive_result_t r;
-    tune_drive_run(t, knee_time, NULL, &o, &r);
+    plane_search(&sp, knee_time, NULL, seed, &r);
     double q = best / knee_time(NULL, &r.final, 0);
     good += q >= 0.97;
     between += r.final.res[0] > 8 && r.final.res[0] < 12;
     ck_assert_msg(q >= 0.93, "seed %d: %.3f of optimum (nch=%lld chunk=%lld)", seed, q, (long long)r.final.res[0],
                   (long long)r.final.res[1]);
     ck_assert_uint_le(r.pinned_at, 120);
-    ah_tune_destroy(t);
   }
   ck_assert_int_ge(good, 6);
   ck_assert_int_ge(between, 6);
