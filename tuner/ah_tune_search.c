@@ -236,19 +236,21 @@ static void ah_tune_plan_step(ah_tune_t *t) {
     ah_tune_start_confirm(t); /* keep enough budget to confirm the winner */
     return;
   }
-  const ah_probe_t *cp = &t->probes[t->center];
+  /* copies, not a pointer into t->probes: ah_tune_probe_get may move the array */
+  int sub = t->probes[t->center].sub, cpos[AH_MAX_DIMS];
+  memcpy(cpos, t->probes[t->center].pos, sizeof(cpos));
   int d = t->searchable[t->dim_i];
   for (int dir = -1; dir <= 1; dir += 2) {
     if (t->dir != 0 && dir != t->dir) continue;
     int j = ah_tune_step_to(t, t->center, d, dir, t->level);
     if (j < 0) continue;
     int pos[AH_MAX_DIMS];
-    memcpy(pos, cp->pos, sizeof(pos));
+    memcpy(pos, cpos, sizeof(pos));
     pos[d] = j;
-    if (d == AH_DIM_NCHANNELS) ah_tune_couple(t, cp->sub, cp->pos, pos);
+    if (d == AH_DIM_NCHANNELS) ah_tune_couple(t, sub, cpos, pos);
     ah_config_t c;
-    ah_tune_make_cfg(t, cp->sub, pos, &c);
-    int p = ah_tune_probe_get(t, cp->sub, pos, &c);
+    ah_tune_make_cfg(t, sub, pos, &c);
+    int p = ah_tune_probe_get(t, sub, pos, &c);
     if (p < 0 || p == t->center) continue;
     t->cand[t->ncand++] = p;
     ah_tune_want(t, p, t->prm.samples_per_probe);
