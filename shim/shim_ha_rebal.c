@@ -108,6 +108,11 @@ void ha_rebal_note(ha_qp_t *m) {
     for (int i = 0; i < n; i++) {
       uint8_t key[HA_KEY];
       double down = 0;
+      int at = l[i].leaf * topo->nspines + l[i].spine;
+      /* this process's own finding counts at once: the re-plan's look-ups of the hub wait 1 ms
+       * each, and an answer through a busy host relay can miss that (then no re-plan at all) */
+      rb_known_init();
+      if (at < RB_LINKS_MAX) known[at] = down;
       rb_link_key(key, l[i].leaf, l[i].spine);
       ha_dir_put(key, &down, sizeof down);
     }
