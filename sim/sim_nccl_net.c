@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -687,9 +688,10 @@ static int async_fatal(struct ncclComm *c, struct sim_net *n, ncclResult_t *res_
     for (int q = 0; q < n->nqps && qp_hit < 0; q++)
       if (k->qp[q] && sim_ib_async_qp_fatal(k->qp[q])) qp_hit = q;
     if (!sim_ib_async_dev_fatal(k->devi) && qp_hit < 0) continue;
+    char qp[24] = "";
+    if (qp_hit >= 0) snprintf(qp, sizeof qp, ", QP %u", k->qp[qp_hit]->qp_num);
     *res_p = sim_error(ncclSystemError, "NET/IB: rank %d: communicator %016llx encountered a fatal error (an "
-                       "async event on %s%s%.0u)", c->rank, (unsigned long long)c->hash, k->dev->name,
-                       qp_hit >= 0 ? ", QP " : "", qp_hit >= 0 ? k->qp[qp_hit]->qp_num : 0u);
+                       "async event on %s%s)", c->rank, (unsigned long long)c->hash, k->dev->name, qp);
     n->step_active = 0;
     return 1;
   }

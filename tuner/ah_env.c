@@ -275,7 +275,8 @@ static const ah_env_var_t env_table[] = {
      "With AUTOHA_HA=path, AUTOHA_QP_SPORT=plan and a topology's job line: a queue pair whose "
      "completion time (its signalled work requests outstanding over their completion rate, sampled "
      "by the background thread every 100 ms, never on the data path) is at least this many times the "
-     "median of the other queue pairs of its process for 3 windows in a row is taken to run over a "
+     "median of its peers (the other queue pairs of its NIC and one sample from each other process of "
+     "the job, swapped through the hub) for 3 windows in a row is taken to run over a "
      "degraded link: the leaf-spine links its planned route crosses are published as degraded, and "
      "the rebalance re-plans the flows on them and moves this process's queue pairs live "
      "(mlx5dv_modify_qp_udp_sport). 0 turns the detection off; below about 2 normal jitter trips it.",
