@@ -161,13 +161,22 @@ void ah_coord_set_mintime_handler(ah_coord_mintime_fn fn);
  * directory per client and per job: a put beyond a bound is refused there with one log line and
  * never becomes visible (a get of it times out). Non-blocking, like ah_coord_publish. */
 int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const void *val, size_t len);
+/* What ah_coord_dir_get returns when it has no value: the hub said the key was not stored (and no
+ * put came within the wait), or no answer came at all (the hub is gone or slower than the slack). */
+#define AH_COORD_DIR_ABSENT (-1)
+#define AH_COORD_DIR_UNANSWERED (-2)
+/* How much longer than its timeout a get waits for the hub's answer to arrive (seconds). */
+#define AH_COORD_DIR_SLACK_S 0.2
 /* Looks key up in the hub, waiting up to timeout_s for it to be stored. Returns the value's
- * length (copying min(len, cap) bytes into val), -1 when it did not appear within timeout_s or
- * the hub is gone. Blocking: call it from a background thread, never from NCCL's.
+ * length (copying min(len, cap) bytes into val); AH_COORD_DIR_ABSENT when the hub answered that
+ * the key was not stored and no put of it came within timeout_s; AH_COORD_DIR_UNANSWERED when the
+ * hub is gone or its answer did not arrive within timeout_s + AH_COORD_DIR_SLACK_S. Blocking: call
+ * it from a background thread, never from NCCL's.
  *
- * Note that the hub answers at once when the key exists and otherwise remembers the request until
- * a put of the key arrives or timeout_s passes; a request outstanding across a reconnection is
- * asked again for the time it has left. */
+ * Note that the hub answers at once (the value, or DIR_ABSENT) and, on a miss, remembers the
+ * request until a put of the key arrives or timeout_s passes; a request outstanding across a
+ * reconnection is asked again for the time it has left. A miss is therefore never a late answer
+ * mistaken for one: it waits for the hub's word, up to the slack. */
 int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *val, size_t cap,
                      double timeout_s);
 

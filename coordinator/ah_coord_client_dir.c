@@ -67,10 +67,16 @@ int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const v
 
 /* Note that the wait is sliced (at most 100 ms at a time) so a client whose I/O thread stopped
  * without waking it still notices the hub gone; the I/O thread's broadcast makes that immediate in
- * the usual case. */
+ * the usual case.
+ *
+ * Note that the deadline alone does not end the wait: a miss is known only once the hub's
+ * DIR_ABSENT for this request has arrived; until then the get waits up to AH_COORD_DIR_SLACK_S
+ * longer for the hub's answer, whichever it is. Through a host relay on a busy machine the answer
+ * to a 2 ms look-up can take tens of milliseconds, and a key that was stored must not read as
+ * missing then (the HA layer's doorbells and re-plans act on a miss). */
 int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *val, size_t cap,
                      double timeout_s) {
-  if (!c || !atomic_load(&c->alive)) return -1;
+  if (!c || !atomic_load(&c->alive)) return AH_COORD_DIR_UNANSWERED;
   if (!(timeout_s >= 0)) timeout_s = 0; /* NaN and negatives: look once */
   if (timeout_s > 1e6) timeout_s = 1e6;
   client_dir_wait_t w;
@@ -86,11 +92,13 @@ int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *v
   int rc = client_queue_dir_get(c, &w);
   pthread_mutex_unlock(&c->mu);
   if (rc == 0) client_send_now(c);
+  const uint64_t last_ns = w.deadline_ns + (uint64_t)(AH_COORD_DIR_SLACK_S * 1e9);
   pthread_mutex_lock(&c->mu);
   while (rc == 0 && !w.done && atomic_load(&c->alive)) {
     uint64_t now = ah_coord_now_ns();
-    if (now >= w.deadline_ns) break;
-    uint64_t until = w.deadline_ns - now > 100000000ull ? now + 100000000ull : w.deadline_ns;
+    if ((now >= w.deadline_ns && w.absent) || now >= last_ns) break;
+    uint64_t end = now < w.deadline_ns ? w.deadline_ns : last_ns;
+    uint64_t until = end - now > 100000000ull ? now + 100000000ull : end;
     struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull), .tv_nsec = (long)(until % 1000000000ull)};
     int e = pthread_cond_timedwait(&c->dir_cv, &c->mu, &ts);
     if (e != 0 && e != ETIMEDOUT && e != EINTR) break;
@@ -100,7 +108,10 @@ int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *v
       *pp = w.next;
       break;
     }
-  int out = w.done ? w.len : -1;
+  /* absent counts only for the whole wait: a get cut short by a gone hub knows nothing */
+  int out = w.done ? w.len
+            : w.absent && ah_coord_now_ns() >= w.deadline_ns ? AH_COORD_DIR_ABSENT
+                                                              : AH_COORD_DIR_UNANSWERED;
   pthread_mutex_unlock(&c->mu);
   if (rc != 0) ah_log(AH_LOG_ERROR, "coordinator: out of memory asking the directory");
   return out;

@@ -58,6 +58,7 @@ typedef struct client_dir_wait {
   size_t cap;
   int len;             /* the value's length once answered */
   int done;
+  int absent;          /* the hub read the get and had no value (DIR_ABSENT) */
   uint64_t deadline_ns;
   struct client_dir_wait *next;
 } client_dir_wait_t;

@@ -231,6 +231,20 @@ static void client_on_dir_val(ah_coord_t *c, const uint8_t *p, uint32_t len) {
   pthread_mutex_unlock(&c->mu);
 }
 
+/* A DIR_ABSENT marks the waiting get answered "not stored" (a DIR_VAL may still follow within its
+ * wait); the waiter is woken, since a get whose deadline has passed waits only for this. */
+static void client_on_dir_absent(ah_coord_t *c, const uint8_t *p) {
+  uint64_t req = ah_coord_get_u64(p);
+  pthread_mutex_lock(&c->mu);
+  for (client_dir_wait_t *w = c->dir_waits; w; w = w->next)
+    if (w->req == req && !w->done && memcmp(w->key, p + 8, AH_COORD_DIR_KEY) == 0) {
+      w->absent = 1;
+      pthread_cond_broadcast(&c->dir_cv);
+      break;
+    }
+  pthread_mutex_unlock(&c->mu);
+}
+
 static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
   char err[200];
   uint64_t seq = ah_coord_get_u64(p);
@@ -297,6 +311,7 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
       case AH_MSG_VERDICT: client_on_verdict(c, p); break;
       case AH_MSG_FINDING: client_on_finding(c, p); break;
       case AH_MSG_DIR_VAL: client_on_dir_val(c, p, h.len); break;
+      case AH_MSG_DIR_ABSENT: client_on_dir_absent(c, p); break;
       case AH_MSG_MIN_TIME: client_on_min_time(c, p); break;
       case AH_MSG_RELAY_OPEN:
       case AH_MSG_RELAY_DATA:

@@ -1,6 +1,6 @@
 /* ah_coord_hub_dir.c: the hub's key/value directory — DIR_PUT stores a value under a 32-byte key
  * (replacing the key's earlier one) and DIR_GET answers with it, at once when the key is stored,
- * else when a put of it arrives. A key someone waits for has an entry without a value that holds
+ * else with DIR_ABSENT at once and the value when a put of it arrives within the get's wait. A key someone waits for has an entry without a value that holds
  * its waiters, so a put finds them without a scan.
  *
  * Key choice: the directory is bounded like everything else an authenticated client makes the hub
@@ -53,6 +53,16 @@ static void dir_send_val(ah_coord_hub_t *h, hub_conn_t *c, uint64_t req, const h
   p[8 + AH_COORD_DIR_KEY + 1] = (uint8_t)e->vlen;
   if (e->vlen) memcpy(p + AH_COORD_DIR_VAL_FIXED, e->val, e->vlen);
   hub_conn_send_msg(h, c, AH_MSG_DIR_VAL, p, AH_COORD_DIR_VAL_FIXED + e->vlen);
+}
+
+/* Tells the client that key was not stored when its get req was read: with it, the client knows
+ * a miss from an answer still on its way through a busy relay or hub, and a caller that waits only
+ * milliseconds never takes a late answer for a missing key. */
+static void dir_send_absent(ah_coord_hub_t *h, hub_conn_t *c, uint64_t req, const uint8_t *key) {
+  uint8_t p[AH_COORD_DIR_ABSENT_BYTES];
+  ah_coord_put_u64(p, req);
+  memcpy(p + 8, key, AH_COORD_DIR_KEY);
+  hub_conn_send_msg(h, c, AH_MSG_DIR_ABSENT, p, sizeof p);
 }
 
 /* Unlinks a waiter from its key and its connection and frees it; frees the key's entry too when it
@@ -142,6 +152,7 @@ void hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     dir_send_val(h, c, req, e);
     return;
   }
+  dir_send_absent(h, c, req, key); /* and a DIR_VAL later if a put comes within the wait */
   if (timeout_ms == 0) return;
   if (h->ndir_waits >= h->o.max_dir_waits || c->ndir_waits >= h->o.max_conn_dir_waits) {
     char kt[17];

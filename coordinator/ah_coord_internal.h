@@ -70,15 +70,18 @@ int ah_coord_if_choose(const ah_coord_if_t *ifs, int n, const char *spec);
 long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
-#define AH_COORD_PROTO_VERSION 6 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
+#define AH_COORD_PROTO_VERSION 7 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
                                   * shortest search durations (SEARCH_TIME, MIN_TIME); 6: the host
-                                  * relay's channels (RELAY_OPEN, RELAY_DATA, RELAY_CLOSE) */
+                                  * relay's channels (RELAY_OPEN, RELAY_DATA, RELAY_CLOSE); 7: the
+                                  * directory's DIR_ABSENT */
 #define AH_COORD_HDR_BYTES 8
 /* The directory's fixed parts: DIR_PUT key[32] vlen u16; DIR_GET req u64 timeout_ms u32 key[32];
- * DIR_VAL req u64 key[32] vlen u16, each followed by vlen (<= AH_COORD_DIR_VAL_MAX) value bytes. */
+ * DIR_VAL req u64 key[32] vlen u16, each followed by vlen (<= AH_COORD_DIR_VAL_MAX) value bytes;
+ * DIR_ABSENT req u64 key[32]. */
 #define AH_COORD_DIR_PUT_FIXED (AH_COORD_DIR_KEY + 2)
 #define AH_COORD_DIR_GET_BYTES (8 + 4 + AH_COORD_DIR_KEY)
 #define AH_COORD_DIR_VAL_FIXED (8 + AH_COORD_DIR_KEY + 2)
+#define AH_COORD_DIR_ABSENT_BYTES (8 + AH_COORD_DIR_KEY)
 /* Bound on the payload of any message a client and the hub exchange: the largest is a DIR_VAL with
  * the largest value (554). */
 #define AH_COORD_MAX_INNER (AH_COORD_DIR_VAL_FIXED + AH_COORD_DIR_VAL_MAX)
@@ -119,7 +122,9 @@ enum {
   AH_MSG_RELAY_OPEN = 25,  /* relay -> hub: chan u32 (a local process connected; the hub greets it) */
   AH_MSG_RELAY_DATA = 26,  /* both: chan u32 frame (one whole frame of that channel's connection) */
   AH_MSG_RELAY_CLOSE = 27, /* both: chan u32 (that channel's connection ended) */
-  AH_MSG_MAX = 27
+  AH_MSG_DIR_ABSENT = 28,  /* hub -> client: req u64 key[32] (req's key is not stored as the hub
+                            * reads the DIR_GET; a DIR_VAL follows if a put comes within its wait) */
+  AH_MSG_MAX = 28
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */

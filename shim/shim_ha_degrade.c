@@ -89,7 +89,7 @@ static void dg_key(uint8_t key[HA_KEY], uint32_t slot) {
   ha_dir_key(key, job, slot, 0, KIND_DEGRADE);
 }
 
-/* The job-wide exchange runs on its own thread: a get of an empty slot waits out its timeout, and
+/* The job-wide exchange runs on its own thread: 32 look-ups each wait for the hub's answer, and
  * the background thread, which also runs failovers, must never wait on the hub for this. The HA
  * thread leaves its process's median in dg_own; this thread publishes it and leaves the other
  * processes' fresh samples in dg_job. */
@@ -127,7 +127,7 @@ static void *dg_thread(void *arg) {
       dg_sample_t smp;
       if (s == dg_mine || (skip[s] && skip[s]--)) continue;
       dg_key(key, s);
-      if (ha_dir_get(key, &smp, sizeof smp, 0.02) != (int)sizeof smp) {
+      if (ha_dir_get(key, &smp, sizeof smp, HA_LOOK) != (int)sizeof smp) {
         skip[s] = 3;
         continue;
       }

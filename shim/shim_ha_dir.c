@@ -29,5 +29,5 @@ int ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len) {
 
 int ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_s) {
   ah_coord_t *c = ha_dir_coord();
-  return c ? ah_coord_dir_get(c, key, val, cap, timeout_s) : -1;
+  return c ? ah_coord_dir_get(c, key, val, cap, timeout_s) : AH_COORD_DIR_UNANSWERED;
 }

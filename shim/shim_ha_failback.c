@@ -75,7 +75,7 @@ static void failback_follow(ha_qp_t *m, double now) {
   uint32_t gave_up = 0;
   ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
   /* the peer gave up a generation newer than the one dead here: it is ahead (its path came back) */
-  if (ha_dir_get(key, &gave_up, sizeof gave_up, 0.002) == (int)sizeof gave_up && gave_up > m->sb.gen &&
+  if (ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up && gave_up > m->sb.gen &&
       ha_peer_ahead(m, gave_up + 1))
     AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: the peer rebuilt its standby at once (its path came back); so does this end",
                   m->qpn);

@@ -76,17 +76,18 @@ static void ring_peer(ha_qp_t *m, double t) {
 }
 
 /* The peer has published no failover record of this carrier's generation yet (found: 0 when the
- * caller's own look found none; -1: look now, at most 2 ms): ring its doorbell again when due. The
- * first ring can be missed — the peer's look-up waits 3 ms for the hub's answer, which a loaded
- * machine can take longer to give — and a peer that missed it starts its failover only when its own
- * carrier errs: 2-4.5 s later in bench/failover's runs, all of it this side's stall. */
+ * caller's own look found none; -1: look now): ring its doorbell again when due. A ring can still
+ * be missed — the peer's look-ups get no answer within the coordinator's slack on a machine loaded
+ * enough, or another carrier's ring replaces the nonce — and a peer that missed it starts its
+ * failover only when its own carrier errs: 2-4.5 s later in bench/failover's runs (when look-ups
+ * waited a fixed 1-3 ms and took a late answer for a miss), all of it this side's stall. */
 static void ring_again(ha_qp_t *m, double t, int found) {
   if (t < m->fo_ring) return;
   if (found < 0) {
     uint8_t key[HA_KEY];
     fail_rec_t peer;
     fail_key(key, m, 0);
-    found = ha_dir_get(key, &peer, sizeof peer, 0.002) == (int)sizeof peer;
+    found = ha_dir_get(key, &peer, sizeof peer, HA_LOOK) == (int)sizeof peer;
   }
   if (found) {
     m->fo_ring = t + HA_RING_MAX_S;
@@ -336,11 +337,11 @@ int ha_failover_step(ha_qp_t *m) {
       m->fo_look = t + 0.02;
       uint32_t gave_up = 0;
       ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
-      if (ha_dir_get(key, &gave_up, sizeof gave_up, 0.002) == (int)sizeof gave_up) pg = gave_up + 1;
+      if (ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up) pg = gave_up + 1;
     }
     fail_key(key, m, 0);
     fail_rec_t peer = {0, 0, 0};
-    int n = ha_dir_get(key, &peer, sizeof peer, 0.002);
+    int n = ha_dir_get(key, &peer, sizeof peer, HA_LOOK);
     int have = n == (int)sizeof peer && peer.gen != 0;
     if (n != (int)sizeof peer) ring_again(m, t, 0);
     if (!(have && peer.gen == m->sb.gen)) {
@@ -406,8 +407,8 @@ void ha_notice_check(void) {
     uint8_t key[HA_KEY];
     uint64_t nonce = 0;
     ha_dir_key(key, gids[g], 0, 0, KIND_NOTE);
-    if (ha_dir_get(key, &nonce, sizeof nonce, 0.001) != (int)sizeof nonce) continue;
-    int k = 0;
+    if (ha_dir_get(key, &nonce, sizeof nonce, HA_LOOK) != (int)sizeof nonce) continue;
+    int k = 0, unanswered = 0;
     while (k < nseen && memcmp(seen[k].gid, gids[g], 16)) k++;
     if (k < nseen && seen[k].nonce == nonce) continue;
     if (k == nseen) {
@@ -434,10 +435,11 @@ void ha_notice_check(void) {
       fail_rec_t peer;
       fail_key(key, m, 0);
       int st = atomic_load(&m->state);
-      /* 3 ms for the hub's answer (a record there comes back in one round trip; one absent costs
-       * the whole wait): 1 ms missed records on a loaded machine, and the peer rings again until
-       * this side publishes its own (ring_again) */
-      if ((st == HA_PEACE || st == HA_SHADOW) && ha_dir_get(key, &peer, sizeof peer, 0.003) == (int)sizeof peer) {
+      /* the hub's answer, however late (a fixed 1 ms wait took late records for absent ones on a
+       * loaded machine); a look that got none leaves the ring unseen, to be read again */
+      int got = st == HA_PEACE || st == HA_SHADOW ? ha_dir_get(key, &peer, sizeof peer, HA_LOOK) : 0;
+      unanswered |= got == AH_COORD_DIR_UNANSWERED;
+      if (got == (int)sizeof peer) {
         nfound++;
         struct ibv_qp_attr a;
         memset(&a, 0, sizeof a);
@@ -456,8 +458,9 @@ void ha_notice_check(void) {
         pthread_mutex_unlock(&m->mu);
       }
     }
-    ah_log(AH_LOG_DEBUG, "HA: a doorbell rang: %d queue pairs looked at in %.1f ms, %d peers' failovers found", nl,
-           (ha_now_s() - t_ring) * 1e3, nfound);
+    if (unanswered) seen[k].nonce = 0; /* looked at again at the next check */
+    ah_log(AH_LOG_DEBUG, "HA: a doorbell rang: %d queue pairs looked at in %.1f ms, %d peers' failovers found%s", nl,
+           (ha_now_s() - t_ring) * 1e3, nfound, unanswered ? " (some look-ups unanswered: read again)" : "");
     pthread_mutex_lock(&ha_mu);
     for (int i = 0; i < nl; i++) look[i]->busy = 0;
     pthread_cond_broadcast(&ha_idle_cv);

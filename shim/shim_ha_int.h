@@ -295,6 +295,11 @@ static inline uint32_t ha_kind_gen(uint32_t kind, uint32_t gen) {
 void ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn, uint32_t kind);
 ah_coord_t *ha_dir_coord(void);
 int ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len);
+/* Looks key up, waiting up to timeout_s for a put (HA_LOOK: none, the hub's answer as it is now).
+ * Returns the value's length, AH_COORD_DIR_ABSENT when the hub said it was not stored, or
+ * AH_COORD_DIR_UNANSWERED (no hub, or no answer within the coordinator's slack): only the hub's
+ * word is a miss, so a caller that acts on a miss tells the two apart. */
+#define HA_LOOK 0.0
 int ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_s);
 
 /* The fabric model AUTOHA_HA=path picks backup source ports with (AUTOHA_QP_TOPO), or NULL. */

@@ -155,7 +155,7 @@ void ha_rebal_degraded(ha_qp_t *m) {
     if (at < RB_LINKS_MAX && known[at] > frac) known[at] = frac;
     rb_link_key(key, l[i].leaf, l[i].spine);
     /* never raise a link another process found down */
-    if (ha_dir_get(key, &had, sizeof had, 0.01) == (int)sizeof had && had <= frac) continue;
+    if (ha_dir_get(key, &had, sizeof had, HA_LOOK) == (int)sizeof had && had <= frac) continue;
     ha_dir_put(key, &frac, sizeof frac);
   }
   rb_t0 = ha_now_s();
@@ -176,7 +176,7 @@ void ha_rebal_check(void) {
       uint8_t key[HA_KEY];
       double frac = 1;
       rb_link_key(key, l, sp);
-      if (ha_dir_get(key, &frac, sizeof frac, 0.001) == (int)sizeof frac && frac < known[l * S + sp])
+      if (ha_dir_get(key, &frac, sizeof frac, HA_LOOK) == (int)sizeof frac && frac < known[l * S + sp])
         known[l * S + sp] = frac;
       if (known[l * S + sp] < 1) links[nl++] = (ah_path_link_state_t){l, sp, known[l * S + sp]};
       ndeg += known[l * S + sp] > 0 && known[l * S + sp] < 1;

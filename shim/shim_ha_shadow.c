@@ -233,7 +233,7 @@ int ha_peer_ahead(ha_qp_t *m, uint32_t pg) {
     uint8_t key[HA_KEY];
     uint32_t gave_up = 0;
     ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
-    if (ha_dir_get(key, &gave_up, sizeof gave_up, 0.002) != (int)sizeof gave_up) return 0;
+    if (ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) != (int)sizeof gave_up) return 0;
     pg = gave_up + 1;
   }
   if (pg <= m->sb.gen || pg >= m->sb.gen + HA_GEN_MAX) return 0;
@@ -266,7 +266,7 @@ int ha_shadow_step(ha_qp_t *m) {
     uint8_t key[HA_KEY];
     uint32_t one = 0;
     ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, ha_kind_gen(KIND_RTS, m->sb.gen));
-    if (ha_dir_get(key, &one, sizeof one, 0.002) == (int)sizeof one) {
+    if (ha_dir_get(key, &one, sizeof one, HA_LOOK) == (int)sizeof one) {
       shadow_heartbeat(m);
       return 1;
     }
@@ -281,7 +281,7 @@ int ha_shadow_step(ha_qp_t *m) {
     uint8_t key[HA_KEY];
     ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, ha_kind_gen(KIND_SHADOW, m->sb.gen));
     shadow_info_t peer;
-    int n = ha_dir_get(key, &peer, sizeof peer, 0.002);
+    int n = ha_dir_get(key, &peer, sizeof peer, HA_LOOK);
     if (n == (int)sizeof peer && peer.magic == SHADOW_MAGIC) {
       m->peer_seen = 1;
       if (shadow_connect(m, &peer) != 0) dead_locked(m, "it could not be connected", 1);

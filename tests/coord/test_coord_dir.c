@@ -2,10 +2,12 @@
  * a value put by one process or thread is read by another, a put replaces, a get waits for a later
  * put (also across a cut connection) and gives up at its timeout, sizes are bounded on both sides,
  * thousands of keys coexist, a client flooding the directory is refused with one log line while
- * others are served, and a malformed directory frame is refused by name without dropping the
- * connection. */
+ * others are served, a malformed directory frame is refused by name without dropping the
+ * connection, and an answer that arrives after the get's timeout is still taken (a miss is the
+ * hub's word, never a timeout's guess). */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,11 +130,11 @@ START_TEST(get_times_out_when_nobody_puts) {
   uint8_t k[AH_COORD_DIR_KEY], v[8];
   key_of(5, k);
   double t0 = now_s();
-  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.3), -1);
+  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.3), AH_COORD_DIR_ABSENT);
   double took = now_s() - t0;
   ck_assert_msg(took >= 0.29 && took < 2.0, "timed out after %.3f s", took);
   /* timeout 0 looks once */
-  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.0), -1);
+  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.0), AH_COORD_DIR_ABSENT);
   /* the hub forgets the abandoned request at its deadline: a later put of the key is stored, and
    * the next get finds it */
   sleep_ms(200);
@@ -148,7 +150,7 @@ START_TEST(oversized_values_are_refused_and_gets_copy_at_most_cap) {
   key_of(6, k);
   ck_assert_int_eq(ah_coord_dir_put(a, k, big, AH_COORD_DIR_VAL_MAX + 1), -1);
   ck_assert(log_wait("directory value of 513 bytes refused (at most 512)", 2000));
-  ck_assert_int_eq(ah_coord_dir_get(b, k, out, sizeof out, 0.2), -1); /* nothing was stored */
+  ck_assert_int_eq(ah_coord_dir_get(b, k, out, sizeof out, 0.2), AH_COORD_DIR_ABSENT); /* nothing was stored */
   ck_assert_int_eq(ah_coord_dir_put(a, k, big, AH_COORD_DIR_VAL_MAX), 0);
   ck_assert_int_eq(ah_coord_dir_get(b, k, out, sizeof out, 5.0), AH_COORD_DIR_VAL_MAX);
   ck_assert_mem_eq(out, big, AH_COORD_DIR_VAL_MAX);
@@ -257,7 +259,7 @@ START_TEST(flooding_client_is_refused_and_others_are_served) {
   key_of(15, k);
   ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 5.0), 100); /* within the bound: stored */
   key_of(16, k);
-  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.3), -1); /* beyond it: never stored */
+  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.3), AH_COORD_DIR_ABSENT); /* beyond it: never stored */
   /* a replacement within a's share is still accepted */
   key_of(3, k);
   ck_assert_int_eq(ah_coord_dir_put(a, k, "ok", 2), 0);
@@ -342,7 +344,7 @@ START_TEST(malformed_directory_frames_are_refused_by_name) {
   ah_coord_t *b = client();
   uint8_t k[AH_COORD_DIR_KEY], v[16];
   key_of(9, k);
-  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.2), -1);
+  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.2), AH_COORD_DIR_ABSENT);
   /* a length prefix beyond a value's bound is refused from the header (the framing is lost then) */
   ah_coord_hdr_encode(AH_MSG_DIR_PUT, AH_COORD_DIR_PUT_FIXED + AH_COORD_DIR_VAL_MAX + 1, f);
   ck_assert_int_eq(ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES, dl), AH_NET_OK);
@@ -359,6 +361,56 @@ START_TEST(malformed_directory_frames_are_refused_by_name) {
 }
 END_TEST
 
+/* A hub in a child process, stopped (SIGSTOP) while a get is on its way: the answer arrives after
+ * the get's 10 ms, and the get still returns the stored value, not a miss; a hub that stays
+ * stopped past the slack gives AH_COORD_DIR_UNANSWERED, never AH_COORD_DIR_ABSENT. */
+START_TEST(a_late_answer_is_not_taken_for_a_miss) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  ck_assert(threads_idle_wait(5000)); /* no thread inside malloc at the fork */
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    ah_coord_stamp_t cst;
+    ah_coord_hub_t *ch = hub_start_test(&cst);
+    if (!ch || write(fds[1], &cst, sizeof cst) != (ssize_t)sizeof cst) _exit(10);
+    for (;;) pause(); /* the parent kills it */
+  }
+  close(fds[1]);
+  ah_coord_stamp_t cst;
+  ck_assert_int_eq(read(fds[0], &cst, sizeof cst), (ssize_t)sizeof cst);
+  close(fds[0]);
+  ah_coord_t *a = client_of(&cst), *b = client_of(&cst);
+  getter_t g = {.c = b, .timeout_s = 0.01};
+  key_of(11, g.key);
+  ck_assert_int_eq(ah_coord_dir_put(a, g.key, "stored", 7), 0);
+  char v[16];
+  ck_assert_int_eq(ah_coord_dir_get(b, g.key, v, sizeof v, 5.0), 7); /* the hub has it */
+  ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, getter, &g), 0);
+  sleep_ms(80); /* 8 times the get's timeout */
+  ck_assert_int_eq(kill(pid, SIGCONT), 0);
+  pthread_join(t, NULL);
+  ck_assert_int_eq(g.rc, 7);
+  ck_assert_str_eq(g.val, "stored");
+  ck_assert_msg(g.took_s >= 0.07, "the get returned after %.3f s, before the hub could answer", g.took_s);
+  /* a key not stored: the hub's absent answer ends the get at its timeout */
+  key_of(12, g.key);
+  ck_assert_int_eq(ah_coord_dir_get(b, g.key, v, sizeof v, 0.01), AH_COORD_DIR_ABSENT);
+  /* a hub that does not answer within the slack: no answer, not a miss */
+  ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+  double t0 = now_s();
+  ck_assert_int_eq(ah_coord_dir_get(b, g.key, v, sizeof v, 0.01), AH_COORD_DIR_UNANSWERED);
+  double took = now_s() - t0;
+  ck_assert_msg(took >= AH_COORD_DIR_SLACK_S && took < AH_COORD_DIR_SLACK_S + 1.0, "gave up after %.3f s", took);
+  ck_assert_int_eq(kill(pid, SIGCONT), 0);
+  ck_assert_int_eq(kill(pid, SIGKILL), 0);
+  ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+}
+END_TEST
+
 START_TEST(gets_end_when_the_hub_is_gone) {
   ah_coord_t *b = client();
   getter_t g = {.c = b, .timeout_s = 30.0};
@@ -369,10 +421,10 @@ START_TEST(gets_end_when_the_hub_is_gone) {
   ah_coord_hub_close(hub); /* the client gives up after its reconnect_ms (3 s in tests) */
   hub = NULL;
   pthread_join(t, NULL);
-  ck_assert_int_eq(g.rc, -1);
+  ck_assert_int_eq(g.rc, AH_COORD_DIR_UNANSWERED); /* the hub's "absent" covered 0.2 s of 30 */
   ck_assert_msg(g.took_s < 8.0, "the get waited %.1f s for a gone hub", g.took_s);
   ck_assert_int_eq(ah_coord_dir_put(b, g.key, "x", 1), -1);
-  ck_assert_int_eq(ah_coord_dir_get(b, g.key, NULL, 0, 1.0), -1);
+  ck_assert_int_eq(ah_coord_dir_get(b, g.key, NULL, 0, 1.0), AH_COORD_DIR_UNANSWERED);
 }
 END_TEST
 
@@ -394,6 +446,7 @@ int main(void) {
   tcase_add_test(tc, waiting_gets_are_bounded_and_forgotten_at_their_deadline);
   tcase_add_test(tc, malformed_directory_frames_are_refused_by_name);
   tcase_add_test(tc, gets_end_when_the_hub_is_gone);
+  tcase_add_test(tc, a_late_answer_is_not_taken_for_a_miss);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

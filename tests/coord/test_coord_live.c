@@ -201,7 +201,10 @@ START_TEST(wrong_protocol_version_is_refused) {
   uint8_t f[AH_COORD_HDR_BYTES + 72] = {0};
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, f);
   f[4] = AH_COORD_PROTO_VERSION + 1;
-  refused(attacker(f, sizeof f), "wrong protocol version 7 (expected 6", 2000, 15);
+  char line[64];
+  snprintf(line, sizeof line, "wrong protocol version %d (expected %d", AH_COORD_PROTO_VERSION + 1,
+           AH_COORD_PROTO_VERSION);
+  refused(attacker(f, sizeof f), line, 2000, 15);
 }
 END_TEST
 
