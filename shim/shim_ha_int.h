@@ -347,6 +347,12 @@ static inline int ha_on_nic(const ha_qp_t *m, const struct ibv_qp *qp) {
 }
 /* The name of m's shadows' NIC, or NULL when m's shadows are on its own NIC. */
 const char *ha_nic_name(const ha_qp_t *m);
+/* Reads the next async event of the i-th open backup NIC without blocking, naming the NIC in
+ * *name_p: 1 with *ev (hand it to ha_nic_event_ack), 0 when none is pending (or its events cannot
+ * be read), -1 when there is no i-th NIC. The background thread reads them (ha_nic_events). */
+int ha_nic_event(int i, struct ibv_async_event *ev, const char **name_p);
+void ha_nic_event_ack(struct ibv_async_event *ev);
+void ha_nic_events(void);
 /* One NCCL CQ and the backup NIC's CQ that stands in for it (shim_ha_nic.c creates them). */
 typedef struct {
   struct ibv_cq *nccl, *bk;

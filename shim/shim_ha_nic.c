@@ -13,6 +13,7 @@
  * second registration of NCCL's memory (made lazily, at the first shadow there). The completions
  * of its CQs are shim_ha_nic_cq.c's. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@ typedef struct ha_nic {
   struct ibv_pd *pd;
   ha_nic_cq_t cq[NIC_CQS];
   _Atomic int ncq;
+  int events; /* its async events can be read without blocking */
   /* its shadows, by QP number (under nic_mu; read on the slow paths only) */
   uint32_t sh_qpn[NIC_SHADOWS];
   ha_qp_t *sh_m[NIC_SHADOWS];
@@ -73,6 +75,8 @@ static struct {
   struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
   int (*dereg_mr)(struct ibv_mr *);
   int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+  int (*get_async_event)(struct ibv_context *, struct ibv_async_event *); /* optional: events */
+  void (*ack_async_event)(struct ibv_async_event *);
   int ok;
 } rv;
 
@@ -100,6 +104,8 @@ static int verbs_load(void *(*resolve)(const char *, const char *)) {
   R(reg_dmabuf_mr, "ibv_reg_dmabuf_mr", "IBVERBS_1.12");
   R(dereg_mr, "ibv_dereg_mr", "IBVERBS_1.1");
   R(query_gid, "ibv_query_gid", "IBVERBS_1.1");
+  R(get_async_event, "ibv_get_async_event", "IBVERBS_1.1");
+  R(ack_async_event, "ibv_ack_async_event", "IBVERBS_1.1");
 #undef R
   int ok = rv.get_device_list && rv.free_device_list && rv.open_device && rv.alloc_pd && rv.create_cq && rv.reg_mr &&
            rv.dereg_mr && rv.query_gid;
@@ -209,6 +215,10 @@ static ha_nic_t *nic_open(const char *name) {
   snprintf(nic->name, sizeof nic->name, "%s", name);
   nic->ctx = ctx;
   nic->pd = pd;
+  /* its async events are read by the background thread without blocking (shim_ha_nic_event.c):
+   * NCCL never opened this context, so nobody else reads them */
+  int fl = rv.get_async_event && rv.ack_async_event ? fcntl(ctx->async_fd, F_GETFL) : -1;
+  nic->events = fl >= 0 && fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0;
   nics[n] = nic;
   atomic_store(&nnics, n + 1);
   /* lazily: the registrations NCCL made before the first shadow here */
@@ -513,4 +523,13 @@ ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn) {
 }
 
 const char *ha_nic_name(const ha_qp_t *m) { return m->nq ? m->nq->nic->name : NULL; }
+
+int ha_nic_event(int i, struct ibv_async_event *ev, const char **name_p) {
+  if (i < 0 || i >= atomic_load_explicit(&nnics, memory_order_acquire)) return -1;
+  ha_nic_t *nic = nics[i];
+  *name_p = nic->name;
+  return nic->events && rv.get_async_event(nic->ctx, ev) == 0;
+}
+
+void ha_nic_event_ack(struct ibv_async_event *ev) { rv.ack_async_event(ev); }
 

@@ -13,6 +13,7 @@ void *ha_thread(void *arg) {
     ha_degrade_check();
     ha_rebal_check();
     ha_nic_poll_all(); /* heartbeats of shadows on a backup NIC, whose CQs NCCL does not poll */
+    ha_nic_events();   /* and that NIC's async events, which NCCL does not read either */
     /* pick the QPs with work, marking them busy so that a destroy leaves them to us */
     ha_qp_t *work[256];
     int nw = 0;

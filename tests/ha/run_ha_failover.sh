@@ -337,11 +337,18 @@ nic)
   n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_0, saw $n"
   grep -E "failed over" <<<"$out" | grep -qv "(mlx5_1 port 1)" && fail "a queue pair off mlx5_1 failed over"
+  # the processes whose queue pairs are on mlx5_0 have their standbys on mlx5_1: they read the
+  # port's PORT_ERR on their own context of it (NCCL's async thread never sees that context) and
+  # give those standbys up at once, not at their next heartbeat
+  grep -qE "HA: backup NIC mlx5_1 port 1 is down \(PORT_ERR\): [1-9][0-9]* standby shadows on it given up" <<<"$out" ||
+    fail "no process read the PORT_ERR of its backup NIC mlx5_1"
   # no other warning: every registration recorded and mirrored, every key translated. The only
-  # others: standbys whose peer's end is on the dead NIC fail their heartbeats and are rebuilt (with
-  # a backoff: the standbys of the queue pairs on mlx5_0 are on mlx5_1 at both ends)
+  # others: standbys whose peer's end is on the dead NIC fail their heartbeats or die with their
+  # backup NIC's port, and are rebuilt (with a backoff: the standbys of the queue pairs on mlx5_0
+  # are on mlx5_1 at both ends)
   warn=$(grep "autoha WARN" <<<"$out" | grep -v "failed over to its shadow" |
-    grep -vE "the standby shadow QP [0-9]+ of QP [0-9]+ is dead: it failed its heartbeat|further messages like the last" |
+    grep -vE "the standby shadow QP [0-9]+ of QP [0-9]+ is dead: (it failed its heartbeat|port 1 of the backup NIC mlx5_1 went down)|further messages like the last" |
+    grep -vE "HA: backup NIC mlx5_1 port 1 is down \(PORT_ERR\)" |
     grep -vE "HA: mlx5_1 port 1 is down; its [0-9]+ queue pairs have shadows off it, so NCCL is not told")
   [ -z "$warn" ] || fail "unexpected warnings: $warn"
   # each side mirrored NCCL's registrations on its backup NIC (the receivers' buffers too, whose
@@ -388,6 +395,8 @@ nicfatal)
   grep -q "encountered a fatal error" <<<"$out" && fail "NCCL failed a communicator on the device's fatal event"
   grep -qE "HA: mlx5_1 reported a fatal error \(DEVICE_FATAL\); its [0-9]+ queue pairs have shadows on another NIC" <<<"$out" ||
     fail "no process absorbed the DEVICE_FATAL of mlx5_1"
+  grep -qE "HA: backup NIC mlx5_1 reported a fatal error \(DEVICE_FATAL\): [0-9]+ standby shadows on it given up" <<<"$out" ||
+    fail "no process read the DEVICE_FATAL of its backup NIC mlx5_1"
   n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_0, saw $n"
   echo "ok: mlx5_1 fatal under AUTOHA_HA=nic -> DEVICE_FATAL absorbed, $n failovers to mlx5_0, job completed in $took s"
