@@ -226,15 +226,18 @@ degrade)
   echo "ok: spine$sp degraded to 2% under AUTOHA_HA=path: $nd queue pairs found slow, $moved moved live; simulated time per iteration $on ms (detection off: $off ms, no fault: $base ms); job completed in $took s"
   ;;
 failback)
-  # port 1 down at 2 s, back at 13 s: the connections fail over to port 2; their next standby goes
+  # port 1 down at 2 s, back at 16 s: the connections fail over to port 2; their next standby goes
   # back to port 1 and dies while it is down, rebuilt after 0.25, 0.5, 1, 2, 4, 8 s plus the 0.34 s
   # its heartbeat takes to fail (dead about 12.3 s in, the next rebuild due about 20 s in); when
   # the port reads active again it is rebuilt at once (shim_ha_failback.c), and the peer, whose
   # port never went down, follows: every connection that failed over ends with a ready standby on
-  # the recovered port (the next fault's path). 150 iterations: the job outlives the outage
-  iters=${HA_TEST_ITERS:-150}
+  # the recovered port (the next fault's path). The port comes back in the middle of that 8 s gap:
+  # at 13 s, a loaded machine's slower heartbeats moved the backoff's rebuild past it, the rebuild
+  # found the port up first, and nothing was left for the failback to do (seen at load 36). 220
+  # iterations: the job outlives the outage
+  iters=${HA_TEST_ITERS:-220}
   job_run "${dual[@]}" AUTOHA_HA=port AUTOHA_LOG=debug LD_PRELOAD="$so" \
-    NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=13s:portup:node1/mlx5_3:1"
+    NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=16s:portup:node1/mlx5_3:1"
   job_survived "the job failed with port 1 down and back"
   qs=$(sed -nE 's/.*HA: QP ([0-9]+) \(mlx5_3 port 1\) failed over to its shadow QP [0-9]+ \(port 2\).*/\1/p' <<<"$out" | sort -u)
   n=$(wc -w <<<"$qs")
