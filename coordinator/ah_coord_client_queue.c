@@ -103,13 +103,12 @@ int client_queue_dir_put(ah_coord_t *c, const client_dir_put_t *d) {
   return client_buf_put_msg(&c->outq, AH_MSG_DIR_PUT, p, AH_COORD_DIR_PUT_FIXED + d->vlen);
 }
 
-/* Note that the hub is asked to wait for the time the caller has left (at least 1 ms, so a get
- * whose time is nearly up still looks the key up once). */
+/* Note that the hub is asked to wait for the time the caller has left; 0 still looks the key up
+ * once (the hub answers DIR_VAL or DIR_ABSENT to every get) and keeps nothing. */
 int client_queue_dir_get(ah_coord_t *c, const client_dir_wait_t *w) {
   uint8_t p[AH_COORD_DIR_GET_BYTES];
   uint64_t now = ah_coord_now_ns();
   uint64_t left = w->deadline_ns > now ? (w->deadline_ns - now) / 1000000ull : 0;
-  if (left < 1) left = 1;
   if (left > UINT32_MAX) left = UINT32_MAX;
   ah_coord_put_u64(p, w->req);
   ah_coord_put_u32(p + 8, (uint32_t)left);

@@ -361,6 +361,15 @@ START_TEST(malformed_directory_frames_are_refused_by_name) {
 }
 END_TEST
 
+/* Stops the child pid and returns once it is stopped (a signal lands asynchronously: a request
+ * sent right after kill() could still be answered). */
+static void stop_hub(pid_t pid) {
+  int status = 0;
+  ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+  ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
+  ck_assert(WIFSTOPPED(status));
+}
+
 /* A hub in a child process, stopped (SIGSTOP) while a get is on its way: the answer arrives after
  * the get's 10 ms, and the get still returns the stored value, not a miss; a hub that stays
  * stopped past the slack gives AH_COORD_DIR_UNANSWERED, never AH_COORD_DIR_ABSENT. */
@@ -387,7 +396,7 @@ START_TEST(a_late_answer_is_not_taken_for_a_miss) {
   ck_assert_int_eq(ah_coord_dir_put(a, g.key, "stored", 7), 0);
   char v[16];
   ck_assert_int_eq(ah_coord_dir_get(b, g.key, v, sizeof v, 5.0), 7); /* the hub has it */
-  ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+  stop_hub(pid);
   pthread_t t;
   ck_assert_int_eq(pthread_create(&t, NULL, getter, &g), 0);
   sleep_ms(80); /* 8 times the get's timeout */
@@ -400,7 +409,7 @@ START_TEST(a_late_answer_is_not_taken_for_a_miss) {
   key_of(12, g.key);
   ck_assert_int_eq(ah_coord_dir_get(b, g.key, v, sizeof v, 0.01), AH_COORD_DIR_ABSENT);
   /* a hub that does not answer within the slack: no answer, not a miss */
-  ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+  stop_hub(pid);
   double t0 = now_s();
   ck_assert_int_eq(ah_coord_dir_get(b, g.key, v, sizeof v, 0.01), AH_COORD_DIR_UNANSWERED);
   double took = now_s() - t0;
