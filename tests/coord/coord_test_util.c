@@ -80,6 +80,17 @@ int threads_idle_wait(int ms) {
   }
 }
 
+pid_t fork_reporting(int *rd_p, int *wr_p) {
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  pid_t pid = threads_idle_wait(5000) ? fork() : -1;
+  if (pid != 0) close(p[1]);
+  if (pid == 0) close(p[0]);
+  if (pid < 0) close(p[0]);
+  *rd_p = p[0], *wr_p = p[1];
+  return pid;
+}
+
 int rec_wait(rec_t *r, int n, int ms) {
   for (int t = 0; t < ms; t += 5) {
     if (rec_count(r) >= n) return 1;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ah_coord_internal.h"
 
@@ -76,5 +77,9 @@ size_t flood_publishes(uint8_t *buf, uint64_t comm0, int batch);
  * a thread inside malloc at the fork leaves the allocator's lock held in the child, and
  * AddressSanitizer's allocator (unlike glibc's) does not take its locks across fork. */
 int threads_idle_wait(int ms);
+/* Forks a child that reports to the parent through a pipe, once this process's other threads are
+ * idle (threads_idle_wait). Returns the child's pid in the parent, with *rd_p the pipe's read end;
+ * 0 in the child, with *wr_p its write end; -1 when the pipe, the wait or the fork failed. */
+pid_t fork_reporting(int *rd_p, int *wr_p);
 
 #endif

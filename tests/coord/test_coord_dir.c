@@ -374,22 +374,18 @@ static void stop_hub(pid_t pid) {
  * the get's 10 ms, and the get still returns the stored value, not a miss; a hub that stays
  * stopped past the slack gives AH_COORD_DIR_UNANSWERED, never AH_COORD_DIR_ABSENT. */
 START_TEST(a_late_answer_is_not_taken_for_a_miss) {
-  int fds[2];
-  ck_assert_int_eq(pipe(fds), 0);
-  ck_assert(threads_idle_wait(5000)); /* no thread inside malloc at the fork */
-  pid_t pid = fork();
+  int rd, wr;
+  pid_t pid = fork_reporting(&rd, &wr);
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
-    close(fds[0]);
     ah_coord_stamp_t cst;
     ah_coord_hub_t *ch = hub_start_test(&cst);
-    if (!ch || write(fds[1], &cst, sizeof cst) != (ssize_t)sizeof cst) _exit(10);
+    if (!ch || write(wr, &cst, sizeof cst) != (ssize_t)sizeof cst) _exit(10);
     for (;;) pause(); /* the parent kills it */
   }
-  close(fds[1]);
   ah_coord_stamp_t cst;
-  ck_assert_int_eq(read(fds[0], &cst, sizeof cst), (ssize_t)sizeof cst);
-  close(fds[0]);
+  ck_assert_int_eq(read(rd, &cst, sizeof cst), (ssize_t)sizeof cst);
+  close(rd);
   ah_coord_t *a = client_of(&cst), *b = client_of(&cst);
   getter_t g = {.c = b, .timeout_s = 0.01};
   key_of(11, g.key);

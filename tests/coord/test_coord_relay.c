@@ -135,22 +135,18 @@ END_TEST
  * processes fall back (one becomes the relay) and each delivers every segment once, in order. */
 START_TEST(test_relay_killed_midstream) {
   const uint64_t comm = 0xdead5e1a;
-  int p[2];
-  ck_assert_int_eq(pipe(p), 0);
-  ck_assert(threads_idle_wait(5000)); /* no thread inside malloc at the fork */
-  pid_t pid = fork();
+  int rd, wr;
+  pid_t pid = fork_reporting(&rd, &wr);
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
-    close(p[0]);
     ah_coord_t *c = client_on(&st, "hostK", NULL);
     char role = c ? (char)('0' + ah_coord_client_relay_role(c)) : 'x';
-    if (write(p[1], &role, 1) != 1) _exit(2);
+    if (write(wr, &role, 1) != 1) _exit(2);
     for (;;) pause();
   }
-  close(p[1]);
   char role = 0;
-  ck_assert_int_eq(read(p[0], &role, 1), 1);
-  close(p[0]);
+  ck_assert_int_eq(read(rd, &role, 1), 1);
+  close(rd);
   ck_assert_int_eq(role, '2'); /* the child holds hostK's relay */
   ah_coord_t *c[3];
   for (int i = 0; i < 3; i++) {
