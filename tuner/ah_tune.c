@@ -85,6 +85,12 @@ ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *param
   if (t->prm.samples_per_probe > 8) t->prm.samples_per_probe = 8;
   if (!(t->prm.noise_floor >= 0)) t->prm.noise_floor = 0.01;
   if (!(t->prm.abandon_ratio >= 1.0)) t->prm.abandon_ratio = 1.5;
+  /* With the chunk searched too, a probe's first look is a single sample: a search there takes
+   * about twice the probes, a point that measures close is raced anyway, and the model step and
+   * the look back at the fastest probe (ah_tune_search.c) pool what the single samples miss
+   * (docs/tuner.md, "NCCL 2.30's space"). */
+  if (t->nsearch == 2 && t->prm.samples_per_probe > AH_TUNE_CHUNK_FIRST_N)
+    t->prm.samples_per_probe = AH_TUNE_CHUNK_FIRST_N;
   t->sigma = AH_TUNE_SIGMA_PRIOR;
   t->converged_at = UINT64_MAX;
   t->forever_seg = -1;

@@ -45,6 +45,7 @@
  * only the list's; at most AH_TUNE_FIT_STEPS per subspace */
 #define AH_TUNE_FIT_STEPS 2
 #define AH_TUNE_FIT_REACH 1.0
+#define AH_TUNE_CHUNK_FIRST_N 1    /* ... probes' first samples there (samples_per_probe capped) */
 #define AH_TUNE_CHUNK_ABANDON 1.08 /* ... and a subspace screened this far behind is not descended */
 /* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
 #define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
@@ -120,6 +121,7 @@ struct ah_tune {
   int walk_pts[AH_MAX_DIM_VALUES]; /* the centres it left, in order */
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
+  int looked_back;          /* the fastest probe of the subspace was taken as its centre */
   int fit_p, fit_steps;    /* response-surface step: its pending probe (-1: none), steps taken */
   int confirm_probe;
   /* warm start (ah_tune_hint): neighbours' winners */

@@ -325,11 +325,15 @@ static void plane_search(const ah_space_t *sp, tune_surface_fn f, void *arg, int
 START_TEST(test_coupled_ridge) {
   /* Channels x chunk on a ridge, the start (32 channels, 2 MiB) far off the optimum (8, 512 KiB):
    * a channel move that keeps the chunk crosses the ridge's steep side, so coordinate descent
-   * stops early; moves that also scale the chunk (ah_tune_couple) follow it. */
+   * stops early; moves that also scale the chunk (ah_tune_couple) follow it. Where the chunk's
+   * list ends (2 MiB) the moves down the channels keep it, and the descent may stop in the corner
+   * (2 channels, 2 MiB: 0.926) with the diagonal step measured faster, not significantly: the
+   * look back at the subspace's fastest probe takes it (before it, seeds 11, 53 and 56 of 60
+   * stopped there). */
   ah_space_t sp;
   plane_space(&sp, AH_ALGO_RING, 32, 2 * 1024 * 1024);
   double k[2] = {0.2, 0.02};
-  for (int seed = 1; seed <= 8; seed++) {
+  for (int seed = 1; seed <= 60; seed++) {
     tune_drive_result_t r;
     plane_search(&sp, ridge_time, k, seed, &r);
     double q = 100.0 / ridge_time(k, &r.final, 0);
