@@ -34,7 +34,10 @@
 
 void ah_tune_params_default(ah_tune_params_t *p) {
   p->budget_calls = 180;
-  p->samples_per_probe = 2;
+  /* A probe's first look is a single sample: a point that measures close is raced anyway (to 2,
+   * then 4), and one clearly slower needs no second (sim/: 2.28's space 35 -> 31 calls at p5
+   * 0.9711 -> 0.9712, 2.30's 49 -> 42 at 0.9746 -> 0.9739 before the look back; docs/tuner.md). */
+  p->samples_per_probe = 1;
   p->noise_floor = 0.01;
   p->abandon_ratio = 1.5;
   p->prior_ratio = 2.0;
@@ -85,13 +88,7 @@ ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *param
   if (t->prm.samples_per_probe > 8) t->prm.samples_per_probe = 8;
   if (!(t->prm.noise_floor >= 0)) t->prm.noise_floor = 0.01;
   if (!(t->prm.abandon_ratio >= 1.0)) t->prm.abandon_ratio = 1.5;
-  /* With the chunk searched too, a probe's first look is a single sample: a search there takes
-   * about twice the probes, a point that measures close is raced anyway, and the model step and
-   * the look back at the fastest probe (ah_tune_search.c) pool what the single samples miss
-   * (docs/tuner.md, "NCCL 2.30's space"). */
-  if (t->nsearch == 2 && t->prm.samples_per_probe > AH_TUNE_CHUNK_FIRST_N)
-    t->prm.samples_per_probe = AH_TUNE_CHUNK_FIRST_N;
-  /* ... and the prior prunes harder there: each subspace kept costs a screen and maybe a descent
+  /* Where the chunk is searched too, the prior prunes harder there: each subspace kept costs a screen and maybe a descent
    * of two axes (sim/: 41 -> 40 calls, p5 0.9800 -> 0.9791; the subspace holding the optimum was
    * never estimated more than 1.44x behind). */
   if (t->nsearch == 2 && t->prm.prior_ratio > AH_TUNE_CHUNK_PRIOR) t->prm.prior_ratio = AH_TUNE_CHUNK_PRIOR;

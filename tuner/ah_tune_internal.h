@@ -45,7 +45,6 @@
  * only the list's; at most AH_TUNE_FIT_STEPS per subspace */
 #define AH_TUNE_FIT_STEPS 1
 #define AH_TUNE_FIT_REACH 1.0
-#define AH_TUNE_CHUNK_FIRST_N 1    /* ... probes' first samples there (samples_per_probe capped) */
 #define AH_TUNE_CHUNK_PRIOR 1.6    /* ... the prior's ratio there (prior_ratio capped) */
 #define AH_TUNE_CHUNK_CONFIRM_N 3  /* ... the winner's fresh samples there */
 #define AH_TUNE_CHUNK_ABANDON 1.08 /* ... and a subspace screened this far behind is not descended */

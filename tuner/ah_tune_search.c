@@ -378,8 +378,8 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     t->nwants = 0;
     int need = 0;
     for (int i = 0; i < nunsure; i++) {
-      /* a single first sample (the chunk searched too) is raced to 2 first, else 2 more */
-      int n = t->probes[unsure[i]].n + (t->nsearch == 2 && t->probes[unsure[i]].n == 1 ? 1 : 2);
+      /* a single first sample is raced to 2 first, else 2 more */
+      int n = t->probes[unsure[i]].n + (t->probes[unsure[i]].n == 1 ? 1 : 2);
       if (n > AH_TUNE_SEARCH_MAXN) n = AH_TUNE_SEARCH_MAXN;
       ah_tune_want(t, unsure[i], n);
       if (n > need) need = n;
