@@ -1,8 +1,8 @@
 /* ah_tune.c: the online search of one key (tuner/ah_tune.h), AutoCCL's two-level search made
  * cheaper in calls: NCCL's cost-table estimates prune the subspaces it rates far behind and hold
  * those it rates behind to tighter ratios; screen the rest at the start's resources (a dimension
- * whose start is "NCCL's own" starts in the middle of its list; a second sample only for those not
- * already 1.7x behind), then coordinate descent (steps x2 then x1.41, both
+ * whose start is "NCCL's own" starts in the middle of its list; one sample each, more only for a
+ * point that measures close: comparisons race), then coordinate descent (steps x2 then x1.41, both
  * directions, continuing in a direction that paid, one longer look where a gentle slope may hide a
  * steep one, and on through plateaus towards fewer channels: NCCL caps the tuner's channels at the
  * communicator's own count, so the shim's list is flat above it; a channel move carries the chunk
