@@ -1,8 +1,8 @@
 /* ah_tune.c: the online search of one key (tuner/ah_tune.h), AutoCCL's two-level search made
  * cheaper in calls: NCCL's cost-table estimates prune the subspaces it rates far behind and hold
  * those it rates behind to tighter ratios; screen the rest at the start's resources (a dimension
- * whose start is "NCCL's own" starts in the middle of its list; a second sample only for those not
- * already 1.7x behind), then coordinate descent (steps x2 then x1.41, both
+ * whose start is "NCCL's own" starts in the middle of its list; one sample each, more only for a
+ * point that measures close: comparisons race), then coordinate descent (steps x2 then x1.41, both
  * directions, continuing in a direction that paid, one longer look where a gentle slope may hide a
  * steep one, and on through plateaus towards fewer channels: NCCL caps the tuner's channels at the
  * communicator's own count, so the shim's list is flat above it; a channel move carries the chunk
@@ -34,7 +34,10 @@
 
 void ah_tune_params_default(ah_tune_params_t *p) {
   p->budget_calls = 180;
-  p->samples_per_probe = 2;
+  /* A probe's first look is a single sample: a point that measures close is raced anyway (to 2,
+   * then 4), and one clearly slower needs no second (sim/: 2.28's space 35 -> 31 calls at p5
+   * 0.9711 -> 0.9712, 2.30's 49 -> 42 at 0.9746 -> 0.9739 before the look back; docs/tuner.md). */
+  p->samples_per_probe = 1;
   p->noise_floor = 0.01;
   p->abandon_ratio = 1.5;
   p->prior_ratio = 2.0;
@@ -85,6 +88,10 @@ ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *param
   if (t->prm.samples_per_probe > 8) t->prm.samples_per_probe = 8;
   if (!(t->prm.noise_floor >= 0)) t->prm.noise_floor = 0.01;
   if (!(t->prm.abandon_ratio >= 1.0)) t->prm.abandon_ratio = 1.5;
+  /* Where the chunk is searched too, the prior prunes harder there: each subspace kept costs a screen and maybe a descent
+   * of two axes (sim/: 41 -> 40 calls, p5 0.9800 -> 0.9791; the subspace holding the optimum was
+   * never estimated more than 1.44x behind). */
+  if (t->nsearch == 2 && t->prm.prior_ratio > AH_TUNE_CHUNK_PRIOR) t->prm.prior_ratio = AH_TUNE_CHUNK_PRIOR;
   t->sigma = AH_TUNE_SIGMA_PRIOR;
   t->converged_at = UINT64_MAX;
   t->forever_seg = -1;

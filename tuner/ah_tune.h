@@ -21,7 +21,7 @@
 
 typedef struct {
   int budget_calls;        /* calls a key may spend searching before it gives up (default) */
-  int samples_per_probe;   /* samples per configuration, before robust statistics */
+  int samples_per_probe;   /* first samples per configuration (default 1); racing adds more */
   double noise_floor;      /* relative difference below which configs are considered equal */
   double abandon_ratio;    /* a subspace whose first probe is this much slower is dropped */
   double prior_ratio;      /* a subspace NCCL estimates this much slower than its best is not tried (0: all) */

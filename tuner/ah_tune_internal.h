@@ -43,8 +43,10 @@
  * a quadratic in (log2 channels, log2 chunk) fitted to the subspace's probes within
  * AH_TUNE_FIT_REACH (log2 units) of the centre on each axis, is probed — any channel count, not
  * only the list's; at most AH_TUNE_FIT_STEPS per subspace */
-#define AH_TUNE_FIT_STEPS 2
+#define AH_TUNE_FIT_STEPS 1
 #define AH_TUNE_FIT_REACH 1.0
+#define AH_TUNE_CHUNK_PRIOR 1.6    /* ... the prior's ratio there (prior_ratio capped) */
+#define AH_TUNE_CHUNK_CONFIRM_N 3  /* ... the winner's fresh samples there */
 #define AH_TUNE_CHUNK_ABANDON 1.08 /* ... and a subspace screened this far behind is not descended */
 /* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
 #define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
@@ -120,6 +122,7 @@ struct ah_tune {
   int walk_pts[AH_MAX_DIM_VALUES]; /* the centres it left, in order */
   int lv_start[AH_MAX_DIMS];
   int cand[2], ncand;
+  int looked_back;          /* the fastest probe of the subspace was taken as its centre */
   int fit_p, fit_steps;    /* response-surface step: its pending probe (-1: none), steps taken */
   int confirm_probe;
   /* warm start (ah_tune_hint): neighbours' winners */

@@ -59,8 +59,10 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
     return;
   }
   /* Warm, the best was not picked out of a whole search's probes but from a few points a neighbour
-   * named: less selection luck to undo, so a smaller clear gain is pinned as it is. */
-  if (t->nhints > 0 && t->probes[b].n >= AH_TUNE_MOVE_N &&
+   * named: less selection luck to undo, so a smaller clear gain is pinned as it is. So it is where
+   * the chunk is searched too, where fresh samples did not overturn such a gain (sim/: 40 -> 39
+   * calls, p5 unchanged, no key slower than the default; docs/tuner.md "Round four"). */
+  if ((t->nhints > 0 || t->nsearch == 2) && t->probes[b].n >= AH_TUNE_MOVE_N &&
       t->probes[t->def].n >= AH_TUNE_MOVE_N && gain > log(1.0 + AH_TUNE_WARM_SURE_GAIN) &&
       gain > AH_TUNE_WARM_SURE_Z * se) {
     ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
@@ -82,9 +84,11 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
   pr->n = pr->committed = 0;
   pr->confirm = 1;
   t->confirm_probe = t->nprobes++;
-  int dn = t->probes[t->def].n;
-  ah_tune_want(t, t->confirm_probe, AH_TUNE_CONFIRM_N);
-  ah_tune_want(t, t->def, dn > AH_TUNE_CONFIRM_N ? dn : AH_TUNE_CONFIRM_N);
+  /* With the chunk searched too, 3 fresh samples: the winner there is held to 2 standard errors
+   * and may get 3 more while the gain is plausible (sim/: 41 -> 40 calls, no key slower). */
+  int dn = t->probes[t->def].n, cn = t->nsearch == 2 ? AH_TUNE_CHUNK_CONFIRM_N : AH_TUNE_CONFIRM_N;
+  ah_tune_want(t, t->confirm_probe, cn);
+  ah_tune_want(t, t->def, dn > cn ? dn : cn);
 }
 
 static void ah_tune_eval_confirm(ah_tune_t *t) {
@@ -206,11 +210,40 @@ static void ah_tune_axis_begin(ah_tune_t *t, int level) {
   t->walked = 0;
 }
 
+/* Where the descent of a subspace stops with the chunk searched too, the fastest of its probes
+ * measured faster than the centre on at least AH_TUNE_MOVE_N samples of both becomes the centre
+ * (once per subspace), before the model step. Note that the descent's moves need significance,
+ * and the centre was kept *because* it measured fast, while a neighbour was named before it was
+ * measured: the model step's own rule (merely faster on AH_TUNE_MOVE_N samples of both). Where
+ * channels x chunk is what counts (a ridge), coordinate descent stops in a corner whose diagonal
+ * neighbour, a channel step with the chunk carried along, measured a few percent faster without
+ * significance (tests/tune test_coupled_ridge: 3 of 60 seeds pinned there at 0.926 before). */
+static void ah_tune_look_back(ah_tune_t *t) {
+  int c0 = t->center, f = -1;
+  if (t->nsearch != 2 || t->looked_back || c0 < 0 || t->probes[c0].n < AH_TUNE_MOVE_N) return;
+  for (int i = 0; i < t->nprobes; i++) {
+    const ah_probe_t *pr = &t->probes[i];
+    if (i == c0 || pr->epoch != t->epoch || pr->confirm || pr->sub != t->probes[c0].sub ||
+        pr->n < AH_TUNE_MOVE_N || ah_tune_lg(t, i) >= ah_tune_lg(t, c0))
+      continue;
+    if (f < 0 || ah_tune_lg(t, i) < ah_tune_lg(t, f)) f = i;
+  }
+  t->looked_back = 1;
+  if (f < 0) return;
+  if (ah_log_level() >= AH_LOG_DEBUG) {
+    char b[96];
+    ah_log(AH_LOG_DEBUG, "tuner: descent stopped; faster on %d samples: %s (%.2f us)", t->probes[f].n,
+           ah_config_format(&t->probes[f].cfg, b, sizeof(b)), exp(ah_tune_lg(t, f)));
+  }
+  t->center = f;
+}
+
 static void ah_tune_dim_done(ah_tune_t *t) {
   int d = t->searchable[t->dim_i];
   t->lv_start[d] = AH_TUNE_MAX_LEVEL;
   t->quiet = t->moved ? 1 : t->quiet + 1;
   if (t->quiet >= t->nsearch) { /* a full round of axes without a move: this subspace is done */
+    ah_tune_look_back(t);
     if (!ah_tune_fit_step(t)) ah_tune_next_subspace(t);
     return;
   }
@@ -347,7 +380,8 @@ static void ah_tune_eval_step(ah_tune_t *t) {
     t->nwants = 0;
     int need = 0;
     for (int i = 0; i < nunsure; i++) {
-      int n = t->probes[unsure[i]].n + 2;
+      /* a single first sample is raced to 2 first, else 2 more */
+      int n = t->probes[unsure[i]].n + (t->probes[unsure[i]].n == 1 ? 1 : 2);
       if (n > AH_TUNE_SEARCH_MAXN) n = AH_TUNE_SEARCH_MAXN;
       ah_tune_want(t, unsure[i], n);
       if (n > need) need = n;
@@ -621,6 +655,7 @@ static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   t->first_step = 1;
   t->fit_p = -1;
   t->fit_steps = 0;
+  t->looked_back = 0;
   /* Warm, the start is a neighbour's optimum, near this key's: the finer step first. */
   int lv = t->nhints > 0 ? AH_TUNE_WARM_LEVEL : 0;
   t->level = lv;
