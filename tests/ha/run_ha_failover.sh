@@ -388,6 +388,17 @@ nic)
   grep -q "failed over" <<<"$out" && fail "a failover without a fault"
   echo "ok: peace time under AUTOHA_HA=nic: $n shadows ready, $ha as without HA"
   ;;
+aside)
+  # NCCL 2.29.7+'s own port failover on: two layers replaying the same work requests would deliver
+  # them twice, so autoha's stands aside, saying so once per process, and builds no shadow
+  job_run "${dual[@]}" NCCL_IB_RESILIENCY_PORT_FAILOVER=1 AUTOHA_HA=port AUTOHA_LOG=debug AUTOHA_LOG_SUBSYS=qp \
+    LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job failed with NCCL_IB_RESILIENCY_PORT_FAILOVER=1 (rc $rc)"
+  n=$(grep -c "NCCL_IB_RESILIENCY_PORT_FAILOVER=1: NCCL's own port failover is on, so autoha's (AUTOHA_HA) stands aside" <<<"$out")
+  [ "$n" = "$ranks" ] || fail "expected the stand-aside message once per process ($ranks), saw $n"
+  grep -qE "shadow QP [0-9]+ .*is ready|HA: QP [0-9]+: shadow" <<<"$out" && fail "a shadow was built beside NCCL's own failover"
+  echo "ok: NCCL_IB_RESILIENCY_PORT_FAILOVER=1 -> autoha's failover stands aside ($n processes said so once), no shadow built"
+  ;;
 nicfatal)
   # the NIC's device fails whole (firmware, PCIe): PORT_ERR, then DEVICE_FATAL, on which NCCL fails
   # every communicator using it even before a completion errs
