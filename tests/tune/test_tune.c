@@ -209,6 +209,28 @@ static void count_listed(void *arg, const ah_config_t *cfg, int samples, double 
   (*(int *)arg)++;
 }
 
+/* Runs a default search on s with seed, counting its calls per subspace in *k (k->calls[i]);
+ * asserts that tree/ll (subspace 2) got calls exactly when screened says so, that subspace 1
+ * (within the prior) did, and that the result is within 3% of s's optimum (what says which run). */
+static void prior_run(surf_t *s, int seed, int screened, const char *what) {
+  count_t k = {s, {0}};
+  ah_tune_params_t p;
+  ah_tune_params_default(&p);
+  ah_tune_t *t = ah_tune_create(&s->space, &p);
+  ck_assert_ptr_nonnull(t);
+  tune_drive_opts_t o;
+  tune_drive_opts_default(&o);
+  o.seed = (uint64_t)seed;
+  tune_drive_result_t r;
+  tune_drive_run(t, count_time, &k, &o, &r);
+  if (screened) ck_assert_msg(k.calls[2] > 0, "%s seed %d: tree/ll never screened", what, seed);
+  else ck_assert_msg(k.calls[2] == 0, "%s seed %d: tree/ll got %d calls", what, seed, k.calls[2]);
+  ck_assert_int_gt(k.calls[1], 0); /* within the prior: screened */
+  double q = surf_best(s) / cfg_time(s, &r.final);
+  ck_assert_msg(q >= 0.97, "%s seed %d: %.3f of optimum", what, seed, q);
+  ah_tune_destroy(t);
+}
+
 START_TEST(test_prior_prunes) {
   /* NCCL's estimates put tree/ll (subspace 2) at 3x its best: with the prior it never gets a call;
    * without estimates (0) it is screened. The search still reaches the optimum either way. */
@@ -219,22 +241,7 @@ START_TEST(test_prior_prunes) {
       s.space.est_us[0] = prior ? 100.0f : 0.0f;
       s.space.est_us[1] = prior ? 120.0f : 0.0f;
       s.space.est_us[2] = prior ? 300.0f : 0.0f;
-      count_t k = {&s, {0}};
-      ah_tune_params_t p;
-      ah_tune_params_default(&p);
-      ah_tune_t *t = ah_tune_create(&s.space, &p);
-      ck_assert_ptr_nonnull(t);
-      tune_drive_opts_t o;
-      tune_drive_opts_default(&o);
-      o.seed = (uint64_t)seed;
-      tune_drive_result_t r;
-      tune_drive_run(t, count_time, &k, &o, &r);
-      if (prior) ck_assert_int_eq(k.calls[2], 0);
-      else ck_assert_int_gt(k.calls[2], 0);
-      ck_assert_int_gt(k.calls[1], 0); /* within 2x: screened */
-      double q = surf_best(&s) / cfg_time(&s, &r.final);
-      ck_assert_msg(q >= 0.97, "seed %d prior %d: %.3f of optimum", seed, prior, q);
-      ah_tune_destroy(t);
+      prior_run(&s, seed, !prior, prior ? "with the prior" : "without estimates");
     }
   }
 }
@@ -258,22 +265,7 @@ START_TEST(test_prior_chunk) {
       s.space.est_us[0] = 100.0f;
       s.space.est_us[1] = 120.0f;
       s.space.est_us[2] = 170.0f;
-      count_t k = {&s, {0}};
-      ah_tune_params_t p;
-      ah_tune_params_default(&p);
-      ah_tune_t *t = ah_tune_create(&s.space, &p);
-      ck_assert_ptr_nonnull(t);
-      tune_drive_opts_t o;
-      tune_drive_opts_default(&o);
-      o.seed = (uint64_t)seed;
-      tune_drive_result_t r;
-      tune_drive_run(t, count_time, &k, &o, &r);
-      if (chunk) ck_assert_int_eq(k.calls[2], 0);
-      else ck_assert_int_gt(k.calls[2], 0);
-      ck_assert_int_gt(k.calls[1], 0);
-      double q = surf_best(&s) / cfg_time(&s, &r.final);
-      ck_assert_msg(q >= 0.97, "seed %d chunk %d: %.3f of optimum", seed, chunk, q);
-      ah_tune_destroy(t);
+      prior_run(&s, seed, !chunk, chunk ? "channels x chunk" : "channels");
     }
   }
 }
