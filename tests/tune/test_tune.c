@@ -204,6 +204,15 @@ static double count_time(void *arg, const ah_config_t *c, uint64_t call) {
   return surf_time(k->s, c, call);
 }
 
+/* Adds the chunk dimension (powers of two, 64 KiB..4 MiB) to s's space, starting at start bytes. */
+static void surf_add_chunk(surf_t *s, int64_t start) {
+  s->space.ndims = 2;
+  s->space.dims[1].nvalues = 7;
+  for (int i = 0; i < 7; i++) s->space.dims[1].values[i] = (int64_t)65536 << i;
+  s->space.start.ndims = 2;
+  s->space.start.res[1] = start;
+}
+
 static void count_listed(void *arg, const ah_config_t *cfg, int samples, double us) {
   (void)cfg, (void)samples, (void)us;
   (*(int *)arg)++;
@@ -255,13 +264,7 @@ START_TEST(test_prior_chunk) {
     for (int chunk = 0; chunk <= 1; chunk++) {
       surf_t s;
       surf_init(&s);
-      if (chunk) {
-        s.space.ndims = 2;
-        s.space.dims[1].nvalues = 7;
-        for (int i = 0; i < 7; i++) s.space.dims[1].values[i] = (int64_t)65536 << i;
-        s.space.start.ndims = 2;
-        s.space.start.res[1] = 512 * 1024;
-      }
+      if (chunk) surf_add_chunk(&s, 512 * 1024);
       s.space.est_us[0] = 100.0f;
       s.space.est_us[1] = 120.0f;
       s.space.est_us[2] = 170.0f;
@@ -279,11 +282,7 @@ START_TEST(test_sure_pin_chunk) {
   for (int seed = 1; seed <= 4; seed++) {
     surf_t s;
     surf_init(&s);
-    s.space.ndims = 2;
-    s.space.dims[1].nvalues = 7;
-    for (int i = 0; i < 7; i++) s.space.dims[1].values[i] = (int64_t)65536 << i;
-    s.space.start.ndims = 2;
-    s.space.start.res[1] = 512 * 1024; /* NCCL's default at its own optimum: 100 us */
+    surf_add_chunk(&s, 512 * 1024); /* NCCL's default at its own optimum: 100 us */
     s.base[1] = 92;
     s.opt[1][0] = 24;
     s.opt[1][1] = 512 * 1024;
@@ -342,11 +341,7 @@ START_TEST(test_two_dims) {
   /* channels x chunk (powers of two 64K..4M): coordinate descent over both axes. */
   surf_t s;
   surf_init(&s);
-  s.space.ndims = 2;
-  s.space.dims[1].nvalues = 7;
-  for (int i = 0; i < 7; i++) s.space.dims[1].values[i] = (int64_t)65536 << i;
-  s.space.start.ndims = 2;
-  s.space.start.res[1] = 2 * 1024 * 1024;
+  surf_add_chunk(&s, 2 * 1024 * 1024);
   s.opt[0][0] = 16;
   s.opt[0][1] = 262144;
   s.curv[0] = 0.2;
