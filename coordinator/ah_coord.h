@@ -179,6 +179,12 @@ int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const v
  * mistaken for one: it waits for the hub's word, up to the slack. */
 int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *val, size_t cap,
                      double timeout_s);
+/* Looks n keys up at once (one round trip through the hub, not n): key i's value goes to
+ * vals + i * cap (at most cap bytes; vals may be NULL), and lens[i] is what ah_coord_dir_get would
+ * have returned for it. Returns 0, or -1 when c is NULL, n is negative or memory ran out (lens are
+ * then AH_COORD_DIR_UNANSWERED). */
+int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY], int n, void *vals, size_t cap,
+                          int *lens, double timeout_s);
 
 /* Called on the coordinator's I/O thread after each finding of the hub is logged (kind:
  * AH_FINDING_* of ah_coord_health.h), for the process to act on it; NULL: none. */

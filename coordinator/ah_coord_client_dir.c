@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,46 +74,64 @@ int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const v
  * DIR_ABSENT for this request has arrived; until then the get waits up to AH_COORD_DIR_SLACK_S
  * longer for the hub's answer, whichever it is. Through a host relay on a busy machine the answer
  * to a 2 ms look-up can take tens of milliseconds, and a key that was stored must not read as
- * missing then (the HA layer's doorbells and re-plans act on a miss). */
-int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *val, size_t cap,
-                     double timeout_s) {
-  if (!c || !atomic_load(&c->alive)) return AH_COORD_DIR_UNANSWERED;
+ * missing then (the HA layer's doorbells and re-plans act on a miss). Every request of a batch is
+ * queued before the first wait, so a batch costs one round trip, not one per key. */
+int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY], int n, void *vals, size_t cap,
+                          int *lens, double timeout_s) {
+  for (int i = 0; i < n; i++) lens[i] = AH_COORD_DIR_UNANSWERED;
+  if (!c || !atomic_load(&c->alive) || n <= 0) return n < 0 || !c ? -1 : 0;
   if (!(timeout_s >= 0)) timeout_s = 0; /* NaN and negatives: look once */
   if (timeout_s > 1e6) timeout_s = 1e6;
-  client_dir_wait_t w;
-  memset(&w, 0, sizeof w);
-  memcpy(w.key, key, AH_COORD_DIR_KEY);
-  w.buf = val;
-  w.cap = val ? cap : 0;
-  w.deadline_ns = ah_coord_now_ns() + (uint64_t)(timeout_s * 1e9);
+  client_dir_wait_t *w = calloc((size_t)n, sizeof *w);
+  if (!w) {
+    ah_log(AH_LOG_ERROR, "coordinator: out of memory asking the directory");
+    return -1;
+  }
+  const uint64_t deadline = ah_coord_now_ns() + (uint64_t)(timeout_s * 1e9);
+  const uint64_t last_ns = deadline + (uint64_t)(AH_COORD_DIR_SLACK_S * 1e9);
+  int rc = 0;
   pthread_mutex_lock(&c->mu);
-  w.req = ++c->next_req;
-  w.next = c->dir_waits;
-  c->dir_waits = &w;
-  int rc = client_queue_dir_get(c, &w);
+  for (int i = 0; i < n; i++) {
+    memcpy(w[i].key, keys[i], AH_COORD_DIR_KEY);
+    w[i].buf = vals ? (uint8_t *)vals + (size_t)i * cap : NULL;
+    w[i].cap = vals ? cap : 0;
+    w[i].deadline_ns = deadline;
+    w[i].req = ++c->next_req;
+    w[i].next = c->dir_waits;
+    c->dir_waits = &w[i];
+    rc |= client_queue_dir_get(c, &w[i]);
+  }
   pthread_mutex_unlock(&c->mu);
   if (rc == 0) client_send_now(c);
-  const uint64_t last_ns = w.deadline_ns + (uint64_t)(AH_COORD_DIR_SLACK_S * 1e9);
   pthread_mutex_lock(&c->mu);
-  while (rc == 0 && !w.done && atomic_load(&c->alive)) {
+  for (int k = 0; rc == 0 && atomic_load(&c->alive);) {
     uint64_t now = ah_coord_now_ns();
-    if ((now >= w.deadline_ns && w.absent) || now >= last_ns) break;
-    uint64_t end = now < w.deadline_ns ? w.deadline_ns : last_ns;
+    while (k < n && (w[k].done || (w[k].absent && now >= deadline))) k++; /* answered, in order */
+    if (k == n || now >= last_ns) break;
+    uint64_t end = now < deadline ? deadline : last_ns;
     uint64_t until = end - now > 100000000ull ? now + 100000000ull : end;
     struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull), .tv_nsec = (long)(until % 1000000000ull)};
     int e = pthread_cond_timedwait(&c->dir_cv, &c->mu, &ts);
     if (e != 0 && e != ETIMEDOUT && e != EINTR) break;
   }
-  for (client_dir_wait_t **pp = &c->dir_waits; *pp; pp = &(*pp)->next)
-    if (*pp == &w) {
-      *pp = w.next;
-      break;
-    }
+  const uintptr_t lo = (uintptr_t)w, hi = (uintptr_t)(w + n);
+  for (client_dir_wait_t **pp = &c->dir_waits; *pp;) /* unlink this batch's waiters */
+    if ((uintptr_t)*pp >= lo && (uintptr_t)*pp < hi) *pp = (*pp)->next;
+    else pp = &(*pp)->next;
   /* absent counts only for the whole wait: a get cut short by a gone hub knows nothing */
-  int out = w.done ? w.len
-            : w.absent && ah_coord_now_ns() >= w.deadline_ns ? AH_COORD_DIR_ABSENT
-                                                              : AH_COORD_DIR_UNANSWERED;
+  uint64_t now = ah_coord_now_ns();
+  for (int i = 0; i < n; i++)
+    lens[i] = w[i].done ? w[i].len : w[i].absent && now >= deadline ? AH_COORD_DIR_ABSENT : AH_COORD_DIR_UNANSWERED;
   pthread_mutex_unlock(&c->mu);
+  free(w);
   if (rc != 0) ah_log(AH_LOG_ERROR, "coordinator: out of memory asking the directory");
-  return out;
+  return 0;
+}
+
+int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *val, size_t cap,
+                     double timeout_s) {
+  int len;
+  const uint8_t(*k)[AH_COORD_DIR_KEY] = (const uint8_t(*)[AH_COORD_DIR_KEY])key;
+  ah_coord_dir_get_many(c, k, 1, val, cap, &len, timeout_s);
+  return len;
 }

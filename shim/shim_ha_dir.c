@@ -27,6 +27,13 @@ int ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len) {
   return c ? ah_coord_dir_put(c, key, val, len) : -1;
 }
 
+void ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap, int *lens, double timeout_s) {
+  ah_coord_t *c = ha_dir_coord();
+  if (c) ah_coord_dir_get_many(c, keys, n, vals, cap, lens, timeout_s);
+  else
+    for (int i = 0; i < n; i++) lens[i] = AH_COORD_DIR_UNANSWERED;
+}
+
 int ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_s) {
   ah_coord_t *c = ha_dir_coord();
   return c ? ah_coord_dir_get(c, key, val, cap, timeout_s) : AH_COORD_DIR_UNANSWERED;

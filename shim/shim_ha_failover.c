@@ -430,16 +430,19 @@ void ha_notice_check(void) {
       }
     }
     pthread_mutex_unlock(&ha_mu);
+    /* the peers' records of every carrier on the GID in one round trip, each the hub's answer
+     * however late (a fixed 1 ms wait took late records for absent ones on a loaded machine); a
+     * look that got none leaves the ring unseen, to be read again */
+    static uint8_t keys[256][HA_KEY];
+    static fail_rec_t recs[256];
+    static int lens[256];
+    for (int i = 0; i < nl; i++) fail_key(keys[i], look[i], 0);
+    ha_dir_get_many((const uint8_t(*)[HA_KEY])keys, nl, recs, sizeof recs[0], lens, HA_LOOK);
     for (int i = 0; i < nl; i++) {
       ha_qp_t *m = look[i];
-      fail_rec_t peer;
-      fail_key(key, m, 0);
       int st = atomic_load(&m->state);
-      /* the hub's answer, however late (a fixed 1 ms wait took late records for absent ones on a
-       * loaded machine); a look that got none leaves the ring unseen, to be read again */
-      int got = st == HA_PEACE || st == HA_SHADOW ? ha_dir_get(key, &peer, sizeof peer, HA_LOOK) : 0;
-      unanswered |= got == AH_COORD_DIR_UNANSWERED;
-      if (got == (int)sizeof peer) {
+      unanswered |= lens[i] == AH_COORD_DIR_UNANSWERED;
+      if ((st == HA_PEACE || st == HA_SHADOW) && lens[i] == (int)sizeof recs[0]) {
         nfound++;
         struct ibv_qp_attr a;
         memset(&a, 0, sizeof a);

@@ -301,6 +301,8 @@ int ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len);
  * word is a miss, so a caller that acts on a miss tells the two apart. */
 #define HA_LOOK 0.0
 int ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_s);
+/* Looks n keys up at once, in one round trip (ah_coord_dir_get_many): lens[i] as ha_dir_get's. */
+void ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap, int *lens, double timeout_s);
 
 /* The fabric model AUTOHA_HA=path picks backup source ports with (AUTOHA_QP_TOPO), or NULL. */
 ah_path_topo_t *ha_topo(void);

@@ -170,17 +170,19 @@ void ha_rebal_check(void) {
   int nleaf = 2 * topo->npairs, S = topo->nspines;
   static ah_path_link_state_t links[RB_LINKS_MAX];
   rb_known_init();
-  int nl = 0, ndeg = 0;
-  for (int l = 0; l < nleaf; l++)
-    for (int sp = 0; sp < S && l * S + sp < RB_LINKS_MAX; sp++) {
-      uint8_t key[HA_KEY];
-      double frac = 1;
-      rb_link_key(key, l, sp);
-      if (ha_dir_get(key, &frac, sizeof frac, HA_LOOK) == (int)sizeof frac && frac < known[l * S + sp])
-        known[l * S + sp] = frac;
-      if (known[l * S + sp] < 1) links[nl++] = (ah_path_link_state_t){l, sp, known[l * S + sp]};
-      ndeg += known[l * S + sp] > 0 && known[l * S + sp] < 1;
-    }
+  int nl = 0, ndeg = 0, nk = nleaf * S < RB_LINKS_MAX ? nleaf * S : RB_LINKS_MAX;
+  /* the job's findings, every link in one round trip to the hub (one look-up per link, each
+   * waiting for its answer, took longer than a short job's remaining life on a loaded host) */
+  static uint8_t keys[RB_LINKS_MAX][HA_KEY];
+  static double frac[RB_LINKS_MAX];
+  static int lens[RB_LINKS_MAX];
+  for (int i = 0; i < nk; i++) rb_link_key(keys[i], i / S, i % S);
+  ha_dir_get_many((const uint8_t(*)[HA_KEY])keys, nk, frac, sizeof frac[0], lens, HA_LOOK);
+  for (int i = 0; i < nk; i++) {
+    if (lens[i] == (int)sizeof frac[0] && frac[i] < known[i]) known[i] = frac[i];
+    if (known[i] < 1) links[nl++] = (ah_path_link_state_t){i / S, i % S, known[i]};
+    ndeg += known[i] > 0 && known[i] < 1;
+  }
   if (!nl) return;
   ah_path_route_t *routes = malloc((size_t)rb_n * sizeof *routes);
   unsigned char *moved = calloc((size_t)rb_n, 1);

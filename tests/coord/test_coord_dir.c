@@ -143,6 +143,34 @@ START_TEST(get_times_out_when_nobody_puts) {
 }
 END_TEST
 
+/* A batch of look-ups: stored keys give their values, the others the hub's "absent"; a client
+ * that is not there gives "unanswered" for every key. */
+START_TEST(a_batch_of_gets_answers_each_key) {
+  ah_coord_t *a = client(), *b = client();
+  uint8_t keys[64][AH_COORD_DIR_KEY];
+  for (uint32_t i = 0; i < 64; i++) key_of(1000 + i, keys[i]);
+  for (uint32_t i = 0; i < 64; i += 3) ck_assert_int_eq(ah_coord_dir_put(a, keys[i], &i, sizeof i), 0);
+  uint32_t back = 0;
+  ck_assert_int_eq(ah_coord_dir_get(b, keys[63], &back, sizeof back, 5.0), 4); /* every put is in */
+  uint32_t vals[64];
+  int lens[64];
+  memset(vals, 0xff, sizeof vals);
+  ck_assert_int_eq(ah_coord_dir_get_many(b, (const uint8_t(*)[AH_COORD_DIR_KEY])keys, 64, vals, sizeof vals[0],
+                                         lens, 0.0), 0);
+  for (uint32_t i = 0; i < 64; i++) {
+    if (i % 3 == 0) {
+      ck_assert_int_eq(lens[i], 4);
+      ck_assert_uint_eq(vals[i], i);
+    } else {
+      ck_assert_int_eq(lens[i], AH_COORD_DIR_ABSENT);
+      ck_assert_uint_eq(vals[i], 0xffffffffu);
+    }
+  }
+  ck_assert_int_eq(ah_coord_dir_get_many(NULL, (const uint8_t(*)[AH_COORD_DIR_KEY])keys, 2, NULL, 0, lens, 0.0), -1);
+  ck_assert_int_eq(lens[0], AH_COORD_DIR_UNANSWERED);
+}
+END_TEST
+
 START_TEST(oversized_values_are_refused_and_gets_copy_at_most_cap) {
   ah_coord_t *a = client(), *b = client();
   uint8_t k[AH_COORD_DIR_KEY], big[AH_COORD_DIR_VAL_MAX + 1], out[AH_COORD_DIR_VAL_MAX + 16];
@@ -443,6 +471,7 @@ int main(void) {
   tcase_add_test(tc, put_replaces_the_value);
   tcase_add_test(tc, get_waits_for_a_later_put);
   tcase_add_test(tc, get_times_out_when_nobody_puts);
+  tcase_add_test(tc, a_batch_of_gets_answers_each_key);
   tcase_add_test(tc, oversized_values_are_refused_and_gets_copy_at_most_cap);
   tcase_add_test(tc, thousands_of_keys_coexist);
   tcase_add_test(tc, waiting_get_survives_a_cut_connection);
