@@ -342,7 +342,9 @@ static void client_sleep_ms(int ms) {
  * unreachable after a second: at the end of every job the hub's process exits first and the
  * others lose their connection moments before they exit themselves, which is not worth a warning
  * on every rank. A process whose communicators were all destroyed (it left them at the hub) loses
- * nothing with the hub, however slowly it exits: it says so at info only. */
+ * nothing with the hub, however slowly it exits: it says so at info only — also when it destroys
+ * them while reconnecting (the hub's process may exit while this one is still in
+ * ncclCommDestroy), so the count is read again when a warning or an error would be said. */
 static int client_reconnect(ah_coord_t *c, const char *why) {
   ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
   pthread_mutex_lock(&c->mu);
@@ -368,7 +370,10 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
     if (ah_coord_now_ns() - start > limit) break;
     if (!warned && ah_coord_now_ns() - start > 1000000000ull) {
       warned = 1;
-      ah_log(AH_LOG_WARN, "coordinator: connection to hub %s lost (%s) and not re-established "
+      pthread_mutex_lock(&c->mu);
+      joined = c->ncomms > 0;
+      pthread_mutex_unlock(&c->mu);
+      ah_log(joined ? AH_LOG_WARN : AH_LOG_INFO, "coordinator: connection to hub %s lost (%s) and not re-established "
              "after 1 s (%s); retrying for up to %d ms", c->addr, why, err, c->o.reconnect_ms);
     }
     client_sleep_ms(backoff);
@@ -376,6 +381,9 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   }
   if (atomic_load(&c->stop) || ah_coord_exiting()) return -1;
   atomic_store(&c->alive, 0);
+  pthread_mutex_lock(&c->mu);
+  joined = c->ncomms > 0;
+  pthread_mutex_unlock(&c->mu);
   ah_log(joined ? AH_LOG_ERROR : AH_LOG_INFO, "coordinator: hub %s unreachable for %d ms (last error: "
          "%s); giving up%s", c->addr, c->o.reconnect_ms, err,
          joined ? " — ranks waiting for a decision will fail over" : " (no communicator of this process is joined)");
