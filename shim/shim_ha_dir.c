@@ -27,6 +27,8 @@ int ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len) {
   return c ? ah_coord_dir_put(c, key, val, len) : -1;
 }
 
+_Static_assert(HA_KEY == AH_COORD_DIR_KEY, "the HA layer's keys are the directory's");
+
 void ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap, int *lens, double timeout_s) {
   ah_coord_t *c = ha_dir_coord();
   if (c) ah_coord_dir_get_many(c, keys, n, vals, cap, lens, timeout_s);
