@@ -47,7 +47,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   c->stamp = *stamp;
   c->deliver = deliver;
   c->arg = arg;
-  c->fd = c->epfd = c->efd = c->lfd = -1;
+  c->fd = c->epfd = c->efd = c->lfd = c->bell = c->lbell = -1;
   if (opts) c->o = *opts;
   else ah_coord_client_opts_default(&c->o);
   if (addr) {
@@ -379,6 +379,7 @@ static void connect_atfork_child(void) {
     /* The parent's relay endpoint and its local processes' sockets: held here they would keep the
      * endpoint's name taken after the parent exits, with nobody serving it. */
     if (c->lfd >= 0) close(c->lfd);
+    if (c->lbell >= 0) close(c->lbell);
     for (int i = 0; i < c->nlocals; i++) close(c->locals[i]->fd);
   }
   connect_list = NULL;

@@ -107,6 +107,11 @@ struct ah_coord {
   int fd, epfd, efd;
   client_buf_t w;
   int want_out;
+  /* Through a host relay, the relay's doorbell (an eventfd it passed; -1 when connected directly):
+   * the I/O thread waits on it, edge-triggered, and not on fd's input (fd_ev: what fd is polled for
+   * besides EPOLLOUT). I/O thread only. */
+  int bell;
+  uint32_t fd_ev;
   _Atomic uint64_t last_tx_ns;
 
   /* I/O thread only */
@@ -119,6 +124,8 @@ struct ah_coord {
   struct sockaddr_un rsa;
   socklen_t rsl;
   int lfd;
+  int lbell;    /* the doorbell this relay rings once per batch for all its local processes */
+  int ring_due; /* bytes went to a local process since the last ring */
   client_local_t **locals;
   int nlocals, caplocals;
   uint32_t next_chan;
@@ -169,7 +176,7 @@ int client_relay_event(ah_coord_t *c, int fd, uint32_t events);
  * client_relay_flush), or that process's socket is closed. Returns 0, or -1 with why when the frame
  * has no place here (this process is not a relay). */
 int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why, size_t whylen);
-/* Sends every local process what the hub's frames left for it. */
+/* Sends every local process what the hub's frames left for it, then rings the doorbell once. */
 void client_relay_flush(ah_coord_t *c);
 
 /* ---- ah_coord_client_io.c ---- */

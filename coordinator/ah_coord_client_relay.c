@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,7 +33,7 @@ void client_relay_name(ah_coord_t *c) {
   if (c->o.host[0]) snprintf(host, sizeof host, "%s", c->o.host);
   else if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
   char msg[256];
-  int n = snprintf(msg, sizeof msg, "autoha-relay|%s|%s", c->addr, host);
+  int n = snprintf(msg, sizeof msg, "autoha-relay-2|%s|%s", c->addr, host);
   uint8_t d[32];
   ah_coord_hmac_sha256(c->stamp.secret, sizeof c->stamp.secret, msg, (size_t)n, d);
   memset(&c->rsa, 0, sizeof c->rsa);
@@ -57,12 +58,15 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
   }
   if (bind(fd, (const struct sockaddr *)&c->rsa, c->rsl) == 0) {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-    if (listen(fd, CLIENT_RELAY_LOCALS) != 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      snprintf(err, errlen, "listen(%s): %s", ep, strerror(errno));
+    int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (bell < 0 || listen(fd, CLIENT_RELAY_LOCALS) != 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      snprintf(err, errlen, "%s(%s): %s", bell < 0 ? "eventfd" : "listen", ep, strerror(errno));
+      if (bell >= 0) close(bell);
       close(fd);
       return -1;
     }
     c->lfd = fd;
+    c->lbell = bell;
     atomic_store(&c->relay_role, 2);
     ah_log(AH_LOG_DEBUG, "coordinator: this process is the host's relay (%s) to hub %s", ep, c->addr);
     return 1;
@@ -76,7 +80,7 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
   *busy_p = 1;
   char derr[300];
   if (ah_coord_dial((const struct sockaddr *)&c->rsa, c->rsl, c->stamp.secret, c->client_id, c->o.connect_ms,
-                    fd_p, last_pub_p, derr, sizeof derr) != 0) {
+                    fd_p, &c->bell, last_pub_p, derr, sizeof derr) != 0) {
     snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
     return -1;
   }
@@ -131,6 +135,11 @@ void client_relay_release(ah_coord_t *c) {
     close(c->lfd);
     c->lfd = -1;
   }
+  if (c->lbell >= 0) {
+    close(c->lbell);
+    c->lbell = -1;
+  }
+  c->ring_due = 0;
   free(c->locals);
   c->locals = NULL;
   c->caplocals = 0;
@@ -152,6 +161,14 @@ static void relay_accept(ah_coord_t *c) {
     }
     client_local_t *l = c->nlocals < c->caplocals ? calloc(1, sizeof *l) : NULL;
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    char nerr[AH_NET_ERR_LEN];
+    if (l && ah_coord_net_fd_send(nerr, fd, c->lbell) != AH_NET_OK) { /* the doorbell goes first */
+      AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s cannot pass its doorbell to a "
+                    "local process (%s); it connects directly", c->addr, nerr);
+      free(l);
+      close(fd);
+      continue;
+    }
     if (!l || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s refused a local process (%d "
                     "connected, at most %d, or out of memory); it connects directly", c->addr, c->nlocals,
@@ -174,6 +191,7 @@ static int relay_local_send(ah_coord_t *c, int i) {
     ssize_t r = send(l->fd, l->w.b + l->w.off, l->w.len - l->w.off, MSG_NOSIGNAL);
     if (r > 0) {
       l->w.off += (size_t)r;
+      c->ring_due = 1;
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -234,6 +252,20 @@ static void relay_local_read(ah_coord_t *c, int i) {
   }
 }
 
+/* Rings the doorbell when bytes went to local processes since the last ring. Note that one write
+ * wakes every local process at once (each watches the eventfd edge-triggered), in one system call:
+ * sending each its bytes does not wake it (it does not watch its socket's input), so a segment
+ * reaching 7 local processes costs the relay one wake-up call, not 7 — and the relay is preempted
+ * by the processes it wakes at most once, not after each send. A process with nothing new finds
+ * its socket empty after one read. */
+static void relay_ring(ah_coord_t *c) {
+  if (!c->ring_due || c->lbell < 0) return;
+  c->ring_due = 0;
+  uint64_t one = 1;
+  if (write(c->lbell, &one, sizeof one) < 0) { /* EAGAIN only after 2^64 - 2 rings */
+  }
+}
+
 int client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
   if (fd < 0) return 0;
   if (fd == c->lfd) {
@@ -243,6 +275,7 @@ int client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
   for (int i = 0; i < c->nlocals; i++)
     if (c->locals[i]->fd == fd) {
       if ((events & EPOLLOUT) && relay_local_send(c, i) != 0) return 1;
+      relay_ring(c);
       if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) relay_local_read(c, i);
       return 1;
     }
@@ -279,4 +312,5 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
 void client_relay_flush(ah_coord_t *c) {
   for (int i = c->nlocals - 1; i >= 0; i--)
     if (c->locals[i]->w.len > c->locals[i]->w.off && !c->locals[i]->want_out) (void)relay_local_send(c, i);
+  relay_ring(c);
 }

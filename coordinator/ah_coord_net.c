@@ -278,6 +278,69 @@ int ah_coord_net_write_full(char *err, int fd, const void *buf, size_t n, uint64
   return AH_NET_OK;
 }
 
+/* Note that SCM_RIGHTS needs at least one byte of data to travel with; the byte is the marker
+ * ah_coord_net_fd_recv checks, so a peer that sends ordinary data first is told apart. */
+int ah_coord_net_fd_send(char *err, int fd, int passed) {
+  char byte = AH_NET_FD_MARK;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    struct cmsghdr h;
+    char b[CMSG_SPACE(sizeof(int))];
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &passed, sizeof passed);
+  ssize_t r;
+  while ((r = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (r != 1) {
+    net_err(err, "sendmsg(SCM_RIGHTS): %s", r < 0 ? strerror(errno) : "nothing sent");
+    return AH_NET_ERR;
+  }
+  return AH_NET_OK;
+}
+
+int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed_p) {
+  for (;;) {
+    char byte = 0;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+      struct cmsghdr h;
+      char b[CMSG_SPACE(sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+    ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int w = net_wait(err, fd, POLLIN, deadline_ns, "recvmsg()");
+      if (w != AH_NET_OK) return w;
+      continue;
+    }
+    if (r <= 0) {
+      net_err(err, "recvmsg(): %s", r == 0 ? "peer closed the connection" : strerror(errno));
+      return AH_NET_ERR;
+    }
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    int passed = -1;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+        cm->cmsg_len == CMSG_LEN(sizeof(int)))
+      memcpy(&passed, CMSG_DATA(cm), sizeof passed);
+    if (byte != AH_NET_FD_MARK || passed < 0 || (m.msg_flags & MSG_CTRUNC)) {
+      if (passed >= 0) close(passed);
+      net_err(err, "expected a descriptor with marker byte 0x%02x, got byte 0x%02x %s", AH_NET_FD_MARK & 0xff,
+              byte & 0xff, passed < 0 ? "and none" : "and one");
+      return AH_NET_ERR;
+    }
+    *passed_p = passed;
+    return AH_NET_OK;
+  }
+}
+
 /* Note that getifaddrs lists each address of each interface as one entry, in the kernel's order
  * (IPv4 before IPv6), so "the first entry" is the first address of the first interface chosen. */
 int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, socklen_t *len_p, char *name,

@@ -64,7 +64,8 @@ static void sleep_us(long us) {
 /* Runs one configuration. Returns 0 and fills p50/p99 (ms), or -1 when a client failed to connect
  * or a segment never arrived. */
 static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p, double *p99_p,
-               double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p) {
+               double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p, double *cpu_all_p, double *csw_p,
+               double *icsw_p) {
   uint8_t secret[16];
   ah_coord_random(secret, sizeof secret);
   ah_coord_stamp_t st;
@@ -101,6 +102,8 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
   for (int t = 0; t < 2000 && ah_coord_hub_clients(hub) < nclients + 1; t++) sleep_us(5000);
   sleep_us(200000); /* let every JOIN land before the first segment */
   ah_key_t key = {.comm = comm, .coll = AH_FUNC_ALLREDUCE, .bin = 22};
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
   for (int s = 0; s < nseg; s++) {
     ah_segment_t seg;
     memset(&seg, 0, sizeof seg);
@@ -121,6 +124,13 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
     if (done) break;
     sleep_us(5000);
   }
+  getrusage(RUSAGE_SELF, &ru1);
+  *cpu_all_p = ((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e3 +
+                (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e3 +
+                (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e3 +
+                (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e3) / nseg;
+  *csw_p = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / nseg;
+  *icsw_p = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw) / nseg;
   size_t n = (size_t)nclients * (size_t)(nseg - WARMUP);
   uint64_t *all = malloc(n * sizeof *all);
   uint64_t *worst = calloc((size_t)nseg, sizeof *worst);
@@ -211,7 +221,7 @@ int main(int argc, char **argv) {
       ok = 0;
       continue;
     }
-    double p50 = 0, p99 = 0, p99all = 0, fan50 = 0, fan99 = 0, cpu50 = 0;
+    double p50 = 0, p99 = 0, p99all = 0, fan50 = 0, fan99 = 0, cpu50 = 0, cpu_all = 0, csw = 0, icsw = 0;
     /* One segment in flight at a time, as a leader committing ahead does: the pace leaves the
      * 2-core machine idle between fan-outs (30 us per client), so what is measured is the latency
      * of one decision reaching all, not the machine's saturation throughput. */
@@ -225,7 +235,7 @@ int main(int argc, char **argv) {
     }
     double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0;
     uint64_t t0 = ah_coord_now_ns();
-    if (run(counts[i], per_host, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50) != 0) {
+    if (run(counts[i], per_host, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50, &cpu_all, &csw, &icsw) != 0) {
       printf("coord_scale: %d clients: run failed\n", counts[i]);
       ok = 0;
       continue;
@@ -241,6 +251,8 @@ int main(int argc, char **argv) {
            "p99 %.3f ms, of which the hub thread's CPU p50 %.3f ms (%.1f us for each of %d sends)",
            counts[i], hosts_text(counts[i], per_host), nseg - WARMUP, pace_us, p50, p99, bars[i],
            pass ? "ok" : "over", p99all, fan50, fan99, cpu50, cpu50 * 1e3 / nsend, nsend);
+    printf("; per decision, all of the bench's threads: %.2f ms of CPU, %.0f voluntary and %.0f involuntary context switches",
+           cpu_all, csw, icsw);
     if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
     printf("\n");
     off += (size_t)snprintf(summary + off, sizeof summary - off, "%s%d clients (%s) p50 %.3f ms p99 %.3f ms",

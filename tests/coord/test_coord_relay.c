@@ -46,6 +46,8 @@ static ah_coord_t *client_on(const ah_coord_stamp_t *stamp, const char *host, re
   return ah_coord_client_open(stamp, NULL, &o, r ? rec_deliver : NULL, r);
 }
 
+static int raw_local(ah_coord_t *relay, int *bell_p);
+
 /* Whether r holds exactly the segments seg_make(0 .. n-1) of comm, in that order (each once). */
 static int rec_exactly(rec_t *r, int n) {
   pthread_mutex_lock(&r->mu);
@@ -86,7 +88,23 @@ START_TEST(test_relay_forwards) {
   for (int i = 0; i < 4; i++) ck_assert_int_eq(ah_coord_verdict(c[i], comm), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(ah_coord_hub_clients(hub), 5); /* five authenticated processes, two sockets */
 
-  publish_range(lead, comm, 0, 100, 0);
+  /* One ring of the relay's doorbell per segment for its three local processes, not one wake-up
+   * each: the doorbell's counter (read from a peer that took it like a local process) counts rings. */
+  int bell = -1, raw = raw_local(c[0], &bell);
+  ck_assert_int_ge(raw, 0);
+  ck_assert_int_ge(bell, 0);
+  sleep_ms(100);
+  uint64_t rings = 0;
+  if (read(bell, &rings, sizeof rings) < 0) rings = 0; /* reset: the rings so far */
+  publish_range(lead, comm, 0, 20, 5); /* apart, so that each is its own batch */
+  for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 20, 5000), "client %d got %d", i, rec_count(&recs[i]));
+  rings = 0;
+  ck_assert_int_eq(read(bell, &rings, sizeof rings), (ssize_t)sizeof rings);
+  ck_assert_msg(rings >= 1 && rings <= 30, "%llu rings for 20 segments to 3 local processes",
+                (unsigned long long)rings);
+  close(bell);
+  close(raw);
+  publish_range(lead, comm, 20, 100, 0);
   for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 100, 5000), "client %d got %d", i, rec_count(&recs[i]));
   for (int i = 0; i < 4; i++) ck_assert(rec_exactly(&recs[i], 100));
 
@@ -186,7 +204,7 @@ START_TEST(test_relay_killed_midstream) {
 END_TEST
 
 /* A connection to the relay's endpoint, by hand. Returns the fd or -1. */
-static int raw_local(ah_coord_t *relay) {
+static int raw_local(ah_coord_t *relay, int *bell_p) {
   struct sockaddr_storage ss;
   socklen_t sl;
   if (ah_coord_client_relay_endpoint(relay, &ss, &sl) != 0) return -1;
@@ -195,6 +213,15 @@ static int raw_local(ah_coord_t *relay) {
     close(fd);
     fd = -1;
   }
+  /* The relay passes its doorbell before anything else. */
+  char err[AH_NET_ERR_LEN];
+  int bell = -1;
+  if (fd >= 0 && ah_coord_net_fd_recv(err, fd, ah_coord_now_ns() + 3000000000ull, &bell) != AH_NET_OK) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd >= 0 && bell_p) *bell_p = bell;
+  else if (bell >= 0) close(bell);
   return fd;
 }
 
@@ -227,7 +254,7 @@ START_TEST(test_relay_refuses_local_without_secret) {
   sleep_ms(200);
 
   /* Wrong secret: HELLO comes (from the hub, through the relay), AUTH fails, the channel closes. */
-  int fd = raw_local(relay);
+  int fd = raw_local(relay, NULL);
   ck_assert_int_ge(fd, 0);
   char err[AH_NET_ERR_LEN];
   uint8_t hello[AH_COORD_HDR_BYTES + AH_COORD_NONCE_BYTES];
@@ -251,7 +278,7 @@ START_TEST(test_relay_refuses_local_without_secret) {
   ck_assert_msg(strstr(log_text(), "authentication failed (wrong job secret)"), "%s", log_text());
 
   /* Garbage (another protocol version) to the relay: refused there, by name. */
-  fd = raw_local(relay);
+  fd = raw_local(relay, NULL);
   ck_assert_int_ge(fd, 0);
   uint8_t junk[AH_COORD_HDR_BYTES] = {0, 0, 0, 0, 4, AH_MSG_PING, 0, 0};
   ck_assert_int_eq(ah_coord_net_write_full(err, fd, junk, sizeof junk, dl), AH_NET_OK);
