@@ -153,6 +153,8 @@ int ah_coord_client_connects(ah_coord_t *c) { return atomic_load(&c->connects); 
 
 int ah_coord_client_relay_role(ah_coord_t *c) { return atomic_load(&c->relay_role); }
 
+int ah_coord_client_ring_waits(ah_coord_t *c) { return atomic_load(&c->ring_waits); }
+
 int ah_coord_client_relay_endpoint(ah_coord_t *c, struct sockaddr_storage *ss_p, socklen_t *len_p) {
   if (!c->o.relay) return -1;
   memset(ss_p, 0, sizeof *ss_p);

@@ -86,6 +86,8 @@ void client_drop(ah_coord_t *c) {
     close(c->bell);
     c->bell = -1;
   }
+  client_ring_unmap(c->ring);
+  c->ring = NULL;
   pthread_mutex_unlock(&c->wmu);
 }
 
@@ -281,8 +283,8 @@ static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
  * segments): at 1,024 clients per hub the syscalls per segment are what the fan-out costs. A stream
  * socket's read returning less than asked means it held no more, so a doorbell's wake-up (which
  * needs the socket drained) costs no read that finds nothing. */
+static int client_parse(ah_coord_t *c, char *why, size_t whylen);
 static int client_read(ah_coord_t *c, char *why, size_t whylen) {
-  char err[200];
   ssize_t r;
   size_t room = sizeof c->rbuf - c->rlen;
   while ((r = read(c->fd, c->rbuf + c->rlen, room)) < 0 && errno == EINTR) {
@@ -293,6 +295,29 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
     return -1;
   }
   c->rlen += (size_t)r;
+  if (client_parse(c, why, whylen) != 0) return -1;
+  return (size_t)r == room;
+}
+
+/* Takes what this process's ring holds (the relay's doorbell rang) and handles every complete frame.
+ * Returns 0, or -1 with why set when the connection must be dropped. */
+static int client_take(ah_coord_t *c, char *why, size_t whylen) {
+  for (;;) {
+    long n = client_ring_take(c, c->rbuf + c->rlen, sizeof c->rbuf - c->rlen);
+    if (n < 0) {
+      snprintf(why, whylen, "the host relay's ring is corrupt");
+      return -1;
+    }
+    if (n == 0) return 0;
+    c->rlen += (size_t)n;
+    if (client_parse(c, why, whylen) != 0) return -1;
+  }
+}
+
+/* Handles every complete frame in rbuf (bytes from the socket or the ring). Returns 0, or -1 with why
+ * set when the connection must be dropped. */
+static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
+  char err[200];
   c->last_rx_ns = ah_coord_now_ns();
   size_t off = 0;
   while (c->rlen - off >= AH_COORD_HDR_BYTES) {
@@ -328,8 +353,8 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
   }
   memmove(c->rbuf, c->rbuf + off, c->rlen - off);
   c->rlen -= off;
-  client_relay_flush(c); /* a batch of the hub's frames: one send per local process, one ring */
-  return (size_t)r == room;
+  client_relay_flush(c); /* a batch of the hub's frames: into each local process's ring, one ring */
+  return 0;
 }
 
 static void client_sleep_ms(int ms) {
@@ -400,7 +425,7 @@ static int client_timeout_ms(ah_coord_t *c) {
   uint64_t hb = client_ping_due(c);
   uint64_t dead = c->last_rx_ns + (uint64_t)c->o.dead_ms * 1000000ull;
   uint64_t next = hb < dead && client_w_empty(c) ? hb : dead; /* no PING behind queued bytes */
-  if (next <= now) return 1;
+  if (next <= now || c->behind) return 1;
   uint64_t ms = (next - now) / 1000000ull + 1;
   return ms > 1000 ? 1000 : (int)ms;
 }
@@ -431,14 +456,12 @@ void *client_main(void *arg) {
             client_read(c, why, sizeof why) < 0)
           lost = 1;
       } else if (c->bell >= 0 && evs[i].data.fd == c->bell) {
-        int rc; /* edge-triggered: drain the socket, or its bytes wait for the next ring */
-        while ((rc = client_read(c, why, sizeof why)) > 0) {
-        }
-        if (rc < 0) lost = 1;
+        if (client_take(c, why, sizeof why) != 0) lost = 1; /* edge-triggered: the ring drained */
       } else {
         (void)client_relay_event(c, evs[i].data.fd, evs[i].events);
       }
     }
+    if (c->behind) client_relay_flush(c); /* a local process's ring was full: its bytes wait here */
     uint64_t now = ah_coord_now_ns();
     if (!lost && c->fd >= 0) { /* every 64 segments, so the hub can drop what all delivered */
       pthread_mutex_lock(&c->mu);

@@ -280,20 +280,25 @@ int ah_coord_net_write_full(char *err, int fd, const void *buf, size_t n, uint64
 
 /* Note that SCM_RIGHTS needs at least one byte of data to travel with; the byte is the marker
  * ah_coord_net_fd_recv checks, so a peer that sends ordinary data first is told apart. */
-int ah_coord_net_fd_send(char *err, int fd, int passed) {
+int ah_coord_net_fd_send(char *err, int fd, const int *passed, int n) {
   char byte = AH_NET_FD_MARK;
   struct iovec iov = {.iov_base = &byte, .iov_len = 1};
   union {
     struct cmsghdr h;
-    char b[CMSG_SPACE(sizeof(int))];
+    char b[CMSG_SPACE(AH_NET_FD_MAX * sizeof(int))];
   } u;
+  if (n < 1 || n > AH_NET_FD_MAX) {
+    net_err(err, "cannot pass %d descriptors (1 to %d)", n, AH_NET_FD_MAX);
+    return AH_NET_ERR;
+  }
   memset(&u, 0, sizeof u);
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+                     .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
   struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &passed, sizeof passed);
+  cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+  memcpy(CMSG_DATA(cm), passed, (size_t)n * sizeof(int));
   ssize_t r;
   while ((r = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
   }
@@ -304,13 +309,13 @@ int ah_coord_net_fd_send(char *err, int fd, int passed) {
   return AH_NET_OK;
 }
 
-int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed_p) {
+int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed, int n) {
   for (;;) {
     char byte = 0;
     struct iovec iov = {.iov_base = &byte, .iov_len = 1};
     union {
       struct cmsghdr h;
-      char b[CMSG_SPACE(sizeof(int))];
+      char b[CMSG_SPACE(AH_NET_FD_MAX * sizeof(int))];
     } u;
     memset(&u, 0, sizeof u);
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
@@ -326,17 +331,19 @@ int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed_p)
       return AH_NET_ERR;
     }
     struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    int passed = -1;
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-        cm->cmsg_len == CMSG_LEN(sizeof(int)))
-      memcpy(&passed, CMSG_DATA(cm), sizeof passed);
-    if (byte != AH_NET_FD_MARK || passed < 0 || (m.msg_flags & MSG_CTRUNC)) {
-      if (passed >= 0) close(passed);
-      net_err(err, "expected a descriptor with marker byte 0x%02x, got byte 0x%02x %s", AH_NET_FD_MARK & 0xff,
-              byte & 0xff, passed < 0 ? "and none" : "and one");
+    int got[AH_NET_FD_MAX], ngot = 0;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len >= CMSG_LEN(0)) {
+      ngot = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      if (ngot > AH_NET_FD_MAX) ngot = AH_NET_FD_MAX;
+      memcpy(got, CMSG_DATA(cm), (size_t)ngot * sizeof(int));
+    }
+    if (byte != AH_NET_FD_MARK || ngot != n || (m.msg_flags & MSG_CTRUNC)) {
+      for (int i = 0; i < ngot; i++) close(got[i]);
+      net_err(err, "expected %d descriptors with marker byte 0x%02x, got byte 0x%02x and %d", n,
+              AH_NET_FD_MARK & 0xff, byte & 0xff, ngot);
       return AH_NET_ERR;
     }
-    *passed_p = passed;
+    memcpy(passed, got, (size_t)n * sizeof(int));
     return AH_NET_OK;
   }
 }

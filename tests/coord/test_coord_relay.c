@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ah_check.h"
+#include "ah_coord_client_internal.h"
 #include "ah_coord_internal.h"
 #include "ah_log.h"
 #include "coord_test_util.h"
@@ -46,7 +47,9 @@ static ah_coord_t *client_on(const ah_coord_stamp_t *stamp, const char *host, re
   return ah_coord_client_open(stamp, NULL, &o, r ? rec_deliver : NULL, r);
 }
 
-static int raw_local(ah_coord_t *relay, int *bell_p);
+static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p);
+/* A SEGMENT frame's size on the wire (header, sequence number, key and segment). */
+#define FRAME_SEGMENT_BYTES_TEST (AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES)
 
 /* Whether r holds exactly the segments seg_make(0 .. n-1) of comm, in that order (each once). */
 static int rec_exactly(rec_t *r, int n) {
@@ -90,7 +93,7 @@ START_TEST(test_relay_forwards) {
 
   /* One ring of the relay's doorbell per segment for its three local processes, not one wake-up
    * each: the doorbell's counter (read from a peer that took it like a local process) counts rings. */
-  int bell = -1, raw = raw_local(c[0], &bell);
+  int bell = -1, raw = raw_local(c[0], &bell, NULL);
   ck_assert_int_ge(raw, 0);
   ck_assert_int_ge(bell, 0);
   sleep_ms(100);
@@ -149,6 +152,45 @@ START_TEST(test_relay_forwards) {
 }
 END_TEST
 
+/* A deliver callback that holds its I/O thread for 300 ms at the first segment (a process that
+ * stops reading), then records like rec_deliver. */
+static void stall_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
+  if (rec_count(arg) == 0) sleep_ms(300);
+  rec_deliver(arg, key, seg);
+}
+
+/* A replay larger than a local process's ring (4,000 segments, ~390 KB, through a 256 KiB ring) to a
+ * process that stalls at the first: the relay finds the ring full, keeps what does not fit and puts
+ * it in as the process drains the ring, so the process gets every segment once, in order. */
+START_TEST(test_relay_ring_full) {
+  const uint64_t comm = 0x41e9f011;
+  ah_coord_t *relay = client_on(&st, "hostA", &recs[0]);
+  ah_coord_t *lead = client_on(&st, "hostB", NULL);
+  ck_assert(relay && lead);
+  ck_assert_int_eq(ah_coord_join_rank(relay, comm, 3, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 1, NULL), 0);
+  const int n = 4000;
+  ck_assert_uint_gt((unsigned)n * FRAME_SEGMENT_BYTES_TEST, CLIENT_RING_BYTES);
+  publish_range(lead, comm, 0, n, 0);
+  ck_assert_msg(rec_wait(&recs[0], n, 20000), "relay got %d", rec_count(&recs[0]));
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.relay = 1;
+  snprintf(o.host, sizeof o.host, "hostA");
+  ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, stall_deliver, &recs[1]);
+  ck_assert_ptr_nonnull(late);
+  ck_assert_int_eq(ah_coord_client_relay_role(late), 1);
+  ck_assert_int_eq(ah_coord_join_rank(late, comm, 3, 2, NULL), 0);
+  ck_assert_msg(rec_wait(&recs[1], n, 20000), "late got %d", rec_count(&recs[1]));
+  ck_assert(rec_exactly(&recs[1], n));
+  ck_assert_int_eq(ah_coord_client_connects(late), 1);
+  ck_assert_int_gt(ah_coord_client_ring_waits(relay), 0);
+  ah_coord_client_close(late);
+  ah_coord_client_close(lead);
+  ah_coord_client_close(relay);
+}
+END_TEST
+
 /* The relay is another process, killed with SIGKILL while the leader publishes: its three local
  * processes fall back (one becomes the relay) and each delivers every segment once, in order. */
 START_TEST(test_relay_killed_midstream) {
@@ -203,8 +245,9 @@ START_TEST(test_relay_killed_midstream) {
 }
 END_TEST
 
-/* A connection to the relay's endpoint, by hand. Returns the fd or -1. */
-static int raw_local(ah_coord_t *relay, int *bell_p) {
+/* A connection to the relay's endpoint, by hand: the relay passes its doorbell (to bell_p, or
+ * closed) and this peer's ring (mapped to ring_p, or unmapped) first. Returns the fd or -1. */
+static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p) {
   struct sockaddr_storage ss;
   socklen_t sl;
   if (ah_coord_client_relay_endpoint(relay, &ss, &sl) != 0) return -1;
@@ -213,15 +256,18 @@ static int raw_local(ah_coord_t *relay, int *bell_p) {
     close(fd);
     fd = -1;
   }
-  /* The relay passes its doorbell before anything else. */
   char err[AH_NET_ERR_LEN];
-  int bell = -1;
-  if (fd >= 0 && ah_coord_net_fd_recv(err, fd, ah_coord_now_ns() + 3000000000ull, &bell) != AH_NET_OK) {
+  int fds[AH_COORD_RELAY_FDS] = {-1, -1};
+  client_ring_t *ring = NULL;
+  if (fd >= 0 && (ah_coord_net_fd_recv(err, fd, ah_coord_now_ns() + 3000000000ull, fds, AH_COORD_RELAY_FDS) != AH_NET_OK ||
+                  !(ring = client_ring_map(fds[1], err, sizeof err)))) {
     close(fd);
     fd = -1;
   }
-  if (fd >= 0 && bell_p) *bell_p = bell;
-  else if (bell >= 0) close(bell);
+  if (fd >= 0 && bell_p) *bell_p = fds[0];
+  else if (fds[0] >= 0) close(fds[0]);
+  if (fd >= 0 && ring_p) *ring_p = ring;
+  else client_ring_unmap(ring);
   return fd;
 }
 
@@ -254,12 +300,14 @@ START_TEST(test_relay_refuses_local_without_secret) {
   sleep_ms(200);
 
   /* Wrong secret: HELLO comes (from the hub, through the relay), AUTH fails, the channel closes. */
-  int fd = raw_local(relay, NULL);
+  client_ring_t *ring = NULL; /* the handshake comes through the socket, the rest through the ring */
+  int fd = raw_local(relay, NULL, &ring);
   ck_assert_int_ge(fd, 0);
   char err[AH_NET_ERR_LEN];
   uint8_t hello[AH_COORD_HDR_BYTES + AH_COORD_NONCE_BYTES];
   uint64_t dl = ah_coord_now_ns() + 3000000000ull;
   ck_assert_int_eq(ah_coord_net_read_full(err, fd, hello, sizeof hello, dl), AH_NET_OK);
+  client_ring_unmap(ring);
   ah_coord_hdr_t h;
   ck_assert_int_eq(ah_coord_hdr_decode(hello, &h, err, sizeof err), 0);
   ck_assert_int_eq(h.type, AH_MSG_HELLO);
@@ -278,7 +326,7 @@ START_TEST(test_relay_refuses_local_without_secret) {
   ck_assert_msg(strstr(log_text(), "authentication failed (wrong job secret)"), "%s", log_text());
 
   /* Garbage (another protocol version) to the relay: refused there, by name. */
-  fd = raw_local(relay, NULL);
+  fd = raw_local(relay, NULL, NULL);
   ck_assert_int_ge(fd, 0);
   uint8_t junk[AH_COORD_HDR_BYTES] = {0, 0, 0, 0, 4, AH_MSG_PING, 0, 0};
   ck_assert_int_eq(ah_coord_net_write_full(err, fd, junk, sizeof junk, dl), AH_NET_OK);
@@ -388,6 +436,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_relay_forwards);
+  tcase_add_test(tc, test_relay_ring_full);
   tcase_add_test(tc, test_relay_killed_midstream);
   tcase_add_test(tc, test_relay_refuses_local_without_secret);
   tcase_add_test(tc, test_hub_refuses_bad_channel_frames);
