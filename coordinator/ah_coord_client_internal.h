@@ -81,6 +81,7 @@ typedef struct {
   int fd;
   uint32_t chan;
   client_ring_t *ring;
+  uint64_t head; /* bytes put into its ring so far */
   int ringed; /* its handshake is done (WELCOME passed): the hub's frames go into its ring */
   uint8_t rbuf[AH_COORD_HDR_BYTES + AH_COORD_MAX_INNER]; /* a frame being read: rbuf[0 .. rlen) */
   size_t rlen;

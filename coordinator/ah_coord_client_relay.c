@@ -260,7 +260,7 @@ static void relay_accept(ah_coord_t *c) {
 static int relay_local_send(ah_coord_t *c, int i) {
   client_local_t *l = c->locals[i];
   client_ring_t *r = l->ring;
-  uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed); /* ours */
+  uint64_t head = l->head; /* ours: the copy in the ring is for the process to read, never trusted */
   uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
   if (head - tail > CLIENT_RING_BYTES) {
     AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s dropped a local process whose ring "
@@ -274,7 +274,8 @@ static int relay_local_send(ah_coord_t *c, int i) {
   size_t at = (size_t)(head % CLIENT_RING_BYTES), first = CLIENT_RING_BYTES - at < n ? CLIENT_RING_BYTES - at : n;
   memcpy(r->data + at, l->w.b + l->w.off, first);
   memcpy(r->data, l->w.b + l->w.off + first, n - first);
-  atomic_store_explicit(&r->head, head + n, memory_order_release); /* the bytes before the index */
+  l->head = head + n;
+  atomic_store_explicit(&r->head, l->head, memory_order_release); /* the bytes before the index */
   l->w.off += n;
   if (n) c->ring_due = 1;
   if (l->w.off == l->w.len) {

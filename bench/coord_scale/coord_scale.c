@@ -9,13 +9,18 @@
  * it). The clients simulate hosts of 8 processes (--per-host K; 1: every client its own host):
  * clients 0-7 are host 0, 8-15 host 1, ..., the leader is on host 0, and with more than one per
  * host the host relay is on (AUTOHA_COORD_RELAY's default; docs/coordinator.md "Host relay"), so
- * the first client of each host carries the others' connections and the hub sends once per host. Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
+ * the first client of each host carries the others' connections and the hub sends once per host,
+ * and the relay passes the others their frames through shared-memory rings and one doorbell ring.
+ * Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
  * client reached" time, the hub's own fan-out time (PUBLISH read to last subscriber's send) with
- * the hub thread's CPU time in it, and the CPU share the busy process got; last, one line with the
- * load average and OK or FAILED against the bars (p99 <= 2 ms at 64 clients,
- * <= 10 ms at 1,024). Note that every figure is wall-clock on this machine, shared with whatever
- * else runs on it: the simulated clients stand for processes on other hosts but share its CPUs
- * (they run at nice +10 for that reason — a bench artifact, not something the job relies on). */
+ * the hub thread's CPU time in it, the CPU time and context switches of all the bench's threads per
+ * decision (getrusage over the publishing phase: what one decision costs the machine end to end),
+ * and the CPU share the busy process got; last, one line with the load average and OK or FAILED
+ * against the bars (p99 <= 2 ms at 64 clients, <= 10 ms at 1,024). Note that every figure is
+ * wall-clock on this machine, shared with whatever else runs on it: the clients are threads of this
+ * one process (one I/O thread each, as each process of a job has one) standing for processes on
+ * many hosts, but here they share this machine's CPUs with the hub (they run at nice +10 for that
+ * reason — a bench artifact, not something the job relies on); the output says so. */
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -265,8 +270,10 @@ int main(int argc, char **argv) {
   /* The machine's load is part of the figure: on a shared host the fan-out competes for CPU. */
   double la[1] = {-1};
   getloadavg(la, 1);
-  printf("coord_scale (wall clock, 127.0.0.1, %s, load average %.1f on %ld CPUs): %s: %s\n",
+  printf("coord_scale (wall clock, 127.0.0.1, every client a thread of this process on these %ld CPUs "
+         "where a job has them on many hosts, %s, load average %.1f): %s: %s\n",
+         sysconf(_SC_NPROCESSORS_ONLN),
          load ? "runs above 256 clients beside one CPU-bound process at nice 0" : "no added load", la[0],
-         sysconf(_SC_NPROCESSORS_ONLN), summary, ok ? "OK" : "FAILED");
+         summary, ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }
