@@ -171,8 +171,9 @@ void client_pubs_ack(ah_coord_t *c, uint64_t upto); /* drops acknowledged publis
 int client_queue_dir_put(ah_coord_t *c, const client_dir_put_t *d);
 int client_queue_dir_get(ah_coord_t *c, const client_dir_wait_t *w);
 int client_queue_dir_all(ah_coord_t *c);
-/* DELIVERED for every communicator that has delivered at least `step` segments since the hub was
- * last told (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
+/* DELIVERED for every communicator whose delivered count crossed a multiple of `step` (shifted by
+ * a phase of this client's) since the hub was last told, so at least every `step` segments; step 1:
+ * whenever it grew (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
 int client_queue_delivered(ah_coord_t *c, uint64_t step);
 
 /* ---- ah_coord_client_relay.c ---- */
