@@ -2,7 +2,9 @@
  * and host identity) to bind the host's abstract unix endpoint becomes its relay: it keeps its own
  * connection to the hub and carries the other processes of the host over it, each as a numbered
  * channel (RELAY_OPEN / RELAY_DATA / RELAY_CLOSE), so a segment reaching a host costs the hub one
- * send(2) instead of one per process (docs/coordinator.md "Host relay").
+ * send(2) instead of one per process (docs/coordinator.md "Host relay"); the relay puts each local
+ * process's frames into a shared-memory ring and wakes them all with one doorbell write, so it costs
+ * the host one system call and no read, not a send and a read per process.
  *
  * Key choice: the relay is a pipe for whole frames, not a second hub. A local process runs the
  * usual handshake with the hub itself, through the channel, so it proves the job secret to the hub
