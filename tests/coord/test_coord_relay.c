@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -188,6 +189,47 @@ START_TEST(test_relay_ring_full) {
   ah_coord_client_close(late);
   ah_coord_client_close(lead);
   ah_coord_client_close(relay);
+}
+END_TEST
+
+/* Passing the doorbell and ring: both arrive; a peer that sends ordinary bytes first (a relay of
+ * an older autoha, which sends HELLO) or too few descriptors is refused by name, and whatever
+ * descriptors came are closed. */
+START_TEST(test_relay_fd_passing) {
+  char err[AH_NET_ERR_LEN];
+  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
+  int sp[2], a = eventfd(0, EFD_CLOEXEC), b = eventfd(0, EFD_CLOEXEC);
+  ck_assert(a >= 0 && b >= 0);
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+  int two[2] = {a, b}, got[2] = {-1, -1};
+  ck_assert_int_eq(ah_coord_net_fd_send(err, sp[0], two, 2), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_fd_recv(err, sp[1], dl, got, 2), AH_NET_OK);
+  uint64_t one = 1, v = 0; /* the received doorbell is the same eventfd */
+  ck_assert_int_eq(write(got[0], &one, sizeof one), (ssize_t)sizeof one);
+  ck_assert_int_eq(read(a, &v, sizeof v), (ssize_t)sizeof v);
+  ck_assert_uint_eq(v, 1);
+  close(got[0]);
+  close(got[1]);
+
+  uint8_t hello[AH_COORD_HDR_BYTES];
+  ah_coord_hdr_encode(AH_MSG_HELLO, AH_COORD_NONCE_BYTES, hello);
+  ck_assert_int_eq(ah_coord_net_write_full(err, sp[0], hello, sizeof hello, dl), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_fd_recv(err, sp[1], dl, got, 2), AH_NET_ERR);
+  ck_assert_msg(strstr(err, "expected 2 descriptors") && strstr(err, "and 0"), "%s", err);
+
+  int fresh[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fresh), 0);
+  ck_assert_int_eq(ah_coord_net_fd_send(err, fresh[0], two, 1), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_fd_recv(err, fresh[1], dl, got, 2), AH_NET_ERR);
+  ck_assert_msg(strstr(err, "and 1"), "%s", err);
+  close(fresh[0]); /* nothing more comes: closed, not a wait to the deadline */
+  ck_assert_int_eq(ah_coord_net_fd_recv(err, fresh[1], dl, got, 2), AH_NET_ERR);
+  ck_assert_msg(strstr(err, "peer closed"), "%s", err);
+  close(fresh[1]);
+  close(sp[0]);
+  close(sp[1]);
+  close(a);
+  close(b);
 }
 END_TEST
 
@@ -437,6 +479,7 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_relay_forwards);
   tcase_add_test(tc, test_relay_ring_full);
+  tcase_add_test(tc, test_relay_fd_passing);
   tcase_add_test(tc, test_relay_killed_midstream);
   tcase_add_test(tc, test_relay_refuses_local_without_secret);
   tcase_add_test(tc, test_hub_refuses_bad_channel_frames);
