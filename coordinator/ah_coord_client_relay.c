@@ -289,13 +289,18 @@ static int relay_local_send(ah_coord_t *c, int i) {
   return 0;
 }
 
+/* Frames read from one local process per wake-up: as the hub's reader (HUB_READ_FRAMES), so that a
+ * process writing without pause cannot keep the relay from the hub's frames and the other local
+ * processes (its socket is watched level-triggered: the rest is read at the next wake-up). */
+#define RELAY_READ_FRAMES 128
+
 /* Reads whole frames from local process i and queues each, wrapped, for the hub. Note that the
  * relay checks only the framing (the header's version, type and length, as the hub's reader does)
  * and refuses a relay message inside a channel; what a frame means is the hub's to judge. */
 static void relay_local_read(ah_coord_t *c, int i) {
   client_local_t *l = c->locals[i];
   char err[200];
-  for (;;) {
+  for (int frames = 0; frames < RELAY_READ_FRAMES;) {
     size_t want = AH_COORD_HDR_BYTES + (l->rlen >= AH_COORD_HDR_BYTES ? ah_coord_get_u32(l->rbuf) : 0);
     ssize_t r = read(l->fd, l->rbuf + l->rlen, want - l->rlen);
     if (r < 0 && errno == EINTR) continue;
@@ -322,6 +327,7 @@ static void relay_local_read(ah_coord_t *c, int i) {
         return;
       }
       l->rlen = 0;
+      frames++;
     }
   }
 }

@@ -145,9 +145,15 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
   }
 }
 
+/* Frames handled per connection per wake-up. Note that without a bound a client writing as fast as
+ * the hub reads (a flood, or a bug) is never drained to EAGAIN, and the hub thread serves it alone:
+ * other clients' PINGs go unanswered until they give the hub up. The connection is watched
+ * level-triggered, so what is left is read again after every other ready connection had its turn. */
+#define HUB_READ_FRAMES 128
+
 static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
   char err[200];
-  for (;;) {
+  for (int frames = 0; frames < HUB_READ_FRAMES;) {
     size_t want = c->need ? c->need : AH_COORD_HDR_BYTES;
     ssize_t r = read(c->fd, c->rbuf + c->rlen, want - c->rlen);
     if (r < 0 && errno == EINTR) continue;
@@ -189,6 +195,7 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
     c->need = 0;
     hub_on_frame(h, c, type, c->rbuf + AH_COORD_HDR_BYTES, len);
     if (c->closing) return;
+    frames++;
   }
 }
 
