@@ -47,7 +47,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   c->stamp = *stamp;
   c->deliver = deliver;
   c->arg = arg;
-  c->fd = c->epfd = c->efd = c->lfd = -1;
+  c->fd = c->epfd = c->efd = c->lfd = c->bell = c->lbell = -1;
   if (opts) c->o = *opts;
   else ah_coord_client_opts_default(&c->o);
   if (addr) {
@@ -152,6 +152,8 @@ size_t ah_coord_client_unacked(ah_coord_t *c) {
 int ah_coord_client_connects(ah_coord_t *c) { return atomic_load(&c->connects); }
 
 int ah_coord_client_relay_role(ah_coord_t *c) { return atomic_load(&c->relay_role); }
+
+int ah_coord_client_ring_waits(ah_coord_t *c) { return atomic_load(&c->ring_waits); }
 
 int ah_coord_client_relay_endpoint(ah_coord_t *c, struct sockaddr_storage *ss_p, socklen_t *len_p) {
   if (!c->o.relay) return -1;
@@ -379,6 +381,7 @@ static void connect_atfork_child(void) {
     /* The parent's relay endpoint and its local processes' sockets: held here they would keep the
      * endpoint's name taken after the parent exits, with nobody serving it. */
     if (c->lfd >= 0) close(c->lfd);
+    if (c->lbell >= 0) close(c->lbell);
     for (int i = 0; i < c->nlocals; i++) close(c->locals[i]->fd);
   }
   connect_list = NULL;

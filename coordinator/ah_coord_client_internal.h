@@ -63,15 +63,30 @@ typedef struct client_dir_wait {
   struct client_dir_wait *next;
 } client_dir_wait_t;
 
+/* The bytes a relay passes one local process: a ring in memory both map (a memfd the relay made and
+ * passed), written only by the relay (data, head) and read only by the local process (tail). head and
+ * tail count bytes since the start and sit on their own cache lines; each side checks the other's
+ * index (head - tail never above CLIENT_RING_BYTES), so a corrupt ring drops that one connection. */
+#define CLIENT_RING_BYTES (256u << 10)
+typedef struct {
+  _Atomic uint64_t head;
+  char pad0[56];
+  _Atomic uint64_t tail;
+  char pad1[56];
+  uint8_t data[CLIENT_RING_BYTES];
+} client_ring_t;
+
 /* A process of this host connected to this process's relay (I/O thread only): its frames go to the
- * hub as RELAY_DATA on channel chan, the hub's for it come back the same way. */
+ * hub as RELAY_DATA on channel chan, the hub's for it come back the same way, into its ring. */
 typedef struct {
   int fd;
   uint32_t chan;
-  int want_out;
+  client_ring_t *ring;
+  uint64_t head; /* bytes put into its ring so far */
+  int ringed; /* its handshake is done (WELCOME passed): the hub's frames go into its ring */
   uint8_t rbuf[AH_COORD_HDR_BYTES + AH_COORD_MAX_INNER]; /* a frame being read: rbuf[0 .. rlen) */
   size_t rlen;
-  client_buf_t w;  /* bytes for it that its socket has not taken yet */
+  client_buf_t w;  /* bytes for it that its ring had no room for yet */
 } client_local_t;
 /* Local processes one relay carries (the hub's bound too), and the bytes one may leave unread. */
 #define CLIENT_RELAY_LOCALS 256
@@ -108,6 +123,13 @@ struct ah_coord {
   int fd, epfd, efd;
   client_buf_t w;
   int want_out;
+  /* Through a host relay, the relay's doorbell (an eventfd it passed; -1 when connected directly)
+   * and this process's ring (NULL when direct): the I/O thread waits on the doorbell, edge-triggered,
+   * and takes the hub's frames from the ring; it watches fd only for its end (fd_ev: what fd is
+   * polled for besides EPOLLOUT). I/O thread only. */
+  int bell;
+  client_ring_t *ring;
+  uint32_t fd_ev;
   _Atomic uint64_t last_tx_ns;
 
   /* I/O thread only */
@@ -120,10 +142,14 @@ struct ah_coord {
   struct sockaddr_un rsa;
   socklen_t rsl;
   int lfd;
+  int lbell;    /* the doorbell this relay rings once per batch for all its local processes */
+  int ring_due; /* bytes went to a local process since the last ring */
+  int behind;   /* local processes whose ring was full at the last flush (retried every 1 ms) */
   client_local_t **locals;
   int nlocals, caplocals;
   uint32_t next_chan;
   atomic_int relay_role; /* ah_coord_client_relay_role */
+  atomic_int ring_waits; /* ah_coord_client_ring_waits */
 
   pthread_t thr;
   atomic_int stop, alive, cut_req, connects;
@@ -146,8 +172,9 @@ void client_pubs_ack(ah_coord_t *c, uint64_t upto); /* drops acknowledged publis
 int client_queue_dir_put(ah_coord_t *c, const client_dir_put_t *d);
 int client_queue_dir_get(ah_coord_t *c, const client_dir_wait_t *w);
 int client_queue_dir_all(ah_coord_t *c);
-/* DELIVERED for every communicator that has delivered at least `step` segments since the hub was
- * last told (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
+/* DELIVERED for every communicator whose delivered count crossed a multiple of `step` (shifted by
+ * a phase of this client's) since the hub was last told, so at least every `step` segments; step 1:
+ * whenever it grew (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
 int client_queue_delivered(ah_coord_t *c, uint64_t step);
 
 /* ---- ah_coord_client_relay.c ---- */
@@ -170,8 +197,15 @@ int client_relay_event(ah_coord_t *c, int fd, uint32_t events);
  * client_relay_flush), or that process's socket is closed. Returns 0, or -1 with why when the frame
  * has no place here (this process is not a relay). */
 int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why, size_t whylen);
-/* Sends every local process what the hub's frames left for it. */
+/* Puts what the hub's frames left for every local process into its ring, then rings the doorbell
+ * once. */
 void client_relay_flush(ah_coord_t *c);
+/* Maps the ring a relay passed (ring_fd, closed here). Returns it, or NULL with err. */
+client_ring_t *client_ring_map(int ring_fd, char *err, size_t errlen);
+/* Copies up to room bytes from this process's ring to dst. Returns the count (0: empty), or -1 when
+ * the relay's index is out of range (the connection is dropped). */
+long client_ring_take(ah_coord_t *c, uint8_t *dst, size_t room);
+void client_ring_unmap(client_ring_t *r);
 
 /* ---- ah_coord_client_io.c ---- */
 

@@ -29,7 +29,7 @@ int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, 
       AH_LOG_CAPPED(5, AH_LOG_INFO, "coordinator: %s; connecting to hub %s directly", rerr, c->addr);
   }
   int rc = ah_coord_dial((const struct sockaddr *)&c->ss, c->sl, c->stamp.secret, c->client_id,
-                         c->o.connect_ms, fd_p, last_pub_p, err, errlen);
+                         c->o.connect_ms, fd_p, NULL, last_pub_p, err, errlen);
   if (rc != 0 && c->lfd >= 0) client_relay_release(c); /* no relay without a hub: let another try */
   return rc;
 }
@@ -37,13 +37,23 @@ int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, 
 /* Installs a fresh connection: rebuilds the outgoing bytes from the state (JOIN since the last
  * delivered sequence number of every communicator, then every unacknowledged publish). */
 int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
-  struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+  /* Through a relay the socket is watched for its end only: its bytes are announced by the doorbell
+   * the relay rings once for all its processes (edge-triggered: it is never read, every ring wakes). */
+  uint32_t fd_ev = c->bell >= 0 ? EPOLLRDHUP : EPOLLIN;
+  struct epoll_event ev = {.events = fd_ev, .data.fd = fd};
+  struct epoll_event bev = {.events = EPOLLIN | EPOLLET, .data.fd = c->bell};
   if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (c->bell >= 0 && epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->bell, &bev) != 0) {
+    epoll_ctl(c->epfd, EPOLL_CTL_DEL, fd, NULL);
     close(fd);
     return -1;
   }
   pthread_mutex_lock(&c->wmu);
   c->fd = fd;
+  c->fd_ev = fd_ev;
   c->want_out = 0;
   c->rlen = 0;
   c->w.off = c->w.len = 0;
@@ -71,12 +81,19 @@ void client_drop(ah_coord_t *c) {
     close(c->fd);
     c->fd = -1;
   }
+  if (c->bell >= 0) {
+    epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->bell, NULL);
+    close(c->bell);
+    c->bell = -1;
+  }
+  client_ring_unmap(c->ring);
+  c->ring = NULL;
   pthread_mutex_unlock(&c->wmu);
 }
 
 static void client_interest(ah_coord_t *c, int want_out) {
   if (c->want_out == want_out || c->fd < 0) return;
-  struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.fd = c->fd};
+  struct epoll_event ev = {.events = c->fd_ev | (want_out ? EPOLLOUT : 0), .data.fd = c->fd};
   epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->fd, &ev);
   c->want_out = want_out;
 }
@@ -274,14 +291,17 @@ static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
   if (deliver && c->deliver) c->deliver(c->arg, &k, &s);
 }
 
-/* Reads what the socket holds and handles every complete frame. Returns 0, or -1 with why set when
- * the connection must be dropped. Note that one read(2) per wake-up takes many frames at once (a
- * replay, or a burst of segments): at 1,024 clients per hub the syscalls per segment are what the
- * fan-out costs. */
+/* Reads what the socket holds and handles every complete frame. Returns 1 when the read filled the
+ * buffer (more may wait), 0 when the socket was drained, or -1 with why set when the connection must
+ * be dropped. Note that one read(2) per wake-up takes many frames at once (a replay, or a burst of
+ * segments): at 1,024 clients per hub the syscalls per segment are what the fan-out costs. A stream
+ * socket's read returning less than asked means it held no more, so a doorbell's wake-up (which
+ * needs the socket drained) costs no read that finds nothing. */
+static int client_parse(ah_coord_t *c, char *why, size_t whylen);
 static int client_read(ah_coord_t *c, char *why, size_t whylen) {
-  char err[200];
   ssize_t r;
-  while ((r = read(c->fd, c->rbuf + c->rlen, sizeof c->rbuf - c->rlen)) < 0 && errno == EINTR) {
+  size_t room = sizeof c->rbuf - c->rlen;
+  while ((r = read(c->fd, c->rbuf + c->rlen, room)) < 0 && errno == EINTR) {
   }
   if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
   if (r <= 0) {
@@ -289,6 +309,29 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
     return -1;
   }
   c->rlen += (size_t)r;
+  if (client_parse(c, why, whylen) != 0) return -1;
+  return (size_t)r == room;
+}
+
+/* Takes what this process's ring holds (the relay's doorbell rang) and handles every complete frame.
+ * Returns 0, or -1 with why set when the connection must be dropped. */
+static int client_take(ah_coord_t *c, char *why, size_t whylen) {
+  for (;;) {
+    long n = client_ring_take(c, c->rbuf + c->rlen, sizeof c->rbuf - c->rlen);
+    if (n < 0) {
+      snprintf(why, whylen, "the host relay's ring is corrupt");
+      return -1;
+    }
+    if (n == 0) return 0;
+    c->rlen += (size_t)n;
+    if (client_parse(c, why, whylen) != 0) return -1;
+  }
+}
+
+/* Handles every complete frame in rbuf (bytes from the socket or the ring). Returns 0, or -1 with why
+ * set when the connection must be dropped. */
+static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
+  char err[200];
   c->last_rx_ns = ah_coord_now_ns();
   size_t off = 0;
   while (c->rlen - off >= AH_COORD_HDR_BYTES) {
@@ -325,7 +368,7 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
   }
   memmove(c->rbuf, c->rbuf + off, c->rlen - off);
   c->rlen -= off;
-  client_relay_flush(c); /* a batch of the hub's frames: one send per local process */
+  client_relay_flush(c); /* a batch of the hub's frames: into each local process's ring, one ring */
   return 0;
 }
 
@@ -410,7 +453,7 @@ static int client_timeout_ms(ah_coord_t *c) {
   uint64_t hb = client_ping_due(c);
   uint64_t dead = c->last_rx_ns + (uint64_t)c->o.dead_ms * 1000000ull;
   uint64_t next = hb < dead && client_w_empty(c) ? hb : dead; /* no PING behind queued bytes */
-  if (next <= now) return 1;
+  if (next <= now || c->behind) return 1;
   uint64_t ms = (next - now) / 1000000ull + 1;
   return ms > 1000 ? 1000 : (int)ms;
 }
@@ -437,13 +480,16 @@ void *client_main(void *arg) {
         if (c->fd >= 0 && client_flush(c, why, sizeof why) != 0) lost = 1;
       } else if (evs[i].data.fd == c->fd) {
         if ((evs[i].events & EPOLLOUT) && client_flush(c, why, sizeof why) != 0) lost = 1;
-        if (!lost && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) &&
-            client_read(c, why, sizeof why) != 0)
+        if (!lost && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) &&
+            client_read(c, why, sizeof why) < 0)
           lost = 1;
+      } else if (c->bell >= 0 && evs[i].data.fd == c->bell) {
+        if (client_take(c, why, sizeof why) != 0) lost = 1; /* edge-triggered: the ring drained */
       } else {
         (void)client_relay_event(c, evs[i].data.fd, evs[i].events);
       }
     }
+    if (c->behind) client_relay_flush(c); /* a local process's ring was full: its bytes wait here */
     uint64_t now = ah_coord_now_ns();
     if (!lost && c->fd >= 0) { /* every 64 segments, so the hub can drop what all delivered */
       pthread_mutex_lock(&c->mu);

@@ -80,11 +80,16 @@ void client_pubs_ack(ah_coord_t *c, uint64_t upto) {
   if (c->pub_head == c->npubs) c->pub_head = c->npubs = 0;
 }
 
+/* Note that the report falls where last_seq crosses a multiple of step shifted by this client's
+ * phase (its random id modulo step): every client reports every step segments, but the clients of
+ * a job do not all report after the same segment — 1,024 DELIVERED frames at once would reach the
+ * hub (and every relay) in the middle of the next segment's fan-out. */
 int client_queue_delivered(ah_coord_t *c, uint64_t step) {
   int rc = 0;
+  uint64_t ph = step > 1 ? c->client_id % step : 0;
   for (int i = 0; i < c->ncomms; i++) {
     client_comm_t *m = &c->comms[i];
-    if (m->last_seq < m->told_seq + step || m->last_seq == m->told_seq) continue;
+    if (m->last_seq == m->told_seq || (m->last_seq + ph) / step == (m->told_seq + ph) / step) continue;
     uint8_t p[16];
     ah_coord_put_u64(p, m->comm);
     ah_coord_put_u64(p + 8, m->last_seq);

@@ -2,7 +2,9 @@
  * and host identity) to bind the host's abstract unix endpoint becomes its relay: it keeps its own
  * connection to the hub and carries the other processes of the host over it, each as a numbered
  * channel (RELAY_OPEN / RELAY_DATA / RELAY_CLOSE), so a segment reaching a host costs the hub one
- * send(2) instead of one per process (docs/coordinator.md "Host relay").
+ * send(2) instead of one per process (docs/coordinator.md "Host relay"); the relay puts each local
+ * process's frames into a shared-memory ring and wakes them all with one doorbell write, so it costs
+ * the host one system call and no read, not a send and a read per process.
  *
  * Key choice: the relay is a pipe for whole frames, not a second hub. A local process runs the
  * usual handshake with the hub itself, through the channel, so it proves the job secret to the hub
@@ -15,7 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,7 +38,7 @@ void client_relay_name(ah_coord_t *c) {
   if (c->o.host[0]) snprintf(host, sizeof host, "%s", c->o.host);
   else if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
   char msg[256];
-  int n = snprintf(msg, sizeof msg, "autoha-relay|%s|%s", c->addr, host);
+  int n = snprintf(msg, sizeof msg, "autoha-relay-2|%s|%s", c->addr, host);
   uint8_t d[32];
   ah_coord_hmac_sha256(c->stamp.secret, sizeof c->stamp.secret, msg, (size_t)n, d);
   memset(&c->rsa, 0, sizeof c->rsa);
@@ -57,12 +63,15 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
   }
   if (bind(fd, (const struct sockaddr *)&c->rsa, c->rsl) == 0) {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-    if (listen(fd, CLIENT_RELAY_LOCALS) != 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      snprintf(err, errlen, "listen(%s): %s", ep, strerror(errno));
+    int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (bell < 0 || listen(fd, CLIENT_RELAY_LOCALS) != 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      snprintf(err, errlen, "%s(%s): %s", bell < 0 ? "eventfd" : "listen", ep, strerror(errno));
+      if (bell >= 0) close(bell);
       close(fd);
       return -1;
     }
     c->lfd = fd;
+    c->lbell = bell;
     atomic_store(&c->relay_role, 2);
     ah_log(AH_LOG_DEBUG, "coordinator: this process is the host's relay (%s) to hub %s", ep, c->addr);
     return 1;
@@ -75,11 +84,20 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
   }
   *busy_p = 1;
   char derr[300];
+  int fds[AH_COORD_RELAY_FDS];
   if (ah_coord_dial((const struct sockaddr *)&c->rsa, c->rsl, c->stamp.secret, c->client_id, c->o.connect_ms,
-                    fd_p, last_pub_p, derr, sizeof derr) != 0) {
+                    fd_p, fds, last_pub_p, derr, sizeof derr) != 0) {
     snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
     return -1;
   }
+  c->ring = client_ring_map(fds[1], derr, sizeof derr);
+  if (!c->ring) {
+    snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
+    close(fds[0]);
+    close(*fd_p);
+    return -1;
+  }
+  c->bell = fds[0];
   atomic_store(&c->relay_role, 1);
   return 0;
 }
@@ -113,12 +131,61 @@ static int relay_queue(ah_coord_t *c, uint8_t type, uint32_t chan, const uint8_t
   return rc;
 }
 
+client_ring_t *client_ring_map(int ring_fd, char *err, size_t errlen) {
+  struct stat sb;
+  void *m = MAP_FAILED;
+  if (fstat(ring_fd, &sb) != 0 || (size_t)sb.st_size != sizeof(client_ring_t))
+    snprintf(err, errlen, "the ring it passed has %lld bytes, not %zu", (long long)sb.st_size,
+             sizeof(client_ring_t));
+  else if ((m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED, ring_fd, 0)) == MAP_FAILED)
+    snprintf(err, errlen, "mmap of its ring: %s", strerror(errno));
+  close(ring_fd);
+  return m == MAP_FAILED ? NULL : m;
+}
+
+void client_ring_unmap(client_ring_t *r) {
+  if (r) munmap(r, sizeof *r);
+}
+
+/* Makes a local process's ring: a memfd of one client_ring_t, mapped here. Returns it with its
+ * descriptor (to pass), or NULL with err. */
+static client_ring_t *ring_create(int *fd_p, char *err, size_t errlen) {
+  int fd = memfd_create("autoha-relay-ring", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)sizeof(client_ring_t)) != 0) {
+    snprintf(err, errlen, "%s: %s", fd < 0 ? "memfd_create" : "ftruncate", strerror(errno));
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
+  void *m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    snprintf(err, errlen, "mmap: %s", strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  *fd_p = fd;
+  return m;
+}
+
+long client_ring_take(ah_coord_t *c, uint8_t *dst, size_t room) {
+  client_ring_t *r = c->ring;
+  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed); /* ours */
+  uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);  /* the data before it is written */
+  if (head - tail > CLIENT_RING_BYTES) return -1;
+  size_t n = (size_t)(head - tail) < room ? (size_t)(head - tail) : room;
+  size_t at = (size_t)(tail % CLIENT_RING_BYTES), first = CLIENT_RING_BYTES - at < n ? CLIENT_RING_BYTES - at : n;
+  memcpy(dst, r->data + at, first);
+  memcpy(dst + first, r->data, n - first);
+  atomic_store_explicit(&r->tail, tail + n, memory_order_release); /* the relay may reuse the space */
+  return (long)n;
+}
+
 /* Closes local process i's socket; tell: say so to the hub (RELAY_CLOSE), which drops the channel. */
 static void relay_local_close(ah_coord_t *c, int i, int tell) {
   client_local_t *l = c->locals[i];
   if (tell && c->fd >= 0) (void)relay_queue(c, AH_MSG_RELAY_CLOSE, l->chan, NULL, 0);
   epoll_ctl(c->epfd, EPOLL_CTL_DEL, l->fd, NULL);
   close(l->fd);
+  client_ring_unmap(l->ring);
   free(l->w.b);
   free(l);
   c->locals[i] = c->locals[--c->nlocals];
@@ -131,6 +198,12 @@ void client_relay_release(ah_coord_t *c) {
     close(c->lfd);
     c->lfd = -1;
   }
+  if (c->lbell >= 0) {
+    close(c->lbell);
+    c->lbell = -1;
+  }
+  c->ring_due = 0;
+  c->behind = 0;
   free(c->locals);
   c->locals = NULL;
   c->caplocals = 0;
@@ -152,10 +225,25 @@ static void relay_accept(ah_coord_t *c) {
     }
     client_local_t *l = c->nlocals < c->caplocals ? calloc(1, sizeof *l) : NULL;
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    char nerr[AH_NET_ERR_LEN];
+    int fds[AH_COORD_RELAY_FDS] = {c->lbell, -1};
+    /* The doorbell and the process's ring go first, before any frame. */
+    if (l && (!(l->ring = ring_create(&fds[1], nerr, sizeof nerr)) ||
+              ah_coord_net_fd_send(nerr, fd, fds, AH_COORD_RELAY_FDS) != AH_NET_OK)) {
+      AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s cannot pass its doorbell and "
+                    "ring to a local process (%s); it connects directly", c->addr, nerr);
+      client_ring_unmap(l->ring);
+      if (fds[1] >= 0) close(fds[1]);
+      free(l);
+      close(fd);
+      continue;
+    }
+    if (fds[1] >= 0) close(fds[1]); /* the mapping stays */
     if (!l || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s refused a local process (%d "
                     "connected, at most %d, or out of memory); it connects directly", c->addr, c->nlocals,
                     CLIENT_RELAY_LOCALS);
+      if (l) client_ring_unmap(l->ring);
       free(l);
       close(fd);
       continue;
@@ -167,32 +255,36 @@ static void relay_accept(ah_coord_t *c) {
   }
 }
 
-/* Sends local process i what waits for it. Returns 0, or -1 when it was closed. */
+/* Puts what waits for local process i into its ring, as much as fits (after its handshake; the
+ * hub's HELLO and WELCOME go through its socket, which ah_coord_dial reads). Returns 0, or -1 when it was
+ * closed (its ring's tail out of range). Note that a frame may straddle two puts: the process reads a
+ * byte stream, as from a socket. */
 static int relay_local_send(ah_coord_t *c, int i) {
   client_local_t *l = c->locals[i];
-  while (l->w.off < l->w.len) {
-    ssize_t r = send(l->fd, l->w.b + l->w.off, l->w.len - l->w.off, MSG_NOSIGNAL);
-    if (r > 0) {
-      l->w.off += (size_t)r;
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!l->want_out) {
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.fd = l->fd};
-        epoll_ctl(c->epfd, EPOLL_CTL_MOD, l->fd, &ev);
-        l->want_out = 1;
-      }
-      return 0;
-    }
+  client_ring_t *r = l->ring;
+  uint64_t head = l->head; /* ours: the copy in the ring is for the process to read, never trusted */
+  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+  if (head - tail > CLIENT_RING_BYTES) {
+    AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s dropped a local process whose ring "
+                  "is corrupt (tail %llu, head %llu)", c->addr, (unsigned long long)tail,
+                  (unsigned long long)head);
     relay_local_close(c, i, 1);
     return -1;
   }
-  l->w.off = l->w.len = 0;
-  if (l->want_out) {
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = l->fd};
-    epoll_ctl(c->epfd, EPOLL_CTL_MOD, l->fd, &ev);
-    l->want_out = 0;
+  size_t want = l->w.len - l->w.off, room = CLIENT_RING_BYTES - (size_t)(head - tail);
+  size_t n = want < room ? want : room;
+  size_t at = (size_t)(head % CLIENT_RING_BYTES), first = CLIENT_RING_BYTES - at < n ? CLIENT_RING_BYTES - at : n;
+  memcpy(r->data + at, l->w.b + l->w.off, first);
+  memcpy(r->data, l->w.b + l->w.off + first, n - first);
+  l->head = head + n;
+  atomic_store_explicit(&r->head, l->head, memory_order_release); /* the bytes before the index */
+  l->w.off += n;
+  if (n) c->ring_due = 1;
+  if (l->w.off == l->w.len) {
+    l->w.off = l->w.len = 0;
+  } else {
+    c->behind++;
+    atomic_fetch_add(&c->ring_waits, 1);
   }
   return 0;
 }
@@ -240,6 +332,20 @@ static void relay_local_read(ah_coord_t *c, int i) {
   }
 }
 
+/* Rings the doorbell when bytes went to local processes since the last ring. Note that one write
+ * wakes every local process at once (each watches the eventfd edge-triggered), in one system call:
+ * putting each its bytes into its ring is a memcpy, so a segment reaching 7 local processes costs
+ * the relay one system call, not 7 sends, and each process no read — and the relay is preempted by
+ * the processes it wakes at most once, not after each send. A process with nothing new finds its
+ * ring empty. */
+static void relay_ring(ah_coord_t *c) {
+  if (!c->ring_due || c->lbell < 0) return;
+  c->ring_due = 0;
+  uint64_t one = 1;
+  if (write(c->lbell, &one, sizeof one) < 0) { /* EAGAIN only after 2^64 - 2 rings */
+  }
+}
+
 int client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
   if (fd < 0) return 0;
   if (fd == c->lfd) {
@@ -248,7 +354,6 @@ int client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
   }
   for (int i = 0; i < c->nlocals; i++)
     if (c->locals[i]->fd == fd) {
-      if ((events & EPOLLOUT) && relay_local_send(c, i) != 0) return 1;
       if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) relay_local_read(c, i);
       return 1;
     }
@@ -274,6 +379,18 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
   }
   client_local_t *l = c->locals[i];
   size_t n = len - AH_COORD_RELAY_FIXED;
+  const uint8_t *inner = p + AH_COORD_RELAY_FIXED;
+  if (!l->ringed) { /* the handshake (HELLO, WELCOME), which the process reads from its socket */
+    ssize_t r;
+    while ((r = send(l->fd, inner, n, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    }
+    if (r != (ssize_t)n) { /* a fresh socket takes two small frames: this one is gone */
+      relay_local_close(c, i, 1);
+      return 0;
+    }
+    if (n >= AH_COORD_HDR_BYTES && inner[5] == AH_MSG_WELCOME) l->ringed = 1;
+    return 0;
+  }
   if (l->w.len - l->w.off + n > CLIENT_RELAY_OUTBUF || client_buf_put(&l->w, p + AH_COORD_RELAY_FIXED, n) != 0) {
     AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s dropped a local process that does "
                   "not read (%zu bytes queued)", c->addr, l->w.len - l->w.off);
@@ -283,6 +400,8 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
 }
 
 void client_relay_flush(ah_coord_t *c) {
+  c->behind = 0;
   for (int i = c->nlocals - 1; i >= 0; i--)
-    if (c->locals[i]->w.len > c->locals[i]->w.off && !c->locals[i]->want_out) (void)relay_local_send(c, i);
+    if (c->locals[i]->w.len > c->locals[i]->w.off) (void)relay_local_send(c, i);
+  relay_ring(c);
 }

@@ -10,7 +10,7 @@
  * set, or -1 with err filled. Note that the hub proves it knows the secret too (WELCOME carries
  * its own MAC over both nonces), so a client never takes segments from an impostor. */
 int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[16], uint64_t client_id,
-                  int connect_ms, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen) {
+                  int connect_ms, int *fd_p, int *relay_fds, uint64_t *last_pub_p, char *err, size_t errlen) {
   char nerr[AH_NET_ERR_LEN];
   uint64_t deadline = ah_coord_now_ns() + (uint64_t)connect_ms * 1000000ull;
   int fd = -1;
@@ -21,6 +21,11 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
   ah_coord_hdr_t h;
   char perr[200];
+  int passed[AH_COORD_RELAY_FDS] = {-1, -1};
+  if (relay_fds && ah_coord_net_fd_recv(nerr, fd, deadline, passed, AH_COORD_RELAY_FDS) != AH_NET_OK) {
+    snprintf(err, errlen, "waiting for the relay's doorbell and ring: %.200s", nerr);
+    goto fail;
+  }
   if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
     snprintf(err, errlen, "waiting for the hub's HELLO: %.200s", nerr);
     goto fail;
@@ -81,9 +86,12 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
     goto fail;
   }
   *fd_p = fd;
+  if (relay_fds) memcpy(relay_fds, passed, sizeof passed);
   *last_pub_p = last_pub;
   return 0;
 fail:
+  for (int i = 0; i < AH_COORD_RELAY_FDS; i++)
+    if (passed[i] >= 0) close(passed[i]);
   close(fd);
   return -1;
 }

@@ -40,6 +40,16 @@ int ah_coord_net_connect(char *err, const struct sockaddr *sa, socklen_t len, ui
 /* Reads/writes exactly n bytes from/to a non-blocking socket before the deadline. */
 int ah_coord_net_read_full(char *err, int fd, void *buf, size_t n, uint64_t deadline_ns);
 int ah_coord_net_write_full(char *err, int fd, const void *buf, size_t n, uint64_t deadline_ns);
+/* Passes n (1..AH_NET_FD_MAX) descriptors over the unix socket fd (SCM_RIGHTS, with the one
+ * marker byte AH_NET_FD_MARK); fd must have room (a fresh socket does). Returns AH_NET_OK or
+ * AH_NET_ERR. */
+#define AH_NET_FD_MARK ((char)0xb7)
+#define AH_NET_FD_MAX 4
+int ah_coord_net_fd_send(char *err, int fd, const int *passed, int n);
+/* Receives exactly n descriptors that ah_coord_net_fd_send passed, before the deadline: AH_NET_OK
+ * with passed[0..n) (close-on-exec), AH_NET_TIMEOUT, or AH_NET_ERR when the peer closed or sent
+ * anything else first (descriptors that came anyway are closed). */
+int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed, int n);
 /* The address the hub binds and advertises: the interface ah_coord_if_choose picks from this host's
  * interfaces for `ifname` (AUTOHA_COORD_IFNAME; NULL or "" for NCCL's default order), or 127.0.0.1
  * when none has a usable address. Writes the interface's name into name (len bytes; "" for the
@@ -194,9 +204,12 @@ int ah_coord_random(void *buf, size_t n);
 /* Connects to the hub at sa and runs the handshake with the job secret as client_id, all within
  * connect_ms. Returns 0 with *fd_p (blocking mode as connected) and *last_pub_p, or -1 with err
  * filled. The hub proves it knows the secret too (WELCOME carries its own MAC over both nonces),
- * so a client never takes anything from an impostor. */
+ * so a client never takes anything from an impostor. relay_fds: NULL when sa is the hub; when sa is
+ * a host relay, the AH_COORD_RELAY_FDS descriptors it passes before anything else (its doorbell, then
+ * this process's ring; docs/coordinator.md "Host relay") are returned there. */
+#define AH_COORD_RELAY_FDS 2
 int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[16], uint64_t client_id,
-                  int connect_ms, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen);
+                  int connect_ms, int *fd_p, int *relay_fds, uint64_t *last_pub_p, char *err, size_t errlen);
 
 /* ---- hub (ah_coord_hub.c) ---- */
 typedef struct ah_coord_hub ah_coord_hub_t;
@@ -285,6 +298,8 @@ int ah_coord_client_findings(ah_coord_t *c);
 /* This client's place in its host's relay (tests): 2 it is the relay, 1 its connection goes
  * through another process's relay, 0 it is connected directly (or the relay is off). */
 int ah_coord_client_relay_role(ah_coord_t *c);
+/* Times this relay found a local process's ring full and kept the rest of its bytes (tests). */
+int ah_coord_client_ring_waits(ah_coord_t *c);
 /* The host relay endpoint this client elects on (tests): fills *ss_p and *len_p. Returns 0, or -1
  * when its relay is off. */
 int ah_coord_client_relay_endpoint(ah_coord_t *c, struct sockaddr_storage *ss_p, socklen_t *len_p);

@@ -278,6 +278,76 @@ int ah_coord_net_write_full(char *err, int fd, const void *buf, size_t n, uint64
   return AH_NET_OK;
 }
 
+/* Note that SCM_RIGHTS needs at least one byte of data to travel with; the byte is the marker
+ * ah_coord_net_fd_recv checks, so a peer that sends ordinary data first is told apart. */
+int ah_coord_net_fd_send(char *err, int fd, const int *passed, int n) {
+  char byte = AH_NET_FD_MARK;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    struct cmsghdr h;
+    char b[CMSG_SPACE(AH_NET_FD_MAX * sizeof(int))];
+  } u;
+  if (n < 1 || n > AH_NET_FD_MAX) {
+    net_err(err, "cannot pass %d descriptors (1 to %d)", n, AH_NET_FD_MAX);
+    return AH_NET_ERR;
+  }
+  memset(&u, 0, sizeof u);
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+                     .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+  memcpy(CMSG_DATA(cm), passed, (size_t)n * sizeof(int));
+  ssize_t r;
+  while ((r = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (r != 1) {
+    net_err(err, "sendmsg(SCM_RIGHTS): %s", r < 0 ? strerror(errno) : "nothing sent");
+    return AH_NET_ERR;
+  }
+  return AH_NET_OK;
+}
+
+int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed, int n) {
+  for (;;) {
+    char byte = 0;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+      struct cmsghdr h;
+      char b[CMSG_SPACE(AH_NET_FD_MAX * sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+    ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int w = net_wait(err, fd, POLLIN, deadline_ns, "recvmsg()");
+      if (w != AH_NET_OK) return w;
+      continue;
+    }
+    if (r <= 0) {
+      net_err(err, "recvmsg(): %s", r == 0 ? "peer closed the connection" : strerror(errno));
+      return AH_NET_ERR;
+    }
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    int got[AH_NET_FD_MAX], ngot = 0;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len >= CMSG_LEN(0)) {
+      ngot = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      if (ngot > AH_NET_FD_MAX) ngot = AH_NET_FD_MAX;
+      memcpy(got, CMSG_DATA(cm), (size_t)ngot * sizeof(int));
+    }
+    if (byte != AH_NET_FD_MARK || ngot != n || (m.msg_flags & MSG_CTRUNC)) {
+      for (int i = 0; i < ngot; i++) close(got[i]);
+      net_err(err, "expected %d descriptors with marker byte 0x%02x, got byte 0x%02x and %d", n,
+              AH_NET_FD_MARK & 0xff, byte & 0xff, ngot);
+      return AH_NET_ERR;
+    }
+    memcpy(passed, got, (size_t)n * sizeof(int));
+    return AH_NET_OK;
+  }
+}
+
 /* Note that getifaddrs lists each address of each interface as one entry, in the kernel's order
  * (IPv4 before IPv6), so "the first entry" is the first address of the first interface chosen. */
 int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, socklen_t *len_p, char *name,

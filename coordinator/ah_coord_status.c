@@ -121,7 +121,7 @@ int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
     return -1;
   }
   char derr[300], nerr[AH_NET_ERR_LEN], perr[200];
-  if (ah_coord_dial((const struct sockaddr *)&ss, sl, st->secret, id, timeout_ms, &fd, &last_pub,
+  if (ah_coord_dial((const struct sockaddr *)&ss, sl, st->secret, id, timeout_ms, &fd, NULL, &last_pub,
                     derr, sizeof derr) != 0) {
     snprintf(err, errlen, "cannot reach the job's hub: %s", derr);
     return -1;

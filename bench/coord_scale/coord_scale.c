@@ -9,13 +9,18 @@
  * it). The clients simulate hosts of 8 processes (--per-host K; 1: every client its own host):
  * clients 0-7 are host 0, 8-15 host 1, ..., the leader is on host 0, and with more than one per
  * host the host relay is on (AUTOHA_COORD_RELAY's default; docs/coordinator.md "Host relay"), so
- * the first client of each host carries the others' connections and the hub sends once per host. Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
+ * the first client of each host carries the others' connections and the hub sends once per host,
+ * and the relay passes the others their frames through shared-memory rings and one doorbell ring.
+ * Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
  * client reached" time, the hub's own fan-out time (PUBLISH read to last subscriber's send) with
- * the hub thread's CPU time in it, and the CPU share the busy process got; last, one line with the
- * load average and OK or FAILED against the bars (p99 <= 2 ms at 64 clients,
- * <= 10 ms at 1,024). Note that every figure is wall-clock on this machine, shared with whatever
- * else runs on it: the simulated clients stand for processes on other hosts but share its CPUs
- * (they run at nice +10 for that reason — a bench artifact, not something the job relies on). */
+ * the hub thread's CPU time in it, the CPU time and context switches of all the bench's threads per
+ * decision (getrusage over the publishing phase: what one decision costs the machine end to end),
+ * and the CPU share the busy process got; last, one line with the load average and OK or FAILED
+ * against the bars (p99 <= 2 ms at 64 clients, <= 10 ms at 1,024). Note that every figure is
+ * wall-clock on this machine, shared with whatever else runs on it: the clients are threads of this
+ * one process (one I/O thread each, as each process of a job has one) standing for processes on
+ * many hosts, but here they share this machine's CPUs with the hub (they run at nice +10 for that
+ * reason — a bench artifact, not something the job relies on); the output says so. */
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -64,7 +69,8 @@ static void sleep_us(long us) {
 /* Runs one configuration. Returns 0 and fills p50/p99 (ms), or -1 when a client failed to connect
  * or a segment never arrived. */
 static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p, double *p99_p,
-               double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p) {
+               double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p, double *cpu_all_p, double *csw_p,
+               double *icsw_p) {
   uint8_t secret[16];
   ah_coord_random(secret, sizeof secret);
   ah_coord_stamp_t st;
@@ -101,6 +107,8 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
   for (int t = 0; t < 2000 && ah_coord_hub_clients(hub) < nclients + 1; t++) sleep_us(5000);
   sleep_us(200000); /* let every JOIN land before the first segment */
   ah_key_t key = {.comm = comm, .coll = AH_FUNC_ALLREDUCE, .bin = 22};
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
   for (int s = 0; s < nseg; s++) {
     ah_segment_t seg;
     memset(&seg, 0, sizeof seg);
@@ -121,6 +129,13 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
     if (done) break;
     sleep_us(5000);
   }
+  getrusage(RUSAGE_SELF, &ru1);
+  *cpu_all_p = ((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e3 +
+                (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e3 +
+                (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e3 +
+                (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e3) / nseg;
+  *csw_p = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / nseg;
+  *icsw_p = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw) / nseg;
   size_t n = (size_t)nclients * (size_t)(nseg - WARMUP);
   uint64_t *all = malloc(n * sizeof *all);
   uint64_t *worst = calloc((size_t)nseg, sizeof *worst);
@@ -211,7 +226,7 @@ int main(int argc, char **argv) {
       ok = 0;
       continue;
     }
-    double p50 = 0, p99 = 0, p99all = 0, fan50 = 0, fan99 = 0, cpu50 = 0;
+    double p50 = 0, p99 = 0, p99all = 0, fan50 = 0, fan99 = 0, cpu50 = 0, cpu_all = 0, csw = 0, icsw = 0;
     /* One segment in flight at a time, as a leader committing ahead does: the pace leaves the
      * 2-core machine idle between fan-outs (30 us per client), so what is measured is the latency
      * of one decision reaching all, not the machine's saturation throughput. */
@@ -225,7 +240,7 @@ int main(int argc, char **argv) {
     }
     double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0;
     uint64_t t0 = ah_coord_now_ns();
-    if (run(counts[i], per_host, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50) != 0) {
+    if (run(counts[i], per_host, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50, &cpu_all, &csw, &icsw) != 0) {
       printf("coord_scale: %d clients: run failed\n", counts[i]);
       ok = 0;
       continue;
@@ -241,6 +256,8 @@ int main(int argc, char **argv) {
            "p99 %.3f ms, of which the hub thread's CPU p50 %.3f ms (%.1f us for each of %d sends)",
            counts[i], hosts_text(counts[i], per_host), nseg - WARMUP, pace_us, p50, p99, bars[i],
            pass ? "ok" : "over", p99all, fan50, fan99, cpu50, cpu50 * 1e3 / nsend, nsend);
+    printf("; per decision, all of the bench's threads: %.2f ms of CPU, %.0f voluntary and %.0f involuntary context switches",
+           cpu_all, csw, icsw);
     if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
     printf("\n");
     off += (size_t)snprintf(summary + off, sizeof summary - off, "%s%d clients (%s) p50 %.3f ms p99 %.3f ms",
@@ -253,8 +270,10 @@ int main(int argc, char **argv) {
   /* The machine's load is part of the figure: on a shared host the fan-out competes for CPU. */
   double la[1] = {-1};
   getloadavg(la, 1);
-  printf("coord_scale (wall clock, 127.0.0.1, %s, load average %.1f on %ld CPUs): %s: %s\n",
+  printf("coord_scale (wall clock, 127.0.0.1, every client a thread of this process on these %ld CPUs "
+         "where a job has them on many hosts, %s, load average %.1f): %s: %s\n",
+         sysconf(_SC_NPROCESSORS_ONLN),
          load ? "runs above 256 clients beside one CPU-bound process at nice 0" : "no added load", la[0],
-         sysconf(_SC_NPROCESSORS_ONLN), summary, ok ? "OK" : "FAILED");
+         summary, ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }

@@ -12,11 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ah_check.h"
+#include "ah_coord_client_internal.h"
 #include "ah_coord_internal.h"
 #include "ah_log.h"
 #include "coord_test_util.h"
@@ -45,6 +47,10 @@ static ah_coord_t *client_on(const ah_coord_stamp_t *stamp, const char *host, re
   snprintf(o.host, sizeof o.host, "%s", host);
   return ah_coord_client_open(stamp, NULL, &o, r ? rec_deliver : NULL, r);
 }
+
+static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p);
+/* A SEGMENT frame's size on the wire (header, sequence number, key and segment). */
+#define FRAME_SEGMENT_BYTES_TEST (AH_COORD_HDR_BYTES + 8 + AH_COORD_KEYSEG_BYTES)
 
 /* Whether r holds exactly the segments seg_make(0 .. n-1) of comm, in that order (each once). */
 static int rec_exactly(rec_t *r, int n) {
@@ -86,7 +92,23 @@ START_TEST(test_relay_forwards) {
   for (int i = 0; i < 4; i++) ck_assert_int_eq(ah_coord_verdict(c[i], comm), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(ah_coord_hub_clients(hub), 5); /* five authenticated processes, two sockets */
 
-  publish_range(lead, comm, 0, 100, 0);
+  /* One ring of the relay's doorbell per segment for its three local processes, not one wake-up
+   * each: the doorbell's counter (read from a peer that took it like a local process) counts rings. */
+  int bell = -1, raw = raw_local(c[0], &bell, NULL);
+  ck_assert_int_ge(raw, 0);
+  ck_assert_int_ge(bell, 0);
+  sleep_ms(100);
+  uint64_t rings = 0;
+  if (read(bell, &rings, sizeof rings) < 0) rings = 0; /* reset: the rings so far */
+  publish_range(lead, comm, 0, 20, 5); /* apart, so that each is its own batch */
+  for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 20, 5000), "client %d got %d", i, rec_count(&recs[i]));
+  rings = 0;
+  ck_assert_int_eq(read(bell, &rings, sizeof rings), (ssize_t)sizeof rings);
+  ck_assert_msg(rings >= 1 && rings <= 30, "%llu rings for 20 segments to 3 local processes",
+                (unsigned long long)rings);
+  close(bell);
+  close(raw);
+  publish_range(lead, comm, 20, 100, 0);
   for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 100, 5000), "client %d got %d", i, rec_count(&recs[i]));
   for (int i = 0; i < 4; i++) ck_assert(rec_exactly(&recs[i], 100));
 
@@ -128,6 +150,86 @@ START_TEST(test_relay_forwards) {
   ah_coord_client_close(direct);
   ah_coord_client_close(lead);
   for (int i = 3; i >= 0; i--) ah_coord_client_close(c[i]);
+}
+END_TEST
+
+/* A deliver callback that holds its I/O thread for 300 ms at the first segment (a process that
+ * stops reading), then records like rec_deliver. */
+static void stall_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
+  if (rec_count(arg) == 0) sleep_ms(300);
+  rec_deliver(arg, key, seg);
+}
+
+/* A replay larger than a local process's ring (4,000 segments, ~390 KB, through a 256 KiB ring) to a
+ * process that stalls at the first: the relay finds the ring full, keeps what does not fit and puts
+ * it in as the process drains the ring, so the process gets every segment once, in order. */
+START_TEST(test_relay_ring_full) {
+  const uint64_t comm = 0x41e9f011;
+  ah_coord_t *relay = client_on(&st, "hostA", &recs[0]);
+  ah_coord_t *lead = client_on(&st, "hostB", NULL);
+  ck_assert(relay && lead);
+  ck_assert_int_eq(ah_coord_join_rank(relay, comm, 3, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 1, NULL), 0);
+  const int n = 4000;
+  ck_assert_uint_gt((unsigned)n * FRAME_SEGMENT_BYTES_TEST, CLIENT_RING_BYTES);
+  publish_range(lead, comm, 0, n, 0);
+  ck_assert_msg(rec_wait(&recs[0], n, 20000), "relay got %d", rec_count(&recs[0]));
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.relay = 1;
+  snprintf(o.host, sizeof o.host, "hostA");
+  ah_coord_t *late = ah_coord_client_open(&st, NULL, &o, stall_deliver, &recs[1]);
+  ck_assert_ptr_nonnull(late);
+  ck_assert_int_eq(ah_coord_client_relay_role(late), 1);
+  ck_assert_int_eq(ah_coord_join_rank(late, comm, 3, 2, NULL), 0);
+  ck_assert_msg(rec_wait(&recs[1], n, 20000), "late got %d", rec_count(&recs[1]));
+  ck_assert(rec_exactly(&recs[1], n));
+  ck_assert_int_eq(ah_coord_client_connects(late), 1);
+  ck_assert_int_gt(ah_coord_client_ring_waits(relay), 0);
+  ah_coord_client_close(late);
+  ah_coord_client_close(lead);
+  ah_coord_client_close(relay);
+}
+END_TEST
+
+/* Passing the doorbell and ring: both arrive; a peer that sends ordinary bytes first (a relay of
+ * an older autoha, which sends HELLO) or too few descriptors is refused by name, and whatever
+ * descriptors came are closed. */
+START_TEST(test_relay_fd_passing) {
+  char err[AH_NET_ERR_LEN];
+  uint64_t dl = ah_coord_now_ns() + 2000000000ull;
+  int sp[2], a = eventfd(0, EFD_CLOEXEC), b = eventfd(0, EFD_CLOEXEC);
+  ck_assert(a >= 0 && b >= 0);
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+  int two[2] = {a, b}, got[2] = {-1, -1};
+  ck_assert_int_eq(ah_coord_net_fd_send(err, sp[0], two, 2), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_fd_recv(err, sp[1], dl, got, 2), AH_NET_OK);
+  uint64_t one = 1, v = 0; /* the received doorbell is the same eventfd */
+  ck_assert_int_eq(write(got[0], &one, sizeof one), (ssize_t)sizeof one);
+  ck_assert_int_eq(read(a, &v, sizeof v), (ssize_t)sizeof v);
+  ck_assert_uint_eq(v, 1);
+  close(got[0]);
+  close(got[1]);
+
+  uint8_t hello[AH_COORD_HDR_BYTES];
+  ah_coord_hdr_encode(AH_MSG_HELLO, AH_COORD_NONCE_BYTES, hello);
+  ck_assert_int_eq(ah_coord_net_write_full(err, sp[0], hello, sizeof hello, dl), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_fd_recv(err, sp[1], dl, got, 2), AH_NET_ERR);
+  ck_assert_msg(strstr(err, "expected 2 descriptors") && strstr(err, "and 0"), "%s", err);
+
+  int fresh[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fresh), 0);
+  ck_assert_int_eq(ah_coord_net_fd_send(err, fresh[0], two, 1), AH_NET_OK);
+  ck_assert_int_eq(ah_coord_net_fd_recv(err, fresh[1], dl, got, 2), AH_NET_ERR);
+  ck_assert_msg(strstr(err, "and 1"), "%s", err);
+  close(fresh[0]); /* nothing more comes: closed, not a wait to the deadline */
+  ck_assert_int_eq(ah_coord_net_fd_recv(err, fresh[1], dl, got, 2), AH_NET_ERR);
+  ck_assert_msg(strstr(err, "peer closed"), "%s", err);
+  close(fresh[1]);
+  close(sp[0]);
+  close(sp[1]);
+  close(a);
+  close(b);
 }
 END_TEST
 
@@ -181,8 +283,9 @@ START_TEST(test_relay_killed_midstream) {
 }
 END_TEST
 
-/* A connection to the relay's endpoint, by hand. Returns the fd or -1. */
-static int raw_local(ah_coord_t *relay) {
+/* A connection to the relay's endpoint, by hand: the relay passes its doorbell (to bell_p, or
+ * closed) and this peer's ring (mapped to ring_p, or unmapped) first. Returns the fd or -1. */
+static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p) {
   struct sockaddr_storage ss;
   socklen_t sl;
   if (ah_coord_client_relay_endpoint(relay, &ss, &sl) != 0) return -1;
@@ -191,6 +294,18 @@ static int raw_local(ah_coord_t *relay) {
     close(fd);
     fd = -1;
   }
+  char err[AH_NET_ERR_LEN];
+  int fds[AH_COORD_RELAY_FDS] = {-1, -1};
+  client_ring_t *ring = NULL;
+  if (fd >= 0 && (ah_coord_net_fd_recv(err, fd, ah_coord_now_ns() + 3000000000ull, fds, AH_COORD_RELAY_FDS) != AH_NET_OK ||
+                  !(ring = client_ring_map(fds[1], err, sizeof err)))) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd >= 0 && bell_p) *bell_p = fds[0];
+  else if (fds[0] >= 0) close(fds[0]);
+  if (fd >= 0 && ring_p) *ring_p = ring;
+  else client_ring_unmap(ring);
   return fd;
 }
 
@@ -223,12 +338,14 @@ START_TEST(test_relay_refuses_local_without_secret) {
   sleep_ms(200);
 
   /* Wrong secret: HELLO comes (from the hub, through the relay), AUTH fails, the channel closes. */
-  int fd = raw_local(relay);
+  client_ring_t *ring = NULL; /* the handshake comes through the socket, the rest through the ring */
+  int fd = raw_local(relay, NULL, &ring);
   ck_assert_int_ge(fd, 0);
   char err[AH_NET_ERR_LEN];
   uint8_t hello[AH_COORD_HDR_BYTES + AH_COORD_NONCE_BYTES];
   uint64_t dl = ah_coord_now_ns() + 3000000000ull;
   ck_assert_int_eq(ah_coord_net_read_full(err, fd, hello, sizeof hello, dl), AH_NET_OK);
+  client_ring_unmap(ring);
   ah_coord_hdr_t h;
   ck_assert_int_eq(ah_coord_hdr_decode(hello, &h, err, sizeof err), 0);
   ck_assert_int_eq(h.type, AH_MSG_HELLO);
@@ -247,7 +364,7 @@ START_TEST(test_relay_refuses_local_without_secret) {
   ck_assert_msg(strstr(log_text(), "authentication failed (wrong job secret)"), "%s", log_text());
 
   /* Garbage (another protocol version) to the relay: refused there, by name. */
-  fd = raw_local(relay);
+  fd = raw_local(relay, NULL, NULL);
   ck_assert_int_ge(fd, 0);
   uint8_t junk[AH_COORD_HDR_BYTES] = {0, 0, 0, 0, 4, AH_MSG_PING, 0, 0};
   ck_assert_int_eq(ah_coord_net_write_full(err, fd, junk, sizeof junk, dl), AH_NET_OK);
@@ -357,6 +474,8 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_relay_forwards);
+  tcase_add_test(tc, test_relay_ring_full);
+  tcase_add_test(tc, test_relay_fd_passing);
   tcase_add_test(tc, test_relay_killed_midstream);
   tcase_add_test(tc, test_relay_refuses_local_without_secret);
   tcase_add_test(tc, test_hub_refuses_bad_channel_frames);
