@@ -31,8 +31,10 @@
 
 /* Note that the endpoint's name is an HMAC of the hub's address and the host identity under the job
  * secret: another job on the host (another secret or hub) never collides with it, and a process
- * that does not know the secret cannot even find it. Abstract names vanish with the last socket
- * that holds them, so a dead relay leaves nothing behind. */
+ * that does not know the secret cannot compute it ahead of the relay. It can read it once bound
+ * (/proc/net/unix lists abstract names) and connect, but then fails the hub's handshake like any
+ * client without the secret. Abstract names vanish with the last socket that holds them, so a dead
+ * relay leaves nothing behind. */
 void client_relay_name(ah_coord_t *c) {
   char host[64] = "";
   if (c->o.host[0]) snprintf(host, sizeof host, "%s", c->o.host);
