@@ -40,7 +40,7 @@ void client_relay_name(ah_coord_t *c) {
   if (c->o.host[0]) snprintf(host, sizeof host, "%s", c->o.host);
   else if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
   char msg[256];
-  int n = snprintf(msg, sizeof msg, "autoha-relay-2|%s|%s", c->addr, host);
+  int n = snprintf(msg, sizeof msg, "autoha-relay-3|%s|%s", c->addr, host);
   uint8_t d[32];
   ah_coord_hmac_sha256(c->stamp.secret, sizeof c->stamp.secret, msg, (size_t)n, d);
   memset(&c->rsa, 0, sizeof c->rsa);
@@ -212,6 +212,26 @@ void client_relay_release(ah_coord_t *c) {
   atomic_store(&c->relay_role, 0);
 }
 
+/* Passes local process l its doorbell and its ring, right behind the hub's WELCOME on its socket:
+ * the hub sends WELCOME only to a process that proved the job secret, so a process without it never
+ * holds the doorbell (with which it could wake the host's processes in vain, in a loop). From here
+ * on the hub's frames for it go into the ring. Returns 0, or -1 (logged) when they cannot be made or
+ * passed: the process then fails its dial and connects to the hub directly. */
+static int relay_pass_ring(ah_coord_t *c, client_local_t *l) {
+  char nerr[AH_NET_ERR_LEN];
+  int fds[AH_COORD_RELAY_FDS] = {c->lbell, -1};
+  if (!(l->ring = ring_create(&fds[1], nerr, sizeof nerr)) ||
+      ah_coord_net_fd_send(nerr, l->fd, fds, AH_COORD_RELAY_FDS) != AH_NET_OK) {
+    AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s cannot pass its doorbell and ring to "
+                  "a local process (%s); it connects directly", c->addr, nerr);
+    if (fds[1] >= 0) close(fds[1]);
+    return -1;
+  }
+  close(fds[1]); /* the mapping stays */
+  l->ringed = 1;
+  return 0;
+}
+
 static void relay_accept(ah_coord_t *c) {
   for (;;) {
     int fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -227,25 +247,11 @@ static void relay_accept(ah_coord_t *c) {
     }
     client_local_t *l = c->nlocals < c->caplocals ? calloc(1, sizeof *l) : NULL;
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-    char nerr[AH_NET_ERR_LEN];
-    int fds[AH_COORD_RELAY_FDS] = {c->lbell, -1};
-    /* The doorbell and the process's ring go first, before any frame. */
-    if (l && (!(l->ring = ring_create(&fds[1], nerr, sizeof nerr)) ||
-              ah_coord_net_fd_send(nerr, fd, fds, AH_COORD_RELAY_FDS) != AH_NET_OK)) {
-      AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s cannot pass its doorbell and "
-                    "ring to a local process (%s); it connects directly", c->addr, nerr);
-      client_ring_unmap(l->ring);
-      if (fds[1] >= 0) close(fds[1]);
-      free(l);
-      close(fd);
-      continue;
-    }
-    if (fds[1] >= 0) close(fds[1]); /* the mapping stays */
+    /* The doorbell and the process's ring are passed after its handshake (relay_pass_ring). */
     if (!l || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s refused a local process (%d "
                     "connected, at most %d, or out of memory); it connects directly", c->addr, c->nlocals,
                     CLIENT_RELAY_LOCALS);
-      if (l) client_ring_unmap(l->ring);
       free(l);
       close(fd);
       continue;
@@ -390,7 +396,8 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
       relay_local_close(c, i, 1);
       return 0;
     }
-    if (n >= AH_COORD_HDR_BYTES && inner[5] == AH_MSG_WELCOME) l->ringed = 1;
+    if (n >= AH_COORD_HDR_BYTES && inner[5] == AH_MSG_WELCOME && relay_pass_ring(c, l) != 0)
+      relay_local_close(c, i, 1);
     return 0;
   }
   if (l->w.len - l->w.off + n > CLIENT_RELAY_OUTBUF || client_buf_put(&l->w, p + AH_COORD_RELAY_FIXED, n) != 0) {

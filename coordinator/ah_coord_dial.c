@@ -22,10 +22,6 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
   ah_coord_hdr_t h;
   char perr[200];
   int passed[AH_COORD_RELAY_FDS] = {-1, -1};
-  if (relay_fds && ah_coord_net_fd_recv(nerr, fd, deadline, passed, AH_COORD_RELAY_FDS) != AH_NET_OK) {
-    snprintf(err, errlen, "waiting for the relay's doorbell and ring: %.200s", nerr);
-    goto fail;
-  }
   if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
     snprintf(err, errlen, "waiting for the hub's HELLO: %.200s", nerr);
     goto fail;
@@ -83,6 +79,12 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
       !ah_coord_mac_equal(want, wel)) {
     snprintf(err, errlen, "the hub failed to prove it knows the job secret (impostor or another "
              "job's hub)");
+    goto fail;
+  }
+  /* Through a host relay, the doorbell and this process's ring come right behind WELCOME (a relay
+   * passes them only to a process the hub welcomed). */
+  if (relay_fds && ah_coord_net_fd_recv(nerr, fd, deadline, passed, AH_COORD_RELAY_FDS) != AH_NET_OK) {
+    snprintf(err, errlen, "waiting for the relay's doorbell and ring: %.200s", nerr);
     goto fail;
   }
   *fd_p = fd;

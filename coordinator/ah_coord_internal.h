@@ -205,8 +205,8 @@ int ah_coord_random(void *buf, size_t n);
  * connect_ms. Returns 0 with *fd_p (blocking mode as connected) and *last_pub_p, or -1 with err
  * filled. The hub proves it knows the secret too (WELCOME carries its own MAC over both nonces),
  * so a client never takes anything from an impostor. relay_fds: NULL when sa is the hub; when sa is
- * a host relay, the AH_COORD_RELAY_FDS descriptors it passes before anything else (its doorbell, then
- * this process's ring; docs/coordinator.md "Host relay") are returned there. */
+ * a host relay, the AH_COORD_RELAY_FDS descriptors it passes right behind the hub's WELCOME (its
+ * doorbell, then this process's ring; docs/coordinator.md "Host relay") are returned there. */
 #define AH_COORD_RELAY_FDS 2
 int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[16], uint64_t client_id,
                   int connect_ms, int *fd_p, int *relay_fds, uint64_t *last_pub_p, char *err, size_t errlen);

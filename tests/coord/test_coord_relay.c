@@ -283,9 +283,33 @@ START_TEST(test_relay_killed_midstream) {
 }
 END_TEST
 
-/* A connection to the relay's endpoint, by hand: the relay passes its doorbell (to bell_p, or
- * closed) and this peer's ring (mapped to ring_p, or unmapped) first. Returns the fd or -1. */
+/* A connection to the relay's endpoint, by hand, with the job's secret: the handshake with the hub
+ * through the relay, then the relay's doorbell (to bell_p, or closed) and this peer's ring (mapped
+ * to ring_p, or unmapped), which it passes right behind WELCOME. Returns the fd or -1. */
 static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p) {
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  char err[AH_NET_ERR_LEN];
+  int fd = -1, fds[AH_COORD_RELAY_FDS] = {-1, -1};
+  uint64_t last_pub;
+  client_ring_t *ring = NULL;
+  if (ah_coord_client_relay_endpoint(relay, &ss, &sl) != 0 ||
+      ah_coord_dial((struct sockaddr *)&ss, sl, st.secret, 0x10ca1, 3000, &fd, fds, &last_pub, err, sizeof err) != 0)
+    return -1;
+  if (!(ring = client_ring_map(fds[1], err, sizeof err))) {
+    close(fds[0]);
+    close(fd);
+    return -1;
+  }
+  if (bell_p) *bell_p = fds[0];
+  else close(fds[0]);
+  if (ring_p) *ring_p = ring;
+  else client_ring_unmap(ring);
+  return fd;
+}
+
+/* A connection to the relay's endpoint, by hand, with nothing else (no handshake). */
+static int raw_connect_local(ah_coord_t *relay) {
   struct sockaddr_storage ss;
   socklen_t sl;
   if (ah_coord_client_relay_endpoint(relay, &ss, &sl) != 0) return -1;
@@ -294,19 +318,35 @@ static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p) {
     close(fd);
     fd = -1;
   }
-  char err[AH_NET_ERR_LEN];
-  int fds[AH_COORD_RELAY_FDS] = {-1, -1};
-  client_ring_t *ring = NULL;
-  if (fd >= 0 && (ah_coord_net_fd_recv(err, fd, ah_coord_now_ns() + 3000000000ull, fds, AH_COORD_RELAY_FDS) != AH_NET_OK ||
-                  !(ring = client_ring_map(fds[1], err, sizeof err)))) {
-    close(fd);
-    fd = -1;
-  }
-  if (fd >= 0 && bell_p) *bell_p = fds[0];
-  else if (fds[0] >= 0) close(fds[0]);
-  if (fd >= 0 && ring_p) *ring_p = ring;
-  else client_ring_unmap(ring);
   return fd;
+}
+
+/* Reads exactly n bytes from fd within 3 s with recvmsg. Returns 0, or -1 (closed, timed out, or a
+ * descriptor came with them: each is closed and *fds_p counts it). */
+static int read_no_fds(int fd, uint8_t *b, size_t n, int *fds_p) {
+  struct timeval tv = {.tv_sec = 3};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  size_t got = 0;
+  while (got < n) {
+    union {
+      struct cmsghdr h;
+      char b[CMSG_SPACE(8 * sizeof(int))];
+    } cm;
+    struct iovec iov = {.iov_base = b + got, .iov_len = n - got};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = &cm, .msg_controllen = sizeof cm};
+    ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); r > 0 && h; h = CMSG_NXTHDR(&msg, h))
+      if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS)
+        for (size_t k = 0; k < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+          int passed;
+          memcpy(&passed, CMSG_DATA(h) + k * sizeof(int), sizeof passed);
+          close(passed);
+          (*fds_p)++;
+        }
+    if (r <= 0) return -1;
+    got += (size_t)r;
+  }
+  return *fds_p ? -1 : 0;
 }
 
 /* Whether the peer closes fd within ms (reading and dropping what comes first; fd made blocking). */
@@ -337,15 +377,15 @@ START_TEST(test_relay_refuses_local_without_secret) {
   ck_assert_int_eq(ah_coord_join(lead, comm, 2), 0);
   sleep_ms(200);
 
-  /* Wrong secret: HELLO comes (from the hub, through the relay), AUTH fails, the channel closes. */
-  client_ring_t *ring = NULL; /* the handshake comes through the socket, the rest through the ring */
-  int fd = raw_local(relay, NULL, &ring);
+  /* Wrong secret: HELLO comes (from the hub, through the relay) and nothing else — no doorbell, no
+   * ring: the relay passes them only behind WELCOME — then AUTH fails and the channel closes. */
+  int fd = raw_connect_local(relay), nfds = 0;
   ck_assert_int_ge(fd, 0);
   char err[AH_NET_ERR_LEN];
   uint8_t hello[AH_COORD_HDR_BYTES + AH_COORD_NONCE_BYTES];
   uint64_t dl = ah_coord_now_ns() + 3000000000ull;
-  ck_assert_int_eq(ah_coord_net_read_full(err, fd, hello, sizeof hello, dl), AH_NET_OK);
-  client_ring_unmap(ring);
+  ck_assert_int_eq(read_no_fds(fd, hello, sizeof hello, &nfds), 0);
+  ck_assert_int_eq(nfds, 0);
   ah_coord_hdr_t h;
   ck_assert_int_eq(ah_coord_hdr_decode(hello, &h, err, sizeof err), 0);
   ck_assert_int_eq(h.type, AH_MSG_HELLO);
@@ -358,13 +398,15 @@ START_TEST(test_relay_refuses_local_without_secret) {
                                 auth + AH_COORD_HDR_BYTES + 40), 0);
   ah_coord_put_u64(auth + AH_COORD_HDR_BYTES + 32, 7);
   ck_assert_int_eq(ah_coord_net_write_full(err, fd, auth, sizeof auth, dl), AH_NET_OK);
-  ck_assert(closed_within(fd, 3000));
+  uint8_t more[1];
+  ck_assert_int_eq(read_no_fds(fd, more, sizeof more, &nfds), -1); /* closed ... */
+  ck_assert_int_eq(nfds, 0);                                       /* ... with no descriptor */
   close(fd);
   ck_assert(log_wait("channel", 2000));
   ck_assert_msg(strstr(log_text(), "authentication failed (wrong job secret)"), "%s", log_text());
 
   /* Garbage (another protocol version) to the relay: refused there, by name. */
-  fd = raw_local(relay, NULL, NULL);
+  fd = raw_connect_local(relay);
   ck_assert_int_ge(fd, 0);
   uint8_t junk[AH_COORD_HDR_BYTES] = {0, 0, 0, 0, 4, AH_MSG_PING, 0, 0};
   ck_assert_int_eq(ah_coord_net_write_full(err, fd, junk, sizeof junk, dl), AH_NET_OK);
