@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -276,6 +277,45 @@ void *drain_fd(void *arg) {
   while (read(fd, b, sizeof b) > 0) {
   }
   return NULL;
+}
+
+enum { PUT_BYTES = AH_COORD_HDR_BYTES + 34 };
+static uint8_t put_buf[2048 * PUT_BYTES];
+static pthread_once_t put_once = PTHREAD_ONCE_INIT;
+
+static void put_fill(void) {
+  memset(put_buf, 0x7b, sizeof put_buf); /* the key's bytes */
+  for (size_t i = 0; i < sizeof put_buf; i += PUT_BYTES) {
+    ah_coord_hdr_encode(AH_MSG_DIR_PUT, 34, put_buf + i);
+    put_buf[i + AH_COORD_HDR_BYTES + 32] = put_buf[i + AH_COORD_HDR_BYTES + 33] = 0; /* vlen, big-endian */
+  }
+}
+
+static void *put_flood_main(void *arg) {
+  put_flood_t *f = arg;
+  uint64_t end = ah_coord_now_ns() + 12000000000ull; /* under the test cases' timeouts */
+  while (!atomic_load(&f->stop)) {
+    if (ah_coord_now_ns() > end) {
+      atomic_store(&f->capped, 1);
+      break;
+    }
+    if (write(f->fd, put_buf, sizeof put_buf) != (ssize_t)sizeof put_buf) break; /* the other end dropped it */
+    atomic_fetch_add(&f->batches, 1);
+  }
+  return NULL;
+}
+
+int put_flood_start(put_flood_t *f) {
+  pthread_once(&put_once, put_fill);
+  fcntl(f->fd, F_SETFL, fcntl(f->fd, F_GETFL) & ~O_NONBLOCK);
+  if (pthread_create(&f->t, NULL, put_flood_main, f) != 0) return -1;
+  for (int i = 0; i < 10000 && atomic_load(&f->batches) < 8; i++) sleep_ms(1);
+  return atomic_load(&f->batches) >= 8 ? 0 : -1;
+}
+
+void put_flood_stop(put_flood_t *f) {
+  atomic_store(&f->stop, 1);
+  pthread_join(f->t, NULL);
 }
 
 size_t flood_joins(uint8_t *buf, uint64_t comm0, int batch) {

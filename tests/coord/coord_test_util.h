@@ -4,6 +4,7 @@
 #define COORD_TEST_UTIL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -59,6 +60,20 @@ void sleep_ms(int ms);
 long proc_status_kb(int pid, const char *field);
 /* Thread body: reads and drops whatever arrives on the fd at arg (an int *) until EOF or error. */
 void *drain_fd(void *arg);
+
+/* A connection writing directory puts (one key, an empty value: frames that need no answer, so
+ * the flood never fills the other end's send buffer and gets dropped for not reading) as fast as
+ * it can, on a thread, until put_flood_stop or for at most 12 s (capped is then set). */
+typedef struct {
+  int fd;
+  pthread_t t;
+  _Atomic int stop, batches, capped;
+} put_flood_t;
+/* Starts f's thread on f->fd (made blocking) and returns once it wrote 8 batches (0), or -1 when
+ * it did not within 10 s. */
+int put_flood_start(put_flood_t *f);
+/* Stops f's thread and waits for it (f->fd stays open). */
+void put_flood_stop(put_flood_t *f);
 /* ---- an authenticated client's flood (issue 18 #4): frames about forged communicators ---- */
 enum {
   FLOOD_FRAMES = 1000, /* frames a batch */

@@ -767,54 +767,21 @@ START_TEST(authenticated_flood_keeps_the_hub_bounded) {
 }
 END_TEST
 
-/* A client writing directory puts (one key, an empty value: frames the hub stores without a reply,
- * so the flood never fills the hub's send buffer and gets dropped for not reading) as fast as it
- * can, until told to stop or for at most 12 s. */
-typedef struct {
-  int fd;
-  _Atomic int stop, batches, capped;
-} pinger_t;
-
-static void *ping_flood(void *arg) {
-  pinger_t *p = arg;
-  enum { PUT = AH_COORD_HDR_BYTES + 34 };
-  static uint8_t buf[2048 * PUT];
-  memset(buf, 0x7b, sizeof buf); /* the key's bytes */
-  for (size_t i = 0; i < sizeof buf; i += PUT) {
-    ah_coord_hdr_encode(AH_MSG_DIR_PUT, 34, buf + i);
-    buf[i + AH_COORD_HDR_BYTES + 32] = buf[i + AH_COORD_HDR_BYTES + 33] = 0; /* vlen, big-endian */
-  }
-  uint64_t end = ah_coord_now_ns() + 12000000000ull; /* under the test case's 20 s */
-  while (!atomic_load(&p->stop)) {
-    if (ah_coord_now_ns() > end) {
-      atomic_store(&p->capped, 1);
-      break;
-    }
-    if (write(p->fd, buf, sizeof buf) != (ssize_t)sizeof buf) break; /* the hub dropped it */
-    atomic_fetch_add(&p->batches, 1);
-  }
-  return NULL;
-}
-
 /* A client that writes frames as fast as the hub reads them never leaves the hub's reader with
  * nothing to read: the hub must still serve the others (it reads a bounded number of frames per
  * connection per wake-up). Before that bound, a new pair of clients could not even complete the
  * handshake until the flood stopped. */
 START_TEST(a_client_writing_without_pause_does_not_starve_the_others) {
-  pinger_t p = {.fd = raw_authed(0xbee)};
-  fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) & ~O_NONBLOCK);
-  pthread_t tw, td;
-  pthread_create(&td, NULL, drain_fd, &p.fd);
-  pthread_create(&tw, NULL, ping_flood, &p);
-  for (int i = 0; i < 10000 && atomic_load(&p.batches) < 8; i++) usleep(1000);
-  ck_assert_int_ge(atomic_load(&p.batches), 8);
+  put_flood_t f = {.fd = raw_authed(0xbee)}; /* directory puts: the hub answers none of them */
+  pthread_t td;
+  pthread_create(&td, NULL, drain_fd, &f.fd);
+  ck_assert_int_eq(put_flood_start(&f), 0);
   ck_assert(legit_roundtrip(&st, 94)); /* two new clients join, decide and deliver meanwhile */
-  ck_assert_int_eq(atomic_load(&p.capped), 0); /* ... while the flood went on */
-  atomic_store(&p.stop, 1);
-  pthread_join(tw, NULL);
-  shutdown(p.fd, SHUT_RDWR);
+  ck_assert_int_eq(atomic_load(&f.capped), 0); /* ... while the flood went on */
+  put_flood_stop(&f);
+  shutdown(f.fd, SHUT_RDWR);
   pthread_join(td, NULL);
-  close(p.fd);
+  close(f.fd);
 }
 END_TEST
 

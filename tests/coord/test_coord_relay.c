@@ -366,21 +366,31 @@ static int closed_within(int fd, int ms) {
   return r == 0;
 }
 
-/* A local peer that does not know the secret gets the hub's HELLO through the relay and is refused
- * at AUTH by the hub; one that sends garbage is refused by the relay; a client of another job (other
- * secret) on the same host and hub address does not find this job's relay. The host's legitimate
- * processes keep being served. */
-START_TEST(test_relay_refuses_local_without_secret) {
-  const uint64_t comm = 0xa0717e1a;
-  ah_coord_t *relay = client_on(&st, "hostA", &recs[0]);
-  ah_coord_t *peer = client_on(&st, "hostA", &recs[1]);
-  ah_coord_t *lead = client_on(&st, "hostB", NULL);
+/* Two processes of host `host` (the first becomes its relay, the second goes through it; recs[0]
+ * and recs[1] record what they are delivered) and a leader alone on host `other`, all joined to
+ * comm of 2 ranks, 200 ms later. */
+static void host_and_lead(const char *host, const char *other, uint64_t comm, ah_coord_t **relay_p,
+                          ah_coord_t **peer_p, ah_coord_t **lead_p) {
+  ah_coord_t *relay = client_on(&st, host, &recs[0]);
+  ah_coord_t *peer = client_on(&st, host, &recs[1]);
+  ah_coord_t *lead = client_on(&st, other, NULL);
   ck_assert(relay && peer && lead);
   ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
   ck_assert_int_eq(ah_coord_join(relay, comm, 2), 0);
   ck_assert_int_eq(ah_coord_join(peer, comm, 2), 0);
   ck_assert_int_eq(ah_coord_join(lead, comm, 2), 0);
   sleep_ms(200);
+  *relay_p = relay, *peer_p = peer, *lead_p = lead;
+}
+
+/* A local peer that does not know the secret gets the hub's HELLO through the relay and is refused
+ * at AUTH by the hub; one that sends garbage is refused by the relay; a client of another job (other
+ * secret) on the same host and hub address does not find this job's relay. The host's legitimate
+ * processes keep being served. */
+START_TEST(test_relay_refuses_local_without_secret) {
+  const uint64_t comm = 0xa0717e1a;
+  ah_coord_t *relay, *peer, *lead;
+  host_and_lead("hostA", "hostB", comm, &relay, &peer, &lead);
 
   /* Wrong secret: HELLO comes (from the hub, through the relay) and nothing else — no doorbell, no
    * ring: the relay passes them only behind WELCOME — then AUTH fails and the channel closes. */
@@ -442,34 +452,6 @@ START_TEST(test_relay_refuses_local_without_secret) {
 END_TEST
 
 
-/* A local process writing directory puts (one key, an empty value: frames that need no answer) as
- * fast as it can, until told to stop or for at most 12 s. */
-typedef struct {
-  int fd;
-  _Atomic int stop, batches, capped;
-} flooder_t;
-
-static void *put_flood(void *arg) {
-  flooder_t *p = arg;
-  enum { PUT = AH_COORD_HDR_BYTES + 34 };
-  static uint8_t buf[2048 * PUT];
-  memset(buf, 0x6b, sizeof buf); /* the key's bytes */
-  for (size_t i = 0; i < sizeof buf; i += PUT) {
-    ah_coord_hdr_encode(AH_MSG_DIR_PUT, 34, buf + i);
-    buf[i + AH_COORD_HDR_BYTES + 32] = buf[i + AH_COORD_HDR_BYTES + 33] = 0; /* vlen, big-endian */
-  }
-  uint64_t end = ah_coord_now_ns() + 12000000000ull; /* under the test case's 60 s */
-  while (!atomic_load(&p->stop)) {
-    if (ah_coord_now_ns() > end) {
-      atomic_store(&p->capped, 1);
-      break;
-    }
-    if (write(p->fd, buf, sizeof buf) != (ssize_t)sizeof buf) break; /* the relay dropped it */
-    atomic_fetch_add(&p->batches, 1);
-  }
-  return NULL;
-}
-
 /* A local process writing without pause: the relay must still pass the hub's frames to its other
  * local processes (it reads at most RELAY_READ_FRAMES frames of one local process per wake-up).
  * Note that on a unix socket a blocked writer wakes only once much of its buffer is free, so the relay
@@ -478,29 +460,17 @@ static void *put_flood(void *arg) {
  * over TCP, fails without its bound). */
 START_TEST(test_relay_local_writing_without_pause) {
   const uint64_t comm = 0xf100d;
-  ah_coord_t *relay = client_on(&st, "hostF", &recs[0]);
-  ah_coord_t *peer = client_on(&st, "hostF", &recs[1]);
-  ah_coord_t *lead = client_on(&st, "hostG", NULL);
-  ck_assert(relay && peer && lead);
-  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
-  ck_assert_int_eq(ah_coord_join(relay, comm, 2), 0);
-  ck_assert_int_eq(ah_coord_join(peer, comm, 2), 0);
-  ck_assert_int_eq(ah_coord_join(lead, comm, 2), 0);
-  sleep_ms(200);
-  flooder_t f = {.fd = raw_local(relay, NULL, NULL)};
+  ah_coord_t *relay, *peer, *lead;
+  host_and_lead("hostF", "hostG", comm, &relay, &peer, &lead);
+  put_flood_t f = {.fd = raw_local(relay, NULL, NULL)}; /* authenticated: its puts reach the hub */
   ck_assert_int_ge(f.fd, 0);
-  fcntl(f.fd, F_SETFL, fcntl(f.fd, F_GETFL) & ~O_NONBLOCK);
-  pthread_t t;
-  pthread_create(&t, NULL, put_flood, &f);
-  for (int i = 0; i < 10000 && atomic_load(&f.batches) < 8; i++) sleep_ms(1);
-  ck_assert_int_ge(atomic_load(&f.batches), 8);
+  ck_assert_int_eq(put_flood_start(&f), 0);
   ah_key_t k = key_make(comm);
   ah_segment_t s = seg_make(0);
   ck_assert_int_eq(ah_coord_publish(lead, &k, &s), 0);
   ck_assert(rec_wait(&recs[1], 1, 5000));     /* the host's other process got it ... */
   ck_assert_int_eq(atomic_load(&f.capped), 0); /* ... while the flood went on */
-  atomic_store(&f.stop, 1);
-  pthread_join(t, NULL);
+  put_flood_stop(&f);
   close(f.fd);
   ah_coord_client_close(lead);
   ah_coord_client_close(peer);
