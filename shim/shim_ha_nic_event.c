@@ -18,42 +18,36 @@
 /* Marks dead the standbys on NIC `name` (port `port`; 0: every port), and with qpn, only the one
  * with that QP number. Returns how many.
  *
- * Every queue pair on the NIC is looked at, in batches of 256 (a process with many channels and
- * peers has more): each batch is marked busy, which keeps it from a destroy while its lock is taken
- * outside ha_mu, and stays busy until the last batch is done, so that the next batch is the rest.
- * Only this thread marks queue pairs busy, and each of its other loops clears its marks before it
- * returns, so no queue pair on the NIC is skipped as another loop's. */
+ * Every queue pair on the NIC is looked at (a process with many channels and peers has hundreds):
+ * each is marked busy, which keeps it from a destroy while its lock is taken outside ha_mu. Only
+ * this thread marks queue pairs busy, and each of its other loops clears its marks before it
+ * returns, so none on the NIC is skipped as another loop's. */
 static int standbys_dead(const char *name, int port, uint32_t qpn, const char *why) {
   ha_qp_t **hit = NULL;
-  int n = 0, cap = 0, dead = 0, more = 1;
-  while (more) {
-    int from = n;
-    ha_qp_t *m;
-    pthread_mutex_lock(&ha_mu);
-    for (m = ha_qps; m && n - from < 256; m = m->next) {
-      const char *nic = ha_nic_name(m);
-      if (!nic || strcmp(nic, name) != 0 || m->busy) continue;
-      if (n == cap) {
-        ha_qp_t **h = realloc(hit, (size_t)(cap ? 2 * cap : 256) * sizeof *h);
-        if (!h) break; /* out of memory: the rest are found dead by their heartbeats, as before */
-        hit = h, cap = cap ? 2 * cap : 256;
-      }
-      m->busy = 1;
-      hit[n++] = m;
+  int n = 0, cap = 0, dead = 0;
+  pthread_mutex_lock(&ha_mu);
+  for (ha_qp_t *m = ha_qps; m; m = m->next) {
+    const char *nic = ha_nic_name(m);
+    if (!nic || strcmp(nic, name) != 0 || m->busy) continue;
+    if (n == cap) {
+      ha_qp_t **h = realloc(hit, (size_t)(cap ? 2 * cap : 64) * sizeof *h);
+      if (!h) break; /* out of memory: the rest are found dead by their heartbeats, as before */
+      hit = h, cap = cap ? 2 * cap : 64;
     }
-    more = m && n - from == 256; /* a full batch and more of the list: another batch */
-    pthread_mutex_unlock(&ha_mu);
-    for (int i = from; i < n; i++) {
-      m = hit[i];
-      pthread_mutex_lock(&m->mu);
-      int sb = atomic_load(&m->sb.state);
-      if (sb != SH_DEAD && sb != SH_NONE && sb != SH_WANTED && ha_on_nic(m, m->sb.qp) &&
-          (!port || m->sb.port == port) && (!qpn || m->sb.qpn == qpn)) {
-        ha_standby_dead(m, why);
-        dead++;
-      }
-      pthread_mutex_unlock(&m->mu);
+    m->busy = 1;
+    hit[n++] = m;
+  }
+  pthread_mutex_unlock(&ha_mu);
+  for (int i = 0; i < n; i++) {
+    ha_qp_t *m = hit[i];
+    pthread_mutex_lock(&m->mu);
+    int sb = atomic_load(&m->sb.state);
+    if (sb != SH_DEAD && sb != SH_NONE && sb != SH_WANTED && ha_on_nic(m, m->sb.qp) &&
+        (!port || m->sb.port == port) && (!qpn || m->sb.qpn == qpn)) {
+      ha_standby_dead(m, why);
+      dead++;
     }
+    pthread_mutex_unlock(&m->mu);
   }
   pthread_mutex_lock(&ha_mu);
   for (int i = 0; i < n; i++) hit[i]->busy = 0;
