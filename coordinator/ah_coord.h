@@ -127,6 +127,13 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
  * to be gone (workers waiting on a decision then fail over instead of waiting forever). */
 int ah_coord_alive(const ah_coord_t *c);
 
+/* For a thread waiting for a segment: through a host relay, segments wait in this process's ring
+ * until a thread takes them (the relay wakes the process for them only after a while), so this
+ * takes and delivers them, on the calling thread. Returns 1 when the ring held something, 0 when
+ * it was empty, the process is not behind a relay, or another thread is taking them. Never blocks
+ * and makes no system call. */
+int ah_coord_poll(ah_coord_t *c);
+
 /* Sends the hub rank rec->rank's progress record of comm (at most once a second per rank): the
  * hub diagnoses a communicator that stops advancing (docs/diagnosis.md) and every process of it
  * logs the finding. Returns 0, or -1 when the hub is gone. */

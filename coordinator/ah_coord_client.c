@@ -32,6 +32,7 @@ void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p) {
   o_p->reconnect_ms = 10000;
   o_p->relay = 0; /* the shim turns it on (AUTOHA_COORD_RELAY); tests and benchmarks choose */
   o_p->host[0] = 0;
+  o_p->relay_lazy_ms = 200;
 }
 
 ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr,
@@ -66,6 +67,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   }
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->wmu, NULL);
+  pthread_mutex_init(&c->rmu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* ah_coord_now_ns's clock: deadlines ignore date changes */
@@ -105,6 +107,7 @@ undo_fds:
   if (c->efd >= 0) close(c->efd);
   if (c->epfd >= 0) close(c->epfd);
   pthread_cond_destroy(&c->dir_cv);
+  pthread_mutex_destroy(&c->rmu);
   pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
 undo_alloc:
@@ -121,6 +124,7 @@ void ah_coord_client_close(ah_coord_t *c) {
   close(c->efd);
   close(c->epfd);
   pthread_cond_destroy(&c->dir_cv);
+  pthread_mutex_destroy(&c->rmu);
   pthread_mutex_destroy(&c->wmu);
   pthread_mutex_destroy(&c->mu);
   client_dir_put_t *d, *dt;

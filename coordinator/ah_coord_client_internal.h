@@ -84,6 +84,7 @@ typedef struct {
   client_ring_t *ring;
   uint64_t head; /* bytes put into its ring so far */
   int ringed; /* its handshake is done (WELCOME passed): the hub's frames go into its ring */
+  int urgent; /* bytes other than segments wait for it: the doorbell rings once they are put */
   uint8_t rbuf[AH_COORD_HDR_BYTES + AH_COORD_MAX_INNER]; /* a frame being read: rbuf[0 .. rlen) */
   size_t rlen;
   client_buf_t w;  /* bytes for it that its ring had no room for yet */
@@ -126,16 +127,19 @@ struct ah_coord {
   /* Through a host relay, the relay's doorbell (an eventfd it passed; -1 when connected directly)
    * and this process's ring (NULL when direct): the I/O thread waits on the doorbell, edge-triggered,
    * and takes the hub's frames from the ring; it watches fd only for its end (fd_ev: what fd is
-   * polled for besides EPOLLOUT). I/O thread only. */
+   * polled for besides EPOLLOUT). bell and fd_ev: I/O thread only; ring: under rmu. */
   int bell;
   client_ring_t *ring;
   uint32_t fd_ev;
   _Atomic uint64_t last_tx_ns;
+  _Atomic uint64_t last_rx_ns;
 
-  /* I/O thread only */
+  /* The reading side: the ring's consumer end and the frames being parsed, taken by the I/O thread
+   * and, through a relay, by an application thread waiting for a segment (ah_coord_poll, which only
+   * tries the lock). Lock order: rmu, wmu, mu. */
+  pthread_mutex_t rmu;
   uint8_t rbuf[16384]; /* bytes read but not yet parsed: rbuf[0 .. rlen) */
   size_t rlen;
-  uint64_t last_rx_ns;
 
   /* The host relay (ah_coord_client_relay.c; I/O thread only, but relay_role): the endpoint this
    * host's relay listens on, its socket when this process is the relay, and its local processes. */
@@ -143,7 +147,8 @@ struct ah_coord {
   socklen_t rsl;
   int lfd;
   int lbell;    /* the doorbell this relay rings once per batch for all its local processes */
-  int ring_due; /* bytes went to a local process since the last ring */
+  int ring_due; /* bytes other than segments went to a local process since the last ring */
+  uint64_t lazy_ns; /* segments went into rings: ring the doorbell then if any is still unread */
   int behind;   /* local processes whose ring was full at the last flush (retried every 1 ms) */
   client_local_t **locals;
   int nlocals, caplocals;
@@ -198,7 +203,7 @@ int client_relay_event(ah_coord_t *c, int fd, uint32_t events);
  * has no place here (this process is not a relay). */
 int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why, size_t whylen);
 /* Puts what the hub's frames left for every local process into its ring, then rings the doorbell
- * once. */
+ * once when any of it was not a segment, or when segments sat unread for o.relay_lazy_ms. */
 void client_relay_flush(ah_coord_t *c);
 /* Maps the ring a relay passed (ring_fd, closed here). Returns it, or NULL with err. */
 client_ring_t *client_ring_map(int ring_fd, char *err, size_t errlen);

@@ -51,14 +51,17 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
     close(fd);
     return -1;
   }
+  pthread_mutex_lock(&c->rmu);
+  c->rlen = 0;
+  pthread_mutex_unlock(&c->rmu);
   pthread_mutex_lock(&c->wmu);
   c->fd = fd;
   c->fd_ev = fd_ev;
   c->want_out = 0;
-  c->rlen = 0;
   c->w.off = c->w.len = 0;
-  c->last_rx_ns = ah_coord_now_ns();
-  atomic_store(&c->last_tx_ns, c->last_rx_ns);
+  uint64_t now = ah_coord_now_ns();
+  atomic_store(&c->last_rx_ns, now);
+  atomic_store(&c->last_tx_ns, now);
   int rc = 0;
   pthread_mutex_lock(&c->mu);
   client_pubs_ack(c, last_pub);
@@ -75,6 +78,10 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
 
 void client_drop(ah_coord_t *c) {
   client_relay_release(c); /* the host's processes lost their channels with this connection */
+  pthread_mutex_lock(&c->rmu);
+  client_ring_unmap(c->ring);
+  c->ring = NULL;
+  pthread_mutex_unlock(&c->rmu);
   pthread_mutex_lock(&c->wmu);
   if (c->fd >= 0) {
     epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -86,8 +93,6 @@ void client_drop(ah_coord_t *c) {
     close(c->bell);
     c->bell = -1;
   }
-  client_ring_unmap(c->ring);
-  c->ring = NULL;
   pthread_mutex_unlock(&c->wmu);
 }
 
@@ -298,7 +303,7 @@ static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
  * socket's read returning less than asked means it held no more, so a doorbell's wake-up (which
  * needs the socket drained) costs no read that finds nothing. */
 static int client_parse(ah_coord_t *c, char *why, size_t whylen);
-static int client_read(ah_coord_t *c, char *why, size_t whylen) {
+static int client_read_locked(ah_coord_t *c, char *why, size_t whylen) {
   ssize_t r;
   size_t room = sizeof c->rbuf - c->rlen;
   while ((r = read(c->fd, c->rbuf + c->rlen, room)) < 0 && errno == EINTR) {
@@ -313,9 +318,17 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
   return (size_t)r == room;
 }
 
-/* Takes what this process's ring holds (the relay's doorbell rang) and handles every complete frame.
- * Returns 0, or -1 with why set when the connection must be dropped. */
+static int client_read(ah_coord_t *c, char *why, size_t whylen) {
+  pthread_mutex_lock(&c->rmu);
+  int rc = client_read_locked(c, why, whylen);
+  pthread_mutex_unlock(&c->rmu);
+  return rc;
+}
+
+/* Takes what this process's ring holds and handles every complete frame; rmu held. Returns 0, or
+ * -1 with why set when the connection must be dropped. */
 static int client_take(ah_coord_t *c, char *why, size_t whylen) {
+  if (!c->ring) return 0;
   for (;;) {
     long n = client_ring_take(c, c->rbuf + c->rlen, sizeof c->rbuf - c->rlen);
     if (n < 0) {
@@ -332,7 +345,7 @@ static int client_take(ah_coord_t *c, char *why, size_t whylen) {
  * set when the connection must be dropped. */
 static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
   char err[200];
-  c->last_rx_ns = ah_coord_now_ns();
+  atomic_store_explicit(&c->last_rx_ns, ah_coord_now_ns(), memory_order_relaxed);
   size_t off = 0;
   while (c->rlen - off >= AH_COORD_HDR_BYTES) {
     ah_coord_hdr_t h;
@@ -370,6 +383,25 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
   c->rlen -= off;
   client_relay_flush(c); /* a batch of the hub's frames: into each local process's ring, one ring */
   return 0;
+}
+
+/* Note that the relay rings the doorbell for segments only when they sit unread for a while: a
+ * thread that needs one takes it from the ring here, on its own time, so a decision reaching a
+ * host's processes wakes none of them. A ring the relay corrupted is handed to the I/O thread,
+ * which drops the connection as it does for its own reads. */
+int ah_coord_poll(ah_coord_t *c) {
+  if (!c || pthread_mutex_trylock(&c->rmu) != 0) return 0; /* the I/O thread is taking them */
+  client_ring_t *r = c->ring;
+  int any = r && atomic_load_explicit(&r->head, memory_order_acquire) !=
+                     atomic_load_explicit(&r->tail, memory_order_relaxed);
+  char why[200];
+  if (any && client_take(c, why, sizeof why) != 0) {
+    AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: %s (hub %s); reconnecting", why, c->addr);
+    atomic_store(&c->cut_req, 1);
+    client_wake(c);
+  }
+  pthread_mutex_unlock(&c->rmu);
+  return any;
 }
 
 static void client_sleep_ms(int ms) {
@@ -439,23 +471,25 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
  * alive, and at 1,024 clients the PINGs would cost the hub as much as a fan-out a second. */
 static uint64_t client_ping_due(const ah_coord_t *c) {
   uint64_t hb = (uint64_t)c->o.heartbeat_ms * 1000000ull;
-  uint64_t tx = atomic_load(&c->last_tx_ns);
-  uint64_t quiet = (tx > c->last_rx_ns ? tx : c->last_rx_ns) + hb;
+  uint64_t tx = atomic_load(&c->last_tx_ns), rx = atomic_load(&c->last_rx_ns);
+  uint64_t quiet = (tx > rx ? tx : rx) + hb;
   uint64_t mute = tx + 5 * hb;
   return quiet < mute ? quiet : mute;
 }
 
-/* Milliseconds until the next heartbeat or liveness check is due (at least 1). Note that an idle
- * client wakes only for these — about once per heartbeat — so a host with many processes (or the
- * 1,024 clients of bench/coord_scale) is not kept busy by timers. */
+/* Milliseconds until the next heartbeat or liveness check is due (at least 1, at most 10 s). Note
+ * that an idle client wakes only for these — about once per heartbeat — so a host with many
+ * processes (or the 1,024 clients of bench/coord_scale) is not kept busy by timers: everything else
+ * that needs the I/O thread (bytes to send, a cut, stopping) writes its eventfd. */
 static int client_timeout_ms(ah_coord_t *c) {
   uint64_t now = ah_coord_now_ns();
   uint64_t hb = client_ping_due(c);
-  uint64_t dead = c->last_rx_ns + (uint64_t)c->o.dead_ms * 1000000ull;
+  uint64_t dead = atomic_load(&c->last_rx_ns) + (uint64_t)c->o.dead_ms * 1000000ull;
   uint64_t next = hb < dead && client_w_empty(c) ? hb : dead; /* no PING behind queued bytes */
+  if (c->lazy_ns && c->lazy_ns < next) next = c->lazy_ns; /* the relay's lazy doorbell */
   if (next <= now || c->behind) return 1;
   uint64_t ms = (next - now) / 1000000ull + 1;
-  return ms > 1000 ? 1000 : (int)ms;
+  return ms > 10000 ? 10000 : (int)ms;
 }
 
 void *client_main(void *arg) {
@@ -484,12 +518,15 @@ void *client_main(void *arg) {
             client_read(c, why, sizeof why) < 0)
           lost = 1;
       } else if (c->bell >= 0 && evs[i].data.fd == c->bell) {
-        if (client_take(c, why, sizeof why) != 0) lost = 1; /* edge-triggered: the ring drained */
+        pthread_mutex_lock(&c->rmu); /* edge-triggered: the ring drained */
+        if (client_take(c, why, sizeof why) != 0) lost = 1;
+        pthread_mutex_unlock(&c->rmu);
       } else {
         (void)client_relay_event(c, evs[i].data.fd, evs[i].events);
       }
     }
-    if (c->behind) client_relay_flush(c); /* a local process's ring was full: its bytes wait here */
+    /* A local process's ring was full (its bytes wait here), or segments may sit unread. */
+    if (c->behind || c->lazy_ns) client_relay_flush(c);
     uint64_t now = ah_coord_now_ns();
     if (!lost && c->fd >= 0) { /* every 64 segments, so the hub can drop what all delivered */
       pthread_mutex_lock(&c->mu);
@@ -502,7 +539,7 @@ void *client_main(void *arg) {
       snprintf(why, sizeof why, "cut on request");
       lost = 1;
     }
-    if (!lost && now - c->last_rx_ns > (uint64_t)c->o.dead_ms * 1000000ull) {
+    if (!lost && now - atomic_load(&c->last_rx_ns) > (uint64_t)c->o.dead_ms * 1000000ull) {
       snprintf(why, sizeof why, "nothing heard for %d ms", c->o.dead_ms);
       lost = 1;
     }

@@ -92,13 +92,16 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
     snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
     return -1;
   }
-  c->ring = client_ring_map(fds[1], derr, sizeof derr);
-  if (!c->ring) {
+  client_ring_t *ring = client_ring_map(fds[1], derr, sizeof derr);
+  if (!ring) {
     snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
     close(fds[0]);
     close(*fd_p);
     return -1;
   }
+  pthread_mutex_lock(&c->rmu); /* an application thread may be polling (ah_coord_poll) */
+  c->ring = ring;
+  pthread_mutex_unlock(&c->rmu);
   c->bell = fds[0];
   atomic_store(&c->relay_role, 1);
   return 0;
@@ -205,6 +208,7 @@ void client_relay_release(ah_coord_t *c) {
     c->lbell = -1;
   }
   c->ring_due = 0;
+  c->lazy_ns = 0;
   c->behind = 0;
   free(c->locals);
   c->locals = NULL;
@@ -287,9 +291,13 @@ static int relay_local_send(ah_coord_t *c, int i) {
   l->head = head + n;
   atomic_store_explicit(&r->head, l->head, memory_order_release); /* the bytes before the index */
   l->w.off += n;
-  if (n) c->ring_due = 1;
+  /* Segments alone wait for the rank that needs them (ah_coord_poll) or the lazy ring; anything
+   * else, or a ring filling up, rings now. */
+  if (n && (l->urgent || l->head - tail > CLIENT_RING_BYTES / 2)) c->ring_due = 1;
+  else if (n && !c->lazy_ns) c->lazy_ns = ah_coord_now_ns() + (uint64_t)c->o.relay_lazy_ms * 1000000ull;
   if (l->w.off == l->w.len) {
     l->w.off = l->w.len = 0;
+    l->urgent = 0;
   } else {
     c->behind++;
     atomic_fetch_add(&c->ring_waits, 1);
@@ -347,8 +355,17 @@ static void relay_local_read(ah_coord_t *c, int i) {
  * the processes it wakes at most once, not after each send. A process with nothing new finds its
  * ring empty. */
 static void relay_ring(ah_coord_t *c) {
-  if (!c->ring_due || c->lbell < 0) return;
+  if (c->lbell < 0) return;
+  if (!c->ring_due && c->lazy_ns && ah_coord_now_ns() >= c->lazy_ns) {
+    c->lazy_ns = 0; /* segments put a while ago: ring only if some process has not taken them */
+    for (int i = 0; i < c->nlocals && !c->ring_due; i++) {
+      client_local_t *l = c->locals[i];
+      c->ring_due = l->ringed && atomic_load_explicit(&l->ring->tail, memory_order_relaxed) != l->head;
+    }
+  }
+  if (!c->ring_due) return;
   c->ring_due = 0;
+  c->lazy_ns = 0; /* every process is woken and takes all its ring holds */
   uint64_t one = 1;
   if (write(c->lbell, &one, sizeof one) < 0) { /* EAGAIN only after 2^64 - 2 rings */
   }
@@ -400,6 +417,7 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
       relay_local_close(c, i, 1);
     return 0;
   }
+  if (n < AH_COORD_HDR_BYTES || inner[5] != AH_MSG_SEGMENT) l->urgent = 1; /* the hub wraps one frame in each */
   if (l->w.len - l->w.off + n > CLIENT_RELAY_OUTBUF || client_buf_put(&l->w, p + AH_COORD_RELAY_FIXED, n) != 0) {
     AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s dropped a local process that does "
                   "not read (%zu bytes queued)", c->addr, l->w.len - l->w.off);
@@ -409,6 +427,7 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
 }
 
 void client_relay_flush(ah_coord_t *c) {
+  if (c->lfd < 0) return;
   c->behind = 0;
   for (int i = c->nlocals - 1; i >= 0; i--)
     if (c->locals[i]->w.len > c->locals[i]->w.off) (void)relay_local_send(c, i);

@@ -205,11 +205,12 @@ static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, si
 
 /* Queues whole frames for a connection. Note that a channel's frames go, each wrapped in a
  * RELAY_DATA, to its relay's connection, sent when the loop's turn (or the fan-out) ends: a
- * segment reaching a host's 8 processes costs the hub one send(2), not 8. */
+ * segment reaching a host's 8 processes costs the hub one send(2), not 8 — nor 2, so a relay's
+ * own frames wait for that send too (the relay process is woken once, not before and after). */
 void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) {
   if (c->closing) return;
   if (!c->via) {
-    hub_conn_queue(h, c, buf, n, 1);
+    hub_conn_queue(h, c, buf, n, c->nchans == 0);
     return;
   }
   const uint8_t *b = buf;

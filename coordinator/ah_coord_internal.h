@@ -276,6 +276,9 @@ typedef struct {
                         * docs/coordinator.md "Host relay"); 0: connect directly */
   char host[64];       /* the host's identity for the relay's endpoint ("" = the hostname);
                         * bench/coord_scale and tests simulate hosts with it */
+  int relay_lazy_ms;   /* as the relay: how long segments may sit unread in a local process's ring
+                        * before the doorbell wakes it for them (a rank waiting for one takes it
+                        * itself, ah_coord_poll) */
 } ah_coord_client_opts_t;
 
 void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p);

@@ -301,6 +301,10 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
     }
     if (c->ctl == AH_CTL_REMOTE_TUNE) {
       ah_shim_coord_hooks_t h = ah_shim_hooks();
+      if (h.poll) { /* the segment may wait in this process's ring: take it here, then look again */
+        h.poll(h.arg, c->id);
+        if (ah_sched_lookup(ck->ks->sched, index, seg)) break;
+      }
       if (h.alive && !h.alive(h.arg, c->id)) {
         AH_LOG_CAPPED(3, AH_LOG_ERROR, "the coordinator of communicator %016llx is gone: NCCL's "
                       "choice is kept for undecided calls", (unsigned long long)c->id);

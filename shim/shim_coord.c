@@ -141,6 +141,11 @@ static int hook_alive(void *arg, uint64_t comm) {
   return ah_coord_alive(map_get(comm, NULL));
 }
 
+static void hook_poll(void *arg, uint64_t comm) {
+  (void)arg;
+  (void)ah_coord_poll(map_get(comm, NULL));
+}
+
 static void hook_progress(void *arg, uint64_t comm, const struct ah_health_rec *rec) {
   (void)arg;
   ah_coord_t *c = map_get(comm, NULL);
@@ -177,7 +182,7 @@ static void hook_detach(void *arg, uint64_t comm) {
 
 static void hooks_install(void) {
   static const ah_shim_coord_hooks_t h = {.attach = hook_attach, .verdict = hook_verdict,
-                                          .publish = hook_publish, .alive = hook_alive,
+                                          .publish = hook_publish, .alive = hook_alive, .poll = hook_poll,
                                           .progress = hook_progress, .samples = hook_samples,
                                           .search_time = hook_search_time, .detach = hook_detach};
   ah_shim_set_coord_hooks(&h);

@@ -90,6 +90,9 @@ typedef struct {
   /* 0 once the coordinator of `comm` is gone for good: waiting ranks then stop waiting and keep
    * NCCL's choice for the rest of the job (logged). */
   int (*alive)(void *arg, uint64_t comm);
+  /* A rank waiting for a segment of `comm` takes what the coordinator left for this process without
+   * waking it (NULL: segments arrive on the coordinator's own thread). */
+  void (*poll)(void *arg, uint64_t comm);
   /* A local rank's progress record of an attached communicator, for the hub's hang diagnosis
    * (shim_health.c; NULL: not sent). */
   void (*progress)(void *arg, uint64_t comm, const struct ah_health_rec *rec);

@@ -10,7 +10,9 @@
  * clients 0-7 are host 0, 8-15 host 1, ..., the leader is on host 0, and with more than one per
  * host the host relay is on (AUTOHA_COORD_RELAY's default; docs/coordinator.md "Host relay"), so
  * the first client of each host carries the others' connections and the hub sends once per host,
- * and the relay passes the others their frames through shared-memory rings and one doorbell ring.
+ * and the relay puts the others' frames into shared-memory rings without waking them for segments:
+ * as a rank waiting for a decision does in the shim, the bench's main thread takes them from the
+ * rings (ah_coord_poll; ranks_wait below), so their arrival is timed on that thread.
  * Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
  * client reached" time, the hub's own fan-out time (PUBLISH read to last subscriber's send) with
  * the hub thread's CPU time in it, the CPU time and context switches of all the bench's threads per
@@ -66,6 +68,40 @@ static void sleep_us(long us) {
   nanosleep(&ts, NULL);
 }
 
+/* The ranks of every client waiting for segment s at their next call, as the shim's waiting ranks
+ * do (shim_control.c ah_shim_worker_wait): a process behind a host relay is not woken for a
+ * segment; its waiting rank takes it from the process's ring (ah_coord_poll) between sleeps of 20
+ * us doubling to 500 us. One thread stands for all of them here (in a job each is a rank already on
+ * its own CPU, waiting), so to keep its own CPU time (an artifact: 896 ranks' polls on this
+ * machine's 2 CPUs) off the hub's, it polls a host's processes only once the host's relay has the
+ * segment — the relay puts it into their rings after its own copy, from the same read, so no
+ * process can have it sooner. Clients the hub reaches directly deliver on their own I/O thread,
+ * and polling them finds nothing. Returns when every client has s, or after `limit_us`. */
+static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host, const int *relay_of, int s,
+                       uint64_t t0, long limit_us) {
+  int nhosts = (n + per_host - 1) / per_host, left = nhosts;
+  char *done = calloc((size_t)nhosts, 1);
+  long nap = 20;
+  while (done && left > 0) {
+    for (int h = 0; h < nhosts; h++) {
+      if (done[h]) continue;
+      int r = relay_of[h];
+      if (r >= 0 && atomic_load(&recs[r].got) <= s) continue; /* its relay has not read it yet */
+      int end = (h + 1) * per_host < n ? (h + 1) * per_host : n, all = 1;
+      for (int i = h * per_host; i < end; i++)
+        if (atomic_load(&recs[i].got) <= s) {
+          (void)ah_coord_poll(cs[i]);
+          all &= atomic_load(&recs[i].got) > s;
+        }
+      if (all) done[h] = 1, left--;
+    }
+    if (left == 0 || (ah_coord_now_ns() - t0) / 1000 > (uint64_t)limit_us) break;
+    sleep_us(nap);
+    if (nap < 500) nap *= 2;
+  }
+  free(done);
+}
+
 /* Runs one configuration. Returns 0 and fills p50/p99 (ms), or -1 when a client failed to connect
  * or a segment never arrived. */
 static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p, double *p99_p,
@@ -86,6 +122,7 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
   snprintf(co.host, sizeof co.host, "host0");
   client_rec_t *recs = calloc((size_t)nclients, sizeof *recs);
   ah_coord_t **cs = calloc((size_t)nclients, sizeof *cs);
+  int *relay_of = NULL;
   int rc = -1;
   const uint64_t comm = 0xc0ffee;
   ah_coord_t *lead = ah_coord_client_open(&st, NULL, &co, NULL, NULL);
@@ -106,6 +143,15 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
   setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_before);
   for (int t = 0; t < 2000 && ah_coord_hub_clients(hub) < nclients + 1; t++) sleep_us(5000);
   sleep_us(200000); /* let every JOIN land before the first segment */
+  /* Each simulated host's relay (-1: none; its processes then poll nothing). */
+  int nhosts = (nclients + per_host - 1) / per_host;
+  relay_of = malloc((size_t)nhosts * sizeof *relay_of);
+  if (!relay_of) goto out;
+  for (int h = 0; h < nhosts; h++) {
+    relay_of[h] = -1;
+    for (int i = h * per_host; i < nclients && i < (h + 1) * per_host; i++)
+      if (ah_coord_client_relay_role(cs[i]) == 2) relay_of[h] = i;
+  }
   ah_key_t key = {.comm = comm, .coll = AH_FUNC_ALLREDUCE, .bin = 22};
   struct rusage ru0, ru1;
   getrusage(RUSAGE_SELF, &ru0);
@@ -119,9 +165,12 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
     seg.config.ndims = 1;
     seg.config.res[0] = s % 16 + 1;
     seg.source = AH_SOURCE_TUNED;
-    atomic_store(&pub_ns[s], ah_coord_now_ns());
+    uint64_t t_pub = ah_coord_now_ns();
+    atomic_store(&pub_ns[s], t_pub);
     ah_coord_publish(lead, &key, &seg);
-    sleep_us(pace_us);
+    ranks_wait(cs, recs, nclients, per_host, relay_of, s, t_pub, pace_us);
+    uint64_t spent_us = (ah_coord_now_ns() - t_pub) / 1000;
+    if (spent_us < (uint64_t)pace_us) sleep_us(pace_us - (long)spent_us);
   }
   for (int t = 0; t < 3000; t++) {
     int done = 1;
@@ -175,6 +224,7 @@ out:
   for (int i = 0; i < nclients; i++)
     if (cs[i]) ah_coord_client_close(cs[i]);
   ah_coord_hub_close(hub);
+  free(relay_of);
   free(cs);
   free(recs);
   return rc;

@@ -197,6 +197,85 @@ START_TEST(test_relay_ring_full) {
 }
 END_TEST
 
+/* A deliver callback that records, and notes the thread it ran on. */
+static _Atomic pthread_t deliver_thread;
+static void thread_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
+  atomic_store(&deliver_thread, pthread_self());
+  rec_deliver(arg, key, seg);
+}
+
+/* A relay (its doorbell for segments set to `lazy_ms`) and a local process of host `host` recording
+ * into recs[0] and recs[1] (the local one noting its deliver thread), a leader on `other`; all
+ * joined to comm of 3 ranks, 200 ms later. */
+static void lazy_host(const char *host, const char *other, uint64_t comm, int lazy_ms, ah_coord_t **relay_p,
+                      ah_coord_t **peer_p, ah_coord_t **lead_p) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.relay = 1;
+  o.relay_lazy_ms = lazy_ms;
+  o.heartbeat_ms = 20000; /* no PONG (which rings the doorbell) during the test */
+  o.dead_ms = 60000;
+  snprintf(o.host, sizeof o.host, "%s", host);
+  ah_coord_t *relay = ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]);
+  ah_coord_t *peer = ah_coord_client_open(&st, NULL, &o, thread_deliver, &recs[1]);
+  ah_coord_t *lead = client_on(&st, other, NULL);
+  ck_assert(relay && peer && lead);
+  ck_assert_int_eq(ah_coord_client_relay_role(relay), 2);
+  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
+  ck_assert_int_eq(ah_coord_join_rank(relay, comm, 3, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(peer, comm, 3, 1, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 2, NULL), 0);
+  sleep_ms(200);
+  *relay_p = relay, *peer_p = peer, *lead_p = lead;
+}
+
+/* A segment reaching a host wakes only its relay: it waits in the local process's ring until a
+ * thread that needs it takes it (ah_coord_poll, delivered on that thread, at once), while anything
+ * else for the process (a directory answer) rings the doorbell at once. With the relay's lazy
+ * doorbell far off, nothing else delivers the segment. */
+START_TEST(test_relay_segment_waits_for_the_rank) {
+  const uint64_t comm = 0x1a2ee;
+  ah_coord_t *relay, *peer, *lead;
+  lazy_host("hostL", "hostM", comm, 60000, &relay, &peer, &lead);
+  ck_assert_int_eq(ah_coord_poll(relay), 0); /* the relay reads its own socket: nothing to poll */
+  ck_assert_int_eq(ah_coord_poll(peer), 0);  /* nothing waits yet */
+  publish_range(lead, comm, 0, 1, 0);
+  ck_assert(rec_wait(&recs[0], 1, 5000)); /* the relay's own copy, on its I/O thread */
+  sleep_ms(100);
+  ck_assert_int_eq(rec_count(&recs[1]), 0); /* no wake-up for it */
+  ck_assert_int_eq(ah_coord_poll(peer), 1);
+  ck_assert(rec_exactly(&recs[1], 1));
+  ck_assert(pthread_equal(atomic_load(&deliver_thread), pthread_self()));
+  ck_assert_int_eq(ah_coord_poll(peer), 0);
+  /* A directory answer is no segment: the doorbell rings for it. */
+  uint8_t dkey[AH_COORD_DIR_KEY] = {7}, val[8] = {1, 2, 3}, got[8] = {0};
+  ck_assert_int_eq(ah_coord_dir_put(lead, dkey, val, sizeof val), 0);
+  uint64_t t0 = ah_coord_now_ns();
+  ck_assert_int_eq(ah_coord_dir_get(peer, dkey, got, sizeof got, 5.0), (int)sizeof val);
+  ck_assert_uint_lt(ah_coord_now_ns() - t0, 4000000000ull);
+  ck_assert_mem_eq(got, val, sizeof val);
+  ah_coord_client_close(lead);
+  ah_coord_client_close(peer);
+  ah_coord_client_close(relay);
+}
+END_TEST
+
+/* Segments no thread takes reach the process anyway: the relay rings the doorbell once they have
+ * sat unread for its lazy time, and the process's I/O thread delivers them, in order. */
+START_TEST(test_relay_lazy_doorbell) {
+  const uint64_t comm = 0x1a2ef;
+  ah_coord_t *relay, *peer, *lead;
+  lazy_host("hostN", "hostO", comm, 50, &relay, &peer, &lead);
+  publish_range(lead, comm, 0, 20, 5);
+  ck_assert_msg(rec_wait(&recs[1], 20, 5000), "local got %d", rec_count(&recs[1]));
+  ck_assert(rec_exactly(&recs[1], 20));
+  ck_assert(!pthread_equal(atomic_load(&deliver_thread), pthread_self()));
+  ah_coord_client_close(lead);
+  ah_coord_client_close(peer);
+  ah_coord_client_close(relay);
+}
+END_TEST
+
 /* Passing the doorbell and ring: both arrive; a peer that sends ordinary bytes first (a relay of
  * an older autoha, which sends HELLO) or too few descriptors is refused by name, and whatever
  * descriptors came are closed. */
@@ -558,6 +637,8 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_relay_forwards);
   tcase_add_test(tc, test_relay_ring_full);
+  tcase_add_test(tc, test_relay_segment_waits_for_the_rank);
+  tcase_add_test(tc, test_relay_lazy_doorbell);
   tcase_add_test(tc, test_relay_fd_passing);
   tcase_add_test(tc, test_relay_killed_midstream);
   tcase_add_test(tc, test_relay_refuses_local_without_secret);
