@@ -390,7 +390,10 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
  * host's processes wakes none of them. A ring the relay corrupted is handed to the I/O thread,
  * which drops the connection as it does for its own reads. */
 int ah_coord_poll(ah_coord_t *c) {
-  if (!c || pthread_mutex_trylock(&c->rmu) != 0) return 0; /* the I/O thread is taking them */
+  /* Not alive: the hub is gone, or this is a forked child (a data loader's worker), which must not
+   * take its parent's segments out of the ring they share. */
+  if (!c || !atomic_load(&c->alive)) return 0;
+  if (pthread_mutex_trylock(&c->rmu) != 0) return 0; /* the I/O thread is taking them */
   client_ring_t *r = c->ring;
   int any = r && atomic_load_explicit(&r->head, memory_order_acquire) !=
                      atomic_load_explicit(&r->tail, memory_order_relaxed);

@@ -260,6 +260,42 @@ START_TEST(test_relay_segment_waits_for_the_rank) {
 }
 END_TEST
 
+/* A process that forks (a data loader's workers) shares its ring with the child: the child's
+ * poll takes nothing (its copy of the coordinator is not alive), and the parent still finds the
+ * segment there. The shim's coordinator (ah_coord_connect) behind a relay of this host. */
+START_TEST(test_relay_forked_child_takes_nothing) {
+  const uint64_t comm = 0x1a2f0;
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.relay = 1;
+  o.relay_lazy_ms = 60000;
+  o.heartbeat_ms = 20000;
+  o.dead_ms = 60000;
+  ah_coord_t *relay = ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]); /* this hostname */
+  ah_coord_setup_t setup = {.relay = 1};
+  ah_coord_t *peer = ah_coord_connect(&st, &setup, rec_deliver, &recs[1]);
+  ah_coord_t *lead = client_on(&st, "hostF", NULL);
+  ck_assert(relay && peer && lead);
+  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
+  ck_assert_int_eq(ah_coord_join_rank(relay, comm, 3, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(peer, comm, 3, 1, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 2, NULL), 0);
+  sleep_ms(200);
+  publish_range(lead, comm, 0, 1, 0);
+  ck_assert(rec_wait(&recs[0], 1, 5000));
+  sleep_ms(100);
+  pid_t pid = fork();
+  if (pid == 0) _exit(ah_coord_poll(peer) == 0 && rec_count(&recs[1]) == 0 ? 0 : 1);
+  int status = -1;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ck_assert_int_eq(ah_coord_poll(peer), 1);
+  ck_assert(rec_exactly(&recs[1], 1));
+  ah_coord_client_close(lead);
+  ah_coord_client_close(relay);
+}
+END_TEST
+
 /* Segments no thread takes reach the process anyway: the relay rings the doorbell once they have
  * sat unread for its lazy time, and the process's I/O thread delivers them, in order. */
 START_TEST(test_relay_lazy_doorbell) {
@@ -639,6 +675,7 @@ int main(void) {
   tcase_add_test(tc, test_relay_ring_full);
   tcase_add_test(tc, test_relay_segment_waits_for_the_rank);
   tcase_add_test(tc, test_relay_lazy_doorbell);
+  tcase_add_test(tc, test_relay_forked_child_takes_nothing);
   tcase_add_test(tc, test_relay_fd_passing);
   tcase_add_test(tc, test_relay_killed_midstream);
   tcase_add_test(tc, test_relay_refuses_local_without_secret);
