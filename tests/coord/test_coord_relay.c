@@ -296,6 +296,42 @@ START_TEST(test_relay_forked_child_takes_nothing) {
 }
 END_TEST
 
+static _Atomic int poll_stop;
+static void *poll_loop(void *arg) {
+  while (!atomic_load(&poll_stop)) (void)ah_coord_poll(arg);
+  return NULL;
+}
+
+/* Two consumers of one ring at once: a thread polling without pause and the I/O thread, woken by
+ * the lazy doorbell (1 ms) and by the directory answers that arrive meanwhile. Every segment is
+ * delivered once, in order. */
+START_TEST(test_relay_poll_beside_the_io_thread) {
+  const uint64_t comm = 0x1a2f1;
+  ah_coord_t *relay, *peer, *lead;
+  lazy_host("hostR", "hostS", comm, 1, &relay, &peer, &lead);
+  atomic_store(&poll_stop, 0);
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, poll_loop, peer), 0);
+  uint8_t dkey[AH_COORD_DIR_KEY] = {9}, val[4] = {4, 3, 2, 1}, got[4];
+  ck_assert_int_eq(ah_coord_dir_put(lead, dkey, val, sizeof val), 0);
+  const int n = 2000;
+  ah_key_t k = key_make(comm);
+  for (int i = 0; i < n; i++) {
+    ah_segment_t sg = seg_make((uint64_t)i);
+    ck_assert_int_eq(ah_coord_publish(lead, &k, &sg), 0);
+    if (i % 200 == 0) ck_assert_int_eq(ah_coord_dir_get(peer, dkey, got, sizeof got, 5.0), (int)sizeof val);
+  }
+  ck_assert_msg(rec_wait(&recs[1], n, 20000), "local got %d", rec_count(&recs[1]));
+  sleep_ms(100);
+  atomic_store(&poll_stop, 1);
+  pthread_join(th, NULL);
+  ck_assert(rec_exactly(&recs[1], n));
+  ah_coord_client_close(lead);
+  ah_coord_client_close(peer);
+  ah_coord_client_close(relay);
+}
+END_TEST
+
 /* Segments no thread takes reach the process anyway: the relay rings the doorbell once they have
  * sat unread for its lazy time, and the process's I/O thread delivers them, in order. */
 START_TEST(test_relay_lazy_doorbell) {
@@ -676,6 +712,7 @@ int main(void) {
   tcase_add_test(tc, test_relay_segment_waits_for_the_rank);
   tcase_add_test(tc, test_relay_lazy_doorbell);
   tcase_add_test(tc, test_relay_forked_child_takes_nothing);
+  tcase_add_test(tc, test_relay_poll_beside_the_io_thread);
   tcase_add_test(tc, test_relay_fd_passing);
   tcase_add_test(tc, test_relay_killed_midstream);
   tcase_add_test(tc, test_relay_refuses_local_without_secret);
