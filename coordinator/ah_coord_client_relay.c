@@ -428,6 +428,15 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
 
 void client_relay_flush(ah_coord_t *c) {
   if (c->lfd < 0) return;
+  /* Every ring taken since the lazy doorbell was armed (the ranks took their segments): the timer
+   * restarts with this batch's segments, so a steady stream of decisions that ranks take never
+   * wakes the relay for nothing. */
+  int drained = 1;
+  for (int i = 0; c->lazy_ns && drained && i < c->nlocals; i++) {
+    client_local_t *l = c->locals[i];
+    drained = !l->ringed || atomic_load_explicit(&l->ring->tail, memory_order_relaxed) == l->head;
+  }
+  if (drained) c->lazy_ns = 0;
   c->behind = 0;
   for (int i = c->nlocals - 1; i >= 0; i--)
     if (c->locals[i]->w.len > c->locals[i]->w.off) (void)relay_local_send(c, i);
