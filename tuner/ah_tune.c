@@ -15,7 +15,9 @@
  * NCCL. A pinned key is watched by CUSUM. A key whose communicator already tuned neighbouring size
  * bins starts warm from their best points (ah_tune_hint, at the start or mid-search): a quick
  * check of the hint against NCCL's default, its channel neighbours and a rival subspace, all
- * committed back to back, pins it within about ten calls when the evidence is clear.
+ * committed back to back, pins it within about ten calls when the evidence is clear. A cold key
+ * whose only searched resource is channels runs designed batches instead of the descent
+ * (ah_tune_eval_batch): each round's probes chosen together, so the result lag is paid per round.
  * docs/tuner.md explains each step and its figures.
  *
  * The engine is driven by call indices: it hands out segments (config for n calls) and receives
