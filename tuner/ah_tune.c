@@ -46,7 +46,7 @@ void ah_tune_params_default(ah_tune_params_t *p) {
   p->drift_check = 1;
   p->seed = 0;
   /* Channels searched alone, cold: designed batches instead of the sequential descent (sim/ 2.28
-   * space: 31 -> 21 calls at p5 0.9712 -> 0.9726; docs/tuner.md "Designed batches"). */
+   * space: 31 -> 20 calls at p5 0.9712 -> 0.9726; docs/tuner.md "Designed batches"). */
   p->batches = 1;
 }
 
