@@ -1231,15 +1231,20 @@ void ah_tune_advance(ah_tune_t *t) {
 
 /* ---- designed batches (channels the only searched resource, cold) ---- */
 
-/* Wants subspace s's channel design, one sample each: the channel count of probe `from` and the
- * counts nearest it x each of AH_TUNE_BATCH_DESIGN (in s's window). */
+/* Wants subspace s's channel design, one sample each: the counts nearest the middle of s's window
+ * of the channel list x each of AH_TUNE_BATCH_DESIGN, at probe `from`'s other resources. Note that
+ * the middle, not the start: where the start names a count (NCCL's own, known), the default
+ * already measures it, and a design around it collapses where it is 1 (sim/ --full-space: p5
+ * 0.9560 -> 0.9731); where the start leaves channels to NCCL, the middle is the start (12 of the
+ * shim's list). */
 static void ah_tune_batch_design(ah_tune_t *t, int s, int from) {
   static const double ratios[] = AH_TUNE_BATCH_DESIGN;
   const ah_dim_t *dim = &t->space.dims[AH_DIM_NCHANNELS];
   int base[AH_MAX_DIMS], lo, hi;
   memcpy(base, t->probes[from].pos, sizeof(base));
-  double v0 = (double)dim->values[base[AH_DIM_NCHANNELS]];
   ah_tune_window(t, s, AH_DIM_NCHANNELS, &lo, &hi);
+  base[AH_DIM_NCHANNELS] = (lo + hi) / 2;
+  double v0 = (double)dim->values[base[AH_DIM_NCHANNELS]];
   t->bt_swept[s] = 1;
   for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++) {
     int64_t v = (int64_t)floor(v0 * ratios[i] + 0.5);
@@ -1285,7 +1290,7 @@ static int ah_tune_batch_pt(const ah_tune_t *t, int p) {
  *   - the design of every other subspace screened within its abandonment ratio of the leader (the
  *     descent's own rule: a subspace at the start's count may hide a better count, e.g. LL128 on
  *     one node at 12 channels 1.6x slower than at 8);
- *   - the leader's adjacent counts on the list (the x1.41 step of the descent) not yet measured;
+ *   - the leader's counts one x1.41 step (the descent's finest) each way, not yet measured;
  *   - every other subspace screened within AH_TUNE_BATCH_RESCREEN of the leader at the leader's
  *     count, once (the descent's re-screen);
  *   - a second sample of every point measured within AH_TUNE_BATCH_REACH of the leader, and the
@@ -1318,11 +1323,9 @@ static void ah_tune_eval_batch(ah_tune_t *t) {
         continue;
       ah_tune_batch_design(t, o, q0);
     }
-    int lo, hi;
-    ah_tune_window(t, s, AH_DIM_NCHANNELS, &lo, &hi);
-    for (int dir = -1; dir <= 1; dir += 2) {
-      int j = ppos[AH_DIM_NCHANNELS] + dir, pos[AH_MAX_DIMS];
-      if (j < lo || j > hi) continue;
+    for (int dir = -1; dir <= 1; dir += 2) { /* the descent's finest step each way */
+      int j = ah_tune_step_to(t, P, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), pos[AH_MAX_DIMS];
+      if (j < 0) continue;
       memcpy(pos, ppos, sizeof(pos));
       pos[AH_DIM_NCHANNELS] = j;
       ah_config_t c;
