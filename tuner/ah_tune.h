@@ -27,6 +27,8 @@ typedef struct {
   double prior_ratio;      /* a subspace NCCL estimates this much slower than its best is not tried (0: all) */
   int drift_check;         /* 1: CUSUM on the pinned config's times re-opens tuning */
   uint64_t seed;           /* for any randomised tie-breaking, so runs are reproducible */
+  int batches;             /* 1: a cold key searching channels alone runs designed batches (default);
+                            * 0: the sequential descent */
 } ah_tune_params_t;
 
 /* Fills the defaults (documented in docs/tuner.md). */

@@ -48,6 +48,14 @@
 #define AH_TUNE_CHUNK_PRIOR 1.6    /* ... the prior's ratio there (prior_ratio capped) */
 #define AH_TUNE_CHUNK_CONFIRM_N 3  /* ... the winner's fresh samples there */
 #define AH_TUNE_CHUNK_ABANDON 1.08 /* ... and a subspace screened this far behind is not descended */
+/* Designed batches (ah_tune_eval_batch; channels the only searched resource, cold): each round's
+ * probes are chosen together and committed back to back, so the result lag is paid once a round */
+#define AH_TUNE_BATCH_DESIGN {1.0, 0.667, 0.333} /* a subspace's counts: its start's x these */
+#define AH_TUNE_BATCH_ROUNDS 2     /* rounds after the first, at most */
+#define AH_TUNE_BATCH_REACH 0.02   /* a point this close to the leader gets a second sample */
+#define AH_TUNE_BATCH_RACE_Z 1.0   /* ... and more while it may be, at this many standard errors, ... */
+#define AH_TUNE_BATCH_RACE_GAIN 0.03 /* ... this much faster than the leader */
+#define AH_TUNE_BATCH_RESCREEN 1.3 /* another subspace screened within this is measured at the leader's count */
 /* Warm start (ah_tune_hint): no plateau walk (the hint's channels are already below NCCL's cap) */
 #define AH_TUNE_WARM_ABANDON 1.05 /* a subspace screened this far behind is not descended */
 #define AH_TUNE_WARM_RESCREEN 1.5 /* ... nor re-screened beyond this */
@@ -89,7 +97,7 @@ typedef struct {
 } ah_want_t;
 
 enum { AH_PH_SCREEN = 0, AH_PH_RESCREEN = 1, AH_PH_DESCEND = 2, AH_PH_CONFIRM = 3, AH_PH_DONE = 4,
-       AH_PH_QUICK = 5 };
+       AH_PH_QUICK = 5, AH_PH_BATCH = 6 };
 
 struct ah_tune {
   ah_space_t space;
@@ -134,6 +142,10 @@ struct ah_tune {
   int quick_pt[8], nquick; /* the quick check's points: the hint first, then its neighbours */
   int quick_c, quick_moves; /* its centre (the hint, or a neighbour that beat it) and moves */
   int quick_alt;           /* NCCL's best-estimated other subspace at the hint's resources, or -1 */
+  /* designed batches (ah_tune_start_batch; channels the only searched resource, cold) */
+  int bt_swept[AH_MAX_SUBSPACES]; /* the subspace's channel design was wanted */
+  int bt_resc[AH_MAX_SUBSPACES];  /* ... its point at the leader's channels was wanted */
+  int bt_lead, bt_rounds;  /* the leader after the last round (-1: none yet), rounds evaluated */
   /* drift */
   ah_drift_t drift;
   int drift_on, reopened, reopen_count, forever_seg;

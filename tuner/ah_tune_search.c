@@ -61,8 +61,9 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
   /* Warm, the best was not picked out of a whole search's probes but from a few points a neighbour
    * named: less selection luck to undo, so a smaller clear gain is pinned as it is. So it is where
    * the chunk is searched too, where fresh samples did not overturn such a gain (sim/: 40 -> 39
-   * calls, p5 unchanged, no key slower than the default; docs/tuner.md "Round four"). */
-  if ((t->nhints > 0 || t->nsearch == 2) && t->probes[b].n >= AH_TUNE_MOVE_N &&
+   * calls, p5 unchanged, no key slower than the default; docs/tuner.md "Round four"), and after
+   * designed batches (bt_lead set), whose leader was picked from a few designed points. */
+  if ((t->nhints > 0 || t->nsearch == 2 || t->bt_lead >= 0) && t->probes[b].n >= AH_TUNE_MOVE_N &&
       t->probes[t->def].n >= AH_TUNE_MOVE_N && gain > log(1.0 + AH_TUNE_WARM_SURE_GAIN) &&
       gain > AH_TUNE_WARM_SURE_Z * se) {
     ah_tune_finish(t, b, b, AH_TUNE_CONVERGED);
@@ -85,8 +86,10 @@ static void ah_tune_start_confirm(ah_tune_t *t) {
   pr->confirm = 1;
   t->confirm_probe = t->nprobes++;
   /* With the chunk searched too, 3 fresh samples: the winner there is held to 2 standard errors
-   * and may get 3 more while the gain is plausible (sim/: 41 -> 40 calls, no key slower). */
-  int dn = t->probes[t->def].n, cn = t->nsearch == 2 ? AH_TUNE_CHUNK_CONFIRM_N : AH_TUNE_CONFIRM_N;
+   * and may get 3 more while the gain is plausible (sim/: 41 -> 40 calls, no key slower); so is
+   * a winner of the designed batches (ah_tune_eval_batch). */
+  int dn = t->probes[t->def].n,
+      cn = t->nsearch == 2 || t->bt_lead >= 0 ? AH_TUNE_CHUNK_CONFIRM_N : AH_TUNE_CONFIRM_N;
   ah_tune_want(t, t->confirm_probe, cn);
   ah_tune_want(t, t->def, dn > cn ? dn : cn);
 }
@@ -98,8 +101,11 @@ static void ah_tune_eval_confirm(ah_tune_t *t) {
   double floor = log(1.0 + t->prm.noise_floor);
   /* With the chunk searched too, the winner is held to fewer standard errors: its final point
    * came from more probes near the optimum (the response surface), where 3 standard errors of 12
-   * fresh samples kept NCCL's default over points 3-5% faster (docs/tuner.md). */
-  double z = t->nsearch == 2 ? AH_TUNE_CONFIRM_Z_CHUNK : AH_TUNE_CONFIRM_Z;
+   * fresh samples kept NCCL's default over points 3-5% faster (docs/tuner.md). So is a winner of
+   * the designed batches: it faces the default right after a few rounds, without the descent's
+   * many races, and 3 standard errors kept the default over points 3-6% faster there (sim/ 2.28:
+   * p5 0.9694 -> 0.9726, 27 -> 25 calls, no key slower). */
+  double z = t->nsearch == 2 || t->bt_lead >= 0 ? AH_TUNE_CONFIRM_Z_CHUNK : AH_TUNE_CONFIRM_Z;
   if (gain > floor && gain > z * se) {
     ah_tune_finish(t, c, t->best, AH_TUNE_CONVERGED);
     return;
@@ -646,6 +652,9 @@ static void ah_tune_eval_fit(ah_tune_t *t) {
 
 /* ---- subspaces ---- */
 
+static int ah_tune_start_batch(ah_tune_t *t);
+static void ah_tune_eval_batch(ah_tune_t *t);
+
 static void ah_tune_start_subspace(ah_tune_t *t, int center) {
   t->phase = AH_PH_DESCEND;
   t->center = center;
@@ -1093,7 +1102,7 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
 void ah_tune_start_screen(ah_tune_t *t) {
   t->phase = AH_PH_SCREEN;
   t->nwants = 0;
-  t->best = t->winner = t->center = t->confirm_probe = -1;
+  t->best = t->winner = t->center = t->confirm_probe = t->bt_lead = -1;
   t->cur = -1;
   t->norder = 0;
   t->fit_p = -1;
@@ -1137,6 +1146,7 @@ void ah_tune_start_screen(ah_tune_t *t) {
     /* the rest once the first sample shows it is in the race */
     ah_tune_want(t, t->sub_start[s], h >= 0 ? t->prm.samples_per_probe : 1);
   }
+  if (ah_tune_start_batch(t)) return;
   /* Neighbours on both sides that settled on different resources in one subspace: each point is
    * screened, and the faster starts the subspace (ah_tune_eval_screen). */
   for (int h = 0; h < t->nhints; h++) {
@@ -1215,5 +1225,156 @@ void ah_tune_advance(ah_tune_t *t) {
     else if (t->phase == AH_PH_DESCEND) ah_tune_eval_step(t);
     else if (t->phase == AH_PH_CONFIRM) ah_tune_eval_confirm(t);
     else if (t->phase == AH_PH_QUICK) ah_tune_eval_quick(t);
+    else if (t->phase == AH_PH_BATCH) ah_tune_eval_batch(t);
   }
+}
+
+/* ---- designed batches (channels the only searched resource, cold) ---- */
+
+/* Wants subspace s's channel design, one sample each: the counts nearest the middle of s's window
+ * of the channel list x each of AH_TUNE_BATCH_DESIGN, at probe `from`'s other resources. Note that
+ * the middle, not the start: where the start names a count (NCCL's own, known), the default
+ * already measures it, and a design around it collapses where it is 1 (sim/ --full-space: p5
+ * 0.9560 -> 0.9731); where the start leaves channels to NCCL, the middle is the start (12 of the
+ * shim's list). */
+static void ah_tune_batch_design(ah_tune_t *t, int s, int from) {
+  static const double ratios[] = AH_TUNE_BATCH_DESIGN;
+  const ah_dim_t *dim = &t->space.dims[AH_DIM_NCHANNELS];
+  int base[AH_MAX_DIMS], lo, hi;
+  memcpy(base, t->probes[from].pos, sizeof(base));
+  ah_tune_window(t, s, AH_DIM_NCHANNELS, &lo, &hi);
+  base[AH_DIM_NCHANNELS] = (lo + hi) / 2;
+  double v0 = (double)dim->values[base[AH_DIM_NCHANNELS]];
+  t->bt_swept[s] = 1;
+  for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++) {
+    int64_t v = (int64_t)floor(v0 * ratios[i] + 0.5);
+    int j = ah_tune_value_pos(dim, v > 0 ? v : 1), spos[AH_MAX_DIMS];
+    memcpy(spos, base, sizeof(spos));
+    spos[AH_DIM_NCHANNELS] = j < lo ? lo : j > hi ? hi : j;
+    ah_config_t c;
+    ah_tune_make_cfg(t, s, spos, &c);
+    ah_tune_want(t, ah_tune_probe_get(t, s, spos, &c), 1);
+  }
+}
+
+/* Plans the first designed batch when it applies — a cold key (no hint) whose only searched
+ * resource is channels (NCCL 2.22-2.29), with a list of at least 4 counts and NCCL's own subspace
+ * in the space: the screen ah_tune_start_screen wanted (NCCL's default, every subspace the prior
+ * keeps at the start) plus NCCL's own subspace's channel design. Returns 1 when planned. */
+static int ah_tune_start_batch(ah_tune_t *t) {
+  if (!t->prm.batches || t->nhints > 0 || t->nsearch != 1 || t->searchable[0] != AH_DIM_NCHANNELS ||
+      t->space.dims[AH_DIM_NCHANNELS].nvalues < 4)
+    return 0;
+  int s = t->def_sub;
+  if (s < 0 || t->sub_start[s] < 0) return 0;
+  memset(t->bt_swept, 0, sizeof(t->bt_swept));
+  memset(t->bt_resc, 0, sizeof(t->bt_resc));
+  t->bt_lead = -1;
+  t->bt_rounds = 0;
+  ah_tune_batch_design(t, s, t->sub_start[s]);
+  t->phase = AH_PH_BATCH;
+  return 1;
+}
+
+/* 1 when p is a searched point of this epoch with samples. */
+static int ah_tune_batch_pt(const ah_tune_t *t, int p) {
+  const ah_probe_t *pr = &t->probes[p];
+  return pr->epoch == t->epoch && !pr->confirm && pr->sub >= 0 && pr->n > 0;
+}
+
+/* A designed batch is in: plans the next one around the leader (the fastest searched point), or,
+ * when it needs nothing more or AH_TUNE_BATCH_ROUNDS were planned, hands the leader to the
+ * confirmation. Each batch is committed back to back, so the result lag is paid once per round,
+ * not once per step as in the descent. The next batch holds, all at once:
+ *   - the leader's subspace's design, when not yet measured (another subspace leads);
+ *   - the design of every other subspace screened within its abandonment ratio of the leader (the
+ *     descent's own rule: a subspace at the start's count may hide a better count, e.g. LL128 on
+ *     one node at 12 channels 1.6x slower than at 8);
+ *   - the leader's counts one x1.41 step (the descent's finest) each way, not yet measured;
+ *   - every other subspace screened within AH_TUNE_BATCH_RESCREEN of the leader at the leader's
+ *     count, once (the descent's re-screen);
+ *   - a second sample of every point measured within AH_TUNE_BATCH_REACH of the leader, and the
+ *     leader's; two more (up to AH_TUNE_SEARCH_MAXN) of a point that may still be more than
+ *     AH_TUNE_BATCH_RACE_GAIN faster than the leader at AH_TUNE_BATCH_RACE_Z standard errors. Note
+ *     that points closer than that are not raced: telling them apart costs a round of samples
+ *     and wins less than the p5 bar's 3%.
+ * The winner is the leader, or a point within the noise floor of it with fewer channels and at
+ * least 2 samples; one not ahead of NCCL's default by the noise floor keeps the default at once. */
+static void ah_tune_eval_batch(ah_tune_t *t) {
+  int P = -1;
+  for (int i = 0; i < t->nprobes; i++)
+    if (ah_tune_batch_pt(t, i) && (P < 0 || ah_tune_lg(t, i) < ah_tune_lg(t, P))) P = i;
+  t->nwants = 0;
+  t->bt_rounds++;
+  if (P < 0) {
+    ah_tune_start_confirm(t);
+    return;
+  }
+  t->bt_lead = P;
+  if (t->bt_rounds <= AH_TUNE_BATCH_ROUNDS && t->epoch_calls < t->prm.budget_calls - ah_tune_reserve(t) - 4) {
+    int s = t->probes[P].sub, ppos[AH_MAX_DIMS];
+    memcpy(ppos, t->probes[P].pos, sizeof(ppos));
+    double lp = ah_tune_lg(t, P);
+    if (!t->bt_swept[s]) ah_tune_batch_design(t, s, P);
+    for (int o = 0; o < t->space.nsub; o++) {
+      int q0 = t->sub_start[o];
+      if (o == s || t->bt_swept[o] || q0 < 0 || t->probes[q0].n == 0 ||
+          ah_tune_lg(t, q0) > lp + log(ah_tune_abandon_ratio(t, o)))
+        continue;
+      ah_tune_batch_design(t, o, q0);
+    }
+    for (int dir = -1; dir <= 1; dir += 2) { /* the descent's finest step each way */
+      int j = ah_tune_step_to(t, P, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), pos[AH_MAX_DIMS];
+      if (j < 0) continue;
+      memcpy(pos, ppos, sizeof(pos));
+      pos[AH_DIM_NCHANNELS] = j;
+      ah_config_t c;
+      ah_tune_make_cfg(t, s, pos, &c);
+      int q = ah_tune_probe_get(t, s, pos, &c);
+      if (q >= 0 && t->probes[q].n == 0) ah_tune_want(t, q, 1);
+    }
+    for (int o = 0; o < t->space.nsub; o++) {
+      int q0 = t->sub_start[o];
+      if (o == s || t->bt_resc[o] || q0 < 0 || t->probes[q0].n == 0 ||
+          ah_tune_lg(t, q0) > lp + log(AH_TUNE_BATCH_RESCREEN))
+        continue;
+      int pos[AH_MAX_DIMS];
+      ah_tune_sub_pos(t, o, ppos, 0, pos);
+      ah_config_t c;
+      ah_tune_make_cfg(t, o, pos, &c);
+      int q = ah_tune_probe_get(t, o, pos, &c);
+      t->bt_resc[o] = 1;
+      if (q >= 0 && t->probes[q].n == 0) ah_tune_want(t, q, 1);
+    }
+    for (int i = 0; i < t->nprobes; i++) {
+      if (!ah_tune_batch_pt(t, i)) continue;
+      int n = t->probes[i].n;
+      double se = sqrt(pow(ah_tune_se(t, i), 2) + pow(ah_tune_se(t, P), 2)), d = ah_tune_lg(t, i) - lp;
+      if (n < 2 && d <= log(1.0 + AH_TUNE_BATCH_REACH)) {
+        ah_tune_want(t, i, 2);
+        ah_tune_want(t, P, 2);
+      } else if (i != P && n >= 2 && n < AH_TUNE_SEARCH_MAXN &&
+                 AH_TUNE_BATCH_RACE_Z * se - d > log(1.0 + AH_TUNE_BATCH_RACE_GAIN)) {
+        int m = n + 2 > AH_TUNE_SEARCH_MAXN ? AH_TUNE_SEARCH_MAXN : n + 2;
+        ah_tune_want(t, i, m);
+        ah_tune_want(t, P, m);
+      }
+    }
+    if (ah_log_level() >= AH_LOG_DEBUG) {
+      char b[96];
+      ah_log(AH_LOG_DEBUG, "tuner: designed batch %d after %d calls: leader %s (%.2f us, n=%d), %d points wanted",
+             t->bt_rounds, t->epoch_calls, ah_config_format(&t->probes[P].cfg, b, sizeof(b)), exp(lp), t->probes[P].n,
+             t->nwants);
+    }
+    if (t->nwants > 0) return;
+  }
+  int b = P;
+  for (int i = 0; i < t->nprobes; i++)
+    if (ah_tune_batch_pt(t, i) && t->probes[i].n >= 2 && i != b && ah_tune_prefer(t, i, b)) b = i;
+  t->best = b;
+  if (ah_tune_lg(t, t->def) - ah_tune_lg(t, b) < log(1.0 + t->prm.noise_floor)) {
+    ah_tune_finish(t, t->def, t->def, AH_TUNE_CONVERGED);
+    return;
+  }
+  ah_tune_start_confirm(t);
 }

@@ -1123,8 +1123,47 @@ START_TEST(test_quick_boundary) {
 }
 END_TEST
 
+/* Designed batches (channels searched alone, cold, results 2 calls late) against the sequential
+ * descent (batches 0) on the same 16 seeds, on the shim's channel list with the optimum at 12
+ * channels of a subspace other than NCCL's: the batches take at most 70% of the descent's calls
+ * (measured: 19-23 a seed against 27-45), pin the optimum (within 1%) in at least 14 seeds (the
+ * descent: all 16; the batches' worst two measured 0.959 and 0.921, a point two single-sample
+ * rounds did not tell from the leader), at least 0.9 of it in every seed, and never a config
+ * slower than the default. */
+START_TEST(test_batches) {
+  uint64_t calls[2] = {0, 0};
+  int good = 0;
+  for (int b = 0; b <= 1; b++)
+    for (int seed = 1; seed <= 16; seed++) {
+      surf_t s;
+      surf_init_shim_far(&s);
+      ah_tune_params_t p;
+      ah_tune_params_default(&p);
+      p.batches = b;
+      ah_tune_t *t = ah_tune_create(&s.space, &p);
+      ck_assert_ptr_nonnull(t);
+      tune_drive_opts_t o;
+      tune_drive_opts_default(&o);
+      o.seed = (uint64_t)seed;
+      tune_drive_result_t r;
+      tune_drive_run(t, surf_time, &s, &o, &r);
+      ck_assert_uint_ne(r.pinned_at, UINT64_MAX);
+      double q = surf_best(&s) / cfg_time(&s, &r.final);
+      ck_assert_msg(q >= 0.9, "seed %d, batches %d: pinned %.3f of the optimum", seed, b, q);
+      if (b && q >= 0.99) good++;
+      expect_no_worse(&s, seed, &r.final);
+      calls[b] += r.pinned_at;
+      ah_tune_destroy(t);
+    }
+  ck_assert_int_ge(good, 14);
+  ck_assert_msg(calls[1] * 10 <= calls[0] * 7, "batches %llu calls, descent %llu", (unsigned long long)calls[1],
+                (unsigned long long)calls[0]);
+}
+END_TEST
+
 /* A hint arriving mid-search (a neighbour bin converged meanwhile): a cold key hinted with the
- * optimum after 10 calls converges on it in fewer calls than the cold search, over 12 seeds. */
+ * optimum after 6 calls (the designed batches pin some cold keys within 10 with results at once)
+ * converges on it in fewer calls than the cold search, over 12 seeds. */
 START_TEST(test_hint_mid_search) {
   ah_config_t opt = {AH_ALGO_RING, AH_PROTO_LL128, 0, 1, {12, 0, 0, 0}};
   uint64_t cold = 0, late = 0;
@@ -1138,7 +1177,7 @@ START_TEST(test_hint_mid_search) {
     cold += drive_quick(t, &s, (uint64_t)seed, NULL, 0, &fin);
     ah_tune_destroy(t);
     t = ah_tune_create(&s.space, &p);
-    late += drive_quick(t, &s, (uint64_t)seed, &opt, 10, &fin);
+    late += drive_quick(t, &s, (uint64_t)seed, &opt, 6, &fin);
     ck_assert_msg(surf_best(&s) / cfg_time(&s, &fin) >= 0.99, "seed %d: pinned %.2f us, best %.2f", seed,
                   cfg_time(&s, &fin), surf_best(&s));
     ah_tune_destroy(t);
@@ -1174,9 +1213,10 @@ START_TEST(test_warm_start) {
   }
   /* the optimum (12 channels) itself in half the seeds: the other half stop on the hint, 4% off,
    * where one finer step is not significant on 4 samples (a cold search gets there by a coarse
-   * step from farther away, in twice the calls) */
+   * step from farther away; the cold search's designed batches keep that within 10% more calls
+   * than the warm start, where the sequential descent took 25% more) */
   ck_assert_int_ge(good, 8);
-  ck_assert_msg(warm * 10 <= cold * 8, "warm starts took %llu calls, cold %llu", (unsigned long long)warm,
+  ck_assert_msg(warm * 10 <= cold * 9, "warm starts took %llu calls, cold %llu", (unsigned long long)warm,
                 (unsigned long long)cold);
 }
 END_TEST
@@ -1288,6 +1328,7 @@ static Suite *tune_suite(void) {
   tcase_add_test(tc, test_quick_warm);
   tcase_add_test(tc, test_quick_boundary);
   tcase_add_test(tc, test_hint_mid_search);
+  tcase_add_test(tc, test_batches);
   tcase_add_test(tc, test_drive_comm);
   suite_add_tcase(s, tc);
   TCase *ts = tcase_create("stats");
