@@ -207,15 +207,21 @@ static void thread_deliver(void *arg, const ah_key_t *key, const ah_segment_t *s
 /* A relay (its doorbell for segments set to `lazy_ms`) and a local process of host `host` recording
  * into recs[0] and recs[1] (the local one noting its deliver thread), a leader on `other`; all
  * joined to comm of 3 ranks, 200 ms later. */
+/* Options of a client of host `host` ("": this hostname) with the relay on, its lazy doorbell at
+ * lazy_ms, and no heartbeat during a test (a PONG would ring the doorbell). */
+static void quiet_relay_opts(ah_coord_client_opts_t *o, const char *host, int lazy_ms) {
+  client_opts_test(o);
+  o->relay = 1;
+  o->relay_lazy_ms = lazy_ms;
+  o->heartbeat_ms = 20000;
+  o->dead_ms = 60000;
+  snprintf(o->host, sizeof o->host, "%s", host);
+}
+
 static void lazy_host(const char *host, const char *other, uint64_t comm, int lazy_ms, ah_coord_t **relay_p,
                       ah_coord_t **peer_p, ah_coord_t **lead_p) {
   ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  o.relay = 1;
-  o.relay_lazy_ms = lazy_ms;
-  o.heartbeat_ms = 20000; /* no PONG (which rings the doorbell) during the test */
-  o.dead_ms = 60000;
-  snprintf(o.host, sizeof o.host, "%s", host);
+  quiet_relay_opts(&o, host, lazy_ms);
   ah_coord_t *relay = ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]);
   ah_coord_t *peer = ah_coord_client_open(&st, NULL, &o, thread_deliver, &recs[1]);
   ah_coord_t *lead = client_on(&st, other, NULL);
@@ -266,11 +272,7 @@ END_TEST
 START_TEST(test_relay_forked_child_takes_nothing) {
   const uint64_t comm = 0x1a2f0;
   ah_coord_client_opts_t o;
-  client_opts_test(&o);
-  o.relay = 1;
-  o.relay_lazy_ms = 60000;
-  o.heartbeat_ms = 20000;
-  o.dead_ms = 60000;
+  quiet_relay_opts(&o, "", 60000);
   ah_coord_t *relay = ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]); /* this hostname */
   ah_coord_setup_t setup = {.relay = 1};
   ah_coord_t *peer = ah_coord_connect(&st, &setup, rec_deliver, &recs[1]);
