@@ -133,6 +133,7 @@ struct ah_coord {
   uint32_t fd_ev;
   _Atomic uint64_t last_tx_ns;
   _Atomic uint64_t last_rx_ns;
+  uint64_t last_ping_ns; /* I/O thread only */
 
   /* The reading side: the ring's consumer end and the frames being parsed, taken by the I/O thread
    * and, through a relay, by an application thread waiting for a segment (ah_coord_poll, which only

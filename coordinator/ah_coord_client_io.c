@@ -62,6 +62,7 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
   uint64_t now = ah_coord_now_ns();
   atomic_store(&c->last_rx_ns, now);
   atomic_store(&c->last_tx_ns, now);
+  c->last_ping_ns = 0;
   int rc = 0;
   pthread_mutex_lock(&c->mu);
   client_pubs_ack(c, last_pub);
@@ -78,9 +79,10 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
 
 void client_drop(ah_coord_t *c) {
   client_relay_release(c); /* the host's processes lost their channels with this connection */
-  pthread_mutex_lock(&c->rmu);
+  pthread_mutex_lock(&c->rmu); /* a partial frame of this connection must not prefix the next one's */
   client_ring_unmap(c->ring);
   c->ring = NULL;
+  c->rlen = 0;
   pthread_mutex_unlock(&c->rmu);
   pthread_mutex_lock(&c->wmu);
   if (c->fd >= 0) {
@@ -468,16 +470,19 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   return -1;
 }
 
-/* When the next PING is due: after heartbeat_ms with the connection quiet both ways, or after
- * 5 x heartbeat_ms without sending (the hub drops a client silent for its idle_ms, 30 s). Note that
- * a connection carrying segments therefore pings rarely: traffic from the hub already proves it
- * alive, and at 1,024 clients the PINGs would cost the hub as much as a fan-out a second. */
+/* When the next PING is due: after heartbeat_ms without hearing the hub (and at most one PING per
+ * heartbeat_ms while its PONG is awaited), or after 5 x heartbeat_ms without sending (the hub drops
+ * a client silent for its idle_ms, 30 s). Note that a connection carrying segments therefore pings
+ * rarely: traffic from the hub already proves it alive, and at 1,024 clients the PINGs would cost
+ * the hub as much as a fan-out a second. What this process sends proves nothing about the hub: a
+ * process sending progress records every second and hearing nothing back must still ping, or it
+ * takes the hub for dead after dead_ms (it did, every 6 s, once its keys had converged). */
 static uint64_t client_ping_due(const ah_coord_t *c) {
   uint64_t hb = (uint64_t)c->o.heartbeat_ms * 1000000ull;
   uint64_t tx = atomic_load(&c->last_tx_ns), rx = atomic_load(&c->last_rx_ns);
-  uint64_t quiet = (tx > rx ? tx : rx) + hb;
+  uint64_t deaf = (c->last_ping_ns > rx ? c->last_ping_ns : rx) + hb;
   uint64_t mute = tx + 5 * hb;
-  return quiet < mute ? quiet : mute;
+  return deaf < mute ? deaf : mute;
 }
 
 /* Milliseconds until the next heartbeat or liveness check is due (at least 1, at most 10 s). Note
@@ -549,6 +554,7 @@ void *client_main(void *arg) {
     if (!lost && now >= client_ping_due(c) && client_w_empty(c)) {
       pthread_mutex_lock(&c->mu);
       int rc = client_queue_delivered(c, 1) | client_buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
+      c->last_ping_ns = now;
       pthread_mutex_unlock(&c->mu);
       if (rc != 0 || client_flush(c, why, sizeof why) != 0) lost = 1;
     }

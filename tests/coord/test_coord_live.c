@@ -810,6 +810,22 @@ out:
   return NULL;
 }
 
+/* A process that keeps sending (directory puts here; progress records in a job) and hears nothing
+ * back still pings, so it does not take a live hub for dead after dead_ms (2 s in the test
+ * options) and reconnect: over three dead times it keeps its first connection. */
+START_TEST(a_client_that_only_sends_still_hears_the_hub) {
+  ah_coord_t *c = client(NULL);
+  uint8_t key[AH_COORD_DIR_KEY] = {0x5e}, val[4] = {1, 2, 3, 4};
+  for (int i = 0; i < 60; i++) {
+    key[1] = (uint8_t)i;
+    ck_assert_int_eq(ah_coord_dir_put(c, key, val, sizeof val), 0);
+    sleep_ms(100);
+  }
+  ck_assert_int_eq(ah_coord_client_connects(c), 1);
+  ck_assert_ptr_null(strstr(log_text(), "nothing heard"));
+}
+END_TEST
+
 START_TEST(bad_verdict_is_refused_by_the_client) {
   fake_hub_t *h = fake_hub_start(fake_verdict_hub);
   ah_coord_t *c = client_at(&h->stamp, NULL);
@@ -918,6 +934,7 @@ int main(void) {
   tcase_add_test(tc, subscribers_up_to_the_rank_count_are_served);
   tcase_add_test(tc, bad_joins_are_refused);
   tcase_add_test(tc, progress_is_refused_unless_joined_and_a_stall_is_diagnosed);
+  tcase_add_test(tc, a_client_that_only_sends_still_hears_the_hub);
   tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
   tcase_add_test(tc, oversized_handshake_frames_are_refused_by_name);
   tcase_add_test(tc, burst_of_refusals_logs_its_count);
