@@ -276,7 +276,11 @@ START_TEST(cut_connections_reconnect_mid_tuning) {
   const char *args[] = {"--iters", "2000", "--cut-at", "15", "--delay-prob", "0.02", NULL};
   double secs;
   const char *out = run_job_ok(8, args, &secs);
-  ck_assert_int_eq(count_lines(out, "cut 1 hub connection(s) at iteration 15"), 7);
+  /* Every process but the hub's cuts what it holds. One behind the host relay holds nothing when
+   * the relay's process cut the relay's connection a moment before (the relay then closed its
+   * local processes' sockets, and they are reconnecting already): "cut 0". */
+  ck_assert_msg(count_lines(out, " hub connection(s) at iteration 15") == 7, "%.4000s", out);
+  ck_assert_msg(count_lines(out, "cut 1 hub connection(s) at iteration 15") >= 1, "%.4000s", out);
   ck_assert_int_ge(count_lines(out, "reconnected to hub"), 7);
   ck_assert_int_eq(count_lines(out, ": 6000 calls, 0 failed, 0 wrong results"), 8);
   check_reports(8, 1);
