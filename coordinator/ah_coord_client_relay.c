@@ -348,7 +348,17 @@ static void relay_local_read(ah_coord_t *c, int i) {
   }
 }
 
-/* Rings the doorbell when bytes went to local processes since the last ring. Note that one write
+/* 1 when some local process has not taken everything put into its ring. */
+static int relay_unread(const ah_coord_t *c) {
+  for (int i = 0; i < c->nlocals; i++) {
+    const client_local_t *l = c->locals[i];
+    if (l->ringed && atomic_load_explicit(&l->ring->tail, memory_order_relaxed) != l->head) return 1;
+  }
+  return 0;
+}
+
+/* Rings the doorbell when bytes other than segments went to local processes since the last ring,
+ * or segments sat unread for the lazy time (a waiting rank takes its own). Note that one write
  * wakes every local process at once (each watches the eventfd edge-triggered), in one system call:
  * putting each its bytes into its ring is a memcpy, so a segment reaching 7 local processes costs
  * the relay one system call, not 7 sends, and each process no read — and the relay is preempted by
@@ -358,10 +368,7 @@ static void relay_ring(ah_coord_t *c) {
   if (c->lbell < 0) return;
   if (!c->ring_due && c->lazy_ns && ah_coord_now_ns() >= c->lazy_ns) {
     c->lazy_ns = 0; /* segments put a while ago: ring only if some process has not taken them */
-    for (int i = 0; i < c->nlocals && !c->ring_due; i++) {
-      client_local_t *l = c->locals[i];
-      c->ring_due = l->ringed && atomic_load_explicit(&l->ring->tail, memory_order_relaxed) != l->head;
-    }
+    c->ring_due = relay_unread(c);
   }
   if (!c->ring_due) return;
   c->ring_due = 0;
@@ -431,12 +438,7 @@ void client_relay_flush(ah_coord_t *c) {
   /* Every ring taken since the lazy doorbell was armed (the ranks took their segments): the timer
    * restarts with this batch's segments, so a steady stream of decisions that ranks take never
    * wakes the relay for nothing. */
-  int drained = 1;
-  for (int i = 0; c->lazy_ns && drained && i < c->nlocals; i++) {
-    client_local_t *l = c->locals[i];
-    drained = !l->ringed || atomic_load_explicit(&l->ring->tail, memory_order_relaxed) == l->head;
-  }
-  if (drained) c->lazy_ns = 0;
+  if (c->lazy_ns && !relay_unread(c)) c->lazy_ns = 0;
   c->behind = 0;
   for (int i = c->nlocals - 1; i >= 0; i--)
     if (c->locals[i]->w.len > c->locals[i]->w.off) (void)relay_local_send(c, i);
