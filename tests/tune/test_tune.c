@@ -117,12 +117,27 @@ static ah_tune_t *run(surf_t *s, const tune_drive_opts_t *o, tune_drive_result_t
   return t;
 }
 
-/* run() with the driver's defaults and one seed: the common case of the seed loops below. */
-static ah_tune_t *run_seed(surf_t *s, int seed, tune_drive_result_t *r) {
+/* A search of sp with parameters p (NULL: the defaults), driven on f with the driver's defaults and
+ * noise seed `seed`: the common case of the seed loops below. Returns it (the caller destroys it). */
+static ah_tune_t *search_seed(const ah_space_t *sp, const ah_tune_params_t *p, tune_surface_fn f, void *arg,
+                              int seed, tune_drive_result_t *r) {
+  ah_tune_params_t dp;
+  if (!p) {
+    ah_tune_params_default(&dp);
+    p = &dp;
+  }
+  ah_tune_t *t = ah_tune_create(sp, p);
+  ck_assert_ptr_nonnull(t);
   tune_drive_opts_t o;
   tune_drive_opts_default(&o);
   o.seed = (uint64_t)seed;
-  return run(s, &o, r);
+  tune_drive_run(t, f, arg, &o, r);
+  return t;
+}
+
+/* run() with the driver's defaults and one seed. */
+static ah_tune_t *run_seed(surf_t *s, int seed, tune_drive_result_t *r) {
+  return search_seed(&s->space, NULL, surf_time, s, seed, r);
 }
 
 /* One seed's run on s pins, within `calls` calls, a config at least `quality` of the optimum's speed. */
@@ -223,15 +238,8 @@ static void count_listed(void *arg, const ah_config_t *cfg, int samples, double 
  * (within the prior) did, and that the result is within 3% of s's optimum (what says which run). */
 static void prior_run(surf_t *s, int seed, int screened, const char *what) {
   count_t k = {s, {0}};
-  ah_tune_params_t p;
-  ah_tune_params_default(&p);
-  ah_tune_t *t = ah_tune_create(&s->space, &p);
-  ck_assert_ptr_nonnull(t);
-  tune_drive_opts_t o;
-  tune_drive_opts_default(&o);
-  o.seed = (uint64_t)seed;
   tune_drive_result_t r;
-  tune_drive_run(t, count_time, &k, &o, &r);
+  ah_tune_t *t = search_seed(&s->space, NULL, count_time, &k, seed, &r);
   if (screened) ck_assert_msg(k.calls[2] > 0, "%s seed %d: tree/ll never screened", what, seed);
   else ck_assert_msg(k.calls[2] == 0, "%s seed %d: tree/ll got %d calls", what, seed, k.calls[2]);
   ck_assert_int_gt(k.calls[1], 0); /* within the prior: screened */
@@ -380,15 +388,7 @@ static void plane_space(ah_space_t *sp, int algo, int64_t nch, int64_t chunk) {
 
 /* One search of sp with the default parameters, driven on f with noise seed `seed`. */
 static void plane_search(const ah_space_t *sp, tune_surface_fn f, void *arg, int seed, tune_drive_result_t *r) {
-  ah_tune_params_t p;
-  ah_tune_params_default(&p);
-  ah_tune_t *t = ah_tune_create(sp, &p);
-  ck_assert_ptr_nonnull(t);
-  tune_drive_opts_t o;
-  tune_drive_opts_default(&o);
-  o.seed = (uint64_t)seed;
-  tune_drive_run(t, f, arg, &o, r);
-  ah_tune_destroy(t);
+  ah_tune_destroy(search_seed(sp, NULL, f, arg, seed, r));
 }
 
 START_TEST(test_coupled_ridge) {
@@ -1140,13 +1140,8 @@ START_TEST(test_batches) {
       ah_tune_params_t p;
       ah_tune_params_default(&p);
       p.batches = b;
-      ah_tune_t *t = ah_tune_create(&s.space, &p);
-      ck_assert_ptr_nonnull(t);
-      tune_drive_opts_t o;
-      tune_drive_opts_default(&o);
-      o.seed = (uint64_t)seed;
       tune_drive_result_t r;
-      tune_drive_run(t, surf_time, &s, &o, &r);
+      ah_tune_t *t = search_seed(&s.space, &p, surf_time, &s, seed, &r);
       ck_assert_uint_ne(r.pinned_at, UINT64_MAX);
       double q = surf_best(&s) / cfg_time(&s, &r.final);
       ck_assert_msg(q >= 0.9, "seed %d, batches %d: pinned %.3f of the optimum", seed, b, q);
