@@ -50,7 +50,7 @@
 #define AH_TUNE_CHUNK_ABANDON 1.08 /* ... and a subspace screened this far behind is not descended */
 /* Designed batches (ah_tune_eval_batch; channels the only searched resource, cold): each round's
  * probes are chosen together and committed back to back, so the result lag is paid once a round */
-#define AH_TUNE_BATCH_DESIGN {1.0, 0.667, 0.333} /* a subspace's counts: its start's x these */
+#define AH_TUNE_BATCH_DESIGN {1.0, 0.667, 0.333} /* a subspace's counts: the middle of its list x these */
 #define AH_TUNE_BATCH_ROUNDS 2     /* rounds after the first, at most */
 #define AH_TUNE_BATCH_REACH 0.02   /* a point this close to the leader gets a second sample */
 #define AH_TUNE_BATCH_RACE_Z 1.0   /* ... and more while it may be, at this many standard errors, ... */

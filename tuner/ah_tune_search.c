@@ -1282,10 +1282,7 @@ static int ah_tune_batch_pt(const ah_tune_t *t, int p) {
   return pr->epoch == t->epoch && !pr->confirm && pr->sub >= 0 && pr->n > 0;
 }
 
-/* A designed batch is in: plans the next one around the leader (the fastest searched point), or,
- * when it needs nothing more or AH_TUNE_BATCH_ROUNDS were planned, hands the leader to the
- * confirmation. Each batch is committed back to back, so the result lag is paid once per round,
- * not once per step as in the descent. The next batch holds, all at once:
+/* Wants the next designed batch around the leader P, all at once:
  *   - the leader's subspace's design, when not yet measured (another subspace leads);
  *   - the design of every other subspace screened within its abandonment ratio of the leader (the
  *     descent's own rule: a subspace at the start's count may hide a better count, e.g. LL128 on
@@ -1297,9 +1294,63 @@ static int ah_tune_batch_pt(const ah_tune_t *t, int p) {
  *     leader's; two more (up to AH_TUNE_SEARCH_MAXN) of a point that may still be more than
  *     AH_TUNE_BATCH_RACE_GAIN faster than the leader at AH_TUNE_BATCH_RACE_Z standard errors. Note
  *     that points closer than that are not raced: telling them apart costs a round of samples
- *     and wins less than the p5 bar's 3%.
- * The winner is the leader, or a point within the noise floor of it with fewer channels and at
- * least 2 samples; one not ahead of NCCL's default by the noise floor keeps the default at once. */
+ *     and wins less than the p5 bar's 3%. */
+static void ah_tune_batch_plan(ah_tune_t *t, int P) {
+  int s = t->probes[P].sub, ppos[AH_MAX_DIMS];
+  memcpy(ppos, t->probes[P].pos, sizeof(ppos));
+  double lp = ah_tune_lg(t, P);
+  if (!t->bt_swept[s]) ah_tune_batch_design(t, s, P);
+  for (int o = 0; o < t->space.nsub; o++) {
+    int q0 = t->sub_start[o];
+    if (o == s || t->bt_swept[o] || q0 < 0 || t->probes[q0].n == 0 ||
+        ah_tune_lg(t, q0) > lp + log(ah_tune_abandon_ratio(t, o)))
+      continue;
+    ah_tune_batch_design(t, o, q0);
+  }
+  for (int dir = -1; dir <= 1; dir += 2) { /* the descent's finest step each way */
+    int j = ah_tune_step_to(t, P, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), pos[AH_MAX_DIMS];
+    if (j < 0) continue;
+    memcpy(pos, ppos, sizeof(pos));
+    pos[AH_DIM_NCHANNELS] = j;
+    ah_config_t c;
+    ah_tune_make_cfg(t, s, pos, &c);
+    int q = ah_tune_probe_get(t, s, pos, &c);
+    if (q >= 0 && t->probes[q].n == 0) ah_tune_want(t, q, 1);
+  }
+  for (int o = 0; o < t->space.nsub; o++) {
+    int q0 = t->sub_start[o];
+    if (o == s || t->bt_resc[o] || q0 < 0 || t->probes[q0].n == 0 || ah_tune_lg(t, q0) > lp + log(AH_TUNE_BATCH_RESCREEN))
+      continue;
+    int pos[AH_MAX_DIMS];
+    ah_tune_sub_pos(t, o, ppos, 0, pos);
+    ah_config_t c;
+    ah_tune_make_cfg(t, o, pos, &c);
+    int q = ah_tune_probe_get(t, o, pos, &c);
+    t->bt_resc[o] = 1;
+    if (q >= 0 && t->probes[q].n == 0) ah_tune_want(t, q, 1);
+  }
+  for (int i = 0; i < t->nprobes; i++) {
+    if (!ah_tune_batch_pt(t, i)) continue;
+    int n = t->probes[i].n;
+    double se = sqrt(pow(ah_tune_se(t, i), 2) + pow(ah_tune_se(t, P), 2)), d = ah_tune_lg(t, i) - lp;
+    if (n < 2 && d <= log(1.0 + AH_TUNE_BATCH_REACH)) {
+      ah_tune_want(t, i, 2);
+      ah_tune_want(t, P, 2);
+    } else if (i != P && n >= 2 && n < AH_TUNE_SEARCH_MAXN &&
+               AH_TUNE_BATCH_RACE_Z * se - d > log(1.0 + AH_TUNE_BATCH_RACE_GAIN)) {
+      int m = n + 2 > AH_TUNE_SEARCH_MAXN ? AH_TUNE_SEARCH_MAXN : n + 2;
+      ah_tune_want(t, i, m);
+      ah_tune_want(t, P, m);
+    }
+  }
+}
+
+/* A designed batch is in: plans the next one around the leader (the fastest searched point;
+ * ah_tune_batch_plan), or, when it needs nothing more or AH_TUNE_BATCH_ROUNDS were planned, hands
+ * the leader to the confirmation. Each batch is committed back to back, so the result lag is paid
+ * once per round, not once per step as in the descent. The winner is the leader, or a point within
+ * the noise floor of it with fewer channels and at least 2 samples; one not ahead of NCCL's default
+ * by the noise floor keeps the default at once. */
 static void ah_tune_eval_batch(ah_tune_t *t) {
   int P = -1;
   for (int i = 0; i < t->nprobes; i++)
@@ -1312,59 +1363,12 @@ static void ah_tune_eval_batch(ah_tune_t *t) {
   }
   t->bt_lead = P;
   if (t->bt_rounds <= AH_TUNE_BATCH_ROUNDS && t->epoch_calls < t->prm.budget_calls - ah_tune_reserve(t) - 4) {
-    int s = t->probes[P].sub, ppos[AH_MAX_DIMS];
-    memcpy(ppos, t->probes[P].pos, sizeof(ppos));
-    double lp = ah_tune_lg(t, P);
-    if (!t->bt_swept[s]) ah_tune_batch_design(t, s, P);
-    for (int o = 0; o < t->space.nsub; o++) {
-      int q0 = t->sub_start[o];
-      if (o == s || t->bt_swept[o] || q0 < 0 || t->probes[q0].n == 0 ||
-          ah_tune_lg(t, q0) > lp + log(ah_tune_abandon_ratio(t, o)))
-        continue;
-      ah_tune_batch_design(t, o, q0);
-    }
-    for (int dir = -1; dir <= 1; dir += 2) { /* the descent's finest step each way */
-      int j = ah_tune_step_to(t, P, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), pos[AH_MAX_DIMS];
-      if (j < 0) continue;
-      memcpy(pos, ppos, sizeof(pos));
-      pos[AH_DIM_NCHANNELS] = j;
-      ah_config_t c;
-      ah_tune_make_cfg(t, s, pos, &c);
-      int q = ah_tune_probe_get(t, s, pos, &c);
-      if (q >= 0 && t->probes[q].n == 0) ah_tune_want(t, q, 1);
-    }
-    for (int o = 0; o < t->space.nsub; o++) {
-      int q0 = t->sub_start[o];
-      if (o == s || t->bt_resc[o] || q0 < 0 || t->probes[q0].n == 0 ||
-          ah_tune_lg(t, q0) > lp + log(AH_TUNE_BATCH_RESCREEN))
-        continue;
-      int pos[AH_MAX_DIMS];
-      ah_tune_sub_pos(t, o, ppos, 0, pos);
-      ah_config_t c;
-      ah_tune_make_cfg(t, o, pos, &c);
-      int q = ah_tune_probe_get(t, o, pos, &c);
-      t->bt_resc[o] = 1;
-      if (q >= 0 && t->probes[q].n == 0) ah_tune_want(t, q, 1);
-    }
-    for (int i = 0; i < t->nprobes; i++) {
-      if (!ah_tune_batch_pt(t, i)) continue;
-      int n = t->probes[i].n;
-      double se = sqrt(pow(ah_tune_se(t, i), 2) + pow(ah_tune_se(t, P), 2)), d = ah_tune_lg(t, i) - lp;
-      if (n < 2 && d <= log(1.0 + AH_TUNE_BATCH_REACH)) {
-        ah_tune_want(t, i, 2);
-        ah_tune_want(t, P, 2);
-      } else if (i != P && n >= 2 && n < AH_TUNE_SEARCH_MAXN &&
-                 AH_TUNE_BATCH_RACE_Z * se - d > log(1.0 + AH_TUNE_BATCH_RACE_GAIN)) {
-        int m = n + 2 > AH_TUNE_SEARCH_MAXN ? AH_TUNE_SEARCH_MAXN : n + 2;
-        ah_tune_want(t, i, m);
-        ah_tune_want(t, P, m);
-      }
-    }
+    ah_tune_batch_plan(t, P);
     if (ah_log_level() >= AH_LOG_DEBUG) {
       char b[96];
       ah_log(AH_LOG_DEBUG, "tuner: designed batch %d after %d calls: leader %s (%.2f us, n=%d), %d points wanted",
-             t->bt_rounds, t->epoch_calls, ah_config_format(&t->probes[P].cfg, b, sizeof(b)), exp(lp), t->probes[P].n,
-             t->nwants);
+             t->bt_rounds, t->epoch_calls, ah_config_format(&t->probes[P].cfg, b, sizeof(b)),
+             exp(ah_tune_lg(t, P)), t->probes[P].n, t->nwants);
     }
     if (t->nwants > 0) return;
   }
