@@ -72,6 +72,14 @@ static void publish_range(ah_coord_t *lead, uint64_t comm, int from, int to, int
   }
 }
 
+/* Closes what host_and_lead or lazy_host opened: the leader, the local process, then the relay
+ * (closed last, so the local process does not see its relay go and reconnect meanwhile). */
+static void host_close(ah_coord_t *relay, ah_coord_t *peer, ah_coord_t *lead) {
+  ah_coord_client_close(lead);
+  ah_coord_client_close(peer);
+  ah_coord_client_close(relay);
+}
+
 /* Four processes of one host: one relay, three through it; a leader on another host. Joins reach
  * the hub per process (the verdict needs all four ranks), segments arrive in order once each, a
  * publish from a channel is acknowledged and delivered, the directory works across channels, and a
@@ -260,9 +268,7 @@ START_TEST(test_relay_segment_waits_for_the_rank) {
   ck_assert_int_eq(ah_coord_dir_get(peer, dkey, got, sizeof got, 5.0), (int)sizeof val);
   ck_assert_uint_lt(ah_coord_now_ns() - t0, 4000000000ull);
   ck_assert_mem_eq(got, val, sizeof val);
-  ah_coord_client_close(lead);
-  ah_coord_client_close(peer);
-  ah_coord_client_close(relay);
+  host_close(relay, peer, lead);
 }
 END_TEST
 
@@ -328,9 +334,7 @@ START_TEST(test_relay_poll_beside_the_io_thread) {
   atomic_store(&poll_stop, 1);
   pthread_join(th, NULL);
   ck_assert(rec_exactly(&recs[1], n));
-  ah_coord_client_close(lead);
-  ah_coord_client_close(peer);
-  ah_coord_client_close(relay);
+  host_close(relay, peer, lead);
 }
 END_TEST
 
@@ -344,9 +348,7 @@ START_TEST(test_relay_lazy_doorbell) {
   ck_assert_msg(rec_wait(&recs[1], 20, 5000), "local got %d", rec_count(&recs[1]));
   ck_assert(rec_exactly(&recs[1], 20));
   ck_assert(!pthread_equal(atomic_load(&deliver_thread), pthread_self()));
-  ah_coord_client_close(lead);
-  ah_coord_client_close(peer);
-  ah_coord_client_close(relay);
+  host_close(relay, peer, lead);
 }
 END_TEST
 
@@ -598,9 +600,7 @@ START_TEST(test_relay_refuses_local_without_secret) {
   ck_assert(rec_wait(&recs[1], 1, 5000));
   ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
   ck_assert_int_eq(ah_coord_client_connects(peer), 1);
-  ah_coord_client_close(lead);
-  ah_coord_client_close(peer);
-  ah_coord_client_close(relay);
+  host_close(relay, peer, lead);
 }
 END_TEST
 
@@ -625,9 +625,7 @@ START_TEST(test_relay_local_writing_without_pause) {
   ck_assert_int_eq(atomic_load(&f.capped), 0); /* ... while the flood went on */
   put_flood_stop(&f);
   close(f.fd);
-  ah_coord_client_close(lead);
-  ah_coord_client_close(peer);
-  ah_coord_client_close(relay);
+  host_close(relay, peer, lead);
 }
 END_TEST
 
