@@ -142,7 +142,8 @@ client_ring_t *client_ring_map(int ring_fd, char *err, size_t errlen) {
   if (fstat(ring_fd, &sb) != 0 || (size_t)sb.st_size != sizeof(client_ring_t))
     snprintf(err, errlen, "the ring it passed has %lld bytes, not %zu", (long long)sb.st_size,
              sizeof(client_ring_t));
-  else if ((m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED, ring_fd, 0)) == MAP_FAILED)
+  else if ((m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring_fd, 0)) ==
+           MAP_FAILED)
     snprintf(err, errlen, "mmap of its ring: %s", strerror(errno));
   close(ring_fd);
   return m == MAP_FAILED ? NULL : m;
@@ -153,7 +154,11 @@ void client_ring_unmap(client_ring_t *r) {
 }
 
 /* Makes a local process's ring: a memfd of one client_ring_t, mapped here. Returns it with its
- * descriptor (to pass), or NULL with err. */
+ * descriptor (to pass), or NULL with err. Note that both mappings are populated (MAP_POPULATE, here
+ * and in client_ring_map), so the ring is backed in full before the first frame: a page allocated
+ * as the writes reach it would fault the relay and every local process on the same decision, every
+ * 45 segments (4 KiB), in every process of the job at once — at 1,024 processes about 7 ms of CPU
+ * on that one decision. 256 KiB per local process. */
 static client_ring_t *ring_create(int *fd_p, char *err, size_t errlen) {
   int fd = memfd_create("autoha-relay-ring", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, (off_t)sizeof(client_ring_t)) != 0) {
@@ -161,7 +166,7 @@ static client_ring_t *ring_create(int *fd_p, char *err, size_t errlen) {
     if (fd >= 0) close(fd);
     return NULL;
   }
-  void *m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (m == MAP_FAILED) {
     snprintf(err, errlen, "mmap: %s", strerror(errno));
     close(fd);
