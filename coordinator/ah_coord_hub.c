@@ -126,7 +126,10 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
       else hub_on_samples(h, c, cl, p);
       break;
     case AH_MSG_DIR_GET: hub_on_dir_get(h, c, p); break;
-    case AH_MSG_PING: hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0); break;
+    case AH_MSG_PING:
+      atomic_fetch_add_explicit(&h->npings, 1, memory_order_relaxed);
+      hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0);
+      break;
     case AH_MSG_STATUS: hub_on_status(h, c); break;
     case AH_MSG_RELAY_OPEN:
     case AH_MSG_RELAY_DATA:
@@ -454,6 +457,8 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
 }
 
 int ah_coord_hub_clients(ah_coord_hub_t *h) { return atomic_load(&h->nclients); }
+
+int ah_coord_hub_pings(ah_coord_hub_t *h) { return atomic_load(&h->npings); }
 
 int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, uint64_t *cpu_ns, int max) {
   uint32_t n = atomic_load_explicit(&h->nfan, memory_order_acquire);

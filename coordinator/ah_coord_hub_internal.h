@@ -145,6 +145,7 @@ struct ah_coord_hub {
   pthread_t thr;
   atomic_int stop;
   atomic_int nclients;
+  atomic_int npings; /* PINGs answered (tests) */
   uint8_t secret[16];
   ah_coord_hub_opts_t o;
   char addr[96];

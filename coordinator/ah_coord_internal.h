@@ -257,6 +257,8 @@ ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
 void ah_coord_hub_close(ah_coord_hub_t *h);
 /* Number of authenticated connections (tests). */
 int ah_coord_hub_clients(ah_coord_hub_t *h);
+/* Number of PINGs the hub has answered (tests). */
+int ah_coord_hub_pings(ah_coord_hub_t *h);
 /* Segments the hub keeps for replay, all communicators: those some member has not yet reported
  * delivered (for tests and benchmarks). */
 size_t ah_coord_hub_retained(ah_coord_hub_t *h);

@@ -826,6 +826,39 @@ START_TEST(a_client_that_only_sends_still_hears_the_hub) {
 }
 END_TEST
 
+/* Processes that hear the hub at the same moment (every rank of a job hears each decision at once)
+ * do not all ping a heartbeat later at the same moment: each adds its own share of half a
+ * heartbeat. Without it, a job's processes behind host relays (which wake only for this timer)
+ * woke, reported and were forwarded as one burst every heartbeat. 16 processes, heartbeat 2 s,
+ * all hearing one segment at once: half-way through the half heartbeat that follows, some have
+ * pinged and some have not (all 16 within a few ms of each other without the phase). */
+START_TEST(processes_hearing_the_hub_together_ping_apart) {
+  ah_coord_client_opts_t o;
+  client_opts_test(&o);
+  o.heartbeat_ms = 2000;
+  o.dead_ms = 20000;
+  enum { N = 16 };
+  const uint64_t comm = 0x9e11;
+  ah_coord_t *cs[N];
+  for (int i = 0; i < N; i++) {
+    cs[i] = client_at_opts(&st, &o, NULL);
+    ck_assert_int_eq(ah_coord_join_rank(cs[i], comm, N, (uint32_t)i, NULL), 0);
+  }
+  sleep_ms(200);
+  ah_key_t k = key_make(comm);
+  ah_segment_t sg = seg_make(0);
+  int p0 = ah_coord_hub_pings(hub);
+  ck_assert_int_eq(ah_coord_publish(cs[0], &k, &sg), 0); /* every process hears it now */
+  sleep_ms(1500);
+  ck_assert_int_eq(ah_coord_hub_pings(hub), p0); /* no PING before a heartbeat */
+  sleep_ms(1000);                                  /* 2.5 s: half-way through the phases */
+  int mid = ah_coord_hub_pings(hub) - p0;
+  ck_assert_msg(mid > 0 && mid < N, "%d of %d processes had pinged half-way through the phases", mid, N);
+  sleep_ms(700); /* 3.2 s: every phase is past */
+  ck_assert_int_ge(ah_coord_hub_pings(hub) - p0, N);
+}
+END_TEST
+
 START_TEST(bad_verdict_is_refused_by_the_client) {
   fake_hub_t *h = fake_hub_start(fake_verdict_hub);
   ah_coord_t *c = client_at(&h->stamp, NULL);
@@ -935,6 +968,7 @@ int main(void) {
   tcase_add_test(tc, bad_joins_are_refused);
   tcase_add_test(tc, progress_is_refused_unless_joined_and_a_stall_is_diagnosed);
   tcase_add_test(tc, a_client_that_only_sends_still_hears_the_hub);
+  tcase_add_test(tc, processes_hearing_the_hub_together_ping_apart);
   tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
   tcase_add_test(tc, oversized_handshake_frames_are_refused_by_name);
   tcase_add_test(tc, burst_of_refusals_logs_its_count);
