@@ -39,6 +39,15 @@ struct ah_shim_rankkey;
 /* Local ranks of one communicator a key state tracks (one process rarely holds more than 8). */
 #define AH_MAX_LOCAL_RANKS 64
 
+/* A search call's shortest duration across the local ranks so far, while not all have reported. */
+typedef struct {
+  uint64_t index;
+  double us;
+  int n; /* ranks that reported it; 0: the slot is free */
+} ah_shim_localmin_t;
+/* Search calls a key's local minimum follows at once (its slot is index % this). */
+#define AH_LOCAL_MIN_SLOTS 64
+
 /* Per process, per key: the schedule all local ranks read, and the leader's search. */
 typedef struct ah_shim_keystate {
   ah_key_t key;
@@ -51,6 +60,7 @@ typedef struct ah_shim_keystate {
   ah_space_t space;          /* from the leader's first cost table */
   int nlocal;                /* this process's ranks using the key (under lock) */
   struct ah_shim_rankkey *local[AH_MAX_LOCAL_RANKS];
+  ah_shim_localmin_t *mins;  /* a wholly local search's shortest durations (under lock; lazily) */
   struct ah_shim_keystate *next;  /* in the process-wide table (shim_decide.c) */
 } ah_shim_keystate_t;
 

@@ -78,6 +78,27 @@ void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us) {
   pthread_mutex_unlock(&ks->lock);
 }
 
+/* One local rank's duration of search call `index` of a communicator whose nranks ranks are all in
+ * this process: the search learns the shortest once every rank has reported it, as the hub gathers
+ * it across processes. A call whose slot is taken by a later one before every rank reported is a
+ * lost result, which the search tolerates (a rank's time that never comes, or comes 64 calls late). */
+static void local_min_observe(ah_shim_keystate_t *ks, uint64_t index, double us, int nranks) {
+  pthread_mutex_lock(&ks->lock);
+  if (!ks->mins) ks->mins = calloc(AH_LOCAL_MIN_SLOTS, sizeof *ks->mins);
+  ah_shim_localmin_t *m = ks->mins ? &ks->mins[index % AH_LOCAL_MIN_SLOTS] : NULL;
+  if (m && (m->n == 0 || m->index < index)) {
+    *m = (ah_shim_localmin_t){.index = index, .us = us, .n = 1};
+  } else if (m && m->index == index) {
+    if (us < m->us) m->us = us;
+    m->n++;
+  } /* else the slot has moved on to a later call: this time is too late */
+  if (m && m->index == index && m->n >= nranks) {
+    if (ks->tune) ah_tune_observe(ks->tune, index, m->us);
+    m->n = 0;
+  }
+  pthread_mutex_unlock(&ks->lock);
+}
+
 void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
   (void)arg;
   ah_shim_keystate_t *ks = ah_shim_keystate_get(key);
@@ -159,18 +180,23 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
   ah_comm_t *c = ck->comm;
   if (c && c->rec && c->rec->hub) ah_shim_health_sample(c, ck->coll, ck->bin, index, us); /* hub-joined */
   ah_shim_keystate_t *ks = ck->ks;
-  /* A search spanning processes learns from the shortest duration across ranks, which the hub
-   * gathers (ah_shim_search_observe): a rank that arrived early also times its wait for the last. */
+  /* A search learns from the shortest duration across ranks, not the leader's own: a rank that
+   * arrived early also times its wait for the last. Across processes the hub gathers it
+   * (ah_shim_search_observe); within one, the key state does. */
   ah_segment_t seg;
-  if (c && c->ctl == AH_CTL_REMOTE_TUNE && ck->searched && ah_sched_lookup(ks->sched, index, &seg) &&
-      seg.count != AH_SCHED_FOREVER) {
+  int probe = c && ck->searched && ah_sched_lookup(ks->sched, index, &seg) && seg.count != AH_SCHED_FOREVER;
+  if (probe && c->ctl == AH_CTL_REMOTE_TUNE) {
     ah_shim_coord_hooks_t h = ah_shim_hooks();
     if (h.search_time) {
       h.search_time(h.arg, c->id, (uint32_t)c->rank, ck->coll, ck->bin, index, us);
       return;
     }
   }
-  if (ck->leader && ks->tune) { /* the search learns from the leader's own calls only */
+  if (probe && c->ctl == AH_CTL_LOCAL_TUNE && c->nranks > 1) {
+    local_min_observe(ks, index, us, c->nranks);
+    return;
+  }
+  if (ck->leader && ks->tune) { /* a pinned config's drift: the leader's own calls */
     pthread_mutex_lock(&ks->lock);
     ah_tune_observe(ks->tune, index, us);
     if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune)) atomic_store(&ks->reopen, 1);

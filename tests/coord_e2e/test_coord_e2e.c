@@ -228,9 +228,10 @@ END_TEST
 
 /* The leader's search under arrival skew (issue 17): with NCCLSIM_SKEW=0.3 every rank reaches each
  * call up to 30% of its time late, so a rank's own duration includes waiting for the last one. The
- * hub carries the shortest duration across ranks to the leader's search, which must then end every
- * key on the configuration it chooses without skew, from the same estimate of the winner's time —
- * while the leader's own times (the report's applied time) show the skew it no longer learns from. */
+ * search learns from the shortest duration across ranks instead — the hub gathers it across
+ * processes, the key state within one — and must then end every key on the configuration it
+ * chooses without skew, from the same estimate of the winner's time, while the leader's own times
+ * (the report's applied time) show the skew it no longer learns from. */
 static json_t *leader_keys(json_t **doc_p) {
   char path[400];
   json_error_t err;
@@ -240,17 +241,21 @@ static json_t *leader_keys(json_t **doc_p) {
   return json_object_get(json_array_get(json_object_get(*doc_p, "comms"), 0), "keys");
 }
 
-START_TEST(tuned_job_under_arrival_skew_converges_as_without) {
-  const char *args[] = {"--iters", "3000", "--delay-prob", "0", NULL};
+static void skew_converges_as_without(int nprocs, int threads) {
+  char th[16], want[64];
+  snprintf(th, sizeof th, "%d", threads);
+  snprintf(want, sizeof want, ": %d calls, 0 failed, 0 wrong results", 9000 * threads);
+  const char *args[] = {"--iters", "3000", "--threads", th, "--delay-prob", "0", NULL};
   double secs;
   json_t *docs[2], *keys[2];
   for (int run = 0; run < 2; run++) {
     if (run == 1) setenv("NCCLSIM_SKEW", "0.3", 1);
-    const char *out = run_job_ok(8, args, &secs);
+    const char *out = run_job_ok(nprocs, args, &secs);
     unsetenv("NCCLSIM_SKEW");
-    ck_assert_int_eq(count_lines(out, ": 9000 calls, 0 failed, 0 wrong results"), 8);
-    check_reports(8, 1, NULL);
+    ck_assert_int_eq(count_lines(out, want), nprocs);
+    if (nprocs > 1) check_reports(nprocs, threads, NULL);
     keys[run] = leader_keys(&docs[run]);
+    ck_assert_int_eq((int)json_array_size(keys[run]), 3);
   }
   int skewed = 0;
   for (size_t k = 0; k < json_array_size(keys[0]); k++) {
@@ -263,6 +268,8 @@ START_TEST(tuned_job_under_arrival_skew_converges_as_without) {
     }
     ck_assert_ptr_nonnull(b);
     json_t *ta = json_object_get(a, "tuning"), *tb = json_object_get(b, "tuning");
+    const char *sa = json_string_value(json_object_get(ta, "state")), *sb = json_string_value(json_object_get(tb, "state"));
+    ck_assert_msg(sa && sb && strcmp(sa, "searching") != 0 && strcmp(sb, "searching") != 0, "key %zu still searching", k);
     const char *wa = json_string_value(json_object_get(json_object_get(ta, "winner"), "text"));
     const char *wb = json_string_value(json_object_get(json_object_get(tb, "winner"), "text"));
     ck_assert_msg(wa && wb && strcmp(wa, wb) == 0, "%s bin %lld: '%s' without skew, '%s' with",
@@ -278,6 +285,12 @@ START_TEST(tuned_job_under_arrival_skew_converges_as_without) {
   json_decref(docs[0]);
   json_decref(docs[1]);
 }
+
+START_TEST(tuned_job_under_arrival_skew_converges_as_without) { skew_converges_as_without(8, 1); }
+END_TEST
+
+/* The same in one process driving 8 ranks (8 threads; no hub: the process decides alone). */
+START_TEST(tuned_process_under_arrival_skew_converges_as_without) { skew_converges_as_without(1, 8); }
 END_TEST
 
 START_TEST(cut_connections_reconnect_mid_tuning) {
@@ -592,6 +605,7 @@ int main(void) {
   TCase *tk = tcase_create("skew");
   tcase_set_timeout(tk, 280);
   tcase_add_test(tk, tuned_job_under_arrival_skew_converges_as_without);
+  tcase_add_test(tk, tuned_process_under_arrival_skew_converges_as_without);
   suite_add_tcase(s, tk);
   TCase *ta = tcase_create("attacks");
   tcase_set_timeout(ta, 280);

@@ -388,10 +388,13 @@ START_TEST(test_tune_local_ranks_agree) {
 END_TEST
 
 /* The search driven through the decision path with synthetic times: ring/simple takes 50 us,
- * everything else 100 us. The leader's thread reports the time of each of its calls as the timing
- * harvest would. The search must settle on ring/simple with both ranks agreeing call by call; a
+ * everything else 100 us. Each rank's thread reports the time of each of its calls as the timing
+ * harvest would (the search learns a probe call's shortest once both have). The search must settle on ring/simple with both ranks agreeing call by call; a
  * drift re-open then cuts the forever segment past the furthest rank, and they still agree. */
 #define DRIVE_CALLS 900
+/* The two ranks meet after each call, as a collective makes them: a rank's time of a call exists
+ * only once every rank has joined it, so no rank reports times far ahead of the other's. */
+static pthread_barrier_t call_barrier;
 typedef struct {
   int rank;
   uint64_t id;
@@ -413,12 +416,13 @@ static void *drive_main(void *arg) {
                                    AH_NUM_PROTOS, 0, &nch);
     r->algo[i] = argmin(t, &r->proto[i]);
     r->nch[i] = nch;
+    pthread_barrier_wait(&call_barrier);
     ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][22];
-    if (ck && ck->leader) {
+    if (ck) { /* every rank times its calls; the search learns the shortest of a probe call's */
       double us = r->algo[i] == AH_ALGO_RING && r->proto[i] == AH_PROTO_SIMPLE ? 50.0 : 100.0;
       int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
       ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, 4 << 20);
-      if (i == atomic_load(r->reopen_at)) atomic_store(&ck->ks->reopen, 1);
+      if (ck->leader && i == atomic_load(r->reopen_at)) atomic_store(&ck->ks->reopen, 1);
     }
   }
   return NULL;
@@ -431,6 +435,7 @@ START_TEST(test_tune_search_and_cut) {
   ah_commrec_announce(id, 2);
   static drive_t r[2];
   static _Atomic int reopen_at = 600;
+  pthread_barrier_init(&call_barrier, NULL, 2);
   pthread_t th[2];
   for (int i = 0; i < 2; i++) {
     r[i].rank = i;
@@ -439,6 +444,7 @@ START_TEST(test_tune_search_and_cut) {
     pthread_create(&th[i], NULL, drive_main, &r[i]);
   }
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&call_barrier);
   for (int i = 0; i < DRIVE_CALLS; i++)
     ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
                   "call %d: rank 0 ran %d/%d/%d, rank 1 ran %d/%d/%d", i, r[0].algo[i], r[0].proto[i],
@@ -470,7 +476,7 @@ typedef struct {
   uint64_t id;
 } warm_t;
 
-/* One all-reduce of `bytes` (bin `bin`) through the tuner face; the leader records its time on a
+/* One all-reduce of `bytes` (bin `bin`) through the tuner face; the rank records its time on a
  * surface whose optimum is ring/simple at 4 channels (50 us there, +2 us per channel away; 100 us
  * elsewhere). */
 static void warm_call(void *ctx, size_t bytes, int bin) {
@@ -482,8 +488,9 @@ static void warm_call(void *ctx, size_t bytes, int bin) {
   ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, bytes, 1, (float **)(void *)t, AH_NUM_ALGOS,
                                  AH_NUM_PROTOS, 0, &nch);
   int algo = argmin(t, &proto);
+  pthread_barrier_wait(&call_barrier);
   ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][bin];
-  if (ck && ck->leader) {
+  if (ck) { /* every rank, as the timing harvest does */
     int n = nch > 0 ? nch : 16;
     double us = algo == AH_ALGO_RING && proto == AH_PROTO_SIMPLE ? 50.0 + 2.0 * abs(n - 4) : 100.0;
     int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
@@ -528,6 +535,7 @@ START_TEST(test_tune_share_mid_search) {
   ah_commrec_announce(id, 2);
   ah_commrec_announce(id, 2);
   static warm_t r[2];
+  pthread_barrier_init(&call_barrier, NULL, 2);
   pthread_t th[2];
   for (int i = 0; i < 2; i++) {
     r[i].rank = i;
@@ -535,6 +543,7 @@ START_TEST(test_tune_share_mid_search) {
     pthread_create(&th[i], NULL, share_main, &r[i]);
   }
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&call_barrier);
   ah_key_t k22 = {id, AH_FUNC_ALLREDUCE, 22}, k21 = {id, AH_FUNC_ALLREDUCE, 21};
   ah_shim_keystate_t *ks[2] = {ah_shim_keystate_get(&k22), ah_shim_keystate_get(&k21)};
   ah_tune_status_t st[2];
@@ -558,6 +567,7 @@ START_TEST(test_tune_warm_start) {
   ah_commrec_announce(id, 2);
   ah_commrec_announce(id, 2);
   static warm_t r[2];
+  pthread_barrier_init(&call_barrier, NULL, 2);
   pthread_t th[2];
   for (int i = 0; i < 2; i++) {
     r[i].rank = i;
@@ -565,6 +575,7 @@ START_TEST(test_tune_warm_start) {
     pthread_create(&th[i], NULL, warm_main, &r[i]);
   }
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&call_barrier);
   ah_key_t k22 = {id, AH_FUNC_ALLREDUCE, 22}, k21 = {id, AH_FUNC_ALLREDUCE, 21};
   ah_shim_keystate_t *ks22 = ah_shim_keystate_get(&k22), *ks21 = ah_shim_keystate_get(&k21);
   ck_assert_ptr_nonnull(ks22->tune);
