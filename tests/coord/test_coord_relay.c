@@ -228,6 +228,17 @@ static void quiet_relay_opts(ah_coord_client_opts_t *o, const char *host, int la
   snprintf(o->host, sizeof o->host, "%s", host);
 }
 
+/* Checks that relay, peer (through it) and lead opened, joins the three to comm of 3 ranks and
+ * lets the joins land. */
+static void host_join(ah_coord_t *relay, ah_coord_t *peer, ah_coord_t *lead, uint64_t comm) {
+  ck_assert(relay && peer && lead);
+  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
+  ck_assert_int_eq(ah_coord_join_rank(relay, comm, 3, 0, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(peer, comm, 3, 1, NULL), 0);
+  ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 2, NULL), 0);
+  sleep_ms(200);
+}
+
 static void lazy_host(const char *host, const char *other, uint64_t comm, int lazy_ms, ah_coord_t **relay_p,
                       ah_coord_t **peer_p, ah_coord_t **lead_p) {
   ah_coord_client_opts_t o;
@@ -235,13 +246,8 @@ static void lazy_host(const char *host, const char *other, uint64_t comm, int la
   ah_coord_t *relay = ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]);
   ah_coord_t *peer = ah_coord_client_open(&st, NULL, &o, thread_deliver, &recs[1]);
   ah_coord_t *lead = client_on(&st, other, NULL);
-  ck_assert(relay && peer && lead);
+  host_join(relay, peer, lead, comm);
   ck_assert_int_eq(ah_coord_client_relay_role(relay), 2);
-  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
-  ck_assert_int_eq(ah_coord_join_rank(relay, comm, 3, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(peer, comm, 3, 1, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 2, NULL), 0);
-  sleep_ms(200);
   *relay_p = relay, *peer_p = peer, *lead_p = lead;
 }
 
@@ -285,12 +291,7 @@ START_TEST(test_relay_forked_child_takes_nothing) {
   ah_coord_setup_t setup = {.relay = 1};
   ah_coord_t *peer = ah_coord_connect(&st, &setup, rec_deliver, &recs[1]);
   ah_coord_t *lead = client_on(&st, "hostF", NULL);
-  ck_assert(relay && peer && lead);
-  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
-  ck_assert_int_eq(ah_coord_join_rank(relay, comm, 3, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(peer, comm, 3, 1, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 2, NULL), 0);
-  sleep_ms(200);
+  host_join(relay, peer, lead, comm);
   publish_range(lead, comm, 0, 1, 0);
   ck_assert(rec_wait(&recs[0], 1, 5000));
   sleep_ms(100);
@@ -366,12 +367,7 @@ START_TEST(test_relay_ring_is_mapped_ahead) {
   ah_coord_t *relay = ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]);
   ah_coord_t *peer = ah_coord_client_open(&st, NULL, &o, count_deliver, NULL);
   ah_coord_t *lead = client_on(&st, "hostQ", NULL);
-  ck_assert(relay && peer && lead);
-  ck_assert_int_eq(ah_coord_client_relay_role(peer), 1);
-  ck_assert_int_eq(ah_coord_join_rank(relay, comm, 3, 0, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(peer, comm, 3, 1, NULL), 0);
-  ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 2, NULL), 0);
-  sleep_ms(200);
+  host_join(relay, peer, lead, comm);
   /* Every page of the ring is there before any segment (the relay backed it). */
   size_t pg = (size_t)sysconf(_SC_PAGESIZE), npg = (sizeof(client_ring_t) + pg - 1) / pg;
   unsigned char *vec = calloc(npg, 1);
