@@ -43,7 +43,8 @@ struct ah_shim_rankkey;
 typedef struct {
   uint64_t index;
   double us;
-  int n; /* ranks that reported it; 0: the slot is free */
+  uint64_t t0_ns; /* when its first rank reported it (CLOCK_MONOTONIC) */
+  int n;          /* ranks that reported it; 0: the slot is free; -1: passed on (later times ignored) */
 } ah_shim_localmin_t;
 /* Search calls a key's local minimum follows at once (its slot is index % this). */
 #define AH_LOCAL_MIN_SLOTS 64
@@ -61,6 +62,7 @@ typedef struct ah_shim_keystate {
   int nlocal;                /* this process's ranks using the key (under lock) */
   struct ah_shim_rankkey *local[AH_MAX_LOCAL_RANKS];
   ah_shim_localmin_t *mins;  /* a wholly local search's shortest durations (under lock; lazily) */
+  int ntimers;               /* local ranks that have reported a search call's time (under lock) */
   struct ah_shim_keystate *next;  /* in the process-wide table (shim_decide.c) */
 } ah_shim_keystate_t;
 
@@ -82,6 +84,7 @@ typedef struct ah_shim_rankkey {
   ah_stat_t nccl_default;            /* calls that ran NCCL's own choice */
   ah_stat_t applied;         /* calls that ran the current non-default config */
   uint32_t gen;              /* bumped when the applied config changes (late times are dropped) */
+  int timer;                 /* 1 once this rank reported a search call's time (ks->ntimers) */
   uint64_t seg_first;        /* first index of the segment used last, UINT64_MAX before any */
   ah_segment_t seg;          /* that segment, as looked up when the schedule had ... */
   uint64_t seg_published;    /* ... this many segments (UINT64_MAX: look it up again) */

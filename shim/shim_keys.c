@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ah_pin.h"
 #include "ah_uthash.h"
@@ -78,24 +79,49 @@ void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us) {
   pthread_mutex_unlock(&ks->lock);
 }
 
-/* One local rank's duration of search call `index` of a communicator whose nranks ranks are all in
- * this process: the search learns the shortest once every rank has reported it, as the hub gathers
- * it across processes. A call whose slot is taken by a later one before every rank reported is a
- * lost result, which the search tolerates (a rank's time that never comes, or comes 64 calls late). */
-static void local_min_observe(ah_shim_keystate_t *ks, uint64_t index, double us, int nranks) {
+/* A local minimum waits this long for the rest of the ranks, as the hub waits across processes. */
+#define LOCAL_MIN_WAIT_NS 500000000ull
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Passes slot m's shortest duration to the search; later times of its call are ignored. */
+static void local_min_pass(ah_shim_keystate_t *ks, ah_shim_localmin_t *m) {
+  if (ks->tune) ah_tune_observe(ks->tune, m->index, m->us);
+  m->n = -1;
+}
+
+/* Local rank ck's duration of search call `index` of a communicator whose ranks are all in this
+ * process: the search learns the shortest once every rank that times its calls has reported it, as
+ * the hub gathers it across processes. Note that a rank whose times never come (a call NCCL decided
+ * on its own thread is not timed) must not hold the search up: only ranks that have reported a time
+ * of the key are waited for, and what the others reported is passed on 500 ms after the first did,
+ * or when a call 64 later needs the slot (a rank that stopped). A time for a call already passed on
+ * is ignored. */
+static void local_min_observe(ah_shim_rankkey_t *ck, uint64_t index, double us, int nranks) {
+  ah_shim_keystate_t *ks = ck->ks;
+  uint64_t now = mono_ns();
   pthread_mutex_lock(&ks->lock);
+  if (!ck->timer) {
+    ck->timer = 1;
+    ks->ntimers++;
+  }
+  int want = ks->ntimers < nranks ? ks->ntimers : nranks;
   if (!ks->mins) ks->mins = calloc(AH_LOCAL_MIN_SLOTS, sizeof *ks->mins);
   ah_shim_localmin_t *m = ks->mins ? &ks->mins[index % AH_LOCAL_MIN_SLOTS] : NULL;
-  if (m && (m->n == 0 || m->index < index)) {
-    *m = (ah_shim_localmin_t){.index = index, .us = us, .n = 1};
-  } else if (m && m->index == index) {
+  if (m && (m->n == 0 || m->index < index)) { /* free, or an earlier call's: that one is due now */
+    if (m->n > 0) local_min_pass(ks, m);
+    *m = (ah_shim_localmin_t){.index = index, .us = us, .t0_ns = now, .n = 1};
+  } else if (m && m->index == index && m->n > 0) {
     if (us < m->us) m->us = us;
     m->n++;
-  } /* else the slot has moved on to a later call: this time is too late */
-  if (m && m->index == index && m->n >= nranks) {
-    if (ks->tune) ah_tune_observe(ks->tune, index, m->us);
-    m->n = 0;
-  }
+  } /* else passed on already, or the slot holds a later call: too late */
+  if (m && m->index == index && m->n >= want) local_min_pass(ks, m);
+  for (int i = 0; ks->mins && i < AH_LOCAL_MIN_SLOTS; i++)
+    if (ks->mins[i].n > 0 && now - ks->mins[i].t0_ns > LOCAL_MIN_WAIT_NS) local_min_pass(ks, &ks->mins[i]);
   pthread_mutex_unlock(&ks->lock);
 }
 
@@ -193,7 +219,7 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
     }
   }
   if (probe && c->ctl == AH_CTL_LOCAL_TUNE && c->nranks > 1) {
-    local_min_observe(ks, index, us, c->nranks);
+    local_min_observe(ck, index, us, c->nranks);
     return;
   }
   if (ck->leader && ks->tune) { /* a pinned config's drift: the leader's own calls */

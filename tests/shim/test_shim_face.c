@@ -399,6 +399,7 @@ typedef struct {
   int rank;
   uint64_t id;
   _Atomic int *reopen_at; /* call index at which rank 0 simulates a drift re-open */
+  int untimed;            /* this rank's times never come (a call NCCL decided on its own thread) */
   int algo[DRIVE_CALLS], proto[DRIVE_CALLS], nch[DRIVE_CALLS];
 } drive_t;
 
@@ -418,7 +419,7 @@ static void *drive_main(void *arg) {
     r->nch[i] = nch;
     pthread_barrier_wait(&call_barrier);
     ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][22];
-    if (ck) { /* every rank times its calls; the search learns the shortest of a probe call's */
+    if (ck && !r->untimed) { /* every rank times its calls; the search learns a probe call's shortest */
       double us = r->algo[i] == AH_ALGO_RING && r->proto[i] == AH_PROTO_SIMPLE ? 50.0 : 100.0;
       int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
       ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, 4 << 20);
@@ -462,6 +463,42 @@ START_TEST(test_tune_search_and_cut) {
   ck_assert_uint_lt(before.first, 600);                /* the forever segment began before */
   ck_assert_uint_ne(before.count, AH_SCHED_FOREVER);   /* and was cut */
   ck_assert_uint_ge(before.first + before.count, 600 + 64);
+}
+END_TEST
+
+/* A rank whose times never come does not stop the search: the shortest of what the other ranks
+ * reported is passed on when a later call needs its slot (or 500 ms after the first report). Rank 1
+ * reports nothing; the key still converges on ring/simple, both ranks agreeing call by call. */
+START_TEST(test_tune_untimed_rank) {
+  uint64_t id = 0x8889;
+  ah_shim.nccl_version = 22809;
+  ah_commrec_announce(id, 2);
+  ah_commrec_announce(id, 2);
+  static drive_t r[2];
+  static _Atomic int never = -1;
+  pthread_barrier_init(&call_barrier, NULL, 2);
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    r[i].rank = i;
+    r[i].id = id;
+    r[i].reopen_at = &never;
+    r[i].untimed = i == 1;
+    pthread_create(&th[i], NULL, drive_main, &r[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&call_barrier);
+  for (int i = 0; i < DRIVE_CALLS; i++)
+    ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
+                  "call %d: the ranks ran different configurations", i);
+  ah_key_t key = {id, AH_FUNC_ALLREDUCE, 22};
+  ah_shim_keystate_t *ks = ah_shim_keystate_get(&key);
+  ck_assert_ptr_nonnull(ks->tune);
+  ah_tune_status_t st;
+  ah_tune_status(ks->tune, &st);
+  ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+  ck_assert_int_eq(st.winner.algo, AH_ALGO_RING);
+  ck_assert_int_eq(st.winner.proto, AH_PROTO_SIMPLE);
+  ck_assert_int_eq(r[0].algo[DRIVE_CALLS - 1], AH_ALGO_RING);
 }
 END_TEST
 
@@ -620,6 +657,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(scenario, "tune") == 0) {
     tcase_add_test(tc, test_tune_local_ranks_agree);
     tcase_add_test(tc, test_tune_search_and_cut);
+  tcase_add_test(tc, test_tune_untimed_rank);
     tcase_add_test(tc, test_tune_warm_start);
     tcase_add_test(tc, test_tune_share_mid_search);
   } else {
