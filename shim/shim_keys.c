@@ -222,7 +222,7 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
     local_min_observe(ck, index, us, c->nranks);
     return;
   }
-  if (ck->leader && ks->tune) { /* a pinned config's drift: the leader's own calls */
+  if (ck->leader && ks->tune) { /* a pinned config's drift, a one-rank search: the leader's own calls */
     pthread_mutex_lock(&ks->lock);
     ah_tune_observe(ks->tune, index, us);
     if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune)) atomic_store(&ks->reopen, 1);
