@@ -359,19 +359,32 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
+/* The two ranks meet after each call, as a collective makes them: a rank's time of a call exists
+ * only once every rank has joined it, so no rank reports times far ahead of the other's. */
+static pthread_barrier_t call_barrier;
+
+/* Runs fn on two threads, as ranks 0 and 1 (r0, r1, their rank and id set) of a communicator `id`
+ * whose two ranks are both in this process, under NCCL 2.28 (channels are a dimension from 2.22). */
+static void run_two_ranks(uint64_t id, void *(*fn)(void *), void *r0, void *r1) {
+  ah_shim.nccl_version = 22809;
+  ah_commrec_announce(id, 2);
+  ah_commrec_announce(id, 2);
+  pthread_barrier_init(&call_barrier, NULL, 2);
+  pthread_t th[2];
+  pthread_create(&th[0], NULL, fn, r0);
+  pthread_create(&th[1], NULL, fn, r1);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&call_barrier);
+}
+
 START_TEST(test_tune_local_ranks_agree) {
   uint64_t id = 0x7777;
-  ah_shim.nccl_version = 22809; /* channels are a dimension from 2.22 */
-  ah_commrec_announce(id, 2);
-  ah_commrec_announce(id, 2);
   static rank_run_t r[2];
-  pthread_t th[2];
   for (int i = 0; i < 2; i++) {
     r[i].rank = i;
     r[i].id = id;
-    pthread_create(&th[i], NULL, rank_main, &r[i]);
   }
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  run_two_ranks(id, rank_main, &r[0], &r[1]);
   int distinct = 0;
   for (int i = 0; i < TUNE_CALLS; i++) {
     ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
@@ -392,9 +405,6 @@ END_TEST
  * harvest would (the search learns a probe call's shortest once both have). The search must settle on ring/simple with both ranks agreeing call by call; a
  * drift re-open then cuts the forever segment past the furthest rank, and they still agree. */
 #define DRIVE_CALLS 900
-/* The two ranks meet after each call, as a collective makes them: a rank's time of a call exists
- * only once every rank has joined it, so no rank reports times far ahead of the other's. */
-static pthread_barrier_t call_barrier;
 typedef struct {
   int rank;
   uint64_t id;
@@ -429,27 +439,36 @@ static void *drive_main(void *arg) {
   return NULL;
 }
 
-START_TEST(test_tune_search_and_cut) {
-  uint64_t id = 0x8888;
-  ah_shim.nccl_version = 22809;
-  ah_commrec_announce(id, 2);
-  ah_commrec_announce(id, 2);
-  static drive_t r[2];
-  static _Atomic int reopen_at = 600;
-  pthread_barrier_init(&call_barrier, NULL, 2);
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) {
-    r[i].rank = i;
-    r[i].id = id;
-    r[i].reopen_at = &reopen_at;
-    pthread_create(&th[i], NULL, drive_main, &r[i]);
-  }
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&call_barrier);
+/* The status of AllReduce bin `bin`'s search on communicator id, which must have converged. */
+static ah_tune_status_t key_converged(uint64_t id, int bin) {
+  ah_key_t k = {id, AH_FUNC_ALLREDUCE, bin};
+  ah_shim_keystate_t *ks = ah_shim_keystate_get(&k);
+  ck_assert_ptr_nonnull(ks->tune);
+  ah_tune_status_t st;
+  ah_tune_status(ks->tune, &st);
+  ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+  return st;
+}
+
+/* Both driven ranks ran the same configuration at every call. */
+static void drive_agree(const drive_t *r) {
   for (int i = 0; i < DRIVE_CALLS; i++)
     ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
                   "call %d: rank 0 ran %d/%d/%d, rank 1 ran %d/%d/%d", i, r[0].algo[i], r[0].proto[i],
                   r[0].nch[i], r[1].algo[i], r[1].proto[i], r[1].nch[i]);
+}
+
+START_TEST(test_tune_search_and_cut) {
+  uint64_t id = 0x8888;
+  static drive_t r[2];
+  static _Atomic int reopen_at = 600;
+  for (int i = 0; i < 2; i++) {
+    r[i].rank = i;
+    r[i].id = id;
+    r[i].reopen_at = &reopen_at;
+  }
+  run_two_ranks(id, drive_main, &r[0], &r[1]);
+  drive_agree(r);
   /* settled on the fast pair before the re-open */
   ck_assert_int_eq(r[0].algo[590], AH_ALGO_RING);
   ck_assert_int_eq(r[0].proto[590], AH_PROTO_SIMPLE);
@@ -471,31 +490,17 @@ END_TEST
  * reports nothing; the key still converges on ring/simple, both ranks agreeing call by call. */
 START_TEST(test_tune_untimed_rank) {
   uint64_t id = 0x8889;
-  ah_shim.nccl_version = 22809;
-  ah_commrec_announce(id, 2);
-  ah_commrec_announce(id, 2);
   static drive_t r[2];
   static _Atomic int never = -1;
-  pthread_barrier_init(&call_barrier, NULL, 2);
-  pthread_t th[2];
   for (int i = 0; i < 2; i++) {
     r[i].rank = i;
     r[i].id = id;
     r[i].reopen_at = &never;
     r[i].untimed = i == 1;
-    pthread_create(&th[i], NULL, drive_main, &r[i]);
   }
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&call_barrier);
-  for (int i = 0; i < DRIVE_CALLS; i++)
-    ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
-                  "call %d: the ranks ran different configurations", i);
-  ah_key_t key = {id, AH_FUNC_ALLREDUCE, 22};
-  ah_shim_keystate_t *ks = ah_shim_keystate_get(&key);
-  ck_assert_ptr_nonnull(ks->tune);
-  ah_tune_status_t st;
-  ah_tune_status(ks->tune, &st);
-  ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+  run_two_ranks(id, drive_main, &r[0], &r[1]);
+  drive_agree(r);
+  ah_tune_status_t st = key_converged(id, 22);
   ck_assert_int_eq(st.winner.algo, AH_ALGO_RING);
   ck_assert_int_eq(st.winner.proto, AH_PROTO_SIMPLE);
   ck_assert_int_eq(r[0].algo[DRIVE_CALLS - 1], AH_ALGO_RING);
@@ -568,31 +573,19 @@ static void *share_main(void *arg) {
 
 START_TEST(test_tune_share_mid_search) {
   uint64_t id = 0x9a9a;
-  ah_shim.nccl_version = 22809;
-  ah_commrec_announce(id, 2);
-  ah_commrec_announce(id, 2);
   static warm_t r[2];
-  pthread_barrier_init(&call_barrier, NULL, 2);
-  pthread_t th[2];
   for (int i = 0; i < 2; i++) {
     r[i].rank = i;
     r[i].id = id;
-    pthread_create(&th[i], NULL, share_main, &r[i]);
   }
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&call_barrier);
-  ah_key_t k22 = {id, AH_FUNC_ALLREDUCE, 22}, k21 = {id, AH_FUNC_ALLREDUCE, 21};
-  ah_shim_keystate_t *ks[2] = {ah_shim_keystate_get(&k22), ah_shim_keystate_get(&k21)};
-  ah_tune_status_t st[2];
+  run_two_ranks(id, share_main, &r[0], &r[1]);
   int hinted = 0;
-  for (int i = 0; i < 2; i++) {
-    ck_assert_ptr_nonnull(ks[i]->tune);
-    ah_tune_status(ks[i]->tune, &st[i]);
-    ck_assert_int_eq(st[i].state, AH_TUNE_CONVERGED);
-    ck_assert_int_eq(st[i].winner.algo, AH_ALGO_RING);
-    ck_assert_int_eq(st[i].winner.proto, AH_PROTO_SIMPLE);
-    ck_assert_int_eq(st[i].winner.res[AH_DIM_NCHANNELS], 4);
-    hinted += st[i].hints;
+  for (int bin = 22; bin >= 21; bin--) {
+    ah_tune_status_t st = key_converged(id, bin);
+    ck_assert_int_eq(st.winner.algo, AH_ALGO_RING);
+    ck_assert_int_eq(st.winner.proto, AH_PROTO_SIMPLE);
+    ck_assert_int_eq(st.winner.res[AH_DIM_NCHANNELS], 4);
+    hinted += st.hints;
   }
   ck_assert_msg(hinted == 1, "%d hints passed between two bins searching side by side (want 1)", hinted);
 }
@@ -600,25 +593,15 @@ END_TEST
 
 START_TEST(test_tune_warm_start) {
   uint64_t id = 0x9999;
-  ah_shim.nccl_version = 22809;
-  ah_commrec_announce(id, 2);
-  ah_commrec_announce(id, 2);
   static warm_t r[2];
-  pthread_barrier_init(&call_barrier, NULL, 2);
-  pthread_t th[2];
   for (int i = 0; i < 2; i++) {
     r[i].rank = i;
     r[i].id = id;
-    pthread_create(&th[i], NULL, warm_main, &r[i]);
   }
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&call_barrier);
-  ah_key_t k22 = {id, AH_FUNC_ALLREDUCE, 22}, k21 = {id, AH_FUNC_ALLREDUCE, 21};
-  ah_shim_keystate_t *ks22 = ah_shim_keystate_get(&k22), *ks21 = ah_shim_keystate_get(&k21);
-  ck_assert_ptr_nonnull(ks22->tune);
-  ah_tune_status_t st;
-  ah_tune_status(ks22->tune, &st);
-  ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
+  run_two_ranks(id, warm_main, &r[0], &r[1]);
+  ah_key_t k21 = {id, AH_FUNC_ALLREDUCE, 21};
+  ah_shim_keystate_t *ks21 = ah_shim_keystate_get(&k21);
+  ah_tune_status_t st = key_converged(id, 22);
   ck_assert_int_eq(st.learned.algo, AH_ALGO_RING);
   ck_assert_int_eq(st.learned.proto, AH_PROTO_SIMPLE);
   ck_assert_int_eq(st.learned.res[AH_DIM_NCHANNELS], 4);
