@@ -40,7 +40,7 @@ ah_shim_coord_hooks_t ah_shim_hooks(void) {
   return h;
 }
 
-static double now_us(void) {
+double ah_shim_now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
@@ -129,13 +129,13 @@ static void join_local_ranks(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
  * hub (it decides within AUTOHA_COORD_JOIN_S of the first join) and by the client's detection of
  * a hub that is gone. */
 static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
-  double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
+  double t0 = ah_shim_now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
   int warned = 0;
   backoff_t b = {.yields = 0, .ns = 100000, .cap_ns = 5000000};
   for (;;) {
     int v = h->verdict ? h->verdict(h->arg, c->id) : AH_VERDICT_GONE;
     if (v != AH_VERDICT_PENDING) return (ah_verdict_t)v;
-    double waited = now_us() - t0;
+    double waited = ah_shim_now_us() - t0;
     if (!warned && waited > warn_after) {
       warned = 1;
       ah_log(AH_LOG_WARN, "rank %d has waited %.1f s for the coordinator's verdict on communicator "
@@ -274,14 +274,14 @@ void ah_shim_comm_retire(ah_comm_t *c) {
 /* Note that the leader may turn out to be in this process while a rank waits (its context decided
  * after this one): the wait then ends with AH_WAIT_LEAD_HERE and the caller commits. */
 ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, ah_segment_t *seg) {
-  double t0 = now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
+  double t0 = ah_shim_now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
   int warned = 0;
   backoff_t b = {.yields = 64, .ns = 20000, .cap_ns = 500000};
   double give_up_after = (ah_shim.settings ? ah_shim.settings->sync_timeout_s : 300.0) * 1e6;
   while (!ah_sched_lookup(ck->ks->sched, index, seg)) {
     if (ah_shim_leads_here(c)) return AH_WAIT_LEAD_HERE;
     if (atomic_load_explicit(&ck->ks->gave_up, memory_order_relaxed)) return AH_WAIT_GONE;
-    double waited = now_us() - t0;
+    double waited = ah_shim_now_us() - t0;
     if (waited > give_up_after) {
       atomic_store(&ck->ks->gave_up, 1);
       ah_log(AH_LOG_ERROR, "rank %d gave up after %.0f s (AUTOHA_SYNC_TIMEOUT_S) waiting for the "
@@ -309,14 +309,14 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
         AH_LOG_CAPPED(3, AH_LOG_ERROR, "the coordinator of communicator %016llx is gone: NCCL's "
                       "choice is kept for undecided calls", (unsigned long long)c->id);
         ck->sync_waits++;
-        ck->sync_wait_us += now_us() - t0;
+        ck->sync_wait_us += ah_shim_now_us() - t0;
         return AH_WAIT_GONE;
       }
     }
     backoff(&b);
   }
   ck->sync_waits++;
-  ck->sync_wait_us += now_us() - t0;
+  ck->sync_wait_us += ah_shim_now_us() - t0;
   return AH_WAIT_HAVE;
 }
 

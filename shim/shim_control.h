@@ -14,6 +14,8 @@
 
 /* ---- shim_control.c -------------------------------------------------------------------------- */
 
+/* Microseconds on CLOCK_MONOTONIC: what the shim's waits and deadlines are timed with. */
+double ah_shim_now_us(void);
 /* A copy of the coordinator's hooks (all NULL when none are installed). */
 ah_shim_coord_hooks_t ah_shim_hooks(void);
 /* Whether c is the rank that leads its communicator's search (rank 0, or the first local context

@@ -43,7 +43,7 @@ struct ah_shim_rankkey;
 typedef struct {
   uint64_t index;
   double us;
-  uint64_t t0_ns; /* when its first rank reported it (CLOCK_MONOTONIC) */
+  double t0_us;   /* when its first rank reported it (ah_shim_now_us) */
   int n;          /* ranks that reported it; 0: the slot is free; -1: passed on (later times ignored) */
 } ah_shim_localmin_t;
 /* Search calls a key's local minimum follows at once (its slot is index % this). */

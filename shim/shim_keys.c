@@ -7,7 +7,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ah_pin.h"
 #include "ah_uthash.h"
@@ -80,13 +79,7 @@ void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us) {
 }
 
 /* A local minimum waits this long for the rest of the ranks, as the hub waits across processes. */
-#define LOCAL_MIN_WAIT_NS 500000000ull
-
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define LOCAL_MIN_WAIT_US 500000.0
 
 /* Passes slot m's shortest duration to the search; later times of its call are ignored. */
 static void local_min_pass(ah_shim_keystate_t *ks, ah_shim_localmin_t *m) {
@@ -103,7 +96,7 @@ static void local_min_pass(ah_shim_keystate_t *ks, ah_shim_localmin_t *m) {
  * is ignored. */
 static void local_min_observe(ah_shim_rankkey_t *ck, uint64_t index, double us, int nranks) {
   ah_shim_keystate_t *ks = ck->ks;
-  uint64_t now = mono_ns();
+  double now = ah_shim_now_us();
   pthread_mutex_lock(&ks->lock);
   if (!ck->timer) {
     ck->timer = 1;
@@ -114,14 +107,14 @@ static void local_min_observe(ah_shim_rankkey_t *ck, uint64_t index, double us, 
   ah_shim_localmin_t *m = ks->mins ? &ks->mins[index % AH_LOCAL_MIN_SLOTS] : NULL;
   if (m && (m->n == 0 || m->index < index)) { /* free, or an earlier call's: that one is due now */
     if (m->n > 0) local_min_pass(ks, m);
-    *m = (ah_shim_localmin_t){.index = index, .us = us, .t0_ns = now, .n = 1};
+    *m = (ah_shim_localmin_t){.index = index, .us = us, .t0_us = now, .n = 1};
   } else if (m && m->index == index && m->n > 0) {
     if (us < m->us) m->us = us;
     m->n++;
   } /* else passed on already, or the slot holds a later call: too late */
   if (m && m->index == index && m->n >= want) local_min_pass(ks, m);
   for (int i = 0; ks->mins && i < AH_LOCAL_MIN_SLOTS; i++)
-    if (ks->mins[i].n > 0 && now - ks->mins[i].t0_ns > LOCAL_MIN_WAIT_NS) local_min_pass(ks, &ks->mins[i]);
+    if (ks->mins[i].n > 0 && now - ks->mins[i].t0_us > LOCAL_MIN_WAIT_US) local_min_pass(ks, &ks->mins[i]);
   pthread_mutex_unlock(&ks->lock);
 }
 
