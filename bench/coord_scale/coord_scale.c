@@ -256,16 +256,31 @@ static const char *hosts_text(int n, int per_host) {
   return t;
 }
 
+/* A whole decimal number in [lo, hi]; anything else exits with usage status 2, naming the text. */
+static int parse_count(const char *what, const char *s, long lo, long hi) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+    fprintf(stderr, "coord_scale: invalid %s '%s' (a whole number %ld..%ld)\n", what, s, lo, hi);
+    exit(2);
+  }
+  return (int)v;
+}
+
 int main(int argc, char **argv) {
   int counts[8] = {64, 1024};
   double bars[8] = {2.0, 10.0};
   int nc = 0, load = 1, per_host = 8;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--no-load") == 0) load = 0;
-    else if (strcmp(argv[i], "--per-host") == 0 && i + 1 < argc) per_host = atoi(argv[++i]);
-    else if (nc < 8) counts[nc++] = atoi(argv[i]);
+    else if (strcmp(argv[i], "--per-host") == 0 && i + 1 < argc) per_host = parse_count("--per-host", argv[++i], 1, 8192);
+    else if (argv[i][0] != '-' && nc < 8) counts[nc++] = parse_count("CLIENTS", argv[i], 1, 8192);
+    else {
+      fprintf(stderr, "usage: coord_scale [--no-load] [--per-host K] [CLIENTS...] (up to 8 counts; default 64 1024)\n");
+      return 2;
+    }
   }
-  if (per_host < 1) per_host = 1;
   if (nc == 0) nc = 2; /* the defaults: 64 and 1,024 clients */
   for (int i = 0; i < nc; i++) bars[i] = counts[i] <= 64 ? 2.0 : 10.0;
   long lim = ah_coord_net_nofile_raise(8192);
