@@ -23,4 +23,17 @@ static inline double bench_proc_cpu_s(pid_t pid) {
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* CPU seconds the hypervisor has taken from this machine's CPUs so far, summed over them ("steal",
+ * the 8th figure of /proc/stat's cpu line), or -1. On a virtual machine sharing its host, stolen
+ * time stops every thread of a benchmark at once, whatever it runs: a figure measured while it
+ * was high says more about the host than about the code. */
+static inline double bench_machine_steal_s(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long steal = 0;
+  int n = fscanf(f, "cpu %*u %*u %*u %*u %*u %*u %*u %llu", &steal);
+  fclose(f);
+  return n == 1 ? (double)steal / (double)sysconf(_SC_CLK_TCK) : -1;
+}
+
 #endif

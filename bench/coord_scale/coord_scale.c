@@ -17,7 +17,9 @@
  * client reached" time, the hub's own fan-out time (PUBLISH read to last subscriber's send) with
  * the hub thread's CPU time in it, the CPU time and context switches of all the bench's threads per
  * decision (getrusage over the publishing phase: what one decision costs the machine end to end),
- * and the CPU share the busy process got; last, one line with the load average and OK or FAILED
+ * the CPU share the busy process got and the share of the machine's CPU time the hypervisor took
+ * over the run (steal: on a shared host it stops every thread at once, so a run that missed its
+ * bar with a high figure there says so); last, one line with the load average and OK or FAILED
  * against the bars (p99 <= 2 ms at 64 clients, <= 10 ms at 1,024). Note that every figure is
  * wall-clock on this machine, shared with whatever else runs on it: the clients are threads of this
  * one process (one I/O thread each, as each process of a job has one) standing for processes on
@@ -307,7 +309,7 @@ int main(int argc, char **argv) {
       printf("coord_scale: cannot start the CPU-bound process (fork: %s)\n", strerror(errno));
       return 1;
     }
-    double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0;
+    double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0, steal0 = bench_machine_steal_s();
     uint64_t t0 = ah_coord_now_ns();
     if (run(counts[i], per_host, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50, &cpu_all, &csw, &icsw) != 0) {
       printf("coord_scale: %d clients: run failed\n", counts[i]);
@@ -316,6 +318,8 @@ int main(int argc, char **argv) {
     }
     double wall = (double)(ah_coord_now_ns() - t0) / 1e9;
     double share = hog > 0 ? (bench_proc_cpu_s(hog) - hog0) / wall * 100.0 : 0;
+    double steal1 = bench_machine_steal_s();
+    double stolen = steal0 >= 0 && steal1 >= 0 ? (steal1 - steal0) / (wall * (double)sysconf(_SC_NPROCESSORS_ONLN)) * 100.0 : -1;
     int pass = p99 <= bars[i];
     ok &= pass;
     /* The hub sends one copy per host when the relay carries the host's processes. */
@@ -328,6 +332,7 @@ int main(int argc, char **argv) {
     printf("; per decision, all of the bench's threads: %.2f ms of CPU, %.0f voluntary and %.0f involuntary context switches",
            cpu_all, csw, icsw);
     if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
+    if (stolen >= 0) printf("; the hypervisor took %.1f%% of this machine's CPU time (steal)", stolen);
     printf("\n");
     off += (size_t)snprintf(summary + off, sizeof summary - off, "%s%d clients (%s) p50 %.3f ms p99 %.3f ms",
                             i ? "; " : "", counts[i], hosts_text(counts[i], per_host), p50, p99);
