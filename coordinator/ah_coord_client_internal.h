@@ -66,13 +66,19 @@ typedef struct client_dir_wait {
 /* The bytes a relay passes one local process: a ring in memory both map (a memfd the relay made and
  * passed), written only by the relay (data, head) and read only by the local process (tail). head and
  * tail count bytes since the start and sit on their own cache lines; each side checks the other's
- * index (head - tail never above CLIENT_RING_BYTES), so a corrupt ring drops that one connection. */
+ * index (head - tail never above CLIENT_RING_BYTES), so a corrupt ring drops that one connection.
+ * waiters counts the process's threads asleep in ah_coord_wait and wake is the word they sleep on (a
+ * futex shared by the two processes): the relay bumps it and wakes them when it puts bytes while
+ * waiters is not zero, the process when it delivers a segment itself (ah_coord_client_wait.c). */
 #define CLIENT_RING_BYTES (256u << 10)
 typedef struct {
   _Atomic uint64_t head;
   char pad0[56];
   _Atomic uint64_t tail;
   char pad1[56];
+  _Atomic uint32_t waiters;
+  _Atomic uint32_t wake;
+  char pad2[56];
   uint8_t data[CLIENT_RING_BYTES];
 } client_ring_t;
 
@@ -131,6 +137,11 @@ struct ah_coord {
   int bell;
   client_ring_t *ring;
   uint32_t fd_ev;
+  /* Threads waiting for news (ah_coord_client_wait.c): a connection without a ring has its futex
+   * word here (wake, nwait); ring_gen counts ring changes (under rmu) and ring_pins the waiters
+   * asleep on the current ring's word, which client_drop wakes and waits out before unmapping it. */
+  _Atomic uint32_t wake, nwait, ring_pins;
+  uint32_t ring_gen;
   _Atomic uint64_t last_tx_ns;
   _Atomic uint64_t last_rx_ns;
   uint64_t last_ping_ns; /* I/O thread only */
@@ -182,6 +193,17 @@ int client_queue_dir_all(ah_coord_t *c);
  * a phase of this client's) since the hub was last told, so at least every `step` segments; step 1:
  * whenever it grew (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
 int client_queue_delivered(ah_coord_t *c, uint64_t step);
+
+/* ---- ah_coord_client_wait.c ---- */
+
+/* Something arrived for this process (a segment delivered): wakes its threads in ah_coord_wait.
+ * Caller holds rmu. */
+void client_notify(ah_coord_t *c);
+/* The relay put bytes into ring r: wakes the local process's threads asleep on it, if any. */
+void client_ring_wake(client_ring_t *r);
+/* Replaces this process's ring (NULL: none) under rmu; an old ring is unmapped once the threads
+ * asleep on it have been woken and have left it. */
+void client_ring_set(ah_coord_t *c, client_ring_t *ring);
 
 /* ---- ah_coord_client_relay.c ---- */
 

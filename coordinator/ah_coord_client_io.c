@@ -79,11 +79,7 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
 
 void client_drop(ah_coord_t *c) {
   client_relay_release(c); /* the host's processes lost their channels with this connection */
-  pthread_mutex_lock(&c->rmu); /* a partial frame of this connection must not prefix the next one's */
-  client_ring_unmap(c->ring);
-  c->ring = NULL;
-  c->rlen = 0;
-  pthread_mutex_unlock(&c->rmu);
+  client_ring_set(c, NULL); /* and the partial frame of this connection is dropped */
   pthread_mutex_lock(&c->wmu);
   if (c->fd >= 0) {
     epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -296,6 +292,7 @@ static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
     return;
   }
   if (deliver && c->deliver) c->deliver(c->arg, &k, &s);
+  if (deliver) client_notify(c); /* a rank asleep in ah_coord_wait looks at its schedule again */
 }
 
 /* Reads what the socket holds and handles every complete frame. Returns 1 when the read filled the

@@ -40,7 +40,7 @@ void client_relay_name(ah_coord_t *c) {
   if (c->o.host[0]) snprintf(host, sizeof host, "%s", c->o.host);
   else if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
   char msg[256];
-  int n = snprintf(msg, sizeof msg, "autoha-relay-3|%s|%s", c->addr, host);
+  int n = snprintf(msg, sizeof msg, "autoha-relay-4|%s|%s", c->addr, host);
   uint8_t d[32];
   ah_coord_hmac_sha256(c->stamp.secret, sizeof c->stamp.secret, msg, (size_t)n, d);
   memset(&c->rsa, 0, sizeof c->rsa);
@@ -99,9 +99,7 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
     close(*fd_p);
     return -1;
   }
-  pthread_mutex_lock(&c->rmu); /* an application thread may be polling (ah_coord_poll) */
-  c->ring = ring;
-  pthread_mutex_unlock(&c->rmu);
+  client_ring_set(c, ring); /* under rmu: an application thread may be polling (ah_coord_poll) */
   c->bell = fds[0];
   atomic_store(&c->relay_role, 1);
   return 0;
@@ -295,6 +293,7 @@ static int relay_local_send(ah_coord_t *c, int i) {
   memcpy(r->data, l->w.b + l->w.off + first, n - first);
   l->head = head + n;
   atomic_store_explicit(&r->head, l->head, memory_order_release); /* the bytes before the index */
+  if (n) client_ring_wake(r); /* a rank of the process asleep for them (ah_coord_wait) */
   l->w.off += n;
   /* Segments alone wait for the rank that needs them (ah_coord_poll) or the lazy ring; anything
    * else, or a ring filling up, rings now. */

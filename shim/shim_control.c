@@ -54,15 +54,23 @@ typedef struct {
   long ns, cap_ns;
 } backoff_t;
 
-static void backoff(backoff_t *b) {
+/* One step of b: a yield, or a nap of its current length. With h, the nap is slept in h->wait with
+ * the ticket taken before the caller last looked, so news for the process ends it early. */
+static void backoff_step(backoff_t *b, const ah_shim_coord_hooks_t *h, uint64_t comm, uint64_t ticket) {
   if (b->polls++ < b->yields) {
     sched_yield();
     return;
   }
-  struct timespec ts = {0, b->ns};
-  nanosleep(&ts, NULL);
+  if (h) {
+    h->wait(h->arg, comm, ticket, b->ns / 1000);
+  } else {
+    struct timespec ts = {0, b->ns};
+    nanosleep(&ts, NULL);
+  }
   if (b->ns < b->cap_ns) b->ns *= 2;
 }
+
+static void backoff(backoff_t *b) { backoff_step(b, NULL, 0, 0); }
 
 /* ---- how a communicator is decided ------------------------------------------------------------ */
 
@@ -301,6 +309,8 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
     }
     if (c->ctl == AH_CTL_REMOTE_TUNE) {
       ah_shim_coord_hooks_t h = ah_shim_hooks();
+      /* The ticket before the last look: news after it ends the nap below at once. */
+      uint64_t ticket = h.ticket && h.wait ? h.ticket(h.arg, c->id) : 0;
       if (h.poll) { /* the segment may wait in this process's ring: take it here, then look again */
         h.poll(h.arg, c->id);
         if (ah_sched_lookup(ck->ks->sched, index, seg)) break;
@@ -311,6 +321,11 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
         ck->sync_waits++;
         ck->sync_wait_us += ah_shim_now_us() - t0;
         return AH_WAIT_GONE;
+      }
+      if (h.ticket && h.wait) {
+        if (!h.poll && ah_sched_lookup(ck->ks->sched, index, seg)) break; /* delivered since the ticket */
+        backoff_step(&b, &h, c->id, ticket);
+        continue;
       }
     }
     backoff(&b);

@@ -146,6 +146,16 @@ static void hook_poll(void *arg, uint64_t comm) {
   (void)ah_coord_poll(map_get(comm, NULL));
 }
 
+static uint64_t hook_ticket(void *arg, uint64_t comm) {
+  (void)arg;
+  return ah_coord_wait_ticket(map_get(comm, NULL));
+}
+
+static void hook_wait(void *arg, uint64_t comm, uint64_t ticket, long timeout_us) {
+  (void)arg;
+  ah_coord_wait(map_get(comm, NULL), ticket, timeout_us);
+}
+
 static void hook_progress(void *arg, uint64_t comm, const struct ah_health_rec *rec) {
   (void)arg;
   ah_coord_t *c = map_get(comm, NULL);
@@ -183,6 +193,7 @@ static void hook_detach(void *arg, uint64_t comm) {
 static void hooks_install(void) {
   static const ah_shim_coord_hooks_t h = {.attach = hook_attach, .verdict = hook_verdict,
                                           .publish = hook_publish, .alive = hook_alive, .poll = hook_poll,
+                                          .ticket = hook_ticket, .wait = hook_wait,
                                           .progress = hook_progress, .samples = hook_samples,
                                           .search_time = hook_search_time, .detach = hook_detach};
   ah_shim_set_coord_hooks(&h);

@@ -93,6 +93,11 @@ typedef struct {
   /* A rank waiting for a segment of `comm` takes what the coordinator left for this process without
    * waking it (NULL: segments arrive on the coordinator's own thread). */
   void (*poll)(void *arg, uint64_t comm);
+  /* Sleeping until news for this process may have come: a rank takes a ticket before it looks
+   * (poll, its schedule), then sleeps with it at most timeout_us; it is woken when bytes for the
+   * process arrive or a segment is delivered (NULL: it naps the timeout out). */
+  uint64_t (*ticket)(void *arg, uint64_t comm);
+  void (*wait)(void *arg, uint64_t comm, uint64_t ticket, long timeout_us);
   /* A local rank's progress record of an attached communicator, for the hub's hang diagnosis
    * (shim_health.c; NULL: not sent). */
   void (*progress)(void *arg, uint64_t comm, const struct ah_health_rec *rec);
