@@ -165,6 +165,10 @@ void ah_log_at(int subsys, int level, const char *fmt, ...) {
   size_t len = m < 0 ? (size_t)n : (size_t)n + (size_t)m;
   if (len > sizeof line - 2) len = sizeof line - 2;
   line[len] = 0;
+  /* A message quotes what it refuses (an environment value, a peer's text), which may hold control
+   * bytes: each becomes '?', so a line stays one line and no escape sequence reaches a terminal. */
+  for (size_t i = body; i < len; i++)
+    if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f) line[i] = '?';
   if (theirs) /* NCCL adds its own host:pid:tid [dev] prefix */
     nccl(NCCL_LEVEL_INFO, NCCL_FLAG_TUNING, "autoha", 0,
          "autoha [%s] %s: %s", rank, sub_names[subsys], line + body);

@@ -52,6 +52,18 @@ START_TEST(timestamp_in_front) {
 }
 END_TEST
 
+/* A refused value quoted in a message may hold control bytes (a newline, a terminal escape): the
+ * line stays one line, each such byte shown as '?'. */
+START_TEST(control_bytes_quoted_safely) {
+  ah_log_set_level(AH_LOG_INFO);
+  capture_begin();
+  ah_log(AH_LOG_ERROR, "refused '%s'", "a\nb\x1b[31mc\x7f");
+  const char *log = capture_end();
+  ck_assert_msg(matches(log, "autoha ERROR init: refused 'a\\?b\\?\\[31mc\\?'$"), "%s", log);
+  ck_assert_int_eq((int)(strchr(log, '\n') - log), (int)strlen(log) - 1); /* one line */
+}
+END_TEST
+
 START_TEST(subsystem_grammar) {
   unsigned m;
   char err[128], buf[128];
@@ -182,6 +194,7 @@ int main(void) {
   tcase_set_timeout(tc, 20);
   tcase_add_test(tc, prefix_names_host_pid_tid_rank);
   tcase_add_test(tc, timestamp_in_front);
+  tcase_add_test(tc, control_bytes_quoted_safely);
   tcase_add_test(tc, subsystem_grammar);
   tcase_add_test(tc, subsystem_filter);
   tcase_add_test(tc, file_named_by_rank_holds_early_lines);
