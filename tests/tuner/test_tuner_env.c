@@ -374,6 +374,8 @@ START_TEST(doc_agrees_with_table) {
   const char *b = strstr(doc, "<!-- env-table:begin -->");
   const char *e = strstr(doc, "<!-- env-table:end -->");
   ck_assert_msg(b && e && e > b, "docs/environment.md lacks the env-table markers");
+  ck_assert_msg(!strstr(b + 1, "<!-- env-table:begin -->") && !strstr(e + 1, "<!-- env-table:end -->"),
+                "docs/environment.md holds an env-table marker twice (a pasted section's leftovers)");
   e += strlen("<!-- env-table:end -->\n");
   size_t dlen = (size_t)(e - b);
   if (dlen != len || memcmp(b, gen, len) != 0) {
