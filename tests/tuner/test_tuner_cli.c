@@ -231,7 +231,12 @@ START_TEST(report_merge) {
   ck_assert_ptr_nonnull(strstr(line_with(out, "allreduce 16M-32M"), "2(+50%)"));
   cli(2, "autoha report --merge: unknown option '--bogus'", "report --merge --bogus '%s'", dir);
   cli(0, "usage: autoha report --merge", "report --merge --help");
-  cli(1, "no report read", "report --merge '%s/none'", dir);
+  cli(1, "no report read from", "report --merge '%s/none'", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/empty'", dir); /* a folder with no report names itself */
+  ck_assert_int_eq(system(cmd), 0);
+  char want[600];
+  snprintf(want, sizeof want, "no report read from %s/empty (a report is a .json file", dir);
+  cli(1, want, "report --merge '%s/empty'", dir);
 }
 END_TEST
 
