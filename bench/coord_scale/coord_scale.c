@@ -11,8 +11,10 @@
  * host the host relay is on (AUTOHA_COORD_RELAY's default; docs/coordinator.md "Host relay"), so
  * the first client of each host carries the others' connections and the hub sends once per host,
  * and the relay puts the others' frames into shared-memory rings without waking them for segments:
- * as a rank waiting for a decision does in the shim, the bench's main thread takes them from the
- * rings (ah_coord_poll; ranks_wait below), so their arrival is timed on that thread.
+ * a rank waiting for a decision takes them from its process's ring (ah_coord_poll), so their arrival
+ * is timed on that rank's thread. One thread stands for all of them and polls (ranks_wait below);
+ * with --rank-threads every such process has its own waiting rank, which sleeps until the relay
+ * wakes it, as the shim's (rank_main).
  * Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
  * client reached" time, the hub's own fan-out time (PUBLISH read to last subscriber's send) with
  * the hub thread's CPU time in it, the CPU time and context switches of all the bench's threads per
@@ -26,6 +28,7 @@
  * many hosts, but here they share this machine's CPUs with the hub (they run at nice +10 for that
  * reason — a bench artifact, not something the job relies on); the output says so. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -70,15 +73,18 @@ static void sleep_us(long us) {
   nanosleep(&ts, NULL);
 }
 
-/* The ranks of every client waiting for segment s at their next call, as the shim's waiting ranks
- * do (shim_control.c ah_shim_worker_wait): a process behind a host relay is not woken for a
- * segment; its waiting rank takes it from the process's ring (ah_coord_poll) between sleeps of 20
- * us doubling to 500 us. One thread stands for all of them here (in a job each is a rank already on
- * its own CPU, waiting), so to keep its own CPU time (an artifact: 896 ranks' polls on this
- * machine's 2 CPUs) off the hub's, it polls a host's processes only once the host's relay has the
- * segment — the relay puts it into their rings after its own copy, from the same read, so no
- * process can have it sooner. Clients the hub reaches directly deliver on their own I/O thread,
- * and polling them finds nothing. Returns when every client has s, or after `limit_us`. */
+/* The ranks of every client waiting for segment s at their next call (without --rank-threads). A process behind a host relay is not woken for a segment; its waiting rank takes it from the
+ * process's ring (ah_coord_poll). In the shim that rank sleeps in ah_coord_wait and the relay wakes
+ * it when it puts the segment there (rank_main below does the same); here one thread stands for all
+ * of them (in a job each is a rank on its own CPU, waiting: 56 threads woken on this machine's 2
+ * CPUs already measure the machine, their naps' wake-ups taking 4-5 ms of CPU per decision at 64
+ * clients), so it polls between sleeps of 20 us doubling to 500 us — a rank reached at the end of
+ * a nap, which the shim's woken rank is not (--rank-threads shows the difference on a few hosts). To keep its own CPU time (an
+ * artifact: 896 ranks' polls on 2 CPUs) off the hub's, it polls a host's processes only once the
+ * host's relay has the segment — the relay puts it into their rings after its own copy, from the
+ * same read, so no process can have it sooner. Clients the hub reaches directly deliver on their
+ * own I/O thread, and polling them finds nothing. Returns when every client has s, or after
+ * `limit_us`. */
 static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host, const int *relay_of, int s,
                        uint64_t t0, long limit_us) {
   int nhosts = (n + per_host - 1) / per_host, left = nhosts;
@@ -104,9 +110,42 @@ static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host,
   free(done);
 }
 
+/* Waits (naps of 100 us, on this thread) until every client has segment s, or limit_us passed. */
+static void all_got(client_rec_t *recs, int n, int s, uint64_t t0, long limit_us) {
+  for (int i = 0; i < n; i++)
+    while (atomic_load(&recs[i].got) <= s && (ah_coord_now_ns() - t0) / 1000 <= (uint64_t)limit_us) sleep_us(100);
+}
+
+/* One process's waiting rank, as the shim's (shim_control.c ah_shim_worker_wait): for each segment
+ * in turn, it takes a ticket, looks (ah_coord_poll), and sleeps in ah_coord_wait for its nap, 20 us
+ * doubling to 500 us, until the segment is there; the relay wakes it when it puts the segment into
+ * its process's ring. The shim's 64 sched_yield()s before the first nap are left out: in a job the
+ * rank yields on its own CPU, here 56 ranks would spin on the 2 CPUs the hub and relays need. */
+typedef struct {
+  ah_coord_t *c;
+  client_rec_t *rec;
+  int nseg;
+  _Atomic int *stop;
+} rank_t;
+
+static void *rank_main(void *arg) {
+  rank_t *r = arg;
+  for (int s = 0; s < r->nseg && !atomic_load(r->stop); s++) {
+    long nap_us = 20;
+    while (atomic_load(&r->rec->got) <= s && !atomic_load(r->stop)) {
+      uint64_t t = ah_coord_wait_ticket(r->c);
+      (void)ah_coord_poll(r->c);
+      if (atomic_load(&r->rec->got) > s) break;
+      ah_coord_wait(r->c, t, nap_us);
+      if (nap_us < 500) nap_us *= 2;
+    }
+  }
+  return NULL;
+}
+
 /* Runs one configuration. Returns 0 and fills p50/p99 (ms), or -1 when a client failed to connect
  * or a segment never arrived. */
-static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p, double *p99_p,
+static int run(int nclients, int per_host, int rank_threads, int nseg, long pace_us, double *p50_p, double *p99_p,
                double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p, double *cpu_all_p, double *csw_p,
                double *icsw_p) {
   uint8_t secret[16];
@@ -129,6 +168,10 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
    * memset of calloc'd memory may be compiled away). */
   for (size_t off = 0; recs && off < (size_t)nclients * sizeof *recs; off += 4096) ((volatile char *)recs)[off] = 0;
   int *relay_of = NULL;
+  int nranks = 0; /* waiting-rank threads (rank_main) */
+  rank_t *ranks = NULL;
+  pthread_t *rank_thr = NULL;
+  _Atomic int ranks_stop = 0;
   int rc = -1;
   const uint64_t comm = 0xc0ffee;
   ah_coord_t *lead = ah_coord_client_open(&st, NULL, &co, NULL, NULL);
@@ -158,6 +201,20 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
     for (int i = h * per_host; i < nclients && i < (h + 1) * per_host; i++)
       if (ah_coord_client_relay_role(cs[i]) == 2) relay_of[h] = i;
   }
+  /* --rank-threads: every process behind a relay waits on a thread of its own. */
+  if (rank_threads && per_host > 1) {
+    ranks = calloc((size_t)nclients, sizeof *ranks);
+    rank_thr = calloc((size_t)nclients, sizeof *rank_thr);
+    if (!ranks || !rank_thr) goto out;
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_before + 10); /* as the clients */
+    for (int i = 0; i < nclients; i++) {
+      if (relay_of[i / per_host] == i) continue; /* the relay delivers on its I/O thread */
+      ranks[nranks] = (rank_t){.c = cs[i], .rec = &recs[i], .nseg = nseg, .stop = &ranks_stop};
+      if (pthread_create(&rank_thr[nranks], NULL, rank_main, &ranks[nranks]) != 0) break;
+      nranks++;
+    }
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_before);
+  }
   ah_key_t key = {.comm = comm, .coll = AH_FUNC_ALLREDUCE, .bin = 22};
   struct rusage ru0, ru1;
   getrusage(RUSAGE_SELF, &ru0);
@@ -174,7 +231,10 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
     uint64_t t_pub = ah_coord_now_ns();
     atomic_store(&pub_ns[s], t_pub);
     ah_coord_publish(lead, &key, &seg);
-    ranks_wait(cs, recs, nclients, per_host, relay_of, s, t_pub, pace_us);
+    if (ranks)
+      all_got(recs, nclients, s, t_pub, pace_us);
+    else
+      ranks_wait(cs, recs, nclients, per_host, relay_of, s, t_pub, pace_us);
     uint64_t spent_us = (ah_coord_now_ns() - t_pub) / 1000;
     if (spent_us < (uint64_t)pace_us) sleep_us(pace_us - (long)spent_us);
   }
@@ -226,6 +286,10 @@ static int run(int nclients, int per_host, int nseg, long pace_us, double *p50_p
   free(worst);
   rc = 0;
 out:
+  atomic_store(&ranks_stop, 1);
+  for (int i = 0; i < nranks; i++) pthread_join(rank_thr[i], NULL);
+  free(ranks);
+  free(rank_thr);
   if (lead) ah_coord_client_close(lead);
   for (int i = 0; i < nclients; i++)
     if (cs[i]) ah_coord_client_close(cs[i]);
@@ -273,13 +337,14 @@ static int parse_count(const char *what, const char *s, long lo, long hi) {
 int main(int argc, char **argv) {
   int counts[8] = {64, 1024};
   double bars[8] = {2.0, 10.0};
-  int nc = 0, load = 1, per_host = 8;
+  int nc = 0, load = 1, per_host = 8, rank_threads = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--no-load") == 0) load = 0;
+    else if (strcmp(argv[i], "--rank-threads") == 0) rank_threads = 1;
     else if (strcmp(argv[i], "--per-host") == 0 && i + 1 < argc) per_host = parse_count("--per-host", argv[++i], 1, 8192);
     else if (argv[i][0] != '-' && nc < 8) counts[nc++] = parse_count("CLIENTS", argv[i], 1, 8192);
     else {
-      fprintf(stderr, "usage: coord_scale [--no-load] [--per-host K] [CLIENTS...] (up to 8 counts; default 64 1024)\n");
+      fprintf(stderr, "usage: coord_scale [--no-load] [--per-host K] [--rank-threads] [CLIENTS...] (up to 8 counts; default 64 1024)\n");
       return 2;
     }
   }
@@ -311,7 +376,7 @@ int main(int argc, char **argv) {
     }
     double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0, steal0 = bench_machine_steal_s();
     uint64_t t0 = ah_coord_now_ns();
-    if (run(counts[i], per_host, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50, &cpu_all, &csw, &icsw) != 0) {
+    if (run(counts[i], per_host, rank_threads, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50, &cpu_all, &csw, &icsw) != 0) {
       printf("coord_scale: %d clients: run failed\n", counts[i]);
       ok = 0;
       continue;
@@ -331,6 +396,9 @@ int main(int argc, char **argv) {
            pass ? "ok" : "over", p99all, fan50, fan99, cpu50, cpu50 * 1e3 / nsend, nsend);
     printf("; per decision, all of the bench's threads: %.2f ms of CPU, %.0f voluntary and %.0f involuntary context switches",
            cpu_all, csw, icsw);
+    if (per_host > 1)
+      printf("; the processes behind relays wait %s", rank_threads ? "on a rank thread each, woken by their relay"
+                                                                     : "through one thread that polls for them all");
     if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
     if (stolen >= 0) printf("; the hypervisor took %.1f%% of this machine's CPU time (steal)", stolen);
     printf("\n");
