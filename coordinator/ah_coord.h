@@ -134,12 +134,14 @@ int ah_coord_alive(const ah_coord_t *c);
  * and makes no system call. */
 int ah_coord_poll(ah_coord_t *c);
 
-/* For a thread waiting for a segment without polling in a loop (the shim's waiting ranks): take a
- * ticket, look once more (ah_coord_poll, then the schedule), then sleep in ah_coord_wait with the
- * ticket. It returns once something arrived for this process since the ticket was taken — the host
- * relay put bytes into its ring, or a segment was delivered here — or after timeout_us, whichever
- * comes first, and may return early for nothing (the caller looks again). A forked child, or a
- * process whose hub is gone, just sleeps timeout_us. */
+/* For a thread waiting for a segment or a verdict without polling in a loop (the shim's waiting
+ * ranks): take a ticket, look once more (ah_coord_poll, then the schedule or the verdict), then
+ * sleep in ah_coord_wait with the ticket. It returns once something arrived for this process since
+ * the ticket was taken — the host relay put bytes into its ring, a segment or a verdict was
+ * delivered here — or after timeout_us, whichever comes first, and may return early for nothing
+ * (the caller looks again). Bytes left in the ring end the sleep at once, so the caller takes them
+ * (ah_coord_poll) before it sleeps. A forked child, or a process whose hub is gone, just sleeps
+ * timeout_us. */
 uint64_t ah_coord_wait_ticket(ah_coord_t *c);
 void ah_coord_wait(ah_coord_t *c, uint64_t ticket, long timeout_us);
 

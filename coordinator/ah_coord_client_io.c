@@ -176,13 +176,16 @@ static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
                   "%016llx verdict %u out of range", c->addr, (unsigned long long)comm, v);
     return;
   }
+  int news = 0;
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < c->ncomms; i++)
     if (c->comms[i].comm == comm && c->comms[i].verdict == AH_COORD_VERDICT_NONE) {
       c->comms[i].verdict = (int)v;
       c->comms[i].mm = mm;
+      news = 1;
     }
   pthread_mutex_unlock(&c->mu);
+  if (news) client_notify(c); /* the ranks asleep at their first call (ah_coord_wait) */
 }
 
 static _Atomic(ah_coord_mintime_fn) mintime_fn;

@@ -2,10 +2,11 @@
  * fixed nap. The shim's rank that reaches a call with no decision yet looks for it (its schedule,
  * its process's ring) and then sleeps here; it is woken when bytes for its process arrive, so the
  * decision reaches it when it reaches the host, not at the end of a nap that doubles up to 500 us.
+ * A rank waiting at its first call for the hub's verdict sleeps here too.
  *
  * The word slept on is a futex: in the process's ring behind a host relay (shared by the relay's
  * process and this one: the relay puts the bytes, so the relay wakes it), else in the client (the
- * I/O thread delivers, so it wakes it). Either side bumps the word whenever it has news and makes
+ * I/O thread delivers, so it wakes it). A delivered segment or verdict bumps it in either case. Either side bumps the word whenever it has news and makes
  * the wake-up system call only when a thread sleeps, so nobody pays a system call for a process
  * whose ranks are not waiting — which is why a segment still rings no doorbell (docs/coordinator.md
  * "Host relay").

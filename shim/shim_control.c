@@ -140,7 +140,10 @@ static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
   double t0 = ah_shim_now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
   int warned = 0;
   backoff_t b = {.yields = 0, .ns = 100000, .cap_ns = 5000000};
+  int sleeps = h->ticket && h->wait; /* woken by the verdict's arrival, else a nap */
   for (;;) {
+    uint64_t ticket = sleeps ? h->ticket(h->arg, c->id) : 0;
+    if (sleeps && h->poll) h->poll(h->arg, c->id); /* bytes left in the ring would end every sleep */
     int v = h->verdict ? h->verdict(h->arg, c->id) : AH_VERDICT_GONE;
     if (v != AH_VERDICT_PENDING) return (ah_verdict_t)v;
     double waited = ah_shim_now_us() - t0;
@@ -150,7 +153,7 @@ static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
              "%016llx (whether all %d ranks joined the hub with the same settings); still waiting",
              c->rank, waited / 1e6, (unsigned long long)c->id, c->nranks);
     }
-    backoff(&b);
+    backoff_step(&b, sleeps ? h : NULL, c->id, ticket);
   }
 }
 

@@ -130,6 +130,35 @@ END_TEST
 START_TEST(test_wait_woken_by_a_delivery) { woken_by_a_publish("hostD", 0xa17e2, 0); }
 END_TEST
 
+/* A rank asleep at its first call for the hub's verdict is woken when it comes (the last rank
+ * joins), on a direct connection (the I/O thread delivers the verdict) and behind a relay (the relay
+ * puts it into the ring; the sleeper's look takes it). */
+START_TEST(test_wait_woken_by_the_verdict) {
+  for (int relay = 0; relay <= 1; relay++) {
+    const uint64_t comm = 0xa17e7 + (uint64_t)relay;
+    ah_coord_t *a = quiet_client(relay ? "hostV1" : "hostV0", relay, &recs[0]);
+    ah_coord_t *b = quiet_client(relay ? "hostV1" : "hostV0", relay, &recs[1]);
+    ah_coord_t *lead = quiet_client("hostLead", relay, &recs[2]);
+    ck_assert(a && b && lead);
+    ck_assert_int_eq(ah_coord_join_rank(a, comm, 3, 0, NULL), 0);
+    ck_assert_int_eq(ah_coord_join_rank(b, comm, 3, 1, NULL), 0);
+    pthread_t th;
+    sleeper_t s;
+    sleeper_start(&th, &s, b, LONG_US);
+    ck_assert_int_eq(ah_coord_verdict(b, comm), AH_COORD_VERDICT_NONE);
+    ck_assert_int_eq(ah_coord_join_rank(lead, comm, 3, 2, NULL), 0);
+    pthread_join(th, NULL);
+    ck_assert_uint_lt(s.slept_ms, SOON_MS);
+    for (int i = 0; i < 100 && ah_coord_verdict(b, comm) == AH_COORD_VERDICT_NONE; i++) {
+      (void)ah_coord_poll(b);
+      sleep_ms(10);
+    }
+    ck_assert_int_eq(ah_coord_verdict(b, comm), AH_COORD_VERDICT_COMPLETE);
+    close_host(a, b, lead);
+  }
+}
+END_TEST
+
 /* News between the ticket and the sleep (bytes put into the ring after the look, on a relay; a
  * delivery, on a direct connection) ends the sleep at once; with nothing new, a sleep lasts its
  * timeout. */
@@ -190,6 +219,7 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_wait_woken_by_the_relay);
   tcase_add_test(tc, test_wait_woken_by_a_delivery);
+  tcase_add_test(tc, test_wait_woken_by_the_verdict);
   tcase_add_test(tc, test_wait_news_before_the_sleep);
   tcase_add_test(tc, test_wait_ring_dropped_under_a_sleeper);
   suite_add_tcase(s, tc);
