@@ -73,18 +73,19 @@ static void sleep_us(long us) {
   nanosleep(&ts, NULL);
 }
 
-/* The ranks of every client waiting for segment s at their next call (without --rank-threads). A process behind a host relay is not woken for a segment; its waiting rank takes it from the
+/* The ranks of every client waiting for segment s at their next call (without --rank-threads). A
+ * process behind a host relay is not woken for a segment; its waiting rank takes it from the
  * process's ring (ah_coord_poll). In the shim that rank sleeps in ah_coord_wait and the relay wakes
- * it when it puts the segment there (rank_main below does the same); here one thread stands for all
- * of them (in a job each is a rank on its own CPU, waiting: 56 threads woken on this machine's 2
- * CPUs already measure the machine, their naps' wake-ups taking 4-5 ms of CPU per decision at 64
- * clients), so it polls between sleeps of 20 us doubling to 500 us — a rank reached at the end of
- * a nap, which the shim's woken rank is not (--rank-threads shows the difference on a few hosts). To keep its own CPU time (an
- * artifact: 896 ranks' polls on 2 CPUs) off the hub's, it polls a host's processes only once the
- * host's relay has the segment — the relay puts it into their rings after its own copy, from the
- * same read, so no process can have it sooner. Clients the hub reaches directly deliver on their
- * own I/O thread, and polling them finds nothing. Returns when every client has s, or after
- * `limit_us`. */
+ * it when it puts the segment there (rank_main below does the same); here one thread stands for
+ * all of them (in a job each is a rank on its own CPU, waiting: 56 threads woken on this machine's
+ * 2 CPUs already measure the machine, their naps' wake-ups taking 4-5 ms of CPU per decision at 64
+ * clients), so it polls between sleeps of 20 us doubling to 500 us — a rank reached at the end of a
+ * nap, which the shim's woken rank is not (--rank-threads shows the difference on a few hosts). To
+ * keep its own CPU time (an artifact: 896 ranks' polls on 2 CPUs) off the hub's, it polls a host's
+ * processes only once the host's relay has the segment — the relay puts it into their rings after
+ * its own copy, from the same read, so no process can have it sooner. Clients the hub reaches
+ * directly deliver on their own I/O thread, and polling them finds nothing. Returns when every
+ * client has s, or after `limit_us`. */
 static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host, const int *relay_of, int s,
                        uint64_t t0, long limit_us) {
   int nhosts = (n + per_host - 1) / per_host, left = nhosts;
@@ -113,7 +114,8 @@ static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host,
 /* Waits (naps of 100 us, on this thread) until every client has segment s, or limit_us passed. */
 static void all_got(client_rec_t *recs, int n, int s, uint64_t t0, long limit_us) {
   for (int i = 0; i < n; i++)
-    while (atomic_load(&recs[i].got) <= s && (ah_coord_now_ns() - t0) / 1000 <= (uint64_t)limit_us) sleep_us(100);
+    while (atomic_load(&recs[i].got) <= s && (ah_coord_now_ns() - t0) / 1000 <= (uint64_t)limit_us)
+      sleep_us(100);
 }
 
 /* One process's waiting rank, as the shim's (shim_control.c ah_shim_worker_wait): for each segment
@@ -341,7 +343,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--no-load") == 0) load = 0;
     else if (strcmp(argv[i], "--rank-threads") == 0) rank_threads = 1;
-    else if (strcmp(argv[i], "--per-host") == 0 && i + 1 < argc) per_host = parse_count("--per-host", argv[++i], 1, 8192);
+    else if (strcmp(argv[i], "--per-host") == 0 && i + 1 < argc)
+      per_host = parse_count("--per-host", argv[++i], 1, 8192);
     else if (argv[i][0] != '-' && nc < 8) counts[nc++] = parse_count("CLIENTS", argv[i], 1, 8192);
     else {
       fprintf(stderr, "usage: coord_scale [--no-load] [--per-host K] [--rank-threads] [CLIENTS...] (up to 8 counts; default 64 1024)\n");
