@@ -204,6 +204,8 @@ void client_ring_wake(client_ring_t *r);
 /* Replaces this process's ring (NULL: none) under rmu; an old ring is unmapped once the threads
  * asleep on it have been woken and have left it. */
 void client_ring_set(ah_coord_t *c, client_ring_t *ring);
+/* Sleeps us microseconds, resumed across signals (a reconnection's backoff, a waiter's nap). */
+void client_sleep_us(long us);
 
 /* ---- ah_coord_client_relay.c ---- */
 

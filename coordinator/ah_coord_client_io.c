@@ -409,12 +409,6 @@ int ah_coord_poll(ah_coord_t *c) {
   return any;
 }
 
-static void client_sleep_ms(int ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-  }
-}
-
 /* Reconnects until reconnect_ms have passed. Returns 0 when connected again, -1 when the hub is
  * gone (logged) or the client is stopping.
  *
@@ -456,7 +450,7 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
       ah_log(joined ? AH_LOG_WARN : AH_LOG_INFO, "coordinator: connection to hub %s lost (%s) and not re-established "
              "after 1 s (%s); retrying for up to %d ms", c->addr, why, err, c->o.reconnect_ms);
     }
-    client_sleep_ms(backoff);
+    client_sleep_us(backoff * 1000L);
     if (backoff < 500) backoff *= 2;
   }
   if (atomic_load(&c->stop) || ah_coord_exiting()) return -1;

@@ -37,9 +37,10 @@ static void futex_sleep(_Atomic uint32_t *w, uint32_t v, long us, int shared) {
   (void)syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
 }
 
-static void sleep_us(long us) {
+void client_sleep_us(long us) {
   struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
-  nanosleep(&ts, NULL);
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
 }
 
 uint64_t ah_coord_wait_ticket(ah_coord_t *c) {
@@ -56,7 +57,7 @@ void ah_coord_wait(ah_coord_t *c, uint64_t ticket, long timeout_us) {
   /* Not alive: the hub is gone, or this is a forked child sharing its parent's ring, which must
    * not count itself among the parent's sleepers. The caller's pace is kept. */
   if (!c || !atomic_load(&c->alive)) {
-    sleep_us(timeout_us);
+    client_sleep_us(timeout_us);
     return;
   }
   pthread_mutex_lock(&c->rmu);
@@ -105,6 +106,6 @@ void client_ring_set(ah_coord_t *c, client_ring_t *ring) {
   /* Its sleepers wake (their word moved) and leave; no new one can take it (c->ring moved on). */
   atomic_fetch_add(&old->wake, 1);
   futex_wake_all(&old->wake, 1);
-  while (atomic_load(&c->ring_pins) != 0) sleep_us(50);
+  while (atomic_load(&c->ring_pins) != 0) client_sleep_us(50);
   munmap(old, sizeof *old); /* as client_ring_unmap, which the relay's side of the file owns */
 }
