@@ -24,4 +24,8 @@ int cmd_run(int argc, char **argv);
 struct option;
 int cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts);
 
+/* The one error line when the npaths paths given read no report: "autoha CMD: no report read from
+ * PATH (a report is a .json file, also in a folder's subfolders)", naming the first path. */
+void cli_no_report(const char *cmd, char **paths, int npaths);
+
 #endif

@@ -322,8 +322,7 @@ int cmd_report_merge(int argc, char **argv) {
   int nread = 0, bad = 0;
   for (int i = optind; i < argc; i++) bad += read_path(&m, argv[i], &nread);
   if (nread == 0) {
-    fprintf(stderr, "autoha report: no report read from %s%s (a report is a .json file, also in a "
-            "folder's subfolders)\n", argv[optind], argc - optind > 1 ? " and the other paths" : "");
+    cli_no_report("report", argv + optind, argc - optind);
     return 1;
   }
   if (fmt == 1) print_csv(&m, pct);

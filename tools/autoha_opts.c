@@ -26,3 +26,11 @@ int cli_bad_option(const char *cmd, int c, char **argv, const struct option *opt
   else fprintf(stderr, "autoha %s: unknown option '%.*s' (see autoha %s --help)\n", cmd, (int)(eq ? eq - arg : (long)strlen(arg)), arg, cmd);
   return 2;
 }
+
+void cli_no_report(const char *cmd, char **paths, int npaths) {
+  if (npaths > 0)
+    fprintf(stderr, "autoha %s: no report read from %s%s (a report is a .json file, also in a folder's "
+            "subfolders)\n", cmd, paths[0], npaths > 1 ? " and the other paths" : "");
+  else
+    fprintf(stderr, "autoha %s: no report read\n", cmd);
+}

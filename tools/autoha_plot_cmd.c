@@ -46,11 +46,7 @@ static FILE *open_out(const char *cmd, const char *dir, const char *name, char *
 static int read_all(const char *cmd, int argc, char **argv, plot_reports_t *rs) {
   int bad = 0;
   for (int i = optind; i < argc; i++) bad += plot_reports_read(rs, argv[i]);
-  if (rs->n == 0 && optind < argc)
-    fprintf(stderr, "autoha %s: no report read from %s%s (a report is a .json file, also in a folder's "
-            "subfolders)\n", cmd, argv[optind], argc - optind > 1 ? " and the other paths" : "");
-  else if (rs->n == 0)
-    fprintf(stderr, "autoha %s: no report read\n", cmd);
+  if (rs->n == 0) cli_no_report(cmd, argv + optind, argc - optind);
   return bad;
 }
 
