@@ -77,15 +77,15 @@ static void sleep_us(long us) {
  * process behind a host relay is not woken for a segment; its waiting rank takes it from the
  * process's ring (ah_coord_poll). In the shim that rank sleeps in ah_coord_wait and the relay wakes
  * it when it puts the segment there (rank_main below does the same); here one thread stands for
- * all of them (in a job each is a rank on its own CPU, waiting: 56 threads woken on this machine's
- * 2 CPUs already measure the machine, their naps' wake-ups taking 4-5 ms of CPU per decision at 64
- * clients), so it polls between sleeps of 20 us doubling to 500 us — a rank reached at the end of a
- * nap, which the shim's woken rank is not (--rank-threads shows the difference on a few hosts). To
- * keep its own CPU time (an artifact: 896 ranks' polls on 2 CPUs) off the hub's, it polls a host's
- * processes only once the host's relay has the segment — the relay puts it into their rings after
- * its own copy, from the same read, so no process can have it sooner. Clients the hub reaches
- * directly deliver on their own I/O thread, and polling them finds nothing. Returns when every
- * client has s, or after `limit_us`. */
+ * all of them (in a job each is a rank on its own CPU, waiting; 56 threads woken on this machine's
+ * 2 CPUs already measure the machine: at 64 clients such runs took 3.7-5.1 ms of CPU per decision,
+ * the stand-in 0.5-0.9 ms), so it polls between sleeps of 20 us doubling to 500 us — a rank
+ * reached at the end of a nap, which the shim's woken rank is not (--rank-threads shows the
+ * difference on a few hosts). To keep its own CPU time (an artifact: 896 ranks' polls on 2 CPUs)
+ * off the hub's, it polls a host's processes only once the host's relay has the segment — the
+ * relay puts it into their rings after its own copy, from the same read, so no process can have
+ * it sooner. Clients the hub reaches directly deliver on their own I/O thread, and polling them
+ * finds nothing. Returns when every client has s, or after `limit_us`. */
 static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host, const int *relay_of, int s,
                        uint64_t t0, long limit_us) {
   int nhosts = (n + per_host - 1) / per_host, left = nhosts;
