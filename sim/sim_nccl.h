@@ -214,6 +214,10 @@ typedef struct sim_task {
   struct sim_task *next;
 } sim_task_t;
 
+/* A zeroed task, reused from the calling thread's pool when it has one (sim_task_pool.c), and its
+ * release (with its scratch); NULL when out of memory. */
+sim_task_t *sim_task_new(void);
+void sim_task_free(sim_task_t *t);
 /* Queues a task in the calling thread's group, or runs it at once (an implicit group) when no
  * group is open. Takes ownership of the task. Returns the task's result for an implicit group. */
 ncclResult_t sim_group_submit(sim_task_t *task);

@@ -50,7 +50,7 @@ static ncclResult_t enqueue(int kind, int coll, const void *sendbuff, void *recv
   if ((needs_send && !sendbuff) || (needs_recv && !recvbuff))
     return sim_error(ncclInvalidArgument, "ncclsim: %s: %s buffer is NULL", fn,
                      needs_send && !sendbuff ? "send" : "receive");
-  sim_task_t *t = calloc(1, sizeof *t);
+  sim_task_t *t = sim_task_new();
   if (!t) return sim_error(ncclSystemError, "ncclsim: %s: out of memory", fn);
   t->kind = kind;
   t->comm = comm;

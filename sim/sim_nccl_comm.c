@@ -89,7 +89,7 @@ static ncclResult_t comm_create(ncclComm_t *newcomm, int nranks, int rank, uint6
   ncclResult_t res = config_fill(config, &cfg);
   if (res != ncclSuccess) return res;
   struct ncclComm *c = calloc(1, sizeof *c);
-  sim_task_t *t = calloc(1, sizeof *t);
+  sim_task_t *t = sim_task_new();
   char *name = malloc(160);
   uint64_t *sent = calloc((size_t)nranks, sizeof *sent), *recvd = calloc((size_t)nranks, sizeof *recvd);
   if (!c || !t || !name || !sent || !recvd) {
@@ -218,7 +218,7 @@ SIM_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, n
   int n = comm->nranks;
   int64_t mine[2] = {color, key};
   int64_t *all = calloc((size_t)n * 2, sizeof *all);
-  sim_task_t *t = calloc(1, sizeof *t);
+  sim_task_t *t = sim_task_new();
   if (!all || !t) {
     free(all), free(t);
     return sim_error(ncclSystemError, "ncclsim: out of memory in ncclCommSplit");

@@ -21,8 +21,7 @@ struct sim_graph_nccl {
 static void tasks_free(sim_task_t *head) {
   while (head) {
     sim_task_t *next = head->next;
-    free(head->scratch);
-    free(head);
+    sim_task_free(head);
     head = next;
   }
 }
@@ -91,7 +90,7 @@ int sim_graph_nccl_replay(struct sim_graph_nccl *g, struct CUstream_st *s) {
                       ncclGetErrorString(c->async_error));
       break;
     }
-    sim_task_t *u = malloc(sizeof *u);
+    sim_task_t *u = sim_task_new();
     if (!u) {
       res = sim_error(ncclSystemError, "ncclsim: out of memory replaying a captured group");
       break;

@@ -176,8 +176,7 @@ static ncclResult_t group_launch(sim_task_t *head) {
         (head->result == ncclRemoteError || head->result == ncclSystemError ||
          head->result == ncclInternalError))
       head->comm->async_error = head->result;
-    free(head->scratch);
-    free(head);
+    sim_task_free(head);
     head = next;
   }
   return first_err;
@@ -256,8 +255,7 @@ SIM_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
       else if (head->kind == SIM_TASK_RECV) head->comm->p2p_recvd[head->peer]--;
     }
     if (head->result != ncclSuccess && res == ncclSuccess) res = head->result;
-    free(head->scratch);
-    free(head);
+    sim_task_free(head);
     head = next;
   }
   simInfo->estimatedTime = worst;

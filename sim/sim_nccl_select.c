@@ -17,6 +17,8 @@
 #include "sim_nccl.h"
 #include "sim_reduce.h"
 
+#define SELECT_STACK 64 /* tasks of one group configured without an allocation */
+
 static size_t task_nbytes(const sim_task_t *t) {
   size_t b = t->count * sim_dtype_size(t->dtype);
   if (t->coll == SIM_COLL_ALLGATHER || t->coll == SIM_COLL_REDUCESCATTER) b *= (size_t)t->comm->nranks;
@@ -243,12 +245,20 @@ chosen:
 
 ncclResult_t sim_select_configs(struct ncclComm *c, sim_task_t **tasks, int n) {
   int version = sim_nccl_version();
-  char *used = calloc((size_t)n, 1);
-  sim_task_t **bucket = calloc((size_t)n, sizeof *bucket);
-  if (!used || !bucket) {
-    free(used), free(bucket);
-    return sim_error(ncclSystemError, "ncclsim: out of memory configuring a group");
+  /* A usual group fits the stack: no allocation per call (sim_task_pool.c says why that matters). */
+  char used_stack[SELECT_STACK];
+  sim_task_t *bucket_stack[SELECT_STACK];
+  char *used = used_stack;
+  sim_task_t **bucket = bucket_stack;
+  if (n > SELECT_STACK) {
+    used = malloc((size_t)n);
+    bucket = malloc((size_t)n * sizeof *bucket);
+    if (!used || !bucket) {
+      free(used), free(bucket);
+      return sim_error(ncclSystemError, "ncclsim: out of memory configuring a group");
+    }
   }
+  memset(used, 0, (size_t)n);
   ncclResult_t res = ncclSuccess;
   int nch = c->model.nchannels > 0 ? c->model.nchannels : 1;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
@@ -269,8 +279,10 @@ ncclResult_t sim_select_configs(struct ncclComm *c, sim_task_t **tasks, int n) {
     int npipe = version >= 22200 ? (nb + nch - 1) / nch : 1;
     res = select_bucket(c, bucket, nb, total, npipe);
   }
-  free(used);
-  free(bucket);
+  if (used != used_stack) {
+    free(used);
+    free(bucket);
+  }
   return res;
 }
 
@@ -282,7 +294,8 @@ static int selectable(const sim_task_t *t) {
 void sim_select_group(sim_task_t *head) {
   int n = 0;
   for (sim_task_t *t = head; t; t = t->next) n++;
-  sim_task_t **list = calloc((size_t)n + 1, sizeof *list);
+  sim_task_t *list_stack[SELECT_STACK];
+  sim_task_t **list = n <= SELECT_STACK ? list_stack : malloc((size_t)n * sizeof *list);
   if (!list) return; /* each task is then configured alone when it starts */
   for (sim_task_t *t = head; t; t = t->next) {
     if (!selectable(t)) continue;
@@ -296,5 +309,5 @@ void sim_select_group(sim_task_t *head) {
         list[i]->selected = 1;
       }
   }
-  free(list);
+  if (list != list_stack) free(list);
 }
