@@ -10,25 +10,20 @@
 #include <string.h>
 
 #include "shim_control.h"
+#include "shim_decide_hot.h"
 
 /* ---- the path ------------------------------------------------------------------------------------ */
 
-/* Which calls are timed: every call of a segment that is not forever (a probe the search needs
- * measured), and of a key whose configuration is settled (pinned, converged or observed) its first
- * 16 calls and then one in 64 — enough for the report and for drift checks, while the calls in
- * between cost no CUDA call at all. */
-#define TIME_SAMPLE(index) ((index) < 16 || ((index)&63) == 0)
-
+AH_TLS_HOT ah_comm_t *ah_shim_chunk_comm; /* last_decision's communicator, NULL: none */
 static AH_TLS_HOT struct {
-  ah_comm_t *c;
   int coll;
   size_t nbytes;
   size_t chunk;
 } last_decision;
 
-static AH_TLS_HOT int simulating;
+AH_TLS_HOT int ah_shim_simulating_now;
 
-void ah_shim_simulating(int on) { simulating = on; }
+void ah_shim_simulating(int on) { ah_shim_simulating_now = on; }
 
 /* Counts a call in its key: returns its call index and the call's bytes per rank. */
 static inline uint64_t call_count(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call,
@@ -50,8 +45,8 @@ static inline void decision_apply(ah_decision_t *d, ah_comm_t *c, const ah_call_
   if (seg->config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg->config.res[AH_DIM_NCHANNELS];
   if (seg->config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg->config.res[AH_DIM_CHUNK];
   d->source = seg->source;
-  if (d->chunk == 0) return; /* last_decision.c was cleared on entry */
-  last_decision.c = c;
+  if (d->chunk == 0) return; /* ah_shim_chunk_comm was cleared on entry */
+  ah_shim_chunk_comm = c;
   last_decision.coll = call->coll;
   last_decision.nbytes = call->nbytes;
   last_decision.chunk = d->chunk;
@@ -153,13 +148,27 @@ static __attribute__((noinline, cold)) void segment_classify(ah_comm_t *c, ah_sh
   if (seg->count == AH_SCHED_FOREVER) ah_shim_decision_log(c, ck, seg); /* settled: say so once */
 }
 
+/* After a full decision that forced a forever segment's pair: lets the key's next calls take the
+ * short path while the schedule is unchanged, when the call is one it can answer — a whole pair in
+ * a v3+ table, no chunk to remember, no user tuner to consult first. */
+static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, const ah_decision_t *d) {
+  if (ck->seg_cell < 0 || !call->table || d->chunk != 0 || c->chain_ctx || ck->seg_published == UINT64_MAX)
+    return;
+  ck->hot_cell = ck->seg_cell;
+  ck->hot_algo = ck->seg_cell / call->num_proto;
+  ck->hot_num_proto = call->num_proto;
+  ck->hot_nchannels = d->nchannels > 0 ? d->nchannels : 0;
+  ck->hot_calls = ck->seg_nccl ? &ck->nccl_default.calls : &ck->applied.calls;
+  ck->hot_published = ck->seg_published;
+}
+
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   *d = (ah_decision_t){.algo = -1, .proto = -1, .source = AH_SOURCE_DEFAULT};
-  last_decision.c = NULL;
+  ah_shim_chunk_comm = NULL;
   int coll = call->coll;
   if ((unsigned)coll >= AH_NUM_FUNCTIONS) return;
   if (__builtin_expect(c->ctl < 0, 0)) ah_shim_comm_control(c);
-  if (__builtin_expect(simulating, 0)) {
+  if (__builtin_expect(ah_shim_simulating_now, 0)) {
     decide_peek(c, call, d);
     return;
   }
@@ -192,6 +201,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       decision_apply(d, c, call, seg);
       ck->source = seg->source;
       if (seg->count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
+      if (seg->count == AH_SCHED_FOREVER) hot_set(c, ck, call, d);
       return;
     }
     ah_shim_refused(c, call, d); /* a pair this call cannot run: NCCL's choice, counted as such */
@@ -203,7 +213,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
 }
 
 size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
-  if (last_decision.c != c || last_decision.coll != coll || last_decision.nbytes != nbytes) return 0;
+  if (ah_shim_chunk_comm != c || last_decision.coll != coll || last_decision.nbytes != nbytes) return 0;
   return last_decision.chunk;
 }
 
@@ -218,6 +228,6 @@ void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   d->algo = d->proto = -1;
   d->nchannels = 0;
   d->chunk = 0;
-  last_decision.c = NULL; /* nor its chunk (v6) */
+  ah_shim_chunk_comm = NULL; /* nor its chunk (v6) */
 }
 

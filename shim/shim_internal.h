@@ -80,6 +80,14 @@ typedef struct ah_shim_rankkey {
   int coll, bin;
   uint64_t next;             /* call index of the next call: calls counted so far */
   uint64_t bytes_min, bytes_max;
+  /* The settled call's short path (ah_shim_decide_hot, shim_decide_hot.h): written by a full
+   * decision that ran a forever segment with nothing else to do, valid while the schedule's
+   * published count is still hot_published. */
+  uint64_t hot_published;    /* UINT64_MAX: none */
+  uint64_t *hot_calls;       /* the statistic its calls are counted in (applied or NCCL's default) */
+  int hot_cell;              /* the cost-table cell forced: hot_algo x hot_num_proto + protocol */
+  int hot_algo, hot_num_proto;
+  int hot_nchannels;         /* the channel count asked for, 0 NCCL's */
   ah_config_t nccl_cfg;      /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
   ah_stat_t nccl_default;            /* calls that ran NCCL's own choice */
   ah_stat_t applied;         /* calls that ran the current non-default config */

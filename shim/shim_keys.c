@@ -141,7 +141,7 @@ ah_shim_rankkey_t *ah_shim_rankkey_new(int coll, int bin) {
   ah_shim_rankkey_t *ck = malloc(sizeof *ck);
   if (ck) /* every other member starts at zero */
     *ck = (ah_shim_rankkey_t){.coll = coll, .bin = bin, .bytes_min = UINT64_MAX, .seg_first = UINT64_MAX,
-                              .seg_published = UINT64_MAX, .source = AH_SOURCE_DEFAULT};
+                              .seg_published = UINT64_MAX, .hot_published = UINT64_MAX, .source = AH_SOURCE_DEFAULT};
   return ck;
 }
 

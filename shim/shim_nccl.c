@@ -324,45 +324,65 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
     return r_;                                                                                     \
   } while (0)
 
-AH_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                     cudaStream_t stream) {
-  COLLECTIVE(ah_real.AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream), stream, comm,
-             AH_FUNC_ALLREDUCE, count, datatype);
+/* A collective inside a group, the shim ready and no API observer: the group is timed at its end,
+ * so the call only notes the group's stream. Returns 0 for every other call (COLLECTIVE's). */
+static inline int grouped_short(cudaStream_t stream) {
+  if (!(__builtin_expect(atomic_load_explicit(&ah_shim_init_ready, memory_order_acquire), 1) && ah_shim.enabled &&
+        group_depth > 0 && coll_depth == 0 && !atomic_load_explicit(&api_observed, memory_order_relaxed)))
+    return 0;
+  if (!group_has_stream) {
+    group_stream = stream;
+    group_has_stream = 1;
+  }
+  return 1;
 }
 
-AH_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-                                     ncclDataType_t datatype, int root, ncclComm_t comm,
-                                     cudaStream_t stream) {
-  COLLECTIVE(ah_real.Broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream), stream,
-             comm, AH_FUNC_BROADCAST, count, datatype);
-}
+/* A collective's wrapper in two parts: NAME, whose grouped call jumps straight to NCCL (both of its
+ * paths are tail calls, so it saves no register and builds no frame), and NAME_bracketed, out of
+ * line, for every other call. A collective NCCL runs inside another (ncclBcast's ncclBroadcast)
+ * takes the short path again and only notes the same stream. */
+#define COLLECTIVE_WRAPPER(name, real, params, args, stream, comm, coll, count, dt)                \
+  static __attribute__((noinline)) ncclResult_t name##_bracketed params {                          \
+    COLLECTIVE(ah_real.real args, stream, comm, coll, count, dt);                                  \
+  }                                                                                                \
+  AH_EXPORT ncclResult_t name params {                                                             \
+    if (grouped_short(stream)) return ah_real.real args;                                           \
+    return name##_bracketed args;                                                                  \
+  }
 
-AH_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
-                                 ncclComm_t comm, cudaStream_t stream) {
-  COLLECTIVE(ah_real.Bcast(buff, count, datatype, root, comm, stream), stream, comm,
-             AH_FUNC_BROADCAST, count, datatype);
-}
+COLLECTIVE_WRAPPER(ncclAllReduce, AllReduce,
+                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                    ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, count, datatype, op, comm, stream), stream, comm, AH_FUNC_ALLREDUCE, count,
+                   datatype)
 
-AH_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-                                  ncclDataType_t datatype, ncclRedOp_t op, int root,
-                                  ncclComm_t comm, cudaStream_t stream) {
-  COLLECTIVE(ah_real.Reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream), stream,
-             comm, AH_FUNC_REDUCE, count, datatype);
-}
+COLLECTIVE_WRAPPER(ncclBroadcast, Broadcast,
+                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                    ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, count, datatype, root, comm, stream), stream, comm, AH_FUNC_BROADCAST, count,
+                   datatype)
 
-AH_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
-                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  COLLECTIVE(ah_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream), stream, comm,
-             AH_FUNC_ALLGATHER, sendcount, datatype);
-}
+COLLECTIVE_WRAPPER(ncclBcast, Bcast,
+                   (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream),
+                   (buff, count, datatype, root, comm, stream), stream, comm, AH_FUNC_BROADCAST, count, datatype)
 
-AH_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                         cudaStream_t stream) {
-  COLLECTIVE(ah_real.ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
-             stream, comm, AH_FUNC_REDUCESCATTER, recvcount, datatype);
-}
+COLLECTIVE_WRAPPER(ncclReduce, Reduce,
+                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                    int root, ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, count, datatype, op, root, comm, stream), stream, comm, AH_FUNC_REDUCE, count,
+                   datatype)
+
+COLLECTIVE_WRAPPER(ncclAllGather, AllGather,
+                   (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+                    cudaStream_t stream),
+                   (sendbuff, recvbuff, sendcount, datatype, comm, stream), stream, comm, AH_FUNC_ALLGATHER,
+                   sendcount, datatype)
+
+COLLECTIVE_WRAPPER(ncclReduceScatter, ReduceScatter,
+                   (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+                    ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), stream, comm, AH_FUNC_REDUCESCATTER,
+                   recvcount, datatype)
 
 /* ---- communicator lifetime ------------------------------------------------------------------- */
 

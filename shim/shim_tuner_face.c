@@ -11,7 +11,7 @@
 
 #include "shim_chain.h"
 #include "shim_control.h"
-#include "shim_decide.h"
+#include "shim_decide_hot.h"
 #include "shim_internal.h"
 #include "ah_log_file.h"
 
@@ -46,9 +46,9 @@ static int apply_table(float **collCostTable, int numAlgo, int numProto, const a
   return 1;
 }
 
-/* noipa: kept whole; GCC would split off its argument checks into a wrapper that re-pushes nine
- * arguments on every call. */
-static __attribute__((noipa)) ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size_t nBytes,
+/* The full path: every call the short path (get_coll_info_table) does not answer. noipa: kept
+ * whole; GCC would split off its argument checks into a wrapper that re-pushes nine arguments. */
+static __attribute__((noipa, noinline)) ncclResult_t get_coll_info_full(void *ctx, ah_nccl_func_t collType, size_t nBytes,
                                         int numPipeOps, float **collCostTable, int numAlgo,
                                         int numProto, int regBuff, int *nChannels) {
   ah_comm_t *c = ctx;
@@ -64,6 +64,20 @@ static __attribute__((noipa)) ncclResult_t get_coll_info_table(void *ctx, ah_ncc
   if (!apply_table(collCostTable, numAlgo, numProto, &d, c->chain_ctx != NULL)) ah_shim_refused(c, &call, &d);
   if (d.nchannels > 0 && nChannels) *nChannels = d.nchannels;
   return ncclSuccess;
+}
+
+/* v3+ getCollInfo: a settled key's call on the short path (shim_decide_hot.h), else the full one,
+ * tail-called with the arguments as they came. A context exists only once the shim is enabled. */
+static ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size_t nBytes, int numPipeOps,
+                                        float **collCostTable, int numAlgo, int numProto, int regBuff,
+                                        int *nChannels) {
+  if (__builtin_expect(ctx && collCostTable &&
+                           ah_shim_decide_hot(ctx, collType, nBytes, (float *)(void *)collCostTable, numAlgo,
+                                              numProto, nChannels),
+                       1))
+    return ncclSuccess;
+  return get_coll_info_full(ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto, regBuff,
+                            nChannels);
 }
 
 /* v1/v2: NCCL wants both or neither of algorithm and protocol; a partial pair is completed with

@@ -279,6 +279,54 @@ START_TEST(test_v6_chunk) {
 }
 END_TEST
 
+/* A settled key's calls past its first 16 take the short path (shim_decide_hot.h): it must force,
+ * count and refuse exactly as the full path does. Checked over 200 calls of one key: the same cell
+ * and channels every call; a call whose table forbids the cell is refused and counted as NCCL's;
+ * every call counted once; the bytes range follows calls made on the short path; the key was made
+ * eligible for it. A key with a chunk (v6) keeps the full path and its chunk at every call. */
+START_TEST(test_settled_calls_short_path) {
+  ah_comm_t *c = ctx_new(0x6767, 8);
+  float t[AH_NUM_ALGOS][AH_NUM_PROTOS], ref[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  int nch, proto;
+  for (int i = 0; i < 200; i++) {
+    size_t bytes = i == 90 ? (size_t)4 << 20 : i == 150 ? (size_t)7 << 20 : (size_t)5 << 20; /* one bin */
+    int forbid = i == 40 || i == 100;
+    table_fill(t);
+    if (forbid) t[AH_ALGO_RING][AH_PROTO_SIMPLE] = AH_COST_IGNORE;
+    memcpy(ref, t, sizeof t);
+    ck_assert_int_eq(get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, bytes, t, &nch), ncclSuccess);
+    if (forbid) {
+      ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
+      ck_assert_int_eq(nch, 0);
+    } else {
+      ck_assert_float_eq(t[AH_ALGO_RING][AH_PROTO_SIMPLE], 0.0f);
+      ck_assert_int_eq(argmin(t, &proto), AH_ALGO_RING);
+      ck_assert_int_eq(proto, AH_PROTO_SIMPLE);
+      ck_assert_int_eq(nch, 16);
+    }
+  }
+  ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 5 << 20, c->nranks)];
+  ck_assert_ptr_nonnull(ck);
+  ck_assert_uint_eq(ck->next, 200);
+  ck_assert_uint_eq(ck->applied.calls, 198);
+  ck_assert_uint_eq(ck->nccl_default.calls, 2);
+  ck_assert_uint_eq(ck->bytes_min, (uint64_t)4 << 20);
+  ck_assert_uint_eq(ck->bytes_max, (uint64_t)7 << 20);
+  ck_assert_uint_ne(ck->hot_published, UINT64_MAX);
+  void *ctx6 = NULL;
+  ck_assert_int_eq(ncclTunerPlugin_v6.init(&ctx6, 0x6868, 8, 1, NULL, NULL, NULL), ncclSuccess);
+  for (int i = 0; i < 100; i++) {
+    table_fill(t);
+    ncclTunerPlugin_v6.getCollInfo(ctx6, AH_FUNC_REDUCE, 2 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
+                                   AH_NUM_PROTOS, 0, &nch);
+    size_t chunk = 131072;
+    ncclTunerPlugin_v6.getChunkSize(ctx6, AH_FUNC_REDUCE, 2 << 20, AH_ALGO_RING, AH_PROTO_LL, 8, &chunk);
+    ck_assert_uint_eq(chunk, 512 << 10);
+  }
+  ck_assert_int_eq(ncclTunerPlugin_v6.finalize(ctx6), ncclSuccess);
+}
+END_TEST
+
 START_TEST(test_bin_matches_ah_size_bin) {
   static const int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST};
   static const int ranks[] = {1, 2, 3, 8, 16};
@@ -632,6 +680,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_simulate_counts_nothing);
     tcase_add_test(tc, test_grouped_init_claims_shared);
     tcase_add_test(tc, test_v6_chunk);
+    tcase_add_test(tc, test_settled_calls_short_path);
     tcase_add_test(tc, test_bin_matches_ah_size_bin);
   } else if (strcmp(scenario, "malformed") == 0) {
     tcase_add_test(tc, test_malformed_rest_applies);

@@ -1,0 +1,50 @@
+/* The settled call's short path: a v3+ getCollInfo whose key runs a forever segment (converged,
+ * pinned) with nothing else to do is answered from three fields the key's last full decision left
+ * (hot_*), without building a call or a decision. Anything else — a sampled call (timed), a segment
+ * published since, a cell this call's table forbids, drift re-opening the key, a graph capture, a
+ * simulated group — returns 0 and takes the full path (ah_shim_decide), which is the reference:
+ * the short path counts and forces exactly what the full path would. */
+#ifndef AH_SHIM_DECIDE_HOT_H
+#define AH_SHIM_DECIDE_HOT_H
+
+#include "shim_decide.h"
+
+/* Which calls are timed: every call of a segment that is not forever (a probe the search needs
+ * measured), and of a key whose configuration is settled (pinned, converged or observed) its first
+ * 16 calls and then one in 64 — enough for the report and for drift checks, while the calls in
+ * between cost no CUDA call at all. */
+#define TIME_SAMPLE(index) ((index) < 16 || ((index)&63) == 0)
+
+extern AH_TLS_HOT int ah_shim_simulating_now; /* inside ncclGroupSimulateEnd (shim_decide.c) */
+extern AH_TLS_HOT ah_comm_t *ah_shim_chunk_comm; /* whose v6 chunk is remembered (shim_decide.c) */
+
+/* Decides call (coll, nbytes) of c on the short path: forces the key's cell in `table`
+ * ([num_algo][num_proto], the shape the full decision saw) and its channel count. Returns 1 when done, 0 when the call needs the full path (nothing
+ * was changed then). */
+static inline int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes, float *table, int num_algo,
+                                     int num_proto, int *nchannels_p) {
+  if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS || ah_shim_simulating_now || ah_timing_captured, 0))
+    return 0;
+  size_t per_rank = nbytes;
+  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1)
+    per_rank = nbytes / (size_t)c->nranks;
+  int bin = per_rank > 1 ? 63 - __builtin_clzll((unsigned long long)per_rank) : 0; /* ah_shim_bin */
+  ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
+  if (!ck) return 0;
+  uint64_t index = ck->next;
+  int cell = ck->hot_cell;
+  if (TIME_SAMPLE(index) || ck->hot_published != ah_sched_published(ck->ks->sched) ||
+      num_proto != ck->hot_num_proto || num_algo <= ck->hot_algo || table[cell] < 0 || atomic_load_explicit(&ck->ks->reopen, memory_order_relaxed))
+    return 0;
+  __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
+  if (per_rank < ck->bytes_min) ck->bytes_min = per_rank;
+  if (per_rank > ck->bytes_max) ck->bytes_max = per_rank;
+  (*ck->hot_calls)++;
+  table[cell] = 0.0f;
+  if (ck->hot_nchannels > 0 && nchannels_p) *nchannels_p = ck->hot_nchannels;
+  c->last_stream = ah_timing_cur_stream; /* where the hang probes look (shim_health.c) */
+  ah_shim_chunk_comm = NULL;             /* no v6 chunk for this call */
+  return 1;
+}
+
+#endif
