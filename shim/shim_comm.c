@@ -62,6 +62,7 @@ void ah_comm_pending_push(uint64_t id, int rank) {
   pending[slot].id = id;
   pending[slot].rank = rank;
   pending_count++;
+  ah_comm_pending_any = 1;
 }
 
 int ah_comm_pending_pop(uint64_t *id_p, int *rank_p) {
@@ -74,6 +75,14 @@ int ah_comm_pending_pop(uint64_t *id_p, int *rank_p) {
 }
 
 void ah_comm_pending_clear(void) { pending_head = pending_count = 0; }
+
+AH_TLS_HOT int ah_comm_pending_any;
+
+void ah_comm_pending_group_end(void) {
+  ah_comm_pending_clear();
+  ah_comm_pending_unshare_mine();
+  ah_comm_pending_any = 0;
+}
 
 /* ---- shared pending entries (grouped constructors) --------------------------------------------- */
 
@@ -111,6 +120,7 @@ void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank) {
   nshared++;
   pthread_mutex_unlock(&shared_lock);
   shared_by_me = 1;
+  ah_comm_pending_any = 1;
 }
 
 int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *rank_p) {

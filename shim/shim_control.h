@@ -48,6 +48,9 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
 /* A rank's key entry with nothing counted yet (no key state, no configuration); NULL when
  * memory runs out. */
 ah_shim_rankkey_t *ah_shim_rankkey_new(int coll, int bin);
+/* Drift re-opened the key that ck (the leader's entry) belongs to: its next call takes the full
+ * path, which cuts the forever segment short (ah_shim_leader_cut). */
+void ah_shim_key_reopen(ah_shim_rankkey_t *ck);
 /* First call of a key on this rank: its entry, its process-wide state and, when the key is not
  * searched here, its pinned forever segment. NULL (logged) when memory runs out. Slow path. */
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call);

@@ -152,7 +152,9 @@ static __attribute__((noinline, cold)) void segment_classify(ah_comm_t *c, ah_sh
  * short path while the schedule is unchanged, when the call is one it can answer — a whole pair in
  * a v3+ table, no chunk to remember, no user tuner to consult first. */
 static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, const ah_decision_t *d) {
-  if (ck->seg_cell < 0 || !call->table || d->chunk != 0 || c->chain_ctx || ck->seg_published == UINT64_MAX)
+  uint64_t index = d->index;
+  if (ck->seg_cell < 0 || !call->table || d->chunk != 0 || c->chain_ctx || ck->seg_published == UINT64_MAX ||
+      index + 1 < 16) /* the next call is one of the first 16, all timed */
     return;
   ck->hot_cell = ck->seg_cell;
   ck->hot_algo = ck->seg_cell / call->num_proto;
@@ -160,6 +162,7 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, 
   ck->hot_nchannels = d->nchannels > 0 ? d->nchannels : 0;
   ck->hot_calls = ck->seg_nccl ? &ck->nccl_default.calls : &ck->applied.calls;
   ck->hot_published = ck->seg_published;
+  __atomic_store_n(&ck->hot_end, (index / 64 + 1) * 64, __ATOMIC_RELAXED); /* TIME_SAMPLE's next */
 }
 
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {

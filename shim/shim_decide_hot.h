@@ -1,9 +1,10 @@
 /* The settled call's short path: a v3+ getCollInfo whose key runs a forever segment (converged,
  * pinned) with nothing else to do is answered from three fields the key's last full decision left
- * (hot_*), without building a call or a decision. Anything else — a sampled call (timed), a segment
- * published since, a cell this call's table forbids, drift re-opening the key, a graph capture, a
- * simulated group — returns 0 and takes the full path (ah_shim_decide), which is the reference:
- * the short path counts and forces exactly what the full path would. */
+ * (hot_*), without building a call or a decision. Anything else — a call sampled for timing, a
+ * segment published since, a cell this call's table forbids, drift re-opening the key (the leader's
+ * timing clears hot_end, shim_keys.c), a graph capture, a simulated group — returns 0 and takes the
+ * full path (ah_shim_decide), which is the reference: the short path counts and forces exactly what
+ * the full path would. */
 #ifndef AH_SHIM_DECIDE_HOT_H
 #define AH_SHIM_DECIDE_HOT_H
 
@@ -21,7 +22,7 @@ extern AH_TLS_HOT ah_comm_t *ah_shim_chunk_comm; /* whose v6 chunk is remembered
 /* Decides call (coll, nbytes) of c on the short path: forces the key's cell in `table`
  * ([num_algo][num_proto], the shape the full decision saw) and its channel count. Returns 1 when done, 0 when the call needs the full path (nothing
  * was changed then). */
-static inline int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes, float *table, int num_algo,
+static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes, float *table, int num_algo,
                                      int num_proto, int *nchannels_p) {
   if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS || ah_shim_simulating_now || ah_timing_captured, 0))
     return 0;
@@ -33,8 +34,9 @@ static inline int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes, floa
   if (!ck) return 0;
   uint64_t index = ck->next;
   int cell = ck->hot_cell;
-  if (TIME_SAMPLE(index) || ck->hot_published != ah_sched_published(ck->ks->sched) ||
-      num_proto != ck->hot_num_proto || num_algo <= ck->hot_algo || table[cell] < 0 || atomic_load_explicit(&ck->ks->reopen, memory_order_relaxed))
+  if (index >= __atomic_load_n(&ck->hot_end, __ATOMIC_RELAXED) ||
+      ck->hot_published != ah_sched_published(ck->ks->sched) || num_proto != ck->hot_num_proto ||
+      num_algo <= ck->hot_algo || table[cell] < 0)
     return 0;
   __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
   if (per_rank < ck->bytes_min) ck->bytes_min = per_rank;

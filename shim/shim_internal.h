@@ -81,9 +81,11 @@ typedef struct ah_shim_rankkey {
   uint64_t next;             /* call index of the next call: calls counted so far */
   uint64_t bytes_min, bytes_max;
   /* The settled call's short path (ah_shim_decide_hot, shim_decide_hot.h): written by a full
-   * decision that ran a forever segment with nothing else to do, valid while the schedule's
+   * decision that ran a forever segment with nothing else to do, valid for call indices below
+   * hot_end (the next one sampled for timing; 0 once drift re-opens the key) while the schedule's
    * published count is still hot_published. */
-  uint64_t hot_published;    /* UINT64_MAX: none */
+  uint64_t hot_end;
+  uint64_t hot_published;
   uint64_t *hot_calls;       /* the statistic its calls are counted in (applied or NCCL's default) */
   int hot_cell;              /* the cost-table cell forced: hot_algo x hot_num_proto + protocol */
   int hot_algo, hot_num_proto;
@@ -225,6 +227,10 @@ void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank);
 int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *rank_p);
 /* Drops the entries the calling thread shared (its group has ended). */
 void ah_comm_pending_unshare_mine(void);
+/* Set when the calling thread pushes or shares an entry, so that a group's end clears and unshares
+ * (ah_comm_pending_group_end, which resets it) only on a thread that has something to clear. */
+extern AH_TLS_HOT int ah_comm_pending_any;
+void ah_comm_pending_group_end(void);
 /* NCCL's own hash of a unique id as its commHash (DJB2a over the 128 bytes, as NCCL computes it):
  * a second way to recognise a communicator in a v5+ tuner init. */
 uint64_t ah_comm_alt_id_from_unique_id(const ncclUniqueId *id);

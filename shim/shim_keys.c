@@ -137,6 +137,11 @@ void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call
   ah_pin_segment(ah_shim.settings, ah_shim.profile, c->id, c->nranks, c->nnodes, coll, bin, call, seg);
 }
 
+void ah_shim_key_reopen(ah_shim_rankkey_t *ck) {
+  atomic_store(&ck->ks->reopen, 1);
+  __atomic_store_n(&ck->hot_end, 0, __ATOMIC_RELAXED); /* its next call takes the full path, which cuts */
+}
+
 ah_shim_rankkey_t *ah_shim_rankkey_new(int coll, int bin) {
   ah_shim_rankkey_t *ck = malloc(sizeof *ck);
   if (ck) /* every other member starts at zero */
@@ -218,7 +223,7 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
   if (ck->leader && ks->tune) { /* a pinned config's drift, a one-rank search: the leader's own calls */
     pthread_mutex_lock(&ks->lock);
     ah_tune_observe(ks->tune, index, us);
-    if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune)) atomic_store(&ks->reopen, 1);
+    if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune)) ah_shim_key_reopen(ck);
     pthread_mutex_unlock(&ks->lock);
   }
 }

@@ -250,10 +250,14 @@ AH_EXPORT ncclResult_t ncclGroupStart(void) {
   return r;
 }
 
+/* group_depth counts only groups opened while the shim is enabled (so initialised): a depth above 0
+ * needs neither check again. */
 AH_EXPORT ncclResult_t ncclGroupEnd(void) {
-  ah_shim_init();
-  if (!ah_shim.enabled) return ah_real.GroupEnd();
-  if (group_depth == 0 || --group_depth > 0) return ah_real.GroupEnd();
+  if (__builtin_expect(group_depth == 0, 0)) {
+    ah_shim_init();
+    return ah_real.GroupEnd();
+  }
+  if (--group_depth > 0) return ah_real.GroupEnd();
   int timed = group_has_stream;
   cudaStream_t s = group_stream;
   group_has_stream = 0;
@@ -261,8 +265,8 @@ AH_EXPORT ncclResult_t ncclGroupEnd(void) {
   ncclResult_t r = ah_real.GroupEnd();
   int saved = errno; /* a guest leaves errno as the real call left it */
   if (timed) ah_timing_end(s);
-  ah_comm_pending_clear(); /* grouped inits have run their tuner init by now (or elsewhere) */
-  ah_comm_pending_unshare_mine();
+  if (ah_comm_pending_any) /* grouped inits have run their tuner init by now (or elsewhere) */
+    ah_comm_pending_group_end();
   errno = saved;
   return r;
 }
@@ -324,11 +328,11 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
     return r_;                                                                                     \
   } while (0)
 
-/* A collective inside a group, the shim ready and no API observer: the group is timed at its end,
- * so the call only notes the group's stream. Returns 0 for every other call (COLLECTIVE's). */
+/* A collective inside a group (so the shim is initialised and enabled: see ncclGroupEnd), not inside
+ * another wrapped collective, with no API observer: the group is timed at its end, so the call only
+ * notes the group's stream. Returns 0 for every other call (COLLECTIVE's). */
 static inline int grouped_short(cudaStream_t stream) {
-  if (!(__builtin_expect(atomic_load_explicit(&ah_shim_init_ready, memory_order_acquire), 1) && ah_shim.enabled &&
-        group_depth > 0 && coll_depth == 0 && !atomic_load_explicit(&api_observed, memory_order_relaxed)))
+  if (!(group_depth > 0 && coll_depth == 0 && !atomic_load_explicit(&api_observed, memory_order_relaxed)))
     return 0;
   if (!group_has_stream) {
     group_stream = stream;
@@ -472,10 +476,7 @@ AH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
   ah_comm_last_reset();
   ncclResult_t r = ah_real.CommInitAll(comms, ndev, devlist);
   initall_ndev = 0;
-  if (group_depth == 0) {
-    ah_comm_pending_clear();
-    ah_comm_pending_unshare_mine();
-  }
+  if (group_depth == 0) ah_comm_pending_group_end();
   if (r == ncclSuccess && comms) {
     int api = needs_api_observer(0); /* NCCL initialises InitAll's ranks in a group */
     for (int i = 0; i < ndev; i++) handle_bind(comms[i], initall_id, api, i);

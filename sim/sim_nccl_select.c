@@ -97,26 +97,33 @@ static void support_flags(const float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], int 
 /* Asks the tuner about one bucket and applies its answer to the table. Returns the tuner's
  * channel count (0 = keep NCCL's), sets the forced pair when a native v1/v2 answer bypasses the
  * table (2.19-2.21), and returns -1 with the last error set when the tuner fails the call. */
-static int ask_tuner(struct ncclComm *c, int coll, size_t nbytes, int npipe,
+static int ask_tuner(struct ncclComm *c, int version, int coll, size_t nbytes, int npipe,
                      float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], int *forced_algo_p, int *forced_proto_p) {
-  int version = sim_nccl_version(), algo, proto, nch, collnet, nvls;
-  int num_algo = version >= 22300 ? 7 : 6;
+  int num_algo = version >= 22300 ? 7 : 6, nch = 0;
   *forced_algo_p = *forced_proto_p = -1;
-  support_flags(table, &collnet, &nvls);
-  ncclResult_t r = sim_tuner_get_coll_info(c->tuner, c->tuner_ctx, coll, nbytes, npipe, table,
-                                           num_algo, collnet, nvls, &algo, &proto, &nch);
+  ncclResult_t r;
+  if (c->tuner->table_fn) { /* v4-v6: the plugin's own function, as NCCL's call site makes it */
+    r = c->tuner->table_fn(c->tuner_ctx, coll, nbytes, npipe, (float **)(void *)table, num_algo, SIM_NUM_PROTOS,
+                           0, &nch);
+  } else {
+    int algo, proto, collnet, nvls;
+    support_flags(table, &collnet, &nvls);
+    r = sim_tuner_get_coll_info(c->tuner, c->tuner_ctx, coll, nbytes, npipe, table, num_algo, collnet, nvls,
+                                &algo, &proto, &nch);
+    if (r == ncclSuccess && c->tuner->abi <= 2 && algo >= 0 && algo < num_algo && proto >= 0 &&
+        proto < SIM_NUM_PROTOS) {
+      if (version < 22200) { /* native v1/v2: the pair bypasses NCCL's model and support checks */
+        *forced_algo_p = algo;
+        *forced_proto_p = proto;
+      } else if (table[algo][proto] >= 0) { /* NCCL's v2 adapter */
+        table[algo][proto] = 0.0f;
+      }
+    }
+  }
   if (r != ncclSuccess) {
     sim_error(r, "ncclsim: the tuner plugin's getCollInfo returned %d for %s of %zu bytes on "
               "rank %d; NCCL fails the group", (int)r, sim_coll_name(coll), nbytes, c->rank);
     return -1;
-  }
-  if (c->tuner->abi <= 2 && algo >= 0 && algo < num_algo && proto >= 0 && proto < SIM_NUM_PROTOS) {
-    if (version < 22200) { /* native v1/v2: the pair bypasses NCCL's model and support checks */
-      *forced_algo_p = algo;
-      *forced_proto_p = proto;
-    } else if (table[algo][proto] >= 0) { /* NCCL's v2 adapter */
-      table[algo][proto] = 0.0f;
-    }
   }
   return nch > 0 ? nch : 0;
 }
@@ -136,9 +143,15 @@ static void trace_open(void) {
 /* Whether a trace is written. The trace's `tuned` flag costs a second selection per bucket, which
  * real NCCL never makes; it is derived only when someone reads it, so sim/'s per-call cost with a
  * tuner loaded is what NCCL's would be (bench/hotpath measures the shim against it). */
+static _Atomic int trace_state; /* 0 not looked at yet, 1 no trace, 2 a trace is written */
 static int trace_enabled(void) {
-  pthread_once(&trace_once, trace_open);
-  return trace_fd >= 0;
+  int st = atomic_load_explicit(&trace_state, memory_order_acquire);
+  if (__builtin_expect(st == 0, 0)) {
+    pthread_once(&trace_once, trace_open);
+    st = trace_fd >= 0 ? 2 : 1;
+    atomic_store_explicit(&trace_state, st, memory_order_release);
+  }
+  return st == 2;
 }
 
 void sim_trace_task(const sim_task_t *t, double us) {
@@ -178,7 +191,7 @@ static ncclResult_t select_bucket(struct ncclComm *c, sim_task_t **b, int nb, si
   /* One-rank collectives reach the tuner before 2.28 (with only Ring/Simple at 0), not after. */
   int tuner_nch = 0, fa = -1, fp = -1, use_tuner = c->tuner && (c->nranks > 1 || version < 22800);
   if (use_tuner) {
-    tuner_nch = ask_tuner(c, coll, total, npipe, table, &fa, &fp);
+    tuner_nch = ask_tuner(c, version, coll, total, npipe, table, &fa, &fp);
     if (tuner_nch < 0) return ncclInvalidUsage;
   }
   sim_config_t cfg, def;

@@ -154,6 +154,10 @@ static void load_once(void) {
     tuner.abi = v;
     tuner.plugin = p;
     tuner.name = *(const char *const *)p; /* every version's struct starts with its name */
+    tuner.table_fn = v == 4   ? ((const ah_tuner_v4_t *)p)->getCollInfo
+                     : v == 5 ? ((const ah_tuner_v5_t *)p)->getCollInfo
+                     : v == 6 ? ((const ah_tuner_v6_t *)p)->getCollInfo
+                              : NULL;
     tuner_state = 1;
     sim_log_info("tuner: using %s (%s) with NCCL %d", sym, tuner.name ? tuner.name : "?", version);
     return;

@@ -16,6 +16,7 @@
 #include "ah_check.h"
 #include "ah_config.h"
 #include "ah_tune.h"
+#include "shim_control.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
 
@@ -481,7 +482,7 @@ static void *drive_main(void *arg) {
       double us = r->algo[i] == AH_ALGO_RING && r->proto[i] == AH_PROTO_SIMPLE ? 50.0 : 100.0;
       int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
       ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, 4 << 20);
-      if (ck->leader && i == atomic_load(r->reopen_at)) atomic_store(&ck->ks->reopen, 1);
+      if (ck->leader && i == atomic_load(r->reopen_at)) ah_shim_key_reopen(ck); /* as drift does */
     }
   }
   return NULL;
@@ -530,6 +531,9 @@ START_TEST(test_tune_search_and_cut) {
   ck_assert_uint_lt(before.first, 600);                /* the forever segment began before */
   ck_assert_uint_ne(before.count, AH_SCHED_FOREVER);   /* and was cut */
   ck_assert_uint_ge(before.first + before.count, 600 + 64);
+  /* at the leader's next call, not at its next one sampled for timing (640): a short path that
+   * missed the re-open would cut at 704 */
+  ck_assert_uint_le(before.first + before.count, 600 + 8 + 64);
 }
 END_TEST
 
