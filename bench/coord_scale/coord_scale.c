@@ -12,7 +12,8 @@
  * the first client of each host carries the others' connections and the hub sends once per host,
  * and the relay puts the others' frames into shared-memory rings without waking them for segments:
  * a rank waiting for a decision takes them from its process's ring (ah_coord_poll), so their arrival
- * is timed on that rank's thread. One thread stands for all of them and polls (ranks_wait below);
+ * is timed on that rank's thread. One thread stands for all of them, woken when a host's relay has
+ * the segment (ranks_wait below);
  * with --rank-threads every such process has its own waiting rank, which sleeps until the relay
  * wakes it, as the shim's (rank_main).
  * Prints p50/p99 of all (client, segment) latencies per run, the p99 of the per-segment "last
@@ -28,6 +29,7 @@
  * many hosts, but here they share this machine's CPUs with the hub (they run at nice +10 for that
  * reason — a bench artifact, not something the job relies on); the output says so. */
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -52,8 +54,14 @@ static _Atomic uint64_t pub_ns[NSEG];
 
 typedef struct {
   _Atomic int got;
+  int relay; /* this client is its host's relay: its delivery rings relay_bell */
   uint64_t lat_ns[NSEG];
 } client_rec_t;
+
+/* The stand-in's doorbell (ranks_wait): a relay's own delivery rings it, and wakes the stand-in
+ * when it sleeps, as the shim's waiting ranks are woken when their relay fills their rings. */
+static _Atomic uint32_t relay_bell;
+static _Atomic int standin_asleep;
 
 static void bench_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
   client_rec_t *r = arg;
@@ -61,6 +69,10 @@ static void bench_deliver(void *arg, const ah_key_t *key, const ah_segment_t *se
   uint64_t i = seg->first;
   if (i < NSEG) r->lat_ns[i] = now - atomic_load(&pub_ns[i]);
   atomic_fetch_add(&r->got, 1);
+  if (r->relay) { /* the bell, then the sleeper: the stand-in stores the reverse (no lost wake-up) */
+    atomic_fetch_add(&relay_bell, 1);
+    if (atomic_load(&standin_asleep)) syscall(SYS_futex, &relay_bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  }
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -79,19 +91,20 @@ static void sleep_us(long us) {
  * it when it puts the segment there (rank_main below does the same); here one thread stands for
  * all of them (in a job each is a rank on its own CPU, waiting; 56 threads woken on this machine's
  * 2 CPUs already measure the machine: at 64 clients such runs took 3.7-5.1 ms of CPU per decision,
- * the stand-in 0.5-0.9 ms), so it polls between sleeps of 20 us doubling to 500 us — a rank
- * reached at the end of a nap, which the shim's woken rank is not (--rank-threads shows the
- * difference on a few hosts). To keep its own CPU time (an artifact: 896 ranks' polls on 2 CPUs)
- * off the hub's, it polls a host's processes only once the host's relay has the segment — the
- * relay puts it into their rings after its own copy, from the same read, so no process can have
- * it sooner. Clients the hub reaches directly deliver on their own I/O thread, and polling them
- * finds nothing. Returns when every client has s, or after `limit_us`. */
+ * the stand-in 0.5-0.9 ms). It sleeps until a host's relay has the segment (the relay's delivery
+ * rings relay_bell), then takes it for that host's processes; the relay puts it into their rings
+ * after its own copy, from the same read, so no process can have it sooner, and a process whose
+ * ring is not filled yet is looked at again after a nap of 20 us doubling to 500 us. Clients the
+ * hub reaches directly deliver on their own I/O thread, and polling them finds nothing. Returns
+ * when every client has s, or after `limit_us`. */
 static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host, const int *relay_of, int s,
                        uint64_t t0, long limit_us) {
   int nhosts = (n + per_host - 1) / per_host, left = nhosts;
   char *done = calloc((size_t)nhosts, 1);
   long nap = 20;
   while (done && left > 0) {
+    uint32_t bell = atomic_load(&relay_bell);
+    int filling = 0; /* a host whose relay has s, not yet every one of its processes */
     for (int h = 0; h < nhosts; h++) {
       if (done[h]) continue;
       int r = relay_of[h];
@@ -103,10 +116,21 @@ static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host,
           all &= atomic_load(&recs[i].got) > s;
         }
       if (all) done[h] = 1, left--;
+      else filling = 1;
     }
     if (left == 0 || (ah_coord_now_ns() - t0) / 1000 > (uint64_t)limit_us) break;
-    sleep_us(nap);
-    if (nap < 500) nap *= 2;
+    if (filling) {
+      sleep_us(nap);
+      if (nap < 500) nap *= 2;
+      continue;
+    }
+    nap = 20;
+    atomic_store(&standin_asleep, 1); /* the sleeper, then the bell: see bench_deliver */
+    if (atomic_load(&relay_bell) == bell) {
+      struct timespec ts = {.tv_sec = 0, .tv_nsec = 500 * 1000};
+      syscall(SYS_futex, &relay_bell, FUTEX_WAIT_PRIVATE, bell, &ts, NULL, 0);
+    }
+    atomic_store(&standin_asleep, 0);
   }
   free(done);
 }
@@ -202,6 +226,7 @@ static int run(int nclients, int per_host, int rank_threads, int nseg, long pace
     relay_of[h] = -1;
     for (int i = h * per_host; i < nclients && i < (h + 1) * per_host; i++)
       if (ah_coord_client_relay_role(cs[i]) == 2) relay_of[h] = i;
+    if (relay_of[h] >= 0) recs[relay_of[h]].relay = 1;
   }
   /* --rank-threads: every process behind a relay waits on a thread of its own. */
   if (rank_threads && per_host > 1) {
@@ -401,7 +426,7 @@ int main(int argc, char **argv) {
            cpu_all, csw, icsw);
     if (per_host > 1)
       printf("; the processes behind relays wait %s", rank_threads ? "on a rank thread each, woken by their relay"
-                                                                     : "through one thread that polls for them all");
+                                                                     : "through one thread woken when their relay has it");
     if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
     if (stolen >= 0) printf("; the hypervisor took %.1f%% of this machine's CPU time (steal)", stolen);
     printf("\n");
