@@ -156,13 +156,17 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, 
   if (ck->seg_cell < 0 || !call->table || d->chunk != 0 || c->chain_ctx || ck->seg_published == UINT64_MAX ||
       index + 1 < 16) /* the next call is one of the first 16, all timed */
     return;
-  ck->hot_cell = ck->seg_cell;
-  ck->hot_algo = ck->seg_cell / call->num_proto;
+  ck->hot_algo = d->algo; /* a whole pair (seg_cell >= 0), as this call's table is shaped */
   ck->hot_num_proto = call->num_proto;
+  ck->hot_cell = d->algo * call->num_proto + d->proto;
   ck->hot_nchannels = d->nchannels > 0 ? d->nchannels : 0;
   ck->hot_calls = ck->seg_nccl ? &ck->nccl_default.calls : &ck->applied.calls;
   ck->hot_published = ck->seg_published;
-  __atomic_store_n(&ck->hot_end, (index / 64 + 1) * 64, __ATOMIC_RELAXED); /* TIME_SAMPLE's next */
+  /* Until TIME_SAMPLE's next call. A re-open on another thread (ah_shim_key_reopen stores the flag,
+   * then hot_end 0) may have come after this decision looked at the flag: looking again after the
+   * store, both sequentially consistent, one side always sees the other. */
+  __atomic_store_n(&ck->hot_end, (index / 64 + 1) * 64, __ATOMIC_SEQ_CST);
+  if (atomic_load(&ck->ks->reopen)) __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST);
 }
 
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {

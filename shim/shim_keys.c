@@ -139,7 +139,7 @@ void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call
 
 void ah_shim_key_reopen(ah_shim_rankkey_t *ck) {
   atomic_store(&ck->ks->reopen, 1);
-  __atomic_store_n(&ck->hot_end, 0, __ATOMIC_RELAXED); /* its next call takes the full path, which cuts */
+  __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST); /* its next call takes the full path, which cuts */
 }
 
 ah_shim_rankkey_t *ah_shim_rankkey_new(int coll, int bin) {

@@ -278,11 +278,12 @@ AH_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
   ah_shim_init();
   if (!ah_shim.enabled) return ah_real.GroupSimulateEnd(simInfo);
   if (group_depth > 0) group_depth--;
-  group_has_stream = 0;
+  if (group_depth == 0) group_has_stream = 0; /* a nested one leaves the outer group's stream noted */
   ah_shim_simulating(1);
   ncclResult_t r = ah_real.GroupSimulateEnd(simInfo);
   int saved = errno;
   ah_shim_simulating(0);
+  if (group_depth == 0 && ah_comm_pending_any) ah_comm_pending_group_end(); /* as ncclGroupEnd */
   errno = saved;
   return r;
 }
