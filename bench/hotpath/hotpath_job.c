@@ -3,8 +3,10 @@
  * NCCL (sim/) asks the tuner once per rank per iteration. After a warm-up that takes every key past
  * its first decisions and its timed calls, a measured window of iterations runs:
  *
- *   hotpath_job --warmup W --iters N [--window]
+ *   hotpath_job --warmup W --iters N [--window] [--nested-simulate]
  *
+ * --nested-simulate  every iteration's group also holds an empty inner group closed by
+ *           ncclGroupSimulateEnd (tests/shim/check_nested_simulate.sh).
  * --window  brackets the measured iterations with getppid() markers (for strace) and with
  *           ahcount_begin()/ahcount_end() when the counting library (tests/shim/ahcount.c) is
  *           preloaded, then prints "window mallocs=M locks=L" — run with and without the shim.
@@ -23,10 +25,16 @@
 
 #define N 1024
 
+static int nested_simulate; /* --nested-simulate */
+
 static int iteration(ncclComm_t comms[2], float *buf[2], cudaStream_t s[2]) {
   if (ncclGroupStart() != ncclSuccess) return -1;
   for (int r = 0; r < 2; r++)
     if (ncclAllReduce(buf[r], buf[r], N, ncclFloat, ncclSum, comms[r], s[r]) != ncclSuccess) return -1;
+  if (nested_simulate) { /* an empty inner group, planned and dropped; the outer one still runs */
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    if (ncclGroupStart() != ncclSuccess || ncclGroupSimulateEnd(&info) != ncclSuccess) return -1;
+  }
   return ncclGroupEnd() == ncclSuccess ? 0 : -1;
 }
 
@@ -36,8 +44,9 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) warmup = atoi(argv[++i]);
     else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
     else if (strcmp(argv[i], "--window") == 0) window = 1;
+    else if (strcmp(argv[i], "--nested-simulate") == 0) nested_simulate = 1;
     else {
-      fprintf(stderr, "usage: hotpath_job [--warmup W] [--iters N] [--window]\n");
+      fprintf(stderr, "usage: hotpath_job [--warmup W] [--iters N] [--window] [--nested-simulate]\n");
       return 2;
     }
   }
