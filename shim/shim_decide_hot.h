@@ -1,5 +1,5 @@
 /* The settled call's short path: a v3+ getCollInfo whose key runs a forever segment (converged,
- * pinned) with nothing else to do is answered from three fields the key's last full decision left
+ * pinned) with nothing else to do is answered from what the key's last full decision left in it
  * (hot_*), without building a call or a decision. Anything else — a call sampled for timing, a
  * segment published since, a cell this call's table forbids, drift re-opening the key (the leader's
  * timing clears hot_end, shim_keys.c), a graph capture, a simulated group — returns 0 and takes the
@@ -20,10 +20,12 @@ extern AH_TLS_HOT int ah_shim_simulating_now; /* inside ncclGroupSimulateEnd (sh
 extern AH_TLS_HOT ah_comm_t *ah_shim_chunk_comm; /* whose v6 chunk is remembered (shim_decide.c) */
 
 /* Decides call (coll, nbytes) of c on the short path: forces the key's cell in `table`
- * ([num_algo][num_proto], the shape the full decision saw) and its channel count. Returns 1 when done, 0 when the call needs the full path (nothing
- * was changed then). */
-static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes, float *table, int num_algo,
-                                     int num_proto, int *nchannels_p) {
+ * ([num_algo][num_proto], the shape the full decision saw) and its channel count. Returns 1 when
+ * done, 0 when the call needs the full path (nothing was changed then). Always inlined: as a call
+ * it costs its caller the argument shuffle it saves. */
+static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes,
+                                                                    float *table, int num_algo, int num_proto,
+                                                                    int *nchannels_p) {
   if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS || ah_shim_simulating_now || ah_timing_captured, 0))
     return 0;
   size_t per_rank = nbytes;
