@@ -11,6 +11,7 @@
  * it, so by the time any rank issues a collective, every rank living in this process has been
  * announced: `announced == nranks` then means the whole communicator is here and can be tuned
  * without a coordinator. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +63,7 @@ void ah_comm_pending_push(uint64_t id, int rank) {
   pending[slot].id = id;
   pending[slot].rank = rank;
   pending_count++;
-  ah_comm_pending_any = 1;
+  ah_thread.comm_pending = 1;
 }
 
 int ah_comm_pending_pop(uint64_t *id_p, int *rank_p) {
@@ -76,12 +77,12 @@ int ah_comm_pending_pop(uint64_t *id_p, int *rank_p) {
 
 void ah_comm_pending_clear(void) { pending_head = pending_count = 0; }
 
-AH_TLS_HOT int ah_comm_pending_any;
-
 void ah_comm_pending_group_end(void) {
+  int saved = errno; /* called after the real ncclGroupEnd: a guest leaves errno as NCCL left it */
   ah_comm_pending_clear();
   ah_comm_pending_unshare_mine();
-  ah_comm_pending_any = 0;
+  ah_thread.comm_pending = 0;
+  errno = saved;
 }
 
 /* ---- shared pending entries (grouped constructors) --------------------------------------------- */
@@ -120,7 +121,7 @@ void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank) {
   nshared++;
   pthread_mutex_unlock(&shared_lock);
   shared_by_me = 1;
-  ah_comm_pending_any = 1;
+  ah_thread.comm_pending = 1;
 }
 
 int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *rank_p) {

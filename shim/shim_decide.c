@@ -14,16 +14,13 @@
 
 /* ---- the path ------------------------------------------------------------------------------------ */
 
-AH_TLS_HOT ah_comm_t *ah_shim_chunk_comm; /* last_decision's communicator, NULL: none */
 static AH_TLS_HOT struct {
   int coll;
   size_t nbytes;
   size_t chunk;
 } last_decision;
 
-AH_TLS_HOT int ah_shim_simulating_now;
-
-void ah_shim_simulating(int on) { ah_shim_simulating_now = on; }
+void ah_shim_simulating(int on) { ah_thread.simulating = on; }
 
 /* Counts a call in its key: returns its call index and the call's bytes per rank. */
 static inline uint64_t call_count(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call,
@@ -45,8 +42,8 @@ static inline void decision_apply(ah_decision_t *d, ah_comm_t *c, const ah_call_
   if (seg->config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg->config.res[AH_DIM_NCHANNELS];
   if (seg->config.ndims > AH_DIM_CHUNK) d->chunk = (size_t)seg->config.res[AH_DIM_CHUNK];
   d->source = seg->source;
-  if (d->chunk == 0) return; /* ah_shim_chunk_comm was cleared on entry */
-  ah_shim_chunk_comm = c;
+  if (d->chunk == 0) return; /* ah_thread.chunk_comm was cleared on entry */
+  ah_thread.chunk_comm = c;
   last_decision.coll = call->coll;
   last_decision.nbytes = call->nbytes;
   last_decision.chunk = d->chunk;
@@ -171,15 +168,15 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, 
 
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   *d = (ah_decision_t){.algo = -1, .proto = -1, .source = AH_SOURCE_DEFAULT};
-  ah_shim_chunk_comm = NULL;
+  ah_thread.chunk_comm = NULL;
   int coll = call->coll;
   if ((unsigned)coll >= AH_NUM_FUNCTIONS) return;
   if (__builtin_expect(c->ctl < 0, 0)) ah_shim_comm_control(c);
-  if (__builtin_expect(ah_shim_simulating_now, 0)) {
+  if (__builtin_expect(ah_thread.simulating, 0)) {
     decide_peek(c, call, d);
     return;
   }
-  if (__builtin_expect(ah_timing_captured, 0)) {
+  if (__builtin_expect(ah_thread.captured, 0)) {
     decide_captured(c, call, d);
     return;
   }
@@ -190,7 +187,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   uint64_t index = call_count(c, ck, call, &bytes_per_rank);
   d->ck = ck;
   d->index = index;
-  c->last_stream = ah_timing_cur_stream; /* where the hang probes look (shim_health.c) */
+  c->last_stream = ah_thread.stream; /* where the hang probes look (shim_health.c) */
 
   int have = 0;
   if (c->ctl != AH_CTL_OBSERVE) {
@@ -220,7 +217,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
 }
 
 size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
-  if (ah_shim_chunk_comm != c || last_decision.coll != coll || last_decision.nbytes != nbytes) return 0;
+  if (ah_thread.chunk_comm != c || last_decision.coll != coll || last_decision.nbytes != nbytes) return 0;
   return last_decision.chunk;
 }
 
@@ -235,6 +232,6 @@ void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   d->algo = d->proto = -1;
   d->nchannels = 0;
   d->chunk = 0;
-  ah_shim_chunk_comm = NULL; /* nor its chunk (v6) */
+  ah_thread.chunk_comm = NULL; /* nor its chunk (v6) */
 }
 

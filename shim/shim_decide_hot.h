@@ -16,9 +16,6 @@
  * between cost no CUDA call at all. */
 #define TIME_SAMPLE(index) ((index) < 16 || ((index)&63) == 0)
 
-extern AH_TLS_HOT int ah_shim_simulating_now; /* inside ncclGroupSimulateEnd (shim_decide.c) */
-extern AH_TLS_HOT ah_comm_t *ah_shim_chunk_comm; /* whose v6 chunk is remembered (shim_decide.c) */
-
 /* Decides call (coll, nbytes) of c on the short path: forces the key's cell in `table`
  * ([num_algo][num_proto], the shape the full decision saw) and its channel count. Returns 1 when
  * done, 0 when the call needs the full path (nothing was changed then). Always inlined: as a call
@@ -26,8 +23,8 @@ extern AH_TLS_HOT ah_comm_t *ah_shim_chunk_comm; /* whose v6 chunk is remembered
 static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes,
                                                                     float *table, int num_algo, int num_proto,
                                                                     int *nchannels_p) {
-  if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS || ah_shim_simulating_now || ah_timing_captured, 0))
-    return 0;
+  ah_thread_t *t = &ah_thread;
+  if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS || t->simulating || t->captured, 0)) return 0;
   size_t per_rank = nbytes;
   if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1)
     per_rank = nbytes / (size_t)c->nranks;
@@ -46,8 +43,8 @@ static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c
   (*ck->hot_calls)++;
   table[cell] = 0.0f;
   if (ck->hot_nchannels > 0 && nchannels_p) *nchannels_p = ck->hot_nchannels;
-  c->last_stream = ah_timing_cur_stream; /* where the hang probes look (shim_health.c) */
-  ah_shim_chunk_comm = NULL;             /* no v6 chunk for this call */
+  c->last_stream = t->stream; /* where the hang probes look (shim_health.c) */
+  t->chunk_comm = NULL;       /* no v6 chunk for this call */
   return 1;
 }
 

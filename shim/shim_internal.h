@@ -29,6 +29,8 @@
  * of the shim as a plain tuner plugin still fits glibc's static-TLS surplus. */
 #define AH_TLS_HOT _Thread_local __attribute__((tls_model("initial-exec")))
 
+#include "shim_thread.h"
+
 /* NCCL versions whose tuner ABI the shim serves. */
 #define AH_NCCL_FIRST_TUNER 21900
 /* Size bins a context indexes directly: bytes per rank up to 2^63. */
@@ -227,9 +229,9 @@ void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank);
 int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *rank_p);
 /* Drops the entries the calling thread shared (its group has ended). */
 void ah_comm_pending_unshare_mine(void);
-/* Set when the calling thread pushes or shares an entry, so that a group's end clears and unshares
- * (ah_comm_pending_group_end, which resets it) only on a thread that has something to clear. */
-extern AH_TLS_HOT int ah_comm_pending_any;
+/* Clears and unshares what the calling thread pushed or shared (its group has ended) and resets
+ * ah_thread.comm_pending, which is set when it pushes or shares an entry, so that a group's end
+ * calls this only on a thread with something to clear. Leaves errno unchanged. */
 void ah_comm_pending_group_end(void);
 /* NCCL's own hash of a unique id as its commHash (DJB2a over the 128 bytes, as NCCL computes it):
  * a second way to recognise a communicator in a v5+ tuner init. */
@@ -253,22 +255,13 @@ void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg);
  * only if ranks create such communicators in the same order, which is why it is a last resort. */
 uint64_t ah_comm_fallback_id(size_t nranks, size_t nnodes);
 
-/* ---- timing (shim_timing.c) ------------------------------------------------------------------ */
-/* Brackets a wrapped collective or an outermost group. */
-void ah_timing_begin(cudaStream_t stream);
-void ah_timing_end(cudaStream_t stream);
+/* ---- timing (shim_timing.c; the bracket itself is inline in shim_timing.h) ------------------- */
 /* Attaches one decision to the call being issued on this thread. */
 void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank);
-/* Every pending record of this thread is harvested (waiting for none). */
+/* Every pending record of this thread is harvested (waiting for none). Leaves errno unchanged. */
 void ah_timing_harvest(void);
-/* 1 while this thread's bracketed call is issued into a stream being captured into a CUDA graph
- * (cuStreamIsCapturing at the bracket's start), else 0: its decisions are neither timed nor
- * probes. A thread-local read on every decision, hence a variable, not a function. */
-extern AH_TLS_HOT int ah_timing_captured;
 /* The stream of this thread's open bracket (NULL outside one). */
 cudaStream_t ah_timing_stream(void);
-/* The stream of this thread's latest bracket (read by the hot path: a thread-local load). */
-extern AH_TLS_HOT CUstream ah_timing_cur_stream;
 /* ---- hang diagnosis (shim_health.c) ---------------------------------------------------------- */
 /* Starts, once per process, the thread that sends the hub every hub-joined rank's progress record
  * once a second (unless AUTOHA_HEALTH=0). */

@@ -21,6 +21,7 @@
 #include "shim_coord.h"
 #include "shim_decide.h"
 #include "shim_real.h"
+#include "shim_timing.h"
 #include "shim_verbs.h"
 #include "ah_uthash.h"
 
@@ -234,40 +235,38 @@ ncclResult_t ncclGroupEnd(void);
 
 /* ---- groups ----------------------------------------------------------------------------------- */
 
-static AH_TLS_HOT int group_depth;
-static AH_TLS_HOT cudaStream_t group_stream; /* first stream a collective of the group used */
-static AH_TLS_HOT int group_has_stream;
-static AH_TLS_HOT int coll_depth;            /* nesting of wrapped collectives (Bcast) */
+/* The group and wrapped-collective state is in ah_thread (shim_thread.h): group_depth,
+ * group_stream (the first stream a collective of the group used), group_has_stream, coll_depth. */
 static _Thread_local int initall_ndev;          /* inside ncclCommInitAll: its rank count */
 static _Thread_local uint64_t initall_id;       /* and the identity of the id NCCL made for it */
 
-int ah_shim_in_group(void) { return group_depth > 0; }
+int ah_shim_in_group(void) { return ah_thread.group_depth > 0; }
 
 AH_EXPORT ncclResult_t ncclGroupStart(void) {
   ah_shim_init();
   ncclResult_t r = ah_real.GroupStart();
-  if (r == ncclSuccess && ah_shim.enabled) group_depth++;
+  if (r == ncclSuccess && ah_shim.enabled) ah_thread.group_depth++;
   return r;
 }
 
 /* group_depth counts only groups opened while the shim is enabled (so initialised): a depth above 0
  * needs neither check again. */
 AH_EXPORT ncclResult_t ncclGroupEnd(void) {
-  if (__builtin_expect(group_depth == 0, 0)) {
+  ah_thread_t *t = &ah_thread;
+  if (__builtin_expect(t->group_depth == 0, 0)) {
     ah_shim_init();
     return ah_real.GroupEnd();
   }
-  if (--group_depth > 0) return ah_real.GroupEnd();
-  int timed = group_has_stream;
-  cudaStream_t s = group_stream;
-  group_has_stream = 0;
+  if (--t->group_depth > 0) return ah_real.GroupEnd();
+  int timed = t->group_has_stream;
+  cudaStream_t s = t->group_stream;
+  t->group_has_stream = 0;
   if (timed) ah_timing_begin(s);
   ncclResult_t r = ah_real.GroupEnd();
-  int saved = errno; /* a guest leaves errno as the real call left it */
+  /* Both keep errno as the real call left it (a guest's duty), each only when it has work. */
   if (timed) ah_timing_end(s);
-  if (ah_comm_pending_any) /* grouped inits have run their tuner init by now (or elsewhere) */
+  if (t->comm_pending) /* grouped inits have run their tuner init by now (or elsewhere) */
     ah_comm_pending_group_end();
-  errno = saved;
   return r;
 }
 
@@ -277,14 +276,15 @@ AH_EXPORT ncclResult_t ncclGroupEnd(void) {
 AH_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
   ah_shim_init();
   if (!ah_shim.enabled) return ah_real.GroupSimulateEnd(simInfo);
-  if (group_depth > 0) group_depth--;
-  if (group_depth == 0) group_has_stream = 0; /* a nested one leaves the outer group's stream noted */
+  ah_thread_t *t = &ah_thread;
+  if (t->group_depth > 0) t->group_depth--;
+  if (t->group_depth == 0) t->group_has_stream = 0; /* a nested one leaves the outer group's stream noted */
   ah_shim_simulating(1);
   ncclResult_t r = ah_real.GroupSimulateEnd(simInfo);
   int saved = errno;
   ah_shim_simulating(0);
-  if (group_depth == 0 && ah_comm_pending_any) ah_comm_pending_group_end(); /* as ncclGroupEnd */
   errno = saved;
+  if (t->group_depth == 0 && t->comm_pending) ah_comm_pending_group_end(); /* as ncclGroupEnd */
   return r;
 }
 
@@ -304,13 +304,14 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
 #define COLLECTIVE(call, stream, comm, coll, count, dt)                                            \
   do {                                                                                             \
     ah_shim_init();                                                                                \
-    if (!ah_shim.enabled || coll_depth > 0) return call;                                           \
-    coll_depth++;                                                                                  \
+    ah_thread_t *t_ = &ah_thread;                                                                  \
+    if (!ah_shim.enabled || t_->coll_depth > 0) return call;                                       \
+    t_->coll_depth++;                                                                              \
     ncclResult_t r_;                                                                               \
-    if (group_depth > 0) {                                                                         \
-      if (!group_has_stream) {                                                                     \
-        group_stream = (stream);                                                                   \
-        group_has_stream = 1;                                                                      \
+    if (t_->group_depth > 0) {                                                                     \
+      if (!t_->group_has_stream) {                                                                 \
+        t_->group_stream = (stream);                                                               \
+        t_->group_has_stream = 1;                                                                  \
       }                                                                                            \
       r_ = call;                                                                                   \
       if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0) &&        \
@@ -321,11 +322,9 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
       if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0))          \
         api_observe(comm, coll, count, dt);                                                        \
       r_ = call;                                                                                   \
-      int errno_ = errno;                                                                          \
-      ah_timing_end(stream);                                                                       \
-      errno = errno_;                                                                              \
+      ah_timing_end(stream); /* keeps errno as the real call left it */                            \
     }                                                                                              \
-    coll_depth--;                                                                                  \
+    t_->coll_depth--;                                                                              \
     return r_;                                                                                     \
   } while (0)
 
@@ -333,11 +332,12 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
  * another wrapped collective, with no API observer: the group is timed at its end, so the call only
  * notes the group's stream. Returns 0 for every other call (COLLECTIVE's). */
 static inline int grouped_short(cudaStream_t stream) {
-  if (!(group_depth > 0 && coll_depth == 0 && !atomic_load_explicit(&api_observed, memory_order_relaxed)))
+  ah_thread_t *t = &ah_thread;
+  if (!(t->group_depth > 0 && t->coll_depth == 0 && !atomic_load_explicit(&api_observed, memory_order_relaxed)))
     return 0;
-  if (!group_has_stream) {
-    group_stream = stream;
-    group_has_stream = 1;
+  if (!t->group_has_stream) {
+    t->group_stream = stream;
+    t->group_has_stream = 1;
   }
   return 1;
 }
@@ -418,12 +418,12 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
     if (id_ != 0) {                                                                                \
       ah_commrec_announce(id_, (nranks_arg));                                                      \
       ah_comm_pending_push(id_, (rank_arg));                                                       \
-      if (group_depth > 0) ah_comm_pending_share(id_, (alt), (nranks_arg), (rank_arg));            \
+      if (ah_thread.group_depth > 0) ah_comm_pending_share(id_, (alt), (nranks_arg), (rank_arg));  \
     }                                                                                              \
     ah_comm_last_reset();                                                                          \
     ncclResult_t r_ = call;                                                                        \
     int errno_ = errno;                                                                            \
-    int grouped_ = group_depth > 0;                                                                \
+    int grouped_ = ah_thread.group_depth > 0;                                                      \
     if (!grouped_) ah_comm_pending_clear();                                                        \
     if (r_ == ncclSuccess && (newcomm_p) && *(newcomm_p)) {                                        \
       ah_comm_t *ctx_ = ah_comm_last_created();                                                    \
@@ -477,7 +477,7 @@ AH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
   ah_comm_last_reset();
   ncclResult_t r = ah_real.CommInitAll(comms, ndev, devlist);
   initall_ndev = 0;
-  if (group_depth == 0) ah_comm_pending_group_end();
+  if (ah_thread.group_depth == 0) ah_comm_pending_group_end();
   if (r == ncclSuccess && comms) {
     int api = needs_api_observer(0); /* NCCL initialises InitAll's ranks in a group */
     for (int i = 0; i < ndev; i++) handle_bind(comms[i], initall_id, api, i);

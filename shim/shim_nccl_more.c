@@ -13,6 +13,7 @@
 #include "shim_decide.h"
 #include "shim_internal.h"
 #include "shim_real.h"
+#include "shim_timing.h"
 
 /* Creates the observed key (coll, bin) of a context: no schedule, no search. */
 static ah_shim_rankkey_t *observed_key(ah_comm_t *c, int coll, int bin) {
@@ -53,9 +54,7 @@ static void observe(ncclComm_t comm, int coll, size_t bytes_per_rank) {
     if (!grouped_) ah_timing_begin(stream);                                                        \
     observe(comm, coll, (count) * (size_t)ah_shim_dtype_size(dt));                                 \
     ncclResult_t r_ = call;                                                                        \
-    int errno_ = errno;                                                                            \
-    if (!grouped_) ah_timing_end(stream);                                                          \
-    errno = errno_;                                                                                \
+    if (!grouped_) ah_timing_end(stream); /* keeps errno as the real call left it */               \
     return r_;                                                                                     \
   } while (0)
 

@@ -17,15 +17,17 @@
  *
  * CUDA graphs: a bracket whose stream is being captured (cuStreamIsCapturing, legal during a
  * capture) records no event — an event recorded in a capture may never be queried — and its
- * decisions are told so (ah_timing_captured). The harvest's queries of earlier events run with the
+ * decisions are told so (ah_thread.captured). The harvest's queries of earlier events run with the
  * thread's capture mode exchanged to relaxed: in the global mode a query from any thread while some
  * thread captures would invalidate that capture (CUDA's "potentially unsafe" calls). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shim_decide.h"
 #include "shim_internal.h"
 #include "shim_real.h"
+#include "shim_timing.h"
 
 #define RING 64
 #define DECISIONS 16
@@ -48,23 +50,7 @@ typedef struct {
   unsigned long dropped;
 } thread_timing_t;
 
-static AH_TLS_HOT thread_timing_t *tt;
-static AH_TLS_HOT record_t *open_rec;    /* the record of the call being issued */
-static AH_TLS_HOT int depth;             /* nesting of wrapped calls (ncclBcast -> ncclBroadcast) */
-AH_TLS_HOT CUstream ah_timing_cur_stream; /* stream of the open (or latest) bracket */
-
-/* Whether `stream` is being captured. A stream the driver cannot answer for (the legacy stream
- * while a blocking stream captures answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) counts as captured:
- * recording an event there would break the user's capture. */
-static int stream_capturing(CUstream stream) {
-  if (!ah_cuda.StreamIsCapturing) return 0;
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult r = ah_cuda.StreamIsCapturing(stream, &st);
-  if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE) return 0; /* NCCL will fail it */
-  return r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-AH_TLS_HOT int ah_timing_captured; /* the open bracket's stream is being captured (shim_internal.h) */
+static AH_TLS_HOT thread_timing_t *tt; /* the bracket's own state is in ah_thread (shim_thread.h) */
 
 /* Moves finished records' durations into their keys, oldest first, without waiting. */
 static void harvest(void) {
@@ -90,41 +76,50 @@ static void harvest(void) {
     t->head = (t->head + 1) % RING;
     t->count--;
   }
+  ah_thread.records_pending = t->count;
   if (exchanged) ah_cuda.ThreadExchangeStreamCaptureMode(&mode); /* the thread's own mode back */
 }
 
-void ah_timing_begin(cudaStream_t stream) {
-  if (depth++ > 0) return;
-  ah_timing_cur_stream = (CUstream)stream;
-  open_rec = NULL;
-  if (__builtin_expect(!ah_cuda.StreamIsCapturing, 0)) (void)ah_shim_cuda_init();
-  ah_timing_captured = stream_capturing(ah_timing_cur_stream);
-  if (tt && tt->count > 0) harvest();
+/* A record's pair of events; 0 (and none) when the driver cannot make them. */
+static int events_create(record_t *r) {
+  if (ah_cuda.EventCreate(&r->start, CU_EVENT_DEFAULT) == CUDA_SUCCESS) {
+    if (ah_cuda.EventCreate(&r->end, CU_EVENT_DEFAULT) == CUDA_SUCCESS) return 1;
+    ah_cuda.EventDestroy(r->start);
+  }
+  r->start = r->end = NULL;
+  return 0;
+}
+
+/* The thread's ring, its events all made now, at its first timed call (one of a key's first
+ * calls, all timed): a job's later sampled calls then create nothing. A pair the driver refuses now
+ * is tried again when its record is next used. */
+static thread_timing_t *ring_create(void) {
+  thread_timing_t *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  for (int i = 0; i < RING; i++)
+    if (!events_create(&t->ring[i])) break;
+  return t;
 }
 
 /* Opens the bracket's record: records the start event. Returns NULL when timing is unavailable. */
 static record_t *record_open(void) {
-  if (!ah_shim_cuda_init() || ah_timing_captured) return NULL;
-  if (!tt && !(tt = calloc(1, sizeof *tt))) return NULL;
+  if (!ah_shim_cuda_init() || ah_thread.captured) return NULL;
+  if (!tt && !(tt = ring_create())) return NULL;
   if (tt->count == RING) { /* the GPU is far behind: skip timing this call rather than wait */
     tt->dropped++;
     return NULL;
   }
   record_t *r = &tt->ring[(tt->head + tt->count) % RING];
-  if (!r->start && (ah_cuda.EventCreate(&r->start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-                    ah_cuda.EventCreate(&r->end, CU_EVENT_DEFAULT) != CUDA_SUCCESS)) {
-    r->start = r->end = NULL;
-    return NULL;
-  }
-  if (ah_cuda.EventRecord(r->start, ah_timing_cur_stream) != CUDA_SUCCESS) return NULL;
+  if (!r->start && !events_create(r)) return NULL;
+  if (ah_cuda.EventRecord(r->start, ah_thread.stream) != CUDA_SUCCESS) return NULL;
   r->n = 0;
   return r;
 }
 
 void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank) {
-  if (depth == 0) return; /* not inside a wrapped call of this thread */
-  record_t *r = open_rec;
-  if (!r && !(r = open_rec = record_open())) return;
+  if (ah_thread.timing_depth == 0) return; /* not inside a wrapped call of this thread */
+  record_t *r = ah_thread.open_record;
+  if (!r && !(r = ah_thread.open_record = record_open())) return;
   if (r->n == DECISIONS) return;
   r->d[r->n].ck = ck;
   r->d[r->n].index = index;
@@ -134,19 +129,23 @@ void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t 
   r->n++;
 }
 
-cudaStream_t ah_timing_stream(void) { return depth > 0 ? (cudaStream_t)ah_timing_cur_stream : NULL; }
+cudaStream_t ah_timing_stream(void) {
+  return ah_thread.timing_depth > 0 ? (cudaStream_t)ah_thread.stream : NULL;
+}
 
-void ah_timing_end(cudaStream_t stream) {
-  if (depth == 0 || --depth > 0) return;
-  ah_timing_captured = 0;
-  record_t *r = open_rec;
-  open_rec = NULL;
-  if (!r) return;
-  if (ah_cuda.EventRecord(r->end, (CUstream)stream) != CUDA_SUCCESS) return;
-  tt->count++;
-  harvest();
+void ah_timing_close(CUstream stream) {
+  int saved = errno; /* a guest leaves errno as the real call left it */
+  record_t *r = ah_thread.open_record;
+  ah_thread.open_record = NULL;
+  if (ah_cuda.EventRecord(r->end, stream) == CUDA_SUCCESS) {
+    tt->count++;
+    harvest();
+  }
+  errno = saved;
 }
 
 void ah_timing_harvest(void) {
+  int saved = errno;
   if (ah_cuda.loaded) harvest();
+  errno = saved;
 }

@@ -1,0 +1,38 @@
+/* The state the shim keeps per thread on a collective's path, in one block.
+ *
+ * A thread-local of a shared library is reached through its offset in the GOT (initial-exec: one
+ * load in each function that touches it, then %fs-relative accesses). A settled call's path — the
+ * collective's wrapper, the group's end with its timing bracket, the tuner's short path — touches
+ * a dozen of them; kept in one block they cost that load once per function. Each field is written
+ * only by the file named beside it. */
+#ifndef AH_SHIM_THREAD_H
+#define AH_SHIM_THREAD_H
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+struct ah_comm;
+
+typedef struct {
+  /* shim_nccl.c: groups and wrapped collectives */
+  int group_depth;           /* groups opened while the shim was enabled */
+  int group_has_stream;      /* a collective of the open group named its stream */
+  int coll_depth;            /* nesting of wrapped collectives (ncclBcast -> ncclBroadcast) */
+  cudaStream_t group_stream; /* the first stream a collective of the open group used */
+  /* shim_timing.c: the timing bracket */
+  int timing_depth;     /* nesting of brackets (a wrapped call inside another) */
+  int captured;         /* the open bracket's stream is being captured into a CUDA graph */
+  int records_pending;  /* records wait to be harvested */
+  CUstream stream;      /* the stream of the open (or latest) bracket */
+  void *open_record;    /* the record of the bracket's call (NULL: nothing timed yet) */
+  /* shim_decide.c */
+  int simulating;              /* inside ncclGroupSimulateEnd */
+  struct ah_comm *chunk_comm;  /* whose v6 chunk is remembered (NULL: none) */
+  /* shim_comm.c */
+  int comm_pending;     /* this thread pushed or shared pending communicator entries */
+} ah_thread_t;
+
+/* Initial-exec (see AH_TLS_HOT in shim_internal.h): the shim is preloaded, so its TLS is static. */
+extern _Thread_local __attribute__((tls_model("initial-exec"))) ah_thread_t ah_thread;
+
+#endif
