@@ -20,7 +20,7 @@ static AH_TLS_HOT struct {
   size_t chunk;
 } last_decision;
 
-void ah_shim_simulating(int on) { ah_thread.simulating = on; }
+void ah_shim_simulating(int on) { ah_thread.unusual.simulating = (unsigned char)(on != 0); }
 
 /* Counts a call in its key: returns its call index and the call's bytes per rank. */
 static inline uint64_t call_count(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call,
@@ -153,6 +153,17 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, 
   if (ck->seg_cell < 0 || !call->table || d->chunk != 0 || c->chain_ctx || ck->seg_published == UINT64_MAX ||
       index + 1 < 16) /* the next call is one of the first 16, all timed */
     return;
+  /* The short path does not look at the table's shape: NCCL passes its compile-time numbers of
+   * algorithms and protocols, the same at every call. Checked here, at every full decision: a table
+   * of another width turns the short path off for the key. */
+  if (ck->hot_num_proto != call->num_proto && ck->hot_num_proto != 0) {
+    if (ck->hot_num_proto > 0)
+      ah_log(AH_LOG_WARN, "%s on communicator %016llx: NCCL's cost table has %d protocols, not %d as "
+             "before; settled calls of this size take the full decision path", ah_coll_name(call->coll),
+             (unsigned long long)c->id, call->num_proto, ck->hot_num_proto);
+    ck->hot_num_proto = -1;
+    return;
+  }
   ck->hot_algo = d->algo; /* a whole pair (seg_cell >= 0), as this call's table is shaped */
   ck->hot_num_proto = call->num_proto;
   ck->hot_cell = d->algo * call->num_proto + d->proto;
@@ -172,11 +183,11 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   int coll = call->coll;
   if ((unsigned)coll >= AH_NUM_FUNCTIONS) return;
   if (__builtin_expect(c->ctl < 0, 0)) ah_shim_comm_control(c);
-  if (__builtin_expect(ah_thread.simulating, 0)) {
+  if (__builtin_expect(ah_thread.unusual.simulating, 0)) {
     decide_peek(c, call, d);
     return;
   }
-  if (__builtin_expect(ah_thread.captured, 0)) {
+  if (__builtin_expect(ah_thread.unusual.captured, 0)) {
     decide_captured(c, call, d);
     return;
   }

@@ -16,35 +16,35 @@
  * between cost no CUDA call at all. */
 #define TIME_SAMPLE(index) ((index) < 16 || ((index)&63) == 0)
 
-/* Decides call (coll, nbytes) of c on the short path: forces the key's cell in `table`
- * ([num_algo][num_proto], the shape the full decision saw) and its channel count. Returns 1 when
- * done, 0 when the call needs the full path (nothing was changed then). Always inlined: as a call
- * it costs its caller the argument shuffle it saves. */
+/* Decides call (coll, nbytes) of c on the short path: forces the key's cell in `table` (with
+ * num_algo rows, as wide as at the full decision: hot_set checks) and its channel count. Returns 1
+ * when done, 0 when the call needs the full path (nothing was changed then). Always inlined: as a
+ * call it costs its caller the argument shuffle it saves. */
 static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes,
-                                                                    float *table, int num_algo, int num_proto,
+                                                                    float *table, int num_algo,
                                                                     int *nchannels_p) {
-  ah_thread_t *t = &ah_thread;
-  if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS || t->simulating || t->captured, 0)) return 0;
+  if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS, 0)) return 0;
   size_t per_rank = nbytes;
   if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1)
     per_rank = nbytes / (size_t)c->nranks;
   int bin = per_rank > 1 ? 63 - __builtin_clzll((unsigned long long)per_rank) : 0; /* ah_shim_bin */
   ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
-  if (!ck) return 0;
-  uint64_t index = ck->next;
-  int cell = ck->hot_cell;
-  if (index >= __atomic_load_n(&ck->hot_end, __ATOMIC_RELAXED) ||
-      ck->hot_published != ah_sched_published(ck->ks->sched) || num_proto != ck->hot_num_proto ||
-      num_algo <= ck->hot_algo || table[cell] < 0)
+  if (!ck || ck->next >= __atomic_load_n(&ck->hot_end, __ATOMIC_RELAXED) ||
+      ah_sched_published(ck->ks->sched) != ck->hot_published ||
+      num_algo <= ck->hot_algo || table[ck->hot_cell] < 0 || ah_thread.unusual.any)
     return 0;
-  __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
+  /* What the checks read is read again below, so that few values stay in registers: the caller
+   * must keep all nine of its arguments for the full path, which leaves this path three of its own
+   * before it would save and restore registers on every call. */
+  __asm__ volatile("" ::: "memory");
+  __atomic_store_n(&ck->next, ck->next + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
   if (per_rank < ck->bytes_min) ck->bytes_min = per_rank;
   if (per_rank > ck->bytes_max) ck->bytes_max = per_rank;
   (*ck->hot_calls)++;
-  table[cell] = 0.0f;
+  table[ck->hot_cell] = 0.0f;
   if (ck->hot_nchannels > 0 && nchannels_p) *nchannels_p = ck->hot_nchannels;
-  c->last_stream = t->stream; /* where the hang probes look (shim_health.c) */
-  t->chunk_comm = NULL;       /* no v6 chunk for this call */
+  c->last_stream = ah_thread.stream; /* where the hang probes look (shim_health.c) */
+  ah_thread.chunk_comm = NULL;       /* no v6 chunk for this call */
   return 1;
 }
 

@@ -24,6 +24,15 @@
 #include "autoha/nccl_tuner_abi.h"
 
 #define AH_EXPORT __attribute__((visibility("default")))
+/* A function whose calls are never made tail calls, and one kept whole, as written, by GCC's
+ * interprocedural passes (the hot path's tuner face, shim_tuner_face.c, says why for each). */
+#if defined(__clang__)
+#define AH_NO_TAIL_CALLS __attribute__((disable_tail_calls))
+#define AH_KEPT_WHOLE __attribute__((noinline))
+#else
+#define AH_NO_TAIL_CALLS __attribute__((optimize("no-optimize-sibling-calls")))
+#define AH_KEPT_WHOLE __attribute__((noipa, noinline))
+#endif
 /* Thread-locals read on every call use the initial-exec model (a load off the thread pointer, no
  * __tls_get_addr call): the shim is preloaded, so its TLS is static. Kept small, so that a dlopen
  * of the shim as a plain tuner plugin still fits glibc's static-TLS surplus. */
@@ -90,7 +99,7 @@ typedef struct ah_shim_rankkey {
   uint64_t hot_published;
   uint64_t *hot_calls;       /* the statistic its calls are counted in (applied or NCCL's default) */
   int hot_cell;              /* the cost-table cell forced: hot_algo x hot_num_proto + protocol */
-  int hot_algo, hot_num_proto;
+  int hot_algo, hot_num_proto; /* the table width hot_cell is for (-1: it changed, no short path) */
   int hot_nchannels;         /* the channel count asked for, 0 NCCL's */
   ah_config_t nccl_cfg;      /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
   ah_stat_t nccl_default;            /* calls that ran NCCL's own choice */

@@ -328,13 +328,13 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
     return r_;                                                                                     \
   } while (0)
 
-/* A collective inside a group (so the shim is initialised and enabled: see ncclGroupEnd), not inside
- * another wrapped collective, with no API observer: the group is timed at its end, so the call only
- * notes the group's stream. Returns 0 for every other call (COLLECTIVE's). */
+/* A collective inside a group (so the shim is initialised and enabled: see ncclGroupEnd) with no API
+ * observer: the group is timed at its end, so the call only notes the group's stream. Returns 0 for
+ * every other call (COLLECTIVE's). One inside another wrapped collective of the group needs no
+ * test of its own: COLLECTIVE would only pass it on, and the outer call noted the stream. */
 static inline int grouped_short(cudaStream_t stream) {
   ah_thread_t *t = &ah_thread;
-  if (!(t->group_depth > 0 && t->coll_depth == 0 && !atomic_load_explicit(&api_observed, memory_order_relaxed)))
-    return 0;
+  if (!(t->group_depth > 0 && !atomic_load_explicit(&api_observed, memory_order_relaxed))) return 0;
   if (!t->group_has_stream) {
     t->group_stream = stream;
     t->group_has_stream = 1;

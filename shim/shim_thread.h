@@ -19,14 +19,21 @@ typedef struct {
   int group_has_stream;      /* a collective of the open group named its stream */
   int coll_depth;            /* nesting of wrapped collectives (ncclBcast -> ncclBroadcast) */
   cudaStream_t group_stream; /* the first stream a collective of the open group used */
+  /* The decisions' unusual cases, either of which sends a decision down the full path: one test
+   * of `any` on the short path. */
+  union {
+    struct {
+      unsigned char captured;   /* shim_timing.c: the open bracket's stream is being captured */
+      unsigned char simulating; /* shim_decide.c: inside ncclGroupSimulateEnd */
+    };
+    unsigned short any;
+  } unusual;
   /* shim_timing.c: the timing bracket */
   int timing_depth;     /* nesting of brackets (a wrapped call inside another) */
-  int captured;         /* the open bracket's stream is being captured into a CUDA graph */
   int records_pending;  /* records wait to be harvested */
   CUstream stream;      /* the stream of the open (or latest) bracket */
   void *open_record;    /* the record of the bracket's call (NULL: nothing timed yet) */
   /* shim_decide.c */
-  int simulating;              /* inside ncclGroupSimulateEnd */
   struct ah_comm *chunk_comm;  /* whose v6 chunk is remembered (NULL: none) */
   /* shim_comm.c */
   int comm_pending;     /* this thread pushed or shared pending communicator entries */

@@ -17,7 +17,7 @@
  *
  * CUDA graphs: a bracket whose stream is being captured (cuStreamIsCapturing, legal during a
  * capture) records no event — an event recorded in a capture may never be queried — and its
- * decisions are told so (ah_thread.captured). The harvest's queries of earlier events run with the
+ * decisions are told so (ah_thread.unusual.captured). The harvest's queries of earlier events run with the
  * thread's capture mode exchanged to relaxed: in the global mode a query from any thread while some
  * thread captures would invalidate that capture (CUDA's "potentially unsafe" calls). */
 #include <errno.h>
@@ -103,7 +103,7 @@ static thread_timing_t *ring_create(void) {
 
 /* Opens the bracket's record: records the start event. Returns NULL when timing is unavailable. */
 static record_t *record_open(void) {
-  if (!ah_shim_cuda_init() || ah_thread.captured) return NULL;
+  if (!ah_shim_cuda_init() || ah_thread.unusual.captured) return NULL;
   if (!tt && !(tt = ring_create())) return NULL;
   if (tt->count == RING) { /* the GPU is far behind: skip timing this call rather than wait */
     tt->dropped++;

@@ -31,7 +31,7 @@ static inline void ah_timing_begin(cudaStream_t stream) {
   if (t->timing_depth++ > 0) return;
   t->stream = (CUstream)stream;
   t->open_record = NULL;
-  t->captured = ah_timing_capturing((CUstream)stream);
+  t->unusual.captured = (unsigned char)ah_timing_capturing((CUstream)stream);
   if (t->records_pending) ah_timing_harvest();
 }
 
@@ -39,7 +39,7 @@ static inline void ah_timing_begin(cudaStream_t stream) {
 static inline void ah_timing_end(cudaStream_t stream) {
   ah_thread_t *t = &ah_thread;
   if (t->timing_depth == 0 || --t->timing_depth > 0) return;
-  t->captured = 0;
+  t->unusual.captured = 0;
   if (t->open_record) ah_timing_close((CUstream)stream);
 }
 

@@ -46,11 +46,11 @@ static int apply_table(float **collCostTable, int numAlgo, int numProto, const a
   return 1;
 }
 
-/* The full path: every call the short path (get_coll_info_table) does not answer. noipa: kept
- * whole; GCC would split off its argument checks into a wrapper that re-pushes nine arguments. */
-static __attribute__((noipa, noinline)) ncclResult_t get_coll_info_full(void *ctx, ah_nccl_func_t collType, size_t nBytes,
-                                        int numPipeOps, float **collCostTable, int numAlgo,
-                                        int numProto, int regBuff, int *nChannels) {
+/* The full path: every call the short path (get_coll_info_table) does not answer. Kept whole: GCC
+ * would split off its argument checks into a wrapper that re-pushes nine arguments. */
+static AH_KEPT_WHOLE ncclResult_t get_coll_info_full(void *ctx, ah_nccl_func_t collType, size_t nBytes,
+                                                     int numPipeOps, float **collCostTable, int numAlgo,
+                                                     int numProto, int regBuff, int *nChannels) {
   ah_comm_t *c = ctx;
   if (!c || !ah_shim.enabled || !collCostTable || numProto <= 0 || numAlgo <= 0) return ncclSuccess;
   if (c->chain_ctx) /* the user's own tuner first: its answer is the default autoha sees */
@@ -66,14 +66,16 @@ static __attribute__((noipa, noinline)) ncclResult_t get_coll_info_full(void *ct
   return ncclSuccess;
 }
 
-/* v3+ getCollInfo: a settled key's call on the short path (shim_decide_hot.h), else the full one,
- * tail-called with the arguments as they came. A context exists only once the shim is enabled. */
-static ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size_t nBytes, int numPipeOps,
-                                        float **collCostTable, int numAlgo, int numProto, int regBuff,
-                                        int *nChannels) {
+/* v3+ getCollInfo: a settled key's call on the short path (shim_decide_hot.h), else the full one
+ * with the arguments as they came. A context exists only once the shim is enabled. Not a tail call:
+ * GCC's sibling call would reload and re-store the three stack arguments on every call, and keep
+ * them in registers it must then save. */
+static AH_NO_TAIL_CALLS ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size_t nBytes,
+                                                         int numPipeOps, float **collCostTable, int numAlgo,
+                                                         int numProto, int regBuff, int *nChannels) {
   if (__builtin_expect(ctx && collCostTable &&
                            ah_shim_decide_hot(ctx, collType, nBytes, (float *)(void *)collCostTable, numAlgo,
-                                              numProto, nChannels),
+                                              nChannels),
                        1))
     return ncclSuccess;
   return get_coll_info_full(ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto, regBuff,

@@ -328,6 +328,38 @@ START_TEST(test_settled_calls_short_path) {
 }
 END_TEST
 
+/* The short path takes the table's width (protocols per algorithm) to be the one its key's last full
+ * decision saw — NCCL passes compile-time constants — and the full decision checks it. A table one
+ * protocol wider at a sampled call (the full path) turns the short path off for the key: from then
+ * on every call, whatever its width, forces Ring/Simple's own cell in its own table's layout (the
+ * width going back at call 200, not a sampled call, would otherwise meet a cell set for the wide one). */
+static void short_path_width_call(ah_comm_t *c, int width) {
+  const ah_tuner_v5_t *p = (const ah_tuner_v5_t *)(const void *)&ncclTunerPlugin_v5;
+  float w[AH_NUM_ALGOS * (AH_NUM_PROTOS + 1)];
+  for (int a = 0; a < AH_NUM_ALGOS; a++)
+    for (int q = 0; q < width; q++) w[a * width + q] = a < AH_ALGO_COLLNET_DIRECT ? 100.0f + (float)(a * width + q) : AH_COST_IGNORE;
+  int nch = 0;
+  ck_assert_int_eq(p->getCollInfo(c, AH_FUNC_ALLREDUCE, 5 << 20, 1, (float **)(void *)w, AH_NUM_ALGOS, width, 0, &nch),
+                   ncclSuccess);
+  for (int i = 0; i < AH_NUM_ALGOS * width; i++)
+    if (i == AH_ALGO_RING * width + AH_PROTO_SIMPLE) ck_assert_float_eq(w[i], 0.0f);
+    else ck_assert_float_ne(w[i], 0.0f);
+  ck_assert_int_eq(nch, 16);
+}
+
+START_TEST(test_short_path_table_width) {
+  ah_comm_t *c = ctx_new(0x6969, 8);
+  for (int i = 0; i < 128; i++) short_path_width_call(c, AH_NUM_PROTOS); /* on the short path by call 16 */
+  ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 5 << 20, c->nranks)];
+  ck_assert_ptr_nonnull(ck);
+  ck_assert_int_eq(ck->hot_num_proto, AH_NUM_PROTOS);
+  for (int i = 128; i < 200; i++) short_path_width_call(c, AH_NUM_PROTOS + 1); /* 128 is sampled */
+  ck_assert_int_eq(ck->hot_num_proto, -1);
+  for (int i = 200; i < 300; i++) short_path_width_call(c, AH_NUM_PROTOS);
+  ck_assert_uint_eq(ck->next, 300);
+}
+END_TEST
+
 START_TEST(test_bin_matches_ah_size_bin) {
   static const int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST};
   static const int ranks[] = {1, 2, 3, 8, 16};
@@ -685,6 +717,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_grouped_init_claims_shared);
     tcase_add_test(tc, test_v6_chunk);
     tcase_add_test(tc, test_settled_calls_short_path);
+    tcase_add_test(tc, test_short_path_table_width);
     tcase_add_test(tc, test_bin_matches_ah_size_bin);
   } else if (strcmp(scenario, "malformed") == 0) {
     tcase_add_test(tc, test_malformed_rest_applies);
