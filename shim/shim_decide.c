@@ -162,6 +162,7 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, 
              "before; settled calls of this size take the full decision path", ah_coll_name(call->coll),
              (unsigned long long)c->id, call->num_proto, ck->hot_num_proto);
     ck->hot_num_proto = -1;
+    __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST); /* whatever index it had reached */
     return;
   }
   ck->hot_algo = d->algo; /* a whole pair (seg_cell >= 0), as this call's table is shaped */

@@ -315,8 +315,11 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
       }                                                                                            \
       r_ = call;                                                                                   \
       if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0) &&        \
-          r_ == ncclSuccess)                                                                       \
+          r_ == ncclSuccess) {                                                                     \
+        int errno_ = errno; /* as the real call left it */                                         \
         api_observe(comm, coll, count, dt);                                                        \
+        errno = errno_;                                                                            \
+      }                                                                                            \
     } else {                                                                                       \
       ah_timing_begin(stream);                                                                     \
       if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0))          \
@@ -476,12 +479,14 @@ AH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
   initall_id = 0;
   ah_comm_last_reset();
   ncclResult_t r = ah_real.CommInitAll(comms, ndev, devlist);
+  int saved = errno; /* a guest leaves errno as the real call left it */
   initall_ndev = 0;
   if (ah_thread.group_depth == 0) ah_comm_pending_group_end();
   if (r == ncclSuccess && comms) {
     int api = needs_api_observer(0); /* NCCL initialises InitAll's ranks in a group */
     for (int i = 0; i < ndev; i++) handle_bind(comms[i], initall_id, api, i);
   }
+  errno = saved;
   return r;
 }
 

@@ -4,7 +4,8 @@
  * load in each function that touches it, then %fs-relative accesses). A settled call's path — the
  * collective's wrapper, the group's end with its timing bracket, the tuner's short path — touches
  * a dozen of them; kept in one block they cost that load once per function. Each field is written
- * only by the file named beside it. */
+ * only by the file named beside it, or by the inline functions of its header (shim_timing.h's
+ * bracket, run inside shim_nccl.c's wrappers). */
 #ifndef AH_SHIM_THREAD_H
 #define AH_SHIM_THREAD_H
 

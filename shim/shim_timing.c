@@ -21,6 +21,7 @@
  * thread's capture mode exchanged to relaxed: in the global mode a query from any thread while some
  * thread captures would invalidate that capture (CUDA's "potentially unsafe" calls). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,6 +91,28 @@ static int events_create(record_t *r) {
   return 0;
 }
 
+/* An exiting thread's ring: its events destroyed (the driver frees one still pending once it
+ * completes) and its memory freed, so that a job whose threads come and go, each issuing a few
+ * collectives, does not keep 128 events per thread it ever had. Its pending times are dropped. The
+ * key's destructor stays valid: the shim is linked -z nodelete (a tuner plugin NCCL dlcloses stays
+ * loaded). */
+static pthread_key_t ring_key;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+static int ring_key_ok;
+
+static void ring_release(void *ring) {
+  thread_timing_t *t = ring;
+  for (int i = 0; i < RING; i++) {
+    if (t->ring[i].start) ah_cuda.EventDestroy(t->ring[i].start);
+    if (t->ring[i].end) ah_cuda.EventDestroy(t->ring[i].end);
+  }
+  free(t);
+  if (tt == t) tt = NULL;
+  ah_thread.records_pending = 0;
+}
+
+static void ring_key_create(void) { ring_key_ok = pthread_key_create(&ring_key, ring_release) == 0; }
+
 /* The thread's ring, its events all made now, at its first timed call (one of a key's first
  * calls, all timed): a job's later sampled calls then create nothing. A pair the driver refuses now
  * is tried again when its record is next used. */
@@ -98,6 +121,8 @@ static thread_timing_t *ring_create(void) {
   if (!t) return NULL;
   for (int i = 0; i < RING; i++)
     if (!events_create(&t->ring[i])) break;
+  pthread_once(&ring_once, ring_key_create);
+  if (ring_key_ok) (void)pthread_setspecific(ring_key, t);
   return t;
 }
 
