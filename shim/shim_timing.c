@@ -12,8 +12,8 @@
  * Attribution: a lone collective gets its own duration. A group is timed as a whole on the first
  * stream a collective of the group used; its duration is shared among the group's timed buckets in
  * proportion to their bytes. Decisions made on other threads (NCCL's own, for non-blocking
- * communicators) are not timed. Each thread's ring of event pairs is allocated and its events
- * created on first use, so after warm-up nothing allocates.
+ * communicators) are not timed. Each thread's ring of event pairs is allocated and all its events
+ * created at its first timed call, so after that nothing allocates; a thread's exit releases it.
  *
  * CUDA graphs: a bracket whose stream is being captured (cuStreamIsCapturing, legal during a
  * capture) records no event — an event recorded in a capture may never be queried — and its
