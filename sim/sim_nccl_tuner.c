@@ -51,8 +51,8 @@ static unsigned long debug_mask(void) {
  * INFO here), lines at or above that level whose subsystem NCCL_DEBUG_SUBSYS selects are printed on
  * stderr in NCCL's format, "host:pid:tid [dev] NCCL INFO message"; WARN lines ignore the subsystem
  * filter, as in NCCL. Without NCCL_DEBUG, only sim's own warning of a plugin's WARN line. */
-static void tuner_logger(ah_nccl_log_level_t level, unsigned long flags, const char *file, int line,
-                         const char *fmt, ...) {
+static __attribute__((format(printf, 5, 6))) void tuner_logger(ah_nccl_log_level_t level, unsigned long flags,
+                                                              const char *file, int line, const char *fmt, ...) {
   const char *dbg = getenv("NCCL_DEBUG");
   int shown = !dbg ? -1 : strcasecmp(dbg, "WARN") == 0 ? AH_NCCL_LOG_WARN
                         : strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0 ? AH_NCCL_LOG_INFO : -1;

@@ -152,7 +152,8 @@ static int nccl_calls, nccl_level;
 static unsigned long nccl_flags;
 static char nccl_text[512];
 
-static void fake_nccl_logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+static __attribute__((format(printf, 5, 6))) void fake_nccl_logger(int level, unsigned long flags, const char *file,
+                                                                int line, const char *fmt, ...) {
   (void)file;
   (void)line;
   nccl_calls++;
