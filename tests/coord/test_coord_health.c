@@ -198,18 +198,17 @@ START_TEST(finding_roundtrip_and_refusals) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coord_health");
-  TCase *tc = tcase_create("classify");
-  tcase_add_test(tc, same_calls_all_idle_is_no_hang);
-  tcase_add_test(tc, same_calls_none_completed);
-  tcase_add_test(tc, same_calls_one_not_completed);
-  tcase_add_test(tc, a_stalled_host_never_entered_the_call);
-  tcase_add_test(tc, b_a_gpu_stopped_while_its_host_went_on);
-  tcase_add_test(tc, b_behind_ranks_never_completed_what_the_front_completed);
-  tcase_add_test(tc, c_ranks_entered_different_calls);
-  tcase_add_test(tc, a_rank_that_never_reported_is_named);
-  tcase_add_test(tc, record_roundtrip_and_refusals);
-  tcase_add_test(tc, finding_roundtrip_and_refusals);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {
+      same_calls_all_idle_is_no_hang,
+      same_calls_none_completed,
+      same_calls_one_not_completed,
+      a_stalled_host_never_entered_the_call,
+      b_a_gpu_stopped_while_its_host_went_on,
+      b_behind_ranks_never_completed_what_the_front_completed,
+      c_ranks_entered_different_calls,
+      a_rank_that_never_reported_is_named,
+      record_roundtrip_and_refusals,
+      finding_roundtrip_and_refusals,
+  };
+  return ah_check_main("coord_health", "classify", tests, sizeof tests / sizeof tests[0]);
 }

@@ -213,14 +213,13 @@ START_TEST(samples_roundtrip_and_refusals) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coord_straggler");
-  TCase *tc = tcase_create("straggler");
-  tcase_add_test(tc, a_late_rank_is_flagged_once_with_its_figures);
-  tcase_add_test(tc, jitter_one_late_call_and_half_late_are_not_stragglers);
-  tcase_add_test(tc, jitter_larger_than_the_threshold_is_not_a_straggler);
-  tcase_add_test(tc, keys_are_judged_apart_and_a_recovered_rank_is_cleared);
-  tcase_add_test(tc, calls_a_rank_never_reports_are_dropped);
-  tcase_add_test(tc, samples_roundtrip_and_refusals);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {
+      a_late_rank_is_flagged_once_with_its_figures,
+      jitter_one_late_call_and_half_late_are_not_stragglers,
+      jitter_larger_than_the_threshold_is_not_a_straggler,
+      keys_are_judged_apart_and_a_recovered_rank_is_cleared,
+      calls_a_rank_never_reports_are_dropped,
+      samples_roundtrip_and_refusals,
+  };
+  return ah_check_main("coord_straggler", "straggler", tests, sizeof tests / sizeof tests[0]);
 }

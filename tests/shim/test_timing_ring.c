@@ -97,9 +97,8 @@ START_TEST(test_ring_made_once_and_released_at_thread_exit) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("timing_ring");
-  TCase *tc = tcase_create("ring");
-  tcase_add_test(tc, test_ring_made_once_and_released_at_thread_exit);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {
+      test_ring_made_once_and_released_at_thread_exit,
+  };
+  return ah_check_main("timing_ring", "ring", tests, sizeof tests / sizeof tests[0]);
 }
