@@ -27,8 +27,7 @@ static inline uint64_t call_count(const ah_comm_t *c, ah_shim_rankkey_t *ck, con
                                   size_t *bytes_per_rank_p) {
   uint64_t index = ck->next;
   __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
-  size_t b = call->nbytes;
-  if ((call->coll == AH_FUNC_ALLGATHER || call->coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1) b /= (size_t)c->nranks;
+  size_t b = ah_shim_per_rank(call->coll, call->nbytes, c->nranks);
   if (b < ck->bytes_min) ck->bytes_min = b;
   if (b > ck->bytes_max) ck->bytes_max = b;
   *bytes_per_rank_p = b;

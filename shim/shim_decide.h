@@ -49,13 +49,19 @@ void ah_shim_decision_log(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_se
 void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, double us,
                          size_t bytes_per_rank);
 
-/* Size bin of a call, identical to ah_size_bin() (a unit test checks) but branch-light for the
- * hot path. */
-static inline int ah_shim_bin(int coll, size_t nbytes, int nranks) {
+/* A call's bytes per rank: NCCL hands AllGather and ReduceScatter their total over all ranks. */
+static inline size_t ah_shim_per_rank(int coll, size_t nbytes, int nranks) {
   size_t per_rank = nbytes;
-  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && nranks > 1)
-    per_rank = nbytes / (size_t)nranks;
+  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && nranks > 1) per_rank = nbytes / (size_t)nranks;
+  return per_rank;
+}
+/* The size bin of bytes per rank, and of a call: identical to ah_size_bin() (a unit test checks)
+ * but branch-light for the hot path. */
+static inline int ah_shim_bin_of(size_t per_rank) {
   return per_rank > 1 ? 63 - __builtin_clzll((unsigned long long)per_rank) : 0;
+}
+static inline int ah_shim_bin(int coll, size_t nbytes, int nranks) {
+  return ah_shim_bin_of(ah_shim_per_rank(coll, nbytes, nranks));
 }
 
 /* ---- the coordinator's hooks ------------------------------------------------------------------ */

@@ -24,11 +24,8 @@ static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c
                                                                     float *table, int num_algo,
                                                                     int *nchannels_p) {
   if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS, 0)) return 0;
-  size_t per_rank = nbytes;
-  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && c->nranks > 1)
-    per_rank = nbytes / (size_t)c->nranks;
-  int bin = per_rank > 1 ? 63 - __builtin_clzll((unsigned long long)per_rank) : 0; /* ah_shim_bin */
-  ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][bin], __ATOMIC_ACQUIRE);
+  size_t per_rank = ah_shim_per_rank(coll, nbytes, c->nranks);
+  ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][ah_shim_bin_of(per_rank)], __ATOMIC_ACQUIRE);
   if (!ck || ck->next >= __atomic_load_n(&ck->hot_end, __ATOMIC_RELAXED) ||
       ah_sched_published(ck->ks->sched) != ck->hot_published ||
       num_algo <= ck->hot_algo || table[ck->hot_cell] < 0 || ah_thread.unusual.any)

@@ -33,12 +33,7 @@
 #define AH_NO_TAIL_CALLS __attribute__((optimize("no-optimize-sibling-calls")))
 #define AH_KEPT_WHOLE __attribute__((noipa, noinline))
 #endif
-/* Thread-locals read on every call use the initial-exec model (a load off the thread pointer, no
- * __tls_get_addr call): the shim is preloaded, so its TLS is static. Kept small, so that a dlopen
- * of the shim as a plain tuner plugin still fits glibc's static-TLS surplus. */
-#define AH_TLS_HOT _Thread_local __attribute__((tls_model("initial-exec")))
-
-#include "shim_thread.h"
+#include "shim_thread.h" /* AH_TLS_HOT and the collective path's per-thread block */
 
 /* NCCL versions whose tuner ABI the shim serves. */
 #define AH_NCCL_FIRST_TUNER 21900

@@ -7,7 +7,6 @@
  * Note that a call is counted when issued, before NCCL runs it (the timing bracket must open
  * first), as the API-side observer counts; calls inside a group are counted but not timed, since
  * the group's time is attributed at ncclGroupEnd to the tuner's decisions only. */
-#include <errno.h>
 
 #include "shim_control.h"
 #include "shim_decide.h"
@@ -35,7 +34,7 @@ static ah_shim_rankkey_t *observed_key(ah_comm_t *c, int coll, int bin) {
 static void observe(ncclComm_t comm, int coll, size_t bytes_per_rank) {
   ah_comm_t *c = ah_shim_handle_ctx(comm);
   if (!c) return;
-  ah_shim_rankkey_t *ck = observed_key(c, coll, bytes_per_rank > 1 ? 63 - __builtin_clzll((unsigned long long)bytes_per_rank) : 0);
+  ah_shim_rankkey_t *ck = observed_key(c, coll, ah_shim_bin_of(bytes_per_rank));
   if (!ck) return;
   uint64_t index = ck->next;
   __atomic_store_n(&ck->next, index + 1, __ATOMIC_RELAXED);

@@ -12,6 +12,11 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+/* Thread-locals read on every call use the initial-exec model (a load off the thread pointer, no
+ * __tls_get_addr call): the shim is preloaded, so its TLS is static. Kept small, so that a dlopen
+ * of the shim as a plain tuner plugin still fits glibc's static-TLS surplus. */
+#define AH_TLS_HOT _Thread_local __attribute__((tls_model("initial-exec")))
+
 struct ah_comm;
 
 typedef struct {
@@ -40,7 +45,6 @@ typedef struct {
   int comm_pending;     /* this thread pushed or shared pending communicator entries */
 } ah_thread_t;
 
-/* Initial-exec (see AH_TLS_HOT in shim_internal.h): the shim is preloaded, so its TLS is static. */
-extern _Thread_local __attribute__((tls_model("initial-exec"))) ah_thread_t ah_thread;
+extern AH_TLS_HOT ah_thread_t ah_thread;
 
 #endif

@@ -107,7 +107,7 @@ static void ring_release(void *ring) {
     if (t->ring[i].end) ah_cuda.EventDestroy(t->ring[i].end);
   }
   free(t);
-  if (tt == t) tt = NULL;
+  tt = NULL; /* the exiting thread's own */
   ah_thread.records_pending = 0;
 }
 

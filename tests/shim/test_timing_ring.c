@@ -72,24 +72,35 @@ static void timed_call(ah_shim_rankkey_t *ck, uint64_t index) {
   ah_timing_end(s);
 }
 
+/* The counts while the thread still runs, read by the test's own thread: Check's assertions belong
+ * there (outside its fork mode a failure on another thread would unwind the wrong stack). */
+typedef struct {
+  int created, destroyed, recorded;
+} counts_t;
+
 static void *three_timed_calls(void *arg) {
-  for (uint64_t i = 0; i < 3; i++) timed_call(arg, i);
-  ck_assert_int_eq(atomic_load(&created), 128); /* all at the first; none at the next two */
-  ck_assert_int_eq(atomic_load(&destroyed), 0);
-  ck_assert_int_eq(atomic_load(&recorded), 6);
+  static ah_shim_rankkey_t ck; /* only stored: no record finishes, so none is read */
+  counts_t *seen = arg;
+  for (uint64_t i = 0; i < 3; i++) timed_call(&ck, i);
+  seen->created = atomic_load(&created);
+  seen->destroyed = atomic_load(&destroyed);
+  seen->recorded = atomic_load(&recorded);
   return NULL;
 }
 
 START_TEST(test_ring_made_once_and_released_at_thread_exit) {
   fake_driver();
-  static ah_shim_rankkey_t ck; /* only stored: no record finishes, so none is read */
   for (int round = 0; round < 2; round++) {
     atomic_store(&created, 0);
     atomic_store(&destroyed, 0);
     atomic_store(&recorded, 0);
+    counts_t seen;
     pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, three_timed_calls, &ck), 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, three_timed_calls, &seen), 0);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(seen.created, 128); /* all at the first; none at the next two */
+    ck_assert_int_eq(seen.destroyed, 0);
+    ck_assert_int_eq(seen.recorded, 6);
     ck_assert_int_eq(atomic_load(&created), 128);
     ck_assert_int_eq(atomic_load(&destroyed), 128);
   }
