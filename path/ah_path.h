@@ -1,5 +1,5 @@
 /* ah_path.h: the QP path and priority policy — which RoCEv2 UDP source port (ECMP path) and which
- * traffic class each RDMA queue pair gets. Pure logic: the shim's verbs hook (shim/shim_verbs.c)
+ * traffic class each RDMA queue pair gets. Pure logic: the shim's verbs hook (rdma/rdma_verbs.c)
  * asks this module at a QP's INIT→RTR transition and writes the answer into grh.flow_label and
  * grh.traffic_class; bench/path_plan runs the same planner over a modelled fat tree.
  *

@@ -18,7 +18,7 @@
 #include "ah_digest.h"
 #include "shim_coord.h"
 #include "shim_decide.h"
-#include "shim_ha.h"
+#include "rdma.h"
 #include "shim_internal.h"
 
 #define COORD_MAP_MAX 4096

@@ -22,7 +22,7 @@
 #include "shim_decide.h"
 #include "shim_real.h"
 #include "shim_timing.h"
-#include "shim_verbs.h"
+#include "rdma.h"
 #include "ah_uthash.h"
 
 /* ---- communicator handles → identity, for split lineage and the API-side observer ------------- */

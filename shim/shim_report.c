@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "shim_decide.h"
-#include "shim_ha.h"
+#include "rdma.h"
 #include "shim_internal.h"
 #include "ah_tune.h"
 

@@ -229,7 +229,7 @@ failback)
   # port 1 down at 2 s, back at 16 s: the connections fail over to port 2; their next standby goes
   # back to port 1 and dies while it is down, rebuilt after 0.25, 0.5, 1, 2, 4, 8 s plus the 0.34 s
   # its heartbeat takes to fail (dead about 12.3 s in, the next rebuild due about 20 s in); when
-  # the port reads active again it is rebuilt at once (shim_ha_failback.c), and the peer, whose
+  # the port reads active again it is rebuilt at once (rdma_ha_failback.c), and the peer, whose
   # port never went down, follows: every connection that failed over ends with a ready standby on
   # the recovered port (the next fault's path). The port comes back in the middle of that 8 s gap:
   # at 13 s, a loaded machine's slower heartbeats moved the backoff's rebuild past it, the rebuild

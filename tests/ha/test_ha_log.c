@@ -1,4 +1,4 @@
-/* test_ha_log.c: unit tests of the failover bookkeeping (path/ah_ha_log.c) — the send and receive
+/* test_ha_log.c: unit tests of the failover bookkeeping (rdma/ah_ha_log.c) — the send and receive
  * logs retire exactly what a completion covers, a failed post forgets only what was not posted,
  * and the replay plan matches a model of an RC connection: for a failure at every point of a
  * stream of NCCL-like chains (unsignalled RDMA WRITE + signalled WRITE_WITH_IMM, CTS-like plain

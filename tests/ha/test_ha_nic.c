@@ -1,4 +1,4 @@
-/* test_ha_nic.c: unit tests of AUTOHA_HA=nic's pure logic (path/ah_ha_nic.c): which NIC backs
+/* test_ha_nic.c: unit tests of AUTOHA_HA=nic's pure logic (rdma/ah_ha_nic.c): which NIC backs
  * which (the neighbour i^1 among NCCL_IB_HCA's devices), and the key translation table that turns
  * a memory key of one key space into the key of the same memory on the backup NIC. */
 #include <check.h>

@@ -1,5 +1,5 @@
 /* test_ha_rebal.c: unit tests of the rebalance after failovers and around degraded links
- * (path/ah_ha_rebal.c): a queue pair is found by its planned port, a failed primary names the two
+ * (rdma/ah_ha_rebal.c): a queue pair is found by its planned port, a failed primary names the two
  * links its route crossed, the re-plan around a failed spine keeps every flow alive, moves only the
  * flows that crossed it, and reaches >= 0.95 of the best possible share (issue 15's bar) where the
  * plan's ports cut flows; around a degraded spine it moves only the flows on it and beats the plan;

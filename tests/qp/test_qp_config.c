@@ -1,6 +1,6 @@
 /* test_qp_config.c: the per-communicator traffic class (ncclConfig_t.trafficClass, NCCL 2.26+)
  * that the shim puts into the config it passes to the real ncclCommInitRankConfig
- * (ah_shim_qp_config_tc, shim/shim_verbs.c), linked from the shim's own objects. CTest runs it with
+ * (ah_shim_qp_config_tc, rdma/rdma_verbs.c), linked from the shim's own objects. CTest runs it with
  * AUTOHA_QP_TC=dscp=26 (argv "set"), without it ("unset"), and with per-communicator rules
  * AUTOHA_QP_TC_COMM='name=dp*:dscp=10;ranks=2-8:dscp=46' on top of AUTOHA_QP_TC=dscp=26 ("rules"). */
 #include <check.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ah_check.h"
-#include "shim_verbs.h"
+#include "rdma.h"
 
 static int tc_set;
 

@@ -1,16 +1,16 @@
-/* shim_ha_state.c: the HA layer's shared state (shim_ha_int.h) — its lock and condition variables,
+/* rdma_ha_state.c: the HA layer's shared state (rdma_ha_int.h) — its lock and condition variables,
  * the wrapped contexts, the list of managed queue pairs, the report's counters and failover
  * records, the writer of the QP-number tables — and the state changes of a managed queue pair that
  * both the data path (NCCL's poll) and the background thread make: a standby's heartbeat result,
  * its death and rebuild time, whether a carrier's error may be held, the start of a failover.
- * Every other shim_ha_*.c file uses it and it uses none of them, so the layer's files depend on
+ * Every other rdma_ha_*.c file uses it and it uses none of them, so the layer's files depend on
  * each other in one direction. */
 #include <stdio.h>
 #include <string.h>
 
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
-/* the layer's shared objects (shim_ha_int.h), defined here so that no other file of the layer
+/* the layer's shared objects (rdma_ha_int.h), defined here so that no other file of the layer
  * depends on another for them */
 pthread_mutex_t ha_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t ha_cv = PTHREAD_COND_INITIALIZER;

@@ -1,14 +1,14 @@
-/* shim_ha_nic_cq.c: the completions of shadows on a backup NIC (AUTOHA_HA=nic, docs/ha.md "Policy
+/* rdma_ha_nic_cq.c: the completions of shadows on a backup NIC (AUTOHA_HA=nic, docs/ha.md "Policy
  * nic"). They arrive on the backup NIC's CQs, which NCCL never polls: the background thread polls
  * them (heartbeats), and once a queue pair of a context has switched to its nic shadow, that
- * context's poll_cq entry (already the context's HA wrapper, shim_ha_data.c) becomes nic_poll_cq,
+ * context's poll_cq entry (already the context's HA wrapper, rdma_ha_data.c) becomes nic_poll_cq,
  * which polls the backup CQs standing behind the CQ NCCL polls and then runs that wrapper.
  *
  * Key choice: whoever polls a backup CQ queues what NCCL gets behind the context's synthesized
  * completions (which NCCL's poll hands out first), under the backup CQ's lock — so each queue
  * pair's completions reach NCCL once and in order whichever thread took them. Peace time is
  * unchanged: the entry is replaced only on a nic failover. */
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 typedef int (*poll_fn)(struct ibv_cq *, int, struct ibv_wc *);
 

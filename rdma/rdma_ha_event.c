@@ -1,9 +1,9 @@
-/* shim_ha_event.c: NCCL's async events, filtered (docs/ha.md). NCCL aborts a communicator on a
+/* rdma_ha_event.c: NCCL's async events, filtered (docs/ha.md). NCCL aborts a communicator on a
  * fatal QP or port event; the events of shadows, of primaries the HA layer has moved off, a
  * port's PORT_ERR when every managed queue pair on it has a ready shadow elsewhere, and a device's
  * DEVICE_FATAL when every one on the device has one on another NIC are the HA layer's, and never
  * reach NCCL. */
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 static _Atomic unsigned long st_events; /* events absorbed */
 

@@ -1,6 +1,6 @@
-/* shim_ha_shadow.c: building a managed queue pair's standby (docs/ha.md, "Shadows"): an RC queue
+/* rdma_ha_shadow.c: building a managed queue pair's standby (docs/ha.md, "Shadows"): an RC queue
  * pair on NCCL's protection domain and CQs, on a backup path — another UDP source port
- * (AUTOHA_HA=path), the NIC's other port (port) — or on another NIC's (nic: shim_ha_nic.c gives
+ * (AUTOHA_HA=path), the NIC's other port (port) — or on another NIC's (nic: rdma_ha_nic.c gives
  * its protection domain, CQs and port; the odd generations there, the even ones on NCCL's NIC),
  * connected with the peer's standby of the same generation through the directory, ready once a
  * heartbeat completed, and kept known by a heartbeat every HA_HB_PERIOD_S. A dead standby is
@@ -11,8 +11,8 @@
 
 #include "ah_env.h"
 #include "ah_path.h"
-#include "shim_ha_int.h"
-#include "shim_verbs.h"
+#include "rdma_ha_int.h"
+#include "rdma_qp_topo.h"
 
 #define SHADOW_MAGIC 0x68615348u
 

@@ -1,9 +1,10 @@
-/* shim_ha_dir.c: the HA layer's records in the coordinator hub's directory (docs/coordinator.md,
+/* rdma_ha_dir.c: the HA layer's records in the coordinator hub's directory (docs/coordinator.md,
  * "Directory"): shadows' parameters, failover counts and doorbells, keyed by GID and QP numbers,
  * so that the two ends of a queue pair meet outside NCCL's bootstrap. */
 #include <string.h>
 
-#include "shim_ha_int.h"
+#include "rdma.h"
+#include "rdma_ha_int.h"
 
 _Static_assert(HA_KEY == AH_COORD_DIR_KEY, "a directory key is the coordinator's");
 

@@ -1,6 +1,6 @@
-/* shim_qp_topo.c: where AUTOHA_QP_TOPO points, expanded once per process for both of its readers —
- * the source-port planner (AUTOHA_QP_SPORT=plan, shim_verbs.c) and the failover layer's backup
- * ports (AUTOHA_HA=path, shim_ha_shadow.c) — so that the two read the same file. Queue pairs are created
+/* rdma_qp_topo.c: where AUTOHA_QP_TOPO points, expanded once per process for both of its readers —
+ * the source-port planner (AUTOHA_QP_SPORT=plan, rdma_verbs.c) and the failover layer's backup
+ * ports (AUTOHA_HA=path, rdma_ha_shadow.c) — so that the two read the same file. Queue pairs are created
  * before the rank is known to the shim, so %r expands to "all" (every rank reads one file). */
 #include <pthread.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include "ah_env.h"
 #include "ah_log.h"
 #include "ah_report.h"
-#include "shim_verbs.h"
+#include "rdma_qp_topo.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char path[AH_ENV_PATH_MAX * 2];

@@ -1,4 +1,4 @@
-/* shim_ha_int.h: what the HA layer's files share (shim/shim_ha_*.c, docs/ha.md): a managed queue
+/* rdma_ha_int.h: what the HA layer's files share (rdma/rdma_ha_*.c, docs/ha.md): a managed queue
  * pair (its primary, its shadow, their logs and states), a wrapped context, the lock and the lists
  * of the layer, and the lock-free look-ups the data path makes for every work request.
  *
@@ -6,8 +6,8 @@
  * no extra CQ needs polling; completions of the shadow are translated (qp_num, wr_id), and the HA
  * layer's own work requests (heartbeats, drain markers) are recognised by their wr_id and never
  * reach NCCL. */
-#ifndef AH_SHIM_HA_INT_H
-#define AH_SHIM_HA_INT_H
+#ifndef AH_RDMA_HA_INT_H
+#define AH_RDMA_HA_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,7 +19,7 @@
 #include "ah_log.h"
 #include "ah_path.h"
 #include "ah_report.h"
-#include "shim_ha.h"
+#include "rdma_ha.h"
 
 /* Everything declared here is the .so's own: direct (not GOT) access from the data path. */
 #pragma GCC visibility push(hidden)
@@ -77,7 +77,7 @@ typedef struct {
 
 typedef struct ha_ctx ha_ctx_t;
 
-/* A queue pair's completion-time measurement (shim_ha_degrade.c): the background thread samples its
+/* A queue pair's completion-time measurement (rdma_ha_degrade.c): the background thread samples its
  * signalled work requests outstanding every 100 ms; over a window, mean outstanding x window /
  * completions is the mean time a work request waits for its completion (Little's law). */
 typedef struct {
@@ -142,10 +142,10 @@ typedef struct ha_qp {
   int busy;                 /* the background thread works on it (under ha_mu) */
   int flow;                 /* its flow in the rebalance's plan: -2 not looked up, -1 none */
   uint16_t rb_sport;        /* the port the rebalance moved its shadow to (0: not moved) */
-  struct ha_nic_qp *nq;     /* AUTOHA_HA=nic: its shadow's NIC and key spaces (shim_ha_nic.c); else NULL */
+  struct ha_nic_qp *nq;     /* AUTOHA_HA=nic: its shadow's NIC and key spaces (rdma_ha_nic.c); else NULL */
   uint16_t rb_psport;       /* the port the rebalance moved its primary to (0: not moved) */
   double fb_done, fb_look;  /* failback: the last kick; the next look at the peer's given-up generation */
-  ha_dg_t dg;               /* its completion time (degraded links; shim_ha_degrade.c) */
+  ha_dg_t dg;               /* its completion time (degraded links; rdma_ha_degrade.c) */
   struct ha_qp *next;
 } ha_qp_t;
 
@@ -159,7 +159,7 @@ struct ha_ctx {
   int (*post_send)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **);
   int (*post_recv)(struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **);
   int (*poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
-  /* the HA poll wrapper of this context (one per context slot, shim_ha_data.c): what a poll_cq
+  /* the HA poll wrapper of this context (one per context slot, rdma_ha_data.c): what a poll_cq
    * chained in front of it calls next (ops.poll_cq is the wrapper unless something is) */
   int (*ha_poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
   ah_shim_ha_verbs_t real;
@@ -226,7 +226,7 @@ static inline ha_qp_t *table_find(ha_ctx_t *hc, uint32_t qpn) {
  * hung on it): the post wrappers find their QP with a mask and, usually, one compare, without the
  * context. The slot is bits 4-16 of the address (the provider's QPs are separate heap blocks), then
  * up to HA_QPMAP_PROBES next ones. A QP's first post finds it through its context's table and puts
- * it here (shim_ha_data.c); a key stays once set, so readers need no lock: a destroyed QP's entry
+ * it here (rdma_ha_data.c); a key stays once set, so readers need no lock: a destroyed QP's entry
  * keeps its managed QP, which is never in peace again (its posts take the slow path, and a new QP
  * at the same address replaces it on its first post). A QP that finds no slot keeps taking its
  * context's table. */
@@ -279,7 +279,7 @@ void ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc *wc);
 /* Polls m's CQs on the background thread, for a drain NCCL may never poll for. Returns how many. */
 int ha_drain_poll(ha_qp_t *m);
 
-/* the directory (shim_ha_dir.c) */
+/* the directory (rdma_ha_dir.c) */
 #define HA_KEY 32 /* AH_COORD_DIR_KEY */
 #define KIND_SHADOW 0x31534148u /* "HAS1" */
 #define KIND_FAIL 0x31464148u   /* "HAF1" */
@@ -287,7 +287,7 @@ int ha_drain_poll(ha_qp_t *m);
 #define KIND_NOTE 0x314e4148u   /* "HAN1": a per-GID doorbell, "a peer of yours failed over" */
 #define KIND_LINK 0x314c4148u   /* "HAL1": a leaf-spine link a failed primary crossed */
 #define KIND_GEN 0x31474148u    /* "HAG1": the newest standby generation a QP gave up (dead) */
-#define KIND_DEGRADE 0x31444148u /* "HAD1": a process's completion-time sample (shim_ha_degrade.c) */
+#define KIND_DEGRADE 0x31444148u /* "HAD1": a process's completion-time sample (rdma_ha_degrade.c) */
 /* Record kind `kind` of generation gen (1, the first shadow, keeps the kind as it is). */
 static inline uint32_t ha_kind_gen(uint32_t kind, uint32_t gen) {
   return gen <= 1 ? kind : (kind & 0x00ffffffu) | (uint32_t)((0x31u + gen - 1) & 0xffu) << 24;
@@ -329,7 +329,7 @@ void ha_standby_dead(ha_qp_t *m, const char *why);
  * NCCL resolved its verbs from; -1 when it cannot be read (no such verb: said once at info; the
  * query failed). Control path only. */
 int ha_port_state(ha_ctx_t *hc, int port);
-/* AUTOHA_HA=nic (shim_ha_nic.c): a shadow on the backup NIC of m's device. Prepare opens that NIC
+/* AUTOHA_HA=nic (rdma_ha_nic.c): a shadow on the backup NIC of m's device. Prepare opens that NIC
  * (once), mirrors NCCL's memory there, and gives the protection domain, CQs, port and GID the
  * shadow is created with, setting m->nq; 0 or -1 (m then runs without a shadow). Add records the
  * created shadow's QP number qpn (0, -1 when full): every standby generation of m is on the same
@@ -355,7 +355,7 @@ const char *ha_nic_name(const ha_qp_t *m);
 int ha_nic_event(int i, struct ibv_async_event *ev, const char **name_p);
 void ha_nic_event_ack(struct ibv_async_event *ev);
 void ha_nic_events(void);
-/* One NCCL CQ and the backup NIC's CQ that stands in for it (shim_ha_nic.c creates them). */
+/* One NCCL CQ and the backup NIC's CQ that stands in for it (rdma_ha_nic.c creates them). */
 typedef struct {
   struct ibv_cq *nccl, *bk;
   pthread_mutex_t mu; /* one poller at a time: what it takes is queued in the CQ's order */
@@ -364,13 +364,13 @@ typedef struct {
 void ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg);
 /* The managed queue pair whose nic shadow, on bk's NIC, has QP number qpn, or NULL. */
 ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn);
-/* The completion side (shim_ha_nic_cq.c). m's work moves to its nic shadow: NCCL's poll of m's
+/* The completion side (rdma_ha_nic_cq.c). m's work moves to its nic shadow: NCCL's poll of m's
  * context polls the backup CQs from now on; call before the first post on the shadow (nothing for
  * other shadows). The background thread's poll of every backup CQ (heartbeats; NCCL's work too). */
 void ha_nic_go_live(ha_qp_t *m);
 void ha_nic_poll_all(void);
 /* A completion of one of m's shadows taken from a backup NIC's CQ, translated as NCCL's poll translates a
- * shadow's (shim_ha_data.c). Returns 1 to hand it to NCCL, 0 to absorb it. */
+ * shadow's (rdma_ha_data.c). Returns 1 to hand it to NCCL, 0 to absorb it. */
 int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc);
 
 /* the background thread's steps; each returns 1 when it moved (run again soon) */
@@ -382,13 +382,13 @@ int ha_health_step(ha_qp_t *m);
 /* 1 when ha_health_step has something to do for m now. Call under ha_mu. */
 int ha_health_due(ha_qp_t *m, double now);
 void ha_notice_check(void);
-/* Failback (shim_ha_failback.c), on the background thread, before m's health step: when m's
+/* Failback (rdma_ha_failback.c), on the background thread, before m's health step: when m's
  * standby is not ready after standbys died and its port was seen down and then active again, it is
  * rebuilt now, one generation ahead, so that the peer follows; a dead standby waiting for its
  * rebuild is rebuilt now when the peer gave up a newer generation (looked at every 0.25 s). Call
  * without m->mu. */
 void ha_failback_step(ha_qp_t *m);
-/* the rebalance (shim_ha_rebal.c): m failed over; re-plan when due; the report's figures */
+/* the rebalance (rdma_ha_rebal.c): m failed over; re-plan when due; the report's figures */
 void ha_rebal_note(ha_qp_t *m);
 void ha_rebal_check(void);
 void ha_rebal_report(ah_report_ha_t *h);
@@ -401,7 +401,7 @@ int ha_rebal_flow(ha_qp_t *m);
 /* m's completions are persistently slower than its peers': publish the links of its planned route
  * as degraded and re-plan soon. Runs on the background thread. */
 void ha_rebal_degraded(ha_qp_t *m);
-/* the degraded-link detection (shim_ha_degrade.c): samples every queue pair every 100 ms and
+/* the degraded-link detection (rdma_ha_degrade.c): samples every queue pair every 100 ms and
  * compares their completion times (the background thread's loop) */
 void ha_degrade_check(void);
 

@@ -1,4 +1,4 @@
-/* shim_ha_failback.c: a recovered path becomes the next failover's at once (docs/ha.md,
+/* rdma_ha_failback.c: a recovered path becomes the next failover's at once (docs/ha.md,
  * "Failback"). After a failover the next standby goes back to the failed path (the other port, the
  * first NIC, another spine) and dies while that path is down; it is rebuilt with a backoff that
  * grows to 8 s, so that a port that stays down costs a few queue pairs. This file shortens the wait
@@ -11,7 +11,7 @@
  * so a later fault of the path in use has somewhere to go. */
 #include <string.h>
 
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 #define FB_PROBE_S 0.25 /* a port's state is read at most this often */
 

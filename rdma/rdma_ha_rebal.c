@@ -1,4 +1,4 @@
-/* shim_ha_rebal.c: the rebalance after failovers and around degraded links (AUTOHA_HA=path with
+/* rdma_ha_rebal.c: the rebalance after failovers and around degraded links (AUTOHA_HA=path with
  * AUTOHA_QP_SPORT=plan; docs/ha.md, "Rebalance"), C4P's dynamic re-plan. */
 #include <errno.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include "ah_env.h"
 #include "ah_ha_rebal.h"
 #include "ah_path.h"
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 static ah_path_topo_t *topo; /* ha_topo(), once the plan is loaded */
 

@@ -1,5 +1,5 @@
-/* shim_ha_nic.c: AUTOHA_HA=nic (docs/ha.md, "Policy nic"): a queue pair's shadow on another NIC of
- * the host. The backup NIC (path/ah_ha_nic.c picks it: the neighbour mlx5_(i^1) among
+/* rdma_ha_nic.c: AUTOHA_HA=nic (docs/ha.md, "Policy nic"): a queue pair's shadow on another NIC of
+ * the host. The backup NIC (rdma/ah_ha_nic.c picks it: the neighbour mlx5_(i^1) among
  * NCCL_IB_HCA's devices) is opened once per process with the real verbs — its own context, one
  * protection domain, one CQ per NCCL CQ its shadows need. NCCL's memory registrations are mirrored
  * on it (all of them when the first shadow is built there, then each new one as NCCL registers it;
@@ -11,7 +11,7 @@
  * Key choice: the backup NIC is the process's, not NCCL's — its own context and protection domain,
  * so NCCL's objects are never touched and a mirror's keys never collide with NCCL's; the price is a
  * second registration of NCCL's memory (made lazily, at the first shadow there). The completions
- * of its CQs are shim_ha_nic_cq.c's. */
+ * of its CQs are rdma_ha_nic_cq.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@
 
 #include "ah_ha_nic.h"
 #include "ah_uthash.h"
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 #define NIC_MAX 16      /* backup NICs per process */
 #define NIC_CQS 64      /* NCCL CQs one backup NIC mirrors */
@@ -215,7 +215,7 @@ static ha_nic_t *nic_open(const char *name) {
   snprintf(nic->name, sizeof nic->name, "%s", name);
   nic->ctx = ctx;
   nic->pd = pd;
-  /* its async events are read by the background thread without blocking (shim_ha_nic_event.c):
+  /* its async events are read by the background thread without blocking (rdma_ha_nic_event.c):
    * NCCL never opened this context, so nobody else reads them */
   int fl = rv.get_async_event && rv.ack_async_event ? fcntl(ctx->async_fd, F_GETFL) : -1;
   nic->events = fl >= 0 && fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0;
@@ -496,7 +496,7 @@ int ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struc
   return 0;
 }
 
-/* ---- the backup CQs, for the completion side (shim_ha_nic_cq.c) ------------------------------- */
+/* ---- the backup CQs, for the completion side (rdma_ha_nic_cq.c) ------------------------------- */
 
 void ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg) {
   int nn = atomic_load_explicit(&nnics, memory_order_acquire);

@@ -1,6 +1,6 @@
-/* shim_ha_data.c: the HA layer's data path (docs/ha.md). NCCL calls post_send, post_recv and
+/* rdma_ha_data.c: the HA layer's data path (docs/ha.md). NCCL calls post_send, post_recv and
  * poll_cq inline through context->ops; ha_ctx_get replaces them on the contexts NCCL's queue pairs
- * live on. Peace time each work request is copied into its queue pair's log (path/ah_ha_log.c) and
+ * live on. Peace time each work request is copied into its queue pair's log (rdma/ah_ha_log.c) and
  * posted to the primary unchanged; each completion retires log entries, and completions of a shadow
  * are rewritten to the primary's QP number. Everything outside that common case — errors, a
  * failover in progress, the HA layer's own heartbeats and drain markers — goes to the noinline slow
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 
 /* ---- synthesized completions ---------------------------------------------------------------- */
@@ -57,7 +57,7 @@ static const char *status_name(enum ibv_wc_status st) {
   }
 }
 
-/* ---- the QP map (shim_ha_int.h) and the tables' probes ----------------------------------------- */
+/* ---- the QP map (rdma_ha_int.h) and the tables' probes ----------------------------------------- */
 
 ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES];
 ha_qp_t ha_qp_none = {.state = HA_BROKEN};

@@ -1,10 +1,10 @@
-/* shim_ha_thread.c: the HA layer's background thread (docs/ha.md): it builds standbys, runs
+/* rdma_ha_thread.c: the HA layer's background thread (docs/ha.md): it builds standbys, runs
  * failovers step by step, sends heartbeats, watches the soft timeout, answers peers' doorbells and
  * re-plans after failovers, sleeping 50 ms
  * when there is nothing to do and 1 ms between the steps of a failover. */
 #include <time.h>
 
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 void *ha_thread(void *arg) {
   (void)arg;
@@ -50,7 +50,7 @@ void *ha_thread(void *arg) {
       int s = atomic_load(&m->sb.state);
       if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS) moved |= ha_shadow_step(m);
       if (ha_health_due(m, ha_now_s())) {
-        ha_failback_step(m); /* a recovered port: its standby rebuilt now (shim_ha_failback.c) */
+        ha_failback_step(m); /* a recovered port: its standby rebuilt now (rdma_ha_failback.c) */
         moved |= ha_health_step(m);
       }
     }

@@ -1,4 +1,4 @@
-/* shim_ha_failover.c: failing a connection over to its standby (docs/ha.md, "Failover" and
+/* rdma_ha_failover.c: failing a connection over to its standby (docs/ha.md, "Failover" and
  * "Replay"): the queue pair carrying the traffic (NCCL's, or the shadow a previous failover moved it
  * to) is moved to ERR and drained with markers, the two ends publish how many messages each took,
  * and once the standby is ready the switch hands NCCL synthesized completions for what the peer
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "ah_env.h"
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 static enum ibv_wc_opcode ha_wc_opcode(int wr_opcode) {
   switch (wr_opcode) {
@@ -64,7 +64,7 @@ static void fail_key(uint8_t key[HA_KEY], const ha_qp_t *m, int mine) {
   else ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, kind);
 }
 
-/* Rings the doorbell of m's peer's GID ("a peer of yours failed over": shim_ha_failover.c's
+/* Rings the doorbell of m's peer's GID ("a peer of yours failed over": rdma_ha_failover.c's
  * ha_notice_check there looks for this side's record) and sets when to look again. */
 static void ring_peer(ha_qp_t *m, double t) {
   uint8_t key[HA_KEY];

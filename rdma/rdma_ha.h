@@ -1,8 +1,8 @@
-/* shim_ha.h: transparent RDMA failover (shim/shim_ha_*.c, docs/ha.md) as the verbs hook
- * (shim_verbs.c) drives it: it reports the queue pairs NCCL creates, connects and destroys, and
- * the HA layer takes over those contexts' data path. */
-#ifndef AH_SHIM_HA_H
-#define AH_SHIM_HA_H
+/* rdma_ha.h: transparent RDMA failover (rdma/rdma_ha_*.c, docs/ha.md) as the verbs hook
+ * (rdma_verbs.c) drives it: it reports the queue pairs NCCL creates, connects and destroys, and
+ * the HA layer takes over those contexts' data path. What shim/ asks of the layer is in rdma.h. */
+#ifndef AH_RDMA_HA_H
+#define AH_RDMA_HA_H
 
 #include <infiniband/verbs.h>
 
@@ -28,7 +28,7 @@ typedef struct {
 int ah_shim_ha_on(void);
 /* 1 when AUTOHA_HA=nic is on: the verbs hook then reports NCCL's memory registrations (below). */
 int ah_shim_ha_nic_on(void);
-/* AUTOHA_HA=nic (shim_ha_nic.c; called only when ah_shim_ha_nic_on()): NCCL registered mr (iova: the address its peers use; dmabuf_fd
+/* AUTOHA_HA=nic (rdma_ha_nic.c; called only when ah_shim_ha_nic_on()): NCCL registered mr (iova: the address its peers use; dmabuf_fd
  * -1 for host memory, else the dma-buf fd and offset NCCL passed, which is duplicated); it is
  * mirrored on the backup NIC, now if that NIC is open, else when the first shadow opens it. NCCL is
  * about to deregister mr: its mirror goes with it. errno is left as it was. */
@@ -47,12 +47,5 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
 int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_event *ev);
 /* NCCL is about to destroy qp: its shadow goes first (it shares NCCL's CQs). */
 void ah_shim_ha_destroying(struct ibv_qp *qp);
-/* The coordinator through whose hub shadows are exchanged: the process's one connection, or NULL
- * (called by shim_coord.c, which owns the connections). */
-struct ah_coord;
-void ah_shim_ha_set_coord(struct ah_coord *c);
-/* The report's "ha" section: the policy ("" when off), shadows ready, failovers (the first
- * AH_REPORT_HA_MAX with time, device, stall and work requests replayed) and totals. */
-void ah_shim_ha_report(ah_report_ha_t *h);
 
 #endif

@@ -1,9 +1,9 @@
-/* shim_ha_degrade.c: finding a queue pair whose path is degraded rather than down (docs/ha.md,
+/* rdma_ha_degrade.c: finding a queue pair whose path is degraded rather than down (docs/ha.md,
  * "Degraded links"): a link running at a fraction of its rate gives no error, only slower
  * completions, so the background thread measures each queue pair's completion time and compares it
  * with its NIC's other queue pairs and the job's other processes (samples exchanged through the
  * hub by a thread of its own); one persistently slower is reported to the rebalance
- * (shim_ha_rebal.c), which re-plans the flows on its links and moves queue pairs live.
+ * (rdma_ha_rebal.c), which re-plans the flows on its links and moves queue pairs live.
  *
  * Key choice: nothing is added to the data path. Every 100 ms the background thread reads two
  * counters the data path keeps anyway — how many signalled work requests were posted and retired —
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "ah_env.h"
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 #define DG_WINDOWS 3       /* windows in a row a queue pair must be slow before it is reported */
 #define DG_FLOOR_S 0.0001  /* and slower than its peers by at least this much, and two grains of the

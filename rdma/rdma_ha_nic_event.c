@@ -1,4 +1,4 @@
-/* shim_ha_nic_event.c: the async events of the backup NICs (AUTOHA_HA=nic, docs/ha.md "Policy
+/* rdma_ha_nic_event.c: the async events of the backup NICs (AUTOHA_HA=nic, docs/ha.md "Policy
  * nic"). autoha opens the backup NIC itself, so NCCL's async thread never reads that context's
  * events; the background thread does, without blocking, once per round. A port that goes down
  * (PORT_ERR) or a device that fails (DEVICE_FATAL) kills the standbys on it at once, and a QP
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim_ha_int.h"
+#include "rdma_ha_int.h"
 
 /* Marks dead the standbys on NIC `name` (port `port`; 0: every port), and with qpn, only the one
  * with that QP number. Returns how many.

@@ -1,4 +1,4 @@
-/* shim_ha_qp.c: the queue pairs the HA layer manages (docs/ha.md), as the verbs hook reports NCCL
+/* rdma_ha_qp.c: the queue pairs the HA layer manages (docs/ha.md), as the verbs hook reports NCCL
  * creating, connecting and destroying them: their entries in the QP-number tables, the facts a shadow is built from
  * (port, access, RTR and RTS attributes, GID), the start of the background thread, the switch
  * AUTOHA_HA and the report's "ha" section. */
@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "ah_env.h"
-#include "shim_ha_int.h"
+#include "rdma.h"
+#include "rdma_ha_int.h"
 
 static int thread_started;
 

@@ -4,7 +4,7 @@
  * messages the peer took on the failed primary, which sends were delivered (their lost completions
  * are synthesized) and which are replayed, in order, on the shadow.
  *
- * Pure logic, like the rest of path/: no verbs calls. The shim (shim/shim_ha_data.c) copies each work
+ * Pure logic, like the rest of path/: no verbs calls. The shim (rdma/rdma_ha_data.c) copies each work
  * request into these logs (one scatter/gather entry, as NCCL's net_ib posts) in posting order; RC
  * completes signalled sends, and receives, in posting order, so a completion names its entry by its
  * place. Key choice: an entry is 64 bytes laid out as the verbs work request is, so the shim fills
@@ -19,7 +19,7 @@
 #define AH_HA_INLINE_MAX 64 /* inline payload kept for a replay (NCCL's inline CTS is 64 bytes) */
 
 /* The opcodes of a send WR as the log keeps them (IBV_WR_* values of verbs.h, mirrored so that this
- * folder needs no verbs header; shim_ha_int.h checks they agree). */
+ * folder needs no verbs header; rdma_ha_int.h checks they agree). */
 enum {
   AH_HA_WR_RDMA_WRITE = 0,
   AH_HA_WR_RDMA_WRITE_WITH_IMM = 1,

@@ -1,4 +1,4 @@
-/* shim_verbs.c: the QP hook — sets the RoCEv2 UDP source port (ECMP path) and traffic class of every
+/* rdma_verbs.c: the QP hook — sets the RoCEv2 UDP source port (ECMP path) and traffic class of every
  * RDMA queue pair the job creates, by rewriting grh.flow_label and grh.traffic_class of the INIT→RTR
  * ibv_modify_qp (the policy is path/ah_path_policy.c).
  *
@@ -31,8 +31,9 @@
 #include "ah_log.h"
 #include "ah_path.h"
 #include "shim_elf.h"
-#include "shim_ha.h"
-#include "shim_verbs.h"
+#include "rdma.h"
+#include "rdma_ha.h"
+#include "rdma_qp_topo.h"
 #include "ah_uthash.h"
 
 #define AH_VERBS_EXPORT __attribute__((visibility("default")))
@@ -365,7 +366,7 @@ static ah_shim_ha_verbs_t dl_real_verbs(void) {
 }
 
 /* What dlsym/dlvsym hand back for the hooked verbs: these call the function the lookup found (and,
- * with AUTOHA_HA, tell the HA layer about NCCL's queue pairs: shim_ha_qp.c). */
+ * with AUTOHA_HA, tell the HA layer about NCCL's queue pairs: rdma_ha_qp.c). */
 static struct ibv_qp *dl_create_wrapper(struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
   struct ibv_qp *qp = verbs_create(atomic_load(&dl_create_qp), pd, init);
   if (qp && ah_shim_ha_on()) {
@@ -402,7 +403,7 @@ static int dl_get_async_event_wrapper(struct ibv_context *ctx, struct ibv_async_
 }
 
 /* AUTOHA_HA=nic: NCCL's memory registrations, reported to the HA layer so that it mirrors them on
- * the backup NIC (shim_ha_nic.c). Each wrapper calls the function NCCL's lookup found. */
+ * the backup NIC (rdma_ha_nic.c). Each wrapper calls the function NCCL's lookup found. */
 static _Atomic(void *) dl_reg_mr, dl_reg_mr_iova2, dl_reg_dmabuf_mr, dl_dereg_mr;
 static struct ibv_mr *dl_reg_mr_wrapper(struct ibv_pd *pd, void *addr, size_t len, int access) {
   struct ibv_mr *mr = ((reg_mr_fn)atomic_load(&dl_reg_mr))(pd, addr, len, access);

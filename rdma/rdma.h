@@ -1,0 +1,30 @@
+/* rdma.h: all that the NCCL side of the shim (shim/) asks of the RDMA side (rdma/: the QP hook
+ * and the failover layer) — the traffic class written into a communicator's config, the
+ * coordinator through which shadows are exchanged, and the report's "ha" section. No file of
+ * shim/ includes another header of rdma/. */
+#ifndef AH_RDMA_H
+#define AH_RDMA_H
+
+#include <nccl.h>
+
+#include "ah_report.h"
+
+/* The config to pass on to the real ncclCommInitRankConfig (rdma_verbs.c): `cfg` itself, or
+ * `copy_p` filled with a copy of it (NCCL_CONFIG_INITIALIZER when cfg is NULL) whose trafficClass
+ * (NCCL 2.26+, the per-communicator traffic class) is the first AUTOHA_QP_TC_COMM rule matching the
+ * communicator's commName (2.27+) or size `nranks` (0: unknown), else AUTOHA_QP_TC — when one of
+ * them is set, the application left the field undefined, and the application's struct is no larger
+ * than the header the shim was built with. The application's own struct is never written.
+ * Note that NCCL_IB_TC in the environment still wins inside NCCL (docs/qp.md), and that an older
+ * libnccl ignores the field (it truncates the config to its own size). */
+ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, int nranks, ncclConfig_t *copy_p);
+
+/* The coordinator through whose hub shadows are exchanged (rdma_ha_dir.c): the process's one
+ * connection, or NULL (called by shim_coord.c, which owns the connections). */
+struct ah_coord;
+void ah_shim_ha_set_coord(struct ah_coord *c);
+/* The report's "ha" section (rdma_ha_qp.c): the policy ("" when off), shadows ready, failovers
+ * (the first AH_REPORT_HA_MAX with time, device, stall and work requests replayed) and totals. */
+void ah_shim_ha_report(ah_report_ha_t *h);
+
+#endif
