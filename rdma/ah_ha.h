@@ -4,7 +4,7 @@
  * messages the peer took on the failed primary, which sends were delivered (their lost completions
  * are synthesized) and which are replayed, in order, on the shadow.
  *
- * Pure logic, like the rest of path/: no verbs calls. The shim (rdma/rdma_ha_data.c) copies each work
+ * Pure logic (rdma/ah_ha_*.c, like path/): no verbs calls. The shim (rdma/rdma_ha_data.c) copies each work
  * request into these logs (one scatter/gather entry, as NCCL's net_ib posts) in posting order; RC
  * completes signalled sends, and receives, in posting order, so a completion names its entry by its
  * place. Key choice: an entry is 64 bytes laid out as the verbs work request is, so the shim fills

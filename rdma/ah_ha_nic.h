@@ -2,7 +2,7 @@
  * shadow lives on another NIC of the host: which NIC backs which (the neighbour mlx5_(i^1) among
  * the devices NCCL may use), and the key translation table — a memory key of one key space (a
  * device context of this process, or a peer's) to the key of the same memory registered on the
- * backup NIC. Pure C like the rest of path/: no verbs calls; the shim (rdma/rdma_ha_nic.c) fills
+ * backup NIC. Pure C like rdma/ah_ha_*.c and path/: no verbs calls; the shim (rdma/rdma_ha_nic.c) fills
  * and reads it. */
 #ifndef AH_HA_NIC_H
 #define AH_HA_NIC_H

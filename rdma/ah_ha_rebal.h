@@ -4,7 +4,7 @@
  *
  * Every process of a job computes the same re-plan from the same topology, plan and set of failed
  * links (shared through the coordinator hub), and applies only its own queue pairs' moves: no
- * process needs another's ports. Pure logic, like the rest of path/. */
+ * process needs another's ports. Pure logic, like path/ (rdma/ah_ha_*.c: no verbs calls). */
 #ifndef AH_HA_REBAL_H
 #define AH_HA_REBAL_H
 

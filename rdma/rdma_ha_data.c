@@ -1,5 +1,5 @@
 /* rdma_ha_data.c: the HA layer's data path (docs/ha.md). NCCL calls post_send, post_recv and
- * poll_cq inline through context->ops; ha_ctx_get replaces them on the contexts NCCL's queue pairs
+ * poll_cq inline through context->ops; ah_shim_ha_ctx_get replaces them on the contexts NCCL's queue pairs
  * live on. Peace time each work request is copied into its queue pair's log (rdma/ah_ha_log.c) and
  * posted to the primary unchanged; each completion retires log entries, and completions of a shadow
  * are rewritten to the primary's QP number. Everything outside that common case — errors, a
@@ -16,7 +16,7 @@
 
 /* ---- synthesized completions ---------------------------------------------------------------- */
 
-void ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc *wc) {
+void ah_shim_ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc *wc) {
   pthread_mutex_lock(&hc->synth_mu);
   int n = atomic_load(&hc->nsynth);
   if (n < HA_SYNTH_MAX) {
@@ -59,18 +59,18 @@ static const char *status_name(enum ibv_wc_status st) {
 
 /* ---- the QP map (rdma_ha_int.h) and the tables' probes ----------------------------------------- */
 
-ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES];
-ha_qp_t ha_qp_none = {.state = HA_BROKEN};
+ha_qpmap_t ah_shim_ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES];
+ha_qp_t ah_shim_ha_qp_none = {.state = HA_BROKEN};
 static pthread_mutex_t qpmap_mu = PTHREAD_MUTEX_INITIALIZER; /* the map's writers */
 
-ha_qp_t *ha_qpmap_probe(const struct ibv_qp *qp) {
+ha_qp_t *ah_shim_ha_qpmap_probe(const struct ibv_qp *qp) {
   ha_qpmap_t *e = qpmap_slot(qp);
   for (int n = 0; n <= HA_QPMAP_PROBES; n++, e++) {
     struct ibv_qp *k = atomic_load_explicit(&e->qp, memory_order_acquire);
     if (k == qp) return atomic_load_explicit(&e->m, memory_order_acquire);
     if (!k) break;
   }
-  return &ha_qp_none;
+  return &ah_shim_ha_qp_none;
 }
 
 /* Maps qp to m, its managed QP (found through the context's table by a post the map did not take):
@@ -99,7 +99,7 @@ static __attribute__((noinline)) int qpmap_set(struct ibv_qp *qp, ha_qp_t *m) {
   return rc;
 }
 
-ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i) {
+ha_qp_t *ah_shim_ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i) {
   for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
     uint32_t k = atomic_load_explicit(&hc->key[i], memory_order_acquire);
     if (k == 0) return NULL;
@@ -288,7 +288,7 @@ static __attribute__((noinline)) void send_unlog(ah_ha_slog_t *l, const struct i
 }
 
 /* The managed primary `qp` is on its context's table, or NULL (the post wrappers' second try,
- * after ha_qpmap). */
+ * after ah_shim_ha_qpmap). */
 static inline ha_qp_t *qp_lookup(ha_ctx_t *hc, struct ibv_qp *qp) {
   ha_qp_t *m = table_find(hc, qp->qp_num);
   return m && m->qp == qp ? m : NULL;
@@ -307,7 +307,7 @@ static __attribute__((noinline)) int post_send_slow(ha_ctx_t *hc, ha_qp_t *m, st
     /* a shadow on another NIC: logged with NCCL's keys, posted with the mirrors' */
     uint64_t first = m->slog.head;
     rc = log_and_post_send(hc, m, to, wr, bad, 0);
-    if (rc == 0 && (rc = ha_sh_post_send(m, to, wr, bad)) != 0) {
+    if (rc == 0 && (rc = ah_shim_ha_sh_post_send(m, to, wr, bad)) != 0) {
       uint64_t seq = first;
       for (struct ibv_send_wr *w = wr; w && w != *bad; w = w->next) seq++;
       ah_ha_slog_unpush(&m->slog, seq);
@@ -328,7 +328,7 @@ static __attribute__((noinline)) int post_recv_slow(ha_ctx_t *hc, ha_qp_t *m, st
   if (st != HA_FAILING && ha_on_nic(m, to)) {
     uint64_t first = m->rlog.head;
     rc = log_and_post_recv(hc, m, to, wr, bad, 0);
-    if (rc == 0 && (rc = ha_sh_post_recv(m, to, wr, bad)) != 0) {
+    if (rc == 0 && (rc = ah_shim_ha_sh_post_recv(m, to, wr, bad)) != 0) {
       uint64_t seq = first;
       for (struct ibv_recv_wr *w = wr; w && w != *bad; w = w->next) seq++;
       ah_ha_rlog_unpush(&m->rlog, seq);
@@ -406,9 +406,9 @@ static int ha_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_re
 /* ---- completions ------------------------------------------------------------------------------ */
 
 static void wake_thread(void) {
-  pthread_mutex_lock(&ha_mu);
-  pthread_cond_signal(&ha_cv);
-  pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_lock(&ah_shim_ha_mu);
+  pthread_cond_signal(&ah_shim_ha_cv);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
 }
 
 /* A successful completion of the QP NCCL's work is on: retires its log entry (RC completes sends
@@ -436,20 +436,20 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
     }
   } else if (!from_carrier) {
     /* the standby's heartbeat (or its flush), or a late completion of a queue pair replaced */
-    if (m->sb.qp && wc->qp_num == m->sb.qpn && ha_on_nic(m, m->sb.qp) == nic) ha_heartbeat_done(m, wc);
+    if (m->sb.qp && wc->qp_num == m->sb.qpn && ha_on_nic(m, m->sb.qp) == nic) ah_shim_ha_heartbeat_done(m, wc);
   } else if (ok) {
     /* the QP NCCL's work is on: hand it over, as NCCL would have seen it from the primary (while
      * failing, cannot happen on RC — nothing succeeds after the first error — but never lose one) */
     retire(m, wc);
     wc->qp_num = m->qpn;
     deliver = 1;
-  } else if ((st == HA_PEACE || st == HA_SHADOW) && !m->unprotected && ha_can_hold(m) &&
+  } else if ((st == HA_PEACE || st == HA_SHADOW) && !m->unprotected && ah_shim_ha_can_hold(m) &&
              (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_WR_FLUSH_ERR)) {
     /* a path error with a standby ready, or on its way: absorbed, the background thread takes over */
     if (st == HA_SHADOW)
       ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s, shadow QP %u); failing over again", m->qpn,
              status_name(wc->status), m->sh_qpn);
-    ha_failover_start(m, status_name(wc->status));
+    ah_shim_ha_failover_start(m, status_name(wc->status));
     wake = 1;
   } else if (st == HA_FAILING) {
     /* the failing carrier's error and flushes */
@@ -468,7 +468,7 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
   return deliver;
 }
 
-int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc) {
+int ah_shim_ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc) {
   int st = atomic_load_explicit(&m->state, memory_order_acquire);
   /* the common case after a nic failover: the nic shadow carrying the traffic (not a standby's
    * heartbeat, not a replaced shadow's late completion) */
@@ -550,7 +550,7 @@ static __attribute__((noinline)) int poll_requeue(ha_ctx_t *hc, struct ibv_wc *w
     if (m) cq = wc[i].opcode & IBV_WC_RECV ? m->recv_cq : m->send_cq;
   }
   if (cq) {
-    for (int i = 0; i < out; i++) ha_synth_push(hc, cq, &wc[i]);
+    for (int i = 0; i < out; i++) ah_shim_ha_synth_push(hc, cq, &wc[i]);
     out = synth_take(hc, cq, wc, out);
   }
   return poll_done(hc, out);
@@ -599,15 +599,15 @@ static __attribute__((noinline)) int poll_took(ha_ctx_t *hc, struct ibv_wc *wc, 
  * (which also says whether anything is unusual), the provider's poll, the translation of what it
  * returned. */
 static inline __attribute__((always_inline)) int poll_ctx(int k, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
-  ha_ctx_t *hc = ha_ctxs[k];
-  /* Dekker with ha_drain_poll, on one word: this add raises the count and reads the drain flag,
+  ha_ctx_t *hc = ah_shim_ha_ctxs[k];
+  /* Dekker with ah_shim_ha_drain_poll, on one word: this add raises the count and reads the drain flag,
    * the drain's atomic or sets the flag and reads the count, so one of the two sees the other */
   uint32_t w = atomic_fetch_add(&hc->pollw, 1);
   if (__builtin_expect(w & (HA_POLL_DRAIN | HA_POLL_SYNTH), 0)) return poll_unusual(hc, w, cq, n, wc);
   int r = hc->poll_cq(cq, n, wc);
   /* the slot is read again rather than kept across the call (it never changes once set): one
    * register less to save on every poll */
-  hc = __atomic_load_n(&ha_ctxs[k], __ATOMIC_RELAXED);
+  hc = __atomic_load_n(&ah_shim_ha_ctxs[k], __ATOMIC_RELAXED);
   if (r > 0) return poll_took(hc, wc, r);
   return poll_done(hc, r);
 }
@@ -633,7 +633,7 @@ _Static_assert(HA_MAX_CTX == 32, "one poll wrapper per context slot");
  * count): every completion is translated as NCCL's poll would and the ones NCCL gets are queued
  * behind the queued ones, which NCCL's poll hands out before the provider's — so each QP's
  * completions still reach NCCL once and in order. Returns the completions it took. */
-int ha_drain_poll(ha_qp_t *m) {
+int ah_shim_ha_drain_poll(ha_qp_t *m) {
   ha_ctx_t *hc = m->hc;
   struct ibv_wc wc[32];
   int total = 0;
@@ -655,7 +655,7 @@ int ha_drain_poll(ha_qp_t *m) {
       int r = hc->poll_cq(cqs[k], 32, wc);
       if (r <= 0) break;
       int out = wc_filter(hc, wc, r);
-      for (int i = 0; i < out; i++) ha_synth_push(hc, cqs[k], &wc[i]);
+      for (int i = 0; i < out; i++) ah_shim_ha_synth_push(hc, cqs[k], &wc[i]);
       total += r;
       if (r < 32) break;
     }
@@ -667,11 +667,11 @@ int ha_drain_poll(ha_qp_t *m) {
 
 /* ---- the contexts ----------------------------------------------------------------------------- */
 
-/* ha_ctx_get: NCCL's post_send, post_recv and poll_cq of ctx become the wrappers above. */
-ha_ctx_t *ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real) {
+/* ah_shim_ha_ctx_get: NCCL's post_send, post_recv and poll_cq of ctx become the wrappers above. */
+ha_ctx_t *ah_shim_ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real) {
   ha_ctx_t *hc = ctx_of(ctx);
   if (hc) return hc;
-  int n = atomic_load(&ha_nctx);
+  int n = atomic_load(&ah_shim_ha_nctx);
   if (n >= HA_MAX_CTX || !ctx->ops.post_send || !ctx->ops.post_recv || !ctx->ops.poll_cq) return NULL;
   hc = calloc(1, sizeof *hc);
   if (!hc) return NULL;
@@ -683,8 +683,8 @@ ha_ctx_t *ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real) {
   hc->ha_poll_cq = ha_poll_cq[n];
   pthread_mutex_init(&hc->synth_mu, NULL);
   pthread_mutex_init(&hc->drain_mu, NULL);
-  ha_ctxs[n] = hc;
-  atomic_store_explicit(&ha_nctx, n + 1, memory_order_release);
+  ah_shim_ha_ctxs[n] = hc;
+  atomic_store_explicit(&ah_shim_ha_nctx, n + 1, memory_order_release);
   ctx->ops.post_send = ha_post_send;
   ctx->ops.post_recv = ha_post_recv;
   ctx->ops.poll_cq = ha_poll_cq[n];

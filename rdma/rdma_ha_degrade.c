@@ -56,7 +56,7 @@ static void sample(ha_qp_t *m, double now) {
   d->lat_t = now;
   ah_log(AH_LOG_DEBUG, "HA: QP %u: %.3f ms per signalled work request over %.2f s (%.1f outstanding, %llu completed; "
          "flow %d, spine %d)", m->qpn, d->lat * 1e3, now - d->t0, d->occ / d->n, (unsigned long long)k, m->flow,
-         ha_rebal_spine(m));
+         ah_shim_ha_rebal_spine(m));
   d->t0 = now, d->done0 = done, d->occ = 0, d->n = 0;
 }
 
@@ -86,7 +86,7 @@ static double peers_median(ha_qp_t **q, int n, int self, const double *job, int 
 
 static void dg_key(uint8_t key[HA_KEY], uint32_t slot) {
   static const uint8_t job[16] = {0};
-  ha_dir_key(key, job, slot, 0, KIND_DEGRADE);
+  ah_shim_ha_dir_key(key, job, slot, 0, KIND_DEGRADE);
 }
 
 /* The job-wide exchange runs on its own thread: 32 look-ups each wait for the hub's answer, and
@@ -120,14 +120,14 @@ static void *dg_thread(void *arg) {
     if (own >= 0) {
       dg_sample_t smp = {own, now};
       dg_key(key, dg_mine);
-      ha_dir_put(key, &smp, sizeof smp);
+      ah_shim_ha_dir_put(key, &smp, sizeof smp);
     }
     int nj = 0;
     for (uint32_t s = 0; s < DG_SLOTS; s++) {
       dg_sample_t smp;
       if (s == dg_mine || (skip[s] && skip[s]--)) continue;
       dg_key(key, s);
-      if (ha_dir_get(key, &smp, sizeof smp, HA_LOOK) != (int)sizeof smp) {
+      if (ah_shim_ha_dir_get(key, &smp, sizeof smp, HA_LOOK) != (int)sizeof smp) {
         skip[s] = 3;
         continue;
       }
@@ -175,7 +175,7 @@ static int job_samples(ha_qp_t **q, int n, double *job) {
   return nj;
 }
 
-void ha_degrade_check(void) {
+void ah_shim_ha_degrade_check(void) {
   const ah_settings_t *env = ah_env_settings();
   static double next;
   double now = ha_now_s();
@@ -183,20 +183,20 @@ void ha_degrade_check(void) {
   next = now + 0.1; /* a sample of every queue pair every 100 ms */
   /* every queue pair is measured (a peer of the others), once the rebalance has its plan: only one
    * the plan places can be moved, but any other one of its NIC tells what a healthy path gives */
-  if (!ha_rebal_on()) return;
+  if (!ah_shim_ha_rebal_on()) return;
   ha_qp_t *q[DG_MAX];
   int n = 0;
-  pthread_mutex_lock(&ha_mu);
-  for (ha_qp_t *m = ha_qps; m && n < DG_MAX; m = m->next) {
+  pthread_mutex_lock(&ah_shim_ha_mu);
+  for (ha_qp_t *m = ah_shim_ha_qps; m && n < DG_MAX; m = m->next) {
     int st = atomic_load(&m->state);
     if ((st == HA_PEACE || st == HA_SHADOW) && !m->busy) { /* busy keeps m from a destroy */
       m->busy = 1;
       q[n++] = m;
     }
   }
-  pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
   for (int i = 0; i < n; i++) {
-    ha_rebal_flow(q[i]); /* looked up once, while the hook's port is still the planned one */
+    ah_shim_ha_rebal_flow(q[i]); /* looked up once, while the hook's port is still the planned one */
     pthread_mutex_lock(&q[i]->mu);
     sample(q[i], now);
     pthread_mutex_unlock(&q[i]->mu);
@@ -223,14 +223,14 @@ void ha_degrade_check(void) {
                       "%.1f ms for its peers (its NIC's other queue pairs, the job's other processes), for %d windows "
                       "of %.1f s: its path looks degraded; re-planning around the links it crosses", f[i]->qpn,
                       d->lat * 1e3, med * 1e3, d->slow, env->ha_degrade_s);
-        ha_rebal_degraded(f[i]);
+        ah_shim_ha_rebal_degraded(f[i]);
       }
     } else {
       d->slow = 0;
     }
   }
-  pthread_mutex_lock(&ha_mu);
+  pthread_mutex_lock(&ah_shim_ha_mu);
   for (int i = 0; i < n; i++) q[i]->busy = 0;
-  pthread_cond_broadcast(&ha_idle_cv);
-  pthread_mutex_unlock(&ha_mu);
+  pthread_cond_broadcast(&ah_shim_ha_idle_cv);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
 }

@@ -8,7 +8,7 @@
 static _Atomic unsigned long st_events; /* events absorbed */
 
 int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_event *ev) {
-  if (!ev || !atomic_load(&ha_nctx)) return 0;
+  if (!ev || !atomic_load(&ah_shim_ha_nctx)) return 0;
   ha_ctx_t *hc = ctx_of(ctx);
   if (!hc) return 0;
   switch (ev->event_type) {
@@ -36,8 +36,8 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
   }
   case IBV_EVENT_PORT_ERR: {
     int port = ev->element.port_num, n = 0, covered = 0;
-    pthread_mutex_lock(&ha_mu);
-    for (ha_qp_t *m = ha_qps; m; m = m->next) {
+    pthread_mutex_lock(&ah_shim_ha_mu);
+    for (ha_qp_t *m = ah_shim_ha_qps; m; m = m->next) {
       if (m->hc != hc || m->port != port) continue;
       n++;
       int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
@@ -46,7 +46,7 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
                  ((st == HA_PEACE || st == HA_FAILING) && sb == SH_READY &&
                   (m->sb.port != port || ha_on_nic(m, m->sb.qp)));
     }
-    pthread_mutex_unlock(&ha_mu);
+    pthread_mutex_unlock(&ah_shim_ha_mu);
     if (n == 0 || covered != n) return 0;
     atomic_fetch_add(&st_events, 1);
     ah_log(AH_LOG_WARN, "HA: %s port %d is down; its %d queue pairs have shadows off it, so NCCL is not told "
@@ -57,15 +57,15 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
     /* NCCL fails every communicator on the device; the queue pairs whose traffic runs, or can run,
      * on the backup NIC (AUTOHA_HA=nic) do not need it to */
     int n = 0, covered = 0;
-    pthread_mutex_lock(&ha_mu);
-    for (ha_qp_t *m = ha_qps; m; m = m->next) {
+    pthread_mutex_lock(&ah_shim_ha_mu);
+    for (ha_qp_t *m = ah_shim_ha_qps; m; m = m->next) {
       if (m->hc != hc) continue;
       n++;
       int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
       covered += (st == HA_SHADOW && ha_on_nic(m, m->sh)) ||
                  ((st == HA_PEACE || st == HA_FAILING) && sb == SH_READY && ha_on_nic(m, m->sb.qp));
     }
-    pthread_mutex_unlock(&ha_mu);
+    pthread_mutex_unlock(&ah_shim_ha_mu);
     if (n == 0 || covered != n) return 0;
     atomic_fetch_add(&st_events, 1);
     ah_log(AH_LOG_WARN, "HA: %s reported a fatal error (DEVICE_FATAL); its %d queue pairs have shadows on "

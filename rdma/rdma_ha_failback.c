@@ -23,13 +23,13 @@ static int probed_up[HA_MAX_CTX][3];
 /* 1 when port `port` of hc is active now (read at most every FB_PROBE_S), 0 when not, -1 when it
  * cannot be read. Records a down-to-active change in up_t. */
 static int port_active(ha_ctx_t *hc, int port, double now) {
-  int i = 0, n = atomic_load(&ha_nctx);
-  while (i < n && ha_ctxs[i] != hc) i++;
+  int i = 0, n = atomic_load(&ah_shim_ha_nctx);
+  while (i < n && ah_shim_ha_ctxs[i] != hc) i++;
   if (i == n || port < 1 || port > 2) return -1;
   if (probed_t[i][port] == 0) probed_up[i][port] = -1;
   if (now - probed_t[i][port] < FB_PROBE_S) return probed_up[i][port];
   probed_t[i][port] = now;
-  int st = ha_port_state(hc, port);
+  int st = ah_shim_ha_port_state(hc, port);
   if (st < 0) return -1;
   int up = st == IBV_PORT_ACTIVE;
   if (up != probed_up[i][port])
@@ -48,8 +48,8 @@ static int failback_due(ha_qp_t *m, double now) {
       !m->sb_fails || !m->sb.port || ha_on_nic(m, m->sb.qp) || (m->nq && !m->sb.qp))
     return 0;
   if (port_active(m->hc, m->sb.port, now) != 1) return 0;
-  int i = 0, n = atomic_load(&ha_nctx);
-  while (i < n && ha_ctxs[i] != m->hc) i++;
+  int i = 0, n = atomic_load(&ah_shim_ha_nctx);
+  while (i < n && ah_shim_ha_ctxs[i] != m->hc) i++;
   /* the port came back after this connection's standbys started dying */
   return i < n && up_t[i][m->sb.port] > 0 && up_t[i][m->sb.port] > m->fb_done;
 }
@@ -57,8 +57,8 @@ static int failback_due(ha_qp_t *m, double now) {
 static void failback_kick(ha_qp_t *m, double now) {
   /* give the standby up and skip one generation: the peer, whose own port may never have gone
    * down and whose rebuild may be seconds away, reads the given-up generation (HAG1) and follows
-   * at once (ha_peer_ahead) */
-  if (atomic_load(&m->sb.state) != SH_DEAD) ha_standby_dead(m, "its port came back; it is rebuilt at once");
+   * at once (ah_shim_ha_peer_ahead) */
+  if (atomic_load(&m->sb.state) != SH_DEAD) ah_shim_ha_standby_dead(m, "its port came back; it is rebuilt at once");
   m->sb.want_gen = m->sb.gen + 2;
   if (m->gave_up < m->sb.gen + 1) m->gave_up = m->sb.gen + 1;
   if (m->sb.rebuild_at) m->sb.rebuild_at = now;
@@ -73,15 +73,15 @@ static void failback_follow(ha_qp_t *m, double now) {
   m->fb_look = now + FB_PROBE_S;
   uint8_t key[HA_KEY];
   uint32_t gave_up = 0;
-  ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
+  ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
   /* the peer gave up a generation newer than the one dead here: it is ahead (its path came back) */
-  if (ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up && gave_up > m->sb.gen &&
-      ha_peer_ahead(m, gave_up + 1))
+  if (ah_shim_ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up && gave_up > m->sb.gen &&
+      ah_shim_ha_peer_ahead(m, gave_up + 1))
     AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: the peer rebuilt its standby at once (its path came back); so does this end",
                   m->qpn);
 }
 
-void ha_failback_step(ha_qp_t *m) {
+void ah_shim_ha_failback_step(ha_qp_t *m) {
   double now = ha_now_s();
   failback_follow(m, now); /* the peer's path came back: rebuild now */
   pthread_mutex_lock(&m->mu);

@@ -39,12 +39,12 @@ static void give_error(ha_qp_t *m, const char *why) {
     wc.wr_id = e->wr_id;
     wc.status = IBV_WC_RETRY_EXC_ERR;
     wc.opcode = ha_wc_opcode(e->opcode);
-    ha_synth_push(m->hc, m->send_cq, &wc);
+    ah_shim_ha_synth_push(m->hc, m->send_cq, &wc);
   } else if (m->rlog.head > m->rlog.tail) {
     wc.wr_id = m->rlog.e[m->rlog.tail & (m->rlog.cap - 1)].wr_id;
     wc.status = IBV_WC_WR_FLUSH_ERR;
     wc.opcode = IBV_WC_RECV;
-    ha_synth_push(m->hc, m->recv_cq, &wc);
+    ah_shim_ha_synth_push(m->hc, m->recv_cq, &wc);
   }
 }
 
@@ -60,17 +60,17 @@ typedef struct {
  * the peer's). Carriers are connected pairwise, so both ends' carriers have one generation. */
 static void fail_key(uint8_t key[HA_KEY], const ha_qp_t *m, int mine) {
   uint32_t kind = ha_kind_gen(KIND_FAIL, m->sh_gen + 1);
-  if (mine) ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, kind);
-  else ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, kind);
+  if (mine) ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, kind);
+  else ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, kind);
 }
 
 /* Rings the doorbell of m's peer's GID ("a peer of yours failed over": rdma_ha_failover.c's
- * ha_notice_check there looks for this side's record) and sets when to look again. */
+ * ah_shim_ha_notice_check there looks for this side's record) and sets when to look again. */
 static void ring_peer(ha_qp_t *m, double t) {
   uint8_t key[HA_KEY];
   uint64_t nonce = (uint64_t)(ha_now_s() * 1e9) ^ ((uint64_t)m->qpn << 32) ^ (uint64_t)getpid();
-  ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, 0, 0, KIND_NOTE);
-  ha_dir_put(key, &nonce, sizeof nonce);
+  ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, 0, 0, KIND_NOTE);
+  ah_shim_ha_dir_put(key, &nonce, sizeof nonce);
   m->fo_ring = t + m->fo_ring_gap;
   m->fo_ring_gap = m->fo_ring_gap * 2 > HA_RING_MAX_S ? HA_RING_MAX_S : m->fo_ring_gap * 2;
 }
@@ -87,7 +87,7 @@ static void ring_again(ha_qp_t *m, double t, int found) {
     uint8_t key[HA_KEY];
     fail_rec_t peer;
     fail_key(key, m, 0);
-    found = ha_dir_get(key, &peer, sizeof peer, HA_LOOK) == (int)sizeof peer;
+    found = ah_shim_ha_dir_get(key, &peer, sizeof peer, HA_LOOK) == (int)sizeof peer;
   }
   if (found) {
     m->fo_ring = t + HA_RING_MAX_S;
@@ -121,12 +121,12 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     wc.opcode = ha_wc_opcode(e->opcode);
     wc.byte_len = e->opcode == IBV_WR_RDMA_READ ? e->length : 0;
     wc.qp_num = m->qpn;
-    ha_synth_push(hc, m->send_cq, &wc);
+    ah_shim_ha_synth_push(hc, m->send_cq, &wc);
     nsynth++;
   }
   if (first > m->slog.tail) ah_ha_slog_retire(&m->slog, first - 1);
   /* a nic shadow's completions arrive on the backup NIC's CQs: NCCL's poll takes them from now on */
-  if (ha_on_nic(m, to)) ha_nic_go_live(m);
+  if (ha_on_nic(m, to)) ah_shim_ha_nic_go_live(m);
   for (uint64_t s = m->rlog.tail; s < m->rlog.head; s++) {
     ah_ha_rwr_t *e = &m->rlog.e[s & (m->rlog.cap - 1)];
     struct ibv_sge sge = {e->addr, e->length, e->lkey};
@@ -135,7 +135,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     w.wr_id = e->wr_id;
     w.sg_list = e->num_sge ? &sge : NULL;
     w.num_sge = e->num_sge;
-    if (ha_sh_post_recv(m, to, &w, &bad) != 0) {
+    if (ah_shim_ha_sh_post_recv(m, to, &w, &bad) != 0) {
       *why_p = "re-posting a receive on the shadow failed";
       return -1;
     }
@@ -154,7 +154,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     w.wr.rdma.rkey = e->rkey;
     w.sg_list = e->num_sge ? &sge : NULL;
     w.num_sge = e->num_sge ? 1 : 0;
-    if (ha_sh_post_send(m, to, &w, &bad) != 0) {
+    if (ah_shim_ha_sh_post_send(m, to, &w, &bad) != 0) {
       *why_p = "replaying a work request on the shadow failed";
       return -1;
     }
@@ -177,11 +177,11 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   m->nfail++;
   atomic_store_explicit(&m->state, HA_SHADOW, memory_order_release);
   m->fo_step = FO_NONE;
-  atomic_fetch_add(&ha_st_failovers, 1);
-  atomic_fetch_add(&ha_st_replayed, nreplay);
-  atomic_fetch_add(&ha_st_synth, nsynth);
+  atomic_fetch_add(&ah_shim_ha_st_failovers, 1);
+  atomic_fetch_add(&ah_shim_ha_st_replayed, nreplay);
+  atomic_fetch_add(&ah_shim_ha_st_synth, nsynth);
   double stall_ms = (ha_now_s() - m->t_fail) * 1e3;
-  const char *sh_nic = ha_on_nic(m, m->sh) ? ha_nic_name(m) : NULL; /* an even nic generation is on NCCL's */
+  const char *sh_nic = ha_on_nic(m, m->sh) ? ah_shim_ha_nic_name(m) : NULL; /* an even nic generation is on NCCL's */
   char where[96];
   if (sh_nic) snprintf(where, sizeof where, "%s port %d", sh_nic, m->sh_port);
   else snprintf(where, sizeof where, "port %d", m->sh_port);
@@ -189,9 +189,9 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
          "requests replayed, %lu completions the peer had confirmed handed to NCCL%s", m->qpn,
          m->qp->context->device->name, from_port, m->sh_qpn, where, stall_ms, nreplay, nsynth,
          m->nfail > 1 ? " (again: its previous shadow had failed)" : "");
-  pthread_mutex_lock(&ha_events_mu);
-  if (ha_nevents < AH_REPORT_HA_MAX) {
-    ah_report_failover_t *f = &ha_events[ha_nevents++];
+  pthread_mutex_lock(&ah_shim_ha_events_mu);
+  if (ah_shim_ha_nevents < AH_REPORT_HA_MAX) {
+    ah_report_failover_t *f = &ah_shim_ha_events[ah_shim_ha_nevents++];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     f->time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -204,12 +204,12 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
     f->replayed = (uint32_t)nreplay;
     f->synthesized = (uint32_t)nsynth;
   }
-  pthread_mutex_unlock(&ha_events_mu);
+  pthread_mutex_unlock(&ah_shim_ha_events_mu);
   return 0;
 }
 
 /* One step of m's failover; returns 1 when it moved (run it again soon). */
-int ha_failover_step(ha_qp_t *m) {
+int ah_shim_ha_failover_step(ha_qp_t *m) {
   ha_ctx_t *hc = m->hc;
   double t = ha_now_s();
   const ah_settings_t *env = ah_env_settings();
@@ -243,7 +243,7 @@ int ha_failover_step(ha_qp_t *m) {
      * has nothing left for NCCL to see, and NCCL may not poll it at all — the receiving end whose
      * last message arrived waits, in NCCL's ring, for the sender whose failover waits for this
      * side's count. Its marker's flush comes later and is absorbed. */
-    if (!atomic_load(&m->drained_send) || !atomic_load(&m->drained_recv)) ha_drain_poll(m);
+    if (!atomic_load(&m->drained_send) || !atomic_load(&m->drained_recv)) ah_shim_ha_drain_poll(m);
     pthread_mutex_lock(&m->mu);
     int idle_s = 1, idle_r = m->rlog.head == m->rlog.tail;
     for (uint64_t q = m->slog.tail; q < m->slog.head && idle_s; q++) /* unsignalled WRs complete silently */
@@ -266,7 +266,7 @@ int ha_failover_step(ha_qp_t *m) {
     uint8_t key[HA_KEY];
     fail_key(key, m, 1);
     fail_rec_t rec = {m->fo_done, 0, 0};
-    if (ha_dir_put(key, &rec, sizeof rec) != 0) {
+    if (ah_shim_ha_dir_put(key, &rec, sizeof rec) != 0) {
       pthread_mutex_lock(&m->mu);
       give_error(m, "the coordinator hub is gone");
       pthread_mutex_unlock(&m->mu);
@@ -287,11 +287,11 @@ int ha_failover_step(ha_qp_t *m) {
      * its completion for a replayed WR's); a fault before it was ready, or during a failover, waits
      * here for it to be built */
     pthread_mutex_lock(&m->mu);
-    int sb = atomic_load(&m->sb.state), hb = m->sb.hb_out, hold = ha_can_hold(m);
+    int sb = atomic_load(&m->sb.state), hb = m->sb.hb_out, hold = ah_shim_ha_can_hold(m);
     if (sb == SH_READY && !hb && t - m->sb.hb_ok > 0.5) {
       /* its last heartbeat is old: one more first, so that a standby the same fault cut is found
        * out before the replay goes to it (one round trip when it is alive) */
-      hb = ha_heartbeat_post(m) == 0;
+      hb = ah_shim_ha_heartbeat_post(m) == 0;
       sb = atomic_load(&m->sb.state);
     }
     if (sb == SH_READY && !hb) {
@@ -300,7 +300,7 @@ int ha_failover_step(ha_qp_t *m) {
       pthread_mutex_unlock(&m->mu);
       uint8_t key[HA_KEY];
       fail_key(key, m, 1);
-      if (ha_dir_put(key, &rec, sizeof rec) != 0) {
+      if (ah_shim_ha_dir_put(key, &rec, sizeof rec) != 0) {
         pthread_mutex_lock(&m->mu);
         give_error(m, "the coordinator hub is gone");
         pthread_mutex_unlock(&m->mu);
@@ -321,10 +321,10 @@ int ha_failover_step(ha_qp_t *m) {
     /* the peer must be failing over meanwhile (its standby of the generation this side rebuilds at
      * is built only then) */
     ring_again(m, t, -1);
-    if (hb) ha_drain_poll(m); /* the heartbeat's completion, which NCCL may never poll for */
+    if (hb) ah_shim_ha_drain_poll(m); /* the heartbeat's completion, which NCCL may never poll for */
     if (sb == SH_DEAD && t >= m->fo_look) { /* a peer already building a newer standby: join it now */
       m->fo_look = t + 0.02;
-      return ha_peer_ahead(m, 0);
+      return ah_shim_ha_peer_ahead(m, 0);
     }
     return 0;
   }
@@ -336,18 +336,18 @@ int ha_failover_step(ha_qp_t *m) {
     if (t >= m->fo_look) {
       m->fo_look = t + 0.02;
       uint32_t gave_up = 0;
-      ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
-      if (ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up) pg = gave_up + 1;
+      ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
+      if (ah_shim_ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up) pg = gave_up + 1;
     }
     fail_key(key, m, 0);
     fail_rec_t peer = {0, 0, 0};
-    int n = ha_dir_get(key, &peer, sizeof peer, HA_LOOK);
+    int n = ah_shim_ha_dir_get(key, &peer, sizeof peer, HA_LOOK);
     int have = n == (int)sizeof peer && peer.gen != 0;
     if (n != (int)sizeof peer) ring_again(m, t, 0);
     if (!(have && peer.gen == m->sb.gen)) {
       uint32_t ahead = have && peer.gen > m->sb.gen ? peer.gen : pg > m->sb.gen ? pg : 0;
       if (ahead) { /* the peer is on a newer standby: ours is rebuilt at it */
-        ha_peer_ahead(m, ahead);
+        ah_shim_ha_peer_ahead(m, ahead);
         m->fo_step = FO_WAIT;
         return 1;
       }
@@ -372,7 +372,7 @@ int ha_failover_step(ha_qp_t *m) {
       moved = 1;
     }
     pthread_mutex_unlock(&m->mu);
-    if (switched) ha_rebal_note(m);
+    if (switched) ah_shim_ha_rebal_note(m);
     return moved;
   }
   return 0;
@@ -382,7 +382,7 @@ int ha_failover_step(ha_qp_t *m) {
  * published a failover of the same generation is moved to ERR and its failover started (a carrier
  * with nothing outstanding produces no flushed completion, and NCCL may post nothing more on it
  * until the peer's failover, which waits for this side's count, has finished). Runs every 50 ms. */
-void ha_notice_check(void) {
+void ah_shim_ha_notice_check(void) {
   static double next;
   static struct {
     uint8_t gid[16];
@@ -394,20 +394,20 @@ void ha_notice_check(void) {
   next = t + 0.05;
   uint8_t gids[16][16];
   int ngid = 0;
-  pthread_mutex_lock(&ha_mu);
-  for (ha_qp_t *m = ha_qps; m; m = m->next) {
+  pthread_mutex_lock(&ah_shim_ha_mu);
+  for (ha_qp_t *m = ah_shim_ha_qps; m; m = m->next) {
     int st = atomic_load(&m->state);
-    if ((st != HA_PEACE && st != HA_SHADOW) || !ha_can_hold(m)) continue;
+    if ((st != HA_PEACE && st != HA_SHADOW) || !ah_shim_ha_can_hold(m)) continue;
     int k = 0;
     while (k < ngid && memcmp(gids[k], m->sgid.raw, 16)) k++;
     if (k == ngid && ngid < 16) memcpy(gids[ngid++], m->sgid.raw, 16);
   }
-  pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
   for (int g = 0; g < ngid; g++) {
     uint8_t key[HA_KEY];
     uint64_t nonce = 0;
-    ha_dir_key(key, gids[g], 0, 0, KIND_NOTE);
-    if (ha_dir_get(key, &nonce, sizeof nonce, HA_LOOK) != (int)sizeof nonce) continue;
+    ah_shim_ha_dir_key(key, gids[g], 0, 0, KIND_NOTE);
+    if (ah_shim_ha_dir_get(key, &nonce, sizeof nonce, HA_LOOK) != (int)sizeof nonce) continue;
     int k = 0, unanswered = 0;
     while (k < nseen && memcmp(seen[k].gid, gids[g], 16)) k++;
     if (k < nseen && seen[k].nonce == nonce) continue;
@@ -421,15 +421,15 @@ void ha_notice_check(void) {
     /* someone rang: look for published failovers of our carriers' peers */
     ha_qp_t *look[256];
     int nl = 0;
-    pthread_mutex_lock(&ha_mu);
-    for (ha_qp_t *m = ha_qps; m && nl < 256; m = m->next) {
+    pthread_mutex_lock(&ah_shim_ha_mu);
+    for (ha_qp_t *m = ah_shim_ha_qps; m && nl < 256; m = m->next) {
       int st = atomic_load(&m->state);
       if ((st == HA_PEACE || st == HA_SHADOW) && !memcmp(m->sgid.raw, gids[g], 16) && !m->busy) {
         m->busy = 1;
         look[nl++] = m;
       }
     }
-    pthread_mutex_unlock(&ha_mu);
+    pthread_mutex_unlock(&ah_shim_ha_mu);
     /* the peers' records of every carrier on the GID in one round trip, each the hub's answer
      * however late (a fixed 1 ms wait took late records for absent ones on a loaded machine); a
      * look that got none leaves the ring unseen, to be read again */
@@ -437,7 +437,7 @@ void ha_notice_check(void) {
     static fail_rec_t recs[256];
     static int lens[256];
     for (int i = 0; i < nl; i++) fail_key(keys[i], look[i], 0);
-    ha_dir_get_many((const uint8_t(*)[HA_KEY])keys, nl, recs, sizeof recs[0], lens, HA_LOOK);
+    ah_shim_ha_dir_get_many((const uint8_t(*)[HA_KEY])keys, nl, recs, sizeof recs[0], lens, HA_LOOK);
     for (int i = 0; i < nl; i++) {
       ha_qp_t *m = look[i];
       int st = atomic_load(&m->state);
@@ -452,8 +452,8 @@ void ha_notice_check(void) {
         m->hc->real.modify_qp(ha_carrier(m), &a, IBV_QP_STATE);
         pthread_mutex_lock(&m->mu);
         st = atomic_load(&m->state);
-        if ((st == HA_PEACE || st == HA_SHADOW) && ha_can_hold(m)) {
-          ha_failover_start(m, "its peer failed over");
+        if ((st == HA_PEACE || st == HA_SHADOW) && ah_shim_ha_can_hold(m)) {
+          ah_shim_ha_failover_start(m, "its peer failed over");
         } else {
           ah_log(AH_LOG_INFO, "HA: QP %u: cannot follow its peer's failover (state %d, shadow %d, unprotected %d)",
                  m->qpn, st, atomic_load(&m->sb.state), m->unprotected);
@@ -464,9 +464,9 @@ void ha_notice_check(void) {
     if (unanswered) seen[k].nonce = 0; /* looked at again at the next check */
     ah_log(AH_LOG_DEBUG, "HA: a doorbell rang: %d queue pairs looked at in %.1f ms, %d peers' failovers found%s", nl,
            (ha_now_s() - t_ring) * 1e3, nfound, unanswered ? " (some look-ups unanswered: read again)" : "");
-    pthread_mutex_lock(&ha_mu);
+    pthread_mutex_lock(&ah_shim_ha_mu);
     for (int i = 0; i < nl; i++) look[i]->busy = 0;
-    pthread_cond_broadcast(&ha_idle_cv);
-    pthread_mutex_unlock(&ha_mu);
+    pthread_cond_broadcast(&ah_shim_ha_idle_cv);
+    pthread_mutex_unlock(&ah_shim_ha_mu);
   }
 }

@@ -86,7 +86,7 @@ typedef struct {
   double occ;               /* sum of the outstanding counts sampled */
   int n;                    /* samples */
   double lat, lat_t;        /* the last window's estimate (s; -1: idle) and its end */
-  double judged_t;          /* the lat_t ha_degrade_check last judged */
+  double judged_t;          /* the lat_t ah_shim_ha_degrade_check last judged */
   double res;               /* the estimate's grain: what one sample of one outstanding adds (s) */
   int slow;                 /* windows in a row it was slow against its peers */
   int reported;             /* its links were published as degraded */
@@ -139,7 +139,7 @@ typedef struct ha_qp {
   uint64_t st_tail;
   double st_since;
   /* bookkeeping */
-  int busy;                 /* the background thread works on it (under ha_mu) */
+  int busy;                 /* the background thread works on it (under ah_shim_ha_mu) */
   int flow;                 /* its flow in the rebalance's plan: -2 not looked up, -1 none */
   uint16_t rb_sport;        /* the port the rebalance moved its shadow to (0: not moved) */
   struct ha_nic_qp *nq;     /* AUTOHA_HA=nic: its shadow's NIC and key spaces (rdma_ha_nic.c); else NULL */
@@ -167,7 +167,7 @@ struct ha_ctx {
   _Atomic(ha_qp_t *) val[HA_SLOTS];
   /* The one word NCCL's poll reads (one atomic add that also returns it): the low bits count
    * NCCL's polls running without drain_mu, and two flags say "not the common case" — HA_POLL_DRAIN:
-   * the background thread's drain poll (ha_drain_poll) is on, so every poll of this context runs
+   * the background thread's drain poll (ah_shim_ha_drain_poll) is on, so every poll of this context runs
    * under drain_mu and its polls and NCCL's never interleave on a CQ (the drain waits the count out
    * before it polls); HA_POLL_SYNTH: completions are queued in synth[] for NCCL's next polls. */
   _Atomic uint32_t pollw;
@@ -182,18 +182,18 @@ struct ha_ctx {
 #define HA_POLL_COUNT 0x3fffffffu
 
 
-extern pthread_mutex_t ha_mu;     /* contexts, the QP list, the tables' writers */
-extern pthread_cond_t ha_cv;      /* wakes the background thread */
-extern pthread_cond_t ha_idle_cv; /* the thread let go of its QPs (busy 0) */
-extern ha_ctx_t *ha_ctxs[HA_MAX_CTX];
-extern _Atomic int ha_nctx;
-extern ha_qp_t *ha_qps;           /* every managed QP, under ha_mu */
+extern pthread_mutex_t ah_shim_ha_mu;     /* contexts, the QP list, the tables' writers */
+extern pthread_cond_t ah_shim_ha_cv;      /* wakes the background thread */
+extern pthread_cond_t ah_shim_ha_idle_cv; /* the thread let go of its QPs (busy 0) */
+extern ha_ctx_t *ah_shim_ha_ctxs[HA_MAX_CTX];
+extern _Atomic int ah_shim_ha_nctx;
+extern ha_qp_t *ah_shim_ha_qps;           /* every managed QP, under ah_shim_ha_mu */
 
 /* what the report's "ha" section shows */
-extern _Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
-extern pthread_mutex_t ha_events_mu;
-extern ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
-extern int ha_nevents;
+extern _Atomic unsigned long ah_shim_ha_st_shadows, ah_shim_ha_st_failovers, ah_shim_ha_st_replayed, ah_shim_ha_st_synth;
+extern pthread_mutex_t ah_shim_ha_events_mu;
+extern ah_report_failover_t ah_shim_ha_events[AH_REPORT_HA_MAX];
+extern int ah_shim_ha_nevents;
 
 static inline double ha_now_s(void) {
   struct timespec ts;
@@ -206,7 +206,7 @@ static inline double ha_now_s(void) {
 static inline uint32_t slot_of(uint32_t qpn) { return (qpn * 2654435761u) >> 20 & (HA_SLOTS - 1); }
 
 /* table_find past its first slot i. */
-ha_qp_t *ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i);
+ha_qp_t *ah_shim_ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i);
 
 /* The managed QP that owns qpn on this context (as primary or shadow), or NULL. Lock-free: the
  * data path calls it for every completion, so the first slot is tried inline. */
@@ -216,7 +216,7 @@ static inline ha_qp_t *table_find(ha_ctx_t *hc, uint32_t qpn) {
     ha_qp_t *m = atomic_load_explicit(&hc->val[i], memory_order_acquire);
     if (__builtin_expect(m != NULL, 1)) return m;
   }
-  return ha_table_probe(hc, qpn, i);
+  return ah_shim_ha_table_probe(hc, qpn, i);
 }
 
 
@@ -236,24 +236,24 @@ typedef struct {
   _Atomic(struct ibv_qp *) qp;
   _Atomic(ha_qp_t *) m;
 } ha_qpmap_t;
-extern ha_qpmap_t ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES]; /* the probes run past the end, not around */
+extern ha_qpmap_t ah_shim_ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES]; /* the probes run past the end, not around */
 /* What the map answers for a QP it does not hold: never in peace (HA_BROKEN), so the post wrappers
  * test one state for "not in the map", "destroyed" and "not in peace". On no list; never written. */
-extern ha_qp_t ha_qp_none;
+extern ha_qp_t ah_shim_ha_qp_none;
 
 static inline ha_qpmap_t *qpmap_slot(const struct ibv_qp *qp) {
-  return (ha_qpmap_t *)((char *)ha_qpmap + ((uintptr_t)qp & (uintptr_t)((HA_QPMAP - 1) * sizeof(ha_qpmap_t))));
+  return (ha_qpmap_t *)((char *)ah_shim_ha_qpmap + ((uintptr_t)qp & (uintptr_t)((HA_QPMAP - 1) * sizeof(ha_qpmap_t))));
 }
 
 /* qpmap_find past its first slot. */
-ha_qp_t *ha_qpmap_probe(const struct ibv_qp *qp);
+ha_qp_t *ah_shim_ha_qpmap_probe(const struct ibv_qp *qp);
 
-/* The managed primary qp is, or &ha_qp_none (not managed, destroyed, or not in the map). */
+/* The managed primary qp is, or &ah_shim_ha_qp_none (not managed, destroyed, or not in the map). */
 static inline ha_qp_t *qpmap_find(const struct ibv_qp *qp) {
   ha_qpmap_t *e = qpmap_slot(qp);
   if (__builtin_expect(atomic_load_explicit(&e->qp, memory_order_acquire) == qp, 1))
     return atomic_load_explicit(&e->m, memory_order_acquire);
-  return ha_qpmap_probe(qp);
+  return ah_shim_ha_qpmap_probe(qp);
 }
 
 /* The HA context of ctx, or NULL. The thread's last answer is tried first (a proxy thread works on
@@ -263,21 +263,21 @@ static inline ha_ctx_t *ctx_of(struct ibv_context *ctx) {
    * glibc's static TLS reserve even if it is not) */
   static _Thread_local ha_ctx_t *last __attribute__((tls_model("initial-exec")));
   if (__builtin_expect(last && last->ctx == ctx, 1)) return last;
-  int n = atomic_load_explicit(&ha_nctx, memory_order_acquire);
+  int n = atomic_load_explicit(&ah_shim_ha_nctx, memory_order_acquire);
   for (int i = 0; i < n; i++)
-    if (ha_ctxs[i]->ctx == ctx) return last = ha_ctxs[i];
+    if (ah_shim_ha_ctxs[i]->ctx == ctx) return last = ah_shim_ha_ctxs[i];
   return NULL;
 }
 
 
-/* Maps qpn to m (m NULL: removes it). Call under ha_mu. Returns 0, or -1 when the table is full. */
-int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m);
-/* The HA context of ctx, wrapping its data-path ops on first use, or NULL. Call under ha_mu. */
-ha_ctx_t *ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real);
+/* Maps qpn to m (m NULL: removes it). Call under ah_shim_ha_mu. Returns 0, or -1 when the table is full. */
+int ah_shim_ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m);
+/* The HA context of ctx, wrapping its data-path ops on first use, or NULL. Call under ah_shim_ha_mu. */
+ha_ctx_t *ah_shim_ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *real);
 /* Queues a completion for NCCL's next poll of cq (behind the ones queued before). */
-void ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc *wc);
+void ah_shim_ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc *wc);
 /* Polls m's CQs on the background thread, for a drain NCCL may never poll for. Returns how many. */
-int ha_drain_poll(ha_qp_t *m);
+int ah_shim_ha_drain_poll(ha_qp_t *m);
 
 /* the directory (rdma_ha_dir.c) */
 #define HA_KEY 32 /* AH_COORD_DIR_KEY */
@@ -292,118 +292,118 @@ int ha_drain_poll(ha_qp_t *m);
 static inline uint32_t ha_kind_gen(uint32_t kind, uint32_t gen) {
   return gen <= 1 ? kind : (kind & 0x00ffffffu) | (uint32_t)((0x31u + gen - 1) & 0xffu) << 24;
 }
-void ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn, uint32_t kind);
-ah_coord_t *ha_dir_coord(void);
-int ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len);
+void ah_shim_ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn, uint32_t kind);
+ah_coord_t *ah_shim_ha_dir_coord(void);
+int ah_shim_ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len);
 /* Looks key up, waiting up to timeout_s for a put (HA_LOOK: none, the hub's answer as it is now).
  * Returns the value's length, AH_COORD_DIR_ABSENT when the hub said it was not stored, or
  * AH_COORD_DIR_UNANSWERED (no hub, or no answer within the coordinator's slack): only the hub's
  * word is a miss, so a caller that acts on a miss tells the two apart. */
 #define HA_LOOK 0.0
-int ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_s);
-/* Looks n keys up at once, in one round trip (ah_coord_dir_get_many): lens[i] as ha_dir_get's. */
-void ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap, int *lens, double timeout_s);
+int ah_shim_ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_s);
+/* Looks n keys up at once, in one round trip (ah_coord_dir_get_many): lens[i] as ah_shim_ha_dir_get's. */
+void ah_shim_ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap, int *lens, double timeout_s);
 
 /* The fabric model AUTOHA_HA=path picks backup source ports with (AUTOHA_QP_TOPO), or NULL. */
-ah_path_topo_t *ha_topo(void);
+ah_path_topo_t *ah_shim_ha_topo(void);
 
 /* The QP carrying m's traffic: the shadow in use, else NCCL's. */
 static inline struct ibv_qp *ha_carrier(const ha_qp_t *m) { return m->sh ? m->sh : m->qp; }
 /* 1 when a path error of m's carrier may be held for a failover: a standby is ready, or being
  * built, or will be rebuilt. Call with m->mu held. */
-int ha_can_hold(ha_qp_t *m);
+int ah_shim_ha_can_hold(ha_qp_t *m);
 /* Starts m's failover from its carrier (state HA_FAILING, step FO_DRAIN). Call with m->mu held;
  * the background thread takes it up (wake it when not on it). */
-void ha_failover_start(ha_qp_t *m, const char *why);
+void ah_shim_ha_failover_start(ha_qp_t *m, const char *why);
 /* A heartbeat's completion on m's standby. Call with m->mu held. */
-void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc);
+void ah_shim_ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc);
 /* Posts a heartbeat on m's ready standby. Returns 0 or -1 (the standby is then dead). Call with
  * m->mu held. */
-int ha_heartbeat_post(ha_qp_t *m);
+int ah_shim_ha_heartbeat_post(ha_qp_t *m);
 /* m's peer builds a newer standby generation (pg; 0: read it from the directory): m's standby is
  * given up and rebuilt at it at once. Returns 1 when that changed anything. Call without m->mu. */
-int ha_peer_ahead(ha_qp_t *m, uint32_t pg);
+int ah_shim_ha_peer_ahead(ha_qp_t *m, uint32_t pg);
 /* Marks m's standby dead (why logged), to be rebuilt when its peer has autoha. Call with m->mu held. */
-void ha_standby_dead(ha_qp_t *m, const char *why);
+void ah_shim_ha_standby_dead(ha_qp_t *m, const char *why);
 /* The state (IBV_PORT_*) of port `port` of hc's device, read with ibv_query_port of the libibverbs
  * NCCL resolved its verbs from; -1 when it cannot be read (no such verb: said once at info; the
  * query failed). Control path only. */
-int ha_port_state(ha_ctx_t *hc, int port);
+int ah_shim_ha_port_state(ha_ctx_t *hc, int port);
 /* AUTOHA_HA=nic (rdma_ha_nic.c): a shadow on the backup NIC of m's device. Prepare opens that NIC
  * (once), mirrors NCCL's memory there, and gives the protection domain, CQs, port and GID the
  * shadow is created with, setting m->nq; 0 or -1 (m then runs without a shadow). Add records the
  * created shadow's QP number qpn (0, -1 when full): every standby generation of m is on the same
  * backup NIC and keeps m->nq; forget drops them all and the peer's cached keys. */
-int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p, struct ibv_cq **rcq_p, int *port_p,
+int ah_shim_ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p, struct ibv_cq **rcq_p, int *port_p,
                           union ibv_gid *gid_p);
-int ha_nic_shadow_add(ha_qp_t *m, uint32_t qpn);
-void ha_nic_shadow_forget(ha_qp_t *m);
+int ah_shim_ha_nic_shadow_add(ha_qp_t *m, uint32_t qpn);
+void ah_shim_ha_nic_shadow_forget(ha_qp_t *m);
 /* Posts on qp, one of m's shadows: NCCL's chain as it is, or on a nic shadow (qp on the backup NIC)
  * one WR at a time with its local keys and remote key translated. Returns what the provider
  * returned (EINVAL, *bad at the WR, when a key has no mirror). */
-int ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int ah_shim_ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int ah_shim_ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 /* 1 when qp, one of m's shadows, is on m's backup NIC (AUTOHA_HA=nic). */
 static inline int ha_on_nic(const ha_qp_t *m, const struct ibv_qp *qp) {
   return m->nq && qp && qp->context != m->qp->context;
 }
 /* The name of m's shadows' NIC, or NULL when m's shadows are on its own NIC. */
-const char *ha_nic_name(const ha_qp_t *m);
+const char *ah_shim_ha_nic_name(const ha_qp_t *m);
 /* Reads the next async event of the i-th open backup NIC without blocking, naming the NIC in
- * *name_p: 1 with *ev (hand it to ha_nic_event_ack), 0 when none is pending (or its events cannot
- * be read), -1 when there is no i-th NIC. The background thread reads them (ha_nic_events). */
-int ha_nic_event(int i, struct ibv_async_event *ev, const char **name_p);
-void ha_nic_event_ack(struct ibv_async_event *ev);
-void ha_nic_events(void);
+ * *name_p: 1 with *ev (hand it to ah_shim_ha_nic_event_ack), 0 when none is pending (or its events cannot
+ * be read), -1 when there is no i-th NIC. The background thread reads them (ah_shim_ha_nic_events). */
+int ah_shim_ha_nic_event(int i, struct ibv_async_event *ev, const char **name_p);
+void ah_shim_ha_nic_event_ack(struct ibv_async_event *ev);
+void ah_shim_ha_nic_events(void);
 /* One NCCL CQ and the backup NIC's CQ that stands in for it (rdma_ha_nic.c creates them). */
 typedef struct {
   struct ibv_cq *nccl, *bk;
   pthread_mutex_t mu; /* one poller at a time: what it takes is queued in the CQ's order */
 } ha_nic_cq_t;
 /* Calls fn(c, arg) on each backup CQ standing behind nccl (every backup CQ when nccl is NULL). */
-void ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg);
+void ah_shim_ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg);
 /* The managed queue pair whose nic shadow, on bk's NIC, has QP number qpn, or NULL. */
-ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn);
+ha_qp_t *ah_shim_ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn);
 /* The completion side (rdma_ha_nic_cq.c). m's work moves to its nic shadow: NCCL's poll of m's
  * context polls the backup CQs from now on; call before the first post on the shadow (nothing for
  * other shadows). The background thread's poll of every backup CQ (heartbeats; NCCL's work too). */
-void ha_nic_go_live(ha_qp_t *m);
-void ha_nic_poll_all(void);
+void ah_shim_ha_nic_go_live(ha_qp_t *m);
+void ah_shim_ha_nic_poll_all(void);
 /* A completion of one of m's shadows taken from a backup NIC's CQ, translated as NCCL's poll translates a
  * shadow's (rdma_ha_data.c). Returns 1 to hand it to NCCL, 0 to absorb it. */
-int ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc);
+int ah_shim_ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc);
 
 /* the background thread's steps; each returns 1 when it moved (run again soon) */
-void *ha_thread(void *arg);
-int ha_shadow_step(ha_qp_t *m);
-int ha_failover_step(ha_qp_t *m);
+void *ah_shim_ha_thread(void *arg);
+int ah_shim_ha_shadow_step(ha_qp_t *m);
+int ah_shim_ha_failover_step(ha_qp_t *m);
 /* Heartbeats, dead standbys' rebuilds and the soft timeout of m; returns 1 when it acted. */
-int ha_health_step(ha_qp_t *m);
-/* 1 when ha_health_step has something to do for m now. Call under ha_mu. */
-int ha_health_due(ha_qp_t *m, double now);
-void ha_notice_check(void);
+int ah_shim_ha_health_step(ha_qp_t *m);
+/* 1 when ah_shim_ha_health_step has something to do for m now. Call under ah_shim_ha_mu. */
+int ah_shim_ha_health_due(ha_qp_t *m, double now);
+void ah_shim_ha_notice_check(void);
 /* Failback (rdma_ha_failback.c), on the background thread, before m's health step: when m's
  * standby is not ready after standbys died and its port was seen down and then active again, it is
  * rebuilt now, one generation ahead, so that the peer follows; a dead standby waiting for its
  * rebuild is rebuilt now when the peer gave up a newer generation (looked at every 0.25 s). Call
  * without m->mu. */
-void ha_failback_step(ha_qp_t *m);
+void ah_shim_ha_failback_step(ha_qp_t *m);
 /* the rebalance (rdma_ha_rebal.c): m failed over; re-plan when due; the report's figures */
-void ha_rebal_note(ha_qp_t *m);
-void ha_rebal_check(void);
-void ha_rebal_report(ah_report_ha_t *h);
+void ah_shim_ha_rebal_note(ha_qp_t *m);
+void ah_shim_ha_rebal_check(void);
+void ah_shim_ha_rebal_report(ah_report_ha_t *h);
 /* 1 when the rebalance has a plan to re-plan (AUTOHA_HA=path, AUTOHA_QP_SPORT=plan, a job line). */
-int ha_rebal_on(void);
+int ah_shim_ha_rebal_on(void);
 /* The spine m's primary crosses now in the rebalance's model, or -1 (not in the plan, or no spine). */
-int ha_rebal_spine(ha_qp_t *m);
+int ah_shim_ha_rebal_spine(ha_qp_t *m);
 /* m's flow in the rebalance's plan (looked up once), or -1 (no plan, or the plan has no such flow). */
-int ha_rebal_flow(ha_qp_t *m);
+int ah_shim_ha_rebal_flow(ha_qp_t *m);
 /* m's completions are persistently slower than its peers': publish the links of its planned route
  * as degraded and re-plan soon. Runs on the background thread. */
-void ha_rebal_degraded(ha_qp_t *m);
+void ah_shim_ha_rebal_degraded(ha_qp_t *m);
 /* the degraded-link detection (rdma_ha_degrade.c): samples every queue pair every 100 ms and
  * compares their completion times (the background thread's loop) */
-void ha_degrade_check(void);
+void ah_shim_ha_degrade_check(void);
 
 #pragma GCC visibility pop
 

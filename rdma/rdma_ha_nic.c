@@ -5,7 +5,7 @@
  * on it (all of them when the first shadow is built there, then each new one as NCCL registers it;
  * deregistered with the original), and each mirror's remote key is published in the hub's
  * directory so that the peer can translate the remote keys it posts. Every post on a nic shadow
- * (the replay included) goes through ha_sh_post_send/recv, which translate local keys (the
+ * (the replay included) goes through ah_shim_ha_sh_post_send/recv, which translate local keys (the
  * mirror's) and remote keys (the peer's published mapping, cached).
  *
  * Key choice: the backup NIC is the process's, not NCCL's — its own context and protection domain,
@@ -183,8 +183,8 @@ static int mirror(ha_nic_t *nic, mr_rec_t *r) {
   if (r->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)) {
     uint8_t key[HA_KEY];
     uint32_t val[2] = {RKEY_MAGIC, mr->rkey};
-    ha_dir_key(key, s.b, r->mr->rkey, 0, KIND_RKEY);
-    if (ha_dir_put(key, val, sizeof val) != 0)
+    ah_shim_ha_dir_key(key, s.b, r->mr->rkey, 0, KIND_RKEY);
+    if (ah_shim_ha_dir_put(key, val, sizeof val) != 0)
       AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot publish a remote key's mirror on %s (the hub is gone?); a peer's "
                     "failover to it fails", nic->name);
   }
@@ -312,7 +312,7 @@ void ah_shim_ha_mr_deregistering(struct ibv_mr *mr) {
 
 /* ---- shadows on the backup NIC ---------------------------------------------------------------- */
 
-int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p, struct ibv_cq **rcq_p, int *port_p,
+int ah_shim_ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p, struct ibv_cq **rcq_p, int *port_p,
                           union ibv_gid *gid_p) {
   struct ibv_context *pctx = m->qp->context;
   pthread_mutex_lock(&nic_mu);
@@ -357,8 +357,8 @@ int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_
   uint8_t key[HA_KEY];
   uint32_t val[5] = {NICX_MAGIC};
   memcpy(val + 1, nq->local.b, 16);
-  ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_NICX);
-  if (ha_dir_put(key, val, sizeof val) != 0) {
+  ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_NICX);
+  if (ah_shim_ha_dir_put(key, val, sizeof val) != 0) {
     free(nq);
     return -1;
   }
@@ -371,7 +371,7 @@ int ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_
   return 0;
 }
 
-int ha_nic_shadow_add(ha_qp_t *m, uint32_t qpn) {
+int ah_shim_ha_nic_shadow_add(ha_qp_t *m, uint32_t qpn) {
   ha_nic_t *nic = m->nq->nic;
   int rc = -1;
   pthread_mutex_lock(&nic_mu);
@@ -384,7 +384,7 @@ int ha_nic_shadow_add(ha_qp_t *m, uint32_t qpn) {
   return rc;
 }
 
-void ha_nic_shadow_forget(ha_qp_t *m) {
+void ah_shim_ha_nic_shadow_forget(ha_qp_t *m) {
   if (!m->nq) return;
   ha_nic_t *nic = m->nq->nic;
   pthread_mutex_lock(&nic_mu);
@@ -422,8 +422,8 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
   uint8_t key[HA_KEY];
   if (!nq->have_peer) {
     uint32_t val[5];
-    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_NICX);
-    if (ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val || val[0] != NICX_MAGIC) {
+    ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_NICX);
+    if (ah_shim_ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val || val[0] != NICX_MAGIC) {
       AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: the peer published no key space for its nic shadow", m->qpn);
       return -1;
     }
@@ -437,8 +437,8 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
   pthread_mutex_unlock(&nic_mu);
   if (rc == 0) return 0;
   uint32_t val[2];
-  ha_dir_key(key, nq->peer.b, rkey, 0, KIND_RKEY);
-  if (ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val || val[0] != RKEY_MAGIC) {
+  ah_shim_ha_dir_key(key, nq->peer.b, rkey, 0, KIND_RKEY);
+  if (ah_shim_ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val || val[0] != RKEY_MAGIC) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: the peer published no mirror of its remote key 0x%x", m->qpn, rkey);
     return -1;
   }
@@ -449,7 +449,7 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
   return 0;
 }
 
-int ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+int ah_shim_ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
   if (!ha_on_nic(m, qp)) return m->hc->post_send(qp, wr, bad);
   for (struct ibv_send_wr *w = wr; w; w = w->next) {
     struct ibv_send_wr c = *w, *b;
@@ -475,7 +475,7 @@ int ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struc
   return 0;
 }
 
-int ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+int ah_shim_ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
   if (!ha_on_nic(m, qp)) return m->hc->post_recv(qp, wr, bad);
   for (struct ibv_recv_wr *w = wr; w; w = w->next) {
     struct ibv_recv_wr c = *w, *b;
@@ -498,7 +498,7 @@ int ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struc
 
 /* ---- the backup CQs, for the completion side (rdma_ha_nic_cq.c) ------------------------------- */
 
-void ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg) {
+void ah_shim_ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void *arg) {
   int nn = atomic_load_explicit(&nnics, memory_order_acquire);
   for (int i = 0; i < nn; i++) {
     ha_nic_t *nic = nics[i];
@@ -508,7 +508,7 @@ void ha_nic_cq_each(struct ibv_cq *nccl, void (*fn)(ha_nic_cq_t *, void *), void
   }
 }
 
-ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn) {
+ha_qp_t *ah_shim_ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn) {
   ha_qp_t *m = NULL;
   pthread_mutex_lock(&nic_mu);
   int nn = atomic_load(&nnics);
@@ -522,14 +522,14 @@ ha_qp_t *ha_nic_shadow_of(struct ibv_cq *bk, uint32_t qpn) {
   return m;
 }
 
-const char *ha_nic_name(const ha_qp_t *m) { return m->nq ? m->nq->nic->name : NULL; }
+const char *ah_shim_ha_nic_name(const ha_qp_t *m) { return m->nq ? m->nq->nic->name : NULL; }
 
-int ha_nic_event(int i, struct ibv_async_event *ev, const char **name_p) {
+int ah_shim_ha_nic_event(int i, struct ibv_async_event *ev, const char **name_p) {
   if (i < 0 || i >= atomic_load_explicit(&nnics, memory_order_acquire)) return -1;
   ha_nic_t *nic = nics[i];
   *name_p = nic->name;
   return nic->events && rv.get_async_event(nic->ctx, ev) == 0;
 }
 
-void ha_nic_event_ack(struct ibv_async_event *ev) { rv.ack_async_event(ev); }
+void ah_shim_ha_nic_event_ack(struct ibv_async_event *ev) { rv.ack_async_event(ev); }
 

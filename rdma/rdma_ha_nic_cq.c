@@ -23,8 +23,8 @@ static void nic_cq_drain(ha_nic_cq_t *c, void *arg) {
     int r = c->bk->context->ops.poll_cq(c->bk, 32, wc);
     if (r <= 0) break;
     for (int i = 0; i < r; i++) {
-      ha_qp_t *m = ha_nic_shadow_of(c->bk, wc[i].qp_num);
-      if (m && ha_wc_from_shadow(m, &wc[i])) ha_synth_push(m->hc, c->nccl, &wc[i]);
+      ha_qp_t *m = ah_shim_ha_nic_shadow_of(c->bk, wc[i].qp_num);
+      if (m && ah_shim_ha_wc_from_shadow(m, &wc[i])) ah_shim_ha_synth_push(m->hc, c->nccl, &wc[i]);
     }
     if (r < 32) break;
   }
@@ -34,14 +34,14 @@ static void nic_cq_drain(ha_nic_cq_t *c, void *arg) {
 /* NCCL's poll of a context one of whose queue pairs runs on a nic shadow: the backup CQs behind
  * cq first (queued behind the synthesized completions), then the HA wrapper. Returns what it does. */
 static int nic_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
-  ha_nic_cq_each(cq, nic_cq_drain, NULL);
+  ah_shim_ha_nic_cq_each(cq, nic_cq_drain, NULL);
   ha_ctx_t *hc = ctx_of(cq->context); /* each context has its own HA poll wrapper */
   return hc ? hc->ha_poll_cq(cq, n, wc) : -1;
 }
 
-void ha_nic_poll_all(void) { ha_nic_cq_each(NULL, nic_cq_drain, NULL); }
+void ah_shim_ha_nic_poll_all(void) { ah_shim_ha_nic_cq_each(NULL, nic_cq_drain, NULL); }
 
-void ha_nic_go_live(ha_qp_t *m) {
+void ah_shim_ha_nic_go_live(ha_qp_t *m) {
   if (!m->nq) return;
   struct ibv_context *ctx = m->qp->context;
   pthread_mutex_lock(&live_mu);

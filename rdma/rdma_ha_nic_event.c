@@ -19,15 +19,15 @@
  * with that QP number. Returns how many.
  *
  * Every queue pair on the NIC is looked at (a process with many channels and peers has hundreds):
- * each is marked busy, which keeps it from a destroy while its lock is taken outside ha_mu. Only
+ * each is marked busy, which keeps it from a destroy while its lock is taken outside ah_shim_ha_mu. Only
  * this thread marks queue pairs busy, and each of its other loops clears its marks before it
  * returns, so none on the NIC is skipped as another loop's. */
 static int standbys_dead(const char *name, int port, uint32_t qpn, const char *why) {
   ha_qp_t **hit = NULL;
   int n = 0, cap = 0, dead = 0;
-  pthread_mutex_lock(&ha_mu);
-  for (ha_qp_t *m = ha_qps; m; m = m->next) {
-    const char *nic = ha_nic_name(m);
+  pthread_mutex_lock(&ah_shim_ha_mu);
+  for (ha_qp_t *m = ah_shim_ha_qps; m; m = m->next) {
+    const char *nic = ah_shim_ha_nic_name(m);
     if (!nic || strcmp(nic, name) != 0 || m->busy) continue;
     if (n == cap) {
       ha_qp_t **h = realloc(hit, (size_t)(cap ? 2 * cap : 64) * sizeof *h);
@@ -37,22 +37,22 @@ static int standbys_dead(const char *name, int port, uint32_t qpn, const char *w
     m->busy = 1;
     hit[n++] = m;
   }
-  pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
   for (int i = 0; i < n; i++) {
     ha_qp_t *m = hit[i];
     pthread_mutex_lock(&m->mu);
     int sb = atomic_load(&m->sb.state);
     if (sb != SH_DEAD && sb != SH_NONE && sb != SH_WANTED && ha_on_nic(m, m->sb.qp) &&
         (!port || m->sb.port == port) && (!qpn || m->sb.qpn == qpn)) {
-      ha_standby_dead(m, why);
+      ah_shim_ha_standby_dead(m, why);
       dead++;
     }
     pthread_mutex_unlock(&m->mu);
   }
-  pthread_mutex_lock(&ha_mu);
+  pthread_mutex_lock(&ah_shim_ha_mu);
   for (int i = 0; i < n; i++) hit[i]->busy = 0;
-  pthread_cond_broadcast(&ha_idle_cv);
-  pthread_mutex_unlock(&ha_mu);
+  pthread_cond_broadcast(&ah_shim_ha_idle_cv);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
   free(hit);
   return dead;
 }
@@ -95,17 +95,17 @@ static void on_event(const char *name, const struct ibv_async_event *ev) {
   }
 }
 
-void ha_nic_events(void) {
+void ah_shim_ha_nic_events(void) {
   for (int i = 0;; i++) {
     /* bounded per round: a flapping port's further events wait for the next one */
     for (int k = 0; k < 64; k++) {
       struct ibv_async_event ev;
       const char *name = NULL;
-      int r = ha_nic_event(i, &ev, &name);
+      int r = ah_shim_ha_nic_event(i, &ev, &name);
       if (r < 0) return; /* past the last backup NIC */
       if (r == 0) break;
       on_event(name, &ev);
-      ha_nic_event_ack(&ev);
+      ah_shim_ha_nic_event_ack(&ev);
     }
   }
 }

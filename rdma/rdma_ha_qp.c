@@ -58,10 +58,10 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
   m->port = 1;
   m->flow = -2;
   pthread_mutex_init(&m->mu, NULL);
-  pthread_mutex_lock(&ha_mu);
-  ha_ctx_t *hc = ha_ctx_get(qp->context, real);
-  if (!hc || ha_table_set(hc, m->qpn, m) != 0) {
-    pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_lock(&ah_shim_ha_mu);
+  ha_ctx_t *hc = ah_shim_ha_ctx_get(qp->context, real);
+  if (!hc || ah_shim_ha_table_set(hc, m->qpn, m) != 0) {
+    pthread_mutex_unlock(&ah_shim_ha_mu);
     AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: cannot manage QP %u (too many contexts or QPs); it runs without a shadow",
                   qp->qp_num);
     ah_ha_slog_free(&m->slog);
@@ -70,18 +70,18 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
     goto out;
   }
   m->hc = hc;
-  m->next = ha_qps;
-  ha_qps = m;
+  m->next = ah_shim_ha_qps;
+  ah_shim_ha_qps = m;
   if (!thread_started) {
     pthread_t t;
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, ha_thread, NULL) == 0) thread_started = 1;
+    if (pthread_create(&t, &a, ah_shim_ha_thread, NULL) == 0) thread_started = 1;
     else ah_log(AH_LOG_WARN, "HA: cannot start the background thread; no shadows are built");
     pthread_attr_destroy(&a);
   }
-  pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
 out:
   errno = saved;
 }
@@ -93,10 +93,10 @@ static ha_qp_t *managed(struct ibv_qp *qp) {
 }
 
 void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask) {
-  if (!qp || !attr || !(mask & IBV_QP_STATE) || !atomic_load(&ha_nctx)) return;
+  if (!qp || !attr || !(mask & IBV_QP_STATE) || !atomic_load(&ah_shim_ha_nctx)) return;
   ha_qp_t *m = managed(qp);
   if (!m) return;
-  pthread_mutex_lock(&ha_mu);
+  pthread_mutex_lock(&ah_shim_ha_mu);
   if (attr->qp_state == IBV_QPS_INIT) {
     if (mask & IBV_QP_PORT) m->port = attr->port_num;
     if (mask & IBV_QP_ACCESS_FLAGS) m->access = (int)attr->qp_access_flags;
@@ -115,14 +115,14 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
       if (m->rtr.ah_attr.is_global && m->have_sgid) {
         m->sb.gen = 1;
         atomic_store(&m->sb.state, SH_WANTED);
-        pthread_cond_signal(&ha_cv);
+        pthread_cond_signal(&ah_shim_ha_cv);
       } else {
         AH_LOG_CAPPED(1, AH_LOG_INFO, "HA: QP %u has no GRH (InfiniBand): shadows are built on RoCE only",
                       m->qpn);
       }
     }
   }
-  pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
 }
 
 /* Releases what a destroyed QP held. The struct itself stays (a few hundred bytes per QP NCCL
@@ -136,29 +136,29 @@ static void qp_free(ha_qp_t *m) {
 }
 
 void ah_shim_ha_destroying(struct ibv_qp *qp) {
-  if (!qp || !atomic_load(&ha_nctx)) return;
+  if (!qp || !atomic_load(&ah_shim_ha_nctx)) return;
   int saved = errno;
-  pthread_mutex_lock(&ha_mu);
+  pthread_mutex_lock(&ah_shim_ha_mu);
   ha_qp_t *m = managed(qp);
   if (m) {
     ha_ctx_t *hc = m->hc;
-    ha_table_set(hc, m->qpn, NULL);
+    ah_shim_ha_table_set(hc, m->qpn, NULL);
     for (int g = 0; g < m->ngens; g++) /* a nic shadow's number is another NIC's */
-      if (!ha_on_nic(m, m->gens[g])) ha_table_set(hc, m->gens[g]->qp_num, NULL);
-    if (m->nq) ha_nic_shadow_forget(m);
-    for (ha_qp_t **p = &ha_qps; *p; p = &(*p)->next)
+      if (!ha_on_nic(m, m->gens[g])) ah_shim_ha_table_set(hc, m->gens[g]->qp_num, NULL);
+    if (m->nq) ah_shim_ha_nic_shadow_forget(m);
+    for (ha_qp_t **p = &ah_shim_ha_qps; *p; p = &(*p)->next)
       if (*p == m) {
         *p = m->next;
         break;
       }
     /* the thread may be working on this QP (a step takes milliseconds): NCCL's QP must outlive it */
-    while (m->busy) pthread_cond_wait(&ha_idle_cv, &ha_mu);
+    while (m->busy) pthread_cond_wait(&ah_shim_ha_idle_cv, &ah_shim_ha_mu);
     for (int g = 0; g < m->ngens; g++) hc->real.destroy_qp(m->gens[g]);
     m->ngens = 0;
     m->sh = m->sb.qp = NULL;
     qp_free(m);
   }
-  pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
   errno = saved;
 }
 
@@ -167,13 +167,13 @@ void ah_shim_ha_report(ah_report_ha_t *h) {
   if (!ah_shim_ha_on()) return;
   int ha = ah_env_settings()->ha;
   snprintf(h->policy, sizeof h->policy, "%s", ha == 1 ? "path" : ha == 3 ? "nic" : "port");
-  h->shadows = atomic_load(&ha_st_shadows);
-  h->failovers = atomic_load(&ha_st_failovers);
-  h->replayed = atomic_load(&ha_st_replayed);
-  h->synthesized = atomic_load(&ha_st_synth);
-  pthread_mutex_lock(&ha_events_mu);
-  h->nfail = ha_nevents;
-  memcpy(h->fail, ha_events, sizeof ha_events[0] * (size_t)ha_nevents);
-  pthread_mutex_unlock(&ha_events_mu);
-  ha_rebal_report(h);
+  h->shadows = atomic_load(&ah_shim_ha_st_shadows);
+  h->failovers = atomic_load(&ah_shim_ha_st_failovers);
+  h->replayed = atomic_load(&ah_shim_ha_st_replayed);
+  h->synthesized = atomic_load(&ah_shim_ha_st_synth);
+  pthread_mutex_lock(&ah_shim_ha_events_mu);
+  h->nfail = ah_shim_ha_nevents;
+  memcpy(h->fail, ah_shim_ha_events, sizeof ah_shim_ha_events[0] * (size_t)ah_shim_ha_nevents);
+  pthread_mutex_unlock(&ah_shim_ha_events_mu);
+  ah_shim_ha_rebal_report(h);
 }

@@ -9,7 +9,7 @@
 #include "ah_path.h"
 #include "rdma_ha_int.h"
 
-static ah_path_topo_t *topo; /* ha_topo(), once the plan is loaded */
+static ah_path_topo_t *topo; /* ah_shim_ha_topo(), once the plan is loaded */
 
 /* Every process that fails a primary over publishes the leaf–spine links its planned route crossed
  * ("HAL1", keyed by leaf and spine); every process that failed over reads the job's whole set a
@@ -29,11 +29,11 @@ static int rb_n; /* flows of the plan; 0: no rebalance */
 static double rb_t0; /* the background thread's: the last failover, 0 none pending */
 static int rb_step;
 static _Atomic unsigned long st_rebal, st_rebal_moved;
-static double st_rb_before, st_rb_share, st_rb_bound; /* under ha_events_mu */
+static double st_rb_before, st_rb_share, st_rb_bound; /* under ah_shim_ha_events_mu */
 
 static void rb_load(void) {
   const ah_settings_t *env = ah_env_settings();
-  topo = ha_topo();
+  topo = ah_shim_ha_topo();
   if (env->ha != 1 || !topo) return;
   if (!env->qp || env->qp_sport != AH_PATH_SPORT_PLAN) {
     ah_log(AH_LOG_INFO, "HA: no rebalance after failovers: it needs AUTOHA_QP_SPORT=plan (each primary on its "
@@ -60,19 +60,19 @@ static int rb_flow_of(ha_qp_t *m) {
                           m->hc->real.qp_sport(m->qp), NULL);
 }
 
-int ha_rebal_on(void) {
+int ah_shim_ha_rebal_on(void) {
   pthread_once(&rb_once, rb_load);
   return rb_n > 0;
 }
 
-int ha_rebal_spine(ha_qp_t *m) {
-  if (ha_rebal_flow(m) < 0) return -1;
+int ah_shim_ha_rebal_spine(ha_qp_t *m) {
+  if (ah_shim_ha_rebal_flow(m) < 0) return -1;
   int side, spine, rx;
   ah_path_model_route(topo, &rb_flows[m->flow], m->hc->real.qp_sport(m->qp), &side, &spine, &rx);
   return spine;
 }
 
-int ha_rebal_flow(ha_qp_t *m) {
+int ah_shim_ha_rebal_flow(ha_qp_t *m) {
   pthread_once(&rb_once, rb_load);
   if (!rb_n) return -1;
   if (m->flow == -2) m->flow = rb_flow_of(m);
@@ -93,12 +93,12 @@ static void rb_known_init(void) {
 
 static void rb_link_key(uint8_t key[HA_KEY], int leaf, int spine) {
   static const uint8_t job[16] = {0};
-  ha_dir_key(key, job, (uint32_t)leaf, (uint32_t)spine, KIND_LINK);
+  ah_shim_ha_dir_key(key, job, (uint32_t)leaf, (uint32_t)spine, KIND_LINK);
 }
 
 /* m failed over: publish the links its primary's planned route crossed, and re-plan soon. Runs on
  * the background thread. */
-void ha_rebal_note(ha_qp_t *m) {
+void ah_shim_ha_rebal_note(ha_qp_t *m) {
   pthread_once(&rb_once, rb_load);
   if (!rb_n) return;
   if (m->flow == -2) m->flow = rb_flow_of(m);
@@ -114,7 +114,7 @@ void ha_rebal_note(ha_qp_t *m) {
       rb_known_init();
       if (at < RB_LINKS_MAX) known[at] = down;
       rb_link_key(key, l[i].leaf, l[i].spine);
-      ha_dir_put(key, &down, sizeof down);
+      ah_shim_ha_dir_put(key, &down, sizeof down);
     }
   }
   rb_t0 = ha_now_s();
@@ -135,10 +135,10 @@ static uint16_t rb_cur_sport(ha_qp_t *m) {
   return m->rb_sport ? m->rb_sport : m->sh_sport;
 }
 
-void ha_rebal_degraded(ha_qp_t *m) {
+void ah_shim_ha_rebal_degraded(ha_qp_t *m) {
   ah_path_flow_t fl;
-  if (!ha_rebal_on()) return;
-  if (ha_rebal_flow(m) >= 0) {
+  if (!ah_shim_ha_rebal_on()) return;
+  if (ah_shim_ha_rebal_flow(m) >= 0) {
     fl = rb_flows[m->flow];
   } else if (ah_ha_rebal_flow_by_gids(topo, m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, &fl) == 0) {
     m->dg.clear = 1; /* the re-plan does not know it: it is moved off the bad links alone */
@@ -155,8 +155,8 @@ void ha_rebal_degraded(ha_qp_t *m) {
     if (at < RB_LINKS_MAX && known[at] > frac) known[at] = frac;
     rb_link_key(key, l[i].leaf, l[i].spine);
     /* never raise a link another process found down */
-    if (ha_dir_get(key, &had, sizeof had, HA_LOOK) == (int)sizeof had && had <= frac) continue;
-    ha_dir_put(key, &frac, sizeof frac);
+    if (ah_shim_ha_dir_get(key, &had, sizeof had, HA_LOOK) == (int)sizeof had && had <= frac) continue;
+    ah_shim_ha_dir_put(key, &frac, sizeof frac);
   }
   rb_t0 = ha_now_s();
   rb_step = 0;
@@ -164,7 +164,7 @@ void ha_rebal_degraded(ha_qp_t *m) {
 
 /* Re-plans around the job's known failed links and moves this process's queue pairs the re-plan
  * moved. Runs on the background thread, at the times of rb_checks after the last failover. */
-void ha_rebal_check(void) {
+void ah_shim_ha_rebal_check(void) {
   if (!rb_n || rb_t0 == 0 || ha_now_s() < rb_t0 + rb_checks[rb_step]) return;
   if (++rb_step == (int)(sizeof rb_checks / sizeof rb_checks[0])) rb_t0 = 0;
   int nleaf = 2 * topo->npairs, S = topo->nspines;
@@ -177,7 +177,7 @@ void ha_rebal_check(void) {
   static double frac[RB_LINKS_MAX];
   static int lens[RB_LINKS_MAX];
   for (int i = 0; i < nk; i++) rb_link_key(keys[i], i / S, i % S);
-  ha_dir_get_many((const uint8_t(*)[HA_KEY])keys, nk, frac, sizeof frac[0], lens, HA_LOOK);
+  ah_shim_ha_dir_get_many((const uint8_t(*)[HA_KEY])keys, nk, frac, sizeof frac[0], lens, HA_LOOK);
   for (int i = 0; i < nk; i++) {
     if (lens[i] == (int)sizeof frac[0] && frac[i] < known[i]) known[i] = frac[i];
     if (known[i] < 1) links[nl++] = (ah_path_link_state_t){i / S, i % S, known[i]};
@@ -195,13 +195,13 @@ void ha_rebal_check(void) {
   }
   ha_qp_t *work[256];
   int nw = 0, nmoved = 0, nfail = 0;
-  pthread_mutex_lock(&ha_mu);
-  for (ha_qp_t *m = ha_qps; m && nw < 256; m = m->next)
+  pthread_mutex_lock(&ah_shim_ha_mu);
+  for (ha_qp_t *m = ah_shim_ha_qps; m && nw < 256; m = m->next)
     if ((atomic_load(&m->state) == HA_SHADOW || atomic_load(&m->state) == HA_PEACE) && !m->busy) {
       m->busy = 1;
       work[nw++] = m;
     }
-  pthread_mutex_unlock(&ha_mu);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
   for (int i = 0; i < nw; i++) {
     ha_qp_t *m = work[i];
     if (m->flow == -2) m->flow = rb_flow_of(m);
@@ -241,10 +241,10 @@ void ha_rebal_check(void) {
                     err == ENOSYS ? "libmlx5 has no mlx5dv_modify_qp_udp_sport" : strerror(err));
     }
   }
-  pthread_mutex_lock(&ha_mu);
+  pthread_mutex_lock(&ah_shim_ha_mu);
   for (int i = 0; i < nw; i++) work[i]->busy = 0;
-  pthread_cond_broadcast(&ha_idle_cv);
-  pthread_mutex_unlock(&ha_mu);
+  pthread_cond_broadcast(&ah_shim_ha_idle_cv);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
   if (nmoved) {
     atomic_fetch_add(&st_rebal, 1);
     atomic_fetch_add(&st_rebal_moved, (unsigned long)nmoved);
@@ -253,19 +253,19 @@ void ha_rebal_check(void) {
            "possible %.3f (%.0f%%)", nl - ndeg, ndeg, res.moved, nmoved, res.before, res.share, res.bound,
            res.bound > 0 ? 100 * res.share / res.bound : 0.0);
   }
-  pthread_mutex_lock(&ha_events_mu);
+  pthread_mutex_lock(&ah_shim_ha_events_mu);
   st_rb_before = res.before, st_rb_share = res.share, st_rb_bound = res.bound;
-  pthread_mutex_unlock(&ha_events_mu);
+  pthread_mutex_unlock(&ah_shim_ha_events_mu);
   (void)nfail;
   free(routes);
   free(moved);
 }
 
 
-void ha_rebal_report(ah_report_ha_t *h) {
+void ah_shim_ha_rebal_report(ah_report_ha_t *h) {
   h->rebalances = atomic_load(&st_rebal);
   h->rebalanced = atomic_load(&st_rebal_moved);
-  pthread_mutex_lock(&ha_events_mu);
+  pthread_mutex_lock(&ah_shim_ha_events_mu);
   if (h->rebalances) h->rb_before = st_rb_before, h->rb_share = st_rb_share, h->rb_bound = st_rb_bound;
-  pthread_mutex_unlock(&ha_events_mu);
+  pthread_mutex_unlock(&ah_shim_ha_events_mu);
 }

@@ -28,7 +28,7 @@ typedef struct {
 static uint16_t carrier_sport(const ha_qp_t *m) { return m->sh ? (m->rb_sport ? m->rb_sport : m->sh_sport) : 0; }
 
 /* 0 when port `port` of m's NIC reports itself down, else 1 (up, or not known). */
-static int port_up(const ha_qp_t *m, int port) { return ha_port_state(m->hc, port) != IBV_PORT_DOWN; }
+static int port_up(const ha_qp_t *m, int port) { return ah_shim_ha_port_state(m->hc, port) != IBV_PORT_DOWN; }
 
 /* Creates m's standby (generation m->sb.gen), takes it to INIT on its port and publishes it.
  * Returns 0, -1 (the standby is then dead) or -2 (and none can ever be built: no other port). */
@@ -44,8 +44,8 @@ static int shadow_create(ha_qp_t *m) {
   /* nic: odd generations on the backup NIC, even ones on NCCL's own (its port, GID and objects), so
    * that a connection moved to the backup NIC can fail back over to a new queue pair on its first
    * NIC, and both ends — whose generation g pair up — put g on the same side: the key translation
-   * (ha_sh_post_send) is right only when both ends' queue pairs are on their backup NICs or neither */
-  if (policy == 3 && (m->sb.gen & 1) && ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0)
+   * (ah_shim_ha_sh_post_send) is right only when both ends' queue pairs are on their backup NICs or neither */
+  if (policy == 3 && (m->sb.gen & 1) && ah_shim_ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0)
     return -2; /* it said why */
   if (policy == 2) {
     /* the other port than the one carrying the traffic: after a failover to port 2, back on port 1 */
@@ -76,11 +76,11 @@ static int shadow_create(ha_qp_t *m) {
     AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot create a shadow for QP %u: %s", m->qpn, strerror(errno));
     return -1;
   }
-  pthread_mutex_lock(&ha_mu);
+  pthread_mutex_lock(&ah_shim_ha_mu);
   m->gens[m->ngens++] = sh; /* destroyed with NCCL's QP, never before: late completions name it */
   /* another NIC numbers its queue pairs apart: a nic shadow is on that NIC's list */
-  int listed = ha_on_nic(m, sh) ? ha_nic_shadow_add(m, sh->qp_num) : ha_table_set(hc, sh->qp_num, m);
-  pthread_mutex_unlock(&ha_mu);
+  int listed = ha_on_nic(m, sh) ? ah_shim_ha_nic_shadow_add(m, sh->qp_num) : ah_shim_ha_table_set(hc, sh->qp_num, m);
+  pthread_mutex_unlock(&ah_shim_ha_mu);
   if (listed != 0) {
     AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: too many shadows; QP %u runs without one", m->qpn);
     return -2;
@@ -106,14 +106,14 @@ static int shadow_create(ha_qp_t *m) {
                         carrier_sport(m)};
   memcpy(info.gid, gid.raw, 16);
   uint8_t key[HA_KEY];
-  ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, ha_kind_gen(KIND_SHADOW, m->sb.gen));
-  if (ha_dir_put(key, &info, sizeof info) != 0) return -1;
+  ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, ha_kind_gen(KIND_SHADOW, m->sb.gen));
+  if (ah_shim_ha_dir_put(key, &info, sizeof info) != 0) return -1;
   /* the newest generation this end gave up, for a peer that still takes its own for alive (never
    * the one a switch moved on from: that one carries the traffic) */
   if (m->gave_up) {
-    ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_GEN);
+    ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, KIND_GEN);
     uint32_t g = m->gave_up;
-    ha_dir_put(key, &g, sizeof g);
+    ah_shim_ha_dir_put(key, &g, sizeof g);
   }
   return 0;
 }
@@ -126,7 +126,7 @@ static void topo_load(void) {
   if (ah_path_topo_load(path, &topo) != 0) topo = NULL; /* the loader said why */
 }
 
-ah_path_topo_t *ha_topo(void) {
+ah_path_topo_t *ah_shim_ha_topo(void) {
   pthread_once(&topo_once, topo_load);
   return topo;
 }
@@ -149,7 +149,7 @@ static uint32_t shadow_label(ha_qp_t *m, const shadow_info_t *peer) {
     /* and the path of the last standby that died, when it died in a row */
     uint16_t out[3] = {psport, csport, m->sb_fails ? m->sb_dead_sport : 0};
     uint16_t back[2] = {peer_sport, (uint16_t)peer->sport2};
-    uint16_t sport = ah_path_backup_sport_avoid(ha_topo(), m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, out, 3, back, 2,
+    uint16_t sport = ah_path_backup_sport_avoid(ah_shim_ha_topo(), m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, out, 3, back, 2,
                                                 ah_path_label_to_sport(label));
     if (sport) return ah_path_sport_to_label(sport);
   }
@@ -186,20 +186,20 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
    * transport timeout would fail both standbys */
   uint8_t key[HA_KEY];
   uint32_t one = 1;
-  ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, ha_kind_gen(KIND_RTS, m->sb.gen));
-  if (ha_dir_put(key, &one, sizeof one) != 0) return -1;
+  ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, ha_kind_gen(KIND_RTS, m->sb.gen));
+  if (ah_shim_ha_dir_put(key, &one, sizeof one) != 0) return -1;
   atomic_store(&m->sb.state, SH_RTS);
   return 0;
 }
 
-int ha_heartbeat_post(ha_qp_t *m) {
+int ah_shim_ha_heartbeat_post(ha_qp_t *m) {
   struct ibv_send_wr w, *bad;
   memset(&w, 0, sizeof w);
   w.wr_id = WRID_HB;
   w.opcode = IBV_WR_RDMA_WRITE;
   w.send_flags = IBV_SEND_SIGNALED;
-  if (ha_sh_post_send(m, m->sb.qp, &w, &bad) != 0) {
-    ha_standby_dead(m, "posting its heartbeat failed");
+  if (ah_shim_ha_sh_post_send(m, m->sb.qp, &w, &bad) != 0) {
+    ah_shim_ha_standby_dead(m, "posting its heartbeat failed");
     return -1;
   }
   m->sb.hb_out = 1;
@@ -211,14 +211,14 @@ int ha_heartbeat_post(ha_qp_t *m) {
 static int shadow_heartbeat(ha_qp_t *m) {
   pthread_mutex_lock(&m->mu);
   atomic_store(&m->sb.state, SH_CONNECTED);
-  int rc = ha_heartbeat_post(m);
+  int rc = ah_shim_ha_heartbeat_post(m);
   pthread_mutex_unlock(&m->mu);
   return rc;
 }
 
 static void dead_locked(ha_qp_t *m, const char *why, int rebuild) {
   pthread_mutex_lock(&m->mu);
-  ha_standby_dead(m, why);
+  ah_shim_ha_standby_dead(m, why);
   if (!rebuild) m->sb.rebuild_at = 0;
   pthread_mutex_unlock(&m->mu);
 }
@@ -227,19 +227,19 @@ static void dead_locked(ha_qp_t *m, const char *why, int rebuild) {
  * record) builds a newer generation: ours is given up and rebuilt at the peer's at once. pg: the
  * generation to rebuild at, or 0 to read the peer's given-up one from the directory. Returns 1
  * when it was. */
-int ha_peer_ahead(ha_qp_t *m, uint32_t pg) {
+int ah_shim_ha_peer_ahead(ha_qp_t *m, uint32_t pg) {
   if (!m->peer_seen) return 0;
   if (!pg) {
     uint8_t key[HA_KEY];
     uint32_t gave_up = 0;
-    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
-    if (ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) != (int)sizeof gave_up) return 0;
+    ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
+    if (ah_shim_ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) != (int)sizeof gave_up) return 0;
     pg = gave_up + 1;
   }
   if (pg <= m->sb.gen || pg >= m->sb.gen + HA_GEN_MAX) return 0;
   pthread_mutex_lock(&m->mu);
   int was_dead = atomic_load(&m->sb.state) == SH_DEAD;
-  if (!was_dead) ha_standby_dead(m, "the peer built a newer one");
+  if (!was_dead) ah_shim_ha_standby_dead(m, "the peer built a newer one");
   int moved = m->sb.want_gen != pg || !was_dead;
   m->sb.want_gen = pg;
   if (m->sb.rebuild_at) m->sb.rebuild_at = ha_now_s();
@@ -248,10 +248,10 @@ int ha_peer_ahead(ha_qp_t *m, uint32_t pg) {
 }
 
 /* One step of m's standby setup (the background thread's); returns 1 when it moved. */
-int ha_shadow_step(ha_qp_t *m) {
+int ah_shim_ha_shadow_step(ha_qp_t *m) {
   int s = atomic_load(&m->sb.state);
   if (s == SH_WANTED) {
-    if (!ha_dir_coord()) return 0; /* the hub is known once the process joined a communicator */
+    if (!ah_shim_ha_dir_coord()) return 0; /* the hub is known once the process joined a communicator */
     if (m->sb.gen == 0) m->sb.gen = 1;
     m->sb.deadline = ha_now_s() + ah_env_settings()->ha_connect_s;
     int rc = shadow_create(m);
@@ -265,12 +265,12 @@ int ha_shadow_step(ha_qp_t *m) {
   if (s == SH_RTS) {
     uint8_t key[HA_KEY];
     uint32_t one = 0;
-    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, ha_kind_gen(KIND_RTS, m->sb.gen));
-    if (ha_dir_get(key, &one, sizeof one, HA_LOOK) == (int)sizeof one) {
+    ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, ha_kind_gen(KIND_RTS, m->sb.gen));
+    if (ah_shim_ha_dir_get(key, &one, sizeof one, HA_LOOK) == (int)sizeof one) {
       shadow_heartbeat(m);
       return 1;
     }
-    if (ha_peer_ahead(m, 0)) return 1;
+    if (ah_shim_ha_peer_ahead(m, 0)) return 1;
     if (ha_now_s() > m->sb.deadline) {
       dead_locked(m, "the peer's did not connect within AUTOHA_HA_CONNECT_S", 1);
       return 1;
@@ -279,15 +279,15 @@ int ha_shadow_step(ha_qp_t *m) {
   }
   if (s == SH_PUBLISHED) {
     uint8_t key[HA_KEY];
-    ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, ha_kind_gen(KIND_SHADOW, m->sb.gen));
+    ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, ha_kind_gen(KIND_SHADOW, m->sb.gen));
     shadow_info_t peer;
-    int n = ha_dir_get(key, &peer, sizeof peer, HA_LOOK);
+    int n = ah_shim_ha_dir_get(key, &peer, sizeof peer, HA_LOOK);
     if (n == (int)sizeof peer && peer.magic == SHADOW_MAGIC) {
       m->peer_seen = 1;
       if (shadow_connect(m, &peer) != 0) dead_locked(m, "it could not be connected", 1);
       return 1;
     }
-    if (ha_peer_ahead(m, 0)) return 1;
+    if (ah_shim_ha_peer_ahead(m, 0)) return 1;
     if (ha_now_s() > m->sb.deadline) {
       if (!m->peer_seen) {
         ah_log(AH_LOG_INFO, "HA: QP %u: the peer published no shadow within AUTOHA_HA_CONNECT_S (no autoha or "
@@ -314,14 +314,14 @@ static double soft_timeout_s(const ha_qp_t *m) {
   return 2 * 4.096e-6 * (double)(1ull << (to > 40 ? 40 : to)) * (rc + 1);
 }
 
-int ha_health_due(ha_qp_t *m, double now) {
+int ah_shim_ha_health_due(ha_qp_t *m, double now) {
   int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
   if (st == HA_BROKEN || !m->qp) return 0;
   if (sb == SH_DEAD && m->sb.rebuild_at && now >= m->sb.rebuild_at) return 1;
   return (st == HA_PEACE || st == HA_SHADOW) && now >= m->health_next;
 }
 
-int ha_health_step(ha_qp_t *m) {
+int ah_shim_ha_health_step(ha_qp_t *m) {
   double now = ha_now_s();
   int acted = 0;
   pthread_mutex_lock(&m->mu);
@@ -345,7 +345,7 @@ int ha_health_step(ha_qp_t *m) {
   if ((st == HA_PEACE || st == HA_SHADOW) && now >= m->health_next) {
     m->health_next = now + 0.1;
     if (atomic_load(&m->sb.state) == SH_READY && !m->sb.hb_out && now >= m->sb.hb_next) {
-      ha_heartbeat_post(m);
+      ah_shim_ha_heartbeat_post(m);
       acted = 1;
     }
     /* the soft timeout: the send log's tail has not moved for that long with signalled work in it */
@@ -355,7 +355,7 @@ int ha_health_step(ha_qp_t *m) {
     if (!outstanding || m->slog.tail != m->st_tail) {
       m->st_tail = m->slog.tail;
       m->st_since = now;
-    } else if (now - m->st_since > soft_timeout_s(m) && !m->unprotected && ha_can_hold(m)) {
+    } else if (now - m->st_since > soft_timeout_s(m) && !m->unprotected && ah_shim_ha_can_hold(m)) {
       char why[96];
       snprintf(why, sizeof why, "no completion for %.1f s (AUTOHA_HA_SOFT_TIMEOUT_S)", now - m->st_since);
       AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: QP %u: its oldest signalled work request has had %s and no error; "
@@ -364,13 +364,13 @@ int ha_health_step(ha_qp_t *m) {
       memset(&a, 0, sizeof a);
       a.qp_state = IBV_QPS_ERR;
       m->hc->real.modify_qp(ha_carrier(m), &a, IBV_QP_STATE);
-      ha_failover_start(m, why);
+      ah_shim_ha_failover_start(m, why);
       acted = 1;
     }
     if (m->sb.hb_out && now > m->sb.hb_next + 1.0) {
       /* nobody polled the heartbeat's completion (an idle connection): poll for it */
       pthread_mutex_unlock(&m->mu);
-      ha_drain_poll(m);
+      ah_shim_ha_drain_poll(m);
       return 1;
     }
   }

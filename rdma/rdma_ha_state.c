@@ -12,18 +12,18 @@
 
 /* the layer's shared objects (rdma_ha_int.h), defined here so that no other file of the layer
  * depends on another for them */
-pthread_mutex_t ha_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t ha_cv = PTHREAD_COND_INITIALIZER;
-pthread_cond_t ha_idle_cv = PTHREAD_COND_INITIALIZER;
-ha_ctx_t *ha_ctxs[HA_MAX_CTX];
-_Atomic int ha_nctx;
-ha_qp_t *ha_qps;
-pthread_mutex_t ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
-ah_report_failover_t ha_events[AH_REPORT_HA_MAX];
-int ha_nevents;
-_Atomic unsigned long ha_st_shadows, ha_st_failovers, ha_st_replayed, ha_st_synth;
+pthread_mutex_t ah_shim_ha_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t ah_shim_ha_cv = PTHREAD_COND_INITIALIZER;
+pthread_cond_t ah_shim_ha_idle_cv = PTHREAD_COND_INITIALIZER;
+ha_ctx_t *ah_shim_ha_ctxs[HA_MAX_CTX];
+_Atomic int ah_shim_ha_nctx;
+ha_qp_t *ah_shim_ha_qps;
+pthread_mutex_t ah_shim_ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
+ah_report_failover_t ah_shim_ha_events[AH_REPORT_HA_MAX];
+int ah_shim_ha_nevents;
+_Atomic unsigned long ah_shim_ha_st_shadows, ah_shim_ha_st_failovers, ah_shim_ha_st_replayed, ah_shim_ha_st_synth;
 
-int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
+int ah_shim_ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   uint32_t i = slot_of(qpn);
   int free_at = -1;
   for (int n = 0; n < HA_SLOTS; n++, i = (i + 1) & (HA_SLOTS - 1)) {
@@ -45,7 +45,7 @@ int ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   return 0;
 }
 
-int ha_can_hold(ha_qp_t *m) {
+int ah_shim_ha_can_hold(ha_qp_t *m) {
   if (m->unprotected) return 0;
   switch (atomic_load(&m->sb.state)) {
   case SH_WANTED:
@@ -58,7 +58,7 @@ int ha_can_hold(ha_qp_t *m) {
   }
 }
 
-void ha_failover_start(ha_qp_t *m, const char *why) {
+void ah_shim_ha_failover_start(ha_qp_t *m, const char *why) {
   m->t_fail = ha_now_s();
   m->fo_step = FO_DRAIN;
   m->fo_deadline = 0;
@@ -80,7 +80,7 @@ static const char *hb_status(enum ibv_wc_status st) {
   }
 }
 
-void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
+void ah_shim_ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
   if (wc->qp_num != m->sb.qpn || atomic_load(&m->sb.state) == SH_DEAD) return; /* a dead one's flushes */
   if (wc->wr_id == WRID_HB) m->sb.hb_out = 0;
   if (wc->status == IBV_WC_SUCCESS) {
@@ -89,17 +89,17 @@ void ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
     if (atomic_compare_exchange_strong(&m->sb.state, &want, SH_READY)) {
       m->sb.rebuild_at = 0;
       m->sb_fails = 0;
-      atomic_fetch_add(&ha_st_shadows, 1);
+      atomic_fetch_add(&ah_shim_ha_st_shadows, 1);
       ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sb.qpn, m->sb.port);
     }
   } else {
     char why[96];
     snprintf(why, sizeof why, "it failed its heartbeat (%s)", hb_status(wc->status));
-    ha_standby_dead(m, why);
+    ah_shim_ha_standby_dead(m, why);
   }
 }
 
-void ha_standby_dead(ha_qp_t *m, const char *why) {
+void ah_shim_ha_standby_dead(ha_qp_t *m, const char *why) {
   if (atomic_load(&m->sb.state) == SH_DEAD) return;
   atomic_store(&m->sb.state, SH_DEAD);
   m->sb.hb_out = 0;
@@ -119,7 +119,7 @@ void ha_standby_dead(ha_qp_t *m, const char *why) {
 }
 
 
-int ha_port_state(ha_ctx_t *hc, int port) {
+int ah_shim_ha_port_state(ha_ctx_t *hc, int port) {
   typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
   static _Atomic(query_port_fn) qp_fn;
   static _Atomic int looked;
