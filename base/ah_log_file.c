@@ -10,7 +10,7 @@
 #include "ah_file.h"
 #include "ah_log.h"
 #include "ah_log_file.h"
-#include "ah_report.h"
+#include "ah_template.h"
 
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 static char file_tmpl[1024]; /* non-empty while waiting for the rank */
