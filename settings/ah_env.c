@@ -17,7 +17,7 @@
 #include "ah_log.h"
 #include "ah_log_file.h"
 #include "ah_path.h"
-#include "ah_report.h"
+#include "ah_template.h"
 #include "ah_version.h"
 
 extern char **environ;
