@@ -9,8 +9,8 @@
 
 #include "ah_template.h"
 
-int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, const char *job,
-                          char *out, size_t len, char *err, size_t errlen) {
+int ah_template_expand(const char *tmpl, const char *host, int pid, int rank, const char *job,
+                       char *out, size_t len, char *err, size_t errlen) {
   size_t o = 0;
   if (!tmpl || !out || len == 0) {
     if (err && errlen) snprintf(err, errlen, "no path template");
@@ -56,7 +56,7 @@ int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank,
   return 0;
 }
 
-void ah_report_job_sanitize(const char *id, char *out, size_t len) {
+void ah_template_job_sanitize(const char *id, char *out, size_t len) {
   size_t o = 0;
   if (len == 0) return;
   for (const char *p = id ? id : ""; *p && o + 1 < len; p++) {
@@ -69,7 +69,7 @@ void ah_report_job_sanitize(const char *id, char *out, size_t len) {
   if (strcmp(out, ".") == 0 || strcmp(out, "..") == 0) snprintf(out, len, "_");
 }
 
-const char *ah_report_job_env(void) {
+const char *ah_template_job_env(void) {
   /* The scheduler before the launcher: torchrun inside a Slurm job names the Slurm job. */
   static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID",
                                      "PBS_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE"};
@@ -81,10 +81,10 @@ const char *ah_report_job_env(void) {
   return "";
 }
 
-int ah_report_job_id(char *out, size_t len) {
-  const char *v = ah_report_job_env();
+int ah_template_job_id(char *out, size_t len) {
+  const char *v = ah_template_job_env();
   if (*v) {
-    ah_report_job_sanitize(v, out, len);
+    ah_template_job_sanitize(v, out, len);
     return 1;
   }
   if (len) out[0] = 0;

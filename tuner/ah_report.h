@@ -146,7 +146,7 @@ char *ah_report_version_text(int code, int nccl, char *buf, size_t len);
 /* The whole report of one process. Strings are copied into fixed buffers, so a read report owns
  * everything it points to. */
 typedef struct {
-  char job[AH_REPORT_TEXT_MAX];      /* job id from the scheduler (ah_report_job_id), "" if none */
+  char job[AH_REPORT_TEXT_MAX];      /* job id from the scheduler (ah_template_job_id), "" if none */
   char host[AH_REPORT_TEXT_MAX];
   int pid;
   int rank;                          /* the process's lowest rank, -1 if none */
