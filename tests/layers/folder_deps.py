@@ -11,20 +11,10 @@ symbol and the folder that defines it. This is docs/architecture.md's layer rule
 code; tests/layers/file_cycles.py checks the files inside each folder.
 """
 import os
-import subprocess
 import sys
 
-
-def symbols(nm, obj):
-    out = subprocess.run([nm, obj], capture_output=True, text=True, check=True).stdout
-    defined, used = set(), set()
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == "U":
-            used.add(parts[1])
-        elif len(parts) == 3 and parts[1] in "TDBRC":
-            defined.add(parts[2])
-    return defined, used
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from file_cycles import symbols  # noqa: E402 (nm's defined and undefined symbols of one object)
 
 
 def main():
