@@ -3,7 +3,7 @@
 # alone (a release tarball, a pip sdist). cmake/WriteVersion.cmake writes it into
 # ${AUTOHA_GENERATED_DIR}/ah_version_gen.h at configure time and again at every build, rewriting the
 # file only when the string changes, so a commit or an edit is reflected without reconfiguring and
-# an unchanged tree recompiles nothing. tuner/ah_version.c is the one file that includes it.
+# an unchanged tree recompiles nothing. base/ah_version.c is the one file that includes it.
 set(AUTOHA_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
 set(_autoha_version_args -DSOURCE_DIR=${CMAKE_SOURCE_DIR} -DOUT=${AUTOHA_GENERATED_DIR}/ah_version_gen.h
     -DVERSION=${PROJECT_VERSION})

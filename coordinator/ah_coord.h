@@ -85,7 +85,7 @@ enum {
   AH_COORD_VERDICT_MISMATCH = 3
 };
 
-/* What a rank joins with: digests of the settings that decide its choices (tuner/ah_digest.h's
+/* What a rank joins with: digests of the settings that decide its choices (settings/ah_digest.h's
  * parts, opaque here). The hub compares each part with the first rank's. */
 #define AH_COORD_DIGEST_PARTS 3
 typedef struct {

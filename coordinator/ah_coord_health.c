@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ah_config.h"
 #include "ah_coord_internal.h"
+#include "ah_names.h"
+#include "ah_size.h"
 
 #define MAX_KEYS 64   /* distinct keys compared (the ranks' latest 16 each, normally the same) */
 #define MAX_GROUPS 64 /* distinct progress vectors (normally 2 or 3) */

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ah_config.h"
+#include "ah_names.h"
+#include "ah_size.h"
 
 typedef struct {
   int used;

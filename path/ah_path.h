@@ -181,7 +181,7 @@ enum { AH_PATH_METHOD_LABEL = 0, AH_PATH_METHOD_MLX5DV = 1 };
 typedef struct ah_path_policy ah_path_policy_t;
 struct ah_path_qp;
 
-/* The settings, typed as the environment table (tuner/ah_env.c) parsed them: AUTOHA_QP,
+/* The settings, typed as the environment table (settings/ah_env.c) parsed them: AUTOHA_QP,
  * AUTOHA_QP_SPORT, AUTOHA_QP_TC, AUTOHA_QP_TOPO, AUTOHA_QP_METHOD. */
 typedef struct {
   int on;                            /* 0: leave every QP as NCCL set it */
@@ -263,7 +263,7 @@ int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *
  * match), or -1 when no rule matches. */
 int ah_path_tc_rules_match(const ah_path_tc_rules_t *rules, const char *name, int nranks);
 
-/* Strict parser of AUTOHA_QP_TC (nccl|0..255|dscp=0..63, as tuner/ah_env.c's row): returns 0 and
+/* Strict parser of AUTOHA_QP_TC (nccl|0..255|dscp=0..63, as settings/ah_env.c's row): returns 0 and
  * sets *tc_p (-1 for nccl) and *is_dscp_p, or -1 (the caller logs). */
 int ah_path_parse_tc(const char *text, int *tc_p, int *is_dscp_p);
 

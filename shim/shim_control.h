@@ -54,7 +54,7 @@ void ah_shim_key_reopen(ah_shim_rankkey_t *ck);
 /* First call of a key on this rank: its entry, its process-wide state and, when the key is not
  * searched here, its pinned forever segment. NULL (logged) when memory runs out. Slow path. */
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call);
-/* The pinned segment of one of c's keys (tuner/ah_pin.c with this process's settings). */
+/* The pinned segment of one of c's keys (settings/ah_pin.c with this process's settings). */
 void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call, ah_segment_t *seg);
 
 /* ---- shim_search.c --------------------------------------------------------------------------- */

@@ -232,7 +232,7 @@ static void cred_write(const ah_coord_stamp_t *st, uint64_t hint_id) {
   }
   gethostname(host, sizeof host - 1);
   ah_shim_job_name(hint_id, job, sizeof job);
-  if (ah_report_path_expand(tmpl, host, (int)getpid(), -1, job, path, sizeof path, err,
+  if (ah_template_expand(tmpl, host, (int)getpid(), -1, job, path, sizeof path, err,
                             sizeof err) != 0 || ah_coord_cred_write(path, st, err, sizeof err) != 0)
     ah_log(AH_LOG_WARN, "AUTOHA_STATUS_FILE: %s: autoha status cannot reach this job", err);
   else

@@ -192,7 +192,7 @@ static inline void ah_shim_init(void) {
  * the first one fixes the job's shape for its topology and loads the profile (AUTOHA_PROFILE). */
 void ah_shim_first_comm(uint64_t id, int nranks, int nnodes, int rank);
 /* The job's name for %j in report and profile paths: the scheduler's or launcher's job id
- * (ah_report_job_id), else "comm-<16 hex digits>", the identity of the process's largest
+ * (ah_template_job_id), else "comm-<16 hex digits>", the identity of the process's largest
  * communicator (the job's world, the same on every rank; `hint_id` when none is registered yet,
  * 0: none), fixed at its first use; "unknown" before any communicator. */
 #define AH_SHIM_JOB_MAX 128

@@ -17,7 +17,7 @@ static void largest_comm(void *arg, ah_comm_t *c) {
 }
 
 void ah_shim_job_name(uint64_t hint_id, char *out, size_t len) {
-  if (ah_report_job_id(out, len)) return;
+  if (ah_template_job_id(out, len)) return;
   pthread_mutex_lock(&job_lock);
   if (!job_fallback[0]) {
     ah_comm_t *best = NULL;
@@ -49,7 +49,7 @@ static void first_comm_run(void) {
   if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
   host[sizeof host - 1] = 0;
   ah_shim_job_name(arg_id, job, sizeof job);
-  if (ah_report_path_expand(s->profile, host, (int)getpid(), arg_rank, job, path, sizeof path, err, sizeof err) != 0) {
+  if (ah_template_expand(s->profile, host, (int)getpid(), arg_rank, job, path, sizeof path, err, sizeof err) != 0) {
     ah_log(AH_LOG_ERROR, "AUTOHA_PROFILE: %s: no profile is loaded", err);
     return;
   }

@@ -147,7 +147,7 @@ void ah_shim_report_write(const char *why) {
   r.pid = (int)getpid();
   if (gethostname(r.host, sizeof r.host) != 0) snprintf(r.host, sizeof r.host, "?");
   r.host[sizeof r.host - 1] = 0;
-  ah_report_text_copy(r.job, sizeof r.job, ah_report_job_env()); /* as given, valid as JSON */
+  ah_report_text_copy(r.job, sizeof r.job, ah_template_job_env()); /* as given, valid as JSON */
   r.nccl_version = ah_shim.nccl_version;
   build_t b = {&r, 0, 1, 0};
   ah_comm_foreach(comm_add, &b);
@@ -170,7 +170,7 @@ void ah_shim_report_write(const char *why) {
   ah_shim_job_name(0, job, sizeof job);
   if (!b.ok) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory building the report (%s): not written", why);
-  } else if (ah_report_path_expand(s->report, r.host, r.pid, r.rank, job, path, sizeof path, err, sizeof err) != 0) {
+  } else if (ah_template_expand(s->report, r.host, r.pid, r.rank, job, path, sizeof path, err, sizeof err) != 0) {
     AH_LOG_CAPPED(1, AH_LOG_ERROR, "AUTOHA_REPORT: %s: no report is written", err);
   } else if (ah_report_write(&r, path, err, sizeof err) != 0) {
     AH_LOG_CAPPED(3, AH_LOG_ERROR, "cannot write the report (%s): %s", why, err);

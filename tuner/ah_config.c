@@ -1,82 +1,13 @@
-/* ah_config.c: size bins, the names of collectives, algorithms and protocols, and the formatting
- * and comparison of configurations (tuner/ah_config.h).
+/* ah_config.c: the formatting and comparison of configurations, the chunk windows of a space and
+ * what NCCL can run (tuner/ah_config.h).
  *
- * Names are NCCL's, lower-cased ("collnetdirect", "nvlstree", "ll128"), so what a user reads in
- * NCCL_DEBUG=INFO output can be typed into AUTOHA_OVERRIDE. Size bins are powers of two of bytes
- * per rank, so AllGather and ReduceScatter of the same per-rank share land in the same bin whatever
- * the communicator's size. */
-#include <ctype.h>
+ * The names a configuration is written with and the size bins of keys are base/'s (ah_names.c,
+ * ah_size.c), shared with the coordinator and the command line. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "ah_config.h"
-
-static const char *const algo_names[AH_NUM_ALGOS] = {"tree", "ring", "collnetdirect", "collnetchain",
-                                                     "nvls", "nvlstree", "pat"};
-static const char *const proto_names[AH_NUM_PROTOS] = {"ll", "ll128", "simple"};
-static const char *const coll_names[AH_NUM_COLLS] = {"broadcast", "reduce", "allgather",
-                                                     "reducescatter", "allreduce", "alltoall",
-                                                     "gather", "scatter"};
-
-int ah_size_bin(int coll, size_t nbytes, int nranks) {
-  size_t per_rank = nbytes;
-  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && nranks > 1)
-    per_rank = nbytes / (size_t)nranks;
-  int bin = 0;
-  while (per_rank > 1) {
-    per_rank >>= 1;
-    bin++;
-  }
-  return bin;
-}
-
-size_t ah_size_bin_floor(int bin) {
-  if (bin <= 0) return 0;
-  if (bin >= (int)(8 * sizeof(size_t))) return (size_t)-1;
-  return (size_t)1 << bin;
-}
-
-static const char *name_of(const char *const *names, int n, int v) {
-  return v >= 0 && v < n ? names[v] : "?";
-}
-
-/* Case-insensitive lookup of s[0..len) in names; also accepts "collnet_direct" style underscores
- * being absent or present ("nvls_tree" == "nvlstree"). */
-static int parse_of(const char *const *names, int n, const char *s, size_t len) {
-  char buf[32];
-  size_t k = 0;
-  if (!s) return -1;
-  for (size_t i = 0; i < len; i++) {
-    if (s[i] == '_' || s[i] == '-') continue;
-    if (k + 1 >= sizeof buf) return -1;
-    buf[k++] = s[i];
-  }
-  buf[k] = 0;
-  if (k == 0) return -1;
-  for (int i = 0; i < n; i++)
-    if (strcasecmp(buf, names[i]) == 0) return i;
-  return -1;
-}
-
-const char *ah_algo_name(int algo) { return name_of(algo_names, AH_NUM_ALGOS, algo); }
-const char *ah_proto_name(int proto) { return name_of(proto_names, AH_NUM_PROTOS, proto); }
-const char *ah_coll_name(int coll) { return name_of(coll_names, AH_NUM_COLLS, coll); }
-
-int ah_algo_parse(const char *s, size_t len) { return parse_of(algo_names, AH_NUM_ALGOS, s, len); }
-int ah_proto_parse(const char *s, size_t len) { return parse_of(proto_names, AH_NUM_PROTOS, s, len); }
-int ah_coll_parse(const char *s, size_t len) {
-  int c = parse_of(coll_names, AH_NUM_FUNCTIONS, s, len);
-  /* ncclBcast is ncclBroadcast in place: accept its name too. */
-  if (c < 0 && len == 5 && strncasecmp(s, "bcast", 5) == 0) c = AH_FUNC_BROADCAST;
-  return c;
-}
-
-int ah_coll_parse_any(const char *s, size_t len) {
-  int c = ah_coll_parse(s, len);
-  return c >= 0 ? c : parse_of(coll_names, AH_NUM_COLLS, s, len);
-}
 
 int ah_config_equal(const ah_config_t *a, const ah_config_t *b) {
   if (a->algo != b->algo || a->proto != b->proto || a->ndims != b->ndims) return 0;
@@ -106,48 +37,6 @@ char *ah_config_format(const ah_config_t *c, char *buf, size_t len) {
     }
     off += n < 0 ? 0 : (size_t)n;
   }
-  return buf;
-}
-
-/* ---- sizes ---- */
-
-int ah_size_parse(const char *s, size_t len, uint64_t *v_p) {
-  if (!s || len == 0 || !isdigit((unsigned char)s[0])) return -1;
-  uint64_t v = 0;
-  size_t i = 0;
-  for (; i < len && isdigit((unsigned char)s[i]); i++) {
-    unsigned d = (unsigned)(s[i] - '0');
-    if (v > (UINT64_MAX - d) / 10) return -1;
-    v = v * 10 + d;
-  }
-  unsigned shift = 0;
-  if (i < len) {
-    switch (toupper((unsigned char)s[i])) {
-    case 'K': shift = 10; i++; break;
-    case 'M': shift = 20; i++; break;
-    case 'G': shift = 30; i++; break;
-    default: break;
-    }
-    if (shift && i < len && (s[i] == 'i' || s[i] == 'I')) i++;
-    if (i < len && toupper((unsigned char)s[i]) == 'B') i++;
-  }
-  if (i != len) return -1;
-  if (shift && v > (UINT64_MAX >> shift)) return -1;
-  *v_p = v << shift;
-  return 0;
-}
-
-char *ah_size_format(uint64_t v, char *buf, size_t len) {
-  static const char units[] = {'G', 'M', 'K'};
-  for (int i = 0; i < 3; i++) {
-    unsigned shift = (unsigned)(30 - 10 * i);
-    uint64_t unit = (uint64_t)1 << shift;
-    if (v && v % unit == 0) {
-      snprintf(buf, len, "%llu%c", (unsigned long long)(v >> shift), units[i]);
-      return buf;
-    }
-  }
-  snprintf(buf, len, "%llu", (unsigned long long)v);
   return buf;
 }
 

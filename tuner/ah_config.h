@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ah_names.h" /* AH_COLL_*, the names of algorithms, protocols and collectives */
+#include "ah_size.h"  /* ah_size_bin (a key's bin), sizes as text */
 #include "autoha/nccl_tuner_abi.h" /* AH_ALGO_*, AH_PROTO_*, AH_FUNC_* */
 
 #define AH_MAX_DIMS 4
@@ -18,11 +20,6 @@
 #define AH_MAX_SUBSPACES (AH_NUM_ALGOS * AH_NUM_PROTOS)
 
 enum { AH_DIM_NCHANNELS = 0, AH_DIM_CHUNK = 1 };
-
-/* Collectives that NCCL (2.28+) runs as grouped point-to-point operations and never submits to a
- * tuner: the shim counts and times them and the report shows them, but nothing decides them, so
- * overrides and profiles do not name them. Numbered after the tuner ABI's AH_FUNC_* values. */
-enum { AH_COLL_ALLTOALL = AH_NUM_FUNCTIONS, AH_COLL_GATHER, AH_COLL_SCATTER, AH_NUM_COLLS };
 
 /* Key of a collective: (communicator identity, collective type, size bin). The communicator
  * identity is the same on every rank (see shim/shim_comm.c). */
@@ -76,26 +73,6 @@ typedef struct {
  * bench/tuner_quality, so the bench models the space the shim offers. */
 void ah_space_chunk_build(ah_space_t *sp, size_t nbytes, int coll, int nranks, int nnodes);
 
-/* Size bin of a call: floor(log2(bytes per rank)), with bytes per rank = nbytes / nranks for
- * AllGather and ReduceScatter (NCCL passes the total buffer for those) and nbytes otherwise.
- * 0 bytes is bin 0. Returns the bin. */
-int ah_size_bin(int coll, size_t nbytes, int nranks);
-/* Lower bound, in bytes per rank, of a bin. */
-size_t ah_size_bin_floor(int bin);
-
-/* Names used in overrides, logs and the report: "tree", "ring", ...; "ll", "ll128", "simple";
- * "broadcast", "reduce", "allgather", "reducescatter", "allreduce" and the observed-only
- * "alltoall", "gather", "scatter". Unknown values give "?". */
-const char *ah_algo_name(int algo);
-const char *ah_proto_name(int proto);
-const char *ah_coll_name(int coll);
-/* Inverse of the above, case-insensitive. Return the value or -1. */
-int ah_algo_parse(const char *s, size_t len);
-int ah_proto_parse(const char *s, size_t len);
-int ah_coll_parse(const char *s, size_t len);
-/* Like ah_coll_parse, but also the observed-only collectives (the report reader). */
-int ah_coll_parse_any(const char *s, size_t len);
-
 /* Equality of two configurations (every field). */
 int ah_config_equal(const ah_config_t *a, const ah_config_t *b);
 /* Formats "ring/simple nch=16 chunk=512K" into buf. Returns buf. */
@@ -130,13 +107,5 @@ int ah_config_allowed_call(const ah_config_t *cfg, const ah_call_t *call);
 /* NCCL's own choice from a v3+ call's table: the argmin over non-negative cells, ties to the
  * first; "keep" for v1/v2. */
 void ah_config_table_argmin(const ah_call_t *call, ah_config_t *cfg);
-
-/* Parses a size with an optional K/M/G (binary) and B suffix, case-insensitive, from s[0..len).
- * Returns 0 and sets *v_p, or -1 (bad syntax or overflow) leaving *v_p alone. Shared with the env
- * table's size-typed variables. */
-int ah_size_parse(const char *s, size_t len, uint64_t *v_p);
-/* Formats a size the short way ("512", "64K", "1M", "3G"; exact multiples only, else bytes).
- * Returns buf. */
-char *ah_size_format(uint64_t v, char *buf, size_t len);
 
 #endif

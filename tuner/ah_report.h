@@ -16,6 +16,7 @@
 
 #include "ah_config.h"
 #include "ah_sched.h" /* AH_SOURCE_* */
+#include "ah_template.h" /* the report's path: a %h/%p/%r/%j template */
 #include "ah_tune.h"  /* ah_tune_status_t */
 
 #define AH_REPORT_SCHEMA 1
@@ -145,7 +146,7 @@ char *ah_report_version_text(int code, int nccl, char *buf, size_t len);
 /* The whole report of one process. Strings are copied into fixed buffers, so a read report owns
  * everything it points to. */
 typedef struct {
-  char job[AH_REPORT_TEXT_MAX];      /* job id from the scheduler (ah_report_job_id), "" if none */
+  char job[AH_REPORT_TEXT_MAX];      /* job id from the scheduler (ah_template_job_id), "" if none */
   char host[AH_REPORT_TEXT_MAX];
   int pid;
   int rank;                          /* the process's lowest rank, -1 if none */
@@ -189,25 +190,6 @@ char *ah_report_topology(const ah_topology_t *t, char *out);
  * the profile; nodes is 4 here and 2 in the profile". A text that is not of this form (a report
  * of an older autoha held a hash) differs as a whole. */
 int ah_report_topology_diff(const char *here, const char *there, char *why, size_t len);
-
-/* Expands a path template: %h host, %p pid, %r rank (rank < 0 gives "all"), %j the job's name
- * (NULL or "" gives "unknown"), %% a percent sign. Returns 0, or -1 when the result does not fit or
- * the template has another %-sequence, with err naming it. */
-int ah_report_path_expand(const char *tmpl, const char *host, int pid, int rank, const char *job,
-                          char *out, size_t len, char *err, size_t errlen);
-
-/* The job id the scheduler or launcher gave this process as given (SLURM_JOB_ID, TORCHELASTIC_RUN_ID
- * unless torchrun's "none", LSB_JOBID, PBS_JOBID, FLUX_JOB_ID, PMIX_NAMESPACE: the first one set),
- * or "" when none is set. */
-const char *ah_report_job_env(void);
-/* The job id the scheduler or launcher gave this process — SLURM_JOB_ID, TORCHELASTIC_RUN_ID
- * (unless torchrun's "none"), LSB_JOBID, PBS_JOBID, FLUX_JOB_ID, PMIX_NAMESPACE, the first one set —
- * made safe as one path component (ah_report_job_sanitize). Returns 1, or 0 with out "" when none
- * is set. */
-int ah_report_job_id(char *out, size_t len);
-/* Copies `id` into out (at most len-1 bytes) as one path component: every byte outside
- * [A-Za-z0-9._-] becomes '_', and "." or ".." become "_". */
-void ah_report_job_sanitize(const char *id, char *out, size_t len);
 
 /* Copies text given by a user or the system (a job id, a host name) into out[len] as valid UTF-8:
  * each well-formed character is kept, each byte that is not part of one becomes the four ASCII

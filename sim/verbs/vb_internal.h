@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../tuner/ah_uthash.h"
+#include "../../base/ah_uthash.h"
 #include "../fabric/sim_fabric.h"
 
 #define VB_API __attribute__((visibility("default")))

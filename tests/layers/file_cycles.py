@@ -108,4 +108,5 @@ def main():
     return failed
 
 
-sys.exit(main())
+if __name__ == "__main__":  # folder_deps.py imports symbols()
+    sys.exit(main())

@@ -20,7 +20,7 @@ if [ -n "$versioned" ]; then
   exit 1
 fi
 # A preloaded library must never end the user's process: it imports none of the functions that do
-# (uthash's default out-of-memory handler calls exit; tuner/ah_uthash.h turns it off).
+# (uthash's default out-of-memory handler calls exit; base/ah_uthash.h turns it off).
 enders=$(nm -D --undefined-only "$lib" | awk '{print $2}' | sed 's/@.*//' |
   grep -Ex 'exit|_exit|_Exit|quick_exit|abort' || true)
 if [ -n "$enders" ]; then

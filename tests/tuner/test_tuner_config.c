@@ -1,6 +1,6 @@
-/* Unit tests of tuner/ah_config.c: size bins (AllGather/ReduceScatter binned per rank), the names of
- * collectives, algorithms and protocols both ways, configuration equality and formatting, and the
- * chunk dimension's windows and starts. */
+/* Unit tests of tuner/ah_config.c and base/'s ah_size.c and ah_names.c: size bins
+ * (AllGather/ReduceScatter binned per rank), the names of collectives, algorithms and protocols
+ * both ways, configuration equality and formatting, and the chunk dimension's windows and starts. */
 #include <check.h>
 #include <string.h>
 

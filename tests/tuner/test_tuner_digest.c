@@ -1,4 +1,4 @@
-/* Unit tests of tuner/ah_digest.c: the settings digest ranks compare at join. Settings that make a
+/* Unit tests of settings/ah_digest.c: the settings digest ranks compare at join. Settings that make a
  * rank choose alike digest alike (whatever the spelling of the override); any difference in mode,
  * rules or profile entries shows in its own part; the description names the parts. */
 #include <check.h>

@@ -139,23 +139,23 @@ START_TEST(job_ids) {
                                      "PBS_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   char out[32];
-  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 0);
+  ck_assert_int_eq(ah_template_job_id(out, sizeof out), 0);
   ck_assert_str_eq(out, "");
   setenv("TORCHELASTIC_RUN_ID", "none", 1); /* torchrun's default: no id */
-  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 0);
+  ck_assert_int_eq(ah_template_job_id(out, sizeof out), 0);
   setenv("PMIX_NAMESPACE", "prterun-node1-77@1", 1);
-  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_int_eq(ah_template_job_id(out, sizeof out), 1);
   ck_assert_str_eq(out, "prterun-node1-77_1");
   setenv("TORCHELASTIC_RUN_ID", "run/../x y", 1);
-  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_int_eq(ah_template_job_id(out, sizeof out), 1);
   ck_assert_str_eq(out, "run_.._x_y");
   setenv("SLURM_JOB_ID", "123456", 1); /* the scheduler first */
-  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_int_eq(ah_template_job_id(out, sizeof out), 1);
   ck_assert_str_eq(out, "123456");
   setenv("SLURM_JOB_ID", "..", 1);
-  ck_assert_int_eq(ah_report_job_id(out, sizeof out), 1);
+  ck_assert_int_eq(ah_template_job_id(out, sizeof out), 1);
   ck_assert_str_eq(out, "_");
-  ah_report_job_sanitize("0123456789abcdefghijklmnopqrstuvwxyz", out, 8);
+  ah_template_job_sanitize("0123456789abcdefghijklmnopqrstuvwxyz", out, 8);
   ck_assert_str_eq(out, "0123456");
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
@@ -163,20 +163,20 @@ END_TEST
 
 START_TEST(paths_and_names) {
   char out[64], err[256];
-  ck_assert_int_eq(ah_report_path_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, "j9", out, sizeof out, err,
+  ck_assert_int_eq(ah_template_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, "j9", out, sizeof out, err,
                                          sizeof err), 0);
   ck_assert_str_eq(out, "r-n1-77-3-%.json");
-  ck_assert_int_eq(ah_report_path_expand("r%r", "n1", 77, -1, "j9", out, sizeof out, err, sizeof err), 0);
+  ck_assert_int_eq(ah_template_expand("r%r", "n1", 77, -1, "j9", out, sizeof out, err, sizeof err), 0);
   ck_assert_str_eq(out, "rall");
-  ck_assert_int_eq(ah_report_path_expand("rep/%j/%h-%p.json", "n1", 77, 0, "4242", out, sizeof out, err,
+  ck_assert_int_eq(ah_template_expand("rep/%j/%h-%p.json", "n1", 77, 0, "4242", out, sizeof out, err,
                                          sizeof err), 0);
   ck_assert_str_eq(out, "rep/4242/n1-77.json");
-  ck_assert_int_eq(ah_report_path_expand("%j", "n1", 77, 0, NULL, out, sizeof out, err, sizeof err), 0);
+  ck_assert_int_eq(ah_template_expand("%j", "n1", 77, 0, NULL, out, sizeof out, err, sizeof err), 0);
   ck_assert_str_eq(out, "unknown");
-  ck_assert_int_eq(ah_report_path_expand("r%x", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
+  ck_assert_int_eq(ah_template_expand("r%x", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
   ck_assert_str_eq(err, "'%x' at position 1 of 'r%x' (expected %h, %p, %r, %j or %%)");
-  ck_assert_int_eq(ah_report_path_expand("r%", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
-  ck_assert_int_eq(ah_report_path_expand("%h%h%h%h%h%h%h%h%h%h", "a-long-host-name", 1, 0, "j9", out,
+  ck_assert_int_eq(ah_template_expand("r%", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
+  ck_assert_int_eq(ah_template_expand("%h%h%h%h%h%h%h%h%h%h", "a-long-host-name", 1, 0, "j9", out,
                                          sizeof out, err, sizeof err), -1);
   ck_assert_ptr_nonnull(strstr(err, "longer than 63 bytes"));
   for (int s = 0; s < 4; s++) ck_assert_int_eq(ah_report_source_parse(ah_report_source_name(s)), s);

@@ -1,4 +1,4 @@
-/* Unit test of tuner/ah_uthash.h: with uthash's non-fatal out-of-memory mode, an add whose
+/* Unit test of base/ah_uthash.h: with uthash's non-fatal out-of-memory mode, an add whose
  * allocation fails is refused — AH_HASH_ADDED says so, the table keeps every item it had and stays
  * usable — instead of uthash calling exit() inside the user's process. Allocations are failed on
  * demand through uthash_malloc. */

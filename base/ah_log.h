@@ -7,8 +7,8 @@
  * NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows them in NCCL's own stream.
  *
  * Each file's lines carry the subsystem AH_LOG_SUBSYS names when the file is compiled (the build
- * sets it per folder and per file, see tuner/, shim/ and coordinator/'s CMakeLists.txt), so the call
- * sites stay `ah_log(level, fmt, ...)`.
+ * sets it per folder and per file, see the CMakeLists.txt of base/, tuner/, shim/ and the others),
+ * so the call sites stay `ah_log(level, fmt, ...)`.
  *
  * Note that logging never changes errno and never allocates: a guest library must leave the
  * application's state as it found it. Lines are written with one write(2) so lines from several

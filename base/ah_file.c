@@ -1,4 +1,4 @@
-/* Whole-file reads for the parsers in tuner/: one bounded loop of fread into a doubling buffer,
+/* Whole-file reads for every folder's parsers: one bounded loop of fread into a doubling buffer,
  * so every reader fails the same way on a missing, unreadable or oversized file; and the folders a
  * written file needs. */
 #include <errno.h>

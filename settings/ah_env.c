@@ -17,7 +17,7 @@
 #include "ah_log.h"
 #include "ah_log_file.h"
 #include "ah_path.h"
-#include "ah_report.h"
+#include "ah_template.h"
 #include "ah_version.h"
 
 extern char **environ;
@@ -460,7 +460,7 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
       return 0;
     }
     char tmp[AH_ENV_PATH_MAX * 2], perr[512];
-    if (ah_report_path_expand(value, "host", 1, 0, "job", tmp, sizeof tmp, perr, sizeof perr) != 0) {
+    if (ah_template_expand(value, "host", 1, 0, "job", tmp, sizeof tmp, perr, sizeof perr) != 0) {
       snprintf(why, sizeof why, "%s", perr);
       break;
     }

@@ -1,4 +1,4 @@
-/* AUTOHA_LOG_FILE: expands the template with the report path's code (ah_report_path_expand) and
+/* AUTOHA_LOG_FILE: expands the template with base/ah_template.c (ah_template_expand) and
  * points ah_log's descriptor at the file; a template with %r holds the lines until the rank is
  * known (ah_log_file.h). The file is opened for appending, so a restarted process adds to it. */
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include "ah_file.h"
 #include "ah_log.h"
 #include "ah_log_file.h"
-#include "ah_report.h"
+#include "ah_template.h"
 
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 static char file_tmpl[1024]; /* non-empty while waiting for the rank */
@@ -21,9 +21,9 @@ static int open_for(const char *tmpl, int rank, char *err, size_t errlen) {
   char host[256] = "unknown", job[128] = "", perr[512];
   if (gethostname(host, sizeof host) != 0) strcpy(host, "unknown");
   host[sizeof host - 1] = 0;
-  if (!ah_report_job_id(job, sizeof job)) snprintf(job, sizeof job, "nojob");
+  if (!ah_template_job_id(job, sizeof job)) snprintf(job, sizeof job, "nojob");
   char path[sizeof file_path];
-  if (ah_report_path_expand(tmpl, host, (int)getpid(), rank, job, path, sizeof path, perr, sizeof perr) != 0) {
+  if (ah_template_expand(tmpl, host, (int)getpid(), rank, job, path, sizeof path, perr, sizeof perr) != 0) {
     snprintf(err, errlen, "AUTOHA_LOG_FILE: %s", perr);
     return -1;
   }
@@ -46,7 +46,7 @@ int ah_log_file_start(const char *tmpl, char *err, size_t errlen) {
   int rc = 0;
   if (strstr(tmpl, "%r")) { /* checked now, opened with the rank */
     char path[sizeof file_path], perr[512];
-    if (ah_report_path_expand(tmpl, "h", 1, 0, "j", path, sizeof path, perr, sizeof perr) != 0 ||
+    if (ah_template_expand(tmpl, "h", 1, 0, "j", path, sizeof path, perr, sizeof perr) != 0 ||
         strlen(tmpl) >= sizeof file_tmpl) {
       snprintf(err, errlen, "AUTOHA_LOG_FILE: %s", perr);
       rc = -1;

@@ -1,5 +1,5 @@
 /* ah_log_file.h: AUTOHA_LOG_FILE — the log lines of a process go to a file named from a template
- * (%h host, %p pid, %r the process's rank, %j the job, %% a percent sign; the report path's
+ * (%h host, %p pid, %r the process's rank, %j the job, %% a percent sign; base/ah_template.h's
  * template code), one file per process, instead of stderr.
  *
  * Note that a template naming %r cannot be expanded before the process knows its rank (its first
