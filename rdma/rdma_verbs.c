@@ -30,7 +30,7 @@
 #include "ah_env.h"
 #include "ah_log.h"
 #include "ah_path.h"
-#include "shim_elf.h"
+#include "ah_elf.h"
 #include "rdma.h"
 #include "rdma_ha.h"
 #include "rdma_qp_topo.h"

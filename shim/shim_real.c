@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "shim_elf.h"
+#include "ah_elf.h"
 #include "shim_internal.h"
 #include "shim_real.h"
 

@@ -1,8 +1,8 @@
-/* shim_elf.h: reading a loaded object's dynamic symbol table (shim_elf.c), for the lookups the
+/* ah_elf.h: reading a loaded object's dynamic symbol table (ah_elf.c), for the lookups the
  * shim must make without the loader: the real dlsym (rdma_verbs.c) and whether an object defines
  * NCCL (shim_real.c). */
-#ifndef AH_SHIM_ELF_H
-#define AH_SHIM_ELF_H
+#ifndef AH_ELF_H
+#define AH_ELF_H
 
 #include <link.h>
 #include <stdint.h>

@@ -1,10 +1,10 @@
-/* Symbol lookup in one loaded object's own ELF tables (see shim_elf.h): pure memory reads, no
+/* Symbol lookup in one loaded object's own ELF tables (see ah_elf.h): pure memory reads, no
  * loader lock and no intercepted call, so it is safe inside the first dlsym of the process and
  * inside dl_iterate_phdr callbacks. */
 #include <elf.h>
 #include <stddef.h>
 
-#include "shim_elf.h"
+#include "ah_elf.h"
 
 AH_EARLY int ah_elf_streq(const char *a, const char *b) {
   while (*a && *a == *b) a++, b++;
