@@ -1,7 +1,8 @@
-/* ah_tune_internal.h: the state of one key's search (struct ah_tune) and the functions the three
- * files of the engine share — ah_tune_probe.c (probes and their statistics) < ah_tune_search.c
- * (screening, descent, confirmation: the search's state machine) < ah_tune.c (the driver's
- * interface: segments out, results in). Internal to tuner/. */
+/* ah_tune_internal.h: the state of one key's search (struct ah_tune) and the functions the files
+ * of the engine share — ah_tune_probe.c (probes and their statistics) < ah_tune_confirm.c <
+ * ah_tune_descent.c < ah_tune_screen.c (screening, descent, confirmation: the search's state
+ * machine, ah_tune_search_internal.h) < ah_tune.c (the driver's interface: segments out, results
+ * in). Internal to tuner/. */
 #ifndef AH_TUNE_INTERNAL_H
 #define AH_TUNE_INTERNAL_H
 
@@ -167,7 +168,7 @@ void ah_tune_want(ah_tune_t *t, int p, int target); /* the next batch needs p ob
 int ah_tune_wants_met(const ah_tune_t *t);
 int ah_tune_reserve(const ah_tune_t *t);        /* calls kept back for the confirmation */
 
-/* ---- ah_tune_search.c ---- */
+/* ---- the search's state machine (ah_tune_confirm.c, ah_tune_screen.c) ---- */
 
 void ah_tune_finish(ah_tune_t *t, int winner, int src, int state); /* pins winner (config of src) */
 void ah_tune_start_screen(ah_tune_t *t);        /* a new epoch's first batch: every subspace once */
