@@ -323,3 +323,12 @@ void vb_qp_to_error(vb_qp_t *q, int tell_peer) {
     if (q->peer_bell) vb_bell_ring(q->peer_bell);
   }
 }
+
+/* The engine's transmissions and the responder's replies leave through here. */
+int vb_qp_emit(vb_qp_t *q, const vb_pkt_t *p, const void *payload, const void *payload2, uint32_t len1) {
+  if (!q->out.h || !q->path_up_now || !vb_ring_can_put(&q->out, p->len)) return 0;
+  vb_ring_put(&q->out, p, payload, payload2, len1);
+  q->bell_dirty = 1;
+  atomic_fetch_add_explicit(&q->tx_bytes, p->len, memory_order_relaxed);
+  return 1;
+}
