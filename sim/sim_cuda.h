@@ -34,6 +34,14 @@ cudaError_t sim_device_set(int dev);
 /* The value of a device attribute (the runtime's and the driver's numbering agree). Unknown but
  * plausible attributes read 0. */
 int sim_device_attr(int attr, int dev);
+/* What stream capture adds to the device model, registered by the capture file (sim_cuda_graph.c)
+ * from a constructor so that the device model never calls up into capture. The defaults are a
+ * process without capture's: every check passes. */
+typedef struct {
+  /* The capture rules for querying or synchronising event e (sim_capture_check_event). */
+  cudaError_t (*check_event)(struct CUevent_st *e, int unsafe);
+} sim_device_hooks_t;
+void sim_device_set_hooks(const sim_device_hooks_t *h);
 /* The primary context of a device, or NULL when `dev` is out of range. */
 struct CUctx_st *sim_ctx_primary(int dev);
 /* Returns ctx when it is a live context, else NULL. */

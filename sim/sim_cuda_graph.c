@@ -275,6 +275,11 @@ cudaError_t sim_capture_check_event(struct CUevent_st *e, int unsafe) {
   return unsafe ? sim_capture_check_unsafe() : cudaSuccess;
 }
 
+/* The device model asks these rules through its hooks (sim_cuda.h), set before any code runs. */
+__attribute__((constructor)) static void capture_hooks_register(void) {
+  sim_device_set_hooks(&(sim_device_hooks_t){.check_event = sim_capture_check_event});
+}
+
 /* ---- recording ----------------------------------------------------------------------------------- */
 
 static int grow(sim_nodes_t *g) {
