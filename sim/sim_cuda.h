@@ -132,7 +132,9 @@ CUresult sim_cuda_to_cu(cudaError_t e);
 /* When this process already maps the IPC allocation `serial`: counts one more open, sets *p_p
  * to the mapping and returns 1. */
 int sim_mem_ipc_reopen(uint64_t serial, void **p_p);
-/* Records `e` as the calling thread's last runtime error (what cudaGetLastError returns). */
+/* The calling thread's last runtime error (what cudaGetLastError returns; sim_cuda_error.c), and
+ * a call that records `e` in it. */
+extern _Thread_local cudaError_t sim_cuda_last_error __attribute__((visibility("hidden")));
 void sim_cuda_set_last_error(cudaError_t e);
 /* The runtime's name and description of an error code (NULL for a code it does not know). */
 const char *sim_cuda_error_name(cudaError_t e);

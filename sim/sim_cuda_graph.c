@@ -33,6 +33,7 @@ typedef struct {
   double us;
   struct CUevent_st *event;
   struct sim_graph_nccl *nccl;
+  const sim_graph_nccl_ops_t *nccl_ops; /* N_NCCL: how to replay and free it */
   sim_nodes_t *child;      /* a graph launched into the capturing stream */
   void (*host_fn)(void *); /* N_HOST: the function and its argument */
   void *host_data;
@@ -72,7 +73,7 @@ struct CUgraphExec_st {
 static void nodes_release(sim_nodes_t *g) {
   if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
   for (size_t i = 0; i < g->n; i++) {
-    if (g->v[i].kind == N_NCCL) sim_graph_nccl_free(g->v[i].nccl);
+    if (g->v[i].kind == N_NCCL) g->v[i].nccl_ops->free(g->v[i].nccl);
     if (g->v[i].kind == N_GRAPH) nodes_release(g->v[i].child);
   }
   for (size_t i = 0; i < g->nhandles; i++)
@@ -341,8 +342,8 @@ cudaError_t sim_capture_add_host(struct sim_capture *cap, struct CUstream_st *s,
   return add(cap, s, (sim_node_t){.kind = N_HOST, .host_fn = fn, .host_data = data});
 }
 cudaError_t sim_capture_add_nccl(struct sim_capture *cap, struct CUstream_st *s,
-                                 struct sim_graph_nccl *g) {
-  return add(cap, s, (sim_node_t){.kind = N_NCCL, .nccl = g});
+                                 struct sim_graph_nccl *g, const sim_graph_nccl_ops_t *ops) {
+  return add(cap, s, (sim_node_t){.kind = N_NCCL, .nccl = g, .nccl_ops = ops});
 }
 
 cudaError_t sim_capture_event_record(struct CUevent_st *e, struct CUstream_st *s) {
@@ -562,7 +563,7 @@ static cudaError_t replay(const sim_nodes_t *g, struct CUstream_st *s) {
       if (n->arg && sim_event_resolve(n->event)) sim_stream_wait_event(s, n->event);
       break;
     case N_NCCL:
-      if (sim_graph_nccl_replay(n->nccl, s) != 0) return cudaErrorLaunchFailure;
+      if (n->nccl_ops->replay(n->nccl, s) != 0) return cudaErrorLaunchFailure;
       break;
     case N_HOST: n->host_fn(n->host_data); break;
     case N_SET32:
