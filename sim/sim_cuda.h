@@ -34,7 +34,7 @@ cudaError_t sim_device_set(int dev);
 /* The value of a device attribute (the runtime's and the driver's numbering agree). Unknown but
  * plausible attributes read 0. */
 int sim_device_attr(int attr, int dev);
-/* What stream capture adds to the device model, registered by the capture file (sim_cuda_graph.c)
+/* What stream capture adds to the device model, registered by the capture file (sim_cuda_capture.c)
  * from a constructor so that the device model never calls up into capture. The defaults are a
  * process without capture's: every check passes. */
 typedef struct {

@@ -34,7 +34,7 @@ static const struct {
     {cudaErrorInvalidSymbol, "cudaErrorInvalidSymbol", "invalid device symbol"},
     {cudaErrorInvalidPitchValue, "cudaErrorInvalidPitchValue", "invalid pitch argument"},
     {cudaErrorCooperativeLaunchTooLarge, "cudaErrorCooperativeLaunchTooLarge", "too many blocks in cooperative launch"},
-    /* stream capture (sim_cuda_graph.c) */
+    /* stream capture (sim_cuda_capture.c) */
     {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
     {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},

@@ -1,5 +1,6 @@
-/* Internal interface of stream capture and CUDA graphs (sim_cuda_graph.c), used by the runtime and
- * driver stand-ins, the device model and the NCCL stand-in (sim_nccl_graph.c).
+/* Internal interface of stream capture and CUDA graphs (sim_cuda_capture.c, sim_cuda_graph.c), used
+ * by the runtime and driver stand-ins, the stream extension API (sim_stream_ext.c; the device model
+ * reaches the event rules through its hooks, sim_cuda.h) and the NCCL stand-in (sim_nccl_graph.c).
  *
  * The key choice: a capture is a list of work records in issue order, and a graph launch replays
  * that list on the launch stream, doing the work again (copies move data, collectives run with the

@@ -1,7 +1,7 @@
 /* The extension API of ncclsim.h on streams: simulated compute issued on a stream (with
  * NCCLSIM_NOISE's jitter and a slow fault's factor, and recorded instead when the stream is
  * capturing), the interference a stream's compute adds, and a stream's virtual clock. It sits above
- * the device model (sim_device.c), stream capture (sim_cuda_graph.c), timing and faults. */
+ * the device model (sim_device.c), stream capture (sim_cuda_capture.c), timing and faults. */
 #include "ncclsim.h"
 #include "sim_cuda.h"
 #include "sim_graph.h"

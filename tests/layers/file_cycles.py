@@ -24,16 +24,25 @@ import subprocess
 import sys
 
 
-def symbols(nm, obj):
-    out = subprocess.run([nm, obj], capture_output=True, text=True, check=True).stdout
-    defined, used = set(), set()
+def symbols(nm, objs):
+    """{object: (defined, used)} for a group's objects, read with one nm run (a loaded machine
+    makes a process per object slow)."""
+    out = subprocess.run([nm] + objs, capture_output=True, text=True, check=True).stdout
+    syms = {o: (set(), set()) for o in objs}
+    cur = objs[0] if len(objs) == 1 else None
     for line in out.splitlines():
+        if line.endswith(":") and line[:-1] in syms:
+            cur = line[:-1]
+            continue
         parts = line.split()
+        if cur is None:
+            continue
+        defined, used = syms[cur]
         if len(parts) == 2 and parts[0] == "U":
             used.add(parts[1])
         elif len(parts) == 3 and parts[1] in "TDBRC":
             defined.add(parts[2])
-    return defined, used
+    return syms
 
 
 def find_cycle(graph):
@@ -184,8 +193,8 @@ def main():
         seen.add(gname)
         name = lambda o: os.path.basename(o)[:-len(".o")]
         defs, uses = {}, {}
-        for o in objs:
-            defs[name(o)], uses[name(o)] = symbols(nm, o)
+        for o, (d, u) in symbols(nm, objs).items():
+            defs[name(o)], uses[name(o)] = d, u
         owner = {s: f for f, ss in defs.items() for s in ss}
         graph = collections.defaultdict(set)
         for f, ss in uses.items():
