@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that the files of each folder depend on each other in one direction only.
 
-  file_cycles.py NM [--allow LIST] OBJECT... -- [OBJECT... --]
+  file_cycles.py NM [--allow LIST] OBJECT... -- [OBJECT... --]   (each group read with one nm run)
 
 Each group of object files (one per source file, a group per target, ended by --; the objects as
 CMake's $<TARGET_OBJECTS:...> lists them) is one folder, named by its target (the object's
@@ -155,11 +155,17 @@ def check_allowed(gname, graph, allowed, where):
         print("FAIL: %s: %s -> %s is allowed (%s) but lies on no cycle any more: delete the line"
               % (gname, a, b, where[(gname, a, b)]))
         failed = 1
-    sizes = collections.Counter(comp[f] for f in graph)
-    cycles = sorted(sorted(f for f in graph if comp[f] == c) for c, k in sizes.items() if k > 1)
-    if not failed:
-        print("PASS: %s: %d files; the cycles left are the %d allowed edges, among %s"
-              % (gname, len(graph), len(allowed), "; ".join(" ".join(c) for c in cycles) or "none"))
+    if not failed:  # the order, each cycle's files braced as one
+        members = collections.defaultdict(list)
+        for f in graph:
+            members[comp[f]].append(f)
+        condensed = collections.defaultdict(set)
+        for a in graph:
+            condensed[comp[a]].update(comp[b] for b in graph[a] if comp[b] != comp[a])
+        shown = ["{%s}" % " ".join(sorted(members[c])) if len(members[c]) > 1 else members[c][0]
+                 for c in order(condensed)]
+        print("PASS: %s: %d files, the cycles left are the %d allowed edges; in dependency order: %s"
+              % (gname, len(graph), len(allowed), " < ".join(shown)))
     return failed
 
 
