@@ -34,6 +34,14 @@ cudaError_t sim_device_set(int dev);
 /* The value of a device attribute (the runtime's and the driver's numbering agree). Unknown but
  * plausible attributes read 0. */
 int sim_device_attr(int attr, int dev);
+/* What stream capture adds to the device model, registered by the capture file (sim_cuda_capture.c)
+ * from a constructor so that the device model never calls up into capture. The defaults are a
+ * process without capture's: every check passes. */
+typedef struct {
+  /* The capture rules for querying or synchronising event e (sim_capture_check_event). */
+  cudaError_t (*check_event)(struct CUevent_st *e, int unsafe);
+} sim_device_hooks_t;
+void sim_device_set_hooks(const sim_device_hooks_t *h);
 /* The primary context of a device, or NULL when `dev` is out of range. */
 struct CUctx_st *sim_ctx_primary(int dev);
 /* Returns ctx when it is a live context, else NULL. */
@@ -124,7 +132,9 @@ CUresult sim_cuda_to_cu(cudaError_t e);
 /* When this process already maps the IPC allocation `serial`: counts one more open, sets *p_p
  * to the mapping and returns 1. */
 int sim_mem_ipc_reopen(uint64_t serial, void **p_p);
-/* Records `e` as the calling thread's last runtime error (what cudaGetLastError returns). */
+/* The calling thread's last runtime error (what cudaGetLastError returns; sim_cuda_error.c), and
+ * a call that records `e` in it. */
+extern _Thread_local cudaError_t sim_cuda_last_error __attribute__((visibility("hidden")));
 void sim_cuda_set_last_error(cudaError_t e);
 /* The runtime's name and description of an error code (NULL for a code it does not know). */
 const char *sim_cuda_error_name(cudaError_t e);

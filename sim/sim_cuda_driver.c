@@ -1,7 +1,7 @@
 /* The CUDA driver subset that the autoha shim and NCCL clients use: init and versions, devices,
- * primary contexts, streams, events, error strings and cuGetProcAddress. It shares every object with
- * the runtime stand-in (a CUstream is a cudaStream_t, a CUevent a cudaEvent_t), as the real driver
- * and runtime do.
+ * primary contexts, streams, events and error strings (cuGetProcAddress is sim_cuda_procs.c). It
+ * shares every object with the runtime stand-in (a CUstream is a cudaStream_t, a CUevent a
+ * cudaEvent_t), as the real driver and runtime do.
  *
  * Note that each device has exactly one context, its primary context, and that the current context
  * is simply the current device's: cuCtxSetCurrent is cudaSetDevice. cuda.h renames several entry
@@ -50,7 +50,7 @@ static const struct cu_error {
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
-    /* stream capture (sim_cuda_graph.c) */
+    /* stream capture (sim_cuda_capture.c) */
     {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
@@ -273,7 +273,6 @@ SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) {
 #undef cuStreamDestroy
 #undef cuEventDestroy
 #undef cuEventElapsedTime
-#undef cuGetProcAddress
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
 CUresult cuCtxPushCurrent(CUcontext ctx);
@@ -281,7 +280,6 @@ CUresult cuCtxPopCurrent(CUcontext *pctx);
 CUresult cuStreamDestroy(CUstream hStream);
 CUresult cuEventDestroy(CUevent hEvent);
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
-CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 
 SIM_API CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) { return cuDeviceTotalMem_v2(bytes, dev); }
 SIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
@@ -291,75 +289,4 @@ SIM_API CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(h
 SIM_API CUresult cuEventDestroy(CUevent hEvent) { return cuEventDestroy_v2(hEvent); }
 SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
-}
-
-/* ---- cuGetProcAddress ------------------------------------------------------------------------------ */
-
-#define PROC(name, fn) {name, (void *)(fn)}
-static const struct {
-  const char *name;
-  void *fn;
-} procs[] = {
-    /* Base names resolve to the newest version, as libcuda does for a current cudaVersion. */
-    PROC("cuInit", cuInit), PROC("cuDriverGetVersion", cuDriverGetVersion),
-    PROC("cuGetErrorString", cuGetErrorString), PROC("cuGetErrorName", cuGetErrorName),
-    PROC("cuDeviceGet", cuDeviceGet), PROC("cuDeviceGetCount", cuDeviceGetCount),
-    PROC("cuDeviceGetName", cuDeviceGetName), PROC("cuDeviceGetAttribute", cuDeviceGetAttribute),
-    PROC("cuDeviceTotalMem", cuDeviceTotalMem_v2), PROC("cuDeviceGetUuid", cuDeviceGetUuid),
-    PROC("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
-    PROC("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2),
-    PROC("cuDevicePrimaryCtxGetState", cuDevicePrimaryCtxGetState),
-    PROC("cuCtxGetCurrent", cuCtxGetCurrent), PROC("cuCtxSetCurrent", cuCtxSetCurrent),
-    PROC("cuCtxGetDevice", cuCtxGetDevice), PROC("cuCtxSynchronize", cuCtxSynchronize),
-    PROC("cuCtxPushCurrent", cuCtxPushCurrent_v2), PROC("cuCtxPopCurrent", cuCtxPopCurrent_v2),
-    PROC("cuStreamCreate", cuStreamCreate), PROC("cuStreamCreateWithPriority", cuStreamCreateWithPriority),
-    PROC("cuStreamDestroy", cuStreamDestroy_v2), PROC("cuStreamSynchronize", cuStreamSynchronize),
-    PROC("cuStreamQuery", cuStreamQuery), PROC("cuStreamWaitEvent", cuStreamWaitEvent),
-    PROC("cuStreamGetCtx", cuStreamGetCtx), PROC("cuEventCreate", cuEventCreate),
-    PROC("cuEventRecord", cuEventRecord), PROC("cuEventRecordWithFlags", cuEventRecordWithFlags),
-    PROC("cuEventQuery", cuEventQuery), PROC("cuEventSynchronize", cuEventSynchronize),
-    PROC("cuEventElapsedTime", cuEventElapsedTime_v2), PROC("cuEventDestroy", cuEventDestroy_v2),
-    PROC("cuGetProcAddress", cuGetProcAddress_v2),
-};
-
-SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                     cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus) {
-  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-  for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
-    if (strcmp(procs[i].name, symbol) == 0) {
-      *pfn = procs[i].fn;
-      if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
-      return CUDA_SUCCESS;
-    }
-  for (const sim_proc_t *tables[] = {sim_graph_procs, sim_vmm_procs}, **t = tables; t < tables + 2; t++)
-    for (const sim_proc_t *p = *t; p->name; p++) /* capture and graphs, virtual memory */
-      if (strcmp(p->name, symbol) == 0) {
-        *pfn = p->fn;
-        if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
-        return CUDA_SUCCESS;
-      }
-  *pfn = NULL;
-  if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  return CUDA_ERROR_NOT_FOUND;
-}
-
-SIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-  return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
-}
-
-/* The runtime's way to the driver's entry points (PyTorch's DriverAPI uses it): the same table as
- * cuGetProcAddress. A name sim/ does not provide answers cudaSuccess with *funcPtr NULL and
- * cudaDriverEntryPointSymbolNotFound, as CUDA does for a symbol the driver lacks. */
-SIM_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-                                                     unsigned long long flags,
-                                                     enum cudaDriverEntryPointQueryResult *driverStatus) {
-  if (!symbol || !funcPtr) {
-    sim_cuda_set_last_error(cudaErrorInvalidValue);
-    return cudaErrorInvalidValue;
-  }
-  CUdriverProcAddressQueryResult st;
-  CUresult r = cuGetProcAddress_v2(symbol, funcPtr, (int)cudaVersion, flags, &st);
-  if (driverStatus)
-    *driverStatus = r == CUDA_SUCCESS ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
-  return cudaSuccess;
 }

@@ -168,12 +168,6 @@ cudaError_t sim_mem_free(void *p, int host) {
 
 /* ---- entry points -------------------------------------------------------------------------- */
 
-/* CUDA 12's headers map cudaGetDeviceProperties to this name; CUDA 13's do not, so declare it. */
-cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device);
-SIM_API cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device) {
-  return cudaGetDeviceProperties(prop, device);
-}
-
 SIM_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
   if (!ptr || size == 0 || (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped |
                                                 cudaHostRegisterIoMemory | cudaHostRegisterReadOnly)))

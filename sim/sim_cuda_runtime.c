@@ -4,7 +4,7 @@
  * virtual clock by the copy's modelled duration (sim_device.c).
  *
  * As in CUDA, every failing call records its code as the calling thread's last error, which
- * cudaGetLastError returns and clears and cudaPeekAtLastError returns. */
+ * cudaGetLastError returns and clears and cudaPeekAtLastError returns (sim_cuda_error.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,86 +14,10 @@
 #include "sim_cuda.h"
 #include "sim_graph.h"
 
-static _Thread_local cudaError_t last_error = cudaSuccess;
-
 static cudaError_t rt_ret(cudaError_t e) {
-  if (e != cudaSuccess) last_error = e;
+  if (e != cudaSuccess) sim_cuda_last_error = e;
   return e;
 }
-
-void sim_cuda_set_last_error(cudaError_t e) { last_error = e; }
-
-/* ---- errors -------------------------------------------------------------------------------------- */
-
-static const struct {
-  cudaError_t code;
-  const char *name, *text;
-} errors[] = {
-    {cudaSuccess, "cudaSuccess", "no error"},
-    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
-    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
-    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
-    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
-    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
-    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
-    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
-    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
-    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
-    {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
-    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
-    {cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},
-    {cudaErrorMapBufferObjectFailed, "cudaErrorMapBufferObjectFailed", "mapping of buffer object failed"},
-    {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
-    {cudaErrorPeerAccessNotEnabled, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
-    {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"},
-    {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
-    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
-    {cudaErrorInvalidSymbol, "cudaErrorInvalidSymbol", "invalid device symbol"},
-    {cudaErrorInvalidPitchValue, "cudaErrorInvalidPitchValue", "invalid pitch argument"},
-    {cudaErrorCooperativeLaunchTooLarge, "cudaErrorCooperativeLaunchTooLarge", "too many blocks in cooperative launch"},
-    /* stream capture (sim_cuda_graph.c) */
-    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
-    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
-    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
-    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},
-    {cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"},
-    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"},
-    {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"},
-    {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"},
-    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"},
-    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"},
-    {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"},
-};
-
-const char *sim_cuda_error_name(cudaError_t e) {
-  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-    if (errors[i].code == e) return errors[i].name;
-  return NULL;
-}
-
-const char *sim_cuda_error_string(cudaError_t e) {
-  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-    if (errors[i].code == e) return errors[i].text;
-  return NULL;
-}
-
-SIM_API const char *cudaGetErrorString(cudaError_t error) {
-  const char *s = sim_cuda_error_string(error);
-  return s ? s : "unrecognized error code";
-}
-
-SIM_API const char *cudaGetErrorName(cudaError_t error) {
-  const char *s = sim_cuda_error_name(error);
-  return s ? s : "cudaErrorUnknown";
-}
-
-SIM_API cudaError_t cudaGetLastError(void) {
-  cudaError_t e = last_error;
-  last_error = cudaSuccess;
-  return e;
-}
-
-SIM_API cudaError_t cudaPeekAtLastError(void) { return last_error; }
 
 /* ---- versions and devices ------------------------------------------------------------------------ */
 
@@ -163,6 +87,12 @@ SIM_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int dev
   return cudaSuccess;
 }
 
+/* CUDA 12's headers map cudaGetDeviceProperties to this name; CUDA 13's do not, so declare it. */
+cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device);
+SIM_API cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device) {
+  return cudaGetDeviceProperties(prop, device);
+}
+
 SIM_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
   if (!value) return rt_ret(cudaErrorInvalidValue);
   if (device < 0 || device >= sim_device_count()) return rt_ret(cudaErrorInvalidDevice);
@@ -209,24 +139,24 @@ static cudaError_t mem_alloc(void **p, size_t size, int kind) { return rt_ret(si
 static cudaError_t unsafe(void) { return rt_ret(sim_capture_check_unsafe()); }
 
 SIM_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
-  return unsafe() != cudaSuccess ? last_error : mem_alloc(devPtr, size, SIM_MEM_DEVICE);
+  return unsafe() != cudaSuccess ? sim_cuda_last_error : mem_alloc(devPtr, size, SIM_MEM_DEVICE);
 }
 SIM_API cudaError_t cudaMallocHost(void **ptr, size_t size) {
-  return unsafe() != cudaSuccess ? last_error : mem_alloc(ptr, size, SIM_MEM_HOST);
+  return unsafe() != cudaSuccess ? sim_cuda_last_error : mem_alloc(ptr, size, SIM_MEM_HOST);
 }
 SIM_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
   (void)flags;
-  return unsafe() != cudaSuccess ? last_error : mem_alloc(pHost, size, SIM_MEM_HOST);
+  return unsafe() != cudaSuccess ? sim_cuda_last_error : mem_alloc(pHost, size, SIM_MEM_HOST);
 }
 SIM_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
   (void)flags;
-  return unsafe() != cudaSuccess ? last_error : mem_alloc(devPtr, size, SIM_MEM_MANAGED);
+  return unsafe() != cudaSuccess ? sim_cuda_last_error : mem_alloc(devPtr, size, SIM_MEM_MANAGED);
 }
 SIM_API cudaError_t cudaFree(void *devPtr) {
-  return unsafe() != cudaSuccess ? last_error : rt_ret(sim_mem_free(devPtr, 0));
+  return unsafe() != cudaSuccess ? sim_cuda_last_error : rt_ret(sim_mem_free(devPtr, 0));
 }
 SIM_API cudaError_t cudaFreeHost(void *ptr) {
-  return unsafe() != cudaSuccess ? last_error : rt_ret(sim_mem_free(ptr, 1));
+  return unsafe() != cudaSuccess ? sim_cuda_last_error : rt_ret(sim_mem_free(ptr, 1));
 }
 
 /* Graph memory nodes are not modelled: a stream-ordered allocation or free issued into a capture
@@ -240,7 +170,7 @@ static cudaError_t no_memory_nodes(struct CUstream_st *s) {
 SIM_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
-  if (no_memory_nodes(s) != cudaSuccess) return last_error;
+  if (no_memory_nodes(s) != cudaSuccess) return sim_cuda_last_error;
   cudaError_t r = mem_alloc(devPtr, size, SIM_MEM_DEVICE);
   if (r == cudaSuccess) sim_pool_note_alloc(*devPtr, size, sim_device_current());
   return r;
@@ -248,7 +178,7 @@ SIM_API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hSt
 SIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
   struct CUstream_st *s = sim_stream_resolve(hStream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
-  if (no_memory_nodes(s) != cudaSuccess) return last_error;
+  if (no_memory_nodes(s) != cudaSuccess) return sim_cuda_last_error;
   cudaError_t r = sim_mem_free(devPtr, 0);
   if (r == cudaSuccess) sim_pool_note_free(devPtr);
   return rt_ret(r);
@@ -280,7 +210,7 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
 }
 
 SIM_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-  if (unsafe() != cudaSuccess) return last_error; /* a synchronous copy */
+  if (unsafe() != cudaSuccess) return sim_cuda_last_error; /* a synchronous copy */
   return copy(dst, src, count, kind, NULL);
 }
 SIM_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
@@ -289,7 +219,7 @@ SIM_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 }
 SIM_API cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
                                    size_t count) {
-  if (unsafe() != cudaSuccess) return last_error;
+  if (unsafe() != cudaSuccess) return sim_cuda_last_error;
   return copy(dst, src, count, cudaMemcpyDeviceToDevice, NULL);
 }
 SIM_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
@@ -327,7 +257,7 @@ static cudaError_t set(void *dst, int value, size_t count, cudaStream_t stream) 
 }
 
 SIM_API cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
-  if (unsafe() != cudaSuccess) return last_error;
+  if (unsafe() != cudaSuccess) return sim_cuda_last_error;
   return set(devPtr, value, count, NULL);
 }
 SIM_API cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {

@@ -15,9 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ncclsim.h"
 #include "sim_cuda.h"
-#include "sim_graph.h"
 
 typedef struct {
   pthread_mutex_t lock;        /* guards the clocks of this device's streams */
@@ -375,24 +373,37 @@ cudaError_t sim_event_elapsed(cudaEvent_t start, cudaEvent_t end, float *ms_p) {
   return cudaSuccess;
 }
 
+/* ---- what stream capture adds (sim_device_hooks_t) ---------------------------------------------- */
+
+/* Without a capture, no event was recorded in one and every call is allowed. */
+static cudaError_t no_capture_check_event(struct CUevent_st *e, int unsafe) {
+  (void)e;
+  (void)unsafe;
+  return cudaSuccess;
+}
+
+static sim_device_hooks_t hooks = {.check_event = no_capture_check_event};
+
+void sim_device_set_hooks(const sim_device_hooks_t *h) { hooks = *h; }
+
 /* What cudaEvent* and cuEvent* both do, capture rules first (sim_graph.h). */
 cudaError_t sim_event_query(cudaEvent_t h) {
   struct CUevent_st *e = sim_event_resolve(h);
-  cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
+  cudaError_t r = e ? hooks.check_event(e, 1) : cudaErrorInvalidResourceHandle;
   return r == cudaSuccess && sim_event_pending(e) ? cudaErrorNotReady : r;
 }
 
 cudaError_t sim_event_synchronize(cudaEvent_t h) {
   struct CUevent_st *e = sim_event_resolve(h);
-  cudaError_t r = e ? sim_capture_check_event(e, 1) : cudaErrorInvalidResourceHandle;
+  cudaError_t r = e ? hooks.check_event(e, 1) : cudaErrorInvalidResourceHandle;
   if (r == cudaSuccess) sim_event_wait(e);
   return r;
 }
 
 cudaError_t sim_event_elapsed_time(cudaEvent_t start, cudaEvent_t end, float *ms_p) {
   struct CUevent_st *a = sim_event_resolve(start), *b = sim_event_resolve(end);
-  cudaError_t r = a ? sim_capture_check_event(a, 0) : cudaSuccess;
-  if (r == cudaSuccess && b) r = sim_capture_check_event(b, 0);
+  cudaError_t r = a ? hooks.check_event(a, 0) : cudaSuccess;
+  if (r == cudaSuccess && b) r = hooks.check_event(b, 0);
   if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b))) return cudaErrorNotReady;
   return r != cudaSuccess ? r : sim_event_elapsed(start, end, ms_p);
 }
@@ -406,30 +417,4 @@ double sim_copy_time_us(size_t bytes, int kind) {
   case cudaMemcpyDeviceToHost: return 2.0 + bytes / 25e3;          /* PCIe Gen5-ish 25 GB/s */
   default: return 1.0 + bytes / 1500e3;                            /* on-device 1.5 TB/s */
   }
-}
-
-/* ---- the extension API (ncclsim.h) ----------------------------------------------------------- */
-
-SIM_API cudaError_t ncclsimStreamAddCompute(cudaStream_t stream, double us) {
-  struct CUstream_st *s = sim_stream_resolve(stream);
-  if (!s || !(us >= 0)) return cudaErrorInvalidValue;
-  struct sim_capture *cap;
-  cudaError_t r = sim_capture_enqueue(s, &cap);
-  if (r != cudaSuccess) return r;
-  us = sim_compute_jitter(us, s->device) * sim_fault_compute_factor(); /* NCCLSIM_FAULT=slow:... */
-  if (cap) return sim_capture_add_compute(cap, s, us);
-  sim_stream_advance(s, us);
-  return cudaSuccess;
-}
-
-SIM_API cudaError_t ncclsimStreamSetInterference(cudaStream_t stream, double phi) {
-  struct CUstream_st *s = sim_stream_resolve(stream);
-  if (!s || !(phi >= 0 && phi < 1)) return cudaErrorInvalidValue;
-  s->compute_phi = phi;
-  return cudaSuccess;
-}
-
-SIM_API double ncclsimStreamTime(cudaStream_t stream) {
-  struct CUstream_st *s = sim_stream_resolve(stream);
-  return s ? sim_stream_time(s) : -1.0;
 }

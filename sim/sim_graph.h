@@ -1,5 +1,6 @@
-/* Internal interface of stream capture and CUDA graphs (sim_cuda_graph.c), used by the runtime and
- * driver stand-ins, the device model and the NCCL stand-in (sim_nccl_graph.c).
+/* Internal interface of stream capture and CUDA graphs (sim_cuda_capture.c, sim_cuda_graph.c), used
+ * by the runtime and driver stand-ins, the stream extension API (sim_stream_ext.c; the device model
+ * reaches the event rules through its hooks, sim_cuda.h) and the NCCL stand-in (sim_nccl_graph.c).
  *
  * The key choice: a capture is a list of work records in issue order, and a graph launch replays
  * that list on the launch stream, doing the work again (copies move data, collectives run with the
@@ -54,8 +55,16 @@ cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s
 /* A host function (cudaLaunchHostFunc) called again at each replay. */
 cudaError_t sim_capture_add_host(struct sim_capture *cap, struct CUstream_st *s, void (*fn)(void *),
                                  void *data);
+/* What a graph does with a captured NCCL group, given by the NCCL side (sim_nccl_graph.c) with
+ * the group, so that graphs never call up into the NCCL stand-in. replay: replays the group on `s`
+ * (every rank must replay it) and returns ncclSuccess (as an int, to keep nccl.h out of this
+ * header) or the NCCL error, with the last-error text set; free: releases it with its graph. */
+typedef struct {
+  int (*replay)(struct sim_graph_nccl *g, struct CUstream_st *s);
+  void (*free)(struct sim_graph_nccl *g);
+} sim_graph_nccl_ops_t;
 cudaError_t sim_capture_add_nccl(struct sim_capture *cap, struct CUstream_st *s,
-                                 struct sim_graph_nccl *g);
+                                 struct sim_graph_nccl *g, const sim_graph_nccl_ops_t *ops);
 
 /* Records `e` on `s`, capturing or not; cudaEventRecord and cuEventRecord end here. */
 cudaError_t sim_capture_event_record(struct CUevent_st *e, struct CUstream_st *s);
@@ -83,11 +92,5 @@ typedef struct {
 } sim_proc_t;
 extern const sim_proc_t sim_graph_procs[];
 extern const sim_proc_t sim_vmm_procs[]; /* virtual memory management (sim_cuda_vmm.c) */
-
-/* ---- the NCCL side (sim_nccl_graph.c) --------------------------------------------------------- */
-/* Replays a captured NCCL group on `s` (every rank must replay it). Returns ncclSuccess (as an
- * int, to keep nccl.h out of this header) or the NCCL error, with the last-error text set. */
-int sim_graph_nccl_replay(struct sim_graph_nccl *g, struct CUstream_st *s);
-void sim_graph_nccl_free(struct sim_graph_nccl *g);
 
 #endif

@@ -32,7 +32,7 @@ struct CUstream_st {
   int priority;
   double vt_us;            /* virtual time: when the last work issued on the stream ends */
   double compute_phi;      /* interference added by ncclsimStreamSetInterference, 0..1 */
-  struct sim_capture *cap; /* the capture the stream belongs to, NULL: none (sim_cuda_graph.c) */
+  struct sim_capture *cap; /* the capture the stream belongs to, NULL: none (sim_cuda_capture.c) */
   /* A collective launch runs on its caller's thread; while it does, the stream has work in flight
    * (launch number `running`, 0: none) and an event recorded on it from another thread completes
    * only when launch `done` reaches it, as behind a kernel still running on a GPU. */

@@ -26,55 +26,8 @@ static void tasks_free(sim_task_t *head) {
   }
 }
 
-int sim_graph_nccl_capture(sim_task_t *head, ncclResult_t *res_p) {
-  struct sim_capture *cap = NULL;
-  struct CUstream_st *cap_stream = NULL;
-  int mixed = 0, n = 0;
-  ncclResult_t first_err = ncclSuccess;
-  for (sim_task_t *t = head; t; t = t->next) {
-    struct sim_capture *c = t->stream ? __atomic_load_n(&t->stream->cap, __ATOMIC_ACQUIRE) : NULL;
-    if (c && !cap) {
-      cap = c;
-      cap_stream = t->stream;
-    }
-    if (c != cap || (!c && cap)) mixed = 1;
-    if (t->result != ncclSuccess && first_err == ncclSuccess) first_err = t->result;
-    n++;
-  }
-  if (!cap) return 0;
-  /* Tasks before the first captured one were not compared: check the list again from the top. */
-  for (sim_task_t *t = head; t && !mixed; t = t->next)
-    if (!t->stream || __atomic_load_n(&t->stream->cap, __ATOMIC_ACQUIRE) != cap) mixed = 1;
-  if (mixed) {
-    *res_p = sim_error(ncclInvalidUsage, "ncclsim: a group mixes streams being captured with streams "
-                       "that are not (or belong to another capture); NCCL does not support this");
-  } else if (first_err != ncclSuccess) {
-    *res_p = first_err; /* the group fails at launch, as an eager one would */
-  } else if (!sim_capture_valid(cap)) {
-    *res_p = sim_error(ncclUnhandledCudaError, "ncclsim: Cuda failure 'operation failed due to a "
-                       "previous error during capture' (the stream's capture was invalidated)");
-  } else {
-    struct sim_graph_nccl *g = calloc(1, sizeof *g);
-    if (!g) {
-      *res_p = sim_error(ncclSystemError, "ncclsim: out of memory recording a captured group");
-    } else {
-      g->ntasks = n;
-      g->tasks = head;
-      cudaError_t r = sim_capture_add_nccl(cap, cap_stream, g);
-      if (r == cudaSuccess) {
-        *res_p = ncclSuccess;
-        return 1; /* the tasks now belong to the graph */
-      }
-      free(g);
-      *res_p = sim_error(ncclUnhandledCudaError, "ncclsim: Cuda failure '%s' recording a captured "
-                         "group", cudaGetErrorString(r));
-    }
-  }
-  tasks_free(head);
-  return 1;
-}
-
-int sim_graph_nccl_replay(struct sim_graph_nccl *g, struct CUstream_st *s) {
+/* Replays a captured group on `s` (sim_graph_nccl_ops_t's replay). */
+static int nccl_replay(struct sim_graph_nccl *g, struct CUstream_st *s) {
   sim_task_t *head = NULL, **tail = &head;
   ncclResult_t res = ncclSuccess;
   for (sim_task_t *t = g->tasks; t && res == ncclSuccess; t = t->next) {
@@ -126,8 +79,58 @@ int sim_graph_nccl_replay(struct sim_graph_nccl *g, struct CUstream_st *s) {
   return (int)res;
 }
 
-void sim_graph_nccl_free(struct sim_graph_nccl *g) {
+static void nccl_free(struct sim_graph_nccl *g) {
   if (!g) return;
   tasks_free(g->tasks);
   free(g);
+}
+
+static const sim_graph_nccl_ops_t nccl_ops = {.replay = nccl_replay, .free = nccl_free};
+
+int sim_graph_nccl_capture(sim_task_t *head, ncclResult_t *res_p) {
+  struct sim_capture *cap = NULL;
+  struct CUstream_st *cap_stream = NULL;
+  int mixed = 0, n = 0;
+  ncclResult_t first_err = ncclSuccess;
+  for (sim_task_t *t = head; t; t = t->next) {
+    struct sim_capture *c = t->stream ? __atomic_load_n(&t->stream->cap, __ATOMIC_ACQUIRE) : NULL;
+    if (c && !cap) {
+      cap = c;
+      cap_stream = t->stream;
+    }
+    if (c != cap || (!c && cap)) mixed = 1;
+    if (t->result != ncclSuccess && first_err == ncclSuccess) first_err = t->result;
+    n++;
+  }
+  if (!cap) return 0;
+  /* Tasks before the first captured one were not compared: check the list again from the top. */
+  for (sim_task_t *t = head; t && !mixed; t = t->next)
+    if (!t->stream || __atomic_load_n(&t->stream->cap, __ATOMIC_ACQUIRE) != cap) mixed = 1;
+  if (mixed) {
+    *res_p = sim_error(ncclInvalidUsage, "ncclsim: a group mixes streams being captured with streams "
+                       "that are not (or belong to another capture); NCCL does not support this");
+  } else if (first_err != ncclSuccess) {
+    *res_p = first_err; /* the group fails at launch, as an eager one would */
+  } else if (!sim_capture_valid(cap)) {
+    *res_p = sim_error(ncclUnhandledCudaError, "ncclsim: Cuda failure 'operation failed due to a "
+                       "previous error during capture' (the stream's capture was invalidated)");
+  } else {
+    struct sim_graph_nccl *g = calloc(1, sizeof *g);
+    if (!g) {
+      *res_p = sim_error(ncclSystemError, "ncclsim: out of memory recording a captured group");
+    } else {
+      g->ntasks = n;
+      g->tasks = head;
+      cudaError_t r = sim_capture_add_nccl(cap, cap_stream, g, &nccl_ops);
+      if (r == cudaSuccess) {
+        *res_p = ncclSuccess;
+        return 1; /* the tasks now belong to the graph */
+      }
+      free(g);
+      *res_p = sim_error(ncclUnhandledCudaError, "ncclsim: Cuda failure '%s' recording a captured "
+                         "group", cudaGetErrorString(r));
+    }
+  }
+  tasks_free(head);
+  return 1;
 }

@@ -172,10 +172,8 @@ VB_API int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev
 
 VB_API void ibv_ack_async_event(struct ibv_async_event *event) {}
 
-void vb_ctx_install_ops(vb_ctx_t *ctx) {
+void vb_cq_install_ops(vb_ctx_t *ctx) {
   struct ibv_context_ops *o = &ctx->vctx.context.ops;
   o->poll_cq = vb_poll_cq;
   o->req_notify_cq = vb_req_notify_cq;
-  o->post_send = vb_post_send;
-  o->post_recv = vb_post_recv;
 }

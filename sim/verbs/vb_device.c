@@ -1,5 +1,5 @@
-/* vb_device.c: the simulated node's devices (mlx5_0..mlx5_<N-1>, N from the fabric), opening a
- * context with its async pipe and engine, and the device, port, GID and P_Key queries.
+/* vb_device.c: the simulated node's devices (mlx5_0..mlx5_<N-1>, N from the fabric), the registry
+ * of open contexts, and the device, port, GID and P_Key queries (vb_context.c opens a context).
  *
  * Each context is a struct verbs_context with the extended-ABI marker, so verbs.h's inline
  * ibv_query_port reaches the extended query_port op and its ibv_post_send/ibv_poll_cq reach ours.
@@ -22,9 +22,8 @@
 static vb_dev_t *devs[VB_MAX_DEVS + 1];
 static int ndevs = -1;
 static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int ctx_serial;
 
-static vb_dev_t *vb_dev(struct ibv_device *d) {
+vb_dev_t *vb_dev(struct ibv_device *d) {
   vb_dev_t *v = (vb_dev_t *)d;
   return d && v->magic == VB_DEV_MAGIC ? v : NULL;
 }
@@ -81,7 +80,6 @@ VB_API int ibv_get_device_index(struct ibv_device *device) {
   return d ? d->nic : -1;
 }
 
-static int vb_query_port_ext(struct ibv_context *c, uint8_t port, struct ibv_port_attr *out, size_t len);
 
 /* The process's open contexts, for ncclsimVerbsQpCarriers (a failover layer's shadow may live on
  * another device of the process). */
@@ -98,54 +96,13 @@ int vb_ctx_each(int (*fn)(vb_ctx_t *, void *), void *arg) {
   return r;
 }
 
-VB_API struct ibv_context *ibv_open_device(struct ibv_device *device) {
-  vb_dev_t *d = vb_dev(device);
-  if (!d) {
-    errno = ENODEV;
-    return NULL;
-  }
-  vb_ctx_t *ctx = calloc(1, sizeof *ctx);
-  int fds[2] = {-1, -1};
-  if (!ctx) goto fail;
-  if (pipe2(fds, O_CLOEXEC) != 0) goto fail_ctx;
-  ctx->dev = d;
-  pthread_mutex_init(&ctx->lock, NULL);
-  struct ibv_context *c = &ctx->vctx.context;
-  c->device = device;
-  c->cmd_fd = -1;
-  c->async_fd = fds[0];
-  ctx->async_wr = fds[1];
-  c->num_comp_vectors = 1;
-  pthread_mutex_init(&c->mutex, NULL);
-  c->abi_compat = __VERBS_ABI_IS_EXTENDED;
-  ctx->vctx.sz = sizeof ctx->vctx;
-  ctx->vctx.query_port = vb_query_port_ext;
-  vb_ctx_install_ops(ctx);
-  ctx->next_key = 0x100u + (uint32_t)(getpid() & 0xff);
-  for (int p = 0; p < 2; p++) ctx->port_up[p] = vb_net_port_up(d->node, d->nic, p + 1);
-  snprintf(ctx->bell_name, sizeof ctx->bell_name, "/%sverbs-bell-%d-%d", vb_settings()->prefix,
-           (int)getpid(), atomic_fetch_add(&ctx_serial, 1));
-  ctx->bell = vb_bell_create(ctx->bell_name);
-  if (!ctx->bell) goto fail_pipe;
-  if (vb_engine_start(ctx) != 0) goto fail_bell;
+void vb_ctx_register(vb_ctx_t *ctx) {
   pthread_mutex_lock(&open_lock);
   if (nopen < VB_MAX_CTXS) open_ctxs[nopen++] = ctx; /* beyond: not seen as a carrier, nothing else */
   pthread_mutex_unlock(&open_lock);
-  return c;
-fail_bell:
-  vb_bell_close(ctx->bell, ctx->bell_name);
-fail_pipe:
-  close(fds[0]);
-  close(fds[1]);
-fail_ctx:
-  free(ctx);
-fail:
-  errno = ENOMEM;
-  return NULL;
 }
 
-VB_API int ibv_close_device(struct ibv_context *c) {
-  vb_ctx_t *ctx = vb_ctx(c);
+void vb_ctx_unregister(vb_ctx_t *ctx) {
   pthread_mutex_lock(&open_lock);
   for (int i = 0; i < nopen; i++)
     if (open_ctxs[i] == ctx) {
@@ -153,12 +110,6 @@ VB_API int ibv_close_device(struct ibv_context *c) {
       break;
     }
   pthread_mutex_unlock(&open_lock);
-  vb_engine_stop(ctx);
-  vb_bell_close(ctx->bell, ctx->bell_name);
-  close(ctx->async_wr); /* first: a thread blocked in ibv_get_async_event sees end of file */
-  close(c->async_fd);
-  free(ctx);
-  return 0;
 }
 
 VB_API int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a) {
@@ -237,7 +188,7 @@ static int fill_port(vb_ctx_t *ctx, uint8_t port, struct ibv_port_attr *a) {
   return 0;
 }
 
-static int vb_query_port_ext(struct ibv_context *c, uint8_t port, struct ibv_port_attr *out, size_t len) {
+int vb_query_port_ext(struct ibv_context *c, uint8_t port, struct ibv_port_attr *out, size_t len) {
   struct ibv_port_attr a;
   int rc = fill_port(vb_ctx(c), port, &a);
   if (rc) return rc;

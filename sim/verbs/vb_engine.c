@@ -26,14 +26,6 @@ static double retry_timeout_s(const vb_qp_t *q) {
   return 4.096e-6 * (double)(1ull << q->attr.timeout) * (q->attr.retry_cnt + 1) * vb_settings()->timeout_scale;
 }
 
-int vb_qp_emit(vb_qp_t *q, const vb_pkt_t *p, const void *payload, const void *payload2, uint32_t len1) {
-  if (!q->out.h || !q->path_up_now || !vb_ring_can_put(&q->out, p->len)) return 0;
-  vb_ring_put(&q->out, p, payload, payload2, len1);
-  q->bell_dirty = 1;
-  atomic_fetch_add_explicit(&q->tx_bytes, p->len, memory_order_relaxed);
-  return 1;
-}
-
 static vb_swqe_t *wqe(vb_qp_t *q, uint32_t i) { return &q->sq[i % q->cap.max_send_wr]; }
 
 /* Completes the oldest WR with an error and takes the QP to ERR. */
@@ -340,4 +332,3 @@ void vb_engine_stop(vb_ctx_t *ctx) {
   pthread_join(ctx->engine, NULL);
 }
 
-void vb_engine_kick(vb_ctx_t *ctx) { vb_bell_ring(ctx->bell); }

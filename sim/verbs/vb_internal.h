@@ -4,7 +4,8 @@
  * layouts are rdma-core's) and adds the provider's state after it. File order, one direction only:
  * vb_env (settings) -> vb_net (the fabric's view) -> vb_ring (shared rings, doorbells) -> vb_device,
  * vb_mr, vb_cq (with async events) -> vb_qp_attr (pure mask rules) -> vb_qp, vb_post (verbs on
- * QPs) -> vb_resp (responder) -> vb_engine (the NIC thread, requester side). */
+ * QPs) -> vb_resp (responder) -> vb_engine (the NIC thread, requester side) -> vb_context (opening
+ * a context, which starts its engine). */
 #ifndef VB_INTERNAL_H
 #define VB_INTERNAL_H
 
@@ -14,7 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../base/ah_uthash.h"
+/* uthash in its non-fatal mode: an add that cannot allocate is refused (the item's table pointer
+ * stays NULL) instead of exit(), since this provider lives inside the job's processes. sim/ takes
+ * uthash as the package gives it, not through autoha's own wrapper (sim/ stands under autoha). */
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+#define VB_HASH_ADDED(item) ((item)->hh.tbl != NULL)
 #include "../fabric/sim_fabric.h"
 
 #define VB_API __attribute__((visibility("default")))
@@ -149,6 +155,13 @@ typedef struct vb_ctx {
  * when none did). fn runs under the registry's lock: it may take a context's lock, not open or close
  * one. */
 int vb_ctx_each(int (*fn)(vb_ctx_t *, void *), void *arg);
+/* Enters an opened context in the registry, and takes a closing one out (vb_context.c). */
+void vb_ctx_register(vb_ctx_t *ctx);
+void vb_ctx_unregister(vb_ctx_t *ctx);
+/* The provider's device behind `d`, or NULL when it is not one of ours. */
+vb_dev_t *vb_dev(struct ibv_device *d);
+/* The extended query_port op of a context (struct verbs_context's query_port). */
+int vb_query_port_ext(struct ibv_context *c, uint8_t port, struct ibv_port_attr *out, size_t len);
 
 static inline vb_ctx_t *vb_ctx(struct ibv_context *c) {
   return (vb_ctx_t *)((char *)c - offsetof(vb_ctx_t, vctx.context));
@@ -176,7 +189,8 @@ typedef struct {
 /* Adds a completion (caller may hold a QP lock; takes the CQ's). */
 void vb_cq_push(vb_cq_t *cq, const struct ibv_wc *wc);
 void vb_async_push(vb_ctx_t *ctx, enum ibv_event_type type, void *element);
-void vb_ctx_install_ops(vb_ctx_t *ctx);
+/* Sets the context's CQ ops (poll_cq, req_notify_cq); vb_context.c sets the rest. */
+void vb_cq_install_ops(vb_ctx_t *ctx);
 /* Counts changes that can move traffic between this process's flows: a QP changing state or
  * getting a new source port (ncclsimVerbsEpoch reads it). */
 void vb_epoch_bump(void);
@@ -263,11 +277,13 @@ int vb_qp_connect_rings(vb_qp_t *qp);
 /* Engine (vb_engine.c) and responder (vb_resp.c); both called with ctx->lock and qp->lock held. */
 int vb_engine_start(vb_ctx_t *ctx);
 void vb_engine_stop(vb_ctx_t *ctx);
-void vb_engine_kick(vb_ctx_t *ctx);
+/* Wakes the context's engine (its doorbell): posted work or a state change wants a pass. */
+static inline void vb_engine_kick(vb_ctx_t *ctx) { vb_bell_ring(ctx->bell); }
 /* The responder's handling of one request packet: 1 when consumed, 0 when its reply cannot leave
  * yet (ring full, path down; the packet stays and is resumed, never applied twice). */
 int vb_resp_request(vb_qp_t *qp, const vb_pkt_t *p);
-/* Puts a packet into the peer's ring if the path is up and there is room: 1 sent, 0 not now. */
+/* Puts a packet into the peer's ring if the path is up and there is room: 1 sent, 0 not now
+ * (vb_qp.c). */
 int vb_qp_emit(vb_qp_t *qp, const vb_pkt_t *p, const void *payload, const void *payload2, uint32_t len1);
 int vb_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int vb_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);

@@ -56,7 +56,7 @@ VB_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len
   m->mr.lkey = m->mr.rkey = idx << 8 | (uint32_t)((idx * 37u + 0x5a) & 0xff);
   m->mr.handle = idx;
   HASH_ADD(hh, ctx->mrs, mr.rkey, sizeof(uint32_t), m);
-  int added = AH_HASH_ADDED(m);
+  int added = VB_HASH_ADDED(m);
   pthread_mutex_unlock(&ctx->lock);
   if (!added) {
     free(m);

@@ -66,7 +66,7 @@ VB_API struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
   ia->cap = q->cap;
   pthread_mutex_lock(&ctx->lock);
   HASH_ADD(hh, ctx->qps, qp.qp_num, sizeof(uint32_t), q);
-  int added = AH_HASH_ADDED(q);
+  int added = VB_HASH_ADDED(q);
   pthread_mutex_unlock(&ctx->lock);
   if (!added) {
     vb_ring_close(&q->in, 1);
@@ -322,4 +322,13 @@ void vb_qp_to_error(vb_qp_t *q, int tell_peer) {
     atomic_store(&q->out.h->peer_fatal, 1);
     if (q->peer_bell) vb_bell_ring(q->peer_bell);
   }
+}
+
+/* The engine's transmissions and the responder's replies leave through here. */
+int vb_qp_emit(vb_qp_t *q, const vb_pkt_t *p, const void *payload, const void *payload2, uint32_t len1) {
+  if (!q->out.h || !q->path_up_now || !vb_ring_can_put(&q->out, p->len)) return 0;
+  vb_ring_put(&q->out, p, payload, payload2, len1);
+  q->bell_dirty = 1;
+  atomic_fetch_add_explicit(&q->tx_bytes, p->len, memory_order_relaxed);
+  return 1;
 }

@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from file_cycles import symbols  # noqa: E402 (nm's defined and undefined symbols of one object)
+from file_cycles import symbols  # noqa: E402 (nm's defined and undefined symbols of each object)
 
 
 def main():
@@ -41,8 +41,7 @@ def main():
         if not objs:
             print("FAIL: %s: no object files" % name)
             return 1
-        for o in objs:
-            d, u = symbols(nm, o)
+        for o, (d, u) in symbols(nm, objs).items():
             for s in d:
                 owner[s] = name
             uses[(name, os.path.basename(o)[:-len(".o")])] = u
