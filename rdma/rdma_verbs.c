@@ -103,7 +103,7 @@ static ah_path_tc_rules_t comm_rules; /* AUTOHA_QP_TC_COMM, validated by the env
 static int comm_rules_ok;
 
 static void policy_init(void) {
-  /* The env table (tuner/ah_env.c) parsed every AUTOHA_QP* value and logged the bad ones; the
+  /* The env table (settings/ah_env.c) parsed every AUTOHA_QP* value and logged the bad ones; the
    * policy takes the typed values. */
   const ah_settings_t *env = ah_env_settings();
   char host[256] = "";

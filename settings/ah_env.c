@@ -1,5 +1,5 @@
 /* ah_env.c: the table of every AUTOHA_* variable and the one set of typed parsers behind it
- * (tuner/ah_env.h), UCX's config-table model: the row is the single source for parsing, for
+ * (settings/ah_env.h), UCX's config-table model: the row is the single source for parsing, for
  * `autoha env` and for docs/environment.md.
  *
  * A value that does not parse keeps the row's default and logs one line naming the variable, the
@@ -782,7 +782,7 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
 
 void ah_env_doc_markdown(FILE *f) {
   fprintf(f, "<!-- env-table:begin -->\n");
-  fprintf(f, "<!-- Generated from tuner/ah_env.c by `autoha env --markdown`; "
+  fprintf(f, "<!-- Generated from settings/ah_env.c by `autoha env --markdown`; "
              "tests/tuner fails when this section and the table differ. -->\n");
   for (int i = 0; i < NVARS; i++) {
     const ah_env_var_t *v = &env_table[i];

@@ -58,7 +58,7 @@ void ah_tune_start_confirm(ah_tune_t *t) {
   /* Warm, the best was not picked out of a whole search's probes but from a few points a neighbour
    * named: less selection luck to undo, so a smaller clear gain is pinned as it is. So it is where
    * the chunk is searched too, where fresh samples did not overturn such a gain (sim/: 40 -> 39
-   * calls, p5 unchanged, no key slower than the default; docs/tuner.md "Round four"), and after
+   * calls, p5 unchanged, no key slower than the default; docs/history.md "Round four"), and after
    * designed batches (bt_lead set), whose leader was picked from a few designed points. */
   if ((t->nhints > 0 || t->nsearch == 2 || t->bt_lead >= 0) && t->probes[b].n >= AH_TUNE_MOVE_N &&
       t->probes[t->def].n >= AH_TUNE_MOVE_N && gain > log(1.0 + AH_TUNE_WARM_SURE_GAIN) &&

@@ -1048,7 +1048,7 @@ START_TEST(test_hint_api) {
 }
 END_TEST
 
-/* The quick warm check (tuner/ah_tune_search.c ah_tune_start_quick): a hint at the optimum (12
+/* The quick warm check (tuner/ah_tune_screen.c ah_tune_start_quick): a hint at the optimum (12
  * channels of ring/ll128, 1.5x ahead of the default) is pinned within 14 calls in at least 10 of
  * 12 seeds (its points and the default committed back to back: 8 calls, results 2 calls late);
  * a hint as fast as the default keeps the default, within 14 calls in at least 8 seeds; a hint in a 2x slower subspace

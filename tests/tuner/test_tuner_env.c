@@ -1,4 +1,4 @@
-/* Unit tests of tuner/ah_env.c: every default parses, each typed parser accepts what its syntax
+/* Unit tests of settings/ah_env.c: every default parses, each typed parser accepts what its syntax
  * says and refuses the rest with "invalid value for AUTOHA_X: '...' (expected ...)" while keeping
  * the default, unknown AUTOHA_* names get the nearest real name, `autoha env` output, and
  * docs/environment.md agrees with the table (this test fails when they differ). */
