@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that the files of each folder depend on each other in one direction only.
 
-  file_cycles.py NM [--allow LIST] OBJECT... -- [OBJECT... --]   (each group read with one nm run)
+  file_cycles.py NM [--allow LIST] [--doc PAGE] OBJECT... -- [OBJECT... --]
+  (each group read with one nm run)
 
 Each group of object files (one per source file, a group per target, ended by --; the objects as
 CMake's $<TARGET_OBJECTS:...> lists them) is one folder, named by its target (the object's
@@ -17,7 +18,15 @@ on one of its cycles (an edge inside a strongly connected component) is listed, 
 edge on a cycle that the list does not name (a new cycle, or a new dependency inside an old
 one). The list can only shrink: a listed edge that no longer exists or no longer lies on a cycle
 fails too, naming the line to delete. A group the list does not name must have no cycle at all.
+
+--doc PAGE (docs/architecture.md) checks that the page lists every file of every group in an order
+the code keeps. Each group has one line `- `FOLDER/` (`TARGET`): `a` < `b` < ...` naming each of
+its source files once, without `.c` (the item may go on over lines indented by two spaces); a
+file must stand after every file it uses (files that use
+each other on an allowed cycle may stand in any order among themselves). A missing, extra or
+misplaced name fails, and the failure prints a line in today's order to paste.
 """
+import re
 import collections
 import os
 import subprocess
@@ -169,6 +178,61 @@ def check_allowed(gname, graph, allowed, where):
     return failed
 
 
+def read_doc(path):
+    """{target: (line number, [file, ...])} from the page's `- `FOLDER/` (`TARGET`): ...` lines."""
+    listed, cur = {}, None
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            m = re.match(r"^- `[^`]+/` \(`([^`]+)`[^)]*\): (.+)$", line.rstrip())
+            if m:
+                cur = m.group(1)
+                listed[cur] = (n, re.findall(r"`([^`]+)`", m.group(2)))
+            elif cur and line.startswith("  ") and line.strip():  # the item goes on
+                listed[cur][1].extend(re.findall(r"`([^`]+)`", line))
+            else:
+                cur = None
+    return listed
+
+
+def check_doc(gname, graph, doc, listed):
+    """0 when the page lists exactly the group's files in an order its dependencies allow."""
+    files = {f[:-len(".c")] if f.endswith(".c") else f: f for f in graph}
+    comp = components(graph)
+    condensed = collections.defaultdict(set)
+    members = collections.defaultdict(list)
+    for a in graph:
+        members[comp[a]].append(a)
+        condensed[comp[a]].update(comp[b] for b in graph[a] if comp[b] != comp[a])
+    today = [files_f for c in order(condensed) for files_f in sorted(members[c])]
+    short = lambda f: f[:-len(".c")] if f.endswith(".c") else f
+    hint = "; today's order: %s" % " < ".join("`%s`" % short(f) for f in today)
+    if gname not in listed:
+        print("FAIL: %s: %s has no line `- `FOLDER/` (`%s`): ...`%s" % (gname, doc, gname, hint))
+        return 1
+    n, names = listed[gname]
+    where = "%s:%d" % (doc, n)
+    failed = 0
+    for x in sorted(set(names) - set(files)):
+        print("FAIL: %s: %s names %s, which is not one of the group's files%s" % (gname, where, x, hint))
+        failed = 1
+    for x in sorted(set(files) - set(names)):
+        print("FAIL: %s: %s leaves out %s%s" % (gname, where, x, hint))
+        failed = 1
+    for x in sorted({x for x in names if names.count(x) > 1}):
+        print("FAIL: %s: %s names %s twice%s" % (gname, where, x, hint))
+        failed = 1
+    if failed:
+        return 1
+    pos = {files[x]: i for i, x in enumerate(names)}
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            if comp[a] != comp[b] and pos[b] > pos[a]:
+                print("FAIL: %s: %s lists %s before %s, which it uses%s"
+                      % (gname, where, short(a), short(b), hint))
+                failed = 1
+    return failed
+
+
 def main():
     args = sys.argv[1:]
     if len(args) < 2:
@@ -178,6 +242,11 @@ def main():
     allowed, where = {}, {}
     if len(args) >= 2 and args[0] == "--allow":
         allowed, where = read_allowed(args[1])
+        args = args[2:]
+    doc, listed = None, {}
+    if len(args) >= 2 and args[0] == "--doc":
+        doc = args[1]
+        listed = read_doc(doc)
         args = args[2:]
     failed, groups, cur = 0, [], []
     for a in args:
@@ -209,6 +278,8 @@ def main():
                 g = owner.get(s)
                 if g and g != f:
                     graph[f].add(g)
+        if doc:
+            failed |= check_doc(gname, graph, doc, listed)
         if gname in allowed:
             failed |= check_allowed(gname, graph, allowed[gname], where)
             continue
@@ -218,6 +289,9 @@ def main():
             failed = 1
         else:
             print("PASS: %s: %d files, in dependency order: %s" % (gname, len(objs), " < ".join(order(graph))))
+    for gname in sorted(set(listed) - seen):
+        print("FAIL: %s:%d lists the files of %s, which is not checked" % (doc, listed[gname][0], gname))
+        failed = 1
     for gname in sorted(set(allowed) - seen):
         print("FAIL: the allowed list names group %s, which is not checked: delete its lines" % gname)
         failed = 1
