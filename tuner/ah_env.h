@@ -113,7 +113,10 @@ const ah_env_var_t *ah_env_var_get(int i);
 const ah_env_var_t *ah_env_var_find(const char *name);
 
 /* The process-wide settings, parsed from the environment at the first call (any thread; later
- * calls return the same pointer without locking). Never NULL: bad values keep their defaults. */
+ * calls return the same pointer without locking). Never NULL: bad values keep their defaults.
+ * Note that this is the one way product code reads a setting (the shim's files included): it is
+ * valid before any init has run and on every thread, so no caller guards a NULL with a default
+ * of its own. */
 const ah_settings_t *ah_env_settings(void);
 
 /* Fills s_p with every default. */
