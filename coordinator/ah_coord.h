@@ -50,9 +50,9 @@ typedef struct ah_coord ah_coord_t;
 typedef struct {
   const char *addr;  /* "host:port" (port 1..65535): where the hub listens, and where clients
                       * connect instead of the stamp's address (NAT); NULL or "" for neither */
-  double join_s;     /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: the default, 30 s */
+  double join_s;     /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: its default */
   double hang_s;     /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
-                      * 0: the default, 300 s; < 0: never */
+                      * 0: its default; < 0: never */
   double straggler_pct; /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
   const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
                        * when addr is not given (NCCL_SOCKET_IFNAME's syntax); NULL or "": NCCL's

@@ -137,7 +137,7 @@ static const ah_env_var_t env_table[] = {
      "Setting it to NCCL_SOCKET_IFNAME's value puts the hub on the network NCCL's bootstrap uses. "
      "Read by the process that runs the hub.",
      0, 0, NULL, FIELD(coord_ifname)},
-    {"AUTOHA_COORD_JOIN_S", AH_ENV_DOUBLE, "30", "0.001..86400 (seconds)",
+    {"AUTOHA_COORD_JOIN_S", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_ENV_COORD_JOIN_S_DEFAULT), "0.001..86400 (seconds)",
      "How long the coordinator hub waits, from the first rank's join, for every rank of a "
      "communicator that spans processes to join. When all have joined with the same autoha settings "
      "(mode, overrides, loaded profile) the communicator runs autoha's choices (tuned or fixed); "
@@ -163,14 +163,14 @@ static const ah_env_var_t env_table[] = {
      "collective and size bin, whether its GPU stream completed them), and the hub names the rank "
      "or ranks that hang a communicator (docs/diagnosis.md). 0 (off) sends nothing.",
      0, 0, NULL, FIELD(health)},
-    {"AUTOHA_HANG_S", AH_ENV_DOUBLE, "300", "1..86400 (seconds)",
+    {"AUTOHA_HANG_S", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_ENV_HANG_S_DEFAULT), "1..86400 (seconds)",
      "How long none of a communicator's ranks may advance before the hub diagnoses a hang and every "
      "process of the communicator logs one line naming the culprit. 300 s: half of PyTorch's "
      "10-minute NCCL watchdog, so the finding comes before the job is killed, and longer than the "
      "pauses of healthy jobs (checkpoints, evaluation) in which ranks wait in a collective. Read by "
      "the process that runs the hub.",
      1, 86400, NULL, FIELD(hang_s)},
-    {"AUTOHA_STRAGGLER_PCT", AH_ENV_DOUBLE, "20", "0..50 (percent of a call's time)",
+    {"AUTOHA_STRAGGLER_PCT", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_ENV_STRAGGLER_PCT_DEFAULT), "0..50 (percent of a call's time)",
      "How late a rank must arrive, as a share of the call's time, before the hub names it a "
      "straggler: late by more than this, and by more than 4 times the spread of all ranks' lateness "
      "in the same call, in 12 of its latest 16 sampled calls of one key (a warning "
