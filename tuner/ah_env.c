@@ -636,27 +636,22 @@ static ah_settings_t g_settings;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void settings_init(void) {
-  /* Set the log threshold first, so the log module does not parse AUTOHA_LOG again and report a
-   * bad value twice. */
-  const char *l = getenv("AUTOHA_LOG");
-  int level = l ? parse_choice("error|warn|info|debug", l) : -1;
-  ah_log_set_level(level >= 0 ? level : AH_LOG_WARN);
-  /* Where and what to log, quietly first, so that the problems the full parse reports already go
-   * to the log file and through the subsystem filter. */
+  /* The log's own rows first, quietly: the full parse then reports each problem once, as set. */
   ah_settings_t early;
   ah_env_defaults(&early);
-  static const char *const log_vars[] = {"AUTOHA_LOG_SUBSYS", "AUTOHA_LOG_TIME", "AUTOHA_LOG_FILE"};
+  static const char *const log_vars[] = {"AUTOHA_LOG", "AUTOHA_LOG_SUBSYS", "AUTOHA_LOG_TIME",
+                                         "AUTOHA_LOG_FILE"};
   for (size_t i = 0; i < sizeof log_vars / sizeof log_vars[0]; i++) {
     const char *val = getenv(log_vars[i]);
     if (val) (void)ah_env_parse_one(ah_env_var_find(log_vars[i]), val, &early, NULL, 0);
   }
+  ah_log_set_level(early.log_level);
   ah_log_set_subsys((unsigned)early.log_subsys);
   ah_log_set_time(early.log_time);
   char err[4096];
   if (ah_log_file_start(early.log_file, err, sizeof err) != 0)
     ah_log(AH_LOG_ERROR, "%s; logging to stderr", err);
   ah_env_parse(environ, &g_settings);
-  ah_log_set_level(g_settings.log_level);
 }
 
 const ah_settings_t *ah_env_settings(void) {
