@@ -285,6 +285,12 @@ static const ah_env_var_t env_table[] = {
      "The window of AUTOHA_HA_DEGRADE's completion-time measurement: each queue pair's estimate "
      "covers this long, so a degraded link is acted on after 3 such windows.",
      0.2, 60, NULL, FIELD(ha_degrade_s)},
+    {"AUTOHA_TORCH_VENV", AH_ENV_TEXT, "~/.cache/autoha/venv-torch", "a folder",
+     "Read by scripts/torch-venv, not by the library: the Python venv it installs PyTorch into for "
+     "tests/torch ($XDG_CACHE_HOME/autoha/venv-torch when that is set).", 0, 0, NULL, FIELD(torch_venv)},
+    {"AUTOHA_FUZZ_SECONDS", AH_ENV_INT, "30", "0..86400 (seconds)", "Read by scripts/test, not by "
+     "the library: how long each fuzz target runs under libFuzzer after the tests (scripts/fuzz). 0 "
+     "skips the fuzzing.", 0, 86400, NULL, FIELD(fuzz_seconds)},
 };
 
 #define NVARS ((int)(sizeof env_table / sizeof env_table[0]))
@@ -449,6 +455,7 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
     }
     return 0;
   case AH_ENV_COMMAND:
+  case AH_ENV_TEXT:
     if (set_text(field_of(v, s_p), v->size, value) != 0) {
       snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
       break;
@@ -686,6 +693,7 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
   case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
   case AH_ENV_TC_RULES:
   case AH_ENV_IFNAME:
+  case AH_ENV_TEXT:
   case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
   case AH_ENV_SUBSYS: ah_log_subsys_format((unsigned)*(const int *)f, buf, len); break;
   case AH_ENV_QP_SPORT:

@@ -80,6 +80,8 @@ typedef struct {
   double ha_soft_timeout_s;          /* AUTOHA_HA_SOFT_TIMEOUT_S: fail over a stalled QP (0: auto) */
   double ha_degrade;                 /* AUTOHA_HA_DEGRADE: completion-time ratio of a degraded QP (0: off) */
   double ha_degrade_s;               /* AUTOHA_HA_DEGRADE_S: its measurement window */
+  char torch_venv[AH_ENV_PATH_MAX];   /* AUTOHA_TORCH_VENV: scripts/torch-venv's, not the library's */
+  int fuzz_seconds;                  /* AUTOHA_FUZZ_SECONDS: scripts/test's, not the library's */
 } ah_settings_t;
 
 /* Value types of the table rows. */
@@ -98,6 +100,7 @@ typedef enum {
   AH_ENV_COMMAND,   /* a shell command line, kept as text */
   AH_ENV_SUBSYS,    /* a log subsystem list as NCCL_DEBUG_SUBSYS: tune,coord or ^qp (ah_log.h) */
   AH_ENV_IFNAME,    /* an interface list as NCCL_SOCKET_IFNAME: [^][=]NAME,NAME..., kept as text */
+  AH_ENV_TEXT,      /* free text, kept as is (a variable only the project's scripts read) */
 } ah_env_type_t;
 
 /* One row of the table. */
