@@ -2,7 +2,8 @@
 # Enum settings are compared by name everywhere: no product file compares a field that an enum row
 # of the environment table fills (AUTOHA_HA's `ha`, `qp_method`, `health_action`, `mode`, ...) with
 # a bare number, as in `s->ha == 1`; it writes AH_HA_POLICY_PATH (ah_env.h). The fields come from
-# the table itself (its AH_ENV_ENUM and AH_ENV_QP_SPORT rows), so a new enum row is checked too.
+# the table itself (its AH_ENV_ENUM and AH_ENV_QP_SPORT rows), so a new enum row is checked too;
+# and the names of ah_env.h must be their choices' indexes in the rows (off|path|port|nic: 0..3).
 #   check_enum_names.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -25,6 +26,20 @@ for bad in 'if (s->ha == 1)' 'x = env->qp_method != 0;' 'if (3 == ah_env_setting
   echo "$bad" | grep -Eq "$pat" || fail "the pattern misses '$bad'"
 done
 echo 'if (s->ha == AH_HA_POLICY_PATH)' | grep -Eq "$pat" && fail "the pattern flags a comparison by name"
+# And each name is its choice's index: AH_HA_POLICY_PORT = 2 because "port" is third in off|path|port|nic.
+header=$(dirname "$table")/ah_env.h
+for pair in AUTOHA_MODE:AH_MODE_ AUTOHA_HA:AH_HA_POLICY_ AUTOHA_QP_METHOD:AH_QP_METHOD_ \
+            AUTOHA_HEALTH_ACTION:AH_HEALTH_ACTION_; do
+  var=${pair%%:*} prefix=${pair#*:}
+  choices=$(awk -v q="{\"$var\"," 'index($0, q) { on = 1 } on && /FIELD/ { print; exit }' "$table" |
+            grep -o '"[a-z0-9|]*", FIELD' | cut -d'"' -f2 || true)
+  [ -n "$choices" ] || fail "no choices found for $var in $table"
+  i=0
+  for c in ${choices//|/ }; do
+    grep -q "\b$prefix${c^^} = $i\b" "$header" || fail "$var's choice '$c' is not $prefix${c^^} = $i in $header"
+    i=$((i + 1))
+  done
+done
 # Product code: every C file but the tests', the simulator's (it reads no setting), the bundled
 # libraries' and the build's.
 hits=$(find "$src" \( -name build -o -name 'build-*' -o -name tests -o -name sim -o -name third_party \
