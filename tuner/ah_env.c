@@ -113,7 +113,7 @@ static const ah_env_var_t env_table[] = {
      "and hands the call, and every later undecided call of that key, to NCCL's own choice, so "
      "the job fails (or its watchdog fires) inside NCCL as it would without autoha.",
      1, 86400, NULL, FIELD(sync_timeout_s)},
-    {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, "180", "1..10000000 (calls)",
+    {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, AH_ENV_DEFAULT_TEXT(AH_ENV_TUNE_BUDGET_DEFAULT), "1..10000000 (calls)",
      "How many calls of one key the online search may spend probing configurations. A key that "
      "has not converged within its budget keeps the best configuration found so far, or NCCL's "
      "default when nothing beat it beyond noise; keys too rare to use their budget stay on "

@@ -27,11 +27,13 @@ enum { AH_HA_POLICY_OFF = 0, AH_HA_POLICY_PATH = 1, AH_HA_POLICY_PORT = 2, AH_HA
 enum { AH_QP_METHOD_LABEL = 0, AH_QP_METHOD_MLX5DV = 1 };       /* AUTOHA_QP_METHOD */
 enum { AH_HEALTH_ACTION_LOG = 0, AH_HEALTH_ACTION_ABORT = 1 };  /* AUTOHA_HEALTH_ACTION */
 
-/* Defaults another component needs as numbers too (the hub's options, for callers that pass no
- * settings): the table's default text is made from these, so each is written once. */
+/* Defaults another component needs as numbers too (the hub's options and the search's, for
+ * callers that pass no settings): the table's default text is made from these, so each is
+ * written once. */
 #define AH_ENV_COORD_JOIN_S_DEFAULT 30
 #define AH_ENV_HANG_S_DEFAULT 300
 #define AH_ENV_STRAGGLER_PCT_DEFAULT 20
+#define AH_ENV_TUNE_BUDGET_DEFAULT 180 /* also the search's own default (ah_tune_params_default) */
 #define AH_ENV_DEFAULT_TEXT(n) AH_ENV_DEFAULT_TEXT_(n) /* such a number as the row's text */
 #define AH_ENV_DEFAULT_TEXT_(n) #n
 
