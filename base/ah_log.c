@@ -49,13 +49,12 @@ static int parse_level(const char *s) {
 int ah_log_level(void) {
   int l = atomic_load_explicit(&log_level, memory_order_relaxed);
   if (l >= 0) return l;
+  /* Before the environment table has set the threshold: AUTOHA_LOG's level when it names one,
+   * else warn. A bad value is the table's to report (ah_env.c), once, in its words. */
   const char *s = getenv("AUTOHA_LOG");
   int parsed = s && *s ? parse_level(s) : AH_LOG_WARN;
   int expected = -1;
   atomic_compare_exchange_strong(&log_level, &expected, parsed < 0 ? AH_LOG_WARN : parsed);
-  if (parsed < 0 && expected == -1)
-    ah_log_at(AH_SUB_ENV, AH_LOG_ERROR, "invalid value for AUTOHA_LOG: '%s' (expected "
-              "error|warn|info|debug); using warn", s);
   return atomic_load(&log_level);
 }
 

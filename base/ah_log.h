@@ -37,7 +37,7 @@ enum {
 #define AH_LOG_SUBSYS AH_SUB_INIT
 #endif
 
-/* Current threshold (reads AUTOHA_LOG once). */
+/* Current threshold (reads AUTOHA_LOG once, quietly: the env table reports a bad value). */
 int ah_log_level(void);
 /* Sets the threshold (tests, or the env table after it validated AUTOHA_LOG). */
 void ah_log_set_level(int level);

@@ -20,6 +20,12 @@
 #include "ah_coord_health.h"
 #include "ah_sched.h"
 
+/* The hub's defaults that are settings too (AUTOHA_COORD_JOIN_S, AUTOHA_HANG_S,
+ * AUTOHA_STRAGGLER_PCT): the settings table's rows write their text from these. */
+#define AH_COORD_JOIN_S_DEFAULT 30
+#define AH_COORD_HANG_S_DEFAULT 300 /* docs/diagnosis.md says why */
+#define AH_COORD_STRAGGLER_PCT_DEFAULT 20
+
 #define AH_COORD_STAMP_OFFSET 64
 #define AH_COORD_STAMP_BYTES 64
 
@@ -50,9 +56,9 @@ typedef struct ah_coord ah_coord_t;
 typedef struct {
   const char *addr;  /* "host:port" (port 1..65535): where the hub listens, and where clients
                       * connect instead of the stamp's address (NAT); NULL or "" for neither */
-  double join_s;     /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: the default, 30 s */
+  double join_s;     /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: its default */
   double hang_s;     /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
-                      * 0: the default, 300 s; < 0: never */
+                      * 0: its default; < 0: never */
   double straggler_pct; /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
   const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
                        * when addr is not given (NCCL_SOCKET_IFNAME's syntax); NULL or "": NCCL's

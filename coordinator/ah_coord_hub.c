@@ -38,10 +38,10 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->idle_ms = 30000;
   o_p->max_pending = 256;
   o_p->max_outbuf = 64u << 20;
-  o_p->join_ms = 30000; /* AUTOHA_COORD_JOIN_S's default; ah_coord_hub_start applies the setup's */
-  o_p->hang_ms = 300000; /* AUTOHA_HANG_S's default (docs/diagnosis.md says why) */
+  o_p->join_ms = AH_COORD_JOIN_S_DEFAULT * 1000; /* ah_coord_hub_start applies the setup's */
+  o_p->hang_ms = AH_COORD_HANG_S_DEFAULT * 1000; /* AUTOHA_HANG_S's (docs/diagnosis.md says why) */
   o_p->max_progress_ranks = 1u << 16;
-  o_p->straggler_pct = AH_STRAG_PCT_DEFAULT;
+  o_p->straggler_pct = AH_COORD_STRAGGLER_PCT_DEFAULT;
   o_p->max_comms = 4096;
   o_p->max_client_comms = 1024;
   o_p->max_pending_joins = 1024;
@@ -507,12 +507,11 @@ int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p)
       char err[AH_NET_ERR_LEN];
       struct sockaddr_storage ss;
       socklen_t sl;
-      int use = env && *env;
-      if (use && ah_coord_net_addr_parse(err, env, &ss, &sl) != AH_NET_OK) use = 0;
-      else if (use && ((struct sockaddr_in *)&ss)->sin_port == 0) use = 0; /* same port for v6 */
-      if (env && *env && !use)
-        ah_log(AH_LOG_INFO, "coordinator hub: address '%s' not used (expected host:port with a port "
-               "in 1..65535); listening on this host's address", env);
+      int use = env && *env; /* its shape the environment table validated (AUTOHA_COORD_ADDR) */
+      if (use && ah_coord_net_addr_parse(err, env, &ss, &sl) != AH_NET_OK) {
+        ah_log(AH_LOG_INFO, "coordinator hub: address %s; listening on this host's address", err);
+        use = 0;
+      }
       ah_coord_hub_opts_t o;
       ah_coord_hub_opts_default(&o);
       if (setup && setup->join_s > 0) o.join_ms = (int)(setup->join_s * 1000.0 + 0.5);

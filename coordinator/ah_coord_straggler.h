@@ -23,7 +23,6 @@
 #define AH_STRAG_PENDING 256 /* sampled calls waiting for every rank's duration (ranks report up to a
                               * few seconds apart: a key's first 16 calls of every key must fit) */
 #define AH_STRAG_MAX_AGE_NS 30000000000ull /* a call still incomplete after 30 s is dropped */
-#define AH_STRAG_PCT_DEFAULT 20.0 /* AUTOHA_STRAGGLER_PCT (docs/diagnosis.md says why) */
 
 typedef struct ah_strag ah_strag_t;
 

@@ -17,7 +17,7 @@ int ah_shim_ha_on(void) {
   int v = atomic_load_explicit(&on, memory_order_relaxed);
   if (v < 0) {
     const ah_settings_t *s = ah_env_settings();
-    v = s->enable && (s->ha == 1 || s->ha == 2 || s->ha == 3);
+    v = s->enable && s->ha != AH_HA_POLICY_OFF;
     const char *own = getenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
     if (v && own && atoi(own) == 1) {
       /* two layers replaying the same work requests would deliver them twice */
@@ -30,7 +30,7 @@ int ah_shim_ha_on(void) {
   return v;
 }
 
-int ah_shim_ha_nic_on(void) { return ah_env_settings()->ha == 3 && ah_shim_ha_on(); }
+int ah_shim_ha_nic_on(void) { return ah_env_settings()->ha == AH_HA_POLICY_NIC && ah_shim_ha_on(); }
 
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real) {
   if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp || !real->modify_qp ||
@@ -166,7 +166,7 @@ void ah_shim_ha_report(ah_report_ha_t *h) {
   memset(h, 0, sizeof *h);
   if (!ah_shim_ha_on()) return;
   int ha = ah_env_settings()->ha;
-  snprintf(h->policy, sizeof h->policy, "%s", ha == 1 ? "path" : ha == 3 ? "nic" : "port");
+  snprintf(h->policy, sizeof h->policy, "%s", ha == AH_HA_POLICY_PATH ? "path" : ha == AH_HA_POLICY_NIC ? "nic" : "port");
   h->shadows = atomic_load(&ah_shim_ha_st_shadows);
   h->failovers = atomic_load(&ah_shim_ha_st_failovers);
   h->replayed = atomic_load(&ah_shim_ha_st_replayed);

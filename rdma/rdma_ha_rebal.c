@@ -34,7 +34,7 @@ static double st_rb_before, st_rb_share, st_rb_bound; /* under ah_shim_ha_events
 static void rb_load(void) {
   const ah_settings_t *env = ah_env_settings();
   topo = ah_shim_ha_topo();
-  if (env->ha != 1 || !topo) return;
+  if (env->ha != AH_HA_POLICY_PATH || !topo) return;
   if (!env->qp || env->qp_sport != AH_PATH_SPORT_PLAN) {
     ah_log(AH_LOG_INFO, "HA: no rebalance after failovers: it needs AUTOHA_QP_SPORT=plan (each primary on its "
            "planned port, so that the fabric model knows where every flow runs)");

@@ -45,9 +45,9 @@ static int shadow_create(ha_qp_t *m) {
    * that a connection moved to the backup NIC can fail back over to a new queue pair on its first
    * NIC, and both ends — whose generation g pair up — put g on the same side: the key translation
    * (ah_shim_ha_sh_post_send) is right only when both ends' queue pairs are on their backup NICs or neither */
-  if (policy == 3 && (m->sb.gen & 1) && ah_shim_ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0)
+  if (policy == AH_HA_POLICY_NIC && (m->sb.gen & 1) && ah_shim_ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0)
     return -2; /* it said why */
-  if (policy == 2) {
+  if (policy == AH_HA_POLICY_PORT) {
     /* the other port than the one carrying the traffic: after a failover to port 2, back on port 1 */
     int cport = m->sh ? m->sh_port : m->port;
     port = cport == 1 ? 2 : 1;
@@ -145,7 +145,7 @@ static uint32_t shadow_label(ha_qp_t *m, const shadow_info_t *peer) {
                                     : ah_path_label_to_sport(ah_path_label_from_qpn(m->rtr.dest_qp_num, m->qpn));
   uint16_t csport = carrier_sport(m);
   uint32_t label = ah_path_label_from_qpn(m->sb.qpn, peer_sh_qpn);
-  if (ah_env_settings()->ha == 1) {
+  if (ah_env_settings()->ha == AH_HA_POLICY_PATH) {
     /* and the path of the last standby that died, when it died in a row */
     uint16_t out[3] = {psport, csport, m->sb_fails ? m->sb_dead_sport : 0};
     uint16_t back[2] = {peer_sport, (uint16_t)peer->sport2};

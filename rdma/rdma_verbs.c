@@ -115,7 +115,7 @@ static void policy_init(void) {
       .tc = env->qp_tc,
       .tc_is_dscp = env->qp_tc_dscp,
       .topo = ah_shim_qp_topo_path(),
-      .method = env->qp_method == 1 ? AH_PATH_METHOD_MLX5DV : AH_PATH_METHOD_LABEL,
+      .method = env->qp_method == AH_QP_METHOD_MLX5DV ? AH_PATH_METHOD_MLX5DV : AH_PATH_METHOD_LABEL,
       .host = host,
   };
   char why[256];

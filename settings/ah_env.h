@@ -17,7 +17,22 @@
 
 #include "ah_override.h"
 
-enum { AH_MODE_OBSERVE = 0, AH_MODE_FIXED = 1, AH_MODE_TUNE = 2 };
+/* The enum settings by name: each value is the index of its choice in the row's '|' list, so the
+ * lists in ah_env.c and these stay in the same order. AUTOHA_LOG's are AH_LOG_* (ah_log.h),
+ * AUTOHA_QP_SPORT's AH_PATH_SPORT_* (ah_path.h). Compare a setting with these, never a number
+ * (tests/tuner/check_enum_names.sh greps for that). */
+enum { AH_MODE_OBSERVE = 0, AH_MODE_FIXED = 1, AH_MODE_TUNE = 2 }; /* AUTOHA_MODE */
+/* AUTOHA_HA */
+enum { AH_HA_POLICY_OFF = 0, AH_HA_POLICY_PATH = 1, AH_HA_POLICY_PORT = 2, AH_HA_POLICY_NIC = 3 };
+enum { AH_QP_METHOD_LABEL = 0, AH_QP_METHOD_MLX5DV = 1 };       /* AUTOHA_QP_METHOD */
+enum { AH_HEALTH_ACTION_LOG = 0, AH_HEALTH_ACTION_ABORT = 1 };  /* AUTOHA_HEALTH_ACTION */
+
+/* A default another component needs as a number too (the hub's options, the search's, for callers
+ * that pass no settings) is defined by that component, under this table (AH_COORD_*_DEFAULT in
+ * ah_coord.h, AH_TUNE_BUDGET_DEFAULT in ah_tune.h); the row's default text is made from it, so
+ * each is written once. */
+#define AH_ENV_DEFAULT_TEXT(n) AH_ENV_DEFAULT_TEXT_(n) /* such a number as the row's text */
+#define AH_ENV_DEFAULT_TEXT_(n) #n
 
 #define AH_ENV_PATH_MAX 1024
 #define AH_ENV_ADDR_MAX 256
@@ -46,7 +61,7 @@ typedef struct {
   int health;                        /* AUTOHA_HEALTH: send progress records for hang diagnosis */
   double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
   double straggler_pct;              /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */
-  int health_action;                 /* AUTOHA_HEALTH_ACTION: 0 log, 1 abort (revoke) */
+  int health_action;                 /* AUTOHA_HEALTH_ACTION: AH_HEALTH_ACTION_* */
   char health_cmd[AH_ENV_PATH_MAX];  /* AUTOHA_HEALTH_CMD: run with each finding's event on stdin */
   char status_file[AH_ENV_PATH_MAX]; /* AUTOHA_STATUS_FILE: the hub's credentials for autoha status */
   int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
@@ -56,14 +71,16 @@ typedef struct {
                                       * qp_tc_dscp), -1 = NCCL's */
   int qp_tc_dscp;                    /* AUTOHA_QP_TC=dscp=N: only the DSCP bits, NCCL's ECN kept */
   char qp_topo[AH_ENV_PATH_MAX];     /* AUTOHA_QP_TOPO: topology file for AUTOHA_QP_SPORT=plan; "" = none */
-  int qp_method;                     /* AUTOHA_QP_METHOD: 0 label, 1 mlx5dv */
+  int qp_method;                     /* AUTOHA_QP_METHOD: AH_QP_METHOD_* */
   char qp_tc_comm[AH_ENV_PATH_MAX];  /* AUTOHA_QP_TC_COMM: per-communicator class rules; "" = none */
-  int ha;                            /* AUTOHA_HA: 0 off, 1 path, 2 port, 3 nic (docs/ha.md) */
+  int ha;                            /* AUTOHA_HA: AH_HA_POLICY_* (docs/ha.md) */
   double ha_connect_s;               /* AUTOHA_HA_CONNECT_S: wait for the peer's shadow this long */
   double ha_failover_s;              /* AUTOHA_HA_FAILOVER_S: bound on agreeing with the peer */
   double ha_soft_timeout_s;          /* AUTOHA_HA_SOFT_TIMEOUT_S: fail over a stalled QP (0: auto) */
   double ha_degrade;                 /* AUTOHA_HA_DEGRADE: completion-time ratio of a degraded QP (0: off) */
   double ha_degrade_s;               /* AUTOHA_HA_DEGRADE_S: its measurement window */
+  char torch_venv[AH_ENV_PATH_MAX];   /* AUTOHA_TORCH_VENV: scripts/torch-venv's, not the library's */
+  int fuzz_seconds;                  /* AUTOHA_FUZZ_SECONDS: scripts/test's, not the library's */
 } ah_settings_t;
 
 /* Value types of the table rows. */
@@ -82,6 +99,7 @@ typedef enum {
   AH_ENV_COMMAND,   /* a shell command line, kept as text */
   AH_ENV_SUBSYS,    /* a log subsystem list as NCCL_DEBUG_SUBSYS: tune,coord or ^qp (ah_log.h) */
   AH_ENV_IFNAME,    /* an interface list as NCCL_SOCKET_IFNAME: [^][=]NAME,NAME..., kept as text */
+  AH_ENV_TEXT,      /* free text, kept as is (a variable only the project's scripts read) */
 } ah_env_type_t;
 
 /* One row of the table. */
@@ -105,7 +123,10 @@ const ah_env_var_t *ah_env_var_get(int i);
 const ah_env_var_t *ah_env_var_find(const char *name);
 
 /* The process-wide settings, parsed from the environment at the first call (any thread; later
- * calls return the same pointer without locking). Never NULL: bad values keep their defaults. */
+ * calls return the same pointer without locking). Never NULL: bad values keep their defaults.
+ * Note that this is the one way product code reads a setting (the shim's files included): it is
+ * valid before any init has run and on every thread, so no caller guards a NULL with a default
+ * of its own. */
 const ah_settings_t *ah_env_settings(void);
 
 /* Fills s_p with every default. */

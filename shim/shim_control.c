@@ -137,7 +137,7 @@ static void join_local_ranks(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
  * hub (it decides within AUTOHA_COORD_JOIN_S of the first join) and by the client's detection of
  * a hub that is gone. */
 static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
-  double t0 = ah_shim_now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
+  double t0 = ah_shim_now_us(), warn_after = ah_env_settings()->sync_warn_s * 1e6;
   int warned = 0;
   backoff_t b = {.yields = 0, .ns = 100000, .cap_ns = 5000000};
   int sleeps = h->ticket && h->wait; /* woken by the verdict's arrival, else a nap */
@@ -180,7 +180,7 @@ static int verdict_control(ah_comm_t *c, ah_verdict_t v, int mode) {
  * observing rank joins too (its settings differ from a fixed or tuning rank's) but never waits. */
 void ah_shim_comm_control(ah_comm_t *c) {
   static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
-  int mode = ah_shim.mode;
+  int mode = ah_env_settings()->mode;
   ah_commrec_t *r = c->rec;
   int ctl;
   if (c->abi == 0) {
@@ -285,10 +285,10 @@ void ah_shim_comm_retire(ah_comm_t *c) {
 /* Note that the leader may turn out to be in this process while a rank waits (its context decided
  * after this one): the wait then ends with AH_WAIT_LEAD_HERE and the caller commits. */
 ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, ah_segment_t *seg) {
-  double t0 = ah_shim_now_us(), warn_after = (ah_shim.settings ? ah_shim.settings->sync_warn_s : 10.0) * 1e6;
+  double t0 = ah_shim_now_us(), warn_after = ah_env_settings()->sync_warn_s * 1e6;
   int warned = 0;
   backoff_t b = {.yields = 64, .ns = 20000, .cap_ns = 500000};
-  double give_up_after = (ah_shim.settings ? ah_shim.settings->sync_timeout_s : 300.0) * 1e6;
+  double give_up_after = ah_env_settings()->sync_timeout_s * 1e6;
   while (!ah_sched_lookup(ck->ks->sched, index, seg)) {
     if (ah_shim_leads_here(c)) return AH_WAIT_LEAD_HERE;
     if (atomic_load_explicit(&ck->ks->gave_up, memory_order_relaxed)) return AH_WAIT_GONE;

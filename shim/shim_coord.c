@@ -69,7 +69,7 @@ static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
   int known;
   ah_coord_t *c = map_get(comm, &known);
   if (!c) {
-    if (ah_shim.mode == AH_MODE_OBSERVE) return 0; /* it runs NCCL's own choices anyway */
+    if (ah_env_settings()->mode == AH_MODE_OBSERVE) return 0; /* it runs NCCL's own choices anyway */
     if (known == 2)
       ah_log(AH_LOG_WARN, "communicator %016llx: the coordinator hub its unique id names could not "
              "be reached (see the error above): ranks cannot agree on autoha's choices, so this "
@@ -82,7 +82,7 @@ static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
   }
   ah_digest_t d;
   ah_coord_digest_t cd;
-  ah_digest_settings(ah_shim.settings, ah_shim.profile, &d);
+  ah_digest_settings(ah_env_settings(), ah_shim.profile, &d);
   _Static_assert(AH_DIGEST_PARTS == AH_COORD_DIGEST_PARTS, "the coordinator carries every part");
   memcpy(cd.part, d.part, sizeof cd.part);
   if (!ah_coord_alive(c) || ah_coord_join_rank(c, comm, nranks, rank, &cd) != 0) {
@@ -203,13 +203,13 @@ static void hooks_install(void) {
 /* The coordinator's setup, from the settings the environment table parsed (one parser for each
  * variable: the coordinator reads no environment). */
 static ah_coord_setup_t coord_setup(void) {
-  const ah_settings_t *s = ah_shim.settings;
-  ah_coord_setup_t setup = {.addr = s ? s->coord_addr : NULL,
-                            .join_s = s ? s->coord_join_s : 0,
-                            .hang_s = s ? s->hang_s : 0,
-                            .straggler_pct = s ? (s->straggler_pct > 0 ? s->straggler_pct : -1) : 0,
-                            .ifname = s ? s->coord_ifname : NULL,
-                            .relay = s ? s->coord_relay : 0};
+  const ah_settings_t *s = ah_env_settings();
+  ah_coord_setup_t setup = {.addr = s->coord_addr,
+                            .join_s = s->coord_join_s,
+                            .hang_s = s->hang_s,
+                            .straggler_pct = s->straggler_pct > 0 ? s->straggler_pct : -1,
+                            .ifname = s->coord_ifname,
+                            .relay = s->coord_relay};
   return setup;
 }
 
@@ -217,8 +217,8 @@ static ah_coord_setup_t coord_setup(void) {
  * (%j) is fixed from the first id it stamps, normally the world's. */
 static void cred_write(const ah_coord_stamp_t *st, uint64_t hint_id) {
   static int done;
-  const ah_settings_t *s = ah_shim.settings;
-  if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || !s || !s->status_file[0]) return;
+  const ah_settings_t *s = ah_env_settings();
+  if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || !s->status_file[0]) return;
   char host[256] = "?", job[AH_SHIM_JOB_MAX], path[AH_ENV_PATH_MAX], err[512], beside[AH_ENV_PATH_MAX];
   /* By default the file sits beside the reports, wherever AUTOHA_REPORT puts them. */
   const char *tmpl = s->status_file;

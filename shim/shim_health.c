@@ -145,7 +145,7 @@ static comm_health_t *health_of(ah_comm_t *c) {
 }
 
 void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, double us) {
-  if (!ah_shim.settings || !ah_shim.settings->health) return;
+  if (!ah_env_settings()->health) return;
   comm_health_t *hs = health_of(c);
   if (!hs) return;
   pthread_mutex_lock(&hs->samples_lock);
@@ -223,7 +223,7 @@ static void health_start_once(void) {
 
 void ah_shim_health_start(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  if (ah_shim.settings && ah_shim.settings->health) pthread_once(&once, health_start_once);
+  if (ah_env_settings()->health) pthread_once(&once, health_start_once);
 }
 
 /* ---- the findings received, for the report ---------------------------------------------------- */
@@ -296,8 +296,8 @@ static int json_parts(char *out, size_t len, const ah_finding_t *f) {
 }
 
 void ah_shim_health_event(uint64_t comm, const ah_finding_t *f) {
-  const ah_settings_t *s = ah_shim.settings;
-  if (!s || !s->health_cmd[0]) return;
+  const ah_settings_t *s = ah_env_settings();
+  if (!s->health_cmd[0]) return;
   char host[256] = "?", esc[2 * AH_REPORT_TEXT_MAX], parts[1024], line[4096];
   gethostname(host, sizeof host - 1);
   json_text(esc, sizeof esc, f->text);

@@ -34,9 +34,7 @@ static void at_exit(void) {
 /* What needs no NCCL: the settings, the shim's own path, the report at exit. */
 static void init_run(void) {
   const ah_settings_t *s = ah_env_settings();
-  ah_shim.settings = s;
   ah_log_set_level(s->log_level);
-  ah_shim.mode = s->mode;
   if (!s->enable) {
     ah_log(AH_LOG_INFO, "AUTOHA_ENABLE=0: pure pass-through");
     return;
@@ -67,7 +65,7 @@ static void attach_run(void) {
   ah_shim.tuner_expected = ah_shim.tuner_capable && tp && ah_shim.self_path[0] &&
                            (strcmp(tp, ah_shim.self_path) == 0 || ah_shim_chain_is_self(tp, ah_shim.self_path));
   ah_log(AH_LOG_INFO, "autoha %s enabled: mode %s, NCCL %d%s", ah_version(),
-         ah_env_mode_name(ah_shim.mode), v,
+         ah_env_mode_name(ah_env_settings()->mode), v,
          ah_shim.tuner_capable ? "" : " (no tuner ABI: observing from the API)");
 }
 

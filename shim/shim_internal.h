@@ -160,14 +160,14 @@ typedef struct ah_comm {
   struct ah_comm *next;      /* registry of every communicator, for the report */
 } ah_comm_t;
 
-/* Process-wide shim state, set once by ah_shim_init. */
+/* Process-wide shim state, set once by ah_shim_init. It holds no copy of a setting: every file
+ * reads settings with ah_env_settings() (ah_env.h), which is valid before init and on every thread
+ * and is the one reader the RDMA side can use without this NCCL-side state. */
 typedef struct {
   int enabled;               /* 0: pure pass-through (AUTOHA_ENABLE=0, or an init failure) */
-  int mode;                  /* AH_MODE_* */
   int nccl_version;          /* ncclGetVersion of the library actually loaded */
   int tuner_capable;         /* the loaded NCCL has a tuner ABI (2.19+) */
   int tuner_expected;        /* NCCL_TUNER_PLUGIN names autoha: NCCL will consult its tuner face */
-  const ah_settings_t *settings;
   const ah_profile_t *profile; /* loaded at the first communicator, NULL when none */
   char self_path[1024];      /* this library's path (for NCCL_TUNER_PLUGIN) */
 } ah_shim_t;

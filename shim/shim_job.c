@@ -43,8 +43,8 @@ void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]) { ah_shim_topology(profil
 static void first_comm_run(void) {
   profile_nranks = arg_nranks;
   profile_nnodes = arg_nnodes;
-  const ah_settings_t *s = ah_shim.settings;
-  if (!s || !s->profile[0]) return;
+  const ah_settings_t *s = ah_env_settings();
+  if (!s->profile[0]) return;
   char topo[AH_REPORT_TOPO_MAX], path[AH_ENV_PATH_MAX], host[256] = "?", err[256], job[AH_SHIM_JOB_MAX];
   if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
   host[sizeof host - 1] = 0;

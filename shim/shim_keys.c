@@ -134,7 +134,7 @@ void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
 /* ---- a rank's key entries ------------------------------------------------------------------------ */
 
 void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call, ah_segment_t *seg) {
-  ah_pin_segment(ah_shim.settings, ah_shim.profile, c->id, c->nranks, c->nnodes, coll, bin, call, seg);
+  ah_pin_segment(ah_env_settings(), ah_shim.profile, c->id, c->nranks, c->nnodes, coll, bin, call, seg);
 }
 
 void ah_shim_key_reopen(ah_shim_rankkey_t *ck) {

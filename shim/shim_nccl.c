@@ -176,8 +176,8 @@ static void on_finding(uint64_t comm, const ah_finding_t *f) {
   int kind = f->kind;
   ah_shim_health_note(comm, kind, f->text); /* for the report */
   ah_shim_health_event(comm, f);
-  if (kind < AH_FINDING_MISSING || kind > AH_FINDING_MISMATCH || !ah_shim.settings ||
-      ah_shim.settings->health_action != 1)
+  if (kind < AH_FINDING_MISSING || kind > AH_FINDING_MISMATCH ||
+      ah_env_settings()->health_action != AH_HEALTH_ACTION_ABORT)
     return;
   int n = ah_shim_revoke_comm(comm);
   ah_log(AH_LOG_ERROR, "communicator %016llx: revoked %d local rank%s (AUTOHA_HEALTH_ACTION=abort)",

@@ -137,8 +137,8 @@ static void report_free(ah_report_t *r) {
 }
 
 void ah_shim_report_write(const char *why) {
-  const ah_settings_t *s = ah_shim.settings;
-  if (!ah_shim.enabled || !s || !s->report[0]) return;
+  const ah_settings_t *s = ah_env_settings();
+  if (!ah_shim.enabled || !s->report[0]) return;
   pthread_mutex_lock(&write_lock);
   /* Tens of KiB (the run's variables): kept off the stack of whichever thread writes. */
   static ah_report_t r;
@@ -159,7 +159,7 @@ void ah_shim_report_write(const char *why) {
     return;
   }
   ah_shim_fingerprint(r.topo);
-  snprintf(r.mode, sizeof r.mode, "%s", ah_env_mode_name(ah_shim.mode));
+  snprintf(r.mode, sizeof r.mode, "%s", ah_env_mode_name(ah_env_settings()->mode));
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -185,7 +185,7 @@ void ah_shim_report_write(const char *why) {
 
 static void *interval_main(void *arg) {
   (void)arg;
-  int secs = ah_shim.settings->report_interval_s;
+  int secs = ah_env_settings()->report_interval_s;
   for (;;) {
     struct timespec t = {secs, 0};
     while (nanosleep(&t, &t) != 0) {}
@@ -197,8 +197,8 @@ static void *interval_main(void *arg) {
 static pthread_once_t interval_once = PTHREAD_ONCE_INIT;
 
 static void interval_start(void) {
-  const ah_settings_t *s = ah_shim.settings;
-  if (!s || s->report_interval_s <= 0 || !s->report[0]) return;
+  const ah_settings_t *s = ah_env_settings();
+  if (s->report_interval_s <= 0 || !s->report[0]) return;
   (void)ah_shim_thread_detached(interval_main, "the report interval thread: reports at teardown and exit only");
 }
 

@@ -139,7 +139,7 @@ static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, co
     }
     ah_tune_params_t params;
     ah_tune_params_default(&params);
-    if (ah_shim.settings && ah_shim.settings->tune_budget > 0) params.budget_calls = ah_shim.settings->tune_budget;
+    if (ah_env_settings()->tune_budget > 0) params.budget_calls = ah_env_settings()->tune_budget;
     params.seed = ks->key.comm ^ ((uint64_t)ks->key.coll << 32) ^ (uint64_t)ks->key.bin;
     /* A drift re-open cuts the pinned (forever) segment at an index no rank has passed yet. The
      * leader knows where its own process's ranks are, not where the other processes' are: their

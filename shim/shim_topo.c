@@ -91,9 +91,9 @@ void ah_shim_run_facts(ah_report_run_t *run_p) {
   if (gethostname(run_p->nodes[0], sizeof run_p->nodes[0] - 1) != 0) snprintf(run_p->nodes[0], sizeof run_p->nodes[0], "?");
   /* The AUTOHA_OVERRIDE rules that did not parse (logged at init), one line each, as the report's
    * reader wants them beside the variable itself. */
-  const ah_settings_t *s = ah_shim.settings;
+  const ah_settings_t *s = ah_env_settings();
   run_p->nrefused = 0;
-  if (s && s->override_text[0]) {
+  if (s->override_text[0]) {
     static ah_override_t ov; /* callers hold the report's write lock */
     char err[4096];
     if (ah_override_parse(s->override_text, &ov, err, sizeof err) > 0)

@@ -35,7 +35,7 @@
 #include "ah_tune_internal.h"
 
 void ah_tune_params_default(ah_tune_params_t *p) {
-  p->budget_calls = 180;
+  p->budget_calls = AH_TUNE_BUDGET_DEFAULT; /* AUTOHA_TUNE_BUDGET's */
   /* A probe's first look is a single sample: a point that measures close is raced anyway (to 2,
    * then 4), and one clearly slower needs no second (sim/: 2.28's space 35 -> 31 calls at p5
    * 0.9711 -> 0.9712, 2.30's 49 -> 42 at 0.9746 -> 0.9739 before the look back; docs/tuner.md). */

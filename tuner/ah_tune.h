@@ -32,6 +32,10 @@ typedef struct {
 } ah_tune_params_t;
 
 /* Fills the defaults (documented in docs/tuner.md). */
+/* AUTOHA_TUNE_BUDGET's default: the calls a key may spend searching (the settings table's row
+ * writes its text from this). */
+#define AH_TUNE_BUDGET_DEFAULT 180
+
 void ah_tune_params_default(ah_tune_params_t *p);
 
 enum { AH_TUNE_SEARCHING = 0, AH_TUNE_CONVERGED = 1, AH_TUNE_DEFAULT = 2 };
