@@ -1,5 +1,6 @@
 /* ah_report_run.h: the report's "run" object (ah_report_run_t in ah_report.h) to and from JSON,
- * for ah_report.c. Internal to tuner/: the types are jansson's. */
+ * for ah_report.c (writing) and ah_report_read.c (reading). Internal to tuner/: the types are
+ * jansson's. */
 #ifndef AH_REPORT_RUN_H
 #define AH_REPORT_RUN_H
 
