@@ -11,7 +11,7 @@ AH_EARLY int ah_elf_streq(const char *a, const char *b) {
   return *a == *b;
 }
 
-AH_EARLY void *ah_elf_lookup(uintptr_t base, const ElfW(Dyn) *dyn, const char *name) {
+AH_EARLY void *ah_elf_lookup(uintptr_t base, const ElfW(Dyn) * dyn, const char *name) {
   if (!dyn) return NULL;
   const ElfW(Sym) *symtab = NULL;
   const char *strtab = NULL;

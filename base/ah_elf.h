@@ -19,6 +19,6 @@ int ah_elf_streq(const char *a, const char *b);
  * through its DT_GNU_HASH or DT_HASH table; NULL when the object does not define it.
  * Note that this takes no lock and ignores symbol versions: it answers "does this object define
  * the name", not "what would the loader bind". */
-void *ah_elf_lookup(uintptr_t base, const ElfW(Dyn) *dyn, const char *name);
+void *ah_elf_lookup(uintptr_t base, const ElfW(Dyn) * dyn, const char *name);
 
 #endif

@@ -39,7 +39,8 @@ char *ah_file_read(const char *path, size_t max_bytes, size_t *len_p, char *err,
   if (why) {
     free(buf);
     if (strcmp(why, "too large") == 0) snprintf(err, errlen, "larger than %zu bytes", max_bytes);
-    else if (strcmp(why, "read error") == 0) snprintf(err, errlen, "read error: %s", strerror(saved));
+    else if (strcmp(why, "read error") == 0)
+      snprintf(err, errlen, "read error: %s", strerror(saved));
     else snprintf(err, errlen, "%s", why);
     return NULL;
   }

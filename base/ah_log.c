@@ -33,7 +33,8 @@ static size_t held_len;
 static int held_lost; /* lines that did not fit: written to stderr instead */
 
 static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
-static const char *sub_names[AH_SUB_COUNT] = {"init", "env", "tune", "coord", "qp", "report", "health"};
+static const char *sub_names[AH_SUB_COUNT] = {"init", "env",    "tune",  "coord",
+                                              "qp",   "report", "health"};
 
 /* NCCL's levels and its TUNING subsystem flag (nccl.h: NCCL_LOG_WARN 2, NCCL_LOG_INFO 3,
  * NCCL_TUNING 0x40). */
@@ -134,7 +135,8 @@ static void host_fill(void) {
 void ah_log_at(int subsys, int level, const char *fmt, ...) {
   if ((unsigned)subsys >= AH_SUB_COUNT) subsys = AH_SUB_INIT;
   ah_log_nccl_fn nccl = atomic_load_explicit(&log_nccl, memory_order_acquire);
-  int ours = level <= ah_log_level() && (atomic_load_explicit(&log_subsys, memory_order_relaxed) >> subsys & 1u);
+  int ours = level <= ah_log_level() &&
+             (atomic_load_explicit(&log_subsys, memory_order_relaxed) >> subsys & 1u);
   /* NCCL's stream gets the info lines (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows them);
    * warnings and errors autoha prints itself, and NCCL_DEBUG=WARN would show them twice */
   int theirs = nccl && level == AH_LOG_INFO;
@@ -153,7 +155,8 @@ void ah_log_at(int subsys, int level, const char *fmt, ...) {
     n += snprintf(line + n, sizeof line - (size_t)n, ".%06ld] ", ts.tv_nsec / 1000);
   }
   int head = snprintf(line + n, sizeof line - (size_t)n, "%s:%d:%ld [%s] autoha %s %s: ", host_buf,
-                      (int)getpid(), (long)syscall(SYS_gettid), rank, level_names[level], sub_names[subsys]);
+                      (int)getpid(), (long)syscall(SYS_gettid), rank, level_names[level],
+                      sub_names[subsys]);
   if (head < 0) head = 0;
   n += head;
   size_t body = (size_t)n; /* where the message starts */
@@ -169,8 +172,8 @@ void ah_log_at(int subsys, int level, const char *fmt, ...) {
   for (size_t i = body; i < len; i++)
     if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f) line[i] = '?';
   if (theirs) /* NCCL adds its own host:pid:tid [dev] prefix */
-    nccl(NCCL_LEVEL_INFO, NCCL_FLAG_TUNING, "autoha", 0,
-         "autoha [%s] %s: %s", rank, sub_names[subsys], line + body);
+    nccl(NCCL_LEVEL_INFO, NCCL_FLAG_TUNING, "autoha", 0, "autoha [%s] %s: %s", rank,
+         sub_names[subsys], line + body);
   if (ours) {
     line[len++] = '\n';
     emit(line, len);

@@ -23,7 +23,8 @@ static int open_for(const char *tmpl, int rank, char *err, size_t errlen) {
   host[sizeof host - 1] = 0;
   if (!ah_template_job_id(job, sizeof job)) snprintf(job, sizeof job, "nojob");
   char path[sizeof file_path];
-  if (ah_template_expand(tmpl, host, (int)getpid(), rank, job, path, sizeof path, perr, sizeof perr) != 0) {
+  if (ah_template_expand(tmpl, host, (int)getpid(), rank, job, path, sizeof path, perr,
+                         sizeof perr) != 0) {
     snprintf(err, errlen, "AUTOHA_LOG_FILE: %s", perr);
     return -1;
   }

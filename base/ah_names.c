@@ -8,12 +8,12 @@
 
 #include "ah_names.h"
 
-static const char *const algo_names[AH_NUM_ALGOS] = {"tree", "ring", "collnetdirect", "collnetchain",
-                                                     "nvls", "nvlstree", "pat"};
+static const char *const algo_names[AH_NUM_ALGOS] = {
+    "tree", "ring", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"};
 static const char *const proto_names[AH_NUM_PROTOS] = {"ll", "ll128", "simple"};
-static const char *const coll_names[AH_NUM_COLLS] = {"broadcast", "reduce", "allgather",
+static const char *const coll_names[AH_NUM_COLLS] = {"broadcast",     "reduce",    "allgather",
                                                      "reducescatter", "allreduce", "alltoall",
-                                                     "gather", "scatter"};
+                                                     "gather",        "scatter"};
 
 static const char *name_of(const char *const *names, int n, int v) {
   return v >= 0 && v < n ? names[v] : "?";
@@ -42,7 +42,9 @@ const char *ah_proto_name(int proto) { return name_of(proto_names, AH_NUM_PROTOS
 const char *ah_coll_name(int coll) { return name_of(coll_names, AH_NUM_COLLS, coll); }
 
 int ah_algo_parse(const char *s, size_t len) { return parse_of(algo_names, AH_NUM_ALGOS, s, len); }
-int ah_proto_parse(const char *s, size_t len) { return parse_of(proto_names, AH_NUM_PROTOS, s, len); }
+int ah_proto_parse(const char *s, size_t len) {
+  return parse_of(proto_names, AH_NUM_PROTOS, s, len);
+}
 int ah_coll_parse(const char *s, size_t len) {
   int c = parse_of(coll_names, AH_NUM_FUNCTIONS, s, len);
   /* ncclBcast is ncclBroadcast in place: accept its name too. */

@@ -38,10 +38,19 @@ int ah_size_parse(const char *s, size_t len, uint64_t *v_p) {
   unsigned shift = 0;
   if (i < len) {
     switch (toupper((unsigned char)s[i])) {
-    case 'K': shift = 10; i++; break;
-    case 'M': shift = 20; i++; break;
-    case 'G': shift = 30; i++; break;
-    default: break;
+      case 'K':
+        shift = 10;
+        i++;
+        break;
+      case 'M':
+        shift = 20;
+        i++;
+        break;
+      case 'G':
+        shift = 30;
+        i++;
+        break;
+      default: break;
     }
     if (shift && i < len && (s[i] == 'i' || s[i] == 'I')) i++;
     if (i < len && toupper((unsigned char)s[i]) == 'B') i++;

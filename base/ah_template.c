@@ -24,29 +24,29 @@ int ah_template_expand(const char *tmpl, const char *host, int pid, int rank, co
       piece[1] = 0;
     } else {
       switch (tmpl[i + 1]) {
-      case 'h': add = host && *host ? host : "unknown"; break;
-      case 'p': snprintf(piece, sizeof piece, "%d", pid); break;
-      case 'r':
-        if (rank < 0)
-          add = "all";
-        else
-          snprintf(piece, sizeof piece, "%d", rank);
-        break;
-      case 'j': add = job && *job ? job : "unknown"; break;
-      case '%': add = "%"; break;
-      default:
-        out[0] = 0;
-        if (err && errlen)
-          snprintf(err, errlen, "'%%%.1s' at position %zu of '%s' (expected %%h, %%p, %%r, %%j or %%%%)",
-                   tmpl + i + 1, i, tmpl);
-        return -1;
+        case 'h': add = host && *host ? host : "unknown"; break;
+        case 'p': snprintf(piece, sizeof piece, "%d", pid); break;
+        case 'r':
+          if (rank < 0) add = "all";
+          else snprintf(piece, sizeof piece, "%d", rank);
+          break;
+        case 'j': add = job && *job ? job : "unknown"; break;
+        case '%': add = "%"; break;
+        default:
+          out[0] = 0;
+          if (err && errlen)
+            snprintf(err, errlen,
+                     "'%%%.1s' at position %zu of '%s' (expected %%h, %%p, %%r, %%j or %%%%)",
+                     tmpl + i + 1, i, tmpl);
+          return -1;
       }
       i++;
     }
     size_t n = strlen(add);
     if (o + n >= len) {
       out[0] = 0;
-      if (err && errlen) snprintf(err, errlen, "path from '%s' longer than %zu bytes", tmpl, len - 1);
+      if (err && errlen)
+        snprintf(err, errlen, "path from '%s' longer than %zu bytes", tmpl, len - 1);
       return -1;
     }
     memcpy(out + o, add, n);
@@ -61,8 +61,8 @@ void ah_template_job_sanitize(const char *id, char *out, size_t len) {
   if (len == 0) return;
   for (const char *p = id ? id : ""; *p && o + 1 < len; p++) {
     char c = *p;
-    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-             c == '_' || c == '-';
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '_' || c == '-';
     out[o++] = ok ? c : '_';
   }
   out[o] = 0;
@@ -72,7 +72,7 @@ void ah_template_job_sanitize(const char *id, char *out, size_t len) {
 const char *ah_template_job_env(void) {
   /* The scheduler before the launcher: torchrun inside a Slurm job names the Slurm job. */
   static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID",
-                                     "PBS_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE"};
+                                     "PBS_JOBID",    "FLUX_JOB_ID",         "PMIX_NAMESPACE"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);
     if (!v || !*v || (i == 1 && strcmp(v, "none") == 0)) continue; /* torchrun's default run id */

@@ -32,9 +32,9 @@
 /* What the stamp carries. */
 typedef struct {
   uint8_t secret[16];
-  uint8_t family;          /* AF_INET or AF_INET6 */
-  uint16_t port;           /* host order */
-  uint8_t addr[16];        /* IPv4 in the first 4 bytes, or IPv6 */
+  uint8_t family;   /* AF_INET or AF_INET6 */
+  uint16_t port;    /* host order */
+  uint8_t addr[16]; /* IPv4 in the first 4 bytes, or IPv6 */
 } ah_coord_stamp_t;
 
 /* Writes the stamp into id[64..127] (magic, version, fields, checksum). */
@@ -54,10 +54,10 @@ typedef struct ah_coord ah_coord_t;
  * shim passes AUTOHA_COORD_ADDR and AUTOHA_COORD_JOIN_S as its environment table parsed them); the
  * coordinator reads no environment itself. */
 typedef struct {
-  const char *addr;  /* "host:port" (port 1..65535): where the hub listens, and where clients
+  const char *addr; /* "host:port" (port 1..65535): where the hub listens, and where clients
                       * connect instead of the stamp's address (NAT); NULL or "" for neither */
-  double join_s;     /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: its default */
-  double hang_s;     /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
+  double join_s;    /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: its default */
+  double hang_s;    /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
                       * 0: its default; < 0: never */
   double straggler_pct; /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
   const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
@@ -158,13 +158,14 @@ struct ah_health_rec;
 int ah_coord_progress(ah_coord_t *c, uint64_t comm, const struct ah_health_rec *rec);
 /* Sends the hub n (<= AH_HEALTH_SAMPLES) of rank's sampled call durations of comm, for its
  * straggler detection. Returns 0, or -1 when the hub is gone. */
-int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n);
+int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_health_sample_t *x,
+                     int n);
 
 /* ---- the shortest duration of a search call across ranks (docs/coordinator.md "Search times") ----
  * Sends the hub rank's measured duration (us) of call `index` of key (comm, coll, bin), a call of
  * the leader's search. Returns 0, or -1 when the hub is gone. Non-blocking, like ah_coord_samples. */
-int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
-                         double us);
+int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, int bin,
+                         uint64_t index, double us);
 /* Called on the coordinator's I/O thread of the leader's process with the shortest duration of a
  * search call across the `reported` (of nranks) ranks that sent one; NULL: none. */
 typedef void (*ah_coord_mintime_fn)(uint64_t comm, int coll, int bin, uint64_t index, double us,
@@ -184,7 +185,8 @@ void ah_coord_set_mintime_handler(ah_coord_mintime_fn fn);
  * keeps the directory across connections, so this is idempotent), and that the hub bounds the
  * directory per client and per job: a put beyond a bound is refused there with one log line and
  * never becomes visible (a get of it times out). Non-blocking, like ah_coord_publish. */
-int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const void *val, size_t len);
+int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const void *val,
+                     size_t len);
 /* What ah_coord_dir_get returns when it has no value: the hub said the key was not stored (and no
  * put came within the wait), or no answer came at all (the hub is gone or slower than the slack). */
 #define AH_COORD_DIR_ABSENT (-1)
@@ -207,8 +209,8 @@ int ah_coord_dir_get(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], void *v
  * vals + i * cap (at most cap bytes; vals may be NULL), and lens[i] is what ah_coord_dir_get would
  * have returned for it. Returns 0, or -1 when c is NULL, n is negative or memory ran out (lens are
  * then AH_COORD_DIR_UNANSWERED). */
-int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY], int n, void *vals, size_t cap,
-                          int *lens, double timeout_s);
+int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY], int n, void *vals,
+                          size_t cap, int *lens, double timeout_s);
 
 /* Called on the coordinator's I/O thread after each finding of the hub is logged (kind:
  * AH_FINDING_* of ah_coord_health.h), for the process to act on it; NULL: none. */

@@ -70,7 +70,8 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   pthread_mutex_init(&c->rmu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* ah_coord_now_ns's clock: deadlines ignore date changes */
+  pthread_condattr_setclock(
+      &ca, CLOCK_MONOTONIC); /* ah_coord_now_ns's clock: deadlines ignore date changes */
   pthread_cond_init(&c->dir_cv, &ca);
   pthread_condattr_destroy(&ca);
   c->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -175,8 +176,10 @@ static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank,
   if (!atomic_load(&c->alive)) return -1;
   if (nranks <= 0 || (uint32_t)nranks > AH_COORD_MAX_RANKS ||
       (rank != AH_COORD_NO_RANK && rank >= (uint32_t)nranks)) {
-    ah_log(AH_LOG_ERROR, "coordinator: cannot join rank %d of %d ranks of comm %016llx (out of "
-           "range)", (int)rank, nranks, (unsigned long long)comm);
+    ah_log(AH_LOG_ERROR,
+           "coordinator: cannot join rank %d of %d ranks of comm %016llx (out of "
+           "range)",
+           (int)rank, nranks, (unsigned long long)comm);
     return -1;
   }
   int rc = 0, dup = 0;
@@ -219,7 +222,8 @@ static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank,
   }
   pthread_mutex_unlock(&c->mu);
   if (rc != 0) {
-    ah_log(AH_LOG_ERROR, "coordinator: out of memory joining comm %016llx", (unsigned long long)comm);
+    ah_log(AH_LOG_ERROR, "coordinator: out of memory joining comm %016llx",
+           (unsigned long long)comm);
     return -1;
   }
   client_wake(c);
@@ -331,7 +335,8 @@ int ah_coord_progress(ah_coord_t *c, uint64_t comm, const ah_health_rec_t *rec) 
   return rc;
 }
 
-int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n) {
+int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_health_sample_t *x,
+                     int n) {
   if (!c || !atomic_load(&c->alive)) return -1;
   uint8_t p[8 + AH_HEALTH_SAMPLES_BYTES];
   ah_coord_put_u64(p, comm);
@@ -345,12 +350,16 @@ int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_healt
 
 /* Note that the report waits in the out queue like a SAMPLES: a reconnection rebuilds the queue
  * without it (the leader's search counts the call as lost, which it tolerates). */
-int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
-                         double us) {
+int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, int bin,
+                         uint64_t index, double us) {
   if (!c || !atomic_load(&c->alive)) return -1;
   if (coll < 0 || coll >= AH_NUM_FUNCTIONS || bin < 0 || bin > 63 || !(us >= 0)) return -1;
-  ah_coord_time_t t = {.comm = comm, .rank = rank, .coll = (uint8_t)coll, .bin = (uint8_t)bin,
-                       .index = index, .us = (float)us};
+  ah_coord_time_t t = {.comm = comm,
+                       .rank = rank,
+                       .coll = (uint8_t)coll,
+                       .bin = (uint8_t)bin,
+                       .index = index,
+                       .us = (float)us};
   uint8_t p[8 + 4 + 1 + 1 + 8 + 4];
   ah_coord_time_pack(AH_MSG_SEARCH_TIME, &t, p);
   pthread_mutex_lock(&c->mu);

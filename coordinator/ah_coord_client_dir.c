@@ -19,11 +19,12 @@
 
 /* Note that a put too large, or beyond what this client may keep, is refused by the caller's thread
  * with one log line (capped): the hub would refuse it anyway. */
-int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const void *val, size_t len) {
+int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const void *val,
+                     size_t len) {
   if (!c || !atomic_load(&c->alive)) return -1;
   if (len > AH_COORD_DIR_VAL_MAX || (len && !val)) {
-    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator: directory value of %zu bytes refused (at most %d)", len,
-                  AH_COORD_DIR_VAL_MAX);
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator: directory value of %zu bytes refused (at most %d)",
+                  len, AH_COORD_DIR_VAL_MAX);
     return -1;
   }
   int rc = 0;
@@ -33,8 +34,10 @@ int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const v
   size_t old = d ? d->vlen : 0;
   if (c->dir_put_bytes - old + len + AH_COORD_DIR_KEY > CLIENT_DIR_BYTES_MAX) {
     pthread_mutex_unlock(&c->mu);
-    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator: directory put refused: this process already stored "
-                  "%zu bytes (at most %u)", c->dir_put_bytes, CLIENT_DIR_BYTES_MAX);
+    AH_LOG_CAPPED(5, AH_LOG_ERROR,
+                  "coordinator: directory put refused: this process already stored "
+                  "%zu bytes (at most %u)",
+                  c->dir_put_bytes, CLIENT_DIR_BYTES_MAX);
     return -1;
   }
   uint8_t *copy = malloc(len ? len : 1);
@@ -76,8 +79,8 @@ int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const v
  * to a 2 ms look-up can take tens of milliseconds, and a key that was stored must not read as
  * missing then (the HA layer's doorbells and re-plans act on a miss). Every request of a batch is
  * queued before the first wait, so a batch costs one round trip, not one per key. */
-int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY], int n, void *vals, size_t cap,
-                          int *lens, double timeout_s) {
+int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY], int n, void *vals,
+                          size_t cap, int *lens, double timeout_s) {
   for (int i = 0; i < n; i++) lens[i] = AH_COORD_DIR_UNANSWERED;
   if (!c || !atomic_load(&c->alive) || n <= 0) return n < 0 || !c ? -1 : 0;
   if (!(timeout_s >= 0)) timeout_s = 0; /* NaN and negatives: look once */
@@ -110,7 +113,8 @@ int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY]
     if (k == n || now >= last_ns) break;
     uint64_t end = now < deadline ? deadline : last_ns;
     uint64_t until = end - now > 100000000ull ? now + 100000000ull : end;
-    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull), .tv_nsec = (long)(until % 1000000000ull)};
+    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
+                          .tv_nsec = (long)(until % 1000000000ull)};
     int e = pthread_cond_timedwait(&c->dir_cv, &c->mu, &ts);
     if (e != 0 && e != ETIMEDOUT && e != EINTR) break;
   }
@@ -121,7 +125,9 @@ int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY]
   /* absent counts only for the whole wait: a get cut short by a gone hub knows nothing */
   uint64_t now = ah_coord_now_ns();
   for (int i = 0; i < n; i++)
-    lens[i] = w[i].done ? w[i].len : w[i].absent && now >= deadline ? AH_COORD_DIR_ABSENT : AH_COORD_DIR_UNANSWERED;
+    lens[i] = w[i].done                        ? w[i].len
+              : w[i].absent && now >= deadline ? AH_COORD_DIR_ABSENT
+                                               : AH_COORD_DIR_UNANSWERED;
   pthread_mutex_unlock(&c->mu);
   free(w);
   if (rc != 0) ah_log(AH_LOG_ERROR, "coordinator: out of memory asking the directory");

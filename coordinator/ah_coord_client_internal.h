@@ -20,12 +20,12 @@
 typedef struct {
   uint64_t comm;
   uint32_t nranks;
-  uint64_t last_seq;     /* segments delivered (the hub numbers them 1, 2, ... per communicator) */
-  uint64_t told_seq;     /* the last_seq the hub was last told (JOIN's since, DELIVERED) */
-  int verdict;          /* AH_COORD_VERDICT_*: the first one received is kept */
+  uint64_t last_seq;      /* segments delivered (the hub numbers them 1, 2, ... per communicator) */
+  uint64_t told_seq;      /* the last_seq the hub was last told (JOIN's since, DELIVERED) */
+  int verdict;            /* AH_COORD_VERDICT_*: the first one received is kept */
   ah_coord_mismatch_t mm; /* MISMATCH's evidence */
   ah_coord_digest_t digest; /* this process's settings, sent with every JOIN */
-  uint32_t *ranks;      /* local ranks joined, each re-joined after a reconnection */
+  uint32_t *ranks;          /* local ranks joined, each re-joined after a reconnection */
   int nlocal, caplocal;
 } client_comm_t;
 
@@ -56,9 +56,9 @@ typedef struct client_dir_wait {
   uint8_t key[AH_COORD_DIR_KEY];
   void *buf;
   size_t cap;
-  int len;             /* the value's length once answered */
+  int len; /* the value's length once answered */
   int done;
-  int absent;          /* the hub read the get and had no value (DIR_ABSENT) */
+  int absent; /* the hub read the get and had no value (DIR_ABSENT) */
   uint64_t deadline_ns;
   struct client_dir_wait *next;
 } client_dir_wait_t;
@@ -89,11 +89,11 @@ typedef struct {
   uint32_t chan;
   client_ring_t *ring;
   uint64_t head; /* bytes put into its ring so far */
-  int ringed; /* its handshake is done (WELCOME passed): the hub's frames go into its ring */
-  int urgent; /* bytes other than segments wait for it: the doorbell rings once they are put */
+  int ringed;    /* its handshake is done (WELCOME passed): the hub's frames go into its ring */
+  int urgent;    /* bytes other than segments wait for it: the doorbell rings once they are put */
   uint8_t rbuf[AH_COORD_HDR_BYTES + AH_COORD_MAX_INNER]; /* a frame being read: rbuf[0 .. rlen) */
   size_t rlen;
-  client_buf_t w;  /* bytes for it that its ring had no room for yet */
+  client_buf_t w; /* bytes for it that its ring had no room for yet */
 } client_local_t;
 /* Local processes one relay carries (the hub's bound too), and the bytes one may leave unread. */
 #define CLIENT_RELAY_LOCALS 256
@@ -121,7 +121,7 @@ struct ah_coord {
   size_t dir_put_bytes;
   client_dir_wait_t *dir_waits; /* threads in ah_coord_dir_get */
   uint64_t next_req;
-  pthread_cond_t dir_cv;        /* a DIR_VAL arrived, or the hub is gone (CLOCK_MONOTONIC) */
+  pthread_cond_t dir_cv; /* a DIR_VAL arrived, or the hub is gone (CLOCK_MONOTONIC) */
 
   /* The socket's write side: fd (replaced only by the I/O thread), w and want_out, under wmu.
    * Application threads that publish try to send directly (one wake-up less per segment) and
@@ -158,10 +158,10 @@ struct ah_coord {
   struct sockaddr_un rsa;
   socklen_t rsl;
   int lfd;
-  int lbell;    /* the doorbell this relay rings once per batch for all its local processes */
-  int ring_due; /* bytes other than segments went to a local process since the last ring */
+  int lbell;        /* the doorbell this relay rings once per batch for all its local processes */
+  int ring_due;     /* bytes other than segments went to a local process since the last ring */
   uint64_t lazy_ns; /* segments went into rings: ring the doorbell then if any is still unread */
-  int behind;   /* local processes whose ring was full at the last flush (retried every 1 ms) */
+  int behind;       /* local processes whose ring was full at the last flush (retried every 1 ms) */
   client_local_t **locals;
   int nlocals, caplocals;
   uint32_t next_chan;
@@ -177,7 +177,7 @@ struct ah_coord {
 
 int client_buf_put(client_buf_t *b, const void *p, size_t n); /* -1: out of memory */
 int client_buf_put_msg(client_buf_t *b, uint8_t type, const uint8_t *payload, uint32_t len);
-void client_wake(ah_coord_t *c);                               /* the I/O thread's eventfd */
+void client_wake(ah_coord_t *c); /* the I/O thread's eventfd */
 /* JOIN frames into the out queue: one rank, or every local rank (or one that only subscribes).
  * Caller holds mu. */
 int client_queue_join_rank(ah_coord_t *c, client_comm_t *m, uint32_t rank);
@@ -226,7 +226,8 @@ int client_relay_event(ah_coord_t *c, int fd, uint32_t events);
 /* A RELAY_DATA or RELAY_CLOSE from the hub: the frame goes to its local process's socket (sent by
  * client_relay_flush), or that process's socket is closed. Returns 0, or -1 with why when the frame
  * has no place here (this process is not a relay). */
-int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why, size_t whylen);
+int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why,
+                          size_t whylen);
 /* Puts what the hub's frames left for every local process into its ring, then rings the doorbell
  * once when any of it was not a segment, or when segments sat unread for o.relay_lazy_ms. */
 void client_relay_flush(ah_coord_t *c);
@@ -240,12 +241,11 @@ void client_ring_unmap(client_ring_t *r);
 /* ---- ah_coord_client_io.c ---- */
 
 /* Connects and authenticates before one deadline: 0 with fd_p and last_pub_p, or -1 with err. */
-int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
-                            size_t errlen);
+int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen);
 /* Makes fd the connection: re-joins every communicator and resends unacknowledged publishes. */
 int client_install(ah_coord_t *c, int fd, uint64_t last_pub);
-void client_drop(ah_coord_t *c);      /* closes the connection (the state stays) */
-void client_send_now(ah_coord_t *c);  /* an application thread writes what it queued, if it can */
+void client_drop(ah_coord_t *c);     /* closes the connection (the state stays) */
+void client_send_now(ah_coord_t *c); /* an application thread writes what it queued, if it can */
 void *client_main(void *arg);        /* the I/O thread */
 
 #endif

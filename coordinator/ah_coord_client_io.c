@@ -26,7 +26,8 @@ int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, 
     int r = client_relay_elect(c, fd_p, last_pub_p, rerr, sizeof rerr);
     if (r == 0) return 0;
     if (r < 0)
-      AH_LOG_CAPPED(5, AH_LOG_INFO, "coordinator: %s; connecting to hub %s directly", rerr, c->addr);
+      AH_LOG_CAPPED(5, AH_LOG_INFO, "coordinator: %s; connecting to hub %s directly", rerr,
+                    c->addr);
   }
   int rc = ah_coord_dial((const struct sockaddr *)&c->ss, c->sl, c->stamp.secret, c->client_id,
                          c->o.connect_ms, fd_p, NULL, last_pub_p, err, errlen);
@@ -78,7 +79,7 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
 }
 
 void client_drop(ah_coord_t *c) {
-  client_relay_release(c); /* the host's processes lost their channels with this connection */
+  client_relay_release(c);  /* the host's processes lost their channels with this connection */
   client_ring_set(c, NULL); /* and the partial frame of this connection is dropped */
   pthread_mutex_lock(&c->wmu);
   if (c->fd >= 0) {
@@ -169,11 +170,14 @@ static int client_w_empty(ah_coord_t *c) {
 static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   uint32_t v = ah_coord_get_u32(p + 8);
-  ah_coord_mismatch_t mm = {ah_coord_get_u32(p + 12), ah_coord_get_u32(p + 16), ah_coord_get_u32(p + 20),
-                            ah_coord_get_u32(p + 24)};
-  if (v != AH_COORD_VERDICT_COMPLETE && v != AH_COORD_VERDICT_ABANDONED && v != AH_COORD_VERDICT_MISMATCH) {
-    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a verdict from hub %s: comm "
-                  "%016llx verdict %u out of range", c->addr, (unsigned long long)comm, v);
+  ah_coord_mismatch_t mm = {ah_coord_get_u32(p + 12), ah_coord_get_u32(p + 16),
+                            ah_coord_get_u32(p + 20), ah_coord_get_u32(p + 24)};
+  if (v != AH_COORD_VERDICT_COMPLETE && v != AH_COORD_VERDICT_ABANDONED &&
+      v != AH_COORD_VERDICT_MISMATCH) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR,
+                  "coordinator client: ignored a verdict from hub %s: comm "
+                  "%016llx verdict %u out of range",
+                  c->addr, (unsigned long long)comm, v);
     return;
   }
   int news = 0;
@@ -197,7 +201,8 @@ static void client_on_min_time(ah_coord_t *c, const uint8_t *p) {
   char err[160];
   ah_coord_time_t t;
   if (ah_coord_time_unpack(AH_MSG_MIN_TIME, p, &t, err, sizeof err) != 0) {
-    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a search time from hub %s: %s", c->addr, err);
+    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a search time from hub %s: %s",
+                  c->addr, err);
     return;
   }
   ah_coord_mintime_fn fn = atomic_load(&mintime_fn);
@@ -215,14 +220,16 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
   ah_finding_t f;
   char err[160];
   if (ah_finding_unpack(p + 8, &f, err, sizeof err) != 0) {
-    AH_LOG_CAPPED(5, AH_LOG_ERROR, "coordinator client: ignored a finding from hub %s: comm %016llx: "
-                  "%s", c->addr, (unsigned long long)comm, err);
+    AH_LOG_CAPPED(5, AH_LOG_ERROR,
+                  "coordinator client: ignored a finding from hub %s: comm %016llx: "
+                  "%s",
+                  c->addr, (unsigned long long)comm, err);
     return;
   }
   int kind = f.kind;
   ah_log(kind == AH_FINDING_RESUMED || kind == AH_FINDING_RECOVERED ? AH_LOG_INFO
-         : kind == AH_FINDING_STRAGGLER                               ? AH_LOG_WARN
-                                                                      : AH_LOG_ERROR,
+         : kind == AH_FINDING_STRAGGLER                             ? AH_LOG_WARN
+                                                                    : AH_LOG_ERROR,
          "%s", f.text);
   atomic_fetch_add(&c->findings, 1);
   ah_coord_finding_fn fn = ah_coord_finding_handler();
@@ -283,8 +290,7 @@ static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
     if (seq <= m->last_seq) break; /* a replay already delivered */
     if (seq != m->last_seq + 1)
       ah_log(AH_LOG_WARN, "coordinator client: comm %016llx segment %llu arrived after %llu",
-             (unsigned long long)m->comm, (unsigned long long)seq,
-             (unsigned long long)m->last_seq);
+             (unsigned long long)m->comm, (unsigned long long)seq, (unsigned long long)m->last_seq);
     m->last_seq = seq;
     deliver = !bad;
     break;
@@ -308,8 +314,7 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen);
 static int client_read_locked(ah_coord_t *c, char *why, size_t whylen) {
   ssize_t r;
   size_t room = sizeof c->rbuf - c->rlen;
-  while ((r = read(c->fd, c->rbuf + c->rlen, room)) < 0 && errno == EINTR) {
-  }
+  while ((r = read(c->fd, c->rbuf + c->rlen, room)) < 0 && errno == EINTR) {}
   if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
   if (r <= 0) {
     snprintf(why, whylen, "%s", r == 0 ? "the hub closed the connection" : strerror(errno));
@@ -376,9 +381,7 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
       case AH_MSG_RELAY_CLOSE:
         if (client_relay_from_hub(c, h.type, p, h.len, why, whylen) != 0) return -1;
         break;
-      default:
-        snprintf(why, whylen, "unexpected message type %u from the hub", h.type);
-        return -1;
+      default: snprintf(why, whylen, "unexpected message type %u from the hub", h.type); return -1;
     }
   }
   memmove(c->rbuf, c->rbuf + off, c->rlen - off);
@@ -447,8 +450,10 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
       pthread_mutex_lock(&c->mu);
       joined = c->ncomms > 0;
       pthread_mutex_unlock(&c->mu);
-      ah_log(joined ? AH_LOG_WARN : AH_LOG_INFO, "coordinator: connection to hub %s lost (%s) and not re-established "
-             "after 1 s (%s); retrying for up to %d ms", c->addr, why, err, c->o.reconnect_ms);
+      ah_log(joined ? AH_LOG_WARN : AH_LOG_INFO,
+             "coordinator: connection to hub %s lost (%s) and not re-established "
+             "after 1 s (%s); retrying for up to %d ms",
+             c->addr, why, err, c->o.reconnect_ms);
     }
     client_sleep_us(backoff * 1000L);
     if (backoff < 500) backoff *= 2;
@@ -458,9 +463,12 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   pthread_mutex_lock(&c->mu);
   joined = c->ncomms > 0;
   pthread_mutex_unlock(&c->mu);
-  ah_log(joined ? AH_LOG_ERROR : AH_LOG_INFO, "coordinator: hub %s unreachable for %d ms (last error: "
-         "%s); giving up%s", c->addr, c->o.reconnect_ms, err,
-         joined ? " — ranks waiting for a decision will fail over" : " (no communicator of this process is joined)");
+  ah_log(joined ? AH_LOG_ERROR : AH_LOG_INFO,
+         "coordinator: hub %s unreachable for %d ms (last error: "
+         "%s); giving up%s",
+         c->addr, c->o.reconnect_ms, err,
+         joined ? " — ranks waiting for a decision will fail over"
+                : " (no communicator of this process is joined)");
   return -1;
 }
 
@@ -500,7 +508,7 @@ static int client_timeout_ms(ah_coord_t *c) {
   uint64_t hb = client_ping_due(c);
   uint64_t dead = atomic_load(&c->last_rx_ns) + (uint64_t)c->o.dead_ms * 1000000ull;
   uint64_t next = hb < dead && client_w_empty(c) ? hb : dead; /* no PING behind queued bytes */
-  if (c->lazy_ns && c->lazy_ns < next) next = c->lazy_ns; /* the relay's lazy doorbell */
+  if (c->lazy_ns && c->lazy_ns < next) next = c->lazy_ns;     /* the relay's lazy doorbell */
   if (next <= now || c->behind) return 1;
   uint64_t ms = (next - now) / 1000000ull + 1;
   return ms > 10000 ? 10000 : (int)ms;

@@ -55,7 +55,8 @@ int client_queue_join_rank(ah_coord_t *c, client_comm_t *m, uint32_t rank) {
   ah_coord_put_u32(p + 12, rank);
   ah_coord_put_u64(p + 16, m->last_seq);
   m->told_seq = m->last_seq;
-  for (int i = 0; i < AH_COORD_DIGEST_PARTS; i++) ah_coord_put_u64(p + 24 + 8 * i, m->digest.part[i]);
+  for (int i = 0; i < AH_COORD_DIGEST_PARTS; i++)
+    ah_coord_put_u64(p + 24 + 8 * i, m->digest.part[i]);
   return client_buf_put_msg(&c->outq, AH_MSG_JOIN, p, sizeof p);
 }
 
@@ -89,7 +90,8 @@ int client_queue_delivered(ah_coord_t *c, uint64_t step) {
   uint64_t ph = step > 1 ? c->client_id % step : 0;
   for (int i = 0; i < c->ncomms; i++) {
     client_comm_t *m = &c->comms[i];
-    if (m->last_seq == m->told_seq || (m->last_seq + ph) / step == (m->told_seq + ph) / step) continue;
+    if (m->last_seq == m->told_seq || (m->last_seq + ph) / step == (m->told_seq + ph) / step)
+      continue;
     uint8_t p[16];
     ah_coord_put_u64(p, m->comm);
     ah_coord_put_u64(p + 8, m->last_seq);

@@ -47,7 +47,8 @@ void client_relay_name(ah_coord_t *c) {
   c->rsa.sun_family = AF_UNIX;
   char *name = c->rsa.sun_path + 1; /* sun_path[0] == 0: the abstract namespace */
   int k = snprintf(name, sizeof c->rsa.sun_path - 1, "autoha-relay-");
-  for (int i = 0; i < 16; i++) k += snprintf(name + k, sizeof c->rsa.sun_path - 1 - (size_t)k, "%02x", d[i]);
+  for (int i = 0; i < 16; i++)
+    k += snprintf(name + k, sizeof c->rsa.sun_path - 1 - (size_t)k, "%02x", d[i]);
   c->rsl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
 }
 
@@ -66,7 +67,8 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
   if (bind(fd, (const struct sockaddr *)&c->rsa, c->rsl) == 0) {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     int bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (bell < 0 || listen(fd, CLIENT_RELAY_LOCALS) != 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (bell < 0 || listen(fd, CLIENT_RELAY_LOCALS) != 0 ||
+        epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       snprintf(err, errlen, "%s(%s): %s", bell < 0 ? "eventfd" : "listen", ep, strerror(errno));
       if (bell >= 0) close(bell);
       close(fd);
@@ -75,7 +77,8 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
     c->lfd = fd;
     c->lbell = bell;
     atomic_store(&c->relay_role, 2);
-    ah_log(AH_LOG_DEBUG, "coordinator: this process is the host's relay (%s) to hub %s", ep, c->addr);
+    ah_log(AH_LOG_DEBUG, "coordinator: this process is the host's relay (%s) to hub %s", ep,
+           c->addr);
     return 1;
   }
   int e = errno;
@@ -87,8 +90,8 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
   *busy_p = 1;
   char derr[300];
   int fds[AH_COORD_RELAY_FDS];
-  if (ah_coord_dial((const struct sockaddr *)&c->rsa, c->rsl, c->stamp.secret, c->client_id, c->o.connect_ms,
-                    fd_p, fds, last_pub_p, derr, sizeof derr) != 0) {
+  if (ah_coord_dial((const struct sockaddr *)&c->rsa, c->rsl, c->stamp.secret, c->client_id,
+                    c->o.connect_ms, fd_p, fds, last_pub_p, derr, sizeof derr) != 0) {
     snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
     return -1;
   }
@@ -115,7 +118,8 @@ int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err
   for (int round = 0; round < 3; round++) {
     int busy;
     rc = relay_elect_once(c, fd_p, last_pub_p, &busy, err, errlen);
-    if (rc >= 0 || !busy || ah_coord_now_ns() - t0 > 100000000ull) break; /* a slow failure: no retry */
+    if (rc >= 0 || !busy || ah_coord_now_ns() - t0 > 100000000ull)
+      break; /* a slow failure: no retry */
     struct timespec ts = {0, 10000000L * (round + 1)};
     nanosleep(&ts, NULL);
   }
@@ -123,7 +127,8 @@ int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err
 }
 
 /* Queues a relay message about channel chan (and a frame, for RELAY_DATA) for the hub. */
-static int relay_queue(ah_coord_t *c, uint8_t type, uint32_t chan, const uint8_t *frame, size_t flen) {
+static int relay_queue(ah_coord_t *c, uint8_t type, uint32_t chan, const uint8_t *frame,
+                       size_t flen) {
   uint8_t h[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED];
   ah_coord_hdr_encode(type, (uint32_t)(AH_COORD_RELAY_FIXED + flen), h);
   ah_coord_put_u32(h + AH_COORD_HDR_BYTES, chan);
@@ -140,8 +145,8 @@ client_ring_t *client_ring_map(int ring_fd, char *err, size_t errlen) {
   if (fstat(ring_fd, &sb) != 0 || (size_t)sb.st_size != sizeof(client_ring_t))
     snprintf(err, errlen, "the ring it passed has %lld bytes, not %zu", (long long)sb.st_size,
              sizeof(client_ring_t));
-  else if ((m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring_fd, 0)) ==
-           MAP_FAILED)
+  else if ((m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                     ring_fd, 0)) == MAP_FAILED)
     snprintf(err, errlen, "mmap of its ring: %s", strerror(errno));
   close(ring_fd);
   return m == MAP_FAILED ? NULL : m;
@@ -164,7 +169,8 @@ static client_ring_t *ring_create(int *fd_p, char *err, size_t errlen) {
     if (fd >= 0) close(fd);
     return NULL;
   }
-  void *m = mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void *m =
+      mmap(NULL, sizeof(client_ring_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (m == MAP_FAILED) {
     snprintf(err, errlen, "mmap: %s", strerror(errno));
     close(fd);
@@ -177,13 +183,16 @@ static client_ring_t *ring_create(int *fd_p, char *err, size_t errlen) {
 long client_ring_take(ah_coord_t *c, uint8_t *dst, size_t room) {
   client_ring_t *r = c->ring;
   uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed); /* ours */
-  uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);  /* the data before it is written */
+  uint64_t head =
+      atomic_load_explicit(&r->head, memory_order_acquire); /* the data before it is written */
   if (head - tail > CLIENT_RING_BYTES) return -1;
   size_t n = (size_t)(head - tail) < room ? (size_t)(head - tail) : room;
-  size_t at = (size_t)(tail % CLIENT_RING_BYTES), first = CLIENT_RING_BYTES - at < n ? CLIENT_RING_BYTES - at : n;
+  size_t at = (size_t)(tail % CLIENT_RING_BYTES),
+         first = CLIENT_RING_BYTES - at < n ? CLIENT_RING_BYTES - at : n;
   memcpy(dst, r->data + at, first);
   memcpy(dst + first, r->data, n - first);
-  atomic_store_explicit(&r->tail, tail + n, memory_order_release); /* the relay may reuse the space */
+  atomic_store_explicit(&r->tail, tail + n,
+                        memory_order_release); /* the relay may reuse the space */
   return (long)n;
 }
 
@@ -229,8 +238,10 @@ static int relay_pass_ring(ah_coord_t *c, client_local_t *l) {
   int fds[AH_COORD_RELAY_FDS] = {c->lbell, -1};
   if (!(l->ring = ring_create(&fds[1], nerr, sizeof nerr)) ||
       ah_coord_net_fd_send(nerr, l->fd, fds, AH_COORD_RELAY_FDS) != AH_NET_OK) {
-    AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s cannot pass its doorbell and ring to "
-                  "a local process (%s); it connects directly", c->addr, nerr);
+    AH_LOG_CAPPED(5, AH_LOG_WARN,
+                  "coordinator: host relay to hub %s cannot pass its doorbell and ring to "
+                  "a local process (%s); it connects directly",
+                  c->addr, nerr);
     if (fds[1] >= 0) close(fds[1]);
     return -1;
   }
@@ -256,9 +267,10 @@ static void relay_accept(ah_coord_t *c) {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     /* The doorbell and the process's ring are passed after its handshake (relay_pass_ring). */
     if (!l || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s refused a local process (%d "
-                    "connected, at most %d, or out of memory); it connects directly", c->addr, c->nlocals,
-                    CLIENT_RELAY_LOCALS);
+      AH_LOG_CAPPED(5, AH_LOG_WARN,
+                    "coordinator: host relay to hub %s refused a local process (%d "
+                    "connected, at most %d, or out of memory); it connects directly",
+                    c->addr, c->nlocals, CLIENT_RELAY_LOCALS);
       free(l);
       close(fd);
       continue;
@@ -266,7 +278,8 @@ static void relay_accept(ah_coord_t *c) {
     l->fd = fd;
     l->chan = ++c->next_chan;
     c->locals[c->nlocals++] = l;
-    if (relay_queue(c, AH_MSG_RELAY_OPEN, l->chan, NULL, 0) != 0) relay_local_close(c, c->nlocals - 1, 0);
+    if (relay_queue(c, AH_MSG_RELAY_OPEN, l->chan, NULL, 0) != 0)
+      relay_local_close(c, c->nlocals - 1, 0);
   }
 }
 
@@ -277,18 +290,21 @@ static void relay_accept(ah_coord_t *c) {
 static int relay_local_send(ah_coord_t *c, int i) {
   client_local_t *l = c->locals[i];
   client_ring_t *r = l->ring;
-  uint64_t head = l->head; /* ours: the copy in the ring is for the process to read, never trusted */
+  uint64_t head =
+      l->head; /* ours: the copy in the ring is for the process to read, never trusted */
   uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
   if (head - tail > CLIENT_RING_BYTES) {
-    AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s dropped a local process whose ring "
-                  "is corrupt (tail %llu, head %llu)", c->addr, (unsigned long long)tail,
-                  (unsigned long long)head);
+    AH_LOG_CAPPED(5, AH_LOG_WARN,
+                  "coordinator: host relay to hub %s dropped a local process whose ring "
+                  "is corrupt (tail %llu, head %llu)",
+                  c->addr, (unsigned long long)tail, (unsigned long long)head);
     relay_local_close(c, i, 1);
     return -1;
   }
   size_t want = l->w.len - l->w.off, room = CLIENT_RING_BYTES - (size_t)(head - tail);
   size_t n = want < room ? want : room;
-  size_t at = (size_t)(head % CLIENT_RING_BYTES), first = CLIENT_RING_BYTES - at < n ? CLIENT_RING_BYTES - at : n;
+  size_t at = (size_t)(head % CLIENT_RING_BYTES),
+         first = CLIENT_RING_BYTES - at < n ? CLIENT_RING_BYTES - at : n;
   memcpy(r->data + at, l->w.b + l->w.off, first);
   memcpy(r->data, l->w.b + l->w.off + first, n - first);
   l->head = head + n;
@@ -298,7 +314,8 @@ static int relay_local_send(ah_coord_t *c, int i) {
   /* Segments alone wait for the rank that needs them (ah_coord_poll) or the lazy ring; anything
    * else, or a ring filling up, rings now. */
   if (n && (l->urgent || l->head - tail > CLIENT_RING_BYTES / 2)) c->ring_due = 1;
-  else if (n && !c->lazy_ns) c->lazy_ns = ah_coord_now_ns() + (uint64_t)c->o.relay_lazy_ms * 1000000ull;
+  else if (n && !c->lazy_ns)
+    c->lazy_ns = ah_coord_now_ns() + (uint64_t)c->o.relay_lazy_ms * 1000000ull;
   if (l->w.off == l->w.len) {
     l->w.off = l->w.len = 0;
     l->urgent = 0;
@@ -321,7 +338,8 @@ static void relay_local_read(ah_coord_t *c, int i) {
   client_local_t *l = c->locals[i];
   char err[200];
   for (int frames = 0; frames < RELAY_READ_FRAMES;) {
-    size_t want = AH_COORD_HDR_BYTES + (l->rlen >= AH_COORD_HDR_BYTES ? ah_coord_get_u32(l->rbuf) : 0);
+    size_t want =
+        AH_COORD_HDR_BYTES + (l->rlen >= AH_COORD_HDR_BYTES ? ah_coord_get_u32(l->rbuf) : 0);
     ssize_t r = read(l->fd, l->rbuf + l->rlen, want - l->rlen);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -333,15 +351,19 @@ static void relay_local_read(ah_coord_t *c, int i) {
     if (l->rlen == AH_COORD_HDR_BYTES) {
       ah_coord_hdr_t h;
       if (ah_coord_hdr_decode(l->rbuf, &h, err, sizeof err) != 0 ||
-          ((h.type == AH_MSG_RELAY_OPEN || h.type == AH_MSG_RELAY_DATA || h.type == AH_MSG_RELAY_CLOSE) &&
+          ((h.type == AH_MSG_RELAY_OPEN || h.type == AH_MSG_RELAY_DATA ||
+            h.type == AH_MSG_RELAY_CLOSE) &&
            snprintf(err, sizeof err, "message type %u from a local process", h.type))) {
-        AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s refused a local process: %s; "
-                      "connection dropped", c->addr, err);
+        AH_LOG_CAPPED(5, AH_LOG_WARN,
+                      "coordinator: host relay to hub %s refused a local process: %s; "
+                      "connection dropped",
+                      c->addr, err);
         relay_local_close(c, i, 1);
         return;
       }
     }
-    if (l->rlen >= AH_COORD_HDR_BYTES && l->rlen == AH_COORD_HDR_BYTES + ah_coord_get_u32(l->rbuf)) {
+    if (l->rlen >= AH_COORD_HDR_BYTES &&
+        l->rlen == AH_COORD_HDR_BYTES + ah_coord_get_u32(l->rbuf)) {
       if (relay_queue(c, AH_MSG_RELAY_DATA, l->chan, l->rbuf, l->rlen) != 0) {
         relay_local_close(c, i, 1);
         return;
@@ -356,7 +378,8 @@ static void relay_local_read(ah_coord_t *c, int i) {
 static int relay_unread(const ah_coord_t *c) {
   for (int i = 0; i < c->nlocals; i++) {
     const client_local_t *l = c->locals[i];
-    if (l->ringed && atomic_load_explicit(&l->ring->tail, memory_order_relaxed) != l->head) return 1;
+    if (l->ringed && atomic_load_explicit(&l->ring->tail, memory_order_relaxed) != l->head)
+      return 1;
   }
   return 0;
 }
@@ -396,7 +419,8 @@ int client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
   return 0;
 }
 
-int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why, size_t whylen) {
+int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why,
+                          size_t whylen) {
   if (c->lfd < 0) {
     snprintf(why, whylen, "relay message type %u from the hub to a process that is no relay", type);
     return -1;
@@ -418,8 +442,7 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
   const uint8_t *inner = p + AH_COORD_RELAY_FIXED;
   if (!l->ringed) { /* the handshake (HELLO, WELCOME), which the process reads from its socket */
     ssize_t r;
-    while ((r = send(l->fd, inner, n, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-    }
+    while ((r = send(l->fd, inner, n, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
     if (r != (ssize_t)n) { /* a fresh socket takes two small frames: this one is gone */
       relay_local_close(c, i, 1);
       return 0;
@@ -428,10 +451,14 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
       relay_local_close(c, i, 1);
     return 0;
   }
-  if (n < AH_COORD_HDR_BYTES || inner[5] != AH_MSG_SEGMENT) l->urgent = 1; /* the hub wraps one frame in each */
-  if (l->w.len - l->w.off + n > CLIENT_RELAY_OUTBUF || client_buf_put(&l->w, p + AH_COORD_RELAY_FIXED, n) != 0) {
-    AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: host relay to hub %s dropped a local process that does "
-                  "not read (%zu bytes queued)", c->addr, l->w.len - l->w.off);
+  if (n < AH_COORD_HDR_BYTES || inner[5] != AH_MSG_SEGMENT)
+    l->urgent = 1; /* the hub wraps one frame in each */
+  if (l->w.len - l->w.off + n > CLIENT_RELAY_OUTBUF ||
+      client_buf_put(&l->w, p + AH_COORD_RELAY_FIXED, n) != 0) {
+    AH_LOG_CAPPED(5, AH_LOG_WARN,
+                  "coordinator: host relay to hub %s dropped a local process that does "
+                  "not read (%zu bytes queued)",
+                  c->addr, l->w.len - l->w.off);
     relay_local_close(c, i, 1);
   }
   return 0;

@@ -28,19 +28,20 @@
 #include "ah_coord_client_internal.h"
 
 static void futex_wake_all(_Atomic uint32_t *w, int shared) {
-  (void)syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+  (void)syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+                NULL, 0);
 }
 
 /* Sleeps while *w holds v, at most us microseconds (a signal or a spurious wake-up returns early). */
 static void futex_sleep(_Atomic uint32_t *w, uint32_t v, long us, int shared) {
   struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
-  (void)syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
+  (void)syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, v, &ts, NULL,
+                0);
 }
 
 void client_sleep_us(long us) {
   struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
-  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
 
 uint64_t ah_coord_wait_ticket(ah_coord_t *c) {

@@ -9,8 +9,9 @@
 /* Connects and runs the handshake, all before one deadline. Returns 0 with fd_p and last_pub_p
  * set, or -1 with err filled. Note that the hub proves it knows the secret too (WELCOME carries
  * its own MAC over both nonces), so a client never takes segments from an impostor. */
-int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[16], uint64_t client_id,
-                  int connect_ms, int *fd_p, int *relay_fds, uint64_t *last_pub_p, char *err, size_t errlen) {
+int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[16],
+                  uint64_t client_id, int connect_ms, int *fd_p, int *relay_fds,
+                  uint64_t *last_pub_p, char *err, size_t errlen) {
   char nerr[AH_NET_ERR_LEN];
   uint64_t deadline = ah_coord_now_ns() + (uint64_t)connect_ms * 1000000ull;
   int fd = -1;
@@ -52,12 +53,14 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
   }
   ah_coord_hdr_encode(AH_MSG_AUTH, sizeof auth, f);
   memcpy(f + AH_COORD_HDR_BYTES, auth, sizeof auth);
-  if (ah_coord_net_write_full(nerr, fd, f, AH_COORD_HDR_BYTES + sizeof auth, deadline) != AH_NET_OK) {
+  if (ah_coord_net_write_full(nerr, fd, f, AH_COORD_HDR_BYTES + sizeof auth, deadline) !=
+      AH_NET_OK) {
     snprintf(err, errlen, "sending AUTH: %.200s", nerr);
     goto fail;
   }
   if (ah_coord_net_read_full(nerr, fd, f, AH_COORD_HDR_BYTES, deadline) != AH_NET_OK) {
-    snprintf(err, errlen, "waiting for WELCOME: %.200s (does the hub have another job's secret?)", nerr);
+    snprintf(err, errlen, "waiting for WELCOME: %.200s (does the hub have another job's secret?)",
+             nerr);
     goto fail;
   }
   if (ah_coord_hdr_decode(f, &h, perr, sizeof perr) != 0) {
@@ -77,13 +80,15 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
   uint64_t last_pub = ah_coord_get_u64(wel + 32);
   if (ah_coord_mac(secret, "autoha-hub", auth, nonce_h, last_pub, want) != 0 ||
       !ah_coord_mac_equal(want, wel)) {
-    snprintf(err, errlen, "the hub failed to prove it knows the job secret (impostor or another "
+    snprintf(err, errlen,
+             "the hub failed to prove it knows the job secret (impostor or another "
              "job's hub)");
     goto fail;
   }
   /* Through a host relay, the doorbell and this process's ring come right behind WELCOME (a relay
    * passes them only to a process the hub welcomed). */
-  if (relay_fds && ah_coord_net_fd_recv(nerr, fd, deadline, passed, AH_COORD_RELAY_FDS) != AH_NET_OK) {
+  if (relay_fds &&
+      ah_coord_net_fd_recv(nerr, fd, deadline, passed, AH_COORD_RELAY_FDS) != AH_NET_OK) {
     snprintf(err, errlen, "waiting for the relay's doorbell and ring: %.200s", nerr);
     goto fail;
   }

@@ -30,11 +30,11 @@ typedef struct {
 } hkey_t;
 
 typedef struct {
-  uint32_t first;      /* lowest rank with this vector */
-  uint32_t n;          /* ranks with it */
-  int busy;            /* some of them has a call not completed */
+  uint32_t first; /* lowest rank with this vector */
+  uint32_t n;     /* ranks with it */
+  int busy;       /* some of them has a call not completed */
   uint64_t e[MAX_KEYS];
-  uint64_t known;      /* bit per key: the count is known (listed, or the rank listed all its keys) */
+  uint64_t known; /* bit per key: the count is known (listed, or the rank listed all its keys) */
 } group_t;
 
 static int key_index(hkey_t *keys, int *nkeys, uint8_t coll, uint8_t bin) {
@@ -84,7 +84,8 @@ static int call_text(char *out, size_t len, const hkey_t *k, uint64_t index) {
 
 /* Writes the ranks r with sel[r] set, naming the first NAMED with host, pid and GPU and counting
  * the rest. */
-static void ranks_text(char *out, size_t len, const ah_health_rank_t *ranks, uint32_t n, const int *sel) {
+static void ranks_text(char *out, size_t len, const ah_health_rank_t *ranks, uint32_t n,
+                       const int *sel) {
   size_t off = 0;
   uint32_t named = 0, total = 0;
   out[0] = 0;
@@ -166,15 +167,20 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
       finding_call(f, &keys[kmax], groups[0].e[kmax] - 1);
     }
     uint32_t nbusy = 0;
-    for (uint32_t r = 0; r < n; r++) nbusy += sel[r] = ranks[r].rec && ranks[r].rec->state == AH_HEALTH_BUSY;
+    for (uint32_t r = 0; r < n; r++)
+      nbusy += sel[r] = ranks[r].rec && ranks[r].rec->state == AH_HEALTH_BUSY;
     ranks_text(who, sizeof who, ranks, n, sel);
     if (nbusy < n) culprits(f, ranks, n, sel); /* all busy: no rank is singled out */
     if (nbusy == n)
-      say(text, "hang on %s: every rank entered %s, none completed it in %.0f s (inside NCCL or "
-          "the network)", head, call, stalled_s);
+      say(text,
+          "hang on %s: every rank entered %s, none completed it in %.0f s (inside NCCL or "
+          "the network)",
+          head, call, stalled_s);
     else
-      say(text, "hang on %s: every rank entered %s; rank %s did not complete it in %.0f s (the "
-          "other %u did)", head, call, who, stalled_s, n - nbusy);
+      say(text,
+          "hang on %s: every rank entered %s; rank %s did not complete it in %.0f s (the "
+          "other %u did)",
+          head, call, who, stalled_s, n - nbusy);
     return AH_FINDING_INCOMPLETE;
   }
 
@@ -191,7 +197,8 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
       char ci[64] = "", cj[64] = "", wj[100];
       for (int k = 0; k < nkeys; k++) {
         if (!((groups[i].known >> k) & (groups[j].known >> k) & 1)) continue;
-        if (!ci[0] && groups[i].e[k] > groups[j].e[k]) call_text(ci, sizeof ci, &keys[k], groups[j].e[k]);
+        if (!ci[0] && groups[i].e[k] > groups[j].e[k])
+          call_text(ci, sizeof ci, &keys[k], groups[j].e[k]);
         if (!cj[0] && groups[j].e[k] > groups[i].e[k]) {
           call_text(cj, sizeof cj, &keys[k], groups[i].e[k]);
           finding_call(f, &keys[k], groups[i].e[k]); /* the odd ones' call */
@@ -200,8 +207,10 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
       for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == j;
       ranks_text(wj, sizeof wj, ranks, n, sel);
       culprits(f, ranks, n, sel);
-      say(text, "hang on %s: ranks entered different calls (program bug): rank %s entered %s where "
-          "%u others entered %s; stalled %.0f s", head, wj, cj, groups[i].n, ci, stalled_s);
+      say(text,
+          "hang on %s: ranks entered different calls (program bug): rank %s entered %s where "
+          "%u others entered %s; stalled %.0f s",
+          head, wj, cj, groups[i].n, ci, stalled_s);
       return AH_FINDING_MISMATCH;
     }
 
@@ -235,13 +244,15 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
   ranks_text(wb, sizeof wb, ranks, n, sel);
   if (!(groups[front].busy && behind_busy)) culprits(f, ranks, n, sel); /* the ranks behind */
   if (!behind_busy) {
-    say(text, "hang on %s: rank %s never entered %s, which rank %s entered %.0f s ago", head,
-        wb, call, wf, stalled_s);
+    say(text, "hang on %s: rank %s never entered %s, which rank %s entered %.0f s ago", head, wb,
+        call, wf, stalled_s);
     return AH_FINDING_MISSING;
   }
   if (groups[front].busy) { /* the front's host went on while its GPU stopped: the others wait */
-    say(text, "hang on %s: the GPU of rank %s stopped (its host went on past %s); rank %s wait for "
-        "it; stalled %.0f s", head, wf, call, wb, stalled_s);
+    say(text,
+        "hang on %s: the GPU of rank %s stopped (its host went on past %s); rank %s wait for "
+        "it; stalled %.0f s",
+        head, wf, call, wb, stalled_s);
     return AH_FINDING_INCOMPLETE;
   }
   say(text, "hang on %s: rank %s did not complete %s, which rank %s completed; stalled %.0f s",
@@ -365,7 +376,8 @@ int ah_health_samples_unpack(const uint8_t *in, uint32_t *rank, ah_health_sample
   return n;
 }
 
-void ah_finding_add_rank(ah_finding_t *f, uint32_t r, const ah_health_rec_t *rec, const char *host) {
+void ah_finding_add_rank(ah_finding_t *f, uint32_t r, const ah_health_rec_t *rec,
+                         const char *host) {
   if (f->nranks < AH_FINDING_RANKS) {
     ah_finding_rank_t *fr = &f->ranks[f->nranks];
     *fr = (ah_finding_rank_t){.rank = r, .gpu = 0xffff};
@@ -419,7 +431,8 @@ int ah_finding_unpack(const uint8_t *in, ah_finding_t *f, char *err, size_t errl
   }
   if (!text_ok(in + 1, AH_HEALTH_TEXT)) {
     snprintf(err, errlen, "finding with %s text",
-             strnlen((const char *)in + 1, AH_HEALTH_TEXT) < AH_HEALTH_TEXT ? "unprintable" : "unterminated");
+             strnlen((const char *)in + 1, AH_HEALTH_TEXT) < AH_HEALTH_TEXT ? "unprintable"
+                                                                            : "unterminated");
     return -1;
   }
   memcpy(f->text, in + 1, AH_HEALTH_TEXT);
@@ -437,7 +450,8 @@ int ah_finding_unpack(const uint8_t *in, ah_finding_t *f, char *err, size_t errl
   }
   p = in + 1 + AH_HEALTH_TEXT + 4 + AH_FINDING_RANKS * AH_FINDING_RANK_BYTES;
   if (p[0] > 1 || (p[0] && (p[1] >= AH_NUM_COLLS || p[2] >= 64))) {
-    snprintf(err, errlen, "finding: call flag %u, collective %u, bin %u out of range", p[0], p[1], p[2]);
+    snprintf(err, errlen, "finding: call flag %u, collective %u, bin %u out of range", p[0], p[1],
+             p[2]);
     return -1;
   }
   f->has_call = p[0];

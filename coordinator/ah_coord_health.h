@@ -17,9 +17,9 @@
 #define AH_HEALTH_TEXT 232
 
 enum {
-  AH_HEALTH_IDLE = 0,    /* every call the rank entered has completed on its stream */
-  AH_HEALTH_BUSY = 1,    /* a call it entered has not completed (yet) */
-  AH_HEALTH_UNKNOWN = 2  /* no probe possible (no CUDA driver, a capturing stream) */
+  AH_HEALTH_IDLE = 0,   /* every call the rank entered has completed on its stream */
+  AH_HEALTH_BUSY = 1,   /* a call it entered has not completed (yet) */
+  AH_HEALTH_UNKNOWN = 2 /* no probe possible (no CUDA driver, a capturing stream) */
 };
 
 typedef struct {
@@ -30,7 +30,7 @@ typedef struct {
 typedef struct ah_health_rec {
   uint32_t rank, pid;
   uint16_t gpu;
-  uint8_t state;                   /* AH_HEALTH_* */
+  uint8_t state; /* AH_HEALTH_* */
   uint8_t nkeys;
   ah_health_key_t keys[AH_HEALTH_KEYS];
 } ah_health_rec_t;
@@ -59,16 +59,16 @@ typedef struct {
 #define AH_FINDING_HOST 48
 typedef struct {
   uint32_t rank, pid;
-  uint16_t gpu;                /* 0xffff unknown */
-  char host[AH_FINDING_HOST];  /* "" when the rank never reported */
+  uint16_t gpu;               /* 0xffff unknown */
+  char host[AH_FINDING_HOST]; /* "" when the rank never reported */
 } ah_finding_rank_t;
 
 typedef struct {
-  int kind;                    /* AH_FINDING_* */
+  int kind; /* AH_FINDING_* */
   char text[AH_HEALTH_TEXT];
-  uint32_t nranks;             /* ranks at fault, all of them (0: none singled out) */
+  uint32_t nranks;                           /* ranks at fault, all of them (0: none singled out) */
   ah_finding_rank_t ranks[AH_FINDING_RANKS]; /* the first of them */
-  int has_call;                /* the call it is about (key and index), when there is one */
+  int has_call; /* the call it is about (key and index), when there is one */
   uint8_t coll, bin;
   uint64_t index;
 } ah_finding_t;
@@ -85,7 +85,8 @@ void ah_finding_add_rank(ah_finding_t *f, uint32_t r, const ah_health_rec_t *rec
 
 /* Wire form of a finding (the FINDING message after its comm u64): AH_FINDING_BYTES. */
 #define AH_FINDING_RANK_BYTES (4 + 4 + 2 + AH_FINDING_HOST)
-#define AH_FINDING_BYTES (1 + AH_HEALTH_TEXT + 4 + AH_FINDING_RANKS * AH_FINDING_RANK_BYTES + 1 + 1 + 1 + 8)
+#define AH_FINDING_BYTES                                                                           \
+  (1 + AH_HEALTH_TEXT + 4 + AH_FINDING_RANKS * AH_FINDING_RANK_BYTES + 1 + 1 + 1 + 8)
 void ah_finding_pack(const ah_finding_t *f, uint8_t *out);
 /* Unpacks and validates (kind, texts printable and NUL-terminated, the call's key). Returns 0, or
  * -1 with a reason naming the offending value. */

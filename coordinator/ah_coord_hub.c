@@ -92,7 +92,8 @@ static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   hub_conn_send_msg(h, c, AH_MSG_WELCOME, reply, 40);
 }
 
-static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p, uint32_t len) {
+static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p,
+                         uint32_t len) {
   if (!c->authed) {
     if (type != AH_MSG_AUTH) {
       hub_refuse(h, RATE_AUTH, "refused %s: message type %u before authentication", c->peer, type);
@@ -142,8 +143,10 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
       break;
     }
     default:
-      hub_refuse(h, RATE_FRAME, "refused %s: unexpected message type %u from a client; connection "
-                 "dropped", c->peer, type);
+      hub_refuse(h, RATE_FRAME,
+                 "refused %s: unexpected message type %u from a client; connection "
+                 "dropped",
+                 c->peer, type);
       hub_conn_close_later(h, c);
   }
 }
@@ -163,16 +166,17 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (r <= 0) {
       if (c->rlen > 0)
-        hub_refuse(h, RATE_FRAME, "refused %s: truncated frame (connection closed after %zu of %u "
-                   "bytes)", c->peer, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
+        hub_refuse(h, RATE_FRAME,
+                   "refused %s: truncated frame (connection closed after %zu of %u "
+                   "bytes)",
+                   c->peer, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
       else if (!c->authed)
         hub_refuse(h, RATE_CLOSED, "%s closed the connection before authenticating", c->peer);
       else if (r < 0 && errno != ECONNRESET)
         hub_refuse(h, RATE_CLOSED, "read from %s failed: %s", c->peer, strerror(errno));
       else if (r < 0)
         ah_log(AH_LOG_INFO, "coordinator hub %s: %s reset the connection", h->addr, c->peer);
-      else
-        ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s disconnected", h->addr, c->peer);
+      else ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s disconnected", h->addr, c->peer);
       hub_conn_close_later(h, c);
       return;
     }
@@ -269,13 +273,16 @@ static void hub_sweep(ah_coord_hub_t *h) {
     hub_conn_t *c = h->all[i];
     if (c->closing) continue;
     if (!c->authed && now - c->accepted_ns > auth_ns) {
-      hub_refuse(h, RATE_TIMEOUT, "refused %s: no authentication within %d ms (%zu bytes of a "
-                 "frame received; slow or stalled client)", c->peer, h->o.auth_ms, c->rlen);
+      hub_refuse(h, RATE_TIMEOUT,
+                 "refused %s: no authentication within %d ms (%zu bytes of a "
+                 "frame received; slow or stalled client)",
+                 c->peer, h->o.auth_ms, c->rlen);
       hub_conn_close_later(h, c);
     } else if (c->authed && c->rlen > 0 && now - c->frame_start_ns > frame_ns) {
-      hub_refuse(h, RATE_TIMEOUT, "refused %s: frame incomplete after %d ms (%zu of %u bytes; "
-                 "slow client or truncated frame)", c->peer, h->o.frame_ms, c->rlen,
-                 c->need ? c->need : AH_COORD_HDR_BYTES);
+      hub_refuse(h, RATE_TIMEOUT,
+                 "refused %s: frame incomplete after %d ms (%zu of %u bytes; "
+                 "slow client or truncated frame)",
+                 c->peer, h->o.frame_ms, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
       hub_conn_close_later(h, c);
     } else if (c->authed && now - c->last_rx_ns > idle_ns) {
       hub_refuse(h, RATE_TIMEOUT, "dropped %s: silent for %d ms", c->peer, h->o.idle_ms);
@@ -344,10 +351,13 @@ ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
   } else {
     char ifn[64];
     if (ah_coord_net_host_addr(opts ? opts->ifname : NULL, &ss, &sl, ifn, sizeof ifn) != 0)
-      ah_log(AH_LOG_WARN, "coordinator hub: AUTOHA_COORD_IFNAME '%s' matches no interface that is up with an "
-             "address; using %s, NCCL's default choice", opts->ifname, ifn[0] ? ifn : "loopback");
+      ah_log(AH_LOG_WARN,
+             "coordinator hub: AUTOHA_COORD_IFNAME '%s' matches no interface that is up with an "
+             "address; using %s, NCCL's default choice",
+             opts->ifname, ifn[0] ? ifn : "loopback");
     else
-      ah_log(AH_LOG_DEBUG, "coordinator hub: binding interface %s", ifn[0] ? ifn : "(none: loopback)");
+      ah_log(AH_LOG_DEBUG, "coordinator hub: binding interface %s",
+             ifn[0] ? ifn : "(none: loopback)");
   }
   ah_coord_crypto_init();
   ah_coord_hub_t *h = calloc(1, sizeof *h);
@@ -388,8 +398,10 @@ ah_coord_hub_t *ah_coord_hub_open(const char *addr, const uint8_t secret[16],
       socklen_t hl;
       /* Advertised: the chosen interface's address, when IPv4 like the listen socket (else loopback). */
       (void)ah_coord_net_host_addr(h->o.ifname, &hs, &hl, NULL, 0);
-      memcpy(st.addr, hs.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&hs)->sin_addr
-                                              : (const void *)&(struct in_addr){htonl(INADDR_LOOPBACK)}, 4);
+      memcpy(st.addr,
+             hs.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&hs)->sin_addr
+                                     : (const void *)&(struct in_addr){htonl(INADDR_LOOPBACK)},
+             4);
     } else {
       memcpy(st.addr, &in->sin_addr, 4);
     }
@@ -501,7 +513,8 @@ int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p)
     uint8_t secret[16];
     const char *env = setup ? setup->addr : NULL;
     if (ah_coord_random(secret, sizeof secret) != 0) {
-      ah_log(AH_LOG_ERROR, "coordinator hub: no random bytes for the job secret (getrandom "
+      ah_log(AH_LOG_ERROR,
+             "coordinator hub: no random bytes for the job secret (getrandom "
              "failed)");
     } else {
       char err[AH_NET_ERR_LEN];

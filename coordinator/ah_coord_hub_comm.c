@@ -16,17 +16,18 @@
 
 /* Returns the communicator, created and charged to client cl when new; NULL when a cap refuses
  * it (logged, rate-limited) or memory runs out (logged). */
-static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
-                                uint64_t comm) {
+static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, uint64_t comm) {
   hub_comm_t *m = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
   if (m) return m;
   if (cl->ncomms >= h->o.max_client_comms || h->ncomms >= h->o.max_comms) {
-    hub_refuse(h, RATE_CAP_COMM, "refused comm %016llx from %s: %s already holds %d communicators (at "
+    hub_refuse(h, RATE_CAP_COMM,
+               "refused comm %016llx from %s: %s already holds %d communicators (at "
                "most %d per client, %d per job); its ranks run NCCL's own choices",
-               (unsigned long long)comm, c->peer, cl->ncomms >= h->o.max_client_comms ? "the client"
-               : "the job", cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms,
-               h->o.max_client_comms, h->o.max_comms);
+               (unsigned long long)comm, c->peer,
+               cl->ncomms >= h->o.max_client_comms ? "the client" : "the job",
+               cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms, h->o.max_client_comms,
+               h->o.max_comms);
     return NULL;
   }
   m = calloc(1, sizeof *m);
@@ -114,7 +115,8 @@ static int digest_mismatch(hub_comm_t *m) {
 /* Decides a communicator's verdict (once) and tells every connection joined to it. Later joiners
  * get it from hub_on_join. */
 void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
-  if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m)) verdict = AH_COORD_VERDICT_MISMATCH;
+  if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m))
+    verdict = AH_COORD_VERDICT_MISMATCH;
   m->verdict = verdict;
   if (m->joined) { /* it was pending */
     h->npending_joins--;
@@ -125,12 +127,15 @@ void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: all %u ranks joined", h->addr,
            (unsigned long long)m->comm, m->nranks);
   else if (verdict == AH_COORD_VERDICT_MISMATCH) /* each rank's process names the difference */
-    ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: %u ranks joined with other settings "
-           "than rank %u", h->addr, (unsigned long long)m->comm, m->mm.ndiffer, m->mm.ref_rank);
+    ah_log(AH_LOG_DEBUG,
+           "coordinator hub %s: comm %016llx: %u ranks joined with other settings "
+           "than rank %u",
+           h->addr, (unsigned long long)m->comm, m->mm.ndiffer, m->mm.ref_rank);
   else /* rate-limited: forged communicators must not flood the log when their deadline passes */
-    hub_refuse(h, RATE_VERDICT, "comm %016llx: only %u of its %u ranks joined within %d ms; every "
-               "rank runs NCCL's own choices", (unsigned long long)m->comm, m->njoined,
-               m->nranks, h->o.join_ms);
+    hub_refuse(h, RATE_VERDICT,
+               "comm %016llx: only %u of its %u ranks joined within %d ms; every "
+               "rank runs NCCL's own choices",
+               (unsigned long long)m->comm, m->njoined, m->nranks, h->o.join_ms);
   for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
 }
 
@@ -199,16 +204,20 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
   uint32_t rank = ah_coord_get_u32(p + 12);
   uint64_t since = ah_coord_get_u64(p + 16);
   if (nranks == 0 || nranks > AH_COORD_MAX_RANKS || (rank >= nranks && rank != AH_COORD_NO_RANK)) {
-    hub_refuse(h, RATE_FRAME, "refused a JOIN from %s: rank %u of %u ranks out of range (at most "
-               "%u ranks); connection dropped", c->peer, rank, nranks, AH_COORD_MAX_RANKS);
+    hub_refuse(h, RATE_FRAME,
+               "refused a JOIN from %s: rank %u of %u ranks out of range (at most "
+               "%u ranks); connection dropped",
+               c->peer, rank, nranks, AH_COORD_MAX_RANKS);
     hub_conn_close_later(h, c);
     return;
   }
   hub_comm_t *found = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, found);
   if (found && found->nranks && found->nranks != nranks) {
-    hub_refuse(h, RATE_FRAME, "refused a JOIN from %s: comm %016llx has %u ranks, the JOIN says "
-               "%u; connection dropped", c->peer, (unsigned long long)comm, found->nranks, nranks);
+    hub_refuse(h, RATE_FRAME,
+               "refused a JOIN from %s: comm %016llx has %u ranks, the JOIN says "
+               "%u; connection dropped",
+               c->peer, (unsigned long long)comm, found->nranks, nranks);
     hub_conn_close_later(h, c);
     return;
   }
@@ -223,7 +232,8 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
    * reconnection under a new id). */
   uint64_t last = m->frame_base + m->nframes;
   if (since < m->frame_base) {
-    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but every member had "
+    hub_refuse(h, RATE_REPLAY,
+               "%s asks for comm %016llx segments after %llu, but every member had "
                "delivered up to %llu and they were dropped; its ranks run NCCL's own choices",
                c->peer, (unsigned long long)comm, (unsigned long long)since,
                (unsigned long long)m->frame_base);
@@ -231,7 +241,8 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
     return;
   }
   if (member_note(m, cl->id, since > last ? last : since, nranks + HUB_MEMBERS_SPARE) != 0) {
-    hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx from %s: %d processes joined it "
+    hub_refuse(h, RATE_CAP_JOIN,
+               "refused a JOIN of comm %016llx from %s: %d processes joined it "
                "already (at most its %u ranks + %d); its ranks run NCCL's own choices",
                (unsigned long long)comm, c->peer, m->nmembers, nranks, HUB_MEMBERS_SPARE);
     verdict_refuse(h, c, comm);
@@ -239,13 +250,16 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
   }
   if (!m->joined && rank != AH_COORD_NO_RANK && m->verdict == AH_COORD_VERDICT_NONE) {
     size_t bytes = (nranks + 7) / 8;
-    if (cl->npending >= h->o.max_client_pending_joins || h->npending_joins >= h->o.max_pending_joins ||
+    if (cl->npending >= h->o.max_client_pending_joins ||
+        h->npending_joins >= h->o.max_pending_joins ||
         h->rank_bytes + bytes > h->o.max_rank_bytes) {
-      hub_refuse(h, RATE_CAP_JOIN, "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
+      hub_refuse(h, RATE_CAP_JOIN,
+                 "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
                  "of the client, %d of the job, %zu bytes of rank bitmaps (at most %d, %d, %zu); "
-                 "its ranks run NCCL's own choices", (unsigned long long)comm, nranks, c->peer,
-                 cl->npending, h->npending_joins, h->rank_bytes, h->o.max_client_pending_joins,
-                 h->o.max_pending_joins, h->o.max_rank_bytes);
+                 "its ranks run NCCL's own choices",
+                 (unsigned long long)comm, nranks, c->peer, cl->npending, h->npending_joins,
+                 h->rank_bytes, h->o.max_client_pending_joins, h->o.max_pending_joins,
+                 h->o.max_rank_bytes);
       verdict_refuse(h, c, comm);
       return;
     }
@@ -284,19 +298,25 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
     c->comms[c->ncomms++] = comm;
     m->subs[m->nsubs++] = c;
   }
-  ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s joined comm %016llx (rank %u of %u; %u joined) "
-         "since %llu of %llu", h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
+  ah_log(AH_LOG_DEBUG,
+         "coordinator hub %s: %s joined comm %016llx (rank %u of %u; %u joined) "
+         "since %llu of %llu",
+         h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
          (unsigned long long)since, (unsigned long long)last);
   if (since > last)
-    hub_refuse(h, RATE_REPLAY, "%s asks for comm %016llx segments after %llu, but only %llu exist (a "
-               "different job's hub?); replaying none", c->peer, (unsigned long long)comm,
-               (unsigned long long)since, (unsigned long long)last);
+    hub_refuse(h, RATE_REPLAY,
+               "%s asks for comm %016llx segments after %llu, but only %llu exist (a "
+               "different job's hub?); replaying none",
+               c->peer, (unsigned long long)comm, (unsigned long long)since,
+               (unsigned long long)last);
   else if (since < last) /* the stored frames are contiguous: one copy, one send */
-    hub_conn_send(h, c, m->frames[since - m->frame_base], (size_t)(last - since) * FRAME_SEGMENT_BYTES);
+    hub_conn_send(h, c, m->frames[since - m->frame_base],
+                  (size_t)(last - since) * FRAME_SEGMENT_BYTES);
   /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
    * simply gets it again, and the client keeps the first. */
   if (m->verdict != AH_COORD_VERDICT_NONE) verdict_send(h, c, m);
-  else if (m->joined && m->njoined == m->nranks) hub_verdict_decide(h, m, AH_COORD_VERDICT_COMPLETE);
+  else if (m->joined && m->njoined == m->nranks)
+    hub_verdict_decide(h, m, AH_COORD_VERDICT_COMPLETE);
   return;
 oom:
   ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
@@ -352,9 +372,11 @@ void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   }
   if (cl->nframes >= h->o.max_client_segments || h->nframes >= h->o.max_segments) {
     /* Acknowledged so the client does not resend it, but neither stored nor forwarded. */
-    hub_refuse(h, RATE_CAP_SEGMENT, "refused a segment of comm %016llx from %s: %zu segments retained for "
-               "the client, %zu for the job (at most %zu, %zu)", (unsigned long long)k.comm,
-               c->peer, cl->nframes, h->nframes, h->o.max_client_segments, h->o.max_segments);
+    hub_refuse(h, RATE_CAP_SEGMENT,
+               "refused a segment of comm %016llx from %s: %zu segments retained for "
+               "the client, %zu for the job (at most %zu, %zu)",
+               (unsigned long long)k.comm, c->peer, cl->nframes, h->nframes,
+               h->o.max_client_segments, h->o.max_segments);
     cl->last_pub = pub;
     hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
     return;
@@ -385,16 +407,19 @@ void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   h->nframes++;
   atomic_store_explicit(&h->nframes_seen, h->nframes, memory_order_relaxed);
   cl->last_pub = pub;
-  struct timespec cpu0, cpu1; /* the thread's CPU time: the fan-out's cost, apart from waiting for a CPU */
+  struct timespec cpu0,
+      cpu1; /* the thread's CPU time: the fan-out's cost, apart from waiting for a CPU */
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
   for (int i = 0; i < m->nsubs; i++) hub_conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
   hub_flush_dirty(h); /* the relays' connections: one send each for their channels' copies */
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   uint32_t nf = atomic_load_explicit(&h->nfan, memory_order_relaxed);
-  atomic_store_explicit(&h->fan_ns[nf % HUB_FAN_RING], ah_coord_now_ns() - h->frame_rx_ns, memory_order_relaxed);
-  atomic_store_explicit(&h->fan_cpu_ns[nf % HUB_FAN_RING],
-                        (uint64_t)((cpu1.tv_sec - cpu0.tv_sec) * 1000000000ll + (cpu1.tv_nsec - cpu0.tv_nsec)),
+  atomic_store_explicit(&h->fan_ns[nf % HUB_FAN_RING], ah_coord_now_ns() - h->frame_rx_ns,
                         memory_order_relaxed);
+  atomic_store_explicit(
+      &h->fan_cpu_ns[nf % HUB_FAN_RING],
+      (uint64_t)((cpu1.tv_sec - cpu0.tv_sec) * 1000000000ll + (cpu1.tv_nsec - cpu0.tv_nsec)),
+      memory_order_relaxed);
   atomic_store_explicit(&h->nfan, nf + 1, memory_order_release);
   hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
   return;
@@ -414,8 +439,10 @@ void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const 
   int member = 0;
   for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
   if (!member || seq > m->frame_base + m->nframes) {
-    hub_refuse(h, RATE_DELIVERED, "refused a DELIVERED from %s: comm %016llx segment %llu (%s); "
-               "connection dropped", c->peer, (unsigned long long)comm, (unsigned long long)seq,
+    hub_refuse(h, RATE_DELIVERED,
+               "refused a DELIVERED from %s: comm %016llx segment %llu (%s); "
+               "connection dropped",
+               c->peer, (unsigned long long)comm, (unsigned long long)seq,
                !member ? "not a member" : "beyond the segments that exist");
     hub_conn_close_later(h, c);
     return;

@@ -246,8 +246,10 @@ int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c) {
   h->npending++;
   if (h->npending > h->o.max_pending) {
     hub_conn_t *old = h->pend_head;
-    hub_refuse(h, RATE_FLOOD, "refused %s: %d unauthenticated connections held (connection "
-               "flood?); dropped the oldest", old->peer, h->npending);
+    hub_refuse(h, RATE_FLOOD,
+               "refused %s: %d unauthenticated connections held (connection "
+               "flood?); dropped the oldest",
+               old->peer, h->npending);
     hub_pend_unlink(h, old);
     hub_conn_close_later(h, old);
   }
@@ -256,7 +258,7 @@ int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c) {
 }
 
 void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload,
-                          uint32_t len) {
+                       uint32_t len) {
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
   ah_coord_hdr_encode(type, len, f);
   if (len) memcpy(f + AH_COORD_HDR_BYTES, payload, len);

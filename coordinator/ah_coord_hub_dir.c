@@ -30,10 +30,10 @@ typedef struct hub_dir_wait {
 
 typedef struct hub_dir {
   uint8_t key[AH_COORD_DIR_KEY];
-  int have;          /* a value is stored (else only waiters are) */
+  int have; /* a value is stored (else only waiters are) */
   uint16_t vlen;
   uint8_t *val;
-  uint64_t owner;    /* client id charged for it: the last writer */
+  uint64_t owner; /* client id charged for it: the last writer */
   hub_dir_wait_t *waits;
   UT_hash_handle hh;
 } hub_dir_t;
@@ -87,7 +87,8 @@ static void dir_wait_drop(ah_coord_hub_t *h, hub_dir_wait_t *w) {
 /* Note that the value's length is checked against the frame's before anything is stored, and that
  * replacing a value moves its charge to the new writer (a key has one writer in practice; the
  * bound holds either way). */
-void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p, uint32_t len) {
+void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p,
+                    uint32_t len) {
   char err[200], kt[17];
   int vlen = ah_coord_dir_vlen(p, len, AH_COORD_DIR_KEY, err, sizeof err);
   if (vlen < 0) {
@@ -101,16 +102,18 @@ void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   size_t mine = cl->dir_bytes - (e && e->have && e->owner == cl->id ? old : 0);
   size_t add = dir_charge((size_t)vlen);
   if (h->dir_bytes - old + add > h->o.max_dir_bytes || mine + add > h->o.max_client_dir_bytes) {
-    hub_refuse(h, RATE_DIR, "refused a DIR_PUT of key %s… from %s: the directory would hold %zu "
-               "bytes for this client, %zu for the job (at most %zu and %zu); not stored", kt, c->peer,
-               mine + add, h->dir_bytes - old + add, h->o.max_client_dir_bytes, h->o.max_dir_bytes);
+    hub_refuse(h, RATE_DIR,
+               "refused a DIR_PUT of key %s… from %s: the directory would hold %zu "
+               "bytes for this client, %zu for the job (at most %zu and %zu); not stored",
+               kt, c->peer, mine + add, h->dir_bytes - old + add, h->o.max_client_dir_bytes,
+               h->o.max_dir_bytes);
     return;
   }
   uint8_t *val = malloc(vlen ? (size_t)vlen : 1);
   if (!e) e = calloc(1, sizeof *e);
   if (!val || !e) {
-    ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory storing a directory key from %s", h->addr,
-           c->peer);
+    ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory storing a directory key from %s",
+           h->addr, c->peer);
     free(val);
     if (e && !e->have && !e->waits) free(e); /* a fresh one, never added */
     return;
@@ -157,9 +160,11 @@ void hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   if (h->ndir_waits >= h->o.max_dir_waits || c->ndir_waits >= h->o.max_conn_dir_waits) {
     char kt[17];
     dir_key_text(key, kt);
-    hub_refuse(h, RATE_DIR, "refused a DIR_GET of key %s… from %s: %d requests wait on this "
-               "connection, %d in the job (at most %d and %d); the request is dropped", kt, c->peer,
-               c->ndir_waits, h->ndir_waits, h->o.max_conn_dir_waits, h->o.max_dir_waits);
+    hub_refuse(h, RATE_DIR,
+               "refused a DIR_GET of key %s… from %s: %d requests wait on this "
+               "connection, %d in the job (at most %d and %d); the request is dropped",
+               kt, c->peer, c->ndir_waits, h->ndir_waits, h->o.max_conn_dir_waits,
+               h->o.max_dir_waits);
     return;
   }
   hub_dir_wait_t *w = calloc(1, sizeof *w);

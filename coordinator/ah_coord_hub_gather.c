@@ -32,8 +32,13 @@ typedef struct hub_gather {
 
 static void gather_send(ah_coord_hub_t *h, hub_comm_t *m, hub_gather_t *g) {
   if (m->leader && !m->leader->closing) {
-    ah_coord_time_t t = {.comm = m->comm, .coll = g->k.coll, .bin = g->k.bin, .index = g->k.index,
-                         .us = g->min_us, .reported = g->reported, .nranks = m->nranks};
+    ah_coord_time_t t = {.comm = m->comm,
+                         .coll = g->k.coll,
+                         .bin = g->k.bin,
+                         .index = g->k.index,
+                         .us = g->min_us,
+                         .reported = g->reported,
+                         .nranks = m->nranks};
     uint8_t p[8 + 1 + 1 + 8 + 4 + 4 + 4];
     ah_coord_time_pack(AH_MSG_MIN_TIME, &t, p);
     hub_conn_send_msg(h, m->leader, AH_MSG_MIN_TIME, p, sizeof p);
@@ -60,8 +65,10 @@ void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, cons
   for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
   if (!member || (m->verdict == AH_COORD_VERDICT_COMPLETE &&
                   (t.rank >= m->nranks || !(m->joined[t.rank / 8] & (1u << (t.rank % 8)))))) {
-    hub_refuse(h, RATE_GATHER, "refused a SEARCH_TIME from %s: %s rank %u of comm %016llx; connection "
-               "dropped", c->peer, member ? "no joined" : "not a member:", t.rank, (unsigned long long)t.comm);
+    hub_refuse(h, RATE_GATHER,
+               "refused a SEARCH_TIME from %s: %s rank %u of comm %016llx; connection "
+               "dropped",
+               c->peer, member ? "no joined" : "not a member:", t.rank, (unsigned long long)t.comm);
     hub_conn_close_later(h, c);
     return;
   }
@@ -73,9 +80,11 @@ void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, cons
   HASH_FIND(hh, m->gather, &k, sizeof k, g);
   if (!g) {
     if (m->ngather >= h->o.max_comm_gathers || h->ngather >= h->o.max_gathers) {
-      hub_refuse(h, RATE_GATHER, "dropped the search times of call %llu of comm %016llx: %d calls are "
-                 "being gathered for it, %d in the job (at most %d and %d)", (unsigned long long)t.index,
-                 (unsigned long long)t.comm, m->ngather, h->ngather, h->o.max_comm_gathers, h->o.max_gathers);
+      hub_refuse(h, RATE_GATHER,
+                 "dropped the search times of call %llu of comm %016llx: %d calls are "
+                 "being gathered for it, %d in the job (at most %d and %d)",
+                 (unsigned long long)t.index, (unsigned long long)t.comm, m->ngather, h->ngather,
+                 h->o.max_comm_gathers, h->o.max_gathers);
       return;
     }
     if (!(g = calloc(1, sizeof *g))) return; /* the leader's search treats the call as lost */
@@ -97,7 +106,7 @@ void hub_gather_tick(ah_coord_hub_t *h, uint64_t now) {
   for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
     hub_gather_t *g, *gt;
     HASH_ITER(hh, m->gather, g, gt)
-      if (now - g->first_ns >= due) gather_send(h, m, g);
+    if (now - g->first_ns >= due) gather_send(h, m, g);
   }
 }
 

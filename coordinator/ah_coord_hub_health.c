@@ -64,11 +64,14 @@ void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const u
   uint64_t now = ah_coord_now_ns();
   if (!m->prog) {
     if (h->prog_ranks + m->nranks > h->o.max_progress_ranks) {
-      hub_refuse(h, RATE_PROGRESS, "comm %016llx is not diagnosed: progress of %u ranks kept already "
-                 "(at most %u)", (unsigned long long)comm, h->prog_ranks, h->o.max_progress_ranks);
+      hub_refuse(h, RATE_PROGRESS,
+                 "comm %016llx is not diagnosed: progress of %u ranks kept already "
+                 "(at most %u)",
+                 (unsigned long long)comm, h->prog_ranks, h->o.max_progress_ranks);
       return;
     }
-    if (!(m->prog = calloc(m->nranks, sizeof *m->prog))) return; /* not diagnosed; the job goes on */
+    if (!(m->prog = calloc(m->nranks, sizeof *m->prog)))
+      return; /* not diagnosed; the job goes on */
     h->prog_ranks += m->nranks;
     m->advanced_ns = now;
   }
@@ -86,7 +89,8 @@ void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const u
   m->advanced_ns = now;
   if (m->finding) {
     ah_finding_t f = {.kind = AH_FINDING_RESUMED};
-    snprintf(f.text, sizeof f.text, "comm %016llx advances again (rank %u)", (unsigned long long)comm, rec.rank);
+    snprintf(f.text, sizeof f.text, "comm %016llx advances again (rank %u)",
+             (unsigned long long)comm, rec.rank);
     finding_send(h, m, &f);
     m->finding = 0;
   }
@@ -120,7 +124,10 @@ void hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
     char who[96];
     rank_place(m, ev.rank, who, sizeof who);
     ah_finding_t f = {.kind = ev.flagged ? AH_FINDING_STRAGGLER : AH_FINDING_RECOVERED,
-                      .has_call = 1, .coll = ev.coll, .bin = ev.bin, .index = ev.index};
+                      .has_call = 1,
+                      .coll = ev.coll,
+                      .bin = ev.bin,
+                      .index = ev.index};
     ah_strag_text(m->comm, &ev, who, f.text);
     const hub_prog_t *s = m->prog ? &m->prog[ev.rank] : NULL;
     ah_finding_add_rank(&f, ev.rank, s && s->have ? &s->rec : NULL, s ? s->host : NULL);
@@ -139,7 +146,8 @@ void hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
     for (uint32_t r = 0; r < m->nranks; r++)
       ranks[r] = (ah_health_rank_t){m->prog[r].have ? &m->prog[r].rec : NULL, m->prog[r].host};
     ah_finding_t f;
-    int kind = ah_health_classify(m->comm, ranks, m->nranks, (double)(now - m->advanced_ns) / 1e9, &f);
+    int kind =
+        ah_health_classify(m->comm, ranks, m->nranks, (double)(now - m->advanced_ns) / 1e9, &f);
     free(ranks);
     if (kind == AH_FINDING_NONE) { /* the job waits outside NCCL: look again in a second */
       m->recheck_ns = now + 1000000000ull;
@@ -164,11 +172,14 @@ void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
   for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
     if (!m->prog) continue;
     n++;
-    ah_status_comm_t sc = {.comm = m->comm, .nranks = m->nranks, .verdict = (uint8_t)m->verdict,
+    ah_status_comm_t sc = {.comm = m->comm,
+                           .nranks = m->nranks,
+                           .verdict = (uint8_t)m->verdict,
                            .finding = (uint8_t)m->finding,
                            .stalled_ms = (uint32_t)((now - m->advanced_ns) / 1000000ull)};
     if (m->finding) snprintf(sc.text, sizeof sc.text, "%s", m->finding_text);
-    uint8_t p[AH_STATUS_RANK_BYTES > AH_STATUS_COMM_BYTES ? AH_STATUS_RANK_BYTES : AH_STATUS_COMM_BYTES];
+    uint8_t p[AH_STATUS_RANK_BYTES > AH_STATUS_COMM_BYTES ? AH_STATUS_RANK_BYTES
+                                                          : AH_STATUS_COMM_BYTES];
     ah_status_comm_pack(&sc, p);
     hub_conn_send_msg(h, c, AH_MSG_STATUS_COMM, p, AH_STATUS_COMM_BYTES);
     for (uint32_t r = 0; r < m->nranks; r++) {

@@ -47,7 +47,7 @@ typedef struct hub_conn {
   uint32_t chan;
   struct hub_conn **chans;
   int nchans, capchans;
-  int dirty;                    /* bytes queued, to be sent at the end of the loop's turn */
+  int dirty; /* bytes queued, to be sent at the end of the loop's turn */
   struct hub_conn *dirty_next;
 } hub_conn_t;
 /* Channels one relay may carry: a host's processes (8 GPUs, or a few hundred threads' worth). */
@@ -76,7 +76,7 @@ typedef struct {
 typedef struct {
   ah_health_rec_t rec;
   int have;
-  uint64_t rx_ns;         /* when it arrived */
+  uint64_t rx_ns; /* when it arrived */
   char host[64];
 } hub_prog_t;
 
@@ -99,20 +99,21 @@ typedef struct {
   uint64_t *frame_pub;
   size_t nframes, capframes;
   uint64_t frame_base;
-  hub_member_t *members;  /* every client id that joined it, with what it has delivered */
+  hub_member_t *members; /* every client id that joined it, with what it has delivered */
   int nmembers, capmembers;
   hub_conn_t **subs;
   int nsubs, capsubs;
   /* Diagnosis (ah_coord_hub_health.c): every rank's latest record once it is COMPLETE, when any
    * rank's calls last advanced, and the kind of the finding sent for the current stall (0: none). */
   hub_prog_t *prog;
-  ah_strag_t *strag;      /* its ranks' lateness (ah_coord_straggler.c), from their SAMPLES */
+  ah_strag_t *strag; /* its ranks' lateness (ah_coord_straggler.c), from their SAMPLES */
   uint64_t advanced_ns;
-  uint64_t recheck_ns;    /* a stall that showed no hang is looked at again from here */
+  uint64_t recheck_ns; /* a stall that showed no hang is looked at again from here */
   int finding;
   char finding_text[AH_HEALTH_TEXT];
-  hub_conn_t *leader;     /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
-  struct hub_gather *gather; /* search calls whose durations are being gathered (ah_coord_hub_gather.c) */
+  hub_conn_t *leader; /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
+  struct hub_gather
+      *gather; /* search calls whose durations are being gathered (ah_coord_hub_gather.c) */
   int ngather;
   UT_hash_handle hh;
 } hub_comm_t;
@@ -120,9 +121,9 @@ typedef struct {
 typedef struct {
   uint64_t id;
   uint64_t last_pub;
-  int ncomms;     /* communicators this client created */
-  int npending;   /* of the pending joins, those this client started */
-  size_t nframes; /* segments of this client retained */
+  int ncomms;       /* communicators this client created */
+  int npending;     /* of the pending joins, those this client started */
+  size_t nframes;   /* segments of this client retained */
   size_t dir_bytes; /* directory bytes charged to it (the entries it wrote last) */
   UT_hash_handle hh;
 } hub_client_t;
@@ -136,8 +137,23 @@ typedef struct {
 
 enum {
   RATE_RELAY,
-  RATE_AUTH, RATE_FRAME, RATE_TIMEOUT, RATE_FLOOD, RATE_CLOSED, RATE_SLOW, RATE_ACCEPT, RATE_CAP_COMM,
-  RATE_CAP_JOIN, RATE_CAP_SEGMENT, RATE_VERDICT, RATE_REPLAY, RATE_DELIVERED, RATE_PROGRESS, RATE_DIR, RATE_GATHER, RATE_N
+  RATE_AUTH,
+  RATE_FRAME,
+  RATE_TIMEOUT,
+  RATE_FLOOD,
+  RATE_CLOSED,
+  RATE_SLOW,
+  RATE_ACCEPT,
+  RATE_CAP_COMM,
+  RATE_CAP_JOIN,
+  RATE_CAP_SEGMENT,
+  RATE_VERDICT,
+  RATE_REPLAY,
+  RATE_DELIVERED,
+  RATE_PROGRESS,
+  RATE_DIR,
+  RATE_GATHER,
+  RATE_N
 };
 
 struct ah_coord_hub {
@@ -156,13 +172,13 @@ struct ah_coord_hub {
   hub_conn_t *close_list;
   hub_conn_t *dirty_list; /* relay connections with channel frames queued (hub_flush_dirty) */
   hub_comm_t *comms;
-  int ncomms, npending_joins; /* communicators; those with a join and no verdict yet */
-  size_t rank_bytes;    /* bytes of every communicator's rank bitmap */
-  size_t nframes;       /* segments retained, all communicators */
+  int ncomms, npending_joins;  /* communicators; those with a join and no verdict yet */
+  size_t rank_bytes;           /* bytes of every communicator's rank bitmap */
+  size_t nframes;              /* segments retained, all communicators */
   _Atomic size_t nframes_seen; /* the same, for other threads (ah_coord_hub_retained) */
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
-  uint32_t prog_ranks;  /* ranks with a progress slot, all communicators */
+  uint32_t prog_ranks; /* ranks with a progress slot, all communicators */
   /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send)
    * and the hub thread's CPU time in its sends, a ring of the last HUB_FAN_RING, for
    * bench/coord_scale (ah_coord_hub_fanout). */
@@ -177,21 +193,22 @@ struct ah_coord_hub {
   int ngather;          /* search calls being gathered, all communicators */
 };
 
-
 /* ---- ah_coord_hub_conn.c ---- */
 
 /* Logs a refusal of a kind, at most 5 lines a second per kind, then a count of the rest. */
-void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Closes a kind's one-second window once it has passed, logging what it suppressed. */
 void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now);
 void hub_pend_unlink(ah_coord_hub_t *h, hub_conn_t *c);      /* off the unauthenticated list */
 void hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c); /* closed at the loop's next turn */
-void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c);            /* c no longer receives m's segments */
-void hub_close_pending(ah_coord_hub_t *h);                    /* frees what close_later marked */
-void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c);        /* writes what the socket takes */
+void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c);           /* c no longer receives m's segments */
+void hub_close_pending(ah_coord_hub_t *h);                   /* frees what close_later marked */
+void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c);       /* writes what the socket takes */
 /* Queues bytes for c (dropping c once max_outbuf bytes wait for it), or a framed message. */
 void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n);
-void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload, uint32_t len);
+void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload,
+                       uint32_t len);
 /* Sends what channels queued on their relays' connections: one send(2) per relay for all the frames
  * of a fan-out. Called after each fan-out and at the end of every turn of the loop. */
 void hub_flush_dirty(ah_coord_hub_t *h);
@@ -206,13 +223,15 @@ int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c);
  * with its inner frame checked (type, payload and length set), for the caller to handle as if the
  * channel's own socket had carried it; NULL when there is nothing to handle (a channel already
  * closed, or a frame refused: logged, the channel or the relay dropped). */
-hub_conn_t *hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p, uint32_t len,
-                               uint8_t *itype_p, const uint8_t **ip_p, uint32_t *ilen_p);
+hub_conn_t *hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p,
+                               uint32_t len, uint8_t *itype_p, const uint8_t **ip_p,
+                               uint32_t *ilen_p);
 
 /* ---- ah_coord_hub_comm.c ---- */
 
 hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id);
-hub_client_t *hub_client_get(ah_coord_hub_t *h, uint64_t id); /* found or created; NULL: no memory */
+hub_client_t *hub_client_get(ah_coord_hub_t *h,
+                             uint64_t id); /* found or created; NULL: no memory */
 void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict);
 void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
@@ -234,7 +253,8 @@ void hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m);
 /* Stores a DIR_PUT's value (replacing the key's) and answers every DIR_GET waiting for the key;
  * refused with one log line (the message dropped, the connection kept) when malformed or beyond the
  * directory's bounds. len is the payload's length. */
-void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p, uint32_t len);
+void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p,
+                    uint32_t len);
 /* Answers a DIR_GET at once when the key is stored, else keeps it until a put or its timeout. */
 void hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
 /* Forgets the waiters of a connection being closed (before it is freed). */

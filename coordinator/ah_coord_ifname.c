@@ -19,7 +19,8 @@ int ah_coord_if_match(const char *name, const char *spec) {
   for (const char *p = spec; *p;) {
     size_t len = strcspn(p, ",");
     /* An empty item ("eth,,ib", a trailing comma) names nothing. */
-    if (len > 0 && (exact ? strlen(name) == len && strncmp(name, p, len) == 0 : strncmp(name, p, len) == 0))
+    if (len > 0 &&
+        (exact ? strlen(name) == len && strncmp(name, p, len) == 0 : strncmp(name, p, len) == 0))
       return !exclude;
     p += len;
     if (*p == ',') p++;

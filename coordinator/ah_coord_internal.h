@@ -55,16 +55,16 @@ int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed, i
  * when none has a usable address. Writes the interface's name into name (len bytes; "" for the
  * fallback). Returns 0, or -1 when ifname was given and matched no interface: the default order
  * chose instead (the caller logs it). */
-int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, socklen_t *len_p, char *name,
-                           size_t len);
+int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, socklen_t *len_p,
+                           char *name, size_t len);
 
 /* ---- interface choice (ah_coord_ifname.c) ---- */
 /* One address of one interface, as getifaddrs lists them. */
 typedef struct {
-  const char *name;             /* "eth0" */
-  int family;                   /* AF_INET, AF_INET6 (others are never chosen) */
-  int up;                       /* IFF_UP */
-  const struct sockaddr *addr;  /* NULL: the interface has no address of this entry */
+  const char *name;            /* "eth0" */
+  int family;                  /* AF_INET, AF_INET6 (others are never chosen) */
+  int up;                      /* IFF_UP */
+  const struct sockaddr *addr; /* NULL: the interface has no address of this entry */
 } ah_coord_if_t;
 
 /* Whether interface `name` is selected by a non-empty NCCL_SOCKET_IFNAME-style spec: comma-separated
@@ -80,7 +80,8 @@ int ah_coord_if_choose(const ah_coord_if_t *ifs, int n, const char *spec);
 long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
-#define AH_COORD_PROTO_VERSION 7 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
+#define AH_COORD_PROTO_VERSION                                                                     \
+  7 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
                                   * shortest search durations (SEARCH_TIME, MIN_TIME); 6: the host
                                   * relay's channels (RELAY_OPEN, RELAY_DATA, RELAY_CLOSE); 7: the
                                   * directory's DIR_ABSENT */
@@ -102,34 +103,38 @@ long ah_coord_net_nofile_raise(long want);
 #define AH_COORD_MAC_BYTES 32
 
 enum {
-  AH_MSG_HELLO = 1,   /* hub -> client: nonce_h[32] */
-  AH_MSG_AUTH = 2,    /* client -> hub: nonce_c[32] client_id u64 mac[32] */
-  AH_MSG_WELCOME = 3, /* hub -> client: mac[32] last_pub u64 */
-  AH_MSG_JOIN = 4,    /* client -> hub: comm u64 nranks u32 rank u32 since u64 digest u64[3] */
-  AH_MSG_LEAVE = 5,   /* client -> hub: comm u64 */
-  AH_MSG_PUBLISH = 6, /* client -> hub: pub_seq u64 key seg */
-  AH_MSG_ACK = 7,     /* hub -> client: pub_seq u64 */
-  AH_MSG_SEGMENT = 8, /* hub -> client: seq u64 key seg */
-  AH_MSG_PING = 9,    /* client -> hub: empty */
-  AH_MSG_PONG = 10,   /* hub -> client: empty */
-  AH_MSG_VERDICT = 11, /* hub -> client: comm u64 verdict u32 (AH_COORD_VERDICT_*) mask u32
+  AH_MSG_HELLO = 1,      /* hub -> client: nonce_h[32] */
+  AH_MSG_AUTH = 2,       /* client -> hub: nonce_c[32] client_id u64 mac[32] */
+  AH_MSG_WELCOME = 3,    /* hub -> client: mac[32] last_pub u64 */
+  AH_MSG_JOIN = 4,       /* client -> hub: comm u64 nranks u32 rank u32 since u64 digest u64[3] */
+  AH_MSG_LEAVE = 5,      /* client -> hub: comm u64 */
+  AH_MSG_PUBLISH = 6,    /* client -> hub: pub_seq u64 key seg */
+  AH_MSG_ACK = 7,        /* hub -> client: pub_seq u64 */
+  AH_MSG_SEGMENT = 8,    /* hub -> client: seq u64 key seg */
+  AH_MSG_PING = 9,       /* client -> hub: empty */
+  AH_MSG_PONG = 10,      /* hub -> client: empty */
+  AH_MSG_VERDICT = 11,   /* hub -> client: comm u64 verdict u32 (AH_COORD_VERDICT_*) mask u32
                         * ref_rank u32 first_rank u32 ndiffer u32 (MISMATCH's evidence, else 0) */
   AH_MSG_DELIVERED = 12, /* client -> hub: comm u64 seq u64 (every segment up to seq delivered) */
-  AH_MSG_PROGRESS = 13,  /* client -> hub: comm u64 record[AH_HEALTH_REC_BYTES] (ah_coord_health.h) */
-  AH_MSG_FINDING = 14,   /* hub -> client: comm u64 finding[AH_FINDING_BYTES] (ah_coord_health.h) */
-  AH_MSG_STATUS = 15,      /* client -> hub: empty (autoha status) */
+  AH_MSG_PROGRESS =
+      13,              /* client -> hub: comm u64 record[AH_HEALTH_REC_BYTES] (ah_coord_health.h) */
+  AH_MSG_FINDING = 14, /* hub -> client: comm u64 finding[AH_FINDING_BYTES] (ah_coord_health.h) */
+  AH_MSG_STATUS = 15,  /* client -> hub: empty (autoha status) */
   AH_MSG_STATUS_COMM = 16, /* hub -> client: ah_status_comm_t (ah_coord_status.h) */
   AH_MSG_STATUS_RANK = 17, /* hub -> client: ah_status_rank_t */
   AH_MSG_STATUS_END = 18,  /* hub -> client: count u32 (communicators sent) */
-  AH_MSG_SAMPLES = 19,     /* client -> hub: comm u64 samples[AH_HEALTH_SAMPLES_BYTES] (ah_coord_health.h) */
-  AH_MSG_DIR_PUT = 20,     /* client -> hub: key[32] vlen u16 val[vlen] */
-  AH_MSG_DIR_GET = 21,     /* client -> hub: req u64 timeout_ms u32 key[32] */
-  AH_MSG_DIR_VAL = 22,     /* hub -> client: req u64 key[32] vlen u16 val[vlen] (the answer to req) */
+  AH_MSG_SAMPLES =
+      19, /* client -> hub: comm u64 samples[AH_HEALTH_SAMPLES_BYTES] (ah_coord_health.h) */
+  AH_MSG_DIR_PUT = 20, /* client -> hub: key[32] vlen u16 val[vlen] */
+  AH_MSG_DIR_GET = 21, /* client -> hub: req u64 timeout_ms u32 key[32] */
+  AH_MSG_DIR_VAL = 22, /* hub -> client: req u64 key[32] vlen u16 val[vlen] (the answer to req) */
   AH_MSG_SEARCH_TIME = 23, /* client -> hub: comm u64 rank u32 coll u8 bin u8 index u64 us f32 */
-  AH_MSG_MIN_TIME = 24,    /* hub -> leader: comm u64 coll u8 bin u8 index u64 us f32 reported u32 nranks u32 */
+  AH_MSG_MIN_TIME =
+      24, /* hub -> leader: comm u64 coll u8 bin u8 index u64 us f32 reported u32 nranks u32 */
   /* A host's relay (docs/coordinator.md "Host relay"): one authenticated connection carries the
    * connections of the other processes of its host as numbered channels. */
-  AH_MSG_RELAY_OPEN = 25,  /* relay -> hub: chan u32 (a local process connected; the hub greets it) */
+  AH_MSG_RELAY_OPEN =
+      25, /* relay -> hub: chan u32 (a local process connected; the hub greets it) */
   AH_MSG_RELAY_DATA = 26,  /* both: chan u32 frame (one whole frame of that channel's connection) */
   AH_MSG_RELAY_CLOSE = 27, /* both: chan u32 (that channel's connection ended) */
   AH_MSG_DIR_ABSENT = 28,  /* hub -> client: req u64 key[32] (req's key is not stored as the hub
@@ -163,14 +168,15 @@ uint32_t ah_coord_msg_len(uint8_t type);
  * out of range or a negative or non-finite duration. */
 typedef struct {
   uint64_t comm;
-  uint32_t rank;     /* SEARCH_TIME: the reporting rank */
+  uint32_t rank; /* SEARCH_TIME: the reporting rank */
   uint8_t coll, bin;
   uint64_t index;
   float us;
   uint32_t reported, nranks; /* MIN_TIME: ranks whose durations the minimum is over, of nranks */
 } ah_coord_time_t;
 void ah_coord_time_pack(uint8_t type, const ah_coord_time_t *t, uint8_t *out);
-int ah_coord_time_unpack(uint8_t type, const uint8_t *in, ah_coord_time_t *t_p, char *err, size_t errlen);
+int ah_coord_time_unpack(uint8_t type, const uint8_t *in, ah_coord_time_t *t_p, char *err,
+                         size_t errlen);
 /* The value length a DIR_PUT or DIR_VAL frame of payload length len declares at offset `at`, when
  * it matches the bytes the frame carries. Returns it, or -1 with err naming the mismatch. */
 int ah_coord_dir_vlen(const uint8_t *p, uint32_t len, uint32_t at, char *err, size_t errlen);
@@ -208,19 +214,20 @@ int ah_coord_random(void *buf, size_t n);
  * a host relay, the AH_COORD_RELAY_FDS descriptors it passes right behind the hub's WELCOME (its
  * doorbell, then this process's ring; docs/coordinator.md "Host relay") are returned there. */
 #define AH_COORD_RELAY_FDS 2
-int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[16], uint64_t client_id,
-                  int connect_ms, int *fd_p, int *relay_fds, uint64_t *last_pub_p, char *err, size_t errlen);
+int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[16],
+                  uint64_t client_id, int connect_ms, int *fd_p, int *relay_fds,
+                  uint64_t *last_pub_p, char *err, size_t errlen);
 
 /* ---- hub (ah_coord_hub.c) ---- */
 typedef struct ah_coord_hub ah_coord_hub_t;
 
 typedef struct {
-  int auth_ms;         /* an unauthenticated connection must finish the handshake within this */
-  int frame_ms;        /* a started frame must complete within this */
-  int idle_ms;         /* an authenticated connection silent this long is dropped */
-  int max_pending;     /* unauthenticated connections held at once; the oldest is dropped beyond */
-  size_t max_outbuf;   /* bytes queued to one client before it is dropped as a slow reader */
-  int join_ms;         /* a communicator not joined by all its ranks this long after its first
+  int auth_ms;       /* an unauthenticated connection must finish the handshake within this */
+  int frame_ms;      /* a started frame must complete within this */
+  int idle_ms;       /* an authenticated connection silent this long is dropped */
+  int max_pending;   /* unauthenticated connections held at once; the oldest is dropped beyond */
+  size_t max_outbuf; /* bytes queued to one client before it is dropped as a slow reader */
+  int join_ms;       /* a communicator not joined by all its ranks this long after its first
                         * join is ABANDONED (AUTOHA_COORD_JOIN_S) */
   /* Bounds on what authenticated clients make the hub keep. Per client (id) and per job;
    * a communicator beyond a cap is refused with an ABANDONED verdict (NCCL's own choices), a segment
@@ -229,10 +236,10 @@ typedef struct {
   int max_pending_joins, max_client_pending_joins; /* joined, no verdict yet */
   size_t max_rank_bytes;                           /* rank bitmaps, all communicators */
   size_t max_segments, max_client_segments;        /* segments retained */
-  int hang_ms;         /* a communicator whose ranks all stopped advancing this long is diagnosed
+  int hang_ms; /* a communicator whose ranks all stopped advancing this long is diagnosed
                         * (AUTOHA_HANG_S); <= 0: never */
   uint32_t max_progress_ranks; /* ranks whose progress records are kept, all communicators */
-  double straggler_pct; /* a rank late by more than this % of its calls' time is flagged
+  double straggler_pct;        /* a rank late by more than this % of its calls' time is flagged
                          * (AUTOHA_STRAGGLER_PCT); <= 0: stragglers are not looked for */
   /* The key/value directory: bytes of stored entries (key, value and 64 bytes of bookkeeping
    * each) per job and per client id, and DIR_GETs waiting per job and per connection. A put beyond
@@ -244,7 +251,7 @@ typedef struct {
    * are bounded per communicator and per job (beyond, a call's reports are dropped). */
   int gather_ms;
   int max_comm_gathers, max_gathers;
-  const char *ifname;   /* AUTOHA_COORD_IFNAME: the interface to bind and advertise when no
+  const char *ifname; /* AUTOHA_COORD_IFNAME: the interface to bind and advertise when no
                          * address is given; NULL: NCCL's default order */
 } ah_coord_hub_opts_t;
 
@@ -270,15 +277,15 @@ int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, uint64_t *cpu_ns, int m
 
 /* ---- client (ah_coord_client.c) ---- */
 typedef struct {
-  int connect_ms;      /* connect + handshake deadline */
-  int heartbeat_ms;    /* PING when nothing was sent for this long */
-  int dead_ms;         /* nothing received for this long: connection lost */
-  int reconnect_ms;    /* keep trying to reconnect for this long, then the hub is gone */
-  int relay;           /* 1: share one connection to the hub per host (AUTOHA_COORD_RELAY;
+  int connect_ms;    /* connect + handshake deadline */
+  int heartbeat_ms;  /* PING when nothing was sent for this long */
+  int dead_ms;       /* nothing received for this long: connection lost */
+  int reconnect_ms;  /* keep trying to reconnect for this long, then the hub is gone */
+  int relay;         /* 1: share one connection to the hub per host (AUTOHA_COORD_RELAY;
                         * docs/coordinator.md "Host relay"); 0: connect directly */
-  char host[64];       /* the host's identity for the relay's endpoint ("" = the hostname);
+  char host[64];     /* the host's identity for the relay's endpoint ("" = the hostname);
                         * bench/coord_scale and tests simulate hosts with it */
-  int relay_lazy_ms;   /* as the relay: how long segments may sit unread in a local process's ring
+  int relay_lazy_ms; /* as the relay: how long segments may sit unread in a local process's ring
                         * before the doorbell wakes it for them (a rank waiting for one takes it
                         * itself, ah_coord_poll) */
 } ah_coord_client_opts_t;
@@ -287,7 +294,8 @@ void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p);
 /* A new client (not shared with ah_coord_connect's): connects to `addr` when non-NULL, else to the
  * stamp's address. Returns NULL after logging. */
 /* The hub's address a stamp names, as a socket address (ah_coord_stamp.c). */
-void ah_coord_stamp_sockaddr(const ah_coord_stamp_t *st, struct sockaddr_storage *ss, socklen_t *sl);
+void ah_coord_stamp_sockaddr(const ah_coord_stamp_t *st, struct sockaddr_storage *ss,
+                             socklen_t *sl);
 ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr,
                                  const ah_coord_client_opts_t *opts, ah_coord_deliver_fn deliver,
                                  void *arg);

@@ -39,15 +39,13 @@ uint64_t ah_coord_now_ns(void) {
 
 int ah_coord_net_nonblock_set(char *err, int fd) {
   int flags;
-  while ((flags = fcntl(fd, F_GETFL)) == -1 && errno == EINTR) {
-  }
+  while ((flags = fcntl(fd, F_GETFL)) == -1 && errno == EINTR) {}
   if (flags == -1) {
     net_err(err, "fcntl(F_GETFL): %s", strerror(errno));
     return AH_NET_ERR;
   }
   int r;
-  while ((r = fcntl(fd, F_SETFL, flags | O_NONBLOCK)) == -1 && errno == EINTR) {
-  }
+  while ((r = fcntl(fd, F_SETFL, flags | O_NONBLOCK)) == -1 && errno == EINTR) {}
   if (r == -1) {
     net_err(err, "fcntl(F_SETFL,O_NONBLOCK): %s", strerror(errno));
     return AH_NET_ERR;
@@ -162,8 +160,7 @@ int ah_coord_net_accept(char *err, int lfd, int *fd_p, char *peer, size_t peer_l
   socklen_t l = sizeof ss;
   int fd;
   while ((fd = accept4(lfd, (struct sockaddr *)&ss, &l, SOCK_CLOEXEC | SOCK_NONBLOCK)) == -1 &&
-         errno == EINTR) {
-  }
+         errno == EINTR) {}
   if (fd == -1) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return AH_NET_TIMEOUT;
     net_err(err, "accept(): %s", strerror(errno));
@@ -208,8 +205,7 @@ int ah_coord_net_connect(char *err, const struct sockaddr *sa, socklen_t len, ui
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   int r;
-  while ((r = connect(fd, sa, len)) == -1 && errno == EINTR) {
-  }
+  while ((r = connect(fd, sa, len)) == -1 && errno == EINTR) {}
   if (r == -1 && errno != EINPROGRESS) {
     net_err(err, "connect(%s): %s", a, strerror(errno));
     close(fd);
@@ -292,7 +288,9 @@ int ah_coord_net_fd_send(char *err, int fd, const int *passed, int n) {
     return AH_NET_ERR;
   }
   memset(&u, 0, sizeof u);
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+  struct msghdr m = {.msg_iov = &iov,
+                     .msg_iovlen = 1,
+                     .msg_control = u.b,
                      .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
   struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
   cm->cmsg_level = SOL_SOCKET;
@@ -300,8 +298,7 @@ int ah_coord_net_fd_send(char *err, int fd, const int *passed, int n) {
   cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
   memcpy(CMSG_DATA(cm), passed, (size_t)n * sizeof(int));
   ssize_t r;
-  while ((r = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
+  while ((r = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
   if (r != 1) {
     net_err(err, "sendmsg(SCM_RIGHTS): %s", r < 0 ? strerror(errno) : "nothing sent");
     return AH_NET_ERR;
@@ -318,7 +315,8 @@ int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed, i
       char b[CMSG_SPACE(AH_NET_FD_MAX * sizeof(int))];
     } u;
     memset(&u, 0, sizeof u);
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
     ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -332,7 +330,8 @@ int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed, i
     }
     struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
     int got[AH_NET_FD_MAX], ngot = 0;
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len >= CMSG_LEN(0)) {
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+        cm->cmsg_len >= CMSG_LEN(0)) {
       ngot = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
       if (ngot > AH_NET_FD_MAX) ngot = AH_NET_FD_MAX;
       memcpy(got, CMSG_DATA(cm), (size_t)ngot * sizeof(int));
@@ -350,8 +349,8 @@ int ah_coord_net_fd_recv(char *err, int fd, uint64_t deadline_ns, int *passed, i
 
 /* Note that getifaddrs lists each address of each interface as one entry, in the kernel's order
  * (IPv4 before IPv6), so "the first entry" is the first address of the first interface chosen. */
-int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, socklen_t *len_p, char *name,
-                           size_t len) {
+int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, socklen_t *len_p,
+                           char *name, size_t len) {
   memset(ss_p, 0, sizeof *ss_p);
   struct sockaddr_in *in = (struct sockaddr_in *)ss_p;
   in->sin_family = AF_INET;
@@ -367,15 +366,16 @@ int ah_coord_net_host_addr(const char *ifname, struct sockaddr_storage *ss_p, so
   if (list) {
     int k = 0;
     for (struct ifaddrs *i = ifs; i; i = i->ifa_next, k++)
-      list[k] = (ah_coord_if_t){i->ifa_name, i->ifa_addr ? i->ifa_addr->sa_family : -1, (i->ifa_flags & IFF_UP) != 0,
-                                i->ifa_addr};
+      list[k] = (ah_coord_if_t){i->ifa_name, i->ifa_addr ? i->ifa_addr->sa_family : -1,
+                                (i->ifa_flags & IFF_UP) != 0, i->ifa_addr};
     int c = ah_coord_if_choose(list, n, ifname);
     if (c < 0 && ifname && *ifname) {
       rc = -1;
       c = ah_coord_if_choose(list, n, NULL);
     }
     if (c >= 0) {
-      socklen_t sl = list[c].family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+      socklen_t sl =
+          list[c].family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
       memcpy(ss_p, list[c].addr, sl);
       *len_p = sl;
       if (list[c].family == AF_INET6) ((struct sockaddr_in6 *)ss_p)->sin6_port = 0;

@@ -73,7 +73,9 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
 static int msg_has_value(uint8_t type) { return type == AH_MSG_DIR_PUT || type == AH_MSG_DIR_VAL; }
 _Static_assert(8 + AH_FINDING_BYTES <= AH_COORD_MAX_INNER, "a finding fits the frame bound");
 
-uint32_t ah_coord_msg_len(uint8_t type) { return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0; }
+uint32_t ah_coord_msg_len(uint8_t type) {
+  return type >= 1 && type <= AH_MSG_MAX ? msg_lens[type] : 0;
+}
 
 void ah_coord_hdr_encode(uint8_t type, uint32_t len, uint8_t out[AH_COORD_HDR_BYTES]) {
   ah_coord_put_u32(out, len);
@@ -87,11 +89,15 @@ void ah_coord_hdr_encode(uint8_t type, uint32_t len, uint8_t out[AH_COORD_HDR_BY
  * the type (so a frame cannot smuggle trailing bytes). */
 int ah_coord_hdr_decode(const uint8_t in[AH_COORD_HDR_BYTES], ah_coord_hdr_t *h_p, char *err,
                         size_t errlen) {
-  ah_coord_hdr_t h = {.len = ah_coord_get_u32(in), .version = in[4], .type = in[5],
+  ah_coord_hdr_t h = {.len = ah_coord_get_u32(in),
+                      .version = in[4],
+                      .type = in[5],
                       .reserved = (uint16_t)((in[6] << 8) | in[7])};
   if (h.version != AH_COORD_PROTO_VERSION) {
-    snprintf(err, errlen, "wrong protocol version %u (expected %u; header bytes %02x%02x%02x%02x%02x%02x%02x%02x)",
-             h.version, AH_COORD_PROTO_VERSION, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]);
+    snprintf(
+        err, errlen,
+        "wrong protocol version %u (expected %u; header bytes %02x%02x%02x%02x%02x%02x%02x%02x)",
+        h.version, AH_COORD_PROTO_VERSION, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]);
     return -1;
   }
   if (h.len > AH_COORD_MAX_PAYLOAD) {
@@ -145,7 +151,8 @@ void ah_coord_time_pack(uint8_t type, const ah_coord_time_t *t, uint8_t *out) {
   }
 }
 
-int ah_coord_time_unpack(uint8_t type, const uint8_t *in, ah_coord_time_t *t_p, char *err, size_t errlen) {
+int ah_coord_time_unpack(uint8_t type, const uint8_t *in, ah_coord_time_t *t_p, char *err,
+                         size_t errlen) {
   ah_coord_time_t t;
   memset(&t, 0, sizeof t);
   const uint8_t *p = in;
@@ -171,8 +178,8 @@ int ah_coord_time_unpack(uint8_t type, const uint8_t *in, ah_coord_time_t *t_p, 
     return -1;
   }
   if (type == AH_MSG_MIN_TIME && (t.reported == 0 || t.reported > t.nranks)) {
-    snprintf(err, errlen, "shortest time of call %llu over %u of %u ranks", (unsigned long long)t.index,
-             t.reported, t.nranks);
+    snprintf(err, errlen, "shortest time of call %llu over %u of %u ranks",
+             (unsigned long long)t.index, t.reported, t.nranks);
     return -1;
   }
   *t_p = t;
@@ -184,9 +191,10 @@ int ah_coord_time_unpack(uint8_t type, const uint8_t *in, ah_coord_time_t *t_p, 
 int ah_coord_dir_vlen(const uint8_t *p, uint32_t len, uint32_t at, char *err, size_t errlen) {
   uint32_t v = ((uint32_t)p[at] << 8) | p[at + 1];
   if (v > AH_COORD_DIR_VAL_MAX || (uint64_t)at + 2 + v != len) {
-    snprintf(err, errlen, "value length %u does not match the %u bytes the frame carries after its "
-             "%u-byte head (at most %u)", v, len >= at + 2 ? len - at - 2 : 0, at + 2,
-             AH_COORD_DIR_VAL_MAX);
+    snprintf(err, errlen,
+             "value length %u does not match the %u bytes the frame carries after its "
+             "%u-byte head (at most %u)",
+             v, len >= at + 2 ? len - at - 2 : 0, at + 2, AH_COORD_DIR_VAL_MAX);
     return -1;
   }
   return (int)v;

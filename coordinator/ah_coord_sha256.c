@@ -28,14 +28,15 @@ static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 static void block(sha256_t *s, const uint8_t *p) {
   uint32_t w[64];
   for (int i = 0; i < 16; i++)
-    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
+           p[4 * i + 3];
   for (int i = 16; i < 64; i++) {
     uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
     uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
-  uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5], g = s->h[6],
-           h = s->h[7];
+  uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5],
+           g = s->h[6], h = s->h[7];
   for (int i = 0; i < 64; i++) {
     uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
     uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
@@ -103,12 +104,11 @@ void ah_coord_sha256(const void *msg, size_t len, uint8_t out[32]) {
   sha_final(&s, out);
 }
 
-void ah_coord_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len, uint8_t out[32]) {
+void ah_coord_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+                          uint8_t out[32]) {
   uint8_t k[64] = {0}, pad[64], inner[32];
-  if (keylen > 64)
-    ah_coord_sha256(key, keylen, k);
-  else
-    memcpy(k, key, keylen);
+  if (keylen > 64) ah_coord_sha256(key, keylen, k);
+  else memcpy(k, key, keylen);
   sha256_t s;
   for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x36;
   sha_init(&s);

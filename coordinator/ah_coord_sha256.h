@@ -12,6 +12,7 @@ void ah_coord_sha256(const void *msg, size_t len, uint8_t out[32]);
 
 /* Writes HMAC-SHA256(key, msg) into out. Note that a key longer than the 64-byte block is hashed
  * first, as RFC 2104 says. */
-void ah_coord_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len, uint8_t out[32]);
+void ah_coord_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+                          uint8_t out[32]);
 
 #endif

@@ -62,7 +62,8 @@ int ah_coord_stamp_read(const unsigned char id[128], ah_coord_stamp_t *st_p) {
   return 0;
 }
 
-void ah_coord_stamp_sockaddr(const ah_coord_stamp_t *st, struct sockaddr_storage *ss, socklen_t *sl) {
+void ah_coord_stamp_sockaddr(const ah_coord_stamp_t *st, struct sockaddr_storage *ss,
+                             socklen_t *sl) {
   memset(ss, 0, sizeof *ss);
   if (st->family == AF_INET6) {
     struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;

@@ -61,8 +61,10 @@ int ah_coord_cred_read(const char *path, ah_coord_stamp_t *st, char *err, size_t
     snprintf(shown, sizeof shown, "%.60s", text);
     for (char *p = shown; *p; p++)
       if (*p == '\n') *p = 0;
-    snprintf(err, errlen, "%s is not an autoha credentials file ('%s'; expected '" CRED_MAGIC
-             " ADDRESS PORT SECRET')", path, shown);
+    snprintf(err, errlen,
+             "%s is not an autoha credentials file ('%s'; expected '" CRED_MAGIC
+             " ADDRESS PORT SECRET')",
+             path, shown);
   }
   free(text);
   return ok ? 0 : -1;
@@ -121,8 +123,8 @@ int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
     return -1;
   }
   char derr[300], nerr[AH_NET_ERR_LEN], perr[200];
-  if (ah_coord_dial((const struct sockaddr *)&ss, sl, st->secret, id, timeout_ms, &fd, NULL, &last_pub,
-                    derr, sizeof derr) != 0) {
+  if (ah_coord_dial((const struct sockaddr *)&ss, sl, st->secret, id, timeout_ms, &fd, NULL,
+                    &last_pub, derr, sizeof derr) != 0) {
     snprintf(err, errlen, "cannot reach the job's hub: %s", derr);
     return -1;
   }
@@ -151,14 +153,25 @@ int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
     }
     if (h.type == AH_MSG_STATUS_END) break;
     if (h.type == AH_MSG_STATUS_COMM && text_ok(p + 18, AH_HEALTH_TEXT)) {
-      ah_status_comm_t c = {ah_coord_get_u64(p), ah_coord_get_u32(p + 8), p[12], p[13],
-                            ah_coord_get_u32(p + 14), ""};
+      ah_status_comm_t c = {
+          ah_coord_get_u64(p), ah_coord_get_u32(p + 8), p[12], p[13], ah_coord_get_u32(p + 14), ""};
       memcpy(c.text, p + 18, sizeof c.text);
       if (on_comm) on_comm(arg, &c);
     } else if (h.type == AH_MSG_STATUS_RANK && text_ok(p + 32, 64)) {
-      ah_status_rank_t r = {ah_coord_get_u64(p), ah_coord_get_u32(p + 8), p[12], p[13],
-                            ah_coord_get_u64(p + 14), ah_coord_get_u32(p + 22),
-                            ah_coord_get_u32(p + 26), (uint16_t)((p[30] << 8) | p[31]), "", 0, 0, 0, 0, 0};
+      ah_status_rank_t r = {ah_coord_get_u64(p),
+                            ah_coord_get_u32(p + 8),
+                            p[12],
+                            p[13],
+                            ah_coord_get_u64(p + 14),
+                            ah_coord_get_u32(p + 22),
+                            ah_coord_get_u32(p + 26),
+                            (uint16_t)((p[30] << 8) | p[31]),
+                            "",
+                            0,
+                            0,
+                            0,
+                            0,
+                            0};
       memcpy(r.host, p + 32, sizeof r.host); /* NUL-terminated within (text_ok) */
       r.straggler = p[96];
       r.late_calls = p[97];

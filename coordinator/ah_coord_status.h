@@ -21,26 +21,26 @@ int ah_coord_cred_read(const char *path, ah_coord_stamp_t *st, char *err, size_t
 typedef struct {
   uint64_t comm;
   uint32_t nranks;
-  uint8_t verdict;        /* AH_COORD_VERDICT_* */
-  uint8_t finding;        /* AH_FINDING_* of the current stall, 0 none */
-  uint32_t stalled_ms;    /* since any of its ranks advanced */
+  uint8_t verdict;           /* AH_COORD_VERDICT_* */
+  uint8_t finding;           /* AH_FINDING_* of the current stall, 0 none */
+  uint32_t stalled_ms;       /* since any of its ranks advanced */
   char text[AH_HEALTH_TEXT]; /* the current finding's line, "" none */
 } ah_status_comm_t;
 
 typedef struct {
   uint64_t comm;
   uint32_t rank;
-  uint8_t have;           /* a progress record arrived */
-  uint8_t state;          /* AH_HEALTH_* */
-  uint64_t entered;       /* calls entered, all keys the record lists */
-  uint32_t age_ms;        /* since its latest record */
+  uint8_t have;     /* a progress record arrived */
+  uint8_t state;    /* AH_HEALTH_* */
+  uint64_t entered; /* calls entered, all keys the record lists */
+  uint32_t age_ms;  /* since its latest record */
   uint32_t pid;
-  uint16_t gpu;           /* 0xffff unknown */
+  uint16_t gpu; /* 0xffff unknown */
   char host[64];
   /* Its lateness over its latest sampled calls (ah_coord_straggler.h), in tenths of a percent of
    * the calls' time: median and p90 (negative: early), and the others' wait for it. */
-  uint8_t straggler;      /* flagged now */
-  uint8_t late_calls;     /* calls judged (0: no figure yet) */
+  uint8_t straggler;  /* flagged now */
+  uint8_t late_calls; /* calls judged (0: no figure yet) */
   int16_t late_p50, late_p90;
   uint16_t wait_share;
 } ah_status_rank_t;

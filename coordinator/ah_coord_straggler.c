@@ -20,18 +20,18 @@ typedef struct {
   int used;
   uint8_t coll, bin;
   uint64_t index;
-  uint32_t have;        /* ranks that reported */
+  uint32_t have; /* ranks that reported */
   uint64_t born_ns;
-  float *us;            /* per rank, NAN: not yet (allocated once, kept with the slot) */
+  float *us; /* per rank, NAN: not yet (allocated once, kept with the slot) */
 } pending_t;
 
 /* One rank's latest judged calls of one key. */
 typedef struct {
-  float late[AH_STRAG_WINDOW]; /* lateness per call, share of the call's median duration */
-  float wait[AH_STRAG_WINDOW]; /* when it arrived last: the median rank's wait for it, us */
-  float med[AH_STRAG_WINDOW];  /* the call's median duration, us */
+  float late[AH_STRAG_WINDOW];       /* lateness per call, share of the call's median duration */
+  float wait[AH_STRAG_WINDOW];       /* when it arrived last: the median rank's wait for it, us */
+  float med[AH_STRAG_WINDOW];        /* the call's median duration, us */
   uint8_t late_sig[AH_STRAG_WINDOW]; /* late beyond the threshold and beyond the call's jitter */
-  int head, n;                 /* oldest entry (once full), entries */
+  int head, n;                       /* oldest entry (once full), entries */
   int flagged;
 } rank_win_t;
 
@@ -51,9 +51,9 @@ struct ah_strag {
   double pct;
   pending_t pend[AH_STRAG_PENDING];
   key_win_t keys[AH_STRAG_KEYS];
-  int *nflagged;                /* per rank: keys it is flagged in */
-  float *sorted;                /* scratch: one call's durations, then lateness */
-  ah_strag_event_t ev[EVENTS];  /* ring of flag changes not taken yet */
+  int *nflagged;               /* per rank: keys it is flagged in */
+  float *sorted;               /* scratch: one call's durations, then lateness */
+  ah_strag_event_t ev[EVENTS]; /* ring of flag changes not taken yet */
   int ev_head, ev_n;
   uint64_t judged, dropped;
 };
@@ -265,13 +265,17 @@ void ah_strag_text(uint64_t comm, const ah_strag_event_t *ev, const char *who, c
   ah_size_format(ah_size_bin_floor(ev->bin), size, sizeof size);
   const ah_strag_stats_t *st = &ev->st;
   if (ev->flagged)
-    snprintf(text, AH_HEALTH_TEXT, "straggler on comm %016llx: rank %u (%s) late in %d of its last "
-             "%d sampled calls by %.1f%% of the call (median, p90 %.1f%%); the others waited %.1f%% "
-             "of those calls for it, up to %s %s+ #%llu", (unsigned long long)comm, ev->rank, who,
-             st->late_calls, st->calls, st->late_p50 * 100, st->late_p90 * 100, st->wait_share * 100,
-             ah_coll_name(ev->coll), size, (unsigned long long)ev->index);
+    snprintf(
+        text, AH_HEALTH_TEXT,
+        "straggler on comm %016llx: rank %u (%s) late in %d of its last "
+        "%d sampled calls by %.1f%% of the call (median, p90 %.1f%%); the others waited %.1f%% "
+        "of those calls for it, up to %s %s+ #%llu",
+        (unsigned long long)comm, ev->rank, who, st->late_calls, st->calls, st->late_p50 * 100,
+        st->late_p90 * 100, st->wait_share * 100, ah_coll_name(ev->coll), size,
+        (unsigned long long)ev->index);
   else
-    snprintf(text, AH_HEALTH_TEXT, "straggler on comm %016llx: rank %u (%s) is on time again: late "
+    snprintf(text, AH_HEALTH_TEXT,
+             "straggler on comm %016llx: rank %u (%s) is on time again: late "
              "by %.1f%% of the call (median of its last %d sampled calls), up to %s %s+ #%llu",
              (unsigned long long)comm, ev->rank, who, st->late_p50 * 100, st->calls,
              ah_coll_name(ev->coll), size, (unsigned long long)ev->index);

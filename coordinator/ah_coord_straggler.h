@@ -17,10 +17,11 @@
 
 #include "ah_coord_health.h"
 
-#define AH_STRAG_WINDOW 16  /* a rank is judged on its latest complete sampled calls of a key */
-#define AH_STRAG_MIN 12     /* complete calls of a key before a rank can be flagged in it */
-#define AH_STRAG_KEYS 16    /* keys (collective, size bin) judged per communicator: the first ones */
-#define AH_STRAG_PENDING 256 /* sampled calls waiting for every rank's duration (ranks report up to a
+#define AH_STRAG_WINDOW 16 /* a rank is judged on its latest complete sampled calls of a key */
+#define AH_STRAG_MIN 12    /* complete calls of a key before a rank can be flagged in it */
+#define AH_STRAG_KEYS 16   /* keys (collective, size bin) judged per communicator: the first ones */
+#define AH_STRAG_PENDING                                                                           \
+  256 /* sampled calls waiting for every rank's duration (ranks report up to a
                               * few seconds apart: a key's first 16 calls of every key must fit) */
 #define AH_STRAG_MAX_AGE_NS 30000000000ull /* a call still incomplete after 30 s is dropped */
 
@@ -28,20 +29,20 @@ typedef struct ah_strag ah_strag_t;
 
 /* A rank's lateness over its window. */
 typedef struct {
-  int calls;          /* complete calls in the window */
-  int late_calls;     /* of them, calls it was late in beyond the threshold and the call's jitter */
-  double late_p50;    /* lateness, share of the call's time: median over the window */
+  int calls;       /* complete calls in the window */
+  int late_calls;  /* of them, calls it was late in beyond the threshold and the call's jitter */
+  double late_p50; /* lateness, share of the call's time: median over the window */
   double late_p90;
-  double wait_share;  /* share of the window's call time the typical rank spent waiting for it */
+  double wait_share; /* share of the window's call time the typical rank spent waiting for it */
   int flagged;
 } ah_strag_stats_t;
 
 /* A change of a rank's flag, with the figures of the key that decided. */
 typedef struct {
   uint32_t rank;
-  int flagged;        /* 1: consistently late now, 0: recovered */
+  int flagged; /* 1: consistently late now, 0: recovered */
   ah_strag_stats_t st;
-  uint8_t coll, bin;  /* the call that decided */
+  uint8_t coll, bin; /* the call that decided */
   uint64_t index;
 } ah_strag_event_t;
 

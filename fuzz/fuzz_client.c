@@ -55,7 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   input_t in = {data, size};
   pthread_t t;
   if (pthread_create(&t, NULL, fake_hub, &in) != 0) return 0;
-  ah_coord_client_opts_t o = {.connect_ms = 300, .heartbeat_ms = 50, .dead_ms = 200, .reconnect_ms = 1};
+  ah_coord_client_opts_t o = {
+      .connect_ms = 300, .heartbeat_ms = 50, .dead_ms = 200, .reconnect_ms = 1};
   ah_coord_t *c = ah_coord_client_open(&st, NULL, &o, NULL, NULL);
   if (c) {
     ah_coord_join_rank(c, 0x45, 2, 0, NULL);

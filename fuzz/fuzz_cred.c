@@ -20,7 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path2[64];
     snprintf(path2, sizeof path2, "/proc/self/fd/%d", fd2);
     if (fd2 >= 0 && ah_coord_cred_write(path2, &st, err, sizeof err) == 0 &&
-        (ah_coord_cred_read(path2, &back, err, sizeof err) != 0 || memcmp(&st, &back, sizeof st) != 0))
+        (ah_coord_cred_read(path2, &back, err, sizeof err) != 0 ||
+         memcmp(&st, &back, sizeof st) != 0))
       abort();
     if (fd2 >= 0) close(fd2);
   }

@@ -27,12 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       ah_health_rank_t ranks[2] = {{&rec, "h"}, {NULL, NULL}};
       ah_finding_t f;
       (void)ah_health_classify(ah_coord_get_u64(p), ranks, 2, 1.0, &f);
-    }
-    else if (h.type == AH_MSG_FINDING) {
+    } else if (h.type == AH_MSG_FINDING) {
       ah_finding_t f;
       (void)ah_finding_unpack(p + 8, &f, err, sizeof err);
-    }
-    else if (h.type == AH_MSG_SAMPLES) {
+    } else if (h.type == AH_MSG_SAMPLES) {
       ah_health_sample_t x[AH_HEALTH_SAMPLES];
       uint32_t rank;
       int n = ah_health_samples_unpack(p + 8, &rank, x, err, sizeof err);
@@ -40,26 +38,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       ah_strag_event_t ev;
       char text[AH_HEALTH_TEXT];
       while (strag && ah_strag_next(strag, &ev)) ah_strag_text(1, &ev, "h", text);
-    }
-    else if (h.type == AH_MSG_SEARCH_TIME || h.type == AH_MSG_MIN_TIME) {
+    } else if (h.type == AH_MSG_SEARCH_TIME || h.type == AH_MSG_MIN_TIME) {
       ah_coord_time_t t;
-      if (ah_coord_time_unpack(h.type, p, &t, err, sizeof err) == 0 && (t.coll >= AH_NUM_FUNCTIONS || !(t.us >= 0)))
+      if (ah_coord_time_unpack(h.type, p, &t, err, sizeof err) == 0 &&
+          (t.coll >= AH_NUM_FUNCTIONS || !(t.us >= 0)))
         abort(); /* a report the decoder passed must be usable as is */
-    }
-    else if (h.type == AH_MSG_DIR_PUT || h.type == AH_MSG_DIR_VAL) {
+    } else if (h.type == AH_MSG_DIR_PUT || h.type == AH_MSG_DIR_VAL) {
       uint32_t at = h.type == AH_MSG_DIR_PUT ? AH_COORD_DIR_KEY : 8 + AH_COORD_DIR_KEY;
       int vlen = ah_coord_dir_vlen(p, h.len, at, err, sizeof err);
       if (vlen >= 0 && (uint32_t)vlen + at + 2 != h.len) abort(); /* the value ends the frame */
-    }
-    else if (h.type == AH_MSG_RELAY_DATA) {
+    } else if (h.type == AH_MSG_RELAY_DATA) {
       /* the channel's frame, as the hub and a relay check it before reading its payload */
       ah_coord_hdr_t ih;
-      if (ah_coord_hdr_decode(p + AH_COORD_RELAY_FIXED, &ih, err, sizeof err) == 0 && ih.type != AH_MSG_RELAY_DATA &&
-          ih.len > AH_COORD_MAX_INNER)
+      if (ah_coord_hdr_decode(p + AH_COORD_RELAY_FIXED, &ih, err, sizeof err) == 0 &&
+          ih.type != AH_MSG_RELAY_DATA && ih.len > AH_COORD_MAX_INNER)
         abort(); /* a channel's frame fits a relay's buffer */
-    }
-    else if (h.len >= 8)
-      (void)ah_coord_get_u64(p);
+    } else if (h.len >= 8) (void)ah_coord_get_u64(p);
     off += h.len;
   }
   ah_strag_free(strag);

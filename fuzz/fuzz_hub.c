@@ -26,7 +26,8 @@ static int hub_dial(void) {
   snprintf(addr, sizeof addr, "127.0.0.1:%u", st.port);
   int fd = -1;
   if (ah_coord_net_addr_parse(err, addr, &ss, &sl) != AH_NET_OK ||
-      ah_coord_net_connect(err, (struct sockaddr *)&ss, sl, ah_coord_now_ns() + HUB_WAIT_NS, &fd) != AH_NET_OK)
+      ah_coord_net_connect(err, (struct sockaddr *)&ss, sl, ah_coord_now_ns() + HUB_WAIT_NS, &fd) !=
+          AH_NET_OK)
     return -1;
   return fd;
 }
@@ -35,7 +36,8 @@ static int hub_dial(void) {
 static int handshake(int fd, uint64_t id) {
   char err[AH_NET_ERR_LEN];
   uint64_t dl = ah_coord_now_ns() + HUB_WAIT_NS;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72],
+      wel[AH_COORD_HDR_BYTES + 40];
   if (ah_coord_net_read_full(err, fd, hello, sizeof hello, dl) != AH_NET_OK) return -1;
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
   uint8_t *p = auth + AH_COORD_HDR_BYTES;
@@ -63,9 +65,10 @@ static void hub_check_alive(void) {
   int ok = ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES, dl) == AH_NET_OK;
   while (ok) { /* skip anything queued before the PONG */
     ah_coord_hdr_t h;
-    ok = ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) == AH_NET_OK &&
-         ah_coord_hdr_decode(f, &h, err, sizeof err) == 0 &&
-         (!h.len || ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) == AH_NET_OK);
+    ok =
+        ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) == AH_NET_OK &&
+        ah_coord_hdr_decode(f, &h, err, sizeof err) == 0 &&
+        (!h.len || ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) == AH_NET_OK);
     if (ok && h.type == AH_MSG_PONG) break;
   }
   close(fd);

@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(id2, 0, sizeof id2);
     ah_coord_stamp_write(&w, id2);
     ah_coord_stamp_t r;
-    if (ah_coord_stamp_read(id2, &r) != 0 || memcmp(w.secret, r.secret, 16) != 0 || r.port != w.port) {
+    if (ah_coord_stamp_read(id2, &r) != 0 || memcmp(w.secret, r.secret, 16) != 0 ||
+        r.port != w.port) {
       fprintf(stderr, "fuzz_stamp: a written stamp does not read back\n");
       abort();
     }

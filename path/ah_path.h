@@ -37,7 +37,8 @@ uint8_t ah_path_tc_with_dscp(uint8_t tc, unsigned dscp);
 /* A model of an ECMP/LAG hash over the RoCEv2 5-tuple (source GID, destination GID, UDP, source
  * port, 4791): CRC-32 seeded per switch. Real switches differ by vendor; `plan` is only as good
  * as this model, which is why the `file` policy (probed ports) exists. */
-uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport);
+uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16],
+                       uint16_t sport);
 /* The same in two steps, for hashing many ports of one flow: the GIDs' part once, then per port. */
 uint32_t ah_path_hash5_prefix(const uint8_t sgid[16], const uint8_t dgid[16]);
 uint32_t ah_path_hash5_finish(uint32_t prefix, uint32_t seed, uint16_t sport);
@@ -54,19 +55,19 @@ int ah_path_gid_parse(const char *text, uint8_t gid_p[16]);
 
 typedef struct {
   char name[AH_PATH_NAME_MAX];
-  int pair;                          /* leaf pair the host hangs off: leaves 2*pair (left), 2*pair+1 */
+  int pair; /* leaf pair the host hangs off: leaves 2*pair (left), 2*pair+1 */
   int nnics;
-  char (*dev)[AH_PATH_NAME_MAX];     /* device name per NIC, as the verbs device reports it */
-  uint8_t (*gid)[16];                /* address per NIC (a dual-port NIC is one bonded address) */
+  char (*dev)[AH_PATH_NAME_MAX]; /* device name per NIC, as the verbs device reports it */
+  uint8_t (*gid)[16];            /* address per NIC (a dual-port NIC is one bonded address) */
 } ah_path_host_t;
 
 typedef struct {
   char name[AH_PATH_NAME_MAX];
-  double intensity;                  /* Crux's GPU intensity: jobs with more get paths first */
+  double intensity; /* Crux's GPU intensity: jobs with more get paths first */
   int nhosts;
-  int *hosts;                        /* indices into topo->hosts, in ring order */
-  int pattern;                       /* AH_PATH_PATTERN_* */
-  int channels;                      /* QPs per connection and per NIC */
+  int *hosts;   /* indices into topo->hosts, in ring order */
+  int pattern;  /* AH_PATH_PATTERN_* */
+  int channels; /* QPs per connection and per NIC */
 } ah_path_job_t;
 
 enum { AH_PATH_PATTERN_RING = 0, AH_PATH_PATTERN_TREE = 1 };
@@ -79,23 +80,23 @@ typedef struct {
   int njobs;
   ah_path_job_t *jobs;
   int nfailed;
-  int (*failed)[2];                  /* failed links as (leaf, spine) */
-  int nclasses;                      /* priority classes, highest first ("classes" line) */
-  int class_tc[8], class_dscp[8];    /* each: 0..255 (whole byte) or DSCP (class_dscp 1) */
+  int (*failed)[2];               /* failed links as (leaf, spine) */
+  int nclasses;                   /* priority classes, highest first ("classes" line) */
+  int class_tc[8], class_dscp[8]; /* each: 0..255 (whole byte) or DSCP (class_dscp 1) */
 } ah_path_topo_t;
 
 /* One long-lived flow (one QP): from NIC `snic` of host `shost` to NIC `dnic` of host `dhost`. */
 typedef struct {
   int job, shost, snic, dhost, dnic;
-  int k;                             /* index of this QP among the flows of its NIC pair */
+  int k; /* index of this QP among the flows of its NIC pair */
 } ah_path_flow_t;
 
 /* A planned route: the source port, and what the model says it does. */
 typedef struct {
   uint16_t sport;
-  int8_t side;                       /* 0 left, 1 right: the NIC port used at both ends */
-  int16_t spine;                     /* -1 when the flow stays under one leaf pair */
-  int8_t planned;                    /* 0: no port met the wanted route; spread port used */
+  int8_t side;    /* 0 left, 1 right: the NIC port used at both ends */
+  int16_t spine;  /* -1 when the flow stays under one leaf pair */
+  int8_t planned; /* 0: no port met the wanted route; spread port used */
 } ah_path_route_t;
 
 /* Parses a topology file (format in docs/qp.md). Returns 0 and a topology to free with
@@ -117,13 +118,15 @@ void ah_path_model_route(const ah_path_topo_t *topo, const ah_path_flow_t *f, ui
  * back (peer_sport), so that one failed leaf-spine link cannot cut both. Candidates are tried from
  * `start` (a port in 0xC000..0xFFFF) on. Returns the port, or 0 when the topology does not hold
  * both GIDs, the flows stay under one leaf pair, or no port in 4096 tries qualifies. */
-uint16_t ah_path_backup_sport(const ah_path_topo_t *topo, const uint8_t sgid[16], const uint8_t dgid[16],
-                              uint16_t primary_sport, uint16_t peer_sport, uint16_t start);
+uint16_t ah_path_backup_sport(const ah_path_topo_t *topo, const uint8_t sgid[16],
+                              const uint8_t dgid[16], uint16_t primary_sport, uint16_t peer_sport,
+                              uint16_t start);
 /* The same for a later backup, which must also avoid the paths already in use or lost: a port whose
  * modelled spine is none of those of the outgoing ports `out` (nout of them, 0 entries ignored)
  * nor of the peer's ports back `back` (nback). Returns the port, or 0 as ah_path_backup_sport. */
-uint16_t ah_path_backup_sport_avoid(const ah_path_topo_t *topo, const uint8_t sgid[16], const uint8_t dgid[16],
-                                    const uint16_t *out, int nout, const uint16_t *back, int nback, uint16_t start);
+uint16_t ah_path_backup_sport_avoid(const ah_path_topo_t *topo, const uint8_t sgid[16],
+                                    const uint8_t dgid[16], const uint16_t *out, int nout,
+                                    const uint16_t *back, int nback, uint16_t start);
 /* Crux's priority assignment: jobs ranked by GPU intensity (highest first) and compressed onto the
  * topology's classes in equal shares. Returns the class index of `job`, or -1 without classes. */
 int ah_path_job_class(const ah_path_topo_t *topo, int job);
@@ -146,8 +149,8 @@ typedef struct {
 } ah_path_link_state_t;
 
 typedef struct {
-  double spine_rel;  /* leaf–spine link capacity ÷ a NIC port's (0: 1, as on a 1:1 fabric) */
-  int candidates;    /* source ports tried per moved flow (0: 256) */
+  double spine_rel; /* leaf–spine link capacity ÷ a NIC port's (0: 1, as on a 1:1 fabric) */
+  int candidates;   /* source ports tried per moved flow (0: 256) */
 } ah_path_replan_opts_t;
 
 /* Re-plans the flows hit by failed or degraded links: routes[i].sport is flow i's current port on
@@ -165,13 +168,14 @@ int ah_path_replan(const ah_path_topo_t *topo, const ah_path_flow_t *flows, int 
 /* The model's share of the slowest flow with these ports (per link capacity ÷ flows, relative to a
  * NIC port; 0 when a flow's path is down), or -1 when out of memory. */
 double ah_path_replan_share(const ah_path_topo_t *topo, const ah_path_flow_t *flows, int nflows,
-                            const ah_path_link_state_t *links, int nlinks, const ah_path_replan_opts_t *opts,
-                            const ah_path_route_t *routes);
+                            const ah_path_link_state_t *links, int nlinks,
+                            const ah_path_replan_opts_t *opts, const ah_path_route_t *routes);
 /* An upper bound on the slowest flow's share under any choice of ports: per NIC over its two
  * ports, per leaf pair over its live uplinks and over its live downlinks, the largest r such that
  * the links hold every flow that must cross them at r each. -1 when out of memory. */
 double ah_path_replan_bound(const ah_path_topo_t *topo, const ah_path_flow_t *flows, int nflows,
-                            const ah_path_link_state_t *links, int nlinks, const ah_path_replan_opts_t *opts);
+                            const ah_path_link_state_t *links, int nlinks,
+                            const ah_path_replan_opts_t *opts);
 
 /* ---- runtime policy (what the shim asks) ------------------------------------------------------ */
 
@@ -184,13 +188,13 @@ struct ah_path_qp;
 /* The settings, typed as the environment table (settings/ah_env.c) parsed them: AUTOHA_QP,
  * AUTOHA_QP_SPORT, AUTOHA_QP_TC, AUTOHA_QP_TOPO, AUTOHA_QP_METHOD. */
 typedef struct {
-  int on;                            /* 0: leave every QP as NCCL set it */
-  int sport;                         /* AH_PATH_SPORT_* */
-  const char *sport_file;            /* AH_PATH_SPORT_FILE: the path catalog */
-  int tc, tc_is_dscp;                /* tc -1 keeps NCCL's class; with tc_is_dscp tc is a DSCP */
-  const char *topo;                  /* AH_PATH_SPORT_PLAN: the topology file (NULL or "": none) */
-  int method;                        /* AH_PATH_METHOD_* */
-  const char *host;                  /* local host name, to find this host in a topology */
+  int on;                 /* 0: leave every QP as NCCL set it */
+  int sport;              /* AH_PATH_SPORT_* */
+  const char *sport_file; /* AH_PATH_SPORT_FILE: the path catalog */
+  int tc, tc_is_dscp;     /* tc -1 keeps NCCL's class; with tc_is_dscp tc is a DSCP */
+  const char *topo;       /* AH_PATH_SPORT_PLAN: the topology file (NULL or "": none) */
+  int method;             /* AH_PATH_METHOD_* */
+  const char *host;       /* local host name, to find this host in a topology */
 } ah_path_settings_t;
 
 /* Builds the policy from typed settings (their text was parsed, and bad values reported, by the
@@ -214,10 +218,10 @@ int ah_path_policy_config_tc(const ah_path_policy_t *policy);
 
 /* One QP at its RTR transition, as the hook sees it. */
 typedef struct ah_path_qp {
-  const char *dev;                   /* local verbs device name */
-  int port;                          /* local port number (from the INIT modify; 1 if unknown) */
-  uint8_t dgid[16];                  /* remote GID */
-  uint8_t sgid[16];                  /* local GID, when has_sgid */
+  const char *dev;  /* local verbs device name */
+  int port;         /* local port number (from the INIT modify; 1 if unknown) */
+  uint8_t dgid[16]; /* remote GID */
+  uint8_t sgid[16]; /* local GID, when has_sgid */
   int has_sgid;
   uint32_t lqpn, rqpn;
   /* The receiving end of a NCCL connection (created with receive WRs: NCCL's sender QPs have
@@ -239,8 +243,8 @@ int ah_path_catalog_load(const char *path, ah_path_catalog_t **catalog_p);
 void ah_path_catalog_free(ah_path_catalog_t *catalog);
 /* Port k of the pair (a source matches by device name or address, or the entry's `*`); 0 when the
  * catalog has no entry for the pair. */
-uint16_t ah_path_catalog_port(const ah_path_catalog_t *catalog, const char *dev, const uint8_t *sgid,
-                              const uint8_t dgid[16], unsigned k);
+uint16_t ah_path_catalog_port(const ah_path_catalog_t *catalog, const char *dev,
+                              const uint8_t *sgid, const uint8_t dgid[16], unsigned k);
 
 /* Per-communicator traffic classes (AUTOHA_QP_TC_COMM): "MATCH:CLASS[;MATCH:CLASS...]", first
  * match wins. MATCH is name=GLOB (the communicator's ncclConfig_t.commName, NCCL 2.27+, fnmatch
@@ -258,7 +262,8 @@ typedef struct {
 
 /* Parses the rules. Returns 0 and fills *rules_p (may be NULL to only validate), or -1 with a
  * reason naming the bad rule and its position in `why`. */
-int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *why, size_t why_len);
+int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *why,
+                           size_t why_len);
 /* The class for a communicator (name may be NULL; nranks 0 when unknown: size rules then do not
  * match), or -1 when no rule matches. */
 int ah_path_tc_rules_match(const ah_path_tc_rules_t *rules, const char *name, int nranks);

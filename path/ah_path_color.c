@@ -10,14 +10,14 @@
 #include "ah_path_color.h"
 
 typedef struct {
-  int nc;               /* colours */
-  int nv;               /* split vertices allocated */
-  int *at;              /* [split vertex][colour] -> edge, or -1 */
-  int *base;            /* split vertex -> base vertex */
+  int nc;                      /* colours */
+  int nv;                      /* split vertices allocated */
+  int *at;                     /* [split vertex][colour] -> edge, or -1 */
+  int *base;                   /* split vertex -> base vertex */
   const unsigned char *forbid; /* [base vertex][colour], or NULL */
-  int *chunk, *fill;    /* base vertex -> its current split vertex and how full it is */
-  const int *cap;       /* base vertex -> edges per chunk */
-  int *eu, *ev;         /* edge -> split vertices */
+  int *chunk, *fill;           /* base vertex -> its current split vertex and how full it is */
+  const int *cap;              /* base vertex -> edges per chunk */
+  int *eu, *ev;                /* edge -> split vertices */
 } kg_t;
 
 static int kg_forbidden(const kg_t *g, int sv, int c) {
@@ -129,10 +129,18 @@ static int chain_move(chain_t *k, int at, int e, int from, int to) {
 
 /* Kempe chains over the loads: for each vertex holding a colour above its ideal, move one of those
  * edges to a colour the vertex has room for, along an alternating chain (chain_move). */
-static void repair_chains(int nedges, const int *src, const int *dst, int nbase, const unsigned char *forbid,
-                          int nc, const int *ideal, int *color, int *load) {
-  chain_t k = {.src = src, .dst = dst, .ideal = ideal, .forbid = forbid, .nc = nc, .color = color, .load = load};
-  int *adj_start = calloc((size_t)nbase + 1, sizeof *adj_start), *adj = malloc((size_t)(2 * nedges + 1) * sizeof *adj);
+static void repair_chains(int nedges, const int *src, const int *dst, int nbase,
+                          const unsigned char *forbid, int nc, const int *ideal, int *color,
+                          int *load) {
+  chain_t k = {.src = src,
+               .dst = dst,
+               .ideal = ideal,
+               .forbid = forbid,
+               .nc = nc,
+               .color = color,
+               .load = load};
+  int *adj_start = calloc((size_t)nbase + 1, sizeof *adj_start),
+      *adj = malloc((size_t)(2 * nedges + 1) * sizeof *adj);
   int *fill = calloc((size_t)nbase + 1, sizeof *fill);
   k.seen = calloc((size_t)nbase * (size_t)nc, sizeof *k.seen);
   k.onpath = calloc((size_t)nedges + 1, sizeof *k.onpath);
@@ -149,11 +157,14 @@ static void repair_chains(int nedges, const int *src, const int *dst, int nbase,
     improved = 0;
     for (int b = 0; b < nbase; b++)
       for (int x = 0; x < nc; x++)
-        for (int a = adj_start[b]; a < adj_start[b + 1] && load[(size_t)b * nc + x] > ideal[b]; a++) {
+        for (int a = adj_start[b]; a < adj_start[b + 1] && load[(size_t)b * nc + x] > ideal[b];
+             a++) {
           int e = adj[a], moved = 0;
           if (color[e] != x) continue;
           for (int c = 0; c < nc && !moved; c++) {
-            if (c == x || (forbid && forbid[(size_t)b * nc + c]) || load[(size_t)b * nc + c] >= ideal[b]) continue;
+            if (c == x || (forbid && forbid[(size_t)b * nc + c]) ||
+                load[(size_t)b * nc + c] >= ideal[b])
+              continue;
             k.stamp++;
             moved = chain_move(&k, b, e, x, c);
           }
@@ -171,8 +182,8 @@ out:
 /* Moves flows off links above their vertex's ideal (ceil(degree / legal colours)): directly to a
  * colour with room at both ends, or by first moving a flow out of the way at the full end. Needed
  * only where failed links made a Kempe swap impossible. Returns the flows still above ideal. */
-static int repair(int nedges, const int *src, const int *dst, int nbase, const unsigned char *forbid, int nc,
-                  int *color, int *load) {
+static int repair(int nedges, const int *src, const int *dst, int nbase,
+                  const unsigned char *forbid, int nc, int *color, int *load) {
   int excess = 0;
   int *ideal = calloc((size_t)nbase, sizeof *ideal), *deg = calloc((size_t)nbase, sizeof *deg);
   if (!ideal || !deg) {
@@ -185,10 +196,12 @@ static int repair(int nedges, const int *src, const int *dst, int nbase, const u
     for (int c = 0; c < nc; c++) legal += !(forbid && forbid[(size_t)b * nc + c]);
     ideal[b] = legal ? (deg[b] + legal - 1) / legal : deg[b];
   }
-#define LEGAL(b, c) (!(forbid && forbid[(size_t)(b) * nc + (c)]))
-#define LOAD(b, c) load[(size_t)(b) * nc + (c)]
+#define LEGAL(b, c) (!(forbid && forbid[(size_t)(b)*nc + (c)]))
+#define LOAD(b, c) load[(size_t)(b)*nc + (c)]
 #define ROOM(b, c) (LEGAL(b, c) && LOAD(b, c) < ideal[b])
-#define MOVE(e, c) (LOAD(src[e], color[e])--, LOAD(dst[e], color[e])--, color[e] = (c), LOAD(src[e], c)++, LOAD(dst[e], c)++)
+#define MOVE(e, c)                                                                                 \
+  (LOAD(src[e], color[e])--, LOAD(dst[e], color[e])--, color[e] = (c), LOAD(src[e], c)++,          \
+   LOAD(dst[e], c)++)
   for (int pass = 0, improved = 1; improved && pass < 64; pass++) {
     improved = 0;
     for (int e = 0; e < nedges; e++) {
@@ -225,10 +238,12 @@ out:
 }
 
 /* load[base][colour] = the first n edges' colours at their ends. */
-static void recount(int n, const int *src, const int *dst, int nbase, int nc, const int *color, int *load) {
+static void recount(int n, const int *src, const int *dst, int nbase, int nc, const int *color,
+                    int *load) {
   memset(load, 0, (size_t)nbase * (size_t)nc * sizeof *load);
   for (int e = 0; e < n; e++)
-    if (color[e] >= 0) load[(size_t)src[e] * nc + color[e]]++, load[(size_t)dst[e] * nc + color[e]]++;
+    if (color[e] >= 0)
+      load[(size_t)src[e] * nc + color[e]]++, load[(size_t)dst[e] * nc + color[e]]++;
 }
 
 /* One colouring in the given edge order (see ah_path_equitable_color). Returns the flows left above their
@@ -259,9 +274,11 @@ static int color_attempt(int nedges, const int *src, const int *dst, int nbase, 
       recount(nedges, src, dst, nbase, nc, color, load);
       int best = -1, bl = 0;
       for (int c = 0; c < nc; c++) {
-        if (forbid && (forbid[(size_t)src[e] * nc + c] || forbid[(size_t)dst[e] * nc + c])) continue;
-        int l = load[(size_t)src[e] * nc + c] > load[(size_t)dst[e] * nc + c] ? load[(size_t)src[e] * nc + c]
-                                                                            : load[(size_t)dst[e] * nc + c];
+        if (forbid && (forbid[(size_t)src[e] * nc + c] || forbid[(size_t)dst[e] * nc + c]))
+          continue;
+        int l = load[(size_t)src[e] * nc + c] > load[(size_t)dst[e] * nc + c]
+                    ? load[(size_t)src[e] * nc + c]
+                    : load[(size_t)dst[e] * nc + c];
         if (best < 0 || l < bl) best = c, bl = l;
       }
       color[e] = best; /* -1 only when no legal colour exists at all */
@@ -284,7 +301,8 @@ out:
 /* ah_path_color.h tells what this computes. */
 int ah_path_equitable_color(int nedges, const int *src, const int *dst, int nbase, const int *cap,
                             const unsigned char *forbid, int nc, int *color) {
-  int *order = malloc((size_t)(nedges + 1) * sizeof *order), *trial = malloc((size_t)(nedges + 1) * sizeof *trial);
+  int *order = malloc((size_t)(nedges + 1) * sizeof *order),
+      *trial = malloc((size_t)(nedges + 1) * sizeof *trial);
   int rc = -1, best = -1, nconstrained = 0;
   uint64_t rng = 0x9E3779B97F4A7C15ull;
   if (!order || !trial) goto out;
@@ -309,7 +327,8 @@ int ah_path_equitable_color(int nedges, const int *src, const int *dst, int nbas
           order[i] = order[j], order[j] = x;
         }
       }
-    int excess = color_attempt(nedges, src, dst, nbase, cap, forbid, nc, order, attempt ? trial : color);
+    int excess =
+        color_attempt(nedges, src, dst, nbase, cap, forbid, nc, order, attempt ? trial : color);
     if (excess < 0) goto out;
     if (attempt == 0) best = excess;
     else if (excess < best) best = excess, memcpy(color, trial, (size_t)nedges * sizeof *color);

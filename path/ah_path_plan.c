@@ -57,7 +57,9 @@ static const char *parse_job(ah_path_topo_t *t, char **w, int nw) {
   if (nw != 6) return "expected: job NAME INTENSITY ring|tree CHANNELS HOST[,HOST...]";
   double intensity = strtod(w[2], &end);
   if (end == w[2] || *end || !(intensity >= 0)) return "intensity must be a number >= 0";
-  int pattern = strcmp(w[3], "ring") == 0 ? AH_PATH_PATTERN_RING : strcmp(w[3], "tree") == 0 ? AH_PATH_PATTERN_TREE : -1;
+  int pattern = strcmp(w[3], "ring") == 0   ? AH_PATH_PATTERN_RING
+                : strcmp(w[3], "tree") == 0 ? AH_PATH_PATTERN_TREE
+                                            : -1;
   if (pattern < 0) return "pattern must be ring or tree";
   if (ah_path_text_long(w[4], 1, 64, &ch)) return "channels must be 1-64";
   if (strlen(w[1]) >= AH_PATH_NAME_MAX) return "job name too long";
@@ -136,13 +138,14 @@ static const char *parse_line(ah_path_topo_t *t, char **w, int nw) {
     if (nw != 3 || ah_path_text_long(w[1], 0, 2 * t->npairs - 1, &a) ||
         ah_path_text_long(w[2], 0, t->nspines - 1, &b))
       return "expected: fail LEAF SPINE (in range)";
-    int (*f)[2] = grow(&t->failed, t->nfailed, sizeof *t->failed);
+    int(*f)[2] = grow(&t->failed, t->nfailed, sizeof *t->failed);
     if (!f) return "out of memory";
     t->nfailed++;
     (*f)[0] = (int)a;
     (*f)[1] = (int)b;
   } else if (strcmp(w[0], "classes") == 0) {
-    if (nw != 2) return "expected: classes CLASS[,CLASS...] (highest priority first, each 0..255 or dscp=0..63)";
+    if (nw != 2)
+      return "expected: classes CLASS[,CLASS...] (highest priority first, each 0..255 or dscp=0..63)";
     t->nclasses = 0;
     char *save = NULL;
     for (char *c = strtok_r(w[1], ",", &save); c; c = strtok_r(NULL, ",", &save)) {
@@ -239,7 +242,8 @@ int ah_path_topo_flows(const ah_path_topo_t *t, ah_path_flow_t **flows_p) {
           } else if (i > 0) {
             /* double binary tree: heap order over the hosts, the second tree (odd NICs) over the
              * order shifted by one, so leaves of one tree are inner nodes of the other */
-            int shift = nic & 1, me = job->hosts[(i + shift) % n], up = job->hosts[((i - 1) / 2 + shift) % n];
+            int shift = nic & 1, me = job->hosts[(i + shift) % n],
+                up = job->hosts[((i - 1) / 2 + shift) % n];
             if (flow_add(&fv, j, me, nic, up, nic) || flow_add(&fv, j, up, nic, me, nic)) goto oom;
           }
         }
@@ -252,7 +256,8 @@ int ah_path_topo_flows(const ah_path_topo_t *t, ah_path_flow_t **flows_p) {
   for (int i = 0; i < fv.n; i++) idx[i] = i;
   qsort_r(idx, (size_t)fv.n, sizeof *idx, by_pair, fv.v);
   for (int i = 0; i < fv.n; i++)
-    fv.v[idx[i]].k = i > 0 && by_pair_flows(&fv.v[idx[i - 1]], &fv.v[idx[i]]) == 0 ? fv.v[idx[i - 1]].k + 1 : 0;
+    fv.v[idx[i]].k =
+        i > 0 && by_pair_flows(&fv.v[idx[i - 1]], &fv.v[idx[i]]) == 0 ? fv.v[idx[i - 1]].k + 1 : 0;
   free(idx);
   *flows_p = fv.v;
   return fv.n;
@@ -265,7 +270,8 @@ int ah_path_job_class(const ah_path_topo_t *t, int job) {
   if (!t->nclasses || job < 0 || job >= t->njobs) return -1;
   int rank = 0; /* jobs before this one in decreasing intensity (ties: file order) */
   for (int j = 0; j < t->njobs; j++)
-    rank += t->jobs[j].intensity > t->jobs[job].intensity || (t->jobs[j].intensity == t->jobs[job].intensity && j < job);
+    rank += t->jobs[j].intensity > t->jobs[job].intensity ||
+            (t->jobs[j].intensity == t->jobs[job].intensity && j < job);
   return rank * t->nclasses / t->njobs;
 }
 
@@ -305,7 +311,8 @@ static int linkmap_build(const ah_path_topo_t *t, linkmap_t *lm) {
     linkmap_free(lm);
     return -1;
   }
-  for (int i = 0; i < t->nfailed; i++) lm->failed[(size_t)t->failed[i][0] * S + (size_t)t->failed[i][1]] = 1;
+  for (int i = 0; i < t->nfailed; i++)
+    lm->failed[(size_t)t->failed[i][0] * S + (size_t)t->failed[i][1]] = 1;
   for (size_t l = 0; l < nleaf; l++)
     for (size_t sp = 0; sp < S; sp++)
       if (!lm->failed[l * S + sp]) lm->live[l * S + (size_t)lm->nlive[l]++] = (int)sp;
@@ -315,9 +322,11 @@ static int linkmap_build(const ah_path_topo_t *t, linkmap_t *lm) {
 /* The model's route for one port, given the flow's GID hash prefix (and the link map, or NULL to
  * read the failed links from the topology). Stops early (returning 0) as soon as the route differs
  * from a wanted one (want_side >= 0); returns 1 otherwise. */
-static int model_route(const ah_path_topo_t *t, const linkmap_t *lm, const ah_path_flow_t *f, uint32_t prefix,
-                       uint16_t sport, int want_side, int want_spine, int *side_p, int *spine_p, int *rx_side_p) {
-  int side = (int)(ah_path_hash5_finish(prefix, t->seed_lag + (uint32_t)f->shost * SEED_STEP, sport) & 1u);
+static int model_route(const ah_path_topo_t *t, const linkmap_t *lm, const ah_path_flow_t *f,
+                       uint32_t prefix, uint16_t sport, int want_side, int want_spine, int *side_p,
+                       int *spine_p, int *rx_side_p) {
+  int side =
+      (int)(ah_path_hash5_finish(prefix, t->seed_lag + (uint32_t)f->shost * SEED_STEP, sport) & 1u);
   if (want_side >= 0 && side != want_side) return 0;
   int spine = -1, rx = side;
   int sp = t->hosts[f->shost].pair, dp = t->hosts[f->dhost].pair;
@@ -333,7 +342,8 @@ static int model_route(const ah_path_topo_t *t, const linkmap_t *lm, const ah_pa
     }
     rx = -1;
     if (nlive) {
-      spine = live[ah_path_hash5_finish(prefix, t->seed_leaf + (uint32_t)leaf * SEED_STEP, sport) % (uint32_t)nlive];
+      spine = live[ah_path_hash5_finish(prefix, t->seed_leaf + (uint32_t)leaf * SEED_STEP, sport) %
+                   (uint32_t)nlive];
       if (want_side >= 0 && spine != want_spine) return 0;
       int cand[2], nc = 0;
       for (int x = 0; x < 2; x++)
@@ -341,7 +351,8 @@ static int model_route(const ah_path_topo_t *t, const linkmap_t *lm, const ah_pa
                : !ah_path_link_failed(t, 2 * dp + x, spine))
           cand[nc++] = x;
       if (nc)
-        rx = cand[ah_path_hash5_finish(prefix, t->seed_spine + (uint32_t)spine * SEED_STEP, sport) % (uint32_t)nc];
+        rx = cand[ah_path_hash5_finish(prefix, t->seed_spine + (uint32_t)spine * SEED_STEP, sport) %
+                  (uint32_t)nc];
     }
   }
   if (want_side >= 0 && (spine != want_spine || rx != want_side)) return 0;
@@ -371,7 +382,8 @@ static int by_intensity(const void *a, const void *b) {
 }
 
 static int by_pair_flows(const ah_path_flow_t *a, const ah_path_flow_t *b) {
-  int ka[4] = {a->shost, a->snic, a->dhost, a->dnic}, kb[4] = {b->shost, b->snic, b->dhost, b->dnic};
+  int ka[4] = {a->shost, a->snic, a->dhost, a->dnic},
+      kb[4] = {b->shost, b->snic, b->dhost, b->dnic};
   for (int i = 0; i < 4; i++)
     if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
   return 0;
@@ -385,14 +397,17 @@ static int by_pair(const void *a, const void *b, void *ctx) {
   return c ? c : (ia > ib) - (ia < ib);
 }
 
-int ah_path_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflows, ah_path_route_t *routes) {
+int ah_path_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflows,
+                 ah_path_route_t *routes) {
   int maxnic = 1, rc = -1;
   for (int h = 0; h < t->nhosts; h++)
     if (t->hosts[h].nnics > maxnic) maxnic = t->hosts[h].nnics;
   int nnic = t->nhosts * maxnic, nleaf = 2 * t->npairs, S = t->nspines;
   const ah_path_flow_t **order = malloc((size_t)(nflows + 1) * sizeof *order);
-  int *src = malloc((size_t)(nflows + 1) * sizeof *src), *dst = malloc((size_t)(nflows + 1) * sizeof *dst);
-  int *color = malloc((size_t)(nflows + 1) * sizeof *color), *idx = malloc((size_t)(nflows + 1) * sizeof *idx);
+  int *src = malloc((size_t)(nflows + 1) * sizeof *src),
+      *dst = malloc((size_t)(nflows + 1) * sizeof *dst);
+  int *color = malloc((size_t)(nflows + 1) * sizeof *color),
+      *idx = malloc((size_t)(nflows + 1) * sizeof *idx);
   int *cap = malloc((size_t)(2 * (nnic > nleaf ? nnic : nleaf) + 1) * sizeof *cap);
   unsigned char *forbid = calloc((size_t)2 * nleaf * S, 1);
   if (!order || !src || !dst || !color || !idx || !cap || !forbid) goto out;
@@ -496,17 +511,20 @@ out:
 
 /* ---- backup paths (the HA layer's shadows, docs/ha.md) ------------------------------------------ */
 
-static int backup_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *host_p, int *nic_p) {
+static int backup_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *host_p,
+                           int *nic_p) {
   for (int h = 0; h < t->nhosts; h++)
     for (int n = 0; n < t->hosts[h].nnics; n++)
       if (memcmp(t->hosts[h].gid[n], gid, 16) == 0) return *host_p = h, *nic_p = n, 0;
   return -1;
 }
 
-uint16_t ah_path_backup_sport_avoid(const ah_path_topo_t *t, const uint8_t sgid[16], const uint8_t dgid[16],
-                                    const uint16_t *outp, int nout, const uint16_t *backp, int nback, uint16_t start) {
+uint16_t ah_path_backup_sport_avoid(const ah_path_topo_t *t, const uint8_t sgid[16],
+                                    const uint8_t dgid[16], const uint16_t *outp, int nout,
+                                    const uint16_t *backp, int nback, uint16_t start) {
   ah_path_flow_t out = {0}, back = {0};
-  if (!t || backup_find_gid(t, sgid, &out.shost, &out.snic) || backup_find_gid(t, dgid, &out.dhost, &out.dnic))
+  if (!t || backup_find_gid(t, sgid, &out.shost, &out.snic) ||
+      backup_find_gid(t, dgid, &out.dhost, &out.dnic))
     return 0;
   back.shost = out.dhost, back.snic = out.dnic, back.dhost = out.shost, back.dnic = out.snic;
   int side, rx, avoid[16], navoid = 0, any = 0;
@@ -521,7 +539,8 @@ uint16_t ah_path_backup_sport_avoid(const ah_path_topo_t *t, const uint8_t sgid[
   if (!any) return 0; /* under one leaf pair: no spine to avoid */
   uint32_t span = AH_PATH_SPORT_MAX - AH_PATH_SPORT_MIN + 1;
   for (uint32_t i = 0; i < 4096; i++) {
-    uint16_t sport = (uint16_t)(AH_PATH_SPORT_MIN + ((uint32_t)(start - AH_PATH_SPORT_MIN) + i * 7919u) % span);
+    uint16_t sport =
+        (uint16_t)(AH_PATH_SPORT_MIN + ((uint32_t)(start - AH_PATH_SPORT_MIN) + i * 7919u) % span);
     int spine, ok;
     ah_path_model_route(t, &out, sport, &side, &spine, &rx);
     ok = spine >= 0;
@@ -531,7 +550,8 @@ uint16_t ah_path_backup_sport_avoid(const ah_path_topo_t *t, const uint8_t sgid[
   return 0;
 }
 
-uint16_t ah_path_backup_sport(const ah_path_topo_t *t, const uint8_t sgid[16], const uint8_t dgid[16],
-                              uint16_t primary_sport, uint16_t peer_sport, uint16_t start) {
+uint16_t ah_path_backup_sport(const ah_path_topo_t *t, const uint8_t sgid[16],
+                              const uint8_t dgid[16], uint16_t primary_sport, uint16_t peer_sport,
+                              uint16_t start) {
   return ah_path_backup_sport_avoid(t, sgid, dgid, &primary_sport, 1, &peer_sport, 1, start);
 }

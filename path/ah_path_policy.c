@@ -23,14 +23,16 @@
 
 /* ---- per-communicator traffic classes ---------------------------------------------------------- */
 
-int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *why, size_t why_len) {
+int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *why,
+                           size_t why_len) {
   ah_path_tc_rules_t r;
   memset(&r, 0, sizeof r);
   char *copy = strdup(text ? text : "");
   if (!copy) return snprintf(why, why_len, "out of memory"), -1;
   int rc = 0, pos = 0;
   char *save = NULL;
-  for (char *rule = strtok_r(copy, ";", &save); rule && rc == 0; rule = strtok_r(NULL, ";", &save)) {
+  for (char *rule = strtok_r(copy, ";", &save); rule && rc == 0;
+       rule = strtok_r(NULL, ";", &save)) {
     pos++;
     char *colon = strrchr(rule, ':');
     int tc, dscp;
@@ -41,7 +43,8 @@ int ah_path_tc_rules_parse(const char *text, ah_path_tc_rules_t *rules_p, char *
       break;
     }
     if (!colon || ah_path_parse_tc(colon + 1, &tc, &dscp) || tc < 0) {
-      snprintf(why, why_len, "rule %d '%s': expected MATCH:CLASS with CLASS 0..255 or dscp=0..63", pos, rule);
+      snprintf(why, why_len, "rule %d '%s': expected MATCH:CLASS with CLASS 0..255 or dscp=0..63",
+               pos, rule);
       rc = -1;
       break;
     }
@@ -90,7 +93,7 @@ int ah_path_tc_rules_match(const ah_path_tc_rules_t *r, const char *name, int nr
 /* ---- path catalog ----------------------------------------------------------------------------- */
 
 typedef struct {
-  char src[AH_PATH_NAME_MAX];        /* device name, or "*" */
+  char src[AH_PATH_NAME_MAX]; /* device name, or "*" */
   int src_is_gid;
   uint8_t sgid[16];
   uint8_t dgid[16];
@@ -156,7 +159,8 @@ int ah_path_catalog_parse(const char *text, const char *origin, ah_path_catalog_
       snprintf(e->src, sizeof e->src, "%s", w[0]);
       e->src_is_gid = ah_path_gid_parse(w[0], e->sgid) == 0;
       c->n++; /* owns e->ports from here, freed with the catalog */
-      if (cat_ports(w[2], e)) why = "ports must be numbers in 49152-65535 (0xC000-0xFFFF), comma-separated";
+      if (cat_ports(w[2], e))
+        why = "ports must be numbers in 49152-65535 (0xC000-0xFFFF), comma-separated";
     }
     if (why) {
       ah_log(AH_LOG_ERROR, "path catalog %s line %d: '%s': %s", origin, lineno, orig, why);
@@ -191,7 +195,8 @@ uint16_t ah_path_catalog_port(const ah_path_catalog_t *c, const char *dev, const
       if (!wild) wild = e;
       continue;
     }
-    int match = e->src_is_gid ? (sgid && memcmp(e->sgid, sgid, 16) == 0) : (dev && strcmp(e->src, dev) == 0);
+    int match = e->src_is_gid ? (sgid && memcmp(e->sgid, sgid, 16) == 0)
+                              : (dev && strcmp(e->src, dev) == 0);
     if (match) return e->ports[k % (unsigned)e->nports];
   }
   return wild ? wild->ports[k % (unsigned)wild->nports] : 0;
@@ -228,8 +233,9 @@ struct ah_path_policy {
 
 static void policy_load_plan(ah_path_policy_t *p, const char *topo_path) {
   if (!topo_path || !*topo_path) {
-    ah_log(AH_LOG_ERROR, "AUTOHA_QP_SPORT=plan needs AUTOHA_QP_TOPO=PATH (a topology file); "
-                         "leaving source ports as NCCL sets them");
+    ah_log(AH_LOG_ERROR,
+           "AUTOHA_QP_SPORT=plan needs AUTOHA_QP_TOPO=PATH (a topology file); "
+           "leaving source ports as NCCL sets them");
     p->mode = AH_PATH_SPORT_OFF;
     return;
   }
@@ -252,8 +258,10 @@ static void policy_load_plan(ah_path_policy_t *p, const char *topo_path) {
     return;
   }
   if (p->local_host < 0)
-    ah_log(AH_LOG_INFO, "host '%s' is not in topology %s: its QPs are matched by their local address "
-                        "(spread ports where that fails)", p->host, topo_path);
+    ah_log(AH_LOG_INFO,
+           "host '%s' is not in topology %s: its QPs are matched by their local address "
+           "(spread ports where that fails)",
+           p->host, topo_path);
 }
 
 ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *s) {
@@ -272,7 +280,8 @@ ah_path_policy_t *ah_path_policy_create(const ah_path_settings_t *s) {
   if (s->sport == AH_PATH_SPORT_SPREAD) {
     p->mode = AH_PATH_SPORT_SPREAD;
   } else if (s->sport == AH_PATH_SPORT_FILE && s->sport_file && *s->sport_file) {
-    p->mode = ah_path_catalog_load(s->sport_file, &p->catalog) ? AH_PATH_SPORT_OFF : AH_PATH_SPORT_FILE;
+    p->mode =
+        ah_path_catalog_load(s->sport_file, &p->catalog) ? AH_PATH_SPORT_OFF : AH_PATH_SPORT_FILE;
   } else if (s->sport == AH_PATH_SPORT_PLAN) {
     p->mode = AH_PATH_SPORT_PLAN;
     policy_load_plan(p, s->topo);
@@ -297,8 +306,12 @@ void ah_path_policy_free(ah_path_policy_t *p) {
 }
 
 int ah_path_policy_active(const ah_path_policy_t *p) { return p && p->active; }
-int ah_path_policy_sport_mode(const ah_path_policy_t *p) { return p && p->active ? p->mode : AH_PATH_SPORT_OFF; }
-int ah_path_policy_method(const ah_path_policy_t *p) { return p ? p->method : AH_PATH_METHOD_LABEL; }
+int ah_path_policy_sport_mode(const ah_path_policy_t *p) {
+  return p && p->active ? p->mode : AH_PATH_SPORT_OFF;
+}
+int ah_path_policy_method(const ah_path_policy_t *p) {
+  return p ? p->method : AH_PATH_METHOD_LABEL;
+}
 
 /* Finds the host and NIC owning `gid` in the topology; returns 0 when found. */
 static int topo_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *host_p, int *nic_p) {
@@ -310,14 +323,16 @@ static int topo_find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *ho
 
 int ah_path_policy_qp_tc(const ah_path_policy_t *p, const ah_path_qp_t *qp, uint8_t tc) {
   if (!p || !p->active) return -1;
-  if (p->tc >= 0 || p->mode != AH_PATH_SPORT_PLAN || !p->topo || !p->topo->nclasses) return ah_path_policy_tc(p, tc);
+  if (p->tc >= 0 || p->mode != AH_PATH_SPORT_PLAN || !p->topo || !p->topo->nclasses)
+    return ah_path_policy_tc(p, tc);
   int host = p->local_host, nic;
   if (qp && qp->has_sgid) topo_find_gid(p->topo, qp->sgid, &host, &nic);
   for (int j = 0; host >= 0 && j < p->topo->njobs; j++)
     for (int i = 0; i < p->topo->jobs[j].nhosts; i++)
       if (p->topo->jobs[j].hosts[i] == host) {
         int c = ah_path_job_class(p->topo, j);
-        return p->topo->class_dscp[c] ? ah_path_tc_with_dscp(tc, (unsigned)p->topo->class_tc[c]) : p->topo->class_tc[c];
+        return p->topo->class_dscp[c] ? ah_path_tc_with_dscp(tc, (unsigned)p->topo->class_tc[c])
+                                      : p->topo->class_tc[c];
       }
   return -1;
 }
@@ -331,7 +346,6 @@ int ah_path_policy_config_tc(const ah_path_policy_t *p) {
   if (!p || !p->active || p->tc < 0) return -1;
   return p->tc_is_dscp ? p->tc << 2 : p->tc;
 }
-
 
 static uint16_t plan_port(const ah_path_policy_t *p, const ah_path_qp_t *qp, unsigned k) {
   const ah_path_topo_t *t = p->topo;
@@ -375,7 +389,8 @@ uint16_t ah_path_policy_sport(ah_path_policy_t *p, const ah_path_qp_t *qp) {
   pthread_mutex_unlock(&p->lock);
 
   uint16_t port = 0;
-  if (p->mode == AH_PATH_SPORT_FILE) port = ah_path_catalog_port(p->catalog, qp->dev, qp->has_sgid ? qp->sgid : NULL, qp->dgid, k);
+  if (p->mode == AH_PATH_SPORT_FILE)
+    port = ah_path_catalog_port(p->catalog, qp->dev, qp->has_sgid ? qp->sgid : NULL, qp->dgid, k);
   else if (p->mode == AH_PATH_SPORT_PLAN && !qp->receiver) port = plan_port(p, qp, k);
   if (port == 0 && p->mode != AH_PATH_SPORT_FILE) {
     /* spread, and plan's fallback for a QP the plan does not know */

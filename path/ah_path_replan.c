@@ -17,8 +17,8 @@ typedef struct {
   const ah_path_topo_t *t;
   int maxnic, S, nleaf;
   size_t nports, nlinks;
-  double *cap;  /* per link, relative to a NIC port; 0: down */
-  int *count;   /* flows on each link */
+  double *cap; /* per link, relative to a NIC port; 0: down */
+  int *count;  /* flows on each link */
   /* the flows of each NIC pair, which keep distinct ports: flow i's pair is grp[gs[i]..ge[i]) */
   int *grp, *gs, *ge;
   const ah_path_flow_t *flows;
@@ -30,15 +30,18 @@ static int same_pair(const ah_path_flow_t *a, const ah_path_flow_t *b) {
 }
 
 static int by_nic_pair(const void *a, const void *b, void *ctx) {
-  const ah_path_flow_t *fa = (const ah_path_flow_t *)ctx + *(const int *)a, *fb = (const ah_path_flow_t *)ctx + *(const int *)b;
-  int ka[4] = {fa->shost, fa->snic, fa->dhost, fa->dnic}, kb[4] = {fb->shost, fb->snic, fb->dhost, fb->dnic};
+  const ah_path_flow_t *fa = (const ah_path_flow_t *)ctx + *(const int *)a,
+                       *fb = (const ah_path_flow_t *)ctx + *(const int *)b;
+  int ka[4] = {fa->shost, fa->snic, fa->dhost, fa->dnic},
+      kb[4] = {fb->shost, fb->snic, fb->dhost, fb->dnic};
   for (int i = 0; i < 4; i++)
     if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
   return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
 /* Groups the flows by NIC pair. Returns 0, or -1 when out of memory. */
-static int groups_build(model_t *m, const ah_path_flow_t *flows, int n, const ah_path_route_t *routes) {
+static int groups_build(model_t *m, const ah_path_flow_t *flows, int n,
+                        const ah_path_route_t *routes) {
   m->flows = flows;
   m->routes = routes;
   m->grp = malloc(((size_t)n + 1) * sizeof *m->grp);
@@ -66,7 +69,9 @@ static int port_taken(const model_t *m, int i, uint16_t port) {
 static size_t port_out(const model_t *m, int host, int nic, int side) {
   return ((size_t)host * (size_t)m->maxnic + (size_t)nic) * 2 + (size_t)side;
 }
-static size_t port_in(const model_t *m, int host, int nic, int side) { return m->nports + port_out(m, host, nic, side); }
+static size_t port_in(const model_t *m, int host, int nic, int side) {
+  return m->nports + port_out(m, host, nic, side);
+}
 static size_t link_up(const model_t *m, int leaf, int spine) {
   return 2 * m->nports + (size_t)leaf * (size_t)m->S + (size_t)spine;
 }
@@ -74,8 +79,8 @@ static size_t link_down(const model_t *m, int leaf, int spine) {
   return 2 * m->nports + ((size_t)m->nleaf + (size_t)leaf) * (size_t)m->S + (size_t)spine;
 }
 
-static int model_init(model_t *m, const ah_path_topo_t *t, const ah_path_link_state_t *links, int nlinks,
-                      const ah_path_replan_opts_t *opts) {
+static int model_init(model_t *m, const ah_path_topo_t *t, const ah_path_link_state_t *links,
+                      int nlinks, const ah_path_replan_opts_t *opts) {
   memset(m, 0, sizeof *m);
   m->t = t;
   m->maxnic = 1;
@@ -118,8 +123,8 @@ static void model_free(model_t *m) {
 /* The links flow f crosses with `sport` in the model (the switches' view: the topology's failed
  * links are routed around, the link states are not). Returns the count, or -1 when the hash view
  * has no route (every uplink of the leaf failed). */
-static int flow_links(const model_t *m, const ah_path_flow_t *f, uint16_t sport, size_t out[4], int *side_p,
-                      int *spine_p) {
+static int flow_links(const model_t *m, const ah_path_flow_t *f, uint16_t sport, size_t out[4],
+                      int *side_p, int *spine_p) {
   int side, spine, rx;
   ah_path_model_route(m->t, f, sport, &side, &spine, &rx);
   int sp = m->t->hosts[f->shost].pair, dp = m->t->hosts[f->dhost].pair, n = 0;
@@ -169,8 +174,8 @@ static int place(model_t *m, int fi, ah_path_route_t *r, int tries) {
     if ((n = flow_links(m, f, port, l, &side, &spine)) < 0) continue;
     double share = share_on(m, l, n, 1, &load);
     /* a move must gain more than rounding: equal shares keep the current port */
-    if (share > bshare * (1 + 1e-9) || (share >= bshare * (1 - 1e-9) && bn >= 0 && k >= 0 && load < bload * (1 - 1e-9) &&
-                                        best != r->sport)) {
+    if (share > bshare * (1 + 1e-9) || (share >= bshare * (1 - 1e-9) && bn >= 0 && k >= 0 &&
+                                        load < bload * (1 - 1e-9) && best != r->sport)) {
       bshare = share, bload = load, best = port, bn = n, bside = side, bspine = spine;
       memcpy(bl, l, sizeof l);
     }
@@ -185,8 +190,9 @@ static int place(model_t *m, int fi, ah_path_route_t *r, int tries) {
   return moved;
 }
 
-int ah_path_replan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflows, const ah_path_link_state_t *links,
-                   int nlinks, const ah_path_replan_opts_t *opts, ah_path_route_t *routes, unsigned char *moved) {
+int ah_path_replan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflows,
+                   const ah_path_link_state_t *links, int nlinks, const ah_path_replan_opts_t *opts,
+                   ah_path_route_t *routes, unsigned char *moved) {
   model_t m;
   if (model_init(&m, t, links, nlinks, opts)) return -1;
   int tries = opts && opts->candidates > 0 ? opts->candidates : 256, nmoved = 0;
@@ -204,7 +210,8 @@ int ah_path_replan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nfl
     int side, spine, n = flow_links(&m, &flows[i], routes[i].sport, l, &side, &spine);
     orig[i] = routes[i].sport;
     double rel = opts && opts->spine_rel > 0 ? opts->spine_rel : 1.0;
-    for (int j = 0; j < n && !aff[i]; j++) aff[i] = m.cap[l[j]] < (l[j] < 2 * m.nports ? 1.0 : rel) * (1 - 1e-9);
+    for (int j = 0; j < n && !aff[i]; j++)
+      aff[i] = m.cap[l[j]] < (l[j] < 2 * m.nports ? 1.0 : rel) * (1 - 1e-9);
     if (n < 0) aff[i] = 1;
     else if (!aff[i]) add(&m, l, n, 1);
     if (n >= 0) routes[i].side = (int8_t)side, routes[i].spine = (int16_t)spine;
@@ -236,8 +243,8 @@ int ah_path_replan(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nfl
 }
 
 double ah_path_replan_share(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflows,
-                            const ah_path_link_state_t *links, int nlinks, const ah_path_replan_opts_t *opts,
-                            const ah_path_route_t *routes) {
+                            const ah_path_link_state_t *links, int nlinks,
+                            const ah_path_replan_opts_t *opts, const ah_path_route_t *routes) {
   model_t m;
   if (model_init(&m, t, links, nlinks, opts)) return -1;
   size_t(*l)[4] = malloc(((size_t)nflows + 1) * sizeof *l);
@@ -283,12 +290,14 @@ static double best_over(const double *cap, int n, int u) {
 }
 
 double ah_path_replan_bound(const ah_path_topo_t *t, const ah_path_flow_t *flows, int nflows,
-                            const ah_path_link_state_t *links, int nlinks, const ah_path_replan_opts_t *opts) {
+                            const ah_path_link_state_t *links, int nlinks,
+                            const ah_path_replan_opts_t *opts) {
   model_t m;
   if (model_init(&m, t, links, nlinks, opts)) return -1;
   double bound = nflows ? 1.0 : 1e300;
   int *out = calloc(m.nports / 2 + 1, sizeof *out), *in = calloc(m.nports / 2 + 1, sizeof *in);
-  int *up = calloc((size_t)t->npairs + 1, sizeof *up), *down = calloc((size_t)t->npairs + 1, sizeof *down);
+  int *up = calloc((size_t)t->npairs + 1, sizeof *up),
+      *down = calloc((size_t)t->npairs + 1, sizeof *down);
   double *cap = malloc(((size_t)2 * (size_t)m.S + 1) * sizeof *cap);
   if (!out || !in || !up || !down || !cap) {
     bound = -1;

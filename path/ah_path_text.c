@@ -90,7 +90,8 @@ uint32_t ah_path_hash5_finish(uint32_t prefix, uint32_t seed, uint16_t sport) {
   return h;
 }
 
-uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport) {
+uint32_t ah_path_hash5(uint32_t seed, const uint8_t sgid[16], const uint8_t dgid[16],
+                       uint16_t sport) {
   return ah_path_hash5_finish(ah_path_hash5_prefix(sgid, dgid), seed, sport);
 }
 
@@ -183,4 +184,3 @@ char *ah_path_text_read(const char *path, const char *what) {
   if (!buf) ah_log(AH_LOG_ERROR, "cannot read %s '%s': %s", what, path, err);
   return buf;
 }
-

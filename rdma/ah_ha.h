@@ -35,22 +35,22 @@ enum {
  * ibv_sge's layout (the shim checks it at compile time) so that the data path copies each group in
  * one move; an inline payload lives in the log's side array (ah_ha_slog_inl), not here. */
 typedef struct {
-  uint64_t wr_id;         /* the caller's */
-  int num_sge;            /* 0 or 1 replayable (the shim marks a QP posting more unprotected) */
-  int opcode;             /* AH_HA_WR_* */
-  unsigned send_flags;    /* IBV_SEND_* */
-  uint32_t imm;           /* as posted (network order) */
+  uint64_t wr_id;      /* the caller's */
+  int num_sge;         /* 0 or 1 replayable (the shim marks a QP posting more unprotected) */
+  int opcode;          /* AH_HA_WR_* */
+  unsigned send_flags; /* IBV_SEND_* */
+  uint32_t imm;        /* as posted (network order) */
   uint64_t raddr;
-  uint32_t rkey, rsv;     /* rsv: the verbs struct's reserved word, copied along */
+  uint32_t rkey, rsv; /* rsv: the verbs struct's reserved word, copied along */
   uint64_t addr;
   uint32_t length, lkey;
-  uint64_t cons;          /* receive-consuming messages posted on this QP up to and including this one */
+  uint64_t cons; /* receive-consuming messages posted on this QP up to and including this one */
 } ah_ha_swr_t;
 
 /* One posted receive (32 bytes; addr..lkey mirror struct ibv_sge). */
 typedef struct {
   uint64_t wr_id;
-  int num_sge;            /* 0 or 1 */
+  int num_sge; /* 0 or 1 */
   uint32_t rsv;
   uint64_t addr;
   uint32_t length, lkey;
@@ -63,13 +63,14 @@ typedef struct {
 typedef struct {
   ah_ha_swr_t *e;
   uint64_t *sig;
-  uint8_t (*inl)[AH_HA_INLINE_MAX]; /* IBV_SEND_INLINE: the bytes of entry seq, since the caller may reuse them */
+  uint8_t (*inl)
+      [AH_HA_INLINE_MAX]; /* IBV_SEND_INLINE: the bytes of entry seq, since the caller may reuse them */
   uint32_t cap;
   uint64_t head, tail;
-  uint64_t lim;           /* tail + cap: the log is full when head reaches it */
+  uint64_t lim; /* tail + cap: the log is full when head reaches it */
   uint64_t nsig, sig_tail;
-  uint64_t cons;          /* consuming messages posted so far (the newest entry's cons) */
-  int sig_all;            /* the QP signals every WR (sq_sig_all) */
+  uint64_t cons; /* consuming messages posted so far (the newest entry's cons) */
+  int sig_all;   /* the QP signals every WR (sq_sig_all) */
 } ah_ha_slog_t;
 
 /* A ring of receives: [tail, head) posted and not completed successfully, in posting order. */
@@ -77,13 +78,14 @@ typedef struct {
   ah_ha_rwr_t *e;
   uint32_t cap;
   uint64_t head, tail;
-  uint64_t done;          /* receives completed successfully (the messages this side took) */
+  uint64_t done; /* receives completed successfully (the messages this side took) */
 } ah_ha_rlog_t;
 
 /* 1 when a send with this opcode consumes a receive at the responder (SEND, SEND_WITH_IMM,
  * RDMA_WRITE_WITH_IMM), else 0. */
 static inline int ah_ha_consumes(int opcode) {
-  return opcode == AH_HA_WR_SEND || opcode == AH_HA_WR_SEND_WITH_IMM || opcode == AH_HA_WR_RDMA_WRITE_WITH_IMM;
+  return opcode == AH_HA_WR_SEND || opcode == AH_HA_WR_SEND_WITH_IMM ||
+         opcode == AH_HA_WR_RDMA_WRITE_WITH_IMM;
 }
 
 /* Allocates a log of at least `cap` entries (rounded up to a power of two, so that the shim finds an
@@ -98,8 +100,12 @@ void ah_ha_rlog_free(ah_ha_rlog_t *l);
 uint64_t ah_ha_slog_cons_tail(const ah_ha_slog_t *l);
 
 /* Free entries. */
-static inline uint32_t ah_ha_slog_room(const ah_ha_slog_t *l) { return l->cap - (uint32_t)(l->head - l->tail); }
-static inline uint32_t ah_ha_rlog_room(const ah_ha_rlog_t *l) { return l->cap - (uint32_t)(l->head - l->tail); }
+static inline uint32_t ah_ha_slog_room(const ah_ha_slog_t *l) {
+  return l->cap - (uint32_t)(l->head - l->tail);
+}
+static inline uint32_t ah_ha_rlog_room(const ah_ha_rlog_t *l) {
+  return l->cap - (uint32_t)(l->head - l->tail);
+}
 
 /* Appends a copy of *w (its cons is filled in here). Returns the entry's sequence number; the log
  * must have room (ah_ha_slog_room). */
@@ -116,7 +122,9 @@ static inline int ah_ha_swr_signaled(const ah_ha_slog_t *l, const ah_ha_swr_t *e
   return l->sig_all || (e->send_flags & AH_HA_SIGNALED);
 }
 /* The inline payload kept for entry seq (AH_HA_INLINE_MAX bytes). */
-static inline uint8_t *ah_ha_slog_inl(ah_ha_slog_t *l, uint64_t seq) { return l->inl[seq & (l->cap - 1)]; }
+static inline uint8_t *ah_ha_slog_inl(ah_ha_slog_t *l, uint64_t seq) {
+  return l->inl[seq & (l->cap - 1)];
+}
 /* ah_ha_slog_complete_next without the ring: searches the live entries (sig_all set after the
  * entries were pushed). Returns as ah_ha_slog_complete_next does. */
 int64_t ah_ha_slog_complete_scan(ah_ha_slog_t *l);

@@ -110,7 +110,8 @@ int ah_ha_rlog_complete(ah_ha_rlog_t *l, uint64_t seq) {
 
 uint64_t ah_ha_slog_cons_tail(const ah_ha_slog_t *l) {
   uint64_t live = 0;
-  for (uint64_t s = l->tail; s < l->head; s++) live += (uint64_t)ah_ha_consumes(l->e[s & (l->cap - 1)].opcode);
+  for (uint64_t s = l->tail; s < l->head; s++)
+    live += (uint64_t)ah_ha_consumes(l->e[s & (l->cap - 1)].opcode);
   return l->cons - live;
 }
 

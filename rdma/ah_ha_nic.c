@@ -120,7 +120,8 @@ int ah_ha_keys_put(ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key,
   return 0;
 }
 
-int ah_ha_keys_get(const ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key, uint32_t *to_p) {
+int ah_ha_keys_get(const ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key,
+                   uint32_t *to_p) {
   keys_entry_t *e = t ? keys_find(t, space, key) : NULL;
   if (!e) return -1;
   *to_p = e->to;

@@ -34,7 +34,8 @@ void ah_ha_keys_free(ah_ha_keys_t *t);
 /* Maps (space, key) to `to`, replacing an earlier mapping. Returns 0, or -1 when out of memory. */
 int ah_ha_keys_put(ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key, uint32_t to);
 /* Sets *to_p to what (space, key) maps to. Returns 0, or -1 (and *to_p unchanged) when unmapped. */
-int ah_ha_keys_get(const ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key, uint32_t *to_p);
+int ah_ha_keys_get(const ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key,
+                   uint32_t *to_p);
 /* Forgets (space, key). Returns 1 when it was mapped, else 0. */
 int ah_ha_keys_del(ah_ha_keys_t *t, const ah_ha_keyspace_t *space, uint32_t key);
 /* Forgets every key of `space` (a peer's connection went away). Returns how many. */

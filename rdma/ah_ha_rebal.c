@@ -16,15 +16,15 @@ static int find_gid(const ah_path_topo_t *t, const uint8_t gid[16], int *host_p,
   return -1;
 }
 
-int ah_ha_rebal_flow(const ah_path_topo_t *t, const ah_path_flow_t *flows, const ah_path_route_t *plan,
-                     int nflows, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport,
-                     const unsigned char *taken) {
+int ah_ha_rebal_flow(const ah_path_topo_t *t, const ah_path_flow_t *flows,
+                     const ah_path_route_t *plan, int nflows, const uint8_t sgid[16],
+                     const uint8_t dgid[16], uint16_t sport, const unsigned char *taken) {
   int sh, sn, dh, dn;
   if (!t || !sport || find_gid(t, sgid, &sh, &sn) || find_gid(t, dgid, &dh, &dn)) return -1;
   for (int i = 0; i < nflows; i++) {
     const ah_path_flow_t *f = &flows[i];
-    if (f->shost == sh && f->snic == sn && f->dhost == dh && f->dnic == dn && plan[i].sport == sport &&
-        !(taken && taken[i]))
+    if (f->shost == sh && f->snic == sn && f->dhost == dh && f->dnic == dn &&
+        plan[i].sport == sport && !(taken && taken[i]))
       return i;
   }
   return -1;
@@ -42,12 +42,14 @@ int ah_ha_rebal_suspects(const ah_path_topo_t *t, const ah_path_flow_t *f, uint1
   return n;
 }
 
-int ah_ha_rebal_flow_by_gids(const ah_path_topo_t *t, const uint8_t sgid[16], const uint8_t dgid[16],
-                             ah_path_flow_t *out) {
+int ah_ha_rebal_flow_by_gids(const ah_path_topo_t *t, const uint8_t sgid[16],
+                             const uint8_t dgid[16], ah_path_flow_t *out) {
   memset(out, 0, sizeof *out);
   out->job = -1;
-  return t && find_gid(t, sgid, &out->shost, &out->snic) == 0 && find_gid(t, dgid, &out->dhost, &out->dnic) == 0 ? 0
-                                                                                                             : -1;
+  return t && find_gid(t, sgid, &out->shost, &out->snic) == 0 &&
+                 find_gid(t, dgid, &out->dhost, &out->dnic) == 0
+             ? 0
+             : -1;
 }
 
 /* 1 when link (leaf, spine) is in links[] below full capacity. */
@@ -57,8 +59,9 @@ static int link_bad(const ah_path_link_state_t *links, int n, int leaf, int spin
   return 0;
 }
 
-uint16_t ah_ha_rebal_clear_sport(const ah_path_topo_t *t, const ah_path_flow_t *f, const ah_path_link_state_t *links,
-                                 int nlinks, uint16_t start, uint16_t avoid) {
+uint16_t ah_ha_rebal_clear_sport(const ah_path_topo_t *t, const ah_path_flow_t *f,
+                                 const ah_path_link_state_t *links, int nlinks, uint16_t start,
+                                 uint16_t avoid) {
   if (t->hosts[f->shost].pair == t->hosts[f->dhost].pair) return 0;
   uint16_t p = (uint16_t)(0xC000 | (start & 0x3FFF));
   for (int i = 0; i < 4096; i++, p = (uint16_t)(0xC000 | ((p + 1) & 0x3FFF))) {
@@ -71,9 +74,10 @@ uint16_t ah_ha_rebal_clear_sport(const ah_path_topo_t *t, const ah_path_flow_t *
   return 0;
 }
 
-int ah_ha_rebal_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows, const ah_path_route_t *plan,
-                     int nflows, const ah_path_link_state_t *links, int nlinks, ah_path_route_t *routes,
-                     unsigned char *moved, ah_ha_rebal_result_t *res) {
+int ah_ha_rebal_plan(const ah_path_topo_t *t, const ah_path_flow_t *flows,
+                     const ah_path_route_t *plan, int nflows, const ah_path_link_state_t *links,
+                     int nlinks, ah_path_route_t *routes, unsigned char *moved,
+                     ah_ha_rebal_result_t *res) {
   memset(res, 0, sizeof *res);
   memcpy(routes, plan, (size_t)nflows * sizeof *routes);
   res->before = ah_path_replan_share(t, flows, nflows, links, nlinks, NULL, routes);

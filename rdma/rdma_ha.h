@@ -32,11 +32,13 @@ int ah_shim_ha_nic_on(void);
  * -1 for host memory, else the dma-buf fd and offset NCCL passed, which is duplicated); it is
  * mirrored on the backup NIC, now if that NIC is open, else when the first shadow opens it. NCCL is
  * about to deregister mr: its mirror goes with it. errno is left as it was. */
-void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int dmabuf_fd, uint64_t offset);
+void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int dmabuf_fd,
+                              uint64_t offset);
 void ah_shim_ha_mr_deregistering(struct ibv_mr *mr);
 /* NCCL created `qp` with `init` (after the provider wrote its capacities back). An RC QP becomes
  * managed: its context's post_send, post_recv and poll_cq are wrapped (once per context). */
-void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real);
+void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init,
+                        const ah_shim_ha_verbs_t *real);
 /* NCCL's ibv_modify_qp(qp, attr, mask) succeeded: INIT, RTR and RTS facts are kept, and at RTS the
  * background thread starts building the shadow. */
 void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask);

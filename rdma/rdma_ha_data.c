@@ -13,7 +13,6 @@
 
 #include "rdma_ha_int.h"
 
-
 /* ---- synthesized completions ---------------------------------------------------------------- */
 
 void ah_shim_ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc *wc) {
@@ -25,7 +24,8 @@ void ah_shim_ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc 
     atomic_store_explicit(&hc->nsynth, n + 1, memory_order_release);
     atomic_fetch_or(&hc->pollw, HA_POLL_SYNTH);
   } else {
-    AH_LOG_CAPPED(1, AH_LOG_ERROR, "HA: more than %d completions waiting to be handed to NCCL; one is lost",
+    AH_LOG_CAPPED(1, AH_LOG_ERROR,
+                  "HA: more than %d completions waiting to be handed to NCCL; one is lost",
                   HA_SYNTH_MAX);
   }
   pthread_mutex_unlock(&hc->synth_mu);
@@ -49,11 +49,11 @@ static int synth_take(ha_ctx_t *hc, struct ibv_cq *cq, struct ibv_wc *wc, int n)
 /* The names of the statuses the HA layer logs (the shim does not link libibverbs). */
 static const char *status_name(enum ibv_wc_status st) {
   switch (st) {
-  case IBV_WC_SUCCESS: return "success";
-  case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
-  case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
-  case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
-  default: return "error";
+    case IBV_WC_SUCCESS: return "success";
+    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+    case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
+    default: return "error";
   }
 }
 
@@ -90,7 +90,9 @@ static __attribute__((noinline)) int qpmap_set(struct ibv_qp *qp, ha_qp_t *m) {
     struct ibv_qp *k = atomic_load(&e->qp);
     if (k == qp || !k) {
       atomic_store_explicit(&e->m, m, memory_order_release);
-      if (!k) atomic_store_explicit(&e->qp, qp, memory_order_release); /* m first: a key is never read alone */
+      if (!k)
+        atomic_store_explicit(&e->qp, qp,
+                              memory_order_release); /* m first: a key is never read alone */
       rc = 0;
       break;
     }
@@ -114,34 +116,42 @@ ha_qp_t *ah_shim_ha_table_probe(ha_ctx_t *hc, uint32_t qpn, uint32_t i) {
 /* ---- posting ---------------------------------------------------------------------------------- */
 
 /* The verbs structs' layout the fast path copies in 16-byte moves (ah_ha.h's entries mirror it). */
-_Static_assert(sizeof(enum ibv_wr_opcode) == 4 && offsetof(struct ibv_send_wr, opcode) == offsetof(struct ibv_send_wr, num_sge) + 4 &&
-                   offsetof(struct ibv_send_wr, send_flags) == offsetof(struct ibv_send_wr, num_sge) + 8 &&
-                   offsetof(struct ibv_send_wr, imm_data) == offsetof(struct ibv_send_wr, num_sge) + 12 &&
-                   offsetof(ah_ha_swr_t, opcode) == offsetof(ah_ha_swr_t, num_sge) + 4 &&
-                   offsetof(ah_ha_swr_t, send_flags) == offsetof(ah_ha_swr_t, num_sge) + 8 &&
-                   offsetof(ah_ha_swr_t, imm) == offsetof(ah_ha_swr_t, num_sge) + 12,
-               "num_sge, opcode, send_flags, imm: one 16-byte group in both");
-_Static_assert(offsetof(struct ibv_send_wr, wr.rdma.rkey) == offsetof(struct ibv_send_wr, wr.rdma.remote_addr) + 8 &&
-                   sizeof(((struct ibv_send_wr *)0)->wr) >= 16 && offsetof(ah_ha_swr_t, rkey) == offsetof(ah_ha_swr_t, raddr) + 8,
+_Static_assert(
+    sizeof(enum ibv_wr_opcode) == 4 &&
+        offsetof(struct ibv_send_wr, opcode) == offsetof(struct ibv_send_wr, num_sge) + 4 &&
+        offsetof(struct ibv_send_wr, send_flags) == offsetof(struct ibv_send_wr, num_sge) + 8 &&
+        offsetof(struct ibv_send_wr, imm_data) == offsetof(struct ibv_send_wr, num_sge) + 12 &&
+        offsetof(ah_ha_swr_t, opcode) == offsetof(ah_ha_swr_t, num_sge) + 4 &&
+        offsetof(ah_ha_swr_t, send_flags) == offsetof(ah_ha_swr_t, num_sge) + 8 &&
+        offsetof(ah_ha_swr_t, imm) == offsetof(ah_ha_swr_t, num_sge) + 12,
+    "num_sge, opcode, send_flags, imm: one 16-byte group in both");
+_Static_assert(offsetof(struct ibv_send_wr, wr.rdma.rkey) ==
+                       offsetof(struct ibv_send_wr, wr.rdma.remote_addr) + 8 &&
+                   sizeof(((struct ibv_send_wr *)0)->wr) >= 16 &&
+                   offsetof(ah_ha_swr_t, rkey) == offsetof(ah_ha_swr_t, raddr) + 8,
                "remote_addr, rkey: one 16-byte group in both");
-_Static_assert(sizeof(struct ibv_sge) == 16 && offsetof(struct ibv_sge, length) == 8 && offsetof(struct ibv_sge, lkey) == 12 &&
+_Static_assert(sizeof(struct ibv_sge) == 16 && offsetof(struct ibv_sge, length) == 8 &&
+                   offsetof(struct ibv_sge, lkey) == 12 &&
                    offsetof(ah_ha_swr_t, length) == offsetof(ah_ha_swr_t, addr) + 8 &&
                    offsetof(ah_ha_swr_t, lkey) == offsetof(ah_ha_swr_t, addr) + 12 &&
                    offsetof(ah_ha_rwr_t, length) == offsetof(ah_ha_rwr_t, addr) + 8 &&
                    offsetof(ah_ha_rwr_t, lkey) == offsetof(ah_ha_rwr_t, addr) + 12,
                "an SGE: one 16-byte group in all three");
 _Static_assert(IBV_WC_SUCCESS == 0 && HA_PEACE == 0, "poll_took tests both with one or");
-_Static_assert(sizeof(ah_ha_swr_t) == 64 && sizeof(ah_ha_rwr_t) == 32, "entries are found with a shift");
+_Static_assert(sizeof(ah_ha_swr_t) == 64 && sizeof(ah_ha_rwr_t) == 32,
+               "entries are found with a shift");
 
-#define COPY16(dst, dfield, src, sfield) \
-  memcpy((char *)(dst) + offsetof(__typeof__(*(dst)), dfield), (const char *)(src) + offsetof(__typeof__(*(src)), sfield), 16)
+#define COPY16(dst, dfield, src, sfield)                                                           \
+  memcpy((char *)(dst) + offsetof(__typeof__(*(dst)), dfield),                                     \
+         (const char *)(src) + offsetof(__typeof__(*(src)), sfield), 16)
 
 /* Appends the single WR w to the send log l if it has the common form: one SGE or none, an opcode
  * up to RDMA_READ, no IBV_SEND_INLINE, and the log has room. Returns 1 when it logged it, 0 when it
  * logged nothing (the caller takes the general path).
  * Note that this is most of a post's cost: three 16-byte copies and the wr_id, the count of
  * consuming messages, and for a signalled WR its number in the ring of signalled entries. */
-static inline __attribute__((always_inline)) int slog_append1(ah_ha_slog_t *l, const struct ibv_send_wr *w) {
+static inline __attribute__((always_inline)) int slog_append1(ah_ha_slog_t *l,
+                                                              const struct ibv_send_wr *w) {
   const uint64_t h = l->head;
   if (__builtin_expect(h >= l->lim, 0)) return 0;
   /* copied first and checked in place (few live registers: the caller's three stay put); the
@@ -156,7 +166,8 @@ static inline __attribute__((always_inline)) int slog_append1(ah_ha_slog_t *l, c
     return 0;
   if (__builtin_expect(e->num_sge != 0, 1)) COPY16(e, addr, w->sg_list, addr);
   else e->addr = 0, e->length = 0, e->lkey = 0;
-  static const uint8_t consumes[AH_HA_WR_RDMA_READ + 1] = {0, 1, 1, 1, 0}; /* ah_ha_consumes, as a load */
+  static const uint8_t consumes[AH_HA_WR_RDMA_READ + 1] = {0, 1, 1, 1,
+                                                           0}; /* ah_ha_consumes, as a load */
   const uint64_t cons = l->cons + consumes[e->opcode];
   e->cons = cons;
   l->cons = cons;
@@ -177,7 +188,8 @@ static int slog_append_chain(ah_ha_slog_t *l, const struct ibv_send_wr *wr) {
 }
 
 /* The receive side's slog_append1: one SGE or none, and room. */
-static inline __attribute__((always_inline)) int rlog_append1(ah_ha_rlog_t *l, const struct ibv_recv_wr *w) {
+static inline __attribute__((always_inline)) int rlog_append1(ah_ha_rlog_t *l,
+                                                              const struct ibv_recv_wr *w) {
   const uint64_t h = l->head;
   const int nsge = w->num_sge;
   if (__builtin_expect(h - l->tail >= l->cap || (unsigned)nsge > 1, 0)) return 0;
@@ -195,15 +207,16 @@ static inline __attribute__((always_inline)) int rlog_append1(ah_ha_rlog_t *l, c
  * it never posts more than the QP holds, and the log holds twice that).
  * Note that this is the general path (any WR form; the failover's posts): the common form takes
  * slog_append1. The caller's WRs are not modified. */
-static int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_send_wr *wr,
-                             struct ibv_send_wr **bad, int post) {
+static int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target,
+                             struct ibv_send_wr *wr, struct ibv_send_wr **bad, int post) {
   ah_ha_slog_t *l = &m->slog;
   const uint64_t first = l->head;
   const uint32_t room = l->cap - (uint32_t)(first - l->tail);
   struct ibv_send_wr *w;
   uint64_t seq = first;
   for (w = wr; w; w = w->next, seq++) {
-    if (__builtin_expect(seq - first >= room, 0)) { /* cannot happen with NCCL; never fail a post for it */
+    if (__builtin_expect(seq - first >= room,
+                         0)) { /* cannot happen with NCCL; never fail a post for it */
       ah_ha_slog_unpush(l, first);
       if (!post) {
         *bad = wr;
@@ -227,7 +240,8 @@ static int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, st
       e.lkey = w->sg_list[0].lkey;
       if (w->num_sge > 1) m->unprotected = 1;
       if (w->send_flags & IBV_SEND_INLINE) {
-        if (e.length <= AH_HA_INLINE_MAX) memcpy(ah_ha_slog_inl(l, seq), (const void *)(uintptr_t)e.addr, e.length);
+        if (e.length <= AH_HA_INLINE_MAX)
+          memcpy(ah_ha_slog_inl(l, seq), (const void *)(uintptr_t)e.addr, e.length);
         else m->unprotected = 1;
       }
     }
@@ -243,8 +257,8 @@ static int log_and_post_send(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, st
   return rc;
 }
 
-static int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, struct ibv_recv_wr *wr,
-                             struct ibv_recv_wr **bad, int post) {
+static int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target,
+                             struct ibv_recv_wr *wr, struct ibv_recv_wr **bad, int post) {
   ah_ha_rlog_t *l = &m->rlog;
   const uint64_t first = l->head;
   const uint32_t room = l->cap - (uint32_t)(first - l->tail);
@@ -262,7 +276,8 @@ static int log_and_post_recv(ha_ctx_t *hc, ha_qp_t *m, struct ibv_qp *target, st
     ah_ha_rwr_t *e = &l->e[seq & (l->cap - 1)];
     e->wr_id = w->wr_id;
     e->num_sge = w->num_sge > 0;
-    if (w->num_sge > 0) e->addr = w->sg_list[0].addr, e->length = w->sg_list[0].length, e->lkey = w->sg_list[0].lkey;
+    if (w->num_sge > 0)
+      e->addr = w->sg_list[0].addr, e->length = w->sg_list[0].length, e->lkey = w->sg_list[0].lkey;
   }
   l->head = seq;
   int rc = post ? hc->post_recv(target, wr, bad) : 0;
@@ -297,7 +312,8 @@ static inline ha_qp_t *qp_lookup(ha_ctx_t *hc, struct ibv_qp *qp) {
 /* The post wrappers' uncommon case: a failover in progress logs the WRs (the replay posts them);
  * on a shadow, or broken, they go to the QP carrying the traffic (a dead one flushes them, and
  * NCCL sees it). */
-static __attribute__((noinline)) int post_send_slow(ha_ctx_t *hc, ha_qp_t *m, struct ibv_send_wr *wr,
+static __attribute__((noinline)) int post_send_slow(ha_ctx_t *hc, ha_qp_t *m,
+                                                    struct ibv_send_wr *wr,
                                                     struct ibv_send_wr **bad) {
   pthread_mutex_lock(&m->mu);
   int st = atomic_load(&m->state);
@@ -319,7 +335,8 @@ static __attribute__((noinline)) int post_send_slow(ha_ctx_t *hc, ha_qp_t *m, st
   return rc;
 }
 
-static __attribute__((noinline)) int post_recv_slow(ha_ctx_t *hc, ha_qp_t *m, struct ibv_recv_wr *wr,
+static __attribute__((noinline)) int post_recv_slow(ha_ctx_t *hc, ha_qp_t *m,
+                                                    struct ibv_recv_wr *wr,
                                                     struct ibv_recv_wr **bad) {
   pthread_mutex_lock(&m->mu);
   int st = atomic_load(&m->state);
@@ -348,7 +365,8 @@ static __attribute__((noinline)) int post_send_other(struct ibv_qp *qp, struct i
   if (__builtin_expect(!hc, 0)) return EINVAL;
   ha_qp_t *m = qp_lookup(hc, qp);
   if (!m) return hc->post_send(qp, wr, bad);
-  if (atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE) return post_send_slow(hc, m, wr, bad);
+  if (atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE)
+    return post_send_slow(hc, m, wr, bad);
   if (qpmap_find(qp) != m) qpmap_set(qp, m); /* its first post: the next ones find it in the map */
   if (!slog_append_chain(&m->slog, wr)) return log_and_post_send(hc, m, qp, wr, bad, 1);
   int rc = hc->post_send(qp, wr, bad);
@@ -362,7 +380,8 @@ static __attribute__((noinline)) int post_recv_other(struct ibv_qp *qp, struct i
   if (__builtin_expect(!hc, 0)) return EINVAL;
   ha_qp_t *m = qp_lookup(hc, qp);
   if (!m) return hc->post_recv(qp, wr, bad);
-  if (atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE) return post_recv_slow(hc, m, wr, bad);
+  if (atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE)
+    return post_recv_slow(hc, m, wr, bad);
   if (qpmap_find(qp) != m) qpmap_set(qp, m);
   return log_and_post_recv(hc, m, qp, wr, bad, 1);
 }
@@ -383,8 +402,8 @@ static __attribute__((noinline)) int recv_refused(ha_qp_t *m, int rc) {
  * just logged. */
 static int ha_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
   ha_qp_t *m = qpmap_find(qp);
-  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE || wr->next ||
-                           !slog_append1(&m->slog, wr),
+  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE ||
+                           wr->next || !slog_append1(&m->slog, wr),
                        0))
     return post_send_other(qp, wr, bad);
   int rc = m->hc->post_send(qp, wr, bad);
@@ -394,8 +413,8 @@ static int ha_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 
 static int ha_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
   ha_qp_t *m = qpmap_find(qp);
-  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE || wr->next ||
-                           !rlog_append1(&m->rlog, wr),
+  if (__builtin_expect(atomic_load_explicit(&m->state, memory_order_acquire) != HA_PEACE ||
+                           wr->next || !rlog_append1(&m->rlog, wr),
                        0))
     return post_recv_other(qp, wr, bad);
   int rc = m->hc->post_recv(qp, wr, bad);
@@ -436,7 +455,8 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
     }
   } else if (!from_carrier) {
     /* the standby's heartbeat (or its flush), or a late completion of a queue pair replaced */
-    if (m->sb.qp && wc->qp_num == m->sb.qpn && ha_on_nic(m, m->sb.qp) == nic) ah_shim_ha_heartbeat_done(m, wc);
+    if (m->sb.qp && wc->qp_num == m->sb.qpn && ha_on_nic(m, m->sb.qp) == nic)
+      ah_shim_ha_heartbeat_done(m, wc);
   } else if (ok) {
     /* the QP NCCL's work is on: hand it over, as NCCL would have seen it from the primary (while
      * failing, cannot happen on RC — nothing succeeds after the first error — but never lose one) */
@@ -447,8 +467,8 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
              (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_WR_FLUSH_ERR)) {
     /* a path error with a standby ready, or on its way: absorbed, the background thread takes over */
     if (st == HA_SHADOW)
-      ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s, shadow QP %u); failing over again", m->qpn,
-             status_name(wc->status), m->sh_qpn);
+      ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s, shadow QP %u); failing over again",
+             m->qpn, status_name(wc->status), m->sh_qpn);
     ah_shim_ha_failover_start(m, status_name(wc->status));
     wake = 1;
   } else if (st == HA_FAILING) {
@@ -457,7 +477,8 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
     if (st != HA_BROKEN) {
       atomic_store(&m->state, HA_BROKEN);
       if (m->sh)
-        ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s) and no other is ready; NCCL gets the error",
+        ah_log(AH_LOG_WARN,
+               "HA: QP %u: its shadow failed too (%s) and no other is ready; NCCL gets the error",
                m->qpn, status_name(wc->status));
     }
     wc->qp_num = m->qpn;
@@ -472,7 +493,8 @@ int ah_shim_ha_wc_from_shadow(ha_qp_t *m, struct ibv_wc *wc) {
   int st = atomic_load_explicit(&m->state, memory_order_acquire);
   /* the common case after a nic failover: the nic shadow carrying the traffic (not a standby's
    * heartbeat, not a replaced shadow's late completion) */
-  if (wc->status == IBV_WC_SUCCESS && st == HA_SHADOW && wc->qp_num == m->sh_qpn && ha_on_nic(m, m->sh)) {
+  if (wc->status == IBV_WC_SUCCESS && st == HA_SHADOW && wc->qp_num == m->sh_qpn &&
+      ha_on_nic(m, m->sh)) {
     retire(m, wc);
     wc->qp_num = m->qpn;
     return 1;
@@ -510,7 +532,8 @@ static inline __attribute__((always_inline)) int wc_filter(ha_ctx_t *hc, struct 
  * older), then the provider's. Returns what the provider's poll would. */
 static int poll_body(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
   int got = 0;
-  if (n > 0 && atomic_load_explicit(&hc->nsynth, memory_order_acquire)) got = synth_take(hc, cq, wc, n);
+  if (n > 0 && atomic_load_explicit(&hc->nsynth, memory_order_acquire))
+    got = synth_take(hc, cq, wc, n);
   if (got == n && n > 0) return got;
   int r = hc->poll_cq(cq, n - got, wc + got);
   if (r <= 0) return got ? got : r;
@@ -519,7 +542,8 @@ static int poll_body(ha_ctx_t *hc, struct ibv_cq *cq, int n, struct ibv_wc *wc) 
 
 /* The poll's uncommon case, entered with the poll count raised: under drain_mu while the drain is
  * on (the count is lowered first: the drain waits for it), else with the queued completions first. */
-static __attribute__((noinline)) int poll_unusual(ha_ctx_t *hc, uint32_t w, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+static __attribute__((noinline)) int poll_unusual(ha_ctx_t *hc, uint32_t w, struct ibv_cq *cq,
+                                                  int n, struct ibv_wc *wc) {
   if (w & HA_POLL_DRAIN) {
     atomic_fetch_sub_explicit(&hc->pollw, 1, memory_order_release);
     pthread_mutex_lock(&hc->drain_mu);
@@ -576,7 +600,8 @@ static __attribute__((noinline)) int poll_took(ha_ctx_t *hc, struct ibv_wc *wc, 
     ha_qp_t *m = table_find(hc, qpn);
     if (!m) continue; /* not managed: NCCL's as it is */
     const int st = atomic_load_explicit(&m->state, memory_order_acquire);
-    if (__builtin_expect(((int)c->status | st) != 0 /* IBV_WC_SUCCESS, HA_PEACE */ || qpn != m->qpn, 0))
+    if (__builtin_expect(((int)c->status | st) != 0 /* IBV_WC_SUCCESS, HA_PEACE */ || qpn != m->qpn,
+                         0))
       return poll_took_rest(hc, wc, r, i);
     if (c->opcode & IBV_WC_RECV) {
       ah_ha_rlog_t *l = &m->rlog;
@@ -598,12 +623,14 @@ static __attribute__((noinline)) int poll_took(ha_ctx_t *hc, struct ibv_wc *wc, 
 /* NCCL's poll of a CQ of context slot k. Peace time: one atomic add on the context's poll word
  * (which also says whether anything is unusual), the provider's poll, the translation of what it
  * returned. */
-static inline __attribute__((always_inline)) int poll_ctx(int k, struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+static inline __attribute__((always_inline)) int poll_ctx(int k, struct ibv_cq *cq, int n,
+                                                          struct ibv_wc *wc) {
   ha_ctx_t *hc = ah_shim_ha_ctxs[k];
   /* Dekker with ah_shim_ha_drain_poll, on one word: this add raises the count and reads the drain flag,
    * the drain's atomic or sets the flag and reads the count, so one of the two sees the other */
   uint32_t w = atomic_fetch_add(&hc->pollw, 1);
-  if (__builtin_expect(w & (HA_POLL_DRAIN | HA_POLL_SYNTH), 0)) return poll_unusual(hc, w, cq, n, wc);
+  if (__builtin_expect(w & (HA_POLL_DRAIN | HA_POLL_SYNTH), 0))
+    return poll_unusual(hc, w, cq, n, wc);
   int r = hc->poll_cq(cq, n, wc);
   /* the slot is read again rather than kept across the call (it never changes once set): one
    * register less to save on every poll */
@@ -614,18 +641,25 @@ static inline __attribute__((always_inline)) int poll_ctx(int k, struct ibv_cq *
 
 /* One poll wrapper per context slot: context k's ops.poll_cq is ha_poll_cq_k, so a poll finds its
  * context with one load instead of a look-up (NCCL polls a CQ through its own context's ops). */
-#define HA_POLL_K(k) \
-  static int ha_poll_cq_##k(struct ibv_cq *cq, int n, struct ibv_wc *wc) { return poll_ctx(k, cq, n, wc); }
-HA_POLL_K(0) HA_POLL_K(1) HA_POLL_K(2) HA_POLL_K(3) HA_POLL_K(4) HA_POLL_K(5) HA_POLL_K(6) HA_POLL_K(7)
-HA_POLL_K(8) HA_POLL_K(9) HA_POLL_K(10) HA_POLL_K(11) HA_POLL_K(12) HA_POLL_K(13) HA_POLL_K(14) HA_POLL_K(15)
-HA_POLL_K(16) HA_POLL_K(17) HA_POLL_K(18) HA_POLL_K(19) HA_POLL_K(20) HA_POLL_K(21) HA_POLL_K(22) HA_POLL_K(23)
-HA_POLL_K(24) HA_POLL_K(25) HA_POLL_K(26) HA_POLL_K(27) HA_POLL_K(28) HA_POLL_K(29) HA_POLL_K(30) HA_POLL_K(31)
-static int (*const ha_poll_cq[HA_MAX_CTX])(struct ibv_cq *, int, struct ibv_wc *) = {
-    ha_poll_cq_0,  ha_poll_cq_1,  ha_poll_cq_2,  ha_poll_cq_3,  ha_poll_cq_4,  ha_poll_cq_5,  ha_poll_cq_6,
-    ha_poll_cq_7,  ha_poll_cq_8,  ha_poll_cq_9,  ha_poll_cq_10, ha_poll_cq_11, ha_poll_cq_12, ha_poll_cq_13,
-    ha_poll_cq_14, ha_poll_cq_15, ha_poll_cq_16, ha_poll_cq_17, ha_poll_cq_18, ha_poll_cq_19, ha_poll_cq_20,
-    ha_poll_cq_21, ha_poll_cq_22, ha_poll_cq_23, ha_poll_cq_24, ha_poll_cq_25, ha_poll_cq_26, ha_poll_cq_27,
-    ha_poll_cq_28, ha_poll_cq_29, ha_poll_cq_30, ha_poll_cq_31};
+#define HA_POLL_K(k)                                                                               \
+  static int ha_poll_cq_##k(struct ibv_cq *cq, int n, struct ibv_wc *wc) {                         \
+    return poll_ctx(k, cq, n, wc);                                                                 \
+  }
+HA_POLL_K(0)
+HA_POLL_K(1) HA_POLL_K(2) HA_POLL_K(3) HA_POLL_K(4) HA_POLL_K(5) HA_POLL_K(6) HA_POLL_K(7)
+    HA_POLL_K(8) HA_POLL_K(9) HA_POLL_K(10) HA_POLL_K(11) HA_POLL_K(12) HA_POLL_K(13) HA_POLL_K(14)
+        HA_POLL_K(15) HA_POLL_K(16) HA_POLL_K(17) HA_POLL_K(18) HA_POLL_K(19) HA_POLL_K(20)
+            HA_POLL_K(21) HA_POLL_K(22) HA_POLL_K(23) HA_POLL_K(24) HA_POLL_K(25) HA_POLL_K(26)
+                HA_POLL_K(27) HA_POLL_K(28) HA_POLL_K(29) HA_POLL_K(30)
+                    HA_POLL_K(31) static int (*const ha_poll_cq[HA_MAX_CTX])(struct ibv_cq *, int,
+                                                                             struct ibv_wc *) = {
+                        ha_poll_cq_0,  ha_poll_cq_1,  ha_poll_cq_2,  ha_poll_cq_3,  ha_poll_cq_4,
+                        ha_poll_cq_5,  ha_poll_cq_6,  ha_poll_cq_7,  ha_poll_cq_8,  ha_poll_cq_9,
+                        ha_poll_cq_10, ha_poll_cq_11, ha_poll_cq_12, ha_poll_cq_13, ha_poll_cq_14,
+                        ha_poll_cq_15, ha_poll_cq_16, ha_poll_cq_17, ha_poll_cq_18, ha_poll_cq_19,
+                        ha_poll_cq_20, ha_poll_cq_21, ha_poll_cq_22, ha_poll_cq_23, ha_poll_cq_24,
+                        ha_poll_cq_25, ha_poll_cq_26, ha_poll_cq_27, ha_poll_cq_28, ha_poll_cq_29,
+                        ha_poll_cq_30, ha_poll_cq_31};
 _Static_assert(HA_MAX_CTX == 32, "one poll wrapper per context slot");
 
 /* Polls m's CQs on the background thread, for a failover whose drain NCCL may never poll for (a
@@ -672,7 +706,8 @@ ha_ctx_t *ah_shim_ha_ctx_get(struct ibv_context *ctx, const ah_shim_ha_verbs_t *
   ha_ctx_t *hc = ctx_of(ctx);
   if (hc) return hc;
   int n = atomic_load(&ah_shim_ha_nctx);
-  if (n >= HA_MAX_CTX || !ctx->ops.post_send || !ctx->ops.post_recv || !ctx->ops.poll_cq) return NULL;
+  if (n >= HA_MAX_CTX || !ctx->ops.post_send || !ctx->ops.post_recv || !ctx->ops.poll_cq)
+    return NULL;
   hc = calloc(1, sizeof *hc);
   if (!hc) return NULL;
   hc->ctx = ctx;

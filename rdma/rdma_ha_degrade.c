@@ -20,11 +20,12 @@
 #include "ah_env.h"
 #include "rdma_ha_int.h"
 
-#define DG_WINDOWS 3       /* windows in a row a queue pair must be slow before it is reported */
-#define DG_FLOOR_S 0.0001  /* and slower than its peers by at least this much, and two grains of the
+#define DG_WINDOWS 3 /* windows in a row a queue pair must be slow before it is reported */
+#define DG_FLOOR_S                                                                                 \
+  0.0001            /* and slower than its peers by at least this much, and two grains of the
                             * estimate (a sample's worth: coarse when few work requests complete) */
-#define DG_MAX 256         /* queue pairs compared per look */
-#define DG_SLOTS 32        /* the job's shared samples in the hub ("HAD1"), one per process hash */
+#define DG_MAX 256  /* queue pairs compared per look */
+#define DG_SLOTS 32 /* the job's shared samples in the hub ("HAD1"), one per process hash */
 
 /* One process's sample in the hub: the median completion time of its measured queue pairs over its
  * last window, and when (CLOCK_REALTIME: the job's hosts share it, closely enough for seconds). */
@@ -54,9 +55,12 @@ static void sample(ha_qp_t *m, double now) {
   /* what one sample with one work request outstanding adds: the estimate's grain */
   d->res = (now - d->t0) / d->n / (double)(k ? k : 1);
   d->lat_t = now;
-  ah_log(AH_LOG_DEBUG, "HA: QP %u: %.3f ms per signalled work request over %.2f s (%.1f outstanding, %llu completed; "
-         "flow %d, spine %d)", m->qpn, d->lat * 1e3, now - d->t0, d->occ / d->n, (unsigned long long)k, m->flow,
-         ah_shim_ha_rebal_spine(m));
+  ah_log(
+      AH_LOG_DEBUG,
+      "HA: QP %u: %.3f ms per signalled work request over %.2f s (%.1f outstanding, %llu completed; "
+      "flow %d, spine %d)",
+      m->qpn, d->lat * 1e3, now - d->t0, d->occ / d->n, (unsigned long long)k, m->flow,
+      ah_shim_ha_rebal_spine(m));
   d->t0 = now, d->done0 = done, d->occ = 0, d->n = 0;
 }
 
@@ -110,7 +114,8 @@ static void *dg_thread(void *arg) {
   /* a slot found empty is looked at again only every 4th window */
   unsigned char skip[DG_SLOTS] = {0};
   for (;;) {
-    struct timespec ts = {(time_t)env->ha_degrade_s, (long)((env->ha_degrade_s - (double)(time_t)env->ha_degrade_s) * 1e9)};
+    struct timespec ts = {(time_t)env->ha_degrade_s,
+                          (long)((env->ha_degrade_s - (double)(time_t)env->ha_degrade_s) * 1e9)};
     nanosleep(&ts, NULL);
     uint8_t key[HA_KEY];
     pthread_mutex_lock(&dg_mu);
@@ -158,7 +163,9 @@ static int job_samples(ha_qp_t **q, int n, double *job) {
     sigfillset(&all); /* NCCL's signals stay on NCCL's threads */
     pthread_sigmask(SIG_SETMASK, &all, &old);
     if (pthread_create(&t, &a, dg_thread, NULL) != 0)
-      ah_log(AH_LOG_WARN, "HA: cannot start the degraded-link exchange thread; queue pairs are compared within this process only");
+      ah_log(
+          AH_LOG_WARN,
+          "HA: cannot start the degraded-link exchange thread; queue pairs are compared within this process only");
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&a);
   }
@@ -196,7 +203,8 @@ void ah_shim_ha_degrade_check(void) {
   }
   pthread_mutex_unlock(&ah_shim_ha_mu);
   for (int i = 0; i < n; i++) {
-    ah_shim_ha_rebal_flow(q[i]); /* looked up once, while the hook's port is still the planned one */
+    ah_shim_ha_rebal_flow(
+        q[i]); /* looked up once, while the hook's port is still the planned one */
     pthread_mutex_lock(&q[i]->mu);
     sample(q[i], now);
     pthread_mutex_unlock(&q[i]->mu);
@@ -214,15 +222,19 @@ void ah_shim_ha_degrade_check(void) {
     if (d->lat_t == d->judged_t) continue; /* one verdict per window */
     d->judged_t = d->lat_t;
     if (d->lat < 0 || med < 0) continue; /* no estimate, or nothing to compare with */
-    ah_log(AH_LOG_DEBUG, "HA: QP %u: %.3f ms against a median of %.3f ms (%d samples of other processes)", f[i]->qpn,
-           d->lat * 1e3, med * 1e3, njob);
-    if (d->lat >= env->ha_degrade * med && d->lat - med >= DG_FLOOR_S && d->lat - med >= 2 * d->res) {
+    ah_log(AH_LOG_DEBUG,
+           "HA: QP %u: %.3f ms against a median of %.3f ms (%d samples of other processes)",
+           f[i]->qpn, d->lat * 1e3, med * 1e3, njob);
+    if (d->lat >= env->ha_degrade * med && d->lat - med >= DG_FLOOR_S &&
+        d->lat - med >= 2 * d->res) {
       if (++d->slow >= DG_WINDOWS && !d->reported) {
         d->reported = 1;
-        AH_LOG_CAPPED(16, AH_LOG_WARN, "HA: QP %u: its work requests wait %.1f ms for their completions, against "
-                      "%.1f ms for its peers (its NIC's other queue pairs, the job's other processes), for %d windows "
-                      "of %.1f s: its path looks degraded; re-planning around the links it crosses", f[i]->qpn,
-                      d->lat * 1e3, med * 1e3, d->slow, env->ha_degrade_s);
+        AH_LOG_CAPPED(
+            16, AH_LOG_WARN,
+            "HA: QP %u: its work requests wait %.1f ms for their completions, against "
+            "%.1f ms for its peers (its NIC's other queue pairs, the job's other processes), for %d windows "
+            "of %.1f s: its path looks degraded; re-planning around the links it crosses",
+            f[i]->qpn, d->lat * 1e3, med * 1e3, d->slow, env->ha_degrade_s);
         ah_shim_ha_rebal_degraded(f[i]);
       }
     } else {

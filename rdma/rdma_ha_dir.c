@@ -9,7 +9,8 @@
 _Static_assert(HA_KEY == AH_COORD_DIR_KEY, "a directory key is the coordinator's");
 
 /* The directory key of one end's record: its GID, its QP number, the peer's QP number, the kind. */
-void ah_shim_ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn, uint32_t kind) {
+void ah_shim_ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn,
+                        uint32_t kind) {
   memset(key, 0, HA_KEY);
   memcpy(key, gid, 16);
   memcpy(key + 16, &qpn, 4);
@@ -30,7 +31,8 @@ int ah_shim_ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len) {
 
 _Static_assert(HA_KEY == AH_COORD_DIR_KEY, "the HA layer's keys are the directory's");
 
-void ah_shim_ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap, int *lens, double timeout_s) {
+void ah_shim_ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap,
+                             int *lens, double timeout_s) {
   ah_coord_t *c = ah_shim_ha_dir_coord();
   if (c) ah_coord_dir_get_many(c, keys, n, vals, cap, lens, timeout_s);
   else

@@ -33,8 +33,8 @@ static int port_active(ha_ctx_t *hc, int port, double now) {
   if (st < 0) return -1;
   int up = st == IBV_PORT_ACTIVE;
   if (up != probed_up[i][port])
-    ah_log(AH_LOG_DEBUG, "HA: %s port %d reads %s", hc->ctx->device ? hc->ctx->device->name : "?", port,
-           up ? "active" : "not active");
+    ah_log(AH_LOG_DEBUG, "HA: %s port %d reads %s", hc->ctx->device ? hc->ctx->device->name : "?",
+           port, up ? "active" : "not active");
   if (up && probed_up[i][port] == 0) up_t[i][port] = now;
   probed_up[i][port] = up;
   return up;
@@ -44,8 +44,9 @@ static int failback_due(ha_qp_t *m, double now) {
   int sb = atomic_load(&m->sb.state);
   /* a standby not ready (dead and waiting for its rebuild, or built and waiting for the peer's) on
    * a port of m's own NIC, which has died at least once since its connection's last failover */
-  if (sb == SH_READY || sb == SH_NONE || sb == SH_WANTED || (sb == SH_DEAD && (!m->sb.rebuild_at || now >= m->sb.rebuild_at)) ||
-      !m->sb_fails || !m->sb.port || ha_on_nic(m, m->sb.qp) || (m->nq && !m->sb.qp))
+  if (sb == SH_READY || sb == SH_NONE || sb == SH_WANTED ||
+      (sb == SH_DEAD && (!m->sb.rebuild_at || now >= m->sb.rebuild_at)) || !m->sb_fails ||
+      !m->sb.port || ha_on_nic(m, m->sb.qp) || (m->nq && !m->sb.qp))
     return 0;
   if (port_active(m->hc, m->sb.port, now) != 1) return 0;
   int i = 0, n = atomic_load(&ah_shim_ha_nctx);
@@ -58,7 +59,8 @@ static void failback_kick(ha_qp_t *m, double now) {
   /* give the standby up and skip one generation: the peer, whose own port may never have gone
    * down and whose rebuild may be seconds away, reads the given-up generation (HAG1) and follows
    * at once (ah_shim_ha_peer_ahead) */
-  if (atomic_load(&m->sb.state) != SH_DEAD) ah_shim_ha_standby_dead(m, "its port came back; it is rebuilt at once");
+  if (atomic_load(&m->sb.state) != SH_DEAD)
+    ah_shim_ha_standby_dead(m, "its port came back; it is rebuilt at once");
   m->sb.want_gen = m->sb.gen + 2;
   if (m->gave_up < m->sb.gen + 1) m->gave_up = m->sb.gen + 1;
   if (m->sb.rebuild_at) m->sb.rebuild_at = now;
@@ -67,18 +69,20 @@ static void failback_kick(ha_qp_t *m, double now) {
 }
 
 static void failback_follow(ha_qp_t *m, double now) {
-  if (atomic_load(&m->sb.state) != SH_DEAD || !m->sb.rebuild_at || now >= m->sb.rebuild_at || !m->peer_seen ||
-      now < m->fb_look)
+  if (atomic_load(&m->sb.state) != SH_DEAD || !m->sb.rebuild_at || now >= m->sb.rebuild_at ||
+      !m->peer_seen || now < m->fb_look)
     return;
   m->fb_look = now + FB_PROBE_S;
   uint8_t key[HA_KEY];
   uint32_t gave_up = 0;
   ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
   /* the peer gave up a generation newer than the one dead here: it is ahead (its path came back) */
-  if (ah_shim_ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up && gave_up > m->sb.gen &&
-      ah_shim_ha_peer_ahead(m, gave_up + 1))
-    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: the peer rebuilt its standby at once (its path came back); so does this end",
-                  m->qpn);
+  if (ah_shim_ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up &&
+      gave_up > m->sb.gen && ah_shim_ha_peer_ahead(m, gave_up + 1))
+    AH_LOG_CAPPED(
+        16, AH_LOG_INFO,
+        "HA: QP %u: the peer rebuilt its standby at once (its path came back); so does this end",
+        m->qpn);
 }
 
 void ah_shim_ha_failback_step(ha_qp_t *m) {
@@ -87,7 +91,9 @@ void ah_shim_ha_failback_step(ha_qp_t *m) {
   pthread_mutex_lock(&m->mu);
   if (atomic_load(&m->state) != HA_BROKEN && failback_due(m, now)) {
     /* its port is up again: the recovered path is the next standby's now, not at the backoff's */
-    AH_LOG_CAPPED(16, AH_LOG_INFO, "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn, m->sb.port);
+    AH_LOG_CAPPED(16, AH_LOG_INFO,
+                  "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn,
+                  m->sb.port);
     failback_kick(m, now);
   }
   pthread_mutex_unlock(&m->mu);

@@ -15,10 +15,10 @@
 
 static enum ibv_wc_opcode ha_wc_opcode(int wr_opcode) {
   switch (wr_opcode) {
-  case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-  case IBV_WR_SEND:
-  case IBV_WR_SEND_WITH_IMM: return IBV_WC_SEND;
-  default: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: return IBV_WC_SEND;
+    default: return IBV_WC_RDMA_WRITE;
   }
 }
 
@@ -93,8 +93,10 @@ static void ring_again(ha_qp_t *m, double t, int found) {
     m->fo_ring = t + HA_RING_MAX_S;
     return;
   }
-  ah_log(AH_LOG_DEBUG, "HA: QP %u: no failover record of its peer (QP %u) %.1f ms after the error; ringing its "
-         "doorbell again", m->qpn, m->rtr.dest_qp_num, (t - m->t_fail) * 1e3);
+  ah_log(AH_LOG_DEBUG,
+         "HA: QP %u: no failover record of its peer (QP %u) %.1f ms after the error; ringing its "
+         "doorbell again",
+         m->qpn, m->rtr.dest_qp_num, (t - m->t_fail) * 1e3);
   ring_peer(m, t);
 }
 
@@ -143,7 +145,8 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   for (uint64_t s = first; s < m->slog.head; s++) {
     ah_ha_swr_t *e = &m->slog.e[s & (m->slog.cap - 1)];
     struct ibv_sge sge = {e->addr, e->length, e->lkey};
-    if (e->send_flags & IBV_SEND_INLINE) sge.addr = (uint64_t)(uintptr_t)ah_ha_slog_inl(&m->slog, s);
+    if (e->send_flags & IBV_SEND_INLINE)
+      sge.addr = (uint64_t)(uintptr_t)ah_ha_slog_inl(&m->slog, s);
     struct ibv_send_wr w, *bad;
     memset(&w, 0, sizeof w);
     w.wr_id = e->wr_id;
@@ -181,14 +184,16 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   atomic_fetch_add(&ah_shim_ha_st_replayed, nreplay);
   atomic_fetch_add(&ah_shim_ha_st_synth, nsynth);
   double stall_ms = (ha_now_s() - m->t_fail) * 1e3;
-  const char *sh_nic = ha_on_nic(m, m->sh) ? ah_shim_ha_nic_name(m) : NULL; /* an even nic generation is on NCCL's */
+  const char *sh_nic =
+      ha_on_nic(m, m->sh) ? ah_shim_ha_nic_name(m) : NULL; /* an even nic generation is on NCCL's */
   char where[96];
   if (sh_nic) snprintf(where, sizeof where, "%s port %d", sh_nic, m->sh_port);
   else snprintf(where, sizeof where, "port %d", m->sh_port);
-  ah_log(AH_LOG_WARN, "HA: QP %u (%s port %d) failed over to its shadow QP %u (%s) in %.1f ms: %lu work "
-         "requests replayed, %lu completions the peer had confirmed handed to NCCL%s", m->qpn,
-         m->qp->context->device->name, from_port, m->sh_qpn, where, stall_ms, nreplay, nsynth,
-         m->nfail > 1 ? " (again: its previous shadow had failed)" : "");
+  ah_log(AH_LOG_WARN,
+         "HA: QP %u (%s port %d) failed over to its shadow QP %u (%s) in %.1f ms: %lu work "
+         "requests replayed, %lu completions the peer had confirmed handed to NCCL%s",
+         m->qpn, m->qp->context->device->name, from_port, m->sh_qpn, where, stall_ms, nreplay,
+         nsynth, m->nfail > 1 ? " (again: its previous shadow had failed)" : "");
   pthread_mutex_lock(&ah_shim_ha_events_mu);
   if (ah_shim_ha_nevents < AH_REPORT_HA_MAX) {
     ah_report_failover_t *f = &ah_shim_ha_events[ah_shim_ha_nevents++];
@@ -246,15 +251,19 @@ int ah_shim_ha_failover_step(ha_qp_t *m) {
     if (!atomic_load(&m->drained_send) || !atomic_load(&m->drained_recv)) ah_shim_ha_drain_poll(m);
     pthread_mutex_lock(&m->mu);
     int idle_s = 1, idle_r = m->rlog.head == m->rlog.tail;
-    for (uint64_t q = m->slog.tail; q < m->slog.head && idle_s; q++) /* unsignalled WRs complete silently */
-      idle_s = !m->slog.sig_all && !(m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
+    for (uint64_t q = m->slog.tail; q < m->slog.head && idle_s;
+         q++) /* unsignalled WRs complete silently */
+      idle_s =
+          !m->slog.sig_all && !(m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
     pthread_mutex_unlock(&m->mu);
-    if ((!atomic_load(&m->drained_send) && !idle_s) || (!atomic_load(&m->drained_recv) && !idle_r)) {
+    if ((!atomic_load(&m->drained_send) && !idle_s) ||
+        (!atomic_load(&m->drained_recv) && !idle_r)) {
       if (t > m->fo_deadline) {
         pthread_mutex_lock(&m->mu);
-        give_error(m, atomic_load(&m->drained_recv) ? "the send completions were not drained in time"
-                      : atomic_load(&m->drained_send) ? "the receive completions were not drained in time"
-                                                      : "the completions were not drained in time");
+        give_error(
+            m, atomic_load(&m->drained_recv)   ? "the send completions were not drained in time"
+               : atomic_load(&m->drained_send) ? "the receive completions were not drained in time"
+                                               : "the completions were not drained in time");
         pthread_mutex_unlock(&m->mu);
         return 1;
       }
@@ -277,7 +286,8 @@ int ah_shim_ha_failover_step(ha_qp_t *m) {
      * publishes nothing (ring_again) */
     m->fo_ring_gap = HA_RING_S;
     ring_peer(m, t);
-    ah_log(AH_LOG_DEBUG, "HA: QP %u: drained %.1f ms after the error, %lu messages taken; doorbell rung", m->qpn,
+    ah_log(AH_LOG_DEBUG,
+           "HA: QP %u: drained %.1f ms after the error, %lu messages taken; doorbell rung", m->qpn,
            (ha_now_s() - m->t_fail) * 1e3, (unsigned long)m->fo_done);
     m->fo_step = FO_WAIT;
     return 1;
@@ -306,8 +316,10 @@ int ah_shim_ha_failover_step(ha_qp_t *m) {
         pthread_mutex_unlock(&m->mu);
         return 1;
       }
-      ah_log(AH_LOG_DEBUG, "HA: QP %u: standby generation %u ready %.1f ms after the error; waiting for the peer's count",
-             m->qpn, rec.gen, (ha_now_s() - m->t_fail) * 1e3);
+      ah_log(
+          AH_LOG_DEBUG,
+          "HA: QP %u: standby generation %u ready %.1f ms after the error; waiting for the peer's count",
+          m->qpn, rec.gen, (ha_now_s() - m->t_fail) * 1e3);
       m->fo_step = FO_EXCHANGE;
       return 1;
     }
@@ -321,8 +333,10 @@ int ah_shim_ha_failover_step(ha_qp_t *m) {
     /* the peer must be failing over meanwhile (its standby of the generation this side rebuilds at
      * is built only then) */
     ring_again(m, t, -1);
-    if (hb) ah_shim_ha_drain_poll(m); /* the heartbeat's completion, which NCCL may never poll for */
-    if (sb == SH_DEAD && t >= m->fo_look) { /* a peer already building a newer standby: join it now */
+    if (hb)
+      ah_shim_ha_drain_poll(m); /* the heartbeat's completion, which NCCL may never poll for */
+    if (sb == SH_DEAD &&
+        t >= m->fo_look) { /* a peer already building a newer standby: join it now */
       m->fo_look = t + 0.02;
       return ah_shim_ha_peer_ahead(m, 0);
     }
@@ -337,7 +351,8 @@ int ah_shim_ha_failover_step(ha_qp_t *m) {
       m->fo_look = t + 0.02;
       uint32_t gave_up = 0;
       ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_GEN);
-      if (ah_shim_ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up) pg = gave_up + 1;
+      if (ah_shim_ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up)
+        pg = gave_up + 1;
     }
     fail_key(key, m, 0);
     fail_rec_t peer = {0, 0, 0};
@@ -365,9 +380,12 @@ int ah_shim_ha_failover_step(ha_qp_t *m) {
     } else if (ha_now_s() > m->fo_deadline) {
       /* nothing from the peer, or a peer still behind (it moves up when it reads this end's) */
       char why_b[160];
-      snprintf(why_b, sizeof why_b, "the peer (QP %u) %s within AUTOHA_HA_FAILOVER_S; this end's shadow generation %u",
-               m->rtr.dest_qp_num, n == (int)sizeof peer ? "named no ready shadow of this generation"
-                                                          : "did not publish what it received", m->sb.gen);
+      snprintf(why_b, sizeof why_b,
+               "the peer (QP %u) %s within AUTOHA_HA_FAILOVER_S; this end's shadow generation %u",
+               m->rtr.dest_qp_num,
+               n == (int)sizeof peer ? "named no ready shadow of this generation"
+                                     : "did not publish what it received",
+               m->sb.gen);
       give_error(m, why_b);
       moved = 1;
     }
@@ -437,7 +455,8 @@ void ah_shim_ha_notice_check(void) {
     static fail_rec_t recs[256];
     static int lens[256];
     for (int i = 0; i < nl; i++) fail_key(keys[i], look[i], 0);
-    ah_shim_ha_dir_get_many((const uint8_t(*)[HA_KEY])keys, nl, recs, sizeof recs[0], lens, HA_LOOK);
+    ah_shim_ha_dir_get_many((const uint8_t(*)[HA_KEY])keys, nl, recs, sizeof recs[0], lens,
+                            HA_LOOK);
     for (int i = 0; i < nl; i++) {
       ha_qp_t *m = look[i];
       int st = atomic_load(&m->state);
@@ -447,23 +466,29 @@ void ah_shim_ha_notice_check(void) {
         struct ibv_qp_attr a;
         memset(&a, 0, sizeof a);
         a.qp_state = IBV_QPS_ERR;
-        ah_log(AH_LOG_INFO, "HA: QP %u: its peer failed over; moving the queue pair carrying it to the error state",
-               m->qpn);
+        ah_log(
+            AH_LOG_INFO,
+            "HA: QP %u: its peer failed over; moving the queue pair carrying it to the error state",
+            m->qpn);
         m->hc->real.modify_qp(ha_carrier(m), &a, IBV_QP_STATE);
         pthread_mutex_lock(&m->mu);
         st = atomic_load(&m->state);
         if ((st == HA_PEACE || st == HA_SHADOW) && ah_shim_ha_can_hold(m)) {
           ah_shim_ha_failover_start(m, "its peer failed over");
         } else {
-          ah_log(AH_LOG_INFO, "HA: QP %u: cannot follow its peer's failover (state %d, shadow %d, unprotected %d)",
-                 m->qpn, st, atomic_load(&m->sb.state), m->unprotected);
+          ah_log(
+              AH_LOG_INFO,
+              "HA: QP %u: cannot follow its peer's failover (state %d, shadow %d, unprotected %d)",
+              m->qpn, st, atomic_load(&m->sb.state), m->unprotected);
         }
         pthread_mutex_unlock(&m->mu);
       }
     }
     if (unanswered) seen[k].nonce = 0; /* looked at again at the next check */
-    ah_log(AH_LOG_DEBUG, "HA: a doorbell rang: %d queue pairs looked at in %.1f ms, %d peers' failovers found%s", nl,
-           (ha_now_s() - t_ring) * 1e3, nfound, unanswered ? " (some look-ups unanswered: read again)" : "");
+    ah_log(AH_LOG_DEBUG,
+           "HA: a doorbell rang: %d queue pairs looked at in %.1f ms, %d peers' failovers found%s",
+           nl, (ha_now_s() - t_ring) * 1e3, nfound,
+           unanswered ? " (some look-ups unanswered: read again)" : "");
     pthread_mutex_lock(&ah_shim_ha_mu);
     for (int i = 0; i < nl; i++) look[i]->busy = 0;
     pthread_cond_broadcast(&ah_shim_ha_idle_cv);

@@ -26,7 +26,8 @@
 
 _Static_assert((int)IBV_WR_RDMA_WRITE == (int)AH_HA_WR_RDMA_WRITE &&
                    (int)IBV_WR_RDMA_WRITE_WITH_IMM == (int)AH_HA_WR_RDMA_WRITE_WITH_IMM &&
-                   (int)IBV_WR_SEND == (int)AH_HA_WR_SEND && (int)IBV_WR_SEND_WITH_IMM == (int)AH_HA_WR_SEND_WITH_IMM &&
+                   (int)IBV_WR_SEND == (int)AH_HA_WR_SEND &&
+                   (int)IBV_WR_SEND_WITH_IMM == (int)AH_HA_WR_SEND_WITH_IMM &&
                    (int)IBV_WR_RDMA_READ == (int)AH_HA_WR_RDMA_READ,
                "ah_ha.h mirrors verbs.h's opcodes");
 
@@ -34,17 +35,25 @@ _Static_assert((int)IBV_WR_RDMA_WRITE == (int)AH_HA_WR_RDMA_WRITE &&
  * a heartbeat on a shadow, and the markers that drain a failed primary. NCCL's WRs keep their own
  * wr_id: RC completes sends, and receives, in posting order, so each completion names its log
  * entry by its place. */
-#define WRID_HB 0x6175746f68614842ull          /* "autohaHB" */
-#define WRID_DRAIN_SEND 0x6175746f68614453ull  /* "autohaDS" */
-#define WRID_DRAIN_RECV 0x6175746f68614452ull  /* "autohaDR" */
+#define WRID_HB 0x6175746f68614842ull         /* "autohaHB" */
+#define WRID_DRAIN_SEND 0x6175746f68614453ull /* "autohaDS" */
+#define WRID_DRAIN_RECV 0x6175746f68614452ull /* "autohaDR" */
 
-enum { HA_PEACE, HA_FAILING, HA_SHADOW, HA_BROKEN };                    /* the primary's data path */
-enum { SH_NONE, SH_WANTED, SH_PUBLISHED, SH_RTS, SH_CONNECTED, SH_READY, SH_DEAD }; /* its standby */
-enum { FO_NONE, FO_DRAIN, FO_WAIT, FO_EXCHANGE };                        /* failover steps */
+enum { HA_PEACE, HA_FAILING, HA_SHADOW, HA_BROKEN }; /* the primary's data path */
+enum {
+  SH_NONE,
+  SH_WANTED,
+  SH_PUBLISHED,
+  SH_RTS,
+  SH_CONNECTED,
+  SH_READY,
+  SH_DEAD
+};                                                /* its standby */
+enum { FO_NONE, FO_DRAIN, FO_WAIT, FO_EXCHANGE }; /* failover steps */
 
-#define HA_GEN_MAX 16     /* shadows built per queue pair over its life (failovers and rebuilds) */
+#define HA_GEN_MAX 16      /* shadows built per queue pair over its life (failovers and rebuilds) */
 #define HA_HB_PERIOD_S 2.0 /* a heartbeat on each ready standby this often */
-#define HA_REBUILD_S 0.25 /* a dead standby is rebuilt after this long, doubling per failure */
+#define HA_REBUILD_S 0.25  /* a dead standby is rebuilt after this long, doubling per failure */
 /* A failover whose peer has published no record of its own rings the peer's doorbell again after
  * this long, doubling up to HA_RING_MAX_S: a peer's look-up of this side's record can miss it (the
  * hub's answer slower than the look-up's wait, on a loaded machine), and that peer's carrier may
@@ -58,17 +67,17 @@ typedef struct {
   struct ibv_qp *qp;
   uint32_t qpn;
   uint32_t gen;
-  _Atomic int state;        /* SH_* */
+  _Atomic int state; /* SH_* */
   union ibv_gid gid;
   int port;
-  double deadline;          /* connect by then (AUTOHA_HA_CONNECT_S) */
-  int hb_out;               /* a heartbeat is outstanding (under the QP's lock) */
-  double hb_next;           /* the next periodic heartbeat is due */
-  double hb_ok;             /* the last heartbeat that succeeded */
-  double rebuild_at;        /* SH_DEAD: rebuild then (0: never, the peer has no autoha) */
-  uint32_t want_gen;        /* SH_DEAD: the peer is at this generation; rebuild at it */
-  uint16_t sport;           /* its UDP source port (from its flow label) */
-  double dead_t;            /* SH_DEAD: since then */
+  double deadline;   /* connect by then (AUTOHA_HA_CONNECT_S) */
+  int hb_out;        /* a heartbeat is outstanding (under the QP's lock) */
+  double hb_next;    /* the next periodic heartbeat is due */
+  double hb_ok;      /* the last heartbeat that succeeded */
+  double rebuild_at; /* SH_DEAD: rebuild then (0: never, the peer has no autoha) */
+  uint32_t want_gen; /* SH_DEAD: the peer is at this generation; rebuild at it */
+  uint16_t sport;    /* its UDP source port (from its flow label) */
+  double dead_t;     /* SH_DEAD: since then */
 } ha_stby_t;
 
 #define HA_SLOTS 4096 /* QP numbers per context table (primaries and shadows) */
@@ -81,16 +90,16 @@ typedef struct ha_ctx ha_ctx_t;
  * signalled work requests outstanding every 100 ms; over a window, mean outstanding x window /
  * completions is the mean time a work request waits for its completion (Little's law). */
 typedef struct {
-  double t0;                /* the window's start (0: not started) */
-  uint64_t done0;           /* signalled completions retired at its start */
-  double occ;               /* sum of the outstanding counts sampled */
-  int n;                    /* samples */
-  double lat, lat_t;        /* the last window's estimate (s; -1: idle) and its end */
-  double judged_t;          /* the lat_t ah_shim_ha_degrade_check last judged */
-  double res;               /* the estimate's grain: what one sample of one outstanding adds (s) */
-  int slow;                 /* windows in a row it was slow against its peers */
-  int reported;             /* its links were published as degraded */
-  int clear;                /* outside the plan: the rebalance moves it off the bad links */
+  double t0;         /* the window's start (0: not started) */
+  uint64_t done0;    /* signalled completions retired at its start */
+  double occ;        /* sum of the outstanding counts sampled */
+  int n;             /* samples */
+  double lat, lat_t; /* the last window's estimate (s; -1: idle) and its end */
+  double judged_t;   /* the lat_t ah_shim_ha_degrade_check last judged */
+  double res;        /* the estimate's grain: what one sample of one outstanding adds (s) */
+  int slow;          /* windows in a row it was slow against its peers */
+  int reported;      /* its links were published as degraded */
+  int clear;         /* outside the plan: the rebalance moves it off the bad links */
 } ha_dg_t;
 
 typedef struct ha_qp {
@@ -103,7 +112,7 @@ typedef struct ha_qp {
   pthread_mutex_t mu;
   ah_ha_slog_t slog;
   ah_ha_rlog_t rlog;
-  int unprotected;          /* a WR the log cannot replay (several SGEs, atomics): no failover */
+  int unprotected; /* a WR the log cannot replay (several SGEs, atomics): no failover */
   /* what NCCL set up, for the shadow */
   struct ibv_pd *pd;
   struct ibv_cq *send_cq, *recv_cq;
@@ -115,37 +124,39 @@ typedef struct ha_qp {
   int have_sgid;
   /* the shadow in use (sh) and the standby */
   int sh_port;
-  uint16_t sh_sport;        /* the shadow in use's UDP source port (the rebalance's: rb_sport) */
-  uint32_t sh_gen;          /* the generation of the QP carrying the traffic (0: the primary) */
+  uint16_t sh_sport; /* the shadow in use's UDP source port (the rebalance's: rb_sport) */
+  uint32_t sh_gen;   /* the generation of the QP carrying the traffic (0: the primary) */
   ha_stby_t sb;
-  int peer_seen;            /* the peer published a shadow once: it runs autoha */
-  uint32_t gave_up;         /* the newest standby generation given up (dead), published as "HAG1" */
-  int sb_fails;             /* standbys dead in a row (the rebuild's backoff) */
-  int sb_dead_port;         /* the port and source port of the last standby that died */
+  int peer_seen;    /* the peer published a shadow once: it runs autoha */
+  uint32_t gave_up; /* the newest standby generation given up (dead), published as "HAG1" */
+  int sb_fails;     /* standbys dead in a row (the rebuild's backoff) */
+  int sb_dead_port; /* the port and source port of the last standby that died */
   uint16_t sb_dead_sport;
-  double health_next;       /* the next heartbeat and soft-timeout look */
+  double health_next;              /* the next heartbeat and soft-timeout look */
   struct ibv_qp *gens[HA_GEN_MAX]; /* every shadow built, destroyed with NCCL's QP */
   int ngens;
   /* failover */
   int fo_step;
   double t_fail, fo_deadline;
   _Atomic int drained_send, drained_recv;
-  int nfail;                /* failovers done */
-  uint64_t fo_done;         /* this end's count, published by the failover in progress */
-  double fo_look;           /* the failover's next look for a peer ahead */
-  double fo_ring;           /* the failover's next look for the peer's record, ringing again if absent */
-  double fo_ring_gap;       /* and the gap after that one (HA_RING_S, doubling up to HA_RING_MAX_S) */
+  int nfail;          /* failovers done */
+  uint64_t fo_done;   /* this end's count, published by the failover in progress */
+  double fo_look;     /* the failover's next look for a peer ahead */
+  double fo_ring;     /* the failover's next look for the peer's record, ringing again if absent */
+  double fo_ring_gap; /* and the gap after that one (HA_RING_S, doubling up to HA_RING_MAX_S) */
   /* the soft timeout: the send log's tail as last seen, and since when */
   uint64_t st_tail;
   double st_since;
   /* bookkeeping */
-  int busy;                 /* the background thread works on it (under ah_shim_ha_mu) */
-  int flow;                 /* its flow in the rebalance's plan: -2 not looked up, -1 none */
-  uint16_t rb_sport;        /* the port the rebalance moved its shadow to (0: not moved) */
-  struct ha_nic_qp *nq;     /* AUTOHA_HA=nic: its shadow's NIC and key spaces (rdma_ha_nic.c); else NULL */
-  uint16_t rb_psport;       /* the port the rebalance moved its primary to (0: not moved) */
-  double fb_done, fb_look;  /* failback: the last kick; the next look at the peer's given-up generation */
-  ha_dg_t dg;               /* its completion time (degraded links; rdma_ha_degrade.c) */
+  int busy;          /* the background thread works on it (under ah_shim_ha_mu) */
+  int flow;          /* its flow in the rebalance's plan: -2 not looked up, -1 none */
+  uint16_t rb_sport; /* the port the rebalance moved its shadow to (0: not moved) */
+  struct ha_nic_qp
+      *nq; /* AUTOHA_HA=nic: its shadow's NIC and key spaces (rdma_ha_nic.c); else NULL */
+  uint16_t rb_psport; /* the port the rebalance moved its primary to (0: not moved) */
+  double fb_done,
+      fb_look; /* failback: the last kick; the next look at the peer's given-up generation */
+  ha_dg_t dg;  /* its completion time (degraded links; rdma_ha_degrade.c) */
   struct ha_qp *next;
 } ha_qp_t;
 
@@ -181,16 +192,16 @@ struct ha_ctx {
 #define HA_POLL_SYNTH 0x40000000u
 #define HA_POLL_COUNT 0x3fffffffu
 
-
 extern pthread_mutex_t ah_shim_ha_mu;     /* contexts, the QP list, the tables' writers */
 extern pthread_cond_t ah_shim_ha_cv;      /* wakes the background thread */
 extern pthread_cond_t ah_shim_ha_idle_cv; /* the thread let go of its QPs (busy 0) */
 extern ha_ctx_t *ah_shim_ha_ctxs[HA_MAX_CTX];
 extern _Atomic int ah_shim_ha_nctx;
-extern ha_qp_t *ah_shim_ha_qps;           /* every managed QP, under ah_shim_ha_mu */
+extern ha_qp_t *ah_shim_ha_qps; /* every managed QP, under ah_shim_ha_mu */
 
 /* what the report's "ha" section shows */
-extern _Atomic unsigned long ah_shim_ha_st_shadows, ah_shim_ha_st_failovers, ah_shim_ha_st_replayed, ah_shim_ha_st_synth;
+extern _Atomic unsigned long ah_shim_ha_st_shadows, ah_shim_ha_st_failovers, ah_shim_ha_st_replayed,
+    ah_shim_ha_st_synth;
 extern pthread_mutex_t ah_shim_ha_events_mu;
 extern ah_report_failover_t ah_shim_ha_events[AH_REPORT_HA_MAX];
 extern int ah_shim_ha_nevents;
@@ -219,7 +230,6 @@ static inline ha_qp_t *table_find(ha_ctx_t *hc, uint32_t qpn) {
   return ah_shim_ha_table_probe(hc, qpn, i);
 }
 
-
 /* ---- the process-wide map from NCCL's ibv_qp to its managed QP ------------------------------ */
 
 /* Keyed by the ibv_qp pointer NCCL posts to (its qp_context is NCCL's, so the managed QP cannot be
@@ -236,13 +246,15 @@ typedef struct {
   _Atomic(struct ibv_qp *) qp;
   _Atomic(ha_qp_t *) m;
 } ha_qpmap_t;
-extern ha_qpmap_t ah_shim_ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES]; /* the probes run past the end, not around */
+extern ha_qpmap_t
+    ah_shim_ha_qpmap[HA_QPMAP + HA_QPMAP_PROBES]; /* the probes run past the end, not around */
 /* What the map answers for a QP it does not hold: never in peace (HA_BROKEN), so the post wrappers
  * test one state for "not in the map", "destroyed" and "not in peace". On no list; never written. */
 extern ha_qp_t ah_shim_ha_qp_none;
 
 static inline ha_qpmap_t *qpmap_slot(const struct ibv_qp *qp) {
-  return (ha_qpmap_t *)((char *)ah_shim_ha_qpmap + ((uintptr_t)qp & (uintptr_t)((HA_QPMAP - 1) * sizeof(ha_qpmap_t))));
+  return (ha_qpmap_t *)((char *)ah_shim_ha_qpmap +
+                        ((uintptr_t)qp & (uintptr_t)((HA_QPMAP - 1) * sizeof(ha_qpmap_t))));
 }
 
 /* qpmap_find past its first slot. */
@@ -269,7 +281,6 @@ static inline ha_ctx_t *ctx_of(struct ibv_context *ctx) {
   return NULL;
 }
 
-
 /* Maps qpn to m (m NULL: removes it). Call under ah_shim_ha_mu. Returns 0, or -1 when the table is full. */
 int ah_shim_ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m);
 /* The HA context of ctx, wrapping its data-path ops on first use, or NULL. Call under ah_shim_ha_mu. */
@@ -280,19 +291,21 @@ void ah_shim_ha_synth_push(ha_ctx_t *hc, struct ibv_cq *cq, const struct ibv_wc 
 int ah_shim_ha_drain_poll(ha_qp_t *m);
 
 /* the directory (rdma_ha_dir.c) */
-#define HA_KEY 32 /* AH_COORD_DIR_KEY */
+#define HA_KEY 32               /* AH_COORD_DIR_KEY */
 #define KIND_SHADOW 0x31534148u /* "HAS1" */
 #define KIND_FAIL 0x31464148u   /* "HAF1" */
 #define KIND_RTS 0x31524148u    /* "HAR1" */
 #define KIND_NOTE 0x314e4148u   /* "HAN1": a per-GID doorbell, "a peer of yours failed over" */
 #define KIND_LINK 0x314c4148u   /* "HAL1": a leaf-spine link a failed primary crossed */
 #define KIND_GEN 0x31474148u    /* "HAG1": the newest standby generation a QP gave up (dead) */
-#define KIND_DEGRADE 0x31444148u /* "HAD1": a process's completion-time sample (rdma_ha_degrade.c) */
+#define KIND_DEGRADE                                                                               \
+  0x31444148u /* "HAD1": a process's completion-time sample (rdma_ha_degrade.c) */
 /* Record kind `kind` of generation gen (1, the first shadow, keeps the kind as it is). */
 static inline uint32_t ha_kind_gen(uint32_t kind, uint32_t gen) {
   return gen <= 1 ? kind : (kind & 0x00ffffffu) | (uint32_t)((0x31u + gen - 1) & 0xffu) << 24;
 }
-void ah_shim_ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn, uint32_t kind);
+void ah_shim_ha_dir_key(uint8_t key[HA_KEY], const uint8_t gid[16], uint32_t qpn, uint32_t peer_qpn,
+                        uint32_t kind);
 ah_coord_t *ah_shim_ha_dir_coord(void);
 int ah_shim_ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len);
 /* Looks key up, waiting up to timeout_s for a put (HA_LOOK: none, the hub's answer as it is now).
@@ -302,7 +315,8 @@ int ah_shim_ha_dir_put(const uint8_t key[HA_KEY], const void *val, size_t len);
 #define HA_LOOK 0.0
 int ah_shim_ha_dir_get(const uint8_t key[HA_KEY], void *val, size_t cap, double timeout_s);
 /* Looks n keys up at once, in one round trip (ah_coord_dir_get_many): lens[i] as ah_shim_ha_dir_get's. */
-void ah_shim_ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap, int *lens, double timeout_s);
+void ah_shim_ha_dir_get_many(const uint8_t (*keys)[HA_KEY], int n, void *vals, size_t cap,
+                             int *lens, double timeout_s);
 
 /* The fabric model AUTOHA_HA=path picks backup source ports with (AUTOHA_QP_TOPO), or NULL. */
 ah_path_topo_t *ah_shim_ha_topo(void);
@@ -334,15 +348,17 @@ int ah_shim_ha_port_state(ha_ctx_t *hc, int port);
  * shadow is created with, setting m->nq; 0 or -1 (m then runs without a shadow). Add records the
  * created shadow's QP number qpn (0, -1 when full): every standby generation of m is on the same
  * backup NIC and keeps m->nq; forget drops them all and the peer's cached keys. */
-int ah_shim_ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p, struct ibv_cq **rcq_p, int *port_p,
-                          union ibv_gid *gid_p);
+int ah_shim_ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p,
+                                  struct ibv_cq **rcq_p, int *port_p, union ibv_gid *gid_p);
 int ah_shim_ha_nic_shadow_add(ha_qp_t *m, uint32_t qpn);
 void ah_shim_ha_nic_shadow_forget(ha_qp_t *m);
 /* Posts on qp, one of m's shadows: NCCL's chain as it is, or on a nic shadow (qp on the backup NIC)
  * one WR at a time with its local keys and remote key translated. Returns what the provider
  * returned (EINVAL, *bad at the WR, when a key has no mirror). */
-int ah_shim_ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int ah_shim_ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int ah_shim_ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr,
+                            struct ibv_send_wr **bad);
+int ah_shim_ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                            struct ibv_recv_wr **bad);
 /* 1 when qp, one of m's shadows, is on m's backup NIC (AUTOHA_HA=nic). */
 static inline int ha_on_nic(const ha_qp_t *m, const struct ibv_qp *qp) {
   return m->nq && qp && qp->context != m->qp->context;

@@ -23,14 +23,15 @@
 #include "ah_uthash.h"
 #include "rdma_ha_int.h"
 
-#define NIC_MAX 16      /* backup NICs per process */
-#define NIC_CQS 64      /* NCCL CQs one backup NIC mirrors */
-#define NIC_SHADOWS 4096 /* shadows per backup NIC */
-#define NICX_MAGIC 0x4e49434bu  /* "KCIN": the per-queue-pair record of its key space */
-#define RKEY_MAGIC 0x59454b52u  /* "RKEY": a published remote-key mapping */
-#define KIND_NICX 0x31584148u   /* "HAX1": (sgid, qpn, peer qpn) -> the key space of its memory */
-#define KIND_RKEY 0x314b4148u   /* "HAK1": (key space, rkey) -> the same memory's rkey on the backup NIC */
-#define DIR_WAIT_S 2.0          /* how long a translation waits for the peer's record */
+#define NIC_MAX 16             /* backup NICs per process */
+#define NIC_CQS 64             /* NCCL CQs one backup NIC mirrors */
+#define NIC_SHADOWS 4096       /* shadows per backup NIC */
+#define NICX_MAGIC 0x4e49434bu /* "KCIN": the per-queue-pair record of its key space */
+#define RKEY_MAGIC 0x59454b52u /* "RKEY": a published remote-key mapping */
+#define KIND_NICX 0x31584148u  /* "HAX1": (sgid, qpn, peer qpn) -> the key space of its memory */
+#define KIND_RKEY                                                                                  \
+  0x314b4148u          /* "HAK1": (key space, rkey) -> the same memory's rkey on the backup NIC */
+#define DIR_WAIT_S 2.0 /* how long a translation waits for the peer's record */
 
 typedef struct ha_nic {
   char name[64];
@@ -107,15 +108,18 @@ static int verbs_load(void *(*resolve)(const char *, const char *)) {
   R(get_async_event, "ibv_get_async_event", "IBVERBS_1.1");
   R(ack_async_event, "ibv_ack_async_event", "IBVERBS_1.1");
 #undef R
-  int ok = rv.get_device_list && rv.free_device_list && rv.open_device && rv.alloc_pd && rv.create_cq && rv.reg_mr &&
-           rv.dereg_mr && rv.query_gid;
+  int ok = rv.get_device_list && rv.free_device_list && rv.open_device && rv.alloc_pd &&
+           rv.create_cq && rv.reg_mr && rv.dereg_mr && rv.query_gid;
   if (!ok)
-    ah_log(AH_LOG_WARN, "HA: AUTOHA_HA=nic cannot resolve the verbs it needs from NCCL's libibverbs; queue pairs run "
-           "without shadows");
+    ah_log(
+        AH_LOG_WARN,
+        "HA: AUTOHA_HA=nic cannot resolve the verbs it needs from NCCL's libibverbs; queue pairs run "
+        "without shadows");
   if (!lkeys) lkeys = ah_ha_keys_new();
   if (!rkeys) rkeys = ah_ha_keys_new();
   if (!lkeys || !rkeys) ok = 0;
-  if (!nonce) nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(ha_now_s() * 1e9) ^ (uint64_t)(uintptr_t)&nonce;
+  if (!nonce)
+    nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)(ha_now_s() * 1e9) ^ (uint64_t)(uintptr_t)&nonce;
   rv.ok = ok ? 1 : -1;
   return ok;
 }
@@ -151,8 +155,11 @@ static void backup_name(struct ibv_context *ctx, char name[64]) {
     int b = ah_ha_nic_backup(names, n, ctx->device->name, getenv("NCCL_IB_HCA"));
     if (b >= 0) snprintf(name, 64, "%s", list[b]->name);
     else
-      AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: AUTOHA_HA=nic: no other NIC to back %s (NCCL_IB_HCA '%s'); its queue pairs "
-                    "run without shadows", ctx->device->name, getenv("NCCL_IB_HCA") ? getenv("NCCL_IB_HCA") : "");
+      AH_LOG_CAPPED(
+          2, AH_LOG_WARN,
+          "HA: AUTOHA_HA=nic: no other NIC to back %s (NCCL_IB_HCA '%s'); its queue pairs "
+          "run without shadows",
+          ctx->device->name, getenv("NCCL_IB_HCA") ? getenv("NCCL_IB_HCA") : "");
     free(names);
   }
   rv.free_device_list(list);
@@ -166,12 +173,19 @@ static void backup_name(struct ibv_context *ctx, char name[64]) {
  * Call under nic_mu. */
 static int mirror(ha_nic_t *nic, mr_rec_t *r) {
   struct ibv_mr *mr = NULL;
-  if (r->fd >= 0) mr = rv.reg_dmabuf_mr ? rv.reg_dmabuf_mr(nic->pd, r->offset, r->len, r->iova, r->fd, r->access) : NULL;
-  else if (rv.reg_mr_iova2) mr = rv.reg_mr_iova2(nic->pd, r->addr, r->len, r->iova, (unsigned)r->access);
-  else if (r->iova == (uint64_t)(uintptr_t)r->addr) mr = rv.reg_mr(nic->pd, r->addr, r->len, r->access);
+  if (r->fd >= 0)
+    mr = rv.reg_dmabuf_mr ? rv.reg_dmabuf_mr(nic->pd, r->offset, r->len, r->iova, r->fd, r->access)
+                          : NULL;
+  else if (rv.reg_mr_iova2)
+    mr = rv.reg_mr_iova2(nic->pd, r->addr, r->len, r->iova, (unsigned)r->access);
+  else if (r->iova == (uint64_t)(uintptr_t)r->addr)
+    mr = rv.reg_mr(nic->pd, r->addr, r->len, r->access);
   if (!mr) {
-    AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: cannot register NCCL's memory (%zu bytes) on the backup NIC %s: %s; a failover "
-                  "to it that uses this memory fails", r->len, nic->name, strerror(errno));
+    AH_LOG_CAPPED(
+        3, AH_LOG_WARN,
+        "HA: cannot register NCCL's memory (%zu bytes) on the backup NIC %s: %s; a failover "
+        "to it that uses this memory fails",
+        r->len, nic->name, strerror(errno));
     return -1;
   }
   ah_ha_keyspace_t s = space_of(r->ctx);
@@ -185,8 +199,10 @@ static int mirror(ha_nic_t *nic, mr_rec_t *r) {
     uint32_t val[2] = {RKEY_MAGIC, mr->rkey};
     ah_shim_ha_dir_key(key, s.b, r->mr->rkey, 0, KIND_RKEY);
     if (ah_shim_ha_dir_put(key, val, sizeof val) != 0)
-      AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot publish a remote key's mirror on %s (the hub is gone?); a peer's "
-                    "failover to it fails", nic->name);
+      AH_LOG_CAPPED(2, AH_LOG_WARN,
+                    "HA: cannot publish a remote key's mirror on %s (the hub is gone?); a peer's "
+                    "failover to it fails",
+                    nic->name);
   }
   return 0;
 }
@@ -208,8 +224,10 @@ static ha_nic_t *nic_open(const char *name) {
   ha_nic_t *nic = pd ? calloc(1, sizeof *nic) : NULL;
   if (!nic) {
     /* the context (if any) stays open: closing needs one more verb, and this happens once */
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot open the backup NIC %s: %s; queue pairs it would back run without "
-                  "shadows", name, strerror(errno));
+    AH_LOG_CAPPED(2, AH_LOG_WARN,
+                  "HA: cannot open the backup NIC %s: %s; queue pairs it would back run without "
+                  "shadows",
+                  name, strerror(errno));
     return NULL;
   }
   snprintf(nic->name, sizeof nic->name, "%s", name);
@@ -229,7 +247,8 @@ static ha_nic_t *nic_open(const char *name) {
     backup_name(r->ctx, b);
     if (strcmp(b, name) == 0 && mirror(nic, r) == 0) done++;
   }
-  ah_log(AH_LOG_INFO, "HA: backup NIC %s opened; %d of NCCL's memory registrations mirrored on it", name, done);
+  ah_log(AH_LOG_INFO, "HA: backup NIC %s opened; %d of NCCL's memory registrations mirrored on it",
+         name, done);
   return nic;
 }
 
@@ -242,7 +261,8 @@ static ha_nic_cq_t *nic_cq(ha_nic_t *nic, struct ibv_cq *cq) {
   if (n >= NIC_CQS) return NULL;
   struct ibv_cq *bk = rv.create_cq(nic->ctx, cq->cqe > 0 ? cq->cqe : 1024, NULL, NULL, 0);
   if (!bk) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot create a CQ on the backup NIC %s: %s", nic->name, strerror(errno));
+    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot create a CQ on the backup NIC %s: %s", nic->name,
+                  strerror(errno));
     return NULL;
   }
   ha_nic_cq_t *c = &nic->cq[n];
@@ -255,7 +275,8 @@ static ha_nic_cq_t *nic_cq(ha_nic_t *nic, struct ibv_cq *cq) {
 
 /* ---- memory registrations (the verbs hook reports NCCL's) ------------------------------------- */
 
-void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int dmabuf_fd, uint64_t offset) {
+void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int dmabuf_fd,
+                              uint64_t offset) {
   if (!mr) return;
   int saved = errno;
   pthread_mutex_lock(&nic_mu);
@@ -277,7 +298,8 @@ void ah_shim_ha_mr_registered(struct ibv_mr *mr, uint64_t iova, int access, int 
     }
   }
   if (!r) {
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: out of memory recording NCCL's memory registration; a nic failover that "
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "HA: out of memory recording NCCL's memory registration; a nic failover that "
                   "uses it fails");
   } else if (rv.ok > 0) { /* no NIC is open before the verbs are (the first shadow's build) */
     char b[64];
@@ -312,8 +334,8 @@ void ah_shim_ha_mr_deregistering(struct ibv_mr *mr) {
 
 /* ---- shadows on the backup NIC ---------------------------------------------------------------- */
 
-int ah_shim_ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p, struct ibv_cq **rcq_p, int *port_p,
-                          union ibv_gid *gid_p) {
+int ah_shim_ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_cq **scq_p,
+                                  struct ibv_cq **rcq_p, int *port_p, union ibv_gid *gid_p) {
   struct ibv_context *pctx = m->qp->context;
   pthread_mutex_lock(&nic_mu);
   ha_nic_t *nic = NULL;
@@ -331,8 +353,10 @@ int ah_shim_ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_c
   if (ok && m->hc->real.query_gid(nic->ctx, (uint8_t)port, gid_index, &gid) != 0) {
     port = 1;
     if (m->hc->real.query_gid(nic->ctx, 1, gid_index, &gid) != 0) {
-      AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: the backup NIC %s has no GID %d; queue pairs it would back run without "
-                    "shadows", nic->name, gid_index);
+      AH_LOG_CAPPED(1, AH_LOG_WARN,
+                    "HA: the backup NIC %s has no GID %d; queue pairs it would back run without "
+                    "shadows",
+                    nic->name, gid_index);
       ok = 0;
     }
   }
@@ -409,8 +433,8 @@ static int xlate_lkey(ha_qp_t *m, uint32_t lkey, uint32_t *out_p) {
   int rc = ah_ha_keys_get(lkeys, &m->nq->local, lkey, out_p);
   pthread_mutex_unlock(&nic_mu);
   if (rc != 0)
-    AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: local key 0x%x has no mirror on the backup NIC %s", m->qpn, lkey,
-                  m->nq->nic->name);
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: local key 0x%x has no mirror on the backup NIC %s",
+                  m->qpn, lkey, m->nq->nic->name);
   return rc;
 }
 
@@ -423,8 +447,10 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
   if (!nq->have_peer) {
     uint32_t val[5];
     ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_NICX);
-    if (ah_shim_ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val || val[0] != NICX_MAGIC) {
-      AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: the peer published no key space for its nic shadow", m->qpn);
+    if (ah_shim_ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val ||
+        val[0] != NICX_MAGIC) {
+      AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: the peer published no key space for its nic shadow",
+                    m->qpn);
       return -1;
     }
     pthread_mutex_lock(&nic_mu);
@@ -438,8 +464,10 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
   if (rc == 0) return 0;
   uint32_t val[2];
   ah_shim_ha_dir_key(key, nq->peer.b, rkey, 0, KIND_RKEY);
-  if (ah_shim_ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val || val[0] != RKEY_MAGIC) {
-    AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: the peer published no mirror of its remote key 0x%x", m->qpn, rkey);
+  if (ah_shim_ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val ||
+      val[0] != RKEY_MAGIC) {
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: the peer published no mirror of its remote key 0x%x",
+                  m->qpn, rkey);
     return -1;
   }
   pthread_mutex_lock(&nic_mu);
@@ -449,7 +477,8 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
   return 0;
 }
 
-int ah_shim_ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+int ah_shim_ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *wr,
+                            struct ibv_send_wr **bad) {
   if (!ha_on_nic(m, qp)) return m->hc->post_send(qp, wr, bad);
   for (struct ibv_send_wr *w = wr; w; w = w->next) {
     struct ibv_send_wr c = *w, *b;
@@ -460,11 +489,14 @@ int ah_shim_ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *w
     for (int i = 0; i < w->num_sge && !rc; i++) {
       sg[i] = w->sg_list[i];
       total += sg[i].length;
-      if (!(w->send_flags & IBV_SEND_INLINE) && sg[i].length && xlate_lkey(m, sg[i].lkey, &sg[i].lkey)) rc = EINVAL;
+      if (!(w->send_flags & IBV_SEND_INLINE) && sg[i].length &&
+          xlate_lkey(m, sg[i].lkey, &sg[i].lkey))
+        rc = EINVAL;
     }
     c.sg_list = w->num_sge > 0 ? sg : NULL;
     /* a 0-byte operation checks no remote key (a heartbeat, NCCL's empty WRITE_WITH_IMM) */
-    int remote = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || w->opcode == IBV_WR_RDMA_READ;
+    int remote = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+                 w->opcode == IBV_WR_RDMA_READ;
     if (!rc && remote && total && xlate_rkey(m, w->wr.rdma.rkey, &c.wr.rdma.rkey)) rc = EINVAL;
     if (!rc) rc = qp->context->ops.post_send(qp, &c, &b);
     if (rc) {
@@ -475,7 +507,8 @@ int ah_shim_ha_sh_post_send(ha_qp_t *m, struct ibv_qp *qp, struct ibv_send_wr *w
   return 0;
 }
 
-int ah_shim_ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+int ah_shim_ha_sh_post_recv(ha_qp_t *m, struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                            struct ibv_recv_wr **bad) {
   if (!ha_on_nic(m, qp)) return m->hc->post_recv(qp, wr, bad);
   for (struct ibv_recv_wr *w = wr; w; w = w->next) {
     struct ibv_recv_wr c = *w, *b;
@@ -532,4 +565,3 @@ int ah_shim_ha_nic_event(int i, struct ibv_async_event *ev, const char **name_p)
 }
 
 void ah_shim_ha_nic_event_ack(struct ibv_async_event *ev) { rv.ack_async_event(ev); }
-

@@ -46,8 +46,6 @@ void ah_shim_ha_nic_go_live(ha_qp_t *m) {
   struct ibv_context *ctx = m->qp->context;
   pthread_mutex_lock(&live_mu);
   poll_fn cur = __atomic_load_n(&ctx->ops.poll_cq, __ATOMIC_ACQUIRE);
-  if (cur != nic_poll_cq) {
-    __atomic_store_n(&ctx->ops.poll_cq, nic_poll_cq, __ATOMIC_RELEASE);
-  }
+  if (cur != nic_poll_cq) { __atomic_store_n(&ctx->ops.poll_cq, nic_poll_cq, __ATOMIC_RELEASE); }
   pthread_mutex_unlock(&live_mu);
 }

@@ -60,38 +60,48 @@ static int standbys_dead(const char *name, int port, uint32_t qpn, const char *w
 static void on_event(const char *name, const struct ibv_async_event *ev) {
   char why[128];
   switch (ev->event_type) {
-  case IBV_EVENT_PORT_ERR: {
-    int port = ev->element.port_num;
-    snprintf(why, sizeof why, "port %d of the backup NIC %s went down (PORT_ERR)", port, name);
-    int n = standbys_dead(name, port, 0, why);
-    AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: backup NIC %s port %d is down (PORT_ERR): %d standby shadows on it given up; "
-                  "they are rebuilt", name, port, n);
-    break;
-  }
-  case IBV_EVENT_DEVICE_FATAL: {
-    snprintf(why, sizeof why, "the backup NIC %s reported a fatal error (DEVICE_FATAL)", name);
-    int n = standbys_dead(name, 0, 0, why);
-    AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: backup NIC %s reported a fatal error (DEVICE_FATAL): %d standby shadows on it "
-                  "given up", name, n);
-    break;
-  }
-  case IBV_EVENT_QP_FATAL:
-  case IBV_EVENT_QP_REQ_ERR:
-  case IBV_EVENT_QP_ACCESS_ERR: {
-    /* a standby's: dead; a carrier's: its completions fail too, and the failover starts from them */
-    uint32_t qpn = ev->element.qp ? ev->element.qp->qp_num : 0;
-    snprintf(why, sizeof why, "an async error event (%d) on the backup NIC %s", (int)ev->event_type, name);
-    if (qpn && standbys_dead(name, 0, qpn, why) == 0)
-      AH_LOG_CAPPED(8, AH_LOG_INFO, "HA: async error event %d on QP %u of the backup NIC %s (a shadow carrying traffic: "
-                    "its completions start the failover)", (int)ev->event_type, qpn, name);
-    break;
-  }
-  case IBV_EVENT_CQ_ERR:
-    AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: a CQ of the backup NIC %s overran (CQ_ERR)", name);
-    break;
-  default:
-    ah_log(AH_LOG_DEBUG, "HA: async event %d on the backup NIC %s", (int)ev->event_type, name);
-    break;
+    case IBV_EVENT_PORT_ERR: {
+      int port = ev->element.port_num;
+      snprintf(why, sizeof why, "port %d of the backup NIC %s went down (PORT_ERR)", port, name);
+      int n = standbys_dead(name, port, 0, why);
+      AH_LOG_CAPPED(
+          8, AH_LOG_WARN,
+          "HA: backup NIC %s port %d is down (PORT_ERR): %d standby shadows on it given up; "
+          "they are rebuilt",
+          name, port, n);
+      break;
+    }
+    case IBV_EVENT_DEVICE_FATAL: {
+      snprintf(why, sizeof why, "the backup NIC %s reported a fatal error (DEVICE_FATAL)", name);
+      int n = standbys_dead(name, 0, 0, why);
+      AH_LOG_CAPPED(
+          8, AH_LOG_WARN,
+          "HA: backup NIC %s reported a fatal error (DEVICE_FATAL): %d standby shadows on it "
+          "given up",
+          name, n);
+      break;
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR: {
+      /* a standby's: dead; a carrier's: its completions fail too, and the failover starts from them */
+      uint32_t qpn = ev->element.qp ? ev->element.qp->qp_num : 0;
+      snprintf(why, sizeof why, "an async error event (%d) on the backup NIC %s",
+               (int)ev->event_type, name);
+      if (qpn && standbys_dead(name, 0, qpn, why) == 0)
+        AH_LOG_CAPPED(
+            8, AH_LOG_INFO,
+            "HA: async error event %d on QP %u of the backup NIC %s (a shadow carrying traffic: "
+            "its completions start the failover)",
+            (int)ev->event_type, qpn, name);
+      break;
+    }
+    case IBV_EVENT_CQ_ERR:
+      AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: a CQ of the backup NIC %s overran (CQ_ERR)", name);
+      break;
+    default:
+      ah_log(AH_LOG_DEBUG, "HA: async event %d on the backup NIC %s", (int)ev->event_type, name);
+      break;
   }
 }
 

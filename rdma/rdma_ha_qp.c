@@ -21,7 +21,8 @@ int ah_shim_ha_on(void) {
     const char *own = getenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
     if (v && own && atoi(own) == 1) {
       /* two layers replaying the same work requests would deliver them twice */
-      ah_log(AH_LOG_WARN, "HA: NCCL_IB_RESILIENCY_PORT_FAILOVER=1: NCCL's own port failover is on, so "
+      ah_log(AH_LOG_WARN,
+             "HA: NCCL_IB_RESILIENCY_PORT_FAILOVER=1: NCCL's own port failover is on, so "
              "autoha's (AUTOHA_HA) stands aside");
       v = 0;
     }
@@ -32,18 +33,22 @@ int ah_shim_ha_on(void) {
 
 int ah_shim_ha_nic_on(void) { return ah_env_settings()->ha == AH_HA_POLICY_NIC && ah_shim_ha_on(); }
 
-void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, const ah_shim_ha_verbs_t *real) {
-  if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp || !real->modify_qp ||
-      !real->destroy_qp || !real->query_gid || !real->qp_sport || !real->move_sport || !ah_shim_ha_on()) {
+void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init,
+                        const ah_shim_ha_verbs_t *real) {
+  if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp ||
+      !real->modify_qp || !real->destroy_qp || !real->query_gid || !real->qp_sport ||
+      !real->move_sport || !ah_shim_ha_on()) {
     ah_log(AH_LOG_DEBUG, "HA: QP %u is not managed (type %d, verbs %d%d%d%d)", qp ? qp->qp_num : 0,
-           qp ? (int)qp->qp_type : -1, !!real->create_qp, !!real->modify_qp, !!real->destroy_qp, !!real->query_gid);
+           qp ? (int)qp->qp_type : -1, !!real->create_qp, !!real->modify_qp, !!real->destroy_qp,
+           !!real->query_gid);
     return;
   }
   int saved = errno;
   ha_qp_t *m = calloc(1, sizeof *m);
   if (!m) goto out;
   uint32_t scap = init->cap.max_send_wr ? init->cap.max_send_wr : 1, rcap = init->cap.max_recv_wr;
-  if (ah_ha_slog_init(&m->slog, 2 * scap) != 0 || ah_ha_rlog_init(&m->rlog, 2 * (rcap ? rcap : 1)) != 0) {
+  if (ah_ha_slog_init(&m->slog, 2 * scap) != 0 ||
+      ah_ha_rlog_init(&m->rlog, 2 * (rcap ? rcap : 1)) != 0) {
     ah_ha_slog_free(&m->slog);
     free(m);
     goto out;
@@ -62,7 +67,8 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init, 
   ha_ctx_t *hc = ah_shim_ha_ctx_get(qp->context, real);
   if (!hc || ah_shim_ha_table_set(hc, m->qpn, m) != 0) {
     pthread_mutex_unlock(&ah_shim_ha_mu);
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: cannot manage QP %u (too many contexts or QPs); it runs without a shadow",
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "HA: cannot manage QP %u (too many contexts or QPs); it runs without a shadow",
                   qp->qp_num);
     ah_ha_slog_free(&m->slog);
     ah_ha_rlog_free(&m->rlog);
@@ -106,7 +112,8 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
     m->rtr_mask = mask;
     int saved = errno;
     ha_ctx_t *hc = m->hc;
-    m->have_sgid = hc->real.query_gid(qp->context, (uint8_t)m->port, attr->ah_attr.grh.sgid_index, &m->sgid) == 0;
+    m->have_sgid = hc->real.query_gid(qp->context, (uint8_t)m->port, attr->ah_attr.grh.sgid_index,
+                                      &m->sgid) == 0;
     errno = saved;
   } else if (attr->qp_state == IBV_QPS_RTS && m->rtr_mask) {
     m->rts = *attr;
@@ -117,8 +124,8 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
         atomic_store(&m->sb.state, SH_WANTED);
         pthread_cond_signal(&ah_shim_ha_cv);
       } else {
-        AH_LOG_CAPPED(1, AH_LOG_INFO, "HA: QP %u has no GRH (InfiniBand): shadows are built on RoCE only",
-                      m->qpn);
+        AH_LOG_CAPPED(1, AH_LOG_INFO,
+                      "HA: QP %u has no GRH (InfiniBand): shadows are built on RoCE only", m->qpn);
       }
     }
   }
@@ -166,7 +173,10 @@ void ah_shim_ha_report(ah_report_ha_t *h) {
   memset(h, 0, sizeof *h);
   if (!ah_shim_ha_on()) return;
   int ha = ah_env_settings()->ha;
-  snprintf(h->policy, sizeof h->policy, "%s", ha == AH_HA_POLICY_PATH ? "path" : ha == AH_HA_POLICY_NIC ? "nic" : "port");
+  snprintf(h->policy, sizeof h->policy, "%s",
+           ha == AH_HA_POLICY_PATH  ? "path"
+           : ha == AH_HA_POLICY_NIC ? "nic"
+                                    : "port");
   h->shadows = atomic_load(&ah_shim_ha_st_shadows);
   h->failovers = atomic_load(&ah_shim_ha_st_failovers);
   h->replayed = atomic_load(&ah_shim_ha_st_replayed);

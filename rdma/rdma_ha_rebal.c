@@ -19,13 +19,13 @@ static ah_path_topo_t *topo; /* ah_shim_ha_topo(), once the plan is loaded */
  * mlx5dv_modify_qp_udp_sport. Without the re-plan every flow of a dead link lands on its shadow's
  * pre-picked port, and several of them can share one surviving link. It needs every primary on its
  * planned port (AUTOHA_QP_SPORT=plan), or the model does not know where the flows run. */
-#define RB_LINKS_MAX 1024     /* leaf–spine links looked up per re-plan */
+#define RB_LINKS_MAX 1024                          /* leaf–spine links looked up per re-plan */
 static const double rb_checks[] = {0.3, 1.0, 3.0}; /* seconds after a failover: re-plan then */
 
 static pthread_once_t rb_once = PTHREAD_ONCE_INIT;
 static ah_path_flow_t *rb_flows;
 static ah_path_route_t *rb_plan;
-static int rb_n; /* flows of the plan; 0: no rebalance */
+static int rb_n;     /* flows of the plan; 0: no rebalance */
 static double rb_t0; /* the background thread's: the last failover, 0 none pending */
 static int rb_step;
 static _Atomic unsigned long st_rebal, st_rebal_moved;
@@ -36,7 +36,8 @@ static void rb_load(void) {
   topo = ah_shim_ha_topo();
   if (env->ha != AH_HA_POLICY_PATH || !topo) return;
   if (!env->qp || env->qp_sport != AH_PATH_SPORT_PLAN) {
-    ah_log(AH_LOG_INFO, "HA: no rebalance after failovers: it needs AUTOHA_QP_SPORT=plan (each primary on its "
+    ah_log(AH_LOG_INFO,
+           "HA: no rebalance after failovers: it needs AUTOHA_QP_SPORT=plan (each primary on its "
            "planned port, so that the fabric model knows where every flow runs)");
     return;
   }
@@ -44,7 +45,8 @@ static void rb_load(void) {
   if (n <= 0) return;
   rb_plan = calloc((size_t)n, sizeof *rb_plan);
   if (!rb_plan || ah_path_plan(topo, rb_flows, n, rb_plan) != 0) {
-    ah_log(AH_LOG_WARN, "HA: out of memory for the rebalance's plan; failovers keep their shadows' ports");
+    ah_log(AH_LOG_WARN,
+           "HA: out of memory for the rebalance's plan; failovers keep their shadows' ports");
     free(rb_plan);
     rb_plan = NULL;
     return;
@@ -155,7 +157,8 @@ void ah_shim_ha_rebal_degraded(ha_qp_t *m) {
     if (at < RB_LINKS_MAX && known[at] > frac) known[at] = frac;
     rb_link_key(key, l[i].leaf, l[i].spine);
     /* never raise a link another process found down */
-    if (ah_shim_ha_dir_get(key, &had, sizeof had, HA_LOOK) == (int)sizeof had && had <= frac) continue;
+    if (ah_shim_ha_dir_get(key, &had, sizeof had, HA_LOOK) == (int)sizeof had && had <= frac)
+      continue;
     ah_shim_ha_dir_put(key, &frac, sizeof frac);
   }
   rb_t0 = ha_now_s();
@@ -187,8 +190,10 @@ void ah_shim_ha_rebal_check(void) {
   ah_path_route_t *routes = malloc((size_t)rb_n * sizeof *routes);
   unsigned char *moved = calloc((size_t)rb_n, 1);
   ah_ha_rebal_result_t res;
-  if (!routes || !moved || ah_ha_rebal_plan(topo, rb_flows, rb_plan, rb_n, links, nl, routes, moved, &res) != 0) {
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: out of memory for a rebalance; failovers keep their shadows' ports");
+  if (!routes || !moved ||
+      ah_ha_rebal_plan(topo, rb_flows, rb_plan, rb_n, links, nl, routes, moved, &res) != 0) {
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "HA: out of memory for a rebalance; failovers keep their shadows' ports");
     free(routes);
     free(moved);
     return;
@@ -211,7 +216,8 @@ void ah_shim_ha_rebal_check(void) {
     uint16_t *done = peace ? &m->rb_psport : &m->rb_sport, to;
     if (m->flow >= 0 && moved[m->flow]) {
       to = routes[m->flow].sport;
-    } else if (m->flow < 0 && m->dg.clear) { /* outside the plan and slow: a port clear of every bad link */
+    } else if (m->flow < 0 &&
+               m->dg.clear) { /* outside the plan and slow: a port clear of every bad link */
       ah_path_flow_t fl;
       uint16_t cur = rb_cur_sport(m);
       to = ah_ha_rebal_flow_by_gids(topo, m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, &fl) == 0
@@ -234,10 +240,13 @@ void ah_shim_ha_rebal_check(void) {
       *done = to;
       m->dg.slow = 0, m->dg.reported = 0; /* judged again on its new path */
       nmoved++;
-    } else if (err != EAGAIN) { /* EAGAIN: it failed over meanwhile; the next look moves its shadow */
+    } else if (err !=
+               EAGAIN) { /* EAGAIN: it failed over meanwhile; the next look moves its shadow */
       nfail++;
-      AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: rebalance: cannot move the %s of QP %u to port %u (%s); it keeps its "
-                    "own", peace ? "queue pair" : "shadow", m->qpn, to,
+      AH_LOG_CAPPED(2, AH_LOG_WARN,
+                    "HA: rebalance: cannot move the %s of QP %u to port %u (%s); it keeps its "
+                    "own",
+                    peace ? "queue pair" : "shadow", m->qpn, to,
                     err == ENOSYS ? "libmlx5 has no mlx5dv_modify_qp_udp_sport" : strerror(err));
     }
   }
@@ -248,10 +257,13 @@ void ah_shim_ha_rebal_check(void) {
   if (nmoved) {
     atomic_fetch_add(&st_rebal, 1);
     atomic_fetch_add(&st_rebal_moved, (unsigned long)nmoved);
-    ah_log(AH_LOG_WARN, "HA: rebalance: %d leaf-spine links down, %d degraded, %d flows re-planned job-wide, %d of this "
-           "process's queue pairs moved live; modelled slowest flow %.3f of a port with the plan's ports, %.3f re-planned, best "
-           "possible %.3f (%.0f%%)", nl - ndeg, ndeg, res.moved, nmoved, res.before, res.share, res.bound,
-           res.bound > 0 ? 100 * res.share / res.bound : 0.0);
+    ah_log(
+        AH_LOG_WARN,
+        "HA: rebalance: %d leaf-spine links down, %d degraded, %d flows re-planned job-wide, %d of this "
+        "process's queue pairs moved live; modelled slowest flow %.3f of a port with the plan's ports, %.3f re-planned, best "
+        "possible %.3f (%.0f%%)",
+        nl - ndeg, ndeg, res.moved, nmoved, res.before, res.share, res.bound,
+        res.bound > 0 ? 100 * res.share / res.bound : 0.0);
   }
   pthread_mutex_lock(&ah_shim_ha_events_mu);
   st_rb_before = res.before, st_rb_share = res.share, st_rb_bound = res.bound;
@@ -261,11 +273,11 @@ void ah_shim_ha_rebal_check(void) {
   free(moved);
 }
 
-
 void ah_shim_ha_rebal_report(ah_report_ha_t *h) {
   h->rebalances = atomic_load(&st_rebal);
   h->rebalanced = atomic_load(&st_rebal_moved);
   pthread_mutex_lock(&ah_shim_ha_events_mu);
-  if (h->rebalances) h->rb_before = st_rb_before, h->rb_share = st_rb_share, h->rb_bound = st_rb_bound;
+  if (h->rebalances)
+    h->rb_before = st_rb_before, h->rb_share = st_rb_share, h->rb_bound = st_rb_bound;
   pthread_mutex_unlock(&ah_shim_ha_events_mu);
 }

@@ -25,10 +25,14 @@ typedef struct {
 } shadow_info_t;
 
 /* The source port of the shadow carrying m's traffic: the rebalance's, else its own. */
-static uint16_t carrier_sport(const ha_qp_t *m) { return m->sh ? (m->rb_sport ? m->rb_sport : m->sh_sport) : 0; }
+static uint16_t carrier_sport(const ha_qp_t *m) {
+  return m->sh ? (m->rb_sport ? m->rb_sport : m->sh_sport) : 0;
+}
 
 /* 0 when port `port` of m's NIC reports itself down, else 1 (up, or not known). */
-static int port_up(const ha_qp_t *m, int port) { return ah_shim_ha_port_state(m->hc, port) != IBV_PORT_DOWN; }
+static int port_up(const ha_qp_t *m, int port) {
+  return ah_shim_ha_port_state(m->hc, port) != IBV_PORT_DOWN;
+}
 
 /* Creates m's standby (generation m->sb.gen), takes it to INIT on its port and publishes it.
  * Returns 0, -1 (the standby is then dead) or -2 (and none can ever be built: no other port). */
@@ -45,7 +49,8 @@ static int shadow_create(ha_qp_t *m) {
    * that a connection moved to the backup NIC can fail back over to a new queue pair on its first
    * NIC, and both ends — whose generation g pair up — put g on the same side: the key translation
    * (ah_shim_ha_sh_post_send) is right only when both ends' queue pairs are on their backup NICs or neither */
-  if (policy == AH_HA_POLICY_NIC && (m->sb.gen & 1) && ah_shim_ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0)
+  if (policy == AH_HA_POLICY_NIC && (m->sb.gen & 1) &&
+      ah_shim_ha_nic_shadow_prepare(m, &pd, &scq, &rcq, &port, &gid) != 0)
     return -2; /* it said why */
   if (policy == AH_HA_POLICY_PORT) {
     /* the other port than the one carrying the traffic: after a failover to port 2, back on port 1 */
@@ -56,11 +61,14 @@ static int shadow_create(ha_qp_t *m) {
      * is down: a standby there dies only after RC's retry window, and a second fault that cut the
      * other port's path (another ECMP hash may avoid it) cost bench/failover 2.1 s of alternating
      * onto the dead port */
-    if (atomic_load(&m->state) == HA_FAILING && m->sb_fails > 0 && m->sb_dead_port == port && port_up(m, cport))
+    if (atomic_load(&m->state) == HA_FAILING && m->sb_fails > 0 && m->sb_dead_port == port &&
+        port_up(m, cport))
       port = cport;
     if (hc->real.query_gid(m->qp->context, (uint8_t)port, gid_index, &gid) != 0) {
-      AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: AUTOHA_HA=port but %s has no port %d (or no GID %d on it): QPs "
-                    "on it run without a shadow", m->qp->context->device->name, port, gid_index);
+      AH_LOG_CAPPED(1, AH_LOG_WARN,
+                    "HA: AUTOHA_HA=port but %s has no port %d (or no GID %d on it): QPs "
+                    "on it run without a shadow",
+                    m->qp->context->device->name, port, gid_index);
       return -2;
     }
   }
@@ -73,13 +81,15 @@ static int shadow_create(ha_qp_t *m) {
   ia.qp_context = NULL; /* never NCCL's: its async events must not look like NCCL's QP's */
   struct ibv_qp *sh = hc->real.create_qp(pd, &ia);
   if (!sh) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot create a shadow for QP %u: %s", m->qpn, strerror(errno));
+    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot create a shadow for QP %u: %s", m->qpn,
+                  strerror(errno));
     return -1;
   }
   pthread_mutex_lock(&ah_shim_ha_mu);
   m->gens[m->ngens++] = sh; /* destroyed with NCCL's QP, never before: late completions name it */
   /* another NIC numbers its queue pairs apart: a nic shadow is on that NIC's list */
-  int listed = ha_on_nic(m, sh) ? ah_shim_ha_nic_shadow_add(m, sh->qp_num) : ah_shim_ha_table_set(hc, sh->qp_num, m);
+  int listed = ha_on_nic(m, sh) ? ah_shim_ha_nic_shadow_add(m, sh->qp_num)
+                                : ah_shim_ha_table_set(hc, sh->qp_num, m);
   pthread_mutex_unlock(&ah_shim_ha_mu);
   if (listed != 0) {
     AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: too many shadows; QP %u runs without one", m->qpn);
@@ -91,8 +101,10 @@ static int shadow_create(ha_qp_t *m) {
   a.pkey_index = (uint16_t)m->pkey_index;
   a.port_num = (uint8_t)port;
   a.qp_access_flags = (unsigned)m->access;
-  if (hc->real.modify_qp(sh, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to INIT: %s", m->qpn, strerror(errno));
+  if (hc->real.modify_qp(
+          sh, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to INIT: %s", m->qpn,
+                  strerror(errno));
     return -1;
   }
   pthread_mutex_lock(&m->mu);
@@ -102,11 +114,13 @@ static int shadow_create(ha_qp_t *m) {
   m->sb.port = port;
   m->sb.hb_out = 0;
   pthread_mutex_unlock(&m->mu);
-  shadow_info_t info = {SHADOW_MAGIC, sh->qp_num, {0}, (uint32_t)port, (uint32_t)policy, m->hc->real.qp_sport(m->qp),
+  shadow_info_t info = {SHADOW_MAGIC,    sh->qp_num,       {0},
+                        (uint32_t)port,  (uint32_t)policy, m->hc->real.qp_sport(m->qp),
                         carrier_sport(m)};
   memcpy(info.gid, gid.raw, 16);
   uint8_t key[HA_KEY];
-  ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, ha_kind_gen(KIND_SHADOW, m->sb.gen));
+  ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num,
+                     ha_kind_gen(KIND_SHADOW, m->sb.gen));
   if (ah_shim_ha_dir_put(key, &info, sizeof info) != 0) return -1;
   /* the newest generation this end gave up, for a peer that still takes its own for alive (never
    * the one a switch moved on from: that one carries the traffic) */
@@ -137,23 +151,28 @@ ah_path_topo_t *ah_shim_ha_topo(void) {
 static uint32_t shadow_label(ha_qp_t *m, const shadow_info_t *peer) {
   uint32_t peer_sh_qpn = peer->qpn;
   /* the primaries' ports as they run: the hook's (AUTOHA_QP_SPORT) when it set one, else NCCL's */
-  uint32_t plabel = m->rtr.ah_attr.grh.flow_label ? m->rtr.ah_attr.grh.flow_label
-                                                  : ah_path_label_from_qpn(m->qpn, m->rtr.dest_qp_num);
+  uint32_t plabel = m->rtr.ah_attr.grh.flow_label
+                        ? m->rtr.ah_attr.grh.flow_label
+                        : ah_path_label_from_qpn(m->qpn, m->rtr.dest_qp_num);
   uint16_t psport = m->hc->real.qp_sport(m->qp);
   if (!psport) psport = ah_path_label_to_sport(plabel);
-  uint16_t peer_sport = peer->sport ? (uint16_t)peer->sport
-                                    : ah_path_label_to_sport(ah_path_label_from_qpn(m->rtr.dest_qp_num, m->qpn));
+  uint16_t peer_sport =
+      peer->sport ? (uint16_t)peer->sport
+                  : ah_path_label_to_sport(ah_path_label_from_qpn(m->rtr.dest_qp_num, m->qpn));
   uint16_t csport = carrier_sport(m);
   uint32_t label = ah_path_label_from_qpn(m->sb.qpn, peer_sh_qpn);
   if (ah_env_settings()->ha == AH_HA_POLICY_PATH) {
     /* and the path of the last standby that died, when it died in a row */
     uint16_t out[3] = {psport, csport, m->sb_fails ? m->sb_dead_sport : 0};
     uint16_t back[2] = {peer_sport, (uint16_t)peer->sport2};
-    uint16_t sport = ah_path_backup_sport_avoid(ah_shim_ha_topo(), m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, out, 3, back, 2,
-                                                ah_path_label_to_sport(label));
+    uint16_t sport =
+        ah_path_backup_sport_avoid(ah_shim_ha_topo(), m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, out,
+                                   3, back, 2, ah_path_label_to_sport(label));
     if (sport) return ah_path_sport_to_label(sport);
   }
-  for (int i = 0; i < 4 && (ah_path_label_to_sport(label) == psport || ah_path_label_to_sport(label) == csport); i++)
+  for (int i = 0; i < 4 && (ah_path_label_to_sport(label) == psport ||
+                            ah_path_label_to_sport(label) == csport);
+       i++)
     label ^= 0x1u << i;
   return label;
 }
@@ -171,7 +190,8 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   a.ah_attr.grh.flow_label = label;
   int rc = hc->real.modify_qp(m->sb.qp, &a, m->rtr_mask);
   if (rc != 0) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTR: %s", m->qpn, strerror(rc));
+    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTR: %s", m->qpn,
+                  strerror(rc));
     return -1;
   }
   m->sb.sport = ah_path_label_to_sport(label);
@@ -179,14 +199,16 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = 0;
   if ((rc = hc->real.modify_qp(m->sb.qp, &a, m->rts_mask)) != 0) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTS: %s", m->qpn, strerror(rc));
+    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTS: %s", m->qpn,
+                  strerror(rc));
     return -1;
   }
   /* the heartbeat waits for the peer's standby to be at RTR too: a request it holds longer than the
    * transport timeout would fail both standbys */
   uint8_t key[HA_KEY];
   uint32_t one = 1;
-  ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num, ha_kind_gen(KIND_RTS, m->sb.gen));
+  ah_shim_ha_dir_key(key, m->sgid.raw, m->qpn, m->rtr.dest_qp_num,
+                     ha_kind_gen(KIND_RTS, m->sb.gen));
   if (ah_shim_ha_dir_put(key, &one, sizeof one) != 0) return -1;
   atomic_store(&m->sb.state, SH_RTS);
   return 0;
@@ -251,7 +273,8 @@ int ah_shim_ha_peer_ahead(ha_qp_t *m, uint32_t pg) {
 int ah_shim_ha_shadow_step(ha_qp_t *m) {
   int s = atomic_load(&m->sb.state);
   if (s == SH_WANTED) {
-    if (!ah_shim_ha_dir_coord()) return 0; /* the hub is known once the process joined a communicator */
+    if (!ah_shim_ha_dir_coord())
+      return 0; /* the hub is known once the process joined a communicator */
     if (m->sb.gen == 0) m->sb.gen = 1;
     m->sb.deadline = ha_now_s() + ah_env_settings()->ha_connect_s;
     int rc = shadow_create(m);
@@ -265,7 +288,8 @@ int ah_shim_ha_shadow_step(ha_qp_t *m) {
   if (s == SH_RTS) {
     uint8_t key[HA_KEY];
     uint32_t one = 0;
-    ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, ha_kind_gen(KIND_RTS, m->sb.gen));
+    ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn,
+                       ha_kind_gen(KIND_RTS, m->sb.gen));
     if (ah_shim_ha_dir_get(key, &one, sizeof one, HA_LOOK) == (int)sizeof one) {
       shadow_heartbeat(m);
       return 1;
@@ -279,7 +303,8 @@ int ah_shim_ha_shadow_step(ha_qp_t *m) {
   }
   if (s == SH_PUBLISHED) {
     uint8_t key[HA_KEY];
-    ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, ha_kind_gen(KIND_SHADOW, m->sb.gen));
+    ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn,
+                       ha_kind_gen(KIND_SHADOW, m->sb.gen));
     shadow_info_t peer;
     int n = ah_shim_ha_dir_get(key, &peer, sizeof peer, HA_LOOK);
     if (n == (int)sizeof peer && peer.magic == SHADOW_MAGIC) {
@@ -290,8 +315,10 @@ int ah_shim_ha_shadow_step(ha_qp_t *m) {
     if (ah_shim_ha_peer_ahead(m, 0)) return 1;
     if (ha_now_s() > m->sb.deadline) {
       if (!m->peer_seen) {
-        ah_log(AH_LOG_INFO, "HA: QP %u: the peer published no shadow within AUTOHA_HA_CONNECT_S (no autoha or "
-               "AUTOHA_HA=off there?); it runs without one", m->qpn);
+        ah_log(AH_LOG_INFO,
+               "HA: QP %u: the peer published no shadow within AUTOHA_HA_CONNECT_S (no autoha or "
+               "AUTOHA_HA=off there?); it runs without one",
+               m->qpn);
         atomic_store(&m->sb.state, SH_DEAD);
         m->sb.rebuild_at = 0;
       } else {
@@ -351,15 +378,19 @@ int ah_shim_ha_health_step(ha_qp_t *m) {
     /* the soft timeout: the send log's tail has not moved for that long with signalled work in it */
     int outstanding = 0;
     for (uint64_t q = m->slog.tail; q < m->slog.head && !outstanding; q++)
-      outstanding = m->slog.sig_all || (m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
+      outstanding =
+          m->slog.sig_all || (m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
     if (!outstanding || m->slog.tail != m->st_tail) {
       m->st_tail = m->slog.tail;
       m->st_since = now;
     } else if (now - m->st_since > soft_timeout_s(m) && !m->unprotected && ah_shim_ha_can_hold(m)) {
       char why[96];
-      snprintf(why, sizeof why, "no completion for %.1f s (AUTOHA_HA_SOFT_TIMEOUT_S)", now - m->st_since);
-      AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: QP %u: its oldest signalled work request has had %s and no error; "
-                    "failing it over", m->qpn, why);
+      snprintf(why, sizeof why, "no completion for %.1f s (AUTOHA_HA_SOFT_TIMEOUT_S)",
+               now - m->st_since);
+      AH_LOG_CAPPED(8, AH_LOG_WARN,
+                    "HA: QP %u: its oldest signalled work request has had %s and no error; "
+                    "failing it over",
+                    m->qpn, why);
       struct ibv_qp_attr a;
       memset(&a, 0, sizeof a);
       a.qp_state = IBV_QPS_ERR;

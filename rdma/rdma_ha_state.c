@@ -21,7 +21,8 @@ ha_qp_t *ah_shim_ha_qps;
 pthread_mutex_t ah_shim_ha_events_mu = PTHREAD_MUTEX_INITIALIZER;
 ah_report_failover_t ah_shim_ha_events[AH_REPORT_HA_MAX];
 int ah_shim_ha_nevents;
-_Atomic unsigned long ah_shim_ha_st_shadows, ah_shim_ha_st_failovers, ah_shim_ha_st_replayed, ah_shim_ha_st_synth;
+_Atomic unsigned long ah_shim_ha_st_shadows, ah_shim_ha_st_failovers, ah_shim_ha_st_replayed,
+    ah_shim_ha_st_synth;
 
 int ah_shim_ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
   uint32_t i = slot_of(qpn);
@@ -48,13 +49,13 @@ int ah_shim_ha_table_set(ha_ctx_t *hc, uint32_t qpn, ha_qp_t *m) {
 int ah_shim_ha_can_hold(ha_qp_t *m) {
   if (m->unprotected) return 0;
   switch (atomic_load(&m->sb.state)) {
-  case SH_WANTED:
-  case SH_PUBLISHED:
-  case SH_RTS:
-  case SH_CONNECTED:
-  case SH_READY: return 1;
-  case SH_DEAD: return m->sb.rebuild_at != 0;
-  default: return 0;
+    case SH_WANTED:
+    case SH_PUBLISHED:
+    case SH_RTS:
+    case SH_CONNECTED:
+    case SH_READY: return 1;
+    case SH_DEAD: return m->sb.rebuild_at != 0;
+    default: return 0;
   }
 }
 
@@ -67,21 +68,22 @@ void ah_shim_ha_failover_start(ha_qp_t *m, const char *why) {
   atomic_store(&m->state, HA_FAILING);
   int ready = atomic_load(&m->sb.state) == SH_READY;
   ah_log(AH_LOG_INFO, "HA: QP %u: %s on the %s; failing over to %s QP %u", m->qpn, why,
-         m->sh ? "shadow carrying its traffic" : "primary path", ready ? "its shadow" : "its shadow, once ready,",
-         m->sb.qpn);
+         m->sh ? "shadow carrying its traffic" : "primary path",
+         ready ? "its shadow" : "its shadow, once ready,", m->sb.qpn);
 }
 
 /* The names of the statuses the HA layer logs (the shim does not link libibverbs). */
 static const char *hb_status(enum ibv_wc_status st) {
   switch (st) {
-  case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
-  case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
-  default: return "error";
+    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+    case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
+    default: return "error";
   }
 }
 
 void ah_shim_ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
-  if (wc->qp_num != m->sb.qpn || atomic_load(&m->sb.state) == SH_DEAD) return; /* a dead one's flushes */
+  if (wc->qp_num != m->sb.qpn || atomic_load(&m->sb.state) == SH_DEAD)
+    return; /* a dead one's flushes */
   if (wc->wr_id == WRID_HB) m->sb.hb_out = 0;
   if (wc->status == IBV_WC_SUCCESS) {
     m->sb.hb_ok = ha_now_s();
@@ -90,7 +92,8 @@ void ah_shim_ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
       m->sb.rebuild_at = 0;
       m->sb_fails = 0;
       atomic_fetch_add(&ah_shim_ha_st_shadows, 1);
-      ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sb.qpn, m->sb.port);
+      ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sb.qpn,
+             m->sb.port);
     }
   } else {
     char why[96];
@@ -114,10 +117,10 @@ void ah_shim_ha_standby_dead(ha_qp_t *m, const char *why) {
   m->sb_dead_sport = m->sb.sport;
   double first = failing ? HA_REBUILD_S / 5 : HA_REBUILD_S;
   m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? ha_now_s() + first * (double)(1 << k) : 0;
-  AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: the standby shadow QP %u of QP %u is dead: %s; %s", m->sb.qpn, m->qpn, why,
+  AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: the standby shadow QP %u of QP %u is dead: %s; %s", m->sb.qpn,
+                m->qpn, why,
                 m->sb.rebuild_at ? "it is rebuilt" : "that connection has no backup path");
 }
-
 
 int ah_shim_ha_port_state(ha_ctx_t *hc, int port) {
   typedef int (*query_port_fn)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
@@ -129,8 +132,10 @@ int ah_shim_ha_port_state(ha_ctx_t *hc, int port) {
      * first field is the state */
     if (hc->real.resolve) *(void **)&f = hc->real.resolve("ibv_query_port", "IBVERBS_1.1");
     if (f) atomic_store(&qp_fn, f);
-    else ah_log(AH_LOG_INFO, "HA: ibv_query_port not found: a recovered port is found by the standby "
-                "rebuilds' backoff, a dead one by its standbys' errors");
+    else
+      ah_log(AH_LOG_INFO,
+             "HA: ibv_query_port not found: a recovered port is found by the standby "
+             "rebuilds' backoff, a dead one by its standbys' errors");
   }
   if (!f) return -1;
   struct ibv_port_attr a;

@@ -13,7 +13,7 @@ void *ah_shim_ha_thread(void *arg) {
     ah_shim_ha_degrade_check();
     ah_shim_ha_rebal_check();
     ah_shim_ha_nic_poll_all(); /* heartbeats of shadows on a backup NIC, whose CQs NCCL does not poll */
-    ah_shim_ha_nic_events();   /* and that NIC's async events, which NCCL does not read either */
+    ah_shim_ha_nic_events(); /* and that NIC's async events, which NCCL does not read either */
     /* pick the QPs with work, marking them busy so that a destroy leaves them to us */
     ha_qp_t *work[256];
     int nw = 0;
@@ -21,7 +21,8 @@ void *ah_shim_ha_thread(void *arg) {
     pthread_mutex_lock(&ah_shim_ha_mu);
     for (ha_qp_t *m = ah_shim_ha_qps; m && nw < 256; m = m->next) {
       int s = atomic_load(&m->sb.state);
-      if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS || (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0) ||
+      if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS ||
+          (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0) ||
           ah_shim_ha_health_due(m, now)) {
         m->busy = 1;
         work[nw++] = m;
@@ -46,11 +47,13 @@ void *ah_shim_ha_thread(void *arg) {
     for (int i = 0; i < nw; i++) {
       ha_qp_t *m = work[i];
       /* a failover may wait for its standby: both advance in the same round */
-      if (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0) moved |= ah_shim_ha_failover_step(m);
+      if (atomic_load(&m->state) == HA_FAILING && m->fo_step > 0)
+        moved |= ah_shim_ha_failover_step(m);
       int s = atomic_load(&m->sb.state);
       if (s == SH_WANTED || s == SH_PUBLISHED || s == SH_RTS) moved |= ah_shim_ha_shadow_step(m);
       if (ah_shim_ha_health_due(m, ha_now_s())) {
-        ah_shim_ha_failback_step(m); /* a recovered port: its standby rebuilt now (rdma_ha_failback.c) */
+        ah_shim_ha_failback_step(
+            m); /* a recovered port: its standby rebuilt now (rdma_ha_failback.c) */
         moved |= ah_shim_ha_health_step(m);
       }
     }
@@ -69,4 +72,3 @@ void *ah_shim_ha_thread(void *arg) {
   }
   return NULL;
 }
-

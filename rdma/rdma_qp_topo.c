@@ -19,7 +19,8 @@ static void expand(void) {
   char host[256] = "", err[256];
   if (!tmpl[0]) return;
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  if (ah_template_expand(tmpl, host, (int)getpid(), -1, NULL, path, sizeof path, err, sizeof err) != 0) {
+  if (ah_template_expand(tmpl, host, (int)getpid(), -1, NULL, path, sizeof path, err, sizeof err) !=
+      0) {
     ah_log(AH_LOG_ERROR, "AUTOHA_QP_TOPO '%s': %s; no topology is read", tmpl, err);
     path[0] = '\0';
   }

@@ -78,7 +78,8 @@ static _Atomic(dlvsym_fn) real_dlvsym_p;
 static void *missing_dlsym(void *h, const char *name) { return NULL; }
 static void *missing_dlvsym(void *h, const char *name, const char *ver) { return NULL; }
 static void missing_dl_log(void) {
-  ah_log(AH_LOG_ERROR, "cannot find the C library's dlsym/dlvsym; dynamic symbol lookups will fail");
+  ah_log(AH_LOG_ERROR,
+         "cannot find the C library's dlsym/dlvsym; dynamic symbol lookups will fail");
 }
 
 AH_EARLY static void real_dl_init(void) {
@@ -115,7 +116,8 @@ static void policy_init(void) {
       .tc = env->qp_tc,
       .tc_is_dscp = env->qp_tc_dscp,
       .topo = ah_shim_qp_topo_path(),
-      .method = env->qp_method == AH_QP_METHOD_MLX5DV ? AH_PATH_METHOD_MLX5DV : AH_PATH_METHOD_LABEL,
+      .method =
+          env->qp_method == AH_QP_METHOD_MLX5DV ? AH_PATH_METHOD_MLX5DV : AH_PATH_METHOD_LABEL,
       .host = host,
   };
   char why[256];
@@ -129,10 +131,14 @@ static void policy_init(void) {
   if (ah_path_policy_active(policy) && ah_path_policy_method(policy) == AH_PATH_METHOD_MLX5DV) {
     real_dl_init();
     void *h = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (h) mlx5_udp_sport = (udp_sport_fn)atomic_load(&real_dlvsym_p)(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17");
+    if (h)
+      mlx5_udp_sport =
+          (udp_sport_fn)atomic_load(&real_dlvsym_p)(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17");
     if (!mlx5_udp_sport)
-      ah_log(AH_LOG_WARN, "AUTOHA_QP_METHOD=mlx5dv: libmlx5.so.1 with mlx5dv_modify_qp_udp_sport (rdma-core 33+) "
-                          "not found; setting the source port through the flow label instead");
+      ah_log(
+          AH_LOG_WARN,
+          "AUTOHA_QP_METHOD=mlx5dv: libmlx5.so.1 with mlx5dv_modify_qp_udp_sport (rdma-core 33+) "
+          "not found; setting the source port through the flow label instead");
   }
   ah_log(AH_LOG_DEBUG, "QP hook: %s, source ports %d, traffic class %d",
          ah_path_policy_active(policy) ? "active" : "off", ah_path_policy_sport_mode(policy),
@@ -160,14 +166,16 @@ ncclConfig_t *ah_shim_qp_config_tc(ncclConfig_t *cfg, int nranks, ncclConfig_t *
     ncclConfig_t nccl_default = NCCL_CONFIG_INITIALIZER;
     *copy_p = nccl_default;
   } else {
-    if (cfg->magic != 0xcafebeef || cfg->version < NCCL_VERSION(2, 26, 0) || cfg->size > sizeof *cfg ||
+    if (cfg->magic != 0xcafebeef || cfg->version < NCCL_VERSION(2, 26, 0) ||
+        cfg->size > sizeof *cfg ||
         cfg->size < offsetof(ncclConfig_t, trafficClass) + sizeof cfg->trafficClass ||
         cfg->trafficClass != NCCL_CONFIG_UNDEF_INT)
       return cfg;
     memcpy(copy_p, cfg, cfg->size);
   }
   copy_p->trafficClass = tc;
-  ah_log(AH_LOG_DEBUG, "communicator '%s' (%d ranks): traffic class %d", name ? name : "", nranks, tc);
+  ah_log(AH_LOG_DEBUG, "communicator '%s' (%d ranks): traffic class %d", name ? name : "", nranks,
+         tc);
   return copy_p;
 #else
   (void)nranks;
@@ -184,7 +192,7 @@ typedef struct {
   int port;
   uint32_t rqpn;
   uint16_t sport;
-  int receiver;      /* created with receive WRs: the receiving end of a NCCL connection */
+  int receiver; /* created with receive WRs: the receiving end of a NCCL connection */
   UT_hash_handle hh;
 } qp_state_t;
 
@@ -210,7 +218,8 @@ static qp_state_t *qp_state(struct ibv_qp *qp) {
       s = NULL;
     }
   }
-  if (!s) AH_LOG_CAPPED(1, AH_LOG_WARN, "QP hook: out of memory; a QP keeps the port and class NCCL set");
+  if (!s)
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "QP hook: out of memory; a QP keeps the port and class NCCL set");
   return s;
 }
 
@@ -230,7 +239,9 @@ static udp_sport_fn move_fn;
 static void move_init(void) {
   real_dl_init();
   void *h = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (h) move_fn = (udp_sport_fn)atomic_load(&real_dlvsym_p)(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17");
+  if (h)
+    move_fn =
+        (udp_sport_fn)atomic_load(&real_dlvsym_p)(h, "mlx5dv_modify_qp_udp_sport", "MLX5_1.17");
 }
 
 static int qp_move_sport(struct ibv_qp *qp, uint16_t sport) {
@@ -254,13 +265,14 @@ static int qp_move_sport(struct ibv_qp *qp, uint16_t sport) {
 
 /* ---- the wrappers ----------------------------------------------------------------------------- */
 
-static _Atomic(create_qp_fn) dl_create_qp;  /* what the dlvsym path resolved */
+static _Atomic(create_qp_fn) dl_create_qp; /* what the dlvsym path resolved */
 static _Atomic(modify_qp_fn) dl_modify_qp;
 static _Atomic(create_qp_fn) next_create_qp; /* RTLD_NEXT, for direct callers */
 static _Atomic(modify_qp_fn) next_modify_qp;
 static _Atomic(query_gid_fn) real_query_gid;
 
-static struct ibv_qp *verbs_create(create_qp_fn real, struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
+static struct ibv_qp *verbs_create(create_qp_fn real, struct ibv_pd *pd,
+                                   struct ibv_qp_init_attr *init) {
   /* what the caller asked for: a provider writes its own (rounded) capacities back into init */
   int receiver = init && init->cap.max_recv_wr > 0 && !init->srq;
   struct ibv_qp *qp = real(pd, init);
@@ -292,7 +304,8 @@ static void local_gid(struct ibv_qp *qp, int port, int index, uint8_t gid_p[16],
 
 static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
   ah_path_policy_t *p = policy_get();
-  if (!ah_path_policy_active(p) || !qp || !attr || !(mask & IBV_QP_STATE)) return real(qp, attr, mask);
+  if (!ah_path_policy_active(p) || !qp || !attr || !(mask & IBV_QP_STATE))
+    return real(qp, attr, mask);
   int saved = errno;
   if (attr->qp_state == IBV_QPS_INIT && (mask & IBV_QP_PORT)) {
     pthread_mutex_lock(&qps_lock);
@@ -312,12 +325,16 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
     int port = 1;
     pthread_mutex_lock(&qps_lock);
     qp_state_t *s = qp_state(qp);
-    if (s && s->sport && s->rqpn == attr->dest_qp_num) sport = s->sport; /* NCCL retried the modify */
+    if (s && s->sport && s->rqpn == attr->dest_qp_num)
+      sport = s->sport; /* NCCL retried the modify */
     int receiver = 0;
     if (s) port = s->port, receiver = s->receiver;
     pthread_mutex_unlock(&qps_lock);
     ah_path_qp_t q = {.dev = qp->context && qp->context->device ? qp->context->device->name : "",
-                      .port = port, .lqpn = qp->qp_num, .rqpn = attr->dest_qp_num, .receiver = receiver};
+                      .port = port,
+                      .lqpn = qp->qp_num,
+                      .rqpn = attr->dest_qp_num,
+                      .receiver = receiver};
     memcpy(q.dgid, attr->ah_attr.grh.dgid.raw, 16);
     local_gid(qp, port, attr->ah_attr.grh.sgid_index, q.sgid, &q.has_sgid);
     if (!sport) {
@@ -335,7 +352,8 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
     errno = saved;
     return real(qp, &a, mask);
   }
-  if (attr->qp_state == IBV_QPS_RTS && mlx5_udp_sport && ah_path_policy_method(p) == AH_PATH_METHOD_MLX5DV) {
+  if (attr->qp_state == IBV_QPS_RTS && mlx5_udp_sport &&
+      ah_path_policy_method(p) == AH_PATH_METHOD_MLX5DV) {
     int rc = real(qp, attr, mask);
     if (rc == 0) {
       saved = errno;
@@ -345,7 +363,8 @@ static int verbs_modify(modify_qp_fn real, struct ibv_qp *qp, struct ibv_qp_attr
       if (s) sport = s->sport;
       pthread_mutex_unlock(&qps_lock);
       if (sport && mlx5_udp_sport(qp, sport) != 0)
-        AH_LOG_CAPPED(3, AH_LOG_WARN, "mlx5dv_modify_qp_udp_sport(QP %u, %u) failed: %s; the QP keeps its port",
+        AH_LOG_CAPPED(3, AH_LOG_WARN,
+                      "mlx5dv_modify_qp_udp_sport(QP %u, %u) failed: %s; the QP keeps its port",
                       qp->qp_num, sport, strerror(errno));
       errno = saved;
     }
@@ -360,8 +379,13 @@ static _Atomic(destroy_qp_fn) dl_destroy_qp;
 /* The real control verbs of the dlvsym route, for the HA layer's shadows. */
 static void *verbs_real(const char *name, const char *version);
 static ah_shim_ha_verbs_t dl_real_verbs(void) {
-  ah_shim_ha_verbs_t r = {atomic_load(&dl_create_qp), atomic_load(&dl_modify_qp), atomic_load(&dl_destroy_qp),
-                          atomic_load(&real_query_gid), qp_sport, qp_move_sport, verbs_real};
+  ah_shim_ha_verbs_t r = {atomic_load(&dl_create_qp),
+                          atomic_load(&dl_modify_qp),
+                          atomic_load(&dl_destroy_qp),
+                          atomic_load(&real_query_gid),
+                          qp_sport,
+                          qp_move_sport,
+                          verbs_real};
   return r;
 }
 
@@ -410,15 +434,16 @@ static struct ibv_mr *dl_reg_mr_wrapper(struct ibv_pd *pd, void *addr, size_t le
   if (mr) ah_shim_ha_mr_registered(mr, (uint64_t)(uintptr_t)addr, access, -1, 0);
   return mr;
 }
-static struct ibv_mr *dl_reg_mr_iova2_wrapper(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
-                                              unsigned access) {
+static struct ibv_mr *dl_reg_mr_iova2_wrapper(struct ibv_pd *pd, void *addr, size_t len,
+                                              uint64_t iova, unsigned access) {
   struct ibv_mr *mr = ((reg_mr_iova2_fn)atomic_load(&dl_reg_mr_iova2))(pd, addr, len, iova, access);
   if (mr) ah_shim_ha_mr_registered(mr, iova, (int)access, -1, 0);
   return mr;
 }
-static struct ibv_mr *dl_reg_dmabuf_mr_wrapper(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova, int fd,
-                                               int access) {
-  struct ibv_mr *mr = ((reg_dmabuf_mr_fn)atomic_load(&dl_reg_dmabuf_mr))(pd, offset, len, iova, fd, access);
+static struct ibv_mr *dl_reg_dmabuf_mr_wrapper(struct ibv_pd *pd, uint64_t offset, size_t len,
+                                               uint64_t iova, int fd, int access) {
+  struct ibv_mr *mr =
+      ((reg_dmabuf_mr_fn)atomic_load(&dl_reg_dmabuf_mr))(pd, offset, len, iova, fd, access);
   if (mr) ah_shim_ha_mr_registered(mr, iova, access, fd, offset);
   return mr;
 }
@@ -448,7 +473,8 @@ static void *next_verb(const char *name) {
 
 AH_VERBS_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
   create_qp_fn f = atomic_load(&next_create_qp);
-  if (!f && (f = (create_qp_fn)next_verb("ibv_create_qp")) != NULL) atomic_store(&next_create_qp, f);
+  if (!f && (f = (create_qp_fn)next_verb("ibv_create_qp")) != NULL)
+    atomic_store(&next_create_qp, f);
   if (!f) {
     errno = ENOSYS;
     return NULL;
@@ -458,7 +484,8 @@ AH_VERBS_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_in
 
 AH_VERBS_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
   modify_qp_fn f = atomic_load(&next_modify_qp);
-  if (!f && (f = (modify_qp_fn)next_verb("ibv_modify_qp")) != NULL) atomic_store(&next_modify_qp, f);
+  if (!f && (f = (modify_qp_fn)next_verb("ibv_modify_qp")) != NULL)
+    atomic_store(&next_modify_qp, f);
   if (!f) return ENOSYS;
   if (!atomic_load(&real_query_gid)) {
     query_gid_fn q = (query_gid_fn)next_verb("ibv_query_gid");
@@ -494,15 +521,17 @@ static void *hook_verb(void *found, const char *name, void *handle) {
   if (strcmp(name, "ibv_dereg_mr") == 0)
     return hook_mr(&dl_dereg_mr, found, (void *)dl_dereg_mr_wrapper);
   if (!atomic_load(&real_query_gid) && handle) {
-    query_gid_fn q = (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
+    query_gid_fn q =
+        (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
     if (q) atomic_store(&real_query_gid, q);
   }
   if (strcmp(name, "ibv_get_async_event") == 0) {
-    ack_async_event_fn ack = handle ? (ack_async_event_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_ack_async_event",
-                                                                                      "IBVERBS_1.1")
+    ack_async_event_fn ack = handle ? (ack_async_event_fn)atomic_load(&real_dlvsym_p)(
+                                          handle, "ibv_ack_async_event", "IBVERBS_1.1")
                                     : NULL;
     get_async_event_fn expected = NULL;
-    if (!ack || (!atomic_compare_exchange_strong(&dl_get_async_event, &expected, (get_async_event_fn)found) &&
+    if (!ack || (!atomic_compare_exchange_strong(&dl_get_async_event, &expected,
+                                                 (get_async_event_fn)found) &&
                  expected != found))
       return found;
     atomic_store(&dl_ack_async_event, ack);
@@ -510,7 +539,8 @@ static void *hook_verb(void *found, const char *name, void *handle) {
   }
   if (strcmp(name, "ibv_destroy_qp") == 0) {
     destroy_qp_fn expected = NULL;
-    if (!atomic_compare_exchange_strong(&dl_destroy_qp, &expected, (destroy_qp_fn)found) && expected != found)
+    if (!atomic_compare_exchange_strong(&dl_destroy_qp, &expected, (destroy_qp_fn)found) &&
+        expected != found)
       return found;
     return (void *)dl_destroy_wrapper;
   }
@@ -518,19 +548,24 @@ static void *hook_verb(void *found, const char *name, void *handle) {
   if (found == (create ? (void *)ibv_create_qp : (void *)ibv_modify_qp)) return found;
   if (create) {
     create_qp_fn expected = NULL;
-    if (!atomic_compare_exchange_strong(&dl_create_qp, &expected, (create_qp_fn)found) && expected != found) {
-      AH_LOG_CAPPED(2, AH_LOG_WARN, "ibv_create_qp resolved from a second library; its QPs are not hooked");
+    if (!atomic_compare_exchange_strong(&dl_create_qp, &expected, (create_qp_fn)found) &&
+        expected != found) {
+      AH_LOG_CAPPED(2, AH_LOG_WARN,
+                    "ibv_create_qp resolved from a second library; its QPs are not hooked");
       return found;
     }
     return (void *)dl_create_wrapper;
   }
   modify_qp_fn expected = NULL;
-  if (!atomic_compare_exchange_strong(&dl_modify_qp, &expected, (modify_qp_fn)found) && expected != found) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "ibv_modify_qp resolved from a second library; its QPs are not hooked");
+  if (!atomic_compare_exchange_strong(&dl_modify_qp, &expected, (modify_qp_fn)found) &&
+      expected != found) {
+    AH_LOG_CAPPED(2, AH_LOG_WARN,
+                  "ibv_modify_qp resolved from a second library; its QPs are not hooked");
     return found;
   }
   if (!atomic_load(&real_query_gid) && handle) {
-    query_gid_fn q = (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
+    query_gid_fn q =
+        (query_gid_fn)atomic_load(&real_dlvsym_p)(handle, "ibv_query_gid", "IBVERBS_1.1");
     if (q) atomic_store(&real_query_gid, q);
   }
   return (void *)dl_modify_wrapper;
@@ -555,32 +590,36 @@ AH_EARLY static int hooked_name(const char *name, const char *version, int is_vs
   if (!name) return 0;
   int v11 = !is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.1"));
   if (ah_elf_streq(name, "ibv_reg_mr") || ah_elf_streq(name, "ibv_dereg_mr")) return v11 ? 2 : 0;
-  if (ah_elf_streq(name, "ibv_reg_mr_iova2")) return !is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.8")) ? 2 : 0;
+  if (ah_elf_streq(name, "ibv_reg_mr_iova2"))
+    return !is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.8")) ? 2 : 0;
   if (ah_elf_streq(name, "ibv_reg_dmabuf_mr"))
     return !is_vsym || (version && ah_elf_streq(version, "IBVERBS_1.12")) ? 2 : 0;
   return (ah_elf_streq(name, "ibv_modify_qp") || ah_elf_streq(name, "ibv_create_qp") ||
-          ah_elf_streq(name, "ibv_destroy_qp") || ah_elf_streq(name, "ibv_get_async_event")) && v11;
+          ah_elf_streq(name, "ibv_destroy_qp") || ah_elf_streq(name, "ibv_get_async_event")) &&
+         v11;
 }
 
-__attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const char *version, int is_vsym) {
+__attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const char *version,
+                                                         int is_vsym) {
   real_dl_init();
   int hooked = 0, kind = hooked_name(name, version, is_vsym);
   if (kind) { /* never during a runtime's early start */
     int saved = errno;
     /* the destroy and async-event hooks serve only the HA layer (shadows go before NCCL's QP; its
      * events are not NCCL's); the registration hooks only AUTOHA_HA=nic (mirrors on the backup NIC) */
-    if (kind == 2)
-      hooked = ah_shim_ha_nic_on();
+    if (kind == 2) hooked = ah_shim_ha_nic_on();
     else
-      hooked = ah_shim_ha_on() || (!ah_elf_streq(name, "ibv_destroy_qp") && !ah_elf_streq(name, "ibv_get_async_event") &&
-                                   ah_path_policy_active(policy_get()));
+      hooked = ah_shim_ha_on() ||
+               (!ah_elf_streq(name, "ibv_destroy_qp") &&
+                !ah_elf_streq(name, "ibv_get_async_event") && ah_path_policy_active(policy_get()));
     errno = saved;
   }
   if (is_vsym) return hooked ? (void *)ah_shim_dlvsym_hooked : (void *)atomic_load(&real_dlvsym_p);
   return hooked ? (void *)ah_shim_dlsym_hooked : (void *)atomic_load(&real_dlsym_p);
 }
 
-#if defined(__x86_64__) && !defined(AH_VERBS_C_TRAMPOLINE) /* the C form can be forced for testing */
+#if defined(__x86_64__) &&                                                                         \
+    !defined(AH_VERBS_C_TRAMPOLINE) /* the C form can be forced for testing */
 /* The pieces of the two trampolines below: a function's start and end, and a push or pop with
  * the unwinder's note of how the stack moved. */
 #define TRAMPOLINE_BEGIN(name)                                                                     \

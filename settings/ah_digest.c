@@ -37,7 +37,8 @@ void ah_digest_settings(const ah_settings_t *s, const ah_profile_t *profile, ah_
 }
 
 char *ah_digest_describe(uint32_t mask, char *buf, size_t len) {
-  static const char *names[AH_DIGEST_PARTS] = {"AUTOHA_MODE", "AUTOHA_OVERRIDE", "AUTOHA_PROFILE (the loaded profile)"};
+  static const char *names[AH_DIGEST_PARTS] = {"AUTOHA_MODE", "AUTOHA_OVERRIDE",
+                                               "AUTOHA_PROFILE (the loaded profile)"};
   size_t off = 0;
   if (len) buf[0] = 0;
   for (int i = 0; i < AH_DIGEST_PARTS; i++) {

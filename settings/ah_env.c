@@ -119,140 +119,141 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
   const char *expected = v->syntax;
   if (!value) value = "";
   switch (v->type) {
-  case AH_ENV_BOOL: {
-    int b;
-    if (parse_bool(value, &b) != 0) break;
-    *(int *)field_of(v, s_p) = b;
-    return 0;
-  }
-  case AH_ENV_ENUM: {
-    int i = parse_choice(v->choices, value);
-    if (i < 0) break;
-    *(int *)field_of(v, s_p) = i;
-    return 0;
-  }
-  case AH_ENV_INT: {
-    long long n;
-    if (parse_long(value, &n) != 0 || (double)n < v->min || (double)n > v->max) break;
-    *(int *)field_of(v, s_p) = (int)n;
-    return 0;
-  }
-  case AH_ENV_DOUBLE: {
-    char *end;
-    errno = 0;
-    double d = *value && !isspace((unsigned char)*value) ? strtod(value, &end) : NAN;
-    if (errno || isnan(d) || *end || !isfinite(d) || d < v->min || d > v->max) break;
-    *(double *)field_of(v, s_p) = d;
-    return 0;
-  }
-  case AH_ENV_SIZE: {
-    uint64_t n;
-    if (ah_size_parse(value, strlen(value), &n) != 0 || (double)n < v->min || (double)n > v->max)
-      break;
-    *(int64_t *)field_of(v, s_p) = (int64_t)n;
-    return 0;
-  }
-  case AH_ENV_STRING:
-    if (*value && !valid_addr(value)) break;
-    if (set_text(field_of(v, s_p), v->size, value) != 0) {
-      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
-      break;
-    }
-    return 0;
-  case AH_ENV_IFNAME:
-    if (!valid_ifname(value)) break;
-    if (set_text(field_of(v, s_p), v->size, value) != 0) {
-      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
-      break;
-    }
-    return 0;
-  case AH_ENV_COMMAND:
-  case AH_ENV_TEXT:
-    if (set_text(field_of(v, s_p), v->size, value) != 0) {
-      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
-      break;
-    }
-    return 0;
-  case AH_ENV_PATH: {
-    if (!*value || strcasecmp(value, "off") == 0 || strcasecmp(value, "none") == 0) {
-      *(char *)field_of(v, s_p) = 0;
+    case AH_ENV_BOOL: {
+      int b;
+      if (parse_bool(value, &b) != 0) break;
+      *(int *)field_of(v, s_p) = b;
       return 0;
     }
-    char tmp[AH_ENV_PATH_MAX * 2], perr[512];
-    if (ah_template_expand(value, "host", 1, 0, "job", tmp, sizeof tmp, perr, sizeof perr) != 0) {
-      snprintf(why, sizeof why, "%s", perr);
-      break;
+    case AH_ENV_ENUM: {
+      int i = parse_choice(v->choices, value);
+      if (i < 0) break;
+      *(int *)field_of(v, s_p) = i;
+      return 0;
     }
-    if (set_text(field_of(v, s_p), v->size, value) != 0) {
-      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
-      break;
+    case AH_ENV_INT: {
+      long long n;
+      if (parse_long(value, &n) != 0 || (double)n < v->min || (double)n > v->max) break;
+      *(int *)field_of(v, s_p) = (int)n;
+      return 0;
     }
-    return 0;
-  }
-  case AH_ENV_OVERRIDE: {
-    char perr[2048];
-    if (strlen(value) >= sizeof s_p->override_text) {
-      snprintf(why, sizeof why, "longer than %zu characters", sizeof s_p->override_text - 1);
-      break;
+    case AH_ENV_DOUBLE: {
+      char *end;
+      errno = 0;
+      double d = *value && !isspace((unsigned char)*value) ? strtod(value, &end) : NAN;
+      if (errno || isnan(d) || *end || !isfinite(d) || d < v->min || d > v->max) break;
+      *(double *)field_of(v, s_p) = d;
+      return 0;
     }
-    int nerr = ah_override_parse(value, &s_p->override, perr, sizeof perr);
-    memcpy(s_p->override_text, value, strlen(value) + 1);
-    if (nerr == 0) return 0;
-    if (err && errlen) {
-      /* One "invalid value" line per bad rule. */
-      size_t o = 0;
-      err[0] = 0;
-      for (char *line = perr, *next; line && *line && o + 1 < errlen; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = 0;
-        int n = snprintf(err + o, errlen - o, "%sinvalid value for %s: %s", o ? "\n" : "",
-                         v->name, line);
-        if (n < 0) break;
-        o += (size_t)n;
-        if (o >= errlen) o = errlen - 1;
-      }
+    case AH_ENV_SIZE: {
+      uint64_t n;
+      if (ah_size_parse(value, strlen(value), &n) != 0 || (double)n < v->min || (double)n > v->max)
+        break;
+      *(int64_t *)field_of(v, s_p) = (int64_t)n;
+      return 0;
     }
-    return -1;
-  }
-  case AH_ENV_QP_SPORT: {
-    static const char *const modes[] = {"off", "spread", "file", "plan"};
-    for (int i = 0; i < 4; i++) {
-      if (i != AH_PATH_SPORT_FILE && strcasecmp(value, modes[i]) == 0) {
-        s_p->qp_sport = i;
-        s_p->qp_sport_file[0] = 0;
-        return 0;
-      }
-    }
-    if (strncasecmp(value, "file:", 5) == 0 && value[5]) {
-      if (set_text(s_p->qp_sport_file, sizeof s_p->qp_sport_file, value + 5) != 0) {
-        snprintf(why, sizeof why, "path longer than %zu characters", sizeof s_p->qp_sport_file - 1);
+    case AH_ENV_STRING:
+      if (*value && !valid_addr(value)) break;
+      if (set_text(field_of(v, s_p), v->size, value) != 0) {
+        snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
         break;
       }
-      s_p->qp_sport = AH_PATH_SPORT_FILE;
+      return 0;
+    case AH_ENV_IFNAME:
+      if (!valid_ifname(value)) break;
+      if (set_text(field_of(v, s_p), v->size, value) != 0) {
+        snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+        break;
+      }
+      return 0;
+    case AH_ENV_COMMAND:
+    case AH_ENV_TEXT:
+      if (set_text(field_of(v, s_p), v->size, value) != 0) {
+        snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+        break;
+      }
+      return 0;
+    case AH_ENV_PATH: {
+      if (!*value || strcasecmp(value, "off") == 0 || strcasecmp(value, "none") == 0) {
+        *(char *)field_of(v, s_p) = 0;
+        return 0;
+      }
+      char tmp[AH_ENV_PATH_MAX * 2], perr[512];
+      if (ah_template_expand(value, "host", 1, 0, "job", tmp, sizeof tmp, perr, sizeof perr) != 0) {
+        snprintf(why, sizeof why, "%s", perr);
+        break;
+      }
+      if (set_text(field_of(v, s_p), v->size, value) != 0) {
+        snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+        break;
+      }
       return 0;
     }
-    break;
-  }
-  case AH_ENV_TC: {
-    int tc, dscp; /* the path code's grammar, the only one (nccl | 0..255 | dscp=0..63) */
-    if (ah_path_parse_tc(value, &tc, &dscp) != 0) break;
-    *(int *)field_of(v, s_p) = tc;
-    s_p->qp_tc_dscp = dscp;
-    return 0;
-  }
-  case AH_ENV_SUBSYS: {
-    unsigned mask;
-    if (ah_log_subsys_parse(value, &mask, why, sizeof why) != 0) break;
-    *(int *)field_of(v, s_p) = (int)mask;
-    return 0;
-  }
-  case AH_ENV_TC_RULES:
-    if (*value && ah_path_tc_rules_parse(value, NULL, why, sizeof why) != 0) break;
-    if (set_text(field_of(v, s_p), v->size, value) != 0) {
-      snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+    case AH_ENV_OVERRIDE: {
+      char perr[2048];
+      if (strlen(value) >= sizeof s_p->override_text) {
+        snprintf(why, sizeof why, "longer than %zu characters", sizeof s_p->override_text - 1);
+        break;
+      }
+      int nerr = ah_override_parse(value, &s_p->override, perr, sizeof perr);
+      memcpy(s_p->override_text, value, strlen(value) + 1);
+      if (nerr == 0) return 0;
+      if (err && errlen) {
+        /* One "invalid value" line per bad rule. */
+        size_t o = 0;
+        err[0] = 0;
+        for (char *line = perr, *next; line && *line && o + 1 < errlen; line = next) {
+          next = strchr(line, '\n');
+          if (next) *next++ = 0;
+          int n = snprintf(err + o, errlen - o, "%sinvalid value for %s: %s", o ? "\n" : "",
+                           v->name, line);
+          if (n < 0) break;
+          o += (size_t)n;
+          if (o >= errlen) o = errlen - 1;
+        }
+      }
+      return -1;
+    }
+    case AH_ENV_QP_SPORT: {
+      static const char *const modes[] = {"off", "spread", "file", "plan"};
+      for (int i = 0; i < 4; i++) {
+        if (i != AH_PATH_SPORT_FILE && strcasecmp(value, modes[i]) == 0) {
+          s_p->qp_sport = i;
+          s_p->qp_sport_file[0] = 0;
+          return 0;
+        }
+      }
+      if (strncasecmp(value, "file:", 5) == 0 && value[5]) {
+        if (set_text(s_p->qp_sport_file, sizeof s_p->qp_sport_file, value + 5) != 0) {
+          snprintf(why, sizeof why, "path longer than %zu characters",
+                   sizeof s_p->qp_sport_file - 1);
+          break;
+        }
+        s_p->qp_sport = AH_PATH_SPORT_FILE;
+        return 0;
+      }
       break;
     }
-    return 0;
+    case AH_ENV_TC: {
+      int tc, dscp; /* the path code's grammar, the only one (nccl | 0..255 | dscp=0..63) */
+      if (ah_path_parse_tc(value, &tc, &dscp) != 0) break;
+      *(int *)field_of(v, s_p) = tc;
+      s_p->qp_tc_dscp = dscp;
+      return 0;
+    }
+    case AH_ENV_SUBSYS: {
+      unsigned mask;
+      if (ah_log_subsys_parse(value, &mask, why, sizeof why) != 0) break;
+      *(int *)field_of(v, s_p) = (int)mask;
+      return 0;
+    }
+    case AH_ENV_TC_RULES:
+      if (*value && ah_path_tc_rules_parse(value, NULL, why, sizeof why) != 0) break;
+      if (set_text(field_of(v, s_p), v->size, value) != 0) {
+        snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+        break;
+      }
+      return 0;
   }
   if (err && errlen) {
     if (why[0])
@@ -282,7 +283,8 @@ static int edit_distance(const char *a, const char *b) {
   for (int i = 1; i <= la; i++) {
     cur[0] = i;
     for (int j = 1; j <= lb; j++) {
-      int sub = prev[j - 1] + (toupper((unsigned char)a[i - 1]) != toupper((unsigned char)b[j - 1]));
+      int sub =
+          prev[j - 1] + (toupper((unsigned char)a[i - 1]) != toupper((unsigned char)b[j - 1]));
       int del = prev[j] + 1, ins = cur[j - 1] + 1;
       cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
     }
@@ -325,19 +327,24 @@ int ah_env_parse(char *const *envp, ah_settings_t *s_p) {
     if (!v) {
       const char *near = ah_env_nearest(name);
       if (near)
-        ah_log(AH_LOG_WARN, "unknown environment variable %s (maybe %s?); it is ignored", name, near);
+        ah_log(AH_LOG_WARN, "unknown environment variable %s (maybe %s?); it is ignored", name,
+               near);
       else
-        ah_log(AH_LOG_WARN, "unknown environment variable %s; it is ignored "
-               "(`autoha env` lists the known ones)", name);
+        ah_log(AH_LOG_WARN,
+               "unknown environment variable %s; it is ignored "
+               "(`autoha env` lists the known ones)",
+               name);
       problems++;
       continue;
     }
     char err[4096], fallback[96] = "; default kept";
     if (ah_env_parse_one(v, eq + 1, s_p, err, sizeof err) != 0) {
       char ignored[256];
-      if (v->type == AH_ENV_OVERRIDE) snprintf(fallback, sizeof fallback, "; the other rules still apply");
+      if (v->type == AH_ENV_OVERRIDE)
+        snprintf(fallback, sizeof fallback, "; the other rules still apply");
       else if (v->invalid && ah_env_parse_one(v, v->invalid, s_p, ignored, sizeof ignored) == 0)
-        snprintf(fallback, sizeof fallback, "; using %s=%s instead (the safe fallback)", v->name, v->invalid);
+        snprintf(fallback, sizeof fallback, "; using %s=%s instead (the safe fallback)", v->name,
+                 v->invalid);
       for (char *line = err, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = 0;
@@ -383,44 +390,43 @@ const ah_settings_t *ah_env_settings(void) {
 char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *buf, size_t len) {
   const void *f = cfield_of(v, s);
   switch (v->type) {
-  case AH_ENV_BOOL: snprintf(buf, len, "%d", *(const int *)f); break;
-  case AH_ENV_INT: snprintf(buf, len, "%d", *(const int *)f); break;
-  case AH_ENV_DOUBLE: snprintf(buf, len, "%g", *(const double *)f); break;
-  case AH_ENV_ENUM: choice_at(v->choices, *(const int *)f, buf, len); break;
-  case AH_ENV_SIZE: ah_size_format((uint64_t) * (const int64_t *)f, buf, len); break;
-  case AH_ENV_STRING: snprintf(buf, len, "%s", (const char *)f); break;
-  case AH_ENV_OVERRIDE: {
-    /* The rules in effect, canonical: what applies, not what was typed. */
-    size_t o = 0;
-    buf[0] = 0;
-    for (int i = 0; i < s->override.nrules && o + 1 < len; i++) {
-      char rule[256];
-      int n = snprintf(buf + o, len - o, "%s%s", i ? ";" : "",
-                       ah_override_rule_format(&s->override.rules[i], rule, sizeof rule));
-      if (n < 0) break;
-      o += (size_t)n;
+    case AH_ENV_BOOL: snprintf(buf, len, "%d", *(const int *)f); break;
+    case AH_ENV_INT: snprintf(buf, len, "%d", *(const int *)f); break;
+    case AH_ENV_DOUBLE: snprintf(buf, len, "%g", *(const double *)f); break;
+    case AH_ENV_ENUM: choice_at(v->choices, *(const int *)f, buf, len); break;
+    case AH_ENV_SIZE: ah_size_format((uint64_t) * (const int64_t *)f, buf, len); break;
+    case AH_ENV_STRING: snprintf(buf, len, "%s", (const char *)f); break;
+    case AH_ENV_OVERRIDE: {
+      /* The rules in effect, canonical: what applies, not what was typed. */
+      size_t o = 0;
+      buf[0] = 0;
+      for (int i = 0; i < s->override.nrules && o + 1 < len; i++) {
+        char rule[256];
+        int n = snprintf(buf + o, len - o, "%s%s", i ? ";" : "",
+                         ah_override_rule_format(&s->override.rules[i], rule, sizeof rule));
+        if (n < 0) break;
+        o += (size_t)n;
+      }
+      break;
     }
-    break;
-  }
-  case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
-  case AH_ENV_TC_RULES:
-  case AH_ENV_IFNAME:
-  case AH_ENV_TEXT:
-  case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
-  case AH_ENV_SUBSYS: ah_log_subsys_format((unsigned)*(const int *)f, buf, len); break;
-  case AH_ENV_QP_SPORT:
-    if (s->qp_sport == AH_PATH_SPORT_FILE)
-      snprintf(buf, len, "file:%s", s->qp_sport_file);
-    else
-      snprintf(buf, len, "%s", s->qp_sport == AH_PATH_SPORT_SPREAD ? "spread"
-                               : s->qp_sport == AH_PATH_SPORT_PLAN ? "plan" : "off");
-    break;
-  case AH_ENV_TC:
-    if (*(const int *)f < 0)
-      snprintf(buf, len, "nccl");
-    else
-      snprintf(buf, len, s->qp_tc_dscp ? "dscp=%d" : "%d", *(const int *)f);
-    break;
+    case AH_ENV_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "off"); break;
+    case AH_ENV_TC_RULES:
+    case AH_ENV_IFNAME:
+    case AH_ENV_TEXT:
+    case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
+    case AH_ENV_SUBSYS: ah_log_subsys_format((unsigned)*(const int *)f, buf, len); break;
+    case AH_ENV_QP_SPORT:
+      if (s->qp_sport == AH_PATH_SPORT_FILE) snprintf(buf, len, "file:%s", s->qp_sport_file);
+      else
+        snprintf(buf, len, "%s",
+                 s->qp_sport == AH_PATH_SPORT_SPREAD ? "spread"
+                 : s->qp_sport == AH_PATH_SPORT_PLAN ? "plan"
+                                                     : "off");
+      break;
+    case AH_ENV_TC:
+      if (*(const int *)f < 0) snprintf(buf, len, "nccl");
+      else snprintf(buf, len, s->qp_tc_dscp ? "dscp=%d" : "%d", *(const int *)f);
+      break;
   }
   return buf;
 }
@@ -464,10 +470,12 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
     if (docs) {
       fprintf(f, "#\n");
       print_wrapped(f, "# ", v->doc, 100);
-      fprintf(f, "#\n# syntax:  %s\n# default: %s\n#\n", v->syntax, *v->default_text ? v->default_text : "(empty)");
+      fprintf(f, "#\n# syntax:  %s\n# default: %s\n#\n", v->syntax,
+              *v->default_text ? v->default_text : "(empty)");
       fprintf(f, "%s=%s%s\n\n", v->name, val,
               bad ? (v->invalid ? "    # INVALID, safe fallback" : "    # INVALID, default kept")
-                  : given ? "" : "    # default");
+              : given ? ""
+                      : "    # default");
     } else {
       /* The first sentence of the doc is the meaning: up to the first ". " not ending "e.g.". */
       const char *dot = v->doc;
@@ -482,30 +490,27 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
         snprintf(state, sizeof state, "set, invalid rules dropped");
       else if (bad && v->invalid)
         snprintf(state, sizeof state, "INVALID '%s': safe fallback %s", given, v->invalid);
-      else if (bad)
-        snprintf(state, sizeof state, "INVALID '%s' ignored", given);
-      else
-        snprintf(state, sizeof state, "%s", given ? "set" : "");
+      else if (bad) snprintf(state, sizeof state, "INVALID '%s' ignored", given);
+      else snprintf(state, sizeof state, "%s", given ? "set" : "");
       if (state[0])
         fprintf(f, "%-44s # %.*s. (%s; default: %s)\n", line, mlen, v->doc, state,
                 *v->default_text ? v->default_text : "empty");
-      else
-        fprintf(f, "%-44s # %.*s. (default)\n", line, mlen, v->doc);
+      else fprintf(f, "%-44s # %.*s. (default)\n", line, mlen, v->doc);
     }
   }
 }
 
 void ah_env_doc_markdown(FILE *f) {
   fprintf(f, "<!-- env-table:begin -->\n");
-  fprintf(f, "<!-- Generated from settings/ah_env_table.c by `autoha env --markdown`; "
-             "tests/tuner fails when this section and the table differ. -->\n");
+  fprintf(f,
+          "<!-- Generated from settings/ah_env_table.c by `autoha env --markdown`; "
+          "tests/tuner fails when this section and the table differ. -->\n");
   for (int i = 0; i < ah_env_var_count(); i++) {
     const ah_env_var_t *v = ah_env_var_get(i);
     fprintf(f, "\n### %s\n\n", v->name);
     if (*v->default_text)
       fprintf(f, "Default: `%s` · Syntax: `%s`\n\n", v->default_text, v->syntax);
-    else
-      fprintf(f, "Default: empty · Syntax: `%s`\n\n", v->syntax);
+    else fprintf(f, "Default: empty · Syntax: `%s`\n\n", v->syntax);
     fprintf(f, "%s\n", v->doc);
   }
   fprintf(f, "\n<!-- env-table:end -->\n");

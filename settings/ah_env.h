@@ -24,8 +24,8 @@
 enum { AH_MODE_OBSERVE = 0, AH_MODE_FIXED = 1, AH_MODE_TUNE = 2 }; /* AUTOHA_MODE */
 /* AUTOHA_HA */
 enum { AH_HA_POLICY_OFF = 0, AH_HA_POLICY_PATH = 1, AH_HA_POLICY_PORT = 2, AH_HA_POLICY_NIC = 3 };
-enum { AH_QP_METHOD_LABEL = 0, AH_QP_METHOD_MLX5DV = 1 };       /* AUTOHA_QP_METHOD */
-enum { AH_HEALTH_ACTION_LOG = 0, AH_HEALTH_ACTION_ABORT = 1 };  /* AUTOHA_HEALTH_ACTION */
+enum { AH_QP_METHOD_LABEL = 0, AH_QP_METHOD_MLX5DV = 1 };      /* AUTOHA_QP_METHOD */
+enum { AH_HEALTH_ACTION_LOG = 0, AH_HEALTH_ACTION_ABORT = 1 }; /* AUTOHA_HEALTH_ACTION */
 
 /* A default another component needs as a number too (the hub's options, the search's, for callers
  * that pass no settings) is defined by that component, under this table (AH_COORD_*_DEFAULT in
@@ -39,80 +39,83 @@ enum { AH_HEALTH_ACTION_LOG = 0, AH_HEALTH_ACTION_ABORT = 1 };  /* AUTOHA_HEALTH
 
 /* The parsed settings. Each field says which variable fills it. */
 typedef struct {
-  int enable;                        /* AUTOHA_ENABLE: 0 = pure pass-through */
-  int mode;                          /* AUTOHA_MODE: AH_MODE_* */
-  int log_level;                     /* AUTOHA_LOG: AH_LOG_* (also applied to ah_log) */
-  char log_file[AH_ENV_PATH_MAX];    /* AUTOHA_LOG_FILE: path template (%h %p %r %j %%); "" = stderr */
-  int log_time;                      /* AUTOHA_LOG_TIME: a timestamp in front of each line */
-  int log_subsys;                    /* AUTOHA_LOG_SUBSYS: mask of 1 << AH_SUB_* (ah_log.h) */
-  ah_override_t override;            /* AUTOHA_OVERRIDE: the rules that parsed */
+  int enable;                     /* AUTOHA_ENABLE: 0 = pure pass-through */
+  int mode;                       /* AUTOHA_MODE: AH_MODE_* */
+  int log_level;                  /* AUTOHA_LOG: AH_LOG_* (also applied to ah_log) */
+  char log_file[AH_ENV_PATH_MAX]; /* AUTOHA_LOG_FILE: path template (%h %p %r %j %%); "" = stderr */
+  int log_time;                   /* AUTOHA_LOG_TIME: a timestamp in front of each line */
+  int log_subsys;                 /* AUTOHA_LOG_SUBSYS: mask of 1 << AH_SUB_* (ah_log.h) */
+  ah_override_t override;         /* AUTOHA_OVERRIDE: the rules that parsed */
   char override_text[AH_ENV_PATH_MAX]; /* AUTOHA_OVERRIDE as given ("" when unset) */
-  char report[AH_ENV_PATH_MAX];      /* AUTOHA_REPORT: path template (%h %p %r %%); "" = no report */
-  int report_interval_s;             /* AUTOHA_REPORT_INTERVAL_S: 0 = teardown and exit only */
-  char profile[AH_ENV_PATH_MAX];     /* AUTOHA_PROFILE: report to warm-start from; "" = none */
-  double sync_warn_s;                /* AUTOHA_SYNC_WARN_S: warn when a rank waits this long */
-  double sync_timeout_s;             /* AUTOHA_SYNC_TIMEOUT_S: stop waiting for a decision */
-  int tune_budget;                   /* AUTOHA_TUNE_BUDGET: calls a key may spend searching */
-  char coord_addr[AH_ENV_ADDR_MAX];  /* AUTOHA_COORD_ADDR: host:port; "" = from the unique id */
-  char coord_ifname[AH_ENV_ADDR_MAX]; /* AUTOHA_COORD_IFNAME: the hub's interface (NCCL_SOCKET_IFNAME
+  char report[AH_ENV_PATH_MAX];     /* AUTOHA_REPORT: path template (%h %p %r %%); "" = no report */
+  int report_interval_s;            /* AUTOHA_REPORT_INTERVAL_S: 0 = teardown and exit only */
+  char profile[AH_ENV_PATH_MAX];    /* AUTOHA_PROFILE: report to warm-start from; "" = none */
+  double sync_warn_s;               /* AUTOHA_SYNC_WARN_S: warn when a rank waits this long */
+  double sync_timeout_s;            /* AUTOHA_SYNC_TIMEOUT_S: stop waiting for a decision */
+  int tune_budget;                  /* AUTOHA_TUNE_BUDGET: calls a key may spend searching */
+  char coord_addr[AH_ENV_ADDR_MAX]; /* AUTOHA_COORD_ADDR: host:port; "" = from the unique id */
+  char
+      coord_ifname[AH_ENV_ADDR_MAX]; /* AUTOHA_COORD_IFNAME: the hub's interface (NCCL_SOCKET_IFNAME
                                       * syntax); "" = NCCL's default order */
-  double coord_join_s;               /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
-  int coord_relay;                   /* AUTOHA_COORD_RELAY: one connection to the hub per host */
-  int health;                        /* AUTOHA_HEALTH: send progress records for hang diagnosis */
-  double hang_s;                     /* AUTOHA_HANG_S: no progress this long is diagnosed */
-  double straggler_pct;              /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */
-  int health_action;                 /* AUTOHA_HEALTH_ACTION: AH_HEALTH_ACTION_* */
-  char health_cmd[AH_ENV_PATH_MAX];  /* AUTOHA_HEALTH_CMD: run with each finding's event on stdin */
-  char status_file[AH_ENV_PATH_MAX]; /* AUTOHA_STATUS_FILE: the hub's credentials for autoha status */
-  int qp;                            /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
-  int qp_sport;                      /* AUTOHA_QP_SPORT: AH_PATH_SPORT_* (ah_path.h) */
+  double coord_join_s;  /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
+  int coord_relay;      /* AUTOHA_COORD_RELAY: one connection to the hub per host */
+  int health;           /* AUTOHA_HEALTH: send progress records for hang diagnosis */
+  double hang_s;        /* AUTOHA_HANG_S: no progress this long is diagnosed */
+  double straggler_pct; /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */
+  int health_action;    /* AUTOHA_HEALTH_ACTION: AH_HEALTH_ACTION_* */
+  char health_cmd[AH_ENV_PATH_MAX]; /* AUTOHA_HEALTH_CMD: run with each finding's event on stdin */
+  char status_file
+      [AH_ENV_PATH_MAX]; /* AUTOHA_STATUS_FILE: the hub's credentials for autoha status */
+  int qp;                /* AUTOHA_QP: 0 = leave every QP as NCCL set it */
+  int qp_sport;          /* AUTOHA_QP_SPORT: AH_PATH_SPORT_* (ah_path.h) */
   char qp_sport_file[AH_ENV_PATH_MAX]; /* AUTOHA_QP_SPORT=file:PATH: the PATH */
-  int qp_tc;                         /* AUTOHA_QP_TC: traffic class 0..255 (a DSCP 0..63 when
+  int qp_tc;                           /* AUTOHA_QP_TC: traffic class 0..255 (a DSCP 0..63 when
                                       * qp_tc_dscp), -1 = NCCL's */
-  int qp_tc_dscp;                    /* AUTOHA_QP_TC=dscp=N: only the DSCP bits, NCCL's ECN kept */
-  char qp_topo[AH_ENV_PATH_MAX];     /* AUTOHA_QP_TOPO: topology file for AUTOHA_QP_SPORT=plan; "" = none */
-  int qp_method;                     /* AUTOHA_QP_METHOD: AH_QP_METHOD_* */
-  char qp_tc_comm[AH_ENV_PATH_MAX];  /* AUTOHA_QP_TC_COMM: per-communicator class rules; "" = none */
-  int ha;                            /* AUTOHA_HA: AH_HA_POLICY_* (docs/ha.md) */
-  double ha_connect_s;               /* AUTOHA_HA_CONNECT_S: wait for the peer's shadow this long */
-  double ha_failover_s;              /* AUTOHA_HA_FAILOVER_S: bound on agreeing with the peer */
-  double ha_soft_timeout_s;          /* AUTOHA_HA_SOFT_TIMEOUT_S: fail over a stalled QP (0: auto) */
-  double ha_degrade;                 /* AUTOHA_HA_DEGRADE: completion-time ratio of a degraded QP (0: off) */
-  double ha_degrade_s;               /* AUTOHA_HA_DEGRADE_S: its measurement window */
-  char torch_venv[AH_ENV_PATH_MAX];   /* AUTOHA_TORCH_VENV: scripts/torch-venv's, not the library's */
-  int fuzz_seconds;                  /* AUTOHA_FUZZ_SECONDS: scripts/test's, not the library's */
+  int qp_tc_dscp; /* AUTOHA_QP_TC=dscp=N: only the DSCP bits, NCCL's ECN kept */
+  char qp_topo
+      [AH_ENV_PATH_MAX]; /* AUTOHA_QP_TOPO: topology file for AUTOHA_QP_SPORT=plan; "" = none */
+  int qp_method;         /* AUTOHA_QP_METHOD: AH_QP_METHOD_* */
+  char qp_tc_comm[AH_ENV_PATH_MAX]; /* AUTOHA_QP_TC_COMM: per-communicator class rules; "" = none */
+  int ha;                           /* AUTOHA_HA: AH_HA_POLICY_* (docs/ha.md) */
+  double ha_connect_s;              /* AUTOHA_HA_CONNECT_S: wait for the peer's shadow this long */
+  double ha_failover_s;             /* AUTOHA_HA_FAILOVER_S: bound on agreeing with the peer */
+  double ha_soft_timeout_s;         /* AUTOHA_HA_SOFT_TIMEOUT_S: fail over a stalled QP (0: auto) */
+  double ha_degrade;   /* AUTOHA_HA_DEGRADE: completion-time ratio of a degraded QP (0: off) */
+  double ha_degrade_s; /* AUTOHA_HA_DEGRADE_S: its measurement window */
+  char torch_venv[AH_ENV_PATH_MAX]; /* AUTOHA_TORCH_VENV: scripts/torch-venv's, not the library's */
+  int fuzz_seconds;                 /* AUTOHA_FUZZ_SECONDS: scripts/test's, not the library's */
 } ah_settings_t;
 
 /* Value types of the table rows. */
 typedef enum {
-  AH_ENV_BOOL,      /* 1|0|y|n|yes|no|on|off|true|false */
-  AH_ENV_INT,       /* integer within [min, max] */
-  AH_ENV_DOUBLE,    /* decimal within [min, max] */
-  AH_ENV_ENUM,      /* one of a '|'-separated list; stores the index */
-  AH_ENV_SIZE,      /* integer with K/M/G suffix within [min, max] */
-  AH_ENV_STRING,    /* free text: addresses */
-  AH_ENV_PATH,      /* a path template (%h %p %r %%) */
-  AH_ENV_OVERRIDE,  /* the override grammar of ah_override.h */
-  AH_ENV_QP_SPORT,  /* off|spread|plan|file:PATH */
-  AH_ENV_TC,        /* N (0..255) or dscp=N (0..63), or "nccl" */
-  AH_ENV_TC_RULES,  /* MATCH:CLASS;... per-communicator classes (path/ah_path.h), kept as text */
-  AH_ENV_COMMAND,   /* a shell command line, kept as text */
-  AH_ENV_SUBSYS,    /* a log subsystem list as NCCL_DEBUG_SUBSYS: tune,coord or ^qp (ah_log.h) */
-  AH_ENV_IFNAME,    /* an interface list as NCCL_SOCKET_IFNAME: [^][=]NAME,NAME..., kept as text */
-  AH_ENV_TEXT,      /* free text, kept as is (a variable only the project's scripts read) */
+  AH_ENV_BOOL,     /* 1|0|y|n|yes|no|on|off|true|false */
+  AH_ENV_INT,      /* integer within [min, max] */
+  AH_ENV_DOUBLE,   /* decimal within [min, max] */
+  AH_ENV_ENUM,     /* one of a '|'-separated list; stores the index */
+  AH_ENV_SIZE,     /* integer with K/M/G suffix within [min, max] */
+  AH_ENV_STRING,   /* free text: addresses */
+  AH_ENV_PATH,     /* a path template (%h %p %r %%) */
+  AH_ENV_OVERRIDE, /* the override grammar of ah_override.h */
+  AH_ENV_QP_SPORT, /* off|spread|plan|file:PATH */
+  AH_ENV_TC,       /* N (0..255) or dscp=N (0..63), or "nccl" */
+  AH_ENV_TC_RULES, /* MATCH:CLASS;... per-communicator classes (path/ah_path.h), kept as text */
+  AH_ENV_COMMAND,  /* a shell command line, kept as text */
+  AH_ENV_SUBSYS,   /* a log subsystem list as NCCL_DEBUG_SUBSYS: tune,coord or ^qp (ah_log.h) */
+  AH_ENV_IFNAME,   /* an interface list as NCCL_SOCKET_IFNAME: [^][=]NAME,NAME..., kept as text */
+  AH_ENV_TEXT,     /* free text, kept as is (a variable only the project's scripts read) */
 } ah_env_type_t;
 
 /* One row of the table. */
 typedef struct {
-  const char *name;        /* "AUTOHA_MODE" */
+  const char *name; /* "AUTOHA_MODE" */
   ah_env_type_t type;
-  const char *default_text;        /* the default, as the user would write it */
-  const char *syntax;      /* what a value looks like ("observe|fixed|tune", "0..3600") */
-  const char *doc;         /* one paragraph: what it does, when to change it */
-  double min, max;         /* bounds for INT, DOUBLE and SIZE */
-  const char *choices;     /* '|'-separated for ENUM */
-  size_t offset, size;     /* where the value goes in ah_settings_t, and the field's size */
-  const char *invalid;     /* the value taken when the given one does not parse (NULL: the
+  const char *default_text; /* the default, as the user would write it */
+  const char *syntax;       /* what a value looks like ("observe|fixed|tune", "0..3600") */
+  const char *doc;          /* one paragraph: what it does, when to change it */
+  double min, max;          /* bounds for INT, DOUBLE and SIZE */
+  const char *choices;      /* '|'-separated for ENUM */
+  size_t offset, size;      /* where the value goes in ah_settings_t, and the field's size */
+  const char *invalid;      /* the value taken when the given one does not parse (NULL: the
                             * default), for a variable whose safe fallback is not its default */
 } ah_env_var_t;
 

@@ -11,7 +11,8 @@
 
 #define FIELD(f) offsetof(ah_settings_t, f), sizeof(((ah_settings_t *)0)->f), NULL
 /* A row whose invalid values select `fallback` instead of the default. */
-#define FIELD_FALLBACK(f, fallback) offsetof(ah_settings_t, f), sizeof(((ah_settings_t *)0)->f), fallback
+#define FIELD_FALLBACK(f, fallback)                                                                \
+  offsetof(ah_settings_t, f), sizeof(((ah_settings_t *)0)->f), fallback
 
 static const ah_env_var_t env_table[] = {
     {"AUTOHA_ENABLE", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
@@ -44,9 +45,10 @@ static const ah_env_var_t env_table[] = {
      "be opened leaves the lines on stderr, with one error saying why.",
      0, 0, NULL, FIELD(log_file)},
     {"AUTOHA_LOG_TIME", AH_ENV_BOOL, "0", "1|0 (also y|n, yes|no, on|off, true|false)",
-     "Puts the wall-clock time, [YYYY-MM-DD HH:MM:SS.microseconds], in front of every log line.",
-     0, 0, NULL, FIELD(log_time)},
-    {"AUTOHA_LOG_SUBSYS", AH_ENV_SUBSYS, "all", "all, or SUB,SUB... or ^SUB,SUB... (SUB: "
+     "Puts the wall-clock time, [YYYY-MM-DD HH:MM:SS.microseconds], in front of every log line.", 0,
+     0, NULL, FIELD(log_time)},
+    {"AUTOHA_LOG_SUBSYS", AH_ENV_SUBSYS, "all",
+     "all, or SUB,SUB... or ^SUB,SUB... (SUB: "
      "init|env|tune|coord|qp|report|health)",
      "Which parts of autoha log, as NCCL_DEBUG_SUBSYS: a comma-separated list of subsystems, or "
      "with a leading ^ every subsystem but those. init is loading and the tuner plugin face, env "
@@ -65,7 +67,8 @@ static const ah_env_var_t env_table[] = {
      "apply. A rule asking for an algorithm and protocol pair that NCCL cannot run for a call is "
      "refused with a message, never forced. Applied in modes fixed and tune.",
      0, 0, NULL, FIELD(override_text)},
-    {"AUTOHA_REPORT", AH_ENV_PATH, "autoha-reports/%j/%h-%p.json", "PATH template (%h %p %r %j %%), or off",
+    {"AUTOHA_REPORT", AH_ENV_PATH, "autoha-reports/%j/%h-%p.json",
+     "PATH template (%h %p %r %j %%), or off",
      "Where each process writes its tuning report (JSON, described in docs/report.md): at every "
      "communicator's teardown, at exit, and every AUTOHA_REPORT_INTERVAL_S seconds. %h is the host "
      "name, %p the process id, %r the process's lowest rank ('all' when unknown), %j the job (the "
@@ -100,7 +103,8 @@ static const ah_env_var_t env_table[] = {
      "and hands the call, and every later undecided call of that key, to NCCL's own choice, so "
      "the job fails (or its watchdog fires) inside NCCL as it would without autoha.",
      1, 86400, NULL, FIELD(sync_timeout_s)},
-    {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, AH_ENV_DEFAULT_TEXT(AH_TUNE_BUDGET_DEFAULT), "1..10000000 (calls)",
+    {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, AH_ENV_DEFAULT_TEXT(AH_TUNE_BUDGET_DEFAULT),
+     "1..10000000 (calls)",
      "How many calls of one key the online search may spend probing configurations. A key that "
      "has not converged within its budget keeps the best configuration found so far, or NCCL's "
      "default when nothing beat it beyond noise; keys too rare to use their budget stay on "
@@ -112,7 +116,8 @@ static const ah_env_var_t env_table[] = {
      "rank finds it whatever framework passes the id around. Set it when that process cannot be "
      "reached at the address it sees itself at (NAT, several interfaces).",
      0, 0, NULL, FIELD(coord_addr)},
-    {"AUTOHA_COORD_IFNAME", AH_ENV_IFNAME, "", "PREFIX,PREFIX... or ^PREFIX,... or =NAME,... (as "
+    {"AUTOHA_COORD_IFNAME", AH_ENV_IFNAME, "",
+     "PREFIX,PREFIX... or ^PREFIX,... or =NAME,... (as "
      "NCCL_SOCKET_IFNAME), or empty",
      "Which network interface's address the coordinator hub listens on and stamps into the "
      "ncclUniqueId for the other ranks to dial, when AUTOHA_COORD_ADDR is not set. The syntax is "
@@ -124,7 +129,8 @@ static const ah_env_var_t env_table[] = {
      "Setting it to NCCL_SOCKET_IFNAME's value puts the hub on the network NCCL's bootstrap uses. "
      "Read by the process that runs the hub.",
      0, 0, NULL, FIELD(coord_ifname)},
-    {"AUTOHA_COORD_JOIN_S", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_JOIN_S_DEFAULT), "0.001..86400 (seconds)",
+    {"AUTOHA_COORD_JOIN_S", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_JOIN_S_DEFAULT),
+     "0.001..86400 (seconds)",
      "How long the coordinator hub waits, from the first rank's join, for every rank of a "
      "communicator that spans processes to join. When all have joined with the same autoha settings "
      "(mode, overrides, loaded profile) the communicator runs autoha's choices (tuned or fixed); "
@@ -150,14 +156,16 @@ static const ah_env_var_t env_table[] = {
      "collective and size bin, whether its GPU stream completed them), and the hub names the rank "
      "or ranks that hang a communicator (docs/diagnosis.md). 0 (off) sends nothing.",
      0, 0, NULL, FIELD(health)},
-    {"AUTOHA_HANG_S", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_HANG_S_DEFAULT), "1..86400 (seconds)",
+    {"AUTOHA_HANG_S", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_HANG_S_DEFAULT),
+     "1..86400 (seconds)",
      "How long none of a communicator's ranks may advance before the hub diagnoses a hang and every "
      "process of the communicator logs one line naming the culprit. 300 s: half of PyTorch's "
      "10-minute NCCL watchdog, so the finding comes before the job is killed, and longer than the "
      "pauses of healthy jobs (checkpoints, evaluation) in which ranks wait in a collective. Read by "
      "the process that runs the hub.",
      1, 86400, NULL, FIELD(hang_s)},
-    {"AUTOHA_STRAGGLER_PCT", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_STRAGGLER_PCT_DEFAULT), "0..50 (percent of a call's time)",
+    {"AUTOHA_STRAGGLER_PCT", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_STRAGGLER_PCT_DEFAULT),
+     "0..50 (percent of a call's time)",
      "How late a rank must arrive, as a share of the call's time, before the hub names it a "
      "straggler: late by more than this, and by more than 4 times the spread of all ranks' lateness "
      "in the same call, in 12 of its latest 16 sampled calls of one key (a warning "
@@ -180,7 +188,8 @@ static const ah_env_var_t env_table[] = {
      "input: {\"event\": \"autoha.health\", \"kind\", \"comm\", \"text\", \"time\", \"host\", "
      "\"pid\"} (docs/diagnosis.md). For an alerting hook or a log shipper.",
      0, 0, NULL, FIELD(health_cmd)},
-    {"AUTOHA_STATUS_FILE", AH_ENV_PATH, "autoha-reports/%j/hub-%h-%p.cred", "PATH template (%h %p %r %j %%), or off",
+    {"AUTOHA_STATUS_FILE", AH_ENV_PATH, "autoha-reports/%j/hub-%h-%p.cred",
+     "PATH template (%h %p %r %j %%), or off",
      "Where the process that runs the job's coordinator hub writes its credentials (the hub's "
      "address and the job secret, mode 0600: only the job's user can read them) for `autoha status`, "
      "which shows the job's communicators, their ranks' progress and the current findings. The "
@@ -218,7 +227,8 @@ static const ah_env_var_t env_table[] = {
      "mlx5dv calls mlx5dv_modify_qp_udp_sport after RTS instead (rdma-core 33+, ConnectX firmware "
      "with the RTS-to-RTS source-port capability) and falls back to label when libmlx5 lacks it.",
      0, 0, "label|mlx5dv", FIELD(qp_method)},
-    {"AUTOHA_QP_TC_COMM", AH_ENV_TC_RULES, "", "MATCH:CLASS[;MATCH:CLASS...], MATCH = name=GLOB|ranks=N[-M]|*",
+    {"AUTOHA_QP_TC_COMM", AH_ENV_TC_RULES, "",
+     "MATCH:CLASS[;MATCH:CLASS...], MATCH = name=GLOB|ranks=N[-M]|*",
      "Per-communicator traffic classes, through ncclConfig_t.trafficClass (NCCL 2.26+) of "
      "communicators created with ncclCommInitRankConfig that leave the field unset: the first rule "
      "matching the communicator's commName (NCCL 2.27+, a glob) or its size gives the class (0..255, "
@@ -274,10 +284,13 @@ static const ah_env_var_t env_table[] = {
      0.2, 60, NULL, FIELD(ha_degrade_s)},
     {"AUTOHA_TORCH_VENV", AH_ENV_TEXT, "~/.cache/autoha/venv-torch", "a folder",
      "Read by scripts/torch-venv, not by the library: the Python venv it installs PyTorch into for "
-     "tests/torch ($XDG_CACHE_HOME/autoha/venv-torch when that is set).", 0, 0, NULL, FIELD(torch_venv)},
-    {"AUTOHA_FUZZ_SECONDS", AH_ENV_INT, "30", "0..86400 (seconds)", "Read by scripts/test, not by "
+     "tests/torch ($XDG_CACHE_HOME/autoha/venv-torch when that is set).",
+     0, 0, NULL, FIELD(torch_venv)},
+    {"AUTOHA_FUZZ_SECONDS", AH_ENV_INT, "30", "0..86400 (seconds)",
+     "Read by scripts/test, not by "
      "the library: how long each fuzz target runs under libFuzzer after the tests (scripts/fuzz). 0 "
-     "skips the fuzzing.", 0, 86400, NULL, FIELD(fuzz_seconds)},
+     "skips the fuzzing.",
+     0, 86400, NULL, FIELD(fuzz_seconds)},
 };
 
 #define NVARS ((int)(sizeof env_table / sizeof env_table[0]))

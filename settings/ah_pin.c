@@ -23,12 +23,14 @@ void ah_pin_segment(const ah_settings_t *s, const ah_profile_t *profile, uint64_
       return;
     }
     char buf[96];
-    AH_LOG_CAPPED(5, AH_LOG_WARN, "override %s for %s of %zu bytes on communicator %016llx names a "
+    AH_LOG_CAPPED(5, AH_LOG_WARN,
+                  "override %s for %s of %zu bytes on communicator %016llx names a "
                   "pair NCCL cannot run there; refused, NCCL's choice kept",
                   ah_config_format(&cfg, buf, sizeof buf), ah_coll_name(coll), call->nbytes,
                   (unsigned long long)comm);
   }
-  const ah_profile_entry_t *e = profile ? ah_profile_lookup(profile, nranks, nnodes, coll, bin) : NULL;
+  const ah_profile_entry_t *e =
+      profile ? ah_profile_lookup(profile, nranks, nnodes, coll, bin) : NULL;
   if (e && ah_config_allowed_call(&e->cfg, call)) {
     seg_p->config = e->cfg;
     seg_p->source = AH_SOURCE_PROFILE;

@@ -53,11 +53,14 @@ int ah_shim_chain_load(const char *name, const char *self_path) {
     ah_chain.plugin = p;
     ah_chain.handle = h;
     snprintf(ah_chain.name, sizeof ah_chain.name, "%s", name);
-    ah_log(AH_LOG_INFO, "NCCL_TUNER_PLUGIN=%s (%s) runs underneath autoha: its choices are the "
-           "defaults autoha starts from", name, sym);
+    ah_log(AH_LOG_INFO,
+           "NCCL_TUNER_PLUGIN=%s (%s) runs underneath autoha: its choices are the "
+           "defaults autoha starts from",
+           name, sym);
     return 1;
   }
-  ah_log(AH_LOG_WARN, "NCCL_TUNER_PLUGIN=%s exports no ncclTunerPlugin_vN: autoha is NCCL's only tuner", name);
+  ah_log(AH_LOG_WARN,
+         "NCCL_TUNER_PLUGIN=%s exports no ncclTunerPlugin_vN: autoha is NCCL's only tuner", name);
   dlclose(h);
   return 0;
 }
@@ -73,31 +76,38 @@ int ah_shim_chain_is_self(const char *name, const char *self_path) {
 }
 
 static void chain_error(const char *what, ncclResult_t r) {
-  AH_LOG_CAPPED(3, AH_LOG_WARN, "the chained tuner %s: %s returned %d; ignored", ah_chain.name, what, (int)r);
+  AH_LOG_CAPPED(3, AH_LOG_WARN, "the chained tuner %s: %s returned %d; ignored", ah_chain.name,
+                what, (int)r);
 }
 
 void *ah_shim_chain_init(uint64_t id, size_t nranks, size_t nnodes, ah_nccl_logger_t log,
                          ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v5_t *constants) {
   static ah_nvl_domain_info_v5_t no_dom;
-  static ah_tuner_constants_v5_t no_constants; /* a v5+ plugin under an older NCCL: edits are moot */
+  static ah_tuner_constants_v5_t
+      no_constants; /* a v5+ plugin under an older NCCL: edits are moot */
   void *ctx = NULL;
   ncclResult_t r = ncclSuccess;
   switch (ah_chain.abi) {
-  case 0: return NULL;
-  case 1: r = ((const ah_tuner_v1_t *)ah_chain.plugin)->init(nranks, nnodes, log); ctx = (void *)1; break;
-  case 2: r = ((const ah_tuner_v2_t *)ah_chain.plugin)->init(nranks, nnodes, log, &ctx); break;
-  case 3: r = ((const ah_tuner_v3_t *)ah_chain.plugin)->init(nranks, nnodes, log, &ctx); break;
-  case 4: r = ((const ah_tuner_v4_t *)ah_chain.plugin)->init(nranks, nnodes, log, &ctx); break;
-  default:
-    r = ((const ah_tuner_v5_t *)ah_chain.plugin)->init(&ctx, id, nranks, nnodes, log, dom ? dom : &no_dom,
-                                                        constants ? constants : &no_constants);
-    break;
+    case 0: return NULL;
+    case 1:
+      r = ((const ah_tuner_v1_t *)ah_chain.plugin)->init(nranks, nnodes, log);
+      ctx = (void *)1;
+      break;
+    case 2: r = ((const ah_tuner_v2_t *)ah_chain.plugin)->init(nranks, nnodes, log, &ctx); break;
+    case 3: r = ((const ah_tuner_v3_t *)ah_chain.plugin)->init(nranks, nnodes, log, &ctx); break;
+    case 4: r = ((const ah_tuner_v4_t *)ah_chain.plugin)->init(nranks, nnodes, log, &ctx); break;
+    default:
+      r = ((const ah_tuner_v5_t *)ah_chain.plugin)
+              ->init(&ctx, id, nranks, nnodes, log, dom ? dom : &no_dom,
+                     constants ? constants : &no_constants);
+      break;
   }
   if (r != ncclSuccess) {
     chain_error("init", r);
     return NULL;
   }
-  return ctx ? ctx : (void *)1; /* non-NULL marks "initialised" even for plugins without a context */
+  return ctx ? ctx
+             : (void *)1; /* non-NULL marks "initialised" even for plugins without a context */
 }
 
 void ah_shim_chain_finalize(void *ctx) {
@@ -105,11 +115,11 @@ void ah_shim_chain_finalize(void *ctx) {
   void *c = ctx == (void *)1 ? NULL : ctx;
   ncclResult_t r;
   switch (ah_chain.abi) {
-  case 1: r = ((const ah_tuner_v1_t *)ah_chain.plugin)->destroy(); break;
-  case 2: r = ((const ah_tuner_v2_t *)ah_chain.plugin)->destroy(c); break;
-  case 3: r = ((const ah_tuner_v3_t *)ah_chain.plugin)->destroy(c); break;
-  case 4: r = ((const ah_tuner_v4_t *)ah_chain.plugin)->destroy(c); break;
-  default: r = ((const ah_tuner_v5_t *)ah_chain.plugin)->finalize(c); break;
+    case 1: r = ((const ah_tuner_v1_t *)ah_chain.plugin)->destroy(); break;
+    case 2: r = ((const ah_tuner_v2_t *)ah_chain.plugin)->destroy(c); break;
+    case 3: r = ((const ah_tuner_v3_t *)ah_chain.plugin)->destroy(c); break;
+    case 4: r = ((const ah_tuner_v4_t *)ah_chain.plugin)->destroy(c); break;
+    default: r = ((const ah_tuner_v5_t *)ah_chain.plugin)->finalize(c); break;
   }
   if (r != ncclSuccess) chain_error("finalize", r);
 }
@@ -118,8 +128,10 @@ void ah_shim_chain_finalize(void *ctx) {
 static ncclResult_t flags_call(void *c, int coll, size_t nbytes, int collnet, int nvls, int npipe,
                                int *algo, int *proto, int *nch) {
   if (ah_chain.abi == 1)
-    return ((const ah_tuner_v1_t *)ah_chain.plugin)->getCollInfo(coll, nbytes, collnet, nvls, npipe, algo, proto, nch);
-  return ((const ah_tuner_v2_t *)ah_chain.plugin)->getCollInfo(c, coll, nbytes, collnet, nvls, npipe, algo, proto, nch);
+    return ((const ah_tuner_v1_t *)ah_chain.plugin)
+        ->getCollInfo(coll, nbytes, collnet, nvls, npipe, algo, proto, nch);
+  return ((const ah_tuner_v2_t *)ah_chain.plugin)
+      ->getCollInfo(c, coll, nbytes, collnet, nvls, npipe, algo, proto, nch);
 }
 
 void ah_shim_chain_table(void *ctx, int coll, size_t nbytes, int npipe, float **table, int nalgo,
@@ -128,21 +140,26 @@ void ah_shim_chain_table(void *ctx, int coll, size_t nbytes, int npipe, float **
   void *c = ctx == (void *)1 ? NULL : ctx;
   ncclResult_t r;
   switch (ah_chain.abi) {
-  case 1:
-  case 2: { /* NCCL's v2 adapter: flags from the table, the answer written as a 0.0 cell */
-    float(*t)[nproto] = AH_COST_TABLE(table, nproto);
-    int nvls = (nalgo > AH_ALGO_NVLS && t[AH_ALGO_NVLS][AH_PROTO_SIMPLE] >= 0) ||
-               (nalgo > AH_ALGO_NVLS_TREE && t[AH_ALGO_NVLS_TREE][AH_PROTO_SIMPLE] >= 0);
-    int collnet = nalgo > AH_ALGO_COLLNET_CHAIN && t[AH_ALGO_COLLNET_CHAIN][AH_PROTO_SIMPLE] >= 0;
-    int a = -1, p = -1;
-    r = flags_call(c, coll, nbytes, collnet, nvls, npipe, &a, &p, nch);
-    if (r == ncclSuccess && a >= 0 && a < nalgo && p >= 0 && p < nproto && t[a][p] >= 0) t[a][p] = 0.0f;
-    break;
-  }
-  case 3: r = ((const ah_tuner_v3_t *)ah_chain.plugin)->getCollInfo(c, coll, nbytes, npipe, table, nalgo, nproto, nch); break;
-  default:
-    r = ((const ah_tuner_v4_t *)ah_chain.plugin)->getCollInfo(c, coll, nbytes, npipe, table, nalgo, nproto, regbuff, nch);
-    break;
+    case 1:
+    case 2: { /* NCCL's v2 adapter: flags from the table, the answer written as a 0.0 cell */
+      float(*t)[nproto] = AH_COST_TABLE(table, nproto);
+      int nvls = (nalgo > AH_ALGO_NVLS && t[AH_ALGO_NVLS][AH_PROTO_SIMPLE] >= 0) ||
+                 (nalgo > AH_ALGO_NVLS_TREE && t[AH_ALGO_NVLS_TREE][AH_PROTO_SIMPLE] >= 0);
+      int collnet = nalgo > AH_ALGO_COLLNET_CHAIN && t[AH_ALGO_COLLNET_CHAIN][AH_PROTO_SIMPLE] >= 0;
+      int a = -1, p = -1;
+      r = flags_call(c, coll, nbytes, collnet, nvls, npipe, &a, &p, nch);
+      if (r == ncclSuccess && a >= 0 && a < nalgo && p >= 0 && p < nproto && t[a][p] >= 0)
+        t[a][p] = 0.0f;
+      break;
+    }
+    case 3:
+      r = ((const ah_tuner_v3_t *)ah_chain.plugin)
+              ->getCollInfo(c, coll, nbytes, npipe, table, nalgo, nproto, nch);
+      break;
+    default:
+      r = ((const ah_tuner_v4_t *)ah_chain.plugin)
+              ->getCollInfo(c, coll, nbytes, npipe, table, nalgo, nproto, regbuff, nch);
+      break;
   }
   if (r != ncclSuccess) chain_error("getCollInfo", r);
 }
@@ -151,18 +168,23 @@ void ah_shim_chain_flags(void *ctx, int coll, size_t nbytes, int collnet, int nv
                          int *algo, int *proto, int *nch) {
   if (!ctx || !ah_chain.abi) return;
   if (ah_chain.abi > 2) { /* a cost-table plugin under NCCL 2.19-2.21: nothing to hand it */
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "the chained tuner %s needs a cost table (v%d), which NCCL %d does "
-                  "not provide: it is not consulted", ah_chain.name, ah_chain.abi, ah_shim.nccl_version);
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "the chained tuner %s needs a cost table (v%d), which NCCL %d does "
+                  "not provide: it is not consulted",
+                  ah_chain.name, ah_chain.abi, ah_shim.nccl_version);
     return;
   }
-  ncclResult_t r = flags_call(ctx == (void *)1 ? NULL : ctx, coll, nbytes, collnet, nvls, npipe, algo, proto, nch);
+  ncclResult_t r = flags_call(ctx == (void *)1 ? NULL : ctx, coll, nbytes, collnet, nvls, npipe,
+                              algo, proto, nch);
   if (r != ncclSuccess) chain_error("getCollInfo", r);
 }
 
-void ah_shim_chain_chunk(void *ctx, int coll, size_t nbytes, int algo, int proto, int nch, size_t *chunk) {
+void ah_shim_chain_chunk(void *ctx, int coll, size_t nbytes, int algo, int proto, int nch,
+                         size_t *chunk) {
   if (!ctx || ah_chain.abi != 6) return;
   const ah_tuner_v6_t *p = ah_chain.plugin;
   if (!p->getChunkSize) return;
-  ncclResult_t r = p->getChunkSize(ctx == (void *)1 ? NULL : ctx, coll, nbytes, algo, proto, nch, chunk);
+  ncclResult_t r =
+      p->getChunkSize(ctx == (void *)1 ? NULL : ctx, coll, nbytes, algo, proto, nch, chunk);
   if (r != ncclSuccess) chain_error("getChunkSize", r);
 }

@@ -8,7 +8,7 @@
 #include "autoha/nccl_tuner_abi.h"
 
 typedef struct {
-  int abi;              /* ncclTunerPlugin_vN found in the user's library; 0: no chained tuner */
+  int abi; /* ncclTunerPlugin_vN found in the user's library; 0: no chained tuner */
   const void *plugin;
   void *handle;
   char name[256];
@@ -36,6 +36,7 @@ void ah_shim_chain_table(void *ctx, int coll, size_t nbytes, int npipe, float **
 void ah_shim_chain_flags(void *ctx, int coll, size_t nbytes, int collnet, int nvls, int npipe,
                          int *algo, int *proto, int *nch);
 /* Lets it set the chunk size first (v6). */
-void ah_shim_chain_chunk(void *ctx, int coll, size_t nbytes, int algo, int proto, int nch, size_t *chunk);
+void ah_shim_chain_chunk(void *ctx, int coll, size_t nbytes, int algo, int proto, int nch,
+                         size_t *chunk);
 
 #endif

@@ -36,7 +36,8 @@ uint64_t ah_comm_id_for_split(uint64_t parent, int split_index, int color) {
   return fnv1a(parts, sizeof parts, FNV_SEED);
 }
 
-uint64_t ah_comm_id_for_shrink(uint64_t parent, int shrink_index, const int *sorted_excl, int nexcl) {
+uint64_t ah_comm_id_for_shrink(uint64_t parent, int shrink_index, const int *sorted_excl,
+                               int nexcl) {
   uint64_t h = fnv1a("shrink", 6, FNV_SEED);
   h = fnv1a(&parent, sizeof parent, h);
   h = fnv1a(&shrink_index, sizeof shrink_index, h);
@@ -101,7 +102,8 @@ static AH_TLS_HOT int shared_by_me; /* this thread has entries: unsharing costs 
 
 uint64_t ah_comm_alt_id_from_unique_id(const ncclUniqueId *id) {
   uint64_t h = 5381;
-  for (size_t i = 0; i < sizeof id->internal; i++) h = ((h << 5) + h) ^ (uint64_t)(int64_t)id->internal[i];
+  for (size_t i = 0; i < sizeof id->internal; i++)
+    h = ((h << 5) + h) ^ (uint64_t)(int64_t)id->internal[i];
   return h;
 }
 
@@ -128,7 +130,8 @@ int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *ran
   int found = -1;
   pthread_mutex_lock(&shared_lock);
   for (int i = 0; i < nshared && found < 0 && comm_id; i++)
-    if (!shared[i].used && (shared[i].id == comm_id || (shared[i].alt && shared[i].alt == comm_id))) found = i;
+    if (!shared[i].used && (shared[i].id == comm_id || (shared[i].alt && shared[i].alt == comm_id)))
+      found = i;
   if (found < 0) { /* by rank count, only when unambiguous */
     uint64_t ident = 0;
     int ambiguous = 0;

@@ -56,7 +56,8 @@ typedef struct {
 
 /* One step of b: a yield, or a nap of its current length. With h, the nap is slept in h->wait with
  * the ticket taken before the caller last looked, so news for the process ends it early. */
-static void backoff_step(backoff_t *b, const ah_shim_coord_hooks_t *h, uint64_t comm, uint64_t ticket) {
+static void backoff_step(backoff_t *b, const ah_shim_coord_hooks_t *h, uint64_t comm,
+                         uint64_t ticket) {
   if (b->polls++ < b->yields) {
     sched_yield();
     return;
@@ -85,14 +86,16 @@ int ah_shim_is_leader(const ah_comm_t *c) { return c->rec && c->rec->leader == c
  * measured the previous ones would spend the budget blind. The search is one object per process
  * and key, serialised by its lock, so every rank reads the same schedule either way. */
 int ah_shim_leads_here(const ah_comm_t *c) {
-  ah_comm_t *lead = c->rec ? __atomic_load_n((ah_comm_t **)&c->rec->leader, __ATOMIC_ACQUIRE) : NULL;
+  ah_comm_t *lead =
+      c->rec ? __atomic_load_n((ah_comm_t **)&c->rec->leader, __ATOMIC_ACQUIRE) : NULL;
   if (!lead) return 0;
   uintptr_t t = __atomic_load_n(&lead->decider, __ATOMIC_RELAXED);
   return lead == c || t == 0 || t == (uintptr_t)pthread_self();
 }
 
 void ah_shim_note_decider(ah_comm_t *c) {
-  if (ah_shim_is_leader(c)) __atomic_store_n(&c->decider, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+  if (ah_shim_is_leader(c))
+    __atomic_store_n(&c->decider, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
 }
 
 /* r->ctl while a communicator spanning processes has joined the hub and waits for its verdict. */
@@ -143,13 +146,15 @@ static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
   int sleeps = h->ticket && h->wait; /* woken by the verdict's arrival, else a nap */
   for (;;) {
     uint64_t ticket = sleeps ? h->ticket(h->arg, c->id) : 0;
-    if (sleeps && h->poll) h->poll(h->arg, c->id); /* bytes left in the ring would end every sleep */
+    if (sleeps && h->poll)
+      h->poll(h->arg, c->id); /* bytes left in the ring would end every sleep */
     int v = h->verdict ? h->verdict(h->arg, c->id) : AH_VERDICT_GONE;
     if (v != AH_VERDICT_PENDING) return (ah_verdict_t)v;
     double waited = ah_shim_now_us() - t0;
     if (!warned && waited > warn_after) {
       warned = 1;
-      ah_log(AH_LOG_WARN, "rank %d has waited %.1f s for the coordinator's verdict on communicator "
+      ah_log(AH_LOG_WARN,
+             "rank %d has waited %.1f s for the coordinator's verdict on communicator "
              "%016llx (whether all %d ranks joined the hub with the same settings); still waiting",
              c->rank, waited / 1e6, (unsigned long long)c->id, c->nranks);
     }
@@ -161,12 +166,17 @@ static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
 static int verdict_control(ah_comm_t *c, ah_verdict_t v, int mode) {
   if (v == AH_VERDICT_COMPLETE) return mode == AH_MODE_TUNE ? AH_CTL_REMOTE_TUNE : AH_CTL_FIXED;
   if (v == AH_VERDICT_GONE)
-    ah_log(AH_LOG_ERROR, "communicator %016llx: the coordinator hub is gone before it decided "
-           "whether all ranks joined; every rank runs NCCL's own choices for it", (unsigned long long)c->id);
+    ah_log(AH_LOG_ERROR,
+           "communicator %016llx: the coordinator hub is gone before it decided "
+           "whether all ranks joined; every rank runs NCCL's own choices for it",
+           (unsigned long long)c->id);
   else if (v == AH_VERDICT_ABANDONED)
-    ah_log(AH_LOG_WARN, "communicator %016llx: not every rank joined the coordinator hub within "
-           "AUTOHA_COORD_JOIN_S (a process without autoha, or one that cannot reach the hub): every "
-           "rank runs NCCL's own choices for it", (unsigned long long)c->id);
+    ah_log(
+        AH_LOG_WARN,
+        "communicator %016llx: not every rank joined the coordinator hub within "
+        "AUTOHA_COORD_JOIN_S (a process without autoha, or one that cannot reach the hub): every "
+        "rank runs NCCL's own choices for it",
+        (unsigned long long)c->id);
   /* MISMATCH: the hook named the ranks and settings that differ */
   return AH_CTL_OBSERVE;
 }
@@ -197,7 +207,9 @@ void ah_shim_comm_control(ah_comm_t *c) {
   int joined = 0;
   if (ctl < 0 && ctl != CTL_AWAIT) {
     if (atomic_load(&r->announced) >= c->nranks) {
-      ctl = mode == AH_MODE_TUNE ? AH_CTL_LOCAL_TUNE : mode == AH_MODE_FIXED ? AH_CTL_FIXED : AH_CTL_OBSERVE;
+      ctl = mode == AH_MODE_TUNE    ? AH_CTL_LOCAL_TUNE
+            : mode == AH_MODE_FIXED ? AH_CTL_FIXED
+                                    : AH_CTL_OBSERVE;
     } else if (atomic_load(&hooks_set) && h.attach && c->rank >= 0 &&
                h.attach(h.arg, c->id, c->nranks, c->rank)) {
       /* A rank NCCL did not tell us never joins, so the hub abandons the communicator for every
@@ -211,8 +223,10 @@ void ah_shim_comm_control(ah_comm_t *c) {
        * settings, which a launcher gives every rank alike; searching needs a coordinator. */
       ctl = mode == AH_MODE_OBSERVE ? AH_CTL_OBSERVE : AH_CTL_FIXED;
       if (mode == AH_MODE_TUNE)
-        AH_LOG_CAPPED(1, AH_LOG_INFO, "communicator %016llx spans processes and autoha is not "
-                      "preloaded (no coordinator): it runs fixed, not tuned", (unsigned long long)c->id);
+        AH_LOG_CAPPED(1, AH_LOG_INFO,
+                      "communicator %016llx spans processes and autoha is not "
+                      "preloaded (no coordinator): it runs fixed, not tuned",
+                      (unsigned long long)c->id);
     } else {
       ctl = AH_CTL_OBSERVE; /* the hook said why (no stamp, hub unreachable) */
     }
@@ -277,14 +291,16 @@ void ah_shim_comm_retire(ah_comm_t *c) {
   pthread_mutex_unlock(&retire_lock);
   if (!leave) return;
   ah_shim_coord_hooks_t h = ah_shim_hooks();
-  if (h.detach) h.detach(h.arg, c->id); /* the id attach() joined, which may differ from the record's */
+  if (h.detach)
+    h.detach(h.arg, c->id); /* the id attach() joined, which may differ from the record's */
 }
 
 /* ---- waiting for the leader ------------------------------------------------------------------- */
 
 /* Note that the leader may turn out to be in this process while a rank waits (its context decided
  * after this one): the wait then ends with AH_WAIT_LEAD_HERE and the caller commits. */
-ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, ah_segment_t *seg) {
+ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index,
+                              ah_segment_t *seg) {
   double t0 = ah_shim_now_us(), warn_after = ah_env_settings()->sync_warn_s * 1e6;
   int warned = 0;
   backoff_t b = {.yields = 64, .ns = 20000, .cap_ns = 500000};
@@ -295,20 +311,24 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
     double waited = ah_shim_now_us() - t0;
     if (waited > give_up_after) {
       atomic_store(&ck->ks->gave_up, 1);
-      ah_log(AH_LOG_ERROR, "rank %d gave up after %.0f s (AUTOHA_SYNC_TIMEOUT_S) waiting for the "
+      ah_log(AH_LOG_ERROR,
+             "rank %d gave up after %.0f s (AUTOHA_SYNC_TIMEOUT_S) waiting for the "
              "leader's decision on call %llu of %s bin %d (communicator %016llx): the leader's "
              "process is dead or hung; this and every later undecided call of the key run NCCL's "
-             "own choice", c->rank, waited / 1e6, (unsigned long long)index, ah_coll_name(ck->coll),
-             ck->bin, (unsigned long long)c->id);
+             "own choice",
+             c->rank, waited / 1e6, (unsigned long long)index, ah_coll_name(ck->coll), ck->bin,
+             (unsigned long long)c->id);
       ck->sync_waits++;
       ck->sync_wait_us += waited;
       return AH_WAIT_GONE;
     }
     if (!warned && waited > warn_after) {
       warned = 1;
-      ah_log(AH_LOG_WARN, "rank %d has waited %.1f s for the leader's decision on call %llu of %s bin "
-             "%d (communicator %016llx); still waiting", c->rank, waited / 1e6,
-             (unsigned long long)index, ah_coll_name(ck->coll), ck->bin, (unsigned long long)c->id);
+      ah_log(AH_LOG_WARN,
+             "rank %d has waited %.1f s for the leader's decision on call %llu of %s bin "
+             "%d (communicator %016llx); still waiting",
+             c->rank, waited / 1e6, (unsigned long long)index, ah_coll_name(ck->coll), ck->bin,
+             (unsigned long long)c->id);
     }
     if (c->ctl == AH_CTL_REMOTE_TUNE) {
       ah_shim_coord_hooks_t h = ah_shim_hooks();
@@ -319,14 +339,17 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
         if (ah_sched_lookup(ck->ks->sched, index, seg)) break;
       }
       if (h.alive && !h.alive(h.arg, c->id)) {
-        AH_LOG_CAPPED(3, AH_LOG_ERROR, "the coordinator of communicator %016llx is gone: NCCL's "
-                      "choice is kept for undecided calls", (unsigned long long)c->id);
+        AH_LOG_CAPPED(3, AH_LOG_ERROR,
+                      "the coordinator of communicator %016llx is gone: NCCL's "
+                      "choice is kept for undecided calls",
+                      (unsigned long long)c->id);
         ck->sync_waits++;
         ck->sync_wait_us += ah_shim_now_us() - t0;
         return AH_WAIT_GONE;
       }
       if (h.ticket && h.wait) {
-        if (!h.poll && ah_sched_lookup(ck->ks->sched, index, seg)) break; /* delivered since the ticket */
+        if (!h.poll && ah_sched_lookup(ck->ks->sched, index, seg))
+          break; /* delivered since the ticket */
         backoff_step(&b, &h, c->id, ticket);
         continue;
       }
@@ -337,4 +360,3 @@ ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t inde
   ck->sync_wait_us += ah_shim_now_us() - t0;
   return AH_WAIT_HAVE;
 }
-

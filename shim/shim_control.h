@@ -36,12 +36,13 @@ void ah_shim_comm_retire(ah_comm_t *c);
 
 /* How a wait for the leader's decision ended. */
 typedef enum {
-  AH_WAIT_GONE = 0,      /* the coordinator is gone, or AUTOHA_SYNC_TIMEOUT_S passed: NCCL's choice */
-  AH_WAIT_HAVE = 1,      /* the segment of the call arrived */
-  AH_WAIT_LEAD_HERE = 2  /* the search turned out to run in this process: commit the call here */
+  AH_WAIT_GONE = 0, /* the coordinator is gone, or AUTOHA_SYNC_TIMEOUT_S passed: NCCL's choice */
+  AH_WAIT_HAVE = 1, /* the segment of the call arrived */
+  AH_WAIT_LEAD_HERE = 2 /* the search turned out to run in this process: commit the call here */
 } ah_wait_t;
 /* A rank outside the leader's process waits until call `index` of ck is committed. */
-ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, ah_segment_t *seg);
+ah_wait_t ah_shim_worker_wait(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index,
+                              ah_segment_t *seg);
 
 /* ---- shim_keys.c ----------------------------------------------------------------------------- */
 
@@ -55,14 +56,16 @@ void ah_shim_key_reopen(ah_shim_rankkey_t *ck);
  * searched here, its pinned forever segment. NULL (logged) when memory runs out. Slow path. */
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call);
 /* The pinned segment of one of c's keys (settings/ah_pin.c with this process's settings). */
-void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call, ah_segment_t *seg);
+void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call,
+                    ah_segment_t *seg);
 
 /* ---- shim_search.c --------------------------------------------------------------------------- */
 
 /* The segment of call `index` when the key's schedule does not cover it yet: committed here (fixed
  * communicators, or the search in this process) or waited for. Returns 1 with *seg, or 0: NCCL's
  * choice for the call. Slow path. */
-int ah_shim_resolve(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call, ah_segment_t *seg);
+int ah_shim_resolve(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call,
+                    ah_segment_t *seg);
 /* After drift re-opened a converged key: cuts its forever segment short ahead of every local rank
  * (the leader's thread only). */
 void ah_shim_leader_cut(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index);

@@ -43,7 +43,9 @@ static void map_put(uint64_t comm, ah_coord_t *coord, int stamped) {
       return;
     }
   if (nmap < COORD_MAP_MAX) map[nmap++] = (coord_map_t){comm, coord, stamped};
-  else AH_LOG_CAPPED(1, AH_LOG_WARN, "more than %d communicators: later ones are not coordinated", COORD_MAP_MAX);
+  else
+    AH_LOG_CAPPED(1, AH_LOG_WARN, "more than %d communicators: later ones are not coordinated",
+                  COORD_MAP_MAX);
 }
 
 /* Returns the coordinator of comm; *known_p is 0 when comm was not created from an id, 1 when its
@@ -69,15 +71,20 @@ static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
   int known;
   ah_coord_t *c = map_get(comm, &known);
   if (!c) {
-    if (ah_env_settings()->mode == AH_MODE_OBSERVE) return 0; /* it runs NCCL's own choices anyway */
+    if (ah_env_settings()->mode == AH_MODE_OBSERVE)
+      return 0; /* it runs NCCL's own choices anyway */
     if (known == 2)
-      ah_log(AH_LOG_WARN, "communicator %016llx: the coordinator hub its unique id names could not "
+      ah_log(AH_LOG_WARN,
+             "communicator %016llx: the coordinator hub its unique id names could not "
              "be reached (see the error above): ranks cannot agree on autoha's choices, so this "
-             "rank runs NCCL's own for it", (unsigned long long)comm);
+             "rank runs NCCL's own for it",
+             (unsigned long long)comm);
     else if (known == 1)
-      ah_log(AH_LOG_WARN, "communicator %016llx was made from a unique id without autoha's stamp "
+      ah_log(AH_LOG_WARN,
+             "communicator %016llx was made from a unique id without autoha's stamp "
              "(created by a process without libautoha.so?): ranks cannot agree on autoha's "
-             "choices, so this rank runs NCCL's own for it", (unsigned long long)comm);
+             "choices, so this rank runs NCCL's own for it",
+             (unsigned long long)comm);
     return 0;
   }
   ah_digest_t d;
@@ -86,8 +93,10 @@ static int hook_attach(void *arg, uint64_t comm, int nranks, int rank) {
   _Static_assert(AH_DIGEST_PARTS == AH_COORD_DIGEST_PARTS, "the coordinator carries every part");
   memcpy(cd.part, d.part, sizeof cd.part);
   if (!ah_coord_alive(c) || ah_coord_join_rank(c, comm, nranks, rank, &cd) != 0) {
-    ah_log(AH_LOG_WARN, "communicator %016llx (rank %d): the coordinator hub is gone; every rank "
-           "runs NCCL's own choices for it", (unsigned long long)comm, rank);
+    ah_log(AH_LOG_WARN,
+           "communicator %016llx (rank %d): the coordinator hub is gone; every rank "
+           "runs NCCL's own choices for it",
+           (unsigned long long)comm, rank);
     return 0;
   }
   ah_shim_health_start(); /* its ranks' progress goes to the hub from now on */
@@ -107,13 +116,14 @@ static void mismatch_log(ah_coord_t *c, uint64_t comm) {
   pthread_mutex_unlock(&map_lock);
   if (seen) return;
   char what[160];
-  AH_LOG_CAPPED(64, AH_LOG_WARN, "communicator %016llx: the ranks' autoha settings differ: rank %u%s differs "
-         "from rank %u in %s; every rank runs NCCL's own choices for it", (unsigned long long)comm,
-         m.first_rank, m.ndiffer > 1 ? " (and other ranks)" : "", m.ref_rank,
-         ah_digest_describe(m.mask, what, sizeof what));
+  AH_LOG_CAPPED(64, AH_LOG_WARN,
+                "communicator %016llx: the ranks' autoha settings differ: rank %u%s differs "
+                "from rank %u in %s; every rank runs NCCL's own choices for it",
+                (unsigned long long)comm, m.first_rank, m.ndiffer > 1 ? " (and other ranks)" : "",
+                m.ref_rank, ah_digest_describe(m.mask, what, sizeof what));
   if (m.ndiffer > 1)
-    ah_log(AH_LOG_INFO, "communicator %016llx: %u ranks differ from rank %u", (unsigned long long)comm,
-           m.ndiffer, m.ref_rank);
+    ah_log(AH_LOG_INFO, "communicator %016llx: %u ranks differ from rank %u",
+           (unsigned long long)comm, m.ndiffer, m.ref_rank);
 }
 
 static int hook_verdict(void *arg, uint64_t comm) {
@@ -132,8 +142,10 @@ static void hook_publish(void *arg, const ah_key_t *key, const ah_segment_t *seg
   (void)arg;
   ah_coord_t *c = map_get(key->comm, NULL);
   if (c && ah_coord_publish(c, key, seg) != 0)
-    AH_LOG_CAPPED(3, AH_LOG_ERROR, "cannot publish a decision of communicator %016llx: the "
-                  "coordinator hub is gone", (unsigned long long)key->comm);
+    AH_LOG_CAPPED(3, AH_LOG_ERROR,
+                  "cannot publish a decision of communicator %016llx: the "
+                  "coordinator hub is gone",
+                  (unsigned long long)key->comm);
 }
 
 static int hook_alive(void *arg, uint64_t comm) {
@@ -162,22 +174,23 @@ static void hook_progress(void *arg, uint64_t comm, const struct ah_health_rec *
   if (c) (void)ah_coord_progress(c, comm, rec); /* a hub that is gone was logged already */
 }
 
-static void hook_samples(void *arg, uint64_t comm, uint32_t rank, const ah_health_sample_t *x, int n) {
+static void hook_samples(void *arg, uint64_t comm, uint32_t rank, const ah_health_sample_t *x,
+                         int n) {
   (void)arg;
   ah_coord_t *c = map_get(comm, NULL);
   if (c) (void)ah_coord_samples(c, comm, rank, x, n);
 }
 
-static void hook_search_time(void *arg, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
-                             double us) {
+static void hook_search_time(void *arg, uint64_t comm, uint32_t rank, int coll, int bin,
+                             uint64_t index, double us) {
   (void)arg;
   ah_coord_t *c = map_get(comm, NULL);
   if (c) (void)ah_coord_search_time(c, comm, rank, coll, bin, index, us); /* lost with a gone hub */
 }
 
 /* The hub's shortest duration of a search call (the leader's process), on the coordinator's thread. */
-static void on_min_time(uint64_t comm, int coll, int bin, uint64_t index, double us, uint32_t reported,
-                        uint32_t nranks) {
+static void on_min_time(uint64_t comm, int coll, int bin, uint64_t index, double us,
+                        uint32_t reported, uint32_t nranks) {
   (void)reported, (void)nranks;
   ah_key_t k = {.comm = comm, .coll = coll, .bin = bin};
   ah_shim_search_observe(&k, index, us);
@@ -191,11 +204,17 @@ static void hook_detach(void *arg, uint64_t comm) {
 }
 
 static void hooks_install(void) {
-  static const ah_shim_coord_hooks_t h = {.attach = hook_attach, .verdict = hook_verdict,
-                                          .publish = hook_publish, .alive = hook_alive, .poll = hook_poll,
-                                          .ticket = hook_ticket, .wait = hook_wait,
-                                          .progress = hook_progress, .samples = hook_samples,
-                                          .search_time = hook_search_time, .detach = hook_detach};
+  static const ah_shim_coord_hooks_t h = {.attach = hook_attach,
+                                          .verdict = hook_verdict,
+                                          .publish = hook_publish,
+                                          .alive = hook_alive,
+                                          .poll = hook_poll,
+                                          .ticket = hook_ticket,
+                                          .wait = hook_wait,
+                                          .progress = hook_progress,
+                                          .samples = hook_samples,
+                                          .search_time = hook_search_time,
+                                          .detach = hook_detach};
   ah_shim_set_coord_hooks(&h);
   ah_coord_set_mintime_handler(on_min_time);
 }
@@ -219,24 +238,27 @@ static void cred_write(const ah_coord_stamp_t *st, uint64_t hint_id) {
   static int done;
   const ah_settings_t *s = ah_env_settings();
   if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || !s->status_file[0]) return;
-  char host[256] = "?", job[AH_SHIM_JOB_MAX], path[AH_ENV_PATH_MAX], err[512], beside[AH_ENV_PATH_MAX];
+  char host[256] = "?", job[AH_SHIM_JOB_MAX], path[AH_ENV_PATH_MAX], err[512],
+       beside[AH_ENV_PATH_MAX];
   /* By default the file sits beside the reports, wherever AUTOHA_REPORT puts them. */
   const char *tmpl = s->status_file;
-  const ah_env_var_t *sv = ah_env_var_find("AUTOHA_STATUS_FILE"), *rv = ah_env_var_find("AUTOHA_REPORT");
+  const ah_env_var_t *sv = ah_env_var_find("AUTOHA_STATUS_FILE"),
+                     *rv = ah_env_var_find("AUTOHA_REPORT");
   if (sv && rv && strcmp(tmpl, sv->default_text) == 0 && s->report[0] &&
       strcmp(s->report, rv->default_text) != 0) {
     const char *slash = strrchr(s->report, '/');
-    if (slash) snprintf(beside, sizeof beside, "%.*s/hub-%%h-%%p.cred", (int)(slash - s->report), s->report);
+    if (slash)
+      snprintf(beside, sizeof beside, "%.*s/hub-%%h-%%p.cred", (int)(slash - s->report), s->report);
     else snprintf(beside, sizeof beside, "hub-%%h-%%p.cred");
     tmpl = beside;
   }
   gethostname(host, sizeof host - 1);
   ah_shim_job_name(hint_id, job, sizeof job);
-  if (ah_template_expand(tmpl, host, (int)getpid(), -1, job, path, sizeof path, err,
-                            sizeof err) != 0 || ah_coord_cred_write(path, st, err, sizeof err) != 0)
+  if (ah_template_expand(tmpl, host, (int)getpid(), -1, job, path, sizeof path, err, sizeof err) !=
+          0 ||
+      ah_coord_cred_write(path, st, err, sizeof err) != 0)
     ah_log(AH_LOG_WARN, "AUTOHA_STATUS_FILE: %s: autoha status cannot reach this job", err);
-  else
-    ah_log(AH_LOG_INFO, "hub credentials for autoha status: %s", path);
+  else ah_log(AH_LOG_INFO, "hub credentials for autoha status: %s", path);
 }
 
 void ah_shim_coord_stamp(ncclUniqueId *id) {
@@ -245,7 +267,8 @@ void ah_shim_coord_stamp(ncclUniqueId *id) {
   ah_coord_stamp_t st;
   ah_coord_setup_t setup = coord_setup();
   if (ah_coord_hub_start(&setup, &st) != 0) {
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "no coordinator hub: communicators spanning processes are not tuned");
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "no coordinator hub: communicators spanning processes are not tuned");
     return;
   }
   ah_coord_stamp_write(&st, (unsigned char *)id->internal);

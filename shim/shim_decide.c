@@ -35,7 +35,8 @@ static inline uint64_t call_count(const ah_comm_t *c, ah_shim_rankkey_t *ck, con
 }
 
 /* Hands a segment's configuration to NCCL, and its chunk to a v6 getChunkSize that follows. */
-static inline void decision_apply(ah_decision_t *d, ah_comm_t *c, const ah_call_t *call, const ah_segment_t *seg) {
+static inline void decision_apply(ah_decision_t *d, ah_comm_t *c, const ah_call_t *call,
+                                  const ah_segment_t *seg) {
   d->algo = seg->config.algo;
   d->proto = seg->config.proto;
   if (seg->config.ndims > AH_DIM_NCHANNELS) d->nchannels = (int)seg->config.res[AH_DIM_NCHANNELS];
@@ -51,11 +52,14 @@ static inline void decision_apply(ah_decision_t *d, ah_comm_t *c, const ah_call_
 /* The segment that covers call `index` of the key, into ck->seg: the one used last while the
  * schedule is unchanged and it covers the index (a converged key: two loads and compares), else
  * looked up, else resolved (the leader commits, a worker waits). Returns 0 when none applies. */
-static inline int segment_of(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call) {
+static inline int segment_of(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index,
+                             const ah_call_t *call) {
   const ah_sched_t *sched = ck->ks->sched;
   uint64_t published = ah_sched_published(sched);
-  if (__builtin_expect(published == ck->seg_published && index >= ck->seg.first &&
-                       (ck->seg.count == AH_SCHED_FOREVER || index - ck->seg.first < ck->seg.count), 1))
+  if (__builtin_expect(
+          published == ck->seg_published && index >= ck->seg.first &&
+              (ck->seg.count == AH_SCHED_FOREVER || index - ck->seg.first < ck->seg.count),
+          1))
     return 1;
   if (ah_sched_lookup(sched, index, &ck->seg)) {
     ck->seg_published = published; /* read before the lookup: at worst one lookup too many */
@@ -77,7 +81,8 @@ static int table_cell(const ah_call_t *call, const ah_config_t *cfg) {
 /* Whether this call's cost table lets NCCL run the segment's pair (a cell of -1 is a pair NCCL
  * cannot or may not run for this call, and can change from call to call with the size or a
  * registered buffer); v1/v2 calls were checked once per segment (seg_refused). */
-static inline int table_allows(const ah_call_t *call, const ah_shim_rankkey_t *ck, const ah_config_t *cfg) {
+static inline int table_allows(const ah_call_t *call, const ah_shim_rankkey_t *ck,
+                               const ah_config_t *cfg) {
   int cell = ck->seg_cell;
   if (__builtin_expect(cell == -1 || !call->table, 1)) return 1;
   return cell >= 0 ? call->table[cell] >= 0 : ah_config_allowed_call(cfg, call);
@@ -113,7 +118,8 @@ static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *
   ah_segment_t seg;
   if (c->ctl == AH_CTL_OBSERVE ||
       !(ah_sched_lookup(ck->ks->sched, index, &seg) || ah_shim_resolve(c, ck, index, call, &seg)) ||
-      seg.count != AH_SCHED_FOREVER || ah_config_is_keep(&seg.config) || !ah_config_allowed_call(&seg.config, call))
+      seg.count != AH_SCHED_FOREVER || ah_config_is_keep(&seg.config) ||
+      !ah_config_allowed_call(&seg.config, call))
     return; /* NCCL's choice */
   decision_apply(d, c, call, &seg);
 }
@@ -122,7 +128,8 @@ static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *
  * ah_shim_decide stays as short as the hot-path bar asks), and, when it settles the key (a forever
  * segment), said in words at info level. */
 static __attribute__((noinline, cold)) void segment_classify(ah_comm_t *c, ah_shim_rankkey_t *ck,
-                                                           const ah_call_t *call, const ah_segment_t *seg) {
+                                                             const ah_call_t *call,
+                                                             const ah_segment_t *seg) {
   ck->seg_first = seg->first;
   ck->seg_keep = ah_config_is_keep(&seg->config);
   /* v1/v2: the support flags are the same for every call of the key, so checked once here; a
@@ -136,7 +143,8 @@ static __attribute__((noinline, cold)) void segment_classify(ah_comm_t *c, ah_sh
                  seg->config.algo == ck->nccl_cfg.algo && seg->config.proto == ck->nccl_cfg.proto;
   for (int i = 0; ck->seg_nccl && i < seg->config.ndims && i < AH_MAX_DIMS; i++)
     if (seg->config.res[i] != 0) ck->seg_nccl = 0;
-  if (!ck->seg_keep && !ck->seg_refused && !ck->seg_nccl && !ah_config_equal(&seg->config, &ck->applied.cfg)) {
+  if (!ck->seg_keep && !ck->seg_refused && !ck->seg_nccl &&
+      !ah_config_equal(&seg->config, &ck->applied.cfg)) {
     memset(&ck->applied, 0, sizeof ck->applied); /* a new config: its own statistics */
     ck->applied.cfg = seg->config;
     ck->gen++;
@@ -147,9 +155,11 @@ static __attribute__((noinline, cold)) void segment_classify(ah_comm_t *c, ah_sh
 /* After a full decision that forced a forever segment's pair: lets the key's next calls take the
  * short path while the schedule is unchanged, when the call is one it can answer — a whole pair in
  * a v3+ table, no chunk to remember, no user tuner to consult first. */
-static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, const ah_decision_t *d) {
+static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call,
+                    const ah_decision_t *d) {
   uint64_t index = d->index;
-  if (ck->seg_cell < 0 || !call->table || d->chunk != 0 || c->chain_ctx || ck->seg_published == UINT64_MAX ||
+  if (ck->seg_cell < 0 || !call->table || d->chunk != 0 || c->chain_ctx ||
+      ck->seg_published == UINT64_MAX ||
       index + 1 < 16) /* the next call is one of the first 16, all timed */
     return;
   /* The short path does not look at the table's shape: NCCL passes its compile-time numbers of
@@ -157,9 +167,11 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call, 
    * of another width turns the short path off for the key. */
   if (ck->hot_num_proto != call->num_proto && ck->hot_num_proto != 0) {
     if (ck->hot_num_proto > 0)
-      ah_log(AH_LOG_WARN, "%s on communicator %016llx: NCCL's cost table has %d protocols, not %d as "
-             "before; settled calls of this size take the full decision path", ah_coll_name(call->coll),
-             (unsigned long long)c->id, call->num_proto, ck->hot_num_proto);
+      ah_log(AH_LOG_WARN,
+             "%s on communicator %016llx: NCCL's cost table has %d protocols, not %d as "
+             "before; settled calls of this size take the full decision path",
+             ah_coll_name(call->coll), (unsigned long long)c->id, call->num_proto,
+             ck->hot_num_proto);
     ck->hot_num_proto = -1;
     __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST); /* whatever index it had reached */
     return;
@@ -202,7 +214,8 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
 
   int have = 0;
   if (c->ctl != AH_CTL_OBSERVE) {
-    if (__builtin_expect(atomic_load_explicit(&ck->ks->reopen, memory_order_relaxed), 0) && ah_shim_is_leader(c))
+    if (__builtin_expect(atomic_load_explicit(&ck->ks->reopen, memory_order_relaxed), 0) &&
+        ah_shim_is_leader(c))
       ah_shim_leader_cut(c, ck, index);
     have = segment_of(c, ck, index, call);
   }
@@ -215,7 +228,8 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       else ck->applied.calls++;
       decision_apply(d, c, call, seg);
       ck->source = seg->source;
-      if (seg->count != AH_SCHED_FOREVER || TIME_SAMPLE(index)) ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
+      if (seg->count != AH_SCHED_FOREVER || TIME_SAMPLE(index))
+        ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
       if (seg->count == AH_SCHED_FOREVER) hot_set(c, ck, call, d);
       return;
     }
@@ -224,11 +238,13 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   ck->nccl_default.calls++;
   ck->source = have ? seg->source : AH_SOURCE_DEFAULT; /* a pinned or tuned "keep NCCL's choice" */
   d->source = ck->source;
-  if ((have && seg->count != AH_SCHED_FOREVER) || TIME_SAMPLE(index)) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
+  if ((have && seg->count != AH_SCHED_FOREVER) || TIME_SAMPLE(index))
+    ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
 }
 
 size_t ah_shim_decide_chunk(ah_comm_t *c, int coll, size_t nbytes) {
-  if (ah_thread.chunk_comm != c || last_decision.coll != coll || last_decision.nbytes != nbytes) return 0;
+  if (ah_thread.chunk_comm != c || last_decision.coll != coll || last_decision.nbytes != nbytes)
+    return 0;
   return last_decision.chunk;
 }
 
@@ -236,13 +252,13 @@ void ah_shim_refused(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   ah_shim_rankkey_t *ck = d->ck;
   if (ck && !ck->refused) {
     ck->refused = 1;
-    ah_log(AH_LOG_WARN, "%s of %zu bytes on communicator %016llx: the committed configuration names "
-           "a pair NCCL cannot run here; refused, NCCL's choice kept", ah_coll_name(call->coll),
-           call->nbytes, (unsigned long long)c->id);
+    ah_log(AH_LOG_WARN,
+           "%s of %zu bytes on communicator %016llx: the committed configuration names "
+           "a pair NCCL cannot run here; refused, NCCL's choice kept",
+           ah_coll_name(call->coll), call->nbytes, (unsigned long long)c->id);
   }
   d->algo = d->proto = -1;
   d->nchannels = 0;
   d->chunk = 0;
   ah_thread.chunk_comm = NULL; /* nor its chunk (v6) */
 }
-

@@ -14,9 +14,9 @@
 typedef struct {
   int algo, proto, nchannels;
   size_t chunk;
-  int source;           /* AH_SOURCE_* */
-  ah_shim_rankkey_t *ck;        /* the key the call was counted in (NULL: not counted) */
-  uint64_t index;       /* its call index */
+  int source;            /* AH_SOURCE_* */
+  ah_shim_rankkey_t *ck; /* the key the call was counted in (NULL: not counted) */
+  uint64_t index;        /* its call index */
 } ah_decision_t;
 
 /* Decides the configuration of one bucket on communicator `c`, counts the call in its key and
@@ -52,7 +52,8 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
 /* A call's bytes per rank: NCCL hands AllGather and ReduceScatter their total over all ranks. */
 static inline size_t ah_shim_per_rank(int coll, size_t nbytes, int nranks) {
   size_t per_rank = nbytes;
-  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && nranks > 1) per_rank = nbytes / (size_t)nranks;
+  if ((coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) && nranks > 1)
+    per_rank = nbytes / (size_t)nranks;
   return per_rank;
 }
 /* The size bin of bytes per rank, and of a call: identical to ah_size_bin() (a unit test checks)
@@ -113,7 +114,8 @@ typedef struct {
   /* A local rank's duration of a search call of the leader's (every rank, the leader's included):
    * the hub sends the leader the shortest across ranks, which its search learns from instead of
    * its own (ah_shim_search_observe; NULL: the leader learns from its own durations). */
-  void (*search_time)(void *arg, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index, double us);
+  void (*search_time)(void *arg, uint64_t comm, uint32_t rank, int coll, int bin, uint64_t index,
+                      double us);
   /* The last local context of an attached communicator was destroyed (ncclCommDestroy or Abort, or
    * NCCL's tuner finalize): this process leaves it at the hub, which then stops forwarding its
    * segments here, and a hub lost later (its process exits first at the end of every job) is no

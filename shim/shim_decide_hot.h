@@ -20,21 +20,24 @@
  * num_algo rows, as wide as at the full decision: hot_set checks) and its channel count. Returns 1
  * when done, 0 when the call needs the full path (nothing was changed then). Always inlined: as a
  * call it costs its caller the argument shuffle it saves. */
-static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c, int coll, size_t nbytes,
-                                                                    float *table, int num_algo,
+static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c, int coll,
+                                                                    size_t nbytes, float *table,
+                                                                    int num_algo,
                                                                     int *nchannels_p) {
   if (__builtin_expect((unsigned)coll >= AH_NUM_FUNCTIONS, 0)) return 0;
   size_t per_rank = ah_shim_per_rank(coll, nbytes, c->nranks);
-  ah_shim_rankkey_t *ck = __atomic_load_n(&c->keys[coll][ah_shim_bin_of(per_rank)], __ATOMIC_ACQUIRE);
+  ah_shim_rankkey_t *ck =
+      __atomic_load_n(&c->keys[coll][ah_shim_bin_of(per_rank)], __ATOMIC_ACQUIRE);
   if (!ck || ck->next >= __atomic_load_n(&ck->hot_end, __ATOMIC_RELAXED) ||
-      ah_sched_published(ck->ks->sched) != ck->hot_published ||
-      num_algo <= ck->hot_algo || table[ck->hot_cell] < 0 || ah_thread.unusual.any)
+      ah_sched_published(ck->ks->sched) != ck->hot_published || num_algo <= ck->hot_algo ||
+      table[ck->hot_cell] < 0 || ah_thread.unusual.any)
     return 0;
   /* What the checks read is read again below, so that few values stay in registers: the caller
    * must keep all nine of its arguments for the full path, which leaves this path three of its own
    * before it would save and restore registers on every call. */
   __asm__ volatile("" ::: "memory");
-  __atomic_store_n(&ck->next, ck->next + 1, __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
+  __atomic_store_n(&ck->next, ck->next + 1,
+                   __ATOMIC_RELAXED); /* the leader reads it (leader_cut) */
   if (per_rank < ck->bytes_min) ck->bytes_min = per_rank;
   if (per_rank > ck->bytes_max) ck->bytes_max = per_rank;
   (*ck->hot_calls)++;

@@ -15,10 +15,10 @@
 
 static const char *source_words(int source) {
   switch (source) {
-  case AH_SOURCE_TUNED: return "tuned";
-  case AH_SOURCE_OVERRIDE: return "pinned by AUTOHA_OVERRIDE";
-  case AH_SOURCE_PROFILE: return "from AUTOHA_PROFILE";
-  default: return "NCCL's choice";
+    case AH_SOURCE_TUNED: return "tuned";
+    case AH_SOURCE_OVERRIDE: return "pinned by AUTOHA_OVERRIDE";
+    case AH_SOURCE_PROFILE: return "from AUTOHA_PROFILE";
+    default: return "NCCL's choice";
   }
 }
 
@@ -43,7 +43,8 @@ void ah_shim_decision_log(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_se
     if (ck->applied.timed && ah_config_equal(&ck->applied.cfg, &seg->config))
       win = ck->applied.us_total / (double)ck->applied.timed;
   }
-  int nccls = ah_config_is_keep(&seg->config) || ck->seg_nccl; /* the settled configuration is NCCL's */
+  int nccls =
+      ah_config_is_keep(&seg->config) || ck->seg_nccl; /* the settled configuration is NCCL's */
   if (nccls) win = def;
   char lo[24], hi[24], cfg[96], ws[24], ds[24], ratio[32] = "";
   ah_size_format(ah_size_bin_floor(ck->bin), lo, sizeof lo);
@@ -54,13 +55,15 @@ void ah_shim_decision_log(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_se
   fmt_us(def, ds, sizeof ds);
   if (!isnan(win) && !isnan(def) && win > 0) snprintf(ratio, sizeof ratio, " (%.2fx)", def / win);
   if (nccls) {
-    ah_log(AH_LOG_INFO, "%s %s-%s on comm 0x%016llx: %s, keeps NCCL's own choice %s, %s us, after %llu calls",
+    ah_log(AH_LOG_INFO,
+           "%s %s-%s on comm 0x%016llx: %s, keeps NCCL's own choice %s, %s us, after %llu calls",
            ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id,
-           seg->source == AH_SOURCE_DEFAULT ? "the search found nothing faster" : source_words(seg->source),
+           seg->source == AH_SOURCE_DEFAULT ? "the search found nothing faster"
+                                            : source_words(seg->source),
            cfg, ds, (unsigned long long)seg->first);
     return;
   }
   ah_log(AH_LOG_INFO, "%s %s-%s on comm 0x%016llx: %s %s, %s us vs NCCL %s us%s, after %llu calls",
-         ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id, source_words(seg->source), cfg, ws, ds,
-         ratio, (unsigned long long)seg->first);
+         ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id, source_words(seg->source), cfg,
+         ws, ds, ratio, (unsigned long long)seg->first);
 }

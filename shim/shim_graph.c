@@ -84,7 +84,8 @@ void ah_shim_graph_note(cudaStream_t stream, ah_shim_rankkey_t *ck) {
   pthread_mutex_lock(&glock);
   gset_t *g = gset_get(&by_stream, stream, 1);
   if (!g || gset_add(g, ck, 1) != 0)
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "out of memory recording a captured call: graph launches of it are not counted");
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "out of memory recording a captured call: graph launches of it are not counted");
   pthread_mutex_unlock(&glock);
 }
 

@@ -28,7 +28,7 @@
 #define SAMPLES_RING (8 * AH_HEALTH_SAMPLES)
 
 typedef struct ah_comm_health {
-  pthread_mutex_t samples_lock;            /* the timing harvest (any thread) vs the tick */
+  pthread_mutex_t samples_lock; /* the timing harvest (any thread) vs the tick */
   ah_health_sample_t samples[SAMPLES_RING];
   int samples_head, nsamples;
   uint64_t seen[AH_NUM_COLLS][AH_BINS];    /* each key's count at the last tick */
@@ -60,7 +60,8 @@ static int probe_record(ah_comm_t *c, comm_health_t *hs) {
   CUstream s = c->last_stream;
   if (ah_cuda.CtxSetCurrent(c->cuctx) != CUDA_SUCCESS) return -1;
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (ah_cuda.StreamIsCapturing(s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE) return -1;
+  if (ah_cuda.StreamIsCapturing(s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
+    return -1;
   if (hs->probe && hs->probe_ctx != c->cuctx) {
     ah_cuda.EventDestroy(hs->probe);
     hs->probe = NULL;
@@ -165,7 +166,8 @@ static void samples_send(const ah_shim_coord_hooks_t *h, ah_comm_t *c, comm_heal
   hs->samples_head = hs->nsamples = 0;
   pthread_mutex_unlock(&hs->samples_lock);
   for (int i = 0; i < n && h->samples; i += AH_HEALTH_SAMPLES)
-    h->samples(h->arg, c->id, (uint32_t)c->rank, x + i, n - i < AH_HEALTH_SAMPLES ? n - i : AH_HEALTH_SAMPLES);
+    h->samples(h->arg, c->id, (uint32_t)c->rank, x + i,
+               n - i < AH_HEALTH_SAMPLES ? n - i : AH_HEALTH_SAMPLES);
 }
 
 static void comm_tick(void *arg, ah_comm_t *c) {
@@ -250,7 +252,8 @@ void ah_shim_health_note(uint64_t comm, int kind, const char *text) {
 int ah_shim_health_findings(ah_report_health_t *out, int max) {
   pthread_mutex_lock(&findings_lock);
   int n = nfindings < max ? nfindings : max;
-  for (int i = 0; i < n; i++) out[i] = findings[(first_finding + nfindings - n + i) % AH_REPORT_HEALTH_MAX];
+  for (int i = 0; i < n; i++)
+    out[i] = findings[(first_finding + nfindings - n + i) % AH_REPORT_HEALTH_MAX];
   pthread_mutex_unlock(&findings_lock);
   return n;
 }
@@ -279,20 +282,24 @@ static int json_parts(char *out, size_t len, const ah_finding_t *f) {
     if (r->gpu != 0xffff) snprintf(gpu, sizeof gpu, "%u", r->gpu);
     json_text(host, sizeof host, r->host);
     if (r->host[0])
-      o += snprintf(out + o, len - (size_t)o, "%s{\"rank\": %u, \"host\": \"%s\", \"pid\": %u, \"gpu\": %s}",
-                    i ? ", " : "", r->rank, host, r->pid, gpu);
+      o += snprintf(out + o, len - (size_t)o,
+                    "%s{\"rank\": %u, \"host\": \"%s\", \"pid\": %u, \"gpu\": %s}", i ? ", " : "",
+                    r->rank, host, r->pid, gpu);
     else
-      o += snprintf(out + o, len - (size_t)o, "%s{\"rank\": %u, \"host\": null, \"pid\": null, \"gpu\": null}",
-                    i ? ", " : "", r->rank);
+      o += snprintf(out + o, len - (size_t)o,
+                    "%s{\"rank\": %u, \"host\": null, \"pid\": null, \"gpu\": null}", i ? ", " : "",
+                    r->rank);
   }
   if (o <= 0 || (size_t)o >= len) return -1;
   if (!f->has_call)
-    return o + snprintf(out + o, len - (size_t)o, "], \"ranks_total\": %u, \"call\": null", f->nranks);
+    return o +
+           snprintf(out + o, len - (size_t)o, "], \"ranks_total\": %u, \"call\": null", f->nranks);
   char size[32];
   ah_size_format(ah_size_bin_floor(f->bin), size, sizeof size);
-  return o + snprintf(out + o, len - (size_t)o, "], \"ranks_total\": %u, \"call\": {\"collective\": \"%s\", "
-                      "\"size_bin\": \"%s+\", \"index\": %llu}", f->nranks, ah_coll_name(f->coll), size,
-                      (unsigned long long)f->index);
+  return o + snprintf(out + o, len - (size_t)o,
+                      "], \"ranks_total\": %u, \"call\": {\"collective\": \"%s\", "
+                      "\"size_bin\": \"%s+\", \"index\": %llu}",
+                      f->nranks, ah_coll_name(f->coll), size, (unsigned long long)f->index);
 }
 
 void ah_shim_health_event(uint64_t comm, const ah_finding_t *f) {
@@ -305,10 +312,12 @@ void ah_shim_health_event(uint64_t comm, const ah_finding_t *f) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   const char *kind = ah_report_health_kind(f->kind);
-  int n = snprintf(line, sizeof line, "{\"event\": \"autoha.health\", \"kind\": \"%s\", \"comm\": "
-                   "\"0x%016llx\", \"text\": \"%s\", %s, \"time\": %.3f, \"host\": \"%s\", \"pid\": %d}\n",
-                   kind ? kind : "none", (unsigned long long)comm, esc, parts,
-                   (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, host, (int)getpid());
+  int n = snprintf(
+      line, sizeof line,
+      "{\"event\": \"autoha.health\", \"kind\": \"%s\", \"comm\": "
+      "\"0x%016llx\", \"text\": \"%s\", %s, \"time\": %.3f, \"host\": \"%s\", \"pid\": %d}\n",
+      kind ? kind : "none", (unsigned long long)comm, esc, parts,
+      (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, host, (int)getpid());
   if (n <= 0 || (size_t)n >= sizeof line) return;
   /* The command runs in the background of a shell that exits at once (so nothing is left to reap),
    * reading the event from fd 3, a pipe small enough events never block the write; in a session of

@@ -62,8 +62,9 @@ static void attach_run(void) {
       (!tp || !*tp || ah_shim_chain_load(tp, ah_shim.self_path)))
     setenv("NCCL_TUNER_PLUGIN", ah_shim.self_path, 1);
   tp = getenv("NCCL_TUNER_PLUGIN");
-  ah_shim.tuner_expected = ah_shim.tuner_capable && tp && ah_shim.self_path[0] &&
-                           (strcmp(tp, ah_shim.self_path) == 0 || ah_shim_chain_is_self(tp, ah_shim.self_path));
+  ah_shim.tuner_expected =
+      ah_shim.tuner_capable && tp && ah_shim.self_path[0] &&
+      (strcmp(tp, ah_shim.self_path) == 0 || ah_shim_chain_is_self(tp, ah_shim.self_path));
   ah_log(AH_LOG_INFO, "autoha %s enabled: mode %s, NCCL %d%s", ah_version(),
          ah_env_mode_name(ah_env_settings()->mode), v,
          ah_shim.tuner_capable ? "" : " (no tuner ABI: observing from the API)");

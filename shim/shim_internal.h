@@ -49,8 +49,8 @@ struct ah_shim_rankkey;
 typedef struct {
   uint64_t index;
   double us;
-  double t0_us;   /* when its first rank reported it (ah_shim_now_us) */
-  int n;          /* ranks that reported it; 0: the slot is free; -1: passed on (later times ignored) */
+  double t0_us; /* when its first rank reported it (ah_shim_now_us) */
+  int n; /* ranks that reported it; 0: the slot is free; -1: passed on (later times ignored) */
 } ah_shim_localmin_t;
 /* Search calls a key's local minimum follows at once (its slot is index % this). */
 #define AH_LOCAL_MIN_SLOTS 64
@@ -59,17 +59,17 @@ typedef struct {
 typedef struct ah_shim_keystate {
   ah_key_t key;
   ah_sched_t *sched;
-  pthread_mutex_t lock;      /* serialises the leader's ah_tune_* calls (tune mode only) */
-  struct ah_tune *tune;      /* created by the leader's first call of the key, tune mode only */
-  _Atomic int reopen;        /* drift re-opened tuning: the leader cuts the forever segment */
-  _Atomic int gave_up;       /* a worker waited AUTOHA_SYNC_TIMEOUT_S for the leader: no more waits */
+  pthread_mutex_t lock; /* serialises the leader's ah_tune_* calls (tune mode only) */
+  struct ah_tune *tune; /* created by the leader's first call of the key, tune mode only */
+  _Atomic int reopen;   /* drift re-opened tuning: the leader cuts the forever segment */
+  _Atomic int gave_up;  /* a worker waited AUTOHA_SYNC_TIMEOUT_S for the leader: no more waits */
   int space_set;
-  ah_space_t space;          /* from the leader's first cost table */
-  int nlocal;                /* this process's ranks using the key (under lock) */
+  ah_space_t space; /* from the leader's first cost table */
+  int nlocal;       /* this process's ranks using the key (under lock) */
   struct ah_shim_rankkey *local[AH_MAX_LOCAL_RANKS];
-  ah_shim_localmin_t *mins;  /* a wholly local search's shortest durations (under lock; lazily) */
-  int ntimers;               /* local ranks that have reported a search call's time (under lock) */
-  struct ah_shim_keystate *next;  /* in the process-wide table (shim_decide.c) */
+  ah_shim_localmin_t *mins; /* a wholly local search's shortest durations (under lock; lazily) */
+  int ntimers;              /* local ranks that have reported a search call's time (under lock) */
+  struct ah_shim_keystate *next; /* in the process-wide table (shim_decide.c) */
 } ah_shim_keystate_t;
 
 /* One rank's statistics of one configuration in a key. */
@@ -84,7 +84,7 @@ typedef struct {
 typedef struct ah_shim_rankkey {
   ah_shim_keystate_t *ks;
   int coll, bin;
-  uint64_t next;             /* call index of the next call: calls counted so far */
+  uint64_t next; /* call index of the next call: calls counted so far */
   uint64_t bytes_min, bytes_max;
   /* The settled call's short path (ah_shim_decide_hot, shim_decide_hot.h): written by a full
    * decision that ran a forever segment with nothing else to do, valid for call indices below
@@ -92,31 +92,31 @@ typedef struct ah_shim_rankkey {
    * published count is still hot_published. */
   uint64_t hot_end;
   uint64_t hot_published;
-  uint64_t *hot_calls;       /* the statistic its calls are counted in (applied or NCCL's default) */
-  int hot_cell;              /* the cost-table cell forced: hot_algo x hot_num_proto + protocol */
+  uint64_t *hot_calls; /* the statistic its calls are counted in (applied or NCCL's default) */
+  int hot_cell;        /* the cost-table cell forced: hot_algo x hot_num_proto + protocol */
   int hot_algo, hot_num_proto; /* the table width hot_cell is for (-1: it changed, no short path) */
-  int hot_nchannels;         /* the channel count asked for, 0 NCCL's */
-  ah_config_t nccl_cfg;      /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
-  ah_stat_t nccl_default;            /* calls that ran NCCL's own choice */
-  ah_stat_t applied;         /* calls that ran the current non-default config */
-  uint32_t gen;              /* bumped when the applied config changes (late times are dropped) */
-  int timer;                 /* 1 once this rank reported a search call's time (ks->ntimers) */
-  uint64_t seg_first;        /* first index of the segment used last, UINT64_MAX before any */
-  ah_segment_t seg;          /* that segment, as looked up when the schedule had ... */
-  uint64_t seg_published;    /* ... this many segments (UINT64_MAX: look it up again) */
-  int seg_keep;              /* that segment keeps NCCL's choice */
-  int seg_refused;           /* v1/v2: that segment names a pair NCCL's flags forbid */
-  int seg_nccl;              /* that segment forces NCCL's own pair and resources */
-  int seg_cell;              /* v3+: its pair's cost-table cell, checked at each call; -1 none to
+  int hot_nchannels;           /* the channel count asked for, 0 NCCL's */
+  ah_config_t nccl_cfg;        /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
+  ah_stat_t nccl_default;      /* calls that ran NCCL's own choice */
+  ah_stat_t applied;           /* calls that ran the current non-default config */
+  uint32_t gen;                /* bumped when the applied config changes (late times are dropped) */
+  int timer;                   /* 1 once this rank reported a search call's time (ks->ntimers) */
+  uint64_t seg_first;          /* first index of the segment used last, UINT64_MAX before any */
+  ah_segment_t seg;            /* that segment, as looked up when the schedule had ... */
+  uint64_t seg_published;      /* ... this many segments (UINT64_MAX: look it up again) */
+  int seg_keep;                /* that segment keeps NCCL's choice */
+  int seg_refused;             /* v1/v2: that segment names a pair NCCL's flags forbid */
+  int seg_nccl;                /* that segment forces NCCL's own pair and resources */
+  int seg_cell;                /* v3+: its pair's cost-table cell, checked at each call; -1 none to
                               * check, -2 a partial pair (every matching cell is looked at) */
-  int source;                /* AH_SOURCE_* of the latest call */
-  int refused;               /* a forced pair NCCL cannot run was refused (logged once) */
-  int leader;                /* this rank drives the key's search */
-  int searched;              /* the leader searches the key (a tuned communicator, not pinned) */
-  struct ah_comm *comm;      /* the rank's communicator context */
+  int source;                  /* AH_SOURCE_* of the latest call */
+  int refused;                 /* a forced pair NCCL cannot run was refused (logged once) */
+  int leader;                  /* this rank drives the key's search */
+  int searched;                /* the leader searches the key (a tuned communicator, not pinned) */
+  struct ah_comm *comm;        /* the rank's communicator context */
   uint64_t sync_waits;
   double sync_wait_us;
-  uint64_t captured;         /* calls issued into a capturing stream (CUDA graphs): not timed */
+  uint64_t captured; /* calls issued into a capturing stream (CUDA graphs): not timed */
   _Atomic uint64_t graph_launched; /* their replays by launches of the graphs (shim_graph.c) */
 } ah_shim_rankkey_t;
 
@@ -128,11 +128,11 @@ enum { AH_CTL_OBSERVE = 0, AH_CTL_FIXED = 1, AH_CTL_LOCAL_TUNE = 2, AH_CTL_REMOT
 typedef struct ah_commrec {
   uint64_t id;
   int nranks;
-  _Atomic int announced;     /* local ranks seen entering a constructor with this identity */
-  void *leader;              /* the ah_comm_t that drives the search (process-local tuning) */
-  _Atomic int ctl;           /* AH_CTL_*, -1 until decided */
-  int hub;                   /* its ranks joined the coordinator's hub (under the control lock) */
-  _Atomic int left;          /* the process left it at the hub: its last local context is gone */
+  _Atomic int announced; /* local ranks seen entering a constructor with this identity */
+  void *leader;          /* the ah_comm_t that drives the search (process-local tuning) */
+  _Atomic int ctl;       /* AH_CTL_*, -1 until decided */
+  int hub;               /* its ranks joined the coordinator's hub (under the control lock) */
+  _Atomic int left;      /* the process left it at the hub: its last local context is gone */
   struct ah_commrec *next;
 } ah_commrec_t;
 
@@ -140,36 +140,36 @@ typedef struct ah_commrec {
  * communicator per rank) or, when NCCL does not use the shim as its tuner, by the API wrappers.
  * Freed never: the report at exit still shows it (finalized is set instead). */
 typedef struct ah_comm {
-  uint64_t id;               /* identity, the same on every rank (see shim_comm.c) */
+  uint64_t id; /* identity, the same on every rank (see shim_comm.c) */
   int nranks, nnodes;
-  int rank;                  /* rank in the communicator, -1 while unknown */
-  int abi;                   /* tuner ABI NCCL loaded us with; 0 = observed from the API */
-  int ctl;                   /* AH_CTL_* copy, set at the first decision */
+  int rank; /* rank in the communicator, -1 while unknown */
+  int abi;  /* tuner ABI NCCL loaded us with; 0 = observed from the API */
+  int ctl;  /* AH_CTL_* copy, set at the first decision */
   ah_commrec_t *rec;
-  pthread_mutex_t lock;      /* key creation vs. the report's walk (never on the hot path) */
+  pthread_mutex_t lock; /* key creation vs. the report's walk (never on the hot path) */
   ah_shim_rankkey_t *keys[AH_NUM_COLLS][AH_BINS]; /* tuned AH_FUNC_* and observed-only AH_COLL_* */
   _Atomic int finalized;
-  void *chain_ctx;           /* the user's own tuner's context (shim_chain.c), NULL: none */
-  uintptr_t decider;         /* leader only: the thread that made its last slow-path decision */
+  void *chain_ctx;   /* the user's own tuner's context (shim_chain.c), NULL: none */
+  uintptr_t decider; /* leader only: the thread that made its last slow-path decision */
   /* For the hang probes (shim_health.c): the stream of the rank's latest decided call (written by
    * the hot path: one store), the CUDA context its first key was created in, and the health
    * thread's own state of this context. */
   CUstream last_stream;
   CUcontext cuctx;
   struct ah_comm_health *health;
-  struct ah_comm *next;      /* registry of every communicator, for the report */
+  struct ah_comm *next; /* registry of every communicator, for the report */
 } ah_comm_t;
 
 /* Process-wide shim state, set once by ah_shim_init. It holds no copy of a setting: every file
  * reads settings with ah_env_settings() (ah_env.h), which is valid before init and on every thread
  * and is the one reader the RDMA side can use without this NCCL-side state. */
 typedef struct {
-  int enabled;               /* 0: pure pass-through (AUTOHA_ENABLE=0, or an init failure) */
-  int nccl_version;          /* ncclGetVersion of the library actually loaded */
-  int tuner_capable;         /* the loaded NCCL has a tuner ABI (2.19+) */
-  int tuner_expected;        /* NCCL_TUNER_PLUGIN names autoha: NCCL will consult its tuner face */
+  int enabled;        /* 0: pure pass-through (AUTOHA_ENABLE=0, or an init failure) */
+  int nccl_version;   /* ncclGetVersion of the library actually loaded */
+  int tuner_capable;  /* the loaded NCCL has a tuner ABI (2.19+) */
+  int tuner_expected; /* NCCL_TUNER_PLUGIN names autoha: NCCL will consult its tuner face */
   const ah_profile_t *profile; /* loaded at the first communicator, NULL when none */
-  char self_path[1024];      /* this library's path (for NCCL_TUNER_PLUGIN) */
+  char self_path[1024];        /* this library's path (for NCCL_TUNER_PLUGIN) */
 } ah_shim_t;
 
 extern ah_shim_t ah_shim;
@@ -214,7 +214,8 @@ uint64_t ah_comm_id_for_split(uint64_t parent, int split_index, int color);
 /* The identity of a ncclCommShrink child: of (parent identity, index of the shrink on the
  * parent, excluded ranks in ascending order). A separate count from splits: excluded ranks do not
  * call, so a shared count would differ between them and the others at the parent's next split. */
-uint64_t ah_comm_id_for_shrink(uint64_t parent, int shrink_index, const int *sorted_excl, int nexcl);
+uint64_t ah_comm_id_for_shrink(uint64_t parent, int shrink_index, const int *sorted_excl,
+                               int nexcl);
 /* The live context of rank `rank` in the communicator the constructor wrappers announced as
  * `rec_id`, or NULL. Walks the registry: for calls that are not on the tuned hot path. */
 ah_comm_t *ah_comm_find(uint64_t rec_id, int rank);
@@ -261,7 +262,8 @@ uint64_t ah_comm_fallback_id(size_t nranks, size_t nnodes);
 
 /* ---- timing (shim_timing.c; the bracket itself is inline in shim_timing.h) ------------------- */
 /* Attaches one decision to the call being issued on this thread. */
-void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank);
+void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen,
+                    size_t bytes_per_rank);
 /* Every pending record of this thread is harvested (waiting for none). Leaves errno unchanged. */
 void ah_timing_harvest(void);
 /* The stream of this thread's open bracket (NULL outside one). */

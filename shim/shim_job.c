@@ -13,7 +13,9 @@ static char job_fallback[AH_SHIM_JOB_MAX]; /* "comm-<id>", fixed at its first us
 
 static void largest_comm(void *arg, ah_comm_t *c) {
   ah_comm_t **best = arg;
-  if (!*best || c->nranks > (*best)->nranks || (c->nranks == (*best)->nranks && c->id < (*best)->id)) *best = c;
+  if (!*best || c->nranks > (*best)->nranks ||
+      (c->nranks == (*best)->nranks && c->id < (*best)->id))
+    *best = c;
 }
 
 void ah_shim_job_name(uint64_t hint_id, char *out, size_t len) {
@@ -38,18 +40,22 @@ static _Thread_local uint64_t arg_id;
 
 /* The topology of this job as the shim sees it, with the shape of the first communicator (normally
  * the world): the same when writing a report and when loading one as a profile. */
-void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]) { ah_shim_topology(profile_nranks, profile_nnodes, out); }
+void ah_shim_fingerprint(char out[AH_REPORT_TOPO_MAX]) {
+  ah_shim_topology(profile_nranks, profile_nnodes, out);
+}
 
 static void first_comm_run(void) {
   profile_nranks = arg_nranks;
   profile_nnodes = arg_nnodes;
   const ah_settings_t *s = ah_env_settings();
   if (!s->profile[0]) return;
-  char topo[AH_REPORT_TOPO_MAX], path[AH_ENV_PATH_MAX], host[256] = "?", err[256], job[AH_SHIM_JOB_MAX];
+  char topo[AH_REPORT_TOPO_MAX], path[AH_ENV_PATH_MAX], host[256] = "?", err[256],
+                                                        job[AH_SHIM_JOB_MAX];
   if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
   host[sizeof host - 1] = 0;
   ah_shim_job_name(arg_id, job, sizeof job);
-  if (ah_template_expand(s->profile, host, (int)getpid(), arg_rank, job, path, sizeof path, err, sizeof err) != 0) {
+  if (ah_template_expand(s->profile, host, (int)getpid(), arg_rank, job, path, sizeof path, err,
+                         sizeof err) != 0) {
     ah_log(AH_LOG_ERROR, "AUTOHA_PROFILE: %s: no profile is loaded", err);
     return;
   }

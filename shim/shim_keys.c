@@ -56,7 +56,8 @@ static ah_shim_keystate_t *keystate_lookup(const ah_key_t *key, int create) {
     }
   }
   pthread_mutex_unlock(&ks_lock);
-  if (!e) AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key's state: it keeps NCCL's choice");
+  if (!e)
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key's state: it keeps NCCL's choice");
   return e ? &e->ks : NULL;
 }
 
@@ -71,7 +72,8 @@ void ah_shim_keystate_foreach(void (*fn)(void *arg, ah_shim_keystate_t *ks), voi
 }
 
 void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us) {
-  ah_shim_keystate_t *ks = ah_shim_keystate_find(key); /* a key never seen here is not searched here */
+  ah_shim_keystate_t *ks =
+      ah_shim_keystate_find(key); /* a key never seen here is not searched here */
   if (!ks || !(us >= 0)) return;
   pthread_mutex_lock(&ks->lock);
   if (ks->tune) ah_tune_observe(ks->tune, index, us); /* drift is not checked across processes */
@@ -114,7 +116,8 @@ static void local_min_observe(ah_shim_rankkey_t *ck, uint64_t index, double us, 
   } /* else passed on already, or the slot holds a later call: too late */
   if (m && m->index == index && m->n >= want) local_min_pass(ks, m);
   for (int i = 0; ks->mins && i < AH_LOCAL_MIN_SLOTS; i++)
-    if (ks->mins[i].n > 0 && now - ks->mins[i].t0_us > LOCAL_MIN_WAIT_US) local_min_pass(ks, &ks->mins[i]);
+    if (ks->mins[i].n > 0 && now - ks->mins[i].t0_us > LOCAL_MIN_WAIT_US)
+      local_min_pass(ks, &ks->mins[i]);
   pthread_mutex_unlock(&ks->lock);
 }
 
@@ -123,36 +126,45 @@ void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg) {
   ah_shim_keystate_t *ks = ah_shim_keystate_get(key);
   if (!ks) return;
   if (ah_sched_append(ks->sched, seg) != 0)
-    AH_LOG_CAPPED(5, AH_LOG_ERROR,
-                  "coordinator delivered a segment for comm %016llx %s bin %d at call %llu that does "
-                  "not extend the schedule (horizon %llu): ignored",
-                  (unsigned long long)key->comm, ah_coll_name(key->coll), key->bin,
-                  (unsigned long long)seg->first, (unsigned long long)ah_sched_horizon(ks->sched));
+    AH_LOG_CAPPED(
+        5, AH_LOG_ERROR,
+        "coordinator delivered a segment for comm %016llx %s bin %d at call %llu that does "
+        "not extend the schedule (horizon %llu): ignored",
+        (unsigned long long)key->comm, ah_coll_name(key->coll), key->bin,
+        (unsigned long long)seg->first, (unsigned long long)ah_sched_horizon(ks->sched));
 }
-
 
 /* ---- a rank's key entries ------------------------------------------------------------------------ */
 
-void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call, ah_segment_t *seg) {
-  ah_pin_segment(ah_env_settings(), ah_shim.profile, c->id, c->nranks, c->nnodes, coll, bin, call, seg);
+void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call,
+                    ah_segment_t *seg) {
+  ah_pin_segment(ah_env_settings(), ah_shim.profile, c->id, c->nranks, c->nnodes, coll, bin, call,
+                 seg);
 }
 
 void ah_shim_key_reopen(ah_shim_rankkey_t *ck) {
   atomic_store(&ck->ks->reopen, 1);
-  __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST); /* its next call takes the full path, which cuts */
+  __atomic_store_n(&ck->hot_end, 0,
+                   __ATOMIC_SEQ_CST); /* its next call takes the full path, which cuts */
 }
 
 ah_shim_rankkey_t *ah_shim_rankkey_new(int coll, int bin) {
   ah_shim_rankkey_t *ck = malloc(sizeof *ck);
   if (ck) /* every other member starts at zero */
-    *ck = (ah_shim_rankkey_t){.coll = coll, .bin = bin, .bytes_min = UINT64_MAX, .seg_first = UINT64_MAX,
-                              .seg_published = UINT64_MAX, .hot_published = UINT64_MAX, .source = AH_SOURCE_DEFAULT};
+    *ck = (ah_shim_rankkey_t){.coll = coll,
+                              .bin = bin,
+                              .bytes_min = UINT64_MAX,
+                              .seg_first = UINT64_MAX,
+                              .seg_published = UINT64_MAX,
+                              .hot_published = UINT64_MAX,
+                              .source = AH_SOURCE_DEFAULT};
   return ck;
 }
 
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call) {
   ah_shim_note_decider(c);
-  if (!c->cuctx && ah_shim_cuda_init()) (void)ah_cuda.CtxGetCurrent(&c->cuctx); /* for the hang probes */
+  if (!c->cuctx && ah_shim_cuda_init())
+    (void)ah_cuda.CtxGetCurrent(&c->cuctx); /* for the hang probes */
   ah_shim_rankkey_t *ck = ah_shim_rankkey_new(coll, bin);
   if (!ck) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key: it keeps NCCL's choice");
@@ -172,10 +184,12 @@ ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_
   if (c->ctl != AH_CTL_OBSERVE) {
     ah_segment_t seg;
     ah_shim_pinned(c, coll, bin, call, &seg);
-    int tuned = (c->ctl == AH_CTL_LOCAL_TUNE || c->ctl == AH_CTL_REMOTE_TUNE) && seg.source == AH_SOURCE_DEFAULT;
+    int tuned = (c->ctl == AH_CTL_LOCAL_TUNE || c->ctl == AH_CTL_REMOTE_TUNE) &&
+                seg.source == AH_SOURCE_DEFAULT;
     ck->searched = tuned;
     if (!tuned && ah_sched_horizon(ck->ks->sched) == 0 && ah_sched_append(ck->ks->sched, &seg) != 0)
-      ah_log(AH_LOG_WARN, "could not commit the pinned configuration of %s bin %d", ah_coll_name(coll), bin);
+      ah_log(AH_LOG_WARN, "could not commit the pinned configuration of %s bin %d",
+             ah_coll_name(coll), bin);
     /* A pinned key of a tuned communicator is committed by each rank itself; the leader must not
      * start a search for it. */
   }
@@ -202,13 +216,15 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
     st->bytes_total += (double)bytes_per_rank;
   }
   ah_comm_t *c = ck->comm;
-  if (c && c->rec && c->rec->hub) ah_shim_health_sample(c, ck->coll, ck->bin, index, us); /* hub-joined */
+  if (c && c->rec && c->rec->hub)
+    ah_shim_health_sample(c, ck->coll, ck->bin, index, us); /* hub-joined */
   ah_shim_keystate_t *ks = ck->ks;
   /* A search learns from the shortest duration across ranks, not the leader's own: a rank that
    * arrived early also times its wait for the last. Across processes the hub gathers it
    * (ah_shim_search_observe); within one, the key state does. */
   ah_segment_t seg;
-  int probe = c && ck->searched && ah_sched_lookup(ks->sched, index, &seg) && seg.count != AH_SCHED_FOREVER;
+  int probe =
+      c && ck->searched && ah_sched_lookup(ks->sched, index, &seg) && seg.count != AH_SCHED_FOREVER;
   if (probe && c->ctl == AH_CTL_REMOTE_TUNE) {
     ah_shim_coord_hooks_t h = ah_shim_hooks();
     if (h.search_time) {
@@ -220,10 +236,12 @@ void ah_shim_record_time(ah_shim_rankkey_t *ck, uint64_t index, int source, uint
     local_min_observe(ck, index, us, c->nranks);
     return;
   }
-  if (ck->leader && ks->tune) { /* a pinned config's drift, a one-rank search: the leader's own calls */
+  if (ck->leader &&
+      ks->tune) { /* a pinned config's drift, a one-rank search: the leader's own calls */
     pthread_mutex_lock(&ks->lock);
     ah_tune_observe(ks->tune, index, us);
-    if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune)) ah_shim_key_reopen(ck);
+    if (ah_sched_horizon(ks->sched) == UINT64_MAX && ah_tune_reopened(ks->tune))
+      ah_shim_key_reopen(ck);
     pthread_mutex_unlock(&ks->lock);
   }
 }

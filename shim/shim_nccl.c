@@ -40,15 +40,21 @@ typedef struct {
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static handle_t *handles;
 static _Atomic uint64_t handles_gen; /* bumped whenever a handle is bound or forgotten */
-static _Atomic int api_observed; /* some handle is observed from the API: look handles up */
+static _Atomic int api_observed;     /* some handle is observed from the API: look handles up */
 
 int ah_shim_dtype_size(ncclDataType_t t) {
   switch (t) {
-  case ncclInt8: case ncclUint8: return 1;
-  case ncclFloat16: case ncclBfloat16: return 2;
-  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-  default: return 1; /* fp8 types and anything newer */
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
+    default: return 1; /* fp8 types and anything newer */
   }
 }
 
@@ -77,7 +83,8 @@ static void handle_bind(ncclComm_t comm, uint64_t id, int api, int rank) {
   }
   atomic_fetch_add(&handles_gen, 1);
   if (!h) /* its splits then get no identity and pass through, and nothing is observed on it */
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "out of memory recording a communicator: its calls keep NCCL's choices");
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "out of memory recording a communicator: its calls keep NCCL's choices");
   if (h) {
     h->id = id;
     h->splits = h->shrinks = 0;
@@ -163,8 +170,10 @@ int ah_shim_revoke_comm(uint64_t id) {
     ncclResult_t r = ah_real.CommRevoke(found[i], 0);
     if (r == ncclSuccess) done++;
     else
-      ah_log(AH_LOG_WARN, "communicator %016llx: ncclCommRevoke failed (error %d%s): it is left as "
-             "it is", (unsigned long long)id, (int)r,
+      ah_log(AH_LOG_WARN,
+             "communicator %016llx: ncclCommRevoke failed (error %d%s): it is left as "
+             "it is",
+             (unsigned long long)id, (int)r,
              ah_shim.nccl_version < 22807 ? "; it needs NCCL 2.28.7 or newer" : "");
   }
   return done;
@@ -219,13 +228,17 @@ static void handle_forget(ncclComm_t comm) {
  * NCCL's own threads and are trusted to reach the tuner face when NCCL_TUNER_PLUGIN names it. */
 static int needs_api_observer(int sync_init) {
   if (!ah_shim.tuner_capable) {
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "NCCL %d has no tuner plugin ABI (2.19+): autoha observes and "
-                  "reports only", ah_shim.nccl_version);
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "NCCL %d has no tuner plugin ABI (2.19+): autoha observes and "
+                  "reports only",
+                  ah_shim.nccl_version);
     return 1;
   }
   if (ah_shim.tuner_expected && (!sync_init || ah_comm_last_created())) return 0;
-  AH_LOG_CAPPED(1, AH_LOG_WARN, "NCCL did not load autoha as its tuner (NCCL_TUNER_PLUGIN=%s): "
-                "autoha observes and reports only", getenv("NCCL_TUNER_PLUGIN") ? getenv("NCCL_TUNER_PLUGIN") : "");
+  AH_LOG_CAPPED(1, AH_LOG_WARN,
+                "NCCL did not load autoha as its tuner (NCCL_TUNER_PLUGIN=%s): "
+                "autoha observes and reports only",
+                getenv("NCCL_TUNER_PLUGIN") ? getenv("NCCL_TUNER_PLUGIN") : "");
   return 1;
 }
 
@@ -237,8 +250,8 @@ ncclResult_t ncclGroupEnd(void);
 
 /* The group and wrapped-collective state is in ah_thread (shim_thread.h): group_depth,
  * group_stream (the first stream a collective of the group used), group_has_stream, coll_depth. */
-static _Thread_local int initall_ndev;          /* inside ncclCommInitAll: its rank count */
-static _Thread_local uint64_t initall_id;       /* and the identity of the id NCCL made for it */
+static _Thread_local int initall_ndev;    /* inside ncclCommInitAll: its rank count */
+static _Thread_local uint64_t initall_id; /* and the identity of the id NCCL made for it */
 
 int ah_shim_in_group(void) { return ah_thread.group_depth > 0; }
 
@@ -278,7 +291,8 @@ AH_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
   if (!ah_shim.enabled) return ah_real.GroupSimulateEnd(simInfo);
   ah_thread_t *t = &ah_thread;
   if (t->group_depth > 0) t->group_depth--;
-  if (t->group_depth == 0) t->group_has_stream = 0; /* a nested one leaves the outer group's stream noted */
+  if (t->group_depth == 0)
+    t->group_has_stream = 0; /* a nested one leaves the outer group's stream noted */
   ah_shim_simulating(1);
   ncclResult_t r = ah_real.GroupSimulateEnd(simInfo);
   int saved = errno;
@@ -359,38 +373,40 @@ static inline int grouped_short(cudaStream_t stream) {
   }
 
 COLLECTIVE_WRAPPER(ncclAllReduce, AllReduce,
-                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                    ncclComm_t comm, cudaStream_t stream),
-                   (sendbuff, recvbuff, count, datatype, op, comm, stream), stream, comm, AH_FUNC_ALLREDUCE, count,
-                   datatype)
+                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, count, datatype, op, comm, stream), stream, comm,
+                   AH_FUNC_ALLREDUCE, count, datatype)
 
 COLLECTIVE_WRAPPER(ncclBroadcast, Broadcast,
-                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-                    ncclComm_t comm, cudaStream_t stream),
-                   (sendbuff, recvbuff, count, datatype, root, comm, stream), stream, comm, AH_FUNC_BROADCAST, count,
-                   datatype)
+                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                    int root, ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, count, datatype, root, comm, stream), stream, comm,
+                   AH_FUNC_BROADCAST, count, datatype)
 
 COLLECTIVE_WRAPPER(ncclBcast, Bcast,
-                   (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream),
-                   (buff, count, datatype, root, comm, stream), stream, comm, AH_FUNC_BROADCAST, count, datatype)
+                   (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                    cudaStream_t stream),
+                   (buff, count, datatype, root, comm, stream), stream, comm, AH_FUNC_BROADCAST,
+                   count, datatype)
 
 COLLECTIVE_WRAPPER(ncclReduce, Reduce,
-                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                    int root, ncclComm_t comm, cudaStream_t stream),
-                   (sendbuff, recvbuff, count, datatype, op, root, comm, stream), stream, comm, AH_FUNC_REDUCE, count,
-                   datatype)
+                   (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, count, datatype, op, root, comm, stream), stream, comm,
+                   AH_FUNC_REDUCE, count, datatype)
 
 COLLECTIVE_WRAPPER(ncclAllGather, AllGather,
-                   (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
-                    cudaStream_t stream),
-                   (sendbuff, recvbuff, sendcount, datatype, comm, stream), stream, comm, AH_FUNC_ALLGATHER,
-                   sendcount, datatype)
+                   (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                    ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, sendcount, datatype, comm, stream), stream, comm,
+                   AH_FUNC_ALLGATHER, sendcount, datatype)
 
 COLLECTIVE_WRAPPER(ncclReduceScatter, ReduceScatter,
-                   (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
-                    ncclComm_t comm, cudaStream_t stream),
-                   (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), stream, comm, AH_FUNC_REDUCESCATTER,
-                   recvcount, datatype)
+                   (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+                   (sendbuff, recvbuff, recvcount, datatype, op, comm, stream), stream, comm,
+                   AH_FUNC_REDUCESCATTER, recvcount, datatype)
 
 /* ---- communicator lifetime ------------------------------------------------------------------- */
 
@@ -413,7 +429,7 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 
 /* Announces the rank, queues the identity for the tuner's init, runs the real constructor, binds
  * the handle. */
-#define CONSTRUCT(call, newcomm_p, id, alt, nranks_arg, rank_arg)                                               \
+#define CONSTRUCT(call, newcomm_p, id, alt, nranks_arg, rank_arg)                                  \
   do {                                                                                             \
     ah_shim_init();                                                                                \
     if (!ah_shim.enabled) return call;                                                             \
@@ -433,8 +449,8 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
       int rank_ = (rank_arg);                                                                      \
       if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)     \
         ctx_->rank = rank_;                                                                        \
-      if (!grouped_) ah_log_set_rank_of(rank_, (nranks_arg)); /* this thread's lines say [N] */   \
-      if (rank_ >= 0) ah_log_file_rank(rank_); /* a log file named by rank opens now */           \
+      if (!grouped_) ah_log_set_rank_of(rank_, (nranks_arg)); /* this thread's lines say [N] */    \
+      if (rank_ >= 0) ah_log_file_rank(rank_); /* a log file named by rank opens now */            \
       handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(1), rank_);                   \
     } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \
       handle_bind(*(newcomm_p), id_, 0, (rank_arg));                                               \
@@ -448,7 +464,8 @@ AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUni
   ah_shim_coord_seen(&commId);
   ah_shim_coord_on_finding(on_finding);
   CONSTRUCT(ah_real.CommInitRank(newcomm, nranks, commId, myrank), newcomm,
-            ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks, myrank);
+            ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks,
+            myrank);
 }
 
 AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
@@ -458,11 +475,13 @@ AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, n
   ncclConfig_t tc_copy; /* AUTOHA_QP_TC(_COMM) as the per-communicator traffic class (NCCL 2.26+) */
   config = ah_shim_qp_config_tc(config, nranks, &tc_copy);
   CONSTRUCT(ah_real.CommInitRankConfig(newcomm, nranks, commId, myrank, config), newcomm,
-            ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks, myrank);
+            ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks,
+            myrank);
 }
 
-AH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
-                                                ncclUniqueId *commIds, ncclConfig_t *config) {
+AH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank,
+                                                int nId, ncclUniqueId *commIds,
+                                                ncclConfig_t *config) {
   if (nId > 0 && commIds) ah_shim_coord_seen(&commIds[0]);
   ah_shim_coord_on_finding(on_finding);
   CONSTRUCT(ah_real.CommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config), newcomm,
@@ -495,7 +514,8 @@ AH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   ah_shim_init();
   if (!ah_shim.enabled) return ah_real.CommSplit(comm, color, key, newcomm, config);
   uint64_t id = handle_split(comm, color);
-  if (color == NCCL_SPLIT_NOCOLOR || id == 0) return ah_real.CommSplit(comm, color, key, newcomm, config);
+  if (color == NCCL_SPLIT_NOCOLOR || id == 0)
+    return ah_real.CommSplit(comm, color, key, newcomm, config);
   CONSTRUCT(ah_real.CommSplit(comm, color, key, newcomm, config), newcomm, id, 0, 0, -1);
 }
 
@@ -505,11 +525,15 @@ AH_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, in
                                       ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
   ah_shim_init();
   if (!ah_shim.enabled)
-    return ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    return ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config,
+                              shrinkFlags);
   uint64_t id = handle_shrink(comm, excludeRanksList, excludeRanksCount);
-  if (id == 0) return ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
-  CONSTRUCT(ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
-            newcomm, id, 0, 0, -1);
+  if (id == 0)
+    return ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config,
+                              shrinkFlags);
+  CONSTRUCT(
+      ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
+      newcomm, id, 0, 0, -1);
 }
 
 AH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {

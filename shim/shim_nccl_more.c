@@ -26,7 +26,9 @@ static ah_shim_rankkey_t *observed_key(ah_comm_t *c, int coll, int bin) {
     __atomic_store_n(&c->keys[coll][bin], ck, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&c->lock);
-  if (!ck) AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key: %s is not reported", ah_coll_name(coll));
+  if (!ck)
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory creating a key: %s is not reported",
+                  ah_coll_name(coll));
   return ck;
 }
 
@@ -41,7 +43,8 @@ static void observe(ncclComm_t comm, int coll, size_t bytes_per_rank) {
   ck->nccl_default.calls++;
   if (bytes_per_rank < ck->bytes_min) ck->bytes_min = bytes_per_rank;
   if (bytes_per_rank > ck->bytes_max) ck->bytes_max = bytes_per_rank;
-  if (index < 16 || (index & 63) == 0) ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
+  if (index < 16 || (index & 63) == 0)
+    ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
 }
 
 /* Counts, brackets for timing outside a group, forwards; errno as the real call left it. */

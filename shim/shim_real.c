@@ -28,7 +28,8 @@ static void stub_log(const char *name) {
   if (atomic_load_explicit(&real_found, memory_order_acquire))
     ah_log(AH_LOG_ERROR, "the loaded NCCL has no %s; the call fails with ncclInvalidUsage", name);
   else
-    ah_log(AH_LOG_ERROR, "%s called but no NCCL is loaded; the call fails with ncclInvalidUsage", name);
+    ah_log(AH_LOG_ERROR, "%s called but no NCCL is loaded; the call fails with ncclInvalidUsage",
+           name);
 }
 #define STUB(name, ...)                                                                            \
   static ncclResult_t stub_##name(__VA_ARGS__) {                                                   \
@@ -45,19 +46,24 @@ STUB(GetUniqueId, ncclUniqueId *id)
 STUB(CommInitRank, ncclComm_t *c, int n, ncclUniqueId id, int r)
 STUB(CommInitRankConfig, ncclComm_t *c, int n, ncclUniqueId id, int r, ncclConfig_t *cfg)
 STUB(CommInitAll, ncclComm_t *c, int n, const int *d)
-STUB(CommInitRankScalable, ncclComm_t *c, int n, int r, int nid, ncclUniqueId *ids, ncclConfig_t *cfg)
+STUB(CommInitRankScalable, ncclComm_t *c, int n, int r, int nid, ncclUniqueId *ids,
+     ncclConfig_t *cfg)
 STUB(CommSplit, ncclComm_t c, int color, int key, ncclComm_t *nc, ncclConfig_t *cfg)
 STUB(CommDestroy, ncclComm_t c)
 STUB(CommAbort, ncclComm_t c)
 STUB(CommFinalize, ncclComm_t c)
 STUB(CommCount, const ncclComm_t c, int *n)
 STUB(CommUserRank, const ncclComm_t c, int *r)
-STUB(AllReduce, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c, cudaStream_t st)
-STUB(Broadcast, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
+STUB(AllReduce, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c,
+     cudaStream_t st)
+STUB(Broadcast, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
+     cudaStream_t st)
 STUB(Bcast, void *b, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
-STUB(Reduce, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t o, int root, ncclComm_t c, cudaStream_t st)
+STUB(Reduce, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t o, int root,
+     ncclComm_t c, cudaStream_t st)
 STUB(AllGather, const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
-STUB(ReduceScatter, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c, cudaStream_t st)
+STUB(ReduceScatter, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c,
+     cudaStream_t st)
 STUB(GroupStart, void)
 STUB(GroupEnd, void)
 STUB(GroupSimulateEnd, ncclSimInfo_t *info)
@@ -65,8 +71,10 @@ STUB(GroupSimulateEnd, ncclSimInfo_t *info)
 STUB(CommShrink, ncclComm_t c, int *excl, int nexcl, ncclComm_t *nc, ncclConfig_t *cfg, int flags)
 STUB(CommRevoke, ncclComm_t c, int flags)
 STUB(AlltoAll, const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
-STUB(Gather, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
-STUB(Scatter, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
+STUB(Gather, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
+     cudaStream_t st)
+STUB(Scatter, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
+     cudaStream_t st)
 #undef STUB
 
 /* A lookup in `src`: RTLD_NEXT or a handle of the loaded libnccl; none (NULL) while NCCL is missing. */
@@ -117,11 +125,11 @@ static void real_resolve(void *src, ah_real_nccl_t *t) {
 /* ---- finding the loaded libnccl ---------------------------------------------------------------- */
 
 typedef struct {
-  int counted;                /* the loader's object count has been read */
-  unsigned long long adds;    /* dl_phdr_info.dlpi_adds: objects ever loaded */
-  unsigned long long last;    /* the count at the last fruitless search */
-  int unchanged;              /* nothing was loaded since: the walk stopped at once */
-  char path[4096];            /* the first object other than the shim that defines ncclGetVersion */
+  int counted;             /* the loader's object count has been read */
+  unsigned long long adds; /* dl_phdr_info.dlpi_adds: objects ever loaded */
+  unsigned long long last; /* the count at the last fruitless search */
+  int unchanged;           /* nothing was loaded since: the walk stopped at once */
+  char path[4096];         /* the first object other than the shim that defines ncclGetVersion */
 } real_scan_t;
 
 /* Finds `name` in the first loaded object other than the shim that defines it (an object opened
@@ -170,12 +178,14 @@ static int real_scan_object(struct dl_phdr_info *info, size_t size, void *arg) {
       if (s->adds != 0 && s->adds == s->last) return s->unchanged = 1;
     }
   }
-  if (!info->dlpi_name || !info->dlpi_name[0]) return 0; /* the program (RTLD_NEXT covers it) or the vDSO */
+  if (!info->dlpi_name || !info->dlpi_name[0])
+    return 0; /* the program (RTLD_NEXT covers it) or the vDSO */
   const ElfW(Dyn) *dyn = NULL;
   for (int i = 0; i < info->dlpi_phnum; i++)
     if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
       dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-  if (!dyn || dyn == _DYNAMIC) return 0; /* the shim itself defines no ncclGetVersion, but be sure */
+  if (!dyn || dyn == _DYNAMIC)
+    return 0; /* the shim itself defines no ncclGetVersion, but be sure */
   if (!ah_elf_lookup(info->dlpi_addr, dyn, "ncclGetVersion") &&
       !ah_elf_lookup(info->dlpi_addr, dyn, "pncclGetVersion"))
     return 0;
@@ -201,8 +211,10 @@ static void *real_find(const char **how_p) {
     *how_p = "the next definition after the shim";
   } else if (s.path[0]) {
     src = dlopen(s.path, RTLD_NOLOAD | RTLD_LAZY);
-    if (!src) AH_LOG_CAPPED(1, AH_LOG_WARN, "NCCL is loaded from %s but cannot be opened (%s); NCCL calls fail",
-                            s.path, dlerror());
+    if (!src)
+      AH_LOG_CAPPED(1, AH_LOG_WARN,
+                    "NCCL is loaded from %s but cannot be opened (%s); NCCL calls fail", s.path,
+                    dlerror());
     *how_p = "outside the global scope (a library opened RTLD_LOCAL)";
   }
   if (!src) {
@@ -215,16 +227,18 @@ static void *real_find(const char **how_p) {
 /* ---- publishing the table ------------------------------------------------------------------------ */
 
 static pthread_mutex_t real_lock = PTHREAD_MUTEX_INITIALIZER;
-static int real_filled;         /* under real_lock: the table holds the stubs or NCCL */
+static int real_filled; /* under real_lock: the table holds the stubs or NCCL */
 
 /* Copies `t` into ah_real word by word with atomic stores: a thread that called while NCCL was
  * still missing may be reading a field as it changes, and sees the stub or NCCL's function. */
 typedef uintptr_t __attribute__((may_alias)) real_word_t;
 static void real_publish(const ah_real_nccl_t *t) {
-  _Static_assert(sizeof *t % sizeof(real_word_t) == 0, "ah_real_nccl_t holds only function pointers");
+  _Static_assert(sizeof *t % sizeof(real_word_t) == 0,
+                 "ah_real_nccl_t holds only function pointers");
   const real_word_t *from = (const real_word_t *)t;
   real_word_t *to = (real_word_t *)&ah_real;
-  for (size_t i = 0; i < sizeof *t / sizeof *to; i++) __atomic_store_n(&to[i], from[i], __ATOMIC_RELAXED);
+  for (size_t i = 0; i < sizeof *t / sizeof *to; i++)
+    __atomic_store_n(&to[i], from[i], __ATOMIC_RELAXED);
 }
 
 int ah_shim_real_init(void) {
@@ -268,25 +282,28 @@ static void cuda_resolve(void) {
   ah_cuda.EventCreate = (__typeof__(ah_cuda.EventCreate))dlsym(h, "cuEventCreate");
   ah_cuda.EventRecord = (__typeof__(ah_cuda.EventRecord))dlsym(h, "cuEventRecord");
   ah_cuda.EventQuery = (__typeof__(ah_cuda.EventQuery))dlsym(h, "cuEventQuery");
-  ah_cuda.EventElapsedTime = (__typeof__(ah_cuda.EventElapsedTime))dlsym(h, "cuEventElapsedTime_v2");
+  ah_cuda.EventElapsedTime =
+      (__typeof__(ah_cuda.EventElapsedTime))dlsym(h, "cuEventElapsedTime_v2");
   if (!ah_cuda.EventElapsedTime)
     ah_cuda.EventElapsedTime = (__typeof__(ah_cuda.EventElapsedTime))dlsym(h, "cuEventElapsedTime");
   ah_cuda.EventDestroy = (__typeof__(ah_cuda.EventDestroy))dlsym(h, "cuEventDestroy_v2");
-  if (!ah_cuda.EventDestroy) ah_cuda.EventDestroy = (__typeof__(ah_cuda.EventDestroy))dlsym(h, "cuEventDestroy");
+  if (!ah_cuda.EventDestroy)
+    ah_cuda.EventDestroy = (__typeof__(ah_cuda.EventDestroy))dlsym(h, "cuEventDestroy");
   ah_cuda.CtxGetCurrent = (__typeof__(ah_cuda.CtxGetCurrent))dlsym(h, "cuCtxGetCurrent");
-  ah_cuda.StreamIsCapturing = (__typeof__(ah_cuda.StreamIsCapturing))dlsym(h, "cuStreamIsCapturing");
+  ah_cuda.StreamIsCapturing =
+      (__typeof__(ah_cuda.StreamIsCapturing))dlsym(h, "cuStreamIsCapturing");
   ah_cuda.StreamGetCtx = (__typeof__(ah_cuda.StreamGetCtx))dlsym(h, "cuStreamGetCtx");
   ah_cuda.CtxSetCurrent = (__typeof__(ah_cuda.CtxSetCurrent))dlsym(h, "cuCtxSetCurrent");
   ah_cuda.ThreadExchangeStreamCaptureMode =
-      (__typeof__(ah_cuda.ThreadExchangeStreamCaptureMode))dlsym(h, "cuThreadExchangeStreamCaptureMode");
+      (__typeof__(ah_cuda.ThreadExchangeStreamCaptureMode))dlsym(
+          h, "cuThreadExchangeStreamCaptureMode");
   ah_cuda.CtxGetDevice = (__typeof__(ah_cuda.CtxGetDevice))dlsym(h, "cuCtxGetDevice");
   ah_cuda.DeviceGetName = (__typeof__(ah_cuda.DeviceGetName))dlsym(h, "cuDeviceGetName");
   ah_cuda.DriverGetVersion = (__typeof__(ah_cuda.DriverGetVersion))dlsym(h, "cuDriverGetVersion");
-  if (ah_cuda.EventCreate && ah_cuda.EventRecord && ah_cuda.EventQuery && ah_cuda.EventElapsedTime &&
-      ah_cuda.EventDestroy && ah_cuda.CtxGetCurrent)
+  if (ah_cuda.EventCreate && ah_cuda.EventRecord && ah_cuda.EventQuery &&
+      ah_cuda.EventElapsedTime && ah_cuda.EventDestroy && ah_cuda.CtxGetCurrent)
     ah_cuda.loaded = 1;
-  else
-    ah_log(AH_LOG_WARN, "libcuda.so.1 lacks the event functions: collectives are not timed");
+  else ah_log(AH_LOG_WARN, "libcuda.so.1 lacks the event functions: collectives are not timed");
 }
 
 int ah_shim_cuda_init(void) {

@@ -25,21 +25,28 @@ typedef struct {
   ncclResult_t (*CommFinalize)(ncclComm_t);
   ncclResult_t (*CommCount)(const ncclComm_t, int *);
   ncclResult_t (*CommUserRank)(const ncclComm_t, int *);
-  ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
-  ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                            cudaStream_t);
+  ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                            cudaStream_t);
   ncclResult_t (*Bcast)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
-  ncclResult_t (*Reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                         cudaStream_t);
   ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
-  ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                                ncclComm_t, cudaStream_t);
   ncclResult_t (*GroupStart)(void);
   ncclResult_t (*GroupEnd)(void);
   ncclResult_t (*GroupSimulateEnd)(ncclSimInfo_t *); /* 2.22+ */
   /* ---- newer entry points wrapped by shim_nccl.c (Shrink) and shim_nccl_more.c ---- */
   ncclResult_t (*CommShrink)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int); /* 2.27+ */
   ncclResult_t (*CommRevoke)(ncclComm_t, int); /* 2.28.7+: AUTOHA_HEALTH_ACTION=abort */
-  ncclResult_t (*AlltoAll)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t); /* 2.28+ */
-  ncclResult_t (*Gather)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t); /* 2.28+ */
-  ncclResult_t (*Scatter)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t); /* 2.28+ */
+  ncclResult_t (*AlltoAll)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                           cudaStream_t); /* 2.28+ */
+  ncclResult_t (*Gather)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                         cudaStream_t); /* 2.28+ */
+  ncclResult_t (*Scatter)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                          cudaStream_t); /* 2.28+ */
 } ah_real_nccl_t;
 
 typedef struct {
@@ -52,8 +59,8 @@ typedef struct {
   CUresult (*CtxGetCurrent)(CUcontext *);
   /* Optional (NULL when the driver lacks them): graph capture awareness (shim_timing.c). */
   CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
-  CUresult (*StreamGetCtx)(CUstream, CUcontext *);   /* optional: the hang probes (shim_health.c) */
-  CUresult (*CtxSetCurrent)(CUcontext);              /* optional: the hang probes */
+  CUresult (*StreamGetCtx)(CUstream, CUcontext *); /* optional: the hang probes (shim_health.c) */
+  CUresult (*CtxSetCurrent)(CUcontext);            /* optional: the hang probes */
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
   /* Optional: the GPU model for the report's topology (shim_topo.c). */
   CUresult (*CtxGetDevice)(CUdevice *);

@@ -121,7 +121,8 @@ static void comm_add(void *arg, ah_comm_t *c) {
   pthread_mutex_unlock(&c->lock);
   /* The process's rank (%r, "rank"): its lowest rank in the largest communicator it belongs to
    * (the world, normally) — not a rank inside some split, where many processes are rank 0. */
-  if (c->rank >= 0 && (c->nranks > b->rank_nranks || (c->nranks == b->rank_nranks && c->rank < r->rank))) {
+  if (c->rank >= 0 &&
+      (c->nranks > b->rank_nranks || (c->nranks == b->rank_nranks && c->rank < r->rank))) {
     r->rank = c->rank;
     b->rank_nranks = c->nranks;
   }
@@ -170,7 +171,8 @@ void ah_shim_report_write(const char *why) {
   ah_shim_job_name(0, job, sizeof job);
   if (!b.ok) {
     AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory building the report (%s): not written", why);
-  } else if (ah_template_expand(s->report, r.host, r.pid, r.rank, job, path, sizeof path, err, sizeof err) != 0) {
+  } else if (ah_template_expand(s->report, r.host, r.pid, r.rank, job, path, sizeof path, err,
+                                sizeof err) != 0) {
     AH_LOG_CAPPED(1, AH_LOG_ERROR, "AUTOHA_REPORT: %s: no report is written", err);
   } else if (ah_report_write(&r, path, err, sizeof err) != 0) {
     AH_LOG_CAPPED(3, AH_LOG_ERROR, "cannot write the report (%s): %s", why, err);
@@ -199,7 +201,8 @@ static pthread_once_t interval_once = PTHREAD_ONCE_INIT;
 static void interval_start(void) {
   const ah_settings_t *s = ah_env_settings();
   if (s->report_interval_s <= 0 || !s->report[0]) return;
-  (void)ah_shim_thread_detached(interval_main, "the report interval thread: reports at teardown and exit only");
+  (void)ah_shim_thread_detached(interval_main,
+                                "the report interval thread: reports at teardown and exit only");
 }
 
 void ah_shim_report_start_interval(void) { pthread_once(&interval_once, interval_start); }

@@ -23,7 +23,8 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
       cfg.algo = (int8_t)a;
       cfg.proto = (int8_t)p;
       int ok;
-      if (call->table) ok = a < call->num_algo && p < call->num_proto && call->table[a * call->num_proto + p] >= 0;
+      if (call->table)
+        ok = a < call->num_algo && p < call->num_proto && call->table[a * call->num_proto + p] >= 0;
       else ok = ah_config_allowed_call(&cfg, call);
       if (ok && sp->nsub < AH_MAX_SUBSPACES) {
         sp->sub[sp->nsub].algo = (int8_t)a;
@@ -46,7 +47,8 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
       if (v && *v && !*end && n >= 1 && n < maxch) maxch = (int)n;
     }
     ah_dim_t *d = &sp->dims[AH_DIM_NCHANNELS];
-    for (size_t i = 0; i < sizeof ch / sizeof ch[0] && ch[i] <= maxch; i++) d->values[d->nvalues++] = ch[i];
+    for (size_t i = 0; i < sizeof ch / sizeof ch[0] && ch[i] <= maxch; i++)
+      d->values[d->nvalues++] = ch[i];
     sp->ndims = 1;
   }
   if (c->abi >= 6) {
@@ -69,7 +71,9 @@ static void space_build(const ah_comm_t *c, const ah_call_t *call, ah_space_t *s
 /* Bins a hint may come from: AH_HINT_BINS where channels are the only searched resource (the
  * engine's quick check tests a hint before it trusts it), adjacent bins only otherwise (the warm
  * search lost p5 on hints from farther away; docs/tuner.md "Warm start"). */
-static int hint_bins(const ah_shim_keystate_t *ks) { return ks->space.ndims > 1 ? 1 : AH_HINT_BINS; }
+static int hint_bins(const ah_shim_keystate_t *ks) {
+  return ks->space.ndims > 1 ? 1 : AH_HINT_BINS;
+}
 
 /* The bin d steps from ks's in direction dir (-1, +1), locked, when it exists, its lock comes free
  * within a few hundred tries and it searches the same space; else NULL. The caller unlocks it.
@@ -162,8 +166,11 @@ static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, co
     }
   }
   pthread_mutex_unlock(&ks->lock);
-  if (!ok) AH_LOG_CAPPED(3, AH_LOG_ERROR, "the search could not commit call %llu of %s bin %d; NCCL's "
-                         "choice is kept for it", (unsigned long long)index, ah_coll_name(ck->coll), ck->bin);
+  if (!ok)
+    AH_LOG_CAPPED(3, AH_LOG_ERROR,
+                  "the search could not commit call %llu of %s bin %d; NCCL's "
+                  "choice is kept for it",
+                  (unsigned long long)index, ah_coll_name(ck->coll), ck->bin);
   return ok;
 }
 
@@ -191,7 +198,8 @@ void ah_shim_leader_cut(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index) {
   pthread_mutex_unlock(&ks->lock);
 }
 
-int ah_shim_resolve(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call, ah_segment_t *seg) {
+int ah_shim_resolve(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call,
+                    ah_segment_t *seg) {
   ah_shim_note_decider(c);
   if (c->ctl == AH_CTL_FIXED) {
     ah_shim_pinned(c, ck->coll, ck->bin, call, seg);
@@ -203,4 +211,3 @@ int ah_shim_resolve(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const a
   if (w == AH_WAIT_LEAD_HERE) return leader_commit(c, ck, index, call, seg);
   return w == AH_WAIT_HAVE;
 }
-

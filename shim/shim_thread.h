@@ -35,14 +35,14 @@ typedef struct {
     unsigned short any;
   } unusual;
   /* shim_timing.c: the timing bracket */
-  int timing_depth;     /* nesting of brackets (a wrapped call inside another) */
-  int records_pending;  /* records wait to be harvested */
-  CUstream stream;      /* the stream of the open (or latest) bracket */
-  void *open_record;    /* the record of the bracket's call (NULL: nothing timed yet) */
+  int timing_depth;    /* nesting of brackets (a wrapped call inside another) */
+  int records_pending; /* records wait to be harvested */
+  CUstream stream;     /* the stream of the open (or latest) bracket */
+  void *open_record;   /* the record of the bracket's call (NULL: nothing timed yet) */
   /* shim_decide.c */
-  struct ah_comm *chunk_comm;  /* whose v6 chunk is remembered (NULL: none) */
+  struct ah_comm *chunk_comm; /* whose v6 chunk is remembered (NULL: none) */
   /* shim_comm.c */
-  int comm_pending;     /* this thread pushed or shared pending communicator entries */
+  int comm_pending; /* this thread pushed or shared pending communicator entries */
 } ah_thread_t;
 
 extern AH_TLS_HOT ah_thread_t ah_thread;

@@ -47,7 +47,7 @@ typedef struct {
 
 typedef struct {
   record_t ring[RING];
-  int head, count;      /* oldest pending record, number pending */
+  int head, count; /* oldest pending record, number pending */
   unsigned long dropped;
 } thread_timing_t;
 
@@ -65,7 +65,8 @@ static void harvest(void) {
     CUresult q = ah_cuda.EventQuery(r->end);
     if (q == CUDA_ERROR_NOT_READY) break; /* not finished: later */
     float ms = 0;
-    if (q == CUDA_SUCCESS && ah_cuda.EventElapsedTime(&ms, r->start, r->end) == CUDA_SUCCESS && r->n > 0) {
+    if (q == CUDA_SUCCESS && ah_cuda.EventElapsedTime(&ms, r->start, r->end) == CUDA_SUCCESS &&
+        r->n > 0) {
       size_t total = 0;
       for (int i = 0; i < r->n; i++) total += r->d[i].nbytes;
       for (int i = 0; i < r->n; i++) {
@@ -111,7 +112,9 @@ static void ring_release(void *ring) {
   ah_thread.records_pending = 0;
 }
 
-static void ring_key_create(void) { ring_key_ok = pthread_key_create(&ring_key, ring_release) == 0; }
+static void ring_key_create(void) {
+  ring_key_ok = pthread_key_create(&ring_key, ring_release) == 0;
+}
 
 /* The thread's ring, its events all made now, at its first timed call (one of a key's first
  * calls, all timed): a job's later sampled calls then create nothing. A pair the driver refuses now
@@ -141,7 +144,8 @@ static record_t *record_open(void) {
   return r;
 }
 
-void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen, size_t bytes_per_rank) {
+void ah_timing_note(ah_shim_rankkey_t *ck, uint64_t index, int source, uint32_t gen,
+                    size_t bytes_per_rank) {
   if (ah_thread.timing_depth == 0) return; /* not inside a wrapped call of this thread */
   record_t *r = ah_thread.open_record;
   if (!r && !(r = ah_thread.open_record = record_open())) return;

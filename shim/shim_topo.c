@@ -19,7 +19,8 @@ static void gpu_model(char *out, size_t len) {
   CUdevice dev;
   out[0] = 0;
   if (!ah_shim_cuda_init() || !ah_cuda.CtxGetDevice || !ah_cuda.DeviceGetName) return;
-  if (ah_cuda.CtxGetDevice(&dev) != CUDA_SUCCESS || ah_cuda.DeviceGetName(out, (int)len, dev) != CUDA_SUCCESS)
+  if (ah_cuda.CtxGetDevice(&dev) != CUDA_SUCCESS ||
+      ah_cuda.DeviceGetName(out, (int)len, dev) != CUDA_SUCCESS)
     out[0] = 0;
   out[len - 1] = 0;
 }
@@ -83,12 +84,14 @@ void ah_shim_run_facts(ah_report_run_t *run_p) {
   ah_report_run_vars(run_p, environ);
   gpu_model(run_p->gpu, sizeof run_p->gpu);
   int v = 0;
-  if (ah_shim_cuda_init() && ah_cuda.DriverGetVersion && ah_cuda.DriverGetVersion(&v) == CUDA_SUCCESS && v > 0)
+  if (ah_shim_cuda_init() && ah_cuda.DriverGetVersion &&
+      ah_cuda.DriverGetVersion(&v) == CUDA_SUCCESS && v > 0)
     run_p->cuda_driver = v;
   run_p->cuda_runtime = cuda_runtime_version();
   kernel_driver(run_p->gpu_driver, sizeof run_p->gpu_driver);
   run_p->nnodes = 1;
-  if (gethostname(run_p->nodes[0], sizeof run_p->nodes[0] - 1) != 0) snprintf(run_p->nodes[0], sizeof run_p->nodes[0], "?");
+  if (gethostname(run_p->nodes[0], sizeof run_p->nodes[0] - 1) != 0)
+    snprintf(run_p->nodes[0], sizeof run_p->nodes[0], "?");
   /* The AUTOHA_OVERRIDE rules that did not parse (logged at init), one line each, as the report's
    * reader wants them beside the variable itself. */
   const ah_settings_t *s = ah_env_settings();
@@ -97,7 +100,8 @@ void ah_shim_run_facts(ah_report_run_t *run_p) {
     static ah_override_t ov; /* callers hold the report's write lock */
     char err[4096];
     if (ah_override_parse(s->override_text, &ov, err, sizeof err) > 0)
-      for (char *line = err, *next; line && *line && run_p->nrefused < AH_REPORT_REFUSED_MAX; line = next) {
+      for (char *line = err, *next; line && *line && run_p->nrefused < AH_REPORT_REFUSED_MAX;
+           line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = 0;
         ah_report_text_copy(run_p->refused[run_p->nrefused++], AH_REPORT_TEXT_MAX, line);

@@ -48,20 +48,22 @@ static int apply_table(float **collCostTable, int numAlgo, int numProto, const a
 
 /* The full path: every call the short path (get_coll_info_table) does not answer. Kept whole: GCC
  * would split off its argument checks into a wrapper that re-pushes nine arguments. */
-static AH_KEPT_WHOLE ncclResult_t get_coll_info_full(void *ctx, ah_nccl_func_t collType, size_t nBytes,
-                                                     int numPipeOps, float **collCostTable, int numAlgo,
+static AH_KEPT_WHOLE ncclResult_t get_coll_info_full(void *ctx, ah_nccl_func_t collType,
+                                                     size_t nBytes, int numPipeOps,
+                                                     float **collCostTable, int numAlgo,
                                                      int numProto, int regBuff, int *nChannels) {
   ah_comm_t *c = ctx;
   if (!c || !ah_shim.enabled || !collCostTable || numProto <= 0 || numAlgo <= 0) return ncclSuccess;
   if (c->chain_ctx) /* the user's own tuner first: its answer is the default autoha sees */
-    ah_shim_chain_table(c->chain_ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto,
-                        regBuff, nChannels);
-  ah_call_t call = {collType, nBytes, numPipeOps, regBuff, (const float *)(void *)collCostTable,
-                    numAlgo, numProto, 0, 0};
+    ah_shim_chain_table(c->chain_ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo,
+                        numProto, regBuff, nChannels);
+  ah_call_t call = {collType, nBytes,   numPipeOps, regBuff, (const float *)(void *)collCostTable,
+                    numAlgo,  numProto, 0,          0};
   ah_decision_t d;
   ah_shim_decide(c, &call, &d);
   /* ah_shim_decide checked this call's table, so this is only a guard: never force a -1 cell. */
-  if (!apply_table(collCostTable, numAlgo, numProto, &d, c->chain_ctx != NULL)) ah_shim_refused(c, &call, &d);
+  if (!apply_table(collCostTable, numAlgo, numProto, &d, c->chain_ctx != NULL))
+    ah_shim_refused(c, &call, &d);
   if (d.nchannels > 0 && nChannels) *nChannels = d.nchannels;
   return ncclSuccess;
 }
@@ -70,16 +72,18 @@ static AH_KEPT_WHOLE ncclResult_t get_coll_info_full(void *ctx, ah_nccl_func_t c
  * with the arguments as they came. A context exists only once the shim is enabled. Not a tail call:
  * GCC's sibling call would reload and re-store the three stack arguments on every call, and keep
  * them in registers it must then save. */
-static AH_NO_TAIL_CALLS ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType, size_t nBytes,
-                                                         int numPipeOps, float **collCostTable, int numAlgo,
-                                                         int numProto, int regBuff, int *nChannels) {
+static AH_NO_TAIL_CALLS ncclResult_t get_coll_info_table(void *ctx, ah_nccl_func_t collType,
+                                                         size_t nBytes, int numPipeOps,
+                                                         float **collCostTable, int numAlgo,
+                                                         int numProto, int regBuff,
+                                                         int *nChannels) {
   if (__builtin_expect(ctx && collCostTable &&
-                           ah_shim_decide_hot(ctx, collType, nBytes, (float *)(void *)collCostTable, numAlgo,
-                                              nChannels),
+                           ah_shim_decide_hot(ctx, collType, nBytes, (float *)(void *)collCostTable,
+                                              numAlgo, nChannels),
                        1))
     return ncclSuccess;
-  return get_coll_info_full(ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto, regBuff,
-                            nChannels);
+  return get_coll_info_full(ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto,
+                            regBuff, nChannels);
 }
 
 /* v1/v2: NCCL wants both or neither of algorithm and protocol; a partial pair is completed with
@@ -93,8 +97,8 @@ static ncclResult_t get_coll_info_flags(void *ctx, ah_nccl_func_t collType, size
   if (c->chain_ctx)
     ah_shim_chain_flags(c->chain_ctx, collType, nBytes, collNetSupport, nvlsSupport, numPipeOps,
                         algorithm, protocol, nChannels);
-  ah_call_t call = {collType, nBytes, numPipeOps, 0, NULL, AH_NUM_ALGOS, AH_NUM_PROTOS,
-                    collNetSupport, nvlsSupport};
+  ah_call_t call = {collType,     nBytes,        numPipeOps,     0,          NULL,
+                    AH_NUM_ALGOS, AH_NUM_PROTOS, collNetSupport, nvlsSupport};
   ah_decision_t d;
   ah_shim_decide(c, &call, &d);
   if (d.algo >= 0 || d.proto >= 0) {
@@ -113,8 +117,8 @@ static ncclResult_t get_coll_info_flags(void *ctx, ah_nccl_func_t collType, size
 /* One context per communicator per rank. The identity is NCCL's commId when given (v5+), else
  * the one the constructor wrapper queued on this thread, else a last-resort counter. An error here
  * would fail the communicator's creation, so init always succeeds (a NULL context passes through). */
-static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, size_t nNodes, int abi,
-                                ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
+static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, size_t nNodes,
+                                int abi, ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
                                 ah_tuner_constants_v5_t *constants) {
   ah_shim_init();
   *context = NULL;
@@ -126,13 +130,15 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
   int rank = -1;
   /* The constructor's identity and rank: queued on this thread (NCCL ran the init inline), or
    * shared by a grouped constructor whose init NCCL runs on one of its own threads. */
-  int have = ah_comm_pending_pop(&pending_id, &rank) || ah_comm_pending_claim(commId, (int)nRanks, &pending_id, &rank);
+  int have = ah_comm_pending_pop(&pending_id, &rank) ||
+             ah_comm_pending_claim(commId, (int)nRanks, &pending_id, &rank);
   if (id == 0) id = have ? pending_id : ah_comm_fallback_id(nRanks, nNodes);
   if (rank >= 0) ah_log_file_rank(rank); /* a log file named by rank opens now */
   ah_shim_first_comm(id, (int)nRanks, (int)nNodes, rank);
   ah_shim_report_start_interval();
   ah_comm_t *c = ah_comm_create(id, have ? pending_id : id, (int)nRanks, (int)nNodes, rank, abi);
-  if (!c) ah_log(AH_LOG_WARN, "out of memory creating tuner state: this communicator passes through");
+  if (!c)
+    ah_log(AH_LOG_WARN, "out of memory creating tuner state: this communicator passes through");
   else if (ah_chain.abi) c->chain_ctx = ah_shim_chain_init(id, nRanks, nNodes, log, dom, constants);
   *context = c;
   return ncclSuccess;
@@ -161,17 +167,21 @@ static ncclResult_t v1_init(size_t nRanks, size_t nNodes, ah_nccl_logger_t log) 
   __atomic_store_n(&v1_last_context, ctx, __ATOMIC_RELEASE);
   return r;
 }
-static ncclResult_t v1_get(ah_nccl_func_t ct, size_t nb, int cn, int nv, int np, int *a, int *p, int *nc) {
-  void *ctx = v1_thread_context ? v1_thread_context : __atomic_load_n(&v1_last_context, __ATOMIC_ACQUIRE);
+static ncclResult_t v1_get(ah_nccl_func_t ct, size_t nb, int cn, int nv, int np, int *a, int *p,
+                           int *nc) {
+  void *ctx =
+      v1_thread_context ? v1_thread_context : __atomic_load_n(&v1_last_context, __ATOMIC_ACQUIRE);
   return get_coll_info_flags(ctx, ct, nb, cn, nv, np, a, p, nc);
 }
 /* NCCL 2.19 calls destroy once per communicator, without saying which: the report keeps every
  * context anyway, so only the mapping is dropped. */
 static ncclResult_t v1_destroy(void) {
-  void *c = v1_thread_context ? v1_thread_context : __atomic_load_n(&v1_last_context, __ATOMIC_ACQUIRE);
+  void *c =
+      v1_thread_context ? v1_thread_context : __atomic_load_n(&v1_last_context, __ATOMIC_ACQUIRE);
   if (c == v1_thread_context) v1_thread_context = NULL;
   void *expected = c;
-  __atomic_compare_exchange_n(&v1_last_context, &expected, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  __atomic_compare_exchange_n(&v1_last_context, &expected, NULL, 0, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
   return finalize_common(c);
 }
 
@@ -218,7 +228,9 @@ AH_EXPORT const ah_tuner_v2_t ncclTunerPlugin_v2 = {"autoha", v2_init, v2_get, f
 AH_EXPORT const ah_tuner_v3_t ncclTunerPlugin_v3 = {"autoha", v3_init, v3_get, finalize_common};
 /* v4-v6 take getCollInfo's arguments exactly as get_coll_info_table does: it is their entry,
  * without a wrapper in between (the hot path; v2 and v3 adapt their arguments to it). */
-AH_EXPORT const ah_tuner_v4_t ncclTunerPlugin_v4 = {"autoha", v4_init, get_coll_info_table, finalize_common};
-AH_EXPORT const ah_tuner_v5_t ncclTunerPlugin_v5 = {"autoha", v5_init, get_coll_info_table, finalize_common};
-AH_EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"autoha", v6_init, get_coll_info_table, finalize_common,
-                                                    v6_chunk};
+AH_EXPORT const ah_tuner_v4_t ncclTunerPlugin_v4 = {"autoha", v4_init, get_coll_info_table,
+                                                    finalize_common};
+AH_EXPORT const ah_tuner_v5_t ncclTunerPlugin_v5 = {"autoha", v5_init, get_coll_info_table,
+                                                    finalize_common};
+AH_EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"autoha", v6_init, get_coll_info_table,
+                                                    finalize_common, v6_chunk};

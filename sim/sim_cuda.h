@@ -80,17 +80,24 @@ double sim_copy_time_us(size_t bytes, int kind);
 
 /* ---- memory (sim_cuda_memory.c) ---------------------------------------------------------------- */
 /* SIM_MEM_VMM: a cuMemMap mapping (sim_cuda_vmm.c); its `serial` is the allocation handle. */
-enum { SIM_MEM_DEVICE = 1, SIM_MEM_HOST, SIM_MEM_MANAGED, SIM_MEM_REGISTERED, SIM_MEM_IPC, SIM_MEM_VMM };
+enum {
+  SIM_MEM_DEVICE = 1,
+  SIM_MEM_HOST,
+  SIM_MEM_MANAGED,
+  SIM_MEM_REGISTERED,
+  SIM_MEM_IPC,
+  SIM_MEM_VMM
+};
 
 /* One recorded allocation (or registration, or mapping of another process's allocation). */
 typedef struct {
   uintptr_t base;
-  size_t size, map_len;    /* requested bytes; bytes mapped (device memory: whole pages) */
-  int kind;                /* SIM_MEM_* */
-  int device;              /* current device when it was made */
-  int fd;                  /* device memory: its memfd, kept open for IPC; -1 otherwise */
-  uint64_t serial;         /* device memory: random id in the memfd's name (stale IPC handles) */
-  int refs;                /* IPC mappings: opens of the same handle in this process */
+  size_t size, map_len; /* requested bytes; bytes mapped (device memory: whole pages) */
+  int kind;             /* SIM_MEM_* */
+  int device;           /* current device when it was made */
+  int fd;               /* device memory: its memfd, kept open for IPC; -1 otherwise */
+  uint64_t serial;      /* device memory: random id in the memfd's name (stale IPC handles) */
+  int refs;             /* IPC mappings: opens of the same handle in this process */
 } sim_alloc_t;
 
 /* Allocates memory of a kind (device: a mapped memfd; host, managed: heap) and records it. A

@@ -18,27 +18,27 @@
 #define CAP_STREAMS 32
 
 struct sim_capture {
-  unsigned long long id;   /* unique over the process's life, never 0 */
-  int mode;                /* cudaStreamCaptureMode given at begin */
-  pthread_t owner;         /* the thread that began it */
+  unsigned long long id; /* unique over the process's life, never 0 */
+  int mode;              /* cudaStreamCaptureMode given at begin */
+  pthread_t owner;       /* the thread that began it */
   int invalidated;
-  int ended;               /* cudaStreamEndCapture took it out of `active` */
-  cudaError_t why;         /* the error that invalidated it (EndCapture's return is always 901) */
+  int ended;       /* cudaStreamEndCapture took it out of `active` */
+  cudaError_t why; /* the error that invalidated it (EndCapture's return is always 901) */
   struct CUgraph_st *graph;
   struct {
     struct CUstream_st *s;
-    long last;             /* index of the last record issued on the stream, -1: none */
-    long joined;           /* highest record of it another stream of the capture waited for */
-  } streams[CAP_STREAMS];  /* [0]: the origin stream */
+    long last;            /* index of the last record issued on the stream, -1: none */
+    long joined;          /* highest record of it another stream of the capture waited for */
+  } streams[CAP_STREAMS]; /* [0]: the origin stream */
   int nstreams;
   struct sim_capture *next;
 };
 
-static struct sim_capture *active;        /* captures in progress (under sim_graph_lock) */
+static struct sim_capture *active; /* captures in progress (under sim_graph_lock) */
 /* Ended captures are kept, not freed: in relaxed mode another thread may still hold one it read
  * from a stream an instant before the end, and must find it ended, not freed. */
 static struct sim_capture *retired;
-_Atomic int sim_capture_nactive;               /* their number: the lock-free "no capture" test */
+_Atomic int sim_capture_nactive; /* their number: the lock-free "no capture" test */
 static unsigned long long next_capture_id;
 _Thread_local int sim_capture_tl_mode = cudaStreamCaptureModeGlobal;
 
@@ -104,7 +104,8 @@ cudaError_t sim_capture_check_unsafe(void) {
   for (struct sim_capture *c = active; c; c = c->next) {
     int mine = pthread_equal(c->owner, me);
     if ((mine && c->mode != cudaStreamCaptureModeRelaxed) ||
-        (!mine && sim_capture_tl_mode == cudaStreamCaptureModeGlobal && c->mode == cudaStreamCaptureModeGlobal)) {
+        (!mine && sim_capture_tl_mode == cudaStreamCaptureModeGlobal &&
+         c->mode == cudaStreamCaptureModeGlobal)) {
       invalidate(c, cudaErrorStreamCaptureUnsupported);
       bad = 1;
     }
@@ -179,7 +180,8 @@ __attribute__((constructor)) static void capture_hooks_register(void) {
 /* ---- recording ----------------------------------------------------------------------------------- */
 
 /* Appends a record issued on `s` to its capture. Returns its index, or -1 with *err_p set. */
-static long add_node(struct sim_capture *cap, struct CUstream_st *s, sim_node_t *n, cudaError_t *err_p) {
+static long add_node(struct sim_capture *cap, struct CUstream_st *s, sim_node_t *n,
+                     cudaError_t *err_p) {
   long idx = -1;
   pthread_mutex_lock(&sim_graph_lock);
   int si = stream_index(cap, s);
@@ -207,10 +209,11 @@ static cudaError_t add(struct sim_capture *cap, struct CUstream_st *s, sim_node_
 
 cudaError_t sim_capture_add_copy(struct sim_capture *cap, struct CUstream_st *s, void *dst,
                                  const void *src, size_t bytes, int kind) {
-  return add(cap, s, (sim_node_t){.kind = N_COPY, .dst = dst, .src = src, .bytes = bytes, .arg = kind});
+  return add(cap, s,
+             (sim_node_t){.kind = N_COPY, .dst = dst, .src = src, .bytes = bytes, .arg = kind});
 }
-cudaError_t sim_capture_add_set(struct sim_capture *cap, struct CUstream_st *s, void *dst, int value,
-                                size_t bytes) {
+cudaError_t sim_capture_add_set(struct sim_capture *cap, struct CUstream_st *s, void *dst,
+                                int value, size_t bytes) {
   return add(cap, s, (sim_node_t){.kind = N_SET, .dst = dst, .bytes = bytes, .arg = value});
 }
 cudaError_t sim_capture_add_compute(struct sim_capture *cap, struct CUstream_st *s, double us) {
@@ -219,8 +222,8 @@ cudaError_t sim_capture_add_compute(struct sim_capture *cap, struct CUstream_st 
 cudaError_t sim_capture_add_kernel(struct sim_capture *cap, struct CUstream_st *s) {
   return add(cap, s, (sim_node_t){.kind = N_KERNEL});
 }
-cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s, void *dst, uint32_t value,
-                                  size_t n) {
+cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s, void *dst,
+                                  uint32_t value, size_t n) {
   return add(cap, s, (sim_node_t){.kind = N_SET32, .dst = dst, .bytes = n, .arg = (int)value});
 }
 cudaError_t sim_capture_add_host(struct sim_capture *cap, struct CUstream_st *s, void (*fn)(void *),
@@ -312,7 +315,8 @@ cudaError_t sim_capture_wait_event(struct CUstream_st *s, struct CUevent_st *e, 
   return r;
 }
 
-cudaError_t sim_capture_add_graph(struct sim_capture *cap, struct CUstream_st *s, sim_nodes_t *child) {
+cudaError_t sim_capture_add_graph(struct sim_capture *cap, struct CUstream_st *s,
+                                  sim_nodes_t *child) {
   atomic_fetch_add(&child->refs, 1);
   cudaError_t r = add(cap, s, (sim_node_t){.kind = N_GRAPH, .child = child});
   if (r != cudaSuccess) sim_graph_nodes_release(child);
@@ -388,7 +392,8 @@ cudaError_t sim_capture_end(struct CUstream_st *s, struct CUgraph_st **graph_p) 
       *p = c->next;
       break;
     }
-  for (int i = 0; i < c->nstreams; i++) __atomic_store_n(&c->streams[i].s->cap, NULL, __ATOMIC_RELEASE);
+  for (int i = 0; i < c->nstreams; i++)
+    __atomic_store_n(&c->streams[i].s->cap, NULL, __ATOMIC_RELEASE);
   atomic_fetch_sub(&sim_capture_nactive, 1);
   c->ended = 1;
   struct CUgraph_st *graph = c->graph;
@@ -410,9 +415,10 @@ cudaError_t sim_capture_end(struct CUstream_st *s, struct CUgraph_st **graph_p) 
 /* Capture status of a stream. The legacy stream of a device with a capturing blocking stream
  * answers cudaErrorStreamCaptureImplicit, without invalidating anything (as documented). */
 cudaError_t sim_capture_info(struct CUstream_st *s, enum cudaStreamCaptureStatus *status,
-                                unsigned long long *id_p, struct CUgraph_st **graph_p) {
+                             unsigned long long *id_p, struct CUgraph_st **graph_p) {
   if (!status) return cudaErrorInvalidValue;
-  if (atomic_load_explicit(&sim_capture_nactive, memory_order_acquire) == 0) { /* no lock on this common path */
+  if (atomic_load_explicit(&sim_capture_nactive, memory_order_acquire) ==
+      0) { /* no lock on this common path */
     *status = cudaStreamCaptureStatusNone;
     return cudaSuccess;
   }
@@ -432,16 +438,19 @@ cudaError_t sim_capture_info(struct CUstream_st *s, enum cudaStreamCaptureStatus
   return r;
 }
 
-
 /* The next work on a capturing stream depends on `deps` (nodes of its capture): replay is serial,
  * so any set is honoured; the nodes are checked. */
-cudaError_t sim_capture_update_deps(struct CUstream_st *s, cudaGraphNode_t *deps, size_t num, unsigned flags) {
+cudaError_t sim_capture_update_deps(struct CUstream_st *s, cudaGraphNode_t *deps, size_t num,
+                                    unsigned flags) {
   if (flags > cudaStreamSetCaptureDependencies || (num && !deps)) return cudaErrorInvalidValue;
   pthread_mutex_lock(&sim_graph_lock);
   struct sim_capture *c = stream_capture(s);
-  cudaError_t r = !c ? cudaErrorIllegalState : c->invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+  cudaError_t r = !c               ? cudaErrorIllegalState
+                  : c->invalidated ? cudaErrorStreamCaptureInvalidated
+                                   : cudaSuccess;
   for (size_t i = 0; r == cudaSuccess && i < num; i++)
-    if (!deps[i] || deps[i]->magic != NODE_MAGIC || deps[i]->g != c->graph->nodes) r = cudaErrorInvalidValue;
+    if (!deps[i] || deps[i]->magic != NODE_MAGIC || deps[i]->g != c->graph->nodes)
+      r = cudaErrorInvalidValue;
   pthread_mutex_unlock(&sim_graph_lock);
   return r;
 }

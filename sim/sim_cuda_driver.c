@@ -14,23 +14,27 @@
 
 CUresult sim_cuda_to_cu(cudaError_t e) {
   switch (e) {
-  case cudaSuccess: return CUDA_SUCCESS;
-  case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
-  case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
-  case cudaErrorNoDevice: return CUDA_ERROR_NO_DEVICE;
-  case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
-  case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
-  case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
-  case cudaErrorNotSupported: return CUDA_ERROR_NOT_SUPPORTED;
-  case cudaErrorIllegalState: return CUDA_ERROR_ILLEGAL_STATE;
-  case cudaErrorLaunchFailure: return CUDA_ERROR_LAUNCH_FAILED;
-  case cudaErrorStreamCaptureUnsupported: case cudaErrorStreamCaptureInvalidated:
-  case cudaErrorStreamCaptureMerge: case cudaErrorStreamCaptureUnmatched:
-  case cudaErrorStreamCaptureUnjoined: case cudaErrorStreamCaptureIsolation:
-  case cudaErrorStreamCaptureImplicit: case cudaErrorCapturedEvent:
-  case cudaErrorStreamCaptureWrongThread:
-    return (CUresult)e; /* the capture errors have the same numbers in both APIs */
-  default: return CUDA_ERROR_UNKNOWN;
+    case cudaSuccess: return CUDA_SUCCESS;
+    case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
+    case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
+    case cudaErrorNoDevice: return CUDA_ERROR_NO_DEVICE;
+    case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
+    case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
+    case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
+    case cudaErrorNotSupported: return CUDA_ERROR_NOT_SUPPORTED;
+    case cudaErrorIllegalState: return CUDA_ERROR_ILLEGAL_STATE;
+    case cudaErrorLaunchFailure: return CUDA_ERROR_LAUNCH_FAILED;
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorCapturedEvent:
+    case cudaErrorStreamCaptureWrongThread:
+      return (CUresult)e; /* the capture errors have the same numbers in both APIs */
+    default: return CUDA_ERROR_UNKNOWN;
   }
 }
 
@@ -51,17 +55,27 @@ static const struct cu_error {
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
     /* stream capture (sim_cuda_capture.c) */
-    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+     "the operation cannot be performed in the present state"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
-    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
-    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
-    {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "operation would result in a merge of separate capture sequences"},
-    {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "capture was not ended in the same stream as it began"},
-    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "capturing stream has unjoined work"},
-    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", "dependency created on uncaptured work in another stream"},
-    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT", "operation would make the legacy stream depend on a capturing blocking stream"},
-    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT", "operation not permitted on an event last recorded in a capturing stream"},
-    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE",
+     "operation would result in a merge of separate capture sequences"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+     "capture was not ended in the same stream as it began"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+     "capturing stream has unjoined work"},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+     "dependency created on uncaptured work in another stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
 };
 
 /* The table's entry for a code, or NULL for a code the driver does not define. */
@@ -257,7 +271,9 @@ SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsign
   return cuEventRecord(hEvent, hStream);
 }
 SIM_API CUresult cuEventQuery(CUevent hEvent) { return sim_cuda_to_cu(sim_event_query(hEvent)); }
-SIM_API CUresult cuEventSynchronize(CUevent hEvent) { return sim_cuda_to_cu(sim_event_synchronize(hEvent)); }
+SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
+  return sim_cuda_to_cu(sim_event_synchronize(hEvent));
+}
 SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   return sim_cuda_to_cu(sim_event_elapsed_time(hStart, hEnd, pMilliseconds));
 }
@@ -281,8 +297,12 @@ CUresult cuStreamDestroy(CUstream hStream);
 CUresult cuEventDestroy(CUevent hEvent);
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 
-SIM_API CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) { return cuDeviceTotalMem_v2(bytes, dev); }
-SIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+SIM_API CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
+  return cuDeviceTotalMem_v2(bytes, dev);
+}
+SIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
 SIM_API CUresult cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
 SIM_API CUresult cuCtxPopCurrent(CUcontext *pctx) { return cuCtxPopCurrent_v2(pctx); }
 SIM_API CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }

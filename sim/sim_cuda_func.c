@@ -94,7 +94,8 @@ SIM_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const
   attr->requiredClusterHeight = f.attrs[cudaFuncAttributeRequiredClusterHeight];
   attr->requiredClusterDepth = f.attrs[cudaFuncAttributeRequiredClusterDepth];
   attr->nonPortableClusterSizeAllowed = f.attrs[cudaFuncAttributeNonPortableClusterSizeAllowed];
-  attr->clusterSchedulingPolicyPreference = f.attrs[cudaFuncAttributeClusterSchedulingPolicyPreference];
+  attr->clusterSchedulingPolicyPreference =
+      f.attrs[cudaFuncAttributeClusterSchedulingPolicyPreference];
   return cudaSuccess;
 }
 
@@ -103,22 +104,24 @@ static cudaError_t set_attr(const void *func, int attr, int value) {
   sim_sym_t f;
   if (!func || !find(funcs, func, &f)) return cudaErrorInvalidDeviceFunction;
   switch (attr) {
-  case cudaFuncAttributeMaxDynamicSharedMemorySize:
-    if (value < 0 || value > sim_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0))
-      return cudaErrorInvalidValue;
-    break;
-  case cudaFuncAttributePreferredSharedMemoryCarveout:
-    if (value < -1 || value > 100) return cudaErrorInvalidValue;
-    break;
-  case cudaFuncAttributeClusterDimMustBeSet: return cudaErrorInvalidValue; /* read-only */
-  case cudaFuncAttributeRequiredClusterWidth: case cudaFuncAttributeRequiredClusterHeight:
-  case cudaFuncAttributeRequiredClusterDepth:
-    if (value < 0 || value > 8) return cudaErrorInvalidValue;
-    break;
-  case cudaFuncAttributeNonPortableClusterSizeAllowed: case cudaFuncAttributeClusterSchedulingPolicyPreference:
-    if (value < 0 || value > 2) return cudaErrorInvalidValue;
-    break;
-  default: return cudaErrorInvalidValue;
+    case cudaFuncAttributeMaxDynamicSharedMemorySize:
+      if (value < 0 || value > sim_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0))
+        return cudaErrorInvalidValue;
+      break;
+    case cudaFuncAttributePreferredSharedMemoryCarveout:
+      if (value < -1 || value > 100) return cudaErrorInvalidValue;
+      break;
+    case cudaFuncAttributeClusterDimMustBeSet: return cudaErrorInvalidValue; /* read-only */
+    case cudaFuncAttributeRequiredClusterWidth:
+    case cudaFuncAttributeRequiredClusterHeight:
+    case cudaFuncAttributeRequiredClusterDepth:
+      if (value < 0 || value > 8) return cudaErrorInvalidValue;
+      break;
+    case cudaFuncAttributeNonPortableClusterSizeAllowed:
+    case cudaFuncAttributeClusterSchedulingPolicyPreference:
+      if (value < 0 || value > 2) return cudaErrorInvalidValue;
+      break;
+    default: return cudaErrorInvalidValue;
   }
   sim_sym_t *e;
   pthread_mutex_lock(&sym_lock);
@@ -134,15 +137,15 @@ SIM_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribut
 
 /* A cudaKernel_t of a registered kernel is its host stub (__cudaGetKernel). Devices are identical
  * here, so a value set for one device holds for all. */
-SIM_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cudaFuncAttribute attr,
-                                                    int value, int device) {
+SIM_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel,
+                                                    enum cudaFuncAttribute attr, int value,
+                                                    int device) {
   if (device < 0 || device >= sim_device_count()) return ret(cudaErrorInvalidDevice);
   return ret(set_attr((const void *)kernel, (int)attr, value));
 }
 
-SIM_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func,
-                                                                           int blockSize, size_t dynamicSMemSize,
-                                                                           unsigned int flags) {
+SIM_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
   sim_sym_t f;
   if (!numBlocks || blockSize <= 0 || (flags & ~1u)) return ret(cudaErrorInvalidValue);
   if (!func || !find(funcs, func, &f)) return ret(cudaErrorInvalidDeviceFunction);
@@ -151,7 +154,8 @@ SIM_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *
 }
 
 SIM_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
-                                                                  int blockSize, size_t dynamicSMemSize) {
+                                                                  int blockSize,
+                                                                  size_t dynamicSMemSize) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
                                                                 dynamicSMemSize, 0);
 }
@@ -165,18 +169,21 @@ SIM_API cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol) {
 }
 
 /* A synchronous copy into the variable (its host shadow). */
-SIM_API cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
-                                       enum cudaMemcpyKind kind) {
+SIM_API cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count,
+                                       size_t offset, enum cudaMemcpyKind kind) {
   sim_sym_t v;
   if (!symbol || !find(vars, symbol, &v)) return ret(cudaErrorInvalidSymbol);
-  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
+      kind != cudaMemcpyDefault)
     return ret(cudaErrorInvalidMemcpyDirection);
-  if (offset > v.size || count > v.size - offset || (count && !src)) return ret(cudaErrorInvalidValue);
+  if (offset > v.size || count > v.size - offset || (count && !src))
+    return ret(cudaErrorInvalidValue);
   cudaError_t r = sim_capture_check_unsafe();
   if (r != cudaSuccess) return ret(r);
   memmove((char *)symbol + offset, src, count);
-  sim_stream_advance(sim_stream_resolve(NULL), sim_copy_time_us(count, kind == cudaMemcpyHostToDevice
-                                                                           ? cudaMemcpyHostToDevice
-                                                                           : cudaMemcpyDeviceToDevice));
+  sim_stream_advance(
+      sim_stream_resolve(NULL),
+      sim_copy_time_us(count, kind == cudaMemcpyHostToDevice ? cudaMemcpyHostToDevice
+                                                             : cudaMemcpyDeviceToDevice));
   return cudaSuccess;
 }

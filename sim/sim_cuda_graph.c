@@ -70,36 +70,36 @@ cudaError_t sim_graph_replay(const sim_nodes_t *g, struct CUstream_st *s) {
   for (size_t i = 0; g && i < g->n; i++) {
     const sim_node_t *n = &g->v[i];
     switch (n->kind) {
-    case N_COPY:
-      memmove(n->dst, n->src, n->bytes);
-      sim_stream_advance(s, sim_copy_time_us(n->bytes, n->arg));
-      break;
-    case N_SET:
-      memset(n->dst, n->arg, n->bytes);
-      sim_stream_advance(s, sim_copy_time_us(n->bytes, cudaMemcpyDeviceToDevice));
-      break;
-    case N_COMPUTE: sim_stream_advance(s, n->us); break;
-    case N_KERNEL: break; /* kernels never run on sim/ */
-    case N_EVENT_RECORD:
-      if (sim_event_resolve(n->event) && sim_event_record(n->event, s) == cudaSuccess)
-        __atomic_store_n(&n->event->cap_id, 0ull, __ATOMIC_RELEASE);
-      break;
-    case N_EVENT_WAIT: /* inside the graph, records run in order: only external waits matter */
-      if (n->arg && sim_event_resolve(n->event)) sim_stream_wait_event(s, n->event);
-      break;
-    case N_NCCL:
-      if (n->nccl_ops->replay(n->nccl, s) != 0) return cudaErrorLaunchFailure;
-      break;
-    case N_HOST: n->host_fn(n->host_data); break;
-    case N_SET32:
-      sim_fill32(n->dst, (uint32_t)n->arg, n->bytes);
-      sim_stream_advance(s, sim_copy_time_us(4 * n->bytes, cudaMemcpyDeviceToDevice));
-      break;
-    case N_GRAPH: {
-      cudaError_t r = sim_graph_replay(n->child, s);
-      if (r != cudaSuccess) return r;
-      break;
-    }
+      case N_COPY:
+        memmove(n->dst, n->src, n->bytes);
+        sim_stream_advance(s, sim_copy_time_us(n->bytes, n->arg));
+        break;
+      case N_SET:
+        memset(n->dst, n->arg, n->bytes);
+        sim_stream_advance(s, sim_copy_time_us(n->bytes, cudaMemcpyDeviceToDevice));
+        break;
+      case N_COMPUTE: sim_stream_advance(s, n->us); break;
+      case N_KERNEL: break; /* kernels never run on sim/ */
+      case N_EVENT_RECORD:
+        if (sim_event_resolve(n->event) && sim_event_record(n->event, s) == cudaSuccess)
+          __atomic_store_n(&n->event->cap_id, 0ull, __ATOMIC_RELEASE);
+        break;
+      case N_EVENT_WAIT: /* inside the graph, records run in order: only external waits matter */
+        if (n->arg && sim_event_resolve(n->event)) sim_stream_wait_event(s, n->event);
+        break;
+      case N_NCCL:
+        if (n->nccl_ops->replay(n->nccl, s) != 0) return cudaErrorLaunchFailure;
+        break;
+      case N_HOST: n->host_fn(n->host_data); break;
+      case N_SET32:
+        sim_fill32(n->dst, (uint32_t)n->arg, n->bytes);
+        sim_stream_advance(s, sim_copy_time_us(4 * n->bytes, cudaMemcpyDeviceToDevice));
+        break;
+      case N_GRAPH: {
+        cudaError_t r = sim_graph_replay(n->child, s);
+        if (r != cudaSuccess) return r;
+        break;
+      }
     }
   }
   return cudaSuccess;
@@ -183,14 +183,15 @@ cudaError_t sim_graph_get_nodes(struct CUgraph_st *graph, cudaGraphNode_t *nodes
   if (!num) return cudaErrorInvalidValue;
   pthread_mutex_lock(&sim_graph_lock);
   struct CUgraph_st *g = sim_graph_resolve(graph);
-  cudaError_t r = g ? list_nodes(g->nodes, 0, g->nodes->n, nodes, NULL, num) : cudaErrorInvalidValue;
+  cudaError_t r =
+      g ? list_nodes(g->nodes, 0, g->nodes->n, nodes, NULL, num) : cudaErrorInvalidValue;
   pthread_mutex_unlock(&sim_graph_lock);
   return r;
 }
 
 /* Records are replayed in order, one after the other, so each depends on the one before it. */
-cudaError_t sim_graph_node_deps(struct CUgraphNode_st *node, cudaGraphNode_t *deps, cudaGraphEdgeData *edges,
-                             size_t *num) {
+cudaError_t sim_graph_node_deps(struct CUgraphNode_st *node, cudaGraphNode_t *deps,
+                                cudaGraphEdgeData *edges, size_t *num) {
   if (!num) return cudaErrorInvalidValue;
   pthread_mutex_lock(&sim_graph_lock);
   cudaError_t r = cudaErrorInvalidValue;
@@ -200,12 +201,13 @@ cudaError_t sim_graph_node_deps(struct CUgraphNode_st *node, cudaGraphNode_t *de
   return r;
 }
 
-cudaError_t sim_graph_retain_user_object(struct CUgraph_st *graph, cudaUserObject_t obj, unsigned count,
-                                      unsigned flags) {
+cudaError_t sim_graph_retain_user_object(struct CUgraph_st *graph, cudaUserObject_t obj,
+                                         unsigned count, unsigned flags) {
   if (flags & ~(unsigned)cudaGraphUserObjectMove) return cudaErrorInvalidValue;
   pthread_mutex_lock(&sim_graph_lock);
   struct CUgraph_st *g = sim_graph_resolve(graph);
-  cudaError_t r = g ? sim_userobj_take(&g->nodes->uobjs, obj, count, flags != 0) : cudaErrorInvalidValue;
+  cudaError_t r =
+      g ? sim_userobj_take(&g->nodes->uobjs, obj, count, flags != 0) : cudaErrorInvalidValue;
   pthread_mutex_unlock(&sim_graph_lock);
   return r;
 }

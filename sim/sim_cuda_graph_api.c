@@ -20,7 +20,8 @@ static cudaError_t graph_launch(struct CUgraphExec_st *exec, cudaStream_t stream
   if (r != cudaSuccess) return r;
   struct sim_capture *cap;
   if ((r = sim_capture_enqueue(s, &cap)) != cudaSuccess) return r;
-  if (cap) return sim_capture_add_graph(cap, s, x->nodes); /* a child graph, replayed with its parent */
+  if (cap)
+    return sim_capture_add_graph(cap, s, x->nodes); /* a child graph, replayed with its parent */
   sim_nodes_t *nodes = x->nodes; /* held for the replay: another thread may destroy the exec */
   atomic_fetch_add(&nodes->refs, 1);
   r = sim_graph_replay(nodes, s);
@@ -47,7 +48,8 @@ SIM_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGrap
   return rt(r != cudaSuccess ? r : sim_capture_end(s, pGraph));
 }
 
-SIM_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus) {
+SIM_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                          enum cudaStreamCaptureStatus *pCaptureStatus) {
   struct CUstream_st *s;
   cudaError_t r = stream_or_error(stream, &s);
   return rt(r != cudaSuccess ? r : sim_capture_info(s, pCaptureStatus, NULL, NULL));
@@ -55,7 +57,8 @@ SIM_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCa
 
 /* CUDA 13's signature; CUDA 12's runtime had the 6-argument _v2 and the 7-argument _v3 (below).
  * sim/ records no node handles, so the dependency set reads as empty. */
-SIM_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+SIM_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                             enum cudaStreamCaptureStatus *captureStatus_out,
                                              unsigned long long *id_out, cudaGraph_t *graph_out,
                                              const cudaGraphNode_t **dependencies_out,
                                              const cudaGraphEdgeData **edgeData_out,
@@ -78,15 +81,19 @@ cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t stream, enum cudaStreamCapt
                                         unsigned long long *id_out, cudaGraph_t *graph_out,
                                         const cudaGraphNode_t **deps_out,
                                         const cudaGraphEdgeData **edge_out, size_t *ndeps_out);
-SIM_API cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
-                                                unsigned long long *id_out, cudaGraph_t *graph_out,
-                                                const cudaGraphNode_t **deps_out, size_t *ndeps_out) {
-  return cudaStreamGetCaptureInfo(stream, status, id_out, graph_out, deps_out, NULL, ndeps_out);
-}
-SIM_API cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+SIM_API cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t stream,
+                                                enum cudaStreamCaptureStatus *status,
                                                 unsigned long long *id_out, cudaGraph_t *graph_out,
                                                 const cudaGraphNode_t **deps_out,
-                                                const cudaGraphEdgeData **edge_out, size_t *ndeps_out) {
+                                                size_t *ndeps_out) {
+  return cudaStreamGetCaptureInfo(stream, status, id_out, graph_out, deps_out, NULL, ndeps_out);
+}
+SIM_API cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t stream,
+                                                enum cudaStreamCaptureStatus *status,
+                                                unsigned long long *id_out, cudaGraph_t *graph_out,
+                                                const cudaGraphNode_t **deps_out,
+                                                const cudaGraphEdgeData **edge_out,
+                                                size_t *ndeps_out) {
   return cudaStreamGetCaptureInfo(stream, status, id_out, graph_out, deps_out, edge_out, ndeps_out);
 }
 
@@ -109,39 +116,51 @@ SIM_API cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return rt(sim_graph_de
 SIM_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes) {
   return rt(sim_graph_get_nodes(graph, nodes, numNodes));
 }
-SIM_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,
-                                                 cudaGraphEdgeData *edgeData, size_t *pNumDependencies) {
+SIM_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node,
+                                                 cudaGraphNode_t *pDependencies,
+                                                 cudaGraphEdgeData *edgeData,
+                                                 size_t *pNumDependencies) {
   return rt(sim_graph_node_deps(node, pDependencies, edgeData, pNumDependencies));
 }
-SIM_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
-                                              unsigned int flags) {
+SIM_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object,
+                                              unsigned int count, unsigned int flags) {
   return rt(sim_graph_retain_user_object(graph, object, count, flags));
 }
-SIM_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies,
+SIM_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream,
+                                                        cudaGraphNode_t *dependencies,
                                                         const cudaGraphEdgeData *dependencyData,
-                                                        size_t numDependencies, unsigned int flags) {
+                                                        size_t numDependencies,
+                                                        unsigned int flags) {
   struct CUstream_st *s;
   cudaError_t r = stream_or_error(stream, &s);
-  return rt(r != cudaSuccess ? r : sim_capture_update_deps(s, dependencies, numDependencies, flags));
+  return rt(r != cudaSuccess ? r
+                             : sim_capture_update_deps(s, dependencies, numDependencies, flags));
 }
 /* Graphs are built only by capture in sim/: editing one, conditional nodes and capturing into an
  * existing graph are refused with CUDA's "not supported". */
 SIM_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                     const cudaGraphNode_t *pDependencies, const cudaGraphEdgeData *dependencyData,
-                                     size_t numDependencies, struct cudaGraphNodeParams *nodeParams) {
+                                     const cudaGraphNode_t *pDependencies,
+                                     const cudaGraphEdgeData *dependencyData,
+                                     size_t numDependencies,
+                                     struct cudaGraphNodeParams *nodeParams) {
   return rt(cudaErrorNotSupported);
 }
-SIM_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph,
-                                                     unsigned int defaultLaunchValue, unsigned int flags) {
+SIM_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out,
+                                                     cudaGraph_t graph,
+                                                     unsigned int defaultLaunchValue,
+                                                     unsigned int flags) {
   return rt(cudaErrorNotSupported);
 }
 SIM_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
                                                   const cudaGraphNode_t *dependencies,
-                                                  const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                                                  const cudaGraphEdgeData *dependencyData,
+                                                  size_t numDependencies,
                                                   enum cudaStreamCaptureMode mode) {
   return rt(cudaErrorNotSupported);
 }
-SIM_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) { return rt(sim_graph_exec_destroy(graphExec)); }
+SIM_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+  return rt(sim_graph_exec_destroy(graphExec));
+}
 
 /* ---- driver API ----------------------------------------------------------------------------------- */
 
@@ -158,9 +177,11 @@ static CUresult cu_stream(CUstream h, struct CUstream_st **s_p) {
 #undef cuGraphInstantiate
 CUresult cuStreamBeginCapture(CUstream hStream);
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
-CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id_out);
-CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id_out,
-                                   CUgraph *graph_out, const CUgraphNode **deps_out, size_t *ndeps_out);
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *status,
+                                cuuint64_t *id_out);
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *status,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **deps_out, size_t *ndeps_out);
 CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
                             char *logBuffer, size_t bufferSize);
 CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
@@ -191,17 +212,19 @@ SIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *ca
   }
   struct CUstream_st *s;
   CUresult r = cu_stream(hStream, &s);
-  return r != CUDA_SUCCESS ? r
-                           : cu(sim_capture_info(s, (enum cudaStreamCaptureStatus *)captureStatus, NULL, NULL));
+  return r != CUDA_SUCCESS
+             ? r
+             : cu(sim_capture_info(s, (enum cudaStreamCaptureStatus *)captureStatus, NULL, NULL));
 }
 SIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *status,
                                            cuuint64_t *id_out, CUgraph *graph_out,
-                                           const CUgraphNode **deps_out, const CUgraphEdgeData **edge_out,
-                                           size_t *ndeps_out) {
+                                           const CUgraphNode **deps_out,
+                                           const CUgraphEdgeData **edge_out, size_t *ndeps_out) {
   struct CUstream_st *s;
   CUresult r = cu_stream(hStream, &s);
   unsigned long long id = 0;
-  if (r == CUDA_SUCCESS) r = cu(sim_capture_info(s, (enum cudaStreamCaptureStatus *)status, &id, graph_out));
+  if (r == CUDA_SUCCESS)
+    r = cu(sim_capture_info(s, (enum cudaStreamCaptureStatus *)status, &id, graph_out));
   if (r == CUDA_SUCCESS && *status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
     if (id_out) *id_out = id;
     if (deps_out) *deps_out = NULL;
@@ -215,7 +238,8 @@ SIM_API CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStat
                                            const CUgraphNode **deps_out, size_t *ndeps_out) {
   return cuStreamGetCaptureInfo_v3(hStream, status, id_out, graph_out, deps_out, NULL, ndeps_out);
 }
-SIM_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id_out) {
+SIM_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *status,
+                                        cuuint64_t *id_out) {
   return cuStreamGetCaptureInfo_v3(hStream, status, id_out, NULL, NULL, NULL, NULL);
 }
 SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
@@ -225,21 +249,24 @@ SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
                                              unsigned long long flags) {
   return cu(sim_graph_instantiate(phGraphExec, hGraph));
 }
-SIM_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                       char *logBuffer, size_t bufferSize) {
+SIM_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                       CUgraphNode *phErrorNode, char *logBuffer,
+                                       size_t bufferSize) {
   if (phErrorNode) *phErrorNode = NULL;
   if (logBuffer && bufferSize) logBuffer[0] = 0;
   return cu(sim_graph_instantiate(phGraphExec, hGraph));
 }
-SIM_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                    char *logBuffer, size_t bufferSize) {
+SIM_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize) {
   return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 SIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   return cu(graph_launch(hGraphExec, hStream));
 }
 SIM_API CUresult cuGraphDestroy(CUgraph hGraph) { return cu(sim_graph_destroy(hGraph)); }
-SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) { return cu(sim_graph_exec_destroy(hGraphExec)); }
+SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  return cu(sim_graph_exec_destroy(hGraphExec));
+}
 
 /* Entries for cuGetProcAddress (sim_cuda_driver.c): base names resolve to the newest version, as
  * libcuda does for a current cudaVersion. */
@@ -256,4 +283,3 @@ const sim_proc_t sim_graph_procs[] = {
     {"cuGraphExecDestroy", (void *)cuGraphExecDestroy},
     {NULL, NULL},
 };
-

@@ -38,20 +38,23 @@ SIM_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr
   if (!handle || !devPtr) return sim_cuda_fail(cudaErrorInvalidValue);
   if (!sim_mem_find(devPtr, &a) || a.kind != SIM_MEM_DEVICE || a.base != (uintptr_t)devPtr)
     return sim_cuda_fail(cudaErrorInvalidValue); /* not the base of a cudaMalloc allocation */
-  ipc_mem_t h = {IPC_MAGIC, (int32_t)getpid(), a.fd, sim_node_id(), a.serial, a.map_len, a.size,
-                 job_hash(), a.device};
+  ipc_mem_t h = {IPC_MAGIC, (int32_t)getpid(), a.fd,    sim_node_id(), a.serial, a.map_len,
+                 a.size,    job_hash(),        a.device};
   memset(handle, 0, sizeof *handle);
   memcpy(handle, &h, sizeof h);
   return cudaSuccess;
 }
 
-SIM_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+SIM_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
+                                         unsigned int flags) {
   ipc_mem_t h;
   memcpy(&h, &handle, sizeof h);
-  if (!devPtr || flags != cudaIpcMemLazyEnablePeerAccess) return sim_cuda_fail(cudaErrorInvalidValue);
+  if (!devPtr || flags != cudaIpcMemLazyEnablePeerAccess)
+    return sim_cuda_fail(cudaErrorInvalidValue);
   if (h.magic != IPC_MAGIC || h.node != sim_node_id() || h.job != job_hash())
     return sim_cuda_fail(cudaErrorInvalidResourceHandle);
-  if (h.pid == (int32_t)getpid()) return sim_cuda_fail(cudaErrorDeviceUninitialized); /* as CUDA: not in the exporter */
+  if (h.pid == (int32_t)getpid())
+    return sim_cuda_fail(cudaErrorDeviceUninitialized);         /* as CUDA: not in the exporter */
   if (sim_mem_ipc_reopen(h.serial, devPtr)) return cudaSuccess; /* counted again, as in CUDA */
   char path[64], link[256], want[64];
   snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
@@ -59,7 +62,8 @@ SIM_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handl
   if (n < 0) return sim_cuda_fail(cudaErrorMapBufferObjectFailed); /* the exporter is gone */
   link[n] = 0;
   snprintf(want, sizeof want, "/memfd:ncclsim-dev-%016llx ", (unsigned long long)h.serial);
-  if (strncmp(link, want, strlen(want)) != 0) return sim_cuda_fail(cudaErrorInvalidResourceHandle); /* freed */
+  if (strncmp(link, want, strlen(want)) != 0)
+    return sim_cuda_fail(cudaErrorInvalidResourceHandle); /* freed */
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return sim_cuda_fail(cudaErrorMapBufferObjectFailed);
   void *q = mmap(NULL, h.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -76,7 +80,8 @@ SIM_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handl
 
 SIM_API cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
   sim_alloc_t a;
-  if (!devPtr || !sim_mem_take(devPtr, SIM_MEM_IPC, &a)) return sim_cuda_fail(cudaErrorInvalidValue);
+  if (!devPtr || !sim_mem_take(devPtr, SIM_MEM_IPC, &a))
+    return sim_cuda_fail(cudaErrorInvalidValue);
   if (--a.refs > 0) return sim_cuda_fail(sim_mem_record(&a));
   munmap(devPtr, a.map_len);
   return cudaSuccess;
@@ -85,7 +90,8 @@ SIM_API cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
 SIM_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event) {
   struct CUevent_st *e = sim_event_resolve(event);
   if (!handle) return sim_cuda_fail(cudaErrorInvalidValue);
-  if (!e || !(e->flags & cudaEventInterprocess)) return sim_cuda_fail(cudaErrorInvalidResourceHandle);
+  if (!e || !(e->flags & cudaEventInterprocess))
+    return sim_cuda_fail(cudaErrorInvalidResourceHandle);
   return sim_cuda_fail(cudaErrorNotSupported);
 }
 

@@ -21,7 +21,8 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
                        const char *deviceName, int ext, size_t size, int constant, int global);
 void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
-                              const char *deviceName, int ext, size_t size, int constant, int global);
+                              const char *deviceName, int ext, size_t size, int constant,
+                              int global);
 char __cudaInitModule(void **fatCubinHandle);
 unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
                                      struct CUstream_st *stream);
@@ -43,8 +44,8 @@ SIM_API void __cudaUnregisterFatBinary(void **fatCubinHandle) { free(fatCubinHan
 /* Functions and variables are recorded (sim_cuda_func.c) so that attribute, occupancy and symbol
  * queries can tell a kernel or a __device__ variable from any other address, as CUDA does. */
 SIM_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
-                                    const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
-                                    dim3 *bDim, dim3 *gDim, int *wSize) {
+                                    const char *deviceName, int thread_limit, uint3 *tid,
+                                    uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize) {
   sim_func_register(hostFun, thread_limit);
 }
 SIM_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
@@ -96,8 +97,8 @@ SIM_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *fun) {
 
 /* Checks what CUDA checks before a launch; the kernel itself does not run. A cooperative launch
  * must also fit on the device at once: at most the occupancy answer times the SM count. */
-static cudaError_t launch_ex(const void *fun, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
-                             int cooperative) {
+static cudaError_t launch_ex(const void *fun, dim3 grid, dim3 block, size_t shmem,
+                             cudaStream_t stream, int cooperative) {
   if (!fun) return cudaErrorInvalidDeviceFunction;
   unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
@@ -116,7 +117,8 @@ static cudaError_t launch_ex(const void *fun, dim3 grid, dim3 block, size_t shme
   return r;
 }
 
-static cudaError_t launch(const void *fun, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream) {
+static cudaError_t launch(const void *fun, dim3 grid, dim3 block, size_t shmem,
+                          cudaStream_t stream) {
   return launch_ex(fun, grid, block, shmem, stream, 0);
 }
 
@@ -126,8 +128,8 @@ static cudaError_t launch_ret(cudaError_t e) {
   return e;
 }
 
-SIM_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
-                                       size_t sharedMem, cudaStream_t stream) {
+SIM_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                       void **args, size_t sharedMem, cudaStream_t stream) {
   return launch_ret(launch((const void *)kernel, gridDim, blockDim, sharedMem, stream));
 }
 
@@ -137,18 +139,21 @@ SIM_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockD
 }
 
 SIM_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
-                                                void **args, size_t sharedMem, cudaStream_t stream) {
+                                                void **args, size_t sharedMem,
+                                                cudaStream_t stream) {
   return launch_ret(launch_ex(func, gridDim, blockDim, sharedMem, stream, 1));
 }
 
 /* The extensible launch: of the attributes, only cooperation changes what sim/ checks; an id past
  * the last one CUDA 13 defines (cudaLaunchAttributeNvlinkUtilCentricScheduling) is refused. */
-SIM_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+SIM_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
+                                        void **args) {
   if (!config || (config->numAttrs && !config->attrs)) return launch_ret(cudaErrorInvalidValue);
   int coop = 0;
   for (unsigned i = 0; i < config->numAttrs; i++) {
     const cudaLaunchAttribute *a = &config->attrs[i];
-    if ((int)a->id < 0 || (int)a->id > cudaLaunchAttributeNvlinkUtilCentricScheduling) /* 0: ignored */
+    if ((int)a->id < 0 ||
+        (int)a->id > cudaLaunchAttributeNvlinkUtilCentricScheduling) /* 0: ignored */
       return launch_ret(cudaErrorInvalidValue);
     if (a->id == cudaLaunchAttributeCooperative) coop = a->val.cooperative != 0;
   }

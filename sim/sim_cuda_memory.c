@@ -75,7 +75,8 @@ int sim_mem_take(const void *base, int kind, sim_alloc_t *a_p) {
   size_t i;
   int found = 0;
   pthread_mutex_lock(&mem_lock);
-  if (find_locked((uintptr_t)base, &i) && allocs[i].base == (uintptr_t)base && allocs[i].kind == kind) {
+  if (find_locked((uintptr_t)base, &i) && allocs[i].base == (uintptr_t)base &&
+      allocs[i].kind == kind) {
     *a_p = allocs[i];
     memmove(&allocs[i], &allocs[i + 1], (nallocs - i - 1) * sizeof *allocs);
     nallocs--;
@@ -112,13 +113,15 @@ static cudaError_t device_alloc(void **p, size_t size) {
   pthread_once(&once, raise_fd_limit);
   size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (size + page - 1) / page * page;
   uint64_t serial = 0;
-  if (getrandom(&serial, sizeof serial, 0) != (ssize_t)sizeof serial) return cudaErrorMemoryAllocation;
+  if (getrandom(&serial, sizeof serial, 0) != (ssize_t)sizeof serial)
+    return cudaErrorMemoryAllocation;
   char name[64];
   snprintf(name, sizeof name, "ncclsim-dev-%016llx", (unsigned long long)serial);
   int fd = memfd_create(name, MFD_CLOEXEC);
   if (fd < 0) return cudaErrorMemoryAllocation;
   void *q = MAP_FAILED;
-  if (ftruncate(fd, (off_t)len) == 0) q = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (ftruncate(fd, (off_t)len) == 0)
+    q = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (q == MAP_FAILED) {
     close(fd);
     return cudaErrorMemoryAllocation;
@@ -169,10 +172,12 @@ cudaError_t sim_mem_free(void *p, int host) {
 /* ---- entry points -------------------------------------------------------------------------- */
 
 SIM_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
-  if (!ptr || size == 0 || (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped |
-                                                cudaHostRegisterIoMemory | cudaHostRegisterReadOnly)))
+  if (!ptr || size == 0 ||
+      (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped |
+                           cudaHostRegisterIoMemory | cudaHostRegisterReadOnly)))
     return sim_cuda_fail(cudaErrorInvalidValue);
-  if (flags & cudaHostRegisterIoMemory) return sim_cuda_fail(cudaErrorNotSupported); /* no PCIe BARs here */
+  if (flags & cudaHostRegisterIoMemory)
+    return sim_cuda_fail(cudaErrorNotSupported); /* no PCIe BARs here */
   sim_alloc_t a;
   pthread_mutex_lock(&mem_lock);
   size_t i = upper_bound((uintptr_t)ptr + size - 1);
@@ -186,7 +191,8 @@ SIM_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 SIM_API cudaError_t cudaHostUnregister(void *ptr) {
   sim_alloc_t a;
   if (!ptr) return sim_cuda_fail(cudaErrorInvalidValue);
-  if (!sim_mem_take(ptr, SIM_MEM_REGISTERED, &a)) return sim_cuda_fail(cudaErrorHostMemoryNotRegistered);
+  if (!sim_mem_take(ptr, SIM_MEM_REGISTERED, &a))
+    return sim_cuda_fail(cudaErrorHostMemoryNotRegistered);
   return cudaSuccess;
 }
 
@@ -199,7 +205,8 @@ SIM_API cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsign
   return cudaSuccess;
 }
 
-SIM_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr) {
+SIM_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes,
+                                             const void *ptr) {
   if (!attributes) return sim_cuda_fail(cudaErrorInvalidValue);
   sim_alloc_t a;
   memset(attributes, 0, sizeof *attributes);
@@ -210,18 +217,20 @@ SIM_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attri
   }
   attributes->device = a.device;
   switch (a.kind) {
-  case SIM_MEM_DEVICE: case SIM_MEM_IPC: case SIM_MEM_VMM:
-    attributes->type = cudaMemoryTypeDevice;
-    attributes->devicePointer = (void *)ptr;
-    break;
-  case SIM_MEM_MANAGED:
-    attributes->type = cudaMemoryTypeManaged;
-    attributes->devicePointer = attributes->hostPointer = (void *)ptr;
-    break;
-  default: /* pinned or registered host memory */
-    attributes->type = cudaMemoryTypeHost;
-    attributes->devicePointer = attributes->hostPointer = (void *)ptr;
-    break;
+    case SIM_MEM_DEVICE:
+    case SIM_MEM_IPC:
+    case SIM_MEM_VMM:
+      attributes->type = cudaMemoryTypeDevice;
+      attributes->devicePointer = (void *)ptr;
+      break;
+    case SIM_MEM_MANAGED:
+      attributes->type = cudaMemoryTypeManaged;
+      attributes->devicePointer = attributes->hostPointer = (void *)ptr;
+      break;
+    default: /* pinned or registered host memory */
+      attributes->type = cudaMemoryTypeHost;
+      attributes->devicePointer = attributes->hostPointer = (void *)ptr;
+      break;
   }
   return cudaSuccess;
 }
@@ -233,7 +242,8 @@ static _Atomic uint64_t peer_enabled[SIM_MAX_DEVICES]; /* bit p of [d]: d has en
 SIM_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice) {
   if (!canAccessPeer) return sim_cuda_fail(cudaErrorInvalidValue);
   int n = sim_device_count();
-  if (device < 0 || device >= n || peerDevice < 0 || peerDevice >= n) return sim_cuda_fail(cudaErrorInvalidDevice);
+  if (device < 0 || device >= n || peerDevice < 0 || peerDevice >= n)
+    return sim_cuda_fail(cudaErrorInvalidDevice);
   *canAccessPeer = device != peerDevice;
   return cudaSuccess;
 }
@@ -244,7 +254,8 @@ SIM_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flag
   if (peerDevice < 0 || peerDevice >= sim_device_count() || peerDevice == d)
     return sim_cuda_fail(cudaErrorInvalidDevice);
   uint64_t bit = 1ull << peerDevice;
-  if (atomic_fetch_or(&peer_enabled[d], bit) & bit) return sim_cuda_fail(cudaErrorPeerAccessAlreadyEnabled);
+  if (atomic_fetch_or(&peer_enabled[d], bit) & bit)
+    return sim_cuda_fail(cudaErrorPeerAccessAlreadyEnabled);
   return cudaSuccess;
 }
 
@@ -253,7 +264,8 @@ SIM_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
   if (peerDevice < 0 || peerDevice >= sim_device_count() || peerDevice == d)
     return sim_cuda_fail(cudaErrorInvalidDevice);
   uint64_t bit = 1ull << peerDevice;
-  if (!(atomic_fetch_and(&peer_enabled[d], ~bit) & bit)) return sim_cuda_fail(cudaErrorPeerAccessNotEnabled);
+  if (!(atomic_fetch_and(&peer_enabled[d], ~bit) & bit))
+    return sim_cuda_fail(cudaErrorPeerAccessNotEnabled);
   return cudaSuccess;
 }
 
@@ -264,5 +276,6 @@ cudaError_t sim_cuda_fail(cudaError_t e) {
 
 void sim_fill32(void *dst, uint32_t value, size_t n) {
   uint32_t *w = dst;
-  for (size_t i = 0; i < n; i++) memcpy(&w[i], &value, sizeof value); /* dst may be unaligned for C */
+  for (size_t i = 0; i < n; i++)
+    memcpy(&w[i], &value, sizeof value); /* dst may be unaligned for C */
 }

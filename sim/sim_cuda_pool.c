@@ -96,55 +96,55 @@ SIM_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int devi
   return cudaSuccess;
 }
 
-SIM_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) {
+SIM_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                            void *value) {
   struct CUmemPoolHandle_st *p = pool_resolve(memPool);
   if (!p || !value) return ret(cudaErrorInvalidValue);
   cudaError_t r = cudaSuccess;
   pthread_mutex_lock(&pool_lock);
   switch (attr) {
-  case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
-  case cudaMemPoolReuseAllowInternalDependencies:
-    *(int *)value = p->reuse[attr - 1];
-    break;
-  case cudaMemPoolAttrReleaseThreshold: *(uint64_t *)value = p->release_threshold; break;
-  case cudaMemPoolAttrReservedMemCurrent: /* nothing cached: reserved is what is in use */
-  case cudaMemPoolAttrUsedMemCurrent: *(uint64_t *)value = p->used; break;
-  case cudaMemPoolAttrReservedMemHigh: *(uint64_t *)value = p->reserved_high; break;
-  case cudaMemPoolAttrUsedMemHigh: *(uint64_t *)value = p->used_high; break;
-  default: r = cudaErrorInvalidValue;
+    case cudaMemPoolReuseFollowEventDependencies:
+    case cudaMemPoolReuseAllowOpportunistic:
+    case cudaMemPoolReuseAllowInternalDependencies: *(int *)value = p->reuse[attr - 1]; break;
+    case cudaMemPoolAttrReleaseThreshold: *(uint64_t *)value = p->release_threshold; break;
+    case cudaMemPoolAttrReservedMemCurrent: /* nothing cached: reserved is what is in use */
+    case cudaMemPoolAttrUsedMemCurrent: *(uint64_t *)value = p->used; break;
+    case cudaMemPoolAttrReservedMemHigh: *(uint64_t *)value = p->reserved_high; break;
+    case cudaMemPoolAttrUsedMemHigh: *(uint64_t *)value = p->used_high; break;
+    default: r = cudaErrorInvalidValue;
   }
   pthread_mutex_unlock(&pool_lock);
   return ret(r);
 }
 
-SIM_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) {
+SIM_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                            void *value) {
   struct CUmemPoolHandle_st *p = pool_resolve(memPool);
   if (!p || !value) return ret(cudaErrorInvalidValue);
   cudaError_t r = cudaSuccess;
   pthread_mutex_lock(&pool_lock);
   switch (attr) {
-  case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
-  case cudaMemPoolReuseAllowInternalDependencies:
-    p->reuse[attr - 1] = *(int *)value != 0;
-    break;
-  case cudaMemPoolAttrReleaseThreshold: p->release_threshold = *(uint64_t *)value; break;
-  /* The high-water marks may only be reset, to the current value, by writing 0. */
-  case cudaMemPoolAttrReservedMemHigh:
-    if (*(uint64_t *)value != 0) r = cudaErrorInvalidValue;
-    else p->reserved_high = p->used;
-    break;
-  case cudaMemPoolAttrUsedMemHigh:
-    if (*(uint64_t *)value != 0) r = cudaErrorInvalidValue;
-    else p->used_high = p->used;
-    break;
-  default: r = cudaErrorInvalidValue; /* the current values are read-only */
+    case cudaMemPoolReuseFollowEventDependencies:
+    case cudaMemPoolReuseAllowOpportunistic:
+    case cudaMemPoolReuseAllowInternalDependencies: p->reuse[attr - 1] = *(int *)value != 0; break;
+    case cudaMemPoolAttrReleaseThreshold: p->release_threshold = *(uint64_t *)value; break;
+    /* The high-water marks may only be reset, to the current value, by writing 0. */
+    case cudaMemPoolAttrReservedMemHigh:
+      if (*(uint64_t *)value != 0) r = cudaErrorInvalidValue;
+      else p->reserved_high = p->used;
+      break;
+    case cudaMemPoolAttrUsedMemHigh:
+      if (*(uint64_t *)value != 0) r = cudaErrorInvalidValue;
+      else p->used_high = p->used;
+      break;
+    default: r = cudaErrorInvalidValue; /* the current values are read-only */
   }
   pthread_mutex_unlock(&pool_lock);
   return ret(r);
 }
 
-SIM_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
-                                         size_t count) {
+SIM_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool,
+                                         const struct cudaMemAccessDesc *descList, size_t count) {
   struct CUmemPoolHandle_st *p = pool_resolve(memPool);
   if (!p || (count && !descList)) return ret(cudaErrorInvalidValue);
   int n = sim_device_count();
@@ -171,15 +171,18 @@ SIM_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKe
 }
 
 /* Graph memory: always 0, because captures refuse stream-ordered allocations. */
-SIM_API cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value) {
+SIM_API cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr,
+                                                   void *value) {
   if (device < 0 || device >= sim_device_count()) return ret(cudaErrorInvalidDevice);
-  if (!value || (int)attr < cudaGraphMemAttrUsedMemCurrent || (int)attr > cudaGraphMemAttrReservedMemHigh)
+  if (!value || (int)attr < cudaGraphMemAttrUsedMemCurrent ||
+      (int)attr > cudaGraphMemAttrReservedMemHigh)
     return ret(cudaErrorInvalidValue);
   *(uint64_t *)value = 0;
   return cudaSuccess;
 }
 
-SIM_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value) {
+SIM_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr,
+                                                   void *value) {
   if (device < 0 || device >= sim_device_count()) return ret(cudaErrorInvalidDevice);
   if (!value || (attr != cudaGraphMemAttrUsedMemHigh && attr != cudaGraphMemAttrReservedMemHigh) ||
       *(uint64_t *)value != 0)

@@ -103,7 +103,8 @@ SIM_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr,
 SIM_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
   if (!pciBusId || len <= 0) return rt_ret(cudaErrorInvalidValue);
   if (device < 0 || device >= sim_device_count()) return rt_ret(cudaErrorInvalidDevice);
-  snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", sim_device_attr(cudaDevAttrPciBusId, device));
+  snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0",
+           sim_device_attr(cudaDevAttrPciBusId, device));
   return cudaSuccess;
 }
 
@@ -132,7 +133,9 @@ SIM_API cudaError_t cudaMemGetInfo(size_t *free_p, size_t *total_p) {
 
 /* Device, pinned host and managed memory: recorded by kind (sim_cuda_memory.c), device memory in
  * shared pages so that IPC handles can map it elsewhere. */
-static cudaError_t mem_alloc(void **p, size_t size, int kind) { return rt_ret(sim_mem_alloc(p, size, kind)); }
+static cudaError_t mem_alloc(void **p, size_t size, int kind) {
+  return rt_ret(sim_mem_alloc(p, size, kind));
+}
 
 /* Allocation and freeing are "potentially unsafe" while a capture is in progress (CUDA's capture
  * modes): sim_capture_check_unsafe applies the rule. */
@@ -188,7 +191,8 @@ SIM_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
 
 /* The stream a copy or set goes on (*s_p) and the capture it joins (*cap_p; NULL: it runs now).
  * Returns cudaSuccess or the error, recorded. */
-static cudaError_t transfer_on(cudaStream_t stream, struct CUstream_st **s_p, struct sim_capture **cap_p) {
+static cudaError_t transfer_on(cudaStream_t stream, struct CUstream_st **s_p,
+                               struct sim_capture **cap_p) {
   *s_p = sim_stream_resolve(stream);
   if (!*s_p) return rt_ret(cudaErrorInvalidResourceHandle);
   return rt_ret(sim_capture_enqueue(*s_p, cap_p));
@@ -234,7 +238,8 @@ SIM_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
   if (width > dpitch || width > spitch) return rt_ret(cudaErrorInvalidPitchValue);
   if (width == 0 || height == 0) return copy(dst, src, 0, kind, stream);
   for (size_t row = 0; row < height; row++) {
-    cudaError_t r = copy((char *)dst + row * dpitch, (const char *)src + row * spitch, width, kind, stream);
+    cudaError_t r =
+        copy((char *)dst + row * dpitch, (const char *)src + row * spitch, width, kind, stream);
     if (r != cudaSuccess) return r;
   }
   return cudaSuccess;
@@ -290,7 +295,8 @@ SIM_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
   cudaError_t r = s ? sim_capture_check_sync_stream(s) : cudaErrorInvalidResourceHandle;
   return r == cudaSuccess && sim_stream_pending(s) ? cudaErrorNotReady : rt_ret(r);
 }
-SIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+SIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                        unsigned int flags) {
   struct CUstream_st *s = sim_stream_resolve(stream);
   if (!s) return rt_ret(cudaErrorInvalidResourceHandle);
   struct CUevent_st *e = sim_event_resolve(event);
@@ -332,8 +338,12 @@ SIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t str
 }
 /* Not ready is no error: cudaGetLastError does not report it. */
 static cudaError_t rt_ret_ready(cudaError_t e) { return e == cudaErrorNotReady ? e : rt_ret(e); }
-SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) { return rt_ret_ready(sim_event_query(event)); }
-SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) { return rt_ret(sim_event_synchronize(event)); }
+SIM_API cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return rt_ret_ready(sim_event_query(event));
+}
+SIM_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return rt_ret(sim_event_synchronize(event));
+}
 SIM_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
   return rt_ret_ready(sim_event_elapsed_time(start, end, ms));
 }

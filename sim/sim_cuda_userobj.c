@@ -47,8 +47,9 @@ static cudaError_t ret(cudaError_t e) {
   return e;
 }
 
-SIM_API cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy,
-                                         unsigned int initialRefcount, unsigned int flags) {
+SIM_API cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr,
+                                         cudaHostFn_t destroy, unsigned int initialRefcount,
+                                         unsigned int flags) {
   if (!object_out || !destroy || initialRefcount == 0 || flags != cudaUserObjectNoDestructorSync)
     return ret(cudaErrorInvalidValue);
   struct CUuserObject_st *o = calloc(1, sizeof *o);

@@ -31,13 +31,16 @@ struct vmm_handle {
   int fd;
   size_t size;
   CUmemAllocationProp prop;
-  int refs;                 /* handles (create, import, retain) and mappings; under vmm_lock */
-  struct vmm_handle *next;  /* every handle ever made: a stale one reads as dead, none leaks */
+  int refs;                /* handles (create, import, retain) and mappings; under vmm_lock */
+  struct vmm_handle *next; /* every handle ever made: a stale one reads as dead, none leaks */
 };
 
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vmm_handle *handles;
-static struct { uintptr_t base; size_t size; } *resv; /* reserved ranges */
+static struct {
+  uintptr_t base;
+  size_t size;
+} * resv; /* reserved ranges */
 static size_t nresv, cap_resv;
 
 static struct vmm_handle *resolve(CUmemGenericAllocationHandle h) { /* under vmm_lock */
@@ -53,7 +56,8 @@ static void drop(struct vmm_handle *v) { /* under vmm_lock */
   v->magic = 0;
 }
 
-static CUresult new_handle(int fd, size_t size, const CUmemAllocationProp *prop, CUmemGenericAllocationHandle *out) {
+static CUresult new_handle(int fd, size_t size, const CUmemAllocationProp *prop,
+                           CUmemGenericAllocationHandle *out) {
   struct vmm_handle *v = calloc(1, sizeof *v);
   if (!v) return CUDA_ERROR_OUT_OF_MEMORY;
   v->magic = VMM_MAGIC;
@@ -73,7 +77,8 @@ static CUresult new_handle(int fd, size_t size, const CUmemAllocationProp *prop,
 static CUresult check_prop(const CUmemAllocationProp *prop) {
   if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
   if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;
-  if (prop->location.id < 0 || prop->location.id >= sim_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  if (prop->location.id < 0 || prop->location.id >= sim_device_count())
+    return CUDA_ERROR_INVALID_DEVICE;
   if (prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     return CUDA_ERROR_NOT_SUPPORTED; /* Win32 and fabric handles */
   return CUDA_SUCCESS;
@@ -81,15 +86,16 @@ static CUresult check_prop(const CUmemAllocationProp *prop) {
 
 SIM_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                                CUmemAllocationGranularity_flags option) {
-  if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+  if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                       option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = check_prop(prop);
   if (r == CUDA_SUCCESS) *granularity = GRAN;
   return r;
 }
 
-SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-                             unsigned long long flags) {
+SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                             const CUmemAllocationProp *prop, unsigned long long flags) {
   if (!handle || flags || size == 0 || size % GRAN) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = check_prop(prop);
   if (r != CUDA_SUCCESS) return r;
@@ -114,12 +120,14 @@ SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-SIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                                     unsigned long long flags) {
-  if (!ptr || flags || size == 0 || size % GRAN || (alignment & (alignment - 1))) return CUDA_ERROR_INVALID_VALUE;
+SIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                     CUdeviceptr addr, unsigned long long flags) {
+  if (!ptr || flags || size == 0 || size % GRAN || (alignment & (alignment - 1)))
+    return CUDA_ERROR_INVALID_VALUE;
   size_t align = alignment > GRAN ? alignment : GRAN;
   /* Over-reserve, then trim to the alignment (addr is a hint, as in CUDA). */
-  char *q = mmap((void *)(uintptr_t)addr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  char *q = mmap((void *)(uintptr_t)addr, size + align, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (q == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   uintptr_t base = ((uintptr_t)q + align - 1) & ~(uintptr_t)(align - 1);
   if (base > (uintptr_t)q) munmap(q, base - (uintptr_t)q);
@@ -162,9 +170,9 @@ SIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   pthread_mutex_lock(&vmm_lock);
   size_t i = 0;
   while (i < nresv && !(resv[i].base == (uintptr_t)ptr && resv[i].size == size)) i++;
-  CUresult r = i == nresv ? CUDA_ERROR_INVALID_VALUE
+  CUresult r = i == nresv                         ? CUDA_ERROR_INVALID_VALUE
                : any_mapped((uintptr_t)ptr, size) ? CUDA_ERROR_INVALID_VALUE /* unmap first */
-               : CUDA_SUCCESS;
+                                                  : CUDA_SUCCESS;
   if (r == CUDA_SUCCESS) {
     munmap((void *)(uintptr_t)ptr, size);
     resv[i] = resv[--nresv];
@@ -173,22 +181,24 @@ SIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return r;
 }
 
-SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                          unsigned long long flags) {
+SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
   uintptr_t p = (uintptr_t)ptr;
   if (flags || offset || size == 0 || size % GRAN || p % GRAN) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&vmm_lock);
   struct vmm_handle *v = resolve(handle);
   CUresult r = !v ? CUDA_ERROR_INVALID_HANDLE
-               : size > v->size || !reserved(p, size) || any_mapped(p, size) ? CUDA_ERROR_INVALID_VALUE
-               : CUDA_SUCCESS;
+               : size > v->size || !reserved(p, size) || any_mapped(p, size)
+                   ? CUDA_ERROR_INVALID_VALUE
+                   : CUDA_SUCCESS;
   if (r == CUDA_SUCCESS &&
       mmap((void *)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, v->fd, 0) == MAP_FAILED)
     r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) {
     sim_alloc_t a = {p, size, size, SIM_MEM_VMM, v->prop.location.id, -1, (uint64_t)handle, 0};
     if (sim_mem_record(&a) != cudaSuccess) {
-      mmap((void *)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      mmap((void *)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+           0);
       r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
       v->refs++;
@@ -204,7 +214,8 @@ SIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   sim_alloc_t a;
   /* The range must be made of whole mappings: checked before anything is undone. */
   for (uintptr_t cur = p; cur < end; cur += a.size)
-    if (!sim_mem_find((const void *)cur, &a) || a.kind != SIM_MEM_VMM || a.base != cur || cur + a.size > end)
+    if (!sim_mem_find((const void *)cur, &a) || a.kind != SIM_MEM_VMM || a.base != cur ||
+        cur + a.size > end)
       return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&vmm_lock);
   for (uintptr_t cur = p; cur < end; cur += a.size) {
@@ -218,32 +229,38 @@ SIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+SIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                size_t count) {
   uintptr_t p = (uintptr_t)ptr;
   if (!desc || count == 0 || size == 0 || size % GRAN || p % GRAN) return CUDA_ERROR_INVALID_VALUE;
   int prot = PROT_NONE;
   for (size_t i = 0; i < count; i++) {
     if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;
-    if (desc[i].location.id < 0 || desc[i].location.id >= sim_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    if (desc[i].location.id < 0 || desc[i].location.id >= sim_device_count())
+      return CUDA_ERROR_INVALID_DEVICE;
     if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) prot = PROT_READ | PROT_WRITE;
     else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ) prot |= PROT_READ;
     else if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE) return CUDA_ERROR_INVALID_VALUE;
   }
   sim_alloc_t a;
   for (uintptr_t g = p; g < p + size; g += GRAN) /* every granule must be mapped */
-    if (!sim_mem_find((const void *)g, &a) || a.kind != SIM_MEM_VMM) return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_mem_find((const void *)g, &a) || a.kind != SIM_MEM_VMM)
+      return CUDA_ERROR_INVALID_VALUE;
   return mprotect((void *)p, size, prot) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-SIM_API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
-                                              CUmemAllocationHandleType handleType, unsigned long long flags) {
+SIM_API CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                              CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType,
+                                              unsigned long long flags) {
   if (!shareableHandle || flags) return CUDA_ERROR_INVALID_VALUE;
   if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   pthread_mutex_lock(&vmm_lock);
   struct vmm_handle *v = resolve(handle);
   CUresult r = !v ? CUDA_ERROR_INVALID_HANDLE
-               : !(v->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ? CUDA_ERROR_INVALID_VALUE
-               : CUDA_SUCCESS;
+               : !(v->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+                   ? CUDA_ERROR_INVALID_VALUE
+                   : CUDA_SUCCESS;
   int fd = r == CUDA_SUCCESS ? dup(v->fd) : -1;
   pthread_mutex_unlock(&vmm_lock);
   if (r == CUDA_SUCCESS && fd < 0) r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -251,7 +268,8 @@ SIM_API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneri
   return r;
 }
 
-SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                                                void *osHandle,
                                                 CUmemAllocationHandleType shHandleType) {
   if (!handle) return CUDA_ERROR_INVALID_VALUE;
   if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
@@ -266,7 +284,8 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
     if (sscanf(target, "/memfd:ncclsim-vmm-dev%d", &dev) != 1) dev = -1;
   }
   /* Only what cuMemCreate exported: a sim/ allocation with its device in the name. */
-  if (dev < 0 || fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size % GRAN) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size % GRAN)
+    return CUDA_ERROR_INVALID_VALUE;
   int own = dup(fd);
   if (own < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   CUmemAllocationProp prop;
@@ -292,7 +311,8 @@ SIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
   return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle) {
+SIM_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                        CUmemGenericAllocationHandle handle) {
   if (!prop) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&vmm_lock);
   struct vmm_handle *v = resolve(handle);
@@ -326,11 +346,13 @@ static CUresult set32(CUdeviceptr dst, uint32_t value, size_t n, CUstream hStrea
   return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+SIM_API CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                                  CUstream hStream) {
   return set32(dstDevice, ui, N, hStream);
 }
 
-SIM_API CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+SIM_API CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                      unsigned int flags) {
   if (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) return CUDA_ERROR_INVALID_VALUE;
   return set32(addr, value, 1, stream);
 }

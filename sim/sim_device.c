@@ -18,11 +18,11 @@
 #include "sim_cuda.h"
 
 typedef struct {
-  pthread_mutex_t lock;        /* guards the clocks of this device's streams */
-  struct CUstream_st def;      /* the default stream (legacy and per-thread) */
-  double blocking_max_vt;      /* latest end of work issued on a blocking non-default stream */
-  int stuck;                   /* some stream of the device never finishes its work (NCCLSIM_FAULT) */
-  struct CUctx_st ctx;         /* the primary context */
+  pthread_mutex_t lock;   /* guards the clocks of this device's streams */
+  struct CUstream_st def; /* the default stream (legacy and per-thread) */
+  double blocking_max_vt; /* latest end of work issued on a blocking non-default stream */
+  int stuck;              /* some stream of the device never finishes its work (NCCLSIM_FAULT) */
+  struct CUctx_st ctx;    /* the primary context */
 } sim_dev_t;
 
 static sim_dev_t devs[SIM_MAX_DEVICES];
@@ -90,8 +90,7 @@ static int count_from_env(void) {
     if (*end || d < 1 || d > SIM_MAX_DEVICES)
       sim_log_warn("invalid value for NCCLSIM_DEVICES: '%s' (expected 1..%d); using %d devices", v,
                    SIM_MAX_DEVICES, n);
-    else
-      n = (int)d;
+    else n = (int)d;
   }
   return n;
 }
@@ -126,36 +125,38 @@ cudaError_t sim_device_set(int dev) {
 int sim_device_attr(int attr, int dev) {
   (void)dev;
   switch (attr) {
-  case cudaDevAttrMaxThreadsPerBlock: return 1024;
-  case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: return 1024;
-  case cudaDevAttrMaxBlockDimZ: return 64;
-  case cudaDevAttrMaxGridDimX: return 2147483647;
-  case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: return 65535;
-  case cudaDevAttrMaxSharedMemoryPerBlock: return 48 << 10;
-  case cudaDevAttrTotalConstantMemory: return 64 << 10;
-  case cudaDevAttrWarpSize: return 32;
-  case cudaDevAttrMaxRegistersPerBlock: return 65536;
-  case cudaDevAttrClockRate: return 1980000;
-  case cudaDevAttrMultiProcessorCount: return SIM_GPU_SMS;
-  case cudaDevAttrIntegrated: return 0;
-  case cudaDevAttrCanMapHostMemory: return 1;
-  case cudaDevAttrConcurrentKernels: return 1;
-  case cudaDevAttrPciBusId: return 0x10 + dev;
-  case cudaDevAttrPciDeviceId: return 0;
-  case cudaDevAttrPciDomainId: return 0;
-  case cudaDevAttrAsyncEngineCount: return 3;
-  case cudaDevAttrUnifiedAddressing: return 1;
-  case cudaDevAttrMemoryClockRate: return 2619000;
-  case cudaDevAttrGlobalMemoryBusWidth: return 5120;
-  case cudaDevAttrL2CacheSize: return 50 << 20;
-  case cudaDevAttrMaxThreadsPerMultiProcessor: return 2048;
-  case cudaDevAttrComputeCapabilityMajor: return SIM_GPU_CC_MAJOR;
-  case cudaDevAttrComputeCapabilityMinor: return SIM_GPU_CC_MINOR;
-  case cudaDevAttrManagedMemory: return 1;
-  case cudaDevAttrMaxSharedMemoryPerMultiprocessor: return 228 << 10;
-  case cudaDevAttrMaxSharedMemoryPerBlockOptin: return 227 << 10;
-  case cudaDevAttrCooperativeLaunch: return 1;
-  default: return 0;
+    case cudaDevAttrMaxThreadsPerBlock: return 1024;
+    case cudaDevAttrMaxBlockDimX:
+    case cudaDevAttrMaxBlockDimY: return 1024;
+    case cudaDevAttrMaxBlockDimZ: return 64;
+    case cudaDevAttrMaxGridDimX: return 2147483647;
+    case cudaDevAttrMaxGridDimY:
+    case cudaDevAttrMaxGridDimZ: return 65535;
+    case cudaDevAttrMaxSharedMemoryPerBlock: return 48 << 10;
+    case cudaDevAttrTotalConstantMemory: return 64 << 10;
+    case cudaDevAttrWarpSize: return 32;
+    case cudaDevAttrMaxRegistersPerBlock: return 65536;
+    case cudaDevAttrClockRate: return 1980000;
+    case cudaDevAttrMultiProcessorCount: return SIM_GPU_SMS;
+    case cudaDevAttrIntegrated: return 0;
+    case cudaDevAttrCanMapHostMemory: return 1;
+    case cudaDevAttrConcurrentKernels: return 1;
+    case cudaDevAttrPciBusId: return 0x10 + dev;
+    case cudaDevAttrPciDeviceId: return 0;
+    case cudaDevAttrPciDomainId: return 0;
+    case cudaDevAttrAsyncEngineCount: return 3;
+    case cudaDevAttrUnifiedAddressing: return 1;
+    case cudaDevAttrMemoryClockRate: return 2619000;
+    case cudaDevAttrGlobalMemoryBusWidth: return 5120;
+    case cudaDevAttrL2CacheSize: return 50 << 20;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: return 2048;
+    case cudaDevAttrComputeCapabilityMajor: return SIM_GPU_CC_MAJOR;
+    case cudaDevAttrComputeCapabilityMinor: return SIM_GPU_CC_MINOR;
+    case cudaDevAttrManagedMemory: return 1;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: return 228 << 10;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: return 227 << 10;
+    case cudaDevAttrCooperativeLaunch: return 1;
+    default: return 0;
   }
 }
 
@@ -174,8 +175,7 @@ struct CUctx_st *sim_ctx_resolve(struct CUctx_st *ctx) {
 /* ---- streams ------------------------------------------------------------------------------------ */
 
 static int is_default(const struct CUstream_st *s) {
-  return s >= &devs[0].def && s <= &devs[SIM_MAX_DEVICES - 1].def &&
-         s == &devs[s->device].def;
+  return s >= &devs[0].def && s <= &devs[SIM_MAX_DEVICES - 1].def && s == &devs[s->device].def;
 }
 
 int sim_stream_is_default(const struct CUstream_st *s) { return is_default(s); }
@@ -284,9 +284,13 @@ int sim_event_behind(const struct CUevent_st *e) {
   return e->behind && atomic_load(&e->behind->done) < e->behind_launch;
 }
 
-int sim_event_pending(const struct CUevent_st *e) { return sim_event_stuck(e) || sim_event_behind(e); }
+int sim_event_pending(const struct CUevent_st *e) {
+  return sim_event_stuck(e) || sim_event_behind(e);
+}
 
-int sim_stream_pending(struct CUstream_st *s) { return atomic_load(&s->running) || sim_stream_stuck(s); }
+int sim_stream_pending(struct CUstream_st *s) {
+  return atomic_load(&s->running) || sim_stream_stuck(s);
+}
 
 static void nap(void) {
   struct timespec ts = {0, 1000000};
@@ -347,7 +351,8 @@ cudaError_t sim_event_destroy(cudaEvent_t h) {
   if (!e) return cudaErrorInvalidResourceHandle;
   e->magic = 0;
   pthread_mutex_lock(&pool_lock);
-  if (nfree_events < (int)(sizeof free_events / sizeof free_events[0])) free_events[nfree_events++] = e;
+  if (nfree_events < (int)(sizeof free_events / sizeof free_events[0]))
+    free_events[nfree_events++] = e;
   pthread_mutex_unlock(&pool_lock);
   return cudaSuccess;
 }
@@ -404,7 +409,8 @@ cudaError_t sim_event_elapsed_time(cudaEvent_t start, cudaEvent_t end, float *ms
   struct CUevent_st *a = sim_event_resolve(start), *b = sim_event_resolve(end);
   cudaError_t r = a ? hooks.check_event(a, 0) : cudaSuccess;
   if (r == cudaSuccess && b) r = hooks.check_event(b, 0);
-  if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b))) return cudaErrorNotReady;
+  if (r == cudaSuccess && a && b && (sim_event_pending(a) || sim_event_pending(b)))
+    return cudaErrorNotReady;
   return r != cudaSuccess ? r : sim_event_elapsed(start, end, ms_p);
 }
 
@@ -412,9 +418,9 @@ cudaError_t sim_event_elapsed_time(cudaEvent_t start, cudaEvent_t end, float *ms
 
 double sim_copy_time_us(size_t bytes, int kind) {
   switch (kind) {
-  case cudaMemcpyHostToHost: return 0.5 + bytes / 20e3;           /* 20 GB/s */
-  case cudaMemcpyHostToDevice:
-  case cudaMemcpyDeviceToHost: return 2.0 + bytes / 25e3;          /* PCIe Gen5-ish 25 GB/s */
-  default: return 1.0 + bytes / 1500e3;                            /* on-device 1.5 TB/s */
+    case cudaMemcpyHostToHost: return 0.5 + bytes / 20e3; /* 20 GB/s */
+    case cudaMemcpyHostToDevice:
+    case cudaMemcpyDeviceToHost: return 2.0 + bytes / 25e3; /* PCIe Gen5-ish 25 GB/s */
+    default: return 1.0 + bytes / 1500e3;                   /* on-device 1.5 TB/s */
   }
 }

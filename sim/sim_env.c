@@ -36,22 +36,26 @@ static int parse_version(const char *s, int *code_p) {
 static void env_init(void) {
   const char *s = getenv("NCCLSIM_VERSION");
   if (s && *s && parse_version(s, &env_version) != 0) {
-    sim_log_warn("invalid value for NCCLSIM_VERSION: '%s' (expected 2.X.Y or a code like 22809); "
-                 "emulating 2.28.9", s);
+    sim_log_warn(
+        "invalid value for NCCLSIM_VERSION: '%s' (expected 2.X.Y or a code like 22809); "
+        "emulating 2.28.9",
+        s);
     env_version = 22809;
   }
   s = getenv("NCCLSIM_TIMEOUT_S");
   if (s && *s) {
     char *end;
     double v = strtod(s, &end);
-    if (*end || !(v > 0)) sim_log_warn("invalid value for NCCLSIM_TIMEOUT_S: '%s' (expected seconds > 0)", s);
+    if (*end || !(v > 0))
+      sim_log_warn("invalid value for NCCLSIM_TIMEOUT_S: '%s' (expected seconds > 0)", s);
     else env_timeout = v;
   }
   s = getenv("NCCLSIM_NODE");
   if (s && *s) {
     char *end;
     long v = strtol(s, &end, 10);
-    if (*end || v < 0 || v > 1000000) sim_log_warn("invalid value for NCCLSIM_NODE: '%s' (expected an integer >= 0)", s);
+    if (*end || v < 0 || v > 1000000)
+      sim_log_warn("invalid value for NCCLSIM_NODE: '%s' (expected an integer >= 0)", s);
     else env_node = (int)v;
   }
   s = getenv("NCCLSIM_HOST_CLOCK");

@@ -54,14 +54,14 @@ static void fault_init(void) {
   long my_rank = rank_env && *rank_env ? strtol(rank_env, NULL, 10) : -1;
   nfaults = sim_fault_parse(s, faults, fault_bad, NULL);
   for (int i = 0; i < nfaults; i++)
-    if (faults[i].kind == SIM_FAULT_SLOW && faults[i].rank == my_rank) slow_factor *= 1.0 + faults[i].pct / 100.0;
+    if (faults[i].kind == SIM_FAULT_SLOW && faults[i].rank == my_rank)
+      slow_factor *= 1.0 + faults[i].pct / 100.0;
 }
 
 double sim_fault_compute_factor(void) {
   pthread_once(&fault_once, fault_init);
   return slow_factor;
 }
-
 
 void sim_fault_after_coll(const struct ncclComm *c, uint64_t call, struct CUstream_st *stream) {
   pthread_once(&fault_once, fault_init);
@@ -70,9 +70,10 @@ void sim_fault_after_coll(const struct ncclComm *c, uint64_t call, struct CUstre
     if (f->kind != SIM_FAULT_HANG || f->rank != c->rank || f->call != call ||
         (f->nranks && f->nranks != c->nranks))
       continue;
-    fprintf(stderr, "ncclsim: fault: rank %d of communicator %016llx never completes collective "
-            "#%llu (NCCLSIM_FAULT)\n", c->rank, (unsigned long long)c->hash,
-            (unsigned long long)call);
+    fprintf(stderr,
+            "ncclsim: fault: rank %d of communicator %016llx never completes collective "
+            "#%llu (NCCLSIM_FAULT)\n",
+            c->rank, (unsigned long long)c->hash, (unsigned long long)call);
     fflush(stderr);
     sim_stream_set_time(stream, INFINITY); /* its stream never finishes: see sim_stream_stuck */
   }

@@ -45,13 +45,13 @@ cudaError_t sim_capture_check_event(struct CUevent_st *e, int unsafe);
 /* ---- recording (called after sim_capture_enqueue set *cap_p) --------------------------------- */
 cudaError_t sim_capture_add_copy(struct sim_capture *cap, struct CUstream_st *s, void *dst,
                                  const void *src, size_t bytes, int kind);
-cudaError_t sim_capture_add_set(struct sim_capture *cap, struct CUstream_st *s, void *dst, int value,
-                                size_t bytes);
+cudaError_t sim_capture_add_set(struct sim_capture *cap, struct CUstream_st *s, void *dst,
+                                int value, size_t bytes);
 cudaError_t sim_capture_add_compute(struct sim_capture *cap, struct CUstream_st *s, double us);
 cudaError_t sim_capture_add_kernel(struct sim_capture *cap, struct CUstream_st *s);
 /* n 32-bit words set to `value` (cuMemsetD32Async, cuStreamWriteValue32). */
-cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s, void *dst, uint32_t value,
-                                  size_t n);
+cudaError_t sim_capture_add_set32(struct sim_capture *cap, struct CUstream_st *s, void *dst,
+                                  uint32_t value, size_t n);
 /* A host function (cudaLaunchHostFunc) called again at each replay. */
 cudaError_t sim_capture_add_host(struct sim_capture *cap, struct CUstream_st *s, void (*fn)(void *),
                                  void *data);

@@ -12,23 +12,34 @@
 
 #define SIM_HIDDEN __attribute__((visibility("hidden")))
 
-enum { N_COPY, N_SET, N_COMPUTE, N_KERNEL, N_EVENT_RECORD, N_EVENT_WAIT, N_NCCL, N_GRAPH, N_HOST, N_SET32 };
+enum {
+  N_COPY,
+  N_SET,
+  N_COMPUTE,
+  N_KERNEL,
+  N_EVENT_RECORD,
+  N_EVENT_WAIT,
+  N_NCCL,
+  N_GRAPH,
+  N_HOST,
+  N_SET32
+};
 
 typedef struct sim_nodes sim_nodes_t;
 
 typedef struct {
   int kind;
-  int stream;              /* index of the issuing stream in its capture */
+  int stream; /* index of the issuing stream in its capture */
   void *dst;
   const void *src;
   size_t bytes;
-  int arg;                 /* copy kind, memset value, or 1 for an external event wait */
+  int arg; /* copy kind, memset value, or 1 for an external event wait */
   double us;
   struct CUevent_st *event;
   struct sim_graph_nccl *nccl;
   const sim_graph_nccl_ops_t *nccl_ops; /* N_NCCL: how to replay and free it */
-  sim_nodes_t *child;      /* a graph launched into the capturing stream */
-  void (*host_fn)(void *); /* N_HOST: the function and its argument */
+  sim_nodes_t *child;                   /* a graph launched into the capturing stream */
+  void (*host_fn)(void *);              /* N_HOST: the function and its argument */
   void *host_data;
 } sim_node_t;
 
@@ -38,8 +49,9 @@ struct sim_nodes {
   _Atomic int refs;
   size_t n, cap;
   sim_node_t *v;
-  struct sim_userobj_ref *uobjs;   /* user objects the graph retains (under sim_graph_lock) */
-  struct CUgraphNode_st **handles; /* node handles handed out so far, by record (under sim_graph_lock) */
+  struct sim_userobj_ref *uobjs; /* user objects the graph retains (under sim_graph_lock) */
+  struct CUgraphNode_st *
+      *handles; /* node handles handed out so far, by record (under sim_graph_lock) */
   size_t nhandles;
 };
 
@@ -85,10 +97,10 @@ cudaError_t sim_graph_instantiate(struct CUgraphExec_st **exec_p, struct CUgraph
 cudaError_t sim_graph_destroy(struct CUgraph_st *graph);
 cudaError_t sim_graph_exec_destroy(struct CUgraphExec_st *exec);
 cudaError_t sim_graph_get_nodes(struct CUgraph_st *graph, cudaGraphNode_t *nodes, size_t *num);
-cudaError_t sim_graph_node_deps(struct CUgraphNode_st *node, cudaGraphNode_t *deps, cudaGraphEdgeData *edges,
-                                size_t *num);
-cudaError_t sim_graph_retain_user_object(struct CUgraph_st *graph, cudaUserObject_t obj, unsigned count,
-                                         unsigned flags);
+cudaError_t sim_graph_node_deps(struct CUgraphNode_st *node, cudaGraphNode_t *deps,
+                                cudaGraphEdgeData *edges, size_t *num);
+cudaError_t sim_graph_retain_user_object(struct CUgraph_st *graph, cudaUserObject_t obj,
+                                         unsigned count, unsigned flags);
 
 /* ---- captures (sim_cuda_capture.c) ---------------------------------------------------------- */
 /* Captures in progress: the lock-free "no capture" test. */
@@ -98,7 +110,8 @@ cudaError_t sim_capture_end(struct CUstream_st *s, struct CUgraph_st **graph_p);
 /* Capture status of a stream (cudaStreamIsCapturing, cudaStreamGetCaptureInfo). */
 cudaError_t sim_capture_info(struct CUstream_st *s, enum cudaStreamCaptureStatus *status,
                              unsigned long long *id_p, struct CUgraph_st **graph_p);
-cudaError_t sim_capture_update_deps(struct CUstream_st *s, cudaGraphNode_t *deps, size_t num, unsigned flags);
+cudaError_t sim_capture_update_deps(struct CUstream_st *s, cudaGraphNode_t *deps, size_t num,
+                                    unsigned flags);
 /* The calling thread's capture mode (cudaStreamCaptureModeGlobal until it exchanges it). */
 extern _Thread_local int sim_capture_tl_mode SIM_HIDDEN;
 /* cudaThreadExchangeStreamCaptureMode: swaps the calling thread's mode with *mode. */
@@ -113,6 +126,7 @@ static inline cudaError_t sim_capture_exchange_mode(int *mode) {
 }
 /* A graph launched into a capturing stream: a child graph, replayed with its parent. Takes a
  * reference to `child` when recorded. */
-cudaError_t sim_capture_add_graph(struct sim_capture *cap, struct CUstream_st *s, sim_nodes_t *child);
+cudaError_t sim_capture_add_graph(struct sim_capture *cap, struct CUstream_st *s,
+                                  sim_nodes_t *child);
 
 #endif

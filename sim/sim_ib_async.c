@@ -66,9 +66,10 @@ static void on_event(const async_arg_t *a, const struct ibv_async_event *ev) {
     case IBV_EVENT_QP_ACCESS_ERR: {
       const struct ibv_qp *qp = ev->element.qp;
       if (!qp || qp->qp_context != own_tag) {
-        sim_log_warn("NET/IB: %s: async event: %s on QP %u, whose qp_context (%p) is not this library's: "
-                     "NCCL's net_ib would write through it; stopping the process", a->dev->name, what,
-                     qp ? qp->qp_num : 0u, qp ? qp->qp_context : NULL);
+        sim_log_warn(
+            "NET/IB: %s: async event: %s on QP %u, whose qp_context (%p) is not this library's: "
+            "NCCL's net_ib would write through it; stopping the process",
+            a->dev->name, what, qp ? qp->qp_num : 0u, qp ? qp->qp_context : NULL);
         abort();
       }
       pthread_mutex_lock(&qp_lock);
@@ -79,7 +80,8 @@ static void on_event(const async_arg_t *a, const struct ibv_async_event *ev) {
       break;
     }
     case IBV_EVENT_PORT_ERR:
-      sim_log_warn("NET/IB: %s: async event: %s on port %d", a->dev->name, what, ev->element.port_num);
+      sim_log_warn("NET/IB: %s: async event: %s on port %d", a->dev->name, what,
+                   ev->element.port_num);
       break;
     default:
       sim_log_info("NET/IB: %s: async event: %s (%d)", a->dev->name, what, (int)ev->event_type);
@@ -111,7 +113,8 @@ void sim_ib_async_start(const sim_verbs_table_t *t, sim_ib_dev_t *devs, int n, c
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&th, &at, async_main, a) != 0) {
       free(a);
-      sim_log_warn("NET/IB: %s: cannot start the async event thread; its events go unread", devs[i].name);
+      sim_log_warn("NET/IB: %s: cannot start the async event thread; its events go unread",
+                   devs[i].name);
     }
     pthread_attr_destroy(&at);
   }

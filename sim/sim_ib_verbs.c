@@ -29,7 +29,8 @@ static int hca_selected(const char *spec, const char *name, int port) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s", spec);
   int hit = 0;
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !hit; tok = strtok_r(NULL, ",", &save)) {
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !hit;
+       tok = strtok_r(NULL, ",", &save)) {
     char *colon = strchr(tok, ':');
     int want_port = -1;
     if (colon) *colon = '\0', want_port = atoi(colon + 1);
@@ -100,7 +101,8 @@ static void load(void) {
   }
   open_devices();
   table_ok = ndevs > 0;
-  if (!table_ok) sim_log_info("NET/IB: no active device; inter-node traffic is modelled without verbs");
+  if (!table_ok)
+    sim_log_info("NET/IB: no active device; inter-node traffic is modelled without verbs");
 }
 
 const sim_verbs_table_t *sim_ib_verbs(void) {

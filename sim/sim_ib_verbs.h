@@ -8,16 +8,15 @@
 
 #include "sim_verbs_table.h"
 
-
 /* A device NCCL would use: its context and protection domain (opened on first use). */
 typedef struct {
   char name[64];
   struct ibv_context *ctx;
   struct ibv_pd *pd;
-  int port;          /* the first active port */
-  int gid_index;     /* NCCL_IB_GID_INDEX, or the RoCEv2 IPv4-mapped GID found by scanning */
+  int port;      /* the first active port */
+  int gid_index; /* NCCL_IB_GID_INDEX, or the RoCEv2 IPv4-mapped GID found by scanning */
   union ibv_gid gid;
-  int link_layer;    /* IBV_LINK_LAYER_* */
+  int link_layer; /* IBV_LINK_LAYER_* */
 } sim_ib_dev_t;
 
 /* The process's table, or NULL when IB is off (NCCL_IB_DISABLE=1) or libibverbs is missing or

@@ -26,8 +26,8 @@
 /* A stream. The runtime's cudaStream_t and the driver's CUstream are the same pointer type
  * (struct CUstream_st *), so one object serves both APIs. */
 struct CUstream_st {
-  uint32_t magic;          /* SIM_STREAM_MAGIC while alive */
-  int device;              /* device the stream belongs to */
+  uint32_t magic; /* SIM_STREAM_MAGIC while alive */
+  int device;     /* device the stream belongs to */
   unsigned flags;
   int priority;
   double vt_us;            /* virtual time: when the last work issued on the stream ends */
@@ -41,13 +41,13 @@ struct CUstream_st {
 #define SIM_STREAM_MAGIC 0x5354524du
 
 struct CUevent_st {
-  uint32_t magic;          /* SIM_EVENT_MAGIC while alive */
+  uint32_t magic; /* SIM_EVENT_MAGIC while alive */
   unsigned flags;
   int device;
-  int recorded;            /* 0 until the first record */
-  double vt_us;            /* virtual time captured by the last record */
+  int recorded;              /* 0 until the first record */
+  double vt_us;              /* virtual time captured by the last record */
   unsigned long long cap_id; /* last recorded in this capture (0: recorded eagerly, or never) */
-  long cap_node;           /* and as its record number cap_node, on its stream cap_stream */
+  long cap_node;             /* and as its record number cap_node, on its stream cap_stream */
   int cap_stream;
   struct CUstream_st *behind; /* recorded while this stream's launch `behind_launch` ran, or NULL */
   uint64_t behind_launch;

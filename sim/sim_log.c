@@ -20,7 +20,8 @@ static int log_level(void) {
   return level;
 }
 
-static __attribute__((format(printf, 2, 0))) void log_line(const char *kind, const char *fmt, va_list ap) {
+static __attribute__((format(printf, 2, 0))) void log_line(const char *kind, const char *fmt,
+                                                           va_list ap) {
   int saved = errno;
   char buf[1024];
   int n = snprintf(buf, sizeof buf, "ncclsim: [pid %d] %s: ", (int)getpid(), kind);

@@ -30,21 +30,27 @@ void pncclResetDebugInit(void);
 void ncclResetDebugInit(void);
 
 /* Collective types, numbered as NCCL's ncclFunc_t (the tuner ABI sees these numbers). */
-enum { SIM_COLL_BROADCAST = 0, SIM_COLL_REDUCE = 1, SIM_COLL_ALLGATHER = 2,
-       SIM_COLL_REDUCESCATTER = 3, SIM_COLL_ALLREDUCE = 4, SIM_COLL_SPLIT_EXCHANGE = 100 };
+enum {
+  SIM_COLL_BROADCAST = 0,
+  SIM_COLL_REDUCE = 1,
+  SIM_COLL_ALLGATHER = 2,
+  SIM_COLL_REDUCESCATTER = 3,
+  SIM_COLL_ALLREDUCE = 4,
+  SIM_COLL_SPLIT_EXCHANGE = 100
+};
 
 const char *sim_coll_name(int coll);
 
 /* What one rank says about the collective it is running; every rank's copy must agree. */
 typedef struct {
   int32_t coll, dtype, op, root;
-  uint64_t count;     /* elements: per rank for AllGather/ReduceScatter (NCCL's API count) */
-  uint64_t call;      /* per-communicator collective index, counted by each rank */
-  double start_vt;    /* the caller's stream virtual time when the collective began */
-  int32_t algo, proto, nchannels;     /* configuration chosen at group launch (-1: none) */
-  int32_t nthreads;                   /* per-process (NCCL_NTHREADS): timed, not compared */
+  uint64_t count;  /* elements: per rank for AllGather/ReduceScatter (NCCL's API count) */
+  uint64_t call;   /* per-communicator collective index, counted by each rank */
+  double start_vt; /* the caller's stream virtual time when the collective began */
+  int32_t algo, proto, nchannels; /* configuration chosen at group launch (-1: none) */
+  int32_t nthreads;               /* per-process (NCCL_NTHREADS): timed, not compared */
   uint64_t chunk;
-  uint64_t scalar;    /* PreMulSum: this rank's scalar, bits of one element (not compared) */
+  uint64_t scalar; /* PreMulSum: this rank's scalar, bits of one element (not compared) */
 } sim_desc_t;
 
 /* The operator every rank's description carries for a ncclRedOpCreatePreMulSum operator: handles
@@ -54,8 +60,8 @@ typedef struct {
 enum { SIM_RANK_EMPTY = 0, SIM_RANK_JOINED = 1, SIM_RANK_DESTROYED = 2, SIM_RANK_ABORTED = 3 };
 
 typedef struct {
-  _Atomic uint64_t seq;   /* phases posted by this rank (collectives only) */
-  _Atomic int32_t state;  /* SIM_RANK_* */
+  _Atomic uint64_t seq;  /* phases posted by this rank (collectives only) */
+  _Atomic int32_t state; /* SIM_RANK_* */
   int32_t pid;
   int32_t node, device;
   sim_desc_t desc;
@@ -66,9 +72,9 @@ typedef struct {
  * the slot when consumed == posted; the receiver may drain it when posted > consumed. */
 typedef struct {
   _Atomic uint64_t posted, consumed;
-  uint64_t msg_bytes;     /* total size of the message the current chunk belongs to */
-  uint64_t chunk_bytes;   /* bytes in the slot */
-  double start_vt;        /* sender's stream time when the message began */
+  uint64_t msg_bytes;   /* total size of the message the current chunk belongs to */
+  uint64_t chunk_bytes; /* bytes in the slot */
+  double start_vt;      /* sender's stream time when the message began */
   char pad[24];
 } sim_p2p_ctl_t;
 
@@ -76,13 +82,13 @@ typedef struct {
 
 typedef struct {
   uint32_t magic;
-  _Atomic uint32_t ready;     /* set by the creator once the header is initialised */
+  _Atomic uint32_t ready; /* set by the creator once the header is initialised */
   int32_t nranks;
   _Atomic int32_t joined;
-  _Atomic uint32_t bell;      /* futex word: bumped (and woken) when a wait may have completed */
+  _Atomic uint32_t bell; /* futex word: bumped (and woken) when a wait may have completed */
   uint32_t pad0;
-  uint64_t slot_bytes;        /* collective staging per rank */
-  uint64_t p2p_bytes;         /* point-to-point staging per ordered pair */
+  uint64_t slot_bytes; /* collective staging per rank */
+  uint64_t p2p_bytes;  /* point-to-point staging per ordered pair */
   uint64_t off_ranks, off_slots, off_p2p_ctl, off_p2p_buf, off_flows, total_bytes;
 } sim_seg_t;
 
@@ -90,7 +96,7 @@ typedef struct {
  * connected, so that every rank models the same network time for a call (sim_nccl_fabric.c). */
 #define SIM_NET_MAX_FLOWS 512
 typedef struct {
-  _Atomic int32_t count;      /* flows published (the rank connected before its first call) */
+  _Atomic int32_t count; /* flows published (the rank connected before its first call) */
   int32_t pad;
   sim_fabric_flow_t flows[SIM_NET_MAX_FLOWS];
 } sim_flow_row_t;
@@ -99,36 +105,36 @@ typedef struct {
 #define SIM_COMM_DEAD 0xdeadc0deu
 
 struct ncclComm {
-  uint32_t magic;             /* SIM_COMM_MAGIC while usable, SIM_COMM_DEAD after destroy */
+  uint32_t magic; /* SIM_COMM_MAGIC while usable, SIM_COMM_DEAD after destroy */
   int rank, nranks, device, node;
   int nnodes, max_local_ranks;
-  uint64_t hash;              /* NCCL's commHash: the v5+ tuner's commId */
+  uint64_t hash; /* NCCL's commHash: the v5+ tuner's commId */
   int split_count;
   int blocking;
   sim_seg_t *seg;
   size_t seg_bytes;
   char shm_name[128];
-  uint64_t seq;               /* my phase counter (mirror of my slot's seq) */
-  uint64_t coll_calls;        /* collectives issued so far */
+  uint64_t seq;                   /* my phase counter (mirror of my slot's seq) */
+  uint64_t coll_calls;            /* collectives issued so far */
   uint64_t *p2p_sent, *p2p_recvd; /* messages sent to / received from each peer */
   ncclResult_t async_error;
-  double phi;                 /* interference set through ncclsimCommSetInterference */
-  ncclConfig_t config;        /* the config the communicator was created with (defaults filled) */
+  double phi;          /* interference set through ncclsimCommSetInterference */
+  ncclConfig_t config; /* the config the communicator was created with (defaults filled) */
   /* timing model and tuner (sim_nccl_select.c), set up once every rank has joined */
   int has_model;
   sim_model_t model;
-  const sim_tuner_t *tuner;   /* NULL: no tuner plugin */
+  const sim_tuner_t *tuner; /* NULL: no tuner plugin */
   void *tuner_ctx;
   /* NCCL 2.11+ user operators, registrations and windows (sim_nccl_redop.c, sim_nccl_mem.c) */
   struct sim_redop *redops;
   int nredops;
   struct sim_reg *regs;
   struct ncclWindow_vidmem *wins;
-  int shrink_count;           /* ncclCommShrink calls on this communicator (sim_nccl_shrink.c) */
-  int suspended;              /* ncclCommSuspend: unusable until ncclCommResume (sim_nccl_elastic.c) */
-  struct sim_net *net;        /* inter-node queue pairs (sim_nccl_net.c), NULL: none */
-  int traffic_slot;           /* this rank's slot in the job's traffic directory, -1: none */
-  _Atomic int revoked;        /* ncclCommRevoke: collectives fail (a call waiting for its peers,
+  int shrink_count;    /* ncclCommShrink calls on this communicator (sim_nccl_shrink.c) */
+  int suspended;       /* ncclCommSuspend: unusable until ncclCommResume (sim_nccl_elastic.c) */
+  struct sim_net *net; /* inter-node queue pairs (sim_nccl_net.c), NULL: none */
+  int traffic_slot;    /* this rank's slot in the job's traffic directory, -1: none */
+  _Atomic int revoked; /* ncclCommRevoke: collectives fail (a call waiting for its peers,
                                * within 100 ms), destroy/split/shrink still work */
 };
 
@@ -201,14 +207,14 @@ typedef struct sim_task {
   uint64_t wait_seq;
   size_t chunk, nchunks, elems_per_chunk, done_bytes;
   sim_desc_t desc;
-  sim_config_t cfg;           /* configuration chosen at group launch */
-  int net_todo;               /* this chunk's inter-node step has not run yet */
-  int busy;                   /* counted in the job's traffic directory while it runs */
-  int selected, tuned;        /* cfg is set; the tuner changed NCCL's default */
-  int bucket_ops;             /* tasks in this task's bucket */
-  uint64_t bucket_call;       /* call index of the bucket's first task */
+  sim_config_t cfg;     /* configuration chosen at group launch */
+  int net_todo;         /* this chunk's inter-node step has not run yet */
+  int busy;             /* counted in the job's traffic directory while it runs */
+  int selected, tuned;  /* cfg is set; the tuner changed NCCL's default */
+  int bucket_ops;       /* tasks in this task's bucket */
+  uint64_t bucket_call; /* call index of the bucket's first task */
   double end_vt;
-  const void *scalar_ptr;     /* PreMulSum with ncclScalarDevice: read when the call starts */
+  const void *scalar_ptr; /* PreMulSum with ncclScalarDevice: read when the call starts */
   void *scratch;
   ncclResult_t result;
   struct sim_task *next;
@@ -248,14 +254,24 @@ double sim_default_time_us(struct ncclComm *c, const sim_task_t *t);
 /* NCCL version codes of the releases that introduced the newer entry points (from NCCL's history
  * of src/nccl.h.in). */
 enum {
-  SIM_SINCE_SEND_RECV = 20703, SIM_SINCE_PREMULSUM = 21104, SIM_SINCE_LAST_ERROR = 21304,
-  SIM_SINCE_CONFIG = 21403, SIM_SINCE_SPLIT = 21801, SIM_SINCE_MEM_REGISTER = 21901,
-  SIM_SINCE_SIMULATE = 22203, SIM_SINCE_SCALABLE = 22304, SIM_SINCE_RESET_DEBUG = 22403,
-  SIM_SINCE_SHRINK_WINDOW = 22703, SIM_SINCE_ALLTOALL = 22803, SIM_SINCE_REVOKE = 22807,
+  SIM_SINCE_SEND_RECV = 20703,
+  SIM_SINCE_PREMULSUM = 21104,
+  SIM_SINCE_LAST_ERROR = 21304,
+  SIM_SINCE_CONFIG = 21403,
+  SIM_SINCE_SPLIT = 21801,
+  SIM_SINCE_MEM_REGISTER = 21901,
+  SIM_SINCE_SIMULATE = 22203,
+  SIM_SINCE_SCALABLE = 22304,
+  SIM_SINCE_RESET_DEBUG = 22403,
+  SIM_SINCE_SHRINK_WINDOW = 22703,
+  SIM_SINCE_ALLTOALL = 22803,
+  SIM_SINCE_REVOKE = 22807,
   /* The device API's host side came with 2.28; grow, suspend/resume, memory statistics and
    * one-sided RMA are in NVIDIA's 2.29.7 API documentation; ncclWinGetUserPtr first appears in
    * 2.30's nccl.h (2.30.3 is the first 2.30 release). */
-  SIM_SINCE_DEVICE_API = 22803, SIM_SINCE_ELASTIC = 22907, SIM_SINCE_RMA = 22907,
+  SIM_SINCE_DEVICE_API = 22803,
+  SIM_SINCE_ELASTIC = 22907,
+  SIM_SINCE_RMA = 22907,
   SIM_SINCE_WIN_USER_PTR = 23003
 };
 /* Returns ncclSuccess when the emulated NCCL has `fn` (introduced in version `since`), else
@@ -274,7 +290,8 @@ void sim_reg_free_all(struct ncclComm *comm);
 
 /* ---- errors (sim_nccl_error.c) --------------------------------------------------------------- */
 /* Sets the calling thread's last-error text (what ncclGetLastError returns) and returns `res`. */
-ncclResult_t sim_error(ncclResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ncclResult_t sim_error(ncclResult_t res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 int sim_comm_usable(const struct ncclComm *comm);
 /* ncclSuccess when a call may use comm, else NCCL's error for a destroyed, failed or revoked
  * communicator, with the last-error text naming `fn`. */

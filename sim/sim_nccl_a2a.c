@@ -15,8 +15,10 @@ static ncclResult_t a2a_check(int kind, const void *sendbuff, void *recvbuff, si
   if (res != ncclSuccess) return res;
   if ((res = sim_comm_check(comm, fn)) != ncclSuccess) return res;
   if (kind != A2A_ALL && (root < 0 || root >= comm->nranks))
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid root %d (root should be in the "
-                     "0..%d range)", fn, root, comm->nranks - 1);
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: %s: invalid root %d (root should be in the "
+                     "0..%d range)",
+                     fn, root, comm->nranks - 1);
   if (sim_dtype_size(dt) == 0)
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid data type %d", fn, (int)dt);
   if (!sim_stream_resolve(stream))
@@ -39,19 +41,22 @@ static ncclResult_t a2a_run(int kind, const void *sendbuff, void *recvbuff, size
   pncclGroupStart();
   for (int r = 0; r < n && res == ncclSuccess; r++) {
     switch (kind) {
-    case A2A_ALL:
-      res = pncclSend((const char *)sendbuff + (size_t)r * bytes, count, dt, r, comm, stream);
-      if (res == ncclSuccess) res = pncclRecv((char *)recvbuff + (size_t)r * bytes, count, dt, r, comm, stream);
-      break;
-    case A2A_GATHER:
-      if (r == 0) res = pncclSend(sendbuff, count, dt, root, comm, stream);
-      if (res == ncclSuccess && me == root)
-        res = pncclRecv((char *)recvbuff + (size_t)r * bytes, count, dt, r, comm, stream);
-      break;
-    default:
-      if (me == root) res = pncclSend((const char *)sendbuff + (size_t)r * bytes, count, dt, r, comm, stream);
-      if (res == ncclSuccess && r == n - 1) res = pncclRecv(recvbuff, count, dt, root, comm, stream);
-      break;
+      case A2A_ALL:
+        res = pncclSend((const char *)sendbuff + (size_t)r * bytes, count, dt, r, comm, stream);
+        if (res == ncclSuccess)
+          res = pncclRecv((char *)recvbuff + (size_t)r * bytes, count, dt, r, comm, stream);
+        break;
+      case A2A_GATHER:
+        if (r == 0) res = pncclSend(sendbuff, count, dt, root, comm, stream);
+        if (res == ncclSuccess && me == root)
+          res = pncclRecv((char *)recvbuff + (size_t)r * bytes, count, dt, r, comm, stream);
+        break;
+      default:
+        if (me == root)
+          res = pncclSend((const char *)sendbuff + (size_t)r * bytes, count, dt, r, comm, stream);
+        if (res == ncclSuccess && r == n - 1)
+          res = pncclRecv(recvbuff, count, dt, root, comm, stream);
+        break;
     }
   }
   ncclResult_t end = pncclGroupEnd();
@@ -60,21 +65,24 @@ static ncclResult_t a2a_run(int kind, const void *sendbuff, void *recvbuff, size
 
 SIM_NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
              ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  ncclResult_t res = a2a_check(A2A_ALL, sendbuff, recvbuff, count, datatype, 0, comm, stream, "ncclAlltoAll");
+  ncclResult_t res =
+      a2a_check(A2A_ALL, sendbuff, recvbuff, count, datatype, 0, comm, stream, "ncclAlltoAll");
   if (res != ncclSuccess || count == 0) return res;
   return a2a_run(A2A_ALL, sendbuff, recvbuff, count, datatype, 0, comm, stream);
 }
 
 SIM_NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
              ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  ncclResult_t res = a2a_check(A2A_GATHER, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather");
+  ncclResult_t res =
+      a2a_check(A2A_GATHER, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclGather");
   if (res != ncclSuccess || count == 0) return res;
   return a2a_run(A2A_GATHER, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
 SIM_NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
              ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  ncclResult_t res = a2a_check(A2A_SCATTER, sendbuff, recvbuff, count, datatype, root, comm, stream, "ncclScatter");
+  ncclResult_t res = a2a_check(A2A_SCATTER, sendbuff, recvbuff, count, datatype, root, comm, stream,
+                               "ncclScatter");
   if (res != ncclSuccess || count == 0) return res;
   return a2a_run(A2A_SCATTER, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }

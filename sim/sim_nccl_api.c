@@ -10,15 +10,18 @@ ncclResult_t sim_comm_check(ncclComm_t comm, const char *fn) {
   if (!sim_comm_usable(comm))
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or destroyed communicator", fn);
   if (comm->async_error != ncclSuccess)
-    return sim_error(comm->async_error, "ncclsim: %s: communicator %016llx failed earlier (%s); "
-                     "destroy or abort it", fn, (unsigned long long)comm->hash,
-                     ncclGetErrorString(comm->async_error));
+    return sim_error(comm->async_error,
+                     "ncclsim: %s: communicator %016llx failed earlier (%s); "
+                     "destroy or abort it",
+                     fn, (unsigned long long)comm->hash, ncclGetErrorString(comm->async_error));
   if (comm->revoked)
     return sim_error(ncclInvalidUsage, "ncclsim: %s: communicator %016llx was revoked", fn,
                      (unsigned long long)comm->hash);
   if (comm->suspended)
-    return sim_error(ncclInvalidUsage, "ncclsim: %s: communicator %016llx is suspended "
-                     "(ncclCommSuspend); resume it first", fn, (unsigned long long)comm->hash);
+    return sim_error(ncclInvalidUsage,
+                     "ncclsim: %s: communicator %016llx is suspended "
+                     "(ncclCommSuspend); resume it first",
+                     fn, (unsigned long long)comm->hash);
   return ncclSuccess;
 }
 
@@ -29,12 +32,14 @@ static ncclResult_t enqueue(int kind, int coll, const void *sendbuff, void *recv
   if (res != ncclSuccess) return res;
   if (sim_dtype_size(dt) == 0)
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid data type %d", fn, (int)dt);
-  int reduces = coll == SIM_COLL_ALLREDUCE || coll == SIM_COLL_REDUCE || coll == SIM_COLL_REDUCESCATTER;
+  int reduces =
+      coll == SIM_COLL_ALLREDUCE || coll == SIM_COLL_REDUCE || coll == SIM_COLL_REDUCESCATTER;
   const void *scalar_ptr = NULL;
   uint64_t scalar = 0;
   if (kind == SIM_TASK_COLL && reduces) {
     if ((int)op < 0)
-      return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid reduction operation %d", fn, (int)op);
+      return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid reduction operation %d", fn,
+                       (int)op);
     res = sim_redop_resolve(comm, op, dt, fn, &scalar_ptr, &scalar);
     if (res != ncclSuccess) return res;
   }
@@ -43,10 +48,13 @@ static ncclResult_t enqueue(int kind, int coll, const void *sendbuff, void *recv
     return sim_error(ncclInvalidArgument, "ncclsim: %s: %s %d is out of range [0, %d)", fn,
                      kind == SIM_TASK_COLL ? "root" : "peer", root, comm->nranks);
   struct CUstream_st *s = sim_stream_resolve(stream);
-  if (!s) return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid stream %p", fn, (void *)stream);
+  if (!s)
+    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid stream %p", fn, (void *)stream);
   if (count == 0) return ncclSuccess;
-  int needs_send = kind == SIM_TASK_SEND || (kind == SIM_TASK_COLL && (coll != SIM_COLL_BROADCAST || comm->rank == root));
-  int needs_recv = kind == SIM_TASK_RECV || (kind == SIM_TASK_COLL && (coll != SIM_COLL_REDUCE || comm->rank == root));
+  int needs_send = kind == SIM_TASK_SEND ||
+                   (kind == SIM_TASK_COLL && (coll != SIM_COLL_BROADCAST || comm->rank == root));
+  int needs_recv = kind == SIM_TASK_RECV ||
+                   (kind == SIM_TASK_COLL && (coll != SIM_COLL_REDUCE || comm->rank == root));
   if ((needs_send && !sendbuff) || (needs_recv && !recvbuff))
     return sim_error(ncclInvalidArgument, "ncclsim: %s: %s buffer is NULL", fn,
                      needs_send && !sendbuff ? "send" : "receive");
@@ -110,8 +118,8 @@ SIM_NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, 
 SIM_NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff,
              size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
              cudaStream_t stream) {
-  return enqueue(SIM_TASK_COLL, SIM_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype,
-                 op, 0, comm, stream, "ncclReduceScatter");
+  return enqueue(SIM_TASK_COLL, SIM_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op,
+                 0, comm, stream, "ncclReduceScatter");
 }
 
 SIM_NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,

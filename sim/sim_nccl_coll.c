@@ -19,13 +19,13 @@ enum { PH_DEPOSIT = 0, PH_REDUCE = 1, PH_GATHER = 2, PH_FAILED = 3, PH_CHUNK_DON
 
 const char *sim_coll_name(int coll) {
   switch (coll) {
-  case SIM_COLL_BROADCAST: return "Broadcast";
-  case SIM_COLL_REDUCE: return "Reduce";
-  case SIM_COLL_ALLGATHER: return "AllGather";
-  case SIM_COLL_REDUCESCATTER: return "ReduceScatter";
-  case SIM_COLL_ALLREDUCE: return "AllReduce";
-  case SIM_COLL_SPLIT_EXCHANGE: return "CommSplit";
-  default: return "Unknown";
+    case SIM_COLL_BROADCAST: return "Broadcast";
+    case SIM_COLL_REDUCE: return "Reduce";
+    case SIM_COLL_ALLGATHER: return "AllGather";
+    case SIM_COLL_REDUCESCATTER: return "ReduceScatter";
+    case SIM_COLL_ALLREDUCE: return "AllReduce";
+    case SIM_COLL_SPLIT_EXCHANGE: return "CommSplit";
+    default: return "Unknown";
   }
 }
 
@@ -69,8 +69,8 @@ static ncclResult_t validate(const struct ncclComm *c, const sim_task_t *t) {
   int bad = -1, config_only = 1;
   for (int k = 1; k < c->nranks && bad < 0; k++) {
     const sim_desc_t *d = &sim_seg_rank(c->seg, k)->desc;
-    if (d->coll != d0->coll || d->count != d0->count || d->dtype != d0->dtype ||
-        d->op != d0->op || d->root != d0->root || d->call != d0->call) {
+    if (d->coll != d0->coll || d->count != d0->count || d->dtype != d0->dtype || d->op != d0->op ||
+        d->root != d0->root || d->call != d0->call) {
       bad = k;
       config_only = 0;
     } else if (d->algo != d0->algo || d->proto != d0->proto || d->nchannels != d0->nchannels ||
@@ -80,7 +80,8 @@ static ncclResult_t validate(const struct ncclComm *c, const sim_task_t *t) {
   }
   if (bad < 0) return ncclSuccess;
   char text[1800];
-  int off = snprintf(text, sizeof text, "ncclsim: ranks disagree on %s of communicator %016llx, "
+  int off = snprintf(text, sizeof text,
+                     "ncclsim: ranks disagree on %s of communicator %016llx, "
                      "call #%llu (real NCCL would hang here):",
                      config_only ? "the configuration" : "the collective",
                      (unsigned long long)c->hash, (unsigned long long)t->desc.call);
@@ -118,16 +119,17 @@ static void do_deposit(sim_task_t *t) {
   char *mine = sim_seg_slot(c->seg, c->rank);
   const char *in = t->sendbuf;
   switch (t->coll) {
-  case SIM_COLL_BROADCAST:
-    if (c->rank == t->root) memcpy(mine, in + off * es, len * es);
-    break;
-  case SIM_COLL_REDUCESCATTER:
-    for (int d = 0; d < c->nranks; d++)
-      memcpy(mine + (size_t)d * t->elems_per_chunk * es, in + ((size_t)d * t->count + off) * es, len * es);
-    break;
-  default: /* AllReduce, Reduce, AllGather and the split exchange deposit their chunk */
-    memcpy(mine, in + off * es, len * es);
-    break;
+    case SIM_COLL_BROADCAST:
+      if (c->rank == t->root) memcpy(mine, in + off * es, len * es);
+      break;
+    case SIM_COLL_REDUCESCATTER:
+      for (int d = 0; d < c->nranks; d++)
+        memcpy(mine + (size_t)d * t->elems_per_chunk * es, in + ((size_t)d * t->count + off) * es,
+               len * es);
+      break;
+    default: /* AllReduce, Reduce, AllGather and the split exchange deposit their chunk */
+      memcpy(mine, in + off * es, len * es);
+      break;
   }
 }
 
@@ -178,27 +180,29 @@ static void do_gather(sim_task_t *t) {
   int n = c->nranks, me = c->rank;
   char *out = t->recvbuf;
   switch (t->coll) {
-  case SIM_COLL_BROADCAST:
-    if (me != t->root) memcpy(out + off * es, sim_seg_slot(c->seg, t->root), len * es);
-    else if (out != (const char *)t->sendbuf) memmove(out + off * es, (const char *)t->sendbuf + off * es, len * es);
-    break;
-  case SIM_COLL_ALLGATHER:
-  case SIM_COLL_SPLIT_EXCHANGE:
-    for (int k = 0; k < n; k++) {
-      char *dst = out + ((size_t)k * t->count + off) * es;
-      const char *src = sim_seg_slot(c->seg, k);
-      if (k == me && dst == (const char *)t->sendbuf + off * es) continue; /* in place */
-      memcpy(dst, src, len * es);
-    }
-    break;
-  default: /* AllReduce everywhere, Reduce at the root: every rank's reduced segment */
-    if (t->coll == SIM_COLL_REDUCE && me != t->root) break;
-    for (int k = 0; k < n; k++) {
-      size_t s0 = len * (size_t)k / (size_t)n, s1 = len * (size_t)(k + 1) / (size_t)n;
-      if (k == me && t->coll == SIM_COLL_ALLREDUCE) continue; /* already in my output */
-      memcpy(out + (off + s0) * es, (const char *)sim_seg_slot(c->seg, k) + s0 * es, (s1 - s0) * es);
-    }
-    break;
+    case SIM_COLL_BROADCAST:
+      if (me != t->root) memcpy(out + off * es, sim_seg_slot(c->seg, t->root), len * es);
+      else if (out != (const char *)t->sendbuf)
+        memmove(out + off * es, (const char *)t->sendbuf + off * es, len * es);
+      break;
+    case SIM_COLL_ALLGATHER:
+    case SIM_COLL_SPLIT_EXCHANGE:
+      for (int k = 0; k < n; k++) {
+        char *dst = out + ((size_t)k * t->count + off) * es;
+        const char *src = sim_seg_slot(c->seg, k);
+        if (k == me && dst == (const char *)t->sendbuf + off * es) continue; /* in place */
+        memcpy(dst, src, len * es);
+      }
+      break;
+    default: /* AllReduce everywhere, Reduce at the root: every rank's reduced segment */
+      if (t->coll == SIM_COLL_REDUCE && me != t->root) break;
+      for (int k = 0; k < n; k++) {
+        size_t s0 = len * (size_t)k / (size_t)n, s1 = len * (size_t)(k + 1) / (size_t)n;
+        if (k == me && t->coll == SIM_COLL_ALLREDUCE) continue; /* already in my output */
+        memcpy(out + (off + s0) * es, (const char *)sim_seg_slot(c->seg, k) + s0 * es,
+               (s1 - s0) * es);
+      }
+      break;
   }
 }
 
@@ -208,7 +212,8 @@ static void begin(sim_task_t *t) {
   if (!t->selected) { /* no model at group launch (created in the same group): one-task bucket */
     t->desc.algo = t->desc.proto = t->desc.nchannels = t->desc.nthreads = -1;
     t->desc.chunk = 0;
-    if (t->coll != SIM_COLL_SPLIT_EXCHANGE && c->has_model) t->result = sim_select_configs(c, &t, 1);
+    if (t->coll != SIM_COLL_SPLIT_EXCHANGE && c->has_model)
+      t->result = sim_select_configs(c, &t, 1);
     t->selected = 1;
   }
   if (t->scalar_ptr) { /* ncclScalarDevice: dereferenced while the collective runs */
@@ -256,7 +261,8 @@ int sim_coll_progress(sim_task_t *t) {
       if (t->phase == PH_FAILED) return SIM_PROGRESS_DONE;
       if (t->chunk == 0 && t->phase == PH_REDUCE) { /* descriptions are all posted now */
         t->result = validate(c, t);
-        if (t->result != ncclSuccess) { /* every rank fails here; one more phase keeps them in step */
+        if (t->result !=
+            ncclSuccess) { /* every rank fails here; one more phase keeps them in step */
           t->phase = PH_FAILED;
           post(c, t);
           continue;
@@ -267,7 +273,8 @@ int sim_coll_progress(sim_task_t *t) {
     if (t->net_todo && (t->phase == PH_REDUCE || t->phase == PH_GATHER)) {
       /* every rank deposited: the chunk crosses the node boundaries */
       double vt = t->desc.start_vt;
-      if (t->end_vt > vt && t->nchunks) vt += (t->end_vt - vt) * (double)(t->chunk + 1) / (double)t->nchunks;
+      if (t->end_vt > vt && t->nchunks)
+        vt += (t->end_vt - vt) * (double)(t->chunk + 1) / (double)t->nchunks;
       int r = sim_net_step(c, deposited_bytes(t), vt, &t->result);
       if (r != SIM_PROGRESS_DONE) return moved ? SIM_PROGRESS_MOVED : SIM_PROGRESS_STALLED;
       t->net_todo = 0;
@@ -275,39 +282,39 @@ int sim_coll_progress(sim_task_t *t) {
       moved = 1;
     }
     switch (t->phase) {
-    case PH_DEPOSIT:
-      do_deposit(t);
-      t->net_todo = c->net != NULL;
-      t->phase = has_reduce(t->coll) ? PH_REDUCE : PH_GATHER;
-      if (t->chunk == 0 && !has_reduce(t->coll)) t->phase = PH_REDUCE; /* validate first */
-      post(c, t);
-      break;
-    case PH_REDUCE:
-      if (has_reduce(t->coll)) {
-        do_reduce(t);
-        if (t->coll == SIM_COLL_REDUCESCATTER) {
-          t->phase = PH_CHUNK_DONE; /* chunk done after this post */
+      case PH_DEPOSIT:
+        do_deposit(t);
+        t->net_todo = c->net != NULL;
+        t->phase = has_reduce(t->coll) ? PH_REDUCE : PH_GATHER;
+        if (t->chunk == 0 && !has_reduce(t->coll)) t->phase = PH_REDUCE; /* validate first */
+        post(c, t);
+        break;
+      case PH_REDUCE:
+        if (has_reduce(t->coll)) {
+          do_reduce(t);
+          if (t->coll == SIM_COLL_REDUCESCATTER) {
+            t->phase = PH_CHUNK_DONE; /* chunk done after this post */
+            post(c, t);
+            break;
+          }
+          t->phase = PH_GATHER;
           post(c, t);
           break;
         }
-        t->phase = PH_GATHER;
+        /* no reduce phase: fall into the gather of chunk 0 */
+        /* fallthrough */
+      case PH_GATHER:
+        do_gather(t);
+        t->phase = PH_CHUNK_DONE;
         post(c, t);
         break;
-      }
-      /* no reduce phase: fall into the gather of chunk 0 */
-      /* fallthrough */
-    case PH_GATHER:
-      do_gather(t);
-      t->phase = PH_CHUNK_DONE;
-      post(c, t);
-      break;
-    default: /* PH_CHUNK_DONE: the chunk is finished on every rank */
-      if (++t->chunk < t->nchunks) {
-        t->phase = PH_DEPOSIT;
-        break;
-      }
-      if (t->stream) sim_stream_set_time(t->stream, t->end_vt);
-      return SIM_PROGRESS_DONE;
+      default: /* PH_CHUNK_DONE: the chunk is finished on every rank */
+        if (++t->chunk < t->nchunks) {
+          t->phase = PH_DEPOSIT;
+          break;
+        }
+        if (t->stream) sim_stream_set_time(t->stream, t->end_vt);
+        return SIM_PROGRESS_DONE;
     }
   }
 }

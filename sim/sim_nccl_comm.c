@@ -43,7 +43,8 @@ SIM_NCCL_API(ncclResult_t, ncclGetVersion, int *version) {
  * From 2.23 NCCL zeroes the whole id first; before, bytes 40-127 keep what the caller's buffer
  * held, and the emulation keeps that difference because the autoha shim stamps that tail. */
 SIM_NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId) {
-  if (!uniqueId) return sim_error(ncclInvalidArgument, "ncclsim: ncclGetUniqueId: uniqueId is NULL");
+  if (!uniqueId)
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclGetUniqueId: uniqueId is NULL");
   unsigned char head[40];
   memset(head, 0, sizeof head);
   if (getrandom(head, 8, 0) != 8)
@@ -65,8 +66,10 @@ static ncclResult_t config_fill(const ncclConfig_t *in, ncclConfig_t *out) {
   *out = def;
   if (in) {
     if (in->magic != 0xcafebeef)
-      return sim_error(ncclInvalidArgument, "ncclsim: ncclConfig_t has a bad magic (0x%x): "
-                       "initialise it with NCCL_CONFIG_INITIALIZER", in->magic);
+      return sim_error(ncclInvalidArgument,
+                       "ncclsim: ncclConfig_t has a bad magic (0x%x): "
+                       "initialise it with NCCL_CONFIG_INITIALIZER",
+                       in->magic);
     size_t n = in->size < sizeof *out ? in->size : sizeof *out;
     memcpy(out, in, n);
     out->size = sizeof *out;
@@ -91,7 +94,8 @@ static ncclResult_t comm_create(ncclComm_t *newcomm, int nranks, int rank, uint6
   struct ncclComm *c = calloc(1, sizeof *c);
   sim_task_t *t = sim_task_new();
   char *name = malloc(160);
-  uint64_t *sent = calloc((size_t)nranks, sizeof *sent), *recvd = calloc((size_t)nranks, sizeof *recvd);
+  uint64_t *sent = calloc((size_t)nranks, sizeof *sent),
+           *recvd = calloc((size_t)nranks, sizeof *recvd);
   if (!c || !t || !name || !sent || !recvd) {
     free(c), free(t), free(name), free(sent), free(recvd);
     return sim_error(ncclSystemError, "ncclsim: out of memory creating a communicator");
@@ -143,8 +147,8 @@ static ncclResult_t check_rank_args(ncclComm_t *newcomm, int nranks, int rank, c
   if (nranks < 1)
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid nranks %d", fn, nranks);
   if (rank < 0 || rank >= nranks)
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: rank %d is out of range [0, %d)", fn,
-                     rank, nranks);
+    return sim_error(ncclInvalidArgument, "ncclsim: %s: rank %d is out of range [0, %d)", fn, rank,
+                     nranks);
   return ncclSuccess;
 }
 
@@ -184,7 +188,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nr
  * and joins every device's rank inside one group driven by this thread. */
 SIM_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *devlist) {
   if (!comms) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommInitAll: comms is NULL");
-  if (ndev < 1) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommInitAll: invalid ndev %d", ndev);
+  if (ndev < 1)
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommInitAll: invalid ndev %d", ndev);
   for (int i = 0; i < ndev; i++) {
     int d = devlist ? devlist[i] : i;
     if (d < 0 || d >= sim_device_count())
@@ -209,7 +214,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, n
   ncclResult_t since = sim_nccl_since("ncclCommSplit", SIM_SINCE_SPLIT);
   if (since != ncclSuccess) return since;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommSplit: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommSplit: invalid or destroyed communicator");
   if (!newcomm) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommSplit: newcomm is NULL");
   if (sim_group_depth() > 0)
     return sim_error(ncclInvalidUsage, "ncclsim: ncclCommSplit inside a group is not supported");
@@ -277,8 +283,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksLis
     return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or destroyed communicator", fn);
   if (!newcomm) return sim_error(ncclInvalidArgument, "ncclsim: %s: newcomm is NULL", fn);
   if (!excludeRanksList || excludeRanksCount <= 0 || excludeRanksCount >= comm->nranks)
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: %d ranks to exclude (list %p) from %d",
-                     fn, excludeRanksCount, (void *)excludeRanksList, comm->nranks);
+    return sim_error(ncclInvalidArgument, "ncclsim: %s: %d ranks to exclude (list %p) from %d", fn,
+                     excludeRanksCount, (void *)excludeRanksList, comm->nranks);
   if (shrinkFlags & ~(NCCL_SHRINK_DEFAULT | NCCL_SHRINK_ABORT))
     return sim_error(ncclInvalidArgument, "ncclsim: %s: unknown shrinkFlags 0x%x", fn, shrinkFlags);
   int *excl = malloc((size_t)excludeRanksCount * sizeof *excl);
@@ -315,13 +321,18 @@ SIM_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   if (res != ncclSuccess) return res;
   if (comm == NULL) return ncclSuccess;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRevoke: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommRevoke: invalid or destroyed communicator");
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRevoke: revokeFlags must be "
-                     "NCCL_REVOKE_DEFAULT (0), not %d", revokeFlags);
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommRevoke: revokeFlags must be "
+                     "NCCL_REVOKE_DEFAULT (0), not %d",
+                     revokeFlags);
   if (comm->revoked)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRevoke: communicator %016llx is "
-                     "already revoked", (unsigned long long)comm->hash);
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommRevoke: communicator %016llx is "
+                     "already revoked",
+                     (unsigned long long)comm->hash);
   comm->revoked = 1;
   return ncclSuccess;
 }
@@ -348,7 +359,8 @@ static void comm_bury(struct ncclComm *comm) {
 
 static ncclResult_t comm_end(ncclComm_t comm, int state, const char *fn) {
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or already destroyed communicator", fn);
+    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or already destroyed communicator",
+                     fn);
   comm_bury(comm);
   sim_comm_model_fini(comm); /* the tuner's finalize/destroy, as NCCL's commFree */
   sim_net_free(comm);        /* its queue pairs, before the segment their buffers live in */
@@ -375,7 +387,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   ncclResult_t since = sim_nccl_since("ncclCommFinalize", SIM_SINCE_CONFIG);
   if (since != ncclSuccess) return since;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommFinalize: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommFinalize: invalid or destroyed communicator");
   if (comm->revoked)
     return sim_error(ncclInvalidUsage, "ncclsim: ncclCommFinalize after ncclCommRevoke is invalid");
   return comm->async_error;

@@ -12,12 +12,15 @@ SIM_NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   ncclResult_t res = sim_nccl_since("ncclCommSuspend", SIM_SINCE_ELASTIC);
   if (res != ncclSuccess) return res;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommSuspend: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommSuspend: invalid or destroyed communicator");
   if (flags & ~NCCL_SUSPEND_MEM)
     return sim_error(ncclInvalidArgument, "ncclsim: ncclCommSuspend: unknown flags 0x%x", flags);
   if (comm->suspended)
-    return sim_error(ncclInvalidUsage, "ncclsim: ncclCommSuspend: communicator %016llx is already "
-                     "suspended", (unsigned long long)comm->hash);
+    return sim_error(ncclInvalidUsage,
+                     "ncclsim: ncclCommSuspend: communicator %016llx is already "
+                     "suspended",
+                     (unsigned long long)comm->hash);
   comm->suspended = 1;
   return ncclSuccess;
 }
@@ -26,27 +29,35 @@ SIM_NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
   ncclResult_t res = sim_nccl_since("ncclCommResume", SIM_SINCE_ELASTIC);
   if (res != ncclSuccess) return res;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommResume: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommResume: invalid or destroyed communicator");
   if (!comm->suspended)
-    return sim_error(ncclInvalidUsage, "ncclsim: ncclCommResume: communicator %016llx is not "
-                     "suspended", (unsigned long long)comm->hash);
+    return sim_error(ncclInvalidUsage,
+                     "ncclsim: ncclCommResume: communicator %016llx is not "
+                     "suspended",
+                     (unsigned long long)comm->hash);
   comm->suspended = 0;
   return ncclSuccess;
 }
 
-SIM_NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value) {
+SIM_NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat,
+             uint64_t *value) {
   ncclResult_t res = sim_nccl_since("ncclCommMemStats", SIM_SINCE_ELASTIC);
   if (res != ncclSuccess) return res;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommMemStats: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommMemStats: invalid or destroyed communicator");
   if (!value) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommMemStats: value is NULL");
   switch (stat) {
-  case ncclStatGpuMemSuspended: *value = comm->suspended ? 1 : 0; return ncclSuccess;
-  case ncclStatGpuMemSuspend: case ncclStatGpuMemPersist: case ncclStatGpuMemTotal:
-    *value = 0; /* no GPU memory: staging is host shared memory */
-    return ncclSuccess;
+    case ncclStatGpuMemSuspended: *value = comm->suspended ? 1 : 0; return ncclSuccess;
+    case ncclStatGpuMemSuspend:
+    case ncclStatGpuMemPersist:
+    case ncclStatGpuMemTotal:
+      *value = 0; /* no GPU memory: staging is host shared memory */
+      return ncclSuccess;
   }
-  return sim_error(ncclInvalidArgument, "ncclsim: ncclCommMemStats: unknown statistic %d", (int)stat);
+  return sim_error(ncclInvalidArgument, "ncclsim: ncclCommMemStats: unknown statistic %d",
+                   (int)stat);
 }
 
 SIM_NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *uniqueId) {
@@ -54,7 +65,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *u
   if (res != ncclSuccess) return res;
   if (!sim_comm_usable(comm) || !uniqueId)
     return sim_error(ncclInvalidArgument, "ncclsim: ncclCommGetUniqueId: invalid argument");
-  return sim_error(ncclInvalidUsage, "ncclsim: ncclCommGetUniqueId: growing a communicator is not "
+  return sim_error(ncclInvalidUsage,
+                   "ncclsim: ncclCommGetUniqueId: growing a communicator is not "
                    "modelled by sim/");
 }
 
@@ -63,6 +75,7 @@ SIM_NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const nccl
   ncclResult_t res = sim_nccl_since("ncclCommGrow", SIM_SINCE_ELASTIC);
   if (res != ncclSuccess) return res;
   if (!newcomm) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommGrow: newcomm is NULL");
-  return sim_error(ncclInvalidUsage, "ncclsim: ncclCommGrow: growing a communicator is not "
+  return sim_error(ncclInvalidUsage,
+                   "ncclsim: ncclCommGrow: growing a communicator is not "
                    "modelled by sim/");
 }

@@ -75,13 +75,16 @@ double sim_net_bw_factor(const struct ncclComm *c, double virt_us) {
   if (slowest >= 0 && c->rank == 0) {
     static _Atomic int logged; /* once per process: the flow the ring waits for */
     if (!atomic_exchange(&logged, 1)) {
-      int links[8], nl = sim_fabric_route_at(f, &flows[slowest], sim_fabric_wall_s(f), virt_us, links, 8);
+      int links[8],
+          nl = sim_fabric_route_at(f, &flows[slowest], sim_fabric_wall_s(f), virt_us, links, 8);
       char route[512] = "", name[96];
       for (int l = 0; l < nl; l++)
         snprintf(route + strlen(route), sizeof route - strlen(route), "%s%s", l ? " " : "",
                  sim_fabric_link_name(f, links[l], name, sizeof name));
-      sim_log_info("NET/IB: %d flows on the fabric (%d of other communicators); the slowest gets %.0f%% "
-                   "of its NIC share (source port %u: %s)", n, n - own, 100 * worst, flows[slowest].sport, route);
+      sim_log_info(
+          "NET/IB: %d flows on the fabric (%d of other communicators); the slowest gets %.0f%% "
+          "of its NIC share (source port %u: %s)",
+          n, n - own, 100 * worst, flows[slowest].sport, route);
     }
   }
   free(flows);
@@ -96,13 +99,16 @@ SIM_API ncclResult_t ncclsimCommModelTime(ncclComm_t comm, int coll, size_t byte
   sim_model_cost_table(&comm->model, coll, bytes, 1, table);
   sim_config_t cfg;
   if (sim_model_select(&comm->model, coll, bytes, table, 0, 0, &cfg) != 0)
-    return sim_error(ncclInvalidUsage, "ncclsim: ncclsimCommModelTime: no algorithm is enabled for %s",
+    return sim_error(ncclInvalidUsage,
+                     "ncclsim: ncclsimCommModelTime: no algorithm is enabled for %s",
                      sim_coll_name(coll));
   sim_desc_t d;
   memset(&d, 0, sizeof d);
   d.coll = coll;
   d.dtype = ncclInt8;
-  d.count = coll == SIM_COLL_ALLGATHER || coll == SIM_COLL_REDUCESCATTER ? bytes / (size_t)comm->nranks : bytes;
+  d.count = coll == SIM_COLL_ALLGATHER || coll == SIM_COLL_REDUCESCATTER
+                ? bytes / (size_t)comm->nranks
+                : bytes;
   d.algo = cfg.algo;
   d.proto = cfg.proto;
   d.nchannels = cfg.nchannels;

@@ -33,14 +33,16 @@ static int nccl_replay(struct sim_graph_nccl *g, struct CUstream_st *s) {
   for (sim_task_t *t = g->tasks; t && res == ncclSuccess; t = t->next) {
     struct ncclComm *c = t->comm;
     if (!sim_comm_usable(c)) {
-      res = sim_error(ncclInvalidArgument, "ncclsim: a graph replays a collective on a destroyed "
+      res = sim_error(ncclInvalidArgument,
+                      "ncclsim: a graph replays a collective on a destroyed "
                       "communicator");
       break;
     }
     if (c->async_error != ncclSuccess) {
-      res = sim_error(c->async_error, "ncclsim: a graph replays a collective on communicator %016llx, "
-                      "which failed earlier (%s)", (unsigned long long)c->hash,
-                      ncclGetErrorString(c->async_error));
+      res = sim_error(c->async_error,
+                      "ncclsim: a graph replays a collective on communicator %016llx, "
+                      "which failed earlier (%s)",
+                      (unsigned long long)c->hash, ncclGetErrorString(c->async_error));
       break;
     }
     sim_task_t *u = sim_task_new();
@@ -72,9 +74,12 @@ static int nccl_replay(struct sim_graph_nccl *g, struct CUstream_st *s) {
     res = sim_group_run(head);
   }
   if (res != ncclSuccess) {
-    sim_log_warn("cudaGraphLaunch: a captured NCCL group failed on replay: %s", ncclGetLastError(NULL));
-    for (sim_task_t *t = g->tasks; t; t = t->next) /* the kernel failed: the communicator is broken */
-      if (sim_comm_usable(t->comm) && t->comm->async_error == ncclSuccess) t->comm->async_error = res;
+    sim_log_warn("cudaGraphLaunch: a captured NCCL group failed on replay: %s",
+                 ncclGetLastError(NULL));
+    for (sim_task_t *t = g->tasks; t;
+         t = t->next) /* the kernel failed: the communicator is broken */
+      if (sim_comm_usable(t->comm) && t->comm->async_error == ncclSuccess)
+        t->comm->async_error = res;
   }
   return (int)res;
 }
@@ -107,12 +112,14 @@ int sim_graph_nccl_capture(sim_task_t *head, ncclResult_t *res_p) {
   for (sim_task_t *t = head; t && !mixed; t = t->next)
     if (!t->stream || __atomic_load_n(&t->stream->cap, __ATOMIC_ACQUIRE) != cap) mixed = 1;
   if (mixed) {
-    *res_p = sim_error(ncclInvalidUsage, "ncclsim: a group mixes streams being captured with streams "
+    *res_p = sim_error(ncclInvalidUsage,
+                       "ncclsim: a group mixes streams being captured with streams "
                        "that are not (or belong to another capture); NCCL does not support this");
   } else if (first_err != ncclSuccess) {
     *res_p = first_err; /* the group fails at launch, as an eager one would */
   } else if (!sim_capture_valid(cap)) {
-    *res_p = sim_error(ncclUnhandledCudaError, "ncclsim: Cuda failure 'operation failed due to a "
+    *res_p = sim_error(ncclUnhandledCudaError,
+                       "ncclsim: Cuda failure 'operation failed due to a "
                        "previous error during capture' (the stream's capture was invalidated)");
   } else {
     struct sim_graph_nccl *g = calloc(1, sizeof *g);
@@ -127,8 +134,10 @@ int sim_graph_nccl_capture(sim_task_t *head, ncclResult_t *res_p) {
         return 1; /* the tasks now belong to the graph */
       }
       free(g);
-      *res_p = sim_error(ncclUnhandledCudaError, "ncclsim: Cuda failure '%s' recording a captured "
-                         "group", cudaGetErrorString(r));
+      *res_p = sim_error(ncclUnhandledCudaError,
+                         "ncclsim: Cuda failure '%s' recording a captured "
+                         "group",
+                         cudaGetErrorString(r));
     }
   }
   tasks_free(head);

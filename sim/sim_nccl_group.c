@@ -36,23 +36,24 @@ static int task_blocked(const sim_task_t *t, const sim_task_t *head) {
 
 static int task_progress(sim_task_t *t) {
   switch (t->kind) {
-  case SIM_TASK_INIT:
-    if (!t->started) {
-      t->started = 1;
-      t->result = sim_seg_join(t->comm, (const char *)t->scratch);
-      if (t->result != ncclSuccess) return SIM_PROGRESS_DONE;
-    }
-    if (!t->waiting) { /* t->waiting: the network's handshake is under way */
-      if (!sim_seg_all_joined(t->comm)) return SIM_PROGRESS_STALLED;
-      sim_comm_joined(t->comm);
-      t->result = sim_comm_model_init(t->comm); /* timing model and tuner plugin */
-      if (t->result == ncclSuccess) t->result = sim_net_setup(t->comm); /* NCCL's net_ib connections */
-      if (t->result != ncclSuccess) return SIM_PROGRESS_DONE;
-      t->waiting = 1;
-    }
-    return sim_net_connect_progress(t->comm, &t->result);
-  case SIM_TASK_COLL: return sim_coll_progress(t);
-  default: return sim_p2p_progress(t);
+    case SIM_TASK_INIT:
+      if (!t->started) {
+        t->started = 1;
+        t->result = sim_seg_join(t->comm, (const char *)t->scratch);
+        if (t->result != ncclSuccess) return SIM_PROGRESS_DONE;
+      }
+      if (!t->waiting) { /* t->waiting: the network's handshake is under way */
+        if (!sim_seg_all_joined(t->comm)) return SIM_PROGRESS_STALLED;
+        sim_comm_joined(t->comm);
+        t->result = sim_comm_model_init(t->comm); /* timing model and tuner plugin */
+        if (t->result == ncclSuccess)
+          t->result = sim_net_setup(t->comm); /* NCCL's net_ib connections */
+        if (t->result != ncclSuccess) return SIM_PROGRESS_DONE;
+        t->waiting = 1;
+      }
+      return sim_net_connect_progress(t->comm, &t->result);
+    case SIM_TASK_COLL: return sim_coll_progress(t);
+    default: return sim_p2p_progress(t);
   }
 }
 
@@ -64,7 +65,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
    * before the call ran longer would: on its stream before the tuner is asked, so a plugin that
    * times the call from that point (autoha records its start event there) sees the late arrival. */
   for (sim_task_t *t = head; t; t = t->next)
-    if (t->kind == SIM_TASK_COLL && t->stream && t->result == ncclSuccess && sim_comm_usable(t->comm)) {
+    if (t->kind == SIM_TASK_COLL && t->stream && t->result == ncclSuccess &&
+        sim_comm_usable(t->comm)) {
       double d = sim_skew_delay_us(t->comm, t);
       if (d > 0) sim_stream_set_time(t->stream, sim_stream_time(t->stream) + d);
     }
@@ -76,7 +78,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
     if (t->result != ncclSuccess || (t->stream && sim_stream_stuck(t->stream))) t->phase = -1;
     else pending++;
     if (t->phase != -1 && t->stream) sim_stream_launch_begin(t->stream);
-    if (t->phase != -1 && t->kind == SIM_TASK_COLL && t->comm->net) { /* its flows are on the wire */
+    if (t->phase != -1 && t->kind == SIM_TASK_COLL &&
+        t->comm->net) { /* its flows are on the wire */
       sim_traffic_busy(t->comm, +1);
       t->busy = 1;
     }
@@ -127,14 +130,15 @@ static ncclResult_t group_launch(sim_task_t *head) {
           }
         }
         if (r == ncclSuccess && atomic_load(&t->comm->revoked)) /* by another thread, meanwhile */
-          r = sim_error(ncclInvalidUsage, "ncclsim: rank %d of communicator %016llx: the "
-                        "communicator was revoked while the call waited for its peers", t->comm->rank,
-                        (unsigned long long)t->comm->hash);
+          r = sim_error(ncclInvalidUsage,
+                        "ncclsim: rank %d of communicator %016llx: the "
+                        "communicator was revoked while the call waited for its peers",
+                        t->comm->rank, (unsigned long long)t->comm->hash);
         if (r == ncclSuccess && now - start > sim_timeout_s())
           r = sim_error(ncclSystemError,
                         "ncclsim: rank %d of communicator %016llx waited %.0f s for its peers "
-                        "(NCCLSIM_TIMEOUT_S); giving up", t->comm->rank,
-                        (unsigned long long)t->comm->hash, now - start);
+                        "(NCCLSIM_TIMEOUT_S); giving up",
+                        t->comm->rank, (unsigned long long)t->comm->hash, now - start);
         if (r != ncclSuccess) {
           t->result = r;
           t->comm->async_error = r;
@@ -165,7 +169,8 @@ static ncclResult_t group_launch(sim_task_t *head) {
   for (sim_task_t *t = head; t; t = t->next)
     if (t->stream && atomic_load(&t->stream->running)) sim_stream_launch_end(t->stream);
   for (sim_task_t *t = head; t; t = t->next) /* NCCLSIM_FAULT=hang: its data moved, it never ends */
-    if (t->kind == SIM_TASK_COLL && t->result == ncclSuccess) sim_fault_after_coll(t->comm, t->desc.call, t->stream);
+    if (t->kind == SIM_TASK_COLL && t->result == ncclSuccess)
+      sim_fault_after_coll(t->comm, t->desc.call, t->stream);
   while (head) {
     sim_task_t *next = head->next;
     if (head->busy) sim_traffic_busy(head->comm, -1);
@@ -216,10 +221,13 @@ SIM_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
   ncclResult_t res = sim_nccl_since("ncclGroupSimulateEnd", SIM_SINCE_SIMULATE);
   if (res != ncclSuccess) return res;
   if (!simInfo || simInfo->magic != 0x74685283u)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclGroupSimulateEnd: simInfo %s: initialise "
-                     "it with NCCL_SIM_INFO_INITIALIZER", simInfo ? "has a bad magic" : "is NULL");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclGroupSimulateEnd: simInfo %s: initialise "
+                     "it with NCCL_SIM_INFO_INITIALIZER",
+                     simInfo ? "has a bad magic" : "is NULL");
   if (group_depth == 0)
-    return sim_error(ncclInvalidUsage, "ncclsim: ncclGroupSimulateEnd without a matching ncclGroupStart");
+    return sim_error(ncclInvalidUsage,
+                     "ncclsim: ncclGroupSimulateEnd without a matching ncclGroupStart");
   if (--group_depth > 0) return ncclSuccess;
   sim_task_t *head = group_head, *inits = NULL, **inits_tail = &inits, **pp = &head;
   group_head = group_tail = NULL;
@@ -241,7 +249,8 @@ SIM_NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
     for (sim_task_t *t = head; t; t = t->next) {
       if (t->kind != SIM_TASK_COLL || t->result != ncclSuccess) continue;
       double sum = 0;
-      for (sim_task_t *u = head; u; u = u->next) /* this task's communicator, once: at its first task */
+      for (sim_task_t *u = head; u;
+           u = u->next) /* this task's communicator, once: at its first task */
         if (u->comm == t->comm && u->kind == SIM_TASK_COLL && u->result == ncclSuccess)
           sum += sim_coll_time_us(u->comm, &u->desc, u->comm->phi);
       if (sum > worst) worst = (float)sum;

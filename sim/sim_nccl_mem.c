@@ -31,8 +31,10 @@ SIM_NCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size) {
   if (res != ncclSuccess) return res;
   cudaError_t e = cudaMalloc(ptr, size);
   if (e != cudaSuccess)
-    return sim_error(ncclUnhandledCudaError, "ncclsim: ncclMemAlloc: cudaMalloc of %zu bytes "
-                     "failed: %s", size, cudaGetErrorString(e));
+    return sim_error(ncclUnhandledCudaError,
+                     "ncclsim: ncclMemAlloc: cudaMalloc of %zu bytes "
+                     "failed: %s",
+                     size, cudaGetErrorString(e));
   return ncclSuccess;
 }
 
@@ -47,9 +49,11 @@ SIM_NCCL_API(ncclResult_t, ncclMemFree, void *ptr) {
 }
 
 /* Registers [buff, buff+size) rounded out to pages; a range inside an existing one shares it. */
-static ncclResult_t reg_add(struct ncclComm *comm, void *buff, size_t size, struct sim_reg **reg_p) {
+static ncclResult_t reg_add(struct ncclComm *comm, void *buff, size_t size,
+                            struct sim_reg **reg_p) {
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  uintptr_t beg = (uintptr_t)buff & ~(page - 1), end = ((uintptr_t)buff + size + page - 1) & ~(page - 1);
+  uintptr_t beg = (uintptr_t)buff & ~(page - 1),
+            end = ((uintptr_t)buff + size + page - 1) & ~(page - 1);
   for (struct sim_reg *r = comm->regs; r; r = r->next) {
     if (r->beg <= beg && r->end >= end) {
       r->refs++;
@@ -78,8 +82,10 @@ static ncclResult_t reg_drop(struct ncclComm *comm, struct sim_reg *reg, const c
     }
     return ncclSuccess;
   }
-  return sim_error(ncclInvalidUsage, "ncclsim: %s: handle %p is not registered with communicator "
-                   "%016llx", fn, (void *)reg, (unsigned long long)comm->hash);
+  return sim_error(ncclInvalidUsage,
+                   "ncclsim: %s: handle %p is not registered with communicator "
+                   "%016llx",
+                   fn, (void *)reg, (unsigned long long)comm->hash);
 }
 
 void sim_reg_free_all(struct ncclComm *comm) {
@@ -100,7 +106,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, 
   ncclResult_t res = sim_nccl_since("ncclCommRegister", SIM_SINCE_MEM_REGISTER);
   if (res != ncclSuccess) return res;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRegister: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommRegister: invalid or destroyed communicator");
   if (!handle) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRegister: handle is NULL");
   struct sim_reg *r;
   res = reg_add(comm, buff, size, &r);
@@ -112,7 +119,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *hand
   ncclResult_t res = sim_nccl_since("ncclCommDeregister", SIM_SINCE_MEM_REGISTER);
   if (res != ncclSuccess) return res;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommDeregister: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommDeregister: invalid or destroyed communicator");
   if (!handle) return ncclSuccess;
   return reg_drop(comm, handle, "ncclCommDeregister");
 }
@@ -121,12 +129,15 @@ SIM_NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, 
              ncclWindow_t *win, int winFlags) {
   ncclResult_t res = sim_nccl_since("ncclCommWindowRegister", SIM_SINCE_SHRINK_WINDOW);
   if (res != ncclSuccess) return res;
-  if (buff == NULL || size == 0) return ncclSuccess; /* as NCCL: nothing registered, *win untouched */
+  if (buff == NULL || size == 0)
+    return ncclSuccess; /* as NCCL: nothing registered, *win untouched */
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommWindowRegister: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommWindowRegister: invalid or destroyed communicator");
   if (!win) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommWindowRegister: win is NULL");
   if (winFlags & ~(NCCL_WIN_DEFAULT | NCCL_WIN_COLL_SYMMETRIC))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommWindowRegister: unknown winFlags 0x%x", winFlags);
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommWindowRegister: unknown winFlags 0x%x",
+                     winFlags);
   struct ncclWindow_vidmem *w = calloc(1, sizeof *w);
   if (!w) return sim_error(ncclSystemError, "ncclsim: out of memory registering a window");
   res = reg_add(comm, buff, size, &w->reg);
@@ -149,7 +160,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow
   if (res != ncclSuccess) return res;
   if (win == NULL) return ncclSuccess;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclCommWindowDeregister: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclCommWindowDeregister: invalid or destroyed communicator");
   /* Looked up by address among the communicator's windows before anything is read from it, so a
    * stale or foreign handle is refused, not dereferenced. */
   for (struct ncclWindow_vidmem **pp = &comm->wins; *pp; pp = &(*pp)->next) {
@@ -159,22 +171,29 @@ SIM_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow
     free(win);
     return res;
   }
-  return sim_error(ncclInvalidUsage, "ncclsim: ncclCommWindowDeregister: window %p is not "
-                   "registered with communicator %016llx", (void *)win, (unsigned long long)comm->hash);
+  return sim_error(ncclInvalidUsage,
+                   "ncclsim: ncclCommWindowDeregister: window %p is not "
+                   "registered with communicator %016llx",
+                   (void *)win, (unsigned long long)comm->hash);
 }
 
 /* The buffer a window was registered with. */
-SIM_NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void **outUserPtr) {
+SIM_NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win,
+             void **outUserPtr) {
   ncclResult_t res = sim_nccl_since("ncclWinGetUserPtr", SIM_SINCE_WIN_USER_PTR);
   if (res != ncclSuccess) return res;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclWinGetUserPtr: invalid or destroyed communicator");
-  if (!outUserPtr) return sim_error(ncclInvalidArgument, "ncclsim: ncclWinGetUserPtr: outUserPtr is NULL");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclWinGetUserPtr: invalid or destroyed communicator");
+  if (!outUserPtr)
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclWinGetUserPtr: outUserPtr is NULL");
   for (struct ncclWindow_vidmem *w = comm->wins; w; w = w->next) /* found before it is read */
     if (w == win) {
       *outUserPtr = w->buff;
       return ncclSuccess;
     }
-  return sim_error(ncclInvalidArgument, "ncclsim: ncclWinGetUserPtr: window %p is not registered "
-                   "with communicator %016llx", (void *)win, (unsigned long long)comm->hash);
+  return sim_error(ncclInvalidArgument,
+                   "ncclsim: ncclWinGetUserPtr: window %p is not registered "
+                   "with communicator %016llx",
+                   (void *)win, (unsigned long long)comm->hash);
 }

@@ -60,7 +60,9 @@ void sim_net_inject_init(void) {
         return;
       }
     }
-  sim_log_warn("invalid value for NCCLSIM_NET_INJECT: '%s' (expected drop=N, dup=N, phantom=N or ahead=N); none injected", s);
+  sim_log_warn(
+      "invalid value for NCCLSIM_NET_INJECT: '%s' (expected drop=N, dup=N, phantom=N or ahead=N); none injected",
+      s);
 }
 
 static double wall_ms(void) {
@@ -130,8 +132,8 @@ void sim_net_refresh_flows(struct ncclComm *c) {
 
 /* The byte range of QP q's piece of a `bytes` message (NCCL: roundup(ceil(size / nqps), 128) per
  * QP when the data is split over the QPs, else all of it on one QP, rotating per message). */
-static void piece_of(const struct sim_net *n, const net_conn_t *k, size_t bytes, int q, size_t *off_p,
-                     size_t *len_p, int *used_p) {
+static void piece_of(const struct sim_net *n, const net_conn_t *k, size_t bytes, int q,
+                     size_t *off_p, size_t *len_p, int *used_p) {
   *off_p = *len_p = 0;
   if (!n->split) {
     *used_p = (int)(k->msgs % (uint64_t)n->nqps) == q;
@@ -147,7 +149,9 @@ static void piece_of(const struct sim_net *n, const net_conn_t *k, size_t bytes,
 }
 
 /* wr_id of a send: message number, connection index, QP — so a completion names what it retires. */
-static uint64_t send_wr_id(uint32_t seq, int conn, int q) { return (uint64_t)seq << 24 | (uint64_t)conn << 8 | (uint64_t)q; }
+static uint64_t send_wr_id(uint32_t seq, int conn, int q) {
+  return (uint64_t)seq << 24 | (uint64_t)conn << 8 | (uint64_t)q;
+}
 
 static int post_piece(struct ncclComm *c, int conn, net_conn_t *k, int q, size_t off, size_t len) {
   const char *src = (const char *)sim_seg_slot(c->seg, c->rank) + off;
@@ -207,7 +211,8 @@ static void note_stall(struct sim_net *n, net_conn_t *k, double now) {
  * still counts when it comes). */
 static int take_recv(struct sim_net *n, net_conn_t *k, int q, uint32_t seq) {
   uint32_t d = seq - k->rnext[q];
-  if (d >= 0x80000000u || (d < NET_WIN && (k->rwin[q] >> d & 1u))) { /* behind the window, or seen */
+  if (d >= 0x80000000u ||
+      (d < NET_WIN && (k->rwin[q] >> d & 1u))) { /* behind the window, or seen */
     n->st.duplicated++;
     return 0;
   }
@@ -244,12 +249,13 @@ static ncclResult_t wc_error(struct ncclComm *c, net_conn_t *k, const struct ibv
   const sim_verbs_table_t *v = sim_ib_verbs();
   char gid[64];
   inet_ntop(AF_INET6, k ? k->peer_gid.raw : (const uint8_t[16]){0}, gid, sizeof gid);
-  return sim_error(ncclRemoteError,
-                   "NET/IB: Got completion from peer %s (rank %d) with status=%s(%d) opcode=%d len=%u "
-                   "vendor_err=%u hca %s (rank %d, channel %d); communicator %016llx",
-                   gid, k ? k->peer : -1, v->wc_status_str ? v->wc_status_str(wc->status) : "?",
-                   (int)wc->status, (int)wc->opcode, wc->byte_len, wc->vendor_err, k ? k->dev->name : "?",
-                   c->rank, k ? k->ch : -1, (unsigned long long)c->hash);
+  return sim_error(
+      ncclRemoteError,
+      "NET/IB: Got completion from peer %s (rank %d) with status=%s(%d) opcode=%d len=%u "
+      "vendor_err=%u hca %s (rank %d, channel %d); communicator %016llx",
+      gid, k ? k->peer : -1, v->wc_status_str ? v->wc_status_str(wc->status) : "?", (int)wc->status,
+      (int)wc->opcode, wc->byte_len, wc->vendor_err, k ? k->dev->name : "?", c->rank,
+      k ? k->ch : -1, (unsigned long long)c->hash);
 }
 
 /* Sleeps until a completion may have arrived on one of the communicator's CQs, or 1 ms (the
@@ -292,19 +298,23 @@ static ncclResult_t lost_error(struct ncclComm *c, struct sim_net *n, double wai
     net_conn_t *k = &n->conn[i];
     if (k->pending <= 0) continue;
     for (int q = 0; q < n->nqps; q++) {
-      int missing = k->send ? k->outstanding[q] : k->step_seq[q] - k->rnext[q] < 0x80000000u &&
-                                                      !(k->rwin[q] >> (k->step_seq[q] - k->rnext[q]) & 1u);
+      int missing = k->send ? k->outstanding[q]
+                            : k->step_seq[q] - k->rnext[q] < 0x80000000u &&
+                                  !(k->rwin[q] >> (k->step_seq[q] - k->rnext[q]) & 1u);
       size_t off, len;
       int used;
       piece_of(n, k, n->step_bytes, q, &off, &len, &used);
       if (!used || !missing) continue;
-      return sim_error(ncclSystemError, "NET/IB: rank %d lost a completion: chunk %u (%zu bytes) %s rank %d on "
-                       "channel %d QP %d (%s) has not completed after %.0f ms; communicator %016llx",
-                       c->rank, k->step_seq[q], len, k->send ? "sent to" : "received from", k->peer, k->ch, q,
-                       k->dev->name, waited, (unsigned long long)c->hash);
+      return sim_error(
+          ncclSystemError,
+          "NET/IB: rank %d lost a completion: chunk %u (%zu bytes) %s rank %d on "
+          "channel %d QP %d (%s) has not completed after %.0f ms; communicator %016llx",
+          c->rank, k->step_seq[q], len, k->send ? "sent to" : "received from", k->peer, k->ch, q,
+          k->dev->name, waited, (unsigned long long)c->hash);
     }
   }
-  return sim_error(ncclSystemError, "NET/IB: rank %d lost a completion after %.0f ms", c->rank, waited);
+  return sim_error(ncclSystemError, "NET/IB: rank %d lost a completion after %.0f ms", c->rank,
+                   waited);
 }
 
 /* A fatal async event on a device or QP of the communicator (sim_ib_async.c) fails it for good, as
@@ -320,8 +330,10 @@ static int async_fatal(struct ncclComm *c, struct sim_net *n, ncclResult_t *res_
     if (!sim_ib_async_dev_fatal(k->devi) && qp_hit < 0) continue;
     char qp[24] = "";
     if (qp_hit >= 0) snprintf(qp, sizeof qp, ", QP %u", k->qp[qp_hit]->qp_num);
-    *res_p = sim_error(ncclSystemError, "NET/IB: rank %d: communicator %016llx encountered a fatal error (an "
-                       "async event on %s%s)", c->rank, (unsigned long long)c->hash, k->dev->name, qp);
+    *res_p = sim_error(ncclSystemError,
+                       "NET/IB: rank %d: communicator %016llx encountered a fatal error (an "
+                       "async event on %s%s)",
+                       c->rank, (unsigned long long)c->hash, k->dev->name, qp);
     n->step_active = 0;
     return 1;
   }
@@ -337,7 +349,8 @@ int sim_net_step(struct ncclComm *c, size_t bytes, double virt_us, ncclResult_t 
   if (bytes > c->seg->slot_bytes) bytes = c->seg->slot_bytes;
   if (n->carry && bytes > n->carry) bytes = n->carry;
   if (!n->step_active) {
-    sim_net_refresh_flows(c); /* a QP failed over or moved: the fabric sees its traffic's new path */
+    sim_net_refresh_flows(
+        c); /* a QP failed over or moved: the fabric sees its traffic's new path */
     n->step_active = 1;
     n->step_bytes = bytes;
     n->step_virt = virt_us;
@@ -356,8 +369,9 @@ int sim_net_step(struct ncclComm *c, size_t bytes, double virt_us, ncclResult_t 
         if (!k->send) continue;
         k->outstanding[q] = 1;
         if (post_piece(c, i, k, q, off, len) != 0) {
-          *res_p = sim_error(ncclSystemError, "NET/IB: ibv_post_send on rank %d, channel %d failed: %s",
-                             c->rank, k->ch, strerror(errno));
+          *res_p =
+              sim_error(ncclSystemError, "NET/IB: ibv_post_send on rank %d, channel %d failed: %s",
+                        c->rank, k->ch, strerror(errno));
           n->step_active = 0;
           return SIM_PROGRESS_DONE;
         }
@@ -435,9 +449,10 @@ int sim_net_step(struct ncclComm *c, size_t bytes, double virt_us, ncclResult_t 
         uint64_t want;
         memcpy(&want, k->buf + c->seg->slot_bytes + (size_t)q * sizeof(uint64_t), sizeof want);
         if (used && (checksum(k->buf + off, len) ^ seq_mix(k->step_seq[q])) != want) {
-          *res_p = sim_error(ncclInternalError, "NET/IB: rank %d received %zu bytes from rank %d on channel %d "
-                             "QP %d (chunk %u) that differ from what was sent", c->rank, len, k->peer, k->ch, q,
-                             k->step_seq[q]);
+          *res_p = sim_error(ncclInternalError,
+                             "NET/IB: rank %d received %zu bytes from rank %d on channel %d "
+                             "QP %d (chunk %u) that differ from what was sent",
+                             c->rank, len, k->peer, k->ch, q, k->step_seq[q]);
           return SIM_PROGRESS_DONE;
         }
       }

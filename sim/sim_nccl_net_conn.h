@@ -7,10 +7,10 @@
 #include "sim_ib_verbs.h"
 #include "sim_nccl_net.h"
 
-#define NET_MAX_QPS 8      /* NCCL_IB_QPS_PER_CONNECTION bound */
-#define NET_PREPOST 16     /* receives kept posted per QP */
-#define NET_TRAILER 64     /* checksums after the data in a receive buffer */
-#define NET_WIN 64         /* message numbers tracked past the lowest one not yet received */
+#define NET_MAX_QPS 8  /* NCCL_IB_QPS_PER_CONNECTION bound */
+#define NET_PREPOST 16 /* receives kept posted per QP */
+#define NET_TRAILER 64 /* checksums after the data in a receive buffer */
+#define NET_WIN 64     /* message numbers tracked past the lowest one not yet received */
 
 typedef struct {
   int peer, send, ch;
@@ -19,14 +19,14 @@ typedef struct {
   struct ibv_qp *qp[NET_MAX_QPS];
   uint32_t peer_qpn[NET_MAX_QPS];
   union ibv_gid peer_gid;
-  struct ibv_mr *mr;        /* sender: its staging slot; receiver: its receive buffer */
-  struct ibv_mr *sum_mr;    /* sender: the checksums it writes */
+  struct ibv_mr *mr;     /* sender: its staging slot; receiver: its receive buffer */
+  struct ibv_mr *sum_mr; /* sender: the checksums it writes */
   uint64_t *sums;
-  char *buf;                /* receiver's buffer: slot_bytes of data, then the checksums */
+  char *buf; /* receiver's buffer: slot_bytes of data, then the checksums */
   uint64_t peer_addr;
   uint32_t peer_rkey;
   uint64_t msgs;
-  int pending;              /* completions this step still waits for */
+  int pending; /* completions this step still waits for */
   size_t piece[NET_MAX_QPS];
   /* accounting (both sides): the message number of this step's piece per QP, and how many were
    * numbered; receiver: lowest number not yet received and a bitmap of those received past it;
@@ -50,22 +50,22 @@ typedef struct {
 
 struct sim_net {
   int nconn, nqps, split;
-  size_t carry;             /* NCCLSIM_NET_CARRY_KB: bytes of a chunk that cross (0: all of it) */
+  size_t carry; /* NCCLSIM_NET_CARRY_KB: bytes of a chunk that cross (0: all of it) */
   net_conn_t *conn;
-  struct ibv_cq *cq[64];    /* per device index, shared by the communicator's connections */
+  struct ibv_cq *cq[64];           /* per device index, shared by the communicator's connections */
   struct ibv_comp_channel *ch[64]; /* their completion channels (NULL: the provider has none) */
-  int *peers, npeers;       /* ranks I exchange handshakes with */
-  int *got;                 /* handshake received from peers[i] */
+  int *peers, npeers;              /* ranks I exchange handshakes with */
+  int *got;                        /* handshake received from peers[i] */
   int *sent;
   int connected;
   int step_active;
   size_t step_bytes;
-  uint64_t flows_epoch;     /* the provider's epoch when the flows were last published */
-  int flows_moved;          /* a QP had failed then: its traffic's carriers may still change */
-  double step_virt;         /* the modelled time of the step's chunk, microseconds */
-  double progress_wall;     /* wall time of the step's start or its last completion */
-  double lost_ms;           /* a step with no completion for this long has lost one */
-  unsigned async_gen;       /* sim_ib_async_gen() when the async events were last checked */
+  uint64_t flows_epoch; /* the provider's epoch when the flows were last published */
+  int flows_moved;      /* a QP had failed then: its traffic's carriers may still change */
+  double step_virt;     /* the modelled time of the step's chunk, microseconds */
+  double progress_wall; /* wall time of the step's start or its last completion */
+  double lost_ms;       /* a step with no completion for this long has lost one */
+  unsigned async_gen;   /* sim_ib_async_gen() when the async events were last checked */
   struct ncclsimNetStats st;
 };
 

@@ -22,7 +22,8 @@ static void async_start(void) {
 
 /* The ranks of each node, in rank order: node_ranks[k * rpn + l]. Returns rpn (0 when the layout
  * is uneven: such communicators keep the modelled network). */
-static int layout(const struct ncclComm *c, int *node_of_rank, int *nodes, int *nn_p, int **node_ranks_p) {
+static int layout(const struct ncclComm *c, int *node_of_rank, int *nodes, int *nn_p,
+                  int **node_ranks_p) {
   int nn = 0;
   for (int r = 0; r < c->nranks; r++) {
     int node = sim_seg_rank(c->seg, r)->node, k;
@@ -40,7 +41,11 @@ static int layout(const struct ncclComm *c, int *node_of_rank, int *nodes, int *
   }
   for (int r = 0; r < c->nranks; r++) {
     int k = node_of_rank[r];
-    if (fill[k] >= rpn) { free(nr); free(fill); return 0; }
+    if (fill[k] >= rpn) {
+      free(nr);
+      free(fill);
+      return 0;
+    }
     nr[k * rpn + fill[k]++] = r;
   }
   free(fill);
@@ -67,12 +72,15 @@ static int create_side(struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
   if (k->send) {
     k->mr = v->reg_mr(k->dev->pd, sim_seg_slot(c->seg, c->rank), slot, IBV_ACCESS_LOCAL_WRITE);
     k->sums = calloc(NET_MAX_QPS, sizeof(uint64_t));
-    if (k->sums) k->sum_mr = v->reg_mr(k->dev->pd, k->sums, NET_MAX_QPS * sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
+    if (k->sums)
+      k->sum_mr =
+          v->reg_mr(k->dev->pd, k->sums, NET_MAX_QPS * sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
     if (!k->mr || !k->sum_mr) return -1;
   } else {
     k->buf = calloc(1, slot + NET_TRAILER);
     if (!k->buf) return -1;
-    k->mr = v->reg_mr(k->dev->pd, k->buf, slot + NET_TRAILER, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    k->mr = v->reg_mr(k->dev->pd, k->buf, slot + NET_TRAILER,
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!k->mr) return -1;
   }
   for (int q = 0; q < n->nqps; q++) {
@@ -92,7 +100,8 @@ static int create_side(struct ncclComm *c, struct sim_net *n, net_conn_t *k) {
     a.pkey_index = 0;
     a.port_num = (uint8_t)k->dev->port;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | (k->send ? 0 : IBV_ACCESS_REMOTE_READ);
-    if (v->modify_qp(k->qp[q], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    if (v->modify_qp(k->qp[q], &a,
+                     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
       return -1;
   }
   return 0;
@@ -105,7 +114,8 @@ ncclResult_t sim_net_setup(struct ncclComm *c) {
   int ndev;
   sim_ib_dev_t *devs = sim_ib_devices(&ndev);
   pthread_once(&async_once, async_start);
-  int *node_of = malloc(sizeof(int) * (size_t)c->nranks), *nodes = malloc(sizeof(int) * (size_t)c->nranks);
+  int *node_of = malloc(sizeof(int) * (size_t)c->nranks),
+      *nodes = malloc(sizeof(int) * (size_t)c->nranks);
   int nn = 0, *node_ranks = NULL;
   int rpn = node_of && nodes ? layout(c, node_of, nodes, &nn, &node_ranks) : 0;
   free(nodes);
@@ -144,7 +154,8 @@ ncclResult_t sim_net_setup(struct ncclComm *c) {
   for (int ch = 0; ch < nch; ch++) {
     int nic = ch % nics;
     int l = rpn >= nics ? nic * rpn / nics : nic % rpn;
-    int to = node_ranks[((me + 1) % nn) * rpn + l], from = node_ranks[((me + nn - 1) % nn) * rpn + l];
+    int to = node_ranks[((me + 1) % nn) * rpn + l],
+        from = node_ranks[((me + nn - 1) % nn) * rpn + l];
     if (node_ranks[me * rpn + l] != c->rank) continue;
     for (int s = 1; s >= 0; s--) { /* my send side, then my receive side, of channel ch */
       net_conn_t *k = &n->conn[n->nconn++];
@@ -162,7 +173,8 @@ ncclResult_t sim_net_setup(struct ncclComm *c) {
   c->net = n;
   for (int i = 0; i < n->nconn; i++)
     if (create_side(c, n, &n->conn[i]) != 0)
-      return sim_error(ncclSystemError, "NET/IB: rank %d could not create its queue pairs for channel %d on %s: %s",
+      return sim_error(ncclSystemError,
+                       "NET/IB: rank %d could not create its queue pairs for channel %d on %s: %s",
                        c->rank, n->conn[i].ch, n->conn[i].dev->name, strerror(errno));
   return ncclSuccess;
 oom:
@@ -175,7 +187,8 @@ oom:
     free(n->sent);
     free(n);
   }
-  return sim_error(ncclSystemError, "NET/IB: out of memory setting up rank %d's connections", c->rank);
+  return sim_error(ncclSystemError, "NET/IB: out of memory setting up rank %d's connections",
+                   c->rank);
 }
 
 /* Fills the message for `peer`: my connections with it, in plan order. */
@@ -231,8 +244,9 @@ static int connect_conn(const struct ncclComm *c, struct sim_net *n, net_conn_t 
       a.ah_attr.grh.flow_label = 0; /* NCCL's, in every version */
     }
     a.ah_attr.sl = (uint8_t)sim_env_int("NCCL_IB_SL", 0, 0, 15);
-    if (v->modify_qp(k->qp[q], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    if (v->modify_qp(k->qp[q], &a,
+                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
       return -1;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTS;
@@ -241,8 +255,9 @@ static int connect_conn(const struct ncclComm *c, struct sim_net *n, net_conn_t 
     a.retry_cnt = (uint8_t)sim_env_int("NCCL_IB_RETRY_CNT", 7, 0, 7);
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
-    if (v->modify_qp(k->qp[q], &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+    if (v->modify_qp(k->qp[q], &a,
+                     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                         IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
       return -1;
     if (!k->send && sim_net_post_recvs(k->qp[q], NET_PREPOST)) return -1;
   }
@@ -286,8 +301,10 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
         for (size_t y = 0; y < m && !e; y++)
           if ((int)in[y].ch == k->ch && (int)in[y].send == !k->send) e = &in[y];
         if (!e || (int)e->nqps != n->nqps) {
-          *res_p = sim_error(ncclInternalError, "NET/IB: rank %d and rank %d disagree on channel %d's "
-                             "connection (NCCL_IB_QPS_PER_CONNECTION must match)", c->rank, peer, k->ch);
+          *res_p = sim_error(ncclInternalError,
+                             "NET/IB: rank %d and rank %d disagree on channel %d's "
+                             "connection (NCCL_IB_QPS_PER_CONNECTION must match)",
+                             c->rank, peer, k->ch);
           return SIM_PROGRESS_DONE;
         }
         memcpy(k->peer_qpn, e->qpn, sizeof k->peer_qpn);
@@ -304,8 +321,9 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
     if (!n->sent[i] || !n->got[i]) return moved ? SIM_PROGRESS_MOVED : SIM_PROGRESS_STALLED;
   for (int i = 0; i < n->nconn; i++)
     if (connect_conn(c, n, &n->conn[i]) != 0) {
-      *res_p = sim_error(ncclSystemError, "NET/IB: rank %d could not connect channel %d to rank %d on %s: %s",
-                         c->rank, n->conn[i].ch, n->conn[i].peer, n->conn[i].dev->name, strerror(errno));
+      *res_p = sim_error(
+          ncclSystemError, "NET/IB: rank %d could not connect channel %d to rank %d on %s: %s",
+          c->rank, n->conn[i].ch, n->conn[i].peer, n->conn[i].dev->name, strerror(errno));
       return SIM_PROGRESS_DONE;
     }
   n->connected = 1;
@@ -326,10 +344,11 @@ static void print_stats(const struct ncclComm *c, const struct sim_net *n) {
   const struct ncclsimNetStats *s = &n->st;
   int bad = s->lost || s->duplicated || s->reordered || s->sendUnposted || s->sendDuplicated;
   if (!bad && sim_env_int("NCCLSIM_NET_STATS", 0, 0, 1) != 1) return;
-  sim_log_warn("NET/IB stats rank %d comm %016llx: chunks %llu sends %llu lost %llu duplicated %llu reordered %llu "
-               "unposted %llu send-duplicated %llu max-stall %.3f ms wall %.3f ms virtual",
-               c->rank, (unsigned long long)c->hash, s->chunks, s->sendCompletions, s->lost, s->duplicated,
-               s->reordered, s->sendUnposted, s->sendDuplicated, s->maxStallWallMs, s->maxStallVirtMs);
+  sim_log_warn(
+      "NET/IB stats rank %d comm %016llx: chunks %llu sends %llu lost %llu duplicated %llu reordered %llu "
+      "unposted %llu send-duplicated %llu max-stall %.3f ms wall %.3f ms virtual",
+      c->rank, (unsigned long long)c->hash, s->chunks, s->sendCompletions, s->lost, s->duplicated,
+      s->reordered, s->sendUnposted, s->sendDuplicated, s->maxStallWallMs, s->maxStallVirtMs);
 }
 
 void sim_net_free(struct ncclComm *c) {

@@ -12,9 +12,10 @@ int sim_p2p_progress(sim_task_t *t) {
   struct ncclComm *c = t->comm;
   size_t total = t->count * sim_dtype_size(t->dtype);
   int send = t->kind == SIM_TASK_SEND;
-  sim_p2p_ctl_t *ctl = send ? sim_seg_p2p_ctl(c->seg, c->rank, t->peer)
-                            : sim_seg_p2p_ctl(c->seg, t->peer, c->rank);
-  void *buf = send ? sim_seg_p2p_buf(c->seg, c->rank, t->peer) : sim_seg_p2p_buf(c->seg, t->peer, c->rank);
+  sim_p2p_ctl_t *ctl =
+      send ? sim_seg_p2p_ctl(c->seg, c->rank, t->peer) : sim_seg_p2p_ctl(c->seg, t->peer, c->rank);
+  void *buf =
+      send ? sim_seg_p2p_buf(c->seg, c->rank, t->peer) : sim_seg_p2p_buf(c->seg, t->peer, c->rank);
   int moved = 0;
   if (!t->started) {
     t->started = 1;
@@ -37,8 +38,9 @@ int sim_p2p_progress(sim_task_t *t) {
       if (ctl->msg_bytes != total) {
         t->result = sim_error(ncclInvalidUsage,
                               "ncclsim: rank %d receives %zu bytes from rank %d, which sends %llu "
-                              "bytes (communicator %016llx)", c->rank, total, t->peer,
-                              (unsigned long long)ctl->msg_bytes, (unsigned long long)c->hash);
+                              "bytes (communicator %016llx)",
+                              c->rank, total, t->peer, (unsigned long long)ctl->msg_bytes,
+                              (unsigned long long)c->hash);
         return SIM_PROGRESS_DONE;
       }
       if (t->done_bytes == 0 && ctl->start_vt > t->desc.start_vt) t->desc.start_vt = ctl->start_vt;

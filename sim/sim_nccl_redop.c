@@ -15,8 +15,8 @@
 struct sim_redop {
   int used;
   ncclDataType_t dt;
-  const void *ptr;  /* ncclScalarDevice: where the scalar lives */
-  uint64_t bits;    /* ncclScalarHostImmediate: the scalar's bytes */
+  const void *ptr; /* ncclScalarDevice: where the scalar lives */
+  uint64_t bits;   /* ncclScalarHostImmediate: the scalar's bytes */
 };
 
 static ncclRedOp_t mangle(const struct ncclComm *comm, ncclRedOp_t op) {
@@ -42,20 +42,26 @@ SIM_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scal
   ncclResult_t res = sim_nccl_since("ncclRedOpCreatePreMulSum", SIM_SINCE_PREMULSUM);
   if (res != ncclSuccess) return res;
   if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpCreatePreMulSum: invalid or destroyed communicator");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclRedOpCreatePreMulSum: invalid or destroyed communicator");
   if (!op || !scalar)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpCreatePreMulSum: %s is NULL", op ? "scalar" : "op");
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpCreatePreMulSum: %s is NULL",
+                     op ? "scalar" : "op");
   size_t es = sim_dtype_size(datatype);
   if (es == 0)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpCreatePreMulSum: invalid data type %d", (int)datatype);
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpCreatePreMulSum: invalid data type %d",
+                     (int)datatype);
   if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpCreatePreMulSum: invalid scalar residence %d", (int)residence);
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclRedOpCreatePreMulSum: invalid scalar residence %d",
+                     (int)residence);
   int ix = 0;
   while (ix < comm->nredops && comm->redops[ix].used) ix++;
   if (ix == comm->nredops) {
     int cap = comm->nredops < 4 ? 4 : 2 * comm->nredops;
     struct sim_redop *grown = realloc(comm->redops, (size_t)cap * sizeof *grown);
-    if (!grown) return sim_error(ncclSystemError, "ncclsim: ncclRedOpCreatePreMulSum: out of memory");
+    if (!grown)
+      return sim_error(ncclSystemError, "ncclsim: ncclRedOpCreatePreMulSum: out of memory");
     memset(grown + comm->nredops, 0, (size_t)(cap - comm->nredops) * sizeof *grown);
     comm->redops = grown;
     comm->nredops = cap;
@@ -75,14 +81,18 @@ SIM_NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
   ncclResult_t res = sim_nccl_since("ncclRedOpDestroy", SIM_SINCE_PREMULSUM);
   if (res != ncclSuccess) return res;
   if ((int)op >= 0 && (int)op < (int)ncclNumOps)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpDestroy: operator %d is a NCCL builtin", (int)op);
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclRedOpDestroy: operator %d is a NCCL builtin", (int)op);
   if ((int)op < 0)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpDestroy: operator %d is garbage", (int)op);
+    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpDestroy: operator %d is garbage",
+                     (int)op);
   if (!sim_comm_usable(comm))
     return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpDestroy: invalid communicator passed");
   int ix = redop_index(comm, op);
   if (ix < 0)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpDestroy: operator %d unknown to this communicator", (int)op);
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclRedOpDestroy: operator %d unknown to this communicator",
+                     (int)op);
   comm->redops[ix].used = 0;
   return ncclSuccess;
 }
@@ -92,13 +102,16 @@ ncclResult_t sim_redop_resolve(struct ncclComm *comm, ncclRedOp_t op, ncclDataTy
   if ((int)op >= 0 && (int)op < (int)ncclNumOps) return ncclSuccess;
   int ix = (int)op < 0 ? -1 : redop_index(comm, op);
   if (ix < 0)
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: reduction operation %d unknown to this "
-                     "communicator", fn, (int)op);
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: %s: reduction operation %d unknown to this "
+                     "communicator",
+                     fn, (int)op);
   const struct sim_redop *r = &comm->redops[ix];
   if (r->dt != dt)
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: data type %s does not match the type %s "
-                     "the user-created operator %d was created for", fn, sim_dtype_name(dt),
-                     sim_dtype_name(r->dt), (int)op);
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: %s: data type %s does not match the type %s "
+                     "the user-created operator %d was created for",
+                     fn, sim_dtype_name(dt), sim_dtype_name(r->dt), (int)op);
   *scalar_ptr_p = r->ptr;
   *scalar_p = r->bits;
   return ncclSuccess;

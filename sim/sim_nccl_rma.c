@@ -21,21 +21,21 @@ static ncclResult_t check(ncclComm_t comm, int peer, const char *fn, int since) 
   return ncclSuccess;
 }
 
-SIM_NCCL_API(ncclResult_t, ncclPutSignal, const void *localbuff, size_t count, ncclDataType_t datatype,
-             int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
-             unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+SIM_NCCL_API(ncclResult_t, ncclPutSignal, const void *localbuff, size_t count,
+             ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset,
+             int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
   ncclResult_t res = check(comm, peer, "ncclPutSignal", SIM_SINCE_RMA);
   return res != ncclSuccess ? res : unmodelled("ncclPutSignal", "one-sided RMA");
 }
 
-SIM_NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-             cudaStream_t stream) {
+SIM_NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags,
+             ncclComm_t comm, cudaStream_t stream) {
   ncclResult_t res = check(comm, peer, "ncclSignal", SIM_SINCE_RMA);
   return res != ncclSuccess ? res : unmodelled("ncclSignal", "one-sided RMA");
 }
 
-SIM_NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
-             cudaStream_t stream) {
+SIM_NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t *signalDescs,
+             ncclComm_t comm, cudaStream_t stream) {
   ncclResult_t res = check(comm, 0, "ncclWaitSignal", SIM_SINCE_RMA);
   if (res != ncclSuccess) return res;
   if (nDesc < 0 || (nDesc > 0 && !signalDescs))
@@ -56,19 +56,24 @@ SIM_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_
 SIM_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm) {
   ncclResult_t res = check(comm, 0, "ncclDevCommDestroy", SIM_SINCE_DEVICE_API);
   if (res != ncclSuccess) return res;
-  return sim_error(ncclInvalidArgument, "ncclsim: ncclDevCommDestroy: %p is not a device "
-                   "communicator of this communicator", (const void *)devComm);
+  return sim_error(ncclInvalidArgument,
+                   "ncclsim: ncclDevCommDestroy: %p is not a device "
+                   "communicator of this communicator",
+                   (const void *)devComm);
 }
 
-SIM_API ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr) {
+SIM_API ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                     void **outPtr) {
   ncclResult_t res = sim_nccl_since("ncclGetLsaMultimemDevicePointer", SIM_SINCE_DEVICE_API);
   if (res != ncclSuccess) return res;
   if (!window || !outPtr)
-    return sim_error(ncclInvalidArgument, "ncclsim: ncclGetLsaMultimemDevicePointer: invalid argument");
+    return sim_error(ncclInvalidArgument,
+                     "ncclsim: ncclGetLsaMultimemDevicePointer: invalid argument");
   return unmodelled("ncclGetLsaMultimemDevicePointer", "multimem (NVLink SHARP)");
 }
 
-SIM_API ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void **outPtr) {
+SIM_API ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer,
+                                              void **outPtr) {
   ncclResult_t res = sim_nccl_since("ncclGetPeerDevicePointer", SIM_SINCE_DEVICE_API);
   if (res != ncclSuccess) return res;
   if (!window || !outPtr)

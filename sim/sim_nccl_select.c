@@ -21,7 +21,8 @@
 
 static size_t task_nbytes(const sim_task_t *t) {
   size_t b = t->count * sim_dtype_size(t->dtype);
-  if (t->coll == SIM_COLL_ALLGATHER || t->coll == SIM_COLL_REDUCESCATTER) b *= (size_t)t->comm->nranks;
+  if (t->coll == SIM_COLL_ALLGATHER || t->coll == SIM_COLL_REDUCESCATTER)
+    b *= (size_t)t->comm->nranks;
   return b;
 }
 
@@ -70,9 +71,10 @@ ncclResult_t sim_comm_model_init(struct ncclComm *c) {
   if (r != ncclSuccess) {
     sim_tuner_release();
     c->tuner = NULL;
-    return sim_error(r, "ncclsim: the tuner plugin's init returned %d on rank %d of communicator "
-                     "%016llx; NCCL fails the communicator's creation", (int)r, c->rank,
-                     (unsigned long long)c->hash);
+    return sim_error(r,
+                     "ncclsim: the tuner plugin's init returned %d on rank %d of communicator "
+                     "%016llx; NCCL fails the communicator's creation",
+                     (int)r, c->rank, (unsigned long long)c->hash);
   }
   if (c->tuner->abi >= 5) sim_model_constants_set(&c->model, &k);
   return ncclSuccess;
@@ -89,8 +91,10 @@ void sim_comm_model_fini(struct ncclComm *c) {
 /* ---- the tuner's say in one bucket ----------------------------------------------------------- */
 
 /* NCCL's support flags for v1/v2 plugins, derived from the table as NCCL's adapter does. */
-static void support_flags(const float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], int *collnet_p, int *nvls_p) {
-  *nvls_p = table[AH_ALGO_NVLS][AH_PROTO_SIMPLE] >= 0 || table[AH_ALGO_NVLS_TREE][AH_PROTO_SIMPLE] >= 0;
+static void support_flags(const float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], int *collnet_p,
+                          int *nvls_p) {
+  *nvls_p =
+      table[AH_ALGO_NVLS][AH_PROTO_SIMPLE] >= 0 || table[AH_ALGO_NVLS_TREE][AH_PROTO_SIMPLE] >= 0;
   *collnet_p = table[AH_ALGO_COLLNET_CHAIN][AH_PROTO_SIMPLE] >= 0;
 }
 
@@ -98,18 +102,19 @@ static void support_flags(const float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], int 
  * channel count (0 = keep NCCL's), sets the forced pair when a native v1/v2 answer bypasses the
  * table (2.19-2.21), and returns -1 with the last error set when the tuner fails the call. */
 static int ask_tuner(struct ncclComm *c, int version, int coll, size_t nbytes, int npipe,
-                     float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], int *forced_algo_p, int *forced_proto_p) {
+                     float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], int *forced_algo_p,
+                     int *forced_proto_p) {
   int num_algo = version >= 22300 ? 7 : 6, nch = 0;
   *forced_algo_p = *forced_proto_p = -1;
   ncclResult_t r;
   if (c->tuner->table_fn) { /* v4-v6: the plugin's own function, as NCCL's call site makes it */
-    r = c->tuner->table_fn(c->tuner_ctx, coll, nbytes, npipe, (float **)(void *)table, num_algo, SIM_NUM_PROTOS,
-                           0, &nch);
+    r = c->tuner->table_fn(c->tuner_ctx, coll, nbytes, npipe, (float **)(void *)table, num_algo,
+                           SIM_NUM_PROTOS, 0, &nch);
   } else {
     int algo, proto, collnet, nvls;
     support_flags(table, &collnet, &nvls);
-    r = sim_tuner_get_coll_info(c->tuner, c->tuner_ctx, coll, nbytes, npipe, table, num_algo, collnet, nvls,
-                                &algo, &proto, &nch);
+    r = sim_tuner_get_coll_info(c->tuner, c->tuner_ctx, coll, nbytes, npipe, table, num_algo,
+                                collnet, nvls, &algo, &proto, &nch);
     if (r == ncclSuccess && c->tuner->abi <= 2 && algo >= 0 && algo < num_algo && proto >= 0 &&
         proto < SIM_NUM_PROTOS) {
       if (version < 22200) { /* native v1/v2: the pair bypasses NCCL's model and support checks */
@@ -121,8 +126,10 @@ static int ask_tuner(struct ncclComm *c, int version, int coll, size_t nbytes, i
     }
   }
   if (r != ncclSuccess) {
-    sim_error(r, "ncclsim: the tuner plugin's getCollInfo returned %d for %s of %zu bytes on "
-              "rank %d; NCCL fails the group", (int)r, sim_coll_name(coll), nbytes, c->rank);
+    sim_error(r,
+              "ncclsim: the tuner plugin's getCollInfo returned %d for %s of %zu bytes on "
+              "rank %d; NCCL fails the group",
+              (int)r, sim_coll_name(coll), nbytes, c->rank);
     return -1;
   }
   return nch > 0 ? nch : 0;
@@ -137,7 +144,8 @@ static void trace_open(void) {
   const char *path = getenv("NCCLSIM_TRACE");
   if (!path || !*path) return;
   trace_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (trace_fd < 0) sim_log_warn("cannot open the NCCLSIM_TRACE file %s; no trace is written", path);
+  if (trace_fd < 0)
+    sim_log_warn("cannot open the NCCLSIM_TRACE file %s; no trace is written", path);
 }
 
 /* Whether a trace is written. The trace's `tuned` flag costs a second selection per bucket, which
@@ -168,7 +176,8 @@ void sim_trace_task(const sim_task_t *t, double us) {
                    d->nthreads, (unsigned long long)d->chunk, t->tuned, us,
                    (unsigned long long)(t->bucket_ops ? t->bucket_call : d->call),
                    t->bucket_ops ? t->bucket_ops : 1);
-  if (n > 0) (void)!write(trace_fd, line, (size_t)n); /* one write per line: O_APPEND keeps lines whole */
+  if (n > 0)
+    (void)!write(trace_fd, line, (size_t)n); /* one write per line: O_APPEND keeps lines whole */
 }
 
 /* ---- selection ---------------------------------------------------------------------------------- */
@@ -183,7 +192,8 @@ double sim_default_time_us(struct ncclComm *c, const sim_task_t *t) {
   return sim_model_time_us(&c->model, t->coll, bytes, &cfg, c->phi);
 }
 
-static ncclResult_t select_bucket(struct ncclComm *c, sim_task_t **b, int nb, size_t total, int npipe) {
+static ncclResult_t select_bucket(struct ncclComm *c, sim_task_t **b, int nb, size_t total,
+                                  int npipe) {
   int version = sim_nccl_version(), coll = b[0]->coll;
   float table[SIM_NUM_ALGOS][SIM_NUM_PROTOS], deftable[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
   sim_model_cost_table(&c->model, coll, total, npipe, table);
@@ -204,7 +214,8 @@ static ncclResult_t select_bucket(struct ncclComm *c, sim_task_t **b, int nb, si
     if (version < 22400) { /* 2.22/2.23 fall back to the backup ring entry */
       float ring[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
       for (int a = 0; a < SIM_NUM_ALGOS; a++)
-        for (int p = 0; p < SIM_NUM_PROTOS; p++) ring[a][p] = a == AH_ALGO_RING && p == AH_PROTO_SIMPLE ? 0.0f : -1.0f;
+        for (int p = 0; p < SIM_NUM_PROTOS; p++)
+          ring[a][p] = a == AH_ALGO_RING && p == AH_PROTO_SIMPLE ? 0.0f : -1.0f;
       sim_model_select(&c->model, coll, total, ring, tuner_nch, 0, &cfg);
       goto chosen;
     }
@@ -223,12 +234,15 @@ chosen:
     ncclResult_t r = sim_tuner_get_chunk(c->tuner, c->tuner_ctx, coll, total, cfg.algo, cfg.proto,
                                          cfg.nchannels, &chunk);
     if (r != ncclSuccess)
-      return sim_error(r, "ncclsim: the tuner plugin's getChunkSize returned %d for %s of %zu bytes "
-                       "on rank %d; NCCL fails the group", (int)r, sim_coll_name(coll), total, c->rank);
+      return sim_error(r,
+                       "ncclsim: the tuner plugin's getChunkSize returned %d for %s of %zu bytes "
+                       "on rank %d; NCCL fails the group",
+                       (int)r, sim_coll_name(coll), total, c->rank);
     if (chunk != cfg.chunk) {
       float only[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
       for (int a = 0; a < SIM_NUM_ALGOS; a++)
-        for (int p = 0; p < SIM_NUM_PROTOS; p++) only[a][p] = a == cfg.algo && p == cfg.proto ? 0.0f : -1.0f;
+        for (int p = 0; p < SIM_NUM_PROTOS; p++)
+          only[a][p] = a == cfg.algo && p == cfg.proto ? 0.0f : -1.0f;
       sim_model_select(&c->model, coll, total, only, tuner_nch, chunk ? chunk : 1, &cfg);
     }
   }
@@ -238,7 +252,8 @@ chosen:
                      "this topology cannot run (real NCCL would fail or hang)",
                      sim_model_algo_name(cfg.algo), sim_model_proto_name(cfg.proto),
                      sim_coll_name(coll), total, c->rank);
-  int tuned = use_tuner && trace_enabled() && sim_model_select(&c->model, coll, total, deftable, 0, 0, &def) == 0 &&
+  int tuned = use_tuner && trace_enabled() &&
+              sim_model_select(&c->model, coll, total, deftable, 0, 0, &def) == 0 &&
               (def.algo != cfg.algo || def.proto != cfg.proto || def.nchannels != cfg.nchannels ||
                def.chunk != cfg.chunk);
   for (int k = 0; k < nb; k++) {
@@ -282,8 +297,8 @@ ncclResult_t sim_select_configs(struct ncclComm *c, sim_task_t **tasks, int n) {
       if (used[j]) continue;
       sim_task_t *t = tasks[j];
       size_t b = task_nbytes(t);
-      int same = t->coll == tasks[i]->coll && t->op == tasks[i]->op && t->dtype == tasks[i]->dtype &&
-                 b <= first * 4 && first <= b * 4;
+      int same = t->coll == tasks[i]->coll && t->op == tasks[i]->op &&
+                 t->dtype == tasks[i]->dtype && b <= first * 4 && first <= b * 4;
       if (j != i && (version < 22200 || !same)) continue;
       used[j] = 1;
       bucket[nb++] = t;

@@ -9,6 +9,7 @@ ncclResult_t sim_nccl_since(const char *fn, int since) {
   if (v >= since) return ncclSuccess;
   return sim_error(ncclInvalidUsage,
                    "ncclsim: %s was introduced in NCCL %d.%d.%d; the emulated NCCL %d.%d.%d "
-                   "(NCCLSIM_VERSION) does not have it", fn, since / 10000, since / 100 % 100,
-                   since % 100, v / 10000, v / 100 % 100, v % 100);
+                   "(NCCLSIM_VERSION) does not have it",
+                   fn, since / 10000, since / 100 % 100, since % 100, v / 10000, v / 100 % 100,
+                   v % 100);
 }

@@ -16,7 +16,8 @@ static pthread_once_t noise_once = PTHREAD_ONCE_INIT;
 static double noise_sigma, noise_outliers;
 static uint64_t noise_seed = 1;
 static long noise_rank; /* RANK: the process's own compute jitter */
-static double skew_frac;  /* NCCLSIM_SKEW: a rank arrives up to this fraction of the call's time late */
+static double
+    skew_frac; /* NCCLSIM_SKEW: a rank arrives up to this fraction of the call's time late */
 
 static void noise_init(void) {
   const char *s = getenv("NCCLSIM_NOISE");
@@ -26,20 +27,22 @@ static void noise_init(void) {
     int n = sscanf(s, "%lf,%lf%c", &sigma, &rate, &tail);
     if (n == 1 && sscanf(s, "%lf%c", &sigma, &tail) == 1) rate = 0, n = 2;
     if (n != 2 || !(sigma >= 0 && sigma <= 1) || !(rate >= 0 && rate <= 1))
-      sim_log_warn("invalid value for NCCLSIM_NOISE: '%s' (expected sigma[,outlier-rate], e.g. "
-                   "0.02,0.01); no noise", s);
-    else
-      noise_sigma = sigma, noise_outliers = rate;
+      sim_log_warn(
+          "invalid value for NCCLSIM_NOISE: '%s' (expected sigma[,outlier-rate], e.g. "
+          "0.02,0.01); no noise",
+          s);
+    else noise_sigma = sigma, noise_outliers = rate;
   }
   s = getenv("NCCLSIM_SKEW");
   if (s && *s) {
     char *end;
     double v = strtod(s, &end);
     if (end == s || *end || !(v >= 0 && v <= 10))
-      sim_log_warn("invalid value for NCCLSIM_SKEW: '%s' (expected a fraction of the call's time in "
-                   "0..10, e.g. 0.2); no skew", s);
-    else
-      skew_frac = v;
+      sim_log_warn(
+          "invalid value for NCCLSIM_SKEW: '%s' (expected a fraction of the call's time in "
+          "0..10, e.g. 0.2); no skew",
+          s);
+    else skew_frac = v;
   }
   s = getenv("RANK");
   if (s && *s) noise_rank = strtol(s, NULL, 10) & 0xffffff;
@@ -47,7 +50,8 @@ static void noise_init(void) {
   if (s && *s) {
     char *end;
     unsigned long long v = strtoull(s, &end, 0);
-    if (*end) sim_log_warn("invalid value for NCCLSIM_SEED: '%s' (expected an integer); using 1", s);
+    if (*end)
+      sim_log_warn("invalid value for NCCLSIM_SEED: '%s' (expected an integer); using 1", s);
     else noise_seed = v;
   }
 }
@@ -63,7 +67,8 @@ double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double
   if (!comm->has_model || d->algo < 0 || d->coll < 0 || d->coll >= AH_NUM_FUNCTIONS)
     return simple_time_us(comm, d, phi);
   size_t bytes = d->count * sim_dtype_size(d->dtype);
-  if (d->coll == SIM_COLL_ALLGATHER || d->coll == SIM_COLL_REDUCESCATTER) bytes *= (size_t)comm->nranks;
+  if (d->coll == SIM_COLL_ALLGATHER || d->coll == SIM_COLL_REDUCESCATTER)
+    bytes *= (size_t)comm->nranks;
   sim_config_t cfg = {d->algo, d->proto, d->nchannels, d->nthreads, (size_t)d->chunk};
   /* The flows collide on the fabric, or a link is degraded: the NICs deliver that fraction. */
   double net = comm->net ? sim_net_bw_factor(comm, d->start_vt) : 1.0;
@@ -107,8 +112,8 @@ double sim_skew_delay_us(struct ncclComm *comm, const sim_task_t *t) {
   double us = sim_default_time_us(comm, t);
   if (!(us > 0)) return 0;
   uint64_t key = ((uint64_t)comm->nranks << 40) ^ ((uint64_t)t->coll << 32) ^ t->count;
-  uint64_t z = noise_seed ^ ((uint64_t)(comm->rank + 1) * 0xbf58476d1ce4e5b9ull) ^ (key * 0x9e3779b97f4a7c15ull) ^
-               (t->desc.call * 0xd1b54a32d192ed03ull);
+  uint64_t z = noise_seed ^ ((uint64_t)(comm->rank + 1) * 0xbf58476d1ce4e5b9ull) ^
+               (key * 0x9e3779b97f4a7c15ull) ^ (t->desc.call * 0xd1b54a32d192ed03ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull; /* splitmix64's finaliser: a uniform 53-bit draw */
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;

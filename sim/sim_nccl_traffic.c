@@ -24,9 +24,9 @@
 #define SLOTS 256
 
 typedef struct {
-  _Atomic uint64_t owner;   /* 0: free; else pid << 20 | a per-process count */
-  uint64_t comm;            /* the communicator's hash */
-  _Atomic int32_t busy;     /* collectives in flight on this rank */
+  _Atomic uint64_t owner; /* 0: free; else pid << 20 | a per-process count */
+  uint64_t comm;          /* the communicator's hash */
+  _Atomic int32_t busy;   /* collectives in flight on this rank */
   _Atomic int32_t count;
   sim_fabric_flow_t flows[SIM_NET_MAX_FLOWS];
 } slot_t;
@@ -40,7 +40,8 @@ static void map_dir(void) {
   int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   size_t len = sizeof(slot_t) * SLOTS;
   if (fd < 0) {
-    sim_log_warn("ncclsim: cannot open %s (%s); communicators do not see each other's traffic", name, strerror(errno));
+    sim_log_warn("ncclsim: cannot open %s (%s); communicators do not see each other's traffic",
+                 name, strerror(errno));
     return;
   }
   /* every process sizes it alike; a zero-filled extension is a directory of free slots */
@@ -49,7 +50,8 @@ static void map_dir(void) {
     if (p != MAP_FAILED) dir = p;
   }
   close(fd);
-  if (!dir) sim_log_warn("ncclsim: cannot map %s; communicators do not see each other's traffic", name);
+  if (!dir)
+    sim_log_warn("ncclsim: cannot map %s; communicators do not see each other's traffic", name);
 }
 
 static int alive(uint64_t owner) {
@@ -82,8 +84,10 @@ void sim_traffic_publish(struct ncclComm *c, const sim_fabric_flow_t *flows, int
     c->traffic_slot = i;
     return;
   }
-  sim_log_warn("ncclsim: the job's traffic directory is full (%d ranks' communicators); this one's traffic is "
-               "invisible to the others", SLOTS);
+  sim_log_warn(
+      "ncclsim: the job's traffic directory is full (%d ranks' communicators); this one's traffic is "
+      "invisible to the others",
+      SLOTS);
 }
 
 void sim_traffic_busy(struct ncclComm *c, int delta) {
@@ -95,7 +99,8 @@ int sim_traffic_others(const struct ncclComm *c, sim_fabric_flow_t *out, int max
   if (!dir) return 0;
   for (int i = 0; i < SLOTS && n < max; i++) {
     uint64_t owner = atomic_load(&dir[i].owner);
-    if (!owner || dir[i].comm == c->hash || atomic_load(&dir[i].busy) <= 0 || !alive(owner)) continue;
+    if (!owner || dir[i].comm == c->hash || atomic_load(&dir[i].busy) <= 0 || !alive(owner))
+      continue;
     int k = atomic_load(&dir[i].count);
     if (k > max - n) k = max - n;
     memcpy(out + n, dir[i].flows, sizeof *out * (size_t)k);

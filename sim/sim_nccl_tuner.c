@@ -16,16 +16,19 @@
 #include "sim_tuner.h"
 
 static pthread_mutex_t tuner_lock = PTHREAD_MUTEX_INITIALIZER;
-static int tuner_state;        /* 0 not tried, 1 loaded, -1 none */
+static int tuner_state; /* 0 not tried, 1 loaded, -1 none */
 static sim_tuner_t tuner;
 static int tuner_refs;
 
 /* NCCL's debug subsystems (nccl.h's ncclDebugLogSubSys), by NCCL_DEBUG_SUBSYS name. */
-static const struct { const char *name; unsigned long flag; } subsys_names[] = {
-    {"INIT", 0x1},    {"COLL", 0x2},   {"P2P", 0x4},     {"SHM", 0x8},         {"NET", 0x10},
-    {"GRAPH", 0x20},  {"TUNING", 0x40}, {"ENV", 0x80},   {"ALLOC", 0x100},     {"CALL", 0x200},
-    {"PROXY", 0x400}, {"NVLS", 0x800}, {"BOOTSTRAP", 0x1000}, {"REG", 0x2000}, {"PROFILE", 0x4000},
-    {"RAS", 0x8000},  {"ALL", ~0UL}};
+static const struct {
+  const char *name;
+  unsigned long flag;
+} subsys_names[] = {{"INIT", 0x1},         {"COLL", 0x2},   {"P2P", 0x4},        {"SHM", 0x8},
+                    {"NET", 0x10},         {"GRAPH", 0x20}, {"TUNING", 0x40},    {"ENV", 0x80},
+                    {"ALLOC", 0x100},      {"CALL", 0x200}, {"PROXY", 0x400},    {"NVLS", 0x800},
+                    {"BOOTSTRAP", 0x1000}, {"REG", 0x2000}, {"PROFILE", 0x4000}, {"RAS", 0x8000},
+                    {"ALL", ~0UL}};
 
 /* NCCL_DEBUG_SUBSYS as NCCL reads it: a comma-separated list, ^ in front inverts it; unset, NCCL
  * shows INIT, BOOTSTRAP and ENV. */
@@ -51,11 +54,15 @@ static unsigned long debug_mask(void) {
  * INFO here), lines at or above that level whose subsystem NCCL_DEBUG_SUBSYS selects are printed on
  * stderr in NCCL's format, "host:pid:tid [dev] NCCL INFO message"; WARN lines ignore the subsystem
  * filter, as in NCCL. Without NCCL_DEBUG, only sim's own warning of a plugin's WARN line. */
-static __attribute__((format(printf, 5, 6))) void tuner_logger(ah_nccl_log_level_t level, unsigned long flags,
-                                                              const char *file, int line, const char *fmt, ...) {
+static __attribute__((format(printf, 5, 6))) void tuner_logger(ah_nccl_log_level_t level,
+                                                               unsigned long flags,
+                                                               const char *file, int line,
+                                                               const char *fmt, ...) {
   const char *dbg = getenv("NCCL_DEBUG");
-  int shown = !dbg ? -1 : strcasecmp(dbg, "WARN") == 0 ? AH_NCCL_LOG_WARN
-                        : strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0 ? AH_NCCL_LOG_INFO : -1;
+  int shown = !dbg                                                            ? -1
+              : strcasecmp(dbg, "WARN") == 0                                  ? AH_NCCL_LOG_WARN
+              : strcasecmp(dbg, "INFO") == 0 || strcasecmp(dbg, "TRACE") == 0 ? AH_NCCL_LOG_INFO
+                                                                              : -1;
   char buf[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -103,7 +110,8 @@ static void *find_library(int version) {
     int expand = 1;
     if (version >= 22700) {
       size_t n = strlen(env);
-      expand = !strchr(env, '/') && !(strncmp(env, "lib", 3) == 0 && n > 6 && strcmp(env + n - 3, ".so") == 0);
+      expand = !strchr(env, '/') &&
+               !(strncmp(env, "lib", 3) == 0 && n > 6 && strcmp(env + n - 3, ".so") == 0);
     }
     if (!h && expand) {
       snprintf(buf, sizeof buf, "libnccl-tuner-%s.so", env);
@@ -162,7 +170,8 @@ static void load_once(void) {
     sim_log_info("tuner: using %s (%s) with NCCL %d", sym, tuner.name ? tuner.name : "?", version);
     return;
   }
-  sim_log_warn("tuner: the tuner library exports no ncclTunerPlugin_vN that NCCL %d accepts", version);
+  sim_log_warn("tuner: the tuner library exports no ncclTunerPlugin_vN that NCCL %d accepts",
+               version);
   if (h) dlclose(h);
 }
 
@@ -188,25 +197,34 @@ ncclResult_t sim_tuner_init(const sim_tuner_t *t, struct ncclComm *comm, void **
                             ah_tuner_constants_v5_t *constants) {
   *ctx_p = NULL;
   switch (t->abi) {
-  case 1: return ((const ah_tuner_v1_t *)t->plugin)->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger);
-  case 2: return ((const ah_tuner_v2_t *)t->plugin)->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, ctx_p);
-  case 3: return ((const ah_tuner_v3_t *)t->plugin)->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, ctx_p);
-  case 4: return ((const ah_tuner_v4_t *)t->plugin)->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, ctx_p);
-  default: {
-    ah_nvl_domain_info_v5_t dom = {comm->nnodes, comm->max_local_ranks, comm->max_local_ranks};
-    return ((const ah_tuner_v5_t *)t->plugin)->init(ctx_p, comm->hash, (size_t)comm->nranks,
-                                                     (size_t)comm->nnodes, tuner_logger, &dom, constants);
-  }
+    case 1:
+      return ((const ah_tuner_v1_t *)t->plugin)
+          ->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger);
+    case 2:
+      return ((const ah_tuner_v2_t *)t->plugin)
+          ->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, ctx_p);
+    case 3:
+      return ((const ah_tuner_v3_t *)t->plugin)
+          ->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, ctx_p);
+    case 4:
+      return ((const ah_tuner_v4_t *)t->plugin)
+          ->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, ctx_p);
+    default: {
+      ah_nvl_domain_info_v5_t dom = {comm->nnodes, comm->max_local_ranks, comm->max_local_ranks};
+      return ((const ah_tuner_v5_t *)t->plugin)
+          ->init(ctx_p, comm->hash, (size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, &dom,
+                 constants);
+    }
   }
 }
 
 void sim_tuner_finalize(const sim_tuner_t *t, void *ctx) {
   switch (t->abi) {
-  case 1: ((const ah_tuner_v1_t *)t->plugin)->destroy(); break;
-  case 2: ((const ah_tuner_v2_t *)t->plugin)->destroy(ctx); break;
-  case 3: ((const ah_tuner_v3_t *)t->plugin)->destroy(ctx); break;
-  case 4: ((const ah_tuner_v4_t *)t->plugin)->destroy(ctx); break;
-  default: ((const ah_tuner_v5_t *)t->plugin)->finalize(ctx); break;
+    case 1: ((const ah_tuner_v1_t *)t->plugin)->destroy(); break;
+    case 2: ((const ah_tuner_v2_t *)t->plugin)->destroy(ctx); break;
+    case 3: ((const ah_tuner_v3_t *)t->plugin)->destroy(ctx); break;
+    case 4: ((const ah_tuner_v4_t *)t->plugin)->destroy(ctx); break;
+    default: ((const ah_tuner_v5_t *)t->plugin)->finalize(ctx); break;
   }
 }
 
@@ -222,11 +240,24 @@ ncclResult_t sim_tuner_get_coll_info(const sim_tuner_t *t, void *ctx, int coll, 
   *nchannels_p = 0;
   float **ft = (float **)(void *)table;
   switch (t->abi) {
-  case 1: return ((const ah_tuner_v1_t *)t->plugin)->getCollInfo(coll, nbytes, coll_net, nvls, num_pipe_ops, algo_p, proto_p, nchannels_p);
-  case 2: return ((const ah_tuner_v2_t *)t->plugin)->getCollInfo(ctx, coll, nbytes, coll_net, nvls, num_pipe_ops, algo_p, proto_p, nchannels_p);
-  case 3: return ((const ah_tuner_v3_t *)t->plugin)->getCollInfo(ctx, coll, nbytes, num_pipe_ops, ft, num_algo, AH_NUM_PROTOS, nchannels_p);
-  case 4: return ((const ah_tuner_v4_t *)t->plugin)->getCollInfo(ctx, coll, nbytes, num_pipe_ops, ft, num_algo, AH_NUM_PROTOS, 0, nchannels_p);
-  default: return ((const ah_tuner_v5_t *)t->plugin)->getCollInfo(ctx, coll, nbytes, num_pipe_ops, ft, num_algo, AH_NUM_PROTOS, 0, nchannels_p);
+    case 1:
+      return ((const ah_tuner_v1_t *)t->plugin)
+          ->getCollInfo(coll, nbytes, coll_net, nvls, num_pipe_ops, algo_p, proto_p, nchannels_p);
+    case 2:
+      return ((const ah_tuner_v2_t *)t->plugin)
+          ->getCollInfo(ctx, coll, nbytes, coll_net, nvls, num_pipe_ops, algo_p, proto_p,
+                        nchannels_p);
+    case 3:
+      return ((const ah_tuner_v3_t *)t->plugin)
+          ->getCollInfo(ctx, coll, nbytes, num_pipe_ops, ft, num_algo, AH_NUM_PROTOS, nchannels_p);
+    case 4:
+      return ((const ah_tuner_v4_t *)t->plugin)
+          ->getCollInfo(ctx, coll, nbytes, num_pipe_ops, ft, num_algo, AH_NUM_PROTOS, 0,
+                        nchannels_p);
+    default:
+      return ((const ah_tuner_v5_t *)t->plugin)
+          ->getCollInfo(ctx, coll, nbytes, num_pipe_ops, ft, num_algo, AH_NUM_PROTOS, 0,
+                        nchannels_p);
   }
 }
 

@@ -29,14 +29,18 @@ static int tag_ok(const char *tag) {
 
 SIM_API int ncclsimExchangeUniqueId(const char *tag, int is_root, ncclUniqueId *id) {
   if (!id || !tag_ok(tag)) {
-    fprintf(stderr, "ncclsim: ncclsimExchangeUniqueId: invalid tag '%s' (expected 1-128 printable "
-            "characters without '/', '.' or spaces) or NULL id\n", tag ? tag : "(null)");
+    fprintf(stderr,
+            "ncclsim: ncclsimExchangeUniqueId: invalid tag '%s' (expected 1-128 printable "
+            "characters without '/', '.' or spaces) or NULL id\n",
+            tag ? tag : "(null)");
     return -1;
   }
   const char *dir = getenv("NCCLSIM_RDZV");
   if (!dir || !*dir) {
-    fprintf(stderr, "ncclsim: ncclsimExchangeUniqueId(%s): NCCLSIM_RDZV is not set; run the job "
-            "under ncclsim-run, which provides the rendezvous folder\n", tag);
+    fprintf(stderr,
+            "ncclsim: ncclsimExchangeUniqueId(%s): NCCLSIM_RDZV is not set; run the job "
+            "under ncclsim-run, which provides the rendezvous folder\n",
+            tag);
     return -1;
   }
   char path[4096], tmp[4200];
@@ -73,8 +77,10 @@ SIM_API int ncclsimExchangeUniqueId(const char *tag, int is_root, ncclUniqueId *
       if (got == 1) return 0;
     }
     if (now_s() > deadline) {
-      fprintf(stderr, "ncclsim: ncclsimExchangeUniqueId(%s): no id published in %s after %.0f s "
-              "(NCCLSIM_TIMEOUT_S); did the root rank start?\n", tag, dir, sim_timeout_s());
+      fprintf(stderr,
+              "ncclsim: ncclsimExchangeUniqueId(%s): no id published in %s after %.0f s "
+              "(NCCLSIM_TIMEOUT_S); did the root rank start?\n",
+              tag, dir, sim_timeout_s());
       return -1;
     }
     usleep(2000);

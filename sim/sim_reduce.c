@@ -26,7 +26,9 @@ static int fmt_bias(const fmt_t *f) { return (1 << (f->ebits - 1)) - 1; }
 static uint32_t fmt_encode(const fmt_t *f, double x, int saturate) {
   uint32_t sign = signbit(x) ? 1u << (f->ebits + f->mbits) : 0;
   uint32_t emask = (1u << f->ebits) - 1;
-  if (isnan(x)) return f->has_inf ? (emask << f->mbits) | (1u << (f->mbits - 1)) : sign | (emask << f->mbits) | ((1u << f->mbits) - 1);
+  if (isnan(x))
+    return f->has_inf ? (emask << f->mbits) | (1u << (f->mbits - 1))
+                      : sign | (emask << f->mbits) | ((1u << f->mbits) - 1);
   double a = fabs(x);
   int bias = fmt_bias(f);
   int emin = 1 - bias;
@@ -36,7 +38,7 @@ static uint32_t fmt_encode(const fmt_t *f, double x, int saturate) {
   }
   if (a == 0) return sign;
   int ex;
-  frexp(a, &ex);                       /* a = m * 2^ex, m in [0.5, 1): leading bit is 2^(ex-1) */
+  frexp(a, &ex); /* a = m * 2^ex, m in [0.5, 1): leading bit is 2^(ex-1) */
   int e = ex - 1 < emin ? emin : ex - 1;
   double quantum = ldexp(1.0, e - f->mbits);
   double v = nearbyint(a / quantum) * quantum; /* default rounding mode: nearest even */
@@ -76,18 +78,25 @@ uint8_t sim_float_to_e5m2(double f) { return (uint8_t)fmt_encode(&FMT_E5M2, f, 1
 
 size_t sim_dtype_size(ncclDataType_t dt) {
   switch (dt) {
-  case ncclInt8: case ncclUint8: return 1;
-  case ncclFloat16: case ncclBfloat16: return 2;
-  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-  case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-  default: return 0;
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    default: return 0;
   }
 }
 
 const char *sim_dtype_name(ncclDataType_t dt) {
-  static const char *names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
-                                "float", "double", "bfloat16", "fp8e4m3", "fp8e5m2"};
+  static const char *names[] = {"int8", "uint8", "int32",  "uint32",   "int64",   "uint64",
+                                "half", "float", "double", "bfloat16", "fp8e4m3", "fp8e5m2"};
   return (unsigned)dt < sizeof names / sizeof names[0] ? names[dt] : "unknown-type";
 }
 
@@ -110,13 +119,14 @@ const char *sim_redop_name(ncclRedOp_t op) {
 #define INT_KERNEL(NAME, T, UT)                                                                    \
   static void NAME(T *acc, const T *src, size_t n, ncclRedOp_t op) {                               \
     switch (op) {                                                                                  \
-    case ncclSum: case ncclAvg:                                                                    \
-      for (size_t i = 0; i < n; i++) acc[i] = (T)((UT)acc[i] + (UT)src[i]);                        \
-      break;                                                                                       \
-    case ncclProd:                                                                                 \
-      for (size_t i = 0; i < n; i++) acc[i] = (T)((UT)acc[i] * (UT)src[i]);                        \
-      break;                                                                                       \
-    MAX_AND_MIN_CASES                                                                              \
+      case ncclSum:                                                                                \
+      case ncclAvg:                                                                                \
+        for (size_t i = 0; i < n; i++) acc[i] = (T)((UT)acc[i] + (UT)src[i]);                      \
+        break;                                                                                     \
+      case ncclProd:                                                                               \
+        for (size_t i = 0; i < n; i++) acc[i] = (T)((UT)acc[i] * (UT)src[i]);                      \
+        break;                                                                                     \
+        MAX_AND_MIN_CASES                                                                          \
     }                                                                                              \
   }
 /* uint8/int8 promote to int before multiplying; the cast back truncates as the device does. */
@@ -130,16 +140,16 @@ INT_KERNEL(k_u64, uint64_t, uint64_t)
 #define FLOAT_KERNEL(NAME, T)                                                                      \
   static void NAME(T *acc, const T *src, size_t n, ncclRedOp_t op, T scale) {                      \
     switch (op) {                                                                                  \
-    case ncclSum:                                                                                  \
-      for (size_t i = 0; i < n; i++) acc[i] = acc[i] + src[i];                                     \
-      break;                                                                                       \
-    case ncclAvg:                                                                                  \
-      for (size_t i = 0; i < n; i++) acc[i] = acc[i] + src[i] * scale;                             \
-      break;                                                                                       \
-    case ncclProd:                                                                                 \
-      for (size_t i = 0; i < n; i++) acc[i] = acc[i] * src[i];                                     \
-      break;                                                                                       \
-    MAX_AND_MIN_CASES                                                                              \
+      case ncclSum:                                                                                \
+        for (size_t i = 0; i < n; i++) acc[i] = acc[i] + src[i];                                   \
+        break;                                                                                     \
+      case ncclAvg:                                                                                \
+        for (size_t i = 0; i < n; i++) acc[i] = acc[i] + src[i] * scale;                           \
+        break;                                                                                     \
+      case ncclProd:                                                                               \
+        for (size_t i = 0; i < n; i++) acc[i] = acc[i] * src[i];                                   \
+        break;                                                                                     \
+        MAX_AND_MIN_CASES                                                                          \
     }                                                                                              \
   }
 FLOAT_KERNEL(k_f32, float)
@@ -150,23 +160,25 @@ FLOAT_KERNEL(k_f64, double)
  * NCCL's kernels do, then converts back saturating. */
 static double narrow_get(ncclDataType_t dt, const void *p, size_t i) {
   switch (dt) {
-  case ncclFloat16: return fmt_decode(&FMT_HALF, ((const uint16_t *)p)[i]);
-  case ncclBfloat16: return fmt_decode(&FMT_BF16, ((const uint16_t *)p)[i]);
-  case ncclFloat8e4m3: return fmt_decode(&FMT_E4M3, ((const uint8_t *)p)[i]);
-  default: return fmt_decode(&FMT_E5M2, ((const uint8_t *)p)[i]);
+    case ncclFloat16: return fmt_decode(&FMT_HALF, ((const uint16_t *)p)[i]);
+    case ncclBfloat16: return fmt_decode(&FMT_BF16, ((const uint16_t *)p)[i]);
+    case ncclFloat8e4m3: return fmt_decode(&FMT_E4M3, ((const uint8_t *)p)[i]);
+    default: return fmt_decode(&FMT_E5M2, ((const uint8_t *)p)[i]);
   }
 }
 
 static void narrow_put(ncclDataType_t dt, void *p, size_t i, double v) {
   switch (dt) {
-  case ncclFloat16: ((uint16_t *)p)[i] = (uint16_t)fmt_encode(&FMT_HALF, v, 0); break;
-  case ncclBfloat16: ((uint16_t *)p)[i] = (uint16_t)fmt_encode(&FMT_BF16, v, 0); break;
-  case ncclFloat8e4m3:
-    ((uint8_t *)p)[i] = (uint8_t)fmt_encode(&FMT_E4M3, fmt_decode(&FMT_HALF, fmt_encode(&FMT_HALF, v, 0)), 1);
-    break;
-  default:
-    ((uint8_t *)p)[i] = (uint8_t)fmt_encode(&FMT_E5M2, fmt_decode(&FMT_HALF, fmt_encode(&FMT_HALF, v, 0)), 1);
-    break;
+    case ncclFloat16: ((uint16_t *)p)[i] = (uint16_t)fmt_encode(&FMT_HALF, v, 0); break;
+    case ncclBfloat16: ((uint16_t *)p)[i] = (uint16_t)fmt_encode(&FMT_BF16, v, 0); break;
+    case ncclFloat8e4m3:
+      ((uint8_t *)p)[i] =
+          (uint8_t)fmt_encode(&FMT_E4M3, fmt_decode(&FMT_HALF, fmt_encode(&FMT_HALF, v, 0)), 1);
+      break;
+    default:
+      ((uint8_t *)p)[i] =
+          (uint8_t)fmt_encode(&FMT_E5M2, fmt_decode(&FMT_HALF, fmt_encode(&FMT_HALF, v, 0)), 1);
+      break;
   }
 }
 
@@ -187,10 +199,11 @@ static void k_narrow(ncclDataType_t dt, void *acc, const void *src, size_t n, nc
     } else {
       double a = narrow_get(dt, acc, i);
       switch (op) {
-      case ncclSum: case ncclAvg: r = a + s; break;
-      case ncclProd: r = a * s; break;
-      case ncclMax: r = s > a ? s : a; break;
-      default: r = s < a ? s : a; break;
+        case ncclSum:
+        case ncclAvg: r = a + s; break;
+        case ncclProd: r = a * s; break;
+        case ncclMax: r = s > a ? s : a; break;
+        default: r = s < a ? s : a; break;
       }
     }
     narrow_put(dt, acc, i, r);
@@ -221,15 +234,15 @@ void sim_reduce_first(void *acc, const void *src, size_t n, ncclDataType_t dt, n
 void sim_reduce_accum(void *acc, const void *src, size_t n, ncclDataType_t dt, ncclRedOp_t op,
                       int nranks) {
   switch (dt) {
-  case ncclInt8: k_i8(acc, src, n, op); break;
-  case ncclUint8: k_u8(acc, src, n, op); break;
-  case ncclInt32: k_i32(acc, src, n, op); break;
-  case ncclUint32: k_u32(acc, src, n, op); break;
-  case ncclInt64: k_i64(acc, src, n, op); break;
-  case ncclUint64: k_u64(acc, src, n, op); break;
-  case ncclFloat32: k_f32(acc, src, n, op, (float)(1.0 / nranks)); break;
-  case ncclFloat64: k_f64(acc, src, n, op, 1.0 / nranks); break;
-  default: k_narrow(dt, acc, src, n, op, narrow_round(dt, 1.0 / nranks), 0); break;
+    case ncclInt8: k_i8(acc, src, n, op); break;
+    case ncclUint8: k_u8(acc, src, n, op); break;
+    case ncclInt32: k_i32(acc, src, n, op); break;
+    case ncclUint32: k_u32(acc, src, n, op); break;
+    case ncclInt64: k_i64(acc, src, n, op); break;
+    case ncclUint64: k_u64(acc, src, n, op); break;
+    case ncclFloat32: k_f32(acc, src, n, op, (float)(1.0 / nranks)); break;
+    case ncclFloat64: k_f64(acc, src, n, op, 1.0 / nranks); break;
+    default: k_narrow(dt, acc, src, n, op, narrow_round(dt, 1.0 / nranks), 0); break;
   }
 }
 
@@ -242,13 +255,13 @@ void sim_reduce_accum(void *acc, const void *src, size_t n, ncclDataType_t dt, n
 void sim_reduce_finish(void *acc, size_t n, ncclDataType_t dt, ncclRedOp_t op, int nranks) {
   if (op != ncclAvg) return;
   switch (dt) {
-  case ncclInt8: INT_DIV(int8_t); break;
-  case ncclUint8: INT_DIV(uint8_t); break;
-  case ncclInt32: INT_DIV(int32_t); break;
-  case ncclUint32: INT_DIV(uint32_t); break;
-  case ncclInt64: INT_DIV(int64_t); break;
-  case ncclUint64: INT_DIV(uint64_t); break;
-  default: break; /* floating types were pre-multiplied */
+    case ncclInt8: INT_DIV(int8_t); break;
+    case ncclUint8: INT_DIV(uint8_t); break;
+    case ncclInt32: INT_DIV(int32_t); break;
+    case ncclUint32: INT_DIV(uint32_t); break;
+    case ncclInt64: INT_DIV(int64_t); break;
+    case ncclUint64: INT_DIV(uint64_t); break;
+    default: break; /* floating types were pre-multiplied */
   }
 }
 
@@ -266,14 +279,14 @@ void sim_reduce_finish(void *acc, size_t n, ncclDataType_t dt, ncclRedOp_t op, i
 void sim_reduce_premul(void *acc, const void *src, size_t n, ncclDataType_t dt, const void *scalar,
                        int first) {
   switch (dt) {
-  case ncclInt8: PREMUL(int8_t, unsigned, ); break;
-  case ncclUint8: PREMUL(uint8_t, unsigned, ); break;
-  case ncclInt32: PREMUL(int32_t, uint32_t, ); break;
-  case ncclUint32: PREMUL(uint32_t, uint32_t, ); break;
-  case ncclInt64: PREMUL(int64_t, uint64_t, ); break;
-  case ncclUint64: PREMUL(uint64_t, uint64_t, ); break;
-  case ncclFloat32: PREMUL(float, float, ); break;
-  case ncclFloat64: PREMUL(double, double, ); break;
-  default: k_narrow(dt, acc, src, n, ncclAvg, narrow_get(dt, scalar, 0), first); break;
+    case ncclInt8: PREMUL(int8_t, unsigned, ); break;
+    case ncclUint8: PREMUL(uint8_t, unsigned, ); break;
+    case ncclInt32: PREMUL(int32_t, uint32_t, ); break;
+    case ncclUint32: PREMUL(uint32_t, uint32_t, ); break;
+    case ncclInt64: PREMUL(int64_t, uint64_t, ); break;
+    case ncclUint64: PREMUL(uint64_t, uint64_t, ); break;
+    case ncclFloat32: PREMUL(float, float, ); break;
+    case ncclFloat64: PREMUL(double, double, ); break;
+    default: k_narrow(dt, acc, src, n, ncclAvg, narrow_get(dt, scalar, 0), first); break;
   }
 }

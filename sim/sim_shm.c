@@ -32,7 +32,8 @@ static void layout(sim_seg_t *h, int nranks) {
   h->off_ranks = ALIGN_UP(sizeof(sim_seg_t), 4096);
   h->off_slots = ALIGN_UP(h->off_ranks + (uint64_t)nranks * sizeof(sim_rank_slot_t), 4096);
   h->off_p2p_ctl = ALIGN_UP(h->off_slots + (uint64_t)nranks * slot, 4096);
-  h->off_p2p_buf = ALIGN_UP(h->off_p2p_ctl + (uint64_t)nranks * nranks * sizeof(sim_p2p_ctl_t), 4096);
+  h->off_p2p_buf =
+      ALIGN_UP(h->off_p2p_ctl + (uint64_t)nranks * nranks * sizeof(sim_p2p_ctl_t), 4096);
   h->off_flows = ALIGN_UP(h->off_p2p_buf + (uint64_t)nranks * nranks * p2p, 4096);
   h->total_bytes = h->off_flows + (uint64_t)nranks * sizeof(sim_flow_row_t);
 }
@@ -130,7 +131,8 @@ static ncclResult_t seg_map(const char *name, int nranks, sim_seg_t **seg_p, siz
       munmap(p, (size_t)st.st_size);
       return sim_error(ncclInvalidUsage,
                        "ncclsim: ranks disagree on the communicator size: this rank says %d, "
-                       "another said %d", nranks, theirs);
+                       "another said %d",
+                       nranks, theirs);
     }
     *seg_p = seg;
     *bytes_p = (size_t)st.st_size;
@@ -150,7 +152,8 @@ ncclResult_t sim_seg_join(struct ncclComm *comm, const char *name) {
   if (!atomic_compare_exchange_strong(&me->state, &expected, SIM_RANK_JOINED)) {
     munmap(comm->seg, comm->seg_bytes);
     comm->seg = NULL;
-    return sim_error(ncclInvalidUsage, "ncclsim: rank %d joined the communicator twice", comm->rank);
+    return sim_error(ncclInvalidUsage, "ncclsim: rank %d joined the communicator twice",
+                     comm->rank);
   }
   if (atomic_fetch_add(&comm->seg->joined, 1) + 1 == comm->nranks) shm_unlink(name);
   sim_seg_ring(comm->seg);
@@ -194,13 +197,15 @@ ncclResult_t sim_seg_check_peers(struct ncclComm *comm, int only_rank) {
       return sim_error(ncclRemoteError, "ncclsim: rank %d of communicator %016llx aborted", r,
                        (unsigned long long)comm->hash);
     if (st == SIM_RANK_DESTROYED)
-      return sim_error(ncclInvalidUsage,
-                       "ncclsim: rank %d destroyed communicator %016llx while rank %d still uses it",
-                       r, (unsigned long long)comm->hash, comm->rank);
+      return sim_error(
+          ncclInvalidUsage,
+          "ncclsim: rank %d destroyed communicator %016llx while rank %d still uses it", r,
+          (unsigned long long)comm->hash, comm->rank);
     if (st == SIM_RANK_JOINED && s->pid != self && process_gone(s->pid))
       return sim_error(ncclRemoteError,
                        "ncclsim: rank %d (pid %d) of communicator %016llx exited; its peers cannot "
-                       "complete the call", r, (int)s->pid, (unsigned long long)comm->hash);
+                       "complete the call",
+                       r, (int)s->pid, (unsigned long long)comm->hash);
   }
   return ncclSuccess;
 }

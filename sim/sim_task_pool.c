@@ -14,7 +14,7 @@
 static _Thread_local sim_task_t *pool;
 static _Thread_local int pool_count;
 static _Thread_local int pool_armed; /* the thread's key value is set */
-static pthread_key_t pool_key; /* its destructor frees an exiting thread's pool */
+static pthread_key_t pool_key;       /* its destructor frees an exiting thread's pool */
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static int pool_key_ok;
 

@@ -8,13 +8,14 @@ struct ncclComm;
 
 typedef struct {
   void *handle;
-  int abi;             /* 1..6: the ncclTunerPlugin_vN found */
-  const void *plugin;  /* the ah_tuner_vN_t */
+  int abi;            /* 1..6: the ncclTunerPlugin_vN found */
+  const void *plugin; /* the ah_tuner_vN_t */
   const char *name;
   /* v4-v6's getCollInfo (one signature), which the per-call path calls directly as NCCL's call
    * site does; NULL for v1-v3 (sim_tuner_get_coll_info) */
   ncclResult_t (*table_fn)(void *context, ah_nccl_func_t collType, size_t nBytes, int numPipeOps,
-                           float **collCostTable, int numAlgo, int numProto, int regBuff, int *nChannels);
+                           float **collCostTable, int numAlgo, int numProto, int regBuff,
+                           int *nChannels);
 } sim_tuner_t;
 
 /* Loads the tuner on first use (once per process, by the emulated version's rules) and returns

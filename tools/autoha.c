@@ -19,19 +19,20 @@
 extern char **environ;
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: autoha report FILE...          print tuning reports as tables\n"
-          "       autoha report --merge DIR|FILE... [--csv|--json]  the job: one table per communicator\n"
-          "       autoha compare BASE NEW        per key, the time of BASE's config against NEW's\n"
-          "       autoha env [-f|--docs]         every AUTOHA_* variable: value, default, meaning\n"
-          "       autoha env --markdown          the variable reference of docs/environment.md\n"
-          "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n"
-          "       autoha status [FILE] [--json]  a running job's communicators, progress and hangs\n"
-          "       autoha plot [-o DIR] DIR|FILE...  busbw.svg and timeline.svg from a job's reports\n"
-          "       autoha trace [-o FILE] DIR|FILE...  the tuning timeline as Chrome trace-event JSON\n"
-          "       autoha lib                     the path of libautoha.so\n"
-          "       autoha run [--] CMD [ARGS...]  run CMD (a launcher) with libautoha.so preloaded\n"
-          "       autoha --version\n");
+  fprintf(
+      f,
+      "usage: autoha report FILE...          print tuning reports as tables\n"
+      "       autoha report --merge DIR|FILE... [--csv|--json]  the job: one table per communicator\n"
+      "       autoha compare BASE NEW        per key, the time of BASE's config against NEW's\n"
+      "       autoha env [-f|--docs]         every AUTOHA_* variable: value, default, meaning\n"
+      "       autoha env --markdown          the variable reference of docs/environment.md\n"
+      "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n"
+      "       autoha status [FILE] [--json]  a running job's communicators, progress and hangs\n"
+      "       autoha plot [-o DIR] DIR|FILE...  busbw.svg and timeline.svg from a job's reports\n"
+      "       autoha trace [-o FILE] DIR|FILE...  the tuning timeline as Chrome trace-event JSON\n"
+      "       autoha lib                     the path of libautoha.so\n"
+      "       autoha run [--] CMD [ARGS...]  run CMD (a launcher) with libautoha.so preloaded\n"
+      "       autoha --version\n");
 }
 
 /* ---- an aligned text table ------------------------------------------------------------------- */
@@ -69,10 +70,8 @@ static void table_print(FILE *f, table_t *t) {
   for (int r = -1; r < t->nrows; r++) {
     for (int i = 0; i < t->ncols; i++) {
       const char *s = r < 0 ? t->head[i] : t->cells[r][i];
-      if (t->right[i])
-        fprintf(f, "%s%*s", i ? "  " : "  ", w[i], s);
-      else
-        fprintf(f, "%s%-*s", i ? "  " : "  ", i == t->ncols - 1 ? 0 : w[i], s);
+      if (t->right[i]) fprintf(f, "%s%*s", i ? "  " : "  ", w[i], s);
+      else fprintf(f, "%s%-*s", i ? "  " : "  ", i == t->ncols - 1 ? 0 : w[i], s);
     }
     fputc('\n', f);
   }
@@ -88,12 +87,9 @@ static double mean_us(const ah_report_stat_t *s) {
 }
 
 static void fmt_us(double us, char *buf, size_t len) {
-  if (!isfinite(us))
-    snprintf(buf, len, "-");
-  else if (us >= 10000)
-    snprintf(buf, len, "%.0f", us);
-  else
-    snprintf(buf, len, "%.1f", us);
+  if (!isfinite(us)) snprintf(buf, len, "-");
+  else if (us >= 10000) snprintf(buf, len, "%.0f", us);
+  else snprintf(buf, len, "%.1f", us);
 }
 
 static void print_report(const char *path, const ah_report_t *r) {
@@ -101,8 +97,7 @@ static void print_report(const char *path, const ah_report_t *r) {
   if (r->nccl_version >= 10000)
     snprintf(ver, sizeof ver, "%d.%d.%d", r->nccl_version / 10000, (r->nccl_version / 100) % 100,
              r->nccl_version % 100);
-  else
-    snprintf(ver, sizeof ver, "%s", r->nccl_version ? "?" : "unknown");
+  else snprintf(ver, sizeof ver, "%s", r->nccl_version ? "?" : "unknown");
   printf("%s: host %s, pid %d, rank %d, NCCL %s, mode %s%s%s\n", path, r->host, r->pid, r->rank,
          ver, r->mode[0] ? r->mode : "?", r->job[0] ? ", job " : "", r->job);
   printf("  topology %s\n", r->topo);
@@ -110,11 +105,13 @@ static void print_report(const char *path, const ah_report_t *r) {
     const ah_report_comm_t *cm = &r->comms[c];
     uint64_t waits = 0;
     double wait_us = 0;
-    for (int k = 0; k < cm->nkeys; k++) waits += cm->keys[k].sync_waits, wait_us += cm->keys[k].sync_wait_us;
-    printf("\ncommunicator 0x%016llx: %d ranks on %d nodes, this rank %d, %d keys, "
-           "%llu sync waits (%.1f ms)\n",
-           (unsigned long long)cm->id, cm->nranks, cm->nnodes, cm->rank, cm->nkeys,
-           (unsigned long long)waits, wait_us / 1000.0);
+    for (int k = 0; k < cm->nkeys; k++)
+      waits += cm->keys[k].sync_waits, wait_us += cm->keys[k].sync_wait_us;
+    printf(
+        "\ncommunicator 0x%016llx: %d ranks on %d nodes, this rank %d, %d keys, "
+        "%llu sync waits (%.1f ms)\n",
+        (unsigned long long)cm->id, cm->nranks, cm->nnodes, cm->rank, cm->nkeys,
+        (unsigned long long)waits, wait_us / 1000.0);
     table_t t = {.ncols = 11,
                  .head = {"coll", "bytes/rank", "calls", "source", "nccl config", "nccl us",
                           "autoha config", "autoha us", "busbw GB/s", "speedup", "tuning"},
@@ -136,44 +133,52 @@ static void print_report(const char *path, const ah_report_t *r) {
       double bytes = key->applied.timed ? key->applied.bytes_total / (double)key->applied.timed : 0;
       double busbw = ah_report_algbw(key->coll, cm->nranks, bytes, au) *
                      ah_report_busbw_factor(key->coll, cm->nranks);
-      if (isfinite(au) && au > 0)
-        snprintf(bus, sizeof bus, "%.2f", busbw);
-      else
-        snprintf(bus, sizeof bus, "-");
-      if (isfinite(du) && isfinite(au) && au > 0)
-        snprintf(sp, sizeof sp, "%.2fx", du / au);
-      else
-        snprintf(sp, sizeof sp, "-");
+      if (isfinite(au) && au > 0) snprintf(bus, sizeof bus, "%.2f", busbw);
+      else snprintf(bus, sizeof bus, "-");
+      if (isfinite(du) && isfinite(au) && au > 0) snprintf(sp, sizeof sp, "%.2fx", du / au);
+      else snprintf(sp, sizeof sp, "-");
       if (key->tuned)
         snprintf(tune, sizeof tune, "%s, %d calls, %d probes",
                  key->tune.state == AH_TUNE_CONVERGED   ? "converged"
                  : key->tune.state == AH_TUNE_SEARCHING ? "searching"
                                                         : "default",
                  key->tune.calls_spent, key->tune.probes);
-      else
-        snprintf(tune, sizeof tune, "-");
-      const char *row[] = {ah_coll_name(key->coll), range, calls, ah_report_source_name(key->source),
-                           dcfg, dus, acfg, aus, bus, sp, tune};
+      else snprintf(tune, sizeof tune, "-");
+      const char *row[] = {ah_coll_name(key->coll),
+                           range,
+                           calls,
+                           ah_report_source_name(key->source),
+                           dcfg,
+                           dus,
+                           acfg,
+                           aus,
+                           bus,
+                           sp,
+                           tune};
       table_row(&t, row);
     }
     table_print(stdout, &t);
   }
   const ah_report_ha_t *h = &r->ha;
   if (h->policy[0]) { /* AUTOHA_HA's failovers (docs/ha.md) */
-    printf("\nha (%s): %llu shadows ready, %llu failovers, %llu work requests replayed, %llu completions "
-           "synthesized\n", h->policy, (unsigned long long)h->shadows, (unsigned long long)h->failovers,
-           (unsigned long long)h->replayed, (unsigned long long)h->synthesized);
+    printf(
+        "\nha (%s): %llu shadows ready, %llu failovers, %llu work requests replayed, %llu completions "
+        "synthesized\n",
+        h->policy, (unsigned long long)h->shadows, (unsigned long long)h->failovers,
+        (unsigned long long)h->replayed, (unsigned long long)h->synthesized);
     for (int i = 0; i < h->nfail; i++) {
       const ah_report_failover_t *f = &h->fail[i];
-      printf("  QP %u on %s port %d -> shadow on %s%sport %d: stall %.1f ms, %u replayed, %u synthesized\n", f->qpn,
-             f->dev, f->port, f->shadow_dev, f->shadow_dev[0] ? " " : "", f->shadow_port, f->stall_ms, f->replayed,
-             f->synthesized);
+      printf(
+          "  QP %u on %s port %d -> shadow on %s%sport %d: stall %.1f ms, %u replayed, %u synthesized\n",
+          f->qpn, f->dev, f->port, f->shadow_dev, f->shadow_dev[0] ? " " : "", f->shadow_port,
+          f->stall_ms, f->replayed, f->synthesized);
     }
     if (h->rebalances)
-      printf("  rebalance: %llu re-plans, %llu queue pairs moved; modelled slowest flow %.3f of a port with the "
-             "plan's ports, %.3f re-planned, best possible %.3f (%.0f%%)\n", (unsigned long long)h->rebalances,
-             (unsigned long long)h->rebalanced, h->rb_before, h->rb_share, h->rb_bound,
-             h->rb_bound > 0 ? 100.0 * h->rb_share / h->rb_bound : 0.0);
+      printf(
+          "  rebalance: %llu re-plans, %llu queue pairs moved; modelled slowest flow %.3f of a port with the "
+          "plan's ports, %.3f re-planned, best possible %.3f (%.0f%%)\n",
+          (unsigned long long)h->rebalances, (unsigned long long)h->rebalanced, h->rb_before,
+          h->rb_share, h->rb_bound, h->rb_bound > 0 ? 100.0 * h->rb_share / h->rb_bound : 0.0);
   }
 }
 
@@ -198,12 +203,14 @@ static int only_help(const char *cmd, int argc, char **argv, const char *help, i
 static int cmd_report(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--merge") == 0) return cmd_report_merge(argc, argv);
-  int rc = only_help("report", argc, argv,
-                     "usage: autoha report FILE...\n"
-                     "       autoha report --merge [--csv|--json] [--pct N] DIR|FILE...   (see autoha report --merge --help)\n"
-                     "  Prints each tuning report as tables: per communicator, one row per key with NCCL's\n"
-                     "  and autoha's configuration and time, busbw, speedup and tuning state.\n"
-                     "  -h, --help   this text\n", 0);
+  int rc = only_help(
+      "report", argc, argv,
+      "usage: autoha report FILE...\n"
+      "       autoha report --merge [--csv|--json] [--pct N] DIR|FILE...   (see autoha report --merge --help)\n"
+      "  Prints each tuning report as tables: per communicator, one row per key with NCCL's\n"
+      "  and autoha's configuration and time, busbw, speedup and tuning state.\n"
+      "  -h, --help   this text\n",
+      0);
   if (rc >= 0) return rc;
   if (optind >= argc) {
     fprintf(stderr, "autoha report: no report given (see autoha report --help)\n");
@@ -227,7 +234,6 @@ static int cmd_report(int argc, char **argv) {
   return rc;
 }
 
-
 /* ---- autoha compare -------------------------------------------------------------------------- */
 
 /* Keys are matched across runs by communicator shape and key, as profiles are: ids change per run.
@@ -248,15 +254,18 @@ static const ah_report_key_t *find_key(const ah_report_t *r, int nranks, int nno
 }
 
 static int cmd_compare(int argc, char **argv) {
-  int rc = only_help("compare", argc, argv,
-                     "usage: autoha compare BASE NEW\n"
-                     "  Matches the keys of two runs' reports by communicator shape, collective and size\n"
-                     "  bin, prints each key's config and mean time in both and the speedup, and totals the\n"
-                     "  keys timed in both at NEW's call counts. BASE is normally an AUTOHA_MODE=observe run.\n"
-                     "  -h, --help   this text\n", 0);
+  int rc = only_help(
+      "compare", argc, argv,
+      "usage: autoha compare BASE NEW\n"
+      "  Matches the keys of two runs' reports by communicator shape, collective and size\n"
+      "  bin, prints each key's config and mean time in both and the speedup, and totals the\n"
+      "  keys timed in both at NEW's call counts. BASE is normally an AUTOHA_MODE=observe run.\n"
+      "  -h, --help   this text\n",
+      0);
   if (rc >= 0) return rc;
   if (argc - optind != 2) {
-    fprintf(stderr, "autoha compare: wants two reports, BASE and NEW, not %d (see autoha compare --help)\n",
+    fprintf(stderr,
+            "autoha compare: wants two reports, BASE and NEW, not %d (see autoha compare --help)\n",
             argc - optind);
     return 2;
   }
@@ -272,11 +281,13 @@ static int cmd_compare(int argc, char **argv) {
   }
   if (r[0]->nccl_version != r[1]->nccl_version || strcmp(r[0]->topo, r[1]->topo) != 0)
     printf("note: the runs differ in NCCL version or topology; times may not be comparable\n");
-  printf("base %s (mode %s), new %s (mode %s); keys matched by communicator shape, collective and "
-         "size bin\n", argv[0], r[0]->mode, argv[1], r[1]->mode);
+  printf(
+      "base %s (mode %s), new %s (mode %s); keys matched by communicator shape, collective and "
+      "size bin\n",
+      argv[0], r[0]->mode, argv[1], r[1]->mode);
   table_t t = {.ncols = 10,
-               .head = {"ranks", "coll", "bytes/rank", "calls", "base config", "base us", "new config",
-                        "new us", "speedup", "new source"},
+               .head = {"ranks", "coll", "bytes/rank", "calls", "base config", "base us",
+                        "new config", "new us", "speedup", "new source"},
                .right = {1, 0, 0, 1, 0, 1, 0, 1, 1, 0}};
   double base_total = 0, new_total = 0;
   int matched = 0, unmatched = 0;
@@ -288,10 +299,12 @@ static int cmd_compare(int argc, char **argv) {
       if (find_key(r[1], cm->nranks, cm->nnodes, nk->coll, nk->bin) != nk) continue;
       const ah_report_key_t *bk = find_key(r[0], cm->nranks, cm->nnodes, nk->coll, nk->bin);
       char ranks[24], range[48], lo[24], hi[24], calls[24], bcfg[64] = "-", bus[24] = "-", ncfg[64],
-          nus[24], sp[24] = "-";
-      snprintf(ranks, sizeof ranks, "%dx%d", cm->nnodes, cm->nranks / (cm->nnodes ? cm->nnodes : 1));
+                                                            nus[24], sp[24] = "-";
+      snprintf(ranks, sizeof ranks, "%dx%d", cm->nnodes,
+               cm->nranks / (cm->nnodes ? cm->nnodes : 1));
       uint64_t bh = nk->bin >= 63 ? UINT64_MAX : (uint64_t)ah_size_bin_floor(nk->bin + 1);
-      snprintf(range, sizeof range, "%s-%s", ah_size_format(ah_size_bin_floor(nk->bin), lo, sizeof lo),
+      snprintf(range, sizeof range, "%s-%s",
+               ah_size_format(ah_size_bin_floor(nk->bin), lo, sizeof lo),
                bh == UINT64_MAX ? "" : ah_size_format(bh, hi, sizeof hi));
       snprintf(calls, sizeof calls, "%llu", (unsigned long long)nk->calls);
       ah_config_format(&nk->applied.cfg, ncfg, sizeof ncfg);
@@ -310,17 +323,19 @@ static int cmd_compare(int argc, char **argv) {
       } else {
         unmatched++;
       }
-      const char *row[] = {ranks, ah_coll_name(nk->coll), range, calls, bcfg, bus, ncfg, nus, sp,
-                           ah_report_source_name(nk->source)};
+      const char *row[] = {
+          ranks, ah_coll_name(nk->coll),           range, calls, bcfg, bus, ncfg, nus,
+          sp,    ah_report_source_name(nk->source)};
       table_row(&t, row);
     }
   }
   table_print(stdout, &t);
   if (matched && new_total > 0)
-    printf("%d keys timed in both runs: %.1f ms in base, %.1f ms in new at the new run's call counts "
-           "(%.2fx)\n", matched, base_total / 1000.0, new_total / 1000.0, base_total / new_total);
-  else
-    printf("no key was timed in both runs\n");
+    printf(
+        "%d keys timed in both runs: %.1f ms in base, %.1f ms in new at the new run's call counts "
+        "(%.2fx)\n",
+        matched, base_total / 1000.0, new_total / 1000.0, base_total / new_total);
+  else printf("no key was timed in both runs\n");
   if (unmatched) printf("%d keys of the new run are absent from the base run\n", unmatched);
   ah_report_free(r[0]);
   ah_report_free(r[1]);
@@ -330,24 +345,27 @@ static int cmd_compare(int argc, char **argv) {
 /* ---- autoha env, autoha check-override --------------------------------------------------------- */
 
 static int cmd_env(int argc, char **argv) {
-  static const struct option opts[] = {{"docs", no_argument, NULL, 'f'}, {"markdown", no_argument, NULL, 'm'},
-                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"docs", no_argument, NULL, 'f'},
+                                       {"markdown", no_argument, NULL, 'm'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   int docs = 0, markdown = 0, c;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":fh", opts, NULL)) != -1) {
     switch (c) {
-    case 'f': docs = 1; break;
-    case 'm': markdown = 1; break;
-    case 'h':
-      printf("usage: autoha env [-f|--docs] [--markdown]\n"
-             "  Every AUTOHA_* variable: its value here (set, or the default), as NAME=value lines\n"
-             "  after a first line naming this autoha's version; unknown AUTOHA_* names are warned of.\n"
-             "  -f, --docs   each variable's meaning, syntax and default above it\n"
-             "  --markdown   the variable reference of docs/environment.md\n"
-             "  -h, --help   this text\n");
-      return 0;
-    default: return cli_bad_option("env", c, argv, opts);
+      case 'f': docs = 1; break;
+      case 'm': markdown = 1; break;
+      case 'h':
+        printf(
+            "usage: autoha env [-f|--docs] [--markdown]\n"
+            "  Every AUTOHA_* variable: its value here (set, or the default), as NAME=value lines\n"
+            "  after a first line naming this autoha's version; unknown AUTOHA_* names are warned of.\n"
+            "  -f, --docs   each variable's meaning, syntax and default above it\n"
+            "  --markdown   the variable reference of docs/environment.md\n"
+            "  -h, --help   this text\n");
+        return 0;
+      default: return cli_bad_option("env", c, argv, opts);
     }
   }
   if (optind < argc) {
@@ -360,15 +378,19 @@ static int cmd_env(int argc, char **argv) {
 }
 
 static int cmd_check_override(int argc, char **argv) {
-  int rc = only_help("check-override", argc, argv,
-                     "usage: autoha check-override STRING\n"
-                     "  Validates an AUTOHA_OVERRIDE value before a job is launched with it: prints each rule\n"
-                     "  as understood, or each error with its token and position (exit 1).\n"
-                     "  -h, --help   this text\n", 1);
+  int rc = only_help(
+      "check-override", argc, argv,
+      "usage: autoha check-override STRING\n"
+      "  Validates an AUTOHA_OVERRIDE value before a job is launched with it: prints each rule\n"
+      "  as understood, or each error with its token and position (exit 1).\n"
+      "  -h, --help   this text\n",
+      1);
   if (rc >= 0) return rc;
   if (argc - optind != 1) {
-    fprintf(stderr, "autoha check-override: wants one override string, not %d (see autoha check-override --help)\n",
-            argc - optind);
+    fprintf(
+        stderr,
+        "autoha check-override: wants one override string, not %d (see autoha check-override --help)\n",
+        argc - optind);
     return 2;
   }
   argv += optind;

@@ -38,11 +38,14 @@ typedef struct {
   merge_env_t env; /* the job's environment and refused overrides */
 } merge_t;
 
-static double mean(const ah_report_stat_t *s) { return s->timed ? s->us_total / (double)s->timed : NAN; }
+static double mean(const ah_report_stat_t *s) {
+  return s->timed ? s->us_total / (double)s->timed : NAN;
+}
 
 static mkey_t *key_get(merge_t *m, const ah_report_comm_t *c, const ah_report_key_t *k) {
   for (int i = 0; i < m->n; i++)
-    if (m->keys[i].comm == c->id && m->keys[i].coll == k->coll && m->keys[i].bin == k->bin) return &m->keys[i];
+    if (m->keys[i].comm == c->id && m->keys[i].coll == k->coll && m->keys[i].bin == k->bin)
+      return &m->keys[i];
   if (m->n == m->cap) {
     int cap = m->cap ? 2 * m->cap : 32;
     mkey_t *n = realloc(m->keys, sizeof *n * (size_t)cap);
@@ -132,7 +135,8 @@ static int deviants(const mkey_t *e, double pct, char *buf, size_t len) {
     const row_t *w = &e->rows[i];
     char why[96] = "";
     if (strcmp(w->cfg, maj) != 0) snprintf(why, sizeof why, "%s", w->cfg);
-    else if (!isnan(w->tuned_us) && !isnan(t[1]) && t[1] > 0 && fabs(w->tuned_us / t[1] - 1) * 100 > pct)
+    else if (!isnan(w->tuned_us) && !isnan(t[1]) && t[1] > 0 &&
+             fabs(w->tuned_us / t[1] - 1) * 100 > pct)
       snprintf(why, sizeof why, "%+.0f%%", (w->tuned_us / t[1] - 1) * 100);
     if (!why[0]) continue;
     int n = snprintf(buf + o, len - o, "%s%d(%s)", count ? " " : "", w->rank, why);
@@ -164,8 +168,8 @@ static void print_text(const merge_t *m, double pct) {
     for (int j = 0; j < ndone; j++) seen |= done[j] == comm;
     if (seen) continue;
     done[ndone++] = comm;
-    printf("%scomm 0x%016llx: %d ranks on %d nodes\n", ndone > 1 ? "\n" : "", (unsigned long long)comm,
-           m->keys[i].nranks, m->keys[i].nnodes);
+    printf("%scomm 0x%016llx: %d ranks on %d nodes\n", ndone > 1 ? "\n" : "",
+           (unsigned long long)comm, m->keys[i].nranks, m->keys[i].nnodes);
     printf("  %-26s %5s  %-24s %20s %20s %7s  %s\n", "key", "ranks", "config (majority)",
            "tuned us min/med/max", "NCCL us min/med/max", "speedup", "deviating ranks");
     for (int k = i; k < m->n; k++) {
@@ -181,14 +185,16 @@ static void print_text(const merge_t *m, double pct) {
       snprintf(dcol, sizeof dcol, "%s/%s/%s", dv[0], dv[1], dv[2]);
       if (!isnan(t[1]) && !isnan(d[1]) && t[1] > 0) snprintf(sp, sizeof sp, "%.2fx", d[1] / t[1]);
       int nd = deviants(e, pct, dev, sizeof dev);
-      printf("  %-26s %5d  %-24s %20s %20s %7s  %s\n", name, e->n, majority(e), tcol, dcol, sp, nd ? dev : "none");
+      printf("  %-26s %5d  %-24s %20s %20s %7s  %s\n", name, e->n, majority(e), tcol, dcol, sp,
+             nd ? dev : "none");
     }
   }
 }
 
 static void print_csv(const merge_t *m, double pct) {
-  printf("comm,nranks,nnodes,coll,bin,bytes_min,ranks,config,tuned_min_us,tuned_median_us,tuned_max_us,"
-         "default_min_us,default_median_us,default_max_us,deviating\n");
+  printf(
+      "comm,nranks,nnodes,coll,bin,bytes_min,ranks,config,tuned_min_us,tuned_median_us,tuned_max_us,"
+      "default_min_us,default_median_us,default_max_us,deviating\n");
   for (int i = 0; i < m->n; i++) {
     const mkey_t *e = &m->keys[i];
     double t[3], d[3];
@@ -197,9 +203,9 @@ static void print_csv(const merge_t *m, double pct) {
     spread(e, 1, d);
     for (int j = 0; j < 3; j++) us(t[j], v[j], sizeof v[j]), us(d[j], v[3 + j], sizeof v[3 + j]);
     deviants(e, pct, dev, sizeof dev);
-    printf("0x%016llx,%d,%d,%s,%d,%zu,%d,%s,%s,%s,%s,%s,%s,%s,%s\n", (unsigned long long)e->comm, e->nranks,
-           e->nnodes, ah_coll_name(e->coll), e->bin, ah_size_bin_floor(e->bin), e->n, majority(e), v[0], v[1],
-           v[2], v[3], v[4], v[5], dev);
+    printf("0x%016llx,%d,%d,%s,%d,%zu,%d,%s,%s,%s,%s,%s,%s,%s,%s\n", (unsigned long long)e->comm,
+           e->nranks, e->nnodes, ah_coll_name(e->coll), e->bin, ah_size_bin_floor(e->bin), e->n,
+           majority(e), v[0], v[1], v[2], v[3], v[4], v[5], dev);
   }
 }
 
@@ -216,9 +222,11 @@ static void print_json(const merge_t *m, double pct) {
     spread(e, 0, t);
     spread(e, 1, d);
     const char *maj = majority(e);
-    printf("%s\n  {\"comm\": \"0x%016llx\", \"nranks\": %d, \"nnodes\": %d, \"coll\": \"%s\", \"bin\": %d, "
-           "\"ranks\": %d, \"config\": \"%s\", \"tuned_us\": [",
-           i ? "," : "", (unsigned long long)e->comm, e->nranks, e->nnodes, ah_coll_name(e->coll), e->bin, e->n, maj);
+    printf(
+        "%s\n  {\"comm\": \"0x%016llx\", \"nranks\": %d, \"nnodes\": %d, \"coll\": \"%s\", \"bin\": %d, "
+        "\"ranks\": %d, \"config\": \"%s\", \"tuned_us\": [",
+        i ? "," : "", (unsigned long long)e->comm, e->nranks, e->nnodes, ah_coll_name(e->coll),
+        e->bin, e->n, maj);
     for (int j = 0; j < 3; j++) fputs(j ? ", " : "", stdout), json_num(t[j]);
     printf("], \"default_us\": [");
     for (int j = 0; j < 3; j++) fputs(j ? ", " : "", stdout), json_num(d[j]);
@@ -231,7 +239,8 @@ static void print_json(const merge_t *m, double pct) {
       char *why = strchr(p, '(');
       size_t wl = why ? strlen(why + 1) : 0;
       if (wl) wl--; /* the closing parenthesis */
-      printf("%s{\"rank\": %d, \"why\": \"%.*s\"}", first ? "" : ", ", rank, (int)wl, why ? why + 1 : "");
+      printf("%s{\"rank\": %d, \"why\": \"%.*s\"}", first ? "" : ", ", rank, (int)wl,
+             why ? why + 1 : "");
       first = 0;
     }
     printf("]}");
@@ -240,17 +249,18 @@ static void print_json(const merge_t *m, double pct) {
 }
 
 static void merge_usage(FILE *f) {
-  fprintf(f, "usage: autoha report --merge [--csv|--json] [--pct N] DIR|FILE...\n"
-             "  One table per communicator across the job's reports (a DIR: its *.json files, and\n"
-             "  its subfolders', e.g. autoha-reports/):\n"
-             "  per key the ranks, the majority's configuration, min/median/max of the tuned and of\n"
-             "  NCCL's default time, and the ranks whose configuration differs from the majority's\n"
-             "  or whose tuned time is more than N%% (default 10) off the median. Then the\n"
-             "  environment the job ran with (hosts, GPU, CUDA and NCCL versions, AUTOHA_* and\n"
-             "  NCCL_* variables, with counts where reports differ) and the refused overrides.\n"
-             "  --csv, --json   one row or object per communicator and key instead of tables\n"
-             "  --pct N         the deviation from the median that names a rank (default 10)\n"
-             "  -h, --help      this text\n");
+  fprintf(f,
+          "usage: autoha report --merge [--csv|--json] [--pct N] DIR|FILE...\n"
+          "  One table per communicator across the job's reports (a DIR: its *.json files, and\n"
+          "  its subfolders', e.g. autoha-reports/):\n"
+          "  per key the ranks, the majority's configuration, min/median/max of the tuned and of\n"
+          "  NCCL's default time, and the ranks whose configuration differs from the majority's\n"
+          "  or whose tuned time is more than N%% (default 10) off the median. Then the\n"
+          "  environment the job ran with (hosts, GPU, CUDA and NCCL versions, AUTOHA_* and\n"
+          "  NCCL_* variables, with counts where reports differ) and the refused overrides.\n"
+          "  --csv, --json   one row or object per communicator and key instead of tables\n"
+          "  --pct N         the deviation from the median that names a rank (default 10)\n"
+          "  -h, --help      this text\n");
 }
 
 /* Appends the reports a path names (a folder: its *.json files and those of its subfolders, as
@@ -289,29 +299,30 @@ static int read_path(merge_t *m, const char *path, int *nread_p) {
 }
 
 int cmd_report_merge(int argc, char **argv) {
-  static const struct option opts[] = {{"merge", no_argument, NULL, 'm'}, {"csv", no_argument, NULL, 'c'},
-                                       {"json", no_argument, NULL, 'j'}, {"pct", required_argument, NULL, 'p'},
-                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {
+      {"merge", no_argument, NULL, 'm'}, {"csv", no_argument, NULL, 'c'},
+      {"json", no_argument, NULL, 'j'},  {"pct", required_argument, NULL, 'p'},
+      {"help", no_argument, NULL, 'h'},  {NULL, 0, NULL, 0}};
   int fmt = 0, c;
   double pct = 10;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hmcjp:", opts, NULL)) != -1) {
     switch (c) {
-    case 'm': break;
-    case 'c': fmt = 1; break;
-    case 'j': fmt = 2; break;
-    case 'p': {
-      char *end;
-      pct = strtod(optarg, &end);
-      if (*end || !(pct >= 0)) {
-        fprintf(stderr, "autoha report: --pct wants a percentage, not '%s'\n", optarg);
-        return 2;
+      case 'm': break;
+      case 'c': fmt = 1; break;
+      case 'j': fmt = 2; break;
+      case 'p': {
+        char *end;
+        pct = strtod(optarg, &end);
+        if (*end || !(pct >= 0)) {
+          fprintf(stderr, "autoha report: --pct wants a percentage, not '%s'\n", optarg);
+          return 2;
+        }
+        break;
       }
-      break;
-    }
-    case 'h': merge_usage(stdout); return 0;
-    default: return cli_bad_option("report --merge", c, argv, opts);
+      case 'h': merge_usage(stdout); return 0;
+      default: return cli_bad_option("report --merge", c, argv, opts);
     }
   }
   if (optind >= argc) {

@@ -44,9 +44,10 @@ void merge_env_add(merge_env_t *m, const ah_report_t *r) {
       if (!key->refused) continue;
       char t[160], lo[24], hi[24];
       size_t f = ah_size_bin_floor(key->bin);
-      snprintf(t, sizeof t, "%s %s-%s on comm 0x%016" PRIx64 ": a pair NCCL cannot run here, NCCL's choice ran",
-               ah_coll_name(key->coll), ah_size_format(f, lo, sizeof lo), ah_size_format(f ? f * 2 : 2, hi, sizeof hi),
-               r->comms[c].id);
+      snprintf(t, sizeof t,
+               "%s %s-%s on comm 0x%016" PRIx64 ": a pair NCCL cannot run here, NCCL's choice ran",
+               ah_coll_name(key->coll), ah_size_format(f, lo, sizeof lo),
+               ah_size_format(f ? f * 2 : 2, hi, sizeof hi), r->comms[c].id);
       tally(m, "~refused", t);
     }
   if (!run->present) return;
@@ -54,8 +55,11 @@ void merge_env_add(merge_env_t *m, const ah_report_t *r) {
   for (int i = 0; i < run->nnodes; i++) tally(m, "~host", run->nodes[i]);
   tally(m, "GPU", run->gpu[0] ? run->gpu : "unknown");
   tally(m, "GPU driver", run->gpu_driver[0] ? run->gpu_driver : "none");
-  tally(m, "CUDA driver", run->cuda_driver ? ah_report_version_text(run->cuda_driver, 0, v, sizeof v) : "unknown");
-  tally(m, "CUDA runtime", run->cuda_runtime ? ah_report_version_text(run->cuda_runtime, 0, v, sizeof v) : "none loaded");
+  tally(m, "CUDA driver",
+        run->cuda_driver ? ah_report_version_text(run->cuda_driver, 0, v, sizeof v) : "unknown");
+  tally(m, "CUDA runtime",
+        run->cuda_runtime ? ah_report_version_text(run->cuda_runtime, 0, v, sizeof v)
+                          : "none loaded");
   for (int i = 0; i < run->nrefused; i++) tally(m, "~refused", run->refused[i]);
   for (int i = 0; i < run->nvars; i++) tally(m, run->vars[i].name, run->vars[i].value);
 }
@@ -88,12 +92,14 @@ void merge_env_print(merge_env_t *m) {
   for (int i = 0; i < m->n; i++)
     if (strcmp(m->e[i].label, "~host") == 0) printf("%s %s", nhost++ ? "," : "", m->e[i].text);
   printf("\n");
-  static const char *const facts[] = {"GPU", "GPU driver", "CUDA driver", "CUDA runtime", "NCCL version"};
+  static const char *const facts[] = {"GPU", "GPU driver", "CUDA driver", "CUDA runtime",
+                                      "NCCL version"};
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0, j; i < m->n; i = j) {
       for (j = i + 1; j < m->n && strcmp(m->e[j].label, m->e[i].label) == 0;) j++;
       int fact = 0;
-      for (size_t f = 0; f < sizeof facts / sizeof facts[0]; f++) fact |= strcmp(m->e[i].label, facts[f]) == 0;
+      for (size_t f = 0; f < sizeof facts / sizeof facts[0]; f++)
+        fact |= strcmp(m->e[i].label, facts[f]) == 0;
       if (m->e[i].label[0] == '~' || fact != (pass == 0)) continue;
       int of = strcmp(m->e[i].label, "NCCL version") == 0 ? m->nreports : m->nrun;
       print_label(m, i, j, of, pass == 0 ? ": " : "=");

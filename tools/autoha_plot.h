@@ -22,8 +22,9 @@ void plot_reports_free(plot_reports_t *rs);
 /* One report per communicator for per-key pictures: for each communicator id, the report of its
  * lowest rank (or of `rank` when >= 0 and present). Calls fn(arg, report, comm) for each, in the
  * order the communicators are first seen. */
-void plot_each_comm(const plot_reports_t *rs, int rank, void (*fn)(void *arg, const ah_report_t *r,
-                                                                   const ah_report_comm_t *c), void *arg);
+void plot_each_comm(const plot_reports_t *rs, int rank,
+                    void (*fn)(void *arg, const ah_report_t *r, const ah_report_comm_t *c),
+                    void *arg);
 
 /* busbw (nccl-tests' bus bandwidth, GB/s) against bytes per rank, one panel per collective and
  * communicator size, NCCL's default against autoha's applied configuration, each point the median

@@ -56,7 +56,8 @@ static int collect(const plot_reports_t *rs, point_t **pts_p) {
     for (int c = 0; c < rs->r[i]->ncomms; c++) cap += 2 * rs->r[i]->comms[c].nkeys;
   sample_t *s = malloc(sizeof *s * (size_t)(cap ? cap : 1));
   point_t *p = malloc(sizeof *p * (size_t)(cap ? cap : 1));
-  double *v = malloc(sizeof *v * (size_t)(cap ? cap : 1)), *w = malloc(sizeof *w * (size_t)(cap ? cap : 1));
+  double *v = malloc(sizeof *v * (size_t)(cap ? cap : 1)),
+         *w = malloc(sizeof *w * (size_t)(cap ? cap : 1));
   if (!s || !p || !v || !w) {
     free(s), free(p), free(v), free(w);
     return -1;
@@ -66,10 +67,13 @@ static int collect(const plot_reports_t *rs, point_t **pts_p) {
       const ah_report_comm_t *cm = &rs->r[i]->comms[c];
       for (int k = 0; k < cm->nkeys; k++) {
         const ah_report_key_t *key = &cm->keys[k];
-        if (key->coll >= AH_NUM_FUNCTIONS) continue; /* AlltoAll, Gather, Scatter: observed only, never tuned */
+        if (key->coll >= AH_NUM_FUNCTIONS)
+          continue; /* AlltoAll, Gather, Scatter: observed only, never tuned */
         for (int which = 0; which < 2; which++) {
-          double bytes = 0, bw = stat_busbw(which ? &key->applied : &key->nccl_default, key->coll, cm->nranks, &bytes);
-          if (isfinite(bw) && bytes > 0) s[n++] = (sample_t){key->coll, cm->nranks, key->bin, which, bytes, bw};
+          double bytes = 0, bw = stat_busbw(which ? &key->applied : &key->nccl_default, key->coll,
+                                            cm->nranks, &bytes);
+          if (isfinite(bw) && bytes > 0)
+            s[n++] = (sample_t){key->coll, cm->nranks, key->bin, which, bytes, bw};
         }
       }
     }
@@ -92,17 +96,24 @@ static void draw_series(FILE *f, const svg_frame_t *fr, const point_t *p, int n)
   static const char *const names[] = {"nccl", "autoha"};
   static const char *const colors[] = {"#888888", "#1f77b4"};
   int which = p[0].which;
-  fprintf(f, "<g class=\"series\" data-coll=\"%s\" data-nranks=\"%d\" data-series=\"%s\">\n<polyline fill=\"none\" "
-             "stroke=\"%s\" stroke-width=\"2\"%s points=\"",
-          ah_coll_name(p[0].coll), p[0].nranks, names[which], colors[which], which ? "" : " stroke-dasharray=\"6 4\"");
-  for (int i = 0; i < n; i++) fprintf(f, "%s%.1f,%.1f", i ? " " : "", svg_fx(fr, log2(p[i].bytes)), svg_fy(fr, p[i].busbw));
+  fprintf(
+      f,
+      "<g class=\"series\" data-coll=\"%s\" data-nranks=\"%d\" data-series=\"%s\">\n<polyline fill=\"none\" "
+      "stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+      ah_coll_name(p[0].coll), p[0].nranks, names[which], colors[which],
+      which ? "" : " stroke-dasharray=\"6 4\"");
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s%.1f,%.1f", i ? " " : "", svg_fx(fr, log2(p[i].bytes)), svg_fy(fr, p[i].busbw));
   fputs("\"/>\n", f);
   for (int i = 0; i < n; i++) {
     char size[24];
-    fprintf(f, "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" data-bin=\"%d\" data-bytes=\"%.0f\" "
-               "data-busbw=\"%.3f\"><title>%s %s: %.2f GB/s at %s bytes per rank</title></circle>\n",
-            svg_fx(fr, log2(p[i].bytes)), svg_fy(fr, p[i].busbw), colors[which], p[i].bin, p[i].bytes, p[i].busbw,
-            names[which], ah_coll_name(p[i].coll), p[i].busbw, ah_size_format((uint64_t)p[i].bytes, size, sizeof size));
+    fprintf(
+        f,
+        "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" data-bin=\"%d\" data-bytes=\"%.0f\" "
+        "data-busbw=\"%.3f\"><title>%s %s: %.2f GB/s at %s bytes per rank</title></circle>\n",
+        svg_fx(fr, log2(p[i].bytes)), svg_fy(fr, p[i].busbw), colors[which], p[i].bin, p[i].bytes,
+        p[i].busbw, names[which], ah_coll_name(p[i].coll), p[i].busbw,
+        ah_size_format((uint64_t)p[i].bytes, size, sizeof size));
   }
   fputs("</g>\n", f);
 }
@@ -116,12 +127,14 @@ int plot_busbw_svg(FILE *f, const plot_reports_t *rs) {
     if (i == 0 || p[i].coll != p[i - 1].coll || p[i].nranks != p[i - 1].nranks) npanels++;
   int height = 50 + (npanels ? npanels : 1) * PANEL_H;
   svg_begin(f, PANEL_W, height, "autoha: busbw against message size, NCCL's default and autoha's");
-  svg_text(f, 20, 26, "start", "head", "Bus bandwidth (nccl-tests' busbw) per collective: NCCL's default against autoha's");
+  svg_text(f, 20, 26, "start", "head",
+           "Bus bandwidth (nccl-tests' busbw) per collective: NCCL's default against autoha's");
   if (!npanels) svg_text(f, 20, 60, "start", "note", "no timed key in these reports");
   int panel = 0;
   for (int i = 0, j; i < np; i = j, panel++) {
     for (j = i; j < np && p[j].coll == p[i].coll && p[j].nranks == p[i].nranks;) j++;
-    svg_frame_t fr = {80, 50 + panel * PANEL_H + 30, PANEL_W - 230, PANEL_H - 90, INFINITY, -INFINITY, 0};
+    svg_frame_t fr = {
+        80, 50 + panel * PANEL_H + 30, PANEL_W - 230, PANEL_H - 90, INFINITY, -INFINITY, 0};
     for (int k = i; k < j; k++) {
       double lx = log2(p[k].bytes);
       if (lx < fr.lx0) fr.lx0 = lx;
@@ -133,7 +146,8 @@ int plot_busbw_svg(FILE *f, const plot_reports_t *rs) {
     fr.ymax *= 1.05;
     char head[128];
     snprintf(head, sizeof head, "%s, %d ranks", ah_coll_name(p[i].coll), p[i].nranks);
-    fprintf(f, "<g class=\"panel\" data-coll=\"%s\" data-nranks=\"%d\">\n", ah_coll_name(p[i].coll), p[i].nranks);
+    fprintf(f, "<g class=\"panel\" data-coll=\"%s\" data-nranks=\"%d\">\n", ah_coll_name(p[i].coll),
+            p[i].nranks);
     svg_text(f, fr.x0, fr.y0 - 10, "start", "head", head);
     svg_axes(f, &fr, "bytes per rank (the key's size)", "busbw GB/s");
     int mid = i;
@@ -141,11 +155,16 @@ int plot_busbw_svg(FILE *f, const plot_reports_t *rs) {
     if (mid > i) draw_series(f, &fr, p + i, mid - i);
     if (j > mid) draw_series(f, &fr, p + mid, j - mid);
     double lx = fr.x0 + fr.w + 20, ly = fr.y0 + 20;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888888\" stroke-width=\"2\" "
-               "stroke-dasharray=\"6 4\"/>\n", lx, ly, lx + 30, ly);
+    fprintf(
+        f,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888888\" stroke-width=\"2\" "
+        "stroke-dasharray=\"6 4\"/>\n",
+        lx, ly, lx + 30, ly);
     svg_text(f, lx + 36, ly + 4, "start", NULL, "NCCL default");
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\n", lx,
-            ly + 20, lx + 30, ly + 20);
+    fprintf(
+        f,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\n",
+        lx, ly + 20, lx + 30, ly + 20);
     svg_text(f, lx + 36, ly + 24, "start", NULL, "autoha");
     fputs("</g>\n", f);
   }

@@ -11,23 +11,26 @@
 #include "autoha_plot.h"
 
 static void plot_usage(FILE *f) {
-  fprintf(f, "usage: autoha plot [-o DIR] [--rank R] [--trace] DIR|FILE...\n"
-             "  Draws a job's reports (a DIR: its *.json files) as SVG into DIR (default: .):\n"
-             "    busbw.svg     busbw against bytes per rank per collective, NCCL's default vs autoha's\n"
-             "    timeline.svg  the tuning timeline per key: probes, pinned config, re-openings\n"
-             "  -o, --out DIR   where to write them (created when missing)\n"
-             "  --rank R        the rank whose report gives each communicator's timeline (default: lowest)\n"
-             "  --trace         also write trace.json (as autoha trace)\n"
-             "  -h, --help      this text\n");
+  fprintf(
+      f,
+      "usage: autoha plot [-o DIR] [--rank R] [--trace] DIR|FILE...\n"
+      "  Draws a job's reports (a DIR: its *.json files) as SVG into DIR (default: .):\n"
+      "    busbw.svg     busbw against bytes per rank per collective, NCCL's default vs autoha's\n"
+      "    timeline.svg  the tuning timeline per key: probes, pinned config, re-openings\n"
+      "  -o, --out DIR   where to write them (created when missing)\n"
+      "  --rank R        the rank whose report gives each communicator's timeline (default: lowest)\n"
+      "  --trace         also write trace.json (as autoha trace)\n"
+      "  -h, --help      this text\n");
 }
 
 static void trace_usage(FILE *f) {
-  fprintf(f, "usage: autoha trace [-o FILE] DIR|FILE...\n"
-             "  Writes a job's tuning as Chrome trace-event JSON (open it in ui.perfetto.dev or\n"
-             "  chrome://tracing): a process per rank, a thread per key, the probes and the pinned\n"
-             "  configuration as slices lasting their collective time (calls x mean time).\n"
-             "  -o, --out FILE  write there instead of to stdout\n"
-             "  -h, --help      this text\n");
+  fprintf(f,
+          "usage: autoha trace [-o FILE] DIR|FILE...\n"
+          "  Writes a job's tuning as Chrome trace-event JSON (open it in ui.perfetto.dev or\n"
+          "  chrome://tracing): a process per rank, a thread per key, the probes and the pinned\n"
+          "  configuration as slices lasting their collective time (calls x mean time).\n"
+          "  -o, --out FILE  write there instead of to stdout\n"
+          "  -h, --help      this text\n");
 }
 
 /* Opens dir/name for writing, creating dir; NULL with the reason on stderr. */
@@ -51,8 +54,10 @@ static int read_all(const char *cmd, int argc, char **argv, plot_reports_t *rs) 
 }
 
 int cmd_plot(int argc, char **argv) {
-  static const struct option opts[] = {{"out", required_argument, NULL, 'o'}, {"rank", required_argument, NULL, 'r'},
-                                       {"trace", no_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
+  static const struct option opts[] = {{"out", required_argument, NULL, 'o'},
+                                       {"rank", required_argument, NULL, 'r'},
+                                       {"trace", no_argument, NULL, 't'},
+                                       {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   const char *dir = ".";
   int rank = -1, trace = 0, c;
@@ -60,20 +65,20 @@ int cmd_plot(int argc, char **argv) {
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
     switch (c) {
-    case 'o': dir = optarg; break;
-    case 'r': {
-      char *end;
-      long v = strtol(optarg, &end, 10);
-      if (*end || !*optarg || v < 0 || v > 1 << 30) {
-        fprintf(stderr, "autoha plot: --rank wants a rank (0, 1, ...), not '%s'\n", optarg);
-        return 2;
+      case 'o': dir = optarg; break;
+      case 'r': {
+        char *end;
+        long v = strtol(optarg, &end, 10);
+        if (*end || !*optarg || v < 0 || v > 1 << 30) {
+          fprintf(stderr, "autoha plot: --rank wants a rank (0, 1, ...), not '%s'\n", optarg);
+          return 2;
+        }
+        rank = (int)v;
+        break;
       }
-      rank = (int)v;
-      break;
-    }
-    case 't': trace = 1; break;
-    case 'h': plot_usage(stdout); return 0;
-    default: return cli_bad_option("plot", c, argv, opts);
+      case 't': trace = 1; break;
+      case 'h': plot_usage(stdout); return 0;
+      default: return cli_bad_option("plot", c, argv, opts);
     }
   }
   if (optind >= argc) {
@@ -112,17 +117,17 @@ int cmd_plot(int argc, char **argv) {
 }
 
 int cmd_trace(int argc, char **argv) {
-  static const struct option opts[] = {{"out", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {
+      {"out", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   const char *out = NULL;
   int c;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
     switch (c) {
-    case 'o': out = optarg; break;
-    case 'h': trace_usage(stdout); return 0;
-    default: return cli_bad_option("trace", c, argv, opts);
+      case 'o': out = optarg; break;
+      case 'h': trace_usage(stdout); return 0;
+      default: return cli_bad_option("trace", c, argv, opts);
     }
   }
   if (optind >= argc) {

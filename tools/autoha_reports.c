@@ -59,7 +59,8 @@ void plot_reports_free(plot_reports_t *rs) {
 }
 
 void plot_each_comm(const plot_reports_t *rs, int rank,
-                    void (*fn)(void *arg, const ah_report_t *r, const ah_report_comm_t *c), void *arg) {
+                    void (*fn)(void *arg, const ah_report_t *r, const ah_report_comm_t *c),
+                    void *arg) {
   int total = 0;
   for (int i = 0; i < rs->n; i++) total += rs->r[i]->ncomms;
   uint64_t *seen = calloc((size_t)(total ? total : 1), sizeof *seen);
@@ -79,7 +80,8 @@ void plot_each_comm(const plot_reports_t *rs, int rank,
         for (int k = 0; k < rs->r[j]->ncomms; k++) {
           const ah_report_comm_t *cm = &rs->r[j]->comms[k];
           if (cm->id != id) continue;
-          int better = !bc || (rank >= 0 ? (cm->rank == rank && bc->rank != rank) || (bc->rank != rank && cm->rank < bc->rank)
+          int better = !bc || (rank >= 0 ? (cm->rank == rank && bc->rank != rank) ||
+                                               (bc->rank != rank && cm->rank < bc->rank)
                                          : cm->rank < bc->rank);
           if (better) best = rs->r[j], bc = cm;
         }

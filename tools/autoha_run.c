@@ -32,7 +32,8 @@ static int lib_find(char *buf, size_t len) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) {
-    fprintf(stderr, "autoha: cannot find this program's own path (/proc/self/exe: %s)\n", strerror(errno));
+    fprintf(stderr, "autoha: cannot find this program's own path (/proc/self/exe: %s)\n",
+            strerror(errno));
     return -1;
   }
   self[n] = 0;
@@ -48,7 +49,8 @@ static int lib_find(char *buf, size_t len) {
       return 0;
     }
   }
-  fprintf(stderr, "autoha: libautoha.so is not where this program expects it (%s, %s)\n", tried[0], tried[1]);
+  fprintf(stderr, "autoha: libautoha.so is not where this program expects it (%s, %s)\n", tried[0],
+          tried[1]);
   return -1;
 }
 
@@ -70,10 +72,11 @@ static int help_only(const char *cmd, int argc, char **argv, const char *help) {
 }
 
 int cmd_lib(int argc, char **argv) {
-  int rc = help_only("lib", argc, argv,
-                     "usage: autoha lib\n"
-                     "  Prints the absolute path of the libautoha.so beside this program (for LD_PRELOAD).\n"
-                     "  -h, --help   this text\n");
+  int rc = help_only(
+      "lib", argc, argv,
+      "usage: autoha lib\n"
+      "  Prints the absolute path of the libautoha.so beside this program (for LD_PRELOAD).\n"
+      "  -h, --help   this text\n");
   if (rc >= 0) return rc;
   if (optind < argc) {
     fprintf(stderr, "autoha lib: unexpected argument '%s' (see autoha lib --help)\n", argv[optind]);
@@ -122,12 +125,13 @@ static char *preload_join(const char *lib, const char *old) {
 }
 
 int cmd_run(int argc, char **argv) {
-  int rc = help_only("run", argc, argv,
-                     "usage: autoha run [--] CMD [ARGS...]\n"
-                     "  Runs CMD (a launcher: torchrun, mpirun, srun, ncclsim-run...) with libautoha.so first\n"
-                     "  on LD_PRELOAD (other entries kept, any other autoha copy dropped); its exit status\n"
-                     "  passes through (127: CMD not found). Options after CMD are CMD's.\n"
-                     "  -h, --help   this text\n");
+  int rc = help_only(
+      "run", argc, argv,
+      "usage: autoha run [--] CMD [ARGS...]\n"
+      "  Runs CMD (a launcher: torchrun, mpirun, srun, ncclsim-run...) with libautoha.so first\n"
+      "  on LD_PRELOAD (other entries kept, any other autoha copy dropped); its exit status\n"
+      "  passes through (127: CMD not found). Options after CMD are CMD's.\n"
+      "  -h, --help   this text\n");
   if (rc >= 0) return rc;
   argc -= optind;
   argv += optind;

@@ -20,10 +20,10 @@ typedef struct {
 
 static const char *verdict_name(int v) {
   switch (v) {
-  case AH_COORD_VERDICT_COMPLETE: return "complete";
-  case AH_COORD_VERDICT_ABANDONED: return "abandoned";
-  case AH_COORD_VERDICT_MISMATCH: return "mismatch";
-  default: return "pending";
+    case AH_COORD_VERDICT_COMPLETE: return "complete";
+    case AH_COORD_VERDICT_ABANDONED: return "abandoned";
+    case AH_COORD_VERDICT_MISMATCH: return "mismatch";
+    default: return "pending";
   }
 }
 
@@ -43,9 +43,12 @@ static void json_str(FILE *f, const char *s) {
 static void on_comm(void *arg, const ah_status_comm_t *c) {
   show_t *s = arg;
   if (s->json) {
-    fprintf(s->out, "%s\n  {\"comm\": \"0x%016llx\", \"nranks\": %u, \"verdict\": \"%s\", \"stalled_s\": %.1f, "
-            "\"finding\": ", s->ncomms ? "]}," : "", (unsigned long long)c->comm, c->nranks,
-            verdict_name(c->verdict), c->stalled_ms / 1000.0);
+    fprintf(
+        s->out,
+        "%s\n  {\"comm\": \"0x%016llx\", \"nranks\": %u, \"verdict\": \"%s\", \"stalled_s\": %.1f, "
+        "\"finding\": ",
+        s->ncomms ? "]}," : "", (unsigned long long)c->comm, c->nranks, verdict_name(c->verdict),
+        c->stalled_ms / 1000.0);
     if (c->finding) {
       fprintf(s->out, "{\"kind\": %u, \"text\": \"", c->finding);
       json_str(s->out, c->text);
@@ -59,8 +62,8 @@ static void on_comm(void *arg, const ah_status_comm_t *c) {
             s->ncomms ? "\n" : "", (unsigned long long)c->comm, c->nranks, verdict_name(c->verdict),
             c->stalled_ms / 1000.0);
     if (c->finding) fprintf(s->out, "  finding: %s\n", c->text);
-    fprintf(s->out, "  %6s  %-20s %8s %4s  %-9s %10s %8s  %8s %6s %6s\n", "rank", "host", "pid", "gpu",
-            "state", "calls", "record", "late p50", "p90", "waited");
+    fprintf(s->out, "  %6s  %-20s %8s %4s  %-9s %10s %8s  %8s %6s %6s\n", "rank", "host", "pid",
+            "gpu", "state", "calls", "record", "late p50", "p90", "waited");
   }
   s->ncomms++;
   s->nranks_seen = 0;
@@ -83,20 +86,25 @@ static void on_rank(void *arg, const ah_status_rank_t *r) {
   if (s->json) {
     fprintf(s->out, "%s\n    {\"rank\": %u, \"host\": \"", s->nranks_seen ? "," : "", r->rank);
     json_str(s->out, r->host);
-    fprintf(s->out, "\", \"pid\": %u, \"gpu\": %s, \"state\": \"%s\", \"calls\": %llu, \"record_age_s\": %.1f, "
-            "\"lateness\": ", r->pid, r->gpu == 0xffff ? "null" : gpu, state_name(r),
-            (unsigned long long)r->entered, r->age_ms / 1000.0);
+    fprintf(
+        s->out,
+        "\", \"pid\": %u, \"gpu\": %s, \"state\": \"%s\", \"calls\": %llu, \"record_age_s\": %.1f, "
+        "\"lateness\": ",
+        r->pid, r->gpu == 0xffff ? "null" : gpu, state_name(r), (unsigned long long)r->entered,
+        r->age_ms / 1000.0);
     if (!r->late_calls) fprintf(s->out, "null}");
     else
-      fprintf(s->out, "{\"calls\": %u, \"p50_pct\": %.1f, \"p90_pct\": %.1f, \"waited_pct\": %.1f, "
-              "\"straggler\": %s}}", r->late_calls, r->late_p50 / 10.0, r->late_p90 / 10.0,
-              r->wait_share / 10.0, r->straggler ? "true" : "false");
+      fprintf(s->out,
+              "{\"calls\": %u, \"p50_pct\": %.1f, \"p90_pct\": %.1f, \"waited_pct\": %.1f, "
+              "\"straggler\": %s}}",
+              r->late_calls, r->late_p50 / 10.0, r->late_p90 / 10.0, r->wait_share / 10.0,
+              r->straggler ? "true" : "false");
   } else if (r->have) {
     fprintf(s->out, "  %6u  %-20s %8u %4s  %-9s %10llu %6.1f s%s\n", r->rank, r->host, r->pid, gpu,
             state_name(r), (unsigned long long)r->entered, r->age_ms / 1000.0, late);
   } else {
-    fprintf(s->out, "  %6u  %-20s %8s %4s  %-9s %10s %8s%s\n", r->rank, "?", "?", "?", state_name(r), "-",
-            "-", late);
+    fprintf(s->out, "  %6u  %-20s %8s %4s  %-9s %10s %8s%s\n", r->rank, "?", "?", "?",
+            state_name(r), "-", "-", late);
   }
   s->nranks_seen++;
 }
@@ -120,8 +128,8 @@ static char *newest_cred(void) {
 }
 
 int cmd_status(int argc, char **argv) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   show_t s = {.out = stdout};
   const char *file = NULL;
   int c;
@@ -129,26 +137,29 @@ int cmd_status(int argc, char **argv) {
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (c) {
-    case 'j': s.json = 1; break;
-    case 'h':
-      printf("usage: autoha status [--json] [FILE]\n"
-             "  The running job's communicators, their ranks' progress and the current hang finding,\n"
-             "  from its coordinator hub. FILE: the credentials the hub's process wrote\n"
-             "  (AUTOHA_STATUS_FILE); default: the newest autoha-reports/*/hub-*.cred.\n"
-             "  --json       one JSON object instead of tables\n"
-             "  -h, --help   this text\n");
-      return 0;
-    default: return cli_bad_option("status", c, argv, opts);
+      case 'j': s.json = 1; break;
+      case 'h':
+        printf(
+            "usage: autoha status [--json] [FILE]\n"
+            "  The running job's communicators, their ranks' progress and the current hang finding,\n"
+            "  from its coordinator hub. FILE: the credentials the hub's process wrote\n"
+            "  (AUTOHA_STATUS_FILE); default: the newest autoha-reports/*/hub-*.cred.\n"
+            "  --json       one JSON object instead of tables\n"
+            "  -h, --help   this text\n");
+        return 0;
+      default: return cli_bad_option("status", c, argv, opts);
     }
   }
   if (optind < argc) file = argv[optind++];
   if (optind < argc) {
-    fprintf(stderr, "autoha status: unexpected argument '%s' (see autoha status --help)\n", argv[optind]);
+    fprintf(stderr, "autoha status: unexpected argument '%s' (see autoha status --help)\n",
+            argv[optind]);
     return 2;
   }
   char *found = NULL;
   if (!file && !(file = found = newest_cred())) {
-    fprintf(stderr, "autoha status: no credentials file under autoha-reports/ (give the path "
+    fprintf(stderr,
+            "autoha status: no credentials file under autoha-reports/ (give the path "
             "AUTOHA_STATUS_FILE named)\n");
     return 1;
   }

@@ -23,16 +23,21 @@ static void add(tr_t *t, json_t *e) {
 }
 
 static void phase(tr_t *t, const char *cat, const char *name, double ts, double dur, json_t *args) {
-  add(t, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", name, "cat", cat, "ph", "X", "ts", ts, "dur",
-                   dur > 0 ? dur : 0.001, "pid", t->pid, "tid", t->tid, "args", args ? args : json_object()));
+  add(t, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", name, "cat", cat, "ph", "X",
+                   "ts", ts, "dur", dur > 0 ? dur : 0.001, "pid", t->pid, "tid", t->tid, "args",
+                   args ? args : json_object()));
 }
 
-static double mean_us(const ah_report_stat_t *s) { return s->timed ? s->us_total / (double)s->timed : NAN; }
+static double mean_us(const ah_report_stat_t *s) {
+  return s->timed ? s->us_total / (double)s->timed : NAN;
+}
 
 static void key_events(tr_t *t, const ah_report_key_t *k) {
   char cfg[96], name[160];
   double ts = 0, du = mean_us(&k->nccl_default), au = mean_us(&k->applied);
-  double unit = isfinite(au) ? au : isfinite(du) ? du : 1; /* µs per call where a phase's own time is unknown */
+  double unit = isfinite(au)   ? au
+                : isfinite(du) ? du
+                               : 1; /* µs per call where a phase's own time is unknown */
   uint64_t probed = 0;
   if (k->tuned) {
     for (int i = 0; i < k->nprobes; i++) {
@@ -65,17 +70,19 @@ static void key_events(tr_t *t, const ah_report_key_t *k) {
   }
   if (rest > 0)
     phase(t, cat, name, ts, unit * (double)rest,
-          json_pack("{s:I, s:o, s:o}", "calls", (json_int_t)rest, "time_us", isfinite(au) ? json_real(au) : json_null(),
-                    "nccl_default_us", isfinite(du) ? json_real(du) : json_null()));
+          json_pack("{s:I, s:o, s:o}", "calls", (json_int_t)rest, "time_us",
+                    isfinite(au) ? json_real(au) : json_null(), "nccl_default_us",
+                    isfinite(du) ? json_real(du) : json_null()));
   ts += unit * (double)rest;
   if (k->tuned && k->tune.reopen_count > 0)
-    add(t, json_pack("{s:s, s:s, s:s, s:f, s:s, s:i, s:i, s:{s:i}}", "name", "re-opened by drift", "cat", "reopen", "ph",
-                     "i", "ts", ts, "s", "t", "pid", t->pid, "tid", t->tid, "args", "times", k->tune.reopen_count));
+    add(t, json_pack("{s:s, s:s, s:s, s:f, s:s, s:i, s:i, s:{s:i}}", "name", "re-opened by drift",
+                     "cat", "reopen", "ph", "i", "ts", ts, "s", "t", "pid", t->pid, "tid", t->tid,
+                     "args", "times", k->tune.reopen_count));
 }
 
 static void meta(tr_t *t, const char *what, int tid, const char *name) {
-  add(t, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", what, "ph", "M", "pid", t->pid, "tid", tid, "args", "name",
-                   name));
+  add(t, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", what, "ph", "M", "pid", t->pid, "tid",
+                   tid, "args", "name", name));
 }
 
 int plot_trace_json(FILE *f, const plot_reports_t *rs) {
@@ -94,15 +101,17 @@ int plot_trace_json(FILE *f, const plot_reports_t *rs) {
         char lo[24], hi[24];
         size_t fl = ah_size_bin_floor(key->bin);
         t.tid++;
-        snprintf(name, sizeof name, "%s %s-%s comm %016llx", ah_coll_name(key->coll), ah_size_format(fl, lo, sizeof lo),
-                 ah_size_format(fl ? fl * 2 : 2, hi, sizeof hi), (unsigned long long)r->comms[c].id);
+        snprintf(name, sizeof name, "%s %s-%s comm %016llx", ah_coll_name(key->coll),
+                 ah_size_format(fl, lo, sizeof lo), ah_size_format(fl ? fl * 2 : 2, hi, sizeof hi),
+                 (unsigned long long)r->comms[c].id);
         meta(&t, "thread_name", t.tid, name);
         key_events(&t, key);
       }
   }
-  json_t *root = json_pack("{s:o, s:s, s:{s:s, s:s}}", "traceEvents", t.ev, "displayTimeUnit", "ms", "otherData",
-                           "tool", "autoha trace", "time_axis",
-                           "per key, the collective time spent in each phase (calls x mean time), from 0; not wall clock");
+  json_t *root = json_pack(
+      "{s:o, s:s, s:{s:s, s:s}}", "traceEvents", t.ev, "displayTimeUnit", "ms", "otherData", "tool",
+      "autoha trace", "time_axis",
+      "per key, the collective time spent in each phase (calls x mean time), from 0; not wall clock");
   if (!root) return -1;
   int rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) == 0 ? t.n : -1;
   fputc('\n', f);

@@ -69,7 +69,7 @@ void ah_space_chunk_build(ah_space_t *sp, size_t nbytes, int coll, int nranks, i
      * switch and out) — and a ring that forwards the whole message (broadcast, reduce) moves
      * nranks times a reducing ring's share per step, which doubles its chunk here. */
     int a = sp->sub[s].algo;
-    double depth = a == AH_ALGO_RING || a == AH_ALGO_PAT ? (nranks > 1 ? nranks : 2)
+    double depth = a == AH_ALGO_RING || a == AH_ALGO_PAT         ? (nranks > 1 ? nranks : 2)
                    : a == AH_ALGO_TREE || a == AH_ALGO_NVLS_TREE ? 2.0 * (nnodes > 1 ? nnodes : 1)
                                                                  : 2.0;
     double per = (double)nbytes * 8.0 / depth;
@@ -127,12 +127,14 @@ int ah_config_is_keep(const ah_config_t *cfg) {
 
 int ah_config_allowed_call(const ah_config_t *cfg, const ah_call_t *call) {
   if (cfg->algo < 0 && cfg->proto < 0) return 1;
-  if (call->table) return ah_config_allowed_table(cfg, call->table, call->num_algo, call->num_proto);
+  if (call->table)
+    return ah_config_allowed_table(cfg, call->table, call->num_algo, call->num_proto);
   /* v1/v2: no table; NCCL 2.19-2.21 do no checks of their own, so the flags are checked here. */
   int a = cfg->algo, p = cfg->proto;
   if (a >= AH_NUM_ALGOS || p >= AH_NUM_PROTOS) return 0;
   if ((a == AH_ALGO_COLLNET_DIRECT || a == AH_ALGO_COLLNET_CHAIN) && !call->collnet) return 0;
-  if ((a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE) && (!call->nvls || (p >= 0 && p != AH_PROTO_SIMPLE)))
+  if ((a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE) &&
+      (!call->nvls || (p >= 0 && p != AH_PROTO_SIMPLE)))
     return 0;
   if (a == AH_ALGO_TREE && call->coll != AH_FUNC_ALLREDUCE) return 0;
   if (a == AH_ALGO_PAT) return 0; /* PAT arrived with the cost table (2.23) */

@@ -25,8 +25,8 @@ enum { AH_DIM_NCHANNELS = 0, AH_DIM_CHUNK = 1 };
  * identity is the same on every rank (see shim/shim_comm.c). */
 typedef struct {
   uint64_t comm;
-  int32_t coll;   /* AH_FUNC_*, or AH_COLL_* for an observed-only collective */
-  int32_t bin;    /* ah_size_bin() */
+  int32_t coll; /* AH_FUNC_*, or AH_COLL_* for an observed-only collective */
+  int32_t bin;  /* ah_size_bin() */
 } ah_key_t;
 
 /* A configuration. algo/proto -1 and a resource value 0 mean "NCCL's own choice". */
@@ -48,7 +48,9 @@ typedef struct {
  * search starts from and must beat beyond noise. */
 typedef struct {
   int nsub;
-  struct { int8_t algo, proto; } sub[AH_MAX_SUBSPACES];
+  struct {
+    int8_t algo, proto;
+  } sub[AH_MAX_SUBSPACES];
   int ndims;
   ah_dim_t dims[AH_MAX_DIMS];
   ah_config_t start;
@@ -60,7 +62,9 @@ typedef struct {
    * point (a protocol's largest chunk, a chunk past the whole message), the rest would measure
    * the same and only cost calls. With a window, `at` is where the search starts a dimension the
    * start leaves to NCCL (value 0). */
-  struct { int8_t lo, n, at; } win[AH_MAX_SUBSPACES][AH_MAX_DIMS];
+  struct {
+    int8_t lo, n, at;
+  } win[AH_MAX_SUBSPACES][AH_MAX_DIMS];
 } ah_space_t;
 
 /* Fills dimension AH_DIM_CHUNK of a space whose subspaces are set: the chunk sizes the shim offers
@@ -78,16 +82,15 @@ int ah_config_equal(const ah_config_t *a, const ah_config_t *b);
 /* Formats "ring/simple nch=16 chunk=512K" into buf. Returns buf. */
 char *ah_config_format(const ah_config_t *c, char *buf, size_t len);
 
-
 /* What NCCL tells a tuner about one bucket (one collective, or several aggregated by NCCL). */
 typedef struct {
   int coll;
-  size_t nbytes;        /* NCCL's convention: the total buffer for AllGather/ReduceScatter */
+  size_t nbytes; /* NCCL's convention: the total buffer for AllGather/ReduceScatter */
   int num_pipe_ops;
   int reg_buff;
-  const float *table;   /* v3+: the cost table, float[num_algo][num_proto]; NULL for v1/v2 */
+  const float *table; /* v3+: the cost table, float[num_algo][num_proto]; NULL for v1/v2 */
   int num_algo, num_proto;
-  int collnet, nvls;    /* v1/v2: NCCL's support flags */
+  int collnet, nvls; /* v1/v2: NCCL's support flags */
 } ah_call_t;
 
 /* "NCCL's own choice" in every field, and whether a config is that. */

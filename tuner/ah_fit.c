@@ -13,12 +13,12 @@
 /* The basis of term k at (x, y): 1, x, y, x^2, y^2, xy. */
 static double ah_fit_term(int k, double x, double y) {
   switch (k) {
-  case 0: return 1.0;
-  case 1: return x;
-  case 2: return y;
-  case 3: return x * x;
-  case 4: return y * y;
-  default: return x * y;
+    case 0: return 1.0;
+    case 1: return x;
+    case 2: return y;
+    case 3: return x * x;
+    case 4: return y * y;
+    default: return x * y;
   }
 }
 
@@ -109,7 +109,8 @@ double ah_fit_eval(const double *coef, double x, double y) {
   return z;
 }
 
-int ah_fit_argmin(const double *coef, const double *xs, int nx, const double *ys, int ny, int *ix_p, int *iy_p) {
+int ah_fit_argmin(const double *coef, const double *xs, int nx, const double *ys, int ny, int *ix_p,
+                  int *iy_p) {
   if (!coef || !xs || !ys || nx <= 0 || ny <= 0) return -1;
   double best = INFINITY;
   int bx = -1, by = -1;

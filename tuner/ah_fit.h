@@ -5,11 +5,11 @@
 #ifndef AH_FIT_H
 #define AH_FIT_H
 
-#define AH_FIT_TERMS 6        /* 1, x, y, x^2, y^2, xy */
+#define AH_FIT_TERMS 6 /* 1, x, y, x^2, y^2, xy */
 #define AH_FIT_MAX_POINTS 64
 
 typedef struct {
-  double x, y, z, w;      /* coordinates, value (log time), weight (e.g. samples) */
+  double x, y, z, w; /* coordinates, value (log time), weight (e.g. samples) */
 } ah_fit_point_t;
 
 /* Fits z ~ c0 + c1 x + c2 y + c3 x^2 + c4 y^2 + c5 xy to n points by weighted least squares,
@@ -23,7 +23,8 @@ double ah_fit_eval(const double *coef, double x, double y);
 
 /* The candidate (xs[*ix_p], ys[*iy_p]) of the nx x ny grid where the fit is lowest. Returns 0, or
  * -1 on an empty grid. */
-int ah_fit_argmin(const double *coef, const double *xs, int nx, const double *ys, int ny, int *ix_p, int *iy_p);
+int ah_fit_argmin(const double *coef, const double *xs, int nx, const double *ys, int ny, int *ix_p,
+                  int *iy_p);
 
 /* The knee of a bandwidth share: with fewer channels than it needs, a collective's time falls
  * as 1/channels; past the count where another limit (a link, the switch) binds, it stops falling

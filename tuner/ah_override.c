@@ -39,7 +39,8 @@ static size_t span_find(const char *s, span_t sp, char c) {
   return (size_t)-1;
 }
 
-static void perr(parser_t *p, span_t tok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void perr(parser_t *p, span_t tok, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void perr(parser_t *p, span_t tok, const char *fmt, ...) {
   p->nerr++;
   if (!p->err || p->errlen == 0 || p->erroff + 1 >= p->errlen) return;
@@ -56,10 +57,8 @@ static void perr(parser_t *p, span_t tok, const char *fmt, ...) {
   va_start(ap, fmt);
   int m = vsnprintf(out + n, room - (size_t)n, fmt, ap);
   va_end(ap);
-  if (m < 0 || (size_t)(n + m) >= room)
-    p->erroff = p->errlen - 1;
-  else
-    p->erroff += (size_t)(n + m);
+  if (m < 0 || (size_t)(n + m) >= room) p->erroff = p->errlen - 1;
+  else p->erroff += (size_t)(n + m);
 }
 
 static const char *algo_choices(void) {
@@ -130,46 +129,46 @@ static int parse_field(parser_t *p, span_t f, ah_override_rule_t *r, unsigned *s
     return -1;
   }
   switch (which) {
-  case 0: {
-    int a = ah_algo_parse(s + val.off, val.len);
-    if (a < 0) {
-      perr(p, f, "unknown algorithm (expected %s)", algo_choices());
-      return -1;
+    case 0: {
+      int a = ah_algo_parse(s + val.off, val.len);
+      if (a < 0) {
+        perr(p, f, "unknown algorithm (expected %s)", algo_choices());
+        return -1;
+      }
+      r->cfg.algo = (int8_t)a;
+      break;
     }
-    r->cfg.algo = (int8_t)a;
-    break;
-  }
-  case 1: {
-    int pr = ah_proto_parse(s + val.off, val.len);
-    if (pr < 0) {
-      perr(p, f, "unknown protocol (expected ll|ll128|simple)");
-      return -1;
+    case 1: {
+      int pr = ah_proto_parse(s + val.off, val.len);
+      if (pr < 0) {
+        perr(p, f, "unknown protocol (expected ll|ll128|simple)");
+        return -1;
+      }
+      r->cfg.proto = (int8_t)pr;
+      break;
     }
-    r->cfg.proto = (int8_t)pr;
-    break;
-  }
-  case 2: {
-    uint64_t n = 0;
-    int ok = 1;
-    for (size_t i = 0; i < val.len; i++)
-      if (!isdigit((unsigned char)s[val.off + i])) ok = 0;
-    if (ok && ah_size_parse(s + val.off, val.len, &n) != 0) ok = 0;
-    if (!ok || n < 1 || n > AH_OVERRIDE_MAX_NCHANNELS) {
-      perr(p, f, "bad channel count (expected an integer 1..%d)", AH_OVERRIDE_MAX_NCHANNELS);
-      return -1;
+    case 2: {
+      uint64_t n = 0;
+      int ok = 1;
+      for (size_t i = 0; i < val.len; i++)
+        if (!isdigit((unsigned char)s[val.off + i])) ok = 0;
+      if (ok && ah_size_parse(s + val.off, val.len, &n) != 0) ok = 0;
+      if (!ok || n < 1 || n > AH_OVERRIDE_MAX_NCHANNELS) {
+        perr(p, f, "bad channel count (expected an integer 1..%d)", AH_OVERRIDE_MAX_NCHANNELS);
+        return -1;
+      }
+      r->cfg.res[AH_DIM_NCHANNELS] = (int64_t)n;
+      break;
     }
-    r->cfg.res[AH_DIM_NCHANNELS] = (int64_t)n;
-    break;
-  }
-  default: {
-    uint64_t n = 0;
-    if (ah_size_parse(s + val.off, val.len, &n) != 0 || n == 0 || n > CHUNK_MAX) {
-      perr(p, f, "bad chunk size (expected 1..1G bytes, K/M/G suffixes allowed)");
-      return -1;
+    default: {
+      uint64_t n = 0;
+      if (ah_size_parse(s + val.off, val.len, &n) != 0 || n == 0 || n > CHUNK_MAX) {
+        perr(p, f, "bad chunk size (expected 1..1G bytes, K/M/G suffixes allowed)");
+        return -1;
+      }
+      r->cfg.res[AH_DIM_CHUNK] = (int64_t)n;
+      break;
     }
-    r->cfg.res[AH_DIM_CHUNK] = (int64_t)n;
-    break;
-  }
   }
   *seen |= 1u << which;
   return 0;
@@ -211,7 +210,8 @@ static int parse_rule(parser_t *p, span_t rule, ah_override_rule_t *r) {
     r->coll = c;
   }
   if (at != (size_t)-1 && range.len == 0) {
-    perr(p, (span_t){at, 1}, "empty size range after '@' (expected SIZE-SIZE, SIZE-, -SIZE or SIZE)");
+    perr(p, (span_t){at, 1},
+         "empty size range after '@' (expected SIZE-SIZE, SIZE-, -SIZE or SIZE)");
     return -1;
   }
   if (at != (size_t)-1 && parse_range(p, range, &r->lo, &r->hi) != 0) return -1;
@@ -222,7 +222,8 @@ static int parse_rule(parser_t *p, span_t rule, ah_override_rule_t *r) {
     span_t f = comma == (size_t)-1 ? rest : (span_t){rest.off, comma - rest.off};
     span_t ft = span_trim(s, f);
     if (ft.len == 0) {
-      perr(p, (span_t){f.off ? f.off - 1 : 0, 1}, "empty field (expected algo=, proto=, "
+      perr(p, (span_t){f.off ? f.off - 1 : 0, 1},
+           "empty field (expected algo=, proto=, "
            "nchannels= or chunk=)");
       return -1;
     }
@@ -246,10 +247,8 @@ int ah_override_parse(const char *s, ah_override_t *ov_p, char *err, size_t errl
     if (rule.len) {
       ah_override_rule_t r;
       if (parse_rule(&p, rule, &r) == 0) {
-        if (ov_p->nrules < AH_OVERRIDE_MAX_RULES)
-          ov_p->rules[ov_p->nrules++] = r;
-        else
-          perr(&p, rule, "too many rules (at most %d)", AH_OVERRIDE_MAX_RULES);
+        if (ov_p->nrules < AH_OVERRIDE_MAX_RULES) ov_p->rules[ov_p->nrules++] = r;
+        else perr(&p, rule, "too many rules (at most %d)", AH_OVERRIDE_MAX_RULES);
       }
     }
     start = end + 1;
@@ -295,8 +294,7 @@ char *ah_override_rule_format(const ah_override_rule_t *r, char *buf, size_t len
   if ((r->lo != 0 || r->hi != UINT64_MAX) && off < len) {
     ah_size_format(r->lo, lo, sizeof lo);
     ah_size_format(r->hi, hi, sizeof hi);
-    if (r->lo == r->hi)
-      n = snprintf(buf + off, len - off, "@%s", lo);
+    if (r->lo == r->hi) n = snprintf(buf + off, len - off, "@%s", lo);
     else
       n = snprintf(buf + off, len - off, "@%s-%s", r->lo ? lo : "", r->hi != UINT64_MAX ? hi : "");
     off += n < 0 ? 0 : (size_t)n;

@@ -35,10 +35,10 @@
 #define AH_OVERRIDE_MAX_NCHANNELS 64
 
 typedef struct {
-  int32_t coll;        /* AH_FUNC_*, or -1 for '*' */
-  int32_t pos;         /* 0-based character position of the rule in the string */
-  uint64_t lo, hi;     /* bytes per rank, inclusive; 0 and UINT64_MAX for open ends */
-  ah_config_t cfg;     /* the partial config: algo/proto -1 and res[] 0 where the rule is silent;
+  int32_t coll;    /* AH_FUNC_*, or -1 for '*' */
+  int32_t pos;     /* 0-based character position of the rule in the string */
+  uint64_t lo, hi; /* bytes per rank, inclusive; 0 and UINT64_MAX for open ends */
+  ah_config_t cfg; /* the partial config: algo/proto -1 and res[] 0 where the rule is silent;
                           res[AH_DIM_NCHANNELS] = nchannels, res[AH_DIM_CHUNK] = chunk bytes */
 } ah_override_rule_t;
 

@@ -92,10 +92,8 @@ static ah_profile_t *profile_build(const ah_report_t *r) {
 }
 
 static void version_text(int v, char *buf, size_t len) {
-  if (v >= 10000)
-    snprintf(buf, len, "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
-  else
-    snprintf(buf, len, "%d", v);
+  if (v >= 10000) snprintf(buf, len, "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+  else snprintf(buf, len, "%d", v);
 }
 
 int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_profile_t **p_p) {
@@ -109,14 +107,18 @@ int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_pro
     char a[32], b[32];
     version_text(r->nccl_version, a, sizeof a);
     version_text(nccl_version, b, sizeof b);
-    ah_log(AH_LOG_ERROR, "profile %s not loaded: it was measured with NCCL %s and this job runs "
-           "NCCL %s", path, a, b);
+    ah_log(AH_LOG_ERROR,
+           "profile %s not loaded: it was measured with NCCL %s and this job runs "
+           "NCCL %s",
+           path, a, b);
     goto fail_report;
   }
   char why[1024];
   if (topo && *topo && ah_report_topology_diff(topo, r->topo, why, sizeof why) != 0) {
-    ah_log(AH_LOG_ERROR, "profile %s not loaded: it was measured on another topology (%s; 'here' is "
-           "this job, 'there' the profile)", path, why);
+    ah_log(AH_LOG_ERROR,
+           "profile %s not loaded: it was measured on another topology (%s; 'here' is "
+           "this job, 'there' the profile)",
+           path, why);
     goto fail_report;
   }
   ah_profile_t *p = profile_build(r);
@@ -132,8 +134,8 @@ fail_report:
   return -1;
 }
 
-const ah_profile_entry_t *ah_profile_lookup(const ah_profile_t *p, int nranks, int nnodes,
-                                            int coll, int bin) {
+const ah_profile_entry_t *ah_profile_lookup(const ah_profile_t *p, int nranks, int nnodes, int coll,
+                                            int bin) {
   if (!p || p->nentries == 0) return NULL;
   ah_profile_entry_t key;
   memset(&key, 0, sizeof key);

@@ -27,10 +27,10 @@ static json_t *config_to_json(const ah_config_t *c) {
   json_t *res = json_array();
   int nd = c->ndims < 0 ? 0 : c->ndims > AH_MAX_DIMS ? AH_MAX_DIMS : c->ndims;
   for (int i = 0; i < nd; i++) json_array_append_new(res, json_integer((json_int_t)c->res[i]));
-  return json_pack("{s:o, s:o, s:o, s:s}",
-                   "algo", c->algo >= 0 ? json_string(ah_algo_name(c->algo)) : json_null(),
-                   "proto", c->proto >= 0 ? json_string(ah_proto_name(c->proto)) : json_null(),
-                   "res", res, "text", ah_config_format(c, text, sizeof text));
+  return json_pack("{s:o, s:o, s:o, s:s}", "algo",
+                   c->algo >= 0 ? json_string(ah_algo_name(c->algo)) : json_null(), "proto",
+                   c->proto >= 0 ? json_string(ah_proto_name(c->proto)) : json_null(), "res", res,
+                   "text", ah_config_format(c, text, sizeof text));
 }
 
 static double stat_us(const ah_report_stat_t *s) {
@@ -43,14 +43,15 @@ static json_t *stat_to_json(const ah_report_stat_t *s, int coll, int nranks) {
   double algbw = s->timed > 0 ? ah_report_algbw(coll, nranks, bytes, us) : NAN;
   double busbw = algbw * ah_report_busbw_factor(coll, nranks);
   return json_pack("{s:o, s:I, s:I, s:o, s:o, s:o, s:o}", "config", config_to_json(&s->cfg),
-                   "calls", (json_int_t)s->calls, "timed", (json_int_t)s->timed,
-                   "time_us", num_or_null(us), "bytes_mean", num_or_null(bytes),
-                   "algbw_gbs", num_or_null(algbw), "busbw_gbs", num_or_null(busbw));
+                   "calls", (json_int_t)s->calls, "timed", (json_int_t)s->timed, "time_us",
+                   num_or_null(us), "bytes_mean", num_or_null(bytes), "algbw_gbs",
+                   num_or_null(algbw), "busbw_gbs", num_or_null(busbw));
 }
 
 static const char *state_name(int state) {
-  return state == AH_TUNE_SEARCHING ? "searching" : state == AH_TUNE_CONVERGED ? "converged"
-                                                                                : "default";
+  return state == AH_TUNE_SEARCHING   ? "searching"
+         : state == AH_TUNE_CONVERGED ? "converged"
+                                      : "default";
 }
 
 static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
@@ -58,39 +59,42 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
   uint64_t bin_hi = k->bin >= 63 ? UINT64_MAX : (((uint64_t)1 << (k->bin + 1)) - 1);
   if (k->bin <= 0) bin_hi = 1;
   double du = stat_us(&k->nccl_default), au = stat_us(&k->applied);
-  json_t *j = json_pack(
-      "{s:s, s:i, s:{s:I, s:I, s:I, s:I}, s:I, s:s, s:o, s:o, s:o, s:{s:I, s:o}}",
-      "coll", ah_coll_name(k->coll), "bin", k->bin,
-      "bytes", "bin_min", (json_int_t)bin_lo, "bin_max", (json_int_t)(bin_hi > INT64_MAX ? INT64_MAX : bin_hi),
-      "min", (json_int_t)(k->bytes_min > INT64_MAX ? INT64_MAX : k->bytes_min),
-      "max", (json_int_t)(k->bytes_max > INT64_MAX ? INT64_MAX : k->bytes_max),
-      "calls", (json_int_t)k->calls, "source", ah_report_source_name(k->source),
-      "default", stat_to_json(&k->nccl_default, k->coll, nranks),
-      "applied", stat_to_json(&k->applied, k->coll, nranks),
-      "speedup", num_or_null(du / au),
-      "sync", "waits", (json_int_t)k->sync_waits, "wait_us", num_or_null(k->sync_wait_us));
+  json_t *j =
+      json_pack("{s:s, s:i, s:{s:I, s:I, s:I, s:I}, s:I, s:s, s:o, s:o, s:o, s:{s:I, s:o}}", "coll",
+                ah_coll_name(k->coll), "bin", k->bin, "bytes", "bin_min", (json_int_t)bin_lo,
+                "bin_max", (json_int_t)(bin_hi > INT64_MAX ? INT64_MAX : bin_hi), "min",
+                (json_int_t)(k->bytes_min > INT64_MAX ? INT64_MAX : k->bytes_min), "max",
+                (json_int_t)(k->bytes_max > INT64_MAX ? INT64_MAX : k->bytes_max), "calls",
+                (json_int_t)k->calls, "source", ah_report_source_name(k->source), "default",
+                stat_to_json(&k->nccl_default, k->coll, nranks), "applied",
+                stat_to_json(&k->applied, k->coll, nranks), "speedup", num_or_null(du / au), "sync",
+                "waits", (json_int_t)k->sync_waits, "wait_us", num_or_null(k->sync_wait_us));
   if (!j) return NULL;
-  json_object_set_new(j, "captured_calls", json_integer((json_int_t)(k->captured_calls > INT64_MAX ? INT64_MAX : k->captured_calls)));
-  json_object_set_new(j, "graph_launched_calls",
-                      json_integer((json_int_t)(k->graph_launched_calls > INT64_MAX ? INT64_MAX : k->graph_launched_calls)));
+  json_object_set_new(
+      j, "captured_calls",
+      json_integer((json_int_t)(k->captured_calls > INT64_MAX ? INT64_MAX : k->captured_calls)));
+  json_object_set_new(
+      j, "graph_launched_calls",
+      json_integer(
+          (json_int_t)(k->graph_launched_calls > INT64_MAX ? INT64_MAX : k->graph_launched_calls)));
   json_object_set_new(j, "refused", json_boolean(k->refused));
   if (k->tuned) {
     const ah_tune_status_t *t = &k->tune;
     json_t *probes = json_array();
     for (int i = 0; i < k->nprobes && k->probes; i++)
-      json_array_append_new(probes, json_pack("{s:o, s:i, s:o}", "config",
-                                              config_to_json(&k->probes[i].cfg), "samples",
-                                              k->probes[i].samples, "time_us",
-                                              num_or_null(k->probes[i].us)));
+      json_array_append_new(
+          probes,
+          json_pack("{s:o, s:i, s:o}", "config", config_to_json(&k->probes[i].cfg), "samples",
+                    k->probes[i].samples, "time_us", num_or_null(k->probes[i].us)));
     json_t *tj = json_pack(
         "{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:o}", "state", state_name(t->state),
         "calls_spent", t->calls_spent, "probes_count", t->probes, "converged_at",
         t->converged_at <= (uint64_t)INT64_MAX ? json_integer((json_int_t)t->converged_at)
                                                : json_null(),
-        "winner", config_to_json(&t->winner), "winner_us", num_or_null(t->winner_us),
-        "default_us", num_or_null(t->default_us),
-        "speedup", num_or_null(t->winner_us > 0 ? t->default_us / t->winner_us : NAN),
-        "reopened", t->reopen_count, "probes", probes);
+        "winner", config_to_json(&t->winner), "winner_us", num_or_null(t->winner_us), "default_us",
+        num_or_null(t->default_us), "speedup",
+        num_or_null(t->winner_us > 0 ? t->default_us / t->winner_us : NAN), "reopened",
+        t->reopen_count, "probes", probes);
     json_object_set_new(j, "tuning", tj ? tj : json_null());
   }
   return j;
@@ -109,9 +113,10 @@ static json_t *health_to_json(const ah_report_t *r) {
     char id[24], text[AH_REPORT_TEXT_MAX];
     snprintf(id, sizeof id, "0x%016" PRIx64, h->comm);
     const char *kind = ah_report_health_kind(h->kind);
-    json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:o}", "comm", id, "kind", kind ? kind : "unknown",
-                                       "text", ah_report_text_copy(text, sizeof text, h->text),
-                                       "time", num_or_null(h->time_s)));
+    json_array_append_new(
+        a,
+        json_pack("{s:s, s:s, s:s, s:o}", "comm", id, "kind", kind ? kind : "unknown", "text",
+                  ah_report_text_copy(text, sizeof text, h->text), "time", num_or_null(h->time_s)));
   }
   return a;
 }
@@ -122,23 +127,28 @@ static json_t *ha_to_json(const ah_report_ha_t *h) {
   for (int i = 0; i < h->nfail && i < AH_REPORT_HA_MAX; i++) {
     const ah_report_failover_t *f = &h->fail[i];
     char dev[sizeof f->dev], sdev[sizeof f->shadow_dev];
-    json_t *e = json_pack("{s:o, s:I, s:s, s:i, s:i, s:o, s:I, s:I}", "time", num_or_null(f->time_s), "qp",
-                          (json_int_t)f->qpn, "dev", ah_report_text_copy(dev, sizeof dev, f->dev), "port", f->port,
-                          "shadow_port", f->shadow_port, "stall_ms", num_or_null(f->stall_ms), "replayed",
-                          (json_int_t)f->replayed, "synthesized", (json_int_t)f->synthesized);
+    json_t *e =
+        json_pack("{s:o, s:I, s:s, s:i, s:i, s:o, s:I, s:I}", "time", num_or_null(f->time_s), "qp",
+                  (json_int_t)f->qpn, "dev", ah_report_text_copy(dev, sizeof dev, f->dev), "port",
+                  f->port, "shadow_port", f->shadow_port, "stall_ms", num_or_null(f->stall_ms),
+                  "replayed", (json_int_t)f->replayed, "synthesized", (json_int_t)f->synthesized);
     if (e && f->shadow_dev[0]) /* a shadow on another NIC (AUTOHA_HA=nic) */
-      json_object_set_new(e, "shadow_dev", json_string(ah_report_text_copy(sdev, sizeof sdev, f->shadow_dev)));
+      json_object_set_new(e, "shadow_dev",
+                          json_string(ah_report_text_copy(sdev, sizeof sdev, f->shadow_dev)));
     json_array_append_new(a, e);
   }
   char policy[sizeof h->policy];
-  json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "policy", ah_report_text_copy(policy, sizeof policy, h->policy),
-                        "shadows", (json_int_t)h->shadows, "failovers", (json_int_t)h->failovers, "replayed",
-                        (json_int_t)h->replayed, "synthesized", (json_int_t)h->synthesized, "events", a);
+  json_t *o =
+      json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "policy",
+                ah_report_text_copy(policy, sizeof policy, h->policy), "shadows",
+                (json_int_t)h->shadows, "failovers", (json_int_t)h->failovers, "replayed",
+                (json_int_t)h->replayed, "synthesized", (json_int_t)h->synthesized, "events", a);
   if (o && h->rebalances) /* only AUTOHA_HA=path with a plan re-plans */
-    json_object_update_new(o, json_pack("{s:I, s:I, s:o, s:o, s:o}", "rebalances", (json_int_t)h->rebalances,
-                                        "rebalanced_qps", (json_int_t)h->rebalanced, "rebalance_before",
-                                        num_or_null(h->rb_before), "rebalance_share", num_or_null(h->rb_share),
-                                        "rebalance_bound", num_or_null(h->rb_bound)));
+    json_object_update_new(
+        o, json_pack("{s:I, s:I, s:o, s:o, s:o}", "rebalances", (json_int_t)h->rebalances,
+                     "rebalanced_qps", (json_int_t)h->rebalanced, "rebalance_before",
+                     num_or_null(h->rb_before), "rebalance_share", num_or_null(h->rb_share),
+                     "rebalance_bound", num_or_null(h->rb_bound)));
   return o;
 }
 
@@ -157,16 +167,16 @@ static json_t *report_to_json(const ah_report_t *r) {
       waits += cm->keys[k].sync_waits;
       wait_us += cm->keys[k].sync_wait_us;
     }
-    json_array_append_new(comms, json_pack("{s:s, s:i, s:i, s:i, s:{s:I, s:o}, s:o}", "id", id,
-                                           "nranks", cm->nranks, "nnodes", cm->nnodes, "rank",
-                                           cm->rank, "sync", "waits", (json_int_t)waits, "wait_us",
-                                           num_or_null(wait_us), "keys", keys));
+    json_array_append_new(
+        comms, json_pack("{s:s, s:i, s:i, s:i, s:{s:I, s:o}, s:o}", "id", id, "nranks", cm->nranks,
+                         "nnodes", cm->nnodes, "rank", cm->rank, "sync", "waits", (json_int_t)waits,
+                         "wait_us", num_or_null(wait_us), "keys", keys));
   }
-  json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o}",
-                   "schema", AH_REPORT_SCHEMA, "tool", "autoha", "job", r->job, "host", r->host,
-                   "pid", r->pid, "rank", r->rank, "nccl_version", r->nccl_version, "topology",
-                   r->topo, "mode", r->mode, "time", num_or_null(r->time_s), "comms", comms,
-                   "health", health_to_json(r));
+  json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o}", "schema",
+                           AH_REPORT_SCHEMA, "tool", "autoha", "job", r->job, "host", r->host,
+                           "pid", r->pid, "rank", r->rank, "nccl_version", r->nccl_version,
+                           "topology", r->topo, "mode", r->mode, "time", num_or_null(r->time_s),
+                           "comms", comms, "health", health_to_json(r));
   if (root && r->ha.policy[0]) json_object_set_new(root, "ha", ha_to_json(&r->ha));
   return root;
 }
@@ -200,7 +210,8 @@ int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t er
   if (ah_file_make_parents(path, err, errlen) != 0) return -1;
   char *text = ah_report_to_string(r);
   if (!text) {
-    if (err && errlen) snprintf(err, errlen, "cannot format the report for %s (out of memory)", path);
+    if (err && errlen)
+      snprintf(err, errlen, "cannot format the report for %s (out of memory)", path);
     return -1;
   }
   /* Unique per call, so two threads writing the same report never share a temporary file. */
@@ -232,7 +243,8 @@ int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t er
   }
   fd = -1;
   if (rename(tmp, path) != 0) {
-    if (err && errlen) snprintf(err, errlen, "rename(%s, %s) failed: %s", tmp, path, strerror(errno));
+    if (err && errlen)
+      snprintf(err, errlen, "rename(%s, %s) failed: %s", tmp, path, strerror(errno));
     goto fail_file;
   }
   free(text);

@@ -15,9 +15,9 @@
 #include <stdint.h>
 
 #include "ah_config.h"
-#include "ah_sched.h" /* AH_SOURCE_* */
+#include "ah_sched.h"    /* AH_SOURCE_* */
 #include "ah_template.h" /* the report's path: a %h/%p/%r/%j template */
-#include "ah_tune.h"  /* ah_tune_status_t */
+#include "ah_tune.h"     /* ah_tune_status_t */
 
 #define AH_REPORT_SCHEMA 1
 #define AH_REPORT_TOPO_MAX 256
@@ -26,43 +26,44 @@
 /* Calls run under one configuration, and their measured time. */
 typedef struct {
   ah_config_t cfg;
-  uint64_t calls;          /* calls that ran this config */
-  uint64_t timed;          /* of which were timed */
-  double us_total;         /* sum of the timed calls' durations, microseconds */
-  double bytes_total;      /* sum of the timed calls' bytes per rank (the key's size measure) */
+  uint64_t calls;     /* calls that ran this config */
+  uint64_t timed;     /* of which were timed */
+  double us_total;    /* sum of the timed calls' durations, microseconds */
+  double bytes_total; /* sum of the timed calls' bytes per rank (the key's size measure) */
 } ah_report_stat_t;
 
 /* One measured configuration of a tuned key. */
 typedef struct {
   ah_config_t cfg;
   int samples;
-  double us;               /* robust time, microseconds */
+  double us; /* robust time, microseconds */
 } ah_report_probe_t;
 
 /* One key of one communicator. */
 typedef struct {
-  int coll;                /* AH_FUNC_*, or AH_COLL_* (observed only: always source default) */
-  int bin;                 /* ah_size_bin() */
+  int coll; /* AH_FUNC_*, or AH_COLL_* (observed only: always source default) */
+  int bin;  /* ah_size_bin() */
   uint64_t bytes_min, bytes_max; /* bytes per rank seen in this key's calls */
-  uint64_t calls;          /* every call counted in the key */
-  ah_report_stat_t nccl_default;   /* NCCL's own choice (calls that ran it, whatever the reason) */
-  ah_report_stat_t applied; /* the config autoha applied last (== nccl_default's config for source default) */
-  int source;              /* AH_SOURCE_* of the applied config */
-  int tuned;               /* 1: tune and probes below are meaningful */
+  uint64_t calls;                /* every call counted in the key */
+  ah_report_stat_t nccl_default; /* NCCL's own choice (calls that ran it, whatever the reason) */
+  ah_report_stat_t
+      applied; /* the config autoha applied last (== nccl_default's config for source default) */
+  int source;  /* AH_SOURCE_* of the applied config */
+  int tuned;   /* 1: tune and probes below are meaningful */
   ah_tune_status_t tune;
   int nprobes;
-  ah_report_probe_t *probes; /* caller-owned when writing; owned by the report when read */
-  uint64_t sync_waits;     /* times this rank waited for the leader's decision */
-  double sync_wait_us;     /* total time waited */
-  uint64_t captured_calls; /* calls captured into CUDA graphs (in `calls`) */
+  ah_report_probe_t *probes;     /* caller-owned when writing; owned by the report when read */
+  uint64_t sync_waits;           /* times this rank waited for the leader's decision */
+  double sync_wait_us;           /* total time waited */
+  uint64_t captured_calls;       /* calls captured into CUDA graphs (in `calls`) */
   uint64_t graph_launched_calls; /* their replays by graph launches (not in `calls`) */
-  int refused;             /* 1: the configuration committed for it named a pair NCCL cannot run
+  int refused; /* 1: the configuration committed for it named a pair NCCL cannot run
                             * here, and NCCL's choice ran instead */
 } ah_report_key_t;
 
 /* One communicator, as seen by one rank of this process. */
 typedef struct {
-  uint64_t id;             /* the identity every rank computes (shim_comm.c) */
+  uint64_t id; /* the identity every rank computes (shim_comm.c) */
   int nranks, nnodes, rank;
   int nkeys;
   ah_report_key_t *keys;
@@ -72,32 +73,32 @@ typedef struct {
 #define AH_REPORT_HEALTH_MAX 16
 typedef struct {
   uint64_t comm;
-  int kind;                          /* AH_FINDING_* (ah_coord_health.h): 1 missing … 6 recovered */
+  int kind; /* AH_FINDING_* (ah_coord_health.h): 1 missing … 6 recovered */
   char text[AH_REPORT_TEXT_MAX];
-  double time_s;                     /* seconds since the epoch when it arrived */
+  double time_s; /* seconds since the epoch when it arrived */
 } ah_report_health_t;
 
 /* The HA layer's record (docs/ha.md): one failover of a queue pair to its shadow. */
 #define AH_REPORT_HA_MAX 32
 typedef struct {
-  double time_s;                     /* seconds since the epoch when NCCL's work moved to the shadow */
-  uint32_t qpn;                      /* the primary's QP number (what NCCL knows) */
+  double time_s; /* seconds since the epoch when NCCL's work moved to the shadow */
+  uint32_t qpn;  /* the primary's QP number (what NCCL knows) */
   char dev[32];
   int port, shadow_port;
-  char shadow_dev[32];               /* the shadow's NIC when it is another one (AUTOHA_HA=nic), else "" */
-  double stall_ms;                   /* from the primary's error to the switch */
-  uint32_t replayed, synthesized;    /* WRs posted again; completions handed over for delivered WRs */
+  char shadow_dev[32]; /* the shadow's NIC when it is another one (AUTOHA_HA=nic), else "" */
+  double stall_ms;     /* from the primary's error to the switch */
+  uint32_t replayed, synthesized; /* WRs posted again; completions handed over for delivered WRs */
 } ah_report_failover_t;
 
 typedef struct {
-  char policy[8];                    /* AUTOHA_HA: "path" | "port" | "nic"; "" when off (no "ha" section) */
-  uint64_t shadows;                  /* shadows that became ready */
+  char policy[8];   /* AUTOHA_HA: "path" | "port" | "nic"; "" when off (no "ha" section) */
+  uint64_t shadows; /* shadows that became ready */
   uint64_t failovers, replayed, synthesized; /* totals (failovers beyond the list are counted) */
-  uint64_t rebalances;               /* re-plans applied after failovers (AUTOHA_HA=path, docs/ha.md) */
-  uint64_t rebalanced;               /* this process's queue pairs moved by them */
+  uint64_t rebalances; /* re-plans applied after failovers (AUTOHA_HA=path, docs/ha.md) */
+  uint64_t rebalanced; /* this process's queue pairs moved by them */
   double rb_before, rb_share, rb_bound; /* the last re-plan's modelled slowest-flow share: with the
                                        * plan's ports, re-planned, and the best possible (0: none) */
-  int nfail;                         /* the first AH_REPORT_HA_MAX failovers */
+  int nfail;                            /* the first AH_REPORT_HA_MAX failovers */
   ah_report_failover_t fail[AH_REPORT_HA_MAX];
 } ah_report_ha_t;
 
@@ -119,16 +120,16 @@ typedef struct {
 } ah_report_var_t;
 
 typedef struct {
-  int present;                       /* 0: a report without "run" (written before it existed) */
-  int nvars, vars_dropped;           /* vars sorted by name */
+  int present;             /* 0: a report without "run" (written before it existed) */
+  int nvars, vars_dropped; /* vars sorted by name */
   ah_report_var_t vars[AH_REPORT_VARS_MAX];
-  char gpu[AH_REPORT_TEXT_MAX];      /* the GPU model, "" unknown */
-  int cuda_driver;                   /* cuDriverGetVersion (12040 = 12.4), 0 unknown */
-  int cuda_runtime;                  /* cudaRuntimeGetVersion of the process's runtime, 0 none */
-  char gpu_driver[64];               /* the kernel driver's version (/sys/module/nvidia/version), "" none */
-  int nnodes;                        /* the job's hosts this process knows (at least its own) */
+  char gpu[AH_REPORT_TEXT_MAX]; /* the GPU model, "" unknown */
+  int cuda_driver;              /* cuDriverGetVersion (12040 = 12.4), 0 unknown */
+  int cuda_runtime;             /* cudaRuntimeGetVersion of the process's runtime, 0 none */
+  char gpu_driver[64]; /* the kernel driver's version (/sys/module/nvidia/version), "" none */
+  int nnodes;          /* the job's hosts this process knows (at least its own) */
   char nodes[AH_REPORT_NODES_MAX][AH_REPORT_TEXT_MAX];
-  int nrefused;                      /* AUTOHA_OVERRIDE rules that did not parse, with why */
+  int nrefused; /* AUTOHA_OVERRIDE rules that did not parse, with why */
   char refused[AH_REPORT_REFUSED_MAX][AH_REPORT_TEXT_MAX];
 } ah_report_run_t;
 
@@ -146,20 +147,20 @@ char *ah_report_version_text(int code, int nccl, char *buf, size_t len);
 /* The whole report of one process. Strings are copied into fixed buffers, so a read report owns
  * everything it points to. */
 typedef struct {
-  char job[AH_REPORT_TEXT_MAX];      /* job id from the scheduler (ah_template_job_id), "" if none */
+  char job[AH_REPORT_TEXT_MAX]; /* job id from the scheduler (ah_template_job_id), "" if none */
   char host[AH_REPORT_TEXT_MAX];
   int pid;
-  int rank;                          /* the process's lowest rank, -1 if none */
-  int nccl_version;                  /* NCCL_VERSION_CODE style, e.g. 22805; 0 unknown */
-  char topo[AH_REPORT_TOPO_MAX];     /* topology (ah_report_topology's text) */
-  char mode[16];                     /* "observe" | "fixed" | "tune" */
-  double time_s;                     /* seconds since the epoch when written */
+  int rank;                      /* the process's lowest rank, -1 if none */
+  int nccl_version;              /* NCCL_VERSION_CODE style, e.g. 22805; 0 unknown */
+  char topo[AH_REPORT_TOPO_MAX]; /* topology (ah_report_topology's text) */
+  char mode[16];                 /* "observe" | "fixed" | "tune" */
+  double time_s;                 /* seconds since the epoch when written */
   int ncomms;
   ah_report_comm_t *comms;
-  int nhealth;                       /* the latest findings, oldest first */
+  int nhealth; /* the latest findings, oldest first */
   ah_report_health_t health[AH_REPORT_HEALTH_MAX];
-  ah_report_run_t run;               /* what reproduces the run */
-  ah_report_ha_t ha;                 /* transparent failover (optional "ha" section) */
+  ah_report_run_t run; /* what reproduces the run */
+  ah_report_ha_t ha;   /* transparent failover (optional "ha" section) */
 } ah_report_t;
 
 /* ---- formulas -------------------------------------------------------------------------------- */
@@ -175,10 +176,10 @@ double ah_report_busbw_factor(int coll, int nranks);
 
 /* What makes a tuned configuration transferable from one job to another: the report's topology. */
 typedef struct {
-  char gpu[64];         /* the GPU model ("NVIDIA H100 80GB HBM3"; "" unknown) */
-  int nodes, ranks;     /* of the job's first communicator (normally the world) */
-  int nics, nic_gbps;   /* RDMA NICs of this host and the speed of the first one's port 1 */
-  int nccl_version;     /* ncclGetVersion of the loaded NCCL */
+  char gpu[64];       /* the GPU model ("NVIDIA H100 80GB HBM3"; "" unknown) */
+  int nodes, ranks;   /* of the job's first communicator (normally the world) */
+  int nics, nic_gbps; /* RDMA NICs of this host and the speed of the first one's port 1 */
+  int nccl_version;   /* ncclGetVersion of the loaded NCCL */
 } ah_topology_t;
 
 /* The topology as text, "gpu=...; nodes=N; ranks=N; ranks_per_node=N; nics=NxG; nccl=X.Y.Z", into
@@ -232,8 +233,8 @@ typedef struct {
   int nranks, nnodes;
   int coll, bin;
   ah_config_t cfg;
-  double us;               /* the time it was measured at, for the log */
-  double default_us;       /* NCCL's default's time, for the log */
+  double us;         /* the time it was measured at, for the log */
+  double default_us; /* NCCL's default's time, for the log */
 } ah_profile_entry_t;
 
 typedef struct {
@@ -251,8 +252,8 @@ int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_pro
 
 /* The profile's config for a key, or NULL. Lock-free, allocation-free (binary search over sorted
  * entries). */
-const ah_profile_entry_t *ah_profile_lookup(const ah_profile_t *p, int nranks, int nnodes,
-                                            int coll, int bin);
+const ah_profile_entry_t *ah_profile_lookup(const ah_profile_t *p, int nranks, int nnodes, int coll,
+                                            int bin);
 
 void ah_profile_free(ah_profile_t *p);
 

@@ -127,11 +127,17 @@ static void get_config(reader_t *rd, json_t *o, const char *base, const char *fi
   cfg.algo = cfg.proto = -1;
   json_t *a = json_object_get(c, "algo"), *pr = json_object_get(c, "proto");
   if (a && !json_is_null(a)) {
-    int v = json_is_string(a) ? ah_algo_parse(json_string_value(a), strlen(json_string_value(a)))
-                              : -2;
+    int v =
+        json_is_string(a) ? ah_algo_parse(json_string_value(a), strlen(json_string_value(a))) : -2;
     sub(q, sizeof q, p, "algo");
-    if (v == -2) { rerr(rd, q, "expected a string or null"); return; }
-    if (v < 0) { rerr(rd, q, "unknown algorithm '%s'", json_string_value(a)); return; }
+    if (v == -2) {
+      rerr(rd, q, "expected a string or null");
+      return;
+    }
+    if (v < 0) {
+      rerr(rd, q, "unknown algorithm '%s'", json_string_value(a));
+      return;
+    }
     cfg.algo = (int8_t)v;
   }
   if (pr && !json_is_null(pr)) {
@@ -139,19 +145,29 @@ static void get_config(reader_t *rd, json_t *o, const char *base, const char *fi
                 ? ah_proto_parse(json_string_value(pr), strlen(json_string_value(pr)))
                 : -2;
     sub(q, sizeof q, p, "proto");
-    if (v == -2) { rerr(rd, q, "expected a string or null"); return; }
-    if (v < 0) { rerr(rd, q, "unknown protocol '%s'", json_string_value(pr)); return; }
+    if (v == -2) {
+      rerr(rd, q, "expected a string or null");
+      return;
+    }
+    if (v < 0) {
+      rerr(rd, q, "unknown protocol '%s'", json_string_value(pr));
+      return;
+    }
     cfg.proto = (int8_t)v;
   }
   json_t *res = json_object_get(c, "res");
   sub(q, sizeof q, p, "res");
   if (res) {
-    if (!json_is_array(res) || json_array_size(res) > AH_MAX_DIMS)
-      { rerr(rd, q, "expected an array of at most %d integers", AH_MAX_DIMS); return; }
+    if (!json_is_array(res) || json_array_size(res) > AH_MAX_DIMS) {
+      rerr(rd, q, "expected an array of at most %d integers", AH_MAX_DIMS);
+      return;
+    }
     for (size_t i = 0; i < json_array_size(res); i++) {
       json_t *e = json_array_get(res, i);
-      if (!json_is_integer(e) || json_integer_value(e) < 0)
-        { rerr(rd, q, "element %zu: expected a non-negative integer", i); return; }
+      if (!json_is_integer(e) || json_integer_value(e) < 0) {
+        rerr(rd, q, "element %zu: expected a non-negative integer", i);
+        return;
+      }
       cfg.res[i] = json_integer_value(e);
     }
     cfg.ndims = (int32_t)json_array_size(res);
@@ -165,7 +181,10 @@ static void get_stat(reader_t *rd, json_t *o, const char *base, const char *fiel
   sub(p, sizeof p, base, field);
   json_t *s = get(rd, o, base, field, 1);
   if (!s || rd->failed) return;
-  if (!json_is_object(s)) { rerr(rd, p, "expected an object"); return; }
+  if (!json_is_object(s)) {
+    rerr(rd, p, "expected an object");
+    return;
+  }
   int64_t calls = 0, timed = 0;
   double us = NAN, bytes = NAN;
   get_config(rd, s, p, "config", &s_p->cfg);
@@ -174,8 +193,10 @@ static void get_stat(reader_t *rd, json_t *o, const char *base, const char *fiel
   get_num(rd, s, p, "time_us", &us);
   get_num(rd, s, p, "bytes_mean", &bytes);
   if (rd->failed) return;
-  if (timed > calls) { rerr(rd, p, "timed (%lld) exceeds calls (%lld)", (long long)timed,
-                                 (long long)calls); return; }
+  if (timed > calls) {
+    rerr(rd, p, "timed (%lld) exceeds calls (%lld)", (long long)timed, (long long)calls);
+    return;
+  }
   s_p->calls = (uint64_t)calls;
   s_p->timed = isfinite(us) ? (uint64_t)timed : 0;
   s_p->us_total = isfinite(us) ? us * (double)timed : 0;
@@ -186,12 +207,18 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   char q[256], coll[32] = "", source[32] = "", state[32] = "";
   int64_t v = 0;
   memset(k, 0, sizeof *k);
-  if (!json_is_object(kj)) { rerr(rd, p, "expected an object"); return; }
+  if (!json_is_object(kj)) {
+    rerr(rd, p, "expected an object");
+    return;
+  }
   get_str(rd, kj, p, "coll", 1, coll, sizeof coll);
   if (rd->failed) return;
   k->coll = ah_coll_parse_any(coll, strlen(coll));
   sub(q, sizeof q, p, "coll");
-  if (k->coll < 0) { rerr(rd, q, "unknown collective '%s'", coll); return; }
+  if (k->coll < 0) {
+    rerr(rd, q, "unknown collective '%s'", coll);
+    return;
+  }
   get_int(rd, kj, p, "bin", 1, 0, 63, &v);
   k->bin = (int)v;
   v = 0;
@@ -201,8 +228,10 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   if (rd->failed) return;
   k->source = ah_report_source_parse(source);
   sub(q, sizeof q, p, "source");
-  if (k->source < 0) { rerr(rd, q, "unknown source '%s' (expected default|override|profile|tuned)",
-                                 source); return; }
+  if (k->source < 0) {
+    rerr(rd, q, "unknown source '%s' (expected default|override|profile|tuned)", source);
+    return;
+  }
   json_t *bytes = json_object_get(kj, "bytes");
   if (json_is_object(bytes)) {
     int64_t lo = 0, hi = 0;
@@ -218,7 +247,8 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   get_int(rd, kj, p, "captured_calls", 0, 0, INT64_MAX, &v); /* optional: older reports lack it */
   k->captured_calls = (uint64_t)v;
   v = 0;
-  get_int(rd, kj, p, "graph_launched_calls", 0, 0, INT64_MAX, &v); /* optional: older reports lack it */
+  get_int(rd, kj, p, "graph_launched_calls", 0, 0, INT64_MAX,
+          &v); /* optional: older reports lack it */
   k->graph_launched_calls = (uint64_t)v;
   json_t *refused = json_object_get(kj, "refused"); /* optional: older reports lack it */
   if (refused && !json_is_boolean(refused)) {
@@ -240,7 +270,10 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   json_t *t = json_object_get(kj, "tuning");
   if (!t || json_is_null(t) || rd->failed) return;
   sub(q, sizeof q, p, "tuning");
-  if (!json_is_object(t)) { rerr(rd, q, "expected an object or null"); return; }
+  if (!json_is_object(t)) {
+    rerr(rd, q, "expected an object or null");
+    return;
+  }
   ah_tune_status_t *st = &k->tune;
   int64_t n = 0;
   get_str(rd, t, q, "state", 1, state, sizeof state);
@@ -251,7 +284,10 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   if (!rd->failed && st->state < 0) {
     char r[256];
     sub(r, sizeof r, q, "state");
-    { rerr(rd, r, "unknown state '%s' (expected searching|converged|default)", state); return; }
+    {
+      rerr(rd, r, "unknown state '%s' (expected searching|converged|default)", state);
+      return;
+    }
   }
   get_int(rd, t, q, "calls_spent", 0, 0, INT32_MAX, &n);
   st->calls_spent = (int)n;
@@ -278,16 +314,25 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
   if (!probes) return;
   char r[256];
   sub(r, sizeof r, q, "probes");
-  if (!json_is_array(probes)) { rerr(rd, r, "expected an array"); return; }
+  if (!json_is_array(probes)) {
+    rerr(rd, r, "expected an array");
+    return;
+  }
   size_t np = json_array_size(probes);
   if (np == 0) return;
   k->probes = calloc(np, sizeof *k->probes);
-  if (!k->probes) { rerr(rd, r, "out of memory"); return; }
+  if (!k->probes) {
+    rerr(rd, r, "out of memory");
+    return;
+  }
   for (size_t i = 0; i < np && !rd->failed; i++) {
     char e[300];
     snprintf(e, sizeof e, "%s[%zu]", r, i);
     json_t *pj = json_array_get(probes, i);
-    if (!json_is_object(pj)) { rerr(rd, e, "expected an object"); return; }
+    if (!json_is_object(pj)) {
+      rerr(rd, e, "expected an object");
+      return;
+    }
     int64_t samples = 0;
     double us = NAN;
     get_config(rd, pj, e, "config", &k->probes[i].cfg);
@@ -302,7 +347,8 @@ static void get_key(reader_t *rd, json_t *kj, const char *p, ah_report_key_t *k)
 void ah_report_free(ah_report_t *r) {
   if (!r) return;
   for (int c = 0; c < r->ncomms && r->comms; c++) {
-    for (int k = 0; k < r->comms[c].nkeys && r->comms[c].keys; k++) free(r->comms[c].keys[k].probes);
+    for (int k = 0; k < r->comms[c].nkeys && r->comms[c].keys; k++)
+      free(r->comms[c].keys[k].probes);
     free(r->comms[c].keys);
   }
   free(r->comms);
@@ -313,13 +359,19 @@ void ah_report_free(ah_report_t *r) {
 static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
   json_t *a = json_object_get(root, "health");
   if (!a || rd->failed) return;
-  if (!json_is_array(a)) { rerr(rd, "health", "expected an array"); return; }
+  if (!json_is_array(a)) {
+    rerr(rd, "health", "expected an array");
+    return;
+  }
   size_t n = json_array_size(a), first = n > AH_REPORT_HEALTH_MAX ? n - AH_REPORT_HEALTH_MAX : 0;
   for (size_t i = first; i < n && !rd->failed; i++) {
     char p[40], id[40] = "", kind[16] = "";
     snprintf(p, sizeof p, "health[%zu]", i);
     json_t *hj = json_array_get(a, i);
-    if (!json_is_object(hj)) { rerr(rd, p, "expected an object"); return; }
+    if (!json_is_object(hj)) {
+      rerr(rd, p, "expected an object");
+      return;
+    }
     ah_report_health_t *h = &r->health[r->nhealth];
     get_str(rd, hj, p, "comm", 1, id, sizeof id);
     get_str(rd, hj, p, "kind", 1, kind, sizeof kind);
@@ -329,12 +381,16 @@ static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
     char *end;
     errno = 0;
     h->comm = strtoull(id, &end, 0);
-    if (errno || *end || !*id) { rerr(rd, p, "comm '%s' is not a hexadecimal id", id); return; }
+    if (errno || *end || !*id) {
+      rerr(rd, p, "comm '%s' is not a hexadecimal id", id);
+      return;
+    }
     h->kind = 0;
     for (int k = 1; ah_report_health_kind(k); k++)
       if (strcmp(kind, ah_report_health_kind(k)) == 0) h->kind = k;
     if (!h->kind) {
-      rerr(rd, p, "kind '%s' is not missing, incomplete, mismatch, resumed, straggler or recovered", kind);
+      rerr(rd, p, "kind '%s' is not missing, incomplete, mismatch, resumed, straggler or recovered",
+           kind);
       return;
     }
     r->nhealth++;
@@ -345,13 +401,17 @@ static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
 static void get_ha(reader_t *rd, json_t *root, ah_report_t *r) {
   json_t *o = json_object_get(root, "ha");
   if (!o || rd->failed) return;
-  if (!json_is_object(o)) { rerr(rd, "ha", "expected an object"); return; }
+  if (!json_is_object(o)) {
+    rerr(rd, "ha", "expected an object");
+    return;
+  }
   ah_report_ha_t *h = &r->ha;
   double v[4] = {0};
   get_str(rd, o, "ha", "policy", 1, h->policy, sizeof h->policy);
   static const char *const counts[] = {"shadows", "failovers", "replayed", "synthesized"};
   for (int i = 0; i < 4; i++) get_num(rd, o, "ha", counts[i], &v[i]);
-  h->shadows = (uint64_t)v[0], h->failovers = (uint64_t)v[1], h->replayed = (uint64_t)v[2], h->synthesized = (uint64_t)v[3];
+  h->shadows = (uint64_t)v[0], h->failovers = (uint64_t)v[1], h->replayed = (uint64_t)v[2],
+  h->synthesized = (uint64_t)v[3];
   double rb[2] = {0};
   get_num(rd, o, "ha", "rebalances", &rb[0]);
   get_num(rd, o, "ha", "rebalanced_qps", &rb[1]);
@@ -361,12 +421,18 @@ static void get_ha(reader_t *rd, json_t *root, ah_report_t *r) {
   h->rebalances = (uint64_t)rb[0], h->rebalanced = (uint64_t)rb[1];
   json_t *a = json_object_get(o, "events");
   if (rd->failed || !a) return;
-  if (!json_is_array(a)) { rerr(rd, "ha.events", "expected an array"); return; }
+  if (!json_is_array(a)) {
+    rerr(rd, "ha.events", "expected an array");
+    return;
+  }
   for (size_t i = 0; i < json_array_size(a) && h->nfail < AH_REPORT_HA_MAX && !rd->failed; i++) {
     char p[40];
     snprintf(p, sizeof p, "ha.events[%zu]", i);
     json_t *e = json_array_get(a, i);
-    if (!json_is_object(e)) { rerr(rd, p, "expected an object"); return; }
+    if (!json_is_object(e)) {
+      rerr(rd, p, "expected an object");
+      return;
+    }
     ah_report_failover_t *f = &h->fail[h->nfail];
     double qp = 0, port = 0, sport = 0, rep = 0, syn = 0;
     get_num(rd, e, p, "time", &f->time_s);
@@ -387,11 +453,16 @@ static void get_ha(reader_t *rd, json_t *root, ah_report_t *r) {
 
 static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   int64_t v = 0;
-  if (!json_is_object(root)) { rerr(rd, "(top level)", "expected an object"); return; }
+  if (!json_is_object(root)) {
+    rerr(rd, "(top level)", "expected an object");
+    return;
+  }
   get_int(rd, root, "", "schema", 1, 1, INT32_MAX, &v);
-  if (!rd->failed && v > AH_REPORT_SCHEMA)
-    { rerr(rd, "schema", "%lld is newer than the schema this autoha reads (%d)", (long long)v,
-                AH_REPORT_SCHEMA); return; }
+  if (!rd->failed && v > AH_REPORT_SCHEMA) {
+    rerr(rd, "schema", "%lld is newer than the schema this autoha reads (%d)", (long long)v,
+         AH_REPORT_SCHEMA);
+    return;
+  }
   get_str(rd, root, "", "job", 0, r->job, sizeof r->job);
   get_str(rd, root, "", "host", 1, r->host, sizeof r->host);
   v = 0;
@@ -430,18 +501,27 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   }
   json_t *comms = get(rd, root, "", "comms", 1);
   if (rd->failed) return;
-  if (!json_is_array(comms)) { rerr(rd, "comms", "expected an array"); return; }
+  if (!json_is_array(comms)) {
+    rerr(rd, "comms", "expected an array");
+    return;
+  }
   size_t nc = json_array_size(comms);
   if (nc == 0) return;
   r->comms = calloc(nc, sizeof *r->comms);
-  if (!r->comms) { rerr(rd, "comms", "out of memory"); return; }
+  if (!r->comms) {
+    rerr(rd, "comms", "out of memory");
+    return;
+  }
   for (size_t c = 0; c < nc && !rd->failed; c++) {
     char p[64], idtext[40] = "";
     snprintf(p, sizeof p, "comms[%zu]", c);
     json_t *cj = json_array_get(comms, c);
     ah_report_comm_t *cm = &r->comms[c];
     r->ncomms = (int)c + 1;
-    if (!json_is_object(cj)) { rerr(rd, p, "expected an object"); return; }
+    if (!json_is_object(cj)) {
+      rerr(rd, p, "expected an object");
+      return;
+    }
     get_str(rd, cj, p, "id", 1, idtext, sizeof idtext);
     if (rd->failed) return;
     char *end;
@@ -450,7 +530,10 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
     if (errno || *end || !*idtext) {
       char q[80];
       sub(q, sizeof q, p, "id");
-      { rerr(rd, q, "'%s' is not a hexadecimal id", idtext); return; }
+      {
+        rerr(rd, q, "'%s' is not a hexadecimal id", idtext);
+        return;
+      }
     }
     v = 0;
     get_int(rd, cj, p, "nranks", 1, 1, INT32_MAX, &v);
@@ -465,11 +548,17 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
     if (rd->failed) return;
     char q[80];
     sub(q, sizeof q, p, "keys");
-    if (!json_is_array(keys)) { rerr(rd, q, "expected an array"); return; }
+    if (!json_is_array(keys)) {
+      rerr(rd, q, "expected an array");
+      return;
+    }
     size_t nk = json_array_size(keys);
     if (nk == 0) continue;
     cm->keys = calloc(nk, sizeof *cm->keys);
-    if (!cm->keys) { rerr(rd, q, "out of memory"); return; }
+    if (!cm->keys) {
+      rerr(rd, q, "out of memory");
+      return;
+    }
     for (size_t k = 0; k < nk && !rd->failed; k++) {
       char kp[128];
       snprintf(kp, sizeof kp, "%s[%zu]", q, k);
@@ -483,8 +572,7 @@ int ah_report_parse(const char *text, ah_report_t **r_p, char *err, size_t errle
   json_error_t je;
   json_t *root = json_loads(text ? text : "", 0, &je);
   if (!root) {
-    if (err && errlen)
-      snprintf(err, errlen, "line %d column %d: %s", je.line, je.column, je.text);
+    if (err && errlen) snprintf(err, errlen, "line %d column %d: %s", je.line, je.column, je.text);
     return -1;
   }
   ah_report_t *r = calloc(1, sizeof *r);

@@ -18,7 +18,8 @@ int ah_report_var_secret(const char *name) {
     for (const char *p = strstr(name, words[i]); p; p = strstr(p + 1, words[i])) {
       /* A word of the name: bounded by '_' or the ends (NCCL_IB_PKEY is not a key). */
       int before = p == name || p[-1] == '_';
-      int after = p[wl] == 0 || p[wl] == '_' || (p[wl] == 'S' && (p[wl + 1] == 0 || p[wl + 1] == '_'));
+      int after =
+          p[wl] == 0 || p[wl] == '_' || (p[wl] == 'S' && (p[wl + 1] == 0 || p[wl + 1] == '_'));
       if (before && after) return 1;
     }
   }
@@ -36,11 +37,17 @@ void ah_report_run_vars(ah_report_run_t *run_p, char *const *envp) {
     if (!eq || (strncmp(*e, "AUTOHA_", 7) != 0 && strncmp(*e, "NCCL_", 5) != 0)) continue;
     size_t nl = (size_t)(eq - *e);
     ah_report_var_t *v = &run_p->vars[run_p->nvars];
-    if (nl >= sizeof v->name) { run_p->vars_dropped++; continue; }
+    if (nl >= sizeof v->name) {
+      run_p->vars_dropped++;
+      continue;
+    }
     memcpy(v->name, *e, nl);
     v->name[nl] = 0;
     if (ah_report_var_secret(v->name)) continue;
-    if (run_p->nvars == AH_REPORT_VARS_MAX) { run_p->vars_dropped++; continue; }
+    if (run_p->nvars == AH_REPORT_VARS_MAX) {
+      run_p->vars_dropped++;
+      continue;
+    }
     ah_report_text_copy(v->value, sizeof v->value, eq + 1);
     run_p->nvars++;
   }
@@ -49,7 +56,8 @@ void ah_report_run_vars(ah_report_run_t *run_p, char *const *envp) {
 
 char *ah_report_version_text(int code, int nccl, char *buf, size_t len) {
   if (code <= 0) snprintf(buf, len, "%s", "");
-  else if (nccl && code >= 10000) snprintf(buf, len, "%d.%d.%d", code / 10000, code / 100 % 100, code % 100);
+  else if (nccl && code >= 10000)
+    snprintf(buf, len, "%d.%d.%d", code / 10000, code / 100 % 100, code % 100);
   else if (nccl) snprintf(buf, len, "%d.%d.%d", code / 1000, code / 100 % 10, code % 100);
   else snprintf(buf, len, "%d.%d", code / 1000, code % 1000 / 10);
   return buf;
@@ -57,31 +65,36 @@ char *ah_report_version_text(int code, int nccl, char *buf, size_t len) {
 
 static json_t *version_json(int code, int nccl) {
   char text[32];
-  return code > 0 ? json_string(ah_report_version_text(code, nccl, text, sizeof text)) : json_null();
+  return code > 0 ? json_string(ah_report_version_text(code, nccl, text, sizeof text))
+                  : json_null();
 }
 
 json_t *ah_report_run_to_json(const ah_report_run_t *run) {
   json_t *env = json_object(), *nodes = json_array(), *refused = json_array();
   char text[AH_REPORT_TEXT_MAX];
   for (int i = 0; i < run->nvars; i++)
-    json_object_set_new(env, run->vars[i].name, json_string(ah_report_text_copy(text, sizeof text, run->vars[i].value)));
+    json_object_set_new(env, run->vars[i].name,
+                        json_string(ah_report_text_copy(text, sizeof text, run->vars[i].value)));
   for (int i = 0; i < run->nnodes && i < AH_REPORT_NODES_MAX; i++)
-    json_array_append_new(nodes, json_string(ah_report_text_copy(text, sizeof text, run->nodes[i])));
+    json_array_append_new(nodes,
+                          json_string(ah_report_text_copy(text, sizeof text, run->nodes[i])));
   for (int i = 0; i < run->nrefused && i < AH_REPORT_REFUSED_MAX; i++)
-    json_array_append_new(refused, json_string(ah_report_text_copy(text, sizeof text, run->refused[i])));
+    json_array_append_new(refused,
+                          json_string(ah_report_text_copy(text, sizeof text, run->refused[i])));
   char gpu[AH_REPORT_TEXT_MAX], drv[64];
-  return json_pack("{s:o, s:i, s:s, s:o, s:i, s:o, s:i, s:o, s:o, s:o}", "env", env, "env_dropped",
-                   run->vars_dropped, "gpu", ah_report_text_copy(gpu, sizeof gpu, run->gpu), "cuda_driver",
-                   version_json(run->cuda_driver, 0), "cuda_driver_code", run->cuda_driver, "cuda_runtime",
-                   version_json(run->cuda_runtime, 0), "cuda_runtime_code", run->cuda_runtime, "gpu_driver",
-                   run->gpu_driver[0] ? json_string(ah_report_text_copy(drv, sizeof drv, run->gpu_driver))
-                                      : json_null(),
-                   "nodes", nodes, "refused_overrides", refused);
+  return json_pack(
+      "{s:o, s:i, s:s, s:o, s:i, s:o, s:i, s:o, s:o, s:o}", "env", env, "env_dropped",
+      run->vars_dropped, "gpu", ah_report_text_copy(gpu, sizeof gpu, run->gpu), "cuda_driver",
+      version_json(run->cuda_driver, 0), "cuda_driver_code", run->cuda_driver, "cuda_runtime",
+      version_json(run->cuda_runtime, 0), "cuda_runtime_code", run->cuda_runtime, "gpu_driver",
+      run->gpu_driver[0] ? json_string(ah_report_text_copy(drv, sizeof drv, run->gpu_driver))
+                         : json_null(),
+      "nodes", nodes, "refused_overrides", refused);
 }
 
 /* An array of strings into out[max][AH_REPORT_TEXT_MAX]; -1 when j is not one. */
-static int strings_from(json_t *j, char out[][AH_REPORT_TEXT_MAX], int max, int *n_p, const char *field,
-                        char *err, size_t errlen) {
+static int strings_from(json_t *j, char out[][AH_REPORT_TEXT_MAX], int max, int *n_p,
+                        const char *field, char *err, size_t errlen) {
   *n_p = 0;
   if (!j) return 0;
   if (!json_is_array(j)) {
@@ -110,7 +123,8 @@ static int int_from(json_t *o, const char *field, int *v_p, char *err, size_t er
   return 0;
 }
 
-static int text_from(json_t *o, const char *field, char *out, size_t len, char *err, size_t errlen) {
+static int text_from(json_t *o, const char *field, char *out, size_t len, char *err,
+                     size_t errlen) {
   json_t *v = json_object_get(o, field);
   if (!v || json_is_null(v)) return 0;
   if (!json_is_string(v)) {
@@ -149,12 +163,13 @@ int ah_report_run_from_json(json_t *j, ah_report_run_t *run_p, char *err, size_t
   }
   qsort(run_p->vars, (size_t)run_p->nvars, sizeof run_p->vars[0], var_cmp);
   int dropped = 0;
-  if (int_from(j, "env_dropped", &dropped, err, errlen) || int_from(j, "cuda_driver_code", &run_p->cuda_driver, err, errlen) ||
+  if (int_from(j, "env_dropped", &dropped, err, errlen) ||
+      int_from(j, "cuda_driver_code", &run_p->cuda_driver, err, errlen) ||
       int_from(j, "cuda_runtime_code", &run_p->cuda_runtime, err, errlen) ||
       text_from(j, "gpu", run_p->gpu, sizeof run_p->gpu, err, errlen) ||
       text_from(j, "gpu_driver", run_p->gpu_driver, sizeof run_p->gpu_driver, err, errlen) ||
-      strings_from(json_object_get(j, "nodes"), run_p->nodes, AH_REPORT_NODES_MAX, &run_p->nnodes, "nodes", err,
-                   errlen) ||
+      strings_from(json_object_get(j, "nodes"), run_p->nodes, AH_REPORT_NODES_MAX, &run_p->nnodes,
+                   "nodes", err, errlen) ||
       strings_from(json_object_get(j, "refused_overrides"), run_p->refused, AH_REPORT_REFUSED_MAX,
                    &run_p->nrefused, "refused_overrides", err, errlen))
     return -1;

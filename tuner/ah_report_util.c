@@ -12,13 +12,13 @@
 double ah_report_busbw_factor(int coll, int nranks) {
   double n = nranks > 0 ? (double)nranks : 1.0;
   switch (coll) {
-  case AH_FUNC_ALLREDUCE: return 2.0 * (n - 1.0) / n;
-  case AH_FUNC_ALLGATHER:
-  case AH_FUNC_REDUCESCATTER:
-  case AH_COLL_ALLTOALL: /* nccl-tests' factors for these three too */
-  case AH_COLL_GATHER:
-  case AH_COLL_SCATTER: return (n - 1.0) / n;
-  default: return 1.0;
+    case AH_FUNC_ALLREDUCE: return 2.0 * (n - 1.0) / n;
+    case AH_FUNC_ALLGATHER:
+    case AH_FUNC_REDUCESCATTER:
+    case AH_COLL_ALLTOALL: /* nccl-tests' factors for these three too */
+    case AH_COLL_GATHER:
+    case AH_COLL_SCATTER: return (n - 1.0) / n;
+    default: return 1.0;
   }
 }
 
@@ -37,9 +37,11 @@ char *ah_report_topology(const ah_topology_t *t, char *out) {
   for (const char *p = t->gpu; *p && n + 1 < sizeof gpu; p++) /* ';' and '=' separate fields */
     gpu[n++] = *p == ';' || *p == '=' ? ' ' : *p;
   gpu[n] = 0;
-  snprintf(out, AH_REPORT_TOPO_MAX, "gpu=%s; nodes=%d; ranks=%d; ranks_per_node=%d; nics=%dx%dGb/s; nccl=%d.%d.%d",
-           gpu[0] ? gpu : "unknown", t->nodes, t->ranks, t->nodes > 0 ? t->ranks / t->nodes : t->ranks,
-           t->nics, t->nic_gbps, t->nccl_version / 10000, t->nccl_version / 100 % 100, t->nccl_version % 100);
+  snprintf(out, AH_REPORT_TOPO_MAX,
+           "gpu=%s; nodes=%d; ranks=%d; ranks_per_node=%d; nics=%dx%dGb/s; nccl=%d.%d.%d",
+           gpu[0] ? gpu : "unknown", t->nodes, t->ranks,
+           t->nodes > 0 ? t->ranks / t->nodes : t->ranks, t->nics, t->nic_gbps,
+           t->nccl_version / 10000, t->nccl_version / 100 % 100, t->nccl_version % 100);
   return out;
 }
 
@@ -81,7 +83,8 @@ int ah_report_topology_diff(const char *here, const char *there, char *why, size
     if (strcmp(a, b) == 0) continue;
     ndiff++;
     if (off < len) {
-      int n = snprintf(why + off, len - off, "%s%s is %s here and %s there", off ? "; " : "", keys[i], a, b);
+      int n = snprintf(why + off, len - off, "%s%s is %s here and %s there", off ? "; " : "",
+                       keys[i], a, b);
       if (n > 0) off += (size_t)n;
     }
   }
@@ -116,8 +119,7 @@ static size_t utf8_char_len(const unsigned char *p) {
     n = 4;
     if (c == 0xf0) lo = 0x90;
     if (c == 0xf4) hi = 0x8f;
-  } else
-    return 0;
+  } else return 0;
   if (p[1] < lo || p[1] > hi) return 0;
   for (size_t i = 2; i < n; i++)
     if (p[i] < 0x80 || p[i] > 0xbf) return 0;

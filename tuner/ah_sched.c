@@ -21,12 +21,13 @@ typedef struct {
 } entry_t;
 
 struct ah_sched {
-  ah_sched_head_t head;            /* first: ah_sched_published reads it inline */
+  ah_sched_head_t head; /* first: ah_sched_published reads it inline */
   entry_t *_Atomic blocks[NBLOCKS];
-  pthread_mutex_t wlock;           /* writers only */
+  pthread_mutex_t wlock; /* writers only */
 };
 
-_Static_assert(offsetof(struct ah_sched, head) == 0, "ah_sched_published reads the head at offset 0");
+_Static_assert(offsetof(struct ah_sched, head) == 0,
+               "ah_sched_published reads the head at offset 0");
 
 ah_sched_t *ah_sched_create(void) {
   ah_sched_t *s = calloc(1, sizeof *s);
@@ -47,7 +48,9 @@ static entry_t *entry_at(const ah_sched_t *s, uint64_t i) {
   return &b[i % BLOCK];
 }
 
-static uint64_t seg_count(const entry_t *e) { return __atomic_load_n(&e->seg.count, __ATOMIC_ACQUIRE); }
+static uint64_t seg_count(const entry_t *e) {
+  return __atomic_load_n(&e->seg.count, __ATOMIC_ACQUIRE);
+}
 
 /* Horizon given n published entries. */
 static uint64_t horizon_of(const ah_sched_t *s, uint64_t n) {
@@ -139,7 +142,8 @@ int ah_sched_lookup(const ah_sched_t *s, uint64_t index, ah_segment_t *seg_p) {
   return 1;
 }
 
-void ah_sched_foreach(const ah_sched_t *s, void (*fn)(void *arg, const ah_segment_t *seg), void *arg) {
+void ah_sched_foreach(const ah_sched_t *s, void (*fn)(void *arg, const ah_segment_t *seg),
+                      void *arg) {
   uint64_t n = atomic_load_explicit(&((ah_sched_t *)s)->head.n, memory_order_acquire);
   for (uint64_t i = 0; i < n; i++) {
     const entry_t *e = entry_at(s, i);

@@ -22,9 +22,9 @@
 
 typedef struct {
   uint64_t first;
-  uint64_t count;        /* calls covered; AH_SCHED_FOREVER for all calls from first on */
+  uint64_t count; /* calls covered; AH_SCHED_FOREVER for all calls from first on */
   ah_config_t config;
-  int32_t source;        /* AH_SOURCE_* of the config (default, override, profile, tuned) */
+  int32_t source; /* AH_SOURCE_* of the config (default, override, profile, tuned) */
   int32_t pad;
 } ah_segment_t;
 
@@ -64,6 +64,7 @@ int ah_sched_lookup(const ah_sched_t *s, uint64_t index, ah_segment_t *seg_p);
 
 /* Calls fn for every committed segment, in order (for replay to a reconnecting client and for the
  * report). */
-void ah_sched_foreach(const ah_sched_t *s, void (*fn)(void *arg, const ah_segment_t *seg), void *arg);
+void ah_sched_foreach(const ah_sched_t *s, void (*fn)(void *arg, const ah_segment_t *seg),
+                      void *arg);
 
 #endif

@@ -26,8 +26,8 @@ double ah_stats_trim_bias(int n, int k);
  * probe's samples. */
 #define AH_STATS_NOISE_MAX 512
 typedef struct {
-  int count;                       /* residuals pooled */
-  double r[AH_STATS_NOISE_MAX];    /* |log x - median| x count correction */
+  int count;                    /* residuals pooled */
+  double r[AH_STATS_NOISE_MAX]; /* |log x - median| x count correction */
 } ah_stats_noise_t;
 void ah_stats_noise_add(ah_stats_noise_t *nz, const double *us, int n, double *scratch);
 /* sigma of log time estimated from the pool (1.4826 x median residual), or `prior` while fewer
@@ -42,13 +42,13 @@ double ah_stats_noise_sigma(ah_stats_noise_t *nz, double prior, double floor);
  * errors tripped 1-4% of stable streams with a jitter tail within 2,000 calls. */
 #define AH_DRIFT_WARMUP 48
 typedef struct {
-  double ref_log;  /* log of the reference time */
-  double sigma;    /* log-noise */
-  double k;        /* allowance per sample, in sigma */
-  double h;        /* decision threshold, in sigma */
-  double hi, lo;   /* the two cumulative sums */
-  int n;           /* samples seen */
-  int learning;    /* reference still being learnt */
+  double ref_log; /* log of the reference time */
+  double sigma;   /* log-noise */
+  double k;       /* allowance per sample, in sigma */
+  double h;       /* decision threshold, in sigma */
+  double hi, lo;  /* the two cumulative sums */
+  int n;          /* samples seen */
+  int learning;   /* reference still being learnt */
   double warm[AH_DRIFT_WARMUP];
 } ah_drift_t;
 /* shift: the relative change to detect; the allowance is half of it, and at least 1 sigma. */

@@ -72,14 +72,14 @@ ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *param
   for (int d = 0; d < t->space.ndims; d++) {
     ah_dim_t *dim = &t->space.dims[d];
     if (dim->nvalues < 0 || dim->nvalues > AH_MAX_DIM_VALUES) {
-      ah_log(AH_LOG_ERROR, "tuner: dimension %d has %d values (0..%d); not tuned", d,
-             dim->nvalues, AH_MAX_DIM_VALUES);
+      ah_log(AH_LOG_ERROR, "tuner: dimension %d has %d values (0..%d); not tuned", d, dim->nvalues,
+             AH_MAX_DIM_VALUES);
       dim->nvalues = 0;
     }
     if (dim->nvalues >= 2) t->searchable[t->nsearch++] = d;
     for (int s = 0; s < t->space.nsub; s++) /* a window outside the list is the whole list */
-      if (t->space.win[s][d].n > 0 &&
-          (t->space.win[s][d].lo < 0 || t->space.win[s][d].lo + t->space.win[s][d].n > dim->nvalues))
+      if (t->space.win[s][d].n > 0 && (t->space.win[s][d].lo < 0 ||
+                                       t->space.win[s][d].lo + t->space.win[s][d].n > dim->nvalues))
         t->space.win[s][d].n = 0;
   }
   /* The start is compared field by field with probes: give it the space's dimensions. */
@@ -96,7 +96,8 @@ ah_tune_t *ah_tune_create(const ah_space_t *space, const ah_tune_params_t *param
   /* Where the chunk is searched too, the prior prunes harder there: each subspace kept costs a screen and maybe a descent
    * of two axes (sim/: 41 -> 40 calls, p5 0.9800 -> 0.9791; the subspace holding the optimum was
    * never estimated more than 1.44x behind). */
-  if (t->nsearch == 2 && t->prm.prior_ratio > AH_TUNE_CHUNK_PRIOR) t->prm.prior_ratio = AH_TUNE_CHUNK_PRIOR;
+  if (t->nsearch == 2 && t->prm.prior_ratio > AH_TUNE_CHUNK_PRIOR)
+    t->prm.prior_ratio = AH_TUNE_CHUNK_PRIOR;
   t->sigma = AH_TUNE_SIGMA_PRIOR;
   t->converged_at = UINT64_MAX;
   t->forever_seg = -1;
@@ -143,7 +144,8 @@ int ah_tune_hint(ah_tune_t *t, const ah_config_t *cfg) {
   }
   if (ah_log_level() >= AH_LOG_DEBUG) {
     char b[96];
-    ah_log(AH_LOG_DEBUG, "tuner: warm start from a neighbour's %s", ah_config_format(cfg, b, sizeof(b)));
+    ah_log(AH_LOG_DEBUG, "tuner: warm start from a neighbour's %s",
+           ah_config_format(cfg, b, sizeof(b)));
   }
   return t->def >= 0 ? 0 : -1;
 }
@@ -161,7 +163,8 @@ static int ah_tune_seg_push(ah_tune_t *t, uint64_t first, uint64_t count, int pr
   if (t->forever_seg >= t->nsegs) t->forever_seg = -1;
   if (t->nsegs > 0) {
     ah_tseg_t *last = &t->segs[t->nsegs - 1];
-    if (last->count != UINT64_MAX && last->first + last->count > first) last->count = first - last->first;
+    if (last->count != UINT64_MAX && last->first + last->count > first)
+      last->count = first - last->first;
     if (last->probe == probe && count != UINT64_MAX && last->count != UINT64_MAX &&
         last->first + last->count == first) {
       last->count += count;
@@ -172,7 +175,8 @@ static int ah_tune_seg_push(ah_tune_t *t, uint64_t first, uint64_t count, int pr
     int cap = t->capsegs ? 2 * t->capsegs : 64;
     ah_tseg_t *ns = realloc(t->segs, (size_t)cap * sizeof(*ns));
     if (!ns) {
-      ah_log(AH_LOG_ERROR, "tuner: out of memory for %d segments; results of these calls are lost", cap);
+      ah_log(AH_LOG_ERROR, "tuner: out of memory for %d segments; results of these calls are lost",
+             cap);
       return -1;
     }
     t->segs = ns;
@@ -212,7 +216,8 @@ static int ah_tune_filler(const ah_tune_t *t) {
   int p = -1, fewest = 1 << 30;
   for (int i = 0; i < t->nwants; i++) {
     const ah_probe_t *pr = &t->probes[t->wants[i].probe];
-    if (pr->n < t->wants[i].target && pr->committed - pr->n > t->lag_est + 1 && pr->committed < fewest) {
+    if (pr->n < t->wants[i].target && pr->committed - pr->n > t->lag_est + 1 &&
+        pr->committed < fewest) {
       fewest = pr->committed;
       p = t->wants[i].probe;
     }
@@ -237,12 +242,13 @@ static int ah_tune_filler(const ah_tune_t *t) {
     }
   }
   if (t->def >= 0 && t->probes[t->def].committed < AH_TUNE_CONFIRM_N) return t->def;
-  if (t->phase == AH_PH_DESCEND && t->center >= 0 && t->probes[t->center].committed < AH_TUNE_SEARCH_MAXN)
+  if (t->phase == AH_PH_DESCEND && t->center >= 0 &&
+      t->probes[t->center].committed < AH_TUNE_SEARCH_MAXN)
     return t->center;
   for (int i = 0; i < t->nwants; i++) { /* racing candidates (already in the race, not slow ones) */
     const ah_probe_t *pr = &t->probes[t->wants[i].probe];
-    if ((t->phase == AH_PH_DESCEND || t->phase == AH_PH_BATCH) && pr->n < t->wants[i].target && pr->committed < AH_TUNE_SEARCH_MAXN &&
-        pr->committed < fewest) {
+    if ((t->phase == AH_PH_DESCEND || t->phase == AH_PH_BATCH) && pr->n < t->wants[i].target &&
+        pr->committed < AH_TUNE_SEARCH_MAXN && pr->committed < fewest) {
       fewest = pr->committed;
       p = t->wants[i].probe;
     }
@@ -267,8 +273,10 @@ void ah_tune_next(ah_tune_t *t, uint64_t first, ah_segment_t *seg_p) {
   if (t->reopened) ah_tune_reopen(t);
   ah_tune_advance(t);
   if (t->phase != AH_PH_DONE && t->epoch_calls >= t->prm.budget_calls) {
-    ah_log(AH_LOG_INFO, "tuner: budget of %d calls spent without a confirmed winner; keeping NCCL's "
-           "default", t->prm.budget_calls);
+    ah_log(AH_LOG_INFO,
+           "tuner: budget of %d calls spent without a confirmed winner; keeping NCCL's "
+           "default",
+           t->prm.budget_calls);
     ah_tune_finish(t, t->def, t->def, AH_TUNE_DEFAULT);
   }
   if (t->phase == AH_PH_DONE) {
@@ -327,9 +335,11 @@ void ah_tune_observe(ah_tune_t *t, uint64_t index, double us) {
     if (s == t->forever_seg && t->drift_on && !t->reopened && ah_drift_add(&t->drift, us)) {
       t->reopened = 1;
       t->drift_on = 0;
-      ah_log(AH_LOG_INFO, "tuner: pinned config's time moved from %.1f us (noise %.1f%%) to %.1f us "
-             "after %d samples (CUSUM %s); re-tuning", exp(t->drift.ref_log), 100.0 * t->drift.sigma,
-             us, t->drift.n, t->drift.hi > t->drift.h ? "up" : "down");
+      ah_log(AH_LOG_INFO,
+             "tuner: pinned config's time moved from %.1f us (noise %.1f%%) to %.1f us "
+             "after %d samples (CUSUM %s); re-tuning",
+             exp(t->drift.ref_log), 100.0 * t->drift.sigma, us, t->drift.n,
+             t->drift.hi > t->drift.h ? "up" : "down");
     }
     return;
   }

@@ -20,14 +20,15 @@
 #include "ah_sched.h"
 
 typedef struct {
-  int budget_calls;        /* calls a key may spend searching before it gives up (default) */
-  int samples_per_probe;   /* first samples per configuration (default 1); racing adds more */
-  double noise_floor;      /* relative difference below which configs are considered equal */
-  double abandon_ratio;    /* a subspace whose first probe is this much slower is dropped */
-  double prior_ratio;      /* a subspace NCCL estimates this much slower than its best is not tried (0: all) */
-  int drift_check;         /* 1: CUSUM on the pinned config's times re-opens tuning */
-  uint64_t seed;           /* for any randomised tie-breaking, so runs are reproducible */
-  int batches;             /* 1: a cold key searching channels alone runs designed batches (default);
+  int budget_calls;      /* calls a key may spend searching before it gives up (default) */
+  int samples_per_probe; /* first samples per configuration (default 1); racing adds more */
+  double noise_floor;    /* relative difference below which configs are considered equal */
+  double abandon_ratio;  /* a subspace whose first probe is this much slower is dropped */
+  double
+      prior_ratio; /* a subspace NCCL estimates this much slower than its best is not tried (0: all) */
+  int drift_check; /* 1: CUSUM on the pinned config's times re-opens tuning */
+  uint64_t seed;   /* for any randomised tie-breaking, so runs are reproducible */
+  int batches;     /* 1: a cold key searching channels alone runs designed batches (default);
                             * 0: the sequential descent */
 } ah_tune_params_t;
 
@@ -82,16 +83,16 @@ int ah_tune_reopened(const ah_tune_t *t);
 
 /* State and figures for the report. */
 typedef struct {
-  int state;               /* AH_TUNE_* */
-  int calls_spent;         /* calls committed to probes */
-  int probes;              /* distinct configurations measured */
-  uint64_t converged_at;   /* call index of convergence, or UINT64_MAX */
-  ah_config_t winner;      /* best known configuration (start while nothing beat it) */
-  double winner_us;        /* robust time of the winner */
-  double default_us;       /* robust time of NCCL's default (space->start) */
-  int reopen_count;        /* times drift re-opened tuning */
-  int hints;               /* neighbours' points taken (ah_tune_hint), at the start or mid-search */
-  double sigma;            /* pooled noise of the search (sigma of log time; a neighbour's prior) */
+  int state;             /* AH_TUNE_* */
+  int calls_spent;       /* calls committed to probes */
+  int probes;            /* distinct configurations measured */
+  uint64_t converged_at; /* call index of convergence, or UINT64_MAX */
+  ah_config_t winner;    /* best known configuration (start while nothing beat it) */
+  double winner_us;      /* robust time of the winner */
+  double default_us;     /* robust time of NCCL's default (space->start) */
+  int reopen_count;      /* times drift re-opened tuning */
+  int hints;             /* neighbours' points taken (ah_tune_hint), at the start or mid-search */
+  double sigma;          /* pooled noise of the search (sigma of log time; a neighbour's prior) */
   /* The search's best point, also where NCCL's default was kept over it (not faster beyond
    * noise): what another key of the communicator may start from (ah_tune_hint). The start while
    * nothing was searched. */

@@ -14,7 +14,8 @@
 void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
   if (ah_log_level() >= AH_LOG_DEBUG) {
     char b[96];
-    ah_log(AH_LOG_DEBUG, "tuner: %s %s (%.2f us, n=%d; default %.2f us, n=%d; noise %.1f%%) after %d "
+    ah_log(AH_LOG_DEBUG,
+           "tuner: %s %s (%.2f us, n=%d; default %.2f us, n=%d; noise %.1f%%) after %d "
            "calls, %d probes, results up to %d calls late",
            state == AH_TUNE_CONVERGED ? "pinned" : "gave up, pinned",
            ah_config_format(&t->probes[winner].cfg, b, sizeof(b)), exp(ah_tune_lg(t, winner)),
@@ -29,8 +30,8 @@ void ah_tune_finish(ah_tune_t *t, int winner, int src, int state) {
   t->nwants = 0;
   t->drift_on = 0;
   if (t->prm.drift_check && winner >= 0 && t->probes[winner].n > 0) {
-    ah_drift_init(&t->drift, 0.0, t->sigma > 0.01 ? t->sigma : 0.01,
-                  AH_TUNE_DRIFT_SHIFT, AH_TUNE_DRIFT_H);
+    ah_drift_init(&t->drift, 0.0, t->sigma > 0.01 ? t->sigma : 0.01, AH_TUNE_DRIFT_SHIFT,
+                  AH_TUNE_DRIFT_H);
     t->drift_on = 1;
   }
 }

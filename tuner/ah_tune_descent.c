@@ -53,7 +53,8 @@ int ah_tune_step_to(const ah_tune_t *t, int c, int d, int dir, int level) {
 static void ah_tune_couple(const ah_tune_t *t, int sub, const int *from, int *pos) {
   if (t->space.ndims <= AH_DIM_CHUNK || t->space.dims[AH_DIM_CHUNK].nvalues < 2) return;
   const ah_dim_t *ch = &t->space.dims[AH_DIM_NCHANNELS], *ck = &t->space.dims[AH_DIM_CHUNK];
-  double n0 = (double)ch->values[from[AH_DIM_NCHANNELS]], n1 = (double)ch->values[pos[AH_DIM_NCHANNELS]];
+  double n0 = (double)ch->values[from[AH_DIM_NCHANNELS]],
+         n1 = (double)ch->values[pos[AH_DIM_NCHANNELS]];
   double c0 = (double)ck->values[from[AH_DIM_CHUNK]];
   if (n0 <= 0 || n1 <= 0 || c0 <= 0 || n0 == n1) return;
   double want = c0 * pow(n0 / n1, AH_TUNE_COUPLE), bestd = INFINITY;
@@ -127,8 +128,9 @@ static void ah_tune_look_back(ah_tune_t *t) {
   if (f < 0) return;
   if (ah_log_level() >= AH_LOG_DEBUG) {
     char b[96];
-    ah_log(AH_LOG_DEBUG, "tuner: descent stopped; faster on %d samples: %s (%.2f us)", t->probes[f].n,
-           ah_config_format(&t->probes[f].cfg, b, sizeof(b)), exp(ah_tune_lg(t, f)));
+    ah_log(AH_LOG_DEBUG, "tuner: descent stopped; faster on %d samples: %s (%.2f us)",
+           t->probes[f].n, ah_config_format(&t->probes[f].cfg, b, sizeof(b)),
+           exp(ah_tune_lg(t, f)));
   }
   t->center = f;
 }
@@ -217,7 +219,8 @@ static void ah_tune_walk_settle(ah_tune_t *t) {
       if (ah_log_level() >= AH_LOG_DEBUG) {
         char b[96];
         ah_log(AH_LOG_DEBUG, "tuner: plateau walk settles back on %s (%.2f us, n=%d)",
-               ah_config_format(&t->probes[q].cfg, b, sizeof(b)), exp(ah_tune_lg(t, q)), t->probes[q].n);
+               ah_config_format(&t->probes[q].cfg, b, sizeof(b)), exp(ah_tune_lg(t, q)),
+               t->probes[q].n);
       }
       t->center = q;
       t->walk_ref = q;
@@ -251,7 +254,9 @@ void ah_tune_eval_step(ah_tune_t *t) {
     /* The direction a longer step may pay in: a side measured faster (not significantly), or, at
      * the end of an axis, the only side unless it is clearly slower. */
     if (gain > 0 || (t->ncand == 1 && gain > -AH_TUNE_SEARCH_Z * se))
-      hint = t->probes[p].pos[t->searchable[t->dim_i]] > t->probes[c0].pos[t->searchable[t->dim_i]] ? 1 : -1;
+      hint = t->probes[p].pos[t->searchable[t->dim_i]] > t->probes[c0].pos[t->searchable[t->dim_i]]
+                 ? 1
+                 : -1;
     /* A small win must hold on AH_TUNE_MOVE_N samples of both before the search moves: a lucky
      * pair of samples would otherwise send the descent the wrong way. */
     int sure = (t->probes[p].n >= AH_TUNE_MOVE_N && t->probes[c0].n >= AH_TUNE_MOVE_N) ||
@@ -352,7 +357,8 @@ void ah_tune_eval_step(ah_tune_t *t) {
    * gain may lie a longer step away (few channels, then a steep drop), so probe x4 that way once.
    * Not along the chunk: its time is a smooth bowl (handshakes against fill) whose start the
    * prior puts near the bottom, and the look cost calls without a better p5 (docs/tuner.md). */
-  if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0 && d != AH_DIM_CHUNK) {
+  if (t->dir == 0 && t->level == 0 && !t->moved && !t->stretched && hint != 0 &&
+      d != AH_DIM_CHUNK) {
     int j = ah_tune_step_to(t, c0, d, hint, -1);
     t->stretched = 1;
     if (j >= 0) {
@@ -386,7 +392,8 @@ static int ah_tune_fit_propose(ah_tune_t *t, int s, int64_t nch, int ck, const c
   int pos[AH_MAX_DIMS];
   memcpy(pos, t->probes[t->center].pos, sizeof(pos));
   pos[AH_DIM_CHUNK] = ck;
-  pos[AH_DIM_NCHANNELS] = ah_tune_value_pos(&t->space.dims[AH_DIM_NCHANNELS], nch); /* nearest listed */
+  pos[AH_DIM_NCHANNELS] =
+      ah_tune_value_pos(&t->space.dims[AH_DIM_NCHANNELS], nch); /* nearest listed */
   ah_config_t c;
   ah_tune_make_cfg(t, s, pos, &c);
   c.res[AH_DIM_NCHANNELS] = nch;
@@ -408,7 +415,8 @@ static int ah_tune_fit_propose(ah_tune_t *t, int s, int64_t nch, int ck, const c
 
 /* The chunk index of subspace s nearest chunk x (n0/n1)^AH_TUNE_COUPLE: what a move from n0 to n1
  * channels carries along (see ah_tune_couple). */
-static int ah_tune_coupled_chunk(const ah_tune_t *t, int s, int64_t chunk, int64_t n0, int64_t n1, int at) {
+static int ah_tune_coupled_chunk(const ah_tune_t *t, int s, int64_t chunk, int64_t n0, int64_t n1,
+                                 int at) {
   const ah_dim_t *ck = &t->space.dims[AH_DIM_CHUNK];
   double want = (double)chunk * pow((double)n0 / (double)n1, AH_TUNE_COUPLE), bestd = INFINITY;
   int lo, hi;
@@ -440,14 +448,16 @@ static int ah_tune_coupled_chunk(const ah_tune_t *t, int s, int64_t chunk, int64
  *     floor.
  * Returns 1 when a probe is wanted (ah_tune_eval_fit judges it), 0 otherwise. */
 static int ah_tune_fit_step(ah_tune_t *t) {
-  if (t->nsearch != 2 || t->space.ndims <= AH_DIM_CHUNK || t->center < 0 || t->fit_steps >= AH_TUNE_FIT_STEPS ||
+  if (t->nsearch != 2 || t->space.ndims <= AH_DIM_CHUNK || t->center < 0 ||
+      t->fit_steps >= AH_TUNE_FIT_STEPS ||
       t->epoch_calls >= t->prm.budget_calls - ah_tune_reserve(t) - 4)
     return 0;
   const ah_probe_t *cp = &t->probes[t->center];
   int s = cp->sub;
   if (s < 0 || cp->cfg.res[AH_DIM_NCHANNELS] <= 0 || cp->cfg.res[AH_DIM_CHUNK] <= 0) return 0;
   /* Only a subspace that leads: a fit step in one already behind costs calls for nothing. */
-  if (t->best >= 0 && t->best != t->center && ah_tune_lg(t, t->center) > ah_tune_lg(t, t->best)) return 0;
+  if (t->best >= 0 && t->best != t->center && ah_tune_lg(t, t->center) > ah_tune_lg(t, t->best))
+    return 0;
   int64_t ncen = cp->cfg.res[AH_DIM_NCHANNELS];
   double xc = log2((double)ncen), yc = log2((double)cp->cfg.res[AH_DIM_CHUNK]);
   ah_fit_point_t pt[AH_FIT_MAX_POINTS];
@@ -456,18 +466,22 @@ static int ah_tune_fit_step(ah_tune_t *t) {
   for (int i = 0; i < t->nprobes && n < AH_FIT_MAX_POINTS; i++) {
     const ah_probe_t *pr = &t->probes[i];
     int64_t ch = pr->cfg.res[AH_DIM_NCHANNELS];
-    if (pr->epoch != t->epoch || pr->confirm || pr->sub != s || pr->n == 0 || ch <= 0 || pr->cfg.res[AH_DIM_CHUNK] <= 0)
+    if (pr->epoch != t->epoch || pr->confirm || pr->sub != s || pr->n == 0 || ch <= 0 ||
+        pr->cfg.res[AH_DIM_CHUNK] <= 0)
       continue;
     /* the knee's points: the most channels below the centre's and the fewest above, the fastest
      * of each count */
-    if (ch < ncen && (l < 0 || ch > t->probes[l].cfg.res[AH_DIM_NCHANNELS] ||
-                      (ch == t->probes[l].cfg.res[AH_DIM_NCHANNELS] && ah_tune_lg(t, i) < ah_tune_lg(t, l))))
+    if (ch < ncen &&
+        (l < 0 || ch > t->probes[l].cfg.res[AH_DIM_NCHANNELS] ||
+         (ch == t->probes[l].cfg.res[AH_DIM_NCHANNELS] && ah_tune_lg(t, i) < ah_tune_lg(t, l))))
       l = i;
-    if (ch > ncen && (h < 0 || ch < t->probes[h].cfg.res[AH_DIM_NCHANNELS] ||
-                      (ch == t->probes[h].cfg.res[AH_DIM_NCHANNELS] && ah_tune_lg(t, i) < ah_tune_lg(t, h))))
+    if (ch > ncen &&
+        (h < 0 || ch < t->probes[h].cfg.res[AH_DIM_NCHANNELS] ||
+         (ch == t->probes[h].cfg.res[AH_DIM_NCHANNELS] && ah_tune_lg(t, i) < ah_tune_lg(t, h))))
       h = i;
     double x = log2((double)ch), y = log2((double)pr->cfg.res[AH_DIM_CHUNK]);
-    if (fabs(x - xc) > AH_TUNE_FIT_REACH + 1e-9 || fabs(y - yc) > AH_TUNE_FIT_REACH + 1e-9) continue;
+    if (fabs(x - xc) > AH_TUNE_FIT_REACH + 1e-9 || fabs(y - yc) > AH_TUNE_FIT_REACH + 1e-9)
+      continue;
     pt[n++] = (ah_fit_point_t){x, y, ah_tune_lg(t, i), (double)pr->n};
     if (x < xlo) xlo = x;
     if (x > xhi) xhi = x;
@@ -479,11 +493,14 @@ static int ah_tune_fit_step(ah_tune_t *t) {
     double sh = h >= 0 ? (ah_tune_lg(t, h) - ah_tune_lg(t, t->center)) /
                              log((double)t->probes[h].cfg.res[AH_DIM_NCHANNELS] / (double)ncen)
                        : 0;
-    double k = ah_fit_knee((double)nl, ah_tune_lg(t, l), (double)ncen, ah_tune_lg(t, t->center), sh);
+    double k =
+        ah_fit_knee((double)nl, ah_tune_lg(t, l), (double)ncen, ah_tune_lg(t, t->center), sh);
     int64_t nk = (int64_t)floor(k + 0.5);
     if (k > 0 && nk > nl && nk < ncen &&
-        ah_tune_fit_propose(t, s, nk, ah_tune_coupled_chunk(t, s, cp->cfg.res[AH_DIM_CHUNK], ncen, nk, cp->pos[AH_DIM_CHUNK]),
-                            "bandwidth knee"))
+        ah_tune_fit_propose(
+            t, s, nk,
+            ah_tune_coupled_chunk(t, s, cp->cfg.res[AH_DIM_CHUNK], ncen, nk, cp->pos[AH_DIM_CHUNK]),
+            "bandwidth knee"))
       return 1;
   }
   double coef[AH_FIT_TERMS];
@@ -493,19 +510,24 @@ static int ah_tune_fit_step(ah_tune_t *t) {
   double xs[AH_MAX_DIM_VALUES], ys[AH_MAX_DIM_VALUES];
   int64_t nv[AH_MAX_DIM_VALUES];
   int ks[AH_MAX_DIM_VALUES], nx = 0, ny = 0, lo, hi, ix, iy;
-  for (int64_t v = (int64_t)ceil(exp2(xlo) - 1e-9); v <= (int64_t)floor(exp2(xhi) + 1e-9) && nx < AH_MAX_DIM_VALUES; v++) {
+  for (int64_t v = (int64_t)ceil(exp2(xlo) - 1e-9);
+       v <= (int64_t)floor(exp2(xhi) + 1e-9) && nx < AH_MAX_DIM_VALUES; v++) {
     nv[nx] = v;
     xs[nx++] = log2((double)v);
   }
   ah_tune_window(t, s, AH_DIM_CHUNK, &lo, &hi);
   for (int j = lo; j <= hi; j++) {
-    double y = t->space.dims[AH_DIM_CHUNK].values[j] > 0 ? log2((double)t->space.dims[AH_DIM_CHUNK].values[j]) : -1;
+    double y = t->space.dims[AH_DIM_CHUNK].values[j] > 0
+                   ? log2((double)t->space.dims[AH_DIM_CHUNK].values[j])
+                   : -1;
     if (y < ylo - 1e-9 || y > yhi + 1e-9) continue;
     ks[ny] = j;
     ys[ny++] = y;
   }
   if (ah_fit_argmin(coef, xs, nx, ys, ny, &ix, &iy) != 0) return 0;
-  if (ah_fit_eval(coef, xc, yc) - ah_fit_eval(coef, xs[ix], ys[iy]) <= log(1.0 + t->prm.noise_floor)) return 0;
+  if (ah_fit_eval(coef, xc, yc) - ah_fit_eval(coef, xs[ix], ys[iy]) <=
+      log(1.0 + t->prm.noise_floor))
+    return 0;
   return ah_tune_fit_propose(t, s, nv[ix], ks[iy], "response surface");
 }
 
@@ -597,7 +619,8 @@ static int ah_tune_prior_behind(const ah_tune_t *t, int s) {
   double emin = INFINITY;
   for (int i = 0; i < t->space.nsub; i++)
     if (t->space.est_us[i] > 0 && t->space.est_us[i] < emin) emin = t->space.est_us[i];
-  return t->prm.prior_ratio > 0 && t->space.est_us[s] > 0 && t->space.est_us[s] > AH_TUNE_PRIOR_BEHIND * emin;
+  return t->prm.prior_ratio > 0 && t->space.est_us[s] > 0 &&
+         t->space.est_us[s] > AH_TUNE_PRIOR_BEHIND * emin;
 }
 
 /* How far behind the best a subspace may measure and still be descended. */
@@ -637,8 +660,8 @@ static void ah_tune_pick_subspace(ah_tune_t *t) {
     double lb = ah_tune_lg(t, t->best);
     if (!t->rescreened[s] && t->probes[t->best].sub >= 0 && ah_tune_res_differ(t, p, t->best) &&
         ah_tune_lg(t, p) <= lb + log(ah_tune_prior_behind(t, s) ? AH_TUNE_PRIOR_RESCREEN
-                                     : t->nhints > 0           ? AH_TUNE_WARM_RESCREEN
-                                                               : AH_TUNE_RESCREEN_RATIO)) {
+                                     : t->nhints > 0            ? AH_TUNE_WARM_RESCREEN
+                                                                : AH_TUNE_RESCREEN_RATIO)) {
       t->rescreened[s] = 1;
       ah_config_t c;
       int rpos[AH_MAX_DIMS];

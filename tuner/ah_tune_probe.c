@@ -30,7 +30,8 @@ void ah_tune_update_sigma(ah_tune_t *t) {
   /* The pooled estimate weighs in against the prior as residuals accumulate (8 pseudo-residuals
    * of prior), so a few lucky-tight early probes cannot make every later difference significant.
    * The prior is the noise a converged neighbour bin measured (ah_tune_hint_noise), else 3%. */
-  double prior = t->sigma_prior > 0 ? t->sigma_prior : AH_TUNE_SIGMA_PRIOR; /* a neighbour's, else 3% */
+  double prior =
+      t->sigma_prior > 0 ? t->sigma_prior : AH_TUNE_SIGMA_PRIOR; /* a neighbour's, else 3% */
   double est = ah_stats_noise_sigma(&nz, prior, AH_TUNE_SIGMA_FLOOR);
   t->sigma = (8.0 * prior + nz.count * est) / (8.0 + nz.count);
 }

@@ -26,7 +26,8 @@ static void ah_tune_start_pos(const ah_tune_t *t, int *pos) {
     if (dim->nvalues <= 0) continue;
     int64_t v = t->space.start.res[d];
     if (v <= 0) {
-      pos[d] = d == AH_DIM_NCHANNELS && t->space.ndims == 1 ? (dim->nvalues - 1) / 2 : dim->nvalues / 2;
+      pos[d] =
+          d == AH_DIM_NCHANNELS && t->space.ndims == 1 ? (dim->nvalues - 1) / 2 : dim->nvalues / 2;
       continue;
     }
     double bestd = INFINITY;
@@ -45,7 +46,8 @@ static void ah_tune_start_pos(const ah_tune_t *t, int *pos) {
 static int ah_tune_pos_at_hint(const ah_tune_t *t, int s, int h, int chan_only, int *spos) {
   int any = 0;
   for (int d = 0; d < t->space.ndims && d < t->hints[h].ndims; d++)
-    if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0 && (!chan_only || d == AH_DIM_NCHANNELS)) {
+    if (t->hints[h].res[d] > 0 && t->space.dims[d].nvalues > 0 &&
+        (!chan_only || d == AH_DIM_NCHANNELS)) {
       int lo, hi, v = ah_tune_value_pos(&t->space.dims[d], t->hints[h].res[d]);
       ah_tune_window(t, s, d, &lo, &hi);
       spos[d] = v < lo ? lo : v > hi ? hi : v;
@@ -78,7 +80,8 @@ static int ah_tune_sub_of(const ah_tune_t *t, const ah_config_t *cfg) {
 
 /* Adds probe q to the quick check's points (once). Returns 1 when added. */
 static int ah_tune_quick_add(ah_tune_t *t, int q) {
-  if (q < 0 || q == t->def || t->nquick >= (int)(sizeof(t->quick_pt) / sizeof(t->quick_pt[0]))) return 0;
+  if (q < 0 || q == t->def || t->nquick >= (int)(sizeof(t->quick_pt) / sizeof(t->quick_pt[0])))
+    return 0;
   for (int i = 0; i < t->nquick; i++)
     if (t->quick_pt[i] == q) return 0;
   t->quick_pt[t->nquick++] = q;
@@ -199,7 +202,8 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
   double gain = ah_tune_lg(t, d) - lc;
   double se = sqrt(pow(ah_tune_se(t, c), 2) + pow(ah_tune_se(t, d), 2));
   if (ah_log_level() >= AH_LOG_DEBUG)
-    ah_log(AH_LOG_DEBUG, "tuner: quick check: centre %.1f%% ahead of the default (se %.1f%%, n=%d/%d)%s",
+    ah_log(AH_LOG_DEBUG,
+           "tuner: quick check: centre %.1f%% ahead of the default (se %.1f%%, n=%d/%d)%s",
            100.0 * gain, 100.0 * se, t->probes[c].n, t->probes[d].n,
            rival >= 0 ? ", a neighbour faster" : "");
   int alt = t->quick_alt;
@@ -214,14 +218,16 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
       return;
     }
     if (t->quick_moves < AH_TUNE_QUICK_MOVES) { /* it held: the check goes on there, once */
-      ah_log(AH_LOG_DEBUG, "tuner: quick check: the rival subspace is faster; it is the centre now");
+      ah_log(AH_LOG_DEBUG,
+             "tuner: quick check: the rival subspace is faster; it is the centre now");
       t->quick_moves = AH_TUNE_QUICK_MOVES;
       t->quick_alt = -1;
       t->quick_c = alt;
       ah_tune_quick_add(t, alt);
       t->nwants = 0;
       for (int dir = -1; dir <= 1; dir += 2) {
-        int j = ah_tune_step_to(t, alt, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), npos[AH_MAX_DIMS];
+        int j = ah_tune_step_to(t, alt, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL),
+            npos[AH_MAX_DIMS];
         if (j < 0) continue;
         memcpy(npos, t->probes[alt].pos, sizeof(npos));
         npos[AH_DIM_NCHANNELS] = j;
@@ -239,7 +245,8 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
     int held = g > AH_TUNE_SEARCH_Z * rse ||
                (t->probes[rival].n >= AH_TUNE_MOVE_N && t->probes[c].n >= AH_TUNE_MOVE_N);
     if (held && t->quick_moves < AH_TUNE_QUICK_MOVES) {
-      int dir = t->probes[rival].pos[AH_DIM_NCHANNELS] > t->probes[c].pos[AH_DIM_NCHANNELS] ? 1 : -1;
+      int dir =
+          t->probes[rival].pos[AH_DIM_NCHANNELS] > t->probes[c].pos[AH_DIM_NCHANNELS] ? 1 : -1;
       ah_log(AH_LOG_DEBUG, "tuner: quick check: a neighbour beat the centre; it is the centre now");
       t->quick_moves++;
       t->quick_c = rival;
@@ -303,7 +310,8 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
     }
   }
   t->quick_off = 1; /* the evidence is not clear: the warm search, from what was measured */
-  ah_log(AH_LOG_DEBUG, "tuner: quick check: unclear (%s); the warm search", rival >= 0 ? "moves spent" : "no gain");
+  ah_log(AH_LOG_DEBUG, "tuner: quick check: unclear (%s); the warm search",
+         rival >= 0 ? "moves spent" : "no gain");
   ah_tune_start_screen(t);
 }
 
@@ -323,7 +331,8 @@ void ah_tune_start_screen(ah_tune_t *t) {
   t->def = ah_tune_probe_get(t, -1, NULL, &t->space.start);
   t->def_sub = -1;
   for (int s = 0; s < t->space.nsub; s++)
-    if (t->space.sub[s].algo == t->space.start.algo && t->space.sub[s].proto == t->space.start.proto)
+    if (t->space.sub[s].algo == t->space.start.algo &&
+        t->space.sub[s].proto == t->space.start.proto)
       t->def_sub = s;
   if (t->def < 0) return;
   if (ah_tune_start_quick(t)) return;
@@ -350,7 +359,8 @@ void ah_tune_start_screen(ah_tune_t *t) {
     ah_config_t c;
     int spos[AH_MAX_DIMS], hh = h >= 0 ? h : h0;
     ah_tune_sub_pos(t, s, pos, 1, spos);
-    if (hh >= 0) (void)ah_tune_pos_at_hint(t, s, hh, h < 0, spos); /* the hint's value, in s's window */
+    if (hh >= 0)
+      (void)ah_tune_pos_at_hint(t, s, hh, h < 0, spos); /* the hint's value, in s's window */
     ah_tune_make_cfg(t, s, spos, &c);
     t->sub_start[s] = ah_tune_probe_get(t, s, spos, &c);
     /* the rest once the first sample shows it is in the race */
@@ -363,7 +373,8 @@ void ah_tune_start_screen(ah_tune_t *t) {
     t->hint_probe[h] = -1;
     int s = -1;
     for (int i = 0; i < t->space.nsub; i++)
-      if (t->space.sub[i].algo == t->hints[h].algo && t->space.sub[i].proto == t->hints[h].proto) s = i;
+      if (t->space.sub[i].algo == t->hints[h].algo && t->space.sub[i].proto == t->hints[h].proto)
+        s = i;
     if (s < 0 || t->sub_start[s] < 0 || ah_tune_hint_of(t, s) == h) continue;
     int spos[AH_MAX_DIMS];
     memcpy(spos, t->probes[t->sub_start[s]].pos, sizeof(spos));
@@ -386,18 +397,21 @@ static void ah_tune_eval_screen(ah_tune_t *t) {
     t->screen2 = 1;
     double lb = ah_tune_lg(t, t->def);
     for (int s = 0; s < t->space.nsub; s++)
-      if (t->sub_start[s] >= 0 && ah_tune_lg(t, t->sub_start[s]) < lb) lb = ah_tune_lg(t, t->sub_start[s]);
+      if (t->sub_start[s] >= 0 && ah_tune_lg(t, t->sub_start[s]) < lb)
+        lb = ah_tune_lg(t, t->sub_start[s]);
     t->nwants = 0;
     for (int s = 0; s < t->space.nsub; s++)
       if (t->sub_start[s] >= 0 && ah_tune_lg(t, t->sub_start[s]) <= lb + log(AH_TUNE_SCREEN_OUT))
         ah_tune_want(t, t->sub_start[s], t->prm.samples_per_probe);
     if (t->nwants > 0) return;
   }
-  for (int h = 0; h < t->nhints; h++) { /* a second hinted point of a subspace: the faster starts it */
+  for (int h = 0; h < t->nhints;
+       h++) { /* a second hinted point of a subspace: the faster starts it */
     int q = t->hint_probe[h];
     if (q < 0) continue;
     int s = t->probes[q].sub;
-    if (s >= 0 && t->sub_start[s] >= 0 && ah_tune_lg(t, q) < ah_tune_lg(t, t->sub_start[s])) t->sub_start[s] = q;
+    if (s >= 0 && t->sub_start[s] >= 0 && ah_tune_lg(t, q) < ah_tune_lg(t, t->sub_start[s]))
+      t->sub_start[s] = q;
   }
   t->norder = 0;
   for (int s = 0; s < t->space.nsub; s++) {
@@ -414,12 +428,14 @@ static void ah_tune_eval_screen(ah_tune_t *t) {
     for (int i = 0; i < t->norder; i++) {
       char b[96];
       int p = t->sub_start[t->order[i]];
-      ah_log(AH_LOG_DEBUG, "tuner: screen %s: %.2f us (n=%d)", ah_config_format(&t->probes[p].cfg, b, sizeof(b)),
-             exp(ah_tune_lg(t, p)), t->probes[p].n);
+      ah_log(AH_LOG_DEBUG, "tuner: screen %s: %.2f us (n=%d)",
+             ah_config_format(&t->probes[p].cfg, b, sizeof(b)), exp(ah_tune_lg(t, p)),
+             t->probes[p].n);
     }
   t->best = t->def;
   for (int i = 0; i < t->norder; i++)
-    if (ah_tune_lg(t, t->sub_start[t->order[i]]) < ah_tune_lg(t, t->best)) t->best = t->sub_start[t->order[i]];
+    if (ah_tune_lg(t, t->sub_start[t->order[i]]) < ah_tune_lg(t, t->best))
+      t->best = t->sub_start[t->order[i]];
   t->center = -1;
   t->cur = -1;
   ah_tune_next_subspace(t);
@@ -529,7 +545,8 @@ static void ah_tune_batch_plan(ah_tune_t *t, int P) {
   }
   for (int o = 0; o < t->space.nsub; o++) {
     int q0 = t->sub_start[o];
-    if (o == s || t->bt_resc[o] || q0 < 0 || t->probes[q0].n == 0 || ah_tune_lg(t, q0) > lp + log(AH_TUNE_BATCH_RESCREEN))
+    if (o == s || t->bt_resc[o] || q0 < 0 || t->probes[q0].n == 0 ||
+        ah_tune_lg(t, q0) > lp + log(AH_TUNE_BATCH_RESCREEN))
       continue;
     int pos[AH_MAX_DIMS];
     ah_tune_sub_pos(t, o, ppos, 0, pos);
@@ -542,7 +559,8 @@ static void ah_tune_batch_plan(ah_tune_t *t, int P) {
   for (int i = 0; i < t->nprobes; i++) {
     if (!ah_tune_batch_pt(t, i)) continue;
     int n = t->probes[i].n;
-    double se = sqrt(pow(ah_tune_se(t, i), 2) + pow(ah_tune_se(t, P), 2)), d = ah_tune_lg(t, i) - lp;
+    double se = sqrt(pow(ah_tune_se(t, i), 2) + pow(ah_tune_se(t, P), 2)),
+           d = ah_tune_lg(t, i) - lp;
     if (n < 2 && d <= log(1.0 + AH_TUNE_BATCH_REACH)) {
       ah_tune_want(t, i, 2);
       ah_tune_want(t, P, 2);
@@ -572,11 +590,13 @@ static void ah_tune_eval_batch(ah_tune_t *t) {
     return;
   }
   t->bt_lead = P;
-  if (t->bt_rounds <= AH_TUNE_BATCH_ROUNDS && t->epoch_calls < t->prm.budget_calls - ah_tune_reserve(t) - 4) {
+  if (t->bt_rounds <= AH_TUNE_BATCH_ROUNDS &&
+      t->epoch_calls < t->prm.budget_calls - ah_tune_reserve(t) - 4) {
     ah_tune_batch_plan(t, P);
     if (ah_log_level() >= AH_LOG_DEBUG) {
       char b[96];
-      ah_log(AH_LOG_DEBUG, "tuner: designed batch %d after %d calls: leader %s (%.2f us, n=%d), %d points wanted",
+      ah_log(AH_LOG_DEBUG,
+             "tuner: designed batch %d after %d calls: leader %s (%.2f us, n=%d), %d points wanted",
              t->bt_rounds, t->epoch_calls, ah_config_format(&t->probes[P].cfg, b, sizeof(b)),
              exp(ah_tune_lg(t, P)), t->probes[P].n, t->nwants);
     }

@@ -14,7 +14,7 @@
   do {                                                                                             \
     ncclResult_t r_ = (call);                                                                      \
     if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, BENCH_JOB_NAME ": rank %d: %s failed: %s (%s)\n", rank, #call,                \
+      fprintf(stderr, BENCH_JOB_NAME ": rank %d: %s failed: %s (%s)\n", rank, #call,               \
               ncclGetErrorString(r_), ncclGetLastError(NULL));                                     \
       exit(1);                                                                                     \
     }                                                                                              \
@@ -23,7 +23,7 @@
   do {                                                                                             \
     cudaError_t e_ = (call);                                                                       \
     if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, BENCH_JOB_NAME ": rank %d: %s failed: %s\n", rank, #call,                     \
+      fprintf(stderr, BENCH_JOB_NAME ": rank %d: %s failed: %s\n", rank, #call,                    \
               cudaGetErrorString(e_));                                                             \
       exit(1);                                                                                     \
     }                                                                                              \

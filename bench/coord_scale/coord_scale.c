@@ -71,7 +71,8 @@ static void bench_deliver(void *arg, const ah_key_t *key, const ah_segment_t *se
   atomic_fetch_add(&r->got, 1);
   if (r->relay) { /* the bell, then the sleeper: the stand-in stores the reverse (no lost wake-up) */
     atomic_fetch_add(&relay_bell, 1);
-    if (atomic_load(&standin_asleep)) syscall(SYS_futex, &relay_bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    if (atomic_load(&standin_asleep))
+      syscall(SYS_futex, &relay_bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
   }
 }
 
@@ -97,8 +98,8 @@ static void sleep_us(long us) {
  * ring is not filled yet is looked at again after a nap of 20 us doubling to 500 us. Clients the
  * hub reaches directly deliver on their own I/O thread, and polling them finds nothing. Returns
  * when every client has s, or after `limit_us`. */
-static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host, const int *relay_of, int s,
-                       uint64_t t0, long limit_us) {
+static void ranks_wait(ah_coord_t **cs, client_rec_t *recs, int n, int per_host,
+                       const int *relay_of, int s, uint64_t t0, long limit_us) {
   int nhosts = (n + per_host - 1) / per_host, left = nhosts;
   char *done = calloc((size_t)nhosts, 1);
   long nap = 20;
@@ -171,9 +172,9 @@ static void *rank_main(void *arg) {
 
 /* Runs one configuration. Returns 0 and fills p50/p99 (ms), or -1 when a client failed to connect
  * or a segment never arrived. */
-static int run(int nclients, int per_host, int rank_threads, int nseg, long pace_us, double *p50_p, double *p99_p,
-               double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p, double *cpu_all_p, double *csw_p,
-               double *icsw_p) {
+static int run(int nclients, int per_host, int rank_threads, int nseg, long pace_us, double *p50_p,
+               double *p99_p, double *p99all_p, double *fan50_p, double *fan99_p, double *cpu50_p,
+               double *cpu_all_p, double *csw_p, double *icsw_p) {
   uint8_t secret[16];
   ah_coord_random(secret, sizeof secret);
   ah_coord_stamp_t st;
@@ -185,14 +186,16 @@ static int run(int nclients, int per_host, int rank_threads, int nseg, long pace
   ah_coord_client_opts_t co;
   ah_coord_client_opts_default(&co);
   co.connect_ms = 20000;
-  co.relay = per_host > 1; /* clients i*per_host .. (i+1)*per_host-1 simulate one host's processes */
+  co.relay =
+      per_host > 1; /* clients i*per_host .. (i+1)*per_host-1 simulate one host's processes */
   snprintf(co.host, sizeof co.host, "host0");
   client_rec_t *recs = calloc((size_t)nclients, sizeof *recs);
   ah_coord_t **cs = calloc((size_t)nclients, sizeof *cs);
   /* Every page touched now, so the deliver callbacks' stores do not fault the bench's own pages in
    * during the timed phase (calloc of 2.4 MiB maps zero pages on demand; a volatile store, since a
    * memset of calloc'd memory may be compiled away). */
-  for (size_t off = 0; recs && off < (size_t)nclients * sizeof *recs; off += 4096) ((volatile char *)recs)[off] = 0;
+  for (size_t off = 0; recs && off < (size_t)nclients * sizeof *recs; off += 4096)
+    ((volatile char *)recs)[off] = 0;
   int *relay_of = NULL;
   int nranks = 0; /* waiting-rank threads (rank_main) */
   rank_t *ranks = NULL;
@@ -258,10 +261,8 @@ static int run(int nclients, int per_host, int rank_threads, int nseg, long pace
     uint64_t t_pub = ah_coord_now_ns();
     atomic_store(&pub_ns[s], t_pub);
     ah_coord_publish(lead, &key, &seg);
-    if (ranks)
-      all_got(recs, nclients, s, t_pub, pace_us);
-    else
-      ranks_wait(cs, recs, nclients, per_host, relay_of, s, t_pub, pace_us);
+    if (ranks) all_got(recs, nclients, s, t_pub, pace_us);
+    else ranks_wait(cs, recs, nclients, per_host, relay_of, s, t_pub, pace_us);
     uint64_t spent_us = (ah_coord_now_ns() - t_pub) / 1000;
     if (spent_us < (uint64_t)pace_us) sleep_us(pace_us - (long)spent_us);
   }
@@ -275,7 +276,8 @@ static int run(int nclients, int per_host, int rank_threads, int nseg, long pace
   *cpu_all_p = ((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e3 +
                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e3 +
                 (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e3 +
-                (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e3) / nseg;
+                (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e3) /
+               nseg;
   *csw_p = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / nseg;
   *icsw_p = (double)(ru1.ru_nivcsw - ru0.ru_nivcsw) / nseg;
   size_t n = (size_t)nclients * (size_t)(nseg - WARMUP);
@@ -344,8 +346,7 @@ static const char *hosts_text(int n, int per_host) {
   static char t[96];
   if (per_host > 1)
     snprintf(t, sizeof t, "%d hosts x %d, one relay each", (n + per_host - 1) / per_host, per_host);
-  else
-    snprintf(t, sizeof t, "one host each, no relay");
+  else snprintf(t, sizeof t, "one host each, no relay");
   return t;
 }
 
@@ -372,7 +373,9 @@ int main(int argc, char **argv) {
       per_host = parse_count("--per-host", argv[++i], 1, 8192);
     else if (argv[i][0] != '-' && nc < 8) counts[nc++] = parse_count("CLIENTS", argv[i], 1, 8192);
     else {
-      fprintf(stderr, "usage: coord_scale [--no-load] [--per-host K] [--rank-threads] [CLIENTS...] (up to 8 counts; default 64 1024)\n");
+      fprintf(
+          stderr,
+          "usage: coord_scale [--no-load] [--per-host K] [--rank-threads] [CLIENTS...] (up to 8 counts; default 64 1024)\n");
       return 2;
     }
   }
@@ -390,7 +393,8 @@ int main(int argc, char **argv) {
       ok = 0;
       continue;
     }
-    double p50 = 0, p99 = 0, p99all = 0, fan50 = 0, fan99 = 0, cpu50 = 0, cpu_all = 0, csw = 0, icsw = 0;
+    double p50 = 0, p99 = 0, p99all = 0, fan50 = 0, fan99 = 0, cpu50 = 0, cpu_all = 0, csw = 0,
+           icsw = 0;
     /* One segment in flight at a time, as a leader committing ahead does: the pace leaves the
      * 2-core machine idle between fan-outs (30 us per client), so what is measured is the latency
      * of one decision reaching all, not the machine's saturation throughput. */
@@ -404,7 +408,8 @@ int main(int argc, char **argv) {
     }
     double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0, steal0 = bench_machine_steal_s();
     uint64_t t0 = ah_coord_now_ns();
-    if (run(counts[i], per_host, rank_threads, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99, &cpu50, &cpu_all, &csw, &icsw) != 0) {
+    if (run(counts[i], per_host, rank_threads, nseg, pace_us, &p50, &p99, &p99all, &fan50, &fan99,
+            &cpu50, &cpu_all, &csw, &icsw) != 0) {
       printf("coord_scale: %d clients: run failed\n", counts[i]);
       ok = 0;
       continue;
@@ -412,26 +417,33 @@ int main(int argc, char **argv) {
     double wall = (double)(ah_coord_now_ns() - t0) / 1e9;
     double share = hog > 0 ? (bench_proc_cpu_s(hog) - hog0) / wall * 100.0 : 0;
     double steal1 = bench_machine_steal_s();
-    double stolen = steal0 >= 0 && steal1 >= 0 ? (steal1 - steal0) / (wall * (double)sysconf(_SC_NPROCESSORS_ONLN)) * 100.0 : -1;
+    double stolen = steal0 >= 0 && steal1 >= 0
+                        ? (steal1 - steal0) / (wall * (double)sysconf(_SC_NPROCESSORS_ONLN)) * 100.0
+                        : -1;
     int pass = p99 <= bars[i];
     ok &= pass;
     /* The hub sends one copy per host when the relay carries the host's processes. */
     int nsend = per_host > 1 ? (counts[i] + per_host - 1) / per_host : counts[i];
-    printf("coord_scale: %4d clients (%s), %d segments each, one per %ld us: delivery p50 %.3f ms, p99 "
-           "%.3f ms (bar %.0f ms: %s); p99 of last-client arrival %.3f ms; hub fan-out p50 %.3f ms, "
-           "p99 %.3f ms, of which the hub thread's CPU p50 %.3f ms (%.1f us for each of %d sends)",
-           counts[i], hosts_text(counts[i], per_host), nseg - WARMUP, pace_us, p50, p99, bars[i],
-           pass ? "ok" : "over", p99all, fan50, fan99, cpu50, cpu50 * 1e3 / nsend, nsend);
-    printf("; per decision, all of the bench's threads: %.2f ms of CPU, %.0f voluntary and %.0f involuntary context switches",
-           cpu_all, csw, icsw);
+    printf(
+        "coord_scale: %4d clients (%s), %d segments each, one per %ld us: delivery p50 %.3f ms, p99 "
+        "%.3f ms (bar %.0f ms: %s); p99 of last-client arrival %.3f ms; hub fan-out p50 %.3f ms, "
+        "p99 %.3f ms, of which the hub thread's CPU p50 %.3f ms (%.1f us for each of %d sends)",
+        counts[i], hosts_text(counts[i], per_host), nseg - WARMUP, pace_us, p50, p99, bars[i],
+        pass ? "ok" : "over", p99all, fan50, fan99, cpu50, cpu50 * 1e3 / nsend, nsend);
+    printf(
+        "; per decision, all of the bench's threads: %.2f ms of CPU, %.0f voluntary and %.0f involuntary context switches",
+        cpu_all, csw, icsw);
     if (per_host > 1)
-      printf("; the processes behind relays wait %s", rank_threads ? "on a rank thread each, woken by their relay"
-                                                                     : "through one thread woken when their relay has it");
+      printf("; the processes behind relays wait %s",
+             rank_threads ? "on a rank thread each, woken by their relay"
+                          : "through one thread woken when their relay has it");
     if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
-    if (stolen >= 0) printf("; the hypervisor took %.1f%% of this machine's CPU time (steal)", stolen);
+    if (stolen >= 0)
+      printf("; the hypervisor took %.1f%% of this machine's CPU time (steal)", stolen);
     printf("\n");
-    off += (size_t)snprintf(summary + off, sizeof summary - off, "%s%d clients (%s) p50 %.3f ms p99 %.3f ms",
-                            i ? "; " : "", counts[i], hosts_text(counts[i], per_host), p50, p99);
+    off += (size_t)snprintf(summary + off, sizeof summary - off,
+                            "%s%d clients (%s) p50 %.3f ms p99 %.3f ms", i ? "; " : "", counts[i],
+                            hosts_text(counts[i], per_host), p50, p99);
   }
   if (hog > 0) {
     kill(hog, SIGKILL);
@@ -440,10 +452,11 @@ int main(int argc, char **argv) {
   /* The machine's load is part of the figure: on a shared host the fan-out competes for CPU. */
   double la[1] = {-1};
   getloadavg(la, 1);
-  printf("coord_scale (wall clock, 127.0.0.1, every client a thread of this process on these %ld CPUs "
-         "where a job has them on many hosts, %s, load average %.1f): %s: %s\n",
-         sysconf(_SC_NPROCESSORS_ONLN),
-         load ? "runs above 256 clients beside one CPU-bound process at nice 0" : "no added load", la[0],
-         summary, ok ? "OK" : "FAILED");
+  printf(
+      "coord_scale (wall clock, 127.0.0.1, every client a thread of this process on these %ld CPUs "
+      "where a job has them on many hosts, %s, load average %.1f): %s: %s\n",
+      sysconf(_SC_NPROCESSORS_ONLN),
+      load ? "runs above 256 clients beside one CPU-bound process at nice 0" : "no added load",
+      la[0], summary, ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }

@@ -68,13 +68,15 @@ int main(void) {
   static ah_coord_t *cs[CLIENTS];
   int ok = 1;
   int nice_before = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
-  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_before + 10); /* inherited by I/O threads */
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
+              nice_before + 10); /* inherited by I/O threads */
   for (int i = 0; i < CLIENTS && ok; i++) {
     cs[i] = ah_coord_client_open(&st, NULL, &co, NULL, NULL);
     ok = cs[i] && ah_coord_join_rank(cs[i], comm, CLIENTS, i, NULL) == 0;
   }
   setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_before);
-  for (int t = 0; ok && t < 600 && ah_coord_verdict(cs[CLIENTS - 1], comm) != AH_COORD_VERDICT_COMPLETE; t++)
+  for (int t = 0;
+       ok && t < 600 && ah_coord_verdict(cs[CLIENTS - 1], comm) != AH_COORD_VERDICT_COMPLETE; t++)
     sleep_us(50000);
   if (!ok || ah_coord_verdict(cs[CLIENTS - 1], comm) != AH_COORD_VERDICT_COMPLETE) {
     printf("diag_hub: %d clients did not all join: FAILED\n", CLIENTS);
@@ -83,22 +85,29 @@ int main(void) {
   }
   double t0 = 0, c0 = 0;
   for (int sec = 0; sec < SECONDS + 2; sec++) {
-    if (sec == 2) { /* the first records allocate the hub's tables: measured from the third second */
+    if (sec ==
+        2) { /* the first records allocate the hub's tables: measured from the third second */
       t0 = (double)ah_coord_now_ns() / 1e9;
       c0 = bench_proc_cpu_s(hub);
     }
     uint64_t start = ah_coord_now_ns();
     for (int i = 0; i < CLIENTS; i++) {
-      ah_health_rec_t rec = {.rank = (uint32_t)i, .pid = 1000u + (uint32_t)i, .gpu = (uint16_t)(i % 8),
-                             .state = AH_HEALTH_BUSY, .nkeys = AH_HEALTH_KEYS};
+      ah_health_rec_t rec = {.rank = (uint32_t)i,
+                             .pid = 1000u + (uint32_t)i,
+                             .gpu = (uint16_t)(i % 8),
+                             .state = AH_HEALTH_BUSY,
+                             .nkeys = AH_HEALTH_KEYS};
       ah_health_sample_t x[AH_HEALTH_SAMPLES];
       for (int k = 0; k < AH_HEALTH_KEYS; k++) {
-        rec.keys[k] = (ah_health_key_t){(uint8_t)(k % AH_NUM_COLLS), (uint8_t)(10 + k), 100u * (uint64_t)sec + (uint64_t)k};
+        rec.keys[k] = (ah_health_key_t){(uint8_t)(k % AH_NUM_COLLS), (uint8_t)(10 + k),
+                                        100u * (uint64_t)sec + (uint64_t)k};
         /* every rank samples the same calls; each second brings 16 new ones per key pair */
-        x[k] = (ah_health_sample_t){(uint8_t)(k % 4), (uint8_t)(10 + k % 4), 16u * (uint64_t)sec + (uint64_t)k,
+        x[k] = (ah_health_sample_t){(uint8_t)(k % 4), (uint8_t)(10 + k % 4),
+                                    16u * (uint64_t)sec + (uint64_t)k,
                                     (float)(100.0 + (i * 7 + k * 13) % 10)};
       }
-      if (ah_coord_progress(cs[i], comm, &rec) != 0 || ah_coord_samples(cs[i], comm, (uint32_t)i, x, AH_HEALTH_SAMPLES) != 0)
+      if (ah_coord_progress(cs[i], comm, &rec) != 0 ||
+          ah_coord_samples(cs[i], comm, (uint32_t)i, x, AH_HEALTH_SAMPLES) != 0)
         ok = 0;
     }
     uint64_t spent = ah_coord_now_ns() - start;
@@ -110,8 +119,9 @@ int main(void) {
   waitpid(hub, NULL, 0);
   double pct = 100.0 * used / secs;
   int pass = ok && c0 >= 0 && pct < BAR_PCT;
-  printf("diag_hub (127.0.0.1, %ld CPUs): the hub holding %d clients' progress records and samples "
-         "at 1 Hz used %.2f%% of one core over %.0f s (bar %.0f%%): %s\n",
-         sysconf(_SC_NPROCESSORS_ONLN), CLIENTS, pct, secs, BAR_PCT, pass ? "OK" : "FAILED");
+  printf(
+      "diag_hub (127.0.0.1, %ld CPUs): the hub holding %d clients' progress records and samples "
+      "at 1 Hz used %.2f%% of one core over %.0f s (bar %.0f%%): %s\n",
+      sysconf(_SC_NPROCESSORS_ONLN), CLIENTS, pct, secs, BAR_PCT, pass ? "OK" : "FAILED");
   return pass ? 0 : 1;
 }

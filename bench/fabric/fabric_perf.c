@@ -72,8 +72,11 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaStreamCreate(&st));
   for (int k = env_int("FABRIC_PERF_ROUNDS", 1); k > 0; k--) check_calls(comm, nranks, st);
   if (rank == 0) {
-    static const struct { const char *name; int coll; int allreduce; } colls[] = {
-        {"allreduce", 4, 1}, {"allgather", 2, 0}};
+    static const struct {
+      const char *name;
+      int coll;
+      int allreduce;
+    } colls[] = {{"allreduce", 4, 1}, {"allgather", 2, 0}};
     static const char *const dflt[] = {"268435456"};
     const char *const *sizes = argc > 1 ? (const char *const *)argv + 1 : dflt;
     int nsizes = argc > 1 ? argc - 1 : 1;

@@ -29,7 +29,8 @@ int main(int argc, char **argv) {
   size_t n = 1 << 16; /* floats per rank: 256 KiB */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--kib") == 0 && i + 1 < argc) n = (size_t)atoi(argv[++i]) * 1024 / sizeof(float);
+    else if (strcmp(argv[i], "--kib") == 0 && i + 1 < argc)
+      n = (size_t)atoi(argv[++i]) * 1024 / sizeof(float);
     else if (strcmp(argv[i], "--graph") == 0) graph = 1;
     else {
       fprintf(stderr, "usage: failover_job [--iters N] [--kib K] [--graph]\n");
@@ -78,17 +79,18 @@ int main(int argc, char **argv) {
     float sum = (float)nranks * (float)(nranks + 1) / 2.0f;
     for (size_t i = 0; i < n * (size_t)nranks; i++)
       if (host[i] != sum * (float)((i % n + (size_t)it) % 61 + 1)) {
-        fprintf(stderr, "failover_job: rank %d: iteration %d: element %zu is %g, not %g\n", rank, it, i, host[i],
-                sum * (float)((i % n + (size_t)it) % 61 + 1));
+        fprintf(stderr, "failover_job: rank %d: iteration %d: element %zu is %g, not %g\n", rank,
+                it, i, host[i], sum * (float)((i % n + (size_t)it) % 61 + 1));
         return 3;
       }
   }
   struct ncclsimNetStats s;
   CHECK_NCCL(ncclsimNetStats(comm, &s));
-  printf("failover_job: rank %d iters %d chunks %llu sends %llu lost %llu duplicated %llu reordered %llu unposted %llu "
-         "send-duplicated %llu stall-wall-ms %.3f stall-virt-ms %.3f\n",
-         rank, iters, s.chunks, s.sendCompletions, s.lost, s.duplicated, s.reordered, s.sendUnposted, s.sendDuplicated,
-         s.maxStallWallMs, s.maxStallVirtMs);
+  printf(
+      "failover_job: rank %d iters %d chunks %llu sends %llu lost %llu duplicated %llu reordered %llu unposted %llu "
+      "send-duplicated %llu stall-wall-ms %.3f stall-virt-ms %.3f\n",
+      rank, iters, s.chunks, s.sendCompletions, s.lost, s.duplicated, s.reordered, s.sendUnposted,
+      s.sendDuplicated, s.maxStallWallMs, s.maxStallVirtMs);
   fflush(stdout);
   if (exec) CHECK_CUDA(cudaGraphExecDestroy(exec));
   CHECK_NCCL(ncclCommDestroy(comm));

@@ -84,7 +84,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "failover_plan: RUNS must be a positive number, not '%s'\n", argv[1]);
     return 2;
   }
-  static const fault_kind_t kinds[] = {{"1 uplink down", 1, 0}, {"2 uplinks down", 2, 0}, {"1 uplink at 50%", 0, 1}};
+  static const fault_kind_t kinds[] = {
+      {"1 uplink down", 1, 0}, {"2 uplinks down", 2, 0}, {"1 uplink at 50%", 0, 1}};
   const int nkinds = (int)(sizeof kinds / sizeof kinds[0]);
   int ok = 1;
   double worst_all = 1e300, c4p_ecmp = 0, c4p_before = 0, c4p_after = 0, c4p_ideal = 0;
@@ -93,7 +94,8 @@ int main(int argc, char **argv) {
   for (int nodes = 2; nodes <= 4; nodes += 2)
     for (int ch = 2; ch <= 4; ch += 2)
       for (int kind = 0; kind < nkinds; kind++) {
-        double *v = calloc((size_t)runs * 6, sizeof *v); /* before ecmp naive replanned ideal ratio */
+        double *v =
+            calloc((size_t)runs * 6, sizeof *v); /* before ecmp naive replanned ideal ratio */
         if (!v) return 1;
         for (int run = 0; run < runs; run++) {
           char fab[128], fabr[160], err[256];
@@ -117,7 +119,8 @@ int main(int argc, char **argv) {
           ah_path_flow_t *flows;
           if (ah_path_topo_parse(text, "failover_plan", &t)) return 1;
           int nf = ah_path_topo_flows(t, &flows);
-          ah_path_route_t *plan = calloc((size_t)nf, sizeof *plan), *re = calloc((size_t)nf, sizeof *re);
+          ah_path_route_t *plan = calloc((size_t)nf, sizeof *plan),
+                          *re = calloc((size_t)nf, sizeof *re);
           sim_fabric_flow_t *fl = calloc((size_t)nf, sizeof *fl);
           double *gbps = calloc((size_t)nf, sizeof *gbps);
           if (nf <= 0 || !plan || !re || !fl || !gbps || ah_path_plan(t, flows, nf, plan)) return 1;
@@ -139,14 +142,17 @@ int main(int argc, char **argv) {
             for (int i = 0; i < nl; i++) dup |= ls[i].leaf == leaf && ls[i].spine == spine;
             if (dup) continue;
             ls[nl] = (ah_path_link_state_t){leaf, spine, nl < kinds[kind].down ? 0.0 : 0.5};
-            if (set_link(f, leaf, spine, ls[nl].fraction) || set_link(fr, leaf, spine, ls[nl].fraction)) return 1;
+            if (set_link(f, leaf, spine, ls[nl].fraction) ||
+                set_link(fr, leaf, spine, ls[nl].fraction))
+              return 1;
             nl++;
           }
           double ecmp = slowest(fr, fl, nf, gbps) * per_nic;
           /* naive failover: flows whose path is down move to their shadow's port */
           for (int i = 0; i < nf; i++) {
             re[i] = plan[i];
-            if (!sim_fabric_path_up(f, &fl[i], 0, 0)) re[i].sport = shadow_port(t, &flows[i], plan[i].sport);
+            if (!sim_fabric_path_up(f, &fl[i], 0, 0))
+              re[i].sport = shadow_port(t, &flows[i], plan[i].sport);
           }
           set_ports(fl, re, nf);
           double naive = slowest(f, fl, nf, gbps) * per_nic;
@@ -156,8 +162,11 @@ int main(int argc, char **argv) {
           double replanned = slowest(f, fl, nf, gbps) * per_nic;
           double ideal = ah_path_replan_bound(t, flows, nf, ls, nl, NULL) * port * per_nic;
           double *r = v + (size_t)run * 6;
-          r[0] = before, r[1] = ecmp, r[2] = naive, r[3] = replanned, r[4] = ideal, r[5] = replanned / ideal;
-          if (kind == 0) c4p_ecmp += ecmp, c4p_before += naive, c4p_after += replanned, c4p_ideal += ideal, c4p_n++;
+          r[0] = before, r[1] = ecmp, r[2] = naive, r[3] = replanned, r[4] = ideal,
+          r[5] = replanned / ideal;
+          if (kind == 0)
+            c4p_ecmp += ecmp, c4p_before += naive, c4p_after += replanned, c4p_ideal += ideal,
+                c4p_n++;
           free(plan);
           free(re);
           free(fl);
@@ -173,18 +182,21 @@ int main(int argc, char **argv) {
           for (int i = 0; i < n; i++) col[c][i] = v[(size_t)i * 6 + (size_t)c];
         double worst = minimum(col[5], n);
         if (worst < worst_all) worst_all = worst;
-        printf("failover_plan: %d nodes x 8, %d QPs/NIC, %s (%d runs, median Gb/s per NIC): before %.1f, "
-               "ECMP rehash %.1f, naive failover %.1f, replanned %.1f, ideal %.1f; replanned/ideal %.3f median, "
-               "%.3f worst\n",
-               nodes, ch, kinds[kind].name, n, median(col[0], n), median(col[1], n), median(col[2], n),
-               median(col[3], n), median(col[4], n), median(col[5], n), worst);
+        printf(
+            "failover_plan: %d nodes x 8, %d QPs/NIC, %s (%d runs, median Gb/s per NIC): before %.1f, "
+            "ECMP rehash %.1f, naive failover %.1f, replanned %.1f, ideal %.1f; replanned/ideal %.3f median, "
+            "%.3f worst\n",
+            nodes, ch, kinds[kind].name, n, median(col[0], n), median(col[1], n), median(col[2], n),
+            median(col[3], n), median(col[4], n), median(col[5], n), worst);
         if (worst < 0.95) ok = 0;
         free(v);
       }
-  printf("failover_plan: one uplink down, mean over jobs and runs: ECMP rehash %.2f, naive failover %.2f -> "
-         "replanned %.2f Gb/s per NIC, %.0f%% of ideal (C4P reports 185.76 -> 301.46 Gb/s, 96%% of ideal)\n",
-         c4p_ecmp / c4p_n, c4p_before / c4p_n, c4p_after / c4p_n, 100 * c4p_after / c4p_ideal);
-  printf("failover_plan (sim/fabric rates, bar: replanned >= 0.95 of ideal in every run; worst %.3f): %s\n",
-         worst_all, ok ? "OK" : "FAILED");
+  printf(
+      "failover_plan: one uplink down, mean over jobs and runs: ECMP rehash %.2f, naive failover %.2f -> "
+      "replanned %.2f Gb/s per NIC, %.0f%% of ideal (C4P reports 185.76 -> 301.46 Gb/s, 96%% of ideal)\n",
+      c4p_ecmp / c4p_n, c4p_before / c4p_n, c4p_after / c4p_n, 100 * c4p_after / c4p_ideal);
+  printf(
+      "failover_plan (sim/fabric rates, bar: replanned >= 0.95 of ideal in every run; worst %.3f): %s\n",
+      worst_all, ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }

@@ -30,7 +30,8 @@ static int nested_simulate; /* --nested-simulate */
 static int iteration(ncclComm_t comms[2], float *buf[2], cudaStream_t s[2]) {
   if (ncclGroupStart() != ncclSuccess) return -1;
   for (int r = 0; r < 2; r++)
-    if (ncclAllReduce(buf[r], buf[r], N, ncclFloat, ncclSum, comms[r], s[r]) != ncclSuccess) return -1;
+    if (ncclAllReduce(buf[r], buf[r], N, ncclFloat, ncclSum, comms[r], s[r]) != ncclSuccess)
+      return -1;
   if (nested_simulate) { /* an empty inner group, planned and dropped; the outer one still runs */
     ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
     if (ncclGroupStart() != ncclSuccess || ncclGroupSimulateEnd(&info) != ncclSuccess) return -1;
@@ -46,7 +47,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--window") == 0) window = 1;
     else if (strcmp(argv[i], "--nested-simulate") == 0) nested_simulate = 1;
     else {
-      fprintf(stderr, "usage: hotpath_job [--warmup W] [--iters N] [--window] [--nested-simulate]\n");
+      fprintf(stderr,
+              "usage: hotpath_job [--warmup W] [--iters N] [--window] [--nested-simulate]\n");
       return 2;
     }
   }

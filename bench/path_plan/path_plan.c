@@ -69,23 +69,26 @@ static char *topo_text(const mix_t *m, int fail) {
     int j = (int)(rng() % (uint32_t)(i + 1)), t = perm[i];
     perm[i] = perm[j], perm[j] = t;
   }
-  n += snprintf(buf + n, sizeof buf - (size_t)n, "spines %d\npairs %d\nseeds 0x51 0x52 0x53\n", SPINES, PAIRS);
+  n += snprintf(buf + n, sizeof buf - (size_t)n, "spines %d\npairs %d\nseeds 0x51 0x52 0x53\n",
+                SPINES, PAIRS);
   for (int h = 0; h < HOSTS; h++) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, "host h%d %d\n", h, h / HOSTS_PER_PAIR);
     for (int i = 0; i < NICS; i++)
-      n += snprintf(buf + n, sizeof buf - (size_t)n, "nic h%d mlx5_%d 10.%d.%d.%d\n", h, i, h / HOSTS_PER_PAIR,
-                    h % HOSTS_PER_PAIR, i + 1);
+      n += snprintf(buf + n, sizeof buf - (size_t)n, "nic h%d mlx5_%d 10.%d.%d.%d\n", h, i,
+                    h / HOSTS_PER_PAIR, h % HOSTS_PER_PAIR, i + 1);
   }
   int next = 0;
   for (int j = 0; j < m->njobs; j++) {
     /* GPU intensity: bigger jobs are the more intensive ones here, with some spread */
-    n += snprintf(buf + n, sizeof buf - (size_t)n, "job j%d %.2f %s 2 ", j, m->size[j] * (1.0 + 0.1 * j),
-                  m->pattern[j] ? "tree" : "ring");
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "job j%d %.2f %s 2 ", j,
+                  m->size[j] * (1.0 + 0.1 * j), m->pattern[j] ? "tree" : "ring");
     for (int k = 0; k < m->size[j]; k++)
       n += snprintf(buf + n, sizeof buf - (size_t)n, "%sh%d", k ? "," : "", perm[next++]);
     n += snprintf(buf + n, sizeof buf - (size_t)n, "\n");
   }
-  if (fail) n += snprintf(buf + n, sizeof buf - (size_t)n, "fail %d %d\n", (int)(rng() % (2 * PAIRS)), (int)(rng() % SPINES));
+  if (fail)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "fail %d %d\n", (int)(rng() % (2 * PAIRS)),
+                  (int)(rng() % SPINES));
   return buf;
 }
 
@@ -94,14 +97,16 @@ typedef struct {
   int violations, max_load, ideal, unplanned;
 } result_t;
 
-static result_t evaluate(const ah_path_topo_t *t, const ah_path_flow_t *f, int n, const uint16_t *port) {
+static result_t evaluate(const ah_path_topo_t *t, const ah_path_flow_t *f, int n,
+                         const uint16_t *port) {
   static int up[2 * PAIRS][SPINES], down[2 * PAIRS][SPINES], tx[HOSTS][NICS][2], rx[HOSTS][NICS][2];
   static int out_pair[PAIRS], in_pair[PAIRS], nic_out[HOSTS][NICS], nic_in[HOSTS][NICS];
   static int ideal_up[2 * PAIRS], ideal_down[2 * PAIRS]; /* per leaf */
   int *side = malloc((size_t)n * sizeof *side), *spine = malloc((size_t)n * sizeof *spine),
       *rxs = malloc((size_t)n * sizeof *rxs);
   result_t r = {0};
-  memset(up, 0, sizeof up), memset(down, 0, sizeof down), memset(tx, 0, sizeof tx), memset(rx, 0, sizeof rx);
+  memset(up, 0, sizeof up), memset(down, 0, sizeof down), memset(tx, 0, sizeof tx),
+      memset(rx, 0, sizeof rx);
   memset(out_pair, 0, sizeof out_pair), memset(in_pair, 0, sizeof in_pair);
   memset(nic_out, 0, sizeof nic_out), memset(nic_in, 0, sizeof nic_in);
   for (int i = 0; i < n; i++) {
@@ -123,10 +128,13 @@ static result_t evaluate(const ah_path_topo_t *t, const ah_path_flow_t *f, int n
    * the larger half on the leaf with more live links, each half spread evenly over its leaf */
   for (int p = 0; p < PAIRS; p++) {
     for (int dir = 0; dir < 2; dir++) {
-      int d = dir ? in_pair[p] : out_pair[p], a = d / 2, b = d - a, *ideal = dir ? ideal_down : ideal_up;
+      int d = dir ? in_pair[p] : out_pair[p], a = d / 2, b = d - a,
+          *ideal = dir ? ideal_down : ideal_up;
       int lL = 0, lR = 0;
-      for (int s = 0; s < SPINES; s++) lL += !ah_path_link_failed(t, 2 * p, s), lR += !ah_path_link_failed(t, 2 * p + 1, s);
-      int o1L = (a + lL - 1) / lL, o1R = (b + lR - 1) / lR, o2L = (b + lL - 1) / lL, o2R = (a + lR - 1) / lR;
+      for (int s = 0; s < SPINES; s++)
+        lL += !ah_path_link_failed(t, 2 * p, s), lR += !ah_path_link_failed(t, 2 * p + 1, s);
+      int o1L = (a + lL - 1) / lL, o1R = (b + lR - 1) / lR, o2L = (b + lL - 1) / lL,
+          o2R = (a + lR - 1) / lR;
       int one = o1L > o1R ? o1L : o1R, two = o2L > o2R ? o2L : o2R;
       ideal[2 * p] = one <= two ? o1L : o2L;
       ideal[2 * p + 1] = one <= two ? o1R : o2R;
@@ -151,11 +159,13 @@ static result_t evaluate(const ah_path_topo_t *t, const ah_path_flow_t *f, int n
       double x = 1.0 / tx[f[i].shost][f[i].snic][side[i]];
       if (rxs[i] < 0) x = 0; /* unreachable */
       else x = fmin(x, 1.0 / rx[f[i].dhost][f[i].dnic][rxs[i]]);
-      double y = fmin(1.0 / ceil(nic_out[f[i].shost][f[i].snic] / 2.0), 1.0 / ceil(nic_in[f[i].dhost][f[i].dnic] / 2.0));
+      double y = fmin(1.0 / ceil(nic_out[f[i].shost][f[i].snic] / 2.0),
+                      1.0 / ceil(nic_in[f[i].dhost][f[i].dnic] / 2.0));
       if (spine[i] >= 0) {
         int sp = t->hosts[f[i].shost].pair;
         x = fmin(x, UPLINK_CAP / up[2 * sp + side[i]][spine[i]]);
-        if (rxs[i] >= 0) x = fmin(x, UPLINK_CAP / down[2 * t->hosts[f[i].dhost].pair + rxs[i]][spine[i]]);
+        if (rxs[i] >= 0)
+          x = fmin(x, UPLINK_CAP / down[2 * t->hosts[f[i].dhost].pair + rxs[i]][spine[i]]);
         int dl = 2 * t->hosts[f[i].dhost].pair + (rxs[i] >= 0 ? rxs[i] : side[i]);
         y = fmin(y, fmin(UPLINK_CAP / ideal_up[2 * sp + side[i]], UPLINK_CAP / ideal_down[dl]));
       }
@@ -183,11 +193,13 @@ static char *scale_topo_text(int nfail) {
   size_t cap = 1 << 20;
   char *buf = malloc(cap);
   if (!buf) return NULL;
-  int n = snprintf(buf, cap, "spines %d\npairs %d\nseeds 0x61 0x62 0x63\n", SCALE_SPINES, SCALE_PAIRS);
+  int n =
+      snprintf(buf, cap, "spines %d\npairs %d\nseeds 0x61 0x62 0x63\n", SCALE_SPINES, SCALE_PAIRS);
   for (int h = 0; h < hosts; h++) {
     n += snprintf(buf + n, cap - (size_t)n, "host s%d %d\n", h, h / SCALE_HOSTS_PER_PAIR);
     for (int i = 0; i < NICS; i++)
-      n += snprintf(buf + n, cap - (size_t)n, "nic s%d mlx5_%d 10.%d.%d.%d\n", h, i, h / 256, h % 256, i + 1);
+      n += snprintf(buf + n, cap - (size_t)n, "nic s%d mlx5_%d 10.%d.%d.%d\n", h, i, h / 256,
+                    h % 256, i + 1);
   }
   n += snprintf(buf + n, cap - (size_t)n, "job big 1.0 ring 8 ");
   for (int h = 0; h < hosts; h++) n += snprintf(buf + n, cap - (size_t)n, "%ss%d", h ? "," : "", h);
@@ -230,7 +242,8 @@ static double scale_plan(int nfail, int *nflows_p, double *max_to_ideal_p, int *
   double secs = now_s() - t0;
   /* the plan's max link load (through the hash model), over the lowest the demand allows */
   int unplanned = 0, nleaf = 2 * t->npairs, S = t->nspines, maxload = 0;
-  int *up = calloc((size_t)nleaf * (size_t)S, sizeof *up), *down = calloc((size_t)nleaf * (size_t)S, sizeof *down);
+  int *up = calloc((size_t)nleaf * (size_t)S, sizeof *up),
+      *down = calloc((size_t)nleaf * (size_t)S, sizeof *down);
   int *out = calloc((size_t)nleaf, sizeof *out), *in = calloc((size_t)nleaf, sizeof *in);
   if (!up || !down || !out || !in) return -1;
   for (int i = 0; i < n; i++) {
@@ -271,7 +284,8 @@ int main(int argc, char **argv) {
   int ncases = (int)(sizeof mixes / sizeof *mixes) * 2;
   if (argc > 1) { /* the topology file of one case; the generator is replayed up to it */
     int want = atoi(argv[1]);
-    if (want < 0 || want >= ncases) return fprintf(stderr, "usage: path_plan [case 0-%d]\n", ncases - 1), 2;
+    if (want < 0 || want >= ncases)
+      return fprintf(stderr, "usage: path_plan [case 0-%d]\n", ncases - 1), 2;
     rng_state = 0x2024;
     for (int i = 0; i < want; i++) {
       topo_text(&mixes[i / 2], i % 2);
@@ -284,10 +298,12 @@ int main(int argc, char **argv) {
   double ratio_sum = 0;
   int nratio = 0;
   rng_state = 0x2024;
-  printf("path_plan: flow-level leaf-spine model (not a packet simulation): %d leaves x %d spines, "
-         "%d hosts x %d dual-port NICs, 2 QPs per NIC pair\n\n", 2 * PAIRS, SPINES, HOSTS, NICS);
-  printf("%-28s %-7s %-7s %10s %10s %10s %12s\n", "jobs", "uplink", "method", "max load", "max/ideal", "dual-port",
-         "busbw/ideal");
+  printf(
+      "path_plan: flow-level leaf-spine model (not a packet simulation): %d leaves x %d spines, "
+      "%d hosts x %d dual-port NICs, 2 QPs per NIC pair\n\n",
+      2 * PAIRS, SPINES, HOSTS, NICS);
+  printf("%-28s %-7s %-7s %10s %10s %10s %12s\n", "jobs", "uplink", "method", "max load",
+         "max/ideal", "dual-port", "busbw/ideal");
   for (size_t mi = 0; mi < sizeof mixes / sizeof *mixes; mi++) {
     for (int fail = 0; fail < 2; fail++) {
       ah_path_topo_t *t = NULL;
@@ -305,22 +321,26 @@ int main(int argc, char **argv) {
       for (int i = 0; i < n; i++) {
         uint32_t l = qpn[f[i].shost][f[i].snic]++, r = qpn[f[i].dhost][f[i].dnic]++;
         port[M_ECMP][i] = ah_path_label_to_sport(ah_path_label_from_qpn(l, r));
-        const uint8_t *sg = t->hosts[f[i].shost].gid[f[i].snic], *dg = t->hosts[f[i].dhost].gid[f[i].dnic];
+        const uint8_t *sg = t->hosts[f[i].shost].gid[f[i].snic],
+                      *dg = t->hosts[f[i].dhost].gid[f[i].dnic];
         port[M_SPREAD][i] = ah_path_spread_port(ah_path_hash5(0, sg, dg, 0), (unsigned)f[i].k);
       }
       if (ah_path_plan(t, f, n, routes)) return 2;
       int unplanned = 0;
-      for (int i = 0; i < n; i++) port[M_PLAN][i] = routes[i].sport, unplanned += !routes[i].planned;
+      for (int i = 0; i < n; i++)
+        port[M_PLAN][i] = routes[i].sport, unplanned += !routes[i].planned;
       result_t res[NMETHODS];
       for (int m = 0; m < NMETHODS; m++) {
         res[m] = evaluate(t, f, n, port[m]);
-        printf("%-28s %-7s %-7s %10d %10.2f %10d %12.2f\n", mixes[mi].name, fail ? "1 down" : "all up",
-               method_name[m], res[m].max_load, res[m].max_to_ideal, res[m].violations, res[m].busbw);
+        printf("%-28s %-7s %-7s %10d %10.2f %10d %12.2f\n", mixes[mi].name,
+               fail ? "1 down" : "all up", method_name[m], res[m].max_load, res[m].max_to_ideal,
+               res[m].violations, res[m].busbw);
       }
       int pass = res[M_PLAN].max_to_ideal <= 1.05 && res[M_PLAN].violations == 0 && unplanned == 0;
       if (!pass) {
-        printf("  MISS: plan max/ideal %.2f, %d dual-port violations, %d flows without a planned port\n",
-               res[M_PLAN].max_to_ideal, res[M_PLAN].violations, unplanned);
+        printf(
+            "  MISS: plan max/ideal %.2f, %d dual-port violations, %d flows without a planned port\n",
+            res[M_PLAN].max_to_ideal, res[M_PLAN].violations, unplanned);
         ok = 0;
       }
       ratio_sum += log(res[M_PLAN].busbw / res[M_ECMP].busbw);
@@ -334,8 +354,10 @@ int main(int argc, char **argv) {
   /* Planning time at scale: every rank of a job plans (the plan is deterministic), so it must not
    * grow with failed links. Bar: with 1 and 64 failed links within 2x the no-failure time (plus
    * 0.5 s of slack for a noisy machine). */
-  printf("\nplanning time (CPU, wall clock): %d leaves x %d spines, %d hosts x %d dual-port NICs, one "
-         "ring job, 8 channels\n", 2 * SCALE_PAIRS, SCALE_SPINES, SCALE_PAIRS * SCALE_HOSTS_PER_PAIR, NICS);
+  printf(
+      "\nplanning time (CPU, wall clock): %d leaves x %d spines, %d hosts x %d dual-port NICs, one "
+      "ring job, 8 channels\n",
+      2 * SCALE_PAIRS, SCALE_SPINES, SCALE_PAIRS * SCALE_HOSTS_PER_PAIR, NICS);
   const int fails[3] = {0, 1, 64};
   double secs[3];
   for (int i = 0; i < 3; i++) {
@@ -343,15 +365,19 @@ int main(int argc, char **argv) {
     double mti = 0;
     secs[i] = scale_plan(fails[i], &nf, &mti, &unplanned);
     if (secs[i] < 0) return 2;
-    printf("  %6d flows, %2d failed links: %7.2f s  (plan max/ideal %.2f, %d flows without a planned "
-           "port)\n", nf, fails[i], secs[i], mti, unplanned);
+    printf(
+        "  %6d flows, %2d failed links: %7.2f s  (plan max/ideal %.2f, %d flows without a planned "
+        "port)\n",
+        nf, fails[i], secs[i], mti, unplanned);
     if (i > 0 && secs[i] > 2 * secs[0] + 0.5) {
-      printf("  MISS: %d failed links take %.2f s, the no-failure plan %.2f s\n", fails[i], secs[i], secs[0]);
+      printf("  MISS: %d failed links take %.2f s, the no-failure plan %.2f s\n", fails[i], secs[i],
+             secs[0]);
       ok = 0;
     }
   }
-  printf("\nbar: plan max/ideal <= 1.05 and 0 dual-port violations in every case; planning with failed "
-         "links within 2x the no-failure time\n");
+  printf(
+      "\nbar: plan max/ideal <= 1.05 and 0 dual-port violations in every case; planning with failed "
+      "links within 2x the no-failure time\n");
   printf("plan busbw over ecmp busbw (modelled, geometric mean of %d cases): %.2fx %s\n", nratio,
          exp(ratio_sum / nratio), ok ? "OK" : "FAILED");
   return ok ? 0 : 1;

@@ -59,7 +59,8 @@ static size_t call_count(int rank, size_t count) {
     for (;;) pause();
   }
   if (rank == mismatch_rank && ncalls == mismatch_call) {
-    fprintf(stderr, "train_job: rank %d issues collective #%lu with %zu elements, not %zu (--mismatch)\n",
+    fprintf(stderr,
+            "train_job: rank %d issues collective #%lu with %zu elements, not %zu (--mismatch)\n",
             rank, ncalls, count / 2, count);
     count /= 2;
   }
@@ -72,31 +73,41 @@ int main(int argc, char **argv) {
   /* Simulated compute per layer (forward, backward) and per optimizer step, in microseconds: sized
    * so that communication is a visible share of an iteration, as in large data-parallel jobs. */
   int fwd_us = 150, bwd_us = 300, opt_us = 200;
-  size_t layer_params = 2u << 20;          /* elements per layer (float): 8 MiB (--layer-kib) */
+  size_t layer_params = 2u << 20;             /* elements per layer (float): 8 MiB (--layer-kib) */
   size_t bucket = 25u << 20, tail = 7u << 20; /* DDP bucket sizes in bytes (--bucket-kib: the
                                                * tail stays 7/25 of the bucket) */
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = parse_opt("--iters", argv[++i], 2, 1000000);
-    else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc) layers = parse_opt("--layers", argv[++i], 1, 1000);
-    else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) warmup = parse_opt("--warmup", argv[++i], 0, 999999);
-    else if (strcmp(argv[i], "--fwd-us") == 0 && i + 1 < argc) fwd_us = parse_opt("--fwd-us", argv[++i], 0, 10000000);
-    else if (strcmp(argv[i], "--bwd-us") == 0 && i + 1 < argc) bwd_us = parse_opt("--bwd-us", argv[++i], 0, 10000000);
+    if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+      iters = parse_opt("--iters", argv[++i], 2, 1000000);
+    else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
+      layers = parse_opt("--layers", argv[++i], 1, 1000);
+    else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc)
+      warmup = parse_opt("--warmup", argv[++i], 0, 999999);
+    else if (strcmp(argv[i], "--fwd-us") == 0 && i + 1 < argc)
+      fwd_us = parse_opt("--fwd-us", argv[++i], 0, 10000000);
+    else if (strcmp(argv[i], "--bwd-us") == 0 && i + 1 < argc)
+      bwd_us = parse_opt("--bwd-us", argv[++i], 0, 10000000);
     else if (strcmp(argv[i], "--layer-kib") == 0 && i + 1 < argc)
       layer_params = (size_t)parse_opt("--layer-kib", argv[++i], 1, 1 << 20) * 1024 / sizeof(float);
     else if (strcmp(argv[i], "--bucket-kib") == 0 && i + 1 < argc) {
       bucket = (size_t)parse_opt("--bucket-kib", argv[++i], 1, 1 << 20) * 1024;
       tail = bucket * 7 / 25 / sizeof(float) * sizeof(float);
-    }
-    else if (strcmp(argv[i], "--stall") == 0 && i + 1 < argc) parse_fault("--stall", argv[++i], &stall_rank, &stall_call);
-    else if (strcmp(argv[i], "--mismatch") == 0 && i + 1 < argc) parse_fault("--mismatch", argv[++i], &mismatch_rank, &mismatch_call);
-    else if (strcmp(argv[i], "--host-delay") == 0 && i + 1 < argc) parse_fault("--host-delay", argv[++i], &delay_rank, &delay_us);
+    } else if (strcmp(argv[i], "--stall") == 0 && i + 1 < argc)
+      parse_fault("--stall", argv[++i], &stall_rank, &stall_call);
+    else if (strcmp(argv[i], "--mismatch") == 0 && i + 1 < argc)
+      parse_fault("--mismatch", argv[++i], &mismatch_rank, &mismatch_call);
+    else if (strcmp(argv[i], "--host-delay") == 0 && i + 1 < argc)
+      parse_fault("--host-delay", argv[++i], &delay_rank, &delay_us);
     else {
-      fprintf(stderr, "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
-              "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US]\n");
+      fprintf(
+          stderr,
+          "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
+          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US]\n");
       return 2;
     }
   }
-  if (warmup < 0) warmup = iters / 4; /* untimed first iterations (an online tuner searches there) */
+  if (warmup < 0)
+    warmup = iters / 4; /* untimed first iterations (an online tuner searches there) */
   if (warmup >= iters) {
     fprintf(stderr, "train_job: --warmup %d leaves no timed iteration of %d\n", warmup, iters);
     return 2;
@@ -132,7 +143,8 @@ int main(int argc, char **argv) {
     if (it == warmup) CHECK_CUDA(cudaEventRecord(t0, compute));
     if (rank == delay_rank) usleep((useconds_t)delay_us);
     for (int l = 0; l < layers; l++) { /* forward: gather the layer, then compute with it */
-      CHECK_NCCL(ncclAllGather(params + (size_t)rank * shard, params, call_count(rank, shard), ncclFloat, comm, comms));
+      CHECK_NCCL(ncclAllGather(params + (size_t)rank * shard, params, call_count(rank, shard),
+                               ncclFloat, comm, comms));
       CHECK_CUDA(cudaEventRecord(done, comms));
       CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0));
       ncclsimStreamAddCompute(compute, fwd_us);
@@ -141,11 +153,14 @@ int main(int argc, char **argv) {
       ncclsimStreamAddCompute(compute, bwd_us);
       CHECK_CUDA(cudaEventRecord(done, compute));
       CHECK_CUDA(cudaStreamWaitEvent(comms, done, 0));
-      CHECK_NCCL(ncclReduceScatter(grads, gshard, call_count(rank, shard), ncclFloat, ncclSum, comm, comms));
+      CHECK_NCCL(ncclReduceScatter(grads, gshard, call_count(rank, shard), ncclFloat, ncclSum, comm,
+                                   comms));
     }
     /* DDP buckets of the dense part of the model */
-    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, call_count(rank, bucket / sizeof(float)), ncclFloat, ncclSum, comm, comms));
-    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, call_count(rank, tail / sizeof(float)), ncclFloat, ncclSum, comm, comms));
+    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, call_count(rank, bucket / sizeof(float)), ncclFloat,
+                             ncclSum, comm, comms));
+    CHECK_NCCL(ncclAllReduce(gbuf, gbuf, call_count(rank, tail / sizeof(float)), ncclFloat, ncclSum,
+                             comm, comms));
     CHECK_CUDA(cudaEventRecord(done, comms));
     CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0)); /* optimizer step waits for all gradients */
     ncclsimStreamAddCompute(compute, opt_us);
@@ -155,9 +170,10 @@ int main(int argc, char **argv) {
   float ms = 0;
   CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
   if (rank == 0)
-    printf("train_job: %d ranks on %s, %d timed iterations: %.3f ms per iteration (simulated, sim/)\n",
-           world, getenv("NCCLSIM_TOPO") ? getenv("NCCLSIM_TOPO") : "default topology",
-           iters - warmup, ms / (iters - warmup));
+    printf(
+        "train_job: %d ranks on %s, %d timed iterations: %.3f ms per iteration (simulated, sim/)\n",
+        world, getenv("NCCLSIM_TOPO") ? getenv("NCCLSIM_TOPO") : "default topology", iters - warmup,
+        ms / (iters - warmup));
   CHECK_NCCL(ncclCommDestroy(comm));
   return 0;
 }

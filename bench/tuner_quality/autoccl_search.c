@@ -14,21 +14,21 @@
 #include <string.h>
 
 #define AC_MAX_SAMPLES 32
-#define AC_ABANDON_EARLY 3.0     /* a subspace this much slower than the best after ... */
-#define AC_ABANDON_EARLY_N 5     /* ... this many of its profiles is dropped */
-#define AC_ABANDON_LATE 1.5      /* ... and this much slower once 10% of the budget is spent */
+#define AC_ABANDON_EARLY 3.0 /* a subspace this much slower than the best after ... */
+#define AC_ABANDON_EARLY_N 5 /* ... this many of its profiles is dropped */
+#define AC_ABANDON_LATE 1.5  /* ... and this much slower once 10% of the budget is spent */
 
 typedef struct {
   ah_config_t cfg;
-  int sub;                 /* subspace, or -1 for NCCL's default */
+  int sub; /* subspace, or -1 for NCCL's default */
   int pos[AH_MAX_DIMS];
   int n, committed;
   double us[AC_MAX_SAMPLES];
 } ac_probe_t;
 
 typedef struct {
-  int opt;                 /* best probe of the subspace, -1 before its starting point */
-  int start[AH_MAX_DIMS];  /* starting point */
+  int opt;                /* best probe of the subspace, -1 before its starting point */
+  int start[AH_MAX_DIMS]; /* starting point */
   int dim_i, dir, step, flipped, tuned_dims, profiles, done;
 } ac_sub_t;
 
@@ -99,7 +99,8 @@ static int ac_probe_get(autoccl_t *a, int sub, const int *pos) {
     c.proto = a->space.sub[sub].proto;
     c.ndims = a->space.ndims;
     for (int d = 0; d < a->space.ndims; d++)
-      c.res[d] = a->space.dims[d].nvalues > 0 ? a->space.dims[d].values[pos[d]] : a->space.start.res[d];
+      c.res[d] =
+          a->space.dims[d].nvalues > 0 ? a->space.dims[d].values[pos[d]] : a->space.start.res[d];
   }
   for (int i = 0; i < a->nprobes; i++)
     if (a->probes[i].sub == sub && ac_cfg_same(&a->probes[i].cfg, &c)) return i;

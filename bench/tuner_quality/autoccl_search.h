@@ -14,10 +14,10 @@
 #include "ah_sched.h"
 
 typedef struct {
-  int budget_calls;   /* calls the search may spend before it pins its best so far */
-  int window;         /* calls profiled per configuration (scored by the mean of the fastest 75%) */
-  int native_start;   /* 1: every subspace starts at NCCL's resources; 0: at a random point (paper) */
-  uint64_t seed;      /* random starting points */
+  int budget_calls; /* calls the search may spend before it pins its best so far */
+  int window;       /* calls profiled per configuration (scored by the mean of the fastest 75%) */
+  int native_start; /* 1: every subspace starts at NCCL's resources; 0: at a random point (paper) */
+  uint64_t seed;    /* random starting points */
 } autoccl_params_t;
 
 void autoccl_params_default(autoccl_params_t *p);

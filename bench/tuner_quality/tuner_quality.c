@@ -110,11 +110,11 @@ static void fmt_sim(const sim_config_t *c, char *buf, size_t len) {
 /* One search under test: autoha's engine or the AutoCCL-style search, and the signal it gets. */
 typedef struct {
   const char *name;
-  int peer;              /* 0 autoha, 1 AutoCCL-style */
-  int peer_native;       /* the peer's subspaces start at NCCL's resources instead of at random */
-  int peer_window;       /* the peer's profile window (0: the bench's --peer-window) */
-  double skew;           /* arrival skew (share of NCCL's default time), 0: none */
-  int min_signal;        /* the engine gets the shortest duration across ranks */
+  int peer;        /* 0 autoha, 1 AutoCCL-style */
+  int peer_native; /* the peer's subspaces start at NCCL's resources instead of at random */
+  int peer_window; /* the peer's profile window (0: the bench's --peer-window) */
+  double skew;     /* arrival skew (share of NCCL's default time), 0: none */
+  int min_signal;  /* the engine gets the shortest duration across ranks */
 } variant_t;
 
 typedef struct {
@@ -124,16 +124,17 @@ typedef struct {
 } stats_t;
 
 typedef struct {
-  int quick, lag, shim_space, version, seeds, only_coll, only_nodes, only_seed, gather_lag, peer_window;
+  int quick, lag, shim_space, version, seeds, only_coll, only_nodes, only_seed, gather_lag,
+      peer_window;
   double only_phi;
   size_t only_bytes;
-  int comm;          /* 1: each communicator's size bins run interleaved in one job (tune_drive_run_comm) */
-  int comm_gap;      /* ... the job calls a new bin for the first time every comm_gap stream calls */
-  int no_share;      /* ... autoha's keys start cold (nothing learned is passed on) */
-  int no_late;       /* ... hints only at a key's start, none mid-search */
-  int hint_reach;    /* ... a bin learns from done bins at most this many bins away (channels the only
+  int comm; /* 1: each communicator's size bins run interleaved in one job (tune_drive_run_comm) */
+  int comm_gap;   /* ... the job calls a new bin for the first time every comm_gap stream calls */
+  int no_share;   /* ... autoha's keys start cold (nothing learned is passed on) */
+  int no_late;    /* ... hints only at a key's start, none mid-search */
+  int hint_reach; /* ... a bin learns from done bins at most this many bins away (channels the only
                       * searched resource; otherwise 1: the quick check does not run there) */
-  int bin_step;      /* sizes 1 KiB .. 1 GiB in steps of x bin_step (2 or 4) */
+  int bin_step;   /* sizes 1 KiB .. 1 GiB in steps of x bin_step (2 or 4) */
 } grid_t;
 
 static void peer_next(void *e, uint64_t first, ah_segment_t *s) { autoccl_next(e, first, s); }
@@ -151,17 +152,18 @@ typedef struct {
   cell_t cell;
   ah_space_t sp;
   sim_optimum_t opt;
-  int ok;                  /* 0: no space or no optimum (skipped) */
+  int ok; /* 0: no space or no optimum (skipped) */
   size_t bytes;
   /* one run */
   void *eng;
   int probes, state, pinned, nhints, late; /* late: hints taken mid-search (of nhints) */
-  ah_config_t winner;      /* autoha's best searched point, shared with later keys of the communicator */
-  double sigma;            /* ... and the noise its search measured */
+  ah_config_t winner; /* autoha's best searched point, shared with later keys of the communicator */
+  double sigma;       /* ... and the noise its search measured */
 } key_t_;
 
 /* Builds the space of key (coll, bytes) on model m as the shim offers it, and its optimum at phi. */
-static void key_setup(const grid_t *g, const sim_model_t *m, int coll, size_t bytes, double phi, key_t_ *k) {
+static void key_setup(const grid_t *g, const sim_model_t *m, int coll, size_t bytes, double phi,
+                      key_t_ *k) {
   memset(k, 0, sizeof(*k));
   k->bytes = bytes;
   /* The space: what NCCL allows for this call, and NCCL's own cost estimate of each cell (what
@@ -184,7 +186,8 @@ static void key_setup(const grid_t *g, const sim_model_t *m, int coll, size_t by
                         * communicator's count, so the list runs past it to NCCL's limit */
     static const int64_t ch[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
     int shim_max = m->topo.version >= 22500 ? 64 : 32;
-    for (int i = 0; i < 10 && ch[i] <= shim_max; i++) sp->dims[0].values[sp->dims[0].nvalues++] = ch[i];
+    for (int i = 0; i < 10 && ch[i] <= shim_max; i++)
+      sp->dims[0].values[sp->dims[0].nvalues++] = ch[i];
   } else {
     sp->dims[0].nvalues = maxch;
     for (int i = 0; i < maxch; i++) sp->dims[0].values[i] = i + 1;
@@ -209,8 +212,8 @@ static void key_setup(const grid_t *g, const sim_model_t *m, int coll, size_t by
 }
 
 /* The driver's options for one key (the seed as the bench has always derived it). */
-static void key_opts(const grid_t *g, const variant_t *v, const key_t_ *k, int ti, int ci, int pi, int nodes,
-                     int seed, tune_drive_opts_t *o) {
+static void key_opts(const grid_t *g, const variant_t *v, const key_t_ *k, int ti, int ci, int pi,
+                     int nodes, int seed, tune_drive_opts_t *o) {
   tune_drive_opts_default(o);
   o->seed = (uint64_t)seed * 1000003 + (uint64_t)((ti * 5 + ci) * 64 + pi * 16) + k->bytes;
   o->noise = cell_noise;
@@ -225,12 +228,15 @@ static void key_opts(const grid_t *g, const variant_t *v, const key_t_ *k, int t
 
 /* How many bins away key k takes hints from: --hint-reach where channels are the only searched
  * resource (a far hint goes through the quick check), else adjacent bins only (as the shim). */
-static int key_reach(const grid_t *g, const key_t_ *k) { return k->sp.ndims > 1 && g->hint_reach > 1 ? 1 : g->hint_reach; }
+static int key_reach(const grid_t *g, const key_t_ *k) {
+  return k->sp.ndims > 1 && g->hint_reach > 1 ? 1 : g->hint_reach;
+}
 
 /* Creates key k's search; for autoha, with the winners of the communicator's nearest done bins
  * below and above (the same collective: `keys` are one communicator's bins, ascending) unless
  * the run shares nothing. Returns the engine or NULL. */
-static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nbins, int j, uint64_t seed) {
+static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nbins, int j,
+                       uint64_t seed) {
   key_t_ *k = &keys[j];
   k->pinned = 0;
   k->nhints = 0;
@@ -279,8 +285,8 @@ static void key_finish(const variant_t *v, key_t_ *k) {
 }
 
 /* Scores one key's run into st (and a CSV row). */
-static void key_score(const variant_t *v, const key_t_ *k, const tune_drive_result_t *r, int nodes, int seed,
-                      stats_t *st, FILE *csv) {
+static void key_score(const variant_t *v, const key_t_ *k, const tune_drive_result_t *r, int nodes,
+                      int seed, stats_t *st, FILE *csv) {
   const cell_t *cell = &k->cell;
   sim_config_t tuned;
   cell_sim_config(cell, &r->final, &tuned);
@@ -301,10 +307,11 @@ static void key_score(const variant_t *v, const key_t_ *k, const tune_drive_resu
   fmt_sim(&k->opt.def, bd, sizeof(bd));
   fmt_sim(&k->opt.best, bb, sizeof(bb));
   fmt_sim(&tuned, bt, sizeof(bt));
-  fprintf(csv, "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f,%d,%d\n", v->name,
-          sim_model_coll_name(cell->coll), k->bytes, nodes, cell->phi, seed, bd, k->opt.def_us, bb,
-          k->opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc, k->probes, k->state, st->extra[i], k->nhints,
-          k->late);
+  fprintf(csv,
+          "\"%s\",%s,%zu,%dx8,%.1f,%d,%s,%.3f,%s,%.3f,%s,%.3f,%.4f,%.4f,%llu,%d,%d,%.1f,%d,%d\n",
+          v->name, sim_model_coll_name(cell->coll), k->bytes, nodes, cell->phi, seed, bd,
+          k->opt.def_us, bb, k->opt.best_us, bt, tuned_us, qq, sp_up, (unsigned long long)cc,
+          k->probes, k->state, st->extra[i], k->nhints, k->late);
 }
 
 /* The comm driver's view of one communicator's run. */
@@ -313,7 +320,7 @@ typedef struct {
   const variant_t *v;
   key_t_ *keys;
   int nbins;
-  int map[NBINS];          /* driver key -> bin */
+  int map[NBINS]; /* driver key -> bin */
   tune_comm_key_t *ck;
 } comm_run_t;
 
@@ -333,7 +340,8 @@ static void comm_done(void *user, int j) {
   key_finish(c->v, k);
   if (c->v->peer || c->g->no_share || c->g->no_late || !k->pinned) return;
   for (int b = b0 - key_reach(c->g, k); b <= b0 + key_reach(c->g, k); b++)
-    if (b != b0 && b >= 0 && b < c->nbins && c->keys[b].eng && ah_tune_hint(c->keys[b].eng, &k->winner) == 0) {
+    if (b != b0 && b >= 0 && b < c->nbins && c->keys[b].eng &&
+        ah_tune_hint(c->keys[b].eng, &k->winner) == 0) {
       (void)ah_tune_hint_noise(c->keys[b].eng, k->sigma);
       c->keys[b].nhints++;
       c->keys[b].late++;
@@ -363,7 +371,8 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
       fprintf(stderr, "tuner_quality: %s\n", err);
       return 2;
     }
-    if (g->version > 0) topo.version = g->version; /* e.g. 23007: NCCL 2.30, per-call chunk (tuner v6) */
+    if (g->version > 0)
+      topo.version = g->version; /* e.g. 23007: NCCL 2.30, per-call chunk (tuner v6) */
     static sim_model_t m;
     sim_model_init(&m, &topo, 0, 0);
     for (int ci = 0; ci < 5; ci++) {
@@ -377,7 +386,8 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
         size_t bytes = 1024;
         for (int b = 0; b < nbins; b++, bytes *= (size_t)g->bin_step) {
           in[b] = !(g->only_coll >= 0 && g->only_bytes && bytes != g->only_bytes) &&
-                  !(g->quick && bytes != 1024 && bytes != ((size_t)1 << 20) && bytes != ((size_t)1 << 30));
+                  !(g->quick && bytes != 1024 && bytes != ((size_t)1 << 20) &&
+                    bytes != ((size_t)1 << 30));
           key_setup(g, &m, colls[ci], bytes, phis[pi], &keys[b]);
           if (in[b] && !keys[b].ok) st->nskipped++;
           if (!keys[b].ok) in[b] = 0;
@@ -392,7 +402,8 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
               tune_drive_result_t r;
               keys[b].eng = key_start(g, v, keys, nbins, b, v->peer ? o.seed : (uint64_t)seed);
               if (!keys[b].eng) return 2;
-              tune_drive_run_engine(v->peer ? &peer_ops : &eng_ops, keys[b].eng, cell_time, &keys[b].cell, &o, &r);
+              tune_drive_run_engine(v->peer ? &peer_ops : &eng_ops, keys[b].eng, cell_time,
+                                    &keys[b].cell, &o, &r);
               key_finish(v, &keys[b]);
               key_score(v, &keys[b], &r, nodes[ti], seed, st, csv);
             }
@@ -424,7 +435,8 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
           c.ck = ck;
           tune_comm_ops_t cops = {v->peer ? &peer_ops : &eng_ops, comm_start, comm_done};
           if (tune_drive_run_comm(ck, n, &cops, &c) != 0) return 2;
-          for (int i = 0; i < n; i++) key_score(v, &keys[c.map[i]], &ck[i].r, nodes[ti], seed, st, csv);
+          for (int i = 0; i < n; i++)
+            key_score(v, &keys[c.map[i]], &ck[i].r, nodes[ti], seed, st, csv);
         }
       }
     }
@@ -458,13 +470,14 @@ static void stats_free(stats_t *st) {
 }
 
 static void figs_row(const char *name, const figs_t *f) {
-  printf("| %-46s | %.4f | %.4f | %4.0f | %4.0f | %4d/%d | %5.1f / %5.1f | %.4fx |\n", name, f->med_q,
-         f->p5_q, f->med_c, f->max_c, f->nslower, f->n, f->med_x, f->p95_x, f->geo);
+  printf("| %-46s | %.4f | %.4f | %4.0f | %4.0f | %4d/%d | %5.1f / %5.1f | %.4fx |\n", name,
+         f->med_q, f->p5_q, f->med_c, f->max_c, f->nslower, f->n, f->med_x, f->p95_x, f->geo);
 }
 
 static void figs_header(void) {
-  printf("| %-46s | med q  | p5 q   | med calls | max calls | slower >1%% | probing cost med / p95 | geomean |\n",
-         "search (sim/ truth model)");
+  printf(
+      "| %-46s | med q  | p5 q   | med calls | max calls | slower >1%% | probing cost med / p95 | geomean |\n",
+      "search (sim/ truth model)");
   printf("|---|---|---|---|---|---|---|---|\n");
 }
 
@@ -482,31 +495,31 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) g.seeds = atoi(argv[++i]);
     else if (strcmp(argv[i], "--noise") == 0 && i + 1 < argc &&
              sscanf(argv[++i], "%lf,%lf", &noise_sigma, &noise_outliers) == 2) {
-    }
-    else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) g.lag = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) g.lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--vs-autoccl") == 0) mode = 1;
     else if (strcmp(argv[i], "--skew") == 0 && i + 1 < argc) {
       mode = 2;
       skew = atof(argv[++i]);
-    }
-    else if (strcmp(argv[i], "--gather-lag") == 0 && i + 1 < argc) g.gather_lag = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--gather-lag") == 0 && i + 1 < argc) g.gather_lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--comm") == 0 && i + 1 < argc) {
       g.comm = 1;
       g.comm_gap = atoi(argv[++i]);
-    }
-    else if (strcmp(argv[i], "--independent") == 0) g.comm = 0;
+    } else if (strcmp(argv[i], "--independent") == 0) g.comm = 0;
     else if (strcmp(argv[i], "--no-share") == 0) g.no_share = 1;
     else if (strcmp(argv[i], "--no-late-hints") == 0) g.no_late = 1;
     else if (strcmp(argv[i], "--hint-reach") == 0 && i + 1 < argc) g.hint_reach = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--bin-step") == 0 && i + 1 < argc) g.bin_step = atoi(argv[++i]) == 2 ? 2 : 4;
+    else if (strcmp(argv[i], "--bin-step") == 0 && i + 1 < argc)
+      g.bin_step = atoi(argv[++i]) == 2 ? 2 : 4;
     else if (strcmp(argv[i], "--peer-window") == 0 && i + 1 < argc) g.peer_window = atoi(argv[++i]);
     else if (strcmp(argv[i], "--cell") == 0 && i + 1 < argc &&
-             sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &g.only_coll, &g.only_bytes, &g.only_nodes, &g.only_phi,
-                    &g.only_seed) == 5)
+             sscanf(argv[++i], "%d,%zu,%d,%lf,%d", &g.only_coll, &g.only_bytes, &g.only_nodes,
+                    &g.only_phi, &g.only_seed) == 5)
       ah_log_set_level(AH_LOG_DEBUG); /* one cell, with the engine's decisions logged */
     else {
-      fprintf(stderr, "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--no-late-hints] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
-                      "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce; BYTES 0: every bin\n");
+      fprintf(
+          stderr,
+          "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--no-late-hints] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+          "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce; BYTES 0: every bin\n");
       return 2;
     }
   }
@@ -515,8 +528,9 @@ int main(int argc, char **argv) {
     perror(csv_path);
     return 2;
   }
-  fprintf(csv, "search,coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
-               "quality,speedup,calls,probes,state,search_cost,hints,late_hints\n");
+  fprintf(csv,
+          "search,coll,bytes,topo,phi,seed,default,default_us,optimum,optimum_us,tuned,tuned_us,"
+          "quality,speedup,calls,probes,state,search_cost,hints,late_hints\n");
   variant_t vs[8];
   int nv = 0;
   if (mode == 0) {
@@ -547,24 +561,29 @@ int main(int argc, char **argv) {
   }
   fclose(csv);
   double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
-  printf("tuner_quality: %d keys x %d searches in %.1f s, noise sigma %.3f with %.3f outliers at "
-         "1.5x, results reported %d calls late, per-key CSV in %s\n", f[0].n, nv, secs, noise_sigma,
-         noise_outliers, g.lag, csv_path);
+  printf(
+      "tuner_quality: %d keys x %d searches in %.1f s, noise sigma %.3f with %.3f outliers at "
+      "1.5x, results reported %d calls late, per-key CSV in %s\n",
+      f[0].n, nv, secs, noise_sigma, noise_outliers, g.lag, csv_path);
   if (g.comm)
-    printf("tuner_quality: each communicator's %d size bins (x%d) as one job, a new bin every %d stream "
-           "calls, lag in stream calls; autoha's new bins start from done bins within %d bin(s)%s\n",
-           g.bin_step == 2 ? 21 : 11, g.bin_step, g.comm_gap, g.hint_reach,
-           g.no_share ? " (off: --no-share)" : "");
+    printf(
+        "tuner_quality: each communicator's %d size bins (x%d) as one job, a new bin every %d stream "
+        "calls, lag in stream calls; autoha's new bins start from done bins within %d bin(s)%s\n",
+        g.bin_step == 2 ? 21 : 11, g.bin_step, g.comm_gap, g.hint_reach,
+        g.no_share ? " (off: --no-share)" : "");
   if (mode == 0) {
     int ok = f[0].n > 0 && f[0].med_q >= BAR_MEDIAN_Q && f[0].p5_q >= BAR_P5_Q &&
              f[0].med_c <= BAR_MEDIAN_CALLS && f[0].max_c <= BAR_MAX_CALLS && f[0].nslower == 0;
-    printf("tuner_quality: search cost (extra time over NCCL's default while searching, in default "
-           "calls) median %.1f p95 %.1f\n", f[0].med_x, f[0].p95_x);
-    printf("tuner_quality (sim/ truth model): optimum/tuned median %.4f (bar >= %.2f) p5 %.4f (bar >= "
-           "%.2f); calls to converge median %.0f (bar <= %d) max %.0f (bar <= %d); slower than "
-           "default by >1%%: %d/%d keys (bar 0); geomean speedup over default %.4fx %s\n",
-           f[0].med_q, BAR_MEDIAN_Q, f[0].p5_q, BAR_P5_Q, f[0].med_c, BAR_MEDIAN_CALLS, f[0].max_c,
-           BAR_MAX_CALLS, f[0].nslower, f[0].n, f[0].geo, ok ? "OK" : "FAILED");
+    printf(
+        "tuner_quality: search cost (extra time over NCCL's default while searching, in default "
+        "calls) median %.1f p95 %.1f\n",
+        f[0].med_x, f[0].p95_x);
+    printf(
+        "tuner_quality (sim/ truth model): optimum/tuned median %.4f (bar >= %.2f) p5 %.4f (bar >= "
+        "%.2f); calls to converge median %.0f (bar <= %d) max %.0f (bar <= %d); slower than "
+        "default by >1%%: %d/%d keys (bar 0); geomean speedup over default %.4fx %s\n",
+        f[0].med_q, BAR_MEDIAN_Q, f[0].p5_q, BAR_P5_Q, f[0].med_c, BAR_MEDIAN_CALLS, f[0].max_c,
+        BAR_MAX_CALLS, f[0].nslower, f[0].n, f[0].geo, ok ? "OK" : "FAILED");
     return ok ? 0 : 1;
   }
   figs_header();
@@ -574,18 +593,20 @@ int main(int argc, char **argv) {
      * start the peer may take. */
     int ok = f[0].n > 0 && f[0].nslower == 0;
     for (int i = 1; i < 3; i++) ok = ok && f[0].med_c <= 0.5 * f[i].med_c && f[0].p5_q >= f[i].p5_q;
-    printf("tuner_quality vs AutoCCL-style search (sim/ truth model, same keys, noise, lag, budget "
-           "and seeds): autoha median calls %.0f vs %.0f / %.0f (bar <= half), p5 %.4f vs %.4f / "
-           "%.4f (bar >=), keys slower than default %d vs %d / %d %s\n", f[0].med_c, f[1].med_c,
-           f[2].med_c, f[0].p5_q, f[1].p5_q, f[2].p5_q, f[0].nslower, f[1].nslower, f[2].nslower,
-           ok ? "OK" : "FAILED");
+    printf(
+        "tuner_quality vs AutoCCL-style search (sim/ truth model, same keys, noise, lag, budget "
+        "and seeds): autoha median calls %.0f vs %.0f / %.0f (bar <= half), p5 %.4f vs %.4f / "
+        "%.4f (bar >=), keys slower than default %d vs %d / %d %s\n",
+        f[0].med_c, f[1].med_c, f[2].med_c, f[0].p5_q, f[1].p5_q, f[2].p5_q, f[0].nslower,
+        f[1].nslower, f[2].nslower, ok ? "OK" : "FAILED");
     return ok ? 0 : 1;
   }
   int ok = f[2].n > 0 && f[2].p5_q >= BAR_SKEW_P5_Q && f[2].nslower == 0;
-  printf("tuner_quality under %.0f%% random arrival skew (sim/ truth model): p5 %.4f without skew, "
-         "%.4f from the leader's own duration, %.4f from the shortest across ranks (bar >= %.2f); "
-         "median calls %.0f / %.0f / %.0f; slower than default %d / %d / %d %s\n", 100 * skew,
-         f[0].p5_q, f[1].p5_q, f[2].p5_q, BAR_SKEW_P5_Q, f[0].med_c, f[1].med_c, f[2].med_c,
-         f[0].nslower, f[1].nslower, f[2].nslower, ok ? "OK" : "FAILED");
+  printf(
+      "tuner_quality under %.0f%% random arrival skew (sim/ truth model): p5 %.4f without skew, "
+      "%.4f from the leader's own duration, %.4f from the shortest across ranks (bar >= %.2f); "
+      "median calls %.0f / %.0f / %.0f; slower than default %d / %d / %d %s\n",
+      100 * skew, f[0].p5_q, f[1].p5_q, f[2].p5_q, BAR_SKEW_P5_Q, f[0].med_c, f[1].med_c,
+      f[2].med_c, f[0].nslower, f[1].nslower, f[2].nslower, ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }

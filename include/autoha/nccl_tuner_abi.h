@@ -20,12 +20,26 @@ extern "C" {
 #endif
 
 /* ncclFunc_t: the collective types a tuner sees (NCCL_NUM_FUNCTIONS = 5). */
-enum { AH_FUNC_BROADCAST = 0, AH_FUNC_REDUCE = 1, AH_FUNC_ALLGATHER = 2,
-       AH_FUNC_REDUCESCATTER = 3, AH_FUNC_ALLREDUCE = 4, AH_NUM_FUNCTIONS = 5 };
+enum {
+  AH_FUNC_BROADCAST = 0,
+  AH_FUNC_REDUCE = 1,
+  AH_FUNC_ALLGATHER = 2,
+  AH_FUNC_REDUCESCATTER = 3,
+  AH_FUNC_ALLREDUCE = 4,
+  AH_NUM_FUNCTIONS = 5
+};
 typedef int ah_nccl_func_t;
 
-enum { AH_ALGO_TREE = 0, AH_ALGO_RING = 1, AH_ALGO_COLLNET_DIRECT = 2, AH_ALGO_COLLNET_CHAIN = 3,
-       AH_ALGO_NVLS = 4, AH_ALGO_NVLS_TREE = 5, AH_ALGO_PAT = 6, AH_NUM_ALGOS = 7 };
+enum {
+  AH_ALGO_TREE = 0,
+  AH_ALGO_RING = 1,
+  AH_ALGO_COLLNET_DIRECT = 2,
+  AH_ALGO_COLLNET_CHAIN = 3,
+  AH_ALGO_NVLS = 4,
+  AH_ALGO_NVLS_TREE = 5,
+  AH_ALGO_PAT = 6,
+  AH_NUM_ALGOS = 7
+};
 enum { AH_PROTO_LL = 0, AH_PROTO_LL128 = 1, AH_PROTO_SIMPLE = 2, AH_NUM_PROTOS = 3 };
 #define AH_ALGO_UNDEF (-1)
 #define AH_PROTO_UNDEF (-1)
@@ -35,8 +49,14 @@ enum { AH_PROTO_LL = 0, AH_PROTO_LL128 = 1, AH_PROTO_SIMPLE = 2, AH_NUM_PROTOS =
 /* View of a v3+ cost table as float[..][numProto]. */
 #define AH_COST_TABLE(table, num_proto) ((float(*)[(num_proto)])(void *)(table))
 
-typedef enum { AH_NCCL_LOG_NONE = 0, AH_NCCL_LOG_VERSION = 1, AH_NCCL_LOG_WARN = 2, AH_NCCL_LOG_INFO = 3,
-               AH_NCCL_LOG_ABORT = 4, AH_NCCL_LOG_TRACE = 5 } ah_nccl_log_level_t;
+typedef enum {
+  AH_NCCL_LOG_NONE = 0,
+  AH_NCCL_LOG_VERSION = 1,
+  AH_NCCL_LOG_WARN = 2,
+  AH_NCCL_LOG_INFO = 3,
+  AH_NCCL_LOG_ABORT = 4,
+  AH_NCCL_LOG_TRACE = 5
+} ah_nccl_log_level_t;
 typedef void (*ah_nccl_logger_t)(ah_nccl_log_level_t level, unsigned long flags, const char *file,
                                  int line, const char *fmt, ...);
 

@@ -26,8 +26,8 @@ typedef struct {
 /* A flow: one QP's traffic, from the endpoint that sends to the one that receives. */
 typedef struct {
   sim_fabric_ep_t src, dst;
-  uint16_t sport;  /* RoCEv2 UDP source port (sim_fabric_sport) */
-  uint8_t tc;      /* IP traffic class byte; DSCP = tc >> 2 picks the switch queue */
+  uint16_t sport; /* RoCEv2 UDP source port (sim_fabric_sport) */
+  uint8_t tc;     /* IP traffic class byte; DSCP = tc >> 2 picks the switch queue */
 } sim_fabric_flow_t;
 
 typedef struct sim_fabric sim_fabric_t;
@@ -47,13 +47,13 @@ uint16_t sim_fabric_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
  * per NIC, link layer) and NCCLSIM_FABRIC's (leaves, spines, oversubscription, hash seeds,
  * scheduler, latencies; NULL or "" for the defaults). Returns NULL with a message naming the bad
  * text in err. */
-sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, int nnodes, char *err,
-                                size_t errlen);
+sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, int nnodes,
+                                char *err, size_t errlen);
 void sim_fabric_free(sim_fabric_t *f);
 
-int sim_fabric_nics(const sim_fabric_t *f);       /* NICs per node */
-int sim_fabric_ports(const sim_fabric_t *f);      /* ports per NIC: 1 or 2 */
-int sim_fabric_is_ib(const sim_fabric_t *f);      /* link layer InfiniBand instead of Ethernet */
+int sim_fabric_nics(const sim_fabric_t *f);         /* NICs per node */
+int sim_fabric_ports(const sim_fabric_t *f);        /* ports per NIC: 1 or 2 */
+int sim_fabric_is_ib(const sim_fabric_t *f);        /* link layer InfiniBand instead of Ethernet */
 double sim_fabric_port_gbps(const sim_fabric_t *f); /* line rate of one NIC port, Gb/s */
 
 /* ---- routes and links -------------------------------------------------------------------------- */
@@ -82,7 +82,8 @@ int sim_fabric_set_link(sim_fabric_t *f, int link, double fraction);
  * state combined with the schedule. */
 double sim_fabric_link_fraction(const sim_fabric_t *f, int link, double wall_s, double virt_us);
 /* Whether every link of a flow's route is up at that time (fraction > 0). */
-int sim_fabric_path_up(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s, double virt_us);
+int sim_fabric_path_up(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s,
+                       double virt_us);
 
 /* ---- throughput -------------------------------------------------------------------------------- */
 
@@ -96,10 +97,10 @@ void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int
 /* ---- additions: link details, routes at a time, the epoch, the planner's topology file --------- */
 
 enum {
-  SIM_FABRIC_LINK_NIC_UP = 0,  /* NIC port -> its leaf */
-  SIM_FABRIC_LINK_NIC_DOWN,    /* leaf -> NIC port */
-  SIM_FABRIC_LINK_LEAF_UP,     /* leaf -> spine */
-  SIM_FABRIC_LINK_SPINE_DOWN,  /* spine -> leaf */
+  SIM_FABRIC_LINK_NIC_UP = 0, /* NIC port -> its leaf */
+  SIM_FABRIC_LINK_NIC_DOWN,   /* leaf -> NIC port */
+  SIM_FABRIC_LINK_LEAF_UP,    /* leaf -> spine */
+  SIM_FABRIC_LINK_SPINE_DOWN, /* spine -> leaf */
 };
 
 typedef struct {
@@ -128,8 +129,8 @@ int sim_fabric_spines(const sim_fabric_t *f);
  * leaves a dead port, a leaf's ECMP a dead uplink, a spine a leaf it cannot reach), as switches do
  * once routing has converged. Returns the count or -1 (no live route, bad endpoints, max too small).
  * sim_fabric_path_up and sim_fabric_rates use this route. */
-int sim_fabric_route_at(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s, double virt_us,
-                        int *links, int max);
+int sim_fabric_route_at(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s,
+                        double virt_us, int *links, int max);
 
 /* Removes the shared state object named as in sim_fabric_attach (the job's last process, or a test,
  * calls it; mappings stay valid). Returns shm_unlink's result. */
@@ -146,7 +147,8 @@ double sim_fabric_wall_s(const sim_fabric_t *f);
  * and a `fail` line per link failed in NCCLSIM_FABRIC. Returns the text's length as snprintf does
  * (the output is truncated when that is >= len), or -1 when the fabric cannot be described that
  * way (single-port or unbonded NICs: the planner's model bonds two ports per NIC). */
-int sim_fabric_topo_text(const sim_fabric_t *f, const char *const *hostnames, char *buf, size_t len);
+int sim_fabric_topo_text(const sim_fabric_t *f, const char *const *hostnames, char *buf,
+                         size_t len);
 
 /* The prefix of the job's shared-memory names: NCCLSIM_SHM_PREFIX (ncclsim-run sets one per job),
  * else "ncclsim-<uid>-". Writes it into buf and returns buf. */

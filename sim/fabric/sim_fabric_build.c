@@ -73,10 +73,14 @@ static int apply(sim_fabric_t *f, spec_t *s, char *item) {
   *v++ = '\0';
   int rc = -1;
   long x;
-  if (strcasecmp(item, "spines") == 0) rc = sim_fabric_parse_long(v, 1, SIM_FABRIC_MAX_SPINES, &s->spines);
-  else if (strcasecmp(item, "pairs") == 0) rc = sim_fabric_parse_long(v, 1, SIM_FABRIC_MAX_PAIRS, &s->pairs);
-  else if (strcasecmp(item, "hostsperpair") == 0) rc = sim_fabric_parse_long(v, 1, 4096, &s->hostsperpair);
-  else if (strcasecmp(item, "oversub") == 0) rc = sim_fabric_parse_double(v, 1e-3, 1e3, &s->oversub);
+  if (strcasecmp(item, "spines") == 0)
+    rc = sim_fabric_parse_long(v, 1, SIM_FABRIC_MAX_SPINES, &s->spines);
+  else if (strcasecmp(item, "pairs") == 0)
+    rc = sim_fabric_parse_long(v, 1, SIM_FABRIC_MAX_PAIRS, &s->pairs);
+  else if (strcasecmp(item, "hostsperpair") == 0)
+    rc = sim_fabric_parse_long(v, 1, 4096, &s->hostsperpair);
+  else if (strcasecmp(item, "oversub") == 0)
+    rc = sim_fabric_parse_double(v, 1e-3, 1e3, &s->oversub);
   else if (strcasecmp(item, "upgbps") == 0) rc = sim_fabric_parse_double(v, 1e-3, 1e6, &s->upgbps);
   else if (strcasecmp(item, "bond") == 0) rc = sim_fabric_parse_long(v, 0, 1, &s->bond);
   else if (strcasecmp(item, "sched") == 0) rc = parse_sched(f, v);
@@ -89,7 +93,8 @@ static int apply(sim_fabric_t *f, spec_t *s, char *item) {
     if (!b || !c) return -1;
     *b++ = '\0';
     *c++ = '\0';
-    if (sim_fabric_parse_long(a, 0, 0xFFFFFFFFL, &sd[0]) || sim_fabric_parse_long(b, 0, 0xFFFFFFFFL, &sd[1]) ||
+    if (sim_fabric_parse_long(a, 0, 0xFFFFFFFFL, &sd[0]) ||
+        sim_fabric_parse_long(b, 0, 0xFFFFFFFFL, &sd[1]) ||
         sim_fabric_parse_long(c, 0, 0xFFFFFFFFL, &sd[2]))
       return -1;
     f->seed_leaf = (uint32_t)sd[0];
@@ -100,7 +105,8 @@ static int apply(sim_fabric_t *f, spec_t *s, char *item) {
     char *b = strchr(v, ':');
     if (!b) return -1;
     *b++ = '\0';
-    rc = sim_fabric_parse_double(v, 0, 1e6, &f->host_lat_us) || sim_fabric_parse_double(b, 0, 1e6, &f->spine_lat_us);
+    rc = sim_fabric_parse_double(v, 0, 1e6, &f->host_lat_us) ||
+         sim_fabric_parse_double(b, 0, 1e6, &f->spine_lat_us);
   } else if (strcasecmp(item, "fail") == 0) {
     free(s->fail);
     s->fail = strdup(v);
@@ -115,8 +121,10 @@ static int size_fabric(sim_fabric_t *f, const spec_t *s, char *err, size_t errle
   int need = (f->nnodes + f->hostsperpair - 1) / f->hostsperpair;
   f->npairs = s->pairs > 0 ? (int)s->pairs : need;
   if (f->npairs < need) {
-    snprintf(err, errlen, "NCCLSIM_FABRIC: pairs=%d with hostsperpair=%d holds %d nodes, fewer than the job's %d",
-             f->npairs, f->hostsperpair, f->npairs * f->hostsperpair, f->nnodes);
+    snprintf(
+        err, errlen,
+        "NCCLSIM_FABRIC: pairs=%d with hostsperpair=%d holds %d nodes, fewer than the job's %d",
+        f->npairs, f->hostsperpair, f->npairs * f->hostsperpair, f->nnodes);
     return -1;
   }
   /* Downlink line rate of the busiest leaf: a dual-port NIC has a port on each leaf of its pair,
@@ -125,7 +133,8 @@ static int size_fabric(sim_fabric_t *f, const spec_t *s, char *err, size_t errle
   double down = (double)f->hostsperpair * per_leaf * f->port_gbps;
   int given = (s->spines > 0) + (s->oversub > 0) + (s->upgbps > 0);
   if (given == 3) {
-    snprintf(err, errlen, "NCCLSIM_FABRIC: give at most two of spines, oversub and upgbps (the third follows)");
+    snprintf(err, errlen,
+             "NCCLSIM_FABRIC: give at most two of spines, oversub and upgbps (the third follows)");
     return -1;
   }
   /* Two of (spines, oversub, upgbps) fix the third; with oversub alone the spine count is the
@@ -136,7 +145,8 @@ static int size_fabric(sim_fabric_t *f, const spec_t *s, char *err, size_t errle
   if (f->nspines < 1) f->nspines = 1;
   f->up_gbps = s->oversub > 0 && !(s->upgbps > 0) ? down / (oversub * f->nspines) : up;
   if (f->nspines < 1 || f->nspines > SIM_FABRIC_MAX_SPINES) {
-    snprintf(err, errlen, "NCCLSIM_FABRIC: the fabric needs %d spines (1-%d allowed): raise oversub or upgbps",
+    snprintf(err, errlen,
+             "NCCLSIM_FABRIC: the fabric needs %d spines (1-%d allowed): raise oversub or upgbps",
              f->nspines, SIM_FABRIC_MAX_SPINES);
     return -1;
   }
@@ -153,20 +163,23 @@ static int apply_fail(sim_fabric_t *f, const char *text, char *err, size_t errle
     char *dash = strchr(t, '-');
     if (!dash) goto bad;
     *dash = '\0';
-    if (sim_fabric_parse_long(t, 0, 2L * f->npairs - 1, &leaf) || sim_fabric_parse_long(dash + 1, 0, f->nspines - 1, &spine))
+    if (sim_fabric_parse_long(t, 0, 2L * f->npairs - 1, &leaf) ||
+        sim_fabric_parse_long(dash + 1, 0, f->nspines - 1, &spine))
       goto bad;
     f->failed[sim_fabric_spine_link(f, (int)leaf, (int)spine, 0)] = 1;
     f->failed[sim_fabric_spine_link(f, (int)leaf, (int)spine, 1)] = 1;
   }
   return 0;
 bad:
-  snprintf(err, errlen, "NCCLSIM_FABRIC: invalid item 'fail=%s' (expected fail=LEAF-SPINE[/LEAF-SPINE...], "
-           "leaves 0-%d, spines 0-%d)", text, 2 * f->npairs - 1, f->nspines - 1);
+  snprintf(err, errlen,
+           "NCCLSIM_FABRIC: invalid item 'fail=%s' (expected fail=LEAF-SPINE[/LEAF-SPINE...], "
+           "leaves 0-%d, spines 0-%d)",
+           text, 2 * f->npairs - 1, f->nspines - 1);
   return -1;
 }
 
-sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, int nnodes, char *err,
-                                size_t errlen) {
+sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, int nnodes,
+                                char *err, size_t errlen) {
   sim_topo_t topo;
   spec_t s = {.bond = -1};
   char *text = NULL;
@@ -185,14 +198,16 @@ sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, 
   f->host_lat_us = f->spine_lat_us = 0.5;
   parse_sched(f, "strict");
   if (f->nnodes > 65535 || f->nics > 63) {
-    snprintf(err, errlen, "fabric: %d nodes of %d NICs do not fit the addressing (at most 65535 nodes, 63 NICs)",
+    snprintf(err, errlen,
+             "fabric: %d nodes of %d NICs do not fit the addressing (at most 65535 nodes, 63 NICs)",
              f->nnodes, f->nics);
     goto fail;
   }
   text = strdup(fabric_spec ? fabric_spec : "");
   if (!text) goto oom;
   char *save = NULL;
-  for (char *item = strtok_r(text, ", \t\r\n", &save); item; item = strtok_r(NULL, ", \t\r\n", &save)) {
+  for (char *item = strtok_r(text, ", \t\r\n", &save); item;
+       item = strtok_r(NULL, ", \t\r\n", &save)) {
     char quoted[256];
     snprintf(quoted, sizeof quoted, "%s", item);
     if (apply(f, &s, item)) {

@@ -58,7 +58,8 @@ static int nic_links(const sim_fabric_t *f, const char *text, int links[4]) {
 }
 
 /* Parses one event into ev[0..3]; returns how many (1 to 4) or -1 with the reason in *why_p. */
-static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[4], const char **why_p) {
+static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[4],
+                       const char **why_p) {
   char *c1 = strchr(text, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
   if (strncmp(text, "at=", 3) != 0 || !c1 || !c2) {
     *why_p = "expected at=TIME[@wall|@virt]:ACTION:TARGET";
@@ -75,10 +76,16 @@ static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[
   int port_action = strcmp(action, "portdown") == 0 || strcmp(action, "portup") == 0;
   int fatal = strcmp(action, "nicfatal") == 0;
   int nic_action = strcmp(action, "nicdown") == 0 || strcmp(action, "nicup") == 0 || fatal;
-  if (strcmp(action, "down") == 0 || strcmp(action, "portdown") == 0 || strcmp(action, "nicdown") == 0 || fatal) fraction = 0;
-  else if (strcmp(action, "up") == 0 || strcmp(action, "portup") == 0 || strcmp(action, "nicup") == 0) fraction = 1;
-  else if (strncmp(action, "degrade=", 8) != 0 || sim_fabric_parse_double(action + 8, 0, 1, &fraction)) {
-    *why_p = "action must be down, up, degrade=FRACTION (0-1), portdown, portup, nicdown, nicup or nicfatal";
+  if (strcmp(action, "down") == 0 || strcmp(action, "portdown") == 0 ||
+      strcmp(action, "nicdown") == 0 || fatal)
+    fraction = 0;
+  else if (strcmp(action, "up") == 0 || strcmp(action, "portup") == 0 ||
+           strcmp(action, "nicup") == 0)
+    fraction = 1;
+  else if (strncmp(action, "degrade=", 8) != 0 ||
+           sim_fabric_parse_double(action + 8, 0, 1, &fraction)) {
+    *why_p =
+        "action must be down, up, degrade=FRACTION (0-1), portdown, portup, nicdown, nicup or nicfatal";
     return -1;
   }
   if (nic_action) {
@@ -92,8 +99,9 @@ static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[
   }
   int n = sim_fabric_parse_target(f, target, links, &nic);
   if (n < 0) {
-    *why_p = "no such link (leafL-spineS, leafL->spineS, spineS->leafL, nodeN/mlx5_K:P, "
-             "nodeN/mlx5_K:P->leafL or leafL->nodeN/mlx5_K:P, within this fabric)";
+    *why_p =
+        "no such link (leafL-spineS, leafL->spineS, spineS->leafL, nodeN/mlx5_K:P, "
+        "nodeN/mlx5_K:P->leafL or leafL->nodeN/mlx5_K:P, within this fabric)";
     return -1;
   }
   if (port_action && !nic) {
@@ -162,7 +170,8 @@ int sim_fabric_schedule(sim_fabric_t *f, const char *spec, char *err, size_t err
   for (char *item = strtok_r(text, ";\n", &save); item; item = strtok_r(NULL, ";\n", &save)) {
     while (*item == ' ' || *item == '\t' || *item == '\r') item++;
     size_t len = strlen(item);
-    while (len && (item[len - 1] == ' ' || item[len - 1] == '\t' || item[len - 1] == '\r')) item[--len] = '\0';
+    while (len && (item[len - 1] == ' ' || item[len - 1] == '\t' || item[len - 1] == '\r'))
+      item[--len] = '\0';
     if (!len) continue;
     char quoted[256];
     const char *why = NULL;
@@ -194,7 +203,8 @@ out:
   return rc;
 }
 
-double sim_fabric_scheduled_fraction(const sim_fabric_t *f, int link, double wall_s, double virt_us) {
+double sim_fabric_scheduled_fraction(const sim_fabric_t *f, int link, double wall_s,
+                                     double virt_us) {
   double v[2] = {1.0, 1.0}, now[2] = {wall_s, virt_us};
   int dead[2] = {0, 0}; /* a fatal NIC stays down */
   for (int i = 0; i < f->nevents; i++) {

@@ -13,7 +13,7 @@
 #define SIM_FABRIC_SEED_STEP 0x9E3779B9u /* per-switch seed = base + index * step */
 #define SIM_FABRIC_MAX_SPINES 256        /* the planner's topology file allows 1-256 */
 #define SIM_FABRIC_MAX_PAIRS 4096
-#define SIM_FABRIC_ROUTE_MAX 4           /* NIC up, leaf up, spine down, NIC down */
+#define SIM_FABRIC_ROUTE_MAX 4 /* NIC up, leaf up, spine down, NIC down */
 
 enum { SIM_FABRIC_SCHED_STRICT = 0, SIM_FABRIC_SCHED_WRR = 1 };
 enum { SIM_FABRIC_CLOCK_WALL = 0, SIM_FABRIC_CLOCK_VIRT = 1 };
@@ -33,25 +33,25 @@ typedef struct {
 typedef struct {
   _Atomic uint32_t magic; /* written last by the creator */
   uint32_t nlinks;
-  int64_t epoch_ns;       /* CLOCK_MONOTONIC at creation */
+  int64_t epoch_ns; /* CLOCK_MONOTONIC at creation */
   _Atomic uint64_t fraction[];
 } sim_fabric_shm_t;
 
 struct sim_fabric {
   int nnodes, nics, ports, bond, ib;
-  double port_gbps, up_gbps;       /* NIC port and leaf-spine link line rates */
+  double port_gbps, up_gbps;        /* NIC port and leaf-spine link line rates */
   double host_lat_us, spine_lat_us; /* per hop: NIC <-> leaf, leaf <-> spine */
   int npairs, nspines, hostsperpair;
   uint32_t seed_leaf, seed_spine, seed_lag;
   int reroute;
-  int sched;                       /* SIM_FABRIC_SCHED_* */
-  int rank[64];                    /* strict: service rank per DSCP, 0 first */
-  double weight[64];               /* wrr: weight per DSCP */
-  int nlinks, nport_links;         /* all links; NIC port links (the first block) */
-  unsigned char *failed;           /* per link: failed in NCCLSIM_FABRIC ("fail=") */
-  sim_fabric_event_t *events;      /* the schedule, sorted by time (stable) */
+  int sched;                  /* SIM_FABRIC_SCHED_* */
+  int rank[64];               /* strict: service rank per DSCP, 0 first */
+  double weight[64];          /* wrr: weight per DSCP */
+  int nlinks, nport_links;    /* all links; NIC port links (the first block) */
+  unsigned char *failed;      /* per link: failed in NCCLSIM_FABRIC ("fail=") */
+  sim_fabric_event_t *events; /* the schedule, sorted by time (stable) */
   int nevents;
-  _Atomic uint64_t *fraction;      /* per link: the set_link state (private or shared) */
+  _Atomic uint64_t *fraction; /* per link: the set_link state (private or shared) */
   _Atomic uint64_t *private_fraction;
   sim_fabric_shm_t *shm;
   size_t shm_len;
@@ -59,14 +59,16 @@ struct sim_fabric {
 };
 
 /* ---- link numbering, names and strict numbers (sim_fabric_names.c) ---- */
-int sim_fabric_parse_long(const char *s, long lo, long hi, long *v_p);       /* 0 or -1 */
+int sim_fabric_parse_long(const char *s, long lo, long hi, long *v_p);         /* 0 or -1 */
 int sim_fabric_parse_double(const char *s, double lo, double hi, double *v_p); /* 0 or -1 */
 /* The links a fault target names: "leafL-spineS" (both directions), "nodeN/mlx5_K:P" (the port's
  * up and down links) or one directed link as sim_fabric_link_name writes it. Returns 1 or 2, the
  * count written to links[2], or -1. *nic_p is set to whether the target is a NIC port. */
 int sim_fabric_parse_target(const sim_fabric_t *f, const char *text, int links[2], int *nic_p);
-int sim_fabric_port_index(const sim_fabric_t *f, sim_fabric_ep_t ep); /* -1 when not in the fabric */
-int sim_fabric_ep_leaf(const sim_fabric_t *f, sim_fabric_ep_t ep);    /* the leaf a NIC port is cabled to */
+int sim_fabric_port_index(const sim_fabric_t *f,
+                          sim_fabric_ep_t ep); /* -1 when not in the fabric */
+int sim_fabric_ep_leaf(const sim_fabric_t *f,
+                       sim_fabric_ep_t ep); /* the leaf a NIC port is cabled to */
 static inline int sim_fabric_nic_link(const sim_fabric_t *f, sim_fabric_ep_t ep, int down) {
   return 2 * sim_fabric_port_index(f, ep) + down;
 }
@@ -87,6 +89,7 @@ void sim_fabric_detach(sim_fabric_t *f); /* unmaps the shared state, back to the
 /* ---- faults (sim_fabric_faults.c) ---- */
 /* The schedule's fraction of a link at a time: per clock, the latest event at or before it (1 when
  * none); the lower of the two clocks' values. */
-double sim_fabric_scheduled_fraction(const sim_fabric_t *f, int link, double wall_s, double virt_us);
+double sim_fabric_scheduled_fraction(const sim_fabric_t *f, int link, double wall_s,
+                                     double virt_us);
 
 #endif

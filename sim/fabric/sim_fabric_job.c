@@ -25,21 +25,22 @@ sim_fabric_t *sim_fabric_job(int node, char *err, size_t errlen) {
     snprintf(err, errlen, "invalid value for NCCLSIM_NODES: '%s' (expected 1..65535)", ns);
     return NULL;
   }
-  sim_fabric_t *f = sim_fabric_create(getenv("NCCLSIM_TOPO"), getenv("NCCLSIM_FABRIC"), (int)nodes, err, errlen);
+  sim_fabric_t *f =
+      sim_fabric_create(getenv("NCCLSIM_TOPO"), getenv("NCCLSIM_FABRIC"), (int)nodes, err, errlen);
   if (!f) return NULL;
   if (node >= sim_fabric_nodes(f)) {
-    snprintf(err, errlen, "NCCLSIM_NODE=%d but the fabric has %d node(s): set NCCLSIM_NODES (ncclsim-run "
-             "--nodes does) or nodes= in NCCLSIM_TOPO", node, sim_fabric_nodes(f));
+    snprintf(err, errlen,
+             "NCCLSIM_NODE=%d but the fabric has %d node(s): set NCCLSIM_NODES (ncclsim-run "
+             "--nodes does) or nodes= in NCCLSIM_TOPO",
+             node, sim_fabric_nodes(f));
     sim_fabric_free(f);
     return NULL;
   }
   /* NCCLSIM_FABRIC_SHM, else <prefix>fabric: the name the verbs provider and libncclsim agree on */
   char name[160], prefix[80];
   const char *named = getenv("NCCLSIM_FABRIC_SHM"), *job = getenv("NCCLSIM_SHM_PREFIX");
-  if (named && *named && !strchr(named, '/'))
-    snprintf(name, sizeof name, "%s", named);
-  else
-    snprintf(name, sizeof name, "%sfabric", sim_shm_job_prefix(prefix, sizeof prefix));
+  if (named && *named && !strchr(named, '/')) snprintf(name, sizeof name, "%s", named);
+  else snprintf(name, sizeof name, "%sfabric", sim_shm_job_prefix(prefix, sizeof prefix));
   int per_user = !(named && *named) && !(job && *job);
   if (sim_fabric_attach(f, name, err, errlen) != 0 && !per_user) {
     sim_fabric_free(f);

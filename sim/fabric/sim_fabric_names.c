@@ -31,7 +31,8 @@ int sim_fabric_parse_double(const char *s, double lo, double hi, double *v_p) {
 }
 
 int sim_fabric_port_index(const sim_fabric_t *f, sim_fabric_ep_t ep) {
-  if (ep.node < 0 || ep.node >= f->nnodes || ep.nic < 0 || ep.nic >= f->nics || ep.port < 1 || ep.port > f->ports)
+  if (ep.node < 0 || ep.node >= f->nnodes || ep.nic < 0 || ep.nic >= f->nics || ep.port < 1 ||
+      ep.port > f->ports)
     return -1;
   return (ep.node * f->nics + ep.nic) * f->ports + ep.port - 1;
 }
@@ -76,10 +77,10 @@ const char *sim_fabric_link_name(const sim_fabric_t *f, int link, char *buf, siz
   char nic[48];
   snprintf(nic, sizeof nic, "node%d/mlx5_%d:%d", in.ep.node, in.ep.nic, in.ep.port);
   switch (in.kind) {
-  case SIM_FABRIC_LINK_NIC_UP: snprintf(buf, len, "%s->leaf%d", nic, in.leaf); break;
-  case SIM_FABRIC_LINK_NIC_DOWN: snprintf(buf, len, "leaf%d->%s", in.leaf, nic); break;
-  case SIM_FABRIC_LINK_LEAF_UP: snprintf(buf, len, "leaf%d->spine%d", in.leaf, in.spine); break;
-  default: snprintf(buf, len, "spine%d->leaf%d", in.spine, in.leaf); break;
+    case SIM_FABRIC_LINK_NIC_UP: snprintf(buf, len, "%s->leaf%d", nic, in.leaf); break;
+    case SIM_FABRIC_LINK_NIC_DOWN: snprintf(buf, len, "leaf%d->%s", in.leaf, nic); break;
+    case SIM_FABRIC_LINK_LEAF_UP: snprintf(buf, len, "leaf%d->spine%d", in.leaf, in.spine); break;
+    default: snprintf(buf, len, "spine%d->leaf%d", in.spine, in.leaf); break;
   }
   return buf;
 }

@@ -19,20 +19,20 @@
 #define WRR_ROUNDS 64
 
 typedef struct {
-  int n;                                 /* flows */
-  int nl;                                /* links in use (local numbering) */
-  int (*lid)[SIM_FABRIC_ROUTE_MAX];      /* per flow: local link ids */
-  int *nlid;                             /* per flow: how many; -1 when the flow is down */
-  int *cls;                              /* per flow: class index */
-  double *cap;                           /* per local link: capacity, Gb/s */
+  int n;                            /* flows */
+  int nl;                           /* links in use (local numbering) */
+  int (*lid)[SIM_FABRIC_ROUTE_MAX]; /* per flow: local link ids */
+  int *nlid;                        /* per flow: how many; -1 when the flow is down */
+  int *cls;                         /* per flow: class index */
+  double *cap;                      /* per local link: capacity, Gb/s */
 } net_t;
 
 /* Max-min fair rates of the flows with cls == c (or every routed flow when c < 0) over capacities
  * cap[] (per local link); rates of other flows are left alone. With froze != NULL, froze[i] is the
  * link that stopped flow i, preferring among links that filled at once one not in soft[] (the
  * links where the class's share was already cut to its demand). */
-static void maxmin(const net_t *t, int c, const double *cap, const char *soft, int *froze, double *rate, double *rem,
-                   int *cnt, char *frozen) {
+static void maxmin(const net_t *t, int c, const double *cap, const char *soft, int *froze,
+                   double *rate, double *rem, int *cnt, char *frozen) {
   memcpy(rem, cap, (size_t)t->nl * sizeof *rem);
   memset(cnt, 0, (size_t)t->nl * sizeof *cnt);
   int left = 0;
@@ -69,8 +69,8 @@ static void maxmin(const net_t *t, int c, const double *cap, const char *soft, i
   }
 }
 
-static void strict(const sim_fabric_t *f, const net_t *t, const int *dscp_of, int ncls, double *rate, double *rem,
-                   int *cnt, char *frozen) {
+static void strict(const sim_fabric_t *f, const net_t *t, const int *dscp_of, int ncls,
+                   double *rate, double *rem, int *cnt, char *frozen) {
   double *left = malloc((size_t)t->nl * sizeof *left);
   if (!left) return;
   memcpy(left, t->cap, (size_t)t->nl * sizeof *left);
@@ -83,7 +83,8 @@ static void strict(const sim_fabric_t *f, const net_t *t, const int *dscp_of, in
     maxmin(t, c, left, NULL, NULL, rate, rem, cnt, frozen);
     for (int i = 0; i < t->n; i++)
       if (t->nlid[i] > 0 && t->cls[i] == c)
-        for (int k = 0; k < t->nlid[i]; k++) left[t->lid[i][k]] = fmax(0, left[t->lid[i][k]] - rate[i]);
+        for (int k = 0; k < t->nlid[i]; k++)
+          left[t->lid[i][k]] = fmax(0, left[t->lid[i][k]] - rate[i]);
   }
   free(done);
   free(left);
@@ -91,7 +92,8 @@ static void strict(const sim_fabric_t *f, const net_t *t, const int *dscp_of, in
 
 /* Splits cap among the classes with present[] set by weight, a class getting no more than its
  * demand while another wants more (what no class wants is shared out by weight again). */
-static void split(double cap, int ncls, const char *present, const double *w, const double *demand, double *share) {
+static void split(double cap, int ncls, const char *present, const double *w, const double *demand,
+                  double *share) {
   for (int c = 0; c < ncls; c++) share[c] = present[c] ? -1 : 0; /* -1: not settled yet */
   for (;;) {
     double wsum = 0, rest = cap;
@@ -116,22 +118,25 @@ static void split(double cap, int ncls, const char *present, const double *w, co
   }
 }
 
-static void weighted(const sim_fabric_t *f, const net_t *t, const int *dscp_of, int ncls, double *rate, double *rem,
-                     int *cnt, char *frozen) {
+static void weighted(const sim_fabric_t *f, const net_t *t, const int *dscp_of, int ncls,
+                     double *rate, double *rem, int *cnt, char *frozen) {
   size_t m = (size_t)t->nl * (size_t)ncls;
-  double *vcap = malloc(m * sizeof *vcap), *demand = malloc(m * sizeof *demand), *use = malloc(m * sizeof *use);
+  double *vcap = malloc(m * sizeof *vcap), *demand = malloc(m * sizeof *demand),
+         *use = malloc(m * sizeof *use);
   double *w = malloc((size_t)ncls * sizeof *w), *prev = malloc((size_t)t->n * sizeof *prev);
   double *capc = malloc((size_t)t->nl * sizeof *capc);
   char *present = calloc(m, 1), *soft = malloc((size_t)t->nl), *full = malloc(m);
   int *froze = malloc((size_t)t->n * sizeof *froze);
-  if (!vcap || !demand || !use || !w || !prev || !capc || !present || !soft || !full || !froze) goto out;
+  if (!vcap || !demand || !use || !w || !prev || !capc || !present || !soft || !full || !froze)
+    goto out;
   for (int c = 0; c < ncls; c++) w[c] = f->weight[dscp_of[c]];
   for (size_t k = 0; k < m; k++) demand[k] = INFINITY;
   for (int i = 0; i < t->n; i++)
     for (int k = 0; k < t->nlid[i]; k++) present[(size_t)t->lid[i][k] * ncls + t->cls[i]] = 1;
   for (int round = 0; round < WRR_ROUNDS; round++) {
     for (int l = 0; l < t->nl; l++)
-      split(t->cap[l], ncls, present + (size_t)l * ncls, w, demand + (size_t)l * ncls, vcap + (size_t)l * ncls);
+      split(t->cap[l], ncls, present + (size_t)l * ncls, w, demand + (size_t)l * ncls,
+            vcap + (size_t)l * ncls);
     memcpy(prev, rate, (size_t)t->n * sizeof *prev);
     for (int c = 0; c < ncls; c++) {
       for (int l = 0; l < t->nl; l++) {
@@ -167,8 +172,8 @@ out:
   free(froze);
 }
 
-void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int n, double wall_s, double virt_us,
-                      double *gbps) {
+void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int n, double wall_s,
+                      double virt_us, double *gbps) {
   net_t t = {.n = n};
   int *local = malloc((size_t)f->nlinks * sizeof *local);
   int dscp_of[64], cls_of[64], ncls = 0;
@@ -184,7 +189,8 @@ void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int
   for (int l = 0; l < f->nlinks; l++) local[l] = -1;
   for (int d = 0; d < 64; d++) cls_of[d] = -1;
   for (int i = 0; i < n; i++) {
-    int links[SIM_FABRIC_ROUTE_MAX], k = sim_fabric_route_at(f, &flows[i], wall_s, virt_us, links, SIM_FABRIC_ROUTE_MAX);
+    int links[SIM_FABRIC_ROUTE_MAX],
+        k = sim_fabric_route_at(f, &flows[i], wall_s, virt_us, links, SIM_FABRIC_ROUTE_MAX);
     int d = flows[i].tc >> 2;
     if (cls_of[d] < 0) dscp_of[ncls] = d, cls_of[d] = ncls++;
     t.cls[i] = cls_of[d];
@@ -202,7 +208,8 @@ void sim_fabric_rates(const sim_fabric_t *f, const sim_fabric_flow_t *flows, int
     }
     t.nlid[i] = k;
   }
-  if (f->sched == SIM_FABRIC_SCHED_WRR && ncls > 1) weighted(f, &t, dscp_of, ncls, gbps, rem, cnt, frozen);
+  if (f->sched == SIM_FABRIC_SCHED_WRR && ncls > 1)
+    weighted(f, &t, dscp_of, ncls, gbps, rem, cnt, frozen);
   else if (ncls > 1) strict(f, &t, dscp_of, ncls, gbps, rem, cnt, frozen);
   else maxmin(&t, -1, t.cap, NULL, NULL, gbps, rem, cnt, frozen);
 out:

@@ -26,7 +26,8 @@ static void ep_gid(const sim_fabric_t *f, sim_fabric_ep_t ep, uint8_t gid[16]) {
   sim_fabric_gid(ep, gid);
 }
 
-static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_t *v, int *links, int max) {
+static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_t *v, int *links,
+                 int max) {
   sim_fabric_ep_t s = fl->src, d = fl->dst;
   if (f->bond) s.port = d.port = 1; /* the port is the LAG's choice, below */
   if (sim_fabric_port_index(f, s) < 0 || sim_fabric_port_index(f, d) < 0) return -1;
@@ -37,14 +38,18 @@ static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_
   uint32_t prefix = sim_fabric_hash_prefix(sg, dg);
   int dleaf[2], nd = 0; /* the leaves that can deliver to the destination, left first */
   if (f->bond) {
-    int side = (int)(sim_fabric_hash_finish(prefix, f->seed_lag + (uint32_t)s.node * SIM_FABRIC_SEED_STEP, fl->sport) & 1u);
+    int side = (int)(sim_fabric_hash_finish(
+                         prefix, f->seed_lag + (uint32_t)s.node * SIM_FABRIC_SEED_STEP, fl->sport) &
+                     1u);
     s.port = side + 1;
     sim_fabric_ep_t other = {s.node, s.nic, 2 - side};
-    if (v->dynamic && !live(f, v, sim_fabric_nic_link(f, s, 0)) && live(f, v, sim_fabric_nic_link(f, other, 0)))
+    if (v->dynamic && !live(f, v, sim_fabric_nic_link(f, s, 0)) &&
+        live(f, v, sim_fabric_nic_link(f, other, 0)))
       s = other; /* the bond leaves a dead port */
     for (int p = 1; p <= 2; p++) {
       sim_fabric_ep_t e = {d.node, d.nic, p};
-      if (!v->dynamic || live(f, v, sim_fabric_nic_link(f, e, 1))) dleaf[nd++] = sim_fabric_ep_leaf(f, e);
+      if (!v->dynamic || live(f, v, sim_fabric_nic_link(f, e, 1)))
+        dleaf[nd++] = sim_fabric_ep_leaf(f, e);
     }
     if (!nd) return -1;
   } else {
@@ -60,14 +65,17 @@ static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_
     for (int sp = 0; sp < f->nspines; sp++)
       if (live(f, v, sim_fabric_spine_link(f, sleaf, sp, 0))) up[nup++] = sp;
     if (!nup) return -1;
-    spine = up[sim_fabric_hash_finish(prefix, f->seed_leaf + (uint32_t)sleaf * SIM_FABRIC_SEED_STEP, fl->sport) %
+    spine = up[sim_fabric_hash_finish(prefix, f->seed_leaf + (uint32_t)sleaf * SIM_FABRIC_SEED_STEP,
+                                      fl->sport) %
                (uint32_t)nup];
     int cand[2], nc = 0;
     for (int i = 0; i < nd; i++)
       if (live(f, v, sim_fabric_spine_link(f, dleaf[i], spine, 1))) cand[nc++] = dleaf[i];
     if (!nc) return -1;
     rleaf = cand[nc == 1 ? 0
-                         : sim_fabric_hash_finish(prefix, f->seed_spine + (uint32_t)spine * SIM_FABRIC_SEED_STEP, fl->sport) %
+                         : sim_fabric_hash_finish(
+                               prefix, f->seed_spine + (uint32_t)spine * SIM_FABRIC_SEED_STEP,
+                               fl->sport) %
                                (uint32_t)nc];
     out[n++] = sim_fabric_spine_link(f, sleaf, spine, 0);
     out[n++] = sim_fabric_spine_link(f, rleaf, spine, 1);
@@ -84,13 +92,14 @@ int sim_fabric_route(const sim_fabric_t *f, const sim_fabric_flow_t *flow, int *
   return route(f, flow, &v, links, max);
 }
 
-int sim_fabric_route_at(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s, double virt_us,
-                        int *links, int max) {
+int sim_fabric_route_at(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s,
+                        double virt_us, int *links, int max) {
   view_t v = {f->reroute, wall_s, virt_us};
   return route(f, flow, &v, links, max);
 }
 
-int sim_fabric_path_up(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s, double virt_us) {
+int sim_fabric_path_up(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s,
+                       double virt_us) {
   int links[SIM_FABRIC_ROUTE_MAX];
   int n = sim_fabric_route_at(f, flow, wall_s, virt_us, links, SIM_FABRIC_ROUTE_MAX);
   if (n < 0) return 0;

@@ -40,7 +40,9 @@ int64_t sim_fabric_now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-double sim_fabric_wall_s(const sim_fabric_t *f) { return (double)(sim_fabric_now_ns() - f->epoch_ns) * 1e-9; }
+double sim_fabric_wall_s(const sim_fabric_t *f) {
+  return (double)(sim_fabric_now_ns() - f->epoch_ns) * 1e-9;
+}
 
 static void sleep_ms(int ms) {
   struct timespec ts = {0, (long)ms * 1000000L};
@@ -48,7 +50,9 @@ static void sleep_ms(int ms) {
 }
 
 /* shm_open wants "/name"; the caller may give either form. */
-static void shm_path(const char *name, char *buf, size_t len) { snprintf(buf, len, "%s%s", name[0] == '/' ? "" : "/", name); }
+static void shm_path(const char *name, char *buf, size_t len) {
+  snprintf(buf, len, "%s%s", name[0] == '/' ? "" : "/", name);
+}
 
 void sim_fabric_detach(sim_fabric_t *f) {
   if (!f->shm) return;
@@ -67,12 +71,14 @@ static sim_fabric_shm_t *map_existing(const char *path, size_t len, char *err, s
   }
   struct stat st;
   int waited = 0;
-  while (fstat(fd, &st) == 0 && st.st_size == 0 && waited < ATTACH_WAIT_MS) { /* the creator's ftruncate */
+  while (fstat(fd, &st) == 0 && st.st_size == 0 &&
+         waited < ATTACH_WAIT_MS) { /* the creator's ftruncate */
     sleep_ms(1);
     waited++;
   }
   if ((size_t)st.st_size != len) {
-    snprintf(err, errlen, "shared fabric state '%s' has %lld bytes, this fabric needs %zu (a different fabric?)",
+    snprintf(err, errlen,
+             "shared fabric state '%s' has %lld bytes, this fabric needs %zu (a different fabric?)",
              path, (long long)st.st_size, len);
     close(fd);
     return NULL;
@@ -83,7 +89,8 @@ static sim_fabric_shm_t *map_existing(const char *path, size_t len, char *err, s
     snprintf(err, errlen, "mmap of '%s': %s", path, strerror(errno));
     return NULL;
   }
-  while (atomic_load_explicit(&m->magic, memory_order_acquire) != SHM_MAGIC && waited < ATTACH_WAIT_MS) {
+  while (atomic_load_explicit(&m->magic, memory_order_acquire) != SHM_MAGIC &&
+         waited < ATTACH_WAIT_MS) {
     sleep_ms(1);
     waited++;
   }
@@ -98,7 +105,8 @@ static sim_fabric_shm_t *map_existing(const char *path, size_t len, char *err, s
 int sim_fabric_attach(sim_fabric_t *f, const char *shm_name, char *err, size_t errlen) {
   char path[256];
   if (!shm_name || !*shm_name || strchr(shm_name + 1, '/')) {
-    snprintf(err, errlen, "invalid shared state name '%s' (one name, no '/' inside)", shm_name ? shm_name : "");
+    snprintf(err, errlen, "invalid shared state name '%s' (one name, no '/' inside)",
+             shm_name ? shm_name : "");
     return -1;
   }
   shm_path(shm_name, path, sizeof path);
@@ -121,12 +129,14 @@ int sim_fabric_attach(sim_fabric_t *f, const char *shm_name, char *err, size_t e
     }
     m->nlinks = (uint32_t)f->nlinks;
     m->epoch_ns = sim_fabric_now_ns();
-    for (int l = 0; l < f->nlinks; l++) sim_fabric_store_fraction(&m->fraction[l], sim_fabric_load_fraction(&f->fraction[l]));
+    for (int l = 0; l < f->nlinks; l++)
+      sim_fabric_store_fraction(&m->fraction[l], sim_fabric_load_fraction(&f->fraction[l]));
     atomic_store_explicit(&m->magic, SHM_MAGIC, memory_order_release);
   } else if (errno == EEXIST) {
     if (!(m = map_existing(path, len, err, errlen))) return -1;
     if (m->nlinks != (uint32_t)f->nlinks) {
-      snprintf(err, errlen, "shared fabric state '%s' has %u links, this fabric %d", path, m->nlinks, f->nlinks);
+      snprintf(err, errlen, "shared fabric state '%s' has %u links, this fabric %d", path,
+               m->nlinks, f->nlinks);
       munmap(m, len);
       return -1;
     }

@@ -21,14 +21,16 @@ __attribute__((format(printf, 2, 3))) static void put(out_t *o, const char *fmt,
   if (n > 0) o->at += (size_t)n;
 }
 
-int sim_fabric_topo_text(const sim_fabric_t *f, const char *const *hostnames, char *buf, size_t len) {
+int sim_fabric_topo_text(const sim_fabric_t *f, const char *const *hostnames, char *buf,
+                         size_t len) {
   if (!f->bond) return -1;
   out_t o = {buf, len, 0};
   if (len) buf[0] = '\0';
-  put(&o, "# sim/fabric: %d nodes x %d dual-port NICs of 2x%g Gb/s, %d leaf pairs x %d spines of %g Gb/s\n",
+  put(&o,
+      "# sim/fabric: %d nodes x %d dual-port NICs of 2x%g Gb/s, %d leaf pairs x %d spines of %g Gb/s\n",
       f->nnodes, f->nics, f->port_gbps, f->npairs, f->nspines, f->up_gbps);
-  put(&o, "spines %d\npairs %d\nseeds 0x%x 0x%x 0x%x\n", f->nspines, f->npairs, (unsigned)f->seed_leaf,
-      (unsigned)f->seed_spine, (unsigned)f->seed_lag);
+  put(&o, "spines %d\npairs %d\nseeds 0x%x 0x%x 0x%x\n", f->nspines, f->npairs,
+      (unsigned)f->seed_leaf, (unsigned)f->seed_spine, (unsigned)f->seed_lag);
   for (int h = 0; h < f->nnodes; h++) {
     char def[32];
     snprintf(def, sizeof def, "node%d", h);

@@ -63,8 +63,8 @@ struct ncclsimNetStats {
   unsigned long long reordered;       /* receive completions for another step's piece */
   unsigned long long sendUnposted;    /* send completions for a WR that was never posted */
   unsigned long long sendDuplicated;  /* second send completions for a WR */
-  double maxStallWallMs;  /* longest wall time between two completions of a connection in a step */
-  double maxStallVirtMs;  /* longest modelled time between the chunks of consecutive completions */
+  double maxStallWallMs; /* longest wall time between two completions of a connection in a step */
+  double maxStallVirtMs; /* longest modelled time between the chunks of consecutive completions */
 };
 
 /* Fills *stats with this rank's counters on the communicator (zeros when it has no queue pairs).

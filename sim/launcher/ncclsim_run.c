@@ -84,8 +84,10 @@ static double grace_s(void) {
   char *end;
   double v = strtod(s, &end);
   if (*end || !(v >= 0) || v > 3600) {
-    fprintf(stderr, "ncclsim-run: invalid value for NCCLSIM_RUN_GRACE_S: '%s' (expected seconds "
-            "0..3600); using 15\n", s);
+    fprintf(stderr,
+            "ncclsim-run: invalid value for NCCLSIM_RUN_GRACE_S: '%s' (expected seconds "
+            "0..3600); using 15\n",
+            s);
     return 15.0;
   }
   return v;
@@ -108,7 +110,8 @@ static int free_port(void) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
   int port = 0;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
     port = ntohs(a.sin_port);
   close(fd);
   return port;
@@ -159,9 +162,11 @@ static int add_preload(void) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, standins[k]);
     if (access(path, R_OK) != 0) {
-      fprintf(stderr, "ncclsim-run: --preload: cannot read %s: %s (set NCCLSIM_PRELOAD_DIR to the "
+      fprintf(stderr,
+              "ncclsim-run: --preload: cannot read %s: %s (set NCCLSIM_PRELOAD_DIR to the "
               "folder of sim/'s stand-ins: build/simlib/preload, or lib/autoha-sim/preload of an "
-              "installed prefix)\n", path, strerror(errno));
+              "installed prefix)\n",
+              path, strerror(errno));
       free(v);
       return -1;
     }
@@ -258,7 +263,8 @@ int main(int argc, char **argv) {
   const char *tmp = getenv("TMPDIR");
   snprintf(rdzv, sizeof rdzv, "%s/ncclsim-rdzv-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(rdzv)) {
-    fprintf(stderr, "ncclsim-run: cannot create the rendezvous folder %s: %s\n", rdzv, strerror(errno));
+    fprintf(stderr, "ncclsim-run: cannot create the rendezvous folder %s: %s\n", rdzv,
+            strerror(errno));
     return 1;
   }
   char prefix[64];
@@ -290,7 +296,8 @@ int main(int argc, char **argv) {
   if (!mp || !*mp) {
     int port = free_port();
     if (port == 0) {
-      fprintf(stderr, "ncclsim-run: cannot find a free TCP port for MASTER_PORT: %s\n", strerror(errno));
+      fprintf(stderr, "ncclsim-run: cannot find a free TCP port for MASTER_PORT: %s\n",
+              strerror(errno));
       cleanup(rdzv, prefix);
       return 1;
     }
@@ -330,8 +337,10 @@ int main(int argc, char **argv) {
     if (pid <= 0) {
       double t = now_s();
       if (failed_at >= 0 && termed_at < 0 && t - failed_at > grace_s()) {
-        fprintf(stderr, "ncclsim-run: %d rank(s) still running %.0f s after a rank failed; "
-                "sending SIGTERM\n", alive, grace_s());
+        fprintf(stderr,
+                "ncclsim-run: %d rank(s) still running %.0f s after a rank failed; "
+                "sending SIGTERM\n",
+                alive, grace_s());
         forward(SIGTERM);
         termed_at = t;
       } else if (termed_at >= 0 && t - termed_at > 3) {

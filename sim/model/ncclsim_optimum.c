@@ -49,9 +49,11 @@ static int parse_coll(const char *s) {
 
 static void print_cfg(const char *label, const sim_config_t *c, double us, int json) {
   if (json)
-    printf("\"%s\": {\"algo\": \"%s\", \"proto\": \"%s\", \"nchannels\": %d, \"nthreads\": %d, "
-           "\"chunk\": %zu, \"time_us\": %.3f}", label, sim_model_algo_name(c->algo),
-           sim_model_proto_name(c->proto), c->nchannels, c->nthreads, c->chunk, us);
+    printf(
+        "\"%s\": {\"algo\": \"%s\", \"proto\": \"%s\", \"nchannels\": %d, \"nthreads\": %d, "
+        "\"chunk\": %zu, \"time_us\": %.3f}",
+        label, sim_model_algo_name(c->algo), sim_model_proto_name(c->proto), c->nchannels,
+        c->nthreads, c->chunk, us);
   else
     printf("%-8s %s/%s nchannels=%d nthreads=%d chunk=%zu time_us=%.3f\n", label,
            sim_model_algo_name(c->algo), sim_model_proto_name(c->proto), c->nchannels, c->nthreads,
@@ -59,13 +61,15 @@ static void print_cfg(const char *label, const sim_config_t *c, double us, int j
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: ncclsim-optimum [-t TOPO] [-c COLL] [-b BYTES] [-p PHI] [-v VERSION] [-j]\n"
-             "  -t TOPO     topology, as NCCLSIM_TOPO (default: $NCCLSIM_TOPO or nodes=1,gpus=8,gpu=h100)\n"
-             "  -c COLL     AllReduce (default), AllGather, ReduceScatter, Broadcast, Reduce\n"
-             "  -b BYTES    NCCL's nBytes, with K/M/G suffixes (default 1G)\n"
-             "  -p PHI      interference 0 <= phi < 1 (default 0)\n"
-             "  -v VERSION  emulated NCCL version, e.g. 2.30 (default $NCCLSIM_VERSION or 2.28.9)\n"
-             "  -j          print JSON\n");
+  fprintf(
+      f,
+      "usage: ncclsim-optimum [-t TOPO] [-c COLL] [-b BYTES] [-p PHI] [-v VERSION] [-j]\n"
+      "  -t TOPO     topology, as NCCLSIM_TOPO (default: $NCCLSIM_TOPO or nodes=1,gpus=8,gpu=h100)\n"
+      "  -c COLL     AllReduce (default), AllGather, ReduceScatter, Broadcast, Reduce\n"
+      "  -b BYTES    NCCL's nBytes, with K/M/G suffixes (default 1G)\n"
+      "  -p PHI      interference 0 <= phi < 1 (default 0)\n"
+      "  -v VERSION  emulated NCCL version, e.g. 2.30 (default $NCCLSIM_VERSION or 2.28.9)\n"
+      "  -j          print JSON\n");
 }
 
 int main(int argc, char **argv) {
@@ -76,42 +80,45 @@ int main(int argc, char **argv) {
   double phi = 0;
   const char *env_version = getenv("NCCLSIM_VERSION");
   if (env_version && *env_version && parse_version(env_version, &version)) {
-    fprintf(stderr, "ncclsim-optimum: invalid value for NCCLSIM_VERSION: '%s' (expected 2.X[.Y])\n", env_version);
+    fprintf(stderr, "ncclsim-optimum: invalid value for NCCLSIM_VERSION: '%s' (expected 2.X[.Y])\n",
+            env_version);
     return 2;
   }
   while ((opt = getopt(argc, argv, "t:c:b:p:v:jh")) != -1) {
     switch (opt) {
-    case 't': topo_spec = optarg; break;
-    case 'c':
-      if ((coll = parse_coll(optarg)) < 0) {
-        fprintf(stderr, "ncclsim-optimum: unknown collective '%s'\n", optarg);
-        return 2;
+      case 't': topo_spec = optarg; break;
+      case 'c':
+        if ((coll = parse_coll(optarg)) < 0) {
+          fprintf(stderr, "ncclsim-optimum: unknown collective '%s'\n", optarg);
+          return 2;
+        }
+        break;
+      case 'b':
+        if (parse_size(optarg, &bytes)) {
+          fprintf(stderr, "ncclsim-optimum: invalid size '%s' (expected e.g. 4096, 64K, 1G)\n",
+                  optarg);
+          return 2;
+        }
+        break;
+      case 'p': {
+        char *end;
+        phi = strtod(optarg, &end);
+        if (*end || !(phi >= 0 && phi < 1)) {
+          fprintf(stderr, "ncclsim-optimum: invalid interference '%s' (expected 0 <= phi < 1)\n",
+                  optarg);
+          return 2;
+        }
+        break;
       }
-      break;
-    case 'b':
-      if (parse_size(optarg, &bytes)) {
-        fprintf(stderr, "ncclsim-optimum: invalid size '%s' (expected e.g. 4096, 64K, 1G)\n", optarg);
-        return 2;
-      }
-      break;
-    case 'p': {
-      char *end;
-      phi = strtod(optarg, &end);
-      if (*end || !(phi >= 0 && phi < 1)) {
-        fprintf(stderr, "ncclsim-optimum: invalid interference '%s' (expected 0 <= phi < 1)\n", optarg);
-        return 2;
-      }
-      break;
-    }
-    case 'v':
-      if (parse_version(optarg, &version)) {
-        fprintf(stderr, "ncclsim-optimum: invalid version '%s' (expected 2.X[.Y])\n", optarg);
-        return 2;
-      }
-      break;
-    case 'j': json = 1; break;
-    case 'h': usage(stdout); return 0;
-    default: usage(stderr); return 2;
+      case 'v':
+        if (parse_version(optarg, &version)) {
+          fprintf(stderr, "ncclsim-optimum: invalid version '%s' (expected 2.X[.Y])\n", optarg);
+          return 2;
+        }
+        break;
+      case 'j': json = 1; break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
     }
   }
   if (optind != argc) {
@@ -131,14 +138,18 @@ int main(int argc, char **argv) {
   if (m->error[0]) fprintf(stderr, "ncclsim-optimum: %s\n", m->error);
   sim_optimum_t o;
   if (sim_model_optimum(m, coll, bytes, phi, &o)) {
-    fprintf(stderr, "ncclsim-optimum: no algorithm/protocol is enabled for %s (check NCCL_ALGO/NCCL_PROTO)\n",
-            sim_model_coll_name(coll));
+    fprintf(
+        stderr,
+        "ncclsim-optimum: no algorithm/protocol is enabled for %s (check NCCL_ALGO/NCCL_PROTO)\n",
+        sim_model_coll_name(coll));
     free(m);
     return 1;
   }
   if (json) {
-    printf("{\"coll\": \"%s\", \"bytes\": %zu, \"nranks\": %d, \"nnodes\": %d, \"phi\": %g, "
-           "\"version\": %d, ", sim_model_coll_name(coll), bytes, m->topo.nranks, m->topo.nnodes, phi, version);
+    printf(
+        "{\"coll\": \"%s\", \"bytes\": %zu, \"nranks\": %d, \"nnodes\": %d, \"phi\": %g, "
+        "\"version\": %d, ",
+        sim_model_coll_name(coll), bytes, m->topo.nranks, m->topo.nnodes, phi, version);
     print_cfg("best", &o.best, o.best_us, 1);
     printf(", ");
     print_cfg("default", &o.def, o.def_us, 1);

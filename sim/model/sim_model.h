@@ -26,21 +26,21 @@
 /* Hardware and placement of one communicator. */
 typedef struct {
   int nranks, nnodes, ranks_per_node;
-  int gpu;                 /* SIM_GPU_H100, SIM_GPU_A100 */
+  int gpu; /* SIM_GPU_H100, SIM_GPU_A100 */
   int nic_count;
-  double nic_gbps;         /* per NIC, GB/s */
-  double nvl_gbps;         /* per-GPU NVLink bandwidth (GB/s) */
-  int nvls;                /* NVLink SHARP available (H100, >= 2 local ranks) */
-  int collnet;             /* CollNet (SHARP) available */
-  int version;             /* emulated NCCL version code, e.g. 22809 */
-  int nchannels;           /* channels set up at init (NCCL's ring/tree channel count) */
-  int max_channels;        /* upper bound the tuner may not exceed */
+  double nic_gbps;  /* per NIC, GB/s */
+  double nvl_gbps;  /* per-GPU NVLink bandwidth (GB/s) */
+  int nvls;         /* NVLink SHARP available (H100, >= 2 local ranks) */
+  int collnet;      /* CollNet (SHARP) available */
+  int version;      /* emulated NCCL version code, e.g. 22809 */
+  int nchannels;    /* channels set up at init (NCCL's ring/tree channel count) */
+  int max_channels; /* upper bound the tuner may not exceed */
   /* ... the implementation may add fields; callers fill a topo only through sim_topo_* */
-  int cpu_amd;             /* AMD host CPUs: NCCL's multi-node LL cap and net overhead differ */
-  double net_lat_us;       /* NIC latency NCCL adds to every network hop (graph->latencyInter) */
-  double nic_line_gbps;    /* per NIC port, line rate in Gb/s (nic_gbps is this x 0.12 x ports) */
-  int nic_ports;           /* ports per NIC: 1, or 2 for a dual-port NIC ("nic=8x400x2", "ports=2") */
-  int ib;                  /* link layer InfiniBand ("ib=1") instead of RoCE Ethernet */
+  int cpu_amd;          /* AMD host CPUs: NCCL's multi-node LL cap and net overhead differ */
+  double net_lat_us;    /* NIC latency NCCL adds to every network hop (graph->latencyInter) */
+  double nic_line_gbps; /* per NIC port, line rate in Gb/s (nic_gbps is this x 0.12 x ports) */
+  int nic_ports;        /* ports per NIC: 1, or 2 for a dual-port NIC ("nic=8x400x2", "ports=2") */
+  int ib;               /* link layer InfiniBand ("ib=1") instead of RoCE Ethernet */
   double reserved[14];
 } sim_topo_t;
 
@@ -56,18 +56,18 @@ typedef struct {
  * (NCCL_ALGO, NCCL_PROTO, NCCL_NTHREADS, NCCL_BUFFSIZE, NCCL_MIN/MAX_NCHANNELS, minCTAs/maxCTAs). */
 typedef struct {
   sim_topo_t topo;
-  int nchannels;           /* channels after init clamps */
+  int nchannels; /* channels after init clamps */
   int nthreads[SIM_NUM_ALGOS][SIM_NUM_PROTOS];
   size_t buffsize[SIM_NUM_PROTOS];
   unsigned char enabled[AH_NUM_FUNCTIONS][SIM_NUM_ALGOS][SIM_NUM_PROTOS]; /* NCCL_ALGO/PROTO */
   /* Implementation fields (added by issue 3; read them, fill them only through sim_model_*). */
-  int nvls_channels;       /* channels NVLS/NVLSTree use (NCCL_NVLS_NCHANNELS) */
-  int ring_graph_nch;      /* topology search result: channels and per-channel GB/s */
+  int nvls_channels;  /* channels NVLS/NVLSTree use (NCCL_NVLS_NCHANNELS) */
+  int ring_graph_nch; /* topology search result: channels and per-channel GB/s */
   double ring_graph_bw_intra, ring_graph_bw_inter;
   int nvls_graph_nch;
   double nvls_graph_bw_intra, nvls_graph_bw_inter;
   ah_tuner_constants_v5_t consts; /* NCCL's tables; a v5+ tuner may edit them at init */
-  char error[512];         /* bad NCCL_* values found by sim_model_init ("" when none) */
+  char error[512];                /* bad NCCL_* values found by sim_model_init ("" when none) */
   double reserved[32];
 } sim_model_t;
 

@@ -21,7 +21,7 @@ void sim_model_default_resources(const sim_model_t *m, int coll, size_t nbytes, 
                                  int *nc_p, int *nt_p);
 int sim_model_traffic_channels(int coll, int p, size_t nbytes, int nc);
 /* NCCL's configuration for a given pair: its channels/threads, the tuner's channel cap and chunk. */
-void sim_model_config_for(const sim_model_t *m, int coll, size_t nbytes, int a, int p, int tuner_nch,
-                          size_t tuner_chunk, sim_config_t *cfg);
+void sim_model_config_for(const sim_model_t *m, int coll, size_t nbytes, int a, int p,
+                          int tuner_nch, size_t tuner_chunk, sim_config_t *cfg);
 
 #endif

@@ -16,7 +16,8 @@ enum { HW_NVLINK = 0, HW_PCI = 1, HW_NET = 2 };
 enum { CC_VOLTA = 0, CC_AMPERE = 1, CC_HOPPER = 2, CC_BLACKWELL = 3 };
 
 const char *sim_model_algo_name(int a) {
-  static const char *n[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+  static const char *n[] = {"Tree",     "Ring", "CollNetDirect", "CollNetChain", "NVLS",
+                            "NVLSTree", "PAT"};
   return a >= 0 && a < SIM_NUM_ALGOS ? n[a] : "?";
 }
 
@@ -30,7 +31,9 @@ const char *sim_model_coll_name(int c) {
   return c >= 0 && c < AH_NUM_FUNCTIONS ? n[c] : "?";
 }
 
-int sim_model_compcap(const sim_model_t *m) { return m->topo.gpu == SIM_GPU_A100 ? CC_AMPERE : CC_HOPPER; }
+int sim_model_compcap(const sim_model_t *m) {
+  return m->topo.gpu == SIM_GPU_A100 ? CC_AMPERE : CC_HOPPER;
+}
 
 int sim_model_scale(const sim_model_t *m) {
   return m->topo.nnodes <= 1 ? 0 : m->topo.nnodes == 2 ? 1 : 2;
@@ -45,16 +48,38 @@ int sim_log2_ceil(int x) {
 /* ---- the constants (NCCL's tables), per emulated version ------------------------------------- */
 
 void sim_model_default_constants(ah_tuner_constants_v5_t *k, int v) {
-  static const double base[SIM_NUM_ALGOS][3] = {
-      {6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
-  static const double hw[3][SIM_NUM_ALGOS][3] = {
-      {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
-      {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
-      {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}}};
-  static const double llmax[4][3] = {{39.0, 39.0, 20.4}, {87.7, 39.0, 20.4}, {141.0, 39.0, 20.4}, {282.0, 39.0, 20.4}};
-  static const double ringll128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {40, 40, 40}};
-  static const double treell128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
-  static const double tree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+  static const double base[SIM_NUM_ALGOS][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0},
+                                                {0, 0, 0},        {0, 0, 0},        {0, 0, 0},
+                                                {8.0, 8.0, 8.0}};
+  static const double hw[3][SIM_NUM_ALGOS][3] = {{{.6, 1.25, 4.0},
+                                                  {.6, 1.9, 3.4},
+                                                  {0, 0, 3.7},
+                                                  {0, 0, 2.8},
+                                                  {0, 0, 25},
+                                                  {0, 0, 25},
+                                                  {0, 0, 4.0}},
+                                                 {{1.0, 1.9, 4.0},
+                                                  {1.0, 2.5, 5.7},
+                                                  {0, 0, 3.7},
+                                                  {0, 0, 2.8},
+                                                  {0, 0, 0},
+                                                  {0, 0, 0},
+                                                  {0, 0, 4.0}},
+                                                 {{5.0, 8.5, 14},
+                                                  {2.7, 4.0, 14.0},
+                                                  {0, 0, 31},
+                                                  {0, 0, 30},
+                                                  {0, 0, 18},
+                                                  {0, 0, 20.9},
+                                                  {0, 0, 14}}};
+  static const double llmax[4][3] = {
+      {39.0, 39.0, 20.4}, {87.7, 39.0, 20.4}, {141.0, 39.0, 20.4}, {282.0, 39.0, 20.4}};
+  static const double ringll128[4][3] = {
+      {20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {40, 40, 40}};
+  static const double treell128[4][3] = {
+      {20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+  static const double tree[4][3] = {
+      {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
   static const double nvlstree[4][3] = {{0, 0, 0}, {0, 0, 0}, {0, 57.7, 45.5}, {0, 96.0, 80.0}};
   memset(k, 0, sizeof *k);
   memcpy(k->baseLatencies, base, sizeof base);
@@ -65,7 +90,11 @@ void sim_model_default_constants(ah_tuner_constants_v5_t *k, int v) {
   memcpy(k->perChMaxTreeBws, tree, sizeof tree);
   memcpy(k->perChMaxNVLSTreeBws, nvlstree, sizeof nvlstree);
   if (v < 22300) { /* the 2.18 .. 2.22 tables */
-    for (int h = 0; h < 3; h++) k->hwLatencies[h][AH_ALGO_TREE][AH_PROTO_SIMPLE] = v < 21900 ? (h == HW_NVLINK ? 4 : h == HW_PCI ? 6 : 14) : 28;
+    for (int h = 0; h < 3; h++)
+      k->hwLatencies[h][AH_ALGO_TREE][AH_PROTO_SIMPLE] = v < 21900 ? (h == HW_NVLINK ? 4
+                                                                      : h == HW_PCI  ? 6
+                                                                                     : 14)
+                                                                   : 28;
     k->hwLatencies[HW_NVLINK][AH_ALGO_COLLNET_DIRECT][2] = v < 21900 ? 8.0 : 3.7;
     k->hwLatencies[HW_NET][AH_ALGO_COLLNET_DIRECT][2] = v < 21900 ? 10.7 : 31;
     k->hwLatencies[HW_NET][AH_ALGO_COLLNET_CHAIN][2] = v < 21900 ? 14 : 30;
@@ -89,7 +118,9 @@ void sim_model_default_constants(ah_tuner_constants_v5_t *k, int v) {
   }
 }
 
-void sim_model_constants_get(const sim_model_t *m, ah_tuner_constants_v5_t *c_p) { *c_p = m->consts; }
+void sim_model_constants_get(const sim_model_t *m, ah_tuner_constants_v5_t *c_p) {
+  *c_p = m->consts;
+}
 
 void sim_model_constants_set(sim_model_t *m, const ah_tuner_constants_v5_t *c) { m->consts = *c; }
 
@@ -99,8 +130,9 @@ static void model_error(sim_model_t *m, const char *var, const char *val, const 
                         const char *kept) {
   size_t used = strlen(m->error); /* several problems are reported one after the other */
   if (used + 8 >= sizeof m->error) return;
-  snprintf(m->error + used, sizeof m->error - used, "%sinvalid value for %s: '%s' (expected %s); %s",
-           used ? "; " : "", var, val, expected, kept);
+  snprintf(m->error + used, sizeof m->error - used,
+           "%sinvalid value for %s: '%s' (expected %s); %s", used ? "; " : "", var, val, expected,
+           kept);
 }
 
 static int env_int(sim_model_t *m, const char *name, int lo, int hi, int def) {
@@ -118,7 +150,8 @@ static int env_int(sim_model_t *m, const char *name, int lo, int hi, int def) {
 }
 
 static int name_index(const char *tok, int algo) {
-  static const char *an[] = {"tree", "ring", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"};
+  static const char *an[] = {"tree",     "ring", "collnetdirect", "collnetchain", "nvls",
+                             "nvlstree", "pat"};
   static const char *pn[] = {"ll", "ll128", "simple"};
   int n = algo ? SIM_NUM_ALGOS : SIM_NUM_PROTOS;
   for (int i = 0; i < n; i++)
@@ -155,7 +188,8 @@ static int parse_list(char *list, int algo, unsigned char *mask) {
 }
 
 /* NCCL_ALGO or NCCL_PROTO into en[func][i]; the per-collective syntax needs 2.24. */
-static void parse_select_env(sim_model_t *m, const char *var, int algo, unsigned char en[AH_NUM_FUNCTIONS][SIM_NUM_ALGOS]) {
+static void parse_select_env(sim_model_t *m, const char *var, int algo,
+                             unsigned char en[AH_NUM_FUNCTIONS][SIM_NUM_ALGOS]) {
   for (int f = 0; f < AH_NUM_FUNCTIONS; f++) memset(en[f], 1, SIM_NUM_ALGOS);
   const char *s = getenv(var);
   if (!s || !*s) return;
@@ -165,7 +199,8 @@ static void parse_select_env(sim_model_t *m, const char *var, int algo, unsigned
   memcpy(tmp, en, sizeof tmp);
   int ok = 1, first = 1;
   char *save = NULL;
-  for (char *entry = strtok_r(copy, ";", &save); entry && ok; entry = strtok_r(NULL, ";", &save), first = 0) {
+  for (char *entry = strtok_r(copy, ";", &save); entry && ok;
+       entry = strtok_r(NULL, ";", &save), first = 0) {
     char *colon = strchr(entry, ':');
     unsigned char mask[SIM_NUM_ALGOS] = {0};
     if (!colon) {
@@ -183,14 +218,15 @@ static void parse_select_env(sim_model_t *m, const char *var, int algo, unsigned
   free(copy);
   if (ok) memcpy(en, tmp, sizeof tmp);
   else
-    model_error(m, var, s,
-                algo ? (m->topo.version >= 22400
-                            ? "a list such as 'ring,tree' or '^nvls', optionally 'allreduce:tree;...'"
-                            : "a list such as 'ring,tree' or '^nvls' (per-collective lists need 2.24)")
-                     : (m->topo.version >= 22400
-                            ? "a list such as 'll,simple' or '^ll128', optionally 'allreduce:ll;...'"
-                            : "a list such as 'll,simple' or '^ll128' (per-collective lists need 2.24)"),
-                "leaving every choice enabled");
+    model_error(
+        m, var, s,
+        algo ? (m->topo.version >= 22400
+                    ? "a list such as 'ring,tree' or '^nvls', optionally 'allreduce:tree;...'"
+                    : "a list such as 'ring,tree' or '^nvls' (per-collective lists need 2.24)")
+             : (m->topo.version >= 22400
+                    ? "a list such as 'll,simple' or '^ll128', optionally 'allreduce:ll;...'"
+                    : "a list such as 'll,simple' or '^ll128' (per-collective lists need 2.24)"),
+        "leaving every choice enabled");
 }
 
 /* ---- graphs (what NCCL's topology search finds) ------------------------------------------------ */
@@ -231,8 +267,10 @@ void sim_model_init(sim_model_t *m, const sim_topo_t *topo, int min_ctas, int ma
   m->nvls_graph_bw_inter = t->nnodes > 1 ? m->ring_graph_bw_inter : 50.0;
   int maxch = v >= 22500 ? 64 : 32;
   int nch = 2 * m->ring_graph_nch; /* NCCL splits/duplicates the search's channels */
-  int lo = env_int(m, "NCCL_MIN_NCHANNELS", 1, 1 << 20, 0), hi = env_int(m, "NCCL_MAX_NCHANNELS", 1, 1 << 20, maxch);
-  int lo2 = env_int(m, "NCCL_MIN_CTAS", 1, 1 << 20, min_ctas), hi2 = env_int(m, "NCCL_MAX_CTAS", 1, 1 << 20, max_ctas);
+  int lo = env_int(m, "NCCL_MIN_NCHANNELS", 1, 1 << 20, 0),
+      hi = env_int(m, "NCCL_MAX_NCHANNELS", 1, 1 << 20, maxch);
+  int lo2 = env_int(m, "NCCL_MIN_CTAS", 1, 1 << 20, min_ctas),
+      hi2 = env_int(m, "NCCL_MAX_CTAS", 1, 1 << 20, max_ctas);
   if (lo2 > lo) lo = lo2;
   if (hi2 > 0 && hi2 < hi) hi = hi2;
   if (hi > maxch) hi = maxch;
@@ -261,10 +299,15 @@ void sim_model_init(sim_model_t *m, const sim_topo_t *topo, int min_ctas, int ma
     for (int p = 0; p < SIM_NUM_PROTOS; p++) {
       int nt = 512;
       if (p == AH_PROTO_LL128) nt = ll128_env;
-      else if (a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE || a == AH_ALGO_COLLNET_DIRECT || a == AH_ALGO_COLLNET_CHAIN) nt = 640;
-      else if (p == AH_PROTO_SIMPLE && a == AH_ALGO_RING && m->ring_graph_bw_intra * m->ring_graph_nch <= 12) nt = 256;
+      else if (a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE || a == AH_ALGO_COLLNET_DIRECT ||
+               a == AH_ALGO_COLLNET_CHAIN)
+        nt = 640;
+      else if (p == AH_PROTO_SIMPLE && a == AH_ALGO_RING &&
+               m->ring_graph_bw_intra * m->ring_graph_nch <= 12)
+        nt = 256;
       /* NCCL_NTHREADS sets Ring/Tree LL and Simple threads, at most 512 (LL128 has its own). */
-      if (nt_env && p != AH_PROTO_LL128 && (a == AH_ALGO_RING || a == AH_ALGO_TREE)) nt = nt_env > 512 ? 512 : nt_env;
+      if (nt_env && p != AH_PROTO_LL128 && (a == AH_ALGO_RING || a == AH_ALGO_TREE))
+        nt = nt_env > 512 ? 512 : nt_env;
       if ((a == AH_ALGO_TREE && v >= 22200) || (a == AH_ALGO_PAT && v >= 22300)) nt = 640;
       m->nthreads[a][p] = nt;
     }
@@ -285,20 +328,24 @@ void sim_model_init(sim_model_t *m, const sim_topo_t *topo, int min_ctas, int ma
 int sim_model_supported(const sim_model_t *m, int coll, int a, int p) {
   const sim_topo_t *t = &m->topo;
   int v = t->version, n = t->nranks, N = t->nnodes, q = t->ranks_per_node;
-  if (coll < 0 || coll >= AH_NUM_FUNCTIONS || a < 0 || a >= SIM_NUM_ALGOS || p < 0 || p >= SIM_NUM_PROTOS) return 0;
+  if (coll < 0 || coll >= AH_NUM_FUNCTIONS || a < 0 || a >= SIM_NUM_ALGOS || p < 0 ||
+      p >= SIM_NUM_PROTOS)
+    return 0;
   if (n <= 1) return a == AH_ALGO_RING && p == AH_PROTO_SIMPLE;
-  int ar = coll == AH_FUNC_ALLREDUCE, agrs = coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER;
+  int ar = coll == AH_FUNC_ALLREDUCE,
+      agrs = coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER;
   switch (a) {
-  case AH_ALGO_RING: return 1;
-  case AH_ALGO_TREE: return ar;
-  case AH_ALGO_NVLS:
-    return p == AH_PROTO_SIMPLE && t->nvls && q >= 2 && v >= 21700 && (ar || (agrs && v >= 21900)) &&
-           (N == 1 || (t->collnet && ar));
-  case AH_ALGO_NVLS_TREE: return p == AH_PROTO_SIMPLE && t->nvls && q >= 2 && ar && N > 1 && v >= 21800;
-  case AH_ALGO_PAT: return p == AH_PROTO_SIMPLE && agrs && q == 1 && v >= 22300;
-  case AH_ALGO_COLLNET_DIRECT: return p == AH_PROTO_SIMPLE && t->collnet && N > 1 && (ar || agrs);
-  case AH_ALGO_COLLNET_CHAIN: return p == AH_PROTO_SIMPLE && t->collnet && N > 1 && ar;
-  default: return 0;
+    case AH_ALGO_RING: return 1;
+    case AH_ALGO_TREE: return ar;
+    case AH_ALGO_NVLS:
+      return p == AH_PROTO_SIMPLE && t->nvls && q >= 2 && v >= 21700 &&
+             (ar || (agrs && v >= 21900)) && (N == 1 || (t->collnet && ar));
+    case AH_ALGO_NVLS_TREE:
+      return p == AH_PROTO_SIMPLE && t->nvls && q >= 2 && ar && N > 1 && v >= 21800;
+    case AH_ALGO_PAT: return p == AH_PROTO_SIMPLE && agrs && q == 1 && v >= 22300;
+    case AH_ALGO_COLLNET_DIRECT: return p == AH_PROTO_SIMPLE && t->collnet && N > 1 && (ar || agrs);
+    case AH_ALGO_COLLNET_CHAIN: return p == AH_PROTO_SIMPLE && t->collnet && N > 1 && ar;
+    default: return 0;
   }
 }
 
@@ -311,27 +358,28 @@ double sim_model_nccl_latency(const sim_model_t *m, const ah_tuner_constants_v5_
   double base = k->baseLatencies[a][p], intra = k->hwLatencies[HW_NVLINK][a][p];
   double inter = k->hwLatencies[HW_NET][a][p] + t->net_lat_us * (p == AH_PROTO_SIMPLE ? 2 : 1);
   switch (a) {
-  case AH_ALGO_RING: {
-    if (N > 1) { /* a ring step is at least the proxy's per-step network overhead */
-      double ovh = (t->cpu_amd ? 2.0 : 1.0) * (p == AH_PROTO_SIMPLE ? 3 : 1);
-      if (intra < ovh) intra = ovh;
+    case AH_ALGO_RING: {
+      if (N > 1) { /* a ring step is at least the proxy's per-step network overhead */
+        double ovh = (t->cpu_amd ? 2.0 : 1.0) * (p == AH_PROTO_SIMPLE ? 3 : 1);
+        if (intra < ovh) intra = ovh;
+      }
+      int nsteps = nsteps_of(coll, n);
+      int ninter = N > 1 ? (coll == AH_FUNC_ALLREDUCE ? 2 * (N - 1) : N - 1) : 0;
+      double ih = q == 1 ? k->hwLatencies[HW_NET][AH_ALGO_TREE][p] + t->net_lat_us : inter;
+      double lat = base + (nsteps - ninter) * intra + ninter * ih;
+      if (coll == AH_FUNC_ALLREDUCE && p == AH_PROTO_SIMPLE && N > 1 &&
+          nbytes / ((size_t)m->nchannels * (size_t)n) >= 64)
+        lat *= 1.4; /* NCCL's ring plateau factor on Hopper and Ampere */
+      return lat;
     }
-    int nsteps = nsteps_of(coll, n);
-    int ninter = N > 1 ? (coll == AH_FUNC_ALLREDUCE ? 2 * (N - 1) : N - 1) : 0;
-    double ih = q == 1 ? k->hwLatencies[HW_NET][AH_ALGO_TREE][p] + t->net_lat_us : inter;
-    double lat = base + (nsteps - ninter) * intra + ninter * ih;
-    if (coll == AH_FUNC_ALLREDUCE && p == AH_PROTO_SIMPLE && N > 1 &&
-        nbytes / ((size_t)m->nchannels * (size_t)n) >= 64)
-      lat *= 1.4; /* NCCL's ring plateau factor on Hopper and Ampere */
-    return lat;
-  }
-  case AH_ALGO_TREE: return base + 2 * ((q - 1) * intra + l2 * inter);
-  case AH_ALGO_NVLS: return k->hwLatencies[HW_NVLINK][a][p] + (N > 1 ? inter : 0);
-  case AH_ALGO_NVLS_TREE: return k->hwLatencies[HW_NVLINK][a][p] + 2 * l2 * inter;
-  case AH_ALGO_COLLNET_DIRECT: return base + 2 * ((q > 1 ? 1 : 0) * intra + 0.4 * (q - 1)) + inter;
-  case AH_ALGO_COLLNET_CHAIN: return base + 2 * (q - 1) * intra + inter;
-  case AH_ALGO_PAT: return base + l2 * inter / 3.5 + 2.8 * n;
-  default: return -1;
+    case AH_ALGO_TREE: return base + 2 * ((q - 1) * intra + l2 * inter);
+    case AH_ALGO_NVLS: return k->hwLatencies[HW_NVLINK][a][p] + (N > 1 ? inter : 0);
+    case AH_ALGO_NVLS_TREE: return k->hwLatencies[HW_NVLINK][a][p] + 2 * l2 * inter;
+    case AH_ALGO_COLLNET_DIRECT:
+      return base + 2 * ((q > 1 ? 1 : 0) * intra + 0.4 * (q - 1)) + inter;
+    case AH_ALGO_COLLNET_CHAIN: return base + 2 * (q - 1) * intra + inter;
+    case AH_ALGO_PAT: return base + l2 * inter / 3.5 + 2.8 * n;
+    default: return -1;
   }
 }
 
@@ -347,45 +395,49 @@ double sim_model_nccl_bw(const sim_model_t *m, int coll, int a, int p) {
   double bw_graph = N <= 2 ? m->ring_graph_bw_intra : m->ring_graph_bw_inter;
   double bus = nch * bw_graph, ratio = 1.0;
   switch (a) {
-  case AH_ALGO_RING:
-    if (p == AH_PROTO_LL) {
-      double f = v < 22100 ? (N > 1 && (ar || coll == AH_FUNC_REDUCE) ? 0.25 : 1.0 / 3.0) : 0.5;
-      bus = fmin(llmax, f * bus);
-    } else if (p == AH_PROTO_LL128) {
-      bus = fmin((v < 21900 && q < 2 ? 0.7 : 0.92) * bus, nch * k->perChMaxRingLL128Bws[cc][sc]);
-    }
-    ratio = (double)n / nsteps_of(coll, n);
-    break;
-  case AH_ALGO_TREE:
-    bus = fmin(0.92 * bus, nch * k->perChMaxTreeBws[cc][sc]);
-    if (p == AH_PROTO_LL) bus = fmin(bus / 3.8, llmax);
-    else if (p == AH_PROTO_LL128) bus = fmin(bus * (N == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nch * k->perChMaxTreeLL128Bws[cc][sc]);
-    ratio = 0.5;
-    break;
-  case AH_ALGO_NVLS:
-  case AH_ALGO_NVLS_TREE: {
-    int hc = m->nvls_graph_nch;
-    double eff = 0.85;
-    double intra = m->nvls_graph_bw_intra * eff * (hc - 1) / hc * (ar ? 2.0 : (double)(q - 1) / q);
-    double inter = m->nvls_graph_bw_inter * (a == AH_ALGO_NVLS_TREE && N <= 2 ? 2.0 : 1.0);
-    double per = fmin(intra, inter);
-    if (a == AH_ALGO_NVLS_TREE && k->perChMaxNVLSTreeBws[cc][sc] > 0) per = fmin(per, k->perChMaxNVLSTreeBws[cc][sc]);
-    bus = hc * per;
-    ratio = (double)n / nsteps_of(coll, n);
-    break;
-  }
-  case AH_ALGO_PAT: bus *= v < 22400 ? 0.85 : 0.75; break;
-  case AH_ALGO_COLLNET_DIRECT:
-    if (ar) {
-      double r = (double)q / nch, f = r - (r - 1) / 2;
-      bus = bus / (f > 1 ? f : 1) * (cc >= CC_HOPPER ? 0.85 : 1.0);
+    case AH_ALGO_RING:
+      if (p == AH_PROTO_LL) {
+        double f = v < 22100 ? (N > 1 && (ar || coll == AH_FUNC_REDUCE) ? 0.25 : 1.0 / 3.0) : 0.5;
+        bus = fmin(llmax, f * bus);
+      } else if (p == AH_PROTO_LL128) {
+        bus = fmin((v < 21900 && q < 2 ? 0.7 : 0.92) * bus, nch * k->perChMaxRingLL128Bws[cc][sc]);
+      }
+      ratio = (double)n / nsteps_of(coll, n);
+      break;
+    case AH_ALGO_TREE:
+      bus = fmin(0.92 * bus, nch * k->perChMaxTreeBws[cc][sc]);
+      if (p == AH_PROTO_LL) bus = fmin(bus / 3.8, llmax);
+      else if (p == AH_PROTO_LL128)
+        bus =
+            fmin(bus * (N == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nch * k->perChMaxTreeLL128Bws[cc][sc]);
       ratio = 0.5;
-    } else {
-      bus = q * fmin(m->ring_graph_bw_intra, 0.9 * m->ring_graph_bw_inter);
+      break;
+    case AH_ALGO_NVLS:
+    case AH_ALGO_NVLS_TREE: {
+      int hc = m->nvls_graph_nch;
+      double eff = 0.85;
+      double intra =
+          m->nvls_graph_bw_intra * eff * (hc - 1) / hc * (ar ? 2.0 : (double)(q - 1) / q);
+      double inter = m->nvls_graph_bw_inter * (a == AH_ALGO_NVLS_TREE && N <= 2 ? 2.0 : 1.0);
+      double per = fmin(intra, inter);
+      if (a == AH_ALGO_NVLS_TREE && k->perChMaxNVLSTreeBws[cc][sc] > 0)
+        per = fmin(per, k->perChMaxNVLSTreeBws[cc][sc]);
+      bus = hc * per;
+      ratio = (double)n / nsteps_of(coll, n);
+      break;
     }
-    break;
-  case AH_ALGO_COLLNET_CHAIN: ratio = 0.5; break;
-  default: return 0;
+    case AH_ALGO_PAT: bus *= v < 22400 ? 0.85 : 0.75; break;
+    case AH_ALGO_COLLNET_DIRECT:
+      if (ar) {
+        double r = (double)q / nch, f = r - (r - 1) / 2;
+        bus = bus / (f > 1 ? f : 1) * (cc >= CC_HOPPER ? 0.85 : 1.0);
+        ratio = 0.5;
+      } else {
+        bus = q * fmin(m->ring_graph_bw_intra, 0.9 * m->ring_graph_bw_inter);
+      }
+      break;
+    case AH_ALGO_COLLNET_CHAIN: ratio = 0.5; break;
+    default: return 0;
   }
   return bus * ratio;
 }
@@ -442,13 +494,15 @@ size_t sim_model_max_chunk(const sim_model_t *m, int a, int p) {
 
 static size_t align_down(size_t x, size_t g) { return x / g * g; }
 
-size_t sim_model_default_chunk(const sim_model_t *m, int coll, size_t nbytes, int a, int p, int nc) {
+size_t sim_model_default_chunk(const sim_model_t *m, int coll, size_t nbytes, int a, int p,
+                               int nc) {
   const sim_topo_t *t = &m->topo;
   size_t step = m->buffsize[p] / 8, chunk;
   int N = t->nnodes, q = t->ranks_per_node;
   if (p == AH_PROTO_LL) chunk = step / 2;
   else if (p == AH_PROTO_LL128) chunk = step / 1920 * 1800;
-  else if (a == AH_ALGO_RING && (coll == AH_FUNC_ALLREDUCE || coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER))
+  else if (a == AH_ALGO_RING && (coll == AH_FUNC_ALLREDUCE || coll == AH_FUNC_ALLGATHER ||
+                                 coll == AH_FUNC_REDUCESCATTER))
     chunk = step * 4;
   else chunk = step;
   if (nc < 1) nc = 1;
@@ -465,7 +519,10 @@ size_t sim_model_default_chunk(const sim_model_t *m, int coll, size_t nbytes, in
     else if (nbytes < 64 * base && chunk > 65536) chunk = 65536;
   } else if (a == AH_ALGO_NVLS_TREE) {
     double base = (double)nc * m->nvls_graph_nch * 32768;
-    chunk = nbytes >= 32 * base ? 262144 : nbytes >= 16 * base ? 131072 : nbytes >= 4 * base ? 65536 : 32768;
+    chunk = nbytes >= 32 * base   ? 262144
+            : nbytes >= 16 * base ? 131072
+            : nbytes >= 4 * base  ? 65536
+                                  : 32768;
   } else if (a == AH_ALGO_PAT) {
     int mult = coll == AH_FUNC_ALLGATHER ? 32 : 16;
     while ((double)chunk * nc * mult > (double)nbytes && chunk > 65536) chunk /= 2;
@@ -478,7 +535,9 @@ void sim_model_default_resources(const sim_model_t *m, int coll, size_t nbytes, 
                                  int *nc_p, int *nt_p) {
   int nvls = a == AH_ALGO_NVLS || a == AH_ALGO_NVLS_TREE;
   int nc = nvls ? m->nvls_channels : m->nchannels, nt = m->nthreads[a][p];
-  double thr = p == AH_PROTO_LL ? 8.0 * (a == AH_ALGO_RING ? m->topo.nranks : 1) : p == AH_PROTO_LL128 ? 8.0 : 64.0;
+  double thr = p == AH_PROTO_LL      ? 8.0 * (a == AH_ALGO_RING ? m->topo.nranks : 1)
+               : p == AH_PROTO_LL128 ? 8.0
+                                     : 64.0;
   if (a == AH_ALGO_COLLNET_DIRECT || a == AH_ALGO_COLLNET_CHAIN) thr = 512;
   if (a == AH_ALGO_RING || a == AH_ALGO_TREE) {
     while (nc > 1 && (double)nbytes < (double)nc * nt * thr) nc--;
@@ -494,14 +553,15 @@ void sim_model_default_resources(const sim_model_t *m, int coll, size_t nbytes, 
 
 /* NCCL's fill rule (2.19+): at least 32 KiB of traffic per channel. */
 int sim_model_traffic_channels(int coll, int p, size_t nbytes, int nc) {
-  double traffic = (double)nbytes * (coll == AH_FUNC_ALLREDUCE ? 2 : 1) * (p == AH_PROTO_LL ? 4 : 1);
+  double traffic =
+      (double)nbytes * (coll == AH_FUNC_ALLREDUCE ? 2 : 1) * (p == AH_PROTO_LL ? 4 : 1);
   int most = (int)(traffic / 32768.0);
   if (most < 1) most = 1;
   return nc < most ? nc : most;
 }
 
-void sim_model_config_for(const sim_model_t *m, int coll, size_t nbytes, int a, int p, int tuner_nch,
-                          size_t tuner_chunk, sim_config_t *cfg) {
+void sim_model_config_for(const sim_model_t *m, int coll, size_t nbytes, int a, int p,
+                          int tuner_nch, size_t tuner_chunk, sim_config_t *cfg) {
   int nc, nt, v = m->topo.version;
   sim_model_default_resources(m, coll, nbytes, a, p, &nc, &nt);
   if (tuner_nch > 0) {

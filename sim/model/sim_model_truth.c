@@ -31,7 +31,8 @@ static sim_proto_k_t proto_k(const sim_model_t *m, int p) {
                                         {32, 128, 0, 1.0, 1.0, 3.0, .02}};
   sim_proto_k_t k = h100[p];
   if (m->topo.gpu == SIM_GPU_A100) {
-    k.b_cta *= p == AH_PROTO_LL128 ? 22.0 / 40 : 18.0 / 32; /* NCCL's Ampere/Hopper per-channel ratio */
+    k.b_cta *=
+        p == AH_PROTO_LL128 ? 22.0 / 40 : 18.0 / 32; /* NCCL's Ampere/Hopper per-channel ratio */
     k.a_nvl *= 1.2;
     k.a_net *= 1.2;
   }
@@ -44,72 +45,85 @@ static int paths(const sim_model_t *m, int coll, int a, sim_path_t *pp) {
   int n = t->nranks, N = t->nnodes, q = t->ranks_per_node, k = 0;
   int ar = coll == AH_FUNC_ALLREDUCE;
   double nvl = t->nvl_gbps, net = t->nic_count * t->nic_gbps, eta = 0.85;
-  double ring_tau = ar ? 2.0 * (n - 1) / n : (coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER) ? (double)(n - 1) / n : 1.0;
+  double ring_tau = ar ? 2.0 * (n - 1) / n
+                    : (coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER)
+                        ? (double)(n - 1) / n
+                        : 1.0;
   switch (a) {
-  case AH_ALGO_RING:
-    pp[k++] = (sim_path_t){ring_tau, nvl};
-    if (N > 1) pp[k++] = (sim_path_t){ring_tau, 0.94 * net};
-    break;
-  case AH_ALGO_TREE:
-    pp[k++] = (sim_path_t){2.0, 0.92 * nvl};
-    if (N > 1) pp[k++] = (sim_path_t){N == 2 ? 1.0 : 2.0, 0.92 * net};
-    break;
-  case AH_ALGO_NVLS:
-    pp[k++] = (sim_path_t){ar ? (double)(n + 1) / n : (double)(n - 1) / n, eta * nvl};
-    if (N > 1) pp[k++] = (sim_path_t){1.0, net};
-    break;
-  case AH_ALGO_NVLS_TREE:
-    pp[k++] = (sim_path_t){(double)(q + 1) / q, 0.9 * eta * nvl};
-    pp[k++] = (sim_path_t){N == 2 ? 1.0 : 2.0, net};
-    break;
-  case AH_ALGO_PAT: pp[k++] = (sim_path_t){(double)(n - 1) / n, 0.75 * net}; break;
-  case AH_ALGO_COLLNET_DIRECT:
-    pp[k++] = (sim_path_t){ar ? (double)(q + 1) / q : (double)(n - 1) / n, nvl};
-    pp[k++] = (sim_path_t){ar ? 1.0 : (double)(N - 1) / N, 0.9 * net};
-    break;
-  default: /* CollNetChain */
-    pp[k++] = (sim_path_t){2.0, 0.92 * nvl};
-    pp[k++] = (sim_path_t){1.0, 0.9 * net};
-    break;
+    case AH_ALGO_RING:
+      pp[k++] = (sim_path_t){ring_tau, nvl};
+      if (N > 1) pp[k++] = (sim_path_t){ring_tau, 0.94 * net};
+      break;
+    case AH_ALGO_TREE:
+      pp[k++] = (sim_path_t){2.0, 0.92 * nvl};
+      if (N > 1) pp[k++] = (sim_path_t){N == 2 ? 1.0 : 2.0, 0.92 * net};
+      break;
+    case AH_ALGO_NVLS:
+      pp[k++] = (sim_path_t){ar ? (double)(n + 1) / n : (double)(n - 1) / n, eta * nvl};
+      if (N > 1) pp[k++] = (sim_path_t){1.0, net};
+      break;
+    case AH_ALGO_NVLS_TREE:
+      pp[k++] = (sim_path_t){(double)(q + 1) / q, 0.9 * eta * nvl};
+      pp[k++] = (sim_path_t){N == 2 ? 1.0 : 2.0, net};
+      break;
+    case AH_ALGO_PAT: pp[k++] = (sim_path_t){(double)(n - 1) / n, 0.75 * net}; break;
+    case AH_ALGO_COLLNET_DIRECT:
+      pp[k++] = (sim_path_t){ar ? (double)(q + 1) / q : (double)(n - 1) / n, nvl};
+      pp[k++] = (sim_path_t){ar ? 1.0 : (double)(N - 1) / N, 0.9 * net};
+      break;
+    default: /* CollNetChain */
+      pp[k++] = (sim_path_t){2.0, 0.92 * nvl};
+      pp[k++] = (sim_path_t){1.0, 0.9 * net};
+      break;
   }
   return k;
 }
 
 /* Pipeline shape: u ranks share the data per loop, k steps per loop, d fill depth, and the share
  * of steps that cross the network. */
-static void pipeline(const sim_model_t *m, int coll, int a, double *u_p, double *k_p, double *d_p, double *fnet_p) {
+static void pipeline(const sim_model_t *m, int coll, int a, double *u_p, double *k_p, double *d_p,
+                     double *fnet_p) {
   const sim_topo_t *t = &m->topo;
   int n = t->nranks, N = t->nnodes, q = t->ranks_per_node, l2 = sim_log2_ceil(N);
-  int ar = coll == AH_FUNC_ALLREDUCE, agrs = coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER;
+  int ar = coll == AH_FUNC_ALLREDUCE,
+      agrs = coll == AH_FUNC_ALLGATHER || coll == AH_FUNC_REDUCESCATTER;
   double u = n, k = 2, d = 2, f = 0;
   switch (a) {
-  case AH_ALGO_RING:
-    if (ar || agrs) {
-      k = ar ? 2.0 * (n - 1) : n - 1;
-      f = N > 1 ? (ar ? 2.0 * (N - 1) : N - 1) / k : 0;
-    } else { /* Broadcast, Reduce: a chain */
+    case AH_ALGO_RING:
+      if (ar || agrs) {
+        k = ar ? 2.0 * (n - 1) : n - 1;
+        f = N > 1 ? (ar ? 2.0 * (N - 1) : N - 1) / k : 0;
+      } else { /* Broadcast, Reduce: a chain */
+        u = 1;
+        k = 1;
+        d = n - 1 > 1 ? n - 1 : 2;
+        f = N > 1 ? (double)(N - 1) / (n - 1) : 0;
+      }
+      break;
+    case AH_ALGO_TREE:
       u = 1;
-      k = 1;
-      d = n - 1 > 1 ? n - 1 : 2;
-      f = N > 1 ? (double)(N - 1) / (n - 1) : 0;
-    }
-    break;
-  case AH_ALGO_TREE:
-    u = 1;
-    d = 2.0 * ((q - 1) + l2);
-    f = N > 1 ? (double)l2 / ((q - 1) + l2) : 0;
-    break;
-  case AH_ALGO_NVLS:
-  case AH_ALGO_NVLS_TREE:
-    d = 2 + 2 * l2;
-    f = N > 1 ? (double)l2 / (1 + l2) : 0;
-    break;
-  case AH_ALGO_PAT:
-    k = sim_log2_ceil(n) > 0 ? sim_log2_ceil(n) : 1;
-    f = 1;
-    break;
-  case AH_ALGO_COLLNET_DIRECT: u = 1; d = 4; f = 0.5; break;
-  default: u = 1; d = 2.0 * (q - 1) + 2; f = 0.5; break;
+      d = 2.0 * ((q - 1) + l2);
+      f = N > 1 ? (double)l2 / ((q - 1) + l2) : 0;
+      break;
+    case AH_ALGO_NVLS:
+    case AH_ALGO_NVLS_TREE:
+      d = 2 + 2 * l2;
+      f = N > 1 ? (double)l2 / (1 + l2) : 0;
+      break;
+    case AH_ALGO_PAT:
+      k = sim_log2_ceil(n) > 0 ? sim_log2_ceil(n) : 1;
+      f = 1;
+      break;
+    case AH_ALGO_COLLNET_DIRECT:
+      u = 1;
+      d = 4;
+      f = 0.5;
+      break;
+    default:
+      u = 1;
+      d = 2.0 * (q - 1) + 2;
+      f = 0.5;
+      break;
   }
   if (d < 2) d = 2;
   *u_p = u;
@@ -120,7 +134,8 @@ static void pipeline(const sim_model_t *m, int coll, int a, double *u_p, double 
 
 static int clamp_threads(int nt, int a, int p) {
   nt = nt / 32 * 32;
-  int lo = p == AH_PROTO_LL128 ? 160 : 64, hi = p == AH_PROTO_SIMPLE && a == AH_ALGO_RING ? 544 : 640;
+  int lo = p == AH_PROTO_LL128 ? 160 : 64,
+      hi = p == AH_PROTO_SIMPLE && a == AH_ALGO_RING ? 544 : 640;
   return nt < lo ? lo : nt > hi ? hi : nt;
 }
 
@@ -134,7 +149,9 @@ double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const si
   if (!(phi >= 0)) phi = 0;
   if (phi > 0.99) phi = 0.99;
   double S = (double)nbytes;
-  int nc = cfg->nchannels < 1 ? 1 : cfg->nchannels > SIM_MAX_CHANNELS ? SIM_MAX_CHANNELS : cfg->nchannels;
+  int nc = cfg->nchannels < 1                  ? 1
+           : cfg->nchannels > SIM_MAX_CHANNELS ? SIM_MAX_CHANNELS
+                                               : cfg->nchannels;
   nc = sim_model_traffic_channels(coll, p, nbytes, nc);
   int nt = cfg->nthreads > 0 ? clamp_threads(cfg->nthreads, a, p) : m->nthreads[a][p];
   size_t C = cfg->chunk ? cfg->chunk : sim_model_default_chunk(m, coll, nbytes, a, p, nc);
@@ -149,7 +166,9 @@ double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const si
   double cap = INFINITY, cap_nvl = INFINITY;
   if (p == AH_PROTO_LL) {
     cap_nvl = t->gpu == SIM_GPU_A100 ? 87.7 : 141.0;
-    cap = t->nnodes <= 1 ? cap_nvl : t->nnodes == 2 ? (t->cpu_amd ? 22.5 : 39.0) : (t->cpu_amd ? 19.0 : 20.4);
+    cap = t->nnodes <= 1   ? cap_nvl
+          : t->nnodes == 2 ? (t->cpu_amd ? 22.5 : 39.0)
+                           : (t->cpu_amd ? 19.0 : 20.4);
   }
   sim_path_t pp[4];
   int np = paths(m, coll, a, pp);
@@ -170,13 +189,15 @@ double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const si
   if (cc > cmax) cc = cmax;
   if (cc < (double)sim_model_grain(p)) cc = (double)sim_model_grain(p);
   double loops = S / (u * nc * cc);
-  double alpha = ((1 - fnet) * pk.a_nvl + fnet * (pk.a_net + 0.05 * nc) + pk.a_warp * nt / 32.0) * (1 + phi);
+  double alpha =
+      ((1 - fnet) * pk.a_nvl + fnet * (pk.a_net + 0.05 * nc) + pk.a_warp * nt / 32.0) * (1 + phi);
   double t_ovh = fmax(0.0, loops - 1) * ks * alpha;
   /* The pipeline fills stage by stage, one slice per stage on every channel, each channel at the
    * slower of its share of the links (NVLink stages at NVLink's, network stages at the network's)
    * and its CTA. Stages pass slices, not whole chunks: Simple moves a chunk as 2 slices (NCCL's
    * ring slicing); LL and LL128 flag every line, so their data follows at a fraction of a chunk. */
-  double b_nvl = fmin(pk.w * pp[0].bw, cap_nvl) * eta_c, b_net = np > 1 ? fmin(pk.w * pp[1].bw, cap) * eta_c : b_nvl;
+  double b_nvl = fmin(pk.w * pp[0].bw, cap_nvl) * eta_c,
+         b_net = np > 1 ? fmin(pk.w * pp[1].bw, cap) * eta_c : b_nvl;
   double link_s_per_byte = (1 - fnet) / b_nvl + fnet / b_net; /* per GB/s, all channels */
   double chan_s_per_byte = fmax(nc * link_s_per_byte, 1.0 / bcta);
   double slices = p == AH_PROTO_SIMPLE ? 2.0 : 8.0;
@@ -193,7 +214,9 @@ static uint64_t next_u64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-static double next_unit(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) / 9007199254740992.0; }
+static double next_unit(uint64_t *s) {
+  return ((double)(next_u64(s) >> 11) + 0.5) / 9007199254740992.0;
+}
 
 double sim_model_noise(double us, double sigma, double outlier_rate, uint64_t *state) {
   double u1 = next_unit(state), u2 = next_unit(state), u3 = next_unit(state);

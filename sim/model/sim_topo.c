@@ -118,9 +118,12 @@ static int apply(sim_topo_t *t, const char *tok, int *nodes_p, int *gpus_p, int 
   }
   return 0;
 bad:
-  snprintf(err, errlen, "invalid topology item '%s' (expected nodes=N, gpus=N, gpu=h100|a100, "
-           "nic=COUNTxGBITS[xPORTS], ports=1|2, ib=0|1, nvlink=GBPS, nvls=0|1, collnet=0|1, cpu=intel|amd, netlat=US, or a "
-           "preset h100|a100)", tok);
+  snprintf(
+      err, errlen,
+      "invalid topology item '%s' (expected nodes=N, gpus=N, gpu=h100|a100, "
+      "nic=COUNTxGBITS[xPORTS], ports=1|2, ib=0|1, nvlink=GBPS, nvls=0|1, collnet=0|1, cpu=intel|amd, netlat=US, or a "
+      "preset h100|a100)",
+      tok);
   return -1;
 }
 
@@ -168,7 +171,8 @@ int sim_topo_parse(const char *spec, int nranks, sim_topo_t *topo_p, char *err, 
     while (*h && *h != '\n') *h++ = ' ';
   int nodes = 0, gpus = 0, nvls_set = 0, rc = 0;
   char *save = NULL;
-  for (char *tok = strtok_r(text, ", \t\r\n", &save); tok; tok = strtok_r(NULL, ", \t\r\n", &save)) {
+  for (char *tok = strtok_r(text, ", \t\r\n", &save); tok;
+       tok = strtok_r(NULL, ", \t\r\n", &save)) {
     if (apply(&t, tok, &nodes, &gpus, &nvls_set, err, errlen)) {
       rc = -1;
       break;

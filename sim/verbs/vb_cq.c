@@ -156,11 +156,10 @@ void vb_async_push(vb_ctx_t *ctx, enum ibv_event_type type, void *element) {
   ev.event_type = type;
   if (type == IBV_EVENT_PORT_ACTIVE || type == IBV_EVENT_PORT_ERR)
     ev.element.port_num = (int)(uintptr_t)element;
-  else if (type == IBV_EVENT_CQ_ERR)
-    ev.element.cq = element;
-  else
-    ev.element.qp = element;
-  if (write(ctx->async_wr, &ev, sizeof ev) != (ssize_t)sizeof ev) vb_log("async event pipe write failed");
+  else if (type == IBV_EVENT_CQ_ERR) ev.element.cq = element;
+  else ev.element.qp = element;
+  if (write(ctx->async_wr, &ev, sizeof ev) != (ssize_t)sizeof ev)
+    vb_log("async event pipe write failed");
 }
 
 VB_API int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *event) {

@@ -44,7 +44,8 @@ VB_API struct ibv_device **ibv_get_device_list(int *num_devices) {
         d->dev.transport_type = IBV_TRANSPORT_IB;
         snprintf(d->dev.name, sizeof d->dev.name, "mlx5_%d", i);
         snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%d", i);
-        snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%d", i);
+        snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%d",
+                 i);
         snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/mlx5_%d", i);
         devs[ndevs++] = d;
       }
@@ -64,7 +65,9 @@ VB_API struct ibv_device **ibv_get_device_list(int *num_devices) {
 
 VB_API void ibv_free_device_list(struct ibv_device **list) { free(list); }
 
-VB_API const char *ibv_get_device_name(struct ibv_device *device) { return device ? device->name : NULL; }
+VB_API const char *ibv_get_device_name(struct ibv_device *device) {
+  return device ? device->name : NULL;
+}
 
 static uint64_t guid_of(const vb_dev_t *d) {
   return 0x0002c90300000000ull | (uint64_t)d->node << 16 | (uint64_t)d->nic << 4;
@@ -79,7 +82,6 @@ VB_API int ibv_get_device_index(struct ibv_device *device) {
   vb_dev_t *d = vb_dev(device);
   return d ? d->nic : -1;
 }
-
 
 /* The process's open contexts, for ncclsimVerbsQpCarriers (a failover layer's shadow may live on
  * another device of the process). */
@@ -98,7 +100,8 @@ int vb_ctx_each(int (*fn)(vb_ctx_t *, void *), void *arg) {
 
 void vb_ctx_register(vb_ctx_t *ctx) {
   pthread_mutex_lock(&open_lock);
-  if (nopen < VB_MAX_CTXS) open_ctxs[nopen++] = ctx; /* beyond: not seen as a carrier, nothing else */
+  if (nopen < VB_MAX_CTXS)
+    open_ctxs[nopen++] = ctx; /* beyond: not seen as a carrier, nothing else */
   pthread_mutex_unlock(&open_lock);
 }
 
@@ -146,9 +149,14 @@ VB_API int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a) {
 /* The IB speed and width whose product is the port's line rate (4X preferred). */
 static void speed_width(double gbps, uint8_t *speed_p, uint8_t *width_p) {
   /* active_speed codes with their nominal lane rates: SDR .. NDR */
-  static const struct { uint8_t code; double lane; } speeds[] = {
-      {1, 2.5}, {2, 5}, {4, 10}, {16, 14}, {32, 25}, {64, 50}, {128, 100}};
-  static const struct { uint8_t code; int lanes; } widths[] = {{2, 4}, {1, 1}, {16, 2}, {4, 8}, {8, 12}};
+  static const struct {
+    uint8_t code;
+    double lane;
+  } speeds[] = {{1, 2.5}, {2, 5}, {4, 10}, {16, 14}, {32, 25}, {64, 50}, {128, 100}};
+  static const struct {
+    uint8_t code;
+    int lanes;
+  } widths[] = {{2, 4}, {1, 1}, {16, 2}, {4, 8}, {8, 12}};
   double best = 1e30;
   for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
     for (size_t s = 0; s < sizeof speeds / sizeof speeds[0]; s++) {
@@ -178,7 +186,8 @@ static int fill_port(vb_ctx_t *ctx, uint8_t port, struct ibv_port_attr *a) {
   speed_width(vb_net_port_gbps(), &a->active_speed, &a->active_width);
   if (vb_net_is_ib()) {
     a->link_layer = IBV_LINK_LAYER_INFINIBAND;
-    a->lid = (uint16_t)(1 + (ctx->dev->node * vb_net_nics() + ctx->dev->nic) * vb_net_ports() + port - 1);
+    a->lid = (uint16_t)(1 + (ctx->dev->node * vb_net_nics() + ctx->dev->nic) * vb_net_ports() +
+                        port - 1);
     a->sm_lid = 1;
     a->port_cap_flags |= IBV_PORT_SM;
   } else {
@@ -218,8 +227,8 @@ VB_API int ibv_get_pkey_index(struct ibv_context *c, uint8_t port, __be16 pkey) 
   return (be16toh(pkey) & 0x7fff) == 0x7fff ? 0 : -ENOENT;
 }
 
-VB_API int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index, struct ibv_gid_entry *entry,
-                             uint32_t flags, size_t entry_size) {
+VB_API int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index,
+                             struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size) {
   if (flags || entry_size < sizeof *entry) return EINVAL;
   union ibv_gid gid;
   int rc = ibv_query_gid(c, (uint8_t)port, (int)index, &gid);

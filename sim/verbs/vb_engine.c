@@ -23,7 +23,8 @@ double vb_rnr_delay_s(int min_rnr_timer);
 
 static double retry_timeout_s(const vb_qp_t *q) {
   if (q->attr.timeout == 0) return -1;
-  return 4.096e-6 * (double)(1ull << q->attr.timeout) * (q->attr.retry_cnt + 1) * vb_settings()->timeout_scale;
+  return 4.096e-6 * (double)(1ull << q->attr.timeout) * (q->attr.retry_cnt + 1) *
+         vb_settings()->timeout_scale;
 }
 
 static vb_swqe_t *wqe(vb_qp_t *q, uint32_t i) { return &q->sq[i % q->cap.max_send_wr]; }
@@ -63,8 +64,11 @@ static void on_nak(vb_qp_t *q, const vb_pkt_t *p, double now) {
     q->last_progress = now;
     return;
   }
-  requester_fail(q, p->op == VB_NAK_ACCESS ? IBV_WC_REM_ACCESS_ERR
-                    : p->op == VB_NAK_INV_REQ ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR, 0);
+  requester_fail(q,
+                 p->op == VB_NAK_ACCESS    ? IBV_WC_REM_ACCESS_ERR
+                 : p->op == VB_NAK_INV_REQ ? IBV_WC_REM_INV_REQ_ERR
+                                           : IBV_WC_REM_OP_ERR,
+                 0);
 }
 
 static void on_read_resp(vb_qp_t *q, const vb_pkt_t *p, double now) {
@@ -80,7 +84,8 @@ static void on_read_resp(vb_qp_t *q, const vb_pkt_t *p, double now) {
       continue;
     }
     uint64_t n = l - off < len ? l - off : len;
-    uint8_t *dst = vb_mr_find(q->ctx, w->sge[i].lkey, 1, w->sge[i].addr + off, n, IBV_ACCESS_LOCAL_WRITE);
+    uint8_t *dst =
+        vb_mr_find(q->ctx, w->sge[i].lkey, 1, w->sge[i].addr + off, n, IBV_ACCESS_LOCAL_WRITE);
     if (!dst) {
       requester_fail(q, IBV_WC_LOC_PROT_ERR, 1);
       return;
@@ -214,14 +219,16 @@ static int peer_alive(vb_qp_t *q) {
 static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
   enum ibv_qp_state s = q->qp.state;
   int did = 0;
-  if (atomic_load(&q->in.h->peer_fatal) && (s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQE)) {
+  if (atomic_load(&q->in.h->peer_fatal) &&
+      (s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQE)) {
     vb_qp_to_error(q, 0);
     return 1;
   }
   if (s == IBV_QPS_RTR || s == IBV_QPS_RTS) {
     if (!q->out.h) vb_qp_connect_rings(q);
     q->path_up_now = q->flow_ok && vb_net_path_up(&q->flow);
-    q->path_frac_now = q->path_up_now && vb_settings()->pace_gbps > 0 ? vb_net_path_frac(&q->flow) : 1;
+    q->path_frac_now =
+        q->path_up_now && vb_settings()->pace_gbps > 0 ? vb_net_path_frac(&q->flow) : 1;
     /* what the peer's retry timer needs: our replies to it cannot leave */
     if (atomic_load(&q->in.h->owner_path_down) != (uint32_t)!q->path_up_now)
       atomic_store(&q->in.h->owner_path_down, (uint32_t)!q->path_up_now);
@@ -240,7 +247,8 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
   if (q->out.h) {
     uint32_t ps = atomic_load(&q->out.h->owner_state), drops = atomic_load(&q->out.h->drops);
     q->peer_ready_now = ps == IBV_QPS_RTR || ps == IBV_QPS_RTS;
-    if (drops != q->peer_drops_seen) { /* the peer dropped requests: go back to the oldest unACKed */
+    if (drops !=
+        q->peer_drops_seen) { /* the peer dropped requests: go back to the oldest unACKed */
       q->peer_drops_seen = drops;
       if (q->sq_head != q->sq_tx) {
         q->sq_tx = q->sq_head;
@@ -260,7 +268,8 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
   if (q->rnr_until > now && q->rnr_until < *wake_p) *wake_p = q->rnr_until;
   /* the retry timer runs only while the QP cannot reach its peer, or waits for ACKs the peer cannot
    * send back (its own path, another ECMP route, is down: RC's timer fires on missing ACKs) */
-  int blocked = !q->path_up_now || !q->peer_ready_now || (now - q->last_progress > 0.05 && !peer_alive(q)) ||
+  int blocked = !q->path_up_now || !q->peer_ready_now ||
+                (now - q->last_progress > 0.05 && !peer_alive(q)) ||
                 (q->sq_head != q->sq_tx && q->out.h && atomic_load(&q->out.h->owner_path_down));
   double limit = retry_timeout_s(q);
   if (!blocked || q->qp.qp_type != IBV_QPT_RC) {
@@ -272,7 +281,8 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
     q->stall_since = 0;
     return 1;
   }
-  if (q->stall_since > 0 && limit >= 0 && q->stall_since + limit < *wake_p) *wake_p = q->stall_since + limit;
+  if (q->stall_since > 0 && limit >= 0 && q->stall_since + limit < *wake_p)
+    *wake_p = q->stall_since + limit;
   if (now + 0.01 < *wake_p && q->stall_since > 0) *wake_p = now + 0.01;
   return did;
 }
@@ -331,4 +341,3 @@ void vb_engine_stop(vb_ctx_t *ctx) {
   vb_bell_ring(ctx->bell);
   pthread_join(ctx->engine, NULL);
 }
-

@@ -33,7 +33,8 @@ static double env_double(const char *name, double def, double lo, double hi) {
   char *end;
   double v = strtod(s, &end);
   if (*end || !(v >= lo && v <= hi)) {
-    vb_log("invalid value for %s: '%s' (expected a number in [%g, %g]); using %g", name, s, lo, hi, def);
+    vb_log("invalid value for %s: '%s' (expected a number in [%g, %g]); using %g", name, s, lo, hi,
+           def);
     return def;
   }
   return v;

@@ -27,11 +27,11 @@
 
 /* ---- settings (vb_env.c) ------------------------------------------------------------------- */
 typedef struct {
-  int node;                /* NCCLSIM_NODE */
-  double timeout_scale;    /* NCCLSIM_VERBS_TIMEOUT_SCALE */
-  size_t ring_bytes;       /* NCCLSIM_VERBS_RING_KB */
-  double pace_gbps;        /* NCCLSIM_VERBS_PACE_GBPS: 0, degraded paths are not slowed */
-  char prefix[80];         /* shm names: NCCLSIM_SHM_PREFIX, else "ncclsim-<uid>-" */
+  int node;             /* NCCLSIM_NODE */
+  double timeout_scale; /* NCCLSIM_VERBS_TIMEOUT_SCALE */
+  size_t ring_bytes;    /* NCCLSIM_VERBS_RING_KB */
+  double pace_gbps;     /* NCCLSIM_VERBS_PACE_GBPS: 0, degraded paths are not slowed */
+  char prefix[80];      /* shm names: NCCLSIM_SHM_PREFIX, else "ncclsim-<uid>-" */
 } vb_settings_t;
 const vb_settings_t *vb_settings(void);
 void vb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -64,7 +64,7 @@ typedef struct {
   uint32_t op;            /* REQ: IBV_WR_* opcode; NAK: VB_NAK_* */
   uint64_t offset, total; /* segment's place in its message */
   uint64_t raddr;
-  uint32_t rkey, imm;     /* imm as posted (network order) */
+  uint32_t rkey, imm; /* imm as posted (network order) */
   uint32_t last, pad[3];
 } vb_pkt_t;
 _Static_assert(sizeof(vb_pkt_t) == 64, "packet header is one cache line");
@@ -78,13 +78,14 @@ typedef struct {
   _Atomic uint32_t prod_waiting; /* the producer found the ring full */
   _Atomic uint32_t drops;        /* requests the owner dropped (not ready, out of sequence) */
   char doorbell[96];             /* shm name of the owning engine's doorbell */
-  _Atomic uint32_t owner_path_down; /* the owner's own path back to us is down (its ACKs are held) */
+  _Atomic uint32_t
+      owner_path_down; /* the owner's own path back to us is down (its ACKs are held) */
   char pad0[60];
-  _Atomic uint64_t head;         /* producer position (bytes, monotonic) */
+  _Atomic uint64_t head; /* producer position (bytes, monotonic) */
   char pad1[56];
-  _Atomic uint64_t tail;         /* consumer position */
+  _Atomic uint64_t tail; /* consumer position */
   char pad2[56];
-  uint64_t size;                 /* data bytes after the header */
+  uint64_t size; /* data bytes after the header */
 } vb_ring_hdr_t;
 #define VB_RING_MAGIC 0x76627231u
 #define VB_RING_GONE 0xffu
@@ -138,13 +139,13 @@ typedef struct vb_mr vb_mr_t;
 typedef struct vb_ctx {
   struct verbs_context vctx; /* ends with struct ibv_context */
   vb_dev_t *dev;
-  pthread_mutex_t lock;      /* qps and mrs tables; held by the engine for a pass */
-  vb_qp_t *qps;              /* by qpn */
-  vb_mr_t *mrs;              /* by rkey */
+  pthread_mutex_t lock; /* qps and mrs tables; held by the engine for a pass */
+  vb_qp_t *qps;         /* by qpn */
+  vb_mr_t *mrs;         /* by rkey */
   uint32_t next_key;
-  int async_wr;              /* write end of the async-event pipe (read end: async_fd) */
-  int port_up[2];            /* last port state seen, for PORT_ERR / PORT_ACTIVE */
-  int fatal_sent;            /* DEVICE_FATAL pushed (nicfatal) */
+  int async_wr;   /* write end of the async-event pipe (read end: async_fd) */
+  int port_up[2]; /* last port state seen, for PORT_ERR / PORT_ACTIVE */
+  int fatal_sent; /* DEVICE_FATAL pushed (nicfatal) */
   char bell_name[96];
   vb_bell_t *bell;
   pthread_t engine;
@@ -199,7 +200,7 @@ void vb_epoch_bump(void);
 #define VB_MAX_SGE 16
 typedef struct {
   uint64_t wr_id;
-  int opcode;       /* IBV_WR_* */
+  int opcode; /* IBV_WR_* */
   int signaled;
   uint32_t imm;
   uint64_t raddr;
@@ -207,7 +208,7 @@ typedef struct {
   int nsge;
   struct ibv_sge sge[VB_MAX_SGE];
   uint64_t len;
-  uint8_t *inl;     /* inline copy (NULL when not inline) */
+  uint8_t *inl; /* inline copy (NULL when not inline) */
   uint32_t msn;
 } vb_swqe_t;
 
@@ -234,36 +235,36 @@ struct vb_qp {
   uint32_t next_msn;                /* msn of the next posted WR */
   double rnr_until;                 /* no transmission before this (RNR wait) */
   int rnr_count;
-  double stall_since;               /* path down / peer gone since (0: not stalled) */
-  uint64_t rd_off;                  /* bytes of the oldest READ's response received */
+  double stall_since; /* path down / peer gone since (0: not stalled) */
+  uint64_t rd_off;    /* bytes of the oldest READ's response received */
   /* receive queue */
   vb_rwqe_t *rq;
   uint32_t rq_head, rq_tail;
   /* responder */
-  uint32_t epsn;                    /* msn expected next */
-  int nak_pending;                  /* sent a NAK; dropping until epsn restarts at offset 0 */
-  int rx_applied;                   /* the head packet's effects are done, its reply is not */
-  uint64_t rd_resp_off;             /* READ being answered: bytes sent */
-  uint64_t rx_off;                  /* bytes of the current inbound message placed */
+  uint32_t epsn;        /* msn expected next */
+  int nak_pending;      /* sent a NAK; dropping until epsn restarts at offset 0 */
+  int rx_applied;       /* the head packet's effects are done, its reply is not */
+  uint64_t rd_resp_off; /* READ being answered: bytes sent */
+  uint64_t rx_off;      /* bytes of the current inbound message placed */
   int comm_est_sent;
   /* rings */
-  vb_ring_t in;                     /* our inbound ring (we consume) */
-  vb_ring_t out;                    /* the peer's inbound ring (we produce) */
+  vb_ring_t in;  /* our inbound ring (we consume) */
+  vb_ring_t out; /* the peer's inbound ring (we produce) */
   vb_bell_t *peer_bell;
   char peer_bell_name[96];
   sim_fabric_flow_t flow;
-  int flow_ok;                      /* dgid named a fabric endpoint */
+  int flow_ok; /* dgid named a fabric endpoint */
   _Atomic uint64_t tx_bytes;
   int err_flushed;
   /* per engine pass */
-  int path_up_now;                  /* the flow's path is up (checked once a pass) */
-  double path_frac_now;             /* its slowest link's fraction (NCCLSIM_VERBS_PACE_GBPS only) */
-  double pace_until;                /* the message being sent leaves no earlier (0: not held) */
-  int bell_dirty;                   /* put packets into the peer's ring: ring its bell */
-  double last_progress;             /* last time an ACK/response arrived or a packet left */
-  int uc_drop;                      /* UC: dropping the current message (no receive posted) */
-  uint32_t peer_drops_seen;         /* the peer's drop count when we last went back */
-  int peer_ready_now;               /* the peer QP is in RTR or RTS */
+  int path_up_now;          /* the flow's path is up (checked once a pass) */
+  double path_frac_now;     /* its slowest link's fraction (NCCLSIM_VERBS_PACE_GBPS only) */
+  double pace_until;        /* the message being sent leaves no earlier (0: not held) */
+  int bell_dirty;           /* put packets into the peer's ring: ring its bell */
+  double last_progress;     /* last time an ACK/response arrived or a packet left */
+  int uc_drop;              /* UC: dropping the current message (no receive posted) */
+  uint32_t peer_drops_seen; /* the peer's drop count when we last went back */
+  int peer_ready_now;       /* the peer QP is in RTR or RTS */
 };
 
 int vb_qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
@@ -284,7 +285,8 @@ static inline void vb_engine_kick(vb_ctx_t *ctx) { vb_bell_ring(ctx->bell); }
 int vb_resp_request(vb_qp_t *qp, const vb_pkt_t *p);
 /* Puts a packet into the peer's ring if the path is up and there is room: 1 sent, 0 not now
  * (vb_qp.c). */
-int vb_qp_emit(vb_qp_t *qp, const vb_pkt_t *p, const void *payload, const void *payload2, uint32_t len1);
+int vb_qp_emit(vb_qp_t *qp, const vb_pkt_t *p, const void *payload, const void *payload2,
+               uint32_t len1);
 int vb_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int vb_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 #define VB_SEG_MAX (32u << 10)

@@ -77,26 +77,26 @@ VB_API const char *ibv_wc_status_str(enum ibv_wc_status status) {
 
 VB_API const char *ibv_node_type_str(enum ibv_node_type t) {
   switch (t) {
-  case IBV_NODE_CA: return "InfiniBand channel adapter";
-  case IBV_NODE_SWITCH: return "InfiniBand switch";
-  case IBV_NODE_ROUTER: return "InfiniBand router";
-  case IBV_NODE_RNIC: return "iWARP NIC";
-  case IBV_NODE_USNIC: return "usNIC";
-  case IBV_NODE_USNIC_UDP: return "usNIC UDP";
-  case IBV_NODE_UNSPECIFIED: return "unspecified";
-  default: return "unknown";
+    case IBV_NODE_CA: return "InfiniBand channel adapter";
+    case IBV_NODE_SWITCH: return "InfiniBand switch";
+    case IBV_NODE_ROUTER: return "InfiniBand router";
+    case IBV_NODE_RNIC: return "iWARP NIC";
+    case IBV_NODE_USNIC: return "usNIC";
+    case IBV_NODE_USNIC_UDP: return "usNIC UDP";
+    case IBV_NODE_UNSPECIFIED: return "unspecified";
+    default: return "unknown";
   }
 }
 
 VB_API const char *ibv_port_state_str(enum ibv_port_state s) {
   switch (s) {
-  case IBV_PORT_NOP: return "PORT_NOP";
-  case IBV_PORT_DOWN: return "PORT_DOWN";
-  case IBV_PORT_INIT: return "PORT_INIT";
-  case IBV_PORT_ARMED: return "PORT_ARMED";
-  case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
-  case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
-  default: return "invalid state";
+    case IBV_PORT_NOP: return "PORT_NOP";
+    case IBV_PORT_DOWN: return "PORT_DOWN";
+    case IBV_PORT_INIT: return "PORT_INIT";
+    case IBV_PORT_ARMED: return "PORT_ARMED";
+    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+    default: return "invalid state";
   }
 }
 

@@ -25,16 +25,17 @@ VB_API int ibv_dealloc_pd(struct ibv_pd *pd) {
   return 0;
 }
 
-#define ACCESS_KNOWN                                                                            \
-  (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |                  \
-   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND | \
+#define ACCESS_KNOWN                                                                               \
+  (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |                     \
+   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |  \
    IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING)
 
 VB_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
                                        unsigned int access) {
   access &= ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE; /* optional flags may be ignored */
   if (!pd || (access & ~(unsigned)ACCESS_KNOWN) ||
-      ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+      ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+       !(access & IBV_ACCESS_LOCAL_WRITE)) ||
       (length && !addr) || iova + length < iova) {
     errno = EINVAL;
     return NULL;
@@ -77,8 +78,8 @@ VB_API struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t leng
 
 /* No device memory exists here: every dma-buf registration is refused with EOPNOTSUPP, the
  * answer NCCL's probe (fd -1) reads as "DMA-BUF unsupported". */
-VB_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
-                                        int fd, int access) {
+VB_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+                                        uint64_t iova, int fd, int access) {
   errno = EOPNOTSUPP;
   return NULL;
 }

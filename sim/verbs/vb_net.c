@@ -53,8 +53,8 @@ void vb_net_gid(int node, int nic, int port, uint8_t gid[16]) {
 
 int vb_net_gid_ep(const uint8_t gid[16], sim_fabric_ep_t *ep_p) {
   sim_fabric_ep_t ep;
-  if (sim_fabric_gid_ep(gid, &ep) != 0 || ep.node >= sim_fabric_nodes(fabric) || ep.nic >= sim_fabric_nics(fabric) ||
-      ep.port > sim_fabric_ports(fabric))
+  if (sim_fabric_gid_ep(gid, &ep) != 0 || ep.node >= sim_fabric_nodes(fabric) ||
+      ep.nic >= sim_fabric_nics(fabric) || ep.port > sim_fabric_ports(fabric))
     return -1;
   *ep_p = ep;
   return 0;
@@ -86,8 +86,8 @@ static int member_up(int node, int nic, int port, double now) {
   for (int l = 0; l < n && seen < 2; l++) {
     sim_fabric_link_t li;
     if (sim_fabric_link_info(fabric, l, &li) != 0 ||
-        (li.kind != SIM_FABRIC_LINK_NIC_UP && li.kind != SIM_FABRIC_LINK_NIC_DOWN) || li.ep.node != node ||
-        li.ep.nic != nic || li.ep.port != port)
+        (li.kind != SIM_FABRIC_LINK_NIC_UP && li.kind != SIM_FABRIC_LINK_NIC_DOWN) ||
+        li.ep.node != node || li.ep.nic != nic || li.ep.port != port)
       continue;
     seen++;
     if (sim_fabric_link_fraction(fabric, l, now, 0) <= 0) return 0;
@@ -95,7 +95,9 @@ static int member_up(int node, int nic, int port, double now) {
   return 1;
 }
 
-int vb_net_nic_fatal(int node, int nic) { return sim_fabric_nic_fatal(fabric, node, nic, sim_fabric_wall_s(fabric), 0); }
+int vb_net_nic_fatal(int node, int nic) {
+  return sim_fabric_nic_fatal(fabric, node, nic, sim_fabric_wall_s(fabric), 0);
+}
 
 int vb_net_port_up(int node, int nic, int port) {
   double now = sim_fabric_wall_s(fabric);

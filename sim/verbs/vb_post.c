@@ -7,7 +7,6 @@
 
 #include "vb_internal.h"
 
-
 static int copy_send(vb_qp_t *q, const struct ibv_send_wr *wr, vb_swqe_t *w) {
   int op = wr->opcode;
   if (op != IBV_WR_RDMA_WRITE && op != IBV_WR_RDMA_WRITE_WITH_IMM && op != IBV_WR_SEND &&
@@ -73,7 +72,8 @@ int vb_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
   int rc = 0;
   pthread_mutex_lock(&q->lock);
   for (; wr; wr = wr->next) {
-    if (q->qp.state == IBV_QPS_RESET || wr->num_sge < 0 || (uint32_t)wr->num_sge > q->cap.max_recv_sge) {
+    if (q->qp.state == IBV_QPS_RESET || wr->num_sge < 0 ||
+        (uint32_t)wr->num_sge > q->cap.max_recv_sge) {
       rc = EINVAL;
       break;
     }

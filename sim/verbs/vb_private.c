@@ -29,7 +29,9 @@ static _Atomic uint64_t epoch;
 
 void vb_epoch_bump(void) { atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed); }
 
-VB_API uint64_t ncclsimVerbsEpoch(void) { return atomic_load_explicit(&epoch, memory_order_relaxed); }
+VB_API uint64_t ncclsimVerbsEpoch(void) {
+  return atomic_load_explicit(&epoch, memory_order_relaxed);
+}
 
 /* A QP that is not the caller's and has sent this much is taken to carry a failed QP's traffic
  * (a failover layer's heartbeats and markers stay below it). */
@@ -51,7 +53,8 @@ static int carriers_of(vb_ctx_t *ctx, void *arg) {
     if (o == c->failed || o->qp.qp_context == c->owner_tag || o->qp.qp_type != IBV_QPT_RC) continue;
     if (atomic_load(&o->tx_bytes) < VB_CARRIER_MIN_BYTES) continue;
     pthread_mutex_lock(&o->lock);
-    if (o->flow_ok && o->qp.state == IBV_QPS_RTS && o->flow.dst.node == c->dst_node) c->out[c->n++] = o->flow;
+    if (o->flow_ok && o->qp.state == IBV_QPS_RTS && o->flow.dst.node == c->dst_node)
+      c->out[c->n++] = o->flow;
     pthread_mutex_unlock(&o->lock);
   }
   pthread_mutex_unlock(&ctx->lock);
@@ -65,12 +68,14 @@ static int carriers_other(vb_ctx_t *ctx, void *arg) {
   if (ctx == c->failed->ctx) return 0;
   int owners = 0;
   pthread_mutex_lock(&ctx->lock);
-  for (vb_qp_t *o = ctx->qps; o && !owners; o = o->hh.next) owners = o->qp.qp_context == c->owner_tag;
+  for (vb_qp_t *o = ctx->qps; o && !owners; o = o->hh.next)
+    owners = o->qp.qp_context == c->owner_tag;
   pthread_mutex_unlock(&ctx->lock);
   return owners ? 0 : carriers_of(ctx, arg);
 }
 
-VB_API int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void *flows_out, int max) {
+VB_API int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void *flows_out,
+                                  int max) {
   vb_qp_t *q = (vb_qp_t *)qp;
   sim_fabric_flow_t *out = flows_out;
   if (!q || !out || max <= 0) return -1;

@@ -119,7 +119,8 @@ int vb_qp_connect_rings(vb_qp_t *q) {
   q->flow.dst = ep;
   q->flow.tc = q->attr.ah_attr.grh.traffic_class;
   q->flow.sport = q->sport_override ? q->sport_override
-                                    : vb_net_sport(q->attr.ah_attr.grh.flow_label, q->qp.qp_num, q->attr.dest_qp_num);
+                                    : vb_net_sport(q->attr.ah_attr.grh.flow_label, q->qp.qp_num,
+                                                   q->attr.dest_qp_num);
   q->flow_ok = 1;
   if (vb_ring_open(&q->out, ep.node, ep.nic, q->attr.dest_qp_num) != 0) return -1;
   q->peer_drops_seen = atomic_load(&q->out.h->drops);
@@ -135,7 +136,8 @@ int vb_qp_connect_rings(vb_qp_t *q) {
 static int attr_values_ok(vb_qp_t *q, const struct ibv_qp_attr *a, int mask) {
   if ((mask & IBV_QP_PORT) && (a->port_num < 1 || a->port_num > vb_net_ports())) return 0;
   if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0) return 0;
-  if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096)) return 0;
+  if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+    return 0;
   if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31) return 0;
   if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7) return 0;
   if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7) return 0;
@@ -149,8 +151,8 @@ static int attr_values_ok(vb_qp_t *q, const struct ibv_qp_attr *a, int mask) {
     if (a->ah_attr.is_global && a->ah_attr.grh.sgid_index != 0) return 0;
   }
   if ((mask & IBV_QP_ACCESS_FLAGS) &&
-      (a->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                              IBV_ACCESS_REMOTE_ATOMIC)))
+      (a->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
     return 0;
   return 1;
 }
@@ -228,7 +230,8 @@ VB_API int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) 
   return rc;
 }
 
-VB_API int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init) {
+VB_API int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+                        struct ibv_qp_init_attr *init) {
   vb_qp_t *q = (vb_qp_t *)qp;
   pthread_mutex_lock(&q->lock);
   *attr = q->attr;
@@ -252,24 +255,24 @@ VB_API int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, s
 
 static enum ibv_wc_opcode wc_op(int wr_op) {
   switch (wr_op) {
-  case IBV_WR_RDMA_WRITE:
-  case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-  case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-  default: return IBV_WC_SEND;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    default: return IBV_WC_SEND;
   }
 }
 
 static uint32_t vendor_err(enum ibv_wc_status st) {
   switch (st) { /* mlx5 syndromes, as ibv_wc.vendor_err carries them */
-  case IBV_WC_SUCCESS: return 0;
-  case IBV_WC_WR_FLUSH_ERR: return 0xf9;
-  case IBV_WC_RETRY_EXC_ERR: return 0x81;
-  case IBV_WC_RNR_RETRY_EXC_ERR: return 0x82;
-  case IBV_WC_REM_ACCESS_ERR: return 0x89;
-  case IBV_WC_REM_INV_REQ_ERR: return 0x8a;
-  case IBV_WC_LOC_PROT_ERR: return 0x04;
-  case IBV_WC_LOC_LEN_ERR: return 0x01;
-  default: return 0x88;
+    case IBV_WC_SUCCESS: return 0;
+    case IBV_WC_WR_FLUSH_ERR: return 0xf9;
+    case IBV_WC_RETRY_EXC_ERR: return 0x81;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return 0x82;
+    case IBV_WC_REM_ACCESS_ERR: return 0x89;
+    case IBV_WC_REM_INV_REQ_ERR: return 0x8a;
+    case IBV_WC_LOC_PROT_ERR: return 0x04;
+    case IBV_WC_LOC_LEN_ERR: return 0x01;
+    default: return 0x88;
   }
 }
 
@@ -325,7 +328,8 @@ void vb_qp_to_error(vb_qp_t *q, int tell_peer) {
 }
 
 /* The engine's transmissions and the responder's replies leave through here. */
-int vb_qp_emit(vb_qp_t *q, const vb_pkt_t *p, const void *payload, const void *payload2, uint32_t len1) {
+int vb_qp_emit(vb_qp_t *q, const vb_pkt_t *p, const void *payload, const void *payload2,
+               uint32_t len1) {
   if (!q->out.h || !q->path_up_now || !vb_ring_can_put(&q->out, p->len)) return 0;
   vb_ring_put(&q->out, p, payload, payload2, len1);
   q->bell_dirty = 1;

@@ -11,9 +11,10 @@
 
 #include "vb_internal.h"
 
-static const double rnr_ms[32] = {655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32,
-                                  0.48,   0.64, 0.96, 1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36,
-                                  20.48,  30.72, 40.96, 61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
+static const double rnr_ms[32] = {655.36, 0.01,  0.02,  0.03,   0.04,   0.06,   0.08,   0.12,
+                                  0.16,   0.24,  0.32,  0.48,   0.64,   0.96,   1.28,   1.92,
+                                  2.56,   3.84,  5.12,  7.68,   10.24,  15.36,  20.48,  30.72,
+                                  40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
 
 double vb_rnr_delay_s(int min_rnr_timer);
 double vb_rnr_delay_s(int min_rnr_timer) { return rnr_ms[min_rnr_timer & 31] * 1e-3; }
@@ -50,7 +51,8 @@ static int reply(vb_qp_t *q, uint32_t type, uint32_t msn, uint32_t code, uint32_
 static int fail(vb_qp_t *q, const vb_pkt_t *p, uint32_t code) {
   if (q->qp.qp_type == IBV_QPT_RC) reply(q, VB_PKT_NAK, p->msn, code, 0);
   vb_qp_to_error(q, 0);
-  vb_async_push(q->ctx, code == VB_NAK_ACCESS ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR, &q->qp);
+  vb_async_push(q->ctx, code == VB_NAK_ACCESS ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR,
+                &q->qp);
   return 1;
 }
 
@@ -72,8 +74,8 @@ static void scatter(vb_rwqe_t *r, vb_ctx_t *ctx, uint64_t off, const uint8_t *sr
 
 static int rwqe_keys_ok(vb_qp_t *q, vb_rwqe_t *r) {
   for (int i = 0; i < r->nsge; i++)
-    if (r->sge[i].length &&
-        !vb_mr_find(q->ctx, r->sge[i].lkey, 1, r->sge[i].addr, r->sge[i].length, IBV_ACCESS_LOCAL_WRITE))
+    if (r->sge[i].length && !vb_mr_find(q->ctx, r->sge[i].lkey, 1, r->sge[i].addr, r->sge[i].length,
+                                        IBV_ACCESS_LOCAL_WRITE))
       return 0;
   return 1;
 }
@@ -125,7 +127,8 @@ static int accept_first(vb_qp_t *q, const vb_pkt_t *p, int *consumed_p) {
 }
 
 static int answer_read(vb_qp_t *q, const vb_pkt_t *p) {
-  const uint8_t *src = p->total ? vb_mr_find(q->ctx, p->rkey, 0, p->raddr, p->total, IBV_ACCESS_REMOTE_READ) : NULL;
+  const uint8_t *src =
+      p->total ? vb_mr_find(q->ctx, p->rkey, 0, p->raddr, p->total, IBV_ACCESS_REMOTE_READ) : NULL;
   if (p->total && !src) return fail(q, p, VB_NAK_ACCESS); /* deregistered meanwhile */
   do {
     uint64_t n = p->total - q->rd_resp_off;
@@ -187,7 +190,8 @@ int vb_resp_request(vb_qp_t *q, const vb_pkt_t *p) {
     const uint8_t *payload = (const uint8_t *)(p + 1);
     if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) {
       if (p->len) {
-        uint8_t *dst = vb_mr_find(q->ctx, p->rkey, 0, p->raddr + p->offset, p->len, IBV_ACCESS_REMOTE_WRITE);
+        uint8_t *dst =
+            vb_mr_find(q->ctx, p->rkey, 0, p->raddr + p->offset, p->len, IBV_ACCESS_REMOTE_WRITE);
         if (!dst) return fail(q, p, VB_NAK_ACCESS);
         memcpy(dst, payload, p->len);
       }
@@ -198,7 +202,8 @@ int vb_resp_request(vb_qp_t *q, const vb_pkt_t *p) {
       if (op != IBV_WR_RDMA_WRITE) {
         vb_rwqe_t *r = &q->rq[q->rq_head % q->cap.max_recv_wr];
         int imm = op != IBV_WR_SEND;
-        recv_cqe(q, r, IBV_WC_SUCCESS, op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+        recv_cqe(q, r, IBV_WC_SUCCESS,
+                 op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
                  (uint32_t)p->total, imm, p->imm);
         q->rq_head++;
       }

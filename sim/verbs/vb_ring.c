@@ -103,8 +103,10 @@ int vb_ring_open(vb_ring_t *r, int node, int nic, uint32_t qpn) {
   if (fd < 0) return -1;
   struct stat st;
   int rc = -1;
-  if (fstat(fd, &st) == 0 && (size_t)st.st_size > VB_RING_HDR && map_ring(r, fd, (size_t)st.st_size) == 0) {
-    if (atomic_load_explicit((_Atomic uint32_t *)&r->h->magic, memory_order_acquire) == VB_RING_MAGIC &&
+  if (fstat(fd, &st) == 0 && (size_t)st.st_size > VB_RING_HDR &&
+      map_ring(r, fd, (size_t)st.st_size) == 0) {
+    if (atomic_load_explicit((_Atomic uint32_t *)&r->h->magic, memory_order_acquire) ==
+            VB_RING_MAGIC &&
         r->h->size + VB_RING_HDR <= (uint64_t)st.st_size) {
       rc = 0;
     } else {
@@ -218,7 +220,6 @@ void vb_bell_wait(vb_bell_t *b, uint32_t seen, double timeout_s) {
   if (timeout_s <= 0) return;
   struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
   atomic_fetch_add(&b->waiters, 1);
-  if (atomic_load(&b->seq) == seen)
-    syscall(SYS_futex, &b->seq, FUTEX_WAIT, seen, &ts, NULL, 0);
+  if (atomic_load(&b->seq) == seen) syscall(SYS_futex, &b->seq, FUTEX_WAIT, seen, &ts, NULL, 0);
   atomic_fetch_sub(&b->waiters, 1);
 }

@@ -16,8 +16,8 @@
 #define POISON 0xa5
 #define MAX_PRINTED 40
 
-static const char *const coll_names[COLL_NCOLLS] = {"AllReduce", "Broadcast", "Bcast", "Reduce",
-                                                     "AllGather", "ReduceScatter", "SendRecv"};
+static const char *const coll_names[COLL_NCOLLS] = {
+    "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "SendRecv"};
 
 const char *coll_name(int coll) { return coll >= 0 && coll < COLL_NCOLLS ? coll_names[coll] : "?"; }
 
@@ -48,11 +48,12 @@ static uint64_t coll_rand(uint64_t seed, int rank, size_t idx, unsigned salt) {
  * exactly (e4m3: 3 mantissa bits, every integer up to 16; e5m2: up to 8; bfloat16: up to 256). */
 static double float_sum_bound(const coll_type_t *t) {
   switch (t->dt) {
-  case ncclFloat8e4m3: return 2;
-  case ncclFloat8e5m2: return 1;
-  case ncclFloat16: case ncclBfloat16: return 16;
-  case ncclFloat32: return 1 << 20;
-  default: return 1099511627776.0; /* 2^40 */
+    case ncclFloat8e4m3: return 2;
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 16;
+    case ncclFloat32: return 1 << 20;
+    default: return 1099511627776.0; /* 2^40 */
   }
 }
 
@@ -60,9 +61,9 @@ static double float_sum_bound(const coll_type_t *t) {
  * NCCL's SumPostDiv computes it (truncation toward zero). */
 static uint64_t int_avg_bound(const coll_type_t *t) {
   switch (t->size) {
-  case 1: return t->is_signed ? 15 : 31;
-  case 4: return t->is_signed ? 1u << 20 : 1u << 24;
-  default: return t->is_signed ? 1ull << 40 : 1ull << 50;
+    case 1: return t->is_signed ? 15 : 31;
+    case 4: return t->is_signed ? 1u << 20 : 1u << 24;
+    default: return t->is_signed ? 1ull << 40 : 1ull << 50;
   }
 }
 
@@ -112,28 +113,32 @@ static coll_val_t ref_reduce(const coll_case_t *c, const coll_type_t *t, int n, 
     if (!t->is_float) {
       int gt = t->is_signed ? (int64_t)x.i > (int64_t)acc.i : x.i > acc.i;
       switch (c->op) {
-      case ncclSum: case ncclAvg: acc.i += x.i; break;
-      case ncclProd: acc.i *= x.i; break;
-      case ncclMax: if (gt) acc.i = x.i; break;
-      case ncclMin: if (!gt && x.i != acc.i) acc.i = x.i; break;
-      default: break;
+        case ncclSum:
+        case ncclAvg: acc.i += x.i; break;
+        case ncclProd: acc.i *= x.i; break;
+        case ncclMax:
+          if (gt) acc.i = x.i;
+          break;
+        case ncclMin:
+          if (!gt && x.i != acc.i) acc.i = x.i;
+          break;
+        default: break;
       }
     } else {
       abs_sum += fabs(x.f);
       switch (c->op) {
-      case ncclSum: case ncclAvg: acc.f += x.f; break;
-      case ncclProd: acc.f *= x.f; break;
-      case ncclMax: acc.f = x.f > acc.f ? x.f : acc.f; break;
-      case ncclMin: acc.f = x.f < acc.f ? x.f : acc.f; break;
-      default: break;
+        case ncclSum:
+        case ncclAvg: acc.f += x.f; break;
+        case ncclProd: acc.f *= x.f; break;
+        case ncclMax: acc.f = x.f > acc.f ? x.f : acc.f; break;
+        case ncclMin: acc.f = x.f < acc.f ? x.f : acc.f; break;
+        default: break;
       }
     }
   }
   if (c->op == ncclAvg) {
-    if (!t->is_float)
-      acc.i = t->is_signed ? (uint64_t)((int64_t)acc.i / n) : acc.i / (uint64_t)n;
-    else
-      acc.f /= n;
+    if (!t->is_float) acc.i = t->is_signed ? (uint64_t)((int64_t)acc.i / n) : acc.i / (uint64_t)n;
+    else acc.f /= n;
   }
   acc.i = coll_int_wrap(t, acc.i);
   *abs_p = abs_sum;
@@ -145,8 +150,9 @@ static coll_val_t ref_reduce(const coll_case_t *c, const coll_type_t *t, int n, 
  * costs at most one ulp of the type relative to the inputs' magnitude, hence this bound. */
 static double avg_tolerance(const coll_type_t *t, int n, double abs_sum) {
   unsigned char one[8] = {1, 0, 0, 0, 0, 0, 0, 0};
-  double tiny = t->dt == ncclFloat32 ? 1.4e-45 : t->dt == ncclFloat64 ? 5e-324
-                                                                       : coll_val_load(t, one, 0).f;
+  double tiny = t->dt == ncclFloat32   ? 1.4e-45
+                : t->dt == ncclFloat64 ? 5e-324
+                                       : coll_val_load(t, one, 0).f;
   return (n + 2) * ldexp(1.0, 1 - t->mant_bits) * abs_sum / n + tiny;
 }
 
@@ -263,7 +269,8 @@ static int op_setup(coll_op_t *op, int l) {
     op->drecv[l] = (char *)op->dbase[l] + L.recv_off * sz;
     return ok ? 0 : -1;
   }
-  size_t sbytes = (L.send_elems ? L.send_elems : 1) * sz, rbytes = (L.recv_elems ? L.recv_elems : 1) * sz;
+  size_t sbytes = (L.send_elems ? L.send_elems : 1) * sz,
+         rbytes = (L.recv_elems ? L.recv_elems : 1) * sz;
   unsigned char *simg = malloc(sbytes), *rimg = malloc(rbytes);
   if (!simg || !rimg) {
     free(simg);
@@ -273,10 +280,11 @@ static int op_setup(coll_op_t *op, int l) {
   memset(simg, POISON, sbytes);
   memset(rimg, POISON, rbytes);
   input_image(c, t, rank, L.send_elems, simg);
-  ok = cuda_ok(cudaMalloc(&op->dbase[l], sbytes), "cudaMalloc", rank) &&
-       cuda_ok(cudaMalloc(&op->dbase2[l], rbytes), "cudaMalloc", rank) &&
-       cuda_ok(cudaMemcpy(op->dbase[l], simg, sbytes, cudaMemcpyHostToDevice), "cudaMemcpy", rank) &&
-       cuda_ok(cudaMemcpy(op->dbase2[l], rimg, rbytes, cudaMemcpyHostToDevice), "cudaMemcpy", rank);
+  ok =
+      cuda_ok(cudaMalloc(&op->dbase[l], sbytes), "cudaMalloc", rank) &&
+      cuda_ok(cudaMalloc(&op->dbase2[l], rbytes), "cudaMalloc", rank) &&
+      cuda_ok(cudaMemcpy(op->dbase[l], simg, sbytes, cudaMemcpyHostToDevice), "cudaMemcpy", rank) &&
+      cuda_ok(cudaMemcpy(op->dbase2[l], rimg, rbytes, cudaMemcpyHostToDevice), "cudaMemcpy", rank);
   free(simg);
   free(rimg);
   op->dsend[l] = op->dbase[l];
@@ -301,20 +309,20 @@ static ncclResult_t op_issue(coll_op_t *op, int l, const char **what_p) {
   void *sb = op->dsend[l], *rb = op->drecv[l];
   *what_p = coll_name(c->coll);
   switch (c->coll) {
-  case COLL_ALLREDUCE: return ncclAllReduce(sb, rb, c->count, c->dt, c->op, comm, s);
-  case COLL_BROADCAST: return ncclBroadcast(sb, rb, c->count, c->dt, c->root, comm, s);
-  case COLL_BCAST: return ncclBcast(rb, c->count, c->dt, c->root, comm, s);
-  case COLL_REDUCE: return ncclReduce(sb, rb, c->count, c->dt, c->op, c->root, comm, s);
-  case COLL_ALLGATHER: return ncclAllGather(sb, rb, c->count, c->dt, comm, s);
-  case COLL_REDUCESCATTER: return ncclReduceScatter(sb, rb, c->count, c->dt, c->op, comm, s);
-  case COLL_SENDRECV: {
-    ncclResult_t res = ncclSend(sb, c->count, c->dt, (rank + 1) % n, comm, s);
-    *what_p = "ncclSend";
-    if (res != ncclSuccess) return res;
-    *what_p = "ncclRecv";
-    return ncclRecv(rb, c->count, c->dt, (rank + n - 1) % n, comm, s);
-  }
-  default: return ncclInvalidArgument;
+    case COLL_ALLREDUCE: return ncclAllReduce(sb, rb, c->count, c->dt, c->op, comm, s);
+    case COLL_BROADCAST: return ncclBroadcast(sb, rb, c->count, c->dt, c->root, comm, s);
+    case COLL_BCAST: return ncclBcast(rb, c->count, c->dt, c->root, comm, s);
+    case COLL_REDUCE: return ncclReduce(sb, rb, c->count, c->dt, c->op, c->root, comm, s);
+    case COLL_ALLGATHER: return ncclAllGather(sb, rb, c->count, c->dt, comm, s);
+    case COLL_REDUCESCATTER: return ncclReduceScatter(sb, rb, c->count, c->dt, c->op, comm, s);
+    case COLL_SENDRECV: {
+      ncclResult_t res = ncclSend(sb, c->count, c->dt, (rank + 1) % n, comm, s);
+      *what_p = "ncclSend";
+      if (res != ncclSuccess) return res;
+      *what_p = "ncclRecv";
+      return ncclRecv(rb, c->count, c->dt, (rank + n - 1) % n, comm, s);
+    }
+    default: return ncclInvalidArgument;
   }
 }
 
@@ -379,8 +387,9 @@ static long op_check(coll_op_t *op, int l, coll_tally_t *tally) {
     /* Data movement: which rank's bytes should be where. */
     int nchunks = c->coll == COLL_ALLGATHER ? n : 1;
     for (int q = 0; q < nchunks; q++) {
-      int src = c->coll == COLL_ALLGATHER ? q
-                : c->coll == COLL_SENDRECV ? (rank + n - 1) % n : c->root;
+      int src = c->coll == COLL_ALLGATHER  ? q
+                : c->coll == COLL_SENDRECV ? (rank + n - 1) % n
+                                           : c->root;
       raw_fill(c, t, src, 0, c->count, exp);
       for (size_t j = 0; j < c->count; j++) {
         const unsigned char *g = got + ((size_t)q * c->count + j) * sz;
@@ -388,7 +397,8 @@ static long op_check(coll_op_t *op, int l, coll_tally_t *tally) {
         uint64_t gv = 0, ev = 0;
         memcpy(&gv, g, sz);
         memcpy(&ev, exp + j * sz, sz);
-        snprintf(detail, sizeof detail, "element %zu (from rank %d): got bytes 0x%llx, expected 0x%llx",
+        snprintf(detail, sizeof detail,
+                 "element %zu (from rank %d): got bytes 0x%llx, expected 0x%llx",
                  (size_t)q * c->count + j, src, (unsigned long long)gv, (unsigned long long)ev);
         mismatch(tally, &bad, op, l, detail);
       }
@@ -505,8 +515,12 @@ int coll_matrix_run(const coll_comms_t *cs, int coll, int grouped, coll_tally_t 
       for (int inplace = 0; inplace < 2; inplace++) {
         if (coll == COLL_BCAST && !inplace) continue;   /* ncclBcast has one buffer */
         if (coll == COLL_SENDRECV && inplace) continue; /* a ring exchange needs two */
-        coll_case_t c = {coll, coll_type_at(ti)->dt, ops[oi], matrix_counts[k % 4],
-                         (int)(k % (unsigned)cs->nranks), inplace,
+        coll_case_t c = {coll,
+                         coll_type_at(ti)->dt,
+                         ops[oi],
+                         matrix_counts[k % 4],
+                         (int)(k % (unsigned)cs->nranks),
+                         inplace,
                          mix64(((uint64_t)coll << 32) ^ k)};
         k++;
         if (coll_case_run(cs, &c, grouped, tally) != 0) return -1;

@@ -17,8 +17,14 @@
 #include "coll_types.h"
 
 enum {
-  COLL_ALLREDUCE, COLL_BROADCAST, COLL_BCAST, COLL_REDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER,
-  COLL_SENDRECV, COLL_NCOLLS
+  COLL_ALLREDUCE,
+  COLL_BROADCAST,
+  COLL_BCAST,
+  COLL_REDUCE,
+  COLL_ALLGATHER,
+  COLL_REDUCESCATTER,
+  COLL_SENDRECV,
+  COLL_NCOLLS
 };
 
 #define COLL_MAX_LOCAL 8
@@ -37,9 +43,9 @@ typedef struct {
 typedef struct {
   int coll;
   ncclDataType_t dt;
-  ncclRedOp_t op;     /* reducing collectives only */
-  size_t count;       /* NCCL's count: per rank for AllGather and ReduceScatter */
-  int root;           /* Broadcast, Bcast, Reduce */
+  ncclRedOp_t op; /* reducing collectives only */
+  size_t count;   /* NCCL's count: per rank for AllGather and ReduceScatter */
+  int root;       /* Broadcast, Bcast, Reduce */
   int inplace;
   uint64_t seed;
 } coll_case_t;

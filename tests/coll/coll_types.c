@@ -26,12 +26,12 @@ const coll_type_t *coll_type_at(int i) { return &types[i]; }
 
 const char *coll_op_name(ncclRedOp_t op) {
   switch (op) {
-  case ncclSum: return "sum";
-  case ncclProd: return "prod";
-  case ncclMax: return "max";
-  case ncclMin: return "min";
-  case ncclAvg: return "avg";
-  default: return "?";
+    case ncclSum: return "sum";
+    case ncclProd: return "prod";
+    case ncclMax: return "max";
+    case ncclMin: return "min";
+    case ncclAvg: return "avg";
+    default: return "?";
   }
 }
 
@@ -111,16 +111,40 @@ coll_val_t coll_val_load(const coll_type_t *t, const void *buf, size_t idx) {
   uint64_t u64;
   float f32;
   switch (t->dt) {
-  case ncclInt8: case ncclUint8: v.i = coll_int_wrap(t, *p); break;
-  case ncclInt32: case ncclUint32: memcpy(&u32, p, 4); v.i = coll_int_wrap(t, u32); break;
-  case ncclInt64: case ncclUint64: memcpy(&u64, p, 8); v.i = u64; break;
-  case ncclFloat16: memcpy(&u16, p, 2); v.f = coll_half_to_double(u16); break;
-  case ncclBfloat16: memcpy(&u16, p, 2); v.f = coll_bf16_to_double(u16); break;
-  case ncclFloat32: memcpy(&f32, p, 4); v.f = f32; break;
-  case ncclFloat64: memcpy(&v.f, p, 8); break;
-  case ncclFloat8e4m3: u8 = *p; v.f = coll_e4m3_to_double(u8); break;
-  case ncclFloat8e5m2: u8 = *p; v.f = coll_e5m2_to_double(u8); break;
-  default: break;
+    case ncclInt8:
+    case ncclUint8: v.i = coll_int_wrap(t, *p); break;
+    case ncclInt32:
+    case ncclUint32:
+      memcpy(&u32, p, 4);
+      v.i = coll_int_wrap(t, u32);
+      break;
+    case ncclInt64:
+    case ncclUint64:
+      memcpy(&u64, p, 8);
+      v.i = u64;
+      break;
+    case ncclFloat16:
+      memcpy(&u16, p, 2);
+      v.f = coll_half_to_double(u16);
+      break;
+    case ncclBfloat16:
+      memcpy(&u16, p, 2);
+      v.f = coll_bf16_to_double(u16);
+      break;
+    case ncclFloat32:
+      memcpy(&f32, p, 4);
+      v.f = f32;
+      break;
+    case ncclFloat64: memcpy(&v.f, p, 8); break;
+    case ncclFloat8e4m3:
+      u8 = *p;
+      v.f = coll_e4m3_to_double(u8);
+      break;
+    case ncclFloat8e5m2:
+      u8 = *p;
+      v.f = coll_e5m2_to_double(u8);
+      break;
+    default: break;
   }
   return v;
 }
@@ -131,16 +155,31 @@ void coll_val_store(const coll_type_t *t, void *buf, size_t idx, coll_val_t v) {
   uint32_t u32;
   float f32;
   switch (t->dt) {
-  case ncclInt8: case ncclUint8: *p = (unsigned char)v.i; break;
-  case ncclInt32: case ncclUint32: u32 = (uint32_t)v.i; memcpy(p, &u32, 4); break;
-  case ncclInt64: case ncclUint64: memcpy(p, &v.i, 8); break;
-  case ncclFloat16: u16 = coll_half_from_double(v.f); memcpy(p, &u16, 2); break;
-  case ncclBfloat16: u16 = coll_bf16_from_double(v.f); memcpy(p, &u16, 2); break;
-  case ncclFloat32: f32 = (float)v.f; memcpy(p, &f32, 4); break;
-  case ncclFloat64: memcpy(p, &v.f, 8); break;
-  case ncclFloat8e4m3: *p = coll_e4m3_from_double(v.f); break;
-  case ncclFloat8e5m2: *p = coll_e5m2_from_double(v.f); break;
-  default: break;
+    case ncclInt8:
+    case ncclUint8: *p = (unsigned char)v.i; break;
+    case ncclInt32:
+    case ncclUint32:
+      u32 = (uint32_t)v.i;
+      memcpy(p, &u32, 4);
+      break;
+    case ncclInt64:
+    case ncclUint64: memcpy(p, &v.i, 8); break;
+    case ncclFloat16:
+      u16 = coll_half_from_double(v.f);
+      memcpy(p, &u16, 2);
+      break;
+    case ncclBfloat16:
+      u16 = coll_bf16_from_double(v.f);
+      memcpy(p, &u16, 2);
+      break;
+    case ncclFloat32:
+      f32 = (float)v.f;
+      memcpy(p, &f32, 4);
+      break;
+    case ncclFloat64: memcpy(p, &v.f, 8); break;
+    case ncclFloat8e4m3: *p = coll_e4m3_from_double(v.f); break;
+    case ncclFloat8e5m2: *p = coll_e5m2_from_double(v.f); break;
+    default: break;
   }
 }
 

@@ -19,15 +19,15 @@
 typedef struct {
   ncclDataType_t dt;
   const char *name;
-  size_t size;     /* bytes per element */
+  size_t size; /* bytes per element */
   int is_float;
-  int is_signed;   /* integers only */
-  int mant_bits;   /* floating: significand bits including the implicit one */
+  int is_signed; /* integers only */
+  int mant_bits; /* floating: significand bits including the implicit one */
 } coll_type_t;
 
 typedef struct {
-  uint64_t i;      /* integer types: the value, sign-extended for signed types */
-  double f;        /* floating types */
+  uint64_t i; /* integer types: the value, sign-extended for signed types */
+  double f;   /* floating types */
 } coll_val_t;
 
 /* The type table entry for `dt`, or NULL for a type the tests do not know. */

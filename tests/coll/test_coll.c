@@ -36,8 +36,8 @@ START_TEST(test_processes) {
   int status;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                "ncclsim-run -n %d -- coll_rank failed (status 0x%x): see the ranks' lines above", n,
-                status);
+                "ncclsim-run -n %d -- coll_rank failed (status 0x%x): see the ranks' lines above",
+                n, status);
 }
 END_TEST
 
@@ -76,8 +76,9 @@ START_TEST(test_threads) {
   for (int r = 0; r < n; r++) ck_assert_int_eq(pthread_join(th[r], NULL), 0);
   for (int r = 0; r < n; r++) {
     ck_assert_int_gt(args[r].tally.cases, 800);
-    ck_assert_msg(args[r].rc == 0, "rank %d of %d threads: %ld mismatched elements, %ld failed calls",
-                  r, n, args[r].tally.mismatches, args[r].tally.errors);
+    ck_assert_msg(args[r].rc == 0,
+                  "rank %d of %d threads: %ld mismatched elements, %ld failed calls", r, n,
+                  args[r].tally.mismatches, args[r].tally.errors);
   }
 }
 END_TEST

@@ -18,7 +18,8 @@ static inline int ah_check_run(Suite *s) {
 
 /* The whole main of a program with one suite of one case: its tests (START_TEST's names) added in
  * order, run, and the exit status returned. */
-static inline int ah_check_main(const char *suite, const char *tcase, const TTest *const tests[], size_t n) {
+static inline int ah_check_main(const char *suite, const char *tcase, const TTest *const tests[],
+                                size_t n) {
   Suite *s = suite_create(suite);
   TCase *tc = tcase_create(tcase);
   for (size_t i = 0; i < n; i++) tcase_add_test(tc, tests[i]);

@@ -33,7 +33,8 @@ int coord_fake_read(int fd, void *buf, size_t n) {
 }
 
 int coord_fake_handshake(int fd, const uint8_t secret[16], uint8_t fill) {
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72],
+      wel[AH_COORD_HDR_BYTES + 40];
   ah_coord_hdr_encode(AH_MSG_HELLO, 32, hello);
   memset(hello + AH_COORD_HDR_BYTES, fill, 32);
   /* send(MSG_NOSIGNAL): a client that gave up and closed must not end the test with SIGPIPE */

@@ -191,7 +191,9 @@ int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm) {
   ah_coord_t *a = ah_coord_client_open(st, NULL, &o, rec_deliver, &ra);
   ah_coord_t *b = ah_coord_client_open(st, NULL, &o, rec_deliver, &rb);
   int ok = a && b;
-  if (ok) ok = ah_coord_join_rank(a, comm, 2, 0, NULL) == 0 && ah_coord_join_rank(b, comm, 2, 1, NULL) == 0;
+  if (ok)
+    ok = ah_coord_join_rank(a, comm, 2, 0, NULL) == 0 &&
+         ah_coord_join_rank(b, comm, 2, 1, NULL) == 0;
   ah_key_t k = key_make(comm);
   for (uint64_t i = 0; ok && i < 3; i++) {
     ah_segment_t s = seg_make(i);
@@ -227,14 +229,16 @@ int raw_authed_connect(const ah_coord_stamp_t *st, uint64_t client_id) {
   int fd = raw_connect(st);
   if (fd < 0) return -1;
   uint64_t dl = ah_coord_now_ns() + 2000000000ull;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72],
+      wel[AH_COORD_HDR_BYTES + 40];
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
   uint8_t *p = auth + AH_COORD_HDR_BYTES;
   memset(p, 0x5a, 32);
   ah_coord_put_u64(p + 32, client_id);
   if (ah_coord_net_nonblock_set(err, fd) != AH_NET_OK ||
       ah_coord_net_read_full(err, fd, hello, sizeof hello, dl) != AH_NET_OK ||
-      ah_coord_mac(st->secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40) != 0 ||
+      ah_coord_mac(st->secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40) !=
+          0 ||
       ah_coord_net_write_full(err, fd, auth, sizeof auth, dl) != AH_NET_OK ||
       ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) != AH_NET_OK) {
     close(fd);
@@ -274,8 +278,7 @@ long proc_status_kb(int pid, const char *field) {
 void *drain_fd(void *arg) {
   int fd = *(int *)arg;
   char b[65536];
-  while (read(fd, b, sizeof b) > 0) {
-  }
+  while (read(fd, b, sizeof b) > 0) {}
   return NULL;
 }
 
@@ -287,7 +290,8 @@ static void put_fill(void) {
   memset(put_buf, 0x7b, sizeof put_buf); /* the key's bytes */
   for (size_t i = 0; i < sizeof put_buf; i += PUT_BYTES) {
     ah_coord_hdr_encode(AH_MSG_DIR_PUT, 34, put_buf + i);
-    put_buf[i + AH_COORD_HDR_BYTES + 32] = put_buf[i + AH_COORD_HDR_BYTES + 33] = 0; /* vlen, big-endian */
+    put_buf[i + AH_COORD_HDR_BYTES + 32] = put_buf[i + AH_COORD_HDR_BYTES + 33] =
+        0; /* vlen, big-endian */
   }
 }
 
@@ -299,7 +303,8 @@ static void *put_flood_main(void *arg) {
       atomic_store(&f->capped, 1);
       break;
     }
-    if (write(f->fd, put_buf, sizeof put_buf) != (ssize_t)sizeof put_buf) break; /* the other end dropped it */
+    if (write(f->fd, put_buf, sizeof put_buf) != (ssize_t)sizeof put_buf)
+      break; /* the other end dropped it */
     atomic_fetch_add(&f->batches, 1);
   }
   return NULL;

@@ -149,14 +149,16 @@ START_TEST(a_batch_of_gets_answers_each_key) {
   ah_coord_t *a = client(), *b = client();
   uint8_t keys[64][AH_COORD_DIR_KEY];
   for (uint32_t i = 0; i < 64; i++) key_of(1000 + i, keys[i]);
-  for (uint32_t i = 0; i < 64; i += 3) ck_assert_int_eq(ah_coord_dir_put(a, keys[i], &i, sizeof i), 0);
+  for (uint32_t i = 0; i < 64; i += 3)
+    ck_assert_int_eq(ah_coord_dir_put(a, keys[i], &i, sizeof i), 0);
   uint32_t back = 0;
   ck_assert_int_eq(ah_coord_dir_get(b, keys[63], &back, sizeof back, 5.0), 4); /* every put is in */
   uint32_t vals[64];
   int lens[64];
   memset(vals, 0xff, sizeof vals);
-  ck_assert_int_eq(ah_coord_dir_get_many(b, (const uint8_t(*)[AH_COORD_DIR_KEY])keys, 64, vals, sizeof vals[0],
-                                         lens, 0.0), 0);
+  ck_assert_int_eq(ah_coord_dir_get_many(b, (const uint8_t(*)[AH_COORD_DIR_KEY])keys, 64, vals,
+                                         sizeof vals[0], lens, 0.0),
+                   0);
   for (uint32_t i = 0; i < 64; i++) {
     if (i % 3 == 0) {
       ck_assert_int_eq(lens[i], 4);
@@ -166,7 +168,9 @@ START_TEST(a_batch_of_gets_answers_each_key) {
       ck_assert_uint_eq(vals[i], 0xffffffffu);
     }
   }
-  ck_assert_int_eq(ah_coord_dir_get_many(NULL, (const uint8_t(*)[AH_COORD_DIR_KEY])keys, 2, NULL, 0, lens, 0.0), -1);
+  ck_assert_int_eq(
+      ah_coord_dir_get_many(NULL, (const uint8_t(*)[AH_COORD_DIR_KEY])keys, 2, NULL, 0, lens, 0.0),
+      -1);
   ck_assert_int_eq(lens[0], AH_COORD_DIR_UNANSWERED);
 }
 END_TEST
@@ -178,12 +182,14 @@ START_TEST(oversized_values_are_refused_and_gets_copy_at_most_cap) {
   key_of(6, k);
   ck_assert_int_eq(ah_coord_dir_put(a, k, big, AH_COORD_DIR_VAL_MAX + 1), -1);
   ck_assert(log_wait("directory value of 513 bytes refused (at most 512)", 2000));
-  ck_assert_int_eq(ah_coord_dir_get(b, k, out, sizeof out, 0.2), AH_COORD_DIR_ABSENT); /* nothing was stored */
+  ck_assert_int_eq(ah_coord_dir_get(b, k, out, sizeof out, 0.2),
+                   AH_COORD_DIR_ABSENT); /* nothing was stored */
   ck_assert_int_eq(ah_coord_dir_put(a, k, big, AH_COORD_DIR_VAL_MAX), 0);
   ck_assert_int_eq(ah_coord_dir_get(b, k, out, sizeof out, 5.0), AH_COORD_DIR_VAL_MAX);
   ck_assert_mem_eq(out, big, AH_COORD_DIR_VAL_MAX);
   memset(out, 0xee, sizeof out);
-  ck_assert_int_eq(ah_coord_dir_get(b, k, out, 10, 5.0), AH_COORD_DIR_VAL_MAX); /* the full length */
+  ck_assert_int_eq(ah_coord_dir_get(b, k, out, 10, 5.0),
+                   AH_COORD_DIR_VAL_MAX); /* the full length */
   ck_assert_mem_eq(out, big, 10);
   ck_assert_uint_eq(out[10], 0xee); /* nothing past cap */
 }
@@ -203,8 +209,8 @@ START_TEST(thousands_of_keys_coexist) {
     uint32_t v[4] = {0};
     key_of(1000 + i, k);
     ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 5.0), 16);
-    ck_assert_msg(v[0] == i && v[1] == i * 3 && v[2] == (i ^ 0xabcd) && v[3] == 7, "key %u: %u %u %u", i,
-                  v[0], v[1], v[2]);
+    ck_assert_msg(v[0] == i && v[1] == i * 3 && v[2] == (i ^ 0xabcd) && v[3] == 7,
+                  "key %u: %u %u %u", i, v[0], v[1], v[2]);
   }
 }
 END_TEST
@@ -287,7 +293,8 @@ START_TEST(flooding_client_is_refused_and_others_are_served) {
   key_of(15, k);
   ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 5.0), 100); /* within the bound: stored */
   key_of(16, k);
-  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.3), AH_COORD_DIR_ABSENT); /* beyond it: never stored */
+  ck_assert_int_eq(ah_coord_dir_get(b, k, v, sizeof v, 0.3),
+                   AH_COORD_DIR_ABSENT); /* beyond it: never stored */
   /* a replacement within a's share is still accepted */
   key_of(3, k);
   ck_assert_int_eq(ah_coord_dir_put(a, k, "ok", 2), 0);
@@ -330,7 +337,8 @@ START_TEST(waiting_gets_are_bounded_and_forgotten_at_their_deadline) {
   memcpy(g5.key, k, sizeof k);
   pthread_t t5;
   ck_assert_int_eq(pthread_create(&t5, NULL, getter, &g5), 0);
-  ck_assert(log_wait("4 requests wait on this connection, 4 in the job (at most 4 and 65536)", 2000));
+  ck_assert(
+      log_wait("4 requests wait on this connection, 4 in the job (at most 4 and 65536)", 2000));
   ck_assert_int_eq(ah_coord_dir_put(a, k, "x", 1), 0);
   pthread_join(t5, NULL);
   ck_assert_int_eq(g5.rc, -1);
@@ -363,8 +371,9 @@ START_TEST(malformed_directory_frames_are_refused_by_name) {
   ah_coord_hdr_encode(AH_MSG_DIR_PUT, AH_COORD_DIR_PUT_FIXED + 5, f);
   key_of(9, f + AH_COORD_HDR_BYTES);
   f[AH_COORD_HDR_BYTES + AH_COORD_DIR_KEY + 1] = 9;
-  ck_assert_int_eq(ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES + AH_COORD_DIR_PUT_FIXED + 5, dl),
-                   AH_NET_OK);
+  ck_assert_int_eq(
+      ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES + AH_COORD_DIR_PUT_FIXED + 5, dl),
+      AH_NET_OK);
   ck_assert(log_wait("refused a DIR_PUT from 127.0.0.1", 2000));
   ck_assert(log_wait("value length 9 does not match the 5 bytes the frame carries", 100));
   ck_assert(raw_ping(fd)); /* the connection stays */
@@ -428,7 +437,8 @@ START_TEST(a_late_answer_is_not_taken_for_a_miss) {
   pthread_join(t, NULL);
   ck_assert_int_eq(g.rc, 7);
   ck_assert_str_eq(g.val, "stored");
-  ck_assert_msg(g.took_s >= 0.07, "the get returned after %.3f s, before the hub could answer", g.took_s);
+  ck_assert_msg(g.took_s >= 0.07, "the get returned after %.3f s, before the hub could answer",
+                g.took_s);
   /* a key not stored: the hub's absent answer ends the get at its timeout */
   key_of(12, g.key);
   ck_assert_int_eq(ah_coord_dir_get(b, g.key, v, sizeof v, 0.01), AH_COORD_DIR_ABSENT);
@@ -437,7 +447,8 @@ START_TEST(a_late_answer_is_not_taken_for_a_miss) {
   double t0 = now_s();
   ck_assert_int_eq(ah_coord_dir_get(b, g.key, v, sizeof v, 0.01), AH_COORD_DIR_UNANSWERED);
   double took = now_s() - t0;
-  ck_assert_msg(took >= AH_COORD_DIR_SLACK_S && took < AH_COORD_DIR_SLACK_S + 1.0, "gave up after %.3f s", took);
+  ck_assert_msg(took >= AH_COORD_DIR_SLACK_S && took < AH_COORD_DIR_SLACK_S + 1.0,
+                "gave up after %.3f s", took);
   ck_assert_int_eq(kill(pid, SIGCONT), 0);
   ck_assert_int_eq(kill(pid, SIGKILL), 0);
   ck_assert_int_eq(waitpid(pid, NULL, 0), pid);

@@ -23,11 +23,17 @@ static pthread_mutex_t got_mu = PTHREAD_MUTEX_INITIALIZER;
 static ah_coord_time_t got[16];
 static int ngot;
 
-static void on_min(uint64_t comm, int coll, int bin, uint64_t index, double us, uint32_t reported, uint32_t nranks) {
+static void on_min(uint64_t comm, int coll, int bin, uint64_t index, double us, uint32_t reported,
+                   uint32_t nranks) {
   pthread_mutex_lock(&got_mu);
   if (ngot < 16)
-    got[ngot++] = (ah_coord_time_t){.comm = comm, .coll = (uint8_t)coll, .bin = (uint8_t)bin, .index = index,
-                                    .us = (float)us, .reported = reported, .nranks = nranks};
+    got[ngot++] = (ah_coord_time_t){.comm = comm,
+                                    .coll = (uint8_t)coll,
+                                    .bin = (uint8_t)bin,
+                                    .index = index,
+                                    .us = (float)us,
+                                    .reported = reported,
+                                    .nranks = nranks};
   pthread_mutex_unlock(&got_mu);
 }
 
@@ -57,7 +63,8 @@ static void setup(void) {
     ck_assert_ptr_nonnull(cl[r]);
     ck_assert_int_eq(ah_coord_join_rank(cl[r], COMM, 3, r, NULL), 0);
   }
-  for (int t = 0; t < 300 && ah_coord_verdict(cl[2], COMM) == AH_COORD_VERDICT_NONE; t++) sleep_ms(10);
+  for (int t = 0; t < 300 && ah_coord_verdict(cl[2], COMM) == AH_COORD_VERDICT_NONE; t++)
+    sleep_ms(10);
   ck_assert_int_eq(ah_coord_verdict(cl[2], COMM), AH_COORD_VERDICT_COMPLETE);
 }
 
@@ -69,8 +76,10 @@ static void teardown(void) {
 }
 
 START_TEST(the_leader_gets_the_shortest_once_every_rank_reported) {
-  const double us[3] = {52.5, 31.25, 77.0}; /* rank 0 arrived first: it timed the others' lateness */
-  for (int r = 0; r < 3; r++) ck_assert_int_eq(ah_coord_search_time(cl[r], COMM, (uint32_t)r, 0, 13, 4, us[r]), 0);
+  const double us[3] = {52.5, 31.25,
+                        77.0}; /* rank 0 arrived first: it timed the others' lateness */
+  for (int r = 0; r < 3; r++)
+    ck_assert_int_eq(ah_coord_search_time(cl[r], COMM, (uint32_t)r, 0, 13, 4, us[r]), 0);
   ck_assert(got_wait(1, 2000));
   sleep_ms(100); /* nothing more: one minimum per call, to the leader's connection only */
   ck_assert_int_eq(ngot, 1);
@@ -136,7 +145,8 @@ START_TEST(bad_reports_are_refused) {
   close(fd);
   ck_assert_int_eq(ngot, 0);
   /* the unit decoder names a MIN_TIME over more ranks than exist */
-  ah_coord_time_t mt = {.comm = 1, .coll = 0, .bin = 1, .index = 2, .us = 3.0f, .reported = 4, .nranks = 3};
+  ah_coord_time_t mt = {
+      .comm = 1, .coll = 0, .bin = 1, .index = 2, .us = 3.0f, .reported = 4, .nranks = 3};
   uint8_t p[30];
   ah_coord_time_pack(AH_MSG_MIN_TIME, &mt, p);
   ck_assert_int_eq(ah_coord_time_unpack(AH_MSG_MIN_TIME, p, &mt, err, sizeof err), -1);

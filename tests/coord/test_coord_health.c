@@ -21,8 +21,11 @@ static char text[AH_HEALTH_TEXT];
 static void setup_all(uint64_t ag, uint64_t rs) {
   static const char *hosts[N] = {"n0", "n0", "n1", "n1", "n2", "n2", "n3", "n3"};
   for (int r = 0; r < N; r++) {
-    recs[r] = (ah_health_rec_t){.rank = (uint32_t)r, .pid = 1000u + (uint32_t)r, .gpu = (uint16_t)(r % 2),
-                                .state = AH_HEALTH_IDLE, .nkeys = 2};
+    recs[r] = (ah_health_rec_t){.rank = (uint32_t)r,
+                                .pid = 1000u + (uint32_t)r,
+                                .gpu = (uint16_t)(r % 2),
+                                .state = AH_HEALTH_IDLE,
+                                .nkeys = 2};
     recs[r].keys[0] = (ah_health_key_t){AG, 20, ag};
     recs[r].keys[1] = (ah_health_key_t){RS, 21, rs};
     ranks[r] = (ah_health_rank_t){&recs[r], hosts[r]};
@@ -67,8 +70,9 @@ START_TEST(a_stalled_host_never_entered_the_call) {
   setup_all(4, 4); /* the others entered reduce-scatter #4 and wait in it; rank 2 stopped before */
   for (int r = 0; r < N; r++)
     if (r != 2) recs[r].keys[1].entered = 5, recs[r].state = AH_HEALTH_BUSY;
-  expect(AH_FINDING_MISSING, "rank 2 (n1 pid 1002 gpu 0) never entered reducescatter 2M+ #4, which "
-                             "rank 0 (n0 pid 1000 gpu 0),1 (n0 pid 1001 gpu 1) +5 more entered 12 s ago");
+  expect(AH_FINDING_MISSING,
+         "rank 2 (n1 pid 1002 gpu 0) never entered reducescatter 2M+ #4, which "
+         "rank 0 (n0 pid 1000 gpu 0),1 (n0 pid 1001 gpu 1) +5 more entered 12 s ago");
   /* its parts, for the event: the rank at fault with its place, the call */
   ck_assert_int_eq(finding.kind, AH_FINDING_MISSING);
   ck_assert_uint_eq(finding.nranks, 1);
@@ -86,7 +90,9 @@ START_TEST(b_a_gpu_stopped_while_its_host_went_on) {
   recs[1].keys[0].entered = 40;
   recs[1].keys[1].entered = 40;
   expect(AH_FINDING_INCOMPLETE, "the GPU of rank 1 (n0 pid 1001 gpu 1) stopped");
-  ck_assert_msg(strstr(text, "rank 0 (n0 pid 1000 gpu 0),2 (n1 pid 1002 gpu 0) +5 more wait for it"), "%s", text);
+  ck_assert_msg(
+      strstr(text, "rank 0 (n0 pid 1000 gpu 0),2 (n1 pid 1002 gpu 0) +5 more wait for it"), "%s",
+      text);
   ck_assert_uint_eq(finding.nranks, 1); /* the stopped GPU's rank, not the waiting ones */
   ck_assert_uint_eq(finding.ranks[0].rank, 1);
 }
@@ -109,8 +115,10 @@ START_TEST(c_ranks_entered_different_calls) {
   recs[3].keys[2] = (ah_health_key_t){RS, 20, 1};
   recs[3].nkeys = 3;
   expect(AH_FINDING_MISMATCH, "different calls");
-  ck_assert_msg(strstr(text, "rank 3 (n1 pid 1003 gpu 1) entered reducescatter 1M+ #0 where 7 others "
-                             "entered reducescatter 2M+ #6"), "%s", text);
+  ck_assert_msg(strstr(text,
+                       "rank 3 (n1 pid 1003 gpu 1) entered reducescatter 1M+ #0 where 7 others "
+                       "entered reducescatter 2M+ #6"),
+                "%s", text);
   ck_assert_uint_eq(finding.nranks, 1);
   ck_assert_uint_eq(finding.ranks[0].rank, 3);
   ck_assert(finding.has_call && finding.bin == 20 && finding.index == 0); /* the odd one's call */

@@ -43,7 +43,8 @@ static void teardown(void) {
 
 /* A client of the hub at stamp, with options o, that records what it is delivered into r
  * (initialised here; NULL: nothing recorded). Fails the test if it cannot join; teardown closes it. */
-static ah_coord_t *client_at_opts(const ah_coord_stamp_t *stamp, const ah_coord_client_opts_t *o, rec_t *r) {
+static ah_coord_t *client_at_opts(const ah_coord_stamp_t *stamp, const ah_coord_client_opts_t *o,
+                                  rec_t *r) {
   if (r) rec_init(r);
   ah_coord_t *c = ah_coord_client_open(stamp, NULL, o, r ? rec_deliver : NULL, r);
   ck_assert_ptr_nonnull(c);
@@ -84,7 +85,8 @@ START_TEST(segments_reach_every_joined_process_in_order) {
   ah_coord_t *lead = client(&r1);
   ah_coord_t *w = client(&r2);
   join_pair(lead, w, 7, 3);
-  ck_assert_int_eq(ah_coord_join_rank(w, 8, 2, 0, NULL), 0); /* a second communicator on the same connection */
+  ck_assert_int_eq(ah_coord_join_rank(w, 8, 2, 0, NULL),
+                   0); /* a second communicator on the same connection */
   ah_key_t k7 = key_make(7), k8 = key_make(8);
   for (uint64_t i = 0; i < 200; i++) {
     ah_segment_t s = seg_make(i);
@@ -113,7 +115,8 @@ START_TEST(segments_reach_every_joined_process_in_order) {
   ck_assert(rec_wait(&r3, 50, 5000));
   sleep_ms(100);
   ck_assert_int_eq(rec_count(&r3), 50);
-  for (int i = 0; i < 50; i++) ck_assert_uint_eq(r3.segs[i].first, seg_make((uint64_t)(4 * i + 3)).first);
+  for (int i = 0; i < 50; i++)
+    ck_assert_uint_eq(r3.segs[i].first, seg_make((uint64_t)(4 * i + 3)).first);
   ck_assert_uint_eq(ah_coord_client_unacked(lead), 0);
   ck_assert_int_eq(ah_coord_hub_clients(hub), 3);
 }
@@ -378,7 +381,8 @@ START_TEST(forked_child_connects_afresh) {
     if (!c2 || c2 == c) _exit(11);
     ah_key_t k = key_make(41);
     ah_segment_t sg = seg_make(0);
-    if (ah_coord_join_rank(c2, 41, 2, 1, NULL) != 0 || ah_coord_publish(c2, &k, &sg) != 0) _exit(12);
+    if (ah_coord_join_rank(c2, 41, 2, 1, NULL) != 0 || ah_coord_publish(c2, &k, &sg) != 0)
+      _exit(12);
     /* a bound, not a delay: generous (the case's timeout is 20 s), since a loaded machine
      * under ASan connects slowly */
     _exit(rec_wait(&rc, 1, 12000) ? 0 : 13);
@@ -386,7 +390,8 @@ START_TEST(forked_child_connects_afresh) {
   int status = 0;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
-  ck_assert(rec_wait(&rp, 1, 5000)); /* the parent, joined to the same comm, got the child's segment */
+  ck_assert(
+      rec_wait(&rp, 1, 5000)); /* the parent, joined to the same comm, got the child's segment */
   ck_assert(ah_coord_alive(c));
 }
 END_TEST
@@ -404,7 +409,8 @@ static void *mute_hub(void *arg) {
 
 START_TEST(hub_gone_silent_is_detected_and_given_up) {
   fake_hub_t *h = fake_hub_start(mute_hub);
-  ah_coord_client_opts_t o = {.connect_ms = 500, .heartbeat_ms = 200, .dead_ms = 1000, .reconnect_ms = 1500};
+  ah_coord_client_opts_t o = {
+      .connect_ms = 500, .heartbeat_ms = 200, .dead_ms = 1000, .reconnect_ms = 1500};
   uint64_t t0 = ah_coord_now_ns();
   ah_coord_t *c = ah_coord_client_open(&h->stamp, NULL, &o, NULL, NULL);
   ck_assert_ptr_nonnull(c); /* the handshake itself succeeded */
@@ -422,7 +428,8 @@ END_TEST
 /* ---- the verdict: whether every rank of a communicator joined ---- */
 
 static int verdict_wait(ah_coord_t *c, uint64_t comm, int ms) {
-  for (int t = 0; t < ms / 10 && ah_coord_verdict(c, comm) == AH_COORD_VERDICT_NONE; t++) sleep_ms(10);
+  for (int t = 0; t < ms / 10 && ah_coord_verdict(c, comm) == AH_COORD_VERDICT_NONE; t++)
+    sleep_ms(10);
   return ah_coord_verdict(c, comm);
 }
 
@@ -432,7 +439,7 @@ START_TEST(verdict_complete_when_all_ranks_join) {
   ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 0, NULL), 0); /* a process with two local ranks */
   ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1, NULL), 0);
   ck_assert_int_eq(ah_coord_join_rank(a, 60, 3, 1, NULL), 0); /* a rank joined twice counts once */
-  ck_assert_int_eq(ah_coord_join(b, 60, 3), 0);         /* subscribed, no rank: counts none */
+  ck_assert_int_eq(ah_coord_join(b, 60, 3), 0);               /* subscribed, no rank: counts none */
   sleep_ms(300);
   ck_assert_int_eq(ah_coord_verdict(a, 60), AH_COORD_VERDICT_NONE);
   ck_assert_int_eq(ah_coord_verdict(b, 60), AH_COORD_VERDICT_NONE);
@@ -443,7 +450,7 @@ START_TEST(verdict_complete_when_all_ranks_join) {
   ck_assert_int_eq(ah_coord_verdict(a, 60), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(ah_coord_verdict(b, 60), AH_COORD_VERDICT_COMPLETE);
   ck_assert_int_eq(ah_coord_verdict(a, 61), AH_COORD_VERDICT_NONE); /* a comm never joined */
-  ck_assert_int_eq(ah_coord_join_rank(a, 62, 3, 3, NULL), -1);            /* rank out of range */
+  ck_assert_int_eq(ah_coord_join_rank(a, 62, 3, 3, NULL), -1);      /* rank out of range */
 }
 END_TEST
 
@@ -471,7 +478,8 @@ START_TEST(verdict_mismatch_names_the_ranks_and_the_settings) {
   ah_coord_t *b = client(NULL);
   ah_coord_digest_t same = {{1, 2, 3}}, other = {{1, 2, 4}};
   /* b's ranks may reach the hub first: the reference is still rank 0's settings */
-  ck_assert_int_eq(ah_coord_join_rank(b, 71, 4, 3, &other), 0); /* a process whose profile differs */
+  ck_assert_int_eq(ah_coord_join_rank(b, 71, 4, 3, &other),
+                   0); /* a process whose profile differs */
   ck_assert_int_eq(ah_coord_join_rank(b, 71, 4, 2, &other), 0);
   ck_assert_int_eq(ah_coord_join_rank(a, 71, 4, 1, &same), 0);
   ck_assert_int_eq(ah_coord_join_rank(a, 71, 4, 0, &same), 0);
@@ -499,15 +507,19 @@ static int raw_authed(uint64_t client_id) {
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(ah_coord_net_nonblock_set(err, fd), AH_NET_OK);
   uint64_t dl = ah_coord_now_ns() + 2000000000ull;
-  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72], wel[AH_COORD_HDR_BYTES + 40];
+  uint8_t hello[AH_COORD_HDR_BYTES + 32], auth[AH_COORD_HDR_BYTES + 72],
+      wel[AH_COORD_HDR_BYTES + 40];
   ck_assert_int_eq(ah_coord_net_read_full(err, fd, hello, sizeof hello, dl), AH_NET_OK);
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
   uint8_t *p = auth + AH_COORD_HDR_BYTES;
   memset(p, 0x5a, 32);
   ah_coord_put_u64(p + 32, client_id);
-  ck_assert_int_eq(ah_coord_mac(st.secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40), 0);
+  ck_assert_int_eq(
+      ah_coord_mac(st.secret, "autoha-client", hello + AH_COORD_HDR_BYTES, p, client_id, p + 40),
+      0);
   ck_assert_int_eq(ah_coord_net_write_full(err, fd, auth, sizeof auth, dl), AH_NET_OK);
-  ck_assert_msg(ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) == AH_NET_OK, "no WELCOME: %s", err);
+  ck_assert_msg(ah_coord_net_read_full(err, fd, wel, sizeof wel, dl) == AH_NET_OK, "no WELCOME: %s",
+                err);
   return fd;
 }
 
@@ -530,7 +542,8 @@ static int raw_wait_frame(int fd, uint8_t type, uint64_t comm, uint8_t *f, uint6
     ah_coord_hdr_t h;
     if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, deadline_ns) != AH_NET_OK ||
         ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
-        (h.len && ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, deadline_ns) != AH_NET_OK))
+        (h.len &&
+         ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, deadline_ns) != AH_NET_OK))
       return -1;
     if (h.type == type && h.len >= 8 && ah_coord_get_u64(f + AH_COORD_HDR_BYTES) == comm) return 0;
   }
@@ -539,7 +552,8 @@ static int raw_wait_frame(int fd, uint8_t type, uint64_t comm, uint8_t *f, uint6
 /* Reads frames until a VERDICT for comm arrives. Returns its value, or -1. */
 static int raw_read_verdict(int fd, uint64_t comm) {
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
-  if (raw_wait_frame(fd, AH_MSG_VERDICT, comm, f, ah_coord_now_ns() + 2000000000ull) != 0) return -1;
+  if (raw_wait_frame(fd, AH_MSG_VERDICT, comm, f, ah_coord_now_ns() + 2000000000ull) != 0)
+    return -1;
   return (int)ah_coord_get_u32(f + AH_COORD_HDR_BYTES + 8);
 }
 
@@ -748,13 +762,16 @@ START_TEST(authenticated_flood_keeps_the_hub_bounded) {
   uint8_t ping[AH_COORD_HDR_BYTES];
   ah_coord_hdr_encode(AH_MSG_PING, 0, ping);
   ck_assert_int_eq(write(fd, ping, sizeof ping), (ssize_t)sizeof ping);
-  ck_assert(log_wait("at most 1024 per client, 4096 per job); its ranks run NCCL's own choices", 10000));
+  ck_assert(
+      log_wait("at most 1024 per client, 4096 per job); its ranks run NCCL's own choices", 10000));
   ck_assert(log_wait("pending joins of the client", 100));
   ck_assert(log_wait("refused a segment of comm", 10000));
   ck_assert(legit_roundtrip(&st, 91)); /* served during the flood */
   long hwm = proc_status_kb(getpid(), "VmHWM"), rss1 = proc_status_kb(getpid(), "VmRSS");
-  printf("authenticated flood: resident %ld kB before, %ld kB after, peak %ld kB "
-          "(growth bound 24576 kB)\n", rss0, rss1, hwm);
+  printf(
+      "authenticated flood: resident %ld kB before, %ld kB after, peak %ld kB "
+      "(growth bound 24576 kB)\n",
+      rss0, rss1, hwm);
   fflush(stdout);
   ck_assert_int_lt(hwm - rss0, 24576);
   /* a communicator made after the flood is still joined and decided */
@@ -851,9 +868,10 @@ START_TEST(processes_hearing_the_hub_together_ping_apart) {
   ck_assert_int_eq(ah_coord_publish(cs[0], &k, &sg), 0); /* every process hears it now */
   sleep_ms(1500);
   ck_assert_int_eq(ah_coord_hub_pings(hub), p0); /* no PING before a heartbeat */
-  sleep_ms(1000);                                  /* 2.5 s: half-way through the phases */
+  sleep_ms(1000);                                /* 2.5 s: half-way through the phases */
   int mid = ah_coord_hub_pings(hub) - p0;
-  ck_assert_msg(mid > 0 && mid < N, "%d of %d processes had pinged half-way through the phases", mid, N);
+  ck_assert_msg(mid > 0 && mid < N, "%d of %d processes had pinged half-way through the phases",
+                mid, N);
   sleep_ms(700); /* 3.2 s: every phase is past */
   ck_assert_int_ge(ah_coord_hub_pings(hub) - p0, N);
 }
@@ -877,7 +895,7 @@ static void *oversize_hub(void *arg) {
     int fd = accept(((const fake_hub_t *)arg)->lfd, NULL, NULL);
     if (fd < 0) return NULL;
     uint8_t hello[AH_COORD_HDR_BYTES + 32] = {0}, auth[AH_COORD_HDR_BYTES + 72],
-            wel[AH_COORD_HDR_BYTES + 40] = {0};
+                                       wel[AH_COORD_HDR_BYTES + 40] = {0};
     ah_coord_hdr_encode(AH_MSG_HELLO, round == 0 ? 4096 : 32, hello);
     if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello) goto next;
     if (round == 1) {
@@ -909,8 +927,7 @@ END_TEST
 /* Sums N over the "N more refusals like the last were not logged" lines of the captured log. */
 static int suppressed_total(const char *text) {
   int total = 0;
-  for (const char *p = text; (p = strstr(p, " more refusals like the last were not logged"));
-       p++) {
+  for (const char *p = text; (p = strstr(p, " more refusals like the last were not logged")); p++) {
     const char *q = p;
     while (q > text && q[-1] >= '0' && q[-1] <= '9') q--;
     total += atoi(q);

@@ -102,7 +102,8 @@ START_TEST(test_relay_forwards) {
   ck_assert_int_eq(ah_coord_join(lead, comm, 4), 0);
   /* each process learns the verdict on its own (through the relay or not): wait for every one */
   for (int i = 0; i < 4; i++) {
-    for (int t = 0; t < 500 && ah_coord_verdict(c[i], comm) == AH_COORD_VERDICT_NONE; t++) sleep_ms(10);
+    for (int t = 0; t < 500 && ah_coord_verdict(c[i], comm) == AH_COORD_VERDICT_NONE; t++)
+      sleep_ms(10);
     ck_assert_int_eq(ah_coord_verdict(c[i], comm), AH_COORD_VERDICT_COMPLETE);
   }
   ck_assert_int_eq(ah_coord_hub_clients(hub), 5); /* five authenticated processes, two sockets */
@@ -115,8 +116,9 @@ START_TEST(test_relay_forwards) {
   sleep_ms(100);
   uint64_t rings = 0;
   if (read(bell, &rings, sizeof rings) < 0) rings = 0; /* reset: the rings so far */
-  publish_range(lead, comm, 0, 20, 5); /* apart, so that each is its own batch */
-  for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 20, 5000), "client %d got %d", i, rec_count(&recs[i]));
+  publish_range(lead, comm, 0, 20, 5);                 /* apart, so that each is its own batch */
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(rec_wait(&recs[i], 20, 5000), "client %d got %d", i, rec_count(&recs[i]));
   rings = 0;
   ck_assert_int_eq(read(bell, &rings, sizeof rings), (ssize_t)sizeof rings);
   ck_assert_msg(rings >= 1 && rings <= 30, "%llu rings for 20 segments to 3 local processes",
@@ -124,7 +126,8 @@ START_TEST(test_relay_forwards) {
   close(bell);
   close(raw);
   publish_range(lead, comm, 20, 100, 0);
-  for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 100, 5000), "client %d got %d", i, rec_count(&recs[i]));
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(rec_wait(&recs[i], 100, 5000), "client %d got %d", i, rec_count(&recs[i]));
   for (int i = 0; i < 4; i++) ck_assert(rec_exactly(&recs[i], 100));
 
   /* A publish from a channel: stored once, acknowledged through the relay, delivered to all. */
@@ -147,9 +150,11 @@ START_TEST(test_relay_forwards) {
   publish_range(lead, comm, 101, 150, 1);
   ah_coord_client_cut(c[0]);
   publish_range(lead, comm, 150, 250, 1);
-  for (int i = 0; i < 4; i++) ck_assert_msg(rec_wait(&recs[i], 250, 10000), "client %d got %d", i, rec_count(&recs[i]));
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(rec_wait(&recs[i], 250, 10000), "client %d got %d", i, rec_count(&recs[i]));
   sleep_ms(300); /* a duplicate would arrive by now */
-  for (int i = 0; i < 4; i++) ck_assert_msg(rec_exactly(&recs[i], 250), "client %d: %d segments", i, rec_count(&recs[i]));
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(rec_exactly(&recs[i], 250), "client %d: %d segments", i, rec_count(&recs[i]));
   for (int i = 0; i < 4; i++) ck_assert_int_ge(ah_coord_client_connects(c[i]), 2);
   int relays = 0;
   for (int i = 0; i < 4; i++) relays += ah_coord_client_relay_role(c[i]) == 2;
@@ -239,8 +244,8 @@ static void host_join(ah_coord_t *relay, ah_coord_t *peer, ah_coord_t *lead, uin
   sleep_ms(200);
 }
 
-static void lazy_host(const char *host, const char *other, uint64_t comm, int lazy_ms, ah_coord_t **relay_p,
-                      ah_coord_t **peer_p, ah_coord_t **lead_p) {
+static void lazy_host(const char *host, const char *other, uint64_t comm, int lazy_ms,
+                      ah_coord_t **relay_p, ah_coord_t **peer_p, ah_coord_t **lead_p) {
   ah_coord_client_opts_t o;
   quiet_relay_opts(&o, host, lazy_ms);
   ah_coord_t *relay = ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]);
@@ -287,7 +292,8 @@ START_TEST(test_relay_forked_child_takes_nothing) {
   const uint64_t comm = 0x1a2f0;
   ah_coord_client_opts_t o;
   quiet_relay_opts(&o, "", 60000);
-  ah_coord_t *relay = ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]); /* this hostname */
+  ah_coord_t *relay =
+      ah_coord_client_open(&st, NULL, &o, rec_deliver, &recs[0]); /* this hostname */
   ah_coord_setup_t setup = {.relay = 1};
   ah_coord_t *peer = ah_coord_connect(&st, &setup, rec_deliver, &recs[1]);
   ah_coord_t *lead = client_on(&st, "hostF", NULL);
@@ -330,7 +336,8 @@ START_TEST(test_relay_poll_beside_the_io_thread) {
   for (int i = 0; i < n; i++) {
     ah_segment_t sg = seg_make((uint64_t)i);
     ck_assert_int_eq(ah_coord_publish(lead, &k, &sg), 0);
-    if (i % 200 == 0) ck_assert_int_eq(ah_coord_dir_get(peer, dkey, got, sizeof got, 5.0), (int)sizeof val);
+    if (i % 200 == 0)
+      ck_assert_int_eq(ah_coord_dir_get(peer, dkey, got, sizeof got, 5.0), (int)sizeof val);
   }
   ck_assert_msg(rec_wait(&recs[1], n, 20000), "local got %d", rec_count(&recs[1]));
   sleep_ms(100);
@@ -382,7 +389,8 @@ START_TEST(test_relay_ring_is_mapped_ahead) {
    * faults on each (a fault maps the pages around it that exist, not those still to come). */
   atomic_store(&counted, 0);
   publish_range(lead, comm, 0, 1, 0);
-  for (int t = 0; t < 5000 && atomic_load(&counted) < 1; t++, sleep_ms(1)) (void)ah_coord_poll(peer);
+  for (int t = 0; t < 5000 && atomic_load(&counted) < 1; t++, sleep_ms(1))
+    (void)ah_coord_poll(peer);
   ck_assert_int_eq(atomic_load(&counted), 1); /* the take path has run once */
   long faults = 0;
   for (int chunk = 0; chunk < 10; chunk++) {
@@ -391,8 +399,7 @@ START_TEST(test_relay_ring_is_mapped_ahead) {
     ck_assert(rec_wait(&recs[0], to, 10000)); /* the relay has put them into the ring */
     sleep_ms(5);
     long f0 = thread_minflt();
-    while (ah_coord_poll(peer) > 0) {
-    }
+    while (ah_coord_poll(peer) > 0) {}
     faults += thread_minflt() - f0;
     ck_assert_int_eq(atomic_load(&counted), to);
   }
@@ -485,14 +492,16 @@ START_TEST(test_relay_killed_midstream) {
   ah_coord_t *lead = client_on(&st, "hostL", NULL);
   ck_assert_ptr_nonnull(lead);
   ck_assert_int_eq(ah_coord_join(lead, comm, 3), 0);
-  for (int t = 0; t < 200 && ah_coord_verdict(c[2], comm) == AH_COORD_VERDICT_NONE; t++) sleep_ms(10);
+  for (int t = 0; t < 200 && ah_coord_verdict(c[2], comm) == AH_COORD_VERDICT_NONE; t++)
+    sleep_ms(10);
   ck_assert_int_eq(ah_coord_verdict(c[2], comm), AH_COORD_VERDICT_COMPLETE);
   publish_range(lead, comm, 0, 100, 1);
   kill(pid, SIGKILL);
   int status;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   publish_range(lead, comm, 100, 300, 1);
-  for (int i = 0; i < 3; i++) ck_assert_msg(rec_wait(&recs[i], 300, 10000), "client %d got %d", i, rec_count(&recs[i]));
+  for (int i = 0; i < 3; i++)
+    ck_assert_msg(rec_wait(&recs[i], 300, 10000), "client %d got %d", i, rec_count(&recs[i]));
   sleep_ms(300);
   int relays = 0, through = 0;
   for (int i = 0; i < 3; i++) {
@@ -501,7 +510,8 @@ START_TEST(test_relay_killed_midstream) {
     relays += ah_coord_client_relay_role(c[i]) == 2;
     through += ah_coord_client_relay_role(c[i]) == 1;
   }
-  ck_assert_msg(relays == 1, "%d relays: %s", relays, log_text()); /* a new relay was elected and carries the other two */
+  ck_assert_msg(relays == 1, "%d relays: %s", relays,
+                log_text()); /* a new relay was elected and carries the other two */
   ck_assert_msg(through == 2, "%d through the relay: %s", through, log_text());
   ah_coord_client_close(lead);
   for (int i = 2; i >= 0; i--) ah_coord_client_close(c[i]);
@@ -519,7 +529,8 @@ static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p) {
   uint64_t last_pub;
   client_ring_t *ring = NULL;
   if (ah_coord_client_relay_endpoint(relay, &ss, &sl) != 0 ||
-      ah_coord_dial((struct sockaddr *)&ss, sl, st.secret, 0x10ca1, 3000, &fd, fds, &last_pub, err, sizeof err) != 0)
+      ah_coord_dial((struct sockaddr *)&ss, sl, st.secret, 0x10ca1, 3000, &fd, fds, &last_pub, err,
+                    sizeof err) != 0)
     return -1;
   if (!(ring = client_ring_map(fds[1], err, sizeof err))) {
     close(fds[0]);
@@ -558,7 +569,8 @@ static int read_no_fds(int fd, uint8_t *b, size_t n, int *fds_p) {
       char b[CMSG_SPACE(8 * sizeof(int))];
     } cm;
     struct iovec iov = {.iov_base = b + got, .iov_len = n - got};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = &cm, .msg_controllen = sizeof cm};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &cm, .msg_controllen = sizeof cm};
     ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); r > 0 && h; h = CMSG_NXTHDR(&msg, h))
       if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS)
@@ -581,8 +593,7 @@ static int closed_within(int fd, int ms) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   uint8_t b[1024];
   ssize_t r;
-  while ((r = read(fd, b, sizeof b)) > 0) {
-  }
+  while ((r = read(fd, b, sizeof b)) > 0) {}
   return r == 0;
 }
 
@@ -629,8 +640,9 @@ START_TEST(test_relay_refuses_local_without_secret) {
   ah_coord_hdr_encode(AH_MSG_AUTH, 72, auth);
   uint8_t wrong[16];
   memset(wrong, 0x5a, sizeof wrong);
-  ck_assert_int_eq(ah_coord_mac(wrong, "autoha-client", hello + AH_COORD_HDR_BYTES, auth + AH_COORD_HDR_BYTES, 7,
-                                auth + AH_COORD_HDR_BYTES + 40), 0);
+  ck_assert_int_eq(ah_coord_mac(wrong, "autoha-client", hello + AH_COORD_HDR_BYTES,
+                                auth + AH_COORD_HDR_BYTES, 7, auth + AH_COORD_HDR_BYTES + 40),
+                   0);
   ah_coord_put_u64(auth + AH_COORD_HDR_BYTES + 32, 7);
   ck_assert_int_eq(ah_coord_net_write_full(err, fd, auth, sizeof auth, dl), AH_NET_OK);
   uint8_t more[1];
@@ -648,7 +660,8 @@ START_TEST(test_relay_refuses_local_without_secret) {
   ck_assert(closed_within(fd, 3000));
   close(fd);
   ck_assert(log_wait("host relay to hub", 2000));
-  ck_assert_msg(strstr(log_text(), "refused a local process: wrong protocol version 4"), "%s", log_text());
+  ck_assert_msg(strstr(log_text(), "refused a local process: wrong protocol version 4"), "%s",
+                log_text());
 
   /* Another job's secret, same host and hub address: it does not collide with this relay (it
    * elects itself on its own endpoint) and the hub refuses it. */
@@ -669,7 +682,6 @@ START_TEST(test_relay_refuses_local_without_secret) {
 }
 END_TEST
 
-
 /* A local process writing without pause: the relay must still pass the hub's frames to its other
  * local processes (it reads at most RELAY_READ_FRAMES frames of one local process per wake-up).
  * Note that on a unix socket a blocked writer wakes only once much of its buffer is free, so the relay
@@ -686,7 +698,7 @@ START_TEST(test_relay_local_writing_without_pause) {
   ah_key_t k = key_make(comm);
   ah_segment_t s = seg_make(0);
   ck_assert_int_eq(ah_coord_publish(lead, &k, &s), 0);
-  ck_assert(rec_wait(&recs[1], 1, 5000));     /* the host's other process got it ... */
+  ck_assert(rec_wait(&recs[1], 1, 5000));      /* the host's other process got it ... */
   ck_assert_int_eq(atomic_load(&f.capped), 0); /* ... while the flood went on */
   put_flood_stop(&f);
   close(f.fd);
@@ -714,7 +726,9 @@ static int relay_send(int fd, uint8_t type, uint32_t chan, const uint8_t *inner,
   ah_coord_put_u32(f + AH_COORD_HDR_BYTES, chan);
   if (n) memcpy(f + AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED, inner, n);
   return ah_coord_net_write_full(err, fd, f, AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED + n,
-                                 ah_coord_now_ns() + 2000000000ull) == AH_NET_OK ? 0 : -1;
+                                 ah_coord_now_ns() + 2000000000ull) == AH_NET_OK
+             ? 0
+             : -1;
 }
 
 /* The hub's side of the channels, driven by hand from an authenticated connection: a channel is
@@ -747,7 +761,8 @@ START_TEST(test_hub_refuses_bad_channel_frames) {
 
   uint8_t ping[AH_COORD_HDR_BYTES];
   ah_coord_hdr_encode(AH_MSG_PING, 0, ping);
-  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_DATA, 77, ping, sizeof ping), 0); /* unknown: ignored */
+  ck_assert_int_eq(relay_send(fd, AH_MSG_RELAY_DATA, 77, ping, sizeof ping),
+                   0);     /* unknown: ignored */
   ck_assert(raw_ping(fd)); /* the relay's own connection is kept */
 
   int un = raw_connect(&st); /* not authenticated: RELAY_OPEN is refused with the connection */

@@ -22,7 +22,8 @@ static void check_sha(const void *msg, size_t len, const char *want) {
   ck_assert_str_eq(got, want);
 }
 
-static void check_hmac(const void *key, size_t klen, const void *msg, size_t len, const char *want) {
+static void check_hmac(const void *key, size_t klen, const void *msg, size_t len,
+                       const char *want) {
   uint8_t d[32];
   char got[65];
   ah_coord_hmac_sha256(key, klen, msg, len, d);
@@ -49,7 +50,8 @@ END_TEST
 START_TEST(hmac_rfc4231) {
   uint8_t k[131];
   memset(k, 0x0b, 20);
-  check_hmac(k, 20, "Hi There", 8, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  check_hmac(k, 20, "Hi There", 8,
+             "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
   check_hmac("Jefe", 4, "what do ya want for nothing?", 28,
              "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   uint8_t m[50];
@@ -61,10 +63,13 @@ START_TEST(hmac_rfc4231) {
   check_hmac(k, 25, m, 50, "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
   memset(k, 0xaa, 131);
   const char *t6 = "Test Using Larger Than Block-Size Key - Hash Key First";
-  check_hmac(k, 131, t6, strlen(t6), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
-  const char *t7 = "This is a test using a larger than block-size key and a larger than block-size data. "
-                   "The key needs to be hashed before being used by the HMAC algorithm.";
-  check_hmac(k, 131, t7, strlen(t7), "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+  check_hmac(k, 131, t6, strlen(t6),
+             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  const char *t7 =
+      "This is a test using a larger than block-size key and a larger than block-size data. "
+      "The key needs to be hashed before being used by the HMAC algorithm.";
+  check_hmac(k, 131, t7, strlen(t7),
+             "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
 }
 END_TEST
 

@@ -70,8 +70,10 @@ START_TEST(a_late_rank_is_flagged_once_with_its_figures) {
   ev = (ah_strag_event_t){.rank = 7, .flagged = 1, .coll = RS, .bin = 20, .index = 11};
   ah_strag_stats(s, 7, &ev.st);
   ah_strag_text(0xabcull, &ev, "n1 pid 42 gpu 3", text);
-  ck_assert_msg(strstr(text, "straggler on comm 0000000000000abc: rank 7 (n1 pid 42 gpu 3) late in 16 "
-                             "of its last 16 sampled calls by ") && strstr(text, "reducescatter"),
+  ck_assert_msg(strstr(text,
+                       "straggler on comm 0000000000000abc: rank 7 (n1 pid 42 gpu 3) late in 16 "
+                       "of its last 16 sampled calls by ") &&
+                    strstr(text, "reducescatter"),
                 "%s", text);
   ah_strag_free(s);
 }
@@ -82,8 +84,8 @@ START_TEST(jitter_one_late_call_and_half_late_are_not_stragglers) {
   double a[N];
   ah_strag_event_t ev;
   for (uint64_t i = 0; i < 2000; i++) {
-    arrivals(a, 15, -1, 0); /* every rank within +-15 us of a 100 us call */
-    if (i == 500) a[4] += 500; /* one very late call */
+    arrivals(a, 15, -1, 0);     /* every rank within +-15 us of a 100 us call */
+    if (i == 500) a[4] += 500;  /* one very late call */
     if (i % 2 == 0) a[9] += 60; /* late in every other call */
     call(s, RS, i, 100, a);
     ck_assert_msg(!ah_strag_next(s, &ev), "call %llu flagged rank %u (p50 %g)",

@@ -223,14 +223,16 @@ START_TEST(ifname_choice_follows_nccl_socket_ifname) {
    * eth1's IPv4 address. */
   int i = ah_coord_if_choose(fake, nfake, NULL);
   ck_assert_int_eq(i, 4);
-  ck_assert_int_eq(((const struct sockaddr_in *)fake[i].addr)->sin_addr.s_addr, v4[3].sin_addr.s_addr);
+  ck_assert_int_eq(((const struct sockaddr_in *)fake[i].addr)->sin_addr.s_addr,
+                   v4[3].sin_addr.s_addr);
   /* Prefixes, exclusion, exact names. */
-  ck_assert_str_eq(chosen("ens"), "ens5");           /* a global IPv6 address is usable */
+  ck_assert_str_eq(chosen("ens"), "ens5"); /* a global IPv6 address is usable */
   ck_assert_str_eq(chosen("eth"), "eth1");
-  ck_assert_str_eq(chosen("=eth"), "(none)");        /* exact: no interface is named "eth" */
+  ck_assert_str_eq(chosen("=eth"), "(none)"); /* exact: no interface is named "eth" */
   ck_assert_str_eq(chosen("=eth1"), "eth1");
-  ck_assert_str_eq(chosen("=eth0"), "(none)");       /* down */
-  ck_assert_str_eq(chosen("docker,eth"), "docker0"); /* the list order is not a preference: getifaddrs' is */
+  ck_assert_str_eq(chosen("=eth0"), "(none)"); /* down */
+  ck_assert_str_eq(chosen("docker,eth"),
+                   "docker0"); /* the list order is not a preference: getifaddrs' is */
   ck_assert_str_eq(chosen("^lo,docker,eth"), "ens5");
   ck_assert_str_eq(chosen("^=eth1"), "lo");
   ck_assert_str_eq(chosen("lo"), "lo");

@@ -49,8 +49,8 @@ static ah_coord_t *quiet_client(const char *host, int relay, rec_t *r) {
 }
 
 /* A relay and a local process of host `host`, and a leader on another host, joined to comm. */
-static void open_host(const char *host, uint64_t comm, int relay, ah_coord_t **a_p, ah_coord_t **b_p,
-                      ah_coord_t **lead_p) {
+static void open_host(const char *host, uint64_t comm, int relay, ah_coord_t **a_p,
+                      ah_coord_t **b_p, ah_coord_t **lead_p) {
   ah_coord_t *a = quiet_client(host, relay, &recs[0]);
   ah_coord_t *b = quiet_client(host, relay, &recs[1]);
   ah_coord_t *lead = quiet_client("hostLead", relay, &recs[2]);

@@ -40,14 +40,15 @@
 #define NPAT 5
 
 static const size_t key_count[NKEYS] = {64 * 1024, 2 * 1024, 8 * 1024}; /* floats per rank */
-static const int key_coll[NKEYS] = {0, 0, 1};                           /* 0 AllReduce, 1 AllGather */
+static const int key_coll[NKEYS] = {0, 0, 1}; /* 0 AllReduce, 1 AllGather */
 
 static int nprocs, threads = 1, world;
 static long iters = 2000, cut_at = -1, exit_at = -1;
 static double delay_prob = 0.02, delay_us = 2000;
 static ncclUniqueId id;
 static int hub_port, unstamp, unreachable = -1, no_autoha = -1, id_proc;
-static const char *id_file; /* --id-file: the id process writes the id and its pid there (attack tests) */
+static const char
+    *id_file; /* --id-file: the id process writes the id and its pid there (attack tests) */
 
 typedef struct {
   int rank;
@@ -72,13 +73,14 @@ static int cut_hub_connections(void) {
     socklen_t sl = sizeof ss;
     if (fd <= 2 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) continue;
     const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
-    if (ss.ss_family == AF_UNIX && sl > offsetof(struct sockaddr_un, sun_path) + 1 && un->sun_path[0] == 0 &&
-        strncmp(un->sun_path + 1, "autoha-relay-", 13) == 0) {
+    if (ss.ss_family == AF_UNIX && sl > offsetof(struct sockaddr_un, sun_path) + 1 &&
+        un->sun_path[0] == 0 && strncmp(un->sun_path + 1, "autoha-relay-", 13) == 0) {
       shutdown(fd, SHUT_RDWR);
       n++;
       continue;
     }
-    if (ss.ss_family != AF_INET || ntohs(((struct sockaddr_in *)&ss)->sin_port) != hub_port) continue;
+    if (ss.ss_family != AF_INET || ntohs(((struct sockaddr_in *)&ss)->sin_port) != hub_port)
+      continue;
     shutdown(fd, SHUT_RDWR);
     n++;
   }
@@ -129,9 +131,11 @@ static void *rank_main(void *arg) {
       r = key_coll[k] == 0 ? ncclAllReduce(in, recv[k], n, ncclFloat, ncclSum, comm, s)
                            : ncclAllGather(in, recv[k], n, ncclFloat, comm, s);
       st->calls++;
-      if (r == ncclSuccess) r = cudaStreamSynchronize(s) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+      if (r == ncclSuccess)
+        r = cudaStreamSynchronize(s) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
       /* a call completes only after the hub's verdict: tests wait for this line, not a sleep */
-      if (it == 0 && k == 0 && r == ncclSuccess) fprintf(stderr, "coord_job: rank %d: first call done\n", rank);
+      if (it == 0 && k == 0 && r == ncclSuccess)
+        fprintf(stderr, "coord_job: rank %d: first call done\n", rank);
       if (r != ncclSuccess) {
         if (st->errors++ < 3)
           fprintf(stderr, "coord_job: rank %d: call %ld of key %d failed: %s (%s)\n", rank, it, k,
@@ -147,8 +151,7 @@ static void *rank_main(void *arg) {
         float want;
         if (key_coll[k] == 0)
           want = (float)world * (float)(world + 1) / 2 + (float)world * (float)(it % NPAT + j % 3);
-        else
-          want = input_value((int)(j / n), it, j % n);
+        else want = input_value((int)(j / n), it, j % n);
         if (host[j] != want) {
           if (st->bad_data++ < 3)
             fprintf(stderr, "coord_job: rank %d: call %ld key %d element %zu is %g, expected %g\n",
@@ -232,6 +235,7 @@ int main(int argc, char **argv) {
     errors += st[t].errors;
     bad += st[t].bad_data;
   }
-  printf("coord_job: process %d: %ld calls, %ld failed, %ld wrong results\n", proc, calls, errors, bad);
+  printf("coord_job: process %d: %ld calls, %ld failed, %ld wrong results\n", proc, calls, errors,
+         bad);
   return errors || bad ? 1 : 0;
 }

@@ -170,14 +170,16 @@ static int check_reports(int nprocs, int first_rank_step, double *mean_wait_us_p
       int coll = -1, bin = -1;
       const char *cs = json_string_value(json_object_get(key, "coll"));
       bin = (int)json_integer_value(json_object_get(key, "bin"));
-      const char *mine = json_string_value(json_object_get(json_object_get(json_object_get(key, "applied"), "config"), "text"));
+      const char *mine = json_string_value(
+          json_object_get(json_object_get(json_object_get(key, "applied"), "config"), "text"));
       for (int j = 0; j < nkeys; j++) {
         json_t *lk = json_array_get(lkeys, (size_t)j);
         if (strcmp(json_string_value(json_object_get(lk, "coll")), cs) != 0 ||
             json_integer_value(json_object_get(lk, "bin")) != bin)
           continue;
         coll = j;
-        const char *theirs = json_string_value(json_object_get(json_object_get(json_object_get(lk, "applied"), "config"), "text"));
+        const char *theirs = json_string_value(
+            json_object_get(json_object_get(json_object_get(lk, "applied"), "config"), "text"));
         ck_assert_msg(mine && theirs && strcmp(mine, theirs) == 0,
                       "process of rank %d ends %s bin %d on '%s', the leader on '%s'",
                       p * first_rank_step, cs, bin, mine ? mine : "?", theirs ? theirs : "?");
@@ -198,10 +200,12 @@ static void job_ok(int nprocs, int threads, int iters) {
   char it[16], th[16];
   snprintf(it, sizeof it, "%d", iters);
   snprintf(th, sizeof th, "%d", threads);
-  const char *args[] = {"--iters", it, "--threads", th, "--delay-prob", "0.02", "--delay-us", "2000", NULL};
+  const char *args[] = {"--iters", it,           "--threads", th,  "--delay-prob",
+                        "0.02",    "--delay-us", "2000",      NULL};
   double secs;
   const char *out = run_job_ok(nprocs, args, &secs);
-  fprintf(stderr, "%d processes x %d threads, %d calls per rank: %.1f s\n", nprocs, threads, 3 * iters, secs);
+  fprintf(stderr, "%d processes x %d threads, %d calls per rank: %.1f s\n", nprocs, threads,
+          3 * iters, secs);
   char want[64];
   snprintf(want, sizeof want, ": %d calls, 0 failed, 0 wrong results", 3 * iters * threads);
   ck_assert_int_eq(count_lines(out, want), nprocs);
@@ -211,7 +215,8 @@ static void job_ok(int nprocs, int threads, int iters) {
   /* Behind the host relay a segment reaches a process's ring without waking it, and the waiting
    * rank takes it from there (ah_coord_poll); waiting for the relay's lazy doorbell instead (200
    * ms) would show here. */
-  ck_assert_msg(mean_us < 100000, "a wait for the leader's decision took %.1f ms on average", mean_us / 1e3);
+  ck_assert_msg(mean_us < 100000, "a wait for the leader's decision took %.1f ms on average",
+                mean_us / 1e3);
 }
 
 START_TEST(tuned_job_8_processes) { job_ok(8, 1, 7000); } /* 21,000 calls per rank */
@@ -223,7 +228,9 @@ END_TEST
 START_TEST(tuned_job_64_processes) { job_ok(64, 1, 350); } /* 1,050 calls per rank, 67,200 in all */
 END_TEST
 
-START_TEST(tuned_job_4_processes_x_4_threads) { job_ok(4, 4, 1700); } /* 5,100 per rank, 81,600 in all */
+START_TEST(tuned_job_4_processes_x_4_threads) {
+  job_ok(4, 4, 1700);
+} /* 5,100 per rank, 81,600 in all */
 END_TEST
 
 /* The leader's search under arrival skew (issue 17): with NCCLSIM_SKEW=0.3 every rank reaches each
@@ -262,21 +269,27 @@ static void skew_converges_as_without(int nprocs, int threads) {
     json_t *a = json_array_get(keys[0], k), *b = NULL;
     for (size_t j = 0; j < json_array_size(keys[1]); j++) {
       json_t *c = json_array_get(keys[1], j);
-      if (strcmp(json_string_value(json_object_get(c, "coll")), json_string_value(json_object_get(a, "coll"))) == 0 &&
-          json_integer_value(json_object_get(c, "bin")) == json_integer_value(json_object_get(a, "bin")))
+      if (strcmp(json_string_value(json_object_get(c, "coll")),
+                 json_string_value(json_object_get(a, "coll"))) == 0 &&
+          json_integer_value(json_object_get(c, "bin")) ==
+              json_integer_value(json_object_get(a, "bin")))
         b = c;
     }
     ck_assert_ptr_nonnull(b);
     json_t *ta = json_object_get(a, "tuning"), *tb = json_object_get(b, "tuning");
-    const char *sa = json_string_value(json_object_get(ta, "state")), *sb = json_string_value(json_object_get(tb, "state"));
-    ck_assert_msg(sa && sb && strcmp(sa, "searching") != 0 && strcmp(sb, "searching") != 0, "key %zu still searching", k);
+    const char *sa = json_string_value(json_object_get(ta, "state")),
+               *sb = json_string_value(json_object_get(tb, "state"));
+    ck_assert_msg(sa && sb && strcmp(sa, "searching") != 0 && strcmp(sb, "searching") != 0,
+                  "key %zu still searching", k);
     const char *wa = json_string_value(json_object_get(json_object_get(ta, "winner"), "text"));
     const char *wb = json_string_value(json_object_get(json_object_get(tb, "winner"), "text"));
     ck_assert_msg(wa && wb && strcmp(wa, wb) == 0, "%s bin %lld: '%s' without skew, '%s' with",
-                  json_string_value(json_object_get(a, "coll")), json_integer_value(json_object_get(a, "bin")),
-                  wa ? wa : "?", wb ? wb : "?");
-    double ua = json_real_value(json_object_get(ta, "winner_us")), ub = json_real_value(json_object_get(tb, "winner_us"));
-    ck_assert_msg(ua > 0 && fabs(ub - ua) <= 0.02 * ua, "winner's estimate %.3f us without skew, %.3f with", ua, ub);
+                  json_string_value(json_object_get(a, "coll")),
+                  json_integer_value(json_object_get(a, "bin")), wa ? wa : "?", wb ? wb : "?");
+    double ua = json_real_value(json_object_get(ta, "winner_us")),
+           ub = json_real_value(json_object_get(tb, "winner_us"));
+    ck_assert_msg(ua > 0 && fabs(ub - ua) <= 0.02 * ua,
+                  "winner's estimate %.3f us without skew, %.3f with", ua, ub);
     double oa = json_real_value(json_object_get(json_object_get(a, "applied"), "time_us"));
     double ob = json_real_value(json_object_get(json_object_get(b, "applied"), "time_us"));
     skewed += ob > oa * 1.03; /* the leader's own durations did include waiting */
@@ -290,7 +303,9 @@ START_TEST(tuned_job_under_arrival_skew_converges_as_without) { skew_converges_a
 END_TEST
 
 /* The same in one process driving 8 ranks (8 threads; no hub: the process decides alone). */
-START_TEST(tuned_process_under_arrival_skew_converges_as_without) { skew_converges_as_without(1, 8); }
+START_TEST(tuned_process_under_arrival_skew_converges_as_without) {
+  skew_converges_as_without(1, 8);
+}
 END_TEST
 
 START_TEST(cut_connections_reconnect_mid_tuning) {
@@ -322,7 +337,8 @@ END_TEST
  * and every rank runs it fixed (here NCCL's choice, as the process that never joined runs it), so
  * the job completes with no call on which the ranks disagree. */
 static void one_process_never_joins(const char *opt, const char *proc, const char *own_line) {
-  const char *args[] = {"--iters", "1000", opt, proc, "--id-proc", "1", "--delay-prob", "0.02", NULL};
+  const char *args[] = {"--iters", "1000",         opt,    proc, "--id-proc",
+                        "1",       "--delay-prob", "0.02", NULL};
   double secs;
   setenv("AUTOHA_COORD_JOIN_S", "2", 1);
   const char *out = run_job_ok(4, args, &secs);
@@ -330,7 +346,8 @@ static void one_process_never_joins(const char *opt, const char *proc, const cha
   fprintf(stderr, "%s %s: job ended after %.1f s\n", opt, proc, secs);
   ck_assert_int_eq(count_lines(out, ": 3000 calls, 0 failed, 0 wrong results"), 4);
   ck_assert_int_eq(count_lines(out, "disagree"), 0);
-  ck_assert_msg(count_lines(out, "only 3 of its 4 ranks joined within 2000 ms") == 1, "%.4000s", out);
+  ck_assert_msg(count_lines(out, "only 3 of its 4 ranks joined within 2000 ms") == 1, "%.4000s",
+                out);
   /* one warning naming the communicator in each process that joined */
   ck_assert_int_eq(count_lines(out, "not every rank joined the coordinator hub"), 3);
   if (own_line) ck_assert_msg(strstr(out, own_line) != NULL, "no '%s' in:\n%.4000s", own_line, out);
@@ -364,16 +381,17 @@ START_TEST(hub_exit_fails_the_job_without_hanging) {
   ck_assert_msg(secs < 60, "job took %.1f s to end", secs);
   ck_assert(strstr(out, "rank 0 (the hub's process) exits at iteration 15") != NULL);
   /* every survivor fails with a clear error rather than hanging */
-  ck_assert_msg(count_lines(out, "failed: ") >= 7, "survivors did not report errors:\n%.4000s", out);
+  ck_assert_msg(count_lines(out, "failed: ") >= 7, "survivors did not report errors:\n%.4000s",
+                out);
 }
 END_TEST
 
 /* ---- attacks on the hub of a running job ---- */
 
-
 static int hub_connect(void) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons((uint16_t)job_port),
+  struct sockaddr_in in = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)job_port),
                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   if (fd >= 0 && connect(fd, (struct sockaddr *)&in, sizeof in) == 0) return fd;
   if (fd >= 0) close(fd);
@@ -386,7 +404,8 @@ static int hub_connect(void) {
 
 /* A frame header as docs/coordinator.md describes it. */
 static void hdr(uint8_t *h, uint32_t len, uint8_t version, uint8_t type) {
-  h[0] = (uint8_t)(len >> 24), h[1] = (uint8_t)(len >> 16), h[2] = (uint8_t)(len >> 8), h[3] = (uint8_t)len;
+  h[0] = (uint8_t)(len >> 24), h[1] = (uint8_t)(len >> 16), h[2] = (uint8_t)(len >> 8),
+  h[3] = (uint8_t)len;
   h[4] = version, h[5] = type, h[6] = h[7] = 0;
 }
 
@@ -402,8 +421,7 @@ static int attack_send(const void *buf, size_t n, int close_at_once) {
   }
   if (!close_at_once) {
     char b[256];
-    while (read(fd, b, sizeof b) > 0) {
-    }
+    while (read(fd, b, sizeof b) > 0) {}
   }
   close(fd);
   return 0;
@@ -467,7 +485,7 @@ START_TEST(attacks_on_a_running_jobs_hub_are_refused) {
   sleep_ms(250);
   hdr(f, 72, PROTO - 1, 2);
   ck_assert_int_eq(attack_send(f, sizeof f, 0), 0); /* wrong protocol version (the previous one) */
-  pthread_join(slow, NULL); /* ~6 s: the hub cuts it at 3 s */
+  pthread_join(slow, NULL);                         /* ~6 s: the hub cuts it at 3 s */
   ck_assert(slow_ok);
   static int flood[1000];
   int held = 0;
@@ -523,8 +541,8 @@ fail:
 
 START_TEST(authenticated_flood_beside_a_tuned_job) {
   char idpath[400];
-  const char *args[] = {"--iters", "5000", "--delay-prob", "0.1", "--delay-us", "2000", "--id-file",
-                        NULL, NULL};
+  const char *args[] = {"--iters", "5000",      "--delay-prob", "0.1", "--delay-us",
+                        "2000",    "--id-file", NULL,           NULL};
   /* the id file lives beside the job's output, which start_job creates: name it after the fact */
   static char idarg[400];
   snprintf(idarg, sizeof idarg, "/tmp/coord_e2e_id_%d", (int)getpid());
@@ -553,7 +571,8 @@ START_TEST(authenticated_flood_beside_a_tuned_job) {
   pthread_create(&t, NULL, drain_fd, &fd);
   static uint8_t buf[FLOOD_FRAMES * FLOOD_PUB_BYTES];
   for (int batch = 0; batch < 110; batch++) { /* 10 of JOINs, then 100 of PUBLISHes */
-    size_t n = batch < 10 ? flood_joins(buf, 0xf00d000000ull, batch) : flood_publishes(buf, 0xf00d000000ull, batch - 10);
+    size_t n = batch < 10 ? flood_joins(buf, 0xf00d000000ull, batch)
+                          : flood_publishes(buf, 0xf00d000000ull, batch - 10);
     ck_assert_int_eq(send(fd, buf, n, MSG_NOSIGNAL), (ssize_t)n);
     long kb = proc_status_kb(hub_pid, "VmRSS");
     if (kb > peak) peak = kb;
@@ -567,9 +586,10 @@ START_TEST(authenticated_flood_beside_a_tuned_job) {
     if (kb > peak) peak = kb;
   }
   long hwm = proc_status_kb(hub_pid, "VmHWM");
-  printf("authenticated flood (10,000 JOINs, 100,000 PUBLISHes) on the hub of an 8-process job: "
-         "hub process resident %ld kB before, peak %ld kB sampled, VmHWM %ld kB (bound: +32768 kB)\n",
-         rss0, peak, hwm);
+  printf(
+      "authenticated flood (10,000 JOINs, 100,000 PUBLISHes) on the hub of an 8-process job: "
+      "hub process resident %ld kB before, peak %ld kB sampled, VmHWM %ld kB (bound: +32768 kB)\n",
+      rss0, peak, hwm);
   fflush(stdout);
   shutdown(fd, SHUT_RDWR);
   pthread_join(t, NULL);
@@ -581,8 +601,10 @@ START_TEST(authenticated_flood_beside_a_tuned_job) {
   fprintf(stderr, "job beside the flood: exit %d after %.1f s\n", rc, now_s() - t0);
   ck_assert_msg(rc == 0, "job failed (exit %d):\n%.4000s", rc, out);
   ck_assert_int_eq(count_lines(out, ": 15000 calls, 0 failed, 0 wrong results"), 8);
-  ck_assert_msg(strstr(out, "at most 1024 per client, 4096 per job); its ranks run NCCL's own choices") != NULL,
-                "no cap refusal in:\n%.3000s", out);
+  ck_assert_msg(
+      strstr(out, "at most 1024 per client, 4096 per job); its ranks run NCCL's own choices") !=
+          NULL,
+      "no cap refusal in:\n%.3000s", out);
   check_reports(8, 1, NULL);
 }
 END_TEST

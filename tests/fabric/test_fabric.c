@@ -32,8 +32,8 @@ START_TEST(build_defaults_and_errors) {
   ck_assert_int_eq(sim_fabric_ports(f), 2);
   ck_assert_int_eq(sim_fabric_is_ib(f), 1);
   ck_assert_double_eq(sim_fabric_port_gbps(f), 200);
-  ck_assert_int_eq(sim_fabric_leaves(f), 4);  /* one node per pair */
-  ck_assert_int_eq(sim_fabric_spines(f), 8);  /* 8 host ports per leaf, 1:1 */
+  ck_assert_int_eq(sim_fabric_leaves(f), 4); /* one node per pair */
+  ck_assert_int_eq(sim_fabric_spines(f), 8); /* 8 host ports per leaf, 1:1 */
   /* 2 nodes x 8 NICs x 2 ports x (up, down) + 4 leaves x 8 spines x (up, down) */
   ck_assert_int_eq(sim_fabric_link_count(f), 64 + 64);
   sim_fabric_free(f);
@@ -85,9 +85,11 @@ START_TEST(every_link_name_reads_back) {
   }
   ck_assert_str_eq(sim_fabric_link_name(f, 0, name, sizeof name), "node0/mlx5_0:1->leaf0");
   ck_assert_str_eq(sim_fabric_link_name(f, 3, name, sizeof name), "leaf1->node0/mlx5_0:2");
-  const char *no[] = {"leaf4->spine0", "leaf0->spine3", "spine0->leaf01", "node3/mlx5_0:1->leaf2",
-                      "node0/mlx5_0:1->leaf1", "node0/mlx5_0:3", "leaf0-spine0", " leaf0->spine0", "spine1"};
-  for (size_t i = 0; i < sizeof no / sizeof *no; i++) ck_assert_msg(sim_fabric_link_find(f, no[i]) == -1, "%s", no[i]);
+  const char *no[] = {"leaf4->spine0",         "leaf0->spine3",         "spine0->leaf01",
+                      "node3/mlx5_0:1->leaf2", "node0/mlx5_0:1->leaf1", "node0/mlx5_0:3",
+                      "leaf0-spine0",          " leaf0->spine0",        "spine1"};
+  for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+    ck_assert_msg(sim_fabric_link_find(f, no[i]) == -1, "%s", no[i]);
   sim_fabric_free(f);
 }
 END_TEST
@@ -98,7 +100,8 @@ START_TEST(route_shapes) {
   char a[64], b[64];
   sim_fabric_flow_t same_nic = {{0, 1, 1}, {0, 1, 1}, 0xC000, 0};
   ck_assert_int_eq(sim_fabric_route(f, &same_nic, links, 4), 0);
-  sim_fabric_flow_t same_leaf = {{0, 0, 1}, {1, 0, 1}, 0xC123, 0}; /* NIC 0 of both: the left leaf */
+  sim_fabric_flow_t same_leaf = {
+      {0, 0, 1}, {1, 0, 1}, 0xC123, 0}; /* NIC 0 of both: the left leaf */
   ck_assert_int_eq(sim_fabric_route(f, &same_leaf, links, 4), 2);
   ck_assert_str_eq(sim_fabric_link_name(f, links[0], a, sizeof a), "node0/mlx5_0:1->leaf0");
   ck_assert_str_eq(sim_fabric_link_name(f, links[1], b, sizeof b), "leaf0->node1/mlx5_0:1");
@@ -127,11 +130,16 @@ END_TEST
 START_TEST(schedule_clocks_and_grammar) {
   sim_fabric_t *f = make("nodes=2,gpus=8,nic=2x400x2", "spines=4");
   char err[512];
-  int up = sim_fabric_link_find(f, "leaf0->spine3"), down = sim_fabric_link_find(f, "spine3->leaf0");
-  int deg = sim_fabric_link_find(f, "spine0->leaf1"), port = sim_fabric_link_find(f, "leaf2->node1/mlx5_1:1");
-  ck_assert_msg(sim_fabric_schedule(f, "at=2.5s:down:leaf0-spine3; at=100ms:degrade=0.25:leaf1-spine0;\n"
-                                       "at=5000us@virt:portdown:node1/mlx5_1:1 ;at=3s@wall:up:leaf0-spine3",
-                                    err, sizeof err) == 0, "%s", err);
+  int up = sim_fabric_link_find(f, "leaf0->spine3"),
+      down = sim_fabric_link_find(f, "spine3->leaf0");
+  int deg = sim_fabric_link_find(f, "spine0->leaf1"),
+      port = sim_fabric_link_find(f, "leaf2->node1/mlx5_1:1");
+  ck_assert_msg(
+      sim_fabric_schedule(f,
+                          "at=2.5s:down:leaf0-spine3; at=100ms:degrade=0.25:leaf1-spine0;\n"
+                          "at=5000us@virt:portdown:node1/mlx5_1:1 ;at=3s@wall:up:leaf0-spine3",
+                          err, sizeof err) == 0,
+      "%s", err);
   ck_assert_double_eq(sim_fabric_link_fraction(f, up, 2.4, 0), 1);
   ck_assert_double_eq(sim_fabric_link_fraction(f, up, 2.5, 0), 0);
   ck_assert_double_eq(sim_fabric_link_fraction(f, down, 2.7, 0), 0); /* both directions */
@@ -153,20 +161,25 @@ START_TEST(schedule_clocks_and_grammar) {
     ck_assert_msg(strstr(err, bads[i][1]) != NULL, "'%s' not in: %s", bads[i][1], err);
   }
   /* a rejected spec changed nothing: leaf0-spine0 never went down */
-  ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, "leaf0->spine0"), 10, 0), 1);
+  ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, "leaf0->spine0"), 10, 0),
+                      1);
   char path[] = "/tmp/fabric_faults_XXXXXX";
   int fd = mkstemp(path);
   ck_assert_int_ge(fd, 0);
-  const char *file = "# a comment\nat=1s:down:leaf3->spine2   # one direction\n\nat=2s:up:leaf3->spine2\n";
+  const char *file =
+      "# a comment\nat=1s:down:leaf3->spine2   # one direction\n\nat=2s:up:leaf3->spine2\n";
   ck_assert_int_eq(write(fd, file, strlen(file)), (ssize_t)strlen(file));
   close(fd);
   char spec[64];
   snprintf(spec, sizeof spec, "file:%s", path);
   ck_assert_msg(sim_fabric_schedule(f, spec, err, sizeof err) == 0, "%s", err);
   unlink(path);
-  ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, "leaf3->spine2"), 1.5, 0), 0);
-  ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, "spine2->leaf3"), 1.5, 0), 1);
-  ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, "leaf3->spine2"), 2.5, 0), 1);
+  ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, "leaf3->spine2"), 1.5, 0),
+                      0);
+  ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, "spine2->leaf3"), 1.5, 0),
+                      1);
+  ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, "leaf3->spine2"), 2.5, 0),
+                      1);
   ck_assert_double_eq(sim_fabric_link_fraction(f, up, 2.6, 0), 0); /* the first spec still holds */
   sim_fabric_free(f);
 }
@@ -177,9 +190,11 @@ START_TEST(schedule_whole_nic) {
    * same NIC keep theirs; nicup brings all of them back */
   sim_fabric_t *f = make("nodes=2,gpus=8,nic=2x400x2", "spines=4,bond=0");
   char err[512];
-  ck_assert_msg(sim_fabric_schedule(f, "at=1s:nicdown:node1/mlx5_1;at=3s:nicup:node1/mlx5_1", err, sizeof err) == 0,
+  ck_assert_msg(sim_fabric_schedule(f, "at=1s:nicdown:node1/mlx5_1;at=3s:nicup:node1/mlx5_1", err,
+                                    sizeof err) == 0,
                 "%s", err);
-  const char *gone[] = {"node1/mlx5_1:1->leaf2", "leaf2->node1/mlx5_1:1", "node1/mlx5_1:2->leaf3", "leaf3->node1/mlx5_1:2"};
+  const char *gone[] = {"node1/mlx5_1:1->leaf2", "leaf2->node1/mlx5_1:1", "node1/mlx5_1:2->leaf3",
+                        "leaf3->node1/mlx5_1:2"};
   for (int i = 0; i < 4; i++) {
     int l = sim_fabric_link_find(f, gone[i]);
     ck_assert_int_ge(l, 0);
@@ -188,9 +203,11 @@ START_TEST(schedule_whole_nic) {
     ck_assert_double_eq(sim_fabric_link_fraction(f, l, 3, 0), 1);
   }
   const char *kept[] = {"node1/mlx5_0:1->leaf2", "node1/mlx5_0:2->leaf3", "node0/mlx5_1:1->leaf0"};
-  for (int i = 0; i < 3; i++) ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, kept[i]), 2, 0), 1);
-  const char *bads[] = {"at=1s:nicdown:node1/mlx5_1:1", "at=1s:nicdown:node2/mlx5_0", "at=1s:nicdown:node1/mlx5_01",
-                        "at=1s:nicup:leaf0-spine0", "at=1s:down:node1/mlx5_1"};
+  for (int i = 0; i < 3; i++)
+    ck_assert_double_eq(sim_fabric_link_fraction(f, sim_fabric_link_find(f, kept[i]), 2, 0), 1);
+  const char *bads[] = {"at=1s:nicdown:node1/mlx5_1:1", "at=1s:nicdown:node2/mlx5_0",
+                        "at=1s:nicdown:node1/mlx5_01", "at=1s:nicup:leaf0-spine0",
+                        "at=1s:down:node1/mlx5_1"};
   for (size_t i = 0; i < sizeof bads / sizeof *bads; i++) {
     ck_assert_int_eq(sim_fabric_schedule(f, bads[i], err, sizeof err), -1);
     ck_assert_msg(strstr(err, bads[i]) != NULL, "'%s' not in: %s", bads[i], err);
@@ -204,7 +221,8 @@ START_TEST(schedule_fatal_nic) {
    * reported fatal from then on; its neighbour and the same NIC of another node are untouched */
   sim_fabric_t *f = make("nodes=2,gpus=8,nic=2x400x2", "spines=4,bond=0");
   char err[512];
-  ck_assert_msg(sim_fabric_schedule(f, "at=1s:nicfatal:node1/mlx5_1;at=3s:nicup:node1/mlx5_1", err, sizeof err) == 0,
+  ck_assert_msg(sim_fabric_schedule(f, "at=1s:nicfatal:node1/mlx5_1;at=3s:nicup:node1/mlx5_1", err,
+                                    sizeof err) == 0,
                 "%s", err);
   int l = sim_fabric_link_find(f, "node1/mlx5_1:2->leaf3");
   ck_assert_int_ge(l, 0);
@@ -236,7 +254,8 @@ START_TEST(shared_state_across_fork) {
     sim_fabric_t *g = sim_fabric_create("nodes=2,gpus=8,nic=2x400x2", "spines=2", 0, e, sizeof e);
     int rc = !g || sim_fabric_attach(g, name, e, sizeof e) ? 10 : 0;
     if (!rc && sim_fabric_link_fraction(g, 3, 0, 0) != 0.5) rc = 11;
-    if (!rc && !(sim_fabric_wall_s(g) >= parent_now && sim_fabric_wall_s(g) < parent_now + 5)) rc = 12;
+    if (!rc && !(sim_fabric_wall_s(g) >= parent_now && sim_fabric_wall_s(g) < parent_now + 5))
+      rc = 12;
     if (!rc) sim_fabric_set_link(g, 7, 0);
     _exit(rc);
   }

@@ -19,18 +19,20 @@ static uint32_t rnd(uint64_t *s) {
 
 START_TEST(sport_is_the_kernels) {
   uint64_t s = 7;
-  ck_assert_uint_eq(sim_fabric_sport(0, 1, 1), 0xC001); /* label 1*1 = 1 */
+  ck_assert_uint_eq(sim_fabric_sport(0, 1, 1), 0xC001);      /* label 1*1 = 1 */
   ck_assert_uint_eq(sim_fabric_sport(0x4001, 0, 0), 0xC000); /* high bits fold onto the low ones */
   for (int i = 0; i < 100000; i++) {
     uint32_t l = rnd(&s) & 0xFFFFFF, r = rnd(&s) & 0xFFFFFF, label = rnd(&s) & 0xFFFFF;
-    ck_assert_uint_eq(sim_fabric_sport(0, l, r), ah_path_label_to_sport(ah_path_label_from_qpn(l, r)));
+    ck_assert_uint_eq(sim_fabric_sport(0, l, r),
+                      ah_path_label_to_sport(ah_path_label_from_qpn(l, r)));
     if (label) ck_assert_uint_eq(sim_fabric_sport(label, l, r), ah_path_label_to_sport(label));
   }
 }
 END_TEST
 
 /* The (side, spine, rx side) a sim route took, from its links; returns 0, or -1 for no route. */
-static int decode(const sim_fabric_t *f, const int *links, int n, int *side_p, int *spine_p, int *rx_p) {
+static int decode(const sim_fabric_t *f, const int *links, int n, int *side_p, int *spine_p,
+                  int *rx_p) {
   sim_fabric_link_t a, b;
   if (n < 2) return -1;
   sim_fabric_link_info(f, links[0], &a);
@@ -59,12 +61,13 @@ START_TEST(routes_match_the_planners_model) {
     int spines = 1 + (int)(rnd(&s) % 12), pairs = (nodes + hpp - 1) / hpp;
     char topo[128], spec[512];
     snprintf(topo, sizeof topo, "nodes=%d,gpus=8,nic=%dx400x2", nodes, nics);
-    int len = snprintf(spec, sizeof spec, "spines=%d,hostsperpair=%d,seeds=0x%x:0x%x:0x%x", spines, hpp,
-                       rnd(&s), rnd(&s), rnd(&s));
+    int len = snprintf(spec, sizeof spec, "spines=%d,hostsperpair=%d,seeds=0x%x:0x%x:0x%x", spines,
+                       hpp, rnd(&s), rnd(&s), rnd(&s));
     int nfail = trial % 3 == 0 ? 0 : (int)(rnd(&s) % (unsigned)(spines + 2));
     for (int i = 0; i < nfail; i++)
-      len += snprintf(spec + len, sizeof spec - (size_t)len, "%s%u-%u", i ? "/" : ",fail=",
-                      rnd(&s) % (unsigned)(2 * pairs), rnd(&s) % (unsigned)spines);
+      len +=
+          snprintf(spec + len, sizeof spec - (size_t)len, "%s%u-%u",
+                   i ? "/" : ",fail=", rnd(&s) % (unsigned)(2 * pairs), rnd(&s) % (unsigned)spines);
     char err[512];
     sim_fabric_t *f = sim_fabric_create(topo, spec, 0, err, sizeof err);
     ck_assert_msg(f != NULL, "%s: %s", spec, err);
@@ -76,11 +79,16 @@ START_TEST(routes_match_the_planners_model) {
     ck_assert_int_eq(t->nspines, spines);
     ck_assert_int_eq(t->nhosts, nodes);
     for (int k = 0; k < 2000; k++) {
-      ah_path_flow_t pf = {0, (int)(rnd(&s) % (unsigned)nodes), (int)(rnd(&s) % (unsigned)nics),
-                           (int)(rnd(&s) % (unsigned)nodes), (int)(rnd(&s) % (unsigned)nics), 0};
+      ah_path_flow_t pf = {0,
+                           (int)(rnd(&s) % (unsigned)nodes),
+                           (int)(rnd(&s) % (unsigned)nics),
+                           (int)(rnd(&s) % (unsigned)nodes),
+                           (int)(rnd(&s) % (unsigned)nics),
+                           0};
       if (pf.shost == pf.dhost && pf.snic == pf.dnic) continue;
       uint16_t sport = (uint16_t)(0xC000 | (rnd(&s) & 0x3FFF));
-      sim_fabric_flow_t fl = {{pf.shost, pf.snic, 1 + (int)(rnd(&s) & 1)}, {pf.dhost, pf.dnic, 1}, sport, 0};
+      sim_fabric_flow_t fl = {
+          {pf.shost, pf.snic, 1 + (int)(rnd(&s) & 1)}, {pf.dhost, pf.dnic, 1}, sport, 0};
       int side, spine, rx, sside, sspine, srx, links[4];
       ah_path_model_route(t, &pf, sport, &side, &spine, &rx);
       int m = sim_fabric_route(f, &fl, links, 4);
@@ -91,8 +99,9 @@ START_TEST(routes_match_the_planners_model) {
       }
       ck_assert_int_eq(decode(f, links, m, &sside, &sspine, &srx), 0);
       ck_assert_msg(side == sside && spine == sspine && rx == srx,
-                    "%s flow %d/%d->%d/%d port 0x%x: planner (%d,%d,%d) sim (%d,%d,%d)", spec, pf.shost, pf.snic,
-                    pf.dhost, pf.dnic, sport, side, spine, rx, sside, sspine, srx);
+                    "%s flow %d/%d->%d/%d port 0x%x: planner (%d,%d,%d) sim (%d,%d,%d)", spec,
+                    pf.shost, pf.snic, pf.dhost, pf.dnic, sport, side, spine, rx, sside, sspine,
+                    srx);
       compared++;
       cross += spine >= 0;
     }
@@ -106,7 +115,8 @@ END_TEST
 
 START_TEST(topo_text_names_hosts_and_addresses) {
   char err[256], text[4096];
-  sim_fabric_t *f = sim_fabric_create("nodes=2,gpus=8,nic=4x400x2", "seeds=0x51:0x52:0x53,fail=3-1", 0, err, sizeof err);
+  sim_fabric_t *f = sim_fabric_create("nodes=2,gpus=8,nic=4x400x2", "seeds=0x51:0x52:0x53,fail=3-1",
+                                      0, err, sizeof err);
   ck_assert_msg(f != NULL, "%s", err);
   const char *names[] = {"alpha", "beta"};
   ck_assert_int_gt(sim_fabric_topo_text(f, names, text, sizeof text), 0);

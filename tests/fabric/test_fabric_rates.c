@@ -77,7 +77,8 @@ START_TEST(strict_priority_starves_the_low_class) {
   sim_fabric_rates(f, fl, 2, 0, 0, r);
   ck_assert_double_eq_tol(r[1], 100, 1e-6);
   ck_assert_double_eq_tol(r[0], 0, 1e-6);
-  sim_fabric_set_link(f, up_link(f, 1), 0.3); /* the high class can use only 30: the rest is low's */
+  sim_fabric_set_link(f, up_link(f, 1),
+                      0.3); /* the high class can use only 30: the rest is low's */
   sim_fabric_rates(f, fl, 2, 0, 0, r);
   ck_assert_double_eq_tol(r[1], 30, 1e-6);
   ck_assert_double_eq_tol(r[0], 70, 1e-6);
@@ -118,7 +119,8 @@ START_TEST(degraded_scheduled_and_down_links) {
   sim_fabric_rates(f, fl, 1, 0, 0, r);
   ck_assert_double_eq_tol(r[0], 50, 1e-6);
   sim_fabric_set_link(f, down_link(f, 2), 1);
-  ck_assert_msg(sim_fabric_schedule(f, "at=1s:portdown:node0/mlx5_0:1; at=2s:portup:node0/mlx5_0:1", err, sizeof err) == 0,
+  ck_assert_msg(sim_fabric_schedule(f, "at=1s:portdown:node0/mlx5_0:1; at=2s:portup:node0/mlx5_0:1",
+                                    err, sizeof err) == 0,
                 "%s", err);
   sim_fabric_rates(f, fl, 2, 0.5, 0, r);
   ck_assert_double_eq_tol(r[0], 50, 1e-6);
@@ -159,7 +161,8 @@ START_TEST(default_fabric_is_one_to_one) {
   ck_assert_int_eq(sim_fabric_spines(f), 8);
   sim_fabric_flow_t fl[16];
   double r[16], sum = 0;
-  for (int i = 0; i < 16; i++) fl[i] = (sim_fabric_flow_t){{0, i % 8, 1}, {1, i % 8, 1}, (uint16_t)(0xC000 + 97 * i), 0};
+  for (int i = 0; i < 16; i++)
+    fl[i] = (sim_fabric_flow_t){{0, i % 8, 1}, {1, i % 8, 1}, (uint16_t)(0xC000 + 97 * i), 0};
   sim_fabric_rates(f, fl, 16, 0, 0, r);
   for (int i = 0; i < 16; i++) {
     ck_assert_double_le_tol(r[i], 400, 1e-6);

@@ -42,7 +42,8 @@ static void *bystander(void *arg) {
   while (!atomic_load(&capturing)) {} /* start once the capture is open */
   for (long k = 0; k < calls; k++) {
     ncclGroupStart();
-    for (int i = 0; i < 2; i++) ncclAllReduce(buf[i], buf[i], N, ncclFloat, ncclMax, comms[i], s[i]);
+    for (int i = 0; i < 2; i++)
+      ncclAllReduce(buf[i], buf[i], N, ncclFloat, ncclMax, comms[i], s[i]);
     if (ncclGroupEnd() != ncclSuccess) bystander_errors++;
   }
   for (int i = 0; i < 2; i++) {
@@ -75,8 +76,10 @@ int main(int argc, char **argv) {
   int ok = begin == cudaSuccess && copy == cudaSuccess && end == cudaSuccess &&
            cudaGraphInstantiate(&x, g, 0) == cudaSuccess && cudaGraphLaunch(x, s) == cudaSuccess &&
            b[N - 1] == N - 1 && bystander_errors == 0;
-  printf("capture_bystander: %ld grouped calls beside a global-mode capture: begin %s, end %s, "
-         "bystander errors %ld: %s\n", calls, cudaGetErrorName(begin), cudaGetErrorName(end),
-         bystander_errors, ok ? "OK" : "FAILED");
+  printf(
+      "capture_bystander: %ld grouped calls beside a global-mode capture: begin %s, end %s, "
+      "bystander errors %ld: %s\n",
+      calls, cudaGetErrorName(begin), cudaGetErrorName(end), bystander_errors,
+      ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }

@@ -24,10 +24,10 @@
 
 #include "ncclsim.h"
 
-#define AR_N (16 * 1024)  /* AllReduce on the world: floats */
-#define AG_N (2 * 1024)   /* AllGather on the split: ints per rank */
-#define RS_N (4 * 1024)   /* ReduceScatter on the world: floats per rank */
-#define AR2_N 1024        /* AllReduce on the split: ints */
+#define AR_N (16 * 1024) /* AllReduce on the world: floats */
+#define AG_N (2 * 1024)  /* AllGather on the split: ints per rank */
+#define RS_N (4 * 1024)  /* ReduceScatter on the world: floats per rank */
+#define AR2_N 1024       /* AllReduce on the split: ints */
 
 static int nprocs, threads = 1, world;
 static long eager = 100, launches = 1000;
@@ -58,9 +58,11 @@ static void fill(bufs_t *h, int rank, long it) {
 /* The step's collectives on the device buffers d (stream s). */
 static ncclResult_t step(const bufs_t *d, ncclComm_t wc, ncclComm_t sc, cudaStream_t s) {
   ncclResult_t r;
-  if ((r = ncclAllReduce(d->ar_in, d->ar_out, AR_N, ncclFloat, ncclSum, wc, s)) != ncclSuccess) return r;
+  if ((r = ncclAllReduce(d->ar_in, d->ar_out, AR_N, ncclFloat, ncclSum, wc, s)) != ncclSuccess)
+    return r;
   if ((r = ncclAllGather(d->ag_in, d->ag_out, AG_N, ncclInt32, sc, s)) != ncclSuccess) return r;
-  if ((r = ncclReduceScatter(d->rs_in, d->rs_out, RS_N, ncclFloat, ncclSum, wc, s)) != ncclSuccess) return r;
+  if ((r = ncclReduceScatter(d->rs_in, d->rs_out, RS_N, ncclFloat, ncclSum, wc, s)) != ncclSuccess)
+    return r;
   return ncclAllReduce(d->ar2_in, d->ar2_out, AR2_N, ncclInt32, ncclMax, sc, s);
 }
 
@@ -109,17 +111,20 @@ wrong:
 }
 
 static int bufs_alloc(bufs_t *b, int device) {
-  size_t sz[8] = {AR_N * 4, AR_N * 4, (size_t)RS_N * world * 4, RS_N * 4,
-                  AG_N * 4, (size_t)AG_N * world * 4, AR2_N * 4, AR2_N * 4};
-  void **p[8] = {(void **)&b->ar_in, (void **)&b->ar_out, (void **)&b->rs_in, (void **)&b->rs_out,
-                 (void **)&b->ag_in, (void **)&b->ag_out, (void **)&b->ar2_in, (void **)&b->ar2_out};
+  size_t sz[8] = {AR_N * 4,  AR_N * 4, (size_t)RS_N * world * 4,
+                  RS_N * 4,  AG_N * 4, (size_t)AG_N * world * 4,
+                  AR2_N * 4, AR2_N * 4};
+  void **p[8] = {(void **)&b->ar_in,  (void **)&b->ar_out, (void **)&b->rs_in,
+                 (void **)&b->rs_out, (void **)&b->ag_in,  (void **)&b->ag_out,
+                 (void **)&b->ar2_in, (void **)&b->ar2_out};
   for (int i = 0; i < 8; i++)
     if ((device ? cudaMalloc(p[i], sz[i]) : cudaMallocHost(p[i], sz[i])) != cudaSuccess) return -1;
   return 0;
 }
 
 static void bufs_free(bufs_t *b, int device) {
-  void *p[8] = {b->ar_in, b->ar_out, b->rs_in, b->rs_out, b->ag_in, b->ag_out, b->ar2_in, b->ar2_out};
+  void *p[8] = {b->ar_in, b->ar_out, b->rs_in,  b->rs_out,
+                b->ag_in, b->ag_out, b->ar2_in, b->ar2_out};
   for (int i = 0; i < 8; i++) {
     if (device) cudaFree(p[i]);
     else cudaFreeHost(p[i]);
@@ -136,8 +141,8 @@ static void bufs_free(bufs_t *b, int device) {
   } while (0)
 
 /* One eager step: inputs in, collectives, outputs out, checked. */
-static int eager_step(rank_state_t *st, bufs_t *h, const bufs_t *d, ncclComm_t wc,
-                      ncclComm_t sc, cudaStream_t s, long it) {
+static int eager_step(rank_state_t *st, bufs_t *h, const bufs_t *d, ncclComm_t wc, ncclComm_t sc,
+                      cudaStream_t s, long it) {
   cudaError_t ce = cudaSuccess;
   fill(h, st->rank, it);
   copy_all(d, h, 1, cudaMemcpyHostToDevice, s, &ce);
@@ -165,7 +170,8 @@ static void *rank_main(void *arg) {
   memset(&d, 0, sizeof d);
   cudaSetDevice(st->rank % threads);
   if (ncclCommInitRank(&wc, world, id, st->rank) != ncclSuccess) FAIL("ncclCommInitRank failed");
-  if (ncclCommSplit(wc, 0, world - 1 - st->rank, &sc, NULL) != ncclSuccess) FAIL("ncclCommSplit failed");
+  if (ncclCommSplit(wc, 0, world - 1 - st->rank, &sc, NULL) != ncclSuccess)
+    FAIL("ncclCommSplit failed");
   if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) FAIL("no stream");
   if (bufs_alloc(&h, 0) || bufs_alloc(&d, 1)) FAIL("out of memory");
   long it = 0;
@@ -183,10 +189,12 @@ static void *rank_main(void *arg) {
     FAIL("capture failed: copies %s, NCCL %s (%s), cudaStreamEndCapture %s", cudaGetErrorName(ce),
          ncclGetErrorString(r), ncclGetLastError(wc), cudaGetErrorName(ee));
   st->captured = 4;
-  if ((ce = cudaGraphInstantiate(&x, g, 0)) != cudaSuccess) FAIL("cudaGraphInstantiate: %s", cudaGetErrorName(ce));
+  if ((ce = cudaGraphInstantiate(&x, g, 0)) != cudaSuccess)
+    FAIL("cudaGraphInstantiate: %s", cudaGetErrorName(ce));
   for (long i = 0; i < launches; i++, it++) {
     fill(&h, st->rank, it);
-    if ((ce = cudaGraphLaunch(x, s)) != cudaSuccess || (ce = cudaStreamSynchronize(s)) != cudaSuccess)
+    if ((ce = cudaGraphLaunch(x, s)) != cudaSuccess ||
+        (ce = cudaStreamSynchronize(s)) != cudaSuccess)
       FAIL("launch %ld: %s (%s)", i, cudaGetErrorName(ce), ncclGetLastError(wc));
     st->launched++;
     check(&h, st->rank, it, &st->bad);
@@ -208,9 +216,12 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--eager")) eager = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--launches")) launches = atol(argv[i + 1]);
-    else if (!strcmp(argv[i], "--mode") && !strcmp(argv[i + 1], "global")) mode = cudaStreamCaptureModeGlobal;
-    else if (!strcmp(argv[i], "--mode") && !strcmp(argv[i + 1], "thread_local")) mode = cudaStreamCaptureModeThreadLocal;
-    else if (!strcmp(argv[i], "--mode") && !strcmp(argv[i + 1], "relaxed")) mode = cudaStreamCaptureModeRelaxed;
+    else if (!strcmp(argv[i], "--mode") && !strcmp(argv[i + 1], "global"))
+      mode = cudaStreamCaptureModeGlobal;
+    else if (!strcmp(argv[i], "--mode") && !strcmp(argv[i + 1], "thread_local"))
+      mode = cudaStreamCaptureModeThreadLocal;
+    else if (!strcmp(argv[i], "--mode") && !strcmp(argv[i + 1], "relaxed"))
+      mode = cudaStreamCaptureModeRelaxed;
     else {
       fprintf(stderr, "graph_job: unknown option '%s %s'\n", argv[i], argv[i + 1]);
       return 2;

@@ -27,7 +27,7 @@ static cudaStream_t new_stream(unsigned flags) {
 }
 
 static enum cudaStreamCaptureStatus status_of(cudaStream_t s) {
-  enum cudaStreamCaptureStatus st = (enum cudaStreamCaptureStatus)-1;
+  enum cudaStreamCaptureStatus st = (enum cudaStreamCaptureStatus) - 1;
   ck_assert_int_eq(cudaStreamIsCapturing(s, &st), cudaSuccess);
   return st;
 }
@@ -42,8 +42,8 @@ START_TEST(test_capture_and_replay) {
   ck_assert_int_eq(status_of(s), cudaStreamCaptureStatusActive);
   ck_assert_int_eq(cudaMemcpyAsync(b, a, sizeof a, cudaMemcpyDeviceToDevice, s), cudaSuccess);
   ck_assert_int_eq(ncclsimStreamAddCompute(s, 100.0), cudaSuccess);
-  ck_assert_int_eq(b[5], 0);                         /* recorded, not done */
-  ck_assert_double_eq(ncclsimStreamTime(s), t0);     /* and no time taken */
+  ck_assert_int_eq(b[5], 0);                     /* recorded, not done */
+  ck_assert_double_eq(ncclsimStreamTime(s), t0); /* and no time taken */
   enum cudaStreamCaptureStatus st;
   unsigned long long id = 0;
   cudaGraph_t during = NULL, g = NULL;
@@ -84,7 +84,8 @@ START_TEST(test_sync_on_capturing_stream) {
   ck_assert_ptr_null(g);
   ck_assert_int_eq(status_of(s), cudaStreamCaptureStatusNone);
   ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess); /* usable again */
-  ck_assert_str_eq(cudaGetErrorName(cudaErrorStreamCaptureInvalidated), "cudaErrorStreamCaptureInvalidated");
+  ck_assert_str_eq(cudaGetErrorName(cudaErrorStreamCaptureInvalidated),
+                   "cudaErrorStreamCaptureInvalidated");
   /* the driver's query of a capturing stream, and of the device */
   ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
   ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
@@ -94,7 +95,8 @@ START_TEST(test_sync_on_capturing_stream) {
   ck_assert_int_eq(cudaDeviceSynchronize(), cudaErrorStreamCaptureUnsupported);
   ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
   /* rules of begin and end */
-  ck_assert_int_eq(cudaStreamBeginCapture(NULL, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+  ck_assert_int_eq(cudaStreamBeginCapture(NULL, cudaStreamCaptureModeGlobal),
+                   cudaErrorStreamCaptureUnsupported);
   ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaErrorIllegalState);
   ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
   ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaErrorIllegalState);
@@ -118,7 +120,8 @@ START_TEST(test_captured_event) {
   ck_assert_int_eq(status_of(s), cudaStreamCaptureStatusInvalidated);
   cudaGraph_t g;
   ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
-  ck_assert_int_eq(cuEventSynchronize(e), CUDA_ERROR_CAPTURED_EVENT); /* last recorded in a capture */
+  ck_assert_int_eq(cuEventSynchronize(e),
+                   CUDA_ERROR_CAPTURED_EVENT); /* last recorded in a capture */
   /* a replay records it for real: then it may be queried */
   ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
   ck_assert_int_eq(ncclsimStreamAddCompute(s, 50.0), cudaSuccess);
@@ -183,7 +186,7 @@ END_TEST
 /* ---- other threads --------------------------------------------------------------------------- */
 
 typedef struct {
-  int mode;             /* the thread's capture interaction mode */
+  int mode; /* the thread's capture interaction mode */
   cudaError_t malloc_r, query_r;
   cudaStream_t end_stream;
   cudaError_t end_r;
@@ -341,7 +344,8 @@ START_TEST(test_driver_api) {
   ck_assert_int_eq(m, CU_STREAM_CAPTURE_MODE_GLOBAL);
   ck_assert_int_eq(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   ck_assert_int_eq(cudaMemcpyAsync(b, a, sizeof a, cudaMemcpyDeviceToDevice, s), cudaSuccess);
-  ck_assert_int_eq(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* never in capture */
+  ck_assert_int_eq(cuCtxSynchronize(),
+                   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* never in capture */
   ck_assert_int_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   ck_assert_int_eq(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   ck_assert_int_eq(cudaMemcpyAsync(b, a, sizeof a, cudaMemcpyDeviceToDevice, s), cudaSuccess);
@@ -408,6 +412,4 @@ static Suite *suite(void) {
   return su;
 }
 
-int main(void) {
-  return ah_check_run(suite());
-}
+int main(void) { return ah_check_run(suite()); }

@@ -110,7 +110,8 @@ START_TEST(send_log_ring) {
   ck_assert_uint_eq(l.tail, 2);
   ah_ha_slog_push(&l, &sg); /* 3 */
   ah_ha_slog_push(&l, &sg); /* 4 */
-  ck_assert_uint_eq(ah_ha_slog_retire(&l, 3), 2); /* a replay's synthesized completion covers 2..3 */
+  ck_assert_uint_eq(ah_ha_slog_retire(&l, 3),
+                    2); /* a replay's synthesized completion covers 2..3 */
   ck_assert_int_eq(ah_ha_slog_complete_next(&l), 4);
   ck_assert_uint_eq(ah_ha_slog_cons_tail(&l), 3);
   ck_assert_uint_eq(l.head, l.tail);
@@ -172,7 +173,8 @@ END_TEST
 
 /* The sender's completions are exactly those of a run without the failure, in posting order: one
  * per signalled WR of posted[0..np). */
-static void assert_completions_as_posted(const ah_ha_swr_t *posted, int np, const int *completions, int nc) {
+static void assert_completions_as_posted(const ah_ha_swr_t *posted, int np, const int *completions,
+                                         int nc) {
   int want = 0;
   for (int i = 0; i < np; i++)
     if (posted[i].send_flags & 2u) {
@@ -222,7 +224,8 @@ static void model(int nmsg, int delivered, int acked) {
   for (uint64_t s = l.tail; s < first; s++) /* synthesized: delivered, completion lost */
     if (l.e[s % l.cap].send_flags & 2u) completions[nc++] = (int)l.e[s % l.cap].wr_id;
   uint64_t taken_again = 0;
-  for (uint64_t s = first; s < l.head; s++) { /* replayed on the shadow: delivered and acked there */
+  for (uint64_t s = first; s < l.head;
+       s++) { /* replayed on the shadow: delivered and acked there */
     const ah_ha_swr_t *e = &l.e[s % l.cap];
     taken_again += (uint64_t)ah_ha_consumes(e->opcode);
     if (e->send_flags & 2u) completions[nc++] = (int)e->wr_id;
@@ -260,8 +263,8 @@ static void post_chains(ah_ha_slog_t *l, ah_ha_swr_t *posted, int *np, int m0, i
 
 /* One queue pair carrying log entries [from, np): the wire delivers the first d in order (each
  * consuming message is counted in taken[] by its number), ACKs reach the sender for the first a. */
-static void carry(ah_ha_slog_t *l, const ah_ha_swr_t *posted, int from, int np, int d, int a, int *taken,
-                  uint64_t *recv_taken, int *completions, int *nc) {
+static void carry(ah_ha_slog_t *l, const ah_ha_swr_t *posted, int from, int np, int d, int a,
+                  int *taken, uint64_t *recv_taken, int *completions, int *nc) {
   if (from + d > np) d = np - from;
   if (a > d) a = d;
   for (int i = from; i < from + d; i++)
@@ -308,7 +311,8 @@ static void model2(int nmsg, int extra, int d1, int a1, int d2, int a2) {
   first = fail_over(&l, recv_taken, completions, &nc);
   carry(&l, posted, first, np, np, np, taken, &recv_taken, completions, &nc);
   ck_assert_uint_eq(recv_taken, l.cons);
-  for (uint64_t k = 1; k <= l.cons; k++) ck_assert_msg(taken[k] == 1, "message %llu taken %d times", (unsigned long long)k, taken[k]);
+  for (uint64_t k = 1; k <= l.cons; k++)
+    ck_assert_msg(taken[k] == 1, "message %llu taken %d times", (unsigned long long)k, taken[k]);
   assert_completions_as_posted(posted, np, completions, nc);
   ah_ha_slog_free(&l);
 }
@@ -341,11 +345,13 @@ START_TEST(report_ha_roundtrip) {
   r->ha.nfail = 2;
   for (int i = 0; i < 2; i++) {
     ah_report_failover_t *f = &r->ha.fail[i];
-    f->time_s = 1000.5 + i, f->qpn = 77 + (uint32_t)i, f->port = 1, f->shadow_port = 2, f->stall_ms = 1.25;
+    f->time_s = 1000.5 + i, f->qpn = 77 + (uint32_t)i, f->port = 1, f->shadow_port = 2,
+    f->stall_ms = 1.25;
     f->replayed = (uint32_t)(i + 1), f->synthesized = (uint32_t)i;
     snprintf(f->dev, sizeof f->dev, "mlx5_%d", i);
   }
-  snprintf(r->ha.fail[1].shadow_dev, sizeof r->ha.fail[1].shadow_dev, "mlx5_0"); /* AUTOHA_HA=nic's */
+  snprintf(r->ha.fail[1].shadow_dev, sizeof r->ha.fail[1].shadow_dev,
+           "mlx5_0"); /* AUTOHA_HA=nic's */
   char *text = ah_report_to_string(r);
   ck_assert_ptr_nonnull(text);
   ah_report_t *back = NULL;
@@ -361,14 +367,16 @@ START_TEST(report_ha_roundtrip) {
   ck_assert_str_eq(back->ha.fail[1].dev, "mlx5_1");
   ck_assert_int_eq(back->ha.fail[1].shadow_port, 2);
   ck_assert_str_eq(back->ha.fail[1].shadow_dev, "mlx5_0");
-  ck_assert_str_eq(back->ha.fail[0].shadow_dev, ""); /* absent: the shadow is on the primary's NIC */
+  ck_assert_str_eq(back->ha.fail[0].shadow_dev,
+                   ""); /* absent: the shadow is on the primary's NIC */
   ck_assert_uint_eq(back->ha.fail[1].replayed, 2);
   ck_assert(back->ha.fail[0].stall_ms > 1.2 && back->ha.fail[0].stall_ms < 1.3);
   ck_assert_uint_eq(back->ha.rebalances, 0); /* no re-plan: no rebalance fields */
   ck_assert_ptr_null(strstr(text, "rebalance"));
   ah_report_free(back);
   free(text);
-  r->ha.rebalances = 2, r->ha.rebalanced = 5, r->ha.rb_before = 0, r->ha.rb_share = 0.5, r->ha.rb_bound = 0.5;
+  r->ha.rebalances = 2, r->ha.rebalanced = 5, r->ha.rb_before = 0, r->ha.rb_share = 0.5,
+  r->ha.rb_bound = 0.5;
   text = ah_report_to_string(r);
   ck_assert_ptr_nonnull(text);
   ck_assert_msg(ah_report_parse(text, &back, err, sizeof err) == 0, "%s", err);

@@ -8,7 +8,8 @@
 #include "ah_check.h"
 #include "ah_ha_nic.h"
 
-static const char *const eight[] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"};
+static const char *const eight[] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3",
+                                    "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"};
 
 START_TEST(backup_is_the_neighbour) {
   for (int i = 0; i < 8; i++) ck_assert_int_eq(ah_ha_nic_backup(eight, 8, eight[i], NULL), i ^ 1);
@@ -30,10 +31,12 @@ START_TEST(backup_within_nccl_ib_hca) {
   /* prefix match (NCCL's), and exact with '=' */
   ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_3", "mlx5"), 2);
   ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_1", "=mlx5_1,mlx5_5"), 5);
-  ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_1", "=mlx5_1,mlx5"), -1); /* exact: mlx5 names none */
+  ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_1", "=mlx5_1,mlx5"),
+                   -1); /* exact: mlx5 names none */
   /* exclusion: without mlx5_1, mlx5_0 pairs with mlx5_2 */
   ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_0", "^mlx5_1"), 2);
-  ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_7", "^mlx5_1"), 0); /* 7 candidates: the last wraps */
+  ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_7", "^mlx5_1"),
+                   0); /* 7 candidates: the last wraps */
   /* a primary outside the list is backed as if appended to it */
   ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_5", "mlx5_0,mlx5_2"), 0);
   ck_assert_int_eq(ah_ha_nic_backup(eight, 8, "mlx5_5", "mlx5_0,mlx5_2,mlx5_4"), 4);
@@ -83,7 +86,8 @@ START_TEST(keys_many_and_by_space) {
   ck_assert_ptr_nonnull(t);
   ah_ha_keyspace_t s[4] = {space(1, 0), space(2, 0), space(3, 0), space(3, 1)};
   for (int k = 0; k < 4; k++)
-    for (uint32_t i = 0; i < 5000; i++) ck_assert_int_eq(ah_ha_keys_put(t, &s[k], i << 8 | 0x5a, i * 4 + (uint32_t)k), 0);
+    for (uint32_t i = 0; i < 5000; i++)
+      ck_assert_int_eq(ah_ha_keys_put(t, &s[k], i << 8 | 0x5a, i * 4 + (uint32_t)k), 0);
   ck_assert_uint_eq(ah_ha_keys_count(t), 20000);
   for (int k = 0; k < 4; k++)
     for (uint32_t i = 0; i < 5000; i += 97) {

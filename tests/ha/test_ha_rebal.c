@@ -19,10 +19,12 @@ static char *topo_text(int hosts) {
   for (int h = 0; h < hosts; h++) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, "host h%d %d\n", h, h);
     for (int i = 0; i < 8; i++)
-      n += snprintf(buf + n, sizeof buf - (size_t)n, "nic h%d mlx5_%d 10.1.%d.%d\n", h, i, h, i + 1);
+      n +=
+          snprintf(buf + n, sizeof buf - (size_t)n, "nic h%d mlx5_%d 10.1.%d.%d\n", h, i, h, i + 1);
   }
   n += snprintf(buf + n, sizeof buf - (size_t)n, "job j 1 ring 2 ");
-  for (int h = 0; h < hosts; h++) n += snprintf(buf + n, sizeof buf - (size_t)n, "%sh%d", h ? "," : "", h);
+  for (int h = 0; h < hosts; h++)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%sh%d", h ? "," : "", h);
   snprintf(buf + n, sizeof buf - (size_t)n, "\n");
   return buf;
 }
@@ -54,18 +56,21 @@ START_TEST(flow_by_planned_port) {
   setup(&f, 2);
   for (int i = 0; i < f.n; i++) {
     const ah_path_flow_t *fl = &f.flows[i];
-    const uint8_t *sg = f.t->hosts[fl->shost].gid[fl->snic], *dg = f.t->hosts[fl->dhost].gid[fl->dnic];
+    const uint8_t *sg = f.t->hosts[fl->shost].gid[fl->snic],
+                  *dg = f.t->hosts[fl->dhost].gid[fl->dnic];
     ck_assert_int_eq(ah_ha_rebal_flow(f.t, f.flows, f.plan, f.n, sg, dg, f.plan[i].sport, NULL), i);
     /* a port the plan did not give this pair, and a taken flow, find nothing */
     unsigned char *taken = calloc((size_t)f.n, 1);
     taken[i] = 1;
-    ck_assert_int_eq(ah_ha_rebal_flow(f.t, f.flows, f.plan, f.n, sg, dg, f.plan[i].sport, taken), -1);
+    ck_assert_int_eq(ah_ha_rebal_flow(f.t, f.flows, f.plan, f.n, sg, dg, f.plan[i].sport, taken),
+                     -1);
     free(taken);
     /* the reverse direction is another flow */
     ck_assert_int_ne(ah_ha_rebal_flow(f.t, f.flows, f.plan, f.n, dg, sg, f.plan[i].sport, NULL), i);
   }
   uint8_t unknown[16] = {0xfe, 0x80};
-  ck_assert_int_eq(ah_ha_rebal_flow(f.t, f.flows, f.plan, f.n, unknown, f.t->hosts[1].gid[0], f.plan[0].sport, NULL),
+  ck_assert_int_eq(ah_ha_rebal_flow(f.t, f.flows, f.plan, f.n, unknown, f.t->hosts[1].gid[0],
+                                    f.plan[0].sport, NULL),
                    -1);
   teardown(&f);
 }
@@ -105,7 +110,8 @@ static void check_spine_down(int hosts, int spine) {
     hit[i] = 1;
     for (int j = 0; j < k; j++) {
       int dup = 0;
-      for (int q = 0; q < nl; q++) dup |= links[q].leaf == l[j].leaf && links[q].spine == l[j].spine;
+      for (int q = 0; q < nl; q++)
+        dup |= links[q].leaf == l[j].leaf && links[q].spine == l[j].spine;
       if (!dup) links[nl++] = l[j];
     }
   }
@@ -116,8 +122,9 @@ static void check_spine_down(int hosts, int spine) {
   ck_assert_int_eq(ah_ha_rebal_plan(f.t, f.flows, f.plan, f.n, links, nl, routes, moved, &res), 0);
   ck_assert(res.before == 0); /* the plan's ports leave flows on the dead spine */
   ck_assert_msg(res.share > 0, "a flow is left without a path");
-  ck_assert_msg(res.share >= 0.95 * res.bound, "re-planned %.3f < 0.95 x best %.3f (%d hosts, spine %d)", res.share,
-                res.bound, hosts, spine);
+  ck_assert_msg(res.share >= 0.95 * res.bound,
+                "re-planned %.3f < 0.95 x best %.3f (%d hosts, spine %d)", res.share, res.bound,
+                hosts, spine);
   int nmoved = 0;
   for (int i = 0; i < f.n; i++) {
     nmoved += moved[i];
@@ -136,9 +143,13 @@ static void check_spine_down(int hosts, int spine) {
   teardown(&f);
 }
 
-START_TEST(replan_spine_down_2) { for (int s = 0; s < 8; s++) check_spine_down(2, s); }
+START_TEST(replan_spine_down_2) {
+  for (int s = 0; s < 8; s++) check_spine_down(2, s);
+}
 END_TEST
-START_TEST(replan_spine_down_4) { for (int s = 0; s < 8; s += 3) check_spine_down(4, s); }
+START_TEST(replan_spine_down_4) {
+  for (int s = 0; s < 8; s += 3) check_spine_down(4, s);
+}
 END_TEST
 
 /* A degraded spine (the links a slow queue pair's route crosses, at the rebalance's 0.1): the
@@ -156,8 +167,10 @@ START_TEST(replan_spine_degraded) {
   unsigned char *moved = calloc((size_t)f.n, 1);
   ah_ha_rebal_result_t res;
   ck_assert_int_eq(ah_ha_rebal_plan(f.t, f.flows, f.plan, f.n, links, nl, routes, moved, &res), 0);
-  ck_assert_msg(res.before > 0 && res.share > res.before, "degraded: plan %.3f, re-planned %.3f", res.before, res.share);
-  ck_assert_msg(res.share >= 0.95 * res.bound, "re-planned %.3f < 0.95 x best %.3f", res.share, res.bound);
+  ck_assert_msg(res.before > 0 && res.share > res.before, "degraded: plan %.3f, re-planned %.3f",
+                res.before, res.share);
+  ck_assert_msg(res.share >= 0.95 * res.bound, "re-planned %.3f < 0.95 x best %.3f", res.share,
+                res.bound);
   ck_assert_int_eq(moved[0], 1);
   for (int i = 0; i < f.n; i++) {
     ah_path_link_state_t l[2];
@@ -181,20 +194,25 @@ START_TEST(clear_sport_leaves_bad_links) {
   for (int i = 0; i < f.n; i += 3) {
     const ah_path_flow_t *fl = &f.flows[i];
     ah_path_flow_t g;
-    ck_assert_int_eq(ah_ha_rebal_flow_by_gids(f.t, f.t->hosts[fl->shost].gid[fl->snic], f.t->hosts[fl->dhost].gid[fl->dnic], &g), 0);
-    ck_assert(g.shost == fl->shost && g.snic == fl->snic && g.dhost == fl->dhost && g.dnic == fl->dnic);
+    ck_assert_int_eq(ah_ha_rebal_flow_by_gids(f.t, f.t->hosts[fl->shost].gid[fl->snic],
+                                              f.t->hosts[fl->dhost].gid[fl->dnic], &g),
+                     0);
+    ck_assert(g.shost == fl->shost && g.snic == fl->snic && g.dhost == fl->dhost &&
+              g.dnic == fl->dnic);
     ah_path_link_state_t bad[2];
     int nl = ah_ha_rebal_suspects(f.t, &g, f.plan[i].sport, bad);
     ck_assert_int_eq(nl, 2);
     bad[0].fraction = 0.5, bad[1].fraction = 0;
-    uint16_t p = ah_ha_rebal_clear_sport(f.t, &g, bad, nl, (uint16_t)(f.plan[i].sport + 1), f.plan[i].sport);
+    uint16_t p =
+        ah_ha_rebal_clear_sport(f.t, &g, bad, nl, (uint16_t)(f.plan[i].sport + 1), f.plan[i].sport);
     ck_assert_uint_ne(p, 0);
     ck_assert_uint_ne(p, f.plan[i].sport);
     ah_path_link_state_t l[2];
     int k = ah_ha_rebal_suspects(f.t, &g, p, l);
     ck_assert_int_eq(k, 2);
     for (int j = 0; j < k; j++)
-      for (int q = 0; q < nl; q++) ck_assert(!(l[j].leaf == bad[q].leaf && l[j].spine == bad[q].spine));
+      for (int q = 0; q < nl; q++)
+        ck_assert(!(l[j].leaf == bad[q].leaf && l[j].spine == bad[q].spine));
   }
   uint8_t nowhere[16] = {0xfe};
   ah_path_flow_t g;

@@ -60,7 +60,9 @@ static void expect_1g_busbw(const char *spec, int algo, double lo, double hi) {
                 sim_model_algo_name(algo), bw, lo, hi);
 }
 
-START_TEST(ring_simple_1x8_1g) { expect_1g_busbw("nodes=1,gpus=8,gpu=h100", AH_ALGO_RING, 350, 370); }
+START_TEST(ring_simple_1x8_1g) {
+  expect_1g_busbw("nodes=1,gpus=8,gpu=h100", AH_ALGO_RING, 350, 370);
+}
 END_TEST
 
 /* DGX-A100 one node: ~230-240 GB/s (nccl#1712); A100 has no NVLS, so Ring/Simple is the default. */
@@ -82,7 +84,9 @@ START_TEST(nvls_1x8_1g) {
 }
 END_TEST
 
-START_TEST(nvlstree_4node_1g) { expect_1g_busbw("nodes=4,gpus=8,gpu=h100,nic=8x400", AH_ALGO_NVLS_TREE, 340, 370); }
+START_TEST(nvlstree_4node_1g) {
+  expect_1g_busbw("nodes=4,gpus=8,gpu=h100,nic=8x400", AH_ALGO_NVLS_TREE, 340, 370);
+}
 END_TEST
 
 START_TEST(small_allreduce_1x8) {
@@ -90,7 +94,8 @@ START_TEST(small_allreduce_1x8) {
   for (size_t b = 1 * KiB; b <= 16 * KiB; b *= 4) {
     sim_optimum_t o;
     ck_assert_int_eq(sim_model_optimum(&M, AH_FUNC_ALLREDUCE, b, 0, &o), 0);
-    ck_assert_msg(o.def_us >= 12 && o.def_us <= 20, "1x8 AllReduce %zu B default %.2f us not in 12-20", b, o.def_us);
+    ck_assert_msg(o.def_us >= 12 && o.def_us <= 20,
+                  "1x8 AllReduce %zu B default %.2f us not in 12-20", b, o.def_us);
     ck_assert_int_eq(o.def.algo, AH_ALGO_RING); /* NCCL: Ring/LL for small messages on one node */
     ck_assert_int_eq(o.def.proto, AH_PROTO_LL);
   }
@@ -163,12 +168,14 @@ START_TEST(nccl_default_picks) {
   ck_assert_int_eq((int)c.chunk, 32768);
   model_for(&M, "nodes=2,gpus=8,gpu=h100,nic=8x400", 22809);
   size_t sizes[] = {4 * KiB, 1 * MiB, 64 * MiB};
-  int want[][2] = {{AH_ALGO_TREE, AH_PROTO_LL}, {AH_ALGO_TREE, AH_PROTO_LL128}, {AH_ALGO_NVLS_TREE, AH_PROTO_SIMPLE}};
+  int want[][2] = {{AH_ALGO_TREE, AH_PROTO_LL},
+                   {AH_ALGO_TREE, AH_PROTO_LL128},
+                   {AH_ALGO_NVLS_TREE, AH_PROTO_SIMPLE}};
   for (int i = 0; i < 3; i++) {
     sim_model_cost_table(&M, AH_FUNC_ALLREDUCE, sizes[i], 1, t);
     ck_assert_int_eq(sim_model_select(&M, AH_FUNC_ALLREDUCE, sizes[i], t, 0, 0, &c), 0);
-    ck_assert_msg(c.algo == want[i][0] && c.proto == want[i][1], "2x8 %zu B: picked %s/%s", sizes[i],
-                  sim_model_algo_name(c.algo), sim_model_proto_name(c.proto));
+    ck_assert_msg(c.algo == want[i][0] && c.proto == want[i][1], "2x8 %zu B: picked %s/%s",
+                  sizes[i], sim_model_algo_name(c.algo), sim_model_proto_name(c.proto));
   }
   /* Ring/Simple uses NCCL's 2 MiB chunk and 512+32 threads at large sizes. */
   ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 0, 0, &c), 0);
@@ -187,17 +194,21 @@ START_TEST(tuner_channels_and_chunk) {
   ck_assert_int_eq(c.nchannels, 24);
   ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 5, 0, &c), 0);
   ck_assert_int_eq(c.nchannels, 5);
-  ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, 4 * KiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 8, 0, &c), 0);
+  ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, 4 * KiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 8, 0, &c),
+                   0);
   ck_assert_int_eq(c.nchannels, 1); /* 32 KiB of traffic per channel */
   model_for(&M, "nodes=1,gpus=8,gpu=h100", 22100);
   ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 40, 0, &c), 0);
   ck_assert_int_eq(c.nchannels, 32); /* no cap before 2.22, only MAXCHANNELS (32 before 2.25) */
   model_for(&M, "nodes=1,gpus=8,gpu=h100", 23007);
-  ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 0, 1000000, &c), 0);
+  ck_assert_int_eq(
+      forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 0, 1000000, &c), 0);
   ck_assert_int_eq((int)c.chunk, 1000000 / 512 * 512);
-  ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 0, 64 * MiB, &c), 0);
+  ck_assert_int_eq(
+      forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_SIMPLE, 0, 64 * MiB, &c), 0);
   ck_assert_int_eq((int)c.chunk, 2 * 1024 * 1024);
-  ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_LL128, 0, 4 * MiB, &c), 0);
+  ck_assert_int_eq(forced(&M, AH_FUNC_ALLREDUCE, GiB, AH_ALGO_RING, AH_PROTO_LL128, 0, 4 * MiB, &c),
+                   0);
   ck_assert_int_eq((int)c.chunk, 576000);
 }
 END_TEST
@@ -208,9 +219,12 @@ static void check_unimodal(const double *v, int n, const char *what) {
   for (int i = 1; i < n; i++)
     if (v[i] < v[g]) g = i;
   for (int i = g; i > 0; i--)
-    ck_assert_msg(v[i - 1] >= v[i] * 0.99, "%s: second minimum left of index %d (%.3f < %.3f)", what, g, v[i - 1], v[i]);
+    ck_assert_msg(v[i - 1] >= v[i] * 0.99, "%s: second minimum left of index %d (%.3f < %.3f)",
+                  what, g, v[i - 1], v[i]);
   for (int i = g; i + 1 < n; i++)
-    ck_assert_msg(v[i + 1] >= v[i] * 0.99, "%s: second minimum right of index %d (%.3f < %.3f at %d)", what, g, v[i + 1], v[i], i + 1);
+    ck_assert_msg(v[i + 1] >= v[i] * 0.99,
+                  "%s: second minimum right of index %d (%.3f < %.3f at %d)", what, g, v[i + 1],
+                  v[i], i + 1);
 }
 
 /* The model's time of base with one resource swept over its range, into v: channels 1..64,
@@ -231,8 +245,10 @@ static int sweep(const sim_config_t *base, int coll, size_t S, double phi, int a
 }
 
 START_TEST(one_minimum_per_axis) {
-  const char *topos[] = {"nodes=1,gpus=8,gpu=h100", "nodes=2,gpus=8,gpu=h100", "nodes=4,gpus=8,gpu=a100,nic=8x200"};
-  int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST, AH_FUNC_REDUCE};
+  const char *topos[] = {"nodes=1,gpus=8,gpu=h100", "nodes=2,gpus=8,gpu=h100",
+                         "nodes=4,gpus=8,gpu=a100,nic=8x200"};
+  int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST,
+                 AH_FUNC_REDUCE};
   size_t sizes[] = {64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB};
   double phis[] = {0, 0.8};
   char what[200];
@@ -250,8 +266,9 @@ START_TEST(one_minimum_per_axis) {
               for (int axis = 0; axis < 3; axis++) {
                 double v[64];
                 int n = sweep(&base, coll, S, phis[fi], axis, v);
-                snprintf(what, sizeof what, "%s %s %zu %s/%s phi=%.1f %s", topos[ti], sim_model_coll_name(coll), S,
-                         sim_model_algo_name(a), sim_model_proto_name(p), phis[fi], axis_name[axis]);
+                snprintf(what, sizeof what, "%s %s %zu %s/%s phi=%.1f %s", topos[ti],
+                         sim_model_coll_name(coll), S, sim_model_algo_name(a),
+                         sim_model_proto_name(p), phis[fi], axis_name[axis]);
                 check_unimodal(v, n, what);
               }
             }
@@ -276,7 +293,8 @@ static int best_channels(const sim_config_t *base, int coll, size_t S, double ph
 
 START_TEST(interference_wants_fewer_channels) {
   const char *topos[] = {"nodes=1,gpus=8,gpu=h100", "nodes=2,gpus=8,gpu=h100"};
-  int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST, AH_FUNC_REDUCE};
+  int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST,
+                 AH_FUNC_REDUCE};
   for (int ti = 0; ti < 2; ti++) {
     model_for(&M, topos[ti], 22809);
     for (int ci = 0; ci < 5; ci++)
@@ -285,9 +303,11 @@ START_TEST(interference_wants_fewer_channels) {
           for (int p = 0; p < SIM_NUM_PROTOS; p++) {
             sim_config_t base;
             if (forced(&M, colls[ci], S, a, p, 0, 0, &base) != 0) continue;
-            int b0 = best_channels(&base, colls[ci], S, 0), b8 = best_channels(&base, colls[ci], S, 0.8);
-            ck_assert_msg(b8 <= b0, "%s %s %zu %s/%s: best channels %d at phi=0.8 > %d at phi=0", topos[ti],
-                          sim_model_coll_name(colls[ci]), S, sim_model_algo_name(a), sim_model_proto_name(p), b8, b0);
+            int b0 = best_channels(&base, colls[ci], S, 0),
+                b8 = best_channels(&base, colls[ci], S, 0.8);
+            ck_assert_msg(b8 <= b0, "%s %s %zu %s/%s: best channels %d at phi=0.8 > %d at phi=0",
+                          topos[ti], sim_model_coll_name(colls[ci]), S, sim_model_algo_name(a),
+                          sim_model_proto_name(p), b8, b0);
           }
   }
 }
@@ -317,9 +337,11 @@ START_TEST(best_chunk_grows_with_size) {
                   best = ch;
                 }
               }
-              ck_assert_msg(best >= prev, "%s %s %s/%s phi=%.1f: best chunk %zu at %zu B < %zu at the size before",
-                            topos[ti], sim_model_coll_name(coll), sim_model_algo_name(a), sim_model_proto_name(p),
-                            fi * 0.8, best, S, prev);
+              ck_assert_msg(
+                  best >= prev,
+                  "%s %s %s/%s phi=%.1f: best chunk %zu at %zu B < %zu at the size before",
+                  topos[ti], sim_model_coll_name(coll), sim_model_algo_name(a),
+                  sim_model_proto_name(p), fi * 0.8, best, S, prev);
               prev = best;
             }
           }
@@ -342,7 +364,8 @@ START_TEST(default_gap_is_autoccl_sized) {
     sum += g;
     n++;
   }
-  ck_assert_msg(sum / n >= 1.05 && worst <= 1.8, "AllGather 1x8 phi=0.8: mean gain %.3f, max %.3f", sum / n, worst);
+  ck_assert_msg(sum / n >= 1.05 && worst <= 1.8, "AllGather 1x8 phi=0.8: mean gain %.3f, max %.3f",
+                sum / n, worst);
 }
 END_TEST
 
@@ -369,15 +392,19 @@ START_TEST(optimum_matches_brute_force) {
         for (int a = 0; a < SIM_NUM_ALGOS; a++)
           for (int p = 0; p < SIM_NUM_PROTOS; p++)
             for (int nc = 1; nc <= 64; nc++)
-              for (size_t ch = 0; ch <= 8 * MiB; ch = ch ? ch * 2 : versions[ti] >= 23000 ? 1024 : 8 * MiB + 1) {
+              for (size_t ch = 0; ch <= 8 * MiB; ch = ch                      ? ch * 2
+                                                      : versions[ti] >= 23000 ? 1024
+                                                                              : 8 * MiB + 1) {
                 sim_config_t c;
                 if (forced(&M, coll, sizes[si], a, p, nc, ch, &c) != 0) continue;
                 double us = sim_model_time_us(&M, coll, sizes[si], &c, phi);
                 if (us >= 0 && us < best) best = us;
               }
-        ck_assert_msg(fabs(best - o.best_us) <= 1e-9 * best, "optimum %.6f != brute force %.6f", o.best_us, best);
+        ck_assert_msg(fabs(best - o.best_us) <= 1e-9 * best, "optimum %.6f != brute force %.6f",
+                      o.best_us, best);
         ck_assert(o.best_us <= o.def_us);
-        ck_assert_double_eq_tol(sim_model_time_us(&M, coll, sizes[si], &o.best, phi), o.best_us, 1e-9);
+        ck_assert_double_eq_tol(sim_model_time_us(&M, coll, sizes[si], &o.best, phi), o.best_us,
+                                1e-9);
       }
   }
 }
@@ -466,7 +493,8 @@ START_TEST(environment) {
   /* The per-collective syntax needs 2.24: before, the value is an error and defaults stay. */
   topo.version = 22204;
   sim_model_init(&M, &topo, 0, 0);
-  ck_assert_msg(strstr(M.error, "NCCL_ALGO") && strstr(M.error, "'ring,tree;allgather:ring'"), "%s", M.error);
+  ck_assert_msg(strstr(M.error, "NCCL_ALGO") && strstr(M.error, "'ring,tree;allgather:ring'"), "%s",
+                M.error);
   sim_model_cost_table(&M, AH_FUNC_ALLREDUCE, MiB, 1, t);
   ck_assert(t[AH_ALGO_NVLS_TREE][AH_PROTO_SIMPLE] >= 0);
   setenv("NCCL_ALGO", "ring,warp", 1);
@@ -474,7 +502,9 @@ START_TEST(environment) {
   topo.version = 22809;
   sim_model_init(&M, &topo, 0, 0);
   ck_assert_msg(strstr(M.error, "NCCL_ALGO: 'ring,warp'") != NULL, "%s", M.error);
-  ck_assert_msg(strstr(M.error, "NCCL_PROTO: 'll,simpel' (expected a list such as 'll,simple'") != NULL, "%s", M.error);
+  ck_assert_msg(
+      strstr(M.error, "NCCL_PROTO: 'll,simpel' (expected a list such as 'll,simple'") != NULL, "%s",
+      M.error);
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   unsetenv("NCCL_MAX_NCHANNELS");

@@ -14,7 +14,8 @@ static qpfake_call_t calls[QPFAKE_MAX];
 static int ncalls;
 static uint32_t next_qpn = 0x100;
 
-__attribute__((visibility("default"))) struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
+__attribute__((visibility("default"))) struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+                                                                    struct ibv_qp_init_attr *init) {
   struct ibv_qp *qp = calloc(1, sizeof *qp);
   if (!qp) return NULL;
   qp->context = pd ? pd->context : NULL;
@@ -25,7 +26,8 @@ __attribute__((visibility("default"))) struct ibv_qp *ibv_create_qp(struct ibv_p
   return qp;
 }
 
-__attribute__((visibility("default"))) int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+__attribute__((visibility("default"))) int ibv_modify_qp(struct ibv_qp *qp,
+                                                         struct ibv_qp_attr *attr, int mask) {
   if (ncalls < QPFAKE_MAX) {
     calls[ncalls].qp = qp;
     calls[ncalls].mask = mask;
@@ -37,8 +39,8 @@ __attribute__((visibility("default"))) int ibv_modify_qp(struct ibv_qp *qp, stru
 }
 
 /* GID i of a context: the fake device's address with the last byte replaced by the index. */
-__attribute__((visibility("default"))) int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index,
-                                                         union ibv_gid *gid) {
+__attribute__((visibility("default"))) int ibv_query_gid(struct ibv_context *ctx, uint8_t port,
+                                                         int index, union ibv_gid *gid) {
   if (!ctx || !ctx->device || port != 1) return -1;
   memset(gid, 0, sizeof *gid);
   gid->raw[10] = gid->raw[11] = 0xFF;

@@ -62,7 +62,8 @@ END_TEST
 START_TEST(label_to_sport_matches_rdma_core) {
   for (uint32_t fl = 0; fl <= AH_PATH_LABEL_MASK; fl++)
     if (ah_path_label_to_sport(fl) != ibv_flow_label_to_udp_sport(fl))
-      ck_abort_msg("label 0x%x: %u vs rdma-core %u", fl, ah_path_label_to_sport(fl), ibv_flow_label_to_udp_sport(fl));
+      ck_abort_msg("label 0x%x: %u vs rdma-core %u", fl, ah_path_label_to_sport(fl),
+                   ibv_flow_label_to_udp_sport(fl));
 }
 END_TEST
 
@@ -99,7 +100,9 @@ END_TEST
 START_TEST(tc_rules) {
   ah_path_tc_rules_t r;
   char why[256];
-  ck_assert_int_eq(ah_path_tc_rules_parse("name=dp*:dscp=10;ranks=2-8:46;ranks=100-:dscp=1;*:7", &r, why, sizeof why), 0);
+  ck_assert_int_eq(ah_path_tc_rules_parse("name=dp*:dscp=10;ranks=2-8:46;ranks=100-:dscp=1;*:7", &r,
+                                          why, sizeof why),
+                   0);
   ck_assert_int_eq(r.n, 4);
   ck_assert_int_eq(ah_path_tc_rules_match(&r, "dp0", 64), 10 << 2);
   ck_assert_int_eq(ah_path_tc_rules_match(&r, "tp", 8), 46);
@@ -109,13 +112,15 @@ START_TEST(tc_rules) {
   ck_assert_int_eq(ah_path_tc_rules_parse("ranks=4:dscp=26", &r, why, sizeof why), 0);
   ck_assert_int_eq(ah_path_tc_rules_match(&r, NULL, 5), -1);
   ck_assert_int_eq(ah_path_tc_rules_match(&r, NULL, 4), 26 << 2);
-  const char *bad[][2] = {{"name=dp*", "rule 1 'name=dp*'"},       {"x:dscp=1", "rule 1 'x'"},
-                          {"*:1;ranks=8-2:1", "rule 2: ranks"},      {"*:dscp=64", "rule 1"},
-                          {"ranks=0:1", "rule 1: ranks"},            {"*:nccl", "rule 1"}};
+  const char *bad[][2] = {{"name=dp*", "rule 1 'name=dp*'"},    {"x:dscp=1", "rule 1 'x'"},
+                          {"*:1;ranks=8-2:1", "rule 2: ranks"}, {"*:dscp=64", "rule 1"},
+                          {"ranks=0:1", "rule 1: ranks"},       {"*:nccl", "rule 1"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     why[0] = '\0';
-    ck_assert_msg(ah_path_tc_rules_parse(bad[i][0], &r, why, sizeof why) == -1, "'%s' accepted", bad[i][0]);
-    ck_assert_msg(strstr(why, bad[i][1]) != NULL, "'%s': reason '%s' lacks '%s'", bad[i][0], why, bad[i][1]);
+    ck_assert_msg(ah_path_tc_rules_parse(bad[i][0], &r, why, sizeof why) == -1, "'%s' accepted",
+                  bad[i][0]);
+    ck_assert_msg(strstr(why, bad[i][1]) != NULL, "'%s': reason '%s' lacks '%s'", bad[i][0], why,
+                  bad[i][1]);
   }
 }
 END_TEST
@@ -124,11 +129,12 @@ END_TEST
 
 START_TEST(catalog_lookup) {
   ah_path_catalog_t *c = NULL;
-  const char *text = "# probed paths\n"
-                     "mlx5_0 10.0.0.2 49152,49153,0xC010\n"
-                     "\n"
-                     "10.0.0.1 10.0.0.3 50000   # by source address\n"
-                     "* 10.0.0.2 60000\n";
+  const char *text =
+      "# probed paths\n"
+      "mlx5_0 10.0.0.2 49152,49153,0xC010\n"
+      "\n"
+      "10.0.0.1 10.0.0.3 50000   # by source address\n"
+      "* 10.0.0.2 60000\n";
   ck_assert_int_eq(ah_path_catalog_parse(text, "t", &c), 0);
   uint8_t d2[16], d3[16], d4[16], s1[16];
   ah_path_gid_parse("10.0.0.2", d2);
@@ -178,10 +184,12 @@ static char *small_topo(const char *extra) {
   for (int h = 0; h < 8; h++) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, "host h%d %d\n", h, h % 4);
     for (int i = 0; i < 4; i++)
-      n += snprintf(buf + n, sizeof buf - (size_t)n, "nic h%d mlx5_%d 10.1.%d.%d\n", h, i, h, i + 1);
+      n +=
+          snprintf(buf + n, sizeof buf - (size_t)n, "nic h%d mlx5_%d 10.1.%d.%d\n", h, i, h, i + 1);
   }
-  n += snprintf(buf + n, sizeof buf - (size_t)n,
-                "job big 9.5 ring 2 h0,h1,h2,h3,h4,h5\njob small 1.0 tree 1 h6,h7,h0,h1\n%s", extra);
+  n +=
+      snprintf(buf + n, sizeof buf - (size_t)n,
+               "job big 9.5 ring 2 h0,h1,h2,h3,h4,h5\njob small 1.0 tree 1 h6,h7,h0,h1\n%s", extra);
   return buf;
 }
 
@@ -202,11 +210,12 @@ static void check_plan(const char *extra) {
     ck_assert_int_eq(spine, r[i].spine);
     ck_assert_int_eq(rx, side); /* C4P: left with left */
     for (int j = 0; j < i; j++) /* QPs of one NIC pair never share a port */
-      if (flows[j].shost == flows[i].shost && flows[j].snic == flows[i].snic && flows[j].dhost == flows[i].dhost &&
-          flows[j].dnic == flows[i].dnic)
+      if (flows[j].shost == flows[i].shost && flows[j].snic == flows[i].snic &&
+          flows[j].dhost == flows[i].dhost && flows[j].dnic == flows[i].dnic)
         ck_assert_uint_ne(r[j].sport, r[i].sport);
     if (spine < 0) continue;
-    int sl = 2 * t->hosts[flows[i].shost].pair + side, dl = 2 * t->hosts[flows[i].dhost].pair + side;
+    int sl = 2 * t->hosts[flows[i].shost].pair + side,
+        dl = 2 * t->hosts[flows[i].dhost].pair + side;
     ck_assert(!ah_path_link_failed(t, sl, spine) && !ah_path_link_failed(t, dl, spine));
     up[sl][spine]++, down[dl][spine]++, upd[sl]++, downd[dl]++;
   }
@@ -232,7 +241,8 @@ END_TEST
 /* ---- re-planning around failed or degraded links ---------------------------------------------- */
 
 /* Whether flow f's modelled route with `sport` crosses leaf–spine link (leaf, spine). */
-static int crosses(const ah_path_topo_t *t, const ah_path_flow_t *f, uint16_t sport, int leaf, int spine) {
+static int crosses(const ah_path_topo_t *t, const ah_path_flow_t *f, uint16_t sport, int leaf,
+                   int spine) {
   int side, sp, rx;
   ah_path_model_route(t, f, sport, &side, &sp, &rx);
   if (sp < 0 || sp != spine) return 0;
@@ -257,16 +267,19 @@ static void check_replan(const ah_path_link_state_t *ls, int nl, int want_moves)
   int nmoved = 0;
   for (int i = 0; i < n; i++) {
     int hit = 0;
-    for (int k = 0; k < nl; k++) hit |= crosses(t, &flows[i], plan[i].sport, ls[k].leaf, ls[k].spine);
-    if (!hit) ck_assert_msg(r[i].sport == plan[i].sport, "flow %d moved though no fault touched it", i);
+    for (int k = 0; k < nl; k++)
+      hit |= crosses(t, &flows[i], plan[i].sport, ls[k].leaf, ls[k].spine);
+    if (!hit)
+      ck_assert_msg(r[i].sport == plan[i].sport, "flow %d moved though no fault touched it", i);
     ck_assert_int_eq(moved[i], r[i].sport != plan[i].sport);
     nmoved += moved[i];
     ck_assert_msg(r[i].planned, "flow %d has no live path", i);
     for (int k = 0; k < nl; k++)
-      if (ls[k].fraction == 0) ck_assert(!crosses(t, &flows[i], r[i].sport, ls[k].leaf, ls[k].spine));
+      if (ls[k].fraction == 0)
+        ck_assert(!crosses(t, &flows[i], r[i].sport, ls[k].leaf, ls[k].spine));
     for (int j = 0; j < i; j++)
-      if (flows[j].shost == flows[i].shost && flows[j].snic == flows[i].snic && flows[j].dhost == flows[i].dhost &&
-          flows[j].dnic == flows[i].dnic)
+      if (flows[j].shost == flows[i].shost && flows[j].snic == flows[i].snic &&
+          flows[j].dhost == flows[i].dhost && flows[j].dnic == flows[i].dnic)
         ck_assert_uint_ne(r[j].sport, r[i].sport);
   }
   ck_assert_int_eq(nmoved, m);
@@ -309,7 +322,8 @@ START_TEST(replan_nothing_to_do) { /* a link no flow crosses, and an empty list:
   ck_assert_int_eq(ah_path_plan(t, flows, n, r), 0);
   ck_assert_int_eq(ah_path_replan(t, flows, n, NULL, 0, NULL, r, NULL), 0);
   double share = ah_path_replan_share(t, flows, n, NULL, 0, NULL, r);
-  ck_assert_msg(share > 0 && share <= ah_path_replan_bound(t, flows, n, NULL, 0, NULL) * (1 + 1e-9), "share %.3f", share);
+  ck_assert_msg(share > 0 && share <= ah_path_replan_bound(t, flows, n, NULL, 0, NULL) * (1 + 1e-9),
+                "share %.3f", share);
   free(r);
   free(flows);
   ah_path_topo_free(t);
@@ -319,8 +333,11 @@ END_TEST
 START_TEST(job_classes) {
   /* Crux: priority by GPU intensity, compressed onto the classes in equal shares */
   ah_path_topo_t *t = NULL;
-  ck_assert_int_eq(ah_path_topo_parse(small_topo("job mid 5 ring 1 h2,h3\njob low 0.5 ring 1 h4,h5\n"
-                                                 "classes dscp=46,dscp=26\n"), "t", &t), 0);
+  ck_assert_int_eq(
+      ah_path_topo_parse(small_topo("job mid 5 ring 1 h2,h3\njob low 0.5 ring 1 h4,h5\n"
+                                    "classes dscp=46,dscp=26\n"),
+                         "t", &t),
+      0);
   ck_assert_int_eq(t->njobs, 4); /* big 9.5, small 1.0, mid 5, low 0.5 */
   ck_assert_int_eq(ah_path_job_class(t, 0), 0);
   ck_assert_int_eq(ah_path_job_class(t, 2), 0);
@@ -333,17 +350,22 @@ START_TEST(job_classes) {
   const char *text = small_topo("classes dscp=46,7\n");
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
-  ah_path_settings_t s = {.on = 1, .sport = AH_PATH_SPORT_PLAN, .topo = path, .host = "h7", .tc = -1}; /* h7: job small */
+  ah_path_settings_t s = {.on = 1,
+                          .sport = AH_PATH_SPORT_PLAN,
+                          .topo = path,
+                          .host = "h7",
+                          .tc = -1}; /* h7: job small */
   ah_path_policy_t *p = ah_path_policy_create(&s);
   ah_path_qp_t q = qp_to("10.1.1.2");
-  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), 7);                 /* by host name */
+  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), 7); /* by host name */
   q.has_sgid = 1;
-  ah_path_gid_parse("10.1.0.1", q.sgid);                                   /* h0: job big */
-  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), (46 << 2) | 2);     /* by local GID */
+  ah_path_gid_parse("10.1.0.1", q.sgid);                              /* h0: job big */
+  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), (46 << 2) | 2); /* by local GID */
   ah_path_policy_free(p);
-  ah_path_settings_t s2 = {.on = 1, .sport = AH_PATH_SPORT_PLAN, .topo = path, .host = "h7", .tc = 8, .tc_is_dscp = 1};
+  ah_path_settings_t s2 = {
+      .on = 1, .sport = AH_PATH_SPORT_PLAN, .topo = path, .host = "h7", .tc = 8, .tc_is_dscp = 1};
   p = ah_path_policy_create(&s2);
-  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), (8 << 2) | 2);      /* AUTOHA_QP_TC wins */
+  ck_assert_int_eq(ah_path_policy_qp_tc(p, &q, 0x02), (8 << 2) | 2); /* AUTOHA_QP_TC wins */
   ah_path_policy_free(p);
   unlink(path);
 }
@@ -351,15 +373,19 @@ END_TEST
 
 START_TEST(topology_errors) {
   const char *cases[][2] = {
-      {"spines 4\npairs 2\nhost a 0\nnic a mlx5_0 10.0.0.1\nbogus 1\n", "line 5: 'bogus 1': unknown keyword"},
+      {"spines 4\npairs 2\nhost a 0\nnic a mlx5_0 10.0.0.1\nbogus 1\n",
+       "line 5: 'bogus 1': unknown keyword"},
       {"host a 0\n", "line 1: 'host a 0': spines and pairs must come before hosts"},
       {"spines 4\npairs 2\nhost a 5\n", "line 3: 'host a 5': pair out of range"},
-      {"spines 4\npairs 2\nhost a 0\njob j 1 ring 1 a,b\n", "line 4: 'job j 1 ring 1 a,b': job names a host"},
+      {"spines 4\npairs 2\nhost a 0\njob j 1 ring 1 a,b\n",
+       "line 4: 'job j 1 ring 1 a,b': job names a host"},
       {"spines 4\npairs 2\nhost a 0\njob j x ring 1 a\n", "intensity must be"},
-      {"spines 4\npairs 2\nhost a 0\nnic a d 10.0.0.1\nnic a e 10.0.0.1\n", "line 5: 'nic a e 10.0.0.1': address used twice"},
+      {"spines 4\npairs 2\nhost a 0\nnic a d 10.0.0.1\nnic a e 10.0.0.1\n",
+       "line 5: 'nic a e 10.0.0.1': address used twice"},
       {"spines 4\npairs 2\nfail 4 0\n", "line 3: 'fail 4 0'"},
       {"# nothing\n", "no spines, pairs or hosts"},
-      {"spines 4\npairs 2\nclasses dscp=46,300\n", "line 3: 'classes dscp=46,300': a class must be"},
+      {"spines 4\npairs 2\nclasses dscp=46,300\n",
+       "line 3: 'classes dscp=46,300': a class must be"},
   };
   cap_start();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -438,7 +464,8 @@ START_TEST(policy_typed_values) {
   ck_assert(!ah_path_policy_active(p));
   ah_path_policy_free(p);
 
-  ah_path_settings_t missing = {.on = 1, .sport = AH_PATH_SPORT_FILE, .sport_file = "/nonexistent/cat", .tc = -1};
+  ah_path_settings_t missing = {
+      .on = 1, .sport = AH_PATH_SPORT_FILE, .sport_file = "/nonexistent/cat", .tc = -1};
   p = ah_path_policy_create(&missing);
   ck_assert(!ah_path_policy_active(p));
   ah_path_policy_free(p);
@@ -457,7 +484,8 @@ START_TEST(policy_plan) {
   const char *text = small_topo("");
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
-  ah_path_settings_t s = {.on = 1, .sport = AH_PATH_SPORT_PLAN, .topo = path, .host = "h0", .tc = -1};
+  ah_path_settings_t s = {
+      .on = 1, .sport = AH_PATH_SPORT_PLAN, .topo = path, .host = "h0", .tc = -1};
   ah_path_policy_t *p = ah_path_policy_create(&s);
   unlink(path);
   ck_assert_int_eq(ah_path_policy_sport_mode(p), AH_PATH_SPORT_PLAN);
@@ -474,7 +502,8 @@ START_TEST(policy_plan) {
   for (int k = 0; k < 2; k++) {
     uint16_t want = 0;
     for (int i = 0; i < n; i++)
-      if (flows[i].shost == 0 && flows[i].snic == 1 && flows[i].dhost == 1 && flows[i].dnic == 1 && flows[i].k == k)
+      if (flows[i].shost == 0 && flows[i].snic == 1 && flows[i].dhost == 1 && flows[i].dnic == 1 &&
+          flows[i].k == k)
         want = r[i].sport;
     ck_assert_uint_ne(want, 0);
     /* NCCL connects a channel's receiving end to the same peer too (a QP created with receive
@@ -504,7 +533,8 @@ static char *scale_text(int nfail) {
   int n = snprintf(b, cap, "spines 256\npairs 32\n");
   for (int h = 0; h < 256; h++) {
     n += snprintf(b + n, cap - (size_t)n, "host s%d %d\n", h, h / 8);
-    for (int i = 0; i < 8; i++) n += snprintf(b + n, cap - (size_t)n, "nic s%d mlx5_%d 10.0.%d.%d\n", h, i, h, i + 1);
+    for (int i = 0; i < 8; i++)
+      n += snprintf(b + n, cap - (size_t)n, "nic s%d mlx5_%d 10.0.%d.%d\n", h, i, h, i + 1);
   }
   n += snprintf(b + n, cap - (size_t)n, "job big 1.0 ring 8 ");
   for (int h = 0; h < 256; h++) n += snprintf(b + n, cap - (size_t)n, "%ss%d", h ? "," : "", h);
@@ -544,7 +574,8 @@ static double plan_cpu_s(int nfail) {
 
 START_TEST(plan_cost_does_not_grow_with_failed_links) {
   double none = plan_cpu_s(0), many = plan_cpu_s(64);
-  printf("16,384 flows, 256 spines: planned in %.2f s CPU with no failed link, %.2f s with 64\n", none, many);
+  printf("16,384 flows, 256 spines: planned in %.2f s CPU with no failed link, %.2f s with 64\n",
+         none, many);
   ck_assert_msg(many < 2.0, "64 failed links: %.2f s CPU (no failure: %.2f s)", many, none);
 }
 END_TEST

@@ -68,10 +68,8 @@ int main(int argc, char **argv) {
   Suite *s = suite_create("qp_config");
   TCase *tc = tcase_create(argc > 1 ? argv[1] : "unset");
   tcase_set_timeout(tc, 30);
-  if (argc > 1 && strcmp(argv[1], "rules") == 0)
-    tcase_add_test(tc, config_comm_rules);
-  else
-    tcase_add_test(tc, config_traffic_class);
+  if (argc > 1 && strcmp(argv[1], "rules") == 0) tcase_add_test(tc, config_comm_rules);
+  else tcase_add_test(tc, config_traffic_class);
   suite_add_tcase(s, tc);
   return ah_check_run(s);
 }

@@ -164,7 +164,8 @@ static void rts_attr(struct ibv_qp_attr *a, int *mask) {
 
 /* Takes a QP through INIT, RTR, RTS; checks INIT and RTS unchanged; returns the RTR label (after
  * checking every other RTR byte). `want_tc` -1: traffic class must be unchanged. */
-static uint32_t drive(struct ibv_qp *qp, uint32_t dqpn, int roce, const char *dst, int want_label, int want_tc) {
+static uint32_t drive(struct ibv_qp *qp, uint32_t dqpn, int roce, const char *dst, int want_label,
+                      int want_tc) {
   struct ibv_qp_attr a;
   int mask;
   init_attr(&a, &mask);
@@ -220,8 +221,11 @@ static void expected_ports(int plan, uint16_t want[2]) {
   ck_assert_int_eq(ah_path_gid_parse("10.0.0.1", q.sgid), 0); /* what qpfake's ibv_query_gid says */
   char host[256] = "";
   gethostname(host, sizeof host - 1);
-  ah_path_settings_t s = {.on = 1, .sport = plan ? AH_PATH_SPORT_PLAN : AH_PATH_SPORT_SPREAD,
-                         .topo = getenv("AUTOHA_QP_TOPO"), .host = host, .tc = -1};
+  ah_path_settings_t s = {.on = 1,
+                          .sport = plan ? AH_PATH_SPORT_PLAN : AH_PATH_SPORT_SPREAD,
+                          .topo = getenv("AUTOHA_QP_TOPO"),
+                          .host = host,
+                          .tc = -1};
   ah_path_policy_t *p = ah_path_policy_create(&s);
   ck_assert_int_eq(ah_path_policy_sport_mode(p), plan ? AH_PATH_SPORT_PLAN : AH_PATH_SPORT_SPREAD);
   for (int k = 0; k < 2; k++) want[k] = ah_path_policy_sport(p, &q);
@@ -232,7 +236,8 @@ START_TEST(qp_hook) {
   capture_stderr();
   resolve();
   const char *m = mode();
-  int hook = strcmp(m, "hook") == 0, catalog = strcmp(m, "catalog") == 0, plan = strcmp(m, "plan") == 0;
+  int hook = strcmp(m, "hook") == 0, catalog = strcmp(m, "catalog") == 0,
+      plan = strcmp(m, "plan") == 0;
   int bad = strncmp(m, "bad", 3) == 0, ports = hook || catalog || plan;
   /* hook: AUTOHA_QP_TC=dscp=26; plan: the topology's first class (dscp=34) for its only job */
   int tc = hook ? ah_path_tc_with_dscp(0x02, 26) : plan ? ah_path_tc_with_dscp(0x02, 34) : -1;
@@ -244,7 +249,8 @@ START_TEST(qp_hook) {
   ck_assert_msg(same_file(di.dli_fname, QPFAKE_PATH), "ibv_query_gid came from %s", di.dli_fname);
   ck_assert(dladdr((void *)v_modify, &di));
   int from_shim = same_file(di.dli_fname, AUTOHA_PATH);
-  ck_assert_msg(from_shim || same_file(di.dli_fname, QPFAKE_PATH), "ibv_modify_qp came from %s", di.dli_fname);
+  ck_assert_msg(from_shim || same_file(di.dli_fname, QPFAKE_PATH), "ibv_modify_qp came from %s",
+                di.dli_fname);
 #ifdef QPTEST_DIRECT
   /* linked callers bind to the shim's ibv_modify_qp whenever it is preloaded (it passes through
    * when inactive) */
@@ -257,8 +263,8 @@ START_TEST(qp_hook) {
   struct ibv_qp *ib = make_qp(IBV_QPT_RC), *flush = make_qp(IBV_QPT_RC);
   uint32_t la = drive(a, 0x777, 1, "10.0.0.9", ports, tc);
   uint32_t lb = drive(b, 0x778, 1, "10.0.0.9", ports, tc);
-  drive(ib, 0x779, 0, NULL, 0, -1);                                   /* InfiniBand: untouched */
-  uint32_t lf = drive(flush, flush->qp_num, 1, "10.0.0.1", 0, -1);     /* flush QP: untouched */
+  drive(ib, 0x779, 0, NULL, 0, -1);                                /* InfiniBand: untouched */
+  uint32_t lf = drive(flush, flush->qp_num, 1, "10.0.0.1", 0, -1); /* flush QP: untouched */
   ck_assert_uint_eq(lf, 0);
   if (hook || plan) {
     uint16_t want[2];

@@ -37,12 +37,30 @@ static void bump(int which) {
   if (atomic_load_explicit(&on, memory_order_relaxed)) atomic_fetch_add(&counts[which], 1);
 }
 
-EXPORT void *malloc(size_t n) { bump(0); return __libc_malloc(n); }
-EXPORT void *calloc(size_t a, size_t b) { bump(0); return __libc_calloc(a, b); }
-EXPORT void *realloc(void *p, size_t n) { bump(0); return __libc_realloc(p, n); }
-EXPORT void free(void *p) { if (p) bump(0); __libc_free(p); }
-EXPORT void *memalign(size_t a, size_t n) { bump(0); return __libc_memalign(a, n); }
-EXPORT void *aligned_alloc(size_t a, size_t n) { bump(0); return __libc_memalign(a, n); }
+EXPORT void *malloc(size_t n) {
+  bump(0);
+  return __libc_malloc(n);
+}
+EXPORT void *calloc(size_t a, size_t b) {
+  bump(0);
+  return __libc_calloc(a, b);
+}
+EXPORT void *realloc(void *p, size_t n) {
+  bump(0);
+  return __libc_realloc(p, n);
+}
+EXPORT void free(void *p) {
+  if (p) bump(0);
+  __libc_free(p);
+}
+EXPORT void *memalign(size_t a, size_t n) {
+  bump(0);
+  return __libc_memalign(a, n);
+}
+EXPORT void *aligned_alloc(size_t a, size_t n) {
+  bump(0);
+  return __libc_memalign(a, n);
+}
 EXPORT int posix_memalign(void **p, size_t a, size_t n) {
   bump(0);
   void *q = __libc_memalign(a, n);
@@ -51,16 +69,16 @@ EXPORT int posix_memalign(void **p, size_t a, size_t n) {
   return 0;
 }
 
-#define FORWARD(ret, name, params, args)                                                            \
-  EXPORT ret name params {                                                                          \
-    static ret(*real) params;                                                                       \
-    if (!real) real = (ret(*) params)dlsym(RTLD_NEXT, #name);                                       \
-    bump(1);                                                                                        \
-    return real args;                                                                               \
+#define FORWARD(ret, name, params, args)                                                           \
+  EXPORT ret name params {                                                                         \
+    static ret(*real) params;                                                                      \
+    if (!real) real = (ret(*) params)dlsym(RTLD_NEXT, #name);                                      \
+    bump(1);                                                                                       \
+    return real args;                                                                              \
   }
-FORWARD(int, pthread_mutex_lock, (pthread_mutex_t *m), (m))
-FORWARD(int, pthread_mutex_trylock, (pthread_mutex_t *m), (m))
-FORWARD(int, pthread_rwlock_rdlock, (pthread_rwlock_t *l), (l))
-FORWARD(int, pthread_rwlock_wrlock, (pthread_rwlock_t *l), (l))
-FORWARD(int, pthread_spin_lock, (pthread_spinlock_t *l), (l))
-FORWARD(int, sem_wait, (sem_t *s), (s))
+FORWARD(int, pthread_mutex_lock, (pthread_mutex_t * m), (m))
+FORWARD(int, pthread_mutex_trylock, (pthread_mutex_t * m), (m))
+FORWARD(int, pthread_rwlock_rdlock, (pthread_rwlock_t * l), (l))
+FORWARD(int, pthread_rwlock_wrlock, (pthread_rwlock_t * l), (l))
+FORWARD(int, pthread_spin_lock, (pthread_spinlock_t * l), (l))
+FORWARD(int, sem_wait, (sem_t * s), (s))

@@ -28,12 +28,15 @@
 #define NCCL_OK(call)                                                                              \
   do {                                                                                             \
     ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess) FAIL("%s: %s (%s)", #call, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
+    if (r_ != ncclSuccess)                                                                         \
+      FAIL("%s: %s (%s)", #call, ncclGetErrorString(r_), ncclGetLastError(NULL));                  \
   } while (0)
 
 static int rank, nranks;
 
-static int32_t val(int from, int to, size_t i) { return from * 1000000 + to * 10000 + (int32_t)(i % 9973); }
+static int32_t val(int from, int to, size_t i) {
+  return from * 1000000 + to * 10000 + (int32_t)(i % 9973);
+}
 
 int main(int argc, char **argv) {
   int iters = 20;
@@ -76,10 +79,12 @@ int main(int argc, char **argv) {
     cudaStreamSynchronize(s);
     for (int from = 0; from < 4; from++)
       for (size_t i = 0; i < A2A; i++)
-        if (a_out[from * A2A + i] != val(from, rank, i + (size_t)it)) FAIL("alltoall: wrong element %zu from rank %d", i, from);
+        if (a_out[from * A2A + i] != val(from, rank, i + (size_t)it))
+          FAIL("alltoall: wrong element %zu from rank %d", i, from);
     for (int from = 0; rank == 0 && from < 4; from++)
       for (size_t i = 0; i < G; i++)
-        if (g_out[from * G + i] != val(from, 0, i + (size_t)it)) FAIL("gather: wrong element %zu from rank %d", i, from);
+        if (g_out[from * G + i] != val(from, 0, i + (size_t)it))
+          FAIL("gather: wrong element %zu from rank %d", i, from);
     for (size_t i = 0; i < S; i++)
       if (s_out[i] != val(3, rank, i + (size_t)it)) FAIL("scatter: wrong element %zu", i);
     for (int i = 0; i < 1024; i++)

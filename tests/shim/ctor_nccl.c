@@ -5,7 +5,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-__attribute__((visibility("default"))) int ctor_nccl_status = -1; /* 0: every call succeeded, sums right */
+__attribute__((visibility("default"))) int ctor_nccl_status =
+    -1; /* 0: every call succeeded, sums right */
 
 static void run(void) {
   ncclComm_t comms[2];
@@ -22,7 +23,8 @@ static void run(void) {
   }
   if (ncclGroupStart() != ncclSuccess) return;
   for (int r = 0; r < 2; r++)
-    if (ncclAllReduce(buf[r], buf[r], 256, ncclFloat, ncclSum, comms[r], s[r]) != ncclSuccess) return;
+    if (ncclAllReduce(buf[r], buf[r], 256, ncclFloat, ncclSum, comms[r], s[r]) != ncclSuccess)
+      return;
   if (ncclGroupEnd() != ncclSuccess) return;
   int ok = 1;
   for (int r = 0; r < 2; r++) {

@@ -44,11 +44,12 @@ static inline uint64_t job_hash(uint64_t h, const void *p, size_t n) {
 
 /* Prints a rank's checksum line and its "calls" lines. */
 static inline void job_keys_print(int rank, uint64_t hash, const job_keys_t *k) {
-  static const char *const names[] = {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"};
+  static const char *const names[] = {"broadcast", "reduce", "allgather", "reducescatter",
+                                      "allreduce"};
   printf("checksum rank=%d %016llx\n", rank, (unsigned long long)hash);
   for (int i = 0; i < k->n; i++)
-    printf("calls rank=%d nranks=%d coll=%s bin=%d n=%ld\n", rank, k->v[i].nranks, names[k->v[i].coll],
-           k->v[i].bin, k->v[i].n);
+    printf("calls rank=%d nranks=%d coll=%s bin=%d n=%ld\n", rank, k->v[i].nranks,
+           names[k->v[i].coll], k->v[i].bin, k->v[i].n);
 }
 
 #endif

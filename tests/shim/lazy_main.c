@@ -31,7 +31,8 @@ int main(int argc, char **argv) {
     return 3;
   }
   if (early) {
-    ncclResult_t (*get_id)(ncclUniqueId *) = (ncclResult_t(*)(ncclUniqueId *))dlsym(RTLD_DEFAULT, "ncclGetUniqueId");
+    ncclResult_t (*get_id)(ncclUniqueId *) =
+        (ncclResult_t(*)(ncclUniqueId *))dlsym(RTLD_DEFAULT, "ncclGetUniqueId");
     if (!get_id) {
       fprintf(stderr, "lazy_main: --early-call needs the shim preloaded (no ncclGetUniqueId)\n");
       return 3;
@@ -40,7 +41,9 @@ int main(int argc, char **argv) {
     ncclResult_t r = get_id(&id);
     printf("early ncclGetUniqueId: %d\n", (int)r);
     if (r != ncclInvalidUsage) {
-      fprintf(stderr, "lazy_main: ncclGetUniqueId without any NCCL returned %d, not ncclInvalidUsage\n", (int)r);
+      fprintf(stderr,
+              "lazy_main: ncclGetUniqueId without any NCCL returned %d, not ncclInvalidUsage\n",
+              (int)r);
       return 3;
     }
   }

@@ -42,13 +42,15 @@ static float host_in[MAXN], host_out[MAXN], expect[MAXN];
 static long wrong;
 
 /* The input element i of `rank` in iteration `salt`: a small integer, so sums stay exact. */
-static float in_val(int rank, int salt, size_t i) { return (float)((rank * 7 + salt * 3 + (int)(i % 13)) % 17); }
+static float in_val(int rank, int salt, size_t i) {
+  return (float)((rank * 7 + salt * 3 + (int)(i % 13)) % 17);
+}
 
 #define NCCLCHECK(call)                                                                            \
   do {                                                                                             \
     ncclResult_t r_ = (call);                                                                      \
     if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, "multi_gpu_job: %s failed: %s (%s)\n", #call, ncclGetErrorString(r_),      \
+      fprintf(stderr, "multi_gpu_job: %s failed: %s (%s)\n", #call, ncclGetErrorString(r_),        \
               ncclGetLastError(NULL));                                                             \
       exit(1);                                                                                     \
     }                                                                                              \
@@ -69,8 +71,8 @@ static void check(rank_t *r, const char *what, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (host_out[i] != expect[i]) {
       if (wrong++ < 5)
-        fprintf(stderr, "multi_gpu_job: rank %d %s element %zu is %g, expected %g\n", r->rank, what, i,
-                (double)host_out[i], (double)expect[i]);
+        fprintf(stderr, "multi_gpu_job: rank %d %s element %zu is %g, expected %g\n", r->rank, what,
+                i, (double)host_out[i], (double)expect[i]);
       return;
     }
 }
@@ -107,7 +109,8 @@ static void iteration(int it) {
     NCCLCHECK(ncclAllGather(ranks[g].a, ranks[g].b, per, ncclFloat, ranks[g].comm, ranks[g].s));
   }
   NCCLCHECK(ncclGroupEnd());
-  for (size_t i = 0; i < per * (size_t)world; i++) expect[i] = in_val((int)(i / per), it + 3, i % per);
+  for (size_t i = 0; i < per * (size_t)world; i++)
+    expect[i] = in_val((int)(i / per), it + 3, i % per);
   for (int g = 0; g < gpus; g++) {
     check(&ranks[g], "allgather", per * (size_t)world);
     job_keys_count(&ranks[g].keys, world, C_ALLGATHER, per * 4);
@@ -116,7 +119,8 @@ static void iteration(int it) {
   NCCLCHECK(ncclGroupStart());
   for (int g = 0; g < gpus; g++) {
     fill(&ranks[g], ranks[g].a, per * (size_t)world, it + 4);
-    NCCLCHECK(ncclReduceScatter(ranks[g].a, ranks[g].b, per, ncclFloat, ncclSum, ranks[g].comm, ranks[g].s));
+    NCCLCHECK(ncclReduceScatter(ranks[g].a, ranks[g].b, per, ncclFloat, ncclSum, ranks[g].comm,
+                                ranks[g].s));
   }
   NCCLCHECK(ncclGroupEnd());
   for (int g = 0; g < gpus; g++) {
@@ -135,7 +139,8 @@ static void iteration(int it) {
   NCCLCHECK(ncclGroupStart());
   for (int g = 0; g < gpus; g++) {
     fill(&ranks[g], ranks[g].a, nb, it + 5);
-    NCCLCHECK(ncclBroadcast(ranks[g].a, ranks[g].b, nb, ncclFloat, root, ranks[g].comm, ranks[g].s));
+    NCCLCHECK(
+        ncclBroadcast(ranks[g].a, ranks[g].b, nb, ncclFloat, root, ranks[g].comm, ranks[g].s));
   }
   NCCLCHECK(ncclGroupEnd());
   for (size_t i = 0; i < nb; i++) expect[i] = in_val(root, it + 5, i);
@@ -148,7 +153,8 @@ static void iteration(int it) {
   NCCLCHECK(ncclGroupStart());
   for (int g = 0; g < gpus; g++) {
     fill(&ranks[g], ranks[g].a, nr, it + 6);
-    NCCLCHECK(ncclReduce(ranks[g].a, ranks[g].b, nr, ncclFloat, ncclSum, 0, ranks[g].comm, ranks[g].s));
+    NCCLCHECK(
+        ncclReduce(ranks[g].a, ranks[g].b, nr, ncclFloat, ncclSum, 0, ranks[g].comm, ranks[g].s));
   }
   NCCLCHECK(ncclGroupEnd());
   for (size_t i = 0; i < nr; i++) {

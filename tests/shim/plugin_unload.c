@@ -35,7 +35,8 @@ int main(int argc, char **argv) {
   float table[AH_NUM_ALGOS][AH_NUM_PROTOS] = {{0}};
   int nch = 0;
   for (int i = 0; i < 100; i++)
-    p->getCollInfo(ctx, AH_FUNC_ALLREDUCE, 1 << 20, 1, (float **)(void *)table, AH_NUM_ALGOS, AH_NUM_PROTOS, 0, &nch);
+    p->getCollInfo(ctx, AH_FUNC_ALLREDUCE, 1 << 20, 1, (float **)(void *)table, AH_NUM_ALGOS,
+                   AH_NUM_PROTOS, 0, &nch);
   p->finalize(ctx);
   dlclose(h);
   for (int i = 0; i < 4; i++) { /* threads come and go after the unload */
@@ -43,7 +44,8 @@ int main(int argc, char **argv) {
     if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0) return 1;
   }
   if (!dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
-    fprintf(stderr, "plugin_unload: %s was unloaded by dlclose (not linked -z nodelete)\n", argv[1]);
+    fprintf(stderr, "plugin_unload: %s was unloaded by dlclose (not linked -z nodelete)\n",
+            argv[1]);
     return 1;
   }
   printf("plugin_unload: %s stays loaded after NCCL-style dlclose\n", argv[1]);

@@ -16,7 +16,8 @@ int main(void) {
   printf("ncclGetUniqueId: %d (%s)\n", (int)r, ncclGetErrorString(r));
   ncclComm_t comm = NULL;
   ncclResult_t i = ncclCommInitRank(&comm, 1, id, 0);
-  printf("ncclCommInitRank: %d (%s) last='%s'\n", (int)i, ncclGetErrorString(i), ncclGetLastError(NULL));
+  printf("ncclCommInitRank: %d (%s) last='%s'\n", (int)i, ncclGetErrorString(i),
+         ncclGetLastError(NULL));
   if (i == ncclSuccess) {
     ncclResult_t d = ncclCommDestroy(comm);
     printf("ncclCommDestroy: %d (%s)\n", (int)d, ncclGetErrorString(d));

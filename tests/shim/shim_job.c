@@ -35,7 +35,6 @@
 __attribute__((visibility("default"))) int shim_job_main(int argc, char **argv);
 #endif
 
-
 static int nthreads = 1, iters = 6, split = 1, pause_ms = 0, linger_ms = 0, world, proc_rank;
 static ncclUniqueId world_id;
 
@@ -49,7 +48,7 @@ typedef struct {
   do {                                                                                             \
     ncclResult_t r_ = (call);                                                                      \
     if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, "shim_job rank %d: %s failed: %s (%s)\n", r->rank, #call,                   \
+      fprintf(stderr, "shim_job rank %d: %s failed: %s (%s)\n", r->rank, #call,                    \
               ncclGetErrorString(r_), ncclGetLastError(NULL));                                     \
       r->failed = 1;                                                                               \
       return;                                                                                      \
@@ -163,7 +162,9 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--pause-ms") == 0 && i + 1 < argc) pause_ms = atoi(argv[++i]);
     else if (strcmp(argv[i], "--linger-ms") == 0 && i + 1 < argc) linger_ms = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: shim_job [--threads T] [--iters N] [--no-split] [--pause-ms MS] [--linger-ms MS]\n");
+      fprintf(
+          stderr,
+          "usage: shim_job [--threads T] [--iters N] [--no-split] [--pause-ms MS] [--linger-ms MS]\n");
       return 2;
     }
   }

@@ -36,7 +36,8 @@ static void table_fill(float t[AH_NUM_ALGOS][AH_NUM_PROTOS]) {
 
 static void *ctx_new(uint64_t id, int nranks) {
   void *ctx = NULL;
-  ck_assert_int_eq(ncclTunerPlugin_v5.init(&ctx, id, (size_t)nranks, 1, NULL, NULL, NULL), ncclSuccess);
+  ck_assert_int_eq(ncclTunerPlugin_v5.init(&ctx, id, (size_t)nranks, 1, NULL, NULL, NULL),
+                   ncclSuccess);
   return ctx;
 }
 
@@ -44,7 +45,8 @@ static int get(const void *plugin_v5, void *ctx, int coll, size_t nbytes,
                float t[AH_NUM_ALGOS][AH_NUM_PROTOS], int *nch) {
   const ah_tuner_v5_t *p = plugin_v5;
   *nch = 0;
-  return p->getCollInfo(ctx, coll, nbytes, 1, (float **)(void *)t, AH_NUM_ALGOS, AH_NUM_PROTOS, 0, nch);
+  return p->getCollInfo(ctx, coll, nbytes, 1, (float **)(void *)t, AH_NUM_ALGOS, AH_NUM_PROTOS, 0,
+                        nch);
 }
 
 /* Asks the v5 face about one call on a freshly filled table: the table must come back exactly as
@@ -121,7 +123,8 @@ START_TEST(test_refused_call_counted_as_nccl) {
   table_fill(t);
   get(&ncclTunerPlugin_v5, c, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch);
   ck_assert_float_eq(t[AH_ALGO_RING][AH_PROTO_SIMPLE], 0.0f);
-  ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 4 << 20, c->nranks)];
+  ah_shim_rankkey_t *ck =
+      c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 4 << 20, c->nranks)];
   ck_assert_ptr_nonnull(ck);
   ck_assert_uint_eq(ck->applied.calls, 1);
   table_fill(t);
@@ -216,10 +219,10 @@ START_TEST(test_grouped_init_claims_shared) {
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
   ck_assert_ptr_nonnull(a[0].ctx);
   ck_assert_ptr_nonnull(a[1].ctx);
-  ck_assert_uint_eq(a[0].ctx->id, nccl_hash);             /* schedules keyed by NCCL's commId */
-  ck_assert_ptr_eq(a[0].ctx->rec, a[1].ctx->rec);          /* one locality record ... */
-  ck_assert_uint_eq(a[0].ctx->rec->id, id);                /* ... the one the wrappers announced */
-  ck_assert_int_eq(a[0].ctx->rank + a[1].ctx->rank, 1);    /* ranks 0 and 1, in some order */
+  ck_assert_uint_eq(a[0].ctx->id, nccl_hash);           /* schedules keyed by NCCL's commId */
+  ck_assert_ptr_eq(a[0].ctx->rec, a[1].ctx->rec);       /* one locality record ... */
+  ck_assert_uint_eq(a[0].ctx->rec->id, id);             /* ... the one the wrappers announced */
+  ck_assert_int_eq(a[0].ctx->rank + a[1].ctx->rank, 1); /* ranks 0 and 1, in some order */
   /* no commId (v2-v4): by rank count, only when one identity is pending */
   ah_comm_pending_share(0xcccc, 0, 3, 2);
   uint64_t got = 0;
@@ -239,8 +242,9 @@ START_TEST(test_v2_out_params) {
   void *ctx = NULL;
   ck_assert_int_eq(ncclTunerPlugin_v2.init(8, 1, NULL, &ctx), ncclSuccess);
   int algo = -1, proto = -1, nch = 0;
-  ck_assert_int_eq(ncclTunerPlugin_v2.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 4 << 20, 0, 0, 1, &algo, &proto, &nch),
-                   ncclSuccess);
+  ck_assert_int_eq(
+      ncclTunerPlugin_v2.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 4 << 20, 0, 0, 1, &algo, &proto, &nch),
+      ncclSuccess);
   ck_assert_int_eq(algo, AH_ALGO_RING);
   ck_assert_int_eq(proto, AH_PROTO_SIMPLE);
   ck_assert_int_eq(nch, 16);
@@ -266,15 +270,17 @@ START_TEST(test_v6_chunk) {
   ck_assert_int_eq(argmin(t, &proto), AH_ALGO_RING); /* algo only: the cheapest ring protocol */
   ck_assert_int_eq(proto, AH_PROTO_LL);
   size_t chunk = 131072;
-  ck_assert_int_eq(ncclTunerPlugin_v6.getChunkSize(ctx, AH_FUNC_REDUCE, 2 << 20, AH_ALGO_RING, AH_PROTO_LL, 8, &chunk),
+  ck_assert_int_eq(ncclTunerPlugin_v6.getChunkSize(ctx, AH_FUNC_REDUCE, 2 << 20, AH_ALGO_RING,
+                                                   AH_PROTO_LL, 8, &chunk),
                    ncclSuccess);
   ck_assert_uint_eq(chunk, 512 << 10);
   /* a call the rule does not cover keeps NCCL's chunk */
   table_fill(t);
-  ncclTunerPlugin_v6.getCollInfo(ctx, AH_FUNC_BROADCAST, 2 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
-                                 AH_NUM_PROTOS, 0, &nch);
+  ncclTunerPlugin_v6.getCollInfo(ctx, AH_FUNC_BROADCAST, 2 << 20, 1, (float **)(void *)t,
+                                 AH_NUM_ALGOS, AH_NUM_PROTOS, 0, &nch);
   chunk = 131072;
-  ncclTunerPlugin_v6.getChunkSize(ctx, AH_FUNC_BROADCAST, 2 << 20, AH_ALGO_RING, AH_PROTO_SIMPLE, 8, &chunk);
+  ncclTunerPlugin_v6.getChunkSize(ctx, AH_FUNC_BROADCAST, 2 << 20, AH_ALGO_RING, AH_PROTO_SIMPLE, 8,
+                                  &chunk);
   ck_assert_uint_eq(chunk, 131072);
   ck_assert_int_eq(ncclTunerPlugin_v6.finalize(ctx), ncclSuccess);
 }
@@ -290,7 +296,9 @@ START_TEST(test_settled_calls_short_path) {
   float t[AH_NUM_ALGOS][AH_NUM_PROTOS], ref[AH_NUM_ALGOS][AH_NUM_PROTOS];
   int nch, proto;
   for (int i = 0; i < 200; i++) {
-    size_t bytes = i == 90 ? (size_t)4 << 20 : i == 150 ? (size_t)7 << 20 : (size_t)5 << 20; /* one bin */
+    size_t bytes = i == 90    ? (size_t)4 << 20
+                   : i == 150 ? (size_t)7 << 20
+                              : (size_t)5 << 20; /* one bin */
     int forbid = i == 40 || i == 100;
     table_fill(t);
     if (forbid) t[AH_ALGO_RING][AH_PROTO_SIMPLE] = AH_COST_IGNORE;
@@ -306,7 +314,8 @@ START_TEST(test_settled_calls_short_path) {
       ck_assert_int_eq(nch, 16);
     }
   }
-  ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 5 << 20, c->nranks)];
+  ah_shim_rankkey_t *ck =
+      c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 5 << 20, c->nranks)];
   ck_assert_ptr_nonnull(ck);
   ck_assert_uint_eq(ck->next, 200);
   ck_assert_uint_eq(ck->applied.calls, 198);
@@ -318,10 +327,11 @@ START_TEST(test_settled_calls_short_path) {
   ck_assert_int_eq(ncclTunerPlugin_v6.init(&ctx6, 0x6868, 8, 1, NULL, NULL, NULL), ncclSuccess);
   for (int i = 0; i < 100; i++) {
     table_fill(t);
-    ncclTunerPlugin_v6.getCollInfo(ctx6, AH_FUNC_REDUCE, 2 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
-                                   AH_NUM_PROTOS, 0, &nch);
+    ncclTunerPlugin_v6.getCollInfo(ctx6, AH_FUNC_REDUCE, 2 << 20, 1, (float **)(void *)t,
+                                   AH_NUM_ALGOS, AH_NUM_PROTOS, 0, &nch);
     size_t chunk = 131072;
-    ncclTunerPlugin_v6.getChunkSize(ctx6, AH_FUNC_REDUCE, 2 << 20, AH_ALGO_RING, AH_PROTO_LL, 8, &chunk);
+    ncclTunerPlugin_v6.getChunkSize(ctx6, AH_FUNC_REDUCE, 2 << 20, AH_ALGO_RING, AH_PROTO_LL, 8,
+                                    &chunk);
     ck_assert_uint_eq(chunk, 512 << 10);
   }
   ck_assert_int_eq(ncclTunerPlugin_v6.finalize(ctx6), ncclSuccess);
@@ -337,9 +347,12 @@ static void short_path_width_call(ah_comm_t *c, int width) {
   const ah_tuner_v5_t *p = (const ah_tuner_v5_t *)(const void *)&ncclTunerPlugin_v5;
   float w[AH_NUM_ALGOS * (AH_NUM_PROTOS + 1)];
   for (int a = 0; a < AH_NUM_ALGOS; a++)
-    for (int q = 0; q < width; q++) w[a * width + q] = a < AH_ALGO_COLLNET_DIRECT ? 100.0f + (float)(a * width + q) : AH_COST_IGNORE;
+    for (int q = 0; q < width; q++)
+      w[a * width + q] =
+          a < AH_ALGO_COLLNET_DIRECT ? 100.0f + (float)(a * width + q) : AH_COST_IGNORE;
   int nch = 0;
-  ck_assert_int_eq(p->getCollInfo(c, AH_FUNC_ALLREDUCE, 5 << 20, 1, (float **)(void *)w, AH_NUM_ALGOS, width, 0, &nch),
+  ck_assert_int_eq(p->getCollInfo(c, AH_FUNC_ALLREDUCE, 5 << 20, 1, (float **)(void *)w,
+                                  AH_NUM_ALGOS, width, 0, &nch),
                    ncclSuccess);
   for (int i = 0; i < AH_NUM_ALGOS * width; i++)
     if (i == AH_ALGO_RING * width + AH_PROTO_SIMPLE) ck_assert_float_eq(w[i], 0.0f);
@@ -349,8 +362,10 @@ static void short_path_width_call(ah_comm_t *c, int width) {
 
 START_TEST(test_short_path_table_width) {
   ah_comm_t *c = ctx_new(0x6969, 8);
-  for (int i = 0; i < 128; i++) short_path_width_call(c, AH_NUM_PROTOS); /* on the short path by call 16 */
-  ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 5 << 20, c->nranks)];
+  for (int i = 0; i < 128; i++)
+    short_path_width_call(c, AH_NUM_PROTOS); /* on the short path by call 16 */
+  ah_shim_rankkey_t *ck =
+      c->keys[AH_FUNC_ALLREDUCE][ah_shim_bin(AH_FUNC_ALLREDUCE, 5 << 20, c->nranks)];
   ck_assert_ptr_nonnull(ck);
   ck_assert_int_eq(ck->hot_num_proto, AH_NUM_PROTOS);
   for (int i = 128; i < 200; i++) short_path_width_call(c, AH_NUM_PROTOS + 1); /* 128 is sampled */
@@ -361,13 +376,16 @@ START_TEST(test_short_path_table_width) {
 END_TEST
 
 START_TEST(test_bin_matches_ah_size_bin) {
-  static const int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER, AH_FUNC_BROADCAST};
+  static const int colls[] = {AH_FUNC_ALLREDUCE, AH_FUNC_ALLGATHER, AH_FUNC_REDUCESCATTER,
+                              AH_FUNC_BROADCAST};
   static const int ranks[] = {1, 2, 3, 8, 16};
   for (size_t ci = 0; ci < 4; ci++)
     for (size_t ri = 0; ri < 5; ri++)
       for (size_t b = 0; b < (1ull << 40); b = b * 3 + 1) {
-        ck_assert_int_eq(ah_shim_bin(colls[ci], b, ranks[ri]), ah_size_bin(colls[ci], b, ranks[ri]));
-        ck_assert_int_eq(ah_shim_bin(colls[ci], b + 1, ranks[ri]), ah_size_bin(colls[ci], b + 1, ranks[ri]));
+        ck_assert_int_eq(ah_shim_bin(colls[ci], b, ranks[ri]),
+                         ah_size_bin(colls[ci], b, ranks[ri]));
+        ck_assert_int_eq(ah_shim_bin(colls[ci], b + 1, ranks[ri]),
+                         ah_size_bin(colls[ci], b + 1, ranks[ri]));
       }
 }
 END_TEST
@@ -400,7 +418,8 @@ START_TEST(test_nothing_changes) {
   for (int i = 0; i < 10; i++) {
     table_fill(t);
     memcpy(ref, t, sizeof t);
-    ck_assert_int_eq(get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch), ncclSuccess);
+    ck_assert_int_eq(get(&ncclTunerPlugin_v5, ctx, AH_FUNC_ALLREDUCE, 4 << 20, t, &nch),
+                     ncclSuccess);
     ck_assert_int_eq(memcmp(t, ref, sizeof t), 0);
     ck_assert_int_eq(nch, 0);
   }
@@ -409,7 +428,8 @@ START_TEST(test_nothing_changes) {
     int bin = ah_size_bin(AH_FUNC_ALLREDUCE, 4 << 20, 8);
     ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->next, 10); /* observed: still counted */
     ck_assert_uint_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->nccl_default.calls, 10);
-    ck_assert_int_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->nccl_cfg.algo, 0); /* tree/ll: cheapest cell */
+    ck_assert_int_eq(c->keys[AH_FUNC_ALLREDUCE][bin]->nccl_cfg.algo,
+                     0); /* tree/ll: cheapest cell */
   }
 }
 END_TEST
@@ -432,8 +452,8 @@ static void *rank_main(void *arg) {
     float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
     table_fill(t);
     int nch = 0;
-    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 1 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
-                                   AH_NUM_PROTOS, 0, &nch);
+    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 1 << 20, 1, (float **)(void *)t,
+                                   AH_NUM_ALGOS, AH_NUM_PROTOS, 0, &nch);
     r->algo[i] = argmin(t, &r->proto[i]);
     r->nch[i] = nch;
   }
@@ -468,9 +488,10 @@ START_TEST(test_tune_local_ranks_agree) {
   run_two_ranks(id, rank_main, &r[0], &r[1]);
   int distinct = 0;
   for (int i = 0; i < TUNE_CALLS; i++) {
-    ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
-                  "call %d: rank 0 ran %d/%d/%d, rank 1 ran %d/%d/%d", i, r[0].algo[i], r[0].proto[i],
-                  r[0].nch[i], r[1].algo[i], r[1].proto[i], r[1].nch[i]);
+    ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] &&
+                      r[0].nch[i] == r[1].nch[i],
+                  "call %d: rank 0 ran %d/%d/%d, rank 1 ran %d/%d/%d", i, r[0].algo[i],
+                  r[0].proto[i], r[0].nch[i], r[1].algo[i], r[1].proto[i], r[1].nch[i]);
     if (i > 0 && (r[0].algo[i] != r[0].algo[i - 1] || r[0].proto[i] != r[0].proto[i - 1] ||
                   r[0].nch[i] != r[0].nch[i - 1]))
       distinct++;
@@ -504,13 +525,14 @@ static void *drive_main(void *arg) {
     float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
     table_fill(t);
     int nch = 0;
-    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 4 << 20, 1, (float **)(void *)t, AH_NUM_ALGOS,
-                                   AH_NUM_PROTOS, 0, &nch);
+    ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, 4 << 20, 1, (float **)(void *)t,
+                                   AH_NUM_ALGOS, AH_NUM_PROTOS, 0, &nch);
     r->algo[i] = argmin(t, &r->proto[i]);
     r->nch[i] = nch;
     pthread_barrier_wait(&call_barrier);
     ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][22];
-    if (ck && !r->untimed) { /* every rank times its calls; the search learns a probe call's shortest */
+    if (ck &&
+        !r->untimed) { /* every rank times its calls; the search learns a probe call's shortest */
       double us = r->algo[i] == AH_ALGO_RING && r->proto[i] == AH_PROTO_SIMPLE ? 50.0 : 100.0;
       int kept = ck->seg_keep || ck->seg_refused || ck->seg_nccl;
       ah_shim_record_time(ck, ck->next - 1, ck->source, kept ? 0 : ck->gen, us, 4 << 20);
@@ -534,9 +556,10 @@ static ah_tune_status_t key_converged(uint64_t id, int bin) {
 /* Both driven ranks ran the same configuration at every call. */
 static void drive_agree(const drive_t *r) {
   for (int i = 0; i < DRIVE_CALLS; i++)
-    ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] && r[0].nch[i] == r[1].nch[i],
-                  "call %d: rank 0 ran %d/%d/%d, rank 1 ran %d/%d/%d", i, r[0].algo[i], r[0].proto[i],
-                  r[0].nch[i], r[1].algo[i], r[1].proto[i], r[1].nch[i]);
+    ck_assert_msg(r[0].algo[i] == r[1].algo[i] && r[0].proto[i] == r[1].proto[i] &&
+                      r[0].nch[i] == r[1].nch[i],
+                  "call %d: rank 0 ran %d/%d/%d, rank 1 ran %d/%d/%d", i, r[0].algo[i],
+                  r[0].proto[i], r[0].nch[i], r[1].algo[i], r[1].proto[i], r[1].nch[i]);
 }
 
 START_TEST(test_tune_search_and_cut) {
@@ -560,8 +583,8 @@ START_TEST(test_tune_search_and_cut) {
   ck_assert_int_eq(ah_sched_lookup(ks->sched, 600 + 64, &seg), 1);
   ah_segment_t before;
   ck_assert_int_eq(ah_sched_lookup(ks->sched, 600, &before), 1);
-  ck_assert_uint_lt(before.first, 600);                /* the forever segment began before */
-  ck_assert_uint_ne(before.count, AH_SCHED_FOREVER);   /* and was cut */
+  ck_assert_uint_lt(before.first, 600);              /* the forever segment began before */
+  ck_assert_uint_ne(before.count, AH_SCHED_FOREVER); /* and was cut */
   ck_assert_uint_ge(before.first + before.count, 600 + 64);
   /* at the leader's next call, not at its next one sampled for timing (640): a short path that
    * missed the re-open would cut at 704 */
@@ -611,8 +634,8 @@ static void warm_call(void *ctx, size_t bytes, int bin) {
   float t[AH_NUM_ALGOS][AH_NUM_PROTOS];
   table_fill(t);
   int nch = 0;
-  ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, bytes, 1, (float **)(void *)t, AH_NUM_ALGOS,
-                                 AH_NUM_PROTOS, 0, &nch);
+  ncclTunerPlugin_v5.getCollInfo(ctx, AH_FUNC_ALLREDUCE, bytes, 1, (float **)(void *)t,
+                                 AH_NUM_ALGOS, AH_NUM_PROTOS, 0, &nch);
   int algo = argmin(t, &proto);
   pthread_barrier_wait(&call_barrier);
   ah_shim_rankkey_t *ck = c->keys[AH_FUNC_ALLREDUCE][bin];
@@ -671,7 +694,8 @@ START_TEST(test_tune_share_mid_search) {
     ck_assert_int_eq(st.winner.res[AH_DIM_NCHANNELS], 4);
     hinted += st.hints;
   }
-  ck_assert_msg(hinted == 1, "%d hints passed between two bins searching side by side (want 1)", hinted);
+  ck_assert_msg(hinted == 1, "%d hints passed between two bins searching side by side (want 1)",
+                hinted);
 }
 END_TEST
 
@@ -726,7 +750,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(scenario, "tune") == 0) {
     tcase_add_test(tc, test_tune_local_ranks_agree);
     tcase_add_test(tc, test_tune_search_and_cut);
-  tcase_add_test(tc, test_tune_untimed_rank);
+    tcase_add_test(tc, test_tune_untimed_rank);
     tcase_add_test(tc, test_tune_warm_start);
     tcase_add_test(tc, test_tune_share_mid_search);
   } else {

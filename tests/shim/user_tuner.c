@@ -17,7 +17,8 @@ static ncclResult_t get(void *ctx, ah_nccl_func_t coll, size_t nbytes, int npipe
   if (coll == AH_FUNC_ALLREDUCE && nbytes < (1u << 20)) {
     int best = -1;
     for (int a = 0; a < nalgo; a++)
-      if (t[a][AH_PROTO_LL128] >= 0 && (best < 0 || t[a][AH_PROTO_LL128] < t[best][AH_PROTO_LL128])) best = a;
+      if (t[a][AH_PROTO_LL128] >= 0 && (best < 0 || t[a][AH_PROTO_LL128] < t[best][AH_PROTO_LL128]))
+        best = a;
     if (best >= 0) t[best][AH_PROTO_LL128] = 0.0f;
   }
   if (coll == AH_FUNC_ALLGATHER) *nch = 4;
@@ -29,4 +30,5 @@ static ncclResult_t fini(void *ctx) {
   return ncclSuccess;
 }
 
-__attribute__((visibility("default"))) const ah_tuner_v4_t ncclTunerPlugin_v4 = {"user", init, get, fini};
+__attribute__((visibility("default")))
+const ah_tuner_v4_t ncclTunerPlugin_v4 = {"user", init, get, fini};

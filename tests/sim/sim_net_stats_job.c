@@ -27,7 +27,8 @@ int main(void) {
   if (ncclsimExchangeUniqueId("net_stats", rank == 0, &id) != 0) return 1;
   ncclComm_t comm;
   cudaStream_t st;
-  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess || cudaStreamCreate(&st) != cudaSuccess) {
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess ||
+      cudaStreamCreate(&st) != cudaSuccess) {
     fprintf(stderr, "net_stats_job: rank %d: init failed: %s\n", rank, ncclGetLastError(NULL));
     return 1;
   }
@@ -38,9 +39,11 @@ int main(void) {
     for (size_t i = 0; i < n; i++) host[i] = (float)(rank + 1 + it);
     cudaMemcpy(buf, host, n * sizeof(float), cudaMemcpyHostToDevice);
     ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, st);
-    if (r == ncclSuccess) r = cudaStreamSynchronize(st) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+    if (r == ncclSuccess)
+      r = cudaStreamSynchronize(st) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
     if (r != ncclSuccess) {
-      fprintf(stderr, "net_stats_job: rank %d: AllReduce failed: %s\n", rank, ncclGetLastError(comm));
+      fprintf(stderr, "net_stats_job: rank %d: AllReduce failed: %s\n", rank,
+              ncclGetLastError(comm));
       return 1;
     }
     cudaMemcpy(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost);
@@ -52,10 +55,14 @@ int main(void) {
       }
   }
   struct ncclsimNetStats s;
-  if (ncclsimNetStats(comm, &s) != ncclSuccess || ncclsimNetStats(comm, NULL) != ncclInvalidArgument) return 1;
-  printf("net_stats_job: rank %d chunks %llu sends %llu lost %llu duplicated %llu reordered %llu unposted %llu "
-         "send-duplicated %llu stall-wall-us %.0f\n", rank, s.chunks, s.sendCompletions, s.lost, s.duplicated, s.reordered,
-         s.sendUnposted, s.sendDuplicated, s.maxStallWallMs * 1e3);
+  if (ncclsimNetStats(comm, &s) != ncclSuccess ||
+      ncclsimNetStats(comm, NULL) != ncclInvalidArgument)
+    return 1;
+  printf(
+      "net_stats_job: rank %d chunks %llu sends %llu lost %llu duplicated %llu reordered %llu unposted %llu "
+      "send-duplicated %llu stall-wall-us %.0f\n",
+      rank, s.chunks, s.sendCompletions, s.lost, s.duplicated, s.reordered, s.sendUnposted,
+      s.sendDuplicated, s.maxStallWallMs * 1e3);
   ncclCommDestroy(comm);
   free(host);
   return 0;

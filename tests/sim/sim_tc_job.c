@@ -59,7 +59,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
-  if (cudaSetDevice(0) != cudaSuccess || cudaMalloc((void **)&buf_a, sizeof(float)) != cudaSuccess) return 1;
+  if (cudaSetDevice(0) != cudaSuccess || cudaMalloc((void **)&buf_a, sizeof(float)) != cudaSuccess)
+    return 1;
   comm_a = make("a", atoi(argv[1]));
   ncclComm_t b = make("b", atoi(argv[2]));
   double alone, beside;

@@ -56,11 +56,14 @@ static void run_ranks(int n, rank_fn fn, void *arg) {
   }
   for (int r = 0; r < n; r++) ck_assert_int_eq(pthread_join(th[r], NULL), 0);
   for (int r = 0; r < n; r++)
-    ck_assert_msg(args[r].res == ncclSuccess, "rank %d: %s (%s)", r, ncclGetErrorString(args[r].res), args[r].last);
+    ck_assert_msg(args[r].res == ncclSuccess, "rank %d: %s (%s)", r,
+                  ncclGetErrorString(args[r].res), args[r].last);
 }
 
 /* Element i of the block that rank `from` sends to rank `to`. */
-static int32_t val(int from, int to, size_t i) { return (int32_t)(from * 100000000 + to * 1000000 + (int)(i % 999983)); }
+static int32_t val(int from, int to, size_t i) {
+  return (int32_t)(from * 100000000 + to * 1000000 + (int)(i % 999983));
+}
 
 /* ---- AlltoAll, Gather, Scatter ------------------------------------------------------------------ */
 
@@ -78,7 +81,8 @@ static ncclResult_t do_alltoall(int rank, ncclComm_t comm, void *arg) {
   (void)arg;
   size_t n = xcount;
   int32_t *s, *r;
-  if (cudaMalloc((void **)&s, n * NR * 4) != cudaSuccess || cudaMalloc((void **)&r, n * NR * 4) != cudaSuccess)
+  if (cudaMalloc((void **)&s, n * NR * 4) != cudaSuccess ||
+      cudaMalloc((void **)&r, n * NR * 4) != cudaSuccess)
     return ncclSystemError;
   for (int to = 0; to < NR; to++)
     for (size_t i = 0; i < n; i++) s[to * n + i] = val(rank, to, i);
@@ -91,7 +95,9 @@ static ncclResult_t do_alltoall(int rank, ncclComm_t comm, void *arg) {
   return res;
 }
 
-START_TEST(test_alltoall_exact) { run_small_and_large(do_alltoall, 1000, 600000); } /* 2.4 MB blocks */
+START_TEST(test_alltoall_exact) {
+  run_small_and_large(do_alltoall, 1000, 600000);
+} /* 2.4 MB blocks */
 END_TEST
 
 static ncclResult_t do_gather_scatter(int rank, ncclComm_t comm, void *arg) {
@@ -114,13 +120,15 @@ static ncclResult_t do_gather_scatter(int rank, ncclComm_t comm, void *arg) {
   if (res == ncclSuccess) res = ncclScatter(all, back, n, ncclInt32, 1, comm, NULL);
   for (size_t i = 0; i < n && res == ncclSuccess; i++)
     if (back[i] != val(1, rank, i)) return ncclInternalError;
-  if (res == ncclSuccess) res = ncclScatter(all, rank == 1 ? all + n : back, n, ncclInt32, 1, comm, NULL);
+  if (res == ncclSuccess)
+    res = ncclScatter(all, rank == 1 ? all + n : back, n, ncclInt32, 1, comm, NULL);
   if (res == ncclSuccess && rank == 1)
     for (size_t i = 0; i < n; i++)
       if (all[n + i] != val(1, 1, i)) return ncclInternalError;
   /* Bad root: NCCL's code and text. */
   if (res == ncclSuccess) {
-    if (ncclGather(mine, all, n, ncclInt32, NR, comm, NULL) != ncclInvalidArgument) return ncclInternalError;
+    if (ncclGather(mine, all, n, ncclInt32, NR, comm, NULL) != ncclInvalidArgument)
+      return ncclInternalError;
     if (!strstr(ncclGetLastError(comm), "invalid root 4")) return ncclInternalError;
   }
   free(mine);
@@ -145,11 +153,13 @@ START_TEST(test_alltoall_one_thread) {
       for (size_t i = 0; i < N; i++) s[k][to * (size_t)N + i] = val(k, to, i);
   }
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
-  for (int k = 0; k < NR; k++) ck_assert_int_eq(ncclAlltoAll(s[k], r[k], N, ncclInt32, comms[k], NULL), ncclSuccess);
+  for (int k = 0; k < NR; k++)
+    ck_assert_int_eq(ncclAlltoAll(s[k], r[k], N, ncclInt32, comms[k], NULL), ncclSuccess);
   ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
   for (int k = 0; k < NR; k++) {
     for (int from = 0; from < NR; from++)
-      for (size_t i = 0; i < N; i += 997) ck_assert_int_eq(r[k][from * (size_t)N + i], val(from, k, i));
+      for (size_t i = 0; i < N; i += 997)
+        ck_assert_int_eq(r[k][from * (size_t)N + i], val(from, k, i));
     free(s[k]);
     free(r[k]);
     ck_assert_int_eq(ncclCommDestroy(comms[k]), ncclSuccess);
@@ -171,26 +181,32 @@ static ncclResult_t do_premulsum(int rank, ncclComm_t comm, void *arg) {
     iin[i] = i + rank;
   }
   ncclRedOp_t op, dop, iop;
-  ncclResult_t res = ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm);
+  ncclResult_t res =
+      ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm);
   if (res != ncclSuccess) return res;
   scalar = 1000; /* host-immediate: copied at creation, this store must not matter */
   if ((res = ncclAllReduce(in, out, N, ncclFloat32, op, comm, NULL)) != ncclSuccess) return res;
   for (int i = 0; i < N; i++) /* sum over r of (r+1) * x = 10 x */
     if (out[i] != 10.0f * (float)(i % 17)) return ncclInternalError;
-  if ((res = ncclReduceScatter(in, rs, N / NR, ncclFloat32, op, comm, NULL)) != ncclSuccess) return res;
+  if ((res = ncclReduceScatter(in, rs, N / NR, ncclFloat32, op, comm, NULL)) != ncclSuccess)
+    return res;
   for (int i = 0; i < N / NR; i++)
     if (rs[i] != 10.0f * (float)((rank * (N / NR) + i) % 17)) return ncclInternalError;
   /* Device residence: the scalar is read when the collective runs. */
   if (cudaMalloc((void **)&dscalar, sizeof *dscalar) != cudaSuccess) return ncclSystemError;
   *dscalar = -1;
-  if ((res = ncclRedOpCreatePreMulSum(&dop, dscalar, ncclFloat64, ncclScalarDevice, comm)) != ncclSuccess) return res;
+  if ((res = ncclRedOpCreatePreMulSum(&dop, dscalar, ncclFloat64, ncclScalarDevice, comm)) !=
+      ncclSuccess)
+    return res;
   *dscalar = 0.25 * (rank + 1);
   if ((res = ncclReduce(din, dout, N, ncclFloat64, dop, 3, comm, NULL)) != ncclSuccess) return res;
   if (rank == 3)
     for (int i = 0; i < N; i++)
       if (dout[i] != 2.5 * din[i]) return ncclInternalError; /* 0.25 * (1+2+3+4) */
   /* Integers wrap: (i + r) * (3 + r) summed. */
-  if ((res = ncclRedOpCreatePreMulSum(&iop, &iscalar, ncclInt32, ncclScalarHostImmediate, comm)) != ncclSuccess) return res;
+  if ((res = ncclRedOpCreatePreMulSum(&iop, &iscalar, ncclInt32, ncclScalarHostImmediate, comm)) !=
+      ncclSuccess)
+    return res;
   if ((res = ncclAllReduce(iin, iout, N, ncclInt32, iop, comm, NULL)) != ncclSuccess) return res;
   for (int i = 0; i < N; i++) {
     int32_t want = 0;
@@ -198,12 +214,14 @@ static ncclResult_t do_premulsum(int rank, ncclComm_t comm, void *arg) {
     if (iout[i] != want) return ncclInternalError;
   }
   /* NCCL's refusals: another type, a built-in, a destroyed operator. */
-  if (ncclAllReduce(in, out, N, ncclFloat64, op, comm, NULL) != ncclInvalidArgument) return ncclInternalError;
+  if (ncclAllReduce(in, out, N, ncclFloat64, op, comm, NULL) != ncclInvalidArgument)
+    return ncclInternalError;
   if (!strstr(ncclGetLastError(comm), "does not match")) return ncclInternalError;
   if (ncclRedOpDestroy(ncclSum, comm) != ncclInvalidArgument) return ncclInternalError;
   if ((res = ncclRedOpDestroy(op, comm)) != ncclSuccess) return res;
   if (ncclRedOpDestroy(op, comm) != ncclInvalidArgument) return ncclInternalError;
-  if (ncclAllReduce(in, out, N, ncclFloat32, op, comm, NULL) != ncclInvalidArgument) return ncclInternalError;
+  if (ncclAllReduce(in, out, N, ncclFloat32, op, comm, NULL) != ncclInvalidArgument)
+    return ncclInternalError;
   if (!strstr(ncclGetLastError(comm), "unknown to this communicator")) return ncclInternalError;
   ncclRedOpDestroy(dop, comm);
   ncclRedOpDestroy(iop, comm);
@@ -221,7 +239,8 @@ static ncclResult_t do_shrink(int rank, ncclComm_t comm, void *arg) {
   int excl[1] = {1};
   ncclComm_t child = NULL;
   if (rank == 1) { /* the excluded rank may not call; if it does, NCCL refuses */
-    if (ncclCommShrink(comm, excl, 1, &child, NULL, NCCL_SHRINK_DEFAULT) != ncclInvalidArgument) return ncclInternalError;
+    if (ncclCommShrink(comm, excl, 1, &child, NULL, NCCL_SHRINK_DEFAULT) != ncclInvalidArgument)
+      return ncclInternalError;
     return ncclSuccess;
   }
   ncclResult_t res = ncclCommShrink(comm, excl, 1, &child, NULL, NCCL_SHRINK_ABORT);
@@ -237,7 +256,8 @@ static ncclResult_t do_shrink(int rank, ncclComm_t comm, void *arg) {
     if (y[i] != (float)(0 + 2 + 3 + 3 * i)) return ncclInternalError;
   /* Revoke: collectives refused, destroy still fine. */
   if ((res = ncclCommRevoke(child, NCCL_REVOKE_DEFAULT)) != ncclSuccess) return res;
-  if (ncclAllReduce(x, y, 64, ncclFloat32, ncclSum, child, NULL) != ncclInvalidUsage) return ncclInternalError;
+  if (ncclAllReduce(x, y, 64, ncclFloat32, ncclSum, child, NULL) != ncclInvalidUsage)
+    return ncclInternalError;
   if (!strstr(ncclGetLastError(child), "revoked")) return ncclInternalError;
   if (ncclCommRevoke(child, NCCL_REVOKE_DEFAULT) != ncclInvalidArgument) return ncclInternalError;
   if (ncclCommFinalize(child) != ncclInvalidUsage) return ncclInternalError;
@@ -254,7 +274,8 @@ START_TEST(test_shrink_grouped) {
   int excl[2] = {3, 0};
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
   for (int k = 1; k <= 2; k++)
-    ck_assert_int_eq(ncclCommShrink(comms[k], excl, 2, &child[k], NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
+    ck_assert_int_eq(ncclCommShrink(comms[k], excl, 2, &child[k], NULL, NCCL_SHRINK_DEFAULT),
+                     ncclSuccess);
   ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
   int x[2][8], y[2][8];
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
@@ -263,7 +284,8 @@ START_TEST(test_shrink_grouped) {
     ck_assert_int_eq(ncclCommUserRank(child[k], &me), ncclSuccess);
     ck_assert_int_eq(me, k - 1);
     for (int i = 0; i < 8; i++) x[k - 1][i] = 10 * k + i;
-    ck_assert_int_eq(ncclAllReduce(x[k - 1], y[k - 1], 8, ncclInt32, ncclSum, child[k], NULL), ncclSuccess);
+    ck_assert_int_eq(ncclAllReduce(x[k - 1], y[k - 1], 8, ncclInt32, ncclSum, child[k], NULL),
+                     ncclSuccess);
   }
   ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
   for (int k = 0; k < 2; k++)
@@ -330,7 +352,8 @@ START_TEST(test_mem_register_roundtrip) {
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "not registered"));
   ck_assert_int_eq(ncclCommDeregister(comm, NULL), ncclSuccess);
   ncclWindow_t win = NULL, win2 = NULL;
-  ck_assert_int_eq(ncclCommWindowRegister(comm, p, 1 << 20, &win, NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
+  ck_assert_int_eq(ncclCommWindowRegister(comm, p, 1 << 20, &win, NCCL_WIN_COLL_SYMMETRIC),
+                   ncclSuccess);
   ck_assert_ptr_nonnull(win);
   ck_assert_int_eq(ncclCommWindowRegister(comm, NULL, 0, &win2, 0), ncclSuccess);
   ck_assert_ptr_null(win2);
@@ -386,7 +409,8 @@ START_TEST(test_ipc_two_processes) {
   ck_assert_int_eq(cudaIpcGetMemHandle(&h, mem + 1), cudaErrorInvalidValue); /* not the base */
   ck_assert_int_eq(cudaIpcGetMemHandle(&h, mem), cudaSuccess);
   void *self = NULL;
-  ck_assert_int_eq(cudaIpcOpenMemHandle(&self, h, cudaIpcMemLazyEnablePeerAccess), cudaErrorDeviceUninitialized);
+  ck_assert_int_eq(cudaIpcOpenMemHandle(&self, h, cudaIpcMemLazyEnablePeerAccess),
+                   cudaErrorDeviceUninitialized);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) { /* importer: reads the exporter's data, writes its answer into the same pages */
@@ -395,11 +419,16 @@ START_TEST(test_ipc_two_processes) {
     if (read(to_child[0], &go, 1) == 1 &&
         cudaIpcOpenMemHandle((void **)&peer, h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
       int *again = NULL;
-      status = cudaIpcOpenMemHandle((void **)&again, h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess && again == peer ? 0 : 2;
+      status =
+          cudaIpcOpenMemHandle((void **)&again, h, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess &&
+                  again == peer
+              ? 0
+              : 2;
       for (int i = 0; i < (1 << 18) && status == 0; i++)
         if (peer[i] != i) status = 3;
       peer[12345] = -42;
-      if (cudaIpcCloseMemHandle(again) != cudaSuccess || cudaIpcCloseMemHandle(peer) != cudaSuccess) status = 4;
+      if (cudaIpcCloseMemHandle(again) != cudaSuccess || cudaIpcCloseMemHandle(peer) != cudaSuccess)
+        status = 4;
       if (cudaIpcCloseMemHandle(peer) != cudaErrorInvalidValue) status = 5;
     }
     if (write(to_parent[1], "x", 1) != 1) status = 6;
@@ -410,7 +439,8 @@ START_TEST(test_ipc_two_processes) {
   ck_assert_int_eq(read(to_parent[0], &done, 1), 1);
   int status = -1;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "importer failed with %d", WEXITSTATUS(status));
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "importer failed with %d",
+                WEXITSTATUS(status));
   ck_assert_int_eq(mem[12345], -42); /* the importer's store is in the exporter's memory */
   ck_assert_int_eq(cudaFree(mem), cudaSuccess);
   /* A freed allocation's handle is stale: refused, from another process. */
@@ -423,7 +453,8 @@ START_TEST(test_ipc_two_processes) {
   ck_assert_int_eq(WEXITSTATUS(status), 0);
   cudaEvent_t ev;
   cudaIpcEventHandle_t eh;
-  ck_assert_int_eq(cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming), cudaSuccess);
+  ck_assert_int_eq(cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming),
+                   cudaSuccess);
   ck_assert_int_eq(cudaIpcGetEventHandle(&eh, ev), cudaErrorNotSupported);
   cudaEventDestroy(ev);
 }
@@ -455,13 +486,16 @@ static ncclResult_t do_behind(int rank, ncclComm_t comm, void *arg) {
     cudaStream_t s0 = NULL;
     for (int t = 0; t < 5000 && !(s0 = atomic_load(&behind_stream)); t++) usleep(1000);
     int busy = 0;
-    for (int t = 0; t < 5000 && s0 && !(busy = cudaStreamQuery(s0) == cudaErrorNotReady); t++) usleep(1000);
+    for (int t = 0; t < 5000 && s0 && !(busy = cudaStreamQuery(s0) == cudaErrorNotReady); t++)
+      usleep(1000);
     cudaEvent_t e;
     if (!busy || cudaEventCreate(&e) != cudaSuccess || cudaEventRecord(e, s0) != cudaSuccess)
       return ncclInternalError;
-    if (cudaEventQuery(e) != cudaErrorNotReady) return ncclInvalidUsage; /* behind the running call */
+    if (cudaEventQuery(e) != cudaErrorNotReady)
+      return ncclInvalidUsage; /* behind the running call */
     res = ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, NULL);
-    if (res == ncclSuccess && (cudaEventSynchronize(e) != cudaSuccess || cudaEventQuery(e) != cudaSuccess))
+    if (res == ncclSuccess &&
+        (cudaEventSynchronize(e) != cudaSuccess || cudaEventQuery(e) != cudaSuccess))
       res = ncclInternalError;
     cudaEventDestroy(e);
   }
@@ -482,7 +516,8 @@ START_TEST(test_version_gating) {
   ncclResult_t r = ncclAlltoAll(x, y, 4, ncclFloat32, comm, NULL);
   if (v < 22803) {
     ck_assert_int_eq(r, ncclInvalidUsage);
-    ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "ncclAlltoAll was introduced in NCCL 2.28.3"));
+    ck_assert_ptr_nonnull(
+        strstr(ncclGetLastError(comm), "ncclAlltoAll was introduced in NCCL 2.28.3"));
     ck_assert_int_eq(ncclGather(x, y, 4, ncclFloat32, 0, comm, NULL), ncclInvalidUsage);
   } else {
     ck_assert_int_eq(r, ncclSuccess);
@@ -491,7 +526,8 @@ START_TEST(test_version_gating) {
   r = ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT);
   if (v < 22807) {
     ck_assert_int_eq(r, ncclInvalidUsage);
-    ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "ncclCommRevoke was introduced in NCCL 2.28.7"));
+    ck_assert_ptr_nonnull(
+        strstr(ncclGetLastError(comm), "ncclCommRevoke was introduced in NCCL 2.28.7"));
   } else {
     ck_assert_int_eq(r, ncclSuccess);
   }
@@ -505,13 +541,15 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("sim_api");
-  struct { const char *name; const TTest *t; } cases[] = {
-      {"alltoall", test_alltoall_exact}, {"alltoall", test_alltoall_one_thread},
-      {"alltoall", test_gather_scatter_exact}, {"premulsum", test_premulsum_exact},
-      {"shrink", test_shrink_works}, {"shrink", test_shrink_grouped}, {"simulate", test_group_simulate},
-      {"memory", test_mem_register_roundtrip}, {"memory", test_cuda_host_and_peer},
-      {"memory", test_ipc_two_processes}, {"inflight", test_work_in_flight},
-      {"version", test_version_gating}};
+  struct {
+    const char *name;
+    const TTest *t;
+  } cases[] = {{"alltoall", test_alltoall_exact},       {"alltoall", test_alltoall_one_thread},
+               {"alltoall", test_gather_scatter_exact}, {"premulsum", test_premulsum_exact},
+               {"shrink", test_shrink_works},           {"shrink", test_shrink_grouped},
+               {"simulate", test_group_simulate},       {"memory", test_mem_register_roundtrip},
+               {"memory", test_cuda_host_and_peer},     {"memory", test_ipc_two_processes},
+               {"inflight", test_work_in_flight},       {"version", test_version_gating}};
   TCase *tc = NULL;
   const char *cur = "";
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

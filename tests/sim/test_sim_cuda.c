@@ -103,10 +103,10 @@ START_TEST(test_legacy_stream_order) {
   ck_assert_int_eq(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
   double base = ncclsimStreamTime(NULL);
   ck_assert_int_eq(ncclsimStreamAddCompute(blocking, 1000), cudaSuccess);
-  ck_assert_double_ge(ncclsimStreamTime(NULL), base + 1000);          /* legacy waits */
-  ck_assert_double_lt(ncclsimStreamTime(nonblocking), base + 1000);   /* non-blocking does not */
+  ck_assert_double_ge(ncclsimStreamTime(NULL), base + 1000);        /* legacy waits */
+  ck_assert_double_lt(ncclsimStreamTime(nonblocking), base + 1000); /* non-blocking does not */
   ck_assert_int_eq(ncclsimStreamAddCompute(NULL, 500), cudaSuccess);
-  ck_assert_double_ge(ncclsimStreamTime(blocking), base + 1500);      /* and back */
+  ck_assert_double_ge(ncclsimStreamTime(blocking), base + 1500); /* and back */
   ck_assert_double_lt(ncclsimStreamTime(nonblocking), base + 1000);
   /* Other devices are unaffected. */
   ck_assert_int_eq(cudaSetDevice(2), cudaSuccess);
@@ -122,7 +122,8 @@ START_TEST(test_errors) {
   ck_assert_int_eq(cudaEventCreate(&b), cudaSuccess);
   ck_assert_int_eq(cudaEventCreateWithFlags(&nt, cudaEventDisableTiming), cudaSuccess);
   float ms;
-  ck_assert_int_eq(cudaEventElapsedTime(&ms, a, b), cudaErrorInvalidResourceHandle); /* unrecorded */
+  ck_assert_int_eq(cudaEventElapsedTime(&ms, a, b),
+                   cudaErrorInvalidResourceHandle); /* unrecorded */
   ck_assert_int_eq(cudaEventRecord(a, s), cudaSuccess);
   ck_assert_int_eq(cudaEventRecord(nt, s), cudaSuccess);
   ck_assert_int_eq(cudaEventElapsedTime(&ms, a, nt), cudaErrorInvalidResourceHandle);
@@ -133,7 +134,8 @@ START_TEST(test_errors) {
   ck_assert_int_eq(cudaStreamDestroy(NULL), cudaErrorInvalidResourceHandle);
   ck_assert_int_eq(cudaEventDestroy(b), cudaSuccess);
   ck_assert_int_eq(cudaEventRecord(b, NULL), cudaErrorInvalidResourceHandle);
-  ck_assert_int_eq(cudaMemcpy(NULL, NULL, 0, (enum cudaMemcpyKind)9), cudaErrorInvalidMemcpyDirection);
+  ck_assert_int_eq(cudaMemcpy(NULL, NULL, 0, (enum cudaMemcpyKind)9),
+                   cudaErrorInvalidMemcpyDirection);
   ck_assert_int_eq(cudaGetLastError(), cudaErrorInvalidMemcpyDirection);
   void *p = (void *)1;
   ck_assert_int_eq(cudaMalloc(&p, 0), cudaSuccess);
@@ -200,7 +202,8 @@ START_TEST(test_launch_entry_points) {
   static int fake_kernel;
   dim3 big = {2048, 1, 1};
   ck_assert_int_eq(cudaLaunchKernel(&fake_kernel, g, b, NULL, 0, NULL), cudaSuccess);
-  ck_assert_int_eq(cudaLaunchKernel(&fake_kernel, g, big, NULL, 0, NULL), cudaErrorInvalidConfiguration);
+  ck_assert_int_eq(cudaLaunchKernel(&fake_kernel, g, big, NULL, 0, NULL),
+                   cudaErrorInvalidConfiguration);
   ck_assert_int_eq(cudaGetLastError(), cudaErrorInvalidConfiguration);
 }
 END_TEST

@@ -66,7 +66,8 @@ START_TEST(test_bad_arguments) {
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "reduction operation 77"));
   ck_assert_int_eq(ncclBroadcast(buf_a, buf_b, 4, ncclFloat, 3, comm, NULL), ncclInvalidArgument);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "root 3"));
-  ck_assert_int_eq(ncclAllReduce(NULL, buf_b, 4, ncclFloat, ncclSum, comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclAllReduce(NULL, buf_b, 4, ncclFloat, ncclSum, comm, NULL),
+                   ncclInvalidArgument);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "send buffer"));
   int v = 0;
   ck_assert_int_eq(ncclGetVersion(&v), ncclSuccess);
@@ -75,7 +76,8 @@ START_TEST(test_bad_arguments) {
   ck_assert_int_eq(v, 1);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
   /* A destroyed communicator. */
-  ck_assert_int_eq(ncclAllReduce(buf_a, buf_b, 4, ncclFloat, ncclSum, comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclAllReduce(buf_a, buf_b, 4, ncclFloat, ncclSum, comm, NULL),
+                   ncclInvalidArgument);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "destroyed"));
   ck_assert_int_eq(ncclCommDestroy(comm), ncclInvalidArgument);
   ck_assert_str_eq(ncclGetErrorString(ncclInvalidUsage), ncclGetErrorString(ncclInvalidUsage));

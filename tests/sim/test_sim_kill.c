@@ -66,7 +66,8 @@ START_TEST(test_kill_one_of_eight) {
     kill(job, SIGKILL);
     waitpid(job, &status, 0);
   }
-  ck_assert_msg(got == job && took < 30, "the job did not end within 30 s of the kill (%.1f s)", took);
+  ck_assert_msg(got == job && took < 30, "the job did not end within 30 s of the kill (%.1f s)",
+                took);
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL,
                 "ncclsim-run should exit with 137 (rank killed by SIGKILL); status 0x%x", status);
   /* Every survivor reported an NCCL error of its own. */

@@ -20,8 +20,8 @@ static int run(const char *args, char *out, size_t len) {
   int fd = mkstemp(status_file);
   ck_assert_int_ge(fd, 0);
   close(fd);
-  snprintf(cmd, sizeof cmd, "{ '%s' %s 2>/dev/null; echo $? > %s; } | sort", NCCLSIM_RUN_PATH,
-           args, status_file);
+  snprintf(cmd, sizeof cmd, "{ '%s' %s 2>/dev/null; echo $? > %s; } | sort", NCCLSIM_RUN_PATH, args,
+           status_file);
   FILE *p = popen(cmd, "r");
   ck_assert_ptr_nonnull(p);
   size_t n = fread(out, 1, len - 1, p);
@@ -38,9 +38,10 @@ static int run(const char *args, char *out, size_t len) {
 
 START_TEST(test_environment) {
   char out[4096];
-  int code = run("-n 4 --nodes 2 -- sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE "
-                 "$NCCLSIM_NODE $GROUP_RANK; test -d \"$NCCLSIM_RDZV\" && test -n \"$NCCLSIM_SHM_PREFIX\"'",
-                 out, sizeof out);
+  int code = run(
+      "-n 4 --nodes 2 -- sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE "
+      "$NCCLSIM_NODE $GROUP_RANK; test -d \"$NCCLSIM_RDZV\" && test -n \"$NCCLSIM_SHM_PREFIX\"'",
+      out, sizeof out);
   ck_assert_int_eq(code, 0);
   ck_assert_str_eq(out, "0 4 0 2 0 0\n1 4 1 2 0 0\n2 4 0 2 1 1\n3 4 1 2 1 1\n");
 }
@@ -55,13 +56,15 @@ START_TEST(test_torchrun_environment) {
   unsetenv("MASTER_PORT");
   unsetenv("OMP_NUM_THREADS");
   unsetenv("TORCHELASTIC_RUN_ID");
-  int code = run("-n 4 --nodes 2 -- sh -c 'echo $RANK $GROUP_WORLD_SIZE $ROLE_RANK $ROLE_WORLD_SIZE "
-                 "$ROLE_NAME $MASTER_ADDR $OMP_NUM_THREADS $TORCHELASTIC_RESTART_COUNT "
-                 "$TORCHELASTIC_MAX_RESTARTS $TORCHELASTIC_RUN_ID; test \"$MASTER_PORT\" -gt 0'",
-                 out, sizeof out);
+  int code =
+      run("-n 4 --nodes 2 -- sh -c 'echo $RANK $GROUP_WORLD_SIZE $ROLE_RANK $ROLE_WORLD_SIZE "
+          "$ROLE_NAME $MASTER_ADDR $OMP_NUM_THREADS $TORCHELASTIC_RESTART_COUNT "
+          "$TORCHELASTIC_MAX_RESTARTS $TORCHELASTIC_RUN_ID; test \"$MASTER_PORT\" -gt 0'",
+          out, sizeof out);
   ck_assert_int_eq(code, 0);
-  ck_assert_str_eq(out, "0 2 0 4 default 127.0.0.1 1 0 0 none\n1 2 1 4 default 127.0.0.1 1 0 0 none\n"
-                        "2 2 2 4 default 127.0.0.1 1 0 0 none\n3 2 3 4 default 127.0.0.1 1 0 0 none\n");
+  ck_assert_str_eq(out,
+                   "0 2 0 4 default 127.0.0.1 1 0 0 none\n1 2 1 4 default 127.0.0.1 1 0 0 none\n"
+                   "2 2 2 4 default 127.0.0.1 1 0 0 none\n3 2 3 4 default 127.0.0.1 1 0 0 none\n");
   code = run("-n 3 -- sh -c 'echo $MASTER_PORT'", out, sizeof out);
   ck_assert_int_eq(code, 0);
   char *nl = strchr(out, '\n');
@@ -73,7 +76,8 @@ START_TEST(test_torchrun_environment) {
   setenv("MASTER_PORT", "29500", 1);
   setenv("OMP_NUM_THREADS", "3", 1);
   setenv("TORCHELASTIC_RUN_ID", "job-7", 1);
-  code = run("-n 2 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT $OMP_NUM_THREADS $TORCHELASTIC_RUN_ID'", out, sizeof out);
+  code = run("-n 2 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT $OMP_NUM_THREADS $TORCHELASTIC_RUN_ID'",
+             out, sizeof out);
   unsetenv("MASTER_ADDR");
   unsetenv("MASTER_PORT");
   unsetenv("OMP_NUM_THREADS");
@@ -88,12 +92,15 @@ END_TEST
 START_TEST(test_preload) {
   char out[4096], want[4096];
   setenv("LD_PRELOAD", "libm.so.6", 1);
-  int code = run("--preload -n 2 -- sh -c 'echo $LD_PRELOAD ${NCCLSIM_RUN_PRELOADED-unset}'", out, sizeof out);
+  int code = run("--preload -n 2 -- sh -c 'echo $LD_PRELOAD ${NCCLSIM_RUN_PRELOADED-unset}'", out,
+                 sizeof out);
   unsetenv("LD_PRELOAD");
   ck_assert_int_eq(code, 0);
   const char *d = SIM_PRELOAD_DIR;
-  snprintf(want, sizeof want, "libm.so.6 %s/libcuda.so.1 %s/libcudart.so.13 %s/libcudart.so.12 "
-           "%s/libnccl.so.2 unset\n", d, d, d, d);
+  snprintf(want, sizeof want,
+           "libm.so.6 %s/libcuda.so.1 %s/libcudart.so.13 %s/libcudart.so.12 "
+           "%s/libnccl.so.2 unset\n",
+           d, d, d, d);
   ck_assert_int_eq(strlen(out), 2 * strlen(want));
   ck_assert(strncmp(out, want, strlen(want)) == 0 && strcmp(out + strlen(want), want) == 0);
   setenv("NCCLSIM_PRELOAD_DIR", "/nonexistent", 1);

@@ -13,9 +13,9 @@ START_TEST(half_known_patterns) {
   ck_assert_uint_eq(sim_float_to_half(1.0), 0x3c00);
   ck_assert_uint_eq(sim_float_to_half(-2.0), 0xc000);
   ck_assert_uint_eq(sim_float_to_half(65504.0), 0x7bff);
-  ck_assert_uint_eq(sim_float_to_half(65520.0), 0x7c00);   /* rounds to infinity */
+  ck_assert_uint_eq(sim_float_to_half(65520.0), 0x7c00);               /* rounds to infinity */
   ck_assert_uint_eq(sim_float_to_half(5.960464477539063e-08), 0x0001); /* smallest subnormal */
-  ck_assert_uint_eq(sim_float_to_half(1.0 + 1.0 / 2048), 0x3c00); /* tie goes to even */
+  ck_assert_uint_eq(sim_float_to_half(1.0 + 1.0 / 2048), 0x3c00);      /* tie goes to even */
   ck_assert_uint_eq(sim_float_to_half(1.0 + 3.0 / 2048), 0x3c02);
   ck_assert(isnan(sim_half_to_float(0x7e00)));
   ck_assert_float_eq(sim_half_to_float(0x3555), 0.333251953125f);
@@ -27,7 +27,7 @@ START_TEST(bf16_and_fp8_patterns) {
   ck_assert_uint_eq(sim_float_to_bf16(3.0), 0x4040);
   ck_assert_float_eq(sim_bf16_to_float(0xc2f7), -123.5f);
   ck_assert_uint_eq(sim_float_to_e4m3(448.0), 0x7e);
-  ck_assert_uint_eq(sim_float_to_e4m3(1000.0), 0x7e);  /* saturates, never NaN */
+  ck_assert_uint_eq(sim_float_to_e4m3(1000.0), 0x7e); /* saturates, never NaN */
   ck_assert_uint_eq(sim_float_to_e4m3(-1.0), 0xb8);
   ck_assert(isnan(sim_e4m3_to_float(0x7f)));
   ck_assert_float_eq(sim_e4m3_to_float(0x01), 0.001953125f); /* 2^-9 */
@@ -41,7 +41,8 @@ START_TEST(every_e4m3_and_e5m2_roundtrips) {
   for (int v = 0; v < 256; v++) {
     float f4 = sim_e4m3_to_float((uint8_t)v), f5 = sim_e5m2_to_float((uint8_t)v);
     if (!isnan(f4) && !(v == 0x80)) ck_assert_uint_eq(sim_float_to_e4m3(f4), (unsigned)v);
-    if (!isnan(f5) && !isinf(f5) && !(v == 0x80)) ck_assert_uint_eq(sim_float_to_e5m2(f5), (unsigned)v);
+    if (!isnan(f5) && !isinf(f5) && !(v == 0x80))
+      ck_assert_uint_eq(sim_float_to_e5m2(f5), (unsigned)v);
   }
 }
 END_TEST

@@ -27,7 +27,7 @@ void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress
                        const char *deviceName, int ext, size_t size, int constant, int global);
 
 static char kernel_stub, bounded_stub, unregistered_stub; /* stand for kernels' host stubs */
-static int device_var[16];                               /* stands for a __device__ int[16] */
+static int device_var[16];                                /* stands for a __device__ int[16] */
 
 static void register_module(void) {
   static int fatbin;
@@ -46,27 +46,33 @@ START_TEST(test_mem_pool) {
   ck_assert_int_eq(cudaDeviceGetDefaultMemPool(&pool, 4), cudaErrorInvalidDevice);
   ck_assert_int_eq(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
   uint64_t used = 1, high = 1, reserved = 1;
-  ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used), cudaSuccess);
+  ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used),
+                   cudaSuccess);
   ck_assert_uint_eq(used, 0);
   void *a, *b;
   ck_assert_int_eq(cudaMallocAsync(&a, 1000, NULL), cudaSuccess);
   ck_assert_int_eq(cudaMallocAsync(&b, 3000, NULL), cudaSuccess);
-  ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used), cudaSuccess);
+  ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used),
+                   cudaSuccess);
   ck_assert_uint_eq(used, 4000);
   ck_assert_int_eq(cudaFreeAsync(b, NULL), cudaSuccess);
-  ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used), cudaSuccess);
+  ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used),
+                   cudaSuccess);
   ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high), cudaSuccess);
-  ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved), cudaSuccess);
+  ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
+                   cudaSuccess);
   ck_assert_uint_eq(used, 1000);
   ck_assert_uint_eq(high, 4000);
   ck_assert_uint_eq(reserved, 1000); /* nothing cached */
   uint64_t v = 5;
-  ck_assert_int_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v), cudaErrorInvalidValue);
+  ck_assert_int_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v),
+                   cudaErrorInvalidValue);
   v = 0;
   ck_assert_int_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v), cudaSuccess);
   ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high), cudaSuccess);
   ck_assert_uint_eq(high, 1000); /* reset to the current value */
-  ck_assert_int_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v), cudaErrorInvalidValue);
+  ck_assert_int_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v),
+                   cudaErrorInvalidValue);
   v = 1 << 20;
   ck_assert_int_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &v), cudaSuccess);
   v = 0;
@@ -85,7 +91,8 @@ START_TEST(test_mem_pool) {
   ck_assert_int_eq(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &v), cudaSuccess);
   ck_assert_uint_eq(v, 0);
   v = 1;
-  ck_assert_int_eq(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &v), cudaErrorInvalidValue);
+  ck_assert_int_eq(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &v),
+                   cudaErrorInvalidValue);
   (void)cudaGetLastError();
 }
 END_TEST
@@ -99,26 +106,34 @@ START_TEST(test_kernel_attributes) {
   ck_assert_int_eq(cudaFuncGetAttributes(&fa, &bounded_stub), cudaSuccess);
   ck_assert_int_eq(fa.maxThreadsPerBlock, 256); /* __launch_bounds__ */
   ck_assert_int_eq(cudaFuncGetAttributes(&fa, &unregistered_stub), cudaErrorInvalidDeviceFunction);
-  ck_assert_int_eq(cudaFuncSetAttribute(&kernel_stub, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10),
-                   cudaSuccess);
+  ck_assert_int_eq(
+      cudaFuncSetAttribute(&kernel_stub, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10),
+      cudaSuccess);
   ck_assert_int_eq(cudaFuncGetAttributes(&fa, &kernel_stub), cudaSuccess);
   ck_assert_int_eq(fa.maxDynamicSharedSizeBytes, 100 << 10);
-  ck_assert_int_eq(cudaFuncSetAttribute(&kernel_stub, cudaFuncAttributeMaxDynamicSharedMemorySize, 300 << 10),
-                   cudaErrorInvalidValue);
-  ck_assert_int_eq(cudaKernelSetAttributeForDevice((cudaKernel_t)&kernel_stub,
-                                                   cudaFuncAttributePreferredSharedMemoryCarveout, 50, 3),
-                   cudaSuccess);
-  ck_assert_int_eq(cudaKernelSetAttributeForDevice((cudaKernel_t)&kernel_stub,
-                                                   cudaFuncAttributePreferredSharedMemoryCarveout, 50, 4),
-                   cudaErrorInvalidDevice);
+  ck_assert_int_eq(
+      cudaFuncSetAttribute(&kernel_stub, cudaFuncAttributeMaxDynamicSharedMemorySize, 300 << 10),
+      cudaErrorInvalidValue);
+  ck_assert_int_eq(
+      cudaKernelSetAttributeForDevice((cudaKernel_t)&kernel_stub,
+                                      cudaFuncAttributePreferredSharedMemoryCarveout, 50, 3),
+      cudaSuccess);
+  ck_assert_int_eq(
+      cudaKernelSetAttributeForDevice((cudaKernel_t)&kernel_stub,
+                                      cudaFuncAttributePreferredSharedMemoryCarveout, 50, 4),
+      cudaErrorInvalidDevice);
   int n = -1;
-  ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &kernel_stub, 256, 0), cudaSuccess);
+  ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &kernel_stub, 256, 0),
+                   cudaSuccess);
   ck_assert_int_eq(n, 8); /* 2048 threads per SM */
-  ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &kernel_stub, 32, 0), cudaSuccess);
+  ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &kernel_stub, 32, 0),
+                   cudaSuccess);
   ck_assert_int_eq(n, 32); /* 32 blocks per SM */
-  ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &kernel_stub, 64, 100 << 10), cudaSuccess);
+  ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &kernel_stub, 64, 100 << 10),
+                   cudaSuccess);
   ck_assert_int_eq(n, 2); /* 228 KiB of shared memory */
-  ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &bounded_stub, 512, 0), cudaSuccess);
+  ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &bounded_stub, 512, 0),
+                   cudaSuccess);
   ck_assert_int_eq(n, 0); /* above the kernel's bound */
   ck_assert_int_eq(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, &unregistered_stub, 64, 0),
                    cudaErrorInvalidDeviceFunction);
@@ -128,7 +143,8 @@ START_TEST(test_kernel_attributes) {
                    cudaErrorCooperativeLaunchTooLarge);
   cudaLaunchAttribute at = {.id = cudaLaunchAttributeCooperative, .val.cooperative = 1};
   cudaLaunchConfig_t cfg = {.gridDim = huge, .blockDim = b, .attrs = &at, .numAttrs = 1};
-  ck_assert_int_eq(cudaLaunchKernelExC(&cfg, &kernel_stub, NULL), cudaErrorCooperativeLaunchTooLarge);
+  ck_assert_int_eq(cudaLaunchKernelExC(&cfg, &kernel_stub, NULL),
+                   cudaErrorCooperativeLaunchTooLarge);
   at.val.cooperative = 0;
   ck_assert_int_eq(cudaLaunchKernelExC(&cfg, &kernel_stub, NULL), cudaSuccess);
   at.id = cudaLaunchAttributeIgnore;
@@ -146,12 +162,14 @@ START_TEST(test_symbols) {
   ck_assert_ptr_eq(p, device_var);
   ck_assert_int_eq(cudaGetSymbolAddress(&p, &kernel_stub), cudaErrorInvalidSymbol);
   int src[4] = {7, 8, 9, 10};
-  ck_assert_int_eq(cudaMemcpyToSymbol(device_var, src, sizeof src, 4 * sizeof(int), cudaMemcpyHostToDevice),
-                   cudaSuccess);
+  ck_assert_int_eq(
+      cudaMemcpyToSymbol(device_var, src, sizeof src, 4 * sizeof(int), cudaMemcpyHostToDevice),
+      cudaSuccess);
   ck_assert_int_eq(device_var[4], 7);
   ck_assert_int_eq(device_var[7], 10);
-  ck_assert_int_eq(cudaMemcpyToSymbol(device_var, src, sizeof src, 14 * sizeof(int), cudaMemcpyHostToDevice),
-                   cudaErrorInvalidValue); /* past its end */
+  ck_assert_int_eq(
+      cudaMemcpyToSymbol(device_var, src, sizeof src, 14 * sizeof(int), cudaMemcpyHostToDevice),
+      cudaErrorInvalidValue); /* past its end */
   ck_assert_int_eq(cudaMemcpyToSymbol(device_var, src, sizeof src, 0, cudaMemcpyDeviceToHost),
                    cudaErrorInvalidMemcpyDirection);
   (void)cudaGetLastError();
@@ -181,7 +199,8 @@ START_TEST(test_host_functions_and_graphs) {
   ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   ck_assert_int_eq(cudaMemcpyAsync(d, src, 64, cudaMemcpyHostToDevice, s), cudaSuccess);
   ck_assert_int_eq(cudaLaunchHostFunc(s, add_one, &calls), cudaSuccess);
-  ck_assert_int_eq(cudaStreamAddCallback(s, stream_cb, &calls, 0), cudaErrorStreamCaptureUnsupported);
+  ck_assert_int_eq(cudaStreamAddCallback(s, stream_cb, &calls, 0),
+                   cudaErrorStreamCaptureUnsupported);
   ck_assert_int_eq(calls, 2); /* recorded, not called */
   enum cudaStreamCaptureStatus st;
   unsigned long long id;
@@ -189,12 +208,15 @@ START_TEST(test_host_functions_and_graphs) {
   ck_assert_int_eq(cudaStreamGetCaptureInfo(s, &st, &id, &cg, NULL, NULL, NULL), cudaSuccess);
   ck_assert_ptr_nonnull(cg);
   cudaUserObject_t obj;
-  ck_assert_int_eq(cudaUserObjectCreate(&obj, &destroyed, destroy_obj, 1, 0), cudaErrorInvalidValue);
-  ck_assert_int_eq(cudaUserObjectCreate(&obj, &destroyed, destroy_obj, 1, cudaUserObjectNoDestructorSync),
-                   cudaSuccess);
+  ck_assert_int_eq(cudaUserObjectCreate(&obj, &destroyed, destroy_obj, 1, 0),
+                   cudaErrorInvalidValue);
+  ck_assert_int_eq(
+      cudaUserObjectCreate(&obj, &destroyed, destroy_obj, 1, cudaUserObjectNoDestructorSync),
+      cudaSuccess);
   ck_assert_int_eq(cudaGraphRetainUserObject(cg, obj, 1, cudaGraphUserObjectMove), cudaSuccess);
-  ck_assert_int_eq(cudaStreamUpdateCaptureDependencies(s, NULL, NULL, 0, cudaStreamSetCaptureDependencies),
-                   cudaSuccess);
+  ck_assert_int_eq(
+      cudaStreamUpdateCaptureDependencies(s, NULL, NULL, 0, cudaStreamSetCaptureDependencies),
+      cudaSuccess);
   cudaGraph_t g;
   ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
   ck_assert_int_eq(cudaStreamUpdateCaptureDependencies(s, NULL, NULL, 0, 0), cudaErrorIllegalState);
@@ -236,7 +258,8 @@ START_TEST(test_host_functions_and_graphs) {
   ck_assert_int_eq(cudaMemcpy2DAsync(dst2, 4, src2, 8, 4, 3, cudaMemcpyHostToHost, s), cudaSuccess);
   ck_assert_int_eq(dst2[4], 8);
   ck_assert_int_eq(dst2[11], 19);
-  ck_assert_int_eq(cudaMemcpy2DAsync(dst2, 4, src2, 8, 5, 3, cudaMemcpyHostToHost, s), cudaErrorInvalidPitchValue);
+  ck_assert_int_eq(cudaMemcpy2DAsync(dst2, 4, src2, 8, 5, 3, cudaMemcpyHostToHost, s),
+                   cudaErrorInvalidPitchValue);
   ck_assert_int_eq(cudaFree(d), cudaSuccess);
   ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
   (void)cudaGetLastError();
@@ -246,19 +269,23 @@ END_TEST
 START_TEST(test_driver_and_device_code) {
   void *fn = NULL;
   enum cudaDriverEntryPointQueryResult q;
-  ck_assert_int_eq(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, 0, &q), cudaSuccess);
+  ck_assert_int_eq(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, 0, &q),
+                   cudaSuccess);
   ck_assert_int_eq(q, cudaDriverEntryPointSuccess);
   ck_assert_ptr_eq(fn, (void *)cuCtxGetCurrent);
-  ck_assert_int_eq(cudaGetDriverEntryPointByVersion("cuNoSuchThing", &fn, 12000, 0, &q), cudaSuccess);
+  ck_assert_int_eq(cudaGetDriverEntryPointByVersion("cuNoSuchThing", &fn, 12000, 0, &q),
+                   cudaSuccess);
   ck_assert_int_eq(q, cudaDriverEntryPointSymbolNotFound);
   ck_assert_ptr_null(fn);
   cudaLibrary_t lib;
-  ck_assert_int_eq(cudaLibraryLoadData(&lib, "x", NULL, NULL, 0, NULL, NULL, 0), cudaErrorNotSupported);
+  ck_assert_int_eq(cudaLibraryLoadData(&lib, "x", NULL, NULL, 0, NULL, NULL, 0),
+                   cudaErrorNotSupported);
   CUmodule mod;
   ck_assert_int_eq(cuModuleLoadData(&mod, "x"), CUDA_ERROR_NOT_SUPPORTED);
   CUfunction f;
   ck_assert_int_eq(cuModuleGetFunction(&f, NULL, "k"), CUDA_ERROR_INVALID_HANDLE);
-  ck_assert_int_eq(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
+  ck_assert_int_eq(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+                   CUDA_ERROR_INVALID_HANDLE);
   char *d;
   ck_assert_int_eq(cudaSetDevice(2), cudaSuccess);
   ck_assert_int_eq(cudaMalloc((void **)&d, 5000), cudaSuccess);
@@ -266,18 +293,24 @@ START_TEST(test_driver_and_device_code) {
   unsigned type = 0;
   CUdeviceptr start = 0;
   size_t size = 0;
-  ck_assert_int_eq(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(d + 10)), CUDA_SUCCESS);
+  ck_assert_int_eq(
+      cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(d + 10)),
+      CUDA_SUCCESS);
   ck_assert_int_eq(ord, 2);
-  ck_assert_int_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)d), CUDA_SUCCESS);
-  ck_assert_uint_eq(type, CU_MEMORYTYPE_DEVICE);
-  ck_assert_int_eq(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)(d + 10)),
+  ck_assert_int_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)d),
                    CUDA_SUCCESS);
+  ck_assert_uint_eq(type, CU_MEMORYTYPE_DEVICE);
+  ck_assert_int_eq(
+      cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)(d + 10)),
+      CUDA_SUCCESS);
   ck_assert_ptr_eq((void *)start, d);
-  ck_assert_int_eq(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)d), CUDA_SUCCESS);
+  ck_assert_int_eq(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)d),
+                   CUDA_SUCCESS);
   ck_assert_uint_eq(size, 5000);
   int local;
-  ck_assert_int_eq(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)&local),
-                   CUDA_ERROR_INVALID_VALUE);
+  ck_assert_int_eq(
+      cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)&local),
+      CUDA_ERROR_INVALID_VALUE);
   ck_assert_int_eq(cudaFree(d), cudaSuccess);
   ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
   (void)cudaGetLastError();
@@ -291,13 +324,16 @@ START_TEST(test_vmm) {
                               .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                               .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
   size_t gran = 0;
-  ck_assert_int_eq(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_SUCCESS);
+  ck_assert_int_eq(
+      cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+      CUDA_SUCCESS);
   ck_assert_uint_eq(gran, G);
   CUmemAllocationProp bad = prop;
   bad.location.type = CU_MEM_LOCATION_TYPE_HOST;
   CUmemGenericAllocationHandle h, h2, h3;
   ck_assert_int_eq(cuMemCreate(&h, G, &bad, 0), CUDA_ERROR_NOT_SUPPORTED);
-  ck_assert_int_eq(cuMemCreate(&h, G + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE); /* not whole granules */
+  ck_assert_int_eq(cuMemCreate(&h, G + 4096, &prop, 0),
+                   CUDA_ERROR_INVALID_VALUE); /* not whole granules */
   ck_assert_int_eq(cuMemCreate(&h, 2 * G, &prop, 0), CUDA_SUCCESS);
   CUdeviceptr base;
   ck_assert_int_eq(cuMemAddressReserve(&base, 4 * G, 0, 0, 0), CUDA_SUCCESS);
@@ -306,7 +342,8 @@ START_TEST(test_vmm) {
   ck_assert_int_eq(cuMemMap(base, 2 * G, 0, h, 0), CUDA_SUCCESS);
   ck_assert_int_eq(cuMemMap(base, 2 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* already mapped */
   CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-  ck_assert_int_eq(cuMemSetAccess(base, 4 * G, &acc, 1), CUDA_ERROR_INVALID_VALUE); /* half unmapped */
+  ck_assert_int_eq(cuMemSetAccess(base, 4 * G, &acc, 1),
+                   CUDA_ERROR_INVALID_VALUE); /* half unmapped */
   ck_assert_int_eq(cuMemSetAccess(base, 2 * G, &acc, 1), CUDA_SUCCESS);
   uint32_t *w = (uint32_t *)(uintptr_t)base;
   w[0] = 11;
@@ -351,9 +388,12 @@ START_TEST(test_vmm) {
 
   /* the same memory through an exported and imported handle, mapped a second time */
   int fd = -1;
-  ck_assert_int_eq(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+  ck_assert_int_eq(
+      cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+      CUDA_SUCCESS);
   ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(cuMemImportFromShareableHandle(&h3, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+  ck_assert_int_eq(cuMemImportFromShareableHandle(&h3, (void *)(intptr_t)fd,
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
                    CUDA_SUCCESS);
   close(fd);
   CUmemAllocationProp got;
@@ -363,7 +403,7 @@ START_TEST(test_vmm) {
   ck_assert_int_eq(cuMemSetAccess(base + 2 * G, 2 * G, &acc, 1), CUDA_SUCCESS);
   ck_assert_uint_eq(((uint32_t *)(uintptr_t)(base + 2 * G))[0], 7); /* shared pages */
 
-  ck_assert_int_eq(cuMemUnmap(base, G), CUDA_ERROR_INVALID_VALUE); /* half a mapping */
+  ck_assert_int_eq(cuMemUnmap(base, G), CUDA_ERROR_INVALID_VALUE);           /* half a mapping */
   ck_assert_int_eq(cuMemAddressFree(base, 4 * G), CUDA_ERROR_INVALID_VALUE); /* still mapped */
   ck_assert_int_eq(cuMemUnmap(base, 4 * G), CUDA_SUCCESS);
   ck_assert_int_eq(cudaPointerGetAttributes(&pa, w), cudaSuccess);
@@ -410,7 +450,8 @@ START_TEST(test_nccl_230) {
   ck_assert_int_eq(ncclWinGetUserPtr(comm, win, &user), ncclSuccess);
   ck_assert_ptr_eq(user, buf);
   ck_assert_int_eq(ncclWinGetUserPtr(comm, (ncclWindow_t)&v, &user), ncclInvalidArgument);
-  ck_assert_int_eq(ncclPutSignal(buf, 4, ncclFloat, 0, win, 0, 0, 0, 0, comm, NULL), ncclInvalidUsage);
+  ck_assert_int_eq(ncclPutSignal(buf, 4, ncclFloat, 0, win, 0, 0, 0, 0, comm, NULL),
+                   ncclInvalidUsage);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "not modelled"));
   ck_assert_int_eq(ncclSignal(1, 0, 0, 0, comm, NULL), ncclInvalidArgument); /* peer out of range */
   ncclWaitSignalDesc_t desc = {1, 0, 0, 0};

@@ -29,7 +29,8 @@ static void logf_(const char *fmt, ...) {
   if (!path) return;
   char line[600];
   const char *rank = getenv("RANK");
-  int n = snprintf(line, sizeof line, "pid=%d rank=%s plugin=%d ", (int)getpid(), rank ? rank : "?", SIMTUNER_ABI);
+  int n = snprintf(line, sizeof line, "pid=%d rank=%s plugin=%d ", (int)getpid(), rank ? rank : "?",
+                   SIMTUNER_ABI);
   va_list ap;
   va_start(ap, fmt);
   n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
@@ -63,22 +64,24 @@ static int ctx_token = 0x5eed;
 
 static ncclResult_t init_common(int abi, size_t nranks, size_t nnodes, unsigned long long commid,
                                 const void *logger, const void *ctx_slot, int has_const) {
-  logf_("abi=%d event=init nranks=%zu nnodes=%zu commid=%llx logger=%d ctxslot=%d constants=%d", abi,
-        nranks, nnodes, commid, logger != NULL, ctx_slot != NULL, has_const);
+  logf_("abi=%d event=init nranks=%zu nnodes=%zu commid=%llx logger=%d ctxslot=%d constants=%d",
+        abi, nranks, nnodes, commid, logger != NULL, ctx_slot != NULL, has_const);
   return ncclSuccess;
 }
 
 /* v3+: log the table's shape and -1 cells, then apply the policy. */
-__attribute__((unused)) static ncclResult_t coll_table(int abi, void *ctx, int coll, size_t nbytes, int npipe, float **table,
-                               int num_algo, int num_proto, int regbuff, int *nch) {
+__attribute__((unused)) static ncclResult_t coll_table(int abi, void *ctx, int coll, size_t nbytes,
+                                                       int npipe, float **table, int num_algo,
+                                                       int num_proto, int regbuff, int *nch) {
   float(*t)[num_proto] = AH_COST_TABLE(table, num_proto);
   char cells[AH_NUM_ALGOS * AH_NUM_PROTOS + 1];
   int k = 0;
   for (int a = 0; a < num_algo; a++)
     for (int p = 0; p < num_proto; p++) cells[k++] = t[a][p] < 0 ? '-' : '+';
   cells[k] = 0;
-  logf_("abi=%d event=coll coll=%d nbytes=%zu npipe=%d numalgo=%d numproto=%d regbuff=%d nch_in=%d ctx=%d cells=%s",
-        abi, coll, nbytes, npipe, num_algo, num_proto, regbuff, *nch, ctx == &ctx_token, cells);
+  logf_(
+      "abi=%d event=coll coll=%d nbytes=%zu npipe=%d numalgo=%d numproto=%d regbuff=%d nch_in=%d ctx=%d cells=%s",
+      abi, coll, nbytes, npipe, num_algo, num_proto, regbuff, *nch, ctx == &ctx_token, cells);
   long v = 0;
   if (policy("fail", NULL)) return ncclInternalError;
   if (policy("none_left", NULL))
@@ -94,10 +97,12 @@ __attribute__((unused)) static ncclResult_t coll_table(int abi, void *ctx, int c
 }
 
 /* v1/v2: log the support flags, answer through the out-parameters. */
-__attribute__((unused)) static ncclResult_t coll_pair(int abi, void *ctx, int coll, size_t nbytes, int collnet, int nvls, int npipe,
-                              int *algo, int *proto, int *nch) {
-  logf_("abi=%d event=coll coll=%d nbytes=%zu npipe=%d collnet=%d nvls=%d algo_in=%d proto_in=%d nch_in=%d ctx=%d",
-        abi, coll, nbytes, npipe, collnet, nvls, *algo, *proto, *nch, abi == 1 || ctx == &ctx_token);
+__attribute__((unused)) static ncclResult_t coll_pair(int abi, void *ctx, int coll, size_t nbytes,
+                                                      int collnet, int nvls, int npipe, int *algo,
+                                                      int *proto, int *nch) {
+  logf_(
+      "abi=%d event=coll coll=%d nbytes=%zu npipe=%d collnet=%d nvls=%d algo_in=%d proto_in=%d nch_in=%d ctx=%d",
+      abi, coll, nbytes, npipe, collnet, nvls, *algo, *proto, *nch, abi == 1 || ctx == &ctx_token);
   long v = 0;
   if (policy("fail", NULL)) return ncclInternalError;
   if (policy("ring_simple", NULL)) {
@@ -118,8 +123,11 @@ static ncclResult_t fini_common(int abi, void *ctx) {
 }
 
 #if SIMTUNER_ABI == 1
-static ncclResult_t v1_init(size_t nr, size_t nn, ah_nccl_logger_t lf) { return init_common(1, nr, nn, 0, (void *)lf, (void *)1, 0); }
-static ncclResult_t v1_coll(ah_nccl_func_t c, size_t b, int cn, int nv, int np, int *a, int *p, int *n) {
+static ncclResult_t v1_init(size_t nr, size_t nn, ah_nccl_logger_t lf) {
+  return init_common(1, nr, nn, 0, (void *)lf, (void *)1, 0);
+}
+static ncclResult_t v1_coll(ah_nccl_func_t c, size_t b, int cn, int nv, int np, int *a, int *p,
+                            int *n) {
   return coll_pair(1, NULL, c, b, cn, nv, np, a, p, n);
 }
 static ncclResult_t v1_destroy(void) { return fini_common(1, NULL); }
@@ -131,7 +139,8 @@ static ncclResult_t v2_init(size_t nr, size_t nn, ah_nccl_logger_t lf, void **ct
   *ctx = &ctx_token;
   return init_common(2, nr, nn, 0, (void *)lf, ctx, 0);
 }
-static ncclResult_t v2_coll(void *ctx, ah_nccl_func_t c, size_t b, int cn, int nv, int np, int *a, int *p, int *n) {
+static ncclResult_t v2_coll(void *ctx, ah_nccl_func_t c, size_t b, int cn, int nv, int np, int *a,
+                            int *p, int *n) {
   return coll_pair(2, ctx, c, b, cn, nv, np, a, p, n);
 }
 static ncclResult_t v2_destroy(void *ctx) { return fini_common(2, ctx); }
@@ -143,7 +152,8 @@ static ncclResult_t v3_init(size_t nr, size_t nn, ah_nccl_logger_t lf, void **ct
   *ctx = &ctx_token;
   return init_common(3, nr, nn, 0, (void *)lf, ctx, 0);
 }
-static ncclResult_t v3_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na, int npr, int *n) {
+static ncclResult_t v3_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na,
+                            int npr, int *n) {
   return coll_table(3, ctx, c, b, np, t, na, npr, -1, n);
 }
 static ncclResult_t v3_destroy(void *ctx) { return fini_common(3, ctx); }
@@ -155,7 +165,8 @@ static ncclResult_t v4_init(size_t nr, size_t nn, ah_nccl_logger_t lf, void **ct
   *ctx = &ctx_token;
   return init_common(4, nr, nn, 0, (void *)lf, ctx, 0);
 }
-static ncclResult_t v4_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na, int npr, int rb, int *n) {
+static ncclResult_t v4_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na,
+                            int npr, int rb, int *n) {
   return coll_table(4, ctx, c, b, np, t, na, npr, rb, n);
 }
 static ncclResult_t v4_destroy(void *ctx) { return fini_common(4, ctx); }
@@ -163,12 +174,14 @@ EXPORT const ah_tuner_v4_t ncclTunerPlugin_v4 = {"simtuner-v4", v4_init, v4_coll
 #endif
 
 #if SIMTUNER_ABI >= 5 || SIMTUNER_ABI == 0
-static ncclResult_t init5(int abi, void **ctx, uint64_t id, size_t nr, size_t nn, ah_nccl_logger_t lf,
-                          ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v5_t *k) {
+static ncclResult_t init5(int abi, void **ctx, uint64_t id, size_t nr, size_t nn,
+                          ah_nccl_logger_t lf, ah_nvl_domain_info_v5_t *dom,
+                          ah_tuner_constants_v5_t *k) {
   *ctx = &ctx_token;
   if (k && policy("slow_ring_ll", NULL)) k->baseLatencies[AH_ALGO_RING][AH_PROTO_LL] += 1000.0;
-  logf_("event=domain nvldomains=%d minranks=%d maxranks=%d ringllbase=%.2f", dom ? dom->nNvlDomains : -1,
-        dom ? dom->minRanksPerNvlDomain : -1, dom ? dom->maxRanksPerNvlDomain : -1,
+  logf_("event=domain nvldomains=%d minranks=%d maxranks=%d ringllbase=%.2f",
+        dom ? dom->nNvlDomains : -1, dom ? dom->minRanksPerNvlDomain : -1,
+        dom ? dom->maxRanksPerNvlDomain : -1,
         k ? k->baseLatencies[AH_ALGO_RING][AH_PROTO_LL] : -1.0);
   return init_common(abi, nr, nn, (unsigned long long)id, (void *)lf, ctx, k != NULL);
 }
@@ -178,7 +191,8 @@ static ncclResult_t v5_init(void **ctx, uint64_t id, size_t nr, size_t nn, ah_nc
                             ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v5_t *k) {
   return init5(5, ctx, id, nr, nn, lf, dom, k);
 }
-static ncclResult_t v5_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na, int npr, int rb, int *n) {
+static ncclResult_t v5_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na,
+                            int npr, int rb, int *n) {
   return coll_table(5, ctx, c, b, np, t, na, npr, rb, n);
 }
 EXPORT const ah_tuner_v5_t ncclTunerPlugin_v5 = {"simtuner-v5", v5_init, v5_coll, v5_fini};
@@ -190,15 +204,19 @@ static ncclResult_t v6_init(void **ctx, uint64_t id, size_t nr, size_t nn, ah_nc
                             ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v5_t *k) {
   return init5(6, ctx, id, nr, nn, lf, dom, k);
 }
-static ncclResult_t v6_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na, int npr, int rb, int *n) {
+static ncclResult_t v6_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na,
+                            int npr, int rb, int *n) {
   return coll_table(6, ctx, c, b, np, t, na, npr, rb, n);
 }
 static ncclResult_t v6_fini(void *ctx) { return fini_common(6, ctx); }
-static ncclResult_t v6_chunk(void *ctx, ah_nccl_func_t c, size_t b, int a, int p, int n, size_t *chunk) {
+static ncclResult_t v6_chunk(void *ctx, ah_nccl_func_t c, size_t b, int a, int p, int n,
+                             size_t *chunk) {
   long v = 0;
-  logf_("abi=6 event=chunk coll=%d nbytes=%zu algo=%d proto=%d nch=%d chunk_in=%zu", c, b, a, p, n, *chunk);
+  logf_("abi=6 event=chunk coll=%d nbytes=%zu algo=%d proto=%d nch=%d chunk_in=%zu", c, b, a, p, n,
+        *chunk);
   if (policy("chunk", &v)) *chunk = (size_t)v;
   return ncclSuccess;
 }
-EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"simtuner-v6", v6_init, v6_coll, v6_fini, v6_chunk};
+EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"simtuner-v6", v6_init, v6_coll, v6_fini,
+                                                 v6_chunk};
 #endif

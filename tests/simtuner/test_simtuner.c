@@ -45,7 +45,8 @@ static const char *plugin_path(int abi) {
 static int job_ranks = NRANKS, job_nodes = NNODES;
 
 /* Runs the job with the given env (NULL-terminated "K=V" list). Returns its exit status. */
-static int run_job(const char *version, const char *plugin, const char *policy, const char *const *env) {
+static int run_job(const char *version, const char *plugin, const char *policy,
+                   const char *const *env) {
   snprintf(out_path, sizeof out_path, "%s/out", dir);
   snprintf(log_path, sizeof log_path, "%s/log", dir);
   snprintf(trace_path, sizeof trace_path, "%s/trace", dir);
@@ -72,7 +73,8 @@ static int run_job(const char *version, const char *plugin, const char *policy, 
     char n[8], m[8];
     snprintf(n, sizeof n, "%d", job_ranks);
     snprintf(m, sizeof m, "%d", job_nodes);
-    execl(NCCLSIM_RUN_PATH, NCCLSIM_RUN_PATH, "-n", n, "--nodes", m, "--", SIMTUNER_JOB_PATH, (char *)NULL);
+    execl(NCCLSIM_RUN_PATH, NCCLSIM_RUN_PATH, "-n", n, "--nodes", m, "--", SIMTUNER_JOB_PATH,
+          (char *)NULL);
     _exit(127);
   }
   int status = 0;
@@ -150,47 +152,60 @@ static void check_matrix_cell(const char *version, int abi) {
   char abi_s[32];
   snprintf(abi_s, sizeof abi_s, "abi=%d ", abi);
   if (!accepted(code, abi)) {
-    ck_assert_msg(COUNT(log_text, "event=") == 0, "%s must not load a v%d-only plugin:\n%s", version, abi, log_text);
+    ck_assert_msg(COUNT(log_text, "event=") == 0, "%s must not load a v%d-only plugin:\n%s",
+                  version, abi, log_text);
     ck_assert_int_eq(COUNT(trace_text, "tuned=1"), 0);
     ck_assert_int_eq(COUNT(trace_text, "tuned=0"), 5 * NRANKS);
     return;
   }
   /* init once per communicator (one per rank), with NCCL's arguments; finalize at destroy */
-  ck_assert_msg(COUNT(log_text, abi_s, "event=init", "nranks=4 nnodes=2", "logger=1 ctxslot=1") == NRANKS,
-                "%s v%d init:\n%s", version, abi, log_text);
+  ck_assert_msg(
+      COUNT(log_text, abi_s, "event=init", "nranks=4 nnodes=2", "logger=1 ctxslot=1") == NRANKS,
+      "%s v%d init:\n%s", version, abi, log_text);
   ck_assert_int_eq(COUNT(log_text, abi_s, "event=fini ctx=1"), NRANKS);
   if (abi >= 5) ck_assert_int_eq(COUNT(log_text, "event=init", "constants=1"), NRANKS);
   /* one getCollInfo per bucket: 2.22+ aggregates the grouped pair into one 8 MiB bucket */
   int buckets = code >= 22200 ? 4 : 5;
-  ck_assert_msg(COUNT(log_text, abi_s, "event=coll", "ctx=1") == buckets * NRANKS, "%s v%d: coll calls\n%s",
-                version, abi, log_text);
-  ck_assert_int_eq(COUNT(log_text, "event=coll coll=2 nbytes=1048576 "), NRANKS); /* AllGather: total */
+  ck_assert_msg(COUNT(log_text, abi_s, "event=coll", "ctx=1") == buckets * NRANKS,
+                "%s v%d: coll calls\n%s", version, abi, log_text);
+  ck_assert_int_eq(COUNT(log_text, "event=coll coll=2 nbytes=1048576 "),
+                   NRANKS); /* AllGather: total */
   ck_assert_int_eq(COUNT(log_text, "event=coll coll=4 nbytes=4096 "), NRANKS);
-  if (code >= 22200) ck_assert_int_eq(COUNT(log_text, "event=coll coll=4 nbytes=8388608 npipe=1 "), NRANKS);
+  if (code >= 22200)
+    ck_assert_int_eq(COUNT(log_text, "event=coll coll=4 nbytes=8388608 npipe=1 "), NRANKS);
   else ck_assert_int_eq(COUNT(log_text, "event=coll coll=4 nbytes=4194304 npipe=1 "), 3 * NRANKS);
   if (abi >= 3) {
     int num_algo = code >= 22300 ? 7 : 6;
     char shape[64], cells[32], want[200];
-    snprintf(shape, sizeof shape, "numalgo=%d numproto=3 regbuff=%d nch_in=0", num_algo, abi >= 4 ? 0 : -1);
-    ck_assert_msg(COUNT(log_text, "event=coll", shape) == buckets * NRANKS, "%s v%d: want %s\n%s", version,
-                  abi, shape, log_text);
+    snprintf(shape, sizeof shape, "numalgo=%d numproto=3 regbuff=%d nch_in=0", num_algo,
+             abi >= 4 ? 0 : -1);
+    ck_assert_msg(COUNT(log_text, "event=coll", shape) == buckets * NRANKS, "%s v%d: want %s\n%s",
+                  version, abi, shape, log_text);
     expected_cells(code, 4, 4096, num_algo, cells);
     snprintf(want, sizeof want, "nbytes=4096 npipe=1 %s ctx=1 cells=%s", shape, cells);
-    ck_assert_msg(COUNT(log_text, want) == NRANKS, "%s v%d: want %s\n%s", version, abi, want, log_text);
+    ck_assert_msg(COUNT(log_text, want) == NRANKS, "%s v%d: want %s\n%s", version, abi, want,
+                  log_text);
     expected_cells(code, 2, 1048576, num_algo, cells);
     snprintf(want, sizeof want, "cells=%s", cells);
-    ck_assert_msg(COUNT(log_text, "coll=2 ", want) == NRANKS, "%s v%d AllGather: want %s\n%s", version, abi,
-                  want, log_text);
+    ck_assert_msg(COUNT(log_text, "coll=2 ", want) == NRANKS, "%s v%d AllGather: want %s\n%s",
+                  version, abi, want, log_text);
   } else {
     /* v1/v2: NCCL derives the support flags (NVLSTree on H100, no CollNet), out-params start UNDEF */
-    ck_assert_int_eq(COUNT(log_text, "event=coll coll=4 ", "collnet=0 nvls=1 algo_in=-1 proto_in=-1 nch_in=0"), (buckets - 1) * NRANKS);
-    ck_assert_int_eq(COUNT(log_text, "event=coll coll=2 ", "collnet=0 nvls=0 algo_in=-1 proto_in=-1 nch_in=0"), NRANKS);
+    ck_assert_int_eq(
+        COUNT(log_text, "event=coll coll=4 ", "collnet=0 nvls=1 algo_in=-1 proto_in=-1 nch_in=0"),
+        (buckets - 1) * NRANKS);
+    ck_assert_int_eq(
+        COUNT(log_text, "event=coll coll=2 ", "collnet=0 nvls=0 algo_in=-1 proto_in=-1 nch_in=0"),
+        NRANKS);
   }
   /* what sim/ applied: Ring/Simple everywhere; 40 channels capped at the comm's 16 (2.22+), at
    * MAXCHANNELS before; small calls keep NCCL's 32 KiB-per-channel rule */
-  ck_assert_msg(COUNT(trace_text, "algo=Ring proto=Simple") == 5 * NRANKS, "%s v%d trace:\n%s", version, abi, trace_text);
-  const char *big = code >= 22200 ? "bytes=4194304 algo=Ring proto=Simple nchannels=16 " : "bytes=4194304 algo=Ring proto=Simple nchannels=32 ";
-  ck_assert_msg(COUNT(trace_text, big, "tuned=1") == 3 * NRANKS, "%s v%d: want %s\n%s", version, abi, big, trace_text);
+  ck_assert_msg(COUNT(trace_text, "algo=Ring proto=Simple") == 5 * NRANKS, "%s v%d trace:\n%s",
+                version, abi, trace_text);
+  const char *big = code >= 22200 ? "bytes=4194304 algo=Ring proto=Simple nchannels=16 "
+                                  : "bytes=4194304 algo=Ring proto=Simple nchannels=32 ";
+  ck_assert_msg(COUNT(trace_text, big, "tuned=1") == 3 * NRANKS, "%s v%d: want %s\n%s", version,
+                abi, big, trace_text);
   ck_assert_int_eq(COUNT(trace_text, "bytes=4096 algo=Ring proto=Simple nchannels=1 "), NRANKS);
   /* the grouped pair: one bucket of two from 2.22, two buckets of one before */
   if (code >= 22200) ck_assert_int_eq(COUNT(trace_text, "bucket=3 bucket_ops=2"), 2 * NRANKS);
@@ -224,17 +239,26 @@ END_TEST
 START_TEST(v6_chunk) {
   int rc = run_job("2.30", plugin_path(6), "ring_simple,nch=8,chunk=1000000", NULL);
   ck_assert_msg(rc == 0, "job failed:\n%s", out_text);
-  ck_assert_int_eq(COUNT(log_text, "event=chunk coll=4 nbytes=4194304 algo=1 proto=2 nch=8 chunk_in=2097152"), NRANKS);
-  ck_assert_int_eq(COUNT(log_text, "event=chunk coll=4 nbytes=8388608 algo=1 proto=2 nch=8 chunk_in=2097152"), NRANKS);
-  ck_assert_msg(COUNT(trace_text, "bytes=4194304 algo=Ring proto=Simple nchannels=8 nthreads=544 chunk=999936 tuned=1") == 3 * NRANKS,
-                "%s", trace_text);
+  ck_assert_int_eq(
+      COUNT(log_text, "event=chunk coll=4 nbytes=4194304 algo=1 proto=2 nch=8 chunk_in=2097152"),
+      NRANKS);
+  ck_assert_int_eq(
+      COUNT(log_text, "event=chunk coll=4 nbytes=8388608 algo=1 proto=2 nch=8 chunk_in=2097152"),
+      NRANKS);
+  ck_assert_msg(
+      COUNT(trace_text,
+            "bytes=4194304 algo=Ring proto=Simple nchannels=8 nthreads=544 chunk=999936 tuned=1") ==
+          3 * NRANKS,
+      "%s", trace_text);
   rc = run_job("2.30", plugin_path(6), "ring_simple,chunk=100000000", NULL);
   ck_assert_int_eq(rc, 0);
-  ck_assert_int_eq(COUNT(trace_text, "bytes=4194304 algo=Ring proto=Simple", "chunk=2097152 "), 3 * NRANKS); /* clamped */
+  ck_assert_int_eq(COUNT(trace_text, "bytes=4194304 algo=Ring proto=Simple", "chunk=2097152 "),
+                   3 * NRANKS); /* clamped */
   rc = run_job("2.30", plugin_path(5), "ring_simple,chunk=1000000", NULL);
   ck_assert_int_eq(rc, 0);
   ck_assert_int_eq(COUNT(log_text, "event=chunk"), 0);
-  ck_assert_int_eq(COUNT(trace_text, "bytes=4194304 algo=Ring proto=Simple", "chunk=2097152 "), 3 * NRANKS);
+  ck_assert_int_eq(COUNT(trace_text, "bytes=4194304 algo=Ring proto=Simple", "chunk=2097152 "),
+                   3 * NRANKS);
 }
 END_TEST
 
@@ -246,14 +270,18 @@ START_TEST(env_disabled_cells) {
   char cells[32], want[200];
   expected_cells(22809, 4, 4096, 7, cells);
   ck_assert(cells[0] == '-' && cells[1] == '-' && cells[2] == '-'); /* Tree off */
-  ck_assert(cells[4] == '-');                                       /* Ring/LL128 off for AllReduce */
-  snprintf(want, sizeof want, "nbytes=4096 npipe=1 numalgo=7 numproto=3 regbuff=0 nch_in=0 ctx=1 cells=%s", cells);
+  ck_assert(cells[4] == '-'); /* Ring/LL128 off for AllReduce */
+  snprintf(want, sizeof want,
+           "nbytes=4096 npipe=1 numalgo=7 numproto=3 regbuff=0 nch_in=0 ctx=1 cells=%s", cells);
   int rc = run_job("2.28", plugin_path(5), "", env);
   ck_assert_msg(rc == 0, "job failed:\n%s", out_text);
   ck_assert_msg(COUNT(log_text, want) == NRANKS, "want %s\n%s", want, log_text);
   expected_cells(22809, 2, 1048576, 7, cells);
-  ck_assert(strncmp(cells + 3, "+++", 3) == 0 && strchr(cells + 6, '+') == NULL); /* AllGather: Ring only */
-  snprintf(want, sizeof want, "coll=2 nbytes=1048576 npipe=1 numalgo=7 numproto=3 regbuff=0 nch_in=0 ctx=1 cells=%s", cells);
+  ck_assert(strncmp(cells + 3, "+++", 3) == 0 &&
+            strchr(cells + 6, '+') == NULL); /* AllGather: Ring only */
+  snprintf(want, sizeof want,
+           "coll=2 nbytes=1048576 npipe=1 numalgo=7 numproto=3 regbuff=0 nch_in=0 ctx=1 cells=%s",
+           cells);
   ck_assert_msg(COUNT(log_text, want) == NRANKS, "want %s\n%s", want, log_text);
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
@@ -268,10 +296,11 @@ START_TEST(mismatch_fails_within_one_call) {
   for (int i = 0; i < 2; i++) {
     int rc = run_job(v[i], plugin_path(abi[i]), "ring_simple,mismatch", NULL);
     ck_assert_msg(rc == 3, "%s: want exit 3, got %d:\n%s", v[i], rc, out_text);
-    ck_assert_msg(COUNT(out_text, "call 0 failed: 5 ", "ranks disagree on the configuration of communicator",
-                        "call #0", "rank 0: AllReduce count=1048576 float sum root=0 config=(Ring/Simple",
-                        "rank 1: AllReduce count=1048576 float sum root=0 config=(Ring/LL,") == NRANKS,
-                  "%s:\n%s", v[i], out_text);
+    ck_assert_msg(
+        COUNT(out_text, "call 0 failed: 5 ", "ranks disagree on the configuration of communicator",
+              "call #0", "rank 0: AllReduce count=1048576 float sum root=0 config=(Ring/Simple",
+              "rank 1: AllReduce count=1048576 float sum root=0 config=(Ring/LL,") == NRANKS,
+        "%s:\n%s", v[i], out_text);
     ck_assert_int_eq(COUNT(out_text, " ok "), 0);
   }
 }
@@ -281,7 +310,8 @@ END_TEST
 START_TEST(tuner_error_fails_the_call) {
   int rc = run_job("2.28", plugin_path(5), "fail", NULL);
   ck_assert_int_eq(rc, 3);
-  ck_assert_msg(COUNT(out_text, "call 0 failed:", "getCollInfo returned 3") == NRANKS, "%s", out_text);
+  ck_assert_msg(COUNT(out_text, "call 0 failed:", "getCollInfo returned 3") == NRANKS, "%s",
+                out_text);
 }
 END_TEST
 
@@ -292,7 +322,8 @@ START_TEST(no_cell_left) {
   ck_assert_int_eq(COUNT(trace_text, "algo=Ring proto=Simple"), 5 * NRANKS);
   rc = run_job("2.24", plugin_path(4), "none_left", NULL);
   ck_assert_int_eq(rc, 3);
-  ck_assert_msg(COUNT(out_text, "call 0 failed: 3 ", "no algorithm/protocol is left") == NRANKS, "%s", out_text);
+  ck_assert_msg(COUNT(out_text, "call 0 failed: 3 ", "no algorithm/protocol is left") == NRANKS,
+                "%s", out_text);
 }
 END_TEST
 
@@ -304,7 +335,8 @@ START_TEST(forced_unsupported_pair) {
   for (int i = 0; i < 2; i++) {
     int rc = run_job(v[i], plugin_path(abi[i]), "force_bad", NULL);
     ck_assert_int_eq(rc, 3);
-    ck_assert_msg(COUNT(out_text, "call 0 failed: 5 ", "the tuner plugin chose NVLS/LL", "cannot run") == NRANKS,
+    ck_assert_msg(COUNT(out_text, "call 0 failed: 5 ", "the tuner plugin chose NVLS/LL",
+                        "cannot run") == NRANKS,
                   "%s:\n%s", v[i], out_text);
   }
 }
@@ -323,33 +355,37 @@ START_TEST(v5_commid_and_constants) {
   snprintf(want, sizeof want, "commid=%s ", id);
   ck_assert_int_eq(COUNT(log_text, want), NRANKS);
   ck_assert_str_ne(id, "0");
-  ck_assert_int_eq(COUNT(log_text, "event=domain nvldomains=2 minranks=2 maxranks=2 ringllbase=6.60"), NRANKS);
+  ck_assert_int_eq(
+      COUNT(log_text, "event=domain nvldomains=2 minranks=2 maxranks=2 ringllbase=6.60"), NRANKS);
   rc = run_job("2.28", plugin_path(5), "slow_ring_ll", NULL);
   ck_assert_int_eq(rc, 0);
   ck_assert_int_eq(COUNT(log_text, "ringllbase=1006.60"), NRANKS);
   ck_assert_int_eq(COUNT(trace_text, "bytes=4096 algo=Ring proto=LL "), 0);
   rc = run_job("2.28", NULL, "", NULL);
   ck_assert_int_eq(rc, 0);
-  ck_assert_int_eq(COUNT(trace_text, "bytes=4096 algo=Ring proto=LL "), NRANKS); /* NCCL's own pick */
+  ck_assert_int_eq(COUNT(trace_text, "bytes=4096 algo=Ring proto=LL "),
+                   NRANKS); /* NCCL's own pick */
 }
 END_TEST
 
 /* Which library each version opens (NCCL's src/plugin/tuner.cc, docs/sim.md). `want` is the ABI whose init the
  * plugin logs, 0 for none. */
-static void check_load(const char *version, const char *plugin_env, const char *subdir, const char *preload,
-                       const char *net, int want) {
+static void check_load(const char *version, const char *plugin_env, const char *subdir,
+                       const char *preload, const char *net, int want) {
   char lib[500], pre[500], netenv[100];
   snprintf(lib, sizeof lib, "LD_LIBRARY_PATH=%s/%s", SIMTUNER_DIR, subdir ? subdir : "none");
   snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload ? plugin_path(5) : "");
   snprintf(netenv, sizeof netenv, "NCCL_NET_PLUGIN=%s", net ? net : "");
   const char *env[] = {lib, pre, netenv, NULL};
   int rc = run_job(version, plugin_env, "", env);
-  ck_assert_msg(rc == 0, "%s %s: job failed:\n%s", version, plugin_env ? plugin_env : "(unset)", out_text);
+  ck_assert_msg(rc == 0, "%s %s: job failed:\n%s", version, plugin_env ? plugin_env : "(unset)",
+                out_text);
   char abi_s[32];
   snprintf(abi_s, sizeof abi_s, "abi=%d event=init", want);
   int n = want ? COUNT(log_text, abi_s) : COUNT(log_text, "event=init");
-  ck_assert_msg(n == (want ? NRANKS : 0), "%s NCCL_TUNER_PLUGIN=%s dir=%s preload=%d net=%s: want abi %d\n%s",
-                version, plugin_env ? plugin_env : "(unset)", subdir ? subdir : "-", preload != NULL,
+  ck_assert_msg(n == (want ? NRANKS : 0),
+                "%s NCCL_TUNER_PLUGIN=%s dir=%s preload=%d net=%s: want abi %d\n%s", version,
+                plugin_env ? plugin_env : "(unset)", subdir ? subdir : "-", preload != NULL,
                 net ? net : "-", want, log_text);
 }
 
@@ -359,7 +395,8 @@ START_TEST(load_rules) {
   check_load("2.21", "simv5", "expand", NULL, NULL, 0); /* found, but 2.21 takes only v2 */
   check_load("2.19", "simv5", "expand", NULL, NULL, 0);
   /* 2.27+: no expansion of a name that is already lib*.so */
-  check_load("2.24", "libnccl-tuner-simv5.so", "expand", NULL, NULL, 0); /* opens, exports only v5 */
+  check_load("2.24", "libnccl-tuner-simv5.so", "expand", NULL, NULL,
+             0); /* opens, exports only v5 */
   check_load("2.28", "libnccl-tuner-simv5.so", "expand", NULL, NULL, 5);
   /* NCCL_TUNER_PLUGIN unset: libnccl-tuner.so (2.21+) */
   check_load("2.24", NULL, "default", NULL, NULL, 4);
@@ -397,15 +434,18 @@ static double check_trace_times(int code, double phi, int noisy) {
   sim_model_init(&m, &t, 0, 0);
   int lines = 0;
   double sum = 0, first[8] = {0};
-  for (const char *line = trace_text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+  for (const char *line = trace_text; line && *line;
+       line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
     char coll[32], algo[32], proto[32];
     unsigned long long call, chunk;
     size_t bytes;
     int rank, nranks, nch, nt, tuned;
     double us;
-    int n = sscanf(line, "comm=%*x rank=%d nranks=%d call=%llu coll=%31s bytes=%zu algo=%31s proto=%31s "
-                   "nchannels=%d nthreads=%d chunk=%llu tuned=%d time_us=%lf",
-                   &rank, &nranks, &call, coll, &bytes, algo, proto, &nch, &nt, &chunk, &tuned, &us);
+    int n =
+        sscanf(line,
+               "comm=%*x rank=%d nranks=%d call=%llu coll=%31s bytes=%zu algo=%31s proto=%31s "
+               "nchannels=%d nthreads=%d chunk=%llu tuned=%d time_us=%lf",
+               &rank, &nranks, &call, coll, &bytes, algo, proto, &nch, &nt, &chunk, &tuned, &us);
     ck_assert_msg(n == 12, "bad trace line: %.200s", line);
     int c = -1;
     for (int i = 0; i < AH_NUM_FUNCTIONS; i++)
@@ -413,11 +453,16 @@ static double check_trace_times(int code, double phi, int noisy) {
     sim_config_t cfg = {name_to(algo, 1), name_to(proto, 0), nch, nt, (size_t)chunk};
     double want = sim_model_time_us(&m, c, bytes, &cfg, phi);
     ck_assert_msg(want > 0, "unrunnable config in trace: %.200s", line);
-    if (!noisy) ck_assert_msg(fabs(us - want) <= 1e-3 + 1e-6 * want, "trace %.3f != model %.3f: %.200s", us, want, line);
-    else ck_assert_msg(us > want * 0.7 && us < want * 1.3 * 1.5, "trace %.3f far from model %.3f", us, want);
+    if (!noisy)
+      ck_assert_msg(fabs(us - want) <= 1e-3 + 1e-6 * want, "trace %.3f != model %.3f: %.200s", us,
+                    want, line);
+    else
+      ck_assert_msg(us > want * 0.7 && us < want * 1.3 * 1.5, "trace %.3f far from model %.3f", us,
+                    want);
     if (call < 8) {
       if (first[call] == 0) first[call] = us;
-      ck_assert_msg(first[call] == us, "ranks disagree on the duration of call %llu: %.6f vs %.6f", call, first[call], us);
+      ck_assert_msg(first[call] == us, "ranks disagree on the duration of call %llu: %.6f vs %.6f",
+                    call, first[call], us);
     }
     sum += us;
     lines++;

@@ -20,14 +20,14 @@
 
 typedef struct {
   int nsub;
-  double base[AH_MAX_SUBSPACES];     /* time at the bowl's bottom */
-  double opt[AH_MAX_SUBSPACES][2];   /* optimum value per dimension */
-  double curv[AH_MAX_SUBSPACES];     /* relative cost per (log2 distance)^2 */
-  double flat;                       /* half-width (log2) of a flat bottom */
-  double scale_after;                /* from call `change_at` on, every time x this */
+  double base[AH_MAX_SUBSPACES];   /* time at the bowl's bottom */
+  double opt[AH_MAX_SUBSPACES][2]; /* optimum value per dimension */
+  double curv[AH_MAX_SUBSPACES];   /* relative cost per (log2 distance)^2 */
+  double flat;                     /* half-width (log2) of a flat bottom */
+  double scale_after;              /* from call `change_at` on, every time x this */
   uint64_t change_at;
-  double own_ch;                     /* channels NCCL picks for a resource value of 0 */
-  double cap_ch;                     /* NCCL runs more channels than this as this many (0: none) */
+  double own_ch; /* channels NCCL picks for a resource value of 0 */
+  double cap_ch; /* NCCL runs more channels than this as this many (0: none) */
   ah_space_t space;
 } surf_t;
 
@@ -44,7 +44,7 @@ static double surf_time(void *arg, const ah_config_t *c, uint64_t call) {
   double t = s->base[i];
   for (int d = 0; d < c->ndims && d < 2; d++) {
     double v = (double)c->res[d];
-    if (v == 0 && d == 0 && s->own_ch > 0) v = s->own_ch; /* "NCCL's own choice" */
+    if (v == 0 && d == 0 && s->own_ch > 0) v = s->own_ch;        /* "NCCL's own choice" */
     if (d == 0 && s->cap_ch > 0 && v > s->cap_ch) v = s->cap_ch; /* the communicator's count */
     ck_assert(v > 0);
     double x = fabs(log2(v / s->opt[i][d])) - s->flat;
@@ -119,8 +119,8 @@ static ah_tune_t *run(surf_t *s, const tune_drive_opts_t *o, tune_drive_result_t
 
 /* A search of sp with parameters p (NULL: the defaults), driven on f with the driver's defaults and
  * noise seed `seed`: the common case of the seed loops below. Returns it (the caller destroys it). */
-static ah_tune_t *search_seed(const ah_space_t *sp, const ah_tune_params_t *p, tune_surface_fn f, void *arg,
-                              int seed, tune_drive_result_t *r) {
+static ah_tune_t *search_seed(const ah_space_t *sp, const ah_tune_params_t *p, tune_surface_fn f,
+                              void *arg, int seed, tune_drive_result_t *r) {
   ah_tune_params_t dp;
   if (!p) {
     ah_tune_params_default(&dp);
@@ -145,7 +145,8 @@ static void expect_optimum(surf_t *s, int seed, double quality, uint64_t calls) 
   tune_drive_result_t r;
   ah_tune_t *t = run_seed(s, seed, &r);
   double q = surf_best(s) / cfg_time(s, &r.final);
-  ck_assert_msg(q >= quality, "seed %d: %.3f of optimum (nch=%lld)", seed, q, (long long)r.final.res[0]);
+  ck_assert_msg(q >= quality, "seed %d: %.3f of optimum (nch=%lld)", seed, q,
+                (long long)r.final.res[0]);
   ck_assert_uint_le(r.pinned_at, calls);
   ah_tune_destroy(t);
 }
@@ -153,7 +154,8 @@ static void expect_optimum(surf_t *s, int seed, double quality, uint64_t calls) 
 /* The pinned config `fin` of a seed's run is at most 1% slower than s's default. */
 static void expect_no_worse(surf_t *s, int seed, const ah_config_t *fin) {
   double def_us = cfg_time(s, &s->space.start), fin_us = cfg_time(s, fin);
-  ck_assert_msg(fin_us <= def_us * 1.01, "seed %d: pinned %.2f us, default %.2f", seed, fin_us, def_us);
+  ck_assert_msg(fin_us <= def_us * 1.01, "seed %d: pinned %.2f us, default %.2f", seed, fin_us,
+                def_us);
 }
 
 START_TEST(test_unimodal) {
@@ -198,7 +200,8 @@ START_TEST(test_shim_shaped_space) {
     tune_drive_result_t r;
     ah_tune_t *t = run_seed(&s, seed, &r);
     double q = surf_best(&s) / cfg_time(&s, &r.final);
-    ck_assert_msg(q >= 0.97, "seed %d: %.3f of optimum (nch=%lld)", seed, q, (long long)r.final.res[0]);
+    ck_assert_msg(q >= 0.97, "seed %d: %.3f of optimum (nch=%lld)", seed, q,
+                  (long long)r.final.res[0]);
     ck_assert(cfg_time(&s, &r.final) <= cfg_time(&s, &s.space.start));
     ck_assert_uint_le(r.pinned_at, 100);
     ah_tune_destroy(t);
@@ -306,8 +309,8 @@ START_TEST(test_sure_pin_chunk) {
     ck_assert_int_eq(st.state, AH_TUNE_CONVERGED);
     double q = surf_best(&s) / cfg_time(&s, &r.final);
     ck_assert_msg(r.final.algo == AH_ALGO_RING && r.final.proto == AH_PROTO_LL128 && q >= 0.99,
-                  "seed %d: %d/%d %lld ch %lld B, %.3f of optimum", seed, r.final.algo, r.final.proto,
-                  (long long)r.final.res[0], (long long)r.final.res[1], q);
+                  "seed %d: %d/%d %lld ch %lld B, %.3f of optimum", seed, r.final.algo,
+                  r.final.proto, (long long)r.final.res[0], (long long)r.final.res[1], q);
     int listed = 0;
     ah_tune_foreach_probe(t, count_listed, &listed);
     ck_assert_int_eq(listed, st.probes); /* no confirm probe measured */
@@ -387,7 +390,8 @@ static void plane_space(ah_space_t *sp, int algo, int64_t nch, int64_t chunk) {
 }
 
 /* One search of sp with the default parameters, driven on f with noise seed `seed`. */
-static void plane_search(const ah_space_t *sp, tune_surface_fn f, void *arg, int seed, tune_drive_result_t *r) {
+static void plane_search(const ah_space_t *sp, tune_surface_fn f, void *arg, int seed,
+                         tune_drive_result_t *r) {
   ah_tune_destroy(search_seed(sp, NULL, f, arg, seed, r));
 }
 
@@ -443,8 +447,8 @@ START_TEST(test_knee) {
     double q = best / knee_time(NULL, &r.final, 0);
     good += q >= 0.97;
     between += r.final.res[0] > 8 && r.final.res[0] < 12;
-    ck_assert_msg(q >= 0.93, "seed %d: %.3f of optimum (nch=%lld chunk=%lld)", seed, q, (long long)r.final.res[0],
-                  (long long)r.final.res[1]);
+    ck_assert_msg(q >= 0.93, "seed %d: %.3f of optimum (nch=%lld chunk=%lld)", seed, q,
+                  (long long)r.final.res[0], (long long)r.final.res[1]);
     ck_assert_uint_le(r.pinned_at, 120);
   }
   ck_assert_int_ge(good, 6);
@@ -488,10 +492,12 @@ START_TEST(test_fit) {
   ck_assert_msg(er < 0.005 && el > 3 * er, "robust error %.4f, plain %.4f", er, el);
   /* A cross (centre and one step each way on each axis): no xy information, the cross term is
    * dropped and the rest interpolated. */
-  ah_fit_point_t pc[5] = {{0, 0, 1.0, 1}, {1, 0, 1.3, 1}, {-1, 0, 1.1, 1}, {0, 1, 1.2, 1}, {0, -1, 1.4, 1}};
+  ah_fit_point_t pc[5] = {
+      {0, 0, 1.0, 1}, {1, 0, 1.3, 1}, {-1, 0, 1.1, 1}, {0, 1, 1.2, 1}, {0, -1, 1.4, 1}};
   ck_assert_int_eq(ah_fit_quad(pc, 5, 0.0, coef), 0);
   ck_assert_double_eq_tol(coef[5], 0.0, 1e-12);
-  for (int i = 0; i < 5; i++) ck_assert_double_eq_tol(ah_fit_eval(coef, pc[i].x, pc[i].y), pc[i].z, 1e-9);
+  for (int i = 0; i < 5; i++)
+    ck_assert_double_eq_tol(ah_fit_eval(coef, pc[i].x, pc[i].y), pc[i].z, 1e-9);
   /* Degenerate: every point on one line of y, or too few points. */
   ah_fit_point_t pl[6];
   for (int i = 0; i < 6; i++) pl[i] = (ah_fit_point_t){(double)i, 2.0, (double)(i * i), 1};
@@ -502,9 +508,11 @@ START_TEST(test_fit) {
    * the right side rising (slope 0.2 in log-log) further left. */
   double k = ah_fit_knee(8, log(1267.0), 12, log(1124.0), 0.0);
   ck_assert_double_eq_tol(k, 8 * 1267.0 / 1124.0, 1e-9);
-  ck_assert_double_eq_tol(ah_fit_knee(8, log(1267.0), 12, log(1124.0), -0.3), k, 1e-9); /* negative: flat */
+  ck_assert_double_eq_tol(ah_fit_knee(8, log(1267.0), 12, log(1124.0), -0.3), k,
+                          1e-9); /* negative: flat */
   double k2 = ah_fit_knee(8, log(130.6), 12, log(124.6), 0.2);
-  ck_assert_double_eq_tol(log(130.6) - (log(k2) - log(8)), log(124.6) + 0.2 * (log(k2) - log(12)), 1e-9);
+  ck_assert_double_eq_tol(log(130.6) - (log(k2) - log(8)), log(124.6) + 0.2 * (log(k2) - log(12)),
+                          1e-9);
   ck_assert(k2 > 8.8 && k2 < 9.0);
   ck_assert_double_eq(ah_fit_knee(8, log(1.6), 12, 0.0, 0.0), 0.0); /* 12.8: not between */
   ck_assert_double_eq(ah_fit_knee(8, 0.0, 12, 0.0, 0.0), 0.0);      /* not slower below */
@@ -673,7 +681,8 @@ END_TEST
 
 /* Drives t on s for `calls` calls, o's other options as they are set (again on the same t: a
  * second part of the same job). */
-static void drive_calls(ah_tune_t *t, surf_t *s, tune_drive_opts_t *o, uint64_t calls, tune_drive_result_t *r) {
+static void drive_calls(ah_tune_t *t, surf_t *s, tune_drive_opts_t *o, uint64_t calls,
+                        tune_drive_result_t *r) {
   o->max_calls = calls;
   tune_drive_run(t, surf_time, s, o, r);
 }
@@ -771,7 +780,8 @@ static double chaos_time(void *arg, const ah_config_t *c, uint64_t call) {
   uint64_t h = 1469598103934665603ULL;
   h = (h ^ (uint64_t)(uint8_t)c->algo) * 1099511628211ULL;
   h = (h ^ (uint64_t)(uint8_t)c->proto) * 1099511628211ULL;
-  for (int d = 0; d < c->ndims && d < AH_MAX_DIMS; d++) h = (h ^ (uint64_t)c->res[d]) * 1099511628211ULL;
+  for (int d = 0; d < c->ndims && d < AH_MAX_DIMS; d++)
+    h = (h ^ (uint64_t)c->res[d]) * 1099511628211ULL;
   return 10.0 + (double)(h % 1000) / 10.0;
 }
 
@@ -791,7 +801,8 @@ START_TEST(test_chaos) {
     sp.ndims = (int)(tune_rng_next(&rng) % 3);
     for (int d = 0; d < sp.ndims; d++) {
       sp.dims[d].nvalues = 1 + (int)(tune_rng_next(&rng) % AH_MAX_DIM_VALUES);
-      for (int i = 0; i < sp.dims[d].nvalues; i++) sp.dims[d].values[i] = (int64_t)(i + 1) * (d ? 4096 : 1);
+      for (int i = 0; i < sp.dims[d].nvalues; i++)
+        sp.dims[d].values[i] = (int64_t)(i + 1) * (d ? 4096 : 1);
     }
     sp.start.algo = (int8_t)((int)(tune_rng_next(&rng) % (AH_NUM_ALGOS + 1)) - 1);
     sp.start.proto = (int8_t)((int)(tune_rng_next(&rng) % (AH_NUM_PROTOS + 1)) - 1);
@@ -815,7 +826,8 @@ START_TEST(test_chaos) {
     tune_drive_result_t r;
     tune_drive_run(t, chaos_time, NULL, &o, &r);
     ck_assert_msg(r.pinned_at != UINT64_MAX && r.pinned_at <= (uint64_t)p.budget_calls,
-                  "run %d: pinned at %llu, budget %d", run_i, (unsigned long long)r.pinned_at, p.budget_calls);
+                  "run %d: pinned at %llu, budget %d", run_i, (unsigned long long)r.pinned_at,
+                  p.budget_calls);
     int legal = r.final.algo == sp.start.algo && r.final.proto == sp.start.proto;
     for (int i = 0; i < sp.nsub; i++)
       legal |= r.final.algo == sp.sub[i].algo && r.final.proto == sp.sub[i].proto;
@@ -966,7 +978,8 @@ START_TEST(test_cusum_learnt_reference) {
       if (at < 0 || at > 60) slow++;
     }
     ck_assert_msg(trips == 0, "noise kind %d: %d of 400 stable streams re-tuned", kind, trips);
-    ck_assert_msg(slow <= 1, "noise kind %d: a 10%% shift missed for 60 calls in %d of 50", kind, slow);
+    ck_assert_msg(slow <= 1, "noise kind %d: a 10%% shift missed for 60 calls in %d of 50", kind,
+                  slow);
   }
 }
 END_TEST
@@ -1001,8 +1014,8 @@ static ah_tune_t *run_hinted(surf_t *s, int seed, const ah_config_t *hint, tune_
 /* A driver with results at once and 2% log-noise that hands `late` to the search mid-run (at call
  * `at`, once its segment there is committed). Returns the call index the key was pinned at
  * (2000: never) and its final config in *fin. */
-static uint64_t drive_quick(ah_tune_t *t, surf_t *s, uint64_t seed, const ah_config_t *late, uint64_t at,
-                            ah_config_t *fin) {
+static uint64_t drive_quick(ah_tune_t *t, surf_t *s, uint64_t seed, const ah_config_t *late,
+                            uint64_t at, ah_config_t *fin) {
   uint64_t rng = seed * 0x9E3779B97F4A7C15ULL + 1, i = 0;
   int hinted = 0;
   while (i < 2000) {
@@ -1063,8 +1076,9 @@ START_TEST(test_quick_warm) {
     tune_drive_result_t r;
     ah_tune_t *t = run_hinted(&s, seed, &opt, &r);
     ck_assert_uint_ne(r.pinned_at, UINT64_MAX);
-    ck_assert_msg(surf_best(&s) / cfg_time(&s, &r.final) >= 0.99, "seed %d: pinned %.2f us, best %.2f", seed,
-                  cfg_time(&s, &r.final), surf_best(&s));
+    ck_assert_msg(surf_best(&s) / cfg_time(&s, &r.final) >= 0.99,
+                  "seed %d: pinned %.2f us, best %.2f", seed, cfg_time(&s, &r.final),
+                  surf_best(&s));
     if (r.pinned_at <= 14) fast++;
     ah_tune_destroy(t);
     t = run_hinted(&s, seed, &slow, &r);
@@ -1072,7 +1086,8 @@ START_TEST(test_quick_warm) {
     ah_tune_destroy(t);
     /* the default's own subspace at NCCL's own channel count: the same time */
     surf_init_shim_far(&s);
-    s.base[1] = 200; /* ring/ll128 out of the race, ring/simple best at 24: the default is the optimum */
+    s.base[1] =
+        200; /* ring/ll128 out of the race, ring/simple best at 24: the default is the optimum */
     s.opt[0][0] = 24;
     ah_config_t same = s.space.start;
     same.res[0] = 24;
@@ -1151,8 +1166,8 @@ START_TEST(test_batches) {
       ah_tune_destroy(t);
     }
   ck_assert_int_ge(good, 14);
-  ck_assert_msg(calls[1] * 10 <= calls[0] * 7, "batches %llu calls, descent %llu", (unsigned long long)calls[1],
-                (unsigned long long)calls[0]);
+  ck_assert_msg(calls[1] * 10 <= calls[0] * 7, "batches %llu calls, descent %llu",
+                (unsigned long long)calls[1], (unsigned long long)calls[0]);
 }
 END_TEST
 
@@ -1173,12 +1188,12 @@ START_TEST(test_hint_mid_search) {
     ah_tune_destroy(t);
     t = ah_tune_create(&s.space, &p);
     late += drive_quick(t, &s, (uint64_t)seed, &opt, 6, &fin);
-    ck_assert_msg(surf_best(&s) / cfg_time(&s, &fin) >= 0.99, "seed %d: pinned %.2f us, best %.2f", seed,
-                  cfg_time(&s, &fin), surf_best(&s));
+    ck_assert_msg(surf_best(&s) / cfg_time(&s, &fin) >= 0.99, "seed %d: pinned %.2f us, best %.2f",
+                  seed, cfg_time(&s, &fin), surf_best(&s));
     ah_tune_destroy(t);
   }
-  ck_assert_msg(late * 10 <= cold * 8, "hinted mid-search %llu calls, cold %llu", (unsigned long long)late,
-                (unsigned long long)cold);
+  ck_assert_msg(late * 10 <= cold * 8, "hinted mid-search %llu calls, cold %llu",
+                (unsigned long long)late, (unsigned long long)cold);
 }
 END_TEST
 
@@ -1195,8 +1210,9 @@ START_TEST(test_warm_start) {
     ah_tune_destroy(t);
     t = run_hinted(&s, seed, &near, &rw);
     double q = surf_best(&s) / cfg_time(&s, &rw.final);
-    ck_assert_msg(q >= 0.95, "seed %d: warm start reached %.3f of the optimum (%s nch=%lld)", seed, q,
-                  rw.final.proto == AH_PROTO_LL128 ? "ll128" : "other", (long long)rw.final.res[0]);
+    ck_assert_msg(q >= 0.95, "seed %d: warm start reached %.3f of the optimum (%s nch=%lld)", seed,
+                  q, rw.final.proto == AH_PROTO_LL128 ? "ll128" : "other",
+                  (long long)rw.final.res[0]);
     if (q >= 0.99) good++;
     ck_assert_uint_ne(rw.pinned_at, UINT64_MAX);
     ah_tune_destroy(t);
@@ -1211,8 +1227,8 @@ START_TEST(test_warm_start) {
    * step from farther away; the cold search's designed batches keep that within 10% more calls
    * than the warm start, where the sequential descent took 25% more) */
   ck_assert_int_ge(good, 8);
-  ck_assert_msg(warm * 10 <= cold * 9, "warm starts took %llu calls, cold %llu", (unsigned long long)warm,
-                (unsigned long long)cold);
+  ck_assert_msg(warm * 10 <= cold * 9, "warm starts took %llu calls, cold %llu",
+                (unsigned long long)warm, (unsigned long long)cold);
 }
 END_TEST
 
@@ -1237,7 +1253,8 @@ static void lag_next(void *e, uint64_t first, ah_segment_t *seg) {
 static void lag_observe(void *e, uint64_t index, double us) {
   lagrec_t *l = e;
   (void)us;
-  if (index < 20 && l->asked - index > l->maxlag) l->maxlag = l->asked - index; /* while searching */
+  if (index < 20 && l->asked - index > l->maxlag)
+    l->maxlag = l->asked - index; /* while searching */
 }
 
 typedef struct {
@@ -1336,6 +1353,4 @@ static Suite *tune_suite(void) {
   return s;
 }
 
-int main(void) {
-  return ah_check_run(tune_suite());
-}
+int main(void) { return ah_check_run(tune_suite()); }

@@ -13,7 +13,9 @@ uint64_t tune_rng_next(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-double tune_rng_uniform(uint64_t *s) { return ((tune_rng_next(s) >> 11) + 0.5) / 9007199254740992.0; }
+double tune_rng_uniform(uint64_t *s) {
+  return ((tune_rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
+}
 
 double tune_rng_normal(uint64_t *s) {
   double u1 = tune_rng_uniform(s), u2 = tune_rng_uniform(s);
@@ -38,8 +40,12 @@ typedef struct {
   uint64_t due;
 } tune_inflight_t;
 
-static void tune_ops_next(void *eng, uint64_t first, ah_segment_t *seg_p) { ah_tune_next(eng, first, seg_p); }
-static void tune_ops_observe(void *eng, uint64_t index, double us) { ah_tune_observe(eng, index, us); }
+static void tune_ops_next(void *eng, uint64_t first, ah_segment_t *seg_p) {
+  ah_tune_next(eng, first, seg_p);
+}
+static void tune_ops_observe(void *eng, uint64_t index, double us) {
+  ah_tune_observe(eng, index, us);
+}
 static int tune_ops_reopened(const void *eng) { return ah_tune_reopened(eng); }
 
 void tune_drive_run(ah_tune_t *t, tune_surface_fn f, void *arg, const tune_drive_opts_t *o,
@@ -151,7 +157,8 @@ static int tune_key_call(tune_key_t *k, uint64_t now) {
   us = tune_drive_skewed(o, us, &k->srng);
   r_p->final = s->config;
   int lost = o->loss > 0 && tune_rng_uniform(&k->rng) < o->loss;
-  if (!lost && k->nfl < k->flcap) k->fl[k->nfl++] = (tune_inflight_t){i, us, now + (uint64_t)k->lag};
+  if (!lost && k->nfl < k->flcap)
+    k->fl[k->nfl++] = (tune_inflight_t){i, us, now + (uint64_t)k->lag};
   k->i++;
   return 0;
 }
@@ -176,14 +183,14 @@ void tune_drive_run_engine(const tune_engine_ops_t *ops, void *t, tune_surface_f
                            const tune_drive_opts_t *o, tune_drive_result_t *r_p) {
   tune_key_t k;
   if (tune_key_init(&k, ops, t, f, arg, o, r_p) == 0)
-    while (tune_key_call(&k, k.i) == 0 && !tune_key_deliver(&k, k.i - 1)) {
-    }
+    while (tune_key_call(&k, k.i) == 0 && !tune_key_deliver(&k, k.i - 1)) {}
   tune_key_free(&k);
 }
 
 int tune_drive_run_comm(tune_comm_key_t *keys, int nkeys, const tune_comm_ops_t *cops, void *user) {
   tune_key_t *ks = calloc((size_t)(nkeys > 0 ? nkeys : 1), sizeof(*ks));
-  int *state = calloc((size_t)(nkeys > 0 ? nkeys : 1), sizeof(*state)); /* 0 waiting, 1 running, 2 done */
+  int *state =
+      calloc((size_t)(nkeys > 0 ? nkeys : 1), sizeof(*state)); /* 0 waiting, 1 running, 2 done */
   int rc = ks && state ? 0 : -1;
   uint64_t now = 0;
   int left = nkeys, rr = 0;
@@ -194,7 +201,8 @@ int tune_drive_run_comm(tune_comm_key_t *keys, int nkeys, const tune_comm_ops_t 
     for (int j = 0; j < nkeys; j++) {
       if (state[j] == 0 && keys[j].arrive <= now) {
         void *eng = cops->start(user, j);
-        if (!eng || tune_key_init(&ks[j], cops->ops, eng, keys[j].f, keys[j].arg, &keys[j].o, &keys[j].r) != 0) {
+        if (!eng || tune_key_init(&ks[j], cops->ops, eng, keys[j].f, keys[j].arg, &keys[j].o,
+                                  &keys[j].r) != 0) {
           rc = -1;
           break;
         }

@@ -21,15 +21,15 @@ typedef struct {
 } tune_engine_ops_t;
 
 typedef struct {
-  double sigma;          /* log-normal noise */
-  double outlier_rate;   /* share of calls slowed by outlier_factor */
+  double sigma;        /* log-normal noise */
+  double outlier_rate; /* share of calls slowed by outlier_factor */
   double outlier_factor;
-  int lag;               /* a call's result is reported this many calls later (0: at once) */
-  int shuffle;           /* 1: results due at the same time arrive in random order */
-  double loss;           /* share of results never reported */
+  int lag;     /* a call's result is reported this many calls later (0: at once) */
+  int shuffle; /* 1: results due at the same time arrive in random order */
+  double loss; /* share of results never reported */
   uint64_t seed;
-  uint64_t max_calls;    /* calls to run */
-  int stop_when_pinned;  /* 1: stop once the forever segment is committed and results drained */
+  uint64_t max_calls;   /* calls to run */
+  int stop_when_pinned; /* 1: stop once the forever segment is committed and results drained */
   /* optional: noise from the caller (bench uses sim_model_noise); NULL = built-in */
   double (*noise)(void *arg, double us, uint64_t *state);
   void *noise_arg;
@@ -45,12 +45,12 @@ typedef struct {
 } tune_drive_opts_t;
 
 typedef struct {
-  uint64_t calls;          /* calls run */
-  uint64_t pinned_at;      /* first index of the last forever segment, UINT64_MAX if none */
-  ah_config_t final;       /* config of the last call run */
-  int reopens_seen;        /* times the driver saw ah_tune_reopened() and cut the forever segment */
-  int segments;            /* segments committed */
-  double search_us;        /* noise-free time of the calls run before the pin (the search's cost) */
+  uint64_t calls;     /* calls run */
+  uint64_t pinned_at; /* first index of the last forever segment, UINT64_MAX if none */
+  ah_config_t final;  /* config of the last call run */
+  int reopens_seen;   /* times the driver saw ah_tune_reopened() and cut the forever segment */
+  int segments;       /* segments committed */
+  double search_us;   /* noise-free time of the calls run before the pin (the search's cost) */
 } tune_drive_result_t;
 
 void tune_drive_opts_default(tune_drive_opts_t *o);

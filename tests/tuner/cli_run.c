@@ -30,7 +30,8 @@ const char *cli(int want, const char *needle, const char *fmt, ...) {
   const char *out;
   int rc = run(cmd, &out);
   ck_assert_msg(rc == want, "autoha %s: exit %d, want %d:\n%s", args, rc, want, out);
-  if (needle) ck_assert_msg(strstr(out, needle) != NULL, "autoha %s: no '%s' in:\n%s", args, needle, out);
+  if (needle)
+    ck_assert_msg(strstr(out, needle) != NULL, "autoha %s: no '%s' in:\n%s", args, needle, out);
   return out;
 }
 

@@ -64,7 +64,8 @@ static void write_report_scaled(const char *path, double scale, uint64_t id) {
   snprintf(r.run.vars[0].name, sizeof r.run.vars[0].name, "AUTOHA_OVERRIDE");
   snprintf(r.run.vars[0].value, sizeof r.run.vars[0].value, "allreduce:algo=ring;x:y");
   snprintf(r.run.vars[1].name, sizeof r.run.vars[1].name, "NCCL_ALGO");
-  snprintf(r.run.vars[1].value, sizeof r.run.vars[1].value, "%s", fixture_rank == 2 ? "tree" : "ring");
+  snprintf(r.run.vars[1].value, sizeof r.run.vars[1].value, "%s",
+           fixture_rank == 2 ? "tree" : "ring");
   snprintf(r.run.gpu, sizeof r.run.gpu, "NVIDIA H100");
   r.run.cuda_driver = 12040;
   r.run.nnodes = 1;
@@ -101,7 +102,8 @@ START_TEST(report_table) {
   char path[512];
   snprintf(path, sizeof path, "%s/r.json", dir);
   write_report(path);
-  const char *out = cli(0, "host node7, pid 99, rank 0, NCCL 2.28.5, mode fixed", "report '%s'", path);
+  const char *out =
+      cli(0, "host node7, pid 99, rank 0, NCCL 2.28.5, mode fixed", "report '%s'", path);
   ck_assert_ptr_nonnull(strstr(out, "communicator 0x0000000000000abc: 8 ranks on 1 nodes"));
   char head[1024], row[1024], row2[1024];
   snprintf(head, sizeof head, "%s", line_with(out, "bytes/rank"));
@@ -140,12 +142,14 @@ START_TEST(report_errors) {
 END_TEST
 
 START_TEST(check_override) {
-  const char *out = cli(0, "rule 1 (position 0): allreduce@1M-64M:algo=ring,proto=simple,nchannels=16\n",
-                        "check-override 'allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;allgather:nchannels=8'");
+  const char *out = cli(
+      0, "rule 1 (position 0): allreduce@1M-64M:algo=ring,proto=simple,nchannels=16\n",
+      "check-override 'allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;allgather:nchannels=8'");
   ck_assert_ptr_nonnull(strstr(out, "rule 2 (position 53): allgather:nchannels=8\n"));
   ck_assert_ptr_nonnull(strstr(out, "ok: 2 rules"));
-  out = cli(1, "autoha: invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 17: unknown algorithm",
-            "check-override 'allreduce@1M-64M:algo=rong;allgather:nchannels=8'");
+  out = cli(
+      1, "autoha: invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 17: unknown algorithm",
+      "check-override 'allreduce@1M-64M:algo=rong;allgather:nchannels=8'");
   ck_assert_ptr_nonnull(strstr(out, "rule 1 (position 27): allgather:nchannels=8"));
   ck_assert_ptr_nonnull(strstr(out, "1 error; the 1 valid rule would still apply"));
 }
@@ -158,13 +162,13 @@ START_TEST(env_listing) {
   ck_assert_int_eq(run(cmd, &out), 0);
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_MODE=observe "));
   ck_assert_ptr_nonnull(strstr(out, "(set; default: tune)"));
-  ck_assert_ptr_nonnull(strstr(out, "unknown environment variable AUTOHA_OVRRIDE (maybe AUTOHA_OVERRIDE?)"));
+  ck_assert_ptr_nonnull(
+      strstr(out, "unknown environment variable AUTOHA_OVRRIDE (maybe AUTOHA_OVERRIDE?)"));
   cli(0, "# syntax:  observe|fixed|tune\n# default: tune\n", "env --docs");
   cli(0, "<!-- env-table:begin -->", "env --markdown");
   cli(2, NULL, "env --bogus");
 }
 END_TEST
-
 
 START_TEST(compare_runs) {
   char base[512], fresh[512];
@@ -181,7 +185,8 @@ START_TEST(compare_runs) {
   ck_assert_ptr_nonnull(strstr(row, " 4.00x "));
   ck_assert_ptr_nonnull(strstr(row, "1x8"));
   /* The broadcast key was never timed: not counted in the total. */
-  ck_assert_ptr_nonnull(strstr(out, "1 keys timed in both runs: 800.0 ms in base, 200.0 ms in new"));
+  ck_assert_ptr_nonnull(
+      strstr(out, "1 keys timed in both runs: 800.0 ms in base, 200.0 ms in new"));
   cli(2, NULL, "compare '%s'", base);
   cli(1, "none.json: cannot open", "compare '%s' '%s/none.json'", base, dir);
 }
@@ -199,13 +204,17 @@ START_TEST(report_merge) {
   FILE *f = fopen(path, "w");
   ck_assert_ptr_nonnull(f);
   fclose(f);
-  const char *out = cli(0, "comm 0x0000000000000abc: 8 ranks on 1 nodes", "report --merge '%s'", dir);
+  const char *out =
+      cli(0, "comm 0x0000000000000abc: 8 ranks on 1 nodes", "report --merge '%s'", dir);
   const char *row = line_with(out, "allreduce 16M-32M");
   ck_assert_msg(strstr(row, " 3  ring/simple nch=16 ") && strstr(row, "1000.0/1000.0/1500.0") &&
-                strstr(row, "2000.0/2000.0/2000.0") && strstr(row, " 2.00x ") && strstr(row, "2(+50%)"), "%s", row);
+                    strstr(row, "2000.0/2000.0/2000.0") && strstr(row, " 2.00x ") &&
+                    strstr(row, "2(+50%)"),
+                "%s", row);
   ck_assert_ptr_nonnull(strstr(line_with(out, "broadcast 8-16"), " nccl "));
   /* The environment the job ran with, and the refused overrides. */
-  ck_assert_ptr_nonnull(strstr(out, "environment (3 reports, 3 with a record of the run):\n  hosts: node7, node8, node9\n"));
+  ck_assert_ptr_nonnull(strstr(
+      out, "environment (3 reports, 3 with a record of the run):\n  hosts: node7, node8, node9\n"));
   ck_assert_ptr_nonnull(strstr(out, "  GPU: NVIDIA H100\n"));
   ck_assert_ptr_nonnull(strstr(out, "  CUDA driver: 12.4\n"));
   ck_assert_ptr_nonnull(strstr(out, "  NCCL version: 2.28.5\n"));
@@ -213,19 +222,26 @@ START_TEST(report_merge) {
   ck_assert_ptr_nonnull(strstr(out, "  NCCL_ALGO=ring (2 of 3 reports), tree (1 of 3 reports)\n"));
   ck_assert_ptr_nonnull(strstr(out, "refused overrides:\n"));
   ck_assert_ptr_nonnull(strstr(out, "  'x' at position 22: unknown collective (3 of 3 reports)\n"));
-  ck_assert_ptr_nonnull(strstr(out, "  allreduce 16M-32M on comm 0x0000000000000abc: a pair NCCL cannot run here, "
-                                    "NCCL's choice ran (1 of 3 reports)\n"));
-  out = cli(0, "comm,nranks,nnodes,coll,bin,bytes_min,ranks,config,", "report --csv --merge '%s'", dir);
-  ck_assert_ptr_nonnull(strstr(out, "0x0000000000000abc,8,1,allreduce,24,16777216,3,ring/simple nch=16,"
-                                    "1000.0,1000.0,1500.0,2000.0,2000.0,2000.0,2(+50%)\n"));
-  out = cli(0, "{\"rank\": 2, \"why\": \"+50%\"}", "report --merge --json '%s/0.json' '%s/1.json' '%s/2.json'",
-            dir, dir, dir);
+  ck_assert_ptr_nonnull(
+      strstr(out,
+             "  allreduce 16M-32M on comm 0x0000000000000abc: a pair NCCL cannot run here, "
+             "NCCL's choice ran (1 of 3 reports)\n"));
+  out = cli(0, "comm,nranks,nnodes,coll,bin,bytes_min,ranks,config,", "report --csv --merge '%s'",
+            dir);
+  ck_assert_ptr_nonnull(strstr(out,
+                               "0x0000000000000abc,8,1,allreduce,24,16777216,3,ring/simple nch=16,"
+                               "1000.0,1000.0,1500.0,2000.0,2000.0,2000.0,2(+50%)\n"));
+  out = cli(0, "{\"rank\": 2, \"why\": \"+50%\"}",
+            "report --merge --json '%s/0.json' '%s/1.json' '%s/2.json'", dir, dir, dir);
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "'%s' report --merge --json '%s' | python3 -c 'import json,sys; "
-           "d = json.load(sys.stdin); assert len(d[\"keys\"]) == 2, d'", AUTOHA_CLI, dir);
+  snprintf(cmd, sizeof cmd,
+           "'%s' report --merge --json '%s' | python3 -c 'import json,sys; "
+           "d = json.load(sys.stdin); assert len(d[\"keys\"]) == 2, d'",
+           AUTOHA_CLI, dir);
   ck_assert_int_eq(system(cmd), 0);
   /* AUTOHA_REPORT's default layout, autoha-reports/<job>/<host>-<pid>.json: the top folder will do */
-  snprintf(cmd, sizeof cmd, "mkdir -p '%s/tree/job' && cp '%s'/?.json '%s/tree/job/'", dir, dir, dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/tree/job' && cp '%s'/?.json '%s/tree/job/'", dir, dir,
+           dir);
   ck_assert_int_eq(system(cmd), 0);
   out = cli(0, "comm 0x0000000000000abc: 8 ranks on 1 nodes", "report --merge '%s/tree'", dir);
   ck_assert_ptr_nonnull(strstr(line_with(out, "allreduce 16M-32M"), "2(+50%)"));
@@ -243,17 +259,20 @@ END_TEST
 /* Every subcommand parses with getopt_long: --help prints its usage and exits 0; an unknown option,
  * long or short, is one line naming it and the way to the help, exit 2; a missing value likewise. */
 START_TEST(subcommand_options) {
-  static const char *const cmds[] = {"report", "compare", "env", "check-override", "status", "lib", "run", "plot",
-                                     "trace", "report --merge"};
+  static const char *const cmds[] = {"report", "compare",       "env", "check-override",
+                                     "status", "lib",           "run", "plot",
+                                     "trace",  "report --merge"};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     char want[128];
     snprintf(want, sizeof want, "usage: autoha %s", cmds[i]);
     const char *out = cli(0, want, "%s --help", cmds[i]);
     ck_assert_msg(strstr(out, "-h, --help") != NULL || strstr(out, "--help") != NULL, "%s", out);
     cli(0, want, "%s -h", cmds[i]);
-    snprintf(want, sizeof want, "autoha %s: unknown option '--bogus' (see autoha %s --help)\n", cmds[i], cmds[i]);
+    snprintf(want, sizeof want, "autoha %s: unknown option '--bogus' (see autoha %s --help)\n",
+             cmds[i], cmds[i]);
     out = cli(2, want, "%s --bogus x", cmds[i]);
-    ck_assert_msg(strcmp(out, want) == 0, "autoha %s --bogus: more than the one line:\n%s", cmds[i], out);
+    ck_assert_msg(strcmp(out, want) == 0, "autoha %s --bogus: more than the one line:\n%s", cmds[i],
+                  out);
     snprintf(want, sizeof want, "autoha %s: unknown option '-Z'", cmds[i]);
     cli(2, want, "%s -Z x", cmds[i]);
   }

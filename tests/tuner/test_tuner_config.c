@@ -114,8 +114,10 @@ static int64_t chunk_start(const ah_space_t *sp, int s) {
 /* A space of ring/simple, ring/ll, tree/simple and nvls/simple with the chunk built for a call. */
 static void chunk_space(ah_space_t *sp, size_t nbytes, int coll, int nranks, int nnodes) {
   memset(sp, 0, sizeof(*sp));
-  static const int ap[4][2] = {{AH_ALGO_RING, AH_PROTO_SIMPLE}, {AH_ALGO_RING, AH_PROTO_LL},
-                               {AH_ALGO_TREE, AH_PROTO_SIMPLE}, {AH_ALGO_NVLS, AH_PROTO_SIMPLE}};
+  static const int ap[4][2] = {{AH_ALGO_RING, AH_PROTO_SIMPLE},
+                               {AH_ALGO_RING, AH_PROTO_LL},
+                               {AH_ALGO_TREE, AH_PROTO_SIMPLE},
+                               {AH_ALGO_NVLS, AH_PROTO_SIMPLE}};
   for (int i = 0; i < 4; i++) {
     sp->sub[i].algo = (int8_t)ap[i][0];
     sp->sub[i].proto = (int8_t)ap[i][1];
@@ -131,13 +133,16 @@ START_TEST(chunk_windows_and_starts) {
    * start lies inside each window. */
   chunk_space(&a, (size_t)64 << 20, AH_FUNC_ALLREDUCE, 8, 1);
   ck_assert_int_eq(a.dims[AH_DIM_CHUNK].nvalues, 13);
-  ck_assert_int_eq(a.dims[AH_DIM_CHUNK].values[a.win[0][AH_DIM_CHUNK].lo + a.win[0][AH_DIM_CHUNK].n - 1],
-                   2 << 20);
-  ck_assert_int_eq(a.dims[AH_DIM_CHUNK].values[a.win[1][AH_DIM_CHUNK].lo + a.win[1][AH_DIM_CHUNK].n - 1],
-                   32 << 10);
+  ck_assert_int_eq(
+      a.dims[AH_DIM_CHUNK].values[a.win[0][AH_DIM_CHUNK].lo + a.win[0][AH_DIM_CHUNK].n - 1],
+      2 << 20);
+  ck_assert_int_eq(
+      a.dims[AH_DIM_CHUNK].values[a.win[1][AH_DIM_CHUNK].lo + a.win[1][AH_DIM_CHUNK].n - 1],
+      32 << 10);
   for (int s = 0; s < 4; s++) {
     ck_assert_int_ge(a.win[s][AH_DIM_CHUNK].at, a.win[s][AH_DIM_CHUNK].lo);
-    ck_assert_int_lt(a.win[s][AH_DIM_CHUNK].at, a.win[s][AH_DIM_CHUNK].lo + a.win[s][AH_DIM_CHUNK].n);
+    ck_assert_int_lt(a.win[s][AH_DIM_CHUNK].at,
+                     a.win[s][AH_DIM_CHUNK].lo + a.win[s][AH_DIM_CHUNK].n);
   }
   /* A ring 16 times deeper (128 ranks) starts 4 times smaller: sqrt of the bytes per stage. */
   chunk_space(&b, (size_t)64 << 20, AH_FUNC_ALLREDUCE, 128, 16);
@@ -155,7 +160,9 @@ START_TEST(chunk_windows_and_starts) {
   /* A chunk at least the whole message runs as the message: 4 KiB ends every window at 4 KiB. */
   chunk_space(&b, 4096, AH_FUNC_ALLREDUCE, 8, 1);
   for (int s = 0; s < 4; s++)
-    ck_assert_int_eq(b.dims[AH_DIM_CHUNK].values[b.win[s][AH_DIM_CHUNK].lo + b.win[s][AH_DIM_CHUNK].n - 1], 4096);
+    ck_assert_int_eq(
+        b.dims[AH_DIM_CHUNK].values[b.win[s][AH_DIM_CHUNK].lo + b.win[s][AH_DIM_CHUNK].n - 1],
+        4096);
 }
 END_TEST
 

@@ -24,8 +24,10 @@ static void digest_with(ah_settings_t *s, int mode, const char *override, ah_dig
 START_TEST(equal_settings_digest_alike) {
   ah_settings_t a, b;
   ah_digest_t da, db;
-  digest_with(&a, AH_MODE_FIXED, "allreduce@1M-64M:algo=ring,proto=simple;allgather:nchannels=8", &da);
-  digest_with(&b, AH_MODE_FIXED, " allreduce@1m-64m: algo=RING ,proto=simple ;; allgather:nchannels=8;", &db);
+  digest_with(&a, AH_MODE_FIXED, "allreduce@1M-64M:algo=ring,proto=simple;allgather:nchannels=8",
+              &da);
+  digest_with(&b, AH_MODE_FIXED,
+              " allreduce@1m-64m: algo=RING ,proto=simple ;; allgather:nchannels=8;", &db);
   ck_assert_int_eq(memcmp(&da, &db, sizeof da), 0);
 }
 END_TEST
@@ -46,8 +48,10 @@ START_TEST(each_difference_shows_in_its_part) {
   /* a profile, and the same profile with one entry's configuration changed */
   ah_profile_entry_t e[2];
   memset(e, 0, sizeof e);
-  e[0] = (ah_profile_entry_t){.nranks = 16, .nnodes = 2, .coll = AH_FUNC_ALLREDUCE, .bin = 20, .us = 100};
-  e[1] = (ah_profile_entry_t){.nranks = 16, .nnodes = 2, .coll = AH_FUNC_ALLGATHER, .bin = 16, .us = 9};
+  e[0] = (ah_profile_entry_t){
+      .nranks = 16, .nnodes = 2, .coll = AH_FUNC_ALLREDUCE, .bin = 20, .us = 100};
+  e[1] = (ah_profile_entry_t){
+      .nranks = 16, .nnodes = 2, .coll = AH_FUNC_ALLGATHER, .bin = 16, .us = 9};
   e[0].cfg = (ah_config_t){.algo = AH_ALGO_RING, .proto = AH_PROTO_SIMPLE, .ndims = 1, .res = {8}};
   e[1].cfg = (ah_config_t){.algo = AH_ALGO_RING, .proto = AH_PROTO_LL, .ndims = 0};
   ah_profile_t p = {.nentries = 2, .entries = e};
@@ -68,8 +72,9 @@ END_TEST
 START_TEST(describe_names_the_parts) {
   char buf[160];
   ck_assert_str_eq(ah_digest_describe(1u << AH_DIGEST_MODE, buf, sizeof buf), "AUTOHA_MODE");
-  ck_assert_str_eq(ah_digest_describe((1u << AH_DIGEST_OVERRIDE) | (1u << AH_DIGEST_PROFILE), buf, sizeof buf),
-                   "AUTOHA_OVERRIDE, AUTOHA_PROFILE (the loaded profile)");
+  ck_assert_str_eq(
+      ah_digest_describe((1u << AH_DIGEST_OVERRIDE) | (1u << AH_DIGEST_PROFILE), buf, sizeof buf),
+      "AUTOHA_OVERRIDE, AUTOHA_PROFILE (the loaded profile)");
   ck_assert_str_eq(ah_digest_describe(0, buf, sizeof buf), "settings");
   ck_assert_str_eq(ah_digest_describe(7, buf, 12), "AUTOHA_MODE"); /* truncated, still a string */
 }

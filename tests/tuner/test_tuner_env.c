@@ -29,8 +29,8 @@ START_TEST(defaults_parse) {
   for (int i = 0; i < ah_env_var_count(); i++) {
     const ah_env_var_t *v = ah_env_var_get(i);
     char err[512];
-    ck_assert_msg(ah_env_parse_one(v, v->default_text, &s, err, sizeof err) == 0, "%s default: %s", v->name,
-                  err);
+    ck_assert_msg(ah_env_parse_one(v, v->default_text, &s, err, sizeof err) == 0, "%s default: %s",
+                  v->name, err);
     ck_assert_ptr_eq(ah_env_var_find(v->name), v);
     ck_assert(strncmp(v->name, "AUTOHA_", 7) == 0);
     ck_assert(strlen(v->doc) > 40);
@@ -80,8 +80,9 @@ START_TEST(typed_parsers) {
   ck_assert_int_eq(s.enable, 1);
   ck_assert_int_eq(one("AUTOHA_ENABLE", "2", &s, err, sizeof err), -1);
   ck_assert_int_eq(s.enable, 1);
-  ck_assert_str_eq(err, "invalid value for AUTOHA_ENABLE: '2' (expected 1|0 (also y|n, yes|no, on|off, "
-                        "true|false))");
+  ck_assert_str_eq(err,
+                   "invalid value for AUTOHA_ENABLE: '2' (expected 1|0 (also y|n, yes|no, on|off, "
+                   "true|false))");
   /* enum */
   ck_assert_int_eq(one("AUTOHA_MODE", "Observe", &s, err, sizeof err), 0);
   ck_assert_int_eq(s.mode, AH_MODE_OBSERVE);
@@ -100,10 +101,12 @@ START_TEST(typed_parsers) {
   ck_assert_int_eq(one("AUTOHA_REPORT_INTERVAL_S", "-1", &s, err, sizeof err), -1);
   ck_assert_int_eq(one("AUTOHA_REPORT_INTERVAL_S", "10s", &s, err, sizeof err), -1);
   ck_assert_int_eq(one("AUTOHA_REPORT_INTERVAL_S", " 5", &s, err, sizeof err), -1);
-  ck_assert_int_eq(one("AUTOHA_REPORT_INTERVAL_S", "99999999999999999999999", &s, err, sizeof err), -1);
+  ck_assert_int_eq(one("AUTOHA_REPORT_INTERVAL_S", "99999999999999999999999", &s, err, sizeof err),
+                   -1);
   ck_assert_int_eq(s.report_interval_s, 0);
-  ck_assert_str_eq(err, "invalid value for AUTOHA_REPORT_INTERVAL_S: '99999999999999999999999' "
-                        "(expected 0..86400)");
+  ck_assert_str_eq(err,
+                   "invalid value for AUTOHA_REPORT_INTERVAL_S: '99999999999999999999999' "
+                   "(expected 0..86400)");
   ck_assert_int_eq(one("AUTOHA_TUNE_BUDGET", "0", &s, err, sizeof err), -1);
   ck_assert_int_eq(one("AUTOHA_TUNE_BUDGET", "250", &s, err, sizeof err), 0);
   ck_assert_int_eq(s.tune_budget, 250);
@@ -170,7 +173,8 @@ START_TEST(typed_parsers) {
   ck_assert_int_eq(s.qp_tc, 26); /* a DSCP: NCCL's ECN bits are kept when it is applied */
   ck_assert_int_eq(s.qp_tc_dscp, 1);
   char shown[32];
-  ck_assert_str_eq(ah_env_value_format(ah_env_var_find("AUTOHA_QP_TC"), &s, shown, sizeof shown), "dscp=26");
+  ck_assert_str_eq(ah_env_value_format(ah_env_var_find("AUTOHA_QP_TC"), &s, shown, sizeof shown),
+                   "dscp=26");
   ck_assert_int_eq(one("AUTOHA_QP_TC", "106", &s, err, sizeof err), 0);
   ck_assert_int_eq(s.qp_tc, 106);
   ck_assert_int_eq(s.qp_tc_dscp, 0);
@@ -180,8 +184,17 @@ START_TEST(typed_parsers) {
   ck_assert_int_eq(one("AUTOHA_QP_TC", "NCCL", &s, err, sizeof err), 0);
   ck_assert_int_eq(s.qp_tc, -1);
   /* A size-typed row (none is in the table yet): K/M/G within bounds. */
-  ah_env_var_t sz = {"AUTOHA_TEST_SIZE", AH_ENV_SIZE, "1M", "0..1G", "test row", 0, 1 << 30, NULL,
-                     offsetof(ah_settings_t, sync_warn_s), sizeof(int64_t), NULL};
+  ah_env_var_t sz = {"AUTOHA_TEST_SIZE",
+                     AH_ENV_SIZE,
+                     "1M",
+                     "0..1G",
+                     "test row",
+                     0,
+                     1 << 30,
+                     NULL,
+                     offsetof(ah_settings_t, sync_warn_s),
+                     sizeof(int64_t),
+                     NULL};
   union {
     ah_settings_t s;
     char pad[sizeof(ah_settings_t) + 16];
@@ -199,18 +212,22 @@ START_TEST(override_keeps_good_rules) {
   ah_settings_t s;
   char err[2048];
   ah_env_defaults(&s);
-  ck_assert_int_eq(one("AUTOHA_OVERRIDE", "allreduce@1M-64M:algo=rong,proto=simple;allgather:nchannels=8;x",
-                       &s, err, sizeof err), -1);
+  ck_assert_int_eq(
+      one("AUTOHA_OVERRIDE", "allreduce@1M-64M:algo=rong,proto=simple;allgather:nchannels=8;x", &s,
+          err, sizeof err),
+      -1);
   ck_assert_int_eq(s.override.nrules, 1);
   ck_assert_int_eq(s.override.rules[0].coll, AH_FUNC_ALLGATHER);
   ck_assert_int_eq(count_lines(err), 1); /* two lines, newline-separated */
-  ck_assert_ptr_nonnull(strstr(err, "invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 17: "
-                                    "unknown algorithm"));
+  ck_assert_ptr_nonnull(strstr(err,
+                               "invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 17: "
+                               "unknown algorithm"));
   ck_assert_ptr_nonnull(strstr(err, "\ninvalid value for AUTOHA_OVERRIDE: 'x' at position 62"));
   char buf[512];
   ck_assert_str_eq(ah_env_value_format(ah_env_var_find("AUTOHA_OVERRIDE"), &s, buf, sizeof buf),
                    "allgather:nchannels=8");
-  ck_assert_int_eq(one("AUTOHA_OVERRIDE", "allreduce:algo=ring;*@1M-:nchannels=4", &s, err, sizeof err), 0);
+  ck_assert_int_eq(
+      one("AUTOHA_OVERRIDE", "allreduce:algo=ring;*@1M-:nchannels=4", &s, err, sizeof err), 0);
   ck_assert_int_eq(s.override.nrules, 2);
   ck_assert_str_eq(ah_env_value_format(ah_env_var_find("AUTOHA_OVERRIDE"), &s, buf, sizeof buf),
                    "allreduce:algo=ring;*@1M-:nchannels=4");
@@ -234,14 +251,20 @@ START_TEST(parse_environment_logs) {
   ck_assert_int_eq(problems, 4);
   ck_assert_int_eq(count_lines(log), 4);
   ck_assert_ptr_nonnull(strstr(log, " [-] autoha ERROR env: invalid value for AUTOHA_MODE"));
-  ck_assert_ptr_nonnull(strstr(log, " [-] autoha WARN env: unknown environment variable AUTOHA_REPOT"));
+  ck_assert_ptr_nonnull(
+      strstr(log, " [-] autoha WARN env: unknown environment variable AUTOHA_REPOT"));
   /* a mode that does not parse falls back to the least invasive one, and says which */
-  ck_assert_ptr_nonnull(strstr(log, "invalid value for AUTOHA_MODE: 'tunes' (expected observe|fixed|tune); "
-                                    "using AUTOHA_MODE=observe instead (the safe fallback)\n"));
-  ck_assert_ptr_nonnull(strstr(log, "unknown environment variable AUTOHA_REPOT (maybe AUTOHA_REPORT?)"));
-  ck_assert_ptr_nonnull(strstr(log, "invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 10"));
+  ck_assert_ptr_nonnull(
+      strstr(log,
+             "invalid value for AUTOHA_MODE: 'tunes' (expected observe|fixed|tune); "
+             "using AUTOHA_MODE=observe instead (the safe fallback)\n"));
+  ck_assert_ptr_nonnull(
+      strstr(log, "unknown environment variable AUTOHA_REPOT (maybe AUTOHA_REPORT?)"));
+  ck_assert_ptr_nonnull(
+      strstr(log, "invalid value for AUTOHA_OVERRIDE: 'algo=rong' at position 10"));
   ck_assert_ptr_nonnull(strstr(log, "the other rules still apply"));
-  ck_assert_ptr_nonnull(strstr(log, "unknown environment variable AUTOHA_ZZZZZZZZZZZZZZZZZZZZZZZ; it is ignored"));
+  ck_assert_ptr_nonnull(
+      strstr(log, "unknown environment variable AUTOHA_ZZZZZZZZZZZZZZZZZZZZZZZ; it is ignored"));
   ck_assert_int_eq(s.mode, AH_MODE_OBSERVE);
   ck_assert_int_eq(s.qp_tc, 26);
   ck_assert_int_eq(s.qp_tc_dscp, 1);
@@ -260,8 +283,10 @@ START_TEST(log_variables) {
   ck_assert_str_eq(ah_env_value_format(ah_env_var_find("AUTOHA_LOG_SUBSYS"), &s, buf, sizeof buf),
                    "init,env,tune,report,health");
   ck_assert_int_eq(one("AUTOHA_LOG_SUBSYS", "tune,hubb", &s, err, sizeof err), -1);
-  ck_assert_str_eq(err, "invalid value for AUTOHA_LOG_SUBSYS: 'tune,hubb' (unknown subsystem 'hubb'; expected "
-                        "all, or SUB,SUB... or ^SUB,SUB... (SUB: init|env|tune|coord|qp|report|health))");
+  ck_assert_str_eq(
+      err,
+      "invalid value for AUTOHA_LOG_SUBSYS: 'tune,hubb' (unknown subsystem 'hubb'; expected "
+      "all, or SUB,SUB... or ^SUB,SUB... (SUB: init|env|tune|coord|qp|report|health))");
   ck_assert_int_eq(one("AUTOHA_LOG_FILE", "logs/%h-%r.log", &s, err, sizeof err), 0);
   ck_assert_str_eq(s.log_file, "logs/%h-%r.log");
   ck_assert_int_eq(one("AUTOHA_LOG_FILE", "logs/%x.log", &s, err, sizeof err), -1);
@@ -288,7 +313,8 @@ START_TEST(config_error_once_into_log_file) {
   text[n] = 0;
   fclose(f);
   ck_assert_int_eq(count_lines(text), 1);
-  ck_assert_ptr_nonnull(strstr(text, "] autoha ERROR env: invalid value for AUTOHA_TUNE_BUDGET: 'lots'"));
+  ck_assert_ptr_nonnull(
+      strstr(text, "] autoha ERROR env: invalid value for AUTOHA_TUNE_BUDGET: 'lots'"));
 }
 END_TEST
 
@@ -341,7 +367,8 @@ START_TEST(env_print) {
   snprintf(head, sizeof head, "# autoha %s\n", ah_version());
   ck_assert_int_eq(strncmp(out, head, strlen(head)), 0);
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_MODE=fixed "));
-  ck_assert_ptr_nonnull(strstr(out, "What autoha does with each collective. (set; default: tune)\n"));
+  ck_assert_ptr_nonnull(
+      strstr(out, "What autoha does with each collective. (set; default: tune)\n"));
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_TUNE_BUDGET=180 "));
   ck_assert_ptr_nonnull(strstr(out, "(INVALID 'lots' ignored; default: 180)"));
   ck_assert_ptr_nonnull(strstr(out, "AUTOHA_ENABLE=1 "));
@@ -374,27 +401,31 @@ START_TEST(doc_agrees_with_table) {
   const char *b = strstr(doc, "<!-- env-table:begin -->");
   const char *e = strstr(doc, "<!-- env-table:end -->");
   ck_assert_msg(b && e && e > b, "docs/environment.md lacks the env-table markers");
-  ck_assert_msg(!strstr(b + 1, "<!-- env-table:begin -->") && !strstr(e + 1, "<!-- env-table:end -->"),
-                "docs/environment.md holds an env-table marker twice (a pasted section's leftovers)");
+  ck_assert_msg(
+      !strstr(b + 1, "<!-- env-table:begin -->") && !strstr(e + 1, "<!-- env-table:end -->"),
+      "docs/environment.md holds an env-table marker twice (a pasted section's leftovers)");
   e += strlen("<!-- env-table:end -->\n");
   size_t dlen = (size_t)(e - b);
   if (dlen != len || memcmp(b, gen, len) != 0) {
     size_t i = 0;
     while (i < len && i < dlen && b[i] == gen[i]) i++;
-    ck_abort_msg("docs/environment.md differs from the table at byte %zu of the section: doc has "
-                 "'%.60s', table gives '%.60s' (regenerate with `autoha env --markdown`)",
-                 i, b + i, gen + i);
+    ck_abort_msg(
+        "docs/environment.md differs from the table at byte %zu of the section: doc has "
+        "'%.60s', table gives '%.60s' (regenerate with `autoha env --markdown`)",
+        i, b + i, gen + i);
   }
   free(gen);
   for (const char *p = doc; (p = strstr(p, "AUTOHA_")) != NULL; p++) {
     char name[64];
     size_t n = 0;
-    while ((isupper((unsigned char)p[n]) || isdigit((unsigned char)p[n]) || p[n] == '_') && n < 63) n++;
+    while ((isupper((unsigned char)p[n]) || isdigit((unsigned char)p[n]) || p[n] == '_') && n < 63)
+      n++;
     memcpy(name, p, n);
     name[n] = 0;
-    if (strcmp(name, "AUTOHA_REPOT") == 0 || strcmp(name, "AUTOHA_") == 0) continue; /* the typo example */
-    ck_assert_msg(ah_env_var_find(name) != NULL, "docs/environment.md names %s, which the table lacks",
-                  name);
+    if (strcmp(name, "AUTOHA_REPOT") == 0 || strcmp(name, "AUTOHA_") == 0)
+      continue; /* the typo example */
+    ck_assert_msg(ah_env_var_find(name) != NULL,
+                  "docs/environment.md names %s, which the table lacks", name);
   }
   /* And every row is documented. */
   for (int i = 0; i < ah_env_var_count(); i++) {

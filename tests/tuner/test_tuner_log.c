@@ -34,7 +34,8 @@ START_TEST(prefix_names_host_pid_tid_rank) {
   char host[64];
   gethostname(host, sizeof host);
   char re[256];
-  snprintf(re, sizeof re, "^%s:%d:[0-9]+ \\[-\\] autoha INFO tune: before the rank 1$", host, (int)getpid());
+  snprintf(re, sizeof re, "^%s:%d:[0-9]+ \\[-\\] autoha INFO tune: before the rank 1$", host,
+           (int)getpid());
   ck_assert_msg(matches(log, re), "no line matches %s in:\n%s", re, log);
   snprintf(re, sizeof re, "^%s:%d:[0-9]+ \\[3\\] autoha WARN coord: after$", host, (int)getpid());
   ck_assert_msg(matches(log, re), "no line matches %s in:\n%s", re, log);
@@ -47,8 +48,12 @@ START_TEST(timestamp_in_front) {
   capture_begin();
   ah_log(AH_LOG_ERROR, "stamped");
   const char *log = capture_end();
-  ck_assert_msg(matches(log, "^\\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}\\] [^ ]+:[0-9]+:[0-9]+ "
-                             "\\[-\\] autoha ERROR init: stamped$"), "%s", log);
+  ck_assert_msg(
+      matches(
+          log,
+          "^\\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}\\] [^ ]+:[0-9]+:[0-9]+ "
+          "\\[-\\] autoha ERROR init: stamped$"),
+      "%s", log);
 }
 END_TEST
 
@@ -126,7 +131,8 @@ START_TEST(file_named_by_rank_holds_early_lines) {
   ck_assert_str_eq(ah_log_file_path(), path);
   const char *text = slurp(path);
   ck_assert_ptr_nonnull(text);
-  const char *a = strstr(text, "early line\n"), *b = strstr(text, "late line\n"), *c = strstr(text, "later line\n");
+  const char *a = strstr(text, "early line\n"), *b = strstr(text, "late line\n"),
+             *c = strstr(text, "later line\n");
   ck_assert_ptr_nonnull(a);
   ck_assert_ptr_nonnull(b);
   ck_assert_ptr_nonnull(c);
@@ -152,8 +158,9 @@ static int nccl_calls, nccl_level;
 static unsigned long nccl_flags;
 static char nccl_text[512];
 
-static __attribute__((format(printf, 5, 6))) void fake_nccl_logger(int level, unsigned long flags, const char *file,
-                                                                int line, const char *fmt, ...) {
+static __attribute__((format(printf, 5, 6))) void fake_nccl_logger(int level, unsigned long flags,
+                                                                   const char *file, int line,
+                                                                   const char *fmt, ...) {
   (void)file;
   (void)line;
   nccl_calls++;
@@ -173,7 +180,7 @@ START_TEST(nccl_logger_gets_info_lines) {
   capture_begin();
   ah_log_at(AH_SUB_TUNE, AH_LOG_INFO, "a decision");
   const char *log = capture_end();
-  ck_assert_str_eq(log, ""); /* AUTOHA_LOG=warn: not on stderr ... */
+  ck_assert_str_eq(log, "");       /* AUTOHA_LOG=warn: not on stderr ... */
   ck_assert_int_eq(nccl_calls, 1); /* ... but NCCL's logger decides for its own stream */
   ck_assert_int_eq(nccl_level, 3);
   ck_assert_uint_eq(nccl_flags, 0x40);

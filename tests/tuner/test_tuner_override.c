@@ -13,8 +13,9 @@
 START_TEST(parse_example) {
   ah_override_t ov;
   char err[512];
-  int n = ah_override_parse("allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;allgather:nchannels=8",
-                            &ov, err, sizeof err);
+  int n = ah_override_parse(
+      "allreduce@1M-64M:algo=ring,proto=simple,nchannels=16;allgather:nchannels=8", &ov, err,
+      sizeof err);
   ck_assert_int_eq(n, 0);
   ck_assert_str_eq(err, "");
   ck_assert_int_eq(ov.nrules, 2);
@@ -44,7 +45,9 @@ START_TEST(parse_forms) {
   ah_override_t ov;
   char err[512];
   ck_assert_int_eq(ah_override_parse(" * @ 4K- : chunk=512K ; ; broadcast@-1m:proto=LL128 ;"
-                                     "reduce@64:algo=Tree;bcast:nchannels=2", &ov, err, sizeof err), 0);
+                                     "reduce@64:algo=Tree;bcast:nchannels=2",
+                                     &ov, err, sizeof err),
+                   0);
   ck_assert_int_eq(ov.nrules, 4);
   ck_assert_int_eq(ov.rules[0].coll, -1);
   ck_assert_uint_eq(ov.rules[0].lo, 4096);
@@ -60,7 +63,8 @@ START_TEST(parse_forms) {
   ck_assert_int_eq(ov.rules[3].coll, AH_FUNC_BROADCAST);
   char buf[256];
   ck_assert_str_eq(ah_override_rule_format(&ov.rules[0], buf, sizeof buf), "*@4K-:chunk=512K");
-  ck_assert_str_eq(ah_override_rule_format(&ov.rules[1], buf, sizeof buf), "broadcast@-1M:proto=ll128");
+  ck_assert_str_eq(ah_override_rule_format(&ov.rules[1], buf, sizeof buf),
+                   "broadcast@-1M:proto=ll128");
   ck_assert_str_eq(ah_override_rule_format(&ov.rules[2], buf, sizeof buf), "reduce@64:algo=tree");
   /* Empty and NULL strings are no rules, no errors. */
   ck_assert_int_eq(ah_override_parse("", &ov, err, sizeof err), 0);
@@ -85,8 +89,10 @@ static void check_bad(const char *s, int nerr, const char *needle, int nrules) {
 START_TEST(parse_errors_name_token_and_position) {
   check_bad("allreduce@1M-64M:algo=rong,proto=simple;allgather:nchannels=8", 1,
             "'algo=rong' at position 17: unknown algorithm (expected tree|ring|", 1);
-  check_bad("allgathr:nchannels=8;allreduce:algo=ring", 1, "'allgathr' at position 0: unknown collective", 1);
-  check_bad("allreduce:proto=fast", 1, "'proto=fast' at position 10: unknown protocol (expected ll|ll128|simple)", 0);
+  check_bad("allgathr:nchannels=8;allreduce:algo=ring", 1,
+            "'allgathr' at position 0: unknown collective", 1);
+  check_bad("allreduce:proto=fast", 1,
+            "'proto=fast' at position 10: unknown protocol (expected ll|ll128|simple)", 0);
   check_bad("allreduce:nchannels=0", 1, "'nchannels=0' at position 10: bad channel count", 0);
   check_bad("allreduce:nchannels=65", 1, "'nchannels=65' at position 10", 0);
   check_bad("allreduce:nchannels=8K", 1, "'nchannels=8K'", 0);
@@ -105,7 +111,8 @@ START_TEST(parse_errors_name_token_and_position) {
   check_bad("allreduce@:algo=ring", 1, "'@' at position 9: empty size range", 0);
   check_bad("allreduce@1X-2M:algo=ring", 1, "'1X' at position 10: bad size", 0);
   check_bad("allreduce@1M-2Q:algo=ring", 1, "'2Q' at position 13: bad size", 0);
-  check_bad("allreduce@64M-1M:algo=ring", 1, "'64M-1M' at position 10: range ends before it starts", 0);
+  check_bad("allreduce@64M-1M:algo=ring", 1, "'64M-1M' at position 10: range ends before it starts",
+            0);
   check_bad("allreduce@-:algo=ring", 1, "'-' at position 10: size range with no bounds", 0);
   check_bad("allreduce@99999999999999999999:algo=ring", 1, "bad size", 0);
   check_bad("allreduce@1M-2M-3M:algo=ring", 1, "'2M-3M' at position 13: bad size", 0);
@@ -138,9 +145,11 @@ END_TEST
 
 START_TEST(match_most_specific) {
   ah_override_t ov;
-  ck_assert_int_eq(ah_override_parse("*:nchannels=8;allreduce:algo=ring;allreduce@1M-64M:proto=simple;"
-                                     "allreduce@4M-8M:proto=ll128;allreduce@4M-8M:proto=ll",
-                                     &ov, NULL, 0), 0);
+  ck_assert_int_eq(
+      ah_override_parse("*:nchannels=8;allreduce:algo=ring;allreduce@1M-64M:proto=simple;"
+                        "allreduce@4M-8M:proto=ll128;allreduce@4M-8M:proto=ll",
+                        &ov, NULL, 0),
+      0);
   ah_config_t c;
   memset(&c, 0, sizeof c);
   /* '*' only for other collectives. */
@@ -159,9 +168,9 @@ START_TEST(match_most_specific) {
   ck_assert_int_eq(ah_override_match(&ov, AH_FUNC_ALLREDUCE, 64 * MIB + 1, &c), 1);
   ck_assert_int_eq(ah_override_match(&ov, AH_FUNC_ALLREDUCE, MIB - 1, &c), 1);
   /* By bin: the rule must hold the whole bin. */
-  ck_assert_int_eq(ah_override_match_bin(&ov, AH_FUNC_ALLREDUCE, 22, &c), 3);  /* 4M..8M-1 */
-  ck_assert_int_eq(ah_override_match_bin(&ov, AH_FUNC_ALLREDUCE, 23, &c), 2);  /* 8M..16M-1 */
-  ck_assert_int_eq(ah_override_match_bin(&ov, AH_FUNC_ALLREDUCE, 26, &c), 1);  /* 64M..128M-1 */
+  ck_assert_int_eq(ah_override_match_bin(&ov, AH_FUNC_ALLREDUCE, 22, &c), 3); /* 4M..8M-1 */
+  ck_assert_int_eq(ah_override_match_bin(&ov, AH_FUNC_ALLREDUCE, 23, &c), 2); /* 8M..16M-1 */
+  ck_assert_int_eq(ah_override_match_bin(&ov, AH_FUNC_ALLREDUCE, 26, &c), 1); /* 64M..128M-1 */
   ck_assert_int_eq(ah_override_match_bin(&ov, AH_FUNC_REDUCE, 0, &c), 0);
 
   ah_override_t none;
@@ -192,9 +201,9 @@ START_TEST(allowed_pairs) {
   c.algo = AH_ALGO_RING;
   ck_assert(ah_config_allowed_space(&c, &sp));
   c.proto = AH_PROTO_LL;
-  ck_assert(!ah_config_allowed_space(&c, &sp));  /* ring/ll is not among the pairs */
+  ck_assert(!ah_config_allowed_space(&c, &sp)); /* ring/ll is not among the pairs */
   c.algo = -1;
-  ck_assert(ah_config_allowed_space(&c, &sp));   /* some algorithm runs ll */
+  ck_assert(ah_config_allowed_space(&c, &sp)); /* some algorithm runs ll */
   c.proto = AH_PROTO_LL128;
   ck_assert(!ah_config_allowed_space(&c, &sp));
   c.algo = AH_ALGO_NVLS;
@@ -211,7 +220,8 @@ START_TEST(allowed_pairs) {
   c.proto = AH_PROTO_LL;
   ck_assert(!ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
   c.algo = AH_ALGO_TREE;
-  ck_assert(ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS)); /* cost 0 is allowed */
+  ck_assert(
+      ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS)); /* cost 0 is allowed */
   c.algo = -1;
   c.proto = AH_PROTO_LL128;
   ck_assert(!ah_config_allowed_table(&c, table, AH_NUM_ALGOS, AH_NUM_PROTOS));
@@ -257,22 +267,23 @@ START_TEST(sizes) {
 }
 END_TEST
 
-
 /* Random strings built from the grammar's own tokens, with random damage: the parser never
  * overruns, counts errors and rules consistently, and every rule it keeps formats back to a string
  * that parses to the same rule (the canonical form `autoha check-override` prints). */
 START_TEST(random_strings_round_trip) {
-  static const char *const colls[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "*",
-                                      "bcast", "AllReduce", "x"};
-  static const char *const ranges[] = {"", "", "@1M-64M", "@-4K", "@2G-", "@512", "@64M-1M", "@", "@-",
-                                       "@3Q", "@ 1K - 2K "};
-  static const char *const fields[] = {"algo=ring", "algo=tree", "algo=NVLSTree", "proto=simple",
-                                       "proto=ll128", "nchannels=16", "nchannels=1", "chunk=512K",
-                                       "chunk=1G", "algo=rong", "nchannels=65", "chunk=0", "x=1", "",
-                                       " proto = ll "};
+  static const char *const colls[] = {"allreduce", "allgather", "reducescatter",
+                                      "broadcast", "reduce",    "*",
+                                      "bcast",     "AllReduce", "x"};
+  static const char *const ranges[] = {"",        "",  "@1M-64M", "@-4K", "@2G-",      "@512",
+                                       "@64M-1M", "@", "@-",      "@3Q",  "@ 1K - 2K "};
+  static const char *const fields[] = {
+      "algo=ring",   "algo=tree",  "algo=NVLSTree", "proto=simple", "proto=ll128",  "nchannels=16",
+      "nchannels=1", "chunk=512K", "chunk=1G",      "algo=rong",    "nchannels=65", "chunk=0",
+      "x=1",         "",           " proto = ll "};
   static const char *const seps[] = {";", ";", "; ", ";;", ":", ","};
-#define PICK(a) (a[((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33) % \
-                   (uint64_t)(sizeof a / sizeof a[0])])
+#define PICK(a)                                                                                    \
+  (a[((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33) %                       \
+     (uint64_t)(sizeof a / sizeof a[0])])
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   int kept_total = 0, err_total = 0;
   for (int iter = 0; iter < 5000; iter++) {

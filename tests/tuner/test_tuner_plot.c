@@ -43,7 +43,8 @@ static void write_rank(const char *path, int rank) {
   k->calls = 400;
   k->source = AH_SOURCE_TUNED;
   k->nccl_default = stat_of(cfg(AH_ALGO_TREE, AH_PROTO_SIMPLE, 16), 100, 2000.0, 16777216.0);
-  k->applied = stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24), 300, rank == 2 ? 1500.0 : 1000.0, 16777216.0);
+  k->applied =
+      stat_of(cfg(AH_ALGO_RING, AH_PROTO_SIMPLE, 24), 300, rank == 2 ? 1500.0 : 1000.0, 16777216.0);
   k->tuned = 1;
   k->tune.state = AH_TUNE_CONVERGED;
   k->tune.calls_spent = 100;
@@ -105,14 +106,16 @@ static void remove_dir(void) {
 
 /* The two pictures and the trace from a folder of reports, checked by check_plot.py. */
 START_TEST(plot_pictures_and_trace) {
-  const char *out = cli(0, "timeline.svg (3 keys)", "plot -o '%s/pics' --trace '%s/reports'", dir, dir);
+  const char *out =
+      cli(0, "timeline.svg (3 keys)", "plot -o '%s/pics' --trace '%s/reports'", dir, dir);
   ck_assert_ptr_nonnull(strstr(out, "busbw.svg (6 points)"));
   ck_assert_ptr_nonnull(strstr(out, "trace.json ("));
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "python3 '%s' '%s/pics'", CHECK_PLOT, dir);
   ck_assert_msg(run(cmd, &out) == 0 && strstr(out, "check_plot: ok"), "%s", out);
   /* autoha trace alone writes the same trace, and python3 -m json.tool accepts it. */
-  cli(0, NULL, "trace -o '%s/t.json' '%s/reports/node0-100.json' '%s/reports/node1-101.json' '%s/reports/node2-102.json'",
+  cli(0, NULL,
+      "trace -o '%s/t.json' '%s/reports/node0-100.json' '%s/reports/node1-101.json' '%s/reports/node2-102.json'",
       dir, dir, dir, dir);
   snprintf(cmd, sizeof cmd, "python3 -m json.tool '%s/t.json' | grep -c '\"ph\": \"X\"'", dir);
   ck_assert_int_eq(run(cmd, &out), 0);
@@ -127,7 +130,8 @@ END_TEST
 START_TEST(plot_options) {
   cli(0, "usage: autoha plot", "plot --help");
   cli(0, "usage: autoha trace", "trace -h");
-  const char *out = cli(2, "autoha plot: unknown option '--bogus' (see autoha plot --help)", "plot --bogus x");
+  const char *out =
+      cli(2, "autoha plot: unknown option '--bogus' (see autoha plot --help)", "plot --bogus x");
   ck_assert_ptr_null(strchr(strchr(out, '\n') + 1, '\n')); /* one line */
   cli(2, "autoha trace: unknown option '-z'", "trace -z x");
   cli(2, "autoha plot: option '--out' needs a value", "plot '%s/reports' --out", dir);

@@ -61,7 +61,11 @@ static void build_report(void) {
   rep.pid = 4242;
   rep.rank = 0;
   rep.nccl_version = 22805;
-  ah_topology_t topo = {.gpu = "NVIDIA H100 80GB HBM3", .nodes = 1, .ranks = 8, .nics = 8, .nic_gbps = 400,
+  ah_topology_t topo = {.gpu = "NVIDIA H100 80GB HBM3",
+                        .nodes = 1,
+                        .ranks = 8,
+                        .nics = 8,
+                        .nic_gbps = 400,
                         .nccl_version = 22805};
   ah_report_topology(&topo, rep.topo);
   snprintf(rep.mode, sizeof rep.mode, "tune");
@@ -136,7 +140,7 @@ END_TEST
 /* The job's id, from the first scheduler or launcher variable set, as one safe path component. */
 START_TEST(job_ids) {
   static const char *const vars[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID",
-                                     "PBS_JOBID", "FLUX_JOB_ID", "PMIX_NAMESPACE"};
+                                     "PBS_JOBID",    "FLUX_JOB_ID",         "PMIX_NAMESPACE"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   char out[32];
   ck_assert_int_eq(ah_template_job_id(out, sizeof out), 0);
@@ -163,21 +167,28 @@ END_TEST
 
 START_TEST(paths_and_names) {
   char out[64], err[256];
-  ck_assert_int_eq(ah_template_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, "j9", out, sizeof out, err,
-                                         sizeof err), 0);
+  ck_assert_int_eq(
+      ah_template_expand("r-%h-%p-%r-%%.json", "n1", 77, 3, "j9", out, sizeof out, err, sizeof err),
+      0);
   ck_assert_str_eq(out, "r-n1-77-3-%.json");
-  ck_assert_int_eq(ah_template_expand("r%r", "n1", 77, -1, "j9", out, sizeof out, err, sizeof err), 0);
+  ck_assert_int_eq(ah_template_expand("r%r", "n1", 77, -1, "j9", out, sizeof out, err, sizeof err),
+                   0);
   ck_assert_str_eq(out, "rall");
-  ck_assert_int_eq(ah_template_expand("rep/%j/%h-%p.json", "n1", 77, 0, "4242", out, sizeof out, err,
-                                         sizeof err), 0);
+  ck_assert_int_eq(ah_template_expand("rep/%j/%h-%p.json", "n1", 77, 0, "4242", out, sizeof out,
+                                      err, sizeof err),
+                   0);
   ck_assert_str_eq(out, "rep/4242/n1-77.json");
-  ck_assert_int_eq(ah_template_expand("%j", "n1", 77, 0, NULL, out, sizeof out, err, sizeof err), 0);
+  ck_assert_int_eq(ah_template_expand("%j", "n1", 77, 0, NULL, out, sizeof out, err, sizeof err),
+                   0);
   ck_assert_str_eq(out, "unknown");
-  ck_assert_int_eq(ah_template_expand("r%x", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
+  ck_assert_int_eq(ah_template_expand("r%x", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err),
+                   -1);
   ck_assert_str_eq(err, "'%x' at position 1 of 'r%x' (expected %h, %p, %r, %j or %%)");
-  ck_assert_int_eq(ah_template_expand("r%", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err), -1);
+  ck_assert_int_eq(ah_template_expand("r%", "n1", 77, 0, "j9", out, sizeof out, err, sizeof err),
+                   -1);
   ck_assert_int_eq(ah_template_expand("%h%h%h%h%h%h%h%h%h%h", "a-long-host-name", 1, 0, "j9", out,
-                                         sizeof out, err, sizeof err), -1);
+                                      sizeof out, err, sizeof err),
+                   -1);
   ck_assert_ptr_nonnull(strstr(err, "longer than 63 bytes"));
   for (int s = 0; s < 4; s++) ck_assert_int_eq(ah_report_source_parse(ah_report_source_name(s)), s);
   ck_assert_str_eq(ah_report_source_name(AH_SOURCE_OVERRIDE), "override");
@@ -185,10 +196,15 @@ START_TEST(paths_and_names) {
   ck_assert_int_eq(ah_report_source_parse("forced"), -1);
   /* The topology: what makes a tuned configuration transferable, in words. */
   char a[AH_REPORT_TOPO_MAX], b[AH_REPORT_TOPO_MAX], why[512];
-  ah_topology_t t = {.gpu = "NVIDIA H100 80GB HBM3", .nodes = 2, .ranks = 16, .nics = 8, .nic_gbps = 400,
+  ah_topology_t t = {.gpu = "NVIDIA H100 80GB HBM3",
+                     .nodes = 2,
+                     .ranks = 16,
+                     .nics = 8,
+                     .nic_gbps = 400,
                      .nccl_version = 22809};
-  ck_assert_str_eq(ah_report_topology(&t, a), "gpu=NVIDIA H100 80GB HBM3; nodes=2; ranks=16; ranks_per_node=8; "
-                                              "nics=8x400Gb/s; nccl=2.28.9");
+  ck_assert_str_eq(ah_report_topology(&t, a),
+                   "gpu=NVIDIA H100 80GB HBM3; nodes=2; ranks=16; ranks_per_node=8; "
+                   "nics=8x400Gb/s; nccl=2.28.9");
   ck_assert_int_eq(ah_report_topology_diff(a, a, why, sizeof why), 0);
   ck_assert_str_eq(why, "");
   ah_topology_t u = t;
@@ -198,14 +214,17 @@ START_TEST(paths_and_names) {
   ah_report_topology(&u, b);
   ck_assert_ptr_nonnull(strstr(b, "gpu=NVIDIA A100 SXM4 40GB;"));
   ck_assert_int_eq(ah_report_topology_diff(b, a, why, sizeof why), 3);
-  ck_assert_str_eq(why, "gpu is NVIDIA A100 SXM4 40GB here and NVIDIA H100 80GB HBM3 there; nodes is 4 here "
-                        "and 2 there; ranks is 32 here and 16 there");
+  ck_assert_str_eq(
+      why,
+      "gpu is NVIDIA A100 SXM4 40GB here and NVIDIA H100 80GB HBM3 there; nodes is 4 here "
+      "and 2 there; ranks is 32 here and 16 there");
   u = t;
   u.nics = 4;
   u.nic_gbps = 200;
   u.nccl_version = 23007;
   ck_assert_int_eq(ah_report_topology_diff(ah_report_topology(&u, b), a, why, sizeof why), 2);
-  ck_assert_str_eq(why, "nics is 4x200Gb/s here and 8x400Gb/s there; nccl is 2.30.7 here and 2.28.9 there");
+  ck_assert_str_eq(
+      why, "nics is 4x200Gb/s here and 8x400Gb/s there; nccl is 2.30.7 here and 2.28.9 there");
   /* an older report's hash is not comparable field by field: it differs as a whole */
   ck_assert_int_eq(ah_report_topology_diff(a, "fnv1a64:cbf29ce484222325", why, sizeof why), 1);
   ck_assert_ptr_nonnull(strstr(why, "'fnv1a64:cbf29ce484222325' there"));
@@ -234,8 +253,10 @@ static void add_old_recommended(const char *src, const char *dst) {
 START_TEST(round_trip) {
   build_report();
   rep.nhealth = 2;
-  rep.health[0] = (ah_report_health_t){0xabcull, 1, "hang on comm 0000000000000abc: rank 3 never entered", 1.5e9};
-  rep.health[1] = (ah_report_health_t){0xabcull, 4, "comm 0000000000000abc advances again (rank 3)", 1.5e9 + 9};
+  rep.health[0] = (ah_report_health_t){
+      0xabcull, 1, "hang on comm 0000000000000abc: rank 3 never entered", 1.5e9};
+  rep.health[1] =
+      (ah_report_health_t){0xabcull, 4, "comm 0000000000000abc advances again (rank 3)", 1.5e9 + 9};
   make_dir();
   char path[512], err[512];
   snprintf(path, sizeof path, "%s/r.json", dir);
@@ -322,8 +343,15 @@ static int leftovers(void) {
  * and kernel driver versions, the hosts and refused override rules survive a write and a read. */
 START_TEST(run_record) {
   build_report();
-  char *envp[] = {"PATH=/bin", "NCCL_SOCKET_IFNAME=eth0", "AUTOHA_MODE=tune", "AUTOHA_COORD_SECRET=s3cr3t",
-                  "NCCL_IB_PKEY=1", "NCCL_API_TOKEN=t", "AUTOHA_KEYS_SECRET=x", "HF_TOKEN=y", NULL};
+  char *envp[] = {"PATH=/bin",
+                  "NCCL_SOCKET_IFNAME=eth0",
+                  "AUTOHA_MODE=tune",
+                  "AUTOHA_COORD_SECRET=s3cr3t",
+                  "NCCL_IB_PKEY=1",
+                  "NCCL_API_TOKEN=t",
+                  "AUTOHA_KEYS_SECRET=x",
+                  "HF_TOKEN=y",
+                  NULL};
   ah_report_run_vars(&rep.run, envp);
   ck_assert_int_eq(rep.run.nvars, 3);
   ck_assert_str_eq(rep.run.vars[0].name, "AUTOHA_MODE");
@@ -342,7 +370,8 @@ START_TEST(run_record) {
   snprintf(rep.run.nodes[0], sizeof rep.run.nodes[0], "node1");
   snprintf(rep.run.nodes[1], sizeof rep.run.nodes[1], "node2");
   rep.run.nrefused = 1;
-  snprintf(rep.run.refused[0], sizeof rep.run.refused[0], "'algo=rong' at position 12: unknown algorithm");
+  snprintf(rep.run.refused[0], sizeof rep.run.refused[0],
+           "'algo=rong' at position 12: unknown algorithm");
   keys[1].refused = 1;
   char *text = ah_report_to_string(&rep);
   ck_assert_ptr_nonnull(text);
@@ -372,12 +401,14 @@ START_TEST(run_record) {
   ck_assert_str_eq(ah_report_version_text(13000, 0, v, sizeof v), "13.0");
   ck_assert_str_eq(ah_report_version_text(0, 0, v, sizeof v), "");
   /* A record of the wrong shape is refused, naming the field. */
-  const char *bad = "{\"schema\": 1, \"host\": \"h\", \"nccl_version\": 0, \"topology\": \"\", \"comms\": [], "
-                    "\"run\": {\"env\": {\"NCCL_ALGO\": 3}}}";
+  const char *bad =
+      "{\"schema\": 1, \"host\": \"h\", \"nccl_version\": 0, \"topology\": \"\", \"comms\": [], "
+      "\"run\": {\"env\": {\"NCCL_ALGO\": 3}}}";
   ck_assert_int_eq(ah_report_parse(bad, &r, err, sizeof err), -1);
   ck_assert_msg(strstr(err, "env.NCCL_ALGO: expected a string") != NULL, "%s", err);
   /* A report without one still loads (older writers). */
-  const char *old = "{\"schema\": 1, \"host\": \"h\", \"nccl_version\": 0, \"topology\": \"\", \"comms\": []}";
+  const char *old =
+      "{\"schema\": 1, \"host\": \"h\", \"nccl_version\": 0, \"topology\": \"\", \"comms\": []}";
   ck_assert_msg(ah_report_parse(old, &r, err, sizeof err) == 0, "%s", err);
   ck_assert_int_eq(r->run.present, 0);
   ah_report_free(r);
@@ -423,7 +454,6 @@ START_TEST(atomic_write) {
   ck_assert_int_eq(leftovers(), 0);
 }
 END_TEST
-
 
 /* Two writers rewriting one report while a reader keeps reading it: every read sees a whole
  * report (the rename is atomic and the writers never share a temporary file). */
@@ -484,46 +514,60 @@ START_TEST(malformed_reports) {
   check_bad("{\"schema\": 1,\n \"host\": \"a\",\n \"comms\": [}", "line 3 column");
   check_bad("[]", "(top level): expected an object");
   check_bad("{\"schema\": 1}", "host: missing");
-  check_bad("{\"schema\": 2, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": []}",
-            "schema: 2 is newer");
+  check_bad(
+      "{\"schema\": 2, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": []}",
+      "schema: 2 is newer");
   check_bad("{\"schema\": 1, \"host\": 5, \"nccl_version\": 1, \"topology\": \"t\", \"comms\": []}",
             "host: expected a string");
-  check_bad("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": \"2.28\", \"topology\": \"t\", \"comms\": []}",
-            "nccl_version: expected an integer");
-  check_bad("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": {}}",
-            "comms: expected an array");
-  const char *head = "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": "
-                     "[{\"id\": \"0x1\", \"nranks\": 2, \"keys\": [";
+  check_bad(
+      "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": \"2.28\", \"topology\": \"t\", \"comms\": []}",
+      "nccl_version: expected an integer");
+  check_bad(
+      "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": {}}",
+      "comms: expected an array");
+  const char *head =
+      "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": "
+      "[{\"id\": \"0x1\", \"nranks\": 2, \"keys\": [";
   char buf[2048];
   snprintf(buf, sizeof buf, "%s{\"coll\": \"alltoallv\"}]}]}", head);
   check_bad(buf, "comms[0].keys[0].coll: unknown collective 'alltoallv'");
   snprintf(buf, sizeof buf, "%s{\"coll\": \"allreduce\", \"bin\": 70}]}]}", head);
   check_bad(buf, "comms[0].keys[0].bin: 70 out of range 0..63");
   const char *stat = "{\"config\": {\"algo\": null, \"proto\": null, \"res\": []}, \"calls\": 1}";
-  snprintf(buf, sizeof buf,
-           "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"tuned\", \"default\": %s, "
-           "\"applied\": {\"config\": {\"algo\": \"rong\"}, \"calls\": 1}}]}]}", head, stat);
+  snprintf(
+      buf, sizeof buf,
+      "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"tuned\", \"default\": %s, "
+      "\"applied\": {\"config\": {\"algo\": \"rong\"}, \"calls\": 1}}]}]}",
+      head, stat);
   check_bad(buf, "comms[0].keys[0].applied.config.algo: unknown algorithm 'rong'");
-  snprintf(buf, sizeof buf,
-           "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"magic\", \"default\": %s, "
-           "\"applied\": %s}]}]}", head, stat, stat);
+  snprintf(
+      buf, sizeof buf,
+      "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"magic\", \"default\": %s, "
+      "\"applied\": %s}]}]}",
+      head, stat, stat);
   check_bad(buf, "comms[0].keys[0].source: unknown source 'magic'");
-  snprintf(buf, sizeof buf,
-           "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"tuned\", \"default\": %s, "
-           "\"applied\": %s, \"tuning\": {\"state\": \"converged\", \"winner\": {\"res\": [1, -2]}}}]}]}",
-           head, stat, stat);
+  snprintf(
+      buf, sizeof buf,
+      "%s{\"coll\": \"allreduce\", \"bin\": 3, \"calls\": 1, \"source\": \"tuned\", \"default\": %s, "
+      "\"applied\": %s, \"tuning\": {\"state\": \"converged\", \"winner\": {\"res\": [1, -2]}}}]}]}",
+      head, stat, stat);
   check_bad(buf, "comms[0].keys[0].tuning.winner.res: element 1: expected a non-negative integer");
-  snprintf(buf, sizeof buf, "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", "
+  snprintf(buf, sizeof buf,
+           "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", "
            "\"comms\": [{\"id\": \"zz\", \"nranks\": 2, \"keys\": []}]}");
   check_bad(buf, "comms[0].id: 'zz' is not a hexadecimal id");
-  check_bad("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": [], "
-            "\"health\": [{\"comm\": \"0x1\", \"kind\": \"doom\", \"text\": \"x\", \"time\": 1}]}",
-            "health[0]: kind 'doom' is not missing, incomplete, mismatch, resumed, straggler or recovered");
+  check_bad(
+      "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": [], "
+      "\"health\": [{\"comm\": \"0x1\", \"kind\": \"doom\", \"text\": \"x\", \"time\": 1}]}",
+      "health[0]: kind 'doom' is not missing, incomplete, mismatch, resumed, straggler or recovered");
   /* A minimal valid one parses, unknown fields ignored. */
   ah_report_t *r = NULL;
   char err[256];
-  ck_assert_int_eq(ah_report_parse("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": "
-                                   "\"t\", \"comms\": [], \"future_field\": [1,2]}", &r, err, sizeof err), 0);
+  ck_assert_int_eq(
+      ah_report_parse("{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": "
+                      "\"t\", \"comms\": [], \"future_field\": [1,2]}",
+                      &r, err, sizeof err),
+      0);
   ck_assert_int_eq(r->ncomms, 0);
   ah_report_free(r);
   /* Reading: a missing file names the cause. */
@@ -603,13 +647,19 @@ START_TEST(profile_load) {
   ck_assert_ptr_nonnull(strstr(log, "measured with NCCL 2.28.5 and this job runs NCCL 2.30.1"));
   ck_assert_int_eq((int)(strchr(log, '\n') - log) + 1, (int)strlen(log));
   capture_begin();
-  ah_topology_t other = {.gpu = "NVIDIA H100 80GB HBM3", .nodes = 2, .ranks = 16, .nics = 8, .nic_gbps = 400,
+  ah_topology_t other = {.gpu = "NVIDIA H100 80GB HBM3",
+                         .nodes = 2,
+                         .ranks = 16,
+                         .nics = 8,
+                         .nic_gbps = 400,
                          .nccl_version = 22805};
   char other_text[AH_REPORT_TOPO_MAX];
   ck_assert_int_eq(ah_profile_load(path, 22805, ah_report_topology(&other, other_text), &p), -1);
   log = capture_end();
-  ck_assert_ptr_nonnull(strstr(log, "not loaded: it was measured on another topology (nodes is 2 here and "
-                                    "1 there; ranks is 16 here and 8 there; 'here' is this job"));
+  ck_assert_ptr_nonnull(
+      strstr(log,
+             "not loaded: it was measured on another topology (nodes is 2 here and "
+             "1 there; ranks is 16 here and 8 there; 'here' is this job"));
   ck_assert_ptr_eq(p, (ah_profile_t *)0x1);
 
   FILE *f = fopen(path, "w");
@@ -622,7 +672,6 @@ START_TEST(profile_load) {
   ck_assert_ptr_eq(p, (ah_profile_t *)0x1);
 }
 END_TEST
-
 
 /* Every proper prefix of a valid report (a file cut short by a crash, a partial copy) is refused
  * with a message, never half-loaded; the whole text loads. */
@@ -683,7 +732,11 @@ START_TEST(non_utf8_text_still_reports) {
   /* copies stop before a character that does not fit whole */
   char small[6];
   ck_assert_str_eq(ah_report_text_copy(small, sizeof small, "abcd\xc3\xa9"), "abcd");
-  ck_assert_str_eq(ah_report_text_copy(small, sizeof small, "a\xe2\x82\xac" "b"), "a\xe2\x82\xac" "b");
+  ck_assert_str_eq(ah_report_text_copy(small, sizeof small,
+                                       "a\xe2\x82\xac"
+                                       "b"),
+                   "a\xe2\x82\xac"
+                   "b");
   ck_assert_str_eq(ah_report_text_copy(small, sizeof small, "ab\xed\xa0\x80"), "ab");
   /* a 300-byte job id loaded back is cut at a character boundary and can be written again */
   build_report();
@@ -705,8 +758,10 @@ START_TEST(non_utf8_text_still_reports) {
   free(text);
   ah_report_free(back);
   /* mode: one of the three, or refused by name */
-  const char *modes[] = {"\"bogus\"", "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"", "7"};
-  const char *want[] = {"mode: 'bogus' is not a mode", "is not a mode (expected observe, fixed or tune)",
+  const char *modes[] = {
+      "\"bogus\"", "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"", "7"};
+  const char *want[] = {"mode: 'bogus' is not a mode",
+                        "is not a mode (expected observe, fixed or tune)",
                         "mode: '(not a string)' is not a mode"};
   for (int i = 0; i < 3; i++) {
     char *modeat = strstr(orig, "\"tune\"");

@@ -41,7 +41,8 @@ START_TEST(growth_refused) {
   nalloc = 0;
   for (int i = 0; i < NITEMS; i++) {
     items[i].key = i;
-    fail_at = i == 0 ? -1 : nalloc; /* after the first add, every allocation the table tries fails */
+    fail_at =
+        i == 0 ? -1 : nalloc; /* after the first add, every allocation the table tries fails */
     HASH_ADD_INT(head, key, &items[i]);
     if (AH_HASH_ADDED(&items[i])) added++;
     else refused++;

@@ -40,7 +40,8 @@ START_TEST(devices_and_ports) {
   ck_assert_int_eq(ibv_query_port(c, 2, &pa), EINVAL);
   union ibv_gid g;
   ck_assert_int_eq(ibv_query_gid(c, 1, 0, &g), 0);
-  static const unsigned char want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 3, 2 * 4 + 1};
+  static const unsigned char want[16] = {0, 0, 0,    0,    0,  0, 0, 0,
+                                         0, 0, 0xff, 0xff, 10, 0, 3, 2 * 4 + 1};
   ck_assert_mem_eq(g.raw, want, 16);
   ck_assert_int_ne(ibv_query_gid(c, 1, 1, &g), 0);
   __be16 pkey;
@@ -62,15 +63,19 @@ START_TEST(modify_qp_masks) {
   struct ibv_context *c = vt_open(0);
   struct ibv_pd *pd = ibv_alloc_pd(c);
   struct ibv_cq *cq = ibv_create_cq(c, 16, NULL, NULL, 0);
-  struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp_init_attr ia = {
+      .send_cq = cq,
+      .recv_cq = cq,
+      .qp_type = IBV_QPT_RC,
+      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
   struct ibv_qp *qp = ibv_create_qp(pd, &ia), *peer = ibv_create_qp(pd, &ia);
   ck_assert_ptr_nonnull(qp);
   ck_assert_uint_ne(qp->qp_num, peer->qp_num);
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+  struct ibv_qp_attr a = {
+      .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
   int init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-  ck_assert_int_eq(ibv_modify_qp(qp, &a, init & ~IBV_QP_PORT), EINVAL);          /* missing */
-  ck_assert_int_eq(ibv_modify_qp(qp, &a, init | IBV_QP_SQ_PSN), EINVAL);         /* extra */
+  ck_assert_int_eq(ibv_modify_qp(qp, &a, init & ~IBV_QP_PORT), EINVAL);  /* missing */
+  ck_assert_int_eq(ibv_modify_qp(qp, &a, init | IBV_QP_SQ_PSN), EINVAL); /* extra */
   a.qp_state = IBV_QPS_RTS;
   ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), EINVAL); /* RESET->RTS */
   a.qp_state = IBV_QPS_INIT;
@@ -88,7 +93,8 @@ START_TEST(modify_qp_masks) {
   a.max_dest_rd_atomic = 1;
   a.ah_attr.is_global = 1;
   ck_assert_int_eq(ibv_query_gid(c, 1, 0, &a.ah_attr.grh.dgid), 0);
-  int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC;
+  int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+            IBV_QP_MAX_DEST_RD_ATOMIC;
   ck_assert_int_eq(ibv_modify_qp(qp, &a, rtr), EINVAL);
   qp_state_is(qp, IBV_QPS_INIT);
   a.ah_attr.is_global = 0; /* RoCE needs the GRH */
@@ -100,7 +106,8 @@ START_TEST(modify_qp_masks) {
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
   a.timeout = 14;
-  int rts = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  int rts = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+            IBV_QP_MAX_QP_RD_ATOMIC;
   ck_assert_int_eq(ibv_modify_qp(qp, &a, rts & ~IBV_QP_TIMEOUT), EINVAL);
   a.cur_qp_state = IBV_QPS_INIT;
   ck_assert_int_eq(ibv_modify_qp(qp, &a, rts | IBV_QP_CUR_STATE), EINVAL);
@@ -109,13 +116,15 @@ START_TEST(modify_qp_masks) {
   a.retry_cnt = 7;
   ck_assert_int_eq(ibv_modify_qp(qp, &a, rts), 0);
   qp_state_is(qp, IBV_QPS_RTS);
-  ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT), EINVAL); /* RTS->RTS: not TIMEOUT */
+  ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT),
+                   EINVAL); /* RTS->RTS: not TIMEOUT */
   a.min_rnr_timer = 3;
   ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_MIN_RNR_TIMER), 0); /* no STATE: stays in RTS */
   a.qp_state = IBV_QPS_INIT;
   ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL); /* RTS->INIT is illegal */
   a.qp_state = IBV_QPS_ERR;
-  ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT), EINVAL); /* ->ERR: STATE only */
+  ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT),
+                   EINVAL); /* ->ERR: STATE only */
   ck_assert_int_eq(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
   qp_state_is(qp, IBV_QPS_ERR);
   a.qp_state = IBV_QPS_RESET;
@@ -142,7 +151,8 @@ START_TEST(mr_registration) {
   ck_assert_ptr_null(ibv_reg_mr(pd, b, sizeof b, IBV_ACCESS_REMOTE_WRITE)); /* needs LOCAL_WRITE */
   ck_assert_int_eq(errno, EINVAL);
   struct ibv_mr *m1 = ibv_reg_mr(pd, b, sizeof b, IBV_ACCESS_LOCAL_WRITE);
-  struct ibv_mr *m2 = ibv_reg_mr_iova2(pd, b, sizeof b, 0x1000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+  struct ibv_mr *m2 = ibv_reg_mr_iova2(pd, b, sizeof b, 0x1000,
+                                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
   ck_assert_ptr_nonnull(m1);
   ck_assert_ptr_nonnull(m2);
   ck_assert_uint_ne(m1->rkey, m2->rkey);
@@ -164,8 +174,11 @@ START_TEST(comp_channel) {
   struct ibv_comp_channel *ch = ibv_create_comp_channel(r.ctx);
   /* a QP pair whose receive side completes on a CQ bound to the channel */
   struct ibv_cq *rcq = ibv_create_cq(r.ctx, 8, (void *)0x78, ch, 0);
-  struct ibv_qp_init_attr ia = {.send_cq = rcq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
-                                .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp_init_attr ia = {
+      .send_cq = rcq,
+      .recv_cq = rcq,
+      .qp_type = IBV_QPT_RC,
+      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
   struct ibv_qp *rq = ibv_create_qp(r.pd, &ia);
   struct ibv_qp_init_attr sa = ia;
   sa.send_cq = sa.recv_cq = s.cq;
@@ -177,8 +190,12 @@ START_TEST(comp_channel) {
   struct ibv_recv_wr rw = {.wr_id = 5, .sg_list = &sge, .num_sge = 1}, *rbad;
   ck_assert_int_eq(ibv_post_recv(rq, &rw, &rbad), 0);
   struct ibv_sge ss = {(uintptr_t)s.buf, 64, s.mr->lkey};
-  struct ibv_send_wr sw = {.wr_id = 6, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
-                           .send_flags = IBV_SEND_SIGNALED}, *sbad;
+  struct ibv_send_wr sw = {.wr_id = 6,
+                           .sg_list = &ss,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_SIGNALED},
+                     *sbad;
   ck_assert_int_eq(ibv_post_send(sq, &sw, &sbad), 0);
   struct ibv_cq *ev_cq;
   void *ev_ctx;
@@ -215,7 +232,9 @@ START_TEST(flow_and_udp_sport) {
   ck_assert_int_eq(mlx5dv_modify_qp_udp_sport(s.qp, 0xD00D), 0);
   ck_assert_int_eq(ncclsimVerbsQpFlow(s.qp, &f), 0);
   ck_assert_uint_eq(f.sport, 0xD00D);
-  ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_WRITE, 1, 0, 1000, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED), 0);
+  ck_assert_int_eq(
+      vt_post(&s, IBV_WR_RDMA_WRITE, 1, 0, 1000, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED),
+      0);
   struct ibv_wc wc;
   ck_assert_int_eq(vt_poll(s.cq, &wc, 1, 5), 1);
   ck_assert_uint_eq(ncclsimVerbsQpTxBytes(s.qp), 1000);
@@ -239,6 +258,7 @@ int main(void) {
   tcase_add_test(tc, flow_and_udp_sport);
   suite_add_tcase(s, tc);
   int rc = ah_check_run(s);
-  sim_fabric_unlink(getenv("NCCLSIM_FABRIC_SHM")); /* the job's link state: the launcher's to remove */
+  sim_fabric_unlink(
+      getenv("NCCLSIM_FABRIC_SHM")); /* the job's link state: the launcher's to remove */
   return rc;
 }

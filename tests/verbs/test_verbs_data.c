@@ -24,23 +24,24 @@ static void expect_status(vt_side_t *x, uint64_t wr_id, enum ibv_wc_status st) {
   struct ibv_wc wc;
   ck_assert_int_eq(vt_poll(x->cq, &wc, 1, 10), 1);
   ck_assert_msg(wc.wr_id == wr_id && wc.status == st, "wr_id %llu status %s, want %llu %s",
-                (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), (unsigned long long)wr_id,
-                ibv_wc_status_str(st));
+                (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status),
+                (unsigned long long)wr_id, ibv_wc_status_str(st));
   ck_assert_uint_eq(wc.qp_num, x->qp->qp_num);
 }
 
 /* One bad remote access of each kind on a fresh pair. */
 static void remote_access_case(int kind) {
   vt_opts_t o = {.rnr_retry = 7};
-  if (kind == 2) o.mr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ; /* no REMOTE_WRITE */
+  if (kind == 2)
+    o.mr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ; /* no REMOTE_WRITE */
   vt_side_t s, r;
   vt_pair(&s, &r, 0, 1, &o);
   uint64_t raddr = (uintptr_t)r.buf;
   uint32_t rkey = r.mr->rkey;
   int op = IBV_WR_RDMA_WRITE;
   struct ibv_mr *wo = NULL;
-  if (kind == 0) rkey ^= 0x100;                 /* no such key */
-  if (kind == 1) raddr += VT_BUF - 100;         /* runs past the MR's end */
+  if (kind == 0) rkey ^= 0x100;                               /* no such key */
+  if (kind == 1) raddr += VT_BUF - 100;                       /* runs past the MR's end */
   if (kind == 3) rkey = s.mr->rkey, raddr = (uintptr_t)s.buf; /* the other device's key */
   if (kind == 4) { /* READ from a MR without REMOTE_READ */
     wo = ibv_reg_mr(r.pd, r.buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -129,8 +130,10 @@ START_TEST(unsignalled_wrs_complete_silently) {
     vt_pair(&s, &r, 2, 3, &o);
     for (int i = 0; i < 10; i++) {
       s.buf[i * 100] = (unsigned char)(i + 1);
-      ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_WRITE, (uint64_t)i, (uint32_t)i * 100, 100,
-                               (uintptr_t)r.buf + (uint64_t)i * 100, r.mr->rkey, i == 9 ? IBV_SEND_SIGNALED : 0), 0);
+      ck_assert_int_eq(
+          vt_post(&s, IBV_WR_RDMA_WRITE, (uint64_t)i, (uint32_t)i * 100, 100,
+                  (uintptr_t)r.buf + (uint64_t)i * 100, r.mr->rkey, i == 9 ? IBV_SEND_SIGNALED : 0),
+          0);
     }
     struct ibv_wc wc[16];
     int want = sig_all ? 10 : 1;
@@ -179,8 +182,10 @@ START_TEST(vanished_peer_times_out) {
   ck_assert_int_eq(ibv_destroy_qp(r.qp), 0);
   r.qp = NULL;
   double t0 = now_s();
-  ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_WRITE, 51, 0, 8, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED), 0);
-  ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_WRITE, 52, 0, 8, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED), 0);
+  ck_assert_int_eq(
+      vt_post(&s, IBV_WR_RDMA_WRITE, 51, 0, 8, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED), 0);
+  ck_assert_int_eq(
+      vt_post(&s, IBV_WR_RDMA_WRITE, 52, 0, 8, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED), 0);
   expect_status(&s, 51, IBV_WC_RETRY_EXC_ERR);
   double dt = now_s() - t0;
   ck_assert_msg(dt >= 0.045 && dt < 3, "RETRY_EXC_ERR after %.3f s, want about 0.05", dt);
@@ -199,8 +204,12 @@ START_TEST(zero_byte_write_imm_sgeless_recv) {
   vt_side_t s, r;
   vt_pair(&s, &r, 0, 1, &o);
   ck_assert_int_eq(vt_post_recv(&r, 61, 0, 0), 0); /* SGE-less, as NCCL posts them */
-  struct ibv_send_wr wr = {.wr_id = 62, .num_sge = 0, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-                           .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(77)}, *bad;
+  struct ibv_send_wr wr = {.wr_id = 62,
+                           .num_sge = 0,
+                           .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+                           .send_flags = IBV_SEND_SIGNALED,
+                           .imm_data = htonl(77)},
+                     *bad;
   ck_assert_int_eq(ibv_post_send(s.qp, &wr, &bad), 0); /* rkey and address 0 */
   expect_status(&s, 62, IBV_WC_SUCCESS);
   struct ibv_wc wc;
@@ -222,7 +231,9 @@ START_TEST(responder_late_to_rtr) {
   vt_side_t s, r;
   vt_pair_half(&s, &r, 0, 1, &o);
   memcpy(s.buf, "late but whole", 15);
-  ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_WRITE, 91, 0, 15, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED), 0);
+  ck_assert_int_eq(
+      vt_post(&s, IBV_WR_RDMA_WRITE, 91, 0, 15, (uintptr_t)r.buf, r.mr->rkey, IBV_SEND_SIGNALED),
+      0);
   usleep(50000);
   struct ibv_wc wc;
   ck_assert_int_eq(ibv_poll_cq(s.cq, 1, &wc), 0);
@@ -259,7 +270,8 @@ START_TEST(loopback_read) {
   s.buf[5000] = 0x5e;
   s.buf[0] = 0;
   ck_assert_int_eq(vt_post(&s, IBV_WR_RDMA_READ, 0x1000, 0, 1, (uintptr_t)s.buf + 5000, s.mr->rkey,
-                           IBV_SEND_SIGNALED), 0);
+                           IBV_SEND_SIGNALED),
+                   0);
   struct ibv_wc wc;
   ck_assert_int_eq(vt_poll(s.cq, &wc, 1, 5), 1);
   ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
@@ -291,6 +303,7 @@ int main(void) {
   tcase_add_test(tc, responder_never_ready);
   suite_add_tcase(s, tc);
   int rc = ah_check_run(s);
-  sim_fabric_unlink(getenv("NCCLSIM_FABRIC_SHM")); /* the job's link state: the launcher's to remove */
+  sim_fabric_unlink(
+      getenv("NCCLSIM_FABRIC_SHM")); /* the job's link state: the launcher's to remove */
   return rc;
 }

@@ -30,8 +30,8 @@ static void port_set(int nic, double fraction) {
   for (int l = 0; l < n; l++) {
     sim_fabric_link_t li;
     ck_assert_int_eq(sim_fabric_link_info(fab, l, &li), 0);
-    if ((li.kind == SIM_FABRIC_LINK_NIC_UP || li.kind == SIM_FABRIC_LINK_NIC_DOWN) && li.ep.node == 0 &&
-        li.ep.nic == nic && li.ep.port == 1) {
+    if ((li.kind == SIM_FABRIC_LINK_NIC_UP || li.kind == SIM_FABRIC_LINK_NIC_DOWN) &&
+        li.ep.node == 0 && li.ep.nic == nic && li.ep.port == 1) {
       ck_assert_int_eq(sim_fabric_set_link(fab, l, fraction), 0);
       set++;
     }
@@ -57,7 +57,8 @@ static void setup(void) {
   char err[256];
   fab = sim_fabric_create(getenv("NCCLSIM_TOPO"), NULL, 0, err, sizeof err);
   ck_assert_msg(fab != NULL, "%s", err);
-  ck_assert_msg(sim_fabric_attach(fab, getenv("NCCLSIM_FABRIC_SHM"), err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(sim_fabric_attach(fab, getenv("NCCLSIM_FABRIC_SHM"), err, sizeof err) == 0, "%s",
+                err);
   for (int nic = 0; nic < 4; nic++) port_set(nic, 1);
 }
 
@@ -70,7 +71,8 @@ static void write_n(vt_side_t *s, vt_side_t *r, uint64_t id0, int n, int signal_
   for (int i = 0; i < n; i++)
     ck_assert_int_eq(vt_post(s, IBV_WR_RDMA_WRITE, id0 + (uint64_t)i, (uint32_t)i * 1000, 1000,
                              (uintptr_t)r->buf + (uint64_t)i * 1000, r->mr->rkey,
-                             signal_last && i == n - 1 ? IBV_SEND_SIGNALED : 0), 0);
+                             signal_last && i == n - 1 ? IBV_SEND_SIGNALED : 0),
+                     0);
 }
 
 static void next_async(struct ibv_context *c, enum ibv_event_type want) {
@@ -78,7 +80,8 @@ static void next_async(struct ibv_context *c, enum ibv_event_type want) {
   ck_assert_int_eq(ibv_get_async_event(c, &ev), 0);
   ck_assert_msg(ev.event_type == want, "async event %s, want %s", ibv_event_type_str(ev.event_type),
                 ibv_event_type_str(want));
-  if (want == IBV_EVENT_PORT_ERR || want == IBV_EVENT_PORT_ACTIVE) ck_assert_int_eq(ev.element.port_num, 1);
+  if (want == IBV_EVENT_PORT_ERR || want == IBV_EVENT_PORT_ACTIVE)
+    ck_assert_int_eq(ev.element.port_num, 1);
   ibv_ack_async_event(&ev);
 }
 
@@ -107,7 +110,7 @@ START_TEST(path_down_retry_exceeded) {
     ck_assert_int_eq(wc[i].status, IBV_WC_WR_FLUSH_ERR);
     ck_assert_uint_eq(wc[i].wr_id, 1 + (uint64_t)i);
   }
-  ck_assert_int_eq(r.buf[0], 0); /* nothing crossed the dead port */
+  ck_assert_int_eq(r.buf[0], 0);                /* nothing crossed the dead port */
   ck_assert_int_eq(vt_poll(r.cq, wc, 3, 5), 3); /* the peer's receives flushed */
   for (int i = 0; i < 3; i++) {
     ck_assert_int_eq(wc[i].status, IBV_WC_WR_FLUSH_ERR);

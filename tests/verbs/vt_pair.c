@@ -23,27 +23,37 @@ static void side(vt_side_t *x, int nic, const vt_opts_t *o) {
   x->ctx = vt_open(nic);
   x->pd = ibv_alloc_pd(x->ctx);
   x->buf = calloc(1, VT_BUF);
-  int access = o->mr_access ? o->mr_access
-                            : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  int access = o->mr_access
+                   ? o->mr_access
+                   : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   x->mr = ibv_reg_mr(x->pd, x->buf, VT_BUF, access);
   ck_assert_ptr_nonnull(x->mr);
   x->cq = ibv_create_cq(x->ctx, 1024, NULL, NULL, 0);
-  struct ibv_qp_init_attr ia = {.send_cq = x->cq, .recv_cq = x->cq, .sq_sig_all = o->sq_sig_all,
+  struct ibv_qp_init_attr ia = {.send_cq = x->cq,
+                                .recv_cq = x->cq,
+                                .sq_sig_all = o->sq_sig_all,
                                 .qp_type = o->qp_type ? o->qp_type : IBV_QPT_RC,
-                                .cap = {.max_send_wr = 256, .max_recv_wr = 256, .max_send_sge = 2,
-                                        .max_recv_sge = 2, .max_inline_data = (uint32_t)o->max_inline}};
+                                .cap = {.max_send_wr = 256,
+                                        .max_recv_wr = 256,
+                                        .max_send_sge = 2,
+                                        .max_recv_sge = 2,
+                                        .max_inline_data = (uint32_t)o->max_inline}};
   x->qp = ibv_create_qp(x->pd, &ia);
   ck_assert_ptr_nonnull(x->qp);
 }
 
 int vt_qp_init(struct ibv_qp *qp, const vt_opts_t *o) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-                          .qp_access_flags = o->qp_access ? o->qp_access
-                                                          : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  struct ibv_qp_attr a = {
+      .qp_state = IBV_QPS_INIT,
+      .port_num = 1,
+      .qp_access_flags =
+          o->qp_access ? o->qp_access : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+  return ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
-int vt_qp_rtr_rts(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o) {
+int vt_qp_rtr_rts(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx,
+                  const vt_opts_t *o) {
   int rc_qp = qp->qp_type == IBV_QPT_RC, rc;
   union ibv_gid gid;
   ck_assert_int_eq(ibv_query_gid(peer_ctx, 1, 0, &gid), 0);
@@ -59,7 +69,9 @@ int vt_qp_rtr_rts(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *pe
   a.ah_attr.grh.hop_limit = 255;
   a.ah_attr.port_num = 1;
   int m = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-  if ((rc = ibv_modify_qp(qp, &a, rc_qp ? m | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : m))) return rc;
+  if ((rc =
+           ibv_modify_qp(qp, &a, rc_qp ? m | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : m)))
+    return rc;
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
   a.timeout = (uint8_t)(o->timeout ? o->timeout : 14);
@@ -67,10 +79,14 @@ int vt_qp_rtr_rts(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *pe
   a.rnr_retry = (uint8_t)o->rnr_retry;
   a.max_rd_atomic = 1;
   m = IBV_QP_STATE | IBV_QP_SQ_PSN;
-  return ibv_modify_qp(qp, &a, rc_qp ? m | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC : m);
+  return ibv_modify_qp(
+      qp, &a,
+      rc_qp ? m | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC
+            : m);
 }
 
-int vt_connect(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o) {
+int vt_connect(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx,
+               const vt_opts_t *o) {
   int rc = vt_qp_init(qp, o);
   return rc ? rc : vt_qp_rtr_rts(qp, peer, peer_ctx, o);
 }
@@ -114,8 +130,12 @@ int vt_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n, double timeout_s) {
 int vt_post(vt_side_t *s, int opcode, uint64_t wr_id, uint32_t loff, uint32_t len, uint64_t raddr,
             uint32_t rkey, int flags) {
   struct ibv_sge sge = {(uintptr_t)s->buf + loff, len, s->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = opcode,
-                           .send_flags = (unsigned)flags}, *bad;
+  struct ibv_send_wr wr = {.wr_id = wr_id,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = opcode,
+                           .send_flags = (unsigned)flags},
+                     *bad;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
   wr.imm_data = 0x12345678;

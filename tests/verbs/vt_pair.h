@@ -17,10 +17,10 @@ typedef struct {
 } vt_side_t;
 
 typedef struct {
-  int qp_type;       /* IBV_QPT_RC (default 0 means RC) */
+  int qp_type; /* IBV_QPT_RC (default 0 means RC) */
   int sq_sig_all;
-  int mr_access;     /* 0: LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ */
-  int qp_access;     /* 0: REMOTE_WRITE | REMOTE_READ */
+  int mr_access; /* 0: LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ */
+  int qp_access; /* 0: REMOTE_WRITE | REMOTE_READ */
   int timeout, retry_cnt, rnr_retry, min_rnr_timer;
   int max_inline;
 } vt_opts_t;
@@ -31,10 +31,12 @@ void vt_pair(vt_side_t *s, vt_side_t *r, int a, int b, const vt_opts_t *o);
 /* The same, but r stops in INIT (vt_qp_rtr_rts finishes it). */
 void vt_pair_half(vt_side_t *s, vt_side_t *r, int a, int b, const vt_opts_t *o);
 int vt_qp_init(struct ibv_qp *qp, const vt_opts_t *o);
-int vt_qp_rtr_rts(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o);
+int vt_qp_rtr_rts(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx,
+                  const vt_opts_t *o);
 void vt_side_free(vt_side_t *x);
 /* Modifies a QP through the three connection steps toward `peer` (returns the first failure). */
-int vt_connect(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx, const vt_opts_t *o);
+int vt_connect(struct ibv_qp *qp, struct ibv_qp *peer, struct ibv_context *peer_ctx,
+               const vt_opts_t *o);
 /* Polls `cq` until `n` completions arrived or `timeout_s` passed; returns how many. */
 int vt_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n, double timeout_s);
 /* Posts one WR of `opcode` from s->buf+loff to the peer's remote (addr, rkey). */

@@ -49,7 +49,8 @@ int ibbw_ctl_dial(const char *file, double timeout_s) {
     }
     if (port > 0) {
       int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+      struct sockaddr_in a = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port),
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
       if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0) {
         int one = 1;

@@ -87,14 +87,16 @@ static int check_lib(const char *dir) {
   if (f) fclose(f);
   printf("ncclsim-ibbw: %s, libibverbs from %s\n", ibbw_mode, found[0] ? found : "(not mapped)");
   if (!dir) return 0;
-  if (!realpath(dir, want) || strncmp(found, want, strlen(want)) != 0 || found[strlen(want)] != '/') {
+  if (!realpath(dir, want) || strncmp(found, want, strlen(want)) != 0 ||
+      found[strlen(want)] != '/') {
     fprintf(stderr, "ncclsim-ibbw: libibverbs is %s, not the one in %s\n", found, dir);
     return -1;
   }
   return 0;
 }
 
-static int crash_after_exchange; /* --crash: the server dies (SIGKILL) once the peers know each other */
+static int
+    crash_after_exchange; /* --crash: the server dies (SIGKILL) once the peers know each other */
 
 static int setup(const char *devname, uint64_t size, int server, const char *rdv) {
   int n = 0;
@@ -109,33 +111,45 @@ static int setup(const char *devname, uint64_t size, int server, const char *rdv
   V.free_device_list(list);
   struct ibv_port_attr pa;
   union ibv_gid gid;
-  if (!ctx || V.query_port(ctx, 1, &pa) != 0 || pa.state != IBV_PORT_ACTIVE || V.query_gid(ctx, 1, 0, &gid) != 0) {
+  if (!ctx || V.query_port(ctx, 1, &pa) != 0 || pa.state != IBV_PORT_ACTIVE ||
+      V.query_gid(ctx, 1, 0, &gid) != 0) {
     fprintf(stderr, "ncclsim-ibbw: %s: no active port 1 with a GID\n", devname);
     return -1;
   }
   struct ibv_pd *pd = V.alloc_pd(ctx);
   buf = aligned_alloc(4096, (size + 4095) & ~4095ull);
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  mr = !pd || !buf ? NULL
-       : V.reg_mr_iova2 ? V.reg_mr_iova2(pd, buf, size, (uintptr_t)buf, (unsigned)access | IBV_ACCESS_RELAXED_ORDERING)
+  mr = !pd || !buf      ? NULL
+       : V.reg_mr_iova2 ? V.reg_mr_iova2(pd, buf, size, (uintptr_t)buf,
+                                         (unsigned)access | IBV_ACCESS_RELAXED_ORDERING)
                         : V.reg_mr(pd, buf, size, access);
   cq = mr ? V.create_cq(ctx, 2048, NULL, NULL, 0) : NULL;
-  struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                .cap = {.max_send_wr = 512, .max_recv_wr = 512, .max_send_sge = 1,
-                                        .max_recv_sge = 1, .max_inline_data = 64}};
+  struct ibv_qp_init_attr ia = {.send_cq = cq,
+                                .recv_cq = cq,
+                                .qp_type = IBV_QPT_RC,
+                                .cap = {.max_send_wr = 512,
+                                        .max_recv_wr = 512,
+                                        .max_send_sge = 1,
+                                        .max_recv_sge = 1,
+                                        .max_inline_data = 64}};
   qp = cq ? V.create_qp(pd, &ia) : NULL;
   if (!qp) {
     fprintf(stderr, "ncclsim-ibbw: PD/MR/CQ/QP creation failed\n");
     return -1;
   }
   ctl = server ? ibbw_ctl_serve(rdv) : ibbw_ctl_dial(rdv, 60);
-  ibbw_peer_t me = {.qpn = qp->qp_num, .port = 1, .addr = (uintptr_t)buf, .size = size, .rkey = mr->rkey};
+  ibbw_peer_t me = {
+      .qpn = qp->qp_num, .port = 1, .addr = (uintptr_t)buf, .size = size, .rkey = mr->rkey};
   memcpy(me.gid, gid.raw, 16);
-  if (ctl < 0 || ibbw_ctl_send(ctl, &me, sizeof me) || ibbw_ctl_recv(ctl, &peer, sizeof peer)) return -1;
+  if (ctl < 0 || ibbw_ctl_send(ctl, &me, sizeof me) || ibbw_ctl_recv(ctl, &peer, sizeof peer))
+    return -1;
   if (crash_after_exchange) raise(SIGKILL); /* a vanished peer: nothing is cleaned up */
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                          .pkey_index = 0,
+                          .port_num = 1,
                           .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
-  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return -1;
+  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return -1;
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = pa.active_mtu;
@@ -147,8 +161,9 @@ static int setup(const char *devname, uint64_t size, int server, const char *rdv
   memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
   a.ah_attr.grh.hop_limit = 255;
   a.ah_attr.port_num = (uint8_t)peer.port;
-  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+  if (V.modify_qp(qp, &a,
+                  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     return -1;
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
@@ -156,8 +171,9 @@ static int setup(const char *devname, uint64_t size, int server, const char *rdv
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 1;
-  if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                              IBV_QP_MAX_QP_RD_ATOMIC)) {
+  if (V.modify_qp(qp, &a,
+                  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)) {
     fprintf(stderr, "ncclsim-ibbw: modify_qp failed\n");
     return -1;
   }
@@ -178,30 +194,40 @@ static int32_t serve_one(const ibbw_cmd_t *c) {
   struct ibv_wc wc[512];
   int32_t ready = 0;
   switch (c->cmd) {
-  case IBBW_CMD_CHECK: return check(c->seq, c->size) < 0 ? 0 : 1;
-  case IBBW_CMD_FILL: fill(c->seq, c->size); return 0;
-  case IBBW_CMD_POST_RECV:
-  case IBBW_CMD_WAIT_IMM: {
-    int sends = c->cmd == IBBW_CMD_POST_RECV;
-    uint32_t n = sends ? c->batch : 1;
-    memset(buf, 0, c->size);
-    if (post_recvs(c->size, n, !sends) || ibbw_ctl_send(ctl, &ready, sizeof ready) || poll_n(wc, (int)n)) return 2;
-    for (uint32_t k = 0; k < n; k++) {
-      uint64_t want = sends ? c->size * (k + 1) / n - c->size * k / n : c->size - c->size * (c->batch - 1) / c->batch;
-      int last = k == n - 1;
-      int op_ok = sends ? wc[k].opcode == IBV_WC_RECV : wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM;
-      int imm_ok = !last || ((wc[k].wc_flags & IBV_WC_WITH_IMM) && wc[k].imm_data == htonl(c->seq));
-      if (wc[k].wr_id != k || !op_ok || wc[k].byte_len != want || !imm_ok || wc[k].qp_num != qp->qp_num) {
-        fprintf(stderr, "ncclsim-ibbw: receive %u: wr_id %llu opcode %d byte_len %u (want %llu) imm 0x%x\n", k,
-                (unsigned long long)wc[k].wr_id, wc[k].opcode, wc[k].byte_len, (unsigned long long)want, wc[k].imm_data);
-        return 3;
+    case IBBW_CMD_CHECK: return check(c->seq, c->size) < 0 ? 0 : 1;
+    case IBBW_CMD_FILL: fill(c->seq, c->size); return 0;
+    case IBBW_CMD_POST_RECV:
+    case IBBW_CMD_WAIT_IMM: {
+      int sends = c->cmd == IBBW_CMD_POST_RECV;
+      uint32_t n = sends ? c->batch : 1;
+      memset(buf, 0, c->size);
+      if (post_recvs(c->size, n, !sends) || ibbw_ctl_send(ctl, &ready, sizeof ready) ||
+          poll_n(wc, (int)n))
+        return 2;
+      for (uint32_t k = 0; k < n; k++) {
+        uint64_t want = sends ? c->size * (k + 1) / n - c->size * k / n
+                              : c->size - c->size * (c->batch - 1) / c->batch;
+        int last = k == n - 1;
+        int op_ok = sends ? wc[k].opcode == IBV_WC_RECV : wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM;
+        int imm_ok =
+            !last || ((wc[k].wc_flags & IBV_WC_WITH_IMM) && wc[k].imm_data == htonl(c->seq));
+        if (wc[k].wr_id != k || !op_ok || wc[k].byte_len != want || !imm_ok ||
+            wc[k].qp_num != qp->qp_num) {
+          fprintf(
+              stderr,
+              "ncclsim-ibbw: receive %u: wr_id %llu opcode %d byte_len %u (want %llu) imm 0x%x\n",
+              k, (unsigned long long)wc[k].wr_id, wc[k].opcode, wc[k].byte_len,
+              (unsigned long long)want, wc[k].imm_data);
+          return 3;
+        }
       }
+      long long bad = check(c->seq, c->size);
+      if (bad >= 0)
+        fprintf(stderr, "ncclsim-ibbw: byte %lld of %llu differs\n", bad,
+                (unsigned long long)c->size);
+      return bad < 0 ? 0 : 1;
     }
-    long long bad = check(c->seq, c->size);
-    if (bad >= 0) fprintf(stderr, "ncclsim-ibbw: byte %lld of %llu differs\n", bad, (unsigned long long)c->size);
-    return bad < 0 ? 0 : 1;
-  }
-  default: return 4;
+    default: return 4;
   }
 }
 
@@ -241,11 +267,14 @@ static int run_one(int op, uint32_t seq, uint64_t size, uint32_t batch) {
     wr.wr.rdma.remote_addr = peer.addr + lo;
     wr.wr.rdma.rkey = peer.rkey;
     switch (op) {
-    case OP_WRITE: wr.opcode = IBV_WR_RDMA_WRITE; break;
-    case OP_INLINE: wr.opcode = IBV_WR_RDMA_WRITE; wr.send_flags |= IBV_SEND_INLINE; break;
-    case OP_WRITE_IMM: wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE; break;
-    case OP_READ: wr.opcode = IBV_WR_RDMA_READ; break;
-    default: wr.opcode = last ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND; break;
+      case OP_WRITE: wr.opcode = IBV_WR_RDMA_WRITE; break;
+      case OP_INLINE:
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags |= IBV_SEND_INLINE;
+        break;
+      case OP_WRITE_IMM: wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE; break;
+      case OP_READ: wr.opcode = IBV_WR_RDMA_READ; break;
+      default: wr.opcode = last ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND; break;
     }
     wr.imm_data = htonl(seq);
     if (ibv_post_send(qp, &wr, &bad)) {
@@ -255,12 +284,13 @@ static int run_one(int op, uint32_t seq, uint64_t size, uint32_t batch) {
     if (op == OP_INLINE) memset(buf + lo, 0xee, hi - lo); /* inline: the data was copied at post */
   }
   if (poll_n(wc, 1)) return -1;
-  static const int wc_ops[OP_COUNT] = {IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_SEND,
-                                       IBV_WC_RDMA_WRITE};
+  static const int wc_ops[OP_COUNT] = {IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,
+                                       IBV_WC_SEND, IBV_WC_RDMA_WRITE};
   usleep(100);
   if (wc[0].opcode != (enum ibv_wc_opcode)wc_ops[op] || wc[0].wr_id != seq * 1000ull + batch - 1 ||
       ibv_poll_cq(cq, 1, wc + 1) != 0) {
-    fprintf(stderr, "ncclsim-ibbw: %s: completion opcode %d wr_id %llu, or an unsignalled WR completed\n",
+    fprintf(stderr,
+            "ncclsim-ibbw: %s: completion opcode %d wr_id %llu, or an unsignalled WR completed\n",
             op_names[op], wc[0].opcode, (unsigned long long)wc[0].wr_id);
     return -1;
   }
@@ -269,14 +299,18 @@ static int run_one(int op, uint32_t seq, uint64_t size, uint32_t batch) {
     if (bad >= 0) fprintf(stderr, "ncclsim-ibbw: read: byte %lld differs\n", bad);
     return bad < 0 ? 0 : -1;
   }
-  if (op == OP_WRITE || op == OP_INLINE) return ask(IBBW_CMD_CHECK, seq, size, batch, &st) || st ? -1 : 0;
-  if (ibbw_ctl_recv(ctl, &st, sizeof st) || st) return -1; /* the server's verdict after its receives */
+  if (op == OP_WRITE || op == OP_INLINE)
+    return ask(IBBW_CMD_CHECK, seq, size, batch, &st) || st ? -1 : 0;
+  if (ibbw_ctl_recv(ctl, &st, sizeof st) || st)
+    return -1; /* the server's verdict after its receives */
   return 0;
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: ncclsim-ibbw --server|--client --rendezvous FILE [--dev mlx5_0] [--ops write,write_imm,"
-                  "read,send,inline] [--sizes 1,4096,...] [--iters N] [--batch N] [--expect-lib DIR] [--crash] [--check-sport native|hooked]\n");
+  fprintf(
+      stderr,
+      "usage: ncclsim-ibbw --server|--client --rendezvous FILE [--dev mlx5_0] [--ops write,write_imm,"
+      "read,send,inline] [--sizes 1,4096,...] [--iters N] [--batch N] [--expect-lib DIR] [--crash] [--check-sport native|hooked]\n");
 }
 
 int main(int argc, char **argv) {
@@ -308,7 +342,8 @@ int main(int argc, char **argv) {
   }
   uint64_t maxsize = 1, list[64];
   int nsizes = 0;
-  for (char *save, *t = strtok_r(sizes, ",", &save); t && nsizes < 64; t = strtok_r(NULL, ",", &save)) {
+  for (char *save, *t = strtok_r(sizes, ",", &save); t && nsizes < 64;
+       t = strtok_r(NULL, ",", &save)) {
     list[nsizes] = strtoull(t, NULL, 0);
     if (list[nsizes] > maxsize) maxsize = list[nsizes];
     nsizes++;
@@ -343,8 +378,9 @@ int main(int argc, char **argv) {
       double t0 = now_s();
       for (int it = 0; it < iters && !failed; it++) failed = run_one(op, seq++, size, b) != 0;
       double dt = now_s() - t0;
-      printf("ncclsim-ibbw: %-9s %10llu B x%d in %u WRs: %s, %.3f GB/s\n", op_names[op], (unsigned long long)size,
-             iters, b, failed ? "MISMATCH" : "exact", (double)size * iters / dt / 1e9);
+      printf("ncclsim-ibbw: %-9s %10llu B x%d in %u WRs: %s, %.3f GB/s\n", op_names[op],
+             (unsigned long long)size, iters, b, failed ? "MISMATCH" : "exact",
+             (double)size * iters / dt / 1e9);
     }
   }
   ibbw_cmd_t done = {IBBW_CMD_DONE, 0, 0, 0, 0};

@@ -9,7 +9,9 @@
 
 #define VB_API __attribute__((visibility("default")))
 
-VB_API bool mlx5dv_is_supported(struct ibv_device *device) { return ncclsimVerbsIsDevice(device) != 0; }
+VB_API bool mlx5dv_is_supported(struct ibv_device *device) {
+  return ncclsimVerbsIsDevice(device) != 0;
+}
 
 VB_API int mlx5dv_query_device(struct ibv_context *ctx, struct mlx5dv_context *attrs) {
   if (!ctx || !attrs || !ncclsimVerbsIsDevice(ctx->device)) return EOPNOTSUPP;

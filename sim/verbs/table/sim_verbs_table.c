@@ -23,17 +23,29 @@ int sim_verbs_table_load(const char *lib, sim_verbs_table_t *t, char *err, size_
     snprintf(err, errlen, "dlopen(%s): %s", lib, dlerror());
     return -1;
   }
-  static const struct { size_t off; const char *name; } required[] = {
+  static const struct {
+    size_t off;
+    const char *name;
+  } required[] = {
 #define VERB(field, name) {offsetof(sim_verbs_table_t, field), name}
-      VERB(get_device_list, "ibv_get_device_list"), VERB(free_device_list, "ibv_free_device_list"),
-      VERB(get_device_name, "ibv_get_device_name"), VERB(open_device, "ibv_open_device"),
-      VERB(close_device, "ibv_close_device"),       VERB(query_gid, "ibv_query_gid"),
-      VERB(alloc_pd, "ibv_alloc_pd"),               VERB(dealloc_pd, "ibv_dealloc_pd"),
-      VERB(reg_mr, "ibv_reg_mr"),                   VERB(dereg_mr, "ibv_dereg_mr"),
-      VERB(create_cq, "ibv_create_cq"),             VERB(destroy_cq, "ibv_destroy_cq"),
-      VERB(create_qp, "ibv_create_qp"),             VERB(modify_qp, "ibv_modify_qp"),
-      VERB(destroy_qp, "ibv_destroy_qp"),           VERB(wc_status_str, "ibv_wc_status_str"),
-      VERB(query_qp, "ibv_query_qp"),               VERB(get_async_event, "ibv_get_async_event"),
+      VERB(get_device_list, "ibv_get_device_list"),
+      VERB(free_device_list, "ibv_free_device_list"),
+      VERB(get_device_name, "ibv_get_device_name"),
+      VERB(open_device, "ibv_open_device"),
+      VERB(close_device, "ibv_close_device"),
+      VERB(query_gid, "ibv_query_gid"),
+      VERB(alloc_pd, "ibv_alloc_pd"),
+      VERB(dealloc_pd, "ibv_dealloc_pd"),
+      VERB(reg_mr, "ibv_reg_mr"),
+      VERB(dereg_mr, "ibv_dereg_mr"),
+      VERB(create_cq, "ibv_create_cq"),
+      VERB(destroy_cq, "ibv_destroy_cq"),
+      VERB(create_qp, "ibv_create_qp"),
+      VERB(modify_qp, "ibv_modify_qp"),
+      VERB(destroy_qp, "ibv_destroy_qp"),
+      VERB(wc_status_str, "ibv_wc_status_str"),
+      VERB(query_qp, "ibv_query_qp"),
+      VERB(get_async_event, "ibv_get_async_event"),
       VERB(ack_async_event, "ibv_ack_async_event"),
 #undef VERB
   };

@@ -21,7 +21,8 @@ typedef struct {
   struct ibv_pd *(*alloc_pd)(struct ibv_context *);
   int (*dealloc_pd)(struct ibv_pd *);
   struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
-  struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *, void *, size_t, uint64_t, unsigned); /* optional */
+  struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *, void *, size_t, uint64_t,
+                                 unsigned); /* optional */
   int (*dereg_mr)(struct ibv_mr *);
   struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
   int (*destroy_cq)(struct ibv_cq *);
@@ -30,7 +31,8 @@ typedef struct {
   int (*destroy_qp)(struct ibv_qp *);
   const char *(*wc_status_str)(enum ibv_wc_status);
   int (*query_qp)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *);
-  int (*qp_flow)(struct ibv_qp *, void *); /* sim/'s ncclsimVerbsQpFlow@NCCLSIM_VERBS_1.0, optional */
+  int (*qp_flow)(struct ibv_qp *,
+                 void *); /* sim/'s ncclsimVerbsQpFlow@NCCLSIM_VERBS_1.0, optional */
   /* sim/'s ncclsimVerbsEpoch and ncclsimVerbsQpCarriers, optional: where a failed QP's traffic went */
   uint64_t (*epoch)(void);
   int (*qp_carriers)(struct ibv_qp *, const void *, void *, int);
