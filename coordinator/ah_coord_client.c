@@ -60,7 +60,7 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
     ah_coord_stamp_sockaddr(stamp, &c->ss, &c->sl);
   }
   ah_coord_net_addr_format((struct sockaddr *)&c->ss, c->addr, sizeof c->addr);
-  if (c->o.relay) client_relay_name(c);
+  if (c->o.relay) ah_coord_client_relay_name(c);
   if (ah_coord_random(&c->client_id, sizeof c->client_id) != 0) {
     ah_log(AH_LOG_ERROR, "coordinator: no random bytes for the client id (getrandom failed)");
     goto undo_alloc;
@@ -83,24 +83,24 @@ ah_coord_t *ah_coord_client_open(const ah_coord_stamp_t *stamp, const char *addr
   }
   int fd;
   uint64_t last_pub;
-  if (client_handshake(c, &fd, &last_pub, err, sizeof err) != 0) {
+  if (ah_coord_client_handshake(c, &fd, &last_pub, err, sizeof err) != 0) {
     ah_log(AH_LOG_ERROR, "coordinator: cannot join hub %s: %s", c->addr, err);
     goto undo_fds;
   }
-  if (client_install(c, fd, last_pub) != 0) {
+  if (ah_coord_client_install(c, fd, last_pub) != 0) {
     ah_log(AH_LOG_ERROR, "coordinator: cannot register the connection to %s", c->addr);
-    client_drop(c);
+    ah_coord_client_drop(c);
     goto undo_fds;
   }
   atomic_store(&c->alive, 1);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 256 * 1024);
-  int rc = pthread_create(&c->thr, &attr, client_main, c);
+  int rc = pthread_create(&c->thr, &attr, ah_coord_client_main, c);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
     ah_log(AH_LOG_ERROR, "coordinator: pthread_create: %s", strerror(rc));
-    client_drop(c);
+    ah_coord_client_drop(c);
     goto undo_fds;
   }
   return c;
@@ -119,9 +119,9 @@ undo_alloc:
 void ah_coord_client_close(ah_coord_t *c) {
   if (!c) return;
   atomic_store(&c->stop, 1);
-  client_wake(c);
+  ah_coord_client_wake(c);
   pthread_join(c->thr, NULL);
-  client_drop(c);
+  ah_coord_client_drop(c);
   close(c->efd);
   close(c->epfd);
   pthread_cond_destroy(&c->dir_cv);
@@ -144,7 +144,7 @@ void ah_coord_client_close(ah_coord_t *c) {
 
 void ah_coord_client_cut(ah_coord_t *c) {
   atomic_store(&c->cut_req, 1);
-  client_wake(c);
+  ah_coord_client_wake(c);
 }
 
 size_t ah_coord_client_unacked(ah_coord_t *c) {
@@ -218,7 +218,7 @@ static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank,
       }
     }
     if (rc == 0 && !dup) m->ranks[m->nlocal++] = rank;
-    if (rc == 0) rc = client_queue_join_rank(c, m, rank);
+    if (rc == 0) rc = ah_coord_client_queue_join_rank(c, m, rank);
   }
   pthread_mutex_unlock(&c->mu);
   if (rc != 0) {
@@ -226,7 +226,7 @@ static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank,
            (unsigned long long)comm);
     return -1;
   }
-  client_wake(c);
+  ah_coord_client_wake(c);
   return 0;
 }
 
@@ -273,13 +273,13 @@ void ah_coord_leave(ah_coord_t *c, uint64_t comm) {
       c->comms[i] = c->comms[--c->ncomms];
       uint8_t p[8];
       ah_coord_put_u64(p, comm);
-      if (client_buf_put_msg(&c->outq, AH_MSG_LEAVE, p, 8) != 0)
+      if (ah_coord_client_buf_put_msg(&c->outq, AH_MSG_LEAVE, p, 8) != 0)
         ah_log(AH_LOG_WARN, "coordinator: out of memory sending LEAVE for comm %016llx",
                (unsigned long long)comm);
       break;
     }
   pthread_mutex_unlock(&c->mu);
-  client_wake(c);
+  ah_coord_client_wake(c);
 }
 
 /* Returns 0, or -1 when the hub is gone or memory ran out. Note that the segment is kept until the
@@ -308,7 +308,7 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
     client_pub_t *pb = &c->pubs[c->npubs++];
     pb->seq = ++c->next_pub;
     ah_coord_keyseg_pack(key, seg, pb->keyseg);
-    rc = client_queue_publish(c, pb);
+    rc = ah_coord_client_queue_publish(c, pb);
   }
   pthread_mutex_unlock(&c->mu);
   if (rc != 0) {
@@ -316,7 +316,7 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
            (unsigned long long)key->comm);
     return -1;
   }
-  client_send_now(c);
+  ah_coord_client_send_now(c);
   return 0;
 }
 
@@ -329,9 +329,9 @@ int ah_coord_progress(ah_coord_t *c, uint64_t comm, const ah_health_rec_t *rec) 
   ah_health_rec_pack(rec, p + 8);
   pthread_mutex_lock(&c->mu);
   /* while disconnected it waits in outq, which a reconnection rebuilds without it (stale by then) */
-  int rc = client_buf_put_msg(&c->outq, AH_MSG_PROGRESS, p, sizeof p);
+  int rc = ah_coord_client_buf_put_msg(&c->outq, AH_MSG_PROGRESS, p, sizeof p);
   pthread_mutex_unlock(&c->mu);
-  if (rc == 0) client_send_now(c);
+  if (rc == 0) ah_coord_client_send_now(c);
   return rc;
 }
 
@@ -342,9 +342,9 @@ int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_healt
   ah_coord_put_u64(p, comm);
   ah_health_samples_pack(rank, x, n, p + 8);
   pthread_mutex_lock(&c->mu);
-  int rc = client_buf_put_msg(&c->outq, AH_MSG_SAMPLES, p, sizeof p);
+  int rc = ah_coord_client_buf_put_msg(&c->outq, AH_MSG_SAMPLES, p, sizeof p);
   pthread_mutex_unlock(&c->mu);
-  if (rc == 0) client_send_now(c);
+  if (rc == 0) ah_coord_client_send_now(c);
   return rc;
 }
 
@@ -363,9 +363,9 @@ int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, 
   uint8_t p[8 + 4 + 1 + 1 + 8 + 4];
   ah_coord_time_pack(AH_MSG_SEARCH_TIME, &t, p);
   pthread_mutex_lock(&c->mu);
-  int rc = client_buf_put_msg(&c->outq, AH_MSG_SEARCH_TIME, p, sizeof p);
+  int rc = ah_coord_client_buf_put_msg(&c->outq, AH_MSG_SEARCH_TIME, p, sizeof p);
   pthread_mutex_unlock(&c->mu);
-  if (rc == 0) client_send_now(c);
+  if (rc == 0) ah_coord_client_send_now(c);
   return rc;
 }
 

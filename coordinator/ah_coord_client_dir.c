@@ -58,14 +58,14 @@ int ah_coord_dir_put(ah_coord_t *c, const uint8_t key[AH_COORD_DIR_KEY], const v
     d->val = copy;
     d->vlen = (uint16_t)len;
     c->dir_put_bytes = c->dir_put_bytes - old + len;
-    rc = client_queue_dir_put(c, d);
+    rc = ah_coord_client_queue_dir_put(c, d);
   }
   pthread_mutex_unlock(&c->mu);
   if (rc != 0) {
     ah_log(AH_LOG_ERROR, "coordinator: out of memory storing a directory value");
     return -1;
   }
-  client_send_now(c);
+  ah_coord_client_send_now(c);
   return 0;
 }
 
@@ -102,10 +102,10 @@ int ah_coord_dir_get_many(ah_coord_t *c, const uint8_t (*keys)[AH_COORD_DIR_KEY]
     w[i].req = ++c->next_req;
     w[i].next = c->dir_waits;
     c->dir_waits = &w[i];
-    rc |= client_queue_dir_get(c, &w[i]);
+    rc |= ah_coord_client_queue_dir_get(c, &w[i]);
   }
   pthread_mutex_unlock(&c->mu);
-  if (rc == 0) client_send_now(c);
+  if (rc == 0) ah_coord_client_send_now(c);
   pthread_mutex_lock(&c->mu);
   for (int k = 0; rc == 0 && atomic_load(&c->alive);) {
     uint64_t now = ah_coord_now_ns();

@@ -139,7 +139,7 @@ struct ah_coord {
   uint32_t fd_ev;
   /* Threads waiting for news (ah_coord_client_wait.c): a connection without a ring has its futex
    * word here (wake, nwait); ring_gen counts ring changes (under rmu) and ring_pins the waiters
-   * asleep on the current ring's word, which client_drop wakes and waits out before unmapping it. */
+   * asleep on the current ring's word, which ah_coord_client_drop wakes and waits out before unmapping it. */
   _Atomic uint32_t wake, nwait, ring_pins;
   uint32_t ring_gen;
   _Atomic uint64_t last_tx_ns;
@@ -175,77 +175,82 @@ struct ah_coord {
 
 /* ---- ah_coord_client_queue.c ---- */
 
-int client_buf_put(client_buf_t *b, const void *p, size_t n); /* -1: out of memory */
-int client_buf_put_msg(client_buf_t *b, uint8_t type, const uint8_t *payload, uint32_t len);
-void client_wake(ah_coord_t *c); /* the I/O thread's eventfd */
+int ah_coord_client_buf_put(client_buf_t *b, const void *p, size_t n); /* -1: out of memory */
+int ah_coord_client_buf_put_msg(client_buf_t *b, uint8_t type, const uint8_t *payload,
+                                uint32_t len);
+void ah_coord_client_wake(ah_coord_t *c); /* the I/O thread's eventfd */
 /* JOIN frames into the out queue: one rank, or every local rank (or one that only subscribes).
  * Caller holds mu. */
-int client_queue_join_rank(ah_coord_t *c, client_comm_t *m, uint32_t rank);
-int client_queue_join(ah_coord_t *c, client_comm_t *m);
-int client_queue_publish(ah_coord_t *c, const client_pub_t *pb);
-void client_pubs_ack(ah_coord_t *c, uint64_t upto); /* drops acknowledged publishes; holds mu */
+int ah_coord_client_queue_join_rank(ah_coord_t *c, client_comm_t *m, uint32_t rank);
+int ah_coord_client_queue_join(ah_coord_t *c, client_comm_t *m);
+int ah_coord_client_queue_publish(ah_coord_t *c, const client_pub_t *pb);
+void ah_coord_client_pubs_ack(ah_coord_t *c,
+                              uint64_t upto); /* drops acknowledged publishes; holds mu */
 /* The directory's frames into the out queue: a put, a get (asking for the time it has left), and
  * every put and waiting get again after a reconnection. Caller holds mu. */
-int client_queue_dir_put(ah_coord_t *c, const client_dir_put_t *d);
-int client_queue_dir_get(ah_coord_t *c, const client_dir_wait_t *w);
-int client_queue_dir_all(ah_coord_t *c);
+int ah_coord_client_queue_dir_put(ah_coord_t *c, const client_dir_put_t *d);
+int ah_coord_client_queue_dir_get(ah_coord_t *c, const client_dir_wait_t *w);
+int ah_coord_client_queue_dir_all(ah_coord_t *c);
 /* DELIVERED for every communicator whose delivered count crossed a multiple of `step` (shifted by
  * a phase of this client's) since the hub was last told, so at least every `step` segments; step 1:
  * whenever it grew (the hub drops what every member delivered). Caller holds mu. Returns 0 or -1. */
-int client_queue_delivered(ah_coord_t *c, uint64_t step);
+int ah_coord_client_queue_delivered(ah_coord_t *c, uint64_t step);
 
 /* ---- ah_coord_client_wait.c ---- */
 
 /* Something arrived for this process (a segment delivered): wakes its threads in ah_coord_wait.
  * Caller holds rmu. */
-void client_notify(ah_coord_t *c);
+void ah_coord_client_notify(ah_coord_t *c);
 /* The relay put bytes into ring r: wakes the local process's threads asleep on it, if any. */
-void client_ring_wake(client_ring_t *r);
+void ah_coord_client_ring_wake(client_ring_t *r);
 /* Replaces this process's ring (NULL: none) under rmu; an old ring is unmapped once the threads
  * asleep on it have been woken and have left it. */
-void client_ring_set(ah_coord_t *c, client_ring_t *ring);
+void ah_coord_client_ring_set(ah_coord_t *c, client_ring_t *ring);
 /* Sleeps us microseconds, resumed across signals (a reconnection's backoff, a waiter's nap). */
-void client_sleep_us(long us);
+void ah_coord_client_sleep_us(long us);
 
 /* ---- ah_coord_client_relay.c ---- */
 
 /* Derives this host's relay endpoint from the job secret, the hub's address and the host identity
  * (o.host, or the hostname). */
-void client_relay_name(ah_coord_t *c);
+void ah_coord_client_relay_name(ah_coord_t *c);
 /* The election, before dialling the hub: takes the relay's endpoint when free (returns 1: this
  * process is now the relay and dials the hub itself), else runs the handshake through the relay
  * that holds it (returns 0 with fd_p and last_pub_p). Returns -1 with err when that relay cannot be
  * used (the caller dials the hub directly). */
-int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen);
+int ah_coord_client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
+                                size_t errlen);
 /* Stops being the relay: closes the endpoint and every local process's socket (they reconnect and
  * elect again). Called when the connection to the hub is lost or the client closes. */
-void client_relay_release(ah_coord_t *c);
+void ah_coord_client_relay_release(ah_coord_t *c);
 /* Handles readiness of the relay's endpoint or of a local process's socket (fd). Returns 1 when fd
  * was one of those, 0 otherwise. Bytes for the hub are queued in outq (caller flushes). */
-int client_relay_event(ah_coord_t *c, int fd, uint32_t events);
+int ah_coord_client_relay_event(ah_coord_t *c, int fd, uint32_t events);
 /* A RELAY_DATA or RELAY_CLOSE from the hub: the frame goes to its local process's socket (sent by
- * client_relay_flush), or that process's socket is closed. Returns 0, or -1 with why when the frame
+ * ah_coord_client_relay_flush), or that process's socket is closed. Returns 0, or -1 with why when the frame
  * has no place here (this process is not a relay). */
-int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why,
-                          size_t whylen);
+int ah_coord_client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len,
+                                   char *why, size_t whylen);
 /* Puts what the hub's frames left for every local process into its ring, then rings the doorbell
  * once when any of it was not a segment, or when segments sat unread for o.relay_lazy_ms. */
-void client_relay_flush(ah_coord_t *c);
+void ah_coord_client_relay_flush(ah_coord_t *c);
 /* Maps the ring a relay passed (ring_fd, closed here). Returns it, or NULL with err. */
-client_ring_t *client_ring_map(int ring_fd, char *err, size_t errlen);
+client_ring_t *ah_coord_client_ring_map(int ring_fd, char *err, size_t errlen);
 /* Copies up to room bytes from this process's ring to dst. Returns the count (0: empty), or -1 when
  * the relay's index is out of range (the connection is dropped). */
-long client_ring_take(ah_coord_t *c, uint8_t *dst, size_t room);
-void client_ring_unmap(client_ring_t *r);
+long ah_coord_client_ring_take(ah_coord_t *c, uint8_t *dst, size_t room);
+void ah_coord_client_ring_unmap(client_ring_t *r);
 
 /* ---- ah_coord_client_io.c ---- */
 
 /* Connects and authenticates before one deadline: 0 with fd_p and last_pub_p, or -1 with err. */
-int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen);
+int ah_coord_client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
+                              size_t errlen);
 /* Makes fd the connection: re-joins every communicator and resends unacknowledged publishes. */
-int client_install(ah_coord_t *c, int fd, uint64_t last_pub);
-void client_drop(ah_coord_t *c);     /* closes the connection (the state stays) */
-void client_send_now(ah_coord_t *c); /* an application thread writes what it queued, if it can */
-void *client_main(void *arg);        /* the I/O thread */
+int ah_coord_client_install(ah_coord_t *c, int fd, uint64_t last_pub);
+void ah_coord_client_drop(ah_coord_t *c); /* closes the connection (the state stays) */
+void ah_coord_client_send_now(
+    ah_coord_t *c);                    /* an application thread writes what it queued, if it can */
+void *ah_coord_client_main(void *arg); /* the I/O thread */
 
 #endif

@@ -20,10 +20,11 @@
 /* Note that with the host relay on, the election comes first: through the host's relay when
  * another process holds it, else as the relay itself (then directly); a relay that cannot be used
  * (it fails the handshake, or is stuck) costs one line and a direct connection, never the job. */
-int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen) {
+int ah_coord_client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
+                              size_t errlen) {
   if (c->o.relay && c->lfd < 0) {
     char rerr[300];
-    int r = client_relay_elect(c, fd_p, last_pub_p, rerr, sizeof rerr);
+    int r = ah_coord_client_relay_elect(c, fd_p, last_pub_p, rerr, sizeof rerr);
     if (r == 0) return 0;
     if (r < 0)
       AH_LOG_CAPPED(5, AH_LOG_INFO, "coordinator: %s; connecting to hub %s directly", rerr,
@@ -31,13 +32,14 @@ int client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, 
   }
   int rc = ah_coord_dial((const struct sockaddr *)&c->ss, c->sl, c->stamp.secret, c->client_id,
                          c->o.connect_ms, fd_p, NULL, last_pub_p, err, errlen);
-  if (rc != 0 && c->lfd >= 0) client_relay_release(c); /* no relay without a hub: let another try */
+  if (rc != 0 && c->lfd >= 0)
+    ah_coord_client_relay_release(c); /* no relay without a hub: let another try */
   return rc;
 }
 
 /* Installs a fresh connection: rebuilds the outgoing bytes from the state (JOIN since the last
  * delivered sequence number of every communicator, then every unacknowledged publish). */
-int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
+int ah_coord_client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
   /* Through a relay the socket is watched for its end only: its bytes are announced by the doorbell
    * the relay rings once for all its processes (edge-triggered: it is never read, every ring wakes). */
   uint32_t fd_ev = c->bell >= 0 ? EPOLLRDHUP : EPOLLIN;
@@ -66,21 +68,23 @@ int client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
   c->last_ping_ns = 0;
   int rc = 0;
   pthread_mutex_lock(&c->mu);
-  client_pubs_ack(c, last_pub);
+  ah_coord_client_pubs_ack(c, last_pub);
   c->outq.off = c->outq.len = 0;
-  for (int i = 0; i < c->ncomms; i++) rc |= client_queue_join(c, &c->comms[i]);
-  for (size_t i = c->pub_head; i < c->npubs; i++) rc |= client_queue_publish(c, &c->pubs[i]);
-  rc |= client_queue_dir_all(c);
+  for (int i = 0; i < c->ncomms; i++) rc |= ah_coord_client_queue_join(c, &c->comms[i]);
+  for (size_t i = c->pub_head; i < c->npubs; i++)
+    rc |= ah_coord_client_queue_publish(c, &c->pubs[i]);
+  rc |= ah_coord_client_queue_dir_all(c);
   pthread_mutex_unlock(&c->mu);
   pthread_mutex_unlock(&c->wmu);
   atomic_fetch_add(&c->connects, 1);
-  client_wake(c);
+  ah_coord_client_wake(c);
   return rc;
 }
 
-void client_drop(ah_coord_t *c) {
-  client_relay_release(c);  /* the host's processes lost their channels with this connection */
-  client_ring_set(c, NULL); /* and the partial frame of this connection is dropped */
+void ah_coord_client_drop(ah_coord_t *c) {
+  ah_coord_client_relay_release(
+      c); /* the host's processes lost their channels with this connection */
+  ah_coord_client_ring_set(c, NULL); /* and the partial frame of this connection is dropped */
   pthread_mutex_lock(&c->wmu);
   if (c->fd >= 0) {
     epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -108,7 +112,7 @@ static int client_flush_locked(ah_coord_t *c, int io_thread, char *why, size_t w
   pthread_mutex_lock(&c->mu);
   int rc = 0;
   if (c->outq.len > c->outq.off) {
-    rc = client_buf_put(&c->w, c->outq.b + c->outq.off, c->outq.len - c->outq.off);
+    rc = ah_coord_client_buf_put(&c->w, c->outq.b + c->outq.off, c->outq.len - c->outq.off);
     c->outq.off = c->outq.len = 0;
   }
   pthread_mutex_unlock(&c->mu);
@@ -147,15 +151,15 @@ static int client_flush(ah_coord_t *c, char *why, size_t whylen) {
 /* Application thread, after queueing: sends at once when the socket is free, else (or when bytes
  * remain, or on an error the I/O thread will meet too) wakes the I/O thread. Never blocks on the
  * network: the socket is non-blocking and the lock is only tried. */
-void client_send_now(ah_coord_t *c) {
+void ah_coord_client_send_now(ah_coord_t *c) {
   char why[64];
   if (pthread_mutex_trylock(&c->wmu) != 0) {
-    client_wake(c);
+    ah_coord_client_wake(c);
     return;
   }
   int rc = c->fd >= 0 ? client_flush_locked(c, 0, why, sizeof why) : 1;
   pthread_mutex_unlock(&c->wmu);
-  if (rc != 0) client_wake(c);
+  if (rc != 0) ah_coord_client_wake(c);
 }
 
 static int client_w_empty(ah_coord_t *c) {
@@ -189,7 +193,7 @@ static void client_on_verdict(ah_coord_t *c, const uint8_t *p) {
       news = 1;
     }
   pthread_mutex_unlock(&c->mu);
-  if (news) client_notify(c); /* the ranks asleep at their first call (ah_coord_wait) */
+  if (news) ah_coord_client_notify(c); /* the ranks asleep at their first call (ah_coord_wait) */
 }
 
 static _Atomic(ah_coord_mintime_fn) mintime_fn;
@@ -301,7 +305,8 @@ static void client_on_segment(ah_coord_t *c, const uint8_t *p) {
     return;
   }
   if (deliver && c->deliver) c->deliver(c->arg, &k, &s);
-  if (deliver) client_notify(c); /* a rank asleep in ah_coord_wait looks at its schedule again */
+  if (deliver)
+    ah_coord_client_notify(c); /* a rank asleep in ah_coord_wait looks at its schedule again */
 }
 
 /* Reads what the socket holds and handles every complete frame. Returns 1 when the read filled the
@@ -337,7 +342,7 @@ static int client_read(ah_coord_t *c, char *why, size_t whylen) {
 static int client_take(ah_coord_t *c, char *why, size_t whylen) {
   if (!c->ring) return 0;
   for (;;) {
-    long n = client_ring_take(c, c->rbuf + c->rlen, sizeof c->rbuf - c->rlen);
+    long n = ah_coord_client_ring_take(c, c->rbuf + c->rlen, sizeof c->rbuf - c->rlen);
     if (n < 0) {
       snprintf(why, whylen, "the host relay's ring is corrupt");
       return -1;
@@ -367,7 +372,7 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
       case AH_MSG_SEGMENT: client_on_segment(c, p); break;
       case AH_MSG_ACK:
         pthread_mutex_lock(&c->mu);
-        client_pubs_ack(c, ah_coord_get_u64(p));
+        ah_coord_client_pubs_ack(c, ah_coord_get_u64(p));
         pthread_mutex_unlock(&c->mu);
         break;
       case AH_MSG_PONG: break;
@@ -379,14 +384,15 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
       case AH_MSG_RELAY_OPEN:
       case AH_MSG_RELAY_DATA:
       case AH_MSG_RELAY_CLOSE:
-        if (client_relay_from_hub(c, h.type, p, h.len, why, whylen) != 0) return -1;
+        if (ah_coord_client_relay_from_hub(c, h.type, p, h.len, why, whylen) != 0) return -1;
         break;
       default: snprintf(why, whylen, "unexpected message type %u from the hub", h.type); return -1;
     }
   }
   memmove(c->rbuf, c->rbuf + off, c->rlen - off);
   c->rlen -= off;
-  client_relay_flush(c); /* a batch of the hub's frames: into each local process's ring, one ring */
+  ah_coord_client_relay_flush(
+      c); /* a batch of the hub's frames: into each local process's ring, one ring */
   return 0;
 }
 
@@ -406,7 +412,7 @@ int ah_coord_poll(ah_coord_t *c) {
   if (any && client_take(c, why, sizeof why) != 0) {
     AH_LOG_CAPPED(5, AH_LOG_WARN, "coordinator: %s (hub %s); reconnecting", why, c->addr);
     atomic_store(&c->cut_req, 1);
-    client_wake(c);
+    ah_coord_client_wake(c);
   }
   pthread_mutex_unlock(&c->rmu);
   return any;
@@ -435,14 +441,14 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   while (!atomic_load(&c->stop) && !ah_coord_exiting()) {
     int fd;
     uint64_t last_pub;
-    if (client_handshake(c, &fd, &last_pub, err, sizeof err) == 0) {
-      if (client_install(c, fd, last_pub) == 0) {
+    if (ah_coord_client_handshake(c, &fd, &last_pub, err, sizeof err) == 0) {
+      if (ah_coord_client_install(c, fd, last_pub) == 0) {
         ah_log(AH_LOG_INFO, "coordinator: reconnected to hub %s after %.0f ms", c->addr,
                (double)(ah_coord_now_ns() - start) / 1e6);
         return 0;
       }
       snprintf(err, sizeof err, "cannot register the new connection (out of memory?)");
-      client_drop(c);
+      ah_coord_client_drop(c);
     }
     if (ah_coord_now_ns() - start > limit) break;
     if (!warned && ah_coord_now_ns() - start > 1000000000ull) {
@@ -455,7 +461,7 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
              "after 1 s (%s); retrying for up to %d ms",
              c->addr, why, err, c->o.reconnect_ms);
     }
-    client_sleep_us(backoff * 1000L);
+    ah_coord_client_sleep_us(backoff * 1000L);
     if (backoff < 500) backoff *= 2;
   }
   if (atomic_load(&c->stop) || ah_coord_exiting()) return -1;
@@ -514,7 +520,7 @@ static int client_timeout_ms(ah_coord_t *c) {
   return ms > 10000 ? 10000 : (int)ms;
 }
 
-void *client_main(void *arg) {
+void *ah_coord_client_main(void *arg) {
   ah_coord_t *c = arg;
   pthread_setname_np(pthread_self(), "autoha-coord"); /* visible in top -H, gdb, perf */
   struct epoll_event evs[64];
@@ -544,15 +550,15 @@ void *client_main(void *arg) {
         if (client_take(c, why, sizeof why) != 0) lost = 1;
         pthread_mutex_unlock(&c->rmu);
       } else {
-        (void)client_relay_event(c, evs[i].data.fd, evs[i].events);
+        (void)ah_coord_client_relay_event(c, evs[i].data.fd, evs[i].events);
       }
     }
     /* A local process's ring was full (its bytes wait here), or segments may sit unread. */
-    if (c->behind || c->lazy_ns) client_relay_flush(c);
+    if (c->behind || c->lazy_ns) ah_coord_client_relay_flush(c);
     uint64_t now = ah_coord_now_ns();
     if (!lost && c->fd >= 0) { /* every 64 segments, so the hub can drop what all delivered */
       pthread_mutex_lock(&c->mu);
-      int rc = client_queue_delivered(c, 64);
+      int rc = ah_coord_client_queue_delivered(c, 64);
       int queued = c->outq.len > c->outq.off;
       pthread_mutex_unlock(&c->mu);
       if (rc != 0 || (queued && client_flush(c, why, sizeof why) != 0)) lost = 1;
@@ -567,13 +573,14 @@ void *client_main(void *arg) {
     }
     if (!lost && now >= client_ping_due(c) && client_w_empty(c)) {
       pthread_mutex_lock(&c->mu);
-      int rc = client_queue_delivered(c, 1) | client_buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
+      int rc = ah_coord_client_queue_delivered(c, 1) |
+               ah_coord_client_buf_put_msg(&c->outq, AH_MSG_PING, NULL, 0);
       c->last_ping_ns = now;
       pthread_mutex_unlock(&c->mu);
       if (rc != 0 || client_flush(c, why, sizeof why) != 0) lost = 1;
     }
     if (lost) {
-      client_drop(c);
+      ah_coord_client_drop(c);
       if (client_reconnect(c, why) != 0) break;
     }
   }

@@ -35,7 +35,7 @@
  * (/proc/net/unix lists abstract names) and connect, but then fails the hub's handshake like any
  * client without the secret. Abstract names vanish with the last socket that holds them, so a dead
  * relay leaves nothing behind. */
-void client_relay_name(ah_coord_t *c) {
+void ah_coord_client_relay_name(ah_coord_t *c) {
   char host[64] = "";
   if (c->o.host[0]) snprintf(host, sizeof host, "%s", c->o.host);
   else if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
@@ -95,14 +95,15 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
     snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
     return -1;
   }
-  client_ring_t *ring = client_ring_map(fds[1], derr, sizeof derr);
+  client_ring_t *ring = ah_coord_client_ring_map(fds[1], derr, sizeof derr);
   if (!ring) {
     snprintf(err, errlen, "host relay %s: %.250s", ep, derr);
     close(fds[0]);
     close(*fd_p);
     return -1;
   }
-  client_ring_set(c, ring); /* under rmu: an application thread may be polling (ah_coord_poll) */
+  ah_coord_client_ring_set(
+      c, ring); /* under rmu: an application thread may be polling (ah_coord_poll) */
   c->bell = fds[0];
   atomic_store(&c->relay_role, 1);
   return 0;
@@ -112,7 +113,8 @@ static int relay_elect_once(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, int 
  * its endpoint's name (a dying process's files are released last-opened first), so the processes
  * that see their relay go may find the name still taken by nobody: a holder that fails within a
  * moment gets two more rounds, 10 and 20 ms later, before the caller dials the hub directly. */
-int client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err, size_t errlen) {
+int ah_coord_client_relay_elect(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, char *err,
+                                size_t errlen) {
   uint64_t t0 = ah_coord_now_ns();
   int rc = -1;
   for (int round = 0; round < 3; round++) {
@@ -133,13 +135,13 @@ static int relay_queue(ah_coord_t *c, uint8_t type, uint32_t chan, const uint8_t
   ah_coord_hdr_encode(type, (uint32_t)(AH_COORD_RELAY_FIXED + flen), h);
   ah_coord_put_u32(h + AH_COORD_HDR_BYTES, chan);
   pthread_mutex_lock(&c->mu);
-  int rc = client_buf_put(&c->outq, h, sizeof h);
-  if (rc == 0 && flen) rc = client_buf_put(&c->outq, frame, flen);
+  int rc = ah_coord_client_buf_put(&c->outq, h, sizeof h);
+  if (rc == 0 && flen) rc = ah_coord_client_buf_put(&c->outq, frame, flen);
   pthread_mutex_unlock(&c->mu);
   return rc;
 }
 
-client_ring_t *client_ring_map(int ring_fd, char *err, size_t errlen) {
+client_ring_t *ah_coord_client_ring_map(int ring_fd, char *err, size_t errlen) {
   struct stat sb;
   void *m = MAP_FAILED;
   if (fstat(ring_fd, &sb) != 0 || (size_t)sb.st_size != sizeof(client_ring_t))
@@ -152,13 +154,13 @@ client_ring_t *client_ring_map(int ring_fd, char *err, size_t errlen) {
   return m == MAP_FAILED ? NULL : m;
 }
 
-void client_ring_unmap(client_ring_t *r) {
+void ah_coord_client_ring_unmap(client_ring_t *r) {
   if (r) munmap(r, sizeof *r);
 }
 
 /* Makes a local process's ring: a memfd of one client_ring_t, mapped here. Returns it with its
  * descriptor (to pass), or NULL with err. Note that both mappings are populated (MAP_POPULATE, here
- * and in client_ring_map), so the ring is backed in full before the first frame: a page allocated
+ * and in ah_coord_client_ring_map), so the ring is backed in full before the first frame: a page allocated
  * as the writes reach it would fault the relay and every local process on the same decision, every
  * 45 segments (4 KiB), in every process of the job at once — at 1,024 processes about 7 ms of CPU
  * on that one decision. 256 KiB per local process. */
@@ -180,7 +182,7 @@ static client_ring_t *ring_create(int *fd_p, char *err, size_t errlen) {
   return m;
 }
 
-long client_ring_take(ah_coord_t *c, uint8_t *dst, size_t room) {
+long ah_coord_client_ring_take(ah_coord_t *c, uint8_t *dst, size_t room) {
   client_ring_t *r = c->ring;
   uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed); /* ours */
   uint64_t head =
@@ -202,13 +204,13 @@ static void relay_local_close(ah_coord_t *c, int i, int tell) {
   if (tell && c->fd >= 0) (void)relay_queue(c, AH_MSG_RELAY_CLOSE, l->chan, NULL, 0);
   epoll_ctl(c->epfd, EPOLL_CTL_DEL, l->fd, NULL);
   close(l->fd);
-  client_ring_unmap(l->ring);
+  ah_coord_client_ring_unmap(l->ring);
   free(l->w.b);
   free(l);
   c->locals[i] = c->locals[--c->nlocals];
 }
 
-void client_relay_release(ah_coord_t *c) {
+void ah_coord_client_relay_release(ah_coord_t *c) {
   while (c->nlocals > 0) relay_local_close(c, c->nlocals - 1, 0);
   if (c->lfd >= 0) {
     epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->lfd, NULL);
@@ -309,7 +311,7 @@ static int relay_local_send(ah_coord_t *c, int i) {
   memcpy(r->data, l->w.b + l->w.off + first, n - first);
   l->head = head + n;
   atomic_store_explicit(&r->head, l->head, memory_order_release); /* the bytes before the index */
-  if (n) client_ring_wake(r); /* a rank of the process asleep for them (ah_coord_wait) */
+  if (n) ah_coord_client_ring_wake(r); /* a rank of the process asleep for them (ah_coord_wait) */
   l->w.off += n;
   /* Segments alone wait for the rank that needs them (ah_coord_poll) or the lazy ring; anything
    * else, or a ring filling up, rings now. */
@@ -405,7 +407,7 @@ static void relay_ring(ah_coord_t *c) {
   }
 }
 
-int client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
+int ah_coord_client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
   if (fd < 0) return 0;
   if (fd == c->lfd) {
     relay_accept(c);
@@ -419,8 +421,8 @@ int client_relay_event(ah_coord_t *c, int fd, uint32_t events) {
   return 0;
 }
 
-int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len, char *why,
-                          size_t whylen) {
+int ah_coord_client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len,
+                                   char *why, size_t whylen) {
   if (c->lfd < 0) {
     snprintf(why, whylen, "relay message type %u from the hub to a process that is no relay", type);
     return -1;
@@ -454,7 +456,7 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
   if (n < AH_COORD_HDR_BYTES || inner[5] != AH_MSG_SEGMENT)
     l->urgent = 1; /* the hub wraps one frame in each */
   if (l->w.len - l->w.off + n > CLIENT_RELAY_OUTBUF ||
-      client_buf_put(&l->w, p + AH_COORD_RELAY_FIXED, n) != 0) {
+      ah_coord_client_buf_put(&l->w, p + AH_COORD_RELAY_FIXED, n) != 0) {
     AH_LOG_CAPPED(5, AH_LOG_WARN,
                   "coordinator: host relay to hub %s dropped a local process that does "
                   "not read (%zu bytes queued)",
@@ -464,7 +466,7 @@ int client_relay_from_hub(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_
   return 0;
 }
 
-void client_relay_flush(ah_coord_t *c) {
+void ah_coord_client_relay_flush(ah_coord_t *c) {
   if (c->lfd < 0) return;
   /* Every ring taken since the lazy doorbell was armed (the ranks took their segments): the timer
    * restarts with this batch's segments, so a steady stream of decisions that ranks take never

@@ -39,7 +39,7 @@ static void futex_sleep(_Atomic uint32_t *w, uint32_t v, long us, int shared) {
                 0);
 }
 
-void client_sleep_us(long us) {
+void ah_coord_client_sleep_us(long us) {
   struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
   while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
@@ -58,7 +58,7 @@ void ah_coord_wait(ah_coord_t *c, uint64_t ticket, long timeout_us) {
   /* Not alive: the hub is gone, or this is a forked child sharing its parent's ring, which must
    * not count itself among the parent's sleepers. The caller's pace is kept. */
   if (!c || !atomic_load(&c->alive)) {
-    client_sleep_us(timeout_us);
+    ah_coord_client_sleep_us(timeout_us);
     return;
   }
   pthread_mutex_lock(&c->rmu);
@@ -68,7 +68,8 @@ void ah_coord_wait(ah_coord_t *c, uint64_t ticket, long timeout_us) {
   }
   client_ring_t *r = c->ring;
   _Atomic uint32_t *word = r ? &r->wake : &c->wake, *waiters = r ? &r->waiters : &c->nwait;
-  if (r) atomic_fetch_add(&c->ring_pins, 1); /* client_ring_set unmaps it only after we leave */
+  if (r)
+    atomic_fetch_add(&c->ring_pins, 1); /* ah_coord_client_ring_set unmaps it only after we leave */
   atomic_fetch_add(waiters, 1);
   atomic_thread_fence(memory_order_seq_cst);
   int news = atomic_load(word) != (uint32_t)ticket ||
@@ -79,7 +80,7 @@ void ah_coord_wait(ah_coord_t *c, uint64_t ticket, long timeout_us) {
   if (r) atomic_fetch_sub(&c->ring_pins, 1);
 }
 
-void client_notify(ah_coord_t *c) {
+void ah_coord_client_notify(ah_coord_t *c) {
   client_ring_t *r = c->ring;
   _Atomic uint32_t *word = r ? &r->wake : &c->wake, *waiters = r ? &r->waiters : &c->nwait;
   atomic_fetch_add(word, 1);
@@ -89,14 +90,14 @@ void client_notify(ah_coord_t *c) {
 
 /* Note that waiters is the local process's to write and a faulty one could leave it high: the relay
  * then makes one wake-up call per put for nobody, which costs it time, never correctness. */
-void client_ring_wake(client_ring_t *r) {
+void ah_coord_client_ring_wake(client_ring_t *r) {
   atomic_thread_fence(memory_order_seq_cst); /* the head stored before waiters is read */
   if (atomic_load_explicit(&r->waiters, memory_order_relaxed) == 0) return;
   atomic_fetch_add(&r->wake, 1);
   futex_wake_all(&r->wake, 1);
 }
 
-void client_ring_set(ah_coord_t *c, client_ring_t *ring) {
+void ah_coord_client_ring_set(ah_coord_t *c, client_ring_t *ring) {
   pthread_mutex_lock(&c->rmu);
   client_ring_t *old = c->ring;
   c->ring = ring;
@@ -107,6 +108,7 @@ void client_ring_set(ah_coord_t *c, client_ring_t *ring) {
   /* Its sleepers wake (their word moved) and leave; no new one can take it (c->ring moved on). */
   atomic_fetch_add(&old->wake, 1);
   futex_wake_all(&old->wake, 1);
-  while (atomic_load(&c->ring_pins) != 0) client_sleep_us(50);
-  munmap(old, sizeof *old); /* as client_ring_unmap, which the relay's side of the file owns */
+  while (atomic_load(&c->ring_pins) != 0) ah_coord_client_sleep_us(50);
+  munmap(old,
+         sizeof *old); /* as ah_coord_client_ring_unmap, which the relay's side of the file owns */
 }

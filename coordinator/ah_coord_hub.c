@@ -62,42 +62,44 @@ static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   uint8_t want[32], reply[40];
   uint64_t id = ah_coord_get_u64(p + 32);
   if (ah_coord_exiting()) { /* the process is exiting: answer nothing */
-    hub_conn_close_later(h, c);
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   if (ah_coord_mac(h->secret, "autoha-client", c->nonce, p, id, want) != 0 ||
       !ah_coord_mac_equal(want, p + 40)) {
-    hub_refuse(h, RATE_AUTH, "refused %s: authentication failed (wrong job secret)", c->peer);
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_AUTH, "refused %s: authentication failed (wrong job secret)",
+                        c->peer);
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
-  hub_client_t *cl = hub_client_get(h, id);
+  hub_client_t *cl = ah_coord_hub_client_get(h, id);
   if (!cl || ah_coord_mac(h->secret, "autoha-hub", p, c->nonce, cl->last_pub, reply) != 0) {
     if (ah_coord_exiting()) {
-      hub_conn_close_later(h, c);
+      ah_coord_hub_conn_close_later(h, c);
       return;
     }
     ah_log(AH_LOG_ERROR, "coordinator hub %s: cannot answer %s (out of memory or exiting)", h->addr,
            c->peer);
-    hub_conn_close_later(h, c);
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   ah_coord_put_u64(reply + 32, cl->last_pub);
-  hub_pend_unlink(h, c);
+  ah_coord_hub_pend_unlink(h, c);
   c->authed = 1;
   c->client_id = id;
   atomic_fetch_add(&h->nclients, 1);
   ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s authenticated (client %016llx)", h->addr, c->peer,
          (unsigned long long)id);
-  hub_conn_send_msg(h, c, AH_MSG_WELCOME, reply, 40);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_WELCOME, reply, 40);
 }
 
 static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p,
                          uint32_t len) {
   if (!c->authed) {
     if (type != AH_MSG_AUTH) {
-      hub_refuse(h, RATE_AUTH, "refused %s: message type %u before authentication", c->peer, type);
-      hub_conn_close_later(h, c);
+      ah_coord_hub_refuse(h, RATE_AUTH, "refused %s: message type %u before authentication",
+                          c->peer, type);
+      ah_coord_hub_conn_close_later(h, c);
     } else {
       hub_on_auth(h, c, p);
     }
@@ -105,7 +107,7 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
   }
   hub_client_t *cl = NULL;
   switch (type) {
-    case AH_MSG_LEAVE: hub_on_leave(h, c, p); break;
+    case AH_MSG_LEAVE: ah_coord_hub_on_leave(h, c, p); break;
     case AH_MSG_JOIN:
     case AH_MSG_PUBLISH:
     case AH_MSG_DELIVERED:
@@ -113,41 +115,41 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
     case AH_MSG_SAMPLES:
     case AH_MSG_DIR_PUT:
     case AH_MSG_SEARCH_TIME:
-      cl = hub_client_find(h, c->client_id);
+      cl = ah_coord_hub_client_find(h, c->client_id);
       if (!cl) {
-        hub_conn_close_later(h, c);
+        ah_coord_hub_conn_close_later(h, c);
         return;
       }
-      if (type == AH_MSG_JOIN) hub_on_join(h, c, cl, p);
-      else if (type == AH_MSG_PUBLISH) hub_on_publish(h, c, cl, p);
-      else if (type == AH_MSG_DELIVERED) hub_on_delivered(h, c, cl, p);
-      else if (type == AH_MSG_PROGRESS) hub_on_progress(h, c, cl, p);
-      else if (type == AH_MSG_DIR_PUT) hub_on_dir_put(h, c, cl, p, len);
-      else if (type == AH_MSG_SEARCH_TIME) hub_on_search_time(h, c, cl, p);
-      else hub_on_samples(h, c, cl, p);
+      if (type == AH_MSG_JOIN) ah_coord_hub_on_join(h, c, cl, p);
+      else if (type == AH_MSG_PUBLISH) ah_coord_hub_on_publish(h, c, cl, p);
+      else if (type == AH_MSG_DELIVERED) ah_coord_hub_on_delivered(h, c, cl, p);
+      else if (type == AH_MSG_PROGRESS) ah_coord_hub_on_progress(h, c, cl, p);
+      else if (type == AH_MSG_DIR_PUT) ah_coord_hub_on_dir_put(h, c, cl, p, len);
+      else if (type == AH_MSG_SEARCH_TIME) ah_coord_hub_on_search_time(h, c, cl, p);
+      else ah_coord_hub_on_samples(h, c, cl, p);
       break;
-    case AH_MSG_DIR_GET: hub_on_dir_get(h, c, p); break;
+    case AH_MSG_DIR_GET: ah_coord_hub_on_dir_get(h, c, p); break;
     case AH_MSG_PING:
       atomic_fetch_add_explicit(&h->npings, 1, memory_order_relaxed);
-      hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0);
+      ah_coord_hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0);
       break;
-    case AH_MSG_STATUS: hub_on_status(h, c); break;
+    case AH_MSG_STATUS: ah_coord_hub_on_status(h, c); break;
     case AH_MSG_RELAY_OPEN:
     case AH_MSG_RELAY_DATA:
     case AH_MSG_RELAY_CLOSE: {
       uint8_t itype;
       const uint8_t *ip;
       uint32_t ilen;
-      hub_conn_t *ch = hub_relay_on_frame(h, c, type, p, len, &itype, &ip, &ilen);
+      hub_conn_t *ch = ah_coord_hub_relay_on_frame(h, c, type, p, len, &itype, &ip, &ilen);
       if (ch) hub_on_frame(h, ch, itype, ip, ilen);
       break;
     }
     default:
-      hub_refuse(h, RATE_FRAME,
-                 "refused %s: unexpected message type %u from a client; connection "
-                 "dropped",
-                 c->peer, type);
-      hub_conn_close_later(h, c);
+      ah_coord_hub_refuse(h, RATE_FRAME,
+                          "refused %s: unexpected message type %u from a client; connection "
+                          "dropped",
+                          c->peer, type);
+      ah_coord_hub_conn_close_later(h, c);
   }
 }
 
@@ -166,18 +168,19 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (r <= 0) {
       if (c->rlen > 0)
-        hub_refuse(h, RATE_FRAME,
-                   "refused %s: truncated frame (connection closed after %zu of %u "
-                   "bytes)",
-                   c->peer, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
+        ah_coord_hub_refuse(h, RATE_FRAME,
+                            "refused %s: truncated frame (connection closed after %zu of %u "
+                            "bytes)",
+                            c->peer, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
       else if (!c->authed)
-        hub_refuse(h, RATE_CLOSED, "%s closed the connection before authenticating", c->peer);
+        ah_coord_hub_refuse(h, RATE_CLOSED, "%s closed the connection before authenticating",
+                            c->peer);
       else if (r < 0 && errno != ECONNRESET)
-        hub_refuse(h, RATE_CLOSED, "read from %s failed: %s", c->peer, strerror(errno));
+        ah_coord_hub_refuse(h, RATE_CLOSED, "read from %s failed: %s", c->peer, strerror(errno));
       else if (r < 0)
         ah_log(AH_LOG_INFO, "coordinator hub %s: %s reset the connection", h->addr, c->peer);
       else ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s disconnected", h->addr, c->peer);
-      hub_conn_close_later(h, c);
+      ah_coord_hub_conn_close_later(h, c);
       return;
     }
     uint64_t now = ah_coord_now_ns();
@@ -189,8 +192,8 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
     if (!c->need) {
       ah_coord_hdr_t hd;
       if (ah_coord_hdr_decode(c->rbuf, &hd, err, sizeof err) != 0) {
-        hub_refuse(h, RATE_FRAME, "refused %s: %s; connection dropped", c->peer, err);
-        hub_conn_close_later(h, c);
+        ah_coord_hub_refuse(h, RATE_FRAME, "refused %s: %s; connection dropped", c->peer, err);
+        ah_coord_hub_conn_close_later(h, c);
         return;
       }
       c->need = AH_COORD_HDR_BYTES + hd.len;
@@ -221,10 +224,11 @@ static void hub_accept(ah_coord_hub_t *h) {
         int fd2 = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd2 >= 0) close(fd2);
         h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        hub_refuse(h, RATE_ACCEPT, "out of file descriptors (%s); refused a connection", err);
+        ah_coord_hub_refuse(h, RATE_ACCEPT, "out of file descriptors (%s); refused a connection",
+                            err);
         continue;
       }
-      hub_refuse(h, RATE_ACCEPT, "%s", err);
+      ah_coord_hub_refuse(h, RATE_ACCEPT, "%s", err);
       return;
     }
     if (ah_coord_exiting()) { /* exit() is tearing the process down: no new handshakes */
@@ -249,7 +253,7 @@ static void hub_accept(ah_coord_hub_t *h) {
       close(fd);
       continue;
     }
-    if (hub_conn_admit(h, c) != 0) {
+    if (ah_coord_hub_conn_admit(h, c) != 0) {
       epoll_ctl(h->epfd, EPOLL_CTL_DEL, fd, NULL);
       free(c);
       close(fd);
@@ -261,11 +265,11 @@ static void hub_accept(ah_coord_hub_t *h) {
  * at thousands of connections that is microseconds, and it keeps deadlines out of the I/O path. */
 static void hub_sweep(ah_coord_hub_t *h) {
   uint64_t now = ah_coord_now_ns();
-  for (int k = 0; k < RATE_N; k++) hub_rate_roll(h, &h->rate[k], now);
+  for (int k = 0; k < RATE_N; k++) ah_coord_hub_rate_roll(h, &h->rate[k], now);
   uint64_t join_ns = (uint64_t)h->o.join_ms * 1000000ull;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next)
     if (m->verdict == AH_COORD_VERDICT_NONE && m->joined && now - m->first_join_ns > join_ns)
-      hub_verdict_decide(h, m, AH_COORD_VERDICT_ABANDONED);
+      ah_coord_hub_verdict_decide(h, m, AH_COORD_VERDICT_ABANDONED);
   uint64_t auth_ns = (uint64_t)h->o.auth_ms * 1000000ull;
   uint64_t frame_ns = (uint64_t)h->o.frame_ms * 1000000ull;
   uint64_t idle_ns = (uint64_t)h->o.idle_ms * 1000000ull;
@@ -273,28 +277,28 @@ static void hub_sweep(ah_coord_hub_t *h) {
     hub_conn_t *c = h->all[i];
     if (c->closing) continue;
     if (!c->authed && now - c->accepted_ns > auth_ns) {
-      hub_refuse(h, RATE_TIMEOUT,
-                 "refused %s: no authentication within %d ms (%zu bytes of a "
-                 "frame received; slow or stalled client)",
-                 c->peer, h->o.auth_ms, c->rlen);
-      hub_conn_close_later(h, c);
+      ah_coord_hub_refuse(h, RATE_TIMEOUT,
+                          "refused %s: no authentication within %d ms (%zu bytes of a "
+                          "frame received; slow or stalled client)",
+                          c->peer, h->o.auth_ms, c->rlen);
+      ah_coord_hub_conn_close_later(h, c);
     } else if (c->authed && c->rlen > 0 && now - c->frame_start_ns > frame_ns) {
-      hub_refuse(h, RATE_TIMEOUT,
-                 "refused %s: frame incomplete after %d ms (%zu of %u bytes; "
-                 "slow client or truncated frame)",
-                 c->peer, h->o.frame_ms, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
-      hub_conn_close_later(h, c);
+      ah_coord_hub_refuse(h, RATE_TIMEOUT,
+                          "refused %s: frame incomplete after %d ms (%zu of %u bytes; "
+                          "slow client or truncated frame)",
+                          c->peer, h->o.frame_ms, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
+      ah_coord_hub_conn_close_later(h, c);
     } else if (c->authed && now - c->last_rx_ns > idle_ns) {
-      hub_refuse(h, RATE_TIMEOUT, "dropped %s: silent for %d ms", c->peer, h->o.idle_ms);
-      hub_conn_close_later(h, c);
+      ah_coord_hub_refuse(h, RATE_TIMEOUT, "dropped %s: silent for %d ms", c->peer, h->o.idle_ms);
+      ah_coord_hub_conn_close_later(h, c);
     }
   }
 }
 
 /* Frees the connections marked for closing, after forgetting their directory waiters. */
 static void hub_close_now(ah_coord_hub_t *h) {
-  for (hub_conn_t *c = h->close_list; c; c = c->close_next) hub_dir_conn_gone(h, c);
-  hub_close_pending(h);
+  for (hub_conn_t *c = h->close_list; c; c = c->close_next) ah_coord_hub_dir_conn_gone(h, c);
+  ah_coord_hub_close_pending(h);
 }
 
 static void *hub_main(void *arg) {
@@ -320,19 +324,19 @@ static void *hub_main(void *arg) {
       } else {
         hub_conn_t *c = p;
         if (c->closing) continue;
-        if (evs[i].events & EPOLLOUT) hub_conn_flush(h, c);
+        if (evs[i].events & EPOLLOUT) ah_coord_hub_conn_flush(h, c);
         if (!c->closing && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) hub_conn_read(h, c);
       }
     }
     uint64_t now = ah_coord_now_ns();
     if (now - last_sweep >= (uint64_t)HUB_TICK_MS * 1000000ull) {
       hub_sweep(h);
-      hub_health_tick(h, now);
-      hub_dir_tick(h, now);
-      hub_gather_tick(h, now);
+      ah_coord_hub_health_tick(h, now);
+      ah_coord_hub_dir_tick(h, now);
+      ah_coord_hub_gather_tick(h, now);
       last_sweep = now;
     }
-    hub_flush_dirty(h);
+    ah_coord_hub_flush_dirty(h);
     hub_close_now(h);
   }
   return NULL;
@@ -439,13 +443,13 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   if (write(h->efd, &one, sizeof one) < 0) { /* the tick ends the loop anyway */
   }
   pthread_join(h->thr, NULL);
-  for (int i = 0; i < h->nall; i++) hub_conn_close_later(h, h->all[i]);
+  for (int i = 0; i < h->nall; i++) ah_coord_hub_conn_close_later(h, h->all[i]);
   hub_close_now(h);
-  hub_dir_free(h);
+  ah_coord_hub_dir_free(h);
   hub_comm_t *m, *mt;
   HASH_ITER(hh, h->comms, m, mt) {
     HASH_DEL(h->comms, m);
-    hub_gather_free(h, m);
+    ah_coord_hub_gather_free(h, m);
     free(m->joined);
     free(m->frames);
     free(m->frame_pub);

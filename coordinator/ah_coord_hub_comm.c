@@ -21,13 +21,13 @@ static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
   if (m) return m;
   if (cl->ncomms >= h->o.max_client_comms || h->ncomms >= h->o.max_comms) {
-    hub_refuse(h, RATE_CAP_COMM,
-               "refused comm %016llx from %s: %s already holds %d communicators (at "
-               "most %d per client, %d per job); its ranks run NCCL's own choices",
-               (unsigned long long)comm, c->peer,
-               cl->ncomms >= h->o.max_client_comms ? "the client" : "the job",
-               cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms, h->o.max_client_comms,
-               h->o.max_comms);
+    ah_coord_hub_refuse(h, RATE_CAP_COMM,
+                        "refused comm %016llx from %s: %s already holds %d communicators (at "
+                        "most %d per client, %d per job); its ranks run NCCL's own choices",
+                        (unsigned long long)comm, c->peer,
+                        cl->ncomms >= h->o.max_client_comms ? "the client" : "the job",
+                        cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms,
+                        h->o.max_client_comms, h->o.max_comms);
     return NULL;
   }
   m = calloc(1, sizeof *m);
@@ -48,7 +48,7 @@ static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *
   return m;
 }
 
-hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id) {
+hub_client_t *ah_coord_hub_client_find(ah_coord_hub_t *h, uint64_t id) {
   hub_client_t *cl = NULL;
   HASH_FIND(hh, h->clients, &id, sizeof id, cl);
   return cl;
@@ -63,7 +63,7 @@ static void verdict_send(ah_coord_hub_t *h, hub_conn_t *c, const hub_comm_t *m) 
   ah_coord_put_u32(p + 16, mm ? m->mm.ref_rank : 0);
   ah_coord_put_u32(p + 20, mm ? m->mm.first_rank : 0);
   ah_coord_put_u32(p + 24, mm ? m->mm.ndiffer : 0);
-  hub_conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
 }
 
 static void digest_count(hub_digest_t *g, uint32_t rank) {
@@ -113,14 +113,14 @@ static int digest_mismatch(hub_comm_t *m) {
 }
 
 /* Decides a communicator's verdict (once) and tells every connection joined to it. Later joiners
- * get it from hub_on_join. */
-void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
+ * get it from ah_coord_hub_on_join. */
+void ah_coord_hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
   if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m))
     verdict = AH_COORD_VERDICT_MISMATCH;
   m->verdict = verdict;
   if (m->joined) { /* it was pending */
     h->npending_joins--;
-    hub_client_t *cl = hub_client_find(h, m->pending_by);
+    hub_client_t *cl = ah_coord_hub_client_find(h, m->pending_by);
     if (cl) cl->npending--;
   }
   if (verdict == AH_COORD_VERDICT_COMPLETE)
@@ -132,10 +132,10 @@ void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
            "than rank %u",
            h->addr, (unsigned long long)m->comm, m->mm.ndiffer, m->mm.ref_rank);
   else /* rate-limited: forged communicators must not flood the log when their deadline passes */
-    hub_refuse(h, RATE_VERDICT,
-               "comm %016llx: only %u of its %u ranks joined within %d ms; every "
-               "rank runs NCCL's own choices",
-               (unsigned long long)m->comm, m->njoined, m->nranks, h->o.join_ms);
+    ah_coord_hub_refuse(h, RATE_VERDICT,
+                        "comm %016llx: only %u of its %u ranks joined within %d ms; every "
+                        "rank runs NCCL's own choices",
+                        (unsigned long long)m->comm, m->njoined, m->nranks, h->o.join_ms);
   for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
 }
 
@@ -149,7 +149,7 @@ static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
   uint8_t p[28] = {0}; /* no mismatch evidence */
   ah_coord_put_u64(p, comm);
   ah_coord_put_u32(p + 8, (uint32_t)AH_COORD_VERDICT_ABANDONED);
-  hub_conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
 }
 
 /* Records that client `id` has delivered comm m's segments up to `seq` (a member joins with its
@@ -187,7 +187,7 @@ static void hub_comm_trim(ah_coord_hub_t *h, hub_comm_t *m) {
   if (drop > m->nframes) drop = m->nframes;
   if (drop < 64 && 2 * drop < m->nframes) return;
   for (size_t i = 0; i < drop; i++) {
-    hub_client_t *pub = hub_client_find(h, m->frame_pub[i]);
+    hub_client_t *pub = ah_coord_hub_client_find(h, m->frame_pub[i]);
     if (pub && pub->nframes > 0) pub->nframes--;
   }
   h->nframes -= drop;
@@ -198,27 +198,27 @@ static void hub_comm_trim(ah_coord_hub_t *h, hub_comm_t *m) {
   m->frame_base += drop;
 }
 
-void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   uint32_t nranks = ah_coord_get_u32(p + 8);
   uint32_t rank = ah_coord_get_u32(p + 12);
   uint64_t since = ah_coord_get_u64(p + 16);
   if (nranks == 0 || nranks > AH_COORD_MAX_RANKS || (rank >= nranks && rank != AH_COORD_NO_RANK)) {
-    hub_refuse(h, RATE_FRAME,
-               "refused a JOIN from %s: rank %u of %u ranks out of range (at most "
-               "%u ranks); connection dropped",
-               c->peer, rank, nranks, AH_COORD_MAX_RANKS);
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_FRAME,
+                        "refused a JOIN from %s: rank %u of %u ranks out of range (at most "
+                        "%u ranks); connection dropped",
+                        c->peer, rank, nranks, AH_COORD_MAX_RANKS);
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   hub_comm_t *found = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, found);
   if (found && found->nranks && found->nranks != nranks) {
-    hub_refuse(h, RATE_FRAME,
-               "refused a JOIN from %s: comm %016llx has %u ranks, the JOIN says "
-               "%u; connection dropped",
-               c->peer, (unsigned long long)comm, found->nranks, nranks);
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_FRAME,
+                        "refused a JOIN from %s: comm %016llx has %u ranks, the JOIN says "
+                        "%u; connection dropped",
+                        c->peer, (unsigned long long)comm, found->nranks, nranks);
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   hub_comm_t *m = hub_comm_get(h, c, cl, comm);
@@ -232,19 +232,20 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
    * reconnection under a new id). */
   uint64_t last = m->frame_base + m->nframes;
   if (since < m->frame_base) {
-    hub_refuse(h, RATE_REPLAY,
-               "%s asks for comm %016llx segments after %llu, but every member had "
-               "delivered up to %llu and they were dropped; its ranks run NCCL's own choices",
-               c->peer, (unsigned long long)comm, (unsigned long long)since,
-               (unsigned long long)m->frame_base);
+    ah_coord_hub_refuse(
+        h, RATE_REPLAY,
+        "%s asks for comm %016llx segments after %llu, but every member had "
+        "delivered up to %llu and they were dropped; its ranks run NCCL's own choices",
+        c->peer, (unsigned long long)comm, (unsigned long long)since,
+        (unsigned long long)m->frame_base);
     verdict_refuse(h, c, comm);
     return;
   }
   if (member_note(m, cl->id, since > last ? last : since, nranks + HUB_MEMBERS_SPARE) != 0) {
-    hub_refuse(h, RATE_CAP_JOIN,
-               "refused a JOIN of comm %016llx from %s: %d processes joined it "
-               "already (at most its %u ranks + %d); its ranks run NCCL's own choices",
-               (unsigned long long)comm, c->peer, m->nmembers, nranks, HUB_MEMBERS_SPARE);
+    ah_coord_hub_refuse(h, RATE_CAP_JOIN,
+                        "refused a JOIN of comm %016llx from %s: %d processes joined it "
+                        "already (at most its %u ranks + %d); its ranks run NCCL's own choices",
+                        (unsigned long long)comm, c->peer, m->nmembers, nranks, HUB_MEMBERS_SPARE);
     verdict_refuse(h, c, comm);
     return;
   }
@@ -253,13 +254,13 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
     if (cl->npending >= h->o.max_client_pending_joins ||
         h->npending_joins >= h->o.max_pending_joins ||
         h->rank_bytes + bytes > h->o.max_rank_bytes) {
-      hub_refuse(h, RATE_CAP_JOIN,
-                 "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
-                 "of the client, %d of the job, %zu bytes of rank bitmaps (at most %d, %d, %zu); "
-                 "its ranks run NCCL's own choices",
-                 (unsigned long long)comm, nranks, c->peer, cl->npending, h->npending_joins,
-                 h->rank_bytes, h->o.max_client_pending_joins, h->o.max_pending_joins,
-                 h->o.max_rank_bytes);
+      ah_coord_hub_refuse(
+          h, RATE_CAP_JOIN,
+          "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
+          "of the client, %d of the job, %zu bytes of rank bitmaps (at most %d, %d, %zu); "
+          "its ranks run NCCL's own choices",
+          (unsigned long long)comm, nranks, c->peer, cl->npending, h->npending_joins, h->rank_bytes,
+          h->o.max_client_pending_joins, h->o.max_pending_joins, h->o.max_rank_bytes);
       verdict_refuse(h, c, comm);
       return;
     }
@@ -304,31 +305,31 @@ void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8
          h->addr, c->peer, (unsigned long long)comm, rank, nranks, m->njoined,
          (unsigned long long)since, (unsigned long long)last);
   if (since > last)
-    hub_refuse(h, RATE_REPLAY,
-               "%s asks for comm %016llx segments after %llu, but only %llu exist (a "
-               "different job's hub?); replaying none",
-               c->peer, (unsigned long long)comm, (unsigned long long)since,
-               (unsigned long long)last);
+    ah_coord_hub_refuse(h, RATE_REPLAY,
+                        "%s asks for comm %016llx segments after %llu, but only %llu exist (a "
+                        "different job's hub?); replaying none",
+                        c->peer, (unsigned long long)comm, (unsigned long long)since,
+                        (unsigned long long)last);
   else if (since < last) /* the stored frames are contiguous: one copy, one send */
-    hub_conn_send(h, c, m->frames[since - m->frame_base],
-                  (size_t)(last - since) * FRAME_SEGMENT_BYTES);
+    ah_coord_hub_conn_send(h, c, m->frames[since - m->frame_base],
+                           (size_t)(last - since) * FRAME_SEGMENT_BYTES);
   /* The verdict after the replay; a connection joining again (another local rank, a reconnection)
    * simply gets it again, and the client keeps the first. */
   if (m->verdict != AH_COORD_VERDICT_NONE) verdict_send(h, c, m);
   else if (m->joined && m->njoined == m->nranks)
-    hub_verdict_decide(h, m, AH_COORD_VERDICT_COMPLETE);
+    ah_coord_hub_verdict_decide(h, m, AH_COORD_VERDICT_COMPLETE);
   return;
 oom:
   ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
          c->peer, (unsigned long long)comm);
-  hub_conn_close_later(h, c);
+  ah_coord_hub_conn_close_later(h, c);
 }
 
-void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
+void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   hub_comm_t *m = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
-  if (m) hub_comm_unsub(m, c);
+  if (m) ah_coord_hub_comm_unsub(m, c);
   for (int i = 0; i < c->ncomms; i++)
     if (c->comms[i] == comm) {
       c->comms[i] = c->comms[--c->ncomms];
@@ -336,7 +337,7 @@ void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     }
 }
 
-hub_client_t *hub_client_get(ah_coord_hub_t *h, uint64_t id) {
+hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id) {
   hub_client_t *cl = NULL;
   HASH_FIND(hh, h->clients, &id, sizeof id, cl);
   if (cl) return cl;
@@ -354,37 +355,38 @@ hub_client_t *hub_client_get(ah_coord_hub_t *h, uint64_t id) {
 /* Note that publishes are numbered per client and the hub remembers the last one applied across
  * connections: a client that lost its connection resends what was not acknowledged, and a
  * resent segment the hub already has is acknowledged again but not stored or forwarded twice. */
-void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+void ah_coord_hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
   char err[160];
   uint64_t pub = ah_coord_get_u64(p);
   ah_key_t k;
   ah_segment_t s;
   if (ah_coord_keyseg_unpack(p + 8, &k, &s, err, sizeof err) != 0) {
-    hub_refuse(h, RATE_FRAME, "refused a segment from %s: %s; connection dropped", c->peer, err);
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_FRAME, "refused a segment from %s: %s; connection dropped", c->peer,
+                        err);
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   uint8_t ack[8];
   ah_coord_put_u64(ack, pub);
   if (pub <= cl->last_pub) {
-    hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    ah_coord_hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
     return;
   }
   if (cl->nframes >= h->o.max_client_segments || h->nframes >= h->o.max_segments) {
     /* Acknowledged so the client does not resend it, but neither stored nor forwarded. */
-    hub_refuse(h, RATE_CAP_SEGMENT,
-               "refused a segment of comm %016llx from %s: %zu segments retained for "
-               "the client, %zu for the job (at most %zu, %zu)",
-               (unsigned long long)k.comm, c->peer, cl->nframes, h->nframes,
-               h->o.max_client_segments, h->o.max_segments);
+    ah_coord_hub_refuse(h, RATE_CAP_SEGMENT,
+                        "refused a segment of comm %016llx from %s: %zu segments retained for "
+                        "the client, %zu for the job (at most %zu, %zu)",
+                        (unsigned long long)k.comm, c->peer, cl->nframes, h->nframes,
+                        h->o.max_client_segments, h->o.max_segments);
     cl->last_pub = pub;
-    hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    ah_coord_hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
     return;
   }
   hub_comm_t *m = hub_comm_get(h, c, cl, k.comm);
   if (!m) {
     cl->last_pub = pub;
-    hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+    ah_coord_hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
     return;
   }
   if (m->nframes == m->capframes) {
@@ -410,8 +412,9 @@ void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   struct timespec cpu0,
       cpu1; /* the thread's CPU time: the fan-out's cost, apart from waiting for a CPU */
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
-  for (int i = 0; i < m->nsubs; i++) hub_conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
-  hub_flush_dirty(h); /* the relays' connections: one send each for their channels' copies */
+  for (int i = 0; i < m->nsubs; i++) ah_coord_hub_conn_send(h, m->subs[i], f, FRAME_SEGMENT_BYTES);
+  ah_coord_hub_flush_dirty(
+      h); /* the relays' connections: one send each for their channels' copies */
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   uint32_t nf = atomic_load_explicit(&h->nfan, memory_order_relaxed);
   atomic_store_explicit(&h->fan_ns[nf % HUB_FAN_RING], ah_coord_now_ns() - h->frame_rx_ns,
@@ -421,30 +424,31 @@ void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
       (uint64_t)((cpu1.tv_sec - cpu0.tv_sec) * 1000000000ll + (cpu1.tv_nsec - cpu0.tv_nsec)),
       memory_order_relaxed);
   atomic_store_explicit(&h->nfan, nf + 1, memory_order_release);
-  hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
   return;
 oom:
   ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory storing a segment from %s", h->addr,
          c->peer);
-  hub_conn_close_later(h, c);
+  ah_coord_hub_conn_close_later(h, c);
 }
 
 /* A member reports what it has delivered; what every member has delivered is dropped. A report
  * for a communicator the client never joined, or beyond what exists, is refused (and the
  * connection dropped): no legitimate client sends one. */
-void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+void ah_coord_hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
+                               const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p), seq = ah_coord_get_u64(p + 8);
   hub_comm_t *m = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
   int member = 0;
   for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
   if (!member || seq > m->frame_base + m->nframes) {
-    hub_refuse(h, RATE_DELIVERED,
-               "refused a DELIVERED from %s: comm %016llx segment %llu (%s); "
-               "connection dropped",
-               c->peer, (unsigned long long)comm, (unsigned long long)seq,
-               !member ? "not a member" : "beyond the segments that exist");
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_DELIVERED,
+                        "refused a DELIVERED from %s: comm %016llx segment %llu (%s); "
+                        "connection dropped",
+                        c->peer, (unsigned long long)comm, (unsigned long long)seq,
+                        !member ? "not a member" : "beyond the segments that exist");
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   (void)member_note(m, cl->id, seq, UINT32_MAX); /* a member already */

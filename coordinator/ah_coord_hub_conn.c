@@ -16,7 +16,7 @@
 
 /* Closes a kind's one-second window once it has passed, logging what it suppressed. Called by each
  * refusal and by every sweep tick, so a burst's count is logged even when nothing follows it. */
-void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now) {
+void ah_coord_hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now) {
   if (now - r->window_ns <= 1000000000ull) return;
   if (r->suppressed)
     ah_log(AH_LOG_WARN, "coordinator hub %s: %d more refusals like the last were not logged",
@@ -26,9 +26,9 @@ void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now) {
   r->suppressed = 0;
 }
 
-void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) {
+void ah_coord_hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) {
   hub_rate_t *r = &h->rate[kind];
-  hub_rate_roll(h, r, ah_coord_now_ns());
+  ah_coord_hub_rate_roll(h, r, ah_coord_now_ns());
   if (r->n++ >= 5) {
     r->suppressed++;
     return;
@@ -41,7 +41,7 @@ void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...) {
   ah_log(AH_LOG_WARN, "coordinator hub %s: %s", h->addr, msg);
 }
 
-void hub_pend_unlink(ah_coord_hub_t *h, hub_conn_t *c) {
+void ah_coord_hub_pend_unlink(ah_coord_hub_t *h, hub_conn_t *c) {
   if (c->prev) c->prev->next = c->next;
   else if (h->pend_head == c) h->pend_head = c->next;
   else return; /* not on the list */
@@ -55,7 +55,7 @@ static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, si
 
 /* Note that closing a relay's connection closes its channels (their processes reconnect), and
  * closing a channel tells its relay (RELAY_CLOSE), which closes the local socket. */
-void hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c) {
+void ah_coord_hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c) {
   if (c->closing) return;
   c->closing = 1;
   c->close_next = h->close_list;
@@ -75,12 +75,12 @@ void hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c) {
   }
   for (int i = 0; i < c->nchans; i++) {
     c->chans[i]->via = NULL;
-    hub_conn_close_later(h, c->chans[i]);
+    ah_coord_hub_conn_close_later(h, c->chans[i]);
   }
   c->nchans = 0;
 }
 
-void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c) {
+void ah_coord_hub_comm_unsub(hub_comm_t *m, hub_conn_t *c) {
   if (m->leader == c) m->leader = NULL; /* the leader's process reconnects and joins rank 0 again */
   for (int i = 0; i < m->nsubs; i++)
     if (m->subs[i] == c) {
@@ -90,11 +90,11 @@ void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c) {
 }
 
 static void hub_conn_free(ah_coord_hub_t *h, hub_conn_t *c) {
-  hub_pend_unlink(h, c);
+  ah_coord_hub_pend_unlink(h, c);
   for (int i = 0; i < c->ncomms; i++) {
     hub_comm_t *m = NULL;
     HASH_FIND(hh, h->comms, &c->comms[i], sizeof(uint64_t), m);
-    if (m) hub_comm_unsub(m, c);
+    if (m) ah_coord_hub_comm_unsub(m, c);
   }
   for (int i = 0; i < h->nall; i++)
     if (h->all[i] == c) {
@@ -118,7 +118,7 @@ static void hub_conn_free(ah_coord_hub_t *h, hub_conn_t *c) {
   free(c);
 }
 
-void hub_close_pending(ah_coord_hub_t *h) {
+void ah_coord_hub_close_pending(ah_coord_hub_t *h) {
   while (h->close_list) {
     hub_conn_t *c = h->close_list;
     h->close_list = c->close_next;
@@ -133,7 +133,7 @@ static void hub_conn_interest(ah_coord_hub_t *h, hub_conn_t *c, int want_out) {
   c->want_out = want_out;
 }
 
-void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c) {
+void ah_coord_hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c) {
   if (c->fd < 0) return; /* a channel: its bytes went to its relay's connection */
   while (c->woff < c->wlen) {
     ssize_t r = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
@@ -146,32 +146,33 @@ void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c) {
       hub_conn_interest(h, c, 1);
       return;
     }
-    hub_refuse(h, RATE_CLOSED, "send to %s failed (%s); connection dropped", c->peer,
-               r < 0 ? strerror(errno) : "0 bytes");
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_CLOSED, "send to %s failed (%s); connection dropped", c->peer,
+                        r < 0 ? strerror(errno) : "0 bytes");
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   c->woff = c->wlen = 0;
   hub_conn_interest(h, c, 0);
 }
 
-void hub_flush_dirty(ah_coord_hub_t *h) {
+void ah_coord_hub_flush_dirty(ah_coord_hub_t *h) {
   while (h->dirty_list) {
     hub_conn_t *c = h->dirty_list;
     h->dirty_list = c->dirty_next;
     c->dirty = 0;
-    if (!c->closing) hub_conn_flush(h, c);
+    if (!c->closing) ah_coord_hub_conn_flush(h, c);
   }
 }
 
 /* Queues bytes for a connection with a socket; sends at once when nothing else waits and flush is
- * set, else marks it for hub_flush_dirty. */
+ * set, else marks it for ah_coord_hub_flush_dirty. */
 static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n, int flush) {
   if (c->closing) return;
   if (c->wlen - c->woff + n > h->o.max_outbuf) {
-    hub_refuse(h, RATE_SLOW, "client %s does not read (%zu bytes queued); connection dropped",
-               c->peer, c->wlen - c->woff);
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_SLOW,
+                        "client %s does not read (%zu bytes queued); connection dropped", c->peer,
+                        c->wlen - c->woff);
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   if (c->woff > 0 && c->wlen + n > c->wcap) {
@@ -186,7 +187,7 @@ static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, si
     if (!w) {
       ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory queueing %zu bytes for %s", h->addr,
              n, c->peer);
-      hub_conn_close_later(h, c);
+      ah_coord_hub_conn_close_later(h, c);
       return;
     }
     c->wbuf = w;
@@ -195,7 +196,7 @@ static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, si
   int was_empty = c->wlen == c->woff;
   memcpy(c->wbuf + c->wlen, buf, n);
   c->wlen += n;
-  if (was_empty && flush) hub_conn_flush(h, c);
+  if (was_empty && flush) ah_coord_hub_conn_flush(h, c);
   else if (!flush && !c->dirty) {
     c->dirty = 1;
     c->dirty_next = h->dirty_list;
@@ -207,7 +208,7 @@ static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, si
  * RELAY_DATA, to its relay's connection, sent when the loop's turn (or the fan-out) ends: a
  * segment reaching a host's 8 processes costs the hub one send(2), not 8 — nor 2, so a relay's
  * own frames wait for that send too (the relay process is woken once, not before and after). */
-void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) {
+void ah_coord_hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) {
   if (c->closing) return;
   if (!c->via) {
     hub_conn_queue(h, c, buf, n, c->nchans == 0);
@@ -227,7 +228,7 @@ void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n) 
   }
 }
 
-int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c) {
+int ah_coord_hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c) {
   if (h->nall == h->capall) {
     int cap = h->capall ? 2 * h->capall : 64;
     hub_conn_t **all = realloc(h->all, (size_t)cap * sizeof *all);
@@ -246,21 +247,21 @@ int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c) {
   h->npending++;
   if (h->npending > h->o.max_pending) {
     hub_conn_t *old = h->pend_head;
-    hub_refuse(h, RATE_FLOOD,
-               "refused %s: %d unauthenticated connections held (connection "
-               "flood?); dropped the oldest",
-               old->peer, h->npending);
-    hub_pend_unlink(h, old);
-    hub_conn_close_later(h, old);
+    ah_coord_hub_refuse(h, RATE_FLOOD,
+                        "refused %s: %d unauthenticated connections held (connection "
+                        "flood?); dropped the oldest",
+                        old->peer, h->npending);
+    ah_coord_hub_pend_unlink(h, old);
+    ah_coord_hub_conn_close_later(h, old);
   }
-  hub_conn_send_msg(h, c, AH_MSG_HELLO, c->nonce, AH_COORD_NONCE_BYTES);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_HELLO, c->nonce, AH_COORD_NONCE_BYTES);
   return 0;
 }
 
-void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload,
-                       uint32_t len) {
+void ah_coord_hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type,
+                                const uint8_t *payload, uint32_t len) {
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
   ah_coord_hdr_encode(type, len, f);
   if (len) memcpy(f + AH_COORD_HDR_BYTES, payload, len);
-  hub_conn_send(h, c, f, AH_COORD_HDR_BYTES + len);
+  ah_coord_hub_conn_send(h, c, f, AH_COORD_HDR_BYTES + len);
 }

@@ -52,7 +52,7 @@ static void dir_send_val(ah_coord_hub_t *h, hub_conn_t *c, uint64_t req, const h
   p[8 + AH_COORD_DIR_KEY] = (uint8_t)(e->vlen >> 8);
   p[8 + AH_COORD_DIR_KEY + 1] = (uint8_t)e->vlen;
   if (e->vlen) memcpy(p + AH_COORD_DIR_VAL_FIXED, e->val, e->vlen);
-  hub_conn_send_msg(h, c, AH_MSG_DIR_VAL, p, AH_COORD_DIR_VAL_FIXED + e->vlen);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_DIR_VAL, p, AH_COORD_DIR_VAL_FIXED + e->vlen);
 }
 
 /* Tells the client that key was not stored when its get req was read: with it, the client knows
@@ -62,7 +62,7 @@ static void dir_send_absent(ah_coord_hub_t *h, hub_conn_t *c, uint64_t req, cons
   uint8_t p[AH_COORD_DIR_ABSENT_BYTES];
   ah_coord_put_u64(p, req);
   memcpy(p + 8, key, AH_COORD_DIR_KEY);
-  hub_conn_send_msg(h, c, AH_MSG_DIR_ABSENT, p, sizeof p);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_DIR_ABSENT, p, sizeof p);
 }
 
 /* Unlinks a waiter from its key and its connection and frees it; frees the key's entry too when it
@@ -87,12 +87,13 @@ static void dir_wait_drop(ah_coord_hub_t *h, hub_dir_wait_t *w) {
 /* Note that the value's length is checked against the frame's before anything is stored, and that
  * replacing a value moves its charge to the new writer (a key has one writer in practice; the
  * bound holds either way). */
-void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p,
-                    uint32_t len) {
+void ah_coord_hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p,
+                             uint32_t len) {
   char err[200], kt[17];
   int vlen = ah_coord_dir_vlen(p, len, AH_COORD_DIR_KEY, err, sizeof err);
   if (vlen < 0) {
-    hub_refuse(h, RATE_DIR, "refused a DIR_PUT from %s: %s; message dropped", c->peer, err);
+    ah_coord_hub_refuse(h, RATE_DIR, "refused a DIR_PUT from %s: %s; message dropped", c->peer,
+                        err);
     return;
   }
   dir_key_text(p, kt);
@@ -102,11 +103,11 @@ void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   size_t mine = cl->dir_bytes - (e && e->have && e->owner == cl->id ? old : 0);
   size_t add = dir_charge((size_t)vlen);
   if (h->dir_bytes - old + add > h->o.max_dir_bytes || mine + add > h->o.max_client_dir_bytes) {
-    hub_refuse(h, RATE_DIR,
-               "refused a DIR_PUT of key %s… from %s: the directory would hold %zu "
-               "bytes for this client, %zu for the job (at most %zu and %zu); not stored",
-               kt, c->peer, mine + add, h->dir_bytes - old + add, h->o.max_client_dir_bytes,
-               h->o.max_dir_bytes);
+    ah_coord_hub_refuse(h, RATE_DIR,
+                        "refused a DIR_PUT of key %s… from %s: the directory would hold %zu "
+                        "bytes for this client, %zu for the job (at most %zu and %zu); not stored",
+                        kt, c->peer, mine + add, h->dir_bytes - old + add,
+                        h->o.max_client_dir_bytes, h->o.max_dir_bytes);
     return;
   }
   uint8_t *val = malloc(vlen ? (size_t)vlen : 1);
@@ -123,7 +124,7 @@ void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
     HASH_ADD(hh, h->dir, key, AH_COORD_DIR_KEY, e);
   }
   if (e->have) {
-    hub_client_t *prev = hub_client_find(h, e->owner);
+    hub_client_t *prev = ah_coord_hub_client_find(h, e->owner);
     if (prev) prev->dir_bytes -= old;
     h->dir_bytes -= old;
     free(e->val);
@@ -145,7 +146,7 @@ void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
 /* Note that a get that finds the key answers at once, with nothing kept; one that must wait is
  * kept for at most its own timeout (the client gives up then too), so an abandoned request costs
  * the hub one entry for a bounded time. */
-void hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
+void ah_coord_hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   uint64_t req = ah_coord_get_u64(p);
   uint32_t timeout_ms = ah_coord_get_u32(p + 8);
   const uint8_t *key = p + 12;
@@ -160,11 +161,11 @@ void hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   if (h->ndir_waits >= h->o.max_dir_waits || c->ndir_waits >= h->o.max_conn_dir_waits) {
     char kt[17];
     dir_key_text(key, kt);
-    hub_refuse(h, RATE_DIR,
-               "refused a DIR_GET of key %s… from %s: %d requests wait on this "
-               "connection, %d in the job (at most %d and %d); the request is dropped",
-               kt, c->peer, c->ndir_waits, h->ndir_waits, h->o.max_conn_dir_waits,
-               h->o.max_dir_waits);
+    ah_coord_hub_refuse(h, RATE_DIR,
+                        "refused a DIR_GET of key %s… from %s: %d requests wait on this "
+                        "connection, %d in the job (at most %d and %d); the request is dropped",
+                        kt, c->peer, c->ndir_waits, h->ndir_waits, h->o.max_conn_dir_waits,
+                        h->o.max_dir_waits);
     return;
   }
   hub_dir_wait_t *w = calloc(1, sizeof *w);
@@ -195,13 +196,13 @@ void hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   h->ndir_waits++;
 }
 
-void hub_dir_conn_gone(ah_coord_hub_t *h, hub_conn_t *c) {
+void ah_coord_hub_dir_conn_gone(ah_coord_hub_t *h, hub_conn_t *c) {
   while (c->dir_waits) dir_wait_drop(h, c->dir_waits);
 }
 
 /* Note that the connections' lists of waiters are walked, not the directory: a tick costs the
  * connections plus the waiting requests, however many keys are stored. */
-void hub_dir_tick(ah_coord_hub_t *h, uint64_t now) {
+void ah_coord_hub_dir_tick(ah_coord_hub_t *h, uint64_t now) {
   if (h->ndir_waits == 0) return;
   for (int i = 0; i < h->nall; i++) {
     hub_dir_wait_t *w = h->all[i]->dir_waits;
@@ -213,7 +214,7 @@ void hub_dir_tick(ah_coord_hub_t *h, uint64_t now) {
   }
 }
 
-void hub_dir_free(ah_coord_hub_t *h) {
+void ah_coord_hub_dir_free(ah_coord_hub_t *h) {
   hub_dir_t *e, *et;
   HASH_ITER(hh, h->dir, e, et) {
     while (e->waits) { /* left only if a connection outlived hub_close_now */

@@ -41,7 +41,7 @@ static void gather_send(ah_coord_hub_t *h, hub_comm_t *m, hub_gather_t *g) {
                          .nranks = m->nranks};
     uint8_t p[8 + 1 + 1 + 8 + 4 + 4 + 4];
     ah_coord_time_pack(AH_MSG_MIN_TIME, &t, p);
-    hub_conn_send_msg(h, m->leader, AH_MSG_MIN_TIME, p, sizeof p);
+    ah_coord_hub_conn_send_msg(h, m->leader, AH_MSG_MIN_TIME, p, sizeof p);
   }
   HASH_DEL(m->gather, g);
   free(g);
@@ -52,11 +52,13 @@ static void gather_send(ah_coord_hub_t *h, hub_comm_t *m, hub_gather_t *g) {
 /* Note that a report is refused like a SAMPLES (connection dropped) when its sender is not a member
  * or names a rank that did not join, and dropped quietly before the communicator is COMPLETE (no
  * leader searches then); a malformed one is refused by name and dropped, the connection kept. */
-void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+void ah_coord_hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
+                                 const uint8_t *p) {
   char err[160];
   ah_coord_time_t t;
   if (ah_coord_time_unpack(AH_MSG_SEARCH_TIME, p, &t, err, sizeof err) != 0) {
-    hub_refuse(h, RATE_GATHER, "refused a SEARCH_TIME from %s: %s; message dropped", c->peer, err);
+    ah_coord_hub_refuse(h, RATE_GATHER, "refused a SEARCH_TIME from %s: %s; message dropped",
+                        c->peer, err);
     return;
   }
   hub_comm_t *m = NULL;
@@ -65,11 +67,12 @@ void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, cons
   for (int i = 0; m && i < m->nmembers && !member; i++) member = m->members[i].client_id == cl->id;
   if (!member || (m->verdict == AH_COORD_VERDICT_COMPLETE &&
                   (t.rank >= m->nranks || !(m->joined[t.rank / 8] & (1u << (t.rank % 8)))))) {
-    hub_refuse(h, RATE_GATHER,
-               "refused a SEARCH_TIME from %s: %s rank %u of comm %016llx; connection "
-               "dropped",
-               c->peer, member ? "no joined" : "not a member:", t.rank, (unsigned long long)t.comm);
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_GATHER,
+                        "refused a SEARCH_TIME from %s: %s rank %u of comm %016llx; connection "
+                        "dropped",
+                        c->peer, member ? "no joined" : "not a member:", t.rank,
+                        (unsigned long long)t.comm);
+    ah_coord_hub_conn_close_later(h, c);
     return;
   }
   if (m->verdict != AH_COORD_VERDICT_COMPLETE) return;
@@ -80,11 +83,11 @@ void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, cons
   HASH_FIND(hh, m->gather, &k, sizeof k, g);
   if (!g) {
     if (m->ngather >= h->o.max_comm_gathers || h->ngather >= h->o.max_gathers) {
-      hub_refuse(h, RATE_GATHER,
-                 "dropped the search times of call %llu of comm %016llx: %d calls are "
-                 "being gathered for it, %d in the job (at most %d and %d)",
-                 (unsigned long long)t.index, (unsigned long long)t.comm, m->ngather, h->ngather,
-                 h->o.max_comm_gathers, h->o.max_gathers);
+      ah_coord_hub_refuse(h, RATE_GATHER,
+                          "dropped the search times of call %llu of comm %016llx: %d calls are "
+                          "being gathered for it, %d in the job (at most %d and %d)",
+                          (unsigned long long)t.index, (unsigned long long)t.comm, m->ngather,
+                          h->ngather, h->o.max_comm_gathers, h->o.max_gathers);
       return;
     }
     if (!(g = calloc(1, sizeof *g))) return; /* the leader's search treats the call as lost */
@@ -100,7 +103,7 @@ void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, cons
   if (++g->reported >= m->nranks) gather_send(h, m, g);
 }
 
-void hub_gather_tick(ah_coord_hub_t *h, uint64_t now) {
+void ah_coord_hub_gather_tick(ah_coord_hub_t *h, uint64_t now) {
   if (h->ngather == 0) return;
   uint64_t due = (uint64_t)h->o.gather_ms * 1000000ull;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
@@ -110,7 +113,7 @@ void hub_gather_tick(ah_coord_hub_t *h, uint64_t now) {
   }
 }
 
-void hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m) {
+void ah_coord_hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m) {
   hub_gather_t *g, *gt;
   HASH_ITER(hh, m->gather, g, gt) {
     HASH_DEL(m->gather, g);

@@ -27,7 +27,8 @@ static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f
   uint8_t p[8 + AH_FINDING_BYTES];
   ah_coord_put_u64(p, m->comm);
   ah_finding_pack(f, p + 8);
-  for (int i = 0; i < m->nsubs; i++) hub_conn_send_msg(h, m->subs[i], AH_MSG_FINDING, p, sizeof p);
+  for (int i = 0; i < m->nsubs; i++)
+    ah_coord_hub_conn_send_msg(h, m->subs[i], AH_MSG_FINDING, p, sizeof p);
 }
 
 /* The communicator a PROGRESS or SAMPLES about `rank` may speak of: one the sender joined, that
@@ -49,12 +50,14 @@ static hub_comm_t *sender_comm(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *c
                m->nranks);
   }
   if (!err[0]) return m;
-  hub_refuse(h, RATE_PROGRESS, "refused a %s from %s: %s; connection dropped", what, c->peer, err);
-  hub_conn_close_later(h, c);
+  ah_coord_hub_refuse(h, RATE_PROGRESS, "refused a %s from %s: %s; connection dropped", what,
+                      c->peer, err);
+  ah_coord_hub_conn_close_later(h, c);
   return NULL;
 }
 
-void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
+                              const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   ah_health_rec_t rec;
   char err[160] = "";
@@ -64,10 +67,10 @@ void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const u
   uint64_t now = ah_coord_now_ns();
   if (!m->prog) {
     if (h->prog_ranks + m->nranks > h->o.max_progress_ranks) {
-      hub_refuse(h, RATE_PROGRESS,
-                 "comm %016llx is not diagnosed: progress of %u ranks kept already "
-                 "(at most %u)",
-                 (unsigned long long)comm, h->prog_ranks, h->o.max_progress_ranks);
+      ah_coord_hub_refuse(h, RATE_PROGRESS,
+                          "comm %016llx is not diagnosed: progress of %u ranks kept already "
+                          "(at most %u)",
+                          (unsigned long long)comm, h->prog_ranks, h->o.max_progress_ranks);
       return;
     }
     if (!(m->prog = calloc(m->nranks, sizeof *m->prog)))
@@ -104,7 +107,7 @@ static void rank_place(const hub_comm_t *m, uint32_t r, char *out, size_t len) {
   else snprintf(out, len, "%s pid %u gpu %u", s->host, s->rec.pid, s->rec.gpu);
 }
 
-void hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
+void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   ah_health_sample_t x[AH_HEALTH_SAMPLES];
   uint32_t rank = 0;
@@ -136,7 +139,7 @@ void hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const ui
   }
 }
 
-void hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
+void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
   if (h->o.hang_ms <= 0) return;
   uint64_t hang_ns = (uint64_t)h->o.hang_ms * 1000000ull;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
@@ -166,7 +169,7 @@ static int16_t permille(double x) {
   return (int16_t)(v > 30000 ? 30000 : v < -30000 ? -30000 : (v < 0 ? v - 0.5 : v + 0.5));
 }
 
-void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
+void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
   uint64_t now = ah_coord_now_ns();
   uint32_t n = 0;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
@@ -181,7 +184,7 @@ void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
     uint8_t p[AH_STATUS_RANK_BYTES > AH_STATUS_COMM_BYTES ? AH_STATUS_RANK_BYTES
                                                           : AH_STATUS_COMM_BYTES];
     ah_status_comm_pack(&sc, p);
-    hub_conn_send_msg(h, c, AH_MSG_STATUS_COMM, p, AH_STATUS_COMM_BYTES);
+    ah_coord_hub_conn_send_msg(h, c, AH_MSG_STATUS_COMM, p, AH_STATUS_COMM_BYTES);
     for (uint32_t r = 0; r < m->nranks; r++) {
       const hub_prog_t *s = &m->prog[r];
       ah_status_rank_t sr = {.comm = m->comm, .rank = r, .have = (uint8_t)s->have, .gpu = 0xffff};
@@ -204,10 +207,10 @@ void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
         sr.wait_share = (uint16_t)(w > 1000 ? 1000 : w < 0 ? 0 : w + 0.5);
       }
       ah_status_rank_pack(&sr, p);
-      hub_conn_send_msg(h, c, AH_MSG_STATUS_RANK, p, AH_STATUS_RANK_BYTES);
+      ah_coord_hub_conn_send_msg(h, c, AH_MSG_STATUS_RANK, p, AH_STATUS_RANK_BYTES);
     }
   }
   uint8_t e[4];
   ah_coord_put_u32(e, n);
-  hub_conn_send_msg(h, c, AH_MSG_STATUS_END, e, sizeof e);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_STATUS_END, e, sizeof e);
 }

@@ -170,7 +170,8 @@ struct ah_coord_hub {
   hub_conn_t **all; /* every open connection, for the sweep */
   int nall, capall;
   hub_conn_t *close_list;
-  hub_conn_t *dirty_list; /* relay connections with channel frames queued (hub_flush_dirty) */
+  hub_conn_t
+      *dirty_list; /* relay connections with channel frames queued (ah_coord_hub_flush_dirty) */
   hub_comm_t *comms;
   int ncomms, npending_joins;  /* communicators; those with a join and no verdict yet */
   size_t rank_bytes;           /* bytes of every communicator's rank bitmap */
@@ -196,26 +197,27 @@ struct ah_coord_hub {
 /* ---- ah_coord_hub_conn.c ---- */
 
 /* Logs a refusal of a kind, at most 5 lines a second per kind, then a count of the rest. */
-void hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...)
+void ah_coord_hub_refuse(ah_coord_hub_t *h, int kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Closes a kind's one-second window once it has passed, logging what it suppressed. */
-void hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now);
-void hub_pend_unlink(ah_coord_hub_t *h, hub_conn_t *c);      /* off the unauthenticated list */
-void hub_conn_close_later(ah_coord_hub_t *h, hub_conn_t *c); /* closed at the loop's next turn */
-void hub_comm_unsub(hub_comm_t *m, hub_conn_t *c);           /* c no longer receives m's segments */
-void hub_close_pending(ah_coord_hub_t *h);                   /* frees what close_later marked */
-void hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c);       /* writes what the socket takes */
+void ah_coord_hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now);
+void ah_coord_hub_pend_unlink(ah_coord_hub_t *h, hub_conn_t *c); /* off the unauthenticated list */
+void ah_coord_hub_conn_close_later(ah_coord_hub_t *h,
+                                   hub_conn_t *c);          /* closed at the loop's next turn */
+void ah_coord_hub_comm_unsub(hub_comm_t *m, hub_conn_t *c); /* c no longer receives m's segments */
+void ah_coord_hub_close_pending(ah_coord_hub_t *h);         /* frees what close_later marked */
+void ah_coord_hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c); /* writes what the socket takes */
 /* Queues bytes for c (dropping c once max_outbuf bytes wait for it), or a framed message. */
-void hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n);
-void hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *payload,
-                       uint32_t len);
+void ah_coord_hub_conn_send(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, size_t n);
+void ah_coord_hub_conn_send_msg(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type,
+                                const uint8_t *payload, uint32_t len);
 /* Sends what channels queued on their relays' connections: one send(2) per relay for all the frames
  * of a fan-out. Called after each fan-out and at the end of every turn of the loop. */
-void hub_flush_dirty(ah_coord_hub_t *h);
+void ah_coord_hub_flush_dirty(ah_coord_hub_t *h);
 /* Takes a new connection (c->fd, peer, nonce set; a channel's via and chan too) into the hub's
  * lists, drops the oldest unauthenticated one beyond max_pending, and greets it with HELLO.
  * Returns 0, or -1 (out of memory; logged) with c untouched for the caller to free. */
-int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c);
+int ah_coord_hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c);
 
 /* ---- ah_coord_hub_relay.c ---- */
 
@@ -223,58 +225,60 @@ int hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c);
  * with its inner frame checked (type, payload and length set), for the caller to handle as if the
  * channel's own socket had carried it; NULL when there is nothing to handle (a channel already
  * closed, or a frame refused: logged, the channel or the relay dropped). */
-hub_conn_t *hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p,
-                               uint32_t len, uint8_t *itype_p, const uint8_t **ip_p,
-                               uint32_t *ilen_p);
+hub_conn_t *ah_coord_hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type,
+                                        const uint8_t *p, uint32_t len, uint8_t *itype_p,
+                                        const uint8_t **ip_p, uint32_t *ilen_p);
 
 /* ---- ah_coord_hub_comm.c ---- */
 
-hub_client_t *hub_client_find(ah_coord_hub_t *h, uint64_t id);
-hub_client_t *hub_client_get(ah_coord_hub_t *h,
-                             uint64_t id); /* found or created; NULL: no memory */
-void hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict);
-void hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
-void hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
-void hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
-void hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+hub_client_t *ah_coord_hub_client_find(ah_coord_hub_t *h, uint64_t id);
+hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h,
+                                      uint64_t id); /* found or created; NULL: no memory */
+void ah_coord_hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict);
+void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
+void ah_coord_hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+void ah_coord_hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
+                               const uint8_t *p);
 
 /* ---- ah_coord_hub_gather.c ---- */
 
 /* A rank's duration of a search call: kept as the call's minimum so far; the minimum goes to the
  * leader's connection once every rank reported (MIN_TIME). */
-void hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+void ah_coord_hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
+                                 const uint8_t *p);
 /* Sends the minimum of every call first reported gather_ms ago or more (each tick). */
-void hub_gather_tick(ah_coord_hub_t *h, uint64_t now);
+void ah_coord_hub_gather_tick(ah_coord_hub_t *h, uint64_t now);
 /* Frees a communicator's calls being gathered (hub close). */
-void hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m);
+void ah_coord_hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m);
 
 /* ---- ah_coord_hub_dir.c ---- */
 
 /* Stores a DIR_PUT's value (replacing the key's) and answers every DIR_GET waiting for the key;
  * refused with one log line (the message dropped, the connection kept) when malformed or beyond the
  * directory's bounds. len is the payload's length. */
-void hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p,
-                    uint32_t len);
+void ah_coord_hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p,
+                             uint32_t len);
 /* Answers a DIR_GET at once when the key is stored, else keeps it until a put or its timeout. */
-void hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
+void ah_coord_hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
 /* Forgets the waiters of a connection being closed (before it is freed). */
-void hub_dir_conn_gone(ah_coord_hub_t *h, hub_conn_t *c);
+void ah_coord_hub_dir_conn_gone(ah_coord_hub_t *h, hub_conn_t *c);
 /* Forgets waiters whose timeout passed (each tick). */
-void hub_dir_tick(ah_coord_hub_t *h, uint64_t now);
+void ah_coord_hub_dir_tick(ah_coord_hub_t *h, uint64_t now);
 /* Frees the whole directory (hub close). */
-void hub_dir_free(ah_coord_hub_t *h);
+void ah_coord_hub_dir_free(ah_coord_hub_t *h);
 
 /* ---- ah_coord_hub_health.c ---- */
 
 /* Stores a rank's progress record (refused, with the connection dropped, for a communicator the
  * client is not a member of, before its verdict is COMPLETE, or when malformed). */
-void hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 /* A rank's sampled call durations: judged for stragglers once every rank reported a call. */
-void hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
+void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 /* At each tick: diagnoses every communicator whose ranks all stopped advancing for hang_ms and
  * sends the finding to its processes (once per stall). */
-void hub_health_tick(ah_coord_hub_t *h, uint64_t now);
+void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now);
 /* Answers `autoha status`: every diagnosed communicator and its ranks' latest progress. */
-void hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
+void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
 
 #endif

@@ -25,9 +25,10 @@ static hub_conn_t *relay_chan_find(hub_conn_t *r, uint32_t chan) {
  * connects to the hub directly) and the relay kept. */
 static void relay_open(ah_coord_hub_t *h, hub_conn_t *r, uint32_t chan) {
   if (relay_chan_find(r, chan)) {
-    hub_refuse(h, RATE_RELAY, "refused relay %s: channel %u opened twice; connection dropped",
-               r->peer, chan);
-    hub_conn_close_later(h, r);
+    ah_coord_hub_refuse(h, RATE_RELAY,
+                        "refused relay %s: channel %u opened twice; connection dropped", r->peer,
+                        chan);
+    ah_coord_hub_conn_close_later(h, r);
     return;
   }
   hub_conn_t *c = NULL;
@@ -53,26 +54,27 @@ static void relay_open(ah_coord_hub_t *h, hub_conn_t *r, uint32_t chan) {
   }
   if (c) {
     r->chans[r->nchans++] = c;
-    if (hub_conn_admit(h, c) == 0) return;
+    if (ah_coord_hub_conn_admit(h, c) == 0) return;
     r->nchans--;
     free(c);
   }
-  hub_refuse(h, RATE_RELAY, "refused channel %u of relay %s: %s; that process connects directly",
-             chan, r->peer, r->nchans >= HUB_RELAY_CHANS ? "too many channels" : "out of memory");
+  ah_coord_hub_refuse(
+      h, RATE_RELAY, "refused channel %u of relay %s: %s; that process connects directly", chan,
+      r->peer, r->nchans >= HUB_RELAY_CHANS ? "too many channels" : "out of memory");
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_RELAY_FIXED];
   ah_coord_hdr_encode(AH_MSG_RELAY_CLOSE, AH_COORD_RELAY_FIXED, f);
   ah_coord_put_u32(f + AH_COORD_HDR_BYTES, chan);
-  hub_conn_send(h, r, f, sizeof f);
+  ah_coord_hub_conn_send(h, r, f, sizeof f);
 }
 
-hub_conn_t *hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const uint8_t *p,
-                               uint32_t len, uint8_t *itype_p, const uint8_t **ip_p,
-                               uint32_t *ilen_p) {
+hub_conn_t *ah_coord_hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type,
+                                        const uint8_t *p, uint32_t len, uint8_t *itype_p,
+                                        const uint8_t **ip_p, uint32_t *ilen_p) {
   if (c->fd < 0) { /* a channel does not relay (the relay refuses such a frame itself) */
-    hub_refuse(h, RATE_RELAY,
-               "refused %s: message type %u inside a relay's channel; connection dropped", c->peer,
-               type);
-    hub_conn_close_later(h, c);
+    ah_coord_hub_refuse(h, RATE_RELAY,
+                        "refused %s: message type %u inside a relay's channel; connection dropped",
+                        c->peer, type);
+    ah_coord_hub_conn_close_later(h, c);
     return NULL;
   }
   uint32_t chan = ah_coord_get_u32(p);
@@ -91,7 +93,7 @@ hub_conn_t *hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, c
         r->chans[i] = r->chans[--r->nchans];
         break;
       }
-    hub_conn_close_later(h, ch);
+    ah_coord_hub_conn_close_later(h, ch);
     return NULL;
   }
   char err[200];
@@ -105,8 +107,8 @@ hub_conn_t *hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, c
       ((hd.type == AH_MSG_RELAY_OPEN || hd.type == AH_MSG_RELAY_DATA ||
         hd.type == AH_MSG_RELAY_CLOSE) &&
        snprintf(err, sizeof err, "message type %u inside a relay's channel", hd.type))) {
-    hub_refuse(h, RATE_FRAME, "refused %s: %s; connection dropped", ch->peer, err);
-    hub_conn_close_later(h, ch);
+    ah_coord_hub_refuse(h, RATE_FRAME, "refused %s: %s; connection dropped", ch->peer, err);
+    ah_coord_hub_conn_close_later(h, ch);
     return NULL;
   }
   ch->last_rx_ns = ah_coord_now_ns();

@@ -565,7 +565,7 @@ START_TEST(verdict_replayed_to_reconnecting_client) {
   ck_assert_int_eq(raw_read_verdict(fd, 64), AH_COORD_VERDICT_COMPLETE); /* sent when decided */
   ck_assert_int_eq(verdict_wait(a, 64, 2000), AH_COORD_VERDICT_COMPLETE);
   close(fd);
-  /* the same client reconnects and re-joins its rank, as client_install does: the hub replays the
+  /* the same client reconnects and re-joins its rank, as ah_coord_client_install does: the hub replays the
    * verdict it decided while the client was away */
   fd = raw_authed(0x1234);
   ck_assert_int_eq(raw_join(fd, 64, 2, 1), AH_NET_OK);

@@ -532,7 +532,7 @@ static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p) {
       ah_coord_dial((struct sockaddr *)&ss, sl, st.secret, 0x10ca1, 3000, &fd, fds, &last_pub, err,
                     sizeof err) != 0)
     return -1;
-  if (!(ring = client_ring_map(fds[1], err, sizeof err))) {
+  if (!(ring = ah_coord_client_ring_map(fds[1], err, sizeof err))) {
     close(fds[0]);
     close(fd);
     return -1;
@@ -540,7 +540,7 @@ static int raw_local(ah_coord_t *relay, int *bell_p, client_ring_t **ring_p) {
   if (bell_p) *bell_p = fds[0];
   else close(fds[0]);
   if (ring_p) *ring_p = ring;
-  else client_ring_unmap(ring);
+  else ah_coord_client_ring_unmap(ring);
   return fd;
 }
 
