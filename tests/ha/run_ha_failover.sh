@@ -106,8 +106,9 @@ port)
   ;;
 port2x8)
   # 16 ranks, 8 per node: each node's 8 NICs carry channels; the fault comes once every rank's
-  # shadows are up (the job's start takes longer)
-  ranks=16 iters=${HA_TEST_ITERS:-12}
+  # shadows are up (the job's start takes longer); 40 iterations, as in the rebalance case, so that
+  # the job is still running 4 s in on a quiet machine (12 ended in about 3 s: 0 failovers)
+  ranks=16 iters=${HA_TEST_ITERS:-40}
   job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=4s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so"
   job_survived "the 2x8 job failed under AUTOHA_HA=port"
   n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
@@ -130,7 +131,9 @@ alldown)
   echo "ok: every path down -> a failover tried, no path left, NCCL's error in $took s"
   ;;
 path)
-  # bonded dual-port NICs (one address, the fabric's default), the planner's model of this fabric
+  # bonded dual-port NICs (one address, the fabric's default), the planner's model of this fabric;
+  # 60 iterations keep the job running well past its fault 2 s in (25 took about 2 s when quiet)
+  iters=${HA_TEST_ITERS:-60}
   topo=$(mktemp); trap 'rm -f "$topo"' EXIT
   NCCLSIM_TOPO=nic=8x400x2 "$(dirname "$run")/ncclsim-fabric" topo 2 > "$topo" || fail "ncclsim-fabric topo failed"
   job_run NCCLSIM_TOPO=nic=8x400x2 NCCLSIM_FABRIC_FAULTS="at=2s:down:${HA_TEST_LINK:-leaf2-spine1}" \
