@@ -13,7 +13,12 @@
  * --mismatch R:N makes rank R issue collective #N with half the element count of the others';
  * --host-delay R:US makes rank R's host sleep US microseconds at the start of every iteration (a
  * slow input pipeline: visible on sim/ only with NCCLSIM_HOST_CLOCK=1, as on a GPU whose stream
- * runs dry while its host is late). */
+ * runs dry while its host is late).
+ *
+ * --sync step makes the host wait for each iteration's work (cudaStreamSynchronize on the compute
+ * stream, as a loop that logs a loss does); --sync item copies one float of the parameters to the
+ * host after each iteration (cudaMemcpy, as PyTorch's `.item()` or `.cpu()`). Without it the host
+ * waits once, at the end, and runs ahead of its GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +78,7 @@ int main(int argc, char **argv) {
   /* Simulated compute per layer (forward, backward) and per optimizer step, in microseconds: sized
    * so that communication is a visible share of an iteration, as in large data-parallel jobs. */
   int fwd_us = 150, bwd_us = 300, opt_us = 200;
+  int sync = 0;                               /* --sync: 0 at the end only, 1 step, 2 item */
   size_t layer_params = 2u << 20;             /* elements per layer (float): 8 MiB (--layer-kib) */
   size_t bucket = 25u << 20, tail = 7u << 20; /* DDP bucket sizes in bytes (--bucket-kib: the
                                                * tail stays 7/25 of the bucket) */
@@ -98,11 +104,21 @@ int main(int argc, char **argv) {
       parse_fault("--mismatch", argv[++i], &mismatch_rank, &mismatch_call);
     else if (strcmp(argv[i], "--host-delay") == 0 && i + 1 < argc)
       parse_fault("--host-delay", argv[++i], &delay_rank, &delay_us);
-    else {
+    else if (strcmp(argv[i], "--sync") == 0 && i + 1 < argc) {
+      const char *v = argv[++i];
+      if (strcmp(v, "step") == 0) sync = 1;
+      else if (strcmp(v, "item") == 0) sync = 2;
+      else if (strcmp(v, "end") == 0) sync = 0;
+      else {
+        fprintf(stderr, "train_job: invalid value for --sync: '%s' (expected end, step or item)\n",
+                v);
+        return 2;
+      }
+    } else {
       fprintf(
           stderr,
           "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
-          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US]\n");
+          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US] [--sync end|step|item]\n");
       return 2;
     }
   }
@@ -164,6 +180,11 @@ int main(int argc, char **argv) {
     CHECK_CUDA(cudaEventRecord(done, comms));
     CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0)); /* optimizer step waits for all gradients */
     ncclsimStreamAddCompute(compute, opt_us);
+    if (sync == 1) CHECK_CUDA(cudaStreamSynchronize(compute));
+    if (sync == 2) {
+      float loss;
+      CHECK_CUDA(cudaMemcpy(&loss, params, sizeof loss, cudaMemcpyDeviceToHost));
+    }
   }
   CHECK_CUDA(cudaEventRecord(t1, compute));
   CHECK_CUDA(cudaEventSynchronize(t1));
