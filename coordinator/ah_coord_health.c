@@ -236,13 +236,35 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
     call_text(call, sizeof call, &keys[lag], groups[lag_group].e[lag]);
     finding_call(f, &keys[lag], groups[lag_group].e[lag]);
   }
+  /* Both busy: whose GPU stopped? If the busy ranks behind wait inside NCCL (their host blocked in
+   * a call), they wait for the front's GPU, whose host went on. If their hosts are back in the
+   * program (in a stream synchronisation after their last call: every loop that logs a loss or
+   * calls .item()), the GPU behind stopped in its last call: the front completed that call and
+   * went on to the next one, where it waits. A host cannot pass a synchronisation its GPU has not
+   * reached, so the front's hosts, ahead, cannot be the stopped ones in that shape. */
+  int behind_outside = behind_busy;
+  for (uint32_t r = 0; r < n && behind_outside; r++) {
+    const ah_health_rec_t *rec = ranks[r].rec;
+    if (g_of[r] >= 0 && g_of[r] != front && rec && rec->state == AH_HEALTH_BUSY)
+      behind_outside = rec->host == AH_HEALTH_HOST_OUTSIDE;
+  }
+  int front_stopped = groups[front].busy && behind_busy && !behind_outside;
   char wf[100], wb[100];
   for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == front;
   ranks_text(wf, sizeof wf, ranks, n, sel);
-  if (groups[front].busy && behind_busy) culprits(f, ranks, n, sel); /* the GPU that stopped */
-  for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] >= 0 && g_of[r] != front;
+  if (front_stopped) culprits(f, ranks, n, sel); /* the GPU that stopped */
+  for (uint32_t r = 0; r < n; r++)
+    sel[r] = g_of[r] >= 0 && g_of[r] != front &&
+             (!behind_outside || ranks[r].rec->state == AH_HEALTH_BUSY);
   ranks_text(wb, sizeof wb, ranks, n, sel);
-  if (!(groups[front].busy && behind_busy)) culprits(f, ranks, n, sel); /* the ranks behind */
+  if (!front_stopped) culprits(f, ranks, n, sel); /* the ranks behind */
+  if (behind_outside && groups[front].busy) {
+    say(text,
+        "hang on %s: the GPU of rank %s stopped in its last call (its host waits for it); %u "
+        "ranks completed it and wait in %s; stalled %.0f s",
+        head, wb, groups[front].n, call, stalled_s);
+    return AH_FINDING_INCOMPLETE;
+  }
   if (!behind_busy) {
     say(text, "hang on %s: rank %s never entered %s, which rank %s entered %.0f s ago", head, wb,
         call, wf, stalled_s);
@@ -280,7 +302,7 @@ void ah_health_rec_pack(const ah_health_rec_t *r, uint8_t *out) {
   ah_coord_put_u32(out + 4, r->pid);
   out[8] = (uint8_t)(r->gpu >> 8);
   out[9] = (uint8_t)r->gpu;
-  out[10] = r->state;
+  out[10] = (uint8_t)(r->state | r->host << 4);
   out[11] = r->nkeys;
   for (int i = 0; i < r->nkeys && i < AH_HEALTH_KEYS; i++) {
     uint8_t *k = out + 12 + 10 * i;
@@ -295,10 +317,11 @@ int ah_health_rec_unpack(const uint8_t *in, ah_health_rec_t *r, char *err, size_
   r->rank = ah_coord_get_u32(in);
   r->pid = ah_coord_get_u32(in + 4);
   r->gpu = (uint16_t)((in[8] << 8) | in[9]);
-  r->state = in[10];
+  r->state = in[10] & 0x0f;
+  r->host = in[10] >> 4;
   r->nkeys = in[11];
-  if (r->state > AH_HEALTH_UNKNOWN) {
-    snprintf(err, errlen, "progress state %u out of range", r->state);
+  if (r->state > AH_HEALTH_UNKNOWN || r->host > AH_HEALTH_HOST_OUTSIDE) {
+    snprintf(err, errlen, "progress state %u, host %u out of range", r->state, r->host);
     return -1;
   }
   if (r->nkeys > AH_HEALTH_KEYS) {

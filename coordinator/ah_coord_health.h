@@ -22,6 +22,12 @@ enum {
   AH_HEALTH_UNKNOWN = 2 /* no probe possible (no CUDA driver, a capturing stream) */
 };
 
+/* Where the rank's host thread is, as far as the shim knows: inside the NCCL call it made last
+ * (blocked there, e.g. waiting for its peers) or back in the program (computing, or waiting for its
+ * own GPU in a stream synchronisation). Tells "the others wait for my GPU inside NCCL" from "my
+ * host waits for my GPU" when a hang leaves every rank busy (ah_coord_health.c). */
+enum { AH_HEALTH_HOST_UNKNOWN = 0, AH_HEALTH_HOST_IN_NCCL = 1, AH_HEALTH_HOST_OUTSIDE = 2 };
+
 typedef struct {
   uint8_t coll, bin;
   uint64_t entered;
@@ -31,6 +37,7 @@ typedef struct ah_health_rec {
   uint32_t rank, pid;
   uint16_t gpu;
   uint8_t state; /* AH_HEALTH_* */
+  uint8_t host;  /* AH_HEALTH_HOST_* (on the wire: the state byte's high nibble) */
   uint8_t nkeys;
   ah_health_key_t keys[AH_HEALTH_KEYS];
 } ah_health_rec_t;

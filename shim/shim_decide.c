@@ -211,6 +211,10 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   d->ck = ck;
   d->index = index;
   c->last_stream = ah_thread.stream; /* where the hang probes look (shim_health.c) */
+  /* whose host may wait inside NCCL (shim_health.c). Here only, not on the short path: a key's
+   * sampled calls (one in 64 at least) come through here, and the thread that makes a
+   * communicator's calls seldom changes */
+  c->last_caller = &ah_thread;
 
   int have = 0;
   if (c->ctl != AH_CTL_OBSERVE) {

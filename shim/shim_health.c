@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include "ah_coord_health.h"
 #include "shim_control.h"
 #include "shim_real.h"
+#include "shim_thread.h"
 
 /* Sampled call durations waiting for the next tick (a ring: the oldest go when it is full). */
 #define SAMPLES_RING (8 * AH_HEALTH_SAMPLES)
@@ -126,6 +129,22 @@ static uint64_t keys_fill(ah_comm_t *c, comm_health_t *hs, ah_health_rec_t *rec)
   return total;
 }
 
+/* Where the host thread of c's latest call is (AH_HEALTH_HOST_*): inside an NCCL call while its
+ * timing bracket is open. Read with process_vm_readv, which fails cleanly (EFAULT) where a plain
+ * load would fault: the thread may have exited and its block been unmapped since. */
+static int host_where(const ah_comm_t *c) {
+  const ah_thread_t *t =
+      __atomic_load_n((const ah_thread_t *const *)&c->last_caller, __ATOMIC_RELAXED);
+  if (!t) return AH_HEALTH_HOST_UNKNOWN;
+  int depth = 0;
+  struct iovec local = {&depth, sizeof depth};
+  struct iovec remote = {(void *)((const char *)t + offsetof(ah_thread_t, timing_depth)),
+                         sizeof depth};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof depth)
+    return AH_HEALTH_HOST_UNKNOWN;
+  return depth > 0 ? AH_HEALTH_HOST_IN_NCCL : AH_HEALTH_HOST_OUTSIDE;
+}
+
 typedef struct {
   ah_shim_coord_hooks_t h;
   uint32_t pid;
@@ -181,6 +200,7 @@ static void comm_tick(void *arg, ah_comm_t *c) {
   ah_health_rec_t rec = {.rank = (uint32_t)c->rank, .pid = t->pid, .gpu = 0xffff};
   uint64_t total = keys_fill(c, hs, &rec);
   rec.state = (uint8_t)probe_state(c, hs, total);
+  rec.host = (uint8_t)host_where(c);
   hs->last_total = total;
   if (c->cuctx && ah_cuda.CtxSetCurrent && ah_cuda.CtxSetCurrent(c->cuctx) == CUDA_SUCCESS) {
     CUdevice dev;

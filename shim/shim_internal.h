@@ -155,6 +155,11 @@ typedef struct ah_comm {
    * the hot path: one store), the CUDA context its first key was created in, and the health
    * thread's own state of this context. */
   CUstream last_stream;
+  /* The thread block (shim_thread.h) of the thread that made its latest fully decided call: the
+   * health thread reads its timing depth, > 0 while the thread is inside a call (blocked in NCCL),
+   * through process_vm_readv, so a thread that has exited since reads as unknown, never as a
+   * fault. */
+  const void *last_caller;
   CUcontext cuctx;
   struct ah_comm_health *health;
   struct ah_comm *next; /* registry of every communicator, for the report */

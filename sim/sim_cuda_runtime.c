@@ -198,8 +198,11 @@ static cudaError_t transfer_on(cudaStream_t stream, struct CUstream_st **s_p,
   return rt_ret(sim_capture_enqueue(*s_p, cap_p));
 }
 
-static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-                        cudaStream_t stream) {
+/* A copy on `stream` (NULL: the legacy stream); a synchronous one (cudaMemcpy, cudaMemcpyPeer)
+ * returns only once the copy has run, so it never returns behind a stream that never finishes
+ * (NCCLSIM_FAULT=hang): the legacy stream starts after every blocking stream of its device. */
+static cudaError_t copy_on(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                           cudaStream_t stream, int synchronous) {
   if ((int)kind < cudaMemcpyHostToHost || (int)kind > cudaMemcpyDefault)
     return rt_ret(cudaErrorInvalidMemcpyDirection);
   struct CUstream_st *s;
@@ -210,12 +213,18 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
   if (cap) return rt_ret(sim_capture_add_copy(cap, s, dst, src, count, (int)kind));
   memmove(dst, src, count);
   sim_stream_advance(s, sim_copy_time_us(count, (int)kind));
+  if (synchronous && sim_stream_stuck(s)) sim_block_forever();
   return cudaSuccess;
+}
+
+static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                        cudaStream_t stream) {
+  return copy_on(dst, src, count, kind, stream, 0);
 }
 
 SIM_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
   if (unsafe() != cudaSuccess) return sim_cuda_last_error; /* a synchronous copy */
-  return copy(dst, src, count, kind, NULL);
+  return copy_on(dst, src, count, kind, NULL, 1);
 }
 SIM_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                                     enum cudaMemcpyKind kind, cudaStream_t stream) {
@@ -224,7 +233,7 @@ SIM_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 SIM_API cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
                                    size_t count) {
   if (unsafe() != cudaSuccess) return sim_cuda_last_error;
-  return copy(dst, src, count, cudaMemcpyDeviceToDevice, NULL);
+  return copy_on(dst, src, count, cudaMemcpyDeviceToDevice, NULL, 1);
 }
 SIM_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
                                         size_t count, cudaStream_t stream) {

@@ -87,14 +87,39 @@ END_TEST
 START_TEST(b_a_gpu_stopped_while_its_host_went_on) {
   setup_all(8, 8); /* rank 1's GPU hung in #7; its host queued on; the others wait inside #8 */
   for (int r = 0; r < N; r++) recs[r].state = AH_HEALTH_BUSY, recs[r].keys[1].entered = 9;
+  for (int r = 0; r < N; r++) recs[r].host = AH_HEALTH_HOST_IN_NCCL;
   recs[1].keys[0].entered = 40;
   recs[1].keys[1].entered = 40;
+  recs[1].host = AH_HEALTH_HOST_OUTSIDE; /* queued on, then waited for its GPU */
   expect(AH_FINDING_INCOMPLETE, "the GPU of rank 1 (n0 pid 1001 gpu 1) stopped");
   ck_assert_msg(
       strstr(text, "rank 0 (n0 pid 1000 gpu 0),2 (n1 pid 1002 gpu 0) +5 more wait for it"), "%s",
       text);
   ck_assert_uint_eq(finding.nranks, 1); /* the stopped GPU's rank, not the waiting ones */
   ck_assert_uint_eq(finding.ranks[0].rank, 1);
+}
+END_TEST
+
+START_TEST(b_a_gpu_stopped_and_its_host_waits_for_it) {
+  /* rank 5's GPU hung in its last call of a step and its host waits in a stream synchronisation;
+   * the others completed that call, synchronised, and wait inside the next step's first call (on
+   * real NCCL their hosts wait in their own next synchronisation: outside NCCL too) */
+  setup_all(4, 4);
+  for (int r = 0; r < N; r++) {
+    recs[r].state = AH_HEALTH_BUSY;
+    recs[r].host = AH_HEALTH_HOST_OUTSIDE;
+    if (r != 5) recs[r].keys[0].entered = 5;
+  }
+  expect(AH_FINDING_INCOMPLETE,
+         "the GPU of rank 5 (n2 pid 1005 gpu 1) stopped in its last call (its host waits for "
+         "it); 7 ranks completed it and wait in allgather 1M+ #4; stalled 12 s");
+  ck_assert_uint_eq(finding.nranks, 1); /* never the healthy 7 */
+  ck_assert_uint_eq(finding.ranks[0].rank, 5);
+  ck_assert(finding.has_call && finding.coll == AG && finding.index == 4);
+  for (int r = 0; r < N; r++) /* as sim/ blocks them: inside the call; the same rank */
+    if (r != 5) recs[r].host = AH_HEALTH_HOST_IN_NCCL;
+  expect(AH_FINDING_INCOMPLETE, "the GPU of rank 5 (n2 pid 1005 gpu 1) stopped in its last call");
+  ck_assert_uint_eq(finding.ranks[0].rank, 5);
 }
 END_TEST
 
@@ -138,6 +163,7 @@ END_TEST
 START_TEST(record_roundtrip_and_refusals) {
   setup_all(3, 9);
   recs[0].state = AH_HEALTH_BUSY;
+  recs[0].host = AH_HEALTH_HOST_OUTSIDE;
   recs[0].gpu = 300;
   uint8_t w[AH_HEALTH_REC_BYTES];
   ah_health_rec_pack(&recs[0], w);
@@ -146,6 +172,8 @@ START_TEST(record_roundtrip_and_refusals) {
   ck_assert_int_eq(ah_health_rec_unpack(w, &back, err, sizeof err), 0);
   ck_assert_uint_eq(back.pid, 1000);
   ck_assert_uint_eq(back.gpu, 300);
+  ck_assert_uint_eq(back.state, AH_HEALTH_BUSY);
+  ck_assert_uint_eq(back.host, AH_HEALTH_HOST_OUTSIDE);
   ck_assert_uint_eq(back.nkeys, 2);
   ck_assert_uint_eq(back.keys[1].entered, 9);
   uint8_t bad[AH_HEALTH_REC_BYTES];
@@ -153,6 +181,9 @@ START_TEST(record_roundtrip_and_refusals) {
   bad[10] = 3;
   ck_assert_int_eq(ah_health_rec_unpack(bad, &back, err, sizeof err), -1);
   ck_assert_msg(strstr(err, "state 3"), "%s", err);
+  bad[10] = AH_HEALTH_BUSY | 3 << 4; /* host 3 */
+  ck_assert_int_eq(ah_health_rec_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "host 3"), "%s", err);
   memcpy(bad, w, sizeof bad);
   bad[11] = AH_HEALTH_KEYS + 1;
   ck_assert_int_eq(ah_health_rec_unpack(bad, &back, err, sizeof err), -1);
@@ -212,6 +243,7 @@ int main(void) {
       same_calls_one_not_completed,
       a_stalled_host_never_entered_the_call,
       b_a_gpu_stopped_while_its_host_went_on,
+      b_a_gpu_stopped_and_its_host_waits_for_it,
       b_behind_ranks_never_completed_what_the_front_completed,
       c_ranks_entered_different_calls,
       a_rank_that_never_reported_is_named,

@@ -690,7 +690,7 @@ START_TEST(progress_is_refused_unless_joined_and_a_stall_is_diagnosed) {
   fd = raw_authed(0x5502);
   ck_assert_int_eq(raw_join(fd, 78, 2, 0), AH_NET_OK);
   ck_assert_int_eq(raw_progress(fd, 78, 0, 3), AH_NET_OK); /* state out of range */
-  ck_assert(log_wait("progress state 3 out of range", 2000));
+  ck_assert(log_wait("progress state 3, host 0 out of range", 2000));
   close(fd);
   int a = raw_authed(0x5505), b = raw_authed(0x5504);
   ck_assert_int_eq(raw_join(a, 80, 2, 0), AH_NET_OK);
