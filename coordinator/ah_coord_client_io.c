@@ -418,6 +418,15 @@ int ah_coord_poll(ah_coord_t *c) {
   return any;
 }
 
+/* Whether a communicator of this process is joined at the hub now (ncclCommDestroy may leave
+ * one while the client reconnects, so each message that depends on it reads it again). */
+static int client_joined(ah_coord_t *c) {
+  pthread_mutex_lock(&c->mu);
+  int joined = c->ncomms > 0;
+  pthread_mutex_unlock(&c->mu);
+  return joined;
+}
+
 /* Reconnects until reconnect_ms have passed. Returns 0 when connected again, -1 when the hub is
  * gone (logged) or the client is stopping.
  *
@@ -430,10 +439,7 @@ int ah_coord_poll(ah_coord_t *c) {
  * ncclCommDestroy), so the count is read again when a warning or an error would be said. */
 static int client_reconnect(ah_coord_t *c, const char *why) {
   ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
-  pthread_mutex_lock(&c->mu);
-  int warned = c->ncomms == 0; /* nothing joined: never warn */
-  int joined = !warned;
-  pthread_mutex_unlock(&c->mu);
+  int warned = !client_joined(c); /* nothing joined: never warn */
   uint64_t start = ah_coord_now_ns();
   uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
   int backoff = 20;
@@ -453,10 +459,7 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
     if (ah_coord_now_ns() - start > limit) break;
     if (!warned && ah_coord_now_ns() - start > 1000000000ull) {
       warned = 1;
-      pthread_mutex_lock(&c->mu);
-      joined = c->ncomms > 0;
-      pthread_mutex_unlock(&c->mu);
-      ah_log(joined ? AH_LOG_WARN : AH_LOG_INFO,
+      ah_log(client_joined(c) ? AH_LOG_WARN : AH_LOG_INFO,
              "coordinator: connection to hub %s lost (%s) and not re-established "
              "after 1 s (%s); retrying for up to %d ms",
              c->addr, why, err, c->o.reconnect_ms);
@@ -466,9 +469,7 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   }
   if (atomic_load(&c->stop) || ah_coord_exiting()) return -1;
   atomic_store(&c->alive, 0);
-  pthread_mutex_lock(&c->mu);
-  joined = c->ncomms > 0;
-  pthread_mutex_unlock(&c->mu);
+  int joined = client_joined(c);
   ah_log(joined ? AH_LOG_ERROR : AH_LOG_INFO,
          "coordinator: hub %s unreachable for %d ms (last error: "
          "%s); giving up%s",

@@ -277,6 +277,9 @@ enum {
 /* Returns ncclSuccess when the emulated NCCL has `fn` (introduced in version `since`), else
  * ncclInvalidUsage with a last-error text naming the version that introduced it. */
 ncclResult_t sim_nccl_since(const char *fn, int since);
+/* The first checks of an entry point `fn` that takes a communicator: ncclSuccess when the emulated
+ * NCCL has fn (as sim_nccl_since) and comm is live (as sim_comm_live), else the first error. */
+ncclResult_t sim_comm_entry(const struct ncclComm *comm, const char *fn, int since);
 
 /* ---- user reduction operators (sim_nccl_redop.c) ---------------------------------------------- */
 /* Resolves a reduction operator of a call on `comm`: a built-in one passes through; a PreMulSum
@@ -293,6 +296,9 @@ void sim_reg_free_all(struct ncclComm *comm);
 ncclResult_t sim_error(ncclResult_t res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int sim_comm_usable(const struct ncclComm *comm);
+/* ncclSuccess when comm is a communicator not yet destroyed (whatever its state: failed, revoked
+ * or suspended), else ncclInvalidArgument with the last-error text naming `fn`. */
+ncclResult_t sim_comm_live(const struct ncclComm *comm, const char *fn);
 /* ncclSuccess when a call may use comm, else NCCL's error for a destroyed, failed or revoked
  * communicator, with the last-error text naming `fn`. */
 ncclResult_t sim_comm_check(ncclComm_t comm, const char *fn);

@@ -7,8 +7,8 @@
 #include "sim_reduce.h"
 
 ncclResult_t sim_comm_check(ncclComm_t comm, const char *fn) {
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or destroyed communicator", fn);
+  ncclResult_t res = sim_comm_live(comm, fn);
+  if (res != ncclSuccess) return res;
   if (comm->async_error != ncclSuccess)
     return sim_error(comm->async_error,
                      "ncclsim: %s: communicator %016llx failed earlier (%s); "

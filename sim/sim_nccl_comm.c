@@ -211,11 +211,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const i
 
 SIM_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
              ncclConfig_t *config) {
-  ncclResult_t since = sim_nccl_since("ncclCommSplit", SIM_SINCE_SPLIT);
-  if (since != ncclSuccess) return since;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommSplit: invalid or destroyed communicator");
+  ncclResult_t res = sim_comm_entry(comm, "ncclCommSplit", SIM_SINCE_SPLIT);
+  if (res != ncclSuccess) return res;
   if (!newcomm) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommSplit: newcomm is NULL");
   if (sim_group_depth() > 0)
     return sim_error(ncclInvalidUsage, "ncclsim: ncclCommSplit inside a group is not supported");
@@ -240,7 +237,7 @@ SIM_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, n
   t->desc.count = 2;
   t->desc.dtype = ncclInt64;
   t->desc.call = (uint64_t)comm->split_count | (1ull << 63);
-  ncclResult_t res = sim_group_submit(t);
+  res = sim_group_submit(t);
   if (res != ncclSuccess) {
     free(all);
     return res;
@@ -277,10 +274,8 @@ static int int_cmp(const void *a, const void *b) {
 SIM_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
              int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
   const char *fn = "ncclCommShrink";
-  ncclResult_t res = sim_nccl_since(fn, SIM_SINCE_SHRINK_WINDOW);
+  ncclResult_t res = sim_comm_entry(comm, fn, SIM_SINCE_SHRINK_WINDOW);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or destroyed communicator", fn);
   if (!newcomm) return sim_error(ncclInvalidArgument, "ncclsim: %s: newcomm is NULL", fn);
   if (!excludeRanksList || excludeRanksCount <= 0 || excludeRanksCount >= comm->nranks)
     return sim_error(ncclInvalidArgument, "ncclsim: %s: %d ranks to exclude (list %p) from %d", fn,
@@ -320,9 +315,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   ncclResult_t res = sim_nccl_since("ncclCommRevoke", SIM_SINCE_REVOKE);
   if (res != ncclSuccess) return res;
   if (comm == NULL) return ncclSuccess;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommRevoke: invalid or destroyed communicator");
+  res = sim_comm_live(comm, "ncclCommRevoke");
+  if (res != ncclSuccess) return res;
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
     return sim_error(ncclInvalidArgument,
                      "ncclsim: ncclCommRevoke: revokeFlags must be "
@@ -384,11 +378,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
 
 /* Work is complete when a call returns (sim/ executes at launch), so there is nothing to flush. */
 SIM_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
-  ncclResult_t since = sim_nccl_since("ncclCommFinalize", SIM_SINCE_CONFIG);
-  if (since != ncclSuccess) return since;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommFinalize: invalid or destroyed communicator");
+  ncclResult_t res = sim_comm_entry(comm, "ncclCommFinalize", SIM_SINCE_CONFIG);
+  if (res != ncclSuccess) return res;
   if (comm->revoked)
     return sim_error(ncclInvalidUsage, "ncclsim: ncclCommFinalize after ncclCommRevoke is invalid");
   return comm->async_error;

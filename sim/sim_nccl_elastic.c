@@ -9,11 +9,8 @@
 #include "sim_nccl.h"
 
 SIM_NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
-  ncclResult_t res = sim_nccl_since("ncclCommSuspend", SIM_SINCE_ELASTIC);
+  ncclResult_t res = sim_comm_entry(comm, "ncclCommSuspend", SIM_SINCE_ELASTIC);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommSuspend: invalid or destroyed communicator");
   if (flags & ~NCCL_SUSPEND_MEM)
     return sim_error(ncclInvalidArgument, "ncclsim: ncclCommSuspend: unknown flags 0x%x", flags);
   if (comm->suspended)
@@ -26,11 +23,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
 }
 
 SIM_NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
-  ncclResult_t res = sim_nccl_since("ncclCommResume", SIM_SINCE_ELASTIC);
+  ncclResult_t res = sim_comm_entry(comm, "ncclCommResume", SIM_SINCE_ELASTIC);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommResume: invalid or destroyed communicator");
   if (!comm->suspended)
     return sim_error(ncclInvalidUsage,
                      "ncclsim: ncclCommResume: communicator %016llx is not "
@@ -42,11 +36,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
 
 SIM_NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat,
              uint64_t *value) {
-  ncclResult_t res = sim_nccl_since("ncclCommMemStats", SIM_SINCE_ELASTIC);
+  ncclResult_t res = sim_comm_entry(comm, "ncclCommMemStats", SIM_SINCE_ELASTIC);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommMemStats: invalid or destroyed communicator");
   if (!value) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommMemStats: value is NULL");
   switch (stat) {
     case ncclStatGpuMemSuspended: *value = comm->suspended ? 1 : 0; return ncclSuccess;

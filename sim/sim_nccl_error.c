@@ -19,6 +19,11 @@ int sim_comm_usable(const struct ncclComm *comm) {
   return comm != NULL && comm->magic == SIM_COMM_MAGIC;
 }
 
+ncclResult_t sim_comm_live(const struct ncclComm *comm, const char *fn) {
+  if (sim_comm_usable(comm)) return ncclSuccess;
+  return sim_error(ncclInvalidArgument, "ncclsim: %s: invalid or destroyed communicator", fn);
+}
+
 SIM_NCCL_API(const char *, ncclGetErrorString, ncclResult_t result) {
   switch (result) {
     case ncclSuccess: return "no error";

@@ -103,11 +103,8 @@ void sim_reg_free_all(struct ncclComm *comm) {
 
 SIM_NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size,
              void **handle) {
-  ncclResult_t res = sim_nccl_since("ncclCommRegister", SIM_SINCE_MEM_REGISTER);
+  ncclResult_t res = sim_comm_entry(comm, "ncclCommRegister", SIM_SINCE_MEM_REGISTER);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommRegister: invalid or destroyed communicator");
   if (!handle) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommRegister: handle is NULL");
   struct sim_reg *r;
   res = reg_add(comm, buff, size, &r);
@@ -116,11 +113,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, 
 }
 
 SIM_NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle) {
-  ncclResult_t res = sim_nccl_since("ncclCommDeregister", SIM_SINCE_MEM_REGISTER);
+  ncclResult_t res = sim_comm_entry(comm, "ncclCommDeregister", SIM_SINCE_MEM_REGISTER);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommDeregister: invalid or destroyed communicator");
   if (!handle) return ncclSuccess;
   return reg_drop(comm, handle, "ncclCommDeregister");
 }
@@ -131,9 +125,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, 
   if (res != ncclSuccess) return res;
   if (buff == NULL || size == 0)
     return ncclSuccess; /* as NCCL: nothing registered, *win untouched */
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommWindowRegister: invalid or destroyed communicator");
+  res = sim_comm_live(comm, "ncclCommWindowRegister");
+  if (res != ncclSuccess) return res;
   if (!win) return sim_error(ncclInvalidArgument, "ncclsim: ncclCommWindowRegister: win is NULL");
   if (winFlags & ~(NCCL_WIN_DEFAULT | NCCL_WIN_COLL_SYMMETRIC))
     return sim_error(ncclInvalidArgument, "ncclsim: ncclCommWindowRegister: unknown winFlags 0x%x",
@@ -159,9 +152,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow
   ncclResult_t res = sim_nccl_since("ncclCommWindowDeregister", SIM_SINCE_SHRINK_WINDOW);
   if (res != ncclSuccess) return res;
   if (win == NULL) return ncclSuccess;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclCommWindowDeregister: invalid or destroyed communicator");
+  res = sim_comm_live(comm, "ncclCommWindowDeregister");
+  if (res != ncclSuccess) return res;
   /* Looked up by address among the communicator's windows before anything is read from it, so a
    * stale or foreign handle is refused, not dereferenced. */
   for (struct ncclWindow_vidmem **pp = &comm->wins; *pp; pp = &(*pp)->next) {
@@ -180,11 +172,8 @@ SIM_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow
 /* The buffer a window was registered with. */
 SIM_NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win,
              void **outUserPtr) {
-  ncclResult_t res = sim_nccl_since("ncclWinGetUserPtr", SIM_SINCE_WIN_USER_PTR);
+  ncclResult_t res = sim_comm_entry(comm, "ncclWinGetUserPtr", SIM_SINCE_WIN_USER_PTR);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclWinGetUserPtr: invalid or destroyed communicator");
   if (!outUserPtr)
     return sim_error(ncclInvalidArgument, "ncclsim: ncclWinGetUserPtr: outUserPtr is NULL");
   for (struct ncclWindow_vidmem *w = comm->wins; w; w = w->next) /* found before it is read */

@@ -39,11 +39,8 @@ static int redop_index(const struct ncclComm *comm, ncclRedOp_t op) {
 
 SIM_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scalar,
              ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
-  ncclResult_t res = sim_nccl_since("ncclRedOpCreatePreMulSum", SIM_SINCE_PREMULSUM);
+  ncclResult_t res = sim_comm_entry(comm, "ncclRedOpCreatePreMulSum", SIM_SINCE_PREMULSUM);
   if (res != ncclSuccess) return res;
-  if (!sim_comm_usable(comm))
-    return sim_error(ncclInvalidArgument,
-                     "ncclsim: ncclRedOpCreatePreMulSum: invalid or destroyed communicator");
   if (!op || !scalar)
     return sim_error(ncclInvalidArgument, "ncclsim: ncclRedOpCreatePreMulSum: %s is NULL",
                      op ? "scalar" : "op");

@@ -13,3 +13,9 @@ ncclResult_t sim_nccl_since(const char *fn, int since) {
                    fn, since / 10000, since / 100 % 100, since % 100, v / 10000, v / 100 % 100,
                    v % 100);
 }
+
+ncclResult_t sim_comm_entry(const struct ncclComm *comm, const char *fn, int since) {
+  ncclResult_t res = sim_nccl_since(fn, since);
+  if (res != ncclSuccess) return res;
+  return sim_comm_live(comm, fn);
+}

@@ -88,6 +88,20 @@ static int ah_tune_quick_add(ah_tune_t *t, int q) {
   return 1;
 }
 
+/* Adds to the quick check, and wants AH_TUNE_QUICK_SIDE_N samples of, probe `from`'s channel
+ * neighbour one step in direction dir (-1 or 1) within its subspace, when it has one there. */
+static void ah_tune_quick_side(ah_tune_t *t, int from, int dir) {
+  int j = ah_tune_step_to(t, from, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL);
+  if (j < 0) return;
+  int sub = t->probes[from].sub, npos[AH_MAX_DIMS];
+  memcpy(npos, t->probes[from].pos, sizeof(npos));
+  npos[AH_DIM_NCHANNELS] = j;
+  ah_config_t c;
+  ah_tune_make_cfg(t, sub, npos, &c);
+  int q = ah_tune_probe_get(t, sub, npos, &c);
+  if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
+}
+
 /* Plans the quick warm check when a hint names resources and channels are the only searched
  * resource: the hinted point(s) of the centre's
  * subspace, the centre's channel neighbours (x1.41 each side), one point of a rival subspace (the
@@ -136,16 +150,7 @@ int ah_tune_start_quick(ah_tune_t *t) {
   ah_tune_want(t, t->def, AH_TUNE_QUICK_N);
   for (int i = 1; i < t->nquick; i++) ah_tune_want(t, t->quick_pt[i], AH_TUNE_QUICK_N);
   if (t->space.ndims > AH_DIM_NCHANNELS && t->space.dims[AH_DIM_NCHANNELS].nvalues >= 2)
-    for (int dir = -1; dir <= 1; dir += 2) {
-      int j = ah_tune_step_to(t, hq, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL), npos[AH_MAX_DIMS];
-      if (j < 0) continue;
-      memcpy(npos, t->probes[hq].pos, sizeof(npos));
-      npos[AH_DIM_NCHANNELS] = j;
-      ah_config_t c;
-      ah_tune_make_cfg(t, s, npos, &c);
-      int q = ah_tune_probe_get(t, s, npos, &c);
-      if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
-    }
+    for (int dir = -1; dir <= 1; dir += 2) ah_tune_quick_side(t, hq, dir);
   /* A hint from one side may come from across a protocol's boundary (a neighbour bin's best
    * subspace is not this one's): the subspace NCCL's cost table rates best among the others (its
    * own choice, unless that is the hint's) is measured at the hint's resources too. */
@@ -225,17 +230,7 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
       t->quick_c = alt;
       ah_tune_quick_add(t, alt);
       t->nwants = 0;
-      for (int dir = -1; dir <= 1; dir += 2) {
-        int j = ah_tune_step_to(t, alt, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL),
-            npos[AH_MAX_DIMS];
-        if (j < 0) continue;
-        memcpy(npos, t->probes[alt].pos, sizeof(npos));
-        npos[AH_DIM_NCHANNELS] = j;
-        ah_config_t cf;
-        ah_tune_make_cfg(t, t->probes[alt].sub, npos, &cf);
-        int q = ah_tune_probe_get(t, t->probes[alt].sub, npos, &cf);
-        if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
-      }
+      for (int dir = -1; dir <= 1; dir += 2) ah_tune_quick_side(t, alt, dir);
       return;
     }
     rival = -1;
@@ -251,16 +246,7 @@ static void ah_tune_eval_quick(ah_tune_t *t) {
       t->quick_moves++;
       t->quick_c = rival;
       t->nwants = 0;
-      int j = ah_tune_step_to(t, rival, AH_DIM_NCHANNELS, dir, AH_TUNE_MAX_LEVEL);
-      if (j >= 0) {
-        int npos[AH_MAX_DIMS];
-        memcpy(npos, t->probes[rival].pos, sizeof(npos));
-        npos[AH_DIM_NCHANNELS] = j;
-        ah_config_t cf;
-        ah_tune_make_cfg(t, t->probes[rival].sub, npos, &cf);
-        int q = ah_tune_probe_get(t, t->probes[rival].sub, npos, &cf);
-        if (ah_tune_quick_add(t, q)) ah_tune_want(t, q, AH_TUNE_QUICK_SIDE_N);
-      }
+      ah_tune_quick_side(t, rival, dir);
       return; /* evaluated again when the new point is in (at once when there is none) */
     }
     if (!held) { /* race the two */

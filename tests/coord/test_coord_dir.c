@@ -474,24 +474,22 @@ END_TEST
 
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
-  Suite *s = suite_create("coord_dir");
-  TCase *tc = tcase_create("dir");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, put_in_one_client_is_read_by_another);
-  tcase_add_test(tc, put_replaces_the_value);
-  tcase_add_test(tc, get_waits_for_a_later_put);
-  tcase_add_test(tc, get_times_out_when_nobody_puts);
-  tcase_add_test(tc, a_batch_of_gets_answers_each_key);
-  tcase_add_test(tc, oversized_values_are_refused_and_gets_copy_at_most_cap);
-  tcase_add_test(tc, thousands_of_keys_coexist);
-  tcase_add_test(tc, waiting_get_survives_a_cut_connection);
-  tcase_add_test(tc, put_in_another_process_answers_a_waiting_get);
-  tcase_add_test(tc, flooding_client_is_refused_and_others_are_served);
-  tcase_add_test(tc, waiting_gets_are_bounded_and_forgotten_at_their_deadline);
-  tcase_add_test(tc, malformed_directory_frames_are_refused_by_name);
-  tcase_add_test(tc, gets_end_when_the_hub_is_gone);
-  tcase_add_test(tc, a_late_answer_is_not_taken_for_a_miss);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {put_in_one_client_is_read_by_another,
+                                put_replaces_the_value,
+                                get_waits_for_a_later_put,
+                                get_times_out_when_nobody_puts,
+                                a_batch_of_gets_answers_each_key,
+                                oversized_values_are_refused_and_gets_copy_at_most_cap,
+                                thousands_of_keys_coexist,
+                                waiting_get_survives_a_cut_connection,
+                                put_in_another_process_answers_a_waiting_get,
+                                flooding_client_is_refused_and_others_are_served,
+                                waiting_gets_are_bounded_and_forgotten_at_their_deadline,
+                                malformed_directory_frames_are_refused_by_name,
+                                gets_end_when_the_hub_is_gone,
+                                a_late_answer_is_not_taken_for_a_miss};
+  return ah_check_main(
+      "coord_dir",
+      (ah_check_case_t){.name = "dir", .timeout = 30, .setup = setup, .teardown = teardown}, tests,
+      AH_CHECK_COUNT(tests));
 }

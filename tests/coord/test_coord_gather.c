@@ -156,13 +156,11 @@ END_TEST
 
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
-  Suite *s = suite_create("coord_gather");
-  TCase *tc = tcase_create("gather");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 20);
-  tcase_add_test(tc, the_leader_gets_the_shortest_once_every_rank_reported);
-  tcase_add_test(tc, a_missing_rank_delays_the_minimum_to_the_deadline);
-  tcase_add_test(tc, bad_reports_are_refused);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {the_leader_gets_the_shortest_once_every_rank_reported,
+                                a_missing_rank_delays_the_minimum_to_the_deadline,
+                                bad_reports_are_refused};
+  return ah_check_main(
+      "coord_gather",
+      (ah_check_case_t){.name = "gather", .timeout = 20, .setup = setup, .teardown = teardown},
+      tests, AH_CHECK_COUNT(tests));
 }

@@ -250,5 +250,6 @@ int main(void) {
       record_roundtrip_and_refusals,
       finding_roundtrip_and_refusals,
   };
-  return ah_check_main("coord_health", "classify", tests, sizeof tests / sizeof tests[0]);
+  return ah_check_main("coord_health", (ah_check_case_t){.name = "classify", .timeout = 10}, tests,
+                       AH_CHECK_COUNT(tests));
 }

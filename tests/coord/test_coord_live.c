@@ -958,39 +958,37 @@ END_TEST
 
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
-  Suite *s = suite_create("coord_live");
-  TCase *tc = tcase_create("live");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 20);
-  tcase_add_test(tc, segments_reach_every_joined_process_in_order);
-  tcase_add_test(tc, large_replay_arrives_whole_and_in_order);
-  tcase_add_test(tc, wrong_secret_is_refused);
-  tcase_add_test(tc, random_bytes_are_refused);
-  tcase_add_test(tc, truncated_frame_is_refused);
-  tcase_add_test(tc, length_prefix_of_16mib_is_refused);
-  tcase_add_test(tc, wrong_protocol_version_is_refused);
-  tcase_add_test(tc, thousand_held_connections_do_not_starve_clients);
-  tcase_add_test(tc, byte_per_second_client_is_cut);
-  tcase_add_test(tc, cut_connection_reconnects_and_replays_once);
-  tcase_add_test(tc, hub_exit_makes_clients_give_up_in_bounded_time);
-  tcase_add_test(tc, mute_listener_fails_the_handshake_in_bounded_time);
-  tcase_add_test(tc, hub_gone_silent_is_detected_and_given_up);
-  tcase_add_test(tc, forked_child_connects_afresh);
-  tcase_add_test(tc, verdict_complete_when_all_ranks_join);
-  tcase_add_test(tc, verdict_abandoned_after_timeout_and_replayed_to_late_joiner);
-  tcase_add_test(tc, verdict_replayed_to_reconnecting_client);
-  tcase_add_test(tc, verdict_mismatch_names_the_ranks_and_the_settings);
-  tcase_add_test(tc, delivered_segments_are_dropped_by_the_hub);
-  tcase_add_test(tc, subscribers_up_to_the_rank_count_are_served);
-  tcase_add_test(tc, bad_joins_are_refused);
-  tcase_add_test(tc, progress_is_refused_unless_joined_and_a_stall_is_diagnosed);
-  tcase_add_test(tc, a_client_that_only_sends_still_hears_the_hub);
-  tcase_add_test(tc, processes_hearing_the_hub_together_ping_apart);
-  tcase_add_test(tc, bad_verdict_is_refused_by_the_client);
-  tcase_add_test(tc, oversized_handshake_frames_are_refused_by_name);
-  tcase_add_test(tc, burst_of_refusals_logs_its_count);
-  tcase_add_test(tc, authenticated_flood_keeps_the_hub_bounded);
-  tcase_add_test(tc, a_client_writing_without_pause_does_not_starve_the_others);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {segments_reach_every_joined_process_in_order,
+                                large_replay_arrives_whole_and_in_order,
+                                wrong_secret_is_refused,
+                                random_bytes_are_refused,
+                                truncated_frame_is_refused,
+                                length_prefix_of_16mib_is_refused,
+                                wrong_protocol_version_is_refused,
+                                thousand_held_connections_do_not_starve_clients,
+                                byte_per_second_client_is_cut,
+                                cut_connection_reconnects_and_replays_once,
+                                hub_exit_makes_clients_give_up_in_bounded_time,
+                                mute_listener_fails_the_handshake_in_bounded_time,
+                                hub_gone_silent_is_detected_and_given_up,
+                                forked_child_connects_afresh,
+                                verdict_complete_when_all_ranks_join,
+                                verdict_abandoned_after_timeout_and_replayed_to_late_joiner,
+                                verdict_replayed_to_reconnecting_client,
+                                verdict_mismatch_names_the_ranks_and_the_settings,
+                                delivered_segments_are_dropped_by_the_hub,
+                                subscribers_up_to_the_rank_count_are_served,
+                                bad_joins_are_refused,
+                                progress_is_refused_unless_joined_and_a_stall_is_diagnosed,
+                                a_client_that_only_sends_still_hears_the_hub,
+                                processes_hearing_the_hub_together_ping_apart,
+                                bad_verdict_is_refused_by_the_client,
+                                oversized_handshake_frames_are_refused_by_name,
+                                burst_of_refusals_logs_its_count,
+                                authenticated_flood_keeps_the_hub_bounded,
+                                a_client_writing_without_pause_does_not_starve_the_others};
+  return ah_check_main(
+      "coord_live",
+      (ah_check_case_t){.name = "live", .timeout = 20, .setup = setup, .teardown = teardown}, tests,
+      AH_CHECK_COUNT(tests));
 }

@@ -783,22 +783,20 @@ END_TEST
 
 int main(void) {
   ah_log_set_level(AH_LOG_INFO);
-  Suite *s = suite_create("coord_relay");
-  TCase *tc = tcase_create("relay");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_relay_forwards);
-  tcase_add_test(tc, test_relay_ring_full);
-  tcase_add_test(tc, test_relay_segment_waits_for_the_rank);
-  tcase_add_test(tc, test_relay_lazy_doorbell);
-  tcase_add_test(tc, test_relay_forked_child_takes_nothing);
-  tcase_add_test(tc, test_relay_poll_beside_the_io_thread);
-  tcase_add_test(tc, test_relay_ring_is_mapped_ahead);
-  tcase_add_test(tc, test_relay_fd_passing);
-  tcase_add_test(tc, test_relay_killed_midstream);
-  tcase_add_test(tc, test_relay_refuses_local_without_secret);
-  tcase_add_test(tc, test_hub_refuses_bad_channel_frames);
-  tcase_add_test(tc, test_relay_local_writing_without_pause);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {test_relay_forwards,
+                                test_relay_ring_full,
+                                test_relay_segment_waits_for_the_rank,
+                                test_relay_lazy_doorbell,
+                                test_relay_forked_child_takes_nothing,
+                                test_relay_poll_beside_the_io_thread,
+                                test_relay_ring_is_mapped_ahead,
+                                test_relay_fd_passing,
+                                test_relay_killed_midstream,
+                                test_relay_refuses_local_without_secret,
+                                test_hub_refuses_bad_channel_frames,
+                                test_relay_local_writing_without_pause};
+  return ah_check_main(
+      "coord_relay",
+      (ah_check_case_t){.name = "relay", .timeout = 60, .setup = setup, .teardown = teardown},
+      tests, AH_CHECK_COUNT(tests));
 }

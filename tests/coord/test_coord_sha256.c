@@ -74,11 +74,7 @@ START_TEST(hmac_rfc4231) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coord_sha256");
-  TCase *tc = tcase_create("vectors");
-  tcase_set_timeout(tc, 10);
-  tcase_add_test(tc, sha256_vectors);
-  tcase_add_test(tc, hmac_rfc4231);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {sha256_vectors, hmac_rfc4231};
+  return ah_check_main("coord_sha256", (ah_check_case_t){.name = "vectors", .timeout = 10}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -223,5 +223,6 @@ int main(void) {
       calls_a_rank_never_reports_are_dropped,
       samples_roundtrip_and_refusals,
   };
-  return ah_check_main("coord_straggler", "straggler", tests, sizeof tests / sizeof tests[0]);
+  return ah_check_main("coord_straggler", (ah_check_case_t){.name = "straggler", .timeout = 10},
+                       tests, AH_CHECK_COUNT(tests));
 }

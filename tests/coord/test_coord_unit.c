@@ -263,17 +263,11 @@ START_TEST(ifname_choice_follows_nccl_socket_ifname) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coord_unit");
-  TCase *tc = tcase_create("pure");
-  tcase_set_timeout(tc, 10);
-  tcase_add_test(tc, stamp_roundtrip_keeps_ncclbytes);
-  tcase_add_test(tc, stamp_absent_or_damaged_is_refused);
-  tcase_add_test(tc, header_accepts_exact_messages);
-  tcase_add_test(tc, header_refuses_bad_frames);
-  tcase_add_test(tc, keyseg_roundtrip_and_ranges);
-  tcase_add_test(tc, mac_depends_on_every_input);
-  tcase_add_test(tc, addr_parse_names_bad_text);
-  tcase_add_test(tc, ifname_choice_follows_nccl_socket_ifname);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {
+      stamp_roundtrip_keeps_ncclbytes, stamp_absent_or_damaged_is_refused,
+      header_accepts_exact_messages,   header_refuses_bad_frames,
+      keyseg_roundtrip_and_ranges,     mac_depends_on_every_input,
+      addr_parse_names_bad_text,       ifname_choice_follows_nccl_socket_ifname};
+  return ah_check_main("coord_unit", (ah_check_case_t){.name = "pure", .timeout = 10}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -213,15 +213,11 @@ START_TEST(test_wait_ring_dropped_under_a_sleeper) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("coord_wait");
-  TCase *tc = tcase_create("wait");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_wait_woken_by_the_relay);
-  tcase_add_test(tc, test_wait_woken_by_a_delivery);
-  tcase_add_test(tc, test_wait_woken_by_the_verdict);
-  tcase_add_test(tc, test_wait_news_before_the_sleep);
-  tcase_add_test(tc, test_wait_ring_dropped_under_a_sleeper);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {test_wait_woken_by_the_relay, test_wait_woken_by_a_delivery,
+                                test_wait_woken_by_the_verdict, test_wait_news_before_the_sleep,
+                                test_wait_ring_dropped_under_a_sleeper};
+  return ah_check_main(
+      "coord_wait",
+      (ah_check_case_t){.name = "wait", .timeout = 60, .setup = setup, .teardown = teardown}, tests,
+      AH_CHECK_COUNT(tests));
 }

@@ -611,28 +611,25 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("coord_e2e");
-  TCase *tc = tcase_create("jobs");
-  tcase_set_timeout(tc, 280);
-  tcase_add_test(tc, tuned_job_8_processes);
-  tcase_add_test(tc, tuned_job_32_processes);
-  tcase_add_test(tc, tuned_job_64_processes);
-  tcase_add_test(tc, tuned_job_4_processes_x_4_threads);
-  tcase_add_test(tc, cut_connections_reconnect_mid_tuning);
-  tcase_add_test(tc, unstamped_id_runs_fixed_with_one_warning_per_process);
-  tcase_add_test(tc, unreachable_process_makes_every_rank_run_fixed);
-  tcase_add_test(tc, unreachable_leader_makes_every_rank_run_fixed);
-  tcase_add_test(tc, process_without_autoha_makes_every_rank_run_fixed);
-  tcase_add_test(tc, hub_exit_fails_the_job_without_hanging);
-  suite_add_tcase(s, tc);
-  TCase *tk = tcase_create("skew");
-  tcase_set_timeout(tk, 280);
-  tcase_add_test(tk, tuned_job_under_arrival_skew_converges_as_without);
-  tcase_add_test(tk, tuned_process_under_arrival_skew_converges_as_without);
-  suite_add_tcase(s, tk);
-  TCase *ta = tcase_create("attacks");
-  tcase_set_timeout(ta, 280);
-  tcase_add_test(ta, attacks_on_a_running_jobs_hub_are_refused);
-  tcase_add_test(ta, authenticated_flood_beside_a_tuned_job);
-  suite_add_tcase(s, ta);
+  const TTest *const jobs_tests[] = {tuned_job_8_processes,
+                                     tuned_job_32_processes,
+                                     tuned_job_64_processes,
+                                     tuned_job_4_processes_x_4_threads,
+                                     cut_connections_reconnect_mid_tuning,
+                                     unstamped_id_runs_fixed_with_one_warning_per_process,
+                                     unreachable_process_makes_every_rank_run_fixed,
+                                     unreachable_leader_makes_every_rank_run_fixed,
+                                     process_without_autoha_makes_every_rank_run_fixed,
+                                     hub_exit_fails_the_job_without_hanging};
+  ah_check_add(s, (ah_check_case_t){.name = "jobs", .timeout = 280}, jobs_tests,
+               AH_CHECK_COUNT(jobs_tests));
+  const TTest *const skew_tests[] = {tuned_job_under_arrival_skew_converges_as_without,
+                                     tuned_process_under_arrival_skew_converges_as_without};
+  ah_check_add(s, (ah_check_case_t){.name = "skew", .timeout = 280}, skew_tests,
+               AH_CHECK_COUNT(skew_tests));
+  const TTest *const attacks_tests[] = {attacks_on_a_running_jobs_hub_are_refused,
+                                        authenticated_flood_beside_a_tuned_job};
+  ah_check_add(s, (ah_check_case_t){.name = "attacks", .timeout = 280}, attacks_tests,
+               AH_CHECK_COUNT(attacks_tests));
   return ah_check_run(s);
 }

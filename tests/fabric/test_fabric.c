@@ -329,18 +329,11 @@ START_TEST(reroute_skips_down_links) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("fabric");
-  TCase *tc = tcase_create("fabric");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, build_defaults_and_errors);
-  tcase_add_test(tc, addresses_both_ways);
-  tcase_add_test(tc, every_link_name_reads_back);
-  tcase_add_test(tc, route_shapes);
-  tcase_add_test(tc, schedule_clocks_and_grammar);
-  tcase_add_test(tc, schedule_whole_nic);
-  tcase_add_test(tc, schedule_fatal_nic);
-  tcase_add_test(tc, shared_state_across_fork);
-  tcase_add_test(tc, reroute_skips_down_links);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {build_defaults_and_errors,   addresses_both_ways,
+                                every_link_name_reads_back,  route_shapes,
+                                schedule_clocks_and_grammar, schedule_whole_nic,
+                                schedule_fatal_nic,          shared_state_across_fork,
+                                reroute_skips_down_links};
+  return ah_check_main("fabric", (ah_check_case_t){.name = "fabric", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

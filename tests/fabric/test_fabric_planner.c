@@ -141,12 +141,8 @@ START_TEST(topo_text_names_hosts_and_addresses) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("fabric_planner");
-  TCase *tc = tcase_create("planner");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, sport_is_the_kernels);
-  tcase_add_test(tc, routes_match_the_planners_model);
-  tcase_add_test(tc, topo_text_names_hosts_and_addresses);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {sport_is_the_kernels, routes_match_the_planners_model,
+                                topo_text_names_hosts_and_addresses};
+  return ah_check_main("fabric_planner", (ah_check_case_t){.name = "planner", .timeout = 120},
+                       tests, AH_CHECK_COUNT(tests));
 }

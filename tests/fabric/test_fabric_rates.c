@@ -175,16 +175,13 @@ START_TEST(default_fabric_is_one_to_one) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("fabric_rates");
-  TCase *tc = tcase_create("rates");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, two_flows_split_one_link);
-  tcase_add_test(tc, max_min_with_a_flow_held_back_elsewhere);
-  tcase_add_test(tc, strict_priority_starves_the_low_class);
-  tcase_add_test(tc, weighted_three_to_one);
-  tcase_add_test(tc, degraded_scheduled_and_down_links);
-  tcase_add_test(tc, oversubscribed_uplink);
-  tcase_add_test(tc, default_fabric_is_one_to_one);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {two_flows_split_one_link,
+                                max_min_with_a_flow_held_back_elsewhere,
+                                strict_priority_starves_the_low_class,
+                                weighted_three_to_one,
+                                degraded_scheduled_and_down_links,
+                                oversubscribed_uplink,
+                                default_fabric_is_one_to_one};
+  return ah_check_main("fabric_rates", (ah_check_case_t){.name = "rates", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -393,23 +393,18 @@ START_TEST(test_nccl_captured) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *su = suite_create("sim_graph");
-  TCase *tc = tcase_create("capture");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, test_capture_and_replay);
-  tcase_add_test(tc, test_sync_on_capturing_stream);
-  tcase_add_test(tc, test_captured_event);
-  tcase_add_test(tc, test_global_mode_same_thread);
-  tcase_add_test(tc, test_relaxed_mode_allows);
-  tcase_add_test(tc, test_other_threads);
-  tcase_add_test(tc, test_end_from_another_thread);
-  tcase_add_test(tc, test_legacy_stream_implicit);
-  tcase_add_test(tc, test_fork_join);
-  tcase_add_test(tc, test_driver_api);
-  tcase_add_test(tc, test_nccl_captured);
-  suite_add_tcase(su, tc);
-  return su;
+int main(void) {
+  const TTest *const tests[] = {test_capture_and_replay,
+                                test_sync_on_capturing_stream,
+                                test_captured_event,
+                                test_global_mode_same_thread,
+                                test_relaxed_mode_allows,
+                                test_other_threads,
+                                test_end_from_another_thread,
+                                test_legacy_stream_implicit,
+                                test_fork_join,
+                                test_driver_api,
+                                test_nccl_captured};
+  return ah_check_main("sim_graph", (ah_check_case_t){.name = "capture", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }
-
-int main(void) { return ah_check_run(suite()); }

@@ -390,18 +390,11 @@ START_TEST(report_ha_roundtrip) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("ha_log");
-  TCase *tc = tcase_create("ha_log");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, consuming_opcodes);
-  tcase_add_test(tc, send_log_retire_and_unpush);
-  tcase_add_test(tc, send_log_complete_in_order);
-  tcase_add_test(tc, send_log_ring);
-  tcase_add_test(tc, recv_log_in_order);
-  tcase_add_test(tc, plan_rejects_impossible_counts);
-  tcase_add_test(tc, plan_every_failure_point);
-  tcase_add_test(tc, plan_two_failures);
-  tcase_add_test(tc, report_ha_roundtrip);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {consuming_opcodes,          send_log_retire_and_unpush,
+                                send_log_complete_in_order, send_log_ring,
+                                recv_log_in_order,          plan_rejects_impossible_counts,
+                                plan_every_failure_point,   plan_two_failures,
+                                report_ha_roundtrip};
+  return ah_check_main("ha_log", (ah_check_case_t){.name = "ha_log", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -109,13 +109,8 @@ START_TEST(keys_many_and_by_space) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("ha_nic");
-  TCase *tc = tcase_create("ha_nic");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, backup_is_the_neighbour);
-  tcase_add_test(tc, backup_within_nccl_ib_hca);
-  tcase_add_test(tc, keys_translate_per_space);
-  tcase_add_test(tc, keys_many_and_by_space);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {backup_is_the_neighbour, backup_within_nccl_ib_hca,
+                                keys_translate_per_space, keys_many_and_by_space};
+  return ah_check_main("ha_nic", (ah_check_case_t){.name = "ha_nic", .timeout = 60}, tests,
+                       AH_CHECK_COUNT(tests));
 }

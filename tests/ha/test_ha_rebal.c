@@ -222,15 +222,9 @@ START_TEST(clear_sport_leaves_bad_links) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("ha_rebal");
-  TCase *tc = tcase_create("ha_rebal");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, flow_by_planned_port);
-  tcase_add_test(tc, suspects_are_the_route_links);
-  tcase_add_test(tc, replan_spine_down_2);
-  tcase_add_test(tc, replan_spine_down_4);
-  tcase_add_test(tc, replan_spine_degraded);
-  tcase_add_test(tc, clear_sport_leaves_bad_links);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {flow_by_planned_port,  suspects_are_the_route_links,
+                                replan_spine_down_2,   replan_spine_down_4,
+                                replan_spine_degraded, clear_sport_leaves_bad_links};
+  return ah_check_main("ha_rebal", (ah_check_case_t){.name = "ha_rebal", .timeout = 60}, tests,
+                       AH_CHECK_COUNT(tests));
 }

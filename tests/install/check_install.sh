@@ -7,9 +7,7 @@
 #   check_install.sh CMAKE BUILD_DIR
 set -euo pipefail
 cmake=$1 build=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/../common/scratch.sh"
 
 "$cmake" --install "$build" --prefix "$tmp/p" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
 mv "$tmp/p" "$tmp/moved" # an installed prefix is relocatable: nothing below may depend on its path

@@ -7,10 +7,8 @@
 #   check_quiet.sh LIBAUTOHA NCCLSIM_RUN
 set -euo pipefail
 lib=$1 launcher=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../common/scratch.sh"
 cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
 n=0
 check() { # EXPECTED_STDOUT CMD...
   local want=$1; shift

@@ -547,32 +547,20 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("model");
-  TCase *tc = tcase_create("calibration");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, ring_simple_1x8_1g);
-  tcase_add_test(tc, nvls_1x8_1g);
-  tcase_add_test(tc, a100_1x8_1g);
-  tcase_add_test(tc, nvlstree_4node_1g);
-  tcase_add_test(tc, small_allreduce_1x8);
-  tcase_add_test(tc, tree_ll_2node_small);
-  tcase_add_test(tc, nccl_table_latencies);
-  tcase_add_test(tc, nccl_default_picks);
-  tcase_add_test(tc, tuner_channels_and_chunk);
-  tcase_add_test(tc, default_gap_is_autoccl_sized);
-  suite_add_tcase(s, tc);
-  TCase *shape = tcase_create("shape");
-  tcase_set_timeout(shape, 120);
-  tcase_add_test(shape, one_minimum_per_axis);
-  tcase_add_test(shape, interference_wants_fewer_channels);
-  tcase_add_test(shape, best_chunk_grows_with_size);
-  suite_add_tcase(s, shape);
-  TCase *misc = tcase_create("misc");
-  tcase_set_timeout(misc, 60);
-  tcase_add_test(misc, optimum_matches_brute_force);
-  tcase_add_test(misc, noise_is_seeded);
-  tcase_add_test(misc, topology_parsing);
-  tcase_add_test(misc, environment);
-  tcase_add_test(misc, constants_edit_changes_nccl_not_truth);
-  suite_add_tcase(s, misc);
+  const TTest *const calibration_tests[] = {
+      ring_simple_1x8_1g,          nvls_1x8_1g,         a100_1x8_1g,
+      nvlstree_4node_1g,           small_allreduce_1x8, tree_ll_2node_small,
+      nccl_table_latencies,        nccl_default_picks,  tuner_channels_and_chunk,
+      default_gap_is_autoccl_sized};
+  ah_check_add(s, (ah_check_case_t){.name = "calibration", .timeout = 60}, calibration_tests,
+               AH_CHECK_COUNT(calibration_tests));
+  const TTest *const shape_tests[] = {one_minimum_per_axis, interference_wants_fewer_channels,
+                                      best_chunk_grows_with_size};
+  ah_check_add(s, (ah_check_case_t){.name = "shape", .timeout = 120}, shape_tests,
+               AH_CHECK_COUNT(shape_tests));
+  const TTest *const misc_tests[] = {optimum_matches_brute_force, noise_is_seeded, topology_parsing,
+                                     environment, constants_edit_changes_nccl_not_truth};
+  ah_check_add(s, (ah_check_case_t){.name = "misc", .timeout = 60}, misc_tests,
+               AH_CHECK_COUNT(misc_tests));
   return ah_check_run(s);
 }

@@ -581,28 +581,25 @@ START_TEST(plan_cost_does_not_grow_with_failed_links) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("path");
-  TCase *tc = tcase_create("path");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, label_roundtrip_every_port);
-  tcase_add_test(tc, label_to_sport_matches_rdma_core);
-  tcase_add_test(tc, label_from_qpn);
-  tcase_add_test(tc, traffic_class);
-  tcase_add_test(tc, tc_rules);
-  tcase_add_test(tc, catalog_lookup);
-  tcase_add_test(tc, catalog_errors);
-  tcase_add_test(tc, topology_errors);
-  tcase_add_test(tc, plan_balanced);
-  tcase_add_test(tc, plan_with_failed_link);
-  tcase_add_test(tc, plan_cost_does_not_grow_with_failed_links);
-  tcase_add_test(tc, job_classes);
-  tcase_add_test(tc, replan_link_down);
-  tcase_add_test(tc, replan_two_links_down_and_degraded);
-  tcase_add_test(tc, replan_leaf_cut_off);
-  tcase_add_test(tc, replan_nothing_to_do);
-  tcase_add_test(tc, policy_spread);
-  tcase_add_test(tc, policy_typed_values);
-  tcase_add_test(tc, policy_plan);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {label_roundtrip_every_port,
+                                label_to_sport_matches_rdma_core,
+                                label_from_qpn,
+                                traffic_class,
+                                tc_rules,
+                                catalog_lookup,
+                                catalog_errors,
+                                topology_errors,
+                                plan_balanced,
+                                plan_with_failed_link,
+                                plan_cost_does_not_grow_with_failed_links,
+                                job_classes,
+                                replan_link_down,
+                                replan_two_links_down_and_degraded,
+                                replan_leaf_cut_off,
+                                replan_nothing_to_do,
+                                policy_spread,
+                                policy_typed_values,
+                                policy_plan};
+  return ah_check_main("path", (ah_check_case_t){.name = "path", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

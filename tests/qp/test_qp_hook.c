@@ -298,10 +298,7 @@ START_TEST(qp_hook) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("qp_hook");
-  TCase *tc = tcase_create(mode());
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, qp_hook);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {qp_hook};
+  return ah_check_main("qp_hook", (ah_check_case_t){.name = mode(), .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

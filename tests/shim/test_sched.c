@@ -185,14 +185,8 @@ START_TEST(test_readers_race_writer) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("ah_sched");
-  TCase *tc = tcase_create("sched");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_empty);
-  tcase_add_test(tc, test_contiguous);
-  tcase_add_test(tc, test_forever_and_cut);
-  tcase_add_test(tc, test_capacity_and_foreach);
-  tcase_add_test(tc, test_readers_race_writer);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {test_empty, test_contiguous, test_forever_and_cut,
+                                test_capacity_and_foreach, test_readers_race_writer};
+  return ah_check_main("ah_sched", (ah_check_case_t){.name = "sched", .timeout = 60}, tests,
+                       AH_CHECK_COUNT(tests));
 }

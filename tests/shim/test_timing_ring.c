@@ -111,5 +111,6 @@ int main(void) {
   const TTest *const tests[] = {
       test_ring_made_once_and_released_at_thread_exit,
   };
-  return ah_check_main("timing_ring", "ring", tests, sizeof tests / sizeof tests[0]);
+  return ah_check_main("timing_ring", (ah_check_case_t){.name = "ring", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

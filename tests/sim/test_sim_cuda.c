@@ -236,16 +236,9 @@ START_TEST(test_rendezvous) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("sim_cuda");
-  TCase *tc = tcase_create("cuda");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, test_devices);
-  tcase_add_test(tc, test_stream_clock);
-  tcase_add_test(tc, test_legacy_stream_order);
-  tcase_add_test(tc, test_errors);
-  tcase_add_test(tc, test_driver);
-  tcase_add_test(tc, test_launch_entry_points);
-  tcase_add_test(tc, test_rendezvous);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {test_devices,   test_stream_clock, test_legacy_stream_order,
+                                test_errors,    test_driver,       test_launch_entry_points,
+                                test_rendezvous};
+  return ah_check_main("sim_cuda", (ah_check_case_t){.name = "cuda", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -139,13 +139,8 @@ START_TEST(test_peer_aborted) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("sim_errors");
-  TCase *tc = tcase_create("errors");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, test_bad_arguments);
-  tcase_add_test(tc, test_mismatched_counts);
-  tcase_add_test(tc, test_mismatched_sendrecv);
-  tcase_add_test(tc, test_peer_aborted);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {test_bad_arguments, test_mismatched_counts,
+                                test_mismatched_sendrecv, test_peer_aborted};
+  return ah_check_main("sim_errors", (ah_check_case_t){.name = "errors", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -94,10 +94,7 @@ START_TEST(test_kill_one_of_eight) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("sim_kill");
-  TCase *tc = tcase_create("kill");
-  tcase_set_timeout(tc, 90);
-  tcase_add_test(tc, test_kill_one_of_eight);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {test_kill_one_of_eight};
+  return ah_check_main("sim_kill", (ah_check_case_t){.name = "kill", .timeout = 90}, tests,
+                       AH_CHECK_COUNT(tests));
 }

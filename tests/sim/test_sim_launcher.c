@@ -165,15 +165,9 @@ START_TEST(test_signal_forwarding) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("sim_launcher");
-  TCase *tc = tcase_create("launcher");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, test_environment);
-  tcase_add_test(tc, test_torchrun_environment);
-  tcase_add_test(tc, test_preload);
-  tcase_add_test(tc, test_exit_status);
-  tcase_add_test(tc, test_bad_arguments);
-  tcase_add_test(tc, test_signal_forwarding);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {test_environment,   test_torchrun_environment,
+                                test_preload,       test_exit_status,
+                                test_bad_arguments, test_signal_forwarding};
+  return ah_check_main("sim_launcher", (ah_check_case_t){.name = "launcher", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

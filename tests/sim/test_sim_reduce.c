@@ -99,15 +99,9 @@ START_TEST(type_sizes) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("sim_reduce");
-  TCase *tc = tcase_create("kernels");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, half_known_patterns);
-  tcase_add_test(tc, bf16_and_fp8_patterns);
-  tcase_add_test(tc, every_e4m3_and_e5m2_roundtrips);
-  tcase_add_test(tc, integer_ops_wrap_and_average);
-  tcase_add_test(tc, float_avg_premultiplies);
-  tcase_add_test(tc, type_sizes);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {
+      half_known_patterns,          bf16_and_fp8_patterns,   every_e4m3_and_e5m2_roundtrips,
+      integer_ops_wrap_and_average, float_avg_premultiplies, type_sizes};
+  return ah_check_main("sim_reduce", (ah_check_case_t){.name = "kernels", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

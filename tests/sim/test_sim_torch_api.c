@@ -481,23 +481,22 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("sim_torch_api");
-  TCase *tc = tcase_create("cuda");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, test_mem_pool);
-  tcase_add_test(tc, test_kernel_attributes);
-  tcase_add_test(tc, test_symbols);
-  tcase_add_test(tc, test_host_functions_and_graphs);
-  tcase_add_test(tc, test_driver_and_device_code);
-  tcase_add_test(tc, test_vmm);
-  tcase_add_test(tc, test_nccl_230);
-  suite_add_tcase(s, tc);
+  const TTest *const cuda_tests[] = {test_mem_pool,
+                                     test_kernel_attributes,
+                                     test_symbols,
+                                     test_host_functions_and_graphs,
+                                     test_driver_and_device_code,
+                                     test_vmm,
+                                     test_nccl_230};
+  ah_check_add(s, (ah_check_case_t){.name = "cuda", .timeout = 30}, cuda_tests,
+               AH_CHECK_COUNT(cuda_tests));
   /* The version case emulates an older NCCL, which sim/ reads once per process: it runs on its
    * own (CTest's test_sim_torch_api_versions sets CK_RUN_CASE=version). */
   const char *only = getenv("CK_RUN_CASE");
   if (only && strcmp(only, "version") == 0) {
-    TCase *tv = tcase_create("version");
-    tcase_add_test(tv, test_nccl_230_versions);
-    suite_add_tcase(s, tv);
+    const TTest *const version_tests[] = {test_nccl_230_versions};
+    ah_check_add(s, (ah_check_case_t){.name = "version", .timeout = 30}, version_tests,
+                 AH_CHECK_COUNT(version_tests));
   }
   return ah_check_run(s);
 }

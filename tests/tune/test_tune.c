@@ -1314,42 +1314,38 @@ END_TEST
 
 static Suite *tune_suite(void) {
   Suite *s = suite_create("tune");
-  TCase *tc = tcase_create("search");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_unimodal);
-  tcase_add_test(tc, test_two_dims);
-  tcase_add_test(tc, test_coupled_ridge);
-  tcase_add_test(tc, test_knee);
-  tcase_add_test(tc, test_shim_shaped_space);
-  tcase_add_test(tc, test_plateau);
-  tcase_add_test(tc, test_plateau_above_cap);
-  tcase_add_test(tc, test_noisy);
-  tcase_add_test(tc, test_single_point);
-  tcase_add_test(tc, test_default_optimal);
-  tcase_add_test(tc, test_out_of_order);
-  tcase_add_test(tc, test_drift_reopens);
-  tcase_add_test(tc, test_budget);
-  tcase_add_test(tc, test_bad_space_and_report);
-  tcase_add_test(tc, test_chaos);
-  tcase_add_test(tc, test_prior_prunes);
-  tcase_add_test(tc, test_prior_chunk);
-  tcase_add_test(tc, test_sure_pin_chunk);
-  tcase_add_test(tc, test_drive_skew);
-  tcase_add_test(tc, test_hint_api);
-  tcase_add_test(tc, test_warm_start);
-  tcase_add_test(tc, test_quick_warm);
-  tcase_add_test(tc, test_quick_boundary);
-  tcase_add_test(tc, test_hint_mid_search);
-  tcase_add_test(tc, test_batches);
-  tcase_add_test(tc, test_drive_comm);
-  suite_add_tcase(s, tc);
-  TCase *ts = tcase_create("stats");
-  tcase_set_timeout(ts, 30);
-  tcase_add_test(ts, test_stats);
-  tcase_add_test(ts, test_fit);
-  tcase_add_test(ts, test_cusum);
-  tcase_add_test(ts, test_cusum_learnt_reference);
-  suite_add_tcase(s, ts);
+  const TTest *const search_tests[] = {test_unimodal,
+                                       test_two_dims,
+                                       test_coupled_ridge,
+                                       test_knee,
+                                       test_shim_shaped_space,
+                                       test_plateau,
+                                       test_plateau_above_cap,
+                                       test_noisy,
+                                       test_single_point,
+                                       test_default_optimal,
+                                       test_out_of_order,
+                                       test_drift_reopens,
+                                       test_budget,
+                                       test_bad_space_and_report,
+                                       test_chaos,
+                                       test_prior_prunes,
+                                       test_prior_chunk,
+                                       test_sure_pin_chunk,
+                                       test_drive_skew,
+                                       test_hint_api,
+                                       test_warm_start,
+                                       test_quick_warm,
+                                       test_quick_boundary,
+                                       test_hint_mid_search,
+                                       test_batches,
+                                       test_drive_comm};
+  ah_check_add(s, (ah_check_case_t){.name = "search", .timeout = 60}, search_tests,
+               AH_CHECK_COUNT(search_tests));
+  const TTest *const stats_tests[] = {test_stats, test_fit, test_cusum,
+                                      test_cusum_learnt_reference};
+  ah_check_add(s, (ah_check_case_t){.name = "stats", .timeout = 30}, stats_tests,
+               AH_CHECK_COUNT(stats_tests));
   return s;
 }
 

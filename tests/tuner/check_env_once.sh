@@ -5,10 +5,8 @@
 #   check_env_once.sh LIBAUTOHA AUTOHA_CLI
 set -euo pipefail
 lib=$1 cli=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../common/scratch.sh"
 cd "$tmp"
-fail() { echo "FAIL: $*"; exit 1; }
 want="autoha ERROR env: invalid value for AUTOHA_LOG: 'loud' (expected error|warn|info|debug); default kept"
 for how in preload cli; do
   if [ $how = preload ]; then

@@ -306,17 +306,10 @@ static void remove_dir(void) {
 }
 
 int main(void) {
-  Suite *s = suite_create("tuner_cli");
-  TCase *tc = tcase_create("cli");
-  tcase_set_timeout(tc, 30);
-  tcase_add_checked_fixture(tc, make_dir, remove_dir);
-  tcase_add_test(tc, report_table);
-  tcase_add_test(tc, report_errors);
-  tcase_add_test(tc, check_override);
-  tcase_add_test(tc, env_listing);
-  tcase_add_test(tc, compare_runs);
-  tcase_add_test(tc, report_merge);
-  tcase_add_test(tc, subcommand_options);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {report_table, report_errors, check_override,    env_listing,
+                                compare_runs, report_merge,  subcommand_options};
+  return ah_check_main(
+      "tuner_cli",
+      (ah_check_case_t){.name = "cli", .timeout = 30, .setup = make_dir, .teardown = remove_dir},
+      tests, AH_CHECK_COUNT(tests));
 }

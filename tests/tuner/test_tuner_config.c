@@ -167,13 +167,8 @@ START_TEST(chunk_windows_and_starts) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("tuner_config");
-  TCase *tc = tcase_create("config");
-  tcase_set_timeout(tc, 10);
-  tcase_add_test(tc, size_bins);
-  tcase_add_test(tc, names_round_trip);
-  tcase_add_test(tc, config_equal_and_format);
-  tcase_add_test(tc, chunk_windows_and_starts);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {size_bins, names_round_trip, config_equal_and_format,
+                                chunk_windows_and_starts};
+  return ah_check_main("tuner_config", (ah_check_case_t){.name = "config", .timeout = 10}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -81,12 +81,8 @@ START_TEST(describe_names_the_parts) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("tuner_digest");
-  TCase *tc = tcase_create("digest");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, equal_settings_digest_alike);
-  tcase_add_test(tc, each_difference_shows_in_its_part);
-  tcase_add_test(tc, describe_names_the_parts);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {equal_settings_digest_alike, each_difference_shows_in_its_part,
+                                describe_names_the_parts};
+  return ah_check_main("tuner_digest", (ah_check_case_t){.name = "digest", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -438,19 +438,11 @@ START_TEST(doc_agrees_with_table) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("tuner_env");
-  TCase *tc = tcase_create("env");
-  tcase_set_timeout(tc, 10);
-  tcase_add_test(tc, defaults_parse);
-  tcase_add_test(tc, typed_parsers);
-  tcase_add_test(tc, override_keeps_good_rules);
-  tcase_add_test(tc, parse_environment_logs);
-  tcase_add_test(tc, log_variables);
-  tcase_add_test(tc, config_error_once_into_log_file);
-  tcase_add_test(tc, nearest_names);
-  tcase_add_test(tc, process_settings_once);
-  tcase_add_test(tc, env_print);
-  tcase_add_test(tc, doc_agrees_with_table);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {
+      defaults_parse,         typed_parsers,         override_keeps_good_rules,
+      parse_environment_logs, log_variables,         config_error_once_into_log_file,
+      nearest_names,          process_settings_once, env_print,
+      doc_agrees_with_table};
+  return ah_check_main("tuner_env", (ah_check_case_t){.name = "env", .timeout = 10}, tests,
+                       AH_CHECK_COUNT(tests));
 }

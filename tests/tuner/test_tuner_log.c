@@ -197,17 +197,14 @@ START_TEST(nccl_logger_gets_info_lines) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("tuner_log");
-  TCase *tc = tcase_create("log");
-  tcase_set_timeout(tc, 20);
-  tcase_add_test(tc, prefix_names_host_pid_tid_rank);
-  tcase_add_test(tc, timestamp_in_front);
-  tcase_add_test(tc, control_bytes_quoted_safely);
-  tcase_add_test(tc, subsystem_grammar);
-  tcase_add_test(tc, subsystem_filter);
-  tcase_add_test(tc, file_named_by_rank_holds_early_lines);
-  tcase_add_test(tc, file_template_errors);
-  tcase_add_test(tc, nccl_logger_gets_info_lines);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {prefix_names_host_pid_tid_rank,
+                                timestamp_in_front,
+                                control_bytes_quoted_safely,
+                                subsystem_grammar,
+                                subsystem_filter,
+                                file_named_by_rank_holds_early_lines,
+                                file_template_errors,
+                                nccl_logger_gets_info_lines};
+  return ah_check_main("tuner_log", (ah_check_case_t){.name = "log", .timeout = 20}, tests,
+                       AH_CHECK_COUNT(tests));
 }

@@ -335,17 +335,14 @@ START_TEST(random_strings_round_trip) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("tuner_override");
-  TCase *tc = tcase_create("override");
-  tcase_set_timeout(tc, 10);
-  tcase_add_test(tc, parse_example);
-  tcase_add_test(tc, parse_forms);
-  tcase_add_test(tc, parse_errors_name_token_and_position);
-  tcase_add_test(tc, parse_limits);
-  tcase_add_test(tc, match_most_specific);
-  tcase_add_test(tc, allowed_pairs);
-  tcase_add_test(tc, sizes);
-  tcase_add_test(tc, random_strings_round_trip);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {parse_example,
+                                parse_forms,
+                                parse_errors_name_token_and_position,
+                                parse_limits,
+                                match_most_specific,
+                                allowed_pairs,
+                                sizes,
+                                random_strings_round_trip};
+  return ah_check_main("tuner_override", (ah_check_case_t){.name = "override", .timeout = 10},
+                       tests, AH_CHECK_COUNT(tests));
 }

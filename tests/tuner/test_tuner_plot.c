@@ -143,12 +143,10 @@ START_TEST(plot_options) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("tuner_plot");
-  TCase *tc = tcase_create("plot");
-  tcase_set_timeout(tc, 30);
-  tcase_add_checked_fixture(tc, make_fixture, remove_dir);
-  tcase_add_test(tc, plot_pictures_and_trace);
-  tcase_add_test(tc, plot_options);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {plot_pictures_and_trace, plot_options};
+  return ah_check_main(
+      "tuner_plot",
+      (ah_check_case_t){
+          .name = "plot", .timeout = 30, .setup = make_fixture, .teardown = remove_dir},
+      tests, AH_CHECK_COUNT(tests));
 }

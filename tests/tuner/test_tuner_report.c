@@ -777,21 +777,19 @@ START_TEST(non_utf8_text_still_reports) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("tuner_report");
-  TCase *tc = tcase_create("report");
-  tcase_set_timeout(tc, 20);
-  tcase_add_checked_fixture(tc, NULL, remove_dir);
-  tcase_add_test(tc, formulas);
-  tcase_add_test(tc, paths_and_names);
-  tcase_add_test(tc, job_ids);
-  tcase_add_test(tc, round_trip);
-  tcase_add_test(tc, run_record);
-  tcase_add_test(tc, atomic_write);
-  tcase_add_test(tc, concurrent_writers_and_reader);
-  tcase_add_test(tc, malformed_reports);
-  tcase_add_test(tc, profile_load);
-  tcase_add_test(tc, truncated_reports);
-  tcase_add_test(tc, non_utf8_text_still_reports);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {formulas,
+                                paths_and_names,
+                                job_ids,
+                                round_trip,
+                                run_record,
+                                atomic_write,
+                                concurrent_writers_and_reader,
+                                malformed_reports,
+                                profile_load,
+                                truncated_reports,
+                                non_utf8_text_still_reports};
+  return ah_check_main(
+      "tuner_report",
+      (ah_check_case_t){.name = "report", .timeout = 20, .setup = NULL, .teardown = remove_dir},
+      tests, AH_CHECK_COUNT(tests));
 }

@@ -66,11 +66,7 @@ START_TEST(growth_refused) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("ah_uthash");
-  TCase *tc = tcase_create("oom");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, first_add_refused);
-  tcase_add_test(tc, growth_refused);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {first_add_refused, growth_refused};
+  return ah_check_main("ah_uthash", (ah_check_case_t){.name = "oom", .timeout = 30}, tests,
+                       AH_CHECK_COUNT(tests));
 }

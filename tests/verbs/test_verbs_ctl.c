@@ -248,16 +248,10 @@ START_TEST(flow_and_udp_sport) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("verbs_ctl");
-  TCase *tc = tcase_create("ctl");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, devices_and_ports);
-  tcase_add_test(tc, modify_qp_masks);
-  tcase_add_test(tc, mr_registration);
-  tcase_add_test(tc, comp_channel);
-  tcase_add_test(tc, flow_and_udp_sport);
-  suite_add_tcase(s, tc);
-  int rc = ah_check_run(s);
+  const TTest *const tests[] = {devices_and_ports, modify_qp_masks, mr_registration, comp_channel,
+                                flow_and_udp_sport};
+  int rc = ah_check_main("verbs_ctl", (ah_check_case_t){.name = "ctl", .timeout = 30}, tests,
+                         AH_CHECK_COUNT(tests));
   sim_fabric_unlink(
       getenv("NCCLSIM_FABRIC_SHM")); /* the job's link state: the launcher's to remove */
   return rc;

@@ -284,25 +284,22 @@ START_TEST(loopback_read) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("verbs_data");
-  TCase *tc = tcase_create("data");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, rem_access_bad_key);
-  tcase_add_test(tc, rem_access_out_of_range);
-  tcase_add_test(tc, rem_access_no_write_right);
-  tcase_add_test(tc, rem_access_other_device_key);
-  tcase_add_test(tc, rem_access_no_read_right);
-  tcase_add_test(tc, rnr_retry_exhausted);
-  tcase_add_test(tc, rnr_waits_for_a_receive);
-  tcase_add_test(tc, unsignalled_wrs_complete_silently);
-  tcase_add_test(tc, flush_in_err);
-  tcase_add_test(tc, vanished_peer_times_out);
-  tcase_add_test(tc, zero_byte_write_imm_sgeless_recv);
-  tcase_add_test(tc, loopback_read);
-  tcase_add_test(tc, responder_late_to_rtr);
-  tcase_add_test(tc, responder_never_ready);
-  suite_add_tcase(s, tc);
-  int rc = ah_check_run(s);
+  const TTest *const tests[] = {rem_access_bad_key,
+                                rem_access_out_of_range,
+                                rem_access_no_write_right,
+                                rem_access_other_device_key,
+                                rem_access_no_read_right,
+                                rnr_retry_exhausted,
+                                rnr_waits_for_a_receive,
+                                unsignalled_wrs_complete_silently,
+                                flush_in_err,
+                                vanished_peer_times_out,
+                                zero_byte_write_imm_sgeless_recv,
+                                loopback_read,
+                                responder_late_to_rtr,
+                                responder_never_ready};
+  int rc = ah_check_main("verbs_data", (ah_check_case_t){.name = "data", .timeout = 30}, tests,
+                         AH_CHECK_COUNT(tests));
   sim_fabric_unlink(
       getenv("NCCLSIM_FABRIC_SHM")); /* the job's link state: the launcher's to remove */
   return rc;

@@ -193,13 +193,10 @@ START_TEST(path_back_before_timeout_loses_nothing) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("verbs_fabric");
-  TCase *tc = tcase_create("fabric");
-  tcase_set_timeout(tc, 30);
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, path_down_retry_exceeded);
-  tcase_add_test(tc, path_back_before_timeout_loses_nothing);
-  tcase_add_test(tc, reply_path_down_retry_exceeded);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {path_down_retry_exceeded, path_back_before_timeout_loses_nothing,
+                                reply_path_down_retry_exceeded};
+  return ah_check_main(
+      "verbs_fabric",
+      (ah_check_case_t){.name = "fabric", .timeout = 30, .setup = setup, .teardown = teardown},
+      tests, AH_CHECK_COUNT(tests));
 }
