@@ -71,6 +71,9 @@ typedef struct {
  * interface setup->ifname chooses (loopback when none has one), with a fresh random secret. Fills the stamp to write
  * into the unique id. Returns 0, or -1 after logging why. */
 int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p);
+/* The process that runs the hub exits (an atexit handler): the hub says goodbye to every client,
+ * so that they take its going for the job's end, not for a hub that died (waits at most 100 ms). */
+void ah_coord_hub_goodbye(void);
 
 /* Connects this process to the hub of a stamp (idempotent per stamp), authenticates, and starts
  * the I/O thread. deliver is called for every segment of every communicator joined. Returns the
@@ -122,6 +125,10 @@ int ah_coord_verdict(ah_coord_t *c, uint64_t comm);
 /* For a MISMATCH verdict: fills *m_p and returns 1; otherwise returns 0. */
 int ah_coord_mismatch(ah_coord_t *c, uint64_t comm, ah_coord_mismatch_t *m_p);
 void ah_coord_leave(ah_coord_t *c, uint64_t comm);
+/* The process exits (an atexit handler): tells the hub, so that its connection closing next is not
+ * taken for a death (docs/diagnosis.md). Sends at once when the socket takes it, waiting at most
+ * 50 ms for the connection's lock; never blocks on the network. */
+void ah_coord_goodbye(ah_coord_t *c);
 
 /* Leader side: sends a committed segment of (comm, key) to the hub, which forwards it to every
  * process joined to comm and keeps it for replay. Non-blocking: sent at once when the socket's

@@ -265,6 +265,15 @@ int ah_coord_mismatch(ah_coord_t *c, uint64_t comm, ah_coord_mismatch_t *m_p) {
   return found;
 }
 
+void ah_coord_goodbye(ah_coord_t *c) {
+  if (!c || !atomic_load(&c->alive)) return;
+  pthread_mutex_lock(&c->mu);
+  int rc = ah_coord_client_buf_put_msg(&c->outq, AH_MSG_BYE, NULL, 0);
+  pthread_mutex_unlock(&c->mu);
+  if (rc != 0) return;
+  for (int i = 0; i < 50 && !ah_coord_client_send_sync(c); i++) ah_coord_client_sleep_us(1000);
+}
+
 void ah_coord_leave(ah_coord_t *c, uint64_t comm) {
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < c->ncomms; i++)

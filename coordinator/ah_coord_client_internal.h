@@ -170,6 +170,7 @@ struct ah_coord {
 
   pthread_t thr;
   atomic_int stop, alive, cut_req, connects;
+  atomic_int hub_bye;    /* the hub said goodbye (its process exits): losing it is the job's end */
   struct ah_coord *next; /* ah_coord_connect's list */
 };
 
@@ -252,5 +253,8 @@ void ah_coord_client_drop(ah_coord_t *c); /* closes the connection (the state st
 void ah_coord_client_send_now(
     ah_coord_t *c);                    /* an application thread writes what it queued, if it can */
 void *ah_coord_client_main(void *arg); /* the I/O thread */
+/* Writes what is queued if the connection's lock is free: 1 when it went (or nothing can go), 0
+ * when it should be tried again. Never blocks. */
+int ah_coord_client_send_sync(ah_coord_t *c);
 
 #endif

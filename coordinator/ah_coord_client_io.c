@@ -162,6 +162,14 @@ void ah_coord_client_send_now(ah_coord_t *c) {
   if (rc != 0) ah_coord_client_wake(c);
 }
 
+int ah_coord_client_send_sync(ah_coord_t *c) {
+  char why[64];
+  if (pthread_mutex_trylock(&c->wmu) != 0) return 0;
+  int rc = c->fd >= 0 ? client_flush_locked(c, 0, why, sizeof why) : -1;
+  pthread_mutex_unlock(&c->wmu);
+  return rc != 1; /* sent, or nothing can be */
+}
+
 static int client_w_empty(ah_coord_t *c) {
   pthread_mutex_lock(&c->wmu);
   int empty = c->w.off == c->w.len;
@@ -376,6 +384,7 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
         pthread_mutex_unlock(&c->mu);
         break;
       case AH_MSG_PONG: break;
+      case AH_MSG_BYE: atomic_store(&c->hub_bye, 1); break;
       case AH_MSG_VERDICT: client_on_verdict(c, p); break;
       case AH_MSG_FINDING: client_on_finding(c, p); break;
       case AH_MSG_DIR_VAL: client_on_dir_val(c, p, h.len); break;
@@ -438,8 +447,15 @@ static int client_joined(ah_coord_t *c) {
  * them while reconnecting (the hub's process may exit while this one is still in
  * ncclCommDestroy), so the count is read again when a warning or an error would be said. */
 static int client_reconnect(ah_coord_t *c, const char *why) {
-  ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
-  int warned = !client_joined(c); /* nothing joined: never warn */
+  int warned = !client_joined(c) || atomic_load(&c->hub_bye); /* never warn then */
+  if (warned)
+    ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
+  else /* no goodbye: the hub's process died or its host went down (or the network failed) */
+    ah_log(AH_LOG_WARN,
+           "coordinator: hub %s is gone (%s) without its goodbye: its process died, or its host "
+           "or the network failed; reconnecting for up to %d ms, the job goes on with the "
+           "decisions it has",
+           c->addr, why, c->o.reconnect_ms);
   uint64_t start = ah_coord_now_ns();
   uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
   int backoff = 20;

@@ -87,6 +87,8 @@ static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   ah_coord_hub_pend_unlink(h, c);
   c->authed = 1;
   c->client_id = id;
+  cl->nconns++;
+  cl->bye = 0; /* alive after all */
   atomic_fetch_add(&h->nclients, 1);
   ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s authenticated (client %016llx)", h->addr, c->peer,
          (unsigned long long)id);
@@ -108,6 +110,10 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
   hub_client_t *cl = NULL;
   switch (type) {
     case AH_MSG_LEAVE: ah_coord_hub_on_leave(h, c, p); break;
+    case AH_MSG_BYE:
+      if ((cl = ah_coord_hub_client_find(h, c->client_id))) cl->bye = 1;
+      ah_coord_hub_health_client(h, c, 0, 0);
+      break;
     case AH_MSG_JOIN:
     case AH_MSG_PUBLISH:
     case AH_MSG_DELIVERED:
@@ -167,6 +173,7 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (r <= 0) {
+      c->eof = r == 0 || errno == ECONNRESET; /* its process closed it: it exited (or gave up) */
       if (c->rlen > 0)
         ah_coord_hub_refuse(h, RATE_FRAME,
                             "refused %s: truncated frame (connection closed after %zu of %u "
@@ -327,6 +334,13 @@ static void *hub_main(void *arg) {
         if (evs[i].events & EPOLLOUT) ah_coord_hub_conn_flush(h, c);
         if (!c->closing && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) hub_conn_read(h, c);
       }
+    }
+    if (atomic_load(&h->bye) == 1) { /* the process exits: the job's end, not a death */
+      for (int i = 0; i < h->nall; i++)
+        if (h->all[i]->authed && !h->all[i]->closing)
+          ah_coord_hub_conn_send_msg(h, h->all[i], AH_MSG_BYE, NULL, 0);
+      ah_coord_hub_flush_dirty(h);
+      atomic_store(&h->bye, 2);
     }
     uint64_t now = ah_coord_now_ns();
     if (now - last_sweep >= (uint64_t)HUB_TICK_MS * 1000000ull) {
@@ -508,6 +522,21 @@ static void hub_atfork_child(void) {
 }
 
 static void hub_atfork_register(void) { pthread_atfork(NULL, NULL, hub_atfork_child); }
+
+void ah_coord_hub_goodbye(void) {
+  pthread_mutex_lock(&hub_once_mu);
+  ah_coord_hub_t *h = hub_once;
+  pthread_mutex_unlock(&hub_once_mu);
+  if (!h) return;
+  atomic_store(&h->bye, 1);
+  uint64_t one = 1;
+  if (write(h->efd, &one, sizeof one) < 0) { /* the tick comes anyway */
+  }
+  for (int i = 0; i < 100 && atomic_load(&h->bye) != 2; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
 
 int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;

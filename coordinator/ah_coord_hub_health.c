@@ -88,14 +88,53 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
   s->rec = rec;
   s->have = 1;
   s->rx_ns = now;
+  s->client_id = cl->id;
+  s->gone_ns = 0;
+  s->left = 0;
+  if (s->said == AH_FINDING_STOPPED) { /* its process runs again */
+    s->said = 0;
+    ah_finding_t f = {.kind = AH_FINDING_RESUMED};
+    snprintf(f.text, sizeof f.text, "comm %016llx: rank %u responds again",
+             (unsigned long long)comm, rec.rank);
+    finding_send(h, m, &f);
+    if (m->finding == AH_FINDING_STOPPED) m->finding = 0;
+  }
   if (!moved) return;
   m->advanced_ns = now;
-  if (m->finding) {
+  if (m->finding && m->finding != AH_FINDING_DIED) { /* the dead stay dead */
     ah_finding_t f = {.kind = AH_FINDING_RESUMED};
     snprintf(f.text, sizeof f.text, "comm %016llx advances again (rank %u)",
              (unsigned long long)comm, rec.rank);
     finding_send(h, m, &f);
     m->finding = 0;
+  }
+}
+
+/* A process gone without a goodbye is dead once it has not come back within this (a connection
+ * the hub closed, or one whose host relay went away, is back within a few hundred ms). */
+#define GONE_GRACE_NS 1000000000ull
+
+void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm, int gone) {
+  uint64_t now = ah_coord_now_ns();
+  for (int i = 0; i < c->ncomms; i++) {
+    if (comm && c->comms[i] != comm) continue;
+    hub_comm_t *m = NULL;
+    HASH_FIND(hh, h->comms, &c->comms[i], sizeof(uint64_t), m);
+    for (uint32_t r = 0; m && m->prog && r < m->nranks; r++) {
+      hub_prog_t *s = &m->prog[r];
+      if (!s->have || s->client_id != c->client_id) continue;
+      if (!gone) {
+        s->left = 1;
+      } else if (!s->gone_ns) {
+        s->gone_ns = now;
+        /* Its peer closed the connection: the process's sockets closed as it died (a client that
+         * reconnects closes it too, but only after a hub that stopped answering, i.e. after a
+         * stall of the hub's own). A connection the hub closed (a refusal, its relay's connection
+         * lost) comes back within a few hundred ms when its process lives. */
+        int hub_stalled = h->stall_ns && now - h->stall_ns < 10000000000ull;
+        s->gone_grace_ns = c->eof && !hub_stalled ? 0 : GONE_GRACE_NS;
+      }
+    }
   }
 }
 
@@ -139,11 +178,86 @@ void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
   }
 }
 
+/* A rank whose records (one a second) stopped for 5 s — NCCL RAS calls a peer unresponsive after
+ * 5 s too — or for the hang threshold when that is shorter (at least 3 s), while another rank's are
+ * fresh (younger than FRESH_NS), stopped responding. A hang is not classified while a rank's
+ * record is not fresh: its last record may be from before its process froze. */
+#define STALE_MAX_NS 5000000000ull
+#define STALE_MIN_NS 3000000000ull
+#define FRESH_NS 2500000000ull
+
+/* Names the ranks of m that died (kind AH_FINDING_DIED) or stopped responding (_STOPPED) and were
+ * not named yet. Returns 1 when m has such a rank, named now or before: a hang then is theirs. */
+static int lost_ranks(ah_coord_hub_t *h, hub_comm_t *m, uint64_t now, int kind) {
+  uint64_t stale_ns = (uint64_t)h->o.hang_ms * 1000000ull;
+  stale_ns = stale_ns > STALE_MAX_NS   ? STALE_MAX_NS
+             : stale_ns < STALE_MIN_NS ? STALE_MIN_NS
+                                       : stale_ns;
+  uint32_t nfresh = 0, nlost = 0, nnew = 0;
+  for (uint32_t r = 0; r < m->nranks; r++) {
+    const hub_prog_t *s = &m->prog[r];
+    if (s->have && !s->gone_ns && now - s->rx_ns < FRESH_NS) nfresh++;
+  }
+  ah_finding_t f = {.kind = kind};
+  uint64_t age = 0;
+  for (uint32_t r = 0; r < m->nranks; r++) {
+    hub_prog_t *s = &m->prog[r];
+    int lost = kind == AH_FINDING_DIED
+                   ? s->have && !s->left && s->gone_ns && now - s->gone_ns >= s->gone_grace_ns
+                   : s->have && !s->left && !s->gone_ns && now - s->rx_ns > stale_ns && nfresh;
+    if (!lost) continue;
+    nlost++;
+    if (s->said == kind) continue;
+    s->said = kind;
+    nnew++;
+    ah_finding_add_rank(&f, r, &s->rec, s->host);
+    uint64_t a = now - (kind == AH_FINDING_DIED ? s->gone_ns : s->rx_ns);
+    if (a > age) age = a;
+  }
+  if (!nnew) return nlost > 0;
+  char who[120] = "", place[96];
+  size_t off = 0;
+  for (uint32_t i = 0; i < f.nranks && i < 2 && off < sizeof who; i++) {
+    rank_place(m, f.ranks[i].rank, place, sizeof place);
+    off += (size_t)snprintf(who + off, sizeof who - off, "%s%u (%s)", i ? "," : "", f.ranks[i].rank,
+                            place);
+  }
+  if (f.nranks > 2 && off < sizeof who)
+    snprintf(who + off, sizeof who - off, " +%u more", f.nranks - 2);
+  if (kind == AH_FINDING_DIED)
+    snprintf(f.text, sizeof f.text,
+             "comm %016llx: rank %s died: its process left the hub without a goodbye %.1f s ago "
+             "(killed, crashed, or its host went down)",
+             (unsigned long long)m->comm, who, (double)age / 1e9);
+  else
+    snprintf(f.text, sizeof f.text,
+             "comm %016llx: rank %s stopped responding: no progress record for %.0f s while %u "
+             "other ranks send theirs (process frozen, or its host overloaded or cut off)",
+             (unsigned long long)m->comm, who, (double)age / 1e9, nfresh);
+  ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
+  finding_send(h, m, &f);
+  if (!m->finding || m->finding == AH_FINDING_STOPPED) {
+    m->finding = kind;
+    snprintf(m->finding_text, sizeof m->finding_text, "%s", f.text);
+  }
+  return 1;
+}
+
 void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
+  if (h->last_tick_ns && now - h->last_tick_ns > 1000000000ull) h->stall_ns = now;
+  h->last_tick_ns = now;
   if (h->o.hang_ms <= 0) return;
   uint64_t hang_ns = (uint64_t)h->o.hang_ms * 1000000ull;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
-    if (!m->prog || m->finding || now - m->advanced_ns < hang_ns || now < m->recheck_ns) continue;
+    if (!m->prog) continue;
+    /* the dead first: a process that stopped responding may be one whose goodbye never came */
+    int lost = lost_ranks(h, m, now, AH_FINDING_DIED);
+    lost |= lost_ranks(h, m, now, AH_FINDING_STOPPED);
+    if (lost || m->finding || now - m->advanced_ns < hang_ns || now < m->recheck_ns) continue;
+    int late = 0; /* a record not fresh: wait until it is, or its rank is named as lost */
+    for (uint32_t r = 0; r < m->nranks && !late; r++)
+      late = m->prog[r].have && !m->prog[r].left && now - m->prog[r].rx_ns > FRESH_NS;
+    if (late) continue;
     ah_health_rank_t *ranks = calloc(m->nranks, sizeof *ranks);
     if (!ranks) return;
     for (uint32_t r = 0; r < m->nranks; r++)

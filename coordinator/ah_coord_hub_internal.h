@@ -48,6 +48,8 @@ typedef struct hub_conn {
   struct hub_conn **chans;
   int nchans, capchans;
   int dirty; /* bytes queued, to be sent at the end of the loop's turn */
+  int eof;   /* its peer closed it (end of file, a reset, or its relay's RELAY_CLOSE): the process
+              * exited, unless it said goodbye; a connection the hub closes may come back */
   struct hub_conn *dirty_next;
 } hub_conn_t;
 /* Channels one relay may carry: a host's processes (8 GPUs, or a few hundred threads' worth). */
@@ -78,6 +80,11 @@ typedef struct {
   int have;
   uint64_t rx_ns; /* when it arrived */
   char host[64];
+  uint64_t client_id; /* the process that sends it */
+  uint64_t gone_ns;   /* when that process's last connection closed without a goodbye (0: none) */
+  uint64_t gone_grace_ns; /* how long it may take to come back before it is dead */
+  int left; /* that process left the communicator or said goodbye: no finding about it */
+  int said; /* AH_FINDING_DIED or _STOPPED once said about this rank (0: nothing) */
 } hub_prog_t;
 
 typedef struct {
@@ -125,6 +132,8 @@ typedef struct {
   int npending;     /* of the pending joins, those this client started */
   size_t nframes;   /* segments of this client retained */
   size_t dir_bytes; /* directory bytes charged to it (the entries it wrote last) */
+  int nconns;       /* its authenticated connections now open */
+  int bye;          /* it said goodbye (BYE): it exits, its connections closing are no death */
   UT_hash_handle hh;
 } hub_client_t;
 
@@ -160,6 +169,7 @@ struct ah_coord_hub {
   int lfd, epfd, efd, spare_fd;
   pthread_t thr;
   atomic_int stop;
+  atomic_int bye; /* 1: the process exits, say goodbye to every client; 2: said */
   atomic_int nclients;
   atomic_int npings; /* PINGs answered (tests) */
   uint8_t secret[16];
@@ -179,7 +189,8 @@ struct ah_coord_hub {
   _Atomic size_t nframes_seen; /* the same, for other threads (ah_coord_hub_retained) */
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
-  uint32_t prog_ranks; /* ranks with a progress slot, all communicators */
+  uint32_t prog_ranks;             /* ranks with a progress slot, all communicators */
+  uint64_t last_tick_ns, stall_ns; /* the health tick's last run; when the loop last stalled 1 s */
   /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send)
    * and the hub thread's CPU time in its sends, a ring of the last HUB_FAN_RING, for
    * bench/coord_scale (ah_coord_hub_fanout). */
@@ -277,7 +288,13 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
 void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 /* At each tick: diagnoses every communicator whose ranks all stopped advancing for hang_ms and
  * sends the finding to its processes (once per stall). */
+/* (each loop tick; it also notes when the hub itself stalled — its process frozen or starved —
+ * after which connections it finds closed may be clients that gave it up and come back) */
 void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now);
+/* A client's process: its last connection closed (gone, 1) without a goodbye, or it left comm
+ * (LEAVE) or said goodbye (BYE, comm 0: every communicator of connection c) (gone 0). Marks its
+ * ranks' progress so the tick names dead ranks and never names those that left. */
+void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm, int gone);
 /* Answers `autoha status`: every diagnosed communicator and its ranks' latest progress. */
 void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
 

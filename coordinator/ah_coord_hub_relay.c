@@ -88,6 +88,7 @@ hub_conn_t *ah_coord_hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s disconnected", h->addr, ch->peer);
     hub_conn_t *r = ch->via;
     ch->via = NULL; /* the relay knows: no RELAY_CLOSE back */
+    ch->eof = 1;    /* its process's socket to the relay closed */
     for (int i = 0; i < r->nchans; i++)
       if (r->chans[i] == ch) {
         r->chans[i] = r->chans[--r->nchans];

@@ -139,7 +139,9 @@ enum {
   AH_MSG_RELAY_CLOSE = 27, /* both: chan u32 (that channel's connection ended) */
   AH_MSG_DIR_ABSENT = 28,  /* hub -> client: req u64 key[32] (req's key is not stored as the hub
                             * reads the DIR_GET; a DIR_VAL follows if a put comes within its wait) */
-  AH_MSG_MAX = 28
+  AH_MSG_BYE = 29, /* client -> hub: empty (the process exits: its connection closing next is no
+                    * death, docs/diagnosis.md) */
+  AH_MSG_MAX = 29
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */

@@ -68,6 +68,7 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_RELAY_DATA] = AH_COORD_RELAY_FIXED + AH_COORD_HDR_BYTES,
     [AH_MSG_RELAY_CLOSE] = AH_COORD_RELAY_FIXED,
     [AH_MSG_DIR_ABSENT] = AH_COORD_DIR_ABSENT_BYTES,
+    [AH_MSG_BYE] = 0,
 };
 /* Types whose payload ends in a value of 0..AH_COORD_DIR_VAL_MAX bytes after msg_lens[type]. */
 static int msg_has_value(uint8_t type) { return type == AH_MSG_DIR_PUT || type == AH_MSG_DIR_VAL; }

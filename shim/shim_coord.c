@@ -299,6 +299,13 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   hooks_install();
 }
 
+void ah_shim_coord_goodbye(void) {
+  pthread_mutex_lock(&map_lock);
+  for (int i = 0; i < ncoords && i < 8; i++) ah_coord_goodbye(coords[i]);
+  pthread_mutex_unlock(&map_lock);
+  ah_coord_hub_goodbye(); /* when this process runs the hub */
+}
+
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f)) {
   ah_coord_set_finding_handler(fn);
 }

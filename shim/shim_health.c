@@ -191,7 +191,10 @@ static void samples_send(const ah_shim_coord_hooks_t *h, ah_comm_t *c, comm_heal
 
 static void comm_tick(void *arg, ah_comm_t *c) {
   const tick_arg_t *t = arg;
-  if (c->rank < 0 || !c->rec || !c->rec->hub || atomic_load(&c->finalized) || c->abi == 0) return;
+  if (c->rank < 0 || !c->rec || !c->rec->hub || c->abi == 0) return;
+  /* A finalized rank still reports (idle, its calls as they were): records that stop would read
+   * as a process that stopped responding. Its streams are not probed any more. */
+  int finalized = atomic_load(&c->finalized);
   comm_health_t *hs = health_of(c);
   if (!hs) return;
   /* The hub diagnoses COMPLETE communicators only: until its verdict arrives the samples wait in
@@ -199,8 +202,8 @@ static void comm_tick(void *arg, ah_comm_t *c) {
   if (t->h.verdict && t->h.verdict(t->h.arg, c->id) != AH_VERDICT_COMPLETE) return;
   ah_health_rec_t rec = {.rank = (uint32_t)c->rank, .pid = t->pid, .gpu = 0xffff};
   uint64_t total = keys_fill(c, hs, &rec);
-  rec.state = (uint8_t)probe_state(c, hs, total);
-  rec.host = (uint8_t)host_where(c);
+  rec.state = finalized ? AH_HEALTH_IDLE : (uint8_t)probe_state(c, hs, total);
+  rec.host = finalized ? AH_HEALTH_HOST_OUTSIDE : (uint8_t)host_where(c);
   hs->last_total = total;
   if (c->cuctx && ah_cuda.CtxSetCurrent && ah_cuda.CtxSetCurrent(c->cuctx) == CUDA_SUCCESS) {
     CUdevice dev;

@@ -220,7 +220,7 @@ START_TEST(finding_roundtrip_and_refusals) {
   memcpy(bad, w, sizeof bad);
   bad[0] = AH_FINDING_LAST + 1;
   ck_assert_int_eq(ah_finding_unpack(bad, &back, err, sizeof err), -1);
-  ck_assert_msg(strstr(err, "kind 7"), "%s", err);
+  ck_assert_msg(strstr(err, "kind 9"), "%s", err);
   memcpy(bad, w, sizeof bad);
   bad[3] = '\n';
   ck_assert_int_eq(ah_finding_unpack(bad, &back, err, sizeof err), -1);
