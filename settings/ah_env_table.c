@@ -159,10 +159,13 @@ static const ah_env_var_t env_table[] = {
     {"AUTOHA_HANG_S", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_HANG_S_DEFAULT),
      "1..86400 (seconds)",
      "How long none of a communicator's ranks may advance before the hub diagnoses a hang and every "
-     "process of the communicator logs one line naming the culprit. 300 s: half of PyTorch's "
-     "10-minute NCCL watchdog, so the finding comes before the job is killed, and longer than the "
-     "pauses of healthy jobs (checkpoints, evaluation) in which ranks wait in a collective. Read by "
-     "the process that runs the hub.",
+     "process of the communicator logs one line naming the culprit. 60 s: NCCL RAS declares a "
+     "peer dead after 60 s, and a finding comes well inside PyTorch's 10-minute NCCL watchdog. "
+     "Pauses in which every rank waits outside NCCL (a checkpoint all ranks write, an evaluation) "
+     "are never a hang; a pause of one rank while the others wait in a collective (rank 0 alone "
+     "saving a checkpoint) is named after this long: set it above the longest such pause when "
+     "AUTOHA_HEALTH_ACTION is abort. A rank whose process dies or stops responding is named within "
+     "seconds, whatever this is. Read by the process that runs the hub.",
      1, 86400, NULL, FIELD(hang_s)},
     {"AUTOHA_STRAGGLER_PCT", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_STRAGGLER_PCT_DEFAULT),
      "0..50 (percent of a call's time)",

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The culprit of a stopped job, in the shapes real programs have (docs/diagnosis.md "Why each
+# finding is right"): 8 ranks on 2 simulated nodes run train_job with libautoha.so preloaded, a
+# fault strikes rank 5 (its GPU 1 on node 1), and every process that is still alive must name rank
+# 5 — with its host, pid and its own GPU — and no other rank, within AUTOHA_HANG_S + 2 s. The
+# findings are read from AUTOHA_HEALTH_CMD's JSON events (the ranks at fault, not the ranks a line
+# cites as witnesses).
+#   run_culprit_shapes.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR MODE SHAPE
+# MODE: observe or tune. SHAPE:
+#   stall      the host stops before a call, in a loop that synchronises after each step
+#   hang-sync  the GPU stops inside the last call of a step; the host then waits in
+#              cudaStreamSynchronize (every loop that logs its loss)
+#   hang-item  the same, the host waiting in a synchronous cudaMemcpy (PyTorch's .item())
+#   hang-ahead the GPU stops; the host goes on queueing (it synchronises only at the end)
+#   sigstop    the process is frozen (SIGSTOP) mid-job
+#   sigkill    the process is killed (SIGKILL) mid-job
+#   hubkill    the process of rank 0, which runs the hub, is killed: every other process says the
+#              hub is gone, and none is held up by autoha (the job ends by NCCL's error)
+set -u
+run=$1 job=$2 lib=$3 simlib=$4 mode=$5 shape=$6
+hang_s=3
+work=$(mktemp -d)
+trap 'kill -KILL -- -"${pid:-0}" 2>/dev/null; rm -rf "$work"' EXIT
+now() { date +%s.%N; }
+fail() { echo "FAIL $shape ($mode): $*"; exit 1; }
+
+victim=5 job_args=(--iters 400 --sync step) envs=() signal=
+case $shape in
+  stall) job_args+=(--stall 5:29) ;;
+  hang-sync) envs+=(NCCLSIM_FAULT=hang:rank=5:call=29) ;;
+  hang-item) envs+=(NCCLSIM_FAULT=hang:rank=5:call=29); job_args=(--iters 400 --sync item) ;;
+  hang-ahead) envs+=(NCCLSIM_FAULT=hang:rank=5:call=29); job_args=(--iters 400) ;;
+  sigstop) signal=STOP ;;
+  sigkill) signal=KILL ;;
+  hubkill) signal=KILL victim=0 ;;
+  *) echo "unknown shape $shape"; exit 2 ;;
+esac
+log=$work/job.log
+env "${envs[@]}" AUTOHA_MODE="$mode" AUTOHA_COORD_IFNAME=lo AUTOHA_REPORT="$work/reports/%h-%p.json" \
+  AUTOHA_HANG_S=$hang_s "AUTOHA_HEALTH_CMD=cat >> $work/events" NCCLSIM_TIMEOUT_S=60 \
+  NCCLSIM_RUN_GRACE_S=5 LD_LIBRARY_PATH="$simlib" LD_PRELOAD="$lib" \
+  setsid "$run" -n 8 --nodes 2 -- "$job" "${job_args[@]}" >"$log" 2>&1 &
+pid=$!
+
+# the victim's pid (the process whose RANK is the victim, in this job's session)
+vpid=
+for _ in $(seq 300); do
+  for p in $(pgrep -s "$pid" -f "$(basename "$job")"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$victim"; then vpid=$p; fi
+  done
+  [ -n "$vpid" ] && break
+  sleep 0.1
+done
+[ -n "$vpid" ] || fail "rank $victim's process never started"
+
+t0=
+if [ -n "$signal" ]; then
+  # strike once every rank has joined and runs its steps: records reach the hub once a second
+  sleep 3
+  kill -"$signal" "$vpid" || fail "cannot signal pid $vpid"
+  t0=$(now)
+else
+  for _ in $(seq 300); do
+    if grep -qE "stalls before collective|never completes collective" "$log"; then t0=$(now); break; fi
+    sleep 0.1
+  done
+  [ -n "$t0" ] || fail "the fault never struck"
+fi
+
+alive=8
+[ -n "$signal" ] && alive=7 # the frozen or killed process says nothing
+if [ "$shape" = hubkill ]; then
+  for _ in $(seq $(((hang_s + 2) * 10))); do
+    [ "$(grep -c "hub .* is gone" "$log")" -ge 7 ] && break
+    sleep 0.1
+  done
+  n=$(grep -c "hub .* is gone" "$log")
+  [ "$n" -ge 7 ] || fail "$n of 7 processes said the hub is gone"
+  for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the job did not end 20 s after its hub's process was killed"
+  if grep -E "autoha (ERROR|WARN)" "$log" | grep -v "is gone" | grep -q .; then
+    fail "another autoha warning: $(grep -E "autoha (ERROR|WARN)" "$log" | grep -v "is gone" | head -2)"
+  fi
+  echo "$shape ($mode): 7 of 7 processes said the hub is gone; the job ended by NCCL's error"
+  exit 0
+fi
+
+# every living process ran AUTOHA_HEALTH_CMD with a finding naming the victim
+t1=
+for _ in $(seq $(((hang_s + 4) * 10))); do
+  if [ -f "$work/events" ] && [ "$(grep -c '"kind"' "$work/events")" -ge $alive ]; then t1=$(now); break; fi
+  sleep 0.1
+done
+[ -n "$signal" ] && [ "$signal" = STOP ] && kill -CONT "$vpid" 2>/dev/null
+kill -TERM -- -"$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+n=$(grep -v '"resumed"' "$work/events" 2>/dev/null | grep -c '"kind"')
+[ -n "$t1" ] || fail "${n:-0} of $alive processes reported a finding; log: $(grep -E "autoha (ERROR|WARN)" "$log" | head -3)"
+python3 - "$work/events" "$victim" "$vpid" "$shape" <<'EOF' || exit 1
+import json, sys
+path, victim, vpid, shape = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+want = {"stall": "missing", "sigstop": "stopped", "sigkill": "died"}.get(shape, "incomplete")
+bad = []
+for line in open(path):
+    e = json.loads(line)
+    if e["kind"] == "resumed":
+        continue
+    ranks = e["ranks"]
+    if e["kind"] != want or e["ranks_total"] != 1 or len(ranks) != 1:
+        bad.append(e["text"])
+        continue
+    r = ranks[0]
+    # rank 5 is node 1's local rank 1: its own GPU is 1
+    if (r["rank"], r["pid"], r["gpu"], r["host"]) != (victim, vpid, 1, "127.0.0.1"):
+        bad.append("%s (named %s)" % (e["text"], r))
+if bad:
+    print("FAIL %s: a finding not naming rank %d (pid %d, gpu 1) alone as %s: %s" % (shape, victim, vpid, want, bad[0]))
+    sys.exit(1)
+EOF
+took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+awk -v t="$took" -v h="$hang_s" 'BEGIN { exit !(t <= h + 2) }' ||
+  fail "the findings took $took s (bound AUTOHA_HANG_S + 2 = $((hang_s + 2)) s)"
+echo "$shape ($mode): $n of $alive processes named rank $victim (pid $vpid, gpu 1) alone, $took s after the fault"
