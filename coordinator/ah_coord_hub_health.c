@@ -303,7 +303,10 @@ void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
       const hub_prog_t *s = &m->prog[r];
       ah_status_rank_t sr = {.comm = m->comm, .rank = r, .have = (uint8_t)s->have, .gpu = 0xffff};
       if (s->have) {
-        sr.state = s->rec.state;
+        sr.state = s->left                         ? AH_STATUS_LEFT
+                   : s->said == AH_FINDING_DIED    ? AH_STATUS_DEAD
+                   : s->said == AH_FINDING_STOPPED ? AH_STATUS_SILENT
+                                                   : s->rec.state;
         for (int k = 0; k < s->rec.nkeys; k++) sr.entered += s->rec.keys[k].entered;
         sr.age_ms = (uint32_t)((now - s->rx_ns) / 1000000ull);
         sr.pid = s->rec.pid;

@@ -31,7 +31,7 @@ typedef struct {
   uint64_t comm;
   uint32_t rank;
   uint8_t have;     /* a progress record arrived */
-  uint8_t state;    /* AH_HEALTH_* */
+  uint8_t state;    /* AH_HEALTH_*, or AH_STATUS_* below */
   uint64_t entered; /* calls entered, all keys the record lists */
   uint32_t age_ms;  /* since its latest record */
   uint32_t pid;
@@ -44,6 +44,9 @@ typedef struct {
   int16_t late_p50, late_p90;
   uint16_t wait_share;
 } ah_status_rank_t;
+/* A rank's state beyond its record's (ah_coord_hub_health.c): its process died, stopped
+ * responding, or left the communicator. */
+enum { AH_STATUS_DEAD = 3, AH_STATUS_SILENT = 4, AH_STATUS_LEFT = 5 };
 
 /* Asks the hub of `st` for its status: calls on_comm for each communicator, then on_rank for each
  * of its ranks. Returns 0, or -1 with the reason in err (unreachable, refused credentials, a

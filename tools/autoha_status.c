@@ -29,7 +29,14 @@ static const char *verdict_name(int v) {
 
 static const char *state_name(const ah_status_rank_t *r) {
   if (!r->have) return "no record";
-  return r->state == AH_HEALTH_IDLE ? "idle" : r->state == AH_HEALTH_BUSY ? "busy" : "unknown";
+  switch (r->state) {
+    case AH_HEALTH_IDLE: return "idle";
+    case AH_HEALTH_BUSY: return "busy";
+    case AH_STATUS_DEAD: return "dead";
+    case AH_STATUS_SILENT: return "silent"; /* stopped responding */
+    case AH_STATUS_LEFT: return "left";
+    default: return "unknown";
+  }
 }
 
 /* Writes s as a JSON string body (printable ASCII from the hub: quotes and backslashes escaped). */

@@ -5,19 +5,19 @@
 # 5 — with its host, pid and its own GPU — and no other rank, within AUTOHA_HANG_S + 2 s. The
 # findings are read from AUTOHA_HEALTH_CMD's JSON events (the ranks at fault, not the ranks a line
 # cites as witnesses).
-#   run_culprit_shapes.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR MODE SHAPE
+#   run_culprit_shapes.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR AUTOHA_CLI MODE SHAPE
 # MODE: observe or tune. SHAPE:
 #   stall      the host stops before a call, in a loop that synchronises after each step
 #   hang-sync  the GPU stops inside the last call of a step; the host then waits in
 #              cudaStreamSynchronize (every loop that logs its loss)
 #   hang-item  the same, the host waiting in a synchronous cudaMemcpy (PyTorch's .item())
 #   hang-ahead the GPU stops; the host goes on queueing (it synchronises only at the end)
-#   sigstop    the process is frozen (SIGSTOP) mid-job
+#   sigstop    the process is frozen (SIGSTOP) mid-job; `autoha status` shows it silent
 #   sigkill    the process is killed (SIGKILL) mid-job
 #   hubkill    the process of rank 0, which runs the hub, is killed: every other process says the
 #              hub is gone, and none is held up by autoha (the job ends by NCCL's error)
 set -u
-run=$1 job=$2 lib=$3 simlib=$4 mode=$5 shape=$6
+run=$1 job=$2 lib=$3 simlib=$4 cli=$5 mode=$6 shape=$7
 hang_s=3
 work=$(mktemp -d)
 trap 'kill -KILL -- -"${pid:-0}" 2>/dev/null; rm -rf "$work"' EXIT
@@ -91,7 +91,19 @@ for _ in $(seq $(((hang_s + 4) * 10))); do
   if [ -f "$work/events" ] && [ "$(grep -c '"kind"' "$work/events")" -ge $alive ]; then t1=$(now); break; fi
   sleep 0.1
 done
-[ -n "$signal" ] && [ "$signal" = STOP ] && kill -CONT "$vpid" 2>/dev/null
+if [ "$shape" = sigstop ] && [ -n "$t1" ]; then # while it is frozen: the table says so
+  cred=$(ls "$work"/reports/hub-*.cred 2>/dev/null | head -1)
+  st=$("$cli" status "$cred" --json 2>&1)
+  echo "$st" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+states = {r["rank"]: r["state"] for c in d["comms"] for r in c["ranks"]}
+bad = {r: s for r, s in states.items() if (s == "silent") != (r == 5)}
+if bad or len(states) != 8:
+    sys.exit("autoha status: ranks %s (want 8 ranks, rank 5 alone silent)" % (bad or states))' ||
+    fail "autoha status --json: $(echo "$st" | head -c 300)"
+fi
+[ "$signal" = STOP ] && kill -CONT "$vpid" 2>/dev/null
 kill -TERM -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 n=$(grep -v '"resumed"' "$work/events" 2>/dev/null | grep -c '"kind"')
