@@ -16,6 +16,9 @@
 #   sigkill    the process is killed (SIGKILL) mid-job
 #   hubkill    the process of rank 0, which runs the hub, is killed: every other process says the
 #              hub is gone, and none is held up by autoha (the job ends by NCCL's error)
+#   torch-sleep, torch-kill  a PyTorch loop (tests/torch/torch_diag.py: all_reduce, then .item())
+#              whose rank 5 sleeps for good in a step, or is killed; TRAIN_JOB is then the python of
+#              a venv with torch (scripts/torch-venv), run with ncclsim-run --preload
 set -u
 run=$1 job=$2 lib=$3 simlib=$4 cli=$5 mode=$6 shape=$7
 hang_s=3
@@ -24,7 +27,8 @@ trap 'kill -KILL -- -"${pid:-0}" 2>/dev/null; rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 fail() { echo "FAIL $shape ($mode): $*"; exit 1; }
 
-victim=5 job_args=(--iters 400 --sync step) envs=() signal=
+victim=5 job_args=(--iters 400 --sync step) envs=() signal= launch=(-n 8 --nodes 2 --)
+procpat=$(basename "$job")
 case $shape in
   stall) job_args+=(--stall 5:29) ;;
   hang-sync) envs+=(NCCLSIM_FAULT=hang:rank=5:call=29) ;;
@@ -33,19 +37,26 @@ case $shape in
   sigstop) signal=STOP ;;
   sigkill) signal=KILL ;;
   hubkill) signal=KILL victim=0 ;;
+  torch-sleep | torch-kill)
+    # the NCCL the wheel ships (sim/ emulates it), 4 GPUs per node
+    envs+=(NCCLSIM_VERSION=2.30.7 NCCLSIM_DEVICES=4 TORCH_DIAG_SLEEP=5:20)
+    [ "$shape" = torch-kill ] && envs=(NCCLSIM_VERSION=2.30.7 NCCLSIM_DEVICES=4) signal=KILL
+    launch=(--preload -n 8 --nodes 2 --) job_args=("$(dirname "$0")/../torch/torch_diag.py")
+    procpat=torch_diag.py
+    ;;
   *) echo "unknown shape $shape"; exit 2 ;;
 esac
 log=$work/job.log
 env "${envs[@]}" AUTOHA_MODE="$mode" AUTOHA_COORD_IFNAME=lo AUTOHA_REPORT="$work/reports/%h-%p.json" \
   AUTOHA_HANG_S=$hang_s "AUTOHA_HEALTH_CMD=cat >> $work/events" NCCLSIM_TIMEOUT_S=60 \
   NCCLSIM_RUN_GRACE_S=5 LD_LIBRARY_PATH="$simlib" LD_PRELOAD="$lib" \
-  setsid "$run" -n 8 --nodes 2 -- "$job" "${job_args[@]}" >"$log" 2>&1 &
+  setsid "$run" "${launch[@]}" "$job" "${job_args[@]}" >"$log" 2>&1 &
 pid=$!
 
 # the victim's pid (the process whose RANK is the victim, in this job's session)
 vpid=
 for _ in $(seq 300); do
-  for p in $(pgrep -s "$pid" -f "$(basename "$job")"); do
+  for p in $(pgrep -s "$pid" -f "$procpat"); do
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$victim"; then vpid=$p; fi
   done
   [ -n "$vpid" ] && break
@@ -56,12 +67,20 @@ done
 t0=
 if [ -n "$signal" ]; then
   # strike once every rank has joined and runs its steps: records reach the hub once a second
-  sleep 3
+  if [[ $shape == torch-* ]]; then # torch imports for a few seconds first
+    for _ in $(seq 600); do [ -n "$(ls "$work"/reports/hub-*.cred 2>/dev/null)" ] && break; sleep 0.1; done
+    sleep 5
+  else
+    sleep 3
+  fi
   kill -"$signal" "$vpid" || fail "cannot signal pid $vpid"
   t0=$(now)
 else
   for _ in $(seq 300); do
-    if grep -qE "stalls before collective|never completes collective" "$log"; then t0=$(now); break; fi
+    if grep -qE "stalls before collective|never completes collective|sleeps at step" "$log"; then
+      t0=$(now)
+      break
+    fi
     sleep 0.1
   done
   [ -n "$t0" ] || fail "the fault never struck"
@@ -87,7 +106,7 @@ fi
 
 # every living process ran AUTOHA_HEALTH_CMD with a finding naming the victim
 t1=
-for _ in $(seq $(((hang_s + 4) * 10))); do
+for _ in $(seq $(((hang_s + 8) * 10))); do
   if [ -f "$work/events" ] && [ "$(grep -c '"kind"' "$work/events")" -ge $alive ]; then t1=$(now); break; fi
   sleep 0.1
 done
@@ -111,7 +130,8 @@ n=$(grep -v '"resumed"' "$work/events" 2>/dev/null | grep -c '"kind"')
 python3 - "$work/events" "$victim" "$vpid" "$shape" <<'EOF' || exit 1
 import json, sys
 path, victim, vpid, shape = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-want = {"stall": "missing", "sigstop": "stopped", "sigkill": "died"}.get(shape, "incomplete")
+want = {"stall": "missing", "sigstop": "stopped", "sigkill": "died", "torch-sleep": "missing",
+        "torch-kill": "died"}.get(shape, "incomplete")
 bad = []
 for line in open(path):
     e = json.loads(line)
