@@ -710,6 +710,73 @@ START_TEST(progress_is_refused_unless_joined_and_a_stall_is_diagnosed) {
 }
 END_TEST
 
+/* A BYE frame (the process exits). */
+static int raw_bye(int fd) {
+  char err[AH_NET_ERR_LEN];
+  uint8_t f[AH_COORD_HDR_BYTES];
+  ah_coord_hdr_encode(AH_MSG_BYE, 0, f);
+  return ah_coord_net_write_full(err, fd, f, sizeof f, ah_coord_now_ns() + 1000000000ull);
+}
+
+/* Three raw clients join comm as ranks 0..2 and report; returns once the verdict is in. */
+static void join_three(int *fd, uint64_t comm, uint64_t id0) {
+  for (int r = 0; r < 3; r++) {
+    fd[r] = raw_authed(id0 + (uint64_t)r);
+    ck_assert_int_eq(raw_join(fd[r], comm, 3, (uint32_t)r), AH_NET_OK);
+  }
+  for (int r = 0; r < 3; r++)
+    ck_assert_int_eq(raw_read_verdict(fd[r], comm), AH_COORD_VERDICT_COMPLETE);
+  for (int r = 0; r < 3; r++)
+    ck_assert_int_eq(raw_progress(fd[r], comm, (uint32_t)r, AH_HEALTH_IDLE), AH_NET_OK);
+  sleep_ms(100);
+}
+
+/* A process that closes its connection without a goodbye is named dead at once on the others; one
+ * that says goodbye first is not; one whose records stop while the others' keep coming is named as
+ * stopped responding (after the hub's hang time, at least 3 s), and as responding again. */
+START_TEST(a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  const char *text = (const char *)f + AH_COORD_HDR_BYTES + 9;
+  int a[3], b[3], c[3];
+  join_three(a, 84, 0x8400);
+  close(a[2]); /* killed: its socket closes */
+  ck_assert_int_eq(raw_wait_frame(a[0], AH_MSG_FINDING, 84, f, ah_coord_now_ns() + 2000000000ull),
+                   0);
+  ck_assert_uint_eq(f[AH_COORD_HDR_BYTES + 8], AH_FINDING_DIED);
+  ck_assert_msg(strstr(text, "rank 2 (127.0.0.1 pid 7 gpu 0) died"), "%s", text);
+
+  join_three(b, 85, 0x8500);
+  ck_assert_int_eq(raw_bye(b[2]), AH_NET_OK); /* exits: goodbye, then its socket closes */
+  sleep_ms(50);
+  close(b[2]);
+  ck_assert_int_eq(raw_wait_frame(b[0], AH_MSG_FINDING, 85, f, ah_coord_now_ns() + 1500000000ull),
+                   -1);
+
+  join_three(c, 86, 0x8600);
+  uint64_t t0 = ah_coord_now_ns();
+  int got = -1;
+  while (got != 0 && ah_coord_now_ns() - t0 < 6000000000ull) { /* ranks 0 and 1 keep reporting */
+    ck_assert_int_eq(raw_progress(c[0], 86, 0, AH_HEALTH_IDLE), AH_NET_OK);
+    ck_assert_int_eq(raw_progress(c[1], 86, 1, AH_HEALTH_IDLE), AH_NET_OK);
+    got = raw_wait_frame(c[0], AH_MSG_FINDING, 86, f, ah_coord_now_ns() + 500000000ull);
+  }
+  ck_assert_int_eq(got, 0);
+  ck_assert_uint_eq(f[AH_COORD_HDR_BYTES + 8], AH_FINDING_STOPPED);
+  ck_assert_msg(strstr(text, "rank 2 (127.0.0.1 pid 7 gpu 0) stopped responding"), "%s", text);
+  ck_assert_uint_ge(ah_coord_now_ns() - t0, 2900000000ull); /* not before 3 s of silence */
+  ck_assert_int_eq(raw_progress(c[2], 86, 2, AH_HEALTH_IDLE), AH_NET_OK);
+  ck_assert_int_eq(raw_wait_frame(c[0], AH_MSG_FINDING, 86, f, ah_coord_now_ns() + 2000000000ull),
+                   0);
+  ck_assert_uint_eq(f[AH_COORD_HDR_BYTES + 8], AH_FINDING_RESUMED);
+  ck_assert_msg(strstr(text, "rank 2 responds again"), "%s", text);
+  for (int r = 0; r < 3; r++) {
+    if (r < 2) close(a[r]);
+    if (r < 2) close(b[r]);
+    close(c[r]);
+  }
+}
+END_TEST
+
 START_TEST(bad_joins_are_refused) {
   int fd = raw_authed(0x4321);
   ck_assert_int_eq(raw_join(fd, 65, 2, 2), AH_NET_OK); /* rank not below the rank count */
@@ -980,6 +1047,7 @@ int main(void) {
                                 subscribers_up_to_the_rank_count_are_served,
                                 bad_joins_are_refused,
                                 progress_is_refused_unless_joined_and_a_stall_is_diagnosed,
+                                a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not,
                                 a_client_that_only_sends_still_hears_the_hub,
                                 processes_hearing_the_hub_together_ping_apart,
                                 bad_verdict_is_refused_by_the_client,
