@@ -6,7 +6,9 @@
 # findings are read from AUTOHA_HEALTH_CMD's JSON events (the ranks at fault, not the ranks a line
 # cites as witnesses).
 #   run_culprit_shapes.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR AUTOHA_CLI MODE SHAPE
-# MODE: observe or tune. SHAPE:
+# MODE: observe or tune. CULPRIT_RANK (default 5, not 0: rank 0 runs the hub) and CULPRIT_CALL
+# (default 29, the last collective of a step) move the fault (bench/diagnosis runs seeds of them);
+# the last line says RESULT with the figures. SHAPE:
 #   stall      the host stops before a call, in a loop that synchronises after each step
 #   hang-sync  the GPU stops inside the last call of a step; the host then waits in
 #              cudaStreamSynchronize (every loop that logs its loss)
@@ -25,21 +27,27 @@ hang_s=3
 work=$(mktemp -d)
 trap 'kill -KILL -- -"${pid:-0}" 2>/dev/null; rm -rf "$work"' EXIT
 now() { date +%s.%N; }
-fail() { echo "FAIL $shape ($mode): $*"; exit 1; }
+fail() {
+  echo "FAIL $shape ($mode): $*"
+  echo "RESULT shape=$shape named=${n:-0} wrong=0 latency=none"
+  exit 1
+}
 
-victim=5 job_args=(--iters 400 --sync step) envs=() signal= launch=(-n 8 --nodes 2 --)
+victim=${CULPRIT_RANK:-5} call=${CULPRIT_CALL:-29}
+gpu=$((victim % 4)) # 4 ranks per node, one GPU each
+job_args=(--iters 400 --sync step) envs=() signal= launch=(-n 8 --nodes 2 --)
 procpat=$(basename "$job")
 case $shape in
-  stall) job_args+=(--stall 5:29) ;;
-  hang-sync) envs+=(NCCLSIM_FAULT=hang:rank=5:call=29) ;;
-  hang-item) envs+=(NCCLSIM_FAULT=hang:rank=5:call=29); job_args=(--iters 400 --sync item) ;;
-  hang-ahead) envs+=(NCCLSIM_FAULT=hang:rank=5:call=29); job_args=(--iters 400) ;;
+  stall) job_args+=(--stall $victim:$call) ;;
+  hang-sync) envs+=(NCCLSIM_FAULT=hang:rank=$victim:call=$call) ;;
+  hang-item) envs+=(NCCLSIM_FAULT=hang:rank=$victim:call=$call); job_args=(--iters 400 --sync item) ;;
+  hang-ahead) envs+=(NCCLSIM_FAULT=hang:rank=$victim:call=$call); job_args=(--iters 400) ;;
   sigstop) signal=STOP ;;
   sigkill) signal=KILL ;;
   hubkill) signal=KILL victim=0 ;;
   torch-sleep | torch-kill)
     # the NCCL the wheel ships (sim/ emulates it), 4 GPUs per node
-    envs+=(NCCLSIM_VERSION=2.30.7 NCCLSIM_DEVICES=4 TORCH_DIAG_SLEEP=5:20)
+    envs+=(NCCLSIM_VERSION=2.30.7 NCCLSIM_DEVICES=4 TORCH_DIAG_SLEEP=$victim:20)
     [ "$shape" = torch-kill ] && envs=(NCCLSIM_VERSION=2.30.7 NCCLSIM_DEVICES=4) signal=KILL
     launch=(--preload -n 8 --nodes 2 --) job_args=("$(dirname "$0")/../torch/torch_diag.py")
     procpat=torch_diag.py
@@ -115,11 +123,11 @@ if [ "$shape" = sigstop ] && [ -n "$t1" ]; then # while it is frozen: the table 
   st=$("$cli" status "$cred" --json 2>&1)
   echo "$st" | python3 -c '
 import json, sys
-d = json.load(sys.stdin)
+d, victim = json.load(sys.stdin), int(sys.argv[1])
 states = {r["rank"]: r["state"] for c in d["comms"] for r in c["ranks"]}
-bad = {r: s for r, s in states.items() if (s == "silent") != (r == 5)}
+bad = {r: s for r, s in states.items() if (s == "silent") != (r == victim)}
 if bad or len(states) != 8:
-    sys.exit("autoha status: ranks %s (want 8 ranks, rank 5 alone silent)" % (bad or states))' ||
+    sys.exit("autoha status: ranks %s (want 8 ranks, rank %d alone silent)" % (bad or states, victim))' "$victim" ||
     fail "autoha status --json: $(echo "$st" | head -c 300)"
 fi
 [ "$signal" = STOP ] && kill -CONT "$vpid" 2>/dev/null
@@ -127,9 +135,9 @@ kill -TERM -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 n=$(grep -v '"resumed"' "$work/events" 2>/dev/null | grep -c '"kind"')
 [ -n "$t1" ] || fail "${n:-0} of $alive processes reported a finding; log: $(grep -E "autoha (ERROR|WARN)" "$log" | head -3)"
-python3 - "$work/events" "$victim" "$vpid" "$shape" <<'EOF' || exit 1
+python3 - "$work/events" "$victim" "$vpid" "$shape" "$gpu" <<'EOF' || { echo "RESULT shape=$shape named=$n wrong=1"; exit 1; }
 import json, sys
-path, victim, vpid, shape = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+path, victim, vpid, shape, gpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 want = {"stall": "missing", "sigstop": "stopped", "sigkill": "died", "torch-sleep": "missing",
         "torch-kill": "died"}.get(shape, "incomplete")
 bad = []
@@ -142,14 +150,15 @@ for line in open(path):
         bad.append(e["text"])
         continue
     r = ranks[0]
-    # rank 5 is node 1's local rank 1: its own GPU is 1
-    if (r["rank"], r["pid"], r["gpu"], r["host"]) != (victim, vpid, 1, "127.0.0.1"):
+    # each rank has its own GPU, its local rank
+    if (r["rank"], r["pid"], r["gpu"], r["host"]) != (victim, vpid, gpu, "127.0.0.1"):
         bad.append("%s (named %s)" % (e["text"], r))
 if bad:
-    print("FAIL %s: a finding not naming rank %d (pid %d, gpu 1) alone as %s: %s" % (shape, victim, vpid, want, bad[0]))
+    print("FAIL %s: a finding not naming rank %d (pid %d, gpu %d) alone as %s: %s" % (shape, victim, vpid, gpu, want, bad[0]))
     sys.exit(1)
 EOF
 took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+echo "RESULT shape=$shape named=$n wrong=0 latency=$took"
 awk -v t="$took" -v h="$hang_s" 'BEGIN { exit !(t <= h + 2) }' ||
   fail "the findings took $took s (bound AUTOHA_HANG_S + 2 = $((hang_s + 2)) s)"
-echo "$shape ($mode): $n of $alive processes named rank $victim (pid $vpid, gpu 1) alone, $took s after the fault"
+echo "$shape ($mode): $n of $alive processes named rank $victim (pid $vpid, gpu $gpu) alone, $took s after the fault"
