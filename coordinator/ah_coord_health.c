@@ -169,6 +169,25 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
     uint32_t nbusy = 0;
     for (uint32_t r = 0; r < n; r++)
       nbusy += sel[r] = ranks[r].rec && ranks[r].rec->state == AH_HEALTH_BUSY;
+    /* All busy, some hosts back from the call and the rest still inside it (on sim/, waiting for
+     * their peers' data): the ones back left it without taking part, their GPU stopped. Only a
+     * minority: hosts wait inside NCCL for other reasons too (a full work queue). */
+    uint32_t nout = 0, nin = 0;
+    for (uint32_t r = 0; r < n; r++) {
+      const ah_health_rec_t *rec = ranks[r].rec;
+      nout += rec && rec->host == AH_HEALTH_HOST_OUTSIDE;
+      nin += rec && rec->host == AH_HEALTH_HOST_IN_NCCL;
+    }
+    if (nbusy == n && nout > 0 && nout < nin && nout + nin == n) {
+      for (uint32_t r = 0; r < n; r++) sel[r] = ranks[r].rec->host == AH_HEALTH_HOST_OUTSIDE;
+      ranks_text(who, sizeof who, ranks, n, sel);
+      culprits(f, ranks, n, sel);
+      say(text,
+          "hang on %s: the GPU of rank %s stopped in %s (its host went on and waits for it); the "
+          "other %u wait inside it; stalled %.0f s",
+          head, who, call, nin, stalled_s);
+      return AH_FINDING_INCOMPLETE;
+    }
     ranks_text(who, sizeof who, ranks, n, sel);
     if (nbusy < n) culprits(f, ranks, n, sel); /* all busy: no rank is singled out */
     if (nbusy == n)

@@ -114,6 +114,8 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
  * the hub closed, or one whose host relay went away, is back within a few hundred ms). */
 #define GONE_GRACE_NS 1000000000ull
 
+static int lost_ranks(ah_coord_hub_t *h, hub_comm_t *m, uint64_t now, int kind);
+
 void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm, int gone) {
   uint64_t now = ah_coord_now_ns();
   for (int i = 0; i < c->ncomms; i++) {
@@ -135,6 +137,8 @@ void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm,
         s->gone_grace_ns = c->eof && !hub_stalled ? 0 : GONE_GRACE_NS;
       }
     }
+    /* said at once, not at the next tick: the survivors' NCCL may fail them out of the job first */
+    if (gone && m && m->prog && h->o.hang_ms > 0) (void)lost_ranks(h, m, now, AH_FINDING_DIED);
   }
 }
 

@@ -18,8 +18,10 @@ export NCCLSIM_NOISE=0.02
 for kind in stall hang-sync hang-item hang-ahead sigstop sigkill; do
   for seed in $(seq 0 $((seeds - 1))); do
     rank=$((1 + (seed * 3) % 7)) call=$((21 + seed)) # positions 1..10 of a step's 10 collectives
-    line=$(CULPRIT_RANK=$rank CULPRIT_CALL=$call "$here/../../tests/diag/run_culprit_shapes.sh" \
-      "$run" "$job" "$lib" "$simlib" "$cli" observe "$kind" 2>&1 | tee /dev/stderr | grep '^RESULT')
+    all=$(CULPRIT_RANK=$rank CULPRIT_CALL=$call "$here/../../tests/diag/run_culprit_shapes.sh" \
+      "$run" "$job" "$lib" "$simlib" "$cli" observe "$kind" 2>&1)
+    echo "$all" | grep -v '^RESULT'
+    line=$(echo "$all" | grep '^RESULT')
     echo "$kind $seed ${line:-RESULT shape=$kind named=0 wrong=0 latency=none}" >>"$out"
   done
 done

@@ -58,6 +58,24 @@ START_TEST(same_calls_none_completed) {
 }
 END_TEST
 
+START_TEST(same_calls_all_busy_one_host_back_from_the_call) {
+  /* rank 3's GPU stopped in the step's last call; its host returned and waits in a sync, while the
+   * others' hosts wait inside that call (sim/'s collectives hold them until the data moved) */
+  setup_all(4, 4);
+  for (int r = 0; r < N; r++) {
+    recs[r].state = AH_HEALTH_BUSY;
+    recs[r].host = r == 3 ? AH_HEALTH_HOST_OUTSIDE : AH_HEALTH_HOST_IN_NCCL;
+  }
+  expect(AH_FINDING_INCOMPLETE,
+         "the GPU of rank 3 (n1 pid 1003 gpu 1) stopped in allgather 1M+ #3");
+  ck_assert_uint_eq(finding.nranks, 1);
+  ck_assert_uint_eq(finding.ranks[0].rank, 3);
+  for (int r = 0; r < N; r++) recs[r].host = AH_HEALTH_HOST_OUTSIDE; /* a GPU's hosts: all back */
+  expect(AH_FINDING_INCOMPLETE, "none completed it");
+  ck_assert_uint_eq(finding.nranks, 0); /* no one singled out */
+}
+END_TEST
+
 START_TEST(same_calls_one_not_completed) {
   setup_all(4, 4);
   recs[5].state = AH_HEALTH_BUSY;
@@ -240,6 +258,7 @@ int main(void) {
   const TTest *const tests[] = {
       same_calls_all_idle_is_no_hang,
       same_calls_none_completed,
+      same_calls_all_busy_one_host_back_from_the_call,
       same_calls_one_not_completed,
       a_stalled_host_never_entered_the_call,
       b_a_gpu_stopped_while_its_host_went_on,
