@@ -109,7 +109,10 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
   }
   hub_client_t *cl = NULL;
   switch (type) {
-    case AH_MSG_LEAVE: ah_coord_hub_on_leave(h, c, p); break;
+    case AH_MSG_LEAVE: /* its ranks left: never named dead (before the membership goes) */
+      ah_coord_hub_health_client(h, c, ah_coord_get_u64(p), 0);
+      ah_coord_hub_on_leave(h, c, p);
+      break;
     case AH_MSG_BYE:
       if ((cl = ah_coord_hub_client_find(h, c->client_id))) cl->bye = 1;
       ah_coord_hub_health_client(h, c, 0, 0);
@@ -304,7 +307,13 @@ static void hub_sweep(ah_coord_hub_t *h) {
 
 /* Frees the connections marked for closing, after forgetting their directory waiters. */
 static void hub_close_now(ah_coord_hub_t *h) {
-  for (hub_conn_t *c = h->close_list; c; c = c->close_next) ah_coord_hub_dir_conn_gone(h, c);
+  for (hub_conn_t *c = h->close_list; c; c = c->close_next) {
+    ah_coord_hub_dir_conn_gone(h, c);
+    /* its process's last connection, without a goodbye: its ranks may be dead */
+    hub_client_t *cl = c->authed ? ah_coord_hub_client_find(h, c->client_id) : NULL;
+    if (cl && --cl->nconns == 0 && !cl->bye && !atomic_load(&h->stop))
+      ah_coord_hub_health_client(h, c, 0, 1);
+  }
   ah_coord_hub_close_pending(h);
 }
 

@@ -330,7 +330,6 @@ void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   hub_comm_t *m = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
   if (m) ah_coord_hub_comm_unsub(m, c);
-  ah_coord_hub_health_client(h, c, comm, 0); /* its ranks left: never named dead */
   for (int i = 0; i < c->ncomms; i++)
     if (c->comms[i] == comm) {
       c->comms[i] = c->comms[--c->ncomms];

@@ -91,8 +91,6 @@ void ah_coord_hub_comm_unsub(hub_comm_t *m, hub_conn_t *c) {
 
 static void hub_conn_free(ah_coord_hub_t *h, hub_conn_t *c) {
   ah_coord_hub_pend_unlink(h, c);
-  hub_client_t *cl = c->authed ? ah_coord_hub_client_find(h, c->client_id) : NULL;
-  if (cl && --cl->nconns == 0 && !cl->bye) ah_coord_hub_health_client(h, c, 0, 1);
   for (int i = 0; i < c->ncomms; i++) {
     hub_comm_t *m = NULL;
     HASH_FIND(hh, h->comms, &c->comms[i], sizeof(uint64_t), m);

@@ -275,6 +275,8 @@ void ah_shim_coord_stamp(ncclUniqueId *id) {
   cred_write(&st, ah_comm_id_from_unique_id(id));
 }
 
+static void coord_goodbye(void);
+
 void ah_shim_coord_seen(const ncclUniqueId *id) {
   ah_shim_init();
   if (!ah_shim.enabled || !id) return;
@@ -290,7 +292,7 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   for (int i = 0; i < ncoords && i < 8; i++) seen |= coords[i] == c;
   if (c && !seen) {
     if (ncoords < 8) coords[ncoords] = c;
-    ncoords++;
+    if (ncoords++ == 0) atexit(coord_goodbye);
   }
   ah_shim_ha_set_coord(ncoords == 1 ? coords[0] : NULL); /* shadows need exactly one hub */
   pthread_mutex_unlock(&map_lock);
@@ -299,7 +301,10 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   hooks_install();
 }
 
-void ah_shim_coord_goodbye(void) {
+/* At exit (registered at the first connection, so it runs before the report is written): says
+ * goodbye to every hub this process talks to, so that its leaving is not taken for a death, and
+ * has the hub this process runs say goodbye to its clients. */
+static void coord_goodbye(void) {
   pthread_mutex_lock(&map_lock);
   for (int i = 0; i < ncoords && i < 8; i++) ah_coord_goodbye(coords[i]);
   pthread_mutex_unlock(&map_lock);

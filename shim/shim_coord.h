@@ -21,8 +21,5 @@ void ah_shim_coord_seen(const ncclUniqueId *id);
 /* What the process does with the hub's findings (after the line is logged): fn(comm, f), on the
  * coordinator's I/O thread. */
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f));
-/* At exit: says goodbye to every hub this process talks to, so that its leaving is not taken for
- * a death. */
-void ah_shim_coord_goodbye(void);
 
 #endif

@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "shim_chain.h"
-#include "shim_coord.h"
 #include "shim_decide.h"
 #include "shim_internal.h"
 #include "shim_real.h"
@@ -28,7 +27,6 @@ static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
 
 static void at_exit(void) {
   if (!ah_shim.enabled) return;
-  ah_shim_coord_goodbye(); /* first: the report's writing may take a while */
   ah_timing_harvest();
   ah_shim_report_write("exit");
 }
