@@ -126,8 +126,10 @@ int ah_coord_verdict(ah_coord_t *c, uint64_t comm);
 int ah_coord_mismatch(ah_coord_t *c, uint64_t comm, ah_coord_mismatch_t *m_p);
 void ah_coord_leave(ah_coord_t *c, uint64_t comm);
 /* The process exits (an atexit handler): tells the hub, so that its connection closing next is not
- * taken for a death (docs/diagnosis.md). Sends at once when the socket takes it, waiting at most
- * 50 ms for the connection's lock; never blocks on the network. */
+ * taken for a death (docs/diagnosis.md), and waits at most 500 ms for its answer, which comes after
+ * the findings the hub sent before (so they reach the log and the report): at once, or 250 ms
+ * later when the process still has communicators joined (it may be exiting because a peer died).
+ * Never blocks on the network: at most 50 ms for the connection's lock, then the wait. */
 void ah_coord_goodbye(ah_coord_t *c);
 
 /* Leader side: sends a committed segment of (comm, key) to the hub, which forwards it to every

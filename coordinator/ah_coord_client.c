@@ -271,7 +271,12 @@ void ah_coord_goodbye(ah_coord_t *c) {
   int rc = ah_coord_client_buf_put_msg(&c->outq, AH_MSG_BYE, NULL, 0);
   pthread_mutex_unlock(&c->mu);
   if (rc != 0) return;
+  int byes = atomic_load(&c->byes);
   for (int i = 0; i < 50 && !ah_coord_client_send_sync(c); i++) ah_coord_client_sleep_us(1000);
+  /* The hub answers once what it sent before has gone: a finding about the rank whose death
+   * brought this process down (its NCCL failed) is logged and reported before it exits. */
+  for (int i = 0; i < 500 && atomic_load(&c->byes) == byes && atomic_load(&c->alive); i++)
+    ah_coord_client_sleep_us(1000);
 }
 
 void ah_coord_leave(ah_coord_t *c, uint64_t comm) {

@@ -384,7 +384,10 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
         pthread_mutex_unlock(&c->mu);
         break;
       case AH_MSG_PONG: break;
-      case AH_MSG_BYE: atomic_store(&c->hub_bye, 1); break;
+      case AH_MSG_BYE:
+        atomic_store(&c->hub_bye, 1);
+        atomic_fetch_add(&c->byes, 1);
+        break;
       case AH_MSG_VERDICT: client_on_verdict(c, p); break;
       case AH_MSG_FINDING: client_on_finding(c, p); break;
       case AH_MSG_DIR_VAL: client_on_dir_val(c, p, h.len); break;

@@ -269,6 +269,27 @@ static int classify(uint64_t comm, const ah_health_rank_t *ranks, uint32_t n, do
   }
   int front_stopped = groups[front].busy && behind_busy && !behind_outside;
   char wf[100], wb[100];
+  /* A group behind whose ranks are partly idle: those completed every call they entered, so its
+   * busy ones did not (one thread driving several GPUs waits for the one that stopped, and enters
+   * nothing more on the others: they are behind too, idle). */
+  int idle_in[MAX_GROUPS] = {0}, mixed = 0;
+  for (uint32_t r = 0; r < n; r++)
+    if (g_of[r] >= 0 && ranks[r].rec && ranks[r].rec->state == AH_HEALTH_IDLE) idle_in[g_of[r]] = 1;
+  for (int i = 0; i < ng; i++) mixed |= i != front && groups[i].busy && idle_in[i];
+  for (int state = AH_HEALTH_IDLE; mixed && state <= AH_HEALTH_BUSY; state++) {
+    for (uint32_t r = 0; r < n; r++)
+      sel[r] = g_of[r] >= 0 && g_of[r] != front && groups[g_of[r]].busy && idle_in[g_of[r]] &&
+               ranks[r].rec && ranks[r].rec->state == state;
+    ranks_text(state == AH_HEALTH_IDLE ? wf : wb, sizeof wf, ranks, n, sel);
+  }
+  if (mixed) {
+    culprits(f, ranks, n, sel); /* the busy ones, selected last */
+    say(text,
+        "hang on %s: rank %s did not complete its calls before %s, which rank %s completed; "
+        "stalled %.0f s",
+        head, wb, call, wf, stalled_s);
+    return AH_FINDING_INCOMPLETE;
+  }
   for (uint32_t r = 0; r < n; r++) sel[r] = g_of[r] == front;
   ranks_text(wf, sizeof wf, ranks, n, sel);
   if (front_stopped) culprits(f, ranks, n, sel); /* the GPU that stopped */

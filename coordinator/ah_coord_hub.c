@@ -116,6 +116,10 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
     case AH_MSG_BYE:
       if ((cl = ah_coord_hub_client_find(h, c->client_id))) cl->bye = 1;
       ah_coord_hub_health_client(h, c, 0, 0);
+      /* Answered after the findings sent before. A process that exits with communicators still
+       * joined may be a survivor that NCCL failed because a peer died: the answer waits 250 ms, so
+       * the death's finding (its peer's socket may close via a relay that is slower) goes first. */
+      c->bye_answer_ns = ah_coord_now_ns() + (c->ncomms > 0 ? 250000000ull : 1);
       break;
     case AH_MSG_JOIN:
     case AH_MSG_PUBLISH:
@@ -286,6 +290,10 @@ static void hub_sweep(ah_coord_hub_t *h) {
   for (int i = 0; i < h->nall; i++) {
     hub_conn_t *c = h->all[i];
     if (c->closing) continue;
+    if (c->bye_answer_ns && now >= c->bye_answer_ns) {
+      c->bye_answer_ns = 0;
+      ah_coord_hub_conn_send_msg(h, c, AH_MSG_BYE, NULL, 0);
+    }
     if (!c->authed && now - c->accepted_ns > auth_ns) {
       ah_coord_hub_refuse(h, RATE_TIMEOUT,
                           "refused %s: no authentication within %d ms (%zu bytes of a "

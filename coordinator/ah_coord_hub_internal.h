@@ -47,8 +47,9 @@ typedef struct hub_conn {
   uint32_t chan;
   struct hub_conn **chans;
   int nchans, capchans;
-  int dirty; /* bytes queued, to be sent at the end of the loop's turn */
-  int eof;   /* its peer closed it (end of file, a reset, or its relay's RELAY_CLOSE): the process
+  int dirty;              /* bytes queued, to be sent at the end of the loop's turn */
+  uint64_t bye_answer_ns; /* when to answer its BYE (0: no answer due) */
+  int eof; /* its peer closed it (end of file, a reset, or its relay's RELAY_CLOSE): the process
               * exited, unless it said goodbye; a connection the hub closes may come back */
   struct hub_conn *dirty_next;
 } hub_conn_t;

@@ -139,8 +139,9 @@ enum {
   AH_MSG_RELAY_CLOSE = 27, /* both: chan u32 (that channel's connection ended) */
   AH_MSG_DIR_ABSENT = 28,  /* hub -> client: req u64 key[32] (req's key is not stored as the hub
                             * reads the DIR_GET; a DIR_VAL follows if a put comes within its wait) */
-  AH_MSG_BYE = 29, /* client -> hub: empty (the process exits: its connection closing next is no
-                    * death, docs/diagnosis.md) */
+  AH_MSG_BYE = 29, /* both: empty. client -> hub: the process exits (its connection closing next
+                    * is no death, docs/diagnosis.md), answered by a BYE once what the hub sent
+                    * before has gone; hub -> client: the hub's process exits */
   AH_MSG_MAX = 29
 };
 

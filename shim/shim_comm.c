@@ -50,12 +50,12 @@ uint64_t ah_comm_id_for_shrink(uint64_t parent, int shrink_index, const int *sor
 #define PENDING_MAX 16
 static _Thread_local struct {
   uint64_t id;
-  int rank;
+  int rank, dev;
 } pending[PENDING_MAX];
 static AH_TLS_HOT int pending_head, pending_count;
 static _Thread_local ah_comm_t *last_created;
 
-void ah_comm_pending_push(uint64_t id, int rank) {
+void ah_comm_pending_push(uint64_t id, int rank, int dev) {
   if (pending_count == PENDING_MAX) { /* drop the oldest rather than fail the init */
     pending_head = (pending_head + 1) % PENDING_MAX;
     pending_count--;
@@ -63,14 +63,25 @@ void ah_comm_pending_push(uint64_t id, int rank) {
   int slot = (pending_head + pending_count) % PENDING_MAX;
   pending[slot].id = id;
   pending[slot].rank = rank;
+  pending[slot].dev = dev;
   pending_count++;
   ah_thread.comm_pending = 1;
 }
 
-int ah_comm_pending_pop(uint64_t *id_p, int *rank_p) {
+/* Whether an entry bound to device `have` may be the communicator being initialised on `want`
+ * (either unknown: -1). */
+static int dev_fits(int have, int want) { return have < 0 || want < 0 || have == want; }
+
+int ah_comm_pending_pop(int dev, uint64_t *id_p, int *rank_p) {
   if (pending_count == 0) return 0;
-  *id_p = pending[pending_head].id;
-  *rank_p = pending[pending_head].rank;
+  int at = 0; /* the oldest entry of the device, else the oldest */
+  while (at < pending_count && !dev_fits(pending[(pending_head + at) % PENDING_MAX].dev, dev)) at++;
+  if (at == pending_count) at = 0;
+  int slot = (pending_head + at) % PENDING_MAX;
+  *id_p = pending[slot].id;
+  *rank_p = pending[slot].rank;
+  for (int i = at; i > 0; i--) /* close the gap: the older entries move up one */
+    pending[(pending_head + i) % PENDING_MAX] = pending[(pending_head + i - 1) % PENDING_MAX];
   pending_head = (pending_head + 1) % PENDING_MAX;
   pending_count--;
   return 1;
@@ -92,7 +103,7 @@ void ah_comm_pending_group_end(void) {
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   uint64_t id, alt;
-  int nranks, rank, used;
+  int nranks, rank, dev, used;
   pthread_t owner;
   uint64_t seq;
 } shared[SHARED_MAX];
@@ -107,7 +118,7 @@ uint64_t ah_comm_alt_id_from_unique_id(const ncclUniqueId *id) {
   return h;
 }
 
-void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank) {
+void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank, int dev) {
   pthread_mutex_lock(&shared_lock);
   if (nshared == SHARED_MAX) { /* drop the oldest */
     memmove(&shared[0], &shared[1], sizeof shared[0] * (SHARED_MAX - 1));
@@ -117,6 +128,7 @@ void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank) {
   shared[nshared].alt = alt_id;
   shared[nshared].nranks = nranks;
   shared[nshared].rank = rank;
+  shared[nshared].dev = dev;
   shared[nshared].used = 0;
   shared[nshared].owner = pthread_self();
   shared[nshared].seq = shared_seq++;
@@ -126,17 +138,21 @@ void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank) {
   ah_thread.comm_pending = 1;
 }
 
-int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *rank_p) {
+int ah_comm_pending_claim(uint64_t comm_id, int nranks, int dev, uint64_t *id_p, int *rank_p) {
   int found = -1;
   pthread_mutex_lock(&shared_lock);
-  for (int i = 0; i < nshared && found < 0 && comm_id; i++)
-    if (!shared[i].used && (shared[i].id == comm_id || (shared[i].alt && shared[i].alt == comm_id)))
-      found = i;
+  /* by identity: the oldest entry of the device when there is one (the local ranks of one
+   * communicator share its identity, and NCCL runs their inits in an order of its own) */
+  for (int pass = 0; pass < 2 && found < 0 && comm_id; pass++)
+    for (int i = 0; i < nshared && found < 0; i++)
+      if (!shared[i].used && (pass || dev_fits(shared[i].dev, dev)) &&
+          (shared[i].id == comm_id || (shared[i].alt && shared[i].alt == comm_id)))
+        found = i;
   if (found < 0) { /* by rank count, only when unambiguous */
     uint64_t ident = 0;
     int ambiguous = 0;
     for (int i = 0; i < nshared; i++) {
-      if (shared[i].used || shared[i].nranks != nranks) continue;
+      if (shared[i].used || shared[i].nranks != nranks || !dev_fits(shared[i].dev, dev)) continue;
       if (found < 0) {
         found = i;
         ident = shared[i].id;

@@ -56,11 +56,17 @@ static void health_stop(void) {
   pthread_mutex_unlock(&tick_lock);
 }
 
-/* Records a probe covering every call on c's latest stream. Returns 0, or -1 when none can be
- * recorded (no driver, no context, a capturing stream). */
+/* Records a probe covering every call on the stream of c's latest call: the one it was bracketed
+ * on, or, while that was a group's first stream, c's own as its wrapper noted it (shim_nccl.c).
+ * Returns 0, or -1 when none can be recorded (no driver, no context, a capturing stream, a stream
+ * of another device than c's, which would say nothing of c's GPU). */
 static int probe_record(ah_comm_t *c, comm_health_t *hs) {
   if (!ah_shim_cuda_init() || !ah_cuda.CtxSetCurrent || !c->cuctx) return -1;
-  CUstream s = c->last_stream;
+  CUstream s = c->last_stream, own = __atomic_load_n(&c->own_stream, __ATOMIC_RELAXED);
+  if (own && s == __atomic_load_n(&c->own_group, __ATOMIC_RELAXED)) s = own;
+  CUcontext sctx;
+  if (ah_cuda.StreamGetCtx && ah_cuda.StreamGetCtx(s, &sctx) == CUDA_SUCCESS && sctx != c->cuctx)
+    return -1;
   if (ah_cuda.CtxSetCurrent(c->cuctx) != CUDA_SUCCESS) return -1;
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   if (ah_cuda.StreamIsCapturing(s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -231,6 +237,7 @@ static void *health_main(void *arg) {
       pthread_mutex_unlock(&tick_lock);
       continue;
     }
+    ah_shim_stream_notes_request(); /* for the next tick's probes: each rank's own stream */
     /* relaxed for good (this thread captures nothing): its queries never invalidate a capture */
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     if (ah_shim_cuda_init() && ah_cuda.ThreadExchangeStreamCaptureMode)

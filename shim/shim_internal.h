@@ -24,6 +24,10 @@
 #include "autoha/nccl_tuner_abi.h"
 
 #define AH_EXPORT __attribute__((visibility("default")))
+/* A variable of another file that a wrapper reads on every call: declared hidden, so that the
+ * compiler reads it in one instruction rather than through the GOT (-fvisibility=hidden applies to
+ * definitions, not to extern declarations). */
+#define AH_HIDDEN __attribute__((visibility("hidden")))
 /* A function whose calls are never made tail calls, and one kept whole, as written, by GCC's
  * interprocedural passes (the hot path's tuner face, shim_tuner_face.c, says why for each). */
 #if defined(__clang__)
@@ -152,14 +156,19 @@ typedef struct ah_comm {
   void *chain_ctx;   /* the user's own tuner's context (shim_chain.c), NULL: none */
   uintptr_t decider; /* leader only: the thread that made its last slow-path decision */
   /* For the hang probes (shim_health.c): the stream of the rank's latest decided call (written by
-   * the hot path: one store), the CUDA context its first key was created in, and the health
-   * thread's own state of this context. */
+   * the hot path: one store; a group's calls are bracketed on the group's first stream), the
+   * communicator's own stream as its grouped wrapper last saw it, with that group's first stream
+   * (shim_nccl.c notes both when the health thread asks, ah_shim_stream_notes_request), the CUDA
+   * context of the communicator's device (current at its tuner init, which NCCL runs with that
+   * device current; else at its first key's creation), and the health thread's own state of this
+   * context. */
   CUstream last_stream;
   /* The thread block (shim_thread.h) of the thread that made its latest fully decided call: the
    * health thread reads its timing depth, > 0 while the thread is inside a call (blocked in NCCL),
    * through process_vm_readv, so a thread that has exited since reads as unknown, never as a
    * fault. */
   const void *last_caller;
+  CUstream own_stream, own_group;
   CUcontext cuctx;
   struct ah_comm_health *health;
   struct ah_comm *next; /* registry of every communicator, for the report */
@@ -178,6 +187,20 @@ typedef struct {
 } ah_shim_t;
 
 extern ah_shim_t ah_shim;
+
+/* Why a grouped collective's wrapper takes its bracketed path instead of jumping straight to NCCL
+ * (shim_nccl.c's grouped_short tests the word once, whatever its bits): AH_SLOW_API_OBSERVED, some
+ * handle is observed from the API (set by shim_nccl.c, for good); AH_SLOW_NOTE_STREAMS, the next
+ * ah_shim_stream_notes grouped calls note their communicator's own stream (shim_nccl.c clears it
+ * once they are spent). */
+enum { AH_SLOW_API_OBSERVED = 1, AH_SLOW_NOTE_STREAMS = 2 };
+extern AH_HIDDEN _Atomic int ah_shim_slow_calls;
+extern AH_HIDDEN _Atomic int ah_shim_stream_notes;
+/* Asks the next few grouped calls of the process to note their communicators' own streams
+ * (ah_comm_t.own_stream): called by the health thread once a tick, so that with one thread driving
+ * several GPUs the probes find each rank's stream at the cost of a few handle look-ups a second,
+ * and none on a converged grouped call. */
+void ah_shim_stream_notes_request(void);
 
 /* Starts fn on a detached thread of the shim's own. Returns 0, or -1 after logging "cannot start
  * <what>". */
@@ -224,19 +247,22 @@ uint64_t ah_comm_id_for_shrink(uint64_t parent, int shrink_index, const int *sor
 /* The live context of rank `rank` in the communicator the constructor wrappers announced as
  * `rec_id`, or NULL. Walks the registry: for calls that are not on the tuned hot path. */
 ah_comm_t *ah_comm_find(uint64_t rec_id, int rank);
-/* Remembers, for the calling thread, the communicators being created (identity and rank), in call
- * order; the tuner's init takes the oldest. */
-void ah_comm_pending_push(uint64_t id, int rank);
-int ah_comm_pending_pop(uint64_t *id_p, int *rank_p);
+/* Remembers, for the calling thread, the communicators being created (identity, rank and the
+ * device NCCL binds each to, -1 unknown), in call order; the tuner's init takes the oldest entry of
+ * the device it runs on (NCCL runs a rank's init with its device current, and the inits of a group
+ * in an order of its own), else the oldest. */
+void ah_comm_pending_push(uint64_t id, int rank, int dev);
+int ah_comm_pending_pop(int dev, uint64_t *id_p, int *rank_p);
 void ah_comm_pending_clear(void);
 /* Grouped constructors: NCCL runs their inits (and the tuner's) on its own threads, so the
  * identity and rank are also shared process-wide until claimed or until the sharing thread's
  * group ends. `alt_id` is the identity as NCCL's own commHash might compute it (0: unknown). */
-void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank);
-/* Claims the oldest shared entry for a tuner init: by NCCL's commId (matching id or alt_id) or,
- * without a match, by rank count when every unclaimed entry of that count names one identity.
- * Returns 1 and the identity and rank, or 0. */
-int ah_comm_pending_claim(uint64_t comm_id, int nranks, uint64_t *id_p, int *rank_p);
+void ah_comm_pending_share(uint64_t id, uint64_t alt_id, int nranks, int rank, int dev);
+/* Claims the oldest shared entry for a tuner init running on device `dev` (-1 unknown): by NCCL's
+ * commId (matching id or alt_id; an entry of that device first) or, without a match, by rank
+ * count when every unclaimed entry of that count and device names one identity. Returns 1 and the
+ * identity and rank, or 0. */
+int ah_comm_pending_claim(uint64_t comm_id, int nranks, int dev, uint64_t *id_p, int *rank_p);
 /* Drops the entries the calling thread shared (its group has ended). */
 void ah_comm_pending_unshare_mine(void);
 /* Clears and unshares what the calling thread pushed or shared (its group has ended) and resets

@@ -40,7 +40,6 @@ typedef struct {
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static handle_t *handles;
 static _Atomic uint64_t handles_gen; /* bumped whenever a handle is bound or forgotten */
-static _Atomic int api_observed;     /* some handle is observed from the API: look handles up */
 
 int ah_shim_dtype_size(ncclDataType_t t) {
   switch (t) {
@@ -91,7 +90,7 @@ static void handle_bind(ncclComm_t comm, uint64_t id, int api, int rank) {
     h->rank = rank;
     h->api = ctx;
     h->ctx = NULL;
-    if (ctx) atomic_store(&api_observed, 1);
+    if (ctx) atomic_fetch_or(&ah_shim_slow_calls, AH_SLOW_API_OBSERVED); /* look handles up */
   }
   pthread_mutex_unlock(&handles_lock);
 }
@@ -250,8 +249,9 @@ ncclResult_t ncclGroupEnd(void);
 
 /* The group and wrapped-collective state is in ah_thread (shim_thread.h): group_depth,
  * group_stream (the first stream a collective of the group used), group_has_stream, coll_depth. */
-static _Thread_local int initall_ndev;    /* inside ncclCommInitAll: its rank count */
-static _Thread_local uint64_t initall_id; /* and the identity of the id NCCL made for it */
+static _Thread_local int initall_ndev;        /* inside ncclCommInitAll: its rank count */
+static _Thread_local const int *initall_devs; /* its device list (NULL: 0 .. ndev-1) */
+static _Thread_local uint64_t initall_id;     /* and the identity of the id NCCL made for it */
 
 int ah_shim_in_group(void) { return ah_thread.group_depth > 0; }
 
@@ -314,6 +314,22 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
   ah_shim_decide(c, &call, &d);
 }
 
+/* AH_SLOW_NOTE_STREAMS: a grouped call's stream is its communicator's own. The group is bracketed
+ * on its first stream (ah_thread.group_stream), and the hang probes look at the stream of a rank's
+ * latest call: with one thread driving several GPUs, that first stream is another device's for
+ * every other communicator of the group, so they are noted here, a few calls each time the health
+ * thread asks (once a tick), rather than on every grouped call, whose wrapper then stays a jump to
+ * NCCL. Never changes errno. */
+static __attribute__((noinline, cold)) void stream_note(ncclComm_t comm, cudaStream_t stream) {
+  ah_comm_t *c = ah_shim_handle_ctx(comm);
+  if (c) {
+    __atomic_store_n(&c->own_stream, (CUstream)stream, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->own_group, (CUstream)ah_thread.group_stream, __ATOMIC_RELAXED);
+  }
+  if (atomic_fetch_sub(&ah_shim_stream_notes, 1) <= 1)
+    atomic_fetch_and(&ah_shim_slow_calls, ~AH_SLOW_NOTE_STREAMS);
+}
+
 /* Brackets one collective: timed alone outside a group; inside one, the group is timed at its end. */
 #define COLLECTIVE(call, stream, comm, coll, count, dt)                                            \
   do {                                                                                             \
@@ -328,15 +344,18 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
         t_->group_has_stream = 1;                                                                  \
       }                                                                                            \
       r_ = call;                                                                                   \
-      if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0) &&        \
-          r_ == ncclSuccess) {                                                                     \
+      int slow_ = atomic_load_explicit(&ah_shim_slow_calls, memory_order_relaxed);                 \
+      if (__builtin_expect(slow_ != 0, 0) && r_ == ncclSuccess) {                                  \
         int errno_ = errno; /* as the real call left it */                                         \
-        api_observe(comm, coll, count, dt);                                                        \
+        if (slow_ & AH_SLOW_NOTE_STREAMS) stream_note(comm, stream);                               \
+        if (slow_ & AH_SLOW_API_OBSERVED) api_observe(comm, coll, count, dt);                      \
         errno = errno_;                                                                            \
       }                                                                                            \
     } else {                                                                                       \
       ah_timing_begin(stream);                                                                     \
-      if (__builtin_expect(atomic_load_explicit(&api_observed, memory_order_relaxed), 0))          \
+      if (__builtin_expect(atomic_load_explicit(&ah_shim_slow_calls, memory_order_relaxed) &       \
+                               AH_SLOW_API_OBSERVED,                                               \
+                           0))                                                                     \
         api_observe(comm, coll, count, dt);                                                        \
       r_ = call;                                                                                   \
       ah_timing_end(stream); /* keeps errno as the real call left it */                            \
@@ -346,12 +365,13 @@ static void api_observe(ncclComm_t comm, int coll, size_t count, ncclDataType_t 
   } while (0)
 
 /* A collective inside a group (so the shim is initialised and enabled: see ncclGroupEnd) with no API
- * observer: the group is timed at its end, so the call only notes the group's stream. Returns 0 for
- * every other call (COLLECTIVE's). One inside another wrapped collective of the group needs no
+ * observer and no stream to note: the group is timed at its end, so the call only notes the group's
+ * stream. Returns 0 for every other call (COLLECTIVE's). One inside another wrapped collective of the group needs no
  * test of its own: COLLECTIVE would only pass it on, and the outer call noted the stream. */
 static inline int grouped_short(cudaStream_t stream) {
   ah_thread_t *t = &ah_thread;
-  if (!(t->group_depth > 0 && !atomic_load_explicit(&api_observed, memory_order_relaxed))) return 0;
+  if (!(t->group_depth > 0 && !atomic_load_explicit(&ah_shim_slow_calls, memory_order_relaxed)))
+    return 0;
   if (!t->group_has_stream) {
     t->group_stream = stream;
     t->group_has_stream = 1;
@@ -419,25 +439,29 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
     initall_id = id;
     for (int i = 0; i < initall_ndev; i++) {
       ah_commrec_announce(id, initall_ndev);
-      ah_comm_pending_push(id, i);
-      ah_comm_pending_share(id, ah_comm_alt_id_from_unique_id(uniqueId), initall_ndev, i);
+      int dev = initall_devs ? initall_devs[i] : i; /* rank i's device, as NCCL binds it */
+      ah_comm_pending_push(id, i, dev);
+      ah_comm_pending_share(id, ah_comm_alt_id_from_unique_id(uniqueId), initall_ndev, i, dev);
     }
   }
   if (r == ncclSuccess && initall_ndev == 0) ah_shim_coord_stamp(uniqueId); /* shim_coord.c */
   return r;
 }
 
-/* Announces the rank, queues the identity for the tuner's init, runs the real constructor, binds
- * the handle. */
-#define CONSTRUCT(call, newcomm_p, id, alt, nranks_arg, rank_arg)                                  \
+/* Announces the rank, queues the identity for the tuner's init with the device NCCL binds the
+ * communicator to (`dev`: the caller's current one for a new communicator, the parent's for a
+ * split or shrink), runs the real constructor, binds the handle. */
+#define CONSTRUCT(call, newcomm_p, id, alt, nranks_arg, rank_arg, dev)                             \
   do {                                                                                             \
     ah_shim_init();                                                                                \
     if (!ah_shim.enabled) return call;                                                             \
     uint64_t id_ = (id);                                                                           \
     if (id_ != 0) {                                                                                \
+      int dev_ = (dev);                                                                            \
       ah_commrec_announce(id_, (nranks_arg));                                                      \
-      ah_comm_pending_push(id_, (rank_arg));                                                       \
-      if (ah_thread.group_depth > 0) ah_comm_pending_share(id_, (alt), (nranks_arg), (rank_arg));  \
+      ah_comm_pending_push(id_, (rank_arg), dev_);                                                 \
+      if (ah_thread.group_depth > 0)                                                               \
+        ah_comm_pending_share(id_, (alt), (nranks_arg), (rank_arg), dev_);                         \
     }                                                                                              \
     ah_comm_last_reset();                                                                          \
     ncclResult_t r_ = call;                                                                        \
@@ -465,7 +489,7 @@ AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUni
   ah_shim_coord_on_finding(on_finding);
   CONSTRUCT(ah_real.CommInitRank(newcomm, nranks, commId, myrank), newcomm,
             ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks,
-            myrank);
+            myrank, ah_shim_cuda_device());
 }
 
 AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,
@@ -476,7 +500,7 @@ AH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, n
   config = ah_shim_qp_config_tc(config, nranks, &tc_copy);
   CONSTRUCT(ah_real.CommInitRankConfig(newcomm, nranks, commId, myrank, config), newcomm,
             ah_comm_id_from_unique_id(&commId), ah_comm_alt_id_from_unique_id(&commId), nranks,
-            myrank);
+            myrank, ah_shim_cuda_device());
 }
 
 AH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank,
@@ -486,7 +510,8 @@ AH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks,
   ah_shim_coord_on_finding(on_finding);
   CONSTRUCT(ah_real.CommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config), newcomm,
             nId > 0 && commIds ? ah_comm_id_from_unique_id(&commIds[0]) : 0,
-            nId > 0 && commIds ? ah_comm_alt_id_from_unique_id(&commIds[0]) : 0, nranks, myrank);
+            nId > 0 && commIds ? ah_comm_alt_id_from_unique_id(&commIds[0]) : 0, nranks, myrank,
+            ah_shim_cuda_device());
 }
 
 /* NCCL creates the id of ncclCommInitAll itself, through ncclGetUniqueId (which lands in the
@@ -495,11 +520,13 @@ AH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
   ah_shim_init();
   if (!ah_shim.enabled) return ah_real.CommInitAll(comms, ndev, devlist);
   initall_ndev = ndev;
+  initall_devs = devlist;
   initall_id = 0;
   ah_comm_last_reset();
   ncclResult_t r = ah_real.CommInitAll(comms, ndev, devlist);
   int saved = errno; /* a guest leaves errno as the real call left it */
   initall_ndev = 0;
+  initall_devs = NULL;
   if (ah_thread.group_depth == 0) ah_comm_pending_group_end();
   if (r == ncclSuccess && comms) {
     int api = needs_api_observer(0); /* NCCL initialises InitAll's ranks in a group */
@@ -509,6 +536,13 @@ AH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
   return r;
 }
 
+/* The device of a parent communicator, which NCCL binds its split and shrink children to; -1
+ * when NCCL cannot say. */
+static int parent_device(ncclComm_t parent) {
+  int dev = -1;
+  return ah_real.CommCuDevice(parent, &dev) == ncclSuccess ? dev : -1;
+}
+
 AH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                      ncclConfig_t *config) {
   ah_shim_init();
@@ -516,7 +550,8 @@ AH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   uint64_t id = handle_split(comm, color);
   if (color == NCCL_SPLIT_NOCOLOR || id == 0)
     return ah_real.CommSplit(comm, color, key, newcomm, config);
-  CONSTRUCT(ah_real.CommSplit(comm, color, key, newcomm, config), newcomm, id, 0, 0, -1);
+  CONSTRUCT(ah_real.CommSplit(comm, color, key, newcomm, config), newcomm, id, 0, 0, -1,
+            parent_device(comm));
 }
 
 /* 2.27+: the remaining ranks form a child; it gets an identity and keys as a split child does
@@ -533,7 +568,7 @@ AH_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, in
                               shrinkFlags);
   CONSTRUCT(
       ah_real.CommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
-      newcomm, id, 0, 0, -1);
+      newcomm, id, 0, 0, -1, parent_device(comm));
 }
 
 AH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {

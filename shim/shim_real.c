@@ -54,6 +54,7 @@ STUB(CommAbort, ncclComm_t c)
 STUB(CommFinalize, ncclComm_t c)
 STUB(CommCount, const ncclComm_t c, int *n)
 STUB(CommUserRank, const ncclComm_t c, int *r)
+STUB(CommCuDevice, const ncclComm_t c, int *d)
 STUB(AllReduce, const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c,
      cudaStream_t st)
 STUB(Broadcast, const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
@@ -104,6 +105,7 @@ static void real_resolve(void *src, ah_real_nccl_t *t) {
   RESOLVE(CommFinalize);
   RESOLVE(CommCount);
   RESOLVE(CommUserRank);
+  RESOLVE(CommCuDevice);
   RESOLVE(AllReduce);
   RESOLVE(Broadcast);
   RESOLVE(Bcast);
@@ -304,6 +306,16 @@ static void cuda_resolve(void) {
       ah_cuda.EventElapsedTime && ah_cuda.EventDestroy && ah_cuda.CtxGetCurrent)
     ah_cuda.loaded = 1;
   else ah_log(AH_LOG_WARN, "libcuda.so.1 lacks the event functions: collectives are not timed");
+}
+
+int ah_shim_cuda_device(void) {
+  CUdevice dev;
+  CUcontext ctx = NULL;
+  if (!ah_shim_cuda_init() || !ah_cuda.CtxGetDevice ||
+      ah_cuda.CtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx ||
+      ah_cuda.CtxGetDevice(&dev) != CUDA_SUCCESS)
+    return -1;
+  return (int)dev;
 }
 
 int ah_shim_cuda_init(void) {

@@ -25,6 +25,7 @@ typedef struct {
   ncclResult_t (*CommFinalize)(ncclComm_t);
   ncclResult_t (*CommCount)(const ncclComm_t, int *);
   ncclResult_t (*CommUserRank)(const ncclComm_t, int *);
+  ncclResult_t (*CommCuDevice)(const ncclComm_t, int *);
   ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                             cudaStream_t);
   ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
@@ -62,7 +63,8 @@ typedef struct {
   CUresult (*StreamGetCtx)(CUstream, CUcontext *); /* optional: the hang probes (shim_health.c) */
   CUresult (*CtxSetCurrent)(CUcontext);            /* optional: the hang probes */
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
-  /* Optional: the GPU model for the report's topology (shim_topo.c). */
+  /* Optional: a communicator's device (ah_shim_cuda_device), the GPU model for the report's
+   * topology (shim_topo.c). */
   CUresult (*CtxGetDevice)(CUdevice *);
   CUresult (*DeviceGetName)(char *, int, CUdevice);
   /* Optional: the report's record of the run (shim_topo.c). */
@@ -84,5 +86,8 @@ extern ah_real_cuda_t ah_cuda;
 int ah_shim_real_init(void);
 /* Opens libcuda.so.1 on first use; returns 1 when event timing is available. */
 int ah_shim_cuda_init(void);
+/* The device of the calling thread's current context (the one cudaSetDevice made current), or -1
+ * when there is none or no driver to ask. */
+int ah_shim_cuda_device(void);
 
 #endif

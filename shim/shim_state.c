@@ -7,6 +7,18 @@
 
 ah_shim_t ah_shim;
 
+_Atomic int ah_shim_slow_calls;
+_Atomic int ah_shim_stream_notes;
+
+/* Calls noted per request: a group of every GPU of a node (8) several times over, and a bound on
+ * the handle look-ups a tick costs. */
+#define STREAM_NOTES 64
+
+void ah_shim_stream_notes_request(void) {
+  atomic_store(&ah_shim_stream_notes, STREAM_NOTES);
+  atomic_fetch_or(&ah_shim_slow_calls, AH_SLOW_NOTE_STREAMS);
+}
+
 int ah_shim_thread_detached(void *(*fn)(void *), const char *what) {
   pthread_t th;
   pthread_attr_t attr;

@@ -13,6 +13,7 @@
 #include "shim_control.h"
 #include "shim_decide_hot.h"
 #include "shim_internal.h"
+#include "shim_real.h"
 #include "ah_log_file.h"
 
 /* Applies a decision to a v3+ cost table. A partial pair (algorithm or protocol -1) forces the
@@ -129,17 +130,25 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
   uint64_t id = commId, pending_id = 0;
   int rank = -1;
   /* The constructor's identity and rank: queued on this thread (NCCL ran the init inline), or
-   * shared by a grouped constructor whose init NCCL runs on one of its own threads. */
-  int have = ah_comm_pending_pop(&pending_id, &rank) ||
-             ah_comm_pending_claim(commId, (int)nRanks, &pending_id, &rank);
+   * shared by a grouped constructor whose init NCCL runs on one of its own threads. NCCL runs a
+   * rank's init with the communicator's device current (its init job sets it), whichever device
+   * the application's thread set last, and a group's inits in an order of its own: the entry is
+   * the one bound to this device. */
+  int dev = ah_shim_cuda_device();
+  int have = ah_comm_pending_pop(dev, &pending_id, &rank) ||
+             ah_comm_pending_claim(commId, (int)nRanks, dev, &pending_id, &rank);
   if (id == 0) id = have ? pending_id : ah_comm_fallback_id(nRanks, nNodes);
   if (rank >= 0) ah_log_file_rank(rank); /* a log file named by rank opens now */
   ah_shim_first_comm(id, (int)nRanks, (int)nNodes, rank);
   ah_shim_report_start_interval();
   ah_comm_t *c = ah_comm_create(id, have ? pending_id : id, (int)nRanks, (int)nNodes, rank, abi);
-  if (!c)
+  if (!c) {
     ah_log(AH_LOG_WARN, "out of memory creating tuner state: this communicator passes through");
-  else if (ah_chain.abi) c->chain_ctx = ah_shim_chain_init(id, nRanks, nNodes, log, dom, constants);
+  } else {
+    /* the communicator's device's: the context of the hang probes, the GPU its records name */
+    if (dev >= 0) (void)ah_cuda.CtxGetCurrent(&c->cuctx);
+    if (ah_chain.abi) c->chain_ctx = ah_shim_chain_init(id, nRanks, nNodes, log, dom, constants);
+  }
   *context = c;
   return ncclSuccess;
 }

@@ -10,8 +10,10 @@
  *                           and whatever waits for it (a sync, an event) never returns, as the host
  *                           of a GPU blocks at its next sync. The other ranks complete #N and wait
  *                           in #N+1.
- *     slow:rank=R:pct=P     rank R's simulated compute (ncclsimStreamAddCompute) takes P% longer;
- *                           R is the process's RANK (set by ncclsim-run).
+ *     slow:rank=R:pct=P[:after=N]  rank R's simulated compute (ncclsimStreamAddCompute) takes P%
+ *                           longer; R is the process's RANK (set by ncclsim-run). With after=N,
+ *                           only the compute issued once the process has issued N collectives (over
+ *                           all its communicators and ranks): a GPU that turns slow mid-job.
  *   NCCLSIM_MISMATCH=fail|hang   ranks that disagree on a collective fail it on every rank with an
  *                           error naming each rank's call (fail, the default), or block in it
  *                           forever, as real NCCL would (hang).
@@ -34,7 +36,10 @@ static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 static sim_fault_t faults[SIM_MAX_FAULTS];
 static int nfaults;
 static int mismatch_hangs;
-static double slow_factor = 1.0; /* this process's compute factor */
+static const sim_fault_t *slow[SIM_MAX_FAULTS]; /* this process's slow faults */
+static int nslow;
+static _Atomic int slow_struck[SIM_MAX_FAULTS]; /* a late one has said so */
+static _Atomic uint64_t colls_issued;           /* this process's collectives so far (after=N) */
 
 static void fault_bad(void *arg, const char *entry, const char *why) {
   (void)arg;
@@ -54,17 +59,31 @@ static void fault_init(void) {
   long my_rank = rank_env && *rank_env ? strtol(rank_env, NULL, 10) : -1;
   nfaults = sim_fault_parse(s, faults, fault_bad, NULL);
   for (int i = 0; i < nfaults; i++)
-    if (faults[i].kind == SIM_FAULT_SLOW && faults[i].rank == my_rank)
-      slow_factor *= 1.0 + faults[i].pct / 100.0;
+    if (faults[i].kind == SIM_FAULT_SLOW && faults[i].rank == my_rank) slow[nslow++] = &faults[i];
 }
 
 double sim_fault_compute_factor(void) {
   pthread_once(&fault_once, fault_init);
-  return slow_factor;
+  double factor = 1.0;
+  uint64_t issued = atomic_load_explicit(&colls_issued, memory_order_relaxed);
+  for (int i = 0; i < nslow; i++) {
+    if (issued < slow[i]->after) continue;
+    factor *= 1.0 + slow[i]->pct / 100.0;
+    if (slow[i]->after && !atomic_exchange(&slow_struck[i], 1)) {
+      fprintf(stderr,
+              "ncclsim: fault: rank %ld computes %g%% slower from its collective #%llu on "
+              "(NCCLSIM_FAULT)\n",
+              slow[i]->rank, slow[i]->pct, slow[i]->after);
+      fflush(stderr);
+    }
+  }
+  return factor;
 }
 
 void sim_fault_after_coll(const struct ncclComm *c, uint64_t call, struct CUstream_st *stream) {
   pthread_once(&fault_once, fault_init);
+  if (!(call >> 63)) /* not a split's exchange */
+    atomic_fetch_add_explicit(&colls_issued, 1, memory_order_relaxed);
   for (int i = 0; i < nfaults; i++) {
     const sim_fault_t *f = &faults[i];
     if (f->kind != SIM_FAULT_HANG || f->rank != c->rank || f->call != call ||

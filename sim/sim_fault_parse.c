@@ -1,5 +1,5 @@
 /* The grammar of NCCLSIM_FAULT (see sim_fault_parse.h): entries separated by commas, each a kind
- * and colon-separated key=value fields — hang:rank=R:call=N[:nranks=K], slow:rank=R:pct=P. */
+ * and colon-separated key=value fields — hang:rank=R:call=N[:nranks=K], slow:rank=R:pct=P[:after=N]. */
 #include "sim_fault_parse.h"
 
 #include <stdio.h>
@@ -28,6 +28,12 @@ static int parse_field(const char *field, sim_fault_t *f, int *seen) {
     *seen |= 4;
     return *end || !(f->pct > 0 && f->pct <= 10000) ? -1 : 0;
   }
+  if (klen == 5 && strncmp(field, "after", 5) == 0) {
+    if (eq[1] == '-') return -1;
+    f->after = strtoull(eq + 1, &end, 10);
+    *seen |= 8;
+    return *end ? -1 : 0;
+  }
   if (klen == 6 && strncmp(field, "nranks", 6) == 0) {
     f->nranks = strtol(eq + 1, &end, 10);
     return *end || f->nranks < 1 ? -1 : 0;
@@ -47,6 +53,7 @@ static int parse_entry(char *entry, sim_fault_t *f) {
   for (char *field; (field = strtok_r(NULL, ":", &save));)
     if (parse_field(field, f, &seen) != 0) return -1;
   int need = f->kind == SIM_FAULT_HANG ? 1 | 2 : 1 | 4;
+  if (f->kind == SIM_FAULT_HANG && (seen & 8)) return -1; /* a hang strikes at its call */
   return (seen & need) == need ? 0 : -1;
 }
 
@@ -61,7 +68,8 @@ int sim_fault_parse(const char *text, sim_fault_t *out,
     snprintf(shown, sizeof shown, "%s", entry);
     sim_fault_t f;
     if (parse_entry(entry, &f) != 0) {
-      if (bad) bad(arg, shown, "expected hang:rank=R:call=N[:nranks=K] or slow:rank=R:pct=P");
+      if (bad)
+        bad(arg, shown, "expected hang:rank=R:call=N[:nranks=K] or slow:rank=R:pct=P[:after=N]");
     } else if (n == SIM_MAX_FAULTS) {
       if (bad) bad(arg, shown, "more than 8 faults");
     } else {

@@ -13,6 +13,7 @@ typedef struct {
   sim_fault_kind_t kind;
   long rank, nranks; /* nranks 0: any communicator */
   unsigned long long call;
+  unsigned long long after; /* slow: from the process's N-th collective on (0: from the start) */
   double pct;
 } sim_fault_t;
 

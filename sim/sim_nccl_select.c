@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sim_cuda.h"
 #include "sim_nccl.h"
 #include "sim_reduce.h"
 
@@ -67,7 +68,14 @@ ncclResult_t sim_comm_model_init(struct ncclComm *c) {
   if (!c->tuner) return ncclSuccess;
   ah_tuner_constants_v5_t k;
   sim_model_constants_get(&c->model, &k);
+  /* NCCL initialises a rank with its device current (ncclCommInitRankFunc's cudaSetDevice), on a
+   * thread of its own for a grouped init, so the tuner's init sees the communicator's device
+   * whatever the caller set last (one thread creating a communicator per GPU), and the caller's
+   * device is left as it was. */
+  int caller_dev = sim_device_current();
+  (void)sim_device_set(c->device);
   ncclResult_t r = sim_tuner_init(c->tuner, c, &c->tuner_ctx, &k);
+  (void)sim_device_set(caller_dev);
   if (r != ncclSuccess) {
     sim_tuner_release();
     c->tuner = NULL;

@@ -150,6 +150,18 @@ START_TEST(b_behind_ranks_never_completed_what_the_front_completed) {
 }
 END_TEST
 
+START_TEST(b_one_gpu_of_a_thread_driving_several_stopped) {
+  setup_all(4, 4); /* one thread drives ranks 4-7: 6's GPU hung in #3, the thread waits for it */
+  for (int r = 0; r < 4; r++) recs[r].keys[1].entered = 5, recs[r].state = AH_HEALTH_BUSY;
+  recs[6].state = AH_HEALTH_BUSY;
+  expect(AH_FINDING_INCOMPLETE,
+         "rank 6 (n3 pid 1006 gpu 0) did not complete its calls before reducescatter 2M+ #4, "
+         "which rank 4 (n2 pid 1004 gpu 0),5 (n2 pid 1005 gpu 1) +1 more completed");
+  ck_assert_uint_eq(finding.nranks, 1);
+  ck_assert_uint_eq(finding.ranks[0].rank, 6);
+}
+END_TEST
+
 START_TEST(c_ranks_entered_different_calls) {
   setup_all(4, 6); /* rank 3 issued its reduce-scatter #6 at half size: another bin */
   for (int r = 0; r < N; r++) recs[r].state = AH_HEALTH_BUSY;
@@ -264,6 +276,7 @@ int main(void) {
       b_a_gpu_stopped_while_its_host_went_on,
       b_a_gpu_stopped_and_its_host_waits_for_it,
       b_behind_ranks_never_completed_what_the_front_completed,
+      b_one_gpu_of_a_thread_driving_several_stopped,
       c_ranks_entered_different_calls,
       a_rank_that_never_reported_is_named,
       record_roundtrip_and_refusals,

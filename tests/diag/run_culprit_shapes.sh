@@ -25,7 +25,7 @@ set -u
 run=$1 job=$2 lib=$3 simlib=$4 cli=$5 mode=$6 shape=$7
 hang_s=3
 work=$(mktemp -d)
-trap 'kill -KILL -- -"${pid:-0}" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill -KILL -- -"${pid:-0}" 2>/dev/null; [ -n "${CULPRIT_KEEP:-}" ] && cp -r "$work" "$CULPRIT_KEEP"; rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 fail() {
   echo "FAIL $shape ($mode): $*"

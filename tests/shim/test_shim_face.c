@@ -211,8 +211,8 @@ static void *claim_main(void *arg) {
 
 START_TEST(test_grouped_init_claims_shared) {
   uint64_t id = 0xaaaa, nccl_hash = 0xbbbb;
-  ah_comm_pending_share(id, nccl_hash, 2, 0);
-  ah_comm_pending_share(id, nccl_hash, 2, 1);
+  ah_comm_pending_share(id, nccl_hash, 2, 0, -1);
+  ah_comm_pending_share(id, nccl_hash, 2, 1, -1);
   claim_t a[2] = {{nccl_hash, NULL}, {nccl_hash, NULL}};
   pthread_t th[2];
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, claim_main, &a[i]);
@@ -224,17 +224,45 @@ START_TEST(test_grouped_init_claims_shared) {
   ck_assert_uint_eq(a[0].ctx->rec->id, id);             /* ... the one the wrappers announced */
   ck_assert_int_eq(a[0].ctx->rank + a[1].ctx->rank, 1); /* ranks 0 and 1, in some order */
   /* no commId (v2-v4): by rank count, only when one identity is pending */
-  ah_comm_pending_share(0xcccc, 0, 3, 2);
+  ah_comm_pending_share(0xcccc, 0, 3, 2, -1);
   uint64_t got = 0;
   int rank = -1;
-  ck_assert_int_eq(ah_comm_pending_claim(0, 3, &got, &rank), 1);
+  ck_assert_int_eq(ah_comm_pending_claim(0, 3, -1, &got, &rank), 1);
   ck_assert_uint_eq(got, 0xcccc);
   ck_assert_int_eq(rank, 2);
-  ah_comm_pending_share(0xdddd, 0, 4, 0);
-  ah_comm_pending_share(0xeeee, 0, 4, 0);
-  ck_assert_int_eq(ah_comm_pending_claim(0, 4, &got, &rank), 0); /* ambiguous: not guessed */
+  ah_comm_pending_share(0xdddd, 0, 4, 0, -1);
+  ah_comm_pending_share(0xeeee, 0, 4, 0, -1);
+  ck_assert_int_eq(ah_comm_pending_claim(0, 4, -1, &got, &rank), 0); /* ambiguous: not guessed */
   ah_comm_pending_unshare_mine();
-  ck_assert_int_eq(ah_comm_pending_claim(0x0, 4, &got, &rank), 0);
+  ck_assert_int_eq(ah_comm_pending_claim(0x0, 4, -1, &got, &rank), 0);
+}
+END_TEST
+
+/* One thread creating a communicator per GPU (nccl-tests, JAX): NCCL runs their inits with each
+ * one's device current, in an order of its own; each init takes the entry of its device. */
+START_TEST(test_pending_by_device) {
+  for (int g = 0; g < 4; g++) ah_comm_pending_push(0x77, 4 + g, g);
+  uint64_t got = 0;
+  int rank = -1;
+  ck_assert_int_eq(ah_comm_pending_pop(3, &got, &rank), 1);
+  ck_assert_int_eq(rank, 7);
+  ck_assert_int_eq(ah_comm_pending_pop(0, &got, &rank), 1);
+  ck_assert_int_eq(rank, 4);
+  ck_assert_int_eq(ah_comm_pending_pop(-1, &got, &rank), 1); /* device unknown: the oldest */
+  ck_assert_int_eq(rank, 5);
+  ck_assert_int_eq(ah_comm_pending_pop(6, &got, &rank), 1); /* no entry of it: the oldest */
+  ck_assert_int_eq(rank, 6);
+  ck_assert_uint_eq(got, 0x77);
+  ck_assert_int_eq(ah_comm_pending_pop(0, &got, &rank), 0);
+  for (int g = 0; g < 4; g++) ah_comm_pending_share(0x88, 0x99, 8, 4 + g, g);
+  ck_assert_int_eq(ah_comm_pending_claim(0x99, 8, 2, &got, &rank), 1);
+  ck_assert_int_eq(rank, 6);
+  ck_assert_int_eq(ah_comm_pending_claim(0, 8, 1, &got, &rank), 1); /* by rank count */
+  ck_assert_int_eq(rank, 5);
+  ck_assert_int_eq(ah_comm_pending_claim(0x88, 8, 2, &got, &rank), 1); /* none of it left */
+  ck_assert_int_eq(rank, 4);
+  ah_comm_pending_unshare_mine();
+  ck_assert_int_eq(ah_comm_pending_claim(0x88, 8, 3, &got, &rank), 0);
 }
 END_TEST
 
@@ -445,7 +473,7 @@ typedef struct {
 
 static void *rank_main(void *arg) {
   rank_run_t *r = arg;
-  ah_comm_pending_push(r->id, r->rank);
+  ah_comm_pending_push(r->id, r->rank, -1);
   void *ctx = NULL;
   ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
   for (int i = 0; i < TUNE_CALLS; i++) {
@@ -517,7 +545,7 @@ typedef struct {
 
 static void *drive_main(void *arg) {
   drive_t *r = arg;
-  ah_comm_pending_push(r->id, r->rank);
+  ah_comm_pending_push(r->id, r->rank, -1);
   void *ctx = NULL;
   ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
   ah_comm_t *c = ctx;
@@ -649,7 +677,7 @@ static void warm_call(void *ctx, size_t bytes, int bin) {
 
 static void *warm_main(void *arg) {
   warm_t *r = arg;
-  ah_comm_pending_push(r->id, r->rank);
+  ah_comm_pending_push(r->id, r->rank, -1);
   void *ctx = NULL;
   ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
   for (int i = 0; i < WARM_CALLS + 40; i++) {
@@ -667,7 +695,7 @@ static void *warm_main(void *arg) {
 #define SHARE_AFTER 16
 static void *share_main(void *arg) {
   warm_t *r = arg;
-  ah_comm_pending_push(r->id, r->rank);
+  ah_comm_pending_push(r->id, r->rank, -1);
   void *ctx = NULL;
   ncclTunerPlugin_v5.init(&ctx, r->id, 2, 1, NULL, NULL, NULL);
   for (int i = 0; i < 2 * WARM_CALLS; i++) {
@@ -739,6 +767,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_v2_out_params);
     tcase_add_test(tc, test_simulate_counts_nothing);
     tcase_add_test(tc, test_grouped_init_claims_shared);
+    tcase_add_test(tc, test_pending_by_device);
     tcase_add_test(tc, test_v6_chunk);
     tcase_add_test(tc, test_settled_calls_short_path);
     tcase_add_test(tc, test_short_path_table_width);

@@ -3,7 +3,8 @@
 # tested against: a collective that never completes on one rank (NCCLSIM_FAULT=hang), a rank that
 # stops before a call (train_job --stall), ranks that issue different collectives (train_job
 # --mismatch: an error on every rank by default, a hang with NCCLSIM_MISMATCH=hang, as real NCCL),
-# a rank whose compute is slow (NCCLSIM_FAULT=slow), and a malformed fault named and ignored.
+# a rank whose compute is slow (NCCLSIM_FAULT=slow, from the start or from its N-th collective),
+# and a malformed fault named and ignored.
 #   run_faults.sh NCCLSIM_RUN TRAIN_JOB
 set -u
 run=$1 job=$2
@@ -49,6 +50,15 @@ out=$(NCCLSIM_FAULT=slow:rank=2:pct=50 "$run" -n 4 -- "$job" --iters 8 2>&1) || 
 slow=$(ms "$out")
 awk -v c="$clean" -v s="$slow" 'BEGIN { exit !(c > 0 && s > 1.2 * c) }' ||
   fail "slow: one rank computing 50% slower should slow the iteration (${clean} -> ${slow} ms)"
+# from its collective #50 on (iteration 5 of 8; iterations 2-7 are timed): slower than the clean
+# job, faster than the one slow throughout, and it says when it starts
+out=$(NCCLSIM_FAULT=slow:rank=2:pct=50:after=50 "$run" -n 4 -- "$job" --iters 8 2>&1) ||
+  fail "slow after: the job failed"
+late=$(ms "$out")
+awk -v c="$clean" -v l="$late" -v s="$slow" 'BEGIN { exit !(l > 1.05 * c && l < 0.95 * s) }' ||
+  fail "slow after: iterations ${clean} (clean), ${late} (slow from #50), ${slow} (slow) ms"
+grep -q "ncclsim: fault: rank 2 computes 50% slower from its collective #50 on" <<<"$out" ||
+  fail "slow after: rank 2 does not say when it turns slow"
 
 # NCCLSIM_NOISE jitters each rank's compute: the iteration changes, and the same seed repeats it
 out=$(NCCLSIM_NOISE=0.05 "$run" -n 4 -- "$job" --iters 8 2>&1) || fail "noise: the job failed"
@@ -75,5 +85,5 @@ out=$("$run" -n 2 -- "$job" "${small[@]}" 2>&1) || fail "no host clock: the clea
 out=$(NCCLSIM_FAULT='hang:rank=1,slow:rank=0:pct=50' "$run" -n 2 -- "$job" --iters 4 2>&1) ||
   fail "bad entry: the job should run"
 grep -q "invalid entry in NCCLSIM_FAULT: 'hang:rank=1' (expected" <<<"$out" || fail "bad entry: not named"
-echo "faults: hang, stall, mismatch (fail, hang), slow (${clean} -> ${slow} ms per iteration), host delay" \
+echo "faults: hang, stall, mismatch (fail, hang), slow (${clean} -> ${slow} ms per iteration; ${late} from #50), host delay" \
   "(${hc_clean} -> ${hc_late} ms with NCCLSIM_HOST_CLOCK=1), bad entry: ok (sim/)"
