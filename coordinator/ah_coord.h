@@ -21,10 +21,12 @@
 #include "ah_sched.h"
 
 /* The hub's defaults that are settings too (AUTOHA_COORD_JOIN_S, AUTOHA_HANG_S,
- * AUTOHA_STRAGGLER_PCT): the settings table's rows write their text from these. */
+ * AUTOHA_STRAGGLER_PCT, AUTOHA_SLOW_LINK_PCT): the settings table's rows write their text from
+ * these. */
 #define AH_COORD_JOIN_S_DEFAULT 30
 #define AH_COORD_HANG_S_DEFAULT 300 /* docs/diagnosis.md says why */
 #define AH_COORD_STRAGGLER_PCT_DEFAULT 20
+#define AH_COORD_SLOW_LINK_PCT_DEFAULT 20
 
 #define AH_COORD_STAMP_OFFSET 64
 #define AH_COORD_STAMP_BYTES 64
