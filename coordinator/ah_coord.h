@@ -62,6 +62,7 @@ typedef struct {
   double hang_s;    /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
                       * 0: its default; < 0: never */
   double straggler_pct; /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
+  double slow_link_pct; /* AUTOHA_SLOW_LINK_PCT: 0 the default, < 0 off */
   const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
                        * when addr is not given (NCCL_SOCKET_IFNAME's syntax); NULL or "": NCCL's
                        * default order (ib*, then any but docker* and lo*, then docker*, then lo*) */

@@ -43,9 +43,12 @@ enum {
   AH_FINDING_MISMATCH = 3,   /* (c) ranks entered different calls */
   AH_FINDING_RESUMED = 4,    /* the communicator advances again after a finding */
   AH_FINDING_STRAGGLER = 5,  /* a rank is consistently late (ah_coord_straggler.h) */
-  AH_FINDING_RECOVERED = 6   /* a straggler is on time again */
+  AH_FINDING_RECOVERED = 6,  /* a straggler is on time again */
+  AH_FINDING_SLOW_LINK =
+      7, /* a connection, or every connection of a rank, is slow (ah_coord_linkmat.h) */
+  AH_FINDING_LINK_OK = 8 /* it is at speed again */
 };
-#define AH_FINDING_LAST AH_FINDING_RECOVERED /* names: ah_report_health_kind (tuner/ah_report.h) */
+#define AH_FINDING_LAST AH_FINDING_LINK_OK /* names: ah_report_health_kind (tuner/ah_report.h) */
 
 /* Where a rank runs, for the text: its host (the hub knows the connection's address). */
 typedef struct {

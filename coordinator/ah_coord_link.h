@@ -61,6 +61,14 @@ void ah_link_rates_pack(uint32_t pid, const ah_link_rate_t *r, int n, uint8_t *o
 int ah_link_rates_unpack(const uint8_t *in, uint32_t *pid, ah_link_rate_t *r, char *err,
                          size_t errlen);
 
+/* Sends the hub n (<= AH_LINK_QPS) queue pairs' identities, or n (<= AH_LINK_RATES) windows, of
+ * process pid. Non-blocking, like ah_coord_samples (while disconnected they wait in the out queue,
+ * which a reconnection rebuilds without them: the caller announces its queue pairs again now and
+ * then). Returns 0, or -1 when the hub is gone. */
+struct ah_coord;
+int ah_coord_link_qps(struct ah_coord *c, uint32_t pid, const ah_link_qp_t *q, int n);
+int ah_coord_link_rates(struct ah_coord *c, uint32_t pid, const ah_link_rate_t *r, int n);
+
 /* A GID as text: the IPv4 address of an IPv4-mapped GID (RoCEv2's ::ffff:a.b.c.d), else IPv6. */
 void ah_link_gid_text(const uint8_t gid[16], char *buf, size_t len);
 

@@ -210,27 +210,22 @@ static void evidence(const ah_lm_t *lm, const target_t *t, const cell_t *cells, 
   e->worst = k[worst].c.id;
   if (t->kind == AH_LM_ROW) e->dst = k[worst].c.dst;
   if (t->kind == AH_LM_COL) e->src = k[worst].c.src;
-  /* the hops of the slowest connection's path, each scored by the target's slow connections that
-   * cross it; one that any connection at speed crosses is not the culprit */
+  /* the hops of the slowest connection's path, each scored by the window's slow connections that
+   * cross it (one fault slows every connection through it, in any cell); one that a connection at
+   * speed crosses is not the culprit */
   const ah_lm_conn_t *w = &k[worst].c;
   int score[AH_LM_HOPS] = {0}, best = 0;
   for (int h = 0; h < w->nhops; h++) {
-    int clean = 1;
+    int clean = 1, n = 0;
     for (int j = 0; j < lm->nconns && clean; j++)
-      for (int x = 0; x < k[j].c.nhops && clean; x++)
-        if (!k[j].slow && k[j].c.hops[x] == w->hops[h]) clean = 0;
+      for (int x = 0; x < k[j].c.nhops; x++)
+        if (k[j].c.hops[x] == w->hops[h]) {
+          if (!k[j].slow) clean = 0;
+          n++;
+          break;
+        }
     if (!clean) continue;
-    for (int i = 0; i < ncells; i++) {
-      if (!covers(t, &cells[i])) continue;
-      for (int j = cells[i].first; j < cells[i].first + cells[i].n; j++) {
-        if (!k[j].slow) continue;
-        for (int x = 0; x < k[j].c.nhops; x++)
-          if (k[j].c.hops[x] == w->hops[h]) {
-            score[h]++;
-            break;
-          }
-      }
-    }
+    score[h] = n;
     if (score[h] > best) best = score[h];
   }
   for (int h = 0; h < w->nhops && best > 0 && e->nhop < 2; h++)
@@ -379,7 +374,7 @@ static double gbps(double bytes_s) { return bytes_s * 8 / 1e9; }
 
 void ah_lm_text(uint64_t comm, const ah_lm_event_t *ev, const char *src_who, const char *dst_who,
                 const char *where, char *text, size_t len) {
-  const char *sep = where && where[0] ? "; " : "";
+  const char *sep = where && where[0] ? ": " : "";
   if (!where) where = "";
   double pct = ev->ref > 0 ? 100 * ev->rate / ev->ref : 0;
   if (ev->cleared) {
@@ -397,14 +392,14 @@ void ah_lm_text(uint64_t comm, const ah_lm_event_t *ev, const char *src_who, con
   }
   if (ev->kind == AH_LM_CELL)
     snprintf(text, len,
-             "slow link on comm %016llx: rank %u (%s) -> rank %u (%s): %.2f Gb/s, %.1f%% of the "
-             "median %.2f, %d of %d windows%s%s",
+             "slow link on comm %016llx: rank %u (%s) -> rank %u (%s) at %.2f Gb/s (%.1f%% of "
+             "the median %.2f) in %d of %d windows%s%s",
              (unsigned long long)comm, ev->src, src_who, ev->dst, dst_who, gbps(ev->rate), pct,
              gbps(ev->ref), ev->slow, ev->windows, sep, where);
   else
     snprintf(text, len,
-             "slow link on comm %016llx: every connection %s rank %u (%s), %d peers: slowest "
-             "%.2f Gb/s, %.1f%% of the median %.2f, %d of %d windows%s%s",
+             "slow link on comm %016llx: every connection %s rank %u (%s), %d peers, at %.2f "
+             "Gb/s or less (%.1f%% of the median %.2f) in %d of %d windows%s%s",
              (unsigned long long)comm, ev->kind == AH_LM_ROW ? "from" : "to",
              ev->kind == AH_LM_ROW ? ev->src : ev->dst, ev->kind == AH_LM_ROW ? src_who : dst_who,
              ev->ncells, gbps(ev->rate), pct, gbps(ev->ref), ev->slow, ev->windows, sep, where);

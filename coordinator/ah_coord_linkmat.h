@@ -65,10 +65,11 @@ typedef struct {
   int ncells;        /* cells of the target measured in its latest window (CELL: 1) */
   int nconns, nslow; /* its connections measured in that window, and how many were slow */
   uint64_t worst;    /* the slowest connection's id */
-  int nhop;          /* 0, 1 or 2 hops that the slow connections cross and no other connection of
-                       * the window crosses (the one crossed by most of them; two when tied) */
+  int nhop;          /* 0, 1 or 2 hops of the slowest connection's path that no connection at
+                        * speed crosses: the one most of the window's slow connections cross (two
+                        * when tied) */
   uint32_t hop[2];
-  int hop_slow;        /* how many of the target's slow connections cross hop[0] */
+  int hop_slow;        /* how many of the window's slow connections cross hop[0] */
   uint32_t suppressed; /* slow findings of this communicator held back by the rate limit so far */
 } ah_lm_event_t;
 

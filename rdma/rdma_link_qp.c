@@ -195,7 +195,18 @@ static uint32_t ticks_us(uint64_t ticks, double hz) {
   return us >= 6e7 ? 60000000u : (uint32_t)us;
 }
 
-#define TICK_MAX 1024 /* queue pairs reported per tick (the rest at the next ones) */
+/* Sends the hub what the tick collected (nothing when the process has no single hub). */
+static void send_all(const ah_link_qp_t *q, int nq, const ah_link_rate_t *r, int nr) {
+  ah_coord_t *c = ah_shim_ha_dir_coord();
+  uint32_t pid = (uint32_t)getpid();
+  for (int i = 0; c && i < nq; i += AH_LINK_QPS)
+    (void)ah_coord_link_qps(c, pid, q + i, nq - i < AH_LINK_QPS ? nq - i : AH_LINK_QPS);
+  for (int i = 0; c && i < nr; i += AH_LINK_RATES)
+    (void)ah_coord_link_rates(c, pid, r + i, nr - i < AH_LINK_RATES ? nr - i : AH_LINK_RATES);
+}
+
+#define TICK_MAX 1024     /* queue pairs reported per tick (the rest at the next ones) */
+#define REANNOUNCE_S 30.0 /* every queue pair's identity is sent again this often */
 
 void ah_shim_link_tick(void) {
   if (!ah_shim_link_on()) return;
@@ -215,8 +226,14 @@ void ah_shim_link_tick(void) {
     }
     pm = &m->next;
   }
+  /* every queue pair is announced again every REANNOUNCE_S: a hub that reconnected (the client's
+   * out queue is rebuilt without what waited in it) or restarted learns them again */
+  static double reannounce;
+  int again = now >= reannounce;
+  if (again) reannounce = now + REANNOUNCE_S;
   for (lk_qp_t *m = qps; m && hz > 0; m = m->next) {
     if (m->dead_t > 0 || !m->have_rtr) continue;
+    if (again) m->announced = 0;
     if (!m->announced && nq < TICK_MAX) {
       identity(m, &q[nq++]);
       m->announced = 1;
@@ -237,16 +254,21 @@ void ah_shim_link_tick(void) {
     if (!x->wrs) continue;
     nr++;
     if (ah_log_level() >= AH_LOG_DEBUG) {
-      char peer[48];
+      char peer[48], path[64] = "";
       ah_link_gid_text(m->rgid, peer, sizeof peer);
+      ah_link_qp_t id;
+      route(m, &id);
+      if (id.spine != AH_LINK_NONE)
+        snprintf(path, sizeof path, ", route leaf%u-spine%u-leaf%u", id.src_leaf, id.spine,
+                 id.dst_leaf);
       ah_log(AH_LOG_DEBUG,
-             "link: QP %u (%s:%d, source port %u) -> %s QP %u: %llu bytes in %u work requests, "
+             "link: QP %u (%s:%d, source port %u) -> %s QP %u%s: %llu bytes in %u work requests, "
              "busy %.1f ms: %.3f Gb/s; %.3f ms from post to completion",
-             m->qpn, m->dev, m->port, m->sport, peer, m->rqpn, (unsigned long long)x->bytes, x->wrs,
-             x->busy_us / 1e3, x->busy_us ? (double)x->bytes * 8 / x->busy_us / 1e3 : 0.0,
+             m->qpn, m->dev, m->port, m->sport, peer, m->rqpn, path, (unsigned long long)x->bytes,
+             x->wrs, x->busy_us / 1e3, x->busy_us ? (double)x->bytes * 8 / x->busy_us / 1e3 : 0.0,
              x->wait_us / 1e3 / x->wrs);
     }
   }
   pthread_mutex_unlock(&lk_mu);
-  (void)nq;
+  send_all(q, nq, r, nr);
 }

@@ -110,12 +110,41 @@ START_TEST(a_slow_connection_is_reported_once_with_its_hop) {
     ck_assert_int_eq(ev[i].slow, AH_LM_PERSIST);
     ck_assert_int_eq(ev[i].windows, AH_LM_PERSIST);
     ck_assert_msg(ev[i].rate < 0.2 * ev[i].ref, "rate %g ref %g", ev[i].rate, ev[i].ref);
-    /* its NICs carry its queue pair 1 at speed: the link is spine 2's alone */
+    /* its NICs carry its queue pair 1 at speed: the link is spine 2's alone, which the slow
+     * connections of all four cells cross */
     ck_assert_int_eq(ev[i].nhop, 1);
     ck_assert_uint_eq(ev[i].hop[0], 202);
-    ck_assert_int_eq(ev[i].hop_slow, 1);
+    ck_assert_int_eq(ev[i].hop_slow, 4);
   }
   ck_assert_uint_eq(seen, 0xaa);
+  ah_lm_free(lm);
+}
+END_TEST
+
+/* One degraded cable seen by two connections whose paths each have another hop no connection at
+ * speed crosses: the hop both cross is named, for each. */
+START_TEST(the_hop_most_slow_connections_cross_wins_a_tie) {
+  ah_lm_t *lm = ah_lm_new(8, NULL);
+  ah_lm_event_t ev[8];
+  int total = 0;
+  for (int w = 0; w < 6; w++) {
+    for (uint32_t r = 0; r < 8; r++) {
+      uint32_t up = 500 + r, down = 600 + (r + 1) % 8; /* each path's own two cables */
+      if (r == 1) down = 900;                          /* the bad cable, down to rank 2's leaf */
+      if (r == 4) up = 900;                            /* and up from rank 4's */
+      double rate = healthy() * (r == 1 || r == 4 ? 0.05 : 1);
+      add(lm, r, (r + 1) % 8, 0, rate, up, down, 0);
+    }
+    ah_lm_close(lm, w * WIN, WIN);
+    total += drain(lm, ev + total, 8 - total);
+  }
+  ck_assert_int_eq(total, 2);
+  for (int i = 0; i < 2; i++) {
+    ck_assert(ev[i].src == 1 || ev[i].src == 4);
+    ck_assert_int_eq(ev[i].nhop, 1);
+    ck_assert_uint_eq(ev[i].hop[0], 900);
+    ck_assert_int_eq(ev[i].hop_slow, 2);
+  }
   ah_lm_free(lm);
 }
 END_TEST
@@ -271,17 +300,17 @@ START_TEST(the_lines_say_where_and_how_slow) {
                      .ncells = 1};
   char text[AH_HEALTH_TEXT];
   ah_lm_text(0x17b6a90064bb2783ull, &e, "10.0.0.1 pid 42 gpu 3", "10.0.0.2 pid 43 gpu 0",
-             "QP 77 mlx5_2:1 -> 10.0.0.9, link leaf0->spine3", text, sizeof text);
+             "link leaf0-spine3; 1 of 2 QPs, slowest QP 77 on mlx5_2:1", text, sizeof text);
   ck_assert_str_eq(text,
                    "slow link on comm 17b6a90064bb2783: rank 3 (10.0.0.1 pid 42 gpu 3) -> rank 4 "
-                   "(10.0.0.2 pid 43 gpu 0): 1.20 Gb/s, 5.0% of the median 24.00, 3 of 3 windows; "
-                   "QP 77 mlx5_2:1 -> 10.0.0.9, link leaf0->spine3");
+                   "(10.0.0.2 pid 43 gpu 0) at 1.20 Gb/s (5.0% of the median 24.00) in 3 of 3 "
+                   "windows: link leaf0-spine3; 1 of 2 QPs, slowest QP 77 on mlx5_2:1");
   e.kind = AH_LM_ROW;
   e.ncells = 7;
   ah_lm_text(0x1ull, &e, "h pid 1", "x", "", text, sizeof text);
   ck_assert_str_eq(text,
                    "slow link on comm 0000000000000001: every connection from rank 3 (h pid 1), 7 "
-                   "peers: slowest 1.20 Gb/s, 5.0% of the median 24.00, 3 of 3 windows");
+                   "peers, at 1.20 Gb/s or less (5.0% of the median 24.00) in 3 of 3 windows");
   e.cleared = 1;
   e.kind = AH_LM_CELL;
   e.rate = BASE;
@@ -301,6 +330,7 @@ int main(void) {
   const TTest *const tests[] = {
       a_ring_with_collisions_and_jitter_reads_as_nothing,
       a_slow_connection_is_reported_once_with_its_hop,
+      the_hop_most_slow_connections_cross_wins_a_tie,
       one_slow_window_or_every_other_is_not_reported,
       a_slow_row_is_the_source_and_a_slow_column_the_destination,
       a_uniformly_slower_job_moves_the_reference,
