@@ -36,6 +36,12 @@ typedef struct hub_lqp {
   uint64_t bytes; /* the window being filled */
   double busy_s;
   uint32_t wrs;
+  uint32_t gen; /* announcements of it so far */
+  /* its hops' ids, as hops_of made them for peer at generations gen and peer_gen */
+  uint32_t hops[AH_LM_HOPS];
+  int nhops;
+  const struct hub_lqp *hops_peer;
+  uint32_t hops_gen, hops_peer_gen;
   UT_hash_handle hh;
 } hub_lqp_t;
 
@@ -117,6 +123,7 @@ void ah_coord_hub_on_link_qps(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p
     }
     /* a new queue pair with a number and GID a destroyed one had replaces it */
     e->q = q[i];
+    e->gen++;
     e->pid = pid;
     snprintf(e->host, sizeof e->host, "%s", host);
   }
@@ -368,8 +375,13 @@ void ah_coord_hub_link_tick(ah_coord_hub_t *h, uint64_t now) {
                         .bytes = (double)e->bytes,
                         .busy_s = e->busy_s,
                         .wrs = e->wrs};
-      char names[AH_LM_HOPS][HOP_NAME];
-      c.nhops = hops_of(e, peer, c.hops, names);
+      if (e->hops_peer != peer || e->hops_gen != e->gen || e->hops_peer_gen != peer->gen) {
+        char names[AH_LM_HOPS][HOP_NAME]; /* made once per pair of announcements */
+        e->nhops = hops_of(e, peer, e->hops, names);
+        e->hops_peer = peer, e->hops_gen = e->gen, e->hops_peer_gen = peer->gen;
+      }
+      c.nhops = e->nhops;
+      memcpy(c.hops, e->hops, sizeof c.hops);
       ah_lm_add(lm, &c);
       if (nwc == capwc) {
         int cap = capwc ? 2 * capwc : 256;

@@ -99,15 +99,6 @@ void ah_lm_free(ah_lm_t *lm) {
 void ah_lm_add(ah_lm_t *lm, const ah_lm_conn_t *c) {
   if (c->src >= lm->nranks || c->dst >= lm->nranks || c->src == c->dst) return;
   if (!(c->bytes >= 0) || !(c->busy_s >= 0) || !isfinite(c->bytes) || !isfinite(c->busy_s)) return;
-  for (int i = 0; i < lm->nconns; i++) { /* the same connection again: its reports add up */
-    conn_t *k = &lm->conns[i];
-    if (k->c.id == c->id && k->c.src == c->src && k->c.dst == c->dst) {
-      k->c.bytes += c->bytes;
-      k->c.busy_s += c->busy_s;
-      k->c.wrs += c->wrs;
-      return;
-    }
-  }
   if (lm->nconns == lm->capconns) {
     int cap = lm->capconns ? 2 * lm->capconns : 64;
     conn_t *n = realloc(lm->conns, (size_t)cap * sizeof *n);
@@ -283,7 +274,21 @@ typedef struct {
 int ah_lm_close(ah_lm_t *lm, double now_s, double window_s) {
   int before = lm->ev_n;
   conn_t *k = lm->conns;
-  /* the measured connections, grouped into cells */
+  /* a connection added more than once adds up (sorted, its entries are neighbours) */
+  qsort(k, (size_t)lm->nconns, sizeof *k, cmp_conn);
+  int u = 0;
+  for (int i = 0; i < lm->nconns; i++) {
+    if (u && k[u - 1].c.id == k[i].c.id && k[u - 1].c.src == k[i].c.src &&
+        k[u - 1].c.dst == k[i].c.dst) {
+      k[u - 1].c.bytes += k[i].c.bytes;
+      k[u - 1].c.busy_s += k[i].c.busy_s;
+      k[u - 1].c.wrs += k[i].c.wrs;
+      continue;
+    }
+    k[u++] = k[i];
+  }
+  lm->nconns = u;
+  /* the measured connections, grouped into cells (still in order) */
   int m = 0;
   for (int i = 0; i < lm->nconns; i++)
     if (k[i].c.bytes >= lm->o.min_bytes && k[i].c.bytes > 0 && k[i].c.busy_s > 0 &&
@@ -293,7 +298,6 @@ int ah_lm_close(ah_lm_t *lm, double now_s, double window_s) {
       m++;
     }
   lm->nconns = m;
-  qsort(k, (size_t)m, sizeof *k, cmp_conn);
   cell_t *cells = m ? malloc((size_t)m * sizeof *cells) : NULL;
   double *rates = m ? malloc((size_t)m * sizeof *rates) : NULL;
   line_t *rows = calloc(lm->nranks, sizeof *rows), *cols = calloc(lm->nranks, sizeof *cols);
