@@ -283,11 +283,19 @@ static void where_text(const ah_lm_event_t *ev, const wconn_t *w, char *out, siz
   if (!w) return;
   uint32_t ids[AH_LM_HOPS];
   char names[AH_LM_HOPS][HOP_NAME];
-  int nh = hops_of(w->e, w->peer, ids, names), o = 0;
-  for (int k = 0; k < ev->nhop; k++)
-    for (int j = 0; j < nh; j++)
-      if (ids[j] == ev->hop[k] && o >= 0 && (size_t)o < len)
-        o += snprintf(out + o, len - (size_t)o, "%s%s", k ? " or " : "", names[j]);
+  int nh = hops_of(w->e, w->peer, ids, names), o = 0, named = 0;
+  if (ev->nhop > 2) o = snprintf(out, len, "one of %d: ", ev->nhop);
+  /* the cables first, then the NIC ports (a tie is most often a cable and the ports it feeds) */
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < ev->nhop; k++)
+      for (int j = 0; j < nh; j++)
+        if (ids[j] == ev->hop[k] && (strncmp(names[j], "link ", 5) == 0) == !pass && o >= 0 &&
+            (size_t)o < len)
+          o += snprintf(out + o, len - (size_t)o, "%s%s",
+                        !named++       ? ""
+                        : ev->nhop > 2 ? ", "
+                                       : " or ",
+                        names[j]);
   if (!ev->nhop && o >= 0 && (size_t)o < len)
     o += snprintf(out + o, len - (size_t)o, "no single link or port");
   if (o >= 0 && (size_t)o < len)

@@ -219,7 +219,7 @@ static void evidence(const ah_lm_t *lm, const target_t *t, const cell_t *cells, 
     score[h] = n;
     if (score[h] > best) best = score[h];
   }
-  for (int h = 0; h < w->nhops && best > 0 && e->nhop < 2; h++)
+  for (int h = 0; h < w->nhops && best > 0 && e->nhop < AH_LM_HOPS; h++)
     if (score[h] == best) e->hop[e->nhop++] = w->hops[h];
   e->hop_slow = best;
 }

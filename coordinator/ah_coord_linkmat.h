@@ -65,10 +65,10 @@ typedef struct {
   int ncells;        /* cells of the target measured in its latest window (CELL: 1) */
   int nconns, nslow; /* its connections measured in that window, and how many were slow */
   uint64_t worst;    /* the slowest connection's id */
-  int nhop;          /* 0, 1 or 2 hops of the slowest connection's path that no connection at
-                        * speed crosses: the one most of the window's slow connections cross (two
-                        * when tied) */
-  uint32_t hop[2];
+  int nhop; /* the hops of the slowest connection's path that no connection at speed crosses
+             * and most of the window's slow connections cross (several when they tie: the data
+             * cannot tell them apart), in path order; 0 when none */
+  uint32_t hop[AH_LM_HOPS];
   int hop_slow;        /* how many of the window's slow connections cross hop[0] */
   uint32_t suppressed; /* slow findings of this communicator held back by the rate limit so far */
 } ah_lm_event_t;

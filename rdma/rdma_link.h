@@ -49,6 +49,7 @@ typedef struct lk_qp {
   uint32_t rqpn;
   uint8_t lgid[16], rgid[16];
   uint16_t sport;
+  uint32_t label; /* the flow label NCCL gave it at RTR (0: derived from the QP numbers) */
   char dev[16];
   uint64_t s_bytes, s_busy, s_wait, s_wrs; /* the totals at the last window's end */
   double dead_t;                           /* destroyed at (freed two seconds later) */

@@ -30,6 +30,7 @@ static pthread_mutex_t lk_mu = PTHREAD_MUTEX_INITIALIZER; /* the list, the maps'
 static lk_qp_t *qps;                                      /* every queue pair known, newest first */
 static _Atomic(int (*)(void)) gpu_fn;
 static int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+static uint16_t (*hook_sport)(struct ibv_qp *); /* the port the QP hook gave a queue pair, or 0 */
 /* the clock's calibration: ticks and CLOCK_MONOTONIC at the first use */
 static uint64_t tick0;
 static double sec0;
@@ -103,10 +104,19 @@ void ah_shim_link_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init
   }
   m->lc = lc;
   if (!query_gid) query_gid = real->query_gid;
+  if (!hook_sport) hook_sport = real->qp_sport;
   m->next = qps;
   qps = m;
   pthread_mutex_unlock(&lk_mu);
   errno = saved;
+}
+
+/* The UDP source port m sends with: the QP hook's (AUTOHA_QP_SPORT, or a rebalance's move), else
+ * the one the kernel derives from NCCL's flow label (NCCL's is 0: from the QP numbers). */
+static uint16_t sport_now(const lk_qp_t *m, uint32_t label) {
+  uint16_t s = hook_sport ? hook_sport(m->qp) : 0;
+  if (s) return s;
+  return ah_path_label_to_sport(label ? label : ah_path_label_from_qpn(m->qpn, m->rqpn));
 }
 
 /* The live state of qp (not destroyed), or NULL. Call under lk_mu. */
@@ -126,9 +136,8 @@ void ah_shim_link_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, in
       attr->dest_qp_num != qp->qp_num) {
     m->rqpn = attr->dest_qp_num;
     memcpy(m->rgid, attr->ah_attr.grh.dgid.raw, 16);
-    m->sport = attr->ah_attr.grh.flow_label
-                   ? ah_path_label_to_sport(attr->ah_attr.grh.flow_label)
-                   : ah_path_label_to_sport(ah_path_label_from_qpn(m->qpn, m->rqpn));
+    m->label = attr->ah_attr.grh.flow_label;
+    m->sport = sport_now(m, m->label);
     union ibv_gid g;
     /* RoCE: its own GID is the one the peer names it by; InfiniBand (no GRH) has none to pair */
     if (attr->ah_attr.is_global && query_gid && qp->context &&
@@ -234,6 +243,8 @@ void ah_shim_link_tick(void) {
   for (lk_qp_t *m = qps; m && hz > 0; m = m->next) {
     if (m->dead_t > 0 || !m->have_rtr) continue;
     if (again) m->announced = 0;
+    uint16_t sport = m->timed ? sport_now(m, m->label) : m->sport; /* a rebalance moves it */
+    if (sport != m->sport) m->sport = sport, m->announced = 0;
     if (!m->announced && nq < TICK_MAX) {
       identity(m, &q[nq++]);
       m->announced = 1;
