@@ -299,9 +299,8 @@ static void where_text(const ah_lm_event_t *ev, const wconn_t *w, char *out, siz
   if (!ev->nhop && o >= 0 && (size_t)o < len)
     o += snprintf(out + o, len - (size_t)o, "no single link or port");
   if (o >= 0 && (size_t)o < len)
-    snprintf(out + o, len - (size_t)o, "; %d of %d QPs, slowest QP %u on %s:%d", ev->nslow,
-             ev->nconns, w->e->q.lqpn, w->e->q.dev,
-             w->e->q.tx_port ? w->e->q.tx_port : w->e->q.port);
+    snprintf(out + o, len - (size_t)o, "; QP %u %s:%d, %d of %d slow", w->e->q.lqpn, w->e->q.dev,
+             w->e->q.tx_port ? w->e->q.tx_port : w->e->q.port, ev->nslow, ev->nconns);
 }
 
 static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f) {

@@ -396,15 +396,15 @@ void ah_lm_text(uint64_t comm, const ah_lm_event_t *ev, const char *src_who, con
   }
   if (ev->kind == AH_LM_CELL)
     snprintf(text, len,
-             "slow link on comm %016llx: rank %u (%s) -> rank %u (%s) at %.2f Gb/s (%.1f%% of "
-             "the median %.2f) in %d of %d windows%s%s",
+             "slow link on comm %016llx: rank %u (%s) -> rank %u (%s) at %.2f Gb/s, %.1f%% of the "
+             "median %.2f%s%s",
              (unsigned long long)comm, ev->src, src_who, ev->dst, dst_who, gbps(ev->rate), pct,
-             gbps(ev->ref), ev->slow, ev->windows, sep, where);
+             gbps(ev->ref), sep, where);
   else
     snprintf(text, len,
              "slow link on comm %016llx: every connection %s rank %u (%s), %d peers, at %.2f "
-             "Gb/s or less (%.1f%% of the median %.2f) in %d of %d windows%s%s",
+             "Gb/s or less, %.1f%% of the median %.2f%s%s",
              (unsigned long long)comm, ev->kind == AH_LM_ROW ? "from" : "to",
              ev->kind == AH_LM_ROW ? ev->src : ev->dst, ev->kind == AH_LM_ROW ? src_who : dst_who,
-             ev->ncells, gbps(ev->rate), pct, gbps(ev->ref), ev->slow, ev->windows, sep, where);
+             ev->ncells, gbps(ev->rate), pct, gbps(ev->ref), sep, where);
 }

@@ -99,7 +99,8 @@ void ah_lm_stats(const ah_lm_t *lm, ah_lm_stats_t *st);
 
 /* The finding's line for ev (AH_HEALTH_TEXT bytes at text): `comm`, the places of its ranks
  * (src_who, dst_who: "host pid P gpu G"), and where (what the worst connection's path is and the
- * hop found, as the hub names them; "" when it knows nothing). */
+ * hop found, as the hub names them; "" when it knows nothing), last: a line cut at the finding's
+ * bound loses the least telling part. The persistence (slow, windows) is the rule's, not said. */
 void ah_lm_text(uint64_t comm, const ah_lm_event_t *ev, const char *src_who, const char *dst_who,
                 const char *where, char *text, size_t len);
 

@@ -54,7 +54,7 @@ AUTOHA_LOG_TIME=1 AUTOHA_STATUS_FILE="$cred" AUTOHA_REPORT="$work/fault/%h-%p.js
   NCCLSIM_FABRIC_FAULTS="${congest}at=${fault_s}s:degrade=0.05:$cable" LD_PRELOAD="$lib" \
   setsid "$run" -n 4 --nodes 2 -- "$job" --iters 2000 >"$log" 2>&1 &
 pid=$!
-re="WARN [a-z]+: slow link on comm [0-9a-f]+: rank [0-9] \\([^)]*\\) -> rank [0-9] \\([^)]*\\) at [0-9.]+ Gb/s \\([0-9.]+% of the median [0-9.]+\\) in [0-9] of [0-9] windows: link $cable[;, ]"
+re="WARN [a-z]+: slow link on comm [0-9a-f]+: rank [0-9] \\([^)]*\\) -> rank [0-9] \\([^)]*\\) at [0-9.]+ Gb/s, [0-9.]+% of the median [0-9.]+: link $cable[;, ]"
 n=0 t1=
 for _ in $(seq $(( (fault_s + 30) * 10 ))); do
   # every process logs every finding: 4 lines of the first one
