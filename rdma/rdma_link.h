@@ -32,7 +32,7 @@ typedef struct lk_qp {
   lk_ctx_t *lc;
   uint32_t qpn;
   int timed;        /* a sending end (created without receive work requests): its sends are timed;
-                     * only those are in the maps */
+                     * a receiving end is in the post map under a marked key, not in the table */
   uint32_t sig_all; /* IBV_SEND_SIGNALED when every send is signalled (sq_sig_all), else 0 */
   /* the poster's */
   uint32_t mask; /* ring entries - 1 */
@@ -71,8 +71,8 @@ extern lk_ctx_t *ah_shim_lk_ctxs[LK_MAX_CTX];
 extern _Atomic int ah_shim_lk_nctx;
 
 /* The process-wide map from NCCL's ibv_qp to its timing state, for the post wrapper: the slot is
- * bits 4-16 of the address, then up to LK_PROBES next ones; a removed entry keeps its key with a
- * NULL value. Written under ah_shim_lk_mu. */
+ * bits 4-16 of the address, then up to LK_PROBES next ones; a receiving end's key has its low bit
+ * set; a removed entry keeps its key with a NULL value. Written under ah_shim_lk_mu. */
 #define LK_QPMAP 8192
 #define LK_PROBES 16
 typedef struct {

@@ -46,15 +46,10 @@ static inline lk_qpmap_t *qpmap_slot(const struct ibv_qp *qp) {
   return &ah_shim_lk_qpmap[((uintptr_t)qp >> 4) & (LK_QPMAP - 1)];
 }
 
-/* The timing state of qp, or NULL (not a timed queue pair, destroyed, no slot). */
-static inline lk_qp_t *qpmap_find(const struct ibv_qp *qp) {
-  lk_qpmap_t *e = qpmap_slot(qp);
-  for (int n = 0; n <= LK_PROBES; n++, e++) {
-    struct ibv_qp *k = atomic_load_explicit(&e->qp, memory_order_acquire);
-    if (__builtin_expect(k == qp, 1)) return atomic_load_explicit(&e->m, memory_order_acquire);
-    if (!k) return NULL;
-  }
-  return NULL;
+/* A receiving end's key in the map: its address with the low bit set (the fast path's compare
+ * fails on it, and the slow path finds its context's post in one look). */
+static inline struct ibv_qp *untimed_key(const struct ibv_qp *qp) {
+  return (struct ibv_qp *)((uintptr_t)qp | 1);
 }
 
 static inline uint32_t slot_of(uint32_t qpn) { return (qpn * 2654435761u) >> 20 & (LK_SLOTS - 1); }
@@ -73,28 +68,32 @@ static inline lk_qp_t *table_find(lk_ctx_t *lc, uint32_t qpn) {
 
 int ah_shim_lk_map(lk_ctx_t *lc, struct ibv_qp *qp, uint32_t qpn, lk_qp_t *m) {
   int rc = -1;
+  struct ibv_qp *want = m && !m->timed ? untimed_key(qp) : qp;
   lk_qpmap_t *e = qpmap_slot(qp);
-  for (int n = 0; n <= LK_PROBES; n++, e++) { /* its own slot, else the first empty one */
+  for (int n = 0; n <= LK_PROBES; n++, e++) { /* its own slot (either key), else the first empty */
     struct ibv_qp *k = atomic_load(&e->qp);
-    if (k == qp || (!k && m)) {
-      atomic_store_explicit(&e->m, m, memory_order_release);
-      if (!k) atomic_store_explicit(&e->qp, qp, memory_order_release); /* m first */
+    if (k == qp || k == untimed_key(qp) || (!k && m)) {
+      atomic_store_explicit(&e->m, m,
+                            memory_order_release); /* m first: a key is never read alone */
+      if (k != want && m) atomic_store_explicit(&e->qp, want, memory_order_release);
       rc = 0;
       break;
     }
     if (!k) break;
   }
+  /* completions: only a sending end's are timed (a receiving end's number maps to nothing) */
+  lk_qp_t *v = m && m->timed ? m : NULL;
   uint32_t i = slot_of(qpn);
   for (int n = 0; lc && qpn && n < LK_SLOTS; n++, i = (i + 1) & (LK_SLOTS - 1)) {
     uint32_t k = atomic_load(&lc->key[i]);
-    if (k == qpn || (!k && m)) {
-      atomic_store_explicit(&lc->val[i], m, memory_order_release);
+    if (k == qpn || (!k && v)) {
+      atomic_store_explicit(&lc->val[i], v, memory_order_release);
       if (!k) atomic_store_explicit(&lc->key[i], qpn, memory_order_release);
       return m ? rc : 0;
     }
     if (!k) break;
   }
-  return m ? -1 : 0;
+  return v ? -1 : m ? rc : 0;
 }
 
 /* Stamps the signalled work requests of the chain wr (the general form: several work requests,
@@ -116,21 +115,25 @@ static __attribute__((noinline)) void stamp_chain(lk_qp_t *m, const struct ibv_s
   m->unsig = unsig;
 }
 
-/* lk_post_send outside its common case: a queue pair the map does not hold at its first slot (or
- * not at all: not timed — a receiving end, whose context's next post is found by its context), a
- * chain, several SGEs. */
+/* lk_post_send outside its common case: a chain or several SGEs, a queue pair past its first slot
+ * of the map, a receiving end (its key marked: not timed), a queue pair not in the map at all
+ * (whose context's next post is found by its context). */
 static __attribute__((noinline)) int post_other(struct ibv_qp *qp, struct ibv_send_wr *wr,
                                                 struct ibv_send_wr **bad) {
-  lk_qp_t *m = qpmap_find(qp);
-  if (!m) {
-    int n = atomic_load_explicit(&ah_shim_lk_nctx, memory_order_acquire);
-    for (int i = 0; i < n; i++)
-      if (ah_shim_lk_ctxs[i]->ctx == qp->context) return ah_shim_lk_ctxs[i]->post_send(qp, wr, bad);
-    *bad = wr;
-    return EINVAL;
+  lk_qpmap_t *e = qpmap_slot(qp);
+  for (int n = 0; n <= LK_PROBES; n++, e++) {
+    struct ibv_qp *k = atomic_load_explicit(&e->qp, memory_order_acquire);
+    lk_qp_t *m =
+        k == qp || k == untimed_key(qp) ? atomic_load_explicit(&e->m, memory_order_acquire) : NULL;
+    if (m && k == qp) stamp_chain(m, wr);
+    if (m) return m->lc->post_send(qp, wr, bad);
+    if (!k || k == qp || k == untimed_key(qp)) break;
   }
-  stamp_chain(m, wr);
-  return m->lc->post_send(qp, wr, bad);
+  int n = atomic_load_explicit(&ah_shim_lk_nctx, memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (ah_shim_lk_ctxs[i]->ctx == qp->context) return ah_shim_lk_ctxs[i]->post_send(qp, wr, bad);
+  *bad = wr;
+  return EINVAL;
 }
 
 /* NCCL's post on any queue pair of a wrapped context. A sending end's common case (one work
@@ -143,11 +146,15 @@ static __attribute__((noinline)) int post_other(struct ibv_qp *qp, struct ibv_se
 static int lk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
   lk_qpmap_t *e = qpmap_slot(qp);
   lk_qp_t *m;
-  if (__builtin_expect(atomic_load_explicit(&e->qp, memory_order_acquire) != qp ||
-                           !(m = atomic_load_explicit(&e->m, memory_order_acquire)) ||
+  struct ibv_qp *k = atomic_load_explicit(&e->qp, memory_order_acquire);
+  if (__builtin_expect(k != qp || !(m = atomic_load_explicit(&e->m, memory_order_acquire)) ||
                            ((uintptr_t)wr->next | (uintptr_t)(wr->num_sge ^ 1)),
-                       0))
+                       0)) {
+    /* a receiving end at its first slot: its context's post at once */
+    if (k == untimed_key(qp) && (m = atomic_load_explicit(&e->m, memory_order_acquire)))
+      return m->lc->post_send(qp, wr, bad);
     return post_other(qp, wr, bad);
+  }
   uint64_t unsig = m->unsig + wr->sg_list[0].length;
   if ((wr->send_flags | m->sig_all) & IBV_SEND_SIGNALED) {
     uint64_t h = atomic_load_explicit(&m->head, memory_order_relaxed);

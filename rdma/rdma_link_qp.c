@@ -91,8 +91,8 @@ void ah_shim_link_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init
   pthread_mutex_lock(&lk_mu);
   /* a new queue pair at a destroyed one's address replaces it in the map */
   lk_ctx_t *lc = ah_shim_lk_ctx_get(qp->context);
-  /* only a sending end is mapped; a receiving end's posts find their context's by the context */
-  if (!lc || ah_shim_lk_map(lc, qp, m->qpn, m->timed ? m : NULL) != 0) {
+  /* a receiving end is mapped too (marked untimed), for its posts to find their context's */
+  if (!lc || ah_shim_lk_map(lc, qp, m->qpn, m) != 0) {
     if (lc) ah_shim_lk_map(lc, qp, m->qpn, NULL);
     pthread_mutex_unlock(&lk_mu);
     AH_LOG_CAPPED(1, AH_LOG_WARN,
