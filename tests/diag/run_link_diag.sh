@@ -69,6 +69,7 @@ sleep 1.5 # a report interval and a command's start: the finding reaches both
 status=$("$cli" status "$cred" 2>&1)
 kill -TERM -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
+rm -f /dev/shm/ncclsim-"$pid"-* # what the job ended by a signal leaves (its prefix is the launcher's pid)
 if [ -z "$t1" ]; then
   echo "FAIL fault: $n of 4 processes named $cable"; grep -E "slow link|link_ok|at speed" "$log" | head -5; tail -3 "$log"; fail=1
 else
