@@ -21,10 +21,12 @@
 #include "ah_sched.h"
 
 /* The hub's defaults that are settings too (AUTOHA_COORD_JOIN_S, AUTOHA_HANG_S,
- * AUTOHA_STRAGGLER_PCT): the settings table's rows write their text from these. */
+ * AUTOHA_STRAGGLER_PCT, AUTOHA_SLOW_LINK_PCT): the settings table's rows write their text from
+ * these. */
 #define AH_COORD_JOIN_S_DEFAULT 30
 #define AH_COORD_HANG_S_DEFAULT 60 /* docs/diagnosis.md says why */
 #define AH_COORD_STRAGGLER_PCT_DEFAULT 20
+#define AH_COORD_SLOW_LINK_PCT_DEFAULT 20
 
 #define AH_COORD_STAMP_OFFSET 64
 #define AH_COORD_STAMP_BYTES 64
@@ -60,6 +62,7 @@ typedef struct {
   double hang_s;    /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
                       * 0: its default; < 0: never */
   double straggler_pct; /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
+  double slow_link_pct; /* AUTOHA_SLOW_LINK_PCT: 0 the default, < 0 off */
   const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
                        * when addr is not given (NCCL_SOCKET_IFNAME's syntax); NULL or "": NCCL's
                        * default order (ib*, then any but docker* and lo*, then docker*, then lo*) */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ah_coord_client_internal.h"
+#include "ah_coord_link.h"
 #include "ah_log.h"
 
 void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p) {
@@ -360,6 +361,27 @@ int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_healt
   pthread_mutex_unlock(&c->mu);
   if (rc == 0) ah_coord_client_send_now(c);
   return rc;
+}
+
+static int link_send(ah_coord_t *c, uint8_t type, const uint8_t *p, uint32_t len) {
+  if (!c || !atomic_load(&c->alive)) return -1;
+  pthread_mutex_lock(&c->mu);
+  int rc = ah_coord_client_buf_put_msg(&c->outq, type, p, len);
+  pthread_mutex_unlock(&c->mu);
+  if (rc == 0) ah_coord_client_send_now(c);
+  return rc;
+}
+
+int ah_coord_link_qps(ah_coord_t *c, uint32_t pid, const ah_link_qp_t *q, int n) {
+  uint8_t p[AH_LINK_QP_MSG_BYTES];
+  ah_link_qps_pack(pid, q, n, p);
+  return link_send(c, AH_MSG_LINK_QP, p, sizeof p);
+}
+
+int ah_coord_link_rates(ah_coord_t *c, uint32_t pid, const ah_link_rate_t *r, int n) {
+  uint8_t p[AH_LINK_RATE_MSG_BYTES];
+  ah_link_rates_pack(pid, r, n, p);
+  return link_send(c, AH_MSG_LINK_RATES, p, sizeof p);
 }
 
 /* Note that the report waits in the out queue like a SAMPLES: a reconnection rebuilds the queue

@@ -239,9 +239,10 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
     return;
   }
   int kind = f.kind;
-  ah_log(kind == AH_FINDING_RESUMED || kind == AH_FINDING_RECOVERED ? AH_LOG_INFO
-         : kind == AH_FINDING_STRAGGLER                             ? AH_LOG_WARN
-                                                                    : AH_LOG_ERROR,
+  ah_log(kind == AH_FINDING_RESUMED || kind == AH_FINDING_RECOVERED || kind == AH_FINDING_LINK_OK
+             ? AH_LOG_INFO
+         : kind == AH_FINDING_STRAGGLER || kind == AH_FINDING_SLOW_LINK ? AH_LOG_WARN
+                                                                        : AH_LOG_ERROR,
          "%s", f.text);
   atomic_fetch_add(&c->findings, 1);
   ah_coord_finding_fn fn = ah_coord_finding_handler();

@@ -51,8 +51,11 @@ enum {
   AH_FINDING_RESUMED = 4,    /* the communicator advances again after a finding */
   AH_FINDING_STRAGGLER = 5,  /* a rank is consistently late (ah_coord_straggler.h) */
   AH_FINDING_RECOVERED = 6,  /* a straggler is on time again */
-  AH_FINDING_DIED = 7,       /* a rank's process left the hub without a goodbye (killed, crashed) */
-  AH_FINDING_STOPPED = 8 /* a rank's records stopped while the others' arrive (frozen process) */
+  AH_FINDING_SLOW_LINK =
+      7, /* a connection, or every connection of a rank, is slow (ah_coord_linkmat.h) */
+  AH_FINDING_LINK_OK = 8, /* it is at speed again */
+  AH_FINDING_DIED = 9,    /* a rank's process left the hub without a goodbye (killed, crashed) */
+  AH_FINDING_STOPPED = 10 /* a rank's records stopped while the others' arrive (frozen process) */
 };
 #define AH_FINDING_LAST AH_FINDING_STOPPED /* names: ah_report_health_kind (tuner/ah_report.h) */
 

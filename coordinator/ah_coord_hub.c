@@ -42,6 +42,7 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->hang_ms = AH_COORD_HANG_S_DEFAULT * 1000; /* AUTOHA_HANG_S's (docs/diagnosis.md says why) */
   o_p->max_progress_ranks = 1u << 16;
   o_p->straggler_pct = AH_COORD_STRAGGLER_PCT_DEFAULT;
+  o_p->slow_link_pct = AH_COORD_SLOW_LINK_PCT_DEFAULT;
   o_p->max_comms = 4096;
   o_p->max_client_comms = 1024;
   o_p->max_pending_joins = 1024;
@@ -142,6 +143,8 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
       else ah_coord_hub_on_samples(h, c, cl, p);
       break;
     case AH_MSG_DIR_GET: ah_coord_hub_on_dir_get(h, c, p); break;
+    case AH_MSG_LINK_QP: ah_coord_hub_on_link_qps(h, c, p); break;
+    case AH_MSG_LINK_RATES: ah_coord_hub_on_link_rates(h, c, p); break;
     case AH_MSG_PING:
       atomic_fetch_add_explicit(&h->npings, 1, memory_order_relaxed);
       ah_coord_hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0);
@@ -363,6 +366,7 @@ static void *hub_main(void *arg) {
     if (now - last_sweep >= (uint64_t)HUB_TICK_MS * 1000000ull) {
       hub_sweep(h);
       ah_coord_hub_health_tick(h, now);
+      ah_coord_hub_link_tick(h, now);
       ah_coord_hub_dir_tick(h, now);
       ah_coord_hub_gather_tick(h, now);
       last_sweep = now;
@@ -477,6 +481,7 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   for (int i = 0; i < h->nall; i++) ah_coord_hub_conn_close_later(h, h->all[i]);
   hub_close_now(h);
   ah_coord_hub_dir_free(h);
+  ah_coord_hub_link_free(h);
   hub_comm_t *m, *mt;
   HASH_ITER(hh, h->comms, m, mt) {
     HASH_DEL(h->comms, m);
@@ -487,6 +492,7 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
     free(m->members);
     free(m->prog);
     ah_strag_free(m->strag);
+    ah_coord_hub_link_comm_free(m);
     free(m->subs);
     free(m);
   }
@@ -582,6 +588,7 @@ int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p)
       if (setup && setup->hang_s > 0) o.hang_ms = (int)(setup->hang_s * 1000.0 + 0.5);
       else if (setup && setup->hang_s < 0) o.hang_ms = 0;
       if (setup && setup->straggler_pct != 0) o.straggler_pct = setup->straggler_pct;
+      if (setup && setup->slow_link_pct != 0) o.slow_link_pct = setup->slow_link_pct;
       o.ifname = setup && setup->ifname && *setup->ifname ? setup->ifname : NULL;
       hub_once = ah_coord_hub_open(use ? env : NULL, secret, &o, &hub_once_stamp);
     }

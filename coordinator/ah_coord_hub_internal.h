@@ -120,6 +120,7 @@ typedef struct {
   int finding;
   char finding_text[AH_HEALTH_TEXT];
   hub_conn_t *leader; /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
+  struct hub_link_comm *link; /* its connections' matrix (ah_coord_hub_link.c), NULL: none yet */
   struct hub_gather
       *gather; /* search calls whose durations are being gathered (ah_coord_hub_gather.c) */
   int ngather;
@@ -163,6 +164,7 @@ enum {
   RATE_PROGRESS,
   RATE_DIR,
   RATE_GATHER,
+  RATE_LINK,
   RATE_N
 };
 
@@ -199,11 +201,12 @@ struct ah_coord_hub {
   _Atomic uint64_t fan_ns[HUB_FAN_RING];
   _Atomic uint64_t fan_cpu_ns[HUB_FAN_RING];
   _Atomic uint32_t nfan;
-  uint64_t frame_rx_ns; /* when the frame being handled was read */
-  struct hub_dir *dir;  /* the directory: stored keys, and keys someone waits for */
-  size_t dir_bytes;     /* bytes charged for stored entries, all clients */
-  int ndir_waits;       /* DIR_GETs waiting, all connections */
-  int ngather;          /* search calls being gathered, all communicators */
+  uint64_t frame_rx_ns;  /* when the frame being handled was read */
+  struct hub_dir *dir;   /* the directory: stored keys, and keys someone waits for */
+  size_t dir_bytes;      /* bytes charged for stored entries, all clients */
+  int ndir_waits;        /* DIR_GETs waiting, all connections */
+  int ngather;           /* search calls being gathered, all communicators */
+  struct hub_link *link; /* the job's queue pairs (ah_coord_hub_link.c), NULL: none yet */
 };
 
 /* ---- ah_coord_hub_conn.c ---- */
@@ -298,5 +301,20 @@ void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now);
 void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm, int gone);
 /* Answers `autoha status`: every diagnosed communicator and its ranks' latest progress. */
 void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
+
+/* ---- ah_coord_hub_link.c ---- */
+
+/* A process's queue pairs (LINK_QP) and their windows (LINK_RATES); a malformed one is refused by
+ * name and the connection dropped. */
+void ah_coord_hub_on_link_qps(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
+void ah_coord_hub_on_link_rates(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
+/* Once a window (each tick looks): every connection into the matrices of the communicators its
+ * ranks are in, judged, and the findings sent to those communicators' processes. */
+void ah_coord_hub_link_tick(ah_coord_hub_t *h, uint64_t now);
+/* m's current slow-link finding for autoha status: its kind with the text, or 0 (none). */
+int ah_coord_hub_link_status(const hub_comm_t *m, char *text, size_t len);
+/* Frees a communicator's matrix, and the job's queue pairs (hub close). */
+void ah_coord_hub_link_comm_free(hub_comm_t *m);
+void ah_coord_hub_link_free(ah_coord_hub_t *h);
 
 #endif

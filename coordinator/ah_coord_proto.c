@@ -12,6 +12,7 @@
 #include <sys/random.h>
 
 #include "ah_coord_internal.h"
+#include "ah_coord_link.h"
 #include "ah_coord_sha256.h"
 #include "ah_coord_status.h"
 
@@ -68,8 +69,13 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_RELAY_DATA] = AH_COORD_RELAY_FIXED + AH_COORD_HDR_BYTES,
     [AH_MSG_RELAY_CLOSE] = AH_COORD_RELAY_FIXED,
     [AH_MSG_DIR_ABSENT] = AH_COORD_DIR_ABSENT_BYTES,
+    [AH_MSG_LINK_QP] = AH_LINK_QP_MSG_BYTES,
+    [AH_MSG_LINK_RATES] = AH_LINK_RATE_MSG_BYTES,
     [AH_MSG_BYE] = 0,
 };
+_Static_assert(AH_LINK_QP_MSG_BYTES <= AH_COORD_MAX_INNER &&
+                   AH_LINK_RATE_MSG_BYTES <= AH_COORD_MAX_INNER,
+               "the link messages fit the frame bound");
 /* Types whose payload ends in a value of 0..AH_COORD_DIR_VAL_MAX bytes after msg_lens[type]. */
 static int msg_has_value(uint8_t type) { return type == AH_MSG_DIR_PUT || type == AH_MSG_DIR_VAL; }
 _Static_assert(8 + AH_FINDING_BYTES <= AH_COORD_MAX_INNER, "a finding fits the frame bound");

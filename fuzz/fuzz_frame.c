@@ -2,8 +2,12 @@
  * and the client's readers cut it (header check, then the payload of the exact length), each
  * payload through the decoder its type uses (key + segment, progress record and its classification,
  * samples and the straggler detector, verdict, the directory's value lengths, search times, a relay
- * channel's frame header, u64 fields). */
+ * channel's frame header, the links' queue pairs and rates and the matrix they feed, u64 fields). */
+#include <string.h>
+
 #include "ah_coord_internal.h"
+#include "ah_coord_link.h"
+#include "ah_coord_linkmat.h"
 #include "ah_coord_straggler.h"
 #include "fuzz.h"
 
@@ -11,6 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[256];
   size_t off = 0;
   ah_strag_t *strag = ah_strag_new(3, 20); /* the input's samples, as a 3-rank communicator's */
+  ah_lm_t *lm = ah_lm_new(4, NULL);        /* the input's rates, as a 4-rank communicator's */
+  double lm_t = 0;
   while (size - off >= AH_COORD_HDR_BYTES) {
     ah_coord_hdr_t h;
     if (ah_coord_hdr_decode(data + off, &h, err, sizeof err) != 0) break;
@@ -53,9 +59,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (ah_coord_hdr_decode(p + AH_COORD_RELAY_FIXED, &ih, err, sizeof err) == 0 &&
           ih.type != AH_MSG_RELAY_DATA && ih.len > AH_COORD_MAX_INNER)
         abort(); /* a channel's frame fits a relay's buffer */
+    } else if (h.type == AH_MSG_LINK_QP) {
+      ah_link_qp_t q[AH_LINK_QPS];
+      uint32_t pid;
+      int n = ah_link_qps_unpack(p, &pid, q, err, sizeof err);
+      for (int i = 0; i < n; i++) {
+        char gid[48];
+        if ((q[i].role != AH_LINK_SENDER && q[i].role != AH_LINK_RECEIVER) ||
+            !memchr(q[i].dev, 0, AH_LINK_DEV))
+          abort(); /* an identity the decoder passed is usable as is */
+        ah_link_gid_text(q[i].rgid, gid, sizeof gid);
+      }
+    } else if (h.type == AH_MSG_LINK_RATES) {
+      ah_link_rate_t r[AH_LINK_RATES];
+      uint32_t pid;
+      int n = ah_link_rates_unpack(p, &pid, r, err, sizeof err);
+      for (int i = 0; lm && i < n; i++) { /* each rate as a connection of the matrix */
+        ah_lm_conn_t c = {.src = r[i].lqpn % 4,
+                          .dst = (r[i].lqpn / 4) % 4,
+                          .id = r[i].lqpn,
+                          .bytes = (double)r[i].bytes,
+                          .busy_s = r[i].busy_us / 1e6,
+                          .wrs = r[i].wrs,
+                          .nhops = 1,
+                          .hops = {pid}};
+        ah_lm_add(lm, &c);
+      }
+      if (lm && n >= 0) {
+        ah_lm_close(lm, lm_t += 1, 1);
+        ah_lm_event_t ev;
+        char text[AH_HEALTH_TEXT];
+        while (ah_lm_next(lm, &ev)) ah_lm_text(1, &ev, "h", "g", "w", text, sizeof text);
+      }
     } else if (h.len >= 8) (void)ah_coord_get_u64(p);
     off += h.len;
   }
   ah_strag_free(strag);
+  ah_lm_free(lm);
   return 0;
 }

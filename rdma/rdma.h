@@ -27,4 +27,12 @@ void ah_shim_ha_set_coord(struct ah_coord *c);
  * (the first AH_REPORT_HA_MAX with time, device, stall and work requests replayed) and totals. */
 void ah_shim_ha_report(ah_report_ha_t *h);
 
+/* Per-connection timing (rdma_link_*.c, docs/diagnosis.md "Slow links"): fn returns the GPU
+ * current on the calling thread (-1: unknown), asked when NCCL creates a queue pair (on its proxy
+ * thread, which runs on its rank's device); the shim sets it at init. The tick, once a second on
+ * the shim's health thread, closes every sending end's window and sends the hub the new queue
+ * pairs' identities and the windows' figures. */
+void ah_shim_link_set_gpu(int (*fn)(void));
+void ah_shim_link_tick(void);
+
 #endif

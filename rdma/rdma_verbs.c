@@ -33,6 +33,7 @@
 #include "ah_elf.h"
 #include "rdma.h"
 #include "rdma_ha.h"
+#include "rdma_link.h"
 #include "rdma_qp_topo.h"
 #include "ah_uthash.h"
 
@@ -392,19 +393,24 @@ static ah_shim_ha_verbs_t dl_real_verbs(void) {
 /* What dlsym/dlvsym hand back for the hooked verbs: these call the function the lookup found (and,
  * with AUTOHA_HA, tell the HA layer about NCCL's queue pairs: rdma_ha_qp.c). */
 static struct ibv_qp *dl_create_wrapper(struct ibv_pd *pd, struct ibv_qp_init_attr *init) {
+  int receiver = init && init->cap.max_recv_wr > 0 && !init->srq; /* before the provider's write */
   struct ibv_qp *qp = verbs_create(atomic_load(&dl_create_qp), pd, init);
-  if (qp && ah_shim_ha_on()) {
+  if (qp && (ah_shim_ha_on() || ah_shim_link_on())) {
     ah_shim_ha_verbs_t r = dl_real_verbs();
-    ah_shim_ha_created(qp, init, &r);
+    /* the failover layer first: the timing's wrappers go in front of its own (NCCL's view) */
+    if (ah_shim_ha_on()) ah_shim_ha_created(qp, init, &r);
+    ah_shim_link_created(qp, init, receiver, &r);
   }
   return qp;
 }
 static int dl_modify_wrapper(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
   int rc = verbs_modify(atomic_load(&dl_modify_qp), qp, attr, mask);
   if (rc == 0 && ah_shim_ha_on()) ah_shim_ha_modified(qp, attr, mask);
+  if (rc == 0) ah_shim_link_modified(qp, attr, mask);
   return rc;
 }
 static int dl_destroy_wrapper(struct ibv_qp *qp) {
+  ah_shim_link_destroying(qp);
   ah_shim_ha_destroying(qp);
   destroy_qp_fn f = atomic_load(&dl_destroy_qp);
   return f ? f(qp) : ENOSYS;
@@ -608,10 +614,13 @@ __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const
     /* the destroy and async-event hooks serve only the HA layer (shadows go before NCCL's QP; its
      * events are not NCCL's); the registration hooks only AUTOHA_HA=nic (mirrors on the backup NIC) */
     if (kind == 2) hooked = ah_shim_ha_nic_on();
-    else
-      hooked = ah_shim_ha_on() ||
-               (!ah_elf_streq(name, "ibv_destroy_qp") &&
-                !ah_elf_streq(name, "ibv_get_async_event") && ah_path_policy_active(policy_get()));
+    else {
+      /* the per-connection timing (rdma_link_*.c) needs creation, connection and destruction */
+      int destroy = ah_elf_streq(name, "ibv_destroy_qp"),
+          async = ah_elf_streq(name, "ibv_get_async_event");
+      hooked = ah_shim_ha_on() || (!async && ah_shim_link_on()) ||
+               (!destroy && !async && ah_path_policy_active(policy_get()));
+    }
     errno = saved;
   }
   if (is_vsym) return hooked ? (void *)ah_shim_dlvsym_hooked : (void *)atomic_load(&real_dlvsym_p);

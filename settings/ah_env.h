@@ -62,6 +62,7 @@ typedef struct {
   int health;           /* AUTOHA_HEALTH: send progress records for hang diagnosis */
   double hang_s;        /* AUTOHA_HANG_S: no progress this long is diagnosed */
   double straggler_pct; /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */
+  double slow_link_pct; /* AUTOHA_SLOW_LINK_PCT: a connection's rate flagged, 0 off */
   int health_action;    /* AUTOHA_HEALTH_ACTION: AH_HEALTH_ACTION_* */
   char health_cmd[AH_ENV_PATH_MAX]; /* AUTOHA_HEALTH_CMD: run with each finding's event on stdin */
   char status_file

@@ -178,6 +178,19 @@ static const ah_env_var_t env_table[] = {
      "job, whose ranks are early as often as late. 0 turns straggler detection off. Read by the "
      "process that runs the hub.",
      0, 50, NULL, FIELD(straggler_pct)},
+    {"AUTOHA_SLOW_LINK_PCT", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_SLOW_LINK_PCT_DEFAULT),
+     "0..50 (percent of the median connection's rate)",
+     "How slow a connection (a queue pair NCCL sends on) must be, against the median connection of "
+     "its communicator, before the hub names its link: every process times the work requests NCCL "
+     "posts on its queue pairs, from post to completion, and sends the hub each one's bytes and "
+     "busy time once a second; a connection whose rate is under this share of the median in 3 of "
+     "its latest 4 windows is named a slow link (with its NIC, port and, with AUTOHA_QP_TOPO, the "
+     "leaf-spine link), and every connection from or to one rank (two peers or more) its NIC or "
+     "host (docs/diagnosis.md). 20: a flow sharing a link with up to three others by an ECMP "
+     "collision runs at a quarter and is not named; a link degraded to 5% is. 0 turns it off, and "
+     "NCCL's post and poll are then not wrapped for it. Read by every process (0: no timing) and by "
+     "the process that runs the hub (the threshold).",
+     0, 50, NULL, FIELD(slow_link_pct)},
     {"AUTOHA_HEALTH_ACTION", AH_ENV_ENUM, "log", "log|abort",
      "What a process does when the hub finds a hang on one of its communicators. log: the line only. "
      "abort: also revokes its ranks of that communicator (ncclCommRevoke, NCCL 2.28.7+), so every "

@@ -227,6 +227,7 @@ static ah_coord_setup_t coord_setup(void) {
                             .join_s = s->coord_join_s,
                             .hang_s = s->hang_s,
                             .straggler_pct = s->straggler_pct > 0 ? s->straggler_pct : -1,
+                            .slow_link_pct = s->slow_link_pct > 0 ? s->slow_link_pct : -1,
                             .ifname = s->coord_ifname,
                             .relay = s->coord_relay};
   return setup;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ah_coord_health.h"
+#include "rdma.h"
 #include "shim_control.h"
 #include "shim_real.h"
 #include "shim_thread.h"
@@ -243,6 +244,7 @@ static void *health_main(void *arg) {
     if (ah_shim_cuda_init() && ah_cuda.ThreadExchangeStreamCaptureMode)
       (void)ah_cuda.ThreadExchangeStreamCaptureMode(&mode);
     ah_comm_foreach(comm_tick, &t);
+    ah_shim_link_tick(); /* per-connection timing (rdma/rdma_link_qp.c) */
     pthread_mutex_unlock(&tick_lock);
   }
   return NULL;

@@ -43,6 +43,7 @@ static void init_run(void) {
   if (dladdr((void *)&init_run, &info) && info.dli_fname)
     snprintf(ah_shim.self_path, sizeof ah_shim.self_path, "%s", info.dli_fname);
   ah_shim.enabled = 1;
+  ah_shim_link_init(); /* before NCCL creates a queue pair */
   atexit(at_exit);
 }
 

@@ -312,6 +312,8 @@ void ah_shim_health_note(uint64_t comm, int kind, const char *text);
 int ah_shim_health_findings(ah_report_health_t *out, int max);
 /* Runs AUTOHA_HEALTH_CMD (when set) with the finding as one JSON line on its standard input. */
 void ah_shim_health_event(uint64_t comm, const ah_finding_t *f);
+/* Per-connection timing (shim_link.c): tells the RDMA side how to read a queue pair's GPU (at init). */
+void ah_shim_link_init(void);
 
 /* ---- CUDA graphs (shim_graph.c) ---------------------------------------------------------------- */
 /* Records that a call of key ck was issued into the capture on `stream`: each launch of the graph

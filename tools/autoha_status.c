@@ -148,9 +148,9 @@ int cmd_status(int argc, char **argv) {
       case 'h':
         printf(
             "usage: autoha status [--json] [FILE]\n"
-            "  The running job's communicators, their ranks' progress and the current hang finding,\n"
-            "  from its coordinator hub. FILE: the credentials the hub's process wrote\n"
-            "  (AUTOHA_STATUS_FILE); default: the newest autoha-reports/*/hub-*.cred.\n"
+            "  The running job's communicators, their ranks' progress and the current finding (a\n"
+            "  hang, else a slow link), from its coordinator hub. FILE: the credentials the hub's\n"
+            "  process wrote (AUTOHA_STATUS_FILE); default: the newest autoha-reports/*/hub-*.cred.\n"
             "  --json       one JSON object instead of tables\n"
             "  -h, --help   this text\n");
         return 0;

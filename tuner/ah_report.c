@@ -102,8 +102,9 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
 
 const char *ah_report_health_kind(int kind) {
   static const char *names[] = {NULL,        "missing",   "incomplete", "mismatch", "resumed",
-                                "straggler", "recovered", "died",       "stopped"};
-  return kind >= 1 && kind <= 8 ? names[kind] : NULL;
+                                "straggler", "recovered", "slow_link",  "link_ok", "died",
+                                "stopped"};
+  return kind >= 1 && kind <= 10 ? names[kind] : NULL;
 }
 
 static json_t *health_to_json(const ah_report_t *r) {

@@ -73,7 +73,7 @@ typedef struct {
 #define AH_REPORT_HEALTH_MAX 16
 typedef struct {
   uint64_t comm;
-  int kind; /* AH_FINDING_* (ah_coord_health.h): 1 missing … 6 recovered */
+  int kind; /* AH_FINDING_* (ah_coord_health.h): 1 missing … 6 recovered, 7 slow_link, 8 link_ok */
   char text[AH_REPORT_TEXT_MAX];
   double time_s; /* seconds since the epoch when it arrived */
 } ah_report_health_t;
@@ -103,7 +103,7 @@ typedef struct {
 } ah_report_ha_t;
 
 /* The name of a finding's kind ("missing", "incomplete", "mismatch", "resumed", "straggler",
- * "recovered"), NULL if none. */
+ * "recovered", "slow_link", "link_ok"), NULL if none. */
 const char *ah_report_health_kind(int kind);
 
 /* What reproduces the run (the report's "run" object): the AUTOHA_* and NCCL_* variables of the

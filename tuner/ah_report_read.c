@@ -389,7 +389,9 @@ static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
     for (int k = 1; ah_report_health_kind(k); k++)
       if (strcmp(kind, ah_report_health_kind(k)) == 0) h->kind = k;
     if (!h->kind) {
-      rerr(rd, p, "kind '%s' is not missing, incomplete, mismatch, resumed, straggler or recovered",
+      rerr(rd, p,
+           "kind '%s' is not missing, incomplete, mismatch, resumed, straggler, recovered, "
+           "slow_link or link_ok",
            kind);
       return;
     }

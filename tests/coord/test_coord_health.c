@@ -4,6 +4,7 @@
  * never reported — named with its host, pid and GPU; and the record's wire form refusing what no
  * rank would send. */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ah_check.h"
@@ -250,7 +251,9 @@ START_TEST(finding_roundtrip_and_refusals) {
   memcpy(bad, w, sizeof bad);
   bad[0] = AH_FINDING_LAST + 1;
   ck_assert_int_eq(ah_finding_unpack(bad, &back, err, sizeof err), -1);
-  ck_assert_msg(strstr(err, "kind 9"), "%s", err);
+  char beyond[32]; /* whatever the last kind is */
+  snprintf(beyond, sizeof beyond, "kind %d", AH_FINDING_LAST + 1);
+  ck_assert_msg(strstr(err, beyond), "%s", err);
   memcpy(bad, w, sizeof bad);
   bad[3] = '\n';
   ck_assert_int_eq(ah_finding_unpack(bad, &back, err, sizeof err), -1);

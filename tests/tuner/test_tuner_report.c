@@ -559,7 +559,8 @@ START_TEST(malformed_reports) {
   check_bad(
       "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": [], "
       "\"health\": [{\"comm\": \"0x1\", \"kind\": \"doom\", \"text\": \"x\", \"time\": 1}]}",
-      "health[0]: kind 'doom' is not missing, incomplete, mismatch, resumed, straggler or recovered");
+      "health[0]: kind 'doom' is not missing, incomplete, mismatch, resumed, straggler, recovered, "
+      "slow_link or link_ok");
   /* A minimal valid one parses, unknown fields ignored. */
   ah_report_t *r = NULL;
   char err[256];

@@ -97,6 +97,9 @@ static int check_lib(const char *dir) {
 
 static int
     crash_after_exchange; /* --crash: the server dies (SIGKILL) once the peers know each other */
+/* --send-only: the client's queue pair takes no receive work requests, as net_ib's sending end
+ * (the client never receives), so that a layer telling the two ends apart sees a sender */
+static int send_only;
 
 static int setup(const char *devname, uint64_t size, int server, const char *rdv) {
   int n = 0;
@@ -132,6 +135,7 @@ static int setup(const char *devname, uint64_t size, int server, const char *rdv
                                         .max_send_sge = 1,
                                         .max_recv_sge = 1,
                                         .max_inline_data = 64}};
+  if (send_only && !server) ia.cap.max_recv_wr = 0;
   qp = cq ? V.create_qp(pd, &ia) : NULL;
   if (!qp) {
     fprintf(stderr, "ncclsim-ibbw: PD/MR/CQ/QP creation failed\n");
@@ -310,7 +314,7 @@ static void usage(void) {
   fprintf(
       stderr,
       "usage: ncclsim-ibbw --server|--client --rendezvous FILE [--dev mlx5_0] [--ops write,write_imm,"
-      "read,send,inline] [--sizes 1,4096,...] [--iters N] [--batch N] [--expect-lib DIR] [--crash] [--check-sport native|hooked]\n");
+      "read,send,inline] [--sizes 1,4096,...] [--iters N] [--batch N] [--expect-lib DIR] [--crash] [--send-only] [--check-sport native|hooked]\n");
 }
 
 int main(int argc, char **argv) {
@@ -323,6 +327,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--server")) server = 1;
     else if (!strcmp(a, "--client")) server = 0;
     else if (!strcmp(a, "--crash")) crash_after_exchange = 1;
+    else if (!strcmp(a, "--send-only")) send_only = 1;
     else if (v && !strcmp(a, "--rendezvous")) rdv = argv[++i];
     else if (v && !strcmp(a, "--dev")) dev = argv[++i];
     else if (v && !strcmp(a, "--expect-lib")) expect = argv[++i];
