@@ -101,9 +101,9 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
 }
 
 const char *ah_report_health_kind(int kind) {
-  static const char *names[] = {NULL,        "missing",   "incomplete", "mismatch", "resumed",
-                                "straggler", "recovered", "slow_link",  "link_ok", "died",
-                                "stopped"};
+  static const char *names[] = {NULL,      "missing",   "incomplete", "mismatch",
+                                "resumed", "straggler", "recovered",  "slow_link",
+                                "link_ok", "died",      "stopped"};
   return kind >= 1 && kind <= 10 ? names[kind] : NULL;
 }
 
