@@ -228,16 +228,18 @@ static int lost_ranks(ah_coord_hub_t *h, hub_comm_t *m, uint64_t now, int kind) 
   }
   if (f.nranks > 2 && off < sizeof who)
     snprintf(who + off, sizeof who - off, " +%u more", f.nranks - 2);
+  char line[512]; /* cut to the finding's bound below (two named ranks fit it) */
   if (kind == AH_FINDING_DIED)
-    snprintf(f.text, sizeof f.text,
+    snprintf(line, sizeof line,
              "comm %016llx: rank %s died: its process left the hub without a goodbye %.1f s ago "
              "(killed, crashed, or its host went down)",
              (unsigned long long)m->comm, who, (double)age / 1e9);
   else
-    snprintf(f.text, sizeof f.text,
+    snprintf(line, sizeof line,
              "comm %016llx: rank %s stopped responding: no progress record for %.0f s while %u "
              "other ranks send theirs (process frozen, or its host overloaded or cut off)",
              (unsigned long long)m->comm, who, (double)age / 1e9, nfresh);
+  snprintf(f.text, sizeof f.text, "%.*s", (int)sizeof f.text - 1, line);
   ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
   finding_send(h, m, &f);
   if (!m->finding || m->finding == AH_FINDING_STOPPED) {
