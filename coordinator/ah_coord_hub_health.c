@@ -23,14 +23,6 @@ static int advanced(const ah_health_rec_t *a, const ah_health_rec_t *b) {
   return 0;
 }
 
-static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f) {
-  uint8_t p[8 + AH_FINDING_BYTES];
-  ah_coord_put_u64(p, m->comm);
-  ah_finding_pack(f, p + 8);
-  for (int i = 0; i < m->nsubs; i++)
-    ah_coord_hub_conn_send_msg(h, m->subs[i], AH_MSG_FINDING, p, sizeof p);
-}
-
 /* The communicator a PROGRESS or SAMPLES about `rank` may speak of: one the sender joined, that
  * is COMPLETE, with that rank joined. NULL after refusing the message (named by `what`, with err
  * when its body was malformed) and dropping the connection; NULL without a word when a member
@@ -96,7 +88,7 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
     ah_finding_t f = {.kind = AH_FINDING_RESUMED};
     snprintf(f.text, sizeof f.text, "comm %016llx: rank %u responds again",
              (unsigned long long)comm, rec.rank);
-    finding_send(h, m, &f);
+    ah_coord_hub_finding_send(h, m, &f);
     if (m->finding == AH_FINDING_STOPPED) m->finding = 0;
   }
   if (!moved) return;
@@ -105,7 +97,7 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
     ah_finding_t f = {.kind = AH_FINDING_RESUMED};
     snprintf(f.text, sizeof f.text, "comm %016llx advances again (rank %u)",
              (unsigned long long)comm, rec.rank);
-    finding_send(h, m, &f);
+    ah_coord_hub_finding_send(h, m, &f);
     m->finding = 0;
   }
 }
@@ -178,7 +170,7 @@ void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
     const hub_prog_t *s = m->prog ? &m->prog[ev.rank] : NULL;
     ah_finding_add_rank(&f, ev.rank, s && s->have ? &s->rec : NULL, s ? s->host : NULL);
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
-    finding_send(h, m, &f);
+    ah_coord_hub_finding_send(h, m, &f);
   }
 }
 
@@ -241,7 +233,7 @@ static int lost_ranks(ah_coord_hub_t *h, hub_comm_t *m, uint64_t now, int kind) 
              (unsigned long long)m->comm, who, (double)age / 1e9, nfresh);
   snprintf(f.text, sizeof f.text, "%.*s", (int)sizeof f.text - 1, line);
   ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
-  finding_send(h, m, &f);
+  ah_coord_hub_finding_send(h, m, &f);
   if (!m->finding || m->finding == AH_FINDING_STOPPED) {
     m->finding = kind;
     snprintf(m->finding_text, sizeof m->finding_text, "%s", f.text);
@@ -277,7 +269,7 @@ void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
       continue;
     }
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
-    finding_send(h, m, &f);
+    ah_coord_hub_finding_send(h, m, &f);
     m->finding = kind;
     snprintf(m->finding_text, sizeof m->finding_text, "%s", f.text);
   }

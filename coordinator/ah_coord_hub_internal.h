@@ -304,6 +304,9 @@ void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
 
 /* ---- ah_coord_hub_link.c ---- */
 
+/* Sends finding f to every process subscribed to m (a FINDING frame). */
+void ah_coord_hub_finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f);
+
 /* A process's queue pairs (LINK_QP) and their windows (LINK_RATES); a malformed one is refused by
  * name and the connection dropped. */
 void ah_coord_hub_on_link_qps(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);

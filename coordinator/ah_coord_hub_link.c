@@ -303,7 +303,7 @@ static void where_text(const ah_lm_event_t *ev, const wconn_t *w, char *out, siz
              w->e->q.tx_port ? w->e->q.tx_port : w->e->q.port, ev->nslow, ev->nconns);
 }
 
-static void finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f) {
+void ah_coord_hub_finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f) {
   uint8_t p[8 + AH_FINDING_BYTES];
   ah_coord_put_u64(p, m->comm);
   ah_finding_pack(f, p + 8);
@@ -329,7 +329,7 @@ static void events_send(ah_coord_hub_t *h, hub_comm_t *m, const wconn_t *wc, int
       ah_finding_add_rank(&f, at[k], s->have ? &s->rec : NULL, s->have ? s->host : NULL);
     }
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
-    finding_send(h, m, &f);
+    ah_coord_hub_finding_send(h, m, &f);
     ah_lm_stats_t st;
     ah_lm_stats(m->link->lm, &st);
     if (!ev.cleared) snprintf(m->link->text, sizeof m->link->text, "%s", f.text);
