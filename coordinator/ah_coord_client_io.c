@@ -239,14 +239,16 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
     return;
   }
   int kind = f.kind;
+  /* The process's own handling first (the report's note, AUTOHA_HEALTH_CMD, the abort action), then
+   * the line: a launcher that ends the job on the line leaves no process without its alert sent */
+  atomic_fetch_add(&c->findings, 1);
+  ah_coord_finding_fn fn = ah_coord_finding_handler();
+  if (fn) fn(comm, &f);
   ah_log(kind == AH_FINDING_RESUMED || kind == AH_FINDING_RECOVERED || kind == AH_FINDING_LINK_OK
              ? AH_LOG_INFO
          : kind == AH_FINDING_STRAGGLER || kind == AH_FINDING_SLOW_LINK ? AH_LOG_WARN
                                                                         : AH_LOG_ERROR,
          "%s", f.text);
-  atomic_fetch_add(&c->findings, 1);
-  ah_coord_finding_fn fn = ah_coord_finding_handler();
-  if (fn) fn(comm, &f);
 }
 
 /* A DIR_VAL answers the waiting get with its request number (and key); one for a get that has
