@@ -275,7 +275,7 @@ int ah_lm_close(ah_lm_t *lm, double now_s, double window_s) {
   int before = lm->ev_n;
   conn_t *k = lm->conns;
   /* a connection added more than once adds up (sorted, its entries are neighbours) */
-  qsort(k, (size_t)lm->nconns, sizeof *k, cmp_conn);
+  if (lm->nconns > 1) qsort(k, (size_t)lm->nconns, sizeof *k, cmp_conn); /* none: conns NULL */
   int u = 0;
   for (int i = 0; i < lm->nconns; i++) {
     if (u && k[u - 1].c.id == k[i].c.id && k[u - 1].c.src == k[i].c.src &&
