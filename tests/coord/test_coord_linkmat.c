@@ -10,19 +10,12 @@
 #include <string.h>
 
 #include "ah_check.h"
+#include "ah_rand.h"
 #include "ah_coord_health.h"
 #include "ah_coord_linkmat.h"
 
 #define BASE 3.0e9 /* bytes/s of a healthy connection (24 Gb/s) */
 #define WIN 1.0
-
-static uint64_t rng = 88172645463325252ull;
-static double uniform(void) { /* xorshift64: reproducible jitter */
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) / 9007199254740992.0;
-}
 
 /* Connection id of the q-th queue pair from src to dst. */
 static uint64_t cid(uint32_t src, uint32_t dst, int q) {

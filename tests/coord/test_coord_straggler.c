@@ -8,19 +8,12 @@
 #include <string.h>
 
 #include "ah_check.h"
+#include "ah_rand.h"
 #include "ah_config.h"
 #include "ah_coord_straggler.h"
 
 #define N 16
 enum { RS = AH_FUNC_REDUCESCATTER, AG = AH_FUNC_ALLGATHER };
-
-static uint64_t rng = 88172645463325252ull;
-static double uniform(void) { /* xorshift64: reproducible jitter */
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) / 9007199254740992.0;
-}
 
 /* One synchronous call of `coll` #index: every rank arrives at its own time (arrive[r] us after
  * the first), the call takes `t` us once the last arrived; each rank measures from its arrival. */
