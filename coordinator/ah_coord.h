@@ -26,6 +26,7 @@
 #define AH_COORD_JOIN_S_DEFAULT 30
 #define AH_COORD_HANG_S_DEFAULT 60 /* docs/diagnosis.md says why */
 #define AH_COORD_STRAGGLER_PCT_DEFAULT 20
+#define AH_COORD_STRAGGLER_AUDIT_S_DEFAULT 10
 #define AH_COORD_SLOW_LINK_PCT_DEFAULT 20
 
 #define AH_COORD_STAMP_OFFSET 64
@@ -61,8 +62,9 @@ typedef struct {
   double join_s;    /* the hub's join deadline (AUTOHA_COORD_JOIN_S); <= 0: its default */
   double hang_s;    /* the hub's hang diagnosis after this long without progress (AUTOHA_HANG_S);
                       * 0: its default; < 0: never */
-  double straggler_pct; /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
-  double slow_link_pct; /* AUTOHA_SLOW_LINK_PCT: 0 the default, < 0 off */
+  double straggler_pct;     /* AUTOHA_STRAGGLER_PCT: 0 the default, < 0 off */
+  double straggler_audit_s; /* AUTOHA_STRAGGLER_AUDIT_S: 0 the default, < 0 off */
+  double slow_link_pct;     /* AUTOHA_SLOW_LINK_PCT: 0 the default, < 0 off */
   const char *ifname; /* AUTOHA_COORD_IFNAME: which interface's address the hub binds and advertises
                        * when addr is not given (NCCL_SOCKET_IFNAME's syntax); NULL or "": NCCL's
                        * default order (ib*, then any but docker* and lo*, then docker*, then lo*) */
@@ -183,6 +185,13 @@ int ah_coord_search_time(ah_coord_t *c, uint64_t comm, uint32_t rank, int coll, 
 typedef void (*ah_coord_mintime_fn)(uint64_t comm, int coll, int bin, uint64_t index, double us,
                                     uint32_t reported, uint32_t nranks);
 void ah_coord_set_mintime_handler(ah_coord_mintime_fn fn);
+
+/* ---- the straggler audit (ah_coord_audit.h) ----
+ * Called on the coordinator's I/O thread for each key of an AUDIT the hub sent about a communicator
+ * of this process: time `calls` calls of key (comm, coll, bin) from call index `from` (or from the
+ * next call, when the rank is past it). NULL: audits are ignored. */
+typedef void (*ah_coord_audit_fn)(uint64_t comm, int coll, int bin, uint64_t from, unsigned calls);
+void ah_coord_set_audit_handler(ah_coord_audit_fn fn);
 
 /* ---- the job's key/value directory (docs/coordinator.md "Directory") ----
  * A small store in the hub that processes of a job use to exchange what one end of a connection

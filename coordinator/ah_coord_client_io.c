@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ah_coord_audit.h"
 #include "ah_coord_client_internal.h"
 #include "ah_log.h"
 
@@ -221,6 +222,26 @@ static void client_on_min_time(ah_coord_t *c, const uint8_t *p) {
   if (fn) fn(t.comm, t.coll, t.bin, t.index, (double)t.us, t.reported, t.nranks);
 }
 
+static _Atomic(ah_coord_audit_fn) audit_fn;
+void ah_coord_set_audit_handler(ah_coord_audit_fn fn) { atomic_store(&audit_fn, fn); }
+
+/* The hub's straggler audit: handed to the shim key by key. A malformed one is refused by name and
+ * ignored (the calls are timed as usual). */
+static void client_on_audit(ah_coord_t *c, const uint8_t *p) {
+  char err[160];
+  ah_audit_t a;
+  uint64_t comm = ah_coord_get_u64(p);
+  if (ah_audit_unpack(p + 8, &a, err, sizeof err) != 0) {
+    AH_LOG_CAPPED(5, AH_LOG_ERROR,
+                  "coordinator client: ignored an audit from hub %s: comm %016llx: %s", c->addr,
+                  (unsigned long long)comm, err);
+    return;
+  }
+  ah_coord_audit_fn fn = atomic_load(&audit_fn);
+  for (int i = 0; fn && i < a.nkeys; i++)
+    fn(comm, a.keys[i].coll, a.keys[i].bin, a.keys[i].from, a.calls);
+}
+
 static _Atomic(ah_coord_finding_fn) finding_fn;
 void ah_coord_set_finding_handler(ah_coord_finding_fn fn) { atomic_store(&finding_fn, fn); }
 ah_coord_finding_fn ah_coord_finding_handler(void) { return atomic_load(&finding_fn); }
@@ -396,6 +417,7 @@ static int client_parse(ah_coord_t *c, char *why, size_t whylen) {
       case AH_MSG_DIR_VAL: client_on_dir_val(c, p, h.len); break;
       case AH_MSG_DIR_ABSENT: client_on_dir_absent(c, p); break;
       case AH_MSG_MIN_TIME: client_on_min_time(c, p); break;
+      case AH_MSG_AUDIT: client_on_audit(c, p); break;
       case AH_MSG_RELAY_OPEN:
       case AH_MSG_RELAY_DATA:
       case AH_MSG_RELAY_CLOSE:

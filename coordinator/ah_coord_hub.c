@@ -42,6 +42,7 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->hang_ms = AH_COORD_HANG_S_DEFAULT * 1000; /* AUTOHA_HANG_S's (docs/diagnosis.md says why) */
   o_p->max_progress_ranks = 1u << 16;
   o_p->straggler_pct = AH_COORD_STRAGGLER_PCT_DEFAULT;
+  o_p->straggler_audit_ms = AH_COORD_STRAGGLER_AUDIT_S_DEFAULT * 1000;
   o_p->slow_link_pct = AH_COORD_SLOW_LINK_PCT_DEFAULT;
   o_p->max_comms = 4096;
   o_p->max_client_comms = 1024;
@@ -366,6 +367,7 @@ static void *hub_main(void *arg) {
     if (now - last_sweep >= (uint64_t)HUB_TICK_MS * 1000000ull) {
       hub_sweep(h);
       ah_coord_hub_health_tick(h, now);
+      ah_coord_hub_audit_tick(h, now);
       ah_coord_hub_link_tick(h, now);
       ah_coord_hub_dir_tick(h, now);
       ah_coord_hub_gather_tick(h, now);
@@ -588,6 +590,9 @@ int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p)
       if (setup && setup->hang_s > 0) o.hang_ms = (int)(setup->hang_s * 1000.0 + 0.5);
       else if (setup && setup->hang_s < 0) o.hang_ms = 0;
       if (setup && setup->straggler_pct != 0) o.straggler_pct = setup->straggler_pct;
+      if (setup && setup->straggler_audit_s > 0)
+        o.straggler_audit_ms = (int)(setup->straggler_audit_s * 1000.0 + 0.5);
+      else if (setup && setup->straggler_audit_s < 0) o.straggler_audit_ms = 0;
       if (setup && setup->slow_link_pct != 0) o.slow_link_pct = setup->slow_link_pct;
       o.ifname = setup && setup->ifname && *setup->ifname ? setup->ifname : NULL;
       hub_once = ah_coord_hub_open(use ? env : NULL, secret, &o, &hub_once_stamp);

@@ -115,6 +115,7 @@ typedef struct {
    * rank's calls last advanced, and the kind of the finding sent for the current stall (0: none). */
   hub_prog_t *prog;
   ah_strag_t *strag; /* its ranks' lateness (ah_coord_straggler.c), from their SAMPLES */
+  uint64_t audit_ns; /* its next straggler audit (ah_coord_hub_audit.c; 0: not scheduled yet) */
   uint64_t advanced_ns;
   uint64_t recheck_ns; /* a stall that showed no hang is looked at again from here */
   int finding;
@@ -295,6 +296,8 @@ void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
 /* (each loop tick; it also notes when the hub itself stalled — its process frozen or starved —
  * after which connections it finds closed may be clients that gave it up and come back) */
 void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now);
+/* Sends each diagnosed communicator whose audit is due its straggler AUDIT (ah_coord_audit.h). */
+void ah_coord_hub_audit_tick(ah_coord_hub_t *h, uint64_t now);
 /* A client's process: its last connection closed (gone, 1) without a goodbye, or it left comm
  * (LEAVE) or said goodbye (BYE, comm 0: every communicator of connection c) (gone 0). Marks its
  * ranks' progress so the tick names dead ranks and never names those that left. */

@@ -81,11 +81,11 @@ long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
 #define AH_COORD_PROTO_VERSION                                                                     \
-  8 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
+  9 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
                                   * shortest search durations (SEARCH_TIME, MIN_TIME); 6: the host
                                   * relay's channels (RELAY_OPEN, RELAY_DATA, RELAY_CLOSE); 7: the
                                   * directory's DIR_ABSENT; 8: the connections' LINK_QP and
-                                  * LINK_RATES */
+                                  * LINK_RATES, and BYE; 9: the straggler AUDIT */
 #define AH_COORD_HDR_BYTES 8
 /* The directory's fixed parts: DIR_PUT key[32] vlen u16; DIR_GET req u64 timeout_ms u32 key[32];
  * DIR_VAL req u64 key[32] vlen u16, each followed by vlen (<= AH_COORD_DIR_VAL_MAX) value bytes;
@@ -143,10 +143,12 @@ enum {
   /* The slow-link diagnosis (ah_coord_link.h): a process's queue pairs, and their windows. */
   AH_MSG_LINK_QP = 29,    /* client -> hub: pid u32 count u8 qp[AH_LINK_QPS] */
   AH_MSG_LINK_RATES = 30, /* client -> hub: pid u32 count u8 rate[AH_LINK_RATES] */
-  AH_MSG_BYE = 31, /* both: empty. client -> hub: the process exits (its connection closing next
+  AH_MSG_BYE = 31,   /* both: empty. client -> hub: the process exits (its connection closing next
                     * is no death, docs/diagnosis.md), answered by a BYE once what the hub sent
                     * before has gone; hub -> client: the hub's process exits */
-  AH_MSG_MAX = 31
+  AH_MSG_AUDIT = 32, /* hub -> client: comm u64 audit[AH_AUDIT_BYTES] (ah_coord_audit.h): time
+                      * these calls of these keys */
+  AH_MSG_MAX = 32
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */
@@ -248,6 +250,8 @@ typedef struct {
   uint32_t max_progress_ranks; /* ranks whose progress records are kept, all communicators */
   double straggler_pct;        /* a rank late by more than this % of its calls' time is flagged
                          * (AUTOHA_STRAGGLER_PCT); <= 0: stragglers are not looked for */
+  int straggler_audit_ms;      /* each communicator's busiest keys are timed call by call this often
+                           * (AUTOHA_STRAGGLER_AUDIT_S, ah_coord_audit.h); <= 0: never */
   double slow_link_pct;        /* a connection under this % of the median connection's rate is slow
                          * (AUTOHA_SLOW_LINK_PCT); <= 0: links are not diagnosed */
   /* The key/value directory: bytes of stored entries (key, value and 64 bytes of bookkeeping

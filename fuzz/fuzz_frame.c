@@ -1,10 +1,11 @@
 /* Fuzz target: the coordinator's wire decoders without sockets — a stream of frames as the hub's
  * and the client's readers cut it (header check, then the payload of the exact length), each
  * payload through the decoder its type uses (key + segment, progress record and its classification,
- * samples and the straggler detector, verdict, the directory's value lengths, search times, a relay
+ * samples and the straggler detector, the straggler audit, verdict, the directory's value lengths, search times, a relay
  * channel's frame header, the links' queue pairs and rates and the matrix they feed, u64 fields). */
 #include <string.h>
 
+#include "ah_coord_audit.h"
 #include "ah_coord_internal.h"
 #include "ah_coord_link.h"
 #include "ah_coord_linkmat.h"
@@ -44,6 +45,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       ah_strag_event_t ev;
       char text[AH_HEALTH_TEXT];
       while (strag && ah_strag_next(strag, &ev)) ah_strag_text(1, &ev, "h", text);
+    } else if (h.type == AH_MSG_AUDIT) {
+      ah_audit_t a;
+      if (ah_audit_unpack(p + 8, &a, err, sizeof err) == 0) {
+        if (a.calls == 0 || a.nkeys > AH_AUDIT_KEYS) abort(); /* what the shim would act on */
+        for (int i = 0; i < a.nkeys; i++)
+          if (a.keys[i].coll >= AH_NUM_COLLS) abort();
+      }
     } else if (h.type == AH_MSG_SEARCH_TIME || h.type == AH_MSG_MIN_TIME) {
       ah_coord_time_t t;
       if (ah_coord_time_unpack(h.type, p, &t, err, sizeof err) == 0 &&

@@ -57,13 +57,14 @@ typedef struct {
   char
       coord_ifname[AH_ENV_ADDR_MAX]; /* AUTOHA_COORD_IFNAME: the hub's interface (NCCL_SOCKET_IFNAME
                                       * syntax); "" = NCCL's default order */
-  double coord_join_s;  /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
-  int coord_relay;      /* AUTOHA_COORD_RELAY: one connection to the hub per host */
-  int health;           /* AUTOHA_HEALTH: send progress records for hang diagnosis */
-  double hang_s;        /* AUTOHA_HANG_S: no progress this long is diagnosed */
-  double straggler_pct; /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */
-  double slow_link_pct; /* AUTOHA_SLOW_LINK_PCT: a connection's rate flagged, 0 off */
-  int health_action;    /* AUTOHA_HEALTH_ACTION: AH_HEALTH_ACTION_* */
+  double coord_join_s;      /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
+  int coord_relay;          /* AUTOHA_COORD_RELAY: one connection to the hub per host */
+  int health;               /* AUTOHA_HEALTH: send progress records for hang diagnosis */
+  double hang_s;            /* AUTOHA_HANG_S: no progress this long is diagnosed */
+  double straggler_pct;     /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */
+  double straggler_audit_s; /* AUTOHA_STRAGGLER_AUDIT_S: period of the hub's audits, 0 off */
+  double slow_link_pct;     /* AUTOHA_SLOW_LINK_PCT: a connection's rate flagged, 0 off */
+  int health_action;        /* AUTOHA_HEALTH_ACTION: AH_HEALTH_ACTION_* */
   char health_cmd[AH_ENV_PATH_MAX]; /* AUTOHA_HEALTH_CMD: run with each finding's event on stdin */
   char status_file
       [AH_ENV_PATH_MAX]; /* AUTOHA_STATUS_FILE: the hub's credentials for autoha status */

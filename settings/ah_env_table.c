@@ -178,6 +178,16 @@ static const ah_env_var_t env_table[] = {
      "job, whose ranks are early as often as late. 0 turns straggler detection off. Read by the "
      "process that runs the hub.",
      0, 50, NULL, FIELD(straggler_pct)},
+    {"AUTOHA_STRAGGLER_AUDIT_S", AH_ENV_DOUBLE,
+     AH_ENV_DEFAULT_TEXT(AH_COORD_STRAGGLER_AUDIT_S_DEFAULT), "0..3600 (seconds)",
+     "How often the hub asks the processes of each communicator of three ranks or more to time "
+     "24 consecutive calls of each of its 4 busiest keys (a settled key is otherwise timed once "
+     "in 64 calls): the straggler window then holds calls of the last audit, so a rank that turns "
+     "slow mid-job is named within about this long, and one that recovers is said to. The audited "
+     "calls take the shim's full decision path; the others stay on its short path. 0 turns the "
+     "audits off (a late straggler is then named after some 800 calls of a key). Read by the "
+     "process that runs the hub.",
+     0, 3600, NULL, FIELD(straggler_audit_s)},
     {"AUTOHA_SLOW_LINK_PCT", AH_ENV_DOUBLE, AH_ENV_DEFAULT_TEXT(AH_COORD_SLOW_LINK_PCT_DEFAULT),
      "0..50 (percent of the median connection's rate)",
      "How slow a connection (a queue pair NCCL sends on) must be, against the median connection of "

@@ -196,6 +196,12 @@ static void on_min_time(uint64_t comm, int coll, int bin, uint64_t index, double
   ah_shim_search_observe(&k, index, us);
 }
 
+/* The hub's straggler audit of a key of this process (ah_coord_audit.h), on the coordinator's thread. */
+static void on_audit(uint64_t comm, int coll, int bin, uint64_t from, unsigned calls) {
+  ah_key_t k = {.comm = comm, .coll = coll, .bin = bin};
+  ah_shim_audit(&k, from, calls);
+}
+
 /* The process's last local rank of `comm` is gone: leave it at the hub. */
 static void hook_detach(void *arg, uint64_t comm) {
   (void)arg;
@@ -217,19 +223,22 @@ static void hooks_install(void) {
                                           .detach = hook_detach};
   ah_shim_set_coord_hooks(&h);
   ah_coord_set_mintime_handler(on_min_time);
+  ah_coord_set_audit_handler(on_audit);
 }
 
 /* The coordinator's setup, from the settings the environment table parsed (one parser for each
  * variable: the coordinator reads no environment). */
 static ah_coord_setup_t coord_setup(void) {
   const ah_settings_t *s = ah_env_settings();
-  ah_coord_setup_t setup = {.addr = s->coord_addr,
-                            .join_s = s->coord_join_s,
-                            .hang_s = s->hang_s,
-                            .straggler_pct = s->straggler_pct > 0 ? s->straggler_pct : -1,
-                            .slow_link_pct = s->slow_link_pct > 0 ? s->slow_link_pct : -1,
-                            .ifname = s->coord_ifname,
-                            .relay = s->coord_relay};
+  ah_coord_setup_t setup = {
+      .addr = s->coord_addr,
+      .join_s = s->coord_join_s,
+      .hang_s = s->hang_s,
+      .straggler_pct = s->straggler_pct > 0 ? s->straggler_pct : -1,
+      .straggler_audit_s = s->straggler_audit_s > 0 ? s->straggler_audit_s : -1,
+      .slow_link_pct = s->slow_link_pct > 0 ? s->slow_link_pct : -1,
+      .ifname = s->coord_ifname,
+      .relay = s->coord_relay};
   return setup;
 }
 

@@ -182,11 +182,27 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call,
   ck->hot_nchannels = d->nchannels > 0 ? d->nchannels : 0;
   ck->hot_calls = ck->seg_nccl ? &ck->nccl_default.calls : &ck->applied.calls;
   ck->hot_published = ck->seg_published;
-  /* Until TIME_SAMPLE's next call. A re-open on another thread (ah_shim_key_reopen stores the flag,
-   * then hot_end 0) may have come after this decision looked at the flag: looking again after the
-   * store, both sequentially consistent, one side always sees the other. */
-  __atomic_store_n(&ck->hot_end, (index / 64 + 1) * 64, __ATOMIC_SEQ_CST);
-  if (atomic_load(&ck->ks->reopen)) __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST);
+  /* Until the next call to time: TIME_SAMPLE's next, or the audit's. A re-open or an audit on
+   * another thread (each stores its flag or generation, then hot_end 0) may have come after this
+   * decision looked: looking again after the store, both sequentially consistent, one side always
+   * sees the other. */
+  uint32_t gen = atomic_load(&ck->audit_gen);
+  uint64_t end = (index / 64 + 1) * 64;
+  uint64_t lo = atomic_load_explicit(&ck->audit_lo, memory_order_relaxed);
+  uint64_t hi = atomic_load_explicit(&ck->audit_hi, memory_order_relaxed);
+  if (index + 1 < hi) {
+    uint64_t at = index + 1 < lo ? lo : index + 1;
+    if (at < end) end = at;
+  }
+  __atomic_store_n(&ck->hot_end, end, __ATOMIC_SEQ_CST);
+  if (atomic_load(&ck->ks->reopen) || atomic_load(&ck->audit_gen) != gen)
+    __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST);
+}
+
+/* Whether call `index` is one of the hub's straggler audit (ah_shim_audit): timed like a sample. */
+static inline int audited(ah_shim_rankkey_t *ck, uint64_t index) {
+  return index < atomic_load_explicit(&ck->audit_hi, memory_order_relaxed) &&
+         index >= atomic_load_explicit(&ck->audit_lo, memory_order_relaxed);
 }
 
 void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
@@ -232,7 +248,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
       else ck->applied.calls++;
       decision_apply(d, c, call, seg);
       ck->source = seg->source;
-      if (seg->count != AH_SCHED_FOREVER || TIME_SAMPLE(index))
+      if (seg->count != AH_SCHED_FOREVER || TIME_SAMPLE(index) || audited(ck, index))
         ah_timing_note(ck, index, d->source, gen, bytes_per_rank);
       if (seg->count == AH_SCHED_FOREVER) hot_set(c, ck, call, d);
       return;
@@ -242,7 +258,7 @@ void ah_shim_decide(ah_comm_t *c, const ah_call_t *call, ah_decision_t *d) {
   ck->nccl_default.calls++;
   ck->source = have ? seg->source : AH_SOURCE_DEFAULT; /* a pinned or tuned "keep NCCL's choice" */
   d->source = ck->source;
-  if ((have && seg->count != AH_SCHED_FOREVER) || TIME_SAMPLE(index))
+  if ((have && seg->count != AH_SCHED_FOREVER) || TIME_SAMPLE(index) || audited(ck, index))
     ah_timing_note(ck, index, AH_SOURCE_DEFAULT, 0, bytes_per_rank);
 }
 

@@ -136,6 +136,10 @@ void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us);
  * to the local schedule of that key, created if needed. Matches ah_coord_deliver_fn. */
 void ah_shim_deliver(void *arg, const ah_key_t *key, const ah_segment_t *seg);
 
+/* The hub's straggler audit (ah_coord_audit.h): every local rank of `key` times its calls from
+ * index `from` (or its next call, when past it) for `calls` calls. Any thread. */
+void ah_shim_audit(const ah_key_t *key, uint64_t from, unsigned calls);
+
 /* ---- state for tests and the report ----------------------------------------------------------- */
 
 /* The process-wide state of a key, created on demand (NULL on allocation failure). */

@@ -100,24 +100,28 @@ typedef struct ah_shim_rankkey {
   int hot_cell;        /* the cost-table cell forced: hot_algo x hot_num_proto + protocol */
   int hot_algo, hot_num_proto; /* the table width hot_cell is for (-1: it changed, no short path) */
   int hot_nchannels;           /* the channel count asked for, 0 NCCL's */
-  ah_config_t nccl_cfg;        /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
-  ah_stat_t nccl_default;      /* calls that ran NCCL's own choice */
-  ah_stat_t applied;           /* calls that ran the current non-default config */
-  uint32_t gen;                /* bumped when the applied config changes (late times are dropped) */
-  int timer;                   /* 1 once this rank reported a search call's time (ks->ntimers) */
-  uint64_t seg_first;          /* first index of the segment used last, UINT64_MAX before any */
-  ah_segment_t seg;            /* that segment, as looked up when the schedule had ... */
-  uint64_t seg_published;      /* ... this many segments (UINT64_MAX: look it up again) */
-  int seg_keep;                /* that segment keeps NCCL's choice */
-  int seg_refused;             /* v1/v2: that segment names a pair NCCL's flags forbid */
-  int seg_nccl;                /* that segment forces NCCL's own pair and resources */
-  int seg_cell;                /* v3+: its pair's cost-table cell, checked at each call; -1 none to
+  /* The hub's straggler audit (ah_shim_audit): calls [audit_lo, audit_hi) are timed. Written by
+   * the coordinator's thread, which then bumps audit_gen and clears hot_end; hot_set reads them. */
+  _Atomic uint64_t audit_lo, audit_hi;
+  _Atomic uint32_t audit_gen;
+  ah_config_t nccl_cfg;   /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
+  ah_stat_t nccl_default; /* calls that ran NCCL's own choice */
+  ah_stat_t applied;      /* calls that ran the current non-default config */
+  uint32_t gen;           /* bumped when the applied config changes (late times are dropped) */
+  int timer;              /* 1 once this rank reported a search call's time (ks->ntimers) */
+  uint64_t seg_first;     /* first index of the segment used last, UINT64_MAX before any */
+  ah_segment_t seg;       /* that segment, as looked up when the schedule had ... */
+  uint64_t seg_published; /* ... this many segments (UINT64_MAX: look it up again) */
+  int seg_keep;           /* that segment keeps NCCL's choice */
+  int seg_refused;        /* v1/v2: that segment names a pair NCCL's flags forbid */
+  int seg_nccl;           /* that segment forces NCCL's own pair and resources */
+  int seg_cell;           /* v3+: its pair's cost-table cell, checked at each call; -1 none to
                               * check, -2 a partial pair (every matching cell is looked at) */
-  int source;                  /* AH_SOURCE_* of the latest call */
-  int refused;                 /* a forced pair NCCL cannot run was refused (logged once) */
-  int leader;                  /* this rank drives the key's search */
-  int searched;                /* the leader searches the key (a tuned communicator, not pinned) */
-  struct ah_comm *comm;        /* the rank's communicator context */
+  int source;             /* AH_SOURCE_* of the latest call */
+  int refused;            /* a forced pair NCCL cannot run was refused (logged once) */
+  int leader;             /* this rank drives the key's search */
+  int searched;           /* the leader searches the key (a tuned communicator, not pinned) */
+  struct ah_comm *comm;   /* the rank's communicator context */
   uint64_t sync_waits;
   double sync_wait_us;
   uint64_t captured; /* calls issued into a capturing stream (CUDA graphs): not timed */

@@ -80,6 +80,24 @@ void ah_shim_search_observe(const ah_key_t *key, uint64_t index, double us) {
   pthread_mutex_unlock(&ks->lock);
 }
 
+void ah_shim_audit(const ah_key_t *key, uint64_t from, unsigned calls) {
+  ah_shim_keystate_t *ks =
+      ah_shim_keystate_find(key); /* a key never called here: nothing to time */
+  if (!ks || calls == 0) return;
+  pthread_mutex_lock(&ks->lock);
+  for (int i = 0; i < ks->nlocal; i++) {
+    ah_shim_rankkey_t *ck = ks->local[i];
+    uint64_t next = __atomic_load_n(&ck->next, __ATOMIC_RELAXED);
+    uint64_t lo = from > next ? from : next; /* a rank past `from` starts at its next call */
+    atomic_store(&ck->audit_hi, 0);          /* no half-written window is ever read as one */
+    atomic_store(&ck->audit_lo, lo);
+    atomic_store(&ck->audit_hi, lo + calls);
+    atomic_fetch_add(&ck->audit_gen, 1);
+    __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST); /* its next call takes the full path */
+  }
+  pthread_mutex_unlock(&ks->lock);
+}
+
 /* A local minimum waits this long for the rest of the ranks, as the hub waits across processes. */
 #define LOCAL_MIN_WAIT_US 500000.0
 

@@ -14,6 +14,10 @@
  * --host-delay R:US makes rank R's host sleep US microseconds at the start of every iteration (a
  * slow input pipeline: visible on sim/ only with NCCLSIM_HOST_CLOCK=1, as on a GPU whose stream
  * runs dry while its host is late).
+ * --pace-us US makes every rank's host sleep US microseconds at the start of every iteration: the
+ * wall-clock pace of a real step (data loading, the optimizer), which changes no simulated time.
+ * Diagnosis that counts in seconds (the hub's audits, its hang threshold) meets jobs of a few steps
+ * a second with it, where sim/'s steps otherwise take a millisecond.
  *
  * --sync step makes the host wait for each iteration's work (cudaStreamSynchronize on the compute
  * stream, as a loop that logs a loss does); --sync item copies one float of the parameters to the
@@ -54,6 +58,7 @@ static void parse_fault(const char *opt, const char *s, long *rank_p, unsigned l
 
 static long stall_rank = -1, mismatch_rank = -1, delay_rank = -1;
 static unsigned long stall_call, mismatch_call, delay_us, ncalls;
+static int pace_us; /* --pace-us: every host's sleep per iteration */
 
 /* The element count this rank passes to its next collective (which it counts), after the faults:
  * a stall never returns. */
@@ -104,6 +109,8 @@ int main(int argc, char **argv) {
       parse_fault("--mismatch", argv[++i], &mismatch_rank, &mismatch_call);
     else if (strcmp(argv[i], "--host-delay") == 0 && i + 1 < argc)
       parse_fault("--host-delay", argv[++i], &delay_rank, &delay_us);
+    else if (strcmp(argv[i], "--pace-us") == 0 && i + 1 < argc)
+      pace_us = parse_opt("--pace-us", argv[++i], 0, 10000000);
     else if (strcmp(argv[i], "--sync") == 0 && i + 1 < argc) {
       const char *v = argv[++i];
       if (strcmp(v, "step") == 0) sync = 1;
@@ -118,7 +125,7 @@ int main(int argc, char **argv) {
       fprintf(
           stderr,
           "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
-          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US] [--sync end|step|item]\n");
+          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US] [--pace-us US] [--sync end|step|item]\n");
       return 2;
     }
   }
@@ -158,6 +165,7 @@ int main(int argc, char **argv) {
   for (int it = 0; it < iters; it++) {
     if (it == warmup) CHECK_CUDA(cudaEventRecord(t0, compute));
     if (rank == delay_rank) usleep((useconds_t)delay_us);
+    if (pace_us > 0) usleep((useconds_t)pace_us);
     for (int l = 0; l < layers; l++) { /* forward: gather the layer, then compute with it */
       CHECK_NCCL(ncclAllGather(params + (size_t)rank * shard, params, call_count(rank, shard),
                                ncclFloat, comm, comms));

@@ -1,7 +1,8 @@
 /* Straggler detection (coordinator/ah_coord_straggler.c): a rank consistently late in one key's
  * calls is flagged once, with its figures, and cleared when it is on time again; jitter of every
  * rank, one very late call, a rank late in half its calls, keys judged apart, calls some rank never
- * reports; and the SAMPLES wire form refusing what no rank would send. */
+ * reports; a rank turning late mid-job, named by one audit's calls where sparse samples would take
+ * hundreds of calls; and the SAMPLES and AUDIT wire forms refusing what no rank or hub would send. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "ah_check.h"
 #include "ah_rand.h"
 #include "ah_config.h"
+#include "ah_coord_audit.h"
 #include "ah_coord_straggler.h"
 
 #define N 16
@@ -207,6 +209,88 @@ START_TEST(samples_roundtrip_and_refusals) {
 }
 END_TEST
 
+/* A rank that turns late after a key's first calls: the sparse samples (one in 64) of the next
+ * 200 calls leave the window mostly on time, so no one is named; the calls of one audit (24 in a
+ * row, ah_coord_audit.h) name it at once. */
+START_TEST(a_late_straggler_is_named_by_one_audit) {
+  ah_strag_t *s = ah_strag_new(N, 20);
+  double a[N];
+  for (uint64_t i = 0; i < 16; i++) { /* the first 16 calls, all timed: on time */
+    arrivals(a, 5, -1, 0);
+    call(s, RS, i, 100, a);
+  }
+  for (uint64_t i = 64; i < 256; i += 64) { /* rank 9 late by 60 us from here: 3 sparse samples */
+    arrivals(a, 5, 9, 60);
+    call(s, RS, i, 100, a);
+  }
+  ah_strag_event_t ev;
+  ck_assert_int_eq(ah_strag_next(s, &ev), 0);
+  /* the audit: every rank times calls 300..323 */
+  ah_health_rec_t rec = {.rank = 0, .nkeys = 2};
+  rec.keys[0] = (ah_health_key_t){RS, 20, 298};
+  rec.keys[1] = (ah_health_key_t){AG, 20, 5}; /* still in its first 16 calls: timed already */
+  const ah_health_rec_t *recs[2] = {&rec, NULL};
+  ah_audit_t au;
+  ck_assert_int_eq(ah_audit_pick(recs, 2, &au), 1);
+  ck_assert_uint_eq(au.keys[0].coll, RS);
+  ck_assert_uint_eq(au.keys[0].from, 298 + AH_AUDIT_LEAD);
+  for (uint64_t i = au.keys[0].from; i < au.keys[0].from + au.calls; i++) {
+    arrivals(a, 5, 9, 60);
+    call(s, RS, i, 100, a);
+  }
+  ck_assert_int_eq(ah_strag_next(s, &ev), 1);
+  ck_assert_uint_eq(ev.rank, 9);
+  ck_assert_int_eq(ev.flagged, 1);
+  ck_assert_uint_ge(ev.index, au.keys[0].from);
+  ck_assert_uint_lt(ev.index, au.keys[0].from + au.calls);
+  ck_assert_int_eq(ah_strag_next(s, &ev), 0);
+  ah_strag_free(s);
+}
+END_TEST
+
+/* The audit chooses the busiest keys, by the furthest rank's count, and its wire form round-trips
+ * and refuses what no hub would send. */
+START_TEST(audit_picks_busiest_keys_and_roundtrips) {
+  ah_health_rec_t r0 = {.rank = 0, .nkeys = 6}, r1 = {.rank = 1, .nkeys = 1};
+  for (int i = 0; i < 6; i++) r0.keys[i] = (ah_health_key_t){RS, (uint8_t)(10 + i), 100u * (i + 1)};
+  r1.keys[0] = (ah_health_key_t){RS, 10, 5000}; /* rank 1 is further along in bin 10 */
+  const ah_health_rec_t *recs[3] = {&r0, NULL, &r1};
+  ah_audit_t a;
+  ck_assert_int_eq(ah_audit_pick(recs, 3, &a), AH_AUDIT_KEYS);
+  ck_assert_uint_eq(a.calls, AH_AUDIT_CALLS);
+  ck_assert_uint_eq(a.keys[0].bin, 10);
+  ck_assert_uint_eq(a.keys[0].from, 5000 + AH_AUDIT_LEAD);
+  ck_assert_uint_eq(a.keys[1].bin, 15);
+  ck_assert_uint_eq(a.keys[2].bin, 14);
+  ck_assert_uint_eq(a.keys[3].bin, 13);
+  uint8_t w[AH_AUDIT_BYTES], bad[AH_AUDIT_BYTES];
+  ah_audit_pack(&a, w);
+  ah_audit_t back;
+  char err[160];
+  ck_assert_int_eq(ah_audit_unpack(w, &back, err, sizeof err), 0);
+  ck_assert_int_eq(memcmp(&back, &a, sizeof a), 0);
+  memcpy(bad, w, sizeof bad);
+  bad[0] = bad[1] = 0;
+  ck_assert_int_eq(ah_audit_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "audit of 0 calls"), "%s", err);
+  memcpy(bad, w, sizeof bad);
+  bad[2] = AH_AUDIT_KEYS + 1;
+  ck_assert_int_eq(ah_audit_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "5 keys"), "%s", err);
+  memcpy(bad, w, sizeof bad);
+  bad[3] = AH_NUM_COLLS;
+  ck_assert_int_eq(ah_audit_unpack(bad, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "out of range"), "%s", err);
+  a.nkeys = 1;
+  ah_audit_pack(&a, w);
+  w[3 + 10 + 5] = 1; /* an unused entry */
+  ck_assert_int_eq(ah_audit_unpack(w, &back, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "unused entry 1"), "%s", err);
+  const ah_health_rec_t *none[2] = {NULL, NULL};
+  ck_assert_int_eq(ah_audit_pick(none, 2, &a), 0);
+}
+END_TEST
+
 int main(void) {
   const TTest *const tests[] = {
       a_late_rank_is_flagged_once_with_its_figures,
@@ -215,6 +299,8 @@ int main(void) {
       keys_are_judged_apart_and_a_recovered_rank_is_cleared,
       calls_a_rank_never_reports_are_dropped,
       samples_roundtrip_and_refusals,
+      a_late_straggler_is_named_by_one_audit,
+      audit_picks_busiest_keys_and_roundtrips,
   };
   return ah_check_main("coord_straggler", (ah_check_case_t){.name = "straggler", .timeout = 10},
                        tests, AH_CHECK_COUNT(tests));
