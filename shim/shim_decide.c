@@ -183,19 +183,18 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call,
   ck->hot_calls = ck->seg_nccl ? &ck->nccl_default.calls : &ck->applied.calls;
   ck->hot_published = ck->seg_published;
   /* Until the next call to time: TIME_SAMPLE's next, or the audit's. A re-open or an audit on
-   * another thread (each stores its flag or generation, then hot_end 0) may have come after this
+   * another thread (each stores its flag or window end, then hot_end 0) may have come after this
    * decision looked: looking again after the store, both sequentially consistent, one side always
-   * sees the other. */
-  uint32_t gen = atomic_load(&ck->audit_gen);
+   * sees the other (an audit's window end is never the one before it). */
   uint64_t end = (index / 64 + 1) * 64;
-  uint64_t lo = atomic_load_explicit(&ck->audit_lo, memory_order_relaxed);
-  uint64_t hi = atomic_load_explicit(&ck->audit_hi, memory_order_relaxed);
-  if (index + 1 < hi) {
+  uint64_t hi = atomic_load(&ck->audit_hi);
+  if (__builtin_expect(index + 1 < hi, 0)) {
+    uint64_t lo = atomic_load_explicit(&ck->audit_lo, memory_order_relaxed);
     uint64_t at = index + 1 < lo ? lo : index + 1;
     if (at < end) end = at;
   }
   __atomic_store_n(&ck->hot_end, end, __ATOMIC_SEQ_CST);
-  if (atomic_load(&ck->ks->reopen) || atomic_load(&ck->audit_gen) != gen)
+  if (atomic_load(&ck->ks->reopen) || atomic_load(&ck->audit_hi) != hi)
     __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST);
 }
 

@@ -101,9 +101,8 @@ typedef struct ah_shim_rankkey {
   int hot_algo, hot_num_proto; /* the table width hot_cell is for (-1: it changed, no short path) */
   int hot_nchannels;           /* the channel count asked for, 0 NCCL's */
   /* The hub's straggler audit (ah_shim_audit): calls [audit_lo, audit_hi) are timed. Written by
-   * the coordinator's thread, which then bumps audit_gen and clears hot_end; hot_set reads them. */
+   * the coordinator's thread, which then clears hot_end; hot_set reads them. */
   _Atomic uint64_t audit_lo, audit_hi;
-  _Atomic uint32_t audit_gen;
   ah_config_t nccl_cfg;   /* NCCL's own choice (argmin of its table, v3+), algo -1 unknown */
   ah_stat_t nccl_default; /* calls that ran NCCL's own choice */
   ah_stat_t applied;      /* calls that ran the current non-default config */

@@ -92,7 +92,6 @@ void ah_shim_audit(const ah_key_t *key, uint64_t from, unsigned calls) {
     atomic_store(&ck->audit_hi, 0);          /* no half-written window is ever read as one */
     atomic_store(&ck->audit_lo, lo);
     atomic_store(&ck->audit_hi, lo + calls);
-    atomic_fetch_add(&ck->audit_gen, 1);
     __atomic_store_n(&ck->hot_end, 0, __ATOMIC_SEQ_CST); /* its next call takes the full path */
   }
   pthread_mutex_unlock(&ks->lock);
