@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# A late straggler (docs/diagnosis.md "Late stragglers"): 8 ranks on 2 simulated nodes at a real
+# A late straggler (docs/diagnosis.md "Stragglers", audits): 8 ranks on 2 simulated nodes at a real
 # job's pace (every host sleeps 150 ms per step, ~6 steps a second) and synchronising after every
-# step, libautoha.so preloaded in its default (observe) mode with NCCLSIM_NOISE=0.02; rank 5 turns
-# 20% slower at its collective #400, 50 steps in, after every key has settled into its one-in-64
+# step, libautoha.so preloaded in MODE (AUTOHA_MODE: tune, observe) with NCCLSIM_NOISE=0.02; rank 5
+# turns 20% slower at its collective #400, 50 steps in, after every key has settled into its one-in-64
 # sampling (12 late samples of a key would take ~190 steps, 30 s). Every process names rank 5
 # within the hub's audit period (AUTOHA_STRAGGLER_AUDIT_S, 10 s) + 5 s of the change, and no other.
-#   run_straggler_late.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR
+#   run_straggler_late.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR MODE
 set -u
 run=$1 job=$2 lib=$3 simlib=$4
+export AUTOHA_MODE=$5
 work=$(mktemp -d)
 trap 'kill -- -$pid 2>/dev/null; rm -rf "$work"' EXIT
 export AUTOHA_REPORT="$work/reports/%h-%p.json" NCCLSIM_NOISE=0.02 NCCLSIM_TIMEOUT_S=300
@@ -41,7 +42,7 @@ else
     { echo "FAIL: rank 5 named $took s after it turned slow (bound $period + 5 s)"; fail=1; }
   others=$(grep -E "WARN [a-z]+: straggler on" "$log" | grep -vcE "$re")
   [ "$others" = 0 ] || { echo "FAIL: other ranks named:"; grep -E "WARN [a-z]+: straggler on" "$log" | grep -vE "$re" | head -3; fail=1; }
-  [ $fail = 0 ] && echo "late straggler: 8 of 8 processes named rank 5, the first $took s after it turned slow (bound $period + 5 s): ok"
+  [ $fail = 0 ] && echo "late straggler ($AUTOHA_MODE): 8 of 8 processes named rank 5, the first $took s after it turned slow (bound $period + 5 s): ok"
 fi
 kill -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
