@@ -292,6 +292,10 @@ int main(int argc, char **argv) {
   setenv("TORCHELASTIC_RUN_ID", "none", 0);
   if (n > 1) setenv("OMP_NUM_THREADS", "1", 0); /* as torchrun: N ranks share the cores */
   setenv("MASTER_ADDR", "127.0.0.1", 0);
+  /* Every simulated node is this machine: the job's autoha hub binds loopback, as MASTER_ADDR is,
+   * unless the caller chose an interface (a preloaded autoha otherwise binds the host's first
+   * non-loopback address, as a multi-node job needs) */
+  setenv("AUTOHA_COORD_IFNAME", "lo", 0);
   const char *mp = getenv("MASTER_PORT");
   if (!mp || !*mp) {
     int port = free_port();

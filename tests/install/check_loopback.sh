@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Loopback only: ctest gives every test AUTOHA_COORD_IFNAME=lo (tests/ctest_env.cmake), and
+# ncclsim-run gives its jobs the same unless the caller set one, so a job's hub listens on
+# 127.0.0.0/8 even when nothing else says where.
+#   check_loopback.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR
+set -u
+run=$1 job=$2 lib=$3 simlib=$4
+fail=0
+[ "${AUTOHA_COORD_IFNAME:-}" = lo ] ||
+  { echo "FAIL: this test runs with AUTOHA_COORD_IFNAME='${AUTOHA_COORD_IFNAME:-}' (ctest sets lo)"; fail=1; }
+got=$(env -u AUTOHA_COORD_IFNAME "$run" -n 1 -- sh -c 'echo "ifname=$AUTOHA_COORD_IFNAME"' 2>&1)
+[ "$got" = "ifname=lo" ] || { echo "FAIL: ncclsim-run gave its job '$got' (expected ifname=lo)"; fail=1; }
+got=$(AUTOHA_COORD_IFNAME=eth7 "$run" -n 1 -- sh -c 'echo "ifname=$AUTOHA_COORD_IFNAME"' 2>&1)
+[ "$got" = "ifname=eth7" ] || { echo "FAIL: ncclsim-run overrode the caller's interface: '$got'"; fail=1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+log=$work/job.log
+env -u AUTOHA_COORD_IFNAME AUTOHA_LOG=info AUTOHA_REPORT="$work/r-%p.json" LD_LIBRARY_PATH="$simlib" \
+  LD_PRELOAD="$lib" "$run" -n 4 --nodes 2 -- "$job" --iters 20 >"$log" 2>&1 ||
+  { echo "FAIL: the job failed"; tail -5 "$log"; fail=1; }
+addr=$(grep -oE "coordinator hub listening on [^ ]+" "$log" | head -1 | awk '{print $NF}')
+case $addr in
+  127.*) echo "hub listened on $addr: ok" ;;
+  *) echo "FAIL: the job's hub listened on '${addr:-nothing logged}', not loopback"; fail=1 ;;
+esac
+exit $fail
