@@ -8,8 +8,10 @@ run=$1 job=$2 lib=$3 simlib=$4
 fail=0
 [ "${AUTOHA_COORD_IFNAME:-}" = lo ] ||
   { echo "FAIL: this test runs with AUTOHA_COORD_IFNAME='${AUTOHA_COORD_IFNAME:-}' (ctest sets lo)"; fail=1; }
+# shellcheck disable=SC2016 # the job's shell expands it
 got=$(env -u AUTOHA_COORD_IFNAME "$run" -n 1 -- sh -c 'echo "ifname=$AUTOHA_COORD_IFNAME"' 2>&1)
 [ "$got" = "ifname=lo" ] || { echo "FAIL: ncclsim-run gave its job '$got' (expected ifname=lo)"; fail=1; }
+# shellcheck disable=SC2016
 got=$(AUTOHA_COORD_IFNAME=eth7 "$run" -n 1 -- sh -c 'echo "ifname=$AUTOHA_COORD_IFNAME"' 2>&1)
 [ "$got" = "ifname=eth7" ] || { echo "FAIL: ncclsim-run overrode the caller's interface: '$got'"; fail=1; }
 work=$(mktemp -d)
