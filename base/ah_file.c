@@ -2,17 +2,45 @@
  * so every reader fails the same way on a missing, unreadable or oversized file; and the folders a
  * written file needs. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ah_file.h"
 
 char *ah_file_read(const char *path, size_t max_bytes, size_t *len_p, char *err, size_t errlen) {
-  FILE *f = fopen(path, "re");
+  /* Non-blocking, and regular files only, checked before a byte is read: a FIFO would block the
+   * open (and the job's ncclCommInitRank with it) for good, /dev/zero or /dev/urandom would be read
+   * to the bound */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const char *what = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISDIR(st.st_mode)  ? "a folder"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    snprintf(err, errlen, "not a regular file (%s)", what);
+    close(fd);
+    return NULL;
+  }
+  if ((uint64_t)st.st_size > max_bytes) {
+    snprintf(err, errlen, "larger than %zu bytes (%lld)", max_bytes, (long long)st.st_size);
+    close(fd);
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "r");
   if (!f) {
     snprintf(err, errlen, "cannot open: %s", strerror(errno));
+    close(fd);
     return NULL;
   }
   size_t cap = 4096, len = 0;

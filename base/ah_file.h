@@ -5,9 +5,11 @@
 
 #include <stddef.h>
 
-/* Reads `path` whole. Returns a NUL-terminated buffer to free() and its length in *len_p (which
- * may be NULL), or NULL with the reason in err ("cannot open: …", "read error: …", "larger than N
- * bytes", "out of memory"). Note that the file may itself contain NUL bytes: callers that parse
+/* Reads `path` whole, a regular file only (never blocking: a FIFO, a device or a folder is
+ * refused before a byte is read, as is a file larger than max_bytes). Returns a NUL-terminated
+ * buffer to free() and its length in *len_p (which may be NULL), or NULL with the reason in err
+ * ("cannot open: …", "not a regular file (a FIFO)", "read error: …", "larger than N bytes",
+ * "out of memory"). Note that the file may itself contain NUL bytes: callers that parse
  * text compare strlen() with the length. */
 char *ah_file_read(const char *path, size_t max_bytes, size_t *len_p, char *err, size_t errlen);
 
