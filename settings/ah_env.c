@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "ah_env.h"
+#include "ah_quote.h"
 #include "ah_log.h"
 #include "ah_log_file.h"
 #include "ah_path.h"
@@ -255,12 +256,14 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
       }
       return 0;
   }
-  if (err && errlen) {
+  if (err && errlen) { /* the value as one line shows it: a newline or raw byte escaped */
+    char shown[160];
+    ah_quote(value, shown, sizeof shown);
     if (why[0])
-      snprintf(err, errlen, "invalid value for %s: '%s' (%s; expected %s)", v->name, value, why,
+      snprintf(err, errlen, "invalid value for %s: '%s' (%s; expected %s)", v->name, shown, why,
                expected);
     else
-      snprintf(err, errlen, "invalid value for %s: '%s' (expected %s)", v->name, value, expected);
+      snprintf(err, errlen, "invalid value for %s: '%s' (expected %s)", v->name, shown, expected);
   }
   return -1;
 }
@@ -485,12 +488,15 @@ void ah_env_print(FILE *f, char *const *envp, int docs) {
       int mlen = dot ? (int)(dot - v->doc) : (int)strlen(v->doc);
       if (mlen > 0 && v->doc[mlen - 1] == '.') mlen--;
       char line[AH_ENV_PATH_MAX + 64], state[AH_ENV_PATH_MAX + 64];
-      snprintf(line, sizeof line, "%s=%s", v->name, val);
+      char val_shown[AH_ENV_PATH_MAX + 8];
+      snprintf(line, sizeof line, "%s=%s", v->name, ah_quote(val, val_shown, sizeof val_shown));
+      char shown[160];
+      ah_quote(given, shown, sizeof shown);
       if (bad && v->type == AH_ENV_OVERRIDE)
         snprintf(state, sizeof state, "set, invalid rules dropped");
       else if (bad && v->invalid)
-        snprintf(state, sizeof state, "INVALID '%s': safe fallback %s", given, v->invalid);
-      else if (bad) snprintf(state, sizeof state, "INVALID '%s' ignored", given);
+        snprintf(state, sizeof state, "INVALID '%s': safe fallback %s", shown, v->invalid);
+      else if (bad) snprintf(state, sizeof state, "INVALID '%s' ignored", shown);
       else snprintf(state, sizeof state, "%s", given ? "set" : "");
       if (state[0])
         fprintf(f, "%-44s # %.*s. (%s; default: %s)\n", line, mlen, v->doc, state,

@@ -272,6 +272,21 @@ START_TEST(parse_environment_logs) {
 }
 END_TEST
 
+/* A value with a newline or bytes that are not UTF-8 is logged escaped, on its one line. */
+START_TEST(invalid_values_are_logged_escaped) {
+  char *envp[] = {"AUTOHA_MODE=tune\nobserve", "AUTOHA_HANG_S=\xff\xfe", NULL};
+  ah_settings_t s;
+  ah_log_set_level(AH_LOG_WARN);
+  capture_begin();
+  int problems = ah_env_parse(envp, &s);
+  const char *log = capture_end();
+  ck_assert_int_eq(problems, 2);
+  ck_assert_int_eq(count_lines(log), 2);
+  ck_assert_msg(strstr(log, "invalid value for AUTOHA_MODE: 'tune\\nobserve' ("), "%s", log);
+  ck_assert_msg(strstr(log, "invalid value for AUTOHA_HANG_S: '\\xff\\xfe' ("), "%s", log);
+}
+END_TEST
+
 START_TEST(log_variables) {
   ah_settings_t s;
   char err[512], buf[256];
@@ -438,11 +453,17 @@ START_TEST(doc_agrees_with_table) {
 END_TEST
 
 int main(void) {
-  const TTest *const tests[] = {
-      defaults_parse,         typed_parsers,         override_keeps_good_rules,
-      parse_environment_logs, log_variables,         config_error_once_into_log_file,
-      nearest_names,          process_settings_once, env_print,
-      doc_agrees_with_table};
+  const TTest *const tests[] = {defaults_parse,
+                                typed_parsers,
+                                override_keeps_good_rules,
+                                parse_environment_logs,
+                                invalid_values_are_logged_escaped,
+                                log_variables,
+                                config_error_once_into_log_file,
+                                nearest_names,
+                                process_settings_once,
+                                env_print,
+                                doc_agrees_with_table};
   return ah_check_main("tuner_env", (ah_check_case_t){.name = "env", .timeout = 10}, tests,
                        AH_CHECK_COUNT(tests));
 }

@@ -13,6 +13,7 @@
 #include "ah_capture.h"
 #include "ah_check.h"
 #include "ah_log.h"
+#include "ah_quote.h"
 #include "ah_log_file.h"
 
 static int matches(const char *text, const char *re) {
@@ -66,6 +67,27 @@ START_TEST(control_bytes_quoted_safely) {
   const char *log = capture_end();
   ck_assert_msg(matches(log, "autoha ERROR init: refused 'a\\?b\\?\\[31mc\\?'$"), "%s", log);
   ck_assert_int_eq((int)(strchr(log, '\n') - log), (int)strlen(log) - 1); /* one line */
+}
+END_TEST
+
+/* An outside value quoted for a line (ah_quote): control characters, DEL and bytes that are not
+ * UTF-8 escaped, valid UTF-8 kept, and a value too long for the buffer cut with "..." between two
+ * whole pieces. */
+START_TEST(values_quoted_with_escapes) {
+  char out[64];
+  ck_assert_str_eq(ah_quote("tu\nne\t'x'\\", out, sizeof out), "tu\\nne\\t\\'x\\'\\\\");
+  ck_assert_str_eq(ah_quote("a\x1b[31m\x7f\xff\xc3(", out, sizeof out),
+                   "a\\x1b[31m\\x7f\\xff\\xc3(");
+  ck_assert_str_eq(ah_quote("gr\xc3\xbc\xc3\x9f \xe2\x82\xac", out, sizeof out),
+                   "gr\xc3\xbc\xc3\x9f \xe2\x82\xac");
+  ck_assert_str_eq(
+      ah_quote("\xed\xa0\x80\xc0\xaf", out, sizeof out), /* a surrogate, an overlong / */
+      "\\xed\\xa0\\x80\\xc0\\xaf");
+  ck_assert_str_eq(ah_quote(NULL, out, sizeof out), "");
+  char small[10];
+  ck_assert_str_eq(ah_quote("abcdefghijkl", small, sizeof small), "abcdef...");
+  ck_assert_str_eq(ah_quote("abcdefghi", small, sizeof small), "abcdefghi");
+  ck_assert_str_eq(ah_quote("abcde\n\n\n", small, sizeof small), "abcde..."); /* no half escape */
 }
 END_TEST
 
@@ -197,7 +219,8 @@ START_TEST(nccl_logger_gets_info_lines) {
 END_TEST
 
 int main(void) {
-  const TTest *const tests[] = {prefix_names_host_pid_tid_rank,
+  const TTest *const tests[] = {values_quoted_with_escapes,
+                                prefix_names_host_pid_tid_rank,
                                 timestamp_in_front,
                                 control_bytes_quoted_safely,
                                 subsystem_grammar,
