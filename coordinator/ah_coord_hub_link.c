@@ -85,23 +85,35 @@ static struct hub_link *link_get(ah_coord_hub_t *h) {
   return h->link;
 }
 
-/* A malformed message: refused by name, the connection dropped (as a malformed PROGRESS). */
-static void refuse(ah_coord_hub_t *h, hub_conn_t *c, const char *what, const char *err) {
-  ah_coord_hub_refuse(h, RATE_LINK, "refused a %s from %s: %s; connection dropped", what, c->peer,
-                      err);
-  ah_coord_hub_conn_close_later(h, c);
+/* A LINK_QP or LINK_RATES as its unpack left it: the pid it names and, malformed, why; then the
+ * host of the connection it came on. */
+typedef struct {
+  uint32_t pid;
+  char err[160];
+  char host[64];
+} link_msg_t;
+
+/* Whether a message whose unpack returned n is taken; one that is malformed (n < 0) is refused by
+ * name and its connection dropped (as a malformed PROGRESS). A taken one gets its host. */
+static int link_msg_taken(ah_coord_hub_t *h, hub_conn_t *c, const char *what, int n,
+                          link_msg_t *m) {
+  if (n < 0) {
+    ah_coord_hub_refuse(h, RATE_LINK, "refused a %s from %s: %s; connection dropped", what, c->peer,
+                        m->err);
+    ah_coord_hub_conn_close_later(h, c);
+    return 0;
+  }
+  conn_host(c, m->host, sizeof m->host);
+  return 1;
 }
 
 void ah_coord_hub_on_link_qps(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   ah_link_qp_t q[AH_LINK_QPS];
-  uint32_t pid;
-  char err[160] = "";
-  int n = ah_link_qps_unpack(p, &pid, q, err, sizeof err);
-  if (n < 0) return refuse(h, c, "LINK_QP", err);
+  link_msg_t m = {0};
+  int n = ah_link_qps_unpack(p, &m.pid, q, m.err, sizeof m.err);
+  if (!link_msg_taken(h, c, "LINK_QP", n, &m)) return;
   struct hub_link *l = h->o.slow_link_pct > 0 ? link_get(h) : NULL;
   if (!l) return;
-  char host[64];
-  conn_host(c, host, sizeof host);
   for (int i = 0; i < n; i++) {
     hub_lqp_t *e = qp_find(l, q[i].lgid, q[i].lqpn);
     if (!e) {
@@ -109,7 +121,7 @@ void ah_coord_hub_on_link_qps(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p
         ah_coord_hub_refuse(h, RATE_LINK,
                             "queue pair %u of %s pid %u is not diagnosed: %u queue pairs kept "
                             "already (at most %u)",
-                            q[i].lqpn, host, pid, l->nqps, LINK_MAX_QPS);
+                            q[i].lqpn, m.host, m.pid, l->nqps, LINK_MAX_QPS);
         continue;
       }
       if (!(e = calloc(1, sizeof *e))) return;
@@ -124,23 +136,21 @@ void ah_coord_hub_on_link_qps(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p
     /* a new queue pair with a number and GID a destroyed one had replaces it */
     e->q = q[i];
     e->gen++;
-    e->pid = pid;
-    snprintf(e->host, sizeof e->host, "%s", host);
+    e->pid = m.pid;
+    snprintf(e->host, sizeof e->host, "%s", m.host);
   }
 }
 
 void ah_coord_hub_on_link_rates(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   ah_link_rate_t r[AH_LINK_RATES];
-  uint32_t pid;
-  char err[160] = "";
-  int n = ah_link_rates_unpack(p, &pid, r, err, sizeof err);
-  if (n < 0) return refuse(h, c, "LINK_RATES", err);
-  char host[64];
-  conn_host(c, host, sizeof host);
+  link_msg_t m = {0};
+  int n = ah_link_rates_unpack(p, &m.pid, r, m.err, sizeof m.err);
+  if (!link_msg_taken(h, c, "LINK_RATES", n, &m)) return;
   for (int i = 0; i < n; i++) {
     hub_lqp_t *e = qp_find(h->link, r[i].lgid, r[i].lqpn);
     /* only the process that announced it speaks for it (a number reused is announced again) */
-    if (!e || e->pid != pid || strcmp(e->host, host) != 0 || e->q.role != AH_LINK_SENDER) continue;
+    if (!e || e->pid != m.pid || strcmp(e->host, m.host) != 0 || e->q.role != AH_LINK_SENDER)
+      continue;
     e->bytes += r[i].bytes;
     e->busy_s += r[i].busy_us / 1e6;
     e->wrs += r[i].wrs;

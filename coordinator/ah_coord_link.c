@@ -1,6 +1,8 @@
 /* The wire forms of the slow-link diagnosis's messages (ah_coord_link.h): fixed-size big-endian
  * entries after a pid and a count, and checks that refuse, by name, anything no process of autoha
- * would send — so that the hub can take a decoded entry as it is. */
+ * would send — so that the hub can take a decoded entry as it is. Both messages are one list form
+ * (list_form_t): its framing, its count's bound and its zero unused slots are handled once, each
+ * entry by its message's put and take. */
 #include "ah_coord_link.h"
 
 #include <arpa/inet.h>
@@ -15,7 +17,57 @@ static void put_u16(uint8_t *p, uint16_t v) {
 }
 static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
-static void qp_pack(const ah_link_qp_t *q, uint8_t *p) {
+/* A message's list: fixed-size entries after a pid and a count, the slots past the count zero. */
+typedef struct {
+  int max;           /* entries at most */
+  size_t bytes;      /* of one entry */
+  const char *count; /* what a count over max is too many of: "queue pairs in a LINK_QP" */
+  const char *slot;  /* what an entry's slot is: "queue-pair" */
+  /* entry i of the array at in, packed at p */
+  void (*put)(const void *in, int i, uint8_t *p);
+  /* the entry at p, unpacked as entry i of the array at out and checked: 0, or -1 with err set */
+  int (*take)(const uint8_t *p, void *out, int i, char *err, size_t errlen);
+} list_form_t;
+
+static int zero(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+static void list_pack(const list_form_t *f, uint32_t pid, const void *in, int n, uint8_t *out) {
+  memset(out, 0, 5 + (size_t)f->max * f->bytes);
+  if (n < 0) n = 0;
+  if (n > f->max) n = f->max;
+  ah_coord_put_u32(out, pid);
+  out[4] = (uint8_t)n;
+  for (int i = 0; i < n; i++) f->put(in, i, out + 5 + (size_t)i * f->bytes);
+}
+
+/* Returns the count, with the pid and the entries at out, or -1 with err set: a count over f->max,
+ * an entry f->take refuses, an unused slot not zero (the first of them to be met, in order). */
+static int list_unpack(const list_form_t *f, const uint8_t *in, uint32_t *pid, void *out, char *err,
+                       size_t errlen) {
+  *pid = ah_coord_get_u32(in);
+  int n = in[4];
+  if (n > f->max) {
+    snprintf(err, errlen, "%d %s (at most %d)", n, f->count, f->max);
+    return -1;
+  }
+  for (int i = 0; i < f->max; i++) {
+    const uint8_t *p = in + 5 + (size_t)i * f->bytes;
+    if (i < n) {
+      if (f->take(p, out, i, err, errlen) < 0) return -1;
+    } else if (!zero(p, f->bytes)) {
+      snprintf(err, errlen, "unused %s slot %d is not zero", f->slot, i);
+      return -1;
+    }
+  }
+  return n;
+}
+
+static void qp_put(const void *in, int i, uint8_t *p) {
+  const ah_link_qp_t *q = (const ah_link_qp_t *)in + i;
   memcpy(p, q->lgid, 16), p += 16;
   memcpy(p, q->rgid, 16), p += 16;
   ah_coord_put_u32(p, q->lqpn), p += 4;
@@ -34,144 +86,116 @@ static void qp_pack(const ah_link_qp_t *q, uint8_t *p) {
   put_u16(p, q->dst_leaf);
 }
 
-static void qp_unpack(const uint8_t *p, ah_link_qp_t *q) {
-  memcpy(q->lgid, p, 16), p += 16;
-  memcpy(q->rgid, p, 16), p += 16;
-  q->lqpn = ah_coord_get_u32(p), p += 4;
-  q->rqpn = ah_coord_get_u32(p), p += 4;
-  q->gpu = get_u16(p), p += 2;
-  q->role = *p++;
-  q->port = *p++;
-  q->sport = get_u16(p), p += 2;
-  memcpy(q->dev, p, AH_LINK_DEV), p += AH_LINK_DEV;
-  q->tx_port = *p++;
-  q->rx_port = *p++;
-  q->src_leaf = get_u16(p), p += 2;
-  q->spine = get_u16(p), p += 2;
-  q->dst_leaf = get_u16(p);
+static int qp_take(const uint8_t *p, void *out, int i, char *err, size_t errlen) {
+  ah_link_qp_t *x = (ah_link_qp_t *)out + i;
+  memcpy(x->lgid, p, 16), p += 16;
+  memcpy(x->rgid, p, 16), p += 16;
+  x->lqpn = ah_coord_get_u32(p), p += 4;
+  x->rqpn = ah_coord_get_u32(p), p += 4;
+  x->gpu = get_u16(p), p += 2;
+  x->role = *p++;
+  x->port = *p++;
+  x->sport = get_u16(p), p += 2;
+  memcpy(x->dev, p, AH_LINK_DEV), p += AH_LINK_DEV;
+  x->tx_port = *p++;
+  x->rx_port = *p++;
+  x->src_leaf = get_u16(p), p += 2;
+  x->spine = get_u16(p), p += 2;
+  x->dst_leaf = get_u16(p);
+  int nul = 0, bad = 0;
+  for (int j = 0; j < AH_LINK_DEV; j++) {
+    if (!x->dev[j]) nul = 1;
+    else if (nul || x->dev[j] < 0x21 || x->dev[j] > 0x7e) bad = 1;
+  }
+  if (!nul || bad || !x->dev[0]) {
+    snprintf(err, errlen, "queue pair %u: its device name is not printable text", x->lqpn);
+    return -1;
+  }
+  if (x->role != AH_LINK_SENDER && x->role != AH_LINK_RECEIVER) {
+    snprintf(err, errlen, "queue pair %u: role %u (expected 1 sender, 2 receiver)", x->lqpn,
+             x->role);
+    return -1;
+  }
+  if (x->port == 0 || x->tx_port > 2 || x->rx_port > 2) {
+    snprintf(err, errlen, "queue pair %u: port %u, route ports %u and %u (expected 1.., 0..2)",
+             x->lqpn, x->port, x->tx_port, x->rx_port);
+    return -1;
+  }
+  if (x->lqpn == 0 || x->lqpn > 0xffffff || x->rqpn > 0xffffff) {
+    snprintf(err, errlen, "queue pair %u -> %u: a QP number is not 24 bits", x->lqpn, x->rqpn);
+    return -1;
+  }
+  if ((x->src_leaf == AH_LINK_NONE) != (x->dst_leaf == AH_LINK_NONE) ||
+      (x->src_leaf == AH_LINK_NONE && x->spine != AH_LINK_NONE)) {
+    snprintf(err, errlen, "queue pair %u: a partial route (leaf %u, spine %u, leaf %u)", x->lqpn,
+             x->src_leaf, x->spine, x->dst_leaf);
+    return -1;
+  }
+  return 0;
 }
 
-static int zero(const uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (p[i]) return 0;
-  return 1;
-}
+static const list_form_t qp_list = {.max = AH_LINK_QPS,
+                                    .bytes = AH_LINK_QP_BYTES,
+                                    .count = "queue pairs in a LINK_QP",
+                                    .slot = "queue-pair",
+                                    .put = qp_put,
+                                    .take = qp_take};
 
 void ah_link_qps_pack(uint32_t pid, const ah_link_qp_t *q, int n, uint8_t *out) {
-  memset(out, 0, AH_LINK_QP_MSG_BYTES);
-  if (n < 0) n = 0;
-  if (n > AH_LINK_QPS) n = AH_LINK_QPS;
-  ah_coord_put_u32(out, pid);
-  out[4] = (uint8_t)n;
-  for (int i = 0; i < n; i++) qp_pack(&q[i], out + 5 + (size_t)i * AH_LINK_QP_BYTES);
+  list_pack(&qp_list, pid, q, n, out);
 }
 
 int ah_link_qps_unpack(const uint8_t *in, uint32_t *pid, ah_link_qp_t *q, char *err,
                        size_t errlen) {
-  *pid = ah_coord_get_u32(in);
-  int n = in[4];
-  if (n > AH_LINK_QPS) {
-    snprintf(err, errlen, "%d queue pairs in a LINK_QP (at most %d)", n, AH_LINK_QPS);
-    return -1;
-  }
-  for (int i = 0; i < AH_LINK_QPS; i++) {
-    const uint8_t *p = in + 5 + (size_t)i * AH_LINK_QP_BYTES;
-    if (i >= n) {
-      if (!zero(p, AH_LINK_QP_BYTES)) {
-        snprintf(err, errlen, "unused queue-pair slot %d is not zero", i);
-        return -1;
-      }
-      continue;
-    }
-    ah_link_qp_t *x = &q[i];
-    qp_unpack(p, x);
-    int nul = 0, bad = 0;
-    for (int j = 0; j < AH_LINK_DEV; j++) {
-      if (!x->dev[j]) nul = 1;
-      else if (nul || x->dev[j] < 0x21 || x->dev[j] > 0x7e) bad = 1;
-    }
-    if (!nul || bad || !x->dev[0]) {
-      snprintf(err, errlen, "queue pair %u: its device name is not printable text", x->lqpn);
-      return -1;
-    }
-    if (x->role != AH_LINK_SENDER && x->role != AH_LINK_RECEIVER) {
-      snprintf(err, errlen, "queue pair %u: role %u (expected 1 sender, 2 receiver)", x->lqpn,
-               x->role);
-      return -1;
-    }
-    if (x->port == 0 || x->tx_port > 2 || x->rx_port > 2) {
-      snprintf(err, errlen, "queue pair %u: port %u, route ports %u and %u (expected 1.., 0..2)",
-               x->lqpn, x->port, x->tx_port, x->rx_port);
-      return -1;
-    }
-    if (x->lqpn == 0 || x->lqpn > 0xffffff || x->rqpn > 0xffffff) {
-      snprintf(err, errlen, "queue pair %u -> %u: a QP number is not 24 bits", x->lqpn, x->rqpn);
-      return -1;
-    }
-    if ((x->src_leaf == AH_LINK_NONE) != (x->dst_leaf == AH_LINK_NONE) ||
-        (x->src_leaf == AH_LINK_NONE && x->spine != AH_LINK_NONE)) {
-      snprintf(err, errlen, "queue pair %u: a partial route (leaf %u, spine %u, leaf %u)", x->lqpn,
-               x->src_leaf, x->spine, x->dst_leaf);
-      return -1;
-    }
-  }
-  return n;
+  return list_unpack(&qp_list, in, pid, q, err, errlen);
 }
 
-void ah_link_rates_pack(uint32_t pid, const ah_link_rate_t *r, int n, uint8_t *out) {
-  memset(out, 0, AH_LINK_RATE_MSG_BYTES);
-  if (n < 0) n = 0;
-  if (n > AH_LINK_RATES) n = AH_LINK_RATES;
-  ah_coord_put_u32(out, pid);
-  out[4] = (uint8_t)n;
-  for (int i = 0; i < n; i++) {
-    uint8_t *p = out + 5 + (size_t)i * AH_LINK_RATE_BYTES;
-    memcpy(p, r[i].lgid, 16), p += 16;
-    ah_coord_put_u32(p, r[i].lqpn), p += 4;
-    ah_coord_put_u64(p, r[i].bytes), p += 8;
-    ah_coord_put_u32(p, r[i].busy_us), p += 4;
-    ah_coord_put_u32(p, r[i].wait_us), p += 4;
-    ah_coord_put_u32(p, r[i].wrs);
-  }
+static void rate_put(const void *in, int i, uint8_t *p) {
+  const ah_link_rate_t *r = (const ah_link_rate_t *)in + i;
+  memcpy(p, r->lgid, 16), p += 16;
+  ah_coord_put_u32(p, r->lqpn), p += 4;
+  ah_coord_put_u64(p, r->bytes), p += 8;
+  ah_coord_put_u32(p, r->busy_us), p += 4;
+  ah_coord_put_u32(p, r->wait_us), p += 4;
+  ah_coord_put_u32(p, r->wrs);
 }
 
 #define RATE_MAX_US 60000000u /* a window's busy or wait time: a minute at most */
 
-int ah_link_rates_unpack(const uint8_t *in, uint32_t *pid, ah_link_rate_t *r, char *err,
-                         size_t errlen) {
-  *pid = ah_coord_get_u32(in);
-  int n = in[4];
-  if (n > AH_LINK_RATES) {
-    snprintf(err, errlen, "%d rates in a LINK_RATES (at most %d)", n, AH_LINK_RATES);
+static int rate_take(const uint8_t *p, void *out, int i, char *err, size_t errlen) {
+  ah_link_rate_t *x = (ah_link_rate_t *)out + i;
+  memcpy(x->lgid, p, 16), p += 16;
+  x->lqpn = ah_coord_get_u32(p), p += 4;
+  x->bytes = ah_coord_get_u64(p), p += 8;
+  x->busy_us = ah_coord_get_u32(p), p += 4;
+  x->wait_us = ah_coord_get_u32(p), p += 4;
+  x->wrs = ah_coord_get_u32(p);
+  if (x->busy_us > RATE_MAX_US || x->wait_us > RATE_MAX_US || x->bytes > (1ull << 50)) {
+    snprintf(err, errlen, "queue pair %u: %llu bytes, busy %u us, wait %u us (at most %u us)",
+             x->lqpn, (unsigned long long)x->bytes, x->busy_us, x->wait_us, RATE_MAX_US);
     return -1;
   }
-  for (int i = 0; i < AH_LINK_RATES; i++) {
-    const uint8_t *p = in + 5 + (size_t)i * AH_LINK_RATE_BYTES;
-    if (i >= n) {
-      if (!zero(p, AH_LINK_RATE_BYTES)) {
-        snprintf(err, errlen, "unused rate slot %d is not zero", i);
-        return -1;
-      }
-      continue;
-    }
-    ah_link_rate_t *x = &r[i];
-    memcpy(x->lgid, p, 16), p += 16;
-    x->lqpn = ah_coord_get_u32(p), p += 4;
-    x->bytes = ah_coord_get_u64(p), p += 8;
-    x->busy_us = ah_coord_get_u32(p), p += 4;
-    x->wait_us = ah_coord_get_u32(p), p += 4;
-    x->wrs = ah_coord_get_u32(p);
-    if (x->busy_us > RATE_MAX_US || x->wait_us > RATE_MAX_US || x->bytes > (1ull << 50)) {
-      snprintf(err, errlen, "queue pair %u: %llu bytes, busy %u us, wait %u us (at most %u us)",
-               x->lqpn, (unsigned long long)x->bytes, x->busy_us, x->wait_us, RATE_MAX_US);
-      return -1;
-    }
-    if (x->lqpn == 0 || x->lqpn > 0xffffff) {
-      snprintf(err, errlen, "rate of queue pair %u: a QP number is not 24 bits", x->lqpn);
-      return -1;
-    }
+  if (x->lqpn == 0 || x->lqpn > 0xffffff) {
+    snprintf(err, errlen, "rate of queue pair %u: a QP number is not 24 bits", x->lqpn);
+    return -1;
   }
-  return n;
+  return 0;
+}
+
+static const list_form_t rate_list = {.max = AH_LINK_RATES,
+                                      .bytes = AH_LINK_RATE_BYTES,
+                                      .count = "rates in a LINK_RATES",
+                                      .slot = "rate",
+                                      .put = rate_put,
+                                      .take = rate_take};
+
+void ah_link_rates_pack(uint32_t pid, const ah_link_rate_t *r, int n, uint8_t *out) {
+  list_pack(&rate_list, pid, r, n, out);
+}
+
+int ah_link_rates_unpack(const uint8_t *in, uint32_t *pid, ah_link_rate_t *r, char *err,
+                         size_t errlen) {
+  return list_unpack(&rate_list, in, pid, r, err, errlen);
 }
 
 void ah_link_gid_text(const uint8_t gid[16], char *buf, size_t len) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "rdma_ha_int.h"
+#include "rdma_poll_slots.h"
 
 /* ---- synthesized completions ---------------------------------------------------------------- */
 
@@ -639,28 +640,10 @@ static inline __attribute__((always_inline)) int poll_ctx(int k, struct ibv_cq *
   return poll_done(hc, r);
 }
 
-/* One poll wrapper per context slot: context k's ops.poll_cq is ha_poll_cq_k, so a poll finds its
- * context with one load instead of a look-up (NCCL polls a CQ through its own context's ops). */
-#define HA_POLL_K(k)                                                                               \
-  static int ha_poll_cq_##k(struct ibv_cq *cq, int n, struct ibv_wc *wc) {                         \
-    return poll_ctx(k, cq, n, wc);                                                                 \
-  }
-/* A list of invocations laid out by hand (clang-format would indent each line under the last). */
-/* clang-format off */
-HA_POLL_K(0) HA_POLL_K(1) HA_POLL_K(2) HA_POLL_K(3) HA_POLL_K(4) HA_POLL_K(5) HA_POLL_K(6)
-HA_POLL_K(7) HA_POLL_K(8) HA_POLL_K(9) HA_POLL_K(10) HA_POLL_K(11) HA_POLL_K(12) HA_POLL_K(13)
-HA_POLL_K(14) HA_POLL_K(15) HA_POLL_K(16) HA_POLL_K(17) HA_POLL_K(18) HA_POLL_K(19) HA_POLL_K(20)
-HA_POLL_K(21) HA_POLL_K(22) HA_POLL_K(23) HA_POLL_K(24) HA_POLL_K(25) HA_POLL_K(26) HA_POLL_K(27)
-HA_POLL_K(28) HA_POLL_K(29) HA_POLL_K(30) HA_POLL_K(31)
-static int (*const ha_poll_cq[HA_MAX_CTX])(struct ibv_cq *, int, struct ibv_wc *) = {
-    ha_poll_cq_0, ha_poll_cq_1, ha_poll_cq_2, ha_poll_cq_3, ha_poll_cq_4, ha_poll_cq_5,
-    ha_poll_cq_6, ha_poll_cq_7, ha_poll_cq_8, ha_poll_cq_9, ha_poll_cq_10, ha_poll_cq_11,
-    ha_poll_cq_12, ha_poll_cq_13, ha_poll_cq_14, ha_poll_cq_15, ha_poll_cq_16, ha_poll_cq_17,
-    ha_poll_cq_18, ha_poll_cq_19, ha_poll_cq_20, ha_poll_cq_21, ha_poll_cq_22, ha_poll_cq_23,
-    ha_poll_cq_24, ha_poll_cq_25, ha_poll_cq_26, ha_poll_cq_27, ha_poll_cq_28, ha_poll_cq_29,
-    ha_poll_cq_30, ha_poll_cq_31};
-/* clang-format on */
-_Static_assert(HA_MAX_CTX == 32, "one poll wrapper per context slot");
+/* One poll wrapper per context slot (rdma_poll_slots.h): context k's ops.poll_cq is ha_poll_cq_k,
+ * so a poll finds its context with one load instead of a look-up. */
+AH_POLL_SLOTS_DEFINE(ha_poll_cq, poll_ctx);
+_Static_assert(HA_MAX_CTX == AH_POLL_SLOTS, "one poll wrapper per context slot");
 
 /* Polls m's CQs on the background thread, for a failover whose drain NCCL may never poll for (a
  * receiving end waiting, in NCCL's ring, for the sender whose failover waits for this side's

@@ -19,6 +19,7 @@
 #endif
 
 #include "rdma_link.h"
+#include "rdma_poll_slots.h"
 
 lk_ctx_t *ah_shim_lk_ctxs[LK_MAX_CTX];
 _Atomic int ah_shim_lk_nctx;
@@ -211,28 +212,10 @@ static inline __attribute__((always_inline)) int poll_ctx(int k, struct ibv_cq *
   return r;
 }
 
-/* One poll wrapper per context slot (NCCL polls a CQ through its own context's ops), as the
- * failover layer's: a poll finds its context with one load. */
-#define LK_POLL_K(k)                                                                               \
-  static int lk_poll_cq_##k(struct ibv_cq *cq, int n, struct ibv_wc *wc) {                         \
-    return poll_ctx(k, cq, n, wc);                                                                 \
-  }
-/* A list of invocations laid out by hand (clang-format would indent each line under the last). */
-/* clang-format off */
-LK_POLL_K(0) LK_POLL_K(1) LK_POLL_K(2) LK_POLL_K(3) LK_POLL_K(4) LK_POLL_K(5) LK_POLL_K(6)
-LK_POLL_K(7) LK_POLL_K(8) LK_POLL_K(9) LK_POLL_K(10) LK_POLL_K(11) LK_POLL_K(12) LK_POLL_K(13)
-LK_POLL_K(14) LK_POLL_K(15) LK_POLL_K(16) LK_POLL_K(17) LK_POLL_K(18) LK_POLL_K(19) LK_POLL_K(20)
-LK_POLL_K(21) LK_POLL_K(22) LK_POLL_K(23) LK_POLL_K(24) LK_POLL_K(25) LK_POLL_K(26) LK_POLL_K(27)
-LK_POLL_K(28) LK_POLL_K(29) LK_POLL_K(30) LK_POLL_K(31)
-static int (*const lk_poll_cq[LK_MAX_CTX])(struct ibv_cq *, int, struct ibv_wc *) = {
-    lk_poll_cq_0, lk_poll_cq_1, lk_poll_cq_2, lk_poll_cq_3, lk_poll_cq_4, lk_poll_cq_5,
-    lk_poll_cq_6, lk_poll_cq_7, lk_poll_cq_8, lk_poll_cq_9, lk_poll_cq_10, lk_poll_cq_11,
-    lk_poll_cq_12, lk_poll_cq_13, lk_poll_cq_14, lk_poll_cq_15, lk_poll_cq_16, lk_poll_cq_17,
-    lk_poll_cq_18, lk_poll_cq_19, lk_poll_cq_20, lk_poll_cq_21, lk_poll_cq_22, lk_poll_cq_23,
-    lk_poll_cq_24, lk_poll_cq_25, lk_poll_cq_26, lk_poll_cq_27, lk_poll_cq_28, lk_poll_cq_29,
-    lk_poll_cq_30, lk_poll_cq_31};
-/* clang-format on */
-_Static_assert(LK_MAX_CTX == 32, "one poll wrapper per context slot");
+/* One poll wrapper per context slot (rdma_poll_slots.h), as the failover layer's: a poll finds its
+ * context with one load. */
+AH_POLL_SLOTS_DEFINE(lk_poll_cq, poll_ctx);
+_Static_assert(LK_MAX_CTX == AH_POLL_SLOTS, "one poll wrapper per context slot");
 
 lk_ctx_t *ah_shim_lk_ctx_get(struct ibv_context *ctx) {
   int n = atomic_load(&ah_shim_lk_nctx);

@@ -20,8 +20,8 @@
 set -u
 bin=$1 lib=$2 simlib=$3 jobrun=${4:-} perf=${5:-} iters=${HA_COST_ITERS:-20000}
 bar=100
-command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
-  { echo "ha_cost: valgrind (callgrind) is not installed"; echo "ha_cost: FAILED"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/../common/callgrind_cost.sh" || { echo "ha_cost: FAILED"; exit 1; }
+cg_require ha_cost
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"; rm -f /dev/shm/"${NCCLSIM_SHM_PREFIX}"*' EXIT
 bw_ok=1
@@ -59,37 +59,11 @@ rc=$?
 wait $server
 src=$?
 [ $rc -eq 0 ] && [ $src -eq 0 ] || { cat "$dir/client.log" "$dir/server.log"; echo "ha_cost: the ibbw run failed ($rc, $src)"; echo "ha_cost: FAILED"; exit 1; }
-tree=$(callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$dir/cg.out" 2>/dev/null)
-# "<incl> (<pct>)  *  <file>:<fn> [...]" is a function; the "  >  " lines under it are its callees
-# A function's cost is what its callers see (the "  >  " lines naming it under other functions: a
-# function callgrind splits by source file calls its own parts), and the poll wrapper is one
-# function per context slot (ha_poll_cq_0, _1, ...): every matching name is summed.
-fn_incl() { # function-pattern: the inclusive count its callers see, summed
-  awk -v f="^($1)\$" '
-    function name(l) { sub(/ \(([0-9,]+)x\).*$/, "", l); sub(/ \[.*$/, "", l); sub(/.*:/, "", l); return l }
-    /\*  / {caller = name($0); next}
-    />   / && name($0) ~ f && caller !~ f {x = $1; gsub(",", "", x); s += x; got = 1}
-    END {if (got) print s}' <<<"$tree"
-}
-callee() { # caller-pattern callee-pattern: "inclusive calls" of the callee under the callers, summed
-  awk -v f="^($1)\$" -v c="^($2)\$" '
-    function name(l) { sub(/ \(([0-9,]+)x\).*$/, "", l); sub(/ \[.*$/, "", l); sub(/.*:/, "", l); return l }
-    /\*  / {in_ = name($0) ~ f; next}
-    in_ && />   / && name($0) ~ c {x = $1; gsub(",", "", x); s += x; match($0, /\(([0-9,]+)x\)/);
-      n = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", n); k += n; got = 1}
-    END {if (got) print s, k}' <<<"$tree"
-}
-post=$(fn_incl ha_post_send) poll=$(fn_incl 'ha_poll_cq_[0-9]+')
 # the provider's calls from the wrappers and from their slow paths (a QP's first post takes one)
-pline=$(callee 'ha_post_send|post_send_other|post_send_slow|log_and_post_send' 'vb_post_send')
-qline=$(callee 'ha_poll_cq_[0-9]+|poll_unusual|poll_body' 'vb_poll_cq')
-[ -n "$post" ] && [ -n "$poll" ] && [ -n "$pline" ] && [ -n "$qline" ] ||
+cg_cost "$dir/cg.out" ha_post_send 'ha_poll_cq_[0-9]+' 'ha_post_send|post_send_other|post_send_slow|log_and_post_send' \
+  'ha_poll_cq_[0-9]+|poll_unusual|poll_body' ||
   { echo "ha_cost: the HA wrappers or the provider's calls are missing from the profile (not hooked?)"; echo "ha_cost: FAILED"; exit 1; }
-read -r ppost wrs <<<"$pline"
-read -r ppoll polls <<<"$qline"
-read -r per_post per_poll total < <(awk -v a="$post" -v b="$ppost" -v c="$poll" -v d="$ppoll" -v n="$wrs" \
-  'BEGIN {p = (a - b) / n; q = (c - d) / n; printf "%.1f %.1f %.1f\n", p, q, p + q}')
 echo "ha_cost: $wrs WRs posted one per call, $polls polls: post adds $per_post instructions per WR, poll adds $per_poll per WR (empty polls included)"
-if awk -v t="$total" -v b="$bar" 'BEGIN {exit !(t <= b)}'; then verdict=OK; else verdict=FAILED; fi
+if cg_at_most "$total" "$bar"; then verdict=OK; else verdict=FAILED; fi
 echo "ha_cost: added instructions per WR (post + completion), AUTOHA_HA=port, peace time: $total (bar <= $bar): $verdict"
 [ $verdict = OK ] && [ $bw_ok = 1 ]

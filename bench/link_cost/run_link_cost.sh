@@ -18,28 +18,11 @@
 set -u
 bin=$1 lib=$2 simlib=$3 iters=${LINK_COST_ITERS:-20000}
 bar=70
-command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
-  { echo "link_cost: valgrind (callgrind) is not installed"; echo "link_cost: FAILED"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/../common/callgrind_cost.sh" || { echo "link_cost: FAILED"; exit 1; }
+cg_require link_cost
 dir=$(mktemp -d)
 export LD_LIBRARY_PATH="$simlib" NCCLSIM_SHM_PREFIX="lkcost$$-" NCCLSIM_TOPO="nodes=2,gpus=8,gpu=h100,nic=8x400"
 trap '[ -n "${LINK_COST_KEEP:-}" ] || rm -rf "$dir"; rm -f /dev/shm/"${NCCLSIM_SHM_PREFIX}"*' EXIT
-# as bench/ha_cost: a function's cost is what its callers see (the "  >  " lines naming it), summed
-# over every matching name
-fn_incl() { # function-pattern: the inclusive count its callers see, summed
-  awk -v f="^($1)\$" '
-    function name(l) { sub(/ \(([0-9,]+)x\).*$/, "", l); sub(/ \[.*$/, "", l); sub(/.*:/, "", l); return l }
-    /\*  / {caller = name($0); next}
-    />   / && name($0) ~ f && caller !~ f {x = $1; gsub(",", "", x); s += x; got = 1}
-    END {if (got) print s}' <<<"$tree"
-}
-callee() { # caller-pattern callee-pattern: "inclusive calls" of the callee under the callers, summed
-  awk -v f="^($1)\$" -v c="^($2)\$" '
-    function name(l) { sub(/ \(([0-9,]+)x\).*$/, "", l); sub(/ \[.*$/, "", l); sub(/.*:/, "", l); return l }
-    /\*  / {in_ = name($0) ~ f; next}
-    in_ && />   / && name($0) ~ c {x = $1; gsub(",", "", x); s += x; match($0, /\(([0-9,]+)x\)/);
-      n = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", n); k += n; got = 1}
-    END {if (got) print s, k}' <<<"$tree"
-}
 # measure NAME [--send-only]: one client run under callgrind; prints its line and sets total
 measure() {
   local name=$1 rc src tag
@@ -55,21 +38,13 @@ measure() {
   src=$?
   [ $rc -eq 0 ] && [ $src -eq 0 ] || { cat "$dir/client-$tag.log" "$dir/server-$tag.log"; echo "link_cost: the ibbw run failed ($rc, $src)"; return 1; }
   [ -n "${LINK_COST_KEEP:-}" ] && echo "link_cost: profile in $dir/cg-$tag.out"
-  tree=$(callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$dir/cg-$tag.out" 2>/dev/null)
-  local post poll pline qline ppost wrs ppoll polls per_post per_poll
-  post=$(fn_incl lk_post_send) poll=$(fn_incl 'lk_poll_cq_[0-9]+')
-  pline=$(callee 'lk_post_send|post_other' 'vb_post_send')
-  qline=$(callee 'lk_poll_cq_[0-9]+|poll_took' 'vb_poll_cq')
-  [ -n "$post" ] && [ -n "$poll" ] && [ -n "$pline" ] && [ -n "$qline" ] ||
+  local wrs polls per_post per_poll # and total, the caller's
+  cg_cost "$dir/cg-$tag.out" lk_post_send 'lk_poll_cq_[0-9]+' 'lk_post_send|post_other' 'lk_poll_cq_[0-9]+|poll_took' ||
     { echo "link_cost: the timing's wrappers or the provider's calls are missing from the profile (not hooked?)"; return 1; }
-  read -r ppost wrs <<<"$pline"
-  read -r ppoll polls <<<"$qline"
-  read -r per_post per_poll total < <(awk -v a="$post" -v b="$ppost" -v c="$poll" -v d="$ppoll" -v n="$wrs" \
-    'BEGIN {p = (a - b) / n; q = (c - d) / n; printf "%.1f %.1f %.1f\n", p, q, p + q}')
   echo "link_cost: $name: $wrs WRs posted one per call, $polls polls: post adds $per_post instructions per WR, poll adds $per_poll per WR (empty polls included): $total"
 }
 measure "a receiving end (not timed)" || { echo "link_cost: FAILED"; exit 1; }
 measure "a sending end (timed)" --send-only || { echo "link_cost: FAILED"; exit 1; }
-if awk -v t="$total" -v b="$bar" 'BEGIN {exit !(t <= b)}'; then verdict=OK; else verdict=FAILED; fi
+if cg_at_most "$total" "$bar"; then verdict=OK; else verdict=FAILED; fi
 echo "link_cost: added instructions per WR (post + completion) of a timed queue pair: $total (bar <= $bar): $verdict"
 [ $verdict = OK ]

@@ -36,11 +36,27 @@ static void add(ah_lm_t *lm, uint32_t src, uint32_t dst, int q, double rate, uin
 /* A jittered healthy rate: within +-30%. */
 static double healthy(void) { return BASE * (0.7 + 0.6 * uniform()); }
 
-static int drain(ah_lm_t *lm, ah_lm_event_t *evs, int max) {
+#define FOUND_MAX 32
+
+/* The events of a run of windows, oldest first, with the window each came in. */
+typedef struct {
+  ah_lm_event_t ev[FOUND_MAX];
+  int at[FOUND_MAX];
+  int n;
+} found_t;
+
+/* Closes window w (it ends at w * WIN) and keeps its events in f, as many as f has room for.
+ * Returns how many it kept. */
+static int close_window(ah_lm_t *lm, int w, found_t *f) {
+  ah_lm_close(lm, w * WIN, WIN);
   int n = 0;
   ah_lm_event_t ev;
   while (ah_lm_next(lm, &ev))
-    if (n < max) evs[n++] = ev;
+    if (f->n < FOUND_MAX) {
+      f->at[f->n] = w;
+      f->ev[f->n++] = ev;
+      n++;
+    }
   return n;
 }
 
@@ -58,14 +74,20 @@ static void ring_window(ah_lm_t *lm, uint32_t n, int bad, double frac, int colli
     }
 }
 
+/* A finding of ring_window's ring of 8 with spine 2 slow: the cell of an odd rank and the next. */
+static void assert_spine2_cell(const ah_lm_event_t *e) {
+  ck_assert_int_eq(e->kind, AH_LM_CELL);
+  ck_assert_uint_eq(e->src % 2, 1);
+  ck_assert_uint_eq(e->dst, (e->src + 1) % 8);
+}
+
 START_TEST(a_ring_with_collisions_and_jitter_reads_as_nothing) {
   ah_lm_t *lm = ah_lm_new(16, NULL);
   ck_assert_ptr_nonnull(lm);
-  ah_lm_event_t ev[8];
+  found_t f = {0};
   for (int w = 0; w < 40; w++) {
     ring_window(lm, 16, -1, 1, 1);
-    ah_lm_close(lm, w * WIN, WIN);
-    ck_assert_int_eq(drain(lm, ev, 8), 0);
+    ck_assert_int_eq(close_window(lm, w, &f), 0);
   }
   ah_lm_stats_t st;
   ah_lm_stats(lm, &st);
@@ -79,35 +101,30 @@ END_TEST
 
 START_TEST(a_slow_connection_is_reported_once_with_its_hop) {
   ah_lm_t *lm = ah_lm_new(8, NULL);
-  ah_lm_event_t ev[16];
-  int total = 0;
+  found_t f = {0};
   for (int w = 0; w < 20; w++) {
     /* spine 2 at 5%: queue pair 0 of the odd ranks' cells (2r + 1 is never 2 mod 4) */
     ring_window(lm, 8, 2, 0.05, 1);
-    ah_lm_close(lm, w * WIN, WIN);
-    int n = drain(lm, ev + total, 16 - total);
-    if (n) ck_assert_int_eq(w, AH_LM_PERSIST - 1); /* as soon as it may be */
-    total += n;
+    if (close_window(lm, w, &f)) ck_assert_int_eq(w, AH_LM_PERSIST - 1); /* as soon as it may be */
   }
-  ck_assert_int_eq(total, 4);
+  ck_assert_int_eq(f.n, 4);
   unsigned seen = 0;
-  for (int i = 0; i < total; i++) {
-    ck_assert_int_eq(ev[i].kind, AH_LM_CELL);
-    ck_assert_int_eq(ev[i].cleared, 0);
-    ck_assert_uint_eq(ev[i].src % 2, 1);
-    seen |= 1u << ev[i].src;
-    ck_assert_uint_eq(ev[i].dst, (ev[i].src + 1) % 8);
-    ck_assert_uint_eq(ev[i].worst, cid(ev[i].src, ev[i].dst, 0));
-    ck_assert_int_eq(ev[i].nconns, 2);
-    ck_assert_int_eq(ev[i].nslow, 1);
-    ck_assert_int_eq(ev[i].slow, AH_LM_PERSIST);
-    ck_assert_int_eq(ev[i].windows, AH_LM_PERSIST);
-    ck_assert_msg(ev[i].rate < 0.2 * ev[i].ref, "rate %g ref %g", ev[i].rate, ev[i].ref);
+  for (int i = 0; i < f.n; i++) {
+    const ah_lm_event_t *e = &f.ev[i];
+    assert_spine2_cell(e);
+    ck_assert_int_eq(e->cleared, 0);
+    seen |= 1u << e->src;
+    ck_assert_uint_eq(e->worst, cid(e->src, e->dst, 0));
+    ck_assert_int_eq(e->nconns, 2);
+    ck_assert_int_eq(e->nslow, 1);
+    ck_assert_int_eq(e->slow, AH_LM_PERSIST);
+    ck_assert_int_eq(e->windows, AH_LM_PERSIST);
+    ck_assert_msg(e->rate < 0.2 * e->ref, "rate %g ref %g", e->rate, e->ref);
     /* its NICs carry its queue pair 1 at speed: the link is spine 2's alone, which the slow
      * connections of all four cells cross */
-    ck_assert_int_eq(ev[i].nhop, 1);
-    ck_assert_uint_eq(ev[i].hop[0], 202);
-    ck_assert_int_eq(ev[i].hop_slow, 4);
+    ck_assert_int_eq(e->nhop, 1);
+    ck_assert_uint_eq(e->hop[0], 202);
+    ck_assert_int_eq(e->hop_slow, 4);
   }
   ck_assert_uint_eq(seen, 0xaa);
   ah_lm_free(lm);
@@ -119,8 +136,7 @@ END_TEST
  * nothing else crosses gets both (the data cannot tell them apart). */
 START_TEST(the_hop_most_slow_connections_cross_wins_a_tie) {
   ah_lm_t *lm = ah_lm_new(8, NULL);
-  ah_lm_event_t ev[8];
-  int total = 0;
+  found_t f = {0};
   for (int w = 0; w < 6; w++) {
     for (uint32_t r = 0; r < 8; r++) {
       uint32_t up = 500 + r, down = 600 + (r + 1) % 8; /* each path's own two cables */
@@ -129,21 +145,21 @@ START_TEST(the_hop_most_slow_connections_cross_wins_a_tie) {
       double rate = healthy() * (r == 1 || r == 4 || r == 6 ? 0.05 : 1);
       add(lm, r, (r + 1) % 8, 0, rate, up, down, 0);
     }
-    ah_lm_close(lm, w * WIN, WIN);
-    total += drain(lm, ev + total, 8 - total);
+    close_window(lm, w, &f);
   }
-  ck_assert_int_eq(total, 3);
+  ck_assert_int_eq(f.n, 3);
   for (int i = 0; i < 3; i++) {
-    if (ev[i].src == 6) {
-      ck_assert_int_eq(ev[i].nhop, 2);
-      ck_assert(ev[i].hop[0] == 506 && ev[i].hop[1] == 607);
-      ck_assert_int_eq(ev[i].hop_slow, 1);
+    const ah_lm_event_t *e = &f.ev[i];
+    if (e->src == 6) {
+      ck_assert_int_eq(e->nhop, 2);
+      ck_assert(e->hop[0] == 506 && e->hop[1] == 607);
+      ck_assert_int_eq(e->hop_slow, 1);
       continue;
     }
-    ck_assert(ev[i].src == 1 || ev[i].src == 4);
-    ck_assert_int_eq(ev[i].nhop, 1);
-    ck_assert_uint_eq(ev[i].hop[0], 900);
-    ck_assert_int_eq(ev[i].hop_slow, 2);
+    ck_assert(e->src == 1 || e->src == 4);
+    ck_assert_int_eq(e->nhop, 1);
+    ck_assert_uint_eq(e->hop[0], 900);
+    ck_assert_int_eq(e->hop_slow, 2);
   }
   ah_lm_free(lm);
 }
@@ -151,12 +167,11 @@ END_TEST
 
 START_TEST(one_slow_window_or_every_other_is_not_reported) {
   ah_lm_t *lm = ah_lm_new(8, NULL);
-  ah_lm_event_t ev[4];
+  found_t f = {0};
   for (int w = 0; w < 30; w++) {
     int slow = w == 2 || (w >= 10 && w % 2 == 0);
     ring_window(lm, 8, slow ? 2 : -1, 0.05, 0);
-    ah_lm_close(lm, w * WIN, WIN);
-    ck_assert_int_eq(drain(lm, ev, 4), 0);
+    ck_assert_int_eq(close_window(lm, w, &f), 0);
   }
   ah_lm_free(lm);
 }
@@ -177,22 +192,21 @@ static void a2a_window(ah_lm_t *lm, uint32_t n, int row, int col, double frac) {
 START_TEST(a_slow_row_is_the_source_and_a_slow_column_the_destination) {
   for (int side = 0; side < 2; side++) {
     ah_lm_t *lm = ah_lm_new(8, NULL);
-    ah_lm_event_t ev[16];
-    int total = 0;
+    found_t f = {0};
     for (int w = 0; w < 10; w++) {
       a2a_window(lm, 8, side ? -1 : 5, side ? 5 : -1, 0.05);
-      ah_lm_close(lm, w * WIN, WIN);
-      total += drain(lm, ev + total, 16 - total);
+      close_window(lm, w, &f);
     }
-    ck_assert_int_eq(total, 1); /* one finding, not one per cell */
-    ck_assert_int_eq(ev[0].kind, side ? AH_LM_COL : AH_LM_ROW);
-    ck_assert_uint_eq(side ? ev[0].dst : ev[0].src, 5);
-    ck_assert_int_eq(ev[0].ncells, 7);
-    ck_assert_int_eq(ev[0].nslow, 7);
+    ck_assert_int_eq(f.n, 1); /* one finding, not one per cell */
+    const ah_lm_event_t *e = &f.ev[0];
+    ck_assert_int_eq(e->kind, side ? AH_LM_COL : AH_LM_ROW);
+    ck_assert_uint_eq(side ? e->dst : e->src, 5);
+    ck_assert_int_eq(e->ncells, 7);
+    ck_assert_int_eq(e->nslow, 7);
     /* the NIC hop: every slow connection crosses it, no connection at speed does */
-    ck_assert_int_eq(ev[0].nhop, 1);
-    ck_assert_uint_eq(ev[0].hop[0], side ? 305 : 105);
-    ck_assert_int_eq(ev[0].hop_slow, 7);
+    ck_assert_int_eq(e->nhop, 1);
+    ck_assert_uint_eq(e->hop[0], side ? 305 : 105);
+    ck_assert_int_eq(e->hop_slow, 7);
     ah_lm_free(lm);
   }
 }
@@ -200,12 +214,11 @@ END_TEST
 
 START_TEST(a_uniformly_slower_job_moves_the_reference) {
   ah_lm_t *lm = ah_lm_new(8, NULL);
-  ah_lm_event_t ev[4];
+  found_t f = {0};
   for (int w = 0; w < 20; w++) {
-    double f = w >= 5 ? 0.05 : 1; /* every connection at 5%: smaller messages, a loaded job */
-    for (uint32_t r = 0; r < 8; r++) add(lm, r, (r + 1) % 8, 0, healthy() * f, 0, 0, 0);
-    ah_lm_close(lm, w * WIN, WIN);
-    ck_assert_int_eq(drain(lm, ev, 4), 0);
+    double x = w >= 5 ? 0.05 : 1; /* every connection at 5%: smaller messages, a loaded job */
+    for (uint32_t r = 0; r < 8; r++) add(lm, r, (r + 1) % 8, 0, healthy() * x, 0, 0, 0);
+    ck_assert_int_eq(close_window(lm, w, &f), 0);
   }
   ah_lm_free(lm);
 }
@@ -213,12 +226,11 @@ END_TEST
 
 START_TEST(too_few_cells_or_bytes_are_not_judged) {
   ah_lm_t *lm = ah_lm_new(4, NULL);
-  ah_lm_event_t ev[4];
+  found_t f = {0};
   for (int w = 0; w < 10; w++) {
     add(lm, 0, 1, 0, BASE * 0.01, 0, 0, 0); /* two cells: no median to judge them by */
     add(lm, 1, 0, 0, BASE, 0, 0, 0);
-    ah_lm_close(lm, w * WIN, WIN);
-    ck_assert_int_eq(drain(lm, ev, 4), 0);
+    ck_assert_int_eq(close_window(lm, w, &f), 0);
   }
   ah_lm_stats_t st;
   ah_lm_stats(lm, &st);
@@ -232,8 +244,7 @@ START_TEST(too_few_cells_or_bytes_are_not_judged) {
     ah_lm_add(lm, &one);
     ah_lm_conn_t self = {.src = 3, .dst = 3, .id = 97, .bytes = 1e6, .busy_s = 0.5, .wrs = 9};
     ah_lm_add(lm, &self);
-    ah_lm_close(lm, w * WIN, WIN);
-    ck_assert_int_eq(drain(lm, ev, 4), 0);
+    ck_assert_int_eq(close_window(lm, w, &f), 0);
   }
   ah_lm_stats(lm, &st);
   ck_assert_int_eq(st.windows, 10);
@@ -244,23 +255,17 @@ END_TEST
 
 START_TEST(recovery_is_reported_after_the_windows_at_speed) {
   ah_lm_t *lm = ah_lm_new(8, NULL);
-  ah_lm_event_t ev[16];
-  int total = 0, at[16];
+  found_t f = {0};
   for (int w = 0; w < 20; w++) {
     ring_window(lm, 8, w < 6 ? 2 : -1, 0.05, 0);
-    ah_lm_close(lm, w * WIN, WIN);
-    int n = drain(lm, ev + total, 16 - total);
-    for (int i = 0; i < n; i++) at[total + i] = w;
-    total += n;
+    close_window(lm, w, &f);
   }
-  ck_assert_int_eq(total, 8); /* four cells found, the four at speed again */
-  for (int i = 0; i < 4; i++) ck_assert(!ev[i].cleared && at[i] == 2);
+  ck_assert_int_eq(f.n, 8); /* four cells found, the four at speed again */
+  for (int i = 0; i < 4; i++) ck_assert(!f.ev[i].cleared && f.at[i] == 2);
   for (int i = 4; i < 8; i++) {
-    ck_assert_int_eq(ev[i].cleared, 1);
-    ck_assert_int_eq(at[i], 6 + AH_LM_WINDOWS - 1);
-    ck_assert_int_eq(ev[i].kind, AH_LM_CELL);
-    ck_assert_uint_eq(ev[i].src % 2, 1);
-    ck_assert_uint_eq(ev[i].dst, (ev[i].src + 1) % 8);
+    ck_assert_int_eq(f.ev[i].cleared, 1);
+    ck_assert_int_eq(f.at[i], 6 + AH_LM_WINDOWS - 1);
+    assert_spine2_cell(&f.ev[i]);
   }
   ah_lm_stats_t st;
   ah_lm_stats(lm, &st);
@@ -271,20 +276,16 @@ END_TEST
 
 START_TEST(findings_are_rate_limited) {
   ah_lm_t *lm = ah_lm_new(32, NULL);
-  ah_lm_event_t ev[32];
-  int total = 0;
-  double t = 0;
-  for (int w = 0; w < 80; w++, t += WIN) {
+  found_t f = {0};
+  for (int w = 0; w < 80; w++) {
     /* 8 of 32 cells slow, each its own link: 8 findings, AH_LM_BURST a minute */
     for (uint32_t r = 0; r < 32; r++)
       add(lm, r, (r + 1) % 32, 0, healthy() * (r % 4 == 1 ? 0.05 : 1), 0, 0, 0);
-    ah_lm_close(lm, t, WIN);
-    int n = drain(lm, ev + total, 32 - total);
-    if (w < AH_LM_BURST_S + AH_LM_PERSIST - 1) ck_assert_int_le(total + n, AH_LM_BURST);
-    total += n;
+    close_window(lm, w, &f);
+    if (w < AH_LM_BURST_S + AH_LM_PERSIST - 1) ck_assert_int_le(f.n, AH_LM_BURST);
   }
-  ck_assert_int_eq(total, 8);
-  ck_assert_uint_gt(ev[AH_LM_BURST].suppressed, 0);
+  ck_assert_int_eq(f.n, 8);
+  ck_assert_uint_gt(f.ev[AH_LM_BURST].suppressed, 0);
   ah_lm_free(lm);
 }
 END_TEST
