@@ -145,6 +145,9 @@ struct ah_coord {
   _Atomic uint64_t last_tx_ns;
   _Atomic uint64_t last_rx_ns;
   uint64_t last_ping_ns; /* I/O thread only */
+  uint64_t installed_ns; /* when the current connection was installed (I/O thread only) */
+  int cut_backoff_ms;    /* the pause before reconnecting after a connection cut soon after it
+                          * came up: doubles at each such cut (I/O thread only) */
 
   /* The reading side: the ring's consumer end and the frames being parsed, taken by the I/O thread
    * and, through a relay, by an application thread waiting for a segment (ah_coord_poll, which only

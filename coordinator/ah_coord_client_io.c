@@ -67,6 +67,7 @@ int ah_coord_client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
   atomic_store(&c->last_rx_ns, now);
   atomic_store(&c->last_tx_ns, now);
   c->last_ping_ns = 0;
+  c->installed_ns = now;
   int rc = 0;
   pthread_mutex_lock(&c->mu);
   ah_coord_client_pubs_ack(c, last_pub);
@@ -474,6 +475,13 @@ static int client_joined(ah_coord_t *c) {
  * nothing with the hub, however slowly it exits: it says so at info only — also when it destroys
  * them while reconnecting (the hub's process may exit while this one is still in
  * ncclCommDestroy), so the count is read again when a warning or an error would be said. */
+/* A connection cut within QUICK_CUT_NS of coming up (the hub refused what this process sent, or
+ * drops it at once) is followed by a pause before the next attempt, doubling at each such cut up to
+ * QUICK_CUT_MAX_MS: every handshake of such a loop succeeds, so the attempts' own backoff never
+ * applied, and a hub refusing one frame saw thousands of reconnections a second. */
+#define QUICK_CUT_NS 2000000000ull
+#define QUICK_CUT_MAX_MS 1000
+
 static int client_reconnect(ah_coord_t *c, const char *why) {
   int warned = !client_joined(c) || atomic_load(&c->hub_bye); /* never warn then */
   if (warned)
@@ -487,6 +495,17 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
   uint64_t start = ah_coord_now_ns();
   uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
   int backoff = 20;
+  if (c->installed_ns && start - c->installed_ns < QUICK_CUT_NS) {
+    c->cut_backoff_ms = c->cut_backoff_ms ? c->cut_backoff_ms * 2 : 50;
+    if (c->cut_backoff_ms > QUICK_CUT_MAX_MS) c->cut_backoff_ms = QUICK_CUT_MAX_MS;
+    AH_LOG_CAPPED(5, AH_LOG_INFO,
+                  "coordinator: connection to hub %s cut %.0f ms after it came up; next attempt "
+                  "in %d ms",
+                  c->addr, (double)(start - c->installed_ns) / 1e6, c->cut_backoff_ms);
+    ah_coord_client_sleep_us(c->cut_backoff_ms * 1000L);
+  } else {
+    c->cut_backoff_ms = 0;
+  }
   char err[300] = "no attempt made";
   while (!atomic_load(&c->stop) && !ah_coord_exiting()) {
     int fd;

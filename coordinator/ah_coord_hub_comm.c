@@ -114,15 +114,20 @@ static int digest_mismatch(hub_comm_t *m) {
 
 /* Decides a communicator's verdict (once) and tells every connection joined to it. Later joiners
  * get it from ah_coord_hub_on_join. */
-void ah_coord_hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
-  if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m))
-    verdict = AH_COORD_VERDICT_MISMATCH;
+/* Decides m's verdict and sends it to every connection joined. */
+static void verdict_set(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
   m->verdict = verdict;
   if (m->joined) { /* it was pending */
     h->npending_joins--;
     hub_client_t *cl = ah_coord_hub_client_find(h, m->pending_by);
     if (cl) cl->npending--;
   }
+  for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
+}
+
+void ah_coord_hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
+  if (verdict == AH_COORD_VERDICT_COMPLETE && digest_mismatch(m))
+    verdict = AH_COORD_VERDICT_MISMATCH;
   if (verdict == AH_COORD_VERDICT_COMPLETE)
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: comm %016llx: all %u ranks joined", h->addr,
            (unsigned long long)m->comm, m->nranks);
@@ -136,13 +141,13 @@ void ah_coord_hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict) 
                         "comm %016llx: only %u of its %u ranks joined within %d ms; every "
                         "rank runs NCCL's own choices",
                         (unsigned long long)m->comm, m->njoined, m->nranks, h->o.join_ms);
-  for (int i = 0; i < m->nsubs; i++) verdict_send(h, m->subs[i], m);
+  verdict_set(h, m, verdict);
 }
 
 /* Note that a JOIN is refused (and the connection dropped) when its rank is not below its rank
- * count, when the count is 0 or above AH_COORD_MAX_RANKS, or when it differs from the count the
- * communicator's first JOIN gave: no legitimate rank sends any of these, and accepting them could
- * decide a verdict the other ranks never agreed to. */
+ * count, or when the count is 0 or above AH_COORD_MAX_RANKS: no legitimate rank sends these. One
+ * whose count differs from the communicator's first JOIN is answered ABANDONED instead (see
+ * ah_coord_hub_on_join). */
 /* Tells one connection that a communicator the caps refused is abandoned: the rank then runs NCCL's
  * own choices at once, as if it never reached the hub, instead of waiting for a verdict. */
 static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
@@ -214,11 +219,19 @@ void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, co
   hub_comm_t *found = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, found);
   if (found && found->nranks && found->nranks != nranks) {
-    ah_coord_hub_refuse(h, RATE_FRAME,
-                        "refused a JOIN from %s: comm %016llx has %u ranks, the JOIN says "
-                        "%u; connection dropped",
-                        c->peer, (unsigned long long)comm, found->nranks, nranks);
-    ah_coord_hub_conn_close_later(h, c);
+    /* Two rank counts for one communicator: a stale process of an earlier incarnation, a buggy
+     * rank or a forged JOIN — which count is the real one, the hub cannot know. Refusing every JOIN
+     * of the other count (and dropping their connections, which came straight back) left the real
+     * ranks without a verdict for good: one frame hung the job. Instead a communicator not yet
+     * decided is ABANDONED for every rank joined, and this connection is told so and kept, so every
+     * rank runs NCCL's own choices whatever any peer sent. A decided one keeps its verdict. */
+    ah_coord_hub_refuse(h, RATE_FRAME, "comm %016llx has %u ranks, a JOIN from %s says %u; %s",
+                        (unsigned long long)comm, found->nranks, c->peer, nranks,
+                        found->verdict == AH_COORD_VERDICT_NONE
+                            ? "every rank of it runs NCCL's own choices"
+                            : "that process's ranks run NCCL's own choices");
+    if (found->verdict == AH_COORD_VERDICT_NONE) verdict_set(h, found, AH_COORD_VERDICT_ABANDONED);
+    verdict_refuse(h, c, comm);
     return;
   }
   hub_comm_t *m = hub_comm_get(h, c, cl, comm);

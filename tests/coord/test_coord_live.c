@@ -786,7 +786,8 @@ START_TEST(bad_joins_are_refused) {
   fd = raw_authed(0x4322);
   ck_assert_int_eq(raw_join(fd, 66, 4, 0), AH_NET_OK);
   ck_assert_int_eq(raw_join(fd, 66, 5, 1), AH_NET_OK); /* a rank count that changed */
-  ck_assert(log_wait("comm 0000000000000042 has 4 ranks, the JOIN says 5", 2000));
+  ck_assert(log_wait("comm 0000000000000042 has 4 ranks, a JOIN from 127.0.0.1", 2000));
+  ck_assert_int_eq(raw_read_verdict(fd, 66), AH_COORD_VERDICT_ABANDONED); /* told, not dropped */
   close(fd);
   fd = raw_authed(0x4323);
   ck_assert_int_eq(raw_join(fd, 67, 0, 0), AH_NET_OK); /* no ranks at all */
