@@ -13,6 +13,7 @@
 #include "autoha_cli.h"
 #include "autoha_plot.h"
 #include "ah_env.h"
+#include "ah_jansson.h"
 #include "ah_override.h"
 #include "ah_report.h"
 
@@ -216,6 +217,7 @@ static int cmd_report(int argc, char **argv) {
     fprintf(stderr, "autoha report: no report given (see autoha report --help)\n");
     return 2;
   }
+  if (!ah_jansson_ready()) return 1; /* it logged why, once, and no file is read */
   argv += optind;
   argc -= optind;
   rc = 0;
@@ -270,6 +272,7 @@ static int cmd_compare(int argc, char **argv) {
     return 2;
   }
   argv += optind;
+  if (!ah_jansson_ready()) return 1; /* it logged why, once, and no file is read */
   ah_report_t *r[2] = {NULL, NULL};
   for (int i = 0; i < 2; i++) {
     char err[512];
