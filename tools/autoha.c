@@ -419,7 +419,21 @@ static int cmd_check_override(int argc, char **argv) {
   return 0;
 }
 
+/* AUTOHA_JANSSON, the one setting the command obeys itself (where jansson is, for the subcommands
+ * that read reports), through its table row: the job's other variables stay the library's to
+ * parse and report (check_env_once.sh). */
+static void jansson_setting(void) {
+  const char *v = getenv("AUTOHA_JANSSON");
+  static ah_settings_t s; /* tens of KiB, and only the one field is used */
+  char err[512];
+  if (!v) return;
+  if (ah_env_parse_one(ah_env_var_find("AUTOHA_JANSSON"), v, &s, err, sizeof err) != 0)
+    fprintf(stderr, "autoha: %s; default kept\n", err);
+  else ah_jansson_set_path(s.jansson);
+}
+
 int main(int argc, char **argv) {
+  jansson_setting();
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
