@@ -42,10 +42,28 @@ if(NOT UTHASH_INCLUDE_DIR)
   message(FATAL_ERROR "uthash.h not found: run scripts/install-deps (Debian package uthash-dev).")
 endif()
 
+# jansson: the distribution's. The build needs only its headers: tuner/ah_jansson.c opens
+# libjansson.so.4 at run time, in a process that writes or reads a report, so libautoha.so needs
+# nothing beyond the C library (tests/install checks DT_NEEDED) and nothing links -ljansson.
+find_path(JANSSON_INCLUDE_DIR jansson.h)
+if(NOT JANSSON_INCLUDE_DIR)
+  message(FATAL_ERROR "jansson.h not found: run scripts/install-deps (Debian package libjansson-dev).")
+endif()
+add_library(autoha_json_headers INTERFACE)
+target_include_directories(autoha_json_headers SYSTEM INTERFACE ${JANSSON_INCLUDE_DIR})
+# The runtime file itself (the real file behind the libjansson.so.4 link), for the tests that
+# load it by path and for the wheel's copy (AUTOHA_BUNDLE_JANSSON, cmake/Install.cmake). Optional
+# otherwise: a machine that builds need not run a report.
+find_library(JANSSON_RUNTIME NAMES libjansson.so.4)
+if(JANSSON_RUNTIME)
+  get_filename_component(JANSSON_RUNTIME_REAL ${JANSSON_RUNTIME} REALPATH)
+  message(STATUS "jansson: headers ${JANSSON_INCLUDE_DIR}, runtime ${JANSSON_RUNTIME_REAL} (opened at run time)")
+else()
+  message(STATUS "jansson: headers ${JANSSON_INCLUDE_DIR}; no libjansson.so.4 found (Debian package libjansson4): "
+          "reports will not be written until one is installed")
+endif()
+
 # The real headers, as SYSTEM includes: nccl.h declares `ncclGroupStart()` without a prototype,
 # which -Wstrict-prototypes would otherwise turn into an error in every file that includes it.
 add_library(autoha_cuda_headers INTERFACE)
 target_include_directories(autoha_cuda_headers SYSTEM INTERFACE ${CUDA_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
-
-# jansson is built from third_party/jansson (a static PIC library): libautoha.so then needs no
-# libjansson.so.4 in the user's process; tests/install checks DT_NEEDED.

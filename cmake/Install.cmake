@@ -1,5 +1,6 @@
 # What `cmake --install build --prefix P` puts where (GNUInstallDirs), in two components:
-#   autoha  P/lib/libautoha.so (the library users preload) and P/bin/autoha (the command line)
+#   autoha  P/lib/libautoha.so (the library users preload) and P/bin/autoha (the command line);
+#           with AUTOHA_BUNDLE_JANSSON also P/lib/libjansson.so.4 and its copyright (below)
 #   sim     sim/'s CPU stand-ins, for trying autoha on a machine without GPUs: libncclsim.so under
 #           each name it answers to, the verbs provider (libibverbs.so.1, libmlx5.so.1) and the
 #           preload stand-ins, all in P/lib/autoha-sim/ (the folder a job puts first on
@@ -13,6 +14,27 @@ set(AUTOHA_SIM_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/autoha-sim)
 
 install(TARGETS autoha LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT autoha)
 install(TARGETS autoha_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT autoha)
+
+# jansson beside libautoha.so, with its copyright, only with AUTOHA_BUNDLE_JANSSON (the wheel's,
+# pyproject.toml): a pip install has no package manager to bring libjansson4, and
+# tuner/ah_jansson.c looks beside the library first. Not in the .deb nor a plain prefix, where
+# the distribution's package is the one copy (the .deb Depends on libjansson4, Package.cmake): a
+# second libjansson.so.4 in /usr/lib would stand on the loader's default path beside it. The copy
+# is the real file behind the libjansson.so.4 link, under that name; `autoha` itself opens it
+# through its RUNPATH, the bin-to-lib path (it looks beside itself, in bin/, first).
+if(AUTOHA_BUNDLE_JANSSON)
+  find_file(JANSSON_COPYRIGHT copyright PATHS /usr/share/doc/libjansson4 NO_DEFAULT_PATH)
+  if(NOT JANSSON_RUNTIME_REAL OR NOT JANSSON_COPYRIGHT)
+    message(FATAL_ERROR "AUTOHA_BUNDLE_JANSSON: libjansson.so.4 or /usr/share/doc/libjansson4/copyright "
+            "not found: run scripts/install-deps (Debian package libjansson4).")
+  endif()
+  install(FILES ${JANSSON_RUNTIME_REAL} DESTINATION ${CMAKE_INSTALL_LIBDIR} RENAME libjansson.so.4
+          COMPONENT autoha)
+  install(FILES ${JANSSON_COPYRIGHT} DESTINATION ${CMAKE_INSTALL_LIBDIR} RENAME libjansson.so.4.copyright
+          COMPONENT autoha)
+  file(RELATIVE_PATH _cli_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
+  set_target_properties(autoha_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_cli_to_lib}")
+endif()
 
 if(AUTOHA_BUILD_SIM)
   # From bin/ to the sim folder, and from a preload stand-in back up to libncclsim.so.

@@ -2,7 +2,9 @@
 # component (cmake/Install.cmake), installing under /usr:
 #   autoha       /usr/lib/libautoha.so, /usr/bin/autoha
 #   autoha-sim   sim/'s stand-ins in /usr/lib/autoha-sim and ncclsim-run, ncclsim-fabric, train_job
-# Their dependencies on Debian's packages are found by dpkg-shlibdeps (package dpkg-dev).
+# Their dependencies on Debian's packages are found by dpkg-shlibdeps (package dpkg-dev), and the
+# one it cannot see is named: libautoha.so and autoha open libjansson.so.4 with dlopen
+# (tuner/ah_jansson.c), so autoha Depends on libjansson4 (dpkg-shlibdeps' findings are added to it).
 set(CPACK_PACKAGE_NAME autoha)
 set(CPACK_PACKAGE_VENDOR autoha)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -18,6 +20,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_AUTOHA_PACKAGE_NAME autoha)
+set(CPACK_DEBIAN_AUTOHA_PACKAGE_DEPENDS libjansson4)
 set(CPACK_DEBIAN_SIM_PACKAGE_NAME autoha-sim)
 set(CPACK_COMPONENT_AUTOHA_DESCRIPTION "libautoha.so, preloaded into NCCL jobs to tune their collectives, and the autoha command")
 set(CPACK_COMPONENT_SIM_DESCRIPTION "sim/: CPU stand-ins for libnccl, CUDA and libibverbs, to run NCCL programs without GPUs")

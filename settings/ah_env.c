@@ -14,10 +14,11 @@
 #include <strings.h>
 
 #include "ah_env.h"
-#include "ah_quote.h"
+#include "ah_jansson.h"
 #include "ah_log.h"
 #include "ah_log_file.h"
 #include "ah_path.h"
+#include "ah_quote.h"
 #include "ah_template.h"
 #include "ah_version.h"
 
@@ -169,6 +170,7 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
       return 0;
     case AH_ENV_COMMAND:
     case AH_ENV_TEXT:
+    case AH_ENV_FILE:
       if (set_text(field_of(v, s_p), v->size, value) != 0) {
         snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
         break;
@@ -381,6 +383,7 @@ static void settings_init(void) {
   if (ah_log_file_start(early.log_file, err, sizeof err) != 0)
     ah_log(AH_LOG_ERROR, "%s; logging to stderr", err);
   ah_env_parse(environ, &g_settings);
+  ah_jansson_set_path(g_settings.jansson); /* before any report: jansson opens at the first */
 }
 
 const ah_settings_t *ah_env_settings(void) {
@@ -416,6 +419,7 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
     case AH_ENV_TC_RULES:
     case AH_ENV_IFNAME:
     case AH_ENV_TEXT:
+    case AH_ENV_FILE:
     case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
     case AH_ENV_SUBSYS: ah_log_subsys_format((unsigned)*(const int *)f, buf, len); break;
     case AH_ENV_QP_SPORT:

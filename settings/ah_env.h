@@ -50,6 +50,7 @@ typedef struct {
   char report[AH_ENV_PATH_MAX];     /* AUTOHA_REPORT: path template (%h %p %r %%); "" = no report */
   int report_interval_s;            /* AUTOHA_REPORT_INTERVAL_S: 0 = teardown and exit only */
   char profile[AH_ENV_PATH_MAX];    /* AUTOHA_PROFILE: report to warm-start from; "" = none */
+  char jansson[AH_ENV_PATH_MAX];    /* AUTOHA_JANSSON: the file to open; "" = the search */
   double sync_warn_s;               /* AUTOHA_SYNC_WARN_S: warn when a rank waits this long */
   double sync_timeout_s;            /* AUTOHA_SYNC_TIMEOUT_S: stop waiting for a decision */
   int tune_budget;                  /* AUTOHA_TUNE_BUDGET: calls a key may spend searching */
@@ -105,6 +106,7 @@ typedef enum {
   AH_ENV_SUBSYS,   /* a log subsystem list as NCCL_DEBUG_SUBSYS: tune,coord or ^qp (ah_log.h) */
   AH_ENV_IFNAME,   /* an interface list as NCCL_SOCKET_IFNAME: [^][=]NAME,NAME..., kept as text */
   AH_ENV_TEXT,     /* free text, kept as is (a variable only the project's scripts read) */
+  AH_ENV_FILE,     /* a file's path or name, kept as is (no template); empty = none */
 } ah_env_type_t;
 
 /* One row of the table. */

@@ -91,6 +91,15 @@ static const ah_env_var_t env_table[] = {
      "fingerprint or another NCCL version is refused with one message and the job runs as if "
      "none was given. Communicators are matched by their shape (ranks, nodes), not their ids.",
      0, 0, NULL, FIELD(profile)},
+    {"AUTOHA_JANSSON", AH_ENV_FILE, "", "a path to libjansson.so.4, or empty for the search",
+     "Where autoha finds jansson, the library its reports and profiles are written and read with. "
+     "autoha opens it at run time, and only in a process that writes or reads one: libautoha.so "
+     "needs nothing beyond the C library, so it never brings a jansson into a process that has "
+     "its own. Empty searches libjansson.so.4 beside libautoha.so (the wheel ships a copy there), "
+     "then on the loader's usual path (Debian/Ubuntu package libjansson4). A path names the one "
+     "file to open, and nothing else is tried. When none opens, one error names each file tried "
+     "and why it failed, no report is written and no profile read, and the job runs on.",
+     0, 0, NULL, FIELD(jansson)},
     {"AUTOHA_SYNC_WARN_S", AH_ENV_DOUBLE, "10", "0.001..86400 (seconds)",
      "A rank that waits this long for the leader's decision about a call logs what it waits for "
      "(communicator, key, call index) and keeps waiting: ranks never guess a configuration, "

@@ -15,6 +15,7 @@
 #include "shim_decide.h"
 #include "rdma.h"
 #include "shim_internal.h"
+#include "ah_jansson.h"
 #include "ah_tune.h"
 
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -156,6 +157,13 @@ void ah_shim_report_write(const char *why) {
    * below is touched — the topology would open libcuda.so.1, which may warn in a process that
    * never used NCCL. */
   if (b.ok && r.ncomms == 0) {
+    pthread_mutex_unlock(&write_lock);
+    return;
+  }
+  /* The JSON library, opened by the first report (tuner/ah_jansson.c): without it there is no
+   * report, and ah_jansson_ready() has said so once; the job goes on. */
+  if (!ah_jansson_ready()) {
+    report_free(&r);
     pthread_mutex_unlock(&write_lock);
     return;
   }

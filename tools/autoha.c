@@ -13,6 +13,7 @@
 #include "autoha_cli.h"
 #include "autoha_plot.h"
 #include "ah_env.h"
+#include "ah_jansson.h"
 #include "ah_override.h"
 #include "ah_report.h"
 
@@ -216,6 +217,7 @@ static int cmd_report(int argc, char **argv) {
     fprintf(stderr, "autoha report: no report given (see autoha report --help)\n");
     return 2;
   }
+  if (!ah_jansson_ready()) return 1; /* it logged why, once, and no file is read */
   argv += optind;
   argc -= optind;
   rc = 0;
@@ -270,6 +272,7 @@ static int cmd_compare(int argc, char **argv) {
     return 2;
   }
   argv += optind;
+  if (!ah_jansson_ready()) return 1; /* it logged why, once, and no file is read */
   ah_report_t *r[2] = {NULL, NULL};
   for (int i = 0; i < 2; i++) {
     char err[512];
@@ -416,7 +419,21 @@ static int cmd_check_override(int argc, char **argv) {
   return 0;
 }
 
+/* AUTOHA_JANSSON, the one setting the command obeys itself (where jansson is, for the subcommands
+ * that read reports), through its table row: the job's other variables stay the library's to
+ * parse and report (check_env_once.sh). */
+static void jansson_setting(void) {
+  const char *v = getenv("AUTOHA_JANSSON");
+  static ah_settings_t s; /* tens of KiB, and only the one field is used */
+  char err[512];
+  if (!v) return;
+  if (ah_env_parse_one(ah_env_var_find("AUTOHA_JANSSON"), v, &s, err, sizeof err) != 0)
+    fprintf(stderr, "autoha: %s; default kept\n", err);
+  else ah_jansson_set_path(s.jansson);
+}
+
 int main(int argc, char **argv) {
+  jansson_setting();
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

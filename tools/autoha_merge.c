@@ -16,6 +16,7 @@
 
 #include "autoha_cli.h"
 #include "autoha_merge_env.h"
+#include "ah_jansson.h"
 #include "ah_report.h"
 
 /* One rank's view of one key. */
@@ -329,6 +330,7 @@ int cmd_report_merge(int argc, char **argv) {
     merge_usage(stderr);
     return 2;
   }
+  if (!ah_jansson_ready()) return 1; /* it logged why, once, and no file is read */
   merge_t m = {0};
   int nread = 0, bad = 0;
   for (int i = optind; i < argc; i++) bad += read_path(&m, argv[i], &nread);

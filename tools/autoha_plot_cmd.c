@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ah_file.h"
+#include "ah_jansson.h"
 #include "autoha_cli.h"
 #include "autoha_plot.h"
 
@@ -48,6 +49,7 @@ static FILE *open_out(const char *cmd, const char *dir, const char *name, char *
 
 static int read_all(const char *cmd, int argc, char **argv, plot_reports_t *rs) {
   int bad = 0;
+  if (!ah_jansson_ready()) return 1; /* it logged why, once: no report is read (rs->n stays 0) */
   for (int i = optind; i < argc; i++) bad += plot_reports_read(rs, argv[i]);
   if (rs->n == 0) cli_no_report(cmd, argv + optind, argc - optind);
   return bad;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_jansson.h"
 #include "ah_log.h"
 #include "ah_report.h"
 
@@ -99,6 +100,7 @@ static void version_text(int v, char *buf, size_t len) {
 int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_profile_t **p_p) {
   char err[512];
   ah_report_t *r = NULL;
+  if (!ah_jansson_ready()) return -1; /* its one error says no profile is read */
   if (ah_report_read(path, &r, err, sizeof err) != 0) {
     ah_log(AH_LOG_ERROR, "profile %s not loaded: %s", path, err);
     return -1;

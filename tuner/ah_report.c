@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ah_file.h"
+#include "ah_jansson.h"
 #include "ah_report.h"
 #include "ah_report_run.h"
 #include "ah_version.h"
@@ -183,6 +184,7 @@ static json_t *report_to_json(const ah_report_t *r) {
 }
 
 char *ah_report_to_string(const ah_report_t *r) {
+  if (!ah_jansson_ready()) return NULL; /* it logged why, once */
   /* Every text field made valid UTF-8 first: jansson refuses anything else, and a report must not
    * be lost to a byte in a job id. */
   ah_report_t *t = malloc(sizeof *t); /* tens of KiB: not on a caller's stack */
@@ -208,6 +210,11 @@ char *ah_report_to_string(const ah_report_t *r) {
 int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t errlen) {
   char tmp[4096];
   int fd = -1;
+  if (!ah_jansson_ready()) {
+    if (err && errlen)
+      snprintf(err, errlen, "no report is written to %s: " AH_JANSSON_SONAME " did not load", path);
+    return -1;
+  }
   if (ah_file_make_parents(path, err, errlen) != 0) return -1;
   char *text = ah_report_to_string(r);
   if (!text) {

@@ -207,19 +207,22 @@ int ah_report_source_parse(const char *s);
 
 /* ---- writing and reading --------------------------------------------------------------------- */
 
-/* The report as JSON text (malloc'ed, the caller frees), or NULL on allocation failure. */
+/* The report as JSON text (malloc'ed, the caller frees), or NULL on allocation failure or when
+ * jansson cannot be loaded (ah_jansson_ready() logged that, once). */
 char *ah_report_to_string(const ah_report_t *r);
 
 /* Writes the report to `path` atomically: "<path>.tmp.<pid>.<n>" (n unique per call) then rename,
  * so a reader sees the old or the new file, never half of one. Folders leading to it that do not
  * exist are created. Returns 0, or -1 with err naming the
- * failing call and the path (not logged: the caller logs once); the temporary file is removed. */
+ * failing call and the path (not logged: the caller logs once); the temporary file is removed.
+ * Without jansson (ah_jansson_ready() is 0) nothing is touched and err says so. */
 int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t errlen);
 
 /* Parses JSON text (or a file) into a new report. Returns 0 and sets *r_p, or -1 with err naming
  * the place: "line L column C: <jansson's message>" for malformed JSON, or the JSON path of a
  * field with the wrong type ("comms[1].keys[3].applied.algo: expected a string"). Unknown fields
- * are ignored, so later schema additions still load. */
+ * are ignored, so later schema additions still load. Without jansson (ah_jansson_ready() is 0)
+ * both return -1 at once, err saying so, and read opens no file. */
 int ah_report_parse(const char *text, ah_report_t **r_p, char *err, size_t errlen);
 int ah_report_read(const char *path, ah_report_t **r_p, char *err, size_t errlen);
 

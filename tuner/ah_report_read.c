@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ah_file.h"
+#include "ah_jansson.h"
 #include "ah_report.h"
 #include "ah_report_run.h"
 #include "ah_version.h"
@@ -570,7 +571,15 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
   }
 }
 
+/* 0 when jansson is loaded; else -1 with err saying so (ah_jansson_ready() logged the cause). */
+static int need_jansson(char *err, size_t errlen) {
+  if (ah_jansson_ready()) return 0;
+  if (err && errlen) snprintf(err, errlen, "no report is read: " AH_JANSSON_SONAME " did not load");
+  return -1;
+}
+
 int ah_report_parse(const char *text, ah_report_t **r_p, char *err, size_t errlen) {
+  if (need_jansson(err, errlen) != 0) return -1;
   json_error_t je;
   json_t *root = json_loads(text ? text : "", 0, &je);
   if (!root) {
@@ -598,6 +607,7 @@ int ah_report_parse(const char *text, ah_report_t **r_p, char *err, size_t errle
 int ah_report_read(const char *path, ah_report_t **r_p, char *err, size_t errlen) {
   size_t len = 0;
   char why[160];
+  if (need_jansson(err, errlen) != 0) return -1; /* before opening a file it cannot parse */
   char *buf = ah_file_read(path, (size_t)1 << 30, &len, why, sizeof why);
   if (!buf) {
     if (err && errlen) snprintf(err, errlen, "%s", why);

@@ -3,7 +3,9 @@
 # every file of both components is where the README puts it, no installed file names the build
 # tree, the prefix still works after it is moved, and a 4-rank job on 2 simulated nodes completes
 # with libautoha.so preloaded (its banner and every report carry the version `autoha --version`
-# prints; `autoha lib` names the installed library).
+# prints; `autoha lib` names the installed library). Each rank's reports are written with the
+# jansson the installed library finds: the prefix's own copy when the build bundles one
+# (AUTOHA_BUNDLE_JANSSON), else the loader's, and `autoha report` from the prefix reads them.
 #   check_install.sh CMAKE BUILD_DIR
 set -euo pipefail
 cmake=$1 build=$2
@@ -44,10 +46,20 @@ reports=$(find "$tmp/autoha-reports" -name '*.json' | wc -l)
 for r in "$tmp"/autoha-reports/*/*.json; do
   grep -qF "\"autoha_version\": \"${version#autoha }\"" "$r" || fail "$r lacks \"autoha_version\""
 done
+# The jansson each rank loaded (AUTOHA_LOG=info names it): the prefix's copy when it has one.
+want=" loaded from " from="the loader's path"
+if [ -e "$P/lib/libjansson.so.4" ]; then
+  want=" loaded from $P/lib/libjansson.so.4" from="the prefix's lib/"
+  [ -f "$P/lib/libjansson.so.4.copyright" ] || fail "lib/libjansson.so.4 is installed without its copyright"
+fi
+n=$(grep -F " autoha INFO report: jansson " "$tmp/err" | grep -cF -- "$want" || true)
+[ "$n" = 4 ] || { cat "$tmp/err"; fail "$n of 4 ranks logged 'jansson ...$want'"; }
+"$P/bin/autoha" report "$tmp"/autoha-reports/*/*.json >"$tmp/report.out" 2>"$tmp/report.err" ||
+  { cat "$tmp/report.err"; fail "autoha report from the prefix cannot read the reports"; }
 # ncclsim-run --preload from the prefix puts the prefix's own stand-ins on the ranks' LD_PRELOAD
 # (lib/autoha-sim/preload, found from the program's folder), not the build tree's.
 pre=$(env -u NCCLSIM_PRELOAD_DIR -u LD_PRELOAD "$P/bin/ncclsim-run" -n 1 --preload -- printenv LD_PRELOAD 2>"$tmp/err") ||
   { cat "$tmp/err"; fail "ncclsim-run --preload from the prefix failed"; }
 [[ $pre = *"$P/lib/autoha-sim/preload/libcuda.so.1"* && $pre = *"$P/lib/autoha-sim/preload/libnccl.so.2"* ]] ||
   fail "ncclsim-run --preload from the prefix preloaded '$pre'"
-echo "PASS: installed into a prefix, moved it, ran 4 ranks from it with libautoha.so ${version#autoha }; --preload uses the prefix's stand-ins"
+echo "PASS: installed into a prefix, moved it, ran 4 ranks from it with libautoha.so ${version#autoha } (reports with jansson from $from); --preload uses the prefix's stand-ins"

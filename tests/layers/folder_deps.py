@@ -16,6 +16,11 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from file_cycles import symbols  # noqa: E402 (nm's defined and undefined symbols of each object)
 
+# The C library's functions that rdma/rdma_verbs.c defines in libautoha.so to see libnccl's verbs
+# lookups. Its trampolines pass every other name through to the C library unchanged, so a folder
+# below calling one (tuner/ah_jansson.c opening jansson) uses the C library, not rdma/.
+LIBC_INTERPOSED = {"dlsym", "dlvsym"}
+
 
 def main():
     if len(sys.argv) < 3:
@@ -53,7 +58,7 @@ def main():
                 continue
             for s in sorted(ss):
                 h = owner.get(s)
-                if not h or h == name:
+                if not h or h == name or s in LIBC_INTERPOSED:
                     continue
                 seen.add(h)
                 if h not in allowed:

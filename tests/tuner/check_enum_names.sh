@@ -9,7 +9,7 @@ set -euo pipefail
 src=$1
 fail() { echo "FAIL: $*"; exit 1; }
 table=$(grep -rl --include='*.c' 'static const ah_env_var_t env_table\[\]' "$src" --exclude-dir=build \
-        --exclude-dir=tests --exclude-dir=third_party | head -1)
+        --exclude-dir=tests | head -1)
 [ -n "$table" ] || fail "no environment table (env_table[]) found under $src"
 # Each row starts with {"AUTOHA_...", TYPE, and names its field in FIELD(f) or FIELD_FALLBACK(f, ...).
 fields=$(awk '/^ *\{"AUTOHA_/ { split($0, a, ","); gsub(/ /, "", a[2]); type = a[2] }
@@ -40,9 +40,8 @@ for pair in AUTOHA_MODE:AH_MODE_ AUTOHA_HA:AH_HA_POLICY_ AUTOHA_QP_METHOD:AH_QP_
     i=$((i + 1))
   done
 done
-# Product code: every C file but the tests', the simulator's (it reads no setting), the bundled
-# libraries' and the build's.
-hits=$(find "$src" \( -name build -o -name 'build-*' -o -name tests -o -name sim -o -name third_party \
+# Product code: every C file but the tests', the simulator's (it reads no setting) and the build's.
+hits=$(find "$src" \( -name build -o -name 'build-*' -o -name tests -o -name sim \
             -o -name fuzz -o -name bench -o -name .git \) -prune -o \( -name '*.c' -o -name '*.h' \) -print |
        xargs grep -nE "$pat" || true)
 [ -z "$hits" ] || fail "an enum setting compared with a bare number (use its AH_* name from ah_env.h):
