@@ -68,7 +68,7 @@ re="WARN [a-z]+: slow link on comm [0-9a-f]+: rank [0-9] \\([^)]*\\) -> rank [0-
 n=0 t1=
 for _ in $(seq $(( (fault_s + 30) * 10 ))); do
   # every process logs every finding: 4 lines of the first one
-  n=$(grep -E "$re" "$log" | sed -E 's/.*(slow link on comm [0-9a-f]+: rank [0-9]) .* -> (rank [0-9]).*/\1 \2/' |
+  n=$(grep -E "$re" "$log" 2>/dev/null | sed -E 's/.*(slow link on comm [0-9a-f]+: rank [0-9]) .* -> (rank [0-9]).*/\1 \2/' |
     sort | uniq -c | sort -nr | awk 'NR == 1 { print $1 }')
   n=${n:-0}
   if [ "$n" -ge 4 ]; then t1=$(now); break; fi
