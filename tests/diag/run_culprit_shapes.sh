@@ -17,7 +17,9 @@
 #   sigstop    the process is frozen (SIGSTOP) mid-job; `autoha status` shows it silent
 #   sigkill    the process is killed (SIGKILL) mid-job
 #   hubkill    the process of rank 0, which runs the hub, is killed: every other process says the
-#              hub is gone, and none is held up by autoha (the job ends by NCCL's error)
+#              hub is gone, and none is held up by autoha (the job ends by NCCL's error); its
+#              RESULT counts those processes, other autoha warnings as wrong, and the time until
+#              the 7th said it
 #   torch-sleep, torch-kill  a PyTorch loop (tests/torch/torch_diag.py: all_reduce, then .item())
 #              whose rank 5 sleeps for good in a step, or is killed; TRAIN_JOB is then the python of
 #              a venv with torch (scripts/torch-venv), run with ncclsim-run --preload
@@ -97,18 +99,27 @@ fi
 alive=8
 [ -n "$signal" ] && alive=7 # the frozen or killed process says nothing
 if [ "$shape" = hubkill ]; then
+  # RESULT: named = the processes that said the hub is gone, wrong = other autoha warnings (a rank
+  # named, a process held up), latency = until the 7th said it; a job autoha keeps from ending
+  # reports no latency (a miss)
+  t1=
   for _ in $(seq $(((hang_s + 2) * 10))); do
-    [ "$(grep -c "hub .* is gone" "$log")" -ge 7 ] && break
+    if [ "$(grep -c "hub .* is gone" "$log")" -ge 7 ]; then t1=$(now); break; fi
     sleep 0.1
   done
   n=$(grep -c "hub .* is gone" "$log")
-  [ "$n" -ge 7 ] || fail "$n of 7 processes said the hub is gone"
+  [ -n "$t1" ] || fail "$n of 7 processes said the hub is gone"
   for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$pid" 2>/dev/null && fail "the job did not end 20 s after its hub's process was killed"
-  if grep -E "autoha (ERROR|WARN)" "$log" | grep -v "is gone" | grep -q .; then
-    fail "another autoha warning: $(grep -E "autoha (ERROR|WARN)" "$log" | grep -v "is gone" | head -2)"
+  other=$(grep -E "autoha (ERROR|WARN)" "$log" | grep -v "is gone")
+  if [ -n "$other" ]; then
+    echo "FAIL $shape ($mode): another autoha warning: $(head -2 <<<"$other")"
+    echo "RESULT shape=$shape named=$n wrong=$(wc -l <<<"$other") latency=none"
+    exit 1
   fi
-  echo "$shape ($mode): 7 of 7 processes said the hub is gone; the job ended by NCCL's error"
+  took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  echo "RESULT shape=$shape named=$n wrong=0 latency=$took"
+  echo "$shape ($mode): 7 of 7 processes said the hub is gone $took s after the kill; the job ended by NCCL's error"
   exit 0
 fi
 
