@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shim_internal.h"
 
@@ -232,6 +233,7 @@ ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, 
   c->rank = rank;
   c->abi = abi;
   c->ctl = -1;
+  c->pid = (int)getpid();
   c->rec = ah_commrec_get(rec_id ? rec_id : id, nranks);
   pthread_mutex_init(&c->lock, NULL);
   pthread_mutex_lock(&registry_lock);

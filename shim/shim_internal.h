@@ -174,6 +174,7 @@ typedef struct ah_comm {
   CUstream own_stream, own_group;
   CUcontext cuctx;
   struct ah_comm_health *health;
+  int pid;              /* the process that made it: a forked child's copy is not its own */
   struct ah_comm *next; /* registry of every communicator, for the report */
 } ah_comm_t;
 

@@ -85,9 +85,13 @@ static void key_fill(ah_report_key_t *k, const ah_shim_rankkey_t *ck) {
   }
 }
 
+/* Note that a process forked after NCCL's init (a data loader's worker) holds copies of its
+ * parent's communicators with the counts of the fork: they are the parent's to report, and a
+ * child reporting them wrote over its parent's report (or added ranks to a merge). Only the
+ * communicators this process made are reported, so such a child writes none. */
 static void comm_add(void *arg, ah_comm_t *c) {
   build_t *b = arg;
-  if (!b->ok) return;
+  if (!b->ok || c->pid != (int)getpid()) return;
   ah_report_t *r = b->r;
   if (r->ncomms == b->cap) {
     int cap = b->cap ? 2 * b->cap : 8;

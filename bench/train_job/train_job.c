@@ -14,6 +14,9 @@
  * --host-delay R:US makes rank R's host sleep US microseconds at the start of every iteration (a
  * slow input pipeline: visible on sim/ only with NCCLSIM_HOST_CLOCK=1, as on a GPU whose stream
  * runs dry while its host is late).
+ * --fork-loader makes every rank fork a child after its first iteration, as PyTorch's DataLoader
+ * forks its workers once NCCL is up: the child makes no NCCL call, and leaves through exit() (its
+ * atexit handlers run) while the parent trains on; the parent waits for it at the end.
  * --pace-us US makes every rank's host sleep US microseconds at the start of every iteration: the
  * wall-clock pace of a real step (data loading, the optimizer), which changes no simulated time.
  * Diagnosis that counts in seconds (the hub's audits, its hang threshold) meets jobs of a few steps
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -58,7 +62,8 @@ static void parse_fault(const char *opt, const char *s, long *rank_p, unsigned l
 
 static long stall_rank = -1, mismatch_rank = -1, delay_rank = -1;
 static unsigned long stall_call, mismatch_call, delay_us, ncalls;
-static int pace_us; /* --pace-us: every host's sleep per iteration */
+static int pace_us;     /* --pace-us: every host's sleep per iteration */
+static int fork_loader; /* --fork-loader: a data-loader-shaped child per rank */
 
 /* The element count this rank passes to its next collective (which it counts), after the faults:
  * a stall never returns. */
@@ -109,6 +114,7 @@ int main(int argc, char **argv) {
       parse_fault("--mismatch", argv[++i], &mismatch_rank, &mismatch_call);
     else if (strcmp(argv[i], "--host-delay") == 0 && i + 1 < argc)
       parse_fault("--host-delay", argv[++i], &delay_rank, &delay_us);
+    else if (strcmp(argv[i], "--fork-loader") == 0) fork_loader = 1;
     else if (strcmp(argv[i], "--pace-us") == 0 && i + 1 < argc)
       pace_us = parse_opt("--pace-us", argv[++i], 0, 10000000);
     else if (strcmp(argv[i], "--sync") == 0 && i + 1 < argc) {
@@ -125,7 +131,7 @@ int main(int argc, char **argv) {
       fprintf(
           stderr,
           "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
-          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US] [--pace-us US] [--sync end|step|item]\n");
+          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US] [--pace-us US] [--fork-loader] [--sync end|step|item]\n");
       return 2;
     }
   }
@@ -162,6 +168,7 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaEventCreate(&t0));
   CHECK_CUDA(cudaEventCreate(&t1));
   CHECK_CUDA(cudaEventCreate(&done));
+  pid_t loader = -1;
   for (int it = 0; it < iters; it++) {
     if (it == warmup) CHECK_CUDA(cudaEventRecord(t0, compute));
     if (rank == delay_rank) usleep((useconds_t)delay_us);
@@ -189,6 +196,14 @@ int main(int argc, char **argv) {
     CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0)); /* optimizer step waits for all gradients */
     ncclsimStreamAddCompute(compute, opt_us);
     if (sync == 1) CHECK_CUDA(cudaStreamSynchronize(compute));
+    if (fork_loader && it == 0) {
+      fflush(NULL);
+      loader = fork();
+      if (loader == 0) { /* the worker: no NCCL, some work, then exit() as a Python process does */
+        usleep(50000);
+        exit(0);
+      }
+    }
     if (sync == 2) {
       float loss;
       CHECK_CUDA(cudaMemcpy(&loss, params, sizeof loss, cudaMemcpyDeviceToHost));
@@ -203,6 +218,7 @@ int main(int argc, char **argv) {
         "train_job: %d ranks on %s, %d timed iterations: %.3f ms per iteration (simulated, sim/)\n",
         world, getenv("NCCLSIM_TOPO") ? getenv("NCCLSIM_TOPO") : "default topology", iters - warmup,
         ms / (iters - warmup));
+  if (loader > 0) waitpid(loader, NULL, 0);
   CHECK_NCCL(ncclCommDestroy(comm));
   return 0;
 }
