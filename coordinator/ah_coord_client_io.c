@@ -631,7 +631,12 @@ void *ah_coord_client_main(void *arg) {
       snprintf(why, sizeof why, "cut on request");
       lost = 1;
     }
-    if (!lost && now - atomic_load(&c->last_rx_ns) > (uint64_t)c->o.dead_ms * 1000000ull) {
+    /* last_rx_ns may be newer than `now`: an application thread taking the hub's frames from the
+     * relay's ring (ah_coord_poll) stamps it at any moment, and the unsigned difference then read as
+     * a hub silent for centuries (a job making communicators by the thousand took its hub for dead
+     * twice a second) */
+    uint64_t rx = atomic_load(&c->last_rx_ns);
+    if (!lost && rx < now && now - rx > (uint64_t)c->o.dead_ms * 1000000ull) {
       snprintf(why, sizeof why, "nothing heard for %d ms", c->o.dead_ms);
       lost = 1;
     }

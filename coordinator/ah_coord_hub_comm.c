@@ -163,6 +163,7 @@ static int member_note(hub_comm_t *m, uint64_t id, uint64_t seq, uint32_t most) 
   for (int i = 0; i < m->nmembers; i++)
     if (m->members[i].client_id == id) {
       if (seq > m->members[i].delivered) m->members[i].delivered = seq;
+      m->members[i].left = 0; /* it joins again */
       return 0;
     }
   if ((uint32_t)m->nmembers >= most) return -1;
@@ -173,7 +174,7 @@ static int member_note(hub_comm_t *m, uint64_t id, uint64_t seq, uint32_t most) 
     m->members = ms;
     m->capmembers = cap;
   }
-  m->members[m->nmembers++] = (hub_member_t){id, seq};
+  m->members[m->nmembers++] = (hub_member_t){id, seq, 0};
   return 0;
 }
 
@@ -338,16 +339,64 @@ oom:
   ah_coord_hub_conn_close_later(h, c);
 }
 
+/* Frees a communicator and gives back what it was charged: its creator's and the job's count,
+ * its retained frames (to their publishers), its progress and straggler slots, its pending join and
+ * rank bitmap. Nothing outlives the hub loop's step that calls this: the link and gather passes
+ * build their references to communicators afresh at each tick. */
+static void hub_comm_free(ah_coord_hub_t *h, hub_comm_t *m) {
+  HASH_DEL(h->comms, m);
+  hub_client_t *owner = ah_coord_hub_client_find(h, m->owner);
+  if (owner && owner->ncomms > 0) owner->ncomms--;
+  h->ncomms--;
+  for (size_t i = 0; i < m->nframes; i++) {
+    hub_client_t *pub = ah_coord_hub_client_find(h, m->frame_pub[i]);
+    if (pub && pub->nframes > 0) pub->nframes--;
+  }
+  h->nframes -= m->nframes;
+  atomic_store_explicit(&h->nframes_seen, h->nframes, memory_order_relaxed);
+  if (m->prog) h->prog_ranks -= m->nranks;
+  if (m->strag) h->prog_ranks -= m->nranks;
+  if (m->joined) {
+    h->rank_bytes -= (m->nranks + 7) / 8;
+    if (m->verdict == AH_COORD_VERDICT_NONE) { /* still pending */
+      h->npending_joins--;
+      hub_client_t *cl = ah_coord_hub_client_find(h, m->pending_by);
+      if (cl && cl->npending > 0) cl->npending--;
+    }
+  }
+  ah_coord_hub_gather_free(h, m);
+  ah_coord_hub_link_comm_free(m);
+  ah_strag_free(m->strag);
+  free(m->joined);
+  free(m->frames);
+  free(m->frame_pub);
+  free(m->members);
+  free(m->prog);
+  free(m->subs);
+  free(m);
+}
+
+/* Note that a communicator every member left is freed: a job that splits and destroys
+ * communicators by the thousand otherwise filled its processes' communicator cap (1,024 per
+ * client) with destroyed ones, and the next were refused. A member whose connection dropped has
+ * not left (it may reconnect and ask for what it missed). */
 void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   hub_comm_t *m = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
-  if (m) ah_coord_hub_comm_unsub(m, c);
   for (int i = 0; i < c->ncomms; i++)
     if (c->comms[i] == comm) {
       c->comms[i] = c->comms[--c->ncomms];
       break;
     }
+  if (!m) return;
+  ah_coord_hub_comm_unsub(m, c);
+  int staying = 0;
+  for (int i = 0; i < m->nmembers; i++) {
+    if (m->members[i].client_id == c->client_id) m->members[i].left = 1;
+    staying += !m->members[i].left;
+  }
+  if (m->nmembers > 0 && staying == 0 && m->nsubs == 0) hub_comm_free(h, m);
 }
 
 hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id) {

@@ -70,6 +70,7 @@ typedef struct {
 typedef struct {
   uint64_t client_id;
   uint64_t delivered;
+  int left; /* it sent LEAVE: its last local rank of the communicator is destroyed */
 } hub_member_t;
 /* Members a communicator may have beyond its rank count (subscribe-only joins): a cap, since
  * each is kept for the job's life. */

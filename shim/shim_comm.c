@@ -193,9 +193,9 @@ static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
 static ah_commrec_t *recs;
 
 static ah_commrec_t *rec_find_locked(uint64_t id) {
-  for (ah_commrec_t *r = recs; r; r = r->next)
-    if (r->id == id) return r;
-  return NULL;
+  ah_commrec_t *r = NULL;
+  HASH_FIND(hh, recs, &id, sizeof id, r);
+  return r;
 }
 
 ah_commrec_t *ah_commrec_get(uint64_t id, int nranks) {
@@ -205,8 +205,11 @@ ah_commrec_t *ah_commrec_get(uint64_t id, int nranks) {
     r->id = id;
     r->nranks = nranks;
     atomic_init(&r->ctl, -1);
-    r->next = recs;
-    recs = r;
+    HASH_ADD(hh, recs, id, sizeof(uint64_t), r);
+    if (!AH_HASH_ADDED(r)) { /* out of memory: as for calloc */
+      free(r);
+      r = NULL;
+    }
   }
   if (r && r->nranks <= 0) r->nranks = nranks;
   pthread_mutex_unlock(&rec_lock);
@@ -222,7 +225,7 @@ ah_commrec_t *ah_commrec_announce(uint64_t id, int nranks) {
 /* ---- contexts ---------------------------------------------------------------------------------- */
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static ah_comm_t *registry;
+static ah_comm_t *registry, *live;
 
 ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, int rank, int abi) {
   ah_comm_t *c = calloc(1, sizeof *c);
@@ -239,22 +242,42 @@ ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, 
   pthread_mutex_lock(&registry_lock);
   c->next = registry;
   registry = c;
+  c->live_next = live;
+  if (live) live->live_prev = c;
+  live = c;
+  c->live = 1;
   pthread_mutex_unlock(&registry_lock);
   last_created = c;
   return c;
 }
 
 void ah_comm_finalize(ah_comm_t *c) {
-  if (c) atomic_store(&c->finalized, 1);
+  if (!c) return;
+  pthread_mutex_lock(&registry_lock);
+  atomic_store(&c->finalized, 1);
+  if (c->live) {
+    if (c->live_prev) c->live_prev->live_next = c->live_next;
+    else live = c->live_next;
+    if (c->live_next) c->live_next->live_prev = c->live_prev;
+    c->live_prev = c->live_next = NULL;
+    c->live = 0;
+  }
+  pthread_mutex_unlock(&registry_lock);
 }
 
 ah_comm_t *ah_comm_find(uint64_t rec_id, int rank) {
   pthread_mutex_lock(&registry_lock);
-  ah_comm_t *head = registry;
+  ah_comm_t *found = NULL;
+  for (ah_comm_t *c = live; c && !found; c = c->live_next)
+    if (c->rec && c->rec->id == rec_id && c->rank == rank) found = c;
   pthread_mutex_unlock(&registry_lock);
-  for (ah_comm_t *c = head; c; c = c->next)
-    if (c->rec && c->rec->id == rec_id && c->rank == rank && !atomic_load(&c->finalized)) return c;
-  return NULL;
+  return found;
+}
+
+void ah_comm_foreach_live(void (*fn)(void *arg, ah_comm_t *c), void *arg) {
+  pthread_mutex_lock(&registry_lock);
+  for (ah_comm_t *c = live; c; c = c->live_next) fn(arg, c);
+  pthread_mutex_unlock(&registry_lock);
 }
 
 void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg) {

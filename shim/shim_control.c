@@ -127,7 +127,7 @@ static void local_rank0_find(void *arg, ah_comm_t *c) {
  * must have joined by then. The hub and the client count a rank joined twice once. */
 static void join_local_ranks(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
   local_ranks_t l = {.id = c->id};
-  ah_comm_foreach(local_rank_collect, &l);
+  ah_comm_foreach_live(local_rank_collect, &l);
   for (int i = 0; i < l.n; i++)
     if (l.ranks[i] != c->rank) (void)h->attach(h->arg, c->id, c->nranks, l.ranks[i]);
 }
@@ -254,7 +254,7 @@ void ah_shim_comm_control(ah_comm_t *c) {
     ah_comm_t *lead = c->rank == 0 ? c : NULL;
     if (!lead) {
       local_rank0_t l = {.id = c->id};
-      ah_comm_foreach(local_rank0_find, &l);
+      ah_comm_foreach_live(local_rank0_find, &l);
       lead = l.found;
     }
     if (!lead && c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE) lead = c;
@@ -286,7 +286,7 @@ void ah_shim_comm_retire(ah_comm_t *c) {
   static pthread_mutex_t retire_lock = PTHREAD_MUTEX_INITIALIZER; /* two ranks' destroys at once */
   pthread_mutex_lock(&retire_lock);
   live_count_t l = {.rec = r};
-  ah_comm_foreach(live_count, &l);
+  ah_comm_foreach_live(live_count, &l);
   int leave = l.live == 0 && r->hub && !atomic_exchange(&r->left, 1);
   pthread_mutex_unlock(&retire_lock);
   if (!leave) return;

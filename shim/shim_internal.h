@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include "ah_config.h"
+#include "ah_uthash.h"
 #include "ah_coord_health.h"
 #include "ah_env.h"
 #include "ah_log.h"
@@ -140,7 +141,7 @@ typedef struct ah_commrec {
   _Atomic int ctl;       /* AH_CTL_*, -1 until decided */
   int hub;               /* its ranks joined the coordinator's hub (under the control lock) */
   _Atomic int left;      /* the process left it at the hub: its last local context is gone */
-  struct ah_commrec *next;
+  UT_hash_handle hh;     /* in the process-wide table by id (shim_comm.c) */
 } ah_commrec_t;
 
 /* A communicator as seen by one rank's tuner context. Created at the tuner's init (once per
@@ -176,6 +177,10 @@ typedef struct ah_comm {
   struct ah_comm_health *health;
   int pid;              /* the process that made it: a forked child's copy is not its own */
   struct ah_comm *next; /* registry of every communicator, for the report */
+  /* The live ones (not finalized), which the control's look-ups walk: a job that made thousands
+   * of communicators has one or two of them (under the registry's lock) */
+  struct ah_comm *live_prev, *live_next;
+  int live;
 } ah_comm_t;
 
 /* Process-wide shim state, set once by ah_shim_init. It holds no copy of a setting: every file
@@ -291,6 +296,8 @@ ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, 
 void ah_comm_finalize(ah_comm_t *c);
 /* Calls fn for every communicator ever created (report). */
 void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg);
+/* Calls fn for every communicator not finalized, under the registry's lock: fn only looks. */
+void ah_comm_foreach_live(void (*fn)(void *arg, ah_comm_t *c), void *arg);
 /* An identity for a communicator created where the shim saw no unique id: the same on every rank
  * only if ranks create such communicators in the same order, which is why it is a last resort. */
 uint64_t ah_comm_fallback_id(size_t nranks, size_t nnodes);
@@ -337,6 +344,10 @@ int ah_shim_revoke_comm(uint64_t id);
 /* ---- report (shim_report.c) ------------------------------------------------------------------ */
 /* Writes the report now (teardown, exit, interval). Serialised; never fails the job. */
 void ah_shim_report_write(const char *why);
+/* A communicator's teardown: writes the report now, or, when one was written less than a second
+ * ago, within a second (a job that splits and destroys communicators by the thousand rewrote a
+ * report of every communicator ever made at each teardown). */
+void ah_shim_report_teardown(void);
 /* Starts the interval writer when AUTOHA_REPORT_INTERVAL_S > 0 (once; later calls do nothing). */
 void ah_shim_report_start_interval(void);
 

@@ -216,7 +216,7 @@ static void handle_forget(ncclComm_t comm) {
   pthread_mutex_unlock(&handles_lock);
   if (api) {
     ah_shim_comm_retire(api);
-    ah_shim_report_write("communicator teardown");
+    ah_shim_report_teardown();
   }
 }
 

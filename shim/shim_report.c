@@ -195,6 +195,75 @@ void ah_shim_report_write(const char *why) {
   pthread_mutex_unlock(&write_lock);
 }
 
+/* ---- teardown writes: at most one a second, and at most 5% of the time -------------------------- */
+
+/* Note that a report holds every communicator the process made, so its write grows with them: the
+ * gap after a teardown write is 20 times what the write took, and a second at least, so a job that
+ * makes and destroys communicators by the thousand spends at most a twentieth of its time on them. */
+#define TEARDOWN_GAP_NS 1000000000ull
+static uint64_t teardown_gap_ns = TEARDOWN_GAP_NS;
+static pthread_mutex_t teardown_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t teardown_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t teardown_last_ns; /* when the last teardown write started */
+static int teardown_pending;      /* a teardown came since: the flusher writes it */
+static int teardown_flusher;      /* the flusher thread runs */
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A teardown's write, timed for the gap after it. */
+static void teardown_write(void) {
+  uint64_t t0 = mono_ns();
+  ah_shim_report_write("communicator teardown");
+  uint64_t gap = 20 * (mono_ns() - t0);
+  pthread_mutex_lock(&teardown_lock);
+  teardown_gap_ns = gap > TEARDOWN_GAP_NS ? gap : TEARDOWN_GAP_NS;
+  pthread_mutex_unlock(&teardown_lock);
+}
+
+/* Writes a pending teardown's report once the gap after the previous write has passed. */
+static void *teardown_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&teardown_lock);
+  for (;;) {
+    while (!teardown_pending) pthread_cond_wait(&teardown_cv, &teardown_lock);
+    uint64_t due = teardown_last_ns + teardown_gap_ns, now = mono_ns();
+    if (now < due) {
+      pthread_mutex_unlock(&teardown_lock);
+      struct timespec t = {(time_t)((due - now) / 1000000000ull),
+                           (long)((due - now) % 1000000000ull)};
+      while (nanosleep(&t, &t) != 0) {}
+      pthread_mutex_lock(&teardown_lock);
+    }
+    teardown_pending = 0;
+    teardown_last_ns = mono_ns();
+    pthread_mutex_unlock(&teardown_lock);
+    teardown_write();
+    pthread_mutex_lock(&teardown_lock);
+  }
+  return NULL;
+}
+
+void ah_shim_report_teardown(void) {
+  pthread_mutex_lock(&teardown_lock);
+  uint64_t now = mono_ns();
+  int now_write = !teardown_last_ns || now - teardown_last_ns >= teardown_gap_ns;
+  if (!now_write && !teardown_flusher) /* none running: this teardown is written now */
+    now_write = !(teardown_flusher = ah_shim_thread_detached(teardown_main,
+                                                             "the report's teardown writer: "
+                                                             "every teardown writes at once") == 0);
+  if (now_write) teardown_last_ns = now;
+  else {
+    teardown_pending = 1;
+    pthread_cond_signal(&teardown_cv);
+  }
+  pthread_mutex_unlock(&teardown_lock);
+  if (now_write) teardown_write();
+}
+
 /* ---- interval writer ---------------------------------------------------------------------------- */
 
 static void *interval_main(void *arg) {

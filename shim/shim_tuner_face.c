@@ -157,7 +157,7 @@ static ncclResult_t finalize_common(void *context) {
   if (context) {
     ah_shim_chain_finalize(((ah_comm_t *)context)->chain_ctx);
     ah_shim_comm_retire(context);
-    ah_shim_report_write("communicator teardown");
+    ah_shim_report_teardown();
   }
   return ncclSuccess;
 }
