@@ -137,6 +137,25 @@ START_TEST(a_join_with_another_rank_count_later_leaves_the_ranks_a_verdict) {
 }
 END_TEST
 
+/* A process that makes and destroys communicators by the thousand (ncclCommSplit per phase): each
+ * is freed at the hub once every member left, so the 1,025th is served as the first was, where the
+ * destroyed ones used to fill the process's cap (1,024) and the next were refused. */
+START_TEST(communicators_every_member_left_are_freed) {
+  ah_coord_t *a = client(), *b = client();
+  for (uint64_t comm = 1000; comm < 1000 + 1100; comm++) {
+    ck_assert_int_eq(ah_coord_join_rank(a, comm, 2, 0, NULL), 0);
+    ck_assert_int_eq(ah_coord_join_rank(b, comm, 2, 1, NULL), 0);
+    ck_assert_int_eq(verdict_wait(a, comm, 3000), AH_COORD_VERDICT_COMPLETE);
+    ck_assert_int_eq(verdict_wait(b, comm, 3000), AH_COORD_VERDICT_COMPLETE);
+    ah_coord_leave(a, comm);
+    ah_coord_leave(b, comm);
+  }
+  ck_assert_ptr_null(strstr(log_text(), "refused comm"));
+  ah_coord_client_close(b);
+  ah_coord_client_close(a);
+}
+END_TEST
+
 /* A hub that completes each handshake and closes the connection at once, counting them. */
 static int cutter_lfd;
 static atomic_int cutter_handshakes;
@@ -179,9 +198,10 @@ int main(void) {
   ah_log_set_level(AH_LOG_INFO);
   const TTest *const tests[] = {a_join_with_another_rank_count_first_cannot_hang_the_ranks,
                                 a_join_with_another_rank_count_later_leaves_the_ranks_a_verdict,
-                                a_hub_that_cuts_each_connection_is_retried_ever_slower};
+                                a_hub_that_cuts_each_connection_is_retried_ever_slower,
+                                communicators_every_member_left_are_freed};
   return ah_check_main(
       "coord_join",
-      (ah_check_case_t){.name = "join", .timeout = 30, .setup = setup, .teardown = teardown}, tests,
+      (ah_check_case_t){.name = "join", .timeout = 60, .setup = setup, .teardown = teardown}, tests,
       AH_CHECK_COUNT(tests));
 }
