@@ -485,19 +485,7 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   ah_coord_hub_dir_free(h);
   ah_coord_hub_link_free(h);
   hub_comm_t *m, *mt;
-  HASH_ITER(hh, h->comms, m, mt) {
-    HASH_DEL(h->comms, m);
-    ah_coord_hub_gather_free(h, m);
-    free(m->joined);
-    free(m->frames);
-    free(m->frame_pub);
-    free(m->members);
-    free(m->prog);
-    ah_strag_free(m->strag);
-    ah_coord_hub_link_comm_free(m);
-    free(m->subs);
-    free(m);
-  }
+  HASH_ITER(hh, h->comms, m, mt) ah_coord_hub_comm_free(h, m);
   hub_client_t *cl, *ct;
   HASH_ITER(hh, h->clients, cl, ct) {
     HASH_DEL(h->clients, cl);

@@ -339,11 +339,7 @@ oom:
   ah_coord_hub_conn_close_later(h, c);
 }
 
-/* Frees a communicator and gives back what it was charged: its creator's and the job's count,
- * its retained frames (to their publishers), its progress and straggler slots, its pending join and
- * rank bitmap. Nothing outlives the hub loop's step that calls this: the link and gather passes
- * build their references to communicators afresh at each tick. */
-static void hub_comm_free(ah_coord_hub_t *h, hub_comm_t *m) {
+void ah_coord_hub_comm_free(ah_coord_hub_t *h, hub_comm_t *m) {
   HASH_DEL(h->comms, m);
   hub_client_t *owner = ah_coord_hub_client_find(h, m->owner);
   if (owner && owner->ncomms > 0) owner->ncomms--;
@@ -396,7 +392,7 @@ void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     if (m->members[i].client_id == c->client_id) m->members[i].left = 1;
     staying += !m->members[i].left;
   }
-  if (m->nmembers > 0 && staying == 0 && m->nsubs == 0) hub_comm_free(h, m);
+  if (m->nmembers > 0 && staying == 0 && m->nsubs == 0) ah_coord_hub_comm_free(h, m);
 }
 
 hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id) {

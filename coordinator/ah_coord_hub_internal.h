@@ -252,6 +252,12 @@ hub_client_t *ah_coord_hub_client_find(ah_coord_hub_t *h, uint64_t id);
 hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h,
                                       uint64_t id); /* found or created; NULL: no memory */
 void ah_coord_hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict);
+/* Frees a communicator (every member left it, or the hub closes) and gives back what it was
+ * charged: its creator's and the job's count, its retained frames (to their publishers), its
+ * progress and straggler slots, its pending join and rank bitmap. Nothing outlives the hub loop's
+ * step that calls this: the link and gather passes build their references to communicators afresh
+ * at each tick. */
+void ah_coord_hub_comm_free(ah_coord_hub_t *h, hub_comm_t *m);
 void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
 void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
 void ah_coord_hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p);
