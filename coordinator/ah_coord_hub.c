@@ -10,7 +10,9 @@
  * length prefix is checked against the exact size of its message type before any payload is read,
  * unauthenticated connections are capped (the oldest is dropped first) and must finish the
  * handshake within auth_ms, a started frame must complete within frame_ms, and a client that does
- * not read is dropped once max_outbuf bytes wait for it. An authenticated client is bounded too:
+ * not read is dropped once max_outbuf bytes wait for it, and the connection with the most queued
+ * once every connection's send buffers together hold max_outbuf_job. An authenticated client is
+ * bounded too:
  * communicators, pending joins, rank bitmaps and retained segments are capped per client id and
  * per job, and what a cap refuses is refused on the wire (an ABANDONED verdict for a JOIN, an ACK
  * without storing for a PUBLISH), so a legitimate rank falls back to NCCL's own choices instead
@@ -38,6 +40,7 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->idle_ms = 30000;
   o_p->max_pending = 256;
   o_p->max_outbuf = 64u << 20;
+  o_p->max_outbuf_job = 256u << 20; /* 4 such clients: the sum of per-connection caps is no bound */
   o_p->join_ms = AH_COORD_JOIN_S_DEFAULT * 1000; /* ah_coord_hub_start applies the setup's */
   o_p->hang_ms = AH_COORD_HANG_S_DEFAULT * 1000; /* AUTOHA_HANG_S's (docs/diagnosis.md says why) */
   o_p->max_progress_ranks = 1u << 16;

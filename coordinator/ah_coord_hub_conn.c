@@ -14,6 +14,10 @@
 #include "ah_coord_hub_internal.h"
 #include "ah_log.h"
 
+/* A send buffer larger than this is freed once it has drained (a burst, a replay): what the hub
+ * holds follows what waits, not the largest burst each connection ever had. */
+#define WBUF_KEEP (256u << 10)
+
 /* Closes a kind's one-second window once it has passed, logging what it suppressed. Called by each
  * refusal and by every sweep tick, so a burst's count is logged even when nothing follows it. */
 void ah_coord_hub_rate_roll(ah_coord_hub_t *h, hub_rate_t *r, uint64_t now) {
@@ -112,6 +116,7 @@ static void hub_conn_free(ah_coord_hub_t *h, hub_conn_t *c) {
     epoll_ctl(h->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
   }
+  h->wbuf_bytes -= c->wcap;
   free(c->wbuf);
   free(c->chans);
   free(c->comms);
@@ -152,6 +157,12 @@ void ah_coord_hub_conn_flush(ah_coord_hub_t *h, hub_conn_t *c) {
     return;
   }
   c->woff = c->wlen = 0;
+  if (c->wcap > WBUF_KEEP) { /* a burst's buffer goes back once sent */
+    h->wbuf_bytes -= c->wcap;
+    free(c->wbuf);
+    c->wbuf = NULL;
+    c->wcap = 0;
+  }
   hub_conn_interest(h, c, 0);
 }
 
@@ -162,6 +173,32 @@ void ah_coord_hub_flush_dirty(ah_coord_hub_t *h) {
     c->dirty = 0;
     if (!c->closing) ah_coord_hub_conn_flush(h, c);
   }
+}
+
+/* Note that each connection's cap (max_outbuf) bounds one slow reader, not their sum: 16
+ * connections that never read took the hub from 10 MB to 962 MB. Past max_outbuf_job for every
+ * connection's buffers together, the one with the most queued is dropped (its buffer freed at
+ * once), which may be the one queueing now. Returns 1 when c itself was dropped. */
+static int job_budget(ah_coord_hub_t *h, hub_conn_t *c, size_t grow) {
+  while (h->wbuf_bytes + grow > h->o.max_outbuf_job) {
+    hub_conn_t *worst = NULL;
+    for (int i = 0; i < h->nall; i++) {
+      hub_conn_t *o = h->all[i];
+      if (o->wcap && (!worst || o->wlen - o->woff > worst->wlen - worst->woff)) worst = o;
+    }
+    if (!worst) return 0; /* nothing to free: c's own growth alone is within its cap */
+    ah_coord_hub_refuse(h, RATE_SLOW,
+                        "the hub's send buffers hold %zu bytes (at most %zu for the job): %s, "
+                        "with the most queued (%zu bytes), dropped",
+                        h->wbuf_bytes, h->o.max_outbuf_job, worst->peer, worst->wlen - worst->woff);
+    ah_coord_hub_conn_close_later(h, worst);
+    h->wbuf_bytes -= worst->wcap;
+    free(worst->wbuf);
+    worst->wbuf = NULL;
+    worst->wcap = worst->wlen = worst->woff = 0;
+    if (worst == c) return 1;
+  }
+  return 0;
 }
 
 /* Queues bytes for a connection with a socket; sends at once when nothing else waits and flush is
@@ -183,6 +220,7 @@ static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, si
   if (c->wlen + n > c->wcap) {
     size_t cap = c->wcap ? c->wcap : 1024;
     while (cap < c->wlen + n) cap *= 2;
+    if (job_budget(h, c, cap - c->wcap)) return;
     uint8_t *w = realloc(c->wbuf, cap);
     if (!w) {
       ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory queueing %zu bytes for %s", h->addr,
@@ -190,6 +228,7 @@ static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, si
       ah_coord_hub_conn_close_later(h, c);
       return;
     }
+    h->wbuf_bytes += cap - c->wcap;
     c->wbuf = w;
     c->wcap = cap;
   }

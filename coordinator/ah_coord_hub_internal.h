@@ -190,6 +190,7 @@ struct ah_coord_hub {
   hub_comm_t *comms;
   int ncomms, npending_joins;  /* communicators; those with a join and no verdict yet */
   size_t rank_bytes;           /* bytes of every communicator's rank bitmap */
+  size_t wbuf_bytes;           /* bytes allocated to every connection's send buffer */
   size_t nframes;              /* segments retained, all communicators */
   _Atomic size_t nframes_seen; /* the same, for other threads (ah_coord_hub_retained) */
   hub_client_t *clients;

@@ -236,7 +236,9 @@ typedef struct {
   int idle_ms;       /* an authenticated connection silent this long is dropped */
   int max_pending;   /* unauthenticated connections held at once; the oldest is dropped beyond */
   size_t max_outbuf; /* bytes queued to one client before it is dropped as a slow reader */
-  int join_ms;       /* a communicator not joined by all its ranks this long after its first
+  size_t max_outbuf_job; /* bytes of every connection's send buffer together: beyond, the
+                          * connection with the most queued is dropped */
+  int join_ms;           /* a communicator not joined by all its ranks this long after its first
                         * join is ABANDONED (AUTOHA_COORD_JOIN_S) */
   /* Bounds on what authenticated clients make the hub keep. Per client (id) and per job;
    * a communicator beyond a cap is refused with an ABANDONED verdict (NCCL's own choices), a segment
