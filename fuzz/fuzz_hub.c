@@ -3,7 +3,10 @@
  * connection's state: even, the input's bytes go to a fresh connection before authentication;
  * odd, the connection first completes the handshake with the job secret, then sends them. The
  * target then waits until the hub has dropped or kept the connection and has answered a PING on
- * another one, so a hub failure is charged to the input that caused it. */
+ * another one, so a hub failure is charged to the input that caused it. And whatever an input's
+ * JOINs said about a communicator (another rank count, ranks out of order, the same rank twice),
+ * a legitimate pair joining it afterwards as its 2 ranks must each hear a verdict within the join
+ * deadline: no frame from one peer may keep the real ranks from their verdict. */
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -78,6 +81,57 @@ static void hub_check_alive(void) {
   }
 }
 
+/* The comm of the first JOIN among the frames of p (an authenticated input's bytes), or 0x77. */
+static uint64_t first_join_comm(const uint8_t *p, size_t n) {
+  size_t off = 0;
+  while (n - off >= AH_COORD_HDR_BYTES) {
+    uint32_t len = ah_coord_get_u32(p + off);
+    if (len > AH_COORD_MAX_PAYLOAD || n - off - AH_COORD_HDR_BYTES < len) break;
+    if (p[off + 5] == AH_MSG_JOIN && len >= 8)
+      return ah_coord_get_u64(p + off + AH_COORD_HDR_BYTES);
+    off += AH_COORD_HDR_BYTES + len;
+  }
+  return 0x77;
+}
+
+/* A legitimate rank of comm's 2 joins and must read a VERDICT for it; returns its connection. */
+static int legit_join(uint64_t id, uint64_t comm, uint32_t rank) {
+  char err[AH_NET_ERR_LEN];
+  int fd = hub_dial();
+  if (fd < 0 || handshake(fd, id) != 0) {
+    fprintf(stderr, "fuzz_hub: a legitimate rank cannot connect\n");
+    abort();
+  }
+  uint8_t f[AH_COORD_HDR_BYTES + 48] = {0};
+  ah_coord_hdr_encode(AH_MSG_JOIN, 48, f);
+  ah_coord_put_u64(f + AH_COORD_HDR_BYTES, comm);
+  ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 8, 2);
+  ah_coord_put_u32(f + AH_COORD_HDR_BYTES + 12, rank);
+  if (ah_coord_net_write_full(err, fd, f, sizeof f, ah_coord_now_ns() + HUB_WAIT_NS) != AH_NET_OK) {
+    fprintf(stderr, "fuzz_hub: a legitimate rank's JOIN was cut\n");
+    abort();
+  }
+  return fd;
+}
+
+static void legit_verdict(int fd, uint64_t comm) {
+  char err[AH_NET_ERR_LEN];
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  uint64_t dl = ah_coord_now_ns() + HUB_WAIT_NS; /* the join deadline (200 ms) with room */
+  for (;;) {
+    ah_coord_hdr_t h;
+    if (ah_coord_net_read_full(err, fd, f, AH_COORD_HDR_BYTES, dl) != AH_NET_OK ||
+        ah_coord_hdr_decode(f, &h, err, sizeof err) != 0 ||
+        (h.len &&
+         ah_coord_net_read_full(err, fd, f + AH_COORD_HDR_BYTES, h.len, dl) != AH_NET_OK)) {
+      fprintf(stderr, "fuzz_hub: a legitimate rank of comm %016llx got no verdict (%s)\n",
+              (unsigned long long)comm, err);
+      abort();
+    }
+    if (h.type == AH_MSG_VERDICT && ah_coord_get_u64(f + AH_COORD_HDR_BYTES) == comm) return;
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[AH_NET_ERR_LEN];
   if (!hub) {
@@ -99,5 +153,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ah_coord_net_write_full(err, fd, data + 1, size - 1, ah_coord_now_ns() + 1000000000ull);
   close(fd);
   hub_check_alive();
+  if (data[0] & 1) {
+    static uint64_t legit_id = 0xa11e000000000000ull;
+    uint64_t comm = first_join_comm(data + 1, size - 1);
+    int r0 = legit_join(++legit_id, comm, 0), r1 = legit_join(++legit_id, comm, 1);
+    legit_verdict(r0, comm);
+    legit_verdict(r1, comm);
+    close(r0);
+    close(r1);
+  }
   return 0;
 }
