@@ -18,7 +18,7 @@
   do {                                                                                             \
     ncclResult_t r_ = (x);                                                                         \
     if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, "churn_job: %s failed: %s\n", #x, ncclGetErrorString(r_));                  \
+      fprintf(stderr, "churn_job: %s failed: %s\n", #x, ncclGetErrorString(r_));                   \
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
@@ -65,8 +65,8 @@ int main(int argc, char **argv) {
   }
   double t = now_s() - t0, t_last = now_s() - t_last_from;
   if (rank == 0)
-    printf("churn_job: %d cycles in %.2f s (first quarter %.3f s, last quarter %.3f s)\n", cycles, t,
-           t_first, t_last);
+    printf("churn_job: %d cycles in %.2f s (first quarter %.3f s, last quarter %.3f s)\n", cycles,
+           t, t_first, t_last);
   CHECK(ncclCommDestroy(comm));
   return 0;
 }
