@@ -321,6 +321,15 @@ static void coord_goodbye(void) {
   ah_coord_hub_goodbye(); /* when this process runs the hub */
 }
 
+void ah_shim_coord_count(int *n_p, int *alive_p) {
+  int n = 0, alive = 0;
+  pthread_mutex_lock(&map_lock);
+  for (int i = 0; i < ncoords && i < 8; i++, n++) alive += ah_coord_alive(coords[i]);
+  pthread_mutex_unlock(&map_lock);
+  *n_p = n;
+  *alive_p = alive;
+}
+
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f)) {
   ah_coord_set_finding_handler(fn);
 }

@@ -321,6 +321,8 @@ void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, doub
 /* Keeps a finding of the hub for the report (the latest AH_REPORT_HEALTH_MAX), and copies them. */
 void ah_shim_health_note(uint64_t comm, int kind, const char *text);
 int ah_shim_health_findings(ah_report_health_t *out, int max);
+/* The findings received since the process started, per kind (AH_FINDING_*), into counts_p. */
+void ah_shim_health_counts(uint64_t counts_p[AH_REPORT_HEALTH_KINDS + 1]);
 /* Runs AUTOHA_HEALTH_CMD (when set) with the finding as one JSON line on its standard input. */
 void ah_shim_health_event(uint64_t comm, const ah_finding_t *f);
 /* Per-connection timing (shim_link.c): tells the RDMA side how to read a queue pair's GPU (at init). */
