@@ -22,8 +22,4 @@ void ah_shim_coord_seen(const ncclUniqueId *id);
  * coordinator's I/O thread. */
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f));
 
-/* The coordinators this process talks to (normally one), and how many of them are connected now,
- * for the metrics. Cheap: a lock over at most 8 entries and an atomic load each. */
-void ah_shim_coord_count(int *n_p, int *alive_p);
-
 #endif

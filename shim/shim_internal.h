@@ -352,5 +352,9 @@ void ah_shim_report_write(const char *why);
 void ah_shim_report_teardown(void);
 /* Starts the interval writer when AUTOHA_REPORT_INTERVAL_S > 0 (once; later calls do nothing). */
 void ah_shim_report_start_interval(void);
+/* Where the report learns the process's coordinators and how many are connected (for the metrics):
+ * set by shim_coord.c at its first connection, so this file does not depend on the coordinator's
+ * (which depends on it through shim_init.c). NULL, or never set: no coordinator. */
+void ah_shim_report_set_coord_count(void (*fn)(int *n_p, int *alive_p));
 
 #endif

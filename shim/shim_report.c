@@ -7,6 +7,7 @@
  * Note that the snapshot reads counters that the decision path updates without locks, so a report
  * written while collectives run can be a few calls behind; the one written at exit is exact. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,13 @@
 #include "ah_jansson.h"
 #include "ah_metrics.h"
 #include "ah_tune.h"
-#include "shim_coord.h"
 
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static void (*_Atomic coord_count)(int *n_p, int *alive_p);
+
+void ah_shim_report_set_coord_count(void (*fn)(int *n_p, int *alive_p)) {
+  atomic_store(&coord_count, fn);
+}
 
 typedef struct {
   ah_report_t *r;
@@ -203,7 +208,8 @@ void ah_shim_report_write(const char *why) {
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
   r.nhealth = ah_shim_health_findings(r.health, AH_REPORT_HEALTH_MAX);
   ah_shim_health_counts(r.health_counts);
-  ah_shim_coord_count(&r.ncoords, &r.ncoords_alive);
+  void (*count)(int *, int *) = atomic_load(&coord_count);
+  if (count) count(&r.ncoords, &r.ncoords_alive);
   if (json) ah_shim_run_facts(&r.run);
   ah_shim_ha_report(&r.ha);
   char path[AH_ENV_PATH_MAX], err[256], job[AH_SHIM_JOB_MAX];
