@@ -1,7 +1,9 @@
 /* Whole-file reads for every folder's parsers: one bounded loop of fread into a doubling buffer,
  * so every reader fails the same way on a missing, unreadable or oversized file; and the folders a
- * written file needs. */
+ * written file needs, and the atomic write (a temporary file beside it, then rename) that every
+ * file a reader may open at any moment — a report, a metrics file — goes through. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -97,4 +99,47 @@ int ah_file_make_parents(const char *path, char *err, size_t errlen) {
     *p = '/';
   }
   return 0;
+}
+
+int ah_file_write_atomic(const char *path, const char *text, size_t len, char *err, size_t errlen) {
+  char tmp[4096];
+  if (ah_file_make_parents(path, err, errlen) != 0) return -1;
+  /* Unique per call, so two threads writing the same file never share a temporary file. */
+  static _Atomic unsigned write_seq;
+  unsigned seq = write_seq++;
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(), seq) >= (int)sizeof tmp) {
+    if (err && errlen) snprintf(err, errlen, "path too long: %s", path);
+    return -1;
+  }
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (err && errlen) snprintf(err, errlen, "open(%s) failed: %s", tmp, strerror(errno));
+    return -1;
+  }
+  size_t off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, text + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (err && errlen) snprintf(err, errlen, "write(%s) failed: %s", tmp, strerror(errno));
+      goto fail_file;
+    }
+    off += (size_t)n;
+  }
+  int rc = close(fd);
+  fd = -1;
+  if (rc != 0) {
+    if (err && errlen) snprintf(err, errlen, "write/close(%s) failed: %s", tmp, strerror(errno));
+    goto fail_file;
+  }
+  if (rename(tmp, path) != 0) {
+    if (err && errlen)
+      snprintf(err, errlen, "rename(%s, %s) failed: %s", tmp, path, strerror(errno));
+    goto fail_file;
+  }
+  return 0;
+fail_file:
+  if (fd >= 0) close(fd);
+  unlink(tmp);
+  return -1;
 }

@@ -17,4 +17,14 @@ char *ah_file_read(const char *path, size_t max_bytes, size_t *len_p, char *err,
  * Returns 0, or -1 with the reason in err. */
 int ah_file_make_parents(const char *path, char *err, size_t errlen);
 
+/* Writes len bytes of text to `path` atomically: the folders leading to it are created, the text
+ * goes to "<path>.tmp.<pid>.<n>" (n unique per call) in the same folder, which is then renamed to
+ * path, so a reader sees the old file or the new one, never half of one. Returns 0, or -1 with err
+ * naming the failing call and the path (not logged: the caller logs once); the temporary file is
+ * removed.
+ *
+ * Note that the temporary name ends in a number, never in the final name's suffix, so a reader
+ * that picks files by suffix (node_exporter's textfile collector takes *.prom) never opens it. */
+int ah_file_write_atomic(const char *path, const char *text, size_t len, char *err, size_t errlen);
+
 #endif

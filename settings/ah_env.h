@@ -49,6 +49,7 @@ typedef struct {
   char override_text[AH_ENV_PATH_MAX]; /* AUTOHA_OVERRIDE as given ("" when unset) */
   char report[AH_ENV_PATH_MAX];     /* AUTOHA_REPORT: path template (%h %p %r %%); "" = no report */
   int report_interval_s;            /* AUTOHA_REPORT_INTERVAL_S: 0 = teardown and exit only */
+  char metrics[AH_ENV_PATH_MAX];    /* AUTOHA_METRICS: path template of the .prom file; "" = none */
   char profile[AH_ENV_PATH_MAX];    /* AUTOHA_PROFILE: report to warm-start from; "" = none */
   char jansson[AH_ENV_PATH_MAX];    /* AUTOHA_JANSSON: the file to open; "" = the search */
   double sync_warn_s;               /* AUTOHA_SYNC_WARN_S: warn when a rank waits this long */

@@ -84,6 +84,18 @@ static const ah_env_var_t env_table[] = {
      "Seconds between periodic rewrites of the report during a long job, so a report exists even "
      "when a job is killed. 0 writes it only at communicator teardown and at exit.",
      0, 86400, NULL, FIELD(report_interval_s)},
+    {"AUTOHA_METRICS", AH_ENV_PATH, "off", "PATH template (%h %p %r %j %%) ending in .prom, or off",
+     "Where each process writes its metrics (docs/metrics.md): the figures of its report (calls, "
+     "mean time, bus bandwidth, tuning state and applied configuration per key; findings per "
+     "kind; failovers; the coordinator's connection) as Prometheus text, for node_exporter's "
+     "textfile collector, e.g. /var/lib/node_exporter/textfile/autoha-%j-%h-%p.prom. Written "
+     "when the report is (teardown, exit, every AUTOHA_REPORT_INTERVAL_S seconds), from the "
+     "same snapshot, to a temporary name in the same folder and renamed, as the collector "
+     "requires; missing folders are created. It needs no jansson and no AUTOHA_REPORT. Off by "
+     "default: the collector reads one folder that only the operator knows, and files left in "
+     "a job's working directory would be read by nothing. A name that does not end in .prom is "
+     "written, with one warning that the collector ignores it.",
+     0, 0, NULL, FIELD(metrics)},
     {"AUTOHA_PROFILE", AH_ENV_PATH, "off", "PATH template (%h %p %r %j %%), or off",
      "A report from an earlier run to start from: each key that was tuned (or overridden) there "
      "runs that configuration from its first call, without searching again, unless an override "

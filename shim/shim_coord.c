@@ -285,6 +285,17 @@ void ah_shim_coord_stamp(ncclUniqueId *id) {
   cred_write(&st, ah_comm_id_from_unique_id(id));
 }
 
+/* The coordinators this process talks to (normally one), and how many of them are connected now,
+ * for the metrics (ah_shim_report_set_coord_count). Cheap: a lock over at most 8 entries. */
+static void coord_count(int *n_p, int *alive_p) {
+  int n = 0, alive = 0;
+  pthread_mutex_lock(&map_lock);
+  for (int i = 0; i < ncoords && i < 8; i++, n++) alive += ah_coord_alive(coords[i]);
+  pthread_mutex_unlock(&map_lock);
+  *n_p = n;
+  *alive_p = alive;
+}
+
 static void coord_goodbye(void);
 
 void ah_shim_coord_seen(const ncclUniqueId *id) {
@@ -302,7 +313,10 @@ void ah_shim_coord_seen(const ncclUniqueId *id) {
   for (int i = 0; i < ncoords && i < 8; i++) seen |= coords[i] == c;
   if (c && !seen) {
     if (ncoords < 8) coords[ncoords] = c;
-    if (ncoords++ == 0) atexit(coord_goodbye);
+    if (ncoords++ == 0) {
+      atexit(coord_goodbye);
+      ah_shim_report_set_coord_count(coord_count);
+    }
   }
   ah_shim_ha_set_coord(ncoords == 1 ? coords[0] : NULL); /* shadows need exactly one hub */
   pthread_mutex_unlock(&map_lock);

@@ -265,6 +265,7 @@ void ah_shim_health_start(void) {
 static pthread_mutex_t findings_lock = PTHREAD_MUTEX_INITIALIZER;
 static ah_report_health_t findings[AH_REPORT_HEALTH_MAX];
 static int nfindings, first_finding;
+static uint64_t kind_counts[AH_REPORT_HEALTH_KINDS + 1]; /* since the start, for the metrics */
 
 void ah_shim_health_note(uint64_t comm, int kind, const char *text) {
   struct timespec ts;
@@ -278,6 +279,13 @@ void ah_shim_health_note(uint64_t comm, int kind, const char *text) {
   h->kind = kind;
   snprintf(h->text, sizeof h->text, "%s", text);
   h->time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  if (kind >= 1 && kind <= AH_REPORT_HEALTH_KINDS) kind_counts[kind]++;
+  pthread_mutex_unlock(&findings_lock);
+}
+
+void ah_shim_health_counts(uint64_t counts_p[AH_REPORT_HEALTH_KINDS + 1]) {
+  pthread_mutex_lock(&findings_lock);
+  memcpy(counts_p, kind_counts, sizeof kind_counts);
   pthread_mutex_unlock(&findings_lock);
 }
 

@@ -321,6 +321,8 @@ void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, doub
 /* Keeps a finding of the hub for the report (the latest AH_REPORT_HEALTH_MAX), and copies them. */
 void ah_shim_health_note(uint64_t comm, int kind, const char *text);
 int ah_shim_health_findings(ah_report_health_t *out, int max);
+/* The findings received since the process started, per kind (AH_FINDING_*), into counts_p. */
+void ah_shim_health_counts(uint64_t counts_p[AH_REPORT_HEALTH_KINDS + 1]);
 /* Runs AUTOHA_HEALTH_CMD (when set) with the finding as one JSON line on its standard input. */
 void ah_shim_health_event(uint64_t comm, const ah_finding_t *f);
 /* Per-connection timing (shim_link.c): tells the RDMA side how to read a queue pair's GPU (at init). */
@@ -350,5 +352,9 @@ void ah_shim_report_write(const char *why);
 void ah_shim_report_teardown(void);
 /* Starts the interval writer when AUTOHA_REPORT_INTERVAL_S > 0 (once; later calls do nothing). */
 void ah_shim_report_start_interval(void);
+/* Where the report learns the process's coordinators and how many are connected (for the metrics):
+ * set by shim_coord.c at its first connection, so this file does not depend on the coordinator's
+ * (which depends on it through shim_init.c). NULL, or never set: no coordinator. */
+void ah_shim_report_set_coord_count(void (*fn)(int *n_p, int *alive_p));
 
 #endif

@@ -1,11 +1,13 @@
 /* The process's tuning report: a snapshot of every communicator context and key the shim has seen,
- * handed to the report writer (tuner/ah_report.c), which writes JSON atomically. Written at every
+ * handed to the report writer (tuner/ah_report.c), which writes JSON atomically, and to the
+ * metrics writer (tuner/ah_metrics.c, AUTOHA_METRICS), so the two files agree. Written at every
  * communicator teardown, at exit, and every AUTOHA_REPORT_INTERVAL_S seconds from a background
  * thread.
  *
  * Note that the snapshot reads counters that the decision path updates without locks, so a report
  * written while collectives run can be a few calls behind; the one written at exit is exact. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,15 @@
 #include "rdma.h"
 #include "shim_internal.h"
 #include "ah_jansson.h"
+#include "ah_metrics.h"
 #include "ah_tune.h"
 
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static void (*_Atomic coord_count)(int *n_p, int *alive_p);
+
+void ah_shim_report_set_coord_count(void (*fn)(int *n_p, int *alive_p)) {
+  atomic_store(&coord_count, fn);
+}
 
 typedef struct {
   ah_report_t *r;
@@ -142,9 +150,29 @@ static void report_free(ah_report_t *r) {
   free(r->comms);
 }
 
+/* The metrics file of the snapshot r (AUTOHA_METRICS), beside or without the JSON report. */
+static void metrics_write(const ah_report_t *r, const char *job, const char *why) {
+  const ah_settings_t *s = ah_env_settings();
+  char path[AH_ENV_PATH_MAX], err[256];
+  if (ah_template_expand(s->metrics, r->host, r->pid, r->rank, job, path, sizeof path, err,
+                         sizeof err) != 0) {
+    AH_LOG_CAPPED(1, AH_LOG_ERROR, "AUTOHA_METRICS: %s: no metrics file is written", err);
+    return;
+  }
+  size_t n = strlen(path);
+  if (n < 5 || strcmp(path + n - 5, ".prom") != 0)
+    AH_LOG_CAPPED(1, AH_LOG_WARN,
+                  "AUTOHA_METRICS: %s does not end in .prom: node_exporter's textfile collector "
+                  "ignores it (written anyway)",
+                  path);
+  if (ah_metrics_write(r, path, err, sizeof err) != 0)
+    AH_LOG_CAPPED(3, AH_LOG_ERROR, "cannot write the metrics (%s): %s", why, err);
+  else ah_log(AH_LOG_DEBUG, "metrics written to %s (%s)", path, why);
+}
+
 void ah_shim_report_write(const char *why) {
   const ah_settings_t *s = ah_env_settings();
-  if (!ah_shim.enabled || !s->report[0]) return;
+  if (!ah_shim.enabled || (!s->report[0] && !s->metrics[0])) return;
   pthread_mutex_lock(&write_lock);
   /* Tens of KiB (the run's variables): kept off the stack of whichever thread writes. */
   static ah_report_t r;
@@ -164,25 +192,29 @@ void ah_shim_report_write(const char *why) {
     pthread_mutex_unlock(&write_lock);
     return;
   }
-  /* The JSON library, opened by the first report (tuner/ah_jansson.c): without it there is no
-   * report, and ah_jansson_ready() has said so once; the job goes on. */
-  if (!ah_jansson_ready()) {
+  if (!b.ok) {
+    AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory building the report (%s): not written", why);
     report_free(&r);
     pthread_mutex_unlock(&write_lock);
     return;
   }
+  /* The JSON library, opened by the first report (tuner/ah_jansson.c): without it there is no
+   * report, and ah_jansson_ready() has said so once; the metrics (plain text) are still written. */
+  int json = s->report[0] && ah_jansson_ready();
   ah_shim_fingerprint(r.topo);
   snprintf(r.mode, sizeof r.mode, "%s", ah_env_mode_name(ah_env_settings()->mode));
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   r.time_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
   r.nhealth = ah_shim_health_findings(r.health, AH_REPORT_HEALTH_MAX);
-  ah_shim_run_facts(&r.run);
+  ah_shim_health_counts(r.health_counts);
+  void (*count)(int *, int *) = atomic_load(&coord_count);
+  if (count) count(&r.ncoords, &r.ncoords_alive);
+  if (json) ah_shim_run_facts(&r.run);
   ah_shim_ha_report(&r.ha);
   char path[AH_ENV_PATH_MAX], err[256], job[AH_SHIM_JOB_MAX];
   ah_shim_job_name(0, job, sizeof job);
-  if (!b.ok) {
-    AH_LOG_CAPPED(3, AH_LOG_WARN, "out of memory building the report (%s): not written", why);
+  if (!json) { /* AUTOHA_REPORT=off, or no jansson (said once) */
   } else if (ah_template_expand(s->report, r.host, r.pid, r.rank, job, path, sizeof path, err,
                                 sizeof err) != 0) {
     AH_LOG_CAPPED(1, AH_LOG_ERROR, "AUTOHA_REPORT: %s: no report is written", err);
@@ -191,6 +223,7 @@ void ah_shim_report_write(const char *why) {
   } else {
     ah_log(AH_LOG_DEBUG, "report written to %s (%s)", path, why);
   }
+  if (s->metrics[0]) metrics_write(&r, job, why);
   report_free(&r);
   pthread_mutex_unlock(&write_lock);
 }
@@ -281,7 +314,7 @@ static pthread_once_t interval_once = PTHREAD_ONCE_INIT;
 
 static void interval_start(void) {
   const ah_settings_t *s = ah_env_settings();
-  if (s->report_interval_s <= 0 || !s->report[0]) return;
+  if (s->report_interval_s <= 0 || (!s->report[0] && !s->metrics[0])) return;
   (void)ah_shim_thread_detached(interval_main,
                                 "the report interval thread: reports at teardown and exit only");
 }

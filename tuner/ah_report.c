@@ -1,12 +1,10 @@
 /* ah_report.c: the tuning report as JSON (schema in docs/report.md) — serialising with jansson and
  * the atomic write (temporary file + rename). Reading a report back is ah_report_read.c. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,8 +206,6 @@ char *ah_report_to_string(const ah_report_t *r) {
 }
 
 int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t errlen) {
-  char tmp[4096];
-  int fd = -1;
   if (!ah_jansson_ready()) {
     if (err && errlen)
       snprintf(err, errlen, "no report is written to %s: " AH_JANSSON_SONAME " did not load", path);
@@ -217,50 +213,16 @@ int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t er
   }
   if (ah_file_make_parents(path, err, errlen) != 0) return -1;
   char *text = ah_report_to_string(r);
-  if (!text) {
+  size_t len = text ? strlen(text) : 0;
+  char *line = text ? realloc(text, len + 2) : NULL; /* the file ends in a newline */
+  if (!line) {
+    free(text);
     if (err && errlen)
       snprintf(err, errlen, "cannot format the report for %s (out of memory)", path);
     return -1;
   }
-  /* Unique per call, so two threads writing the same report never share a temporary file. */
-  static _Atomic unsigned write_seq;
-  unsigned seq = write_seq++;
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(), seq) >= (int)sizeof tmp) {
-    if (err && errlen) snprintf(err, errlen, "report path too long: %s", path);
-    goto fail_text;
-  }
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (err && errlen) snprintf(err, errlen, "open(%s) failed: %s", tmp, strerror(errno));
-    goto fail_text;
-  }
-  size_t len = strlen(text), off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, text + off, len - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (err && errlen) snprintf(err, errlen, "write(%s) failed: %s", tmp, strerror(errno));
-      goto fail_file;
-    }
-    off += (size_t)n;
-  }
-  if (write(fd, "\n", 1) != 1 || close(fd) != 0) {
-    fd = -1;
-    if (err && errlen) snprintf(err, errlen, "write/close(%s) failed: %s", tmp, strerror(errno));
-    goto fail_file;
-  }
-  fd = -1;
-  if (rename(tmp, path) != 0) {
-    if (err && errlen)
-      snprintf(err, errlen, "rename(%s, %s) failed: %s", tmp, path, strerror(errno));
-    goto fail_file;
-  }
-  free(text);
-  return 0;
-fail_file:
-  if (fd >= 0) close(fd);
-  unlink(tmp);
-fail_text:
-  free(text);
-  return -1;
+  memcpy(line + len, "\n", 2);
+  int rc = ah_file_write_atomic(path, line, len + 1, err, errlen);
+  free(line);
+  return rc;
 }

@@ -71,6 +71,7 @@ typedef struct {
 
 /* One finding of the hang diagnosis that this process received (docs/diagnosis.md). */
 #define AH_REPORT_HEALTH_MAX 16
+#define AH_REPORT_HEALTH_KINDS 10 /* the highest AH_FINDING_* (ah_report_health_kind names them) */
 typedef struct {
   uint64_t comm;
   int kind; /* AH_FINDING_* (ah_coord_health.h): 1 missing … 6 recovered, 7 slow_link, 8 link_ok */
@@ -161,6 +162,11 @@ typedef struct {
   ah_report_health_t health[AH_REPORT_HEALTH_MAX];
   ah_report_run_t run; /* what reproduces the run */
   ah_report_ha_t ha;   /* transparent failover (optional "ha" section) */
+  /* For the metrics file (tuner/ah_metrics.h), not in the JSON: the findings received since the
+   * process started, per kind (health holds only the latest), and its coordinators. */
+  uint64_t health_counts[AH_REPORT_HEALTH_KINDS + 1]; /* [kind], 1..AH_REPORT_HEALTH_KINDS */
+  int ncoords;       /* the coordinators (hub connections) this process has */
+  int ncoords_alive; /* of which are connected now */
 } ah_report_t;
 
 /* ---- formulas -------------------------------------------------------------------------------- */
