@@ -5,6 +5,13 @@
 # Their dependencies on Debian's packages are found by dpkg-shlibdeps (package dpkg-dev), and the
 # one it cannot see is named: libautoha.so and autoha open libjansson.so.4 with dlopen
 # (tuner/ah_jansson.c), so autoha Depends on libjansson4 (dpkg-shlibdeps' findings are added to it).
+# The packaged binaries are stripped and their debug info ships apart, Debian's way: each package
+# gets a -dbgsym one (autoha-dbgsym, autoha-sim-dbgsym; .ddeb files beside the .deb) holding
+# /usr/lib/debug/.build-id/XX/YYYY.debug, which gdb finds through the binary's build ID.
+# CPACK_DEBIAN_DEBUGINFO_PACKAGE does the splitting itself (objcopy --only-keep-debug, then
+# --strip-unneeded and a debuglink), and only on files `file` calls "not stripped", so
+# CPACK_STRIP_FILES must stay off: it would strip first and leave nothing to split out. The debug
+# info is what the build made: RelWithDebInfo, the default build type (CMakeLists.txt), has it.
 set(CPACK_PACKAGE_NAME autoha)
 set(CPACK_PACKAGE_VENDOR autoha)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -19,6 +26,7 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "autoha developers <autoha@localhost>")
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
 set(CPACK_DEBIAN_AUTOHA_PACKAGE_NAME autoha)
 set(CPACK_DEBIAN_AUTOHA_PACKAGE_DEPENDS libjansson4)
 set(CPACK_DEBIAN_SIM_PACKAGE_NAME autoha-sim)
