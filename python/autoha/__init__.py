@@ -1,7 +1,9 @@
 """autoha: libautoha.so, an LD_PRELOAD tuner for NCCL collectives, and its command line.
 
 The wheel holds the library and the `autoha` program inside this package (autoha/lib,
-autoha/bin), built by CMake through scikit-build-core; this module only finds them.
+autoha/bin), built by CMake through scikit-build-core; this module finds them, and `reports(dir)`
+reads a job's JSON reports into a pandas DataFrame (pandas and matplotlib, for `python -m autoha
+plot`, are the optional `plot` extra: `pip install 'autoha[plot]'`).
 """
 import os
 
@@ -23,3 +25,10 @@ def _find(rel):
     if not os.path.exists(path):
         raise FileNotFoundError(f"autoha: {path} is missing: the autoha package is not fully installed")
     return path
+
+
+def reports(paths):
+    """Returns a pandas DataFrame of the reports in `paths` (a folder, a file, or a list of them),
+    one row per (process, communicator, key): autoha.reports.reports says which columns."""
+    from autoha.reports import reports as _reports
+    return _reports(paths)
