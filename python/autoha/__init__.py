@@ -29,6 +29,6 @@ def _find(rel):
 
 def reports(paths):
     """Returns a pandas DataFrame of the reports in `paths` (a folder, a file, or a list of them),
-    one row per (process, communicator, key): autoha.reports.reports says which columns."""
-    from autoha.reports import reports as _reports
+    one row per (process, communicator, key): autoha.report_io.reports says which columns."""
+    from autoha.report_io import reports as _reports
     return _reports(paths)
