@@ -157,7 +157,8 @@ def draw(reports, ncols=2):
     events_panel(fig.add_subplot(gs[0, :]), reports)
     for i, (_, c, k) in enumerate(keys):
         key_panel(fig.add_subplot(gs[1 + i // ncols, i % ncols]), c, k)
-    title(fig, "tuning timeline per key: probes (green faster than NCCL's default, orange within "
-               "5 %, red slower), then the pinned configuration (blue) or NCCL's choice (grey)",
+    title(fig, "tuning timeline per key: probes (green faster than NCCL's default,\n"
+               "orange within 5 %, red slower), then the pinned configuration (blue) or NCCL's "
+               "choice (grey)",
           reports)
     return fig
