@@ -48,7 +48,8 @@ def draw(reports):
         for stat, style, label in (("default", "--", "NCCL default"), ("applied", "-", "autoha")):
             pts = st.get(stat)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=mk, color=col, markerfacecolor="none" if stat == "default" else col,
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=mk, color=col,
+                        markerfacecolor="none" if stat == "default" else col,
                         alpha=0.6 if stat == "default" else 1.0, label=f"{name}: {label}")
                 ticks.update(p[0] for p in pts)
     ax.set_xscale("log", base=2)
