@@ -516,6 +516,10 @@ int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, uint64_t *cpu_ns, int m
   return k;
 }
 
+size_t ah_coord_hub_buffered_peak(ah_coord_hub_t *h) {
+  return atomic_load_explicit(&h->wbuf_peak, memory_order_relaxed);
+}
+
 size_t ah_coord_hub_retained(ah_coord_hub_t *h) {
   return atomic_load_explicit(&h->nframes_seen, memory_order_relaxed);
 }

@@ -229,6 +229,8 @@ static void hub_conn_queue(ah_coord_hub_t *h, hub_conn_t *c, const void *buf, si
       return;
     }
     h->wbuf_bytes += cap - c->wcap;
+    if (h->wbuf_bytes > atomic_load_explicit(&h->wbuf_peak, memory_order_relaxed))
+      atomic_store_explicit(&h->wbuf_peak, h->wbuf_bytes, memory_order_relaxed);
     c->wbuf = w;
     c->wcap = cap;
   }

@@ -191,6 +191,7 @@ struct ah_coord_hub {
   int ncomms, npending_joins;  /* communicators; those with a join and no verdict yet */
   size_t rank_bytes;           /* bytes of every communicator's rank bitmap */
   size_t wbuf_bytes;           /* bytes allocated to every connection's send buffer */
+  _Atomic size_t wbuf_peak;    /* the most wbuf_bytes has been, for other threads */
   size_t nframes;              /* segments retained, all communicators */
   _Atomic size_t nframes_seen; /* the same, for other threads (ah_coord_hub_retained) */
   hub_client_t *clients;

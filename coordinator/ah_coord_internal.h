@@ -284,6 +284,8 @@ int ah_coord_hub_pings(ah_coord_hub_t *h);
 /* Segments the hub keeps for replay, all communicators: those some member has not yet reported
  * delivered (for tests and benchmarks). */
 size_t ah_coord_hub_retained(ah_coord_hub_t *h);
+/* The most bytes every connection's send buffers have held together (for tests). */
+size_t ah_coord_hub_buffered_peak(ah_coord_hub_t *h);
 /* The fan-out times of the hub's last publishes, oldest first: from the PUBLISH frame's arrival to
  * its SEGMENT handed to the last subscriber's socket (wall clock, ns) and the hub thread's CPU time
  * in those sends (cpu_ns). Copies at most max of each; returns how many (bench/coord_scale, to tell
