@@ -1,5 +1,6 @@
 /* ah_coord_dial.c: a client's side of the hub's handshake — connect, prove the job secret, check the
  * hub proves it too — for the clients' I/O threads and for `autoha status`. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,7 +17,9 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
   uint64_t deadline = ah_coord_now_ns() + (uint64_t)connect_ms * 1000000ull;
   int fd = -1;
   if (ah_coord_net_connect(nerr, sa, sl, deadline, &fd) != AH_NET_OK) {
+    int e = errno; /* the connection's error, for a caller that words a refusal (autoha status) */
     snprintf(err, errlen, "%.200s", nerr);
+    errno = e;
     return -1;
   }
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];

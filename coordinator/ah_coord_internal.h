@@ -34,7 +34,9 @@ int ah_coord_net_listen(char *err, struct sockaddr_storage *ss, socklen_t *len, 
 /* Accepts one connection (non-blocking, close-on-exec, TCP_NODELAY). Returns AH_NET_OK with fd_p
  * set, AH_NET_TIMEOUT when none is pending (EAGAIN), AH_NET_ERR otherwise (errno kept). */
 int ah_coord_net_accept(char *err, int lfd, int *fd_p, char *peer, size_t peer_len);
-/* Connects with a deadline (ah_coord_now_ns() clock); the socket is left non-blocking. */
+/* Connects with a deadline (ah_coord_now_ns() clock); the socket is left non-blocking. Returns
+ * AH_NET_OK, AH_NET_TIMEOUT, or AH_NET_ERR with errno the connection's error (ECONNREFUSED: nothing
+ * listens there). */
 int ah_coord_net_connect(char *err, const struct sockaddr *sa, socklen_t len, uint64_t deadline_ns,
                          int *fd_p);
 /* Reads/writes exactly n bytes from/to a non-blocking socket before the deadline. */
@@ -218,7 +220,7 @@ int ah_coord_random(void *buf, size_t n);
 /* ---- a client's handshake (ah_coord_dial.c) ---- */
 /* Connects to the hub at sa and runs the handshake with the job secret as client_id, all within
  * connect_ms. Returns 0 with *fd_p (blocking mode as connected) and *last_pub_p, or -1 with err
- * filled. The hub proves it knows the secret too (WELCOME carries its own MAC over both nonces),
+ * filled (when the connection itself failed, errno is its error). The hub proves it knows the secret too (WELCOME carries its own MAC over both nonces),
  * so a client never takes anything from an impostor. relay_fds: NULL when sa is the hub; when sa is
  * a host relay, the AH_COORD_RELAY_FDS descriptors it passes right behind the hub's WELCOME (its
  * doorbell, then this process's ring; docs/coordinator.md "Host relay") are returned there. */

@@ -207,8 +207,10 @@ int ah_coord_net_connect(char *err, const struct sockaddr *sa, socklen_t len, ui
   int r;
   while ((r = connect(fd, sa, len)) == -1 && errno == EINTR) {}
   if (r == -1 && errno != EINPROGRESS) {
-    net_err(err, "connect(%s): %s", a, strerror(errno));
+    int e = errno;
+    net_err(err, "connect(%s): %s", a, strerror(e));
     close(fd);
+    errno = e;
     return AH_NET_ERR;
   }
   if (r == -1) {
@@ -225,6 +227,7 @@ int ah_coord_net_connect(char *err, const struct sockaddr *sa, socklen_t len, ui
     if (soerr) {
       net_err(err, "connect(%s): %s", a, strerror(soerr));
       close(fd);
+      errno = soerr;
       return AH_NET_ERR;
     }
   }

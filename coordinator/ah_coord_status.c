@@ -123,10 +123,12 @@ int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
     return -1;
   }
   char derr[300], nerr[AH_NET_ERR_LEN], perr[200];
+  errno = 0;
   if (ah_coord_dial((const struct sockaddr *)&ss, sl, st->secret, id, timeout_ms, &fd, NULL,
                     &last_pub, derr, sizeof derr) != 0) {
+    int gone = errno == ECONNREFUSED;
     snprintf(err, errlen, "cannot reach the job's hub: %s", derr);
-    return -1;
+    return gone ? AH_COORD_STATUS_GONE : -1;
   }
   uint64_t deadline = ah_coord_now_ns() + (uint64_t)timeout_ms * 1000000ull;
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];

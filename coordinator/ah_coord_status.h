@@ -49,8 +49,11 @@ typedef struct {
 enum { AH_STATUS_DEAD = 3, AH_STATUS_SILENT = 4, AH_STATUS_LEFT = 5 };
 
 /* Asks the hub of `st` for its status: calls on_comm for each communicator, then on_rank for each
- * of its ranks. Returns 0, or -1 with the reason in err (unreachable, refused credentials, a
- * malformed answer). */
+ * of its ranks. Returns 0; AH_COORD_STATUS_GONE when nothing listens at the hub's address (the
+ * connection was refused: its process is gone, so the job ended or its hub's rank died); or -1
+ * with the reason in err (unreachable, refused credentials, a malformed answer). err is filled
+ * for both failures. */
+#define AH_COORD_STATUS_GONE (-2)
 int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
                           void (*on_comm)(void *arg, const ah_status_comm_t *c),
                           void (*on_rank)(void *arg, const ah_status_rank_t *r), void *arg,

@@ -82,7 +82,9 @@ static const ah_env_var_t env_table[] = {
      0, 0, NULL, FIELD(report)},
     {"AUTOHA_REPORT_INTERVAL_S", AH_ENV_INT, "60", "0..86400",
      "Seconds between periodic rewrites of the report during a long job, so a report exists even "
-     "when a job is killed. 0 writes it only at communicator teardown and at exit.",
+     "when a job is killed. The first one comes 10 s after the process's first communicator (or "
+     "after this many seconds, when fewer), so a job killed in its first minute leaves one too. "
+     "0 writes it only at communicator teardown and at exit.",
      0, 86400, NULL, FIELD(report_interval_s)},
     {"AUTOHA_METRICS", AH_ENV_PATH, "off", "PATH template (%h %p %r %j %%) ending in .prom, or off",
      "Where each process writes its metrics (docs/metrics.md): the figures of its report (calls, "

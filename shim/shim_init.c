@@ -20,6 +20,7 @@
 #include "shim_decide.h"
 #include "shim_internal.h"
 #include "shim_real.h"
+#include "ah_report.h"
 #include "ah_version.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -66,8 +67,10 @@ static void attach_run(void) {
   ah_shim.tuner_expected =
       ah_shim.tuner_capable && tp && ah_shim.self_path[0] &&
       (strcmp(tp, ah_shim.self_path) == 0 || ah_shim_chain_is_self(tp, ah_shim.self_path));
-  ah_log(AH_LOG_INFO, "autoha %s enabled: mode %s, NCCL %d%s", ah_version(),
-         ah_env_mode_name(ah_env_settings()->mode), v,
+  char vtext[32]; /* 22809 -> "2.28.9", as the reports and `autoha report` write it */
+  ah_report_version_text(v, 1, vtext, sizeof vtext);
+  ah_log(AH_LOG_INFO, "autoha %s enabled: mode %s, NCCL %s%s", ah_version(),
+         ah_env_mode_name(ah_env_settings()->mode), vtext[0] ? vtext : "unknown",
          ah_shim.tuner_capable ? "" : " (no tuner ABI: observing from the API)");
 }
 

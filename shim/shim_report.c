@@ -1,8 +1,8 @@
 /* The process's tuning report: a snapshot of every communicator context and key the shim has seen,
  * handed to the report writer (tuner/ah_report.c), which writes JSON atomically, and to the
  * metrics writer (tuner/ah_metrics.c, AUTOHA_METRICS), so the two files agree. Written at every
- * communicator teardown, at exit, and every AUTOHA_REPORT_INTERVAL_S seconds from a background
- * thread.
+ * communicator teardown, at exit, and from a background thread 10 s after the first communicator,
+ * then every AUTOHA_REPORT_INTERVAL_S seconds.
  *
  * Note that the snapshot reads counters that the decision path updates without locks, so a report
  * written while collectives run can be a few calls behind; the one written at exit is exact. */
@@ -299,11 +299,15 @@ void ah_shim_report_teardown(void) {
 
 /* ---- interval writer ---------------------------------------------------------------------------- */
 
+/* The first write comes REPORT_FIRST_S after the first communicator (or the interval, when that
+ * is shorter), then one every interval: a job killed in its first minute still leaves a report. */
+#define REPORT_FIRST_S 10
+
 static void *interval_main(void *arg) {
   (void)arg;
   int secs = ah_env_settings()->report_interval_s;
-  for (;;) {
-    struct timespec t = {secs, 0};
+  for (int wait = secs < REPORT_FIRST_S ? secs : REPORT_FIRST_S;; wait = secs) {
+    struct timespec t = {wait, 0};
     while (nanosleep(&t, &t) != 0) {}
     ah_shim_report_write("interval");
   }

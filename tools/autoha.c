@@ -22,7 +22,7 @@ extern char **environ;
 static void usage(FILE *f) {
   fprintf(
       f,
-      "usage: autoha report FILE...          print tuning reports as tables\n"
+      "usage: autoha report DIR|FILE...      print tuning reports as tables\n"
       "       autoha report --merge DIR|FILE... [--csv|--json]  the job: one table per communicator\n"
       "       autoha compare BASE NEW        per key, the time of BASE's config against NEW's\n"
       "       autoha env [-f|--docs]         every AUTOHA_* variable: value, default, meaning\n"
@@ -33,6 +33,7 @@ static void usage(FILE *f) {
       "       autoha trace [-o FILE] DIR|FILE...  the tuning timeline as Chrome trace-event JSON\n"
       "       autoha lib                     the path of libautoha.so\n"
       "       autoha run [--] CMD [ARGS...]  run CMD (a launcher) with libautoha.so preloaded\n"
+      "       autoha help                    this text\n"
       "       autoha --version\n");
 }
 
@@ -94,11 +95,9 @@ static void fmt_us(double us, char *buf, size_t len) {
 }
 
 static void print_report(const char *path, const ah_report_t *r) {
-  char ver[32];
-  if (r->nccl_version >= 10000)
-    snprintf(ver, sizeof ver, "%d.%d.%d", r->nccl_version / 10000, (r->nccl_version / 100) % 100,
-             r->nccl_version % 100);
-  else snprintf(ver, sizeof ver, "%s", r->nccl_version ? "?" : "unknown");
+  char ver[32]; /* the one version format: the library's banner and the report's fields too */
+  if (!ah_report_version_text(r->nccl_version, 1, ver, sizeof ver)[0])
+    snprintf(ver, sizeof ver, "unknown");
   printf("%s: host %s, pid %d, rank %d, NCCL %s, mode %s%s%s\n", path, r->host, r->pid, r->rank,
          ver, r->mode[0] ? r->mode : "?", r->job[0] ? ", job " : "", r->job);
   printf("  topology %s\n", r->topo);
@@ -145,17 +144,14 @@ static void print_report(const char *path, const ah_report_t *r) {
                                                         : "default",
                  key->tune.calls_spent, key->tune.probes);
       else snprintf(tune, sizeof tune, "-");
-      const char *row[] = {ah_coll_name(key->coll),
-                           range,
-                           calls,
-                           ah_report_source_name(key->source),
-                           dcfg,
-                           dus,
-                           acfg,
-                           aus,
-                           bus,
-                           sp,
-                           tune};
+      /* A key the search still runs for holds no tuned result yet: its applied config is the
+       * latest one tried, so "tuned" waits for the state to be converged. */
+      const char *source =
+          key->source == AH_SOURCE_TUNED && key->tuned && key->tune.state == AH_TUNE_SEARCHING
+              ? "searching"
+              : ah_report_source_name(key->source);
+      const char *row[] = {
+          ah_coll_name(key->coll), range, calls, source, dcfg, dus, acfg, aus, bus, sp, tune};
       table_row(&t, row);
     }
     table_print(stdout, &t);
@@ -201,15 +197,35 @@ static int only_help(const char *cmd, int argc, char **argv, const char *help, i
   return -1;
 }
 
+typedef struct {
+  int printed; /* reports printed so far: a blank line goes between two */
+} report_walk_t;
+
+/* cli_reports_walk's visit: prints the report at path. Returns 1 when it is not one (named). */
+static int report_one(void *arg, const char *path) {
+  report_walk_t *w = arg;
+  ah_report_t *r = NULL;
+  char err[512];
+  if (ah_report_read(path, &r, err, sizeof err) != 0) {
+    fprintf(stderr, "autoha: %s: %s\n", path, err);
+    return 1;
+  }
+  if (w->printed++) printf("\n");
+  print_report(path, r);
+  ah_report_free(r);
+  return 0;
+}
+
 static int cmd_report(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--merge") == 0) return cmd_report_merge(argc, argv);
   int rc = only_help(
       "report", argc, argv,
-      "usage: autoha report FILE...\n"
+      "usage: autoha report DIR|FILE...\n"
       "       autoha report --merge [--csv|--json] [--pct N] DIR|FILE...   (see autoha report --merge --help)\n"
       "  Prints each tuning report as tables: per communicator, one row per key with NCCL's\n"
-      "  and autoha's configuration and time, busbw, speedup and tuning state.\n"
+      "  and autoha's configuration and time, busbw, speedup and tuning state. A folder: every\n"
+      "  .json report in it and its subfolders (autoha-reports/<job>/), in name order.\n"
       "  -h, --help   this text\n",
       0);
   if (rc >= 0) return rc;
@@ -218,22 +234,14 @@ static int cmd_report(int argc, char **argv) {
     return 2;
   }
   if (!ah_jansson_ready()) return 1; /* it logged why, once, and no file is read */
-  argv += optind;
-  argc -= optind;
-  rc = 0;
-  for (int i = 0; i < argc; i++) {
-    ah_report_t *r = NULL;
-    char err[512];
-    if (ah_report_read(argv[i], &r, err, sizeof err) != 0) {
-      fprintf(stderr, "autoha: %s: %s\n", argv[i], err);
-      rc = 1;
-      continue;
-    }
-    if (i) printf("\n");
-    print_report(argv[i], r);
-    ah_report_free(r);
+  report_walk_t w = {0};
+  int bad = 0;
+  for (int i = optind; i < argc; i++) bad += cli_reports_walk(argv[i], report_one, &w);
+  if (!w.printed && !bad) {
+    cli_no_report("report", argv + optind, argc - optind);
+    return 1;
   }
-  return rc;
+  return bad ? 1 : 0;
 }
 
 /* ---- autoha compare -------------------------------------------------------------------------- */
@@ -434,7 +442,8 @@ static void jansson_setting(void) {
 
 int main(int argc, char **argv) {
   jansson_setting();
-  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "help") == 0) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }

@@ -8,7 +8,8 @@
 
 #include "ah_report.h"
 
-/* The reports of a job, read from files and folders (a folder: its *.json files). */
+/* The reports of a job, read from files and folders (a folder: its *.json files and its
+ * subfolders'). */
 typedef struct {
   int n, cap;
   ah_report_t **r;
@@ -18,6 +19,16 @@ typedef struct {
  * the number of such problems. */
 int plot_reports_read(plot_reports_t *rs, const char *path);
 void plot_reports_free(plot_reports_t *rs);
+
+/* Calls fn(arg, file) for `path` when it is not a folder, else for each *.json file in it and in
+ * its subfolders, in name order (hidden names skipped). Returns the sum of fn's returns (the
+ * problems), plus 1 for a folder that cannot be listed (named on stderr). */
+int cli_reports_walk(const char *path, int (*fn)(void *arg, const char *file), void *arg);
+
+/* The ranks of rs's communicators, for naming them: "0, 1, 2" into out. Returns how many differ. */
+int plot_reports_ranks(const plot_reports_t *rs, char *out, size_t len);
+/* 1 when some report of rs holds a communicator seen by rank `rank`, else 0. */
+int plot_reports_have_rank(const plot_reports_t *rs, int rank);
 
 /* One report per communicator for per-key pictures: for each communicator id, the report of its
  * lowest rank (or of `rank` when >= 0 and present). Calls fn(arg, report, comm) for each, in the

@@ -90,6 +90,15 @@ int cmd_plot(int argc, char **argv) {
   plot_reports_t rs = {0};
   int bad = read_all("plot", argc, argv, &rs), rc = bad ? 1 : 0;
   if (rs.n == 0) return 1;
+  if (rank >= 0 && !plot_reports_have_rank(&rs, rank)) { /* not another rank's timeline instead */
+    char ranks[512];
+    int n = plot_reports_ranks(&rs, ranks, sizeof ranks);
+    fprintf(stderr,
+            "autoha plot: --rank %d: no report holds rank %d (the reports hold rank%s %s)\n", rank,
+            rank, n == 1 ? "" : "s", n ? ranks : "none");
+    plot_reports_free(&rs);
+    return 2;
+  }
   char path[4096];
   FILE *f = open_out("plot", dir, "busbw.svg", path, sizeof path);
   if (!f) rc = 1;

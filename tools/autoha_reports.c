@@ -1,38 +1,19 @@
-/* Reading a job's reports for `autoha plot` and `autoha trace`: files and folders of reports into
- * one list, and the choice of one report per communicator for the per-key pictures (its lowest
+/* Reading a job's reports for `autoha report`, `plot` and `trace`: files and folders of reports
+ * (their subfolders too, as autoha-reports/<job>/ has them) in name order into one list, and the choice of one report per communicator for the per-key pictures (its lowest
  * rank's, since every rank of a communicator holds the same keys and leader-decided configs). */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "autoha_plot.h"
 
-int plot_reports_read(plot_reports_t *rs, const char *path) {
+int cli_reports_walk(const char *path, int (*fn)(void *arg, const char *file), void *arg) {
   DIR *d = opendir(path);
-  if (!d) {
-    ah_report_t *r = NULL;
-    char err[512];
-    if (ah_report_read(path, &r, err, sizeof err) != 0) {
-      fprintf(stderr, "autoha: %s: %s\n", path, err);
-      return 1;
-    }
-    if (rs->n == rs->cap) {
-      int cap = rs->cap ? 2 * rs->cap : 16;
-      ah_report_t **n = realloc(rs->r, sizeof *n * (size_t)cap);
-      if (!n) {
-        ah_report_free(r);
-        fprintf(stderr, "autoha: %s: out of memory\n", path);
-        return 1;
-      }
-      rs->r = n;
-      rs->cap = cap;
-    }
-    rs->r[rs->n++] = r;
-    return 0;
-  }
+  if (!d) return fn(arg, path);
   closedir(d);
-  /* In name order, so the pictures and the trace do not depend on the folder's order. */
+  /* In name order, so the tables, pictures and the trace do not depend on the folder's order. */
   struct dirent **names;
   int nn = scandir(path, &names, NULL, alphasort), bad = 0;
   if (nn < 0) {
@@ -40,16 +21,48 @@ int plot_reports_read(plot_reports_t *rs, const char *path) {
     return 1;
   }
   for (int i = 0; i < nn; i++) {
-    size_t n = strlen(names[i]->d_name);
-    if (n >= 5 && strcmp(names[i]->d_name + n - 5, ".json") == 0) {
-      char p[4096];
-      snprintf(p, sizeof p, "%s/%s", path, names[i]->d_name);
-      bad += plot_reports_read(rs, p);
+    const char *name = names[i]->d_name;
+    size_t n = strlen(name);
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", path, name);
+    if (name[0] == '.') { /* ".", "..", and hidden files are not reports */
+    } else if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) { /* autoha-reports/<job>/ */
+      bad += cli_reports_walk(p, fn, arg);
+    } else if (n >= 5 && strcmp(name + n - 5, ".json") == 0) {
+      bad += fn(arg, p);
     }
     free(names[i]);
   }
   free(names);
   return bad;
+}
+
+static int add_one(void *arg, const char *path) {
+  plot_reports_t *rs = arg;
+  ah_report_t *r = NULL;
+  char err[512];
+  if (ah_report_read(path, &r, err, sizeof err) != 0) {
+    fprintf(stderr, "autoha: %s: %s\n", path, err);
+    return 1;
+  }
+  if (rs->n == rs->cap) {
+    int cap = rs->cap ? 2 * rs->cap : 16;
+    ah_report_t **n = realloc(rs->r, sizeof *n * (size_t)cap);
+    if (!n) {
+      ah_report_free(r);
+      fprintf(stderr, "autoha: %s: out of memory\n", path);
+      return 1;
+    }
+    rs->r = n;
+    rs->cap = cap;
+  }
+  rs->r[rs->n++] = r;
+  return 0;
+}
+
+int plot_reports_read(plot_reports_t *rs, const char *path) {
+  return cli_reports_walk(path, add_one, rs);
 }
 
 void plot_reports_free(plot_reports_t *rs) {
@@ -88,4 +101,31 @@ void plot_each_comm(const plot_reports_t *rs, int rank,
       fn(arg, best, bc);
     }
   free(seen);
+}
+
+int plot_reports_have_rank(const plot_reports_t *rs, int rank) {
+  for (int i = 0; i < rs->n; i++)
+    for (int c = 0; c < rs->r[i]->ncomms; c++)
+      if (rs->r[i]->comms[c].rank == rank) return 1;
+  return 0;
+}
+
+int plot_reports_ranks(const plot_reports_t *rs, char *out, size_t len) {
+  /* Ascending, each once: the next rank above the last one printed, until none is left. */
+  int n = 0, last = -1;
+  size_t used = 0;
+  out[0] = 0;
+  for (;;) {
+    int next = -1;
+    for (int i = 0; i < rs->n; i++)
+      for (int c = 0; c < rs->r[i]->ncomms; c++) {
+        int r = rs->r[i]->comms[c].rank;
+        if (r > last && (next < 0 || r < next)) next = r;
+      }
+    if (next < 0) break;
+    if (used < len) used += (size_t)snprintf(out + used, len - used, "%s%d", n ? ", " : "", next);
+    n++;
+    last = next;
+  }
+  return n;
 }

@@ -1,6 +1,7 @@
 /* `autoha status [FILE] [--json]`: a running job as its coordinator hub sees it — every diagnosed
  * communicator, its ranks' latest progress and the current finding — read with the credentials
  * the hub's process wrote (AUTOHA_STATUS_FILE), through the handshake every client makes. */
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <glob.h>
 #include <stdio.h>
@@ -25,6 +26,24 @@ static const char *verdict_name(int v) {
     case AH_COORD_VERDICT_MISMATCH: return "mismatch";
     default: return "pending";
   }
+}
+
+/* A communicator's state in an operator's words: "joining" until the hub's verdict, "hung" while
+ * a hang (or a rank's death or silence) is the finding, "stalled" after STALLED_MS without
+ * progress and no such finding yet (AUTOHA_HANG_S decides when it becomes one), else "running" (a
+ * straggler's or a slow link's finding is shown beside it). */
+#define STALLED_MS 10000
+static const char *comm_state(const ah_status_comm_t *c) {
+  if (c->verdict == AH_COORD_VERDICT_NONE) return "joining";
+  switch (c->finding) {
+    case AH_FINDING_MISSING:
+    case AH_FINDING_INCOMPLETE:
+    case AH_FINDING_MISMATCH:
+    case AH_FINDING_DIED:
+    case AH_FINDING_STOPPED: return "hung";
+    default: break;
+  }
+  return c->stalled_ms >= STALLED_MS ? "stalled" : "running";
 }
 
 static const char *state_name(const ah_status_rank_t *r) {
@@ -52,10 +71,10 @@ static void on_comm(void *arg, const ah_status_comm_t *c) {
   if (s->json) {
     fprintf(
         s->out,
-        "%s\n  {\"comm\": \"0x%016llx\", \"nranks\": %u, \"verdict\": \"%s\", \"stalled_s\": %.1f, "
-        "\"finding\": ",
-        s->ncomms ? "]}," : "", (unsigned long long)c->comm, c->nranks, verdict_name(c->verdict),
-        c->stalled_ms / 1000.0);
+        "%s\n  {\"comm\": \"0x%016llx\", \"nranks\": %u, \"state\": \"%s\", \"verdict\": \"%s\", "
+        "\"stalled_s\": %.1f, \"finding\": ",
+        s->ncomms ? "]}," : "", (unsigned long long)c->comm, c->nranks, comm_state(c),
+        verdict_name(c->verdict), c->stalled_ms / 1000.0);
     if (c->finding) {
       fprintf(s->out, "{\"kind\": %u, \"text\": \"", c->finding);
       json_str(s->out, c->text);
@@ -65,8 +84,13 @@ static void on_comm(void *arg, const ah_status_comm_t *c) {
     }
     fprintf(s->out, ", \"ranks\": [");
   } else {
-    fprintf(s->out, "%scommunicator 0x%016llx: %u ranks, verdict %s, last progress %.1f s ago\n",
-            s->ncomms ? "\n" : "", (unsigned long long)c->comm, c->nranks, verdict_name(c->verdict),
+    /* The verdict is news only when it is not complete: then every rank runs NCCL's own choices. */
+    char verdict[64] = "";
+    if (c->verdict == AH_COORD_VERDICT_ABANDONED || c->verdict == AH_COORD_VERDICT_MISMATCH)
+      snprintf(verdict, sizeof verdict, " (verdict %s: NCCL's own choices)",
+               verdict_name(c->verdict));
+    fprintf(s->out, "%scommunicator 0x%016llx: %u ranks, %s%s, last progress %.1f s ago\n",
+            s->ncomms ? "\n" : "", (unsigned long long)c->comm, c->nranks, comm_state(c), verdict,
             c->stalled_ms / 1000.0);
     if (c->finding) fprintf(s->out, "  finding: %s\n", c->text);
     fprintf(s->out, "  %6s  %-20s %8s %4s  %-9s %10s %8s  %8s %6s %6s\n", "rank", "host", "pid",
@@ -134,6 +158,35 @@ static char *newest_cred(void) {
   return best;
 }
 
+/* The hub's address as "host:port" ("[v6]:port"). Returns out. */
+static char *stamp_addr(const ah_coord_stamp_t *st, char *out, size_t len) {
+  char a[INET6_ADDRSTRLEN] = "?";
+  int v6 = st->family == AF_INET6;
+  inet_ntop(v6 ? AF_INET6 : AF_INET, st->addr, a, sizeof a);
+  snprintf(out, len, v6 ? "[%s]:%u" : "%s:%u", a, st->port);
+  return out;
+}
+
+/* A failure: its line on stderr (naming the credentials file when there is one) and, under
+ * --json, a whole JSON object on stdout with the same text in "error". Returns 1, the exit status. */
+static int status_fail(const show_t *s, const char *file, const char *why) {
+  if (file) fprintf(stderr, "autoha status: %s (credentials %s)\n", why, file);
+  else fprintf(stderr, "autoha status: %s\n", why);
+  if (s->json) {
+    printf("{\"comms\": [], \"error\": \"");
+    json_str(stdout, why);
+    printf("\", \"credentials\": ");
+    if (file) {
+      printf("\"");
+      json_str(stdout, file);
+      printf("\"}\n");
+    } else {
+      printf("null}\n");
+    }
+  }
+  return 1;
+}
+
 int cmd_status(int argc, char **argv) {
   static const struct option opts[] = {
       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -164,28 +217,46 @@ int cmd_status(int argc, char **argv) {
     return 2;
   }
   char *found = NULL;
-  if (!file && !(file = found = newest_cred())) {
-    fprintf(stderr,
-            "autoha status: no credentials file under autoha-reports/ (give the path "
-            "AUTOHA_STATUS_FILE named)\n");
-    return 1;
-  }
+  if (!file && !(file = found = newest_cred()))
+    return status_fail(&s, NULL,
+                       "no credentials file under autoha-reports/ (give the path "
+                       "AUTOHA_STATUS_FILE named)");
   ah_coord_stamp_t st;
-  char err[512];
+  char err[512], msg[1024];
   int rc = 1;
+  char *json = NULL;
+  size_t json_len = 0;
   if (ah_coord_cred_read(file, &st, err, sizeof err) != 0) {
-    fprintf(stderr, "autoha status: %s\n", err);
-  } else {
-    if (s.json) fprintf(s.out, "{\"comms\": [");
-    if (ah_coord_status_query(&st, 5000, on_comm, on_rank, &s, err, sizeof err) != 0) {
-      if (s.json) fprintf(s.out, "\n");
-      fprintf(stderr, "autoha status: %s (credentials %s)\n", err, file);
-    } else {
-      if (s.json) fprintf(s.out, "%s]}\n", s.ncomms ? "]}\n" : "");
-      else if (!s.ncomms) printf("no communicator spans processes yet (credentials %s)\n", file);
-      rc = 0;
-    }
+    rc = status_fail(&s, file, err);
+    goto free_found;
   }
+  /* --json is printed whole or not at all: a query that fails half-way prints the error object. */
+  if (s.json && !(s.out = open_memstream(&json, &json_len))) {
+    rc = status_fail(&s, file, "out of memory");
+    goto free_found;
+  }
+  if (s.json) fprintf(s.out, "{\"comms\": [");
+  int q = ah_coord_status_query(&st, 5000, on_comm, on_rank, &s, err, sizeof err);
+  if (s.json) {
+    if (!q) fprintf(s.out, "%s]}\n", s.ncomms ? "]}\n" : "");
+    fclose(s.out);
+    s.out = stdout;
+  }
+  if (q == AH_COORD_STATUS_GONE) {
+    char addr[INET6_ADDRSTRLEN + 16];
+    snprintf(msg, sizeof msg,
+             "the job's hub at %s is gone: the job ended, or its rank 0 process died (%s)",
+             stamp_addr(&st, addr, sizeof addr), err);
+    rc = status_fail(&s, file, msg);
+  } else if (q != 0) {
+    rc = status_fail(&s, file, err);
+  } else {
+    if (s.json) fwrite(json, 1, json_len, stdout);
+    else if (!s.ncomms) printf("no communicator spans processes yet (credentials %s)\n", file);
+    rc = 0;
+  }
+  free(json);
+free_found:
   free(found);
   return rc;
 }

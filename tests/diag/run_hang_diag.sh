@@ -123,7 +123,7 @@ status_case() {
   out=$("$cli" status "$cred" 2>&1); rc=$?
   [ $rc = 0 ] || { echo "FAIL status: exit $rc: $out"; ok=0; }
   [ "$(stat -c %a "$cred")" = 600 ] || { echo "FAIL status: credentials mode $(stat -c %a "$cred"), not 600"; ok=0; }
-  grep -qE "^communicator 0x[0-9a-f]{16}: 16 ranks, verdict complete" <<<"$out" || { echo "FAIL status: no communicator line"; ok=0; }
+  grep -qE "^communicator 0x[0-9a-f]{16}: 16 ranks, hung, last progress" <<<"$out" || { echo "FAIL status: no communicator line"; ok=0; }
   grep -qE "^  finding: hang on comm [0-9a-f]+: rank 5 " <<<"$out" || { echo "FAIL status: no finding line"; ok=0; }
   [ "$(grep -cE '^ +[0-9]+  [0-9.]+ +[0-9]+ +[0-9]+  (busy|idle) ' <<<"$out")" = 16 ] ||
     { echo "FAIL status: not 16 rank rows:"; echo "$out"; ok=0; }

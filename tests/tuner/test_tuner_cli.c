@@ -3,11 +3,14 @@
  * rejects a bad one naming the token and position, `autoha compare` matches keys of two runs,
  * `autoha env` shows values set in the
  * environment, and bad input gives a clear error and a non-zero exit. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +20,8 @@
 
 static char dir[256];
 
-static int fixture_rank; /* the rank the next fixture report's communicator has */
+static int fixture_rank;      /* the rank the next fixture report's communicator has */
+static int fixture_searching; /* 1: the allreduce key is tuned and its search still runs */
 
 static void write_report_scaled(const char *path, double scale, uint64_t id) {
   static ah_report_key_t keys[2];
@@ -73,6 +77,13 @@ static void write_report_scaled(const char *path, double scale, uint64_t id) {
   r.run.nrefused = 1;
   snprintf(r.run.refused[0], sizeof r.run.refused[0], "'x' at position 22: unknown collective");
   keys[0].refused = fixture_rank == 1;
+  if (fixture_searching) {
+    keys[0].source = AH_SOURCE_TUNED;
+    keys[0].tuned = 1;
+    keys[0].tune.state = AH_TUNE_SEARCHING;
+    keys[0].tune.calls_spent = 4;
+    keys[0].tune.probes = 2;
+  }
   char err[256];
   ck_assert_msg(ah_report_write(&r, path, err, sizeof err) == 0, "%s", err);
 }
@@ -137,7 +148,7 @@ START_TEST(report_errors) {
   ck_assert_ptr_nonnull(strstr(out, "autoha: "));
   cli(1, "none.json: cannot open: No such file", "report '%s/none.json'", dir);
   cli(2, "unknown command 'frobnicate'", "frobnicate");
-  cli(2, "usage: autoha report FILE", "%s", ""); /* no arguments at all */
+  cli(2, "usage: autoha report DIR|FILE", "%s", ""); /* no arguments at all */
 }
 END_TEST
 
@@ -256,6 +267,96 @@ START_TEST(report_merge) {
 }
 END_TEST
 
+/* A key whose search still runs is shown searching, not tuned; once converged, tuned. */
+START_TEST(report_searching) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/s.json", dir);
+  fixture_searching = 1;
+  write_report(path);
+  const char *out = cli(0, "allreduce", "report '%s'", path);
+  char row[1024];
+  snprintf(row, sizeof row, "%s", line_with(out, "allreduce"));
+  ck_assert_int_eq(col(line_with(out, "bytes/rank"), "source"), col(row, "searching"));
+  ck_assert_msg(strstr(row, " tuned ") == NULL, "a searching key shown tuned: %s", row);
+  ck_assert_ptr_nonnull(strstr(row, "searching, 4 calls, 2 probes"));
+  fixture_searching = 0;
+}
+END_TEST
+
+/* `autoha report DIR` takes a folder as plot, trace and report --merge do: every report in it and
+ * its subfolders, in name order; an empty folder says so and exits 1. */
+START_TEST(report_folder) {
+  char path[512], cmd[1200];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/job/sub' '%s/empty'", dir, dir);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(path, sizeof path, "%s/job/b.json", dir);
+  write_report(path);
+  snprintf(path, sizeof path, "%s/job/sub/c.json", dir);
+  write_report(path);
+  snprintf(path, sizeof path, "%s/job/a.json", dir);
+  write_report(path);
+  snprintf(cmd, sizeof cmd, "%s/job/a.json: host node7", dir);
+  const char *out = cli(0, cmd, "report '%s/job'", dir);
+  char want[3][600];
+  const char *at[3];
+  static const char *const names[] = {"a.json", "b.json", "sub/c.json"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(want[i], sizeof want[i], "%s/job/%s: host node7", dir, names[i]);
+    at[i] = strstr(out, want[i]);
+    ck_assert_msg(at[i] != NULL, "no '%s' in:\n%s", want[i], out);
+  }
+  ck_assert_msg(at[0] < at[1] && at[1] < at[2], "not in name order:\n%s", out);
+  snprintf(want[0], sizeof want[0], "autoha report: no report read from %s/empty", dir);
+  cli(1, want[0], "report '%s/empty'", dir);
+}
+END_TEST
+
+/* `autoha help` is the usage, exit 0; an unknown command is still a usage error. */
+START_TEST(help_command) {
+  const char *out = cli(0, "usage: autoha report", "help");
+  ck_assert_ptr_nonnull(strstr(out, "autoha help"));
+  cli(2, "unknown command 'helpme'", "helpme");
+}
+END_TEST
+
+/* The credentials of a job whose hub is gone (nothing listens at its address): the text says the
+ * job ended, --json is one whole object with the error, and both exit 1. */
+START_TEST(status_job_ended) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof sa;
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sl), 0);
+  ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+  close(fd); /* the port is free again: a connection to it is refused */
+  char path[512], cmd[1200], want[256];
+  snprintf(path, sizeof path, "%s/hub.cred", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "autoha-hub-credentials 1 127.0.0.1 %u 00112233445566778899aabbccddeeff\n",
+          ntohs(sa.sin_port));
+  fclose(f);
+  snprintf(want, sizeof want,
+           "the job's hub at 127.0.0.1:%u is gone: the job ended, or its rank 0 process died",
+           ntohs(sa.sin_port));
+  cli(1, want, "status '%s'", path);
+  const char *out;
+  snprintf(
+      cmd, sizeof cmd,
+      "'%s' status --json '%s' 2>/dev/null | python3 -c 'import json, sys; d = json.load(sys.stdin); "
+      "assert d[\"comms\"] == [] and \"is gone\" in d[\"error\"], d; print(\"json ok\")'",
+      AUTOHA_CLI, path);
+  ck_assert_msg(run(cmd, &out) == 0 && strstr(out, "json ok"), "%s", out);
+  snprintf(cmd, sizeof cmd, "'%s' status --json '%s' >/dev/null 2>&1", AUTOHA_CLI, path);
+  ck_assert_int_eq(run(cmd, &out), 1);
+  /* A missing file under --json: an object too. */
+  snprintf(cmd, sizeof cmd,
+           "'%s' status --json '%s/none.cred' 2>/dev/null | python3 -c 'import json, sys; "
+           "assert \"cannot read\" in json.load(sys.stdin)[\"error\"]; print(\"json ok\")'",
+           AUTOHA_CLI, dir);
+  ck_assert_msg(run(cmd, &out) == 0 && strstr(out, "json ok"), "%s", out);
+}
+END_TEST
+
 /* Every subcommand parses with getopt_long: --help prints its usage and exits 0; an unknown option,
  * long or short, is one line naming it and the way to the help, exit 2; a missing value likewise. */
 START_TEST(subcommand_options) {
@@ -306,8 +407,9 @@ static void remove_dir(void) {
 }
 
 int main(void) {
-  const TTest *const tests[] = {report_table, report_errors, check_override,    env_listing,
-                                compare_runs, report_merge,  subcommand_options};
+  const TTest *const tests[] = {report_table,  report_errors, check_override,     env_listing,
+                                compare_runs,  report_merge,  subcommand_options, report_searching,
+                                report_folder, help_command,  status_job_ended};
   return ah_check_main(
       "tuner_cli",
       (ah_check_case_t){.name = "cli", .timeout = 30, .setup = make_dir, .teardown = remove_dir},

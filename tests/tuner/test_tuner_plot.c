@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "ah_check.h"
 #include "ah_report.h"
@@ -137,6 +138,13 @@ START_TEST(plot_options) {
   cli(2, "autoha plot: option '--out' needs a value", "plot '%s/reports' --out", dir);
   cli(2, "autoha plot: option '--trace' takes no value", "plot --trace=1 '%s/reports'", dir);
   cli(2, "--rank wants a rank", "plot --rank x '%s/reports'", dir);
+  /* A rank no report holds is refused by name, not drawn from another rank's report. */
+  out = cli(2, "autoha plot: --rank 99: no report holds rank 99 (the reports hold ranks 0, 1, 2)",
+            "plot -o '%s/r99' --rank 99 '%s/reports'", dir, dir);
+  ck_assert_ptr_null(strchr(strchr(out, '\n') + 1, '\n')); /* one line */
+  char path[512];
+  snprintf(path, sizeof path, "%s/r99", dir);
+  ck_assert_msg(access(path, F_OK) != 0, "a refused --rank wrote %s", path);
   cli(2, "no report given", "trace");
   cli(1, "no report read", "plot -o '%s/p' '%s/none'", dir, dir);
 }
