@@ -39,12 +39,9 @@ int ah_audit_unpack(const uint8_t *in, ah_audit_t *a, char *err, size_t errlen) 
   for (int i = 0; i < AH_AUDIT_KEYS; i++) {
     const uint8_t *k = in + 3 + 10 * i;
     if (i >= a->nkeys) {
-      for (int b = 0; b < 10; b++)
-        if (k[b]) {
-          snprintf(err, errlen, "audit: unused entry %d is not zero", i);
-          return -1;
-        }
-      continue;
+      if (ah_coord_zero(k, 10)) continue;
+      snprintf(err, errlen, "audit: unused entry %d is not zero", i);
+      return -1;
     }
     if (k[0] >= AH_NUM_COLLS || k[1] >= 64) {
       snprintf(err, errlen, "audit: entry %d names collective %u bin %u (out of range)", i, k[0],

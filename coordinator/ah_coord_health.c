@@ -371,12 +371,9 @@ int ah_health_rec_unpack(const uint8_t *in, ah_health_rec_t *r, char *err, size_
   for (int i = 0; i < AH_HEALTH_KEYS; i++) {
     const uint8_t *k = in + 12 + 10 * i;
     if (i >= r->nkeys) {
-      for (int b = 0; b < 10; b++)
-        if (k[b]) {
-          snprintf(err, errlen, "progress record: unused key slot %d is not zero", i);
-          return -1;
-        }
-      continue;
+      if (ah_coord_zero(k, 10)) continue;
+      snprintf(err, errlen, "progress record: unused key slot %d is not zero", i);
+      return -1;
     }
     if (k[0] >= AH_NUM_COLLS || k[1] >= 64) {
       snprintf(err, errlen, "progress record: key %d names collective %u bin %u (out of range)", i,
@@ -415,12 +412,9 @@ int ah_health_samples_unpack(const uint8_t *in, uint32_t *rank, ah_health_sample
   for (int i = 0; i < AH_HEALTH_SAMPLES; i++) {
     const uint8_t *k = in + 5 + AH_HEALTH_SAMPLE_BYTES * i;
     if (i >= n) {
-      for (int b = 0; b < AH_HEALTH_SAMPLE_BYTES; b++)
-        if (k[b]) {
-          snprintf(err, errlen, "samples record: unused slot %d is not zero", i);
-          return -1;
-        }
-      continue;
+      if (ah_coord_zero(k, AH_HEALTH_SAMPLE_BYTES)) continue;
+      snprintf(err, errlen, "samples record: unused slot %d is not zero", i);
+      return -1;
     }
     uint32_t bits = ah_coord_get_u32(k + 10);
     float us;

@@ -196,6 +196,8 @@ void ah_coord_put_u64(uint8_t *p, uint64_t v);
 uint64_t ah_coord_get_u64(const uint8_t *p);
 void ah_coord_put_u32(uint8_t *p, uint32_t v);
 uint32_t ah_coord_get_u32(const uint8_t *p);
+/* Whether the n bytes at p are all zero (a record's unused slots must be). */
+int ah_coord_zero(const uint8_t *p, size_t n);
 
 /* Packs/unpacks (key, segment) in AH_COORD_KEYSEG_BYTES; unpack validates ranges (ndims,
  * algo/proto/source, coll) and returns -1 with a reason for a value no leader would send. */

@@ -29,12 +29,6 @@ typedef struct {
   int (*take)(const uint8_t *p, void *out, int i, char *err, size_t errlen);
 } list_form_t;
 
-static int zero(const uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (p[i]) return 0;
-  return 1;
-}
-
 static void list_pack(const list_form_t *f, uint32_t pid, const void *in, int n, uint8_t *out) {
   memset(out, 0, 5 + (size_t)f->max * f->bytes);
   if (n < 0) n = 0;
@@ -58,7 +52,7 @@ static int list_unpack(const list_form_t *f, const uint8_t *in, uint32_t *pid, v
     const uint8_t *p = in + 5 + (size_t)i * f->bytes;
     if (i < n) {
       if (f->take(p, out, i, err, errlen) < 0) return -1;
-    } else if (!zero(p, f->bytes)) {
+    } else if (!ah_coord_zero(p, f->bytes)) {
       snprintf(err, errlen, "unused %s slot %d is not zero", f->slot, i);
       return -1;
     }

@@ -41,6 +41,12 @@ uint32_t ah_coord_get_u32(const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
+int ah_coord_zero(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
 static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_HELLO] = AH_COORD_NONCE_BYTES,
     [AH_MSG_AUTH] = AH_COORD_NONCE_BYTES + 8 + AH_COORD_MAC_BYTES,
