@@ -265,6 +265,7 @@ void ah_shim_health_start(void) {
 static pthread_mutex_t findings_lock = PTHREAD_MUTEX_INITIALIZER;
 static ah_report_health_t findings[AH_REPORT_HEALTH_MAX];
 static int nfindings, first_finding;
+_Static_assert(AH_REPORT_HEALTH_KINDS == AH_FINDING_LAST, "the report counts every finding kind");
 static uint64_t kind_counts[AH_REPORT_HEALTH_KINDS + 1]; /* since the start, for the metrics */
 
 void ah_shim_health_note(uint64_t comm, int kind, const char *text) {

@@ -120,10 +120,7 @@ static double stat_busbw(const ah_report_stat_t *s, int coll, int nranks) {
 }
 
 static const char *tune_state(const ah_report_key_t *k) {
-  if (!k->tuned) return "untuned";
-  return k->tune.state == AH_TUNE_SEARCHING   ? "searching"
-         : k->tune.state == AH_TUNE_CONVERGED ? "converged"
-                                              : "default";
+  return k->tuned ? ah_report_tune_state_name(k->tune.state) : "untuned";
 }
 
 static void key_sample(buf_t *b, int fam, const char *kl, const ah_report_key_t *k, int nranks) {
@@ -178,9 +175,8 @@ static void keys_put(buf_t *b, const ah_report_t *r, const char *pl) {
       const ah_report_comm_t *cm = &r->comms[c];
       for (int i = 0; i < cm->nkeys; i++) {
         const ah_report_key_t *k = &cm->keys[i];
-        uint64_t lo = ah_size_bin_floor(k->bin);
-        uint64_t hi = k->bin >= 63 ? UINT64_MAX : (((uint64_t)1 << (k->bin + 1)) - 1);
-        if (k->bin <= 0) hi = 1;
+        uint64_t lo, hi;
+        ah_report_bin_range(k->bin, &lo, &hi);
         char kl[1536];
         snprintf(kl, sizeof kl,
                  "%s,comm=\"0x%016" PRIx64 "\",coll=\"%s\",bin=\"%d\",size_bytes=\"%" PRIu64

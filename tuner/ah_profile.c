@@ -92,11 +92,6 @@ static ah_profile_t *profile_build(const ah_report_t *r) {
   return p;
 }
 
-static void version_text(int v, char *buf, size_t len) {
-  if (v >= 10000) snprintf(buf, len, "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
-  else snprintf(buf, len, "%d", v);
-}
-
 int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_profile_t **p_p) {
   char err[512];
   ah_report_t *r = NULL;
@@ -107,8 +102,8 @@ int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_pro
   }
   if (nccl_version && r->nccl_version != nccl_version) {
     char a[32], b[32];
-    version_text(r->nccl_version, a, sizeof a);
-    version_text(nccl_version, b, sizeof b);
+    ah_report_version_text(r->nccl_version, 1, a, sizeof a);
+    ah_report_version_text(nccl_version, 1, b, sizeof b);
     ah_log(AH_LOG_ERROR,
            "profile %s not loaded: it was measured with NCCL %s and this job runs "
            "NCCL %s",

@@ -47,16 +47,9 @@ static json_t *stat_to_json(const ah_report_stat_t *s, int coll, int nranks) {
                    num_or_null(algbw), "busbw_gbs", num_or_null(busbw));
 }
 
-static const char *state_name(int state) {
-  return state == AH_TUNE_SEARCHING   ? "searching"
-         : state == AH_TUNE_CONVERGED ? "converged"
-                                      : "default";
-}
-
 static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
-  uint64_t bin_lo = ah_size_bin_floor(k->bin);
-  uint64_t bin_hi = k->bin >= 63 ? UINT64_MAX : (((uint64_t)1 << (k->bin + 1)) - 1);
-  if (k->bin <= 0) bin_hi = 1;
+  uint64_t bin_lo, bin_hi;
+  ah_report_bin_range(k->bin, &bin_lo, &bin_hi);
   double du = stat_us(&k->nccl_default), au = stat_us(&k->applied);
   json_t *j =
       json_pack("{s:s, s:i, s:{s:I, s:I, s:I, s:I}, s:I, s:s, s:o, s:o, s:o, s:{s:I, s:o}}", "coll",
@@ -85,15 +78,16 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
           probes,
           json_pack("{s:o, s:i, s:o}", "config", config_to_json(&k->probes[i].cfg), "samples",
                     k->probes[i].samples, "time_us", num_or_null(k->probes[i].us)));
-    json_t *tj = json_pack(
-        "{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:o}", "state", state_name(t->state),
-        "calls_spent", t->calls_spent, "probes_count", t->probes, "converged_at",
-        t->converged_at <= (uint64_t)INT64_MAX ? json_integer((json_int_t)t->converged_at)
-                                               : json_null(),
-        "winner", config_to_json(&t->winner), "winner_us", num_or_null(t->winner_us), "default_us",
-        num_or_null(t->default_us), "speedup",
-        num_or_null(t->winner_us > 0 ? t->default_us / t->winner_us : NAN), "reopened",
-        t->reopen_count, "probes", probes);
+    json_t *tj =
+        json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:o}", "state",
+                  ah_report_tune_state_name(t->state), "calls_spent", t->calls_spent,
+                  "probes_count", t->probes, "converged_at",
+                  t->converged_at <= (uint64_t)INT64_MAX ? json_integer((json_int_t)t->converged_at)
+                                                         : json_null(),
+                  "winner", config_to_json(&t->winner), "winner_us", num_or_null(t->winner_us),
+                  "default_us", num_or_null(t->default_us), "speedup",
+                  num_or_null(t->winner_us > 0 ? t->default_us / t->winner_us : NAN), "reopened",
+                  t->reopen_count, "probes", probes);
     json_object_set_new(j, "tuning", tj ? tj : json_null());
   }
   return j;
@@ -211,8 +205,7 @@ int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t er
       snprintf(err, errlen, "no report is written to %s: " AH_JANSSON_SONAME " did not load", path);
     return -1;
   }
-  if (ah_file_make_parents(path, err, errlen) != 0) return -1;
-  char *text = ah_report_to_string(r);
+  char *text = ah_report_to_string(r); /* ah_file_write_atomic makes the folders */
   size_t len = text ? strlen(text) : 0;
   char *line = text ? realloc(text, len + 2) : NULL; /* the file ends in a newline */
   if (!line) {

@@ -142,6 +142,11 @@ int ah_report_var_secret(const char *name);
  * AUTOHA_* and NCCL_* variable but the secret ones, sorted by name, values made valid UTF-8. */
 void ah_report_run_vars(ah_report_run_t *run_p, char *const *envp);
 
+/* The bytes-per-rank range of size bin `bin`, as the report and the metrics state it. */
+void ah_report_bin_range(int bin, uint64_t *lo_p, uint64_t *hi_p);
+/* A tuning state's name (AH_TUNE_*): "searching", "converged" or "default". */
+const char *ah_report_tune_state_name(int state);
+
 /* A version code as text: CUDA's 12040 -> "12.4", NCCL's 22809 -> "2.28.9" (nccl = 1); "" for 0. */
 char *ah_report_version_text(int code, int nccl, char *buf, size_t len);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ah_report.h"
+#include "ah_size.h"
 
 double ah_report_busbw_factor(int coll, int nranks) {
   double n = nranks > 0 ? (double)nranks : 1.0;
@@ -146,4 +147,15 @@ char *ah_report_text_copy(char *out, size_t len, const char *in) {
   }
   out[o] = 0;
   return out;
+}
+
+void ah_report_bin_range(int bin, uint64_t *lo_p, uint64_t *hi_p) {
+  *lo_p = ah_size_bin_floor(bin);
+  *hi_p = bin <= 0 ? 1 : bin >= 63 ? UINT64_MAX : (((uint64_t)1 << (bin + 1)) - 1);
+}
+
+const char *ah_report_tune_state_name(int state) {
+  return state == AH_TUNE_SEARCHING   ? "searching"
+         : state == AH_TUNE_CONVERGED ? "converged"
+                                      : "default";
 }

@@ -141,7 +141,9 @@ START_TEST(plot_options) {
   /* A rank no report holds is refused by name, not drawn from another rank's report. */
   out = cli(2, "autoha plot: --rank 99: no report holds rank 99 (the reports hold ranks 0, 1, 2)",
             "plot -o '%s/r99' --rank 99 '%s/reports'", dir, dir);
-  ck_assert_ptr_null(strchr(strchr(out, '\n') + 1, '\n')); /* one line */
+  const char *nl = strchr(out, '\n');
+  ck_assert_ptr_nonnull(nl);
+  ck_assert_ptr_null(strchr(nl + 1, '\n')); /* one line */
   char path[512];
   snprintf(path, sizeof path, "%s/r99", dir);
   ck_assert_msg(access(path, F_OK) != 0, "a refused --rank wrote %s", path);
