@@ -4,23 +4,24 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when its first byte does not start one:
- * no overlong forms, no surrogates, nothing above U+10FFFF. */
-static int utf8_len(const unsigned char *s) {
-  unsigned c = s[0];
-  int n;
-  unsigned min;
+size_t ah_utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
   if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, min = 0x80;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, min = 0x800;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, min = 0x10000;
-  else return 0;
-  unsigned cp = c & (0x7f >> n);
-  for (int i = 1; i < n; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0; /* a NUL ends it too */
-    cp = cp << 6 | (s[i] & 0x3f);
-  }
-  if (cp < min || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
+  size_t n;
+  unsigned lo = 0x80, hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else return 0;
+  if (p[1] < lo || p[1] > hi) return 0;
+  for (size_t i = 2; i < n; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
   return n;
 }
 
@@ -30,7 +31,7 @@ static size_t rest_len(const unsigned char *s) {
   while (*s) {
     int take = 1;
     if (*s == '\n' || *s == '\r' || *s == '\t' || *s == '\\' || *s == '\'') len += 2;
-    else if (*s < 0x20 || *s == 0x7f || !(take = utf8_len(s))) take = 1, len += 4;
+    else if (*s < 0x20 || *s == 0x7f || !(take = ah_utf8_len(s))) take = 1, len += 4;
     else len += (size_t)take;
     s += take;
   }
@@ -51,7 +52,7 @@ char *ah_quote(const char *in, char *out, size_t outlen) {
                         : *s == '\\' ? "\\\\"
                                      : "\\'";
       n = snprintf(piece, sizeof piece, "%s", esc);
-    } else if (*s < 0x20 || *s == 0x7f || !(take = utf8_len(s))) {
+    } else if (*s < 0x20 || *s == 0x7f || !(take = ah_utf8_len(s))) {
       take = 1;
       n = snprintf(piece, sizeof piece, "\\x%02x", *s);
     } else {

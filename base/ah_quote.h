@@ -10,5 +10,8 @@
  * \n \r \t \\ and ' as such, other control characters, DEL and every byte of an invalid UTF-8
  * sequence as \xNN; valid UTF-8 unchanged. Returns out. */
 char *ah_quote(const char *in, char *out, size_t outlen);
+/* Length of the well-formed UTF-8 character at p (RFC 3629: no overlongs, no surrogates, at most
+ * U+10FFFF), or 0 when p does not start one (a NUL ends a sequence too). */
+size_t ah_utf8_len(const unsigned char *p);
 
 #endif

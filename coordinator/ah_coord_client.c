@@ -337,6 +337,16 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
 
 int ah_coord_alive(const ah_coord_t *c) { return c && atomic_load(&c->alive); }
 
+/* Whether comm is still joined here (under c->mu). A record about one the process has left is not
+ * sent: LEAVE went first on the same queue, the hub may have freed the communicator since, and it
+ * drops a connection that speaks of a communicator it does not know (a health tick that read the
+ * verdict just before the last local rank retired would otherwise cut the connection). */
+static int comm_joined_locked(const ah_coord_t *c, uint64_t comm) {
+  for (int i = 0; i < c->ncomms; i++)
+    if (c->comms[i].comm == comm) return 1;
+  return 0;
+}
+
 int ah_coord_progress(ah_coord_t *c, uint64_t comm, const ah_health_rec_t *rec) {
   if (!c || !atomic_load(&c->alive)) return -1;
   uint8_t p[8 + AH_HEALTH_REC_BYTES];
@@ -344,7 +354,9 @@ int ah_coord_progress(ah_coord_t *c, uint64_t comm, const ah_health_rec_t *rec) 
   ah_health_rec_pack(rec, p + 8);
   pthread_mutex_lock(&c->mu);
   /* while disconnected it waits in outq, which a reconnection rebuilds without it (stale by then) */
-  int rc = ah_coord_client_buf_put_msg(&c->outq, AH_MSG_PROGRESS, p, sizeof p);
+  int rc = comm_joined_locked(c, comm)
+               ? ah_coord_client_buf_put_msg(&c->outq, AH_MSG_PROGRESS, p, sizeof p)
+               : 0;
   pthread_mutex_unlock(&c->mu);
   if (rc == 0) ah_coord_client_send_now(c);
   return rc;
@@ -357,7 +369,9 @@ int ah_coord_samples(ah_coord_t *c, uint64_t comm, uint32_t rank, const ah_healt
   ah_coord_put_u64(p, comm);
   ah_health_samples_pack(rank, x, n, p + 8);
   pthread_mutex_lock(&c->mu);
-  int rc = ah_coord_client_buf_put_msg(&c->outq, AH_MSG_SAMPLES, p, sizeof p);
+  int rc = comm_joined_locked(c, comm)
+               ? ah_coord_client_buf_put_msg(&c->outq, AH_MSG_SAMPLES, p, sizeof p)
+               : 0;
   pthread_mutex_unlock(&c->mu);
   if (rc == 0) ah_coord_client_send_now(c);
   return rc;

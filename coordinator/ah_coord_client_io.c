@@ -502,7 +502,8 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
                   "coordinator: connection to hub %s cut %.0f ms after it came up; next attempt "
                   "in %d ms",
                   c->addr, (double)(start - c->installed_ns) / 1e6, c->cut_backoff_ms);
-    ah_coord_client_sleep_us(c->cut_backoff_ms * 1000L);
+    if (!atomic_load(&c->stop) && !ah_coord_exiting())
+      ah_coord_client_sleep_us(c->cut_backoff_ms * 1000L);
   } else {
     c->cut_backoff_ms = 0;
   }

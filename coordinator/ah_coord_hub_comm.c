@@ -287,7 +287,6 @@ void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, co
     h->npending_joins++;
     h->rank_bytes += bytes;
   }
-  if (rank == 0) m->leader = c; /* the search's shortest times go to rank 0's process */
   if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
     m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
     m->njoined++;
@@ -313,6 +312,9 @@ void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, co
     c->comms[c->ncomms++] = comm;
     m->subs[m->nsubs++] = c;
   }
+  /* the search's shortest times go to rank 0's process; set once c is a subscriber, so an
+   * out-of-memory close above never leaves m pointing at a freed connection */
+  if (rank == 0) m->leader = c;
   ah_log(AH_LOG_DEBUG,
          "coordinator hub %s: %s joined comm %016llx (rank %u of %u; %u joined) "
          "since %llu of %llu",
@@ -392,7 +394,9 @@ void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     if (m->members[i].client_id == c->client_id) m->members[i].left = 1;
     staying += !m->members[i].left;
   }
-  if (m->nmembers > 0 && staying == 0 && m->nsubs == 0) ah_coord_hub_comm_free(h, m);
+  /* undecided: a peer's JOIN may still come, and must find the ranks joined so far */
+  if (m->nmembers > 0 && staying == 0 && m->nsubs == 0 && m->verdict != AH_COORD_VERDICT_NONE)
+    ah_coord_hub_comm_free(h, m);
 }
 
 hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id) {

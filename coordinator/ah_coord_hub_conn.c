@@ -187,6 +187,16 @@ static int job_budget(ah_coord_hub_t *h, hub_conn_t *c, size_t grow) {
       if (o->wcap && (!worst || o->wlen - o->woff > worst->wlen - worst->woff)) worst = o;
     }
     if (!worst) return 0; /* nothing to free: c's own growth alone is within its cap */
+    if (worst->wlen ==
+        worst->woff) { /* drained buffers only: give back the largest, keep them all */
+      for (int i = 0; i < h->nall; i++)
+        if (h->all[i]->wcap > worst->wcap && h->all[i]->wlen == h->all[i]->woff) worst = h->all[i];
+      h->wbuf_bytes -= worst->wcap;
+      free(worst->wbuf);
+      worst->wbuf = NULL;
+      worst->wcap = worst->wlen = worst->woff = 0;
+      continue;
+    }
     ah_coord_hub_refuse(h, RATE_SLOW,
                         "the hub's send buffers hold %zu bytes (at most %zu for the job): %s, "
                         "with the most queued (%zu bytes), dropped",

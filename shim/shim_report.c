@@ -99,7 +99,7 @@ static void key_fill(ah_report_key_t *k, const ah_shim_rankkey_t *ck) {
  * communicators this process made are reported, so such a child writes none. */
 static void comm_add(void *arg, ah_comm_t *c) {
   build_t *b = arg;
-  if (!b->ok || c->pid != (int)getpid()) return;
+  if (!b->ok || c->pid != b->r->pid) return;
   ah_report_t *r = b->r;
   if (r->ncomms == b->cap) {
     int cap = b->cap ? 2 * b->cap : 8;

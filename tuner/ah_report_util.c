@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ah_quote.h"
 #include "ah_report.h"
 #include "ah_size.h"
 
@@ -104,35 +105,12 @@ int ah_report_source_parse(const char *s) {
   return -1;
 }
 
-/* Length of the well-formed UTF-8 character at p (RFC 3629: no overlongs, no surrogates, at most
- * U+10FFFF), or 0 when p does not start one. */
-static size_t utf8_char_len(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  size_t n;
-  unsigned lo = 0x80, hi = 0xbf;
-  if (c >= 0xc2 && c <= 0xdf) n = 2;
-  else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else return 0;
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < n; i++)
-    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-  return n;
-}
-
 char *ah_report_text_copy(char *out, size_t len, const char *in) {
   if (!len) return out;
   const unsigned char *p = (const unsigned char *)in;
   size_t o = 0;
   while (*p) {
-    size_t n = utf8_char_len(p);
+    size_t n = ah_utf8_len(p);
     if (n) {
       if (o + n >= len) break;
       memcpy(out + o, p, n);
