@@ -126,7 +126,8 @@ int ah_coord_status_query(const ah_coord_stamp_t *st, int timeout_ms,
   errno = 0;
   if (ah_coord_dial((const struct sockaddr *)&ss, sl, st->secret, id, timeout_ms, &fd, NULL,
                     &last_pub, derr, sizeof derr) != 0) {
-    int gone = errno == ECONNREFUSED;
+    /* refused, or reset before its HELLO: a hub whose process is gone or going (killed as we dial) */
+    int gone = errno == ECONNREFUSED || errno == ECONNRESET;
     snprintf(err, errlen, "cannot reach the job's hub: %s", derr);
     return gone ? AH_COORD_STATUS_GONE : -1;
   }
