@@ -250,6 +250,20 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
       *(int *)field_of(v, s_p) = (int)mask;
       return 0;
     }
+    case AH_ENV_RATIO: {
+      long long n, m;
+      const char *slash = strchr(value, '/');
+      char head[24];
+      if (!slash || (size_t)(slash - value) >= sizeof head) break;
+      memcpy(head, value, (size_t)(slash - value));
+      head[slash - value] = 0;
+      if (parse_long(head, &n) != 0 || parse_long(slash + 1, &m) != 0 || n < 1 || n > m ||
+          (double)m > v->max)
+        break;
+      ((int *)field_of(v, s_p))[0] = (int)n;
+      ((int *)field_of(v, s_p))[1] = (int)m;
+      return 0;
+    }
     case AH_ENV_TC_RULES:
       if (*value && ah_path_tc_rules_parse(value, NULL, why, sizeof why) != 0) break;
       if (set_text(field_of(v, s_p), v->size, value) != 0) {
@@ -342,7 +356,9 @@ int ah_env_parse(char *const *envp, ah_settings_t *s_p) {
       problems++;
       continue;
     }
-    char err[4096], fallback[96] = "; default kept";
+    char err[4096], fallback[320];
+    /* the default named, so the line says what the process runs with */
+    snprintf(fallback, sizeof fallback, "; default kept (%s=%s)", v->name, v->default_text);
     if (ah_env_parse_one(v, eq + 1, s_p, err, sizeof err) != 0) {
       char ignored[256];
       if (v->type == AH_ENV_OVERRIDE)
@@ -422,6 +438,7 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
     case AH_ENV_FILE:
     case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
     case AH_ENV_SUBSYS: ah_log_subsys_format((unsigned)*(const int *)f, buf, len); break;
+    case AH_ENV_RATIO: snprintf(buf, len, "%d/%d", ((const int *)f)[0], ((const int *)f)[1]); break;
     case AH_ENV_QP_SPORT:
       if (s->qp_sport == AH_PATH_SPORT_FILE) snprintf(buf, len, "file:%s", s->qp_sport_file);
       else

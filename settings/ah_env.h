@@ -86,6 +86,11 @@ typedef struct {
   double ha_soft_timeout_s;         /* AUTOHA_HA_SOFT_TIMEOUT_S: fail over a stalled QP (0: auto) */
   double ha_degrade;   /* AUTOHA_HA_DEGRADE: completion-time ratio of a degraded QP (0: off) */
   double ha_degrade_s; /* AUTOHA_HA_DEGRADE_S: its measurement window */
+  int ha_ib_timeout; /* AUTOHA_HA_IB_TIMEOUT: RC timeout of protected QPs, at most NCCL's (0: NCCL's) */
+  int ha_ib_retry_cnt; /* AUTOHA_HA_IB_RETRY_CNT: their RC retry count, at most NCCL's */
+  int ha_hb_ms;        /* AUTOHA_HA_HEARTBEAT_MS: a heartbeat on each ready standby this often */
+  int ha_hb_miss[2];   /* AUTOHA_HA_HEARTBEAT_MISS: dead after [0] missed of the last [1] */
+  int ha_failback;     /* AUTOHA_HA_FAILBACK: move traffic back to a recovered path (bool) */
   char torch_venv[AH_ENV_PATH_MAX]; /* AUTOHA_TORCH_VENV: scripts/torch-venv's, not the library's */
   int fuzz_seconds;                 /* AUTOHA_FUZZ_SECONDS: scripts/test's, not the library's */
 } ah_settings_t;
@@ -108,6 +113,7 @@ typedef enum {
   AH_ENV_IFNAME,   /* an interface list as NCCL_SOCKET_IFNAME: [^][=]NAME,NAME..., kept as text */
   AH_ENV_TEXT,     /* free text, kept as is (a variable only the project's scripts read) */
   AH_ENV_FILE,     /* a file's path or name, kept as is (no template); empty = none */
+  AH_ENV_RATIO,    /* N/M, integers with 1 <= N <= M <= max (an int[2]: N, M) */
 } ah_env_type_t;
 
 /* One row of the table. */

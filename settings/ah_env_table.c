@@ -331,6 +331,47 @@ static const ah_env_var_t env_table[] = {
      "The window of AUTOHA_HA_DEGRADE's completion-time measurement: each queue pair's estimate "
      "covers this long, so a degraded link is acted on after 3 such windows.",
      0.2, 60, NULL, FIELD(ha_degrade_s)},
+    {"AUTOHA_HA_IB_TIMEOUT", AH_ENV_INT, "14", "0..31 (0: NCCL's own)",
+     "With AUTOHA_HA on: the RC timeout exponent autoha gives each queue pair it protects (NCCL's "
+     "and its shadows) when NCCL takes it to RTS, where NCCL's own (NCCL_IB_TIMEOUT, 20 by "
+     "default) is longer; never a longer one. A path failure costs one RC retry window, 4.096 us x "
+     "2^timeout x (retry_cnt + 1), before its error reaches autoha: 34 s at NCCL's 20 and 7, 0.54 s "
+     "at 14 and 7, so a failover stalls a job for about half a second instead of half a minute. "
+     "The soft timeout's auto value follows (twice the window). The cost: a path that drops "
+     "everything for longer than the window (a switch reboot, a long flap) ends the queue pair "
+     "sooner, which its shadow covers; a connection whose peer runs no autoha has no shadow and "
+     "gets the shorter window too. 0 leaves NCCL's timeout as it is.",
+     0, 31, NULL, FIELD(ha_ib_timeout)},
+    {"AUTOHA_HA_IB_RETRY_CNT", AH_ENV_INT, "7", "0..7",
+     "With AUTOHA_HA on: the RC retry count autoha gives each queue pair it protects at RTS, "
+     "where NCCL's own (NCCL_IB_RETRY_CNT, 7 by default) is higher; never a higher one. With "
+     "AUTOHA_HA_IB_TIMEOUT it sets the retry window; 7 keeps NCCL's count (a lost packet is "
+     "retried as often as without autoha, only sooner).",
+     0, 7, NULL, FIELD(ha_ib_retry_cnt)},
+    {"AUTOHA_HA_HEARTBEAT_MS", AH_ENV_INT, "2000", "20..60000 (milliseconds)",
+     "How often autoha sends a heartbeat (a signalled 0-byte RDMA write) on each ready standby "
+     "shadow, one work request per connection, nothing on the queue pair carrying the traffic. A "
+     "heartbeat not completed by the next one is a miss (AUTOHA_HA_HEARTBEAT_MISS); a failed one "
+     "ends the standby at once (its queue pair is in error). Shorter finds a standby cut by a "
+     "fault sooner, so a later failover does not wait for it to be rebuilt; each costs one tiny "
+     "write per standby.",
+     20, 60000, NULL, FIELD(ha_hb_ms)},
+    {"AUTOHA_HA_HEARTBEAT_MISS", AH_ENV_RATIO, "1/1", "N/M (1 <= N <= M <= 32)",
+     "A standby shadow is taken for dead, given up and rebuilt, when N of its last M heartbeats "
+     "missed (not completed within AUTOHA_HA_HEARTBEAT_MS: its path is dropping them and RC is "
+     "retrying). 1/1, the default, gives up a standby at its first late heartbeat; 3/5 rides out "
+     "a short flap of its path. A heartbeat that fails (RC's retries ran out) ends the standby "
+     "whatever this says: an RC queue pair in error carries nothing.",
+     0, 32, NULL, FIELD(ha_hb_miss)},
+    {"AUTOHA_HA_FAILBACK", AH_ENV_BOOL, "0", "1|0 (also y|n, yes|no, on|off, true|false)",
+     "With AUTOHA_HA on: once the path a connection failed over from is back (its standby there "
+     "ready and its heartbeats on time for 5 s), move the traffic back to it with one planned "
+     "failover (a drain and replay, a stall of milliseconds). Off (the default): the traffic stays "
+     "where it went and the recovered path becomes the standby, so no second stall is taken and a "
+     "flapping path costs one failover per fault, not two; the price is the load the failover "
+     "moved (under port or nic, two flows on one port or NIC) until the job ends (docs/ha.md, "
+     "\"Failback\").",
+     0, 0, NULL, FIELD(ha_failback)},
     {"AUTOHA_TORCH_VENV", AH_ENV_TEXT, "~/.cache/autoha/venv-torch", "a folder",
      "Read by scripts/torch-venv, not by the library: the Python venv it installs PyTorch into for "
      "tests/torch ($XDG_CACHE_HOME/autoha/venv-torch when that is set).",

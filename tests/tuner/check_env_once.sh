@@ -7,7 +7,7 @@ set -euo pipefail
 lib=$1 cli=$2
 . "$(dirname "${BASH_SOURCE[0]}")/../common/scratch.sh"
 cd "$tmp"
-want="autoha ERROR env: invalid value for AUTOHA_LOG: 'loud' (expected error|warn|info|debug); default kept"
+want="autoha ERROR env: invalid value for AUTOHA_LOG: 'loud' (expected error|warn|info|debug); default kept (AUTOHA_LOG=warn)"
 for how in preload cli; do
   if [ $how = preload ]; then
     env -i PATH=/usr/bin:/bin AUTOHA_LOG=loud LD_PRELOAD="$lib" /bin/true 2>err || fail "$how exited $?"

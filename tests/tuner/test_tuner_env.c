@@ -183,6 +183,25 @@ START_TEST(typed_parsers) {
   ck_assert_int_eq(s.qp_tc, 106);
   ck_assert_int_eq(one("AUTOHA_QP_TC", "NCCL", &s, err, sizeof err), 0);
   ck_assert_int_eq(s.qp_tc, -1);
+  /* N/M (AUTOHA_HA_HEARTBEAT_MISS): 1 <= N <= M <= 32; a bad one leaves the value as it was */
+  ck_assert_int_eq(one("AUTOHA_HA_HEARTBEAT_MISS", "3/5", &s, err, sizeof err), 0);
+  ck_assert_int_eq(s.ha_hb_miss[0], 3);
+  ck_assert_int_eq(s.ha_hb_miss[1], 5);
+  ck_assert_str_eq(
+      ah_env_value_format(ah_env_var_find("AUTOHA_HA_HEARTBEAT_MISS"), &s, shown, sizeof shown),
+      "3/5");
+  const char *bad_ratio[] = {"5/3", "0/2", "3", "3/", "/5", "2/33", "2/5x", " 2/5", "-1/2", "a/b"};
+  for (size_t i = 0; i < sizeof bad_ratio / sizeof bad_ratio[0]; i++) {
+    ck_assert_msg(one("AUTOHA_HA_HEARTBEAT_MISS", bad_ratio[i], &s, err, sizeof err) == -1, "%s",
+                  bad_ratio[i]);
+    ck_assert_int_eq(s.ha_hb_miss[0], 3);
+    ck_assert_int_eq(s.ha_hb_miss[1], 5);
+  }
+  ck_assert_str_eq(err,
+                   "invalid value for AUTOHA_HA_HEARTBEAT_MISS: 'a/b' (expected N/M (1 <= N "
+                   "<= M <= 32))");
+  ck_assert_int_eq(one("AUTOHA_HA_HEARTBEAT_MISS", "32/32", &s, err, sizeof err), 0);
+  ck_assert_int_eq(s.ha_hb_miss[0], 32);
   /* A size-typed row (none is in the table yet): K/M/G within bounds. */
   ah_env_var_t sz = {"AUTOHA_TEST_SIZE",
                      AH_ENV_SIZE,
@@ -242,15 +261,21 @@ START_TEST(parse_environment_logs) {
                   "AUTOHA_OVERRIDE=allreduce:algo=rong;allgather:nchannels=8",
                   "AUTOHA_ZZZZZZZZZZZZZZZZZZZZZZZ=1",
                   "AUTOHA_QP_TC=7", /* a second definition is ignored, as getenv would */
+                  "AUTOHA_HA_HEARTBEAT_MISS=4/3",
                   NULL};
   ah_settings_t s;
   ah_log_set_level(AH_LOG_WARN);
   capture_begin();
   int problems = ah_env_parse(envp, &s);
   const char *log = capture_end();
-  ck_assert_int_eq(problems, 4);
-  ck_assert_int_eq(count_lines(log), 4);
+  ck_assert_int_eq(problems, 5);
+  ck_assert_int_eq(count_lines(log), 5);
   ck_assert_ptr_nonnull(strstr(log, " [-] autoha ERROR env: invalid value for AUTOHA_MODE"));
+  /* one line naming the text and the default the process runs with */
+  ck_assert_ptr_nonnull(strstr(log,
+                               "invalid value for AUTOHA_HA_HEARTBEAT_MISS: '4/3' (expected "
+                               "N/M (1 <= N <= M <= 32)); default kept "
+                               "(AUTOHA_HA_HEARTBEAT_MISS=1/1)\n"));
   ck_assert_ptr_nonnull(
       strstr(log, " [-] autoha WARN env: unknown environment variable AUTOHA_REPOT"));
   /* a mode that does not parse falls back to the least invasive one, and says which */
@@ -269,6 +294,8 @@ START_TEST(parse_environment_logs) {
   ck_assert_int_eq(s.qp_tc, 26);
   ck_assert_int_eq(s.qp_tc_dscp, 1);
   ck_assert_int_eq(s.override.nrules, 1);
+  ck_assert_int_eq(s.ha_hb_miss[0], 1);
+  ck_assert_int_eq(s.ha_hb_miss[1], 1);
 }
 END_TEST
 
