@@ -117,6 +117,12 @@ int sim_fabric_link_info(const sim_fabric_t *f, int link, sim_fabric_link_t *inf
 /* Whether the schedule failed NIC `nic` of `node` whole by now (nicfatal): its device reports
  * DEVICE_FATAL and its ports stay down. */
 int sim_fabric_nic_fatal(const sim_fabric_t *f, int node, int nic, double wall_s, double virt_us);
+/* Injected completion errors (NCCLSIM_FABRIC_FAULTS wcerr=rnr|access, docs/sim-fabric.md). */
+enum { SIM_FABRIC_WCERR_NONE = 0, SIM_FABRIC_WCERR_RNR = 1, SIM_FABRIC_WCERR_ACCESS = 2 };
+/* The latest completion error the schedule injected on NIC port ep by now (SIM_FABRIC_WCERR_*),
+ * with its time in *at_p (seconds, or microseconds of virtual time); NONE when there is none. */
+int sim_fabric_port_wcerr(const sim_fabric_t *f, sim_fabric_ep_t ep, double wall_s, double virt_us,
+                          double *at_p);
 /* The link sim_fabric_link_name calls `name` ("leaf3->spine1"); -1 when there is none. */
 int sim_fabric_link_find(const sim_fabric_t *f, const char *name);
 int sim_fabric_nodes(const sim_fabric_t *f);

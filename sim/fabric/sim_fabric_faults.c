@@ -5,10 +5,14 @@
  * Grammar (docs/sim-fabric.md): events separated by ';' or newlines, '#' starts a comment,
  *   at=TIME[@wall|@virt]:ACTION:TARGET     TIME = NUMBER(s|ms|us)
  *   ACTION = down | up | degrade=F | portdown | portup | nicdown | nicup | nicfatal
+ *            | wcerr=rnr | wcerr=access   (NIC ports only)
  *   TARGET = leafL-spineS | leafL->spineS | spineS->leafL | nodeN/mlx5_K:P | nodeN/mlx5_K:P->leafL | ...
  *            | nodeN/mlx5_K (nicdown, nicup, nicfatal only: every port of the NIC, both directions)
  * nicfatal is nicdown for good, and the NIC's device reports DEVICE_FATAL (firmware or PCIe
- * failure: a later nicup does not bring it back). 
+ * failure: a later nicup does not bring it back). wcerr=rnr and wcerr=access make every RC queue
+ * pair of that port (existing at that time) with work outstanding complete its oldest work request
+ * with IBV_WC_RNR_RETRY_EXC_ERR or IBV_WC_REM_ACCESS_ERR and go to ERR, once, as after a responder
+ * that posted no receive (rnr_retry below 7) or refused a key; the link keeps its rate.
  * A spec is applied whole or not at all: the first bad event is quoted in the error. */
 #include <errno.h>
 #include <stdio.h>
@@ -73,19 +77,23 @@ static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[
     *why_p = "time must be NUMBER followed by s, ms or us, then optionally @wall or @virt";
     return -1;
   }
-  int port_action = strcmp(action, "portdown") == 0 || strcmp(action, "portup") == 0;
+  int wcerr = strcmp(action, "wcerr=rnr") == 0      ? SIM_FABRIC_WCERR_RNR
+              : strcmp(action, "wcerr=access") == 0 ? SIM_FABRIC_WCERR_ACCESS
+                                                    : SIM_FABRIC_WCERR_NONE;
+  int port_action = strcmp(action, "portdown") == 0 || strcmp(action, "portup") == 0 || wcerr;
   int fatal = strcmp(action, "nicfatal") == 0;
   int nic_action = strcmp(action, "nicdown") == 0 || strcmp(action, "nicup") == 0 || fatal;
   if (strcmp(action, "down") == 0 || strcmp(action, "portdown") == 0 ||
       strcmp(action, "nicdown") == 0 || fatal)
     fraction = 0;
   else if (strcmp(action, "up") == 0 || strcmp(action, "portup") == 0 ||
-           strcmp(action, "nicup") == 0)
+           strcmp(action, "nicup") == 0 || wcerr)
     fraction = 1;
   else if (strncmp(action, "degrade=", 8) != 0 ||
            sim_fabric_parse_double(action + 8, 0, 1, &fraction)) {
     *why_p =
-        "action must be down, up, degrade=FRACTION (0-1), portdown, portup, nicdown, nicup or nicfatal";
+        "action must be down, up, degrade=FRACTION (0-1), portdown, portup, nicdown, nicup, "
+        "nicfatal, wcerr=rnr or wcerr=access";
     return -1;
   }
   if (nic_action) {
@@ -94,7 +102,8 @@ static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[
       *why_p = "nicdown, nicup and nicfatal take a NIC (nodeN/mlx5_K, within this fabric)";
       return -1;
     }
-    for (int i = 0; i < n; i++) ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction, fatal};
+    for (int i = 0; i < n; i++)
+      ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction, fatal, 0};
     return n;
   }
   int n = sim_fabric_parse_target(f, target, links, &nic);
@@ -105,10 +114,14 @@ static int parse_event(const sim_fabric_t *f, char *text, sim_fabric_event_t ev[
     return -1;
   }
   if (port_action && !nic) {
-    *why_p = "portdown and portup take a NIC port (nodeN/mlx5_K:P)";
+    *why_p = "portdown, portup and wcerr take a NIC port (nodeN/mlx5_K:P)";
     return -1;
   }
-  for (int i = 0; i < n; i++) ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction, 0};
+  if (wcerr) { /* one event, on the port's up link (the even one of its pair) */
+    ev[0] = (sim_fabric_event_t){clock, at, links[0] & ~1, 1, 0, wcerr};
+    return 1;
+  }
+  for (int i = 0; i < n; i++) ev[i] = (sim_fabric_event_t){clock, at, links[i], fraction, 0, 0};
   return n;
 }
 
@@ -209,7 +222,7 @@ double sim_fabric_scheduled_fraction(const sim_fabric_t *f, int link, double wal
   int dead[2] = {0, 0}; /* a fatal NIC stays down */
   for (int i = 0; i < f->nevents; i++) {
     const sim_fabric_event_t *e = &f->events[i];
-    if (e->link != link || e->at > now[e->clock]) continue;
+    if (e->link != link || e->at > now[e->clock] || e->wcerr) continue;
     dead[e->clock] |= e->fatal;
     v[e->clock] = dead[e->clock] ? 0 : e->fraction;
   }
@@ -225,4 +238,18 @@ int sim_fabric_nic_fatal(const sim_fabric_t *f, int node, int nic, double wall_s
     if (li.ep.node == node && li.ep.nic == nic) return 1;
   }
   return 0;
+}
+
+int sim_fabric_port_wcerr(const sim_fabric_t *f, sim_fabric_ep_t ep, double wall_s, double virt_us,
+                          double *at_p) {
+  double now[2] = {wall_s, virt_us};
+  int a = sim_fabric_port_index(f, ep), kind = SIM_FABRIC_WCERR_NONE;
+  if (a < 0) return kind;
+  for (int i = 0; i < f->nevents; i++) { /* sorted by time: the last one that struck wins */
+    const sim_fabric_event_t *e = &f->events[i];
+    if (!e->wcerr || e->link != 2 * a || e->at > now[e->clock]) continue;
+    kind = e->wcerr;
+    *at_p = e->at;
+  }
+  return kind;
 }

@@ -20,13 +20,15 @@ enum { SIM_FABRIC_CLOCK_WALL = 0, SIM_FABRIC_CLOCK_VIRT = 1 };
 
 /* One scheduled change: from `at` on (seconds of wall time or microseconds of virtual time since
  * the epoch) the link's scheduled fraction is `fraction`; `fatal` marks the links of a NIC that
- * failed whole (nicfatal: its device reports DEVICE_FATAL). */
+ * failed whole (nicfatal: its device reports DEVICE_FATAL); `wcerr` marks an injected completion
+ * error on the port whose up link `link` is (wcerr=rnr|access), which changes no fraction. */
 typedef struct {
   int clock;
   double at;
   int link;
   double fraction;
   int fatal;
+  int wcerr; /* SIM_FABRIC_WCERR_*: a completion error for the port's requesters, no rate change */
 } sim_fabric_event_t;
 
 /* The shared mapping: a header, then one double (as its bits) per link. */

@@ -216,6 +216,21 @@ static int peer_alive(vb_qp_t *q) {
 }
 
 /* One QP's pass; returns whether it made progress and lowers *wake_p to its next timer. */
+/* An injected completion error (wcerr=) on q's port since q last looked: its oldest work request
+ * fails with it and q goes to ERR, as a requester whose responder refused it (the peer learns, as
+ * of a requester's RETRY_EXC). One that struck before q was first in RTR or RTS does not strike
+ * it. Returns 1 when
+ * q failed. */
+static int wcerr_struck(vb_qp_t *q) {
+  double at = 0;
+  int st = vb_net_port_wcerr(q->ctx->dev->node, q->ctx->dev->nic, q->attr.port_num, &at);
+  if (q->wcerr_at < 0) q->wcerr_at = st ? at : 0;
+  if (!st || at <= q->wcerr_at || q->sq_head == q->sq_tail) return 0;
+  q->wcerr_at = at;
+  requester_fail(q, (enum ibv_wc_status)st, 1);
+  return 1;
+}
+
 static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
   enum ibv_qp_state s = q->qp.state;
   int did = 0;
@@ -260,6 +275,7 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
     q->peer_ready_now = 0;
   }
   did |= consume(q, now, 256);
+  if (q->qp.qp_type == IBV_QPT_RC && wcerr_struck(q)) return 1;
   did |= transmit(q, now, 64, wake_p);
   if (q->qp.state != IBV_QPS_RTS || q->sq_head == q->sq_tail) {
     q->stall_since = 0;

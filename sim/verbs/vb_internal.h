@@ -48,6 +48,9 @@ int vb_net_gid_ep(const uint8_t gid[16], sim_fabric_ep_t *ep_p);
 int vb_net_port_up(int node, int nic, int port);
 /* Whether the fabric's schedule failed the NIC whole (nicfatal) by now. */
 int vb_net_nic_fatal(int node, int nic);
+/* The IBV_WC_* status the fault schedule injected on verbs port `port` of a NIC by now (wcerr=,
+ * docs/sim-fabric.md), with its time in *at_p; 0 when none (a bonded port: either member's). */
+int vb_net_port_wcerr(int node, int nic, int port, double *at_p);
 uint16_t vb_net_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
 int vb_net_path_up(const sim_fabric_flow_t *flow);
 /* The lowest capacity fraction of the links the flow crosses now (1: all at line rate, 0: a link
@@ -265,6 +268,9 @@ struct vb_qp {
   int uc_drop;              /* UC: dropping the current message (no receive posted) */
   uint32_t peer_drops_seen; /* the peer's drop count when we last went back */
   int peer_ready_now;       /* the peer QP is in RTR or RTS */
+  /* injected completion errors (wcerr=): the time of the last one this QP took or that struck
+   * before it existed (-1: not looked yet); later ones strike it */
+  double wcerr_at;
 };
 
 int vb_qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,

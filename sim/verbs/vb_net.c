@@ -104,3 +104,15 @@ int vb_net_port_up(int node, int nic, int port) {
   if (bonded) return member_up(node, nic, 1, now) || member_up(node, nic, 2, now);
   return member_up(node, nic, port, now);
 }
+
+int vb_net_port_wcerr(int node, int nic, int port, double *at_p) {
+  double now = sim_fabric_wall_s(fabric), at = 0, best = -1;
+  int kind = SIM_FABRIC_WCERR_NONE;
+  for (int p = bonded ? 1 : port; p <= (bonded ? 2 : port); p++) {
+    int k = sim_fabric_port_wcerr(fabric, (sim_fabric_ep_t){node, nic, p}, now, 0, &at);
+    if (k != SIM_FABRIC_WCERR_NONE && at > best) kind = k, best = at;
+  }
+  if (kind == SIM_FABRIC_WCERR_NONE) return 0;
+  *at_p = best;
+  return kind == SIM_FABRIC_WCERR_RNR ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_REM_ACCESS_ERR;
+}

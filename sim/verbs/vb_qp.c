@@ -26,6 +26,7 @@ VB_API struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
   vb_ctx_t *ctx = vb_ctx(pd->context);
   vb_qp_t *q = calloc(1, sizeof *q);
   if (!q) goto fail;
+  q->wcerr_at = -1; /* injected completion errors: not looked yet (vb_engine.c) */
   q->cap = ia->cap;
   if (q->cap.max_send_sge < 1) q->cap.max_send_sge = 1;
   if (q->cap.max_recv_sge < 1) q->cap.max_recv_sge = 1;
