@@ -39,6 +39,12 @@ void ah_shim_ha_mr_deregistering(struct ibv_mr *mr);
  * managed: its context's post_send, post_recv and poll_cq are wrapped (once per context). */
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init,
                         const ah_shim_ha_verbs_t *real);
+/* NCCL is about to take qp to RTS with attr: when qp is one the layer protects (a managed RC QP
+ * that gets a shadow) and AUTOHA_HA_IB_TIMEOUT / AUTOHA_HA_IB_RETRY_CNT ask for a shorter RC retry
+ * window than NCCL's attributes, writes attr with the shorter timeout and retry count into *out_p
+ * and returns 1 (the caller passes *out_p on); else 0. Never lengthens what NCCL asked. */
+int ah_shim_ha_rts_attr(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask,
+                        struct ibv_qp_attr *out_p);
 /* NCCL's ibv_modify_qp(qp, attr, mask) succeeded: INIT, RTR and RTS facts are kept, and at RTS the
  * background thread starts building the shadow. */
 void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask);

@@ -54,8 +54,24 @@ static const char *status_name(enum ibv_wc_status st) {
     case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
     case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
     case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
+    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
     default: return "error";
   }
+}
+
+/* 1 when a failed completion of m's carrier with status st fails the connection over (docs/ha.md,
+ * "Detection", after nccl-ha's table of recoverable errors): a path error (retries exhausted, or
+ * the flushes after one) always; RNR_RETRY_EXC and REM_ACCESS — a responder that had no receive
+ * posted, or refused a key — when the carrier did not get the traffic by a failover for the same
+ * status: a fresh queue pair pair, its receives re-posted from the log, clears a responder's
+ * transient state, while a cause that stays (a peer that never posts, a bad key) follows the
+ * connection to the new path, and the second time NCCL gets it. Access, length and protection
+ * errors of the local side are the program's and reach NCCL. */
+static int fails_over(const ha_qp_t *m, enum ibv_wc_status st) {
+  if (st == IBV_WC_RETRY_EXC_ERR || st == IBV_WC_WR_FLUSH_ERR) return 1;
+  if (st == IBV_WC_RNR_RETRY_EXC_ERR || st == IBV_WC_REM_ACCESS_ERR)
+    return !(m->sh && m->sh_status == (int)st);
+  return 0;
 }
 
 /* ---- the QP map (rdma_ha_int.h) and the tables' probes ----------------------------------------- */
@@ -465,19 +481,26 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
     wc->qp_num = m->qpn;
     deliver = 1;
   } else if ((st == HA_PEACE || st == HA_SHADOW) && !m->unprotected && ah_shim_ha_can_hold(m) &&
-             (wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_WR_FLUSH_ERR)) {
+             fails_over(m, wc->status)) {
     /* a path error with a standby ready, or on its way: absorbed, the background thread takes over */
     if (st == HA_SHADOW)
       ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s, shadow QP %u); failing over again",
              m->qpn, status_name(wc->status), m->sh_qpn);
     ah_shim_ha_failover_start(m, status_name(wc->status));
+    if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR || wc->status == IBV_WC_REM_ACCESS_ERR)
+      m->fo_status = (int)wc->status;
     wake = 1;
   } else if (st == HA_FAILING) {
     /* the failing carrier's error and flushes */
   } else {
     if (st != HA_BROKEN) {
       atomic_store(&m->state, HA_BROKEN);
-      if (m->sh)
+      if (m->sh && m->sh_status == (int)wc->status)
+        ah_log(AH_LOG_WARN,
+               "HA: QP %u: %s again on the shadow its failover for it moved the traffic to (shadow "
+               "QP %u): not the path's; NCCL gets the error",
+               m->qpn, status_name(wc->status), m->sh_qpn);
+      else if (m->sh)
         ah_log(AH_LOG_WARN,
                "HA: QP %u: its shadow failed too (%s) and no other is ready; NCCL gets the error",
                m->qpn, status_name(wc->status));

@@ -6,14 +6,20 @@
  * at most every 0.25 s per port, only while a standby on it waits for its rebuild) and, once it has
  * seen the port down and then active again after the standby died, rebuilds that standby now.
  *
- * Key choice: traffic is not moved back to the recovered path (that would be one more drain and
- * replay, a stall, for no gain when both paths are healthy); the recovered path becomes the standby,
- * so a later fault of the path in use has somewhere to go. */
+ * Key choice: by default traffic is not moved back to the recovered path (that would be one more
+ * drain and replay, a stall, for no gain in reach while both paths are healthy); the recovered path
+ * becomes the standby, so a later fault of the path in use has somewhere to go. AUTOHA_HA_FAILBACK=1
+ * moves it back (port, nic) once the standby on the original port has been ready, its heartbeats
+ * on time, for FB_STABLE_S: the load the failover put on one port or NIC ends, at one stall. */
 #include <string.h>
 
+#include "ah_env.h"
 #include "rdma_ha_int.h"
 
 #define FB_PROBE_S 0.25 /* a port's state is read at most this often */
+/* a standby on the original path moves the traffic back only once ready this long with no
+ * heartbeat missed: a path that flaps must not cost two stalls per flap */
+#define FB_STABLE_S 5.0
 
 /* Per context slot and port (1, 2): when the state was last read, what it was (-1: never read),
  * and when it was last seen going from down to active. The background thread's own. */
@@ -85,6 +91,20 @@ static void failback_follow(ha_qp_t *m, double now) {
         m->qpn);
 }
 
+/* 1 when m's traffic, on a shadow, should move back to its standby (AUTOHA_HA_FAILBACK): the
+ * standby is on the path m failed over from (NCCL's own port; under nic, on NCCL's NIC), ready for
+ * FB_STABLE_S with no heartbeat missed and none outstanding. Not under path: the standby's route is
+ * only another hash, and the rebalance re-plans the routes. Call with m->mu held. */
+static int move_back_due(ha_qp_t *m, double now) {
+  const ah_settings_t *s = ah_env_settings();
+  if (!s->ha_failback || s->ha == AH_HA_POLICY_PATH || atomic_load(&m->state) != HA_SHADOW ||
+      !m->sh || atomic_load(&m->sb.state) != SH_READY || m->sb.hb_out || !m->sb.qp ||
+      m->unprotected)
+    return 0;
+  if (m->sb.port != m->port || ha_on_nic(m, m->sb.qp) || !ah_shim_ha_can_hold(m)) return 0;
+  return now - m->sb.ready_t >= FB_STABLE_S && !ah_ha_beat_dead(&m->sb.beat, 1, AH_HA_BEAT_MAX);
+}
+
 void ah_shim_ha_failback_step(ha_qp_t *m) {
   double now = ha_now_s();
   failback_follow(m, now); /* the peer's path came back: rebuild now */
@@ -95,6 +115,20 @@ void ah_shim_ha_failback_step(ha_qp_t *m) {
                   "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn,
                   m->sb.port);
     failback_kick(m, now);
+  } else if (move_back_due(m, now)) {
+    /* a planned failover: the carrier is taken to ERR, as by the soft timeout, and the drain,
+     * count exchange and replay run as after a fault (exactly once, in order) */
+    AH_LOG_CAPPED(16, AH_LOG_WARN,
+                  "HA: QP %u: its original path (port %d) has had a ready standby for %.0f s: "
+                  "moving its traffic back (AUTOHA_HA_FAILBACK)",
+                  m->qpn, m->sb.port, now - m->sb.ready_t);
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_ERR;
+    m->hc->real.modify_qp(ha_carrier(m), &a, IBV_QP_STATE);
+    m->fo_planned = 1;
+    m->fo_status = 0;
+    ah_shim_ha_failover_start(m, "failback (AUTOHA_HA_FAILBACK)");
   }
   pthread_mutex_unlock(&m->mu);
 }

@@ -166,6 +166,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   /* the standby carries the traffic; the QP it replaces stays in ERR (and in the table: its late
    * flushes are absorbed) until NCCL destroys its own */
   m->sh = to;
+  m->sh_status = m->fo_status; /* why it carries the traffic (an error class's repeat ends it) */
   m->sh_qpn = m->sb.qpn;
   m->sh_port = m->sb.port;
   m->sh_sport = m->sb.sport;
@@ -193,7 +194,11 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
          "HA: QP %u (%s port %d) failed over to its shadow QP %u (%s) in %.1f ms: %lu work "
          "requests replayed, %lu completions the peer had confirmed handed to NCCL%s",
          m->qpn, m->qp->context->device->name, from_port, m->sh_qpn, where, stall_ms, nreplay,
-         nsynth, m->nfail > 1 ? " (again: its previous shadow had failed)" : "");
+         nsynth,
+         m->fo_planned  ? " (failback: its original path is back, AUTOHA_HA_FAILBACK)"
+         : m->nfail > 1 ? " (again: its previous shadow had failed)"
+                        : "");
+  m->fo_planned = 0;
   pthread_mutex_lock(&ah_shim_ha_events_mu);
   if (ah_shim_ha_nevents < AH_REPORT_HA_MAX) {
     ah_report_failover_t *f = &ah_shim_ha_events[ah_shim_ha_nevents++];

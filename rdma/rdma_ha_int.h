@@ -16,6 +16,7 @@
 
 #include "ah_coord.h"
 #include "ah_ha.h"
+#include "ah_ha_beat.h"
 #include "ah_log.h"
 #include "ah_path.h"
 #include "ah_report.h"
@@ -51,9 +52,8 @@ enum {
 };                                                /* its standby */
 enum { FO_NONE, FO_DRAIN, FO_WAIT, FO_EXCHANGE }; /* failover steps */
 
-#define HA_GEN_MAX 16      /* shadows built per queue pair over its life (failovers and rebuilds) */
-#define HA_HB_PERIOD_S 2.0 /* a heartbeat on each ready standby this often */
-#define HA_REBUILD_S 0.25  /* a dead standby is rebuilt after this long, doubling per failure */
+#define HA_GEN_MAX 16     /* shadows built per queue pair over its life (failovers and rebuilds) */
+#define HA_REBUILD_S 0.25 /* a dead standby is rebuilt after this long, doubling per failure */
 /* A failover whose peer has published no record of its own rings the peer's doorbell again after
  * this long, doubling up to HA_RING_MAX_S: a peer's look-up of this side's record can miss it (the
  * hub's answer slower than the look-up's wait, on a loaded machine), and that peer's carrier may
@@ -72,12 +72,15 @@ typedef struct {
   int port;
   double deadline;   /* connect by then (AUTOHA_HA_CONNECT_S) */
   int hb_out;        /* a heartbeat is outstanding (under the QP's lock) */
-  double hb_next;    /* the next periodic heartbeat is due */
+  int hb_polled;     /* its CQs were polled for it once it was due (before a miss is counted) */
+  double hb_next;    /* the next periodic heartbeat is due (AUTOHA_HA_HEARTBEAT_MS) */
   double hb_ok;      /* the last heartbeat that succeeded */
+  ah_ha_beat_t beat; /* its last heartbeat rounds, hit or missed (AUTOHA_HA_HEARTBEAT_MISS) */
   double rebuild_at; /* SH_DEAD: rebuild then (0: never, the peer has no autoha) */
   uint32_t want_gen; /* SH_DEAD: the peer is at this generation; rebuild at it */
   uint16_t sport;    /* its UDP source port (from its flow label) */
   double dead_t;     /* SH_DEAD: since then */
+  double ready_t;    /* SH_READY: since then */
 } ha_stby_t;
 
 #define HA_SLOTS 4096 /* QP numbers per context table (primaries and shadows) */
@@ -155,8 +158,12 @@ typedef struct ha_qp {
       *nq; /* AUTOHA_HA=nic: its shadow's NIC and key spaces (rdma_ha_nic.c); else NULL */
   uint16_t rb_psport; /* the port the rebalance moved its primary to (0: not moved) */
   double fb_done,
-      fb_look; /* failback: the last kick; the next look at the peer's given-up generation */
-  ha_dg_t dg;  /* its completion time (degraded links; rdma_ha_degrade.c) */
+      fb_look;    /* failback: the last kick; the next look at the peer's given-up generation */
+  int fo_planned; /* the failover in progress moves traffic back (AUTOHA_HA_FAILBACK), no fault */
+  /* error classes (docs/ha.md, "Detection"): the status that started the failover in progress,
+   * and the one whose failover put the traffic on the carrier (0: a path error or none) */
+  int fo_status, sh_status;
+  ha_dg_t dg; /* its completion time (degraded links; rdma_ha_degrade.c) */
   struct ha_qp *next;
 } ha_qp_t;
 

@@ -132,6 +132,45 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
   pthread_mutex_unlock(&ah_shim_ha_mu);
 }
 
+/* The RC retry window of timeout `to` and retry count `rc`, in seconds (timeout 0: never). */
+static double retry_window_s(int to, int rc) {
+  return to ? 4.096e-6 * (double)(1ull << to) * (rc + 1) : 1e30;
+}
+
+int ah_shim_ha_rts_attr(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask,
+                        struct ibv_qp_attr *out_p) {
+  if (!qp || !attr || !(mask & IBV_QP_STATE) || attr->qp_state != IBV_QPS_RTS ||
+      !(mask & (IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT)) || !atomic_load(&ah_shim_ha_nctx))
+    return 0;
+  const ah_settings_t *s = ah_env_settings();
+  ha_qp_t *m = managed(qp);
+  if (!m) return 0;
+  pthread_mutex_lock(&ah_shim_ha_mu);
+  /* the queue pairs that get a shadow (ah_shim_ha_modified): a shorter window elsewhere would only
+   * end a connection sooner */
+  int shadowed = m->rtr_mask && m->rtr.ah_attr.is_global && m->have_sgid;
+  pthread_mutex_unlock(&ah_shim_ha_mu);
+  if (!shadowed) return 0;
+  int to = (mask & IBV_QP_TIMEOUT) ? attr->timeout : 0,
+      rc = (mask & IBV_QP_RETRY_CNT) ? attr->retry_cnt : 0;
+  int new_to = to, new_rc = rc;
+  /* timeout 0 is "wait forever", the longest of all */
+  if ((mask & IBV_QP_TIMEOUT) && s->ha_ib_timeout > 0 && (to == 0 || to > s->ha_ib_timeout))
+    new_to = s->ha_ib_timeout;
+  if ((mask & IBV_QP_RETRY_CNT) && rc > s->ha_ib_retry_cnt) new_rc = s->ha_ib_retry_cnt;
+  if (new_to == to && new_rc == rc) return 0;
+  *out_p = *attr;
+  out_p->timeout = (uint8_t)new_to;
+  out_p->retry_cnt = (uint8_t)new_rc;
+  AH_LOG_CAPPED(1, AH_LOG_INFO,
+                "HA: QP %u: RC timeout %d -> %d, retry count %d -> %d: a path failure reaches the "
+                "failover after %.2f s instead of %.1f s (AUTOHA_HA_IB_TIMEOUT, "
+                "AUTOHA_HA_IB_RETRY_CNT; logged once)",
+                m->qpn, to, new_to, rc, new_rc, retry_window_s(new_to, new_rc),
+                retry_window_s(to, rc));
+  return 1;
+}
+
 /* Releases what a destroyed QP held. The struct itself stays (a few hundred bytes per QP NCCL
  * destroys): a data-path thread's cached lookup may still read m->qp, which is now NULL. */
 static void qp_free(ha_qp_t *m) {

@@ -3,8 +3,9 @@
  * (AUTOHA_HA=path), the NIC's other port (port) — or on another NIC's (nic: rdma_ha_nic.c gives
  * its protection domain, CQs and port; the odd generations there, the even ones on NCCL's NIC),
  * connected with the peer's standby of the same generation through the directory, ready once a
- * heartbeat completed, and kept known by a heartbeat every HA_HB_PERIOD_S. A dead standby is
- * rebuilt (a new generation) while its peer runs autoha. */
+ * heartbeat completed, and kept known by a heartbeat every AUTOHA_HA_HEARTBEAT_MS (dead when N of
+ * the last M missed, AUTOHA_HA_HEARTBEAT_MISS, or one failed). A dead standby is rebuilt (a new
+ * generation) while its peer runs autoha. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -214,6 +215,9 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   return 0;
 }
 
+/* The heartbeat interval, in seconds (AUTOHA_HA_HEARTBEAT_MS). */
+static double hb_period_s(void) { return ah_env_settings()->ha_hb_ms * 1e-3; }
+
 int ah_shim_ha_heartbeat_post(ha_qp_t *m) {
   struct ibv_send_wr w, *bad;
   memset(&w, 0, sizeof w);
@@ -225,7 +229,8 @@ int ah_shim_ha_heartbeat_post(ha_qp_t *m) {
     return -1;
   }
   m->sb.hb_out = 1;
-  m->sb.hb_next = ha_now_s() + HA_HB_PERIOD_S;
+  m->sb.hb_polled = 0;
+  m->sb.hb_next = ha_now_s() + hb_period_s();
   return 0;
 }
 
@@ -341,6 +346,33 @@ static double soft_timeout_s(const ha_qp_t *m) {
   return 2 * 4.096e-6 * (double)(1ull << (to > 40 ? 40 : to)) * (rc + 1);
 }
 
+/* One heartbeat round of m's ready standby, due now: a hit when the last heartbeat completed (the
+ * next is posted), a miss when it is still outstanding (its path drops it and RC retries; the next
+ * waits for it). N misses in the last M rounds (AUTOHA_HA_HEARTBEAT_MISS) make the standby dead.
+ * Call with m->mu held. */
+static void heartbeat_round(ha_qp_t *m, double now) {
+  const ah_settings_t *s = ah_env_settings();
+  int n = s->ha_hb_miss[0], w = s->ha_hb_miss[1], missed = m->sb.hb_out;
+  int k = ah_ha_beat_round(&m->sb.beat, missed, w);
+  if (!missed) {
+    ah_shim_ha_heartbeat_post(m);
+    return;
+  }
+  m->sb.hb_next = now + hb_period_s();
+  m->sb.hb_polled = 0;
+  if (ah_ha_beat_dead(&m->sb.beat, n, w)) {
+    char why[128];
+    snprintf(why, sizeof why,
+             "it missed %d of its last %d heartbeats (AUTOHA_HA_HEARTBEAT_MISS=%d/%d)", k, w, n, w);
+    ah_shim_ha_standby_dead(m, why);
+  } else {
+    AH_LOG_CAPPED(16, AH_LOG_INFO,
+                  "HA: QP %u: its standby shadow QP %u missed a heartbeat (%d of its last %d; "
+                  "dead at %d, AUTOHA_HA_HEARTBEAT_MISS)",
+                  m->qpn, m->sb.qpn, k, w, n);
+  }
+}
+
 int ah_shim_ha_health_due(ha_qp_t *m, double now) {
   int st = atomic_load(&m->state), sb = atomic_load(&m->sb.state);
   if (st == HA_BROKEN || !m->qp) return 0;
@@ -370,9 +402,19 @@ int ah_shim_ha_health_step(ha_qp_t *m) {
     acted = 1;
   }
   if ((st == HA_PEACE || st == HA_SHADOW) && now >= m->health_next) {
-    m->health_next = now + 0.1;
-    if (atomic_load(&m->sb.state) == SH_READY && !m->sb.hb_out && now >= m->sb.hb_next) {
-      ah_shim_ha_heartbeat_post(m);
+    /* every 0.1 s, or twice per heartbeat interval when that is shorter */
+    m->health_next = now + (hb_period_s() < 0.2 ? hb_period_s() / 2 : 0.1);
+    if (atomic_load(&m->sb.state) == SH_READY && now >= m->sb.hb_next) {
+      if (m->sb.hb_out && !m->sb.hb_polled) {
+        /* before it counts as missed: its completion may wait in a CQ nobody polls (an idle
+         * connection's); look again right after */
+        m->sb.hb_polled = 1;
+        m->health_next = now;
+        pthread_mutex_unlock(&m->mu);
+        ah_shim_ha_drain_poll(m);
+        return 1;
+      }
+      heartbeat_round(m, now);
       acted = 1;
     }
     /* the soft timeout: the send log's tail has not moved for that long with signalled work in it */
@@ -397,12 +439,6 @@ int ah_shim_ha_health_step(ha_qp_t *m) {
       m->hc->real.modify_qp(ha_carrier(m), &a, IBV_QP_STATE);
       ah_shim_ha_failover_start(m, why);
       acted = 1;
-    }
-    if (m->sb.hb_out && now > m->sb.hb_next + 1.0) {
-      /* nobody polled the heartbeat's completion (an idle connection): poll for it */
-      pthread_mutex_unlock(&m->mu);
-      ah_shim_ha_drain_poll(m);
-      return 1;
     }
   }
   pthread_mutex_unlock(&m->mu);

@@ -63,6 +63,7 @@ void ah_shim_ha_failover_start(ha_qp_t *m, const char *why) {
   m->t_fail = ha_now_s();
   m->fo_step = FO_DRAIN;
   m->fo_deadline = 0;
+  m->fo_status = 0; /* a path error's; the caller names an error class's (rdma_ha_data.c) */
   atomic_store(&m->drained_send, 0);
   atomic_store(&m->drained_recv, 0);
   atomic_store(&m->state, HA_FAILING);
@@ -89,6 +90,7 @@ void ah_shim_ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
     m->sb.hb_ok = ha_now_s();
     int want = SH_CONNECTED;
     if (atomic_compare_exchange_strong(&m->sb.state, &want, SH_READY)) {
+      m->sb.ready_t = m->sb.hb_ok;
       m->sb.rebuild_at = 0;
       m->sb_fails = 0;
       atomic_fetch_add(&ah_shim_ha_st_shadows, 1);

@@ -404,6 +404,8 @@ static struct ibv_qp *dl_create_wrapper(struct ibv_pd *pd, struct ibv_qp_init_at
   return qp;
 }
 static int dl_modify_wrapper(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
+  struct ibv_qp_attr ha_rts; /* AUTOHA_HA_IB_TIMEOUT: a shorter RC retry window at RTS */
+  if (ah_shim_ha_on() && ah_shim_ha_rts_attr(qp, attr, mask, &ha_rts)) attr = &ha_rts;
   int rc = verbs_modify(atomic_load(&dl_modify_qp), qp, attr, mask);
   if (rc == 0 && ah_shim_ha_on()) ah_shim_ha_modified(qp, attr, mask);
   if (rc == 0) ah_shim_link_modified(qp, attr, mask);

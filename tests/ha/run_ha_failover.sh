@@ -26,7 +26,19 @@
 #       during port 2 down 50 ms after port 1 (during the first failover), port 1 back: the job completes
 #       early  port 1 down 0.2 s in, before any shadow is ready (port 2 down until 2 s): held,
 #              failed over once one is
-#       soft   no RC error within the run (retry window 34 s), AUTOHA_HA_SOFT_TIMEOUT_S=1: failover
+#       soft   no RC error within the run (retry window 34 s, AUTOHA_HA_IB_TIMEOUT=0 keeps NCCL's),
+#              AUTOHA_HA_SOFT_TIMEOUT_S=1: failover
+#       ibtimeout  the real retry window (NCCLSIM_VERBS_TIMEOUT_SCALE=1): AUTOHA_HA_IB_TIMEOUT's
+#              default shortens NCCL's 20 to 14, the failover comes within seconds, not 34 s; with
+#              NCCL_IB_TIMEOUT=12 (shorter) NCCL's value is kept
+#       rnr, access  an injected RNR_RETRY_EXC_ERR / REM_ACCESS_ERR on port 1 (wcerr=): fails over,
+#              the job completes; without HA NCCL fails with it; rnr also: the same error on the
+#              shadow's port after the failover reaches NCCL (not a path's)
+#       heartbeat  AUTOHA_HA_HEARTBEAT_MS=100, AUTOHA_HA_HEARTBEAT_MISS=4/6: a 150 ms flap of the
+#              standbys' port misses a heartbeat or two and kills no standby; a 1.5 s outage kills
+#              them by the rule, before RC's window (3.4 s here) ends them
+#       failbackon  AUTOHA_HA_FAILBACK=1: port 1 down and back: the traffic moves back to port 1
+#              (the failback case, with it off, checks that it stays)
 #       peace  no fault: AUTOHA_HA=port runs the same simulated time as without autoha
 #       nicfatal  as nic, but node1/mlx5_1 fails whole (nicfatal: DEVICE_FATAL after its PORT_ERR),
 #              on which NCCL fails every communicator using it: the job completes under
@@ -254,6 +266,8 @@ failback)
   done
   nb=$(grep -c "port 1 is up again; its standby is rebuilt there now" <<<"$out")
   [ "$nb" -ge 1 ] || fail "no standby was rebuilt when port 1 came back (only the backoff's rebuilds)"
+  # AUTOHA_HA_FAILBACK off (the default): the traffic stays on port 2
+  grep -qE "moving its traffic back|\(failback:" <<<"$out" && fail "traffic moved back with AUTOHA_HA_FAILBACK off"
   echo "ok: port 1 down and back under AUTOHA_HA=port: $n queue pairs failed over to port 2, each has a ready standby on port 1 again ($nb rebuilt at once when the port came back), job completed in $took s"
   ;;
 twice)
@@ -309,7 +323,7 @@ soft)
   # the soft timeout: RC's retry window at its real length (34 s: no error within the run), the
   # port down 2 s in; AUTOHA_HA_SOFT_TIMEOUT_S=1 fails the stalled queue pairs over
   job_run "${dual[@]}" NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" \
-    AUTOHA_HA=port AUTOHA_HA_SOFT_TIMEOUT_S=1 LD_PRELOAD="$so"
+    AUTOHA_HA=port AUTOHA_HA_IB_TIMEOUT=0 AUTOHA_HA_SOFT_TIMEOUT_S=1 LD_PRELOAD="$so"
   job_survived "the job failed"
   grep -q "AUTOHA_HA_SOFT_TIMEOUT_S" <<<"$out" || fail "no soft timeout fired"
   n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
@@ -423,6 +437,81 @@ nicfatal)
     "NET/IB: rank [0-9]+: communicator [0-9a-f]+ encountered a fatal error \(an async event on mlx5_1" \
     "NCCL did not fail on the device's fatal event" "${two[@]}"
   echo "ok: the same run without HA fails on DEVICE_FATAL in $took s"
+  ;;
+ibtimeout)
+  # the real window: 34 s at NCCL's 20 and 7, 0.54 s at autoha's 14 and 7
+  job_run "${dual[@]}" NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" \
+    AUTOHA_HA=port AUTOHA_LOG=info LD_PRELOAD="$so"
+  job_survived "the job failed"
+  grep -q "RC timeout 20 -> 14, retry count 7 -> 7: a path failure reaches the failover after 0.54 s instead of 34.4 s" <<<"$out" ||
+    fail "no queue pair had its RC timeout shortened"
+  grep -q "AUTOHA_HA_SOFT_TIMEOUT_S" <<<"$out" && fail "the soft timeout fired: RC's shortened window should come first"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
+  grep -q "transport retry counter exceeded on the primary path" <<<"$out" || fail "the failovers were not started by RC's error"
+  [ "$took" -le 30 ] || fail "the job took $took s: the failover waited for NCCL's 34 s window"
+  echo "ok: real retry window, AUTOHA_HA_IB_TIMEOUT default: $n failovers on RC's error, job completed in $took s"
+  # a user's shorter NCCL_IB_TIMEOUT is never lengthened
+  job_run "${dual[@]}" NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCL_IB_TIMEOUT=12 AUTOHA_HA=port AUTOHA_LOG=debug LD_PRELOAD="$so"
+  job_survived "the job failed with NCCL_IB_TIMEOUT=12"
+  grep -q "HA: QP [0-9]*: shadow QP [0-9]* (port 2) is ready" <<<"$out" || fail "no shadow became ready with NCCL_IB_TIMEOUT=12"
+  grep -q "RC timeout 12 ->" <<<"$out" && fail "NCCL_IB_TIMEOUT=12 was changed"
+  echo "ok: NCCL_IB_TIMEOUT=12 (shorter than 14) kept as NCCL set it"
+  ;;
+rnr | access)
+  status=$([ "$case_" = rnr ] && echo "RNR retry counter exceeded" || echo "remote access error")
+  job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:wcerr=$case_:node1/mlx5_3:1" AUTOHA_HA=port AUTOHA_LOG=info LD_PRELOAD="$so"
+  job_survived "the job failed under AUTOHA_HA=port"
+  grep -q "HA: QP [0-9]*: $status on the primary path" <<<"$out" || fail "no failover started by $status"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 1 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
+  echo "ok: $status injected on port 1 under AUTOHA_HA=port -> $n failovers, job completed in $took s"
+  without_ha "at=1s:wcerr=$case_:node1/mlx5_3:1" "NET/IB: Got completion from peer .* with status=$status" \
+    "NCCL did not get $status" "${dual[@]}"
+  echo "ok: the same run without HA fails with $status in $took s"
+  if [ "$case_" = rnr ]; then
+    # the error follows the connection to port 2: not the path's, NCCL gets it
+    iters=${HA_TEST_ITERS:-200}
+    job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:wcerr=rnr:node1/mlx5_3:1;at=4s:wcerr=rnr:node1/mlx5_3:2" \
+      AUTOHA_HA=port AUTOHA_HA_FAILOVER_S=5 LD_PRELOAD="$so"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "the job should fail with the repeated error (rc $rc)"
+    grep -q "RNR retry counter exceeded again on the shadow its failover for it moved the traffic to" <<<"$out" ||
+      fail "the repeated error was not handed to NCCL as the connection's"
+    grep -qE "NET/IB: Got completion from peer .* with status=RNR retry counter exceeded" <<<"$out" ||
+      fail "NCCL did not get the repeated RNR error"
+    echo "ok: the same error again on the shadow's port reaches NCCL (rc $rc, $took s)"
+  fi
+  ;;
+heartbeat)
+  # NCCL's window (AUTOHA_HA_IB_TIMEOUT=0) at a tenth: 3.4 s, longer than the outages below
+  iters=${HA_TEST_ITERS:-120}
+  hb=(NCCLSIM_VERBS_TIMEOUT_SCALE=0.1 AUTOHA_HA_IB_TIMEOUT=0 AUTOHA_HA_HEARTBEAT_MS=100
+      AUTOHA_HA_HEARTBEAT_MISS=4/6 AUTOHA_HA=port AUTOHA_LOG=info LD_PRELOAD="$so")
+  job_run "${dual[@]}" "${hb[@]}" NCCLSIM_FABRIC_FAULTS="at=3s:portdown:node1/mlx5_3:2;at=3150ms:portup:node1/mlx5_3:2"
+  job_survived "the job failed with a 150 ms flap"
+  nm=$(grep -c "missed a heartbeat ([1-3] of its last 6; dead at 4" <<<"$out")
+  [ "$nm" -ge 1 ] || fail "the flap of port 2 made no standby miss a heartbeat"
+  grep -q "is dead: it missed" <<<"$out" && fail "a 150 ms flap killed a standby (rule 4/6)"
+  grep -q "is dead: it failed its heartbeat" <<<"$out" && fail "a standby's heartbeat failed in a 150 ms flap"
+  echo "ok: a 150 ms flap of the standbys' port: $nm missed heartbeats, no standby dead ($took s)"
+  job_run "${dual[@]}" "${hb[@]}" NCCLSIM_FABRIC_FAULTS="at=3s:portdown:node1/mlx5_3:2;at=4500ms:portup:node1/mlx5_3:2"
+  job_survived "the job failed with a 1.5 s outage of the standbys' port"
+  nd=$(grep -c "is dead: it missed [4-6] of its last 6 heartbeats (AUTOHA_HA_HEARTBEAT_MISS=4/6)" <<<"$out")
+  [ "$nd" -ge 1 ] || fail "no standby was found dead by the 4/6 rule in a 1.5 s outage"
+  echo "ok: a 1.5 s outage: $nd standbys dead by 4 of 6 missed heartbeats, before RC's 3.4 s window ($took s)"
+  ;;
+failbackon)
+  # port 1 down at 2 s, back at 5 s: the standby on port 1 is rebuilt at once, ready, and 5 s later
+  # the traffic moves back to it
+  iters=${HA_TEST_ITERS:-220}
+  job_run "${dual[@]}" AUTOHA_HA=port AUTOHA_HA_FAILBACK=1 LD_PRELOAD="$so" \
+    NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=5s:portup:node1/mlx5_3:1"
+  job_survived "the job failed with port 1 down and back, AUTOHA_HA_FAILBACK=1"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs to port 2, saw $n"
+  nb=$(grep -c "HA: QP [0-9]* (mlx5_3 port 2) failed over to its shadow QP [0-9]* (port 1) .*(failback: its original path is back" <<<"$out")
+  [ "$nb" -ge 1 ] || fail "no connection moved back to port 1"
+  echo "ok: AUTOHA_HA_FAILBACK=1: $n failovers to port 2, $nb moved back to port 1, job completed in $took s"
   ;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac
