@@ -19,6 +19,11 @@
 # provider's longest wall-time gap between completions of a connection (detection included).
 # Last, "all paths down": every port of node 1 goes down; every rank must fail with NCCL's error
 # within the bound (no hang).
+# Then "the real retry window" (FAILOVER_WINDOW_POINTS, default 2, points each): NCCLSIM_VERBS_TIMEOUT_SCALE=1,
+# AUTOHA_HA=port, a port down once the shadows are ready, the soft timeout on auto, run with
+# autoha's RC timeout (AUTOHA_HA_IB_TIMEOUT, default 14) and with NCCL's (AUTOHA_HA_IB_TIMEOUT=0: 20, 34 s):
+# the stall a user sees is the provider's longest wait between completions of a connection,
+# detection included. Bar: at most 1 s with autoha's timeout.
 # Figures printed last with OK/FAILED; exit non-zero when a point fails.
 #   run_failover.sh NCCLSIM_RUN FAILOVER_JOB LIBAUTOHA SIMLIB_DIR
 # Settings (environment):
@@ -28,6 +33,8 @@
 #   FAILOVER_SEED    seed of the random points (default 1)
 #   FAILOVER_PATH_TARGET  link (default) or spine: what policy path's fault takes down
 #   FAILOVER_KEEP    a folder to keep every job's output in (default: a temporary one, removed)
+#   FAILOVER_PARTS   which parts run: any of "points alldown window" (default all three)
+#   FAILOVER_WINDOW_POINTS  fault points of each run of the real-window part (default 2)
 #   NCCLSIM_VERBS_TIMEOUT_SCALE  the RC retry window's scale (default 0.01: 0.34 s for NCCL's 20/7)
 #   NCCLSIM_NET_LOST_MS  when a completion counts as lost (default 30000: above autoha's failover
 #                    bounds, so a failover that is only slow shows as a stall, not a loss)
@@ -63,10 +70,15 @@ pct() { sort -g | awk -v p="$1" '{v[NR] = $1} END {if (!NR) {print "-"; exit} i 
 rand_ms() { echo $(( $1 + (RANDOM * 32768 + RANDOM) % ($2 - $1 + 1) )); }
 secs() { awk -v ms="$1" 'BEGIN {printf "%.3f", ms / 1000}'; }
 
+parts=${FAILOVER_PARTS:-points alldown window}
+has_part() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+control_nodes=$node_list # the real-window part runs 2 x 8 jobs
+has_part window && case " $node_list " in *" 2 "*) ;; *) control_nodes+=" 2" ;; esac
+
 # control: each size once without a fault (and without autoha), for the run's length and the
 # peace-time stall
 declare -A len peace
-for nodes in $node_list; do
+for nodes in $control_nodes; do
   log=$work/control-$nodes.log t0=$(date +%s%N)
   if ! timeout 300 "$run" -n $((nodes * 8)) --nodes "$nodes" -- "$job" --iters "$(iters_of "$nodes")" >"$log" 2>&1; then
     echo "failover: the control job on $nodes nodes failed ($log):"; tail -3 "$log"; exit 1
@@ -76,6 +88,7 @@ for nodes in $node_list; do
   echo "failover: control, $nodes x 8, no fault, no autoha: $(iters_of "$nodes") iterations in ${len[$nodes]} ms, longest stall ${peace[$nodes]} ms"
 done
 
+has_part points || policies=""
 for policy in $policies; do
   case $policy in path | port | nic) ;; *) echo "failover: unknown policy '$policy' (expected path, port or nic)"; exit 2 ;; esac
   : >"$work/stalls-$policy"
@@ -152,6 +165,8 @@ for policy in $policies; do
 done
 
 # all paths down: every port of node 1 at 1 s; every rank fails with NCCL's error within the bound
+all_down=skipped
+if has_part alldown; then
 bound=$(awk -v s="$NCCLSIM_VERBS_TIMEOUT_SCALE" 'BEGIN {printf "%d", 34.4 * s * 2 + 30}')
 spec=""
 for nic in $(seq 0 7); do spec+="at=1s:portdown:node1/mlx5_$nic:1;at=1s:portdown:node1/mlx5_$nic:2;"; done
@@ -176,8 +191,52 @@ grep -q "was killed by signal" "$log" && all_ok=0
 echo "failover: all paths down (every port of node 1, 2 x 8): job ended in $took s (bound $bound s), rc $rc," \
   "$nccl_err of 16 ranks reported a failed call: $([ $all_ok = 1 ] && echo ok || echo NOT ok)"
 [ $all_ok = 1 ] || { ok=0; grep -m3 -E "failed|killed" "$log" | cut -c1-300; }
+all_down="within the bound"
+fi
+
+# the real retry window: the stall a user sees, with autoha's RC timeout and with NCCL's
+window_fig="not run" window_ok=1
+if has_part window; then
+  wpoints=${FAILOVER_WINDOW_POINTS:-2}
+  case $wpoints in '' | *[!0-9]*) echo "failover: FAILOVER_WINDOW_POINTS must be a number, not '$wpoints'"; exit 2 ;; esac
+  declare -A wmax
+  for mode in autoha nccl; do
+    wmax[$mode]=0
+    : >"$work/window-$mode"
+    for i in $(seq 1 "$wpoints"); do
+      # 3-4 s in, after every shadow is ready (a fault before that is held until one is), in a job
+      # that runs at least 8 s without a fault
+      at=$(rand_ms 3000 4000) witers=$(( $(iters_of 2) * (8000 / (len[2] + 1) + 1) ))
+      node=$((RANDOM % 2)) nic=$((RANDOM % 8))
+      log=$work/window-$mode-$i.log
+      ibt=""
+      [ $mode = nccl ] && ibt=0
+      NCCLSIM_FABRIC=bond=0 NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCLSIM_NET_LOST_MS=120000 NCCLSIM_TIMEOUT_S=120 \
+        NCCLSIM_FABRIC_FAULTS="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:1" LD_PRELOAD="$lib" AUTOHA_HA=port \
+        AUTOHA_HA_SOFT_TIMEOUT_S=0 ${ibt:+AUTOHA_HA_IB_TIMEOUT=$ibt} AUTOHA_REPORT=off \
+        timeout 600 "$run" -n 16 --nodes 2 -- "$job" --iters "$witers" >"$log" 2>&1
+      rc=$?
+      f=$(grep -c "failed over" "$log") w=$(stall "$log")
+      if [ $rc != 0 ] || [ "$f" = 0 ] || [ "$(grep -c '^failover_job: rank' "$log")" != 16 ]; then
+        echo "failover: real window, $mode's RC timeout, point $i (port node$node/mlx5_$nic:1 at $(secs "$at") s): rc $rc, $f failovers: not a completed failover"
+        grep -m2 -E "failed|error|Error" "$log" | cut -c1-300
+        window_ok=0
+        continue
+      fi
+      echo "$w" >>"$work/window-$mode"
+      awk -v a="$w" -v b="${wmax[$mode]}" 'BEGIN {exit !(a > b)}' && wmax[$mode]=$w
+      echo "failover: real window, $mode's RC timeout, point $i: port node$node/mlx5_$nic:1 down at $(secs "$at") s, $f failovers, longest wait between completions $w ms"
+    done
+    [ -s "$work/window-$mode" ] || window_ok=0
+  done
+  awk -v w="${wmax[autoha]}" 'BEGIN {exit !(w <= 1000)}' || window_ok=0
+  [ $window_ok = 1 ] || ok=0
+  window_fig="${wmax[autoha]} ms with autoha's RC timeout (AUTOHA_HA_IB_TIMEOUT), ${wmax[nccl]} ms with NCCL's (bar 1000 ms): $([ $window_ok = 1 ] && echo OK || echo FAILED)"
+  echo "failover: real retry window (NCCLSIM_VERBS_TIMEOUT_SCALE=1, AUTOHA_HA=port, 2 x 8, $wpoints points each), longest stall a user sees: $window_fig"
+fi
 
 echo "failover (sim/, $(( $(date +%s) - begin )) s; bar: every point completes with correct results and 0 lost/duplicated" \
   "completions, p99 stall per failover <= AUTOHA_HA_SOFT_TIMEOUT_S + 50 ms ($stall_bar ms); all paths down ends within" \
-  "the bound): $([ $ok = 1 ] && echo OK || echo FAILED)"
+  "the bound ($all_down); at the real retry window a user's stall <= 1 s): real-window stall $window_fig;" \
+  "$([ $ok = 1 ] && echo OK || echo FAILED)"
 [ $ok = 1 ]
