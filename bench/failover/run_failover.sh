@@ -209,11 +209,11 @@ if has_part window; then
       at=$(rand_ms 3000 4000) witers=$(( $(iters_of 2) * (8000 / (len[2] + 1) + 1) ))
       node=$((RANDOM % 2)) nic=$((RANDOM % 8))
       log=$work/window-$mode-$i.log
-      ibt=""
-      [ $mode = nccl ] && ibt=0
-      NCCLSIM_FABRIC=bond=0 NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCLSIM_NET_LOST_MS=120000 NCCLSIM_TIMEOUT_S=120 \
+      ibt=() # NCCL's: AUTOHA_HA_IB_TIMEOUT=0 keeps its 20
+      [ $mode = nccl ] && ibt=(AUTOHA_HA_IB_TIMEOUT=0)
+      env NCCLSIM_FABRIC=bond=0 NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCLSIM_NET_LOST_MS=120000 NCCLSIM_TIMEOUT_S=120 \
         NCCLSIM_FABRIC_FAULTS="at=$(secs "$at")s:portdown:node$node/mlx5_$nic:1" LD_PRELOAD="$lib" AUTOHA_HA=port \
-        AUTOHA_HA_SOFT_TIMEOUT_S=0 ${ibt:+AUTOHA_HA_IB_TIMEOUT=$ibt} AUTOHA_REPORT=off \
+        AUTOHA_HA_SOFT_TIMEOUT_S=0 "${ibt[@]}" AUTOHA_REPORT=off \
         timeout 600 "$run" -n 16 --nodes 2 -- "$job" --iters "$witers" >"$log" 2>&1
       rc=$?
       f=$(grep -c "failed over" "$log") w=$(stall "$log")
