@@ -59,8 +59,10 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
   uint64_t now = ah_coord_now_ns();
   atomic_fetch_add_explicit(&h->nrecords, 1, memory_order_relaxed);
   if (!m->prog) {
+    if (m->prog_off) return; /* refused once, said once: not diagnosed */
     size_t bytes = (size_t)m->nranks * sizeof *m->prog;
     if (ah_coord_hub_mem_take(h, bytes) != 0) {
+      m->prog_off = 1;
       ah_coord_hub_mem_refuse(h, RATE_PROGRESS, bytes,
                               "it is not diagnosed (no hang findings: NCCL's own watchdog only)",
                               "the progress records of comm %016llx's %u ranks",

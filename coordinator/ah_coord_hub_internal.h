@@ -119,6 +119,7 @@ typedef struct {
   ah_strag_t *strag;    /* its ranks' lateness (ah_coord_straggler.c), from their SAMPLES */
   size_t strag_charged; /* of strag, what is charged to the memory budget */
   int strag_off;        /* the budget refused strag's growth: stragglers not looked for */
+  int prog_off;         /* the budget refused prog: the communicator is not diagnosed */
   uint64_t audit_ns;    /* its next straggler audit (ah_coord_hub_audit.c; 0: not scheduled yet) */
   uint64_t advanced_ns;
   uint64_t recheck_ns; /* a stall that showed no hang is looked at again from here */

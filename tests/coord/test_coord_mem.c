@@ -2,7 +2,8 @@
  * stopping at fixed counts — 5,120 communicators spanning processes (more than the 4,096 the hub
  * once held) all get their verdict and their decisions with the default budget — and what does not
  * fit a small budget is refused with the one line naming it and what runs instead, every other
- * communicator decided, and the budget given back whole when the communicators are freed. */
+ * communicator decided, and the budget given back whole when the communicators are freed;
+ * progress records that do not fit are refused with one line, once. */
 #include <check.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -161,9 +162,45 @@ START_TEST(what_does_not_fit_is_refused_by_name) {
 }
 END_TEST
 
+/* Progress records that do not fit: the communicator is decided and runs, is not diagnosed, and
+ * the line says so once, however many records follow. */
+START_TEST(progress_that_does_not_fit_is_said_once) {
+  ah_coord_stamp_t st;
+  enum { NR = 1000 }; /* 384 bytes a rank of progress: 375 KiB, beyond a 128 KiB budget */
+  log_start();
+  ah_coord_hub_t *h = hub_with_budget(128u << 10, &st);
+  ck_assert_ptr_nonnull(h);
+  ah_coord_t *c = client_of(&st, NULL);
+  const uint64_t comm = 0x6600;
+  for (int r = 0; r < NR; r++) ck_assert_int_eq(ah_coord_join_rank(c, comm, NR, r, NULL), 0);
+  int v = 0;
+  for (int t = 0; t < 5000 && (v = ah_coord_verdict(c, comm)) == AH_COORD_VERDICT_NONE; t += 5)
+    sleep_ms(5);
+  ck_assert_int_eq(v, AH_COORD_VERDICT_COMPLETE); /* the communicator itself fits */
+  for (int i = 0; i < 3; i++) {
+    ah_health_rec_t rec = {.rank = (uint32_t)i, .pid = 1, .state = AH_HEALTH_IDLE};
+    ck_assert_int_eq(ah_coord_progress(c, comm, &rec), 0);
+  }
+  ck_assert(
+      log_wait("the progress records of comm 0000000000006600's 1000 ranks (375.0 KiB) does "
+               "not fit the hub's memory budget",
+               3000));
+  ck_assert(log_wait("it is not diagnosed", 100));
+  sleep_ms(500); /* the other two records reach the hub (ahead of any later frame of c) */
+  const char *t = log_text(), *p = t;
+  int n = 0;
+  while ((p = strstr(p, "the progress records of comm")) != NULL) n++, p++;
+  ck_assert_int_eq(n, 1);
+  ah_coord_client_close(c);
+  ah_coord_hub_close(h);
+  log_stop();
+}
+END_TEST
+
 int main(void) {
   const TTest *const tests[] = {five_thousand_communicators_all_get_decisions,
-                                what_does_not_fit_is_refused_by_name};
+                                what_does_not_fit_is_refused_by_name,
+                                progress_that_does_not_fit_is_said_once};
   return ah_check_main("coord_mem", (ah_check_case_t){.name = "budget", .timeout = 90}, tests,
                        AH_CHECK_COUNT(tests));
 }
