@@ -70,8 +70,12 @@ static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     ah_coord_hub_conn_close_later(h, c);
     return;
   }
-  hub_client_t *cl = ah_coord_hub_client_get(h, id);
-  if (!cl || ah_coord_mac(h->secret, "autoha-hub", p, c->nonce, cl->last_pub, reply) != 0) {
+  hub_client_t *cl = ah_coord_hub_client_get(h, id, c->peer);
+  if (!cl) { /* logged */
+    ah_coord_hub_conn_close_later(h, c);
+    return;
+  }
+  if (ah_coord_mac(h->secret, "autoha-hub", p, c->nonce, cl->last_pub, reply) != 0) {
     if (ah_coord_exiting()) {
       ah_coord_hub_conn_close_later(h, c);
       return;
@@ -486,6 +490,7 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   HASH_ITER(hh, h->clients, cl, ct) {
     HASH_DEL(h->clients, cl);
     free(cl);
+    ah_coord_hub_mem_give(h, sizeof *cl);
   }
   free(h->all);
   close(h->lfd);

@@ -444,19 +444,28 @@ void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     ah_coord_hub_comm_free(h, m);
 }
 
-hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id) {
+hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id, const char *peer) {
   hub_client_t *cl = NULL;
   HASH_FIND(hh, h->clients, &id, sizeof id, cl);
   if (cl) return cl;
-  cl = calloc(1, sizeof *cl);
-  if (!cl) return NULL;
-  cl->id = id;
-  HASH_ADD(hh, h->clients, id, sizeof(uint64_t), cl);
-  if (!AH_HASH_ADDED(cl)) {
-    free(cl);
+  /* Kept for the job's life (its publish numbering must survive reconnections), so charged: a
+   * holder of the secret authenticating under ever new ids would otherwise grow the hub. */
+  if (ah_coord_hub_mem_take(h, sizeof *cl) != 0) {
+    ah_coord_hub_mem_refuse(h, RATE_AUTH, sizeof *cl,
+                            "it is refused (its process runs NCCL's own choices)",
+                            "the record of client %016llx from %s", (unsigned long long)id, peer);
     return NULL;
   }
-  return cl;
+  cl = calloc(1, sizeof *cl);
+  if (cl) {
+    cl->id = id;
+    HASH_ADD(hh, h->clients, id, sizeof(uint64_t), cl);
+    if (AH_HASH_ADDED(cl)) return cl;
+    free(cl);
+  }
+  ah_coord_hub_mem_give(h, sizeof *cl);
+  ah_log(AH_LOG_ERROR, "coordinator hub %s: cannot answer %s (out of memory)", h->addr, peer);
+  return NULL;
 }
 
 /* Note that publishes are numbered per client and the hub remembers the last one applied across

@@ -269,8 +269,9 @@ hub_conn_t *ah_coord_hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_
 /* ---- ah_coord_hub_comm.c ---- */
 
 hub_client_t *ah_coord_hub_client_find(ah_coord_hub_t *h, uint64_t id);
-hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h,
-                                      uint64_t id); /* found or created; NULL: no memory */
+/* Found or created (charged to the memory budget); NULL, logged, when the budget or memory has no
+ * room for it. */
+hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id, const char *peer);
 void ah_coord_hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict);
 /* Frees a communicator (every member left it, or the hub closes) and gives back what it was
  * charged: its creator's and the job's count, its retained frames (to their publishers), its
