@@ -25,6 +25,10 @@
  * these. */
 #define AH_COORD_JOIN_S_DEFAULT 30
 #define AH_COORD_HANG_S_DEFAULT 60 /* docs/diagnosis.md says why */
+/* The hub's memory budget for what a job makes it keep (AUTOHA_HUB_MEM_MB; docs/coordinator.md
+ * "Scale" sizes it: a 131,072-GPU job of TP8 x PP8 x DP takes about 185 MiB, and its straggler
+ * windows 0.4 GiB with 4 keys judged a communicator, 1.7 GiB with all 16). */
+#define AH_COORD_HUB_MEM_MB_DEFAULT 1024
 #define AH_COORD_STRAGGLER_PCT_DEFAULT 20
 #define AH_COORD_STRAGGLER_AUDIT_S_DEFAULT 10
 #define AH_COORD_SLOW_LINK_PCT_DEFAULT 20
@@ -70,6 +74,8 @@ typedef struct {
                        * default order (ib*, then any but docker* and lo*, then docker*, then lo*) */
   int relay;          /* AUTOHA_COORD_RELAY: 1 shares one connection to the hub per host (the first
                        * process of the host relays the others'), 0 connects every process directly */
+  long hub_mem_mb;    /* AUTOHA_HUB_MEM_MB: the hub's memory budget for the job's tables; <= 0 its
+                       * default */
 } ah_coord_setup_t;
 
 /* Starts this process's hub (idempotent), listening on setup->addr or on the address of the

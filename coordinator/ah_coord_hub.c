@@ -43,24 +43,17 @@ void ah_coord_hub_opts_default(ah_coord_hub_opts_t *o_p) {
   o_p->max_outbuf_job = 256u << 20; /* 4 such clients: the sum of per-connection caps is no bound */
   o_p->join_ms = AH_COORD_JOIN_S_DEFAULT * 1000; /* ah_coord_hub_start applies the setup's */
   o_p->hang_ms = AH_COORD_HANG_S_DEFAULT * 1000; /* AUTOHA_HANG_S's (docs/diagnosis.md says why) */
-  o_p->max_progress_ranks = 1u << 16;
   o_p->straggler_pct = AH_COORD_STRAGGLER_PCT_DEFAULT;
   o_p->straggler_audit_ms = AH_COORD_STRAGGLER_AUDIT_S_DEFAULT * 1000;
   o_p->slow_link_pct = AH_COORD_SLOW_LINK_PCT_DEFAULT;
-  o_p->max_comms = 4096;
+  o_p->mem_bytes = (size_t)AH_COORD_HUB_MEM_MB_DEFAULT << 20; /* ah_coord_hub_start: the setup's */
   o_p->max_client_comms = 1024;
-  o_p->max_pending_joins = 1024;
   o_p->max_client_pending_joins = 256;
-  o_p->max_rank_bytes = 16u << 20;
-  o_p->max_segments = 65536;
   o_p->max_client_segments = 16384;
-  o_p->max_dir_bytes = 32u << 20;
   o_p->max_client_dir_bytes = 8u << 20;
-  o_p->max_dir_waits = 65536;
   o_p->max_conn_dir_waits = 8192;
   o_p->gather_ms = 500;
   o_p->max_comm_gathers = 4096;
-  o_p->max_gathers = 65536;
 }
 
 static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
@@ -77,8 +70,12 @@ static void hub_on_auth(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     ah_coord_hub_conn_close_later(h, c);
     return;
   }
-  hub_client_t *cl = ah_coord_hub_client_get(h, id);
-  if (!cl || ah_coord_mac(h->secret, "autoha-hub", p, c->nonce, cl->last_pub, reply) != 0) {
+  hub_client_t *cl = ah_coord_hub_client_get(h, id, c->peer);
+  if (!cl) { /* logged */
+    ah_coord_hub_conn_close_later(h, c);
+    return;
+  }
+  if (ah_coord_mac(h->secret, "autoha-hub", p, c->nonce, cl->last_pub, reply) != 0) {
     if (ah_coord_exiting()) {
       ah_coord_hub_conn_close_later(h, c);
       return;
@@ -493,6 +490,7 @@ void ah_coord_hub_close(ah_coord_hub_t *h) {
   HASH_ITER(hh, h->clients, cl, ct) {
     HASH_DEL(h->clients, cl);
     free(cl);
+    ah_coord_hub_mem_give(h, sizeof *cl);
   }
   free(h->all);
   close(h->lfd);
@@ -518,6 +516,10 @@ int ah_coord_hub_fanout(ah_coord_hub_t *h, uint64_t *ns, uint64_t *cpu_ns, int m
 
 size_t ah_coord_hub_buffered_peak(ah_coord_hub_t *h) {
   return atomic_load_explicit(&h->wbuf_peak, memory_order_relaxed);
+}
+
+uint64_t ah_coord_hub_records(ah_coord_hub_t *h) {
+  return atomic_load_explicit(&h->nrecords, memory_order_relaxed);
 }
 
 size_t ah_coord_hub_retained(ah_coord_hub_t *h) {
@@ -589,6 +591,7 @@ int ah_coord_hub_start(const ah_coord_setup_t *setup, ah_coord_stamp_t *stamp_p)
         o.straggler_audit_ms = (int)(setup->straggler_audit_s * 1000.0 + 0.5);
       else if (setup && setup->straggler_audit_s < 0) o.straggler_audit_ms = 0;
       if (setup && setup->slow_link_pct != 0) o.slow_link_pct = setup->slow_link_pct;
+      if (setup && setup->hub_mem_mb > 0) o.mem_bytes = (size_t)setup->hub_mem_mb << 20;
       o.ifname = setup && setup->ifname && *setup->ifname ? setup->ifname : NULL;
       hub_once = ah_coord_hub_open(use ? env : NULL, secret, &o, &hub_once_stamp);
     }

@@ -1,4 +1,5 @@
-/* ah_coord_hub_comm.c: the hub's communicators — created under the per-client and per-job caps,
+/* ah_coord_hub_comm.c: the hub's communicators — created under the per-client caps and the hub's
+ * memory budget (each table's growth charged to it first),
  * joined rank by rank with each rank's settings digest until the verdict (COMPLETE, ABANDONED or
  * MISMATCH) is decided once and sent to every member, and the segments the leader publishes,
  * retained for replay and forwarded to every connection joined to the communicator. */
@@ -14,24 +15,34 @@
 #include "ah_coord_hub_internal.h"
 #include "ah_log.h"
 
-/* Returns the communicator, created and charged to client cl when new; NULL when a cap refuses
- * it (logged, rate-limited) or memory runs out (logged). */
+/* What each member slot of a communicator costs the memory budget: the member and its connection's
+ * place among the subscribers (there are never more subscribers than members' connections). */
+#define MEMBER_BYTES (sizeof(hub_member_t) + sizeof(hub_conn_t *))
+/* What each retained segment slot costs: the frame and its publisher. */
+#define SEGMENT_BYTES (FRAME_SEGMENT_BYTES + sizeof(uint64_t))
+
+/* Returns the communicator, created and charged to client cl when new; NULL when a cap or the
+ * memory budget refuses it (logged, rate-limited) or memory runs out (logged). */
 static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, uint64_t comm) {
   hub_comm_t *m = NULL;
   HASH_FIND(hh, h->comms, &comm, sizeof comm, m);
   if (m) return m;
-  if (cl->ncomms >= h->o.max_client_comms || h->ncomms >= h->o.max_comms) {
+  if (cl->ncomms >= h->o.max_client_comms) {
     ah_coord_hub_refuse(h, RATE_CAP_COMM,
-                        "refused comm %016llx from %s: %s already holds %d communicators (at "
-                        "most %d per client, %d per job); its ranks run NCCL's own choices",
-                        (unsigned long long)comm, c->peer,
-                        cl->ncomms >= h->o.max_client_comms ? "the client" : "the job",
-                        cl->ncomms >= h->o.max_client_comms ? cl->ncomms : h->ncomms,
-                        h->o.max_client_comms, h->o.max_comms);
+                        "refused comm %016llx from %s: the client already holds %d communicators "
+                        "(at most %d per client); its ranks run NCCL's own choices",
+                        (unsigned long long)comm, c->peer, cl->ncomms, h->o.max_client_comms);
+    return NULL;
+  }
+  if (ah_coord_hub_mem_take(h, sizeof *m) != 0) {
+    ah_coord_hub_mem_refuse(h, RATE_CAP_COMM, sizeof *m, "its ranks run NCCL's own choices",
+                            "comm %016llx from %s (the %d-th)", (unsigned long long)comm, c->peer,
+                            h->ncomms + 1);
     return NULL;
   }
   m = calloc(1, sizeof *m);
   if (!m) {
+    ah_coord_hub_mem_give(h, sizeof *m);
     ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory adding comm %016llx for %s", h->addr,
            (unsigned long long)comm, c->peer);
     return NULL;
@@ -42,6 +53,9 @@ static hub_comm_t *hub_comm_get(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *
   h->ncomms++;
   HASH_ADD(hh, h->comms, comm, sizeof(uint64_t), m);
   if (!AH_HASH_ADDED(m)) { /* out of memory: the caller refuses the message as for calloc */
+    cl->ncomms--;
+    h->ncomms--;
+    ah_coord_hub_mem_give(h, sizeof *m);
     free(m);
     return NULL;
   }
@@ -118,7 +132,6 @@ static int digest_mismatch(hub_comm_t *m) {
 static void verdict_set(ah_coord_hub_t *h, hub_comm_t *m, int verdict) {
   m->verdict = verdict;
   if (m->joined) { /* it was pending */
-    h->npending_joins--;
     hub_client_t *cl = ah_coord_hub_client_find(h, m->pending_by);
     if (cl) cl->npending--;
   }
@@ -157,9 +170,19 @@ static void verdict_refuse(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm) {
   ah_coord_hub_conn_send_msg(h, c, AH_MSG_VERDICT, p, sizeof p);
 }
 
+/* A JOIN of m the memory budget had no room for (logged by the caller): m is ABANDONED for every
+ * rank (so those joined do not wait out the join deadline for a rank that cannot be counted), the
+ * sender is told, and m is freed when it has no member left to ask for it. */
+static void budget_abandon(ah_coord_hub_t *h, hub_conn_t *c, hub_comm_t *m) {
+  if (m->verdict == AH_COORD_VERDICT_NONE) verdict_set(h, m, AH_COORD_VERDICT_ABANDONED);
+  verdict_refuse(h, c, m->comm);
+  if (m->nmembers == 0 && m->nsubs == 0) ah_coord_hub_comm_free(h, m);
+}
+
 /* Records that client `id` has delivered comm m's segments up to `seq` (a member joins with its
- * JOIN's "since"). Returns 0, or -1 when m has `most` members already (or no memory). */
-static int member_note(hub_comm_t *m, uint64_t id, uint64_t seq, uint32_t most) {
+ * JOIN's "since"). Returns 0, -1 when m already has `most` members, 1 when the memory budget has no
+ * room for more, -2 when out of memory. */
+static int member_note(ah_coord_hub_t *h, hub_comm_t *m, uint64_t id, uint64_t seq, uint32_t most) {
   for (int i = 0; i < m->nmembers; i++)
     if (m->members[i].client_id == id) {
       if (seq > m->members[i].delivered) m->members[i].delivered = seq;
@@ -169,8 +192,13 @@ static int member_note(hub_comm_t *m, uint64_t id, uint64_t seq, uint32_t most) 
   if ((uint32_t)m->nmembers >= most) return -1;
   if (m->nmembers == m->capmembers) {
     int cap = m->capmembers ? 2 * m->capmembers : 4;
+    size_t more = (size_t)(cap - m->capmembers) * MEMBER_BYTES;
+    if (ah_coord_hub_mem_take(h, more) != 0) return 1;
     hub_member_t *ms = realloc(m->members, (size_t)cap * sizeof *ms);
-    if (!ms) return -1;
+    if (!ms) {
+      ah_coord_hub_mem_give(h, more);
+      return -2;
+    }
     m->members = ms;
     m->capmembers = cap;
   }
@@ -255,7 +283,18 @@ void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, co
     verdict_refuse(h, c, comm);
     return;
   }
-  if (member_note(m, cl->id, since > last ? last : since, nranks + HUB_MEMBERS_SPARE) != 0) {
+  int noted = member_note(h, m, cl->id, since > last ? last : since, nranks + HUB_MEMBERS_SPARE);
+  if (noted == 1) {
+    ah_coord_hub_mem_refuse(h, RATE_CAP_JOIN,
+                            (size_t)(m->capmembers ? m->capmembers : 4) * MEMBER_BYTES,
+                            "its ranks run NCCL's own choices",
+                            "the members of comm %016llx (%d joined) for a JOIN from %s",
+                            (unsigned long long)comm, m->nmembers, c->peer);
+    budget_abandon(h, c, m);
+    return;
+  }
+  if (noted == -2) goto oom;
+  if (noted != 0) {
     ah_coord_hub_refuse(h, RATE_CAP_JOIN,
                         "refused a JOIN of comm %016llx from %s: %d processes joined it "
                         "already (at most its %u ranks + %d); its ranks run NCCL's own choices",
@@ -265,27 +304,31 @@ void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, co
   }
   if (!m->joined && rank != AH_COORD_NO_RANK && m->verdict == AH_COORD_VERDICT_NONE) {
     size_t bytes = (nranks + 7) / 8;
-    if (cl->npending >= h->o.max_client_pending_joins ||
-        h->npending_joins >= h->o.max_pending_joins ||
-        h->rank_bytes + bytes > h->o.max_rank_bytes) {
-      ah_coord_hub_refuse(
-          h, RATE_CAP_JOIN,
-          "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
-          "of the client, %d of the job, %zu bytes of rank bitmaps (at most %d, %d, %zu); "
-          "its ranks run NCCL's own choices",
-          (unsigned long long)comm, nranks, c->peer, cl->npending, h->npending_joins, h->rank_bytes,
-          h->o.max_client_pending_joins, h->o.max_pending_joins, h->o.max_rank_bytes);
+    if (cl->npending >= h->o.max_client_pending_joins) {
+      ah_coord_hub_refuse(h, RATE_CAP_JOIN,
+                          "refused a JOIN of comm %016llx (%u ranks) from %s: %d pending joins "
+                          "of the client (at most %d); its ranks run NCCL's own choices",
+                          (unsigned long long)comm, nranks, c->peer, cl->npending,
+                          h->o.max_client_pending_joins);
       verdict_refuse(h, c, comm);
       return;
     }
+    if (ah_coord_hub_mem_take(h, bytes) != 0) {
+      ah_coord_hub_mem_refuse(h, RATE_CAP_JOIN, bytes, "its ranks run NCCL's own choices",
+                              "the rank bitmap of comm %016llx (%u ranks) for a JOIN from %s",
+                              (unsigned long long)comm, nranks, c->peer);
+      budget_abandon(h, c, m);
+      return;
+    }
     m->joined = calloc(bytes, 1);
-    if (!m->joined) goto oom;
+    if (!m->joined) {
+      ah_coord_hub_mem_give(h, bytes);
+      goto oom;
+    }
     m->nranks = nranks;
     m->first_join_ns = ah_coord_now_ns();
     m->pending_by = cl->id;
     cl->npending++;
-    h->npending_joins++;
-    h->rank_bytes += bytes;
   }
   if (rank != AH_COORD_NO_RANK && !(m->joined[rank / 8] & (1u << (rank % 8)))) {
     m->joined[rank / 8] |= (uint8_t)(1u << (rank % 8));
@@ -302,7 +345,7 @@ void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, co
       c->comms = cs;
       c->capcomms = cap;
     }
-    if (m->nsubs == m->capsubs) {
+    if (m->nsubs == m->capsubs) { /* charged with the members (MEMBER_BYTES) */
       int cap = m->capsubs ? 2 * m->capsubs : 8;
       hub_conn_t **ss = realloc(m->subs, (size_t)cap * sizeof *ss);
       if (!ss) goto oom;
@@ -352,12 +395,14 @@ void ah_coord_hub_comm_free(ah_coord_hub_t *h, hub_comm_t *m) {
   }
   h->nframes -= m->nframes;
   atomic_store_explicit(&h->nframes_seen, h->nframes, memory_order_relaxed);
-  if (m->prog) h->prog_ranks -= m->nranks;
-  if (m->strag) h->prog_ranks -= m->nranks;
+  /* everything its growth was charged for (ah_coord_hub_health.c charges prog and strag) */
+  size_t held = sizeof *m + (size_t)m->capmembers * MEMBER_BYTES + m->capframes * SEGMENT_BYTES;
+  if (m->prog) held += (size_t)m->nranks * sizeof *m->prog;
+  held += m->strag_charged;
+  if (m->joined) held += (m->nranks + 7) / 8;
+  ah_coord_hub_mem_give(h, held);
   if (m->joined) {
-    h->rank_bytes -= (m->nranks + 7) / 8;
     if (m->verdict == AH_COORD_VERDICT_NONE) { /* still pending */
-      h->npending_joins--;
       hub_client_t *cl = ah_coord_hub_client_find(h, m->pending_by);
       if (cl && cl->npending > 0) cl->npending--;
     }
@@ -399,19 +444,28 @@ void ah_coord_hub_on_leave(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p) {
     ah_coord_hub_comm_free(h, m);
 }
 
-hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id) {
+hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id, const char *peer) {
   hub_client_t *cl = NULL;
   HASH_FIND(hh, h->clients, &id, sizeof id, cl);
   if (cl) return cl;
-  cl = calloc(1, sizeof *cl);
-  if (!cl) return NULL;
-  cl->id = id;
-  HASH_ADD(hh, h->clients, id, sizeof(uint64_t), cl);
-  if (!AH_HASH_ADDED(cl)) {
-    free(cl);
+  /* Kept for the job's life (its publish numbering must survive reconnections), so charged: a
+   * holder of the secret authenticating under ever new ids would otherwise grow the hub. */
+  if (ah_coord_hub_mem_take(h, sizeof *cl) != 0) {
+    ah_coord_hub_mem_refuse(h, RATE_AUTH, sizeof *cl,
+                            "it is refused (its process runs NCCL's own choices)",
+                            "the record of client %016llx from %s", (unsigned long long)id, peer);
     return NULL;
   }
-  return cl;
+  cl = calloc(1, sizeof *cl);
+  if (cl) {
+    cl->id = id;
+    HASH_ADD(hh, h->clients, id, sizeof(uint64_t), cl);
+    if (AH_HASH_ADDED(cl)) return cl;
+    free(cl);
+  }
+  ah_coord_hub_mem_give(h, sizeof *cl);
+  ah_log(AH_LOG_ERROR, "coordinator hub %s: cannot answer %s (out of memory)", h->addr, peer);
+  return NULL;
 }
 
 /* Note that publishes are numbered per client and the hub remembers the last one applied across
@@ -434,13 +488,13 @@ void ah_coord_hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
     ah_coord_hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
     return;
   }
-  if (cl->nframes >= h->o.max_client_segments || h->nframes >= h->o.max_segments) {
+  if (cl->nframes >= h->o.max_client_segments) {
     /* Acknowledged so the client does not resend it, but neither stored nor forwarded. */
     ah_coord_hub_refuse(h, RATE_CAP_SEGMENT,
                         "refused a segment of comm %016llx from %s: %zu segments retained for "
-                        "the client, %zu for the job (at most %zu, %zu)",
-                        (unsigned long long)k.comm, c->peer, cl->nframes, h->nframes,
-                        h->o.max_client_segments, h->o.max_segments);
+                        "the client (at most %zu); its ranks wait for it, then run NCCL's own "
+                        "choice for the call",
+                        (unsigned long long)k.comm, c->peer, cl->nframes, h->o.max_client_segments);
     cl->last_pub = pub;
     ah_coord_hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
     return;
@@ -453,11 +507,26 @@ void ah_coord_hub_on_publish(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
   }
   if (m->nframes == m->capframes) {
     size_t cap = m->capframes ? 2 * m->capframes : 8;
+    if (ah_coord_hub_mem_take(h, (cap - m->capframes) * SEGMENT_BYTES) != 0) {
+      ah_coord_hub_mem_refuse(h, RATE_CAP_SEGMENT, (cap - m->capframes) * SEGMENT_BYTES,
+                              "its ranks wait for it, then run NCCL's own choice for the call",
+                              "room for %zu more segments of comm %016llx (%zu retained) from %s",
+                              cap - m->capframes, (unsigned long long)k.comm, m->nframes, c->peer);
+      cl->last_pub = pub;
+      ah_coord_hub_conn_send_msg(h, c, AH_MSG_ACK, ack, 8);
+      return;
+    }
     void *f = realloc(m->frames, cap * FRAME_SEGMENT_BYTES);
-    if (!f) goto oom;
+    if (!f) {
+      ah_coord_hub_mem_give(h, (cap - m->capframes) * SEGMENT_BYTES);
+      goto oom;
+    }
     m->frames = f;
     uint64_t *fp = realloc(m->frame_pub, cap * sizeof *fp);
-    if (!fp) goto oom;
+    if (!fp) {
+      ah_coord_hub_mem_give(h, (cap - m->capframes) * SEGMENT_BYTES);
+      goto oom;
+    }
     m->frame_pub = fp;
     m->capframes = cap;
   }
@@ -513,6 +582,6 @@ void ah_coord_hub_on_delivered(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *c
     ah_coord_hub_conn_close_later(h, c);
     return;
   }
-  (void)member_note(m, cl->id, seq, UINT32_MAX); /* a member already */
+  (void)member_note(h, m, cl->id, seq, UINT32_MAX); /* a member already: no growth */
   hub_comm_trim(h, m);
 }

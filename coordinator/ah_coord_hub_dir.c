@@ -39,6 +39,9 @@ typedef struct hub_dir {
 } hub_dir_t;
 
 static size_t dir_charge(size_t vlen) { return AH_COORD_DIR_KEY + vlen + DIR_ENTRY_OVERHEAD; }
+/* What a waiting DIR_GET costs the memory budget: itself, and the entry of its key it may have
+ * created (freed with the last wait when no value came). */
+#define WAIT_BYTES (sizeof(hub_dir_wait_t) + sizeof(hub_dir_t))
 
 /* The first 8 bytes of a key in hex, for log lines. */
 static void dir_key_text(const uint8_t *key, char out[17]) {
@@ -78,6 +81,7 @@ static void dir_wait_drop(ah_coord_hub_t *h, hub_dir_wait_t *w) {
   w->conn->ndir_waits--;
   h->ndir_waits--;
   free(w);
+  ah_coord_hub_mem_give(h, WAIT_BYTES);
   if (!e->have && !e->waits) {
     HASH_DEL(h->dir, e);
     free(e);
@@ -102,12 +106,17 @@ void ah_coord_hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
   size_t old = e && e->have ? dir_charge(e->vlen) : 0;
   size_t mine = cl->dir_bytes - (e && e->have && e->owner == cl->id ? old : 0);
   size_t add = dir_charge((size_t)vlen);
-  if (h->dir_bytes - old + add > h->o.max_dir_bytes || mine + add > h->o.max_client_dir_bytes) {
+  if (mine + add > h->o.max_client_dir_bytes) {
     ah_coord_hub_refuse(h, RATE_DIR,
                         "refused a DIR_PUT of key %s… from %s: the directory would hold %zu "
-                        "bytes for this client, %zu for the job (at most %zu and %zu); not stored",
-                        kt, c->peer, mine + add, h->dir_bytes - old + add,
-                        h->o.max_client_dir_bytes, h->o.max_dir_bytes);
+                        "bytes for this client (at most %zu); not stored",
+                        kt, c->peer, mine + add, h->o.max_client_dir_bytes);
+    return;
+  }
+  size_t grow = add > old ? add - old : 0; /* a smaller value gives back below */
+  if (grow && ah_coord_hub_mem_take(h, grow) != 0) {
+    ah_coord_hub_mem_refuse(h, RATE_DIR, grow, "not stored (a get of it finds it absent)",
+                            "refused a DIR_PUT of key %s… from %s: its entry", kt, c->peer);
     return;
   }
   uint8_t *val = malloc(vlen ? (size_t)vlen : 1);
@@ -115,6 +124,7 @@ void ah_coord_hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
   if (!val || !e) {
     ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory storing a directory key from %s",
            h->addr, c->peer);
+    ah_coord_hub_mem_give(h, grow);
     free(val);
     if (e && !e->have && !e->waits) free(e); /* a fresh one, never added */
     return;
@@ -136,6 +146,7 @@ void ah_coord_hub_on_dir_put(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
   e->owner = cl->id;
   cl->dir_bytes += add;
   h->dir_bytes += add;
+  if (old > add) ah_coord_hub_mem_give(h, old - add);
   while (e->waits) {
     hub_dir_wait_t *w = e->waits;
     dir_send_val(h, w->conn, w->req, e);
@@ -158,14 +169,19 @@ void ah_coord_hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p)
   }
   dir_send_absent(h, c, req, key); /* and a DIR_VAL later if a put comes within the wait */
   if (timeout_ms == 0) return;
-  if (h->ndir_waits >= h->o.max_dir_waits || c->ndir_waits >= h->o.max_conn_dir_waits) {
-    char kt[17];
-    dir_key_text(key, kt);
+  char kt[17];
+  dir_key_text(key, kt);
+  if (c->ndir_waits >= h->o.max_conn_dir_waits) {
     ah_coord_hub_refuse(h, RATE_DIR,
                         "refused a DIR_GET of key %s… from %s: %d requests wait on this "
-                        "connection, %d in the job (at most %d and %d); the request is dropped",
-                        kt, c->peer, c->ndir_waits, h->ndir_waits, h->o.max_conn_dir_waits,
-                        h->o.max_dir_waits);
+                        "connection (at most %d); the request is dropped",
+                        kt, c->peer, c->ndir_waits, h->o.max_conn_dir_waits);
+    return;
+  }
+  if (ah_coord_hub_mem_take(h, WAIT_BYTES) != 0) {
+    ah_coord_hub_mem_refuse(h, RATE_DIR, WAIT_BYTES,
+                            "the request is dropped (its caller finds no answer)",
+                            "refused a DIR_GET of key %s… from %s: its wait", kt, c->peer);
     return;
   }
   hub_dir_wait_t *w = calloc(1, sizeof *w);
@@ -174,6 +190,7 @@ void ah_coord_hub_on_dir_get(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p)
   if (!w || !e) {
     ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory keeping a directory request of %s",
            h->addr, c->peer);
+    ah_coord_hub_mem_give(h, WAIT_BYTES);
     free(w);
     if (fresh) free(e);
     return;
@@ -226,6 +243,7 @@ void ah_coord_hub_dir_free(ah_coord_hub_t *h) {
     free(e->val);
     free(e);
   }
+  ah_coord_hub_mem_give(h, h->dir_bytes + (size_t)h->ndir_waits * WAIT_BYTES);
   h->dir_bytes = 0;
   h->ndir_waits = 0;
 }

@@ -45,6 +45,7 @@ static void gather_send(ah_coord_hub_t *h, hub_comm_t *m, hub_gather_t *g) {
   }
   HASH_DEL(m->gather, g);
   free(g);
+  ah_coord_hub_mem_give(h, sizeof *g);
   m->ngather--;
   h->ngather--;
 }
@@ -82,15 +83,24 @@ void ah_coord_hub_on_search_time(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t 
   hub_gather_t *g = NULL;
   HASH_FIND(hh, m->gather, &k, sizeof k, g);
   if (!g) {
-    if (m->ngather >= h->o.max_comm_gathers || h->ngather >= h->o.max_gathers) {
+    if (m->ngather >= h->o.max_comm_gathers) {
       ah_coord_hub_refuse(h, RATE_GATHER,
                           "dropped the search times of call %llu of comm %016llx: %d calls are "
-                          "being gathered for it, %d in the job (at most %d and %d)",
+                          "being gathered for it (at most %d); the search counts the call as lost",
                           (unsigned long long)t.index, (unsigned long long)t.comm, m->ngather,
-                          h->ngather, h->o.max_comm_gathers, h->o.max_gathers);
+                          h->o.max_comm_gathers);
       return;
     }
-    if (!(g = calloc(1, sizeof *g))) return; /* the leader's search treats the call as lost */
+    if (ah_coord_hub_mem_take(h, sizeof *g) != 0) {
+      ah_coord_hub_mem_refuse(h, RATE_GATHER, sizeof *g, "the search counts the call as lost",
+                              "the search times of call %llu of comm %016llx",
+                              (unsigned long long)t.index, (unsigned long long)t.comm);
+      return;
+    }
+    if (!(g = calloc(1, sizeof *g))) { /* the leader's search treats the call as lost */
+      ah_coord_hub_mem_give(h, sizeof *g);
+      return;
+    }
     g->k = k;
     g->min_us = t.us;
     g->first_ns = ah_coord_now_ns();
@@ -118,6 +128,7 @@ void ah_coord_hub_gather_free(ah_coord_hub_t *h, hub_comm_t *m) {
   HASH_ITER(hh, m->gather, g, gt) {
     HASH_DEL(m->gather, g);
     free(g);
+    ah_coord_hub_mem_give(h, sizeof *g);
     h->ngather--;
   }
   m->ngather = 0;

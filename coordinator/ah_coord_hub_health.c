@@ -3,7 +3,7 @@
  * has advanced for hang_ms; it classifies that stall from the records (ah_coord_health.c) and sends the one-line
  * finding to every process of the communicator, once per stall, and says when it advances again.
  * Records are kept only for communicators whose every rank joined (COMPLETE), from members, and
- * for at most max_progress_ranks ranks in all. */
+ * within the hub's memory budget (ah_coord_hub_mem.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,17 +57,22 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
   hub_comm_t *m = sender_comm(h, c, cl, comm, rec.rank, "PROGRESS", err, sizeof err);
   if (!m) return;
   uint64_t now = ah_coord_now_ns();
+  atomic_fetch_add_explicit(&h->nrecords, 1, memory_order_relaxed);
   if (!m->prog) {
-    if (h->prog_ranks + m->nranks > h->o.max_progress_ranks) {
-      ah_coord_hub_refuse(h, RATE_PROGRESS,
-                          "comm %016llx is not diagnosed: progress of %u ranks kept already "
-                          "(at most %u)",
-                          (unsigned long long)comm, h->prog_ranks, h->o.max_progress_ranks);
+    if (m->prog_off) return; /* refused once, said once: not diagnosed */
+    size_t bytes = (size_t)m->nranks * sizeof *m->prog;
+    if (ah_coord_hub_mem_take(h, bytes) != 0) {
+      m->prog_off = 1;
+      ah_coord_hub_mem_refuse(h, RATE_PROGRESS, bytes,
+                              "it is not diagnosed (no hang findings: NCCL's own watchdog only)",
+                              "the progress records of comm %016llx's %u ranks",
+                              (unsigned long long)comm, m->nranks);
       return;
     }
-    if (!(m->prog = calloc(m->nranks, sizeof *m->prog)))
+    if (!(m->prog = calloc(m->nranks, sizeof *m->prog))) {
+      ah_coord_hub_mem_give(h, bytes);
       return; /* not diagnosed; the job goes on */
-    h->prog_ranks += m->nranks;
+    }
     m->advanced_ns = now;
   }
   hub_prog_t *s = &m->prog[rec.rank];
@@ -150,13 +155,31 @@ void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
   int n = ah_health_samples_unpack(p + 8, &rank, x, err, sizeof err);
   hub_comm_t *m = sender_comm(h, c, cl, comm, rank, "SAMPLES", err, sizeof err);
   if (!m || h->o.straggler_pct <= 0 || m->nranks < 3) return; /* two ranks: no one is typical */
-  if (!m->strag) { /* counted with the progress records' ranks: the same bound on what is kept */
-    if (h->prog_ranks + m->nranks > h->o.max_progress_ranks) return;
+  atomic_fetch_add_explicit(&h->nrecords, 1, memory_order_relaxed);
+  if (!m->strag) {
+    if (m->strag_off) return; /* the budget refused its windows once: not looked for again */
     if (!(m->strag = ah_strag_new(m->nranks, h->o.straggler_pct))) return;
-    h->prog_ranks += m->nranks;
   }
+  /* Charged as it grows: a key's windows and a call's slot are allocated when first used, a
+   * detector that had every one allocated for 16 keys would be 4.5 KiB a rank (docs/coordinator.md
+   * "Memory budget"). What outgrows the budget is freed at once and never made again. */
+  size_t before = m->strag_charged;
   uint64_t now = ah_coord_now_ns();
   for (int i = 0; i < n; i++) ah_strag_add(m->strag, rank, &x[i], now);
+  size_t after = ah_strag_held(m->strag);
+  if (after > before && ah_coord_hub_mem_take(h, after - before) != 0) {
+    ah_coord_hub_mem_refuse(h, RATE_PROGRESS, after - before, "its stragglers are not looked for",
+                            "the straggler windows of comm %016llx's %u ranks",
+                            (unsigned long long)comm, m->nranks);
+    ah_coord_hub_mem_give(h, before);
+    ah_strag_free(m->strag);
+    m->strag = NULL;
+    m->strag_charged = 0;
+    m->strag_off = 1;
+    return;
+  }
+  if (after < before) ah_coord_hub_mem_give(h, before - after);
+  m->strag_charged = after;
   ah_strag_event_t ev;
   while (ah_strag_next(m->strag, &ev)) {
     char who[96];

@@ -1,6 +1,7 @@
 /* ah_coord_hub_internal.h: the hub's state and the functions its three files share —
  * ah_coord_hub_conn.c (connections: the rate-limited refusal log, write queues, the pending list,
- * closing, admitting) < ah_coord_hub_relay.c (a host relay's channels) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
+ * closing, admitting) < ah_coord_hub_mem.c (the memory budget every table is charged to) <
+ * ah_coord_hub_relay.c (a host relay's channels) < ah_coord_hub_comm.c (communicators: creation under caps, JOIN and its verdict,
  * settings digests, LEAVE, PUBLISH and the retained segments) < ah_coord_hub_gather.c (the shortest
  * search durations across ranks) < ah_coord_hub_dir.c (the key/value
  * directory: DIR_PUT, DIR_GET and their waiters) < ah_coord_hub.c (the handshake, frame
@@ -115,8 +116,11 @@ typedef struct {
   /* Diagnosis (ah_coord_hub_health.c): every rank's latest record once it is COMPLETE, when any
    * rank's calls last advanced, and the kind of the finding sent for the current stall (0: none). */
   hub_prog_t *prog;
-  ah_strag_t *strag; /* its ranks' lateness (ah_coord_straggler.c), from their SAMPLES */
-  uint64_t audit_ns; /* its next straggler audit (ah_coord_hub_audit.c; 0: not scheduled yet) */
+  ah_strag_t *strag;    /* its ranks' lateness (ah_coord_straggler.c), from their SAMPLES */
+  size_t strag_charged; /* of strag, what is charged to the memory budget */
+  int strag_off;        /* the budget refused strag's growth: stragglers not looked for */
+  int prog_off;         /* the budget refused prog: the communicator is not diagnosed */
+  uint64_t audit_ns;    /* its next straggler audit (ah_coord_hub_audit.c; 0: not scheduled yet) */
   uint64_t advanced_ns;
   uint64_t recheck_ns; /* a stall that showed no hang is looked at again from here */
   int finding;
@@ -188,15 +192,17 @@ struct ah_coord_hub {
   hub_conn_t
       *dirty_list; /* relay connections with channel frames queued (ah_coord_hub_flush_dirty) */
   hub_comm_t *comms;
-  int ncomms, npending_joins;  /* communicators; those with a join and no verdict yet */
-  size_t rank_bytes;           /* bytes of every communicator's rank bitmap */
+  int ncomms;              /* communicators */
+  size_t mem_bytes;        /* charged to the memory budget (ah_coord_hub_mem.c) */
+  _Atomic size_t mem_seen; /* the same, for other threads, and its peak */
+  _Atomic size_t mem_peak;
+  _Atomic uint64_t nrecords;   /* PROGRESS and SAMPLES records handled (bench/coord_scale) */
   size_t wbuf_bytes;           /* bytes allocated to every connection's send buffer */
   _Atomic size_t wbuf_peak;    /* the most wbuf_bytes has been, for other threads */
   size_t nframes;              /* segments retained, all communicators */
   _Atomic size_t nframes_seen; /* the same, for other threads (ah_coord_hub_retained) */
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
-  uint32_t prog_ranks;             /* ranks with a progress slot, all communicators */
   uint64_t last_tick_ns, stall_ns; /* the health tick's last run; when the loop last stalled 1 s */
   /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send)
    * and the hub thread's CPU time in its sends, a ring of the last HUB_FAN_RING, for
@@ -238,6 +244,18 @@ void ah_coord_hub_flush_dirty(ah_coord_hub_t *h);
  * Returns 0, or -1 (out of memory; logged) with c untouched for the caller to free. */
 int ah_coord_hub_conn_admit(ah_coord_hub_t *h, hub_conn_t *c);
 
+/* ---- ah_coord_hub_mem.c ---- */
+
+/* Charges bytes the caller is about to allocate for the job's tables. Returns 0, or -1 (nothing
+ * charged) when they would take the hub past o.mem_bytes: the caller refuses what needed them. */
+int ah_coord_hub_mem_take(ah_coord_hub_t *h, size_t bytes);
+/* Gives back bytes taken (their table entry is freed). */
+void ah_coord_hub_mem_give(ah_coord_hub_t *h, size_t bytes);
+/* The one line for what did not fit (rate-limited per kind, like every refusal): the formatted
+ * thing refused, its size, the budget and what held, and `instead` (what runs in its place). */
+void ah_coord_hub_mem_refuse(ah_coord_hub_t *h, int kind, size_t bytes, const char *instead,
+                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* ---- ah_coord_hub_relay.c ---- */
 
 /* Handles a relay's RELAY_OPEN and RELAY_CLOSE. For a RELAY_DATA, returns the channel it is for
@@ -251,8 +269,9 @@ hub_conn_t *ah_coord_hub_relay_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_
 /* ---- ah_coord_hub_comm.c ---- */
 
 hub_client_t *ah_coord_hub_client_find(ah_coord_hub_t *h, uint64_t id);
-hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h,
-                                      uint64_t id); /* found or created; NULL: no memory */
+/* Found or created (charged to the memory budget); NULL, logged, when the budget or memory has no
+ * room for it. */
+hub_client_t *ah_coord_hub_client_get(ah_coord_hub_t *h, uint64_t id, const char *peer);
 void ah_coord_hub_verdict_decide(ah_coord_hub_t *h, hub_comm_t *m, int verdict);
 /* Frees a communicator (every member left it, or the hub closes) and gives back what it was
  * charged: its creator's and the job's count, its retained frames (to their publishers), its

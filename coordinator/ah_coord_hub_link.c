@@ -21,7 +21,6 @@
 #include "ah_log.h"
 
 #define LINK_WINDOW_NS 1000000000ull /* the matrices' window */
-#define LINK_MAX_QPS 65536           /* queue pairs kept, the whole job */
 
 typedef struct {
   uint8_t gid[16];
@@ -117,18 +116,21 @@ void ah_coord_hub_on_link_qps(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p
   for (int i = 0; i < n; i++) {
     hub_lqp_t *e = qp_find(l, q[i].lgid, q[i].lqpn);
     if (!e) {
-      if (l->nqps >= LINK_MAX_QPS) {
-        ah_coord_hub_refuse(h, RATE_LINK,
-                            "queue pair %u of %s pid %u is not diagnosed: %u queue pairs kept "
-                            "already (at most %u)",
-                            q[i].lqpn, m.host, m.pid, l->nqps, LINK_MAX_QPS);
+      if (ah_coord_hub_mem_take(h, sizeof *e) != 0) {
+        ah_coord_hub_mem_refuse(
+            h, RATE_LINK, sizeof *e, "its link is not diagnosed (no slow-link findings for it)",
+            "queue pair %u of %s pid %u (the %u-th)", q[i].lqpn, m.host, m.pid, l->nqps + 1);
         continue;
       }
-      if (!(e = calloc(1, sizeof *e))) return;
+      if (!(e = calloc(1, sizeof *e))) {
+        ah_coord_hub_mem_give(h, sizeof *e);
+        return;
+      }
       e->key = key_of(q[i].lgid, q[i].lqpn);
       HASH_ADD(hh, l->qps, key, sizeof e->key, e);
       if (!AH_HASH_ADDED(e)) {
         free(e);
+        ah_coord_hub_mem_give(h, sizeof *e);
         return;
       }
       l->nqps++;
@@ -438,6 +440,7 @@ void ah_coord_hub_link_free(ah_coord_hub_t *h) {
   HASH_ITER(hh, h->link->qps, e, tmp) {
     HASH_DEL(h->link->qps, e);
     free(e);
+    ah_coord_hub_mem_give(h, sizeof *e);
   }
   free(h->link);
   h->link = NULL;

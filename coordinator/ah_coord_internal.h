@@ -244,32 +244,36 @@ typedef struct {
                           * connection with the most queued is dropped */
   int join_ms;           /* a communicator not joined by all its ranks this long after its first
                         * join is ABANDONED (AUTOHA_COORD_JOIN_S) */
-  /* Bounds on what authenticated clients make the hub keep. Per client (id) and per job;
-   * a communicator beyond a cap is refused with an ABANDONED verdict (NCCL's own choices), a segment
-   * beyond one is acknowledged but neither stored nor forwarded. */
-  int max_comms, max_client_comms;                 /* communicators created */
-  int max_pending_joins, max_client_pending_joins; /* joined, no verdict yet */
-  size_t max_rank_bytes;                           /* rank bitmaps, all communicators */
-  size_t max_segments, max_client_segments;        /* segments retained */
-  int hang_ms; /* a communicator whose ranks all stopped advancing this long is diagnosed
+  /* What authenticated clients make the hub keep for the job — communicators and their members,
+   * rank bitmaps, retained segments, progress and straggler slots, search calls being gathered,
+   * queue pairs, directory entries and waiters — grows with the job, bounded by one memory budget
+   * (AUTOHA_HUB_MEM_MB; ah_coord_hub_mem.c). What does not fit is refused with one line: a
+   * communicator or JOIN gets an ABANDONED verdict (NCCL's own choices), a segment is acknowledged
+   * but neither stored nor forwarded, progress is not diagnosed. One client (id) is bounded on its
+   * own besides, so that it cannot take the budget from the others. */
+  size_t mem_bytes;
+  int max_client_comms;         /* communicators one client created */
+  int max_client_pending_joins; /* joined, no verdict yet, started by one client */
+  size_t max_client_segments;   /* segments of one client retained */
+  int hang_ms;            /* a communicator whose ranks all stopped advancing this long is diagnosed
                         * (AUTOHA_HANG_S); <= 0: never */
-  uint32_t max_progress_ranks; /* ranks whose progress records are kept, all communicators */
-  double straggler_pct;        /* a rank late by more than this % of its calls' time is flagged
+  double straggler_pct;   /* a rank late by more than this % of its calls' time is flagged
                          * (AUTOHA_STRAGGLER_PCT); <= 0: stragglers are not looked for */
-  int straggler_audit_ms;      /* each communicator's busiest keys are timed call by call this often
+  int straggler_audit_ms; /* each communicator's busiest keys are timed call by call this often
                            * (AUTOHA_STRAGGLER_AUDIT_S, ah_coord_audit.h); <= 0: never */
-  double slow_link_pct;        /* a connection under this % of the median connection's rate is slow
+  double slow_link_pct;   /* a connection under this % of the median connection's rate is slow
                          * (AUTOHA_SLOW_LINK_PCT); <= 0: links are not diagnosed */
   /* The key/value directory: bytes of stored entries (key, value and 64 bytes of bookkeeping
-   * each) per job and per client id, and DIR_GETs waiting per job and per connection. A put beyond
-   * a bound is refused (one log line), a get beyond one is dropped (its caller times out). */
-  size_t max_dir_bytes, max_client_dir_bytes;
-  int max_dir_waits, max_conn_dir_waits;
+   * each) per client id, and DIR_GETs waiting per connection (the job's within mem_bytes). A put
+   * beyond a bound is refused (one log line), a get beyond one is dropped (its caller times out). */
+  size_t max_client_dir_bytes;
+  int max_conn_dir_waits;
   /* The shortest search duration across ranks (SEARCH_TIME -> MIN_TIME): a call's minimum goes to
    * the leader once every rank reported it or gather_ms after the first did; calls being gathered
-   * are bounded per communicator and per job (beyond, a call's reports are dropped). */
+   * are bounded per communicator (and the job's within mem_bytes; beyond, a call's reports are
+   * dropped). */
   int gather_ms;
-  int max_comm_gathers, max_gathers;
+  int max_comm_gathers;
   const char *ifname; /* AUTOHA_COORD_IFNAME: the interface to bind and advertise when no
                          * address is given; NULL: NCCL's default order */
 } ah_coord_hub_opts_t;
@@ -288,6 +292,11 @@ int ah_coord_hub_pings(ah_coord_hub_t *h);
 /* Segments the hub keeps for replay, all communicators: those some member has not yet reported
  * delivered (for tests and benchmarks). */
 size_t ah_coord_hub_retained(ah_coord_hub_t *h);
+/* Bytes the job's tables hold charged to the hub's memory budget now (and their peak at *peak_p
+ * when not NULL; for tests and benchmarks). */
+size_t ah_coord_hub_mem_held(ah_coord_hub_t *h, size_t *peak_p);
+/* PROGRESS and SAMPLES records the hub has handled (bench/coord_scale). */
+uint64_t ah_coord_hub_records(ah_coord_hub_t *h);
 /* The most bytes every connection's send buffers have held together (for tests). */
 size_t ah_coord_hub_buffered_peak(ah_coord_hub_t *h);
 /* The fan-out times of the hub's last publishes, oldest first: from the PUBLISH frame's arrival to

@@ -73,6 +73,16 @@ ah_strag_t *ah_strag_new(uint32_t nranks, double pct) {
   return s;
 }
 
+size_t ah_strag_held(const ah_strag_t *s) {
+  if (!s) return 0;
+  size_t n = sizeof *s + (size_t)s->nranks * (sizeof *s->nflagged + sizeof *s->sorted);
+  for (int i = 0; i < AH_STRAG_PENDING; i++)
+    if (s->pend[i].us) n += (size_t)s->nranks * sizeof *s->pend[i].us;
+  for (int i = 0; i < AH_STRAG_KEYS; i++)
+    if (s->keys[i].win) n += (size_t)s->nranks * sizeof *s->keys[i].win;
+  return n;
+}
+
 void ah_strag_free(ah_strag_t *s) {
   if (!s) return;
   for (int i = 0; i < AH_STRAG_PENDING; i++) free(s->pend[i].us);

@@ -52,6 +52,9 @@ typedef struct {
  * falls below half of pct, and the rank's when no key is flagged. NULL when out of memory. */
 ah_strag_t *ah_strag_new(uint32_t nranks, double pct);
 void ah_strag_free(ah_strag_t *s);
+/* The bytes s holds now (its call slots and key windows are allocated as they come into use):
+ * what the hub charges its memory budget for it. */
+size_t ah_strag_held(const ah_strag_t *s);
 /* Adds rank's duration of one sampled call (rank < nranks; a duplicate is ignored). A call every
  * rank has reported is judged at once; now_ns ages out calls some rank never reports. */
 void ah_strag_add(ah_strag_t *s, uint32_t rank, const ah_health_sample_t *x, uint64_t now_ns);

@@ -61,6 +61,7 @@ typedef struct {
                                       * syntax); "" = NCCL's default order */
   double coord_join_s;      /* AUTOHA_COORD_JOIN_S: all ranks must join the hub within this */
   int coord_relay;          /* AUTOHA_COORD_RELAY: one connection to the hub per host */
+  int hub_mem_mb;           /* AUTOHA_HUB_MEM_MB: the hub's memory budget for the job's tables */
   int health;               /* AUTOHA_HEALTH: send progress records for hang diagnosis */
   double hang_s;            /* AUTOHA_HANG_S: no progress this long is diagnosed */
   double straggler_pct;     /* AUTOHA_STRAGGLER_PCT: lateness flagged, 0 off */

@@ -173,6 +173,18 @@ static const ah_env_var_t env_table[] = {
      "dial the hub directly) without losing or repeating a decision. 0: every process connects to "
      "the hub directly.",
      0, 0, NULL, FIELD(coord_relay)},
+    {"AUTOHA_HUB_MEM_MB", AH_ENV_INT, AH_ENV_DEFAULT_TEXT(AH_COORD_HUB_MEM_MB_DEFAULT),
+     "16..1048576 (MiB)",
+     "The coordinator hub's memory budget for what the job makes it keep: communicators and their "
+     "members, rank bitmaps, retained decisions, progress and straggler records, search times being "
+     "gathered, queue pairs and directory entries. These grow with the job; what would take the hub "
+     "past the budget is refused with one line naming it and what runs instead (a communicator or "
+     "a rank's join: NCCL's own choices for it; progress records: no hang diagnosis for it). A "
+     "16,384-GPU job of TP8 x PP8 x DP256 took 23 MiB (bench/coord_scale, without straggler "
+     "windows); a 131,072-GPU one takes about 185 MiB, plus 0.4 to 1.7 GiB of straggler windows "
+     "(4 to 16 keys judged a communicator; docs/coordinator.md \"Scale and end-to-end "
+     "tests\"). Send buffers have their own bound. Read by the process that runs the hub.",
+     16, 1048576, NULL, FIELD(hub_mem_mb)},
     {"AUTOHA_HEALTH", AH_ENV_BOOL, "1", "1|0 (also y|n, yes|no, on|off, true|false)",
      "Live diagnosis of hangs, in every mode: each rank sends the coordinator hub a small progress "
      "record at most once a second for every communicator that spans processes (calls entered per "

@@ -238,7 +238,8 @@ static ah_coord_setup_t coord_setup(void) {
       .straggler_audit_s = s->straggler_audit_s > 0 ? s->straggler_audit_s : -1,
       .slow_link_pct = s->slow_link_pct > 0 ? s->slow_link_pct : -1,
       .ifname = s->coord_ifname,
-      .relay = s->coord_relay};
+      .relay = s->coord_relay,
+      .hub_mem_mb = s->hub_mem_mb};
   return setup;
 }
 

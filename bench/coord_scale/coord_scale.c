@@ -1,10 +1,13 @@
 /* bench/coord_scale: how long a committed segment takes to reach every process of a large job.
- * One hub on 127.0.0.1, N real coordinator clients (each with its own connection and I/O thread,
+ * By default the clients are the processes of TP8 x PP8 x DP jobs of 1,024, 8,192 and 16,384
+ * processes, in worker processes, sending their progress records (coord_scale_job.c has the
+ * method; bars p99 <= 10 ms at 1,024 and <= 25 ms above, issue 38). With --one-comm, this file's
+ * run: one hub on 127.0.0.1, N real coordinator clients (each with its own connection and I/O thread,
  * as N rank processes would have) joined to one communicator, and a leader client publishing
  * segments at a steady pace. Each client timestamps the segment's arrival in its deliver
  * callback; latency = arrival - the leader's publish call (one monotonic clock, one process).
  *
- * Runs 64 clients, then 1,024 (or the counts given as arguments); runs above 256 clients run
+ * --one-comm runs 64 clients, then 1,024 (or the counts given as arguments); runs above 256 clients run
  * beside one CPU-bound process the bench starts itself (issue 17's condition; --no-load: without
  * it). The clients simulate hosts of 8 processes (--per-host K; 1: every client its own host):
  * clients 0-7 are host 0, 8-15 host 1, ..., the leader is on host 0, and with more than one per
@@ -46,6 +49,7 @@
 #include "ah_coord_internal.h"
 #include "ah_log.h"
 #include "bench_proc.h"
+#include "coord_scale_job.h"
 
 #define NSEG 300
 #define WARMUP 20
@@ -362,23 +366,10 @@ static int parse_count(const char *what, const char *s, long lo, long hi) {
   return (int)v;
 }
 
-int main(int argc, char **argv) {
-  int counts[8] = {64, 1024};
-  double bars[8] = {2.0, 10.0};
-  int nc = 0, load = 1, per_host = 8, rank_threads = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--no-load") == 0) load = 0;
-    else if (strcmp(argv[i], "--rank-threads") == 0) rank_threads = 1;
-    else if (strcmp(argv[i], "--per-host") == 0 && i + 1 < argc)
-      per_host = parse_count("--per-host", argv[++i], 1, 8192);
-    else if (argv[i][0] != '-' && nc < 8) counts[nc++] = parse_count("CLIENTS", argv[i], 1, 8192);
-    else {
-      fprintf(
-          stderr,
-          "usage: coord_scale [--no-load] [--per-host K] [--rank-threads] [CLIENTS...] (up to 8 counts; default 64 1024)\n");
-      return 2;
-    }
-  }
+/* --one-comm: every client joined to one communicator (issue 17's bars: 64 and 1,024 clients). */
+static int one_comm_main(int *counts, int nc, int load, int per_host, int rank_threads) {
+  double bars[8];
+  if (nc == 0) counts[0] = 64, counts[1] = 1024;
   if (nc == 0) nc = 2; /* the defaults: 64 and 1,024 clients */
   for (int i = 0; i < nc; i++) bars[i] = counts[i] <= 64 ? 2.0 : 10.0;
   long lim = ah_coord_net_nofile_raise(8192);
@@ -459,4 +450,110 @@ int main(int argc, char **argv) {
       load ? "runs above 256 clients beside one CPU-bound process at nice 0" : "no added load",
       la[0], summary, ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
+}
+
+/* The default: the clients as the processes of TP8 x PP8 x DP jobs (coord_scale_job.c), 1,024,
+ * 8,192 and 16,384 of them; bars p99 <= 10 ms at 1,024, <= 25 ms above (issue 38). */
+static int job_main(int *counts, int nc, int load, int records, int rounds) {
+  if (nc == 0) counts[0] = 1024, counts[1] = 8192, counts[2] = 16384, nc = 3;
+  pid_t hog = -1;
+  int ok = 1;
+  char summary[1024] = "";
+  size_t off = 0;
+  for (int i = 0; i < nc; i++) {
+    double bar = counts[i] <= 1024 ? 10.0 : 25.0;
+    if (load && hog < 0 && (hog = hog_start()) < 0) {
+      printf("coord_scale: cannot start the CPU-bound process (fork: %s)\n", strerror(errno));
+      return 1;
+    }
+    double hog0 = hog > 0 ? bench_proc_cpu_s(hog) : 0, steal0 = bench_machine_steal_s();
+    uint64_t t0 = ah_coord_now_ns();
+    job_result_t r;
+    /* One round of three decisions every 20 ms: 150 decisions a second while the records flow. */
+    if (coord_scale_job_run(counts[i], rounds, 20000, records, &r) != 0) {
+      printf("coord_scale: %d clients: run failed\n", counts[i]);
+      ok = 0;
+      continue;
+    }
+    double wall = (double)(ah_coord_now_ns() - t0) / 1e9;
+    double share = hog > 0 ? (bench_proc_cpu_s(hog) - hog0) / wall * 100.0 : 0;
+    double steal1 = bench_machine_steal_s();
+    double stolen = steal0 >= 0 && steal1 >= 0
+                        ? (steal1 - steal0) / (wall * (double)sysconf(_SC_NPROCESSORS_ONLN)) * 100.0
+                        : -1;
+    int pass = r.p99_ms <= bar;
+    ok &= pass;
+    printf(
+        "coord_scale: %5d clients (TP8 x PP8 x DP%d: %d communicators, %d hosts x 8 with a relay "
+        "each, in %d worker processes; set up in %.1f s), %d rounds of a TP, a PP and a DP "
+        "decision: delivery p50 %.3f ms, p99 %.3f ms (bar %.0f ms: %s); p99 of a decision's last "
+        "arrival %.3f ms\n",
+        counts[i], counts[i] / 64, r.ncomms, counts[i] / 8, r.nworkers, r.setup_s, rounds - 10,
+        r.p50_ms, r.p99_ms, bar, pass ? "ok" : "over", r.last99_ms);
+    printf(
+        "coord_scale: %5d clients: hub process CPU %.3f ms per decision (%.1f%% of a CPU, %s), "
+        "of which %.1f us per host a DP decision is sent to, and %.1f us per record besides; "
+        "%.0f records/s at the hub; hub tables %.1f MiB (peak %.1f; budget AUTOHA_HUB_MEM_MB), "
+        "hub process resident +%.1f MiB; a simulated host (relay + 7 processes) +%.2f MiB; the "
+        "simulated processes (worker processes, nice +10) took %.0f%% of a CPU",
+        counts[i], r.hub_cpu_ms, r.hub_share, records ? "records included" : "no records",
+        r.fan_cpu_us_send, r.rec_us, r.records_s, r.tables_mib, r.tables_peak_mib, r.hub_rss_mib,
+        r.host_rss_mib, r.workers_share);
+    if (hog > 0) printf("; the CPU-bound process had %.0f%% of a CPU", share);
+    if (stolen >= 0) printf("; steal %.1f%% of this machine's CPU time", stolen);
+    printf("; run %.0f s\n", wall);
+    fflush(stdout);
+    off += (size_t)snprintf(summary + off, sizeof summary - off,
+                            "%s%d clients p50 %.3f ms p99 %.3f ms (bar %.0f)", i ? "; " : "",
+                            counts[i], r.p50_ms, r.p99_ms, bar);
+  }
+  if (hog > 0) {
+    kill(hog, SIGKILL);
+    waitpid(hog, NULL, 0);
+  }
+  double la[1] = {-1};
+  getloadavg(la, 1);
+  printf(
+      "coord_scale (wall clock, 127.0.0.1, TP8 x PP8 x DP jobs, every client a thread of a worker "
+      "process on these %ld CPUs where a job has them on many hosts, %s, load average %.1f): "
+      "%s: %s\n",
+      sysconf(_SC_NPROCESSORS_ONLN),
+      load ? "beside one CPU-bound process at nice 0" : "no added load", la[0], summary,
+      ok ? "OK" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  int counts[8] = {0};
+  int nc = 0, load = 1, per_host = 8, rank_threads = 0, one_comm = 0, records = 1, rounds = 160;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--no-load") == 0) load = 0;
+    else if (strcmp(argv[i], "--one-comm") == 0) one_comm = 1;
+    else if (strcmp(argv[i], "--no-records") == 0) records = 0;
+    else if (strcmp(argv[i], "--rank-threads") == 0) rank_threads = 1;
+    else if (strcmp(argv[i], "--per-host") == 0 && i + 1 < argc)
+      per_host = parse_count("--per-host", argv[++i], 1, 8192);
+    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+      rounds = parse_count("--rounds", argv[++i], 20, 300);
+    else if (argv[i][0] != '-' && nc < 8) counts[nc++] = parse_count("CLIENTS", argv[i], 1, 131072);
+    else {
+      fprintf(
+          stderr,
+          "usage: coord_scale [--no-load] [--no-records] [--rounds R] [CLIENTS...] (TP8 x PP8 x "
+          "DP jobs; default 1024 8192 16384)\n"
+          "       coord_scale --one-comm [--no-load] [--per-host K] [--rank-threads] "
+          "[CLIENTS...] (one communicator; default 64 1024)\n");
+      return 2;
+    }
+  }
+  if (one_comm) {
+    for (int i = 0; i < nc; i++)
+      if (counts[i] > 8192) {
+        fprintf(stderr, "coord_scale: invalid CLIENTS '%d' with --one-comm (at most 8192)\n",
+                counts[i]);
+        return 2;
+      }
+    return one_comm_main(counts, nc, load, per_host, rank_threads);
+  }
+  return job_main(counts, nc, load, records, rounds);
 }
