@@ -1,9 +1,10 @@
-/* autoccl_search.c: the AutoCCL-style search of autoccl_search.h. NCCL's default is profiled
- * first (it is what the job runs until something beats it); then the subspaces take turns, one
- * profiled point each: a subspace starts at its starting point and moves along one resource axis
- * at a time, by a step that grows with the bandwidth it just gained, and counts the axis tuned
- * when neither direction gains. Points already profiled are looked up, not run again (the
- * paper's history table). The best profiled point wins — no re-measurement against the default.
+/* autoccl_search.c: the paper's pseudo-code of AutoCCL (autoccl_search.h). NCCL's default is
+ * profiled first (it is what the job runs until something beats it); then the subspaces take
+ * turns, one profiled point each: a subspace starts at its starting point and moves along one
+ * resource axis at a time, by a step that grows with the bandwidth it just gained, and counts the
+ * axis tuned when neither direction gains. Points already profiled are looked up, not run again
+ * (the paper's history table). The best profiled point wins — no re-measurement against the
+ * default.
  *
  * While a profile's results are in flight the job keeps running the best point so far (the
  * config table's entry); those calls count as calls spent, as they do for autoha's engine. */

@@ -1,10 +1,11 @@
-/* autoccl_search.h: the rival search bench/tuner_quality runs beside autoha's engine — the search
- * the AutoCCL paper (NSDI 2025) publishes, rebuilt from its description: one subspace per
+/* autoccl_search.h: a rival search bench/tuner_quality runs beside autoha's engine — the paper's
+ * pseudo-code: the search the AutoCCL paper (NSDI 2025) publishes, rebuilt from its description
+ * (AutoCCL's public code does more: autoccl_faithful.h): one subspace per
  * (algorithm, protocol), each tuned by coordinate descent over the resource dimensions from its
  * starting point, subspaces visited round-robin one step at a time, the leader's own measurements
  * deciding, the best measured point pinned. It speaks the engine's call-index interface (next /
  * observe), so one driver runs both under the same noise, lag and budget. The choices the paper
- * leaves open are listed in docs/tuner.md ("The AutoCCL-style search in the bench"). */
+ * leaves open are listed in docs/tuner.md ("The paper's pseudo-code in the bench"). */
 #ifndef AUTOCCL_SEARCH_H
 #define AUTOCCL_SEARCH_H
 
