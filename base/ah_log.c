@@ -132,7 +132,74 @@ static void host_fill(void) {
   host_buf[sizeof host_buf - 1] = 0;
 }
 
-void ah_log_at(int subsys, int level, const char *fmt, ...) {
+/* ---- the process's ranks, for lines of threads without one ------------------------------------ */
+
+/* A process holds a few ranks (one per GPU); past this many the text says how many. */
+#define AH_LOG_PROC_RANKS 64
+#define AH_LOG_PROC_TEXT 32
+static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
+static int proc_ranks[AH_LOG_PROC_RANKS], proc_n, proc_over, proc_nranks;
+static char proc_text[AH_LOG_PROC_TEXT] = "-"; /* proc_ranks formatted (under proc_lock) */
+
+static int int_cmp(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+char *ah_log_ranks_format(const int *ranks, int n, char *buf, size_t len) {
+  if (len == 0) return buf;
+  snprintf(buf, len, "-");
+  if (n <= 0) return buf;
+  int sorted[AH_LOG_PROC_RANKS];
+  int m = n < AH_LOG_PROC_RANKS ? n : AH_LOG_PROC_RANKS;
+  memcpy(sorted, ranks, (size_t)m * sizeof *sorted);
+  qsort(sorted, (size_t)m, sizeof *sorted, int_cmp);
+  int distinct = 0;
+  for (int i = 0; i < m; i++) distinct += i == 0 || sorted[i] != sorted[i - 1];
+  size_t o = 0;
+  for (int i = 0; i < m;) {
+    int j = i;
+    while (j + 1 < m && sorted[j + 1] <= sorted[j] + 1) j++; /* a run, duplicates included */
+    int w = sorted[j] == sorted[i]
+                ? snprintf(buf + o, len - o, "%s%d", o ? "," : "", sorted[i])
+                : snprintf(buf + o, len - o, "%s%d-%d", o ? "," : "", sorted[i], sorted[j]);
+    if (w < 0 || (size_t)w >= len - o) {
+      o = len; /* does not fit */
+      break;
+    }
+    o += (size_t)w;
+    i = j + 1;
+  }
+  if (o >= len || n > m) snprintf(buf, len, "%d ranks", n > m ? n : distinct);
+  return buf;
+}
+
+void ah_log_set_proc_rank(int rank, int nranks) {
+  if (rank < 0) return;
+  pthread_mutex_lock(&proc_lock);
+  if (nranks > proc_nranks) { /* the process's larger communicator: its ranks replace a split's */
+    proc_nranks = nranks;
+    proc_n = proc_over = 0;
+  }
+  int known = nranks < proc_nranks;
+  for (int i = 0; i < proc_n && !known; i++) known = proc_ranks[i] == rank;
+  if (!known && proc_n < AH_LOG_PROC_RANKS) proc_ranks[proc_n++] = rank;
+  else if (!known) proc_over++;
+  if (!known) {
+    ah_log_ranks_format(proc_ranks, proc_n, proc_text, sizeof proc_text);
+    if (proc_over) snprintf(proc_text, sizeof proc_text, "%d ranks", proc_n + proc_over);
+  }
+  pthread_mutex_unlock(&proc_lock);
+}
+
+static void proc_text_copy(char out[AH_LOG_PROC_TEXT]) {
+  pthread_mutex_lock(&proc_lock);
+  memcpy(out, proc_text, AH_LOG_PROC_TEXT);
+  pthread_mutex_unlock(&proc_lock);
+}
+
+__attribute__((format(printf, 4, 0))) static void log_v(int subsys, int level, int proc,
+                                                        const char *fmt, va_list ap) {
   if ((unsigned)subsys >= AH_SUB_COUNT) subsys = AH_SUB_INIT;
   ah_log_nccl_fn nccl = atomic_load_explicit(&log_nccl, memory_order_acquire);
   int ours = level <= ah_log_level() &&
@@ -143,8 +210,9 @@ void ah_log_at(int subsys, int level, const char *fmt, ...) {
   if (!ours && !theirs) return;
   int saved = errno;
   pthread_once(&host_once, host_fill);
-  char rank[16] = "-", line[1280];
-  if (log_rank >= 0) snprintf(rank, sizeof rank, "%d", log_rank);
+  char rank[AH_LOG_PROC_TEXT] = "-", line[1280];
+  if (log_rank >= 0 && !proc) snprintf(rank, sizeof rank, "%d", log_rank);
+  else proc_text_copy(rank);
   int n = 0;
   if (atomic_load_explicit(&log_time, memory_order_relaxed)) {
     struct timespec ts;
@@ -160,10 +228,7 @@ void ah_log_at(int subsys, int level, const char *fmt, ...) {
   if (head < 0) head = 0;
   n += head;
   size_t body = (size_t)n; /* where the message starts */
-  va_list ap;
-  va_start(ap, fmt);
   int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-  va_end(ap);
   size_t len = m < 0 ? (size_t)n : (size_t)n + (size_t)m;
   if (len > sizeof line - 2) len = sizeof line - 2;
   line[len] = 0;
@@ -179,6 +244,20 @@ void ah_log_at(int subsys, int level, const char *fmt, ...) {
     emit(line, len);
   }
   errno = saved;
+}
+
+void ah_log_at(int subsys, int level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_v(subsys, level, 0, fmt, ap);
+  va_end(ap);
+}
+
+void ah_log_proc_at(int subsys, int level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_v(subsys, level, 1, fmt, ap);
+  va_end(ap);
 }
 
 const char *ah_log_subsys_name(int sub) {

@@ -1,6 +1,7 @@
 /* ah_log.h: autoha's log lines, in NCCL's shape —
  *   host:pid:tid [rank] autoha LEVEL subsys: message
- * ("[-]" before the rank is known), optionally preceded by a timestamp (AUTOHA_LOG_TIME), filtered by
+ * ("[-]" before the rank is known; on a thread with no rank of its own — the HA thread, NCCL's
+ * proxy thread, one thread driving several GPUs — the process's ranks, "[3]" or "[0-3]"), optionally preceded by a timestamp (AUTOHA_LOG_TIME), filtered by
  * level (AUTOHA_LOG=error|warn|info|debug, default warn) and by subsystem (AUTOHA_LOG_SUBSYS, as
  * NCCL_DEBUG_SUBSYS), written to stderr or the file AUTOHA_LOG_FILE names (ah_log_file.h), and —
  * once NCCL has handed the tuner plugin its logger — also through NCCL's logger, so that
@@ -50,6 +51,14 @@ void ah_log_set_rank(int rank);
 /* The same for a rank in a communicator of `nranks`: kept only when no larger communicator of the
  * thread has set one, so a thread's lines show its rank in the job's world, not in a split. */
 void ah_log_set_rank_of(int rank, int nranks);
+/* Records that this process holds `rank` of a communicator of `nranks` (every local rank, from
+ * whichever thread creates its context): lines of threads without a rank of their own name the
+ * process's ranks in its largest communicator — a larger one replaces the set, an equal one adds to
+ * it, a smaller one (a split) is ignored, as for ah_log_set_rank_of. */
+void ah_log_set_proc_rank(int rank, int nranks);
+/* Writes the ranks of `ranks` (n of them, any order, duplicates allowed) as ascending ranges,
+ * "0-3" or "0,2,5-7"; when that does not fit in len, "<n> ranks". "-" for none. Returns buf. */
+char *ah_log_ranks_format(const int *ranks, int n, char *buf, size_t len);
 /* Bytes of lines held for a log file not opened yet (AH_LOG_FD_HOLD). */
 size_t ah_log_held(void);
 
@@ -80,6 +89,12 @@ const char *ah_log_subsys_name(int sub);
 /* The one entry of every line; call it through ah_log(), which adds the file's subsystem. */
 void ah_log_at(int subsys, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 #define ah_log(level, ...) ah_log_at(AH_LOG_SUBSYS, (level), __VA_ARGS__)
+
+/* A line about the whole process rather than the calling thread's rank (a decision every local
+ * rank of a communicator applies, said once): its prefix names the process's ranks. */
+void ah_log_proc_at(int subsys, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define ah_log_proc(level, ...) ah_log_proc_at(AH_LOG_SUBSYS, (level), __VA_ARGS__)
 
 /* Logs at most `cap` times per call site; the last permitted line says further ones are
  * suppressed. Usage: AH_LOG_CAPPED(3, AH_LOG_WARN, "...", ...). */

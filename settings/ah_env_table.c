@@ -29,9 +29,11 @@ static const ah_env_var_t env_table[] = {
      0, 0, "observe|fixed|tune", FIELD_FALLBACK(mode, "observe")},
     {"AUTOHA_LOG", AH_ENV_ENUM, "warn", "error|warn|info|debug",
      "How much autoha logs. Every line starts as NCCL's do, 'host:pid:tid [rank] autoha LEVEL "
-     "subsystem: ' ([-] until the process knows its rank). info adds one line per decision, in "
-     "words: the key, the configuration it runs, its time against NCCL's own choice and the calls "
-     "the search took; debug adds per-call detail and is meant for short runs. When NCCL hands "
+     "subsystem: ' ([-] until the process knows its rank; a thread with no rank of its own, as "
+     "autoha's failover thread, NCCL's proxy or one thread driving several GPUs, shows the "
+     "process's ranks, [0-3]). info adds one line per decision per process, in words: the key, "
+     "the configuration it runs, its time against NCCL's own choice and the calls the search "
+     "took; debug adds per-call detail and is meant for short runs. When NCCL hands "
      "autoha its logger (as the tuner plugin), its info lines also go through it, tagged TUNING, "
      "so NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows them in NCCL's output whatever this says "
      "(warnings and errors autoha prints itself, once).",

@@ -5,8 +5,13 @@
  *
  * The times are the search's own figures where this process holds the key's search (the leader's
  * process), else this rank's measurements: NCCL's default from the calls that ran it, the settled
- * configuration's when the rank last probed it; "?" when the rank has none. */
+ * configuration's when the rank last probed it; "?" when the rank has none.
+ *
+ * One line per process, not per rank: every local rank of the communicator runs the same segment
+ * (one schedule per process and key), so the first to run it writes the line and its prefix names
+ * the process's ranks ("[0-3]" when one process drives four GPUs), not the writing thread's. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "ah_tune.h"
@@ -31,6 +36,12 @@ void ah_shim_decision_log(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_se
   if (ah_log_level() < AH_LOG_INFO && !ah_log_nccl_set()) return;
   double win = NAN, def = NAN;
   ah_shim_keystate_t *ks = ck->ks;
+  if (ks) { /* another local rank announced this segment (or a later one) already */
+    uint64_t had = atomic_load(&ks->said), want = seg->first + 1;
+    do
+      if (had >= want) return;
+    while (!atomic_compare_exchange_weak(&ks->said, &had, want));
+  }
   if (ks && ks->tune && seg->source == AH_SOURCE_TUNED) {
     ah_tune_status_t st;
     pthread_mutex_lock(&ks->lock);
@@ -55,15 +66,17 @@ void ah_shim_decision_log(const ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_se
   fmt_us(def, ds, sizeof ds);
   if (!isnan(win) && !isnan(def) && win > 0) snprintf(ratio, sizeof ratio, " (%.2fx)", def / win);
   if (nccls) {
-    ah_log(AH_LOG_INFO,
-           "%s %s-%s on comm 0x%016llx: %s, keeps NCCL's own choice %s, %s us, after %llu calls",
-           ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id,
-           seg->source == AH_SOURCE_DEFAULT ? "the search found nothing faster"
-                                            : source_words(seg->source),
-           cfg, ds, (unsigned long long)seg->first);
+    ah_log_proc(
+        AH_LOG_INFO,
+        "%s %s-%s on comm 0x%016llx: %s, keeps NCCL's own choice %s, %s us, after %llu calls",
+        ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id,
+        seg->source == AH_SOURCE_DEFAULT ? "the search found nothing faster"
+                                         : source_words(seg->source),
+        cfg, ds, (unsigned long long)seg->first);
     return;
   }
-  ah_log(AH_LOG_INFO, "%s %s-%s on comm 0x%016llx: %s %s, %s us vs NCCL %s us%s, after %llu calls",
-         ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id, source_words(seg->source), cfg,
-         ws, ds, ratio, (unsigned long long)seg->first);
+  ah_log_proc(AH_LOG_INFO,
+              "%s %s-%s on comm 0x%016llx: %s %s, %s us vs NCCL %s us%s, after %llu calls",
+              ah_coll_name(ck->coll), lo, hi, (unsigned long long)c->id, source_words(seg->source),
+              cfg, ws, ds, ratio, (unsigned long long)seg->first);
 }

@@ -74,6 +74,9 @@ typedef struct ah_shim_keystate {
   struct ah_shim_rankkey *local[AH_MAX_LOCAL_RANKS];
   ah_shim_localmin_t *mins; /* a wholly local search's shortest durations (under lock; lazily) */
   int ntimers;              /* local ranks that have reported a search call's time (under lock) */
+  /* 1 + the first call index of the latest forever segment a decision line announced: the first
+   * local rank to run it says so for every local rank (shim_decision.c), the others stay quiet */
+  _Atomic uint64_t said;
   struct ah_shim_keystate *next; /* in the process-wide table (shim_decide.c) */
 } ah_shim_keystate_t;
 

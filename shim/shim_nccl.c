@@ -474,6 +474,8 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
       if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)     \
         ctx_->rank = rank_;                                                                        \
       if (!grouped_) ah_log_set_rank_of(rank_, (nranks_arg)); /* this thread's lines say [N] */    \
+      ah_log_set_proc_rank(rank_,                                                                  \
+                           ctx_ ? ctx_->nranks : (nranks_arg)); /* others': the process's */       \
       if (rank_ >= 0) ah_log_file_rank(rank_); /* a log file named by rank opens now */            \
       handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(1), rank_);                   \
     } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \

@@ -139,6 +139,9 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
              ah_comm_pending_claim(commId, (int)nRanks, dev, &pending_id, &rank);
   if (id == 0) id = have ? pending_id : ah_comm_fallback_id(nRanks, nNodes);
   if (rank >= 0) ah_log_file_rank(rank); /* a log file named by rank opens now */
+  /* the HA thread's, NCCL's proxy threads' and a GPU-driving group's lines name the process's
+   * ranks: NCCL runs this init before it connects a queue pair of the communicator */
+  ah_log_set_proc_rank(rank, (int)nRanks);
   ah_shim_first_comm(id, (int)nRanks, (int)nNodes, rank);
   ah_shim_report_start_interval();
   ah_comm_t *c = ah_comm_create(id, have ? pending_id : id, (int)nRanks, (int)nNodes, rank, abi);

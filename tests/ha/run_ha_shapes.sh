@@ -10,6 +10,8 @@
 #                captured in a CUDA graph once and replayed every iteration (as frameworks capture
 #                their step); the provider's counters show no lost, duplicated or reordered
 #                completion on any rank
+# Every HA line names the ranks of its process (written by the HA thread or NCCL's proxy thread,
+# which have no rank of their own): "[0-3]"/"[4-7]" for threads, "[N]" for graph, never "[-]".
 set -u
 case_=$1 run=$2 job=$3 simlib=$4 so=$5
 fail() { printf 'FAIL (%s): %s\n--- output ---\n%s\n' "$case_" "$1" "$(tail -40 <<<"$out")"; exit 1; }
@@ -31,6 +33,13 @@ took=$(( $(date +%s) - start ))
 grep "NET/IB" <<<"$out" | grep -v "async event: port error" | grep -q . && fail "the job completed, but NCCL saw an IB error"
 n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
 [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n (did the job end before the fault?)"
+ha_lines=$(grep -E ' autoha [A-Z]+ [a-z]+: HA: ' <<<"$out")
+case $case_ in
+threads) ranked=' \[(0-3|4-7)\] autoha ' ;;
+graph) ranked=' \[[0-7]\] autoha ' ;;
+esac
+unranked=$(grep -vE "$ranked" <<<"$ha_lines")
+[ -z "$unranked" ] || fail "HA lines without their process's ranks: $(head -3 <<<"$unranked")"
 case $case_ in
 threads)
   [ "$(grep '^checksum' <<<"$out" | sort)" = "$plain" ] && [ -n "$plain" ] ||
@@ -41,4 +50,5 @@ graph)
   [ "$ok" = 8 ] || fail "$ok of 8 ranks report clean completion accounting"
   ;;
 esac
-echo "ok: $case_: $n failovers of mlx5_3's queue pairs, every result checked, job completed in $took s"
+echo "ok: $case_: $n failovers of mlx5_3's queue pairs, every result checked, job completed in $took s;" \
+  "$(grep -c . <<<"$ha_lines") HA lines, each naming its process's ranks"

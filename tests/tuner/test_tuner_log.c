@@ -3,6 +3,7 @@
  * logger receiving lines up to info with the TUNING flag whatever AUTOHA_LOG says. Check forks
  * each test, so the process-wide log state starts fresh every time. */
 #include <check.h>
+#include <pthread.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -218,6 +219,53 @@ START_TEST(nccl_logger_gets_info_lines) {
 }
 END_TEST
 
+/* A thread with no rank of its own (the HA thread, NCCL's proxy, one thread driving 4 GPUs) names
+ * the process's ranks in its largest communicator; a split's ranks do not replace them. */
+static void *log_from_other_thread(void *arg) {
+  (void)arg;
+  ah_log_at(AH_SUB_QP, AH_LOG_WARN, "from a thread without a rank");
+  return NULL;
+}
+
+START_TEST(thread_without_rank_names_process_ranks) {
+  capture_begin();
+  ah_log_at(AH_SUB_QP, AH_LOG_WARN, "before any communicator");
+  int order[] = {2, 0, 3, 1, 2};
+  for (int i = 0; i < 5; i++) ah_log_set_proc_rank(order[i], 8);
+  ah_log_set_proc_rank(6, 4); /* a split of 4: not the process's world ranks */
+  ah_log_at(AH_SUB_QP, AH_LOG_WARN, "four GPUs");
+  ah_log_set_rank(3);
+  ah_log_at(AH_SUB_TUNE, AH_LOG_WARN, "this thread's rank");
+  ah_log_proc_at(AH_SUB_TUNE, AH_LOG_WARN, "for the whole process");
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, log_from_other_thread, NULL), 0);
+  pthread_join(t, NULL);
+  ah_log_set_proc_rank(9, 16); /* a larger communicator: its rank replaces the set */
+  ah_log_proc_at(AH_SUB_TUNE, AH_LOG_WARN, "after a larger one");
+  const char *log = capture_end();
+  const char *want[] = {" \\[-\\] autoha WARN qp: before any communicator$",
+                        " \\[0-3\\] autoha WARN qp: four GPUs$",
+                        " \\[3\\] autoha WARN tune: this thread's rank$",
+                        " \\[0-3\\] autoha WARN tune: for the whole process$",
+                        " \\[0-3\\] autoha WARN qp: from a thread without a rank$",
+                        " \\[9\\] autoha WARN tune: after a larger one$"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    ck_assert_msg(matches(log, want[i]), "no line matches %s in:\n%s", want[i], log);
+}
+END_TEST
+
+START_TEST(ranks_written_as_ranges) {
+  char buf[32];
+  int some[] = {5, 0, 2, 6, 2, 7};
+  ck_assert_str_eq(ah_log_ranks_format(some, 6, buf, sizeof buf), "0,2,5-7");
+  ck_assert_str_eq(ah_log_ranks_format(some, 0, buf, sizeof buf), "-");
+  int one[] = {12};
+  ck_assert_str_eq(ah_log_ranks_format(one, 1, buf, sizeof buf), "12");
+  int spread[] = {0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
+  ck_assert_str_eq(ah_log_ranks_format(spread, 11, buf, 16), "11 ranks"); /* too long for 16 */
+}
+END_TEST
+
 int main(void) {
   const TTest *const tests[] = {values_quoted_with_escapes,
                                 prefix_names_host_pid_tid_rank,
@@ -227,7 +275,9 @@ int main(void) {
                                 subsystem_filter,
                                 file_named_by_rank_holds_early_lines,
                                 file_template_errors,
-                                nccl_logger_gets_info_lines};
+                                nccl_logger_gets_info_lines,
+                                thread_without_rank_names_process_ranks,
+                                ranks_written_as_ranges};
   return ah_check_main("tuner_log", (ah_check_case_t){.name = "log", .timeout = 20}, tests,
                        AH_CHECK_COUNT(tests));
 }
