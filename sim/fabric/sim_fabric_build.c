@@ -206,6 +206,9 @@ sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, 
   f->seed_lag = 3;
   f->host_lat_us = f->spine_lat_us = 0.5;
   parse_sched(f, "strict");
+  /* an IB subnet manager re-sweeps on a link's trap and reprograms the forwarding tables around it;
+   * RoCE's switches here keep hashing onto a dead link (reroute=0) unless told */
+  f->reroute = f->ib;
   if (f->nnodes > 65535 || f->nics > 63) {
     snprintf(err, errlen,
              "fabric: %d nodes of %d NICs do not fit the addressing (at most 65535 nodes, 63 NICs)",

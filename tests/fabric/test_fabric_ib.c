@@ -1,5 +1,5 @@
 /* sim/fabric's InfiniBand side (ib=1): the subnet manager's LIDs both ways and each plane's SM, no
- * link aggregation, two planes that share no switch (a port reaches only its own plane's ports, over
+ * link aggregation, routes around a dead uplink (the SM's re-sweep), two planes that share no switch (a port reaches only its own plane's ports, over
  * its plane's spines), and the errors that name their text. */
 #include <check.h>
 #include <stdio.h>
@@ -57,6 +57,18 @@ START_TEST(lids_both_ways) {
   char name[64];
   ck_assert_str_eq(sim_fabric_link_name(f, links[0], name, sizeof name), "node0/mlx5_1:2->leaf1");
   ck_assert_str_eq(sim_fabric_link_name(f, links[3], name, sizeof name), "leaf3->node1/mlx5_1:2");
+  /* the subnet manager routes around a dead uplink (reroute=1 by default on IB), within the plane */
+  int spine = -1, before[8], after[8];
+  sim_fabric_flow_t far = {{0, 0, 1}, {2, 0, 1}, 0, 0};
+  ck_assert_int_eq(sim_fabric_route_at(f, &far, 0, 0, before, 8), 4);
+  sim_fabric_link_t li;
+  ck_assert_int_eq(sim_fabric_link_info(f, before[1], &li), 0);
+  spine = li.spine;
+  ck_assert_int_eq(sim_fabric_set_link(f, before[1], 0), 0);
+  ck_assert_int_eq(sim_fabric_route_at(f, &far, 0, 0, after, 8), 4);
+  ck_assert_int_eq(sim_fabric_link_info(f, after[1], &li), 0);
+  ck_assert_int_ne(li.spine, spine);
+  ck_assert_int_eq(sim_fabric_path_up(f, &far, 0, 0), 1);
   sim_fabric_free(f);
   bad("nodes=2,gpus=8,nic=2x400x2,ib=1", "bond=1", "bond=1");
 }
