@@ -61,9 +61,11 @@ static int shadow_create(ha_qp_t *m) {
      * again (it may be back), alternating while neither comes up — but not while that port says it
      * is down: a standby there dies only after RC's retry window, and a second fault that cut the
      * other port's path (another ECMP hash may avoid it) cost bench/failover 2.1 s of alternating
-     * onto the dead port */
+     * onto the dead port. Not on InfiniBand: with two planes the ports pair up by number, and the
+     * peer, whose carrier's port is up, would alternate out of step (its subnet manager routes
+     * around a cut link instead) */
     if (atomic_load(&m->state) == HA_FAILING && m->sb_fails > 0 && m->sb_dead_port == port &&
-        port_up(m, cport))
+        port_up(m, cport) && !ha_by_lid(m))
       port = cport;
     if (ah_shim_ha_port_addr(m, m->qp->context, port, gid_index, &gid) != 0) {
       AH_LOG_CAPPED(1, AH_LOG_WARN,

@@ -28,6 +28,14 @@ static void ep_gid(const sim_fabric_t *f, sim_fabric_ep_t ep, uint8_t gid[16]) {
   sim_fabric_gid(ep, gid);
 }
 
+/* Whether spine sp has a live link down to one of the nd leaves: an InfiniBand subnet manager
+ * routes with the whole subnet in view, so a leaf never sends to a spine that cannot deliver. */
+static int spine_reaches(const sim_fabric_t *f, const view_t *v, int sp, const int *dleaf, int nd) {
+  for (int i = 0; i < nd; i++)
+    if (live(f, v, sim_fabric_spine_link(f, dleaf[i], sp, 1))) return 1;
+  return 0;
+}
+
 static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_t *v, int *links,
                  int max) {
   sim_fabric_ep_t s = fl->src, d = fl->dst;
@@ -70,7 +78,8 @@ static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_
     int up[SIM_FABRIC_MAX_SPINES], nup = 0;
     for (int sp = 0; sp < f->nspines; sp++)
       if (sim_fabric_spine_plane(f, sp) == plane &&
-          live(f, v, sim_fabric_spine_link(f, sleaf, sp, 0)))
+          live(f, v, sim_fabric_spine_link(f, sleaf, sp, 0)) &&
+          (!f->ib || !v->dynamic || spine_reaches(f, v, sp, dleaf, nd)))
         up[nup++] = sp;
     if (!nup) return -1;
     spine = up[sim_fabric_hash_finish(prefix, f->seed_leaf + (uint32_t)sleaf * SIM_FABRIC_SEED_STEP,
