@@ -21,6 +21,7 @@
 
 #include "ah_ha_nic.h"
 #include "ah_uthash.h"
+#include "rdma_ha_ib.h"
 #include "rdma_ha_int.h"
 
 #define NIC_MAX 16             /* backup NICs per process */
@@ -350,13 +351,14 @@ int ah_shim_ha_nic_shadow_prepare(ha_qp_t *m, struct ibv_pd **pd_p, struct ibv_c
   union ibv_gid gid;
   int ok = nic && s && (r || !m->recv_cq);
   /* the primary's port number when the backup NIC has it (with a GID there), else port 1 */
-  if (ok && m->hc->real.query_gid(nic->ctx, (uint8_t)port, gid_index, &gid) != 0) {
+  /* (its GID, or on InfiniBand its LID) */
+  if (ok && ah_shim_ha_port_addr(m, nic->ctx, port, gid_index, &gid) != 0) {
     port = 1;
-    if (m->hc->real.query_gid(nic->ctx, 1, gid_index, &gid) != 0) {
+    if (ah_shim_ha_port_addr(m, nic->ctx, 1, gid_index, &gid) != 0) {
       AH_LOG_CAPPED(1, AH_LOG_WARN,
-                    "HA: the backup NIC %s has no GID %d; queue pairs it would back run without "
+                    "HA: the backup NIC %s has no %s; queue pairs it would back run without "
                     "shadows",
-                    nic->name, gid_index);
+                    nic->name, ha_by_lid(m) ? "LID on its port 1" : "GID at NCCL's index");
       ok = 0;
     }
   }

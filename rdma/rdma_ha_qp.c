@@ -1,6 +1,6 @@
 /* rdma_ha_qp.c: the queue pairs the HA layer manages (docs/ha.md), as the verbs hook reports NCCL
  * creating, connecting and destroying them: their entries in the QP-number tables, the facts a shadow is built from
- * (port, access, RTR and RTS attributes, GID), the start of the background thread, the switch
+ * (port, access, RTR and RTS attributes, GID or, on InfiniBand, LID: rdma_ha_ib.c), the start of the background thread, the switch
  * AUTOHA_HA and the report's "ha" section. */
 #include <errno.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 
 #include "ah_env.h"
 #include "rdma.h"
+#include "rdma_ha_ib.h"
 #include "rdma_ha_int.h"
 
 static int thread_started;
@@ -110,22 +111,18 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
   } else if (attr->qp_state == IBV_QPS_RTR) {
     m->rtr = *attr;
     m->rtr_mask = mask;
-    int saved = errno;
-    ha_ctx_t *hc = m->hc;
-    m->have_sgid = hc->real.query_gid(qp->context, (uint8_t)m->port, attr->ah_attr.grh.sgid_index,
-                                      &m->sgid) == 0;
-    errno = saved;
+    m->have_sgid = ah_shim_ha_ib_rtr(m, qp); /* a GID, or on InfiniBand the LID's address */
   } else if (attr->qp_state == IBV_QPS_RTS && m->rtr_mask) {
     m->rts = *attr;
     m->rts_mask = mask;
     if (atomic_load(&m->sb.state) == SH_NONE && !m->sh) {
-      if (m->rtr.ah_attr.is_global && m->have_sgid) {
+      if (m->have_sgid && ah_shim_ha_ib_policy_ok(m)) {
         m->sb.gen = 1;
         atomic_store(&m->sb.state, SH_WANTED);
         pthread_cond_signal(&ah_shim_ha_cv);
-      } else {
-        AH_LOG_CAPPED(1, AH_LOG_INFO,
-                      "HA: QP %u has no GRH (InfiniBand): shadows are built on RoCE only", m->qpn);
+      } else if (!m->have_sgid) {
+        AH_LOG_CAPPED(1, AH_LOG_INFO, "HA: QP %u: its port has no %s: it runs without a shadow",
+                      m->qpn, ha_by_lid(m) ? "LID (or NCCL gave no dlid)" : "GID at NCCL's index");
       }
     }
   }

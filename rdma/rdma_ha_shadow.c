@@ -12,6 +12,7 @@
 
 #include "ah_env.h"
 #include "ah_path.h"
+#include "rdma_ha_ib.h"
 #include "rdma_ha_int.h"
 #include "rdma_qp_topo.h"
 
@@ -19,7 +20,7 @@
 
 typedef struct {
   uint32_t magic, qpn;
-  uint8_t gid[16];
+  uint8_t gid[16]; /* its port's GID, or on InfiniBand its LID's address (ah_ha_ib.h) */
   uint32_t port, policy;
   uint32_t sport;  /* the primary's UDP source port as the hook set it (0: NCCL's own) */
   uint32_t sport2; /* the source port of the shadow carrying the traffic (0: none yet) */
@@ -61,15 +62,18 @@ static int shadow_create(ha_qp_t *m) {
      * again (it may be back), alternating while neither comes up — but not while that port says it
      * is down: a standby there dies only after RC's retry window, and a second fault that cut the
      * other port's path (another ECMP hash may avoid it) cost bench/failover 2.1 s of alternating
-     * onto the dead port */
+     * onto the dead port. Not on InfiniBand: with two planes the ports pair up by number, and the
+     * peer, whose carrier's port is up, would alternate out of step (its subnet manager routes
+     * around a cut link instead) */
     if (atomic_load(&m->state) == HA_FAILING && m->sb_fails > 0 && m->sb_dead_port == port &&
-        port_up(m, cport))
+        port_up(m, cport) && !ha_by_lid(m))
       port = cport;
-    if (hc->real.query_gid(m->qp->context, (uint8_t)port, gid_index, &gid) != 0) {
+    if (ah_shim_ha_port_addr(m, m->qp->context, port, gid_index, &gid) != 0) {
       AH_LOG_CAPPED(1, AH_LOG_WARN,
-                    "HA: AUTOHA_HA=port but %s has no port %d (or no GID %d on it): QPs "
+                    "HA: AUTOHA_HA=port but %s has no port %d (or no %s on it): QPs "
                     "on it run without a shadow",
-                    m->qp->context->device->name, port, gid_index);
+                    m->qp->context->device->name, port,
+                    ha_by_lid(m) ? "LID" : "GID at NCCL's index");
       return -2;
     }
   }
@@ -186,7 +190,7 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   a.dest_qp_num = peer->qpn;
   a.rq_psn = 0;
   a.ah_attr.port_num = (uint8_t)m->sb.port;
-  memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
+  ah_shim_ha_av_peer(m, &a.ah_attr, peer->gid); /* its GID, or on InfiniBand its LID */
   uint32_t label = shadow_label(m, peer);
   a.ah_attr.grh.flow_label = label;
   int rc = hc->real.modify_qp(m->sb.qp, &a, m->rtr_mask);

@@ -80,6 +80,7 @@ static void open_devices(void) {
       if (pa.state != IBV_PORT_ACTIVE || !hca_selected(hca, d->name, p)) continue;
       d->port = p;
       d->link_layer = pa.link_layer;
+      d->lid = pa.lid;
       if (pick_gid(d, pa.gid_tbl_len) != 0) d->port = 0;
     }
     if (d->port && (d->pd = table.alloc_pd(ctx)) != NULL) {

@@ -17,6 +17,7 @@ typedef struct {
   int gid_index; /* NCCL_IB_GID_INDEX, or the RoCEv2 IPv4-mapped GID found by scanning */
   union ibv_gid gid;
   int link_layer; /* IBV_LINK_LAYER_* */
+  uint16_t lid;   /* the port's LID (InfiniBand: QPs are addressed by it) */
 } sim_ib_dev_t;
 
 /* The process's table, or NULL when IB is off (NCCL_IB_DISABLE=1) or libibverbs is missing or

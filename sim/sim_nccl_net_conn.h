@@ -19,6 +19,7 @@ typedef struct {
   struct ibv_qp *qp[NET_MAX_QPS];
   uint32_t peer_qpn[NET_MAX_QPS];
   union ibv_gid peer_gid;
+  uint16_t peer_lid;     /* InfiniBand: the peer port's LID, the QPs' dlid */
   struct ibv_mr *mr;     /* sender: its staging slot; receiver: its receive buffer */
   struct ibv_mr *sum_mr; /* sender: the checksums it writes */
   uint64_t *sums;
@@ -45,7 +46,7 @@ typedef struct {
   uint32_t qpn[NET_MAX_QPS];
   uint8_t gid[16];
   uint64_t addr;
-  uint32_t rkey, pad;
+  uint32_t rkey, lid; /* lid: the port's, as NCCL's ncclIbDevInfo carries it */
 } net_info_t;
 
 struct sim_net {

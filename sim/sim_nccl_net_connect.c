@@ -204,6 +204,7 @@ static size_t build_info(const struct sim_net *n, int peer, net_info_t *out) {
     e->nqps = (uint32_t)n->nqps;
     for (int q = 0; q < n->nqps; q++) e->qpn[q] = k->qp[q]->qp_num;
     memcpy(e->gid, k->dev->gid.raw, 16);
+    e->lid = k->dev->lid;
     e->addr = k->send ? 0 : (uint64_t)(uintptr_t)k->buf;
     e->rkey = k->send ? 0 : k->mr->rkey;
   }
@@ -242,6 +243,11 @@ static int connect_conn(const struct ncclComm *c, struct sim_net *n, net_conn_t 
       a.ah_attr.grh.hop_limit = 255;
       a.ah_attr.grh.traffic_class = (uint8_t)tc;
       a.ah_attr.grh.flow_label = 0; /* NCCL's, in every version */
+    } else {
+      /* InfiniBand within one subnet, as net_ib: the peer's LID, no GRH, path bits 0 */
+      a.ah_attr.is_global = 0;
+      a.ah_attr.dlid = k->peer_lid;
+      a.ah_attr.src_path_bits = 0;
     }
     a.ah_attr.sl = (uint8_t)sim_env_int("NCCL_IB_SL", 0, 0, 15);
     if (v->modify_qp(k->qp[q], &a,
@@ -309,6 +315,7 @@ int sim_net_connect_progress(struct ncclComm *c, ncclResult_t *res_p) {
         }
         memcpy(k->peer_qpn, e->qpn, sizeof k->peer_qpn);
         memcpy(k->peer_gid.raw, e->gid, 16);
+        k->peer_lid = (uint16_t)e->lid;
         k->peer_addr = e->addr;
         k->peer_rkey = e->rkey;
       }

@@ -32,6 +32,10 @@
 #   FAILOVER_NODES   node counts to alternate between (default "2 4")
 #   FAILOVER_SEED    seed of the random points (default 1)
 #   FAILOVER_PATH_TARGET  link (default) or spine: what policy path's fault takes down
+#   FAILOVER_LINK_LAYER  roce (default) or ib: InfiniBand HCAs (ib=1: queue pairs addressed by LID,
+#                    no GRH, ports never bonded) on a subnet of two planes (planes=2: port 1 and
+#                    port 2 of every HCA share no switch); policies port and nic only (path moves
+#                    a RoCE source port), and a second fault takes a link of its leaf's plane
 #   FAILOVER_KEEP    a folder to keep every job's output in (default: a temporary one, removed)
 #   FAILOVER_PARTS   which parts run: any of "points alldown window" (default all three)
 #   FAILOVER_WINDOW_POINTS  fault points of each run of the real-window part (default 2)
@@ -46,12 +50,23 @@ run=$1 job=$2 lib=$3 simlib=$4
 points=${FAILOVER_POINTS:-20} policies=${FAILOVER_POLICY:-path} node_list=${FAILOVER_NODES:-2 4}
 path_target=${FAILOVER_PATH_TARGET:-link}
 case $path_target in link | spine) ;; *) echo "failover: FAILOVER_PATH_TARGET must be link or spine, not '$path_target'"; exit 2 ;; esac
+link_layer=${FAILOVER_LINK_LAYER:-roce}
+case $link_layer in
+roce) topo_spec=nic=8x200x2 ib_fabric="" ll_name=RoCE ;;
+ib) topo_spec=nic=8x200x2,ib=1 ib_fabric=,planes=2 ll_name=InfiniBand
+    for p in $policies; do
+      [ "$p" != path ] || { echo "failover: FAILOVER_LINK_LAYER=ib takes policies port and nic, not path (an IB queue pair has no UDP source port)"; exit 2; }
+    done ;;
+*) echo "failover: FAILOVER_LINK_LAYER must be roce or ib, not '$link_layer'"; exit 2 ;;
+esac
 RANDOM=${FAILOVER_SEED:-1}
 case $points in '' | *[!0-9]*) echo "failover: FAILOVER_POINTS must be a number, not '$points'"; exit 2 ;; esac
 work=${FAILOVER_KEEP:-}
 if [ -z "$work" ]; then work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; else mkdir -p "$work"; fi
 fabric_tool=$(dirname "$run")/ncclsim-fabric
-export LD_LIBRARY_PATH="$simlib" NCCLSIM_TOPO="nic=8x200x2" NCCLSIM_FABRIC="bond=1" NCCLSIM_RUN_GRACE_S=5 \
+fab_base=bond=1
+[ "$link_layer" = ib ] && fab_base=bond=0
+export LD_LIBRARY_PATH="$simlib" NCCLSIM_TOPO="$topo_spec" NCCLSIM_FABRIC="$fab_base$ib_fabric" NCCLSIM_RUN_GRACE_S=5 \
   NCCLSIM_TIMEOUT_S=60 NCCLSIM_VERBS_TIMEOUT_SCALE=${NCCLSIM_VERBS_TIMEOUT_SCALE:-0.01} \
   NCCLSIM_NET_LOST_MS=${NCCLSIM_NET_LOST_MS:-30000} AUTOHA_HA_SOFT_TIMEOUT_S=${AUTOHA_HA_SOFT_TIMEOUT_S:-2}
 stall_bar=$(awk -v s="$AUTOHA_HA_SOFT_TIMEOUT_S" 'BEGIN {printf "%.0f", s * 1000 + 50}')
@@ -85,7 +100,7 @@ for nodes in $control_nodes; do
   fi
   len[$nodes]=$(( ($(date +%s%N) - t0) / 1000000 ))
   peace[$nodes]=$(stall "$log")
-  echo "failover: control, $nodes x 8, no fault, no autoha: $(iters_of "$nodes") iterations in ${len[$nodes]} ms, longest stall ${peace[$nodes]} ms"
+  echo "failover: control ($ll_name), $nodes x 8, no fault, no autoha: $(iters_of "$nodes") iterations in ${len[$nodes]} ms, longest stall ${peace[$nodes]} ms"
 done
 
 has_part points || policies=""
@@ -95,6 +110,7 @@ for policy in $policies; do
   : >"$work/waits-$policy"
   fab=bond=1
   [ "$policy" = path ] || fab=bond=0 # port fails over to the NIC's other verbs port, nic to another NIC
+  fab+=$ib_fabric
   for nodes in $node_list; do # the planner's model knows bonded NICs only: path's file
     : >"$work/topo-$policy-$nodes"
     [ "$policy" = path ] || continue
@@ -122,6 +138,8 @@ for policy in $policies; do
     esac
     if [ $((i % 3)) = 0 ]; then # a second fault while the first is being recovered
       at2=$((at + $(rand_ms 10 300))) leaf2=$((RANDOM % (2 * nodes))) spine2=$(( (spine + 1 + RANDOM % 7) % 8 ))
+      # two planes: a leaf has uplinks to its own plane's spines only (even leaves, even spines)
+      [ "$link_layer" = ib ] && spine2=$(( spine2 / 2 * 2 + leaf2 % 2 ))
       spec+="at=$(secs "$at2")s:down:leaf$leaf2-spine$spine2;"
       second=$((second + 1))
     fi
@@ -151,11 +169,11 @@ for policy in $policies; do
                              grep -m2 -E "failed|error|Error" "$log" | cut -c1-300; }
     fi
   done
-  printf 'failover: AUTOHA_HA=%s, %d points (%d with a second fault during recovery; %d hit the job, %d ended before the fault, the rest hit no flow; %d failovers logged by autoha): %d completed with correct results, %d failed; lost %d, duplicated/reordered %d, unposted/twice %d\n' \
-    "$policy" "$points" "$second" "$hit" "$late" "$failovers" "$done_ok" "$failed" "$lost" "$dup" "$bad"
+  printf 'failover: AUTOHA_HA=%s on %s, %d points (%d with a second fault during recovery; %d hit the job, %d ended before the fault, the rest hit no flow; %d failovers logged by autoha): %d completed with correct results, %d failed; lost %d, duplicated/reordered %d, unposted/twice %d\n' \
+    "$policy" "$ll_name" "$points" "$second" "$hit" "$late" "$failovers" "$done_ok" "$failed" "$lost" "$dup" "$bad"
   [ "$hit" -gt 0 ] || { echo "failover: AUTOHA_HA=$policy: no point reached the job"; ok=0; }
-  printf 'failover: AUTOHA_HA=%s, completed points: stall per failover (the autoha report'"'"'s ha section, %d failovers) median %s ms, p99 %s ms; longest wait between completions per point (the provider'"'"'s counters, detection included) median %s ms, p99 %s ms (peace time: %s)\n' \
-    "$policy" "$(wc -l <"$work/stalls-$policy")" "$(pct 0.5 <"$work/stalls-$policy")" "$(pct 0.99 <"$work/stalls-$policy")" \
+  printf 'failover: AUTOHA_HA=%s on %s, completed points: stall per failover (the autoha report'"'"'s ha section, %d failovers) median %s ms, p99 %s ms; longest wait between completions per point (the provider'"'"'s counters, detection included) median %s ms, p99 %s ms (peace time: %s)\n' \
+    "$policy" "$ll_name" "$(wc -l <"$work/stalls-$policy")" "$(pct 0.5 <"$work/stalls-$policy")" "$(pct 0.99 <"$work/stalls-$policy")" \
     "$(pct 0.5 <"$work/waits-$policy")" "$(pct 0.99 <"$work/waits-$policy")" \
     "$(for n in $node_list; do printf '%s x 8 %s ms ' "$n" "${peace[$n]}"; done | sed 's/ $//')"
   p99=$(pct 0.99 <"$work/stalls-$policy")
@@ -173,6 +191,7 @@ for nic in $(seq 0 7); do spec+="at=1s:portdown:node1/mlx5_$nic:1;at=1s:portdown
 log=$work/all-down.log t0=$(date +%s)
 first=${policies%% *} fab=bond=1
 [ "$first" = path ] || fab=bond=0
+fab+=$ib_fabric
 : >"$work/topo-all-down"
 if [ "$first" = path ]; then
   NCCLSIM_FABRIC=$fab "$fabric_tool" topo 2 >"$work/topo-all-down" || { echo "failover: no topology file"; exit 1; }
@@ -188,7 +207,7 @@ all_ok=1
 # exit for the rest, as NCCL's ranks do when their peers leave; none is killed by the launcher
 grep -q "NET/IB: " "$log" || all_ok=0
 grep -q "was killed by signal" "$log" && all_ok=0
-echo "failover: all paths down (every port of node 1, 2 x 8): job ended in $took s (bound $bound s), rc $rc," \
+echo "failover: all paths down ($ll_name, every port of node 1, 2 x 8): job ended in $took s (bound $bound s), rc $rc," \
   "$nccl_err of 16 ranks reported a failed call: $([ $all_ok = 1 ] && echo ok || echo NOT ok)"
 [ $all_ok = 1 ] || { ok=0; grep -m3 -E "failed|killed" "$log" | cut -c1-300; }
 all_down="within the bound"
@@ -235,7 +254,7 @@ if has_part window; then
   echo "failover: real retry window (NCCLSIM_VERBS_TIMEOUT_SCALE=1, AUTOHA_HA=port, 2 x 8, $wpoints points each), longest stall a user sees: $window_fig"
 fi
 
-echo "failover (sim/, $(( $(date +%s) - begin )) s; bar: every point completes with correct results and 0 lost/duplicated" \
+echo "failover (sim/, $ll_name, $(( $(date +%s) - begin )) s; bar: every point completes with correct results and 0 lost/duplicated" \
   "completions, p99 stall per failover <= AUTOHA_HA_SOFT_TIMEOUT_S + 50 ms ($stall_bar ms); all paths down ends within" \
   "the bound ($all_down); at the real retry window a user's stall <= 1 s): real-window stall $window_fig;" \
   "$([ $ok = 1 ] && echo OK || echo FAILED)"

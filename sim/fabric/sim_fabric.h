@@ -1,4 +1,4 @@
-/* sim_fabric.h: sim/'s RoCE fabric as pure functions (no verbs, no NCCL, no I/O beyond parsing a
+/* sim_fabric.h: sim/'s RoCE or InfiniBand fabric as pure functions (no verbs, no NCCL, no I/O beyond parsing a
  * spec string or file): a two-tier leaf–spine of switches with the NICs of every simulated node
  * cabled to leaves, the switches' ECMP and the NICs' LAG hash, link faults on a schedule, and the
  * throughput each flow gets (max–min fair sharing of every link, priority by traffic class).
@@ -54,6 +54,7 @@ void sim_fabric_free(sim_fabric_t *f);
 int sim_fabric_nics(const sim_fabric_t *f);         /* NICs per node */
 int sim_fabric_ports(const sim_fabric_t *f);        /* ports per NIC: 1 or 2 */
 int sim_fabric_is_ib(const sim_fabric_t *f);        /* link layer InfiniBand instead of Ethernet */
+int sim_fabric_planes(const sim_fabric_t *f);       /* 1, or 2 (InfiniBand's planes=2) */
 double sim_fabric_port_gbps(const sim_fabric_t *f); /* line rate of one NIC port, Gb/s */
 
 /* ---- routes and links -------------------------------------------------------------------------- */
@@ -137,6 +138,25 @@ int sim_fabric_spines(const sim_fabric_t *f);
  * sim_fabric_path_up and sim_fabric_rates use this route. */
 int sim_fabric_route_at(const sim_fabric_t *f, const sim_fabric_flow_t *flow, double wall_s,
                         double virt_us, int *links, int max);
+
+/* ---- InfiniBand (ib=1): LIDs and planes (sim_fabric_lid.c) ------------------------------------ */
+
+/* The LID the subnet manager gave a NIC port (0 when the endpoint is not in the fabric): switches
+ * take 1 .. leaves + spines, NIC ports the next ones in (node, NIC, port) order, so a LID names one
+ * port job-wide. */
+uint16_t sim_fabric_lid(const sim_fabric_t *f, sim_fabric_ep_t ep);
+/* The NIC port a LID names; -1 when it names none (a switch's, or out of range). */
+int sim_fabric_lid_ep(const sim_fabric_t *f, uint16_t lid, sim_fabric_ep_t *ep_p);
+/* The LID of the subnet manager of the port's plane (node 0's first port in that plane). */
+uint16_t sim_fabric_sm_lid(const sim_fabric_t *f, sim_fabric_ep_t ep);
+/* LIDs in use, switches included (the highest one). */
+int sim_fabric_lid_count(const sim_fabric_t *f);
+/* The plane of a NIC port, leaf or spine: with planes=2, the left leaf of each pair (a dual-port
+ * NIC's port 1, an even single-port NIC) and even spines are plane 0, the others plane 1, and no
+ * link joins two planes; always 0 with one plane. */
+int sim_fabric_ep_plane(const sim_fabric_t *f, sim_fabric_ep_t ep);
+int sim_fabric_leaf_plane(const sim_fabric_t *f, int leaf);
+int sim_fabric_spine_plane(const sim_fabric_t *f, int spine);
 
 /* Removes the shared state object named as in sim_fabric_attach (the job's last process, or a test,
  * calls it; mappings stay valid). Returns shm_unlink's result. */

@@ -17,7 +17,7 @@
 
 /* Spec values as written (0 or negative: not given). */
 typedef struct {
-  long spines, pairs, hostsperpair, bond;
+  long spines, pairs, hostsperpair, bond, planes;
   double oversub, upgbps;
   char *fail; /* the text of fail=, applied once the size is known */
 } spec_t;
@@ -25,7 +25,7 @@ typedef struct {
 static const char *const EXPECTED =
     "spines=N, pairs=N, hostsperpair=N, oversub=X, upgbps=G, seeds=LEAF:SPINE:LAG, "
     "sched=strict[:DSCP/...]|wrr:DSCP=W/..., lat=HOST_US:SPINE_US, bond=0|1, reroute=0|1, "
-    "fail=LEAF-SPINE/...";
+    "planes=1|2 (ib=1 only), fail=LEAF-SPINE/...";
 
 /* Parses sched=...; returns 0 or -1. */
 static int parse_sched(sim_fabric_t *f, const char *v) {
@@ -83,6 +83,7 @@ static int apply(sim_fabric_t *f, spec_t *s, char *item) {
     rc = sim_fabric_parse_double(v, 1e-3, 1e3, &s->oversub);
   else if (strcasecmp(item, "upgbps") == 0) rc = sim_fabric_parse_double(v, 1e-3, 1e6, &s->upgbps);
   else if (strcasecmp(item, "bond") == 0) rc = sim_fabric_parse_long(v, 0, 1, &s->bond);
+  else if (strcasecmp(item, "planes") == 0) rc = sim_fabric_parse_long(v, 1, 2, &s->planes);
   else if (strcasecmp(item, "sched") == 0) rc = parse_sched(f, v);
   else if (strcasecmp(item, "reroute") == 0) {
     rc = sim_fabric_parse_long(v, 0, 1, &x);
@@ -143,6 +144,14 @@ static int size_fabric(sim_fabric_t *f, const spec_t *s, char *err, size_t errle
   double up = s->upgbps > 0 ? s->upgbps : f->port_gbps;
   f->nspines = s->spines > 0 ? (int)s->spines : (int)ceil(down / (oversub * up) - 1e-9);
   if (f->nspines < 1) f->nspines = 1;
+  if (f->planes == 2 && f->nspines % 2) {
+    if (s->spines > 0) {
+      snprintf(err, errlen, "NCCLSIM_FABRIC: planes=2 needs an even spine count, not spines=%ld",
+               s->spines);
+      return -1;
+    }
+    f->nspines++; /* each plane gets half; one more keeps its share of the uplinks */
+  }
   f->up_gbps = s->oversub > 0 && !(s->upgbps > 0) ? down / (oversub * f->nspines) : up;
   if (f->nspines < 1 || f->nspines > SIM_FABRIC_MAX_SPINES) {
     snprintf(err, errlen,
@@ -181,7 +190,7 @@ bad:
 sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, int nnodes,
                                 char *err, size_t errlen) {
   sim_topo_t topo;
-  spec_t s = {.bond = -1};
+  spec_t s = {.bond = -1, .planes = 1};
   char *text = NULL;
   if (errlen) err[0] = '\0';
   if (sim_topo_parse(topo_spec, 0, &topo, err, errlen)) return NULL;
@@ -197,6 +206,9 @@ sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, 
   f->seed_lag = 3;
   f->host_lat_us = f->spine_lat_us = 0.5;
   parse_sched(f, "strict");
+  /* an IB subnet manager re-sweeps on a link's trap and reprograms the forwarding tables around it;
+   * RoCE's switches here keep hashing onto a dead link (reroute=0) unless told */
+  f->reroute = f->ib;
   if (f->nnodes > 65535 || f->nics > 63) {
     snprintf(err, errlen,
              "fabric: %d nodes of %d NICs do not fit the addressing (at most 65535 nodes, 63 NICs)",
@@ -215,10 +227,26 @@ sim_fabric_t *sim_fabric_create(const char *topo_spec, const char *fabric_spec, 
       goto fail;
     }
   }
-  f->bond = f->ports == 2 && s.bond != 0;
+  /* InfiniBand has no link aggregation: each port of a dual-port HCA is its own verbs port and LID */
+  if (f->ib && s.bond == 1) {
+    snprintf(err, errlen, "NCCLSIM_FABRIC: bond=1 is RoCE's link aggregation; ib=1 has none");
+    goto fail;
+  }
+  if (!f->ib && s.planes == 2) {
+    snprintf(err, errlen,
+             "NCCLSIM_FABRIC: planes=2 is an InfiniBand subnet's (ib=1 in NCCLSIM_TOPO)");
+    goto fail;
+  }
+  f->planes = (int)s.planes;
+  f->bond = f->ports == 2 && s.bond != 0 && !f->ib;
   if (size_fabric(f, &s, err, errlen)) goto fail;
   f->nport_links = 2 * f->nnodes * f->nics * f->ports;
   f->nlinks = f->nport_links + 2 * (2 * f->npairs) * f->nspines;
+  if (f->ib && sim_fabric_lid_count(f) > 0xBFFF) {
+    snprintf(err, errlen, "fabric: %d LIDs needed, more than InfiniBand's 49151 unicast LIDs",
+             sim_fabric_lid_count(f));
+    goto fail;
+  }
   f->failed = calloc((size_t)f->nlinks, 1);
   f->private_fraction = malloc((size_t)f->nlinks * sizeof *f->private_fraction);
   if (!f->failed || !f->private_fraction) goto oom;

@@ -41,6 +41,7 @@ typedef struct {
 
 struct sim_fabric {
   int nnodes, nics, ports, bond, ib;
+  int planes;                       /* 1, or 2 on InfiniBand (planes=2) */
   double port_gbps, up_gbps;        /* NIC port and leaf-spine link line rates */
   double host_lat_us, spine_lat_us; /* per hop: NIC <-> leaf, leaf <-> spine */
   int npairs, nspines, hostsperpair;

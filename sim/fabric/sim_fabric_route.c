@@ -5,7 +5,9 @@
  * 0x9E3779B9 (the host's index for the LAG).
  *
  * The key choice: "live" means not failed in NCCLSIM_FABRIC for sim_fabric_route (the planner's
- * `fail` lines); sim_fabric_route_at with reroute=1 also skips links down at the time asked. */
+ * `fail` lines); sim_fabric_route_at with reroute=1 also skips links down at the time asked. With
+ * two InfiniBand planes a leaf has uplinks only to its plane's spines, and a port in one plane
+ * reaches no port in the other. */
 #include "sim_fabric_internal.h"
 
 /* Whether a link carries traffic in the routing view: statically failed links never do; with a
@@ -24,6 +26,14 @@ static int live(const sim_fabric_t *f, const view_t *v, int link) {
 static void ep_gid(const sim_fabric_t *f, sim_fabric_ep_t ep, uint8_t gid[16]) {
   if (f->bond) ep.port = 1;
   sim_fabric_gid(ep, gid);
+}
+
+/* Whether spine sp has a live link down to one of the nd leaves: an InfiniBand subnet manager
+ * routes with the whole subnet in view, so a leaf never sends to a spine that cannot deliver. */
+static int spine_reaches(const sim_fabric_t *f, const view_t *v, int sp, const int *dleaf, int nd) {
+  for (int i = 0; i < nd; i++)
+    if (live(f, v, sim_fabric_spine_link(f, dleaf[i], sp, 1))) return 1;
+  return 0;
 }
 
 static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_t *v, int *links,
@@ -56,6 +66,10 @@ static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_
     dleaf[nd++] = sim_fabric_ep_leaf(f, d);
   }
   int sleaf = sim_fabric_ep_leaf(f, s), n = 0, spine = -1, rleaf = -1;
+  int plane = sim_fabric_leaf_plane(f, sleaf), nsame = 0;
+  for (int i = 0; i < nd; i++) /* no link joins two planes */
+    if (sim_fabric_leaf_plane(f, dleaf[i]) == plane) dleaf[nsame++] = dleaf[i];
+  if (!(nd = nsame)) return -1;
   int out[SIM_FABRIC_ROUTE_MAX];
   out[n++] = sim_fabric_nic_link(f, s, 0);
   for (int i = 0; i < nd; i++)
@@ -63,7 +77,10 @@ static int route(const sim_fabric_t *f, const sim_fabric_flow_t *fl, const view_
   if (rleaf < 0) {
     int up[SIM_FABRIC_MAX_SPINES], nup = 0;
     for (int sp = 0; sp < f->nspines; sp++)
-      if (live(f, v, sim_fabric_spine_link(f, sleaf, sp, 0))) up[nup++] = sp;
+      if (sim_fabric_spine_plane(f, sp) == plane &&
+          live(f, v, sim_fabric_spine_link(f, sleaf, sp, 0)) &&
+          (!f->ib || !v->dynamic || spine_reaches(f, v, sp, dleaf, nd)))
+        up[nup++] = sp;
     if (!nup) return -1;
     spine = up[sim_fabric_hash_finish(prefix, f->seed_leaf + (uint32_t)sleaf * SIM_FABRIC_SEED_STEP,
                                       fl->sport) %

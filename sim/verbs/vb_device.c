@@ -186,9 +186,9 @@ static int fill_port(vb_ctx_t *ctx, uint8_t port, struct ibv_port_attr *a) {
   speed_width(vb_net_port_gbps(), &a->active_speed, &a->active_width);
   if (vb_net_is_ib()) {
     a->link_layer = IBV_LINK_LAYER_INFINIBAND;
-    a->lid = (uint16_t)(1 + (ctx->dev->node * vb_net_nics() + ctx->dev->nic) * vb_net_ports() +
-                        port - 1);
-    a->sm_lid = 1;
+    a->lid = vb_net_lid(ctx->dev->node, ctx->dev->nic, port);
+    a->sm_lid = vb_net_sm_lid(ctx->dev->node, ctx->dev->nic, port);
+    a->lmc = 0; /* one LID per port: one path per destination */
     a->port_cap_flags |= IBV_PORT_SM;
   } else {
     a->link_layer = IBV_LINK_LAYER_ETHERNET;

@@ -45,6 +45,11 @@ int vb_net_is_ib(void);
 double vb_net_port_gbps(void);
 void vb_net_gid(int node, int nic, int port, uint8_t gid[16]);
 int vb_net_gid_ep(const uint8_t gid[16], sim_fabric_ep_t *ep_p);
+/* InfiniBand: a port's LID and its plane's SM's (the fabric's subnet manager), the port a LID
+ * names (-1: none) */
+uint16_t vb_net_lid(int node, int nic, int port);
+uint16_t vb_net_sm_lid(int node, int nic, int port);
+int vb_net_lid_ep(uint16_t lid, sim_fabric_ep_t *ep_p);
 int vb_net_port_up(int node, int nic, int port);
 /* Whether the fabric's schedule failed the NIC whole (nicfatal) by now. */
 int vb_net_nic_fatal(int node, int nic);

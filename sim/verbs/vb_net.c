@@ -6,7 +6,8 @@
  *
  * A dual-port NIC in bonded mode (the fabric's default) is one verbs port with port 1's GID, as a
  * RoCE LAG device is; it is up while either member is, and the fabric's LAG hash picks the member
- * per flow. Unbonded, each port is a verbs port with its own GID. */
+ * per flow. Unbonded, each port is a verbs port with its own GID. On InfiniBand (ib=1) ports are
+ * never bonded, and each also has the LID the fabric's subnet manager gave it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,18 @@ int vb_net_gid_ep(const uint8_t gid[16], sim_fabric_ep_t *ep_p) {
     return -1;
   *ep_p = ep;
   return 0;
+}
+
+uint16_t vb_net_lid(int node, int nic, int port) {
+  return sim_fabric_lid(fabric, (sim_fabric_ep_t){node, nic, port});
+}
+
+uint16_t vb_net_sm_lid(int node, int nic, int port) {
+  return sim_fabric_sm_lid(fabric, (sim_fabric_ep_t){node, nic, port});
+}
+
+int vb_net_lid_ep(uint16_t lid, sim_fabric_ep_t *ep_p) {
+  return sim_fabric_lid_ep(fabric, lid, ep_p);
 }
 
 uint16_t vb_net_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {

@@ -100,6 +100,7 @@ VB_API int ncclsimVerbsQpCarriers(struct ibv_qp *qp, const void *owner_tag, void
 VB_API int ncclsimVerbsQpSetSport(struct ibv_qp *qp, uint16_t sport) {
   vb_qp_t *q = (vb_qp_t *)qp;
   if (!q || (q->qp.qp_type != IBV_QPT_RC && q->qp.qp_type != IBV_QPT_UC)) return EINVAL;
+  if (vb_net_is_ib()) return EOPNOTSUPP; /* a UDP source port is RoCEv2's; IB has none (as mlx5) */
   pthread_mutex_lock(&q->lock);
   int rc = 0;
   if (q->qp.state != IBV_QPS_RTS) {

@@ -113,15 +113,26 @@ VB_API int ibv_destroy_qp(struct ibv_qp *qp) {
 int vb_qp_connect_rings(vb_qp_t *q) {
   if (q->out.h) return 0;
   sim_fabric_ep_t ep;
-  if (vb_net_gid_ep(q->attr.ah_attr.grh.dgid.raw, &ep) != 0) return -1;
+  /* InfiniBand without a GRH is addressed by the destination LID alone */
+  int by_lid = vb_net_is_ib() && !q->attr.ah_attr.is_global;
+  if (by_lid ? vb_net_lid_ep(q->attr.ah_attr.dlid, &ep) != 0
+             : vb_net_gid_ep(q->attr.ah_attr.grh.dgid.raw, &ep) != 0)
+    return -1;
   q->flow.src.node = q->ctx->dev->node;
   q->flow.src.nic = q->ctx->dev->nic;
   q->flow.src.port = q->attr.port_num;
   q->flow.dst = ep;
-  q->flow.tc = q->attr.ah_attr.grh.traffic_class;
-  q->flow.sport = q->sport_override ? q->sport_override
-                                    : vb_net_sport(q->attr.ah_attr.grh.flow_label, q->qp.qp_num,
-                                                   q->attr.dest_qp_num);
+  if (vb_net_is_ib()) {
+    /* an IB switch forwards by destination LID, one path per (source, LID) here with LMC 0: no
+     * UDP source port enters the hash; the service level picks the queue as DSCP does on RoCE */
+    q->flow.tc = (uint8_t)(q->attr.ah_attr.sl << 2);
+    q->flow.sport = 0;
+  } else {
+    q->flow.tc = q->attr.ah_attr.grh.traffic_class;
+    q->flow.sport = q->sport_override ? q->sport_override
+                                      : vb_net_sport(q->attr.ah_attr.grh.flow_label, q->qp.qp_num,
+                                                     q->attr.dest_qp_num);
+  }
   q->flow_ok = 1;
   if (vb_ring_open(&q->out, ep.node, ep.nic, q->attr.dest_qp_num) != 0) return -1;
   q->peer_drops_seen = atomic_load(&q->out.h->drops);
@@ -149,6 +160,9 @@ static int attr_values_ok(vb_qp_t *q, const struct ibv_qp_attr *a, int mask) {
   if (mask & IBV_QP_AV) {
     /* RoCE needs a GRH; the GID table has one entry */
     if (!vb_net_is_ib() && !a->ah_attr.is_global) return 0;
+    if (vb_net_is_ib() && !a->ah_attr.is_global &&
+        (a->ah_attr.dlid == 0 || a->ah_attr.dlid >= 0xC000))
+      return 0; /* a unicast LID */
     if (a->ah_attr.is_global && a->ah_attr.grh.sgid_index != 0) return 0;
   }
   if ((mask & IBV_QP_ACCESS_FLAGS) &&
