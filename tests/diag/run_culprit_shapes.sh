@@ -77,16 +77,25 @@ done
 t0=
 if [ -n "$signal" ]; then
   # strike once every rank has joined and runs its steps: records reach the hub once a second
-  if [[ $shape == torch-* ]]; then # torch imports for a few seconds first
-    for _ in $(seq 600); do [ -n "$(ls "$work"/reports/hub-*.cred 2>/dev/null)" ] && break; sleep 0.1; done
-    sleep 5
+  if [[ $shape == torch-* ]]; then
+    # torch imports for a few seconds first, a minute or more on a loaded machine: strike once
+    # every rank says it runs its steps (torch_diag.py), then give the records 2 s to reach the hub
+    for _ in $(seq 2000); do
+      [ "$(grep -c "runs its steps" "$log")" -ge 8 ] && break
+      kill -0 "$pid" 2>/dev/null || fail "the job ended before its ranks ran their steps"
+      sleep 0.1
+    done
+    [ "$(grep -c "runs its steps" "$log")" -ge 8 ] || fail "the ranks did not all run their steps in 200 s"
+    sleep 2
   else
     sleep 3
   fi
   kill -"$signal" "$vpid" || fail "cannot signal pid $vpid"
   t0=$(now)
 else
-  for _ in $(seq 300); do
+  waits=300
+  [[ $shape == torch-* ]] && waits=2000 # torch's imports, up to minutes on a loaded machine
+  for _ in $(seq $waits); do
     if grep -qE "stalls before collective|never completes collective|sleeps at step" "$log"; then
       t0=$(now)
       break

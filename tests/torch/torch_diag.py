@@ -2,7 +2,9 @@
 all-reduces a gradient and reads the loss back with `.item()`, which waits for the step's work on
 the host, as every loop that logs its loss does. With TORCH_DIAG_SLEEP=R:S, rank R sleeps for good
 at the start of step S (a data loader that stopped, a deadlock in the input pipeline), so the other
-ranks wait for it in the step's all-reduce. Run under `ncclsim-run --preload`.
+ranks wait for it in the step's all-reduce. Each rank says so once its second step is done (every
+rank has joined the communicator by then), for a test that strikes only a running job. Run under
+`ncclsim-run --preload`.
 """
 import os
 import time
@@ -25,4 +27,6 @@ for step in range(steps):
             time.sleep(3600)
     dist.all_reduce(grad)
     loss = grad[:1].cpu().item()  # the host waits for the step
+    if step == 1:
+        os.write(2, b"torch_diag: rank %d runs its steps\n" % rank)
 dist.destroy_process_group()
