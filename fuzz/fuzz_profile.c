@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ah_profile_t *p = NULL;
   /* the version and topology the docs' example report carries, so loads can succeed */
   if (ah_profile_load(
-          path, 22805,
+          path, (size_t)64 << 20, 22805,
           "gpu=NVIDIA H100 80GB HBM3; nodes=1; ranks=8; ranks_per_node=8; nics=8x400Gb/s; nccl=2.28.5",
           &p) == 0) {
     ah_profile_lookup(p, 8, 1, 0, 20);

@@ -51,6 +51,7 @@ typedef struct {
   int report_interval_s;            /* AUTOHA_REPORT_INTERVAL_S: 0 = teardown and exit only */
   char metrics[AH_ENV_PATH_MAX];    /* AUTOHA_METRICS: path template of the .prom file; "" = none */
   char profile[AH_ENV_PATH_MAX];    /* AUTOHA_PROFILE: report to warm-start from; "" = none */
+  int profile_max_mb;               /* AUTOHA_PROFILE_MAX_MB: a larger profile is refused */
   char jansson[AH_ENV_PATH_MAX];    /* AUTOHA_JANSSON: the file to open; "" = the search */
   double sync_warn_s;               /* AUTOHA_SYNC_WARN_S: warn when a rank waits this long */
   double sync_timeout_s;            /* AUTOHA_SYNC_TIMEOUT_S: stop waiting for a decision */

@@ -107,6 +107,14 @@ static const ah_env_var_t env_table[] = {
      "fingerprint or another NCCL version is refused with one message and the job runs as if "
      "none was given. Communicators are matched by their shape (ranks, nodes), not their ids.",
      0, 0, NULL, FIELD(profile)},
+    {"AUTOHA_PROFILE_MAX_MB", AH_ENV_INT, "16", "1..4096 (MiB)",
+     "The largest AUTOHA_PROFILE file a process reads; a larger one is refused with one line before "
+     "any of it is read, and the job runs as if none was given. While a profile is parsed it "
+     "takes about 10 bytes of memory per byte of the file (the text, jansson's tree and the "
+     "report read from it: a 12 MB profile peaked at 129 MB), all freed once its configurations "
+     "are taken, which keep under 100 bytes each. A report holds about 0.8 KB per key, so the "
+     "default takes a profile of some 20,000 keys, at a passing cost of about 160 MB.",
+     1, 4096, NULL, FIELD(profile_max_mb)},
     {"AUTOHA_JANSSON", AH_ENV_FILE, "", "a path to libjansson.so.4, or empty for the search",
      "Where autoha finds jansson, the library its reports and profiles are written and read with. "
      "autoha opens it at run time, and only in a process that writes or reads one: libautoha.so "

@@ -61,7 +61,7 @@ static void first_comm_run(void) {
   }
   ah_shim_fingerprint(topo);
   ah_profile_t *p = NULL;
-  if (ah_profile_load(path, ah_shim.nccl_version, topo, &p) == 0) {
+  if (ah_profile_load(path, (size_t)s->profile_max_mb << 20, ah_shim.nccl_version, topo, &p) == 0) {
     ah_shim.profile = p;
     ah_log(AH_LOG_INFO, "profile %s loaded: %d configurations", path, p->nentries);
   } /* ah_profile_load logged why it refused */

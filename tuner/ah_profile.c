@@ -92,12 +92,14 @@ static ah_profile_t *profile_build(const ah_report_t *r) {
   return p;
 }
 
-int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_profile_t **p_p) {
+int ah_profile_load(const char *path, size_t max_bytes, int nccl_version, const char *topo,
+                    ah_profile_t **p_p) {
   char err[512];
   ah_report_t *r = NULL;
   if (!ah_jansson_ready()) return -1; /* its one error says no profile is read */
-  if (ah_report_read(path, &r, err, sizeof err) != 0) {
-    ah_log(AH_LOG_ERROR, "profile %s not loaded: %s", path, err);
+  if (ah_report_read_max(path, max_bytes, &r, err, sizeof err) != 0) {
+    ah_log(AH_LOG_ERROR, "profile %s not loaded: %s%s", path, err,
+           strncmp(err, "larger than", 11) == 0 ? " (the bound is AUTOHA_PROFILE_MAX_MB)" : "");
     return -1;
   }
   if (nccl_version && r->nccl_version != nccl_version) {

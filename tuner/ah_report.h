@@ -236,6 +236,9 @@ int ah_report_write(const ah_report_t *r, const char *path, char *err, size_t er
  * both return -1 at once, err saying so, and read opens no file. */
 int ah_report_parse(const char *text, ah_report_t **r_p, char *err, size_t errlen);
 int ah_report_read(const char *path, ah_report_t **r_p, char *err, size_t errlen);
+/* ah_report_read for a file of at most max_bytes (a larger one is refused before it is read). */
+int ah_report_read_max(const char *path, size_t max_bytes, ah_report_t **r_p, char *err,
+                       size_t errlen);
 
 /* Frees a report from ah_report_parse/read (not one the caller filled itself). */
 void ah_report_free(ah_report_t *r);
@@ -256,13 +259,14 @@ typedef struct {
   ah_profile_entry_t *entries;
 } ah_profile_t;
 
-/* Loads a report as a profile. Refuses (returns -1, logs one error) a file that does not parse, a
- * report from another NCCL version (when nccl_version != 0) or another topology fingerprint (when
+/* Loads a report as a profile. Refuses (returns -1, logs one error) a file larger than max_bytes
+ * (AUTOHA_PROFILE_MAX_MB, checked before it is read), a file that does not parse, a report from another NCCL version (when nccl_version != 0) or another topology fingerprint (when
  * topo is non-NULL and non-empty). On success returns 0 and *p_p: per (nranks, nnodes, coll, bin)
  * the config to apply — a converged tuning winner, else a non-default applied config that was not
  * slower than NCCL's default; keys that ran NCCL's default are left out. When several
  * communicators of the same shape disagree, the one with more calls wins. */
-int ah_profile_load(const char *path, int nccl_version, const char *topo, ah_profile_t **p_p);
+int ah_profile_load(const char *path, size_t max_bytes, int nccl_version, const char *topo,
+                    ah_profile_t **p_p);
 
 /* The profile's config for a key, or NULL. Lock-free, allocation-free (binary search over sorted
  * entries). */

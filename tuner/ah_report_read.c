@@ -605,10 +605,15 @@ int ah_report_parse(const char *text, ah_report_t **r_p, char *err, size_t errle
 }
 
 int ah_report_read(const char *path, ah_report_t **r_p, char *err, size_t errlen) {
+  return ah_report_read_max(path, (size_t)1 << 30, r_p, err, errlen);
+}
+
+int ah_report_read_max(const char *path, size_t max_bytes, ah_report_t **r_p, char *err,
+                       size_t errlen) {
   size_t len = 0;
   char why[160];
   if (need_jansson(err, errlen) != 0) return -1; /* before opening a file it cannot parse */
-  char *buf = ah_file_read(path, (size_t)1 << 30, &len, why, sizeof why);
+  char *buf = ah_file_read(path, max_bytes, &len, why, sizeof why);
   if (!buf) {
     if (err && errlen) snprintf(err, errlen, "%s", why);
     return -1;

@@ -2,7 +2,7 @@
  * goes through: a FIFO (which would block the open, and the job's ncclCommInitRank with it),
  * /dev/zero, a folder and a file over the bound are refused before a byte is read, each with a
  * reason naming it; a FIFO given as AUTOHA_PROFILE's file costs the profile loader one error line
- * and no wait. */
+ * and no wait, and so does a profile over its bound (AUTOHA_PROFILE_MAX_MB), which the line names. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -83,7 +83,7 @@ START_TEST(a_fifo_profile_is_one_error_and_no_wait) {
   ah_profile_t *p = NULL;
   capture_begin();
   double t0 = now_s();
-  int rc = ah_profile_load(path, 0, NULL, &p);
+  int rc = ah_profile_load(path, (size_t)64 << 20, 0, NULL, &p);
   double took = now_s() - t0;
   const char *log = capture_end();
   ck_assert_int_eq(rc, -1);
@@ -98,10 +98,44 @@ START_TEST(a_fifo_profile_is_one_error_and_no_wait) {
 }
 END_TEST
 
+START_TEST(a_profile_over_its_bound_is_one_error_naming_the_setting) {
+  setup();
+  char path[128];
+  snprintf(path, sizeof path, "%s/profile.json", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "{\"schema\": 1, \"pad\": \"");
+  for (int i = 0; i < 4096; i++) fputc('x', f);
+  fprintf(f, "\"}\n");
+  ck_assert_int_eq(fclose(f), 0);
+  ah_profile_t *p = NULL;
+  capture_begin();
+  int rc = ah_profile_load(path, 4096, 0, NULL, &p);
+  const char *log = capture_end();
+  ck_assert_int_eq(rc, -1);
+  ck_assert_ptr_null(p);
+  ck_assert_msg(strstr(log, path) && strstr(log, "larger than 4096 bytes") &&
+                    strstr(log, "AUTOHA_PROFILE_MAX_MB"),
+                "%s", log);
+  int lines = 0;
+  for (const char *s = log; *s; s++) lines += *s == '\n';
+  ck_assert_int_eq(lines, 1);
+  /* within the bound the same file is read: it fails later, as a report without comms */
+  capture_begin();
+  rc = ah_profile_load(path, (size_t)1 << 20, 0, NULL, &p);
+  log = capture_end();
+  ck_assert_msg(!strstr(log, "larger than"), "%s", log);
+  if (rc == 0) ah_profile_free(p);
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   ah_log_set_level(AH_LOG_WARN);
   const TTest *const tests[] = {only_regular_files_within_the_bound_are_read,
-                                a_fifo_profile_is_one_error_and_no_wait};
+                                a_fifo_profile_is_one_error_and_no_wait,
+                                a_profile_over_its_bound_is_one_error_naming_the_setting};
   return ah_check_main("tuner_file", (ah_check_case_t){.name = "file", .timeout = 10}, tests,
                        AH_CHECK_COUNT(tests));
 }

@@ -84,7 +84,7 @@ START_TEST(missing_library) {
   int p = ah_report_parse("{\"schema\": 1}", &back, perr, sizeof perr);
   int rd = ah_report_read(path, &back, rerr, sizeof rerr);
   ah_profile_t *prof = NULL;
-  int pl = ah_profile_load(path, 0, NULL, &prof);
+  int pl = ah_profile_load(path, (size_t)64 << 20, 0, NULL, &prof);
   int ready = ah_jansson_ready();
   log = capture_end();
   ck_assert_int_eq(w, -1);

@@ -610,7 +610,7 @@ START_TEST(profile_load) {
   ah_profile_t *p = NULL;
   ah_log_set_level(AH_LOG_WARN);
   capture_begin();
-  ck_assert_int_eq(ah_profile_load(path, 22805, rep.topo, &p), 0);
+  ck_assert_int_eq(ah_profile_load(path, (size_t)64 << 20, 22805, rep.topo, &p), 0);
   ck_assert_str_eq(capture_end(), "");
   ck_assert_int_eq(p->nentries, 2);
   /* A report from before the "recommended" object was dropped loads the same, silently. */
@@ -619,7 +619,7 @@ START_TEST(profile_load) {
   add_old_recommended(path, old);
   ah_profile_t *po = NULL;
   capture_begin();
-  ck_assert_int_eq(ah_profile_load(old, 22805, rep.topo, &po), 0);
+  ck_assert_int_eq(ah_profile_load(old, (size_t)64 << 20, 22805, rep.topo, &po), 0);
   ck_assert_str_eq(capture_end(), "");
   ck_assert_int_eq(po->nentries, 2);
   ah_profile_free(po);
@@ -637,13 +637,13 @@ START_TEST(profile_load) {
   ck_assert_ptr_null(ah_profile_lookup(NULL, 8, 1, AH_FUNC_ALLREDUCE, 24));
   ah_profile_free(p);
   /* Version 0 and topology NULL mean "do not check". */
-  ck_assert_int_eq(ah_profile_load(path, 0, NULL, &p), 0);
+  ck_assert_int_eq(ah_profile_load(path, (size_t)64 << 20, 0, NULL, &p), 0);
   ah_profile_free(p);
 
   /* Refusals: one error line each, output untouched. */
   p = (ah_profile_t *)0x1;
   capture_begin();
-  ck_assert_int_eq(ah_profile_load(path, 23001, rep.topo, &p), -1);
+  ck_assert_int_eq(ah_profile_load(path, (size_t)64 << 20, 23001, rep.topo, &p), -1);
   const char *log = capture_end();
   ck_assert_ptr_nonnull(strstr(log, "measured with NCCL 2.28.5 and this job runs NCCL 2.30.1"));
   ck_assert_int_eq((int)(strchr(log, '\n') - log) + 1, (int)strlen(log));
@@ -655,7 +655,9 @@ START_TEST(profile_load) {
                          .nic_gbps = 400,
                          .nccl_version = 22805};
   char other_text[AH_REPORT_TOPO_MAX];
-  ck_assert_int_eq(ah_profile_load(path, 22805, ah_report_topology(&other, other_text), &p), -1);
+  ck_assert_int_eq(
+      ah_profile_load(path, (size_t)64 << 20, 22805, ah_report_topology(&other, other_text), &p),
+      -1);
   log = capture_end();
   ck_assert_ptr_nonnull(
       strstr(log,
@@ -667,7 +669,7 @@ START_TEST(profile_load) {
   fputs("{\"schema\": 1,\n  \"host\": \"a\",,\n}", f);
   fclose(f);
   capture_begin();
-  ck_assert_int_eq(ah_profile_load(path, 22805, NULL, &p), -1);
+  ck_assert_int_eq(ah_profile_load(path, (size_t)64 << 20, 22805, NULL, &p), -1);
   log = capture_end();
   ck_assert_ptr_nonnull(strstr(log, "not loaded: line 2 column"));
   ck_assert_ptr_eq(p, (ah_profile_t *)0x1);
