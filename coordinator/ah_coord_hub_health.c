@@ -199,8 +199,13 @@ void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
 
 /* A rank whose records (one a second) stopped for 5 s — NCCL RAS calls a peer unresponsive after
  * 5 s too — or for the hang threshold when that is shorter (at least 3 s), while another rank's are
- * fresh (younger than FRESH_NS), stopped responding. A hang is not classified while a rank's
- * record is not fresh: its last record may be from before its process froze. */
+ * fresh (younger than FRESH_NS), stopped responding — provided its communicator has not advanced
+ * for as long either, and the hub's own loop ran all that time. A collective needs every rank, so
+ * a communicator whose ranks still enter calls has no frozen rank in it: a record that late comes
+ * from a process starved of CPU on an overloaded host, or from a hub that was not scheduled (at
+ * load 40 on 2 cores both happened, and two healthy ranks were named beside the frozen one). A
+ * hang is not classified while a rank's record is not fresh: its last record may be from before
+ * its process froze. */
 #define STALE_MAX_NS 5000000000ull
 #define STALE_MIN_NS 3000000000ull
 #define FRESH_NS 2500000000ull
@@ -217,13 +222,16 @@ static int lost_ranks(ah_coord_hub_t *h, hub_comm_t *m, uint64_t now, int kind) 
     const hub_prog_t *s = &m->prog[r];
     if (s->have && !s->gone_ns && now - s->rx_ns < FRESH_NS) nfresh++;
   }
+  /* see above: the communicator went on, or the hub's loop stalled, within the window */
+  int judge = now - m->advanced_ns > stale_ns && !(h->stall_ns && now - h->stall_ns < stale_ns);
   ah_finding_t f = {.kind = kind};
   uint64_t age = 0;
   for (uint32_t r = 0; r < m->nranks; r++) {
     hub_prog_t *s = &m->prog[r];
-    int lost = kind == AH_FINDING_DIED
-                   ? s->have && !s->left && s->gone_ns && now - s->gone_ns >= s->gone_grace_ns
-                   : s->have && !s->left && !s->gone_ns && now - s->rx_ns > stale_ns && nfresh;
+    int lost =
+        kind == AH_FINDING_DIED
+            ? s->have && !s->left && s->gone_ns && now - s->gone_ns >= s->gone_grace_ns
+            : s->have && !s->left && !s->gone_ns && now - s->rx_ns > stale_ns && nfresh && judge;
     if (!lost) continue;
     nlost++;
     if (s->said == kind) continue;

@@ -665,15 +665,20 @@ START_TEST(subscribers_up_to_the_rank_count_are_served) {
 END_TEST
 
 /* Sends a PROGRESS of rank `rank` of comm with `state`. */
-static int raw_progress(int fd, uint64_t comm, uint32_t rank, uint8_t state) {
+/* A PROGRESS record: rank entered `entered` AllReduce calls of the 1M bin. */
+static int raw_progress_n(int fd, uint64_t comm, uint32_t rank, uint8_t state, uint64_t entered) {
   char err[AH_NET_ERR_LEN];
   uint8_t f[AH_COORD_HDR_BYTES + 8 + AH_HEALTH_REC_BYTES];
   ah_coord_hdr_encode(AH_MSG_PROGRESS, 8 + AH_HEALTH_REC_BYTES, f);
   ah_coord_put_u64(f + AH_COORD_HDR_BYTES, comm);
   ah_health_rec_t r = {.rank = rank, .pid = 7, .state = state, .nkeys = 1};
-  r.keys[0] = (ah_health_key_t){AH_FUNC_ALLREDUCE, 20, 5};
+  r.keys[0] = (ah_health_key_t){AH_FUNC_ALLREDUCE, 20, entered};
   ah_health_rec_pack(&r, f + AH_COORD_HDR_BYTES + 8);
   return ah_coord_net_write_full(err, fd, f, sizeof f, ah_coord_now_ns() + 1000000000ull);
+}
+
+static int raw_progress(int fd, uint64_t comm, uint32_t rank, uint8_t state) {
+  return raw_progress_n(fd, comm, rank, state, 5);
 }
 
 /* The hub keeps progress only from a joined rank of a COMPLETE communicator: from a process that
@@ -718,17 +723,20 @@ static int raw_bye(int fd) {
   return ah_coord_net_write_full(err, fd, f, sizeof f, ah_coord_now_ns() + 1000000000ull);
 }
 
-/* Three raw clients join comm as ranks 0..2 and report; returns once the verdict is in. */
-static void join_three(int *fd, uint64_t comm, uint64_t id0) {
+/* Three raw clients join comm as ranks 0..2 and report; returns once the verdict is in, with the
+ * time just before the records were sent (no record is older than that). */
+static uint64_t join_three(int *fd, uint64_t comm, uint64_t id0) {
   for (int r = 0; r < 3; r++) {
     fd[r] = raw_authed(id0 + (uint64_t)r);
     ck_assert_int_eq(raw_join(fd[r], comm, 3, (uint32_t)r), AH_NET_OK);
   }
   for (int r = 0; r < 3; r++)
     ck_assert_int_eq(raw_read_verdict(fd[r], comm), AH_COORD_VERDICT_COMPLETE);
+  uint64_t sent = ah_coord_now_ns();
   for (int r = 0; r < 3; r++)
     ck_assert_int_eq(raw_progress(fd[r], comm, (uint32_t)r, AH_HEALTH_IDLE), AH_NET_OK);
   sleep_ms(100);
+  return sent;
 }
 
 /* A process that closes its connection without a goodbye is named dead at once on the others; one
@@ -752,8 +760,7 @@ START_TEST(a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not) {
   ck_assert_int_eq(raw_wait_frame(b[0], AH_MSG_FINDING, 85, f, ah_coord_now_ns() + 1500000000ull),
                    -1);
 
-  join_three(c, 86, 0x8600);
-  uint64_t t0 = ah_coord_now_ns();
+  uint64_t trec = join_three(c, 86, 0x8600), t0 = ah_coord_now_ns();
   int got = -1;
   while (got != 0 && ah_coord_now_ns() - t0 < 6000000000ull) { /* ranks 0 and 1 keep reporting */
     ck_assert_int_eq(raw_progress(c[0], 86, 0, AH_HEALTH_IDLE), AH_NET_OK);
@@ -763,7 +770,7 @@ START_TEST(a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not) {
   ck_assert_int_eq(got, 0);
   ck_assert_uint_eq(f[AH_COORD_HDR_BYTES + 8], AH_FINDING_STOPPED);
   ck_assert_msg(strstr(text, "rank 2 (127.0.0.1 pid 7 gpu 0) stopped responding"), "%s", text);
-  ck_assert_uint_ge(ah_coord_now_ns() - t0, 2900000000ull); /* not before 3 s of silence */
+  ck_assert_uint_ge(ah_coord_now_ns() - trec, 2950000000ull); /* not before 3 s of silence */
   ck_assert_int_eq(raw_progress(c[2], 86, 2, AH_HEALTH_IDLE), AH_NET_OK);
   ck_assert_int_eq(raw_wait_frame(c[0], AH_MSG_FINDING, 86, f, ah_coord_now_ns() + 2000000000ull),
                    0);
@@ -774,6 +781,37 @@ START_TEST(a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not) {
     if (r < 2) close(b[r]);
     close(c[r]);
   }
+}
+END_TEST
+
+/* A rank whose records stop while its communicator still advances is not frozen (a collective
+ * needs every rank): its process or the hub is starved of CPU, and nothing is named. Once the
+ * communicator stops too, the silent rank is named after the usual 3 s. */
+START_TEST(a_silent_rank_of_an_advancing_communicator_is_not_named) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  const char *text = (const char *)f + AH_COORD_HDR_BYTES + 9;
+  int d[3];
+  join_three(d, 87, 0x8700);
+  uint64_t t0 = ah_coord_now_ns(), n = 5, t1 = t0;
+  while (ah_coord_now_ns() - t0 < 5000000000ull) { /* ranks 0 and 1 enter calls, rank 2 is mute */
+    n++;
+    t1 = ah_coord_now_ns(); /* the communicator's last advance is at most this old */
+    ck_assert_int_eq(raw_progress_n(d[0], 87, 0, AH_HEALTH_BUSY, n), AH_NET_OK);
+    ck_assert_int_eq(raw_progress_n(d[1], 87, 1, AH_HEALTH_BUSY, n), AH_NET_OK);
+    int got = raw_wait_frame(d[0], AH_MSG_FINDING, 87, f, ah_coord_now_ns() + 250000000ull);
+    ck_assert_msg(got != 0, "named while the communicator advanced: %s", text);
+  }
+  int got = -1;
+  while (got != 0 && ah_coord_now_ns() - t1 < 6000000000ull) { /* now they stop advancing */
+    ck_assert_int_eq(raw_progress_n(d[0], 87, 0, AH_HEALTH_BUSY, n), AH_NET_OK);
+    ck_assert_int_eq(raw_progress_n(d[1], 87, 1, AH_HEALTH_BUSY, n), AH_NET_OK);
+    got = raw_wait_frame(d[0], AH_MSG_FINDING, 87, f, ah_coord_now_ns() + 500000000ull);
+  }
+  ck_assert_int_eq(got, 0);
+  ck_assert_uint_eq(f[AH_COORD_HDR_BYTES + 8], AH_FINDING_STOPPED);
+  ck_assert_msg(strstr(text, "rank 2 (127.0.0.1 pid 7 gpu 0) stopped responding"), "%s", text);
+  ck_assert_uint_ge(ah_coord_now_ns() - t1, 2900000000ull);
+  for (int r = 0; r < 3; r++) close(d[r]);
 }
 END_TEST
 
@@ -1050,6 +1088,7 @@ int main(void) {
                                 bad_joins_are_refused,
                                 progress_is_refused_unless_joined_and_a_stall_is_diagnosed,
                                 a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not,
+                                a_silent_rank_of_an_advancing_communicator_is_not_named,
                                 a_client_that_only_sends_still_hears_the_hub,
                                 processes_hearing_the_hub_together_ping_apart,
                                 bad_verdict_is_refused_by_the_client,

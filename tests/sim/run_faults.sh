@@ -10,6 +10,8 @@ set -u
 run=$1 job=$2
 fail() { printf 'FAIL: %s\n--- output ---\n%s\n' "$1" "$out"; exit 1; }
 export NCCLSIM_RUN_GRACE_S=2 NCCLSIM_TIMEOUT_S=3
+# 3 s for the cases that wait out the timeout; the jobs that must complete get 60 s below (on a
+# machine at load 40 a clean job's rank waited 3 s for its peers and failed)
 # 4 layers: each iteration issues #0-3 all-gathers, #4-7 reduce-scatters, #8-9 all-reduces
 
 out=$(NCCLSIM_FAULT=hang:rank=1:call=5 timeout 60 "$run" -n 4 -- "$job" --iters 4 2>&1); rc=$?
@@ -43,6 +45,7 @@ out=$(NCCLSIM_MISMATCH=hang timeout 8 "$run" -n 4 -- "$job" --iters 4 --mismatch
 n=$(grep -c "call #6 .*blocks here (NCCLSIM_MISMATCH=hang)" <<<"$out")
 [ "$n" = 4 ] || fail "mismatch=hang: $n of 4 ranks say they block in #6"
 
+export NCCLSIM_TIMEOUT_S=60
 ms() { sed -n 's/.*iterations: \([0-9.]*\) ms per iteration.*/\1/p' <<<"$1"; }
 out=$("$run" -n 4 -- "$job" --iters 8 2>&1) || fail "slow: the clean job failed"
 clean=$(ms "$out")
