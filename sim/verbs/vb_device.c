@@ -3,7 +3,8 @@
  *
  * Each context is a struct verbs_context with the extended-ABI marker, so verbs.h's inline
  * ibv_query_port reaches the extended query_port op and its ibv_post_send/ibv_poll_cq reach ours.
- * A port has a one-entry GID table: the RoCEv2 IPv4-mapped GID of sim_fabric_gid (NCCL's default
+ * Each device's ibdev_path names its place in a sysfs-shaped tree (vb_sysfs.c). A port has a
+ * one-entry GID table: the RoCEv2 IPv4-mapped GID of sim_fabric_gid (NCCL's default
  * GID scan reads sysfs gid_attrs, which does not exist here; with one entry, index 0 is right). */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +50,11 @@ VB_API struct ibv_device **ibv_get_device_list(int *num_devices) {
         snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/mlx5_%d", i);
         devs[ndevs++] = d;
       }
+      /* their place in the node's PCI tree, in a sysfs-shaped tree (vb_sysfs.c) */
+      static char paths[VB_SYSFS_NICS][VB_SYSFS_PATH];
+      if (ndevs > 0 && vb_sysfs_paths(ndevs, paths) == 0)
+        for (int i = 0; i < ndevs; i++)
+          snprintf(devs[i]->dev.ibdev_path, sizeof devs[i]->dev.ibdev_path, "%s", paths[i]);
     }
   }
   int n = ndevs;

@@ -32,8 +32,16 @@ typedef struct {
   size_t ring_bytes;    /* NCCLSIM_VERBS_RING_KB */
   double pace_gbps;     /* NCCLSIM_VERBS_PACE_GBPS: 0, degraded paths are not slowed */
   char prefix[80];      /* shm names: NCCLSIM_SHM_PREFIX, else "ncclsim-<uid>-" */
+  char pci[256];        /* NCCLSIM_VERBS_PCI: "" for the default layout (vb_sysfs.c) */
 } vb_settings_t;
 const vb_settings_t *vb_settings(void);
+
+/* ---- the NICs' place in the PCI tree, as sysfs shows it (vb_sysfs.c) ------------------------- */
+#define VB_SYSFS_NICS 64
+#define VB_SYSFS_PATH 256 /* IBV_SYSFS_PATH_MAX */
+/* Builds (or finds) the sysfs-shaped tree of a node of n NICs laid out by NCCLSIM_VERBS_PCI and
+ * sets paths[k] to NIC k's ibdev_path in it. Returns 0, or -1 (logged; paths unchanged from k on). */
+int vb_sysfs_paths(int n, char paths[][VB_SYSFS_PATH]);
 void vb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double vb_now(void); /* CLOCK_MONOTONIC seconds */
 
