@@ -148,7 +148,7 @@ VB_API int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a) {
   a->atomic_cap = IBV_ATOMIC_NONE;
   a->max_pkeys = 1;
   a->local_ca_ack_delay = 16;
-  a->phys_port_cnt = (uint8_t)vb_net_ports();
+  a->phys_port_cnt = (uint8_t)vb_net_nic_ports(ctx->dev->nic);
   return 0;
 }
 
@@ -177,7 +177,7 @@ static void speed_width(double gbps, uint8_t *speed_p, uint8_t *width_p) {
 }
 
 static int fill_port(vb_ctx_t *ctx, uint8_t port, struct ibv_port_attr *a) {
-  if (port < 1 || port > vb_net_ports()) return EINVAL;
+  if (port < 1 || port > vb_net_nic_ports(ctx->dev->nic)) return EINVAL;
   memset(a, 0, sizeof *a);
   int up = vb_net_port_up(ctx->dev->node, ctx->dev->nic, port);
   a->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
@@ -217,19 +217,19 @@ VB_API int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ib
 
 VB_API int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid) {
   vb_ctx_t *ctx = vb_ctx(c);
-  if (port < 1 || port > vb_net_ports() || index != 0) return EINVAL;
+  if (port < 1 || port > vb_net_nic_ports(ctx->dev->nic) || index != 0) return EINVAL;
   vb_net_gid(ctx->dev->node, ctx->dev->nic, port, gid->raw);
   return 0;
 }
 
 VB_API int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey) {
-  if (port < 1 || port > vb_net_ports() || index != 0) return EINVAL;
+  if (port < 1 || port > vb_net_nic_ports(vb_ctx(c)->dev->nic) || index != 0) return EINVAL;
   *pkey = htobe16(0xffff);
   return 0;
 }
 
 VB_API int ibv_get_pkey_index(struct ibv_context *c, uint8_t port, __be16 pkey) {
-  if (port < 1 || port > vb_net_ports()) return -EINVAL;
+  if (port < 1 || port > vb_net_nic_ports(vb_ctx(c)->dev->nic)) return -EINVAL;
   return (be16toh(pkey) & 0x7fff) == 0x7fff ? 0 : -ENOENT;
 }
 

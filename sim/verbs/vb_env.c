@@ -48,6 +48,8 @@ static void settings_read(void) {
   sim_shm_job_prefix(settings.prefix, sizeof settings.prefix);
   const char *pci = getenv("NCCLSIM_VERBS_PCI");
   snprintf(settings.pci, sizeof settings.pci, "%s", pci ? pci : "");
+  const char *ports = getenv("NCCLSIM_VERBS_PORTS");
+  snprintf(settings.ports, sizeof settings.ports, "%s", ports ? ports : "");
 }
 
 const vb_settings_t *vb_settings(void) {
