@@ -1,11 +1,14 @@
 /* ah_ha_nic.c: AUTOHA_HA=nic's pure logic (ah_ha_nic.h): the backup NIC of a device, chosen among
- * the devices NCCL_IB_HCA lets NCCL use, and the memory-key translation table (uthash, keyed by
- * key space and key). The pairing is mlx5_(i^1): a neighbour, not "the next one", so that two
- * NICs back each other and a NIC's failure moves its traffic to exactly one other. */
+ * the devices NCCL_IB_HCA lets NCCL use, nearest first in the host's PCI topology (same PCIe
+ * switch, else same NUMA node, else any), and the memory-key translation table (uthash, keyed by
+ * key space and key). Within the nearest group the pairing is the neighbour i^1, not "the next
+ * one", so that two NICs of a pair back each other and a NIC's failure moves its traffic to exactly
+ * one other. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ah_ha_nic.h"
+#include "ah_ha_pci.h"
 #include "ah_uthash.h"
 
 /* 1 when NCCL_IB_HCA's list (without its '^' or '=') names `dev`: an item "NAME[:PORT]" matches
@@ -32,10 +35,12 @@ static int hca_selects(const char *hca, const char *dev) {
   return hca_lists(hca, dev, 0);
 }
 
-int ah_ha_nic_backup(const char *const *names, int n, const char *primary, const char *hca) {
+int ah_ha_nic_backup(const char *const *names, const ah_ha_pci_t *where, int n, const char *primary,
+                     const char *hca, int *near_p) {
   if (!names || n <= 0 || !primary) return -1;
-  int *cand = malloc(sizeof(int) * ((size_t)n + 1));
+  int *cand = malloc(sizeof(int) * ((size_t)n + 1) * 2);
   if (!cand) return -1;
+  int *group = cand + n + 1;
   int nc = 0, me = -1, self = -1;
   for (int i = 0; i < n; i++) {
     if (!names[i]) continue;
@@ -49,13 +54,29 @@ int ah_ha_nic_backup(const char *const *names, int n, const char *primary, const
     me = nc;
     cand[nc++] = self;
   }
-  int out = -1;
+  int out = -1, best = AH_HA_PCI_FAR;
   if (me >= 0 && nc >= 2) {
-    int b = me ^ 1;
-    if (b >= nc) b = 0; /* the last of an odd count */
-    out = cand[b] == cand[me] ? -1 : cand[b];
+    /* the nearest class any other candidate is in, then the group: the primary and the
+     * candidates of that class, in the order given (every candidate when none is near) */
+    for (int j = 0; j < nc && where; j++) {
+      if (j == me || strcmp(names[cand[j]], primary) == 0) continue;
+      int c = ah_ha_pci_near(&where[cand[me]], &where[cand[j]]);
+      if (c > best) best = c;
+    }
+    int ng = 0, pos = -1;
+    for (int j = 0; j < nc; j++) {
+      if (j != me && best > AH_HA_PCI_FAR &&
+          ah_ha_pci_near(&where[cand[me]], &where[cand[j]]) != best)
+        continue;
+      if (j == me) pos = ng;
+      group[ng++] = cand[j];
+    }
+    int b = pos ^ 1;
+    if (b >= ng) b = 0; /* the last of an odd count */
+    out = strcmp(names[group[b]], primary) == 0 ? -1 : group[b];
   }
   free(cand);
+  if (out >= 0 && near_p) *near_p = best;
   return out;
 }
 

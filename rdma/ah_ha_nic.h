@@ -1,24 +1,33 @@
 /* ah_ha_nic.h: the pure logic of AUTOHA_HA=nic (docs/ha.md, "Policy nic"), where a queue pair's
- * shadow lives on another NIC of the host: which NIC backs which (the neighbour mlx5_(i^1) among
- * the devices NCCL may use), and the key translation table — a memory key of one key space (a
- * device context of this process, or a peer's) to the key of the same memory registered on the
- * backup NIC. Pure C like rdma/ah_ha_*.c and path/: no verbs calls; the shim (rdma/rdma_ha_nic.c) fills
- * and reads it. */
+ * shadow lives on another NIC of the host: which NIC backs which (the nearest in the host's PCI
+ * topology among the devices NCCL may use, ties by the list's order), and the key translation
+ * table — a memory key of one key space (a device context of this process, or a peer's) to the key
+ * of the same memory registered on the backup NIC. Pure C like rdma/ah_ha_*.c and path/: no verbs
+ * calls; the shim (rdma/rdma_ha_nic.c) fills and reads it. */
 #ifndef AH_HA_NIC_H
 #define AH_HA_NIC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* The index in names[0..n) of the NIC that backs `primary`, or -1 when none can. The candidates
- * are the devices NCCL_IB_HCA selects (hca: its value, NULL or "" for all): a list of names
- * (NCCL's prefix match, or exact after a leading '='; a ':PORT' suffix is ignored), or, after a
- * leading '^', the devices not listed. Among the candidates in the order given, the one at
- * position i is backed by the one at i ^ 1 (mlx5_0 <-> mlx5_1, mlx5_2 <-> mlx5_3: on 8-NIC
- * servers the two NICs behind one PCIe switch, and on sim/'s single-port fabric the two leaves
- * of a pair), and the last of an odd count by the first. A primary that is not a candidate is
- * backed as if it were appended to the candidates. */
-int ah_ha_nic_backup(const char *const *names, int n, const char *primary, const char *hca);
+#include "ah_ha_pci.h"
+
+/* The index in names[0..n) of the NIC that backs `primary`, or -1 when none can (never primary
+ * itself). The candidates are the devices NCCL_IB_HCA selects (hca: its value, NULL or "" for
+ * all): a list of names (NCCL's prefix match, or exact after a leading '='; a ':PORT' suffix is
+ * ignored), or, after a leading '^', the devices not listed. where[0..n) says where each device
+ * sits (ah_ha_pci_read; NULL: nothing known). The backup is taken from the nearest group: the
+ * candidates on primary's PCIe switch, else on its NUMA node, else all of them; within the group
+ * (primary included, in the order given) the one at position i is backed by the one at i ^ 1, the
+ * last of an odd count by the first — so ties are decided by the list's order alone, and with no
+ * topology mlx5_0 <-> mlx5_1, mlx5_2 <-> mlx5_3 (on 8-NIC servers the two NICs behind one PCIe
+ * switch). A primary that is not a candidate is backed as if it were appended to the candidates.
+ * On success *near_p (when not NULL) is the group's class, AH_HA_PCI_SWITCH, _NUMA or _FAR.
+ *
+ * Note that the choice is not always mutual (a group of three: 0 -> 1, 1 -> 0, 2 -> 0), and that
+ * each end of a connection chooses for itself: nothing requires the two ends' backups to match. */
+int ah_ha_nic_backup(const char *const *names, const ah_ha_pci_t *where, int n, const char *primary,
+                     const char *hca, int *near_p);
 
 /* A key space: 16 opaque bytes (the shim uses a per-process nonce and a context, so spaces of
  * different processes and devices never meet). */

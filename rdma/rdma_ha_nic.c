@@ -151,18 +151,31 @@ static void backup_name(struct ibv_context *ctx, char name[64]) {
   struct ibv_device **list = rv.get_device_list(&n);
   if (!list) return;
   const char **names = calloc((size_t)n + 1, sizeof *names);
-  if (names) {
-    for (int i = 0; i < n; i++) names[i] = list[i]->name;
-    int b = ah_ha_nic_backup(names, n, ctx->device->name, getenv("NCCL_IB_HCA"));
-    if (b >= 0) snprintf(name, 64, "%s", list[b]->name);
-    else
+  ah_ha_pci_t *where = calloc((size_t)n + 1, sizeof *where);
+  if (names && where) {
+    /* where each device sits, from the sysfs directory libibverbs names for it (sim/'s provider
+     * names a tree of the same shape) */
+    for (int i = 0; i < n; i++) {
+      names[i] = list[i]->name;
+      ah_ha_pci_read(list[i]->ibdev_path, &where[i]);
+    }
+    int near = AH_HA_PCI_FAR;
+    int b = ah_ha_nic_backup(names, where, n, ctx->device->name, getenv("NCCL_IB_HCA"), &near);
+    if (b >= 0) {
+      snprintf(name, 64, "%s", list[b]->name);
+      static const char *const why[] = {"no NIC nearer: by the device list's order",
+                                        "on the same NUMA node", "on the same PCIe switch"};
+      ah_log(AH_LOG_INFO, "HA: AUTOHA_HA=nic: %s is backed by %s (%s)", ctx->device->name, name,
+             why[near]);
+    } else
       AH_LOG_CAPPED(
           2, AH_LOG_WARN,
           "HA: AUTOHA_HA=nic: no other NIC to back %s (NCCL_IB_HCA '%s'); its queue pairs "
           "run without shadows",
           ctx->device->name, getenv("NCCL_IB_HCA") ? getenv("NCCL_IB_HCA") : "");
-    free(names);
   }
+  free(names);
+  free(where);
   rv.free_device_list(list);
   if (nknown < HA_MAX_CTX) {
     known[nknown].ctx = ctx;

@@ -69,11 +69,21 @@ static int shadow_create(ha_qp_t *m) {
         port_up(m, cport) && !ha_by_lid(m))
       port = cport;
     if (ah_shim_ha_port_addr(m, m->qp->context, port, gid_index, &gid) != 0) {
-      AH_LOG_CAPPED(1, AH_LOG_WARN,
-                    "HA: AUTOHA_HA=port but %s has no port %d (or no %s on it): QPs "
-                    "on it run without a shadow",
-                    m->qp->context->device->name, port,
-                    ha_by_lid(m) ? "LID" : "GID at NCCL's index");
+      /* a single-port NIC (a port that cannot even be queried): say once, in one line, what
+       * would protect it */
+      static _Atomic int said_single;
+      if (ah_shim_ha_port_state(hc, port) < 0 && ah_shim_ha_port_state(hc, cport) >= 0) {
+        if (!atomic_exchange(&said_single, 1))
+          ah_log(AH_LOG_WARN,
+                 "HA: AUTOHA_HA=port but %s has no second port (a single-port NIC): its queue "
+                 "pairs run without shadows; AUTOHA_HA=nic puts them on another NIC of the host",
+                 m->qp->context->device->name);
+      } else
+        AH_LOG_CAPPED(1, AH_LOG_WARN,
+                      "HA: AUTOHA_HA=port but %s has no port %d (or no %s on it): QPs "
+                      "on it run without a shadow",
+                      m->qp->context->device->name, port,
+                      ha_by_lid(m) ? "LID" : "GID at NCCL's index");
       return -2;
     }
   }

@@ -3,7 +3,8 @@
  *
  * Each context is a struct verbs_context with the extended-ABI marker, so verbs.h's inline
  * ibv_query_port reaches the extended query_port op and its ibv_post_send/ibv_poll_cq reach ours.
- * A port has a one-entry GID table: the RoCEv2 IPv4-mapped GID of sim_fabric_gid (NCCL's default
+ * Each device's ibdev_path names its place in a sysfs-shaped tree (vb_sysfs.c). A port has a
+ * one-entry GID table: the RoCEv2 IPv4-mapped GID of sim_fabric_gid (NCCL's default
  * GID scan reads sysfs gid_attrs, which does not exist here; with one entry, index 0 is right). */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +50,11 @@ VB_API struct ibv_device **ibv_get_device_list(int *num_devices) {
         snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/mlx5_%d", i);
         devs[ndevs++] = d;
       }
+      /* their place in the node's PCI tree, in a sysfs-shaped tree (vb_sysfs.c) */
+      static char paths[VB_SYSFS_NICS][VB_SYSFS_PATH];
+      if (ndevs > 0 && vb_sysfs_paths(ndevs, paths) == 0)
+        for (int i = 0; i < ndevs; i++)
+          snprintf(devs[i]->dev.ibdev_path, sizeof devs[i]->dev.ibdev_path, "%s", paths[i]);
     }
   }
   int n = ndevs;
@@ -142,7 +148,7 @@ VB_API int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a) {
   a->atomic_cap = IBV_ATOMIC_NONE;
   a->max_pkeys = 1;
   a->local_ca_ack_delay = 16;
-  a->phys_port_cnt = (uint8_t)vb_net_ports();
+  a->phys_port_cnt = (uint8_t)vb_net_nic_ports(ctx->dev->nic);
   return 0;
 }
 
@@ -171,7 +177,7 @@ static void speed_width(double gbps, uint8_t *speed_p, uint8_t *width_p) {
 }
 
 static int fill_port(vb_ctx_t *ctx, uint8_t port, struct ibv_port_attr *a) {
-  if (port < 1 || port > vb_net_ports()) return EINVAL;
+  if (port < 1 || port > vb_net_nic_ports(ctx->dev->nic)) return EINVAL;
   memset(a, 0, sizeof *a);
   int up = vb_net_port_up(ctx->dev->node, ctx->dev->nic, port);
   a->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
@@ -211,19 +217,19 @@ VB_API int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ib
 
 VB_API int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid) {
   vb_ctx_t *ctx = vb_ctx(c);
-  if (port < 1 || port > vb_net_ports() || index != 0) return EINVAL;
+  if (port < 1 || port > vb_net_nic_ports(ctx->dev->nic) || index != 0) return EINVAL;
   vb_net_gid(ctx->dev->node, ctx->dev->nic, port, gid->raw);
   return 0;
 }
 
 VB_API int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey) {
-  if (port < 1 || port > vb_net_ports() || index != 0) return EINVAL;
+  if (port < 1 || port > vb_net_nic_ports(vb_ctx(c)->dev->nic) || index != 0) return EINVAL;
   *pkey = htobe16(0xffff);
   return 0;
 }
 
 VB_API int ibv_get_pkey_index(struct ibv_context *c, uint8_t port, __be16 pkey) {
-  if (port < 1 || port > vb_net_ports()) return -EINVAL;
+  if (port < 1 || port > vb_net_nic_ports(vb_ctx(c)->dev->nic)) return -EINVAL;
   return (be16toh(pkey) & 0x7fff) == 0x7fff ? 0 : -ENOENT;
 }
 

@@ -306,14 +306,14 @@ static int qp_pass(vb_qp_t *q, double now, double *wake_p) {
 static void ports_pass(vb_ctx_t *ctx) {
   if (!ctx->fatal_sent && vb_net_nic_fatal(ctx->dev->node, ctx->dev->nic)) {
     ctx->fatal_sent = 1; /* after the ports' PORT_ERR, as a NIC whose firmware died reports both */
-    for (int p = 1; p <= vb_net_ports() && p <= 2; p++)
+    for (int p = 1; p <= vb_net_nic_ports(ctx->dev->nic) && p <= 2; p++)
       if (ctx->port_up[p - 1]) {
         ctx->port_up[p - 1] = 0;
         vb_async_push(ctx, IBV_EVENT_PORT_ERR, (void *)(uintptr_t)p);
       }
     vb_async_push(ctx, IBV_EVENT_DEVICE_FATAL, NULL);
   }
-  for (int p = 1; p <= vb_net_ports() && p <= 2; p++) {
+  for (int p = 1; p <= vb_net_nic_ports(ctx->dev->nic) && p <= 2; p++) {
     int up = vb_net_port_up(ctx->dev->node, ctx->dev->nic, p);
     if (up != ctx->port_up[p - 1]) {
       ctx->port_up[p - 1] = up;

@@ -46,6 +46,10 @@ static void settings_read(void) {
   settings.ring_bytes = (size_t)env_double("NCCLSIM_VERBS_RING_KB", 256, 64, 65536) * 1024;
   settings.pace_gbps = env_double("NCCLSIM_VERBS_PACE_GBPS", 0, 0, 1e6);
   sim_shm_job_prefix(settings.prefix, sizeof settings.prefix);
+  const char *pci = getenv("NCCLSIM_VERBS_PCI");
+  snprintf(settings.pci, sizeof settings.pci, "%s", pci ? pci : "");
+  const char *ports = getenv("NCCLSIM_VERBS_PORTS");
+  snprintf(settings.ports, sizeof settings.ports, "%s", ports ? ports : "");
 }
 
 const vb_settings_t *vb_settings(void) {

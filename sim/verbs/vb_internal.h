@@ -32,8 +32,17 @@ typedef struct {
   size_t ring_bytes;    /* NCCLSIM_VERBS_RING_KB */
   double pace_gbps;     /* NCCLSIM_VERBS_PACE_GBPS: 0, degraded paths are not slowed */
   char prefix[80];      /* shm names: NCCLSIM_SHM_PREFIX, else "ncclsim-<uid>-" */
+  char pci[256];        /* NCCLSIM_VERBS_PCI: "" for the default layout (vb_sysfs.c) */
+  char ports[256];      /* NCCLSIM_VERBS_PORTS: "" for the fabric's port count on every NIC */
 } vb_settings_t;
 const vb_settings_t *vb_settings(void);
+
+/* ---- the NICs' place in the PCI tree, as sysfs shows it (vb_sysfs.c) ------------------------- */
+#define VB_SYSFS_NICS 64
+#define VB_SYSFS_PATH 256 /* IBV_SYSFS_PATH_MAX */
+/* Builds (or finds) the sysfs-shaped tree of a node of n NICs laid out by NCCLSIM_VERBS_PCI and
+ * sets paths[k] to NIC k's ibdev_path in it. Returns 0, or -1 (logged; paths unchanged from k on). */
+int vb_sysfs_paths(int n, char paths[][VB_SYSFS_PATH]);
 void vb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double vb_now(void); /* CLOCK_MONOTONIC seconds */
 
@@ -41,6 +50,9 @@ double vb_now(void); /* CLOCK_MONOTONIC seconds */
 int vb_net_init(char *err, size_t errlen); /* idempotent; -1 when the topology is invalid */
 int vb_net_nics(void);
 int vb_net_ports(void);
+/* The ports NIC `nic` shows through verbs: vb_net_ports(), or 1 where NCCLSIM_VERBS_PORTS says so
+ * (a node of mixed NICs: the fabric cables a second port the NIC does not show). */
+int vb_net_nic_ports(int nic);
 int vb_net_is_ib(void);
 double vb_net_port_gbps(void);
 void vb_net_gid(int node, int nic, int port, uint8_t gid[16]);

@@ -44,6 +44,35 @@ int vb_net_init(char *err, size_t errlen) {
 
 int vb_net_nics(void) { return sim_fabric_nics(fabric); }
 int vb_net_ports(void) { return bonded ? 1 : sim_fabric_ports(fabric); }
+
+/* NCCLSIM_VERBS_PORTS, parsed once: shown[k] the ports NIC k shows, 0 for the fabric's. */
+static int shown[64];
+static pthread_once_t shown_once = PTHREAD_ONCE_INIT;
+static void shown_read(void) {
+  const char *s = vb_settings()->ports;
+  int k = 0, v[64];
+  const char *p = s;
+  while (*p) {
+    char *end;
+    long n = strtol(p, &end, 10);
+    if (end == p || (*end && *end != ',') || n < 1 || n > 2 || k >= 64) {
+      vb_log(
+          "invalid value for NCCLSIM_VERBS_PORTS: '%s' (expected a port count, 1 or 2, per "
+          "NIC, comma-separated); every NIC shows the fabric's ports",
+          s);
+      return;
+    }
+    v[k++] = (int)n;
+    p = *end ? end + 1 : end;
+  }
+  memcpy(shown, v, sizeof(int) * (size_t)k);
+}
+
+int vb_net_nic_ports(int nic) {
+  pthread_once(&shown_once, shown_read);
+  int n = vb_net_ports();
+  return nic >= 0 && nic < 64 && shown[nic] && shown[nic] < n ? shown[nic] : n;
+}
 int vb_net_is_ib(void) { return sim_fabric_is_ib(fabric); }
 double vb_net_port_gbps(void) { return sim_fabric_port_gbps(fabric) * (bonded ? 2 : 1); }
 

@@ -146,7 +146,8 @@ int vb_qp_connect_rings(vb_qp_t *q) {
 }
 
 static int attr_values_ok(vb_qp_t *q, const struct ibv_qp_attr *a, int mask) {
-  if ((mask & IBV_QP_PORT) && (a->port_num < 1 || a->port_num > vb_net_ports())) return 0;
+  if ((mask & IBV_QP_PORT) && (a->port_num < 1 || a->port_num > vb_net_nic_ports(q->ctx->dev->nic)))
+    return 0;
   if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0) return 0;
   if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
     return 0;

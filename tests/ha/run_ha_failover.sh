@@ -45,6 +45,15 @@
 #       nicfatal  as nic, but node1/mlx5_1 fails whole (nicfatal: DEVICE_FATAL after its PORT_ERR),
 #              on which NCCL fails every communicator using it: the job completes under
 #              AUTOHA_HA=nic (the event is absorbed) and fails without HA
+#       nicsingle  4 single-port NICs per node (NCCLSIM_VERBS_PCI lays out their PCIe switches and
+#              NUMA nodes), node1/mlx5_1's port down under AUTOHA_HA=nic: its queue pairs fail
+#              over to its PCIe switch mate mlx5_3 (not the neighbour mlx5_0), the job completes;
+#              with one NIC per switch, to mlx5_3 of its NUMA node; AUTOHA_HA=port says once per
+#              process that there is no second port and to use nic
+#       nicmixed  mixed NICs (2 dual-port, 2 single-port per node, NCCLSIM_VERBS_PORTS): under port
+#              the dual-port NIC's queue pairs fail over to port 2 and each process says once that
+#              its single-port NIC needs nic; under nic a single-port NIC's port down moves its
+#              queue pairs to its switch mate, a dual-port NIC
 #       nic    2 single-port NICs per node, the whole of node1/mlx5_1 down (nicdown) under
 #              AUTOHA_HA=nic: the queue pairs on mlx5_1 (ranks 1 and 3) fail over to shadows on
 #              mlx5_0, the job completes with correct results, the reports list the failovers;
@@ -514,6 +523,74 @@ failbackon)
   nb=$(grep -c "HA: QP [0-9]* (mlx5_3 port 2) failed over to its shadow QP [0-9]* (port 1) .*(failback: its original path is back" <<<"$out")
   [ "$nb" -ge 1 ] || fail "no connection moved back to port 1"
   echo "ok: AUTOHA_HA_FAILBACK=1: $n failovers to port 2, $nb moved back to port 1, job completed in $took s"
+  ;;
+nicsingle)
+  # 4 single-port NICs per node; node1/mlx5_1 (local rank 1's, with mlx5_3) loses its port mid-job
+  four=(NCCLSIM_TOPO=nic=4x400)
+  iters=${HA_TEST_ITERS:-100}
+  # switch run: NICs 0, 2 on one PCIe switch and 1, 3 on another, both on NUMA node 0: mlx5_1's
+  # backup is its switch mate mlx5_3, not the list's neighbour mlx5_0
+  job_run "${four[@]}" NCCLSIM_VERBS_PCI=0:0,1:0,0:0,1:0 NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_1:1" \
+    AUTOHA_HA=nic AUTOHA_LOG=info LD_PRELOAD="$so"
+  job_survived "the job failed under AUTOHA_HA=nic with single-port NICs"
+  grep -q "HA: AUTOHA_HA=nic: mlx5_1 is backed by mlx5_3 (on the same PCIe switch)" <<<"$out" ||
+    fail "mlx5_1 was not backed by its switch mate mlx5_3"
+  grep -q "HA: AUTOHA_HA=nic: mlx5_1 is backed by mlx5_0" <<<"$out" && fail "mlx5_1 was backed by mlx5_0"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_3 port 1)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_3, saw $n"
+  grep -E "failed over" <<<"$out" | grep -qv "(mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_3 port 1)" &&
+    fail "a failover other than mlx5_1 -> mlx5_3"
+  replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
+  echo "ok: single-port NICs, mlx5_1's port down under AUTOHA_HA=nic -> $n failovers to its PCIe switch mate mlx5_3, $replayed work requests replayed, job completed in $took s"
+  # NUMA run: every NIC on a switch of its own, NUMA nodes 0, 1, 0, 1: mlx5_1's backup is mlx5_3,
+  # the other NIC of its NUMA node
+  job_run "${four[@]}" NCCLSIM_VERBS_PCI=0:0,1:1,2:0,3:1 NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_1:1" \
+    AUTOHA_HA=nic AUTOHA_LOG=info LD_PRELOAD="$so"
+  job_survived "the job failed under AUTOHA_HA=nic with one NIC per switch"
+  grep -q "HA: AUTOHA_HA=nic: mlx5_1 is backed by mlx5_3 (on the same NUMA node)" <<<"$out" ||
+    fail "mlx5_1 was not backed by mlx5_3 of its NUMA node"
+  grep -q "HA: AUTOHA_HA=nic: mlx5_0 is backed by mlx5_2 (on the same NUMA node)" <<<"$out" ||
+    fail "mlx5_0 was not backed by mlx5_2 of its NUMA node"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_3 port 1)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_3 (NUMA), saw $n"
+  echo "ok: one NIC per PCIe switch -> $n failovers to mlx5_3 on the same NUMA node, job completed in $took s"
+  # AUTOHA_HA=port on single-port NICs: one line per process says there is no second port and to
+  # use nic; nothing else is tried (no shadow)
+  iters=${HA_TEST_ITERS:-25}
+  job_run "${four[@]}" AUTOHA_HA=port LD_PRELOAD="$so"
+  [ $rc -eq 0 ] || fail "the job failed under AUTOHA_HA=port on single-port NICs (rc $rc)"
+  np=$(grep -cE "HA: AUTOHA_HA=port but mlx5_[0-3] has no second port \(a single-port NIC\): its queue pairs run without shadows; AUTOHA_HA=nic puts them on another NIC of the host" <<<"$out")
+  [ "$np" -eq 4 ] || fail "expected the no-second-port line once in each of the 4 processes, saw $np"
+  grep -q "is ready" <<<"$out" && fail "a shadow became ready under AUTOHA_HA=port on single-port NICs"
+  echo "ok: AUTOHA_HA=port on single-port NICs: $np processes said there is no second port (use nic)"
+  ;;
+nicmixed)
+  # a node of mixed NICs: mlx5_0 and mlx5_3 dual-port, mlx5_1 and mlx5_2 single-port (the fabric
+  # cables two ports, NCCLSIM_VERBS_PORTS hides the second of mlx5_1 and mlx5_2), so each process
+  # (local rank 0: mlx5_0, mlx5_2; local rank 1: mlx5_1, mlx5_3) has one of each
+  mixed=(NCCLSIM_TOPO=nic=4x400x2 NCCLSIM_FABRIC=bond=0 NCCLSIM_VERBS_PORTS=2,1,1,2)
+  iters=${HA_TEST_ITERS:-100}
+  # port: the dual-port NIC's queue pairs fail over to its port 2; the single-port one's are said
+  # once per process to need nic
+  job_run "${mixed[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" AUTOHA_HA=port LD_PRELOAD="$so"
+  job_survived "the job failed under AUTOHA_HA=port on mixed NICs"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (port 2)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs to port 2, saw $n"
+  grep -E "failed over" <<<"$out" | grep -qv "(mlx5_3 port 1)" && fail "a queue pair off mlx5_3 failed over"
+  np=$(grep -cE "HA: AUTOHA_HA=port but mlx5_[12] has no second port \(a single-port NIC\)" <<<"$out")
+  [ "$np" -eq 4 ] || fail "expected the no-second-port line (mlx5_1 or mlx5_2) once per process, saw $np"
+  grep -qE "HA: AUTOHA_HA=port but mlx5_[03] has no second port" <<<"$out" && fail "a dual-port NIC was said to have one port"
+  echo "ok: mixed NICs under AUTOHA_HA=port: $n failovers of dual-port mlx5_3 to port 2, $np processes said their single-port NIC needs nic, job completed in $took s"
+  # nic: the single-port mlx5_1 loses its port; its queue pairs fail over to its switch mate
+  # mlx5_0 (sim/'s default layout), a dual-port NIC, on port 1
+  job_run "${mixed[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_1:1" AUTOHA_HA=nic AUTOHA_LOG=info LD_PRELOAD="$so"
+  job_survived "the job failed under AUTOHA_HA=nic on mixed NICs"
+  grep -q "HA: AUTOHA_HA=nic: mlx5_1 is backed by mlx5_0 (on the same PCIe switch)" <<<"$out" ||
+    fail "mlx5_1 was not backed by its switch mate mlx5_0"
+  n=$(grep -c "HA: QP [0-9]* (mlx5_1 port 1) failed over to its shadow QP [0-9]* (mlx5_0 port 1)" <<<"$out")
+  [ "$n" -ge 2 ] || fail "expected failovers of mlx5_1's queue pairs to shadows on mlx5_0, saw $n"
+  grep -E "failed over" <<<"$out" | grep -qv "(mlx5_1 port 1)" && fail "a queue pair off mlx5_1 failed over"
+  echo "ok: mixed NICs under AUTOHA_HA=nic: single-port mlx5_1's port down -> $n failovers to dual-port mlx5_0, job completed in $took s"
   ;;
 *) echo "unknown case $case_"; exit 2 ;;
 esac
