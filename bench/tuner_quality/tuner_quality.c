@@ -97,6 +97,8 @@ static double cell_time(void *arg, const ah_config_t *cfg, uint64_t call) {
 
 static double noise_sigma = 0.02, noise_outliers = 0.01;
 static sim_truth_sel_t truth; /* --truth: the member the grid runs on */
+static double prior_ratio =
+    -1; /* --prior-ratio: autoha's prior pruning (-1: the engine's default) */
 
 /* A key's noise stream: the driver calls the noise once per call, in call order. */
 typedef struct {
@@ -286,6 +288,7 @@ static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nb
     ah_tune_params_t prm;
     ah_tune_params_default(&prm);
     prm.seed = seed;
+    if (prior_ratio >= 0) prm.prior_ratio = prior_ratio;
     ah_tune_t *t = ah_tune_create(&k->sp, &prm);
     if (t && g->comm && !g->no_share) {
       for (int dir = -1; dir <= 1; dir += 2)
@@ -654,6 +657,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) g.lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--vs-autoccl") == 0) mode = 1;
     else if (strcmp(argv[i], "--vs-faithful") == 0) mode = 3;
+    else if (strcmp(argv[i], "--prior-ratio") == 0 && i + 1 < argc) prior_ratio = atof(argv[++i]);
     else if (strcmp(argv[i], "--truth") == 0 && i + 1 < argc && nbar == ntr) {
       if (tq_truths_add(argv[++i], truths, &ntr, 24) != 0) return 2;
       nbar = ntr;
@@ -680,7 +684,7 @@ int main(int argc, char **argv) {
     else {
       fprintf(
           stderr,
-          "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--no-late-hints] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --vs-faithful | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED] [--truth dev|heldout:SEED|heldout:A-B [--report-truth heldout:A-B]]\n"
+          "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--no-late-hints] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --vs-faithful | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED] [--truth dev|heldout:SEED|heldout:A-B [--report-truth heldout:A-B]] [--prior-ratio R]\n"
           "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce; BYTES 0: every bin\n");
       return 2;
     }
