@@ -68,7 +68,7 @@ static void env_init(void) {
   }
   char err[200];
   if (sim_truth_parse(getenv("NCCLSIM_TRUTH"), &env_truth, err, sizeof err) != 0)
-    sim_log_warn("%s", err); /* env_truth stays dev */
+    sim_log_warn("%s; using dev", err); /* env_truth stays dev */
 }
 
 /* The version is read on every collective: after the first call it costs one acquire load, not a

@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
   sim_truth_sel_t truth = {0, 0};
   char terr[200];
   if (sim_truth_parse(getenv("NCCLSIM_TRUTH"), &truth, terr, sizeof terr) != 0)
-    fprintf(stderr, "ncclsim-optimum: %s\n", terr); /* truth stays dev */
+    fprintf(stderr, "ncclsim-optimum: %s; using dev\n", terr); /* truth stays dev */
   sim_model_truth_set(m, truth.heldout, truth.seed);
   sim_optimum_t o;
   if (sim_model_optimum(m, coll, bytes, phi, &o)) {

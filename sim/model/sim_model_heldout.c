@@ -31,7 +31,7 @@ int sim_truth_parse(const char *text, sim_truth_sel_t *sel_p, char *err, size_t 
   }
   snprintf(err, errlen,
            "invalid value for NCCLSIM_TRUTH: '%s' (expected dev or heldout:SEED, SEED an "
-           "integer >= 1); using dev",
+           "integer >= 1)",
            text);
   return -1;
 }
