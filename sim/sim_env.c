@@ -8,12 +8,14 @@
 #include <string.h>
 
 #include "sim_internal.h"
+#include "sim_model_heldout.h"
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static int env_version = 22809;
 static double env_timeout = 300.0;
 static int env_node = 0;
 static int env_host_clock = 0;
+static sim_truth_sel_t env_truth; /* NCCLSIM_TRUTH: dev unless heldout:SEED */
 
 /* Parses "2.28.9", "2.28" or a version code such as 22809. Returns 0 on success. */
 static int parse_version(const char *s, int *code_p) {
@@ -64,6 +66,9 @@ static void env_init(void) {
     else if (strcmp(s, "0") != 0)
       sim_log_warn("invalid value for NCCLSIM_HOST_CLOCK: '%s' (expected 0 or 1); keeping 0", s);
   }
+  char err[200];
+  if (sim_truth_parse(getenv("NCCLSIM_TRUTH"), &env_truth, err, sizeof err) != 0)
+    sim_log_warn("%s; using dev", err); /* env_truth stays dev */
 }
 
 /* The version is read on every collective: after the first call it costs one acquire load, not a
@@ -104,4 +109,10 @@ int sim_env_int(const char *name, int dflt, int lo, int hi) {
 int sim_host_clock(void) {
   pthread_once(&env_once, env_init);
   return env_host_clock;
+}
+
+int sim_truth(uint64_t *seed_p) {
+  pthread_once(&env_once, env_init);
+  *seed_p = env_truth.seed;
+  return env_truth.heldout;
 }

@@ -105,6 +105,10 @@ int sim_env_int(const char *name, int dflt, int lo, int hi);
  * same for every process of the machine), so work a late host issues starts late, as on a GPU
  * whose stream ran dry; default 0: streams only advance by the work issued on them. */
 int sim_host_clock(void);
+/* The truth collectives are timed with (NCCLSIM_TRUTH=dev|heldout:SEED, docs/sim.md): returns 1
+ * and the member's seed in seed_p for a held-out member, 0 for the development truth (the
+ * default, and what a bad value gives after one warning naming it). */
+int sim_truth(uint64_t *seed_p);
 
 /* ---- injected faults (sim_fault.c: NCCLSIM_FAULT, NCCLSIM_MISMATCH) ------------------------- */
 struct ncclComm;

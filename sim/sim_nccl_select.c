@@ -62,6 +62,9 @@ ncclResult_t sim_comm_model_init(struct ncclComm *c) {
   int maxc = c->config.maxCTAs > 0 ? c->config.maxCTAs : 0;
   sim_model_init(&c->model, &topo, minc, maxc);
   if (c->model.error[0]) warn_first(c->model.error);
+  uint64_t truth_seed;
+  int heldout = sim_truth(&truth_seed);
+  sim_model_truth_set(&c->model, heldout, truth_seed);
   c->has_model = 1;
   c->tuner = sim_tuner_acquire();
   c->tuner_ctx = NULL;

@@ -79,14 +79,15 @@ double sim_coll_time_us(const struct ncclComm *comm, const sim_desc_t *d, double
     scaled.topo.nic_gbps *= net;
     m = &scaled;
   }
-  double us = sim_model_time_us(m, d->coll, bytes, &cfg, phi);
+  double us = sim_model_time_at_us(m, d->coll, bytes, &cfg, phi, d->call);
   if (us < 0) return simple_time_us(comm, d, phi); /* checked at selection; kept total */
   pthread_once(&noise_once, noise_init);
   if (noise_sigma > 0 || noise_outliers > 0) {
     /* Not the communicator's hash: it comes from a random unique id, so a rerun would differ. */
     uint64_t key = ((uint64_t)comm->nranks << 40) ^ ((uint64_t)d->coll << 32) ^ d->count;
     uint64_t state = noise_seed ^ (key * 0x9e3779b97f4a7c15ull) ^ (d->call * 0xd1b54a32d192ed03ull);
-    us = sim_model_noise(us, noise_sigma, noise_outliers, &state);
+    us = sim_model_truth_noise(m, us, noise_sigma, noise_outliers, key ^ (noise_seed << 1), d->call,
+                               &state);
   }
   return us;
 }

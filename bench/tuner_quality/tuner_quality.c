@@ -33,7 +33,13 @@
  * --skew S adds per-rank arrival skew (S x NCCL's
  * default time, uniform per rank; tests/tune/tune_drive.c) and prints the engine without skew, from
  * the leader's own duration, and from the shortest duration across ranks. Prints one CSV row per
- * key and search, then the figure with OK or FAILED last; exits 1 when a bar is missed. */
+ * key and search, then the figure with OK or FAILED last; exits 1 when a bar is missed.
+ *
+ * --truth dev|heldout:SEED|heldout:A-B: the development truth (default) or held-out members
+ * (sim/model/sim_model_heldout.c): calls timed at their index (links drift mid-job), the member's
+ * AR(1) and call-site noise, keys run to the drift call + 240 pinned or not, scored after the
+ * drift. Several members (--vs-faithful): a row each, barred (p5 >= the public code's - 0.003, 0
+ * keys slower by >1%) on --truth's, --report-truth's beside them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +51,8 @@
 #include "autoccl_faithful.h"
 #include "autoccl_search.h"
 #include "sim_model.h"
+#include "sim_model_heldout.h"
+#include "tq_truth.h"
 #include "tune_drive.h"
 
 /* Bars from the issues (17: calls and p5 in NCCL 2.28's and 2.30's spaces, p5 under skew). */
@@ -78,19 +86,29 @@ static int cell_sim_config(const cell_t *c, const ah_config_t *cfg, sim_config_t
   return sim_model_select(c->m, c->coll, c->nbytes, table, nch, chunk, out_p);
 }
 
+/* The call's time at its index (UINT64_MAX: after any drift, what a key is scored on). */
 static double cell_time(void *arg, const ah_config_t *cfg, uint64_t call) {
   const cell_t *c = arg;
   sim_config_t sc;
   if (cell_sim_config(c, cfg, &sc) != 0) return 1e9;
-  double us = sim_model_time_us(c->m, c->coll, c->nbytes, &sc, c->phi);
+  double us = sim_model_time_at_us(c->m, c->coll, c->nbytes, &sc, c->phi, call);
   return us > 0 ? us : 1e9;
 }
 
 static double noise_sigma = 0.02, noise_outliers = 0.01;
+static sim_truth_sel_t truth; /* --truth: the member the grid runs on */
+static double prior_ratio =
+    -1; /* --prior-ratio: autoha's prior pruning (-1: the engine's default) */
+
+/* A key's noise stream: the driver calls the noise once per call, in call order. */
+typedef struct {
+  const sim_model_t *m;
+  uint64_t key, calls;
+} noise_stream_t;
 
 static double cell_noise(void *arg, double us, uint64_t *state) {
-  (void)arg;
-  return sim_model_noise(us, noise_sigma, noise_outliers, state);
+  noise_stream_t *ns = arg;
+  return sim_model_truth_noise(ns->m, us, noise_sigma, noise_outliers, ns->key, ns->calls++, state);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -169,6 +187,7 @@ typedef struct {
   int probes, state, pinned, nhints, late; /* late: hints taken mid-search (of nhints) */
   ah_config_t winner; /* autoha's best searched point, shared with later keys of the communicator */
   double sigma;       /* ... and the noise its search measured */
+  noise_stream_t ns;
 } key_t_;
 
 /* Builds the space of key (coll, bytes) on model m as the shim offers it, and its optimum at phi. */
@@ -222,13 +241,21 @@ static void key_setup(const grid_t *g, const sim_model_t *m, int coll, size_t by
 }
 
 /* The driver's options for one key (the seed as the bench has always derived it). */
-static void key_opts(const grid_t *g, const variant_t *v, const key_t_ *k, int ti, int ci, int pi,
+static void key_opts(const grid_t *g, const variant_t *v, key_t_ *k, int ti, int ci, int pi,
                      int nodes, int seed, tune_drive_opts_t *o) {
   tune_drive_opts_default(o);
   o->seed = (uint64_t)seed * 1000003 + (uint64_t)((ti * 5 + ci) * 64 + pi * 16) + k->bytes;
   o->noise = cell_noise;
+  k->ns = (noise_stream_t){k->cell.m, o->seed, 0};
+  o->noise_arg = &k->ns;
   o->lag = g->lag < 0 ? 0 : g->lag;
   o->max_calls = 2000;
+  if (truth.heldout) { /* past the member's drift, pinned or not: a re-tune can be seen */
+    sim_heldout_t h;
+    sim_heldout_draw(truth.seed, &h);
+    o->max_calls = h.drift_call + 240;
+    o->stop_when_pinned = 0;
+  }
   o->ranks = nodes * 8;
   o->skew = v->skew;
   o->skew_ref_us = k->opt.def_us;
@@ -261,6 +288,7 @@ static void *key_start(const grid_t *g, const variant_t *v, key_t_ *keys, int nb
     ah_tune_params_t prm;
     ah_tune_params_default(&prm);
     prm.seed = seed;
+    if (prior_ratio >= 0) prm.prior_ratio = prior_ratio;
     ah_tune_t *t = ah_tune_create(&k->sp, &prm);
     if (t && g->comm && !g->no_share) {
       for (int dir = -1; dir <= 1; dir += 2)
@@ -308,7 +336,7 @@ static void key_score(const variant_t *v, const key_t_ *k, const tune_drive_resu
   const cell_t *cell = &k->cell;
   sim_config_t tuned;
   cell_sim_config(cell, &r->final, &tuned);
-  double tuned_us = cell_time((void *)cell, &r->final, 0);
+  double tuned_us = cell_time((void *)cell, &r->final, UINT64_MAX);
   double qq = k->opt.best_us / tuned_us;
   double sp_up = k->opt.def_us / tuned_us;
   uint64_t cc = r->pinned_at == UINT64_MAX ? r->calls : r->pinned_at;
@@ -321,7 +349,10 @@ static void key_score(const variant_t *v, const key_t_ *k, const tune_drive_resu
   st->phi[i] = cell->phi;
   /* The search's cost: its calls' time over what NCCL's default would have taken, in default
    * calls. */
-  st->extra[i] = r->search_us / k->opt.def_us - (double)cc;
+  sim_config_t dc = k->opt.def; /* ... at the job's start: the held-out links drift later */
+  st->extra[i] =
+      r->search_us / sim_model_time_at_us(cell->m, cell->coll, k->bytes, &dc, cell->phi, 0) -
+      (double)cc;
   st->lsp[i] = log(sp_up);
   st->log_speedup += st->lsp[i];
   if (!csv) return;
@@ -406,6 +437,7 @@ static int run_grid(const grid_t *g, const variant_t *v, stats_t *st, FILE *csv)
       topo.version = g->version; /* e.g. 23007: NCCL 2.30, per-call chunk (tuner v6) */
     static sim_model_t m;
     sim_model_init(&m, &topo, 0, 0);
+    sim_model_truth_set(&m, truth.heldout, truth.seed);
     for (int ci = 0; ci < 5; ci++) {
       for (int pi = 0; pi < 3; pi++) {
         if (g->only_coll >= 0 && (colls[ci] != g->only_coll || nodes[ti] != g->only_nodes ||
@@ -572,12 +604,47 @@ static int report_vs_faithful(const grid_t *g, const variant_t *vs, const figs_t
   return ok ? 0 : 1;
 }
 
+/* Several members of the family (--truth, barred, then --report-truth): autoha beside AutoCCL's
+ * public code on each, one row each, the bar on the first nbar. Returns the exit status. */
+static int run_truths(const grid_t *g, const variant_t *vs, const sim_truth_sel_t *tr, int ntr,
+                      int nbar, FILE *csv) {
+  int ok = 1, n = 0;
+  printf(
+      "| truth (sim/ model) | autoha p5 | public code p5 | median calls | slower >1%% | bar |\n");
+  printf("|---|---|---|---|---|---|\n");
+  for (int t = 0; t < ntr; t++) {
+    figs_t f[2];
+    truth = tr[t];
+    for (int i = 0; i < 2; i++) {
+      stats_t st;
+      if (run_grid(g, &vs[i], &st, csv) != 0) return 2;
+      figs_of(&st, &f[i]);
+      stats_free(&st);
+    }
+    int met = f[0].n > 0 && f[0].p5_q >= f[1].p5_q - 0.003 && f[0].nslower == 0;
+    if (t < nbar) ok = ok && met, n = f[0].n;
+    printf("| heldout:%llu | %.4f | %.4f | %.0f vs %.0f | %d vs %d | %s |\n",
+           (unsigned long long)tr[t].seed, f[0].p5_q, f[1].p5_q, f[0].med_c, f[1].med_c,
+           f[0].nslower, f[1].nslower, t < nbar ? (met ? "met" : "MISSED") : "reported");
+  }
+  printf(
+      "tuner_quality on the held-out truth family (sim/ model, %d keys per member, the shim's "
+      "space): on heldout:%llu..%llu autoha's p5 >= AutoCCL's public code's - 0.003 and 0 keys "
+      "slower than NCCL's default by >1%% (the rows above; the other rows are reported, not "
+      "barred) %s\n",
+      n, (unsigned long long)tr[0].seed, (unsigned long long)tr[nbar - 1].seed,
+      ok ? "OK" : "FAILED");
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   const char *csv_path = "tuner_quality.csv";
   grid_t g = {0, 2, 1, 0, 3, -1, 0, 0, 2, 4, -1, 0, 0, 0, 0, 0, 3, 4};
   int mode = 0; /* 0: autoha alone, 1: beside the paper's pseudo-code, 2: skew, 3: beside AutoCCL's
                  * public code */
   double skew = 0.2;
+  sim_truth_sel_t truths[24];
+  int ntr = 0, nbar = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv_path = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) g.quick = 1;
@@ -590,7 +657,13 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--lag") == 0 && i + 1 < argc) g.lag = atoi(argv[++i]);
     else if (strcmp(argv[i], "--vs-autoccl") == 0) mode = 1;
     else if (strcmp(argv[i], "--vs-faithful") == 0) mode = 3;
-    else if (strcmp(argv[i], "--skew") == 0 && i + 1 < argc) {
+    else if (strcmp(argv[i], "--prior-ratio") == 0 && i + 1 < argc) prior_ratio = atof(argv[++i]);
+    else if (strcmp(argv[i], "--truth") == 0 && i + 1 < argc && nbar == ntr) {
+      if (tq_truths_add(argv[++i], truths, &ntr, 24) != 0) return 2;
+      nbar = ntr;
+    } else if (strcmp(argv[i], "--report-truth") == 0 && i + 1 < argc && nbar > 0) {
+      if (tq_truths_add(argv[++i], truths, &ntr, 24) != 0) return 2;
+    } else if (strcmp(argv[i], "--skew") == 0 && i + 1 < argc) {
       mode = 2;
       skew = atof(argv[++i]);
     } else if (strcmp(argv[i], "--gather-lag") == 0 && i + 1 < argc) g.gather_lag = atoi(argv[++i]);
@@ -611,7 +684,7 @@ int main(int argc, char **argv) {
     else {
       fprintf(
           stderr,
-          "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--no-late-hints] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --vs-faithful | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED]\n"
+          "usage: tuner_quality [--csv PATH] [--quick] [--lag CALLS] [--shim-space | --full-space] [--version CODE] [--seeds N] [--comm GAP [--no-share] [--no-late-hints] [--hint-reach BINS] | --independent] [--bin-step 2|4] [--noise SIGMA,OUTLIERS] [--vs-autoccl | --vs-faithful | --skew SHARE [--gather-lag CALLS]] [--cell COLL,BYTES,NODES,PHI,SEED] [--truth dev|heldout:SEED|heldout:A-B [--report-truth heldout:A-B]] [--prior-ratio R]\n"
           "  COLL: 0 broadcast, 1 reduce, 2 allgather, 3 reducescatter, 4 allreduce; BYTES 0: every bin\n");
       return 2;
     }
@@ -647,6 +720,16 @@ int main(int argc, char **argv) {
     vs[nv++] = (variant_t){"the paper's pseudo-code, no skew", 1, 0, 0, 0, 0};
     vs[nv++] = (variant_t){"the paper's pseudo-code, skew, leader's own", 1, 0, 0, skew, 0};
   }
+  if (ntr > 1 || nbar < ntr) {
+    if (mode != 3 || !truths[0].heldout) {
+      fprintf(stderr, "tuner_quality: several truths need --vs-faithful and held-out members\n");
+      return 2;
+    }
+    int rc = run_truths(&g, vs, truths, ntr, nbar, csv);
+    fclose(csv);
+    return rc;
+  }
+  if (ntr == 1) truth = truths[0];
   figs_t f[8], fm[8]; /* fm: AllReduce, AllGather and ReduceScatter at no interference */
   clock_t t0 = clock();
   for (int i = 0; i < nv; i++) {
@@ -662,8 +745,9 @@ int main(int argc, char **argv) {
   double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
   printf(
       "tuner_quality: %d keys x %d searches in %.1f s, noise sigma %.3f with %.3f outliers at "
-      "1.5x, results reported %d calls late, per-key CSV in %s\n",
-      f[0].n, nv, secs, noise_sigma, noise_outliers, g.lag, csv_path);
+      "1.5x, results reported %d calls late, per-key CSV in %s, truth %s%.0llu\n",
+      f[0].n, nv, secs, noise_sigma, noise_outliers, g.lag, csv_path,
+      truth.heldout ? "heldout:" : "dev", (unsigned long long)truth.seed);
   if (g.comm)
     printf(
         "tuner_quality: each communicator's %d size bins (x%d) as one job, a new bin every %d stream "

@@ -1,7 +1,8 @@
 /* ncclsim-optimum: the fastest configuration of one collective call in sim/'s truth model, found
  * by exhaustive enumeration (sim_model_optimum), next to NCCL's default and its time. Benchmarks
  * score a tuner by how close it gets. The key choice: it reads the same NCCL_* environment a sim/
- * job reads, so its default is the default the job would run.
+ * job reads, so its default is the default the job would run, and the truth NCCLSIM_TRUTH selects
+ * (dev, or a held-out member heldout:SEED), so its optimum is the one that job is timed against.
  *
  * Usage: ncclsim-optimum [-t TOPO] [-c COLL] [-b BYTES] [-p PHI] [-v VERSION] [-j]
  * BYTES takes K/M/G suffixes (powers of 1024) and is NCCL's nBytes (the whole buffer for
@@ -14,6 +15,7 @@
 #include <strings.h>
 
 #include "sim_model.h"
+#include "sim_model_heldout.h"
 
 static int parse_size(const char *s, size_t *out_p) {
   char *end;
@@ -69,7 +71,8 @@ static void usage(FILE *f) {
       "  -b BYTES    NCCL's nBytes, with K/M/G suffixes (default 1G)\n"
       "  -p PHI      interference 0 <= phi < 1 (default 0)\n"
       "  -v VERSION  emulated NCCL version, e.g. 2.30 (default $NCCLSIM_VERSION or 2.28.9)\n"
-      "  -j          print JSON\n");
+      "  -j          print JSON\n"
+      "  NCCLSIM_TRUTH=dev|heldout:SEED selects the truth (default dev)\n");
 }
 
 int main(int argc, char **argv) {
@@ -136,6 +139,11 @@ int main(int argc, char **argv) {
   if (!m) return 1;
   sim_model_init(m, &topo, 0, 0);
   if (m->error[0]) fprintf(stderr, "ncclsim-optimum: %s\n", m->error);
+  sim_truth_sel_t truth = {0, 0};
+  char terr[200];
+  if (sim_truth_parse(getenv("NCCLSIM_TRUTH"), &truth, terr, sizeof terr) != 0)
+    fprintf(stderr, "ncclsim-optimum: %s; using dev\n", terr); /* truth stays dev */
+  sim_model_truth_set(m, truth.heldout, truth.seed);
   sim_optimum_t o;
   if (sim_model_optimum(m, coll, bytes, phi, &o)) {
     fprintf(
@@ -148,15 +156,17 @@ int main(int argc, char **argv) {
   if (json) {
     printf(
         "{\"coll\": \"%s\", \"bytes\": %zu, \"nranks\": %d, \"nnodes\": %d, \"phi\": %g, "
-        "\"version\": %d, ",
-        sim_model_coll_name(coll), bytes, m->topo.nranks, m->topo.nnodes, phi, version);
+        "\"version\": %d, \"truth\": \"%s\", \"truth_seed\": %llu, ",
+        sim_model_coll_name(coll), bytes, m->topo.nranks, m->topo.nnodes, phi, version,
+        truth.heldout ? "heldout" : "dev", (unsigned long long)truth.seed);
     print_cfg("best", &o.best, o.best_us, 1);
     printf(", ");
     print_cfg("default", &o.def, o.def_us, 1);
     printf(", \"speedup\": %.4f}\n", o.best_us > 0 ? o.def_us / o.best_us : 1.0);
   } else {
-    printf("%s of %zu bytes on %d ranks (%d nodes), phi=%g, NCCL %d\n", sim_model_coll_name(coll),
-           bytes, m->topo.nranks, m->topo.nnodes, phi, version);
+    printf("%s of %zu bytes on %d ranks (%d nodes), phi=%g, NCCL %d, truth %s:%llu\n",
+           sim_model_coll_name(coll), bytes, m->topo.nranks, m->topo.nnodes, phi, version,
+           truth.heldout ? "heldout" : "dev", (unsigned long long)truth.seed);
     print_cfg("best", &o.best, o.best_us, 0);
     print_cfg("default", &o.def, o.def_us, 0);
     printf("speedup  %.4f\n", o.best_us > 0 ? o.def_us / o.best_us : 1.0);

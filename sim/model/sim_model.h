@@ -68,7 +68,10 @@ typedef struct {
   double nvls_graph_bw_intra, nvls_graph_bw_inter;
   ah_tuner_constants_v5_t consts; /* NCCL's tables; a v5+ tuner may edit them at init */
   char error[512];                /* bad NCCL_* values found by sim_model_init ("" when none) */
-  double reserved[32];
+  uint64_t truth_seed;            /* the held-out member the truth runs (sim_model_truth_set) */
+  int truth_heldout;              /* 0: the development truth (sim_model_init's) */
+  int truth_pad;
+  double reserved[30];
 } sim_model_t;
 
 /* Parses a topology spec ("nodes=2,gpus=8,gpu=h100,nic=8x400", or "file:PATH") for a communicator
@@ -105,6 +108,22 @@ int sim_model_select(const sim_model_t *m, int coll, size_t nbytes,
  * without noise. Returns a negative value for a configuration that cannot run. */
 double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const sim_config_t *cfg,
                          double phi);
+
+/* Selects the truth the model runs: the development truth (heldout 0, what sim_model_init
+ * sets) or held-out member `seed` (sim/model/sim_model_heldout.h, NCCLSIM_TRUTH=heldout:SEED). */
+void sim_model_truth_set(sim_model_t *m, int heldout, uint64_t seed);
+
+/* The truth at call `call` of a job (the held-out family's links drift mid-job; the development
+ * truth is the same at every call). sim_model_time_us is this at the end of the job
+ * (call UINT64_MAX): what optima and scores are taken against. */
+double sim_model_time_at_us(const sim_model_t *m, int coll, size_t nbytes, const sim_config_t *cfg,
+                            double phi, uint64_t call);
+
+/* The truth's noise on call `call` of call stream `key`: sim_model_noise with state for the
+ * development truth, the held-out member's AR(1), call-site and outlier noise otherwise (a pure
+ * function of seed, key and call; state is then left alone). */
+double sim_model_truth_noise(const sim_model_t *m, double us, double sigma, double outlier_rate,
+                             uint64_t key, uint64_t call, uint64_t *state);
 
 /* Seeded noise: multiplies a time by LogNormal(0, sigma) with rare x1.5 outliers. state is a
  * caller-owned RNG state, so runs are reproducible. */

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "sim_model_heldout.h"
 #include "sim_model_internal.h"
 
 typedef struct {
@@ -139,20 +140,13 @@ static int clamp_threads(int nt, int a, int p) {
   return nt < lo ? lo : nt > hi ? hi : nt;
 }
 
-double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const sim_config_t *cfg,
-                         double phi) {
+/* The development truth's parts of one call that can run (supported, nbytes > 0, nranks > 1),
+ * phi in [0, 0.99], nc the channels it really runs. */
+static void dev_parts(const sim_model_t *m, int coll, size_t nbytes, const sim_config_t *cfg,
+                      double phi, int nc, sim_time_parts_t *pt) {
   const sim_topo_t *t = &m->topo;
   int a = cfg->algo, p = cfg->proto;
-  if (!sim_model_supported(m, coll, a, p)) return -1.0;
-  if (nbytes == 0) return 0.0;
-  if (t->nranks <= 1) return 2.0 + (double)nbytes / (1000.0 * 1500.0); /* a local copy in HBM */
-  if (!(phi >= 0)) phi = 0;
-  if (phi > 0.99) phi = 0.99;
   double S = (double)nbytes;
-  int nc = cfg->nchannels < 1                  ? 1
-           : cfg->nchannels > SIM_MAX_CHANNELS ? SIM_MAX_CHANNELS
-                                               : cfg->nchannels;
-  nc = sim_model_traffic_channels(coll, p, nbytes, nc);
   int nt = cfg->nthreads > 0 ? clamp_threads(cfg->nthreads, a, p) : m->nthreads[a][p];
   size_t C = cfg->chunk ? cfg->chunk : sim_model_default_chunk(m, coll, nbytes, a, p, nc);
   ah_tuner_constants_v5_t k0;
@@ -180,7 +174,6 @@ double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const si
     if (pp[j].tau > tau_max) tau_max = pp[j].tau;
   }
   double t_sm = tau_max * S / (1000.0 * nc * bcta);
-  double t_bw = fmax(t_link, t_sm);
 
   /* Pipeline: per-loop handshakes against fill. */
   double u, ks, d, fnet;
@@ -203,7 +196,53 @@ double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const si
   double slices = p == AH_PROTO_SIMPLE ? 2.0 : 8.0;
   double t_fill = (d - 1) * fmin(cc, S / (u * nc)) / slices * chan_s_per_byte / 1000.0;
   double t_adm = 0.08 * nc + phi * 15.0 * nc / (nc + 4.0);
-  return L + t_adm + t_bw + t_ovh + t_fill;
+  *pt = (sim_time_parts_t){L, t_adm, t_link, t_sm, t_ovh, t_fill, fnet};
+}
+
+void sim_model_truth_set(sim_model_t *m, int heldout, uint64_t seed) {
+  m->truth_heldout = heldout != 0;
+  m->truth_seed = heldout ? seed : 0;
+}
+
+double sim_model_time_at_us(const sim_model_t *m, int coll, size_t nbytes, const sim_config_t *cfg,
+                            double phi, uint64_t call) {
+  const sim_topo_t *t = &m->topo;
+  int p = cfg->proto;
+  if (!sim_model_supported(m, coll, cfg->algo, p)) return -1.0;
+  if (nbytes == 0) return 0.0;
+  if (t->nranks <= 1) return 2.0 + (double)nbytes / (1000.0 * 1500.0); /* a local copy in HBM */
+  if (!(phi >= 0)) phi = 0;
+  if (phi > 0.99) phi = 0.99;
+  int nc = cfg->nchannels < 1                  ? 1
+           : cfg->nchannels > SIM_MAX_CHANNELS ? SIM_MAX_CHANNELS
+                                               : cfg->nchannels;
+  nc = sim_model_traffic_channels(coll, p, nbytes, nc);
+  sim_time_parts_t pt;
+  if (!m->truth_heldout) {
+    dev_parts(m, coll, nbytes, cfg, phi, nc, &pt);
+    return pt.lat + pt.adm + fmax(pt.link, pt.sm) + pt.ovh + pt.fill;
+  }
+  /* A held-out member: the development parts on the links as they are at this call (the drift),
+   * perturbed by sim_model_heldout.c. */
+  sim_heldout_t h;
+  sim_heldout_draw(m->truth_seed, &h);
+  double nic, nvl;
+  sim_heldout_links(&h, call, &nic, &nvl);
+  if (nic != 1.0 || nvl != 1.0) {
+    static _Thread_local sim_model_t drifted; /* 2.4 KB: kept off the stack */
+    drifted = *m;
+    drifted.topo.nic_gbps *= nic;
+    drifted.topo.nvl_gbps *= nvl;
+    dev_parts(&drifted, coll, nbytes, cfg, phi, nc, &pt);
+  } else {
+    dev_parts(m, coll, nbytes, cfg, phi, nc, &pt);
+  }
+  return sim_heldout_time_us(&h, m, coll, nbytes, cfg, nc, &pt);
+}
+
+double sim_model_time_us(const sim_model_t *m, int coll, size_t nbytes, const sim_config_t *cfg,
+                         double phi) {
+  return sim_model_time_at_us(m, coll, nbytes, cfg, phi, UINT64_MAX);
 }
 
 /* splitmix64: small, seedable, and the same sequence on every platform. */
@@ -224,6 +263,14 @@ double sim_model_noise(double us, double sigma, double outlier_rate, uint64_t *s
   double f = sigma > 0 ? exp(sigma * z) : 1.0;
   if (u3 < outlier_rate) f *= 1.5;
   return us * f;
+}
+
+double sim_model_truth_noise(const sim_model_t *m, double us, double sigma, double outlier_rate,
+                             uint64_t key, uint64_t call, uint64_t *state) {
+  if (!m->truth_heldout) return sim_model_noise(us, sigma, outlier_rate, state);
+  sim_heldout_t h;
+  sim_heldout_draw(m->truth_seed, &h);
+  return sim_heldout_noise(&h, us, sigma, outlier_rate, key, call);
 }
 
 int sim_model_optimum(const sim_model_t *m, int coll, size_t nbytes, double phi,
