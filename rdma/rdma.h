@@ -39,6 +39,9 @@ int ah_shim_rdma_nics(int *gbps_p);
  * the shim's health thread, closes every sending end's window and sends the hub the new queue
  * pairs' identities and the windows' figures. */
 void ah_shim_link_set_gpu(int (*fn)(void));
+/* The same for the failover layer (rdma_ha_qp.c): its lines about a queue pair name the rank of
+ * the device the queue pair was created on (ah_log_dev). */
+void ah_shim_ha_set_gpu(int (*fn)(void));
 void ah_shim_link_tick(void);
 
 #endif
