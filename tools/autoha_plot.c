@@ -105,8 +105,9 @@ static void python_path(char *out, size_t len) {
   for (int i = 0; i < 2; i++) {
     char probe[sizeof cand[0] + 32];
     if (snprintf(probe, sizeof probe, "%s/autoha/plots.py", cand[i]) >= (int)sizeof probe) continue;
-    if ((i == 0 && n <= 0) || access(probe, R_OK) != 0) continue;
-    int w = snprintf(out + o, len - o, "%s%s", o ? ":" : "", cand[i]);
+    char real[PATH_MAX];
+    if ((i == 0 && n <= 0) || access(probe, R_OK) != 0 || !realpath(cand[i], real)) continue;
+    int w = snprintf(out + o, len - o, "%s%s", o ? ":" : "", real);
     if (w > 0 && (size_t)w < len - o) o += (size_t)w;
   }
   const char *old = getenv("PYTHONPATH");

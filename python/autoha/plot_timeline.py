@@ -1,11 +1,10 @@
 """The second picture: the tuning timeline, one panel per key of each communicator (from the report
-of its lowest rank, the leader that searched), over the key's call indices, with the search phase
+of its lowest rank, the leader that searched, or of the rank asked for), over the key's call indices, with the search phase
 zoomed; above them, the job's wall clock with the findings (`health`) and failovers (`ha.events`).
 
 Note that a report holds each probe's samples and time, not when each sample ran (the search
 interleaves them), so the probes are drawn one after another in the order the search planned them,
-each as wide as its samples, across the calls the search spent, as tools/autoha_plot_timeline.c
-does. Keys' calls carry no timestamps, so only findings, failovers and the report's writing have a
+each as wide as its samples, across the calls the search spent. Keys' calls carry no timestamps, so only findings, failovers and the report's writing have a
 place on the wall clock.
 """
 import math
