@@ -192,13 +192,48 @@ void ah_log_set_proc_rank(int rank, int nranks) {
   pthread_mutex_unlock(&proc_lock);
 }
 
+/* Each local rank's device and its rank in the largest communicator the device has a rank in. */
+#define DEV_MAX 64
+static struct { int dev, rank, nranks; } dev_ranks[DEV_MAX];
+static int dev_n;
+
+void ah_log_set_dev_rank(int dev, int rank, int nranks) {
+  if (dev < 0 || rank < 0) return;
+  pthread_mutex_lock(&proc_lock);
+  int i = 0;
+  while (i < dev_n && dev_ranks[i].dev != dev) i++;
+  if (i == dev_n && dev_n < DEV_MAX) dev_ranks[dev_n++].nranks = -1;
+  if (i < dev_n && nranks >= dev_ranks[i].nranks) {
+    dev_ranks[i].dev = dev;
+    dev_ranks[i].rank = rank;
+    dev_ranks[i].nranks = nranks;
+  }
+  pthread_mutex_unlock(&proc_lock);
+}
+
+/* Writes the rank of device dev into out; 0 when no rank of this process has said it runs there. */
+static int dev_text(int dev, char out[AH_LOG_PROC_TEXT]) {
+  int found = 0;
+  if (dev < 0) return 0;
+  pthread_mutex_lock(&proc_lock);
+  for (int i = 0; i < dev_n && !found; i++)
+    if (dev_ranks[i].dev == dev) {
+      snprintf(out, AH_LOG_PROC_TEXT, "%d", dev_ranks[i].rank);
+      found = 1;
+    }
+  pthread_mutex_unlock(&proc_lock);
+  return found;
+}
+
 static void proc_text_copy(char out[AH_LOG_PROC_TEXT]) {
   pthread_mutex_lock(&proc_lock);
   memcpy(out, proc_text, AH_LOG_PROC_TEXT);
   pthread_mutex_unlock(&proc_lock);
 }
 
-__attribute__((format(printf, 4, 0))) static void log_v(int subsys, int level, int proc,
+/* proc: the line is the process's (its ranks in the prefix); dev >= 0: it concerns the rank of
+ * that device, whichever thread writes it. */
+__attribute__((format(printf, 5, 0))) static void log_v(int subsys, int level, int proc, int dev,
                                                         const char *fmt, va_list ap) {
   if ((unsigned)subsys >= AH_SUB_COUNT) subsys = AH_SUB_INIT;
   ah_log_nccl_fn nccl = atomic_load_explicit(&log_nccl, memory_order_acquire);
@@ -211,7 +246,9 @@ __attribute__((format(printf, 4, 0))) static void log_v(int subsys, int level, i
   int saved = errno;
   pthread_once(&host_once, host_fill);
   char rank[AH_LOG_PROC_TEXT] = "-", line[1280];
-  if (log_rank >= 0 && !proc) snprintf(rank, sizeof rank, "%d", log_rank);
+  if (dev_text(dev, rank))
+    ; /* the rank of the device the line concerns */
+  else if (log_rank >= 0 && !proc) snprintf(rank, sizeof rank, "%d", log_rank);
   else proc_text_copy(rank);
   int n = 0;
   if (atomic_load_explicit(&log_time, memory_order_relaxed)) {
@@ -249,14 +286,21 @@ __attribute__((format(printf, 4, 0))) static void log_v(int subsys, int level, i
 void ah_log_at(int subsys, int level, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  log_v(subsys, level, 0, fmt, ap);
+  log_v(subsys, level, 0, -1, fmt, ap);
   va_end(ap);
 }
 
 void ah_log_proc_at(int subsys, int level, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  log_v(subsys, level, 1, fmt, ap);
+  log_v(subsys, level, 1, -1, fmt, ap);
+  va_end(ap);
+}
+
+void ah_log_dev_at(int subsys, int level, int dev, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_v(subsys, level, 0, dev, fmt, ap);
   va_end(ap);
 }
 

@@ -56,6 +56,10 @@ void ah_log_set_rank_of(int rank, int nranks);
  * process's ranks in its largest communicator — a larger one replaces the set, an equal one adds to
  * it, a smaller one (a split) is ignored, as for ah_log_set_rank_of. */
 void ah_log_set_proc_rank(int rank, int nranks);
+/* Records that this process's rank `rank` of a communicator of `nranks` runs on CUDA device `dev`
+ * (from the thread that creates its context, with the device current): lines about that device's
+ * work (ah_log_dev) name this rank, the one in the largest communicator the device is in. */
+void ah_log_set_dev_rank(int dev, int rank, int nranks);
 /* Writes the ranks of `ranks` (n of them, any order, duplicates allowed) as ascending ranges,
  * "0-3" or "0,2,5-7"; when that does not fit in len, "<n> ranks". "-" for none. Returns buf. */
 char *ah_log_ranks_format(const int *ranks, int n, char *buf, size_t len);
@@ -96,6 +100,14 @@ void ah_log_proc_at(int subsys, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define ah_log_proc(level, ...) ah_log_proc_at(AH_LOG_SUBSYS, (level), __VA_ARGS__)
 
+/* A line about the work of the rank on CUDA device `dev` (a queue pair NCCL created for it),
+ * written by whichever thread (the failover's own): its prefix names that rank once the device's
+ * rank is known (ah_log_set_dev_rank), else the calling thread's or the process's ranks, as
+ * ah_log's. */
+void ah_log_dev_at(int subsys, int level, int dev, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define ah_log_dev(dev, level, ...) ah_log_dev_at(AH_LOG_SUBSYS, (level), (dev), __VA_ARGS__)
+
 /* Logs at most `cap` times per call site; the last permitted line says further ones are
  * suppressed. Usage: AH_LOG_CAPPED(3, AH_LOG_WARN, "...", ...). */
 #define AH_LOG_CAPPED(cap, level, ...)                                                             \
@@ -104,6 +116,16 @@ void ah_log_proc_at(int subsys, int level, const char *fmt, ...)
     int ah_n_ = ah_log_count_++;                                                                   \
     if (ah_n_ < (cap)) ah_log((level), __VA_ARGS__);                                               \
     if (ah_n_ == (cap)-1) ah_log((level), "(further messages like the last are suppressed)");      \
+  } while (0)
+
+/* The same for lines about a device's work (ah_log_dev). */
+#define AH_LOG_DEV_CAPPED(cap, dev, level, ...)                                                    \
+  do {                                                                                             \
+    static _Atomic int ah_log_count_;                                                              \
+    int ah_n_ = ah_log_count_++;                                                                   \
+    if (ah_n_ < (cap)) ah_log_dev((dev), (level), __VA_ARGS__);                                    \
+    if (ah_n_ == (cap)-1)                                                                          \
+      ah_log_dev((dev), (level), "(further messages like the last are suppressed)");               \
   } while (0)
 
 #endif

@@ -1,5 +1,6 @@
 # What `cmake --install build --prefix P` puts where (GNUInstallDirs), in two components:
-#   autoha  P/lib/libautoha.so (the library users preload) and P/bin/autoha (the command line);
+#   autoha  P/lib/libautoha.so (the library users preload), P/bin/autoha (the command line) and
+#           P/share/autoha/python/autoha (the Python package `autoha plot` runs);
 #           with AUTOHA_BUNDLE_JANSSON also P/lib/libjansson.so.4 and its copyright (below)
 #   sim     sim/'s CPU stand-ins, for trying autoha on a machine without GPUs: libncclsim.so under
 #           each name it answers to, the verbs provider (libibverbs.so.1, libmlx5.so.1) and the
@@ -14,6 +15,12 @@ set(AUTOHA_SIM_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/autoha-sim)
 
 install(TARGETS autoha LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT autoha)
 install(TARGETS autoha_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT autoha)
+# The Python package, for `autoha plot` (python3 -m autoha plot draws with matplotlib): in
+# share/autoha/python, where the program looks. A wheel (SKBUILD) is that package already.
+if(NOT SKBUILD)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/autoha DESTINATION ${CMAKE_INSTALL_DATADIR}/autoha/python
+          COMPONENT autoha PATTERN __pycache__ EXCLUDE)
+endif()
 
 # jansson beside libautoha.so, with its copyright, only with AUTOHA_BUNDLE_JANSSON (the wheel's,
 # pyproject.toml): a pip install has no package manager to bring libjansson4, and

@@ -28,7 +28,7 @@ static int hca_lists(const char *list, const char *dev, int exact) {
   return 0;
 }
 
-static int hca_selects(const char *hca, const char *dev) {
+int ah_ha_nic_selected(const char *hca, const char *dev) {
   if (!hca || !*hca) return 1;
   if (hca[0] == '^') return !hca_lists(hca + 1, dev, hca[1] == '=');
   if (hca[0] == '=') return hca_lists(hca + 1, dev, 1);
@@ -46,7 +46,7 @@ int ah_ha_nic_backup(const char *const *names, const ah_ha_pci_t *where, int n, 
     if (!names[i]) continue;
     int is_me = strcmp(names[i], primary) == 0;
     if (is_me) self = i;
-    if (!hca_selects(hca, names[i])) continue;
+    if (!ah_ha_nic_selected(hca, names[i])) continue;
     if (is_me) me = nc;
     cand[nc++] = i;
   }

@@ -12,6 +12,11 @@
 
 #include "ah_ha_pci.h"
 
+/* 1 when NCCL_IB_HCA's value `hca` (NULL or "": every device) lets NCCL use device `dev`: a list
+ * of names, matched as NCCL does (a prefix, or exactly after a leading '='; a ':PORT' suffix is
+ * ignored), or after a leading '^' the devices not listed. Else 0. */
+int ah_ha_nic_selected(const char *hca, const char *dev);
+
 /* The index in names[0..n) of the NIC that backs `primary`, or -1 when none can (never primary
  * itself). The candidates are the devices NCCL_IB_HCA selects (hca: its value, NULL or "" for
  * all): a list of names (NCCL's prefix match, or exact after a leading '='; a ':PORT' suffix is

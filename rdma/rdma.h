@@ -27,12 +27,21 @@ void ah_shim_ha_set_coord(struct ah_coord *c);
  * (the first AH_REPORT_HA_MAX with time, device, stall and work requests replayed) and totals. */
 void ah_shim_ha_report(ah_report_ha_t *h);
 
+/* The RDMA NICs NCCL may use on this host (rdma_nics.c): the devices of NCCL's libibverbs that
+ * NCCL_IB_HCA selects with an active port. Returns how many (0: none, or no libibverbs to ask) and
+ * sets *gbps_p to the line rate in Gb/s of the first one's first active port (0: unknown).
+ * Note that the devices are read once per process, at the first call, and never again. */
+int ah_shim_rdma_nics(int *gbps_p);
+
 /* Per-connection timing (rdma_link_*.c, docs/diagnosis.md "Slow links"): fn returns the GPU
  * current on the calling thread (-1: unknown), asked when NCCL creates a queue pair (on its proxy
  * thread, which runs on its rank's device); the shim sets it at init. The tick, once a second on
  * the shim's health thread, closes every sending end's window and sends the hub the new queue
  * pairs' identities and the windows' figures. */
 void ah_shim_link_set_gpu(int (*fn)(void));
+/* The same for the failover layer (rdma_ha_qp.c): its lines about a queue pair name the rank of
+ * the device the queue pair was created on (ah_log_dev). */
+void ah_shim_ha_set_gpu(int (*fn)(void));
 void ah_shim_link_tick(void);
 
 #endif

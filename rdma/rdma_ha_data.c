@@ -484,8 +484,9 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
              fails_over(m, wc->status)) {
     /* a path error with a standby ready, or on its way: absorbed, the background thread takes over */
     if (st == HA_SHADOW)
-      ah_log(AH_LOG_WARN, "HA: QP %u: its shadow failed too (%s, shadow QP %u); failing over again",
-             m->qpn, status_name(wc->status), m->sh_qpn);
+      ah_log_dev(m->gpu, AH_LOG_WARN,
+                 "HA: QP %u: its shadow failed too (%s, shadow QP %u); failing over again", m->qpn,
+                 status_name(wc->status), m->sh_qpn);
     ah_shim_ha_failover_start(m, status_name(wc->status));
     if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR || wc->status == IBV_WC_REM_ACCESS_ERR)
       m->fo_status = (int)wc->status;
@@ -496,14 +497,16 @@ static int wc_slow(ha_qp_t *m, struct ibv_wc *wc, int nic) {
     if (st != HA_BROKEN) {
       atomic_store(&m->state, HA_BROKEN);
       if (m->sh && m->sh_status == (int)wc->status)
-        ah_log(AH_LOG_WARN,
-               "HA: QP %u: %s again on the shadow its failover for it moved the traffic to (shadow "
-               "QP %u): not the path's; NCCL gets the error",
-               m->qpn, status_name(wc->status), m->sh_qpn);
+        ah_log_dev(
+            m->gpu, AH_LOG_WARN,
+            "HA: QP %u: %s again on the shadow its failover for it moved the traffic to (shadow "
+            "QP %u): not the path's; NCCL gets the error",
+            m->qpn, status_name(wc->status), m->sh_qpn);
       else if (m->sh)
-        ah_log(AH_LOG_WARN,
-               "HA: QP %u: its shadow failed too (%s) and no other is ready; NCCL gets the error",
-               m->qpn, status_name(wc->status));
+        ah_log_dev(
+            m->gpu, AH_LOG_WARN,
+            "HA: QP %u: its shadow failed too (%s) and no other is ready; NCCL gets the error",
+            m->qpn, status_name(wc->status));
     }
     wc->qp_num = m->qpn;
     deliver = 1;

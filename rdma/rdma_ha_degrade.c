@@ -55,8 +55,8 @@ static void sample(ha_qp_t *m, double now) {
   /* what one sample with one work request outstanding adds: the estimate's grain */
   d->res = (now - d->t0) / d->n / (double)(k ? k : 1);
   d->lat_t = now;
-  ah_log(
-      AH_LOG_DEBUG,
+  ah_log_dev(
+      m->gpu, AH_LOG_DEBUG,
       "HA: QP %u: %.3f ms per signalled work request over %.2f s (%.1f outstanding, %llu completed; "
       "flow %d, spine %d)",
       m->qpn, d->lat * 1e3, now - d->t0, d->occ / d->n, (unsigned long long)k, m->flow,
@@ -222,15 +222,15 @@ void ah_shim_ha_degrade_check(void) {
     if (d->lat_t == d->judged_t) continue; /* one verdict per window */
     d->judged_t = d->lat_t;
     if (d->lat < 0 || med < 0) continue; /* no estimate, or nothing to compare with */
-    ah_log(AH_LOG_DEBUG,
-           "HA: QP %u: %.3f ms against a median of %.3f ms (%d samples of other processes)",
-           f[i]->qpn, d->lat * 1e3, med * 1e3, njob);
+    ah_log_dev(f[i]->gpu, AH_LOG_DEBUG,
+               "HA: QP %u: %.3f ms against a median of %.3f ms (%d samples of other processes)",
+               f[i]->qpn, d->lat * 1e3, med * 1e3, njob);
     if (d->lat >= env->ha_degrade * med && d->lat - med >= DG_FLOOR_S &&
         d->lat - med >= 2 * d->res) {
       if (++d->slow >= DG_WINDOWS && !d->reported) {
         d->reported = 1;
-        AH_LOG_CAPPED(
-            16, AH_LOG_WARN,
+        AH_LOG_DEV_CAPPED(
+            16, f[i]->gpu, AH_LOG_WARN,
             "HA: QP %u: its work requests wait %.1f ms for their completions, against "
             "%.1f ms for its peers (its NIC's other queue pairs, the job's other processes), for %d windows "
             "of %.1f s: its path looks degraded; re-planning around the links it crosses",

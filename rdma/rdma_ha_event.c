@@ -29,8 +29,8 @@ int ah_shim_ha_event_absorbed(struct ibv_context *ctx, const struct ibv_async_ev
       int own = m->qp != qp || st == HA_FAILING || st == HA_SHADOW;
       if (own) {
         atomic_fetch_add(&st_events, 1);
-        AH_LOG_CAPPED(4, AH_LOG_INFO, "HA: async event %d of %s QP %u absorbed",
-                      (int)ev->event_type, m->qp != qp ? "a shadow of" : "failed-over", m->qpn);
+        AH_LOG_DEV_CAPPED(4, m->gpu, AH_LOG_INFO, "HA: async event %d of %s QP %u absorbed",
+                          (int)ev->event_type, m->qp != qp ? "a shadow of" : "failed-over", m->qpn);
       }
       return own;
     }

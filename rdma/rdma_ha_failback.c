@@ -85,8 +85,8 @@ static void failback_follow(ha_qp_t *m, double now) {
   /* the peer gave up a generation newer than the one dead here: it is ahead (its path came back) */
   if (ah_shim_ha_dir_get(key, &gave_up, sizeof gave_up, HA_LOOK) == (int)sizeof gave_up &&
       gave_up > m->sb.gen && ah_shim_ha_peer_ahead(m, gave_up + 1))
-    AH_LOG_CAPPED(
-        16, AH_LOG_INFO,
+    AH_LOG_DEV_CAPPED(
+        16, m->gpu, AH_LOG_INFO,
         "HA: QP %u: the peer rebuilt its standby at once (its path came back); so does this end",
         m->qpn);
 }
@@ -111,17 +111,17 @@ void ah_shim_ha_failback_step(ha_qp_t *m) {
   pthread_mutex_lock(&m->mu);
   if (atomic_load(&m->state) != HA_BROKEN && failback_due(m, now)) {
     /* its port is up again: the recovered path is the next standby's now, not at the backoff's */
-    AH_LOG_CAPPED(16, AH_LOG_INFO,
-                  "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn,
-                  m->sb.port);
+    AH_LOG_DEV_CAPPED(16, m->gpu, AH_LOG_INFO,
+                      "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn,
+                      m->sb.port);
     failback_kick(m, now);
   } else if (move_back_due(m, now)) {
     /* a planned failover: the carrier is taken to ERR, as by the soft timeout, and the drain,
      * count exchange and replay run as after a fault (exactly once, in order) */
-    AH_LOG_CAPPED(16, AH_LOG_WARN,
-                  "HA: QP %u: its original path (port %d) has had a ready standby for %.0f s: "
-                  "moving its traffic back (AUTOHA_HA_FAILBACK)",
-                  m->qpn, m->sb.port, now - m->sb.ready_t);
+    AH_LOG_DEV_CAPPED(16, m->gpu, AH_LOG_WARN,
+                      "HA: QP %u: its original path (port %d) has had a ready standby for %.0f s: "
+                      "moving its traffic back (AUTOHA_HA_FAILBACK)",
+                      m->qpn, m->sb.port, now - m->sb.ready_t);
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_ERR;

@@ -25,7 +25,8 @@ static enum ibv_wc_opcode ha_wc_opcode(int wr_opcode) {
 static void give_error(ha_qp_t *m, const char *why) {
   atomic_store(&m->state, HA_BROKEN);
   m->fo_step = FO_NONE;
-  ah_log(AH_LOG_WARN, "HA: QP %u cannot fail over (%s); NCCL gets the error", m->qpn, why);
+  ah_log_dev(m->gpu, AH_LOG_WARN, "HA: QP %u cannot fail over (%s); NCCL gets the error", m->qpn,
+             why);
   struct ibv_wc wc;
   memset(&wc, 0, sizeof wc);
   wc.qp_num = m->qpn;
@@ -93,10 +94,11 @@ static void ring_again(ha_qp_t *m, double t, int found) {
     m->fo_ring = t + HA_RING_MAX_S;
     return;
   }
-  ah_log(AH_LOG_DEBUG,
-         "HA: QP %u: no failover record of its peer (QP %u) %.1f ms after the error; ringing its "
-         "doorbell again",
-         m->qpn, m->rtr.dest_qp_num, (t - m->t_fail) * 1e3);
+  ah_log_dev(
+      m->gpu, AH_LOG_DEBUG,
+      "HA: QP %u: no failover record of its peer (QP %u) %.1f ms after the error; ringing its "
+      "doorbell again",
+      m->qpn, m->rtr.dest_qp_num, (t - m->t_fail) * 1e3);
   ring_peer(m, t);
 }
 
@@ -190,14 +192,14 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   char where[96];
   if (sh_nic) snprintf(where, sizeof where, "%s port %d", sh_nic, m->sh_port);
   else snprintf(where, sizeof where, "port %d", m->sh_port);
-  ah_log(AH_LOG_WARN,
-         "HA: QP %u (%s port %d) failed over to its shadow QP %u (%s) in %.1f ms: %lu work "
-         "requests replayed, %lu completions the peer had confirmed handed to NCCL%s",
-         m->qpn, m->qp->context->device->name, from_port, m->sh_qpn, where, stall_ms, nreplay,
-         nsynth,
-         m->fo_planned  ? " (failback: its original path is back, AUTOHA_HA_FAILBACK)"
-         : m->nfail > 1 ? " (again: its previous shadow had failed)"
-                        : "");
+  ah_log_dev(m->gpu, AH_LOG_WARN,
+             "HA: QP %u (%s port %d) failed over to its shadow QP %u (%s) in %.1f ms: %lu work "
+             "requests replayed, %lu completions the peer had confirmed handed to NCCL%s",
+             m->qpn, m->qp->context->device->name, from_port, m->sh_qpn, where, stall_ms, nreplay,
+             nsynth,
+             m->fo_planned  ? " (failback: its original path is back, AUTOHA_HA_FAILBACK)"
+             : m->nfail > 1 ? " (again: its previous shadow had failed)"
+                            : "");
   m->fo_planned = 0;
   pthread_mutex_lock(&ah_shim_ha_events_mu);
   if (ah_shim_ha_nevents < AH_REPORT_HA_MAX) {
@@ -291,9 +293,9 @@ int ah_shim_ha_failover_step(ha_qp_t *m) {
      * publishes nothing (ring_again) */
     m->fo_ring_gap = HA_RING_S;
     ring_peer(m, t);
-    ah_log(AH_LOG_DEBUG,
-           "HA: QP %u: drained %.1f ms after the error, %lu messages taken; doorbell rung", m->qpn,
-           (ha_now_s() - m->t_fail) * 1e3, (unsigned long)m->fo_done);
+    ah_log_dev(m->gpu, AH_LOG_DEBUG,
+               "HA: QP %u: drained %.1f ms after the error, %lu messages taken; doorbell rung",
+               m->qpn, (ha_now_s() - m->t_fail) * 1e3, (unsigned long)m->fo_done);
     m->fo_step = FO_WAIT;
     return 1;
   }
@@ -321,8 +323,8 @@ int ah_shim_ha_failover_step(ha_qp_t *m) {
         pthread_mutex_unlock(&m->mu);
         return 1;
       }
-      ah_log(
-          AH_LOG_DEBUG,
+      ah_log_dev(
+          m->gpu, AH_LOG_DEBUG,
           "HA: QP %u: standby generation %u ready %.1f ms after the error; waiting for the peer's count",
           m->qpn, rec.gen, (ha_now_s() - m->t_fail) * 1e3);
       m->fo_step = FO_EXCHANGE;
@@ -471,8 +473,8 @@ void ah_shim_ha_notice_check(void) {
         struct ibv_qp_attr a;
         memset(&a, 0, sizeof a);
         a.qp_state = IBV_QPS_ERR;
-        ah_log(
-            AH_LOG_INFO,
+        ah_log_dev(
+            m->gpu, AH_LOG_INFO,
             "HA: QP %u: its peer failed over; moving the queue pair carrying it to the error state",
             m->qpn);
         m->hc->real.modify_qp(ha_carrier(m), &a, IBV_QP_STATE);
@@ -481,8 +483,8 @@ void ah_shim_ha_notice_check(void) {
         if ((st == HA_PEACE || st == HA_SHADOW) && ah_shim_ha_can_hold(m)) {
           ah_shim_ha_failover_start(m, "its peer failed over");
         } else {
-          ah_log(
-              AH_LOG_INFO,
+          ah_log_dev(
+              m->gpu, AH_LOG_INFO,
               "HA: QP %u: cannot follow its peer's failover (state %d, shadow %d, unprotected %d)",
               m->qpn, st, atomic_load(&m->sb.state), m->unprotected);
         }

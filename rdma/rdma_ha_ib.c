@@ -54,11 +54,12 @@ int ah_shim_ha_ib_rtr(ha_qp_t *m, struct ibv_qp *qp) {
 
 int ah_shim_ha_ib_policy_ok(const ha_qp_t *m) {
   if (!ha_by_lid(m) || ah_env_settings()->ha != AH_HA_POLICY_PATH) return 1;
-  AH_LOG_CAPPED(1, AH_LOG_INFO,
-                "HA: QP %u is addressed by LID (InfiniBand, no GRH): AUTOHA_HA=path moves a RoCE "
-                "queue pair's UDP source port, which it has not, so it runs without a shadow "
-                "(AUTOHA_HA=port or nic give InfiniBand queue pairs shadows)",
-                m->qpn);
+  AH_LOG_DEV_CAPPED(
+      1, m->gpu, AH_LOG_INFO,
+      "HA: QP %u is addressed by LID (InfiniBand, no GRH): AUTOHA_HA=path moves a RoCE "
+      "queue pair's UDP source port, which it has not, so it runs without a shadow "
+      "(AUTOHA_HA=port or nic give InfiniBand queue pairs shadows)",
+      m->qpn);
   return 0;
 }
 

@@ -116,6 +116,7 @@ typedef struct ha_qp {
   ah_ha_slog_t slog;
   ah_ha_rlog_t rlog;
   int unprotected; /* a WR the log cannot replay (several SGEs, atomics): no failover */
+  int gpu; /* the device current when NCCL created it (its rank's; -1: unknown), for ha_log */
   /* what NCCL set up, for the shadow */
   struct ibv_pd *pd;
   struct ibv_cq *send_cq, *recv_cq;

@@ -448,8 +448,9 @@ static int xlate_lkey(ha_qp_t *m, uint32_t lkey, uint32_t *out_p) {
   int rc = ah_ha_keys_get(lkeys, &m->nq->local, lkey, out_p);
   pthread_mutex_unlock(&nic_mu);
   if (rc != 0)
-    AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: local key 0x%x has no mirror on the backup NIC %s",
-                  m->qpn, lkey, m->nq->nic->name);
+    AH_LOG_DEV_CAPPED(3, m->gpu, AH_LOG_WARN,
+                      "HA: QP %u: local key 0x%x has no mirror on the backup NIC %s", m->qpn, lkey,
+                      m->nq->nic->name);
   return rc;
 }
 
@@ -464,8 +465,8 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
     ah_shim_ha_dir_key(key, m->rtr.ah_attr.grh.dgid.raw, m->rtr.dest_qp_num, m->qpn, KIND_NICX);
     if (ah_shim_ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val ||
         val[0] != NICX_MAGIC) {
-      AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: the peer published no key space for its nic shadow",
-                    m->qpn);
+      AH_LOG_DEV_CAPPED(3, m->gpu, AH_LOG_WARN,
+                        "HA: QP %u: the peer published no key space for its nic shadow", m->qpn);
       return -1;
     }
     pthread_mutex_lock(&nic_mu);
@@ -481,8 +482,9 @@ static int xlate_rkey(ha_qp_t *m, uint32_t rkey, uint32_t *out_p) {
   ah_shim_ha_dir_key(key, nq->peer.b, rkey, 0, KIND_RKEY);
   if (ah_shim_ha_dir_get(key, val, sizeof val, DIR_WAIT_S) != (int)sizeof val ||
       val[0] != RKEY_MAGIC) {
-    AH_LOG_CAPPED(3, AH_LOG_WARN, "HA: QP %u: the peer published no mirror of its remote key 0x%x",
-                  m->qpn, rkey);
+    AH_LOG_DEV_CAPPED(3, m->gpu, AH_LOG_WARN,
+                      "HA: QP %u: the peer published no mirror of its remote key 0x%x", m->qpn,
+                      rkey);
     return -1;
   }
   pthread_mutex_lock(&nic_mu);

@@ -34,6 +34,9 @@ int ah_shim_ha_on(void) {
 
 int ah_shim_ha_nic_on(void) { return ah_env_settings()->ha == AH_HA_POLICY_NIC && ah_shim_ha_on(); }
 
+static _Atomic(int (*)(void)) gpu_fn; /* the shim's: the device current on the calling thread */
+void ah_shim_ha_set_gpu(int (*fn)(void)) { atomic_store(&gpu_fn, fn); }
+
 void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init,
                         const ah_shim_ha_verbs_t *real) {
   if (!qp || !init || qp->qp_type != IBV_QPT_RC || init->srq || !real->create_qp ||
@@ -63,6 +66,8 @@ void ah_shim_ha_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init,
   m->cap = init->cap;
   m->port = 1;
   m->flow = -2;
+  int (*g)(void) = atomic_load(&gpu_fn);
+  m->gpu = g ? g() : -1; /* NCCL creates it on a thread of its rank's device */
   pthread_mutex_init(&m->mu, NULL);
   pthread_mutex_lock(&ah_shim_ha_mu);
   ha_ctx_t *hc = ah_shim_ha_ctx_get(qp->context, real);
@@ -121,8 +126,9 @@ void ah_shim_ha_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int 
         atomic_store(&m->sb.state, SH_WANTED);
         pthread_cond_signal(&ah_shim_ha_cv);
       } else if (!m->have_sgid) {
-        AH_LOG_CAPPED(1, AH_LOG_INFO, "HA: QP %u: its port has no %s: it runs without a shadow",
-                      m->qpn, ha_by_lid(m) ? "LID (or NCCL gave no dlid)" : "GID at NCCL's index");
+        AH_LOG_DEV_CAPPED(1, m->gpu, AH_LOG_INFO,
+                          "HA: QP %u: its port has no %s: it runs without a shadow", m->qpn,
+                          ha_by_lid(m) ? "LID (or NCCL gave no dlid)" : "GID at NCCL's index");
       }
     }
   }
@@ -159,12 +165,12 @@ int ah_shim_ha_rts_attr(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int m
   *out_p = *attr;
   out_p->timeout = (uint8_t)new_to;
   out_p->retry_cnt = (uint8_t)new_rc;
-  AH_LOG_CAPPED(1, AH_LOG_INFO,
-                "HA: QP %u: RC timeout %d -> %d, retry count %d -> %d: a path failure reaches the "
-                "failover after %.2f s instead of %.1f s (AUTOHA_HA_IB_TIMEOUT, "
-                "AUTOHA_HA_IB_RETRY_CNT; logged once)",
-                m->qpn, to, new_to, rc, new_rc, retry_window_s(new_to, new_rc),
-                retry_window_s(to, rc));
+  AH_LOG_DEV_CAPPED(
+      1, m->gpu, AH_LOG_INFO,
+      "HA: QP %u: RC timeout %d -> %d, retry count %d -> %d: a path failure reaches the "
+      "failover after %.2f s instead of %.1f s (AUTOHA_HA_IB_TIMEOUT, "
+      "AUTOHA_HA_IB_RETRY_CNT; logged once)",
+      m->qpn, to, new_to, rc, new_rc, retry_window_s(new_to, new_rc), retry_window_s(to, rc));
   return 1;
 }
 

@@ -243,11 +243,12 @@ void ah_shim_ha_rebal_check(void) {
     } else if (err !=
                EAGAIN) { /* EAGAIN: it failed over meanwhile; the next look moves its shadow */
       nfail++;
-      AH_LOG_CAPPED(2, AH_LOG_WARN,
-                    "HA: rebalance: cannot move the %s of QP %u to port %u (%s); it keeps its "
-                    "own",
-                    peace ? "queue pair" : "shadow", m->qpn, to,
-                    err == ENOSYS ? "libmlx5 has no mlx5dv_modify_qp_udp_sport" : strerror(err));
+      AH_LOG_DEV_CAPPED(
+          2, m->gpu, AH_LOG_WARN,
+          "HA: rebalance: cannot move the %s of QP %u to port %u (%s); it keeps its "
+          "own",
+          peace ? "queue pair" : "shadow", m->qpn, to,
+          err == ENOSYS ? "libmlx5 has no mlx5dv_modify_qp_udp_sport" : strerror(err));
     }
   }
   pthread_mutex_lock(&ah_shim_ha_mu);

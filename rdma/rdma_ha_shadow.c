@@ -79,11 +79,11 @@ static int shadow_create(ha_qp_t *m) {
                  "pairs run without shadows; AUTOHA_HA=nic puts them on another NIC of the host",
                  m->qp->context->device->name);
       } else
-        AH_LOG_CAPPED(1, AH_LOG_WARN,
-                      "HA: AUTOHA_HA=port but %s has no port %d (or no %s on it): QPs "
-                      "on it run without a shadow",
-                      m->qp->context->device->name, port,
-                      ha_by_lid(m) ? "LID" : "GID at NCCL's index");
+        AH_LOG_DEV_CAPPED(1, m->gpu, AH_LOG_WARN,
+                          "HA: AUTOHA_HA=port but %s has no port %d (or no %s on it): QPs "
+                          "on it run without a shadow",
+                          m->qp->context->device->name, port,
+                          ha_by_lid(m) ? "LID" : "GID at NCCL's index");
       return -2;
     }
   }
@@ -96,8 +96,8 @@ static int shadow_create(ha_qp_t *m) {
   ia.qp_context = NULL; /* never NCCL's: its async events must not look like NCCL's QP's */
   struct ibv_qp *sh = hc->real.create_qp(pd, &ia);
   if (!sh) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot create a shadow for QP %u: %s", m->qpn,
-                  strerror(errno));
+    AH_LOG_DEV_CAPPED(2, m->gpu, AH_LOG_WARN, "HA: cannot create a shadow for QP %u: %s", m->qpn,
+                      strerror(errno));
     return -1;
   }
   pthread_mutex_lock(&ah_shim_ha_mu);
@@ -107,7 +107,8 @@ static int shadow_create(ha_qp_t *m) {
                                 : ah_shim_ha_table_set(hc, sh->qp_num, m);
   pthread_mutex_unlock(&ah_shim_ha_mu);
   if (listed != 0) {
-    AH_LOG_CAPPED(1, AH_LOG_WARN, "HA: too many shadows; QP %u runs without one", m->qpn);
+    AH_LOG_DEV_CAPPED(1, m->gpu, AH_LOG_WARN, "HA: too many shadows; QP %u runs without one",
+                      m->qpn);
     return -2;
   }
   struct ibv_qp_attr a;
@@ -118,8 +119,8 @@ static int shadow_create(ha_qp_t *m) {
   a.qp_access_flags = (unsigned)m->access;
   if (hc->real.modify_qp(
           sh, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to INIT: %s", m->qpn,
-                  strerror(errno));
+    AH_LOG_DEV_CAPPED(2, m->gpu, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to INIT: %s",
+                      m->qpn, strerror(errno));
     return -1;
   }
   pthread_mutex_lock(&m->mu);
@@ -205,8 +206,8 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   a.ah_attr.grh.flow_label = label;
   int rc = hc->real.modify_qp(m->sb.qp, &a, m->rtr_mask);
   if (rc != 0) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTR: %s", m->qpn,
-                  strerror(rc));
+    AH_LOG_DEV_CAPPED(2, m->gpu, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTR: %s",
+                      m->qpn, strerror(rc));
     return -1;
   }
   m->sb.sport = ah_path_label_to_sport(label);
@@ -214,8 +215,8 @@ static int shadow_connect(ha_qp_t *m, const shadow_info_t *peer) {
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = 0;
   if ((rc = hc->real.modify_qp(m->sb.qp, &a, m->rts_mask)) != 0) {
-    AH_LOG_CAPPED(2, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTS: %s", m->qpn,
-                  strerror(rc));
+    AH_LOG_DEV_CAPPED(2, m->gpu, AH_LOG_WARN, "HA: cannot take the shadow of QP %u to RTS: %s",
+                      m->qpn, strerror(rc));
     return -1;
   }
   /* the heartbeat waits for the peer's standby to be at RTR too: a request it holds longer than the
@@ -334,10 +335,11 @@ int ah_shim_ha_shadow_step(ha_qp_t *m) {
     if (ah_shim_ha_peer_ahead(m, 0)) return 1;
     if (ha_now_s() > m->sb.deadline) {
       if (!m->peer_seen) {
-        ah_log(AH_LOG_INFO,
-               "HA: QP %u: the peer published no shadow within AUTOHA_HA_CONNECT_S (no autoha or "
-               "AUTOHA_HA=off there?); it runs without one",
-               m->qpn);
+        ah_log_dev(
+            m->gpu, AH_LOG_INFO,
+            "HA: QP %u: the peer published no shadow within AUTOHA_HA_CONNECT_S (no autoha or "
+            "AUTOHA_HA=off there?); it runs without one",
+            m->qpn);
         atomic_store(&m->sb.state, SH_DEAD);
         m->sb.rebuild_at = 0;
       } else {
@@ -380,10 +382,10 @@ static void heartbeat_round(ha_qp_t *m, double now) {
              "it missed %d of its last %d heartbeats (AUTOHA_HA_HEARTBEAT_MISS=%d/%d)", k, w, n, w);
     ah_shim_ha_standby_dead(m, why);
   } else {
-    AH_LOG_CAPPED(16, AH_LOG_INFO,
-                  "HA: QP %u: its standby shadow QP %u missed a heartbeat (%d of its last %d; "
-                  "dead at %d, AUTOHA_HA_HEARTBEAT_MISS)",
-                  m->qpn, m->sb.qpn, k, w, n);
+    AH_LOG_DEV_CAPPED(16, m->gpu, AH_LOG_INFO,
+                      "HA: QP %u: its standby shadow QP %u missed a heartbeat (%d of its last %d; "
+                      "dead at %d, AUTOHA_HA_HEARTBEAT_MISS)",
+                      m->qpn, m->sb.qpn, k, w, n);
   }
 }
 
@@ -443,10 +445,10 @@ int ah_shim_ha_health_step(ha_qp_t *m) {
       char why[96];
       snprintf(why, sizeof why, "no completion for %.1f s (AUTOHA_HA_SOFT_TIMEOUT_S)",
                now - m->st_since);
-      AH_LOG_CAPPED(8, AH_LOG_WARN,
-                    "HA: QP %u: its oldest signalled work request has had %s and no error; "
-                    "failing it over",
-                    m->qpn, why);
+      AH_LOG_DEV_CAPPED(8, m->gpu, AH_LOG_WARN,
+                        "HA: QP %u: its oldest signalled work request has had %s and no error; "
+                        "failing it over",
+                        m->qpn, why);
       struct ibv_qp_attr a;
       memset(&a, 0, sizeof a);
       a.qp_state = IBV_QPS_ERR;

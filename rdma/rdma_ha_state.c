@@ -68,9 +68,9 @@ void ah_shim_ha_failover_start(ha_qp_t *m, const char *why) {
   atomic_store(&m->drained_recv, 0);
   atomic_store(&m->state, HA_FAILING);
   int ready = atomic_load(&m->sb.state) == SH_READY;
-  ah_log(AH_LOG_INFO, "HA: QP %u: %s on the %s; failing over to %s QP %u", m->qpn, why,
-         m->sh ? "shadow carrying its traffic" : "primary path",
-         ready ? "its shadow" : "its shadow, once ready,", m->sb.qpn);
+  ah_log_dev(m->gpu, AH_LOG_INFO, "HA: QP %u: %s on the %s; failing over to %s QP %u", m->qpn, why,
+             m->sh ? "shadow carrying its traffic" : "primary path",
+             ready ? "its shadow" : "its shadow, once ready,", m->sb.qpn);
 }
 
 /* The names of the statuses the HA layer logs (the shim does not link libibverbs). */
@@ -94,8 +94,8 @@ void ah_shim_ha_heartbeat_done(ha_qp_t *m, const struct ibv_wc *wc) {
       m->sb.rebuild_at = 0;
       m->sb_fails = 0;
       atomic_fetch_add(&ah_shim_ha_st_shadows, 1);
-      ah_log(AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn, m->sb.qpn,
-             m->sb.port);
+      ah_log_dev(m->gpu, AH_LOG_DEBUG, "HA: QP %u: shadow QP %u (port %d) is ready", m->qpn,
+                 m->sb.qpn, m->sb.port);
     }
   } else {
     char why[96];
@@ -119,9 +119,9 @@ void ah_shim_ha_standby_dead(ha_qp_t *m, const char *why) {
   m->sb_dead_sport = m->sb.sport;
   double first = failing ? HA_REBUILD_S / 5 : HA_REBUILD_S;
   m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? ha_now_s() + first * (double)(1 << k) : 0;
-  AH_LOG_CAPPED(8, AH_LOG_WARN, "HA: the standby shadow QP %u of QP %u is dead: %s; %s", m->sb.qpn,
-                m->qpn, why,
-                m->sb.rebuild_at ? "it is rebuilt" : "that connection has no backup path");
+  AH_LOG_DEV_CAPPED(8, m->gpu, AH_LOG_WARN, "HA: the standby shadow QP %u of QP %u is dead: %s; %s",
+                    m->sb.qpn, m->qpn, why,
+                    m->sb.rebuild_at ? "it is rebuilt" : "that connection has no backup path");
 }
 
 int ah_shim_ha_port_state(ha_ctx_t *hc, int port) {

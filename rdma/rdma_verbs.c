@@ -35,6 +35,7 @@
 #include "rdma_ha.h"
 #include "rdma_link.h"
 #include "rdma_qp_topo.h"
+#include "rdma_verbs.h"
 #include "ah_uthash.h"
 
 #define AH_VERBS_EXPORT __attribute__((visibility("default")))
@@ -468,6 +469,24 @@ static void *verbs_real(const char *name, const char *version) {
   if (!h) return NULL;
   real_dl_init();
   return atomic_load(&real_dlvsym_p)(h, name, version);
+}
+
+/* The libibverbs of the shim's own reads when NCCL has resolved no verb: one this process can
+ * dlopen as NCCL's net_ib would ($NCCL_IBVERBS_LIB, else libibverbs.so.1), opened once. */
+static void *own_handle;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+static void own_open(void) {
+  const char *lib = getenv("NCCL_IBVERBS_LIB");
+  own_handle = dlopen(lib && *lib ? lib : "libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+}
+
+void *ah_shim_verbs_lookup(const char *name, const char *version) {
+  void *f = verbs_real(name, version);
+  if (f || atomic_load(&dl_handle)) return f;
+  pthread_once(&own_once, own_open);
+  if (!own_handle) return NULL;
+  real_dl_init();
+  return atomic_load(&real_dlvsym_p)(own_handle, name, version);
 }
 
 /* Direct callers (programs and net plugins linked to libibverbs): the next definition. */

@@ -15,4 +15,7 @@ static int current_gpu(void) {
   return (int)dev;
 }
 
-void ah_shim_link_init(void) { ah_shim_link_set_gpu(current_gpu); }
+void ah_shim_link_init(void) {
+  ah_shim_link_set_gpu(current_gpu);
+  ah_shim_ha_set_gpu(current_gpu);
+}

@@ -451,38 +451,40 @@ AH_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 /* Announces the rank, queues the identity for the tuner's init with the device NCCL binds the
  * communicator to (`dev`: the caller's current one for a new communicator, the parent's for a
  * split or shrink), runs the real constructor, binds the handle. */
-#define CONSTRUCT(call, newcomm_p, id, alt, nranks_arg, rank_arg, dev)                             \
-  do {                                                                                             \
-    ah_shim_init();                                                                                \
-    if (!ah_shim.enabled) return call;                                                             \
-    uint64_t id_ = (id);                                                                           \
-    if (id_ != 0) {                                                                                \
-      int dev_ = (dev);                                                                            \
-      ah_commrec_announce(id_, (nranks_arg));                                                      \
-      ah_comm_pending_push(id_, (rank_arg), dev_);                                                 \
-      if (ah_thread.group_depth > 0)                                                               \
-        ah_comm_pending_share(id_, (alt), (nranks_arg), (rank_arg), dev_);                         \
-    }                                                                                              \
-    ah_comm_last_reset();                                                                          \
-    ncclResult_t r_ = call;                                                                        \
-    int errno_ = errno;                                                                            \
-    int grouped_ = ah_thread.group_depth > 0;                                                      \
-    if (!grouped_) ah_comm_pending_clear();                                                        \
-    if (r_ == ncclSuccess && (newcomm_p) && *(newcomm_p)) {                                        \
-      ah_comm_t *ctx_ = ah_comm_last_created();                                                    \
-      int rank_ = (rank_arg);                                                                      \
-      if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)     \
-        ctx_->rank = rank_;                                                                        \
-      if (!grouped_) ah_log_set_rank_of(rank_, (nranks_arg)); /* this thread's lines say [N] */    \
-      ah_log_set_proc_rank(rank_,                                                                  \
-                           ctx_ ? ctx_->nranks : (nranks_arg)); /* others': the process's */       \
-      if (rank_ >= 0) ah_log_file_rank(rank_); /* a log file named by rank opens now */            \
-      handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(1), rank_);                   \
-    } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                              \
-      handle_bind(*(newcomm_p), id_, 0, (rank_arg));                                               \
-    }                                                                                              \
-    errno = errno_;                                                                                \
-    return r_;                                                                                     \
+#define CONSTRUCT(call, newcomm_p, id, alt, nranks_arg, rank_arg, dev)                              \
+  do {                                                                                              \
+    ah_shim_init();                                                                                 \
+    if (!ah_shim.enabled) return call;                                                              \
+    uint64_t id_ = (id);                                                                            \
+    if (id_ != 0) {                                                                                 \
+      int dev_ = (dev);                                                                             \
+      ah_commrec_announce(id_, (nranks_arg));                                                       \
+      ah_comm_pending_push(id_, (rank_arg), dev_);                                                  \
+      if (ah_thread.group_depth > 0)                                                                \
+        ah_comm_pending_share(id_, (alt), (nranks_arg), (rank_arg), dev_);                          \
+    }                                                                                               \
+    ah_comm_last_reset();                                                                           \
+    ncclResult_t r_ = call;                                                                         \
+    int errno_ = errno;                                                                             \
+    int grouped_ = ah_thread.group_depth > 0;                                                       \
+    if (!grouped_) ah_comm_pending_clear();                                                         \
+    if (r_ == ncclSuccess && (newcomm_p) && *(newcomm_p)) {                                         \
+      ah_comm_t *ctx_ = ah_comm_last_created();                                                     \
+      int rank_ = (rank_arg);                                                                       \
+      if (ctx_ && ctx_->rank < 0 && ah_real.CommUserRank(*(newcomm_p), &rank_) == ncclSuccess)      \
+        ctx_->rank = rank_;                                                                         \
+      if (!grouped_) ah_log_set_rank_of(rank_, (nranks_arg)); /* this thread's lines say [N] */     \
+      if (!grouped_) /* and those about this device's queue pairs (the rank's device is current) */ \
+        ah_log_set_dev_rank(ah_shim_cuda_device(), rank_, ctx_ ? ctx_->nranks : (nranks_arg));      \
+      ah_log_set_proc_rank(rank_,                                                                   \
+                           ctx_ ? ctx_->nranks : (nranks_arg)); /* others': the process's */        \
+      if (rank_ >= 0) ah_log_file_rank(rank_); /* a log file named by rank opens now */             \
+      handle_bind(*(newcomm_p), id_, !grouped_ && needs_api_observer(1), rank_);                    \
+    } else if (r_ == ncclInProgress && (newcomm_p) && *(newcomm_p)) {                               \
+      handle_bind(*(newcomm_p), id_, 0, (rank_arg));                                                \
+    }                                                                                               \
+    errno = errno_;                                                                                 \
+    return r_;                                                                                      \
   } while (0)
 
 AH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId,

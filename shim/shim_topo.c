@@ -1,8 +1,8 @@
 /* What this job runs on, for the report's topology and the check a profile must pass: the GPU
  * model (from the CUDA driver the shim already opened for timing) and this host's RDMA NICs (from
- * sysfs, as rdma-core lists them), with the shape of the job's first communicator and the loaded
+ * the libibverbs NCCL uses, else sysfs), with the shape of the job's first communicator and the loaded
  * NCCL's version; and the report's record of the run (variables, CUDA versions, hosts). A fact
- * that cannot be read is "unknown" (GPU) or 0 (NICs, versions), never a guess. */
+ * that cannot be read is "unknown" (GPU, NICs) or 0 (versions), never a guess. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 
+#include "rdma.h"
 #include "shim_internal.h"
 #include "shim_real.h"
 
@@ -25,10 +26,13 @@ static void gpu_model(char *out, size_t len) {
   out[len - 1] = 0;
 }
 
-/* RDMA devices under /sys/class/infiniband and the rate of the first one's port 1 in Gb/s (the
- * file reads "400 Gb/sec (4X NDR)"). */
+/* The RDMA NICs NCCL may use and the rate of the first one's first active port in Gb/s: asked of
+ * NCCL's libibverbs (rdma.h), else the devices under /sys/class/infiniband and the rate of the
+ * first one's port 1 (the file reads "400 Gb/sec (4X NDR)"); 0 and 0 when neither knows. */
 static void rdma_nics(int *n_p, int *gbps_p) {
   *n_p = *gbps_p = 0;
+  if ((*n_p = ah_shim_rdma_nics(gbps_p)) > 0) return;
+  *gbps_p = 0;
   DIR *d = opendir("/sys/class/infiniband");
   if (!d) return;
   char first[256] = "";

@@ -142,6 +142,7 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
   /* the HA thread's, NCCL's proxy threads' and a GPU-driving group's lines name the process's
    * ranks: NCCL runs this init before it connects a queue pair of the communicator */
   ah_log_set_proc_rank(rank, (int)nRanks);
+  ah_log_set_dev_rank(dev, rank, (int)nRanks); /* and those about this device's queue pairs, its */
   ah_shim_first_comm(id, (int)nRanks, (int)nNodes, rank);
   ah_shim_report_start_interval();
   ah_comm_t *c = ah_comm_create(id, have ? pending_id : id, (int)nRanks, (int)nNodes, rank, abi);

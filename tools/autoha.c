@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "autoha_cli.h"
-#include "autoha_plot.h"
+#include "autoha_reports.h"
 #include "ah_env.h"
 #include "ah_jansson.h"
 #include "ah_override.h"
@@ -29,7 +29,7 @@ static void usage(FILE *f) {
       "       autoha env --markdown          the variable reference of docs/environment.md\n"
       "       autoha check-override STRING   validate an AUTOHA_OVERRIDE value\n"
       "       autoha status [FILE] [--json]  a running job's communicators, progress and hangs\n"
-      "       autoha plot [-o DIR] DIR|FILE...  busbw.svg and timeline.svg from a job's reports\n"
+      "       autoha plot [-o DIR] DIR|FILE...  busbw.png and timeline.png (Python, matplotlib)\n"
       "       autoha trace [-o FILE] DIR|FILE...  the tuning timeline as Chrome trace-event JSON\n"
       "       autoha lib                     the path of libautoha.so\n"
       "       autoha run [--] CMD [ARGS...]  run CMD (a launcher) with libautoha.so preloaded\n"

@@ -1,13 +1,13 @@
 /* Reading a job's reports for `autoha report`, `plot` and `trace`: files and folders of reports
- * (their subfolders too, as autoha-reports/<job>/ has them) in name order into one list, and the choice of one report per communicator for the per-key pictures (its lowest
- * rank's, since every rank of a communicator holds the same keys and leader-decided configs). */
+ * (their subfolders too, as autoha-reports/<job>/ has them) in name order into one list, and the
+ * ranks they hold. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "autoha_plot.h"
+#include "autoha_reports.h"
 
 int cli_reports_walk(const char *path, int (*fn)(void *arg, const char *file), void *arg) {
   DIR *d = opendir(path);
@@ -69,38 +69,6 @@ void plot_reports_free(plot_reports_t *rs) {
   for (int i = 0; i < rs->n; i++) ah_report_free(rs->r[i]);
   free(rs->r);
   memset(rs, 0, sizeof *rs);
-}
-
-void plot_each_comm(const plot_reports_t *rs, int rank,
-                    void (*fn)(void *arg, const ah_report_t *r, const ah_report_comm_t *c),
-                    void *arg) {
-  int total = 0;
-  for (int i = 0; i < rs->n; i++) total += rs->r[i]->ncomms;
-  uint64_t *seen = calloc((size_t)(total ? total : 1), sizeof *seen);
-  if (!seen) return;
-  int nseen = 0;
-  for (int i = 0; i < rs->n; i++)
-    for (int c = 0; c < rs->r[i]->ncomms; c++) {
-      uint64_t id = rs->r[i]->comms[c].id;
-      int dup = 0;
-      for (int s = 0; s < nseen; s++) dup |= seen[s] == id;
-      if (dup) continue;
-      seen[nseen++] = id;
-      /* The chosen rank's view of this communicator: `rank` if some report holds it, else the lowest. */
-      const ah_report_t *best = NULL;
-      const ah_report_comm_t *bc = NULL;
-      for (int j = 0; j < rs->n; j++)
-        for (int k = 0; k < rs->r[j]->ncomms; k++) {
-          const ah_report_comm_t *cm = &rs->r[j]->comms[k];
-          if (cm->id != id) continue;
-          int better = !bc || (rank >= 0 ? (cm->rank == rank && bc->rank != rank) ||
-                                               (bc->rank != rank && cm->rank < bc->rank)
-                                         : cm->rank < bc->rank);
-          if (better) best = rs->r[j], bc = cm;
-        }
-      fn(arg, best, bc);
-    }
-  free(seen);
 }
 
 int plot_reports_have_rank(const plot_reports_t *rs, int rank) {

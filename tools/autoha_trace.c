@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "autoha_plot.h"
+#include "autoha_reports.h"
 
 typedef struct {
   json_t *ev;

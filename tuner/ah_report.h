@@ -189,12 +189,13 @@ double ah_report_busbw_factor(int coll, int nranks);
 typedef struct {
   char gpu[64];       /* the GPU model ("NVIDIA H100 80GB HBM3"; "" unknown) */
   int nodes, ranks;   /* of the job's first communicator (normally the world) */
-  int nics, nic_gbps; /* RDMA NICs of this host and the speed of the first one's port 1 */
+  int nics, nic_gbps; /* RDMA NICs NCCL may use on this host, the first one's Gb/s (0: unknown) */
   int nccl_version;   /* ncclGetVersion of the loaded NCCL */
 } ah_topology_t;
 
-/* The topology as text, "gpu=...; nodes=N; ranks=N; ranks_per_node=N; nics=NxG; nccl=X.Y.Z", into
- * out (AH_REPORT_TOPO_MAX bytes). Returns out. */
+/* The topology as text, "gpu=...; nodes=N; ranks=N; ranks_per_node=N; nics=NxGGb/s; nccl=X.Y.Z",
+ * into out (AH_REPORT_TOPO_MAX bytes); nics is "unknown" when the count is 0 and "N (speed
+ * unknown)" without a speed. Returns out. */
 char *ah_report_topology(const ah_topology_t *t, char *out);
 
 /* Compares two topology texts field by field. Returns the number of fields that differ (0: the

@@ -39,11 +39,15 @@ char *ah_report_topology(const ah_topology_t *t, char *out) {
   for (const char *p = t->gpu; *p && n + 1 < sizeof gpu; p++) /* ';' and '=' separate fields */
     gpu[n++] = *p == ';' || *p == '=' ? ' ' : *p;
   gpu[n] = 0;
+  char nics[48] = "unknown";
+  if (t->nics > 0 && t->nic_gbps > 0)
+    snprintf(nics, sizeof nics, "%dx%dGb/s", t->nics, t->nic_gbps);
+  else if (t->nics > 0) snprintf(nics, sizeof nics, "%d (speed unknown)", t->nics);
   snprintf(out, AH_REPORT_TOPO_MAX,
-           "gpu=%s; nodes=%d; ranks=%d; ranks_per_node=%d; nics=%dx%dGb/s; nccl=%d.%d.%d",
+           "gpu=%s; nodes=%d; ranks=%d; ranks_per_node=%d; nics=%s; nccl=%d.%d.%d",
            gpu[0] ? gpu : "unknown", t->nodes, t->ranks,
-           t->nodes > 0 ? t->ranks / t->nodes : t->ranks, t->nics, t->nic_gbps,
-           t->nccl_version / 10000, t->nccl_version / 100 % 100, t->nccl_version % 100);
+           t->nodes > 0 ? t->ranks / t->nodes : t->ranks, nics, t->nccl_version / 10000,
+           t->nccl_version / 100 % 100, t->nccl_version % 100);
   return out;
 }
 

@@ -1,10 +1,11 @@
 """`python -m autoha SUBCOMMAND ...`: the `autoha` program's subcommands, from Python.
 
-`lib` prints the library's path; `plot [--out DIR] REPORTS...` draws the reports as PNG with
-matplotlib (autoha/plots.py; `plot --svg ...` is the program's own SVG `autoha plot ...`); everything
-else (`run -- CMD ...`, `env`, `report`, `--version`,
-...) is the installed program itself, run in place of this process, so `run` merges LD_PRELOAD
-exactly as the program does and the exit status is the launched command's.
+`lib` prints the library's path; `plot [--out DIR] [--rank R] REPORTS...` draws the reports as PNG
+with matplotlib (autoha/plots.py; the program's `autoha plot` runs the same, and `plot --trace` is
+the program's, which writes the trace and then runs this); everything else (`run -- CMD ...`,
+`env`, `report`, `--version`, ...) is the installed program itself, run in place of this process,
+so `run` merges LD_PRELOAD exactly as the program does and the exit status is the launched
+command's.
 """
 import os
 import sys
@@ -18,11 +19,9 @@ def main(argv=None):
         if args == ["lib"]:
             print(library_path())
             return 0
-        if args[:1] == ["plot"] and "--svg" not in args:
+        if args[:1] == ["plot"] and "--trace" not in args:  # the trace is the program's
             from autoha.plots import main as plot_main
             return plot_main(args[1:])
-        if args[:1] == ["plot"]:
-            args = [a for a in args if a != "--svg"]
         prog = program_path()
     except FileNotFoundError as e:
         print(e, file=sys.stderr)

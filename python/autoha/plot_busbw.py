@@ -2,7 +2,7 @@
 and the configuration autoha applied as two series per collective (and communicator size).
 
 Each point is one key (size bin): the median over the reports holding it of the stat's `busbw_gbs`
-and `bytes_mean`, as `autoha plot`'s busbw.svg draws them (tools/autoha_plot_busbw.c).
+and `bytes_mean` (the figures `autoha report` prints per key).
 """
 import statistics
 

@@ -1,11 +1,10 @@
 """The second picture: the tuning timeline, one panel per key of each communicator (from the report
-of its lowest rank, the leader that searched), over the key's call indices, with the search phase
+of its lowest rank, the leader that searched, or of the rank asked for), over the key's call indices, with the search phase
 zoomed; above them, the job's wall clock with the findings (`health`) and failovers (`ha.events`).
 
 Note that a report holds each probe's samples and time, not when each sample ran (the search
 interleaves them), so the probes are drawn one after another in the order the search planned them,
-each as wide as its samples, across the calls the search spent, as tools/autoha_plot_timeline.c
-does. Keys' calls carry no timestamps, so only findings, failovers and the report's writing have a
+each as wide as its samples, across the calls the search spent. Keys' calls carry no timestamps, so only findings, failovers and the report's writing have a
 place on the wall clock.
 """
 import math
@@ -28,13 +27,18 @@ def probe_colour(us, default_us):
     return "#4daf4a" if r < 0.95 else "#fdae61" if r <= 1.05 else "#d7301f"
 
 
-def leader_keys(reports):
+def leader_keys(reports, rank=None):
     """Returns [(report, comm, key)] for every key of every communicator, from the report holding
-    the communicator's lowest rank, sorted by communicator, collective and bin."""
+    the communicator's `rank` when one does, else its lowest rank, sorted by communicator,
+    collective and bin."""
+    def better(c, b):
+        if rank is not None and (c["rank"] == rank) != (b["rank"] == rank):
+            return c["rank"] == rank
+        return c["rank"] < b["rank"]
     best = {}
     for r in reports:
         for c in r.get("comms", []):
-            if c["id"] not in best or c["rank"] < best[c["id"]][1]["rank"]:
+            if c["id"] not in best or better(c, best[c["id"]][1]):
                 best[c["id"]] = (r, c)
     return [(r, c, k) for _, (r, c) in sorted(best.items())
             for k in sorted(c.get("keys", []), key=lambda k: (k["coll"], k["bin"]))]
@@ -147,9 +151,10 @@ def events_panel(ax, reports):
     return n
 
 
-def draw(reports, ncols=2):
-    """Returns the timeline Figure of `reports` (as autoha.report_io.load gives them)."""
-    keys = leader_keys(reports)
+def draw(reports, ncols=2, rank=None):
+    """Returns the timeline Figure of `reports` (as autoha.report_io.load gives them), each
+    communicator as `rank` saw it (default: its lowest rank)."""
+    keys = leader_keys(reports, rank)
     nrows = max(1, math.ceil(len(keys) / ncols))
     fig = figure(6.5 * ncols, 2.0 + 2.6 * nrows + 0.18 * len(reports))
     gs = fig.add_gridspec(nrows + 1, ncols,

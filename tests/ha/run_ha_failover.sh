@@ -5,8 +5,14 @@
 # (the queue pairs of ranks 1 and 3 cross it).
 #   run_ha_failover.sh CASE NCCLSIM_RUN TRAIN_JOB SIMLIB_DIR AUTOHA_SO
 # CASE: port   dual-port NICs (bond=0), AUTOHA_HA=port: the job completes, each rank on mlx5_3 logs
-#              its failovers, no NCCL error; the same run without autoha fails with RETRY_EXC_ERR
+#              its failovers (each line's prefix names that rank), no NCCL error; the same run without
+#              autoha fails with RETRY_EXC_ERR
 #       port2x8  the same with 16 ranks on 2 nodes
+#       port2gpu  2 processes on 2 nodes, each driving 2 GPUs from 2 threads (JOB is tests/shim's
+#              shim_job), node1/mlx5_1's port 1 down: the job completes, and every failover line's
+#              prefix names the one rank whose queue pair failed over (both ends fail over: 0 or 1
+#              on node0, 2 or 3 on node1), not the process's ranks [2-3] nor [-]; a process's two
+#              ranks are told apart
 #       alldown  both ports of node1/mlx5_3 down under AUTOHA_HA=port: the job fails with NCCL's
 #              error within a bound (no hang)
 #       path   bonded dual-port NICs, link leaf2-spine1 (node1's side) down under AUTOHA_HA=path with the
@@ -118,8 +124,14 @@ port)
   grep -qE "^ha \(port\): [0-9]+ shadows ready, [1-9][0-9]* failovers" <<<"$txt" || fail "autoha report shows no ha failovers: $txt"
   grep -qE "^  QP [0-9]+ on mlx5_3 port 1 -> shadow on port 2: stall [0-9.]+ ms" <<<"$txt" || fail "autoha report lists no failover: $txt"
   grep -E "failed over" <<<"$out" | grep -qv "mlx5_3" && fail "a queue pair off mlx5_3 failed over"
+  # each failover line names the rank whose queue pair it is, in NCCL's host:pid:tid [rank] prefix:
+  # 1 or 3, the ranks whose queue pairs cross node1/mlx5_3 (never [-], nor a process's set)
+  fo_ranks=$(grep "failed over to its shadow QP" <<<"$out" | sed -nE 's/^[^ ]+ \[([^]]*)\] autoha .*/\1/p' | sort | uniq -c)
+  [ "$(grep "failed over to its shadow QP" <<<"$out" | grep -cE '^[^ ]+ \[(1|3)\] autoha ')" = "$n" ] ||
+    fail "a failover line names no rank of mlx5_3's queue pairs (lines per rank: $fo_ranks)"
   replayed=$(grep -oE "failed over .*: [0-9]+ work requests replayed" <<<"$out" | grep -oE "[0-9]+ work" | awk '{s+=$1} END {print s+0}')
   echo "ok: port down under AUTOHA_HA=port -> $n failovers, $replayed work requests replayed, job completed in $took s"
+  echo "ok: every failover line names its rank (lines per rank:" $fo_ranks")"
   # the same run without HA fails as NCCL does
   without_ha "at=1s:portdown:node1/mlx5_3:1" \
     "NET/IB: Got completion from peer .* with status=transport retry counter exceeded\(12\).* hca mlx5_3" \
@@ -138,6 +150,29 @@ port2x8)
   [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n"
   grep -E "failed over" <<<"$out" | grep -qv "mlx5_3" && fail "a queue pair off mlx5_3 failed over"
   echo "ok: 2x8, port down under AUTOHA_HA=port -> $n failovers, job completed in $took s"
+  ;;
+port2gpu)
+  ranks=2
+  out=$(env "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_1:1" AUTOHA_HA=port LD_PRELOAD="$so" \
+    timeout 250 "$run" -n 2 --nodes 2 -- "$job" --threads 2 --iters 200 --pause-ms 10 2>&1); rc=$?
+  job_survived "the 2-GPU-per-process job failed under AUTOHA_HA=port"
+  lines=$(grep "failed over to its shadow QP" <<<"$out")
+  n=$(grep -c . <<<"$lines")
+  [ "$n" -ge 2 ] || fail "expected failovers, saw $n"
+  # "PID RANK" per line: every line names one rank, each process only its own two (0-1 on node0,
+  # 2-3 on node1: both ends of a queue pair fail over), and some process tells its two apart
+  pr=$(sed -nE 's/^[^:]+:([0-9]+):[0-9]+ \[([^]]*)\] autoha .*/\1 \2/p' <<<"$lines" | sort -u)
+  fo_ranks=$(cut -d' ' -f2 <<<"$pr" | sort | uniq -c)
+  [ "$(sed -nE 's/^[^ ]+ \[([0-3])\] autoha .*/\1/p' <<<"$lines" | grep -c .)" = "$n" ] ||
+    fail "a failover line does not name the one rank of its queue pair (processes naming each rank: $fo_ranks)"
+  for p in $(cut -d' ' -f1 <<<"$pr" | sort -u); do
+    mine=$(awk -v p="$p" '$1 == p {print $2}' <<<"$pr" | tr '\n' ' ')
+    case "$mine" in "0 " | "1 " | "0 1 " | "2 " | "3 " | "2 3 ") ;;
+      *) fail "process $p's failover lines name ranks $mine, not one node's" ;; esac
+    [ "$mine" = "0 1 " ] || [ "$mine" = "2 3 " ] && both=1
+  done
+  [ "${both:-0}" = 1 ] || fail "no process's failover lines tell its two ranks apart (ranks per process: $pr)"
+  echo "ok: 2 GPUs per process -> $n failover lines, each naming its rank (processes naming each rank:" $fo_ranks")"
   ;;
 alldown)
   job_run "${dual[@]}" NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1;at=2s:portdown:node1/mlx5_3:2" \

@@ -10,8 +10,9 @@
 #                captured in a CUDA graph once and replayed every iteration (as frameworks capture
 #                their step); the provider's counters show no lost, duplicated or reordered
 #                completion on any rank
-# Every HA line names the ranks of its process (written by the HA thread or NCCL's proxy thread,
-# which have no rank of their own): "[0-3]"/"[4-7]" for threads, "[N]" for graph, never "[-]".
+# Every HA line names ranks, never "[-]": a line about one queue pair names the rank whose queue
+# pair it is ("[N]": its device's rank, whichever thread writes it), a line about the process (a
+# port down) the ranks of its process ("[0-3]"/"[4-7]" for threads); every failover line "[N]".
 set -u
 case_=$1 run=$2 job=$3 simlib=$4 so=$5
 fail() { printf 'FAIL (%s): %s\n--- output ---\n%s\n' "$case_" "$1" "$(tail -40 <<<"$out")"; exit 1; }
@@ -35,11 +36,13 @@ n=$(grep -c "HA: QP [0-9]* (mlx5_3 port 1) failed over to its shadow QP [0-9]* (
 [ "$n" -ge 2 ] || fail "expected failovers of mlx5_3's queue pairs, saw $n (did the job end before the fault?)"
 ha_lines=$(grep -E ' autoha [A-Z]+ [a-z]+: HA: ' <<<"$out")
 case $case_ in
-threads) ranked=' \[(0-3|4-7)\] autoha ' ;;
+threads) ranked=' \[(0-3|4-7|[0-7])\] autoha ' ;;
 graph) ranked=' \[[0-7]\] autoha ' ;;
 esac
 unranked=$(grep -vE "$ranked" <<<"$ha_lines")
-[ -z "$unranked" ] || fail "HA lines without their process's ranks: $(head -3 <<<"$unranked")"
+[ -z "$unranked" ] || fail "HA lines without their ranks: $(head -3 <<<"$unranked")"
+fo_unranked=$(grep "failed over to its shadow QP" <<<"$ha_lines" | grep -vE ' \[[0-7]\] autoha ')
+[ -z "$fo_unranked" ] || fail "failover lines not naming their queue pair's rank: $(head -3 <<<"$fo_unranked")"
 case $case_ in
 threads)
   [ "$(grep '^checksum' <<<"$out" | sort)" = "$plain" ] && [ -n "$plain" ] ||

@@ -16,7 +16,8 @@ mv "$tmp/p" "$tmp/moved" # an installed prefix is relocatable: nothing below may
 P=$tmp/moved
 for f in lib/libautoha.so bin/autoha bin/ncclsim-run bin/ncclsim-fabric bin/train_job \
          lib/autoha-sim/libncclsim.so lib/autoha-sim/libibverbs.so.1 lib/autoha-sim/libmlx5.so.1 \
-         lib/autoha-sim/preload/libnccl.so.2 lib/autoha-sim/preload/libcuda.so.1; do
+         lib/autoha-sim/preload/libnccl.so.2 lib/autoha-sim/preload/libcuda.so.1 \
+         share/autoha/python/autoha/plots.py share/autoha/python/autoha/__main__.py; do
   [ -f "$P/$f" ] || fail "$f is not installed"
 done
 for a in libnccl.so libnccl.so.2 libcudart.so.12 libcudart.so.13 libcuda.so.1 libibverbs.so; do
@@ -62,4 +63,12 @@ pre=$(env -u NCCLSIM_PRELOAD_DIR -u LD_PRELOAD "$P/bin/ncclsim-run" -n 1 --prelo
   { cat "$tmp/err"; fail "ncclsim-run --preload from the prefix failed"; }
 [[ $pre = *"$P/lib/autoha-sim/preload/libcuda.so.1"* && $pre = *"$P/lib/autoha-sim/preload/libnccl.so.2"* ]] ||
   fail "ncclsim-run --preload from the prefix preloaded '$pre'"
+# `autoha plot` from the prefix has python3 import the prefix's package (share/autoha/python) first:
+# a python3 on PATH that prints the PYTHONPATH it was given stands in for the real one.
+mkdir -p "$tmp/fakepy"
+printf '#!/bin/sh\necho "PYTHONPATH=$PYTHONPATH"\n' >"$tmp/fakepy/python3"
+chmod +x "$tmp/fakepy/python3"
+pp=$(env -u PYTHONPATH PATH="$tmp/fakepy:$PATH" "$P/bin/autoha" plot -o "$tmp/pics" "$tmp"/autoha-reports/*/ 2>&1) ||
+  fail "autoha plot from the prefix failed: $pp"
+[[ $pp = *"PYTHONPATH=$P/share/autoha/python"* ]] || fail "autoha plot from the prefix gave python3 '$pp'"
 echo "PASS: installed into a prefix, moved it, ran 4 ranks from it with libautoha.so ${version#autoha } (reports with jansson from $from); --preload uses the prefix's stand-ins"

@@ -1,6 +1,7 @@
 """Checks the Python package's pictures and table of one sim/ job (run_plots_e2e.sh):
 
-- the PNGs `python -m autoha plot` wrote are non-empty and decode (matplotlib.image.imread);
+- the PNGs `autoha plot` (the program, which runs `python3 -m autoha plot`) wrote are non-empty
+  and decode (matplotlib.image.imread), and the program printed both paths;
 - the Figures (autoha.plots.figures, before saving) hold their titles, axis labels with units, a
   legend entry per collective for NCCL's default and for autoha, a panel per key, and the
   "simulated (sim/)" caption; no text artist extends beyond the figure (the labels-never-clipped
@@ -91,6 +92,17 @@ def main(rdir, pdir, nprocs):
     check(len(tl.axes) == nkeys + 1, f"timeline: {len(tl.axes)} panels, one per key ({nkeys}) + the job's")
     check(all(any(c in t for t in titles) for c in colls), f"timeline: a panel per collective {colls}")
     check(all("call index" in a.get_xlabel() for a in tl.axes[1:]), "timeline: keys' x is the call index")
+
+    # --rank: each communicator's timeline from that rank's report; a rank no report holds refused
+    ranks = sorted({c["rank"] for r in js for c in r["comms"]})
+    hi = plot_timeline.leader_keys(load([rdir]), rank=ranks[-1])
+    check(hi and all(c["rank"] == ranks[-1] for _, c, _ in hi),
+          f"timeline --rank {ranks[-1]}: every key from rank {ranks[-1]}'s report")
+    try:
+        plots.figures([rdir], rank=ranks[-1] + 100)
+        check(False, "figures(rank=absent) refused")
+    except ValueError as e:
+        check(f"no report holds rank {ranks[-1] + 100}" in str(e), f"figures(rank=absent) refused: {e}")
 
     # Findings and failovers on the job's timeline (made-up entries on copies of the reports).
     reps = copy.deepcopy(load([rdir]))

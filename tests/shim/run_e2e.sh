@@ -44,6 +44,11 @@
 #               and nothing else appears; <job> is SLURM_JOB_ID (made one safe folder name),
 #               TORCHELASTIC_RUN_ID, or without either (torchrun's "none") comm-<world identity>,
 #               which both processes compute alike
+#   nics        the report's topology names the NICs sim/ was given (NCCLSIM_TOPO nic=COUNTxGBITS[xPORTS]),
+#               as the shim reads them from the libibverbs NCCL uses: 2 nodes of 4 NICs at 200 Gb/s,
+#               one node of 8 bonded dual-port 400 Gb/s NICs (one 800 Gb/s port each), NCCL_IB_HCA
+#               keeping 2 of 4; with no libibverbs to ask (NCCL_IBVERBS_LIB naming none, one node)
+#               the count is this host's /sys/class/infiniband, "unknown" when it has none
 #   lazy-disabled  the same job with AUTOHA_ENABLE=0: every call succeeds and runs what it runs
 #               without the shim (trace), no report, nothing on stderr
 set -uo pipefail
@@ -213,6 +218,29 @@ interval)
   python3 -c "import json,glob,sys; [json.load(open(f)) for f in glob.glob(sys.argv[1] + '/*.json')]" "$tmp/iv.rep" ||
     { echo "FAIL: a report does not parse"; exit 1; }
   echo "PASS: the interval report was on disk while the job ran"
+  ;;
+nics)
+  # topo NAME: the "topology" of NAME's reports, one line per distinct value
+  topo() { python3 -c "import json,glob,sys; print('\n'.join(sorted({json.load(open(f))['topology'] for f in glob.glob(sys.argv[1] + '/*.json')})))" "$tmp/$1.rep"; }
+  # expect NAME NICS: every report of NAME says nics=NICS
+  expect() {
+    local t; t=$(topo "$1")
+    [ -n "$t" ] && ! grep -qv "; nics=$2; " <<<"$t" ||
+      { echo "FAIL: $1: expected nics=$2 in every report's topology, got: $t"; exit 1; }
+    echo "PASS: $1: $(grep -o "nodes=[^;]*; ranks=[^;]*" <<<"$t" | head -1): nics=$2"
+  }
+  NCCLSIM_TOPO=nodes=2,nic=4x200 run two 1 -- -n 4 --nodes 2 -- "$job" --iters 2 --no-split
+  expect two 4x200Gb/s
+  NCCLSIM_TOPO=nic=8x400x2 run bonded 1 -- -n 2 -- "$job" --iters 2 --no-split
+  expect bonded 8x800Gb/s
+  NCCLSIM_TOPO=nodes=2,nic=4x200 NCCL_IB_HCA=mlx5_0,mlx5_1 run hca 1 -- -n 4 --nodes 2 -- "$job" --iters 2 --no-split
+  expect hca 2x200Gb/s
+  host=unknown
+  if [ -d /sys/class/infiniband ] && [ -n "$(ls /sys/class/infiniband)" ]; then
+    host="$(ls /sys/class/infiniband | wc -l)x$(cut -d' ' -f1 "/sys/class/infiniband/$(ls /sys/class/infiniband | sort | head -1)/ports/1/rate")Gb/s"
+  fi
+  NCCL_IBVERBS_LIB=/nonexistent/libibverbs.so.1 run none 1 -- -n 2 -- "$job" --iters 2 --no-split
+  expect none "$host"
   ;;
 chain)
   [ -n "${SHIM_USER_TUNER:-}" ] || { echo "FAIL: SHIM_USER_TUNER is not set"; exit 1; }

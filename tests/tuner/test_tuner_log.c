@@ -45,6 +45,30 @@ START_TEST(prefix_names_host_pid_tid_rank) {
 }
 END_TEST
 
+/* A line about a device's work (a queue pair) names that device's rank, whichever thread writes
+ * it: the rank in the largest communicator the device is in, the process's ranks while the device
+ * has none. */
+START_TEST(device_line_names_its_rank) {
+  ah_log_set_level(AH_LOG_INFO);
+  ah_log_set_proc_rank(4, 8);
+  ah_log_set_proc_rank(5, 8);
+  ah_log_set_dev_rank(1, 5, 8);
+  ah_log_set_dev_rank(1, 0, 2); /* a split's rank on the same device: the world's stays */
+  ah_log_set_dev_rank(0, 4, 8);
+  capture_begin();
+  ah_log_dev_at(AH_SUB_QP, AH_LOG_WARN, 1, "qp of dev %d", 1);
+  ah_log_dev_at(AH_SUB_QP, AH_LOG_WARN, 0, "qp of dev %d", 0);
+  ah_log_dev_at(AH_SUB_QP, AH_LOG_WARN, 7, "qp of an unknown device");
+  ah_log_dev_at(AH_SUB_QP, AH_LOG_WARN, -1, "qp of no device");
+  const char *log = capture_end();
+  ck_assert_msg(matches(log, "^[^ ]+ \\[5\\] autoha WARN qp: qp of dev 1$"), "%s", log);
+  ck_assert_msg(matches(log, "^[^ ]+ \\[4\\] autoha WARN qp: qp of dev 0$"), "%s", log);
+  ck_assert_msg(matches(log, "^[^ ]+ \\[4-5\\] autoha WARN qp: qp of an unknown device$"), "%s",
+                log);
+  ck_assert_msg(matches(log, "^[^ ]+ \\[4-5\\] autoha WARN qp: qp of no device$"), "%s", log);
+}
+END_TEST
+
 START_TEST(timestamp_in_front) {
   ah_log_set_time(1);
   capture_begin();
@@ -269,6 +293,7 @@ END_TEST
 int main(void) {
   const TTest *const tests[] = {values_quoted_with_escapes,
                                 prefix_names_host_pid_tid_rank,
+                                device_line_names_its_rank,
                                 timestamp_in_front,
                                 control_bytes_quoted_safely,
                                 subsystem_grammar,

@@ -207,6 +207,11 @@ START_TEST(paths_and_names) {
                    "nics=8x400Gb/s; nccl=2.28.9");
   ck_assert_int_eq(ah_report_topology_diff(a, a, why, sizeof why), 0);
   ck_assert_str_eq(why, "");
+  ah_topology_t n = t; /* NICs nothing could list are unknown, not 0x0 */
+  n.nics = n.nic_gbps = 0;
+  ck_assert_ptr_nonnull(strstr(ah_report_topology(&n, b), "; nics=unknown; "));
+  n.nics = 4; /* a count without a rate */
+  ck_assert_ptr_nonnull(strstr(ah_report_topology(&n, b), "; nics=4 (speed unknown); "));
   ah_topology_t u = t;
   snprintf(u.gpu, sizeof u.gpu, "NVIDIA A100;SXM4=40GB"); /* separators in a name are blanked */
   u.nodes = 4;
