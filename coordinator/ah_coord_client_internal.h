@@ -173,8 +173,9 @@ struct ah_coord {
 
   pthread_t thr;
   atomic_int stop, alive, cut_req, connects;
-  atomic_int hub_bye;    /* the hub said goodbye (its process exits): losing it is the job's end */
-  atomic_int byes;       /* BYEs received (the hub's answer to ours comes after its findings) */
+  atomic_int up;      /* a connection to the hub is installed now (not lost, not being re-made) */
+  atomic_int hub_bye; /* the hub said goodbye (its process exits): losing it is the job's end */
+  atomic_int byes;    /* BYEs received (the hub's answer to ours comes after its findings) */
   struct ah_coord *next; /* ah_coord_connect's list */
 };
 

@@ -61,6 +61,7 @@ int ah_coord_client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
   pthread_mutex_lock(&c->wmu);
   c->fd = fd;
   c->fd_ev = fd_ev;
+  atomic_store(&c->up, 1);
   c->want_out = 0;
   c->w.off = c->w.len = 0;
   uint64_t now = ah_coord_now_ns();
@@ -84,6 +85,7 @@ int ah_coord_client_install(ah_coord_t *c, int fd, uint64_t last_pub) {
 }
 
 void ah_coord_client_drop(ah_coord_t *c) {
+  atomic_store(&c->up, 0);
   ah_coord_client_relay_release(
       c); /* the host's processes lost their channels with this connection */
   ah_coord_client_ring_set(c, NULL); /* and the partial frame of this connection is dropped */

@@ -336,6 +336,14 @@ static void coord_goodbye(void) {
   ah_coord_hub_goodbye(); /* when this process runs the hub */
 }
 
+int ah_shim_coord_connected(void) {
+  int up = 0;
+  pthread_mutex_lock(&map_lock);
+  for (int i = 0; i < ncoords && i < 8; i++) up |= ah_coord_up(coords[i]);
+  pthread_mutex_unlock(&map_lock);
+  return up;
+}
+
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f)) {
   ah_coord_set_finding_handler(fn);
 }

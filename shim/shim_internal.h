@@ -328,6 +328,15 @@ int ah_shim_health_findings(ah_report_health_t *out, int max);
 void ah_shim_health_counts(uint64_t counts_p[AH_REPORT_HEALTH_KINDS + 1]);
 /* Runs AUTOHA_HEALTH_CMD (when set) with the finding as one JSON line on its standard input. */
 void ah_shim_health_event(uint64_t comm, const ah_finding_t *f);
+
+/* ---- shim_error_wait.c ---- */
+/* After a NCCL call on comm returned rc: for ncclRemoteError or ncclSystemError (a peer gone or
+ * cut), in a process connected to a hub with AUTOHA_HEALTH on, the first such failure of each
+ * communicator waits up to 1 s for the hub's finding (none if one came in the last 5 s), so that
+ * the process names who died before its program exits on the error. Keeps errno. */
+void ah_shim_error_wait(ncclComm_t comm, ncclResult_t rc);
+/* A finding was handled (logged, AUTOHA_HEALTH_CMD run): wakes the calls waiting above. */
+void ah_shim_error_finding(void);
 /* Per-connection timing (shim_link.c): tells the RDMA side how to read a queue pair's GPU (at init). */
 void ah_shim_link_init(void);
 

@@ -184,6 +184,7 @@ static void on_finding(uint64_t comm, const ah_finding_t *f) {
   int kind = f->kind;
   ah_shim_health_note(comm, kind, f->text); /* for the report */
   ah_shim_health_event(comm, f);
+  ah_shim_error_finding(); /* a call failed by a peer may wait for this (shim_error_wait.c) */
   if (kind < AH_FINDING_MISSING || kind > AH_FINDING_MISMATCH ||
       ah_env_settings()->health_action != AH_HEALTH_ACTION_ABORT)
     return;
@@ -278,6 +279,7 @@ AH_EXPORT ncclResult_t ncclGroupEnd(void) {
   ncclResult_t r = ah_real.GroupEnd();
   /* Both keep errno as the real call left it (a guest's duty), each only when it has work. */
   if (timed) ah_timing_end(s);
+  if (__builtin_expect(r != ncclSuccess, 0)) ah_shim_error_wait(NULL, r);
   if (t->comm_pending) /* grouped inits have run their tuner init by now (or elsewhere) */
     ah_comm_pending_group_end();
   return r;
@@ -359,6 +361,7 @@ static __attribute__((noinline, cold)) void stream_note(ncclComm_t comm, cudaStr
         api_observe(comm, coll, count, dt);                                                        \
       r_ = call;                                                                                   \
       ah_timing_end(stream); /* keeps errno as the real call left it */                            \
+      if (__builtin_expect(r_ != ncclSuccess, 0)) ah_shim_error_wait(comm, r_);                    \
     }                                                                                              \
     t_->coll_depth--;                                                                              \
     return r_;                                                                                     \
