@@ -470,10 +470,10 @@ static int client_joined(ah_coord_t *c) {
 /* Reconnects until reconnect_ms have passed. Returns 0 when connected again, -1 when the hub is
  * gone (logged) or the client is stopping.
  *
- * Note that the loss itself is logged at info and becomes a warning only when the hub is still
- * unreachable after a second: at the end of every job the hub's process exits first and the
- * others lose their connection moments before they exit themselves, which is not worth a warning
- * on every rank. A process whose communicators were all destroyed (it left them at the hub) loses
+ * Note that a loss after the hub's goodbye (every job's end: the hub's process exits first and
+ * the others lose their connection moments before they exit themselves) is logged at info; one
+ * without it is the one warning that the hub is gone, and a second later still unreachable is
+ * info again. A process whose communicators were all destroyed (it left them at the hub) loses
  * nothing with the hub, however slowly it exits: it says so at info only — also when it destroys
  * them while reconnecting (the hub's process may exit while this one is still in
  * ncclCommDestroy), so the count is read again when a warning or an error would be said. */
@@ -524,8 +524,9 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
     }
     if (ah_coord_now_ns() - start > limit) break;
     if (!warned && ah_coord_now_ns() - start > 1000000000ull) {
-      warned = 1;
-      ah_log(client_joined(c) ? AH_LOG_WARN : AH_LOG_INFO,
+      warned = 1; /* info: the warning above already said the hub is gone (a process that outlives
+                   * its hub by a second, on NCCL's error, said it twice) */
+      ah_log(AH_LOG_INFO,
              "coordinator: connection to hub %s lost (%s) and not re-established "
              "after 1 s (%s); retrying for up to %d ms",
              c->addr, why, err, c->o.reconnect_ms);
