@@ -587,9 +587,16 @@ AH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ah_real.CommDestroy(comm);
 }
 
+/* A communicator aborted on a peer's error (PyTorch's watchdog does, then aborts the process)
+ * waits for the hub's finding first, as a failed call does (shim_error_wait.c). */
 AH_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   ah_shim_init();
-  if (ah_shim.enabled) handle_forget(comm);
+  if (ah_shim.enabled) {
+    ncclResult_t e = ncclSuccess;
+    if (comm && ah_real.CommGetAsyncError(comm, &e) == ncclSuccess && e != ncclSuccess)
+      ah_shim_error_wait(comm, e);
+    handle_forget(comm);
+  }
   return ah_real.CommAbort(comm);
 }
 

@@ -51,6 +51,7 @@ STUB(CommInitRankScalable, ncclComm_t *c, int n, int r, int nid, ncclUniqueId *i
 STUB(CommSplit, ncclComm_t c, int color, int key, ncclComm_t *nc, ncclConfig_t *cfg)
 STUB(CommDestroy, ncclComm_t c)
 STUB(CommAbort, ncclComm_t c)
+STUB(CommGetAsyncError, ncclComm_t c, ncclResult_t *e)
 STUB(CommFinalize, ncclComm_t c)
 STUB(CommCount, const ncclComm_t c, int *n)
 STUB(CommUserRank, const ncclComm_t c, int *r)
@@ -102,6 +103,7 @@ static void real_resolve(void *src, ah_real_nccl_t *t) {
   RESOLVE(CommSplit);
   RESOLVE(CommDestroy);
   RESOLVE(CommAbort);
+  RESOLVE(CommGetAsyncError);
   RESOLVE(CommFinalize);
   RESOLVE(CommCount);
   RESOLVE(CommUserRank);

@@ -22,6 +22,7 @@ typedef struct {
   ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
   ncclResult_t (*CommDestroy)(ncclComm_t);
   ncclResult_t (*CommAbort)(ncclComm_t);
+  ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *); /* ncclCommAbort's wait */
   ncclResult_t (*CommFinalize)(ncclComm_t);
   ncclResult_t (*CommCount)(const ncclComm_t, int *);
   ncclResult_t (*CommUserRank)(const ncclComm_t, int *);
