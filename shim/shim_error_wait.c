@@ -27,10 +27,16 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv; /* on CLOCK_MONOTONIC, set up once */
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
-static uint64_t nfindings;      /* findings handled so far */
-static struct timespec last_at; /* when the last one was (monotonic) */
+static uint64_t nfindings; /* findings handled so far */
+static uint64_t last_ns;   /* when the last one was (monotonic) */
 static ncclComm_t waited[WAITED_MAX];
 static int nwaited;
+
+static uint64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 static void cv_init(void) {
   pthread_condattr_t a;
@@ -44,7 +50,7 @@ void ah_shim_error_finding(void) {
   pthread_once(&cv_once, cv_init);
   pthread_mutex_lock(&mu);
   nfindings++;
-  clock_gettime(CLOCK_MONOTONIC, &last_at);
+  last_ns = mono_ns();
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
 }
@@ -54,37 +60,24 @@ void ah_shim_error_wait(ncclComm_t comm, ncclResult_t rc) {
   if (!ah_env_settings()->health || !ah_shim_coord_connected()) return;
   int saved = errno; /* as the real call left it */
   pthread_once(&cv_once, cv_init);
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
   pthread_mutex_lock(&mu);
+  uint64_t now = mono_ns(), until = now + (uint64_t)ERROR_WAIT_MS * 1000000ull;
   int seen = 0;
   for (int i = 0; i < nwaited && !seen; i++) seen = waited[i] == comm;
-  int fresh = nfindings && now.tv_sec - last_at.tv_sec < FRESH_S;
+  int fresh = nfindings && now - last_ns < (uint64_t)FRESH_S * 1000000000ull;
   if (!seen && !fresh && nwaited < WAITED_MAX) {
     waited[nwaited++] = comm;
-    struct timespec until = now;
-    until.tv_nsec += (long)ERROR_WAIT_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
-    uint64_t before = nfindings;
     /* in slices, so that a hub lost meanwhile (the dead process ran it) ends the wait: no finding
      * can come then, and the program's exit is not held up. The connection is read without mu
      * held (it takes the shim's coordinator lock). */
-    int timed_out = 0;
-    while (nfindings == before && !timed_out) {
+    for (uint64_t before = nfindings, t = now; nfindings == before && t < until; t = mono_ns()) {
       pthread_mutex_unlock(&mu);
       int up = ah_shim_coord_connected();
       pthread_mutex_lock(&mu);
-      if (!up) break;
-      struct timespec slice;
-      clock_gettime(CLOCK_MONOTONIC, &slice);
-      slice.tv_nsec += SLICE_MS * 1000000L;
-      slice.tv_sec += slice.tv_nsec / 1000000000L;
-      slice.tv_nsec %= 1000000000L;
-      int last = slice.tv_sec > until.tv_sec ||
-                 (slice.tv_sec == until.tv_sec && slice.tv_nsec >= until.tv_nsec);
-      if (nfindings == before)
-        timed_out = pthread_cond_timedwait(&cv, &mu, last ? &until : &slice) == ETIMEDOUT && last;
+      if (!up || nfindings != before) break;
+      uint64_t end = t + SLICE_MS * 1000000ull < until ? t + SLICE_MS * 1000000ull : until;
+      struct timespec ts = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
+      pthread_cond_timedwait(&cv, &mu, &ts);
     }
   }
   pthread_mutex_unlock(&mu);

@@ -11,20 +11,8 @@
 #include <unistd.h>
 
 #include "ah_check.h"
+#include "model_check.h"
 #include "sim_model.h"
-
-#define KiB ((size_t)1024)
-#define MiB (KiB * 1024)
-#define GiB (MiB * 1024)
-
-static void model_for(sim_model_t *m, const char *spec, int version) {
-  sim_topo_t t;
-  char err[256];
-  ck_assert_msg(sim_topo_parse(spec, 0, &t, err, sizeof err) == 0, "%s: %s", spec, err);
-  t.version = version;
-  sim_model_init(m, &t, 0, 0);
-  ck_assert_str_eq(m->error, "");
-}
 
 /* NCCL's configuration for a forced (algo, proto): the table holds only that cell. */
 static int forced(const sim_model_t *m, int coll, size_t bytes, int a, int p, int nch, size_t chunk,

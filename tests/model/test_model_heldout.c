@@ -10,20 +10,9 @@
 #include <string.h>
 
 #include "ah_check.h"
+#include "model_check.h"
 #include "sim_model.h"
 #include "sim_model_heldout.h"
-
-#define KiB ((size_t)1024)
-#define MiB (KiB * 1024)
-
-static void model_for(sim_model_t *m, const char *spec, int version) {
-  sim_topo_t t;
-  char err[256];
-  ck_assert_msg(sim_topo_parse(spec, 0, &t, err, sizeof err) == 0, "%s: %s", spec, err);
-  t.version = version;
-  sim_model_init(m, &t, 0, 0);
-  ck_assert_str_eq(m->error, "");
-}
 
 /* A configuration of (a, p) with nc channels as NCCL fills it (threads, chunk). */
 static int config_of(const sim_model_t *m, int coll, size_t bytes, int a, int p, int nc,
