@@ -180,6 +180,7 @@ static int replay(ha_qp_t *m, uint64_t peer_done, const char **why_p) {
   atomic_store(&m->sb.state, m->ngens < HA_GEN_MAX ? SH_WANTED : SH_NONE);
   m->st_tail = m->slog.tail;
   m->st_since = ha_now_s();
+  m->st_polled = 0;
   m->nfail++;
   atomic_store_explicit(&m->state, HA_SHADOW, memory_order_release);
   m->fo_step = FO_NONE;

@@ -148,9 +148,11 @@ typedef struct ha_qp {
   double fo_look;     /* the failover's next look for a peer ahead */
   double fo_ring;     /* the failover's next look for the peer's record, ringing again if absent */
   double fo_ring_gap; /* and the gap after that one (HA_RING_S, doubling up to HA_RING_MAX_S) */
-  /* the soft timeout: the send log's tail as last seen, and since when */
+  /* the soft timeout: the send log's tail as last seen, since when it was outstanding (0: not
+   * outstanding), and whether the CQ was polled once the timeout passed */
   uint64_t st_tail;
   double st_since;
+  int st_polled;
   /* bookkeeping */
   int busy;          /* the background thread works on it (under ah_shim_ha_mu) */
   int flow;          /* its flow in the rebalance's plan: -2 not looked up, -1 none */

@@ -438,9 +438,21 @@ int ah_shim_ha_health_step(ha_qp_t *m) {
     for (uint64_t q = m->slog.tail; q < m->slog.head && !outstanding; q++)
       outstanding =
           m->slog.sig_all || (m->slog.e[q & (m->slog.cap - 1)].send_flags & IBV_SEND_SIGNALED);
-    if (!outstanding || m->slog.tail != m->st_tail) {
+    /* timed from the first look that saw this tail outstanding (st_since 0: not seen yet), so a
+     * queue pair's first work request is not aged from the clock's epoch, nor one posted after an
+     * idle gap from the last look before it */
+    if (!outstanding || m->slog.tail != m->st_tail || m->st_since == 0) {
       m->st_tail = m->slog.tail;
-      m->st_since = now;
+      m->st_since = outstanding ? now : 0;
+      m->st_polled = 0;
+    } else if (now - m->st_since > soft_timeout_s(m) && !m->st_polled) {
+      /* its completion may wait in a CQ nobody polled (a process that was stopped, a loaded
+       * machine): poll, and look again right after */
+      m->st_polled = 1;
+      m->health_next = now;
+      pthread_mutex_unlock(&m->mu);
+      ah_shim_ha_drain_poll(m);
+      return 1;
     } else if (now - m->st_since > soft_timeout_s(m) && !m->unprotected && ah_shim_ha_can_hold(m)) {
       char why[96];
       snprintf(why, sizeof why, "no completion for %.1f s (AUTOHA_HA_SOFT_TIMEOUT_S)",

@@ -75,6 +75,13 @@ job_run() { # env... : runs the job, sets out, rc, took
   local start; start=$(date +%s)
   out=$(env "$@" timeout 250 "$run" -n "$ranks" --nodes 2 -- "$job" --iters "$iters" 2>&1); rc=$?
   took=$(( $(date +%s) - start ))
+  # a soft timeout's age is a time this job waited: never longer than the job ran (a queue pair's
+  # first work request was once aged from the clock's epoch, the machine's uptime)
+  local age
+  for age in $(grep -oE "had no completion for [0-9.]+ s" <<<"$out" | grep -oE "[0-9.]+ s" | cut -d' ' -f1); do
+    awk -v a="$age" -v t="$took" 'BEGIN { exit !(a <= t + 1) }' ||
+      fail "a soft timeout says $age s without a completion in a job that ran $took s"
+  done
 }
 # NCCL's IB errors in the output. A port's PORT_ERR is only a warning in NCCL, and it reaches every
 # process that opened the NIC: autoha absorbs it where it moved the queue pairs on the port, not in
@@ -368,7 +375,9 @@ early)
   ;;
 soft)
   # the soft timeout: RC's retry window at its real length (34 s: no error within the run), the
-  # port down 2 s in; AUTOHA_HA_SOFT_TIMEOUT_S=1 fails the stalled queue pairs over
+  # port down 2 s in (100 iterations: 25 end before it); AUTOHA_HA_SOFT_TIMEOUT_S=1 fails the
+  # stalled queue pairs over
+  iters=${HA_TEST_ITERS:-100}
   job_run "${dual[@]}" NCCLSIM_VERBS_TIMEOUT_SCALE=1 NCCLSIM_FABRIC_FAULTS="at=2s:portdown:node1/mlx5_3:1" \
     AUTOHA_HA=port AUTOHA_HA_IB_TIMEOUT=0 AUTOHA_HA_SOFT_TIMEOUT_S=1 LD_PRELOAD="$so"
   job_survived "the job failed"
