@@ -152,9 +152,10 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
 /* 1 while the connection to the hub is healthy or being re-established, 0 once the hub is known
  * to be gone (workers waiting on a decision then fail over instead of waiting forever). */
 int ah_coord_alive(const ah_coord_t *c);
-/* 1 while a connection to the hub is up now: 0 from the moment it is lost (while it is being
- * re-established too). */
-int ah_coord_up(const ah_coord_t *c);
+/* 1 while the hub can be heard from soon: a connection is up, or one lost only with its host
+ * relay (the relay's process died; the hub lives) is being re-made; 0 once the hub is known gone
+ * (a connection lost without its goodbye, or given up). */
+int ah_coord_reachable(const ah_coord_t *c);
 
 /* For a thread waiting for a segment: through a host relay, segments wait in this process's ring
  * until a thread takes them (the relay wakes the process for them only after a while), so this

@@ -336,7 +336,9 @@ int ah_coord_publish(ah_coord_t *c, const ah_key_t *key, const ah_segment_t *seg
 }
 
 int ah_coord_alive(const ah_coord_t *c) { return c && atomic_load(&c->alive); }
-int ah_coord_up(const ah_coord_t *c) { return c && atomic_load(&c->up); }
+int ah_coord_reachable(const ah_coord_t *c) {
+  return c && (atomic_load(&c->up) || (atomic_load(&c->alive) && !atomic_load(&c->hub_lost)));
+}
 
 /* Whether comm is still joined here (under c->mu). A record about one the process has left is not
  * sent: LEAVE went first on the same queue, the hub may have freed the communicator since, and it

@@ -109,6 +109,10 @@ struct ah_coord {
   void *arg;
   uint64_t client_id;
   atomic_int findings; /* the hub's diagnoses received (tests) */
+  /* digests of the last findings handled (I/O thread only): the hub tells a standing finding again
+   * to a process that joins while it stands, which may have heard it before */
+  uint64_t seen_findings[8];
+  uint64_t nseen_findings; /* ever handled; the last 8 are kept */
 
   pthread_mutex_t mu; /* guards comms, pubs, next_pub and outq */
   client_comm_t *comms;
@@ -173,9 +177,11 @@ struct ah_coord {
 
   pthread_t thr;
   atomic_int stop, alive, cut_req, connects;
-  atomic_int up;      /* a connection to the hub is installed now (not lost, not being re-made) */
-  atomic_int hub_bye; /* the hub said goodbye (its process exits): losing it is the job's end */
-  atomic_int byes;    /* BYEs received (the hub's answer to ours comes after its findings) */
+  atomic_int up;       /* a connection to the hub is installed now (not lost, not being re-made) */
+  atomic_int hub_lost; /* said the hub is gone (a loss without its goodbye, not a host relay's);
+                        * 0 again once connected */
+  atomic_int hub_bye;  /* the hub said goodbye (its process exits): losing it is the job's end */
+  atomic_int byes;     /* BYEs received (the hub's answer to ours comes after its findings) */
   struct ah_coord *next; /* ah_coord_connect's list */
 };
 

@@ -262,6 +262,12 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
                   c->addr, (unsigned long long)comm, err);
     return;
   }
+  /* a standing finding told again (this process joined while it stood) is handled once */
+  uint64_t d = 1469598103934665603ull; /* FNV-1a of the frame */
+  for (size_t i = 0; i < 8 + AH_FINDING_BYTES; i++) d = (d ^ p[i]) * 1099511628211ull;
+  for (uint64_t i = 0; i < c->nseen_findings && i < 8; i++)
+    if (c->seen_findings[i] == d) return;
+  c->seen_findings[c->nseen_findings++ % 8] = d;
   int kind = f.kind;
   /* The process's own handling first (the report's note, AUTOHA_HEALTH_CMD, the abort action), then
    * the line: a launcher that ends the job on the line leaves no process without its alert sent */
@@ -484,16 +490,35 @@ static int client_joined(ah_coord_t *c) {
 #define QUICK_CUT_NS 2000000000ull
 #define QUICK_CUT_MAX_MS 1000
 
-static int client_reconnect(ah_coord_t *c, const char *why) {
+/* The one warning that the hub is gone: no goodbye came, its process died or its host went down
+ * (or the network failed). */
+static void client_hub_gone(ah_coord_t *c, const char *why) {
+  atomic_store(&c->hub_lost, 1);
+  ah_log(AH_LOG_WARN,
+         "coordinator: hub %s is gone (%s) without its goodbye: its process died, or its host "
+         "or the network failed; reconnecting for up to %d ms, the job goes on with the "
+         "decisions it has",
+         c->addr, why, c->o.reconnect_ms);
+}
+
+/* relayed: the lost connection went through the host's relay. Its end says only that the relay's
+ * process ended (the process that was killed, or crashed, may be the relay's own): the hub is
+ * said gone only if the first attempt after it, at once, cannot reach the hub either. */
+static int client_reconnect(ah_coord_t *c, const char *why, int relayed) {
   int warned = !client_joined(c) || atomic_load(&c->hub_bye); /* never warn then */
-  if (warned)
+  int deferred = 0;
+  if (warned) {
+    atomic_store(&c->hub_lost, 1); /* the job's end, or nothing joined: no finding comes */
     ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
-  else /* no goodbye: the hub's process died or its host went down (or the network failed) */
-    ah_log(AH_LOG_WARN,
-           "coordinator: hub %s is gone (%s) without its goodbye: its process died, or its host "
-           "or the network failed; reconnecting for up to %d ms, the job goes on with the "
-           "decisions it has",
-           c->addr, why, c->o.reconnect_ms);
+  } else if (relayed) {
+    deferred = 1;
+    ah_log(AH_LOG_INFO,
+           "coordinator: the host relay's channel to hub %s closed (%s): the relay's process "
+           "ended; reconnecting",
+           c->addr, why);
+  } else {
+    client_hub_gone(c, why);
+  }
   uint64_t start = ah_coord_now_ns();
   uint64_t limit = (uint64_t)c->o.reconnect_ms * 1000000ull;
   int backoff = 20;
@@ -515,12 +540,19 @@ static int client_reconnect(ah_coord_t *c, const char *why) {
     uint64_t last_pub;
     if (ah_coord_client_handshake(c, &fd, &last_pub, err, sizeof err) == 0) {
       if (ah_coord_client_install(c, fd, last_pub) == 0) {
+        atomic_store(&c->hub_lost, 0);
         ah_log(AH_LOG_INFO, "coordinator: reconnected to hub %s after %.0f ms", c->addr,
                (double)(ah_coord_now_ns() - start) / 1e6);
         return 0;
       }
       snprintf(err, sizeof err, "cannot register the new connection (out of memory?)");
       ah_coord_client_drop(c);
+    }
+    if (deferred) { /* the hub is not reachable without the relay either */
+      deferred = 0;
+      char both[520];
+      snprintf(both, sizeof both, "%s, then %s", why, err);
+      client_hub_gone(c, both);
     }
     if (ah_coord_now_ns() - start > limit) break;
     if (!warned && ah_coord_now_ns() - start > 1000000000ull) {
@@ -653,8 +685,9 @@ void *ah_coord_client_main(void *arg) {
       if (rc != 0 || client_flush(c, why, sizeof why) != 0) lost = 1;
     }
     if (lost) {
+      int relayed = c->bell >= 0; /* the connection was a channel of the host's relay */
       ah_coord_client_drop(c);
-      if (client_reconnect(c, why) != 0) break;
+      if (client_reconnect(c, why, relayed) != 0) break;
     }
   }
   pthread_mutex_lock(&c->mu); /* threads in ah_coord_dir_get see the hub gone (alive 0) at once */

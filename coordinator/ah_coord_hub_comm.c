@@ -377,6 +377,7 @@ void ah_coord_hub_on_join(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, co
   if (m->verdict != AH_COORD_VERDICT_NONE) verdict_send(h, c, m);
   else if (m->joined && m->njoined == m->nranks)
     ah_coord_hub_verdict_decide(h, m, AH_COORD_VERDICT_COMPLETE);
+  ah_coord_hub_health_joined(h, m, c, cl, rank);
   return;
 oom:
   ah_log(AH_LOG_ERROR, "coordinator hub %s: out of memory joining %s to comm %016llx", h->addr,
@@ -408,6 +409,7 @@ void ah_coord_hub_comm_free(ah_coord_hub_t *h, hub_comm_t *m) {
     }
   }
   ah_coord_hub_gather_free(h, m);
+  ah_coord_hub_health_free(h, m);
   ah_coord_hub_link_comm_free(m);
   ah_strag_free(m->strag);
   free(m->joined);

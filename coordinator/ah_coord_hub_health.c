@@ -12,6 +12,8 @@
 #include "ah_coord_status.h"
 #include "ah_log.h"
 
+static void standing_set(ah_coord_hub_t *h, hub_comm_t *m, int kind, const ah_finding_t *f);
+
 /* Whether a rank's calls advanced between two of its records (its state alone changing is not
  * progress: a probe completing says nothing new was entered). */
 static int advanced(const ah_health_rec_t *a, const ah_health_rec_t *b) {
@@ -94,7 +96,7 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
     snprintf(f.text, sizeof f.text, "comm %016llx: rank %u responds again",
              (unsigned long long)comm, rec.rank);
     ah_coord_hub_finding_send(h, m, &f);
-    if (m->finding == AH_FINDING_STOPPED) m->finding = 0;
+    if (m->finding == AH_FINDING_STOPPED) standing_set(h, m, 0, NULL);
   }
   if (!moved) return;
   m->advanced_ns = now;
@@ -103,13 +105,51 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
     snprintf(f.text, sizeof f.text, "comm %016llx advances again (rank %u)",
              (unsigned long long)comm, rec.rank);
     ah_coord_hub_finding_send(h, m, &f);
-    m->finding = 0;
+    standing_set(h, m, 0, NULL);
   }
 }
 
 /* A process gone without a goodbye is dead once it has not come back within this (a connection
- * the hub closed, or one whose host relay went away, is back within a few hundred ms). */
-#define GONE_GRACE_NS 1000000000ull
+ * the hub closed, or one whose host relay went away, is back within a few hundred ms; 2 s leaves
+ * room for a loaded machine, where a relay's death makes every process of the host elect a new
+ * one and run its handshake again). */
+#define GONE_GRACE_NS 2000000000ull
+
+/* m's finding for the current stall is f, of kind `kind` (0: none stands any more). */
+static void standing_set(ah_coord_hub_t *h, hub_comm_t *m, int kind, const ah_finding_t *f) {
+  m->finding = kind;
+  if (!kind) {
+    ah_coord_hub_health_free(h, m);
+    return;
+  }
+  snprintf(m->finding_text, sizeof m->finding_text, "%s", f->text);
+  if (!m->standing && ah_coord_hub_mem_take(h, sizeof *m->standing) == 0 &&
+      !(m->standing = malloc(sizeof *m->standing)))
+    ah_coord_hub_mem_give(h, sizeof *m->standing);
+  if (m->standing) *m->standing = *f; /* else it is not told again: the budget refused 1 KiB */
+}
+
+void ah_coord_hub_health_free(ah_coord_hub_t *h, hub_comm_t *m) {
+  if (!m->standing) return;
+  free(m->standing);
+  m->standing = NULL;
+  ah_coord_hub_mem_give(h, sizeof(ah_finding_t));
+}
+
+void ah_coord_hub_health_joined(ah_coord_hub_t *h, hub_comm_t *m, hub_conn_t *c, hub_client_t *cl,
+                                uint32_t rank) {
+  if (m->prog && rank < m->nranks) {
+    hub_prog_t *s = &m->prog[rank];
+    /* back before its grace ran out: not dead (a dead process never joins again) */
+    if (s->have && s->client_id == cl->id && s->gone_ns && s->said != AH_FINDING_DIED)
+      s->gone_ns = 0;
+  }
+  if (!m->standing) return;
+  uint8_t p[8 + AH_FINDING_BYTES];
+  ah_coord_put_u64(p, m->comm);
+  ah_finding_pack(m->standing, p + 8);
+  ah_coord_hub_conn_send_msg(h, c, AH_MSG_FINDING, p, sizeof p);
+}
 
 static int lost_ranks(ah_coord_hub_t *h, hub_comm_t *m, uint64_t now, int kind);
 
@@ -265,10 +305,7 @@ static int lost_ranks(ah_coord_hub_t *h, hub_comm_t *m, uint64_t now, int kind) 
   snprintf(f.text, sizeof f.text, "%.*s", (int)sizeof f.text - 1, line);
   ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
   ah_coord_hub_finding_send(h, m, &f);
-  if (!m->finding || m->finding == AH_FINDING_STOPPED) {
-    m->finding = kind;
-    snprintf(m->finding_text, sizeof m->finding_text, "%s", f.text);
-  }
+  if (!m->finding || m->finding == AH_FINDING_STOPPED) standing_set(h, m, kind, &f);
   return 1;
 }
 
@@ -301,8 +338,7 @@ void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
     }
     ah_log(AH_LOG_DEBUG, "coordinator hub %s: %s", h->addr, f.text);
     ah_coord_hub_finding_send(h, m, &f);
-    m->finding = kind;
-    snprintf(m->finding_text, sizeof m->finding_text, "%s", f.text);
+    standing_set(h, m, kind, &f);
   }
 }
 

@@ -125,6 +125,10 @@ typedef struct {
   uint64_t recheck_ns; /* a stall that showed no hang is looked at again from here */
   int finding;
   char finding_text[AH_HEALTH_TEXT];
+  /* the finding standing for the current stall, told again to a process that joins while it stands
+   * (one whose connection was lost as it was sent: its host relay's process was the one that died);
+   * NULL: none. Charged to the memory budget. */
+  ah_finding_t *standing;
   hub_conn_t *leader; /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
   struct hub_link_comm *link; /* its connections' matrix (ah_coord_hub_link.c), NULL: none yet */
   struct hub_gather
@@ -330,6 +334,12 @@ void ah_coord_hub_audit_tick(ah_coord_hub_t *h, uint64_t now);
  * (LEAVE) or said goodbye (BYE, comm 0: every communicator of connection c) (gone 0). Marks its
  * ranks' progress so the tick names dead ranks and never names those that left. */
 void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm, int gone);
+/* Rank `rank` of m joined from connection c of client cl (AH_COORD_NO_RANK: a subscriber): a rank
+ * whose process lost its connection is back, and the standing finding of m, if any, goes to c. */
+void ah_coord_hub_health_joined(ah_coord_hub_t *h, hub_comm_t *m, hub_conn_t *c, hub_client_t *cl,
+                                uint32_t rank);
+/* Frees m's standing finding (with m). */
+void ah_coord_hub_health_free(ah_coord_hub_t *h, hub_comm_t *m);
 /* Answers `autoha status`: every diagnosed communicator and its ranks' latest progress. */
 void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
 

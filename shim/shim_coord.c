@@ -336,10 +336,10 @@ static void coord_goodbye(void) {
   ah_coord_hub_goodbye(); /* when this process runs the hub */
 }
 
-int ah_shim_coord_connected(void) {
+int ah_shim_coord_reachable(void) {
   int up = 0;
   pthread_mutex_lock(&map_lock);
-  for (int i = 0; i < ncoords && i < 8; i++) up |= ah_coord_up(coords[i]);
+  for (int i = 0; i < ncoords && i < 8; i++) up |= ah_coord_reachable(coords[i]);
   pthread_mutex_unlock(&map_lock);
   return up;
 }

@@ -21,7 +21,8 @@ void ah_shim_coord_seen(const ncclUniqueId *id);
 /* What the process does with the hub's findings (after the line is logged): fn(comm, f), on the
  * coordinator's I/O thread. */
 void ah_shim_coord_on_finding(void (*fn)(uint64_t comm, const ah_finding_t *f));
-/* 1 when a connection of this process to a hub is up now (not lost or being re-made). */
-int ah_shim_coord_connected(void);
+/* 1 when a hub of this process can be heard from soon: a connection is up, or one lost with its
+ * host relay is being re-made (ah_coord_reachable). */
+int ah_shim_coord_reachable(void);
 
 #endif

@@ -57,7 +57,7 @@ void ah_shim_error_finding(void) {
 
 void ah_shim_error_wait(ncclComm_t comm, ncclResult_t rc) {
   if (rc != ncclRemoteError && rc != ncclSystemError) return;
-  if (!ah_env_settings()->health || !ah_shim_coord_connected()) return;
+  if (!ah_env_settings()->health || !ah_shim_coord_reachable()) return;
   int saved = errno; /* as the real call left it */
   pthread_once(&cv_once, cv_init);
   pthread_mutex_lock(&mu);
@@ -72,7 +72,7 @@ void ah_shim_error_wait(ncclComm_t comm, ncclResult_t rc) {
      * held (it takes the shim's coordinator lock). */
     for (uint64_t before = nfindings, t = now; nfindings == before && t < until; t = mono_ns()) {
       pthread_mutex_unlock(&mu);
-      int up = ah_shim_coord_connected();
+      int up = ah_shim_coord_reachable();
       pthread_mutex_lock(&mu);
       if (!up || nfindings != before) break;
       uint64_t end = t + SLICE_MS * 1000000ull < until ? t + SLICE_MS * 1000000ull : until;

@@ -752,6 +752,20 @@ START_TEST(a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not) {
                    0);
   ck_assert_uint_eq(f[AH_COORD_HDR_BYTES + 8], AH_FINDING_DIED);
   ck_assert_msg(strstr(text, "rank 2 (127.0.0.1 pid 7 gpu 0) died"), "%s", text);
+  /* rank 1's connection is closed by the hub (as when its host relay's process is the one that
+   * died: the hub closes the relay's channels); its process joins again within the grace, is told
+   * the standing finding, and is not named */
+  ck_assert_int_eq(raw_join(a[1], 84, 3, 7), AH_NET_OK); /* refused: the hub drops it */
+  ck_assert(log_wait("rank 7 of 3 ranks out of range", 2000));
+  close(a[1]);
+  a[1] = raw_authed(0x8401);
+  ck_assert_int_eq(raw_join(a[1], 84, 3, 1), AH_NET_OK);
+  ck_assert_int_eq(raw_wait_frame(a[1], AH_MSG_FINDING, 84, f, ah_coord_now_ns() + 2000000000ull),
+                   0);
+  ck_assert_uint_eq(f[AH_COORD_HDR_BYTES + 8], AH_FINDING_DIED);
+  ck_assert_msg(strstr(text, "rank 2 (127.0.0.1 pid 7 gpu 0) died"), "%s", text);
+  ck_assert_int_eq(raw_wait_frame(a[0], AH_MSG_FINDING, 84, f, ah_coord_now_ns() + 2500000000ull),
+                   -1); /* rank 1 came back: no finding names it */
 
   join_three(b, 85, 0x8500);
   ck_assert_int_eq(raw_bye(b[2]), AH_NET_OK); /* exits: goodbye, then its socket closes */

@@ -20,6 +20,10 @@
 #              hub is gone, and none is held up by autoha (the job ends by NCCL's error); its
 #              RESULT counts those processes, other autoha warnings as wrong, and the time until
 #              the 7th said it
+#   relaykill  the process that carries its host's other processes to the hub (the host relay) is
+#              killed: rank 0, the hub's process, runs with AUTOHA_COORD_RELAY=0 (ranks with
+#              different settings), so the relay is another rank's, picked as the victim once the
+#              job runs; its relayed survivors reconnect and are told who died
 #   torch-sleep, torch-kill  a PyTorch loop (tests/torch/torch_diag.py: all_reduce, then .item())
 #              whose rank 5 sleeps for good in a step, or is killed; TRAIN_JOB is then the python of
 #              a venv with torch (scripts/torch-venv), run with ncclsim-run --preload
@@ -47,6 +51,12 @@ case $shape in
   sigstop) signal=STOP ;;
   sigkill) signal=KILL ;;
   hubkill) signal=KILL victim=0 ;;
+  relaykill)
+    signal=KILL victim=relay
+    job_args=(-c 'if [ "$RANK" = 0 ]; then export AUTOHA_COORD_RELAY=0; fi; exec "$0" "$@"' "$job"
+              "${job_args[@]}")
+    job=/bin/bash
+    ;;
   torch-sleep | torch-kill)
     # the NCCL the wheel ships (sim/ emulates it), 4 GPUs per node
     envs+=(NCCLSIM_VERSION=2.30.7 NCCLSIM_DEVICES=4 TORCH_DIAG_SLEEP=$victim:20)
@@ -63,9 +73,22 @@ env "${envs[@]}" AUTOHA_MODE="$mode" AUTOHA_COORD_IFNAME=lo AUTOHA_REPORT="$work
   setsid "$run" "${launch[@]}" "$job" "${job_args[@]}" >"$log" 2>&1 &
 pid=$!
 
+# the pid of the process holding this job's host relay (the abstract socket autoha-relay-*)
+relay_pid() {
+  local ino p
+  for ino in $(awk '$8 ~ /^@autoha-relay-/ { print $7 }' /proc/net/unix); do
+    for p in $(pgrep -s "$pid" -f "$procpat"); do
+      if ls -l "/proc/$p/fd" 2>/dev/null | grep -q "socket:\[$ino\]"; then echo "$p"; return; fi
+    done
+  done
+}
+rank_of() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | sed -n 's/^RANK=//p'; }
+
 # the victim's pid (the process whose RANK is the victim, in this job's session)
 vpid=
+[ "$victim" = relay ] && vpid=later
 for _ in $(seq 300); do
+  [ -n "$vpid" ] && break
   for p in $(pgrep -s "$pid" -f "$procpat"); do
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$victim"; then vpid=$p; fi
   done
@@ -107,6 +130,14 @@ sys.exit(0 if ok else 1)'; then
       sleep 0.1
     done
     [ -n "$up" ] || fail "autoha status never showed the 8 ranks running their steps"
+  fi
+  if [ "$victim" = relay ]; then
+    vpid=$(relay_pid)
+    [ -n "$vpid" ] || fail "no process of the job holds the host relay"
+    victim=$(rank_of "$vpid")
+    gpu=$((victim % 4))
+    [ "$victim" != 0 ] || fail "rank 0 holds the host relay despite AUTOHA_COORD_RELAY=0"
+    echo "the host relay is rank $victim's process (pid $vpid)"
   fi
   kill -"$signal" "$vpid" || fail "cannot signal pid $vpid"
   t0=$(now)
@@ -182,7 +213,7 @@ n=$(grep -vE "$linkev|\"resumed\"" "$work/events" 2>/dev/null | grep -c '"kind"'
 python3 - "$work/events" "$victim" "$vpid" "$shape" "$gpu" <<'EOF' || { echo "RESULT shape=$shape named=$n wrong=1"; exit 1; }
 import json, sys
 path, victim, vpid, shape, gpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
-want = {"stall": "missing", "sigstop": "stopped", "sigkill": "died", "torch-sleep": "missing",
+want = {"stall": "missing", "sigstop": "stopped", "sigkill": "died", "relaykill": "died", "torch-sleep": "missing",
         "torch-kill": "died"}.get(shape, "incomplete")
 bad = []
 for line in open(path):
