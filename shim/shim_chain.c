@@ -44,7 +44,7 @@ int ah_shim_chain_load(const char *name, const char *self_path) {
     dlclose(h);
     return 0;
   }
-  for (int v = 6; v >= 1; v--) {
+  for (int v = 7; v >= 1; v--) {
     char sym[32];
     snprintf(sym, sizeof sym, "ncclTunerPlugin_v%d", v);
     const void *p = dlsym(h, sym);
@@ -80,11 +80,35 @@ static void chain_error(const char *what, ncclResult_t r) {
                 what, (int)r);
 }
 
+/* init of a v5+ chained plugin, with NCCL's constants in the layout the plugin speaks: a v7
+ * plugin under a v5/v6 NCCL gets the four rows NCCL has and a fifth of zeros, a v5/v6 plugin under
+ * NCCL 2.32.6+ the first four of NCCL's five (NCCL's own v5/v6 adapters do the same); the rows it
+ * saw are copied back. No table (an older NCCL): one the plugin may edit to no effect. */
+static ncclResult_t chain_init_v5(void **ctx, uint64_t id, size_t nranks, size_t nnodes,
+                                  ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
+                                  void *constants, int kabi) {
+  ah_tuner_constants_v5_t k5;
+  ah_tuner_constants_v7_t k7;
+  memset(&k5, 0, sizeof k5);
+  memset(&k7, 0, sizeof k7);
+  ncclResult_t r;
+  if (ah_chain.abi >= 7) {
+    ah_tuner_constants_v7_t *k = kabi == 7 && constants ? constants : &k7;
+    if (kabi != 7 && constants) ah_tuner_constants_v5_to_v7(&k7, constants);
+    r = ((const ah_tuner_v7_t *)ah_chain.plugin)->init(ctx, id, nranks, nnodes, log, dom, k);
+    if (kabi != 7 && constants) ah_tuner_constants_v7_to_v5(constants, &k7);
+  } else {
+    ah_tuner_constants_v5_t *k = kabi != 7 && constants ? constants : &k5;
+    if (kabi == 7 && constants) ah_tuner_constants_v7_to_v5(&k5, constants);
+    r = ((const ah_tuner_v5_t *)ah_chain.plugin)->init(ctx, id, nranks, nnodes, log, dom, k);
+    if (kabi == 7 && constants) ah_tuner_constants_v5_to_v7(constants, &k5);
+  }
+  return r;
+}
+
 void *ah_shim_chain_init(uint64_t id, size_t nranks, size_t nnodes, ah_nccl_logger_t log,
-                         ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v5_t *constants) {
+                         ah_nvl_domain_info_v5_t *dom, void *constants, int kabi) {
   static ah_nvl_domain_info_v5_t no_dom;
-  static ah_tuner_constants_v5_t
-      no_constants; /* a v5+ plugin under an older NCCL: edits are moot */
   void *ctx = NULL;
   ncclResult_t r = ncclSuccess;
   switch (ah_chain.abi) {
@@ -97,9 +121,7 @@ void *ah_shim_chain_init(uint64_t id, size_t nranks, size_t nnodes, ah_nccl_logg
     case 3: r = ((const ah_tuner_v3_t *)ah_chain.plugin)->init(nranks, nnodes, log, &ctx); break;
     case 4: r = ((const ah_tuner_v4_t *)ah_chain.plugin)->init(nranks, nnodes, log, &ctx); break;
     default:
-      r = ((const ah_tuner_v5_t *)ah_chain.plugin)
-              ->init(&ctx, id, nranks, nnodes, log, dom ? dom : &no_dom,
-                     constants ? constants : &no_constants);
+      r = chain_init_v5(&ctx, id, nranks, nnodes, log, dom ? dom : &no_dom, constants, kabi);
       break;
   }
   if (r != ncclSuccess) {
@@ -181,8 +203,8 @@ void ah_shim_chain_flags(void *ctx, int coll, size_t nbytes, int collnet, int nv
 
 void ah_shim_chain_chunk(void *ctx, int coll, size_t nbytes, int algo, int proto, int nch,
                          size_t *chunk) {
-  if (!ctx || ah_chain.abi != 6) return;
-  const ah_tuner_v6_t *p = ah_chain.plugin;
+  if (!ctx || ah_chain.abi < 6) return;
+  const ah_tuner_v6_t *p = ah_chain.plugin; /* v7 has v6's members, in v6's order */
   if (!p->getChunkSize) return;
   ncclResult_t r =
       p->getChunkSize(ctx == (void *)1 ? NULL : ctx, coll, nbytes, algo, proto, nch, chunk);

@@ -25,9 +25,11 @@ int ah_shim_chain_load(const char *name, const char *self_path);
  * which finds the preloaded autoha's symbols first). */
 int ah_shim_chain_is_self(const char *name, const char *self_path);
 
-/* The chained plugin's context for a new communicator (non-NULL once initialised), or NULL. */
+/* The chained plugin's context for a new communicator (non-NULL once initialised), or NULL.
+ * constants: NCCL's table, an ah_tuner_constants_v7_t when kabi is 7, else a v5 one (or NULL);
+ * converted when the chained plugin speaks the other layout, and its edits copied back. */
 void *ah_shim_chain_init(uint64_t id, size_t nranks, size_t nnodes, ah_nccl_logger_t log,
-                         ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v5_t *constants);
+                         ah_nvl_domain_info_v5_t *dom, void *constants, int kabi);
 void ah_shim_chain_finalize(void *ctx);
 /* Lets the chained plugin edit the cost table and channel count first (v3+ faces). */
 void ah_shim_chain_table(void *ctx, int coll, size_t nbytes, int npipe, float **table, int nalgo,

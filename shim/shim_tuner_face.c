@@ -1,4 +1,4 @@
-/* The shim as NCCL's tuner plugin: it exports ncclTunerPlugin_v1 ... _v6, so whichever version the
+/* The shim as NCCL's tuner plugin: it exports ncclTunerPlugin_v1 ... _v7, so whichever version the
  * loaded NCCL asks for finds one. Each export is a thin adapter onto one decision path
  * (ah_shim_decide), which returns the configuration for the call; the adapters apply it with each
  * ABI's rules:
@@ -120,7 +120,7 @@ static ncclResult_t get_coll_info_flags(void *ctx, ah_nccl_func_t collType, size
  * would fail the communicator's creation, so init always succeeds (a NULL context passes through). */
 static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, size_t nNodes,
                                 int abi, ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
-                                ah_tuner_constants_v5_t *constants) {
+                                void *constants) {
   ah_shim_init();
   *context = NULL;
   if (!ah_shim.enabled) return ncclSuccess;
@@ -151,7 +151,8 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
   } else {
     /* the communicator's device's: the context of the hang probes, the GPU its records name */
     if (dev >= 0) (void)ah_cuda.CtxGetCurrent(&c->cuctx);
-    if (ah_chain.abi) c->chain_ctx = ah_shim_chain_init(id, nRanks, nNodes, log, dom, constants);
+    if (ah_chain.abi)
+      c->chain_ctx = ah_shim_chain_init(id, nRanks, nNodes, log, dom, constants, abi == 7 ? 7 : 5);
   }
   *context = c;
   return ncclSuccess;
@@ -217,6 +218,11 @@ static ncclResult_t v6_init(void **ctx, uint64_t commId, size_t nRanks, size_t n
                             ah_tuner_constants_v5_t *constants) {
   return init_common(ctx, commId, nRanks, nNodes, 6, log, dom, constants);
 }
+static ncclResult_t v7_init(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                            ah_nccl_logger_t log, ah_nvl_domain_info_v5_t *dom,
+                            ah_tuner_constants_v7_t *constants) {
+  return init_common(ctx, commId, nRanks, nNodes, 7, log, dom, constants);
+}
 static ncclResult_t v2_get(void *ctx, ah_nccl_func_t ct, size_t nb, int cn, int nv, int np, int *a,
                            int *p, int *nc) {
   return get_coll_info_flags(ctx, ct, nb, cn, nv, np, a, p, nc);
@@ -246,4 +252,7 @@ AH_EXPORT const ah_tuner_v4_t ncclTunerPlugin_v4 = {"autoha", v4_init, get_coll_
 AH_EXPORT const ah_tuner_v5_t ncclTunerPlugin_v5 = {"autoha", v5_init, get_coll_info_table,
                                                     finalize_common};
 AH_EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"autoha", v6_init, get_coll_info_table,
+                                                    finalize_common, v6_chunk};
+/* v7 (2.32.6+): v6's functions; only init's constants table is wider (see init_common) */
+AH_EXPORT const ah_tuner_v7_t ncclTunerPlugin_v7 = {"autoha", v7_init, get_coll_info_table,
                                                     finalize_common, v6_chunk};

@@ -137,6 +137,7 @@ static void *find_library(int version) {
 }
 
 static int newest_abi(int version) {
+  if (version >= 23206) return 7;
   if (version >= 23000) return 6;
   if (version >= 22800) return 5;
   if (version >= 22400) return 4;
@@ -165,6 +166,7 @@ static void load_once(void) {
     tuner.table_fn = v == 4   ? ((const ah_tuner_v4_t *)p)->getCollInfo
                      : v == 5 ? ((const ah_tuner_v5_t *)p)->getCollInfo
                      : v == 6 ? ((const ah_tuner_v6_t *)p)->getCollInfo
+                     : v == 7 ? ((const ah_tuner_v7_t *)p)->getCollInfo
                               : NULL;
     tuner_state = 1;
     sim_log_info("tuner: using %s (%s) with NCCL %d", sym, tuner.name ? tuner.name : "?", version);
@@ -209,11 +211,33 @@ ncclResult_t sim_tuner_init(const sim_tuner_t *t, struct ncclComm *comm, void **
     case 4:
       return ((const ah_tuner_v4_t *)t->plugin)
           ->init((size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, ctx_p);
-    default: {
+    case 5:
+    case 6: {
       ah_nvl_domain_info_v5_t dom = {comm->nnodes, comm->max_local_ranks, comm->max_local_ranks};
       return ((const ah_tuner_v5_t *)t->plugin)
           ->init(ctx_p, comm->hash, (size_t)comm->nranks, (size_t)comm->nnodes, tuner_logger, &dom,
                  constants);
+    }
+    default: { /* v7: the wider table, its rows back into the model's after */
+      ah_nvl_domain_info_v5_t dom = {comm->nnodes, comm->max_local_ranks, comm->max_local_ranks};
+      ah_tuner_constants_v7_t k7;
+      ah_tuner_constants_v5_to_v7(&k7, constants);
+      /* the fifth compute capability (Rubin): sim/ models none, so the row only has to be there;
+       * it holds Blackwell's values, which a plugin may read or edit to no effect */
+      int last = AH_TUNER_NUM_COMPCAP - 1;
+      memcpy(k7.llMaxBws[last + 1], k7.llMaxBws[last], sizeof k7.llMaxBws[0]);
+      memcpy(k7.perChMaxRingLL128Bws[last + 1], k7.perChMaxRingLL128Bws[last],
+             sizeof k7.perChMaxRingLL128Bws[0]);
+      memcpy(k7.perChMaxTreeLL128Bws[last + 1], k7.perChMaxTreeLL128Bws[last],
+             sizeof k7.perChMaxTreeLL128Bws[0]);
+      memcpy(k7.perChMaxTreeBws[last + 1], k7.perChMaxTreeBws[last], sizeof k7.perChMaxTreeBws[0]);
+      memcpy(k7.perChMaxNVLSTreeBws[last + 1], k7.perChMaxNVLSTreeBws[last],
+             sizeof k7.perChMaxNVLSTreeBws[0]);
+      ncclResult_t r = ((const ah_tuner_v7_t *)t->plugin)
+                           ->init(ctx_p, comm->hash, (size_t)comm->nranks, (size_t)comm->nnodes,
+                                  tuner_logger, &dom, &k7);
+      ah_tuner_constants_v7_to_v5(constants, &k7);
+      return r;
     }
   }
 }

@@ -1,4 +1,4 @@
-/* NCCL's tuner-plugin ABI, versions 1 to 6, as NCCL 2.19 ... 2.30 look it up with
+/* NCCL's tuner-plugin ABI, versions 1 to 7, as NCCL 2.19 ... 2.32 look it up with
  * dlsym(handle, "ncclTunerPlugin_vN"). The public nccl.h does not carry these types (NCCL ships
  * them with its plugin headers, src/include/plugin/tuner/tuner_vN.h), so they are declared here
  * with the same layouts. Both sim/ (which loads a tuner as NCCL does) and the
@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <nccl.h>
 
@@ -144,6 +145,55 @@ typedef struct {
   ncclResult_t (*getChunkSize)(void *ctx, ah_nccl_func_t collType, size_t nBytes, int algorithm,
                                int protocol, int nChannels, size_t *chunkSize);
 } ah_tuner_v6_t;
+
+/* v7: NCCL 2.32.6+. v6's functions; the constants' bandwidth rows gain a fifth compute capability
+ * (Rubin), so the struct is larger than v5's and the two are converted row by row. */
+#define AH_TUNER_NUM_COMPCAP_V7 5
+typedef struct {
+  double baseLatencies[AH_NUM_ALGOS][AH_NUM_PROTOS];
+  double hwLatencies[AH_TUNER_NUM_HW][AH_NUM_ALGOS][AH_NUM_PROTOS];
+  double llMaxBws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
+  double perChMaxRingLL128Bws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
+  double perChMaxTreeLL128Bws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
+  double perChMaxTreeBws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
+  double perChMaxNVLSTreeBws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
+} ah_tuner_constants_v7_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                       ah_nccl_logger_t logFunction, ah_nvl_domain_info_v5_t *nvlDomainInfo,
+                       ah_tuner_constants_v7_t *constants);
+  ncclResult_t (*getCollInfo)(void *context, ah_nccl_func_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int regBuff,
+                              int *nChannels);
+  ncclResult_t (*finalize)(void *ctx);
+  ncclResult_t (*getChunkSize)(void *ctx, ah_nccl_func_t collType, size_t nBytes, int algorithm,
+                               int protocol, int nChannels, size_t *chunkSize);
+} ah_tuner_v7_t;
+
+/* The v5 rows of a v7 table (the first four compute capabilities), and back: the fifth row is
+ * left as it is in the v7 table (what NCCL put there). */
+static inline void ah_tuner_constants_v7_to_v5(ah_tuner_constants_v5_t *d,
+                                               const ah_tuner_constants_v7_t *s) {
+  memcpy(d->baseLatencies, s->baseLatencies, sizeof d->baseLatencies);
+  memcpy(d->hwLatencies, s->hwLatencies, sizeof d->hwLatencies);
+  memcpy(d->llMaxBws, s->llMaxBws, sizeof d->llMaxBws);
+  memcpy(d->perChMaxRingLL128Bws, s->perChMaxRingLL128Bws, sizeof d->perChMaxRingLL128Bws);
+  memcpy(d->perChMaxTreeLL128Bws, s->perChMaxTreeLL128Bws, sizeof d->perChMaxTreeLL128Bws);
+  memcpy(d->perChMaxTreeBws, s->perChMaxTreeBws, sizeof d->perChMaxTreeBws);
+  memcpy(d->perChMaxNVLSTreeBws, s->perChMaxNVLSTreeBws, sizeof d->perChMaxNVLSTreeBws);
+}
+static inline void ah_tuner_constants_v5_to_v7(ah_tuner_constants_v7_t *d,
+                                               const ah_tuner_constants_v5_t *s) {
+  memcpy(d->baseLatencies, s->baseLatencies, sizeof s->baseLatencies);
+  memcpy(d->hwLatencies, s->hwLatencies, sizeof s->hwLatencies);
+  memcpy(d->llMaxBws, s->llMaxBws, sizeof s->llMaxBws);
+  memcpy(d->perChMaxRingLL128Bws, s->perChMaxRingLL128Bws, sizeof s->perChMaxRingLL128Bws);
+  memcpy(d->perChMaxTreeLL128Bws, s->perChMaxTreeLL128Bws, sizeof s->perChMaxTreeLL128Bws);
+  memcpy(d->perChMaxTreeBws, s->perChMaxTreeBws, sizeof s->perChMaxTreeBws);
+  memcpy(d->perChMaxNVLSTreeBws, s->perChMaxNVLSTreeBws, sizeof s->perChMaxNVLSTreeBws);
+}
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,9 @@
 #   chain       the user names their own tuner (env SHIM_USER_TUNER) in NCCL_TUNER_PLUGIN: with the
 #               shim and an override, every call not overridden runs what the user's tuner chose
 #               (the trace equals the run with the user's tuner alone), overridden calls the override
+#   chain-abi   the user's tuner speaks another ABI than autoha's face (tests/simtuner's plugins, env
+#               SHIM_SIMTUNER_DIR): v7 under NCCL 2.30, v6 and v7 under 2.32.6; its constants edit
+#               and its choices hold in observe mode
 #   lazy        NCCL loaded after main started: JOB is lazy_main, which dlopens (RTLD_LOCAL, as Python
 #               opens extension modules) the job built as a library linking libnccl (env
 #               SHIM_JOB_MODULE); 2 processes x 2 threads in tune mode. A call made before the
@@ -121,7 +124,7 @@ override-*)
   same_data plain shim
   no_errors shim
   case $ver in 2.19* | 2.20*) abi=1 ;; 2.21*) abi=2 ;; 2.22* | 2.23*) abi=3 ;; 2.24* | 2.25* | 2.26* | 2.27*) abi=4 ;;
-    2.28* | 2.29*) abi=5 ;; *) abi=6 ;; esac
+    2.28* | 2.29*) abi=5 ;; 2.32.[6-9]* | 2.3[3-9]*) abi=7 ;; *) abi=6 ;; esac
   n=$(grep -c "tuner: using ncclTunerPlugin_v$abi (autoha)" "$tmp/shim.err")
   [ "$n" -eq 4 ] || { echo "FAIL: expected NCCL $ver to load autoha as ncclTunerPlugin_v$abi in all 4 processes (got $n)"; grep tuner "$tmp/shim.err" | head; exit 1; }
   echo "PASS: emulated NCCL $ver loaded autoha as ncclTunerPlugin_v$abi in every process"
@@ -253,6 +256,40 @@ chain)
   grep -q "runs underneath autoha" "$tmp/shim.err" || { echo "FAIL: the shim did not chain the user's tuner"; exit 1; }
   python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" $OV_CHECK || exit 1
   python3 "$checker" report "$tmp/shim.out" "$tmp/shim.rep" || exit 1
+  ;;
+chain-abi)
+  # a user's tuner of another ABI than the one NCCL loads autoha with: a v7 one under NCCL 2.30
+  # (autoha's v6 face), a v6 one under 2.32.6 (autoha's v7 face), and v7 under v7; each edits NCCL's
+  # constants (Ring/LL 1 ms slower: no 4 KiB call runs it then), and in observe mode the calls are
+  # what the user's tuner alone makes of them where NCCL could load it itself
+  [ -n "${SHIM_SIMTUNER_DIR:-}" ] || { echo "FAIL: SHIM_SIMTUNER_DIR is not set"; exit 1; }
+  for c in 2.30.7:7:6 2.32.6:6:7 2.32.6:7:7; do
+    IFS=: read -r ver user face <<<"$c"
+    export NCCLSIM_VERSION=$ver NCCL_TUNER_PLUGIN=$SHIM_SIMTUNER_DIR/libsimtuner-v$user.so
+    export SIMTUNER_POLICY=slow_ring_ll SIMTUNER_LOG=$tmp/plain-$user-$face.log
+    run plain 0 -- -n 4 -- "$job" --threads 2
+    export SIMTUNER_LOG=$tmp/shim-$user-$face.log
+    AUTOHA_MODE=observe AUTOHA_LOG=info NCCLSIM_DEBUG=INFO run shim 1 -- -n 4 -- "$job" --threads 2
+    same_data plain shim
+    no_errors shim
+    n=$(grep -c "tuner: using ncclTunerPlugin_v$face (autoha)" "$tmp/shim.err")
+    [ "$n" -eq 4 ] || { echo "FAIL ($c): NCCL $ver should load autoha as v$face in 4 processes (got $n)"; exit 1; }
+    logged shim "ncclTunerPlugin_v$user) runs underneath autoha" "NCCL $ver: the user's v$user tuner runs underneath autoha's v$face face"
+    k=$(grep -c "ringllbase=1006.60" "$tmp/shim-$user-$face.log")
+    [ "$k" -ge 4 ] || { echo "FAIL ($c): the user's tuner's edit was not seen in its init (got $k)"; exit 1; }
+    if [ "$user" = 7 ]; then # the fifth row: NCCL 2.32.6's (sim/: Blackwell's values), none under 2.30
+      row=$(grep -o "llmax4=[0-9.-]*" "$tmp/shim-$user-$face.log" | sort -u)
+      if [ "$face" = 7 ]; then [ "$row" != "llmax4=0.00" ] && [ -n "$row" ]; else [ "$row" = "llmax4=0.00" ]; fi ||
+        { echo "FAIL ($c): the v7 tuner's fifth row read $row"; exit 1; }
+    fi
+    # the edit reached NCCL's table: no 4 KiB call runs Ring/LL (NCCL's own pick there)
+    if grep "bytes=4096 " "$tmp/shim.trace" | grep -q "algo=Ring proto=LL "; then
+      echo "FAIL ($c): a 4 KiB call ran Ring/LL: the user's tuner's constants edit was lost"; exit 1
+    fi
+    # where NCCL can load the user's tuner itself (not v7 under 2.30), autoha observing changes nothing
+    if [ "$user" -le "$face" ]; then python3 "$checker" trace "$tmp/plain.trace" "$tmp/shim.trace" || exit 1; fi
+    echo "PASS ($c): NCCL $ver, a v$user user tuner under autoha's v$face face: its constants edit and choices hold"
+  done
   ;;
 report-default)
   unset AUTOHA_REPORT SLURM_JOB_ID TORCHELASTIC_RUN_ID LSB_JOBID PBS_JOBID FLUX_JOB_ID PMIX_NAMESPACE

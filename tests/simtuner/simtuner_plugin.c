@@ -1,9 +1,9 @@
-/* A test tuner plugin for sim/: built once per ABI (SIMTUNER_ABI = 1..6 exports only
- * ncclTunerPlugin_vN; 0 exports v2..v6 at once, to check that NCCL takes the newest it accepts).
+/* A test tuner plugin for sim/: built once per ABI (SIMTUNER_ABI = 1..7 exports only
+ * ncclTunerPlugin_vN; 0 exports v2..v7 at once, to check that NCCL takes the newest it accepts).
  * It logs every call with its arguments (SIMTUNER_LOG) so the test can check what sim/ passed, and
  * answers by a policy (SIMTUNER_POLICY, comma-separated):
  *   ring_simple  choose Ring/Simple (v3+: cell set to 0 unless it is -1; v1/v2: the out-params)
- *   nch=N        ask for N channels        chunk=N   v6: ask for an N-byte chunk
+ *   nch=N        ask for N channels        chunk=N   v6/v7: ask for an N-byte chunk
  *   mismatch     on RANK 1 choose Ring/LL instead (the inconsistent tuner)
  *   fail         return ncclInternalError from getCollInfo
  *   none_left    set every cell to -1
@@ -199,6 +199,16 @@ EXPORT const ah_tuner_v5_t ncclTunerPlugin_v5 = {"simtuner-v5", v5_init, v5_coll
 #endif
 #endif
 
+#if SIMTUNER_ABI >= 6 || SIMTUNER_ABI == 0
+static ncclResult_t chunk_common(int abi, int c, size_t b, int a, int p, int n, size_t *chunk) {
+  long v = 0;
+  logf_("abi=%d event=chunk coll=%d nbytes=%zu algo=%d proto=%d nch=%d chunk_in=%zu", abi, c, b, a,
+        p, n, *chunk);
+  if (policy("chunk", &v)) *chunk = (size_t)v;
+  return ncclSuccess;
+}
+#endif
+
 #if SIMTUNER_ABI == 6 || SIMTUNER_ABI == 0
 static ncclResult_t v6_init(void **ctx, uint64_t id, size_t nr, size_t nn, ah_nccl_logger_t lf,
                             ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v5_t *k) {
@@ -211,12 +221,34 @@ static ncclResult_t v6_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float
 static ncclResult_t v6_fini(void *ctx) { return fini_common(6, ctx); }
 static ncclResult_t v6_chunk(void *ctx, ah_nccl_func_t c, size_t b, int a, int p, int n,
                              size_t *chunk) {
-  long v = 0;
-  logf_("abi=6 event=chunk coll=%d nbytes=%zu algo=%d proto=%d nch=%d chunk_in=%zu", c, b, a, p, n,
-        *chunk);
-  if (policy("chunk", &v)) *chunk = (size_t)v;
-  return ncclSuccess;
+  (void)ctx;
+  return chunk_common(6, c, b, a, p, n, chunk);
 }
 EXPORT const ah_tuner_v6_t ncclTunerPlugin_v6 = {"simtuner-v6", v6_init, v6_coll, v6_fini,
                                                  v6_chunk};
+#endif
+
+#if SIMTUNER_ABI == 7 || SIMTUNER_ABI == 0
+/* v7: v5's init on the wider table's first four rows, and the fifth row (Rubin's) logged */
+static ncclResult_t v7_init(void **ctx, uint64_t id, size_t nr, size_t nn, ah_nccl_logger_t lf,
+                            ah_nvl_domain_info_v5_t *dom, ah_tuner_constants_v7_t *k) {
+  logf_("event=compcaps llmax4=%.2f", k ? k->llMaxBws[4][0] : -1.0);
+  ah_tuner_constants_v5_t k5;
+  if (k) ah_tuner_constants_v7_to_v5(&k5, k);
+  ncclResult_t r = init5(7, ctx, id, nr, nn, lf, dom, k ? &k5 : NULL);
+  if (k) ah_tuner_constants_v5_to_v7(k, &k5);
+  return r;
+}
+static ncclResult_t v7_coll(void *ctx, ah_nccl_func_t c, size_t b, int np, float **t, int na,
+                            int npr, int rb, int *n) {
+  return coll_table(7, ctx, c, b, np, t, na, npr, rb, n);
+}
+static ncclResult_t v7_fini(void *ctx) { return fini_common(7, ctx); }
+static ncclResult_t v7_chunk(void *ctx, ah_nccl_func_t c, size_t b, int a, int p, int n,
+                             size_t *chunk) {
+  (void)ctx;
+  return chunk_common(7, c, b, a, p, n, chunk);
+}
+EXPORT const ah_tuner_v7_t ncclTunerPlugin_v7 = {"simtuner-v7", v7_init, v7_coll, v7_fini,
+                                                 v7_chunk};
 #endif

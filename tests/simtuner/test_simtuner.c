@@ -112,16 +112,21 @@ static int count(const char *text, ...) {
 #define COUNT(text, ...) count(text, __VA_ARGS__, (const char *)NULL)
 
 static int version_code(const char *v) {
-  int a, b;
-  sscanf(v, "%d.%d", &a, &b);
-  return a * 10000 + b * 100;
+  int a = 0, b = 0, c = 0;
+  sscanf(v, "%d.%d.%d", &a, &b, &c);
+  return a * 10000 + b * 100 + c;
 }
 
 /* The ABI the emulated version takes from a plugin exporting only ncclTunerPlugin_v<abi>. */
 static int accepted(int code, int abi) {
   if (code < 21900) return 0;
   if (code < 22100) return abi == 1;
-  int newest = code >= 23000 ? 6 : code >= 22800 ? 5 : code >= 22400 ? 4 : code >= 22200 ? 3 : 2;
+  int newest = code >= 23206   ? 7
+               : code >= 23000 ? 6
+               : code >= 22800 ? 5
+               : code >= 22400 ? 4
+               : code >= 22200 ? 3
+                               : 2;
   return abi >= 2 && abi <= newest;
 }
 
@@ -142,7 +147,8 @@ static void expected_cells(int code, int coll, size_t nbytes, int num_algo, char
   cells[k] = 0;
 }
 
-static const char *versions[] = {"2.18", "2.19", "2.21", "2.22", "2.24", "2.28", "2.30"};
+static const char *versions[] = {"2.18", "2.19", "2.21", "2.22",   "2.24",
+                                 "2.28", "2.30", "2.31", "2.32.3", "2.32.6"};
 
 static void check_matrix_cell(const char *version, int abi) {
   int code = version_code(version);
@@ -214,15 +220,15 @@ static void check_matrix_cell(const char *version, int abi) {
 
 START_TEST(abi_matrix) {
   const char *version = versions[_i];
-  for (int abi = 1; abi <= 6; abi++) check_matrix_cell(version, abi);
+  for (int abi = 1; abi <= 7; abi++) check_matrix_cell(version, abi);
 }
 END_TEST
 
 /* A plugin exporting v2..v6 is used through the newest symbol the version accepts. */
 START_TEST(newest_symbol_first) {
-  static const char *v[] = {"2.19", "2.21", "2.22", "2.24", "2.28", "2.30"};
-  static const int want[] = {0, 2, 3, 4, 5, 6};
-  for (int i = 0; i < 6; i++) {
+  static const char *v[] = {"2.19", "2.21", "2.22", "2.24", "2.28", "2.30", "2.32.3", "2.32.6"};
+  static const int want[] = {0, 2, 3, 4, 5, 6, 6, 7};
+  for (int i = 0; i < 8; i++) {
     int rc = run_job(v[i], plugin_path(0), "", NULL);
     ck_assert_msg(rc == 0, "%s: job failed:\n%s", v[i], out_text);
     char abi_s[32];
@@ -365,6 +371,26 @@ START_TEST(v5_commid_and_constants) {
   ck_assert_int_eq(rc, 0);
   ck_assert_int_eq(COUNT(trace_text, "bytes=4096 algo=Ring proto=LL "),
                    NRANKS); /* NCCL's own pick */
+}
+END_TEST
+
+/* v7 (2.32.6): the wider constants table reaches the plugin with a fifth compute capability's row
+ * (sim/ fills it with Blackwell's), and an edit of the rows v5 had still changes NCCL's choice. */
+START_TEST(v7_constants) {
+  int rc = run_job("2.32.6", plugin_path(7), "slow_ring_ll", NULL);
+  ck_assert_msg(rc == 0, "job failed:\n%s", out_text);
+  ck_assert_int_eq(COUNT(log_text, "abi=7 event=init", "constants=1"), NRANKS);
+  ck_assert_int_eq(COUNT(log_text, "ringllbase=1006.60"), NRANKS);
+  ck_assert_int_eq(COUNT(trace_text, "bytes=4096 algo=Ring proto=LL "), 0);
+  const char *p = strstr(log_text, "llmax4=");
+  ck_assert_ptr_nonnull(p);
+  double llmax4 = 0;
+  ck_assert_int_eq(sscanf(p, "llmax4=%lf", &llmax4), 1);
+  ck_assert_msg(llmax4 > 0, "the fifth row is empty: %s", p);
+  rc = run_job("2.32.6", plugin_path(6), "slow_ring_ll", NULL); /* v6 under 2.32.6: v6's table */
+  ck_assert_int_eq(rc, 0);
+  ck_assert_int_eq(COUNT(log_text, "abi=6 event=init", "constants=1"), NRANKS);
+  ck_assert_int_eq(COUNT(trace_text, "bytes=4096 algo=Ring proto=LL "), 0);
 }
 END_TEST
 
@@ -520,6 +546,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, abi_matrix, 0, (int)(sizeof versions / sizeof versions[0]));
   tcase_add_test(tc, newest_symbol_first);
+  tcase_add_test(tc, v7_constants);
   tcase_add_test(tc, v6_chunk);
   tcase_add_test(tc, env_disabled_cells);
   tcase_add_test(tc, mismatch_fails_within_one_call);
