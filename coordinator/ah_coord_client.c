@@ -24,6 +24,7 @@
 
 #include "ah_coord_client_internal.h"
 #include "ah_coord_link.h"
+#include "ah_coord_nic.h"
 #include "ah_log.h"
 
 void ah_coord_client_opts_default(ah_coord_client_opts_t *o_p) {
@@ -399,6 +400,12 @@ int ah_coord_link_rates(ah_coord_t *c, uint32_t pid, const ah_link_rate_t *r, in
   uint8_t p[AH_LINK_RATE_MSG_BYTES];
   ah_link_rates_pack(pid, r, n, p);
   return link_send(c, AH_MSG_LINK_RATES, p, sizeof p);
+}
+
+int ah_coord_nic_port(ah_coord_t *c, const ah_nic_port_t *x) {
+  uint8_t p[AH_NIC_PORT_BYTES];
+  ah_nic_port_pack(x, p);
+  return link_send(c, AH_MSG_NIC_PORT, p, sizeof p);
 }
 
 /* Note that the report waits in the out queue like a SAMPLES: a reconnection rebuilds the queue

@@ -53,11 +53,12 @@ enum {
   AH_FINDING_RECOVERED = 6,  /* a straggler is on time again */
   AH_FINDING_SLOW_LINK =
       7, /* a connection, or every connection of a rank, is slow (ah_coord_linkmat.h) */
-  AH_FINDING_LINK_OK = 8, /* it is at speed again */
-  AH_FINDING_DIED = 9,    /* a rank's process left the hub without a goodbye (killed, crashed) */
-  AH_FINDING_STOPPED = 10 /* a rank's records stopped while the others' arrive (frozen process) */
+  AH_FINDING_LINK_OK = 8,  /* it is at speed again */
+  AH_FINDING_DIED = 9,     /* a rank's process left the hub without a goodbye (killed, crashed) */
+  AH_FINDING_STOPPED = 10, /* a rank's records stopped while the others' arrive (frozen process) */
+  AH_FINDING_NIC_DOWN = 11 /* a port of a rank's NIC went down (its NIC said so: ah_coord_nic.h) */
 };
-#define AH_FINDING_LAST AH_FINDING_STOPPED /* names: ah_report_health_kind (tuner/ah_report.h) */
+#define AH_FINDING_LAST AH_FINDING_NIC_DOWN /* names: ah_report_health_kind (tuner/ah_report.h) */
 
 /* Where a rank runs, for the text: its host (the hub knows the connection's address). */
 typedef struct {

@@ -411,6 +411,7 @@ void ah_coord_hub_comm_free(ah_coord_hub_t *h, hub_comm_t *m) {
   ah_coord_hub_gather_free(h, m);
   ah_coord_hub_health_free(h, m);
   ah_coord_hub_link_comm_free(m);
+  ah_coord_hub_nic_comm_free(m);
   ah_strag_free(m->strag);
   free(m->joined);
   free(m->frames);

@@ -360,7 +360,8 @@ void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c) {
                            .finding = (uint8_t)m->finding,
                            .stalled_ms = (uint32_t)((now - m->advanced_ns) / 1000000ull)};
     if (m->finding) snprintf(sc.text, sizeof sc.text, "%s", m->finding_text);
-    else sc.finding = (uint8_t)ah_coord_hub_link_status(m, sc.text, sizeof sc.text); /* no hang */
+    else if (!(sc.finding = (uint8_t)ah_coord_hub_nic_status(m, sc.text, sizeof sc.text)))
+      sc.finding = (uint8_t)ah_coord_hub_link_status(m, sc.text, sizeof sc.text); /* no hang */
     uint8_t p[AH_STATUS_RANK_BYTES > AH_STATUS_COMM_BYTES ? AH_STATUS_RANK_BYTES
                                                           : AH_STATUS_COMM_BYTES];
     ah_status_comm_pack(&sc, p);

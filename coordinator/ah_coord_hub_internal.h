@@ -131,6 +131,7 @@ typedef struct {
   ah_finding_t *standing;
   hub_conn_t *leader; /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
   struct hub_link_comm *link; /* its connections' matrix (ah_coord_hub_link.c), NULL: none yet */
+  struct hub_nic *nic;        /* its latest NIC-down finding (ah_coord_hub_nic.c), NULL: none yet */
   struct hub_gather
       *gather; /* search calls whose durations are being gathered (ah_coord_hub_gather.c) */
   int ngather;
@@ -315,6 +316,18 @@ void ah_coord_hub_dir_conn_gone(ah_coord_hub_t *h, hub_conn_t *c);
 void ah_coord_hub_dir_tick(ah_coord_hub_t *h, uint64_t now);
 /* Frees the whole directory (hub close). */
 void ah_coord_hub_dir_free(ah_coord_hub_t *h);
+
+/* ---- ah_coord_hub_nic.c ---- */
+
+/* A process's NIC_PORT: a port of a NIC it opened went down (the ranks of its queue pairs on the
+ * port are named to every communicator they are in) or came back. A malformed one is refused by
+ * name and the connection dropped. */
+void ah_coord_hub_on_nic_port(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
+/* m's NIC-down finding for autoha status while its port is down: AH_FINDING_NIC_DOWN with the
+ * text, or 0 (none). */
+int ah_coord_hub_nic_status(const hub_comm_t *m, char *text, size_t len);
+/* Frees m's NIC-down state (with m). */
+void ah_coord_hub_nic_comm_free(hub_comm_t *m);
 
 /* ---- ah_coord_hub_health.c ---- */
 

@@ -14,6 +14,7 @@
 #include "ah_coord_audit.h"
 #include "ah_coord_internal.h"
 #include "ah_coord_link.h"
+#include "ah_coord_nic.h"
 #include "ah_coord_sha256.h"
 #include "ah_coord_status.h"
 
@@ -80,6 +81,7 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_LINK_RATES] = AH_LINK_RATE_MSG_BYTES,
     [AH_MSG_BYE] = 0,
     [AH_MSG_AUDIT] = 8 + AH_AUDIT_BYTES,
+    [AH_MSG_NIC_PORT] = AH_NIC_PORT_BYTES,
 };
 _Static_assert(AH_LINK_QP_MSG_BYTES <= AH_COORD_MAX_INNER &&
                    AH_LINK_RATE_MSG_BYTES <= AH_COORD_MAX_INNER,

@@ -8,6 +8,7 @@
 #include "ah_coord_audit.h"
 #include "ah_coord_internal.h"
 #include "ah_coord_link.h"
+#include "ah_coord_nic.h"
 #include "ah_coord_linkmat.h"
 #include "ah_coord_straggler.h"
 #include "fuzz.h"
@@ -78,6 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           abort(); /* an identity the decoder passed is usable as is */
         ah_link_gid_text(q[i].rgid, gid, sizeof gid);
       }
+    } else if (h.type == AH_MSG_NIC_PORT) {
+      ah_nic_port_t x;
+      if (ah_nic_port_unpack(p, &x, err, sizeof err) == 0 &&
+          (!memchr(x.dev, 0, AH_LINK_DEV) || !x.port || x.up > 1 || x.ngpus > AH_NIC_GPUS))
+        abort(); /* a report the decoder passed is usable as is */
     } else if (h.type == AH_MSG_LINK_RATES) {
       ah_link_rate_t r[AH_LINK_RATES];
       uint32_t pid;

@@ -109,5 +109,9 @@ void ah_shim_link_created(struct ibv_qp *qp, const struct ibv_qp_init_attr *init
 void ah_shim_link_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, int mask);
 /* NCCL is about to destroy qp: it is no longer timed. */
 void ah_shim_link_destroying(struct ibv_qp *qp);
+/* NCCL's async thread is handed ev of ctx: a PORT_ERR of a port some of this process's queue pairs
+ * are on is told to the hub with their GPUs (NIC_PORT, ah_coord_nic.h), and so is that port's
+ * PORT_ACTIVE after it; every other event is left alone. Never changes ev, never blocks. */
+void ah_shim_link_port_event(struct ibv_context *ctx, const struct ibv_async_event *ev);
 
 #endif

@@ -6,11 +6,15 @@
  * and source port, and the leaf-spine route the fabric model (AUTOHA_QP_TOPO) gives it — and, once a
  * second on the shim's health thread, each sending end's window: what its counters gained.
  *
+ * It also tells the hub when a port of a NIC the process opened goes down or comes back, with the
+ * GPUs of its queue pairs on the port (ah_coord_nic.h), from the async event NCCL's thread reads.
+ *
  * Key choice: nothing here runs on NCCL's threads but the bookkeeping of create, modify and
- * destroy, which NCCL makes at connection time; a destroyed queue pair's state is freed two
+ * destroy, which NCCL makes at connection time, and a port's event, which is rare; a destroyed queue pair's state is freed two
  * seconds later, so that a poll still holding it (none should) reads memory that is still its. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +22,7 @@
 
 #include "ah_coord.h"
 #include "ah_coord_link.h"
+#include "ah_coord_nic.h"
 #include "ah_env.h"
 #include "ah_ha_rebal.h"
 #include "ah_log.h"
@@ -282,4 +287,63 @@ void ah_shim_link_tick(void) {
   }
   pthread_mutex_unlock(&lk_mu);
   send_all(q, nq, r, nr);
+}
+
+/* Ports this process told the hub were down (a context and a port number), so that their return is
+ * told too. Under lk_mu. */
+#define DOWN_MAX 16
+static struct {
+  struct ibv_context *ctx;
+  int port;
+} down[DOWN_MAX];
+
+/* Forgets (ctx, port) as told down; returns whether it was. Call under lk_mu. */
+static int down_forget(struct ibv_context *ctx, int port) {
+  for (int i = 0; i < DOWN_MAX; i++)
+    if (down[i].ctx == ctx && down[i].port == port) {
+      down[i].ctx = NULL;
+      return 1;
+    }
+  return 0;
+}
+
+void ah_shim_link_port_event(struct ibv_context *ctx, const struct ibv_async_event *ev) {
+  if (!ctx || !ev || !ah_shim_link_on()) return;
+  if (ev->event_type != IBV_EVENT_PORT_ERR && ev->event_type != IBV_EVENT_PORT_ACTIVE) return;
+  int saved = errno;
+  ah_nic_port_t x = {.pid = (uint32_t)getpid(),
+                     .port = (uint8_t)ev->element.port_num,
+                     .up = ev->event_type == IBV_EVENT_PORT_ACTIVE};
+  const char *dev = ctx->device && ctx->device->name[0] ? ctx->device->name : "?";
+  memcpy(x.dev, dev, strnlen(dev, sizeof x.dev - 1)); /* a longer name is cut: it only names it */
+  pthread_mutex_lock(&lk_mu);
+  for (lk_qp_t *m = qps; m; m = m->next) {
+    if (m->dead_t > 0 || !m->lc || m->lc->ctx != ctx || m->port != ev->element.port_num) continue;
+    x.nqps++;
+    uint16_t g = m->gpu >= 0 && m->gpu < 0xffff ? (uint16_t)m->gpu : 0xffff;
+    int seen = 0;
+    for (int i = 0; i < x.ngpus; i++) seen |= x.gpus[i] == g;
+    if (!seen && x.ngpus < AH_NIC_GPUS) x.gpus[x.ngpus++] = g;
+  }
+  /* a port down with none of this process's queue pairs on it says nothing of its ranks; its return
+   * is told only when its fall was */
+  int tell = x.up ? down_forget(ctx, x.port) : x.nqps > 0;
+  if (tell && !x.up) {
+    down_forget(ctx, x.port);
+    for (int i = 0; i < DOWN_MAX; i++)
+      if (!down[i].ctx) {
+        down[i].ctx = ctx, down[i].port = x.port;
+        break;
+      }
+  }
+  pthread_mutex_unlock(&lk_mu);
+  ah_coord_t *c = tell ? ah_shim_ha_dir_coord() : NULL;
+  if (tell && !x.up)
+    ah_log(AH_LOG_WARN,
+           "NIC %s port %u is down (PORT_ERR): %u of this process's queue pairs are on it; %s",
+           x.dev, x.port, x.nqps,
+           c ? "the hub names its ranks to their communicators" : "no hub to tell");
+  else if (tell) ah_log(AH_LOG_INFO, "NIC %s port %u is active again (PORT_ACTIVE)", x.dev, x.port);
+  if (c) (void)ah_coord_nic_port(c, &x);
+  errno = saved;
 }

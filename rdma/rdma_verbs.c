@@ -421,7 +421,8 @@ static int dl_destroy_wrapper(struct ibv_qp *qp) {
 
 /* NCCL's async-event thread: events the HA layer owns (its shadows', and those of primaries it
  * failed over or a port whose queue pairs all have a shadow elsewhere) are acknowledged here and
- * the next event is read; every other event reaches NCCL unchanged. */
+ * the next event is read; every other event reaches NCCL unchanged, and a port's going down or
+ * coming back among them is told to the hub (rdma_link_qp.c: the NIC-down finding). */
 static _Atomic(get_async_event_fn) dl_get_async_event;
 static _Atomic(ack_async_event_fn) dl_ack_async_event;
 static int dl_get_async_event_wrapper(struct ibv_context *ctx, struct ibv_async_event *ev) {
@@ -430,7 +431,11 @@ static int dl_get_async_event_wrapper(struct ibv_context *ctx, struct ibv_async_
   for (;;) {
     int rc = f(ctx, ev);
     ack_async_event_fn ack = atomic_load(&dl_ack_async_event);
-    if (rc != 0 || !ack || !ah_shim_ha_event_absorbed(ctx, ev)) return rc;
+    if (rc != 0) return rc;
+    if (!ack || !ah_shim_ha_event_absorbed(ctx, ev)) {
+      ah_shim_link_port_event(ctx, ev); /* what NCCL is told */
+      return rc;
+    }
     ack(ev);
   }
 }
@@ -632,14 +637,16 @@ __attribute__((used)) AH_EARLY void *ah_shim_verbs_route(const char *name, const
   int hooked = 0, kind = hooked_name(name, version, is_vsym);
   if (kind) { /* never during a runtime's early start */
     int saved = errno;
-    /* the destroy and async-event hooks serve only the HA layer (shadows go before NCCL's QP; its
-     * events are not NCCL's); the registration hooks only AUTOHA_HA=nic (mirrors on the backup NIC) */
+    /* the destroy and async-event hooks serve the HA layer (shadows go before NCCL's QP; its
+     * events are not NCCL's) and the per-connection diagnosis; the registration hooks only
+     * AUTOHA_HA=nic (mirrors on the backup NIC) */
     if (kind == 2) hooked = ah_shim_ha_nic_on();
     else {
-      /* the per-connection timing (rdma_link_*.c) needs creation, connection and destruction */
+      /* the per-connection timing (rdma_link_*.c) needs creation, connection and destruction, and
+       * a port's events (the NIC-down finding) */
       int destroy = ah_elf_streq(name, "ibv_destroy_qp"),
           async = ah_elf_streq(name, "ibv_get_async_event");
-      hooked = ah_shim_ha_on() || (!async && ah_shim_link_on()) ||
+      hooked = ah_shim_ha_on() || ah_shim_link_on() ||
                (!destroy && !async && ah_path_policy_active(policy_get()));
     }
     errno = saved;

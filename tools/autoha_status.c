@@ -41,6 +41,7 @@ static const char *comm_state(const ah_status_comm_t *c) {
     case AH_FINDING_MISMATCH:
     case AH_FINDING_DIED:
     case AH_FINDING_STOPPED: return "hung";
+    case AH_FINDING_NIC_DOWN: return "nic down"; /* its connections over the port fail */
     default: break;
   }
   return c->stalled_ms >= STALLED_MS ? "stalled" : "running";

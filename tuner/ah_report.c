@@ -96,8 +96,9 @@ static json_t *key_to_json(const ah_report_key_t *k, int nranks) {
 const char *ah_report_health_kind(int kind) {
   static const char *names[] = {NULL,      "missing",   "incomplete", "mismatch",
                                 "resumed", "straggler", "recovered",  "slow_link",
-                                "link_ok", "died",      "stopped"};
-  return kind >= 1 && kind <= 10 ? names[kind] : NULL;
+                                "link_ok", "died",      "stopped",    "nic_down"};
+  _Static_assert(sizeof names / sizeof names[0] == AH_REPORT_HEALTH_KINDS + 1, "a name per kind");
+  return kind >= 1 && kind <= AH_REPORT_HEALTH_KINDS ? names[kind] : NULL;
 }
 
 static json_t *health_to_json(const ah_report_t *r) {

@@ -71,7 +71,7 @@ typedef struct {
 
 /* One finding of the hang diagnosis that this process received (docs/diagnosis.md). */
 #define AH_REPORT_HEALTH_MAX 16
-#define AH_REPORT_HEALTH_KINDS 10 /* the highest AH_FINDING_* (ah_report_health_kind names them) */
+#define AH_REPORT_HEALTH_KINDS 11 /* the highest AH_FINDING_* (ah_report_health_kind names them) */
 typedef struct {
   uint64_t comm;
   int kind; /* AH_FINDING_* (ah_coord_health.h): 1 missing … 6 recovered, 7 slow_link, 8 link_ok */
@@ -104,7 +104,7 @@ typedef struct {
 } ah_report_ha_t;
 
 /* The name of a finding's kind ("missing", "incomplete", "mismatch", "resumed", "straggler",
- * "recovered", "slow_link", "link_ok"), NULL if none. */
+ * "recovered", "slow_link", "link_ok", "died", "stopped", "nic_down"), NULL if none. */
 const char *ah_report_health_kind(int kind);
 
 /* What reproduces the run (the report's "run" object): the AUTOHA_* and NCCL_* variables of the

@@ -392,7 +392,7 @@ static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
     if (!h->kind) {
       rerr(rd, p,
            "kind '%s' is not missing, incomplete, mismatch, resumed, straggler, recovered, "
-           "slow_link or link_ok",
+           "slow_link, link_ok, died, stopped or nic_down",
            kind);
       return;
     }

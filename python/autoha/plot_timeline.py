@@ -16,6 +16,7 @@ HEALTH_STYLE = {  # kind: (marker, colour)
     "missing": ("v", "tab:red"), "incomplete": ("v", "tab:orange"), "mismatch": ("X", "tab:red"),
     "straggler": ("s", "tab:orange"), "slow_link": ("D", "tab:orange"),
     "resumed": ("^", "tab:green"), "recovered": ("^", "tab:green"), "link_ok": ("o", "tab:green"),
+    "nic_down": ("P", "tab:red"),
 }
 
 

@@ -95,7 +95,7 @@ def check(prom, rep):
         if s.value < listed.get(s.labels["kind"], 0):
             fail("%s: %s findings %d, the report lists %d" %
                  (name, s.labels["kind"], s.value, listed[s.labels["kind"]]))
-    if len(samples("autoha_health_findings")) != 10:
+    if len(samples("autoha_health_findings")) != 11:
         fail("%s: not one findings counter per kind" % name)
     conn = samples("autoha_coordinator_connected")
     if len(conn) != 1:

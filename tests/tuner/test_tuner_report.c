@@ -565,7 +565,7 @@ START_TEST(malformed_reports) {
       "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", \"comms\": [], "
       "\"health\": [{\"comm\": \"0x1\", \"kind\": \"doom\", \"text\": \"x\", \"time\": 1}]}",
       "health[0]: kind 'doom' is not missing, incomplete, mismatch, resumed, straggler, recovered, "
-      "slow_link or link_ok");
+      "slow_link, link_ok, died, stopped or nic_down");
   /* A minimal valid one parses, unknown fields ignored. */
   ah_report_t *r = NULL;
   char err[256];
