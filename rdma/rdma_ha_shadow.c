@@ -185,18 +185,6 @@ static uint32_t shadow_label(ha_qp_t *m, const shadow_info_t *peer) {
         ah_path_backup_sport_avoid(ah_shim_ha_topo(), m->sgid.raw, m->rtr.ah_attr.grh.dgid.raw, out,
                                    3, back, 2, ah_path_label_to_sport(label));
     if (sport) return ah_path_sport_to_label(sport);
-  } else if (m->sb_fails && !ha_by_lid(m) && ah_shim_ha_topo()) {
-    /* port or nic: the last standby died in a row (a second fault on this port's path, bench/
-     * failover's "again" points), and another hash of the QP numbers may cross the same dead link
-     * — each such try cost a heartbeat's retry window and a doubled rebuild delay. With a topology
-     * the standby takes a port whose modelled spine avoids the dead standby's and the carrier's,
-     * both ways, from this standby's own port (GIDs) */
-    uint16_t out[2] = {csport, m->sb_dead_sport};
-    uint16_t back[2] = {peer_sport, (uint16_t)peer->sport2};
-    uint16_t sport =
-        ah_path_backup_sport_avoid(ah_shim_ha_topo(), m->sb.gid.raw, peer->gid, out, 2, back, 2,
-                                   ah_path_label_to_sport(label));
-    if (sport) return ah_path_sport_to_label(sport);
   }
   for (int i = 0; i < 4 && (ah_path_label_to_sport(label) == psport ||
                             ah_path_label_to_sport(label) == csport);
