@@ -5,6 +5,8 @@
  * when the standby's port comes back: the background thread reads the port's state (ibv_query_port,
  * at most every 0.25 s per port, only while a standby on it waits for its rebuild) and, once it has
  * seen the port down and then active again after the standby died, rebuilds that standby now.
+ * Under port, a standby built on the carrier's own port because the other was down (rdma_ha_shadow.c)
+ * moves the same way: once the other port reads active again it is retired and rebuilt there.
  *
  * Key choice: by default traffic is not moved back to the recovered path (that would be one more
  * drain and replay, a stall, for no gain in reach while both paths are healthy); the recovered path
@@ -46,8 +48,25 @@ static int port_active(ha_ctx_t *hc, int port, double now) {
   return up;
 }
 
+/* The port a ready standby of m should be on instead of the one it is on, or 0: under port, a
+ * standby built on the carrier's own port while the other was down (shadow_create) goes to the
+ * other port once it is active again — two ports are two paths, two hashes on one port may not be.
+ * That port is read while such a standby stands, so its coming back is seen. */
+static int same_port_due(ha_qp_t *m, double now) {
+  int carrier_port = m->sh ? m->sh_port : m->port; /* NCCL's own QP's while it carries */
+  if (ah_env_settings()->ha != AH_HA_POLICY_PORT || !m->sb.port || m->sb.port != carrier_port ||
+      ha_on_nic(m, m->sb.qp) || (m->nq && !m->sb.qp))
+    return 0;
+  int other = m->sb.port == 1 ? 2 : 1;
+  if (port_active(m->hc, other, now) != 1) return 0;
+  int i = 0, n = atomic_load(&ah_shim_ha_nctx);
+  while (i < n && ah_shim_ha_ctxs[i] != m->hc) i++;
+  return i < n && up_t[i][other] > 0 && up_t[i][other] > m->fb_done ? other : 0;
+}
+
 static int failback_due(ha_qp_t *m, double now) {
   int sb = atomic_load(&m->sb.state);
+  if (sb == SH_READY) return same_port_due(m, now) != 0;
   /* a standby not ready (dead and waiting for its rebuild, or built and waiting for the peer's) on
    * a port of m's own NIC, which has died at least once since its connection's last failover */
   if (sb == SH_READY || sb == SH_NONE || sb == SH_WANTED ||
@@ -61,12 +80,23 @@ static int failback_due(ha_qp_t *m, double now) {
   return i < n && up_t[i][m->sb.port] > 0 && up_t[i][m->sb.port] > m->fb_done;
 }
 
-static void failback_kick(ha_qp_t *m, double now) {
+static void failback_kick(ha_qp_t *m, double now, const char *why) {
+  /* why: for the warning of a standby not yet dead (connected, waiting for the peer's) */
   /* give the standby up and skip one generation: the peer, whose own port may never have gone
    * down and whose rebuild may be seconds away, reads the given-up generation (HAG1) and follows
    * at once (ah_shim_ha_peer_ahead) */
-  if (atomic_load(&m->sb.state) != SH_DEAD)
-    ah_shim_ha_standby_dead(m, "its port came back; it is rebuilt at once");
+  if (atomic_load(&m->sb.state) == SH_READY) {
+    /* a healthy standby moved to the other port (same_port_due): retired as a dead one is, without
+     * the warning that it died (the caller said why at info) */
+    atomic_store(&m->sb.state, SH_DEAD);
+    m->sb.hb_out = 0;
+    m->sb.dead_t = now;
+    m->sb_dead_port = m->sb.port;
+    m->sb_dead_sport = m->sb.sport;
+    m->sb.rebuild_at = m->ngens < HA_GEN_MAX ? now : 0;
+  } else if (atomic_load(&m->sb.state) != SH_DEAD) {
+    ah_shim_ha_standby_dead(m, why);
+  }
   m->sb.want_gen = m->sb.gen + 2;
   if (m->gave_up < m->sb.gen + 1) m->gave_up = m->sb.gen + 1;
   if (m->sb.rebuild_at) m->sb.rebuild_at = now;
@@ -111,10 +141,11 @@ void ah_shim_ha_failback_step(ha_qp_t *m) {
   pthread_mutex_lock(&m->mu);
   if (atomic_load(&m->state) != HA_BROKEN && failback_due(m, now)) {
     /* its port is up again: the recovered path is the next standby's now, not at the backoff's */
+    int moved = atomic_load(&m->sb.state) == SH_READY; /* a same-port standby (same_port_due) */
     AH_LOG_DEV_CAPPED(16, m->gpu, AH_LOG_INFO,
                       "HA: QP %u: port %d is up again; its standby is rebuilt there now", m->qpn,
-                      m->sb.port);
-    failback_kick(m, now);
+                      moved ? (m->sb.port == 1 ? 2 : 1) : m->sb.port);
+    failback_kick(m, now, "its port came back; it is rebuilt at once");
   } else if (move_back_due(m, now)) {
     /* a planned failover: the carrier is taken to ERR, as by the soft timeout, and the drain,
      * count exchange and replay run as after a fault (exactly once, in order) */

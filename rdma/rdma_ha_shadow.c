@@ -68,6 +68,12 @@ static int shadow_create(ha_qp_t *m) {
     if (atomic_load(&m->state) == HA_FAILING && m->sb_fails > 0 && m->sb_dead_port == port &&
         port_up(m, cport) && !ha_by_lid(m))
       port = cport;
+    /* the other port is down (the fault that moved the traffic here): a standby there could only
+     * die after RC's retry window, and the carrier would have none while it lasts; one on the
+     * carrier's own port, on another path (another ECMP hash), covers a second fault on the
+     * carrier's path (bench/failover's second faults: the carrier then failed with no standby
+     * ready and waited 85-200 ms for one to be rebuilt). Not on InfiniBand (see above). */
+    else if (!port_up(m, port) && port_up(m, cport) && !ha_by_lid(m)) port = cport;
     if (ah_shim_ha_port_addr(m, m->qp->context, port, gid_index, &gid) != 0) {
       /* a single-port NIC (a port that cannot even be queried): say once, in one line, what
        * would protect it */
