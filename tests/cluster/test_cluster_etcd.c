@@ -1,10 +1,11 @@
 /* The cluster client against a real 3-member etcd cluster on loopback (etcd_cluster.h): put, get,
  * range, delete and create-if-absent round trips; a job's registration gone within its lease's
- * TTL of its process's SIGKILL, and at once after a clean unregister; the planner election
- * passing to the other candidate when the holder is SIGKILLed; requests that still succeed with
- * the raft leader killed; and, with every member down or stopped, calls that fail within their
- * timeout. Each case starts its own cluster (an unchecked fixture, in the parent process, which
- * kills every member at the end whatever the tests did). */
+ * TTL of its process's SIGKILL, at once after a clean unregister, and put back under a new lease
+ * when its lease is lost; the planner election passing to the other candidate when the holder is
+ * SIGKILLed or withdraws; requests that still succeed with the raft leader killed; and, with
+ * every member down or stopped, calls that fail within their timeout. Each case starts its own
+ * cluster (an unchecked fixture, in the parent process, which kills every member at the end
+ * whatever the tests did). */
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
@@ -207,6 +208,36 @@ START_TEST(a_clean_unregister_removes_the_key_at_once) {
 }
 END_TEST
 
+START_TEST(a_lost_lease_is_replaced_and_the_job_put_back) {
+  ah_cluster_etcd_t *c = client(3);
+  char err[AH_CLUSTER_ERR_LEN];
+  ah_cluster_kv_t kv;
+  ah_cluster_job_t *job;
+  ck_assert_msg(
+      ah_cluster_job_register(c, "/t/", "phoenix", "v1", 2, TTL_S, &job, err, sizeof err) == 0,
+      "%s", err);
+  ck_assert_int_eq(ah_cluster_job_update(job, "v2", 2, err, sizeof err), 0);
+  ck_assert_int_eq(ah_cluster_etcd_get(c, "/t/jobs/phoenix", &kv, err, sizeof err), 1);
+  int64_t first = kv.lease;
+  ah_cluster_kv_clear(&kv);
+  /* what etcd does to a lease not renewed for a TTL (an outage): it goes, and the key with it */
+  ck_assert_int_eq(ah_cluster_etcd_lease_revoke(c, first, err, sizeof err), 0);
+  ck_assert_int_eq(ah_cluster_etcd_get(c, "/t/jobs/phoenix", &kv, err, sizeof err), 0);
+  double t0 = now_s();
+  int rc;
+  while ((rc = ah_cluster_etcd_get(c, "/t/jobs/phoenix", &kv, err, sizeof err)) == 0 &&
+         now_s() - t0 < TTL_S + 2)
+    usleep(50000);
+  ck_assert_msg(rc == 1, "the key was not put back within %.1f s", now_s() - t0);
+  ck_assert_str_eq(kv.value, "v2"); /* the latest value, under a new lease */
+  ck_assert(kv.lease != first && kv.lease != 0);
+  ah_cluster_kv_clear(&kv);
+  ck_assert_int_eq(ah_cluster_job_unregister(job, err, sizeof err), 0);
+  ck_assert_int_eq(ah_cluster_etcd_get(c, "/t/jobs/phoenix", &kv, err, sizeof err), 0);
+  ah_cluster_etcd_close(c);
+}
+END_TEST
+
 /* A planner candidate: campaigns as `arg`, says 'L' when it holds the role, then waits. */
 static void candidate_child(const char *arg, int fd) {
   char err[AH_CLUSTER_ERR_LEN];
@@ -355,6 +386,7 @@ int main(void) {
   tcase_add_test(live, put_get_range_delete_round_trip);
   tcase_add_test(live, a_killed_jobs_key_goes_within_its_ttl);
   tcase_add_test(live, a_clean_unregister_removes_the_key_at_once);
+  tcase_add_test(live, a_lost_lease_is_replaced_and_the_job_put_back);
   tcase_add_test(live, the_election_passes_to_the_other_candidate_when_the_holder_dies);
   tcase_add_test(live, a_withdrawn_holder_hands_the_role_on);
   suite_add_tcase(s, live);
