@@ -347,6 +347,24 @@ static int kvs_read(const json_t *range, ah_cluster_kv_t **kvs_p, char *err, siz
   return (int)n;
 }
 
+int ah_cluster_etcd_range_answer(const char *text, ah_cluster_kv_t **kvs_p, char *err,
+                                 size_t errlen) {
+  if (!ah_jansson_ready()) {
+    set_err(err, errlen, "jansson (%s) could not be loaded", AH_JANSSON_SONAME);
+    return -1;
+  }
+  json_error_t je;
+  json_t *j = json_loads(text, 0, &je);
+  if (!json_is_object(j)) {
+    json_decref(j);
+    set_err(err, errlen, "an etcd answer that is not a JSON object");
+    return -1;
+  }
+  int n = kvs_read(j, kvs_p, err, errlen);
+  json_decref(j);
+  return n;
+}
+
 /* A request's {"key": base64} object, or NULL (a key over AH_CLUSTER_VALUE_MAX, no memory). */
 static json_t *key_body(const char *key, char *err, size_t errlen) {
   size_t n = key ? strlen(key) : 0;

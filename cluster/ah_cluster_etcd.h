@@ -87,6 +87,13 @@ int ah_cluster_etcd_member_healthy(ah_cluster_etcd_t *c, int i, char *err, size_
  * returns the index whose member id is the leader it reports, or -1 when none answers so. */
 int ah_cluster_etcd_leader_index(ah_cluster_etcd_t *c, char *err, size_t errlen);
 
+/* Decodes `text`, an answer of etcd's /v3/kv/range (or a txn's response_range): the keys of its
+ * "kvs", as ah_cluster_etcd_range returns them. Returns their number with *kvs_p, or -1 with err
+ * (not JSON, a key or value not base64 or over AH_CLUSTER_VALUE_MAX). The answer's decoder on its
+ * own, without a request: fuzz/fuzz_etcd.c feeds it. */
+int ah_cluster_etcd_range_answer(const char *text, ah_cluster_kv_t **kvs_p, char *err,
+                                 size_t errlen);
+
 void ah_cluster_kv_clear(ah_cluster_kv_t *kv);
 void ah_cluster_kvs_free(ah_cluster_kv_t *kvs, int n);
 
