@@ -66,7 +66,9 @@ int ah_cluster_etcd_create(ah_cluster_etcd_t *c, const char *key, const void *va
                            int64_t lease, ah_cluster_kv_t *holder_p, char *err, size_t errlen);
 
 /* Grants a lease of ttl_s seconds (etcd may raise a short one to its minimum). Returns 0 with
- * *id_p, or -1. */
+ * *id_p, or -1.
+ * Note that a grant whose answer was lost and that was retried on another member leaves the
+ * first lease unused: nothing is attached to it, and etcd drops it at its TTL. */
 int ah_cluster_etcd_lease_grant(ah_cluster_etcd_t *c, int ttl_s, int64_t *id_p, char *err,
                                 size_t errlen);
 
