@@ -5,6 +5,8 @@
 # Their dependencies on Debian's packages are found by dpkg-shlibdeps (package dpkg-dev), and the
 # one it cannot see is named: libautoha.so and autoha open libjansson.so.4 with dlopen
 # (tuner/ah_jansson.c), so autoha Depends on libjansson4 (dpkg-shlibdeps' findings are added to it).
+# libcurl.so.4 is opened the same way, but only by a job given AUTOHA_ETCD (cluster/ah_cluster_curl.c),
+# so autoha Suggests libcurl4 rather than depending on it.
 # The packaged binaries are stripped and their debug info ships apart, Debian's way: each package
 # gets a -dbgsym one (autoha-dbgsym, autoha-sim-dbgsym; .ddeb files beside the .deb) holding
 # /usr/lib/debug/.build-id/XX/YYYY.debug, which gdb finds through the binary's build ID.
@@ -29,6 +31,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
 set(CPACK_DEBIAN_AUTOHA_PACKAGE_NAME autoha)
 set(CPACK_DEBIAN_AUTOHA_PACKAGE_DEPENDS libjansson4)
+set(CPACK_DEBIAN_AUTOHA_PACKAGE_SUGGESTS libcurl4)
 set(CPACK_DEBIAN_SIM_PACKAGE_NAME autoha-sim)
 set(CPACK_COMPONENT_AUTOHA_DESCRIPTION "libautoha.so, preloaded into NCCL jobs to tune their collectives, and the autoha command")
 set(CPACK_COMPONENT_SIM_DESCRIPTION "sim/: CPU stand-ins for libnccl, CUDA and libibverbs, to run NCCL programs without GPUs")

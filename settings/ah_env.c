@@ -264,6 +264,20 @@ int ah_env_parse_one(const ah_env_var_t *v, const char *value, ah_settings_t *s_
       ((int *)field_of(v, s_p))[1] = (int)m;
       return 0;
     }
+    case AH_ENV_ETCD: /* the client's grammar, the only one */
+      if (ah_cluster_endpoints_parse(value, field_of(v, s_p), why, sizeof why) != 0) break;
+      return 0;
+    case AH_ENV_PREFIX: {
+      size_t n = strlen(value);
+      int ok = n >= 2 && value[0] == '/' && value[n - 1] == '/';
+      for (size_t i = 0; ok && i < n; i++) ok = value[i] > ' ' && value[i] <= '~';
+      if (!ok) break;
+      if (set_text(field_of(v, s_p), v->size, value) != 0) {
+        snprintf(why, sizeof why, "longer than %zu characters", v->size - 1);
+        break;
+      }
+      return 0;
+    }
     case AH_ENV_TC_RULES:
       if (*value && ah_path_tc_rules_parse(value, NULL, why, sizeof why) != 0) break;
       if (set_text(field_of(v, s_p), v->size, value) != 0) {
@@ -439,6 +453,8 @@ char *ah_env_value_format(const ah_env_var_t *v, const ah_settings_t *s, char *b
     case AH_ENV_COMMAND: snprintf(buf, len, "%s", (const char *)f); break;
     case AH_ENV_SUBSYS: ah_log_subsys_format((unsigned)*(const int *)f, buf, len); break;
     case AH_ENV_RATIO: snprintf(buf, len, "%d/%d", ((const int *)f)[0], ((const int *)f)[1]); break;
+    case AH_ENV_ETCD: ah_cluster_endpoints_format(f, buf, len); break;
+    case AH_ENV_PREFIX: snprintf(buf, len, "%s", (const char *)f); break;
     case AH_ENV_QP_SPORT:
       if (s->qp_sport == AH_PATH_SPORT_FILE) snprintf(buf, len, "file:%s", s->qp_sport_file);
       else

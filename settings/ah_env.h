@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ah_cluster_endpoints.h"
 #include "ah_override.h"
 
 /* The enum settings by name: each value is the index of its choice in the row's '|' list, so the
@@ -93,6 +94,10 @@ typedef struct {
   int ha_hb_ms;        /* AUTOHA_HA_HEARTBEAT_MS: a heartbeat on each ready standby this often */
   int ha_hb_miss[2];   /* AUTOHA_HA_HEARTBEAT_MISS: dead after [0] missed of the last [1] */
   int ha_failback;     /* AUTOHA_HA_FAILBACK: move traffic back to a recovered path (bool) */
+  ah_cluster_endpoints_t etcd;       /* AUTOHA_ETCD: the etcd cluster's members; n == 0 = none */
+  double etcd_timeout_s;             /* AUTOHA_ETCD_TIMEOUT_S: the bound on one etcd call */
+  int etcd_ttl_s;                    /* AUTOHA_ETCD_TTL_S: the lease of a job or a candidate */
+  char etcd_prefix[AH_ENV_ADDR_MAX]; /* AUTOHA_ETCD_PREFIX: where autoha's keys live */
   char torch_venv[AH_ENV_PATH_MAX]; /* AUTOHA_TORCH_VENV: scripts/torch-venv's, not the library's */
   int fuzz_seconds;                 /* AUTOHA_FUZZ_SECONDS: scripts/test's, not the library's */
 } ah_settings_t;
@@ -116,6 +121,8 @@ typedef enum {
   AH_ENV_TEXT,     /* free text, kept as is (a variable only the project's scripts read) */
   AH_ENV_FILE,     /* a file's path or name, kept as is (no template); empty = none */
   AH_ENV_RATIO,    /* N/M, integers with 1 <= N <= M <= max (an int[2]: N, M) */
+  AH_ENV_ETCD,     /* http://HOST:PORT,... (cluster/ah_cluster_endpoints.h), parsed into a list */
+  AH_ENV_PREFIX,   /* an etcd key prefix: starts and ends with '/', printable ASCII */
 } ah_env_type_t;
 
 /* One row of the table. */

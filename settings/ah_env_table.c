@@ -397,6 +397,33 @@ static const ah_env_var_t env_table[] = {
      "moved (under port or nic, two flows on one port or NIC) until the job ends (docs/ha.md, "
      "\"Failback\").",
      0, 0, NULL, FIELD(ha_failback)},
+    {"AUTOHA_ETCD", AH_ENV_ETCD, "", "http://HOST:PORT[,http://HOST:PORT...], or empty",
+     "The client URLs of the site's etcd cluster, for the cluster planner's ground "
+     "(docs/cluster.md): a job registers under a lease, and one planner is elected. Give every "
+     "member: a request that fails on one (refused, timed out, no raft leader) goes to the next, "
+     "and each call is bounded by AUTOHA_ETCD_TIMEOUT_S, so etcd down is an error, never a hang. "
+     "Only http:// is taken. libcurl (libcurl.so.4) and jansson are opened only by a process "
+     "given this variable. Empty, the default: no etcd. Today only the cluster client library "
+     "(cluster/) and its tests use it: no hub registers its job yet.",
+     0, 0, NULL, FIELD(etcd)},
+    {"AUTOHA_ETCD_TIMEOUT_S", AH_ENV_DOUBLE, "5", "0.05..3600 (seconds)",
+     "The bound on one etcd call, over every member it tries: each try gets a share of what is "
+     "left, at most a quarter of the bound (at least 100 ms while that much is left), and a round "
+     "in which no member answered is tried again after 100 ms until the bound. 5: after the raft "
+     "leader's death the others elect a new one within two election timeouts (2 s by default), "
+     "and a write sent to a member before that waits there unanswered, so the call must outlast "
+     "the election and come back to the members.",
+     0.05, 3600, NULL, FIELD(etcd_timeout_s)},
+    {"AUTOHA_ETCD_TTL_S", AH_ENV_INT, "10", "2..3600 (seconds)",
+     "The TTL of the etcd lease a job's registration and a planner candidate hold, renewed every "
+     "third of it: a process that dies disappears from etcd within this long, and a planner that "
+     "dies is replaced within about this long plus half a second. etcd raises a TTL under its "
+     "minimum (about 1.5 times its election timeout).",
+     2, 3600, NULL, FIELD(etcd_ttl_s)},
+    {"AUTOHA_ETCD_PREFIX", AH_ENV_PREFIX, "/autoha/", "/NAME/ (printable ASCII, no spaces)",
+     "Where autoha's keys live in etcd: PREFIXjobs/JOB for each job's registration, PREFIXplanner "
+     "for the election. Give sites that share an etcd cluster different prefixes.",
+     0, 0, NULL, FIELD(etcd_prefix)},
     {"AUTOHA_TORCH_VENV", AH_ENV_TEXT, "~/.cache/autoha/venv-torch", "a folder",
      "Read by scripts/torch-venv, not by the library: the Python venv it installs PyTorch into for "
      "tests/torch ($XDG_CACHE_HOME/autoha/venv-torch when that is set).",
