@@ -182,6 +182,20 @@ void client_opts_test(ah_coord_client_opts_t *o_p) {
   o_p->reconnect_ms = 3000;
 }
 
+int clients_join_complete(const ah_coord_stamp_t *st, ah_coord_t **cs, int nprocs,
+                          const int *proc_of, int nranks, uint64_t comm) {
+  ah_coord_client_opts_t co;
+  client_opts_test(&co);
+  for (int p = 0; p < nprocs; p++)
+    if (!(cs[p] = ah_coord_client_open(st, NULL, &co, NULL, NULL))) return -1;
+  for (int r = 0; r < nranks; r++)
+    if (ah_coord_join_rank(cs[proc_of[r]], comm, (uint32_t)nranks, (uint32_t)r, NULL) != 0)
+      return -1;
+  for (int t = 0; t < 100 && ah_coord_verdict(cs[0], comm) != AH_COORD_VERDICT_COMPLETE; t++)
+    sleep_ms(20);
+  return ah_coord_verdict(cs[0], comm) == AH_COORD_VERDICT_COMPLETE ? 0 : -1;
+}
+
 int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm) {
   static rec_t ra, rb;
   rec_init(&ra);

@@ -44,6 +44,10 @@ int log_wait(const char *needle, int ms);
 ah_coord_hub_t *hub_start_test(ah_coord_stamp_t *st_p);
 /* Client options for tests: connect 5000 ms, heartbeat 200 ms, dead 2000 ms, reconnect 3000 ms. */
 void client_opts_test(ah_coord_client_opts_t *o_p);
+/* Opens nprocs clients (client_opts_test) and joins rank r of comm (nranks ranks) from client
+ * proc_of[r]. Returns 0 once the verdict is COMPLETE (within 2 s), -1 otherwise. */
+int clients_join_complete(const ah_coord_stamp_t *st, ah_coord_t **cs, int nprocs,
+                          const int *proc_of, int nranks, uint64_t comm);
 /* A legitimate pair of clients: both join comm, one publishes three segments, the other must
  * receive all three. Returns 1 on success. */
 int legit_roundtrip(const ah_coord_stamp_t *st, uint64_t comm);

@@ -54,17 +54,9 @@ START_TEST(a_slow_connection_is_named_to_every_process) {
   ah_coord_stamp_t st;
   ah_coord_hub_t *hub = hub_start_test(&st);
   ck_assert_ptr_nonnull(hub);
-  ah_coord_client_opts_t co;
-  client_opts_test(&co);
   ah_coord_t *cs[PROCS];
   const uint64_t comm = 0x11c4;
-  for (int p = 0; p < PROCS; p++)
-    ck_assert_ptr_nonnull(cs[p] = ah_coord_client_open(&st, NULL, &co, NULL, NULL));
-  for (int r = 0; r < RANKS; r++)
-    ck_assert_int_eq(ah_coord_join_rank(cs[proc_of[r]], comm, RANKS, r, NULL), 0);
-  for (int t = 0; t < 100 && ah_coord_verdict(cs[0], comm) != AH_COORD_VERDICT_COMPLETE; t++)
-    sleep_ms(20);
-  ck_assert_int_eq(ah_coord_verdict(cs[0], comm), AH_COORD_VERDICT_COMPLETE);
+  ck_assert_int_eq(clients_join_complete(&st, cs, PROCS, proc_of, RANKS, comm), 0);
   for (int r = 0; r < RANKS; r++) announce(cs[proc_of[r]], r);
   int found = 0;
   for (int sec = 0; sec < 12 && !found; sec++) {
