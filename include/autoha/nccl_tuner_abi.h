@@ -110,14 +110,17 @@ typedef struct {
 #define AH_TUNER_NUM_HW 3      /* NVLINK, PCI, NET */
 #define AH_TUNER_NUM_COMPCAP 4 /* Volta, Ampere, Hopper, Blackwell */
 #define AH_TUNER_NUM_SCALE 3   /* 1 node, 2 nodes, 4+ nodes */
+/* The constants' members with NCAP compute-capability rows (v5/v6: 4; v7: 5). */
+#define AH_TUNER_CONSTANTS_MEMBERS(NCAP)                                                           \
+  double baseLatencies[AH_NUM_ALGOS][AH_NUM_PROTOS];                                               \
+  double hwLatencies[AH_TUNER_NUM_HW][AH_NUM_ALGOS][AH_NUM_PROTOS];                                \
+  double llMaxBws[NCAP][AH_TUNER_NUM_SCALE];                                                       \
+  double perChMaxRingLL128Bws[NCAP][AH_TUNER_NUM_SCALE];                                           \
+  double perChMaxTreeLL128Bws[NCAP][AH_TUNER_NUM_SCALE];                                           \
+  double perChMaxTreeBws[NCAP][AH_TUNER_NUM_SCALE];                                                \
+  double perChMaxNVLSTreeBws[NCAP][AH_TUNER_NUM_SCALE];
 typedef struct {
-  double baseLatencies[AH_NUM_ALGOS][AH_NUM_PROTOS];
-  double hwLatencies[AH_TUNER_NUM_HW][AH_NUM_ALGOS][AH_NUM_PROTOS];
-  double llMaxBws[AH_TUNER_NUM_COMPCAP][AH_TUNER_NUM_SCALE];
-  double perChMaxRingLL128Bws[AH_TUNER_NUM_COMPCAP][AH_TUNER_NUM_SCALE];
-  double perChMaxTreeLL128Bws[AH_TUNER_NUM_COMPCAP][AH_TUNER_NUM_SCALE];
-  double perChMaxTreeBws[AH_TUNER_NUM_COMPCAP][AH_TUNER_NUM_SCALE];
-  double perChMaxNVLSTreeBws[AH_TUNER_NUM_COMPCAP][AH_TUNER_NUM_SCALE];
+  AH_TUNER_CONSTANTS_MEMBERS(AH_TUNER_NUM_COMPCAP)
 } ah_tuner_constants_v5_t;
 
 /* v5: NCCL 2.28, 2.29. init gets the commId (NCCL's commHash); destroy is renamed finalize. */
@@ -150,13 +153,7 @@ typedef struct {
  * (Rubin), so the struct is larger than v5's and the two are converted row by row. */
 #define AH_TUNER_NUM_COMPCAP_V7 5
 typedef struct {
-  double baseLatencies[AH_NUM_ALGOS][AH_NUM_PROTOS];
-  double hwLatencies[AH_TUNER_NUM_HW][AH_NUM_ALGOS][AH_NUM_PROTOS];
-  double llMaxBws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
-  double perChMaxRingLL128Bws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
-  double perChMaxTreeLL128Bws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
-  double perChMaxTreeBws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
-  double perChMaxNVLSTreeBws[AH_TUNER_NUM_COMPCAP_V7][AH_TUNER_NUM_SCALE];
+  AH_TUNER_CONSTANTS_MEMBERS(AH_TUNER_NUM_COMPCAP_V7)
 } ah_tuner_constants_v7_t;
 
 typedef struct {
@@ -173,26 +170,27 @@ typedef struct {
 } ah_tuner_v7_t;
 
 /* The v5 rows of a v7 table (the first four compute capabilities), and back: the fifth row is
- * left as it is in the v7 table (what NCCL put there). */
+ * left as it is in the v7 table (what NCCL put there). Each bandwidth table is [compcap][scale], so
+ * v5's rows are the v7 table's leading bytes: one copy of v5's size per member, either way. */
+#define AH_TUNER_CONSTANTS_COPY(D, S, K5)                                                          \
+  do {                                                                                             \
+    memcpy((D)->baseLatencies, (S)->baseLatencies, sizeof(K5)->baseLatencies);                     \
+    memcpy((D)->hwLatencies, (S)->hwLatencies, sizeof(K5)->hwLatencies);                           \
+    memcpy((D)->llMaxBws, (S)->llMaxBws, sizeof(K5)->llMaxBws);                                    \
+    memcpy((D)->perChMaxRingLL128Bws, (S)->perChMaxRingLL128Bws,                                   \
+           sizeof(K5)->perChMaxRingLL128Bws);                                                      \
+    memcpy((D)->perChMaxTreeLL128Bws, (S)->perChMaxTreeLL128Bws,                                   \
+           sizeof(K5)->perChMaxTreeLL128Bws);                                                      \
+    memcpy((D)->perChMaxTreeBws, (S)->perChMaxTreeBws, sizeof(K5)->perChMaxTreeBws);               \
+    memcpy((D)->perChMaxNVLSTreeBws, (S)->perChMaxNVLSTreeBws, sizeof(K5)->perChMaxNVLSTreeBws);   \
+  } while (0)
 static inline void ah_tuner_constants_v7_to_v5(ah_tuner_constants_v5_t *d,
                                                const ah_tuner_constants_v7_t *s) {
-  memcpy(d->baseLatencies, s->baseLatencies, sizeof d->baseLatencies);
-  memcpy(d->hwLatencies, s->hwLatencies, sizeof d->hwLatencies);
-  memcpy(d->llMaxBws, s->llMaxBws, sizeof d->llMaxBws);
-  memcpy(d->perChMaxRingLL128Bws, s->perChMaxRingLL128Bws, sizeof d->perChMaxRingLL128Bws);
-  memcpy(d->perChMaxTreeLL128Bws, s->perChMaxTreeLL128Bws, sizeof d->perChMaxTreeLL128Bws);
-  memcpy(d->perChMaxTreeBws, s->perChMaxTreeBws, sizeof d->perChMaxTreeBws);
-  memcpy(d->perChMaxNVLSTreeBws, s->perChMaxNVLSTreeBws, sizeof d->perChMaxNVLSTreeBws);
+  AH_TUNER_CONSTANTS_COPY(d, s, d);
 }
 static inline void ah_tuner_constants_v5_to_v7(ah_tuner_constants_v7_t *d,
                                                const ah_tuner_constants_v5_t *s) {
-  memcpy(d->baseLatencies, s->baseLatencies, sizeof s->baseLatencies);
-  memcpy(d->hwLatencies, s->hwLatencies, sizeof s->hwLatencies);
-  memcpy(d->llMaxBws, s->llMaxBws, sizeof s->llMaxBws);
-  memcpy(d->perChMaxRingLL128Bws, s->perChMaxRingLL128Bws, sizeof s->perChMaxRingLL128Bws);
-  memcpy(d->perChMaxTreeLL128Bws, s->perChMaxTreeLL128Bws, sizeof s->perChMaxTreeLL128Bws);
-  memcpy(d->perChMaxTreeBws, s->perChMaxTreeBws, sizeof s->perChMaxTreeBws);
-  memcpy(d->perChMaxNVLSTreeBws, s->perChMaxNVLSTreeBws, sizeof s->perChMaxNVLSTreeBws);
+  AH_TUNER_CONSTANTS_COPY(d, s, s);
 }
 
 #ifdef __cplusplus
