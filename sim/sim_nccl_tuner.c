@@ -224,15 +224,11 @@ ncclResult_t sim_tuner_init(const sim_tuner_t *t, struct ncclComm *comm, void **
       ah_tuner_constants_v5_to_v7(&k7, constants);
       /* the fifth compute capability (Rubin): sim/ models none, so the row only has to be there;
        * it holds Blackwell's values, which a plugin may read or edit to no effect */
-      int last = AH_TUNER_NUM_COMPCAP - 1;
-      memcpy(k7.llMaxBws[last + 1], k7.llMaxBws[last], sizeof k7.llMaxBws[0]);
-      memcpy(k7.perChMaxRingLL128Bws[last + 1], k7.perChMaxRingLL128Bws[last],
-             sizeof k7.perChMaxRingLL128Bws[0]);
-      memcpy(k7.perChMaxTreeLL128Bws[last + 1], k7.perChMaxTreeLL128Bws[last],
-             sizeof k7.perChMaxTreeLL128Bws[0]);
-      memcpy(k7.perChMaxTreeBws[last + 1], k7.perChMaxTreeBws[last], sizeof k7.perChMaxTreeBws[0]);
-      memcpy(k7.perChMaxNVLSTreeBws[last + 1], k7.perChMaxNVLSTreeBws[last],
-             sizeof k7.perChMaxNVLSTreeBws[0]);
+      double(*rows[])[AH_TUNER_NUM_SCALE] = {k7.llMaxBws, k7.perChMaxRingLL128Bws,
+                                             k7.perChMaxTreeLL128Bws, k7.perChMaxTreeBws,
+                                             k7.perChMaxNVLSTreeBws};
+      for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        memcpy(rows[i][AH_TUNER_NUM_COMPCAP], rows[i][AH_TUNER_NUM_COMPCAP - 1], sizeof rows[i][0]);
       ncclResult_t r = ((const ah_tuner_v7_t *)t->plugin)
                            ->init(ctx_p, comm->hash, (size_t)comm->nranks, (size_t)comm->nnodes,
                                   tuner_logger, &dom, &k7);
