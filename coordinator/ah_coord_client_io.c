@@ -263,8 +263,7 @@ static void client_on_finding(ah_coord_t *c, const uint8_t *p) {
     return;
   }
   /* a standing finding told again (this process joined while it stood) is handled once */
-  uint64_t d = 1469598103934665603ull; /* FNV-1a of the frame */
-  for (size_t i = 0; i < 8 + AH_FINDING_BYTES; i++) d = (d ^ p[i]) * 1099511628211ull;
+  uint64_t d = ah_coord_fnv64(p, 8 + AH_FINDING_BYTES, AH_COORD_FNV_BASIS);
   for (uint64_t i = 0; i < c->nseen_findings && i < 8; i++)
     if (c->seen_findings[i] == d) return;
   c->seen_findings[c->nseen_findings++ % 8] = d;

@@ -237,12 +237,6 @@ static int rank_of(const proc_t *pr, const hub_comm_t *m, uint16_t gpu) {
   return -1;
 }
 
-static uint64_t fnv64(const void *p, size_t n, uint64_t h) {
-  const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 /* The hops of connection e -> peer (its NIC port, the two leaf-spine links of its modelled route,
  * the peer's NIC port), as ids and names. Returns how many. A link is named as a cable, both
  * directions in one: a connection up through leaf L to spine S and one down from S to L then
@@ -256,20 +250,20 @@ static int hops_of(const hub_lqp_t *e, const hub_lqp_t *peer, uint32_t *ids,
   int txp = q->tx_port ? q->tx_port : q->port;
   ah_link_gid_text(q->lgid, gid, sizeof gid);
   snprintf(names[n], HOP_NAME, "port %s:%d (%s)", q->dev, txp, gid);
-  ids[n] = (uint32_t)fnv64(names[n], strlen(names[n]), 1469598103934665603ull);
+  ids[n] = (uint32_t)ah_coord_fnv64(names[n], strlen(names[n]), 1469598103934665603ull);
   n++;
   if (q->spine != AH_LINK_NONE) {
     snprintf(names[n], HOP_NAME, "link leaf%u-spine%u", q->src_leaf, q->spine);
-    ids[n] = (uint32_t)fnv64(names[n], strlen(names[n]), 1469598103934665603ull);
+    ids[n] = (uint32_t)ah_coord_fnv64(names[n], strlen(names[n]), 1469598103934665603ull);
     n++;
     snprintf(names[n], HOP_NAME, "link leaf%u-spine%u", q->dst_leaf, q->spine);
-    ids[n] = (uint32_t)fnv64(names[n], strlen(names[n]), 1469598103934665603ull);
+    ids[n] = (uint32_t)ah_coord_fnv64(names[n], strlen(names[n]), 1469598103934665603ull);
     n++;
   }
   int rxp = q->rx_port ? q->rx_port : peer->q.port;
   ah_link_gid_text(q->rgid, gid, sizeof gid);
   snprintf(names[n], HOP_NAME, "port %s:%d (%s)", peer->q.dev, rxp, gid);
-  ids[n] = (uint32_t)fnv64(names[n], strlen(names[n]), 1469598103934665603ull);
+  ids[n] = (uint32_t)ah_coord_fnv64(names[n], strlen(names[n]), 1469598103934665603ull);
   n++;
   return n;
 }
@@ -390,7 +384,7 @@ void ah_coord_hub_link_tick(ah_coord_hub_t *h, uint64_t now) {
       if (!lm) continue;
       ah_lm_conn_t c = {.src = (uint32_t)a,
                         .dst = (uint32_t)b,
-                        .id = fnv64(&e->key, sizeof e->key, 1469598103934665603ull),
+                        .id = ah_coord_fnv64(&e->key, sizeof e->key, 1469598103934665603ull),
                         .bytes = (double)e->bytes,
                         .busy_s = e->busy_s,
                         .wrs = e->wrs};

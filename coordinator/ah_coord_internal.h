@@ -196,6 +196,10 @@ int ah_coord_dir_vlen(const uint8_t *p, uint32_t len, uint32_t at, char *err, si
 
 void ah_coord_put_u64(uint8_t *p, uint64_t v);
 uint64_t ah_coord_get_u64(const uint8_t *p);
+/* FNV-1a over n bytes from h (AH_COORD_FNV_BASIS to start one): the stamp's checksum, the hub's
+ * link ids, the client's digests of findings. Not a MAC: nothing secret rests on it. */
+#define AH_COORD_FNV_BASIS 0xcbf29ce484222325ull
+uint64_t ah_coord_fnv64(const void *p, size_t n, uint64_t h);
 void ah_coord_put_u32(uint8_t *p, uint32_t v);
 uint32_t ah_coord_get_u32(const uint8_t *p);
 /* Whether the n bytes at p are all zero (a record's unused slots must be). */

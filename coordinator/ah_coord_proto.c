@@ -18,6 +18,12 @@
 #include "ah_coord_sha256.h"
 #include "ah_coord_status.h"
 
+uint64_t ah_coord_fnv64(const void *p, size_t n, uint64_t h) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
 void ah_coord_put_u64(uint8_t *p, uint64_t v) {
   for (int i = 7; i >= 0; i--) {
     p[i] = (uint8_t)(v & 0xff);

@@ -17,15 +17,6 @@
 #define STAMP_MAGIC 0x41484331u /* "AHC1" */
 #define STAMP_VERSION 1
 
-static uint64_t stamp_fnv1a(const unsigned char *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 void ah_coord_stamp_write(const ah_coord_stamp_t *st, unsigned char id[128]) {
   unsigned char *t = id + AH_COORD_STAMP_OFFSET;
   memset(t, 0, AH_COORD_STAMP_BYTES);
@@ -36,7 +27,7 @@ void ah_coord_stamp_write(const ah_coord_stamp_t *st, unsigned char id[128]) {
   t[7] = (unsigned char)(st->port & 0xff);
   memcpy(t + 8, st->addr, 16);
   memcpy(t + 24, st->secret, 16);
-  ah_coord_put_u64(t + 56, stamp_fnv1a(t, 56));
+  ah_coord_put_u64(t + 56, ah_coord_fnv64(t, 56, AH_COORD_FNV_BASIS));
 }
 
 /* Returns 0 and fills st_p, or -1 when the tail is not a valid stamp (st_p untouched).
@@ -46,7 +37,7 @@ void ah_coord_stamp_write(const ah_coord_stamp_t *st, unsigned char id[128]) {
 int ah_coord_stamp_read(const unsigned char id[128], ah_coord_stamp_t *st_p) {
   const unsigned char *t = id + AH_COORD_STAMP_OFFSET;
   if (ah_coord_get_u32(t) != STAMP_MAGIC || t[4] != STAMP_VERSION) return -1;
-  if (ah_coord_get_u64(t + 56) != stamp_fnv1a(t, 56)) return -1;
+  if (ah_coord_get_u64(t + 56) != ah_coord_fnv64(t, 56, AH_COORD_FNV_BASIS)) return -1;
   for (int i = 40; i < 56; i++)
     if (t[i] != 0) return -1;
   if (t[5] != AF_INET && t[5] != AF_INET6) return -1;
