@@ -36,7 +36,7 @@ static int lists_gpu(const ah_nic_port_t *x, uint16_t gpu) {
 }
 
 /* The ranks of m whose queue pairs are on x's port: of the process (host, x->pid), each rank on a
- * GPU x lists; a process's only rank in m also when its GPU or a queue pair's is unknown. Returns
+ * GPU x lists; a process's only rank in m also when its GPU, or every queue pair's, is unknown. Returns
  * how many (their numbers in out, at most max). */
 static int ranks_on_port(const hub_comm_t *m, const char *host, const ah_nic_port_t *x,
                          uint32_t *out, int max) {
@@ -49,7 +49,11 @@ static int ranks_on_port(const hub_comm_t *m, const char *host, const ah_nic_por
     only = r;
     if (s->rec.gpu != 0xffff && lists_gpu(x, s->rec.gpu) && n < max) out[n++] = r;
   }
-  if (nproc == 1 && n == 0 && (m->prog[only].rec.gpu == 0xffff || lists_gpu(x, 0xffff)) && max > 0)
+  /* the fallback only when the GPUs cannot be matched: the rank's is unknown, or x knows none of its
+   * queue pairs' (one unknown among known ones must not name a rank on a GPU x does not list) */
+  int known = 0;
+  for (int i = 0; i < x->ngpus; i++) known |= x->gpus[i] != 0xffff;
+  if (nproc == 1 && n == 0 && (m->prog[only].rec.gpu == 0xffff || !known) && max > 0)
     out[n++] = only;
   return n;
 }
