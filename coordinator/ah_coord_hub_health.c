@@ -79,11 +79,7 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
   }
   hub_prog_t *s = &m->prog[rec.rank];
   int moved = !s->have || advanced(&s->rec, &rec);
-  if (!s->have) { /* the peer's address without its port names the host */
-    snprintf(s->host, sizeof s->host, "%s", c->peer);
-    char *colon = strrchr(s->host, ':');
-    if (colon) *colon = 0;
-  }
+  if (!s->have) ah_coord_hub_conn_host(c, s->host, sizeof s->host);
   s->rec = rec;
   s->have = 1;
   s->rx_ns = now;

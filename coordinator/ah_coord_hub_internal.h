@@ -358,6 +358,8 @@ void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
 
 /* ---- ah_coord_hub_link.c ---- */
 
+/* The host of connection c as progress records name it: its peer's address without the port. */
+void ah_coord_hub_conn_host(const hub_conn_t *c, char *out, size_t len);
 /* Sends finding f to every process subscribed to m (a FINDING frame). */
 void ah_coord_hub_finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f);
 

@@ -73,7 +73,7 @@ static hub_lqp_t *qp_find(struct hub_link *l, const uint8_t gid[16], uint32_t qp
 }
 
 /* The host a connection names (its peer address without the port), as the progress records'. */
-static void conn_host(const hub_conn_t *c, char *out, size_t len) {
+void ah_coord_hub_conn_host(const hub_conn_t *c, char *out, size_t len) {
   snprintf(out, len, "%s", c->peer);
   char *colon = strrchr(out, ':');
   if (colon) *colon = 0;
@@ -102,7 +102,7 @@ static int link_msg_taken(ah_coord_hub_t *h, hub_conn_t *c, const char *what, in
     ah_coord_hub_conn_close_later(h, c);
     return 0;
   }
-  conn_host(c, m->host, sizeof m->host);
+  ah_coord_hub_conn_host(c, m->host, sizeof m->host);
   return 1;
 }
 

@@ -91,9 +91,7 @@ void ah_coord_hub_on_nic_port(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p
     ah_coord_hub_conn_close_later(h, c);
     return;
   }
-  snprintf(host, sizeof host, "%s", c->peer); /* the host, as the progress records name it */
-  char *colon = strrchr(host, ':');
-  if (colon) *colon = 0;
+  ah_coord_hub_conn_host(c, host, sizeof host); /* as the progress records name it */
   int named = 0;
   for (hub_comm_t *m = h->comms; m; m = m->hh.next) {
     if (!m->prog) continue;
