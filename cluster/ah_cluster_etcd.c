@@ -90,7 +90,6 @@ int ah_cluster_etcd_open(const ah_cluster_endpoints_t *eps, double timeout_s,
 
 void ah_cluster_etcd_close(ah_cluster_etcd_t *c) { free(c); }
 
-double ah_cluster_etcd_timeout_s(const ah_cluster_etcd_t *c) { return c->timeout_s; }
 
 /* ---- one HTTP exchange ------------------------------------------------------------------------ */
 

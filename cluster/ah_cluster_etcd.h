@@ -36,7 +36,6 @@ typedef struct {
 int ah_cluster_etcd_open(const ah_cluster_endpoints_t *eps, double timeout_s,
                          ah_cluster_etcd_t **c_p, char *err, size_t errlen);
 void ah_cluster_etcd_close(ah_cluster_etcd_t *c);
-double ah_cluster_etcd_timeout_s(const ah_cluster_etcd_t *c);
 
 /* Puts key = value (len bytes), attached to `lease` (0: none). Returns 0 or -1. */
 int ah_cluster_etcd_put(ah_cluster_etcd_t *c, const char *key, const void *value, size_t len,

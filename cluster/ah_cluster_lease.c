@@ -21,7 +21,6 @@ struct ah_cluster_lease {
   ah_cluster_lease_attach_fn attach;
   void *arg;
   _Atomic int64_t id;
-  _Atomic int renewals;
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t wake;
@@ -69,7 +68,6 @@ static void *keeper(void *arg) {
       /* gone: etcd expired it while unreachable, so the owner's keys went with it */
       if (grant_attach(l, &id, err, sizeof err) == 0) {
         atomic_store(&l->id, id);
-        atomic_fetch_add(&l->renewals, 1);
         ah_log(AH_LOG_WARN, "etcd: the lease of %s had expired; a new one holds it again", l->what);
         outage = 0;
         continue;
@@ -132,7 +130,6 @@ undo_init:
 
 int64_t ah_cluster_lease_id(ah_cluster_lease_t *l) { return atomic_load(&l->id); }
 
-int ah_cluster_lease_renewals(ah_cluster_lease_t *l) { return atomic_load(&l->renewals); }
 
 int ah_cluster_lease_stop(ah_cluster_lease_t *l, int revoke, char *err, size_t errlen) {
   pthread_mutex_lock(&l->lock);

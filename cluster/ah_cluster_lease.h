@@ -26,8 +26,6 @@ int ah_cluster_lease_start(ah_cluster_etcd_t *c, int ttl_s, const char *what,
 /* The lease's id now (it changes when a lost lease is replaced). */
 int64_t ah_cluster_lease_id(ah_cluster_lease_t *l);
 
-/* How many times the lease was lost and replaced since start. */
-int ah_cluster_lease_renewals(ah_cluster_lease_t *l);
 
 /* Stops the thread (it wakes at once) and, with `revoke`, revokes the lease so everything
  * attached to it goes now rather than at its TTL. Returns 0, or -1 when the revoke failed (err
