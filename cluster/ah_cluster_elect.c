@@ -30,7 +30,15 @@ struct ah_cluster_elect {
   pthread_cond_t wake;
   int stop; /* under lock */
   int outage;
+  int ttl_s;
+  double ok_s; /* when etcd last answered a poll (monotonic seconds; the poller's own) */
 };
+
+static double mono_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
 
 /* One poll: creates the key if absent, then says whether this candidate holds it. */
 static void campaign(ah_cluster_elect_t *e) {
@@ -40,12 +48,21 @@ static void campaign(ah_cluster_elect_t *e) {
   int rc =
       ah_cluster_etcd_create(e->c, e->key, e->id, strlen(e->id), lease, &holder, err, sizeof err);
   if (rc < 0) {
-    /* unknown: keep the last answer, which the lease (TTL) bounds */
+    /* unknown: keep the last answer for half a TTL after etcd last answered, then step down. The
+     * lease was renewed at most a third of a TTL before that answer, so the key can go (and
+     * another candidate take it) two thirds of a TTL after it at the earliest: a holder cut off
+     * steps down before, at the end of the poll that finds half a TTL gone */
     if (!e->outage) ah_log(AH_LOG_WARN, "etcd: election %s: %s", e->key, err);
     e->outage = 1;
+    if (mono_s() - e->ok_s >= e->ttl_s / 2.0 && atomic_exchange(&e->leader, 0))
+      ah_log(AH_LOG_WARN,
+             "etcd: %s gives up the planner role (%s): etcd has not answered for half its lease's "
+             "TTL",
+             e->id, e->key);
     return;
   }
   e->outage = 0;
+  e->ok_s = mono_s();
   int held = rc == 1 || (holder.key && holder.lease == lease);
   if (rc == 0) ah_cluster_kv_clear(&holder);
   int was = atomic_exchange(&e->leader, held);
@@ -88,6 +105,8 @@ int ah_cluster_elect_start(ah_cluster_etcd_t *c, const char *key, const char *id
   e->c = c;
   snprintf(e->key, sizeof e->key, "%s", key);
   snprintf(e->id, sizeof e->id, "%s", id);
+  e->ttl_s = ttl_s;
+  e->ok_s = mono_s();
   e->poll_ms = ttl_s * 1000L / 4;
   if (e->poll_ms > 500) e->poll_ms = 500;
   pthread_condattr_t ca;
