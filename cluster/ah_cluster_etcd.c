@@ -90,7 +90,6 @@ int ah_cluster_etcd_open(const ah_cluster_endpoints_t *eps, double timeout_s,
 
 void ah_cluster_etcd_close(ah_cluster_etcd_t *c) { free(c); }
 
-
 /* ---- one HTTP exchange ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -263,6 +262,13 @@ static json_t *b64_json(const void *s, size_t n) {
   json_t *j = json_string(t);
   free(t);
   return j;
+}
+
+/* A uint64 field (member ids use the whole range, which strtoll would clip to INT64_MAX). */
+static uint64_t uint64_of(const json_t *j) {
+  if (json_is_integer(j)) return (uint64_t)json_integer_value(j);
+  const char *s = json_string_value(j);
+  return s ? strtoull(s, NULL, 10) : 0;
 }
 
 /* The gateway writes int64 fields as strings ("revision": "5"); read either form. */
@@ -555,8 +561,8 @@ int ah_cluster_etcd_leader_index(ah_cluster_etcd_t *c, char *err, size_t errlen)
     json_t *resp = NULL;
     if (request(c, i, "/v3/maintenance/status", json_object(), &resp, NULL, err, errlen) != 0)
       continue;
-    int64_t me = int64_of(json_object_get(json_object_get(resp, "header"), "member_id"));
-    int64_t leader = int64_of(json_object_get(resp, "leader"));
+    uint64_t me = uint64_of(json_object_get(json_object_get(resp, "header"), "member_id"));
+    uint64_t leader = uint64_of(json_object_get(resp, "leader"));
     json_decref(resp);
     if (me && me == leader) return i;
   }
