@@ -26,7 +26,7 @@ for a in libnccl.so libnccl.so.2 libcudart.so.12 libcudart.so.13 libcuda.so.1 li
 done
 [ "$(readlink "$P/lib/autoha-sim/libibverbs.so")" = libibverbs.so.1 ] || fail "libibverbs.so is not a symlink"
 for f in "$P"/bin/* "$P"/lib/*.so "$P"/lib/autoha-sim/*.so.1 "$P"/lib/autoha-sim/preload/*; do
-  if readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -qF "$build"; then fail "$f has an RPATH into the build tree"; fi
+  if readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -cF "$build" >/dev/null; then fail "$f has an RPATH into the build tree"; fi
 done
 
 version=$("$P/bin/autoha" --version)

@@ -283,7 +283,7 @@ chain-abi)
         { echo "FAIL ($c): the v7 tuner's fifth row read $row"; exit 1; }
     fi
     # the edit reached NCCL's table: no 4 KiB call runs Ring/LL (NCCL's own pick there)
-    if grep "bytes=4096 " "$tmp/shim.trace" | grep -q "algo=Ring proto=LL "; then
+    if grep "bytes=4096 " "$tmp/shim.trace" | grep -c "algo=Ring proto=LL " >/dev/null; then
       echo "FAIL ($c): a 4 KiB call ran Ring/LL: the user's tuner's constants edit was lost"; exit 1
     fi
     # where NCCL can load the user's tuner itself (not v7 under 2.30), autoha observing changes nothing

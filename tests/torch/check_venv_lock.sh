@@ -34,8 +34,9 @@ for i in 1 2; do
 done
 log=$(tr '\n' ' ' <"$tmp/log")
 [ "$log" = "start end start end " ] || { echo "FAIL: the two runs overlapped: $log"; exit 1; }
-# One of them found the lock taken and said so.
-cat "$tmp/err1" "$tmp/err2" | grep -q "waiting for another run's lock on $venv.lock" ||
+# One of them found the lock taken and said so. (grep reads the files itself: under pipefail,
+# "cat | grep -q" fails whenever grep's early exit gives cat a SIGPIPE.)
+grep -q "waiting for another run's lock on $venv.lock" "$tmp/err1" "$tmp/err2" ||
   { cat "$tmp/err1" "$tmp/err2"; echo "FAIL: neither run waited for the lock"; exit 1; }
 [ -f "$venv.lock" ] || { echo "FAIL: no lock file beside the venv"; exit 1; }
 echo "PASS: two torch-venv runs on one venv took turns ($log)"

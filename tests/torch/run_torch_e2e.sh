@@ -39,7 +39,7 @@ run() {
     echo "--- stderr (last 30 lines) ---"; tail -30 "$tmp/$name.err"; exit 1
   fi
   # autoha's banner and other info lines are allowed; anything else on stderr is a failure.
-  if grep -v -E ' autoha INFO ' "$tmp/$name.err" | grep -q .; then
+  if grep -v -E ' autoha INFO ' "$tmp/$name.err" | grep -c . >/dev/null; then
     echo "FAIL: $name run wrote to stderr:"; grep -v -E ' autoha INFO ' "$tmp/$name.err" | head -20; exit 1
   fi
   echo "PASS: $name run: 8 ranks, every collective exact, nothing on stderr beyond autoha's info"

@@ -68,7 +68,7 @@ PY
 [ $? -eq 0 ] || exit 1
 n=$(grep -cE '^[^ :]+:[0-9]+:[0-9]+ \[[0-9]+\] NCCL INFO autoha \[[0-9]+\] tune: (allreduce|allgather|reducescatter|broadcast|reduce) ' "$tmp/job.err")
 [ "$n" -ge 8 ] || { echo "FAIL: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING showed $n of autoha's decision lines in NCCL's stream"; head -5 "$tmp/job.err"; exit 1; }
-if grep ' autoha ' "$tmp/job.err" | grep -v 'NCCL \(INFO\|WARN\) autoha' | grep -q .; then
+if grep ' autoha ' "$tmp/job.err" | grep -v 'NCCL \(INFO\|WARN\) autoha' | grep -c . >/dev/null; then
   echo "FAIL: autoha's own lines went to stderr despite AUTOHA_LOG_FILE"; exit 1
 fi
 echo "PASS: NCCL's logger showed $n of autoha's decision lines, in NCCL's format"
