@@ -8,8 +8,8 @@
  * last segment delivered, and every publish until the hub acknowledges it; after a cut it
  * re-authenticates, re-joins each local rank "since" those numbers (the hub replays the verdict
  * too) and resends the unacknowledged publishes (the hub drops duplicates), so nothing is lost or
- * delivered twice. Only when the hub stays unreachable for reconnect_ms does ah_coord_alive()
- * turn 0. */
+ * delivered twice. Only when the hub's address refuses every connection for reconnect_ms does
+ * ah_coord_alive() turn 0: a hub that does not answer is tried for the rest of the job. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>

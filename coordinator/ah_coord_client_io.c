@@ -33,8 +33,10 @@ int ah_coord_client_handshake(ah_coord_t *c, int *fd_p, uint64_t *last_pub_p, ch
   }
   int rc = ah_coord_dial((const struct sockaddr *)&c->ss, c->sl, c->stamp.secret, c->client_id,
                          c->o.connect_ms, fd_p, NULL, last_pub_p, err, errlen);
+  int e = errno; /* ECONNREFUSED: nothing listens at the hub's address (client_reconnect) */
   if (rc != 0 && c->lfd >= 0)
     ah_coord_client_relay_release(c); /* no relay without a hub: let another try */
+  errno = e;
   return rc;
 }
 
@@ -472,8 +474,18 @@ static int client_joined(ah_coord_t *c) {
   return joined;
 }
 
-/* Reconnects until reconnect_ms have passed. Returns 0 when connected again, -1 when the hub is
- * gone (logged) or the client is stopping.
+/* Reconnects. Returns 0 when connected again, -1 when the hub is gone (logged) or the client is
+ * stopping.
+ *
+ * Key choice: the hub is given up only when nothing has listened at its address for reconnect_ms
+ * (every attempt refused: its process ended — it is a rank's, so the job is failing anyway). A
+ * hub that does not answer (its process frozen by SIGSTOP or a debugger, starved, or its network
+ * cut) is tried for the rest of the job, every LONG_RETRY_MS once reconnect_ms have passed, and
+ * tuning and diagnosis resume when it answers. Giving that one up was worse than waiting: a rank
+ * waiting for the leader's decision then ran NCCL's choice for the call while the leader, frozen
+ * with the hub in rank 0's process, ran its own once thawed — the ranks disagreed on the call
+ * (real NCCL hangs; 8 of 8 ranks failed on sim/ after a 20 s SIGSTOP of rank 0). The wait for a
+ * decision stays bounded by AUTOHA_SYNC_TIMEOUT_S.
  *
  * Note that a loss after the hub's goodbye (every job's end: the hub's process exits first and
  * the others lose their connection moments before they exit themselves) is logged at info; one
@@ -488,16 +500,20 @@ static int client_joined(ah_coord_t *c) {
  * applied, and a hub refusing one frame saw thousands of reconnections a second. */
 #define QUICK_CUT_NS 2000000000ull
 #define QUICK_CUT_MAX_MS 1000
+/* Between attempts once reconnect_ms have passed. Short enough that a hub thawed after a long
+ * freeze sees every process back well within its grace for a process gone after a stall of its
+ * own (ah_coord_hub_health.c), cheap at any scale: one connect a second per process. */
+#define LONG_RETRY_MS 1000
 
 /* The one warning that the hub is gone: no goodbye came, its process died or its host went down
  * (or the network failed). */
 static void client_hub_gone(ah_coord_t *c, const char *why) {
   atomic_store(&c->hub_lost, 1);
   ah_log(AH_LOG_WARN,
-         "coordinator: hub %s is gone (%s) without its goodbye: its process died, or its host "
-         "or the network failed; reconnecting for up to %d ms, the job goes on with the "
-         "decisions it has",
-         c->addr, why, c->o.reconnect_ms);
+         "coordinator: hub %s is gone (%s) without its goodbye: its process died or froze, or "
+         "its host or the network failed; reconnecting, the job goes on with the decisions it "
+         "has",
+         c->addr, why);
 }
 
 /* relayed: the lost connection went through the host's relay. Its end says only that the relay's
@@ -534,43 +550,63 @@ static int client_reconnect(ah_coord_t *c, const char *why, int relayed) {
     c->cut_backoff_ms = 0;
   }
   char err[300] = "no attempt made";
+  uint64_t refused_since = 0; /* every attempt since was refused (0: the last one was not) */
+  int long_said = 0;
   while (!atomic_load(&c->stop) && !ah_coord_exiting()) {
     int fd;
     uint64_t last_pub;
     if (ah_coord_client_handshake(c, &fd, &last_pub, err, sizeof err) == 0) {
       if (ah_coord_client_install(c, fd, last_pub) == 0) {
         atomic_store(&c->hub_lost, 0);
-        ah_log(AH_LOG_INFO, "coordinator: reconnected to hub %s after %.0f ms", c->addr,
-               (double)(ah_coord_now_ns() - start) / 1e6);
+        double s = (double)(ah_coord_now_ns() - start) / 1e9;
+        if (long_said)
+          ah_log(AH_LOG_WARN,
+                 "coordinator: hub %s answers again after %.1f s; tuning and diagnosis resume",
+                 c->addr, s);
+        else
+          ah_log(AH_LOG_INFO, "coordinator: reconnected to hub %s after %.0f ms", c->addr, s * 1e3);
         return 0;
       }
       snprintf(err, sizeof err, "cannot register the new connection (out of memory?)");
       ah_coord_client_drop(c);
+      errno = 0;
     }
+    uint64_t now = ah_coord_now_ns();
+    if (errno != ECONNREFUSED) refused_since = 0;
+    else if (!refused_since) refused_since = now;
     if (deferred) { /* the hub is not reachable without the relay either */
       deferred = 0;
       char both[520];
       snprintf(both, sizeof both, "%s, then %s", why, err);
       client_hub_gone(c, both);
     }
-    if (ah_coord_now_ns() - start > limit) break;
-    if (!warned && ah_coord_now_ns() - start > 1000000000ull) {
+    if (refused_since && now - refused_since > limit) break; /* nothing listens there any more */
+    if (!warned && now - start > 1000000000ull) {
       warned = 1; /* info: the warning above already said the hub is gone (a process that outlives
                    * its hub by a second, on NCCL's error, said it twice) */
       ah_log(AH_LOG_INFO,
              "coordinator: connection to hub %s lost (%s) and not re-established "
-             "after 1 s (%s); retrying for up to %d ms",
-             c->addr, why, err, c->o.reconnect_ms);
+             "after 1 s (%s); retrying",
+             c->addr, why, err);
     }
-    ah_coord_client_sleep_us(backoff * 1000L);
+    if (!long_said && !refused_since && now - start > limit) { /* it does not answer */
+      long_said = 1;
+      ah_log(client_joined(c) && !atomic_load(&c->hub_bye) ? AH_LOG_WARN : AH_LOG_INFO,
+             "coordinator: hub %s has not answered for %d ms (last error: %s): its process is "
+             "frozen or starved, or its network is cut; the job goes on with the decisions it has "
+             "(a rank waiting for the leader's waits up to AUTOHA_SYNC_TIMEOUT_S), and this "
+             "process tries every %d ms for the rest of the job",
+             c->addr, c->o.reconnect_ms, err, LONG_RETRY_MS);
+    }
+    ah_coord_client_sleep_us((now - start > limit ? LONG_RETRY_MS : backoff) * 1000L);
     if (backoff < 500) backoff *= 2;
   }
   if (atomic_load(&c->stop) || ah_coord_exiting()) return -1;
   atomic_store(&c->alive, 0);
   int joined = client_joined(c);
   ah_log(joined ? AH_LOG_ERROR : AH_LOG_INFO,
-         "coordinator: hub %s unreachable for %d ms (last error: "
-         "%s); giving up%s",
+         "coordinator: hub %s refused every connection for %d ms (last error: "
+         "%s): its process ended; giving up%s",
          c->addr, c->o.reconnect_ms, err,
          joined ? " — ranks waiting for a decision will fail over"
                 : " (no communicator of this process is joined)");
@@ -625,12 +661,19 @@ void *ah_coord_client_main(void *arg) {
   struct epoll_event evs[64];
   char why[300];
   while (!atomic_load(&c->stop)) {
-    int n = epoll_wait(c->epfd, evs, 64, client_timeout_ms(c));
+    int timeout_ms = client_timeout_ms(c);
+    uint64_t slept = ah_coord_now_ns();
+    int n = epoll_wait(c->epfd, evs, 64, timeout_ms);
     if (n < 0 && errno != EINTR) {
       ah_log(AH_LOG_ERROR, "coordinator: epoll_wait: %s; client stopped", strerror(errno));
       atomic_store(&c->alive, 0);
       break;
     }
+    /* This process stalled (frozen, or not scheduled) a second past its timeout: the hub's
+     * silence meanwhile says nothing about the hub, which gets dead_ms again from now. */
+    uint64_t woke = ah_coord_now_ns();
+    if (woke - slept > (uint64_t)timeout_ms * 1000000ull + 1000000000ull)
+      atomic_store(&c->last_rx_ns, woke);
     int lost = 0;
     why[0] = 0;
     for (int i = 0; i < n && !lost; i++) {

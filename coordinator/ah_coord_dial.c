@@ -103,5 +103,6 @@ fail:
   for (int i = 0; i < AH_COORD_RELAY_FDS; i++)
     if (passed[i] >= 0) close(passed[i]);
   close(fd);
+  errno = 0; /* connected, then failed: not a refusal (the client tells the two apart) */
   return -1;
 }

@@ -191,6 +191,11 @@ static void hub_conn_read(ah_coord_hub_t *h, hub_conn_t *c) {
                             "refused %s: truncated frame (connection closed after %zu of %u "
                             "bytes)",
                             c->peer, c->rlen, c->need ? c->need : AH_COORD_HDR_BYTES);
+      else if (!c->authed && ah_coord_hub_stalled(h, ah_coord_now_ns()))
+        AH_LOG_CAPPED(5, AH_LOG_INFO,
+                      "coordinator hub %s: %s closed the connection before authenticating (an "
+                      "attempt that timed out while this hub stalled)",
+                      h->addr, c->peer);
       else if (!c->authed)
         ah_coord_hub_refuse(h, RATE_CLOSED, "%s closed the connection before authenticating",
                             c->peer);
@@ -336,12 +341,17 @@ static void *hub_main(void *arg) {
   struct epoll_event evs[256];
   uint64_t last_sweep = ah_coord_now_ns();
   while (!atomic_load(&h->stop)) {
+    h->loop_ns = ah_coord_now_ns();
     int n = epoll_wait(h->epfd, evs, 256, HUB_TICK_MS);
     if (n < 0 && errno != EINTR) {
       ah_log(AH_LOG_ERROR, "coordinator hub %s: epoll_wait: %s; hub stopped", h->addr,
              strerror(errno));
       break;
     }
+    /* Note that a stall (the process frozen, or not scheduled) is seen before the events it
+     * piled up: each connection its clients cut meanwhile reads as a process that died. */
+    uint64_t woke = ah_coord_now_ns();
+    if (woke - h->loop_ns > (uint64_t)HUB_TICK_MS * 1000000ull + 1000000000ull) h->stall_ns = woke;
     for (int i = 0; i < n; i++) {
       void *p = evs[i].data.ptr;
       if (p == &h->lfd) {

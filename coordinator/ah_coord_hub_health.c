@@ -110,6 +110,15 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
  * room for a loaded machine, where a relay's death makes every process of the host elect a new
  * one and run its handshake again). */
 #define GONE_GRACE_NS 2000000000ull
+/* After a stall of the hub's own, every process cut its connection and retries on its own clock
+ * (at most a second apart once the hub stayed silent long: ah_coord_client_io.c LONG_RETRY_MS), and
+ * each attempt under way waits up to its connect timeout: their connections read as closed by
+ * their peers, and come back over a few seconds. */
+#define GONE_GRACE_STALL_NS 6000000000ull
+
+int ah_coord_hub_stalled(const ah_coord_hub_t *h, uint64_t now) {
+  return h->stall_ns && now - h->stall_ns < 10000000000ull;
+}
 
 /* m's finding for the current stall is f, of kind `kind` (0: none stands any more). */
 static void standing_set(ah_coord_hub_t *h, hub_comm_t *m, int kind, const ah_finding_t *f) {
@@ -166,8 +175,9 @@ void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm,
          * reconnects closes it too, but only after a hub that stopped answering, i.e. after a
          * stall of the hub's own). A connection the hub closed (a refusal, its relay's connection
          * lost) comes back within a few hundred ms when its process lives. */
-        int hub_stalled = h->stall_ns && now - h->stall_ns < 10000000000ull;
-        s->gone_grace_ns = c->eof && !hub_stalled ? 0 : GONE_GRACE_NS;
+        s->gone_grace_ns = ah_coord_hub_stalled(h, now) ? GONE_GRACE_STALL_NS
+                           : c->eof                     ? 0
+                                                        : GONE_GRACE_NS;
       }
     }
     /* said at once, not at the next tick: the survivors' NCCL may fail them out of the job first */
@@ -315,7 +325,9 @@ void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now) {
     /* the dead first: a process that stopped responding may be one whose goodbye never came */
     int lost = lost_ranks(h, m, now, AH_FINDING_DIED);
     lost |= lost_ranks(h, m, now, AH_FINDING_STOPPED);
-    if (lost || m->finding || now - m->advanced_ns < hang_ns || now < m->recheck_ns) continue;
+    /* a hub that stalled saw nothing meanwhile: the hang is counted from its waking at most */
+    uint64_t since = m->advanced_ns > h->stall_ns ? m->advanced_ns : h->stall_ns;
+    if (lost || m->finding || now - since < hang_ns || now < m->recheck_ns) continue;
     int late = 0; /* a record not fresh: wait until it is, or its rank is named as lost */
     for (uint32_t r = 0; r < m->nranks && !late; r++)
       late = m->prog[r].have && !m->prog[r].left && now - m->prog[r].rx_ns > FRESH_NS;

@@ -209,6 +209,7 @@ struct ah_coord_hub {
   hub_client_t *clients;
   hub_rate_t rate[RATE_N];
   uint64_t last_tick_ns, stall_ns; /* the health tick's last run; when the loop last stalled 1 s */
+  uint64_t loop_ns;                /* when the loop last went to wait for events */
   /* How long each PUBLISH's fan-out took (from its frame's arrival to the last subscriber's send)
    * and the hub thread's CPU time in its sends, a ring of the last HUB_FAN_RING, for
    * bench/coord_scale (ah_coord_hub_fanout). */
@@ -341,6 +342,8 @@ void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
 /* (each loop tick; it also notes when the hub itself stalled — its process frozen or starved —
  * after which connections it finds closed may be clients that gave it up and come back) */
 void ah_coord_hub_health_tick(ah_coord_hub_t *h, uint64_t now);
+/* Whether the hub's loop stalled (1 s or more without running) within the last 10 s. */
+int ah_coord_hub_stalled(const ah_coord_hub_t *h, uint64_t now);
 /* Sends each diagnosed communicator whose audit is due its straggler AUDIT (ah_coord_audit.h). */
 void ah_coord_hub_audit_tick(ah_coord_hub_t *h, uint64_t now);
 /* A client's process: its last connection closed (gone, 1) without a goodbye, or it left comm
