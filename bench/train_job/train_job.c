@@ -22,6 +22,9 @@
  * Diagnosis that counts in seconds (the hub's audits, its hang threshold) meets jobs of a few steps
  * a second with it, where sim/'s steps otherwise take a millisecond.
  *
+ * --late-key N adds, from iteration N on, one 64 KiB AllReduce to every iteration: a key the job
+ * first meets late (tuned, and decided for every rank, when its first call comes).
+ *
  * --sync step makes the host wait for each iteration's work (cudaStreamSynchronize on the compute
  * stream, as a loop that logs a loss does); --sync item copies one float of the parameters to the
  * host after each iteration (cudaMemcpy, as PyTorch's `.item()` or `.cpu()`). Without it the host
@@ -62,8 +65,9 @@ static void parse_fault(const char *opt, const char *s, long *rank_p, unsigned l
 
 static long stall_rank = -1, mismatch_rank = -1, delay_rank = -1;
 static unsigned long stall_call, mismatch_call, delay_us, ncalls;
-static int pace_us;     /* --pace-us: every host's sleep per iteration */
-static int fork_loader; /* --fork-loader: a data-loader-shaped child per rank */
+static int pace_us;       /* --pace-us: every host's sleep per iteration */
+static int fork_loader;   /* --fork-loader: a data-loader-shaped child per rank */
+static int late_key = -1; /* --late-key: the iteration from which the 64 KiB AllReduce runs */
 
 /* The element count this rank passes to its next collective (which it counts), after the faults:
  * a stall never returns. */
@@ -115,6 +119,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--host-delay") == 0 && i + 1 < argc)
       parse_fault("--host-delay", argv[++i], &delay_rank, &delay_us);
     else if (strcmp(argv[i], "--fork-loader") == 0) fork_loader = 1;
+    else if (strcmp(argv[i], "--late-key") == 0 && i + 1 < argc)
+      late_key = parse_opt("--late-key", argv[++i], 0, 100000000);
     else if (strcmp(argv[i], "--pace-us") == 0 && i + 1 < argc)
       pace_us = parse_opt("--pace-us", argv[++i], 0, 10000000);
     else if (strcmp(argv[i], "--sync") == 0 && i + 1 < argc) {
@@ -131,7 +137,7 @@ int main(int argc, char **argv) {
       fprintf(
           stderr,
           "usage: train_job [--iters N] [--layers L] [--warmup W] [--fwd-us US] [--bwd-us US] "
-          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US] [--pace-us US] [--fork-loader] [--sync end|step|item]\n");
+          "[--layer-kib K] [--bucket-kib K] [--stall R:N] [--mismatch R:N] [--host-delay R:US] [--pace-us US] [--fork-loader] [--late-key N] [--sync end|step|item]\n");
       return 2;
     }
   }
@@ -192,6 +198,10 @@ int main(int argc, char **argv) {
                              ncclSum, comm, comms));
     CHECK_NCCL(ncclAllReduce(gbuf, gbuf, call_count(rank, tail / sizeof(float)), ncclFloat, ncclSum,
                              comm, comms));
+    if (late_key >= 0 && it >= late_key) /* a bucket of a layer unfrozen late in the job */
+      CHECK_NCCL(ncclAllReduce(gbuf, gbuf,
+                               call_count(rank, (bucket < 65536 ? bucket : 65536) / sizeof(float)),
+                               ncclFloat, ncclSum, comm, comms));
     CHECK_CUDA(cudaEventRecord(done, comms));
     CHECK_CUDA(cudaStreamWaitEvent(compute, done, 0)); /* optimizer step waits for all gradients */
     ncclsimStreamAddCompute(compute, opt_us);

@@ -118,12 +118,8 @@ if [ -n "$signal" ]; then
     for _ in $(seq 1200); do
       kill -0 "$pid" 2>/dev/null || fail "the job ended before its ranks ran their steps"
       cred=$(ls "$work"/reports/hub-*.cred 2>/dev/null | head -1)
-      if [ -n "$cred" ] && "$cli" status "$cred" --json 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-ok = any(len(c["ranks"]) == 8 and all(r["state"] in ("idle", "busy") and r["calls"] >= 30 and
-         r["record_age_s"] < 1.5 for r in c["ranks"]) for c in d.get("comms", []))
-sys.exit(0 if ok else 1)'; then
+      if [ -n "$cred" ] && "$cli" status "$cred" --json 2>/dev/null |
+        python3 "$(dirname "$0")/status_running.py" 8 30; then
         up=1
         break
       fi
