@@ -137,10 +137,11 @@ static void join_local_ranks(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
  * Note that every rank of the communicator in fixed or tune mode, the leader included, waits here
  * at its first call: the hub decides once for all of them, so a rank whose process never reached
  * the hub and the ranks that did (ABANDONED) all run NCCL's own choices. The wait is bounded by the
- * hub (it decides within AUTOHA_COORD_JOIN_S of the first join) and by the client's detection of
- * a hub that is gone. */
+ * hub (it decides within AUTOHA_COORD_JOIN_S of the first join), by the client's detection of a
+ * hub that is gone, and by AUTOHA_SYNC_TIMEOUT_S for a hub that does not answer. */
 static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
   double t0 = ah_shim_now_us(), warn_after = ah_env_settings()->sync_warn_s * 1e6;
+  double give_up_after = ah_env_settings()->sync_timeout_s * 1e6;
   int warned = 0;
   backoff_t b = {.yields = 0, .ns = 100000, .cap_ns = 5000000};
   int sleeps = h->ticket && h->wait; /* woken by the verdict's arrival, else a nap */
@@ -151,6 +152,7 @@ static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
     int v = h->verdict ? h->verdict(h->arg, c->id) : AH_VERDICT_GONE;
     if (v != AH_VERDICT_PENDING) return (ah_verdict_t)v;
     double waited = ah_shim_now_us() - t0;
+    if (waited > give_up_after) return AH_VERDICT_GONE; /* a hub that does not answer */
     if (!warned && waited > warn_after) {
       warned = 1;
       ah_log(AH_LOG_WARN,
@@ -167,8 +169,9 @@ static int verdict_control(ah_comm_t *c, ah_verdict_t v, int mode) {
   if (v == AH_VERDICT_COMPLETE) return mode == AH_MODE_TUNE ? AH_CTL_REMOTE_TUNE : AH_CTL_FIXED;
   if (v == AH_VERDICT_GONE)
     ah_log(AH_LOG_ERROR,
-           "communicator %016llx: the coordinator hub is gone before it decided "
-           "whether all ranks joined; every rank runs NCCL's own choices for it",
+           "communicator %016llx: the coordinator hub is gone (or did not answer for "
+           "AUTOHA_SYNC_TIMEOUT_S) before it decided whether all ranks joined; every rank runs "
+           "NCCL's own choices for it",
            (unsigned long long)c->id);
   else if (v == AH_VERDICT_ABANDONED)
     ah_log(
