@@ -114,18 +114,7 @@ if [ -n "$signal" ]; then
     # strike once `autoha status` shows all 8 ranks of a communicator past their first step with
     # a fresh record (a fixed 3 s came before some rank's first record on a loaded machine: the
     # finding was then rightly "never reported", not the shape's)
-    up=
-    for _ in $(seq 1200); do
-      kill -0 "$pid" 2>/dev/null || fail "the job ended before its ranks ran their steps"
-      cred=$(ls "$work"/reports/hub-*.cred 2>/dev/null | head -1)
-      if [ -n "$cred" ] && "$cli" status "$cred" --json 2>/dev/null |
-        python3 "$(dirname "$0")/status_running.py" 8 30; then
-        up=1
-        break
-      fi
-      sleep 0.1
-    done
-    [ -n "$up" ] || fail "autoha status never showed the 8 ranks running their steps"
+    why=$("$(dirname "$0")/wait_running.sh" "$cli" "$work/reports" "$pid" 8 30) || fail "$why"
   fi
   if [ "$victim" = relay ]; then
     vpid=$(relay_pid)

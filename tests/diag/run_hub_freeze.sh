@@ -37,18 +37,7 @@ env AUTOHA_MODE=tune AUTOHA_COORD_IFNAME=lo AUTOHA_REPORT="$work/reports/%h-%p.j
   >"$log" 2>&1 &
 pid=$!
 
-up=
-for _ in $(seq 1200); do
-  kill -0 "$pid" 2>/dev/null || fail "the job ended before its ranks ran their steps"
-  cred=$(ls "$work"/reports/hub-*.cred 2>/dev/null | head -1)
-  if [ -n "$cred" ] && "$cli" status "$cred" --json 2>/dev/null |
-    python3 "$(dirname "$0")/status_running.py" 8 30; then
-    up=1
-    break
-  fi
-  sleep 0.1
-done
-[ -n "$up" ] || fail "autoha status never showed the 8 ranks running their steps"
+why=$("$(dirname "$0")/wait_running.sh" "$cli" "$work/reports" "$pid" 8 30) || fail "$why"
 sleep 2
 hub=$(pid_of_rank 0)
 [ -n "$hub" ] || fail "no process of rank 0"
