@@ -163,11 +163,7 @@ START_TEST(many_ports_down_each_come_back) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("link_port_event");
-  TCase *tc = tcase_create("port_event");
-  tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, a_port_is_told_once_a_fall);
-  tcase_add_test(tc, many_ports_down_each_come_back);
-  suite_add_tcase(s, tc);
-  return ah_check_run(s);
+  const TTest *const tests[] = {a_port_is_told_once_a_fall, many_ports_down_each_come_back};
+  return ah_check_main("link_port_event", (ah_check_case_t){.name = "port_event", .timeout = 30},
+                       tests, AH_CHECK_COUNT(tests));
 }
