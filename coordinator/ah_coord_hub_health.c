@@ -185,14 +185,6 @@ void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm,
   }
 }
 
-/* Where rank r runs, for a finding's text: "host pid P gpu G" from its progress record. */
-static void rank_place(const hub_comm_t *m, uint32_t r, char *out, size_t len) {
-  const hub_prog_t *s = m->prog && r < m->nranks ? &m->prog[r] : NULL;
-  if (!s || !s->have) snprintf(out, len, "no progress record");
-  else if (s->rec.gpu == 0xffff) snprintf(out, len, "%s pid %u", s->host, s->rec.pid);
-  else snprintf(out, len, "%s pid %u gpu %u", s->host, s->rec.pid, s->rec.gpu);
-}
-
 void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl, const uint8_t *p) {
   uint64_t comm = ah_coord_get_u64(p);
   ah_health_sample_t x[AH_HEALTH_SAMPLES];
@@ -229,7 +221,7 @@ void ah_coord_hub_on_samples(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl,
   ah_strag_event_t ev;
   while (ah_strag_next(m->strag, &ev)) {
     char who[96];
-    rank_place(m, ev.rank, who, sizeof who);
+    ah_coord_hub_rank_place(m, ev.rank, who, sizeof who);
     ah_finding_t f = {.kind = ev.flagged ? AH_FINDING_STRAGGLER : AH_FINDING_RECOVERED,
                       .has_call = 1,
                       .coll = ev.coll,
@@ -291,7 +283,7 @@ static int lost_ranks(ah_coord_hub_t *h, hub_comm_t *m, uint64_t now, int kind) 
   char who[120] = "", place[96];
   size_t off = 0;
   for (uint32_t i = 0; i < f.nranks && i < 2 && off < sizeof who; i++) {
-    rank_place(m, f.ranks[i].rank, place, sizeof place);
+    ah_coord_hub_rank_place(m, f.ranks[i].rank, place, sizeof place);
     off += (size_t)snprintf(who + off, sizeof who - off, "%s%u (%s)", i ? "," : "", f.ranks[i].rank,
                             place);
   }

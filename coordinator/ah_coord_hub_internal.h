@@ -131,7 +131,7 @@ typedef struct {
   ah_finding_t *standing;
   hub_conn_t *leader; /* the connection that joined rank 0: MIN_TIMEs go there (NULL: none now) */
   struct hub_link_comm *link; /* its connections' matrix (ah_coord_hub_link.c), NULL: none yet */
-  struct hub_nic *nic;        /* its latest NIC-down finding (ah_coord_hub_nic.c), NULL: none yet */
+  struct hub_nic *nic;        /* its NIC ports standing down (ah_coord_hub_nic.c), NULL: none yet */
   struct hub_gather
       *gather; /* search calls whose durations are being gathered (ah_coord_hub_gather.c) */
   int ngather;
@@ -324,8 +324,10 @@ void ah_coord_hub_dir_free(ah_coord_hub_t *h);
  * port are named to every communicator they are in) or came back. A malformed one is refused by
  * name and the connection dropped. */
 void ah_coord_hub_on_nic_port(ah_coord_hub_t *h, hub_conn_t *c, const uint8_t *p);
-/* m's NIC-down finding for autoha status while its port is down: AH_FINDING_NIC_DOWN with the
- * text, or 0 (none). */
+/* m's NIC-down finding for autoha status while a port of it is down: AH_FINDING_NIC_DOWN with the
+ * text — the finding's own line for one port, a line naming each port and its ranks for several
+ * ("NIC down on comm C: 2 ports down: rank R (place)'s NIC D port N; ...", "+K more" past the
+ * bound) — or 0 (none). */
 int ah_coord_hub_nic_status(const hub_comm_t *m, char *text, size_t len);
 /* Frees m's NIC-down state (with m). */
 void ah_coord_hub_nic_comm_free(hub_comm_t *m);
@@ -363,6 +365,10 @@ void ah_coord_hub_on_status(ah_coord_hub_t *h, hub_conn_t *c);
 
 /* The host of connection c as progress records name it: its peer's address without the port. */
 void ah_coord_hub_conn_host(const hub_conn_t *c, char *out, size_t len);
+/* Where rank r of m runs, for a finding's text, from its progress record: "host pid P gpu G",
+ * "host pid P" when its GPU is unknown, "no progress record" without one. Every finding that
+ * places a rank (hang, death, straggler, slow link, NIC down) words it so. */
+void ah_coord_hub_rank_place(const hub_comm_t *m, uint32_t r, char *out, size_t len);
 /* Sends finding f to every process subscribed to m (a FINDING frame). */
 void ah_coord_hub_finding_send(ah_coord_hub_t *h, hub_comm_t *m, const ah_finding_t *f);
 

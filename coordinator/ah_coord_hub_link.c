@@ -79,6 +79,13 @@ void ah_coord_hub_conn_host(const hub_conn_t *c, char *out, size_t len) {
   if (colon) *colon = 0;
 }
 
+void ah_coord_hub_rank_place(const hub_comm_t *m, uint32_t r, char *out, size_t len) {
+  const hub_prog_t *s = m->prog && r < m->nranks ? &m->prog[r] : NULL;
+  if (!s || !s->have) snprintf(out, len, "no progress record");
+  else if (s->rec.gpu == 0xffff) snprintf(out, len, "%s pid %u", s->host, s->rec.pid);
+  else snprintf(out, len, "%s pid %u gpu %u", s->host, s->rec.pid, s->rec.gpu);
+}
+
 static struct hub_link *link_get(ah_coord_hub_t *h) {
   if (!h->link) h->link = calloc(1, sizeof *h->link);
   return h->link;
@@ -275,14 +282,6 @@ typedef struct {
   const hub_lqp_t *e, *peer;
 } wconn_t;
 
-/* Where rank r of m runs, for the text: "host pid P gpu G" from its progress record. */
-static void place_text(const hub_comm_t *m, uint32_t r, char *out, size_t len) {
-  const hub_prog_t *s = m->prog && r < m->nranks ? &m->prog[r] : NULL;
-  if (!s || !s->have) snprintf(out, len, "no progress record");
-  else if (s->rec.gpu == 0xffff) snprintf(out, len, "%s pid %u", s->host, s->rec.pid);
-  else snprintf(out, len, "%s pid %u gpu %u", s->host, s->rec.pid, s->rec.gpu);
-}
-
 /* What ev's text says of where: the hop found, and the slowest connection's queue pair. */
 static void where_text(const ah_lm_event_t *ev, const wconn_t *w, char *out, size_t len) {
   out[0] = 0;
@@ -324,8 +323,8 @@ static void events_send(ah_coord_hub_t *h, hub_comm_t *m, const wconn_t *wc, int
     for (int i = 0; i < nwc && !w; i++)
       if (wc[i].m == m && wc[i].id == ev.worst) w = &wc[i];
     char src[96], dst[96], where[160];
-    place_text(m, ev.src, src, sizeof src);
-    place_text(m, ev.dst, dst, sizeof dst);
+    ah_coord_hub_rank_place(m, ev.src, src, sizeof src);
+    ah_coord_hub_rank_place(m, ev.dst, dst, sizeof dst);
     where_text(&ev, ev.cleared ? NULL : w, where, sizeof where);
     ah_finding_t f = {.kind = ev.cleared ? AH_FINDING_LINK_OK : AH_FINDING_SLOW_LINK};
     ah_lm_text(m->comm, &ev, src, dst, where, f.text, sizeof f.text);

@@ -202,6 +202,8 @@ uint64_t ah_coord_get_u64(const uint8_t *p);
 uint64_t ah_coord_fnv64(const void *p, size_t n, uint64_t h);
 void ah_coord_put_u32(uint8_t *p, uint32_t v);
 uint32_t ah_coord_get_u32(const uint8_t *p);
+void ah_coord_put_u16(uint8_t *p, uint16_t v);
+uint16_t ah_coord_get_u16(const uint8_t *p);
 /* Whether the n bytes at p are all zero (a record's unused slots must be). */
 int ah_coord_zero(const uint8_t *p, size_t n);
 

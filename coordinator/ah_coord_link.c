@@ -11,11 +11,14 @@
 
 #include "ah_coord_internal.h"
 
-static void put_u16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)(v >> 8);
-  p[1] = (uint8_t)v;
+int ah_link_dev_valid(const char dev[AH_LINK_DEV]) {
+  int nul = 0;
+  for (int j = 0; j < AH_LINK_DEV; j++) {
+    if (!dev[j]) nul = 1;
+    else if (nul || dev[j] < 0x21 || dev[j] > 0x7e) return 0;
+  }
+  return nul && dev[0];
 }
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
 /* A message's list: fixed-size entries after a pid and a count, the slots past the count zero. */
 typedef struct {
@@ -66,18 +69,18 @@ static void qp_put(const void *in, int i, uint8_t *p) {
   memcpy(p, q->rgid, 16), p += 16;
   ah_coord_put_u32(p, q->lqpn), p += 4;
   ah_coord_put_u32(p, q->rqpn), p += 4;
-  put_u16(p, q->gpu), p += 2;
+  ah_coord_put_u16(p, q->gpu), p += 2;
   *p++ = q->role;
   *p++ = q->port;
-  put_u16(p, q->sport), p += 2;
+  ah_coord_put_u16(p, q->sport), p += 2;
   memset(p, 0, AH_LINK_DEV);
   size_t n = strnlen(q->dev, AH_LINK_DEV - 1);
   memcpy(p, q->dev, n), p += AH_LINK_DEV;
   *p++ = q->tx_port;
   *p++ = q->rx_port;
-  put_u16(p, q->src_leaf), p += 2;
-  put_u16(p, q->spine), p += 2;
-  put_u16(p, q->dst_leaf);
+  ah_coord_put_u16(p, q->src_leaf), p += 2;
+  ah_coord_put_u16(p, q->spine), p += 2;
+  ah_coord_put_u16(p, q->dst_leaf);
 }
 
 static int qp_take(const uint8_t *p, void *out, int i, char *err, size_t errlen) {
@@ -86,22 +89,17 @@ static int qp_take(const uint8_t *p, void *out, int i, char *err, size_t errlen)
   memcpy(x->rgid, p, 16), p += 16;
   x->lqpn = ah_coord_get_u32(p), p += 4;
   x->rqpn = ah_coord_get_u32(p), p += 4;
-  x->gpu = get_u16(p), p += 2;
+  x->gpu = ah_coord_get_u16(p), p += 2;
   x->role = *p++;
   x->port = *p++;
-  x->sport = get_u16(p), p += 2;
+  x->sport = ah_coord_get_u16(p), p += 2;
   memcpy(x->dev, p, AH_LINK_DEV), p += AH_LINK_DEV;
   x->tx_port = *p++;
   x->rx_port = *p++;
-  x->src_leaf = get_u16(p), p += 2;
-  x->spine = get_u16(p), p += 2;
-  x->dst_leaf = get_u16(p);
-  int nul = 0, bad = 0;
-  for (int j = 0; j < AH_LINK_DEV; j++) {
-    if (!x->dev[j]) nul = 1;
-    else if (nul || x->dev[j] < 0x21 || x->dev[j] > 0x7e) bad = 1;
-  }
-  if (!nul || bad || !x->dev[0]) {
+  x->src_leaf = ah_coord_get_u16(p), p += 2;
+  x->spine = ah_coord_get_u16(p), p += 2;
+  x->dst_leaf = ah_coord_get_u16(p);
+  if (!ah_link_dev_valid(x->dev)) {
     snprintf(err, errlen, "queue pair %u: its device name is not printable text", x->lqpn);
     return -1;
   }

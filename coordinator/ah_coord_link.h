@@ -69,6 +69,11 @@ struct ah_coord;
 int ah_coord_link_qps(struct ah_coord *c, uint32_t pid, const ah_link_qp_t *q, int n);
 int ah_coord_link_rates(struct ah_coord *c, uint32_t pid, const ah_link_rate_t *r, int n);
 
+/* 1 when dev, a device name off the wire, is printable text (0x21..0x7e), NUL-terminated within
+ * AH_LINK_DEV bytes, not empty, and zero after its NUL (as packing leaves it); else 0. Shared by
+ * LINK_QP's and NIC_PORT's checks. */
+int ah_link_dev_valid(const char dev[AH_LINK_DEV]);
+
 /* A GID as text: the IPv4 address of an IPv4-mapped GID (RoCEv2's ::ffff:a.b.c.d), else IPv6. */
 void ah_link_gid_text(const uint8_t gid[16], char *buf, size_t len);
 

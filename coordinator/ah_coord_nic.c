@@ -17,8 +17,7 @@ void ah_nic_port_pack(const ah_nic_port_t *x, uint8_t *out) {
   *p++ = x->up;
   int n = x->ngpus > AH_NIC_GPUS ? AH_NIC_GPUS : x->ngpus;
   *p++ = (uint8_t)n;
-  for (int i = 0; i < n; i++)
-    p[2 * i] = (uint8_t)(x->gpus[i] >> 8), p[2 * i + 1] = (uint8_t)x->gpus[i];
+  for (int i = 0; i < n; i++) ah_coord_put_u16(p + 2 * i, x->gpus[i]);
   p += 2 * AH_NIC_GPUS;
   ah_coord_put_u32(p, x->nqps);
 }
@@ -34,12 +33,7 @@ int ah_nic_port_unpack(const uint8_t *in, ah_nic_port_t *x, char *err, size_t er
   const uint8_t *g = p;
   p += 2 * AH_NIC_GPUS;
   x->nqps = ah_coord_get_u32(p);
-  int nul = 0, bad = 0;
-  for (int j = 0; j < AH_LINK_DEV; j++) {
-    if (!x->dev[j]) nul = 1;
-    else if (nul || x->dev[j] < 0x21 || x->dev[j] > 0x7e) bad = 1;
-  }
-  if (!nul || bad || !x->dev[0]) {
+  if (!ah_link_dev_valid(x->dev)) {
     snprintf(err, errlen, "NIC_PORT of pid %u: its device name is not printable text", x->pid);
     return -1;
   }
@@ -55,7 +49,7 @@ int ah_nic_port_unpack(const uint8_t *in, ah_nic_port_t *x, char *err, size_t er
     return -1;
   }
   for (int i = 0; i < AH_NIC_GPUS; i++) {
-    uint16_t v = (uint16_t)(g[2 * i] << 8 | g[2 * i + 1]);
+    uint16_t v = ah_coord_get_u16(g + 2 * i);
     if (i < x->ngpus) x->gpus[i] = v;
     else if (v) {
       snprintf(err, errlen, "NIC_PORT of pid %u: unused GPU slot %d is not zero", x->pid, i);

@@ -33,8 +33,13 @@ void ah_nic_port_pack(const ah_nic_port_t *x, uint8_t *out);
  * range, unused slots zero). Returns 0, or -1 with a reason naming the offending value. */
 int ah_nic_port_unpack(const uint8_t *in, ah_nic_port_t *x, char *err, size_t errlen);
 
-/* Sends the hub x. Non-blocking, like ah_coord_link_qps (a reconnection rebuilds the out queue
- * without it). Returns 0, or -1 when the hub is gone. */
+/* Sends the hub x. Returns 0, or -1 when the hub is gone (or out of memory). Note that it never
+ * waits on the network, so NCCL's async-event thread may call it: x is queued under the client's
+ * lock (which other threads hold only to copy memory, never across a socket call), then sent at
+ * once by a non-blocking send when the write lock is free (only tried) and the socket takes it;
+ * otherwise — socket buffer full, another thread writing, disconnected — the I/O thread is woken to
+ * send it. While disconnected it waits in the out queue, which a reconnection rebuilds without it,
+ * like ah_coord_link_qps: the caller tells standing ports again now and then. */
 struct ah_coord;
 int ah_coord_nic_port(struct ah_coord *c, const ah_nic_port_t *x);
 

@@ -48,6 +48,13 @@ uint32_t ah_coord_get_u32(const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
+void ah_coord_put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)(v >> 8);
+  p[1] = (uint8_t)v;
+}
+
+uint16_t ah_coord_get_u16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+
 int ah_coord_zero(const uint8_t *p, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (p[i]) return 0;

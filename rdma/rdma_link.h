@@ -110,8 +110,13 @@ void ah_shim_link_modified(struct ibv_qp *qp, const struct ibv_qp_attr *attr, in
 /* NCCL is about to destroy qp: it is no longer timed. */
 void ah_shim_link_destroying(struct ibv_qp *qp);
 /* NCCL's async thread is handed ev of ctx: a PORT_ERR of a port some of this process's queue pairs
- * are on is told to the hub with their GPUs (NIC_PORT, ah_coord_nic.h), and so is that port's
- * PORT_ACTIVE after it; every other event is left alone. Never changes ev, never blocks. */
+ * are on is told to the hub with their GPUs (NIC_PORT, ah_coord_nic.h) once — a repeat before the
+ * port's PORT_ACTIVE is not — and so is that port's PORT_ACTIVE after it; a DEVICE_FATAL tells
+ * each port of the NIC that carries such queue pairs down; every other event is left alone.
+ * Note that it never changes ev and never waits on the network: the report is queued under the
+ * coordinator client's lock (held elsewhere only for memory work) and sent by a non-blocking send
+ * when the socket takes it, else by the client's I/O thread (ah_coord_nic_port). It can wait for
+ * that lock, for malloc and for its log line's write to stderr, as any log line can. */
 void ah_shim_link_port_event(struct ibv_context *ctx, const struct ibv_async_event *ev);
 
 #endif

@@ -6,8 +6,9 @@
  * and source port, and the leaf-spine route the fabric model (AUTOHA_QP_TOPO) gives it — and, once a
  * second on the shim's health thread, each sending end's window: what its counters gained.
  *
- * It also tells the hub when a port of a NIC the process opened goes down or comes back, with the
- * GPUs of its queue pairs on the port (ah_coord_nic.h), from the async event NCCL's thread reads.
+ * It also tells the hub when a port of a NIC the process opened goes down or comes back, or the
+ * NIC fails whole (each of its ports down), with the GPUs of its queue pairs on the port
+ * (ah_coord_nic.h), from the async event NCCL's thread reads — once a fall, not at every repeat.
  *
  * Key choice: nothing here runs on NCCL's threads but the bookkeeping of create, modify and
  * destroy, which NCCL makes at connection time, and a port's event, which is rare; a destroyed queue pair's state is freed two
@@ -27,6 +28,7 @@
 #include "ah_ha_rebal.h"
 #include "ah_log.h"
 #include "ah_path.h"
+#include "ah_uthash.h"
 #include "rdma.h"
 #include "rdma_ha_int.h"
 #include "rdma_link.h"
@@ -222,6 +224,8 @@ static void send_all(const ah_link_qp_t *q, int nq, const ah_link_rate_t *r, int
 #define TICK_MAX 1024     /* queue pairs reported per tick (the rest at the next ones) */
 #define REANNOUNCE_S 30.0 /* every queue pair's identity is sent again this often */
 
+static void downs_retell(void);
+
 void ah_shim_link_tick(void) {
   if (!ah_shim_link_on()) return;
   static ah_link_qp_t q[TICK_MAX];
@@ -287,63 +291,159 @@ void ah_shim_link_tick(void) {
   }
   pthread_mutex_unlock(&lk_mu);
   send_all(q, nq, r, nr);
+  if (again) downs_retell();
 }
 
-/* Ports this process told the hub were down (a context and a port number), so that their return is
- * told too. Under lk_mu. */
-#define DOWN_MAX 16
-static struct {
+/* Ports this process told the hub were down, keyed by context and port number, with what it told:
+ * a repeated PORT_ERR is not told again (the hub would not name it again either), the port's
+ * return is told only when its fall was, and the REANNOUNCE_S tick tells them again (a hub that
+ * restarted, or a report lost with a reconnection's out queue; the hub takes a repeat as the same
+ * finding). Unbounded: one entry a port down, freed when the port is back; an entry that cannot be
+ * allocated is logged once and its port told anyway. Under lk_mu. */
+typedef struct {
   struct ibv_context *ctx;
   int port;
-} down[DOWN_MAX];
+} down_key_t;
+typedef struct {
+  down_key_t k;
+  ah_nic_port_t told;
+  UT_hash_handle hh;
+} down_t;
+static down_t *downs;
+
+static down_t *down_find(struct ibv_context *ctx, int port) {
+  down_key_t k;
+  memset(&k, 0, sizeof k); /* the key's padding is hashed too */
+  k.ctx = ctx, k.port = port;
+  down_t *d = NULL;
+  HASH_FIND(hh, downs, &k, sizeof k, d);
+  return d;
+}
+
+/* Records x (of ctx) as told down. Call under lk_mu. */
+static void down_add(struct ibv_context *ctx, const ah_nic_port_t *x) {
+  down_t *d = calloc(1, sizeof *d);
+  if (d) {
+    d->k.ctx = ctx, d->k.port = x->port;
+    d->told = *x;
+    HASH_ADD(hh, downs, k, sizeof d->k, d);
+    if (AH_HASH_ADDED(d)) return;
+    free(d);
+  }
+  AH_LOG_CAPPED(1, AH_LOG_WARN,
+                "NIC %s port %u: out of memory remembering it down; it is told to the hub now, but "
+                "its return and a repeat are told as new",
+                x->dev, x->port);
+}
 
 /* Forgets (ctx, port) as told down; returns whether it was. Call under lk_mu. */
 static int down_forget(struct ibv_context *ctx, int port) {
-  for (int i = 0; i < DOWN_MAX; i++)
-    if (down[i].ctx == ctx && down[i].port == port) {
-      down[i].ctx = NULL;
-      return 1;
-    }
-  return 0;
+  down_t *d = down_find(ctx, port);
+  if (!d) return 0;
+  HASH_DEL(downs, d);
+  free(d);
+  return 1;
 }
+
+/* What to tell of (ctx, port) going down: x filled with this process's queue pairs on the port and
+ * their GPUs. Returns x->nqps. Call under lk_mu. */
+static uint32_t port_qps(struct ibv_context *ctx, int port, ah_nic_port_t *x) {
+  for (lk_qp_t *m = qps; m; m = m->next) {
+    if (m->dead_t > 0 || !m->lc || m->lc->ctx != ctx || m->port != port) continue;
+    x->nqps++;
+    uint16_t g = m->gpu >= 0 && m->gpu < 0xffff ? (uint16_t)m->gpu : 0xffff;
+    int seen = 0;
+    for (int i = 0; i < x->ngpus; i++) seen |= x->gpus[i] == g;
+    if (!seen && x->ngpus < AH_NIC_GPUS) x->gpus[x->ngpus++] = g;
+  }
+  return x->nqps;
+}
+
+/* The ports a DEVICE_FATAL names: every port of the device with a queue pair of this process on
+ * it (a NIC has one or two; more than FATAL_PORTS are logged, not told). */
+#define FATAL_PORTS 8
 
 void ah_shim_link_port_event(struct ibv_context *ctx, const struct ibv_async_event *ev) {
   if (!ctx || !ev || !ah_shim_link_on()) return;
-  if (ev->event_type != IBV_EVENT_PORT_ERR && ev->event_type != IBV_EVENT_PORT_ACTIVE) return;
+  int type = ev->event_type;
+  if (type != IBV_EVENT_PORT_ERR && type != IBV_EVENT_PORT_ACTIVE && type != IBV_EVENT_DEVICE_FATAL)
+    return;
   int saved = errno;
-  ah_nic_port_t x = {.pid = (uint32_t)getpid(),
-                     .port = (uint8_t)ev->element.port_num,
-                     .up = ev->event_type == IBV_EVENT_PORT_ACTIVE};
+  ah_nic_port_t base = {.pid = (uint32_t)getpid(), .up = type == IBV_EVENT_PORT_ACTIVE};
   const char *dev = ctx->device && ctx->device->name[0] ? ctx->device->name : "?";
-  memcpy(x.dev, dev, strnlen(dev, sizeof x.dev - 1)); /* a longer name is cut: it only names it */
+  memcpy(base.dev, dev,
+         strnlen(dev, sizeof base.dev - 1)); /* a longer name is cut: it only names it */
+  ah_nic_port_t tell[FATAL_PORTS];
+  int ntell = 0, again = 0, over = 0;
   pthread_mutex_lock(&lk_mu);
-  for (lk_qp_t *m = qps; m; m = m->next) {
-    if (m->dead_t > 0 || !m->lc || m->lc->ctx != ctx || m->port != ev->element.port_num) continue;
-    x.nqps++;
-    uint16_t g = m->gpu >= 0 && m->gpu < 0xffff ? (uint16_t)m->gpu : 0xffff;
-    int seen = 0;
-    for (int i = 0; i < x.ngpus; i++) seen |= x.gpus[i] == g;
-    if (!seen && x.ngpus < AH_NIC_GPUS) x.gpus[x.ngpus++] = g;
-  }
-  /* a port down with none of this process's queue pairs on it says nothing of its ranks; its return
-   * is told only when its fall was */
-  int tell = x.up ? down_forget(ctx, x.port) : x.nqps > 0;
-  if (tell && !x.up) {
-    down_forget(ctx, x.port);
-    for (int i = 0; i < DOWN_MAX; i++)
-      if (!down[i].ctx) {
-        down[i].ctx = ctx, down[i].port = x.port;
-        break;
+  if (type == IBV_EVENT_DEVICE_FATAL) {
+    /* the whole NIC: each port of it that carries queue pairs of this process and was not told */
+    for (lk_qp_t *m = qps; m; m = m->next) {
+      if (m->dead_t > 0 || !m->lc || m->lc->ctx != ctx || m->port <= 0 || m->port > 255) continue;
+      int seen = down_find(ctx, m->port) != NULL;
+      for (int i = 0; i < ntell; i++) seen |= tell[i].port == m->port;
+      if (seen) continue;
+      if (ntell == FATAL_PORTS) {
+        over = 1;
+        continue;
       }
+      tell[ntell] = base;
+      tell[ntell].port = (uint8_t)m->port;
+      port_qps(ctx, m->port, &tell[ntell]);
+      down_add(ctx, &tell[ntell]);
+      ntell++;
+    }
+  } else {
+    ah_nic_port_t x = base;
+    x.port = (uint8_t)ev->element.port_num;
+    if (x.up) {
+      ntell = down_forget(ctx, x.port); /* its return is told only when its fall was */
+    } else if (down_find(ctx, x.port)) {
+      again = 1;                                /* told already, not back since: the same fall */
+    } else if (port_qps(ctx, x.port, &x) > 0) { /* none on it: it says nothing of its ranks */
+      down_add(ctx, &x);
+      ntell = 1;
+    }
+    tell[0] = x;
   }
   pthread_mutex_unlock(&lk_mu);
-  ah_coord_t *c = tell ? ah_shim_ha_dir_coord() : NULL;
-  if (tell && !x.up)
-    ah_log(AH_LOG_WARN,
-           "NIC %s port %u is down (PORT_ERR): %u of this process's queue pairs are on it; %s",
-           x.dev, x.port, x.nqps,
-           c ? "the hub names its ranks to their communicators" : "no hub to tell");
-  else if (tell) ah_log(AH_LOG_INFO, "NIC %s port %u is active again (PORT_ACTIVE)", x.dev, x.port);
-  if (c) (void)ah_coord_nic_port(c, &x);
+  ah_coord_t *c = ntell ? ah_shim_ha_dir_coord() : NULL;
+  const char *hub = c ? "the hub names its ranks to their communicators" : "no hub to tell";
+  for (int i = 0; i < ntell; i++) {
+    const ah_nic_port_t *x = &tell[i];
+    if (x->up) ah_log(AH_LOG_INFO, "NIC %s port %u is active again (PORT_ACTIVE)", x->dev, x->port);
+    else if (type == IBV_EVENT_DEVICE_FATAL)
+      ah_log(AH_LOG_WARN,
+             "NIC %s failed whole (DEVICE_FATAL): its port %u is down with %u of this process's "
+             "queue pairs on it; %s",
+             x->dev, x->port, x->nqps, hub);
+    else
+      ah_log(AH_LOG_WARN,
+             "NIC %s port %u is down (PORT_ERR): %u of this process's queue pairs are on it; %s",
+             x->dev, x->port, x->nqps, hub);
+    if (c) (void)ah_coord_nic_port(c, x);
+  }
+  if (again)
+    AH_LOG_CAPPED(5, AH_LOG_INFO, "NIC %s port %u: PORT_ERR again; the hub was told already",
+                  base.dev, (unsigned)ev->element.port_num);
+  if (over)
+    AH_LOG_CAPPED(
+        1, AH_LOG_WARN,
+        "NIC %s failed whole (DEVICE_FATAL): this process has queue pairs on more than %d "
+        "of its ports; the first %d are told to the hub",
+        base.dev, FATAL_PORTS, FATAL_PORTS);
   errno = saved;
+}
+
+/* Tells the hub again every port still down (the REANNOUNCE_S tick): see downs. */
+static void downs_retell(void) {
+  pthread_mutex_lock(&lk_mu);
+  unsigned n = HASH_COUNT(downs);
+  ah_nic_port_t *x = n ? malloc(n * sizeof *x) : NULL;
+  unsigned k = 0;
+  for (down_t *d = downs; x && d; d = d->hh.next) x[k++] = d->told;
+  pthread_mutex_unlock(&lk_mu);
+  ah_coord_t *c = k ? ah_shim_ha_dir_coord() : NULL;
+  for (unsigned i = 0; c && i < k; i++) (void)ah_coord_nic_port(c, &x[i]);
+  free(x);
 }

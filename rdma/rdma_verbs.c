@@ -422,7 +422,8 @@ static int dl_destroy_wrapper(struct ibv_qp *qp) {
 /* NCCL's async-event thread: events the HA layer owns (its shadows', and those of primaries it
  * failed over or a port whose queue pairs all have a shadow elsewhere) are acknowledged here and
  * the next event is read; every other event reaches NCCL unchanged, and a port's going down or
- * coming back among them is told to the hub (rdma_link_qp.c: the NIC-down finding). */
+ * coming back, or the NIC failing whole, among them is told to the hub (rdma_link_qp.c: the
+ * NIC-down finding). */
 static _Atomic(get_async_event_fn) dl_get_async_event;
 static _Atomic(ack_async_event_fn) dl_ack_async_event;
 static int dl_get_async_event_wrapper(struct ibv_context *ctx, struct ibv_async_event *ev) {

@@ -3,8 +3,10 @@
  * two GPUs each) send progress records. A process that reports a port down names only the rank on
  * the GPU of its queue pairs there, and every process gets the finding. A process's only rank is
  * named when the queue pairs' GPU is unknown. A report whose GPUs hold no rank of the communicator
- * names nobody. A port back clears the finding from autoha status. A malformed report is refused
- * by name and its connection dropped. */
+ * names nobody. Ports down side by side (two NICs, the two ports of a NIC that failed whole) are
+ * each named and all shown by autoha status; a port reported again while down is not named again;
+ * a port back clears its own finding from autoha status, and its next fall is named anew. A
+ * malformed report is refused by name and its connection dropped. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -134,6 +136,36 @@ static ah_status_comm_t status_of(const ah_coord_stamp_t *st) {
   return sc;
 }
 
+/* Sends x from process p's client. */
+static void report(ah_coord_t **cs, int p, const ah_nic_port_t *x) {
+  ck_assert_int_eq(ah_coord_nic_port(cs[p], x), 0);
+}
+
+/* Waits for autoha status to show `want` (NULL: no finding), the ranks advancing; returns whether
+ * it did (the last text seen in seen). */
+static int status_shows(ah_coord_t **cs, const ah_coord_stamp_t *st, uint64_t comm,
+                        const char *want, ah_status_comm_t *seen) {
+  for (int t = 0; t < 20; t++) {
+    *seen = status_of(st);
+    if (want ? seen->finding == AH_FINDING_NIC_DOWN && strcmp(seen->text, want) == 0
+             : seen->finding == 0 && seen->text[0] == 0)
+      return 1;
+    run_ms(cs, comm, 100);
+  }
+  return 0;
+}
+
+/* That no process handles a finding beyond n in 600 ms. */
+static void no_finding_past(ah_coord_t **cs, uint64_t comm, int n) {
+  run_ms(cs, comm, 600);
+  for (int p = 0; p < PROCS; p++) ck_assert_int_eq(ah_coord_client_findings(cs[p]), n);
+}
+
+#define COMM_TEXT "NIC down on comm 000000000000051c: "
+#define TAIL                                                                                       \
+  " is down (its own PORT_ERR or DEVICE_FATAL): its connections fail at both ends; the peers' "    \
+  "errors follow from it"
+
 START_TEST(a_port_down_names_the_ranks_on_it) {
   log_start();
   ah_coord_stamp_t st;
@@ -147,13 +179,10 @@ START_TEST(a_port_down_names_the_ranks_on_it) {
   /* process 2 (ranks 3 on GPU 0 and 4 on GPU 1): its queue pairs on mlx5_1 port 1 are GPU 1's */
   ah_nic_port_t x = port_make(9002, "mlx5_1", 1, 0);
   x.ngpus = 1, x.gpus[0] = 1, x.nqps = 4;
-  ck_assert_int_eq(ah_coord_nic_port(cs[2], &x), 0);
+  report(cs, 2, &x);
   ck_assert_msg(findings_reach(cs, comm, 1), "the finding did not reach every process: %s",
                 log_text());
-  const char *want =
-      "NIC down on comm 000000000000051c: rank 4 (127.0.0.1 pid 9002 gpu 1)'s NIC "
-      "mlx5_1 port 1 is down (PORT_ERR from the NIC itself): its connections fail at "
-      "both ends; the peers' errors follow from it";
+  const char *want = COMM_TEXT "rank 4 (127.0.0.1 pid 9002 gpu 1)'s NIC mlx5_1 port 1" TAIL;
   ck_assert_msg(log_wait(want, 2000), "%s", log_text());
   for (int t = 0; t < 10 && log_count(want) < PROCS; t++) run_ms(cs, comm, 100);
   ck_assert_int_eq(log_count(want), PROCS);
@@ -165,44 +194,73 @@ START_TEST(a_port_down_names_the_ranks_on_it) {
   ck_assert_uint_eq(sc.finding, AH_FINDING_NIC_DOWN);
   ck_assert_str_eq(sc.text, want);
 
-  /* process 1's only rank (2), its queue pairs' GPU unknown: named */
+  /* the same port's PORT_ERR again (the port flapped under NCCL's reader, or a re-tell): named once */
+  report(cs, 2, &x);
+  report(cs, 2, &x);
+  no_finding_past(cs, comm, 1);
+  ck_assert_int_eq(log_count(want), PROCS);
+
+  /* another NIC, on another process: process 1's only rank (2), its queue pairs' GPU unknown. Both
+   * stand: the new one is named, the first is not overwritten */
   x = port_make(9001, "mlx5_0", 2, 0);
   x.ngpus = 1, x.gpus[0] = 0xffff, x.nqps = 2;
-  ck_assert_int_eq(ah_coord_nic_port(cs[1], &x), 0);
+  report(cs, 1, &x);
   ck_assert_msg(findings_reach(cs, comm, 2), "%s", log_text());
-  ck_assert_msg(log_wait("NIC down on comm 000000000000051c: rank 2 (127.0.0.1 pid 9001 gpu 0)'s "
-                         "NIC mlx5_0 port 2 is down",
-                         2000),
-                "%s", log_text());
+  const char *want2 = COMM_TEXT "rank 2 (127.0.0.1 pid 9001 gpu 0)'s NIC mlx5_0 port 2" TAIL;
+  ck_assert_msg(log_wait(want2, 2000), "%s", log_text());
+  const char *both = COMM_TEXT
+      "2 ports down: rank 4 (127.0.0.1 pid 9002 gpu 1)'s NIC mlx5_1 port 1; "
+      "rank 2 (127.0.0.1 pid 9001 gpu 0)'s NIC mlx5_0 port 2";
+  ck_assert_msg(status_shows(cs, &st, comm, both, &sc), "status shows: %s", sc.text);
 
   /* process 3 (rank 5 on GPU 0) with queue pairs of GPU 5 only: another communicator's, none here */
   x = port_make(9003, "mlx5_2", 1, 0);
   x.ngpus = 1, x.gpus[0] = 5, x.nqps = 1;
-  ck_assert_int_eq(ah_coord_nic_port(cs[3], &x), 0);
-  run_ms(cs, comm, 500);
-  for (int p = 0; p < PROCS; p++) ck_assert_int_eq(ah_coord_client_findings(cs[p]), 2);
+  report(cs, 3, &x);
+  no_finding_past(cs, comm, 2);
   ck_assert_msg(!strstr(log_text(), "rank 5 ("), "%s", log_text());
 
-  /* both of process 0's ranks on the port */
+  /* a NIC failed whole (DEVICE_FATAL): process 0 tells each of its two ports down, both of its ranks
+   * on port 1, rank 0 on port 2; each port is named once, and all four stand */
   x = port_make(9000, "mlx5_4", 1, 0);
   x.ngpus = 2, x.gpus[0] = 0, x.gpus[1] = 1, x.nqps = 8;
-  ck_assert_int_eq(ah_coord_nic_port(cs[0], &x), 0);
-  ck_assert_msg(findings_reach(cs, comm, 3), "%s", log_text());
-  ck_assert_msg(log_wait("NIC down on comm 000000000000051c: ranks 0, 1 (127.0.0.1 pid 9000)'s NIC "
-                         "mlx5_4 port 1 is down",
-                         2000),
-                "%s", log_text());
-
-  /* the port back: autoha status no longer shows it */
-  x = port_make(9000, "mlx5_4", 1, 1);
-  ck_assert_int_eq(ah_coord_nic_port(cs[0], &x), 0);
-  int cleared = 0;
-  for (int t = 0; t < 20 && !cleared; t++) {
+  report(cs, 0, &x);
+  ah_nic_port_t x2 = port_make(9000, "mlx5_4", 2, 0);
+  x2.ngpus = 1, x2.gpus[0] = 0, x2.nqps = 2;
+  report(cs, 0, &x2);
+  report(cs, 0, &x); /* its PORT_ERR read again after the fatal event: not new */
+  ck_assert_msg(findings_reach(cs, comm, 4), "%s", log_text());
+  no_finding_past(cs, comm, 4);
+  const char *want3 = COMM_TEXT "ranks 0, 1 (127.0.0.1 pid 9000)'s NIC mlx5_4 port 1" TAIL;
+  const char *want4 = COMM_TEXT "rank 0 (127.0.0.1 pid 9000 gpu 0)'s NIC mlx5_4 port 2" TAIL;
+  ck_assert_msg(log_wait(want3, 2000) && log_wait(want4, 2000), "%s", log_text());
+  for (int t = 0; t < 10 && (log_count(want3) < PROCS || log_count(want4) < PROCS); t++)
     run_ms(cs, comm, 100);
-    sc = status_of(&st);
-    cleared = sc.finding == 0 && sc.text[0] == 0;
-  }
-  ck_assert_msg(cleared, "status still shows: %s", sc.text);
+  ck_assert_int_eq(log_count(want3), PROCS);
+  ck_assert_int_eq(log_count(want4), PROCS);
+  /* four stand: as many as fit whole are listed, then how many more */
+  sc = status_of(&st);
+  ck_assert_uint_eq(sc.finding, AH_FINDING_NIC_DOWN);
+  ck_assert_msg(strncmp(sc.text,
+                        COMM_TEXT "4 ports down: rank 4 (127.0.0.1 pid 9002 gpu 1)'s NIC "
+                                  "mlx5_1 port 1; rank 2",
+                        strlen(COMM_TEXT) + 60) == 0 &&
+                    strstr(sc.text, " more"),
+                "%s", sc.text);
+
+  /* ports back: each clears its own; the others still stand */
+  report(cs, 0, &(ah_nic_port_t){.pid = 9000, .dev = "mlx5_4", .port = 1, .up = 1});
+  report(cs, 0, &(ah_nic_port_t){.pid = 9000, .dev = "mlx5_4", .port = 2, .up = 1});
+  ck_assert_msg(status_shows(cs, &st, comm, both, &sc), "status shows: %s", sc.text);
+  report(cs, 2, &(ah_nic_port_t){.pid = 9002, .dev = "mlx5_1", .port = 1, .up = 1});
+  ck_assert_msg(status_shows(cs, &st, comm, want2, &sc), "status shows: %s", sc.text);
+  report(cs, 1, &(ah_nic_port_t){.pid = 9001, .dev = "mlx5_0", .port = 2, .up = 1});
+  ck_assert_msg(status_shows(cs, &st, comm, NULL, &sc), "status still shows: %s", sc.text);
+
+  /* a port down again after its return is a new fall: it stands again (the hub sends it anew; a
+   * process that handled the same finding among its last 8 takes it as a repeat) */
+  report(cs, 0, &x2);
+  ck_assert_msg(status_shows(cs, &st, comm, want4, &sc), "status shows: %s", sc.text);
 
   /* a malformed report: refused by name, its connection dropped, the others served */
   x = port_make(9003, "mlx5_2", 1, 0);

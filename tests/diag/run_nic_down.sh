@@ -12,8 +12,9 @@
 #       node0  node0/mlx5_3's port 1 down: rank 1 is named (its peer rank 3 is not)
 # The truth is NCCL's own: of the faulted node's ranks, the ones whose IB error names hca mlx5_3.
 # AUTOHA_HEALTH_CMD gets the finding as kind nic_down with that rank, in every process. The last
-# line says RESULT: named = processes logging the finding, wrong = finding lines naming another
-# rank (any kind), latency = the fault to the 4th process's line (bench/diagnosis/run_faults.sh).
+# line says RESULT: named = processes logging the finding, wrong = ranks not at fault that a finding
+# (any kind, any of its forms: see below) or AUTOHA_HEALTH_CMD's event names, latency = the fault
+# to the 4th process's line (bench/diagnosis/run_faults.sh).
 set -u
 run=$1 job=$2 lib=$3 simlib=$4 side=${5:-node1}
 fault_s=${NIC_FAULT_S:-2} bound_s=${BOUND_S:-5} dev=${NIC_DEV:-mlx5_3} port=${NIC_PORT:-1}
@@ -48,9 +49,25 @@ lines=$(grep -E "$re" "$log")
 named=$(sed -nE "s/.*: NIC down on comm [0-9a-f]+: rank ([0-9]+) .*/\1/p" <<<"$lines" | sort -u | tr '\n' ' ' | sed 's/ $//')
 # every process logs it: one line per process (NCCL's prefix host:pid:tid)
 nproc=$(grep -oE "^\[[^]]*\] [^:]+:[0-9]+:" <<<"$lines" | sed -E 's/.* [^:]+:([0-9]+):$/\1/' | sort -u | wc -l)
-# a finding of any kind naming a rank that is not the culprit (the peers' errors must not blame them)
-wrong=$(grep -E "autoha (ERROR|WARN) [a-z]+: (NIC down|hang|slow link|straggler|rank [0-9]+ .*(died|stopped))" "$log" |
-  grep -oE "rank [0-9]+ \(" | grep -oE "[0-9]+" | sort -u | grep -vxF -f <(tr ' ' '\n' <<<"$want") | tr '\n' ' ')
+# a finding of any kind naming a rank that is not the culprit (the peers' errors must not blame them).
+# The findings' lines (coordinator/): "NIC down on comm C: ...", "hang on comm C: ...", "slow link on
+# comm C: ...", "straggler on comm C: ...", "comm C: rank ... died: ..." / "... stopped responding:
+# ...". They name ranks as "rank R (place)", "rank R (place),S (place)" (a hang's or a death's
+# list), "ranks R, S (place)" (NIC down, several ranks of a process), "rank R -> rank S" (slow link),
+# and "+K more" for ranks not spelled out. With the places' parentheses dropped (their pids, GPUs and
+# addresses are numbers too) every form is "rank(s) R[, S...]"; a "+K more" is K ranks unseen, wrong.
+findings=$(grep -E "autoha (ERROR|WARN) [a-z]+: (NIC down on comm|hang on comm|slow link on comm|straggler on comm|comm [0-9a-f]+: rank .*(died|stopped responding))" "$log" |
+  sed -E 's/^.* autoha (ERROR|WARN) [a-z]+: //; s/\([^)]*\)//g')
+wrong=$(grep -oE "ranks? [0-9]+( *, *[0-9]+)*" <<<"$findings" | grep -oE "[0-9]+" | sort -u |
+  grep -vxF -f <(tr ' ' '\n' <<<"$want") | tr '\n' ' ')
+more=$(grep -oE "\+[0-9]+ more" <<<"$findings" | head -1)
+[ -z "$more" ] || wrong="${wrong}unnamed:${more//[^0-9]/} "
+# the same in the events AUTOHA_HEALTH_CMD got: each rank at fault of a finding that blames
+# (every kind but resumed, recovered and link_ok)
+ev_wrong=$(grep -LE '"kind": "(resumed|recovered|link_ok)"' "$events"/*.json 2>/dev/null |
+  xargs -r grep -ohE '"rank": [0-9]+' | grep -oE "[0-9]+" | sort -u |
+  grep -vxF -f <(tr ' ' '\n' <<<"$want") | tr '\n' ' ')
+[ -z "$ev_wrong" ] || wrong="$wrong$(sed -E 's/([0-9]+)/event:\1/g' <<<"$ev_wrong")"
 t1=$(grep -E "$re" "$log" | sed -nE 's/^\[([0-9-]+ [0-9:.]+)\].*/\1/p' | sort | sed -n 4p)
 latency=none
 if [ -n "$t1" ]; then
