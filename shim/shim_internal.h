@@ -221,7 +221,10 @@ int ah_shim_thread_detached(void *(*fn)(void *), const char *what);
 /* Idempotent: reads the configuration and, once NCCL is loaded (possibly long after the
  * constructor), resolves it and derives what depends on it. Called from the constructor and again
  * from every wrapper; after NCCL is resolved it is one inline load, not a call. */
-extern _Atomic int ah_shim_init_ready;
+extern AH_HIDDEN _Atomic int ah_shim_init_ready;
+/* 1 once ah_shim_init_ready is and the shim is enabled: a lone collective's wrapper tests this one
+ * word for both (shim_nccl.c). */
+extern AH_HIDDEN _Atomic int ah_shim_wrap_on;
 void ah_shim_init_slow(void);
 static inline void ah_shim_init(void) {
   if (__builtin_expect(atomic_load_explicit(&ah_shim_init_ready, memory_order_acquire), 1)) return;
