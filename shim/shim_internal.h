@@ -100,6 +100,7 @@ typedef struct ah_shim_rankkey {
    * published count is still hot_published. */
   uint64_t hot_end;
   uint64_t hot_published;
+  const struct ah_sched *hot_sched; /* ks->sched (fixed for the key's life): one load less */
   uint64_t *hot_calls; /* the statistic its calls are counted in (applied or NCCL's default) */
   int hot_cell;        /* the cost-table cell forced: hot_algo x hot_num_proto + protocol */
   int hot_algo, hot_num_proto; /* the table width hot_cell is for (-1: it changed, no short path) */

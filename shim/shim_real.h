@@ -59,10 +59,13 @@ typedef struct {
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*EventDestroy)(CUevent);
   CUresult (*CtxGetCurrent)(CUcontext *);
-  /* Optional (NULL when the driver lacks them): graph capture awareness (shim_timing.c). */
+  /* Graph capture awareness (shim_timing.c): never NULL, a stub until the driver is resolved and
+   * when it lacks the function, which answers "not capturing" (shim_real.c). */
   CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+  /* Optional from here on (NULL when the driver lacks them). */
   CUresult (*StreamGetCtx)(CUstream, CUcontext *); /* optional: the hang probes (shim_health.c) */
   CUresult (*CtxSetCurrent)(CUcontext);            /* optional: the hang probes */
+  /* Optional: the harvest's capture-mode exchange (shim_timing.c). */
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
   /* Optional: a communicator's device (ah_shim_cuda_device), the GPU model for the report's
    * topology (shim_topo.c). */
