@@ -199,7 +199,7 @@ typedef struct {
   char self_path[1024];        /* this library's path (for NCCL_TUNER_PLUGIN) */
 } ah_shim_t;
 
-extern ah_shim_t ah_shim;
+extern AH_HIDDEN ah_shim_t ah_shim;
 
 /* Why a grouped collective's wrapper takes its bracketed path instead of jumping straight to NCCL
  * (shim_nccl.c's grouped_short tests the word once, whatever its bits): AH_SLOW_API_OBSERVED, some

@@ -79,8 +79,10 @@ typedef struct {
  * it (opened RTLD_LOCAL, as Python opens extension modules); NULL when none. */
 void *ah_shim_real_sym(const char *name);
 
-extern ah_real_nccl_t ah_real;
-extern ah_real_cuda_t ah_cuda;
+/* Declared hidden (as AH_HIDDEN in shim_internal.h does): a wrapper then calls through an entry in
+ * one instruction, not a load of the table's address and a call. */
+extern __attribute__((visibility("hidden"))) ah_real_nccl_t ah_real;
+extern __attribute__((visibility("hidden"))) ah_real_cuda_t ah_cuda;
 
 /* Fills ah_real: returns 1 once it holds the loaded NCCL (then for good: one load per call), 0 while
  * no loaded object is NCCL (the table holds the stubs, and the next call after the loader reports a
