@@ -182,6 +182,7 @@ static void hot_set(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call,
   ck->hot_nchannels = d->nchannels > 0 ? d->nchannels : 0;
   ck->hot_calls = ck->seg_nccl ? &ck->nccl_default.calls : &ck->applied.calls;
   ck->hot_published = ck->seg_published;
+  ck->hot_sched = ck->ks->sched;
   /* Until the next call to time: TIME_SAMPLE's next, or the audit's. A re-open or an audit on
    * another thread (each stores its flag or window end, then hot_end 0) may have come after this
    * decision looked: looking again after the store, both sequentially consistent, one side always

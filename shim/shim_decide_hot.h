@@ -29,7 +29,7 @@ static inline __attribute__((always_inline)) int ah_shim_decide_hot(ah_comm_t *c
   ah_shim_rankkey_t *ck =
       __atomic_load_n(&c->keys[coll][ah_shim_bin_of(per_rank)], __ATOMIC_ACQUIRE);
   if (!ck || ck->next >= __atomic_load_n(&ck->hot_end, __ATOMIC_RELAXED) ||
-      ah_sched_published(ck->ks->sched) != ck->hot_published || num_algo <= ck->hot_algo ||
+      ah_sched_published(ck->hot_sched) != ck->hot_published || num_algo <= ck->hot_algo ||
       table[ck->hot_cell] < 0 || ah_thread.unusual.any)
     return 0;
   /* What the checks read is read again below, so that few values stay in registers: the caller

@@ -75,6 +75,7 @@ static void attach_run(void) {
 }
 
 _Atomic int ah_shim_init_ready; /* settings read and NCCL resolved: nothing left to do */
+_Atomic int ah_shim_wrap_on;    /* that, and enabled */
 
 void ah_shim_init_slow(void) {
   int saved = errno;
@@ -82,6 +83,7 @@ void ah_shim_init_slow(void) {
   if (ah_shim_real_init()) {
     pthread_once(&attach_once, attach_run);
     atomic_store_explicit(&ah_shim_init_ready, 1, memory_order_release);
+    if (ah_shim.enabled) atomic_store_explicit(&ah_shim_wrap_on, 1, memory_order_release);
   }
   errno = saved;
 }

@@ -100,6 +100,7 @@ typedef struct ah_shim_rankkey {
    * published count is still hot_published. */
   uint64_t hot_end;
   uint64_t hot_published;
+  const struct ah_sched *hot_sched; /* ks->sched (fixed for the key's life): one load less */
   uint64_t *hot_calls; /* the statistic its calls are counted in (applied or NCCL's default) */
   int hot_cell;        /* the cost-table cell forced: hot_algo x hot_num_proto + protocol */
   int hot_algo, hot_num_proto; /* the table width hot_cell is for (-1: it changed, no short path) */
@@ -198,7 +199,7 @@ typedef struct {
   char self_path[1024];        /* this library's path (for NCCL_TUNER_PLUGIN) */
 } ah_shim_t;
 
-extern ah_shim_t ah_shim;
+extern AH_HIDDEN ah_shim_t ah_shim;
 
 /* Why a grouped collective's wrapper takes its bracketed path instead of jumping straight to NCCL
  * (shim_nccl.c's grouped_short tests the word once, whatever its bits): AH_SLOW_API_OBSERVED, some
@@ -221,7 +222,10 @@ int ah_shim_thread_detached(void *(*fn)(void *), const char *what);
 /* Idempotent: reads the configuration and, once NCCL is loaded (possibly long after the
  * constructor), resolves it and derives what depends on it. Called from the constructor and again
  * from every wrapper; after NCCL is resolved it is one inline load, not a call. */
-extern _Atomic int ah_shim_init_ready;
+extern AH_HIDDEN _Atomic int ah_shim_init_ready;
+/* 1 once ah_shim_init_ready is and the shim is enabled: a lone collective's wrapper tests this one
+ * word for both (shim_nccl.c). */
+extern AH_HIDDEN _Atomic int ah_shim_wrap_on;
 void ah_shim_init_slow(void);
 static inline void ah_shim_init(void) {
   if (__builtin_expect(atomic_load_explicit(&ah_shim_init_ready, memory_order_acquire), 1)) return;

@@ -369,8 +369,9 @@ static __attribute__((noinline, cold)) void stream_note(ncclComm_t comm, cudaStr
 
 /* A collective inside a group (so the shim is initialised and enabled: see ncclGroupEnd) with no API
  * observer and no stream to note: the group is timed at its end, so the call only notes the group's
- * stream. Returns 0 for every other call (COLLECTIVE's). One inside another wrapped collective of the group needs no
- * test of its own: COLLECTIVE would only pass it on, and the outer call noted the stream. */
+ * stream. Returns 0 for every other call (COLLECTIVE's). One inside another wrapped collective of the
+ * group needs no test of its own: COLLECTIVE would only pass it on, and the outer call noted the
+ * stream. */
 static inline int grouped_short(cudaStream_t stream) {
   ah_thread_t *t = &ah_thread;
   if (!(t->group_depth > 0 && !atomic_load_explicit(&ah_shim_slow_calls, memory_order_relaxed)))
@@ -382,16 +383,63 @@ static inline int grouped_short(cudaStream_t stream) {
   return 1;
 }
 
-/* A collective's wrapper in two parts: NAME, whose grouped call jumps straight to NCCL (both of its
- * paths are tail calls, so it saves no register and builds no frame), and NAME_bracketed, out of
- * line, for every other call. A collective NCCL runs inside another (ncclBcast's ncclBroadcast)
- * takes the short path again and only notes the same stream. */
+/* "+m" operands naming each of a wrapper's arguments (up to 8), for COLLECTIVE_LONE's asm. */
+#define AH_MEM_PICK(_1, _2, _3, _4, _5, _6, _7, _8, name, ...) name
+#define AH_MEM1(a) "+m"(a)
+#define AH_MEM2(a, ...) "+m"(a), AH_MEM1(__VA_ARGS__)
+#define AH_MEM3(a, ...) "+m"(a), AH_MEM2(__VA_ARGS__)
+#define AH_MEM4(a, ...) "+m"(a), AH_MEM3(__VA_ARGS__)
+#define AH_MEM5(a, ...) "+m"(a), AH_MEM4(__VA_ARGS__)
+#define AH_MEM6(a, ...) "+m"(a), AH_MEM5(__VA_ARGS__)
+#define AH_MEM7(a, ...) "+m"(a), AH_MEM6(__VA_ARGS__)
+#define AH_MEM8(a, ...) "+m"(a), AH_MEM7(__VA_ARGS__)
+#define AH_MEM_OPERANDS(...)                                                                       \
+  AH_MEM_PICK(__VA_ARGS__, AH_MEM8, AH_MEM7, AH_MEM6, AH_MEM5, AH_MEM4, AH_MEM3, AH_MEM2, AH_MEM1) \
+  (__VA_ARGS__)
+
+/* COLLECTIVE for a call outside any group, on an initialised and enabled shim (ah_shim_wrap_on),
+ * not inside another wrapped collective: what COLLECTIVE's ungrouped branch does, without its
+ * tests of init, enablement and group depth (the caller made them). The empty asm keeps the
+ * arguments in their stack slots across the capture check: GCC would otherwise keep all of them in
+ * callee-saved registers (each saved, moved and restored at every call) and move them back for the
+ * real call, the re-marshalling that made a lone call cost more than the hot-path bar. */
+#define COLLECTIVE_LONE(call, args, stream, comm, coll, count, dt)                                 \
+  do {                                                                                             \
+    ah_thread_t *t_ = &ah_thread;                                                                  \
+    t_->coll_depth++;                                                                              \
+    __asm__ volatile("" : AH_MEM_OPERANDS args);                                                   \
+    ah_timing_begin(stream);                                                                       \
+    if (__builtin_expect(atomic_load_explicit(&ah_shim_slow_calls, memory_order_relaxed) &         \
+                             AH_SLOW_API_OBSERVED,                                                 \
+                         0))                                                                       \
+      api_observe(comm, coll, count, dt);                                                          \
+    ncclResult_t r_ = call;                                                                        \
+    ah_timing_end(stream); /* keeps errno as the real call left it */                              \
+    if (__builtin_expect(r_ != ncclSuccess, 0)) ah_shim_error_wait(comm, r_);                      \
+    ah_thread.coll_depth--;                                                                        \
+    return r_;                                                                                     \
+  } while (0)
+
+/* A collective's wrapper in three parts: NAME, whose grouped call jumps straight to NCCL (its paths
+ * are all tail calls, so it saves no register and builds no frame); NAME_lone, out of line, for a
+ * call outside any group on an enabled shim (a thread per GPU's every call); and NAME_bracketed,
+ * COLLECTIVE whole, for every other call (not initialised yet, disabled, nested, a grouped call
+ * with something to observe). A collective NCCL runs inside another (ncclBcast's ncclBroadcast)
+ * takes the short path again inside a group, and NAME_bracketed outside one, which passes it on. */
 #define COLLECTIVE_WRAPPER(name, real, params, args, stream, comm, coll, count, dt)                \
   static __attribute__((noinline)) ncclResult_t name##_bracketed params {                          \
     COLLECTIVE(ah_real.real args, stream, comm, coll, count, dt);                                  \
   }                                                                                                \
+  static __attribute__((noinline)) ncclResult_t name##_lone params {                               \
+    if (__builtin_expect(!atomic_load_explicit(&ah_shim_wrap_on, memory_order_acquire) ||          \
+                             ah_thread.coll_depth > 0,                                             \
+                         0))                                                                       \
+      return name##_bracketed args;                                                                \
+    COLLECTIVE_LONE(ah_real.real args, args, stream, comm, coll, count, dt);                       \
+  }                                                                                                \
   AH_EXPORT ncclResult_t name params {                                                             \
     if (grouped_short(stream)) return ah_real.real args;                                           \
+    if (ah_thread.group_depth <= 0) return name##_lone args;                                       \
     return name##_bracketed args;                                                                  \
   }
 

@@ -18,7 +18,21 @@
 #include "shim_real.h"
 
 ah_real_nccl_t ah_real;
-ah_real_cuda_t ah_cuda;
+
+/* cuStreamIsCapturing until the driver is resolved, and for good when it lacks the function (a
+ * driver older than CUDA 10 has no graphs to capture) or cannot be opened: resolves it, then asks
+ * the real one, else answers "not capturing". So the entry is never NULL, and the capture check
+ * that opens every bracket (shim_timing.h) is one indirect call with no test before it. */
+static CUresult capturing_unresolved(CUstream stream, CUstreamCaptureStatus *status_p) {
+  ah_shim_cuda_init();
+  CUresult (*f)(CUstream, CUstreamCaptureStatus *) =
+      __atomic_load_n(&ah_cuda.StreamIsCapturing, __ATOMIC_ACQUIRE);
+  if (f != capturing_unresolved) return f(stream, status_p);
+  *status_p = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+ah_real_cuda_t ah_cuda = {.StreamIsCapturing = capturing_unresolved};
 
 static _Atomic int real_found; /* the table holds NCCL: set once, never cleared */
 
@@ -294,8 +308,10 @@ static void cuda_resolve(void) {
   if (!ah_cuda.EventDestroy)
     ah_cuda.EventDestroy = (__typeof__(ah_cuda.EventDestroy))dlsym(h, "cuEventDestroy");
   ah_cuda.CtxGetCurrent = (__typeof__(ah_cuda.CtxGetCurrent))dlsym(h, "cuCtxGetCurrent");
-  ah_cuda.StreamIsCapturing =
+  __typeof__(ah_cuda.StreamIsCapturing) capturing =
       (__typeof__(ah_cuda.StreamIsCapturing))dlsym(h, "cuStreamIsCapturing");
+  if (capturing) /* else the stub stays: never capturing */
+    __atomic_store_n(&ah_cuda.StreamIsCapturing, capturing, __ATOMIC_RELEASE);
   ah_cuda.StreamGetCtx = (__typeof__(ah_cuda.StreamGetCtx))dlsym(h, "cuStreamGetCtx");
   ah_cuda.CtxSetCurrent = (__typeof__(ah_cuda.CtxSetCurrent))dlsym(h, "cuCtxSetCurrent");
   ah_cuda.ThreadExchangeStreamCaptureMode =

@@ -59,10 +59,13 @@ typedef struct {
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*EventDestroy)(CUevent);
   CUresult (*CtxGetCurrent)(CUcontext *);
-  /* Optional (NULL when the driver lacks them): graph capture awareness (shim_timing.c). */
+  /* Graph capture awareness (shim_timing.c): never NULL, a stub until the driver is resolved and
+   * when it lacks the function, which answers "not capturing" (shim_real.c). */
   CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+  /* Optional from here on (NULL when the driver lacks them). */
   CUresult (*StreamGetCtx)(CUstream, CUcontext *); /* optional: the hang probes (shim_health.c) */
   CUresult (*CtxSetCurrent)(CUcontext);            /* optional: the hang probes */
+  /* Optional: the harvest's capture-mode exchange (shim_timing.c). */
   CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
   /* Optional: a communicator's device (ah_shim_cuda_device), the GPU model for the report's
    * topology (shim_topo.c). */
@@ -76,8 +79,10 @@ typedef struct {
  * it (opened RTLD_LOCAL, as Python opens extension modules); NULL when none. */
 void *ah_shim_real_sym(const char *name);
 
-extern ah_real_nccl_t ah_real;
-extern ah_real_cuda_t ah_cuda;
+/* Declared hidden (as AH_HIDDEN in shim_internal.h does): a wrapper then calls through an entry in
+ * one instruction, not a load of the table's address and a call. */
+extern __attribute__((visibility("hidden"))) ah_real_nccl_t ah_real;
+extern __attribute__((visibility("hidden"))) ah_real_cuda_t ah_cuda;
 
 /* Fills ah_real: returns 1 once it holds the loaded NCCL (then for good: one load per call), 0 while
  * no loaded object is NCCL (the table holds the stubs, and the next call after the loader reports a

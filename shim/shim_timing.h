@@ -16,9 +16,6 @@ void ah_timing_close(CUstream stream);
  * while a blocking stream captures answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) counts as captured:
  * recording an event there would break the user's capture. */
 static inline int ah_timing_capturing(CUstream stream) {
-  if (__builtin_expect(!ah_cuda.StreamIsCapturing, 0) &&
-      (ah_shim_cuda_init(), !ah_cuda.StreamIsCapturing))
-    return 0;
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult r = ah_cuda.StreamIsCapturing(stream, &st);
   if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE)
