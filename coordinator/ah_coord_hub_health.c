@@ -116,6 +116,10 @@ void ah_coord_hub_on_progress(ah_coord_hub_t *h, hub_conn_t *c, hub_client_t *cl
  * their peers, and come back over a few seconds. */
 #define GONE_GRACE_STALL_NS 6000000000ull
 
+/* A connection its peer closed after this long without a byte from it: a client that gave up on a
+ * hub it could not hear (it does after 6 s of silence), not a process that died mid-stream. */
+#define CLOSE_QUIET_NS 4000000000ull
+
 int ah_coord_hub_stalled(const ah_coord_hub_t *h, uint64_t now) {
   return h->stall_ns && now - h->stall_ns < 10000000000ull;
 }
@@ -171,12 +175,16 @@ void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm,
         s->left = 1;
       } else if (!s->gone_ns) {
         s->gone_ns = now;
-        /* Its peer closed the connection: the process's sockets closed as it died (a client that
-         * reconnects closes it too, but only after a hub that stopped answering, i.e. after a
-         * stall of the hub's own). A connection the hub closed (a refusal, its relay's connection
-         * lost) comes back within a few hundred ms when its process lives. */
+        /* Its peer closed the connection: the process's sockets closed as it died, while it was
+         * sending (its records come every second). A client that reconnects closes it too, but
+         * only after a hub it could not hear: after a stall of the hub's own, or after a network
+         * cut that kept its records from the hub as well — its close then comes after seconds of
+         * silence (CLOSE_QUIET_NS), when the cut heals. A connection the hub closed (a refusal,
+         * its relay's connection lost) comes back within a few hundred ms when its process
+         * lives. */
+        int quiet = now - c->last_rx_ns > CLOSE_QUIET_NS;
         s->gone_grace_ns = ah_coord_hub_stalled(h, now) ? GONE_GRACE_STALL_NS
-                           : c->eof                     ? 0
+                           : c->eof && !quiet           ? 0
                                                         : GONE_GRACE_NS;
       }
     }

@@ -819,6 +819,31 @@ START_TEST(a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not) {
 }
 END_TEST
 
+/* A connection its process closes after seconds without a byte to the hub is a client that gave up
+ * on a hub it could not hear (a network cut that healed: its records could not pass either), not a
+ * process that died: it gets the grace, and rejoining within it is no death. */
+START_TEST(a_close_after_silence_is_not_a_death) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
+  int d[3];
+  join_three(d, 87, 0x8700);
+  uint64_t t0 = ah_coord_now_ns(), e = 6;
+  for (; ah_coord_now_ns() - t0 < 4500000000ull; e++) { /* 0 and 1 advance */
+    ck_assert_int_eq(raw_progress_n(d[0], 87, 0, AH_HEALTH_IDLE, e), AH_NET_OK);
+    ck_assert_int_eq(raw_progress_n(d[1], 87, 1, AH_HEALTH_IDLE, e), AH_NET_OK);
+    sleep_ms(250);
+  }
+  close(d[2]);
+  sleep_ms(200);
+  d[2] = raw_authed(0x8702);
+  ck_assert_int_eq(raw_join(d[2], 87, 3, 2), AH_NET_OK);
+  for (int r = 0; r < 3; r++) /* all three where the job is */
+    ck_assert_int_eq(raw_progress_n(d[r], 87, (uint32_t)r, AH_HEALTH_IDLE, e), AH_NET_OK);
+  int got = raw_wait_frame(d[0], AH_MSG_FINDING, 87, f, ah_coord_now_ns() + 2500000000ull);
+  ck_assert_msg(got == -1, "a finding: %s", (const char *)f + AH_COORD_HDR_BYTES + 9);
+  for (int r = 0; r < 3; r++) close(d[r]);
+}
+END_TEST
+
 /* A rank whose records stop while its communicator still advances is not frozen (a collective
  * needs every rank): its process or the hub is starved of CPU, and nothing is named. Once the
  * communicator stops too, the silent rank is named after the usual 3 s. */
@@ -1123,6 +1148,7 @@ int main(void) {
                                 bad_joins_are_refused,
                                 progress_is_refused_unless_joined_and_a_stall_is_diagnosed,
                                 a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not,
+                                a_close_after_silence_is_not_a_death,
                                 a_silent_rank_of_an_advancing_communicator_is_not_named,
                                 a_client_that_only_sends_still_hears_the_hub,
                                 processes_hearing_the_hub_together_ping_apart,
