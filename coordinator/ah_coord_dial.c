@@ -22,6 +22,7 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
     errno = e;
     return -1;
   }
+  errno = 0; /* connected: a later failure is never a refusal (the client tells the two apart) */
   uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD];
   ah_coord_hdr_t h;
   char perr[200];
@@ -102,7 +103,8 @@ int ah_coord_dial(const struct sockaddr *sa, socklen_t sl, const uint8_t secret[
 fail:
   for (int i = 0; i < AH_COORD_RELAY_FDS; i++)
     if (passed[i] >= 0) close(passed[i]);
+  int e = errno; /* a reset before the HELLO: a hub going (autoha status says it is gone) */
   close(fd);
-  errno = 0; /* connected, then failed: not a refusal (the client tells the two apart) */
+  errno = e;
   return -1;
 }
