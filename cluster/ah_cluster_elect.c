@@ -26,9 +26,7 @@ struct ah_cluster_elect {
   ah_cluster_lease_t *lease;
   _Atomic int leader;
   pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t wake;
-  int stop; /* under lock */
+  ah_cluster_sleep_t sleep;
   int outage;
   int ttl_s;
   double ok_s; /* when etcd last answered a poll (monotonic seconds; the poller's own) */
@@ -74,16 +72,7 @@ static void campaign(ah_cluster_elect_t *e) {
 static void *poller(void *arg) {
   ah_cluster_elect_t *e = arg;
   for (;;) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += e->poll_ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_mutex_lock(&e->lock);
-    while (!e->stop && pthread_cond_timedwait(&e->wake, &e->lock, &ts) != ETIMEDOUT) {}
-    int stop = e->stop;
-    pthread_mutex_unlock(&e->lock);
-    if (stop) return NULL;
+    if (ah_cluster_sleep_ms(&e->sleep, e->poll_ms)) return NULL;
     campaign(e);
   }
 }
@@ -109,12 +98,7 @@ int ah_cluster_elect_start(ah_cluster_etcd_t *c, const char *key, const char *id
   e->ok_s = mono_s();
   e->poll_ms = ttl_s * 1000L / 4;
   if (e->poll_ms > 500) e->poll_ms = 500;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&e->wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_mutex_init(&e->lock, NULL);
+  ah_cluster_sleep_init(&e->sleep);
   char what[ID_MAX + 16];
   snprintf(what, sizeof what, "candidate %s", id);
   if (ah_cluster_lease_start(c, ttl_s, what, NULL, NULL, &e->lease, err, errlen) != 0)
@@ -130,8 +114,7 @@ int ah_cluster_elect_start(ah_cluster_etcd_t *c, const char *key, const char *id
 undo_lease:
   ah_cluster_lease_stop(e->lease, 1, NULL, 0);
 undo_init:
-  pthread_cond_destroy(&e->wake);
-  pthread_mutex_destroy(&e->lock);
+  ah_cluster_sleep_destroy(&e->sleep);
   free(e);
   return -1;
 }
@@ -149,15 +132,11 @@ int ah_cluster_elect_holder(ah_cluster_etcd_t *c, const char *key, char *out, si
 }
 
 int ah_cluster_elect_stop(ah_cluster_elect_t *e, char *err, size_t errlen) {
-  pthread_mutex_lock(&e->lock);
-  e->stop = 1;
-  pthread_cond_signal(&e->wake);
-  pthread_mutex_unlock(&e->lock);
+  ah_cluster_sleep_stop(&e->sleep);
   pthread_join(e->thread, NULL);
   atomic_store(&e->leader, 0);
   int rc = ah_cluster_lease_stop(e->lease, 1, err, errlen);
-  pthread_cond_destroy(&e->wake);
-  pthread_mutex_destroy(&e->lock);
+  ah_cluster_sleep_destroy(&e->sleep);
   free(e);
   return rc;
 }

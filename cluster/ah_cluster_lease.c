@@ -22,13 +22,25 @@ struct ah_cluster_lease {
   void *arg;
   _Atomic int64_t id;
   pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t wake;
-  int stop; /* under lock */
+  ah_cluster_sleep_t sleep;
 };
 
-/* Waits up to ms milliseconds or until stopped. Returns 1 when stopped. */
-static int wait_ms(ah_cluster_lease_t *l, long ms) {
+void ah_cluster_sleep_init(ah_cluster_sleep_t *s) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&s->lock, NULL);
+  s->stop = 0;
+}
+
+void ah_cluster_sleep_destroy(ah_cluster_sleep_t *s) {
+  pthread_cond_destroy(&s->wake);
+  pthread_mutex_destroy(&s->lock);
+}
+
+int ah_cluster_sleep_ms(ah_cluster_sleep_t *s, long ms) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   ts.tv_sec += ms / 1000;
@@ -37,11 +49,18 @@ static int wait_ms(ah_cluster_lease_t *l, long ms) {
     ts.tv_sec++;
     ts.tv_nsec -= 1000000000L;
   }
-  pthread_mutex_lock(&l->lock);
-  while (!l->stop && pthread_cond_timedwait(&l->wake, &l->lock, &ts) != ETIMEDOUT) {}
-  int stop = l->stop;
-  pthread_mutex_unlock(&l->lock);
+  pthread_mutex_lock(&s->lock);
+  while (!s->stop && pthread_cond_timedwait(&s->wake, &s->lock, &ts) != ETIMEDOUT) {}
+  int stop = s->stop;
+  pthread_mutex_unlock(&s->lock);
   return stop;
+}
+
+void ah_cluster_sleep_stop(ah_cluster_sleep_t *s) {
+  pthread_mutex_lock(&s->lock);
+  s->stop = 1;
+  pthread_cond_signal(&s->wake);
+  pthread_mutex_unlock(&s->lock);
 }
 
 /* Grants a lease and attaches the owner's keys to it. Returns 0 with *id_p, or -1 with err. */
@@ -60,7 +79,7 @@ static void *keeper(void *arg) {
   ah_cluster_lease_t *l = arg;
   long period_ms = l->ttl_s * 1000L / 3;
   int outage = 0; /* an error was logged and not yet its end */
-  while (!wait_ms(l, period_ms)) {
+  while (!ah_cluster_sleep_ms(&l->sleep, period_ms)) {
     char err[AH_CLUSTER_ERR_LEN];
     int64_t ttl = 0, id = atomic_load(&l->id);
     int rc = ah_cluster_etcd_lease_keepalive(l->c, id, &ttl, err, sizeof err);
@@ -103,12 +122,7 @@ int ah_cluster_lease_start(ah_cluster_etcd_t *c, int ttl_s, const char *what,
   snprintf(l->what, sizeof l->what, "%s", what ? what : "?");
   l->attach = attach;
   l->arg = arg;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&l->wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_mutex_init(&l->lock, NULL);
+  ah_cluster_sleep_init(&l->sleep);
   int64_t id;
   if (grant_attach(l, &id, err, errlen) != 0) goto undo_init;
   atomic_store(&l->id, id);
@@ -122,24 +136,18 @@ int ah_cluster_lease_start(ah_cluster_etcd_t *c, int ttl_s, const char *what,
 undo_grant:
   ah_cluster_etcd_lease_revoke(c, id, NULL, 0);
 undo_init:
-  pthread_cond_destroy(&l->wake);
-  pthread_mutex_destroy(&l->lock);
+  ah_cluster_sleep_destroy(&l->sleep);
   free(l);
   return -1;
 }
 
 int64_t ah_cluster_lease_id(ah_cluster_lease_t *l) { return atomic_load(&l->id); }
 
-
 int ah_cluster_lease_stop(ah_cluster_lease_t *l, int revoke, char *err, size_t errlen) {
-  pthread_mutex_lock(&l->lock);
-  l->stop = 1;
-  pthread_cond_signal(&l->wake);
-  pthread_mutex_unlock(&l->lock);
+  ah_cluster_sleep_stop(&l->sleep);
   pthread_join(l->thread, NULL);
   int rc = revoke ? ah_cluster_etcd_lease_revoke(l->c, atomic_load(&l->id), err, errlen) : 0;
-  pthread_cond_destroy(&l->wake);
-  pthread_mutex_destroy(&l->lock);
+  ah_cluster_sleep_destroy(&l->sleep);
   free(l);
   return rc;
 }

@@ -4,9 +4,26 @@
 #ifndef AH_CLUSTER_LEASE_H
 #define AH_CLUSTER_LEASE_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "ah_cluster_etcd.h"
+
+/* A background thread's stoppable sleep (the lease keeper's, the election's poller): a condition
+ * on the monotonic clock, so a wall-clock step never stretches or cuts a sleep, and the stop flag it
+ * watches, under one lock. */
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  int stop; /* under lock */
+} ah_cluster_sleep_t;
+
+void ah_cluster_sleep_init(ah_cluster_sleep_t *s);
+void ah_cluster_sleep_destroy(ah_cluster_sleep_t *s);
+/* Sleeps up to ms milliseconds or until stopped. Returns 1 when stopped. */
+int ah_cluster_sleep_ms(ah_cluster_sleep_t *s, long ms);
+/* Stops the sleeper: its sleep returns at once, and every later one too. */
+void ah_cluster_sleep_stop(ah_cluster_sleep_t *s);
 
 typedef struct ah_cluster_lease ah_cluster_lease_t;
 
@@ -25,7 +42,6 @@ int ah_cluster_lease_start(ah_cluster_etcd_t *c, int ttl_s, const char *what,
 
 /* The lease's id now (it changes when a lost lease is replaced). */
 int64_t ah_cluster_lease_id(ah_cluster_lease_t *l);
-
 
 /* Stops the thread (it wakes at once) and, with `revoke`, revokes the lease so everything
  * attached to it goes now rather than at its TTL. Returns 0, or -1 when the revoke failed (err
