@@ -135,7 +135,9 @@ static const ah_env_var_t env_table[] = {
      "when its own rank reaches it, so a wait this long means the leader's process is dead or "
      "hung and the collective cannot complete anyway: the rank logs one error, stops waiting "
      "and hands the call, and every later undecided call of that key, to NCCL's own choice, so "
-     "the job fails (or its watchdog fires) inside NCCL as it would without autoha.",
+     "the job fails (or its watchdog fires) inside NCCL as it would without autoha. It also bounds "
+     "a communicator's wait at its first call for the hub's verdict while the hub does not answer "
+     "(its process frozen or cut off: the hub is tried for the whole job).",
      1, 86400, NULL, FIELD(sync_timeout_s)},
     {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, AH_ENV_DEFAULT_TEXT(AH_TUNE_BUDGET_DEFAULT),
      "1..10000000 (calls)",
