@@ -228,7 +228,7 @@ static int client_join(ah_coord_t *c, uint64_t comm, int nranks, uint32_t rank,
            (unsigned long long)comm);
     return -1;
   }
-  ah_coord_client_wake(c);
+  ah_coord_client_send_now(c); /* the I/O thread's wake-up and hop only when the socket is busy */
   return 0;
 }
 
@@ -295,7 +295,7 @@ void ah_coord_leave(ah_coord_t *c, uint64_t comm) {
       break;
     }
   pthread_mutex_unlock(&c->mu);
-  ah_coord_client_wake(c);
+  ah_coord_client_send_now(c);
 }
 
 /* Returns 0, or -1 when the hub is gone or memory ran out. Note that the segment is kept until the
