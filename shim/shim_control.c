@@ -10,7 +10,10 @@
  *                local rank reaches an uncommitted call first appends the search's next segment;
  *   remote tune  the ranks span processes and the hub says every rank joined with the same
  *                settings (verdict COMPLETE): as local tune in the leader's process, with segments
- *                published to the others. ABANDONED or MISMATCH: NCCL's choice on every rank. */
+ *                published to the others. ABANDONED or MISMATCH: NCCL's choice on every rank.
+ *                Call 0 of every key is NCCL's choice on every rank, so no rank waits for the
+ *                verdict (AH_CTL_PENDING until it comes) or for the leader before a key's second
+ *                call: a communicator made for a few calls costs no round trip to the hub. */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +138,9 @@ static void join_local_ranks(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
 /* Waits for the hub's verdict on c's communicator (AH_VERDICT_*, never PENDING).
  *
  * Note that every rank of the communicator in fixed or tune mode, the leader included, waits here
- * at its first call: the hub decides once for all of them, so a rank whose process never reached
- * the hub and the ranks that did (ABANDONED) all run NCCL's own choices. The wait is bounded by the
+ * (fixed: at its first call; tune: at the second call of a key, call 0 of every key being NCCL's
+ * choice whatever the verdict): the hub decides once for all of them, so a rank whose process never
+ * reached the hub and the ranks that did (ABANDONED) all run NCCL's own choices. The wait is bounded by the
  * hub (it decides within AUTOHA_COORD_JOIN_S of the first join), by the client's detection of a
  * hub that is gone, and by AUTOHA_SYNC_TIMEOUT_S for a hub that does not answer. */
 static ah_verdict_t verdict_wait(const ah_shim_coord_hooks_t *h, ah_comm_t *c) {
@@ -184,6 +188,40 @@ static int verdict_control(ah_comm_t *c, ah_verdict_t v, int mode) {
   return AH_CTL_OBSERVE;
 }
 
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The process-wide control of c's communicator once its verdict v is known: the first local rank
+ * to learn it sets (and logs) it; the others read it. */
+static int verdict_settle(ah_comm_t *c, ah_verdict_t v, int mode) {
+  ah_commrec_t *r = c->rec;
+  pthread_mutex_lock(&ctl_lock);
+  if (atomic_load(&r->ctl) == CTL_AWAIT) atomic_store(&r->ctl, verdict_control(c, v, mode));
+  int ctl = atomic_load(&r->ctl);
+  pthread_mutex_unlock(&ctl_lock);
+  return ctl;
+}
+
+/* The leader is rank 0, wherever it is in this process (a thread driving several ranks may reach
+ * another rank's first call before rank 0's); when NCCL's init gave no rank (it ran on NCCL's own
+ * thread), the first local context of a wholly local communicator leads — any single one will do
+ * there. */
+static void leader_choose(ah_comm_t *c, int ctl) {
+  ah_commrec_t *r = c->rec;
+  if (!r || (ctl != AH_CTL_LOCAL_TUNE && ctl != AH_CTL_REMOTE_TUNE)) return;
+  pthread_mutex_lock(&ctl_lock);
+  if (!r->leader) {
+    ah_comm_t *lead = c->rank == 0 ? c : NULL;
+    if (!lead) {
+      local_rank0_t l = {.id = c->id};
+      ah_comm_foreach_live(local_rank0_find, &l);
+      lead = l.found;
+    }
+    if (!lead && c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE) lead = c;
+    if (lead) __atomic_store_n(&r->leader, lead, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&ctl_lock);
+}
+
 /* Fixes c->ctl at the communicator's first decision. Slow path.
  *
  * Note that a communicator whose ranks are all in this process is decided here alone (one
@@ -192,7 +230,6 @@ static int verdict_control(ah_comm_t *c, ah_verdict_t v, int mode) {
  * (AH_CTL_OBSERVE), which is what a process without autoha runs, so ranks never disagree. An
  * observing rank joins too (its settings differ from a fixed or tuning rank's) but never waits. */
 void ah_shim_comm_control(ah_comm_t *c) {
-  static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
   int mode = ah_env_settings()->mode;
   ah_commrec_t *r = c->rec;
   int ctl;
@@ -240,31 +277,38 @@ void ah_shim_comm_control(ah_comm_t *c) {
     join_local_ranks(&h, c);
   }
   pthread_mutex_unlock(&ctl_lock);
-  if (ctl == CTL_AWAIT) {
-    ah_verdict_t v = verdict_wait(&h, c);
-    pthread_mutex_lock(&ctl_lock);
-    if (atomic_load(&r->ctl) == CTL_AWAIT) /* the first local rank to learn it logs it */
-      atomic_store(&r->ctl, verdict_control(c, v, mode));
-    ctl = atomic_load(&r->ctl);
-    pthread_mutex_unlock(&ctl_lock);
+  if (ctl == CTL_AWAIT && mode == AH_MODE_TUNE) {
+    /* Call 0 of each key is NCCL's choice whatever the hub says: the verdict is awaited at a key's
+     * second call (ah_shim_key_settle), by when it has usually arrived — a communicator made for
+     * a few calls (churn) never waits for it. Fixed mode waits here: its pinned configurations
+     * apply from call 0. */
+    c->ctl = AH_CTL_PENDING;
+    return;
   }
-  /* The leader is rank 0, wherever it is in this process (a thread driving several ranks may
-   * reach another rank's first call before rank 0's); when NCCL's init gave no rank (it ran on
-   * NCCL's own thread), the first local context of a wholly local communicator leads — any
-   * single one will do there. */
-  pthread_mutex_lock(&ctl_lock);
-  if ((ctl == AH_CTL_LOCAL_TUNE || ctl == AH_CTL_REMOTE_TUNE) && !r->leader) {
-    ah_comm_t *lead = c->rank == 0 ? c : NULL;
-    if (!lead) {
-      local_rank0_t l = {.id = c->id};
-      ah_comm_foreach_live(local_rank0_find, &l);
-      lead = l.found;
-    }
-    if (!lead && c->rank < 0 && ctl == AH_CTL_LOCAL_TUNE) lead = c;
-    if (lead) __atomic_store_n(&r->leader, lead, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&ctl_lock);
+  if (ctl == CTL_AWAIT) ctl = verdict_settle(c, verdict_wait(&h, c), mode);
+  leader_choose(c, ctl);
   c->ctl = ctl;
+}
+
+int ah_shim_comm_settle(ah_comm_t *c, uint64_t index) {
+  if (c->ctl != AH_CTL_PENDING) return 1;
+  int mode = ah_env_settings()->mode, ctl = atomic_load(&c->rec->ctl);
+  if (ctl == CTL_AWAIT) {
+    ah_shim_coord_hooks_t h = ah_shim_hooks();
+    ah_verdict_t v;
+    if (index == 0) { /* only a look: this call is NCCL's choice either way */
+      if (h.poll) h.poll(h.arg, c->id);
+      int got = h.verdict ? h.verdict(h.arg, c->id) : AH_VERDICT_GONE;
+      if (got == AH_VERDICT_PENDING) return 0;
+      v = (ah_verdict_t)got;
+    } else {
+      v = verdict_wait(&h, c);
+    }
+    ctl = verdict_settle(c, v, mode);
+  }
+  leader_choose(c, ctl);
+  c->ctl = ctl;
+  return 1;
 }
 
 typedef struct {

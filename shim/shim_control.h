@@ -30,6 +30,10 @@ void ah_shim_note_decider(ah_comm_t *c);
 /* Fixes c->ctl (AH_CTL_*) at the communicator's first decision; may wait for the hub's verdict.
  * Slow path. */
 void ah_shim_comm_control(ah_comm_t *c);
+/* An AH_CTL_PENDING communicator at call `index` of one of its keys: fixes c->ctl from the hub's
+ * verdict — at index 0 only when the verdict is here already, later by waiting for it (bounded as
+ * the first call's wait of a fixed communicator). Returns 1 when c->ctl is final. Slow path. */
+int ah_shim_comm_settle(ah_comm_t *c, uint64_t index);
 /* Marks c finalized (ncclCommDestroy/Abort, NCCL's tuner finalize) and, when it was the last live
  * local context of a communicator that joined the hub, leaves the communicator there. */
 void ah_shim_comm_retire(ah_comm_t *c);
@@ -55,6 +59,18 @@ void ah_shim_key_reopen(ah_shim_rankkey_t *ck);
 /* First call of a key on this rank: its entry, its process-wide state and, when the key is not
  * searched here, its pinned forever segment. NULL (logged) when memory runs out. Slow path. */
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call);
+/* The part of a key's creation that depends on its communicator's control (c->ctl final): who
+ * leads it, whether it is searched, its pinned segment (with call 0 NCCL's choice when the
+ * communicator spans processes). Slow path. */
+void ah_shim_key_control(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call);
+/* Commits call 0 of a key as NCCL's own choice (keep, one call) into *seg, unless committed
+ * already: the first call of every key of a tuned communicator spanning processes. */
+void ah_shim_key_segment0(ah_shim_keystate_t *ks, ah_segment_t *seg);
+/* A key made while its communicator was AH_CTL_PENDING, at call `index`: settles the communicator
+ * (ah_shim_comm_settle), then the key (ah_shim_key_control). Returns 0 when the call runs NCCL's
+ * choice (index 0 before the verdict, or a communicator that ended up observed), 1 when the
+ * schedule decides it. Slow path. */
+int ah_shim_key_settle(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call);
 /* The pinned segment of one of c's keys (settings/ah_pin.c with this process's settings). */
 void ah_shim_pinned(const ah_comm_t *c, int coll, int bin, const ah_call_t *call,
                     ah_segment_t *seg);

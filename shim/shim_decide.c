@@ -61,6 +61,7 @@ static inline int segment_of(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index
               (ck->seg.count == AH_SCHED_FOREVER || index - ck->seg.first < ck->seg.count),
           1))
     return 1;
+  if (__builtin_expect(ck->unsettled, 0) && !ah_shim_key_settle(c, ck, index, call)) return 0;
   if (ah_sched_lookup(sched, index, &ck->seg)) {
     ck->seg_published = published; /* read before the lookup: at worst one lookup too many */
     return 1;
@@ -116,7 +117,7 @@ static void decide_captured(ah_comm_t *c, const ah_call_t *call, ah_decision_t *
   d->ck = ck;
   d->index = index;
   ah_segment_t seg;
-  if (c->ctl == AH_CTL_OBSERVE ||
+  if (c->ctl == AH_CTL_OBSERVE || (ck->unsettled && !ah_shim_key_settle(c, ck, index, call)) ||
       !(ah_sched_lookup(ck->ks->sched, index, &seg) || ah_shim_resolve(c, ck, index, call, &seg)) ||
       seg.count != AH_SCHED_FOREVER || ah_config_is_keep(&seg.config) ||
       !ah_config_allowed_call(&seg.config, call))

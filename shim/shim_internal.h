@@ -125,15 +125,26 @@ typedef struct ah_shim_rankkey {
   int refused;            /* a forced pair NCCL cannot run was refused (logged once) */
   int leader;             /* this rank drives the key's search */
   int searched;           /* the leader searches the key (a tuned communicator, not pinned) */
-  struct ah_comm *comm;   /* the rank's communicator context */
+  int unsettled; /* made while its communicator awaited the hub's verdict (AH_CTL_PENDING): leader,
+                    searched and pinned segment are set at its first call after index 0 */
+  struct ah_comm *comm; /* the rank's communicator context */
   uint64_t sync_waits;
   double sync_wait_us;
   uint64_t captured; /* calls issued into a capturing stream (CUDA graphs): not timed */
   _Atomic uint64_t graph_launched; /* their replays by launches of the graphs (shim_graph.c) */
 } ah_shim_rankkey_t;
 
-/* How a communicator's keys are decided, fixed at its first decision. */
-enum { AH_CTL_OBSERVE = 0, AH_CTL_FIXED = 1, AH_CTL_LOCAL_TUNE = 2, AH_CTL_REMOTE_TUNE = 3 };
+/* How a communicator's keys are decided, fixed at its first decision. AH_CTL_PENDING: a tuned
+ * communicator spanning processes whose hub verdict has not arrived yet; call 0 of each of its keys
+ * runs NCCL's choice on every rank whatever the verdict, so only a key's second call waits for it
+ * (shim_control.c ah_shim_key_settle). */
+enum {
+  AH_CTL_OBSERVE = 0,
+  AH_CTL_FIXED = 1,
+  AH_CTL_LOCAL_TUNE = 2,
+  AH_CTL_REMOTE_TUNE = 3,
+  AH_CTL_PENDING = 4
+};
 
 /* Process-wide record of a communicator identity: how many local ranks the API wrappers announced
  * and who leads. */

@@ -178,6 +178,43 @@ ah_shim_rankkey_t *ah_shim_rankkey_new(int coll, int bin) {
   return ck;
 }
 
+void ah_shim_key_segment0(ah_shim_keystate_t *ks, ah_segment_t *seg) {
+  memset(seg, 0, sizeof *seg);
+  ah_config_keep(&seg->config);
+  seg->first = 0;
+  seg->count = 1;
+  seg->source = AH_SOURCE_DEFAULT;
+  (void)ah_sched_append(ks->sched, seg); /* a replay when another rank or the hub was first */
+}
+
+void ah_shim_key_control(ah_comm_t *c, ah_shim_rankkey_t *ck, const ah_call_t *call) {
+  ck->leader = c->ctl != AH_CTL_OBSERVE && ah_shim_is_leader(c);
+  if (c->ctl == AH_CTL_OBSERVE) return;
+  ah_segment_t seg;
+  ah_shim_pinned(c, ck->coll, ck->bin, call, &seg);
+  int tuned = (c->ctl == AH_CTL_LOCAL_TUNE || c->ctl == AH_CTL_REMOTE_TUNE) &&
+              seg.source == AH_SOURCE_DEFAULT;
+  ck->searched = tuned;
+  if (tuned) return;
+  /* A pinned key of a tuned communicator is committed by each rank itself; the leader must not
+   * start a search for it. Spanning processes, its call 0 is NCCL's choice as every key's is. */
+  if (c->ctl == AH_CTL_REMOTE_TUNE && ah_sched_horizon(ck->ks->sched) == 0) {
+    ah_segment_t zero;
+    ah_shim_key_segment0(ck->ks, &zero);
+    seg.first = 1;
+  }
+  if (ah_sched_horizon(ck->ks->sched) == seg.first && ah_sched_append(ck->ks->sched, &seg) != 0)
+    ah_log(AH_LOG_WARN, "could not commit the pinned configuration of %s bin %d",
+           ah_coll_name(ck->coll), ck->bin);
+}
+
+int ah_shim_key_settle(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const ah_call_t *call) {
+  if (!ah_shim_comm_settle(c, index)) return 0; /* call 0 before the verdict: NCCL's choice */
+  ck->unsettled = 0;
+  ah_shim_key_control(c, ck, call);
+  return c->ctl != AH_CTL_OBSERVE;
+}
+
 ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_call_t *call) {
   ah_shim_note_decider(c);
   if (!c->cuctx && ah_shim_cuda_init())
@@ -193,23 +230,12 @@ ah_shim_rankkey_t *ah_shim_key_create(ah_comm_t *c, int coll, int bin, const ah_
     free(ck);
     return NULL;
   }
-  ck->leader = ah_shim_is_leader(c);
   ck->comm = c;
   ah_config_table_argmin(call, &ck->nccl_cfg);
   ck->nccl_default.cfg = ck->nccl_cfg;
   ah_config_keep(&ck->applied.cfg);
-  if (c->ctl != AH_CTL_OBSERVE) {
-    ah_segment_t seg;
-    ah_shim_pinned(c, coll, bin, call, &seg);
-    int tuned = (c->ctl == AH_CTL_LOCAL_TUNE || c->ctl == AH_CTL_REMOTE_TUNE) &&
-                seg.source == AH_SOURCE_DEFAULT;
-    ck->searched = tuned;
-    if (!tuned && ah_sched_horizon(ck->ks->sched) == 0 && ah_sched_append(ck->ks->sched, &seg) != 0)
-      ah_log(AH_LOG_WARN, "could not commit the pinned configuration of %s bin %d",
-             ah_coll_name(coll), bin);
-    /* A pinned key of a tuned communicator is committed by each rank itself; the leader must not
-     * start a search for it. */
-  }
+  if (c->ctl == AH_CTL_PENDING) ck->unsettled = 1; /* ah_shim_key_settle does the rest */
+  else ah_shim_key_control(c, ck, call);
   pthread_mutex_lock(&ck->ks->lock);
   if (ck->ks->nlocal < AH_MAX_LOCAL_RANKS) ck->ks->local[ck->ks->nlocal++] = ck;
   pthread_mutex_unlock(&ck->ks->lock);

@@ -156,14 +156,26 @@ static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, co
   }
   if (ks->tune) {
     ah_shim_coord_hooks_t h = {0};
-    if (c->ctl == AH_CTL_REMOTE_TUNE) h = ah_shim_hooks();
-    for (int guard = 0; guard < 1024 && !(ok = ah_sched_lookup(ks->sched, index, seg)); guard++) {
+    uint64_t upto = index;
+    if (c->ctl == AH_CTL_REMOTE_TUNE) {
+      h = ah_shim_hooks();
+      /* Call 0 is NCCL's choice on every rank (AH_CTL_PENDING), committed (and published, the
+       * schedules being contiguous) with the search's first segment. */
+      if (ah_sched_horizon(ks->sched) == 0) {
+        ah_segment_t zero;
+        ah_shim_key_segment0(ks, &zero);
+        if (h.publish) h.publish(h.arg, &ks->key, &zero);
+      }
+      if (upto == 0) upto = 1;
+    }
+    for (int guard = 0; guard < 1024 && !ah_sched_lookup(ks->sched, upto, seg); guard++) {
       ah_segment_t next;
       ah_tune_next(ks->tune, ah_sched_horizon(ks->sched), &next);
       if (ah_sched_append(ks->sched, &next) != 0) break;
       if (h.publish) h.publish(h.arg, &ks->key, &next);
       if (next.count == AH_SCHED_FOREVER) search_share(ks);
     }
+    ok = ah_sched_lookup(ks->sched, index, seg);
   }
   pthread_mutex_unlock(&ks->lock);
   if (!ok)
@@ -206,7 +218,10 @@ int ah_shim_resolve(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const a
     (void)ah_sched_append(ck->ks->sched, seg); /* a replay when another local rank was first */
     return ah_sched_lookup(ck->ks->sched, index, seg);
   }
+  if (c->ctl == AH_CTL_PENDING) return 0; /* settled before any lookup (ah_shim_key_settle) */
   if (ah_shim_leads_here(c)) return leader_commit(c, ck, index, call, seg);
+  /* Call 0 of a key spanning processes is NCCL's choice on every rank: nothing to wait for. */
+  if (index == 0 && c->ctl == AH_CTL_REMOTE_TUNE) return 0;
   ah_wait_t w = ah_shim_worker_wait(c, ck, index, seg);
   if (w == AH_WAIT_LEAD_HERE) return leader_commit(c, ck, index, call, seg);
   return w == AH_WAIT_HAVE;

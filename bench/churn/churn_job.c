@@ -3,7 +3,9 @@
  * ncclCommSplit, one small AllReduce on the new communicator, and ncclCommDestroy. Prints the
  * wall-clock seconds of the cycles, and of their first and last quarters (rank 0): a cost that
  * grows with the communicators made so far shows as a last quarter slower than the first.
- *   ncclsim-run -n P -- churn_job [--cycles N] */
+ * --calls K makes K AllReduces on each new communicator (the first of each key is NCCL's choice in
+ * tune mode, the later ones the leader's: sim/ fails a call on which the ranks disagree).
+ *   ncclsim-run -n P -- churn_job [--cycles N] [--calls K] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +32,12 @@ static double now_s(void) {
 }
 
 int main(int argc, char **argv) {
-  int cycles = 2000;
+  int cycles = 2000, calls = 1;
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--cycles") == 0 && i + 1 < argc) cycles = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc) calls = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: churn_job [--cycles N]\n");
+      fprintf(stderr, "usage: churn_job [--cycles N] [--calls K]\n");
       return 2;
     }
   int rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
@@ -59,14 +62,17 @@ int main(int argc, char **argv) {
     if (c == cycles - quarter) t_last_from = now_s();
     ncclComm_t sub;
     CHECK(ncclCommSplit(comm, 0, rank, &sub, NULL));
-    CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, sub, s));
-    cudaStreamSynchronize(s);
+    for (int k = 0; k < calls; k++) {
+      CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, sub, s));
+      cudaStreamSynchronize(s);
+    }
     CHECK(ncclCommDestroy(sub));
   }
   double t = now_s() - t0, t_last = now_s() - t_last_from;
   if (rank == 0)
-    printf("churn_job: %d cycles in %.2f s (first quarter %.3f s, last quarter %.3f s)\n", cycles,
-           t, t_first, t_last);
+    printf(
+        "churn_job: %d cycles of %d calls in %.2f s (first quarter %.3f s, last quarter %.3f s)\n",
+        cycles, calls, t, t_first, t_last);
   CHECK(ncclCommDestroy(comm));
   return 0;
 }

@@ -17,13 +17,13 @@ plain=() shim=() first=() last=()
 for i in 1 2 3; do
   out=$(LD_LIBRARY_PATH="$simlib" "$run" -n 2 -- "$job" --cycles "$cycles" 2>&1) ||
     { echo "churn: the plain job failed: $out"; exit 1; }
-  plain+=("$(sed -nE 's/.*cycles in ([0-9.]+) s.*/\1/p' <<<"$out")")
+  plain+=("$(sed -nE 's/.*cycles of [0-9]+ calls in ([0-9.]+) s.*/\1/p' <<<"$out")")
   out=$(AUTOHA_REPORT="$work/r-$i-%p.json" LD_LIBRARY_PATH="$simlib" LD_PRELOAD="$lib" \
     "$run" -n 2 -- "$job" --cycles "$cycles" 2>&1) || { echo "churn: the job with the shim failed: $out"; exit 1; }
   if grep -q "autoha WARN\|autoha ERROR" <<<"$out"; then
     echo "churn: the job with the shim warned:"; grep "autoha WARN\|autoha ERROR" <<<"$out" | head -3; exit 1
   fi
-  shim+=("$(sed -nE 's/.*cycles in ([0-9.]+) s.*/\1/p' <<<"$out")")
+  shim+=("$(sed -nE 's/.*cycles of [0-9]+ calls in ([0-9.]+) s.*/\1/p' <<<"$out")")
   first+=("$(sed -nE 's/.*first quarter ([0-9.]+) s.*/\1/p' <<<"$out")")
   last+=("$(sed -nE 's/.*last quarter ([0-9.]+) s.*/\1/p' <<<"$out")")
 done

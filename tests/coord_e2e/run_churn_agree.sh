@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Tuned communicators made for a few calls each (bench/churn/churn_job.c: ncclCommSplit, K
+# AllReduces, ncclCommDestroy; 2 processes) agree on every call. Call 0 of a key spanning processes
+# runs NCCL's choice on every rank without waiting for the hub's verdict, and the search starts at
+# call 1 (the leader commits and publishes both): sim/ fails any call on which the ranks
+# disagree (the job then exits non-zero), and both ranks' reports must show the same calls under the
+# same configurations for every communicator, with the leader's probes applied on the worker too.
+#   run_churn_agree.sh NCCLSIM_RUN CHURN_JOB LIBAUTOHA SIMLIB_DIR
+set -euo pipefail
+run=$1 job=$2 lib=$3 simlib=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export AUTOHA_COORD_IFNAME=lo
+cycles=150
+out=$(env AUTOHA_MODE=tune AUTOHA_REPORT="$work/r-%p.json" LD_LIBRARY_PATH="$simlib" \
+  LD_PRELOAD="$lib" "$run" -n 2 -- "$job" --cycles "$cycles" --calls 3 2>&1) ||
+  { echo "FAIL: the tuned churn job failed:"; tail -20 <<<"$out"; exit 1; }
+if grep -c "autoha WARN\|autoha ERROR" <<<"$out" >/dev/null; then
+  echo "FAIL: the tuned churn job warned:"; grep "autoha WARN\|autoha ERROR" <<<"$out" | head -5; exit 1
+fi
+python3 - "$work" "$cycles" <<'PY'
+import glob, json, sys
+work, cycles = sys.argv[1], int(sys.argv[2])
+by_rank = {}
+for f in glob.glob(work + "/r-*.json"):
+    r = json.load(open(f))
+    for c in r["comms"]:
+        for k in c["keys"]:
+            if c["nranks"] != 2 or k["calls"] != 3:
+                continue  # the world communicator's keys
+            by_rank.setdefault(c["rank"], {})[(c["id"], k["coll"], k["bin"])] = (
+                k["default"]["calls"], k["applied"]["calls"], k["applied"]["config"]["text"])
+assert set(by_rank) == {0, 1}, "reports of ranks %s, want 0 and 1" % sorted(by_rank)
+a, b = by_rank[0], by_rank[1]
+assert len(a) == cycles and set(a) == set(b), "keys: rank 0 %d, rank 1 %d, want %d each" % (
+    len(a), len(b), cycles)
+differ = [k for k in a if a[k] != b[k]]
+assert not differ, "ranks ran different configurations on %d keys, e.g. %s: %s vs %s" % (
+    len(differ), differ[0], a[differ[0]], b[differ[0]])
+applied = sum(v[1] for v in b.values())
+assert applied >= cycles // 2, "the worker applied the leader's probes on %d calls of %d keys" % (
+    applied, cycles)
+print("PASS: %d tuned communicators of 3 calls, both ranks alike; %d calls ran a probe" % (
+    cycles, applied))
+PY
