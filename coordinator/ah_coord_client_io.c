@@ -518,13 +518,16 @@ static void client_hub_gone(ah_coord_t *c, const char *why) {
 
 /* relayed: the lost connection went through the host's relay. Its end says only that the relay's
  * process ended (the process that was killed, or crashed, may be the relay's own): the hub is
- * said gone only if the first attempt after it, at once, cannot reach the hub either. */
-static int client_reconnect(ah_coord_t *c, const char *why, int relayed) {
+ * said gone only if the first attempt after it, at once, cannot reach the hub either. asked: this
+ * process cut it (the reason was warned where it was found): the hub is not gone. */
+static int client_reconnect(ah_coord_t *c, const char *why, int relayed, int asked) {
   int warned = !client_joined(c) || atomic_load(&c->hub_bye); /* never warn then */
   int deferred = 0;
   if (warned) {
     atomic_store(&c->hub_lost, 1); /* the job's end, or nothing joined: no finding comes */
     ah_log(AH_LOG_INFO, "coordinator: connection to hub %s lost (%s); reconnecting", c->addr, why);
+  } else if (asked) {
+    ah_log(AH_LOG_INFO, "coordinator: connection to hub %s %s; reconnecting", c->addr, why);
   } else if (relayed) {
     deferred = 1;
     ah_log(AH_LOG_INFO,
@@ -674,7 +677,7 @@ void *ah_coord_client_main(void *arg) {
     uint64_t woke = ah_coord_now_ns();
     if (woke - slept > (uint64_t)timeout_ms * 1000000ull + 1000000000ull)
       atomic_store(&c->last_rx_ns, woke);
-    int lost = 0;
+    int lost = 0, asked = 0;
     why[0] = 0;
     for (int i = 0; i < n && !lost; i++) {
       if (evs[i].data.fd == c->efd) {
@@ -706,8 +709,16 @@ void *ah_coord_client_main(void *arg) {
       if (rc != 0 || (queued && client_flush(c, why, sizeof why) != 0)) lost = 1;
     }
     if (!lost && atomic_exchange(&c->cut_req, 0)) {
+      /* Said first, best effort (a connection that failed closes anyway): the hub then gives this
+       * process's ranks the grace of a reconnection instead of naming them dead at the close. */
+      if (c->fd >= 0) {
+        pthread_mutex_lock(&c->mu);
+        int rc = ah_coord_client_buf_put_msg(&c->outq, AH_MSG_RECONNECT, NULL, 0);
+        pthread_mutex_unlock(&c->mu);
+        if (rc == 0) (void)client_flush(c, why, sizeof why);
+      }
       snprintf(why, sizeof why, "cut on request");
-      lost = 1;
+      lost = asked = 1;
     }
     /* last_rx_ns may be newer than `now`: an application thread taking the hub's frames from the
      * relay's ring (ah_coord_poll) stamps it at any moment, and the unsigned difference then read as
@@ -729,7 +740,7 @@ void *ah_coord_client_main(void *arg) {
     if (lost) {
       int relayed = c->bell >= 0; /* the connection was a channel of the host's relay */
       ah_coord_client_drop(c);
-      if (client_reconnect(c, why, relayed) != 0) break;
+      if (client_reconnect(c, why, relayed, asked) != 0) break;
     }
   }
   pthread_mutex_lock(&c->mu); /* threads in ah_coord_dir_get see the hub gone (alive 0) at once */

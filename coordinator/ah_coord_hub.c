@@ -147,6 +147,7 @@ static void hub_on_frame(ah_coord_hub_t *h, hub_conn_t *c, uint8_t type, const u
     case AH_MSG_LINK_QP: ah_coord_hub_on_link_qps(h, c, p); break;
     case AH_MSG_LINK_RATES: ah_coord_hub_on_link_rates(h, c, p); break;
     case AH_MSG_NIC_PORT: ah_coord_hub_on_nic_port(h, c, p); break;
+    case AH_MSG_RECONNECT: c->reconnecting = 1; break; /* its close next is no death */
     case AH_MSG_PING:
       atomic_fetch_add_explicit(&h->npings, 1, memory_order_relaxed);
       ah_coord_hub_conn_send_msg(h, c, AH_MSG_PONG, NULL, 0);

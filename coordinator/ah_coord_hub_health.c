@@ -181,11 +181,12 @@ void ah_coord_hub_health_client(ah_coord_hub_t *h, hub_conn_t *c, uint64_t comm,
          * cut that kept its records from the hub as well — its close then comes after seconds of
          * silence (CLOSE_QUIET_NS), when the cut heals. A connection the hub closed (a refusal,
          * its relay's connection lost) comes back within a few hundred ms when its process
-         * lives. */
-        int quiet = now - c->last_rx_ns > CLOSE_QUIET_NS;
-        s->gone_grace_ns = ah_coord_hub_stalled(h, now) ? GONE_GRACE_STALL_NS
-                           : c->eof && !quiet           ? 0
-                                                        : GONE_GRACE_NS;
+         * lives, and so does one whose client said RECONNECT before closing it (a cut it asked
+         * for: corrupt bytes from the hub or its relay's ring). */
+        int quiet = now - c->last_rx_ns > CLOSE_QUIET_NS, reconnect = c->reconnecting;
+        s->gone_grace_ns = ah_coord_hub_stalled(h, now)     ? GONE_GRACE_STALL_NS
+                           : c->eof && !quiet && !reconnect ? 0
+                                                            : GONE_GRACE_NS;
       }
     }
     /* said at once, not at the next tick: the survivors' NCCL may fail them out of the job first */

@@ -52,6 +52,7 @@ typedef struct hub_conn {
   uint64_t bye_answer_ns; /* when to answer its BYE (0: no answer due) */
   int eof; /* its peer closed it (end of file, a reset, or its relay's RELAY_CLOSE): the process
               * exited, unless it said goodbye; a connection the hub closes may come back */
+  int reconnecting; /* its client said it closes this connection to connect again (RECONNECT) */
   struct hub_conn *dirty_next;
 } hub_conn_t;
 /* Channels one relay may carry: a host's processes (8 GPUs, or a few hundred threads' worth). */

@@ -83,11 +83,12 @@ long ah_coord_net_nofile_raise(long want);
 
 /* ---- wire format (ah_coord_proto.c); see docs/coordinator.md ---- */
 #define AH_COORD_PROTO_VERSION                                                                     \
-  10 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
+  11 /* 5: the directory's messages (DIR_PUT, DIR_GET, DIR_VAL) and the
                                   * shortest search durations (SEARCH_TIME, MIN_TIME); 6: the host
                                   * relay's channels (RELAY_OPEN, RELAY_DATA, RELAY_CLOSE); 7: the
                                   * directory's DIR_ABSENT; 8: the connections' LINK_QP and
-                                  * LINK_RATES, and BYE; 9: the straggler AUDIT; 10: NIC_PORT */
+                                  * LINK_RATES, and BYE; 9: the straggler AUDIT; 10: NIC_PORT;
+                                  * 11: RECONNECT */
 #define AH_COORD_HDR_BYTES 8
 /* The directory's fixed parts: DIR_PUT key[32] vlen u16; DIR_GET req u64 timeout_ms u32 key[32];
  * DIR_VAL req u64 key[32] vlen u16, each followed by vlen (<= AH_COORD_DIR_VAL_MAX) value bytes;
@@ -150,9 +151,11 @@ enum {
                     * before has gone; hub -> client: the hub's process exits */
   AH_MSG_AUDIT = 32, /* hub -> client: comm u64 audit[AH_AUDIT_BYTES] (ah_coord_audit.h): time
                       * these calls of these keys */
-  AH_MSG_NIC_PORT = 33, /* client -> hub: nic[AH_NIC_PORT_BYTES] (ah_coord_nic.h): a port of a NIC
+  AH_MSG_NIC_PORT = 33,  /* client -> hub: nic[AH_NIC_PORT_BYTES] (ah_coord_nic.h): a port of a NIC
                          * the process opened went down or came back */
-  AH_MSG_MAX = 33
+  AH_MSG_RECONNECT = 34, /* client -> hub: empty. This connection closes next and the process
+                          * connects again (a cut it asked for): its close is no death */
+  AH_MSG_MAX = 34
 };
 
 #define AH_COORD_KEYSEG_BYTES (16 + 8 + 8 + 1 + 1 + 4 + 4 * 8 + 4) /* key + segment, packed: 74 */

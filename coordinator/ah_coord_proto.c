@@ -95,6 +95,7 @@ static const uint32_t msg_lens[AH_MSG_MAX + 1] = {
     [AH_MSG_BYE] = 0,
     [AH_MSG_AUDIT] = 8 + AH_AUDIT_BYTES,
     [AH_MSG_NIC_PORT] = AH_NIC_PORT_BYTES,
+    [AH_MSG_RECONNECT] = 0,
 };
 _Static_assert(AH_LINK_QP_MSG_BYTES <= AH_COORD_MAX_INNER &&
                    AH_LINK_RATE_MSG_BYTES <= AH_COORD_MAX_INNER,

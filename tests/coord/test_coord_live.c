@@ -844,6 +844,32 @@ START_TEST(a_close_after_silence_is_not_a_death) {
 }
 END_TEST
 
+/* A client that cuts its connection on request (corrupt bytes in its relay's ring, say) while its
+ * records are fresh says RECONNECT first: its close gets the grace, and rejoining within it is no
+ * death. Without the notice the same close is a death at once (the case above this one's). */
+START_TEST(a_cut_announced_by_reconnect_is_not_a_death) {
+  uint8_t f[AH_COORD_HDR_BYTES + AH_COORD_MAX_PAYLOAD], r[AH_COORD_HDR_BYTES];
+  char err[AH_NET_ERR_LEN];
+  int d[3];
+  join_three(d, 88, 0x8800);
+  for (int k = 0; k < 3; k++)
+    ck_assert_int_eq(raw_progress_n(d[k], 88, (uint32_t)k, AH_HEALTH_IDLE, 7), AH_NET_OK);
+  ah_coord_hdr_encode(AH_MSG_RECONNECT, 0, r);
+  ck_assert_int_eq(
+      ah_coord_net_write_full(err, d[2], r, sizeof r, ah_coord_now_ns() + 1000000000ull),
+      AH_NET_OK);
+  close(d[2]);
+  sleep_ms(200);
+  d[2] = raw_authed(0x8802);
+  ck_assert_int_eq(raw_join(d[2], 88, 3, 2), AH_NET_OK);
+  for (int k = 0; k < 3; k++)
+    ck_assert_int_eq(raw_progress_n(d[k], 88, (uint32_t)k, AH_HEALTH_IDLE, 8), AH_NET_OK);
+  int got = raw_wait_frame(d[0], AH_MSG_FINDING, 88, f, ah_coord_now_ns() + 2500000000ull);
+  ck_assert_msg(got == -1, "a finding: %s", (const char *)f + AH_COORD_HDR_BYTES + 9);
+  for (int k = 0; k < 3; k++) close(d[k]);
+}
+END_TEST
+
 /* A rank whose records stop while its communicator still advances is not frozen (a collective
  * needs every rank): its process or the hub is starved of CPU, and nothing is named. Once the
  * communicator stops too, the silent rank is named after the usual 3 s. */
@@ -1149,6 +1175,7 @@ int main(void) {
                                 progress_is_refused_unless_joined_and_a_stall_is_diagnosed,
                                 a_dead_or_frozen_rank_is_named_and_a_goodbye_is_not,
                                 a_close_after_silence_is_not_a_death,
+                                a_cut_announced_by_reconnect_is_not_a_death,
                                 a_silent_rank_of_an_advancing_communicator_is_not_named,
                                 a_client_that_only_sends_still_hears_the_hub,
                                 processes_hearing_the_hub_together_ping_apart,
