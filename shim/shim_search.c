@@ -159,7 +159,7 @@ static int leader_commit(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, co
     uint64_t upto = index;
     if (c->ctl == AH_CTL_REMOTE_TUNE) {
       h = ah_shim_hooks();
-      /* Call 0 is NCCL's choice on every rank (AH_CTL_PENDING), committed (and published, the
+      /* Call 0 was NCCL's choice on every rank (AH_CTL_PENDING): committed now (and published, the
        * schedules being contiguous) with the search's first segment. */
       if (ah_sched_horizon(ks->sched) == 0) {
         ah_segment_t zero;
@@ -219,9 +219,11 @@ int ah_shim_resolve(ah_comm_t *c, ah_shim_rankkey_t *ck, uint64_t index, const a
     return ah_sched_lookup(ck->ks->sched, index, seg);
   }
   if (c->ctl == AH_CTL_PENDING) return 0; /* settled before any lookup (ah_shim_key_settle) */
-  if (ah_shim_leads_here(c)) return leader_commit(c, ck, index, call, seg);
-  /* Call 0 of a key spanning processes is NCCL's choice on every rank: nothing to wait for. */
+  /* Call 0 of a key spanning processes is NCCL's choice on every rank: nothing to wait for, and
+   * nothing to commit yet — the leader commits it with the search's first segment at call 1, so a
+   * communicator made for one call per key costs no search (bench/churn). */
   if (index == 0 && c->ctl == AH_CTL_REMOTE_TUNE) return 0;
+  if (ah_shim_leads_here(c)) return leader_commit(c, ck, index, call, seg);
   ah_wait_t w = ah_shim_worker_wait(c, ck, index, seg);
   if (w == AH_WAIT_LEAD_HERE) return leader_commit(c, ck, index, call, seg);
   return w == AH_WAIT_HAVE;

@@ -400,7 +400,7 @@ static int hub_connect(void) {
 
 /* The wire protocol's version (docs/coordinator.md): the attacks speak it, but for the one that
  * sends the previous version. */
-#define PROTO 10
+#define PROTO AH_COORD_PROTO_VERSION
 
 /* A frame header as docs/coordinator.md describes it. */
 static void hdr(uint8_t *h, uint32_t len, uint8_t version, uint8_t type) {
