@@ -2,7 +2,9 @@
  * stages, evaluation groups, elastic resizes) makes it: one world communicator, then N cycles of
  * ncclCommSplit, one small AllReduce on the new communicator, and ncclCommDestroy. Prints the
  * wall-clock seconds of the cycles, and of their first and last quarters (rank 0): a cost that
- * grows with the communicators made so far shows as a last quarter slower than the first.
+ * grows with the communicators made so far shows as a last quarter slower than the first — and
+ * the process's resident set (VmRSS, VmHWM from /proc/self/status) after the cycles, so that
+ * run_churn.sh can divide the growth between two cycle counts by the communicators destroyed.
  *   ncclsim-run -n P -- churn_job [--cycles N] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,19 @@
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
+
+/* The kB of a /proc/self/status field ("VmRSS:"), -1 when it cannot be read. */
+static long status_kb(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  size_t n = strlen(field);
+  while (kb < 0 && fgets(line, sizeof line, f))
+    if (strncmp(line, field, n) == 0) kb = strtol(line + n, NULL, 10);
+  fclose(f);
+  return kb;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -67,6 +82,9 @@ int main(int argc, char **argv) {
   if (rank == 0)
     printf("churn_job: %d cycles in %.2f s (first quarter %.3f s, last quarter %.3f s)\n", cycles,
            t, t_first, t_last);
+  if (rank == 0)
+    printf("churn_job: rss %ld kB, hwm %ld kB after %d cycles\n", status_kb("VmRSS:"),
+           status_kb("VmHWM:"), cycles);
   CHECK(ncclCommDestroy(comm));
   return 0;
 }
