@@ -356,9 +356,10 @@ void ah_shim_report_write(const char *why) {
 
 /* ---- teardown writes: at most one a second, and at most 5% of the time -------------------------- */
 
-/* Note that a report holds every communicator the process made, so its write grows with them: the
- * gap after a teardown write is 20 times what the write took, and a second at least, so a job that
- * makes and destroys communicators by the thousand spends at most a twentieth of its time on them. */
+/* Note that a report's write grows with the live communicators (the destroyed ones it holds are
+ * bounded): the gap after a teardown write is 20 times what the write took, and a second at least,
+ * so a job that makes and destroys communicators by the thousand spends at most a twentieth of its
+ * time on them. */
 #define TEARDOWN_GAP_NS 1000000000ull
 static uint64_t teardown_gap_ns = TEARDOWN_GAP_NS;
 static pthread_mutex_t teardown_lock = PTHREAD_MUTEX_INITIALIZER;
