@@ -250,6 +250,11 @@ static void list_push(ah_comm_t **head, ah_comm_t *c) {
 ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, int rank, int abi) {
   ah_comm_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  c->keys = calloc(AH_NUM_COLLS, sizeof *c->keys);
+  if (!c->keys) {
+    free(c);
+    return NULL;
+  }
   c->id = id;
   c->nranks = nranks;
   c->nnodes = nnodes;
@@ -296,6 +301,15 @@ int ah_comm_release(const ah_commrec_t *rec, ah_comm_t **out, int max) {
   }
   pthread_mutex_unlock(&registry_lock);
   return n;
+}
+
+/* What a released context's table becomes: no key. Note that it is writable: a call on a
+ * communicator after its destroy (undefined in NCCL) would make its key here, not fault. */
+static ah_shim_rankkey_t *no_keys[AH_NUM_COLLS][AH_BINS];
+
+void ah_comm_keys_release(ah_comm_t *c) {
+  ah_shim_rankkey_t *(*keys)[AH_BINS] = __atomic_exchange_n(&c->keys, no_keys, __ATOMIC_ACQ_REL);
+  if (keys != no_keys) free(keys);
 }
 
 ah_comm_t *ah_comm_find(uint64_t rec_id, int rank) {

@@ -195,7 +195,9 @@ void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, doub
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static ah_comm_t *reap; /* released contexts whose state waits for a moment without samplers */
 
+/* Frees c's health state, and its key table, which the tick reads too (keys_fill). */
 static void health_free(ah_comm_t *c) {
+  ah_comm_keys_release(c);
   comm_health_t *hs = __atomic_exchange_n(&c->health, NULL, __ATOMIC_ACQ_REL);
   if (!hs) return;
   if (hs->probe && ah_cuda.EventDestroy) ah_cuda.EventDestroy(hs->probe);
@@ -225,9 +227,12 @@ static void reap_now(void) {
  * state that cannot go now (a tick or a sampler runs) goes at a later tick's end. */
 void ah_shim_health_release(ah_comm_t *c) {
   if (!c) return;
-  /* never joined the hub: no sampler or tick ever makes its state (ah_shim_record_time and
-   * comm_tick test rec->hub, set before its first call) */
-  if (!__atomic_load_n(&c->health, __ATOMIC_ACQUIRE) && (!c->rec || !c->rec->hub)) return;
+  /* never joined the hub: no sampler or tick ever makes its state or reads its keys
+   * (ah_shim_record_time and comm_tick test rec->hub, set before its first call) */
+  if (!__atomic_load_n(&c->health, __ATOMIC_ACQUIRE) && (!c->rec || !c->rec->hub)) {
+    ah_comm_keys_release(c);
+    return;
+  }
   if (pthread_mutex_trylock(&tick_lock) == 0) {
     int now = atomic_load(&samplers) == 0;
     if (now) health_free(c);

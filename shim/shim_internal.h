@@ -159,7 +159,9 @@ typedef struct ah_comm {
   int ctl;  /* AH_CTL_* copy, set at the first decision */
   ah_commrec_t *rec;
   pthread_mutex_t lock; /* key creation vs. the report's walk (never on the hot path) */
-  ah_shim_rankkey_t *keys[AH_NUM_COLLS][AH_BINS]; /* tuned AH_FUNC_* and observed-only AH_COLL_* */
+  /* [AH_NUM_COLLS][AH_BINS]: tuned AH_FUNC_* and observed-only AH_COLL_*, indexed as an array;
+   * its own allocation (4 KiB), freed once the context is released (ah_comm_keys_release) */
+  ah_shim_rankkey_t *(*keys)[AH_BINS];
   _Atomic int finalized;
   void *chain_ctx;   /* the user's own tuner's context (shim_chain.c), NULL: none */
   uintptr_t decider; /* leader only: the thread that made its last slow-path decision */
@@ -312,6 +314,9 @@ void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg);
  * a released context is never freed, but nothing walks it again: its heavy state may go once no
  * other thread can still hold it (shim_retire.c says when). */
 int ah_comm_release(const ah_commrec_t *rec, ah_comm_t **out, int max);
+/* Frees the key table of c, released, pointing it at a shared empty one. Note that the caller
+ * makes sure no walk still reads it (the health thread's tick does; shim_health.c). */
+void ah_comm_keys_release(ah_comm_t *c);
 /* Calls fn for every communicator not finalized, under the registry's lock: fn only looks. */
 void ah_comm_foreach_live(void (*fn)(void *arg, ah_comm_t *c), void *arg);
 /* An identity for a communicator created where the shim saw no unique id: the same on every rank
@@ -334,8 +339,8 @@ void ah_shim_health_start(void);
  * path), queued for the hub's straggler detection; c is joined to a hub (the caller checks: the
  * timing harvest counts in the hot path's instruction budget). */
 void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, double us);
-/* Frees the health state of context c, released (ah_comm_release): now when no tick or sampler
- * can hold it, else at the end of a later tick. */
+/* Frees the health state and key table of context c, released (ah_comm_release): now when no
+ * tick or sampler can hold them, else at the end of a later tick. */
 void ah_shim_health_release(ah_comm_t *c);
 /* Keeps a finding of the hub for the report (the latest AH_REPORT_HEALTH_MAX), and copies them. */
 void ah_shim_health_note(uint64_t comm, int kind, const char *text);

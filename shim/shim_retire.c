@@ -1,11 +1,11 @@
 /* What a destroyed communicator leaves behind. At each local rank's destroy (ncclCommDestroy or
  * Abort, NCCL's tuner finalize) the report keeps its figures (ah_shim_report_fold); once no local
  * context of the communicator is live, its contexts leave every walk (ah_comm_release) and what
- * only a live communicator needs is freed: the searches of its keys, their local minima, and the
- * hang diagnosis's state. A job that makes communicators by the thousand then holds what the few
+ * only a live communicator needs is freed: the searches of its keys, their local minima, the
+ * hang diagnosis's state and each context's key table. A job that makes communicators by the thousand then holds what the few
  * live ones need, plus a small remainder per destroyed one (docs/shim.md "Communicator churn").
  *
- * Note that the contexts, rank keys, key states and schedules stay: the hot path, a thread's
+ * Note that the contexts (without their tables), rank keys, key states and schedules stay: the hot path, a thread's
  * pending timing records and the coordinator's deliveries reach them without locks, so no point
  * is known at which nothing can. What is freed here is reached only under a lock (a key state's,
  * the tick's) or behind a quiescence test, as each function says. */
