@@ -294,7 +294,9 @@ int ah_comm_release(const ah_commrec_t *rec, ah_comm_t **out, int max) {
     }
   for (ah_comm_t *c = parked, *next; c && n < max; c = next) {
     next = c->live_next;
-    if (c->rec != rec) continue;
+    /* A v1 tuner context (NCCL 2.19/2.20) is finalized without NCCL saying which it is, so it may
+     * be another, live communicator's: it stays parked, with everything it holds. */
+    if (c->rec != rec || c->abi == 1) continue;
     list_unlink(&parked, c);
     c->live = AH_COMM_RELEASED;
     out[n++] = c;

@@ -42,7 +42,9 @@ static void searches_free(ah_comm_t *c) {
 
 void ah_shim_retire(ah_comm_t *c) {
   if (!c) return;
-  (void)ah_shim_report_fold(c); /* first: the report has it, live or destroyed, at every moment */
+  /* first: the report has it, live or destroyed, at every moment. Not a v1 tuner context: NCCL
+   * 2.19/2.20 finalize one without saying which (shim_tuner_face.c), so it stays reported live */
+  if (c->abi != 1) (void)ah_shim_report_fold(c);
   ah_commrec_t *rec = c->rec;
   if (ah_shim_comm_retire(c) && rec) {
     ah_comm_t *gone[RELEASE_MAX];
