@@ -5,7 +5,8 @@
 # ranks (4 threads). Each report holds the latest 16 destroyed communicators in detail and sums
 # the rest in "destroyed": its calls over both equal the cycles times its ranks, its communicators
 # the cycles plus the world times its ranks, and the file stays under 64 KB (it held every
-# communicator before: 340–500 KB at 300 cycles, checked against the old library). `autoha report` and `autoha report --merge` read them.
+# communicator before: 340–500 KB at 300 cycles, checked against the old library). `autoha report`
+# and `autoha report --merge` read them.
 #   run_churn_report.sh NCCLSIM_RUN CHURN_JOB LIBAUTOHA SIMLIB_DIR AUTOHA_CLI [CYCLES]
 set -u
 run=$1 job=$2 lib=$3 simlib=$4 cli=$5 cycles=${6:-300}
