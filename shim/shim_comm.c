@@ -224,12 +224,37 @@ ah_commrec_t *ah_commrec_announce(uint64_t id, int nranks) {
 
 /* ---- contexts ---------------------------------------------------------------------------------- */
 
+/* Two lists under one lock: the live contexts, and the parked ones — finalized, but their
+ * communicator still has a live local context or has not yet left the hub, so the health thread
+ * still reports them (ah_comm_foreach). A released context is on neither: nothing walks it again,
+ * and what only a live communicator needs can go (shim_retire.c). Contexts themselves are never
+ * freed: a rank key's `comm`, a record's `leader` and a thread's pending timing records point at
+ * them for as long as the process lives. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static ah_comm_t *registry, *live;
+static ah_comm_t *live, *parked;
+
+static void list_unlink(ah_comm_t **head, ah_comm_t *c) {
+  if (c->live_prev) c->live_prev->live_next = c->live_next;
+  else *head = c->live_next;
+  if (c->live_next) c->live_next->live_prev = c->live_prev;
+  c->live_prev = c->live_next = NULL;
+}
+
+static void list_push(ah_comm_t **head, ah_comm_t *c) {
+  c->live_prev = NULL;
+  c->live_next = *head;
+  if (*head) (*head)->live_prev = c;
+  *head = c;
+}
 
 ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, int rank, int abi) {
   ah_comm_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  c->keys = calloc(AH_NUM_COLLS, sizeof *c->keys);
+  if (!c->keys) {
+    free(c);
+    return NULL;
+  }
   c->id = id;
   c->nranks = nranks;
   c->nnodes = nnodes;
@@ -240,12 +265,8 @@ ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, 
   c->rec = ah_commrec_get(rec_id ? rec_id : id, nranks);
   pthread_mutex_init(&c->lock, NULL);
   pthread_mutex_lock(&registry_lock);
-  c->next = registry;
-  registry = c;
-  c->live_next = live;
-  if (live) live->live_prev = c;
-  live = c;
-  c->live = 1;
+  list_push(&live, c);
+  c->live = AH_COMM_LIVE;
   pthread_mutex_unlock(&registry_lock);
   last_created = c;
   return c;
@@ -255,14 +276,42 @@ void ah_comm_finalize(ah_comm_t *c) {
   if (!c) return;
   pthread_mutex_lock(&registry_lock);
   atomic_store(&c->finalized, 1);
-  if (c->live) {
-    if (c->live_prev) c->live_prev->live_next = c->live_next;
-    else live = c->live_next;
-    if (c->live_next) c->live_next->live_prev = c->live_prev;
-    c->live_prev = c->live_next = NULL;
-    c->live = 0;
+  if (c->live == AH_COMM_LIVE) {
+    list_unlink(&live, c);
+    list_push(&parked, c);
+    c->live = AH_COMM_PARKED;
   }
   pthread_mutex_unlock(&registry_lock);
+}
+
+int ah_comm_release(const ah_commrec_t *rec, ah_comm_t **out, int max) {
+  int n = 0;
+  pthread_mutex_lock(&registry_lock);
+  for (ah_comm_t *c = live; c; c = c->live_next)
+    if (c->rec == rec) { /* a context of the record was made again since: it keeps its state */
+      pthread_mutex_unlock(&registry_lock);
+      return 0;
+    }
+  for (ah_comm_t *c = parked, *next; c && n < max; c = next) {
+    next = c->live_next;
+    /* A v1 tuner context (NCCL 2.19/2.20) is finalized without NCCL saying which it is, so it may
+     * be another, live communicator's: it stays parked, with everything it holds. */
+    if (c->rec != rec || c->abi == 1) continue;
+    list_unlink(&parked, c);
+    c->live = AH_COMM_RELEASED;
+    out[n++] = c;
+  }
+  pthread_mutex_unlock(&registry_lock);
+  return n;
+}
+
+/* What a released context's table becomes: no key. Note that it is writable: a call on a
+ * communicator after its destroy (undefined in NCCL) would make its key here, not fault. */
+static ah_shim_rankkey_t *no_keys[AH_NUM_COLLS][AH_BINS];
+
+void ah_comm_keys_release(ah_comm_t *c) {
+  ah_shim_rankkey_t *(*keys)[AH_BINS] = __atomic_exchange_n(&c->keys, no_keys, __ATOMIC_ACQ_REL);
+  if (keys != no_keys) free(keys);
 }
 
 ah_comm_t *ah_comm_find(uint64_t rec_id, int rank) {
@@ -281,11 +330,27 @@ void ah_comm_foreach_live(void (*fn)(void *arg, ah_comm_t *c), void *arg) {
 }
 
 void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg) {
+  /* A snapshot, so that fn runs without the lock (the health thread's tick talks to the hub and
+   * the GPU; the report's walk takes each context's lock): contexts are never freed, so every
+   * pointer in it stays valid, and one released meanwhile is only visited once more. */
+  ah_comm_t *few[64], **all = few;
+  size_t n = 0, cap = sizeof few / sizeof few[0];
   pthread_mutex_lock(&registry_lock);
-  ah_comm_t *head = registry;
+  for (int list = 0; list < 2; list++)
+    for (ah_comm_t *c = list ? parked : live; c; c = c->live_next) {
+      if (n == cap) {
+        ah_comm_t **more = malloc(2 * cap * sizeof *more);
+        if (!more) break; /* out of memory: the first `cap` are visited */
+        memcpy(more, all, n * sizeof *more);
+        if (all != few) free(all);
+        all = more;
+        cap *= 2;
+      }
+      all[n++] = c;
+    }
   pthread_mutex_unlock(&registry_lock);
-  /* Contexts are never freed and only ever prepended, so the list from `head` on is stable. */
-  for (ah_comm_t *c = head; c; c = c->next) fn(arg, c);
+  for (size_t i = 0; i < n; i++) fn(arg, all[i]);
+  if (all != few) free(all);
 }
 
 /* Communicators created where no identity was available: (nranks, nnodes) and the process's

@@ -325,21 +325,23 @@ static void live_count(void *arg, ah_comm_t *c) {
  * observer's and none, or both during a chained init), so "last" means no live context of the
  * record at all; a context created after the leave joins again at its first decision, which the
  * hub accepts as it accepts a reconnection. */
-void ah_shim_comm_retire(ah_comm_t *c) {
-  if (!c) return;
+int ah_shim_comm_retire(ah_comm_t *c) {
+  if (!c) return 0;
   ah_comm_finalize(c);
   ah_commrec_t *r = c->rec;
-  if (!r) return;
+  if (!r) return 0;
   static pthread_mutex_t retire_lock = PTHREAD_MUTEX_INITIALIZER; /* two ranks' destroys at once */
   pthread_mutex_lock(&retire_lock);
   live_count_t l = {.rec = r};
   ah_comm_foreach_live(live_count, &l);
   int leave = l.live == 0 && r->hub && !atomic_exchange(&r->left, 1);
   pthread_mutex_unlock(&retire_lock);
-  if (!leave) return;
-  ah_shim_coord_hooks_t h = ah_shim_hooks();
-  if (h.detach)
-    h.detach(h.arg, c->id); /* the id attach() joined, which may differ from the record's */
+  if (leave) {
+    ah_shim_coord_hooks_t h = ah_shim_hooks();
+    if (h.detach)
+      h.detach(h.arg, c->id); /* the id attach() joined, which may differ from the record's */
+  }
+  return l.live == 0;
 }
 
 /* ---- waiting for the leader ------------------------------------------------------------------- */

@@ -35,8 +35,10 @@ void ah_shim_comm_control(ah_comm_t *c);
  * the first call's wait of a fixed communicator). Returns 1 when c->ctl is final. Slow path. */
 int ah_shim_comm_settle(ah_comm_t *c, uint64_t index);
 /* Marks c finalized (ncclCommDestroy/Abort, NCCL's tuner finalize) and, when it was the last live
- * local context of a communicator that joined the hub, leaves the communicator there. */
-void ah_shim_comm_retire(ah_comm_t *c);
+ * local context of a communicator that joined the hub, leaves the communicator there. Returns 1
+ * when no context of c's record is live any more (the caller may release them: shim_retire.c),
+ * else 0. */
+int ah_shim_comm_retire(ah_comm_t *c);
 
 /* How a wait for the leader's decision ended. */
 typedef enum {

@@ -171,16 +171,78 @@ static comm_health_t *health_of(ah_comm_t *c) {
   return hs;
 }
 
+/* Threads inside ah_shim_health_sample: a released context's state is freed only when none is
+ * (ah_shim_health_release says why that is enough). */
+static _Atomic int samplers;
+
 void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, double us) {
   if (!ah_env_settings()->health) return;
-  comm_health_t *hs = health_of(c);
+  atomic_fetch_add(&samplers, 1); /* before the look at `finalized`: see ah_shim_health_release */
+  comm_health_t *hs = atomic_load(&c->finalized) ? NULL : health_of(c);
+  if (hs) {
+    pthread_mutex_lock(&hs->samples_lock);
+    int at = (hs->samples_head + hs->nsamples) % SAMPLES_RING;
+    if (hs->nsamples == SAMPLES_RING) hs->samples_head = (hs->samples_head + 1) % SAMPLES_RING;
+    else hs->nsamples++;
+    hs->samples[at] = (ah_health_sample_t){(uint8_t)coll, (uint8_t)bin, index, (float)us};
+    pthread_mutex_unlock(&hs->samples_lock);
+  }
+  atomic_fetch_sub(&samplers, 1);
+}
+
+/* ---- a released context's state ---------------------------------------------------------------- */
+
+static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
+static ah_comm_t *reap; /* released contexts whose state waits for a moment without samplers */
+
+/* Frees c's health state, and its key table, which the tick reads too (keys_fill). */
+static void health_free(ah_comm_t *c) {
+  ah_comm_keys_release(c);
+  comm_health_t *hs = __atomic_exchange_n(&c->health, NULL, __ATOMIC_ACQ_REL);
   if (!hs) return;
-  pthread_mutex_lock(&hs->samples_lock);
-  int at = (hs->samples_head + hs->nsamples) % SAMPLES_RING;
-  if (hs->nsamples == SAMPLES_RING) hs->samples_head = (hs->samples_head + 1) % SAMPLES_RING;
-  else hs->nsamples++;
-  hs->samples[at] = (ah_health_sample_t){(uint8_t)coll, (uint8_t)bin, index, (float)us};
-  pthread_mutex_unlock(&hs->samples_lock);
+  if (hs->probe && ah_cuda.EventDestroy) ah_cuda.EventDestroy(hs->probe);
+  pthread_mutex_destroy(&hs->samples_lock);
+  free(hs);
+}
+
+/* Frees the waiting states when no sampler runs. Called with tick_lock held. */
+static void reap_now(void) {
+  pthread_mutex_lock(&reap_lock);
+  if (atomic_load(&samplers) == 0) {
+    for (ah_comm_t *c = reap, *next; c; c = next) {
+      next = c->reap_next;
+      c->reap_next = NULL;
+      health_free(c);
+    }
+    reap = NULL;
+  }
+  pthread_mutex_unlock(&reap_lock);
+}
+
+/* Note that two things may hold c's state: the tick and a sampler. The tick is excluded by
+ * tick_lock, and takes its walk's snapshot under it, after c was released: no later tick sees c.
+ * A sampler increments `samplers` before it reads c->finalized, which was set (sequentially
+ * consistent, as both are) before c was released: so when `samplers` reads 0 here, every sampler
+ * that saw c live has left, and every later one sees it finalized and leaves the state alone. A
+ * state that cannot go now (a tick or a sampler runs) goes at a later tick's end. */
+void ah_shim_health_release(ah_comm_t *c) {
+  if (!c) return;
+  /* never joined the hub: no sampler or tick ever makes its state or reads its keys
+   * (ah_shim_record_time and comm_tick test rec->hub, set before its first call) */
+  if (!__atomic_load_n(&c->health, __ATOMIC_ACQUIRE) && (!c->rec || !c->rec->hub)) {
+    ah_comm_keys_release(c);
+    return;
+  }
+  if (pthread_mutex_trylock(&tick_lock) == 0) {
+    int now = atomic_load(&samplers) == 0;
+    if (now) health_free(c);
+    pthread_mutex_unlock(&tick_lock);
+    if (now) return;
+  }
+  pthread_mutex_lock(&reap_lock);
+  c->reap_next = reap;
+  reap = c;
+  pthread_mutex_unlock(&reap_lock);
 }
 
 /* Sends the samples queued since the last tick, AH_HEALTH_SAMPLES per message. */
@@ -244,6 +306,7 @@ static void *health_main(void *arg) {
     if (ah_shim_cuda_init() && ah_cuda.ThreadExchangeStreamCaptureMode)
       (void)ah_cuda.ThreadExchangeStreamCaptureMode(&mode);
     ah_comm_foreach(comm_tick, &t);
+    reap_now();          /* released contexts' states: none of this tick's walk holds them */
     ah_shim_link_tick(); /* per-connection timing (rdma/rdma_link_qp.c) */
     pthread_mutex_unlock(&tick_lock);
   }

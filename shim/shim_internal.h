@@ -170,7 +170,9 @@ typedef struct ah_comm {
   int ctl;  /* AH_CTL_* copy, set at the first decision */
   ah_commrec_t *rec;
   pthread_mutex_t lock; /* key creation vs. the report's walk (never on the hot path) */
-  ah_shim_rankkey_t *keys[AH_NUM_COLLS][AH_BINS]; /* tuned AH_FUNC_* and observed-only AH_COLL_* */
+  /* [AH_NUM_COLLS][AH_BINS]: tuned AH_FUNC_* and observed-only AH_COLL_*, indexed as an array;
+   * its own allocation (4 KiB), freed once the context is released (ah_comm_keys_release) */
+  ah_shim_rankkey_t *(*keys)[AH_BINS];
   _Atomic int finalized;
   void *chain_ctx;   /* the user's own tuner's context (shim_chain.c), NULL: none */
   uintptr_t decider; /* leader only: the thread that made its last slow-path decision */
@@ -190,13 +192,15 @@ typedef struct ah_comm {
   CUstream own_stream, own_group;
   CUcontext cuctx;
   struct ah_comm_health *health;
-  int pid;              /* the process that made it: a forked child's copy is not its own */
-  struct ah_comm *next; /* registry of every communicator, for the report */
-  /* The live ones (not finalized), which the control's look-ups walk: a job that made thousands
-   * of communicators has one or two of them (under the registry's lock) */
+  int pid; /* the process that made it: a forked child's copy is not its own */
+  /* In the registry's live or parked list (shim_comm.c, under its lock): a job that made
+   * thousands of communicators has one or two in them; `live` says which (AH_COMM_*) */
   struct ah_comm *live_prev, *live_next;
   int live;
+  _Atomic int folded;        /* its figures are in the report's summary of destroyed ones */
+  struct ah_comm *reap_next; /* waiting for its health state to be freed (shim_health.c) */
 } ah_comm_t;
+enum { AH_COMM_RELEASED = 0, AH_COMM_LIVE = 1, AH_COMM_PARKED = 2 };
 
 /* Process-wide shim state, set once by ah_shim_init. It holds no copy of a setting: every file
  * reads settings with ah_env_settings() (ah_env.h), which is valid before init and on every thread
@@ -312,8 +316,18 @@ ah_commrec_t *ah_commrec_get(uint64_t id, int nranks);
  * commId). */
 ah_comm_t *ah_comm_create(uint64_t id, uint64_t rec_id, int nranks, int nnodes, int rank, int abi);
 void ah_comm_finalize(ah_comm_t *c);
-/* Calls fn for every communicator ever created (report). */
+/* Calls fn, without the registry's lock, for every context not released: the live ones and the
+ * parked ones (finalized while their communicator has a live local context or has not left the
+ * hub). Not every context ever created: a job that churns communicators has a few of these. */
 void ah_comm_foreach(void (*fn)(void *arg, ah_comm_t *c), void *arg);
+/* Releases the parked contexts of record `rec` when none of its contexts is live: takes them off
+ * every walk and returns them (at most max, into out), 0 when a context of it is live. Note that
+ * a released context is never freed, but nothing walks it again: its heavy state may go once no
+ * other thread can still hold it (shim_retire.c says when). */
+int ah_comm_release(const ah_commrec_t *rec, ah_comm_t **out, int max);
+/* Frees the key table of c, released, pointing it at a shared empty one. Note that the caller
+ * makes sure no walk still reads it (the health thread's tick does; shim_health.c). */
+void ah_comm_keys_release(ah_comm_t *c);
 /* Calls fn for every communicator not finalized, under the registry's lock: fn only looks. */
 void ah_comm_foreach_live(void (*fn)(void *arg, ah_comm_t *c), void *arg);
 /* An identity for a communicator created where the shim saw no unique id: the same on every rank
@@ -336,6 +350,9 @@ void ah_shim_health_start(void);
  * path), queued for the hub's straggler detection; c is joined to a hub (the caller checks: the
  * timing harvest counts in the hot path's instruction budget). */
 void ah_shim_health_sample(ah_comm_t *c, int coll, int bin, uint64_t index, double us);
+/* Frees the health state and key table of context c, released (ah_comm_release): now when no
+ * tick or sampler can hold them, else at the end of a later tick. */
+void ah_shim_health_release(ah_comm_t *c);
 /* Keeps a finding of the hub for the report (the latest AH_REPORT_HEALTH_MAX), and copies them. */
 void ah_shim_health_note(uint64_t comm, int kind, const char *text);
 int ah_shim_health_findings(ah_report_health_t *out, int max);
@@ -371,6 +388,17 @@ ah_comm_t *ah_shim_handle_ctx(ncclComm_t comm);
 int ah_shim_revoke_comm(uint64_t id);
 
 /* ---- report (shim_report.c) ------------------------------------------------------------------ */
+/* Keeps what the report says of context c, being destroyed (before it is finalized), among the
+ * destroyed communicators: in detail, the latest AH_REPORT_DESTROYED_DETAIL of them, the older
+ * summed into the report's "destroyed" entry; from then on the report reads c no more. Returns 1
+ * when kept, 0 when not (reports and metrics off, out of memory, another process's copy, or
+ * folded already). */
+int ah_shim_report_fold(ah_comm_t *c);
+/* A local rank's communicator context is destroyed (ncclCommDestroy/Abort, NCCL's tuner
+ * finalize; shim_retire.c): its figures go to the report's destroyed ones, it is finalized (and
+ * the communicator leaves the hub with its last local context), and then what only a live
+ * communicator needs is freed; the report is written (ah_shim_report_teardown). */
+void ah_shim_retire(ah_comm_t *c);
 /* Writes the report now (teardown, exit, interval). Serialised; never fails the job. */
 void ah_shim_report_write(const char *why);
 /* A communicator's teardown: writes the report now, or, when one was written less than a second

@@ -3,7 +3,8 @@
  * per key with its call index and the statistics the report shows.
  *
  * Key states are created on demand (first call, or a segment delivered by the coordinator) and
- * never freed, so a pointer to one stays valid for the life of the process. */
+ * never freed, so a pointer to one stays valid for the life of the process; a released
+ * communicator's searches and local minima within them are (shim_retire.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,10 @@ static void local_min_observe(ah_shim_rankkey_t *ck, uint64_t index, double us, 
   ah_shim_keystate_t *ks = ck->ks;
   double now = ah_shim_now_us();
   pthread_mutex_lock(&ks->lock);
+  if (!ks->tune) { /* no search to learn it (its communicator was released: shim_retire.c) */
+    pthread_mutex_unlock(&ks->lock);
+    return;
+  }
   if (!ck->timer) {
     ck->timer = 1;
     ks->ntimers++;

@@ -215,10 +215,7 @@ static void handle_forget(ncclComm_t comm) {
     free(h);
   }
   pthread_mutex_unlock(&handles_lock);
-  if (api) {
-    ah_shim_comm_retire(api);
-    ah_shim_report_teardown();
-  }
+  if (api) { ah_shim_retire(api); }
 }
 
 /* Whether a handle created just now needs the API-side observer: NCCL has no tuner ABI, tuners

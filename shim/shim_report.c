@@ -1,5 +1,6 @@
-/* The process's tuning report: a snapshot of every communicator context and key the shim has seen,
- * handed to the report writer (tuner/ah_report.c), which writes JSON atomically, and to the
+/* The process's tuning report: a snapshot of every live communicator context and its keys, and of
+ * the destroyed ones (the latest AH_REPORT_DESTROYED_DETAIL in detail, the others summed, folded
+ * at their destroy: ah_shim_report_fold), handed to the report writer (tuner/ah_report.c), which writes JSON atomically, and to the
  * metrics writer (tuner/ah_metrics.c, AUTOHA_METRICS), so the two files agree. Written at every
  * communicator teardown, at exit, and from a background thread 10 s after the first communicator,
  * then every AUTOHA_REPORT_INTERVAL_S seconds.
@@ -97,21 +98,8 @@ static void key_fill(ah_report_key_t *k, const ah_shim_rankkey_t *ck) {
  * parent's communicators with the counts of the fork: they are the parent's to report, and a
  * child reporting them wrote over its parent's report (or added ranks to a merge). Only the
  * communicators this process made are reported, so such a child writes none. */
-static void comm_add(void *arg, ah_comm_t *c) {
-  build_t *b = arg;
-  if (!b->ok || c->pid != b->r->pid) return;
-  ah_report_t *r = b->r;
-  if (r->ncomms == b->cap) {
-    int cap = b->cap ? 2 * b->cap : 8;
-    ah_report_comm_t *n = realloc(r->comms, (size_t)cap * sizeof *n);
-    if (!n) {
-      b->ok = 0;
-      return;
-    }
-    r->comms = n;
-    b->cap = cap;
-  }
-  ah_report_comm_t *rc = &r->comms[r->ncomms];
+/* c's entry, into rc. Returns 0, or -1 out of memory. */
+static int comm_fill(ah_report_comm_t *rc, ah_comm_t *c) {
   memset(rc, 0, sizeof *rc);
   rc->id = c->id;
   rc->nranks = c->nranks;
@@ -125,29 +113,164 @@ static void comm_add(void *arg, ah_comm_t *c) {
   rc->keys = n ? calloc((size_t)n, sizeof *rc->keys) : NULL;
   if (n && !rc->keys) {
     pthread_mutex_unlock(&c->lock);
-    b->ok = 0;
-    return;
+    return -1;
   }
   for (int coll = 0; coll < AH_NUM_COLLS; coll++)
     for (int bin = 0; bin < AH_BINS; bin++)
       if (c->keys[coll][bin]) key_fill(&rc->keys[rc->nkeys++], c->keys[coll][bin]);
   pthread_mutex_unlock(&c->lock);
-  /* The process's rank (%r, "rank"): its lowest rank in the largest communicator it belongs to
-   * (the world, normally) — not a rank inside some split, where many processes are rank 0. */
-  if (c->rank >= 0 &&
-      (c->nranks > b->rank_nranks || (c->nranks == b->rank_nranks && c->rank < r->rank))) {
-    r->rank = c->rank;
-    b->rank_nranks = c->nranks;
+  return 0;
+}
+
+/* The process's rank (%r, "rank"): its lowest rank in the largest communicator it belongs to
+ * (the world, normally) — not a rank inside some split, where many processes are rank 0. */
+static void rank_note(int rank, int nranks, int *rank_p, int *nranks_p) {
+  if (rank >= 0 && (nranks > *nranks_p || (nranks == *nranks_p && rank < *rank_p))) {
+    *rank_p = rank;
+    *nranks_p = nranks;
   }
-  r->ncomms++;
+}
+
+/* Room for one more entry in b's report; NULL (and b->ok cleared) out of memory. */
+static ah_report_comm_t *comm_slot(build_t *b) {
+  ah_report_t *r = b->r;
+  if (r->ncomms == b->cap) {
+    int cap = b->cap ? 2 * b->cap : 8;
+    ah_report_comm_t *n = realloc(r->comms, (size_t)cap * sizeof *n);
+    if (!n) {
+      b->ok = 0;
+      return NULL;
+    }
+    r->comms = n;
+    b->cap = cap;
+  }
+  return &r->comms[r->ncomms];
+}
+
+/* A live context, or one finalized but not yet folded into the destroyed ones (a report written
+ * while its destroy runs). */
+static void comm_add(void *arg, ah_comm_t *c) {
+  build_t *b = arg;
+  if (!b->ok || c->pid != b->r->pid || atomic_load(&c->folded)) return;
+  ah_report_comm_t *rc = comm_slot(b);
+  if (!rc) return;
+  if (comm_fill(rc, c) != 0) {
+    b->ok = 0;
+    return;
+  }
+  rank_note(c->rank, c->nranks, &b->r->rank, &b->rank_nranks);
+  b->r->ncomms++;
+}
+
+static void comm_free(ah_report_comm_t *rc) {
+  for (int k = 0; k < rc->nkeys; k++) free(rc->keys[k].probes);
+  free(rc->keys);
 }
 
 static void report_free(ah_report_t *r) {
-  for (int i = 0; i < r->ncomms; i++) {
-    for (int k = 0; k < r->comms[i].nkeys; k++) free(r->comms[i].keys[k].probes);
-    free(r->comms[i].keys);
-  }
+  for (int i = 0; i < r->ncomms; i++) comm_free(&r->comms[i]);
   free(r->comms);
+}
+
+/* ---- destroyed communicators: the latest in detail, the others summed ---------------------------- */
+
+/* Note that the lock is held by a report's build from its walk of the live contexts to its copy
+ * of these, and by a fold from its read of the context to its `folded` mark: a context is then in
+ * a report exactly once, live or destroyed, whenever the report is written. */
+static pthread_mutex_t destroyed_lock = PTHREAD_MUTEX_INITIALIZER;
+static ah_report_comm_t destroyed[AH_REPORT_DESTROYED_DETAIL]; /* a ring, oldest at its head */
+static int destroyed_head, ndestroyed;
+static ah_report_destroyed_t destroyed_sum;
+static int destroyed_rank = -1, destroyed_rank_nranks; /* rank_note over every folded one */
+
+static void stat_sum(ah_report_destroyed_t *d, const ah_report_stat_t *st) {
+  d->timed += st->timed;
+  d->us_total += st->us_total;
+  d->bytes_total += st->bytes_total;
+}
+
+/* Adds the entry rc to the summed ones. */
+static void destroyed_merge(const ah_report_comm_t *rc) {
+  ah_report_destroyed_t *d = &destroyed_sum;
+  d->comms++;
+  for (int k = 0; k < rc->nkeys; k++) {
+    const ah_report_key_t *key = &rc->keys[k];
+    d->keys++;
+    d->tuned += key->tuned != 0;
+    d->calls += key->calls;
+    stat_sum(d, &key->nccl_default);
+    /* a key that runs NCCL's choice now reports nccl_default's figures as applied (key_fill):
+     * that copy is not counted twice */
+    const ah_report_stat_t *a = &key->applied, *n = &key->nccl_default;
+    if (!ah_config_equal(&a->cfg, &n->cfg) || a->calls != n->calls || a->timed != n->timed ||
+        a->us_total != n->us_total || a->bytes_total != n->bytes_total)
+      stat_sum(d, a);
+    d->sync_waits += key->sync_waits;
+    d->sync_wait_us += key->sync_wait_us;
+  }
+}
+
+int ah_shim_report_fold(ah_comm_t *c) {
+  const ah_settings_t *s = ah_env_settings();
+  if (!c || c->pid != (int)getpid()) return 0; /* a forked child's copy: its parent's to report */
+  pthread_mutex_lock(&destroyed_lock);
+  if (atomic_load(&c->folded)) {
+    pthread_mutex_unlock(&destroyed_lock);
+    return 0;
+  }
+  ah_report_comm_t rc;
+  int have = (s->report[0] || s->metrics[0]) && comm_fill(&rc, c) == 0;
+  if (have) {
+    rc.destroyed = 1;
+    if (ndestroyed == AH_REPORT_DESTROYED_DETAIL) { /* the oldest in detail joins the sum */
+      destroyed_merge(&destroyed[destroyed_head]);
+      comm_free(&destroyed[destroyed_head]);
+      destroyed_head = (destroyed_head + 1) % AH_REPORT_DESTROYED_DETAIL;
+      ndestroyed--;
+    }
+    destroyed[(destroyed_head + ndestroyed++) % AH_REPORT_DESTROYED_DETAIL] = rc;
+    rank_note(c->rank, c->nranks, &destroyed_rank, &destroyed_rank_nranks);
+  } else if (s->report[0] || s->metrics[0]) {
+    AH_LOG_CAPPED(3, AH_LOG_WARN,
+                  "out of memory keeping communicator %016llx's figures for the report: its "
+                  "calls are missing from it",
+                  (unsigned long long)c->id);
+  }
+  atomic_store(&c->folded, 1);
+  pthread_mutex_unlock(&destroyed_lock);
+  return have;
+}
+
+/* Copies the destroyed communicators into b's report (under destroyed_lock). */
+static void destroyed_add(build_t *b) {
+  ah_report_t *r = b->r;
+  for (int i = 0; i < ndestroyed && b->ok; i++) {
+    const ah_report_comm_t *src = &destroyed[(destroyed_head + i) % AH_REPORT_DESTROYED_DETAIL];
+    ah_report_comm_t *rc = comm_slot(b);
+    if (!rc) return;
+    *rc = *src;
+    rc->keys = src->nkeys ? calloc((size_t)src->nkeys, sizeof *rc->keys) : NULL;
+    if (src->nkeys && !rc->keys) {
+      b->ok = 0;
+      return;
+    }
+    r->ncomms++; /* counted now, so that report_free frees what was copied so far */
+    for (int k = 0; k < src->nkeys; k++) {
+      rc->keys[k] = src->keys[k];
+      rc->keys[k].probes = NULL;
+      rc->keys[k].nprobes = 0;
+      size_t bytes = (size_t)src->keys[k].nprobes * sizeof *rc->keys[k].probes;
+      if (bytes && !(rc->keys[k].probes = malloc(bytes))) {
+        rc->nkeys = k;
+        b->ok = 0;
+        return;
+      }
+      if (bytes) memcpy(rc->keys[k].probes, src->keys[k].probes, bytes);
+      rc->keys[k].nprobes = src->keys[k].nprobes;
+    }
+  }
+  r->destroyed = destroyed_sum;
+  rank_note(destroyed_rank, destroyed_rank_nranks, &r->rank, &b->rank_nranks);
 }
 
 /* The metrics file of the snapshot r (AUTOHA_METRICS), beside or without the JSON report. */
@@ -184,7 +307,10 @@ void ah_shim_report_write(const char *why) {
   ah_report_text_copy(r.job, sizeof r.job, ah_template_job_env()); /* as given, valid as JSON */
   r.nccl_version = ah_shim.nccl_version;
   build_t b = {&r, 0, 1, 0};
-  ah_comm_foreach(comm_add, &b);
+  pthread_mutex_lock(&destroyed_lock);
+  ah_comm_foreach(comm_add, &b); /* the live ones: a destroyed one is kept below */
+  destroyed_add(&b);
+  pthread_mutex_unlock(&destroyed_lock);
   /* No communicator in this process (a launcher, `nice`, a shell): nothing to report, and nothing
    * below is touched — the topology would open libcuda.so.1, which may warn in a process that
    * never used NCCL. */
@@ -230,9 +356,10 @@ void ah_shim_report_write(const char *why) {
 
 /* ---- teardown writes: at most one a second, and at most 5% of the time -------------------------- */
 
-/* Note that a report holds every communicator the process made, so its write grows with them: the
- * gap after a teardown write is 20 times what the write took, and a second at least, so a job that
- * makes and destroys communicators by the thousand spends at most a twentieth of its time on them. */
+/* Note that a report's write grows with the live communicators (the destroyed ones it holds are
+ * bounded): the gap after a teardown write is 20 times what the write took, and a second at least,
+ * so a job that makes and destroys communicators by the thousand spends at most a twentieth of its
+ * time on them. */
 #define TEARDOWN_GAP_NS 1000000000ull
 static uint64_t teardown_gap_ns = TEARDOWN_GAP_NS;
 static pthread_mutex_t teardown_lock = PTHREAD_MUTEX_INITIALIZER;

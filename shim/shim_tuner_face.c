@@ -161,8 +161,7 @@ static ncclResult_t init_common(void **context, uint64_t commId, size_t nRanks, 
 static ncclResult_t finalize_common(void *context) {
   if (context) {
     ah_shim_chain_finalize(((ah_comm_t *)context)->chain_ctx);
-    ah_shim_comm_retire(context);
-    ah_shim_report_teardown();
+    ah_shim_retire(context);
   }
   return ncclSuccess;
 }

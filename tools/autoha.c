@@ -109,9 +109,9 @@ static void print_report(const char *path, const ah_report_t *r) {
       waits += cm->keys[k].sync_waits, wait_us += cm->keys[k].sync_wait_us;
     printf(
         "\ncommunicator 0x%016llx: %d ranks on %d nodes, this rank %d, %d keys, "
-        "%llu sync waits (%.1f ms)\n",
+        "%llu sync waits (%.1f ms)%s\n",
         (unsigned long long)cm->id, cm->nranks, cm->nnodes, cm->rank, cm->nkeys,
-        (unsigned long long)waits, wait_us / 1000.0);
+        (unsigned long long)waits, wait_us / 1000.0, cm->destroyed ? ", destroyed" : "");
     table_t t = {.ncols = 11,
                  .head = {"coll", "bytes/rank", "calls", "source", "nccl config", "nccl us",
                           "autoha config", "autoha us", "busbw GB/s", "speedup", "tuning"},
@@ -156,6 +156,14 @@ static void print_report(const char *path, const ah_report_t *r) {
     }
     table_print(stdout, &t);
   }
+  const ah_report_destroyed_t *d = &r->destroyed;
+  if (d->comms) /* beyond the destroyed ones shown above */
+    printf(
+        "\n%llu more destroyed communicators, summed: %llu keys (%llu tuned), %llu calls, "
+        "%llu timed (%.1f ms), %llu sync waits (%.1f ms)\n",
+        (unsigned long long)d->comms, (unsigned long long)d->keys, (unsigned long long)d->tuned,
+        (unsigned long long)d->calls, (unsigned long long)d->timed, d->us_total / 1000.0,
+        (unsigned long long)d->sync_waits, d->sync_wait_us / 1000.0);
   const ah_report_ha_t *h = &r->ha;
   if (h->policy[0]) { /* AUTOHA_HA's failovers (docs/ha.md) */
     printf(

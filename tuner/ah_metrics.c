@@ -202,7 +202,9 @@ static void process_put(buf_t *b, const ah_report_t *r, const char *pl) {
          "When this file (and the report beside it) was written, seconds since the epoch.");
   put(b, "autoha_report_time_seconds{%s} ", pl);
   put_double(b, r->time_s);
-  family(b, "autoha_communicators", "gauge", "Communicators this process made and reports.");
+  family(
+      b, "autoha_communicators", "gauge",
+      "Communicators this process reports in detail: the live ones and the latest 16 destroyed.");
   put(b, "autoha_communicators{%s} %d\n", pl, r->ncomms);
   family(b, "autoha_health_findings_total", "counter",
          "Findings of the hang diagnosis this process received since it started, per kind.");

@@ -162,10 +162,11 @@ static json_t *report_to_json(const ah_report_t *r) {
       waits += cm->keys[k].sync_waits;
       wait_us += cm->keys[k].sync_wait_us;
     }
-    json_array_append_new(
-        comms, json_pack("{s:s, s:i, s:i, s:i, s:{s:I, s:o}, s:o}", "id", id, "nranks", cm->nranks,
-                         "nnodes", cm->nnodes, "rank", cm->rank, "sync", "waits", (json_int_t)waits,
-                         "wait_us", num_or_null(wait_us), "keys", keys));
+    json_t *cj = json_pack("{s:s, s:i, s:i, s:i, s:{s:I, s:o}, s:o}", "id", id, "nranks",
+                           cm->nranks, "nnodes", cm->nnodes, "rank", cm->rank, "sync", "waits",
+                           (json_int_t)waits, "wait_us", num_or_null(wait_us), "keys", keys);
+    if (cj && cm->destroyed) json_object_set_new(cj, "destroyed", json_true());
+    json_array_append_new(comms, cj);
   }
   json_t *root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:o, s:o, s:o}", "schema",
                            AH_REPORT_SCHEMA, "tool", "autoha", "job", r->job, "host", r->host,
@@ -173,6 +174,15 @@ static json_t *report_to_json(const ah_report_t *r) {
                            "topology", r->topo, "mode", r->mode, "time", num_or_null(r->time_s),
                            "comms", comms, "health", health_to_json(r));
   if (root && r->ha.policy[0]) json_object_set_new(root, "ha", ha_to_json(&r->ha));
+  const ah_report_destroyed_t *d = &r->destroyed;
+  if (root && d->comms) /* the communicators destroyed beyond those kept in detail, summed */
+    json_object_set_new(
+        root, "destroyed",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:I, s:o}", "comms", (json_int_t)d->comms,
+                  "keys", (json_int_t)d->keys, "tuned_keys", (json_int_t)d->tuned, "calls",
+                  (json_int_t)d->calls, "timed", (json_int_t)d->timed, "us",
+                  num_or_null(d->us_total), "bytes", num_or_null(d->bytes_total), "sync_waits",
+                  (json_int_t)d->sync_waits, "sync_wait_us", num_or_null(d->sync_wait_us)));
   return root;
 }
 

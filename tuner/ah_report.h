@@ -67,7 +67,21 @@ typedef struct {
   int nranks, nnodes, rank;
   int nkeys;
   ah_report_key_t *keys;
+  int destroyed; /* 1: destroyed (ncclCommDestroy/Finalize), kept in detail as it was then */
 } ah_report_comm_t;
+
+/* Communicators destroyed beyond the last AH_REPORT_DESTROYED_DETAIL (kept in detail among the
+ * comms), summed into one entry, so that a report stays bounded however many a job makes. */
+#define AH_REPORT_DESTROYED_DETAIL 16
+typedef struct {
+  uint64_t comms;        /* communicator contexts (one per local rank) summed here */
+  uint64_t keys, tuned;  /* their keys, and of which were searched */
+  uint64_t calls, timed; /* every call counted in those keys; of which were timed */
+  double us_total;       /* the timed calls' durations, microseconds (NCCL's choice and applied) */
+  double bytes_total;    /* the timed calls' bytes per rank */
+  uint64_t sync_waits;   /* waits for the leader's decision, and their time */
+  double sync_wait_us;
+} ah_report_destroyed_t;
 
 /* One finding of the hang diagnosis that this process received (docs/diagnosis.md). */
 #define AH_REPORT_HEALTH_MAX 16
@@ -163,7 +177,8 @@ typedef struct {
   double time_s;                 /* seconds since the epoch when written */
   int ncomms;
   ah_report_comm_t *comms;
-  int nhealth; /* the latest findings, oldest first */
+  ah_report_destroyed_t destroyed; /* "destroyed", present when destroyed.comms > 0 */
+  int nhealth;                     /* the latest findings, oldest first */
   ah_report_health_t health[AH_REPORT_HEALTH_MAX];
   ah_report_run_t run; /* what reproduces the run */
   ah_report_ha_t ha;   /* transparent failover (optional "ha" section) */

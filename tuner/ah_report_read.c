@@ -401,6 +401,30 @@ static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
 }
 
 /* The optional "ha" object (ha_to_json). */
+/* The optional "destroyed" object: communicators summed beyond those kept in detail. */
+static void get_destroyed(reader_t *rd, json_t *root, ah_report_t *r) {
+  json_t *d = json_object_get(root, "destroyed");
+  if (!d || rd->failed) return;
+  if (!json_is_object(d)) {
+    rerr(rd, "destroyed", "expected an object");
+    return;
+  }
+  ah_report_destroyed_t *o = &r->destroyed;
+  struct {
+    const char *name;
+    uint64_t *v;
+  } counts[] = {{"comms", &o->comms}, {"keys", &o->keys},   {"tuned_keys", &o->tuned},
+                {"calls", &o->calls}, {"timed", &o->timed}, {"sync_waits", &o->sync_waits}};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0] && !rd->failed; i++) {
+    int64_t v = 0;
+    get_int(rd, d, "destroyed", counts[i].name, 1, 0, INT64_MAX, &v);
+    *counts[i].v = (uint64_t)v;
+  }
+  get_num(rd, d, "destroyed", "us", &o->us_total);
+  get_num(rd, d, "destroyed", "bytes", &o->bytes_total);
+  get_num(rd, d, "destroyed", "sync_wait_us", &o->sync_wait_us);
+}
+
 static void get_ha(reader_t *rd, json_t *root, ah_report_t *r) {
   json_t *o = json_object_get(root, "ha");
   if (!o || rd->failed) return;
@@ -494,6 +518,7 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
    * "recommended" object of placeholders: ignored, like any field this reader does not know. */
   get_health(rd, root, r);
   get_ha(rd, root, r);
+  get_destroyed(rd, root, r);
   json_t *run = json_object_get(root, "run"); /* optional: older reports lack it */
   if (run && !json_is_null(run) && !rd->failed) {
     char why[200];
@@ -547,6 +572,14 @@ static void get_report(reader_t *rd, json_t *root, ah_report_t *r) {
     v = -1;
     get_int(rd, cj, p, "rank", 0, -1, INT32_MAX, &v);
     cm->rank = (int)v;
+    json_t *gone = json_object_get(cj, "destroyed"); /* optional: absent while it lives */
+    if (gone && !json_is_boolean(gone)) {
+      char q[80];
+      sub(q, sizeof q, p, "destroyed");
+      rerr(rd, q, "expected true or false");
+      return;
+    }
+    cm->destroyed = gone && json_is_true(gone);
     json_t *keys = get(rd, cj, p, "keys", 1);
     if (rd->failed) return;
     char q[80];

@@ -91,6 +91,7 @@ def rows(reports):
                     "state": key_state(k),
                     "process_rank": r.get("rank"), "job": r.get("job"), "mode": r.get("mode"),
                     "simulated": is_simulated(r), "path": r.get("_path"),
+                    "destroyed": bool(c.get("destroyed")),
                 })
     return out
 
@@ -104,7 +105,8 @@ def reports(paths):
     `calls`, `source`, `nccl_config`, `nccl_calls`, `nccl_us` (NCCL's default: mean µs),
     `nccl_busbw_gbs`, `applied_config`, `applied_calls`, `applied_us`, `bytes_mean`, `busbw_gbs`
     (of the applied config), `speedup`, `state` (tuning state, or the source when not searched),
-    `process_rank` (the report's lowest rank), `job`, `mode`, `simulated`, `path`.
+    `process_rank` (the report's lowest rank), `job`, `mode`, `simulated`, `path`, `destroyed`
+    (a destroyed communicator the report kept in detail; the summed ones have no keys).
     Note that times and bandwidths are NaN where the report has null (never timed).
     Raises MissingDependency without pandas.
     """
@@ -112,7 +114,8 @@ def reports(paths):
     cols = ["rank", "host", "pid", "comm", "nranks", "nnodes", "coll", "bin", "bytes_min",
             "bytes_max", "calls", "source", "nccl_config", "nccl_calls", "nccl_us",
             "nccl_busbw_gbs", "applied_config", "applied_calls", "applied_us", "bytes_mean",
-            "busbw_gbs", "speedup", "state", "process_rank", "job", "mode", "simulated", "path"]
+            "busbw_gbs", "speedup", "state", "process_rank", "job", "mode", "simulated", "path",
+            "destroyed"]
     df = pd.DataFrame(rows(load(paths)), columns=cols)
     for c in ("nccl_us", "nccl_busbw_gbs", "applied_us", "bytes_mean", "busbw_gbs", "speedup"):
         df[c] = pd.to_numeric(df[c], errors="coerce")

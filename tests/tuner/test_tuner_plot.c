@@ -39,7 +39,8 @@ static void write_rank(const char *path, int rank) {
   snprintf(r.mode, sizeof r.mode, "tune");
   r.ncomms = 1;
   r.comms = &comm;
-  comm = (ah_report_comm_t){0xabc, 8, 1, rank, 3, keys};
+  comm = (ah_report_comm_t){
+      .id = 0xabc, .nranks = 8, .nnodes = 1, .rank = rank, .nkeys = 3, .keys = keys};
   ah_report_key_t *k = &keys[0];
   k->coll = AH_FUNC_ALLREDUCE;
   k->bin = 24;

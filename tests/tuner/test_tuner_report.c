@@ -784,18 +784,66 @@ START_TEST(non_utf8_text_still_reports) {
 }
 END_TEST
 
+/* Destroyed communicators (docs/report.md): one kept in detail carries "destroyed": true, the
+ * summed ones the top-level "destroyed" object; both survive a write and a read, a live report has
+ * neither, and a wrong type is refused naming the field. */
+START_TEST(destroyed_round_trip) {
+  build_report();
+  char *text = ah_report_to_string(&rep);
+  ck_assert_ptr_nonnull(text);
+  ck_assert_ptr_null(strstr(text, "\"destroyed\"")); /* nothing destroyed: neither field */
+  free(text);
+  comm.destroyed = 1;
+  rep.destroyed = (ah_report_destroyed_t){.comms = 285,
+                                          .keys = 290,
+                                          .tuned = 280,
+                                          .calls = 1234567890123ull,
+                                          .timed = 285,
+                                          .us_total = 2400.5,
+                                          .bytes_total = 1167360,
+                                          .sync_waits = 7,
+                                          .sync_wait_us = 31.25};
+  text = ah_report_to_string(&rep);
+  ck_assert_ptr_nonnull(text);
+  ah_report_t *r = NULL;
+  char err[512];
+  ck_assert_msg(ah_report_parse(text, &r, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(r->ncomms, 1);
+  ck_assert_int_eq(r->comms[0].destroyed, 1);
+  ck_assert_uint_eq(r->destroyed.comms, 285);
+  ck_assert_uint_eq(r->destroyed.keys, 290);
+  ck_assert_uint_eq(r->destroyed.tuned, 280);
+  ck_assert_uint_eq(r->destroyed.calls, 1234567890123ull);
+  ck_assert_uint_eq(r->destroyed.timed, 285);
+  ck_assert_double_eq_tol(r->destroyed.us_total, 2400.5, 1e-9);
+  ck_assert_double_eq_tol(r->destroyed.bytes_total, 1167360, 1e-9);
+  ck_assert_uint_eq(r->destroyed.sync_waits, 7);
+  ck_assert_double_eq_tol(r->destroyed.sync_wait_us, 31.25, 1e-9);
+  ah_report_free(r);
+  /* a hand-edited report with the wrong types is refused, naming the field */
+  char *at = strstr(text, "\"destroyed\": true");
+  ck_assert_ptr_nonnull(at);
+  memcpy(at, "\"destroyed\": 1   ", strlen("\"destroyed\": true"));
+  ck_assert_int_eq(ah_report_parse(text, &r, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "comms[0].destroyed") && strstr(err, "expected true or false"), "%s",
+                err);
+  free(text);
+  comm.destroyed = 0;
+  rep.destroyed.comms = 0;
+  const char *bad =
+      "{\"schema\": 1, \"host\": \"a\", \"nccl_version\": 1, \"topology\": \"t\", "
+      "\"mode\": \"tune\", \"comms\": [], \"destroyed\": {\"comms\": -1}}";
+  ck_assert_int_eq(ah_report_parse(bad, &r, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "destroyed.comms"), "%s", err);
+  memset(&rep.destroyed, 0, sizeof rep.destroyed);
+}
+END_TEST
+
 int main(void) {
-  const TTest *const tests[] = {formulas,
-                                paths_and_names,
-                                job_ids,
-                                round_trip,
-                                run_record,
-                                atomic_write,
-                                concurrent_writers_and_reader,
-                                malformed_reports,
-                                profile_load,
-                                truncated_reports,
-                                non_utf8_text_still_reports};
+  const TTest *const tests[] = {
+      formulas,          destroyed_round_trip, paths_and_names,   job_ids,
+      round_trip,        run_record,           atomic_write,      concurrent_writers_and_reader,
+      malformed_reports, profile_load,         truncated_reports, non_utf8_text_still_reports};
   return ah_check_main(
       "tuner_report",
       (ah_check_case_t){.name = "report", .timeout = 20, .setup = NULL, .teardown = remove_dir},
