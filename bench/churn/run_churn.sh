@@ -7,11 +7,10 @@
 # rewritten whole at each teardown, scans of every communicator ever made — shows there: it was
 # 753 s against 1.7 s). Then memory: rank 0's VmRSS after CYCLES/4 and after CYCLES cycles, with
 # and without the shim (tune mode, reports on), divided by the communicators destroyed between:
-# what autoha adds per destroyed communicator, bar 12 KB (10.0 KB; it was 62 KB when every
-# destroyed communicator kept its search, health state, key table and report entry; the aim is
-# 8 KB, and what stays is reached without locks: docs/shim.md "Communicator churn"); and the report at CYCLES at most
-# 64 KB and 1.5x the one at CYCLES/4 (it held every communicator: 3.1 MB at 2,000). Figures from
-# sim/.
+# what autoha adds per destroyed communicator, bar 12 KB (4.5 KB; it was 62 KB when every
+# destroyed communicator kept its search, health state, key table and report entry; what stays is
+# reached without locks: docs/shim.md "Communicator churn"); and the report at CYCLES at most 64 KB
+# and 1.5x the one at CYCLES/4 (it held every communicator: 3.1 MB at 2,000). Figures from sim/.
 #   run_churn.sh NCCLSIM_RUN CHURN_JOB LIBAUTOHA SIMLIB_DIR [CYCLES]
 set -u
 run=$1 job=$2 lib=$3 simlib=$4 cycles=${5:-2000}
