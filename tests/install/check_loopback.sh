@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Loopback only: ctest gives every test AUTOHA_COORD_IFNAME=lo (tests/ctest_env.cmake), and
 # ncclsim-run gives its jobs the same unless the caller set one, so a job's hub listens on
-# 127.0.0.0/8 even when nothing else says where.
+# 127.0.0.0/8 even when nothing else says where; and every bench script that preloads libautoha.so
+# exports AUTOHA_COORD_IFNAME=lo unless the caller set one (a bench run by hand gets no ctest).
 #   check_loopback.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR
 set -u
 run=$1 job=$2 lib=$3 simlib=$4
@@ -14,6 +15,15 @@ got=$(env -u AUTOHA_COORD_IFNAME "$run" -n 1 -- sh -c 'echo "ifname=$AUTOHA_COOR
 # shellcheck disable=SC2016
 got=$(AUTOHA_COORD_IFNAME=eth7 "$run" -n 1 -- sh -c 'echo "ifname=$AUTOHA_COORD_IFNAME"' 2>&1)
 [ "$got" = "ifname=eth7" ] || { echo "FAIL: ncclsim-run overrode the caller's interface: '$got'"; fail=1; }
+bench=$(dirname "$0")/../../bench
+n=0
+for f in $(grep -rl --include='*.sh' 'LD_PRELOAD=' "$bench"); do
+  n=$((n + 1))
+  # shellcheck disable=SC2016 # the text of the line, not its value
+  grep -qF 'export AUTOHA_COORD_IFNAME=${AUTOHA_COORD_IFNAME:-lo}' "$f" ||
+    { echo "FAIL: ${f#"$bench"/} starts a preloaded job without AUTOHA_COORD_IFNAME=\${AUTOHA_COORD_IFNAME:-lo}"; fail=1; }
+done
+[ "$n" -ge 7 ] || { echo "FAIL: only $n bench scripts set LD_PRELOAD (expected 7 or more)"; fail=1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 log=$work/job.log
