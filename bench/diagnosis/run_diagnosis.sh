@@ -10,6 +10,8 @@
 # Bar: all 20 slowed ranks named within 50 iterations, no other rank named, 0 false findings.
 #   run_diagnosis.sh NCCLSIM_RUN TRAIN_JOB LIBAUTOHA SIMLIB_DIR
 set -u
+# A single-host job: its hub listens on loopback unless the caller named an interface.
+export AUTOHA_COORD_IFNAME=${AUTOHA_COORD_IFNAME:-lo}
 run=$1 job=$2 lib=$3 simlib=$4
 seeds=${DIAG_SEEDS:-20}
 work=$(mktemp -d)

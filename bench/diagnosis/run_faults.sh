@@ -31,7 +31,7 @@ fabric=${FABRIC_TOOL:-$(dirname "$run")/ncclsim-fabric}
 here=$(dirname "$0")/../../tests/diag
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-export NCCLSIM_NOISE=0.02 AUTOHA_COORD_IFNAME=lo
+export NCCLSIM_NOISE=0.02 AUTOHA_COORD_IFNAME=${AUTOHA_COORD_IFNAME:-lo}
 for kind in $kinds; do
   for seed in $(seq 0 $((seeds - 1))); do
     case $kind in

@@ -10,6 +10,8 @@
 # (median over seeds). All figures are sim/'s.
 #   run_fabric.sh NCCLSIM_RUN FABRIC_PERF NCCLSIM_FABRIC_TOOL LIBAUTOHA SIMLIB_DIR
 set -u
+# A single-host job: its hub listens on loopback unless the caller named an interface.
+export AUTOHA_COORD_IFNAME=${AUTOHA_COORD_IFNAME:-lo}
 run=$1 perf=$2 tool=$3 lib=$4 simlib=$5
 seeds=${FABRIC_SEEDS:-20}
 bytes=$((256 << 20))

@@ -46,6 +46,8 @@
 #                    retry window); bar: the p99 stall per failover <= it + 50 ms
 # Any AUTOHA_HA_* setting in the environment reaches the jobs.
 set -u
+# A single-host job: its hub listens on loopback unless the caller named an interface.
+export AUTOHA_COORD_IFNAME=${AUTOHA_COORD_IFNAME:-lo}
 run=$1 job=$2 lib=$3 simlib=$4
 points=${FAILOVER_POINTS:-20} policies=${FAILOVER_POLICY:-path} node_list=${FAILOVER_NODES:-2 4}
 path_target=${FAILOVER_PATH_TARGET:-link}

@@ -18,6 +18,8 @@
 #   run_ha_cost.sh NCCLSIM_IBBW_DL LIBAUTOHA SIMLIB_DIR [NCCLSIM_RUN FABRIC_PERF]
 #   (HA_COST_ITERS: ibbw iterations, default 20000)
 set -u
+# A single-host job: its hub listens on loopback unless the caller named an interface.
+export AUTOHA_COORD_IFNAME=${AUTOHA_COORD_IFNAME:-lo}
 bin=$1 lib=$2 simlib=$3 jobrun=${4:-} perf=${5:-} iters=${HA_COST_ITERS:-20000}
 bar=100
 . "$(dirname "${BASH_SOURCE[0]}")/../common/callgrind_cost.sh" || { echo "ha_cost: FAILED"; exit 1; }

@@ -30,6 +30,8 @@
 #   run.sh HOTPATH_JOB LIBAUTOHA SIMLIB [ITERS]   (env HOTPATH_NULL_TUNER: the do-nothing tuner;
 #   HOTPATH_SHAPES: the shapes, default "group2 group8 ungrouped")
 set -uo pipefail
+# A single-host job: its hub listens on loopback unless the caller named an interface.
+export AUTOHA_COORD_IFNAME=${AUTOHA_COORD_IFNAME:-lo}
 job=$1 lib=$2 simlib=$3 iters=${4:-2000}
 shapes=${HOTPATH_SHAPES:-group2 group8 ungrouped}
 bar=200

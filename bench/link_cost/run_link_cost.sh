@@ -16,6 +16,8 @@
 # receiving end, as net_ib's: not timed, its posts only find their context's).
 #   run_link_cost.sh NCCLSIM_IBBW_DL LIBAUTOHA SIMLIB_DIR   (LINK_COST_ITERS: ibbw iterations, 20000)
 set -u
+# A single-host job: its hub listens on loopback unless the caller named an interface.
+export AUTOHA_COORD_IFNAME=${AUTOHA_COORD_IFNAME:-lo}
 bin=$1 lib=$2 simlib=$3 iters=${LINK_COST_ITERS:-20000}
 bar=70
 . "$(dirname "${BASH_SOURCE[0]}")/../common/callgrind_cost.sh" || { echo "link_cost: FAILED"; exit 1; }

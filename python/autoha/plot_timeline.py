@@ -8,6 +8,7 @@ each as wide as its samples, across the calls the search spent. Keys' calls carr
 place on the wall clock.
 """
 import math
+import re
 
 from autoha.plot_common import figure, size_text, title
 
@@ -114,6 +115,14 @@ def key_panel(ax, c, k):
     ax.tick_params(axis="x", labelsize="x-small")
 
 
+def finding_label(h):
+    """The legend entry of a finding: its kind and the rank its line names first (the one at
+    fault: "rank 2 (host pid ...) never entered ..."), since the row it sits on is the process that
+    received it, which is every process of the job, not the rank to blame."""
+    m = re.search(r"\brank (\d+) \(", h.get("text") or "")
+    return f"finding: {h.get('kind')}" + (f", naming rank {m.group(1)}" if m else "")
+
+
 def events_panel(ax, reports):
     """Draws the job's wall clock: a row per report, its findings and failovers, and when each
     report was written; returns how many findings and failovers were drawn."""
@@ -124,7 +133,7 @@ def events_panel(ax, reports):
         for h in r.get("health") or []:
             m, col = HEALTH_STYLE.get(h.get("kind"), ("o", "grey"))
             if h.get("time") is not None:
-                pts.append((h["time"], i, m, col, f"finding: {h.get('kind')}"))
+                pts.append((h["time"], i, m, col, finding_label(h)))
         for e in (r.get("ha") or {}).get("events") or []:
             if e.get("time") is not None:
                 pts.append((e["time"], i, "*", "black", "failover"))
@@ -145,8 +154,9 @@ def events_panel(ax, reports):
     ax.set_ylim(-0.6, len(names) - 0.4)
     ax.set_xlabel("wall clock (s since the first event)", fontsize="small")
     n = sum(1 for p in pts if p[4] != "report written")
-    ax.set_title(f"the job's findings (health) and failovers (ha): {n} "
-                 "(calls carry no times, so keys are below by call index)", fontsize="small")
+    ax.set_title(f"the job's findings (health, on the row of each process that received one) and "
+                 f"failovers (ha): {n}\n(calls carry no times, so keys are below by call index)",
+                 fontsize="small")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="x-small")
     ax.tick_params(axis="x", labelsize="x-small")
     return n

@@ -320,29 +320,34 @@ START_TEST(waiting_gets_are_bounded_and_forgotten_at_their_deadline) {
   ah_coord_hub_t *h2 = ah_coord_hub_open("127.0.0.1:0", secret, &o, &st2);
   ck_assert_ptr_nonnull(h2);
   ah_coord_t *a = client_of(&st2), *b = client_of(&st2);
-  uint8_t k[AH_COORD_DIR_KEY];
-  getter_t g4[4];
-  pthread_t t4[4];
-  memset(g4, 0, sizeof g4);
-  for (int i = 0; i < 4; i++) { /* four waiting requests of b */
-    g4[i].c = b;
-    g4[i].timeout_s = 0.3;
-    key_of(100 + (uint32_t)i, g4[i].key);
-    ck_assert_int_eq(pthread_create(&t4[i], NULL, getter, &g4[i]), 0);
+  /* Five waiting requests of b: four wait, one is refused. Which one depends on the order their
+   * threads reach the hub (on a loaded machine the last started can overtake another), so the
+   * refused key is read from the hub's line, and that key's put must not reach its getter. Each
+   * waits 2 s, so the four still wait when the last arrives however slow the machine. */
+  getter_t g[5];
+  pthread_t t[5];
+  memset(g, 0, sizeof g);
+  for (int i = 0; i < 5; i++) {
+    g[i].c = b;
+    g[i].timeout_s = 2.0;
+    key_of(100 + (uint32_t)i, g[i].key);
+    ck_assert_int_eq(pthread_create(&t[i], NULL, getter, &g[i]), 0);
+    if (i == 3) sleep_ms(150);
   }
-  sleep_ms(150);
-  key_of(200, k); /* a fifth, while four wait: refused, so it times out even though a put comes */
-  getter_t g5 = {.c = b, .timeout_s = 0.5};
-  memcpy(g5.key, k, sizeof k);
-  pthread_t t5;
-  ck_assert_int_eq(pthread_create(&t5, NULL, getter, &g5), 0);
-  ck_assert(log_wait("4 requests wait on this connection (at most 4)", 2000));
-  ck_assert_int_eq(ah_coord_dir_put(a, k, "x", 1), 0);
-  pthread_join(t5, NULL);
-  ck_assert_int_eq(g5.rc, -1);
-  for (int i = 0; i < 4; i++) {
-    pthread_join(t4[i], NULL);
-    ck_assert_int_eq(g4[i].rc, -1);
+  ck_assert(log_wait("4 requests wait on this connection (at most 4)", 4000));
+  int refused = -1;
+  for (int i = 0; i < 5; i++) {
+    char line[96];
+    snprintf(line, sizeof line, "refused a DIR_GET of key %02x%02x%02x%02x%02x%02x%02x%02x",
+             g[i].key[0], g[i].key[1], g[i].key[2], g[i].key[3], g[i].key[4], g[i].key[5],
+             g[i].key[6], g[i].key[7]);
+    if (log_wait(line, 0)) refused = i;
+  }
+  ck_assert_msg(refused >= 0, "the hub's refusal names none of the five keys");
+  ck_assert_int_eq(ah_coord_dir_put(a, g[refused].key, "x", 1), 0);
+  for (int i = 0; i < 5; i++) {
+    pthread_join(t[i], NULL);
+    ck_assert_int_eq(g[i].rc, -1); /* the refused one too, though its put came */
   }
   sleep_ms(300); /* the four are past their deadline, and the hub's tick (50 ms) forgot them */
   getter_t g6 = {.c = b, .timeout_s = 5.0};

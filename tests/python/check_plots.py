@@ -108,12 +108,18 @@ def main(rdir, pdir, nprocs):
     reps = copy.deepcopy(load([rdir]))
     t0 = reps[0]["time"]
     reps[0]["health"] = [{"comm": reps[0]["comms"][0]["id"], "kind": "straggler",
-                          "text": "made up", "time": t0 - 5}]
+                          "text": "made up", "time": t0 - 5},
+                         {"comm": reps[0]["comms"][0]["id"], "kind": "missing", "time": t0 - 4,
+                          "text": "hang on comm 1: rank 2 (127.0.0.1 pid 9 gpu 0) never entered "
+                                  "allgather 2M+ #16, which rank 0 (127.0.0.1 pid 7 gpu 0) entered"}]
     reps[1]["ha"] = {"policy": "port", "failovers": 1, "events": [{"time": t0 - 3, "qp": 1}]}
     ev = plot_timeline.draw(reps)
     labels = [t.get_text() for t in ev.axes[0].get_legend().get_texts()]
     check("finding: straggler" in labels and "failover" in labels,
           f"job timeline marks a finding and a failover: {labels}")
+    # the row is the process that received it; the legend names the rank the finding blames
+    check("finding: missing, naming rank 2" in labels,
+          f"job timeline names the rank a finding blames (rank 2, not rank 0 also cited): {labels}")
     unclipped(ev, "timeline with events")
     bb2 = plot_busbw.draw(reps)
     unclipped(bb2, "busbw of the copies")
