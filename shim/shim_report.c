@@ -1,7 +1,7 @@
 /* The process's tuning report: a snapshot of every live communicator context and its keys, and of
  * the destroyed ones (the latest AH_REPORT_DESTROYED_DETAIL in detail, the others summed, folded
- * at their destroy: ah_shim_report_fold), handed to the report writer (tuner/ah_report.c), which writes JSON atomically, and to the
- * metrics writer (tuner/ah_metrics.c, AUTOHA_METRICS), so the two files agree. Written at every
+ * at their destroy: ah_shim_report_fold), handed to the report writer (tuner/ah_report.c), which
+ * writes JSON atomically, and to the metrics writer (tuner/ah_metrics.c, AUTOHA_METRICS), so the two files agree. Written at every
  * communicator teardown, at exit, and from a background thread 10 s after the first communicator,
  * then every AUTOHA_REPORT_INTERVAL_S seconds.
  *
@@ -199,12 +199,9 @@ static void destroyed_merge(const ah_report_comm_t *rc) {
     d->tuned += key->tuned != 0;
     d->calls += key->calls;
     stat_sum(d, &key->nccl_default);
-    /* a key that runs NCCL's choice now reports nccl_default's figures as applied (key_fill):
-     * that copy is not counted twice */
-    const ah_report_stat_t *a = &key->applied, *n = &key->nccl_default;
-    if (!ah_config_equal(&a->cfg, &n->cfg) || a->calls != n->calls || a->timed != n->timed ||
-        a->us_total != n->us_total || a->bytes_total != n->bytes_total)
-      stat_sum(d, a);
+    /* a key that runs NCCL's choice now reports nccl_default's figures as applied (key_fill),
+     * config and all; any other applied config differs from NCCL's: that copy is not counted twice */
+    if (!ah_config_equal(&key->applied.cfg, &key->nccl_default.cfg)) stat_sum(d, &key->applied);
     d->sync_waits += key->sync_waits;
     d->sync_wait_us += key->sync_wait_us;
   }

@@ -400,15 +400,22 @@ static void get_health(reader_t *rd, json_t *root, ah_report_t *r) {
   }
 }
 
-/* The optional "ha" object (ha_to_json). */
+/* The optional top-level object `name`: NULL when absent, after an earlier error, or (an error
+ * named) when it is not an object. */
+static json_t *optional_object(reader_t *rd, json_t *root, const char *name) {
+  json_t *o = json_object_get(root, name);
+  if (!o || rd->failed) return NULL;
+  if (!json_is_object(o)) {
+    rerr(rd, name, "expected an object");
+    return NULL;
+  }
+  return o;
+}
+
 /* The optional "destroyed" object: communicators summed beyond those kept in detail. */
 static void get_destroyed(reader_t *rd, json_t *root, ah_report_t *r) {
-  json_t *d = json_object_get(root, "destroyed");
-  if (!d || rd->failed) return;
-  if (!json_is_object(d)) {
-    rerr(rd, "destroyed", "expected an object");
-    return;
-  }
+  json_t *d = optional_object(rd, root, "destroyed");
+  if (!d) return;
   ah_report_destroyed_t *o = &r->destroyed;
   struct {
     const char *name;
@@ -425,13 +432,10 @@ static void get_destroyed(reader_t *rd, json_t *root, ah_report_t *r) {
   get_num(rd, d, "destroyed", "sync_wait_us", &o->sync_wait_us);
 }
 
+/* The optional "ha" object (ha_to_json). */
 static void get_ha(reader_t *rd, json_t *root, ah_report_t *r) {
-  json_t *o = json_object_get(root, "ha");
-  if (!o || rd->failed) return;
-  if (!json_is_object(o)) {
-    rerr(rd, "ha", "expected an object");
-    return;
-  }
+  json_t *o = optional_object(rd, root, "ha");
+  if (!o) return;
   ah_report_ha_t *h = &r->ha;
   double v[4] = {0};
   get_str(rd, o, "ha", "policy", 1, h->policy, sizeof h->policy);
