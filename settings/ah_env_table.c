@@ -103,8 +103,9 @@ static const ah_env_var_t env_table[] = {
      0, 0, NULL, FIELD(metrics)},
     {"AUTOHA_PROFILE", AH_ENV_PATH, "off", "PATH template (%h %p %r %j %%), or off",
      "A report from an earlier run to start from: each key that was tuned (or overridden) there "
-     "runs that configuration from its first call, without searching again, unless an override "
-     "names it (overrides come first). A profile from another topology "
+     "runs that configuration from its first call (in tune mode, on a communicator spanning "
+     "processes, from its second: call 0 of every key there is NCCL's choice), without searching "
+     "again, unless an override names it (overrides come first). A profile from another topology "
      "fingerprint or another NCCL version is refused with one message and the job runs as if "
      "none was given. Communicators are matched by their shape (ranks, nodes), not their ids.",
      0, 0, NULL, FIELD(profile)},
@@ -136,8 +137,9 @@ static const ah_env_var_t env_table[] = {
      "hung and the collective cannot complete anyway: the rank logs one error, stops waiting "
      "and hands the call, and every later undecided call of that key, to NCCL's own choice, so "
      "the job fails (or its watchdog fires) inside NCCL as it would without autoha. It also bounds "
-     "a communicator's wait at its first call for the hub's verdict while the hub does not answer "
-     "(its process frozen or cut off: the hub is tried for the whole job).",
+     "a communicator's wait for the hub's verdict (fixed mode: at its first call; tune mode: at a "
+     "key's second) while the hub does not answer (its process frozen or cut off: the hub is "
+     "tried for the whole job).",
      1, 86400, NULL, FIELD(sync_timeout_s)},
     {"AUTOHA_TUNE_BUDGET", AH_ENV_INT, AH_ENV_DEFAULT_TEXT(AH_TUNE_BUDGET_DEFAULT),
      "1..10000000 (calls)",
